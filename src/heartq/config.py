@@ -1,0 +1,148 @@
+"""Settings of the protocol, their defaults, and where they come from.
+
+Every duration is in seconds (a float, so tests and demos can run the whole protocol in
+fractions of a second). Resolution order for each setting: the explicit argument, then the
+environment (`HEARTQ_URL`, `HEARTQ_HEARTBEAT_INTERVAL`, `HEARTQ_LEASE`,
+`HEARTQ_REAP_INTERVAL`), then the default below.
+
+Derived defaults keep the ratios of DESIGN.md when only the heartbeat is set: the lease is
+3 heartbeats, the reap interval one heartbeat, a worker is stale after 3 missed heartbeats.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from heartq.errors import ConfigError
+
+DEFAULT_URL = "sqlite:///heartq.db"
+"""Defaults to a SQLite file `heartq.db` in the working directory."""
+DEFAULT_HEARTBEAT_INTERVAL = 30.0
+"""Defaults to 30 s between two heartbeats of a worker."""
+LEASE_HEARTBEATS = 3.0
+"""The lease defaults to 3 heartbeat intervals (90 s): two missed heartbeats are tolerated."""
+STALE_HEARTBEATS = 3.0
+"""A worker is stale, and marked inactive, after 3 missed heartbeat intervals."""
+DEFAULT_LIVENESS_INTERVAL = 1.0
+"""Defaults to 1 s between two probes of the workers' liveness locks."""
+DEFAULT_REAP_BATCH = 100
+"""Defaults to reclaiming at most 100 expired leases per statement."""
+DEFAULT_WORKER_RETENTION = 7 * 86400.0
+"""Defaults to keeping inactive and stopped worker rows for 7 days."""
+DEFAULT_JOB_RETENTION = 7 * 86400.0
+"""Defaults to keeping succeeded and cancelled jobs for 7 days (dead jobs stay until purged)."""
+DEFAULT_PRUNE_INTERVAL = 600.0
+"""Defaults to pruning old rows every 10 minutes."""
+DEFAULT_POLL_INTERVAL = 1.0
+"""Defaults to 1 s: how long an idle worker waits for work when no wake-up comes."""
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+"""Defaults to 30 s for running jobs to finish on SIGTERM before they are released."""
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+"""Defaults to 1 MiB: the largest JSON encoding of a job's arguments, result or checkpoint."""
+DEFAULT_CONCURRENCY = 10
+"""Defaults to 10 jobs at once per worker."""
+SAFETY_MARGIN_FRACTION = 1.0 / 6.0
+"""A worker stops trusting its leases at `lease * (1 - 1/6)` after its last renewal."""
+
+ENV_URL = "HEARTQ_URL"
+_ENV_SETTINGS = {
+    "heartbeat_interval": "HEARTQ_HEARTBEAT_INTERVAL",
+    "lease": "HEARTQ_LEASE",
+    "reap_interval": "HEARTQ_REAP_INTERVAL",
+}
+
+
+def resolve_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The `--url`/`url=` argument, else `HEARTQ_URL`, else the SQLite default."""
+    env = os.environ if environ is None else environ
+    return url or env.get(ENV_URL) or DEFAULT_URL
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The protocol's timings. `None` means derived from `heartbeat_interval`."""
+
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    lease: float | None = None
+    reap_interval: float | None = None
+    liveness_interval: float = DEFAULT_LIVENESS_INTERVAL
+    stale_after: float | None = None
+    reap_batch: int = DEFAULT_REAP_BATCH
+    worker_retention: float = DEFAULT_WORKER_RETENTION
+    job_retention: float = DEFAULT_JOB_RETENTION
+    prune_interval: float = DEFAULT_PRUNE_INTERVAL
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    safety_margin: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or value is None:
+                continue
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
+        if self.lease_seconds <= self.heartbeat_interval:
+            raise ConfigError(
+                f"lease ({self.lease_seconds:g} s) must be longer than heartbeat_interval "
+                f"({self.heartbeat_interval:g} s), or a single late heartbeat loses every job"
+            )
+        if self.safety_margin_seconds >= self.lease_seconds:
+            raise ConfigError("safety_margin must be shorter than the lease")
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.lease if self.lease is not None else LEASE_HEARTBEATS * self.heartbeat_interval
+
+    @property
+    def reap_interval_seconds(self) -> float:
+        return self.reap_interval if self.reap_interval is not None else self.heartbeat_interval
+
+    @property
+    def stale_after_seconds(self) -> float:
+        if self.stale_after is not None:
+            return self.stale_after
+        return STALE_HEARTBEATS * self.heartbeat_interval
+
+    @property
+    def safety_margin_seconds(self) -> float:
+        if self.safety_margin is not None:
+            return self.safety_margin
+        return self.lease_seconds * SAFETY_MARGIN_FRACTION
+
+    @property
+    def trust_window(self) -> float:
+        """How long after a renewal was *sent* a worker may still trust its leases."""
+        return self.lease_seconds - self.safety_margin_seconds
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with the given (non-None) settings replaced."""
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(clean) - {f.name for f in fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **clean)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from `HEARTQ_*` variables, with explicit overrides taking precedence."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, var in _ENV_SETTINGS.items():
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[name] = float(raw)
+            except ValueError:
+                raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls().with_overrides(**values)

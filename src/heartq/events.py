@@ -1,0 +1,89 @@
+"""Structured log events with stable names, so operators can grep and alert on them.
+
+Every event is logged on the `heartq` logger with the event name as the message and its
+fields in `record.heartq_fields`. `configure_logging("json")` prints one JSON object per
+line (`{"ts", "level", "event", ...fields}`); `"text"` prints `event key=value ...`.
+
+Names are part of the public interface: add new ones, never rename.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any, Final
+
+logger = logging.getLogger("heartq")
+
+WORKER_STARTED: Final = "worker_started"
+WORKER_STOPPED: Final = "worker_stopped"
+WORKER_DEACTIVATED: Final = "worker_deactivated"
+WORKER_REVIVED: Final = "worker_revived"
+JOB_CLAIMED: Final = "job_claimed"
+JOB_SUCCEEDED: Final = "job_succeeded"
+JOB_FAILED: Final = "job_failed"
+JOB_RETRY_SCHEDULED: Final = "job_retry_scheduled"
+JOB_DEAD: Final = "job_dead"
+JOB_CANCELLED: Final = "job_cancelled"
+JOB_TIMED_OUT: Final = "job_timed_out"
+JOB_CRASHED: Final = "job_crashed"
+JOB_RELEASED: Final = "job_released"
+JOB_REENQUEUED: Final = "job_reenqueued"
+LEASE_LOST: Final = "lease_lost"
+LEASES_UNTRUSTED: Final = "leases_untrusted"
+STALE_JOBS_DETECTED: Final = "stale_jobs_detected"
+ORPHANED_JOBS_DETECTED: Final = "orphaned_jobs_detected"
+RECONCILIATION_COMPLETE: Final = "reconciliation_complete"
+HEARTBEAT_FAILED: Final = "heartbeat_failed"
+COMPLETION_RETRY: Final = "completion_retry"
+MAINTENANCE_FAILED: Final = "maintenance_failed"
+PRUNED: Final = "pruned"
+SHUTDOWN_REQUESTED: Final = "shutdown_requested"
+
+
+def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log `event` with `fields`; cheap when the level is disabled."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={"heartq_fields": fields})
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        doc.update(getattr(record, "heartq_fields", {}))
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%H:%M:%S", time.localtime(record.created))
+        parts = [f"{ts}.{int(record.msecs):03d}", record.levelname.lower(), record.getMessage()]
+        for key, value in getattr(record, "heartq_fields", {}).items():
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            if isinstance(value, str) and (" " in value or not value):
+                text = json.dumps(value)
+            parts.append(f"{key}={text}")
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
+    """Send heartq's events to stderr as text or JSON lines."""
+    if fmt not in ("text", "json"):
+        raise ValueError(f"log format must be 'text' or 'json', got {fmt!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False

@@ -1,0 +1,47 @@
+"""JSON encoding of what users hand to heartq: arguments, results, checkpoints.
+
+Refusing bad input at the door is what keeps invariant I6 (nothing enqueued is lost):
+a payload either encodes to strict JSON under the size limit, or the caller gets a
+`PayloadError` that says what is wrong, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from heartq.errors import PayloadError
+
+
+def encode(value: Any, *, what: str, limit: int) -> str:
+    """Strict JSON (no NaN/Infinity, UTF-8 encodable) of at most `limit` bytes."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"{what} must be JSON-serializable: {exc}") from None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise PayloadError(
+            f"{what} contains a string that is not valid Unicode (lone surrogate at "
+            f"position {exc.start}); encode binary data as base64 first"
+        ) from None
+    if size > limit:
+        raise PayloadError(f"{what} is {size} bytes of JSON, over the limit of {limit} bytes")
+    return text
+
+
+def encode_args(args: Any, *, limit: int) -> str:
+    """Job arguments must be a JSON object: they become the task's keyword arguments."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise PayloadError(f"job arguments must be a JSON object (a dict), got {type(args).__name__}")
+    for key in args:
+        if not isinstance(key, str):
+            raise PayloadError(f"job argument names must be strings, got {key!r}")
+    return encode(args, what="job arguments", limit=limit)
+
+
+def decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)

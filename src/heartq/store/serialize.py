@@ -1,0 +1,83 @@
+"""Rows to the public JSON shapes of INTERFACE.md (`heartq jobs show --json`, `get_job`).
+
+Backend-neutral: a backend hands over mappings with its own time type (epoch floats or
+datetimes) and JSON columns as text or already decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from heartq.timeutil import iso
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str | bytes):
+        return json.loads(value)
+    return value
+
+
+def execution_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "execution_id": row["execution_id"],
+        "worker_id": row["worker_id"],
+        "started_at": iso(row["started_at"]),
+        "ended_at": iso(row["ended_at"]),
+        "outcome": row["outcome"],
+        "error": row["error"],
+        "crash": _json(row["crash"]),
+    }
+
+
+def job_dict(
+    row: Mapping[str, Any], executions: Iterable[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": row["id"],
+        "task": row["task"],
+        "queue": row["queue"],
+        "status": row["status"],
+        "args": _json(row["args"]),
+        "priority": row["priority"],
+        "attempts": row["attempts"],
+        "max_retries": row["max_retries"],
+        "run_at": iso(row["run_at"]),
+        "created_at": iso(row["created_at"]),
+        "started_at": iso(row["started_at"]),
+        "finished_at": iso(row["finished_at"]),
+        "worker_id": row["worker_id"],
+        "execution_id": row["execution_id"],
+        "lease_expires_at": iso(row["lease_expires_at"]),
+        "heartbeat_at": iso(row["heartbeat_at"]),
+        "progress": {
+            "value": row["progress_value"],
+            "stage": row["progress_stage"],
+            "message": row["progress_message"],
+        },
+        "checkpoint": _json(row["checkpoint"]),
+        "result": _json(row["result"]),
+        "error": row["error"],
+        "dead_reason": row["dead_reason"],
+        "cancel_requested": bool(row["cancel_requested"]),
+    }
+    if executions is not None:
+        doc["executions"] = [execution_dict(e) for e in executions]
+    return doc
+
+
+def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "hostname": row["hostname"],
+        "pid": row["pid"],
+        "status": row["status"],
+        "queues": _json(row["queues"]),
+        "concurrency": row["concurrency"],
+        "started_at": iso(row["started_at"]),
+        "last_heartbeat_at": iso(row["last_heartbeat_at"]),
+        "stopped_at": iso(row["stopped_at"]),
+        "running": row["running"],
+    }

@@ -1,0 +1,157 @@
+"""Opening SQLite files safely for many processes, and turning its errors into clear ones.
+
+Each thread gets its own connection (sqlite3 connections are not meant to be shared across
+threads mid-transaction). Options, all fixed per store: WAL journal (readers never block
+the writer), `synchronous=FULL` (a committed outcome survives power loss, since
+"saved" must mean saved), and a busy timeout during which a writer waits for the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
+
+DEFAULT_BUSY_TIMEOUT = 30.0
+"""Defaults to 30 s that a writer waits for another process's write lock."""
+
+
+def path_from_url(url: str) -> Path:
+    """`sqlite:///rel.db` is relative to the working directory, `sqlite:////abs.db` absolute."""
+    prefix = "sqlite://"
+    if not url.startswith(prefix):
+        raise ConfigError(f"not a SQLite URL: {url!r}")
+    rest = url[len(prefix) :].split("?", 1)[0]
+    if not rest.startswith("/") or rest == "/":
+        raise ConfigError(
+            f"bad SQLite URL {url!r}: write sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    path = rest[1:]
+    if path in (":memory:", ""):
+        raise ConfigError("heartq needs a SQLite file shared by its processes, not :memory:")
+    return Path(path)
+
+
+def check_location(path: Path) -> None:
+    """Fail with one clear line before sqlite3 says 'unable to open database file'."""
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        raise StoreUnavailable(
+            f"cannot open SQLite database {path}: directory {directory} does not exist"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise StoreUnavailable(f"cannot open SQLite database {path}: the file is not writable")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise StoreUnavailable(
+            f"cannot open SQLite database {path}: directory {directory} is not writable "
+            "(SQLite needs to create its -wal and -shm files there)"
+        )
+
+
+def translate(exc: sqlite3.Error, path: Path) -> Exception:
+    text = str(exc)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreBusy(f"SQLite database {path} is locked by another process: {text}")
+    if "readonly" in lowered or "read-only" in lowered:
+        return StoreUnavailable(f"SQLite database {path} is read-only: {text}")
+    if "unable to open" in lowered or "disk i/o" in lowered or "not a database" in lowered:
+        return StoreUnavailable(f"cannot use SQLite database {path}: {text}")
+    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
+        return StoreUnavailable(f"SQLite database {path}: {text}")
+    return exc
+
+
+class ConnectionPool:
+    """One connection per thread, all closed together."""
+
+    def __init__(self, path: Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self.trace: list[object] = []  # callbacks(statement) for tests that count statements
+
+    def get(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        check_location(self.path)
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=256,
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        if self.trace:
+            conn.set_trace_callback(self._on_statement)
+        return conn
+
+    def _on_statement(self, statement: str) -> None:
+        for callback in list(self.trace):
+            callback(statement)  # type: ignore[operator]
+
+    def enable_trace(self) -> None:
+        for conn in self._all:
+            conn.set_trace_callback(self._on_statement)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE`: take the write lock up front, so no transaction ever fails
+        half-way on a lock upgrade; everything inside commits or nothing does."""
+        conn = self.get()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        try:
+            yield conn
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.path) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise translate(exc, self.path) from None
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        conn = self.get()
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()

@@ -1,0 +1,262 @@
+"""Every SQL statement of the SQLite backend, by name. Parameters are always bound.
+
+Batches travel as one JSON parameter read with `json_each`, so a statement's text (and its
+prepared form in the statement cache) is the same whatever the batch size.
+"""
+
+from __future__ import annotations
+
+NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+
+INSERT_JOB = """
+INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                         retry_backoff, retry_backoff_max, created_at, updated_at)
+VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
+        :retry_backoff, :retry_backoff_max, :now, :now)
+"""
+
+CLAIM = """
+UPDATE heartq_jobs
+SET status = 'running',
+    worker_id = :worker_id,
+    execution_id = execution_id + 1,
+    attempts = attempts + 1,
+    lease_expires_at = :now + :lease,
+    heartbeat_at = :now,
+    started_at = :now,
+    updated_at = :now,
+    progress_value = NULL, progress_stage = NULL, progress_message = NULL
+WHERE id IN (
+    SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+    WHERE status = 'queued'
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND run_at <= :now
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
+          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority
+"""
+
+INSERT_EXECUTIONS = """
+INSERT INTO heartq_executions (job_id, execution_id, worker_id, started_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :now
+FROM json_each(:leases)
+"""
+
+TOUCH_WORKER = """
+UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL
+WHERE id = :worker_id
+"""
+
+# Each renewal: [job_id, execution_id, has_progress, value, stage, message]
+RENEW = """
+UPDATE heartq_jobs AS j
+SET lease_expires_at = :now + :lease,
+    heartbeat_at = :now,
+    updated_at = :now,
+    progress_value = CASE WHEN json_extract(r.value, '$[2]')
+                          THEN json_extract(r.value, '$[3]') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(r.value, '$[2]')
+                          THEN json_extract(r.value, '$[4]') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(r.value, '$[2]')
+                            THEN json_extract(r.value, '$[5]') ELSE j.progress_message END
+FROM json_each(:renewals) AS r
+WHERE j.id = json_extract(r.value, '$[0]')
+  AND j.execution_id = json_extract(r.value, '$[1]')
+  AND j.status = 'running'
+RETURNING id, execution_id, cancel_requested
+"""
+
+SAVE_CHECKPOINT = """
+UPDATE heartq_jobs SET checkpoint = :checkpoint, updated_at = :now
+WHERE id = :job_id AND execution_id = :execution_id AND status = 'running'
+RETURNING cancel_requested
+"""
+
+# Each finish: {id, eid, status, outcome, result, error, delay, dead_reason, crash}
+FINISH_JOBS = """
+UPDATE heartq_jobs AS j
+SET status = json_extract(f.value, '$.status'),
+    run_at = CASE WHEN json_extract(f.value, '$.status') = 'queued'
+                  THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
+    result = json_extract(f.value, '$.result'),
+    error = coalesce(json_extract(f.value, '$.error'), j.error),
+    dead_reason = json_extract(f.value, '$.dead_reason'),
+    finished_at = CASE WHEN json_extract(f.value, '$.status') = 'queued' THEN NULL ELSE :now END,
+    worker_id = CASE WHEN json_extract(f.value, '$.status') = 'queued'
+                     THEN NULL ELSE j.worker_id END,
+    lease_expires_at = NULL,
+    cancel_requested = 0,
+    updated_at = :now
+FROM json_each(:finishes) AS f
+WHERE j.id = json_extract(f.value, '$.id')
+  AND j.execution_id = json_extract(f.value, '$.eid')
+  AND j.status = 'running'
+RETURNING id, execution_id
+"""
+
+CLOSE_EXECUTIONS = """
+UPDATE heartq_executions AS e
+SET ended_at = :now,
+    outcome = json_extract(f.value, '$.outcome'),
+    error = json_extract(f.value, '$.error'),
+    crash = json_extract(f.value, '$.crash')
+FROM json_each(:finishes) AS f
+WHERE e.job_id = json_extract(f.value, '$.id')
+  AND e.execution_id = json_extract(f.value, '$.eid')
+"""
+
+RELEASE_JOBS = """
+UPDATE heartq_jobs AS j
+SET status = 'queued', attempts = max(j.attempts - 1, 0), worker_id = NULL,
+    lease_expires_at = NULL, run_at = :now, updated_at = :now
+FROM json_each(:leases) AS l
+WHERE j.id = json_extract(l.value, '$[0]')
+  AND j.execution_id = json_extract(l.value, '$[1]')
+  AND j.status = 'running'
+RETURNING id, execution_id
+"""
+
+_RECLAIM_COLUMNS = """
+SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
+       j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
+       w.last_heartbeat_at AS worker_heartbeat_at,
+       (SELECT count(*) FROM heartq_executions e
+        WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes
+FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
+"""
+
+SELECT_EXPIRED = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running' AND j.lease_expires_at < :now
+ORDER BY j.lease_expires_at
+LIMIT :limit
+"""
+)
+
+SELECT_WORKER_JOBS = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running' AND j.worker_id = :worker_id
+"""
+)
+
+SELECT_NAME_JOBS = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running'
+  AND j.worker_id IN (SELECT id FROM heartq_workers WHERE name = :name AND id != :except_id)
+"""
+)
+
+SELECT_ONE_RUNNING = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running' AND j.id = :job_id AND j.execution_id = :execution_id
+"""
+)
+
+REGISTER_WORKER = """
+INSERT INTO heartq_workers (id, name, hostname, pid, queues, concurrency, status,
+                            started_at, last_heartbeat_at)
+VALUES (:id, :name, :hostname, :pid, :queues, :concurrency, 'active', :now, :now)
+ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = :now, stopped_at = NULL
+"""
+
+STOP_WORKER = """
+UPDATE heartq_workers SET status = 'stopped', stopped_at = :now WHERE id = :worker_id
+"""
+
+DEACTIVATE_WORKER = """
+UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
+WHERE id = :worker_id AND status = 'active'
+RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
+"""
+
+DEACTIVATE_NAMED = """
+UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
+WHERE name = :name AND id != :except_id AND status = 'active'
+"""
+
+DEACTIVATE_STALE = """
+UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
+WHERE status = 'active' AND last_heartbeat_at < :now - :stale_after
+RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
+"""
+
+ACTIVE_WORKERS_ON_HOST = """
+SELECT id FROM heartq_workers WHERE status = 'active' AND hostname = :hostname
+"""
+
+LIST_WORKERS = """
+SELECT w.*, (SELECT count(*) FROM heartq_jobs j
+             WHERE j.worker_id = w.id AND j.status = 'running') AS running
+FROM heartq_workers AS w
+WHERE (:include_all OR w.status = 'active')
+ORDER BY w.started_at DESC
+"""
+
+PRUNE_WORKERS = """
+DELETE FROM heartq_workers
+WHERE status IN ('inactive', 'stopped')
+  AND coalesce(stopped_at, last_heartbeat_at) < :now - :retention
+"""
+
+SELECT_PRUNABLE_JOBS = """
+SELECT id FROM heartq_jobs
+WHERE status IN ('succeeded', 'cancelled') AND finished_at < :now - :retention
+LIMIT :limit
+"""
+
+SELECT_PURGEABLE_DEAD = """
+SELECT id FROM heartq_jobs
+WHERE status = 'dead' AND (:older_than IS NULL OR finished_at < :now - :older_than)
+"""
+
+DELETE_EXECUTIONS_OF = """
+DELETE FROM heartq_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
+"""
+
+DELETE_JOBS = """
+DELETE FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+GET_JOB = "SELECT * FROM heartq_jobs WHERE id = :job_id"
+
+GET_EXECUTIONS = """
+SELECT * FROM heartq_executions WHERE job_id = :job_id ORDER BY execution_id
+"""
+
+LIST_JOBS = """
+SELECT * FROM heartq_jobs
+WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit
+"""
+
+COUNT_JOBS = """
+SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDER BY queue, status
+"""
+
+CANCEL_QUEUED = """
+UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
+                       error = 'cancelled before it ran'
+WHERE id = :job_id AND status = 'queued'
+"""
+
+REQUEST_CANCEL = """
+UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now
+WHERE id = :job_id AND status = 'running'
+"""
+
+JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
+
+REPLAY_DEAD = """
+UPDATE heartq_jobs
+SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
+    worker_id = NULL, cancel_requested = 0, updated_at = :now
+WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
+RETURNING id
+"""
