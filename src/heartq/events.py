@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 logger = logging.getLogger("heartq")
@@ -41,10 +42,32 @@ COMPLETION_RETRY: Final = "completion_retry"
 MAINTENANCE_FAILED: Final = "maintenance_failed"
 PRUNED: Final = "pruned"
 SHUTDOWN_REQUESTED: Final = "shutdown_requested"
+JOB_CANCEL_REQUESTED: Final = "job_cancel_requested"
+CLAIM_FAILED: Final = "claim_failed"
+HEARTBEAT: Final = "heartbeat"
+
+
+Listener = Callable[[str, dict[str, Any]], None]
+_listeners: list[Listener] = []
+
+
+def add_listener(listener: Listener) -> None:
+    """Call `listener(event, fields)` for every event (metrics hook in here)."""
+    _listeners.append(listener)
+
+
+def remove_listener(listener: Listener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
 
 
 def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log `event` with `fields`; cheap when the level is disabled."""
+    """Log `event` with `fields` and tell the listeners; cheap when nobody listens."""
+    for listener in _listeners:
+        try:
+            listener(event, fields)
+        except Exception:  # noqa: BLE001 - instrumentation must never break the worker
+            logger.debug("event listener failed", exc_info=True)
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={"heartq_fields": fields})
 

@@ -108,6 +108,7 @@ class ClaimedJob:
     retry_backoff_max: float
     checkpoint: Any
     lease_expires_at: float
+    run_at: float = 0.0  # when it became runnable; claim latency = claim time - run_at
 
     @property
     def lease(self) -> Lease:

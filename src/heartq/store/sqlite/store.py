@@ -261,6 +261,7 @@ class SQLiteStore:
                 retry_backoff_max=r["retry_backoff_max"],
                 checkpoint=serialize._json(r["checkpoint"]),
                 lease_expires_at=r["lease_expires_at"],
+                run_at=r["run_at"],
             )
             for r in rows
         ]

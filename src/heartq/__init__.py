@@ -1,0 +1,46 @@
+"""heartq: a job queue that loses no job and leaves none stuck.
+
+Each running job is held on a lease its worker renews by heartbeat; a job whose lease
+lapses is requeued with its crash context kept; every write of a worker is fenced by an
+execution id; retries are bounded and the rest go to a dead-letter queue.
+"""
+
+from heartq.app import App, Task
+from heartq.config import Settings
+from heartq.context import JobContext
+from heartq.errors import (
+    Cancelled,
+    ConfigError,
+    HeartqError,
+    InvalidJobState,
+    JobNotFound,
+    LeaseLost,
+    PayloadError,
+    Permanent,
+    StoreBusy,
+    StoreUnavailable,
+    UnknownTask,
+)
+from heartq.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "App",
+    "Cancelled",
+    "ConfigError",
+    "HeartqError",
+    "InvalidJobState",
+    "JobContext",
+    "JobNotFound",
+    "LeaseLost",
+    "PayloadError",
+    "Permanent",
+    "Settings",
+    "StoreBusy",
+    "StoreUnavailable",
+    "Task",
+    "UnknownTask",
+    "Worker",
+    "__version__",
+]

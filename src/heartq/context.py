@@ -1,0 +1,97 @@
+"""`JobContext`: what a running task knows about its attempt, and how it talks back.
+
+A task calls `ctx.heartbeat(...)` to prove it is alive (tasks with `heartbeat_timeout`
+must), to report progress, and to save a checkpoint for the next attempt. Progress is
+kept in memory and flushed with the worker's next heartbeat (one statement for all its
+jobs); a checkpoint is written through at once, fenced, because losing it to a crash
+would defeat its purpose.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from heartq.errors import Cancelled, LeaseLost
+from heartq.store.interface import Progress
+
+_MISSING: Any = object()
+
+
+class AttemptControl(Protocol):
+    """The worker side of one attempt, as a context sees it (in-process or across a pipe)."""
+
+    @property
+    def lost(self) -> bool: ...
+
+    @property
+    def cancel_requested(self) -> bool: ...
+
+    def touch(self, progress: Progress | None) -> None:
+        """Record that the task is alive, with new progress if any."""
+        ...
+
+    def save_checkpoint(self, checkpoint: Any) -> None:
+        """Store the checkpoint now; raises `LeaseLost` if this attempt was fenced out."""
+        ...
+
+
+class JobContext:
+    """Passed to a task that has a parameter named `ctx`."""
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        attempt: int,
+        execution_id: int,
+        worker_id: str,
+        task: str,
+        queue: str,
+        checkpoint: Any,
+        control: AttemptControl,
+    ) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.execution_id = execution_id
+        self.worker_id = worker_id
+        self.task = task
+        self.queue = queue
+        self.checkpoint = checkpoint
+        self._control = control
+
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel was requested or this attempt lost its lease: stop soon."""
+        return self._control.cancel_requested or self._control.lost
+
+    def heartbeat(
+        self,
+        progress: float | None = None,
+        stage: str | None = None,
+        message: str | None = None,
+        checkpoint: Any = _MISSING,
+    ) -> None:
+        """Extend the lease, record progress, optionally save a checkpoint.
+
+        Raises `heartq.LeaseLost` when this attempt no longer owns the job and
+        `heartq.Cancelled` when a cancel was requested.
+        """
+        self._raise_if_stopped()
+        has_progress = progress is not None or stage is not None or message is not None
+        self._control.touch(Progress(progress, stage, message) if has_progress else None)
+        if checkpoint is not _MISSING:
+            self._control.save_checkpoint(checkpoint)
+            self.checkpoint = checkpoint
+        self._raise_if_stopped()
+
+    def _raise_if_stopped(self) -> None:
+        if self._control.lost:
+            raise LeaseLost(self.job_id, self.execution_id)
+        if self._control.cancel_requested:
+            raise Cancelled(f"job {self.job_id} was cancelled")
+
+    def __repr__(self) -> str:
+        return (
+            f"JobContext(job_id={self.job_id!r}, attempt={self.attempt}, "
+            f"execution_id={self.execution_id}, worker_id={self.worker_id!r})"
+        )

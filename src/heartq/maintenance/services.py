@@ -1,0 +1,217 @@
+"""The maintenance services every worker runs, and the thread that schedules them.
+
+- `Reaper` (every `reap_interval`, default 30 s): reclaims running jobs whose lease
+  expired, in batches of `reap_batch` (100). Event: `stale_jobs_detected`, then
+  `job_reenqueued` or `job_dead` per job.
+- `WorkerMonitor` (every `reap_interval`): workers silent for `stale_after` (3 heartbeats)
+  become `inactive` and their jobs are reclaimed at once, without waiting for each lease.
+  Events: `worker_deactivated` (with `heartbeat_age`), `orphaned_jobs_detected`.
+- `LivenessProbe` (every `liveness_interval`, default 1 s): tries the liveness locks of
+  the active workers; a lock that can be taken means a dead process, whose jobs are
+  reclaimed at once. Same events, with `detected_by=liveness_lock`.
+- `Pruner` (every `prune_interval`, default 10 min): deletes inactive/stopped workers and
+  succeeded/cancelled jobs past their retention (7 days); dead jobs stay until purged.
+
+Every worker runs all of them; racing is safe because each reclaim is one transaction
+that only changes jobs still running under the execution it read. A failing pass is
+logged (`maintenance_failed`) and retried at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from heartq import events
+from heartq.config import Settings
+from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker, Store
+
+JITTER = 0.1
+"""Intervals vary by +/-10 % so a fleet started together does not reap in lockstep."""
+MAX_REAP_ROUNDS = 50
+"""One reaper pass reclaims at most 50 batches, then yields until its next interval."""
+
+
+def report_reclaimed(reclaimed: Sequence[Reclaimed], detected_by: str) -> None:
+    for job in reclaimed:
+        if job.status is JobStatus.DEAD:
+            events.emit(
+                events.JOB_DEAD,
+                logging.WARNING,
+                job_id=job.job_id,
+                task=job.task,
+                attempt=job.attempts,
+                reason=job.dead_reason,
+                detected_by=detected_by,
+            )
+        else:
+            events.emit(
+                events.JOB_REENQUEUED,
+                job_id=job.job_id,
+                task=job.task,
+                attempt=job.attempts,
+                retry_in=round(job.retry_delay, 3),
+                previous_worker_id=job.worker_id,
+                detected_by=detected_by,
+            )
+
+
+def report_stale_workers(workers: Sequence[StaleWorker], detected_by: str) -> None:
+    for worker in workers:
+        events.emit(
+            events.WORKER_DEACTIVATED,
+            logging.WARNING,
+            worker_id=worker.id,
+            name=worker.name,
+            heartbeat_age=round(worker.heartbeat_age, 3),
+            detected_by=detected_by,
+            jobs=len(worker.reclaimed),
+        )
+        if worker.reclaimed:
+            events.emit(
+                events.ORPHANED_JOBS_DETECTED,
+                logging.WARNING,
+                worker_id=worker.id,
+                count=len(worker.reclaimed),
+                job_ids=[j.job_id for j in worker.reclaimed],
+                detected_by=detected_by,
+                heartbeat_age=round(worker.heartbeat_age, 3),
+            )
+        report_reclaimed(worker.reclaimed, detected_by)
+
+
+class Service(Protocol):
+    name: str
+    interval: float
+
+    def run_once(self) -> int:
+        """One pass; returns how many things it changed."""
+        ...
+
+
+class Reaper:
+    name = "reaper"
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.interval = settings.reap_interval_seconds
+        self.batch = settings.reap_batch
+
+    def run_once(self) -> int:
+        total = 0
+        for _ in range(MAX_REAP_ROUNDS):
+            reclaimed = self.store.reap_expired(DetectedBy.LEASE_EXPIRED, self.batch)
+            if reclaimed:
+                events.emit(
+                    events.STALE_JOBS_DETECTED,
+                    logging.WARNING,
+                    count=len(reclaimed),
+                    job_ids=[j.job_id for j in reclaimed],
+                    detected_by=DetectedBy.LEASE_EXPIRED.value,
+                )
+                report_reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
+            total += len(reclaimed)
+            if len(reclaimed) < self.batch:
+                break
+        return total
+
+
+class WorkerMonitor:
+    name = "worker_monitor"
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.interval = settings.reap_interval_seconds
+        self.stale_after = settings.stale_after_seconds
+
+    def run_once(self) -> int:
+        stale = self.store.mark_stale_workers(self.stale_after, DetectedBy.STALE_WORKER)
+        report_stale_workers(stale, DetectedBy.STALE_WORKER)
+        return len(stale)
+
+
+class LivenessProbe:
+    name = "liveness_probe"
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.interval = settings.liveness_interval
+
+    def run_once(self) -> int:
+        dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK)
+        report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
+        return len(dead)
+
+
+class Pruner:
+    name = "pruner"
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.interval = settings.prune_interval
+        self.worker_retention = settings.worker_retention
+        self.job_retention = settings.job_retention
+
+    def run_once(self) -> int:
+        counts = self.store.prune(self.worker_retention, self.job_retention)
+        if counts.workers or counts.jobs:
+            events.emit(events.PRUNED, workers=counts.workers, jobs=counts.jobs)
+        return counts.workers + counts.jobs
+
+
+def default_services(store: Store, settings: Settings) -> list[Service]:
+    return [
+        LivenessProbe(store, settings),
+        Reaper(store, settings),
+        WorkerMonitor(store, settings),
+        Pruner(store, settings),
+    ]
+
+
+class MaintenanceRunner:
+    """Runs each service at its own interval (with jitter) on one background thread."""
+
+    def __init__(self, services: Sequence[Service], worker_id: str) -> None:
+        self.services = list(services)
+        self._worker_id = worker_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="heartq-maintenance", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def run_all_once(self) -> None:
+        for service in self.services:
+            self._run(service)
+
+    def _run(self, service: Service) -> None:
+        try:
+            service.run_once()
+        except Exception as exc:  # noqa: BLE001 - a failed pass is retried next interval
+            events.emit(
+                events.MAINTENANCE_FAILED,
+                logging.WARNING,
+                service=service.name,
+                worker_id=self._worker_id,
+                error=str(exc),
+            )
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        due = {s.name: start + s.interval * random.uniform(0.1, 1.0) for s in self.services}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for service in self.services:
+                if due[service.name] <= now:
+                    self._run(service)
+                    spread = random.uniform(1 - JITTER, 1 + JITTER)
+                    due[service.name] = time.monotonic() + service.interval * spread
+            self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))

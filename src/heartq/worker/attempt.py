@@ -1,0 +1,149 @@
+"""One attempt as the worker holds it: its lease, liveness, progress, and how it ended.
+
+`RunningJob` is the single record every part of the worker shares: the pool runs it, the
+heartbeater renews it, the supervisor times it out or fences it, the completer saves it.
+Its end is decided once (`end()` is first-wins): whoever comes first, the task returning
+or the worker forcing a timeout, a cancel or a lost lease, decides the outcome, and any
+later end of the same attempt is ignored. That is what makes a stale attempt harmless
+inside the worker, as fencing does in the database.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from heartq import payload
+from heartq.errors import LeaseLost
+from heartq.store.interface import ClaimedJob, Progress, RenewStatus, Store
+
+if TYPE_CHECKING:
+    from heartq.app import Task
+
+
+class EndKind(enum.Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # the task raised (or could not run)
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    CRASHED = "crashed"  # its child process died
+    LOST = "lost"  # the lease is gone or untrusted: report nothing
+    RELEASED = "released"  # graceful shutdown: give it back, no attempt counted
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    kind: EndKind
+    result_json: str | None = None
+    error: str | None = None
+    permanent: bool = False
+    crash: dict[str, Any] | None = None
+
+
+class RunningJob:
+    """Worker-side state of one attempt. Thread-safe; also the `AttemptControl` of its ctx."""
+
+    def __init__(
+        self,
+        job: ClaimedJob,
+        task: Task | None,
+        store: Store,
+        *,
+        claim_sent_at: float,
+        trust_window: float,
+        max_payload_bytes: int,
+    ) -> None:
+        self.job = job
+        self.task = task
+        self._store = store
+        self._limit = max_payload_bytes
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self.last_touch = self.started
+        self.trusted_until = claim_sent_at + trust_window
+        timeout = task.timeout if task else None
+        self.deadline = self.started + timeout if timeout else None
+        self.heartbeat_timeout = task.heartbeat_timeout if task else None
+        self.cancel_deadline: float | None = None
+        self._pending_progress: Progress | None = None
+        self._lost = False
+        self._cancel_requested = False
+        self._end: AttemptEnd | None = None
+        self.on_flags_changed: Callable[[RunningJob], None] | None = None
+
+    # -- AttemptControl ----------------------------------------------------------------
+    @property
+    def lost(self) -> bool:
+        return self._lost
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    def touch(self, progress: Progress | None) -> None:
+        with self._lock:
+            self.last_touch = time.monotonic()
+            if progress is not None:
+                self._pending_progress = progress
+
+    def save_checkpoint(self, checkpoint: Any) -> None:
+        self.save_checkpoint_json(payload.encode(checkpoint, what="checkpoint", limit=self._limit))
+
+    def save_checkpoint_json(self, checkpoint_json: str) -> None:
+        try:
+            answer = self._store.save_checkpoint(self.job.lease, checkpoint_json)
+        except LeaseLost:
+            self.mark_lost()
+            raise
+        if answer is RenewStatus.CANCEL_REQUESTED:
+            self.mark_cancel_requested()
+
+    # -- the worker's side -------------------------------------------------------------
+    def take_progress(self) -> Progress | None:
+        with self._lock:
+            progress, self._pending_progress = self._pending_progress, None
+            return progress
+
+    def restore_progress(self, progress: Progress | None) -> None:
+        """Put back progress whose heartbeat failed, unless newer progress came meanwhile."""
+        if progress is None:
+            return
+        with self._lock:
+            if self._pending_progress is None:
+                self._pending_progress = progress
+
+    def is_silent(self, now: float) -> bool:
+        """True when the task declared a `heartbeat_timeout` and overran it (a hang)."""
+        return self.heartbeat_timeout is not None and now - self.last_touch > self.heartbeat_timeout
+
+    def mark_lost(self) -> None:
+        changed = not self._lost
+        self._lost = True
+        if changed and self.on_flags_changed:
+            self.on_flags_changed(self)
+
+    def mark_cancel_requested(self) -> None:
+        changed = not self._cancel_requested
+        self._cancel_requested = True
+        if changed and self.on_flags_changed:
+            self.on_flags_changed(self)
+
+    def end(self, end: AttemptEnd) -> bool:
+        """Record how the attempt ended; False if it had already ended (this one is stale)."""
+        with self._lock:
+            if self._end is not None:
+                return False
+            self._end = end
+            return True
+
+    @property
+    def ended(self) -> AttemptEnd | None:
+        return self._end
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started

@@ -1,0 +1,118 @@
+"""The child side of the process pool: runs one attempt, talks to its parent over a pipe.
+
+Messages, child to parent: `("touch", progress | None)`, `("checkpoint", json)` (answered
+by `("checkpoint", "ok" | "lost" | error text)`), `("done", AttemptEnd fields)`.
+Parent to child: `("flags", lost, cancel_requested)`. The child dies with its parent: it
+asks the kernel for SIGKILL when the parent goes (Linux), and exits when the pipe closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import os
+import signal
+import sys
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from heartq import payload
+from heartq.context import JobContext
+from heartq.errors import LeaseLost, PayloadError
+from heartq.store.interface import Progress
+from heartq.worker.attempt import AttemptEnd, EndKind
+from heartq.worker.invoke import run_sync
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class ChildControl:
+    """`AttemptControl` over the pipe to the parent worker."""
+
+    def __init__(self, conn: Connection, limit: int) -> None:
+        self._conn = conn
+        self._limit = limit
+        self._send_lock = threading.Lock()
+        self._reply = threading.Condition()
+        self._answer: str | None = None
+        self.lost = False
+        self.cancel_requested = False
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        with self._send_lock:
+            self._conn.send(message)
+
+    def touch(self, progress: Progress | None) -> None:
+        fields = None if progress is None else (progress.value, progress.stage, progress.message)
+        self._send(("touch", fields))
+
+    def save_checkpoint(self, checkpoint: Any) -> None:
+        text = payload.encode(checkpoint, what="checkpoint", limit=self._limit)
+        with self._reply:
+            self._answer = None
+            self._send(("checkpoint", text))
+            while self._answer is None:
+                self._reply.wait()
+            answer = self._answer
+        if answer == "lost":
+            raise LeaseLost("", 0)
+        if answer != "ok":
+            raise PayloadError(answer)
+
+    def listen(self) -> None:
+        """Runs in a thread: apply the parent's messages; exit if the parent is gone."""
+        try:
+            while True:
+                message = self._conn.recv()
+                if message[0] == "flags":
+                    self.lost, self.cancel_requested = bool(message[1]), bool(message[2])
+                elif message[0] == "checkpoint":
+                    with self._reply:
+                        self._answer = message[1]
+                        self._reply.notify_all()
+        except (EOFError, OSError):
+            os._exit(70)
+
+
+def resolve_task(app_ref: str, task_name: str) -> Any:
+    module_name, _, attr = app_ref.partition(":")
+    module = importlib.import_module(module_name)
+    app = getattr(module, attr or "app")
+    return app.tasks.get(task_name)
+
+
+def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    control = ChildControl(conn, limit)
+    threading.Thread(target=control.listen, daemon=True).start()
+    try:
+        task = resolve_task(app_ref, job["task"])
+    except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
+        end = AttemptEnd(EndKind.FAILED, error=f"cannot import {app_ref}: {exc!r}")
+    else:
+        if task is None:
+            end = AttemptEnd(EndKind.FAILED, error=f"task {job['task']!r} is not registered")
+        else:
+            ctx = JobContext(
+                job_id=job["id"],
+                attempt=job["attempt"],
+                execution_id=job["execution_id"],
+                worker_id=job["worker_id"],
+                task=job["task"],
+                queue=job["queue"],
+                checkpoint=job["checkpoint"],
+                control=control,
+            )
+            end = run_sync(task, ctx, job["args"], limit)
+    control._send(("done", end.kind.value, end.result_json, end.error, end.permanent))
+    conn.close()

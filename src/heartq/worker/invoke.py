@@ -1,0 +1,77 @@
+"""Calling a task function and turning what happened into an `AttemptEnd`.
+
+Shared by every pool (thread, async, and the child process of the process pool) so a
+task behaves the same wherever it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from heartq import payload
+from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent
+from heartq.worker.attempt import AttemptEnd, EndKind
+
+if TYPE_CHECKING:
+    from heartq.app import Task
+    from heartq.context import JobContext
+
+
+def task_kwargs(task: Task, ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
+    kwargs = dict(args)
+    if task.wants_ctx:
+        kwargs["ctx"] = ctx
+    return kwargs
+
+
+def end_from_result(value: Any, limit: int) -> AttemptEnd:
+    try:
+        return AttemptEnd(EndKind.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit))
+    except PayloadError as exc:
+        # Retrying cannot make the same code return something storable.
+        return AttemptEnd(EndKind.FAILED, error=f"PayloadError: {exc}", permanent=True)
+
+
+def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd:
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    if isinstance(exc, LeaseLost):
+        return AttemptEnd(EndKind.LOST, error=text)
+    if isinstance(exc, Cancelled | asyncio.CancelledError) and cancel_requested:
+        return AttemptEnd(EndKind.CANCELLED, error=text)
+    return AttemptEnd(EndKind.FAILED, error=text, permanent=isinstance(exc, Permanent))
+
+
+def run_sync(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> AttemptEnd:
+    """Run a task to its end in this thread (an `async def` task gets its own loop)."""
+    control = ctx._control
+    try:
+        kwargs = task_kwargs(task, ctx, args)
+        if task.is_async:
+            value = asyncio.run(task.fn(**kwargs))
+        else:
+            value = task.fn(**kwargs)
+    except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
+        if isinstance(exc, KeyboardInterrupt | SystemExit) and not isinstance(exc, SystemExit):
+            raise
+        return end_from_exception(exc, control.cancel_requested)
+    return end_from_result(value, limit)
+
+
+async def run_async(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> AttemptEnd:
+    """Run a task in the current event loop (a sync task goes to a thread)."""
+    control = ctx._control
+    try:
+        kwargs = task_kwargs(task, ctx, args)
+        if task.is_async:
+            value = await task.fn(**kwargs)
+        else:
+            value = await asyncio.to_thread(task.fn, **kwargs)
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, asyncio.CancelledError) and not control.cancel_requested:
+            raise
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return end_from_exception(exc, control.cancel_requested)
+    return end_from_result(value, limit)

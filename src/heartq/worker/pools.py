@@ -1,0 +1,144 @@
+"""Execution pools: where an attempt's code runs.
+
+- `thread` (default): each attempt in its own thread. Cancels are cooperative
+  (`ctx.cancelled`, `heartq.Cancelled` from `ctx.heartbeat()`); Python cannot kill a
+  thread, so a timed-out or fenced-out thread is abandoned: its outcome is decided by the
+  worker at once and whatever the thread does later is ignored.
+- `async`: one event loop thread runs every attempt as an asyncio task; a cancel, a
+  timeout or a lost lease cancels the task.
+- `process`: each attempt in a child process (see `process_pool`); a stop kills it.
+
+Heartbeats never run on a pool: a CPU-bound thread or a blocking coroutine cannot starve
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Protocol
+
+from heartq.context import JobContext
+from heartq.errors import UnknownTask
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.invoke import run_async, run_sync
+
+OnEnd = Callable[[RunningJob, AttemptEnd], None]
+
+POOL_NAMES = ("thread", "process", "async")
+
+
+class Pool(Protocol):
+    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+        """Begin the attempt; call `on_end(run, end)` when its code has finished."""
+        ...
+
+    def stop(self, run: RunningJob) -> None:
+        """Stop the attempt's code as hard as this pool can (it was decided already)."""
+        ...
+
+    def notify(self, run: RunningJob) -> None:
+        """The run's flags (cancel requested, lost) changed: tell the code if it can hear."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def make_context(run: RunningJob, worker_id: str) -> JobContext:
+    job = run.job
+    return JobContext(
+        job_id=job.id,
+        attempt=job.attempt,
+        execution_id=job.execution_id,
+        worker_id=worker_id,
+        task=job.task,
+        queue=job.queue,
+        checkpoint=job.checkpoint,
+        control=run,
+    )
+
+
+def unknown_task_end(run: RunningJob) -> AttemptEnd:
+    return AttemptEnd(
+        EndKind.FAILED,
+        error=f"{UnknownTask.__name__}: task {run.job.task!r} is not registered in this "
+        "worker's app (deploy the code that defines it, or cancel the job)",
+    )
+
+
+class ThreadPool:
+    def __init__(self, worker_id: str, max_payload_bytes: int) -> None:
+        self._worker_id = worker_id
+        self._limit = max_payload_bytes
+
+    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+        thread = threading.Thread(
+            target=self._run, args=(run, on_end), name=f"heartq-job-{run.job.id}", daemon=True
+        )
+        thread.start()
+
+    def _run(self, run: RunningJob, on_end: OnEnd) -> None:
+        if run.task is None:
+            end = unknown_task_end(run)
+        else:
+            end = run_sync(run.task, make_context(run, self._worker_id), run.job.args, self._limit)
+        on_end(run, end)
+
+    def stop(self, run: RunningJob) -> None:
+        """Nothing stops a thread: its ctx reports cancelled, and its outcome is ignored."""
+
+    def notify(self, run: RunningJob) -> None:
+        """The thread reads the flags through its ctx."""
+
+    def close(self) -> None:
+        pass
+
+
+class AsyncPool:
+    def __init__(self, worker_id: str, max_payload_bytes: int) -> None:
+        self._worker_id = worker_id
+        self._limit = max_payload_bytes
+        self._loop = asyncio.new_event_loop()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="heartq-async-pool", daemon=True
+        )
+        self._thread.start()
+
+    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+        future: Future[None] = asyncio.run_coroutine_threadsafe(self._run(run, on_end), self._loop)
+        del future  # the coroutine reports through on_end
+
+    async def _run(self, run: RunningJob, on_end: OnEnd) -> None:
+        current = asyncio.current_task()
+        assert current is not None
+        self._tasks[run.job.id] = current
+        try:
+            if run.task is None:
+                end = unknown_task_end(run)
+            else:
+                ctx = make_context(run, self._worker_id)
+                end = await run_async(run.task, ctx, run.job.args, self._limit)
+        except asyncio.CancelledError:
+            end = AttemptEnd(EndKind.CANCELLED, error="cancelled by the worker")
+        finally:
+            self._tasks.pop(run.job.id, None)
+        on_end(run, end)
+
+    def _cancel(self, run: RunningJob) -> None:
+        task = self._tasks.get(run.job.id)
+        if task is not None:
+            task.cancel()
+
+    def stop(self, run: RunningJob) -> None:
+        self._loop.call_soon_threadsafe(self._cancel, run)
+
+    def notify(self, run: RunningJob) -> None:
+        if run.cancel_requested or run.lost:
+            self.stop(run)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)

@@ -1,0 +1,155 @@
+"""The process pool: each attempt in its own child process, watched by its parent.
+
+Children are started from a `forkserver` (fast, and they do not inherit the worker's
+liveness lock, so a child outliving its parent cannot keep a dead worker looking alive).
+The parent heartbeats for its children: they only send progress and checkpoints up the
+pipe. When a child dies without reporting (SIGKILL, OOM kill, segfault, `os._exit`), the
+parent closes its execution as `crashed` at once, with the exit code or signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import threading
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from heartq.errors import LeaseLost, PayloadError
+from heartq.store.interface import Progress
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.child import child_main
+from heartq.worker.pools import OnEnd
+
+KILL_WAIT = 5.0
+"""Seconds to wait for a killed child to be reaped."""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class ProcessPool:
+    def __init__(self, worker_id: str, app_ref: str, max_payload_bytes: int) -> None:
+        self._worker_id = worker_id
+        self._app_ref = app_ref
+        self._limit = max_payload_bytes
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        self._mp = multiprocessing.get_context(method)
+        if method == "forkserver":
+            module = app_ref.partition(":")[0]
+            self._mp.set_forkserver_preload(["heartq.worker.child", module])
+        self._children: dict[str, tuple[Any, Connection]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+        job = run.job
+        fields = {
+            "id": job.id,
+            "task": job.task,
+            "queue": job.queue,
+            "args": job.args,
+            "attempt": job.attempt,
+            "execution_id": job.execution_id,
+            "checkpoint": job.checkpoint,
+            "worker_id": self._worker_id,
+        }
+        parent_conn, child_conn = self._mp.Pipe()
+        process = self._mp.Process(
+            target=child_main,
+            args=(child_conn, self._app_ref, fields, self._limit),
+            name=f"heartq-child-{job.id}",
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()
+        with self._lock:
+            self._children[job.id] = (process, parent_conn)
+        threading.Thread(
+            target=self._watch,
+            args=(run, process, parent_conn, on_end),
+            name=f"heartq-watch-{job.id}",
+            daemon=True,
+        ).start()
+
+    def _watch(self, run: RunningJob, process: Any, conn: Connection, on_end: OnEnd) -> None:
+        end: AttemptEnd | None = None
+        try:
+            while end is None:
+                ready = wait([conn, process.sentinel], timeout=1.0)
+                if conn in ready:
+                    try:
+                        end = self._handle(run, conn, conn.recv())
+                    except (EOFError, OSError):
+                        pass
+                    else:
+                        continue
+                if process.sentinel in ready or not process.is_alive():
+                    while end is None and conn.poll():  # drain what it sent before dying
+                        try:
+                            end = self._handle(run, conn, conn.recv())
+                        except (EOFError, OSError):
+                            break
+                    if end is None:
+                        process.join(KILL_WAIT)
+                        end = self._crash_end(process)
+        finally:
+            process.join(KILL_WAIT)
+            with self._lock:
+                self._children.pop(run.job.id, None)
+            conn.close()
+        on_end(run, end)
+
+    def _handle(self, run: RunningJob, conn: Connection, message: Any) -> AttemptEnd | None:
+        kind = message[0]
+        if kind == "touch":
+            run.touch(None if message[1] is None else Progress(*message[1]))
+        elif kind == "checkpoint":
+            try:
+                run.save_checkpoint_json(message[1])
+                answer = "ok"
+            except LeaseLost:
+                answer = "lost"
+            except (PayloadError, Exception) as exc:  # noqa: BLE001 - reported to the task
+                answer = f"checkpoint not saved: {exc}"
+            with self._lock, contextlib.suppress(OSError):
+                conn.send(("checkpoint", answer))
+        elif kind == "done":
+            _, end_kind, result_json, error, permanent = message
+            return AttemptEnd(EndKind(end_kind), result_json, error, permanent)
+        return None
+
+    def _crash_end(self, process: Any) -> AttemptEnd:
+        code = process.exitcode
+        crash: dict[str, Any] = {"pid": process.pid, "exit_code": code, "signal": None}
+        if code is not None and code < 0:
+            crash["signal"] = _signal_name(-code)
+            crash["reason"] = f"child process killed by {crash['signal']}"
+        else:
+            crash["reason"] = f"child process exited with code {code} before reporting"
+        return AttemptEnd(EndKind.CRASHED, error=crash["reason"], crash=crash)
+
+    def stop(self, run: RunningJob) -> None:
+        with self._lock:
+            child = self._children.get(run.job.id)
+        if child is not None:
+            with contextlib.suppress(Exception):
+                child[0].kill()
+
+    def notify(self, run: RunningJob) -> None:
+        with self._lock:
+            child = self._children.get(run.job.id)
+            if child is not None:
+                with contextlib.suppress(OSError):
+                    child[1].send(("flags", run.lost, run.cancel_requested))
+
+    def close(self) -> None:
+        with self._lock:
+            children = list(self._children.values())
+        for process, _ in children:
+            with contextlib.suppress(Exception):
+                process.kill()
