@@ -124,6 +124,14 @@ class App:
                 self._store_pid = os.getpid()
             return self._store
 
+    def use_url(self, url: str) -> None:
+        """Point this app at another queue (the command line's `--url`)."""
+        with self._lock:
+            if self._store is not None and self._store_pid == os.getpid():
+                self._store.close()
+            self._store = None
+            self.url = url
+
     def migrate(self) -> int:
         return self.store.migrate()
 

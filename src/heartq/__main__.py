@@ -1,0 +1,3 @@
+from heartq.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `heartq` command line."""

@@ -1,0 +1,77 @@
+"""What every command shares: `--url`, `--json`, loading `APP`, and error reporting.
+
+Exit status (INTERFACE.md): 0 done, 1 an operational error (one clear line on stderr, no
+traceback unless `--debug`), 2 a usage error (click's own).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from heartq.app import App
+from heartq.config import resolve_url
+from heartq.errors import ConfigError
+from heartq.store import Store, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def url_option(fn: F) -> F:
+    return click.option(
+        "--url",
+        envvar="HEARTQ_URL",
+        default=None,
+        help="Queue URL (sqlite:///heartq.db, postgresql://...). Env: HEARTQ_URL.",
+    )(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def store_for(url: str | None) -> Store:
+    store = open_store(resolve_url(url))
+    store.migrate()
+    return store
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def load_app(ref: str) -> App:
+    """`module:attribute` or `module` (then its attribute `app`), imported with the working
+    directory on the import path. Errors name the module and say why."""
+    module_name, _, attr = ref.partition(":")
+    attr = attr or "app"
+    if not module_name:
+        raise ConfigError(f"bad APP {ref!r}: expected module:attribute, e.g. tasks:app")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - report any import failure in one line
+        raise ConfigError(
+            f"cannot import APP {ref!r}: module {module_name!r} failed to import: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        app = getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(
+            f"cannot load APP {ref!r}: module {module_name!r} has no attribute {attr!r}"
+        ) from None
+    if not isinstance(app, App):
+        raise ConfigError(
+            f"cannot load APP {ref!r}: {module_name}.{attr} is a {type(app).__name__}, "
+            "not a heartq.App"
+        )
+    return app

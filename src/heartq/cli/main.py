@@ -1,0 +1,68 @@
+"""The `heartq` command: a click group, and `main()` which turns errors into exit codes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from heartq import __version__
+from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.worker_cmd import worker_command
+from heartq.errors import HeartqError
+from heartq.store import redact
+
+EXIT_OPERATIONAL = 1
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="heartq")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+def cli(debug: bool) -> None:
+    """heartq: a job queue that loses no job and leaves none stuck."""
+
+
+@cli.command()
+@url_option
+@json_option
+def migrate(url: str | None, as_json: bool) -> None:
+    """Create or upgrade the schema (also done on first use)."""
+    store = store_for(url)
+    version = store.migrate()
+    if as_json:
+        print_json({"url": redact(store.url), "version": version})
+    else:
+        click.echo(f"schema at version {version} ({redact(store.url)})")
+
+
+cli.add_command(worker_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        code = cli.main(args=args, prog_name="heartq", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("heartq: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (HeartqError, OSError) as exc:
+        if debug:
+            raise
+        click.echo(f"heartq: error: {exc}", err=True)
+        sys.exit(EXIT_OPERATIONAL)
+    except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback by default
+        if debug:
+            raise
+        click.echo(f"heartq: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)",
+                   err=True)
+        sys.exit(EXIT_OPERATIONAL)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""`heartq worker APP`: run a worker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import click
+
+from heartq.cli.common import load_app, url_option
+from heartq.config import DEFAULT_CONCURRENCY, resolve_url
+from heartq.events import configure_logging
+from heartq.worker import Worker
+from heartq.worker.pools import POOL_NAMES
+
+
+@click.command("worker")
+@click.argument("app_ref", metavar="APP")
+@url_option
+@click.option("--queues", default=None, help="Comma-separated queues (default: the app's).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Jobs run at once.")
+@click.option("--pool", type=click.Choice(POOL_NAMES), default="thread", show_default=True)
+@click.option("--name", default=None, help="Stable name (pod or host name) for reconciliation.")
+@click.option("--heartbeat-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              envvar="HEARTQ_HEARTBEAT_INTERVAL", help="Seconds between heartbeats [30].")
+@click.option("--lease", type=click.FloatRange(min=0, min_open=True), default=None,
+              envvar="HEARTQ_LEASE", help="Lease length in seconds [3 heartbeats].")
+@click.option("--reap-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              envvar="HEARTQ_REAP_INTERVAL", help="Seconds between reaper passes [1 heartbeat].")
+@click.option("--liveness-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between liveness-lock probes [1].")
+@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds an idle worker waits before looking again [1].")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=None,
+              help="Seconds running jobs get to finish on SIGTERM [30].")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+              help="Serve Prometheus metrics on this port.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--burst", is_flag=True, help="Exit once the queue is empty and nothing runs.")
+def worker_command(
+    app_ref: str,
+    url: str | None,
+    queues: str | None,
+    concurrency: int,
+    pool: str,
+    name: str | None,
+    heartbeat_interval: float | None,
+    lease: float | None,
+    reap_interval: float | None,
+    liveness_interval: float | None,
+    poll_interval: float | None,
+    shutdown_timeout: float | None,
+    metrics_port: int | None,
+    log_format: str,
+    burst: bool,
+) -> None:
+    """Run a worker for APP (module:attribute, or module whose `app` is used)."""
+    configure_logging(log_format)
+    app = load_app(app_ref)
+    if url:
+        app.use_url(resolve_url(url))
+    worker = Worker(
+        app,
+        queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
+        concurrency=concurrency,
+        pool=pool,
+        name=name,
+        app_ref=app_ref if ":" in app_ref else f"{app_ref}:app",
+        heartbeat_interval=heartbeat_interval,
+        lease=lease,
+        reap_interval=reap_interval,
+        liveness_interval=liveness_interval,
+        poll_interval=poll_interval,
+        shutdown_timeout=shutdown_timeout,
+    )
+    if metrics_port is not None:
+        from heartq.metrics import start_metrics_server
+
+        start_metrics_server(metrics_port, worker)
+    worker.install_signal_handlers()
+    worker.run(burst=burst)
