@@ -75,5 +75,5 @@ class Cancelled(HeartqError):
     """A cancel was requested for this job; the task should stop."""
 
 
-class Permanent(Exception):  # noqa: N818 - the name is the public interface
+class Permanent(Exception):
     """Raise (or subclass) in a task to fail the job at once, with no retry."""

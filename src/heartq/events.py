@@ -66,7 +66,7 @@ def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
     for listener in _listeners:
         try:
             listener(event, fields)
-        except Exception:  # noqa: BLE001 - instrumentation must never break the worker
+        except Exception:
             logger.debug("event listener failed", exc_info=True)
     if logger.isEnabledFor(level):
         logger.log(level, event, extra={"heartq_fields": fields})

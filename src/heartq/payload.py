@@ -36,7 +36,9 @@ def encode_args(args: Any, *, limit: int) -> str:
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise PayloadError(f"job arguments must be a JSON object (a dict), got {type(args).__name__}")
+        raise PayloadError(
+            f"job arguments must be a JSON object (a dict), got {type(args).__name__}"
+        )
     for key in args:
         if not isinstance(key, str):
             raise PayloadError(f"job argument names must be strings, got {key!r}")

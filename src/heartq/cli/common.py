@@ -58,7 +58,7 @@ def load_app(ref: str) -> App:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - report any import failure in one line
+    except Exception as exc:
         raise ConfigError(
             f"cannot import APP {ref!r}: module {module_name!r} failed to import: "
             f"{type(exc).__name__}: {exc}"

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         click.echo(f"heartq: error: {exc}", err=True)
         sys.exit(EXIT_OPERATIONAL)
-    except Exception as exc:  # noqa: BLE001 - one clear line, never a traceback by default
+    except Exception as exc:
         if debug:
             raise
         click.echo(f"heartq: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)",

@@ -15,26 +15,63 @@ from heartq.worker.pools import POOL_NAMES
 @click.argument("app_ref", metavar="APP")
 @url_option
 @click.option("--queues", default=None, help="Comma-separated queues (default: the app's).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
-              show_default=True, help="Jobs run at once.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Jobs run at once.",
+)
 @click.option("--pool", type=click.Choice(POOL_NAMES), default="thread", show_default=True)
 @click.option("--name", default=None, help="Stable name (pod or host name) for reconciliation.")
-@click.option("--heartbeat-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              envvar="HEARTQ_HEARTBEAT_INTERVAL", help="Seconds between heartbeats [30].")
-@click.option("--lease", type=click.FloatRange(min=0, min_open=True), default=None,
-              envvar="HEARTQ_LEASE", help="Lease length in seconds [3 heartbeats].")
-@click.option("--reap-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              envvar="HEARTQ_REAP_INTERVAL", help="Seconds between reaper passes [1 heartbeat].")
-@click.option("--liveness-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between liveness-lock probes [1].")
-@click.option("--poll-interval", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds an idle worker waits before looking again [1].")
-@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=None,
-              help="Seconds running jobs get to finish on SIGTERM [30].")
-@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="Serve Prometheus metrics on this port.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--heartbeat-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    envvar="HEARTQ_HEARTBEAT_INTERVAL",
+    help="Seconds between heartbeats [30].",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    envvar="HEARTQ_LEASE",
+    help="Lease length in seconds [3 heartbeats].",
+)
+@click.option(
+    "--reap-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    envvar="HEARTQ_REAP_INTERVAL",
+    help="Seconds between reaper passes [1 heartbeat].",
+)
+@click.option(
+    "--liveness-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between liveness-lock probes [1].",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds an idle worker waits before looking again [1].",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds running jobs get to finish on SIGTERM [30].",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="Serve Prometheus metrics on this port.",
+)
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @click.option("--burst", is_flag=True, help="Exit once the queue is empty and nothing runs.")
 def worker_command(
     app_ref: str,

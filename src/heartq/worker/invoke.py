@@ -28,7 +28,9 @@ def task_kwargs(task: Task, ctx: JobContext, args: dict[str, Any]) -> dict[str, 
 
 def end_from_result(value: Any, limit: int) -> AttemptEnd:
     try:
-        return AttemptEnd(EndKind.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit))
+        return AttemptEnd(
+            EndKind.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)
+        )
     except PayloadError as exc:
         # Retrying cannot make the same code return something storable.
         return AttemptEnd(EndKind.FAILED, error=f"PayloadError: {exc}", permanent=True)
@@ -48,12 +50,9 @@ def run_sync(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> A
     control = ctx._control
     try:
         kwargs = task_kwargs(task, ctx, args)
-        if task.is_async:
-            value = asyncio.run(task.fn(**kwargs))
-        else:
-            value = task.fn(**kwargs)
-    except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
-        if isinstance(exc, KeyboardInterrupt | SystemExit) and not isinstance(exc, SystemExit):
+        value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
+    except BaseException as exc:  # everything a task raises is its outcome
+        if isinstance(exc, KeyboardInterrupt):
             raise
         return end_from_exception(exc, control.cancel_requested)
     return end_from_result(value, limit)
@@ -68,7 +67,7 @@ async def run_async(task: Task, ctx: JobContext, args: dict[str, Any], limit: in
             value = await task.fn(**kwargs)
         else:
             value = await asyncio.to_thread(task.fn, **kwargs)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError) and not control.cancel_requested:
             raise
         if isinstance(exc, KeyboardInterrupt):

@@ -38,8 +38,10 @@ class ProcessPool:
         self._worker_id = worker_id
         self._app_ref = app_ref
         self._limit = max_payload_bytes
-        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        self._mp = multiprocessing.get_context(method)
+        method = (
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        )
+        self._mp: Any = multiprocessing.get_context(method)
         if method == "forkserver":
             module = app_ref.partition(":")[0]
             self._mp.set_forkserver_preload(["heartq.worker.child", module])

@@ -123,9 +123,7 @@ class Worker:
             on_lost=self._lose,
             on_cancel=self._cancel_requested,
         )
-        self.completer = Completer(
-            self.store, self.id, on_saved=self._saved, on_lost=self._lose
-        )
+        self.completer = Completer(self.store, self.id, on_saved=self._saved, on_lost=self._lose)
         self.maintenance = MaintenanceRunner(default_services(self.store, s), self.id)
         self._pool: Pool | None = None
         self._liveness: Any = None

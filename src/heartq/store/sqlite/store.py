@@ -457,7 +457,9 @@ class SQLiteStore:
             rows = conn.execute(
                 q.SELECT_NAME_JOBS, {"name": name, "except_id": except_worker_id}
             ).fetchall()
-            conn.execute(q.DEACTIVATE_NAMED, {"name": name, "except_id": except_worker_id, "now": t})
+            conn.execute(
+                q.DEACTIVATE_NAMED, {"name": name, "except_id": except_worker_id, "now": t}
+            )
             return self._reclaim_rows(
                 conn, t, rows, detected_by, f"worker restarted under the same name {name!r}"
             )
@@ -553,9 +555,7 @@ class SQLiteStore:
         with self.pool.read() as conn:
             candidates = [
                 r["id"]
-                for r in conn.execute(
-                    q.ACTIVE_WORKERS_ON_HOST, {"hostname": socket.gethostname()}
-                )
+                for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, {"hostname": socket.gethostname()})
             ]
         dead = [wid for wid in candidates if liveness.is_dead(self.path, wid)]
         if not dead:
