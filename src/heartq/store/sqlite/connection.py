@@ -37,6 +37,24 @@ def path_from_url(url: str) -> Path:
     return Path(path)
 
 
+def options_from_url(url: str) -> dict[str, float]:
+    """Query options: `?busy_timeout=S` (seconds a writer waits for the lock, default 30)."""
+    from urllib.parse import parse_qsl
+
+    query = url.split("?", 1)[1] if "?" in url else ""
+    options: dict[str, float] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key != "busy_timeout":
+            raise ConfigError(f"unknown SQLite URL option {key!r} (known: busy_timeout)")
+        try:
+            options[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"busy_timeout must be a number of seconds, got {value!r}") from None
+        if options[key] < 0:
+            raise ConfigError(f"busy_timeout must not be negative, got {value!r}")
+    return options
+
+
 def check_location(path: Path) -> None:
     """Fail with one clear line before sqlite3 says 'unable to open database file'."""
     directory = path.absolute().parent

@@ -38,7 +38,12 @@ from heartq.store.interface import (
 )
 from heartq.store.sqlite import liveness
 from heartq.store.sqlite import queries as q
-from heartq.store.sqlite.connection import DEFAULT_BUSY_TIMEOUT, ConnectionPool, path_from_url
+from heartq.store.sqlite.connection import (
+    DEFAULT_BUSY_TIMEOUT,
+    ConnectionPool,
+    options_from_url,
+    path_from_url,
+)
 from heartq.timeutil import iso
 
 PRUNE_BATCH = 10_000
@@ -75,10 +80,12 @@ class SQLiteStore:
 
     supports_notify = False
 
-    def __init__(self, url: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+    def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
         self.url = url
         self.path: Path = path_from_url(url)
-        self.pool = ConnectionPool(self.path, busy_timeout)
+        options = options_from_url(url)
+        timeout = busy_timeout if busy_timeout is not None else options.get("busy_timeout")
+        self.pool = ConnectionPool(self.path, DEFAULT_BUSY_TIMEOUT if timeout is None else timeout)
         self._migrated = False
 
     # -- lifecycle -----------------------------------------------------------------------
