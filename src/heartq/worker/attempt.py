@@ -72,6 +72,7 @@ class RunningJob:
         self._pending_progress: Progress | None = None
         self._lost = False
         self._cancel_requested = False
+        self._stopping = False
         self._end: AttemptEnd | None = None
         self.on_flags_changed: Callable[[RunningJob], None] | None = None
 
@@ -82,7 +83,9 @@ class RunningJob:
 
     @property
     def cancel_requested(self) -> bool:
-        return self._cancel_requested
+        """True once a cancel was requested, or the worker stopped the attempt (timeout,
+        shutdown): either way the task should stop, and `ctx.heartbeat()` says so."""
+        return self._cancel_requested or self._stopping
 
     def touch(self, progress: Progress | None) -> None:
         with self._lock:
@@ -129,6 +132,14 @@ class RunningJob:
     def mark_cancel_requested(self) -> None:
         changed = not self._cancel_requested
         self._cancel_requested = True
+        if changed and self.on_flags_changed:
+            self.on_flags_changed(self)
+
+    def mark_stopping(self) -> None:
+        """The worker decided this attempt's end (timeout, release) but still holds its
+        lease until the outcome is saved: unlike `mark_lost`, nothing is given up."""
+        changed = not self._stopping
+        self._stopping = True
         if changed and self.on_flags_changed:
             self.on_flags_changed(self)
 

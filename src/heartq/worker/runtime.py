@@ -312,8 +312,10 @@ class Worker:
         """Decide an attempt's end without waiting for its code, then stop the code."""
         if end.kind is EndKind.CANCELLED:
             run.mark_cancel_requested()
+        elif end.kind is EndKind.LOST:
+            run.mark_lost()  # ctx.heartbeat() raises LeaseLost; nothing will be reported
         else:
-            run.mark_lost()  # ctx.cancelled turns True; ctx.heartbeat() raises LeaseLost
+            run.mark_stopping()  # ctx.cancelled turns True; the outcome is still saved
         self._ended(run, end)
         assert self._pool is not None
         self._pool.stop(run)

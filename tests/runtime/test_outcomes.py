@@ -1,0 +1,214 @@
+"""What happens to a job after each kind of attempt end, through a real worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from tests.support import wait_for
+
+import heartq
+
+
+def status_of(app: heartq.App, job_id: str) -> str:
+    return str(app.get_job(job_id)["status"])
+
+
+POOLS = ["thread", "async"]
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_success_stores_result_progress_and_context(app: heartq.App, run_worker, pool) -> None:
+    seen = {}
+
+    @app.task
+    def work(ctx: heartq.JobContext, n: int) -> dict:
+        ctx.heartbeat(progress=0.5, stage="half", message="halfway")
+        seen.update(attempt=ctx.attempt, execution_id=ctx.execution_id, worker=ctx.worker_id)
+        return {"double": n * 2}
+
+    job_id = work.enqueue(n=21)
+    with run_worker(app, pool=pool) as worker:
+        wait_for(lambda: status_of(app, job_id) == "succeeded", what="success")
+    job = app.get_job(job_id)
+    assert job["result"] == {"double": 42}
+    assert job["attempts"] == 1 and job["execution_id"] == 1
+    assert seen == {"attempt": 1, "execution_id": 1, "worker": worker.id}
+    assert [e["outcome"] for e in job["executions"]] == ["succeeded"]
+    assert job["executions"][0]["worker_id"] == worker.id
+
+
+def test_progress_reaches_the_database_with_the_next_heartbeat(app, run_worker) -> None:
+    release = threading.Event()
+
+    @app.task
+    def slow(ctx: heartq.JobContext) -> None:
+        ctx.heartbeat(progress=0.25, stage="download", message="fetching")
+        release.wait(10)
+
+    job_id = slow.enqueue()
+    with run_worker(app):
+        progress = wait_for(
+            lambda: app.get_job(job_id)["progress"]["value"] == 0.25 and app.get_job(job_id),
+            what="progress stored",
+        )["progress"]
+        release.set()
+        wait_for(lambda: status_of(app, job_id) == "succeeded")
+    assert progress == {"value": 0.25, "stage": "download", "message": "fetching"}
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_exceptions_retry_with_backoff_then_dead(app, run_worker, pool) -> None:
+    attempts: list[int] = []
+
+    @app.task(max_retries=2, retry_backoff=0.05)
+    async def flaky_async() -> None:
+        attempts.append(1)
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
+
+    @app.task(max_retries=2, retry_backoff=0.05)
+    def flaky() -> None:
+        attempts.append(1)
+        raise RuntimeError("boom")
+
+    job_id = (flaky_async if pool == "async" else flaky).enqueue()
+    with run_worker(app, pool=pool):
+        wait_for(lambda: status_of(app, job_id) == "dead", what="dead")
+    job = app.get_job(job_id)
+    assert len(attempts) == 3 == job["attempts"]
+    assert [e["outcome"] for e in job["executions"]] == ["failed"] * 3
+    assert "RuntimeError: boom" in job["error"]
+    assert job["dead_reason"] == "failed 3 attempts; last error: RuntimeError: boom"
+    starts = [e["started_at"] for e in job["executions"]]
+    assert starts == sorted(starts)
+
+
+def test_permanent_skips_retries(app, run_worker) -> None:
+    class BadInput(heartq.Permanent):
+        pass
+
+    @app.task(max_retries=5)
+    def strict() -> None:
+        raise BadInput("the file is not a PNG")
+
+    job_id = strict.enqueue()
+    with run_worker(app):
+        wait_for(lambda: status_of(app, job_id) == "dead")
+    job = app.get_job(job_id)
+    assert job["attempts"] == 1
+    assert job["dead_reason"].startswith("permanent failure:")
+    assert job["dead_reason"].endswith("BadInput: the file is not a PNG")
+
+
+def test_unknown_task_ends_in_the_dead_letter_queue_not_lost(app, run_worker) -> None:
+    job_id = app.enqueue("nobody_knows_me", {"x": 1}, max_retries=1)
+    with run_worker(app, queues=["default"]):
+        wait_for(lambda: status_of(app, job_id) == "dead")
+    job = app.get_job(job_id)
+    assert "not registered" in job["error"]
+    assert job["args"] == {"x": 1}
+
+
+def test_result_that_is_not_json_fails_permanently(app, run_worker) -> None:
+    @app.task(max_retries=3)
+    def returns_object() -> object:
+        return object()
+
+    job_id = returns_object.enqueue()
+    with run_worker(app):
+        wait_for(lambda: status_of(app, job_id) == "dead")
+    job = app.get_job(job_id)
+    assert job["attempts"] == 1
+    assert "result must be JSON-serializable" in job["error"]
+
+
+def test_hard_timeout_closes_the_attempt_as_timed_out(app, run_worker) -> None:
+    stop = threading.Event()
+
+    @app.task(timeout=0.2, max_retries=0)
+    def hangs() -> None:
+        stop.wait(30)
+
+    job_id = hangs.enqueue()
+    with run_worker(app):
+        wait_for(lambda: status_of(app, job_id) == "dead", what="timed out job dead")
+    stop.set()
+    job = app.get_job(job_id)
+    assert [e["outcome"] for e in job["executions"]] == ["timed_out"]
+    assert job["dead_reason"].startswith("timed out")
+
+
+def test_async_timeout_cancels_the_coroutine(app, run_worker) -> None:
+    cancelled = threading.Event()
+
+    @app.task(timeout=0.2, max_retries=0)
+    async def sleeps() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job_id = sleeps.enqueue()
+    with run_worker(app, pool="async"):
+        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_for(cancelled.is_set, what="coroutine cancelled")
+    assert app.get_job(job_id)["executions"][0]["outcome"] == "timed_out"
+
+
+def test_cancel_a_queued_job_never_runs_it(app, run_worker) -> None:
+    ran = threading.Event()
+
+    @app.task
+    def never() -> None:
+        ran.set()
+
+    job_id = never.enqueue_with({}, delay=0.3)
+    assert app.cancel(job_id) == "cancelled"
+    with run_worker(app):
+        time_after_due = time.monotonic() + 0.5
+        wait_for(lambda: time.monotonic() > time_after_due)
+    assert not ran.is_set()
+    assert status_of(app, job_id) == "cancelled"
+
+
+def test_replay_from_the_dead_letter_queue_keeps_the_history(app, run_worker) -> None:
+    fixed = threading.Event()
+
+    @app.task(max_retries=0)
+    def buggy() -> str:
+        if not fixed.is_set():
+            raise ValueError("bug")
+        return "ok"
+
+    job_id = buggy.enqueue()
+    with run_worker(app):
+        wait_for(lambda: status_of(app, job_id) == "dead")
+        fixed.set()
+        assert app.store.replay_dead([job_id]) == [job_id]
+        wait_for(lambda: status_of(app, job_id) == "succeeded")
+    job = app.get_job(job_id)
+    assert [e["outcome"] for e in job["executions"]] == ["failed", "succeeded"]
+    assert [e["execution_id"] for e in job["executions"]] == [1, 2]
+    assert job["dead_reason"] is None and job["result"] == "ok"
+
+
+def test_checkpoint_is_handed_to_the_next_attempt(app, run_worker) -> None:
+    seen: list[object] = []
+
+    @app.task(max_retries=1, retry_backoff=0.01)
+    def resumable(ctx: heartq.JobContext) -> object:
+        seen.append(ctx.checkpoint)
+        if ctx.attempt == 1:
+            ctx.heartbeat(checkpoint={"done": 7})
+            raise RuntimeError("interrupted")
+        return ctx.checkpoint
+
+    job_id = resumable.enqueue()
+    with run_worker(app):
+        wait_for(lambda: status_of(app, job_id) == "succeeded")
+    assert seen == [None, {"done": 7}]
+    assert app.get_job(job_id)["result"] == {"done": 7}
