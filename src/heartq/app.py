@@ -210,7 +210,9 @@ class App:
     ) -> NewJob:
         _check_name("task", task_name)
         task = self.tasks.get(task_name)
-        queue = _check_name("queue", queue or (task.queue if task else DEFAULT_QUEUE))
+        if queue is None:
+            queue = task.queue if task else DEFAULT_QUEUE
+        queue = _check_name("queue", queue)
         _check_duration("delay", delay, allow_zero=True)
         if max_retries is not None and (not isinstance(max_retries, int) or max_retries < 0):
             raise ConfigError(f"max_retries must be a non-negative integer, got {max_retries!r}")

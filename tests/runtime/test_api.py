@@ -1,0 +1,125 @@
+"""The client API: validation at the door, names users rely on, settings."""
+
+from __future__ import annotations
+
+import pytest
+
+import heartq
+from heartq.config import Settings
+
+
+def test_public_names_are_exactly_the_documented_ones() -> None:
+    documented = {
+        "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
+        "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
+        "InvalidJobState", "StoreUnavailable", "StoreBusy", "__version__",
+    }  # fmt: skip
+    assert set(heartq.__all__) == documented
+    for name in heartq.__all__:
+        assert hasattr(heartq, name)
+
+
+def test_task_registration_and_enqueue_defaults(app: heartq.App) -> None:
+    @app.task(queue="media", max_retries=7, priority=3)
+    def resize(ctx: heartq.JobContext, path: str) -> None: ...
+
+    assert resize.wants_ctx and not resize.is_async
+    job = app.get_job(resize.enqueue(path="a.png"))
+    assert (job["queue"], job["max_retries"], job["priority"], job["args"]) == (
+        "media", 7, 3, {"path": "a.png"},
+    )  # fmt: skip
+    job = app.get_job(app.enqueue("resize", {"path": "b"}, queue="q2", priority=-1, max_retries=0))
+    assert (job["queue"], job["priority"], job["max_retries"]) == ("q2", -1, 0)
+    with pytest.raises(heartq.ConfigError, match="already registered"):
+        app.task(name="resize")(lambda: None)
+
+
+def test_enqueue_many_is_one_transaction(app: heartq.App) -> None:
+    ids = app.enqueue_many("t", [{"i": 1}, {"i": 2}, {"i": 3}])
+    assert [app.get_job(i)["args"]["i"] for i in ids] == [1, 2, 3]
+    before = len(app.store.list_jobs(limit=1000))
+    with pytest.raises(heartq.PayloadError):
+        app.enqueue_many("t", [{"i": 4}, {"bad": object()}])
+    assert len(app.store.list_jobs(limit=1000)) == before  # nothing of the batch landed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"x": object()}, "must be JSON-serializable"),
+        ({"x": float("nan")}, "must be JSON-serializable"),
+        ([1, 2], "must be a JSON object"),
+        ({1: "a"}, "names must be strings"),
+        ({"s": "\ud800"}, "not valid Unicode"),
+        ({"blob": "x" * (1024 * 1024 + 1)}, "over the limit of 1048576 bytes"),
+    ],
+)
+def test_bad_arguments_are_refused_and_nothing_is_stored(app: heartq.App, args, message) -> None:
+    with pytest.raises(heartq.PayloadError, match=message):
+        app.enqueue("t", args)
+    assert app.store.list_jobs() == []
+
+
+def test_payload_limit_is_settable(tmp_path) -> None:
+    small = heartq.App(f"sqlite:///{tmp_path / 'q.db'}", max_payload_bytes=100)
+    small.enqueue("t", {"x": "a" * 50})
+    with pytest.raises(heartq.PayloadError, match="over the limit of 100 bytes"):
+        small.enqueue("t", {"x": "a" * 100})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"queue": ""}, "queue name must be a non-empty string"),
+        ({"delay": -1}, "delay must be a positive number"),
+        ({"max_retries": -1}, "max_retries must be a non-negative integer"),
+        ({"priority": "high"}, "priority must be an integer"),
+    ],
+)
+def test_bad_options_are_refused(app: heartq.App, options, message) -> None:
+    with pytest.raises(heartq.ConfigError, match=message):
+        app.enqueue("t", {}, **options)
+
+
+def test_unknown_job_id_is_a_clear_not_found(app: heartq.App) -> None:
+    with pytest.raises(heartq.JobNotFound, match="no job with id 'nope'"):
+        app.get_job("nope")
+    with pytest.raises(heartq.JobNotFound):
+        app.cancel("nope")
+
+
+def test_settings_derive_from_the_heartbeat_and_validate() -> None:
+    s = Settings(heartbeat_interval=2)
+    assert (s.lease_seconds, s.reap_interval_seconds, s.stale_after_seconds) == (6, 2, 6)
+    assert s.trust_window == pytest.approx(5.0)
+    defaults = Settings()
+    assert (defaults.heartbeat_interval, defaults.lease_seconds) == (30, 90)
+    assert (defaults.reap_interval_seconds, defaults.liveness_interval) == (30, 1)
+    with pytest.raises(heartq.ConfigError, match="must be longer than heartbeat_interval"):
+        Settings(heartbeat_interval=1, lease=1)
+    with pytest.raises(heartq.ConfigError, match="must be a positive number"):
+        Settings(heartbeat_interval=0)
+    with pytest.raises(heartq.ConfigError, match="unknown setting"):
+        Settings().with_overrides(heartbeat=1)
+
+
+def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("HEARTQ_HEARTBEAT_INTERVAL", "0.5")
+    monkeypatch.setenv("HEARTQ_LEASE", "2")
+    monkeypatch.setenv("HEARTQ_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    app = heartq.App(reap_interval=0.25)
+    assert app.settings.heartbeat_interval == 0.5 and app.settings.lease_seconds == 2
+    assert app.settings.reap_interval_seconds == 0.25
+    assert app.url.endswith("env.db")
+    monkeypatch.setenv("HEARTQ_LEASE", "soon")
+    with pytest.raises(heartq.ConfigError, match="HEARTQ_LEASE must be a number"):
+        heartq.App()
+
+
+def test_bad_urls_are_clear(tmp_path) -> None:
+    with pytest.raises(heartq.ConfigError, match="unsupported queue URL"):
+        heartq.App("mysql://localhost/db").enqueue("t")
+    with pytest.raises(heartq.StoreUnavailable, match="does not exist"):
+        heartq.App(f"sqlite:///{tmp_path / 'missing' / 'q.db'}").enqueue("t")
+    with pytest.raises(heartq.ConfigError, match="unknown SQLite URL option"):
+        heartq.App(f"sqlite:///{tmp_path / 'q.db'}?nope=1").enqueue("t")
