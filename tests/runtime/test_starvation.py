@@ -1,0 +1,67 @@
+"""Heartbeats run apart from task code: a busy task cannot make its own lease lapse."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from tests.support import wait_for
+
+import heartq
+
+BUSY_FOR = 1.5  # well past the 0.6 s lease of the fast settings
+
+
+def busy_loop(seconds: float) -> int:
+    end, spins = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        spins += 1
+    return spins
+
+
+def test_cpu_bound_thread_task_keeps_its_lease(app: heartq.App, run_worker) -> None:
+    @app.task
+    def crunch() -> int:
+        return busy_loop(BUSY_FOR)
+
+    job_id = crunch.enqueue()
+    with run_worker(app):
+        wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
+    job = app.get_job(job_id)
+    assert [e["outcome"] for e in job["executions"]] == ["succeeded"]
+
+
+def test_blocking_async_task_keeps_its_lease(app: heartq.App, run_worker) -> None:
+    @app.task
+    async def blocks_the_loop() -> str:
+        time.sleep(BUSY_FOR)  # the mistake heartq must survive: blocking the event loop
+        return "ok"
+
+    job_id = blocks_the_loop.enqueue()
+    with run_worker(app, pool="async"):
+        wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
+    assert [e["outcome"] for e in app.get_job(job_id)["executions"]] == ["succeeded"]
+
+
+@pytest.mark.slow
+def test_parent_heartbeats_for_a_silent_child(tmp_path, run_worker, monkeypatch) -> None:
+    (tmp_path / "silent_tasks.py").write_text(
+        "import heartq, time\n"
+        "app = heartq.App()\n"
+        "@app.task\n"
+        "def quiet():\n"
+        f"    time.sleep({BUSY_FOR})\n"
+        "    return 'quiet'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import silent_tasks  # type: ignore[import-not-found]
+
+    app = silent_tasks.app
+    app.use_url(f"sqlite:///{tmp_path / 'q.db'}")
+    app.settings = app.settings.with_overrides(heartbeat_interval=0.1, lease=0.6)
+    job_id = app.enqueue("quiet")
+    with run_worker(app, pool="process", app_ref="silent_tasks:app"):
+        wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=20)
+    job = app.get_job(job_id)
+    assert job["result"] == "quiet"
+    assert [e["outcome"] for e in job["executions"]] == ["succeeded"]
