@@ -15,6 +15,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -69,15 +70,38 @@ def unknown_task_end(run: RunningJob) -> AttemptEnd:
 
 
 class ThreadPool:
+    """Long-lived threads, reused across attempts. A new thread is started only when none
+    is idle, so a hung (abandoned) attempt never holds up the next one."""
+
     def __init__(self, worker_id: str, max_payload_bytes: int) -> None:
         self._worker_id = worker_id
         self._limit = max_payload_bytes
+        self._work: queue.SimpleQueue[tuple[RunningJob, OnEnd] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
 
     def start(self, run: RunningJob, on_end: OnEnd) -> None:
-        thread = threading.Thread(
-            target=self._run, args=(run, on_end), name=f"heartq-job-{run.job.id}", daemon=True
-        )
-        thread.start()
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+            else:
+                thread = threading.Thread(
+                    target=self._serve, name=f"heartq-job-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._work.put((run, on_end))
+
+    def _serve(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            run, on_end = item
+            self._run(run, on_end)
+            with self._lock:
+                self._idle += 1
 
     def _run(self, run: RunningJob, on_end: OnEnd) -> None:
         if run.task is None:
@@ -93,7 +117,8 @@ class ThreadPool:
         """The thread reads the flags through its ctx."""
 
     def close(self) -> None:
-        pass
+        for _ in self._threads:
+            self._work.put(None)
 
 
 class AsyncPool:

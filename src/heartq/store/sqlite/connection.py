@@ -94,6 +94,9 @@ class ConnectionPool:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Writers of one process queue here, where a release wakes the next at once;
+        # SQLite's own busy handler polls with sleeps, which is for other processes only.
+        self._write_lock = threading.Lock()
         self.trace: list[object] = []  # callbacks(statement) for tests that count statements
 
     def get(self) -> sqlite3.Connection:
@@ -139,12 +142,22 @@ class ConnectionPool:
         """`BEGIN IMMEDIATE`: take the write lock up front, so no transaction ever fails
         half-way on a lock upgrade; everything inside commits or nothing does."""
         conn = self.get()
+        if not self._write_lock.acquire(timeout=self.busy_timeout):
+            raise StoreBusy(f"SQLite database {self.path}: another thread held the write lock")
+        try:
+            with self._transaction(conn):
+                yield conn
+        finally:
+            self._write_lock.release()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from None
         try:
-            yield conn
+            yield
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
