@@ -7,6 +7,13 @@ environment (`HEARTQ_URL`, `HEARTQ_HEARTBEAT_INTERVAL`, `HEARTQ_LEASE`,
 
 Derived defaults keep the ratios of DESIGN.md when only the heartbeat is set: the lease is
 3 heartbeats, the reap interval one heartbeat, a worker is stale after 3 missed heartbeats.
+
+Two ways take a job from a silent worker: its lease expires, or its registry row goes
+stale and the monitor reclaims everything it holds. A worker must stop trusting its
+leases before the *earlier* of the two, so the trust window is
+`min(lease, stale_after) - safety_margin`. And since a user who sets a long lease means
+to tolerate long pauses, `stale_after` defaults to `max(3 heartbeats, lease)`: equal to
+DESIGN's 3 heartbeats at the default ratio, never shorter than the lease.
 """
 
 from __future__ import annotations
@@ -95,8 +102,13 @@ class Settings:
                 f"lease ({self.lease_seconds:g} s) must be longer than heartbeat_interval "
                 f"({self.heartbeat_interval:g} s), or a single late heartbeat loses every job"
             )
-        if self.safety_margin_seconds >= self.lease_seconds:
-            raise ConfigError("safety_margin must be shorter than the lease")
+        if self.safety_margin_seconds >= self.reclaim_horizon:
+            raise ConfigError("safety_margin must be shorter than the lease and stale_after")
+        if self.stale_after is not None and self.stale_after <= self.heartbeat_interval:
+            raise ConfigError(
+                f"stale_after ({self.stale_after:g} s) must be longer than heartbeat_interval "
+                f"({self.heartbeat_interval:g} s)"
+            )
 
     @property
     def lease_seconds(self) -> float:
@@ -110,18 +122,23 @@ class Settings:
     def stale_after_seconds(self) -> float:
         if self.stale_after is not None:
             return self.stale_after
-        return STALE_HEARTBEATS * self.heartbeat_interval
+        return max(STALE_HEARTBEATS * self.heartbeat_interval, self.lease_seconds)
+
+    @property
+    def reclaim_horizon(self) -> float:
+        """The earliest a silent worker's jobs can be taken: lease expiry or staleness."""
+        return min(self.lease_seconds, self.stale_after_seconds)
 
     @property
     def safety_margin_seconds(self) -> float:
         if self.safety_margin is not None:
             return self.safety_margin
-        return self.lease_seconds * SAFETY_MARGIN_FRACTION
+        return self.reclaim_horizon * SAFETY_MARGIN_FRACTION
 
     @property
     def trust_window(self) -> float:
         """How long after a renewal was *sent* a worker may still trust its leases."""
-        return self.lease_seconds - self.safety_margin_seconds
+        return self.reclaim_horizon - self.safety_margin_seconds
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with the given (non-None) settings replaced."""

@@ -103,6 +103,16 @@ def test_settings_derive_from_the_heartbeat_and_validate() -> None:
         Settings().with_overrides(heartbeat=1)
 
 
+def test_trust_window_ends_before_any_reclaim_path_can_fire() -> None:
+    long_lease = Settings(heartbeat_interval=1, lease=60)
+    assert long_lease.stale_after_seconds == 60  # a long lease is not undercut by staleness
+    assert long_lease.trust_window == pytest.approx(50)
+    early_stale = Settings(heartbeat_interval=1, lease=60, stale_after=6)
+    assert early_stale.trust_window == pytest.approx(5)  # bounded by the earlier path
+    for s in (Settings(), long_lease, early_stale, Settings(heartbeat_interval=0.1, lease=0.6)):
+        assert s.trust_window < min(s.lease_seconds, s.stale_after_seconds)
+
+
 def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("HEARTQ_HEARTBEAT_INTERVAL", "0.5")
     monkeypatch.setenv("HEARTQ_LEASE", "2")
