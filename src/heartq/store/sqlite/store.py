@@ -16,9 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from heartq import outcomes
 from heartq.errors import JobNotFound, LeaseLost
-from heartq.store import serialize
+from heartq.store import reclaim, serialize
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
@@ -44,7 +43,6 @@ from heartq.store.sqlite.connection import (
     options_from_url,
     path_from_url,
 )
-from heartq.timeutil import iso
 
 PRUNE_BATCH = 10_000
 """Finished jobs deleted per prune pass, so one pass never holds the write lock for long."""
@@ -324,17 +322,17 @@ class SQLiteStore:
         if not finishes:
             return []
         docs = {
-            f.lease: {
-                "id": f.lease.job_id,
-                "eid": f.lease.execution_id,
-                "status": str(f.status),
-                "outcome": str(f.outcome),
-                "result": f.result_json,
-                "error": f.error,
-                "delay": f.retry_delay,
-                "dead_reason": f.dead_reason,
-                "crash": json.dumps(f.crash) if f.crash is not None else None,
-            }
+            f.lease: reclaim.finish_doc(
+                f.lease.job_id,
+                f.lease.execution_id,
+                status=str(f.status),
+                outcome=str(f.outcome),
+                result=f.result_json,
+                error=f.error,
+                delay=f.retry_delay,
+                dead_reason=f.dead_reason,
+                crash=f.crash,
+            )
             for f in finishes
         }
         with self.pool.write() as conn:
@@ -383,57 +381,11 @@ class SQLiteStore:
         reason: str,
         extra: dict[str, Any] | None = None,
     ) -> list[Reclaimed]:
-        """Close each row's execution as crashed, with its crash context, and requeue or
-        bury the job. Runs inside the caller's write transaction: exactly once."""
-        decided: list[Reclaimed] = []
-        docs = []
-        for row in rows:
-            crash = {
-                "worker_id": row["worker_id"],
-                "last_heartbeat_at": iso(row["worker_heartbeat_at"] or row["heartbeat_at"]),
-                "job_heartbeat_at": iso(row["heartbeat_at"]),
-                "lease_expires_at": iso(row["lease_expires_at"]),
-                "detected_at": iso(t),
-                "detected_by": detected_by,
-                "reason": reason,
-                **(extra or {}),
-            }
-            status, delay, dead_reason = outcomes.after_crash(
-                row["attempts"],
-                row["max_retries"],
-                row["retry_backoff"],
-                row["retry_backoff_max"],
-                row["crashes"] + 1,
-                crash,
-            )
-            docs.append(
-                {
-                    "id": row["id"],
-                    "eid": row["execution_id"],
-                    "status": str(status),
-                    "outcome": Outcome.CRASHED.value,
-                    "result": None,
-                    "error": f"{reason} (detected by {detected_by})",
-                    "delay": delay,
-                    "dead_reason": dead_reason,
-                    "crash": json.dumps(crash),
-                }
-            )
-            decided.append(
-                Reclaimed(
-                    job_id=row["id"],
-                    execution_id=row["execution_id"],
-                    worker_id=row["worker_id"],
-                    task=row["task"],
-                    status=status,
-                    attempts=row["attempts"],
-                    crash=crash,
-                    retry_delay=delay,
-                    dead_reason=dead_reason,
-                )
-            )
-        if not docs:
+        """Close each row's execution as crashed and requeue or bury its job, inside the
+        caller's write transaction: exactly once."""
+        if not rows:
             return []
+        docs, decided = reclaim.plan(rows, t, detected_by, reason, extra)
         landed = self._apply_finishes(conn, t, docs)
         return [r for r in decided if Lease(r.job_id, r.execution_id) in landed]
 
