@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
+from heartq.payload import clean_text
 from heartq.store.interface import Progress
 
 _MISSING: Any = object()
@@ -78,7 +79,11 @@ class JobContext:
         """
         self._raise_if_stopped()
         has_progress = progress is not None or stage is not None or message is not None
-        self._control.touch(Progress(progress, stage, message) if has_progress else None)
+        if progress is not None and not isinstance(progress, int | float):
+            raise TypeError(f"progress must be a number (0.0 to 1.0), got {progress!r}")
+        self._control.touch(
+            Progress(progress, clean_text(stage), clean_text(message)) if has_progress else None
+        )
         if checkpoint is not _MISSING:
             self._control.save_checkpoint(checkpoint)
             self.checkpoint = checkpoint

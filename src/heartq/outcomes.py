@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from heartq.payload import clean_text
 from heartq.retry import RetryDecision, plan_retry
 from heartq.store.interface import ClaimedJob, Finish, JobStatus, Outcome
 
@@ -16,6 +17,7 @@ MAX_ERROR_CHARS = 16_000
 
 
 def clip_error(text: str | None) -> str | None:
+    text = clean_text(text)
     if text is None or len(text) <= MAX_ERROR_CHARS:
         return text
     half = MAX_ERROR_CHARS // 2

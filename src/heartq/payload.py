@@ -47,3 +47,11 @@ def encode_args(args: Any, *, limit: int) -> str:
 
 def decode(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def clean_text(text: str | None) -> str | None:
+    """Free text heartq stores as such (errors, progress stages and messages): NUL, which
+    PostgreSQL's text type refuses, becomes a visible escape instead of failing a write."""
+    if text is None or "\x00" not in text:
+        return text
+    return text.replace("\x00", "\\x00")

@@ -28,12 +28,12 @@ def open_store(url: str | None = None) -> Store:
         return SQLiteStore(resolved)
     if scheme in ("postgresql", "postgres"):
         try:
-            from heartq.store.postgres import PostgresStore  # type: ignore[import-not-found]
-        except ImportError:
+            from heartq.store.postgres import PostgresStore
+        except ImportError as exc:
             raise ConfigError(
-                "the PostgreSQL backend is not available in this version of heartq yet"
+                f"the PostgreSQL backend needs psycopg: pip install 'heartq[postgres]' ({exc})"
             ) from None
-        return PostgresStore(resolved)  # type: ignore[no-any-return]
+        return PostgresStore(resolved)
     raise ConfigError(
         f"unsupported queue URL {redact(resolved)!r}: use sqlite:///path.db or postgresql://..."
     )

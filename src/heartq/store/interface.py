@@ -23,7 +23,7 @@ Conventions every implementation keeps:
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -318,4 +318,9 @@ class Store(Protocol):
 
     def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
         """Find active workers whose process is gone (lock free), reclaim their jobs."""
+        ...
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
+        """Call `on_wake()` when jobs become available; None if the backend cannot tell
+        (`supports_notify` False: workers then poll)."""
         ...

@@ -127,6 +127,7 @@ class Worker:
         self.maintenance = MaintenanceRunner(default_services(self.store, s), self.id)
         self._pool: Pool | None = None
         self._liveness: Any = None
+        self._listener: Any = None
 
     # -- public control ----------------------------------------------------------------
     def request_stop(self, force: bool = False) -> None:
@@ -203,6 +204,8 @@ class Worker:
         self.completer.start()
         self.maintenance.start()
         self.app._subscribe_wakeup(self._wake)
+        if self.store.supports_notify:
+            self._listener = self.store.listen(self._wake.set)
         self.started.set()
 
     def _make_pool(self) -> Pool:
@@ -438,6 +441,8 @@ class Worker:
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:
         self.app._unsubscribe_wakeup(self._wake)
+        if self._listener is not None:
+            self._listener.release()
         deadline = time.monotonic() + self.settings.shutdown_timeout
         while not self._force_stop.is_set() and time.monotonic() < deadline:
             with self._lock:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,9 +60,12 @@ def check_location(path: Path) -> None:
     """Fail with one clear line before sqlite3 says 'unable to open database file'."""
     directory = path.absolute().parent
     if not directory.is_dir():
-        raise StoreUnavailable(
-            f"cannot open SQLite database {path}: directory {directory} does not exist"
+        problem = (
+            f"{directory} is not a directory"
+            if directory.exists()
+            else f"directory {directory} does not exist"
         )
+        raise StoreUnavailable(f"cannot open SQLite database {path}: {problem}")
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise StoreUnavailable(f"cannot open SQLite database {path}: the file is not writable")
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -118,16 +122,36 @@ class ConnectionPool:
                 check_same_thread=False,
                 cached_statements=256,
             )
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
+            conn.close()
             raise translate(exc, self.path) from None
         if self.trace:
             conn.set_trace_callback(self._on_statement)
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL once. The switch needs an exclusive lock, and SQLite
+        answers SQLITE_BUSY at once, without its busy handler, while another process
+        opens or switches the same new file: retry until the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _on_statement(self, statement: str) -> None:
         for callback in list(self.trace):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -530,6 +530,11 @@ class SQLiteStore:
         for worker_id in dead:
             liveness.forget(self.path, worker_id)
         return found
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
+        """No cross-process notifications in SQLite: workers poll, and an enqueue in the
+        worker's own process wakes it at once (`App`'s local wake-ups)."""
+        return None
 
     # -- for tests -----------------------------------------------------------------------
     def trace_statements(self, callback: Any) -> None:

@@ -1,0 +1,288 @@
+"""Every SQL statement of the PostgreSQL backend, by name (the same names as the SQLite
+backend's `queries.py`, so the two dialects can be diffed). Parameters are always bound.
+
+Time: `T` is the database clock (`now()`, stable within a transaction) unless the caller
+passes `now` (seconds since the epoch), which tests use to drive the protocol.
+Batches travel as one JSON parameter read with `json_to_recordset`, so claim, heartbeat
+and finish are each ONE statement whatever the batch size.
+"""
+
+from __future__ import annotations
+
+T = "coalesce(to_timestamp(%(now)s::float8), now())"
+
+
+def _secs(name: str) -> str:
+    return f"make_interval(secs => %({name})s::float8)"
+
+
+NOW = f"SELECT extract(epoch from {T})::float8 AS now"
+
+INSERT_JOBS = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, created_at, updated_at)
+SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
+       {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
+       x.retry_backoff_max, {T}, {T}
+FROM json_to_recordset(%(jobs)s::json) AS x(
+    id text, task text, queue text, args text, priority integer, delay float8,
+    max_retries integer, retry_backoff float8, retry_backoff_max float8)
+"""
+
+NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+
+CLAIM = f"""
+WITH picked AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND queue = ANY(%(queues)s::text[]) AND run_at <= {T}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs AS j
+    SET status = 'running',
+        worker_id = %(worker_id)s,
+        execution_id = j.execution_id + 1,
+        attempts = j.attempts + 1,
+        lease_expires_at = {T} + {_secs("lease")},
+        heartbeat_at = {T},
+        started_at = {T},
+        updated_at = {T},
+        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.*
+), audit AS (
+    INSERT INTO executions (job_id, execution_id, worker_id, started_at)
+    SELECT id, execution_id, worker_id, started_at FROM claimed
+)
+SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
+       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority,
+       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from run_at)::float8 AS run_at
+FROM claimed
+"""
+
+HEARTBEAT = f"""
+WITH touched AS (
+    UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL
+    WHERE id = %(worker_id)s
+), r AS (
+    SELECT * FROM json_to_recordset(%(renewals)s::json)
+        AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
+)
+UPDATE jobs AS j
+SET lease_expires_at = {T} + {_secs("lease")},
+    heartbeat_at = {T},
+    updated_at = {T},
+    progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END
+FROM r
+WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
+RETURNING j.id, j.execution_id, j.cancel_requested
+"""
+
+SAVE_CHECKPOINT = f"""
+UPDATE jobs SET checkpoint = %(checkpoint)s::json, updated_at = {T}
+WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
+RETURNING cancel_requested
+"""
+
+FINISH = f"""
+WITH f AS (
+    SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
+        id text, eid bigint, status text, outcome text, result text, error text,
+        delay float8, dead_reason text, crash text)
+), landed AS (
+    UPDATE jobs AS j
+    SET status = f.status,
+        run_at = CASE WHEN f.status = 'queued'
+                      THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
+        result = f.result::json,
+        error = coalesce(f.error, j.error),
+        dead_reason = f.dead_reason,
+        finished_at = CASE WHEN f.status = 'queued' THEN NULL ELSE {T} END,
+        worker_id = CASE WHEN f.status = 'queued' THEN NULL ELSE j.worker_id END,
+        lease_expires_at = NULL,
+        cancel_requested = false,
+        updated_at = {T}
+    FROM f
+    WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
+    RETURNING j.id, j.execution_id
+), closed AS (
+    UPDATE executions AS e
+    SET ended_at = {T}, outcome = f.outcome, error = f.error, crash = f.crash::json
+    FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
+    WHERE e.job_id = f.id AND e.execution_id = f.eid
+)
+SELECT id, execution_id FROM landed
+"""
+
+RELEASE = f"""
+WITH l AS (
+    SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
+), landed AS (
+    UPDATE jobs AS j
+    SET status = 'queued', attempts = greatest(j.attempts - 1, 0), worker_id = NULL,
+        lease_expires_at = NULL, run_at = {T}, updated_at = {T}
+    FROM l
+    WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
+    RETURNING j.id, j.execution_id
+), closed AS (
+    UPDATE executions AS e SET ended_at = {T}, outcome = 'released'
+    FROM landed WHERE e.job_id = landed.id AND e.execution_id = landed.execution_id
+)
+SELECT id, execution_id FROM landed
+"""
+
+_RECLAIM_COLUMNS = """
+SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
+       j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
+       w.last_heartbeat_at AS worker_heartbeat_at,
+       (SELECT count(*) FROM executions e
+        WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes
+FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id
+"""
+
+SELECT_EXPIRED = (
+    _RECLAIM_COLUMNS
+    + f"""
+WHERE j.status = 'running' AND j.lease_expires_at < {T}
+ORDER BY j.lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE OF j SKIP LOCKED
+"""
+)
+
+SELECT_WORKER_JOBS = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
+FOR UPDATE OF j SKIP LOCKED
+"""
+)
+
+SELECT_NAME_JOBS = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running'
+  AND j.worker_id IN (SELECT id FROM workers WHERE name = %(name)s AND id <> %(except_id)s)
+FOR UPDATE OF j SKIP LOCKED
+"""
+)
+
+SELECT_ONE_RUNNING = (
+    _RECLAIM_COLUMNS
+    + """
+WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(execution_id)s
+FOR UPDATE OF j
+"""
+)
+
+REGISTER_WORKER = f"""
+INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
+                     last_heartbeat_at)
+VALUES (%(id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s::json, %(concurrency)s, 'active',
+        {T}, {T})
+ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL
+"""
+
+STOP_WORKER = f"""
+UPDATE workers SET status = 'stopped', stopped_at = {T} WHERE id = %(worker_id)s
+"""
+
+DEACTIVATE_WORKER = f"""
+UPDATE workers SET status = 'inactive', stopped_at = {T}
+WHERE id = %(worker_id)s AND status = 'active'
+RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
+"""
+
+DEACTIVATE_NAMED = f"""
+UPDATE workers SET status = 'inactive', stopped_at = {T}
+WHERE name = %(name)s AND id <> %(except_id)s AND status = 'active'
+"""
+
+DEACTIVATE_STALE = f"""
+UPDATE workers SET status = 'inactive', stopped_at = {T}
+WHERE status = 'active' AND last_heartbeat_at < {T} - {_secs("stale_after")}
+RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
+"""
+
+# One query tries every active worker's liveness lock; the transaction's end releases
+# the locks it took. A lock it can take belongs to a worker whose session is gone.
+PROBE_LIVENESS = """
+SELECT id FROM workers
+WHERE status = 'active' AND pg_try_advisory_xact_lock(%(namespace)s, hashtext(id))
+"""
+
+LIVENESS_LOCK = "SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(worker_id)s)) AS locked"
+
+LIST_WORKERS = """
+SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues::text AS queues, w.concurrency,
+       w.started_at, w.last_heartbeat_at, w.stopped_at,
+       (SELECT count(*) FROM jobs j
+        WHERE j.worker_id = w.id AND j.status = 'running')::integer AS running
+FROM workers AS w
+WHERE (%(include_all)s OR w.status = 'active')
+ORDER BY w.started_at DESC
+"""
+
+PRUNE_WORKERS = f"""
+DELETE FROM workers
+WHERE status IN ('inactive', 'stopped')
+  AND coalesce(stopped_at, last_heartbeat_at) < {T} - {_secs("retention")}
+"""
+
+SELECT_PRUNABLE_JOBS = f"""
+SELECT id FROM jobs
+WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("retention")}
+LIMIT %(limit)s
+"""
+
+SELECT_PURGEABLE_DEAD = f"""
+SELECT id FROM jobs
+WHERE status = 'dead'
+  AND (%(older_than)s::float8 IS NULL OR finished_at < {T} - {_secs("older_than")})
+"""
+
+DELETE_EXECUTIONS_OF = "DELETE FROM executions WHERE job_id = ANY(%(ids)s::text[])"
+
+DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
+
+GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
+
+GET_EXECUTIONS = "SELECT * FROM executions WHERE job_id = %(job_id)s ORDER BY execution_id"
+
+LIST_JOBS = """
+SELECT * FROM jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+"""
+
+COUNT_JOBS = """
+SELECT queue, status, count(*)::integer AS n FROM jobs GROUP BY queue, status
+ORDER BY queue, status
+"""
+
+CANCEL_QUEUED = f"""
+UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
+                error = 'cancelled before it ran'
+WHERE id = %(job_id)s AND status = 'queued'
+"""
+
+REQUEST_CANCEL = f"""
+UPDATE jobs SET cancel_requested = true, updated_at = {T}
+WHERE id = %(job_id)s AND status = 'running'
+"""
+
+JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
+
+REPLAY_DEAD = f"""
+UPDATE jobs
+SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
+    worker_id = NULL, cancel_requested = false, updated_at = {T}
+WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
+RETURNING id, queue
+"""
