@@ -3,6 +3,7 @@ sub-second settings, and conditions waited on with deadlines."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 import heartq
 from heartq.worker import Worker
+from tests import pg_harness
 
 FAST = {
     "heartbeat_interval": 0.1,
@@ -23,11 +25,24 @@ FAST = {
 }
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[heartq.App]:
-    application = heartq.App(f"sqlite:///{tmp_path / 'q.db'}", **FAST)
-    yield application
-    application.close()
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    with pg_harness.server_url() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
+    """An app on a fresh queue, once per backend."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgres":
+            base = request.getfixturevalue("pg_server")
+            url = stack.enter_context(pg_harness.schema_url(base))
+        else:
+            url = f"sqlite:///{tmp_path / 'q.db'}"
+        application = heartq.App(url, **FAST)
+        yield application
+        application.close()
 
 
 class WorkerThread:
