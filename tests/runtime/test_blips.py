@@ -7,10 +7,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from tests.support import wait_for
-
 import heartq
 from heartq import events
+from tests.support import wait_for
 
 
 def test_result_is_saved_after_the_database_was_locked(tmp_path: Path, run_worker) -> None:

@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
-from tests.support import wait_for
 
 import heartq
+from tests.support import wait_for
 
 
 def status_of(app: heartq.App, job_id: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.support import wait_for
 
 import heartq
+from tests.support import wait_for
 
 BUSY_FOR = 1.5  # well past the 0.6 s lease of the fast settings
 
