@@ -1,0 +1,472 @@
+"""Harness for the real-process integration tests of the worker runtime.
+
+Each test gets a `Harness` on a fresh directory (`tmp_path`) holding:
+
+- `tasks.py`, the app the workers run (`heartq.App()` without a URL: `--url` gives it);
+- `heartq.db`, a fresh SQLite queue, read by the test through `heartq.store.open_store`;
+- one log file per worker (`worker-N.log`, stdout and stderr, JSON events).
+
+Workers are real processes, `python -m heartq worker tasks:app --url ... --log-format json`,
+each in its own session so that teardown can kill it and every process it started (the
+process pool's forkserver and children). Tasks report progress by touching files in the
+directory (`started-<job>-<attempt>`) or through the database; tests wait on conditions
+with deadlines (`wait_for`), never on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from heartq.store import open_store
+from heartq.store.interface import NewJob
+
+T = TypeVar("T")
+
+FAST: dict[str, str | None] = {
+    "--heartbeat-interval": "0.2",
+    "--lease": "0.6",
+    "--reap-interval": "0.3",
+    "--liveness-interval": "0.2",
+    "--poll-interval": "0.05",
+}
+"""Sub-second protocol settings: trust window 0.5 s, a dead worker found within ~0.2 s."""
+
+STARTUP_TIMEOUT = 20.0
+
+TASKS_SOURCE = textwrap.dedent(
+    '''
+    """The app the integration tests' workers run."""
+
+    import asyncio
+    import ctypes
+    import os
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    import heartq
+
+    app = heartq.App()
+    HERE = Path(__file__).resolve().parent
+
+
+    def mark(name, text=""):
+        """Tell the test something happened: a file in the test's directory."""
+        path = HERE / name
+        path.write_text(text)
+
+
+    def ident(ctx, **extra):
+        return {
+            "job_id": ctx.job_id,
+            "execution_id": ctx.execution_id,
+            "worker_id": ctx.worker_id,
+            "attempt": ctx.attempt,
+            "pid": os.getpid(),
+            **extra,
+        }
+
+
+    def started(ctx):
+        mark(f"started-{ctx.job_id}-{ctx.attempt}", str(os.getpid()))
+
+
+    @app.task
+    def quick(ctx, value=None):
+        started(ctx)
+        return ident(ctx, value=value)
+
+
+    @app.task
+    def hold_first(ctx, seconds=60.0):
+        """Attempt 1 holds for `seconds` (or until stopped); later attempts return at once."""
+        started(ctx)
+        if ctx.attempt == 1:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not ctx.cancelled:
+                time.sleep(0.02)
+        return ident(ctx)
+
+
+    @app.task
+    def hold(ctx, seconds=60.0):
+        """Every attempt holds for `seconds` (or until stopped)."""
+        started(ctx)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not ctx.cancelled:
+            time.sleep(0.02)
+        return ident(ctx)
+
+
+    @app.task
+    def crash_child_first(ctx, how="kill"):
+        """Process pool: attempt 1 kills its own child process (SIGKILL or a segfault)."""
+        started(ctx)
+        if ctx.attempt == 1:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            else:
+                ctypes.string_at(0)
+        return ident(ctx)
+
+
+    @app.task(heartbeat_timeout=0.5)
+    def deadlock(ctx):
+        """Never returns and never heartbeats."""
+        started(ctx)
+        threading.Event().wait()
+
+
+    @app.task
+    def kill_worker(ctx):
+        """Thread pool: kills the worker process running it, on every attempt."""
+        started(ctx)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+    @app.task
+    def heartbeat_loop(ctx, seconds=60.0):
+        """Calls ctx.heartbeat() in a loop (a cancel raises heartq.Cancelled out of it)."""
+        started(ctx)
+        deadline = time.monotonic() + seconds
+        step = 0
+        while time.monotonic() < deadline:
+            step += 1
+            ctx.heartbeat(progress=min(step / 1000, 1.0), stage="looping")
+            time.sleep(0.05)
+        return ident(ctx)
+
+
+    @app.task
+    async def async_loop(ctx, seconds=60.0):
+        started(ctx)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return ident(ctx)
+
+
+    @app.task
+    def checkpointed(ctx):
+        """Attempt without a checkpoint saves one, then hangs until killed; a later
+        attempt returns the checkpoint it was handed."""
+        started(ctx)
+        if ctx.checkpoint is None:
+            ctx.heartbeat(checkpoint={"step": 3})
+            mark(f"checkpointed-{ctx.job_id}", str(os.getpid()))
+            while True:
+                time.sleep(0.05)
+        return ident(ctx, checkpoint=ctx.checkpoint)
+    '''
+)
+
+
+def parse_ts(text: str) -> float:
+    """An ISO-8601 UTC time (`...Z`) as seconds since the epoch."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The JSON log events in a worker's log (other lines, e.g. tracebacks, skipped)."""
+    found = []
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue  # a line being written right now
+        if isinstance(doc, dict) and "event" in doc:
+            found.append(doc)
+    return found
+
+
+class WorkerProc:
+    """One `heartq worker` process started by the test."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path, argv: list[str]) -> None:
+        self.popen = popen
+        self.log_path = log_path
+        self.argv = argv
+        self._id: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def id(self) -> str:
+        """The worker id it registered under (from its `worker_started` event)."""
+        if self._id is None:
+            started = self.events("worker_started")
+            if not started:
+                raise AssertionError(f"worker {self.pid} has not started:\n{self.log_tail()}")
+            self._id = str(started[0]["worker_id"])
+        return self._id
+
+    def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in read_events(self.log_path)
+            if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())
+        ]
+
+    def job_events(self, name: str, job_id: str) -> list[dict[str, Any]]:
+        """Events `name` about `job_id` (a `job_id` field, or a `job_ids` list)."""
+        return [
+            e
+            for e in self.events(name)
+            if e.get("job_id") == job_id or job_id in (e.get("job_ids") or [])
+        ]
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def kill(self) -> float:
+        """SIGKILL the worker process itself (not its children); returns when it is gone,
+        with the wall-clock time of the kill."""
+        at = time.time()
+        self.signal(signal.SIGKILL)
+        self.popen.wait(10)
+        return at
+
+    def wait_exit(self, timeout: float) -> int:
+        return self.popen.wait(timeout)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class Harness:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.db_path = directory / "heartq.db"
+        self.url = f"sqlite:///{self.db_path}"  # absolute: sqlite:////tmp/...
+        (directory / "tasks.py").write_text(TASKS_SOURCE)
+        self.store = open_store(self.url)
+        self.store.migrate()
+        self.workers: list[WorkerProc] = []
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.env.pop("PYTHONFAULTHANDLER", None)  # a segfaulting child must just die
+
+    # -- workers -----------------------------------------------------------------------
+    def start_worker(
+        self,
+        *extra: str,
+        settings: dict[str, str | None] | None = None,
+        wait: bool = True,
+    ) -> WorkerProc:
+        """Start `heartq worker tasks:app` with FAST settings (overridden by `settings`;
+        a value of None drops that option so the default applies) plus `extra` args."""
+        merged = dict(FAST)
+        merged.update(settings or {})
+        argv = [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", self.url]
+        for option, value in merged.items():
+            if value is not None:
+                argv += [option, value]
+        argv += [*extra, "--log-format", "json"]
+        log_path = self.dir / f"worker-{len(self.workers)}.log"
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(
+                argv,
+                cwd=self.dir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # teardown kills its whole process group
+            )
+        worker = WorkerProc(popen, log_path, argv)
+        self.workers.append(worker)
+        if wait:
+            self.wait_started(worker)
+        return worker
+
+    def wait_started(self, worker: WorkerProc) -> str:
+        self.wait_for(
+            lambda: worker.events("worker_started") or not worker.alive(),
+            STARTUP_TIMEOUT,
+            "worker to start",
+        )
+        if not worker.events("worker_started"):
+            raise AssertionError(f"worker exited at startup:\n{worker.log_text()}")
+        return worker.id
+
+    def write_lock_free(self, timeout: float = 0.25) -> bool:
+        """True if a write transaction can begin within `timeout` s."""
+        conn = sqlite3.connect(self.db_path, timeout=timeout, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
+
+    def freeze(self, worker: WorkerProc, attempts: int = 50) -> None:
+        """SIGSTOP `worker` at a moment it does not hold SQLite's write lock.
+
+        A process stopped inside a write transaction would keep the single write lock of
+        the file and stall every other process (a limit of SQLite, not of the protocol),
+        so if the lock is not free once it is stopped, continue it and try again."""
+        for _ in range(attempts):
+            worker.signal(signal.SIGSTOP)
+            if self.write_lock_free():
+                return
+            worker.signal(signal.SIGCONT)
+            time.sleep(0.01)  # let it finish its transaction
+        raise AssertionError("could not stop the worker outside a write transaction")
+
+    def by_id(self, worker_id: str) -> WorkerProc:
+        for worker in self.workers:
+            if worker.events("worker_started") and worker.id == worker_id:
+                return worker
+        raise AssertionError(f"no worker of this test has id {worker_id}")
+
+    def close(self) -> None:
+        for worker in self.workers:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(worker.pid, sig)  # the worker and its children
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.popen.wait(10)
+        self.store.close()
+
+    # -- jobs --------------------------------------------------------------------------
+    def enqueue(
+        self,
+        task: str,
+        args: dict[str, Any] | None = None,
+        *,
+        max_retries: int = 3,
+        retry_backoff: float = 0.0,
+        queue: str = "default",
+    ) -> str:
+        """Queue a job (retrying at once by default, so tests need not wait out a backoff)."""
+        job = NewJob(
+            task=task,
+            args_json=json.dumps(args or {}),
+            queue=queue,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=max(retry_backoff, 1.0),
+        )
+        return self.store.enqueue([job])[0]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.store.get_job(job_id)
+
+    def worker_row(self, worker_id: str) -> dict[str, Any]:
+        for row in self.store.list_workers(include_all=True):
+            if row["id"] == worker_id:
+                return row
+        raise AssertionError(f"worker {worker_id} is not in the registry")
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def started_file(self, job_id: str, attempt: int) -> Path:
+        return self.dir / f"started-{job_id}-{attempt}"
+
+    def wait_job(
+        self,
+        job_id: str,
+        predicate: Callable[[dict[str, Any]], Any],
+        timeout: float,
+        what: str,
+    ) -> dict[str, Any]:
+        """Wait until `predicate(job)` holds; returns the job as it was then."""
+        seen: dict[str, Any] = {}
+
+        def check() -> Any:
+            seen["job"] = self.job(job_id)
+            return predicate(seen["job"])
+
+        self.wait_for(check, timeout, f"job {job_id}: {what}", lambda: seen.get("job"))
+        return seen["job"]
+
+    def wait_status(self, job_id: str, status: str, timeout: float) -> dict[str, Any]:
+        return self.wait_job(job_id, lambda j: j["status"] == status, timeout, f"status {status}")
+
+    # -- waiting -----------------------------------------------------------------------
+    def wait_for(
+        self,
+        predicate: Callable[[], T],
+        timeout: float,
+        what: str,
+        detail: Callable[[], Any] | None = None,
+        interval: float = 0.02,
+    ) -> T:
+        """Poll `predicate` until it returns something truthy; fail after `timeout` s
+        with the workers' logs."""
+        return wait_for(predicate, timeout, what, lambda: self._diagnostics(detail), interval)
+
+    def _diagnostics(self, detail: Callable[[], Any] | None) -> str:
+        parts = []
+        if detail is not None:
+            parts.append(f"last seen: {json.dumps(detail(), indent=1, default=str)}")
+        for n, worker in enumerate(self.workers):
+            state = "alive" if worker.alive() else f"exited {worker.popen.returncode}"
+            parts.append(f"--- worker {n} (pid {worker.pid}, {state}):\n{worker.log_tail()}")
+        return "\n".join(parts)
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str = "condition",
+    diagnostics: Callable[[], str] | None = None,
+    interval: float = 0.02,
+) -> T:
+    """Poll `predicate` until it returns something truthy (returned); fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            message = f"timed out after {timeout:g} s waiting for {what}"
+            if diagnostics is not None:
+                message += "\n" + diagnostics()
+            raise AssertionError(message)
+        time.sleep(interval)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()

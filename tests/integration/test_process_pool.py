@@ -1,0 +1,46 @@
+"""Process pool: a child that dies (SIGKILL, segfault) is closed as `crashed` at once with
+its signal, and the worker survives it (DESIGN.md step 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Harness, parse_ts
+
+pytestmark = pytest.mark.slow
+
+LONG_LEASE = {"--heartbeat-interval": "1", "--lease": "30", "--reap-interval": "10"}
+"""A 30 s lease: a reclaim within a second or two can only come from the child's exit."""
+
+
+@pytest.mark.parametrize(("how", "signal_name"), [("kill", "SIGKILL"), ("segv", "SIGSEGV")])
+def test_dead_child_is_reclaimed_at_once_and_the_worker_lives_on(
+    harness: Harness, how: str, signal_name: str
+) -> None:
+    worker = harness.start_worker("--pool", "process", "--concurrency", "2", settings=LONG_LEASE)
+    job_id = harness.enqueue("crash_child_first", {"how": how})
+    harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 20, "attempt 1 to start")
+    started_at = harness.started_file(job_id, 1).stat().st_mtime
+
+    done = harness.wait_status(job_id, "succeeded", 15)
+    crashed, succeeded = done["executions"]
+    assert crashed["outcome"] == "crashed"
+    crash = crashed["crash"]
+    assert crash["detected_by"] == "child_exit"
+    assert crash["signal"] == signal_name
+    assert crash["worker_id"] == worker.id
+    assert crash["pid"] == int(harness.started_file(job_id, 1).read_text())
+    assert parse_ts(crash["detected_at"]) - started_at < 3.0  # not the 30 s lease
+    assert signal_name in crashed["error"]
+
+    # Same worker, new child: the retry ran there, and so does the next job.
+    assert succeeded["worker_id"] == worker.id
+    assert done["result"]["pid"] != crash["pid"]
+    crashed_events = worker.job_events("job_crashed", job_id)
+    assert crashed_events and crashed_events[0]["signal"] == signal_name
+    following = harness.enqueue("quick", {"value": 7})
+    after = harness.wait_status(following, "succeeded", 15)
+    assert after["result"]["worker_id"] == worker.id
+    assert after["result"]["value"] == 7
+    assert worker.alive()
+    assert harness.worker_row(worker.id)["status"] == "active"
