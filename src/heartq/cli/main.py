@@ -9,6 +9,7 @@ import click
 
 from heartq import __version__
 from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.demo import demo_command
 from heartq.cli.worker_cmd import worker_command
 from heartq.errors import HeartqError
 from heartq.store import redact
@@ -37,6 +38,7 @@ def migrate(url: str | None, as_json: bool) -> None:
 
 
 cli.add_command(worker_command)
+cli.add_command(demo_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
