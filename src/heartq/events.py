@@ -45,6 +45,7 @@ SHUTDOWN_REQUESTED: Final = "shutdown_requested"
 JOB_CANCEL_REQUESTED: Final = "job_cancel_requested"
 CLAIM_FAILED: Final = "claim_failed"
 HEARTBEAT: Final = "heartbeat"
+METRICS_SERVER_STARTED: Final = "metrics_server_started"
 
 
 Listener = Callable[[str, dict[str, Any]], None]

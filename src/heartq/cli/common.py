@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -40,6 +41,15 @@ def store_for(url: str | None) -> Store:
     store = open_store(resolve_url(url))
     store.migrate()
     return store
+
+
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^\s/]*@")
+
+
+def scrub(text: str) -> str:
+    """`text` with the password of any URL in it replaced by `***` (error messages may
+    quote a URL, e.g. a driver's; a password in a URL is never printed)."""
+    return _URL_PASSWORD.sub(r"\g<head>***@", text)
 
 
 def print_json(value: Any) -> None:

@@ -8,9 +8,13 @@ from collections.abc import Sequence
 import click
 
 from heartq import __version__
-from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.common import json_option, print_json, scrub, store_for, url_option
 from heartq.cli.demo import demo_command
+from heartq.cli.dlq_cmd import dlq_group
+from heartq.cli.jobs_cmd import enqueue_command, jobs_group
+from heartq.cli.ops_cmd import reap_command, stats_command
 from heartq.cli.worker_cmd import worker_command
+from heartq.cli.workers_cmd import workers_command
 from heartq.errors import HeartqError
 from heartq.store import redact
 
@@ -38,6 +42,12 @@ def migrate(url: str | None, as_json: bool) -> None:
 
 
 cli.add_command(worker_command)
+cli.add_command(enqueue_command)
+cli.add_command(jobs_group)
+cli.add_command(workers_command)
+cli.add_command(dlq_group)
+cli.add_command(reap_command)
+cli.add_command(stats_command)
 cli.add_command(demo_command)
 
 
@@ -55,13 +65,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (HeartqError, OSError) as exc:
         if debug:
             raise
-        click.echo(f"heartq: error: {exc}", err=True)
+        click.echo(f"heartq: error: {scrub(str(exc))}", err=True)
         sys.exit(EXIT_OPERATIONAL)
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"heartq: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)",
-                   err=True)
+        click.echo(
+            f"heartq: unexpected error: {type(exc).__name__}: {scrub(str(exc))} "
+            "(rerun with --debug)",
+            err=True,
+        )
         sys.exit(EXIT_OPERATIONAL)
     sys.exit(code if isinstance(code, int) else 0)
 

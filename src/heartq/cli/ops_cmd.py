@@ -1,0 +1,248 @@
+"""`heartq reap` (one maintenance pass, by hand) and `heartq stats` (the queue at a glance)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+from rich.text import Text
+
+from heartq.cli import render
+from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.workers_cmd import with_heartbeat_age
+from heartq.config import Settings
+from heartq.maintenance.services import (
+    MAX_REAP_ROUNDS,
+    report_reclaimed,
+    report_stale_workers,
+)
+from heartq.store import Store, redact
+from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker
+
+JOB_STATUSES = [s.value for s in JobStatus]
+OLDEST_SCAN_LIMIT = 10_000
+"""`stats` looks at most at the 10,000 newest queued jobs to find the longest wait; past
+that, the age it reports is a lower bound (and says so)."""
+
+
+def _quiet_events() -> None:
+    """The command prints its own report; keep the events it emits (for listeners) from
+    reaching stderr through logging's last-resort handler."""
+    logger = logging.getLogger("heartq")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+
+
+# -- reap --------------------------------------------------------------------------------
+
+
+def reap_once(store: Store, stale_after: float, batch: int) -> dict[str, Any]:
+    """What every worker's maintenance thread does, once: liveness probe, worker monitor,
+    reaper. Emits the same events. Returns what was reclaimed, by whom it was detected."""
+    gone = store.liveness_probe(DetectedBy.LIVENESS_LOCK)
+    report_stale_workers(gone, DetectedBy.LIVENESS_LOCK)
+    stale = store.mark_stale_workers(stale_after, DetectedBy.STALE_WORKER)
+    report_stale_workers(stale, DetectedBy.STALE_WORKER)
+    expired: list[Reclaimed] = []
+    for _ in range(MAX_REAP_ROUNDS):
+        found = store.reap_expired(DetectedBy.LEASE_EXPIRED, batch)
+        report_reclaimed(found, DetectedBy.LEASE_EXPIRED)
+        expired.extend(found)
+        if len(found) < batch:
+            break
+    workers = [_worker_doc(w, DetectedBy.LIVENESS_LOCK) for w in gone]
+    workers += [_worker_doc(w, DetectedBy.STALE_WORKER) for w in stale]
+    jobs = [_job_doc(j, DetectedBy.LIVENESS_LOCK) for w in gone for j in w.reclaimed]
+    jobs += [_job_doc(j, DetectedBy.STALE_WORKER) for w in stale for j in w.reclaimed]
+    jobs += [_job_doc(j, DetectedBy.LEASE_EXPIRED) for j in expired]
+    return {
+        "workers_deactivated": workers,
+        "reclaimed": jobs,
+        "requeued": sum(1 for j in jobs if j["status"] == JobStatus.QUEUED),
+        "dead": sum(1 for j in jobs if j["status"] == JobStatus.DEAD),
+    }
+
+
+def _worker_doc(worker: StaleWorker, detected_by: str) -> dict[str, Any]:
+    return {
+        "id": worker.id,
+        "name": worker.name,
+        "heartbeat_age": round(worker.heartbeat_age, 3),
+        "detected_by": str(detected_by),
+        "job_ids": [j.job_id for j in worker.reclaimed],
+    }
+
+
+def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "task": job.task,
+        "execution_id": job.execution_id,
+        "worker_id": job.worker_id,
+        "status": job.status.value,
+        "attempts": job.attempts,
+        "detected_by": str(detected_by),
+        "reason": job.crash.get("reason"),
+        "retry_in": round(job.retry_delay, 3) if job.status is JobStatus.QUEUED else None,
+        "dead_reason": job.dead_reason,
+    }
+
+
+@click.command("reap")
+@url_option
+@click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="A worker silent this long is inactive [3 heartbeat intervals: 90].",
+)
+@json_option
+def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> None:
+    """Reclaim now what crashed: expired leases, stale workers, dead worker processes.
+
+    Every worker does this on its own every reap interval; this is one pass by hand.
+    """
+    _quiet_events()
+    settings = Settings.from_env()
+    store = store_for(url)
+    report = reap_once(
+        store,
+        stale_after if stale_after is not None else settings.stale_after_seconds,
+        settings.reap_batch,
+    )
+    if as_json:
+        print_json(report)
+        return
+    console = render.make_console()
+    for worker in report["workers_deactivated"]:
+        how = (
+            "its process is gone"
+            if worker["detected_by"] == DetectedBy.LIVENESS_LOCK
+            else f"no heartbeat for {render.fmt_seconds(worker['heartbeat_age'])}"
+        )
+        console.print(
+            f"worker {worker['id']} marked inactive: {how} "
+            f"({len(worker['job_ids'])} jobs reclaimed)"
+        )
+    jobs = report["reclaimed"]
+    if not jobs:
+        if not report["workers_deactivated"]:
+            console.print("nothing to reap: no expired lease, no stale or dead worker")
+        return
+    t = render.table("JOB", "TASK", "DETECTED BY", "NOW")
+    for job in jobs:
+        if job["status"] == JobStatus.DEAD:
+            now_text = Text("dead", style=render.STATUS_STYLES["dead"])
+        else:
+            now_text = Text(
+                f"queued, retry in {render.fmt_seconds(job['retry_in'])}",
+                style=render.STATUS_STYLES["queued"],
+            )
+        t.add_row(job["job_id"], Text(job["task"]), job["detected_by"], now_text)
+    render.fit(t, console.width, shrink=("TASK",))
+    console.print(t)
+    console.print(
+        f"reclaimed {len(jobs)} job{'s' * (len(jobs) != 1)}: "
+        f"{report['requeued']} requeued, {report['dead']} dead"
+    )
+
+
+# -- stats -------------------------------------------------------------------------------
+
+
+def collect_stats(store: Store) -> dict[str, Any]:
+    """The figures of the metrics endpoint, read once from the store."""
+    now = store.clock()
+    by_queue: dict[str, dict[str, int]] = {}
+    totals = dict.fromkeys(JOB_STATUSES, 0)
+    for queue, status, count in store.count_jobs():
+        by_queue.setdefault(queue, dict.fromkeys(JOB_STATUSES, 0))[status] = count
+        totals[status] = totals.get(status, 0) + count
+    workers = with_heartbeat_age(store.list_workers(include_all=False), now)
+    oldest: dict[str, Any] = {"age": None, "job_id": None, "lower_bound": False}
+    scheduled = 0
+    if totals[JobStatus.QUEUED]:
+        limit = min(totals[JobStatus.QUEUED], OLDEST_SCAN_LIMIT)
+        queued = store.list_jobs(status=JobStatus.QUEUED.value, limit=limit)
+        for job in queued:
+            waited = render.age(job.get("run_at"), now)
+            if waited is None or waited < 0:
+                scheduled += 1
+            elif oldest["age"] is None or waited > oldest["age"]:
+                oldest = {"age": round(waited, 3), "job_id": job["id"], "lower_bound": False}
+        oldest["lower_bound"] = totals[JobStatus.QUEUED] > limit
+    return {
+        "url": redact(store.url),
+        "jobs": by_queue,
+        "totals": dict(totals, all=sum(totals.values())),
+        "workers": {
+            "active": len(workers),
+            "running_jobs": sum(w["running"] for w in workers),
+            "slots": sum(w["concurrency"] for w in workers),
+            "max_heartbeat_age": max(
+                (w["heartbeat_age"] for w in workers if w["heartbeat_age"] is not None),
+                default=None,
+            ),
+        },
+        "oldest_queued_age": oldest["age"],
+        "oldest_queued_job": oldest["job_id"],
+        "oldest_queued_age_is_lower_bound": oldest["lower_bound"],
+        "scheduled": scheduled,
+        "dead": totals[JobStatus.DEAD],
+    }
+
+
+@click.command("stats")
+@url_option
+@json_option
+def stats_command(url: str | None, as_json: bool) -> None:
+    """Jobs by queue and state, workers, the longest wait, the dead-letter queue."""
+    store = store_for(url)
+    stats = collect_stats(store)
+    if as_json:
+        print_json(stats)
+        return
+    console = render.make_console()
+    t = render.table("QUEUE", *(s.upper() for s in JOB_STATUSES), "TOTAL")
+    for column in t.columns[1:]:
+        column.justify = "right"
+    for queue, counts in sorted(stats["jobs"].items()):
+        t.add_row(Text(queue), *(str(counts[s]) for s in JOB_STATUSES), str(sum(counts.values())))
+    totals = stats["totals"]
+    if len(stats["jobs"]) != 1:
+        t.add_row(
+            Text("all", style="bold"), *(str(totals[s]) for s in JOB_STATUSES), str(totals["all"])
+        )
+    render.fit(t, console.width, shrink=("QUEUE",))
+    console.print(Text(f"queue {stats['url']}", style="dim"))
+    if stats["jobs"]:
+        console.print(t)
+    else:
+        console.print("no jobs")
+    w = stats["workers"]
+    workers = f"{w['active']} active, running {w['running_jobs']} of {w['slots']} slots"
+    if w["max_heartbeat_age"] is not None:
+        workers += f", oldest heartbeat {w['max_heartbeat_age']:.1f}s ago"
+    rows: list[tuple[str, str | Text]] = [("workers", workers)]
+    if stats["oldest_queued_age"] is not None:
+        bound = "at least " if stats["oldest_queued_age_is_lower_bound"] else ""
+        rows.append(
+            (
+                "longest wait",
+                f"{bound}{render.fmt_seconds(stats['oldest_queued_age'])} "
+                f"(job {stats['oldest_queued_job']})",
+            )
+        )
+    else:
+        rows.append(("longest wait", "-  (no job waiting to run)"))
+    if stats["scheduled"]:
+        rows.append(("scheduled", f"{stats['scheduled']} queued jobs wait for their run_at"))
+    dead = Text(f"{stats['dead']} dead job{'s' * (stats['dead'] != 1)}")
+    if stats["dead"]:
+        dead.stylize("bold red")
+        dead.append("  (heartq dlq list)", style="dim")
+    rows.append(("dead letters", dead))
+    console.print()
+    console.print(render.key_values(rows))

@@ -1,0 +1,211 @@
+"""Human output of the operator commands: rich tables that read well at 80 columns.
+
+On a terminal, rich uses its width and colours; piped into a file or another program,
+the output is plain text at 80 columns (or `$COLUMNS`), with no escape codes. Everything
+a user stored (task names, arguments, errors) is printed as text, never as rich markup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable
+from datetime import datetime
+from typing import IO, Any, TextIO, cast
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+PIPED_WIDTH = 80
+"""Output that is not a terminal is laid out for 80 columns unless `$COLUMNS` says."""
+MIN_FLEXIBLE_WIDTH = 4
+"""A column cut to fit is never narrower than 4 characters."""
+
+STATUS_STYLES = {
+    "queued": "yellow",
+    "running": "cyan",
+    "succeeded": "green",
+    "dead": "bold red",
+    "cancelled": "dim",
+    "failed": "red",
+    "crashed": "bold red",
+    "timed_out": "red",
+    "released": "dim",
+    "active": "green",
+    "stopped": "dim",
+    "inactive": "red",
+}
+
+
+class _TidyWriter:
+    """Passes text on to `out` without the trailing spaces rich pads table rows with."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._pending = ""
+        # rich picks ASCII borders for a stdout that cannot encode its box characters
+        self.encoding = getattr(out, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending)
+            self._pending = ""
+        self._out.flush()
+
+
+def make_console() -> Console:
+    """stdout, at the terminal's width; plain text at 80 columns (or `$COLUMNS`) without
+    trailing spaces when piped."""
+    if sys.stdout.isatty():
+        return Console(highlight=False, markup=False, emoji=False, soft_wrap=False)
+    return Console(
+        file=cast(IO[str], _TidyWriter(sys.stdout)),
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=False,
+        width=_piped_width(),
+    )
+
+
+def _piped_width() -> int:
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+
+
+def table(*columns: str, title: str | None = None) -> Table:
+    """A borderless table with an underlined header: compact, and tidy as plain text."""
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        header_style="bold",
+        title=title,
+        title_justify="left",
+        title_style="bold",
+    )
+    for name in columns:
+        t.add_column(name)
+    return t
+
+
+def fit(t: Table, width: int, shrink: Iterable[str] = (), wrap: Iterable[str] = ()) -> None:
+    """Make `t` fit `width` columns: every column stays whole on one line except those
+    named, which share the room left: `shrink` ones are cut with an ellipsis, `wrap` ones
+    wrap. Call once the rows are in."""
+    wrapping = set(wrap)
+    flexible = set(shrink) | wrapping
+    natural: dict[int, int] = {}
+    for index, column in enumerate(t.columns):
+        name = str(column.header)
+        cells = [c.plain if isinstance(c, Text) else str(c) for c in column.cells]
+        natural[index] = max([len(name), *(len(c) for c in cells)])
+        column.no_wrap = name not in wrapping
+        column.overflow = "fold" if name in wrapping else "ellipsis"
+        if name not in flexible:
+            column.min_width = natural[index]
+    gaps = 2 * (len(t.columns) - 1)  # one space of padding and one of divider
+    room = (
+        width
+        - gaps
+        - sum(n for i, n in natural.items() if str(t.columns[i].header) not in flexible)
+    )
+    pending = sorted((n, i) for i, n in natural.items() if str(t.columns[i].header) in flexible)
+    while pending:  # the narrowest get what they need; the rest share what is left
+        share = max(MIN_FLEXIBLE_WIDTH, room // len(pending))
+        need, index = pending.pop(0)
+        given = min(need, share)
+        t.columns[index].max_width = given
+        t.columns[index].min_width = min(given, MIN_FLEXIBLE_WIDTH)
+        room -= given
+
+
+def status_text(status: str | None) -> Text:
+    value = status or "-"
+    return Text(value, style=STATUS_STYLES.get(value, ""))
+
+
+def epoch_of(value: str | None) -> float | None:
+    """An ISO-8601 time from the store (`...Z`) as seconds since the epoch."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def fmt_time(value: str | None) -> str:
+    """`2024-05-01 12:00:01.123Z` (UTC, as stored), or `-`."""
+    return value.replace("T", " ") if value else "-"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """A duration an operator reads at a glance: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    s = abs(seconds)
+    if s < 1:
+        return f"{sign}{s * 1000:.0f}ms"
+    if s < 60:
+        return f"{sign}{s:.1f}s"
+    if s < 3600:
+        return f"{sign}{int(s // 60)}m{int(s % 60):02d}s"
+    if s < 86400:
+        return f"{sign}{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    return f"{sign}{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
+
+
+def age(value: str | None, now: float) -> float | None:
+    moment = epoch_of(value)
+    return None if moment is None else now - moment
+
+
+def fmt_ago(value: str | None, now: float) -> str:
+    """`12.3s ago`, or `in 4.0s` for a time still to come, or `-`."""
+    seconds = age(value, now)
+    if seconds is None:
+        return "-"
+    if seconds < 0:
+        return f"in {fmt_seconds(-seconds)}"
+    return f"{fmt_seconds(seconds)} ago"
+
+
+def compact_json(value: Any, limit: int | None = None) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    if limit is not None and len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text
+
+
+def last_line(text: str | None, limit: int = 300) -> str:
+    """The line of an error that says what happened (a traceback's last line)."""
+    if not text:
+        return ""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+def key_values(rows: Iterable[tuple[str, str | Text]]) -> Table:
+    """Two columns, `key  value`, with the values wrapping under themselves."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for key, value in rows:
+        grid.add_row(key, value if isinstance(value, Text) else Text(value))
+    return grid

@@ -1,0 +1,63 @@
+"""`heartq workers`: the worker registry, with each worker's heartbeat age."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.text import Text
+
+from heartq.cli import render
+from heartq.cli.common import json_option, print_json, store_for, url_option
+
+
+def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """The store's worker objects plus `heartbeat_age`: seconds since the last heartbeat,
+    by the database's clock."""
+    out = []
+    for worker in workers:
+        seconds = render.age(worker.get("last_heartbeat_at"), now)
+        out.append(dict(worker, heartbeat_age=None if seconds is None else round(seconds, 3)))
+    return out
+
+
+@click.command("workers")
+@click.option(
+    "--all", "include_all", is_flag=True, help="Stopped and inactive workers too (kept 7 days)."
+)
+@url_option
+@json_option
+def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
+    """Workers and what they hold (only active ones unless --all)."""
+    store = store_for(url)
+    workers = with_heartbeat_age(store.list_workers(include_all=include_all), store.clock())
+    if as_json:
+        print_json(workers)
+        return
+    console = render.make_console()
+    if not workers:
+        console.print("no workers" if include_all else "no active workers (--all for the rest)")
+        return
+    t = render.table("ID", "NAME", "STATUS", "QUEUES", "JOBS", "HEARTBEAT")
+    t.columns[4].justify = "right"
+    t.columns[5].justify = "right"
+    for worker in workers:
+        age = worker["heartbeat_age"]
+        t.add_row(
+            worker["id"],
+            Text(worker.get("name") or "-"),
+            render.status_text(worker["status"]),
+            Text(",".join(worker.get("queues") or [])),
+            f"{worker['running']}/{worker['concurrency']}",
+            "-" if age is None else f"{age:.1f}s ago",
+        )
+    render.fit(t, console.width, shrink=("NAME", "QUEUES"), wrap=("ID",))
+    console.print(t)
+    active = [w for w in workers if w["status"] == "active"]
+    running = sum(w["running"] for w in active)
+    slots = sum(w["concurrency"] for w in active)
+    console.print(
+        f"{len(active)} active, running {running} of {slots} slots; "
+        "HEARTBEAT is the age of the last heartbeat",
+        style="dim",
+    )

@@ -1,0 +1,354 @@
+"""Prometheus metrics of one worker process: `heartq worker APP --metrics-port PORT`.
+
+Counters and histograms are driven by the structured events (`heartq.events`): every
+event a worker emits (claims, outcomes, reclaims, heartbeats, lost leases) moves a
+counter, so metrics and logs never disagree. Gauges are read at scrape time: the jobs
+by queue and state from the store (the same figures as `heartq stats`), and this worker's
+heartbeat age and running jobs from the worker itself.
+
+Label values come from task and queue names, which users choose; each label keeps at most
+`MAX_LABEL_VALUES` distinct values and reports the rest as `_other`, so a producer that
+enqueues thousands of task names cannot blow up the series count.
+
+Metrics (all prefixed `heartq_`):
+
+- `jobs_claimed_total{task,queue}`, `jobs_succeeded_total{task,queue}`,
+  `jobs_failed_total{task,queue}` (raised or timed out), `jobs_timed_out_total{task,queue}`,
+  `jobs_retried_total{task,queue}` (a retry was scheduled after a failure),
+  `jobs_cancelled_total{task,queue}`, `jobs_crashed_total{task}` (a child process died),
+  `jobs_dead_total{task}` (into the dead-letter queue, by this worker or its reaper),
+  `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
+  requeued or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
+  `leases_lost_total`, `heartbeat_failures_total`, `maintenance_failures_total{service}`.
+- `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
+- `job_duration_seconds{task}`: how long attempts ran (succeeded or failed).
+- `jobs{queue,status}`: jobs in the store (every status of every queue that has jobs).
+- `store_up`: 1 when the scrape could read the store, else 0.
+- `worker_heartbeat_age_seconds`: since this worker's last successful heartbeat (since
+  the metrics started, before the first one).
+- `worker_running_jobs`, `worker_concurrency`, `worker_info{worker_id,name,pool,queues}`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from heartq import events
+from heartq.errors import ConfigError
+from heartq.store.interface import JobStatus
+
+if TYPE_CHECKING:
+    from heartq.worker import Worker
+
+T = TypeVar("T")
+
+MAX_LABEL_VALUES = 100
+"""Each label keeps at most 100 distinct values; the rest are reported as `_other`."""
+OTHER = "_other"
+SCRAPE_TIMEOUT = 5.0
+"""A scrape waits at most 5 s for the store; past that `heartq_store_up` is 0."""
+DEFAULT_HOST = "0.0.0.0"
+"""Defaults to every interface, so Prometheus can scrape the worker from another host."""
+
+LATENCY_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    1800.0,
+)
+DURATION_BUCKETS = (
+    0.01,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    21600.0,
+)
+JOB_STATUSES = tuple(s.value for s in JobStatus)
+
+logger = logging.getLogger("heartq")
+
+
+class BoundedLabel:
+    """Passes through the first `limit` distinct values of a label, `_other` after."""
+
+    def __init__(self, limit: int = MAX_LABEL_VALUES) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: Any) -> str:
+        text = "" if value is None else str(value)
+        if text in self._seen:
+            return text
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(text)
+                return text
+        return OTHER
+
+
+class SerialReader:
+    """Runs store reads on one long-lived thread. The HTTP server answers each scrape on
+    a new thread, and a store keeps one connection per thread: reading from the scrape
+    threads would open (and leak) a connection per scrape."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._loop, name="heartq-metrics", daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[[], T], timeout: float = SCRAPE_TIMEOUT) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._calls.put((fn, future))
+        return future.result(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            fn, future = self._calls.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                future.set_exception(exc)
+
+
+class ScrapeCollector(Collector):
+    """Gauges read at scrape time: the store's job counts and this worker's state."""
+
+    def __init__(self, worker: Worker, reader: SerialReader) -> None:
+        self._worker = worker
+        self._reader = reader
+        self._since = time.monotonic()
+
+    def describe(self) -> Iterable[Metric]:
+        # Describing without collecting keeps registration from reading the store.
+        return list(self._families())
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily("heartq_store_up", "1 when this scrape could read the store."),
+            GaugeMetricFamily(
+                "heartq_jobs",
+                "Jobs in the store, by queue and status.",
+                labels=["queue", "status"],
+            ),
+            GaugeMetricFamily(
+                "heartq_worker_heartbeat_age_seconds",
+                "Seconds since this worker's last successful heartbeat.",
+            ),
+            GaugeMetricFamily("heartq_worker_running_jobs", "Attempts this worker is running now."),
+            GaugeMetricFamily("heartq_worker_concurrency", "Jobs this worker runs at once."),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        up, jobs, age, running, concurrency = self._families()
+        try:
+            counts = self._reader.call(self._worker.store.count_jobs)
+        except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
+            logger.debug("metrics: cannot read the store: %s", exc)
+            up.add_metric([], 0)
+        else:
+            up.add_metric([], 1)
+            by_queue: dict[str, dict[str, int]] = {}
+            for queue_name, status, count in counts:
+                by_queue.setdefault(queue_name, dict.fromkeys(JOB_STATUSES, 0))[status] = count
+            for queue_name, statuses in sorted(by_queue.items()):
+                for status, count in statuses.items():
+                    jobs.add_metric([queue_name, status], count)
+            yield jobs
+        yield up
+        last = self._worker.heartbeater.last_success
+        age.add_metric([], time.monotonic() - (self._since if last is None else last))
+        yield age
+        running.add_metric([], len(self._worker.running_jobs))
+        yield running
+        concurrency.add_metric([], self._worker.concurrency)
+        yield concurrency
+        info = InfoMetricFamily("heartq_worker", "This worker process.")
+        info.add_metric(
+            [],
+            {
+                "worker_id": self._worker.id,
+                "name": self._worker.name or "",
+                "pool": self._worker.pool_name,
+                "queues": ",".join(self._worker.queues),
+            },
+        )
+        yield info
+
+
+class WorkerMetrics:
+    """The metrics of one worker, on their own registry (not the global default one)."""
+
+    def __init__(self, worker: Worker, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.worker = worker
+        self._task = BoundedLabel()
+        self._queue = BoundedLabel()
+        self._service = BoundedLabel(20)
+        r = self.registry
+        tq = ["task", "queue"]
+        self.claimed = Counter("heartq_jobs_claimed", "Jobs claimed.", tq, registry=r)
+        self.succeeded = Counter(
+            "heartq_jobs_succeeded", "Attempts that succeeded.", tq, registry=r
+        )
+        self.failed = Counter(
+            "heartq_jobs_failed", "Attempts that raised or timed out.", tq, registry=r
+        )
+        self.timed_out = Counter(
+            "heartq_jobs_timed_out", "Attempts that overran their timeout.", tq, registry=r
+        )
+        self.retried = Counter(
+            "heartq_jobs_retried", "Retries scheduled after a failure.", tq, registry=r
+        )
+        self.cancelled = Counter("heartq_jobs_cancelled", "Attempts cancelled.", tq, registry=r)
+        self.crashed = Counter(
+            "heartq_jobs_crashed", "Attempts whose child process died.", ["task"], registry=r
+        )
+        self.dead = Counter(
+            "heartq_jobs_dead", "Jobs sent to the dead-letter queue.", ["task"], registry=r
+        )
+        self.reclaimed = Counter(
+            "heartq_jobs_reclaimed",
+            "Jobs taken back from a crashed or expired attempt (requeued or dead).",
+            ["task", "detected_by"],
+            registry=r,
+        )
+        self.deactivations = Counter(
+            "heartq_worker_deactivations",
+            "Workers marked inactive (stale or gone).",
+            ["detected_by"],
+            registry=r,
+        )
+        self.renewals = Counter(
+            "heartq_lease_renewals", "Leases renewed by heartbeats.", registry=r
+        )
+        self.lost = Counter("heartq_leases_lost", "Attempts that lost their lease.", registry=r)
+        self.heartbeat_failures = Counter(
+            "heartq_heartbeat_failures", "Heartbeats that could not reach the store.", registry=r
+        )
+        self.maintenance_failures = Counter(
+            "heartq_maintenance_failures",
+            "Maintenance passes that failed.",
+            ["service"],
+            registry=r,
+        )
+        self.claim_latency = Histogram(
+            "heartq_claim_latency_seconds",
+            "From when a job could run to its claim.",
+            ["queue"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "heartq_job_duration_seconds",
+            "How long attempts ran (succeeded or failed).",
+            ["task"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.reader = SerialReader()
+        r.register(ScrapeCollector(worker, self.reader))
+        events.add_listener(self.on_event)
+
+    def close(self) -> None:
+        events.remove_listener(self.on_event)
+
+    def on_event(self, event: str, fields: dict[str, Any]) -> None:
+        task = self._task(fields.get("task"))
+        queue_name = self._queue(fields.get("queue"))
+        detected_by = str(fields.get("detected_by") or "")
+        if event == events.JOB_CLAIMED:
+            self.claimed.labels(task, queue_name).inc()
+            latency = fields.get("latency")
+            if isinstance(latency, int | float):
+                self.claim_latency.labels(queue_name).observe(max(0.0, latency))
+        elif event == events.JOB_SUCCEEDED:
+            self.succeeded.labels(task, queue_name).inc()
+            self._observe_duration(task, fields)
+        elif event in (events.JOB_FAILED, events.JOB_TIMED_OUT):
+            self.failed.labels(task, queue_name).inc()
+            if event == events.JOB_TIMED_OUT:
+                self.timed_out.labels(task, queue_name).inc()
+            self._observe_duration(task, fields)
+        elif event == events.JOB_CANCELLED:
+            self.cancelled.labels(task, queue_name).inc()
+        elif event == events.JOB_RETRY_SCHEDULED:
+            self.retried.labels(task, queue_name).inc()
+        elif event == events.JOB_CRASHED:
+            if "task" in fields:  # the other form says the crash could not be recorded
+                self.crashed.labels(task).inc()
+        elif event == events.JOB_DEAD:
+            self.dead.labels(task).inc()
+            if detected_by:
+                self.reclaimed.labels(task, detected_by).inc()
+        elif event == events.JOB_REENQUEUED:
+            self.reclaimed.labels(task, detected_by).inc()
+        elif event == events.WORKER_DEACTIVATED:
+            self.deactivations.labels(detected_by).inc()
+        elif event == events.HEARTBEAT:
+            renewed = fields.get("renewed")
+            if isinstance(renewed, int) and renewed > 0:
+                self.renewals.inc(renewed)
+        elif event == events.LEASE_LOST:
+            self.lost.inc()
+        elif event == events.HEARTBEAT_FAILED:
+            self.heartbeat_failures.inc()
+        elif event == events.MAINTENANCE_FAILED:
+            self.maintenance_failures.labels(self._service(fields.get("service"))).inc()
+
+    def _observe_duration(self, task: str, fields: dict[str, Any]) -> None:
+        duration = fields.get("duration")
+        if isinstance(duration, int | float):
+            self.duration.labels(task).observe(max(0.0, duration))
+
+
+def start_metrics_server(port: int, worker: Worker, host: str = DEFAULT_HOST) -> None:
+    """Serve `worker`'s metrics at `http://HOST:PORT/metrics` from a daemon thread."""
+    metrics = WorkerMetrics(worker)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        metrics.close()
+        raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    events.emit(
+        events.METRICS_SERVER_STARTED,
+        worker_id=worker.id,
+        host=host,
+        port=server.server_port,
+        path="/metrics",
+    )

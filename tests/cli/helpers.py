@@ -1,0 +1,204 @@
+"""Running `heartq` as a user types it, `python -m heartq ...`, and checking its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import heartq
+
+T = TypeVar("T")
+
+SAME = "<the test's queue>"
+
+COMMAND_TIMEOUT = 30.0
+WIDTH = 80
+"""Human output is checked at 80 columns (COLUMNS=80; rich's width when not a TTY)."""
+
+FAST_WORKER = ["--heartbeat-interval", "0.2", "--poll-interval", "0.05"]
+
+TASKS_SOURCE = textwrap.dedent(
+    '''
+    """The app the command-line tests' workers run."""
+
+    import os
+    import signal
+    import time
+
+    import heartq
+
+    app = heartq.App()
+
+
+    @app.task
+    def ok(ctx, n=0):
+        ctx.heartbeat(progress=0.5, stage="half", message="halfway")
+        return {"n": n}
+
+
+    @app.task
+    def boom(n=0):
+        raise ValueError(f"boom {n}")
+
+
+    @app.task
+    def die(n=0):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+    @app.task
+    def slow(ctx, seconds=30.0):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not ctx.cancelled:
+            time.sleep(0.02)
+            ctx.heartbeat()
+        return "slept"
+    '''
+)
+
+
+@dataclass
+class Run:
+    args: list[str]
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        assert self.code == 0, self.explain()
+        return json.loads(self.out)
+
+    def explain(self) -> str:
+        return (
+            f"heartq {' '.join(self.args)} -> {self.code}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+        )
+
+    def ok(self) -> Run:
+        assert self.code == 0, self.explain()
+        return self
+
+    def fails(self, code: int = 1, *, one_line: bool = True) -> Run:
+        """Asserts the exit code and, for an operational error, clear `heartq: error:`
+        lines on stderr (one unless told) and no traceback."""
+        assert self.code == code, self.explain()
+        assert "Traceback" not in self.err, self.explain()
+        if code == 1:
+            lines = self.err.strip().splitlines()
+            assert lines and (len(lines) == 1 or not one_line), self.explain()
+            assert all(line.startswith("heartq: error: ") for line in lines), self.explain()
+        return self
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
+    env.update(COLUMNS=str(WIDTH), PYTHONUNBUFFERED="1", **extra)
+    env.pop("LINES", None)
+    return env
+
+
+class HeartqCli:
+    """`heartq(...)` runs one command in `cwd` with `--url` (unless `url=None`)."""
+
+    def __init__(self, url: str, cwd: Path) -> None:
+        self.url = url
+        self.cwd = cwd
+        self._app: heartq.App | None = None
+
+    def argv(self, args: Sequence[str], url: str | None) -> list[str]:
+        return [sys.executable, "-m", "heartq", *args, *(["--url", url] if url else [])]
+
+    def __call__(self, *args: str, url: str | None = SAME, **env: str) -> Run:
+        """Run `heartq ARGS --url URL` (the test's queue unless `url` is given; `None`
+        leaves `--url` out), with `env` added to a clean environment."""
+        return self.many([list(args)], url=url, **env)[0]
+
+    def many(
+        self, commands: Sequence[Sequence[str]], url: str | None = SAME, **env: str
+    ) -> list[Run]:
+        """Run several commands at once (each its own process) and wait for all."""
+        use = self.url if url is SAME else url
+        procs = [
+            subprocess.Popen(
+                self.argv(args, use),
+                cwd=self.cwd,
+                env=clean_env(**env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for args in commands
+        ]
+        runs = []
+        for args, proc in zip(commands, procs, strict=True):
+            out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+            runs.append(Run(list(args), proc.returncode, out, err))
+        return runs
+
+    def json(self, *args: str) -> Any:
+        return self(*args, "--json").json()
+
+    def enqueue(self, task: str, *options: str) -> str:
+        """`heartq enqueue TASK OPTIONS...` (tests of the command itself use this)."""
+        run = self("enqueue", task, *options).ok()
+        return run.out.strip()
+
+    def add(self, task: str, args: dict[str, Any] | None = None, **options: Any) -> str:
+        """Enqueue in this process, through the same `App.enqueue` the command uses:
+        arranging a test costs no process start."""
+        if self._app is None:
+            self._app = heartq.App(self.url)
+        return self._app.enqueue(task, args or {}, **options)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """The job read in this process (cheap enough to poll)."""
+        if self._app is None:
+            self._app = heartq.App(self.url)
+        return self._app.get_job(job_id)
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+
+    def burst(self, *options: str) -> Run:
+        """A worker that runs until the queue is empty, then exits."""
+        return self("worker", "tasks:app", "--burst", *FAST_WORKER, *options).ok()
+
+    def start_worker(self, *options: str, log: str = "worker.log") -> subprocess.Popen[bytes]:
+        """A long-running worker in its own session (the test stops or kills it)."""
+        with open(self.cwd / log, "wb") as out:
+            return subprocess.Popen(
+                self.argv(("worker", "tasks:app", *FAST_WORKER, *options), self.url),
+                cwd=self.cwd,
+                env=clean_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float = 15.0, what: str = "it") -> T:
+    """Poll until `predicate` returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def assert_fits(text: str, width: int = WIDTH) -> None:
+    """Plain output, as piped: no line wider than `width`, no trailing spaces, no escapes."""
+    assert "\x1b" not in text
+    for line in text.splitlines():
+        assert len(line) <= width, f"line wider than {width}: {line!r}"
+        assert line == line.rstrip(), f"trailing spaces: {line!r}"

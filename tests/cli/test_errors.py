@@ -1,0 +1,108 @@
+"""Exit status and error messages: 0 done, 1 one clear line on stderr, 2 a usage error."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from heartq.cli.main import cli
+from tests.cli.helpers import HeartqCli
+
+COMMANDS = [
+    ["migrate"],
+    ["enqueue", "ok"],
+    ["jobs", "list"],
+    ["jobs", "list", "--json"],
+    ["jobs", "show", "some-id"],
+    ["jobs", "cancel", "some-id"],
+    ["workers", "--all"],
+    ["dlq", "list"],
+    ["dlq", "replay", "--all"],
+    ["dlq", "purge"],
+    ["reap"],
+    ["stats", "--json"],
+    ["worker", "tasks:app", "--burst"],
+]
+"""One invocation of every command that opens the queue."""
+
+READ_COMMANDS = {"jobs list", "jobs show", "workers", "dlq list", "reap", "stats", "migrate"}
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found.update(leaf_commands(command, f"{prefix}{name} "))
+        else:
+            found[f"{prefix}{name}"] = command
+    return found
+
+
+def test_every_command_takes_url_and_every_read_command_json() -> None:
+    commands = leaf_commands(cli)
+    interface = {"migrate", "worker", "enqueue", "jobs list", "jobs show", "jobs cancel",
+                 "workers", "dlq list", "dlq replay", "dlq purge", "reap", "stats"}  # fmt: skip
+    assert interface <= set(commands)
+    for name, command in commands.items():
+        options = {opt for param in command.params for opt in param.opts}
+        assert "--url" in options, name
+        if name in READ_COMMANDS:
+            assert "--json" in options, name
+
+
+def test_unreachable_database(heartq: HeartqCli) -> None:
+    url = "sqlite:////nonexistent/dir/x.db"
+    for run in heartq.many(COMMANDS, url=url):
+        run.fails(1)
+        assert "cannot open SQLite database /nonexistent/dir/x.db" in run.err, run.explain()
+        assert "directory /nonexistent/dir does not exist" in run.err
+        assert run.out == ""
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://admin:hunter2@db.example/q", "unsupported queue URL 'mysql://admin:***@db."),
+        ("sqlite://relative.db", "bad SQLite URL"),
+    ],
+)
+def test_bad_url(heartq: HeartqCli, url: str, message: str) -> None:
+    some = [["enqueue", "ok"], ["jobs", "list", "--json"], ["worker", "tasks:app", "--burst"]]
+    for run in heartq.many(some, url=url):
+        run.fails(1)
+        assert message in run.err, run.explain()
+        assert "hunter2" not in run.err + run.out
+
+
+def test_url_from_the_environment_then_the_default(heartq: HeartqCli) -> None:
+    job_id = heartq.add("ok")
+    from_env = heartq("jobs", "list", "--json", url=None, HEARTQ_URL=heartq.url)
+    assert [job["id"] for job in from_env.json()] == [job_id]
+    assert heartq("stats", "--json", url=None).json()["url"] == "sqlite:///heartq.db"
+    assert (heartq.cwd / "heartq.db").exists()  # the default: a file in the working dir
+
+
+def test_an_error_shows_a_traceback_only_with_debug(heartq: HeartqCli) -> None:
+    quiet, loud = heartq.many([["jobs", "show", "x"], ["--debug", "jobs", "show", "x"]])
+    quiet.fails(1)
+    assert loud.code == 1 and "Traceback" in loud.err and "JobNotFound" in loud.err
+
+
+def test_app_that_cannot_be_loaded(heartq: HeartqCli) -> None:
+    (heartq.cwd / "broken.py").write_text('raise RuntimeError("kaput at import")\n')
+    (heartq.cwd / "notapp.py").write_text("app = 3\n")
+    cases = {
+        "nosuchmodule:app": "cannot import APP 'nosuchmodule:app': module 'nosuchmodule' "
+        "failed to import: ModuleNotFoundError: No module named 'nosuchmodule'",
+        "tasks:nothing": "cannot load APP 'tasks:nothing': module 'tasks' has no attribute "
+        "'nothing'",
+        "broken": "cannot import APP 'broken': module 'broken' failed to import: "
+        "RuntimeError: kaput at import",
+        "notapp:app": "notapp.app is a int, not a heartq.App",
+        ":app": "bad APP ':app'",
+    }
+    runs = heartq.many([["worker", ref, "--burst"] for ref in cases])
+    for run, message in zip(runs, cases.values(), strict=True):
+        run.fails(1)
+        assert message in run.err, run.explain()
+    heartq("worker", "tasks", "--burst").ok()  # a module alone means its `app`

@@ -1,0 +1,91 @@
+"""`heartq worker APP --metrics-port PORT`: Prometheus metrics scraped while it works."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cli.helpers import HeartqCli, wait_for
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(port: int) -> Samples | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None  # not listening yet
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def test_worker_metrics_move_while_it_works(
+    heartq: HeartqCli, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    for n in range(5):
+        heartq.add("ok", {"n": n})
+    heartq.add("boom", max_retries=0)
+    slow = heartq.add("slow", {"seconds": 1.0})
+    port = free_port()
+    worker = heartq.start_worker("--metrics-port", str(port))
+    workers.append(worker)
+
+    def settled() -> Samples | None:
+        samples = scrape(port)
+        if samples is None:
+            return None
+        done = value(samples, "heartq_jobs_succeeded_total", task="ok", queue="default") == 5
+        renewed = (value(samples, "heartq_lease_renewals_total") or 0) > 0
+        return samples if done and renewed else None
+
+    samples = wait_for(settled, timeout=20, what="the counters to move")
+    tq = {"queue": "default"}
+    assert value(samples, "heartq_jobs_claimed_total", task="ok", **tq) == 5
+    assert value(samples, "heartq_jobs_claimed_total", task="slow", **tq) == 1
+    assert value(samples, "heartq_jobs_failed_total", task="boom", **tq) == 1
+    assert value(samples, "heartq_jobs_dead_total", task="boom") == 1
+    assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 7
+    assert value(samples, "heartq_job_duration_seconds_count", task="ok") == 5
+    assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 5
+    assert value(samples, "heartq_jobs", queue="default", status="dead") == 1
+    assert value(samples, "heartq_jobs", queue="default", status="cancelled") == 0
+    assert value(samples, "heartq_store_up") == 1
+    assert value(samples, "heartq_worker_concurrency") == 10
+    age = value(samples, "heartq_worker_heartbeat_age_seconds")
+    assert age is not None and 0 <= age < 5
+    running = value(samples, "heartq_worker_running_jobs")
+    assert running is not None and running <= 1
+
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=20) == 0
+    assert heartq.job(slow)["status"] == "succeeded"  # let finish on a graceful stop
+    log = (heartq.cwd / "worker.log").read_text()
+    assert "metrics_server_started" in log and f"port={port}" in log
+
+
+def test_metrics_port_in_use_is_one_clear_error(heartq: HeartqCli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = heartq("worker", "tasks:app", "--burst", "--metrics-port", str(port))
+    run.fails(1)
+    assert f"cannot serve metrics on 0.0.0.0:{port}" in run.err

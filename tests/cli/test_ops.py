@@ -1,0 +1,135 @@
+"""`heartq workers`, `heartq reap` and `heartq stats`."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+
+from heartq.store import Store
+from heartq.store.interface import LivenessHandle, WorkerInfo
+from tests.cli.helpers import HeartqCli, assert_fits, wait_for
+
+WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurrency",
+                 "started_at", "last_heartbeat_at", "running"}  # fmt: skip
+
+
+def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
+    """A worker whose last heartbeat is `age` seconds old: alive (its liveness lock is
+    held, here) but silent, as if frozen or cut off."""
+    handle = store.liveness_hold(worker_id)
+    info = WorkerInfo(id=worker_id, hostname="elsewhere", pid=1, queues=("default",),
+                      concurrency=2, name="ghost")  # fmt: skip
+    store.register_worker(info, now=store.clock() - age)
+    return handle
+
+
+def test_workers_of_a_stopped_and_a_live_worker(
+    heartq: HeartqCli, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    assert "no active workers" in heartq("workers").ok().out
+    heartq.burst("--name", "burst-1")
+    assert heartq.json("workers") == []
+    [stopped] = heartq.json("workers", "--all")
+    assert set(stopped) >= WORKER_FIELDS
+    assert (stopped["status"], stopped["name"], stopped["running"]) == ("stopped", "burst-1", 0)
+    assert stopped["queues"] == ["default"] and stopped["pid"] > 0
+
+    job_id = heartq.add("slow", {"seconds": 60})
+    workers.append(heartq.start_worker("--name", "live-1", "--concurrency", "3"))
+    wait_for(lambda: heartq.job(job_id)["status"] == "running", what="claim")
+    [live] = heartq.json("workers")
+    assert (live["status"], live["name"], live["running"], live["concurrency"]) == (
+        "active", "live-1", 1, 3,
+    )  # fmt: skip
+    assert 0 <= live["heartbeat_age"] < 5
+    out = heartq("workers").ok().out
+    assert_fits(out)
+    assert out.split("\n", 1)[0].split() == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "HEARTBEAT"]
+    assert re.search(r"live-1\s+active\s+default\s+1/3\s+\d+\.\ds ago", out), out
+    assert "1 active, running 1 of 3 slots" in out
+    both = heartq("workers", "--all").ok().out
+    assert "burst-1" in both and "stopped" in both
+
+    # Killed outright: `heartq reap` finds it through its liveness lock at once.
+    os.killpg(workers[0].pid, signal.SIGKILL)
+    workers[0].wait(timeout=10)
+    report = heartq.json("reap")
+    [gone] = report["workers_deactivated"]
+    assert (gone["id"], gone["detected_by"], gone["job_ids"]) == (live["id"], "liveness_lock",
+                                                                  [job_id])  # fmt: skip
+    [job] = report["reclaimed"]
+    assert (job["job_id"], job["status"], job["detected_by"]) == (job_id, "queued",
+                                                                  "liveness_lock")  # fmt: skip
+    assert report["requeued"] == 1 and report["dead"] == 0
+    assert heartq.json("workers") == []
+    shown = heartq.json("jobs", "show", job_id)
+    crash = shown["executions"][0]["crash"]
+    assert shown["status"] == "queued" and crash["detected_by"] == "liveness_lock"
+    assert crash["worker_id"] == live["id"]
+
+
+def test_reap_with_nothing_to_do(heartq: HeartqCli) -> None:
+    out = heartq("reap").ok().out
+    assert out.strip() == "nothing to reap: no expired lease, no stale or dead worker"
+    assert heartq.json("reap") == {"workers_deactivated": [], "reclaimed": [], "requeued": 0,
+                                   "dead": 0}  # fmt: skip
+
+
+def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) -> None:
+    expired = heartq.add("ok", max_retries=0)
+    [claimed] = store.claim("vanished", ["default"], 1, lease=0.01)  # over before reap runs
+    assert claimed.id == expired
+    held = heartq.add("ok")
+    handle = ghost(store, "ghost-1", age=100)
+    [claimed] = store.claim("ghost-1", ["default"], 1, lease=3600)
+    assert claimed.id == held
+
+    try:
+        run = heartq("reap", "--stale-after", "30").ok()
+    finally:
+        handle.release()
+    assert_fits(run.out)
+    assert "worker ghost-1 marked inactive: no heartbeat for 1m40s (1 jobs reclaimed)" in run.out
+    assert re.search(rf"{held}\s+ok\s+stale_worker\s+queued, retry in \d", run.out), run.out
+    assert re.search(rf"{expired}\s+ok\s+lease_expired\s+dead", run.out), run.out
+    assert "reclaimed 2 jobs: 1 requeued, 1 dead" in run.out
+    assert run.err == ""  # the events go to listeners, not to stderr
+
+    dead = heartq.json("jobs", "show", expired)
+    assert dead["status"] == "dead"
+    crash = dead["executions"][0]["crash"]
+    assert (crash["detected_by"], crash["reason"], crash["worker_id"]) == (
+        "lease_expired", "lease expired", "vanished",
+    )  # fmt: skip
+    out = heartq("jobs", "show", expired).ok().out
+    assert "crash: lease expired" in out and "detected by: lease_expired" in out
+    assert "worker: vanished" not in out  # the execution's own worker is shown once
+    assert heartq.json("reap")["reclaimed"] == []
+
+
+def test_stats(heartq: HeartqCli) -> None:
+    out = heartq("stats").ok().out
+    assert "no jobs" in out and "0 active" in out
+    heartq.add("boom", max_retries=0)
+    heartq.add("ok")
+    heartq.burst()
+    waiting = heartq.add("ok", queue="mail")
+    heartq.add("ok", queue="mail", delay=600)
+    stats = heartq.json("stats")
+    assert stats["jobs"] == {
+        "default": {"queued": 0, "running": 0, "succeeded": 1, "dead": 1, "cancelled": 0},
+        "mail": {"queued": 2, "running": 0, "succeeded": 0, "dead": 0, "cancelled": 0},
+    }
+    assert stats["totals"]["all"] == 4 and stats["dead"] == 1
+    assert stats["workers"]["active"] == 0
+    assert stats["oldest_queued_job"] == waiting and stats["oldest_queued_age"] >= 0
+    assert stats["scheduled"] == 1
+    assert stats["url"] == heartq.url
+    out = heartq("stats").ok().out
+    assert_fits(out)
+    assert re.search(r"default\s+0\s+0\s+1\s+1\s+0\s+2", out), out
+    assert re.search(r"mail\s+2\s+0\s+0\s+0\s+0\s+2", out), out
+    assert re.search(r"all\s+2\s+0\s+1\s+1\s+0\s+4", out), out
+    assert f"(job {waiting})" in out and "1 dead job" in out
