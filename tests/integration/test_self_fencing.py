@@ -71,13 +71,6 @@ def test_worker_fences_itself_when_the_database_is_unreachable(harness: Harness)
     run_outage(harness, "--concurrency", "1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: Worker.run() calls _claim() and _supervise() on the same thread; "
-    "with free slots, store.claim() blocks in BEGIN IMMEDIATE for SQLite's busy timeout "
-    "(30 s) while the database is locked, so _supervise() cannot fence the running jobs at "
-    "the trust window: leases_untrusted comes only after the outage, past the lease expiry",
-)
 def test_self_fencing_with_free_slots(harness: Harness) -> None:
     """With free slots the main loop keeps trying to claim: that must not stop it from
     fencing its running jobs on time."""

@@ -128,6 +128,11 @@ class Worker:
         self._pool: Pool | None = None
         self._liveness: Any = None
         self._listener: Any = None
+        self._supervisor = threading.Thread(
+            target=self._supervise_loop, name="heartq-supervisor", daemon=True
+        )
+        self._supervisor_wake = threading.Event()
+        self._supervisor_stop = threading.Event()
 
     # -- public control ----------------------------------------------------------------
     def request_stop(self, force: bool = False) -> None:
@@ -160,16 +165,23 @@ class Worker:
         self._startup()
         try:
             while not self._stop_requested.is_set():
-                self._supervise()
                 claimed, full = self._claim()
                 if full:
                     continue
                 if burst and claimed == 0 and not self.running_jobs:
                     break
-                self._wake.wait(self._wait_time())
+                self._wake.wait(self.settings.poll_interval)
                 self._wake.clear()
         finally:
             self._shutdown()
+
+    def _supervise_loop(self) -> None:
+        """Its own thread, so a claim stuck on a locked database cannot delay a timeout
+        or self-fencing: it wakes at the earliest deadline of any running attempt."""
+        while not self._supervisor_stop.is_set():
+            self._supervise()
+            self._supervisor_wake.wait(self._wait_time())
+            self._supervisor_wake.clear()
 
     def _startup(self) -> None:
         s = self.settings
@@ -200,6 +212,7 @@ class Worker:
         )
         if self.name:
             self._reconcile(self.name)
+        self._supervisor.start()
         self.heartbeater.start()
         self.completer.start()
         self.maintenance.start()
@@ -267,6 +280,8 @@ class Worker:
                 latency=max(0.0, job.lease_expires_at - self.settings.lease_seconds - job.run_at),
             )
             self._pool.start(run, self._ended)
+        if jobs:
+            self._supervisor_wake.set()  # new deadlines may come before its next wake-up
         return len(jobs), len(jobs) == free
 
     def _wait_time(self) -> float:
@@ -330,7 +345,7 @@ class Worker:
         run.cancel_deadline = time.monotonic() + grace
         run.mark_cancel_requested()
         events.emit(events.JOB_CANCEL_REQUESTED, job_id=run.job.id, worker_id=self.id)
-        self._wake.set()
+        self._supervisor_wake.set()
 
     def _held_runs(self) -> list[RunningJob]:
         return [run for run in self.running_jobs if not run.lost]
@@ -448,8 +463,7 @@ class Worker:
             with self._lock:
                 if self._executing == 0:
                     break
-            self._supervise()
-            self._wake.wait(min(0.05, self._wait_time()))
+            self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
         leftover = [run for run in self.running_jobs if run.ended is None]
         for run in leftover:
@@ -458,6 +472,9 @@ class Worker:
         self._release(leftover)
         self.heartbeater.stop()
         self.maintenance.stop()
+        self._supervisor_stop.set()
+        self._supervisor_wake.set()
+        self._supervisor.join(timeout=5)
         if self._pool is not None:
             self._pool.close()
         try:
