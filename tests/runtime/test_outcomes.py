@@ -57,6 +57,7 @@ def test_progress_reaches_the_database_with_the_next_heartbeat(app, run_worker) 
         release.set()
         wait_for(lambda: status_of(app, job_id) == "succeeded")
     assert progress == {"value": 0.25, "stage": "download", "message": "fetching"}
+    assert app.get_job(job_id)["progress"]["value"] == 1.0  # a finished job reads as complete
 
 
 @pytest.mark.parametrize("pool", POOLS)

@@ -72,6 +72,7 @@ class DetectedBy(enum.StrEnum):
     LIVENESS_LOCK = "liveness_lock"
     RECONCILIATION = "reconciliation"
     CHILD_EXIT = "child_exit"
+    SELF_FENCE = "self_fence"  # the worker gave the job back after it stopped trusting it
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ class Heartbeater:
         runs: Callable[[], Sequence[RunningJob]],
         on_lost: Callable[[RunningJob, str], None],
         on_cancel: Callable[[RunningJob], None],
+        after_success: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -42,6 +43,7 @@ class Heartbeater:
         self._runs = runs
         self._on_lost = on_lost
         self._on_cancel = on_cancel
+        self._after_success = after_success
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_success: float | None = None
@@ -91,6 +93,8 @@ class Heartbeater:
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)
             if answer is RenewStatus.CANCEL_REQUESTED:
                 self._on_cancel(run)
+        if self._after_success is not None:
+            self._after_success()
         events.emit(
             events.HEARTBEAT,
             10,

@@ -104,6 +104,7 @@ class Worker:
         self.pool_name = pool
         self._app_ref = app_ref
         self._runs: dict[Lease, RunningJob] = {}
+        self._abandoned: dict[Lease, RunningJob] = {}
         self._executing = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -122,6 +123,7 @@ class Worker:
             runs=self._held_runs,
             on_lost=self._lose,
             on_cancel=self._cancel_requested,
+            after_success=self._give_back_abandoned,
         )
         self.completer = Completer(self.store, self.id, on_saved=self._saved, on_lost=self._lose)
         self.maintenance = MaintenanceRunner(default_services(self.store, s), self.id)
@@ -307,6 +309,8 @@ class Worker:
                 else:
                     untrusted.append(run)
                     error = "lease not renewed in time"
+                    with self._lock:
+                        self._abandoned[run.job.lease] = run
                 self._force(run, AttemptEnd(EndKind.LOST, error=error))
             elif run.deadline is not None and now >= run.deadline:
                 timeout = run.task.timeout if run.task else None
@@ -408,16 +412,17 @@ class Worker:
         if reclaimed is not None:
             report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
 
-    def _drop(self, run: RunningJob) -> None:
+    def _drop(self, run: RunningJob) -> bool:
         with self._lock:
-            self._runs.pop(run.job.lease, None)
+            return self._runs.pop(run.job.lease, None) is not None
 
     def _lose(self, run: RunningJob, reason: str) -> None:
         run.mark_lost()
         if run.ended is None:
             self._force(run, AttemptEnd(EndKind.LOST, error=reason))
             return
-        self._drop(run)
+        if not self._drop(run):
+            return  # already reported
         events.emit(
             events.LEASE_LOST,
             logging.WARNING,
@@ -426,6 +431,23 @@ class Worker:
             worker_id=self.id,
             reason=reason,
         )
+
+    def _give_back_abandoned(self) -> None:
+        """Once the database answers again, close the attempts this worker stopped
+        trusting, so their jobs need not wait for their leases (which a heartbeat sent
+        before the outage may even have renewed) to run out."""
+        with self._lock:
+            abandoned = list(self._abandoned.values())
+        for run in abandoned:
+            crash = {"reason": "its worker could not renew the lease in time and gave it up"}
+            try:
+                reclaimed = self.store.crash_attempt(run.job.lease, crash, DetectedBy.SELF_FENCE)
+            except Exception:  # noqa: BLE001 - try again after the next good heartbeat
+                return
+            with self._lock:
+                self._abandoned.pop(run.job.lease, None)
+            if reclaimed is not None:
+                report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)
 
     def _saved(self, run: RunningJob, finish: Finish) -> None:
         self._drop(run)

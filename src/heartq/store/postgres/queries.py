@@ -101,6 +101,8 @@ WITH f AS (
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
+        progress_value = CASE WHEN f.status = 'succeeded' AND j.progress_value IS NOT NULL
+                              THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN f.status = 'queued' THEN NULL ELSE {T} END,
         worker_id = CASE WHEN f.status = 'queued' THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,

@@ -83,6 +83,9 @@ SET status = json_extract(f.value, '$.status'),
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
+    progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
+                               AND j.progress_value IS NOT NULL
+                          THEN 1.0 ELSE j.progress_value END,
     finished_at = CASE WHEN json_extract(f.value, '$.status') = 'queued' THEN NULL ELSE :now END,
     worker_id = CASE WHEN json_extract(f.value, '$.status') = 'queued'
                      THEN NULL ELSE j.worker_id END,
