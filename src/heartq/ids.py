@@ -5,20 +5,36 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import threading
 import time
 import uuid
 
+_lock = threading.Lock()
+_last_ms = 0
+_sequence = 0
+
 
 def new_job_id() -> str:
-    """A UUIDv7-shaped id: millisecond timestamp first, so ids sort by creation time
-    and inserts land at the right edge of the primary-key index."""
-    ms = time.time_ns() // 1_000_000
-    rand = secrets.randbits(74)
+    """A UUIDv7: millisecond timestamp first, so ids sort by creation time and inserts
+    land at the right edge of the primary-key index. Within one process ids strictly
+    increase, even within one millisecond (RFC 9562's counter in `rand_a`): jobs that
+    tie on time still keep the order they were enqueued in."""
+    global _last_ms, _sequence
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_ms:
+            _last_ms, _sequence = ms, secrets.randbits(10)  # room to count up
+        else:
+            _sequence += 1
+            if _sequence >= 1 << 12:  # counter spent: borrow the next millisecond
+                _last_ms, _sequence = _last_ms + 1, 0
+            ms = _last_ms
+        sequence = _sequence
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76  # version 7
-    value |= (rand >> 62) << 64  # 12 bits rand_a
+    value |= sequence << 64  # 12 bits rand_a: a counter
     value |= 0b10 << 62  # variant
-    value |= rand & ((1 << 62) - 1)
+    value |= secrets.randbits(62)
     return str(uuid.UUID(int=value))
 
 

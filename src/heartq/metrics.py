@@ -178,6 +178,7 @@ class ScrapeCollector(Collector):
         up, jobs, age, running, concurrency = self._families()
         try:
             counts = self._reader.call(self._worker.store.count_jobs)
+            waits = self._reader.call(self._worker.store.queue_waits)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
             logger.debug("metrics: cannot read the store: %s", exc)
             up.add_metric([], 0)
@@ -190,6 +191,14 @@ class ScrapeCollector(Collector):
                 for status, count in statuses.items():
                     jobs.add_metric([queue_name, status], count)
             yield jobs
+            oldest = GaugeMetricFamily(
+                "heartq_oldest_queued_age_seconds",
+                "How long the oldest runnable queued job of each queue has waited.",
+                labels=["queue"],
+            )
+            for queue_name, wait in sorted(waits.items()):
+                oldest.add_metric([queue_name], wait.oldest_age or 0.0)
+            yield oldest
         yield up
         last = self._worker.heartbeater.last_success
         age.add_metric([], time.monotonic() - (self._since if last is None else last))

@@ -133,3 +133,10 @@ def test_bad_urls_are_clear(tmp_path) -> None:
         heartq.App(f"sqlite:///{tmp_path / 'missing' / 'q.db'}").enqueue("t")
     with pytest.raises(heartq.ConfigError, match="unknown SQLite URL option"):
         heartq.App(f"sqlite:///{tmp_path / 'q.db'}?nope=1").enqueue("t")
+
+
+def test_job_ids_strictly_increase_within_a_process() -> None:
+    from heartq.ids import new_job_id
+
+    ids = [new_job_id() for _ in range(20_000)]  # many per millisecond
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)

@@ -21,9 +21,6 @@ from heartq.store import Store, redact
 from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker
 
 JOB_STATUSES = [s.value for s in JobStatus]
-OLDEST_SCAN_LIMIT = 10_000
-"""`stats` looks at most at the 10,000 newest queued jobs to find the longest wait; past
-that, the age it reports is a lower bound (and says so)."""
 
 
 def _quiet_events() -> None:
@@ -161,18 +158,13 @@ def collect_stats(store: Store) -> dict[str, Any]:
         by_queue.setdefault(queue, dict.fromkeys(JOB_STATUSES, 0))[status] = count
         totals[status] = totals.get(status, 0) + count
     workers = with_heartbeat_age(store.list_workers(include_all=False), now)
-    oldest: dict[str, Any] = {"age": None, "job_id": None, "lower_bound": False}
-    scheduled = 0
-    if totals[JobStatus.QUEUED]:
-        limit = min(totals[JobStatus.QUEUED], OLDEST_SCAN_LIMIT)
-        queued = store.list_jobs(status=JobStatus.QUEUED.value, limit=limit)
-        for job in queued:
-            waited = render.age(job.get("run_at"), now)
-            if waited is None or waited < 0:
-                scheduled += 1
-            elif oldest["age"] is None or waited > oldest["age"]:
-                oldest = {"age": round(waited, 3), "job_id": job["id"], "lower_bound": False}
-        oldest["lower_bound"] = totals[JobStatus.QUEUED] > limit
+    waits = store.queue_waits()
+    oldest = max(
+        (w for w in waits.values() if w.oldest_age is not None),
+        key=lambda w: w.oldest_age or 0.0,
+        default=None,
+    )
+    scheduled = sum(w.scheduled for w in waits.values())
     return {
         "url": redact(store.url),
         "jobs": by_queue,
@@ -186,9 +178,8 @@ def collect_stats(store: Store) -> dict[str, Any]:
                 default=None,
             ),
         },
-        "oldest_queued_age": oldest["age"],
-        "oldest_queued_job": oldest["job_id"],
-        "oldest_queued_age_is_lower_bound": oldest["lower_bound"],
+        "oldest_queued_age": None if oldest is None else round(oldest.oldest_age or 0.0, 3),
+        "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,
         "scheduled": scheduled,
         "dead": totals[JobStatus.DEAD],
     }
@@ -227,11 +218,10 @@ def stats_command(url: str | None, as_json: bool) -> None:
         workers += f", oldest heartbeat {w['max_heartbeat_age']:.1f}s ago"
     rows: list[tuple[str, str | Text]] = [("workers", workers)]
     if stats["oldest_queued_age"] is not None:
-        bound = "at least " if stats["oldest_queued_age_is_lower_bound"] else ""
         rows.append(
             (
                 "longest wait",
-                f"{bound}{render.fmt_seconds(stats['oldest_queued_age'])} "
+                f"{render.fmt_seconds(stats['oldest_queued_age'])} "
                 f"(job {stats['oldest_queued_job']})",
             )
         )

@@ -70,6 +70,12 @@ from heartq.worker.pools import POOL_NAMES
     help="Serve Prometheus metrics on this port.",
 )
 @click.option(
+    "--metrics-host",
+    default="0.0.0.0",
+    show_default=True,
+    help="Address the metrics endpoint listens on.",
+)
+@click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @click.option("--burst", is_flag=True, help="Exit once the queue is empty and nothing runs.")
@@ -87,6 +93,7 @@ def worker_command(
     poll_interval: float | None,
     shutdown_timeout: float | None,
     metrics_port: int | None,
+    metrics_host: str,
     log_format: str,
     burst: bool,
 ) -> None:
@@ -112,6 +119,6 @@ def worker_command(
     if metrics_port is not None:
         from heartq.metrics import start_metrics_server
 
-        start_metrics_server(metrics_port, worker)
+        start_metrics_server(metrics_port, worker, host=metrics_host)
     worker.install_signal_handlers()
     worker.run(burst=burst)

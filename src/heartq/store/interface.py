@@ -179,6 +179,13 @@ class StaleWorker:
 
 
 @dataclass(frozen=True)
+class QueueWait:
+    oldest_age: float | None  # seconds the oldest runnable job has waited; None if none
+    oldest_job_id: str | None
+    scheduled: int  # queued jobs whose run_at is still in the future
+
+
+@dataclass(frozen=True)
 class PruneCounts:
     workers: int = 0
     jobs: int = 0
@@ -223,6 +230,11 @@ class Store(Protocol):
 
     def count_jobs(self) -> list[tuple[str, str, int]]:
         """`(queue, status, count)` for every non-empty pair."""
+        ...
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        """Per queue: how long its oldest runnable job has waited, and how many wait for
+        a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
         ...
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult: ...

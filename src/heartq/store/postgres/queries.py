@@ -263,6 +263,23 @@ ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s
 """
 
+QUEUE_WAITS = f"""
+SELECT queue,
+       extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
+       count(*) FILTER (WHERE run_at > {T})::integer AS scheduled
+FROM jobs
+WHERE status = 'queued'
+GROUP BY queue
+"""
+
+OLDEST_RUNNABLE = """
+SELECT id FROM jobs
+WHERE status = 'queued' AND queue = %(queue)s
+  AND run_at <= to_timestamp(%(run_at)s::float8) + interval '1 millisecond'
+ORDER BY run_at, id
+LIMIT 1
+"""
+
 COUNT_JOBS = """
 SELECT queue, status, count(*)::integer AS n FROM jobs GROUP BY queue, status
 ORDER BY queue, status

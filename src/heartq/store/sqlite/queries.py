@@ -239,6 +239,22 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit
 """
 
+QUEUE_WAITS = """
+SELECT queue,
+       min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_run_at,
+       sum(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS scheduled
+FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+WHERE status = 'queued'
+GROUP BY queue
+"""
+
+OLDEST_RUNNABLE = """
+SELECT id FROM heartq_jobs
+WHERE status = 'queued' AND queue = :queue AND run_at <= :run_at
+ORDER BY run_at, id
+LIMIT 1
+"""
+
 COUNT_JOBS = """
 SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDER BY queue, status
 """

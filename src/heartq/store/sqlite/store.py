@@ -29,6 +29,7 @@ from heartq.store.interface import (
     NewJob,
     Outcome,
     PruneCounts,
+    QueueWait,
     Reclaimed,
     Renewal,
     RenewStatus,
@@ -172,6 +173,22 @@ class SQLiteStore:
         self.ensure_schema()
         with self.pool.read() as conn:
             return [(r["queue"], r["status"], r["n"]) for r in conn.execute(q.COUNT_JOBS)]
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        self.ensure_schema()
+        waits = {}
+        with self.pool.read() as conn:
+            t = self._now(conn, now)
+            for row in conn.execute(q.QUEUE_WAITS, {"now": t}).fetchall():
+                oldest_id = None
+                if row["oldest_run_at"] is not None:
+                    found = conn.execute(
+                        q.OLDEST_RUNNABLE, {"queue": row["queue"], "run_at": row["oldest_run_at"]}
+                    ).fetchone()
+                    oldest_id = found["id"] if found else None
+                age = None if row["oldest_run_at"] is None else max(0.0, t - row["oldest_run_at"])
+                waits[row["queue"]] = QueueWait(age, oldest_id, int(row["scheduled"] or 0))
+        return waits
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
         self.ensure_schema()
