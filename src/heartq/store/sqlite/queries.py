@@ -1,7 +1,11 @@
 """Every SQL statement of the SQLite backend, by name. Parameters are always bound.
 
 Batches travel as one JSON parameter read with `json_each`, so a statement's text (and its
-prepared form in the statement cache) is the same whatever the batch size.
+prepared form in the statement cache) is the same whatever the batch size. Statements that
+update jobs from a batch name the primary-key index (`INDEXED BY
+sqlite_autoindex_heartq_jobs_1`, the index SQLite makes for `id TEXT PRIMARY KEY`): left
+to itself the planner walks every running job and re-reads the whole batch for each,
+which costs running jobs x batch size instead of one key lookup per batch element.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ WHERE id = :worker_id
 
 # Each renewal: [job_id, execution_id, has_progress, value, stage, message]
 RENEW = """
-UPDATE heartq_jobs AS j
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET lease_expires_at = :now + :lease,
     heartbeat_at = :now,
     updated_at = :now,
@@ -76,7 +80,7 @@ RETURNING cancel_requested
 
 # Each finish: {id, eid, status, outcome, result, error, delay, dead_reason, crash}
 FINISH_JOBS = """
-UPDATE heartq_jobs AS j
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = json_extract(f.value, '$.status'),
     run_at = CASE WHEN json_extract(f.value, '$.status') = 'queued'
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
@@ -111,7 +115,7 @@ WHERE e.job_id = json_extract(f.value, '$.id')
 """
 
 RELEASE_JOBS = """
-UPDATE heartq_jobs AS j
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = 'queued', attempts = max(j.attempts - 1, 0), worker_id = NULL,
     lease_expires_at = NULL, run_at = :now, updated_at = :now
 FROM json_each(:leases) AS l
@@ -131,7 +135,9 @@ FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
 """
 
 SELECT_EXPIRED = (
-    _RECLAIM_COLUMNS
+    _RECLAIM_COLUMNS.replace(
+        "heartq_jobs AS j", "heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx"
+    )
     + """
 WHERE j.status = 'running' AND j.lease_expires_at < :now
 ORDER BY j.lease_expires_at

@@ -1,0 +1,82 @@
+"""Claim, heartbeat and reap latency with a large table (default: one million jobs).
+
+Fills a queue with N jobs (most of them finished, as in a long-lived queue, plus a
+backlog of queued ones), then times the protocol's hot statements. Run:
+    .venv/bin/python bench/scale.py --jobs 1000000 [--url postgresql://...?schema=bench]
+
+Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from heartq.app import App
+from heartq.store.interface import DetectedBy, Renewal, WorkerInfo
+
+
+def timed(fn, repeat: int = 50) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples), max(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--url", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="heartq-scale-") as tmp:
+        url = args.url or f"sqlite:///{Path(tmp) / 'scale.db'}"
+        app = App(url)
+        store = app.store
+        store.migrate()
+        started = time.perf_counter()
+        batch = 10_000
+        for offset in range(0, args.jobs, batch):
+            app.enqueue_many("noop", [{"n": offset + i} for i in range(batch)])
+        fill = time.perf_counter() - started
+        store.register_worker(WorkerInfo("bench", "bench", 1, ("default",), 100))
+        # finish 90 % of them, as an old queue would have, in claim-sized bites
+        started = time.perf_counter()
+        from heartq import outcomes
+
+        target = int(args.jobs * 0.9)
+        done = 0
+        while done < target:
+            jobs = store.claim("bench", ["default"], 5000, 60)
+            store.finish([outcomes.succeeded(j, None) for j in jobs])
+            done += len(jobs)
+        churn = time.perf_counter() - started
+
+        held: list = []
+
+        def claim_10() -> None:
+            held.extend(store.claim("bench", ["default"], 10, 60))
+
+        claim = timed(claim_10)
+        renewals = [Renewal(j.lease) for j in held[:200]]
+        beat = timed(lambda: store.heartbeat("bench", renewals, 60))
+        reap = timed(lambda: store.reap_expired(DetectedBy.LEASE_EXPIRED, 100))
+        counts = timed(store.count_jobs, repeat=5)
+        print(f"backend           {url.split(':', 1)[0]}")
+        print(f"rows              {args.jobs:,} jobs ({target:,} finished, rest queued/running)")
+        print(
+            f"fill              {args.jobs / fill:,.0f} jobs/s enqueue_many; churn {done / churn:,.0f} jobs/s"
+        )
+        print(f"claim 10          median {claim[0]:.2f} ms, max {claim[1]:.2f} ms")
+        print(f"heartbeat 200     median {beat[0]:.2f} ms, max {beat[1]:.2f} ms")
+        print(f"reap (none due)   median {reap[0]:.2f} ms, max {reap[1]:.2f} ms")
+        print(f"count_jobs        median {counts[0]:.1f} ms (full GROUP BY, for stats)")
+        app.close()
+
+
+if __name__ == "__main__":
+    main()
