@@ -68,9 +68,8 @@ def main() -> None:
         counts = timed(store.count_jobs, repeat=5)
         print(f"backend           {url.split(':', 1)[0]}")
         print(f"rows              {args.jobs:,} jobs ({target:,} finished, rest queued/running)")
-        print(
-            f"fill              {args.jobs / fill:,.0f} jobs/s enqueue_many; churn {done / churn:,.0f} jobs/s"
-        )
+        rates = f"{args.jobs / fill:,.0f} jobs/s enqueue_many; churn {done / churn:,.0f} jobs/s"
+        print(f"fill              {rates}")
         print(f"claim 10          median {claim[0]:.2f} ms, max {claim[1]:.2f} ms")
         print(f"heartbeat 200     median {beat[0]:.2f} ms, max {beat[1]:.2f} ms")
         print(f"reap (none due)   median {reap[0]:.2f} ms, max {reap[1]:.2f} ms")
