@@ -16,6 +16,16 @@ def status_of(app: heartq.App, job_id: str) -> str:
     return str(app.get_job(job_id)["status"])
 
 
+def wait_status(app: heartq.App, job_id: str, status: str, timeout: float = 10.0) -> None:
+    """Wait for the job to reach `status`; on timeout, say where it is and how it got there."""
+    try:
+        wait_for(lambda: status_of(app, job_id) == status, timeout, what=f"status {status}")
+    except AssertionError as exc:
+        job = app.get_job(job_id)
+        history = [(e["execution_id"], e["outcome"], e["error"]) for e in job["executions"]]
+        raise AssertionError(f"{exc}; job is {job['status']}, executions {history}") from None
+
+
 POOLS = ["thread", "async"]
 
 
@@ -31,7 +41,7 @@ def test_success_stores_result_progress_and_context(app: heartq.App, run_worker,
 
     job_id = work.enqueue(n=21)
     with run_worker(app, pool=pool) as worker:
-        wait_for(lambda: status_of(app, job_id) == "succeeded", what="success")
+        wait_status(app, job_id, "succeeded")
     job = app.get_job(job_id)
     assert job["result"] == {"double": 42}
     assert job["attempts"] == 1 and job["execution_id"] == 1
@@ -55,7 +65,7 @@ def test_progress_reaches_the_database_with_the_next_heartbeat(app, run_worker) 
             what="progress stored",
         )["progress"]
         release.set()
-        wait_for(lambda: status_of(app, job_id) == "succeeded")
+        wait_status(app, job_id, "succeeded")
     assert progress == {"value": 0.25, "stage": "download", "message": "fetching"}
     assert app.get_job(job_id)["progress"]["value"] == 1.0  # a finished job reads as complete
 
@@ -77,7 +87,7 @@ def test_exceptions_retry_with_backoff_then_dead(app, run_worker, pool) -> None:
 
     job_id = (flaky_async if pool == "async" else flaky).enqueue()
     with run_worker(app, pool=pool):
-        wait_for(lambda: status_of(app, job_id) == "dead", what="dead")
+        wait_status(app, job_id, "dead")
     job = app.get_job(job_id)
     assert len(attempts) == 3 == job["attempts"]
     assert [e["outcome"] for e in job["executions"]] == ["failed"] * 3
@@ -97,7 +107,7 @@ def test_permanent_skips_retries(app, run_worker) -> None:
 
     job_id = strict.enqueue()
     with run_worker(app):
-        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_status(app, job_id, "dead")
     job = app.get_job(job_id)
     assert job["attempts"] == 1
     assert job["dead_reason"].startswith("permanent failure:")
@@ -107,7 +117,7 @@ def test_permanent_skips_retries(app, run_worker) -> None:
 def test_unknown_task_ends_in_the_dead_letter_queue_not_lost(app, run_worker) -> None:
     job_id = app.enqueue("nobody_knows_me", {"x": 1}, max_retries=1)
     with run_worker(app, queues=["default"]):
-        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_status(app, job_id, "dead")
     job = app.get_job(job_id)
     assert "not registered" in job["error"]
     assert job["args"] == {"x": 1}
@@ -120,7 +130,7 @@ def test_result_that_is_not_json_fails_permanently(app, run_worker) -> None:
 
     job_id = returns_object.enqueue()
     with run_worker(app):
-        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_status(app, job_id, "dead")
     job = app.get_job(job_id)
     assert job["attempts"] == 1
     assert "result must be JSON-serializable" in job["error"]
@@ -135,7 +145,7 @@ def test_hard_timeout_closes_the_attempt_as_timed_out(app, run_worker) -> None:
 
     job_id = hangs.enqueue()
     with run_worker(app):
-        wait_for(lambda: status_of(app, job_id) == "dead", what="timed out job dead")
+        wait_status(app, job_id, "dead")
     stop.set()
     job = app.get_job(job_id)
     assert [e["outcome"] for e in job["executions"]] == ["timed_out"]
@@ -155,7 +165,7 @@ def test_async_timeout_cancels_the_coroutine(app, run_worker) -> None:
 
     job_id = sleeps.enqueue()
     with run_worker(app, pool="async"):
-        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_status(app, job_id, "dead")
         wait_for(cancelled.is_set, what="coroutine cancelled")
     assert app.get_job(job_id)["executions"][0]["outcome"] == "timed_out"
 
@@ -187,10 +197,10 @@ def test_replay_from_the_dead_letter_queue_keeps_the_history(app, run_worker) ->
 
     job_id = buggy.enqueue()
     with run_worker(app):
-        wait_for(lambda: status_of(app, job_id) == "dead")
+        wait_status(app, job_id, "dead")
         fixed.set()
         assert app.store.replay_dead([job_id]) == [job_id]
-        wait_for(lambda: status_of(app, job_id) == "succeeded")
+        wait_status(app, job_id, "succeeded")
     job = app.get_job(job_id)
     assert [e["outcome"] for e in job["executions"]] == ["failed", "succeeded"]
     assert [e["execution_id"] for e in job["executions"]] == [1, 2]
@@ -210,6 +220,6 @@ def test_checkpoint_is_handed_to_the_next_attempt(app, run_worker) -> None:
 
     job_id = resumable.enqueue()
     with run_worker(app):
-        wait_for(lambda: status_of(app, job_id) == "succeeded")
+        wait_status(app, job_id, "succeeded")
     assert seen == [None, {"done": 7}]
     assert app.get_job(job_id)["result"] == {"done": 7}
