@@ -1,0 +1,108 @@
+"""The processes of test_concurrency.py, in a module that spawned children can import by
+its stable name (`tests.conformance.procs`): pytest's importlib mode gives test modules
+names that only the parent process knows."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from heartq.store import open_store
+from heartq.store.interface import DetectedBy
+
+PROCESSES = 4
+TIMEOUT = 60.0  # per result; the tests take seconds, this only bounds a hang
+
+
+def run_processes(
+    target: Callable[..., None], args_per_process: list[tuple[Any, ...]]
+) -> list[Any]:
+    """Start one spawned process per args tuple; return what each reported, in order."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(len(args_per_process))
+    results = context.Queue()
+    processes = [
+        context.Process(target=target, args=(index, barrier, results, *args), daemon=True)
+        for index, args in enumerate(args_per_process)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        gathered = dict(results.get(timeout=TIMEOUT) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=TIMEOUT)
+            if process.is_alive():
+                process.kill()
+    for process in processes:
+        assert process.exitcode == 0, f"process exited with {process.exitcode}"
+    failures = {i: r for i, r in gathered.items() if isinstance(r, str)}
+    assert not failures, failures
+    return [gathered[i] for i in range(len(processes))]
+
+
+def _report(index: int, results: Any, work: Callable[[], Any]) -> None:
+    try:
+        results.put((index, work()))
+    except BaseException as exc:  # noqa: BLE001 - the parent shows it
+        results.put((index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+def claimer(index: int, barrier: Any, results: Any, url: str, now: float) -> None:
+    """Claim random-sized batches until the queue is empty; report the ids."""
+
+    def work() -> list[str]:
+        store = open_store(url)
+        rng = random.Random(index)
+        got: list[str] = []
+        barrier.wait(TIMEOUT)
+        while True:
+            claimed = store.claim(f"w{index}", ["default"], rng.randint(1, 10), 600, now=now)
+            if not claimed:
+                break
+            got.extend(c.id for c in claimed)
+        store.close()
+        return got
+
+    _report(index, results, work)
+
+
+def reaper(index: int, barrier: Any, results: Any, url: str, now: float) -> None:
+    """Reap random-sized batches until nothing is left; report (job_id, execution_id)s."""
+
+    def work() -> list[tuple[str, int]]:
+        store = open_store(url)
+        rng = random.Random(index)
+        got: list[tuple[str, int]] = []
+        barrier.wait(TIMEOUT)
+        while True:
+            batch = store.reap_expired(DetectedBy.LEASE_EXPIRED, limit=rng.randint(1, 50), now=now)
+            if not batch:
+                break
+            got.extend((r.job_id, r.execution_id) for r in batch)
+        store.close()
+        return got
+
+    _report(index, results, work)
+
+
+def migrator(index: int, barrier: Any, results: Any, urls: list[str]) -> None:
+    """Migrate each database in turn, all processes together; report versions or errors."""
+
+    def work() -> list[int | str]:
+        versions: list[int | str] = []
+        for url in urls:  # every process goes through every round, errors or not
+            store = open_store(url)
+            barrier.wait(TIMEOUT)
+            try:
+                versions.append(store.migrate())
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                versions.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                store.close()
+        return versions
+
+    _report(index, results, work)

@@ -1,0 +1,146 @@
+"""Helpers shared by the conformance tests: backend-neutral, through `Store` only."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
+from heartq.payload import encode_args
+from heartq.store import Store
+from heartq.store.interface import ClaimedJob, NewJob, WorkerInfo
+
+LEASE = 30.0
+CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})
+JOB_FIELDS = frozenset(
+    {
+        "id",
+        "task",
+        "queue",
+        "status",
+        "args",
+        "priority",
+        "attempts",
+        "max_retries",
+        "run_at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "worker_id",
+        "execution_id",
+        "lease_expires_at",
+        "heartbeat_at",
+        "progress",
+        "checkpoint",
+        "result",
+        "error",
+        "dead_reason",
+    }
+)
+EXECUTION_FIELDS = frozenset(
+    {"execution_id", "worker_id", "started_at", "ended_at", "outcome", "error", "crash"}
+)
+WORKER_FIELDS = frozenset(
+    {
+        "id",
+        "name",
+        "hostname",
+        "pid",
+        "status",
+        "queues",
+        "concurrency",
+        "started_at",
+        "last_heartbeat_at",
+        "running",
+    }
+)
+ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
+
+
+def new_job(task: str = "task", args: dict[str, Any] | None = None, **options: Any) -> NewJob:
+    """A `NewJob` whose arguments went through the public payload encoder."""
+    return NewJob(
+        task=task,
+        args_json=encode_args(args or {}, limit=DEFAULT_MAX_PAYLOAD_BYTES),
+        **options,
+    )
+
+
+def enqueue_one(store: Store, now: float, **options: Any) -> str:
+    (job_id,) = store.enqueue([new_job(**options)], now=now)
+    return job_id
+
+
+def claim_one(
+    store: Store,
+    worker_id: str,
+    now: float,
+    *,
+    lease: float = LEASE,
+    queues: tuple[str, ...] = ("default",),
+) -> ClaimedJob:
+    """Claim exactly one job (the test set things up so that one is runnable)."""
+    claimed = store.claim(worker_id, list(queues), 1, lease, now=now)
+    assert len(claimed) == 1, claimed
+    return claimed[0]
+
+
+def register(
+    store: Store,
+    worker_id: str,
+    now: float,
+    *,
+    name: str | None = None,
+    queues: tuple[str, ...] = ("default",),
+    concurrency: int = 4,
+    hostname: str = "test-host",
+    pid: int = 4242,
+) -> None:
+    store.register_worker(
+        WorkerInfo(
+            id=worker_id,
+            hostname=hostname,
+            pid=pid,
+            queues=queues,
+            concurrency=concurrency,
+            name=name,
+        ),
+        now=now,
+    )
+
+
+def epoch(text: str | None) -> float | None:
+    """Seconds since the epoch of an ISO-8601 UTC string from the store (None stays None)."""
+    if text is None:
+        return None
+    assert ISO_UTC.match(text), f"not an ISO-8601 UTC time: {text!r}"
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    assert moment.utcoffset() is not None and moment.utcoffset().total_seconds() == 0
+    return moment.timestamp()
+
+
+def at(text: str | None, expected: float) -> bool:
+    """The ISO time `text` is `expected` (to the millisecond the JSON shape keeps)."""
+    value = epoch(text)
+    return value is not None and abs(value - expected) < 0.002
+
+
+def worker(store: Store, worker_id: str) -> dict[str, Any]:
+    found = [w for w in store.list_workers(include_all=True) if w["id"] == worker_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def outcomes_of(job: dict[str, Any]) -> list[str | None]:
+    return [e["outcome"] for e in job["executions"]]
+
+
+def known_bug(request: Any, backend: str, reasons: dict[str, str], *, when: bool = True) -> None:
+    """Mark the running test xfail (strict) on the backends of `reasons` that have a
+    known bug, so it fails loudly (XPASS) once the bug is fixed."""
+    reason = reasons.get(backend)
+    if when and reason is not None:
+        import pytest
+
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))

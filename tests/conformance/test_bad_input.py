@@ -1,0 +1,193 @@
+"""Bad and hostile input at the storage level (I6: refused with a clear error at the
+door, or stored and given back unchanged)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
+from heartq.errors import HeartqError, PayloadError
+from heartq.outcomes import failed, succeeded
+from heartq.payload import decode, encode_args
+from heartq.store import Store
+from heartq.store.interface import NewJob, Outcome, Progress, Renewal
+
+from .support import LEASE, claim_one, known_bug
+
+# -- encode_args refuses what cannot be stored -------------------------------------------
+
+REFUSED: list[tuple[str, Any, str]] = [
+    # (case, args, what the message must say)
+    ("object", {"x": object()}, "JSON-serializable"),
+    ("set", {"x": {1, 2}}, "JSON-serializable"),
+    ("bytes", {"x": b"raw"}, "JSON-serializable"),
+    ("nan", {"x": math.nan}, "JSON"),
+    ("infinity", {"x": [1.0, math.inf]}, "JSON"),
+    ("minus-infinity", {"x": {"y": -math.inf}}, "JSON"),
+    ("list", [1, 2], "must be a JSON object (a dict), got list"),
+    ("string", "repo_url=x", "must be a JSON object (a dict), got str"),
+    ("int", 3, "must be a JSON object (a dict), got int"),
+    ("tuple", ("a",), "must be a JSON object (a dict), got tuple"),
+    ("int-key", {1: "a"}, "names must be strings, got 1"),
+    ("none-key", {None: "a"}, "names must be strings, got None"),
+    ("tuple-key", {("a", "b"): 1}, "names must be strings"),
+    ("lone-surrogate", {"x": "\ud800"}, "lone surrogate"),
+    ("lone-surrogate-low", {"x": ["ok", "a\udfffb"]}, "lone surrogate"),
+    ("lone-surrogate-key", {"\ud800": 1}, "lone surrogate"),
+]
+
+
+@pytest.mark.parametrize(("args", "says"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_encode_args_refuses(args: Any, says: str) -> None:
+    with pytest.raises(PayloadError) as raised:
+        encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES)
+    message = str(raised.value)
+    assert says in message
+    assert "\n" not in message
+    assert message.startswith("job argument")
+    assert isinstance(raised.value, ValueError)
+
+
+def test_encode_args_accepts_none_as_no_arguments() -> None:
+    assert encode_args(None, limit=10) == "{}"
+
+
+def _padded(total: int) -> dict[str, str]:
+    """Arguments whose compact JSON is exactly `total` bytes: {"x":"aaa..."}."""
+    return {"x": "a" * (total - len('{"x":""}'))}
+
+
+def test_payload_size_limit_default_is_one_mib() -> None:
+    assert DEFAULT_MAX_PAYLOAD_BYTES == 1024 * 1024
+    at_limit = encode_args(_padded(DEFAULT_MAX_PAYLOAD_BYTES), limit=DEFAULT_MAX_PAYLOAD_BYTES)
+    assert len(at_limit.encode()) == DEFAULT_MAX_PAYLOAD_BYTES
+    with pytest.raises(PayloadError) as raised:
+        encode_args(_padded(DEFAULT_MAX_PAYLOAD_BYTES + 1), limit=DEFAULT_MAX_PAYLOAD_BYTES)
+    assert str(raised.value) == (
+        "job arguments is 1048577 bytes of JSON, over the limit of 1048576 bytes"
+    )
+
+
+def test_payload_size_limit_custom_and_in_utf8_bytes() -> None:
+    assert encode_args(_padded(100), limit=100)
+    with pytest.raises(PayloadError, match="101 bytes of JSON, over the limit of 100 bytes"):
+        encode_args(_padded(101), limit=100)
+    # the limit is on UTF-8 bytes, not characters: 60 x "é" is 120 bytes
+    with pytest.raises(PayloadError, match="over the limit of 100 bytes"):
+        encode_args({"x": "é" * 60}, limit=100)
+
+
+# -- hostile strings are stored and given back unchanged ----------------------------------
+
+HOSTILE = {
+    "quotes": 'it\'s "quoted" `back`',
+    "sql": "'; DROP TABLE heartq_jobs; --",
+    "sql-2": 'x") OR 1=1; DELETE FROM heartq_executions; --',
+    "nul": "before\x00after",
+    "only-nul": "\x00",
+    "emoji": "\U0001f525 fire \U0001f469\u200d\U0001f4bb",
+    "rtl": "\u202eevil\u202c \u200f\u05e9\u05dc\u05d5\u05dd\u200e",  # RLO, RLM, Hebrew
+    "control": "tab\there\nnew line\r\x1b[31m red",
+    "backslashes": "C:\\path\\to\\file \\u0000 \\n",
+    "json-ish": '{"status": "succeeded", "$.id": [1]}',
+    "long": "x" * 10_000,
+    "empty": "",
+}
+
+
+SQLITE_NUL_IN_QUEUE = (
+    "BUG: the SQLite claim matches queues through json_each, whose strings stop at the "
+    "first NUL: a job enqueued to a queue with a NUL is stored but never claimed"
+)
+SQLITE_NUL_IN_TEXT = (
+    "BUG: SQLite finish/heartbeat pass error and progress text through JSON "
+    "(json_extract), which truncates it at the first NUL"
+)
+POSTGRES_NUL = (
+    "BUG: PostgreSQL raises a raw psycopg UntranslatableCharacter for a NUL in task, "
+    "queue or progress text: neither stored nor refused with a HeartqError"
+)
+POSTGRES_LONG_QUEUE = (
+    "BUG: PostgreSQL puts the queue name in the NOTIFY payload: a queue name near 8000 "
+    "bytes makes enqueue fail with a raw psycopg 'payload string too long'"
+)
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_strings_round_trip_through_enqueue(
+    store: Store, t0: float, text: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    known_bug(request, backend, {"postgres": POSTGRES_NUL}, when="\x00" in text)
+    known_bug(request, backend, {"postgres": POSTGRES_LONG_QUEUE}, when=len(text) > 8000)
+    args = {text: text, "nested": [text, {"k": text}]}
+    job = NewJob(
+        task=text, args_json=encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES), queue=text
+    )
+    try:
+        (job_id,) = store.enqueue([job], now=t0)
+    except HeartqError as exc:  # a backend may refuse what it cannot store, clearly
+        assert "\x00" in text, exc
+        return
+    stored = store.get_job(job_id)
+    assert stored["task"] == text
+    assert stored["queue"] == text
+    assert stored["args"] == args
+    (listed,) = store.list_jobs(queue=text)
+    assert (listed["task"], listed["args"]) == (text, args)
+    assert [c for c in store.count_jobs() if c[0] == text] == [(text, "queued", 1)]
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_strings_round_trip_through_claim(
+    store: Store, t0: float, text: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    known_bug(
+        request,
+        backend,
+        {"sqlite": SQLITE_NUL_IN_QUEUE, "postgres": POSTGRES_NUL},
+        when="\x00" in text,
+    )
+    known_bug(request, backend, {"postgres": POSTGRES_LONG_QUEUE}, when=len(text) > 8000)
+    args = {"s": text}
+    job = NewJob(
+        task=text, args_json=encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES), queue=text
+    )
+    try:
+        store.enqueue([job], now=t0)
+    except HeartqError:
+        assert "\x00" in text
+        return
+    claimed = claim_one(store, "w1", t0, queues=("default", text))
+    assert (claimed.task, claimed.queue, claimed.args) == (text, text, args)
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_strings_round_trip_through_results(
+    store: Store, t0: float, text: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Results and checkpoints are JSON; errors and progress are plain text."""
+    known_bug(
+        request,
+        backend,
+        {"sqlite": SQLITE_NUL_IN_TEXT, "postgres": POSTGRES_NUL},
+        when="\x00" in text,
+    )
+    job_id = store.enqueue([NewJob(task="t", args_json="{}", retry_backoff=0.0)], now=t0)[0]
+    first = claim_one(store, "w1", t0)
+    store.save_checkpoint(first.lease, json.dumps({"c": text}), now=t0)
+    store.heartbeat("w1", [Renewal(first.lease, Progress(0.5, text, text))], LEASE, now=t0)
+    progress = store.get_job(job_id)["progress"]
+    assert (progress["stage"], progress["message"]) == (text, text)
+    store.finish([failed(first, Outcome.FAILED, text)], now=t0 + 1)
+    failed_job = store.get_job(job_id)
+    assert failed_job["error"] == text
+    assert failed_job["executions"][0]["error"] == text
+    second = claim_one(store, "w1", t0 + 2)
+    assert second.checkpoint == {"c": text}
+    store.finish([succeeded(second, json.dumps([text]))], now=t0 + 3)
+    assert store.get_job(job_id)["result"] == [text]
+    assert decode(json.dumps(text)) == text

@@ -1,0 +1,279 @@
+"""Heartbeat, checkpoints, finish and release: the writes of a running attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from heartq.outcomes import cancelled, failed, succeeded
+from heartq.store import Store
+from heartq.store.interface import (
+    ClaimedJob,
+    Finish,
+    JobStatus,
+    Lease,
+    Outcome,
+    Progress,
+    Renewal,
+    RenewStatus,
+)
+
+from .support import LEASE, at, claim_one, enqueue_one, register, worker
+
+
+def test_heartbeat_renews_the_lease_and_the_worker(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    answers = store.heartbeat("w1", [Renewal(job.lease)], 60.0, now=t0 + 20)
+    assert answers == {job.lease: RenewStatus.RENEWED}
+    after = store.get_job(job_id)
+    assert at(after["lease_expires_at"], t0 + 80)
+    assert at(after["heartbeat_at"], t0 + 20)
+    assert after["status"] == JobStatus.RUNNING
+    assert at(worker(store, "w1")["last_heartbeat_at"], t0 + 20)
+    # a renewed lease is not reaped where the first one would have been
+    assert store.reap_expired("lease_expired", now=t0 + LEASE + 1) == []
+
+
+def test_heartbeat_without_jobs_touches_the_worker(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    assert store.heartbeat("w1", [], LEASE, now=t0 + 7) == {}
+    assert at(worker(store, "w1")["last_heartbeat_at"], t0 + 7)
+
+
+def test_heartbeat_stores_progress(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    store.heartbeat("w1", [Renewal(job.lease, Progress(0.25, "clone", "cloning"))], LEASE, now=t0)
+    assert store.get_job(job_id)["progress"] == {
+        "value": 0.25,
+        "stage": "clone",
+        "message": "cloning",
+    }
+    # a renewal without progress keeps the last progress
+    store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 1)
+    assert store.get_job(job_id)["progress"]["stage"] == "clone"
+    store.heartbeat("w1", [Renewal(job.lease, Progress(value=1.0))], LEASE, now=t0 + 2)
+    assert store.get_job(job_id)["progress"] == {"value": 1.0, "stage": None, "message": None}
+
+
+def test_heartbeat_answers_lost_for_a_reclaimed_job(store: Store, t0: float) -> None:
+    enqueue_one(store, t0)
+    enqueue_one(store, t0)
+    a = claim_one(store, "w1", t0, lease=10)
+    b = claim_one(store, "w1", t0, lease=100)
+    (reclaimed,) = store.reap_expired("lease_expired", now=t0 + 11)
+    assert reclaimed.job_id == a.id
+    answers = store.heartbeat("w1", [Renewal(a.lease), Renewal(b.lease)], 100, now=t0 + 12)
+    assert answers == {a.lease: RenewStatus.LOST, b.lease: RenewStatus.RENEWED}
+    # the lost job stays as the reaper left it
+    assert store.get_job(a.id)["status"] == JobStatus.QUEUED
+    assert store.get_job(a.id)["lease_expires_at"] is None
+
+
+def test_heartbeat_answers_lost_for_an_unknown_job(store: Store, t0: float) -> None:
+    ghost = Lease("no-such-job", 1)
+    assert store.heartbeat("w1", [Renewal(ghost)], LEASE, now=t0) == {ghost: RenewStatus.LOST}
+
+
+def test_heartbeat_answers_cancel_requested_and_still_renews(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    store.cancel_job(job_id, now=t0 + 1)
+    answers = store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 2)
+    assert answers == {job.lease: RenewStatus.CANCEL_REQUESTED}
+    assert at(store.get_job(job_id)["lease_expires_at"], t0 + 2 + LEASE)
+    assert store.save_checkpoint(job.lease, "{}", now=t0 + 3) is RenewStatus.CANCEL_REQUESTED
+
+
+def test_save_checkpoint(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    assert store.save_checkpoint(job.lease, '{"page": 3}', now=t0 + 1) is RenewStatus.RENEWED
+    assert store.get_job(job_id)["checkpoint"] == {"page": 3}
+    store.save_checkpoint(job.lease, '{"page": 4, "seen": ["a", "b"]}', now=t0 + 2)
+    assert store.get_job(job_id)["checkpoint"] == {"page": 4, "seen": ["a", "b"]}
+
+
+# -- finish: one row per way an attempt can end ------------------------------------------
+
+
+@dataclass(frozen=True)
+class FinishCase:
+    name: str
+    make: Callable[[ClaimedJob], Finish]
+    max_retries: int
+    status: JobStatus
+    outcome: Outcome
+    result: Any = None
+    error: str | None = None
+    dead_reason_starts: str | None = None
+
+
+FINISH_CASES = [
+    FinishCase(
+        "success",
+        lambda job: succeeded(job, '{"files": 120}'),
+        3,
+        JobStatus.SUCCEEDED,
+        Outcome.SUCCEEDED,
+        result={"files": 120},
+    ),
+    FinishCase(
+        "success-without-result",
+        lambda job: succeeded(job, None),
+        3,
+        JobStatus.SUCCEEDED,
+        Outcome.SUCCEEDED,
+    ),
+    FinishCase(
+        "fail-retry",
+        lambda job: failed(job, Outcome.FAILED, "Traceback...\nValueError: boom"),
+        3,
+        JobStatus.QUEUED,
+        Outcome.FAILED,
+        error="Traceback...\nValueError: boom",
+    ),
+    FinishCase(
+        "fail-dead",
+        lambda job: failed(job, Outcome.FAILED, "Traceback...\nValueError: boom"),
+        0,
+        JobStatus.DEAD,
+        Outcome.FAILED,
+        error="Traceback...\nValueError: boom",
+        dead_reason_starts="failed 1 attempts; last error: ValueError: boom",
+    ),
+    FinishCase(
+        "timed-out-dead",
+        lambda job: failed(job, Outcome.TIMED_OUT, "timed out after 5 s"),
+        0,
+        JobStatus.DEAD,
+        Outcome.TIMED_OUT,
+        error="timed out after 5 s",
+        dead_reason_starts="timed out",
+    ),
+    FinishCase(
+        "permanent",
+        lambda job: failed(job, Outcome.FAILED, "Permanent: bad input", permanent=True),
+        3,
+        JobStatus.DEAD,
+        Outcome.FAILED,
+        error="Permanent: bad input",
+        dead_reason_starts="permanent failure: Permanent: bad input",
+    ),
+    FinishCase(
+        "cancelled",
+        lambda job: cancelled(job, "cancelled by operator"),
+        3,
+        JobStatus.CANCELLED,
+        Outcome.CANCELLED,
+        error="cancelled by operator",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FINISH_CASES, ids=lambda c: c.name)
+def test_finish(store: Store, t0: float, case: FinishCase) -> None:
+    job_id = enqueue_one(store, t0, max_retries=case.max_retries, retry_backoff=10.0)
+    job = claim_one(store, "w1", t0)
+    finish = case.make(job)
+    assert store.finish([finish], now=t0 + 5) == []
+
+    after = store.get_job(job_id)
+    assert after["status"] == case.status
+    assert after["lease_expires_at"] is None
+    assert after["attempts"] == 1
+    assert after["result"] == case.result
+    assert after["error"] == case.error
+    (execution,) = after["executions"]
+    assert execution["outcome"] == case.outcome
+    assert at(execution["ended_at"], t0 + 5)
+    assert execution["error"] == case.error
+    assert execution["crash"] is None
+    if case.status == JobStatus.QUEUED:
+        assert after["worker_id"] is None
+        assert after["finished_at"] is None
+        assert after["dead_reason"] is None
+        # the retry waits its backoff: 10 s * (1 +/- 25 % jitter)
+        assert 7.5 <= finish.retry_delay <= 12.5
+        assert at(after["run_at"], t0 + 5 + finish.retry_delay)
+        assert store.claim("w2", ["default"], 1, LEASE, now=t0 + 5 + 7.4) == []
+        assert claim_one(store, "w2", t0 + 5 + 12.5).id == job_id
+    else:
+        assert at(after["finished_at"], t0 + 5)
+        assert store.claim("w2", ["default"], 1, LEASE, now=t0 + 10_000) == []
+    if case.dead_reason_starts is None:
+        assert after["dead_reason"] is None
+    else:
+        assert after["dead_reason"].startswith(case.dead_reason_starts), after["dead_reason"]
+
+
+def test_finish_dead_after_max_retries_failures(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=2, retry_backoff=0.0)
+    for attempt in (1, 2, 3):
+        job = claim_one(store, f"w{attempt}", t0 + attempt)
+        assert job.attempt == attempt
+        store.finish([failed(job, Outcome.FAILED, f"boom {attempt}")], now=t0 + attempt)
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.DEAD
+    assert after["attempts"] == 3
+    assert after["error"] == "boom 3"
+    assert after["dead_reason"] == "failed 3 attempts; last error: boom 3"
+    assert [e["outcome"] for e in after["executions"]] == ["failed"] * 3
+
+
+def test_finish_many_in_one_call(store: Store, t0: float) -> None:
+    ids = [enqueue_one(store, t0) for _ in range(5)]
+    jobs = store.claim("w1", ["default"], 5, LEASE, now=t0)
+    assert store.finish([succeeded(j, str(i)) for i, j in enumerate(jobs)], now=t0 + 1) == []
+    results = {j.id: i for i, j in enumerate(jobs)}
+    for job_id in ids:
+        after = store.get_job(job_id)
+        assert after["status"] == JobStatus.SUCCEEDED
+        assert after["result"] == results[job_id]
+    assert store.finish([], now=t0 + 2) == []
+
+
+def test_finish_a_cancel_requested_job_as_cancelled(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    store.cancel_job(job_id, now=t0 + 1)
+    assert store.finish([cancelled(job)], now=t0 + 2) == []
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.CANCELLED
+    assert after["executions"][-1]["outcome"] == Outcome.CANCELLED
+
+
+# -- release (graceful shutdown) ----------------------------------------------------------
+
+
+def test_release_gives_the_job_back_without_counting_an_attempt(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=0)
+    job = claim_one(store, "w1", t0)
+    assert store.release([job.lease], now=t0 + 3) == []
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.QUEUED
+    assert after["attempts"] == 0
+    assert after["worker_id"] is None
+    assert after["lease_expires_at"] is None
+    assert after["dead_reason"] is None
+    assert at(after["run_at"], t0 + 3)
+    (execution,) = after["executions"]
+    assert execution["outcome"] == Outcome.RELEASED
+    assert at(execution["ended_at"], t0 + 3)
+    # with max_retries=0 a counted attempt would have been the last one: it runs again
+    again = claim_one(store, "w2", t0 + 3)
+    assert (again.attempt, again.execution_id) == (1, 2)
+
+
+def test_release_many(store: Store, t0: float) -> None:
+    for _ in range(3):
+        enqueue_one(store, t0)
+    jobs = store.claim("w1", ["default"], 3, LEASE, now=t0)
+    assert store.release([j.lease for j in jobs], now=t0 + 1) == []
+    assert all(j["status"] == JobStatus.QUEUED for j in store.list_jobs())
+    assert store.release([], now=t0 + 2) == []

@@ -1,0 +1,278 @@
+"""Reclaiming: expired leases, dead and stale workers, restarted names, crashed children;
+and pruning of what is old."""
+
+from __future__ import annotations
+
+import pytest
+
+from heartq.outcomes import cancelled, succeeded
+from heartq.store import Store
+from heartq.store.interface import (
+    DetectedBy,
+    JobStatus,
+    Outcome,
+    Reclaimed,
+    Renewal,
+)
+
+from .support import CRASH_KEYS, LEASE, at, claim_one, enqueue_one, register, worker
+
+
+def _crashed(store: Store, job_id: str) -> dict:
+    """The crash context of the job's last execution, checked to be a crash."""
+    execution = store.get_job(job_id)["executions"][-1]
+    assert execution["outcome"] == Outcome.CRASHED
+    assert execution["ended_at"] is not None
+    assert execution["error"]
+    crash = execution["crash"]
+    assert set(crash) >= CRASH_KEYS, crash
+    return crash
+
+
+def test_reap_reclaims_an_expired_lease_with_its_crash_context(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    job_id = enqueue_one(store, t0, task="analyze")
+    job = claim_one(store, "w1", t0)
+    store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 10)
+
+    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE - 1) == []
+    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE + 1)
+
+    assert isinstance(reclaimed, Reclaimed)
+    assert reclaimed.job_id == job_id
+    assert reclaimed.execution_id == 1
+    assert reclaimed.worker_id == "w1"
+    assert reclaimed.task == "analyze"
+    assert reclaimed.status == JobStatus.QUEUED
+    assert reclaimed.attempts == 1
+    assert reclaimed.dead_reason is None
+    crash = _crashed(store, job_id)
+    assert crash == reclaimed.crash
+    assert crash["worker_id"] == "w1"
+    assert at(crash["last_heartbeat_at"], t0 + 10)
+    assert at(crash["detected_at"], t0 + 10 + LEASE + 1)
+    assert crash["detected_by"] == "lease_expired"
+    assert crash["reason"] == "lease expired"
+
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.QUEUED
+    assert after["attempts"] == 1  # the crashed attempt counts
+    assert after["worker_id"] is None
+    assert after["lease_expires_at"] is None
+    # back in the queue after its backoff (5 s default, +/- 25 % jitter)
+    assert 3.75 <= reclaimed.retry_delay <= 6.25
+    assert at(after["run_at"], t0 + 10 + LEASE + 1 + reclaimed.retry_delay)
+    retry = claim_one(store, "w2", t0 + 10 + LEASE + 1 + 6.25)
+    assert (retry.id, retry.attempt, retry.execution_id) == (job_id, 2, 2)
+
+
+def test_reap_leaves_unexpired_and_other_jobs_alone(store: Store, t0: float) -> None:
+    short = enqueue_one(store, t0)
+    claim_one(store, "w1", t0, lease=10)
+    long = enqueue_one(store, t0)
+    claim_one(store, "w1", t0, lease=100)
+    done = enqueue_one(store, t0)
+    store.finish([succeeded(claim_one(store, "w1", t0), None)], now=t0)
+    queued = enqueue_one(store, t0)
+    reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50)
+    assert [r.job_id for r in reclaimed] == [short]
+    assert store.get_job(long)["status"] == JobStatus.RUNNING
+    assert store.get_job(queued)["status"] == JobStatus.QUEUED
+    assert store.get_job(done)["status"] == JobStatus.SUCCEEDED
+    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50) == []
+
+
+def test_a_job_that_crashes_every_worker_goes_dead(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=3, retry_backoff=0.0)
+    now = t0
+    for n in range(1, 5):
+        job = claim_one(store, f"w{n}", now)
+        assert job.attempt == n
+        now += LEASE + 1
+        (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now)
+        assert reclaimed.attempts == n
+        if n < 4:
+            assert reclaimed.status == JobStatus.QUEUED
+            assert store.get_job(job_id)["status"] == JobStatus.QUEUED
+    assert reclaimed.status == JobStatus.DEAD
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.DEAD
+    assert after["attempts"] == 4
+    assert at(after["finished_at"], now)
+    assert after["dead_reason"] == reclaimed.dead_reason
+    assert "crashed 4 workers" in after["dead_reason"], after["dead_reason"]
+    assert [e["outcome"] for e in after["executions"]] == ["crashed"] * 4
+    assert [e["crash"]["worker_id"] for e in after["executions"]] == ["w1", "w2", "w3", "w4"]
+    assert store.claim("w5", ["default"], 1, LEASE, now=now + 10_000) == []
+
+
+def test_reap_respects_its_batch_limit(store: Store, t0: float) -> None:
+    for _ in range(5):
+        enqueue_one(store, t0)
+    store.claim("w1", ["default"], 5, 10, now=t0)
+    later = t0 + 11
+    sizes = [len(store.reap_expired(DetectedBy.LEASE_EXPIRED, limit=2, now=later)) for _ in "abcd"]
+    assert sizes == [2, 2, 1, 0]
+    assert all(j["status"] == JobStatus.QUEUED for j in store.list_jobs())
+
+
+def test_reclaim_worker_takes_back_all_its_jobs_at_once(store: Store, t0: float) -> None:
+    register(store, "dead", t0)
+    register(store, "alive", t0)
+    for _ in range(3):
+        enqueue_one(store, t0)
+    mine = store.claim("dead", ["default"], 2, 600, now=t0)
+    (theirs,) = store.claim("alive", ["default"], 1, 600, now=t0)
+
+    reclaimed = store.reclaim_worker(
+        "dead", DetectedBy.LIVENESS_LOCK, "worker process gone", now=t0 + 1
+    )
+
+    assert {r.job_id for r in reclaimed} == {j.id for j in mine}
+    for job in mine:
+        crash = _crashed(store, job.id)
+        assert crash["worker_id"] == "dead"
+        assert crash["detected_by"] == "liveness_lock"
+        assert crash["reason"] == "worker process gone"
+        assert at(crash["detected_at"], t0 + 1)
+        assert store.get_job(job.id)["status"] == JobStatus.QUEUED
+    assert store.get_job(theirs.id)["status"] == JobStatus.RUNNING
+    assert worker(store, "dead")["status"] == "inactive"
+    assert worker(store, "alive")["status"] == "active"
+    assert store.reclaim_worker("dead", DetectedBy.LIVENESS_LOCK, "again", now=t0 + 2) == []
+
+
+def test_reclaim_by_name_recovers_what_an_earlier_incarnation_held(store: Store, t0: float) -> None:
+    register(store, "pod-1-old", t0, name="pod-1")
+    register(store, "pod-2", t0, name="pod-2")
+    for _ in range(3):
+        enqueue_one(store, t0)
+    old_jobs = store.claim("pod-1-old", ["default"], 2, 600, now=t0)
+    (other,) = store.claim("pod-2", ["default"], 1, 600, now=t0)
+
+    register(store, "pod-1-new", t0 + 5, name="pod-1")  # the pod restarted
+    reclaimed = store.reclaim_by_name("pod-1", "pod-1-new", DetectedBy.RECONCILIATION, now=t0 + 5)
+
+    assert {r.job_id for r in reclaimed} == {j.id for j in old_jobs}
+    for job in old_jobs:
+        crash = _crashed(store, job.id)
+        assert crash["worker_id"] == "pod-1-old"
+        assert crash["detected_by"] == "reconciliation"
+        assert "pod-1" in crash["reason"]
+        assert store.get_job(job.id)["status"] == JobStatus.QUEUED
+    assert store.get_job(other.id)["status"] == JobStatus.RUNNING
+    assert worker(store, "pod-1-old")["status"] == "inactive"
+    assert worker(store, "pod-1-new")["status"] == "active"
+    assert worker(store, "pod-2")["status"] == "active"
+    # the new incarnation's own jobs are never taken by its own reconciliation
+    enqueue_one(store, t0 + 6)
+    claim_one(store, "pod-1-new", t0 + 6, lease=600)
+    assert store.reclaim_by_name("pod-1", "pod-1-new", "reconciliation", now=t0 + 7) == []
+
+
+def test_crash_attempt_closes_one_attempt_at_once(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0, lease=600)
+    crash = {"reason": "child process killed by SIGKILL", "exit_code": -9, "signal": "SIGKILL"}
+    reclaimed = store.crash_attempt(job.lease, crash, DetectedBy.CHILD_EXIT, now=t0 + 2)
+
+    assert reclaimed is not None
+    assert reclaimed.job_id == job_id
+    assert reclaimed.status == JobStatus.QUEUED
+    stored = _crashed(store, job_id)
+    assert stored["reason"] == "child process killed by SIGKILL"
+    assert stored["exit_code"] == -9
+    assert stored["signal"] == "SIGKILL"
+    assert stored["detected_by"] == "child_exit"
+    assert stored["worker_id"] == "w1"
+    assert store.get_job(job_id)["status"] == JobStatus.QUEUED
+    # a second report of the same crash finds nothing to do
+    assert store.crash_attempt(job.lease, crash, DetectedBy.CHILD_EXIT, now=t0 + 3) is None
+    assert len(store.get_job(job_id)["executions"]) == 1
+
+
+def test_crash_attempt_of_the_last_attempt_buries_the_job(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=0)
+    job = claim_one(store, "w1", t0)
+    reclaimed = store.crash_attempt(job.lease, {"reason": "segfault"}, "child_exit", now=t0 + 1)
+    assert reclaimed is not None and reclaimed.status == JobStatus.DEAD
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.DEAD
+    assert after["dead_reason"] and "crashed 1 workers" in after["dead_reason"]
+
+
+def test_mark_stale_workers(store: Store, t0: float) -> None:
+    register(store, "silent", t0, name="pod-a")
+    register(store, "chatty", t0)
+    enqueue_one(store, t0)
+    enqueue_one(store, t0)
+    silent_job = claim_one(store, "silent", t0, lease=1000)
+    chatty_job = claim_one(store, "chatty", t0, lease=1000)
+    store.heartbeat("chatty", [Renewal(chatty_job.lease)], 1000, now=t0 + 50)
+
+    assert store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 80) == []
+    (stale,) = store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 100)
+
+    assert stale.id == "silent"
+    assert stale.name == "pod-a"
+    assert stale.heartbeat_age == pytest.approx(100)
+    (reclaimed,) = stale.reclaimed
+    assert reclaimed.job_id == silent_job.id
+    crash = _crashed(store, silent_job.id)
+    assert crash["detected_by"] == "stale_worker"
+    assert crash["worker_id"] == "silent"
+    assert at(crash["last_heartbeat_at"], t0)
+    assert "100" in crash["reason"]  # says how long it was silent
+    assert store.get_job(silent_job.id)["status"] == JobStatus.QUEUED
+    assert store.get_job(chatty_job.id)["status"] == JobStatus.RUNNING  # lease not expired
+    assert worker(store, "silent")["status"] == "inactive"
+    assert worker(store, "chatty")["status"] == "active"
+    # once inactive, a worker is not reported again
+    later = store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 1000)
+    assert [s.id for s in later] == ["chatty"]
+
+
+def test_stop_worker(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    store.stop_worker("w1", now=t0 + 1)
+    assert worker(store, "w1")["status"] == "stopped"
+    assert [w["id"] for w in store.list_workers()] == []
+    assert store.mark_stale_workers(1, "stale_worker", now=t0 + 1000) == []
+
+
+def test_prune_old_workers_and_finished_jobs_but_never_dead_ones(store: Store, t0: float) -> None:
+    day = 86400.0
+    for wid in ("old-stopped", "old-inactive", "new-stopped", "active"):
+        register(store, wid, t0)
+    store.stop_worker("old-stopped", now=t0)
+    store.reclaim_worker("old-inactive", "liveness_lock", "gone", now=t0)
+    store.stop_worker("new-stopped", now=t0 + 6 * day)
+
+    def finished(status: JobStatus, at_time: float) -> str:
+        job_id = enqueue_one(store, at_time, max_retries=0)
+        job = claim_one(store, "active", at_time)
+        if status == JobStatus.SUCCEEDED:
+            store.finish([succeeded(job, None)], now=at_time)
+        elif status == JobStatus.CANCELLED:
+            store.cancel_job(job_id, now=at_time)
+            store.finish([cancelled(job)], now=at_time)
+        else:
+            store.crash_attempt(job.lease, {"reason": "boom"}, "child_exit", now=at_time)
+        return job_id
+
+    old_ok = finished(JobStatus.SUCCEEDED, t0)
+    old_cancelled = finished(JobStatus.CANCELLED, t0)
+    old_dead = finished(JobStatus.DEAD, t0)
+    new_ok = finished(JobStatus.SUCCEEDED, t0 + 6 * day)
+    old_queued = enqueue_one(store, t0, delay=30 * day)
+    store.heartbeat("active", [], LEASE, now=t0 + 8 * day)
+
+    counts = store.prune(7 * day, 7 * day, now=t0 + 8 * day)
+
+    assert (counts.workers, counts.jobs) == (2, 2)
+    assert {w["id"] for w in store.list_workers(include_all=True)} == {"new-stopped", "active"}
+    remaining = {j["id"] for j in store.list_jobs(limit=1000)}
+    assert remaining == {old_dead, new_ok, old_queued}
+    assert old_ok not in remaining and old_cancelled not in remaining
+    assert store.get_job(old_dead)["executions"]  # the dead keep their history
+    assert store.prune(7 * day, 7 * day, now=t0 + 8 * day).jobs == 0

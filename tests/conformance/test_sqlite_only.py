@@ -1,0 +1,105 @@
+"""SQLite-specific behaviour: where the database file lives and what can go wrong there.
+
+Kept apart from the backend-neutral suite; it builds stores from sqlite:// URLs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from heartq.errors import StoreUnavailable
+from heartq.store import open_store
+
+
+def _error_opening(path: Path | str) -> StoreUnavailable:
+    store = open_store(f"sqlite:///{path}")
+    try:
+        with pytest.raises(StoreUnavailable) as raised:
+            store.migrate()
+    finally:
+        store.close()
+    message = str(raised.value)
+    assert "\n" not in message, "one line"
+    assert str(path) in message, "names the file"
+    return raised.value
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "sub" / "heartq.db"
+    message = str(_error_opening(path))
+    assert f"directory {path.parent} does not exist" in message
+    assert not path.parent.exists()
+
+
+def test_parent_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    path = tmp_path / "a-file" / "heartq.db"
+    message = str(_error_opening(path))
+    assert f"{path.parent} is not a directory" in message
+
+
+def test_database_path_is_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "heartq.db").mkdir()
+    _error_opening(tmp_path / "heartq.db")
+
+
+def test_directory_where_nobody_may_create_files() -> None:
+    """procfs refuses new files even to root, which makes it a read-only directory that
+    works whoever runs the tests."""
+    _error_opening("/proc/self/heartq.db")
+
+
+@pytest.fixture
+def read_only_dir() -> Iterator[Path]:
+    """A directory with mode 0o555 under /tmp (traversable by every user)."""
+    folder = Path(tempfile.mkdtemp(prefix="heartq-ro-"))
+    folder.chmod(0o555)
+    yield folder
+    folder.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def test_read_only_directory(read_only_dir: Path) -> None:
+    """chmod 0o555 stops everyone but root, who may write anywhere. Run as root (as in
+    containers), the open is done in a forked child that first drops to user `nobody`
+    (65534), so the mode is enforced; forking keeps the modules already loaded, where a
+    new interpreter might not be readable by `nobody`."""
+    path = read_only_dir / "heartq.db"
+    if os.geteuid() != 0:
+        message = str(_error_opening(path))
+    else:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                os.close(read)
+                os.setgid(65534)
+                os.setuid(65534)
+                try:
+                    open_store(f"sqlite:///{path}").migrate()
+                    text = "no error"
+                except StoreUnavailable as exc:
+                    text = f"StoreUnavailable: {exc}"
+                    code = 0
+                except Exception as exc:  # noqa: BLE001 - reported to the parent
+                    text = f"{type(exc).__name__}: {exc}"
+                os.write(write, text.encode())
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            text = pipe.read().decode()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, text
+        assert text.startswith("StoreUnavailable: ")
+        message = text.removeprefix("StoreUnavailable: ")
+        assert "\n" not in message and str(path) in message
+    assert "not writable" in message
+    assert not path.exists()

@@ -1,0 +1,101 @@
+"""Shared fixtures: a `Store` on a fresh database, once per backend.
+
+Storage tests take `store` (opened through `heartq.store.open_store(url)` and migrated),
+`store_url` when they open stores themselves (other processes, migrate races),
+`store_factory` when they need several fresh, migrated stores in one test (hypothesis:
+one per example), or `fresh_url` for more fresh, not yet migrated databases.
+
+Backends: each name in `BACKENDS` is a pytest param, and every test using these fixtures
+runs once per backend, unchanged. SQLite by default; `HEARTQ_TEST_BACKENDS=sqlite,postgres`
+adds PostgreSQL (a fresh schema per database, from `tests/pg_harness.py`). A new backend
+adds its name here and a branch in `fresh_url`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from heartq.store import Store, open_store
+
+BACKENDS = [
+    name.strip()
+    for name in os.environ.get("HEARTQ_TEST_BACKENDS", "sqlite").split(",")
+    if name.strip()
+]
+"""The storage backends every conformance test runs against."""
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A PostgreSQL server for the whole session (only started when a test needs it)."""
+    from tests import pg_harness
+
+    with pg_harness.server_url() as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_url(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[[], str]]:
+    """`fresh_url()`: the URL of a new, empty database of the current backend. What it
+    made is dropped after the test (SQLite files go with `tmp_path`)."""
+    counter = itertools.count()
+    with contextlib.ExitStack() as cleanup:
+
+        def make() -> str:
+            if backend == "sqlite":
+                folder = tmp_path / f"db{next(counter)}"
+                folder.mkdir()
+                return f"sqlite:///{folder / 'heartq.db'}"  # tmp_path is absolute
+            if backend == "postgres":
+                from tests import pg_harness
+
+                server = request.getfixturevalue("pg_server_url")
+                return cleanup.enter_context(pg_harness.schema_url(server))
+            raise AssertionError(f"no test database recipe for backend {backend!r}")
+
+        yield make
+
+
+@pytest.fixture
+def store_url(fresh_url: Callable[[], str]) -> str:
+    """The URL of a fresh, not yet migrated database of the current backend."""
+    return fresh_url()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A migrated `Store` on a fresh database, closed after the test."""
+    opened = open_store(store_url)
+    opened.migrate()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def store_factory(fresh_url: Callable[[], str]) -> Iterator[Callable[[], Store]]:
+    """`store_factory()`: a migrated store on another fresh database of the current
+    backend; all are closed after the test."""
+    made: list[Store] = []
+
+    def make() -> Store:
+        opened = open_store(fresh_url())
+        opened.migrate()
+        made.append(opened)
+        return opened
+
+    yield make
+    for opened in made:
+        opened.close()
