@@ -6,8 +6,8 @@ Storage tests take `store` (opened through `heartq.store.open_store(url)` and mi
 one per example), or `fresh_url` for more fresh, not yet migrated databases.
 
 Backends: each name in `BACKENDS` is a pytest param, and every test using these fixtures
-runs once per backend, unchanged. SQLite by default; `HEARTQ_TEST_BACKENDS=sqlite,postgres`
-adds PostgreSQL (a fresh schema per database, from `tests/pg_harness.py`). A new backend
+runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite` narrows
+it (PostgreSQL: a fresh schema per database, from `tests/pg_harness.py`). A new backend
 adds its name here and a branch in `fresh_url`.
 """
 
@@ -25,7 +25,7 @@ from heartq.store import Store, open_store
 
 BACKENDS = [
     name.strip()
-    for name in os.environ.get("HEARTQ_TEST_BACKENDS", "sqlite").split(",")
+    for name in os.environ.get("HEARTQ_TEST_BACKENDS", "sqlite,postgres").split(",")
     if name.strip()
 ]
 """The storage backends every conformance test runs against."""

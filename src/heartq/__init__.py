@@ -11,6 +11,7 @@ from heartq.context import JobContext
 from heartq.errors import (
     Cancelled,
     ConfigError,
+    DuplicateJob,
     HeartqError,
     InvalidJobState,
     JobNotFound,
@@ -29,6 +30,7 @@ __all__ = [
     "App",
     "Cancelled",
     "ConfigError",
+    "DuplicateJob",
     "HeartqError",
     "InvalidJobState",
     "JobContext",

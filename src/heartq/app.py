@@ -22,16 +22,6 @@ from heartq.store.interface import CancelResult, NewJob
 
 DEFAULT_QUEUE = "default"
 """Defaults to the queue named `default`."""
-MAX_NAME_CHARS = 200
-"""Task and queue names are at most 200 characters."""
-
-
-def _check_name(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{kind} name must be a non-empty string, got {value!r}")
-    if len(value) > MAX_NAME_CHARS or "\x00" in value:
-        raise ConfigError(f"{kind} name must be at most {MAX_NAME_CHARS} characters, without NUL")
-    return value
 
 
 def _check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:
@@ -60,8 +50,8 @@ class Task:
     ) -> None:
         self.app = app
         self.fn = fn
-        self.name = _check_name("task", name)
-        self.queue = _check_name("queue", queue)
+        self.name = payload.check_name("task", name)
+        self.queue = payload.check_name("queue", queue)
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be a non-negative integer, got {max_retries!r}")
         _check_duration("timeout", timeout)
@@ -208,11 +198,11 @@ class App:
         delay: float | None,
         max_retries: int | None,
     ) -> NewJob:
-        _check_name("task", task_name)
+        payload.check_name("task", task_name)
         task = self.tasks.get(task_name)
         if queue is None:
             queue = task.queue if task else DEFAULT_QUEUE
-        queue = _check_name("queue", queue)
+        queue = payload.check_name("queue", queue)
         _check_duration("delay", delay, allow_zero=True)
         if max_retries is not None and (not isinstance(max_retries, int) or max_retries < 0):
             raise ConfigError(f"max_retries must be a non-negative integer, got {max_retries!r}")

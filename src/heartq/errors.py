@@ -8,6 +8,7 @@ Hierarchy::
     ├── UnknownTask          a worker was handed a task it does not know
     ├── JobNotFound          no job with that id (also a LookupError)
     ├── InvalidJobState      e.g. replaying a job that is not dead
+    ├── DuplicateJob         a job id given at enqueue already exists
     ├── StoreUnavailable     the database cannot be opened, reached or written
     │   └── StoreBusy        the database stayed locked past the busy timeout
     ├── LeaseLost            this attempt no longer owns its job (fencing refused a write)
@@ -48,6 +49,10 @@ class JobNotFound(HeartqError, LookupError):
 
 class InvalidJobState(HeartqError):
     """The job exists but is not in a state that allows the operation."""
+
+
+class DuplicateJob(HeartqError):
+    """A job id given at enqueue already exists; nothing of that batch was stored."""
 
 
 class StoreUnavailable(HeartqError):

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from heartq.errors import PayloadError
+from heartq.errors import ConfigError, PayloadError
+
+MAX_NAME_CHARS = 200
+"""Task and queue names are at most 200 characters (and never contain NUL)."""
 
 
 def encode(value: Any, *, what: str, limit: int) -> str:
@@ -55,3 +58,15 @@ def clean_text(text: str | None) -> str | None:
     if text is None or "\x00" not in text:
         return text
     return text.replace("\x00", "\\x00")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Task and queue names: non-empty text of at most `MAX_NAME_CHARS`, without NUL
+    (which neither SQLite's JSON functions nor PostgreSQL's text type can carry)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{kind} name must be a non-empty string, got {value!r}")
+    if len(value) > MAX_NAME_CHARS:
+        raise ConfigError(f"{kind} name is {len(value)} characters, over {MAX_NAME_CHARS}")
+    if "\x00" in value:
+        raise ConfigError(f"{kind} name must not contain NUL characters")
+    return value

@@ -4,8 +4,8 @@ Every test gets a `heartq` runner (`HeartqCli`) bound to `cli_url`, the URL of a
 queue, and to a fresh working directory holding `tasks.py`, the app its workers run.
 Tests that arrange a state no command can make use `store`, opened on the same queue.
 
-Backends: SQLite by default; `HEARTQ_TEST_CLI_BACKENDS=sqlite,postgres` runs every test
-once per backend, unchanged (PostgreSQL from `tests/pg_harness.py`).
+Backends: SQLite and PostgreSQL by default (`HEARTQ_TEST_CLI_BACKENDS=sqlite` narrows
+it); every test runs once per backend, unchanged (PostgreSQL from `tests/pg_harness.py`).
 """
 
 from __future__ import annotations
@@ -23,17 +23,9 @@ from tests.cli.helpers import TASKS_SOURCE, HeartqCli
 
 CLI_BACKENDS = [
     name.strip()
-    for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", "sqlite").split(",")
+    for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", "sqlite,postgres").split(",")
     if name.strip()
 ]
-
-
-@pytest.fixture(scope="session")
-def cli_pg_server() -> Iterator[str]:
-    from tests import pg_harness
-
-    with pg_harness.server_url() as url:
-        yield url
 
 
 @pytest.fixture(params=CLI_BACKENDS)
@@ -44,7 +36,7 @@ def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     elif request.param == "postgres":
         from tests import pg_harness
 
-        with pg_harness.schema_url(request.getfixturevalue("cli_pg_server")) as url:
+        with pg_harness.schema_url(request.getfixturevalue("pg_server_url")) as url:
             yield url
     else:
         raise AssertionError(f"no test queue recipe for backend {request.param!r}")

@@ -96,11 +96,6 @@ def test_cancel_unknown_job(store: Store, t0: float) -> None:
         store.cancel_job("no-such-job", now=t0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (SQLite and PostgreSQL): a reclaim goes through the fenced finish, which "
-    "resets cancel_requested, so a job cancelled while its worker dies runs again",
-)
 def test_a_cancel_request_survives_the_death_of_the_worker(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0, retry_backoff=0.0)
     claim_one(store, "w1", t0)
@@ -157,12 +152,6 @@ def test_replay_only_touches_dead_jobs(store: Store, t0: float) -> None:
     assert {store.get_job(j)["status"] for j in dead} == {JobStatus.QUEUED}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (SQLite and PostgreSQL): the crash count behind dead_reason counts crashed "
-    "executions from before a replay, while attempts restart at 0 ('crashed 2 workers "
-    "in 1 attempts')",
-)
 def test_dead_reason_after_replay_counts_only_the_new_attempts(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0, max_retries=0)
     job = claim_one(store, "w1", t0)

@@ -394,7 +394,10 @@ class ProtocolMachine(RuleBasedStateMachine):
             after = self._job(r.job_id)
             assert after["status"] == r.status
             dead = before[r.job_id]["attempts"] > self.max_retries[r.job_id]
-            assert r.status == (JobStatus.DEAD if dead else JobStatus.QUEUED)
+            if before[r.job_id]["cancel_requested"]:  # asked to stop: never run again
+                assert r.status == JobStatus.CANCELLED
+            else:
+                assert r.status == (JobStatus.DEAD if dead else JobStatus.QUEUED)
             assert after["executions"][-1]["outcome"] == Outcome.CRASHED
 
     @rule(stale_after=st.sampled_from([20, 60]), wait=st.sampled_from([0, 31, 61]))

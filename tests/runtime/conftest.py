@@ -25,18 +25,12 @@ FAST = {
 }
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    with pg_harness.server_url() as url:
-        yield url
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
     """An app on a fresh queue, once per backend."""
     with contextlib.ExitStack() as stack:
         if request.param == "postgres":
-            base = request.getfixturevalue("pg_server")
+            base = request.getfixturevalue("pg_server_url")
             url = stack.enter_context(pg_harness.schema_url(base))
         else:
             url = f"sqlite:///{tmp_path / 'q.db'}"

@@ -8,13 +8,13 @@ the same transaction. Only this module decides what a crash context holds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from heartq import outcomes
-from heartq.store.interface import Outcome, Reclaimed
+from heartq.store.documents import finish_doc
+from heartq.store.interface import JobStatus, Outcome, Reclaimed
 from heartq.timeutil import iso
 
 RECLAIM_COLUMNS = (
@@ -30,6 +30,7 @@ RECLAIM_COLUMNS = (
     "heartbeat_at",
     "worker_heartbeat_at",
     "crashes",
+    "cancel_requested",
 )
 
 
@@ -56,14 +57,19 @@ def plan(
             "reason": reason,
             **(extra or {}),
         }
-        status, delay, dead_reason = outcomes.after_crash(
-            row["attempts"],
-            row["max_retries"],
-            row["retry_backoff"],
-            row["retry_backoff_max"],
-            row["crashes"] + 1,
-            crash,
-        )
+        if row["cancel_requested"]:  # the user asked to stop it: do not run it again
+            status, delay, dead_reason = JobStatus.CANCELLED, 0.0, None
+        else:
+            # crashes since the last replay: never more than the attempts counted since
+            crashes = min(row["crashes"] + 1, row["attempts"])
+            status, delay, dead_reason = outcomes.after_crash(
+                row["attempts"],
+                row["max_retries"],
+                row["retry_backoff"],
+                row["retry_backoff_max"],
+                crashes,
+                crash,
+            )
         docs.append(
             finish_doc(
                 row["id"],
@@ -90,29 +96,3 @@ def plan(
             )
         )
     return docs, decided
-
-
-def finish_doc(
-    job_id: str,
-    execution_id: int,
-    *,
-    status: str,
-    outcome: str,
-    result: str | None = None,
-    error: str | None = None,
-    delay: float = 0.0,
-    dead_reason: str | None = None,
-    crash: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """One element of the JSON array a backend's fenced finish statement reads."""
-    return {
-        "id": job_id,
-        "eid": execution_id,
-        "status": status,
-        "outcome": outcome,
-        "result": result,
-        "error": outcomes.clip_error(error),
-        "delay": delay,
-        "dead_reason": dead_reason,
-        "crash": json.dumps(crash) if crash is not None else None,
-    }

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from heartq.errors import ConfigError, StoreUnavailable
+from heartq.errors import ConfigError, PayloadError, StoreUnavailable
 from heartq.store import redact
 
 DEFAULT_SCHEMA = "heartq"
@@ -63,6 +63,10 @@ def translate(exc: Exception, url: str) -> Exception:
         return StoreUnavailable(f"PostgreSQL at {where} is read-only: {first}")
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"cannot use PostgreSQL at {where}: {first}")
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return exc  # the caller knows what a constraint means there
+    if isinstance(exc, psycopg.DataError):
+        return PayloadError(f"PostgreSQL at {where} refused the data: {first}")
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StoreUnavailable(f"PostgreSQL at {where} refused: {first}")
     return exc

@@ -106,7 +106,7 @@ WITH f AS (
         finished_at = CASE WHEN f.status = 'queued' THEN NULL ELSE {T} END,
         worker_id = CASE WHEN f.status = 'queued' THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,
-        cancel_requested = false,
+        cancel_requested = CASE WHEN f.status = 'queued' THEN j.cancel_requested ELSE false END,
         updated_at = {T}
     FROM f
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
@@ -140,7 +140,7 @@ SELECT id, execution_id FROM landed
 _RECLAIM_COLUMNS = """
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
-       w.last_heartbeat_at AS worker_heartbeat_at,
+       j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes
 FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id

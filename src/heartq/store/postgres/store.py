@@ -20,9 +20,8 @@ from typing import Any
 
 import psycopg
 
-from heartq.errors import JobNotFound, LeaseLost, StoreUnavailable
-from heartq.ids import new_job_id
-from heartq.store import reclaim, redact, serialize
+from heartq.errors import DuplicateJob, JobNotFound, LeaseLost, StoreUnavailable
+from heartq.store import documents, reclaim, redact, serialize
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
@@ -160,28 +159,21 @@ class PostgresStore:
 
     # -- client --------------------------------------------------------------------------
     def enqueue(self, jobs: Sequence[NewJob], now: float | None = None) -> list[str]:
-        docs = [
-            {
-                "id": job.id or new_job_id(),
-                "task": job.task,
-                "queue": job.queue,
-                "args": job.args_json,
-                "priority": job.priority,
-                "delay": max(0.0, job.delay),
-                "max_retries": job.max_retries,
-                "retry_backoff": job.retry_backoff,
-                "retry_backoff_max": job.retry_backoff_max,
-            }
-            for job in jobs
-        ]
+        docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
         self.ensure_schema()
-        with self.pool.transaction() as conn:
-            conn.execute(q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": now})
-            for queue in sorted({str(d["queue"]) for d in docs}):
-                conn.execute(q.NOTIFY, {"channel": self.channel, "queue": queue})
+        try:
+            with self.pool.transaction() as conn:
+                self._insert(conn, docs, now)
+        except psycopg.errors.UniqueViolation as exc:
+            raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
         return [str(d["id"]) for d in docs]
+
+    def _insert(self, conn: Conn, docs: list[dict[str, Any]], now: float | None) -> None:
+        conn.execute(q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": now})
+        for queue in sorted({str(d["queue"]) for d in docs}):
+            conn.execute(q.NOTIFY, {"channel": self.channel, "queue": queue})
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         self.ensure_schema()
@@ -314,17 +306,7 @@ class PostgresStore:
         lease: float,
         now: float | None = None,
     ) -> dict[Lease, RenewStatus]:
-        docs = [
-            {
-                "id": r.lease.job_id,
-                "eid": r.lease.execution_id,
-                "hp": r.progress is not None,
-                "pv": r.progress.value if r.progress else None,
-                "ps": r.progress.stage if r.progress else None,
-                "pm": r.progress.message if r.progress else None,
-            }
-            for r in renewals
-        ]
+        docs = [documents.renewal_doc(r) for r in renewals]
         params = {"worker_id": worker_id, "renewals": json.dumps(docs), "lease": lease, "now": now}
         with self.pool.transaction() as conn:
             rows = conn.execute(q.HEARTBEAT, params).fetchall()
@@ -354,7 +336,7 @@ class PostgresStore:
         if not finishes:
             return []
         docs = [
-            reclaim.finish_doc(
+            documents.finish_doc(
                 f.lease.job_id,
                 f.lease.execution_id,
                 status=str(f.status),

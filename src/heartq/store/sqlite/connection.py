@@ -84,6 +84,8 @@ def translate(exc: sqlite3.Error, path: Path) -> Exception:
         return StoreUnavailable(f"SQLite database {path} is read-only: {text}")
     if "unable to open" in lowered or "disk i/o" in lowered or "not a database" in lowered:
         return StoreUnavailable(f"cannot use SQLite database {path}: {text}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return exc  # the caller knows what a constraint means there
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
         return StoreUnavailable(f"SQLite database {path}: {text}")
     return exc

@@ -53,21 +53,21 @@ UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_a
 WHERE id = :worker_id
 """
 
-# Each renewal: [job_id, execution_id, has_progress, value, stage, message]
+# Each renewal: {id, eid, hp (has progress), pv, ps, pm} (store/documents.py)
 RENEW = """
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET lease_expires_at = :now + :lease,
     heartbeat_at = :now,
     updated_at = :now,
-    progress_value = CASE WHEN json_extract(r.value, '$[2]')
-                          THEN json_extract(r.value, '$[3]') ELSE j.progress_value END,
-    progress_stage = CASE WHEN json_extract(r.value, '$[2]')
-                          THEN json_extract(r.value, '$[4]') ELSE j.progress_stage END,
-    progress_message = CASE WHEN json_extract(r.value, '$[2]')
-                            THEN json_extract(r.value, '$[5]') ELSE j.progress_message END
+    progress_value = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.pv') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.ps') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(r.value, '$.hp')
+                            THEN json_extract(r.value, '$.pm') ELSE j.progress_message END
 FROM json_each(:renewals) AS r
-WHERE j.id = json_extract(r.value, '$[0]')
-  AND j.execution_id = json_extract(r.value, '$[1]')
+WHERE j.id = json_extract(r.value, '$.id')
+  AND j.execution_id = json_extract(r.value, '$.eid')
   AND j.status = 'running'
 RETURNING id, execution_id, cancel_requested
 """
@@ -94,7 +94,8 @@ SET status = json_extract(f.value, '$.status'),
     worker_id = CASE WHEN json_extract(f.value, '$.status') = 'queued'
                      THEN NULL ELSE j.worker_id END,
     lease_expires_at = NULL,
-    cancel_requested = 0,
+    cancel_requested = CASE WHEN json_extract(f.value, '$.status') = 'queued'
+                            THEN j.cancel_requested ELSE 0 END,
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
@@ -128,7 +129,7 @@ RETURNING id, execution_id
 _RECLAIM_COLUMNS = """
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
-       w.last_heartbeat_at AS worker_heartbeat_at,
+       j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM heartq_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes
 FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import JobNotFound, LeaseLost
-from heartq.store import reclaim, serialize
+from heartq.errors import DuplicateJob, JobNotFound, LeaseLost
+from heartq.store import documents, reclaim, serialize
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
@@ -126,28 +126,16 @@ class SQLiteStore:
 
     # -- client --------------------------------------------------------------------------
     def enqueue(self, jobs: Sequence[NewJob], now: float | None = None) -> list[str]:
-        from heartq.ids import new_job_id
-
-        rows = [
-            {
-                "id": job.id or new_job_id(),
-                "task": job.task,
-                "queue": job.queue,
-                "args": job.args_json,
-                "priority": job.priority,
-                "delay": max(0.0, job.delay),
-                "max_retries": job.max_retries,
-                "retry_backoff": job.retry_backoff,
-                "retry_backoff_max": job.retry_backoff_max,
-            }
-            for job in jobs
-        ]
+        rows = [documents.new_job_doc(job) for job in jobs]
         if not rows:
             return []
         self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            conn.executemany(q.INSERT_JOB, [dict(row, now=t) for row in rows])
+        try:
+            with self.pool.write() as conn:
+                t = self._now(conn, now)
+                conn.executemany(q.INSERT_JOB, [dict(row, now=t) for row in rows])
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
         return [str(row["id"]) for row in rows]
 
     def get_job(self, job_id: str) -> dict[str, Any]:
@@ -295,17 +283,7 @@ class SQLiteStore:
         lease: float,
         now: float | None = None,
     ) -> dict[Lease, RenewStatus]:
-        payload = json.dumps(
-            [
-                [r.lease.job_id, r.lease.execution_id]
-                + (
-                    [True, r.progress.value, r.progress.stage, r.progress.message]
-                    if r.progress is not None
-                    else [False, None, None, None]
-                )
-                for r in renewals
-            ]
-        )
+        payload = json.dumps([documents.renewal_doc(r) for r in renewals])
         with self.pool.write() as conn:
             t = self._now(conn, now)
             conn.execute(q.TOUCH_WORKER, {"worker_id": worker_id, "now": t})
@@ -339,7 +317,7 @@ class SQLiteStore:
         if not finishes:
             return []
         docs = {
-            f.lease: reclaim.finish_doc(
+            f.lease: documents.finish_doc(
                 f.lease.job_id,
                 f.lease.execution_id,
                 status=str(f.status),
