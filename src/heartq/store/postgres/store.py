@@ -20,12 +20,11 @@ from typing import Any
 
 import psycopg
 
-from heartq.errors import DuplicateJob, JobNotFound, LeaseLost, StoreUnavailable
-from heartq.store import documents, reclaim, redact, serialize
+from heartq.errors import DuplicateJob, JobNotFound, StoreUnavailable
+from heartq.store import documents, reclaim, records, redact, serialize
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
-    DetectedBy,
     Finish,
     JobStatus,
     Lease,
@@ -211,8 +210,7 @@ class PostgresStore:
                         q.OLDEST_RUNNABLE, {"queue": row["queue"], "run_at": row["oldest_run_at"]}
                     ).fetchone()
                     oldest_id = found["id"] if found else None
-                age = None if row["oldest_run_at"] is None else max(0.0, t - row["oldest_run_at"])
-                waits[row["queue"]] = QueueWait(age, oldest_id, int(row["scheduled"] or 0))
+                waits[row["queue"]] = records.queue_wait(row, t, oldest_id)
         return waits
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
@@ -280,24 +278,7 @@ class PostgresStore:
         }
         with self.pool.transaction() as conn:
             rows = conn.execute(q.CLAIM, params).fetchall()
-        rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
-        return [
-            ClaimedJob(
-                id=r["id"],
-                task=r["task"],
-                queue=r["queue"],
-                args=json.loads(r["args"]),
-                attempt=r["attempts"],
-                execution_id=r["execution_id"],
-                max_retries=r["max_retries"],
-                retry_backoff=r["retry_backoff"],
-                retry_backoff_max=r["retry_backoff_max"],
-                checkpoint=serialize._json(r["checkpoint"]),
-                lease_expires_at=r["lease_expires_at"],
-                run_at=r["run_at"],
-            )
-            for r in rows
-        ]
+        return records.claimed_jobs(rows)
 
     def heartbeat(
         self,
@@ -310,12 +291,7 @@ class PostgresStore:
         params = {"worker_id": worker_id, "renewals": json.dumps(docs), "lease": lease, "now": now}
         with self.pool.transaction() as conn:
             rows = conn.execute(q.HEARTBEAT, params).fetchall()
-        answers = {r.lease: RenewStatus.LOST for r in renewals}
-        for row in rows:
-            answers[Lease(row["id"], row["execution_id"])] = (
-                RenewStatus.CANCEL_REQUESTED if row["cancel_requested"] else RenewStatus.RENEWED
-            )
-        return answers
+        return records.renew_answers(renewals, rows)
 
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None
@@ -328,9 +304,7 @@ class PostgresStore:
         }
         with self.pool.transaction() as conn:
             row = conn.execute(q.SAVE_CHECKPOINT, params).fetchone()
-        if row is None:
-            raise LeaseLost(lease.job_id, lease.execution_id)
-        return RenewStatus.CANCEL_REQUESTED if row["cancel_requested"] else RenewStatus.RENEWED
+        return records.checkpoint_answer(lease, row)
 
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
         if not finishes:
@@ -356,7 +330,7 @@ class PostgresStore:
     @staticmethod
     def _apply_finishes(conn: Conn, docs: list[dict[str, Any]], now: float | None) -> set[Lease]:
         rows = conn.execute(q.FINISH, {"finishes": json.dumps(docs), "now": now}).fetchall()
-        return {Lease(r["id"], r["execution_id"]) for r in rows}
+        return records.leases(rows)
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
         if not leases:
@@ -364,7 +338,7 @@ class PostgresStore:
         payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
         with self.pool.transaction() as conn:
             rows = conn.execute(q.RELEASE, {"leases": payload, "now": now}).fetchall()
-        landed = {Lease(r["id"], r["execution_id"]) for r in rows}
+        landed = records.leases(rows)
         return [lease for lease in leases if lease not in landed]
 
     # -- reclaiming ----------------------------------------------------------------------
@@ -455,14 +429,9 @@ class PostgresStore:
         self, conn: Conn, worker: dict[str, Any], now: float | None, detected_by: str
     ) -> StaleWorker:
         rows = conn.execute(q.SELECT_WORKER_JOBS, {"worker_id": worker["id"]}).fetchall()
-        age = float(worker["heartbeat_age"])
-        reason = (
-            "worker process gone (liveness lock free)"
-            if detected_by == DetectedBy.LIVENESS_LOCK
-            else f"worker stale: no heartbeat for {age:.1f} s"
-        )
+        reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
         reclaimed = self._reclaim_rows(conn, rows, now, detected_by, reason)
-        return StaleWorker(worker["id"], worker["name"], age, tuple(reclaimed))
+        return records.stale_worker(worker, reclaimed)
 
     def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]:
         self.ensure_schema()

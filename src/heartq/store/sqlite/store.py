@@ -16,12 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import DuplicateJob, JobNotFound, LeaseLost
-from heartq.store import documents, reclaim, serialize
+from heartq.errors import DuplicateJob, JobNotFound
+from heartq.store import documents, reclaim, records, serialize
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
-    DetectedBy,
     Finish,
     JobStatus,
     Lease,
@@ -174,8 +173,7 @@ class SQLiteStore:
                         q.OLDEST_RUNNABLE, {"queue": row["queue"], "run_at": row["oldest_run_at"]}
                     ).fetchone()
                     oldest_id = found["id"] if found else None
-                age = None if row["oldest_run_at"] is None else max(0.0, t - row["oldest_run_at"])
-                waits[row["queue"]] = QueueWait(age, oldest_id, int(row["scheduled"] or 0))
+                waits[row["queue"]] = records.queue_wait(row, t, oldest_id)
         return waits
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
@@ -257,24 +255,7 @@ class SQLiteStore:
                     "leases": json.dumps([[r["id"], r["execution_id"]] for r in rows]),
                 },
             )
-        rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
-        return [
-            ClaimedJob(
-                id=r["id"],
-                task=r["task"],
-                queue=r["queue"],
-                args=json.loads(r["args"]),
-                attempt=r["attempts"],
-                execution_id=r["execution_id"],
-                max_retries=r["max_retries"],
-                retry_backoff=r["retry_backoff"],
-                retry_backoff_max=r["retry_backoff_max"],
-                checkpoint=serialize._json(r["checkpoint"]),
-                lease_expires_at=r["lease_expires_at"],
-                run_at=r["run_at"],
-            )
-            for r in rows
-        ]
+        return records.claimed_jobs(rows)
 
     def heartbeat(
         self,
@@ -288,12 +269,7 @@ class SQLiteStore:
             t = self._now(conn, now)
             conn.execute(q.TOUCH_WORKER, {"worker_id": worker_id, "now": t})
             rows = conn.execute(q.RENEW, {"renewals": payload, "lease": lease, "now": t}).fetchall()
-        answers = {r.lease: RenewStatus.LOST for r in renewals}
-        for row in rows:
-            answers[Lease(row["id"], row["execution_id"])] = (
-                RenewStatus.CANCEL_REQUESTED if row["cancel_requested"] else RenewStatus.RENEWED
-            )
-        return answers
+        return records.renew_answers(renewals, rows)
 
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None
@@ -309,9 +285,7 @@ class SQLiteStore:
                     "now": t,
                 },
             ).fetchone()
-        if row is None:
-            raise LeaseLost(lease.job_id, lease.execution_id)
-        return RenewStatus.CANCEL_REQUESTED if row["cancel_requested"] else RenewStatus.RENEWED
+        return records.checkpoint_answer(lease, row)
 
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
         if not finishes:
@@ -342,7 +316,7 @@ class SQLiteStore:
         """The fenced write shared by finish and every reclaimer: jobs first (only those
         still running under that execution change), then their executions."""
         rows = conn.execute(q.FINISH_JOBS, {"finishes": json.dumps(docs), "now": t}).fetchall()
-        landed = {Lease(r["id"], r["execution_id"]) for r in rows}
+        landed = records.leases(rows)
         if landed:
             kept = [d for d in docs if Lease(d["id"], d["eid"]) in landed]
             conn.execute(q.CLOSE_EXECUTIONS, {"finishes": json.dumps(kept), "now": t})
@@ -357,7 +331,7 @@ class SQLiteStore:
                 q.RELEASE_JOBS,
                 {"leases": json.dumps([[x.job_id, x.execution_id] for x in leases]), "now": t},
             ).fetchall()
-            landed = {Lease(r["id"], r["execution_id"]) for r in rows}
+            landed = records.leases(rows)
             if landed:
                 docs = [
                     {"id": x.job_id, "eid": x.execution_id, "outcome": Outcome.RELEASED.value}
@@ -466,14 +440,9 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, t: float, worker: sqlite3.Row, detected_by: str
     ) -> StaleWorker:
         rows = conn.execute(q.SELECT_WORKER_JOBS, {"worker_id": worker["id"]}).fetchall()
-        age = float(worker["heartbeat_age"])
-        reason = (
-            "worker process gone (liveness lock free)"
-            if detected_by == DetectedBy.LIVENESS_LOCK
-            else f"worker stale: no heartbeat for {age:.1f} s"
-        )
+        reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
         reclaimed = self._reclaim_rows(conn, t, rows, detected_by, reason)
-        return StaleWorker(worker["id"], worker["name"], age, tuple(reclaimed))
+        return records.stale_worker(worker, reclaimed)
 
     def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]:
         self.ensure_schema()

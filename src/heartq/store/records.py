@@ -1,0 +1,89 @@
+"""Database rows to the records of `interface.py`, shared by every backend.
+
+A backend runs its own SQL; what its rows mean (a claimed job, a heartbeat's answers, why
+a worker was reclaimed) is decided here once, so the backends cannot drift apart.
+Rows are mappings (or `sqlite3.Row`s) with the columns the statements of the same name
+return in each backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from heartq.errors import LeaseLost
+from heartq.store import serialize
+from heartq.store.interface import (
+    ClaimedJob,
+    DetectedBy,
+    Lease,
+    QueueWait,
+    Reclaimed,
+    Renewal,
+    RenewStatus,
+    StaleWorker,
+)
+
+
+def claimed_jobs(rows: Iterable[Any]) -> list[ClaimedJob]:
+    """The claimed jobs in claim order: best priority first, then oldest."""
+    ordered = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+    return [
+        ClaimedJob(
+            id=r["id"],
+            task=r["task"],
+            queue=r["queue"],
+            args=json.loads(r["args"]),
+            attempt=r["attempts"],
+            execution_id=r["execution_id"],
+            max_retries=r["max_retries"],
+            retry_backoff=r["retry_backoff"],
+            retry_backoff_max=r["retry_backoff_max"],
+            checkpoint=serialize._json(r["checkpoint"]),
+            lease_expires_at=r["lease_expires_at"],
+            run_at=r["run_at"],
+        )
+        for r in ordered
+    ]
+
+
+def leases(rows: Iterable[Any]) -> set[Lease]:
+    """The `(id, execution_id)` of rows a fenced statement changed."""
+    return {Lease(r["id"], r["execution_id"]) for r in rows}
+
+
+def renew_answers(renewals: Sequence[Renewal], rows: Iterable[Any]) -> dict[Lease, RenewStatus]:
+    """Per renewal: renewed, cancel requested, or lost (no row came back for it)."""
+    answers = {r.lease: RenewStatus.LOST for r in renewals}
+    for row in rows:
+        answers[Lease(row["id"], row["execution_id"])] = _renewed(row)
+    return answers
+
+
+def checkpoint_answer(lease: Lease, row: Any | None) -> RenewStatus:
+    if row is None:
+        raise LeaseLost(lease.job_id, lease.execution_id)
+    return _renewed(row)
+
+
+def _renewed(row: Any) -> RenewStatus:
+    return RenewStatus.CANCEL_REQUESTED if row["cancel_requested"] else RenewStatus.RENEWED
+
+
+def stale_reason(detected_by: str, heartbeat_age: float) -> str:
+    if detected_by == DetectedBy.LIVENESS_LOCK:
+        return "worker process gone (liveness lock free)"
+    return f"worker stale: no heartbeat for {heartbeat_age:.1f} s"
+
+
+def stale_worker(worker: Any, reclaimed: Sequence[Reclaimed]) -> StaleWorker:
+    return StaleWorker(
+        worker["id"], worker["name"], float(worker["heartbeat_age"]), tuple(reclaimed)
+    )
+
+
+def queue_wait(row: Any, now: float, oldest_job_id: str | None) -> QueueWait:
+    oldest = row["oldest_run_at"]
+    age = None if oldest is None else max(0.0, now - oldest)
+    return QueueWait(age, oldest_job_id, int(row["scheduled"] or 0))
