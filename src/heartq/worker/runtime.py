@@ -331,14 +331,17 @@ class Worker:
             )
 
     def _force(self, run: RunningJob, end: AttemptEnd) -> None:
-        """Decide an attempt's end without waiting for its code, then stop the code."""
+        """Decide an attempt's end without waiting for its code, then stop the code.
+
+        The end is recorded first: telling the code (the flags notify its pool, which may
+        cancel it on another thread) makes it end too, and that later end must be stale."""
+        self._ended(run, end)
         if end.kind is EndKind.CANCELLED:
             run.mark_cancel_requested()
         elif end.kind is EndKind.LOST:
             run.mark_lost()  # ctx.heartbeat() raises LeaseLost; nothing will be reported
         else:
             run.mark_stopping()  # ctx.cancelled turns True; the outcome is still saved
-        self._ended(run, end)
         assert self._pool is not None
         self._pool.stop(run)
 
