@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from heartq.errors import DuplicateJob, JobNotFound, StoreUnavailable
-from heartq.store import documents, reclaim, records, redact, serialize
+from heartq.store import documents, reclaim, records, redact
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
@@ -31,7 +31,6 @@ from heartq.store.interface import (
     LivenessHandle,
     NewJob,
     PruneCounts,
-    QueueWait,
     Reclaimed,
     Renewal,
     RenewStatus,
@@ -40,6 +39,7 @@ from heartq.store.interface import (
 )
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import Pool
+from heartq.store.reads import SqlReads
 
 LOCK_NAMESPACE = 0x4851
 """First key of heartq's advisory locks (the second is a hash of the worker id)."""
@@ -105,9 +105,10 @@ class Listener:
             self._conn.close()
 
 
-class PostgresStore:
+class PostgresStore(SqlReads):
     """`Store` on PostgreSQL. Thread-safe: every call takes a pooled connection."""
 
+    q = q
     supports_notify = True
 
     def __init__(self, url: str) -> None:
@@ -156,6 +157,9 @@ class PostgresStore:
         assert row is not None
         return float(row["now"])
 
+    def _read(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.transaction()
+
     # -- client --------------------------------------------------------------------------
     def enqueue(self, jobs: Sequence[NewJob], now: float | None = None) -> list[str]:
         docs = [documents.new_job_doc(job) for job in jobs]
@@ -173,45 +177,6 @@ class PostgresStore:
         conn.execute(q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": now})
         for queue in sorted({str(d["queue"]) for d in docs}):
             conn.execute(q.NOTIFY, {"channel": self.channel, "queue": queue})
-
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        self.ensure_schema()
-        with self.pool.transaction() as conn:
-            row = conn.execute(q.GET_JOB, {"job_id": job_id}).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            executions = conn.execute(q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
-        return serialize.job_dict(row, executions)
-
-    def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self.pool.transaction() as conn:
-            rows = conn.execute(
-                q.LIST_JOBS, {"status": status, "queue": queue, "limit": limit}
-            ).fetchall()
-        return [serialize.job_dict(row) for row in rows]
-
-    def count_jobs(self) -> list[tuple[str, str, int]]:
-        self.ensure_schema()
-        with self.pool.transaction() as conn:
-            return [(r["queue"], r["status"], r["n"]) for r in conn.execute(q.COUNT_JOBS)]
-
-    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
-        self.ensure_schema()
-        waits = {}
-        with self.pool.transaction() as conn:
-            t = self._now(conn, now)
-            for row in conn.execute(q.QUEUE_WAITS, {"now": now}).fetchall():
-                oldest_id = None
-                if row["oldest_run_at"] is not None:
-                    found = conn.execute(
-                        q.OLDEST_RUNNABLE, {"queue": row["queue"], "run_at": row["oldest_run_at"]}
-                    ).fetchone()
-                    oldest_id = found["id"] if found else None
-                waits[row["queue"]] = records.queue_wait(row, t, oldest_id)
-        return waits
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
         self.ensure_schema()
@@ -432,12 +397,6 @@ class PostgresStore:
         reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
         reclaimed = self._reclaim_rows(conn, rows, now, detected_by, reason)
         return records.stale_worker(worker, reclaimed)
-
-    def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self.pool.transaction() as conn:
-            rows = conn.execute(q.LIST_WORKERS, {"include_all": include_all}).fetchall()
-        return [serialize.worker_dict(r) for r in rows]
 
     def prune(
         self, worker_retention: float, job_retention: float, now: float | None = None

@@ -8,6 +8,7 @@ committed work: a job is claimed once, reclaimed once, finished once. The SQL is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sqlite3
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from heartq.errors import DuplicateJob, JobNotFound
-from heartq.store import documents, reclaim, records, serialize
+from heartq.store import documents, reclaim, records
 from heartq.store.interface import (
     CancelResult,
     ClaimedJob,
@@ -28,13 +29,13 @@ from heartq.store.interface import (
     NewJob,
     Outcome,
     PruneCounts,
-    QueueWait,
     Reclaimed,
     Renewal,
     RenewStatus,
     StaleWorker,
     WorkerInfo,
 )
+from heartq.store.reads import SqlReads
 from heartq.store.sqlite import liveness
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import (
@@ -73,9 +74,10 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-class SQLiteStore:
+class SQLiteStore(SqlReads):
     """`Store` on a SQLite file. Thread-safe: each thread uses its own connection."""
 
+    q = q
     supports_notify = False
 
     def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
@@ -123,6 +125,9 @@ class SQLiteStore:
     def _now(conn: sqlite3.Connection, now: float | None) -> float:
         return float(now) if now is not None else float(conn.execute(q.NOW).fetchone()[0])
 
+    def _read(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.read()
+
     # -- client --------------------------------------------------------------------------
     def enqueue(self, jobs: Sequence[NewJob], now: float | None = None) -> list[str]:
         rows = [documents.new_job_doc(job) for job in jobs]
@@ -136,45 +141,6 @@ class SQLiteStore:
         except sqlite3.IntegrityError as exc:
             raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
         return [str(row["id"]) for row in rows]
-
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        self.ensure_schema()
-        with self.pool.read() as conn:
-            row = conn.execute(q.GET_JOB, {"job_id": job_id}).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            executions = conn.execute(q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
-        return serialize.job_dict(row, executions)
-
-    def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self.pool.read() as conn:
-            rows = conn.execute(
-                q.LIST_JOBS, {"status": status, "queue": queue, "limit": limit}
-            ).fetchall()
-        return [serialize.job_dict(row) for row in rows]
-
-    def count_jobs(self) -> list[tuple[str, str, int]]:
-        self.ensure_schema()
-        with self.pool.read() as conn:
-            return [(r["queue"], r["status"], r["n"]) for r in conn.execute(q.COUNT_JOBS)]
-
-    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
-        self.ensure_schema()
-        waits = {}
-        with self.pool.read() as conn:
-            t = self._now(conn, now)
-            for row in conn.execute(q.QUEUE_WAITS, {"now": t}).fetchall():
-                oldest_id = None
-                if row["oldest_run_at"] is not None:
-                    found = conn.execute(
-                        q.OLDEST_RUNNABLE, {"queue": row["queue"], "run_at": row["oldest_run_at"]}
-                    ).fetchone()
-                    oldest_id = found["id"] if found else None
-                waits[row["queue"]] = records.queue_wait(row, t, oldest_id)
-        return waits
 
     def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
         self.ensure_schema()
@@ -443,12 +409,6 @@ class SQLiteStore:
         reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
         reclaimed = self._reclaim_rows(conn, t, rows, detected_by, reason)
         return records.stale_worker(worker, reclaimed)
-
-    def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self.pool.read() as conn:
-            rows = conn.execute(q.LIST_WORKERS, {"include_all": include_all}).fetchall()
-        return [serialize.worker_dict(r) for r in rows]
 
     def prune(
         self, worker_retention: float, job_retention: float, now: float | None = None
