@@ -28,7 +28,11 @@ from pathlib import Path
 
 import psycopg
 
-SHARED_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SHARED_URL = os.environ.get(
+    "HEARTQ_TEST_PG_SHARED_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+"""Where the machine's own server is looked for (point it at a dead port to exercise the
+private-cluster path, as on a machine with no PostgreSQL)."""
 PRIVATE_USER = "heartqpg"
 
 
