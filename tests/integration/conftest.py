@@ -3,8 +3,15 @@
 Each test gets a `Harness` on a fresh directory (`tmp_path`) holding:
 
 - `tasks.py`, the app the workers run (`heartq.App()` without a URL: `--url` gives it);
-- `heartq.db`, a fresh SQLite queue, read by the test through `heartq.store.open_store`;
+- a fresh queue, read by the test through `heartq.store.open_store`: once per backend
+  (the `backend` fixture of `tests/conftest.py`, `HEARTQ_TEST_BACKENDS` narrows it), a
+  SQLite file `heartq.db` or a fresh schema on the session's PostgreSQL server
+  (`pg_server_url`, `tests/pg_harness.schema_url`, dropped after the test);
 - one log file per worker (`worker-N.log`, stdout and stderr, JSON events).
+
+Every test runs unchanged on both backends where the guarantee is backend-neutral; what
+differs (how to block the database, how to freeze a worker outside a transaction) is a
+`Harness` method with one branch per backend. PostgreSQL-only tests use `only_on`.
 
 Workers are real processes, `python -m heartq worker tasks:app --url ... --log-format json`,
 each in its own session so that teardown can kill it and every process it started (the
@@ -24,15 +31,18 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from heartq.store import open_store
 from heartq.store.interface import NewJob
+from heartq.store.postgres.connection import parse_url
+from tests.conftest import BACKENDS
 
 T = TypeVar("T")
 
@@ -266,11 +276,20 @@ class WorkerProc:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+def only_on(*backends: str) -> pytest.MarkDecorator:
+    """Run a test on these backends only (of those `HEARTQ_TEST_BACKENDS` selects)."""
+    return pytest.mark.parametrize("backend", [b for b in BACKENDS if b in backends])
+
+
 class Harness:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, backend: str, url: str) -> None:
         self.dir = directory
-        self.db_path = directory / "heartq.db"
-        self.url = f"sqlite:///{self.db_path}"  # absolute: sqlite:////tmp/...
+        self.backend = backend
+        self.url = url
+        self.db_path = directory / "heartq.db"  # SQLite only
+        self.pg_conninfo = self.schema = ""  # PostgreSQL only
+        if backend == "postgres":
+            self.pg_conninfo, self.schema = parse_url(url)
         (directory / "tasks.py").write_text(TASKS_SOURCE)
         self.store = open_store(self.url)
         self.store.migrate()
@@ -296,11 +315,14 @@ class Harness:
                 argv += [option, value]
         argv += [*extra, "--log-format", "json"]
         log_path = self.dir / f"worker-{len(self.workers)}.log"
+        env = dict(self.env)
+        if self.backend == "postgres":  # tells its sessions apart in pg_stat_activity
+            env["PGAPPNAME"] = self.app_name(len(self.workers))
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
                 argv,
                 cwd=self.dir,
-                env=self.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -322,8 +344,48 @@ class Harness:
             raise AssertionError(f"worker exited at startup:\n{worker.log_text()}")
         return worker.id
 
+    def app_name(self, n: int) -> str:
+        """PostgreSQL: the `application_name` of worker number `n`'s sessions."""
+        return f"hq_{self.schema}_w{n}"
+
+    # -- the database, directly --------------------------------------------------------
+    def pg_connect(self, autocommit: bool = True) -> psycopg.Connection[Any]:
+        """PostgreSQL: a session of the test's own on the test's schema."""
+        assert self.backend == "postgres", self.backend
+        return psycopg.connect(
+            self.pg_conninfo,
+            autocommit=autocommit,
+            options=f"-c search_path={self.schema}",
+            application_name=f"hq_{self.schema}_test",
+            connect_timeout=5,
+        )
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on the test's database (own connection, autocommit)."""
+        if self.backend == "postgres":
+            with self.pg_connect() as conn:
+                cur = conn.execute(query, params)  # type: ignore[arg-type]
+                return cur.fetchall() if cur.description else []
+        conn = sqlite3.connect(self.db_path, timeout=10, isolation_level=None)
+        try:
+            return conn.execute(query, params).fetchall()
+        finally:
+            conn.close()
+
+    def sessions(self, worker: WorkerProc) -> list[dict[str, Any]]:
+        """PostgreSQL: the worker's live sessions (pid, state, wait_event_type, query)."""
+        n = self.workers.index(worker)
+        rows = self.sql(
+            "SELECT pid, state, wait_event_type, query FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (self.app_name(n),),
+        )
+        return [
+            dict(zip(("pid", "state", "wait_event_type", "query"), r, strict=True)) for r in rows
+        ]
+
     def write_lock_free(self, timeout: float = 0.25) -> bool:
-        """True if a write transaction can begin within `timeout` s."""
+        """SQLite: True if a write transaction can begin within `timeout` s."""
         conn = sqlite3.connect(self.db_path, timeout=timeout, isolation_level=None)
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -334,19 +396,34 @@ class Harness:
         finally:
             conn.close()
 
-    def freeze(self, worker: WorkerProc, attempts: int = 50) -> None:
-        """SIGSTOP `worker` at a moment it does not hold SQLite's write lock.
+    def outside_transactions(self, worker: WorkerProc) -> bool:
+        """True if the (stopped) `worker` holds no transaction open: SQLite, the write lock
+        is free; PostgreSQL, every session of the worker is idle."""
+        if self.backend == "postgres":
+            # Twice: a statement it sent just before it stopped may still be on its way to
+            # the server, which would then run it and wait, inside the transaction, for
+            # the COMMIT the stopped worker never sends.
+            for settle in (0.05, 0.0):
+                if not all(s["state"] == "idle" for s in self.sessions(worker)):
+                    return False
+                time.sleep(settle)
+            return True
+        return self.write_lock_free()
 
-        A process stopped inside a write transaction would keep the single write lock of
-        the file and stall every other process (a limit of SQLite, not of the protocol),
-        so if the lock is not free once it is stopped, continue it and try again."""
+    def freeze(self, worker: WorkerProc, attempts: int = 50) -> None:
+        """SIGSTOP `worker` at a moment it holds no transaction open.
+
+        A process stopped inside a transaction would keep its locks (SQLite: the single
+        write lock of the file; PostgreSQL: the row locks of its jobs and worker row, which
+        the reaper skips and the monitor waits for), a stall of the test, not of the
+        protocol: if it holds one once stopped, continue it and try again."""
         for _ in range(attempts):
             worker.signal(signal.SIGSTOP)
-            if self.write_lock_free():
+            if self.outside_transactions(worker):
                 return
             worker.signal(signal.SIGCONT)
             time.sleep(0.01)  # let it finish its transaction
-        raise AssertionError("could not stop the worker outside a write transaction")
+        raise AssertionError("could not stop the worker outside a transaction")
 
     def by_id(self, worker_id: str) -> WorkerProc:
         for worker in self.workers:
@@ -464,9 +541,18 @@ def wait_for(
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(tmp_path)
-    try:
+def harness(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """A `Harness` on a fresh queue of `backend`; its workers are killed afterwards."""
+    with contextlib.ExitStack() as cleanup:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / 'heartq.db'}"  # absolute: sqlite:////tmp/...
+        elif backend == "postgres":
+            from tests import pg_harness
+
+            server = request.getfixturevalue("pg_server_url")
+            url = cleanup.enter_context(pg_harness.schema_url(server))  # dropped last
+        else:
+            raise AssertionError(f"no integration recipe for backend {backend!r}")
+        h = Harness(tmp_path, backend, url)
+        cleanup.callback(h.close)
         yield h
-    finally:
-        h.close()

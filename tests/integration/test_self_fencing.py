@@ -1,15 +1,23 @@
 """Self-fencing: a worker that cannot renew stops trusting its leases before they expire,
-stops those attempts and never reports them (DESIGN.md step 9)."""
+stops those attempts and never reports them (DESIGN.md step 9).
+
+The outage blocks the worker's writes without touching anything shared. SQLite: the test
+holds the file's write lock (`BEGIN EXCLUSIVE`). PostgreSQL: the test holds row locks on
+the job and the worker row (`FOR UPDATE`), which the one heartbeat statement must take,
+so no renewal can commit. `test_postgres.py` also stops a whole (private) server."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
-from .conftest import Harness, WorkerProc, parse_ts
+from .conftest import Harness, WorkerProc, parse_ts, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -25,23 +33,18 @@ def run_outage(harness: Harness, *extra: str) -> None:
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "attempt 1 to start")
     harness.wait_job(job_id, lambda j: j["heartbeat_at"] != j["started_at"], 5, "a renewal")
 
-    # The outage: hold SQLite's write lock, so no heartbeat can commit.
-    blocker = sqlite3.connect(harness.db_path, timeout=10, isolation_level=None)
-    try:
-        blocker.execute("BEGIN EXCLUSIVE")
+    # The outage: from here on no heartbeat can commit.
+    with block_writes(harness, worker, job_id) as lease_expires_at:
         locked_at = time.monotonic()
-        # Nothing can renew the lease from here on: this is its final expiry (DB clock).
-        (lease_expires_at,) = blocker.execute(
-            "SELECT lease_expires_at FROM heartq_jobs WHERE id = ?", (job_id,)
-        ).fetchone()
         untrusted = wait_untrusted(harness, worker, job_id, locked_at + OUTAGE - time.monotonic())
         assert time.monotonic() < locked_at + OUTAGE
         # It gave the job up before anyone else could have taken it (DB time).
         assert parse_ts(untrusted["ts"]) < lease_expires_at, (untrusted, lease_expires_at)
         assert untrusted["trust_window"] == pytest.approx(TRUST_WINDOW)
+        if harness.backend == "postgres":  # the outage was real: its renewal is stuck
+            assert any(s["wait_event_type"] == "Lock" for s in harness.sessions(worker))
         time.sleep(max(0.0, locked_at + OUTAGE - time.monotonic()))  # the outage's length
-    finally:
-        blocker.close()  # rolls back: the database is back
+    # The database is back.
 
     done = harness.wait_status(job_id, "succeeded", 15)
     first = done["executions"][0]
@@ -54,6 +57,50 @@ def run_outage(harness: Harness, *extra: str) -> None:
     assert not [e for e in worker.job_events("job_succeeded", job_id) if e["attempt"] == 1]
     assert worker.job_events("lease_lost", job_id)
     assert worker.alive()
+
+
+@contextlib.contextmanager
+def block_writes(harness: Harness, worker: WorkerProc, job_id: str) -> Iterator[float]:
+    """Block every write the worker's heartbeat makes; yields the job's lease expiry (DB
+    clock, epoch seconds): nothing can renew it while the block holds, so it is final."""
+    if harness.backend == "sqlite":
+        blocker = sqlite3.connect(harness.db_path, timeout=10, isolation_level=None)
+        try:
+            blocker.execute("BEGIN EXCLUSIVE")
+            (lease_expires_at,) = blocker.execute(
+                "SELECT lease_expires_at FROM heartq_jobs WHERE id = ?", (job_id,)
+            ).fetchone()
+            yield float(lease_expires_at)
+        finally:
+            blocker.close()  # rolls back
+        return
+    blocker = harness.pg_connect(autocommit=False)
+    try:
+        lease_expires_at = wait_for(
+            lambda: lock_rows(blocker, worker.id, job_id), 10, "the row locks of the outage"
+        )
+        yield lease_expires_at
+    finally:
+        blocker.close()  # rolls back: the locks go
+
+
+def lock_rows(blocker: psycopg.Connection[Any], worker_id: str, job_id: str) -> float | None:
+    """Lock the worker row and the job row; None if a heartbeat holds one right now (it
+    locks both in one statement, in no set order: waiting could deadlock with it)."""
+    try:
+        blocker.execute(
+            "SELECT id FROM workers WHERE id = %s FOR UPDATE NOWAIT", (worker_id,)
+        ).fetchone()
+        row = blocker.execute(
+            "SELECT extract(epoch FROM lease_expires_at)::float8 FROM jobs"
+            " WHERE id = %s FOR UPDATE NOWAIT",
+            (job_id,),
+        ).fetchone()
+    except psycopg.errors.LockNotAvailable:
+        blocker.rollback()
+        return None
+    assert row is not None and row[0] is not None, row
+    return float(row[0])
 
 
 def wait_untrusted(
