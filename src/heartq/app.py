@@ -24,13 +24,6 @@ DEFAULT_QUEUE = "default"
 """Defaults to the queue named `default`."""
 
 
-def _check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:
-    if value is None:
-        return
-    if not isinstance(value, int | float) or value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-
-
 class Task:
     """A registered task: call `.enqueue(**kwargs)` to queue it, or call it directly."""
 
@@ -52,12 +45,12 @@ class Task:
         self.fn = fn
         self.name = payload.check_name("task", name)
         self.queue = payload.check_name("queue", queue)
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigError(f"max_retries must be a non-negative integer, got {max_retries!r}")
-        _check_duration("timeout", timeout)
-        _check_duration("heartbeat_timeout", heartbeat_timeout)
-        _check_duration("retry_backoff", retry_backoff, allow_zero=True)
-        _check_duration("retry_backoff_max", retry_backoff_max, allow_zero=True)
+        payload.check_int("max_retries", max_retries, minimum=0)
+        payload.check_int("priority", priority)
+        payload.check_duration("timeout", timeout)
+        payload.check_duration("heartbeat_timeout", heartbeat_timeout)
+        payload.check_duration("retry_backoff", retry_backoff, allow_zero=True)
+        payload.check_duration("retry_backoff_max", retry_backoff_max, allow_zero=True)
         self.max_retries = max_retries
         self.timeout = timeout
         self.heartbeat_timeout = heartbeat_timeout
@@ -203,11 +196,9 @@ class App:
         if queue is None:
             queue = task.queue if task else DEFAULT_QUEUE
         queue = payload.check_name("queue", queue)
-        _check_duration("delay", delay, allow_zero=True)
-        if max_retries is not None and (not isinstance(max_retries, int) or max_retries < 0):
-            raise ConfigError(f"max_retries must be a non-negative integer, got {max_retries!r}")
-        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
-            raise ConfigError(f"priority must be an integer, got {priority!r}")
+        payload.check_duration("delay", delay, allow_zero=True)
+        payload.check_int("max_retries", max_retries, minimum=0)
+        payload.check_int("priority", priority)
         return NewJob(
             task=task_name,
             args_json=payload.encode_args(args, limit=self.settings.max_payload_bytes),

@@ -95,7 +95,8 @@ class Settings:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
+            zero_ok = f.name == "shutdown_timeout"  # 0: release running jobs at once
+            if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
         if self.lease_seconds <= self.heartbeat_interval:
             raise ConfigError(

@@ -9,6 +9,7 @@ would defeat its purpose.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
@@ -79,8 +80,12 @@ class JobContext:
         """
         self._raise_if_stopped()
         has_progress = progress is not None or stage is not None or message is not None
-        if progress is not None and not isinstance(progress, int | float):
-            raise TypeError(f"progress must be a number (0.0 to 1.0), got {progress!r}")
+        if progress is not None and (
+            not isinstance(progress, int | float)
+            or isinstance(progress, bool)
+            or not math.isfinite(progress)
+        ):
+            raise TypeError(f"progress must be a finite number (0.0 to 1.0), got {progress!r}")
         self._control.touch(
             Progress(progress, clean_text(stage), clean_text(message)) if has_progress else None
         )

@@ -8,12 +8,18 @@ a payload either encodes to strict JSON under the size limit, or the caller gets
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from heartq.errors import ConfigError, PayloadError
 
 MAX_NAME_CHARS = 200
 """Task and queue names are at most 200 characters (and never contain NUL)."""
+MAX_DURATION = 10 * 365 * 86400.0
+"""Delays, timeouts and backoffs are at most ten years: beyond that a value is a mistake,
+and an infinite or huge one would break the time arithmetic of every backend."""
+INT32 = (-(2**31), 2**31 - 1)
+"""Priorities and retry counts fit in 32 bits, the column type of every backend."""
 
 
 def encode(value: Any, *, what: str, limit: int) -> str:
@@ -70,3 +76,26 @@ def check_name(kind: str, value: str) -> str:
     if "\x00" in value:
         raise ConfigError(f"{kind} name must not contain NUL characters")
     return value
+
+
+def check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:
+    """A number of seconds: finite, not negative (zero only where it means "none"), and at
+    most `MAX_DURATION`. `None` passes (the default applies)."""
+    if value is None:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    if value > MAX_DURATION:
+        raise ConfigError(f"{name} must be at most {MAX_DURATION:g} s (ten years), got {value!r}")
+
+
+def check_int(name: str, value: int | None, *, minimum: int = INT32[0]) -> None:
+    """An integer (not a bool) between `minimum` and the 32-bit maximum."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if not minimum <= value <= INT32[1]:
+        raise ConfigError(f"{name} must be between {minimum} and {INT32[1]}, got {value!r}")

@@ -72,7 +72,7 @@ def test_payload_limit_is_settable(tmp_path) -> None:
     [
         ({"queue": ""}, "queue name must be a non-empty string"),
         ({"delay": -1}, "delay must be a positive number"),
-        ({"max_retries": -1}, "max_retries must be a non-negative integer"),
+        ({"max_retries": -1}, "max_retries must be between 0 and"),
         ({"priority": "high"}, "priority must be an integer"),
     ],
 )
@@ -140,3 +140,53 @@ def test_job_ids_strictly_increase_within_a_process() -> None:
 
     ids = [new_job_id() for _ in range(20_000)]  # many per millisecond
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"retry_backoff": float("inf")}, "retry_backoff must be a finite number"),
+        ({"retry_backoff_max": 1e300}, "at most"),
+        ({"timeout": float("nan")}, "timeout must be a finite number"),
+        ({"priority": 2**40}, "priority must be between"),
+        ({"max_retries": True}, "max_retries must be an integer"),
+    ],
+)
+def test_task_options_that_would_poison_time_arithmetic_are_refused(
+    app: heartq.App, options, message
+) -> None:
+    with pytest.raises(heartq.ConfigError, match=message):
+        app.task(name="poison", **options)(lambda: None)
+
+
+@pytest.mark.parametrize("delay", [float("inf"), 1e300, float("nan")])
+def test_enqueue_refuses_delays_no_backend_can_store(app: heartq.App, delay) -> None:
+    with pytest.raises(heartq.ConfigError, match="delay"):
+        app.enqueue("t", {}, delay=delay)
+    assert app.store.list_jobs() == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "half"])
+def test_progress_must_be_a_finite_number(value) -> None:
+    from heartq.context import JobContext
+
+    class Control:
+        lost = cancel_requested = False
+        touched: list[object] = []
+
+        def touch(self, progress: object) -> None:
+            self.touched.append(progress)
+
+        def save_checkpoint(self, checkpoint: object) -> None: ...
+
+    ctx = JobContext(
+        job_id="j", attempt=1, execution_id=1, worker_id="w", task="t", queue="q",
+        checkpoint=None, control=Control(),
+    )  # fmt: skip
+    with pytest.raises(TypeError, match="progress must be a finite number"):
+        ctx.heartbeat(progress=value)
+    assert Control.touched == []  # nothing reached the heartbeat: one task cannot poison it
+
+
+def test_a_zero_shutdown_timeout_is_allowed() -> None:
+    assert Settings(shutdown_timeout=0).shutdown_timeout == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from heartq.cli.common import load_app, url_option
 from heartq.config import DEFAULT_CONCURRENCY, resolve_url
@@ -100,8 +101,25 @@ def worker_command(
     """Run a worker for APP (module:attribute, or module whose `app` is used)."""
     configure_logging(log_format)
     app = load_app(app_ref)
-    if url:
+    # Precedence (INTERFACE.md): an option typed on the command line beats the app's own
+    # `url=`/settings, which beat the environment. The app has already read `HEARTQ_*`
+    # under its explicit arguments, so only what was typed here is applied on top.
+    context = click.get_current_context()
+
+    def typed(name: str) -> bool:
+        return context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+    if url and typed("url"):
         app.use_url(resolve_url(url))
+    timings = {
+        name: value
+        for name, value in (
+            ("heartbeat_interval", heartbeat_interval),
+            ("lease", lease),
+            ("reap_interval", reap_interval),
+        )
+        if typed(name)
+    }
     worker = Worker(
         app,
         queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
@@ -109,9 +127,7 @@ def worker_command(
         pool=pool,
         name=name,
         app_ref=app_ref if ":" in app_ref else f"{app_ref}:app",
-        heartbeat_interval=heartbeat_interval,
-        lease=lease,
-        reap_interval=reap_interval,
+        **timings,
         liveness_interval=liveness_interval,
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,

@@ -2,20 +2,23 @@
 
 Finished attempts queue up here; the completer flushes every `flush_interval` (a few
 milliseconds) or every `batch_size` attempts. An outcome counts as saved only once that
-commit returned. If the database blips, the batch is retried with backoff for as long as
-each attempt's lease is still trusted (the heartbeater keeps renewing them meanwhile);
-an attempt whose trust ran out is dropped unreported, since another worker may hold its
-job by then. A write that fencing refuses means the lease was lost: nothing of it landed.
+commit returned. If the database cannot be reached, the batch is retried with backoff
+for as long as each attempt's lease is trusted: the heartbeater keeps renewing them
+while the database answers it, and once it cannot, trust runs out and the attempt is
+dropped unreported, since another worker may hold its job by then. A write that fencing
+refuses means the lease was lost: nothing of it landed.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
 
 from heartq import events
+from heartq.errors import StoreUnavailable
 from heartq.store.interface import Finish, Store
 from heartq.worker.attempt import RunningJob
 
@@ -83,22 +86,23 @@ class Completer:
                 return
 
     def _flush(self, batch: list[Item]) -> None:
+        """Save a batch. A database that cannot be reached is waited out while the leases
+        hold; any other failure is the data's, not the database's, so the batch is split
+        and saved item by item, and an item that still fails is given up (its lease then
+        runs out and the reaper closes the attempt), never retried forever."""
         attempt = 0
         while batch:
-            now = time.monotonic()
-            for run, _ in [item for item in batch if item[0].trusted_until <= now]:
-                self._on_lost(run, "result not saved: the lease could not be renewed in time")
-            batch = [item for item in batch if item[0].trusted_until > now and not item[0].lost]
+            batch = self._still_trusted(batch)
             if not batch:
                 return
             try:
                 lost = set(self._store.finish([finish for _, finish in batch]))
-            except Exception as exc:  # noqa: BLE001 - retried while the leases hold
+            except StoreUnavailable as exc:
                 delay = RETRY_BACKOFF[min(attempt, len(RETRY_BACKOFF) - 1)]
                 attempt += 1
                 events.emit(
                     events.COMPLETION_RETRY,
-                    30,
+                    logging.WARNING,
                     worker_id=self._worker_id,
                     jobs=len(batch),
                     attempt=attempt,
@@ -107,6 +111,14 @@ class Completer:
                 if self._stopping.wait(delay):
                     return
                 continue
+            except Exception as exc:  # noqa: BLE001 - isolate the item the database refuses
+                if len(batch) > 1:
+                    for item in batch:
+                        self._flush([item])
+                    return
+                run, _ = batch[0]
+                self._on_lost(run, f"result not saved: the database refused it ({exc})")
+                return
             self.batches += 1
             for run, finish in batch:
                 if finish.lease in lost:
@@ -114,3 +126,16 @@ class Completer:
                 else:
                     self._on_saved(run, finish)
             return
+
+    def _still_trusted(self, batch: list[Item]) -> list[Item]:
+        """Drop (and report) attempts whose lease is lost or no longer trusted."""
+        now = time.monotonic()
+        kept = []
+        for run, finish in batch:
+            if run.lost:
+                self._on_lost(run, "result not saved: the lease was lost")
+            elif run.trusted_until <= now:
+                self._on_lost(run, "result not saved: the lease could not be renewed in time")
+            else:
+                kept.append((run, finish))
+        return kept

@@ -88,7 +88,8 @@ class Heartbeater:
         for run in renewing:
             answer = answers.get(run.job.lease, RenewStatus.LOST)
             if answer is RenewStatus.LOST:
-                self._on_lost(run, "renewal refused: the job was reclaimed")
+                if run.ended is None:  # an ended attempt's finish may simply have landed
+                    self._on_lost(run, "renewal refused: the job was reclaimed")
                 continue
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)
             if answer is RenewStatus.CANCEL_REQUESTED:

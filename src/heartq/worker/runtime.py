@@ -2,11 +2,13 @@
 
 Threads of one worker process:
 
-- main: the fetch-and-supervise loop. It claims up to the free slots in one statement
-  (backpressure: never more than it can run), then sleeps until a slot frees up, a local
-  enqueue wakes it, or the poll interval passes. On every wake it supervises the running
-  attempts: hard timeouts, cancel grace periods, and self-fencing (an attempt whose lease
-  could not be renewed within the trust window is stopped and never reported).
+- main: the fetch loop. It claims up to the free slots in one statement (backpressure:
+  never more than it can run), then sleeps until a slot frees up, an enqueue wakes it
+  (its own process, or PostgreSQL's NOTIFY), or the poll interval passes.
+- supervisor: wakes at the earliest deadline of any running attempt: hard timeouts,
+  cancel grace periods, and self-fencing (an attempt whose lease could not be renewed
+  within the trust window is stopped and never reported). Apart from the fetch loop, so
+  a claim waiting on a locked database cannot delay it.
 - heartbeat: one statement per tick for the worker row and all its leases.
 - completer: saves finished attempts in fenced batches.
 - maintenance: reaper, worker monitor, liveness probe, pruner.
@@ -20,6 +22,7 @@ mark the worker stopped. A second signal skips the wait.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -164,7 +167,11 @@ class Worker:
     # -- the main loop -----------------------------------------------------------------
     def run(self, burst: bool = False) -> None:
         """Work until stopped; with `burst`, stop as soon as the queue is empty and idle."""
-        self._startup()
+        try:
+            self._startup()
+        except BaseException:
+            self._abort_startup()
+            raise
         try:
             while not self._stop_requested.is_set():
                 claimed, full = self._claim()
@@ -176,6 +183,27 @@ class Worker:
                 self._wake.clear()
         finally:
             self._shutdown()
+
+    def _abort_startup(self) -> None:
+        """Undo what a failed `_startup` began: no thread, lock or registry row outlives it."""
+        self._stop_requested.set()
+        for stop in (self.heartbeater.stop, self.maintenance.stop):
+            with contextlib.suppress(Exception):
+                stop()
+        with contextlib.suppress(Exception):
+            self.completer.stop(timeout=1.0)
+        self._supervisor_stop.set()
+        self._supervisor_wake.set()
+        for handle in (self._listener, self._liveness):
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.release()
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                self._pool.close()
+        with contextlib.suppress(Exception):
+            self.store.stop_worker(self.id)
+        self.app._unsubscribe_wakeup(self._wake)
 
     def _supervise_loop(self) -> None:
         """Its own thread, so a claim stuck on a locked database cannot delay a timeout
@@ -362,9 +390,8 @@ class Worker:
         """Called once per attempt by its pool, or by `_force`; later calls are stale."""
         if not run.end(end):
             return
-        with self._lock:
-            self._executing -= 1
-        self._wake.set()
+        # Hand the outcome over before freeing the slot: a shutdown that sees no attempt
+        # executing must find every outcome already in the completer's queue.
         if end.kind is EndKind.LOST:
             self._lose(run, end.error or "lease lost")
         elif end.kind is EndKind.RELEASED:
@@ -373,6 +400,9 @@ class Worker:
             self._crashed(run, end)
         else:
             self.completer.submit(run, self._finish_for(run, end))
+        with self._lock:
+            self._executing -= 1
+        self._wake.set()
 
     def _finish_for(self, run: RunningJob, end: AttemptEnd) -> Finish:
         job = run.job
