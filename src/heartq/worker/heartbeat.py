@@ -60,7 +60,12 @@ class Heartbeater:
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
-            self.tick()
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - a bug in one tick must not end them all
+                events.emit(
+                    events.HEARTBEAT_FAILED, 40, worker_id=self._worker_id, error=repr(exc)
+                )
 
     def tick(self) -> bool:
         """Renew once. Returns False if the database could not be reached."""

@@ -209,7 +209,16 @@ class Worker:
         """Its own thread, so a claim stuck on a locked database cannot delay a timeout
         or self-fencing: it wakes at the earliest deadline of any running attempt."""
         while not self._supervisor_stop.is_set():
-            self._supervise()
+            try:
+                self._supervise()
+            except Exception as exc:  # noqa: BLE001 - supervision must outlive any bug
+                events.emit(
+                    events.MAINTENANCE_FAILED,
+                    logging.ERROR,
+                    service="supervisor",
+                    worker_id=self.id,
+                    error=repr(exc),
+                )
             self._supervisor_wake.wait(self._wait_time())
             self._supervisor_wake.clear()
 
