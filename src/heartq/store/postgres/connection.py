@@ -9,12 +9,17 @@ JSON columns come back as text, exactly as stored, as in the SQLite backend.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import re
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -29,6 +34,66 @@ DEFAULT_POOL_SIZE = 10
 CONNECT_TIMEOUT = 5.0
 """Seconds to wait for a connection before the operation fails with `StoreUnavailable`."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+SESSION_KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+"""Defaults to TCP keepalives after 10 s idle, every 5 s, 3 unanswered = gone, on the
+sessions heartq keeps open for a worker's life (liveness lock, LISTEN): a session whose
+peer vanished without a word (a failover, a dropped NAT entry) fails within ~25 s instead
+of hanging for the kernel's hours, so its owner notices and opens a new one. Client side
+only: the server keeps its own settings, so a partitioned worker still looks alive until
+its lease says otherwise. Options in the URL win."""
+SESSION_TCP_USER_TIMEOUT_MS = 10_000
+"""Defaults to 10 s: data the server has not acknowledged by then fails the session
+(libpq `tcp_user_timeout`, libpq 12 and later), so a check on a dead session errors
+instead of hanging for the kernel's ~15 minutes of retransmissions."""
+
+
+class _QuietConnectionFailures(logging.Filter):
+    """Keeps psycopg_pool's per-attempt connection warnings of heartq's own pools off the
+    log, remembering the last one for the error heartq raises instead.
+
+    When the server is unreachable the pool logs a warning for every attempt (about ten
+    before its 5 s timeout) and heartq then raises `StoreUnavailable`, whose message now
+    carries the last attempt's reason: one line where there were eleven. Warnings of
+    other pools in the process, and every other pool message, pass untouched."""
+
+    MESSAGES = frozenset(
+        {
+            "error connecting in %r: %s",
+            "reconnection attempt in pool %r failed after %s sec",
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pools: weakref.WeakValueDictionary[str, Pool] = weakref.WeakValueDictionary()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if record.msg not in self.MESSAGES or not isinstance(args, tuple) or not args:
+            return True
+        pool = self.pools.get(str(args[0]))
+        if pool is None:
+            return True
+        if len(args) > 1 and record.msg.startswith("error connecting"):
+            pool.last_connect_error = _first_line(args[1])
+        return False
+
+
+_quiet = _QuietConnectionFailures()
+logging.getLogger("psycopg.pool").addFilter(_quiet)
+_pool_names = itertools.count(1)
+_pool_names_lock = threading.Lock()
+
+
+def _first_line(exc: object) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -52,12 +117,13 @@ def parse_url(url: str) -> tuple[str, str]:
     return conninfo, schema
 
 
-def translate(exc: Exception, url: str) -> Exception:
+def translate(exc: Exception, url: str, last_connect_error: str | None = None) -> Exception:
     where = redact(url)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = _first_line(exc)
     if isinstance(exc, PoolTimeout):
+        why = f" ({last_connect_error})" if last_connect_error else ""
         return StoreUnavailable(
-            f"cannot reach PostgreSQL at {where}: no connection within {CONNECT_TIMEOUT:g} s"
+            f"cannot reach PostgreSQL at {where}: no connection within {CONNECT_TIMEOUT:g} s" + why
         )
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return StoreUnavailable(f"PostgreSQL at {where} is read-only: {first}")
@@ -85,6 +151,11 @@ class Pool:
         self.conninfo, self.schema = parse_url(url)
         self._pool: ConnectionPool[Any] | None = None
         self._size = size
+        self.last_connect_error: str | None = None
+        """Why the pool's last connection attempt failed (its warning is not logged)."""
+        with _pool_names_lock:
+            self.name = f"heartq-{next(_pool_names)}"
+        _quiet.pools[self.name] = self
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
@@ -105,7 +176,7 @@ class Pool:
                 check=ConnectionPool.check_connection,
                 timeout=CONNECT_TIMEOUT,
                 open=True,
-                name="heartq",
+                name=self.name,
             )
         return self._pool
 
@@ -116,12 +187,26 @@ class Pool:
             with self._get_pool().connection() as conn:
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:
-            raise translate(exc, self.url) from exc
+            raise translate(exc, self.url, self.last_connect_error) from exc
+        if self.last_connect_error is not None:
+            self.last_connect_error = None  # connected since: the reason is stale
+
+    def session_kwargs(self) -> dict[str, Any]:
+        """`connect_kwargs` plus client-side TCP keepalives and `tcp_user_timeout`, for
+        sessions kept open for a worker's life (unless the URL sets them)."""
+        given = conninfo_to_dict(self.conninfo)
+        extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
+        if psycopg.pq.version() >= 120000:
+            extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
+        kwargs = {k: v for k, v in extra.items() if k not in given}
+        kwargs.update(self.connect_kwargs)
+        return kwargs
 
     def connect(self, autocommit: bool = True) -> psycopg.Connection[Any]:
-        """A connection of its own (liveness lock, LISTEN), outside the pool."""
+        """A connection of its own (liveness lock, LISTEN), outside the pool, with
+        `session_kwargs`."""
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=autocommit, **self.connect_kwargs)
+            conn = psycopg.connect(self.conninfo, autocommit=autocommit, **self.session_kwargs())
         except psycopg.Error as exc:
             raise translate(exc, self.url) from exc
         _configure(conn)

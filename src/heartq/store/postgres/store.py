@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
 import psycopg
 
+from heartq import events
 from heartq.errors import DuplicateJob, JobNotFound, StoreUnavailable
 from heartq.store import documents, reclaim, records, redact
 from heartq.store.interface import (
@@ -44,8 +48,48 @@ from heartq.store.reads import SqlReads
 LOCK_NAMESPACE = 0x4851
 """First key of heartq's advisory locks (the second is a hash of the worker id)."""
 MIGRATION_LOCK = 0
+PROBE_LOCK = 1
+"""Second key of the lock a liveness probe holds for its transaction: one probe at a time
+per database, so two probers never take each other's try-locks for a worker's own."""
 PRUNE_BATCH = 10_000
 LISTEN_TIMEOUT = 1.0
+
+LIVENESS_GRACE = 3.0
+"""Defaults to 3 s: how long a worker's liveness lock must stay free, on consecutive
+probes (database time), before the probe takes the worker for dead. A session that
+dropped under a living worker is taken again well within it (`LOCK_CHECK_INTERVAL`)."""
+LIVENESS_RESTART_QUIET = 3 * LIVENESS_GRACE
+"""Defaults to 9 s (3 x `LIVENESS_GRACE`): no liveness probe while the server has been up
+for less than this. A restart ends every session, so every lock is free at once until
+each living worker has reconnected and taken its own again."""
+LOCK_CHECK_INTERVAL = 0.5
+"""Defaults to 0.5 s between two checks of the session that holds a worker's liveness lock
+(and between two attempts to take the lock again once a new session is open)."""
+RECONNECT_DELAY_MIN = 0.1
+"""Defaults to 0.1 s before the second attempt to reopen a dropped session (the first
+one is immediate); the delay doubles, with jitter, up to `RECONNECT_DELAY_MAX`."""
+RECONNECT_DELAY_MAX = 2.0
+"""Defaults to 2 s at most between two attempts to reopen a dropped session: below
+`LIVENESS_GRACE`, so a worker is back in time once the server answers again."""
+RELEASE_TIMEOUT = 2.0
+"""Seconds `release()` waits for a session's thread to stop (it closes its session)."""
+
+# Event names (plain strings here; `heartq.events` lists the shared ones).
+LIVENESS_LOCK_LOST = "liveness_lock_lost"
+LIVENESS_LOCK_RESTORED = "liveness_lock_restored"
+
+# SQL of this module only (to move to queries.py). `PING` checks the lock's session;
+# `PROBE_START` opens a liveness probe: the probe's time (T), the server's uptime (real
+# clock: a restart frees every lock) and the probe lock, taken for the transaction.
+PING = "SELECT 1"
+PROBE_START = f"""
+SELECT extract(epoch from {q.T})::float8 AS now,
+       extract(epoch from now() - pg_postmaster_start_time())::float8 AS uptime,
+       pg_try_advisory_xact_lock(%(namespace)s, %(probe_lock)s) AS alone
+"""
+MIGRATIONS_TABLE = (
+    "SELECT to_regclass(format('%%I.schema_migrations', %(schema)s::text)) IS NOT NULL AS present"
+)
 
 Conn = psycopg.Connection[Any]
 
@@ -60,49 +104,179 @@ def _migrations() -> list[tuple[int, str]]:
     return sorted(found)
 
 
-class AdvisoryLivenessLock:
-    """A session advisory lock held on a dedicated connection for the worker's life."""
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
-    def __init__(self, conn: Conn, worker_id: str) -> None:
-        self._conn: Conn | None = conn
-        row = conn.execute(
-            q.LIVENESS_LOCK, {"namespace": LOCK_NAMESPACE, "worker_id": worker_id}
-        ).fetchone()
-        if not row or not row["locked"]:
+
+def _close(conn: Conn | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
             conn.close()
+
+
+class _Backoff:
+    """Delays between attempts to reopen a session: none, then doubling with jitter."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(max(2 * self._next, RECONNECT_DELAY_MIN), RECONNECT_DELAY_MAX)
+        return delay * random.uniform(0.75, 1.0)
+
+
+class AdvisoryLivenessLock:
+    """A session advisory lock, held on a session of its own for the worker's life.
+
+    The lock lives exactly as long as its session, and a session can end while the
+    worker lives on (a server restart or failover, a network reset, `idle_session_timeout`,
+    `pg_terminate_backend`). A watcher thread checks the session every
+    `LOCK_CHECK_INTERVAL`; once it is gone, it opens a new one (at once, then backing off
+    while the server is away) and takes the lock again (`pg_try_advisory_lock`; if a probe
+    or the old session still has it, again at the next check). Events:
+    `liveness_lock_lost` (warning) and `liveness_lock_restored`. Until the lock is back,
+    probes find it free: `PostgresStore.liveness_probe` only believes a lock that stays
+    free for `LIVENESS_GRACE`.
+    """
+
+    def __init__(self, connect: Callable[[], Conn], worker_id: str) -> None:
+        self._connect = connect
+        self._worker_id = worker_id
+        self._params = {"namespace": LOCK_NAMESPACE, "worker_id": worker_id}
+        conn = connect()
+        try:
+            locked = self._take(conn)
+        except BaseException:
+            _close(conn)
+            raise
+        if not locked:
+            _close(conn)
             raise StoreUnavailable(f"liveness lock of worker {worker_id} is already held")
-
-    def release(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()  # closing the session drops its advisory locks
-            self._conn = None
-
-
-class Listener:
-    """LISTENs on the schema's channel; calls `on_wake()` for every notification."""
-
-    def __init__(self, conn: Conn, channel: str, on_wake: Callable[[], None]) -> None:
-        self._conn = conn
+        self._conn: Conn | None = conn  # the watcher's from here on
         self._stop = threading.Event()
-        conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
-        self._on_wake = on_wake
-        self._thread = threading.Thread(target=self._loop, name="heartq-listen", daemon=True)
+        self._thread = threading.Thread(
+            target=self._watch, name="heartq-liveness-lock", daemon=True
+        )
         self._thread.start()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                for _ in self._conn.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
-                    self._on_wake()
-            except psycopg.Error:
-                return  # the poll interval still wakes the worker
+    def _take(self, conn: Conn) -> bool:
+        row = conn.execute(q.LIVENESS_LOCK, self._params).fetchone()
+        return bool(row and row["locked"])
+
+    def _watch(self) -> None:
+        conn, self._conn = self._conn, None
+        held = conn is not None
+        backoff = _Backoff()
+        lost_at = 0.0
+        wait = LOCK_CHECK_INTERVAL
+        try:
+            while not self._stop.wait(wait):
+                wait = LOCK_CHECK_INTERVAL
+                if held:
+                    assert conn is not None
+                    try:
+                        conn.execute(PING)
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - whatever it was, the session is gone
+                        held, lost_at = False, time.monotonic()
+                        _close(conn)
+                        conn = None
+                        backoff.reset()
+                        wait = backoff.next()  # at once
+                        events.emit(
+                            LIVENESS_LOCK_LOST,
+                            logging.WARNING,
+                            worker_id=self._worker_id,
+                            error=_reason(exc),
+                        )
+                        continue
+                try:
+                    if conn is None:
+                        conn = self._connect()
+                    held = self._take(conn)  # False: a probe or the old session has it
+                except Exception:  # noqa: BLE001 - the server may be away: try again later
+                    _close(conn)
+                    conn = None
+                    wait = backoff.next()
+                    continue
+                if held:
+                    events.emit(
+                        LIVENESS_LOCK_RESTORED,
+                        worker_id=self._worker_id,
+                        after=round(time.monotonic() - lost_at, 3),
+                    )
+        finally:
+            _close(conn)  # closing the session drops its advisory locks
 
     def release(self) -> None:
         self._stop.set()
-        self._thread.join(LISTEN_TIMEOUT + 1)
-        with contextlib.suppress(psycopg.Error):
-            self._conn.close()
+        if self._thread is not threading.current_thread():
+            self._thread.join(RELEASE_TIMEOUT)
+
+
+class Listener:
+    """LISTENs on the schema's channel; calls `on_wake()` for every notification.
+
+    If the LISTEN session drops (a server restart, a network reset, ...), its thread opens
+    a new one (at once, then backing off while the server is away), LISTENs again and
+    calls `on_wake()` once, for what was enqueued meanwhile."""
+
+    def __init__(
+        self, connect: Callable[[], Conn], channel: str, on_wake: Callable[[], None]
+    ) -> None:
+        self._connect = connect
+        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
+        self._on_wake = on_wake
+        self._stop = threading.Event()
+        self._conn: Conn | None = self._open()  # the thread's from here on
+        self._thread = threading.Thread(target=self._loop, name="heartq-listen", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> Conn:
+        conn = self._connect()
+        try:
+            conn.execute(self._listen)
+        except BaseException:
+            _close(conn)
+            raise
+        return conn
+
+    def _loop(self) -> None:
+        conn, self._conn = self._conn, None
+        backoff = _Backoff()
+        try:
+            while not self._stop.is_set():
+                if conn is None:
+                    if self._stop.wait(backoff.next()):
+                        break
+                    try:
+                        conn = self._open()
+                    except Exception:  # noqa: BLE001 - the server may be away: try again later
+                        continue
+                    backoff.reset()
+                    self._on_wake()  # jobs may have come while nobody listened
+                try:
+                    for _ in conn.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
+                        self._on_wake()
+                except psycopg.Error:
+                    _close(conn)
+                    conn = None
+                    continue
+                if conn.closed or conn.broken:
+                    _close(conn)
+                    conn = None
+        finally:
+            _close(conn)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(LISTEN_TIMEOUT + 1)
 
 
 class PostgresStore(SqlReads):
@@ -117,9 +291,36 @@ class PostgresStore(SqlReads):
         self.schema = self.pool.schema
         self.channel = f"heartq_{self.schema}"
         self._migrated = False
+        self.liveness_grace = LIVENESS_GRACE
+        self.liveness_restart_quiet = LIVENESS_RESTART_QUIET
+        self._lock_free_since: dict[str, float] = {}
+        self._suspects_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------
     def migrate(self) -> int:
+        """Bring the schema up to date; returns its version. Reads first: an up-to-date
+        schema is left alone, without a lock or a write, so a read-only role can use it."""
+        scripts = _migrations()
+        latest = scripts[-1][0] if scripts else 0
+        current = self._applied_version()
+        if current is None or current < latest:
+            current = self._apply(scripts)
+        self._migrated = True
+        return current
+
+    def _applied_version(self) -> int | None:
+        """The schema's version, or None if it has no `schema_migrations` table yet."""
+        with self.pool.transaction() as conn:
+            row = conn.execute(MIGRATIONS_TABLE, {"schema": self.schema}).fetchone()
+            if not row or not row["present"]:
+                return None
+            table = psycopg.sql.Identifier(self.schema, "schema_migrations")
+            row = conn.execute(
+                psycopg.sql.SQL("SELECT coalesce(max(version), 0) AS v FROM {}").format(table)
+            ).fetchone()
+        return int(row["v"]) if row else 0
+
+    def _apply(self, scripts: list[tuple[int, str]]) -> int:
         schema = psycopg.sql.Identifier(self.schema)
         with self.pool.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, MIGRATION_LOCK))
@@ -132,12 +333,11 @@ class PostgresStore(SqlReads):
                 "SELECT coalesce(max(version), 0) AS v FROM schema_migrations"
             ).fetchone()
             current = int(row["v"]) if row else 0
-            for version, script in _migrations():
+            for version, script in scripts:
                 if version > current:
                     conn.execute(script.encode())
                     conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
                     current = version
-        self._migrated = True
         return current
 
     def ensure_schema(self) -> None:
@@ -418,24 +618,67 @@ class PostgresStore(SqlReads):
 
     # -- liveness locks and wake-ups -----------------------------------------------------
     def liveness_hold(self, worker_id: str) -> LivenessHandle:
-        return AdvisoryLivenessLock(self.pool.connect(), worker_id)
+        return AdvisoryLivenessLock(self.pool.connect, worker_id)
 
     def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
+        """Reclaim the jobs of active workers whose liveness lock stayed free on consecutive
+        probes spanning `liveness_grace` (`LIVENESS_GRACE`) of database time (`now` if
+        given); a worker found holding its lock again is forgotten.
+
+        Why not at the first free lock: a free lock means the lock's session is gone, and a
+        dropped session is not a dead process. A server restart, a failover, a network
+        reset, `idle_session_timeout` or `pg_terminate_backend` ends the session under a
+        living worker, which keeps heartbeating; taken for dead at once, it would lose its
+        jobs at every probe until they died of spent attempts. Its `AdvisoryLivenessLock`
+        takes the lock again within about a second. After a restart every lock is free at
+        once, so there is no probe at all while the server has been up for less than
+        `liveness_restart_quiet` (`LIVENESS_RESTART_QUIET`). One probe runs at a time per
+        database (`PROBE_LOCK`); a prober that finds another one at work skips its turn.
+
+        The cost: a SIGKILLed worker's jobs come back after about `LIVENESS_GRACE` plus
+        one probe interval (~4 s at default settings) instead of ~1 s; still far below the
+        lease (90 s), which stays the backstop. The grace is tracked per store instance
+        (the prober's memory), so a single probe of a fresh instance never reclaims.
+        """
         self.ensure_schema()
         found = []
         with self.pool.transaction() as conn:
-            dead = [
+            start = conn.execute(
+                PROBE_START, {"now": now, "namespace": LOCK_NAMESPACE, "probe_lock": PROBE_LOCK}
+            ).fetchone()
+            assert start is not None
+            if not start["alone"]:
+                return []  # another worker is probing right now
+            t = float(start["now"])
+            if float(start["uptime"]) < self.liveness_restart_quiet:
+                with self._suspects_lock:
+                    self._lock_free_since = {}
+                return []
+            free = [
                 r["id"]
                 for r in conn.execute(q.PROBE_LIVENESS, {"namespace": LOCK_NAMESPACE}).fetchall()
             ]
+            with self._suspects_lock:
+                since = {w: self._lock_free_since.get(w, t) for w in free}
+                self._lock_free_since = since
+            dead = [w for w in free if t - since[w] >= self.liveness_grace]
             for worker_id in dead:
                 worker = conn.execute(
                     q.DEACTIVATE_WORKER, {"worker_id": worker_id, "now": now}
                 ).fetchone()
                 if worker is not None:
                     found.append(self._reclaim_stale(conn, worker, now, detected_by))
+        with self._suspects_lock:
+            for worker_id in dead:  # inactive now: no longer probed
+                self._lock_free_since.pop(worker_id, None)
         return found
+
+    def liveness_suspects(self) -> dict[str, float]:
+        """Workers whose liveness lock this instance found free, not yet for the whole
+        grace: worker id -> the probe's time (epoch seconds) when it first found it free."""
+        with self._suspects_lock:
+            return dict(self._lock_free_since)
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle:
         """Wake the caller whenever jobs are enqueued or replayed in this schema."""
-        return Listener(self.pool.connect(), self.channel, on_wake)
+        return Listener(self.pool.connect, self.channel, on_wake)
