@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,7 +18,7 @@ import click
 from heartq.app import App
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
-from heartq.store import Store, open_store
+from heartq.store import Store, open_store, redact_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,13 +42,11 @@ def store_for(url: str | None) -> Store:
     return store
 
 
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^\s/]*@")
-
-
 def scrub(text: str) -> str:
-    """`text` with the password of any URL in it replaced by `***` (error messages may
-    quote a URL, e.g. a driver's; a password in a URL is never printed)."""
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    """`text` with the secrets of any URL in it replaced by `***` (error messages may
+    quote a URL, e.g. a driver's; a password is never printed). The rules live in one
+    place, `heartq.store.redact`: `user:password@`, `password=` and `sslpassword=`."""
+    return redact_text(text)
 
 
 def print_json(value: Any) -> None:

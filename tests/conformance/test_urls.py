@@ -1,0 +1,94 @@
+"""Secrets in URLs are never printed: `redact` (URLs the code holds) and `scrub` (free
+text, such as a driver's error message, that may quote one) hide the same things."""
+
+from __future__ import annotations
+
+import pytest
+
+from heartq.cli.common import scrub
+from heartq.store import redact
+
+REDACTED = [
+    # (case, url, expected)
+    (
+        "userinfo",
+        "postgresql://app:hunter2@db.example:5432/q",
+        "postgresql://app:***@db.example:5432/q",
+    ),
+    ("password-param", "postgresql://db/q?password=hunter2", "postgresql://db/q?password=***"),
+    (
+        "sslpassword-param",
+        "postgresql://db/q?sslmode=verify-full&sslpassword=hunter2&schema=s",
+        "postgresql://db/q?sslmode=verify-full&sslpassword=***&schema=s",
+    ),
+    (
+        "both-and-more",
+        "postgres://app:hunter2@db/q?password=hunter2&application_name=w&sslpassword=hunter2",
+        "postgres://app:***@db/q?password=***&application_name=w&sslpassword=***",
+    ),
+    ("upper-case-key", "postgresql://db/q?PassWord=hunter2", "postgresql://db/q?PassWord=***"),
+    ("empty-password", "postgresql://db/q?password=", "postgresql://db/q?password=***"),
+    ("fragment-kept", "postgresql://db/q?password=hunter2#x", "postgresql://db/q?password=***#x"),
+    ("no-path", "postgresql://app:hunter2@db", "postgresql://app:***@db"),
+    ("no-path-query", "postgresql://db?password=hunter2", "postgresql://db?password=***"),
+    (
+        "encoded-password",
+        "postgresql://app:hun%40ter%2F2@db/q",
+        "postgresql://app:***@db/q",
+    ),
+    ("raw-at-in-password", "postgresql://app:hun@ter2@db/q", "postgresql://app:***@db/q"),
+]
+
+UNCHANGED = [
+    "sqlite:///heartq.db",
+    "sqlite:////var/lib/heartq/heartq.db?busy_timeout=5",
+    "postgresql://app@db:5432/q?schema=heartq&sslmode=require",
+    "postgresql://db/q?application_name=no-password-here&passfile=/etc/pgpass",
+    "postgresql://db/q?mypassword=not-a-libpq-parameter",
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"), [c[1:] for c in REDACTED], ids=[c[0] for c in REDACTED]
+)
+def test_redact_hides_every_secret(url: str, expected: str) -> None:
+    assert redact(url) == expected
+    assert "hunter2" not in redact(url)
+    assert redact(redact(url)) == redact(url)
+
+
+@pytest.mark.parametrize("url", UNCHANGED)
+def test_redact_leaves_urls_without_secrets_unchanged(url: str) -> None:
+    assert redact(url) == url
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"), [c[1:] for c in REDACTED], ids=[c[0] for c in REDACTED]
+)
+def test_scrub_hides_the_same_secrets_in_text(url: str, expected: str) -> None:
+    assert scrub(url) == expected
+    for template in ("cannot reach {} now", "not a queue URL: '{}'", '"{}"', "({}).", "{}, then"):
+        scrubbed = scrub(template.format(url))
+        assert "hunter2" not in scrubbed
+        assert expected in scrubbed
+        # the text around stays; punctuation glued to a password's end may go with it
+        head = template.split("{}")[0]
+        assert scrubbed.startswith(head + expected)
+
+
+def test_scrub_hides_several_urls_and_connection_strings() -> None:
+    text = (
+        "tried postgresql://a:one@h1/q and postgresql://h2/q?password=two, then "
+        "conninfo host=h3 user=u password=three sslpassword='four five' dbname=q"
+    )
+    scrubbed = scrub(text)
+    for secret in ("one", "two", "three", "four", "five"):
+        assert secret not in scrubbed, scrubbed
+    assert "postgresql://a:***@h1/q" in scrubbed
+    assert "postgresql://h2/q?password=***" in scrubbed
+    assert "host=h3 user=u password=*** sslpassword=*** dbname=q" in scrubbed
+
+
+def test_scrub_leaves_text_without_secrets_alone() -> None:
+    text = "job 01H failed: password authentication failed for user 'app' (sqlite:///q.db)"
+    assert scrub(text) == text
