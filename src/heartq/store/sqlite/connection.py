@@ -92,13 +92,20 @@ def translate(exc: sqlite3.Error, path: Path) -> Exception:
 
 
 class ConnectionPool:
-    """One connection per thread, all closed together."""
+    """One connection per thread, closed when its thread is gone, all closed together.
+
+    Threads come and go (the process pool watches each child from a thread of its own,
+    and that thread touches the store): a connection kept for every thread that ever
+    used the store would leak a connection and its file descriptors per job. So each
+    connection is kept with its thread, and opening a new one first closes those of
+    threads that have ended (they cannot be in the middle of anything)."""
 
     def __init__(self, path: Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._by_thread: dict[threading.Thread, sqlite3.Connection] = {}
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         # Writers of one process queue here, where a release wakes the next at once;
         # SQLite's own busy handler polls with sleeps, which is for other processes only.
@@ -108,11 +115,31 @@ class ConnectionPool:
     def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            self._sweep()
             conn = self._open()
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                self._by_thread[threading.current_thread()] = conn
         return conn
+
+    def _sweep(self) -> None:
+        """Close the connections of threads that have ended. In a forked child, the
+        parent's connections are forgotten, never closed (they are the parent's)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._by_thread.clear()
+            ended = [t for t in self._by_thread if not t.is_alive()]
+            closing = [self._by_thread.pop(t) for t in ended]
+        for conn in closing:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    @property
+    def open_connections(self) -> int:
+        """How many connections this pool holds open (tests check it stays bounded)."""
+        with self._lock:
+            return len(self._by_thread)
 
     def _open(self) -> sqlite3.Connection:
         check_location(self.path)
@@ -160,7 +187,9 @@ class ConnectionPool:
             callback(statement)  # type: ignore[operator]
 
     def enable_trace(self) -> None:
-        for conn in self._all:
+        with self._lock:
+            conns = list(self._by_thread.values())
+        for conn in conns:
             conn.set_trace_callback(self._on_statement)
 
     @contextlib.contextmanager
@@ -207,8 +236,9 @@ class ConnectionPool:
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
+            conns = list(self._by_thread.values())
+            self._by_thread.clear()
+            self._local = threading.local()
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
