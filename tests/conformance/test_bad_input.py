@@ -3,6 +3,7 @@ door, or stored and given back unchanged)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -161,3 +162,58 @@ def test_hostile_strings_round_trip_through_results(store: Store, t0: float, tex
     store.finish([succeeded(second, json.dumps([text]))], now=t0 + 3)
     assert store.get_job(job_id)["result"] == [text]
     assert decode(json.dumps(text)) == text
+
+
+# -- numbers no backend can store are refused at the door ---------------------------------
+
+NON_FINITE = [math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("field", ["delay", "retry_backoff", "retry_backoff_max"])
+@pytest.mark.parametrize("value", NON_FINITE, ids=["nan", "inf", "-inf"])
+def test_enqueue_refuses_non_finite_durations(
+    store: Store, t0: float, field: str, value: float
+) -> None:
+    good = NewJob(task="t", args_json="{}")
+    bad = NewJob(task="t", args_json="{}", **{field: value})
+    with pytest.raises(PayloadError, match=field):
+        store.enqueue([good, bad], now=t0)
+    assert store.count_jobs() == []  # none of the batch
+
+
+@pytest.mark.parametrize("field", ["retry_backoff", "retry_backoff_max"])
+@pytest.mark.parametrize("value", [-1.0, 1e300])
+def test_enqueue_refuses_backoffs_out_of_range(
+    store: Store, t0: float, field: str, value: float
+) -> None:
+    with pytest.raises(PayloadError, match=field):
+        store.enqueue([NewJob(task="t", args_json="{}", **{field: value})], now=t0)
+    assert store.count_jobs() == []
+
+
+@pytest.mark.parametrize("value", NON_FINITE, ids=["nan", "inf", "-inf"])
+def test_heartbeat_refuses_a_non_finite_progress_value(
+    store: Store, t0: float, value: float
+) -> None:
+    store.enqueue([NewJob(task="t", args_json="{}")], now=t0)
+    job = claim_one(store, "w1", t0)
+    before = store.get_job(job.id)
+    with pytest.raises(PayloadError, match="progress"):
+        store.heartbeat("w1", [Renewal(job.lease, Progress(value, "s", "m"))], LEASE, now=t0 + 1)
+    assert store.get_job(job.id) == before
+    answers = store.heartbeat("w1", [Renewal(job.lease, Progress(None, "s"))], LEASE, now=t0 + 2)
+    assert store.get_job(job.id)["progress"]["stage"] == "s" and answers
+
+
+@pytest.mark.parametrize("value", NON_FINITE, ids=["nan", "inf", "-inf"])
+def test_finish_refuses_non_finite_numbers(store: Store, t0: float, value: float) -> None:
+    store.enqueue([NewJob(task="t", args_json="{}")], now=t0)
+    job = claim_one(store, "w1", t0)
+    before = store.get_job(job.id)
+    retry = failed(job, Outcome.FAILED, "boom")
+    with pytest.raises(PayloadError, match="retry delay"):
+        store.finish([dataclasses.replace(retry, retry_delay=value)], now=t0 + 1)
+    with pytest.raises(PayloadError, match="crash context"):
+        store.finish([dataclasses.replace(retry, crash={"exit_code": value})], now=t0 + 1)
+    assert store.get_job(job.id) == before
+    assert store.finish([retry], now=t0 + 1) == []

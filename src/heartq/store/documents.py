@@ -2,43 +2,82 @@
 
 Claim, heartbeat, finish and enqueue take their whole batch as one JSON parameter. Every
 backend builds those documents here, so what is validated or cleaned on the way in
-(names checked, NUL in free text escaped) is the same whatever the database.
+(names checked, NUL in free text escaped, numbers finite) is the same whatever the
+database. A value no backend can store is refused here with `PayloadError`, before any
+statement runs: Python's `json.dumps` would write NaN or Infinity, which is not JSON, and
+one such value would fail the whole batch statement it travels in (a reaper's batch, a
+completer's batch), not just its own row.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from heartq import outcomes
+from heartq.errors import PayloadError
 from heartq.ids import new_job_id
-from heartq.payload import check_name, clean_text
+from heartq.payload import MAX_DURATION, check_name, clean_text
 from heartq.store.interface import NewJob, Renewal
 
 
+def _finite(name: str, value: Any) -> float:
+    """`value` as a float; `PayloadError` unless it is a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PayloadError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise PayloadError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _seconds(name: str, value: Any) -> float:
+    """A finite, non-negative number of seconds of at most `MAX_DURATION` (ten years:
+    beyond that the time arithmetic of some backend overflows)."""
+    seconds = _finite(name, value)
+    if seconds < 0:
+        raise PayloadError(f"{name} must not be negative, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise PayloadError(f"{name} must be at most {MAX_DURATION:g} s (ten years), got {value!r}")
+    return seconds
+
+
+def _strict_json(what: str, value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"{what} must be strict JSON (finite numbers): {exc}") from None
+
+
 def new_job_doc(job: NewJob) -> dict[str, Any]:
-    """One job to insert; raises `ConfigError` for a task or queue name no backend takes."""
+    """One job to insert; raises `ConfigError` for a task or queue name no backend takes,
+    `PayloadError` for a delay or backoff that is not a finite number of seconds (a
+    negative delay means "now")."""
+    delay = _finite("delay", job.delay)
     return {
         "id": job.id or new_job_id(),
         "task": check_name("task", job.task),
         "queue": check_name("queue", job.queue),
         "args": job.args_json,
         "priority": job.priority,
-        "delay": max(0.0, job.delay),
+        "delay": _seconds("delay", max(0.0, delay)),
         "max_retries": job.max_retries,
-        "retry_backoff": job.retry_backoff,
-        "retry_backoff_max": job.retry_backoff_max,
+        "retry_backoff": _seconds("retry_backoff", job.retry_backoff),
+        "retry_backoff_max": _seconds("retry_backoff_max", job.retry_backoff_max),
     }
 
 
 def renewal_doc(renewal: Renewal) -> dict[str, Any]:
+    """One lease to renew; `PayloadError` for a progress value that is not finite."""
     progress = renewal.progress
+    value = progress.value if progress else None
     return {
         "id": renewal.lease.job_id,
         "eid": renewal.lease.execution_id,
         "hp": progress is not None,
-        "pv": progress.value if progress else None,
+        "pv": None if value is None else _finite("progress value", value),
         "ps": clean_text(progress.stage) if progress else None,
         "pm": clean_text(progress.message) if progress else None,
     }
@@ -56,7 +95,8 @@ def finish_doc(
     dead_reason: str | None = None,
     crash: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One finished attempt, as the fenced finish statement reads it."""
+    """One finished attempt, as the fenced finish statement reads it. `PayloadError` for a
+    retry delay that is not finite or a crash context that is not strict JSON."""
     return {
         "id": job_id,
         "eid": execution_id,
@@ -64,7 +104,7 @@ def finish_doc(
         "outcome": outcome,
         "result": result,
         "error": outcomes.clip_error(error),
-        "delay": delay,
+        "delay": min(MAX_DURATION, max(0.0, _finite("retry delay", delay))),
         "dead_reason": clean_text(dead_reason),
-        "crash": json.dumps(crash) if crash is not None else None,
+        "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
     }

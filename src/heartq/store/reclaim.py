@@ -8,11 +8,13 @@ the same transaction. Only this module decides what a crash context holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from heartq import outcomes
+from heartq.retry import DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store.documents import finish_doc
 from heartq.store.interface import JobStatus, Outcome, Reclaimed
 from heartq.timeutil import iso
@@ -70,6 +72,8 @@ def plan(
                 crashes,
                 crash,
             )
+            if not math.isfinite(delay):  # a row stored before backoffs were checked
+                delay = DEFAULT_RETRY_BACKOFF_MAX
         docs.append(
             finish_doc(
                 row["id"],

@@ -139,6 +139,8 @@ class SQLiteStore(SqlReads):
                 t = self._now(conn, now)
                 conn.executemany(q.INSERT_JOB, [dict(row, now=t) for row in rows])
         except sqlite3.IntegrityError as exc:
+            if "UNIQUE" not in str(exc):
+                raise
             raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
         return [str(row["id"]) for row in rows]
 
