@@ -277,3 +277,84 @@ def test_release_many(store: Store, t0: float) -> None:
     assert store.release([j.lease for j in jobs], now=t0 + 1) == []
     assert all(j["status"] == JobStatus.QUEUED for j in store.list_jobs())
     assert store.release([], now=t0 + 2) == []
+
+
+# -- a cancel request is never lost to a retry or a release -------------------------------
+
+
+def _cancel_requested(store: Store, t0: float, **options: Any) -> tuple[str, ClaimedJob, Any]:
+    register(store, "w1", t0)
+    job_id = enqueue_one(store, t0, **options)
+    job = claim_one(store, "w1", t0)
+    store.cancel_job(job_id, now=t0 + 1)
+    before = store.get_job(job_id)
+    assert before["cancel_requested"] and before["status"] == JobStatus.RUNNING
+    return job_id, job, before
+
+
+@pytest.mark.parametrize("outcome", [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.CRASHED])
+def test_an_attempt_that_would_retry_ends_a_cancel_requested_job(
+    store: Store, t0: float, outcome: Outcome
+) -> None:
+    """The attempt raised (or timed out, or its child died) before it saw the cancel: the
+    job must not go back to the queue to run again, it is cancelled."""
+    job_id, job, before = _cancel_requested(store, t0, retry_backoff=0.0)
+    finish = failed(job, outcome, "ValueError: boom")
+    assert finish.status == JobStatus.QUEUED  # what it would have been without the cancel
+    assert store.finish([finish], now=t0 + 2) == []
+
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.CANCELLED
+    assert not after["cancel_requested"]
+    assert at(after["finished_at"], t0 + 2)
+    assert after["worker_id"] == "w1"
+    assert after["run_at"] == before["run_at"]
+    assert after["lease_expires_at"] is None
+    assert after["error"] == "ValueError: boom"
+    assert after["attempts"] == 1
+    (execution,) = after["executions"]
+    assert execution["outcome"] == outcome  # the attempt keeps its own outcome
+    assert execution["error"] == "ValueError: boom"
+    assert store.claim("w2", ["default"], 10, LEASE, now=t0 + 1000) == []
+    assert store.reap_expired("lease_expired", now=t0 + 1000) == []
+
+
+def test_a_released_cancel_requested_job_is_cancelled(store: Store, t0: float) -> None:
+    """A worker shutting down gives back a job whose cancel was requested: it ends."""
+    job_id, job, before = _cancel_requested(store, t0)
+    assert store.release([job.lease], now=t0 + 2) == []
+
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.CANCELLED
+    assert not after["cancel_requested"]
+    assert at(after["finished_at"], t0 + 2)
+    assert after["worker_id"] == "w1"
+    assert after["run_at"] == before["run_at"]
+    assert after["lease_expires_at"] is None
+    assert after["attempts"] == 0  # a released attempt is not counted
+    (execution,) = after["executions"]
+    assert execution["outcome"] == Outcome.RELEASED
+    assert store.claim("w2", ["default"], 10, LEASE, now=t0 + 1000) == []
+
+
+def test_a_cancel_request_changes_only_its_own_job_in_a_batch(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    ids = [enqueue_one(store, t0, retry_backoff=0.0) for _ in range(4)]
+    jobs = {j.id: j for j in store.claim("w1", ["default"], 4, LEASE, now=t0)}
+    store.cancel_job(ids[0], now=t0 + 1)
+    store.cancel_job(ids[2], now=t0 + 1)
+    fails = [failed(jobs[i], Outcome.FAILED, "boom") for i in ids[:2]]
+    assert store.finish(fails, now=t0 + 2) == []
+    assert store.release([jobs[i].lease for i in ids[2:]], now=t0 + 2) == []
+    statuses = [store.get_job(i)["status"] for i in ids]
+    assert statuses == ["cancelled", "queued", "cancelled", "queued"]
+    requeued = store.claim("w2", ["default"], 10, LEASE, now=t0 + 3)
+    assert sorted(j.id for j in requeued) == sorted([ids[1], ids[3]])
+
+
+def test_a_cancel_requested_attempt_out_of_retries_is_still_dead(store: Store, t0: float) -> None:
+    job_id, job, _ = _cancel_requested(store, t0, max_retries=0)
+    store.finish([failed(job, Outcome.FAILED, "boom")], now=t0 + 2)
+    after = store.get_job(job_id)
+    assert (after["status"], after["cancel_requested"]) == (JobStatus.DEAD, False)
+    assert after["dead_reason"]

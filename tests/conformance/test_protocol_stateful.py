@@ -281,7 +281,11 @@ class ProtocolMachine(RuleBasedStateMachine):
         after = self._job(attempt.id)
         if self._is_current(before, attempt):
             assert lost == []
-            assert after["status"] == finish.status
+            expected = finish.status
+            if before["cancel_requested"] and expected == JobStatus.QUEUED:
+                expected = JobStatus.CANCELLED  # a cancel request is never lost to a retry
+            assert after["status"] == expected
+            assert not after["cancel_requested"]
             assert after["executions"][-1]["outcome"] == finish.outcome
             self._drop(worker_id, attempt, zombie=False)
         else:
@@ -320,7 +324,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             after = self._job(attempt.id)
             if self._is_current(before[attempt.id], attempt):
                 assert attempt.lease not in lost
-                assert after["status"] == JobStatus.QUEUED
+                cancel = before[attempt.id]["cancel_requested"]
+                assert after["status"] == (JobStatus.CANCELLED if cancel else JobStatus.QUEUED)
+                assert not after["cancel_requested"]
                 assert after["attempts"] == before[attempt.id]["attempts"] - 1
                 assert after["executions"][-1]["outcome"] == Outcome.RELEASED
             else:

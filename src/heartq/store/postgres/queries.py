@@ -62,6 +62,11 @@ SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
 FROM claimed
 """
 
+# Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
+# they update them, and update only through it: two statements of one worker that touch
+# the same jobs (a heartbeat and a finish racing) then wait for each other instead of
+# each holding a row the other needs ("deadlock detected"). Fencing stays as it was:
+# only rows still running under the execution the batch names are locked and changed.
 HEARTBEAT = f"""
 WITH touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL
@@ -69,6 +74,11 @@ WITH touched AS (
 ), r AS (
     SELECT * FROM json_to_recordset(%(renewals)s::json)
         AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
+), locked AS (
+    SELECT j.id FROM jobs AS j JOIN r ON j.id = r.id AND j.execution_id = r.eid
+    WHERE j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
 )
 UPDATE jobs AS j
 SET lease_expires_at = {T} + {_secs("lease")},
@@ -77,7 +87,7 @@ SET lease_expires_at = {T} + {_secs("lease")},
     progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
     progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
     progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END
-FROM r
+FROM r JOIN locked ON locked.id = r.id
 WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
@@ -88,27 +98,37 @@ WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
 RETURNING cancel_requested
 """
 
+# An attempt that would be retried (status 'queued') while a cancel was requested ends the
+# job as 'cancelled' instead: the request is honoured, never lost to a retry. The
+# execution keeps its own outcome (failed, timed_out, ...).
+_REQUEUE = "(f.status = 'queued' AND NOT j.cancel_requested)"
+
 FINISH = f"""
 WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, dead_reason text, crash text)
+), locked AS (
+    SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
+    WHERE j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), landed AS (
     UPDATE jobs AS j
-    SET status = f.status,
-        run_at = CASE WHEN f.status = 'queued'
-                      THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
+    SET status = CASE WHEN f.status = 'queued' AND j.cancel_requested
+                      THEN 'cancelled' ELSE f.status END,
+        run_at = CASE WHEN {_REQUEUE} THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
         progress_value = CASE WHEN f.status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,
-        finished_at = CASE WHEN f.status = 'queued' THEN NULL ELSE {T} END,
-        worker_id = CASE WHEN f.status = 'queued' THEN NULL ELSE j.worker_id END,
+        finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
+        worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
         lease_expires_at = NULL,
-        cancel_requested = CASE WHEN f.status = 'queued' THEN j.cancel_requested ELSE false END,
+        cancel_requested = false,
         updated_at = {T}
-    FROM f
+    FROM f JOIN locked ON locked.id = f.id
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
     RETURNING j.id, j.execution_id
 ), closed AS (
@@ -120,14 +140,27 @@ WITH f AS (
 SELECT id, execution_id FROM landed
 """
 
+# Released jobs go back to the queue, no attempt counted; one whose cancel was requested
+# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again.
 RELEASE = f"""
 WITH l AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
+), locked AS (
+    SELECT j.id FROM jobs AS j JOIN l ON j.id = l.id AND j.execution_id = l.eid
+    WHERE j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), landed AS (
     UPDATE jobs AS j
-    SET status = 'queued', attempts = greatest(j.attempts - 1, 0), worker_id = NULL,
-        lease_expires_at = NULL, run_at = {T}, updated_at = {T}
-    FROM l
+    SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
+        attempts = greatest(j.attempts - 1, 0),
+        worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
+        lease_expires_at = NULL,
+        run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE {T} END,
+        finished_at = CASE WHEN j.cancel_requested THEN {T} END,
+        cancel_requested = false,
+        updated_at = {T}
+    FROM l JOIN locked ON locked.id = l.id
     WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
     RETURNING j.id, j.execution_id
 ), closed AS (

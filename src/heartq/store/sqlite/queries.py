@@ -79,23 +79,26 @@ RETURNING cancel_requested
 """
 
 # Each finish: {id, eid, status, outcome, result, error, delay, dead_reason, crash}
-FINISH_JOBS = """
+# An attempt that would be retried (status 'queued') while a cancel was requested ends the
+# job as 'cancelled' instead: the request is honoured, never lost to a retry. The
+# execution keeps its own outcome (failed, timed_out, ...).
+_REQUEUE = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
+
+FINISH_JOBS = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
-SET status = json_extract(f.value, '$.status'),
-    run_at = CASE WHEN json_extract(f.value, '$.status') = 'queued'
-                  THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
+SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel_requested
+                  THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
+    run_at = CASE WHEN {_REQUEUE} THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
                                AND j.progress_value IS NOT NULL
                           THEN 1.0 ELSE j.progress_value END,
-    finished_at = CASE WHEN json_extract(f.value, '$.status') = 'queued' THEN NULL ELSE :now END,
-    worker_id = CASE WHEN json_extract(f.value, '$.status') = 'queued'
-                     THEN NULL ELSE j.worker_id END,
+    finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
+    worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
     lease_expires_at = NULL,
-    cancel_requested = CASE WHEN json_extract(f.value, '$.status') = 'queued'
-                            THEN j.cancel_requested ELSE 0 END,
+    cancel_requested = 0,
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
@@ -115,10 +118,18 @@ WHERE e.job_id = json_extract(f.value, '$.id')
   AND e.execution_id = json_extract(f.value, '$.eid')
 """
 
+# Released jobs go back to the queue, no attempt counted; one whose cancel was requested
+# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again.
 RELEASE_JOBS = """
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
-SET status = 'queued', attempts = max(j.attempts - 1, 0), worker_id = NULL,
-    lease_expires_at = NULL, run_at = :now, updated_at = :now
+SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
+    attempts = max(j.attempts - 1, 0),
+    worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
+    lease_expires_at = NULL,
+    run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE :now END,
+    finished_at = CASE WHEN j.cancel_requested THEN :now END,
+    cancel_requested = 0,
+    updated_at = :now
 FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$[0]')
   AND j.execution_id = json_extract(l.value, '$[1]')
