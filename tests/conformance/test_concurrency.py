@@ -9,6 +9,7 @@ in `procs.py`.
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
 from collections.abc import Callable
 
@@ -82,5 +83,40 @@ def test_concurrent_migrate_on_a_fresh_database(
             assert store.migrate() == reference
             (job_id,) = store.enqueue([new_job()])
             assert store.get_job(job_id)["status"] == JobStatus.QUEUED
+        finally:
+            store.close()
+
+
+@pytest.mark.slow
+def test_concurrent_upgrade_from_version_1(
+    fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four processes upgrade the same database of version 1 (with jobs) at once, on 10
+    databases in a row: each migration runs once, and every process ends at the latest."""
+    urls = [fresh_url() for _ in range(10)]
+    first = open_store(urls[0])
+    module = sys.modules[type(first).__module__]
+    first.close()
+    every = module._migrations()
+    monkeypatch.setattr(module, "_migrations", lambda: every[:1])
+    for url in urls:
+        old = open_store(url)
+        try:
+            assert old.migrate() == 1
+            old.enqueue([new_job()])
+        finally:
+            old.close()
+    monkeypatch.setattr(module, "_migrations", lambda: every)
+
+    per_process = procs.run_processes(procs.migrator, [(urls,)] * procs.PROCESSES)
+
+    latest = every[-1][0]
+    for versions in per_process:
+        assert versions == [latest] * len(urls)
+    for url in urls:
+        store = open_store(url)
+        try:
+            assert store.migrate() == latest
+            assert [j["status"] for j in store.list_jobs()] == [JobStatus.QUEUED]
         finally:
             store.close()

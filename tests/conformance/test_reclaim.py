@@ -3,16 +3,21 @@ and pruning of what is old."""
 
 from __future__ import annotations
 
+import math
+import sys
+
 import pytest
 
+from heartq.errors import ConfigError
 from heartq.outcomes import cancelled, succeeded
-from heartq.store import Store
+from heartq.store import Store, open_store
 from heartq.store.interface import (
     DetectedBy,
     JobStatus,
     Outcome,
     Reclaimed,
     Renewal,
+    WorkerInfo,
 )
 
 from .support import CRASH_KEYS, LEASE, at, claim_one, enqueue_one, register, worker
@@ -276,3 +281,92 @@ def test_prune_old_workers_and_finished_jobs_but_never_dead_ones(store: Store, t
     assert old_ok not in remaining and old_cancelled not in remaining
     assert store.get_job(old_dead)["executions"]  # the dead keep their history
     assert store.prune(7 * day, 7 * day, now=t0 + 8 * day).jobs == 0
+
+
+# -- each worker is judged stale by its own settings ----------------------------------------
+
+
+def _register_with(store: Store, worker_id: str, now: float, stale_after: float | None) -> None:
+    store.register_worker(
+        WorkerInfo(
+            id=worker_id,
+            hostname="test-host",
+            pid=4242,
+            queues=("default",),
+            concurrency=1,
+            stale_after=stale_after,
+        ),
+        now=now,
+    )
+
+
+def test_each_worker_is_judged_stale_by_its_own_stale_after(store: Store, t0: float) -> None:
+    """A worker that heartbeats slowly (stale after 300 s) is not stale to a peer whose
+    own threshold is 90 s; the peer's threshold only applies to workers that recorded
+    none. Otherwise the slow worker's jobs are reclaimed while it runs them: twice run."""
+    _register_with(store, "slow", t0, 300.0)
+    _register_with(store, "quick", t0, 10.0)
+    _register_with(store, "unknown", t0, None)
+    enqueue_one(store, t0)
+    slow_job = claim_one(store, "slow", t0, lease=1000)
+
+    stale = store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 100)
+    assert sorted(s.id for s in stale) == ["quick", "unknown"]
+    assert worker(store, "slow")["status"] == "active"
+    assert store.get_job(slow_job.id)["status"] == JobStatus.RUNNING
+
+    store.heartbeat("slow", [Renewal(slow_job.lease)], 1000, now=t0 + 250)
+    assert store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 500) == []
+    (late,) = store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 551)
+    assert late.id == "slow"
+    assert [r.job_id for r in late.reclaimed] == [slow_job.id]
+    assert "301" in _crashed(store, slow_job.id)["reason"]
+
+
+def test_a_short_own_stale_after_wins_over_a_longer_observer(store: Store, t0: float) -> None:
+    _register_with(store, "quick", t0, 5.0)
+    assert store.mark_stale_workers(3600, DetectedBy.STALE_WORKER, now=t0 + 4) == []
+    (stale,) = store.mark_stale_workers(3600, DetectedBy.STALE_WORKER, now=t0 + 6)
+    assert stale.id == "quick"
+
+
+def test_registering_again_records_the_new_stale_after(store: Store, t0: float) -> None:
+    _register_with(store, "w1", t0, 300.0)
+    _register_with(store, "w1", t0, 20.0)
+    (stale,) = store.mark_stale_workers(1000, DetectedBy.STALE_WORKER, now=t0 + 21)
+    assert stale.id == "w1"
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
+def test_register_refuses_a_stale_after_that_is_not_a_duration(
+    store: Store, t0: float, bad: float
+) -> None:
+    with pytest.raises(ConfigError, match="stale_after"):
+        _register_with(store, "w1", t0, bad)
+    assert store.list_workers(include_all=True) == []
+
+
+def test_upgrade_from_schema_1_adds_stale_after(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 2 upgrades a database of version 1 that already holds jobs, once."""
+    older = open_store(store_url)
+    module = sys.modules[type(older).__module__]
+    every = module._migrations()
+    monkeypatch.setattr(module, "_migrations", lambda: every[:1])
+    try:
+        assert older.migrate() == 1
+        t0 = float(math.floor(older.clock()))
+        job_id = enqueue_one(older, t0)
+    finally:
+        older.close()
+    monkeypatch.setattr(module, "_migrations", lambda: every)
+    newer = open_store(store_url)
+    try:
+        assert newer.migrate() == every[-1][0] >= 2
+        assert newer.migrate() == every[-1][0]  # again: nothing to do
+        _register_with(newer, "w1", t0, 300.0)
+        assert claim_one(newer, "w1", t0).id == job_id
+        assert newer.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 100) == []
+    finally:
+        newer.close()

@@ -36,7 +36,10 @@ def _quiet_events() -> None:
 
 def reap_once(store: Store, stale_after: float, batch: int) -> dict[str, Any]:
     """What every worker's maintenance thread does, once: liveness probe, worker monitor,
-    reaper. Emits the same events. Returns what was reclaimed, by whom it was detected."""
+    reaper. Emits the same events. Returns what was reclaimed, by whom it was detected.
+
+    `stale_after` only applies to workers that did not record their own threshold: a
+    worker is judged stale by its own settings, never by this command's."""
     gone = store.liveness_probe(DetectedBy.LIVENESS_LOCK)
     report_stale_workers(gone, DetectedBy.LIVENESS_LOCK)
     stale = store.mark_stale_workers(stale_after, DetectedBy.STALE_WORKER)
@@ -93,7 +96,10 @@ def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
     type=click.FloatRange(min=0, min_open=True),
     default=None,
     metavar="S",
-    help="A worker silent this long is inactive [3 heartbeat intervals: 90].",
+    help=(
+        "A worker silent this long is inactive, when it did not record its own threshold "
+        "(each worker is judged by its own settings) [3 heartbeat intervals: 90]."
+    ),
 )
 @json_option
 def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> None:

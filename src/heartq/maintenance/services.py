@@ -3,8 +3,11 @@
 - `Reaper` (every `reap_interval`, default 30 s): reclaims running jobs whose lease
   expired, in batches of `reap_batch` (100). Event: `stale_jobs_detected`, then
   `job_reenqueued` or `job_dead` per job.
-- `WorkerMonitor` (every `reap_interval`): workers silent for `stale_after` (3 heartbeats)
-  become `inactive` and their jobs are reclaimed at once, without waiting for each lease.
+- `WorkerMonitor` (every `reap_interval`): workers silent for longer than their own
+  `stale_after` (3 of their heartbeats, recorded when they registered) become `inactive`
+  and their jobs are reclaimed at once, without waiting for each lease. The monitoring
+  worker's own `stale_after` only applies to workers that recorded none (older versions),
+  so a worker with a slow heartbeat is never judged by a peer with a fast one.
   Events: `worker_deactivated` (with `heartbeat_age`), `orphaned_jobs_detected`.
 - `LivenessProbe` (every `liveness_interval`, default 1 s): tries the liveness locks of
   the active workers; a lock that can be taken means a dead process, whose jobs are
@@ -126,7 +129,7 @@ class WorkerMonitor:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.interval = settings.reap_interval_seconds
-        self.stale_after = settings.stale_after_seconds
+        self.stale_after = settings.stale_after_seconds  # for workers that recorded none
 
     def run_once(self) -> int:
         stale = self.store.mark_stale_workers(self.stale_after, DetectedBy.STALE_WORKER)

@@ -19,8 +19,8 @@ from typing import Any
 from heartq import outcomes
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
-from heartq.payload import MAX_DURATION, check_name, clean_text
-from heartq.store.interface import NewJob, Renewal
+from heartq.payload import MAX_DURATION, check_duration, check_name, clean_text
+from heartq.store.interface import NewJob, Renewal, WorkerInfo
 
 
 def _finite(name: str, value: Any) -> float:
@@ -108,3 +108,10 @@ def finish_doc(
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
     }
+
+
+def worker_stale_after(info: WorkerInfo) -> float | None:
+    """The staleness threshold a worker registers (None: observers use their own);
+    `ConfigError` unless it is a positive, finite number of seconds."""
+    check_duration("stale_after", info.stale_after)
+    return None if info.stale_after is None else float(info.stale_after)

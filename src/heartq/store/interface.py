@@ -168,6 +168,10 @@ class WorkerInfo:
     queues: tuple[str, ...]
     concurrency: int
     name: str | None = None
+    # Seconds of silence after which this worker counts as stale (its own setting,
+    # `Settings.stale_after_seconds`). Every observer judges the worker by it; None
+    # leaves the observer's own threshold to apply.
+    stale_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -315,7 +319,8 @@ class Store(Protocol):
     def mark_stale_workers(
         self, stale_after: float, detected_by: str, now: float | None = None
     ) -> list[StaleWorker]:
-        """Mark workers silent for `stale_after` inactive and reclaim their jobs."""
+        """Mark workers silent for longer than their own recorded `stale_after` (else the
+        `stale_after` given here) inactive and reclaim their jobs."""
         ...
 
     def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]: ...

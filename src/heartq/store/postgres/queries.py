@@ -216,10 +216,11 @@ FOR UPDATE OF j
 
 REGISTER_WORKER = f"""
 INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
-                     last_heartbeat_at)
+                     last_heartbeat_at, stale_after)
 VALUES (%(id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s::json, %(concurrency)s, 'active',
-        {T}, {T})
-ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL
+        {T}, {T}, %(stale_after)s::float8)
+ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL,
+                               stale_after = EXCLUDED.stale_after
 """
 
 STOP_WORKER = f"""
@@ -237,9 +238,13 @@ UPDATE workers SET status = 'inactive', stopped_at = {T}
 WHERE name = %(name)s AND id <> %(except_id)s AND status = 'active'
 """
 
+# Each worker is judged by its own threshold; the observer's only for workers that did not
+# record one (older versions).
 DEACTIVATE_STALE = f"""
 UPDATE workers SET status = 'inactive', stopped_at = {T}
-WHERE status = 'active' AND last_heartbeat_at < {T} - {_secs("stale_after")}
+WHERE status = 'active'
+  AND last_heartbeat_at < {T} - make_interval(
+      secs => coalesce(stale_after, %(stale_after)s::float8))
 RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
 """
 

@@ -571,6 +571,7 @@ class PostgresStore(SqlReads):
             "pid": info.pid,
             "queues": json.dumps(list(info.queues)),
             "concurrency": info.concurrency,
+            "stale_after": documents.worker_stale_after(info),
             "now": now,
         }
         with self.pool.transaction() as conn:

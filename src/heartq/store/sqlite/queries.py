@@ -181,9 +181,10 @@ WHERE j.status = 'running' AND j.id = :job_id AND j.execution_id = :execution_id
 
 REGISTER_WORKER = """
 INSERT INTO heartq_workers (id, name, hostname, pid, queues, concurrency, status,
-                            started_at, last_heartbeat_at)
-VALUES (:id, :name, :hostname, :pid, :queues, :concurrency, 'active', :now, :now)
-ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = :now, stopped_at = NULL
+                            started_at, last_heartbeat_at, stale_after)
+VALUES (:id, :name, :hostname, :pid, :queues, :concurrency, 'active', :now, :now, :stale_after)
+ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = :now, stopped_at = NULL,
+                               stale_after = excluded.stale_after
 """
 
 STOP_WORKER = """
@@ -201,9 +202,11 @@ UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
 WHERE name = :name AND id != :except_id AND status = 'active'
 """
 
+# Each worker is judged by its own threshold; the observer's only for workers that did not
+# record one (older versions).
 DEACTIVATE_STALE = """
 UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
-WHERE status = 'active' AND last_heartbeat_at < :now - :stale_after
+WHERE status = 'active' AND last_heartbeat_at < :now - coalesce(stale_after, :stale_after)
 RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
 """
 

@@ -387,6 +387,7 @@ class SQLiteStore(SqlReads):
                     "pid": info.pid,
                     "queues": json.dumps(list(info.queues)),
                     "concurrency": info.concurrency,
+                    "stale_after": documents.worker_stale_after(info),
                     "now": t,
                 },
             )
