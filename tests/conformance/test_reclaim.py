@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from heartq import events
 from heartq.errors import ConfigError
 from heartq.outcomes import cancelled, succeeded
 from heartq.store import Store, open_store
@@ -17,6 +18,7 @@ from heartq.store.interface import (
     Outcome,
     Reclaimed,
     Renewal,
+    RenewStatus,
     WorkerInfo,
 )
 
@@ -370,3 +372,100 @@ def test_upgrade_from_schema_1_adds_stale_after(
         assert newer.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 100) == []
     finally:
         newer.close()
+
+
+# -- reconciliation leaves a live namesake alone --------------------------------------------
+
+
+def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float) -> None:
+    """Two processes on one host both started with `--name <hostname>`: the second's
+    reconciliation must not take the jobs of the first, which is alive (it holds its
+    liveness lock). A namesake without a lock is gone and loses its jobs."""
+    seen: list[tuple[str, dict]] = []
+
+    def listen(event: str, fields: dict) -> None:
+        seen.append((event, fields))
+
+    events.add_listener(listen)
+    register(store, "live", t0, name="host-a")
+    register(store, "gone", t0, name="host-a")
+    for _ in range(4):
+        enqueue_one(store, t0)
+    live_jobs = store.claim("live", ["default"], 2, 600, now=t0)
+    gone_jobs = store.claim("gone", ["default"], 2, 600, now=t0)
+    handle = store.liveness_hold("live")
+    try:
+        register(store, "new", t0 + 5, name="host-a")
+        reclaimed = store.reclaim_by_name("host-a", "new", DetectedBy.RECONCILIATION, now=t0 + 5)
+
+        assert sorted(r.job_id for r in reclaimed) == sorted(j.id for j in gone_jobs)
+        for job in live_jobs:
+            after = store.get_job(job.id)
+            assert (after["status"], after["worker_id"]) == (JobStatus.RUNNING, "live")
+            assert store.heartbeat("live", [Renewal(job.lease)], 600, now=t0 + 6) == {
+                job.lease: RenewStatus.RENEWED
+            }
+        for job in gone_jobs:
+            assert store.get_job(job.id)["status"] == JobStatus.QUEUED
+        assert worker(store, "live")["status"] == "active"
+        assert worker(store, "gone")["status"] == "inactive"
+        alive = [f for e, f in seen if e == "namesake_alive"]
+        assert [f["namesake_id"] for f in alive] == ["live"]
+        assert alive[0]["name"] == "host-a"
+        # and again: still nothing taken from the live one
+        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 7) == []
+    finally:
+        handle.release()
+        events.remove_listener(listen)
+    # once its process is gone (lock released), the next reconciliation takes them
+    reclaimed = store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 8)
+    assert sorted(r.job_id for r in reclaimed) == sorted(j.id for j in live_jobs)
+    assert worker(store, "live")["status"] == "inactive"
+
+
+def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
+    store: Store, t0: float
+) -> None:
+    """A namesake that holds its lock but has not heartbeat for longer than its own
+    threshold (frozen, partitioned) is reclaimed, as the stale monitor would."""
+    store.register_worker(
+        WorkerInfo(
+            id="frozen",
+            hostname="test-host",
+            pid=1,
+            queues=("default",),
+            concurrency=1,
+            name="host-a",
+            stale_after=30.0,
+        ),
+        now=t0,
+    )
+    enqueue_one(store, t0)
+    job = claim_one(store, "frozen", t0, lease=600)
+    handle = store.liveness_hold("frozen")
+    try:
+        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 29) == []
+        (reclaimed,) = store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 31)
+        assert reclaimed.job_id == job.id
+        assert worker(store, "frozen")["status"] == "inactive"
+    finally:
+        handle.release()
+
+
+def test_reclaim_by_name_falls_back_to_the_given_stale_after(store: Store, t0: float) -> None:
+    register(store, "frozen", t0, name="host-a")  # recorded no threshold of its own
+    enqueue_one(store, t0)
+    job = claim_one(store, "frozen", t0, lease=600)
+    handle = store.liveness_hold("frozen")
+    try:
+        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 500) == []
+        assert (
+            store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 50, stale_after=90)
+            == []
+        )
+        (reclaimed,) = store.reclaim_by_name(
+            "host-a", "new", "reconciliation", now=t0 + 100, stale_after=90
+        )
+        assert reclaimed.job_id == job.id
+    finally:
+        handle.release()

@@ -301,9 +301,20 @@ class Store(Protocol):
         ...
 
     def reclaim_by_name(
-        self, name: str, except_worker_id: str, detected_by: str, now: float | None = None
+        self,
+        name: str,
+        except_worker_id: str,
+        detected_by: str,
+        now: float | None = None,
+        stale_after: float | None = None,
     ) -> list[Reclaimed]:
-        """Startup reconciliation: reclaim what earlier workers of this name still hold."""
+        """Startup reconciliation: reclaim what earlier workers of this name still hold.
+
+        Only namesakes that are gone are reclaimed (and marked inactive): their liveness
+        lock is free (or they never took one), or they are silent for longer than their
+        own `stale_after` (else `stale_after` given here; None: no fallback). A live
+        namesake (two processes started with the same name) keeps its jobs; it is logged
+        (`namesake_alive`) and left untouched."""
         ...
 
     def crash_attempt(

@@ -197,11 +197,35 @@ FOR UPDATE OF j SKIP LOCKED
 """
 )
 
+# Reconciliation tries liveness locks as a probe does: one at a time with the probes
+# (their lock, for the transaction), so neither takes the other's try-lock for a live
+# worker's own.
+WAIT_FOR_PROBES = "SELECT pg_advisory_xact_lock(%(namespace)s, %(probe_lock)s)"
+
+# Startup reconciliation: the other workers of a name that may still matter (active, or
+# holding running jobs), each with whether it is silent past its own threshold and
+# whether its liveness lock is free: tried here, in this transaction (a lock a live
+# worker's session holds cannot be taken; the ones taken go when the transaction ends).
+# The namesakes are fixed first, so no other worker's lock is ever tried.
+NAMESAKES = f"""
+WITH namesakes AS MATERIALIZED (
+    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after FROM workers AS w
+    WHERE w.name = %(name)s AND w.id <> %(except_id)s
+      AND (w.status = 'active'
+           OR EXISTS (SELECT 1 FROM jobs AS j WHERE j.worker_id = w.id AND j.status = 'running'))
+)
+SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age,
+       coalesce(last_heartbeat_at < {T} - make_interval(
+           secs => coalesce(stale_after, %(stale_after)s::float8)), false) AS silent,
+       pg_try_advisory_xact_lock(%(namespace)s, hashtext(id)) AS lock_free
+FROM namesakes
+ORDER BY id
+"""
+
 SELECT_NAME_JOBS = (
     _RECLAIM_COLUMNS
     + """
-WHERE j.status = 'running'
-  AND j.worker_id IN (SELECT id FROM workers WHERE name = %(name)s AND id <> %(except_id)s)
+WHERE j.status = 'running' AND j.worker_id = ANY(%(ids)s::text[])
 FOR UPDATE OF j SKIP LOCKED
 """
 )
@@ -235,7 +259,7 @@ RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heart
 
 DEACTIVATE_NAMED = f"""
 UPDATE workers SET status = 'inactive', stopped_at = {T}
-WHERE name = %(name)s AND id <> %(except_id)s AND status = 'active'
+WHERE id = ANY(%(ids)s::text[]) AND status = 'active'
 """
 
 # Each worker is judged by its own threshold; the observer's only for workers that did not

@@ -540,13 +540,32 @@ class PostgresStore(SqlReads):
             return self._reclaim_rows(conn, rows, now, detected_by, reason)
 
     def reclaim_by_name(
-        self, name: str, except_worker_id: str, detected_by: str, now: float | None = None
+        self,
+        name: str,
+        except_worker_id: str,
+        detected_by: str,
+        now: float | None = None,
+        stale_after: float | None = None,
     ) -> list[Reclaimed]:
         self.ensure_schema()
-        params = {"name": name, "except_id": except_worker_id, "now": now}
+        params = {
+            "name": name,
+            "except_id": except_worker_id,
+            "now": now,
+            "stale_after": stale_after,
+            "namespace": LOCK_NAMESPACE,
+            "probe_lock": PROBE_LOCK,
+        }
         with self.pool.transaction() as conn:
-            rows = conn.execute(q.SELECT_NAME_JOBS, params).fetchall()
-            conn.execute(q.DEACTIVATE_NAMED, params)
+            conn.execute(q.WAIT_FOR_PROBES, params)
+            namesakes = conn.execute(q.NAMESAKES, params).fetchall()
+            gone = reclaim.gone_namesakes(
+                namesakes, name, except_worker_id, lambda row: bool(row["lock_free"])
+            )
+            if not gone:
+                return []
+            rows = conn.execute(q.SELECT_NAME_JOBS, {"ids": gone}).fetchall()
+            conn.execute(q.DEACTIVATE_NAMED, {"ids": gone, "now": now})
             reason = f"worker restarted under the same name {name!r}"
             return self._reclaim_rows(conn, rows, now, detected_by, reason)
 

@@ -164,11 +164,24 @@ WHERE j.status = 'running' AND j.worker_id = :worker_id
 """
 )
 
+# Startup reconciliation: the other workers of a name that may still matter (active, or
+# holding running jobs), with whether each is silent past its own threshold. The store
+# then tries each one's liveness lock and reclaims only those that are gone.
+NAMESAKES = """
+SELECT w.id, w.name, :now - w.last_heartbeat_at AS heartbeat_age,
+       coalesce(w.last_heartbeat_at < :now - coalesce(w.stale_after, :stale_after), 0) AS silent
+FROM heartq_workers AS w
+WHERE w.name = :name AND w.id != :except_id
+  AND (w.status = 'active'
+       OR EXISTS (SELECT 1 FROM heartq_jobs AS j
+                  WHERE j.worker_id = w.id AND j.status = 'running'))
+ORDER BY w.id
+"""
+
 SELECT_NAME_JOBS = (
     _RECLAIM_COLUMNS
     + """
-WHERE j.status = 'running'
-  AND j.worker_id IN (SELECT id FROM heartq_workers WHERE name = :name AND id != :except_id)
+WHERE j.status = 'running' AND j.worker_id IN (SELECT value FROM json_each(:ids))
 """
 )
 
@@ -199,7 +212,7 @@ RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
 
 DEACTIVATE_NAMED = """
 UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
-WHERE name = :name AND id != :except_id AND status = 'active'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'active'
 """
 
 # Each worker is judged by its own threshold; the observer's only for workers that did not

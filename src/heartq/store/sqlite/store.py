@@ -345,20 +345,43 @@ class SQLiteStore(SqlReads):
             return self._reclaim_rows(conn, t, rows, detected_by, reason)
 
     def reclaim_by_name(
-        self, name: str, except_worker_id: str, detected_by: str, now: float | None = None
+        self,
+        name: str,
+        except_worker_id: str,
+        detected_by: str,
+        now: float | None = None,
+        stale_after: float | None = None,
     ) -> list[Reclaimed]:
         self.ensure_schema()
         with self.pool.write() as conn:
             t = self._now(conn, now)
-            rows = conn.execute(
-                q.SELECT_NAME_JOBS, {"name": name, "except_id": except_worker_id}
-            ).fetchall()
-            conn.execute(
-                q.DEACTIVATE_NAMED, {"name": name, "except_id": except_worker_id, "now": t}
-            )
-            return self._reclaim_rows(
+            params = {
+                "name": name,
+                "except_id": except_worker_id,
+                "now": t,
+                "stale_after": stale_after,
+            }
+            namesakes = conn.execute(q.NAMESAKES, params).fetchall()
+            dead: list[str] = []  # lock free: their lock files can go once reclaimed
+
+            def lock_free(row: sqlite3.Row) -> bool:
+                found = liveness.is_dead(self.path, row["id"])
+                if found:
+                    dead.append(row["id"])
+                return found is not False  # no lock file: nothing says it is alive
+
+            gone = reclaim.gone_namesakes(namesakes, name, except_worker_id, lock_free)
+            if not gone:
+                return []
+            ids = json.dumps(gone)
+            rows = conn.execute(q.SELECT_NAME_JOBS, {"ids": ids}).fetchall()
+            conn.execute(q.DEACTIVATE_NAMED, {"ids": ids, "now": t})
+            reclaimed = self._reclaim_rows(
                 conn, t, rows, detected_by, f"worker restarted under the same name {name!r}"
             )
+        for worker_id in dead:
+            liveness.forget(self.path, worker_id)
+        return reclaimed
 
     def crash_attempt(
         self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
