@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import click
@@ -41,6 +42,13 @@ def reap_once(store: Store, stale_after: float, batch: int) -> dict[str, Any]:
     `stale_after` only applies to workers that did not record their own threshold: a
     worker is judged stale by its own settings, never by this command's."""
     gone = store.liveness_probe(DetectedBy.LIVENESS_LOCK)
+    # A backend that needs a lock to stay free for a grace period before it believes a
+    # worker dead (PostgreSQL: a dropped session is not a dead process) names its
+    # suspects; a one-shot command waits out the grace once and looks again.
+    suspects = getattr(store, "liveness_suspects", None)
+    if callable(suspects) and suspects():
+        time.sleep(float(getattr(store, "liveness_grace", 0.0)) + 0.2)
+        gone += store.liveness_probe(DetectedBy.LIVENESS_LOCK)
     report_stale_workers(gone, DetectedBy.LIVENESS_LOCK)
     stale = store.mark_stale_workers(stale_after, DetectedBy.STALE_WORKER)
     report_stale_workers(stale, DetectedBy.STALE_WORKER)

@@ -234,6 +234,7 @@ class Worker:
                 pid=os.getpid(),
                 queues=self.queues,
                 concurrency=self.concurrency,
+                stale_after=s.stale_after_seconds,  # observers judge this worker by its own
             )
         )
         self._pool = self._make_pool()
@@ -271,7 +272,12 @@ class Worker:
         return ThreadPool(self.id, limit)
 
     def _reconcile(self, name: str) -> None:
-        reclaimed = self.store.reclaim_by_name(name, self.id, DetectedBy.RECONCILIATION)
+        reclaimed = self.store.reclaim_by_name(
+            name,
+            self.id,
+            DetectedBy.RECONCILIATION,
+            stale_after=self.settings.stale_after_seconds,
+        )
         report_reclaimed(reclaimed, DetectedBy.RECONCILIATION)
         events.emit(
             events.RECONCILIATION_COMPLETE,
