@@ -253,7 +253,10 @@ UPDATE workers SET status = 'stopped', stopped_at = {T} WHERE id = %(worker_id)s
 
 DEACTIVATE_WORKER = f"""
 UPDATE workers SET status = 'inactive', stopped_at = {T}
-WHERE id = %(worker_id)s AND status = 'active'
+WHERE id = (
+    SELECT id FROM workers WHERE id = %(worker_id)s AND status = 'active'
+    FOR UPDATE SKIP LOCKED
+)
 RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
 """
 
@@ -264,11 +267,18 @@ WHERE id = ANY(%(ids)s::text[]) AND status = 'active'
 
 # Each worker is judged by its own threshold; the observer's only for workers that did not
 # record one (older versions).
+# SKIP LOCKED: a worker frozen in the middle of its own heartbeat transaction keeps its
+# row locked; waiting for it would stall this whole maintenance pass (reaper and probe
+# share its thread), so every other stale worker is handled and that one next time.
 DEACTIVATE_STALE = f"""
 UPDATE workers SET status = 'inactive', stopped_at = {T}
-WHERE status = 'active'
-  AND last_heartbeat_at < {T} - make_interval(
-      secs => coalesce(stale_after, %(stale_after)s::float8))
+WHERE id IN (
+    SELECT id FROM workers
+    WHERE status = 'active'
+      AND last_heartbeat_at < {T} - make_interval(
+          secs => coalesce(stale_after, %(stale_after)s::float8))
+    FOR UPDATE SKIP LOCKED
+)
 RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
 """
 
