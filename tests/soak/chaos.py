@@ -1,0 +1,1383 @@
+"""The chaos runner: real workers, random faults, and the invariants checked afterwards.
+
+    python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
+        --jobs N --seed N [--json-out PATH] [--workdir DIR] [--strict]
+
+What one run does:
+
+1. A fresh queue: a SQLite file in a temporary directory, or a fresh schema on the
+   PostgreSQL server of `tests/pg_harness.py` (the shared server, else a private
+   cluster), dropped afterwards.
+2. `--workers` real `heartq worker tests.soak.chaos_tasks:app` processes, each in its own
+   session, with sub-second protocol settings (heartbeat 0.3 s, lease 1.5 s, reap 0.5 s,
+   liveness probe 0.25 s). Slot 0 (and every third) runs the process pool and also serves
+   the `proc` queue, the next the thread pool, the next the async pool. Each slot has a
+   stable `--name`; a replacement keeps it or takes a new one (seeded coin).
+3. A stream of `--jobs` jobs of mixed kinds (`chaos_tasks`: short, long with checkpoints
+   and progress, flaky, Permanent, timing out, silent, async, child-crashing, long in a
+   child process), enqueued in batches over the first 80 % of the run.
+4. For `--duration` seconds, a fault about every `--fault-interval` seconds, chosen and
+   aimed with `random.Random(--seed)`:
+   - `sigkill`: SIGKILL a worker; a replacement starts 0-1 s later;
+   - `sigstop`: SIGSTOP a worker for 1.5-2.5 leases, then SIGCONT (on SQLite only at a
+     moment it does not hold the write lock: a frozen writer would stall every process,
+     a limit of SQLite, see docs/RELIABILITY.md);
+   - `sigterm`: graceful stop (shutdown timeout 1 s, the rest released), then a
+     replacement;
+   - `twin`: a second worker under the name of a live one, the old one SIGTERMed
+     1-2.5 s later, like a rolling update (reconciliation must leave a live namesake's
+     jobs alone; if it took them, fencing must keep the old one from writing);
+   - `kill_child`: SIGKILL the child process of a running `chaos_proc_long` attempt;
+   - `pg_terminate` (PostgreSQL): `pg_terminate_backend` on every session of one worker,
+     found by the `application_name` the runner gave that process (`PGAPPNAME`, unique
+     to this run's schema), so no other session of the server is touched;
+   - `cancel`: an operator cancels one of the 20 jobs enqueued last.
+   Every second a monitor reads the running jobs: one held by a worker the runner killed
+   longer than `lease + reap interval + --slack` ago is a zombie (I1).
+5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
+   waits until every job is terminal; then every worker is stopped with SIGTERM.
+6. The invariants (DESIGN.md I1-I6) are checked against the database (`Store.get_job`,
+   `list_jobs`, `list_workers`) and the side file the tasks append to (a line per attempt
+   start and end); then the figures are printed (and written as JSON with --json-out).
+
+Exit status 0 when every invariant held, 1 otherwise (the violations are listed); with
+--strict, anomalies (jobs taken from live workers) fail the run too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import itertools
+import json
+import math
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from heartq.errors import JobNotFound
+from heartq.store import Store, open_store
+from heartq.store.interface import (
+    TERMINAL_STATUSES,
+    CancelResult,
+    DetectedBy,
+    NewJob,
+    Outcome,
+)
+from tests.soak.chaos_tasks import LOG_ENV, PROC_QUEUE
+
+REPO = Path(__file__).resolve().parents[2]
+APP_REF = "tests.soak.chaos_tasks:app"
+TERMINAL = {str(s) for s in TERMINAL_STATUSES}
+OUTCOMES = {str(o) for o in Outcome}
+DETECTORS = {str(d) for d in DetectedBy}
+FAULT_KINDS = ("sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "cancel")
+"""Fault kinds, in the order the figures list them."""
+CLOCK_TOLERANCE = 0.25
+"""Seconds a detection time may precede the fault it detects: PostgreSQL's `now()` is
+the start of the transaction, which may begin just before the fault it then sees."""
+POOLS = ("process", "thread", "async")
+"""Slot i runs POOLS[i % 3]; process-pool slots also serve the `proc` queue."""
+
+
+# -- configuration ---------------------------------------------------------------------
+@dataclass
+class ChaosConfig:
+    backend: str = "sqlite"
+    duration: float = 25.0
+    workers: int = 3
+    jobs: int = 300
+    seed: int = 1
+    concurrency: int = 4
+    heartbeat: float = 0.3
+    lease: float = 1.5
+    reap: float = 0.5
+    liveness: float = 0.25
+    poll: float = 0.1
+    shutdown_timeout: float = 1.0
+    fault_interval: float = 1.5
+    """Mean seconds between two faults (each gap is 0.5-1.5 times this)."""
+    fault_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "sigkill": 3.0,
+            "sigstop": 2.0,
+            "sigterm": 2.0,
+            "kill_child": 1.5,
+            "pg_terminate": 1.5,
+            "cancel": 1.5,
+            "twin": 1.0,
+        }
+    )
+    drain_timeout: float = 60.0
+    slack: float = 5.0
+    """Scheduling slack on top of lease + reap interval before a dead worker's job is a
+    zombie (a loaded 2-core machine delays every process)."""
+    pg_url: str | None = None
+    """A PostgreSQL server to create this run's schema on (default: tests/pg_harness)."""
+    workdir: str | None = None
+    keep: bool = False
+    verbose: bool = True
+
+    @property
+    def zombie_bound(self) -> float:
+        return self.lease + self.reap + self.slack
+
+
+KIND_WEIGHTS: dict[str, float] = {
+    "chaos_short": 40,
+    "chaos_long": 14,
+    "chaos_flaky": 12,
+    "chaos_async": 8,
+    "chaos_permanent": 5,
+    "chaos_timeout": 4,
+    "chaos_silent": 3,
+    "chaos_child_crash": 6,
+    "chaos_proc_long": 8,
+}
+
+
+def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
+    """One job of `kind` (arguments and retry policy drawn from `rng`)."""
+    args: dict[str, Any] = {"n": n}
+    max_retries = 5
+    if kind == "chaos_short":
+        args["ms"] = rng.randint(0, 30)
+    elif kind in ("chaos_long", "chaos_proc_long"):
+        args["steps"] = rng.randint(4, 10)
+        args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
+    elif kind == "chaos_flaky":
+        args["fail_times"] = rng.randint(1, 2)
+    elif kind == "chaos_async":
+        args["ms"] = rng.randint(10, 100)
+    elif kind == "chaos_timeout":
+        max_retries = 1
+    elif kind == "chaos_permanent":
+        max_retries = 3
+    return NewJob(
+        task=kind,
+        args_json=json.dumps(args),
+        queue=PROC_QUEUE if kind in ("chaos_child_crash", "chaos_proc_long") else "default",
+        priority=rng.randint(0, 2),
+        max_retries=max_retries,
+        retry_backoff=0.05,
+        retry_backoff_max=0.5,
+    )
+
+
+def job_plan(config: ChaosConfig) -> list[NewJob]:
+    rng = random.Random(f"jobs-{config.seed}")
+    kinds = list(KIND_WEIGHTS)
+    weights = [KIND_WEIGHTS[k] for k in kinds]
+    return [make_job(rng.choices(kinds, weights)[0], n, rng) for n in range(config.jobs)]
+
+
+# -- time helpers ----------------------------------------------------------------------
+def parse_ts(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_summary(values: list[float]) -> dict[str, Any]:
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": max(values) if values else None,
+    }
+
+
+# -- the queue -------------------------------------------------------------------------
+@contextlib.contextmanager
+def fresh_queue(config: ChaosConfig, workdir: Path) -> Iterator[tuple[str, str | None]]:
+    """`(url, schema)` of a fresh, migrated queue; PostgreSQL schemas are dropped after."""
+    if config.backend == "sqlite":
+        url = f"sqlite:///{workdir / 'heartq.db'}"
+        yield url, None
+        return
+    if config.backend != "postgres":
+        raise SystemExit(f"unknown backend {config.backend!r}: sqlite or postgres")
+    from tests import pg_harness
+
+    with contextlib.ExitStack() as stack:
+        base = config.pg_url or stack.enter_context(pg_harness.server_url())
+        url = stack.enter_context(pg_harness.schema_url(base))
+        schema = url.rsplit("schema=", 1)[1]
+        yield url, schema
+
+
+# -- worker processes ------------------------------------------------------------------
+@dataclass
+class WorkerProc:
+    """One `heartq worker` process the runner started."""
+
+    number: int
+    slot: int
+    name: str
+    pool: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    app_name: str
+    started_at: float
+    id: str | None = None
+    state: str = "starting"  # starting, running, frozen, retiring, terminating, exited
+    killed_at: float | None = None
+    exited_at: float | None = None
+    frozen_at: list[float] = field(default_factory=list)
+    twinned_at: list[float] = field(default_factory=list)
+    thawed_at: list[float] = field(default_factory=list)
+    terminated_backends_at: list[float] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def frozen_during(self, at: float) -> bool:
+        """True if the runner had this worker stopped (SIGSTOP) at wall-clock `at`."""
+        ends = [*self.thawed_at, math.inf]
+        return any(start <= at <= min(e for e in ends if e >= start) for start in self.frozen_at)
+
+    def read_id(self) -> str | None:
+        """The worker id from its `worker_started` event, once it has logged it."""
+        if self.id is None:
+            with contextlib.suppress(FileNotFoundError):
+                with open(self.log_path, errors="replace") as log:
+                    head = log.read(65536)
+                for line in head.splitlines():
+                    if '"worker_started"' in line:
+                        with contextlib.suppress(ValueError):
+                            self.id = str(json.loads(line)["worker_id"])
+                            break
+        return self.id
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    found = []
+    with contextlib.suppress(FileNotFoundError), open(path, errors="replace") as log:
+        for line in log:
+            line = line.strip()
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    doc = json.loads(line)
+                    if isinstance(doc, dict) and "event" in doc:
+                        found.append(doc)
+    return found
+
+
+# -- the side file ---------------------------------------------------------------------
+class SideLog:
+    """Reads the tasks' append-only side file incrementally."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+        self.starts: dict[tuple[str, int], dict[str, Any]] = {}
+        self.ends: dict[tuple[str, int], dict[str, Any]] = {}
+        self.bad_lines = 0
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                self.bad_lines += 1
+                continue
+            key = (doc["job"], int(doc["eid"]))
+            (self.starts if doc["e"] == "start" else self.ends)[key] = doc
+
+    def open_attempts(self, task: str) -> list[dict[str, Any]]:
+        return [d for k, d in self.starts.items() if d.get("task") == task and k not in self.ends]
+
+
+# -- the run ---------------------------------------------------------------------------
+@dataclass
+class Fault:
+    kind: str
+    at: float  # wall clock (time.time()), comparable with the database's timestamps
+    worker: int | None = None  # WorkerProc.number
+    worker_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class ChaosRun:
+    def __init__(self, config: ChaosConfig, workdir: Path, url: str, schema: str | None) -> None:
+        self.config = config
+        self.dir = workdir
+        self.url = url
+        self.schema = schema
+        self.store: Store = open_store(url)
+        self.store.migrate()
+        self.side = SideLog(workdir / "attempts.jsonl")
+        # the kinds and times of faults come from the seed alone; targets and restarts
+        # from a second stream (which workers are up depends on timing)
+        self.schedule = random.Random(f"faults-{config.seed}")
+        self.rng = random.Random(f"targets-{config.seed}")
+        self.procs: list[WorkerProc] = []
+        self.slots: dict[int, WorkerProc] = {}
+        self.faults: list[Fault] = []
+        self.skipped: Counter[str] = Counter()
+        self.enqueued: list[str] = []
+        self.kind_of: dict[str, str] = {}
+        self.args_of: dict[str, dict[str, Any]] = {}
+        self.cancel_asked: dict[str, str] = {}
+        self.zombies: dict[tuple[str, int], str] = {}
+        self.violations: list[str] = []
+        self.anomalies: list[str] = []
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._numbers = itertools.count()
+        self._pg: Any = None
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.env[LOG_ENV] = str(self.side.path)
+        self.env.pop("PYTHONFAULTHANDLER", None)
+        self.timeline: dict[str, float] = {}
+
+    # -- logging ----------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        if self.config.verbose:
+            elapsed = time.monotonic() - self.timeline.get("t0", time.monotonic())
+            print(f"[{elapsed:7.2f}s] {text}", file=sys.stderr, flush=True)
+
+    # -- workers ----------------------------------------------------------------------
+    def start_worker(self, slot: int, name: str, queues: str | None = None) -> WorkerProc:
+        c = self.config
+        number = next(self._numbers)
+        pool = POOLS[slot % len(POOLS)]
+        if queues is None:
+            queues = f"default,{PROC_QUEUE}" if pool == "process" else "default"
+        app_name = f"hqc_{self.schema}_{number}" if self.schema else f"hqc_{number}"
+        argv = [
+            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", self.url,
+            "--name", name, "--pool", pool, "--queues", queues,
+            "--concurrency", str(c.concurrency),
+            "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
+            "--reap-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
+            "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
+            "--log-format", "json",
+        ]  # fmt: skip
+        env = dict(self.env, PGAPPNAME=app_name)
+        log_path = self.dir / f"worker-{number}.log"
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(
+                argv,
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # cleanup kills its group: forkserver, children
+            )
+        proc = WorkerProc(number, slot, name, pool, popen, log_path, app_name, time.time())
+        self.procs.append(proc)
+        self.slots[slot] = proc
+        self.say(f"start worker #{number} slot {slot} name {name} pool {pool} pid {proc.pid}")
+        return proc
+
+    def replacement_name(self, slot: int) -> str:
+        """The slot's stable name (reconciliation), or a new one (seeded coin)."""
+        if self.rng.random() < 0.5:
+            return f"slot-{slot}"
+        return f"slot-{slot}-r{next(self._seq)}"
+
+    def restart_slot(self, slot: int) -> None:
+        current = self.slots.get(slot)
+        if current is not None and current.alive() and current.state != "exited":
+            return
+        self.start_worker(slot, self.replacement_name(slot))
+
+    def by_id(self, worker_id: str | None) -> WorkerProc | None:
+        for proc in self.procs:
+            if proc.read_id() is not None and proc.id == worker_id:
+                return proc
+        return None
+
+    def refresh_workers(self) -> None:
+        for proc in self.procs:
+            if proc.state == "starting" and proc.read_id() is not None:
+                proc.state = "running"
+            if proc.state != "exited" and not proc.alive():
+                if proc.state == "starting" and proc.id is None and proc.killed_at is None:
+                    self.violations.append(
+                        f"worker #{proc.number} exited at startup: {self.tail(proc)}"
+                    )
+                elif proc.state in ("running", "frozen", "retiring"):
+                    self.violations.append(
+                        f"worker #{proc.number} ({proc.id}) died on its own, exit status "
+                        f"{proc.popen.returncode}: {self.tail(proc)}"
+                    )
+                was_running = proc.state != "terminating"
+                proc.state = "exited"
+                if was_running and self.slots.get(proc.slot) is proc:
+                    self.after(0.5, lambda slot=proc.slot: self.restart_slot(slot))
+            if proc.exited_at is None and not proc.alive():
+                proc.exited_at = proc.killed_at or time.time()
+
+    def tail(self, proc: WorkerProc, lines: int = 15) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(proc.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def targets(self) -> list[WorkerProc]:
+        return [p for p in self.procs if p.state == "running" and p.alive()]
+
+    # -- timers -----------------------------------------------------------------------
+    def after(self, delay: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), action))
+
+    def run_timers(self, until: float | None = None) -> None:
+        now = time.monotonic() if until is None else until
+        while self._timers and self._timers[0][0] <= now:
+            _, _, action = heapq.heappop(self._timers)
+            action()
+
+    # -- faults -----------------------------------------------------------------------
+    def inject(self) -> None:
+        c = self.config
+        kinds = [k for k in FAULT_KINDS if c.fault_weights.get(k, 0) > 0]
+        if c.backend != "postgres":
+            kinds = [k for k in kinds if k != "pg_terminate"]
+        if not kinds:
+            return
+        kind = self.schedule.choices(kinds, [c.fault_weights[k] for k in kinds])[0]
+        getattr(self, f"fault_{kind}")()
+
+    def pick_target(self, kind: str) -> WorkerProc | None:
+        targets = self.targets()
+        if not targets:
+            self.skipped[kind] += 1
+            return None
+        return self.rng.choice(targets)
+
+    def fault_sigkill(self) -> None:
+        proc = self.pick_target("sigkill")
+        if proc is None:
+            return
+        at = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.killed_at = at
+        proc.state = "exited"
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(5)
+        self.faults.append(Fault("sigkill", at, proc.number, proc.id))
+        self.say(f"SIGKILL worker #{proc.number} ({proc.id})")
+        delay = 0.0 if self.rng.random() < 0.5 else self.rng.uniform(0.1, 1.0)
+        self.after(delay, lambda: self.restart_slot(proc.slot))
+
+    def fault_sigstop(self) -> None:
+        seconds = self.schedule.uniform(1.5, 2.5) * self.config.lease
+        proc = self.pick_target("sigstop")
+        if proc is None:
+            return
+        at = self.freeze(proc)
+        if at is None:
+            self.skipped["sigstop"] += 1
+            self.say(f"could not stop worker #{proc.number} outside a write transaction")
+            return
+        proc.state = "frozen"
+        proc.frozen_at.append(at)
+        detail: dict[str, Any] = {"seconds": seconds}
+        if self.config.backend == "postgres":
+            detail["open_transactions"] = self.open_transactions(proc)
+        self.faults.append(Fault("sigstop", at, proc.number, proc.id, detail))
+        self.say(f"SIGSTOP worker #{proc.number} ({proc.id}) for {seconds:.2f} s {detail}")
+        self.after(seconds, lambda: self.thaw(proc))
+
+    def freeze(self, proc: WorkerProc) -> float | None:
+        """SIGSTOP; on SQLite only at a moment the process does not hold the write lock.
+        Returns when it was stopped (None if it could not be)."""
+        for _ in range(30):
+            at = time.time()
+            os.kill(proc.pid, signal.SIGSTOP)
+            if self.config.backend != "sqlite" or self.write_lock_free():
+                return at
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.01)
+        return None
+
+    def pg(self) -> Any:
+        """The runner's own PostgreSQL session (autocommit)."""
+        if self._pg is None:
+            import psycopg
+
+            from heartq.store.postgres.connection import parse_url
+
+            self._pg = psycopg.connect(parse_url(self.url)[0], autocommit=True)
+        return self._pg
+
+    def open_transactions(self, proc: WorkerProc) -> int:
+        """Sessions of a stopped worker left inside a transaction: their row locks stay
+        taken while it is stopped (the reaper skips those jobs; see RELIABILITY.md)."""
+        time.sleep(0.05)  # a statement in flight finishes on the server
+        row = (
+            self.pg()
+            .execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                "AND xact_start IS NOT NULL",
+                (proc.app_name,),
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def write_lock_free(self, timeout: float = 0.2) -> bool:
+        path = self.url.removeprefix("sqlite:///")
+        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
+
+    def thaw(self, proc: WorkerProc) -> None:
+        if proc.state != "frozen":
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.thawed_at.append(time.time())
+        proc.state = "running" if proc.alive() else "exited"
+        self.say(f"SIGCONT worker #{proc.number}")
+
+    def fault_sigterm(self) -> None:
+        proc = self.pick_target("sigterm")
+        if proc is not None:
+            self.faults.append(Fault("sigterm", self.terminate(proc), proc.number, proc.id))
+
+    def fault_twin(self) -> None:
+        """A second worker under the name of a live one (a pod rescheduled while the old
+        one still runs). Its startup reconciliation must leave the live namesake's jobs
+        alone (reported as an anomaly if it takes them; fencing must then keep the old
+        one's writes out). The old one is retired with SIGTERM 1-2.5 s later, as a
+        rolling update would."""
+        proc = self.pick_target("twin")
+        if proc is None:
+            return
+        at = time.time()
+        twin = self.start_worker(proc.slot, proc.name)
+        proc.state = "retiring"
+        proc.twinned_at.append(at)
+        self.faults.append(Fault("twin", at, proc.number, proc.id, {"twin": twin.number}))
+        self.after(self.rng.uniform(1.0, 2.5), lambda: self.terminate(proc))
+
+    def terminate(self, proc: WorkerProc) -> float:
+        """SIGTERM (graceful stop); once it has exited, its slot gets a live worker."""
+        at = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        proc.state = "terminating"
+        self.say(f"SIGTERM worker #{proc.number} ({proc.id})")
+        deadline = time.monotonic() + self.config.shutdown_timeout + 15
+
+        def check() -> None:
+            if proc.alive() and time.monotonic() < deadline:
+                self.after(0.1, check)
+                return
+            if proc.alive():
+                self.violations.append(
+                    f"worker #{proc.number} did not stop within shutdown timeout + 15 s "
+                    f"of SIGTERM: {self.tail(proc)}"
+                )
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+            elif proc.popen.returncode != 0:
+                self.violations.append(
+                    f"worker #{proc.number} exited {proc.popen.returncode} after SIGTERM"
+                )
+            proc.state = "exited"
+            self.restart_slot(proc.slot)
+
+        self.after(0.1, check)
+        return at
+
+    def fault_kill_child(self) -> None:
+        """SIGKILL the child process of a running `chaos_proc_long` attempt."""
+        self.side.poll()
+        candidates = []
+        for doc in self.side.open_attempts("chaos_proc_long"):
+            proc = self.by_id(doc["wid"])
+            if proc is None or proc.state != "running" or not proc.alive():
+                continue
+            if doc["pid"] != proc.pid and is_descendant(doc["pid"], proc.pid):
+                candidates.append((doc, proc))
+        if not candidates:
+            self.skipped["kill_child"] += 1
+            return
+        doc, proc = self.rng.choice(sorted(candidates, key=lambda c: (c[0]["job"], c[0]["eid"])))
+        at = time.time()
+        try:
+            os.kill(doc["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            self.skipped["kill_child"] += 1
+            return
+        detail = {"job": doc["job"], "eid": doc["eid"], "pid": doc["pid"]}
+        self.faults.append(Fault("kill_child", at, proc.number, proc.id, detail))
+        self.say(f"SIGKILL child {doc['pid']} of worker #{proc.number} (job {doc['job']})")
+
+    def fault_pg_terminate(self) -> None:
+        proc = self.pick_target("pg_terminate")
+        if proc is not None:
+            self.terminate_sessions(proc)
+
+    def terminate_sessions(self, proc: WorkerProc) -> int:
+        """pg_terminate_backend on every session of one worker, found by the
+        application_name the runner gave it (PGAPPNAME, unique to this run's schema), so
+        no other session of the server is touched."""
+        at = time.time()
+        rows = (
+            self.pg()
+            .execute(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND datname = current_database() "
+                "AND pid <> pg_backend_pid()",
+                (proc.app_name,),
+            )
+            .fetchall()
+        )
+        proc.terminated_backends_at.append(at)
+        self.faults.append(Fault("pg_terminate", at, proc.number, proc.id, {"sessions": len(rows)}))
+        self.say(f"pg_terminate_backend x{len(rows)} for worker #{proc.number} ({proc.id})")
+        return len(rows)
+
+    def fault_cancel(self) -> None:
+        if not self.enqueued:
+            self.skipped["cancel"] += 1
+            return
+        job_id = self.rng.choice(self.enqueued[-20:])  # recent: likely queued or running
+        at = time.time()
+        result = self.store.cancel_job(job_id)
+        if result is not CancelResult.ALREADY_FINISHED:
+            self.cancel_asked[job_id] = str(result)
+        self.faults.append(Fault("cancel", at, None, None, {"job": job_id, "result": str(result)}))
+
+    # -- monitoring -------------------------------------------------------------------
+    def monitor(self) -> None:
+        """I1 while the run goes on: a running job is held by a live worker of this run, or
+        by one that died less than lease + reap interval (+ slack) ago."""
+        now = time.time()
+        for job in self.store.list_jobs(status="running", limit=1_000_000):
+            proc = self.by_id(job["worker_id"])
+            key = (job["id"], int(job["execution_id"]))
+            if proc is None:
+                if not any(p.id is None and p.alive() for p in self.procs):
+                    self.zombies.setdefault(
+                        key, f"job {key} running under unknown worker {job['worker_id']}"
+                    )
+                continue
+            if proc.alive() or key in self.zombies:
+                continue
+            died = proc.killed_at or proc.exited_at or now
+            if now - died > self.config.zombie_bound:
+                self.zombies[key] = (
+                    f"job {job['id']} execution {key[1]} still running {now - died:.1f} s "
+                    f"after its worker #{proc.number} ({proc.id}) died "
+                    f"(bound {self.config.zombie_bound:g} s)"
+                )
+
+    # -- phases -----------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        c = self.config
+        plan = job_plan(c)
+        self.timeline["t0"] = time.monotonic()
+        wall0 = time.time()
+        for slot in range(c.workers):
+            self.start_worker(slot, f"slot-{slot}")
+        deadline = time.monotonic() + 30
+        while any(p.state == "starting" for p in self.procs):
+            self.refresh_workers()
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers did not start within 30 s")
+            time.sleep(0.05)
+        start = time.monotonic()
+        self.timeline["chaos_start"] = start - self.timeline["t0"]
+        chaos_end = start + c.duration
+        enqueue_window = max(c.duration * 0.8, 0.1)
+        next_fault = start + self.schedule.uniform(0.3, 1.0) * c.fault_interval
+        next_monitor = start + 1.0
+        while True:
+            now = time.monotonic()
+            if now >= chaos_end:
+                break
+            self.refresh_workers()
+            self.run_timers()
+            due = min(len(plan), math.ceil(len(plan) * (now - start) / enqueue_window))
+            if due > len(self.enqueued):
+                self.enqueue(plan[len(self.enqueued) : due])
+            if now >= next_fault:
+                self.inject()
+                next_fault = now + self.schedule.uniform(0.5, 1.5) * c.fault_interval
+            if now >= next_monitor:
+                self.monitor()
+                self.side.poll()
+                next_monitor = now + 1.0
+            time.sleep(0.02)
+        if len(self.enqueued) < len(plan):
+            self.enqueue(plan[len(self.enqueued) :])
+        self.timeline["chaos"] = time.monotonic() - start
+        self.say("chaos over: draining")
+        drained = self.drain()
+        self.timeline["drain"] = time.monotonic() - start - self.timeline["chaos"]
+        self.stop_all()
+        self.timeline["total"] = time.monotonic() - start
+        self.side.poll()
+        return self.check_and_report(drained, wall0)
+
+    def enqueue(self, jobs: list[NewJob]) -> None:
+        ids = self.store.enqueue(jobs)
+        for job_id, job in zip(ids, jobs, strict=True):
+            self.enqueued.append(job_id)
+            self.kind_of[job_id] = job.task
+            self.args_of[job_id] = json.loads(job.args_json)
+
+    def drain(self) -> bool:
+        """Faults stop; frozen workers continue; every slot has a live worker; wait until
+        every job is terminal."""
+        for proc in self.procs:
+            if proc.state == "frozen":
+                self.thaw(proc)
+        deadline = time.monotonic() + self.config.drain_timeout
+        next_check = 0.0
+        while True:
+            self.refresh_workers()
+            self.run_timers()
+            for slot in range(self.config.workers):
+                self.restart_slot(slot)
+            if time.monotonic() >= next_check:
+                self.monitor()
+                next_check = time.monotonic() + 0.5
+                if self.drained():
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+    def drained(self) -> bool:
+        """Every job terminal, and no worker the runner saw die still marked active."""
+        if any(status not in TERMINAL for _q, status, _n in self.store.count_jobs()):
+            return False
+        active = {w["id"] for w in self.store.list_workers()}
+        return not any(p.id in active for p in self.procs if not p.alive())
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                    os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.config.shutdown_timeout + 15
+        for proc in self.procs:
+            try:
+                proc.popen.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.violations.append(f"worker #{proc.number} ignored the final SIGTERM")
+            proc.state = "exited"
+        self.kill_all()
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(5)
+
+    def close(self) -> None:
+        self.kill_all()
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                self._pg.close()
+        self.store.close()
+
+    # -- the oracle -------------------------------------------------------------------
+    def check_and_report(self, drained: bool, wall0: float) -> dict[str, Any]:
+        checker = Checker(self)
+        checker.check(drained)
+        return checker.report(wall0)
+
+
+def is_descendant(pid: int, ancestor: int, depth: int = 4) -> bool:
+    """True if `ancestor` is the parent, grandparent... of `pid` (Linux /proc)."""
+    for _ in range(depth):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid == ancestor:
+            return True
+    return False
+
+
+class Checker:
+    """DESIGN.md's invariants, read from the database after the run; and the figures."""
+
+    def __init__(self, run: ChaosRun) -> None:
+        self.run = run
+        self.v = run.violations
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.figures: dict[str, Any] = {}
+        self.false_positives = 0
+
+    def fail(self, text: str) -> None:
+        if len(self.v) < 200:
+            self.v.append(text)
+        elif len(self.v) == 200:
+            self.v.append("... more violations left out")
+
+    def check(self, drained: bool) -> None:
+        run = self.run
+        store = run.store
+        # I6: the set of ids enqueued is the set in the database, nothing lost or added.
+        listed = {j["id"] for j in store.list_jobs(limit=10_000_000)}
+        enqueued = set(run.enqueued)
+        if len(enqueued) != len(run.enqueued):
+            self.fail("I6: enqueue returned a duplicate id")
+        if listed != enqueued:
+            lost, extra = sorted(enqueued - listed), sorted(listed - enqueued)
+            self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
+        for job_id in run.enqueued:
+            try:
+                self.jobs[job_id] = store.get_job(job_id)
+            except JobNotFound:
+                self.fail(f"I6: job {job_id} not found")
+        # I1 during the run: no job of a dead worker stayed running past the bound.
+        for text in run.zombies.values():
+            self.fail(f"I1: {text}")
+        if not drained:
+            self.fail(f"I1: not drained within {run.config.drain_timeout:g} s")
+        workers = {w["id"]: w for w in store.list_workers(include_all=True)}
+        for job_id, job in self.jobs.items():
+            self.check_job(job_id, job, drained, workers)
+        self.check_side_file()
+        self.check_workers(workers)
+
+    def check_job(
+        self, job_id: str, job: dict[str, Any], drained: bool, workers: dict[str, Any]
+    ) -> None:
+        run = self.run
+        status = job["status"]
+        execs = job["executions"]
+        where = f"job {job_id} ({job['task']}, {status})"
+        # I1
+        if status not in TERMINAL:
+            if drained:
+                self.fail(f"I1: {where} not terminal after draining")
+            elif status == "running":
+                proc = run.by_id(job["worker_id"])
+                if proc is None or proc.killed_at is not None:
+                    self.fail(f"I1: {where} running under a dead worker {job['worker_id']}")
+            elif status != "queued":
+                self.fail(f"I1: {where} has an unknown status")
+        # I2/I3: execution ids strictly increase; at most one open execution, the current
+        # one; each execution starts after the previous one ended (one owner at a time).
+        ids = [e["execution_id"] for e in execs]
+        if ids != sorted(set(ids)):
+            self.fail(f"I2: {where} execution ids not strictly increasing: {ids}")
+        if execs and job["execution_id"] != ids[-1]:
+            self.fail(f"I2: {where} execution_id {job['execution_id']} is not the last {ids}")
+        open_execs = [e for e in execs if e["outcome"] is None or e["ended_at"] is None]
+        if status == "running":
+            if len(open_execs) != 1 or open_execs[0]["execution_id"] != job["execution_id"]:
+                self.fail(f"I2: {where} open executions {[e['execution_id'] for e in open_execs]}")
+        elif open_execs:
+            self.fail(f"I2: {where} has open executions {[e['execution_id'] for e in open_execs]}")
+        for before, after in itertools.pairwise(execs):
+            ended, started = parse_ts(before["ended_at"]), parse_ts(after["started_at"])
+            if ended is None or started is None or started < ended:
+                self.fail(
+                    f"I2: {where} execution {after['execution_id']} started at "
+                    f"{after['started_at']} before {before['execution_id']} ended "
+                    f"({before['ended_at']})"
+                )
+        succeeded = [e for e in execs if e["outcome"] == "succeeded"]
+        if status == "succeeded":
+            last = execs[-1] if execs else None
+            result = job["result"] or {}
+            if len(succeeded) != 1 or last is None or last["outcome"] != "succeeded":
+                self.fail(f"I3: {where} succeeded executions {len(succeeded)}, last {last}")
+            elif (
+                result.get("job") != job_id
+                or result.get("eid") != last["execution_id"]
+                or result.get("wid") != last["worker_id"]
+            ):
+                self.fail(
+                    f"I3: {where} result {result} is not from its succeeded execution "
+                    f"{last['execution_id']} on {last['worker_id']}"
+                )
+        elif succeeded:
+            self.fail(f"I3: {where} has a succeeded execution but is {status}")
+        elif job["result"] is not None:
+            self.fail(f"I3: {where} has a result {job['result']}")
+        # I4: every closed execution has an outcome; a crashed one its crash context.
+        for e in execs:
+            if e["outcome"] is not None and e["outcome"] not in OUTCOMES:
+                self.fail(f"I4: {where} execution {e['execution_id']} outcome {e['outcome']}")
+            if e["outcome"] == "crashed":
+                crash = e["crash"] or {}
+                missing = [k for k in ("worker_id", "detected_at", "detected_by", "reason")
+                           if not crash.get(k)]  # fmt: skip
+                if missing or crash.get("detected_by") not in DETECTORS:
+                    self.fail(
+                        f"I4: {where} execution {e['execution_id']} crash context {crash} "
+                        f"lacks {missing or 'a known detected_by'}"
+                    )
+        # I5: attempts are the counted executions (released ones are not counted), at
+        # most max_retries + 1; a dead job has its reason and spent its retries (or was
+        # Permanent).
+        counted = [e for e in execs if e["outcome"] != "released"]
+        if job["attempts"] != len(counted):
+            self.fail(f"I5: {where} attempts {job['attempts']} but {len(counted)} counted runs")
+        if job["attempts"] > job["max_retries"] + 1:
+            self.fail(f"I5: {where} attempts {job['attempts']} > max_retries + 1")
+        if status == "dead":
+            reason = job["dead_reason"] or ""
+            if not reason:
+                self.fail(f"I5: {where} has no dead_reason")
+            elif job["attempts"] != job["max_retries"] + 1 and not reason.startswith(
+                "permanent failure"
+            ):
+                self.fail(f"I5: {where} dead after {job['attempts']} attempts: {reason}")
+        # What each kind may end as (the tasks' own contract).
+        kind = run.kind_of[job_id]
+        if status == "cancelled" and job_id not in run.cancel_asked:
+            self.fail(f"{where} cancelled but nobody asked")
+        if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
+            self.fail(f"{where} succeeded, which its task never does")
+        attempt_returned = (job["result"] or {}).get("att", 0)
+        if (
+            kind == "chaos_flaky"
+            and status == "succeeded"
+            and (attempt_returned <= run.args_of[job_id]["fail_times"])
+        ):
+            self.fail(f"{where} succeeded on an attempt that raises")
+        if kind in ("chaos_long", "chaos_proc_long") and status == "succeeded":
+            # Fencing of checkpoints: the attempt that succeeded wrote the last one, so a
+            # checkpoint written later by a fenced-out attempt would show here.
+            result, checkpoint = job["result"] or {}, job["checkpoint"] or {}
+            if result.get("resumed_from", 0) < result.get("steps", 0) and (
+                checkpoint.get("eid") != result.get("eid")
+                or checkpoint.get("step") != result.get("steps")
+            ):
+                self.fail(f"I3: {where} checkpoint {checkpoint} not from its last attempt")
+
+    def check_side_file(self) -> None:
+        """At-least-once and fencing, from what the attempts themselves wrote."""
+        side = self.run.side
+        execs = {
+            (job_id, e["execution_id"]): e
+            for job_id, job in self.jobs.items()
+            for e in job["executions"]
+        }
+        for key, doc in side.starts.items():
+            e = execs.get(key)
+            if e is None:
+                self.fail(f"I3: attempt {key} ran but the database never issued it")
+            elif e["worker_id"] != doc["wid"]:
+                self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")
+        for job_id, job in self.jobs.items():
+            if job["status"] == "succeeded":
+                key = (job_id, job["execution_id"])
+                if key not in side.starts or side.ends.get(key, {}).get("how") != "return":
+                    self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
+
+    def check_workers(self, workers: dict[str, Any]) -> None:
+        for proc in self.run.procs:
+            row = workers.get(proc.id or "")
+            if proc.id is None:
+                continue
+            if row is None:
+                self.fail(f"worker #{proc.number} ({proc.id}) missing from the registry")
+            elif row["status"] == "active":
+                self.fail(f"worker #{proc.number} ({proc.id}) still active after stopping")
+            elif row["running"]:
+                self.fail(f"worker #{proc.number} ({proc.id}) still holds {row['running']} jobs")
+
+    # -- figures ----------------------------------------------------------------------
+    def report(self, wall0: float) -> dict[str, Any]:
+        run = self.run
+        c = run.config
+        statuses = Counter(j["status"] for j in self.jobs.values())
+        by_kind: dict[str, Counter[str]] = defaultdict(Counter)
+        outcomes: Counter[str] = Counter()
+        detected: Counter[str] = Counter()
+        latencies: dict[str, list[float]] = defaultdict(list)
+        reap_lag: list[float] = []
+        causes: Counter[str] = Counter()
+        unexplained: list[dict[str, Any]] = []
+        kills = {f.worker_id: f.at for f in run.faults if f.kind == "sigkill" and f.worker_id}
+        child_kills = {
+            (f.detail["job"], f.detail["eid"]): f.at for f in run.faults if f.kind == "kill_child"
+        }
+        for job_id, job in self.jobs.items():
+            by_kind[run.kind_of[job_id]][job["status"]] += 1
+            for e in job["executions"]:
+                outcomes[e["outcome"] or "open"] += 1
+                if e["outcome"] != "crashed":
+                    continue
+                crash = e["crash"] or {}
+                how = crash.get("detected_by", "?")
+                detected[how] += 1
+                at = parse_ts(crash.get("detected_at"))
+                if at is None:
+                    continue
+                expiry = parse_ts(crash.get("lease_expires_at"))
+                if how == "lease_expired" and expiry is not None:
+                    reap_lag.append(at - expiry)
+                cause, since = self.cause(crash, job_id, e, kills, child_kills)
+                if how in ("liveness_lock", "reconciliation") and cause != "sigkill":
+                    self.false_positive(job_id, e, crash, cause)
+                causes[cause or "none"] += 1
+                if cause is None:
+                    unexplained.append(
+                        {"job": job_id, "task": job["task"], "execution": e["execution_id"],
+                         "worker": crash.get("worker_id"), "detected_by": how,
+                         "detected_at": crash.get("detected_at"), "reason": crash.get("reason")}
+                    )  # fmt: skip
+                elif since is not None:
+                    latencies[cause].append(at - since)
+        resumed = sum(
+            1
+            for j in self.jobs.values()
+            if j["status"] == "succeeded" and (j["result"] or {}).get("resumed_from", 0) > 0
+        )
+        side = run.side
+        fenced_returns = sum(
+            1
+            for key, end in side.ends.items()
+            if end.get("how") == "return"
+            and (self.jobs.get(key[0]) or {}).get("status") == "succeeded"
+            and self.jobs[key[0]]["execution_id"] != key[1]
+        )
+        overlaps = self.overlaps()
+        events: Counter[str] = Counter()
+        for proc in run.procs:
+            for e in read_events(proc.log_path):
+                if e["event"] in (
+                    "lease_lost", "leases_untrusted", "heartbeat_failed", "claim_failed",
+                    "maintenance_failed", "completion_retry", "job_released",
+                    "reconciliation_complete", "worker_deactivated",
+                ):  # fmt: skip
+                    events[e["event"]] += 1
+        faults = Counter(f.kind for f in run.faults)
+        all_latencies = [x for k in ("sigkill", "sigstop") for x in latencies.get(k, [])]
+        total = run.timeline.get("total", 0.0)
+        terminal = sum(n for s, n in statuses.items() if s in TERMINAL)
+        self.figures = {
+            "backend": c.backend,
+            "seed": c.seed,
+            "config": {k: v for k, v in asdict(c).items() if k not in ("verbose",)},
+            "duration_s": {k: round(v, 2) for k, v in run.timeline.items() if k != "t0"},
+            "jobs": len(run.enqueued),
+            "statuses": dict(sorted(statuses.items())),
+            "by_kind": {k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
+            "executions": sum(outcomes.values()),
+            "outcomes": dict(sorted(outcomes.items())),
+            "faults": {
+                k: faults.get(k, 0)
+                for k in FAULT_KINDS
+                if k != "pg_terminate" or c.backend == "postgres"
+            },
+            "faults_skipped": dict(run.skipped),
+            "sigstops_inside_a_transaction": sum(
+                1 for f in run.faults if f.kind == "sigstop" and f.detail.get("open_transactions")
+            ),
+            "workers_started": len(run.procs),
+            "reclaims_by_detected_by": dict(sorted(detected.items())),
+            "detection_latency_s": {
+                "sigkill+sigstop": rounded(latency_summary(all_latencies)),
+                **{k: rounded(latency_summary(v)) for k, v in sorted(latencies.items())},
+            },
+            "reap_lag_after_lease_expiry_s": rounded(latency_summary(reap_lag)),
+            "crashes_by_cause": dict(sorted(causes.items())),
+            "crashes_without_injected_cause": len(unexplained),
+            "crashes_without_injected_cause_sample": unexplained[:10],
+            "checkpoint_resumes": resumed,
+            "fenced_out_returns": fenced_returns,
+            "overlapping_attempts": overlaps,
+            "worker_events": dict(sorted(events.items())),
+            "throughput_jobs_per_s": round(terminal / total, 2) if total else None,
+            "throughput_executions_per_s": round(sum(outcomes.values()) / total, 2)
+            if total
+            else None,
+            "side_file_bad_lines": side.bad_lines,
+            "false_positive_reclaims": self.false_positives,
+            "anomalies": list(run.anomalies),
+            "violations": list(self.v),
+            "ok": not self.v,
+        }
+        return self.figures
+
+    def cause(
+        self,
+        crash: dict[str, Any],
+        job_id: str,
+        execution: dict[str, Any],
+        kills: dict[str, float],
+        child_kills: dict[tuple[str, int], float],
+    ) -> tuple[str | None, float | None]:
+        """Which injected fault explains this crash, and when it was injected (None when
+        there is no latency to speak of): the last fault on its worker (or its child)
+        between the start of the execution and the crash's detection."""
+        at = parse_ts(crash.get("detected_at")) or 0.0
+        began = parse_ts(execution["started_at"]) or 0.0
+        how = crash.get("detected_by")
+        key = (job_id, execution["execution_id"])
+        if how == "child_exit":
+            if key in child_kills:
+                return "kill_child", child_kills[key]
+            if self.run.kind_of[job_id] == "chaos_child_crash":
+                return "task_killed_own_child", None
+            return None, None
+        worker_id = crash.get("worker_id")
+        # PostgreSQL's now() is its transaction's start: a probe that began just before
+        # the kill may date its detection a little earlier
+        if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
+            return "sigkill", kills[worker_id]
+        proc = self.run.by_id(worker_id)
+        if proc is not None:
+            if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
+                twinned = [t for t in proc.twinned_at if began <= t <= at]
+                return "twin", (max(twinned) if twinned else None)
+            during = [("sigstop", t) for t in proc.frozen_at] + [
+                ("pg_terminate", t) for t in proc.terminated_backends_at
+            ]
+            during = [(k, t) for k, t in during if began <= t <= at]
+            if during:
+                return max(during, key=lambda kt: kt[1])
+        if self.run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
+            return "silent_task", None
+        return None, None
+
+    def false_positive(
+        self, job_id: str, execution: dict[str, Any], crash: dict[str, Any], cause: str | None
+    ) -> None:
+        """A job taken from a worker that was alive and well. The liveness probe must only
+        take a dead worker's jobs (DESIGN protocol 8), startup reconciliation only a dead
+        or stale namesake's (a frozen one may be stale). One round of liveness reclaims
+        right after the runner terminated a worker's sessions is expected: its session,
+        so its lock, did die."""
+        proc = self.run.by_id(crash.get("worker_id"))
+        at = parse_ts(crash.get("detected_at")) or 0.0
+        how = crash.get("detected_by")
+        if proc is None or (how == "liveness_lock" and cause == "pg_terminate"):
+            return
+        gone = proc.killed_at or proc.exited_at or math.inf
+        if at + CLOCK_TOLERANCE >= gone:
+            return  # it was dead (or exiting) by then
+        if how == "reconciliation" and proc.frozen_during(at):
+            return  # stopped: stale, fair game
+        last = max((t for t in proc.terminated_backends_at if t <= at), default=None)
+        note = (
+            f"; its sessions were terminated at {datetime.fromtimestamp(last):%H:%M:%S.%f}"
+            if last is not None
+            else ""
+        )
+        if len(self.run.anomalies) < 50:
+            self.run.anomalies.append(
+                f"{how} false positive: job {job_id} execution "
+                f"{execution['execution_id']} (started {execution['started_at']}) "
+                f"reclaimed at {crash.get('detected_at')} from live worker "
+                f"#{proc.number} ({proc.id}; {self.history(proc)}){note}"
+            )
+        self.false_positives += 1
+
+    def history(self, proc: WorkerProc) -> str:
+        """What the runner did to a worker, by wall-clock time."""
+
+        def hms(t: float) -> str:
+            return datetime.fromtimestamp(t).strftime("%H:%M:%S.%f")[:-3]
+
+        parts = [f"started {hms(proc.started_at)}"]
+        parts += [f"stopped {hms(t)}" for t in proc.frozen_at]
+        parts += [f"sessions terminated {hms(t)}" for t in proc.terminated_backends_at]
+        parts += [f"twin started {hms(t)}" for t in proc.twinned_at]
+        for f in self.run.faults:
+            if f.worker == proc.number and f.kind in ("sigterm", "kill_child"):
+                parts.append(f"{f.kind} {hms(f.at)}")
+        if proc.killed_at:
+            parts.append(f"killed {hms(proc.killed_at)}")
+        elif proc.exited_at:
+            parts.append(f"exited {hms(proc.exited_at)}")
+        return ", ".join(parts)
+
+    def overlaps(self) -> int:
+        """Attempts of one job whose runs overlapped in time (a fenced-out attempt still
+        running when the next began: allowed, as long as its result never landed)."""
+        by_job: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        side = self.run.side
+        for key, start in side.starts.items():
+            end = side.ends.get(key)
+            by_job[key[0]].append((start["t"], end["t"] if end else start["t"]))
+        count = 0
+        for spans in by_job.values():
+            spans.sort()
+            for (_, end1), (start2, _) in itertools.pairwise(spans):
+                if start2 < end1:
+                    count += 1
+        return count
+
+
+def rounded(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in summary.items()}
+
+
+def format_report(fig: dict[str, Any]) -> str:
+    lat = fig["detection_latency_s"]
+    lines = [
+        f"heartq chaos run: backend {fig['backend']}, seed {fig['seed']}",
+        f"  duration      {fig['duration_s']}",
+        f"  jobs          {fig['jobs']} -> {fig['statuses']}",
+        f"  executions    {fig['executions']} -> {fig['outcomes']}",
+        f"  faults        {fig['faults']} (skipped: {fig['faults_skipped'] or 'none'}; "
+        f"SIGSTOPs inside a transaction: {fig['sigstops_inside_a_transaction']})",
+        f"  workers       {fig['workers_started']} processes started",
+        f"  reclaims      {fig['reclaims_by_detected_by']}",
+        "  detection latency (detected_at - fault time), seconds:",
+    ]
+    for cause, s in lat.items():
+        lines.append(f"    {cause:16} n={s['n']:<4} p50={s['p50']} p95={s['p95']} max={s['max']}")
+    lines += [
+        f"  crashes without an injected cause: {fig['crashes_without_injected_cause']}",
+        f"  checkpoint resumes {fig['checkpoint_resumes']}, fenced-out returns "
+        f"{fig['fenced_out_returns']}, overlapping attempts {fig['overlapping_attempts']}",
+        f"  worker events {fig['worker_events']}",
+        f"  throughput    {fig['throughput_jobs_per_s']} jobs/s, "
+        f"{fig['throughput_executions_per_s']} executions/s",
+    ]
+    if fig["anomalies"]:
+        lines.append(
+            f"  ANOMALIES (protocol, not I1-I6; {fig['false_positive_reclaims']} jobs taken "
+            "from live workers):"
+        )
+        lines += [f"    - {a}" for a in fig["anomalies"][:20]]
+    if fig["ok"]:
+        lines.append("  INVARIANTS I1-I6: all held")
+    else:
+        lines.append(f"  INVARIANT VIOLATIONS ({len(fig['violations'])}):")
+        lines += [f"    - {v}" for v in fig["violations"]]
+    return "\n".join(lines)
+
+
+def run_chaos(config: ChaosConfig) -> dict[str, Any]:
+    """One chaos run; returns the figures (with `violations` and `ok`)."""
+    if config.workdir:
+        workdir = Path(config.workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        cleanup = False
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix=f"heartq-chaos-{config.backend}-"))
+        cleanup = not config.keep
+    try:
+        with fresh_queue(config, workdir) as (url, schema):
+            run = ChaosRun(config, workdir, url, schema)
+            try:
+                figures = run.run()
+            finally:
+                run.close()
+        figures["workdir"] = str(workdir) if not cleanup else None
+        return figures
+    finally:
+        if cleanup:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.soak.chaos",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    defaults = ChaosConfig()
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--duration", type=float, default=defaults.duration)
+    parser.add_argument("--workers", type=int, default=defaults.workers)
+    parser.add_argument("--jobs", type=int, default=defaults.jobs)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    parser.add_argument("--fault-interval", type=float, default=defaults.fault_interval)
+    parser.add_argument("--heartbeat", type=float, default=defaults.heartbeat)
+    parser.add_argument("--lease", type=float, default=defaults.lease)
+    parser.add_argument("--reap", type=float, default=defaults.reap)
+    parser.add_argument("--liveness", type=float, default=defaults.liveness)
+    parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
+    parser.add_argument("--slack", type=float, default=defaults.slack)
+    parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
+    parser.add_argument("--workdir", default=None, help="keep logs and the side file here")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--json-out", default=None, help="write the figures here as JSON")
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on protocol anomalies too")
+    args = parser.parse_args(argv)
+    config = ChaosConfig(
+        backend=args.backend,
+        duration=args.duration,
+        workers=args.workers,
+        jobs=args.jobs,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        fault_interval=args.fault_interval,
+        heartbeat=args.heartbeat,
+        lease=args.lease,
+        reap=args.reap,
+        liveness=args.liveness,
+        drain_timeout=args.drain_timeout,
+        slack=args.slack,
+        pg_url=args.pg_url,
+        workdir=args.workdir,
+        keep=args.keep,
+        verbose=not args.quiet,
+    )
+    figures = run_chaos(config)
+    print(format_report(figures))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    if not figures["ok"] or (args.strict and figures["anomalies"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

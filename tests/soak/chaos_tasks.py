@@ -1,0 +1,174 @@
+"""The app the chaos runner's workers run (`tests.soak.chaos_tasks:app`).
+
+Every attempt appends one line when it starts and one when it ends to the side file named
+by `HEARTQ_CHAOS_LOG` (JSON, one `os.write` of an `O_APPEND` file each, so lines from
+many processes never interleave), and every task that returns puts its identity in its
+result. The runner checks both against the database: at-least-once (every attempt the
+database handed out really ran where it says) and fencing (a job's result comes from the
+execution the database says succeeded, never from an attempt that was fenced out).
+
+Kinds (the runner picks them, seeded):
+
+- `chaos_short`: returns within a few tens of milliseconds.
+- `chaos_long`: steps of work, progress every step, a checkpoint every step; a later
+  attempt resumes from the checkpoint it is handed (its result says where it resumed).
+- `chaos_flaky`: raises on its first `fail_times` attempts, then succeeds (retries).
+- `chaos_permanent`: raises `heartq.Permanent`: dead at once, no retry.
+- `chaos_timeout`: overruns its `timeout`: `timed_out` attempts, then dead.
+- `chaos_silent`: declares `heartbeat_timeout` and stays silent on its first attempt, so
+  its lease runs out under a live worker (the reaper reclaims it); later attempts return.
+- `chaos_async`: an `async def` task (native on the async pool, its own loop elsewhere).
+- `chaos_child_crash` (queue `proc`, process pool only): attempt 1 SIGKILLs its own child.
+- `chaos_proc_long` (queue `proc`): `chaos_long` in a child process, the target of the
+  runner's "kill a child" fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import heartq
+
+LOG_ENV = "HEARTQ_CHAOS_LOG"
+PROC_QUEUE = "proc"
+
+app = heartq.App()
+
+
+def record(event: str, ctx: heartq.JobContext, **fields: Any) -> None:
+    """Append one line to the side file (one write on an O_APPEND descriptor)."""
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    doc = {
+        "e": event,
+        "job": ctx.job_id,
+        "eid": ctx.execution_id,
+        "att": ctx.attempt,
+        "wid": ctx.worker_id,
+        "pid": os.getpid(),
+        "t": time.time(),
+        **fields,
+    }
+    line = (json.dumps(doc, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def attempt(ctx: heartq.JobContext, task: str) -> Iterator[None]:
+    """Record the start and the end (how it ended) of one attempt."""
+    record("start", ctx, task=task)
+    try:
+        yield
+    except BaseException as exc:
+        record("end", ctx, how=type(exc).__name__)
+        raise
+    record("end", ctx, how="return")
+
+
+def ident(ctx: heartq.JobContext, **extra: Any) -> dict[str, Any]:
+    """What a returning attempt stores as its result: who ran it, under which lease."""
+    return {
+        "job": ctx.job_id,
+        "eid": ctx.execution_id,
+        "att": ctx.attempt,
+        "wid": ctx.worker_id,
+        "pid": os.getpid(),
+        **extra,
+    }
+
+
+def pause(ctx: heartq.JobContext, seconds: float) -> None:
+    """Sleep, but stop early once the attempt is cancelled or fenced out."""
+    deadline = time.monotonic() + seconds
+    while not ctx.cancelled:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(0.02, left))
+
+
+@app.task(name="chaos_short")
+def short(ctx: heartq.JobContext, n: int, ms: int = 10) -> dict[str, Any]:
+    with attempt(ctx, "chaos_short"):
+        time.sleep(ms / 1000)
+        return ident(ctx, n=n)
+
+
+def _long(ctx: heartq.JobContext, task: str, n: int, steps: int, step_s: float) -> Any:
+    with attempt(ctx, task):
+        start = int((ctx.checkpoint or {}).get("step", 0))
+        for step in range(start, steps):
+            pause(ctx, step_s)
+            ctx.heartbeat(
+                progress=(step + 1) / steps,
+                stage="step",
+                message=f"{step + 1}/{steps}",
+                checkpoint={"step": step + 1, "eid": ctx.execution_id},
+            )
+        return ident(ctx, n=n, resumed_from=start, steps=steps)
+
+
+@app.task(name="chaos_long", heartbeat_timeout=5.0)
+def long(ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15) -> Any:
+    return _long(ctx, "chaos_long", n, steps, step_s)
+
+
+@app.task(name="chaos_proc_long", queue=PROC_QUEUE, heartbeat_timeout=5.0)
+def proc_long(ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15) -> Any:
+    return _long(ctx, "chaos_proc_long", n, steps, step_s)
+
+
+@app.task(name="chaos_flaky")
+def flaky(ctx: heartq.JobContext, n: int, fail_times: int = 1) -> dict[str, Any]:
+    with attempt(ctx, "chaos_flaky"):
+        if ctx.attempt <= fail_times:
+            raise RuntimeError(f"flaky job {n} fails attempt {ctx.attempt} of {fail_times}")
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_permanent")
+def permanent(ctx: heartq.JobContext, n: int) -> None:
+    with attempt(ctx, "chaos_permanent"):
+        raise heartq.Permanent(f"job {n} can never succeed")
+
+
+@app.task(name="chaos_timeout", timeout=0.4)
+def overrun(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+    with attempt(ctx, "chaos_timeout"):
+        pause(ctx, 10.0)  # the worker times it out at 0.4 s and sets ctx.cancelled
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_silent", heartbeat_timeout=0.5)
+def silent(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+    with attempt(ctx, "chaos_silent"):
+        if ctx.attempt == 1:
+            pause(ctx, 4.0)  # no heartbeat: its lease runs out under a live worker
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_async")
+async def async_job(ctx: heartq.JobContext, n: int, ms: int = 50) -> dict[str, Any]:
+    with attempt(ctx, "chaos_async"):
+        await asyncio.sleep(ms / 1000)
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_child_crash", queue=PROC_QUEUE)
+def child_crash(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+    with attempt(ctx, "chaos_child_crash"):
+        if ctx.attempt == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
+        return ident(ctx, n=n)

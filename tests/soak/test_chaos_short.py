@@ -1,0 +1,45 @@
+"""The chaos runner, short: ~20 s of random faults per backend, every invariant checked.
+
+Real worker processes (process, thread and async pools) under SIGKILL, SIGSTOP beyond the
+lease, SIGTERM, killed child processes, operator cancels and, on PostgreSQL, terminated
+database sessions; then the queue drains and DESIGN.md's I1-I6 are checked against the
+database (see `tests/soak/chaos.py`). The seed is fixed, so the fault schedule is the same
+on every run; the timing is not, and the invariants must hold whatever it is.
+
+The long version is `scripts/soak` (or `pytest -m soak tests/soak`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.soak.chaos import ChaosConfig, format_report, run_chaos
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+
+SHORT = ChaosConfig(
+    duration=float(os.environ.get("HEARTQ_CHAOS_SHORT_DURATION", "20")),
+    workers=3,
+    jobs=240,
+    seed=20240611,
+    drain_timeout=45.0,
+    verbose=False,
+)
+
+
+def test_invariants_hold_under_chaos(backend: str, request: pytest.FixtureRequest) -> None:
+    """`backend`: every backend of tests/conftest.py (HEARTQ_TEST_BACKENDS narrows it)."""
+    pg_url = request.getfixturevalue("pg_server_url") if backend == "postgres" else None
+    config = ChaosConfig(**{**SHORT.__dict__, "backend": backend, "pg_url": pg_url})
+    figures = run_chaos(config)
+    report = format_report(figures)
+    print(report)
+    assert figures["ok"], report
+    # The run really was chaotic, and the mechanisms under test really ran.
+    faults = figures["faults"]
+    assert faults["sigkill"] + faults["sigstop"] + faults["sigterm"] >= 5, report
+    reclaims = figures["reclaims_by_detected_by"]
+    assert reclaims.get("child_exit", 0) >= 1, report
+    assert figures["statuses"].get("succeeded", 0) > figures["jobs"] // 2, report

@@ -1,0 +1,178 @@
+"""What the chaos runs found, each as a deterministic test (see docs/RELIABILITY.md).
+
+All of them are fixed; these are their regression tests. A finding not fixed yet goes
+here as `xfail(strict=True)` with its reason, so that the fix turns it into a failure
+and the marker is removed.
+
+The chaos runner also found the PostgreSQL liveness lock that was never taken again
+after its session dropped (every `pg_terminate` fault turned into a stream of
+"liveness false positive" anomalies); its test is `tests/integration/test_postgres.py::
+test_a_living_worker_whose_lock_session_drops_is_not_taken_for_dead`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from heartq.store.interface import ClaimedJob, NewJob, WorkerInfo
+from heartq.store.postgres.connection import parse_url
+from heartq.worker.attempt import AttemptEnd, RunningJob
+from heartq.worker.pools import AsyncPool, Pool
+from heartq.worker.process_pool import ProcessPool
+from tests.soak import chaos_tasks
+from tests.soak.chaos import ChaosConfig, ChaosRun, fresh_queue
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+
+# -- fixed: two attempts of one job in one worker's pool ---------------------------------
+def attempt_of(task: str, args: dict[str, object], execution_id: int) -> RunningJob:
+    job = ClaimedJob(
+        id="job-1",
+        task=task,
+        queue="default",
+        args=args,
+        attempt=execution_id,
+        execution_id=execution_id,
+        max_retries=3,
+        retry_backoff=0.0,
+        retry_backoff_max=0.0,
+        checkpoint=None,
+        lease_expires_at=0.0,
+    )
+    task_obj = chaos_tasks.app.tasks[task]
+    return RunningJob(
+        job, task_obj, None, claim_sent_at=time.monotonic(), trust_window=60.0,  # type: ignore[arg-type]
+        max_payload_bytes=1 << 20,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("pool_name", ["async", "process"])
+def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
+    pool_name: str,
+) -> None:
+    """A worker can hold a lost attempt of a job (still winding down) and a newer attempt
+    of the same job it claimed again (after a freeze, a dropped session, a self-fence).
+    Stopping the lost one must not stop the new one. It did: the async and process pools
+    kept attempts by job id, so the chaos runs saw async jobs `cancelled` that nobody
+    cancelled (fixed: keyed by lease, job id and execution id)."""
+    pool: Pool
+    if pool_name == "async":
+        pool = AsyncPool("w", 1 << 20)
+        old = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 1)
+        new = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 2)
+    else:
+        pool = ProcessPool("w", "tests.soak.chaos_tasks:app", 1 << 20)
+        old = attempt_of("chaos_timeout", {"n": 0}, 1)  # runs 10 s unless stopped
+        new = attempt_of("chaos_timeout", {"n": 0}, 2)
+    ends: dict[int, AttemptEnd] = {}
+
+    def on_end(run: RunningJob, end: AttemptEnd) -> None:
+        ends[run.job.execution_id] = end
+
+    try:
+        pool.start(old, on_end)
+        pool.start(new, on_end)
+        time.sleep(0.5 if pool_name == "async" else 1.0)  # both are running
+        pool.stop(old)  # the worker gives up the lost attempt
+        deadline = time.monotonic() + 5
+        while 1 not in ends and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert 1 in ends, "the lost attempt did not stop"
+        assert 2 not in ends or ends[2].kind.value == "succeeded", ends
+    finally:
+        pool.stop(new)
+        deadline = time.monotonic() + 5
+        while 2 not in ends and time.monotonic() < deadline:
+            time.sleep(0.02)  # no coroutine left pending for the garbage collector
+        pool.close()
+
+
+def wait_started(run: ChaosRun) -> None:
+    deadline = time.monotonic() + 30
+    while any(p.state == "starting" for p in run.procs):
+        run.refresh_workers()
+        assert time.monotonic() < deadline, "workers did not start"
+        time.sleep(0.05)
+
+
+def long_jobs(count: int, queue: str, steps: int, max_retries: int = 2) -> list[NewJob]:
+    return [
+        NewJob(
+            task="chaos_long",
+            args_json=json.dumps({"n": n, "steps": steps, "step_s": 0.2}),
+            queue=queue,
+            max_retries=max_retries,
+            retry_backoff=0.05,
+        )
+        for n in range(count)
+    ]
+
+
+def test_a_worker_frozen_mid_transaction_does_not_stop_recovery(
+    pg_server_url: str, tmp_path: Path
+) -> None:
+    """A worker stopped (SIGSTOP, a VM pause, a partition) between its heartbeat
+    statement and its COMMIT keeps its `workers` row locked. Another worker is SIGKILLed
+    meanwhile: its jobs must still leave `running` within lease + reap interval (I1).
+
+    They did not: every worker's monitor waited on that row lock (DEACTIVATE_STALE), and
+    the reaper and the liveness probe share its thread (fixed in c59fee0: SKIP LOCKED)."""
+    config = ChaosConfig(backend="postgres", pg_url=pg_server_url, verbose=False)
+    with fresh_queue(config, tmp_path) as (url, schema):
+        run = ChaosRun(config, tmp_path, url, schema)
+        import psycopg
+
+        frozen = "frozen-mid-heartbeat"
+        locker = psycopg.connect(parse_url(url)[0])  # a transaction, never committed
+        liveness = None
+        try:
+            doomed = run.start_worker(1, "doomed", queues="pinned")
+            survivor = run.start_worker(4, "survivor", queues="elsewhere")  # maintenance
+            wait_started(run)
+            # The frozen worker: registered, alive (its liveness lock is held here), and
+            # stopped inside its heartbeat transaction (its row is locked, uncommitted).
+            run.store.register_worker(WorkerInfo(frozen, "host", os.getpid(), ("x",), 1))
+            liveness = run.store.liveness_hold(frozen)
+            locker.execute(
+                f"UPDATE {schema}.workers SET last_heartbeat_at = last_heartbeat_at WHERE id = %s",
+                (frozen,),
+            )
+            ids = run.store.enqueue(long_jobs(3, "pinned", steps=60))
+            deadline = time.monotonic() + 15
+            while any(run.store.get_job(i)["status"] != "running" for i in ids):
+                assert time.monotonic() < deadline, "the jobs did not start"
+                time.sleep(0.05)
+            time.sleep(config.lease + 1.0)  # the frozen worker is stale by now
+            os.kill(doomed.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            bound = config.lease + config.reap + 3.0
+            while any(run.store.get_job(i)["status"] == "running" for i in ids):
+                if time.monotonic() - killed_at > bound:
+                    with psycopg.connect(parse_url(url)[0]) as conn:
+                        waiting = conn.execute(
+                            "SELECT wait_event_type, left(query, 60) AS query "
+                            "FROM pg_stat_activity WHERE application_name = %s "
+                            "AND wait_event_type = 'Lock'",
+                            (survivor.app_name,),
+                        ).fetchall()
+                    pytest.fail(
+                        f"the killed worker's jobs were still running {bound:g} s later; "
+                        f"the survivor's sessions waiting on a lock: {waiting}"
+                    )
+                time.sleep(0.1)
+        finally:
+            with contextlib.suppress(Exception):
+                locker.rollback()
+            locker.close()
+            if liveness is not None:
+                liveness.release()
+            run.close()
