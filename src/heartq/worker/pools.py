@@ -23,6 +23,7 @@ from typing import Protocol
 
 from heartq.context import JobContext
 from heartq.errors import UnknownTask
+from heartq.store.interface import Lease
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.invoke import run_async, run_sync
 
@@ -126,7 +127,8 @@ class AsyncPool:
         self._worker_id = worker_id
         self._limit = max_payload_bytes
         self._loop = asyncio.new_event_loop()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
+        self._tasks: dict[Lease, asyncio.Task[None]] = {}
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="heartq-async-pool", daemon=True
         )
@@ -139,7 +141,7 @@ class AsyncPool:
     async def _run(self, run: RunningJob, on_end: OnEnd) -> None:
         current = asyncio.current_task()
         assert current is not None
-        self._tasks[run.job.id] = current
+        self._tasks[run.job.lease] = current
         try:
             if run.task is None:
                 end = unknown_task_end(run)
@@ -149,11 +151,11 @@ class AsyncPool:
         except asyncio.CancelledError:
             end = AttemptEnd(EndKind.CANCELLED, error="cancelled by the worker")
         finally:
-            self._tasks.pop(run.job.id, None)
+            self._tasks.pop(run.job.lease, None)
         on_end(run, end)
 
     def _cancel(self, run: RunningJob) -> None:
-        task = self._tasks.get(run.job.id)
+        task = self._tasks.get(run.job.lease)
         if task is not None:
             task.cancel()
 

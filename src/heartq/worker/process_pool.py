@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from heartq.errors import LeaseLost, PayloadError
-from heartq.store.interface import Progress
+from heartq.store.interface import Lease, Progress
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.child import child_main
 from heartq.worker.pools import OnEnd
@@ -45,7 +45,8 @@ class ProcessPool:
         if method == "forkserver":
             module = app_ref.partition(":")[0]
             self._mp.set_forkserver_preload(["heartq.worker.child", module])
-        self._children: dict[str, tuple[Any, Connection]] = {}
+        # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
+        self._children: dict[Lease, tuple[Any, Connection]] = {}
         self._lock = threading.Lock()
 
     def start(self, run: RunningJob, on_end: OnEnd) -> None:
@@ -70,7 +71,7 @@ class ProcessPool:
         process.start()
         child_conn.close()
         with self._lock:
-            self._children[job.id] = (process, parent_conn)
+            self._children[job.lease] = (process, parent_conn)
         threading.Thread(
             target=self._watch,
             args=(run, process, parent_conn, on_end),
@@ -102,7 +103,7 @@ class ProcessPool:
         finally:
             process.join(KILL_WAIT)
             with self._lock:
-                self._children.pop(run.job.id, None)
+                self._children.pop(run.job.lease, None)
             conn.close()
         on_end(run, end)
 
@@ -137,14 +138,14 @@ class ProcessPool:
 
     def stop(self, run: RunningJob) -> None:
         with self._lock:
-            child = self._children.get(run.job.id)
+            child = self._children.get(run.job.lease)
         if child is not None:
             with contextlib.suppress(Exception):
                 child[0].kill()
 
     def notify(self, run: RunningJob) -> None:
         with self._lock:
-            child = self._children.get(run.job.id)
+            child = self._children.get(run.job.lease)
             if child is not None:
                 with contextlib.suppress(OSError):
                     child[1].send(("flags", run.lost, run.cancel_requested))
