@@ -32,6 +32,20 @@ def url_option(fn: F) -> F:
     )(fn)
 
 
+DEFAULT_LIST_LIMIT = 100
+"""Defaults to listing the 100 newest jobs."""
+
+
+def limit_option(fn: F) -> F:
+    return click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=DEFAULT_LIST_LIMIT,
+        show_default=True,
+        help="At most this many jobs, newest first.",
+    )(fn)
+
+
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 

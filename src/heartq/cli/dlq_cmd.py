@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from heartq.cli import render
-from heartq.cli.common import json_option, print_json, store_for, url_option
-from heartq.cli.jobs_cmd import DEFAULT_LIMIT, dead_jobs_view
+from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
+from heartq.cli.jobs_cmd import dead_jobs_view
 from heartq.errors import JobNotFound
 from heartq.store.interface import JobStatus
 
@@ -19,13 +19,7 @@ def dlq_group() -> None:
 @dlq_group.command("list")
 @url_option
 @click.option("--queue", default=None, help="Only dead jobs of this queue.")
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=DEFAULT_LIMIT,
-    show_default=True,
-    help="At most this many jobs, newest first.",
-)
+@limit_option
 @json_option
 def list_command(url: str | None, queue: str | None, limit: int, as_json: bool) -> None:
     """Dead jobs, newest first, with why they died."""

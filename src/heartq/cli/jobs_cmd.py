@@ -13,7 +13,7 @@ from rich.text import Text
 
 from heartq.app import App
 from heartq.cli import render
-from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
 from heartq.store.interface import CancelResult, JobStatus
@@ -124,13 +124,7 @@ def jobs_group() -> None:
 @url_option
 @click.option("--status", type=status_choice(), default=None, help="Only jobs in this state.")
 @click.option("--queue", default=None, help="Only jobs of this queue.")
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=DEFAULT_LIMIT,
-    show_default=True,
-    help="At most this many jobs, newest first.",
-)
+@limit_option
 @json_option
 def list_command(
     url: str | None, status: str | None, queue: str | None, limit: int, as_json: bool
