@@ -31,6 +31,11 @@ DEFAULT_SCHEMA = "heartq"
 """Defaults to a schema named `heartq`."""
 DEFAULT_POOL_SIZE = 10
 """Defaults to at most 10 connections per process."""
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
+"""Defaults to 10 s: the server ends a session that sits inside an open transaction that
+long. heartq's transactions last milliseconds; a client frozen mid-transaction (SIGSTOP,
+a VM pause, a partition) would otherwise keep its jobs' rows locked, and no reaper could
+reclaim them until it woke."""
 CONNECT_TIMEOUT = 5.0
 """Seconds to wait for a connection before the operation fails with `StoreUnavailable`."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -160,7 +165,10 @@ class Pool:
     @property
     def connect_kwargs(self) -> dict[str, Any]:
         return {
-            "options": f"-c search_path={self.schema}",
+            "options": (
+                f"-c search_path={self.schema} "
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
+            ),
             "connect_timeout": int(CONNECT_TIMEOUT),
             "row_factory": dict_row,
         }
