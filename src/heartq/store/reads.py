@@ -1,8 +1,9 @@
-"""The read side of a SQL backend, written once.
+"""The operator's side of a SQL backend (reads, cancel), written once.
 
 Every SQL backend names its statements and their parameters the same way in its
-`queries.py` (GET_JOB, LIST_JOBS, ...), so the operator's reads need no dialect of their
-own: a backend mixes this in and provides `q`, `_read()` and `_now()`.
+`queries.py` (GET_JOB, LIST_JOBS, CANCEL_QUEUED, ...), so these need no dialect of their
+own: a backend mixes this in and provides `q`, `_read()`, `_write()`, `_now()` (the
+database time as a number) and `_clock_param()` (what its statements take as `now`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from heartq.errors import JobNotFound
 from heartq.store import records, serialize
-from heartq.store.interface import QueueWait
+from heartq.store.interface import CancelResult, JobStatus, QueueWait
 
 
 class SqlReads:
@@ -25,8 +26,29 @@ class SqlReads:
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         raise NotImplementedError
 
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
     def _now(self, conn: Any, now: float | None) -> float:
         raise NotImplementedError
+
+    def _clock_param(self, conn: Any, now: float | None) -> float | None:
+        raise NotImplementedError
+
+    def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
+        self.ensure_schema()
+        with self._write() as conn:
+            row = conn.execute(self.q.JOB_STATUS, {"job_id": job_id}).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            params = {"job_id": job_id, "now": self._clock_param(conn, now)}
+            if row["status"] == JobStatus.QUEUED:
+                conn.execute(self.q.CANCEL_QUEUED, params)
+                return CancelResult.CANCELLED
+            if row["status"] == JobStatus.RUNNING:
+                conn.execute(self.q.REQUEST_CANCEL, params)
+                return CancelResult.CANCEL_REQUESTED
+            return CancelResult.ALREADY_FINISHED
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         self.ensure_schema()

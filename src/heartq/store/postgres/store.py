@@ -24,13 +24,11 @@ from typing import Any
 import psycopg
 
 from heartq import events
-from heartq.errors import DuplicateJob, JobNotFound, StoreUnavailable
+from heartq.errors import DuplicateJob, StoreUnavailable
 from heartq.store import documents, reclaim, records, redact
 from heartq.store.interface import (
-    CancelResult,
     ClaimedJob,
     Finish,
-    JobStatus,
     Lease,
     LivenessHandle,
     NewJob,
@@ -357,6 +355,9 @@ class PostgresStore(SqlReads):
         assert row is not None
         return float(row["now"])
 
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.transaction()
+
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.transaction()
 
@@ -378,19 +379,9 @@ class PostgresStore(SqlReads):
         for queue in sorted({str(d["queue"]) for d in docs}):
             conn.execute(q.NOTIFY, {"channel": self.channel, "queue": queue})
 
-    def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
-        self.ensure_schema()
-        with self.pool.transaction() as conn:
-            row = conn.execute(q.JOB_STATUS, {"job_id": job_id}).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            if row["status"] == JobStatus.QUEUED:
-                conn.execute(q.CANCEL_QUEUED, {"job_id": job_id, "now": now})
-                return CancelResult.CANCELLED
-            if row["status"] == JobStatus.RUNNING:
-                conn.execute(q.REQUEST_CANCEL, {"job_id": job_id, "now": now})
-                return CancelResult.CANCEL_REQUESTED
-            return CancelResult.ALREADY_FINISHED
+    def _clock_param(self, conn: Any, now: float | None) -> float | None:
+        """What this dialect's statements take as `now`."""
+        return now
 
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None

@@ -17,13 +17,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import DuplicateJob, JobNotFound
+from heartq.errors import DuplicateJob
 from heartq.store import documents, reclaim, records
 from heartq.store.interface import (
-    CancelResult,
     ClaimedJob,
     Finish,
-    JobStatus,
     Lease,
     LivenessHandle,
     NewJob,
@@ -125,6 +123,9 @@ class SQLiteStore(SqlReads):
     def _now(conn: sqlite3.Connection, now: float | None) -> float:
         return float(now) if now is not None else float(conn.execute(q.NOW).fetchone()[0])
 
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.write()
+
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.read()
 
@@ -144,20 +145,9 @@ class SQLiteStore(SqlReads):
             raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
         return [str(row["id"]) for row in rows]
 
-    def cancel_job(self, job_id: str, now: float | None = None) -> CancelResult:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            row = conn.execute(q.JOB_STATUS, {"job_id": job_id}).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            if row["status"] == JobStatus.QUEUED:
-                conn.execute(q.CANCEL_QUEUED, {"job_id": job_id, "now": t})
-                return CancelResult.CANCELLED
-            if row["status"] == JobStatus.RUNNING:
-                conn.execute(q.REQUEST_CANCEL, {"job_id": job_id, "now": t})
-                return CancelResult.CANCEL_REQUESTED
-            return CancelResult.ALREADY_FINISHED
+    def _clock_param(self, conn: Any, now: float | None) -> float | None:
+        """What this dialect's statements take as `now`."""
+        return self._now(conn, now)
 
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None
