@@ -46,6 +46,9 @@ JOB_CANCEL_REQUESTED: Final = "job_cancel_requested"
 CLAIM_FAILED: Final = "claim_failed"
 HEARTBEAT: Final = "heartbeat"
 METRICS_SERVER_STARTED: Final = "metrics_server_started"
+NAMESAKE_ALIVE: Final = "namesake_alive"
+LIVENESS_LOCK_LOST: Final = "liveness_lock_lost"
+LIVENESS_LOCK_RESTORED: Final = "liveness_lock_restored"
 
 
 Listener = Callable[[str, dict[str, Any]], None]

@@ -207,6 +207,9 @@ class Store(Protocol):
 
     url: str  # with any password redacted: safe to print and log
     supports_notify: bool  # True when enqueues wake idle workers on other hosts
+    # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
+    # probe believes the worker dead (0: the first free reading is believed).
+    liveness_grace: float
 
     # -- lifecycle ---------------------------------------------------------------------
     def migrate(self) -> int:
@@ -347,6 +350,12 @@ class Store(Protocol):
 
     def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
         """Find active workers whose process is gone (lock free), reclaim their jobs."""
+        ...
+
+    def liveness_suspects(self) -> dict[str, float]:
+        """Workers this store instance found with a free lock, not yet for the whole
+        `liveness_grace`: worker id -> database time it was first found free. A one-shot
+        caller (`heartq reap`) waits out the grace once and probes again."""
         ...
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:

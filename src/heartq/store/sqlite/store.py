@@ -77,6 +77,7 @@ class SQLiteStore(SqlReads):
 
     q = q
     supports_notify = False
+    liveness_grace = 0.0  # a free flock is a dead process: the kernel dropped it
 
     def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
         self.url = url
@@ -470,6 +471,9 @@ class SQLiteStore(SqlReads):
         for worker_id in dead:
             liveness.forget(self.path, worker_id)
         return found
+
+    def liveness_suspects(self) -> dict[str, float]:
+        return {}
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
         """No cross-process notifications in SQLite: workers poll, and an enqueue in the
