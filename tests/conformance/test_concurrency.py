@@ -9,7 +9,6 @@ in `procs.py`.
 from __future__ import annotations
 
 import random
-import sys
 from collections import Counter
 from collections.abc import Callable
 
@@ -95,10 +94,10 @@ def test_concurrent_upgrade_from_version_1(
     databases in a row: each migration runs once, and every process ends at the latest."""
     urls = [fresh_url() for _ in range(10)]
     first = open_store(urls[0])
-    module = sys.modules[type(first).__module__]
+    dialect = type(first)
+    every = first.migrations()
     first.close()
-    every = module._migrations()
-    monkeypatch.setattr(module, "_migrations", lambda: every[:1])
+    monkeypatch.setattr(dialect, "migrations", lambda self: every[:1])
     for url in urls:
         old = open_store(url)
         try:
@@ -106,7 +105,7 @@ def test_concurrent_upgrade_from_version_1(
             old.enqueue([new_job()])
         finally:
             old.close()
-    monkeypatch.setattr(module, "_migrations", lambda: every)
+    monkeypatch.setattr(dialect, "migrations", lambda self: every)
 
     per_process = procs.run_processes(procs.migrator, [(urls,)] * procs.PROCESSES)
 

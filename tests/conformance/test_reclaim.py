@@ -4,12 +4,12 @@ and pruning of what is old."""
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.maintenance.reconcile import reconcile
 from heartq.outcomes import cancelled, succeeded
 from heartq.store import Store, open_store
 from heartq.store.interface import (
@@ -158,7 +158,9 @@ def test_reclaim_by_name_recovers_what_an_earlier_incarnation_held(store: Store,
     (other,) = store.claim("pod-2", ["default"], 1, 600, now=t0)
 
     register(store, "pod-1-new", t0 + 5, name="pod-1")  # the pod restarted
-    reclaimed = store.reclaim_by_name("pod-1", "pod-1-new", DetectedBy.RECONCILIATION, now=t0 + 5)
+    reclaimed = store.reclaim_by_name(
+        "pod-1", "pod-1-new", DetectedBy.RECONCILIATION, now=t0 + 5
+    ).reclaimed
 
     assert {r.job_id for r in reclaimed} == {j.id for j in old_jobs}
     for job in old_jobs:
@@ -174,7 +176,7 @@ def test_reclaim_by_name_recovers_what_an_earlier_incarnation_held(store: Store,
     # the new incarnation's own jobs are never taken by its own reconciliation
     enqueue_one(store, t0 + 6)
     claim_one(store, "pod-1-new", t0 + 6, lease=600)
-    assert store.reclaim_by_name("pod-1", "pod-1-new", "reconciliation", now=t0 + 7) == []
+    assert store.reclaim_by_name("pod-1", "pod-1-new", "reconciliation", now=t0 + 7).reclaimed == []
 
 
 def test_crash_attempt_closes_one_attempt_at_once(store: Store, t0: float) -> None:
@@ -353,16 +355,16 @@ def test_upgrade_from_schema_1_adds_stale_after(
 ) -> None:
     """Migration 2 upgrades a database of version 1 that already holds jobs, once."""
     older = open_store(store_url)
-    module = sys.modules[type(older).__module__]
-    every = module._migrations()
-    monkeypatch.setattr(module, "_migrations", lambda: every[:1])
+    dialect = type(older)
+    every = older.migrations()
+    monkeypatch.setattr(dialect, "migrations", lambda self: every[:1])
     try:
         assert older.migrate() == 1
         t0 = float(math.floor(older.clock()))
         job_id = enqueue_one(older, t0)
     finally:
         older.close()
-    monkeypatch.setattr(module, "_migrations", lambda: every)
+    monkeypatch.setattr(dialect, "migrations", lambda self: every)
     newer = open_store(store_url)
     try:
         assert newer.migrate() == every[-1][0] >= 2
@@ -396,7 +398,7 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
     handle = store.liveness_hold("live")
     try:
         register(store, "new", t0 + 5, name="host-a")
-        reclaimed = store.reclaim_by_name("host-a", "new", DetectedBy.RECONCILIATION, now=t0 + 5)
+        reclaimed = reconcile(store, "host-a", "new", now=t0 + 5).reclaimed
 
         assert sorted(r.job_id for r in reclaimed) == sorted(j.id for j in gone_jobs)
         for job in live_jobs:
@@ -413,12 +415,12 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
         assert [f["namesake_id"] for f in alive] == ["live"]
         assert alive[0]["name"] == "host-a"
         # and again: still nothing taken from the live one
-        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 7) == []
+        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 7).reclaimed == []
     finally:
         handle.release()
         events.remove_listener(listen)
     # once its process is gone (lock released), the next reconciliation takes them
-    reclaimed = store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 8)
+    reclaimed = store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 8).reclaimed
     assert sorted(r.job_id for r in reclaimed) == sorted(j.id for j in live_jobs)
     assert worker(store, "live")["status"] == "inactive"
 
@@ -444,8 +446,10 @@ def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
     job = claim_one(store, "frozen", t0, lease=600)
     handle = store.liveness_hold("frozen")
     try:
-        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 29) == []
-        (reclaimed,) = store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 31)
+        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 29).reclaimed == []
+        (reclaimed,) = store.reclaim_by_name(
+            "host-a", "new", "reconciliation", now=t0 + 31
+        ).reclaimed
         assert reclaimed.job_id == job.id
         assert worker(store, "frozen")["status"] == "inactive"
     finally:
@@ -458,14 +462,18 @@ def test_reclaim_by_name_falls_back_to_the_given_stale_after(store: Store, t0: f
     job = claim_one(store, "frozen", t0, lease=600)
     handle = store.liveness_hold("frozen")
     try:
-        assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 500) == []
         assert (
-            store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 50, stale_after=90)
+            store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 500).reclaimed == []
+        )
+        assert (
+            store.reclaim_by_name(
+                "host-a", "new", "reconciliation", now=t0 + 50, stale_after=90
+            ).reclaimed
             == []
         )
         (reclaimed,) = store.reclaim_by_name(
             "host-a", "new", "reconciliation", now=t0 + 100, stale_after=90
-        )
+        ).reclaimed
         assert reclaimed.job_id == job.id
     finally:
         handle.release()

@@ -24,14 +24,14 @@ import pytest
 
 from heartq.store import open_store
 from heartq.store.interface import DetectedBy, JobStatus, NewJob, WorkerInfo
-from heartq.store.postgres.store import (
+from heartq.store.postgres.liveness import (
     LIVENESS_GRACE,
     LIVENESS_RESTART_QUIET,
     LOCK_NAMESPACE,
     PROBE_LOCK,
     AdvisoryLivenessLock,
-    PostgresStore,
 )
+from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
 
 from .conftest import Harness, WorkerProc, only_on, parse_ts

@@ -21,6 +21,7 @@ EXPECTED = {
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "CLOSE_EXECUTIONS": "SEARCH e USING PRIMARY KEY (job_id=? AND execution_id=?)",
+    "CLOSE_RELEASED": "SEARCH e USING PRIMARY KEY (job_id=? AND execution_id=?)",
     "SELECT_EXPIRED": "SEARCH j USING INDEX heartq_jobs_lease_idx (lease_expires_at<?)",
     "SELECT_WORKER_JOBS": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "DEACTIVATE_STALE": "heartq_workers_status_idx",

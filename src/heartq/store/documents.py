@@ -20,7 +20,7 @@ from heartq import outcomes
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
 from heartq.payload import MAX_DURATION, check_duration, check_name, clean_text
-from heartq.store.interface import NewJob, Renewal, WorkerInfo
+from heartq.store.interface import Finish, NewJob, Renewal, WorkerInfo
 
 
 def _finite(name: str, value: Any) -> float:
@@ -108,6 +108,21 @@ def finish_doc(
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
     }
+
+
+def attempt_finish_doc(finish: Finish) -> dict[str, Any]:
+    """`finish_doc` for the end of an attempt as the worker decided it."""
+    return finish_doc(
+        finish.lease.job_id,
+        finish.lease.execution_id,
+        status=str(finish.status),
+        outcome=str(finish.outcome),
+        result=finish.result_json,
+        error=finish.error,
+        delay=finish.retry_delay,
+        dead_reason=finish.dead_reason,
+        crash=finish.crash,
+    )
 
 
 def worker_stale_after(info: WorkerInfo) -> float | None:

@@ -1,10 +1,11 @@
 """The storage interface: every operation of the lease protocol, backend-neutral.
 
 Workers, maintenance services, the client API and the command line talk to the database
-only through `Store`. Each backend (SQLite here; PostgreSQL next) implements it with its
-own SQL in one place, and one conformance suite (`tests/conformance`) runs unchanged
-against every backend. Nothing outside a backend may assume which database is behind it;
-differences show up as capabilities (`supports_notify`), never as `if backend == ...`.
+only through `Store`. Both backends (SQLite and PostgreSQL) implement it with one shared
+SQL store (`store/sql.py`) over each dialect's statements (`queries.py`), and one
+conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
+outside a backend may assume which database is behind it; differences show up as
+capabilities (`supports_notify`, `liveness_grace`), never as `if backend == ...`.
 
 Conventions every implementation keeps:
 
@@ -183,6 +184,35 @@ class StaleWorker:
 
 
 @dataclass(frozen=True)
+class LiveNamesake:
+    """Another worker of the same name, still alive: startup reconciliation leaves it
+    its jobs (two processes were started with the same `--name`)."""
+
+    id: str
+    heartbeat_age: float
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What startup reconciliation did: the jobs it took back from gone namesakes, and
+    the namesakes it found alive and left alone."""
+
+    reclaimed: list[Reclaimed]
+    alive: list[LiveNamesake] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LivenessChange:
+    """A liveness lock's session was lost (`lost` True, with the `error` that ended it)
+    or the lock is held again (`lost` False, `after` seconds later). Reported by the
+    backend's lock to whoever holds it, who logs it."""
+
+    lost: bool
+    error: str | None = None
+    after: float | None = None
+
+
+@dataclass(frozen=True)
 class QueueWait:
     oldest_age: float | None  # seconds the oldest runnable job has waited; None if none
     oldest_job_id: str | None
@@ -203,7 +233,7 @@ class LivenessHandle(Protocol):
 
 @runtime_checkable
 class Store(Protocol):
-    """Every operation of the protocol in DESIGN.md. See the module docstring."""
+    """Every operation of the protocol in docs/DESIGN.md. See the module docstring."""
 
     url: str  # with any password redacted: safe to print and log
     supports_notify: bool  # True when enqueues wake idle workers on other hosts
@@ -310,14 +340,14 @@ class Store(Protocol):
         detected_by: str,
         now: float | None = None,
         stale_after: float | None = None,
-    ) -> list[Reclaimed]:
+    ) -> Reconciliation:
         """Startup reconciliation: reclaim what earlier workers of this name still hold.
 
         Only namesakes that are gone are reclaimed (and marked inactive): their liveness
         lock is free (or they never took one), or they are silent for longer than their
         own `stale_after` (else `stale_after` given here; None: no fallback). A live
-        namesake (two processes started with the same name) keeps its jobs; it is logged
-        (`namesake_alive`) and left untouched."""
+        namesake (two processes started with the same name) keeps its jobs; it is
+        returned in `alive` and left untouched (the caller logs `namesake_alive`)."""
         ...
 
     def crash_attempt(
@@ -344,8 +374,12 @@ class Store(Protocol):
     ) -> PruneCounts: ...
 
     # -- liveness locks (the fast path) ------------------------------------------------
-    def liveness_hold(self, worker_id: str) -> LivenessHandle:
-        """Take this worker's liveness lock; keep the handle for the worker's life."""
+    def liveness_hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle:
+        """Take this worker's liveness lock; keep the handle for the worker's life.
+        `on_change` hears when a lock that lives on a database session is lost with its
+        session and taken again (never for a lock the OS holds)."""
         ...
 
     def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:

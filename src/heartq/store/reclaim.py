@@ -4,25 +4,21 @@ A backend selects the running rows to reclaim (expired leases, a dead worker's j
 restarted name's jobs, one crashed child) with the columns of `RECLAIM_COLUMNS`, calls
 `plan()`, then applies the returned finish documents with its fenced finish statement in
 the same transaction. Only this module decides what a crash context holds, and which
-namesakes a restarted worker may reclaim from (`gone_namesakes`).
+namesakes a restarted worker may reclaim from (`sort_namesakes`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from heartq import events, outcomes
+from heartq import outcomes
 from heartq.retry import DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store.documents import finish_doc
-from heartq.store.interface import JobStatus, Outcome, Reclaimed
+from heartq.store.interface import JobStatus, LiveNamesake, Outcome, Reclaimed
 from heartq.timeutil import iso
-
-NAMESAKE_ALIVE = "namesake_alive"
-"""Event: startup reconciliation found another live worker with the same name."""
 
 RECLAIM_COLUMNS = (
     "id",
@@ -107,26 +103,18 @@ def plan(
     return docs, decided
 
 
-def gone_namesakes(
-    rows: Sequence[Any], name: str, except_worker_id: str, lock_free: Callable[[Any], bool]
-) -> list[str]:
-    """Startup reconciliation, shared by every backend: of the other workers of `name`
+def sort_namesakes(
+    rows: Sequence[Any], lock_free: Callable[[Any], bool]
+) -> tuple[list[str], list[LiveNamesake]]:
+    """Startup reconciliation, shared by every backend: of the other workers of a name
     (rows with `id`, `heartbeat_age` and `silent`, past their staleness threshold), the
-    ids of those that are gone: liveness lock free, or silent. A live namesake (two
-    processes given the same `--name`) keeps its jobs; it is logged (`namesake_alive`)
-    and left untouched."""
-    gone: list[Any] = []
-    live: list[Any] = []
+    ids of those that are gone (liveness lock free, or silent), and those alive. A live
+    namesake (two processes given the same `--name`) keeps its jobs."""
+    gone: list[str] = []
+    alive: list[LiveNamesake] = []
     for row in rows:
-        (gone if row["silent"] or lock_free(row) else live).append(row)
-    for row in live:
-        events.emit(
-            NAMESAKE_ALIVE,
-            logging.WARNING,
-            name=name,
-            worker_id=except_worker_id,
-            namesake_id=row["id"],
-            heartbeat_age=round(float(row["heartbeat_age"]), 3),
-            reason="another live worker uses this name: its jobs are left to it",
-        )
-    return [str(row["id"]) for row in gone]
+        if row["silent"] or lock_free(row):
+            gone.append(str(row["id"]))
+        else:
+            alive.append(LiveNamesake(str(row["id"]), round(float(row["heartbeat_age"]), 3)))
+    return gone, alive

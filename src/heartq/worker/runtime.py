@@ -38,6 +38,7 @@ from heartq import events, outcomes
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.ids import new_worker_id
+from heartq.maintenance.reconcile import reconcile
 from heartq.maintenance.services import (
     MaintenanceRunner,
     default_services,
@@ -54,6 +55,7 @@ from heartq.store.interface import (
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
+from heartq.worker.liveness import liveness_reporter
 from heartq.worker.pools import POOL_NAMES, AsyncPool, Pool, ThreadPool
 
 MAX_CANCEL_GRACE = 5.0
@@ -225,7 +227,7 @@ class Worker:
     def _startup(self) -> None:
         s = self.settings
         self.store.migrate()
-        self._liveness = self.store.liveness_hold(self.id)
+        self._liveness = self.store.liveness_hold(self.id, liveness_reporter(self.id))
         self.store.register_worker(
             WorkerInfo(
                 id=self.id,
@@ -272,20 +274,7 @@ class Worker:
         return ThreadPool(self.id, limit)
 
     def _reconcile(self, name: str) -> None:
-        reclaimed = self.store.reclaim_by_name(
-            name,
-            self.id,
-            DetectedBy.RECONCILIATION,
-            stale_after=self.settings.stale_after_seconds,
-        )
-        report_reclaimed(reclaimed, DetectedBy.RECONCILIATION)
-        events.emit(
-            events.RECONCILIATION_COMPLETE,
-            worker_id=self.id,
-            name=name,
-            reclaimed=len(reclaimed),
-            job_ids=[r.job_id for r in reclaimed],
-        )
+        reconcile(self.store, name, self.id, self.settings.stale_after_seconds)
 
     def _claim(self) -> tuple[int, bool]:
         """Claim up to the free slots. Returns (claimed, whether every slot was filled)."""

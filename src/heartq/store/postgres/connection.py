@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import random
 import re
 import threading
 import weakref
@@ -86,7 +87,7 @@ class _QuietConnectionFailures(logging.Filter):
         if pool is None:
             return True
         if len(args) > 1 and record.msg.startswith("error connecting"):
-            pool.last_connect_error = _first_line(args[1])
+            pool.last_connect_error = first_line(args[1])
         return False
 
 
@@ -96,9 +97,40 @@ _pool_names = itertools.count(1)
 _pool_names_lock = threading.Lock()
 
 
-def _first_line(exc: object) -> str:
+RECONNECT_DELAY_MIN = 0.1
+"""Defaults to 0.1 s before the second attempt to reopen a dropped session (the first
+one is immediate); the delay doubles, with jitter, up to `RECONNECT_DELAY_MAX`."""
+RECONNECT_DELAY_MAX = 2.0
+"""Defaults to 2 s at most between two attempts to reopen a dropped session: below the
+liveness grace (3 s), so a worker is back in time once the server answers again."""
+
+
+def first_line(exc: object) -> str:
+    """The first line of an error's text (its type's name if it has none)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def close_quietly(conn: psycopg.Connection[Any] | None) -> None:
+    """Close a session that may already be broken."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+class Backoff:
+    """Delays between attempts to reopen a session: none, then doubling with jitter."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(max(2 * self._next, RECONNECT_DELAY_MIN), RECONNECT_DELAY_MAX)
+        return delay * random.uniform(0.75, 1.0)
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -124,7 +156,7 @@ def parse_url(url: str) -> tuple[str, str]:
 
 def translate(exc: Exception, url: str, last_connect_error: str | None = None) -> Exception:
     where = redact(url)
-    first = _first_line(exc)
+    first = first_line(exc)
     if isinstance(exc, PoolTimeout):
         why = f" ({last_connect_error})" if last_connect_error else ""
         return StoreUnavailable(

@@ -1,5 +1,9 @@
-"""Every SQL statement of the PostgreSQL backend, by name (the same names as the SQLite
-backend's `queries.py`, so the two dialects can be diffed). Parameters are always bound.
+"""Every SQL statement of the PostgreSQL backend, by name: the same names, in the same
+order, as the SQLite backend's `queries.py`, so the two dialects can be diffed; the
+statements only PostgreSQL has (wake-ups, liveness locks, migrations) come last.
+Parameters are always bound; the only values written into the text are the constants of
+heartq's advisory lock keys below. A tuple is several statements run in order in one
+transaction, the last one's rows being the answer (`store/sql.py`).
 
 Time: `T` is the database clock (`now()`, stable within a transaction) unless the caller
 passes `now` (seconds since the epoch), which tests use to drive the protocol.
@@ -8,6 +12,15 @@ and finish are each ONE statement whatever the batch size.
 """
 
 from __future__ import annotations
+
+LOCK_NAMESPACE = 0x4851
+"""First key of heartq's advisory locks (the second is a hash of the worker id, or one of
+the keys below)."""
+MIGRATION_LOCK = 0
+"""Second key of the lock a migration holds for its transaction: one at a time."""
+PROBE_LOCK = 1
+"""Second key of the lock a liveness probe holds for its transaction: one probe at a time
+per database, so two probers never take each other's try-locks for a worker's own."""
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 
@@ -28,8 +41,6 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8)
 """
-
-NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
 
 CLAIM = f"""
 WITH picked AS (
@@ -176,38 +187,34 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.r
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes
-FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id
 """
+_RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
 
-SELECT_EXPIRED = (
-    _RECLAIM_COLUMNS
-    + f"""
+SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.lease_expires_at < {T}
 ORDER BY j.lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE OF j SKIP LOCKED
 """
-)
 
-SELECT_WORKER_JOBS = (
-    _RECLAIM_COLUMNS
-    + """
+SELECT_WORKER_JOBS = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
 FOR UPDATE OF j SKIP LOCKED
 """
-)
 
 # Reconciliation tries liveness locks as a probe does: one at a time with the probes
 # (their lock, for the transaction), so neither takes the other's try-lock for a live
 # worker's own.
-WAIT_FOR_PROBES = "SELECT pg_advisory_xact_lock(%(namespace)s, %(probe_lock)s)"
+WAIT_FOR_PROBES = f"SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {PROBE_LOCK})"
 
 # Startup reconciliation: the other workers of a name that may still matter (active, or
 # holding running jobs), each with whether it is silent past its own threshold and
 # whether its liveness lock is free: tried here, in this transaction (a lock a live
 # worker's session holds cannot be taken; the ones taken go when the transaction ends).
 # The namesakes are fixed first, so no other worker's lock is ever tried.
-NAMESAKES = f"""
+_NAMESAKES = f"""
 WITH namesakes AS MATERIALIZED (
     SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after FROM workers AS w
     WHERE w.name = %(name)s AND w.id <> %(except_id)s
@@ -217,26 +224,24 @@ WITH namesakes AS MATERIALIZED (
 SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age,
        coalesce(last_heartbeat_at < {T} - make_interval(
            secs => coalesce(stale_after, %(stale_after)s::float8)), false) AS silent,
-       pg_try_advisory_xact_lock(%(namespace)s, hashtext(id)) AS lock_free
+       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free
 FROM namesakes
 ORDER BY id
 """
 
-SELECT_NAME_JOBS = (
-    _RECLAIM_COLUMNS
-    + """
+NAMESAKES = (WAIT_FOR_PROBES, _NAMESAKES)
+
+SELECT_NAME_JOBS = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.worker_id = ANY(%(ids)s::text[])
 FOR UPDATE OF j SKIP LOCKED
 """
-)
 
-SELECT_ONE_RUNNING = (
-    _RECLAIM_COLUMNS
-    + """
+SELECT_ONE_RUNNING = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(execution_id)s
 FOR UPDATE OF j
 """
-)
 
 REGISTER_WORKER = f"""
 INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
@@ -284,13 +289,6 @@ RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heart
 
 # One query tries every active worker's liveness lock; the transaction's end releases
 # the locks it took. A lock it can take belongs to a worker whose session is gone.
-PROBE_LIVENESS = """
-SELECT id FROM workers
-WHERE status = 'active' AND pg_try_advisory_xact_lock(%(namespace)s, hashtext(id))
-"""
-
-LIVENESS_LOCK = "SELECT pg_try_advisory_lock(%(namespace)s, hashtext(%(worker_id)s)) AS locked"
-
 LIST_WORKERS = """
 SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues::text AS queues, w.concurrency,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
@@ -377,3 +375,41 @@ SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
 RETURNING id, queue
 """
+
+# -- only PostgreSQL -------------------------------------------------------------------
+
+NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+
+# A liveness probe starts with the probe's time (T), the server's uptime (real clock: a
+# restart frees every lock) and the probe lock, taken for the transaction.
+PROBE_START = f"""
+SELECT extract(epoch from {T})::float8 AS now,
+       extract(epoch from now() - pg_postmaster_start_time())::float8 AS uptime,
+       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, {PROBE_LOCK}) AS alone
+"""
+
+# One query tries every active worker's liveness lock; the transaction's end releases
+# the locks it took. A lock it can take belongs to a worker whose session is gone.
+PROBE_LIVENESS = f"""
+SELECT id FROM workers
+WHERE status = 'active' AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
+"""
+
+LIVENESS_LOCK = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, hashtext(%(worker_id)s)) AS locked"
+
+PING = "SELECT 1"
+
+MIGRATIONS_PRESENT = (
+    "SELECT to_regclass(format('%%I.schema_migrations', %(schema)s::text)) IS NOT NULL AS present"
+)
+
+MIGRATION_START = f"SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {MIGRATION_LOCK})"
+
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations
+(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+"""
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) AS v FROM schema_migrations"
+
+RECORD_MIGRATION = "INSERT INTO schema_migrations (version) VALUES (%(version)s)"

@@ -1,4 +1,8 @@
-"""Every SQL statement of the SQLite backend, by name. Parameters are always bound.
+"""Every SQL statement of the SQLite backend, by name: the same names, in the same order,
+as the PostgreSQL backend's `queries.py`, so the two dialects can be diffed. Parameters
+are always bound. A tuple is several statements run in order in one transaction, the
+last one's rows being the answer (`store/sql.py`): SQLite has no data-modifying CTE, so
+where PostgreSQL writes jobs and their executions in one statement, SQLite takes two.
 
 Batches travel as one JSON parameter read with `json_each`, so a statement's text (and its
 prepared form in the statement cache) is the same whatever the batch size. Statements that
@@ -12,11 +16,17 @@ from __future__ import annotations
 
 NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 
-INSERT_JOB = """
+# Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
+# retry_backoff_max} (store/documents.py)
+INSERT_JOBS = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, created_at, updated_at)
-VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
-        :retry_backoff, :retry_backoff_max, :now, :now)
+SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
+       json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
+       json_extract(x.value, '$.priority'), 'queued', :now + json_extract(x.value, '$.delay'),
+       json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
+       json_extract(x.value, '$.retry_backoff_max'), :now, :now
+FROM json_each(:jobs) AS x
 """
 
 CLAIM = """
@@ -42,7 +52,9 @@ RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_back
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority
 """
 
-INSERT_EXECUTIONS = """
+# The claim's audit rows, written by the store once CLAIM has returned its rows (`leases`:
+# [[id, execution_id], ...]): the one statement PostgreSQL's CLAIM does not need.
+CLAIM_EXECUTIONS = """
 INSERT INTO heartq_executions (job_id, execution_id, worker_id, started_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :now
 FROM json_each(:leases)
@@ -72,10 +84,30 @@ WHERE j.id = json_extract(r.value, '$.id')
 RETURNING id, execution_id, cancel_requested
 """
 
+HEARTBEAT = (TOUCH_WORKER, RENEW)
+
 SAVE_CHECKPOINT = """
 UPDATE heartq_jobs SET checkpoint = :checkpoint, updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'running'
 RETURNING cancel_requested
+"""
+
+# Executions first, fenced like the jobs they belong to (only those still running under
+# that execution): the jobs' statement then changes the same set, inside the same write
+# transaction, and answers which leases landed.
+CLOSE_EXECUTIONS = """
+UPDATE heartq_executions AS e
+SET ended_at = :now,
+    outcome = json_extract(f.value, '$.outcome'),
+    error = json_extract(f.value, '$.error'),
+    crash = json_extract(f.value, '$.crash')
+FROM json_each(:finishes) AS f
+JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+  ON j.id = json_extract(f.value, '$.id')
+ AND j.execution_id = json_extract(f.value, '$.eid')
+ AND j.status = 'running'
+WHERE e.job_id = json_extract(f.value, '$.id')
+  AND e.execution_id = json_extract(f.value, '$.eid')
 """
 
 # Each finish: {id, eid, status, outcome, result, error, delay, dead_reason, crash}
@@ -107,19 +139,23 @@ WHERE j.id = json_extract(f.value, '$.id')
 RETURNING id, execution_id
 """
 
-CLOSE_EXECUTIONS = """
-UPDATE heartq_executions AS e
-SET ended_at = :now,
-    outcome = json_extract(f.value, '$.outcome'),
-    error = json_extract(f.value, '$.error'),
-    crash = json_extract(f.value, '$.crash')
-FROM json_each(:finishes) AS f
-WHERE e.job_id = json_extract(f.value, '$.id')
-  AND e.execution_id = json_extract(f.value, '$.eid')
-"""
+FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
-# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again.
+# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. Each
+# lease: {id, eid}. Executions first, fenced as in FINISH.
+CLOSE_RELEASED = """
+UPDATE heartq_executions AS e
+SET ended_at = :now, outcome = 'released'
+FROM json_each(:leases) AS l
+JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+  ON j.id = json_extract(l.value, '$.id')
+ AND j.execution_id = json_extract(l.value, '$.eid')
+ AND j.status = 'running'
+WHERE e.job_id = json_extract(l.value, '$.id')
+  AND e.execution_id = json_extract(l.value, '$.eid')
+"""
+
 RELEASE_JOBS = """
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
@@ -131,11 +167,13 @@ SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     cancel_requested = 0,
     updated_at = :now
 FROM json_each(:leases) AS l
-WHERE j.id = json_extract(l.value, '$[0]')
-  AND j.execution_id = json_extract(l.value, '$[1]')
+WHERE j.id = json_extract(l.value, '$.id')
+  AND j.execution_id = json_extract(l.value, '$.eid')
   AND j.status = 'running'
 RETURNING id, execution_id
 """
+
+RELEASE = (CLOSE_RELEASED, RELEASE_JOBS)
 
 _RECLAIM_COLUMNS = """
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
@@ -143,26 +181,21 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.r
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM heartq_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes
-FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
 """
+_RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
 
-SELECT_EXPIRED = (
-    _RECLAIM_COLUMNS.replace(
-        "heartq_jobs AS j", "heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx"
-    )
-    + """
+SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
+FROM heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx
+LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
 WHERE j.status = 'running' AND j.lease_expires_at < :now
 ORDER BY j.lease_expires_at
 LIMIT :limit
 """
-)
 
-SELECT_WORKER_JOBS = (
-    _RECLAIM_COLUMNS
-    + """
+SELECT_WORKER_JOBS = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.worker_id = :worker_id
 """
-)
 
 # Startup reconciliation: the other workers of a name that may still matter (active, or
 # holding running jobs), with whether each is silent past its own threshold. The store
@@ -178,19 +211,15 @@ WHERE w.name = :name AND w.id != :except_id
 ORDER BY w.id
 """
 
-SELECT_NAME_JOBS = (
-    _RECLAIM_COLUMNS
-    + """
+SELECT_NAME_JOBS = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.worker_id IN (SELECT value FROM json_each(:ids))
 """
-)
 
-SELECT_ONE_RUNNING = (
-    _RECLAIM_COLUMNS
-    + """
+SELECT_ONE_RUNNING = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.id = :job_id AND j.execution_id = :execution_id
 """
-)
 
 REGISTER_WORKER = """
 INSERT INTO heartq_workers (id, name, hostname, pid, queues, concurrency, status,
@@ -311,5 +340,14 @@ UPDATE heartq_jobs
 SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
     worker_id = NULL, cancel_requested = 0, updated_at = :now
 WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
-RETURNING id
+RETURNING id, queue
 """
+
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS heartq_schema_migrations
+(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)
+"""
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM heartq_schema_migrations"
+
+RECORD_MIGRATION = "INSERT INTO heartq_schema_migrations VALUES (:version, :now)"

@@ -1,9 +1,12 @@
-"""The SQLite backend: the embedded default, for any number of processes on one machine.
+"""The SQLite dialect: the embedded default, for any number of processes on one machine.
 
 Every write is one `BEGIN IMMEDIATE` transaction, so claims, renewals, finishes and
 reclaims from many processes serialize on SQLite's write lock and each sees the others'
-committed work: a job is claimed once, reclaimed once, finished once. The SQL is in
-`queries.py`; the schema in `migrations/`.
+committed work: a job is claimed once, reclaimed once, finished once. The operations are
+written once in `store/sql.py`; this module holds what SQLite does its own way:
+connections (`connection.py`), the clock taken once per transaction, lists bound as JSON,
+the claim's executions written by a second statement, and liveness locks that are lock
+files (`liveness.py`). The SQL is in `queries.py`; the schema in `migrations/`.
 """
 
 from __future__ import annotations
@@ -12,28 +15,12 @@ import contextlib
 import json
 import socket
 import sqlite3
-from collections.abc import Callable, Sequence
-from importlib import resources
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import DuplicateJob
-from heartq.store import documents, reclaim, records
-from heartq.store.interface import (
-    ClaimedJob,
-    Finish,
-    Lease,
-    LivenessHandle,
-    NewJob,
-    Outcome,
-    PruneCounts,
-    Reclaimed,
-    Renewal,
-    RenewStatus,
-    StaleWorker,
-    WorkerInfo,
-)
-from heartq.store.reads import SqlReads
+from heartq.store.interface import LivenessChange, LivenessHandle, StaleWorker
+from heartq.store.sql import SqlStore
 from heartq.store.sqlite import liveness
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import (
@@ -42,18 +29,6 @@ from heartq.store.sqlite.connection import (
     options_from_url,
     path_from_url,
 )
-
-PRUNE_BATCH = 10_000
-"""Finished jobs deleted per prune pass, so one pass never holds the write lock for long."""
-
-
-def _migrations() -> list[tuple[int, str]]:
-    folder = resources.files("heartq.store.sqlite") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text("utf-8")))
-    return sorted(found)
 
 
 def _statements(script: str) -> list[str]:
@@ -72,7 +47,7 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-class SQLiteStore(SqlReads):
+class SQLiteStore(SqlStore):
     """`Store` on a SQLite file. Thread-safe: each thread uses its own connection."""
 
     q = q
@@ -90,386 +65,78 @@ class SQLiteStore(SqlReads):
     # -- lifecycle -----------------------------------------------------------------------
     def migrate(self) -> int:
         with self.pool.write() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS heartq_schema_migrations "
-                "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            current = conn.execute(
-                "SELECT coalesce(max(version), 0) FROM heartq_schema_migrations"
-            ).fetchone()[0]
-            for version, script in _migrations():
+            conn.execute(q.MIGRATIONS_TABLE)
+            current = conn.execute(q.SCHEMA_VERSION).fetchone()[0]
+            for version, script in self.migrations():
                 if version <= current:
                     continue
                 for statement in _statements(script):
                     conn.execute(statement)
-                conn.execute(
-                    f"INSERT INTO heartq_schema_migrations VALUES (?, ({q.NOW[7:]}))", (version,)
-                )
+                conn.execute(q.RECORD_MIGRATION, {"version": version, "now": self._now(conn, None)})
                 current = version
         self._migrated = True
         return int(current)
 
-    def ensure_schema(self) -> None:
-        if not self._migrated:
-            self.migrate()
-
     def close(self) -> None:
         self.pool.close()
 
-    def clock(self) -> float:
-        with self.pool.read() as conn:
-            return float(conn.execute(q.NOW).fetchone()[0])
-
-    @staticmethod
-    def _now(conn: sqlite3.Connection, now: float | None) -> float:
-        return float(now) if now is not None else float(conn.execute(q.NOW).fetchone()[0])
-
+    # -- the dialect's hooks (see store/sql.py) ------------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.write()
 
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.read()
 
-    # -- client --------------------------------------------------------------------------
-    def enqueue(self, jobs: Sequence[NewJob], now: float | None = None) -> list[str]:
-        rows = [documents.new_job_doc(job) for job in jobs]
-        if not rows:
-            return []
-        self.ensure_schema()
-        try:
-            with self.pool.write() as conn:
-                t = self._now(conn, now)
-                conn.executemany(q.INSERT_JOB, [dict(row, now=t) for row in rows])
-        except sqlite3.IntegrityError as exc:
-            if "UNIQUE" not in str(exc):
-                raise
-            raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
-        return [str(row["id"]) for row in rows]
+    def _now(self, conn: Any, now: float | None) -> float:
+        return float(now) if now is not None else float(conn.execute(q.NOW).fetchone()[0])
 
-    def _clock_param(self, conn: Any, now: float | None) -> float | None:
-        """What this dialect's statements take as `now`."""
+    def _clock(self, conn: Any, now: float | None) -> float:
+        """The database's time, read once: every statement of the transaction agrees."""
         return self._now(conn, now)
 
-    def replay_dead(
-        self, job_ids: Sequence[str] | None = None, now: float | None = None
-    ) -> list[str]:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            rows = conn.execute(
-                q.REPLAY_DEAD,
-                {"now": t, "all": job_ids is None, "ids": json.dumps(list(job_ids or []))},
-            ).fetchall()
-        return [r["id"] for r in rows]
+    def _array(self, values: Sequence[str]) -> str:
+        return json.dumps(list(values))
 
-    def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            ids = [
-                r["id"]
-                for r in conn.execute(q.SELECT_PURGEABLE_DEAD, {"now": t, "older_than": older_than})
-            ]
-            self._delete_jobs(conn, ids)
-        return len(ids)
+    def _is_duplicate(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
-    @staticmethod
-    def _delete_jobs(conn: sqlite3.Connection, ids: list[str]) -> None:
-        if ids:
-            payload = json.dumps(ids)
-            conn.execute(q.DELETE_EXECUTIONS_OF, {"ids": payload})
-            conn.execute(q.DELETE_JOBS, {"ids": payload})
+    def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
+        rows: list[Any] = conn.execute(q.CLAIM, params).fetchall()
+        if rows:
+            leases = json.dumps([[r["id"], r["execution_id"]] for r in rows])
+            conn.execute(q.CLAIM_EXECUTIONS, dict(params, leases=leases))
+        return rows
 
-    # -- the worker's side ---------------------------------------------------------------
-    def claim(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        limit: int,
-        lease: float,
-        now: float | None = None,
-    ) -> list[ClaimedJob]:
-        if limit <= 0:
-            return []
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            rows = conn.execute(
-                q.CLAIM,
-                {
-                    "worker_id": worker_id,
-                    "queues": json.dumps(list(queues)),
-                    "limit": limit,
-                    "lease": lease,
-                    "now": t,
-                },
-            ).fetchall()
-            if not rows:
-                return []
-            conn.execute(
-                q.INSERT_EXECUTIONS,
-                {
-                    "worker_id": worker_id,
-                    "now": t,
-                    "leases": json.dumps([[r["id"], r["execution_id"]] for r in rows]),
-                },
-            )
-        return records.claimed_jobs(rows)
+    def _lock_free(self, namesake: Mapping[str, Any]) -> bool:
+        """No lock file: nothing says it is alive."""
+        return liveness.is_dead(self.path, namesake["id"]) is not False
 
-    def heartbeat(
-        self,
-        worker_id: str,
-        renewals: Sequence[Renewal],
-        lease: float,
-        now: float | None = None,
-    ) -> dict[Lease, RenewStatus]:
-        payload = json.dumps([documents.renewal_doc(r) for r in renewals])
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            conn.execute(q.TOUCH_WORKER, {"worker_id": worker_id, "now": t})
-            rows = conn.execute(q.RENEW, {"renewals": payload, "lease": lease, "now": t}).fetchall()
-        return records.renew_answers(renewals, rows)
-
-    def save_checkpoint(
-        self, lease: Lease, checkpoint_json: str, now: float | None = None
-    ) -> RenewStatus:
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            row = conn.execute(
-                q.SAVE_CHECKPOINT,
-                {
-                    "checkpoint": checkpoint_json,
-                    "job_id": lease.job_id,
-                    "execution_id": lease.execution_id,
-                    "now": t,
-                },
-            ).fetchone()
-        return records.checkpoint_answer(lease, row)
-
-    def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
-        if not finishes:
-            return []
-        docs = {
-            f.lease: documents.finish_doc(
-                f.lease.job_id,
-                f.lease.execution_id,
-                status=str(f.status),
-                outcome=str(f.outcome),
-                result=f.result_json,
-                error=f.error,
-                delay=f.retry_delay,
-                dead_reason=f.dead_reason,
-                crash=f.crash,
-            )
-            for f in finishes
-        }
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            landed = self._apply_finishes(conn, t, list(docs.values()))
-        return [lease for lease in docs if lease not in landed]
-
-    @staticmethod
-    def _apply_finishes(
-        conn: sqlite3.Connection, t: float, docs: list[dict[str, Any]]
-    ) -> set[Lease]:
-        """The fenced write shared by finish and every reclaimer: jobs first (only those
-        still running under that execution change), then their executions."""
-        rows = conn.execute(q.FINISH_JOBS, {"finishes": json.dumps(docs), "now": t}).fetchall()
-        landed = records.leases(rows)
-        if landed:
-            kept = [d for d in docs if Lease(d["id"], d["eid"]) in landed]
-            conn.execute(q.CLOSE_EXECUTIONS, {"finishes": json.dumps(kept), "now": t})
-        return landed
-
-    def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
-        if not leases:
-            return []
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            rows = conn.execute(
-                q.RELEASE_JOBS,
-                {"leases": json.dumps([[x.job_id, x.execution_id] for x in leases]), "now": t},
-            ).fetchall()
-            landed = records.leases(rows)
-            if landed:
-                docs = [
-                    {"id": x.job_id, "eid": x.execution_id, "outcome": Outcome.RELEASED.value}
-                    for x in landed
-                ]
-                conn.execute(q.CLOSE_EXECUTIONS, {"finishes": json.dumps(docs), "now": t})
-        return [lease for lease in leases if lease not in landed]
-
-    # -- reclaiming ----------------------------------------------------------------------
-    def _reclaim_rows(
-        self,
-        conn: sqlite3.Connection,
-        t: float,
-        rows: Sequence[sqlite3.Row],
-        detected_by: str,
-        reason: str,
-        extra: dict[str, Any] | None = None,
-    ) -> list[Reclaimed]:
-        """Close each row's execution as crashed and requeue or bury its job, inside the
-        caller's write transaction: exactly once."""
-        if not rows:
-            return []
-        docs, decided = reclaim.plan(rows, t, detected_by, reason, extra)
-        landed = self._apply_finishes(conn, t, docs)
-        return [r for r in decided if Lease(r.job_id, r.execution_id) in landed]
-
-    def reap_expired(
-        self, detected_by: str, limit: int = 100, now: float | None = None
-    ) -> list[Reclaimed]:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            rows = conn.execute(q.SELECT_EXPIRED, {"now": t, "limit": limit}).fetchall()
-            return self._reclaim_rows(conn, t, rows, detected_by, "lease expired")
-
-    def reclaim_worker(
-        self, worker_id: str, detected_by: str, reason: str, now: float | None = None
-    ) -> list[Reclaimed]:
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            conn.execute(q.DEACTIVATE_WORKER, {"worker_id": worker_id, "now": t})
-            rows = conn.execute(q.SELECT_WORKER_JOBS, {"worker_id": worker_id}).fetchall()
-            return self._reclaim_rows(conn, t, rows, detected_by, reason)
-
-    def reclaim_by_name(
-        self,
-        name: str,
-        except_worker_id: str,
-        detected_by: str,
-        now: float | None = None,
-        stale_after: float | None = None,
-    ) -> list[Reclaimed]:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            params = {
-                "name": name,
-                "except_id": except_worker_id,
-                "now": t,
-                "stale_after": stale_after,
-            }
-            namesakes = conn.execute(q.NAMESAKES, params).fetchall()
-            dead: list[str] = []  # lock free: their lock files can go once reclaimed
-
-            def lock_free(row: sqlite3.Row) -> bool:
-                found = liveness.is_dead(self.path, row["id"])
-                if found:
-                    dead.append(row["id"])
-                return found is not False  # no lock file: nothing says it is alive
-
-            gone = reclaim.gone_namesakes(namesakes, name, except_worker_id, lock_free)
-            if not gone:
-                return []
-            ids = json.dumps(gone)
-            rows = conn.execute(q.SELECT_NAME_JOBS, {"ids": ids}).fetchall()
-            conn.execute(q.DEACTIVATE_NAMED, {"ids": ids, "now": t})
-            reclaimed = self._reclaim_rows(
-                conn, t, rows, detected_by, f"worker restarted under the same name {name!r}"
-            )
-        for worker_id in dead:
-            liveness.forget(self.path, worker_id)
-        return reclaimed
-
-    def crash_attempt(
-        self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
-    ) -> Reclaimed | None:
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            rows = conn.execute(
-                q.SELECT_ONE_RUNNING, {"job_id": lease.job_id, "execution_id": lease.execution_id}
-            ).fetchall()
-            reason = str(crash.get("reason", "crashed"))
-            extra = {k: v for k, v in crash.items() if k != "reason"}
-            done = self._reclaim_rows(conn, t, rows, detected_by, reason, extra)
-        return done[0] if done else None
-
-    # -- the worker registry -------------------------------------------------------------
-    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            conn.execute(
-                q.REGISTER_WORKER,
-                {
-                    "id": info.id,
-                    "name": info.name,
-                    "hostname": info.hostname,
-                    "pid": info.pid,
-                    "queues": json.dumps(list(info.queues)),
-                    "concurrency": info.concurrency,
-                    "stale_after": documents.worker_stale_after(info),
-                    "now": t,
-                },
-            )
-
-    def stop_worker(self, worker_id: str, now: float | None = None) -> None:
-        with self.pool.write() as conn:
-            conn.execute(q.STOP_WORKER, {"worker_id": worker_id, "now": self._now(conn, now)})
-
-    def mark_stale_workers(
-        self, stale_after: float, detected_by: str, now: float | None = None
-    ) -> list[StaleWorker]:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            stale = conn.execute(q.DEACTIVATE_STALE, {"now": t, "stale_after": stale_after})
-            return [self._reclaim_stale(conn, t, row, detected_by) for row in stale.fetchall()]
-
-    def _reclaim_stale(
-        self, conn: sqlite3.Connection, t: float, worker: sqlite3.Row, detected_by: str
-    ) -> StaleWorker:
-        rows = conn.execute(q.SELECT_WORKER_JOBS, {"worker_id": worker["id"]}).fetchall()
-        reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
-        reclaimed = self._reclaim_rows(conn, t, rows, detected_by, reason)
-        return records.stale_worker(worker, reclaimed)
-
-    def prune(
-        self, worker_retention: float, job_retention: float, now: float | None = None
-    ) -> PruneCounts:
-        self.ensure_schema()
-        with self.pool.write() as conn:
-            t = self._now(conn, now)
-            workers = conn.execute(
-                q.PRUNE_WORKERS, {"now": t, "retention": worker_retention}
-            ).rowcount
-            ids = [
-                r["id"]
-                for r in conn.execute(
-                    q.SELECT_PRUNABLE_JOBS,
-                    {"now": t, "retention": job_retention, "limit": PRUNE_BATCH},
-                )
-            ]
-            self._delete_jobs(conn, ids)
-        return PruneCounts(workers=workers, jobs=len(ids))
+    def _forget_workers(self, worker_ids: Sequence[str]) -> None:
+        """Remove the lock files of reclaimed workers whose lock is free."""
+        for worker_id in worker_ids:
+            if liveness.is_dead(self.path, worker_id):
+                liveness.forget(self.path, worker_id)
 
     # -- liveness locks ------------------------------------------------------------------
-    def liveness_hold(self, worker_id: str) -> LivenessHandle:
+    def liveness_hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle:
+        """A lock file the kernel frees when the process dies; it is never lost while the
+        process lives, so `on_change` is never called."""
         return liveness.FileLivenessLock(self.path, worker_id)
 
     def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
+        """Reclaim the jobs of this host's active workers whose lock file is free."""
         self.ensure_schema()
         with self.pool.read() as conn:
-            candidates = [
-                r["id"]
-                for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, {"hostname": socket.gethostname()})
-            ]
+            params = {"hostname": socket.gethostname()}
+            candidates = [r["id"] for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, params)]
         dead = [wid for wid in candidates if liveness.is_dead(self.path, wid)]
         if not dead:
             return []
-        found = []
         with self.pool.write() as conn:
-            t = self._now(conn, now)
-            for worker_id in dead:
-                row = conn.execute(q.DEACTIVATE_WORKER, {"worker_id": worker_id, "now": t})
-                worker = row.fetchone()
-                if worker is not None:  # another prober may have been first
-                    found.append(self._reclaim_stale(conn, t, worker, detected_by))
-        for worker_id in dead:
-            liveness.forget(self.path, worker_id)
+            found = self._reclaim_dead(conn, self._clock(conn, now), dead, detected_by)
+        self._forget_workers(dead)
         return found
 
     def liveness_suspects(self) -> dict[str, float]:

@@ -1,0 +1,52 @@
+"""Startup reconciliation: a worker restarted under a name takes back what the earlier
+workers of that name still hold, when they are gone.
+
+A worker started with `--name` (a pod, a systemd unit) may be the restart of one that
+died holding jobs; the store reclaims those at once instead of leaving them to the lease
+(`Store.reclaim_by_name`). A namesake still alive (two processes given the same name)
+keeps its jobs. Events: `job_reenqueued`/`job_dead` per job taken back (with the
+detector `reconciliation`), `namesake_alive` (warning) per live namesake, and
+`reconciliation_complete`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from heartq import events
+from heartq.maintenance.services import report_reclaimed
+from heartq.store.interface import DetectedBy, Reconciliation, Store
+
+
+def reconcile(
+    store: Store,
+    name: str,
+    worker_id: str,
+    stale_after: float | None = None,
+    now: float | None = None,
+) -> Reconciliation:
+    """Reclaim the jobs of gone workers named `name` (other than `worker_id`), and log
+    what was found. `stale_after`: the silence after which a namesake that recorded no
+    threshold of its own counts as gone. `now`: for tests, as everywhere in the store."""
+    done = store.reclaim_by_name(
+        name, worker_id, DetectedBy.RECONCILIATION, now=now, stale_after=stale_after
+    )
+    report_reclaimed(done.reclaimed, DetectedBy.RECONCILIATION)
+    for namesake in done.alive:
+        events.emit(
+            events.NAMESAKE_ALIVE,
+            logging.WARNING,
+            name=name,
+            worker_id=worker_id,
+            namesake_id=namesake.id,
+            heartbeat_age=namesake.heartbeat_age,
+            reason="another live worker uses this name: its jobs are left to it",
+        )
+    events.emit(
+        events.RECONCILIATION_COMPLETE,
+        worker_id=worker_id,
+        name=name,
+        reclaimed=len(done.reclaimed),
+        job_ids=[r.job_id for r in done.reclaimed],
+    )
+    return done
