@@ -47,60 +47,73 @@ def plan(
     """Finish documents (for the backend's fenced finish statement) and what they mean.
 
     `rows` are mappings (or `sqlite3.Row`s) with the columns of `RECLAIM_COLUMNS`."""
-    docs: list[dict[str, Any]] = []
-    decided: list[Reclaimed] = []
-    for row in rows:
-        crash = {
-            "worker_id": row["worker_id"],
-            "last_heartbeat_at": iso(row["worker_heartbeat_at"] or row["heartbeat_at"]),
-            "job_heartbeat_at": iso(row["heartbeat_at"]),
-            "lease_expires_at": iso(row["lease_expires_at"]),
-            "detected_at": iso(now),
-            "detected_by": detected_by,
-            "reason": reason,
-            **(extra or {}),
-        }
-        if row["cancel_requested"]:  # the user asked to stop it: do not run it again
-            status, delay, dead_reason = JobStatus.CANCELLED, 0.0, None
-        else:
-            # crashes since the last replay: never more than the attempts counted since
-            crashes = min(row["crashes"] + 1, row["attempts"])
-            status, delay, dead_reason = outcomes.after_crash(
-                row["attempts"],
-                row["max_retries"],
-                row["retry_backoff"],
-                row["retry_backoff_max"],
-                crashes,
-                crash,
-            )
-            if not math.isfinite(delay):  # a row stored before backoffs were checked
-                delay = DEFAULT_RETRY_BACKOFF_MAX
-        docs.append(
-            finish_doc(
-                row["id"],
-                row["execution_id"],
-                status=str(status),
-                outcome=Outcome.CRASHED.value,
-                error=f"{reason} (detected by {detected_by})",
-                delay=delay,
-                dead_reason=dead_reason,
-                crash=crash,
-            )
+    decided = [_decide(row, crash_context(row, now, detected_by, reason, extra)) for row in rows]
+    docs = [
+        finish_doc(
+            r.job_id,
+            r.execution_id,
+            status=str(r.status),
+            outcome=Outcome.CRASHED.value,
+            error=f"{reason} (detected by {detected_by})",
+            delay=r.retry_delay,
+            dead_reason=r.dead_reason,
+            crash=r.crash,
         )
-        decided.append(
-            Reclaimed(
-                job_id=row["id"],
-                execution_id=row["execution_id"],
-                worker_id=row["worker_id"],
-                task=row["task"],
-                status=status,
-                attempts=row["attempts"],
-                crash=crash,
-                retry_delay=delay,
-                dead_reason=dead_reason,
-            )
-        )
+        for r in decided
+    ]
     return docs, decided
+
+
+def crash_context(
+    row: Any,
+    now: float | datetime,
+    detected_by: str,
+    reason: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What is kept of a crashed attempt: who held it, when it was last heard of, when
+    and how its crash was found, and why."""
+    return {
+        "worker_id": row["worker_id"],
+        "last_heartbeat_at": iso(row["worker_heartbeat_at"] or row["heartbeat_at"]),
+        "job_heartbeat_at": iso(row["heartbeat_at"]),
+        "lease_expires_at": iso(row["lease_expires_at"]),
+        "detected_at": iso(now),
+        "detected_by": detected_by,
+        "reason": reason,
+        **(extra or {}),
+    }
+
+
+def _decide(row: Any, crash: dict[str, Any]) -> Reclaimed:
+    """The fate of one crashed attempt's job: cancelled (its cancel was requested),
+    retried after a backoff, or dead once its retries are spent."""
+    if row["cancel_requested"]:  # the user asked to stop it: do not run it again
+        status, delay, dead_reason = JobStatus.CANCELLED, 0.0, None
+    else:
+        # crashes since the last replay: never more than the attempts counted since
+        crashes = min(row["crashes"] + 1, row["attempts"])
+        status, delay, dead_reason = outcomes.after_crash(
+            row["attempts"],
+            row["max_retries"],
+            row["retry_backoff"],
+            row["retry_backoff_max"],
+            crashes,
+            crash,
+        )
+        if not math.isfinite(delay):  # a row stored before backoffs were checked
+            delay = DEFAULT_RETRY_BACKOFF_MAX
+    return Reclaimed(
+        job_id=row["id"],
+        execution_id=row["execution_id"],
+        worker_id=row["worker_id"],
+        task=row["task"],
+        status=status,
+        attempts=row["attempts"],
+        crash=crash,
+        retry_delay=delay,
+        dead_reason=dead_reason,
+    )
 
 
 def sort_namesakes(

@@ -252,10 +252,6 @@ WHERE status = 'active' AND last_heartbeat_at < :now - coalesce(stale_after, :st
 RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
 """
 
-ACTIVE_WORKERS_ON_HOST = """
-SELECT id FROM heartq_workers WHERE status = 'active' AND hostname = :hostname
-"""
-
 LIST_WORKERS = """
 SELECT w.*, (SELECT count(*) FROM heartq_jobs j
              WHERE j.worker_id = w.id AND j.status = 'running') AS running
@@ -341,6 +337,12 @@ SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished
     worker_id = NULL, cancel_requested = 0, updated_at = :now
 WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
 RETURNING id, queue
+"""
+
+# -- only SQLite ---------------------------------------------------------------------
+
+ACTIVE_WORKERS_ON_HOST = """
+SELECT id FROM heartq_workers WHERE status = 'active' AND hostname = :hostname
 """
 
 MIGRATIONS_TABLE = """
