@@ -40,7 +40,7 @@ def claimed_jobs(rows: Iterable[Any]) -> list[ClaimedJob]:
             max_retries=r["max_retries"],
             retry_backoff=r["retry_backoff"],
             retry_backoff_max=r["retry_backoff_max"],
-            checkpoint=serialize._json(r["checkpoint"]),
+            checkpoint=serialize.json_value(r["checkpoint"]),
             lease_expires_at=r["lease_expires_at"],
             run_at=r["run_at"],
         )

@@ -1,4 +1,4 @@
-"""Rows to the public JSON shapes of INTERFACE.md (`heartq jobs show --json`, `get_job`).
+"""Rows to the public JSON shapes of docs/INTERFACE.md (`heartq jobs show --json`, `get_job`).
 
 Backend-neutral: a backend hands over mappings with its own time type (epoch floats or
 datetimes) and JSON columns as text or already decoded.
@@ -13,7 +13,9 @@ from typing import Any
 from heartq.timeutil import iso
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A JSON column's value: decoded if the driver handed over text (both backends
+    return JSON columns as text, exactly as stored), as is otherwise."""
     if isinstance(value, str | bytes):
         return json.loads(value)
     return value
@@ -27,7 +29,7 @@ def execution_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "ended_at": iso(row["ended_at"]),
         "outcome": row["outcome"],
         "error": row["error"],
-        "crash": _json(row["crash"]),
+        "crash": json_value(row["crash"]),
     }
 
 
@@ -39,7 +41,7 @@ def job_dict(
         "task": row["task"],
         "queue": row["queue"],
         "status": row["status"],
-        "args": _json(row["args"]),
+        "args": json_value(row["args"]),
         "priority": row["priority"],
         "attempts": row["attempts"],
         "max_retries": row["max_retries"],
@@ -56,8 +58,8 @@ def job_dict(
             "stage": row["progress_stage"],
             "message": row["progress_message"],
         },
-        "checkpoint": _json(row["checkpoint"]),
-        "result": _json(row["result"]),
+        "checkpoint": json_value(row["checkpoint"]),
+        "result": json_value(row["result"]),
         "error": row["error"],
         "dead_reason": row["dead_reason"],
         "cancel_requested": bool(row["cancel_requested"]),
@@ -74,7 +76,7 @@ def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "hostname": row["hostname"],
         "pid": row["pid"],
         "status": row["status"],
-        "queues": _json(row["queues"]),
+        "queues": json_value(row["queues"]),
         "concurrency": row["concurrency"],
         "started_at": iso(row["started_at"]),
         "last_heartbeat_at": iso(row["last_heartbeat_at"]),
