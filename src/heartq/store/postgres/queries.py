@@ -42,13 +42,23 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     max_retries integer, retry_backoff float8, retry_backoff_max float8)
 """
 
+# Each queue's best runnable jobs come from its own ordered walk of the claim index
+# (`LATERAL`, one per queue): `queue = ANY(...)` with this ORDER BY would read and sort
+# every queued row of those queues at each claim, so the claim would slow down with the
+# backlog. Up to `limit` rows per queue are locked and the best `limit` of them taken;
+# the others are unlocked when the claim commits, milliseconds later.
 CLAIM = f"""
 WITH picked AS (
-    SELECT id FROM jobs
-    WHERE status = 'queued' AND queue = ANY(%(queues)s::text[]) AND run_at <= {T}
-    ORDER BY priority DESC, run_at, id
+    SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs
+        WHERE status = 'queued' AND queue = q.name AND run_at <= {T}
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs AS j
     SET status = 'running',
