@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from heartq.store.interface import NewJob
+from heartq.store.postgres import PostgresStore
+from heartq.store.postgres import queries as pg_q
 from heartq.store.sqlite import SQLiteStore
 from heartq.store.sqlite import queries as q
+from tests import pg_harness
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
@@ -41,3 +45,27 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS"):
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
     store.close()
+
+
+def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str) -> None:
+    """With several queues, the claim walks each one's claim index in priority order and
+    stops at `limit` (LATERAL per queue): `queue = ANY(...)` would read every queued row
+    of those queues and sort them at each claim, so claims would slow down with the
+    backlog."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(3000)])
+            with pg.pool.transaction() as conn:
+                conn.execute("ANALYZE jobs")
+                params = {"worker_id": "w", "queues": ["q0", "q1"], "limit": 10, "lease": 60}
+                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + pg_q.CLAIM
+                rows = conn.execute(explain, dict(params, now=None)).fetchall()
+                conn.rollback()
+        finally:
+            pg.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    assert "Index Cond: ((queue = " in plan and "ANY" not in plan, plan
+    scanned = [int(n) for n in re.findall(r"Index Scan using jobs_claim_idx .*rows=(\d+)", plan)]
+    assert scanned and max(scanned) <= 10, plan
