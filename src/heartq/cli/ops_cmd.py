@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import click
@@ -13,11 +12,7 @@ from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
 from heartq.cli.workers_cmd import with_heartbeat_age
 from heartq.config import Settings
-from heartq.maintenance.services import (
-    MAX_REAP_ROUNDS,
-    report_reclaimed,
-    report_stale_workers,
-)
+from heartq.maintenance.services import Findings, reclaim_pass
 from heartq.store import Store, redact
 from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker
 
@@ -35,35 +30,11 @@ def _quiet_events() -> None:
 # -- reap --------------------------------------------------------------------------------
 
 
-def reap_once(store: Store, stale_after: float, batch: int) -> dict[str, Any]:
-    """What every worker's maintenance thread does, once: liveness probe, worker monitor,
-    reaper. Emits the same events. Returns what was reclaimed, by whom it was detected.
-
-    `stale_after` only applies to workers that did not record their own threshold: a
-    worker is judged stale by its own settings, never by this command's."""
-    gone = store.liveness_probe(DetectedBy.LIVENESS_LOCK)
-    # A backend that needs a lock to stay free for a grace period before it believes a
-    # worker dead (PostgreSQL: a dropped session is not a dead process) names its
-    # suspects; a one-shot command waits out the grace once and looks again.
-    suspects = getattr(store, "liveness_suspects", None)
-    if callable(suspects) and suspects():
-        time.sleep(float(getattr(store, "liveness_grace", 0.0)) + 0.2)
-        gone += store.liveness_probe(DetectedBy.LIVENESS_LOCK)
-    report_stale_workers(gone, DetectedBy.LIVENESS_LOCK)
-    stale = store.mark_stale_workers(stale_after, DetectedBy.STALE_WORKER)
-    report_stale_workers(stale, DetectedBy.STALE_WORKER)
-    expired: list[Reclaimed] = []
-    for _ in range(MAX_REAP_ROUNDS):
-        found = store.reap_expired(DetectedBy.LEASE_EXPIRED, batch)
-        report_reclaimed(found, DetectedBy.LEASE_EXPIRED)
-        expired.extend(found)
-        if len(found) < batch:
-            break
-    workers = [_worker_doc(w, DetectedBy.LIVENESS_LOCK) for w in gone]
-    workers += [_worker_doc(w, DetectedBy.STALE_WORKER) for w in stale]
-    jobs = [_job_doc(j, DetectedBy.LIVENESS_LOCK) for w in gone for j in w.reclaimed]
-    jobs += [_job_doc(j, DetectedBy.STALE_WORKER) for w in stale for j in w.reclaimed]
-    jobs += [_job_doc(j, DetectedBy.LEASE_EXPIRED) for j in expired]
+def reap_report(found: Findings) -> dict[str, Any]:
+    """What one reclaim pass did, as `heartq reap --json` prints it."""
+    workers = [_worker_doc(w, detected_by) for w, detected_by in found.workers]
+    jobs = [_job_doc(j, detected_by) for w, detected_by in found.workers for j in w.reclaimed]
+    jobs += [_job_doc(j, DetectedBy.LEASE_EXPIRED) for j in found.expired]
     return {
         "workers_deactivated": workers,
         "reclaimed": jobs,
@@ -118,11 +89,12 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
     _quiet_events()
     settings = Settings.from_env()
     store = store_for(url)
-    report = reap_once(
+    found = reclaim_pass(
         store,
         stale_after if stale_after is not None else settings.stale_after_seconds,
         settings.reap_batch,
     )
+    report = reap_report(found)
     if as_json:
         print_json(report)
         return

@@ -15,6 +15,8 @@
 - `Pruner` (every `prune_interval`, default 10 min): deletes inactive/stopped workers and
   succeeded/cancelled jobs past their retention (7 days); dead jobs stay until purged.
 
+`heartq reap` runs the three reclaimers once, with the same code (`reclaim_pass`).
+
 Every worker runs all of them; racing is safe because each reclaim is one transaction
 that only changes jobs still running under the execution it read. A failing pass is
 logged (`maintenance_failed`) and retried at the next interval.
@@ -27,6 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from heartq import events
@@ -37,6 +40,8 @@ JITTER = 0.1
 """Intervals vary by +/-10 % so a fleet started together does not reap in lockstep."""
 MAX_REAP_ROUNDS = 50
 """One reaper pass reclaims at most 50 batches, then yields until its next interval."""
+GRACE_SLACK = 0.2
+"""Seconds past the store's `liveness_grace` before a one-shot caller probes again."""
 
 
 def report_reclaimed(reclaimed: Sequence[Reclaimed], detected_by: str) -> None:
@@ -87,25 +92,44 @@ def report_stale_workers(workers: Sequence[StaleWorker], detected_by: str) -> No
         report_reclaimed(worker.reclaimed, detected_by)
 
 
+@dataclass
+class Findings:
+    """What maintenance found and reclaimed, each with the mechanism that found it: dead or
+    stale workers (with the jobs taken from them), and jobs whose lease expired."""
+
+    workers: list[tuple[StaleWorker, DetectedBy]] = field(default_factory=list)
+    expired: list[Reclaimed] = field(default_factory=list)
+
+    def __iadd__(self, other: Findings) -> Findings:
+        self.workers += other.workers
+        self.expired += other.expired
+        return self
+
+    def __len__(self) -> int:
+        return len(self.workers) + len(self.expired)
+
+
 class Service(Protocol):
     name: str
     interval: float
 
-    def run_once(self) -> int:
-        """One pass; returns how many things it changed."""
+    def run_once(self) -> Findings | int:
+        """One pass: what it found (reclaimers), or how many things it changed (pruner)."""
         ...
 
 
 class Reaper:
+    """Reclaims running jobs whose lease expired, in batches, at most `MAX_REAP_ROUNDS`."""
+
     name = "reaper"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, batch: int, interval: float = 0.0) -> None:
         self.store = store
-        self.interval = settings.reap_interval_seconds
-        self.batch = settings.reap_batch
+        self.batch = batch
+        self.interval = interval
 
-    def run_once(self) -> int:
-        total = 0
+    def run_once(self) -> Findings:
+        found = Findings()
         for _ in range(MAX_REAP_ROUNDS):
             reclaimed = self.store.reap_expired(DetectedBy.LEASE_EXPIRED, self.batch)
             if reclaimed:
@@ -117,40 +141,57 @@ class Reaper:
                     detected_by=DetectedBy.LEASE_EXPIRED.value,
                 )
                 report_reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
-            total += len(reclaimed)
+            found.expired += reclaimed
             if len(reclaimed) < self.batch:
                 break
-        return total
+        return found
 
 
 class WorkerMonitor:
+    """Marks workers silent past their own `stale_after` inactive and reclaims their jobs;
+    `stale_after` here only applies to workers that recorded none."""
+
     name = "worker_monitor"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, stale_after: float, interval: float = 0.0) -> None:
         self.store = store
-        self.interval = settings.reap_interval_seconds
-        self.stale_after = settings.stale_after_seconds  # for workers that recorded none
+        self.stale_after = stale_after
+        self.interval = interval
 
-    def run_once(self) -> int:
+    def run_once(self) -> Findings:
         stale = self.store.mark_stale_workers(self.stale_after, DetectedBy.STALE_WORKER)
         report_stale_workers(stale, DetectedBy.STALE_WORKER)
-        return len(stale)
+        return Findings(workers=[(w, DetectedBy.STALE_WORKER) for w in stale])
 
 
 class LivenessProbe:
+    """Reclaims the jobs of workers whose liveness lock is free (their process is gone)."""
+
     name = "liveness_probe"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, interval: float = 0.0) -> None:
         self.store = store
-        self.interval = settings.liveness_interval
+        self.interval = interval
 
-    def run_once(self) -> int:
+    def run_once(self) -> Findings:
         dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK)
         report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
-        return len(dead)
+        return Findings(workers=[(w, DetectedBy.LIVENESS_LOCK) for w in dead])
+
+    def run_until_sure(self) -> Findings:
+        """One probe, and, when the store holds suspects (a lock found free but not yet
+        for its `liveness_grace`), a second one once that grace has passed: for a caller
+        that probes once rather than every interval (`heartq reap`)."""
+        found = self.run_once()
+        if self.store.liveness_suspects():
+            time.sleep(self.store.liveness_grace + GRACE_SLACK)
+            found += self.run_once()
+        return found
 
 
 class Pruner:
+    """Deletes inactive/stopped workers and succeeded/cancelled jobs past retention."""
+
     name = "pruner"
 
     def __init__(self, store: Store, settings: Settings) -> None:
@@ -167,12 +208,23 @@ class Pruner:
 
 
 def default_services(store: Store, settings: Settings) -> list[Service]:
+    """What every worker runs, each at its own interval."""
+    reap_every = settings.reap_interval_seconds
     return [
-        LivenessProbe(store, settings),
-        Reaper(store, settings),
-        WorkerMonitor(store, settings),
+        LivenessProbe(store, settings.liveness_interval),
+        Reaper(store, settings.reap_batch, reap_every),
+        WorkerMonitor(store, settings.stale_after_seconds, reap_every),
         Pruner(store, settings),
     ]
+
+
+def reclaim_pass(store: Store, stale_after: float, batch: int) -> Findings:
+    """One pass of every reclaimer, in the order a worker's would find things (liveness
+    probe, worker monitor, reaper), emitting the same events; for `heartq reap`."""
+    found = LivenessProbe(store).run_until_sure()
+    found += WorkerMonitor(store, stale_after).run_once()
+    found += Reaper(store, batch).run_once()
+    return found
 
 
 class MaintenanceRunner:
@@ -190,10 +242,6 @@ class MaintenanceRunner:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-
-    def run_all_once(self) -> None:
-        for service in self.services:
-            self._run(service)
 
     def _run(self, service: Service) -> None:
         try:
