@@ -13,7 +13,6 @@ from heartq.errors import (
     ConfigError,
     DuplicateJob,
     HeartqError,
-    InvalidJobState,
     JobNotFound,
     LeaseLost,
     PayloadError,
@@ -22,19 +21,22 @@ from heartq.errors import (
     StoreUnavailable,
     UnknownTask,
 )
+from heartq.store.interface import CancelResult, JobStatus
 from heartq.worker import Worker
 
 __version__ = "0.1.0"
+"""The one place the version is written (`pyproject.toml` reads it from here)."""
 
 __all__ = [
     "App",
+    "CancelResult",
     "Cancelled",
     "ConfigError",
     "DuplicateJob",
     "HeartqError",
-    "InvalidJobState",
     "JobContext",
     "JobNotFound",
+    "JobStatus",
     "LeaseLost",
     "PayloadError",
     "Permanent",

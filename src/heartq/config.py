@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from heartq.errors import ConfigError
@@ -86,12 +86,11 @@ class Settings:
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     safety_margin: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "extra" or value is None:
+            if value is None:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")

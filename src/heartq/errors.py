@@ -7,7 +7,6 @@ Hierarchy::
     ├── PayloadError         arguments that are not JSON or too large (also a ValueError)
     ├── UnknownTask          a worker was handed a task it does not know
     ├── JobNotFound          no job with that id (also a LookupError)
-    ├── InvalidJobState      e.g. replaying a job that is not dead
     ├── DuplicateJob         a job id given at enqueue already exists
     ├── StoreUnavailable     the database cannot be opened, reached or written
     │   └── StoreBusy        the database stayed locked past the busy timeout
@@ -36,7 +35,15 @@ class PayloadError(HeartqError, ValueError):
 
 
 class UnknownTask(HeartqError):
-    """A job names a task that the worker's app has not registered."""
+    """A job names a task that the worker's app has not registered. The worker fails the
+    attempt with this error's text (the job is retried: a newer deploy may know it)."""
+
+    def __init__(self, task: str) -> None:
+        super().__init__(
+            f"task {task!r} is not registered in this worker's app "
+            "(deploy the code that defines it, or cancel the job)"
+        )
+        self.task = task
 
 
 class JobNotFound(HeartqError, LookupError):
@@ -45,10 +52,6 @@ class JobNotFound(HeartqError, LookupError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
         self.job_id = job_id
-
-
-class InvalidJobState(HeartqError):
-    """The job exists but is not in a state that allows the operation."""
 
 
 class DuplicateJob(HeartqError):

@@ -21,7 +21,6 @@ logger = logging.getLogger("heartq")
 WORKER_STARTED: Final = "worker_started"
 WORKER_STOPPED: Final = "worker_stopped"
 WORKER_DEACTIVATED: Final = "worker_deactivated"
-WORKER_REVIVED: Final = "worker_revived"
 JOB_CLAIMED: Final = "job_claimed"
 JOB_SUCCEEDED: Final = "job_succeeded"
 JOB_FAILED: Final = "job_failed"

@@ -45,7 +45,7 @@ from prometheus_client.registry import Collector
 
 from heartq import events
 from heartq.errors import ConfigError
-from heartq.store.interface import JobStatus
+from heartq.store.records import jobs_by_queue
 
 if TYPE_CHECKING:
     from heartq.worker import Worker
@@ -94,7 +94,6 @@ DURATION_BUCKETS = (
     7200.0,
     21600.0,
 )
-JOB_STATUSES = tuple(s.value for s in JobStatus)
 
 logger = logging.getLogger("heartq")
 
@@ -184,10 +183,7 @@ class ScrapeCollector(Collector):
             up.add_metric([], 0)
         else:
             up.add_metric([], 1)
-            by_queue: dict[str, dict[str, int]] = {}
-            for queue_name, status, count in counts:
-                by_queue.setdefault(queue_name, dict.fromkeys(JOB_STATUSES, 0))[status] = count
-            for queue_name, statuses in sorted(by_queue.items()):
+            for queue_name, statuses in sorted(jobs_by_queue(counts).items()):
                 for status, count in statuses.items():
                     jobs.add_metric([queue_name, status], count)
             yield jobs

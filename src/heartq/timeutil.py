@@ -13,9 +13,3 @@ def iso(value: float | datetime | None) -> str | None:
     else:
         moment = datetime.fromtimestamp(float(value), UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def epoch(value: float | datetime | None) -> float | None:
-    if value is None or isinstance(value, float | int):
-        return value
-    return value.timestamp()

@@ -12,7 +12,8 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
     documented = {
         "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
         "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
-        "InvalidJobState", "StoreUnavailable", "StoreBusy", "DuplicateJob", "__version__",
+        "StoreUnavailable", "StoreBusy", "DuplicateJob", "CancelResult", "JobStatus",
+        "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented
     for name in heartq.__all__:

@@ -16,9 +16,8 @@ from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
-from heartq.store.interface import CancelResult, JobStatus
+from heartq.store.interface import JOB_STATUSES, CancelResult, JobStatus
 
-JOB_STATUSES = [s.value for s in JobStatus]
 DEFAULT_LIMIT = 100
 """`jobs list` and `dlq list` show the 100 newest jobs unless told otherwise."""
 ERROR_LINES = 20

@@ -14,9 +14,8 @@ from heartq.cli.workers_cmd import with_heartbeat_age
 from heartq.config import Settings
 from heartq.maintenance.services import Findings, reclaim_pass
 from heartq.store import Store, redact
-from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker
-
-JOB_STATUSES = [s.value for s in JobStatus]
+from heartq.store.interface import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
+from heartq.store.records import jobs_by_queue
 
 
 def _quiet_events() -> None:
@@ -138,11 +137,11 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
 def collect_stats(store: Store) -> dict[str, Any]:
     """The figures of the metrics endpoint, read once from the store."""
     now = store.clock()
-    by_queue: dict[str, dict[str, int]] = {}
+    by_queue = jobs_by_queue(store.count_jobs())
     totals = dict.fromkeys(JOB_STATUSES, 0)
-    for queue, status, count in store.count_jobs():
-        by_queue.setdefault(queue, dict.fromkeys(JOB_STATUSES, 0))[status] = count
-        totals[status] = totals.get(status, 0) + count
+    for statuses in by_queue.values():
+        for status, count in statuses.items():
+            totals[status] += count
     workers = with_heartbeat_age(store.list_workers(include_all=False), now)
     waits = store.queue_waits()
     oldest = max(

@@ -37,6 +37,9 @@ class JobStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+JOB_STATUSES: tuple[str, ...] = tuple(s.value for s in JobStatus)
+"""Every job status, in the order tables and metrics show them."""
+
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
 
 

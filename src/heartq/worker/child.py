@@ -20,7 +20,7 @@ from typing import Any
 
 from heartq import payload
 from heartq.context import JobContext
-from heartq.errors import LeaseLost, PayloadError
+from heartq.errors import LeaseLost, PayloadError, UnknownTask
 from heartq.store.interface import Progress
 from heartq.worker.attempt import AttemptEnd, EndKind
 from heartq.worker.invoke import run_sync
@@ -101,7 +101,7 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
         end = AttemptEnd(EndKind.FAILED, error=f"cannot import {app_ref}: {exc!r}")
     else:
         if task is None:
-            end = AttemptEnd(EndKind.FAILED, error=f"task {job['task']!r} is not registered")
+            end = AttemptEnd(EndKind.FAILED, error=f"UnknownTask: {UnknownTask(job['task'])}")
         else:
             ctx = JobContext(
                 job_id=job["id"],

@@ -65,8 +65,7 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
 def unknown_task_end(run: RunningJob) -> AttemptEnd:
     return AttemptEnd(
         EndKind.FAILED,
-        error=f"{UnknownTask.__name__}: task {run.job.task!r} is not registered in this "
-        "worker's app (deploy the code that defines it, or cancel the job)",
+        error=f"UnknownTask: {UnknownTask(run.job.task)}",
     )
 
 
