@@ -225,7 +225,14 @@ class WorkerMetrics:
         self._task = BoundedLabel()
         self._queue = BoundedLabel()
         self._service = BoundedLabel(20)
-        r = self.registry
+        self._define_job_counters(self.registry)
+        self._define_worker_counters(self.registry)
+        self._define_histograms(self.registry)
+        self.reader = SerialReader()
+        self.registry.register(ScrapeCollector(worker, self.reader))
+        events.add_listener(self.on_event)
+
+    def _define_job_counters(self, r: CollectorRegistry) -> None:
         tq = ["task", "queue"]
         self.claimed = Counter("heartq_jobs_claimed", "Jobs claimed.", tq, registry=r)
         self.succeeded = Counter(
@@ -253,6 +260,8 @@ class WorkerMetrics:
             ["task", "detected_by"],
             registry=r,
         )
+
+    def _define_worker_counters(self, r: CollectorRegistry) -> None:
         self.deactivations = Counter(
             "heartq_worker_deactivations",
             "Workers marked inactive (stale or gone).",
@@ -272,6 +281,8 @@ class WorkerMetrics:
             ["service"],
             registry=r,
         )
+
+    def _define_histograms(self, r: CollectorRegistry) -> None:
         self.claim_latency = Histogram(
             "heartq_claim_latency_seconds",
             "From when a job could run to its claim.",
@@ -286,9 +297,6 @@ class WorkerMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
-        self.reader = SerialReader()
-        r.register(ScrapeCollector(worker, self.reader))
-        events.add_listener(self.on_event)
 
     def close(self) -> None:
         events.remove_listener(self.on_event)
