@@ -5,7 +5,7 @@ fractions of a second). Resolution order for each setting: the explicit argument
 environment (`HEARTQ_URL`, `HEARTQ_HEARTBEAT_INTERVAL`, `HEARTQ_LEASE`,
 `HEARTQ_REAP_INTERVAL`), then the default below.
 
-Derived defaults keep the ratios of DESIGN.md when only the heartbeat is set: the lease is
+Derived defaults keep the ratios of docs/DESIGN.md when only the heartbeat is set: the lease is
 3 heartbeats, the reap interval one heartbeat, a worker is stale after 3 missed heartbeats.
 
 Two ways take a job from a silent worker: its lease expires, or its registry row goes

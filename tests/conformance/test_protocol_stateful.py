@@ -3,7 +3,7 @@
 Three worker slots enqueue, claim, renew, finish, fail, crash (stop renewing: the slot
 gets a new worker and the old attempts turn into zombies), wake up from a pause and
 write with a stale lease, reap, mark stale workers, cancel and replay, while a fake clock
-(`now`, passed to every call) moves forward. After every step the invariants of DESIGN.md
+(`now`, passed to every call) moves forward. After every step the invariants of docs/DESIGN.md
 are checked against the database through `get_job`/`list_jobs` only:
 
 - I1 every job is terminal, queued, or running under a lease (with a worker);

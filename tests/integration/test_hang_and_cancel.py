@@ -1,4 +1,4 @@
-"""A task that hangs is reclaimed though its worker lives (DESIGN.md step 3), and a cancel
+"""A task that hangs is reclaimed though its worker lives (docs/DESIGN.md step 4), and a cancel
 request stops a running task on the thread and the async pool."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The heartbeat costs the same few statements per tick whatever the number of running
-jobs (DESIGN.md step 2: O(1) statements per tick), on every backend (`store`: the
+jobs (docs/DESIGN.md step 3: O(1) statements per tick), on every backend (`store`: the
 per-backend fixture of `tests/conftest.py`)."""
 
 from __future__ import annotations

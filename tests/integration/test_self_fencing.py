@@ -1,5 +1,5 @@
 """Self-fencing: a worker that cannot renew stops trusting its leases before they expire,
-stops those attempts and never reports them (DESIGN.md step 9).
+stops those attempts and never reports them (docs/DESIGN.md step 13).
 
 The outage blocks the worker's writes without touching anything shared. SQLite: the test
 holds the file's write lock (`BEGIN EXCLUSIVE`). PostgreSQL: the test holds row locks on

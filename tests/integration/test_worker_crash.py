@@ -1,5 +1,5 @@
 """A worker process that dies or freezes mid-job: its job is found, reclaimed and finished
-elsewhere, with the story kept in the executions (DESIGN.md steps 4, 5, 7, 8, 13; I1-I4)."""
+elsewhere, with the story kept in the executions (docs/DESIGN.md steps 5, 7, 9, 11, 12; I1-I4)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ What one run does:
    longer than `lease + reap interval + --slack` ago is a zombie (I1).
 5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
    waits until every job is terminal; then every worker is stopped with SIGTERM.
-6. The invariants (DESIGN.md I1-I6) are checked against the database (`Store.get_job`,
+6. The invariants (docs/DESIGN.md I1-I6) are checked against the database (`Store.get_job`,
    `list_jobs`, `list_workers`) and the side file the tasks append to (a line per attempt
    start and end); then the figures are printed (and written as JSON with --json-out).
 
@@ -546,7 +546,7 @@ class ChaosRun:
 
     def open_transactions(self, proc: WorkerProc) -> int:
         """Sessions of a stopped worker left inside a transaction: their row locks stay
-        taken while it is stopped (the reaper skips those jobs; see RELIABILITY.md)."""
+        taken while it is stopped (the reaper skips those jobs; see docs/RELIABILITY.md)."""
         time.sleep(0.05)  # a statement in flight finishes on the server
         row = (
             self.pg()
@@ -850,7 +850,7 @@ def is_descendant(pid: int, ancestor: int, depth: int = 4) -> bool:
 
 
 class Checker:
-    """DESIGN.md's invariants, read from the database after the run; and the figures."""
+    """docs/DESIGN.md's invariants, read from the database after the run; and the figures."""
 
     def __init__(self, run: ChaosRun) -> None:
         self.run = run

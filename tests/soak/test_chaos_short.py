@@ -2,7 +2,7 @@
 
 Real worker processes (process, thread and async pools) under SIGKILL, SIGSTOP beyond the
 lease, SIGTERM, killed child processes, operator cancels and, on PostgreSQL, terminated
-database sessions; then the queue drains and DESIGN.md's I1-I6 are checked against the
+database sessions; then the queue drains and docs/DESIGN.md's I1-I6 are checked against the
 database (see `tests/soak/chaos.py`). The seed is fixed, so the fault schedule is the same
 on every run; the timing is not, and the invariants must hold whatever it is.
 

@@ -1,6 +1,6 @@
 """What every command shares: `--url`, `--json`, loading `APP`, and error reporting.
 
-Exit status (INTERFACE.md): 0 done, 1 an operational error (one clear line on stderr, no
+Exit status (docs/INTERFACE.md): 0 done, 1 an operational error (one clear line on stderr, no
 traceback unless `--debug`), 2 a usage error (click's own).
 """
 

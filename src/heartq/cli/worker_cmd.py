@@ -101,7 +101,7 @@ def worker_command(
     """Run a worker for APP (module:attribute, or module whose `app` is used)."""
     configure_logging(log_format)
     app = load_app(app_ref)
-    # Precedence (INTERFACE.md): an option typed on the command line beats the app's own
+    # Precedence (docs/INTERFACE.md): an option typed on the command line beats the app's own
     # `url=`/settings, which beat the environment. The app has already read `HEARTQ_*`
     # under its explicit arguments, so only what was typed here is applied on top.
     context = click.get_current_context()
