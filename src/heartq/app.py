@@ -256,11 +256,13 @@ class App:
         return self.store.cancel_job(job_id)
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
-    def _subscribe_wakeup(self, event: threading.Event) -> None:
+    def subscribe_wakeup(self, event: threading.Event) -> None:
+        """Set `event` after every enqueue through this app (a worker in this process
+        then claims at once instead of at its next poll)."""
         with self._lock:
             self._wakeups.append(event)
 
-    def _unsubscribe_wakeup(self, event: threading.Event) -> None:
+    def unsubscribe_wakeup(self, event: threading.Event) -> None:
         with self._lock:
             if event in self._wakeups:
                 self._wakeups.remove(event)

@@ -196,7 +196,7 @@ class ScrapeCollector(Collector):
                 oldest.add_metric([queue_name], wait.oldest_age or 0.0)
             yield oldest
         yield up
-        last = self._worker.heartbeater.last_success
+        last = self._worker.last_renewal
         age.add_metric([], time.monotonic() - (self._since if last is None else last))
         yield age
         running.add_metric([], len(self._worker.running_jobs))

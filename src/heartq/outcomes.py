@@ -24,7 +24,9 @@ def clip_error(text: str | None) -> str | None:
     return text[:half] + "\n... [truncated] ...\n" + text[-half:]
 
 
-def _first_line(text: str | None) -> str:
+def error_summary(text: str | None) -> str:
+    """The line of an error an operator reads first: a traceback's last line (the
+    exception and its message), at most 300 characters."""
     if not text:
         return ""
     lines = [line for line in text.strip().splitlines() if line.strip()]
@@ -73,7 +75,7 @@ def dead_reason(
     outcome: Outcome, attempts: int, error: str | None, *, permanent: bool = False, crashes: int = 0
 ) -> str:
     """One line an operator reads in `heartq dlq list`: why this job stopped retrying."""
-    last = _first_line(error)
+    last = error_summary(error)
     if permanent:
         return f"permanent failure: {last}" if last else "permanent failure"
     if outcome is Outcome.CRASHED and crashes >= attempts:

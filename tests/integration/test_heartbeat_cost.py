@@ -16,6 +16,7 @@ import pytest
 from heartq.store.interface import NewJob, Progress, Store, WorkerInfo
 from heartq.worker.attempt import RunningJob
 from heartq.worker.heartbeat import Heartbeater
+from heartq.worker.ledger import Ledger
 
 WORKER = "w-cost"
 LEASE = 30.0
@@ -58,21 +59,17 @@ def claim_runs(store: Store, n: int) -> list[RunningJob]:
 
 
 def count_tick(store: Store, statements: list[str], runs: list[RunningJob]) -> list[str]:
-    lost: list[RunningJob] = []
+    ledger = Ledger(WORKER, len(runs))
+    for run in runs:
+        ledger.claimed(run)
     beater = Heartbeater(
-        store,
-        WORKER,
-        interval=10.0,
-        lease=LEASE,
-        trust_window=25.0,
-        runs=lambda: runs,
-        on_lost=lambda run, reason: lost.append(run),
-        on_cancel=lambda run: None,
+        store, ledger, interval=10.0, lease=LEASE, trust_window=25.0, cancel_grace=5.0
     )
     statements.clear()
     before = time.monotonic()
     assert beater.tick()
     issued = list(statements)
+    lost = [run for run in runs if run.lost]
     assert not lost
     for run in runs:  # every lease was renewed by that one tick
         assert run.trusted_until >= before + 25.0

@@ -24,7 +24,8 @@ import pytest
 from heartq.store.interface import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
 from heartq.worker.attempt import AttemptEnd, RunningJob
-from heartq.worker.pools import AsyncPool, Pool
+from heartq.worker.ledger import Ledger, Pool
+from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
 from tests.soak import chaos_tasks
 from tests.soak.chaos import ChaosConfig, ChaosRun, fresh_queue
@@ -63,35 +64,38 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
     Stopping the lost one must not stop the new one. It did: the async and process pools
     kept attempts by job id, so the chaos runs saw async jobs `cancelled` that nobody
     cancelled (fixed: keyed by lease, job id and execution id)."""
+    ledger = Ledger("w", 2)
     pool: Pool
     if pool_name == "async":
-        pool = AsyncPool("w", 1 << 20)
+        pool = AsyncPool(ledger, 1 << 20)
         old = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 1)
         new = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 2)
     else:
-        pool = ProcessPool("w", "tests.soak.chaos_tasks:app", 1 << 20)
+        pool = ProcessPool(ledger, "tests.soak.chaos_tasks:app", 1 << 20)
         old = attempt_of("chaos_timeout", {"n": 0}, 1)  # runs 10 s unless stopped
         new = attempt_of("chaos_timeout", {"n": 0}, 2)
-    ends: dict[int, AttemptEnd] = {}
+    ledger.pool = pool
 
-    def on_end(run: RunningJob, end: AttemptEnd) -> None:
-        ends[run.job.execution_id] = end
+    def ends() -> dict[int, AttemptEnd]:
+        """How each attempt ended, as its pool reported it to the ledger."""
+        return {r.job.execution_id: r.ended for r in (old, new) if r.ended is not None}
 
     try:
-        pool.start(old, on_end)
-        pool.start(new, on_end)
+        for run in (old, new):
+            ledger.claimed(run)
+            pool.start(run)
         time.sleep(0.5 if pool_name == "async" else 1.0)  # both are running
         pool.stop(old)  # the worker gives up the lost attempt
         deadline = time.monotonic() + 5
-        while 1 not in ends and time.monotonic() < deadline:
+        while 1 not in ends() and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(0.3)
-        assert 1 in ends, "the lost attempt did not stop"
-        assert 2 not in ends or ends[2].kind.value == "succeeded", ends
+        assert 1 in ends(), "the lost attempt did not stop"
+        assert 2 not in ends() or ends()[2].kind.value == "succeeded", ends()
     finally:
         pool.stop(new)
         deadline = time.monotonic() + 5
-        while 2 not in ends and time.monotonic() < deadline:
+        while 2 not in ends() and time.monotonic() < deadline:
             time.sleep(0.02)  # no coroutine left pending for the garbage collector
         pool.close()
 

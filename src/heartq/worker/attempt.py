@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from heartq import payload
+from heartq import outcomes, payload
 from heartq.errors import LeaseLost
-from heartq.store.interface import ClaimedJob, Progress, RenewStatus, Store
+from heartq.store.interface import ClaimedJob, Finish, Outcome, Progress, RenewStatus, Store
 
 if TYPE_CHECKING:
     from heartq.app import Task
@@ -150,6 +150,19 @@ class RunningJob:
                 return False
             self._end = end
             return True
+
+    def finish(self, end: AttemptEnd) -> Finish:
+        """The fenced finish of an attempt that ended `end` (not lost, crashed or released):
+        a failure after a cancel request counts as cancelled."""
+        kind = end.kind
+        if kind is EndKind.FAILED and self.cancel_requested:
+            kind = EndKind.CANCELLED
+        if kind is EndKind.SUCCEEDED:
+            return outcomes.succeeded(self.job, end.result_json)
+        if kind is EndKind.CANCELLED:
+            return outcomes.cancelled(self.job, end.error)
+        outcome = Outcome.TIMED_OUT if kind is EndKind.TIMED_OUT else Outcome.FAILED
+        return outcomes.failed(self.job, outcome, end.error or "failed", permanent=end.permanent)
 
     @property
     def ended(self) -> AttemptEnd | None:

@@ -113,6 +113,6 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 checkpoint=job["checkpoint"],
                 control=control,
             )
-            end = run_sync(task, ctx, job["args"], limit)
+            end = run_sync(task, ctx, control, job["args"], limit)
     control._send(("done", end.kind.value, end.result_json, end.error, end.permanent))
     conn.close()

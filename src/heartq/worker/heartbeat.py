@@ -7,46 +7,46 @@ whose task declared `heartbeat_timeout` and has gone silent for longer is left o
 renewal, so its lease runs out and the reaper reclaims it though this worker is alive.
 
 Trust is measured from when a renewal was *sent*, on this machine's monotonic clock, so
-a slow answer can only make the worker more cautious, never less.
+a slow answer can only make the worker more cautious, never less. After a renewal the
+database answered, the attempts the worker stopped trusting meanwhile are given back
+(`give_back_abandoned`), so their jobs need not wait for their leases.
+
+Events: `heartbeat` (debug), `heartbeat_failed`, and through the ledger `lease_lost`
+and `job_cancel_requested`.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
 
 from heartq import events
-from heartq.store.interface import Renewal, RenewStatus, Store
-from heartq.worker.attempt import RunningJob
+from heartq.maintenance.services import report_reclaimed
+from heartq.store.interface import DetectedBy, Renewal, RenewStatus, Store
+from heartq.worker.ledger import Ledger
 
 
 class Heartbeater:
     def __init__(
         self,
         store: Store,
-        worker_id: str,
+        ledger: Ledger,
         *,
         interval: float,
         lease: float,
         trust_window: float,
-        runs: Callable[[], Sequence[RunningJob]],
-        on_lost: Callable[[RunningJob, str], None],
-        on_cancel: Callable[[RunningJob], None],
-        after_success: Callable[[], None] | None = None,
+        cancel_grace: float,
     ) -> None:
         self._store = store
-        self._worker_id = worker_id
+        self._ledger = ledger
+        self._worker_id = ledger.worker_id
         self._interval = interval
         self._lease = lease
         self._trust_window = trust_window
-        self._runs = runs
-        self._on_lost = on_lost
-        self._on_cancel = on_cancel
-        self._after_success = after_success
+        self._cancel_grace = cancel_grace
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_success: float | None = None
         self.ticks = 0
 
     def start(self) -> None:
@@ -64,13 +64,16 @@ class Heartbeater:
                 self.tick()
             except Exception as exc:  # noqa: BLE001 - a bug in one tick must not end them all
                 events.emit(
-                    events.HEARTBEAT_FAILED, 40, worker_id=self._worker_id, error=repr(exc)
+                    events.HEARTBEAT_FAILED,
+                    logging.ERROR,
+                    worker_id=self._worker_id,
+                    error=repr(exc),
                 )
 
     def tick(self) -> bool:
         """Renew once. Returns False if the database could not be reached."""
         now = time.monotonic()
-        held = [run for run in self._runs() if not run.lost]
+        held = self._ledger.held()
         renewing = [run for run in held if not run.is_silent(now)]
         progress = {id(run): run.take_progress() for run in renewing}
         renewals = [Renewal(run.job.lease, progress[id(run)]) for run in renewing]
@@ -82,30 +85,43 @@ class Heartbeater:
                 run.restore_progress(progress[id(run)])
             events.emit(
                 events.HEARTBEAT_FAILED,
-                30,
+                logging.WARNING,
                 worker_id=self._worker_id,
                 error=str(exc),
                 jobs=len(renewals),
             )
             return False
         self.ticks += 1
-        self.last_success = sent_at
+        self._ledger.last_renewal = sent_at
         for run in renewing:
             answer = answers.get(run.job.lease, RenewStatus.LOST)
             if answer is RenewStatus.LOST:
                 if run.ended is None:  # an ended attempt's finish may simply have landed
-                    self._on_lost(run, "renewal refused: the job was reclaimed")
+                    self._ledger.lose(run, "renewal refused: the job was reclaimed")
                 continue
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)
             if answer is RenewStatus.CANCEL_REQUESTED:
-                self._on_cancel(run)
-        if self._after_success is not None:
-            self._after_success()
+                self._ledger.request_cancel(run, self._cancel_grace)
+        self.give_back_abandoned()
         events.emit(
             events.HEARTBEAT,
-            10,
+            logging.DEBUG,
             worker_id=self._worker_id,
             renewed=len(renewing),
             silent=len(held) - len(renewing),
         )
         return True
+
+    def give_back_abandoned(self) -> None:
+        """Once the database answers again, close the attempts this worker stopped
+        trusting, so their jobs need not wait for their leases (which a heartbeat sent
+        before the outage may even have renewed) to run out."""
+        for run in self._ledger.abandoned():
+            crash = {"reason": "its worker could not renew the lease in time and gave it up"}
+            try:
+                reclaimed = self._store.crash_attempt(run.job.lease, crash, DetectedBy.SELF_FENCE)
+            except Exception:  # noqa: BLE001 - try again after the next good heartbeat
+                return
+            self._ledger.forget_abandoned(run)
+            if reclaimed is not None:
+                report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)

@@ -16,7 +16,7 @@ from heartq.worker.attempt import AttemptEnd, EndKind
 
 if TYPE_CHECKING:
     from heartq.app import Task
-    from heartq.context import JobContext
+    from heartq.context import AttemptControl, JobContext
 
 
 def task_kwargs(task: Task, ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -45,9 +45,11 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
     return AttemptEnd(EndKind.FAILED, error=text, permanent=isinstance(exc, Permanent))
 
 
-def run_sync(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> AttemptEnd:
-    """Run a task to its end in this thread (an `async def` task gets its own loop)."""
-    control = ctx._control
+def run_sync(
+    task: Task, ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+) -> AttemptEnd:
+    """Run a task to its end in this thread (an `async def` task gets its own loop).
+    `control` is the attempt's (its ctx's) control: whether a cancel was requested."""
     try:
         kwargs = task_kwargs(task, ctx, args)
         value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
@@ -58,9 +60,10 @@ def run_sync(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> A
     return end_from_result(value, limit)
 
 
-async def run_async(task: Task, ctx: JobContext, args: dict[str, Any], limit: int) -> AttemptEnd:
+async def run_async(
+    task: Task, ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+) -> AttemptEnd:
     """Run a task in the current event loop (a sync task goes to a thread)."""
-    control = ctx._control
     try:
         kwargs = task_kwargs(task, ctx, args)
         if task.is_async:

@@ -17,35 +17,16 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Protocol
 
 from heartq.context import JobContext
 from heartq.errors import UnknownTask
 from heartq.store.interface import Lease
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.invoke import run_async, run_sync
-
-OnEnd = Callable[[RunningJob, AttemptEnd], None]
+from heartq.worker.ledger import Ledger
 
 POOL_NAMES = ("thread", "process", "async")
-
-
-class Pool(Protocol):
-    def start(self, run: RunningJob, on_end: OnEnd) -> None:
-        """Begin the attempt; call `on_end(run, end)` when its code has finished."""
-        ...
-
-    def stop(self, run: RunningJob) -> None:
-        """Stop the attempt's code as hard as this pool can (it was decided already)."""
-        ...
-
-    def notify(self, run: RunningJob) -> None:
-        """The run's flags (cancel requested, lost) changed: tell the code if it can hear."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def make_context(run: RunningJob, worker_id: str) -> JobContext:
@@ -73,15 +54,16 @@ class ThreadPool:
     """Long-lived threads, reused across attempts. A new thread is started only when none
     is idle, so a hung (abandoned) attempt never holds up the next one."""
 
-    def __init__(self, worker_id: str, max_payload_bytes: int) -> None:
-        self._worker_id = worker_id
+    def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
+        self._ledger = ledger
+        self._worker_id = ledger.worker_id
         self._limit = max_payload_bytes
-        self._work: queue.SimpleQueue[tuple[RunningJob, OnEnd] | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[RunningJob | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
         self._threads: list[threading.Thread] = []
 
-    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+    def start(self, run: RunningJob) -> None:
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1
@@ -91,24 +73,24 @@ class ThreadPool:
                 )
                 self._threads.append(thread)
                 thread.start()
-        self._work.put((run, on_end))
+        self._work.put(run)
 
     def _serve(self) -> None:
         while True:
-            item = self._work.get()
-            if item is None:
+            run = self._work.get()
+            if run is None:
                 return
-            run, on_end = item
-            self._run(run, on_end)
+            self._run(run)
             with self._lock:
                 self._idle += 1
 
-    def _run(self, run: RunningJob, on_end: OnEnd) -> None:
+    def _run(self, run: RunningJob) -> None:
         if run.task is None:
             end = unknown_task_end(run)
         else:
-            end = run_sync(run.task, make_context(run, self._worker_id), run.job.args, self._limit)
-        on_end(run, end)
+            ctx = make_context(run, self._worker_id)
+            end = run_sync(run.task, ctx, run, run.job.args, self._limit)
+        self._ledger.attempt_ended(run, end)
 
     def stop(self, run: RunningJob) -> None:
         """Nothing stops a thread: its ctx reports cancelled, and its outcome is ignored."""
@@ -122,8 +104,11 @@ class ThreadPool:
 
 
 class AsyncPool:
-    def __init__(self, worker_id: str, max_payload_bytes: int) -> None:
-        self._worker_id = worker_id
+    """One event loop thread runs every attempt as an asyncio task."""
+
+    def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
+        self._ledger = ledger
+        self._worker_id = ledger.worker_id
         self._limit = max_payload_bytes
         self._loop = asyncio.new_event_loop()
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
@@ -133,11 +118,11 @@ class AsyncPool:
         )
         self._thread.start()
 
-    def start(self, run: RunningJob, on_end: OnEnd) -> None:
-        future: Future[None] = asyncio.run_coroutine_threadsafe(self._run(run, on_end), self._loop)
-        del future  # the coroutine reports through on_end
+    def start(self, run: RunningJob) -> None:
+        future: Future[None] = asyncio.run_coroutine_threadsafe(self._run(run), self._loop)
+        del future  # the coroutine reports to the ledger
 
-    async def _run(self, run: RunningJob, on_end: OnEnd) -> None:
+    async def _run(self, run: RunningJob) -> None:
         current = asyncio.current_task()
         assert current is not None
         self._tasks[run.job.lease] = current
@@ -146,12 +131,12 @@ class AsyncPool:
                 end = unknown_task_end(run)
             else:
                 ctx = make_context(run, self._worker_id)
-                end = await run_async(run.task, ctx, run.job.args, self._limit)
+                end = await run_async(run.task, ctx, run, run.job.args, self._limit)
         except asyncio.CancelledError:
             end = AttemptEnd(EndKind.CANCELLED, error="cancelled by the worker")
         finally:
             self._tasks.pop(run.job.lease, None)
-        on_end(run, end)
+        self._ledger.attempt_ended(run, end)
 
     def _cancel(self, run: RunningJob) -> None:
         task = self._tasks.get(run.job.lease)

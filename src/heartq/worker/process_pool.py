@@ -20,7 +20,7 @@ from heartq.errors import LeaseLost, PayloadError
 from heartq.store.interface import Lease, Progress
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.child import child_main
-from heartq.worker.pools import OnEnd
+from heartq.worker.ledger import Ledger
 
 KILL_WAIT = 5.0
 """Seconds to wait for a killed child to be reaped."""
@@ -34,8 +34,9 @@ def _signal_name(number: int) -> str:
 
 
 class ProcessPool:
-    def __init__(self, worker_id: str, app_ref: str, max_payload_bytes: int) -> None:
-        self._worker_id = worker_id
+    def __init__(self, ledger: Ledger, app_ref: str, max_payload_bytes: int) -> None:
+        self._ledger = ledger
+        self._worker_id = ledger.worker_id
         self._app_ref = app_ref
         self._limit = max_payload_bytes
         method = (
@@ -49,7 +50,7 @@ class ProcessPool:
         self._children: dict[Lease, tuple[Any, Connection]] = {}
         self._lock = threading.Lock()
 
-    def start(self, run: RunningJob, on_end: OnEnd) -> None:
+    def start(self, run: RunningJob) -> None:
         job = run.job
         fields = {
             "id": job.id,
@@ -74,12 +75,12 @@ class ProcessPool:
             self._children[job.lease] = (process, parent_conn)
         threading.Thread(
             target=self._watch,
-            args=(run, process, parent_conn, on_end),
+            args=(run, process, parent_conn),
             name=f"heartq-watch-{job.id}",
             daemon=True,
         ).start()
 
-    def _watch(self, run: RunningJob, process: Any, conn: Connection, on_end: OnEnd) -> None:
+    def _watch(self, run: RunningJob, process: Any, conn: Connection) -> None:
         end: AttemptEnd | None = None
         try:
             while end is None:
@@ -105,7 +106,7 @@ class ProcessPool:
             with self._lock:
                 self._children.pop(run.job.lease, None)
             conn.close()
-        on_end(run, end)
+        self._ledger.attempt_ended(run, end)
 
     def _handle(self, run: RunningJob, conn: Connection, message: Any) -> AttemptEnd | None:
         kind = message[0]

@@ -1,0 +1,110 @@
+"""The supervisor: ends attempts at their deadlines, whatever their code is doing.
+
+Its own thread, so a claim stuck on a locked database cannot delay a timeout or
+self-fencing. It sleeps until the earliest deadline of any running attempt (or until the
+ledger says a deadline changed) and then:
+
+- an attempt whose lease was not renewed within the trust window is stopped and never
+  reported: another worker may hold its job by now (self-fencing). If its task declared
+  `heartbeat_timeout` and went silent, that is why (a hang); otherwise the worker could
+  not reach the database, and the attempt is abandoned, to be given back once it can;
+- an attempt past its task's `timeout` ends `timed_out`;
+- an attempt that did not stop within its cancel grace ends `cancelled`.
+
+Events: `leases_untrusted` (error), `maintenance_failed` (service `supervisor`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from heartq import events
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.ledger import Ledger
+
+MIN_WAIT = 0.005
+"""The supervisor sleeps at least 5 ms between two passes."""
+
+
+class Supervisor:
+    def __init__(self, ledger: Ledger, *, idle_wait: float, trust_window: float) -> None:
+        self._ledger = ledger
+        self._idle_wait = idle_wait
+        self._trust_window = trust_window
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="heartq-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._ledger.deadlines_changed.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        wake = self._ledger.deadlines_changed
+        while not self._stop.is_set():
+            try:
+                self.supervise()
+            except Exception as exc:  # noqa: BLE001 - supervision must outlive any bug
+                events.emit(
+                    events.MAINTENANCE_FAILED,
+                    logging.ERROR,
+                    service="supervisor",
+                    worker_id=self._ledger.worker_id,
+                    error=repr(exc),
+                )
+            wake.wait(self.wait_time())
+            wake.clear()
+
+    def wait_time(self) -> float:
+        """Seconds until the earliest deadline of any running attempt."""
+        wait = self._idle_wait
+        now = time.monotonic()
+        for run in self._ledger.running():
+            if run.ended is None:
+                for moment in (run.trusted_until, run.deadline, run.cancel_deadline):
+                    if moment is not None:
+                        wait = min(wait, moment - now)
+        return max(MIN_WAIT, wait)
+
+    def supervise(self) -> None:
+        """One pass: end every attempt past one of its deadlines."""
+        now = time.monotonic()
+        untrusted = []
+        for run in self._ledger.running():
+            if run.ended is not None:
+                continue
+            if run.trusted_until <= now:
+                if not run.is_silent(now):
+                    untrusted.append(run)
+                self._fence(run, now)
+            elif run.deadline is not None and now >= run.deadline:
+                timeout = run.task.timeout if run.task else None
+                end = AttemptEnd(EndKind.TIMED_OUT, error=f"timed out after {timeout:g} s")
+                self._ledger.force(run, end)
+            elif run.cancel_deadline is not None and now >= run.cancel_deadline:
+                self._ledger.force(run, AttemptEnd(EndKind.CANCELLED, error="cancelled (forced)"))
+        if untrusted:
+            last = self._ledger.last_renewal
+            events.emit(
+                events.LEASES_UNTRUSTED,
+                logging.ERROR,
+                worker_id=self._ledger.worker_id,
+                job_ids=[r.job.id for r in untrusted],
+                since_last_renewal=None if last is None else round(now - last, 3),
+                trust_window=self._trust_window,
+            )
+
+    def _fence(self, run: RunningJob, now: float) -> None:
+        """Stop an attempt whose lease this worker no longer trusts."""
+        if run.is_silent(now):
+            error = f"task silent for over {run.heartbeat_timeout:g} s (heartbeat_timeout)"
+        else:
+            error = "lease not renewed in time"
+            self._ledger.abandon(run)
+        self._ledger.force(run, AttemptEnd(EndKind.LOST, error=error))
