@@ -19,7 +19,8 @@ What a dialect provides (`SQLiteStore` and `PostgresStore` are the two):
 - `_array(values)`: how a list of ids is bound (SQLite: a JSON text read with
   `json_each`; PostgreSQL: a `text[]`).
 - `_is_duplicate(exc)`: whether an error is a duplicate job id.
-- hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_claim_rows`
+- hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_jobs`
+  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_rows`
   (SQLite writes the claim's executions with a second statement), `_lock_free` and
   `_forget_workers` (how a namesake's liveness lock is judged, and cleaned up).
 - `migrate`, `close`, `liveness_hold`, `liveness_probe`, `liveness_suspects`, `listen`.
@@ -109,6 +110,10 @@ class SqlStore:
     def _wake(self, conn: Any, queues: Iterable[str]) -> None:
         """Tell idle workers that jobs are runnable in `queues` (default: nobody hears)."""
 
+    def _insert_jobs(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
+        """Insert new jobs (default: the whole batch as one JSON parameter)."""
+        self._run(conn, self.q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": clock})
+
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
         """The claimed rows, their executions written (default: one statement does both)."""
         return self._run(conn, self.q.CLAIM, params)
@@ -157,8 +162,7 @@ class SqlStore:
         self.ensure_schema()
         try:
             with self._write() as conn:
-                params = {"jobs": json.dumps(docs), "now": self._clock(conn, now)}
-                self._run(conn, self.q.INSERT_JOBS, params)
+                self._insert_jobs(conn, docs, self._clock(conn, now))
                 self._wake(conn, {str(d["queue"]) for d in docs})
         except Exception as exc:
             if self._is_duplicate(exc):

