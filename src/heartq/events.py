@@ -5,6 +5,13 @@ fields in `record.heartq_fields`. `configure_logging("json")` prints one JSON ob
 line (`{"ts", "level", "event", ...fields}`); `"text"` prints `event key=value ...`.
 
 Names are part of the public interface: add new ones, never rename.
+
+Levels: what operators alert on (crashes, lost leases, dead jobs, stale workers, errors)
+is logged at WARNING or ERROR; the lifecycle of workers at INFO; the events of every job
+that simply ran (`job_claimed`, `job_succeeded`) and every heartbeat at DEBUG, since
+formatting and writing them was a third of a busy worker's CPU (py-spy, no-op jobs).
+`heartq worker --log-level debug` shows them; listeners (metrics) hear every event
+whatever the level.
 """
 
 from __future__ import annotations
@@ -102,6 +109,10 @@ class TextFormatter(logging.Formatter):
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+"""The levels `heartq worker --log-level` takes."""
 
 
 def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:

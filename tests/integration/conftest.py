@@ -313,7 +313,7 @@ class Harness:
         for option, value in merged.items():
             if value is not None:
                 argv += [option, value]
-        argv += [*extra, "--log-format", "json"]
+        argv += [*extra, "--log-format", "json", "--log-level", "debug"]
         log_path = self.dir / f"worker-{len(self.workers)}.log"
         env = dict(self.env)
         if self.backend == "postgres":  # tells its sessions apart in pg_stat_activity

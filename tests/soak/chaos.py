@@ -392,7 +392,7 @@ class ChaosRun:
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
             "--reap-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
             "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
-            "--log-format", "json",
+            "--log-format", "json", "--log-level", "debug",
         ]  # fmt: skip
         env = dict(self.env, PGAPPNAME=app_name)
         log_path = self.dir / f"worker-{number}.log"

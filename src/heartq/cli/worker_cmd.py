@@ -7,7 +7,7 @@ from click.core import ParameterSource
 
 from heartq.cli.common import load_app, url_option
 from heartq.config import DEFAULT_CONCURRENCY, resolve_url
-from heartq.events import configure_logging
+from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
 from heartq.worker.pools import POOL_NAMES
 
@@ -79,6 +79,13 @@ from heartq.worker.pools import POOL_NAMES
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(list(LOG_LEVELS)),
+    default="info",
+    show_default=True,
+    help="debug adds every claimed and succeeded job, and every heartbeat.",
+)
 @click.option("--burst", is_flag=True, help="Exit once the queue is empty and nothing runs.")
 def worker_command(
     app_ref: str,
@@ -96,10 +103,11 @@ def worker_command(
     metrics_port: int | None,
     metrics_host: str,
     log_format: str,
+    log_level: str,
     burst: bool,
 ) -> None:
     """Run a worker for APP (module:attribute, or module whose `app` is used)."""
-    configure_logging(log_format)
+    configure_logging(log_format, LOG_LEVELS[log_level])
     app = load_app(app_ref)
     # Precedence (docs/INTERFACE.md): an option typed on the command line beats the app's own
     # `url=`/settings, which beat the environment. The app has already read `HEARTQ_*`

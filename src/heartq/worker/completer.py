@@ -190,7 +190,7 @@ def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
         "duration": round(run.elapsed, 6),
     }
     if finish.status is JobStatus.SUCCEEDED:
-        events.emit(events.JOB_SUCCEEDED, **fields)
+        events.emit(events.JOB_SUCCEEDED, logging.DEBUG, **fields)
         return
     if finish.status is JobStatus.CANCELLED:
         events.emit(events.JOB_CANCELLED, **fields)

@@ -272,6 +272,7 @@ class Worker:
             self.ledger.claimed(run)
             events.emit(
                 events.JOB_CLAIMED,
+                logging.DEBUG,
                 job_id=job.id,
                 task=job.task,
                 queue=job.queue,
