@@ -97,9 +97,12 @@ def after_crash(
 ) -> tuple[JobStatus, float, str | None]:
     """For reclaimers: `(next status, retry delay, dead reason)` of a crashed attempt.
 
-    `crashes` counts crashed executions including this one."""
+    `crashes` counts crashed executions including this one. A first crash is retried at
+    once: its worker died, not the job (an OOM kill, a redeploy, a lost host), and the
+    job has waited long enough. From the second crash on the job may be what kills its
+    workers, so the retry waits the usual backoff, and `max_retries` still stops it."""
     plan = plan_retry(attempts, max_retries, retry_backoff, retry_backoff_max)
     if plan.decision is RetryDecision.RETRY:
-        return JobStatus.QUEUED, plan.delay, None
+        return JobStatus.QUEUED, 0.0 if crashes <= 1 else plan.delay, None
     summary = f"{crash.get('reason', 'crashed')} on worker {crash.get('worker_id')}"
     return JobStatus.DEAD, 0.0, dead_reason(Outcome.CRASHED, attempts, summary, crashes=crashes)

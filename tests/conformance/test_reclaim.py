@@ -66,11 +66,37 @@ def test_reap_reclaims_an_expired_lease_with_its_crash_context(store: Store, t0:
     assert after["attempts"] == 1  # the crashed attempt counts
     assert after["worker_id"] is None
     assert after["lease_expires_at"] is None
-    # back in the queue after its backoff (5 s default, +/- 25 % jitter)
-    assert 3.75 <= reclaimed.retry_delay <= 6.25
-    assert at(after["run_at"], t0 + 10 + LEASE + 1 + reclaimed.retry_delay)
-    retry = claim_one(store, "w2", t0 + 10 + LEASE + 1 + 6.25)
+    # a first crash: back in the queue at once, in its place in line (its run_at kept)
+    assert reclaimed.retry_delay == 0.0
+    assert at(after["run_at"], t0)
+    retry = claim_one(store, "w2", t0 + 10 + LEASE + 1)
     assert (retry.id, retry.attempt, retry.execution_id) == (job_id, 2, 2)
+
+
+def test_a_reclaimed_job_keeps_its_place_ahead_of_newer_jobs(store: Store, t0: float) -> None:
+    """A job taken back from a dead worker runs before the jobs enqueued after it."""
+    first = enqueue_one(store, t0)
+    claim_one(store, "w1", t0, lease=10)
+    newer = [enqueue_one(store, t0 + 1 + i) for i in range(3)]
+    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
+    assert reclaimed.job_id == first
+    claimed = store.claim("w2", ["default"], 4, LEASE, now=t0 + 20)
+    assert [j.id for j in claimed] == [first, *newer]
+
+
+def test_from_the_second_crash_a_reclaimed_job_waits_its_backoff(store: Store, t0: float) -> None:
+    """A job that keeps killing its workers is slowed down, then stopped by max_retries."""
+    job_id = enqueue_one(store, t0)  # retry_backoff 5 s by default
+    claim_one(store, "w1", t0, lease=10)
+    (first,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
+    assert first.retry_delay == 0.0
+    claim_one(store, "w2", t0 + 20, lease=10)
+    (second,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 40)
+    assert second.status == JobStatus.QUEUED
+    # the backoff of a second failed attempt: 10 s, +/- 25 % jitter
+    assert 7.5 <= second.retry_delay <= 12.5
+    assert at(store.get_job(job_id)["run_at"], t0 + 40 + second.retry_delay)
+    assert store.claim("w3", ["default"], 1, LEASE, now=t0 + 40 + 7.4) == []
 
 
 def test_reap_leaves_unexpired_and_other_jobs_alone(store: Store, t0: float) -> None:

@@ -230,9 +230,17 @@ def reclaim_pass(store: Store, stale_after: float, batch: int) -> Findings:
 class MaintenanceRunner:
     """Runs each service at its own interval (with jitter) on one background thread."""
 
-    def __init__(self, services: Sequence[Service], worker_id: str) -> None:
+    def __init__(
+        self,
+        services: Sequence[Service],
+        worker_id: str,
+        found_work: threading.Event | None = None,
+    ) -> None:
         self.services = list(services)
         self._worker_id = worker_id
+        self._found_work = found_work or threading.Event()
+        """Set after a pass that reclaimed jobs: they may be runnable at once, so the
+        worker's fetch loop looks now instead of at its next poll."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="heartq-maintenance", daemon=True)
 
@@ -245,7 +253,8 @@ class MaintenanceRunner:
 
     def _run(self, service: Service) -> None:
         try:
-            service.run_once()
+            if service.run_once():
+                self._found_work.set()
         except Exception as exc:  # noqa: BLE001 - a failed pass is retried next interval
             events.emit(
                 events.MAINTENANCE_FAILED,

@@ -94,9 +94,12 @@ def finish_doc(
     delay: float = 0.0,
     dead_reason: str | None = None,
     crash: Mapping[str, Any] | None = None,
+    keep_place: bool = False,
 ) -> dict[str, Any]:
-    """One finished attempt, as the fenced finish statement reads it. `PayloadError` for a
-    retry delay that is not finite or a crash context that is not strict JSON."""
+    """One finished attempt, as the fenced finish statement reads it. `keep_place`: a
+    requeued job keeps its `run_at` (its place in line) instead of waiting `delay`.
+    `PayloadError` for a retry delay that is not finite or a crash context that is not
+    strict JSON."""
     return {
         "id": job_id,
         "eid": execution_id,
@@ -105,6 +108,7 @@ def finish_doc(
         "result": result,
         "error": outcomes.clip_error(error),
         "delay": min(MAX_DURATION, max(0.0, _finite("retry delay", delay))),
+        "keep": keep_place,
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
     }

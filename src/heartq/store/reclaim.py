@@ -5,6 +5,10 @@ restarted name's jobs, one crashed child) with the columns of `RECLAIM_COLUMNS`,
 `plan()`, then applies the returned finish documents with its fenced finish statement in
 the same transaction. Only this module decides what a crash context holds, and which
 namesakes a restarted worker may reclaim from (`sort_namesakes`).
+
+A job requeued after its first crash keeps its place in line (its `run_at`) and may run
+at once: its worker died, the job waited long enough. From its second crash on it waits
+its retry backoff (`outcomes.after_crash`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ def plan(
             delay=r.retry_delay,
             dead_reason=r.dead_reason,
             crash=r.crash,
+            keep_place=r.status is JobStatus.QUEUED and r.retry_delay == 0.0,
         )
         for r in decided
     ]

@@ -348,6 +348,8 @@ class SqlStore:
         t = self._time(conn, clock)
         docs, decided = reclaim.plan(rows, t, detected_by, reason, extra)
         landed = self._apply_finishes(conn, docs, clock)
+        requeued = {row["queue"] for row, doc in zip(rows, docs, strict=True) if doc["keep"]}
+        self._wake(conn, requeued)  # runnable now: idle workers need not wait for a poll
         return [r for r in decided if Lease(r.job_id, r.execution_id) in landed]
 
     def reap_expired(

@@ -125,7 +125,9 @@ class Worker:
         self.supervisor = Supervisor(
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
-        self.maintenance = MaintenanceRunner(default_services(self.store, s), self.id)
+        self.maintenance = MaintenanceRunner(
+            default_services(self.store, s), self.id, found_work=self._wake
+        )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
 

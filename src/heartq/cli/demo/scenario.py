@@ -249,15 +249,11 @@ class Scenario:
                 orphan.finished_first = True
                 continue
             fresh.setdefault(str(orphan.crash.get("detected_by")), []).append(orphan)
-        waiting = sum(
-            1 for job_id, job in self.jobs.items()
-            if job["status"] == "queued" and job_id not in kill.held
-        )  # fmt: skip
         for by, found in sorted(fresh.items()):
             self.note(
                 f"{plural(len(found), 'orphaned job')} detected via "
                 f"{DETECTED_BY_LABELS.get(by, by)} after {self.detection_seconds(found[0]):.2f} s;"
-                " requeued" + (f" behind {waiting} waiting jobs" if waiting else ""),
+                " requeued in their place in line",
                 "bold magenta",
             )
 

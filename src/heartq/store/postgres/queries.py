@@ -128,7 +128,7 @@ FINISH = f"""
 WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
-        delay float8, dead_reason text, crash text)
+        delay float8, keep boolean, dead_reason text, crash text)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.status = 'running'
@@ -138,7 +138,8 @@ WITH f AS (
     UPDATE jobs AS j
     SET status = CASE WHEN f.status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE f.status END,
-        run_at = CASE WHEN {_REQUEUE} THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
+        run_at = CASE WHEN {_REQUEUE} AND NOT f.keep
+                      THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
@@ -192,7 +193,8 @@ SELECT id, execution_id FROM landed
 """
 
 _RECLAIM_COLUMNS = """
-SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
+SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
+       j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM executions e

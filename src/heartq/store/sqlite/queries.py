@@ -118,7 +118,8 @@ WHERE e.job_id = json_extract(f.value, '$.id')
   AND e.execution_id = json_extract(f.value, '$.eid')
 """
 
-# Each finish: {id, eid, status, outcome, result, error, delay, dead_reason, crash}
+# Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash};
+# `keep`: a requeued job keeps its run_at, its place in line (a first crash).
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
@@ -128,7 +129,8 @@ FINISH_JOBS = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel_requested
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
-    run_at = CASE WHEN {_REQUEUE} THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
+    run_at = CASE WHEN {_REQUEUE} AND NOT json_extract(f.value, '$.keep')
+                  THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
@@ -184,7 +186,8 @@ RETURNING id, execution_id
 RELEASE = (CLOSE_RELEASED, RELEASE_JOBS)
 
 _RECLAIM_COLUMNS = """
-SELECT j.id, j.execution_id, j.worker_id, j.task, j.attempts, j.max_retries, j.retry_backoff,
+SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
+       j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM heartq_executions e
