@@ -106,3 +106,13 @@ def test_app_that_cannot_be_loaded(heartq: HeartqCli) -> None:
         run.fails(1)
         assert message in run.err, run.explain()
     heartq("worker", "tasks", "--burst").ok()  # a module alone means its `app`
+
+
+def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: HeartqCli) -> None:
+    """`HEARTQ_LEASE=abc` is refused by the commands that use the settings, in one line;
+    the others work (importing the command line must not read the settings)."""
+    heartq("workers", HEARTQ_LEASE="abc").ok()
+    run = heartq("reap", HEARTQ_LEASE="abc").fails(1)
+    assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
+    run = heartq("worker", "tasks:app", "--burst", HEARTQ_LEASE="abc").fails(2)
+    assert "Invalid value for '--lease'" in run.err, run.err

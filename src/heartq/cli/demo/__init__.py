@@ -21,20 +21,27 @@ worker, 1 otherwise (with a one-line reason).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.console import Console
 from rich.text import Text
 
 from heartq.cli.demo.fleet import signals_raise
-from heartq.cli.demo.live import LiveView, StatusLines
 from heartq.cli.demo.model import DemoFailed, DemoSettings
-from heartq.cli.demo.scenario import Scenario, echo_event
-from heartq.cli.demo.summary import Summary, summarize
 from heartq.store import redact
+
+if TYPE_CHECKING:
+    from heartq.cli.demo.scenario import Scenario
+    from heartq.cli.demo.summary import Summary
 
 
 def run_scenario(scenario: Scenario, console: Console, live: bool, keep: bool) -> Summary:
     """Run the scenario with its view, stop the workers whatever happens, summarize."""
+    from heartq.cli.demo.live import LiveView, StatusLines
+    from heartq.cli.demo.scenario import echo_event
+    from heartq.cli.demo.summary import summarize
+
     try:
         if live:
             with LiveView(scenario, console) as view:
@@ -85,6 +92,10 @@ def demo_command(url: str | None, n_jobs: int, n_workers: int, keep: bool, no_li
     busiest worker with SIGKILL, and shows the survivors detecting the orphaned jobs and
     finishing them. Exits 0 when every job succeeded and at least one was recovered.
     """
+    # Imported here: the demo's tasks module makes an `App`, which reads `HEARTQ_*`; a bad
+    # value must be one line from this command, not a traceback from every command.
+    from heartq.cli.demo.scenario import Scenario
+
     console = Console(highlight=False)
     live = not no_live and console.is_terminal
     scenario = Scenario(url=url, jobs=n_jobs, workers=n_workers, settings=DemoSettings())
