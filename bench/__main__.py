@@ -1,0 +1,109 @@
+"""`python -m bench`: heartq side by side with its Python peers, in one run.
+
+Contenders (each in a fresh store, round by round in rotating order): heartq on
+PostgreSQL and SQLite, pgqueuer and procrastinate on PostgreSQL, SqliteHuey, and RQ on
+Redis for reference; with them, in the same rounds, the raw limits (pgbench, SQLite
+commits) and heartq's bare-statement ceiling (`bench/limits.py`). The peers are installed
+into `.bench-venv` at the versions pinned in `bench/environment.py`.
+
+Writes `<out>/results.json` and `<out>/throughput.png`; a full run into docs/bench also
+rewrites the results section of docs/BENCHMARKS.md. `--quick`: one round of tiny counts
+(under 3 minutes; what the test runs so the harness keeps working).
+
+    .venv/bin/python -m bench                 # 3 rounds of 20,000 jobs, into docs/
+    .venv/bin/python -m bench --quick --out /tmp/q
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench import environment, report, runs, services
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS_OUT = ROOT / "docs" / "bench"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round of tiny counts")
+    parser.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    parser.add_argument("--jobs", type=int, help="jobs per run (default 20,000)")
+    parser.add_argument("--only", help="comma-separated contenders (heartq,pgqueuer,...)")
+    parser.add_argument(
+        "--server",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="PostgreSQL URL of a database where others may be created",
+    )
+    parser.add_argument(
+        "--redis",
+        default="redis://127.0.0.1:6379/9",
+        help="Redis for RQ (a private redis-server if none answers)",
+    )
+    parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv")
+    parser.add_argument("--out", type=Path, default=DOCS_OUT)
+    args = parser.parse_args()
+
+    sizes = runs.QUICK if args.quick else runs.FULL
+    if args.jobs:
+        sizes = runs.Sizes(args.jobs, min(sizes.single, args.jobs // 2),
+                           sizes.limit_seconds, args.jobs)  # fmt: skip
+    rounds = args.rounds or (1 if args.quick else 3)
+    lineup = [c for c in runs.LINEUP if not args.only or c.name in args.only.split(",")]
+    peers = environment.peers_python(args.venv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "command": "python -m bench " + shlex.join(sys.argv[1:]),
+        "machine": environment.machine(args.server),
+        "sizes": sizes.__dict__,
+        "rounds": rounds,
+        "peers": environment.PEERS,
+    }
+    recorded = []
+    with services.redis(args.redis) as redis, tempfile.TemporaryDirectory() as scratch:
+        for number in range(rounds):
+            order = lineup[number % len(lineup) :] + lineup[: number % len(lineup)]
+            one: dict[str, Any] = {"round": number + 1, "contenders": []}
+            for contender in order:
+                python = runs.interpreter(contender, peers)
+                record = runs.run_contender(contender, sizes, python, args.server, redis)
+                _say(number, record)
+                one["contenders"].append(record)
+            one["limits"] = runs.run_limits(sizes, args.server, Path(scratch))
+            for record in one["limits"]:
+                _say(number, record)
+            recorded.append(one)
+    results["raw"] = recorded
+    results["summary"] = report.summarize(recorded)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    chart = args.out / "throughput.png"
+    subprocess.run([str(peers), str(ROOT / "bench" / "chart.py"),
+                    str(args.out / "results.json"), str(chart)], check=True)  # fmt: skip
+    if args.out.resolve() == DOCS_OUT and not args.quick:
+        report.write_section(ROOT / "docs" / "BENCHMARKS.md", report.markdown(results))
+    print(report.markdown(results))
+    print(f"bench: wrote {args.out / 'results.json'} and {chart}")
+    return 1 if results["summary"]["failures"] else 0
+
+
+def _say(number: int, record: dict[str, Any]) -> None:
+    if "error" in record:
+        figure = f"FAILED: {record['error']}"
+    elif "process" in record:
+        figure = f"process {record['process']:,.0f} jobs/s, enqueue {record['enqueue_single']:,.0f} / {record['enqueue_batch']:,.0f}"  # noqa: E501
+    else:
+        figure = f"{record['value']:,.0f} {record['unit']}"
+    print(f"round {number + 1}: {record['label']} ({record['backend']}): {figure}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""What one round measures: every contender and every raw limit, each in a fresh place.
+
+A contender runs as a process of its own (`bench/contenders/<name>_side.py`) with its
+library's interpreter, and answers with one JSON `Result`. The raw limits run here, in
+heartq's environment (`bench/limits.py`). A run that fails is recorded with its error's
+last line, never dropped: the report shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import limits
+
+CONTENDERS = Path(__file__).parent / "contenders"
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One contender in one setting."""
+
+    name: str
+    backend: str
+    workers: int
+    peer: bool = True
+    """Runs with the peers' interpreter (else heartq's)."""
+
+    @property
+    def label(self) -> str:
+        processes = "process" if self.workers == 1 else "processes"
+        return f"{self.name}, {self.workers} {processes}"
+
+
+LINEUP = [
+    Contender("heartq", "postgresql", 1, peer=False),
+    Contender("heartq", "postgresql", 2, peer=False),
+    Contender("pgqueuer", "postgresql", 1),
+    Contender("pgqueuer", "postgresql", 2),
+    Contender("procrastinate", "postgresql", 2),
+    Contender("heartq", "sqlite", 1, peer=False),
+    Contender("heartq", "sqlite", 2, peer=False),
+    Contender("huey", "sqlite", 2),
+    Contender("rq", "redis", 2),
+]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    jobs: int
+    single: int
+    limit_seconds: float
+    ceiling_jobs: int
+
+
+FULL = Sizes(jobs=20_000, single=1_000, limit_seconds=3.0, ceiling_jobs=20_000)
+QUICK = Sizes(jobs=400, single=50, limit_seconds=1.0, ceiling_jobs=400)
+
+
+def run_contender(
+    contender: Contender, sizes: Sizes, python: Path, server: str, redis: str | None
+) -> dict[str, Any]:
+    """One contender's `Result` as a dict, or `{"error": ...}` if it failed."""
+    record: dict[str, Any] = {"label": contender.label, "backend": contender.backend}
+    if contender.backend == "redis" and redis is None:
+        return record | {"error": "no Redis answers and no redis-server to start one"}
+    with tempfile.TemporaryDirectory(prefix=f"heartq-bench-{contender.name}-") as tmp:
+        out = Path(tmp) / "result.json"
+        command = [
+            str(python), str(CONTENDERS / f"{contender.name}_side.py"),
+            "--jobs", str(sizes.jobs), "--single", str(sizes.single),
+            "--workers", str(contender.workers), "--backend", _side_backend(contender),
+            "--server", server, "--redis", redis or "", "--dir", tmp, "--out", str(out),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0 or not out.exists():
+            last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            return record | {"error": last}
+        return record | json.loads(out.read_text())
+
+
+def run_limits(sizes: Sizes, server: str, scratch: Path) -> list[dict[str, Any]]:
+    """The raw limits and heartq's bare-statement ceiling, each as one record."""
+    seconds = sizes.limit_seconds
+    measures: list[tuple[str, str, str, Any]] = [
+        ("pgbench UPDATE, 1 client", "postgresql", "transactions/s",
+         lambda: limits.pgbench(server, 1, seconds, scratch)),
+        ("pgbench UPDATE, 4 clients", "postgresql", "transactions/s",
+         lambda: limits.pgbench(server, 4, seconds, scratch)),
+        ("SQLite WAL commits, synchronous=NORMAL", "sqlite", "transactions/s",
+         lambda: limits.sqlite_commits("NORMAL", seconds, scratch)),
+        ("SQLite WAL commits, synchronous=FULL", "sqlite", "transactions/s",
+         lambda: limits.sqlite_commits("FULL", seconds, scratch)),
+    ]  # fmt: skip
+    for batch in (10, 100):
+        schema = f"bench_ceiling_{uuid.uuid4().hex[:8]}"
+        measures += [
+            (f"heartq statements, batch {batch}", "postgresql", "jobs/s",
+             _ceiling(f"{_schema_url(server, schema)}", batch, sizes, server, schema)),
+            (f"heartq statements, batch {batch}", "sqlite", "jobs/s",
+             _ceiling(f"sqlite:///{scratch / f'ceiling-{batch}.db'}", batch, sizes)),
+        ]  # fmt: skip
+    records = []
+    for label, backend, unit, measure in measures:
+        record: dict[str, Any] = {"label": label, "backend": backend, "unit": unit}
+        try:
+            record["value"] = float(measure())
+        except Exception as exc:  # noqa: BLE001 - recorded and reported, never dropped
+            record["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        records.append(record)
+    return records
+
+
+def _ceiling(
+    url: str, batch: int, sizes: Sizes, server: str | None = None, schema: str | None = None
+) -> Any:
+    def measure() -> float:
+        try:
+            return limits.ceiling(url, batch, sizes.ceiling_jobs)
+        finally:
+            if server and schema:
+                limits.drop_schema(server, schema)
+
+    return measure
+
+
+def _schema_url(server: str, schema: str) -> str:
+    return f"{server}{'&' if '?' in server else '?'}schema={schema}"
+
+
+def _side_backend(contender: Contender) -> str:
+    return contender.backend if contender.backend in ("sqlite", "postgresql") else "sqlite"
+
+
+def interpreter(contender: Contender, peers: Path) -> Path:
+    return peers if contender.peer else Path(sys.executable)
