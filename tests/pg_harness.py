@@ -78,7 +78,10 @@ def _run_as() -> list[str]:
 class PrivateCluster:
     """A PostgreSQL cluster of our own: safe to stop, kill and restart in tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        """`settings`: server settings of this cluster's own (`-c name=value`), over the
+        defaults (`fsync=off`: its data is thrown away)."""
+        self.settings = {"listen_addresses": "127.0.0.1", "fsync": "off", **(settings or {})}
         bin_dir = pg_bin_dir()
         if bin_dir is None:
             raise RuntimeError(
@@ -106,7 +109,8 @@ class PrivateCluster:
         )
 
     def start(self) -> None:
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        settings = " ".join(f"-c {name}={value}" for name, value in self.settings.items())
+        options = f"-p {self.port} -k {self.root} {settings}"
         self._pg("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
                  "-w", "start")  # fmt: skip
 

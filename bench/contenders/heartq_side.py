@@ -91,7 +91,8 @@ def main() -> None:
             ]
         )
         here = str(Path(__file__).parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), here]))
+        path = [str(root), here, *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         command = [
             sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", url,
             "--burst", "--concurrency", str(args.concurrency),

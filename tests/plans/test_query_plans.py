@@ -7,11 +7,14 @@ key once per batch element instead of scanning the running jobs for each one.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from heartq.outcomes import succeeded
+from heartq.store import documents
 from heartq.store.interface import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
@@ -51,14 +54,15 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str) -> None:
     """With several queues, the claim walks each one's claim index in priority order and
     stops at `limit` (LATERAL per queue): `queue = ANY(...)` would read every queued row
     of those queues and sort them at each claim, so claims would slow down with the
-    backlog."""
+    backlog. No ANALYZE: right after a burst of enqueues the statistics still say the
+    table is empty, and the plan must hold then too (an index led by `status` once took
+    the claim there, reading and sorting every queued row)."""
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
             pg.migrate()
             pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(3000)])
             with pg.pool.transaction() as conn:
-                conn.execute("ANALYZE jobs")
                 params = {"worker_id": "w", "queues": ["q0", "q1"], "limit": 10, "lease": 60}
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + pg_q.CLAIM
                 rows = conn.execute(explain, dict(params, now=None)).fetchall()
@@ -69,3 +73,31 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str) -> None:
     assert "Index Cond: ((queue = " in plan and "ANY" not in plan, plan
     scanned = [int(n) for n in re.findall(r"Index Scan using jobs_claim_idx .*rows=(\d+)", plan)]
     assert scanned and max(scanned) <= 10, plan
+
+
+@pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT"])
+def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: str) -> None:
+    """Finish, release and heartbeat lock their batch's rows through the primary key, one
+    probe per element, with statistics that lag behind a burst of claims: joined on the
+    batch with `status = 'running'`, the lock step read every running job (through
+    jobs_worker_idx) for each batch of ten."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            claimed = pg.claim("w", ["default"], 2000, lease=60)
+            leases = json.dumps([{"id": j.id, "eid": j.execution_id} for j in claimed[:10]])
+            finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
+            params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
+                      "worker_id": "w", "lease": 60, "now": None}  # fmt: skip
+            with pg.pool.transaction() as conn:
+                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
+                rows = conn.execute(explain, params).fetchall()
+                conn.rollback()
+        finally:
+            pg.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    locking = plan.split("CTE locked", 1)[1]
+    assert "jobs_worker_idx" not in locking and "Seq Scan on jobs" not in locking, plan
+    assert "Index Cond: (id = ANY" in locking, plan

@@ -87,7 +87,12 @@ FROM claimed
 # they update them, and update only through it: two statements of one worker that touch
 # the same jobs (a heartbeat and a finish racing) then wait for each other instead of
 # each holding a row the other needs ("deadlock detected"). Fencing stays as it was:
-# only rows still running under the execution the batch names are locked and changed.
+# only rows still running under the execution the batch names are changed. The lock step
+# finds its rows by primary key alone (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status
+# test), whatever the statistics say: with `status = 'running'` there, a table whose
+# statistics lag (a burst of claims) was read through every running row (jobs_worker_idx)
+# for each batch. A row of the batch's execution that is no longer running is locked too,
+# in the same id order, and left unchanged.
 HEARTBEAT = f"""
 WITH touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL
@@ -97,7 +102,7 @@ WITH touched AS (
         AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN r ON j.id = r.id AND j.execution_id = r.eid
-    WHERE j.status = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT id FROM r))
     ORDER BY j.id
     FOR UPDATE OF j
 )
@@ -131,7 +136,7 @@ WITH f AS (
         delay float8, keep boolean, dead_reason text, crash text)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
-    WHERE j.status = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT id FROM f))
     ORDER BY j.id
     FOR UPDATE OF j
 ), landed AS (
@@ -169,7 +174,7 @@ WITH l AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN l ON j.id = l.id AND j.execution_id = l.eid
-    WHERE j.status = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT id FROM l))
     ORDER BY j.id
     FOR UPDATE OF j
 ), landed AS (

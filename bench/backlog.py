@@ -1,0 +1,112 @@
+"""One worker's throughput with a long queue against a short one (50,000 vs 500,000).
+
+Fills a fresh store with N no-op jobs, starts one `heartq worker` (thread pool x 50) and
+times its first `--count` completions: from its first handler entry (stamped as in
+`python -m bench`) until `--count` jobs are committed succeeded (polled every 0.2 s),
+then stops it with SIGTERM. Both backends; figures printed, never asserted:
+
+    .venv/bin/python bench/backlog.py --backlogs 50000 500000 --count 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.contenders.common import Stamps
+from heartq.app import App
+
+TASKS = """
+import os
+import heartq
+from bench.contenders.common import Stamps
+
+app = heartq.App()
+stamps = Stamps(os.environ["HEARTQ_BENCH_DIR"])
+
+@app.task
+def noop() -> None:
+    stamps.entered()
+"""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def measure(url: str, backlog: int, count: int, scratch: Path) -> float:
+    """Jobs/s of one worker over its first `count` jobs with `backlog` queued."""
+    app = App(url)
+    app.migrate()
+    for offset in range(0, backlog, 10_000):
+        app.enqueue_many("noop", [{}] * min(10_000, backlog - offset))
+    (scratch / "backlog_tasks.py").write_text(TASKS)
+    env = dict(os.environ, HEARTQ_BENCH_DIR=str(scratch),
+               PYTHONPATH=os.pathsep.join([str(scratch), str(ROOT)]))  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "heartq", "worker", "backlog_tasks:app", "--url", url,
+         "--concurrency", "50"],
+        env=env, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while _succeeded(url) < count:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError("the worker did not get through the jobs")
+            time.sleep(0.2)
+        done_at = time.time()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+        app.close()
+    return count / (done_at - Stamps(str(scratch)).first_entry())
+
+
+SUCCEEDED = "SELECT count(*) FROM {table} WHERE status = 'succeeded' AND finished_at IS NOT NULL"
+
+
+def _succeeded(url: str) -> int:
+    """Jobs committed succeeded (through the finished index: cheap at any backlog)."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            row = conn.execute(SUCCEEDED.format(table="heartq_jobs")).fetchone()
+    else:
+        base, schema = url.split("?schema=")
+        with psycopg.connect(base) as pg:
+            row = pg.execute(SUCCEEDED.format(table=f"{schema}.jobs")).fetchone()  # type: ignore[arg-type]
+    return int(row[0]) if row else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backlogs", type=int, nargs="+", default=[50_000, 500_000])
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
+    args = parser.parse_args()
+    for backlog in args.backlogs:
+        for backend in ("sqlite", "postgresql"):
+            with tempfile.TemporaryDirectory(prefix="heartq-backlog-") as tmp:
+                scratch = Path(tmp)
+                if backend == "sqlite":
+                    url = f"sqlite:///{scratch / 'q.db'}"
+                else:
+                    schema = f"bench_backlog_{os.getpid()}"
+                    url = f"{args.server}?schema={schema}"
+                try:
+                    rate = measure(url, backlog, args.count, scratch)
+                finally:
+                    if backend == "postgresql":
+                        with psycopg.connect(args.server, autocommit=True) as conn:
+                            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            print(f"{backend:<10} {backlog:>9,} queued: {rate:,.0f} jobs/s "
+                  f"(first {args.count:,} jobs, one worker)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

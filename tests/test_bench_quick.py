@@ -1,0 +1,41 @@
+"""`python -m bench --quick` runs every contender and every limit end to end.
+
+The harness is code too: this runs it on tiny counts (one round, 400 jobs) against the
+suite's PostgreSQL (private where none runs) and Redis (a private redis-server where none
+answers), installing the peers into their own environment once, and checks that every
+contender processed every job and every limit gave a figure. No speed is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_quick_benchmark_runs_every_contender(pg_server_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out), "--server", pg_server_url],
+        cwd=ROOT, capture_output=True, text=True, timeout=580,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    summary = results["summary"]
+    assert summary["failures"] == []
+    names = {(c["contender"], c["backend"]) for c in summary["contenders"]}
+    assert names == {
+        ("heartq", "postgresql"), ("pgqueuer", "postgresql"), ("procrastinate", "postgresql"),
+        ("heartq", "sqlite"), ("huey", "sqlite"), ("rq", "redis"),
+    }  # fmt: skip
+    assert all(c["all_processed"] and c["process"]["median"] > 0 for c in summary["contenders"])
+    assert len(summary["limits"]) == 8 and all("median" in x for x in summary["limits"])
+    assert (out / "throughput.png").stat().st_size > 10_000
+    assert "<!-- bench:results:begin -->" in done.stdout
