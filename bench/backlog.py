@@ -5,7 +5,7 @@ times its first `--count` completions: from its first handler entry (stamped as 
 `python -m bench`) until `--count` jobs are committed succeeded (polled every 0.2 s),
 then stops it with SIGTERM. Both backends; figures printed, never asserted:
 
-    .venv/bin/python bench/backlog.py --backlogs 50000 500000 --count 20000
+    .venv/bin/python -m bench.backlog --backlogs 50000 500000 --count 20000
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ exhaust. Each job records the worker that ran it; the run checks that every job
 succeeded once (one execution, attempt 1: none lost, none doubled) and that no worker
 logged an error, and samples the server's connections while the fleet works:
 
-    .venv/bin/python bench/fleet.py --workers 40 --concurrency 25 --jobs 20000
+    .venv/bin/python -m bench.fleet --workers 40 --concurrency 25 --jobs 20000
 """
 
 from __future__ import annotations
