@@ -1,10 +1,11 @@
 """Many workers on one PostgreSQL: 40 worker processes at concurrency 25, 20,000 jobs.
 
 Runs on a private cluster of its own (initdb in a temporary directory, `max_connections`
-600, fsync on), never the machine's shared server, whose 100 connections 40 workers would
-exhaust. Each job records the worker that ran it; the run checks that every job
-succeeded once (one execution, attempt 1: none lost, none doubled) and that no worker
-logged an error, and samples the server's connections while the fleet works:
+600, fsync on), never the machine's shared server, which other clients share (40 workers
+hold up to 3 connections each: 120). Each job records the worker that ran it; the run
+checks that every job succeeded once (one execution, attempt 1: none lost, none
+doubled) and that no worker logged an error, and samples the server's connections while
+the fleet works:
 
     .venv/bin/python -m bench.fleet --workers 40 --concurrency 25 --jobs 20000
 """

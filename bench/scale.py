@@ -49,8 +49,11 @@ def main() -> None:
         store.migrate()
         started = time.perf_counter()
         batch = 10_000
+        middle = ""  # a job halfway through the table, where a deep page of the list starts
         for offset in range(0, args.jobs, batch):
-            app.enqueue_many("noop", [{"n": offset + i} for i in range(batch)])
+            ids = app.enqueue_many("noop", [{"n": offset + i} for i in range(batch)])
+            if offset <= args.jobs // 2 < offset + batch:
+                middle = ids[args.jobs // 2 - offset]
         fill = time.perf_counter() - started
         store.register_worker(WorkerInfo("bench", "bench", 1, ("default",), 100))
         # finish 90 % of them, as an old queue would have, in claim-sized bites
@@ -80,6 +83,12 @@ def main() -> None:
         beat = timed(lambda: store.heartbeat("bench", renewals, 60))
         reap = timed(lambda: store.reap_expired(DetectedBy.LEASE_EXPIRED, 100))
         counts = timed(store.count_jobs, repeat=5)
+        # the dashboard's reads: a page of the job list (first, deep, a filter nothing
+        # matches, which reads its whole window), and the overview's chart
+        first_page = timed(lambda: store.browse_jobs(limit=50), repeat=20)
+        deep_page = timed(lambda: store.browse_jobs(before=middle, limit=50), repeat=20)
+        rare = timed(lambda: store.browse_jobs(status="dead", before=middle, limit=50), repeat=20)
+        chart = timed(store.finished_per_minute, repeat=5)
         print(f"backend           {url.split(':', 1)[0]}")
         print(f"rows              {args.jobs:,} jobs ({target:,} finished, rest queued/running)")
         rates = f"{args.jobs / fill:,.0f} jobs/s enqueue_many; churn {done / churn:,.0f} jobs/s"
@@ -92,6 +101,10 @@ def main() -> None:
         print(f"heartbeat 200     median {beat[0]:.2f} ms, p99 {beat[1]:.2f}, max {beat[2]:.2f}")
         print(f"reap (none due)   median {reap[0]:.2f} ms, p99 {reap[1]:.2f}, max {reap[2]:.2f}")
         print(f"count_jobs        median {counts[0]:.1f} ms (full GROUP BY, for stats)")
+        print(f"jobs page 1       median {first_page[0]:.2f} ms, max {first_page[2]:.2f}")
+        print(f"jobs page, middle median {deep_page[0]:.2f} ms, max {deep_page[2]:.2f}")
+        print(f"jobs page, no match median {rare[0]:.2f} ms (reads its 10,000-id window)")
+        print(f"chart, last hour  median {chart[0]:.1f} ms (jobs finished per minute)")
         app.close()
 
 

@@ -5,7 +5,7 @@ lapses is requeued with its crash context kept; every write of a worker is fence
 execution id; retries are bounded and the rest go to a dead-letter queue.
 """
 
-from heartq.app import App, Task
+from heartq.app import App, Task, TaskDecorator
 from heartq.config import Settings
 from heartq.context import JobContext
 from heartq.errors import (
@@ -13,12 +13,17 @@ from heartq.errors import (
     ConfigError,
     DuplicateJob,
     HeartqError,
+    JobCancelled,
+    JobDead,
     JobNotFound,
     LeaseLost,
     PayloadError,
     Permanent,
+    ResultTimeout,
     StoreBusy,
+    StoreRefused,
     StoreUnavailable,
+    TaskNotDeclared,
     UnknownTask,
 )
 from heartq.store.interface import CancelResult, JobStatus
@@ -34,16 +39,22 @@ __all__ = [
     "ConfigError",
     "DuplicateJob",
     "HeartqError",
+    "JobCancelled",
     "JobContext",
+    "JobDead",
     "JobNotFound",
     "JobStatus",
     "LeaseLost",
     "PayloadError",
     "Permanent",
+    "ResultTimeout",
     "Settings",
     "StoreBusy",
+    "StoreRefused",
     "StoreUnavailable",
     "Task",
+    "TaskDecorator",
+    "TaskNotDeclared",
     "UnknownTask",
     "Worker",
     "__version__",

@@ -1,31 +1,114 @@
-"""`App` and `Task`: the client side of heartq (register tasks, enqueue, inspect, cancel).
+"""`App` and `Task`: the client side of heartq (register tasks, enqueue, wait, cancel).
 
 An `App` is cheap to create and opens its store lazily, so a module can define one at
 import time. Producers need not import the task code: `app.enqueue("name", {...})` works
-for any task name, with the defaults of `@app.task` when the task is registered here.
+for any task name and takes the task's options from its declaration in the database
+(`heartq.policy`); a task registered here is checked and resolved here, with no lookup.
+Every way in (`Task.enqueue`, `App.enqueue`, the command line, the async variants) goes
+through `App._enqueue`, so a job behaves the same however it was enqueued.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import inspect
+import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
-from heartq import payload
+from heartq import arguments, events, ids, payload, policy
 from heartq.config import Settings, resolve_url
-from heartq.errors import ConfigError
+from heartq.context import JobContext
+from heartq.errors import ConfigError, TaskNotDeclared
+from heartq.periodic import TICK_UNIQUE_FOR, Schedule
+from heartq.policy import DEFAULT_QUEUE
+from heartq.results import EndWaiters
 from heartq.retry import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store import Store, open_store, redact
-from heartq.store.interface import CancelResult, NewJob
+from heartq.store.interface import CancelResult, NewJob, TaskPolicy
+from heartq.transport import open_transport, resolve_transport
 
-DEFAULT_QUEUE = "default"
-"""Defaults to the queue named `default`."""
+if TYPE_CHECKING:
+    from heartq.transport.nats import NatsTransport
+
+P = ParamSpec("P")
+R = TypeVar("R")
+UniqueKey = str | Callable[[Mapping[str, Any]], str | None] | None
+"""A job's unique key: a string, a function of its arguments (`enqueue_many`), or none."""
 
 
-class Task:
-    """A registered task: call `.enqueue(**kwargs)` to queue it, or call it directly."""
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What a caller may choose for one enqueue; None leaves it to the task's policy.
+    `delay` (seconds) and `eta` (an aware datetime) say when it may first run.
+    `unique_key` (a string, or for `enqueue_many` a function of each job's arguments):
+    while a job with that key is queued or running (or finished less than `unique_for`
+    seconds ago), the enqueue stores nothing and answers that job's id.
+    `concurrency_key` with `concurrency_limit` (both or neither): at most that many jobs
+    with the key run at once, across every worker."""
+
+    queue: str | None = None
+    priority: int | None = None
+    delay: float | None = None
+    eta: datetime | None = None
+    max_retries: int | None = None
+    unique_key: UniqueKey = None
+    unique_for: float | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.queue is not None:
+            payload.check_name("queue", self.queue)
+        payload.check_int("priority", self.priority)
+        payload.check_int("max_retries", self.max_retries, minimum=0)
+        payload.check_duration("delay", self.delay, allow_zero=True)
+        if self.eta is not None:
+            if not isinstance(self.eta, datetime):
+                raise ConfigError(f"eta must be a datetime, got {self.eta!r}")
+            if self.eta.tzinfo is None or self.eta.utcoffset() is None:
+                raise ConfigError(
+                    f"eta must be timezone-aware (e.g. datetime.now(timezone.utc)), got "
+                    f"the naive {self.eta.isoformat()}"
+                )
+            if self.delay:
+                raise ConfigError("give either delay or eta, not both")
+        if self.unique_key is not None and not callable(self.unique_key):
+            payload.check_unique_key(self.unique_key)
+        payload.check_duration("unique_for", self.unique_for, allow_zero=True)
+        if self.unique_for is not None and self.unique_key is None:
+            raise ConfigError("unique_for needs a unique_key: the window of which key?")
+        payload.check_concurrency(self.concurrency_key, self.concurrency_limit)
+
+    def key_for(self, args: Mapping[str, Any]) -> str | None:
+        """The unique key of a job with these arguments (None: the job has none)."""
+        if callable(self.unique_key):
+            key = self.unique_key(args)
+            return None if key is None else payload.check_unique_key(key)
+        return self.unique_key
+
+    @property
+    def run_at(self) -> float | None:
+        return None if self.eta is None else self.eta.timestamp()
+
+
+class Task(Generic[P, R]):
+    """A registered task. `task.enqueue(...)` queues it with the arguments its function
+    takes (checked here, typed from the function); `task.options(delay=5).enqueue(...)`
+    chooses options; calling the task runs the function here, as plain Python."""
 
     def __init__(
         self,
@@ -40,6 +123,8 @@ class Task:
         retry_backoff: float,
         retry_backoff_max: float,
         priority: int,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -57,43 +142,167 @@ class Task:
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self.priority = priority
+        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
+        self._key_fields: list[str] = []
+        if concurrency_key is not None:
+            payload.check_concurrency(concurrency_key, concurrency_limit)
+            self._key_fields = arguments.template_fields(concurrency_key)
+        else:
+            payload.check_concurrency(None, concurrency_limit)
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.wants_ctx = "ctx" in inspect.signature(fn).parameters
+        self.signature = arguments.call_signature(fn)
+        self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__module__ = fn.__module__
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
 
+    @property
+    def policy(self) -> TaskPolicy:
+        """What a worker running this task declares to the database."""
+        return TaskPolicy(
+            name=self.name,
+            queue=self.queue,
+            priority=self.priority,
+            max_retries=self.max_retries,
+            retry_backoff=self.retry_backoff,
+            retry_backoff_max=self.retry_backoff_max,
+            timeout=self.timeout,
+            heartbeat_timeout=self.heartbeat_timeout,
+        )
+
+    def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]:
+        """The concurrency key and limit this task declares for a job with these
+        arguments: its template filled from them; `TypeError` naming one it lacks."""
+        if self.concurrency_key is None:
+            return None, None
+        defaults = {
+            p.name: p.default
+            for p in self.signature.parameters.values()
+            if p.default is not inspect.Parameter.empty
+        }
+        args = {**defaults, **args}
+        missing = [name for name in self._key_fields if name not in args]
+        if missing:
+            raise TypeError(
+                f"{self.name}: concurrency_key {self.concurrency_key!r} needs the argument "
+                f"{missing[0]!r}, which this job does not have"
+            )
+        return self.concurrency_key.format(**args), self.concurrency_limit
+
+    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The job arguments for this call; `TypeError` naming a wrong or missing one."""
+        return arguments.bind(self.name, self.signature, args, kwargs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function in the caller, as plain Python (handy in tests)."""
         return self.fn(*args, **kwargs)
 
-    def enqueue(self, **kwargs: Any) -> str:
-        """Queue one job with these keyword arguments; returns its id."""
-        return self.app.enqueue(self.name, kwargs)
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue one job with these arguments, the task's options; returns its id."""
+        return self.app._enqueue(self.name, [self.bind(*args, **kwargs)], Options())[0]
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """`enqueue` for asyncio code: the database round trip runs off the event loop."""
+        job_args = self.bind(*args, **kwargs)
+        return (await self.app._enqueue_async(self.name, [job_args], Options()))[0]
+
+    def options(
+        self,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: float | None = None,
+        eta: datetime | None = None,
+        max_retries: int | None = None,
+        unique_key: UniqueKey = None,
+        unique_for: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: Any = None,
+    ) -> BoundTask[P]:
+        """This task with options chosen: `task.options(delay=60).enqueue(x=1)`;
+        `connection` enqueues in that connection's open transaction (`App.enqueue`)."""
+        options = Options(
+            queue, priority, delay, eta, max_retries, unique_key, unique_for,
+            concurrency_key, concurrency_limit,
+        )
+        return BoundTask(self, options, connection)
 
     def enqueue_with(self, args: Mapping[str, Any] | None = None, **options: Any) -> str:
-        """Queue one job with options (`queue`, `priority`, `delay`, `max_retries`)."""
-        return self.app.enqueue(self.name, dict(args or {}), **options)
+        """Queue one job from an argument mapping, with options (`queue`, `priority`,
+        `delay`, `eta`, `max_retries`, `unique_key`, `unique_for`, `concurrency_key`,
+        `concurrency_limit`, `connection`)."""
+        return self.app.enqueue(self.name, args, **options)
 
     def enqueue_many(self, args_list: Iterable[Mapping[str, Any]], **options: Any) -> list[str]:
+        """Queue one job per argument mapping, in one transaction: all of them or none."""
         return self.app.enqueue_many(self.name, args_list, **options)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.queue}>"
 
 
-class App:
-    """The entry point: where the queue lives, its settings, and the registered tasks."""
+class BoundTask(Generic[P]):
+    """A task with options chosen for the jobs it enqueues (`Task.options`)."""
 
-    def __init__(self, url: str | None = None, **settings: Any) -> None:
+    def __init__(self, task: Task[P, Any], options: Options, connection: Any = None) -> None:
+        self.task = task
+        self.chosen = options
+        self.connection = connection
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        job_args = self.task.bind(*args, **kwargs)
+        app = self.task.app
+        return app._enqueue(self.task.name, [job_args], self.chosen, self.connection)[0]
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        job_args = self.task.bind(*args, **kwargs)
+        app = self.task.app
+        ids = await app._enqueue_async(self.task.name, [job_args], self.chosen, self.connection)
+        return ids[0]
+
+
+class TaskDecorator(Protocol):
+    """`@app.task(...)` with options: registers the function it decorates."""
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class App:
+    """The entry point: where the queue lives, its settings, and the registered tasks.
+
+    `strict_tasks=True` refuses an enqueue (`TaskNotDeclared`) of a task this program
+    does not register and no worker has declared yet, instead of storing it with the
+    defaults until a worker declares it."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        strict_tasks: bool = False,
+        transport: str | None = None,
+        **settings: Any,
+    ) -> None:
         self.url = resolve_url(url)
+        self.transport_url = resolve_transport(transport)
+        """`nats://HOST:PORT` (`transport=`, else `HEARTQ_TRANSPORT`): enqueues also
+        publish a wake-up there and workers pull them (docs/NATS.md); None: nothing."""
+        self._transport: NatsTransport | None = None
+        self._transport_pid = -1
         self.settings = Settings.from_env(**settings)
-        self.tasks: dict[str, Task] = {}
+        self.strict_tasks = strict_tasks
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._store: Store | None = None
         self._store_pid = -1
         self._lock = threading.Lock()
         self._wakeups: list[threading.Event] = []
+        self._waiters = EndWaiters(lambda: self.store)
 
     def __repr__(self) -> str:
         return f"<heartq.App {redact(self.url)} tasks={sorted(self.tasks)}>"
@@ -103,12 +312,32 @@ class App:
     def store(self) -> Store:
         with self._lock:
             if self._store is None or self._store_pid != os.getpid():
-                self._store = open_store(self.url)
+                self._store = open_store(self.url, pool_size=self.settings.pool_size)
                 self._store_pid = os.getpid()
             return self._store
 
+    @property
+    def transport(self) -> NatsTransport | None:
+        """The transport connection (opened lazily, once per process), or None."""
+        if self.transport_url is None:
+            return None
+        with self._lock:
+            if self._transport is None or self._transport_pid != os.getpid():
+                self._transport = open_transport(self.transport_url)
+                self._transport_pid = os.getpid()
+            return self._transport
+
+    def use_transport(self, url: str | None) -> None:
+        """Use another transport, or none (the command line's `--transport`)."""
+        with self._lock:
+            if self._transport is not None and self._transport_pid == os.getpid():
+                self._transport.close()
+            self._transport = None
+            self.transport_url = resolve_transport(url)
+
     def use_url(self, url: str) -> None:
         """Point this app at another queue (the command line's `--url`)."""
+        self._waiters.close()
         with self._lock:
             if self._store is not None and self._store_pid == os.getpid():
                 self._store.close()
@@ -119,14 +348,21 @@ class App:
         return self.store.migrate()
 
     def close(self) -> None:
+        self._waiters.close()
         with self._lock:
             if self._store is not None and self._store_pid == os.getpid():
                 self._store.close()
             self._store = None
+            if self._transport is not None and self._transport_pid == os.getpid():
+                self._transport.close()
+            self._transport = None
 
     # -- tasks ---------------------------------------------------------------------------
     @overload
-    def task(self, fn: Callable[..., Any], /) -> Task: ...
+    def task(self, fn: Callable[Concatenate[JobContext, P], R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
     def task(
@@ -142,7 +378,9 @@ class App:
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
         priority: int = 0,
-    ) -> Callable[[Callable[..., Any]], Task]: ...
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+    ) -> TaskDecorator: ...
 
     def task(
         self,
@@ -157,12 +395,19 @@ class App:
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
         priority: int = 0,
-    ) -> Task | Callable[[Callable[..., Any]], Task]:
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a function (sync or `async def`) as a task. Its name defaults to the
-        function's `__name__`; a second task with the same name is an error."""
+        function's `__name__`; a second task with the same name is an error. A `ctx`
+        parameter (first, for type checkers) receives the `JobContext`.
+        `concurrency_key` (a `str.format` template of the job's arguments, e.g.
+        `"tenant:{tenant}"`) with `concurrency_limit`: at most that many of its jobs with
+        the same key run at once; filled in by an app that registers the task (an enqueue
+        by name elsewhere passes `concurrency_key=`/`concurrency_limit=` itself)."""
 
-        def register(func: Callable[..., Any]) -> Task:
-            task = Task(
+        def register(func: Callable[..., Any]) -> Task[Any, Any]:
+            task: Task[Any, Any] = Task(
                 self,
                 func,
                 name=name or func.__name__,
@@ -173,6 +418,8 @@ class App:
                 retry_backoff=retry_backoff,
                 retry_backoff_max=retry_backoff_max,
                 priority=priority,
+                concurrency_key=concurrency_key,
+                concurrency_limit=concurrency_limit,
             )
             if task.name in self.tasks:
                 raise ConfigError(f"a task named {task.name!r} is already registered")
@@ -181,38 +428,209 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        args: Mapping[str, Any] | None = None,
+        tz: str = "UTC",
+        catch_up: str = "latest",
+        name: str | None = None,
+    ) -> Callable[[Task[P, R]], Task[P, R]]:
+        """Run a task on a schedule: `@app.periodic(cron="*/5 * * * *")` or
+        `@app.periodic(every=30)` stacked above `@app.task`. `cron` is read in the time
+        zone `tz` (an IANA name); `every` is seconds (at least 1), ticks on multiples of it
+        since the epoch. `args` are the job's arguments (checked against the function
+        now). `catch_up` says what runs after a time no worker ran: `latest` (one run for
+        the missed ticks), `all` (each, at most 1000), `none`. `name` defaults to the
+        task's. Every worker of this app enqueues the due ticks; the database makes each
+        tick one job (docs/DESIGN.md, "Periodic jobs"). Bad schedules raise
+        `ConfigError` here, at import."""
+
+        def register(task: Task[P, R]) -> Task[P, R]:
+            if not isinstance(task, Task) or task.app is not self:
+                raise ConfigError(
+                    "@app.periodic decorates a task of this app: put it above @app.task"
+                )
+            job_args = task.bind(**dict(args or {}))
+            payload.encode_args(job_args, limit=self.settings.max_payload_bytes)
+            schedule = Schedule(
+                name=name or task.name,
+                task=task.name,
+                cron=cron,
+                every=every,
+                args=job_args,
+                tz=tz,
+                catch_up=catch_up,
+            )
+            if schedule.name in self.schedules:
+                raise ConfigError(f"a schedule named {schedule.name!r} is already registered")
+            self.schedules[schedule.name] = schedule
+            return task
+
+        return register
+
+    def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> list[NewJob]:
+        """The jobs of a schedule's ticks: its task's with its arguments, each keyed by
+        its tick so the fleet makes it once."""
+        made = []
+        for tick in ticks:
+            options = Options(unique_key=schedule.tick_key(tick), unique_for=TICK_UNIQUE_FOR)
+            (job,), _, _ = self._new_jobs(schedule.task, [dict(schedule.args)], options)
+            made.append(dataclasses.replace(job, schedule=schedule.name))
+        return made
+
     # -- enqueue -------------------------------------------------------------------------
-    def _new_job(
+    def _policy_for(self, task_name: str) -> tuple[TaskPolicy, bool]:
+        """The policy a new job of this task takes, and whether the task is declared (or
+        registered here); strict mode refuses a task that is neither."""
+        task = self.tasks.get(task_name)
+        if task is not None:
+            return task.policy, True
+        declared = self.store.task_policies([task_name]).get(task_name)
+        if declared is not None:
+            return declared, True
+        if self.strict_tasks:
+            raise TaskNotDeclared(task_name)
+        return policy.defaults(task_name), False
+
+    def _enqueue(
         self,
         task_name: str,
-        args: Mapping[str, Any] | None,
-        queue: str | None,
-        priority: int | None,
-        delay: float | None,
-        max_retries: int | None,
-    ) -> NewJob:
-        payload.check_name("task", task_name)
-        task = self.tasks.get(task_name)
-        if queue is None:
-            queue = task.queue if task else DEFAULT_QUEUE
-        queue = payload.check_name("queue", queue)
-        payload.check_duration("delay", delay, allow_zero=True)
-        payload.check_int("max_retries", max_retries, minimum=0)
-        payload.check_int("priority", priority)
-        return NewJob(
-            task=task_name,
-            args_json=payload.encode_args(args, limit=self.settings.max_payload_bytes),
-            queue=queue,
-            priority=priority if priority is not None else (task.priority if task else 0),
-            delay=float(delay or 0.0),
-            max_retries=(
-                max_retries
-                if max_retries is not None
-                else (task.max_retries if task else DEFAULT_MAX_RETRIES)
-            ),
-            retry_backoff=task.retry_backoff if task else DEFAULT_RETRY_BACKOFF,
-            retry_backoff_max=task.retry_backoff_max if task else DEFAULT_RETRY_BACKOFF_MAX,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        connection: Any = None,
+    ) -> list[str]:
+        """Every enqueue comes here: checks, resolves the policy, stores, wakes. With a
+        connection, the jobs are written in its open transaction; workers hear of them
+        when it commits (PostgreSQL's NOTIFY), or at their next poll (SQLite)."""
+        jobs, declared, resolved = self._new_jobs(task_name, args_list, options)
+        ids = self.store.enqueue(jobs, connection=connection)
+        if self.transport_url is not None and connection is None:
+            self._publish(jobs, ids)
+        return self._enqueued(task_name, ids, declared, resolved, connection is None)
+
+    async def _enqueue_async(
+        self,
+        task_name: str,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        connection: Any = None,
+    ) -> list[str]:
+        """`_enqueue` for asyncio code: its round trips off the event loop, or on an
+        asyncio connection's own (a `psycopg.AsyncConnection`)."""
+        if connection is None:
+            return await asyncio.to_thread(self._enqueue, task_name, args_list, options)
+        if not inspect.iscoroutinefunction(getattr(connection, "execute", None)):
+            # a plain connection belongs to its thread (sqlite3 checks): used right here
+            return self._enqueue(task_name, args_list, options, connection)
+        jobs, declared, resolved = await asyncio.to_thread(
+            self._new_jobs, task_name, args_list, options
         )
+        ids = await self.store.enqueue_async(jobs, connection)
+        return await asyncio.to_thread(
+            self._enqueued, task_name, ids, declared, resolved, False
+        )
+
+    def _publish(self, jobs: Sequence[NewJob], ids: Sequence[str]) -> None:
+        """After the commit, a wake-up for each job runnable now: the database is the
+        outbox, so a failed publish loses nothing (a worker's sweeper publishes what
+        stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
+        the database claim, which counts their key; transactional enqueues (`connection=`)
+        to the sweeper, as their commit is the caller's."""
+        transport = self.transport
+        assert transport is not None
+        due = [
+            (job_id, job.queue)
+            for job, job_id in zip(jobs, ids, strict=True)
+            if job.delay <= 0 and job.concurrency_key is None
+        ]
+        transport.publish(due)
+
+    def _new_jobs(
+        self, task_name: str, args_list: list[dict[str, Any]], options: Options
+    ) -> tuple[list[NewJob], bool, dict[str, Any]]:
+        """The jobs to store, whether their task is declared, and the policy resolved."""
+        payload.check_name("task", task_name)
+        task_policy, declared = self._policy_for(task_name)
+        resolved = policy.resolve(task_policy, options.queue, options.priority, options.max_retries)
+        limit = self.settings.max_payload_bytes
+        task = self.tasks.get(task_name)
+        jobs = [
+            NewJob(
+                task=task_name,
+                args_json=payload.encode_args(args, limit=limit),
+                delay=float(options.delay or 0.0),
+                run_at=options.run_at,
+                unique_key=options.key_for(args),
+                unique_for=options.unique_for,
+                **self._concurrency(task, options, args),
+                **resolved,
+            )
+            for args in args_list
+        ]
+        return jobs, declared, resolved
+
+    @staticmethod
+    def _concurrency(
+        task: Task[Any, Any] | None, options: Options, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A job's concurrency key and limit: the enqueue's, else the task's declared
+        template filled from its arguments (a task registered here)."""
+        key: str | None
+        limit: int | None
+        if options.concurrency_key is not None:
+            key, limit = options.concurrency_key, options.concurrency_limit
+        elif task is not None:
+            key, limit = task.concurrency_for(args)
+        else:
+            key, limit = None, None
+        return payload.check_concurrency(key, limit)
+
+    def _enqueued(
+        self,
+        task_name: str,
+        ids: list[str],
+        declared: bool,
+        resolved: dict[str, Any],
+        wake_here: bool,
+    ) -> list[str]:
+        """After the jobs are stored: the word on an undeclared task, and a wake-up for a
+        worker in this process (not for jobs that wait for someone else's commit)."""
+        if not declared:
+            self._not_declared(task_name, ids, resolved)
+        if wake_here:
+            self._wake_local_workers()
+        return ids
+
+    def _not_declared(self, task_name: str, ids: list[str], resolved: dict[str, Any]) -> None:
+        """Say that the jobs got the defaults, and re-check: a worker that declared the
+        task while they were being stored may have re-routed before they were visible
+        (see `Store.reroute_jobs`), so they are re-routed here if it did."""
+        if ids and self.store.task_policies([task_name]):
+            self.store.reroute_jobs([task_name], job_ids=ids)
+            return
+        events.emit(
+            events.TASK_NOT_DECLARED,
+            logging.WARNING,
+            task=task_name,
+            jobs=len(ids),
+            queue=resolved["queue"],
+            max_retries=resolved["max_retries"],
+            retry_backoff=resolved["retry_backoff"],
+            hint="no worker has declared this task yet: these defaults hold until one "
+            "starts with it, then its waiting jobs take the task's queue and policy",
+        )
+
+    def _check_args(self, task_name: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Arguments given as a mapping: checked against the signature of a task
+        registered here (by keyword), else only as a JSON object."""
+        if args is not None and not isinstance(args, Mapping):
+            payload.encode_args(args, limit=self.settings.max_payload_bytes)  # says why
+        job_args = dict(args or {})
+        task = self.tasks.get(task_name)
+        return task.bind(**job_args) if task is not None else job_args
 
     def enqueue(
         self,
@@ -221,14 +639,29 @@ class App:
         *,
         queue: str | None = None,
         priority: int | None = None,
-        delay: float | None = 0.0,
+        delay: float | None = None,
+        eta: datetime | None = None,
         max_retries: int | None = None,
+        unique_key: UniqueKey = None,
+        unique_for: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: Any = None,
     ) -> str:
-        """Queue one job; returns its id. Bad input raises before anything is stored."""
-        job = self._new_job(task, args, queue, priority, delay, max_retries)
-        job_id = self.store.enqueue([job])[0]
-        self._wake_local_workers()
-        return job_id
+        """Queue one job of `task` (any name: registered here or not) with keyword
+        arguments `args`; returns its id. Bad input raises before anything is stored.
+        `connection`: the caller's connection, in its open transaction (a
+        `sqlite3.Connection` on the queue's file, a `psycopg.Connection`): the job exists
+        if and only if that transaction commits. `unique_key`: while a job with that key
+        is queued or running (with `unique_for`, or finished less than that many seconds
+        ago), nothing is stored and that job's id is returned. `concurrency_key` with
+        `concurrency_limit`: at most that many jobs with the key run at once (a task
+        registered here with a template of its own takes it unless these are given)."""
+        options = Options(
+            queue, priority, delay, eta, max_retries, unique_key, unique_for,
+            concurrency_key, concurrency_limit,
+        )
+        return self._enqueue(task, [self._check_args(task, args)], options, connection)[0]
 
     def enqueue_many(
         self,
@@ -237,23 +670,76 @@ class App:
         *,
         queue: str | None = None,
         priority: int | None = None,
-        delay: float | None = 0.0,
+        delay: float | None = None,
+        eta: datetime | None = None,
         max_retries: int | None = None,
+        unique_key: UniqueKey = None,
+        unique_for: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        connection: Any = None,
     ) -> list[str]:
-        """Queue many jobs of one task in one transaction: all of them, or none."""
-        jobs = [self._new_job(task, a, queue, priority, delay, max_retries) for a in args_list]
-        ids = self.store.enqueue(jobs)
-        self._wake_local_workers()
-        return ids
+        """Queue many jobs of one task in one transaction: all of them, or none (in the
+        caller's transaction with `connection`, as `enqueue`). `unique_key` is one key
+        for the whole batch (every job answers the one that holds it) or a function of
+        each job's arguments. `concurrency_key`/`concurrency_limit` as `enqueue`."""
+        options = Options(
+            queue, priority, delay, eta, max_retries, unique_key, unique_for,
+            concurrency_key, concurrency_limit,
+        )
+        checked = [self._check_args(task, args) for args in args_list]
+        return self._enqueue(task, checked, options, connection) if checked else []
+
+    async def enqueue_async(
+        self,
+        task: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        connection: Any = None,
+        **options: Any,
+    ) -> str:
+        """`enqueue` for asyncio code: the database round trips run off the event loop;
+        `connection` may be a `psycopg.AsyncConnection` in its open transaction."""
+        checked = [self._check_args(task, args)]
+        return (await self._enqueue_async(task, checked, Options(**options), connection))[0]
+
+    async def enqueue_many_async(
+        self,
+        task: str,
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        connection: Any = None,
+        **options: Any,
+    ) -> list[str]:
+        """`enqueue_many` for asyncio code."""
+        checked = [self._check_args(task, args) for args in args_list]
+        if not checked:
+            return []
+        return await self._enqueue_async(task, checked, Options(**options), connection)
+
+    # -- results -------------------------------------------------------------------------
+    def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """Wait for the job to end and return its result. Raises `JobDead` (with its last
+        error) or `JobCancelled` if it ended otherwise, `ResultTimeout` if it has not
+        ended within `timeout` seconds (None: wait as long as it takes), `JobNotFound`."""
+        payload.check_duration("timeout", timeout, allow_zero=True)
+        return self._waiters.wait(job_id, timeout)
+
+    async def result_async(self, job_id: str, timeout: float | None = None) -> Any:
+        """`result` for asyncio code: waits without holding a thread."""
+        payload.check_duration("timeout", timeout, allow_zero=True)
+        return await self._waiters.wait_async(job_id, timeout)
 
     # -- inspect and control -------------------------------------------------------------
     def get_job(self, job_id: str) -> dict[str, Any]:
         """The job as `heartq jobs show ID --json` prints it. Raises `JobNotFound`."""
         return self.store.get_job(job_id)
 
-    def cancel(self, job_id: str) -> CancelResult:
-        """Cancel a queued job at once, or ask a running job's worker to stop it."""
-        return self.store.cancel_job(job_id)
+    def cancel(self, job_id: str, by: str | None = None) -> CancelResult:
+        """Cancel a queued job at once, or ask a running job's worker to stop it. `by`
+        says who asked (kept as the job's `cancelled_by`; default: `app.cancel` with the
+        OS user, host and pid)."""
+        return self.store.cancel_job(job_id, by=by or ids.requester("app.cancel"))
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
     def subscribe_wakeup(self, event: threading.Event) -> None:

@@ -86,6 +86,9 @@ class Settings:
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     safety_margin: float | None = None
+    pool_size: int | None = None
+    """PostgreSQL: at most this many pooled connections per process. None: the URL's
+    `?pool_size=`, else `HEARTQ_POOL_SIZE`, else 2 (`store/postgres/connection.py`)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -97,6 +100,10 @@ class Settings:
             zero_ok = f.name == "shutdown_timeout"  # 0: release running jobs at once
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
+        if self.pool_size is not None and (
+            not isinstance(self.pool_size, int) or self.pool_size < 1
+        ):
+            raise ConfigError(f"pool_size must be a positive whole number, got {self.pool_size!r}")
         if self.lease_seconds <= self.heartbeat_interval:
             raise ConfigError(
                 f"lease ({self.lease_seconds:g} s) must be longer than heartbeat_interval "
@@ -161,5 +168,13 @@ class Settings:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
+        from_env = {var: env[var] for name, var in _ENV_SETTINGS.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls().with_overrides(**values)
+        try:
+            return cls().with_overrides(**values)
+        except ConfigError as exc:
+            if not from_env:
+                raise
+            # Name the variables: the operator who set them is rarely the one who reads this.
+            given = ", ".join(f"{var}={raw}" for var, raw in from_env.items())
+            raise ConfigError(f"{exc} (from the environment: {given})") from None

@@ -5,11 +5,18 @@ must), to report progress, and to save a checkpoint for the next attempt. Progre
 kept in memory and flushed with the worker's next heartbeat (one statement for all its
 jobs); a checkpoint is written through at once, fenced, because losing it to a crash
 would defeat its purpose.
+
+`with ctx.transaction() as conn:` lends the task a transaction on the queue's own
+database: its writes and its job's completion commit together, fenced by the execution
+id, so the effects land exactly once however often the code runs (docs/DESIGN.md,
+"Effects exactly once").
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from types import TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
@@ -35,6 +42,45 @@ class AttemptControl(Protocol):
     def save_checkpoint(self, checkpoint: Any) -> None:
         """Store the checkpoint now; raises `LeaseLost` if this attempt was fenced out."""
         ...
+
+    def open_transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction for the task's writes that completes its job when it commits."""
+        ...
+
+
+class TaskTransaction:
+    """What `ctx.transaction()` returns: a context manager, sync (`with`) or async
+    (`async with`), that yields the connection to write on. The async form runs the
+    transaction's own statements (begin, the fenced completion, commit) on the event
+    loop's thread, like the task's own `conn.execute(...)` calls: they are short."""
+
+    def __init__(self, control: AttemptControl) -> None:
+        self._control = control
+        self._block: contextlib.AbstractContextManager[Any] | None = None
+
+    def __enter__(self) -> Any:
+        self._block = self._control.open_transaction()
+        return self._block.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._block is not None, "exit without enter"
+        return self._block.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return self.__exit__(exc_type, exc, tb)
 
 
 class JobContext:
@@ -93,6 +139,21 @@ class JobContext:
             self._control.save_checkpoint(checkpoint)
             self.checkpoint = checkpoint
         self._raise_if_stopped()
+
+    def transaction(self) -> TaskTransaction:
+        """A transaction on the queue's database for this task's own writes, which also
+        completes the job: `with ctx.transaction() as conn: conn.execute(...)` (async
+        tasks: `async with`). `conn` is a `sqlite3.Connection` on SQLite (`?` or `:name`
+        parameters) and a `psycopg.Connection` on PostgreSQL (`%s` parameters, rows as
+        dicts, its default search path). When the block ends, the job is marked
+        succeeded in the same transaction, fenced by this attempt's execution id; if the
+        attempt no longer holds the job, everything rolls back, the task's writes
+        included, and `heartq.LeaseLost` is raised. An exception inside the block rolls
+        everything back and is the attempt's outcome as usual. Once per attempt; what the
+        task returns afterwards is saved as the result. Do not commit or roll back `conn`
+        yourself."""
+        self._raise_if_stopped()
+        return TaskTransaction(self._control)
 
     def _raise_if_stopped(self) -> None:
         if self._control.lost:

@@ -6,12 +6,18 @@ Hierarchy::
     ├── ConfigError          bad settings or URL (also a ValueError)
     ├── PayloadError         arguments that are not JSON or too large (also a ValueError)
     ├── UnknownTask          a worker was handed a task it does not know
+    ├── TaskNotDeclared      strict enqueue of a task no worker has declared (a ConfigError)
     ├── JobNotFound          no job with that id (also a LookupError)
+    ├── AmbiguousJobId       a shortened job id matches several jobs (also a LookupError)
     ├── DuplicateJob         a job id given at enqueue already exists
     ├── StoreUnavailable     the database cannot be opened, reached or written
-    │   └── StoreBusy        the database stayed locked past the busy timeout
+    │   ├── StoreBusy        the database stayed locked past the busy timeout
+    │   └── StoreRefused     refused for good: auth, no such database, SQLite directory missing
     ├── LeaseLost            this attempt no longer owns its job (fencing refused a write)
-    └── Cancelled            a cancel was requested for the running job
+    ├── Cancelled            a cancel was requested for the running job
+    ├── JobDead              `App.result`: the job ended in the dead-letter queue
+    ├── JobCancelled         `App.result`: the job was cancelled
+    └── ResultTimeout        `App.result`: the job did not end in time (also a TimeoutError)
 
     Permanent                raised by task code: skip retries, go to the dead-letter queue
 
@@ -46,12 +52,37 @@ class UnknownTask(HeartqError):
         self.task = task
 
 
+class TaskNotDeclared(ConfigError):
+    """A strict enqueue (`App(strict_tasks=True)`, `heartq enqueue --strict`) named a task
+    that neither this program registers nor any worker has declared; nothing is stored."""
+
+    def __init__(self, task: str) -> None:
+        super().__init__(
+            f"task {task!r} is not declared: no worker has started with it, and this program "
+            "does not register it (strict mode refuses such an enqueue)"
+        )
+        self.task = task
+
+
 class JobNotFound(HeartqError, LookupError):
     """No job has the given id."""
 
-    def __init__(self, job_id: str) -> None:
-        super().__init__(f"no job with id {job_id!r}")
+    def __init__(self, job_id: str, hint: str = "") -> None:
+        super().__init__(f"no job with id {job_id!r}" + (f" ({hint})" if hint else ""))
         self.job_id = job_id
+
+
+class AmbiguousJobId(HeartqError, LookupError):
+    """A shortened job id matches more than one job: the caller must type more of it."""
+
+    def __init__(self, prefix: str, matches: list[str], more: bool) -> None:
+        shown = ", ".join(matches) + (", ..." if more else "")
+        super().__init__(
+            f"job id {prefix!r} is ambiguous: it starts {'more than ' if more else ''}"
+            f"{len(matches)} job ids ({shown}); type more of it"
+        )
+        self.prefix = prefix
+        self.matches = matches
 
 
 class DuplicateJob(HeartqError):
@@ -59,11 +90,34 @@ class DuplicateJob(HeartqError):
 
 
 class StoreUnavailable(HeartqError):
-    """The database cannot be opened, reached or written (missing directory, read-only, down)."""
+    """The database cannot be opened, reached or written (missing directory, read-only, down).
+
+    Transient by nature: whatever the cause, heartq retries and carries on once the database
+    answers again. `reason` names the cause in one word, so a worker logs a state change
+    once (`store_unavailable`) instead of every failed attempt: `disk_full`, `read_only`,
+    `file_gone` (the SQLite file was deleted or replaced), `locked`, or `unavailable`.
+    """
+
+    def __init__(self, message: str, reason: str = "unavailable") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StoreBusy(StoreUnavailable):
     """The database stayed locked by other writers for longer than the busy timeout."""
+
+    def __init__(self, message: str, reason: str = "locked") -> None:
+        super().__init__(message, reason)
+
+
+class StoreRefused(StoreUnavailable):
+    """The database refused this client for a reason that waiting will not fix: the
+    PostgreSQL server answered that authentication failed, that the role or the database
+    does not exist or that the connection options are malformed; the SQLite file's
+    directory does not exist or may not be written. Raised at the first attempt, without
+    the connect timeout's wait, and never retried: a worker waiting for its database
+    gives up at once on it, since a server that is down, full or starting up answers
+    differently."""
 
 
 class LeaseLost(HeartqError):
@@ -85,3 +139,33 @@ class Cancelled(HeartqError):
 
 class Permanent(Exception):
     """Raise (or subclass) in a task to fail the job at once, with no retry."""
+
+
+class JobDead(HeartqError):
+    """`App.result()`: the job used up its attempts (or failed permanently) and is dead."""
+
+    def __init__(self, job_id: str, error: str | None, dead_reason: str | None) -> None:
+        last = (error or "").strip().splitlines()[-1:] or ["no error recorded"]
+        super().__init__(f"job {job_id} is dead ({dead_reason or 'dead'}): {last[0]}")
+        self.job_id = job_id
+        self.error = error
+        self.dead_reason = dead_reason
+
+
+class JobCancelled(HeartqError):
+    """`App.result()`: the job was cancelled before it could finish."""
+
+    def __init__(self, job_id: str, error: str | None) -> None:
+        super().__init__(f"job {job_id} was cancelled" + (f": {error}" if error else ""))
+        self.job_id = job_id
+        self.error = error
+
+
+class ResultTimeout(HeartqError, TimeoutError):
+    """`App.result(timeout=...)`: the job had not ended when the wait ran out."""
+
+    def __init__(self, job_id: str, timeout: float, status: str) -> None:
+        super().__init__(f"job {job_id} did not end within {timeout:g} s (it is {status})")
+        self.job_id = job_id
+        self.timeout = timeout
+        self.status = status

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 logger = logging.getLogger("heartq")
+logger.addHandler(logging.NullHandler())  # a library's events show where the app sends them
 
 WORKER_STARTED: Final = "worker_started"
 WORKER_STOPPED: Final = "worker_stopped"
@@ -48,6 +49,7 @@ COMPLETION_RETRY: Final = "completion_retry"
 MAINTENANCE_FAILED: Final = "maintenance_failed"
 PRUNED: Final = "pruned"
 SHUTDOWN_REQUESTED: Final = "shutdown_requested"
+SIGNAL_RECEIVED: Final = "signal_received"
 JOB_CANCEL_REQUESTED: Final = "job_cancel_requested"
 CLAIM_FAILED: Final = "claim_failed"
 HEARTBEAT: Final = "heartbeat"
@@ -55,6 +57,39 @@ METRICS_SERVER_STARTED: Final = "metrics_server_started"
 NAMESAKE_ALIVE: Final = "namesake_alive"
 LIVENESS_LOCK_LOST: Final = "liveness_lock_lost"
 LIVENESS_LOCK_RESTORED: Final = "liveness_lock_restored"
+TASKS_DECLARED: Final = "tasks_declared"
+TRANSPORT_AVAILABLE: Final = "transport_available"
+TRANSPORT_UNAVAILABLE: Final = "transport_unavailable"
+JOB_SKIPPED_ACTIVE_ELSEWHERE: Final = "job_skipped_active_elsewhere"
+TASK_NOT_DECLARED: Final = "task_not_declared"
+JOB_REPUBLISHED: Final = "job_republished"
+"""Transport: a job the reaper, monitor or probe put back in the queue was published at
+once, marked as a recovery (`recovery`: detected_by and reason; `published` false: left
+to the sweeper)."""
+JOB_ENDED_AFTER_COMMIT: Final = "job_ended_after_commit"
+"""A task's `ctx.transaction()` committed its job (succeeded, effects saved), then its code
+failed, timed out or was stopped: the job stays succeeded, without a result; fields:
+job_id, task, worker_id, ended, error."""
+DASHBOARD_STARTED: Final = "dashboard_started"
+"""`heartq dashboard` serves: `address`, `url` (password redacted), `actions` (read-only,
+actions allowed, actions need the token)."""
+DASHBOARD_ACTION: Final = "dashboard_action"
+"""An action taken on the dashboard: `action` (cancel, replay, purge, sign_in_refused),
+`job_ids`, `client` (its address)."""
+STORE_UNAVAILABLE: Final = "store_unavailable"
+"""The database stopped taking writes (or changed why): logged once per change of state,
+with `reason` (`disk_full`, `read_only`, `file_gone`, `locked`, `unavailable`)."""
+STORE_RECOVERED: Final = "store_recovered"
+"""The database takes writes again, after `down_for` seconds."""
+SHUTDOWN_SAVING: Final = "shutdown_saving"
+"""Shutting down with outcomes or releases not yet saved: retrying until `deadline_in`."""
+SHUTDOWN_UNSAVED: Final = "shutdown_unsaved"
+"""Exiting with jobs not saved or released: the worker is left `active`, so the next
+worker's liveness probe reclaims them at once."""
+WAITING_FOR_DATABASE: Final = "waiting_for_database"
+"""A starting worker could not use its database (down, full, starting up, locked) and
+tries again after `retry_in` seconds; fields: worker_id, step, attempt, waited, retry_in,
+error."""
 
 
 Listener = Callable[[str, dict[str, Any]], None]

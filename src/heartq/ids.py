@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import secrets
 import socket
@@ -41,3 +42,13 @@ def new_job_id() -> str:
 def new_worker_id() -> str:
     """`hostname-pid-random`: an operator can tell from the id where a worker ran."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def requester(via: str) -> str:
+    """Who asked for something, for the record an operator reads later (a cancel's
+    `cancelled_by`): `via` (the command or call), the OS user, host and pid."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        user = f"uid {os.getuid()}"
+    return f"{via} by {user}@{socket.gethostname()} (pid {os.getpid()})"

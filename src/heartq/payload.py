@@ -78,6 +78,38 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+MAX_UNIQUE_KEY_CHARS = 1000
+"""A unique key is at most 1000 characters: an index entry, not a payload."""
+
+
+def check_key(what: str, value: str) -> str:
+    """A key (`unique_key`, `concurrency_key`): non-empty text of at most
+    `MAX_UNIQUE_KEY_CHARS`, without NUL."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_UNIQUE_KEY_CHARS:
+        raise ConfigError(f"{what} is {len(value)} characters, over {MAX_UNIQUE_KEY_CHARS}")
+    if "\x00" in value:
+        raise ConfigError(f"{what} must not contain NUL characters")
+    return value
+
+
+def check_unique_key(value: str) -> str:
+    """A unique key (`check_key`)."""
+    return check_key("unique_key", value)
+
+
+def check_concurrency(key: str | None, limit: int | None) -> dict[str, Any]:
+    """A job's concurrency key and limit, both or neither: the key as a unique key is
+    (non-empty text, at most `MAX_UNIQUE_KEY_CHARS`, no NUL), the limit an integer >= 1."""
+    if (key is None) != (limit is None):
+        raise ConfigError("give concurrency_key and concurrency_limit together, or neither")
+    if key is not None:
+        check_key("concurrency_key", key)
+        check_int("concurrency_limit", limit, minimum=1)
+    return {"concurrency_key": key, "concurrency_limit": limit}
+
+
 def check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:
     """A number of seconds: finite, not negative (zero only where it means "none"), and at
     most `MAX_DURATION`. `None` passes (the default applies)."""

@@ -32,7 +32,11 @@ CLI_BACKENDS = [
 def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh, empty queue of the current backend."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'q.db'}"  # tmp_path is absolute: sqlite:////tmp/...
+        url = f"sqlite:///{tmp_path / 'q.db'}"  # tmp_path is absolute: sqlite:////tmp/...
+        created = open_store(url)  # a queue that exists: read commands refuse a missing file
+        created.migrate()
+        created.close()
+        yield url
     elif request.param == "postgres":
         from tests import pg_harness
 

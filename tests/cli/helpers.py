@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
+import select
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +58,11 @@ TASKS_SOURCE = textwrap.dedent(
     @app.task
     def die(n=0):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+    @app.task(queue="cpu", max_retries=1, retry_backoff=0.1)
+    def cpu_sum(numbers=()):
+        return sum(numbers)
 
 
     @app.task
@@ -142,6 +153,42 @@ class HeartqCli:
             runs.append(Run(list(args), proc.returncode, out, err))
         return runs
 
+    def in_terminal(
+        self, args: Sequence[str], answer: str = "", columns: int = WIDTH, url: str | None = SAME
+    ) -> Run:
+        """Run one command on a real pseudo-terminal of `columns` columns (stdin, stdout
+        and stderr), typing `answer`; `out` holds everything the terminal showed."""
+        use = self.url if url is SAME else url
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        env = clean_env(TERM="xterm")
+        env.pop("COLUMNS")
+        proc = subprocess.Popen(
+            self.argv(args, use), cwd=self.cwd, env=env, stdin=slave, stdout=slave,
+            stderr=slave, start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        if answer:
+            os.write(master, answer.encode())
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the terminal's last writer is gone
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif proc.poll() is not None and not select.select([master], [], [], 0)[0]:
+                break
+        os.close(master)
+        code = proc.wait(timeout=COMMAND_TIMEOUT)
+        text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+        return Run(list(args), code, text, "")
+
     def json(self, *args: str) -> Any:
         return self(*args, "--json").json()
 
@@ -196,9 +243,18 @@ def wait_for(predicate: Callable[[], T | None], timeout: float = 15.0, what: str
         time.sleep(0.05)
 
 
-def assert_fits(text: str, width: int = WIDTH) -> None:
-    """Plain output, as piped: no line wider than `width`, no trailing spaces, no escapes."""
+def assert_fits(text: str, width: int | None = None) -> None:
+    """Plain output, as piped: no trailing spaces, no escapes; no line wider than `width`
+    when given (piped output is not cut to a width: tables take their natural width)."""
     assert "\x1b" not in text
     for line in text.splitlines():
-        assert len(line) <= width, f"line wider than {width}: {line!r}"
+        assert width is None or len(line) <= width, f"line wider than {width}: {line!r}"
         assert line == line.rstrip(), f"trailing spaces: {line!r}"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def on_screen(text: str) -> list[str]:
+    """What a terminal showed, line by line, without its escape sequences."""
+    return [ANSI.sub("", line).rstrip() for line in text.splitlines()]

@@ -55,7 +55,8 @@ def test_dlq_replay_ids_and_all(heartq: HeartqCli) -> None:
 def test_dlq_replay_reports_ids_not_found_or_not_dead(heartq: HeartqCli) -> None:
     [dead] = make_dead(heartq, 1)
     queued = heartq.add("ok", delay=60)
-    run = heartq("dlq", "replay", dead, "missing-id", queued).fails(1, one_line=False)
+    tail = dead.replace("-", "")[-8:].upper()  # as `heartq demo` prints it, upper-cased
+    run = heartq("dlq", "replay", tail, "missing-id", queued).fails(1, one_line=False)
     assert run.out.splitlines() == ["requeued 1 dead job:", f"  {dead}"]
     assert run.err.splitlines() == [
         "heartq: error: no job with id 'missing-id'",
@@ -67,6 +68,7 @@ def test_dlq_replay_reports_ids_not_found_or_not_dead(heartq: HeartqCli) -> None
 
     assert json.loads(report.out) == {
         "replayed": [], "not_found": ["missing-id"], "not_dead": {queued: "queued"},
+        "ambiguous": [],
     }  # fmt: skip
 
 
@@ -80,9 +82,27 @@ def test_dlq_purge(heartq: HeartqCli) -> None:
     kept = heartq.add("ok", delay=60)
     out = heartq("dlq", "purge", "--older-than", "3600").ok().out
     assert out.strip() == "purged 0 jobs dead for over 1h00m"
-    assert heartq.json("dlq", "purge") == {"purged": 2, "older_than": None}
+    refused = heartq("dlq", "purge").fails(2)  # no terminal to ask on: --yes or nothing
+    assert "would delete 2 dead jobs for good: add --yes" in refused.err, refused.explain()
+    assert len(heartq.json("dlq", "list")) == 2
+    purged = heartq.json("dlq", "purge", "--yes")
+    assert purged == {"purged": 2, "older_than": None, "ids": sorted(purged["ids"])}
+    assert set(purged["ids"]) == set(dead)
     assert heartq.json("dlq", "list") == []
     heartq("jobs", "show", dead[0]).fails(1)
     heartq("jobs", "show", kept).ok()
     assert heartq("dlq", "purge").ok().out.strip() == "purged 0 dead jobs"
     heartq("dlq", "purge", "--older-than", "soon").fails(2)
+
+
+def test_dlq_purge_asks_on_a_terminal_and_prints_what_it_removed(heartq: HeartqCli) -> None:
+    dead = make_dead(heartq, 2)
+    no = heartq.in_terminal(["dlq", "purge"], answer="n\n")
+    assert no.code == 130 and "delete 2 dead jobs and their history for good?" in no.out, no
+    assert len(heartq.json("dlq", "list")) == 2
+    yes = heartq.in_terminal(["dlq", "purge"], answer="y\n")
+    assert yes.code == 0, yes.explain()
+    assert "purged 2 dead jobs:" in yes.out
+    for job_id in dead:
+        assert f"  {job_id}" in yes.out
+    assert heartq.json("dlq", "list") == []

@@ -21,11 +21,14 @@ COMMANDS = [
     ["dlq", "purge"],
     ["reap"],
     ["stats", "--json"],
+    ["periodic"],
     ["worker", "tasks:app", "--burst"],
 ]
 """One invocation of every command that opens the queue."""
 
-READ_COMMANDS = {"jobs list", "jobs show", "workers", "dlq list", "reap", "stats", "migrate"}
+READ_COMMANDS = {
+    "jobs list", "jobs show", "workers", "dlq list", "reap", "stats", "migrate", "periodic",
+}  # fmt: skip
 
 
 def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
@@ -78,8 +81,9 @@ def test_url_from_the_environment_then_the_default(heartq: HeartqCli) -> None:
     job_id = heartq.add("ok")
     from_env = heartq("jobs", "list", "--json", url=None, HEARTQ_URL=heartq.url)
     assert [job["id"] for job in from_env.json()] == [job_id]
+    heartq("migrate", url=None).ok()  # the default: a file in the working dir
+    assert (heartq.cwd / "heartq.db").exists()
     assert heartq("stats", "--json", url=None).json()["url"] == "sqlite:///heartq.db"
-    assert (heartq.cwd / "heartq.db").exists()  # the default: a file in the working dir
 
 
 def test_an_error_shows_a_traceback_only_with_debug(heartq: HeartqCli) -> None:

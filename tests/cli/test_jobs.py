@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import getpass
+import json
+import os
 import re
-from datetime import datetime
+import signal
+import socket
+import subprocess
+import time
+from datetime import UTC, datetime
 
-from tests.cli.helpers import HeartqCli, assert_fits, wait_for
+from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -33,7 +40,8 @@ def test_enqueue_prints_the_id_alone_and_stores_every_option(heartq: HeartqCli) 
         "--priority", "5", "--delay", "300", "--max-retries", "1",
     ).ok()  # fmt: skip
     assert UUID.match(run.out.rstrip("\n")), run.out
-    assert run.out.count("\n") == 1 and run.err == ""
+    assert run.out.count("\n") == 1
+    assert run.err.startswith("heartq: warning: task 'ok' is not declared yet"), run.err
     job = heartq.json("jobs", "show", run.out.strip())
     assert job["args"] == {"n": 7, "tags": ["a"]}
     assert (job["task"], job["queue"], job["priority"], job["max_retries"]) == ("ok", "mail", 5, 1)
@@ -46,6 +54,42 @@ def test_enqueue_without_args_defaults(heartq: HeartqCli) -> None:
     job = heartq.json("jobs", "show", heartq.enqueue("ok"))
     assert job["args"] == {}
     assert (job["queue"], job["priority"], job["max_retries"]) == ("default", 0, 3)
+
+
+def test_enqueue_by_name_warns_until_declared_then_the_job_takes_the_tasks_queue(
+    heartq: HeartqCli,
+) -> None:
+    run = heartq("enqueue", "cpu_sum", "--args", '{"numbers": [1, 2]}').ok()
+    job_id = run.out.strip()
+    assert run.err.count("\n") == 1, run.err
+    assert "task 'cpu_sum' is not declared yet" in run.err and "queue 'default'" in run.err
+    shown = heartq("jobs", "show", job_id).ok().out
+    assert "default: task not declared yet" in shown
+    heartq.burst("--queues", "cpu")  # declares cpu_sum: the job moves to `cpu` and runs
+    job = heartq.json("jobs", "show", job_id)
+    assert (job["status"], job["queue"], job["max_retries"], job["result"]) == (
+        "succeeded", "cpu", 1, 3,
+    )  # fmt: skip
+    shown = heartq("jobs", "show", job_id).ok().out
+    assert re.search(r"queue\s+cpu\s+\(task\)", shown), shown
+    assert re.search(r"retry backoff\s+100ms, doubling up to 1h\d*m?\s+\(task\)", shown), shown
+    again = heartq("enqueue", "cpu_sum", "--strict", "--max-retries", "4").ok()
+    assert again.err == ""
+    job = heartq.json("jobs", "show", again.out.strip())
+    assert (job["queue"], job["max_retries"]) == ("cpu", 4)
+    assert job["policy"]["max_retries"]["from"] == "caller"
+
+
+def test_enqueue_strict_refuses_an_undeclared_task(heartq: HeartqCli) -> None:
+    run = heartq("enqueue", "cpu_sum", "--strict").fails(1)
+    assert "task 'cpu_sum' is not declared" in run.err
+    assert heartq.json("jobs", "list") == []
+
+
+def test_enqueue_eta(heartq: HeartqCli) -> None:
+    job = heartq.json("jobs", "show", heartq.enqueue("ok", "--eta", "2030-01-02T03:04:05+01:00"))
+    assert iso(job["run_at"]) == datetime(2030, 1, 2, 2, 4, 5, tzinfo=UTC)
+    assert "--eta" in heartq("enqueue", "ok", "--eta", "2030-01-02T03:04:05").fails(2).err
 
 
 def test_enqueue_malformed_json_says_where(heartq: HeartqCli) -> None:
@@ -82,8 +126,11 @@ def test_jobs_list_human_and_json(heartq: HeartqCli) -> None:
     assert_fits(run.out)
     header = run.out.splitlines()[0].split()
     assert header == ["ID", "TASK", "QUEUE", "STATUS", "TRIES", "AGE"]
+    assert "a-queue-with-a-rather-long-name" in run.out  # piped: nothing is cut
+    screen = on_screen(heartq.in_terminal(["jobs", "list"], columns=80).ok().out)
+    assert max(len(line) for line in screen) <= 80, screen  # a terminal: cut to fit
     for job_id in [*ids, other]:
-        assert job_id in run.out  # full ids, even at 80 columns
+        assert job_id in run.out and any(job_id in line for line in screen)  # full ids
     jobs = heartq.json("jobs", "list")
     assert [j["id"] for j in jobs] == [other, *reversed(ids)]  # newest first
     for job in jobs:
@@ -206,3 +253,105 @@ def test_jobs_cancel_running_job_asks_its_worker(heartq: HeartqCli, workers: lis
     assert "cancel requested" in out and "next heartbeat" in out
     wait_for(lambda: heartq.job(job_id)["status"] == "cancelled",
              what="the worker to cancel it")  # fmt: skip
+
+
+# -- job ids as operators type them --------------------------------------------------------
+
+
+def test_jobs_show_and_cancel_take_a_unique_prefix_or_tail_in_any_case(heartq: HeartqCli) -> None:
+    first, second = heartq.add("ok"), heartq.add("ok", delay=60)
+    shared = first[: next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)]
+    assert len(shared) >= 8  # time-ordered ids made together start alike
+    unique = second[: len(shared) + 1]
+    assert heartq.json("jobs", "show", unique)["id"] == second
+    assert heartq.json("jobs", "show", second.upper())["id"] == second
+    assert heartq.json("jobs", "show", unique.upper())["id"] == second
+    tail = first.replace("-", "")[-8:]  # what `heartq demo` prints
+    assert heartq.json("jobs", "show", tail)["id"] == first
+    assert re.search(rf"^id\s+{first}$", heartq("jobs", "show", tail.upper()).ok().out, re.M)
+    run = heartq("jobs", "show", shared).fails(1)
+    assert f"job id {shared!r} is ambiguous" in run.err, run.explain()
+    assert first in run.err and second in run.err and "type more of it" in run.err
+    run = heartq("jobs", "show", first[:7]).fails(1)
+    assert "a shortened id needs at least 8 characters" in run.err, run.explain()
+    heartq("jobs", "show", "ffffffff").fails(1)
+    cancelled = heartq.json("jobs", "cancel", unique.upper())
+    assert cancelled == {"id": second, "result": "cancelled", "status": "cancelled"}
+
+
+def test_piped_output_is_not_cut_so_grep_finds_the_task(heartq: HeartqCli) -> None:
+    task = "always_fails_with_a_name_long_enough_to_be_cut_at_eighty_columns"
+    job_id = heartq.add(task, queue="a-queue-with-a-rather-long-name-too")
+    out = heartq("jobs", "list").ok().out
+    [line] = [line for line in out.splitlines() if "always_fails" in line]
+    assert job_id in line and task in line
+    assert "queue a-queue-with-a-rather-long-name-too" in out  # one queue: the title
+    assert_fits(out)
+
+
+def test_enqueue_args_from_a_file_or_stdin(heartq: HeartqCli) -> None:
+    big = {"blob": "x" * 700_000, "n": 1}  # over what one command-line argument may hold
+    (heartq.cwd / "args.json").write_text(json.dumps(big))
+    job_id = heartq("enqueue", "ok", "--args", "@args.json", "--json").json()["id"]
+    assert heartq.job(job_id)["args"] == big
+    piped = subprocess.run(
+        heartq.argv(["enqueue", "ok", "--args", "-"], heartq.url), cwd=heartq.cwd,
+        env=clean_env(), input='{"n": 5}', capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert heartq.job(piped.stdout.strip())["args"] == {"n": 5}
+    (heartq.cwd / "huge.json").write_text(json.dumps({"blob": "x" * 2_000_000}))
+    run = heartq("enqueue", "ok", "--args", "@huge.json").fails(1)
+    assert "over the limit of 1048576 bytes" in run.err, run.explain()
+    run = heartq("enqueue", "ok", "--args", "@missing.json").fails(1)
+    assert "--args @missing.json: cannot read missing.json: No such file or directory" in run.err
+    (heartq.cwd / "bad.json").write_text("[1]")
+    assert "must be a JSON object" in heartq("enqueue", "ok", "--args", "@bad.json").fails(1).err
+
+
+def test_a_crashed_attempt_lasts_until_its_last_sign_of_life(
+    heartq: HeartqCli, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    job_id = heartq.add("slow", {"seconds": 120}, max_retries=0)
+    worker = heartq.start_worker()
+    workers.append(worker)
+
+    def ran_a_second() -> bool:
+        job = heartq.job(job_id)
+        beat, started = job.get("heartbeat_at"), job.get("started_at")
+        return bool(beat and started and (iso(beat) - iso(started)).total_seconds() >= 1.0)
+
+    wait_for(ran_a_second, what="the job to run a second")
+    killed_at = time.time()
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=10)
+    wait_for(lambda: heartq.json("jobs", "show", job_id)["worker_gone"], what="the lock free")
+    heartq("reap").ok()
+    *before, ex = heartq.json("jobs", "show", job_id)["executions"]
+    # (on a loaded machine a worker may miss its renewals and give an attempt back first:
+    # interrupted, not counted, run again)
+    assert all(e["outcome"] == "interrupted" for e in before), before
+    assert ex["outcome"] == "crashed"
+    started, ended = iso(ex["started_at"]).timestamp(), iso(ex["ended_at"]).timestamp()
+    assert killed_at - 1.0 <= started + ex["duration"] <= killed_at + 0.1, ex
+    assert ex["detection_delay"] > 0
+    assert abs(ex["duration"] + ex["detection_delay"] - (ended - started)) < 0.01
+    out = heartq("jobs", "show", job_id).ok().out
+    assert re.search(r"#1\s+crashed\s+.*\(\d+\.\ds, then silent; detected \S+ later\)", out), out
+
+
+def test_a_cancelled_job_says_who_stopped_it_not_a_traceback(
+    heartq: HeartqCli, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    job_id = heartq.add("slow", {"seconds": 120})
+    workers.append(heartq.start_worker())
+    wait_for(lambda: heartq.job(job_id)["status"] == "running", what="the job to start")
+    assert heartq.json("jobs", "cancel", job_id[:13])["result"] == "cancel_requested"
+    wait_for(lambda: heartq.job(job_id)["status"] == "cancelled", what="the cancel")
+    out = heartq("jobs", "show", job_id).ok().out
+    who = rf"heartq jobs cancel by {re.escape(getpass.getuser())}@{re.escape(socket.gethostname())}"
+    assert re.search(rf"cancelled\s+by {who} \(pid \d+\), while running", out), out
+    assert heartq.json("jobs", "show", job_id)["cancelled_by"].startswith("heartq jobs cancel by ")
+    assert "stopped by a cancel request" in out
+    assert "Traceback" not in out and "last error" not in out, out
+    assert heartq.json("jobs", "show", job_id)["executions"][0]["outcome"] == "cancelled"

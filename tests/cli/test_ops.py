@@ -34,7 +34,7 @@ def test_workers_of_a_stopped_and_a_live_worker(
     [stopped] = heartq.json("workers", "--all")
     assert set(stopped) >= WORKER_FIELDS
     assert (stopped["status"], stopped["name"], stopped["running"]) == ("stopped", "burst-1", 0)
-    assert stopped["queues"] == ["default"] and stopped["pid"] > 0
+    assert stopped["queues"] == ["cpu", "default"] and stopped["pid"] > 0
 
     job_id = heartq.add("slow", {"seconds": 60})
     workers.append(heartq.start_worker("--name", "live-1", "--concurrency", "3"))
@@ -47,7 +47,7 @@ def test_workers_of_a_stopped_and_a_live_worker(
     out = heartq("workers").ok().out
     assert_fits(out)
     assert out.split("\n", 1)[0].split() == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "HEARTBEAT"]
-    assert re.search(r"live-1\s+active\s+default\s+1/3\s+\d+\.\ds ago", out), out
+    assert re.search(r"live-1\s+active\s+cpu,default\s+1/3\s+\d+\.\ds ago", out), out
     assert "1 active, running 1 of 3 slots" in out
     both = heartq("workers", "--all").ok().out
     assert "burst-1" in both and "stopped" in both

@@ -106,3 +106,59 @@ def migrator(index: int, barrier: Any, results: Any, urls: list[str]) -> None:
         return versions
 
     _report(index, results, work)
+
+
+def unique_enqueuer(index: int, barrier: Any, results: Any, url: str, key: str) -> None:
+    """Enqueue one job with `key` through the public API the moment every process is
+    ready (the store opened and migrated first, so only the enqueues race); report the
+    id it answered (in a list: a string is how a child reports a failure)."""
+    import heartq
+
+    def work() -> list[str]:
+        app = heartq.App(url)
+        app.migrate()
+        barrier.wait(timeout=TIMEOUT)
+        try:
+            return [app.enqueue("report", {"by": index}, unique_key=key)]
+        finally:
+            app.close()
+
+    _report(index, results, work)
+
+
+def limited_claimer(
+    index: int, barrier: Any, results: Any, url: str, now: float, key: str, limit: int
+) -> None:
+    """Claim random-sized batches of a queue whose jobs share one concurrency key, read
+    how many of the key run right after each claim, and finish what was claimed (at
+    random, sometimes before the next claim); until nothing is left. Reports the ids
+    claimed and the most running at once seen."""
+    from heartq.outcomes import succeeded
+
+    def work() -> tuple[list[str], int]:
+        store = open_store(url)
+        rng = random.Random(index)
+        got: list[str] = []
+        held: list[Any] = []
+        most = 0
+        barrier.wait(TIMEOUT)
+        while True:
+            claimed = store.claim(f"w{index}", ["default"], rng.randint(1, 3), 600, now=now)
+            got.extend(c.id for c in claimed)
+            held.extend(claimed)
+            running = [
+                j
+                for j in store.list_jobs(status="running", limit=1000)
+                if j.get("concurrency_key") == key
+            ]
+            most = max(most, len(running))
+            if held and (not claimed or rng.random() < 0.7):
+                cut = rng.randint(1, len(held))
+                done, held = held[:cut], held[cut:]
+                store.finish([succeeded(c, None) for c in done], now=now)
+            if not claimed and not held and not store.list_jobs(status="queued", limit=1):
+                break
+        store.close()
+        return got, most
+
+    _report(index, results, work)

@@ -144,3 +144,18 @@ def known_bug(request: Any, backend: str, reasons: dict[str, str], *, when: bool
         import pytest
 
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def insert_version_1_job(store: Store, run_at: float) -> str:
+    """A queued job as version 1 of the schema stores it (today's enqueue writes columns
+    that later versions added); returns its id."""
+    sqlite = "sqlite" in store.url
+    table = "heartq_jobs" if sqlite else "jobs"
+    t = repr(run_at) if sqlite else f"to_timestamp({run_at!r})"
+    with store._write() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            f"INSERT INTO {table} (id, task, queue, args, status, run_at, max_retries, "
+            "retry_backoff, retry_backoff_max, created_at, updated_at) VALUES ('v1job', "
+            f"'task', 'default', '{{}}', 'queued', {t}, 3, 5, 3600, {t}, {t})"
+        )
+    return "v1job"

@@ -18,7 +18,7 @@ from heartq.store import Store, open_store
 from heartq.store.interface import JobStatus
 from tests.conformance import procs
 
-from .support import new_job
+from .support import insert_version_1_job, new_job
 
 
 @pytest.mark.slow
@@ -102,7 +102,7 @@ def test_concurrent_upgrade_from_version_1(
         old = open_store(url)
         try:
             assert old.migrate() == 1
-            old.enqueue([new_job()])
+            insert_version_1_job(old, 0.0)
         finally:
             old.close()
     monkeypatch.setattr(dialect, "migrations", lambda self: every)

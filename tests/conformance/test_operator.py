@@ -76,9 +76,11 @@ def test_cancel_job(
 ) -> None:
     job_id = _job_in(store, t0, state)
     before = store.get_job(job_id)
-    assert store.cancel_job(job_id, now=t0 + 1) is answer
+    assert store.cancel_job(job_id, now=t0 + 1, by="ops@host") is answer
     after = store.get_job(job_id)
     assert after["status"] == status
+    if answer is not CancelResult.ALREADY_FINISHED:
+        assert after["cancelled_by"] == "ops@host"
     if answer is CancelResult.ALREADY_FINISHED:
         assert after == before
     elif answer is CancelResult.CANCELLED:

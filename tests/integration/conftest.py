@@ -42,6 +42,7 @@ import pytest
 from heartq.store import open_store
 from heartq.store.interface import NewJob
 from heartq.store.postgres.connection import parse_url
+from tests import pg_harness
 from tests.conftest import BACKENDS
 
 T = TypeVar("T")
@@ -104,9 +105,11 @@ TASKS_SOURCE = textwrap.dedent(
 
     @app.task
     def hold_first(ctx, seconds=60.0):
-        """Attempt 1 holds for `seconds` (or until stopped); later attempts return at once."""
+        """Execution 1 holds for `seconds` (or until stopped); later ones return at once.
+        (Not `attempt`: an interrupted attempt is not counted, so it runs as attempt 1
+        again.)"""
         started(ctx)
-        if ctx.attempt == 1:
+        if ctx.execution_id == 1:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and not ctx.cancelled:
                 time.sleep(0.02)
@@ -182,6 +185,23 @@ TASKS_SOURCE = textwrap.dedent(
             while True:
                 time.sleep(0.05)
         return ident(ctx, checkpoint=ctx.checkpoint)
+
+
+    @app.task
+    def ledger_write(ctx, table, crash_first=""):
+        """Writes one row (job, execution) into `table` in its ctx.transaction(). With
+        `crash_first`, execution 1 dies inside the block, after its write and before the
+        commit: "process" SIGKILLs the process that runs it."""
+        started(ctx)
+        with ctx.transaction() as conn:
+            mark_ = "?" if type(conn).__module__.startswith("sqlite3") else "%s"
+            conn.execute(
+                f"INSERT INTO {table} VALUES ({mark_}, {mark_})", (ctx.job_id, ctx.execution_id)
+            )
+            if crash_first == "process" and ctx.execution_id == 1:
+                mark(f"wrote-{ctx.job_id}-{ctx.execution_id}")
+                os.kill(os.getpid(), signal.SIGKILL)
+        return ident(ctx)
     '''
 )
 
@@ -276,6 +296,20 @@ class WorkerProc:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
 
+@contextlib.contextmanager
+def private_harness(tmp_path: Path) -> Iterator[tuple[Harness, pg_harness.PrivateCluster]]:
+    """A harness on a PostgreSQL server of its own, which the test may stop."""
+    cluster = pg_harness.PrivateCluster()
+    try:
+        harness = Harness(tmp_path, "postgres", f"{cluster.url}?schema=heartq_it")
+        try:
+            yield harness, cluster
+        finally:
+            harness.close()
+    finally:
+        cluster.close()
+
+
 def only_on(*backends: str) -> pytest.MarkDecorator:
     """Run a test on these backends only (of those `HEARTQ_TEST_BACKENDS` selects)."""
     return pytest.mark.parametrize("backend", [b for b in BACKENDS if b in backends])
@@ -294,6 +328,7 @@ class Harness:
         self.store = open_store(self.url)
         self.store.migrate()
         self.workers: list[WorkerProc] = []
+        self.launcher: list[str] = []  # a command that runs the worker (e.g. setpriv ...)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env.pop("PYTHONFAULTHANDLER", None)  # a segfaulting child must just die
@@ -309,7 +344,8 @@ class Harness:
         a value of None drops that option so the default applies) plus `extra` args."""
         merged = dict(FAST)
         merged.update(settings or {})
-        argv = [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", self.url]
+        argv = [*self.launcher, sys.executable, "-m", "heartq", "worker", "tasks:app"]
+        argv += ["--url", self.url]
         for option, value in merged.items():
             if value is not None:
                 argv += [option, value]

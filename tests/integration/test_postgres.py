@@ -23,18 +23,17 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from heartq.store import open_store
-from heartq.store.interface import DetectedBy, JobStatus, NewJob, WorkerInfo
+from heartq.store.interface import DetectedBy, JobStatus, LivenessHandle, NewJob, WorkerInfo
 from heartq.store.postgres.liveness import (
     LIVENESS_GRACE,
     LIVENESS_RESTART_QUIET,
     LOCK_NAMESPACE,
-    PROBE_LOCK,
-    AdvisoryLivenessLock,
+    PROBE_NAMESPACE,
 )
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
 
-from .conftest import Harness, WorkerProc, only_on, parse_ts
+from .conftest import Harness, WorkerProc, only_on, parse_ts, private_harness
 
 pytestmark = [pytest.mark.slow, only_on("postgres")]
 
@@ -171,7 +170,7 @@ def test_notify_wakeups_survive_the_loss_of_the_listen_session(harness: Harness)
     """LISTEN/NOTIFY keeps waking an idle worker after its LISTEN session drops."""
     worker = harness.start_worker(settings={"--poll-interval": "30"})
     wait_heartbeat(harness, worker)
-    (listener,) = [s["pid"] for s in harness.sessions(worker) if s["query"].startswith("LISTEN")]
+    (listener,) = advisory_holders(harness, worker.id)  # LISTENs on its lock's session
 
     drop_session(harness, worker, listener)
     wait_heartbeat(harness, worker)  # the worker itself is fine
@@ -186,7 +185,7 @@ def test_notify_wakeups_survive_the_loss_of_the_listen_session(harness: Harness)
 
 # -- the probe's grace, store by store ------------------------------------------------------
 def probe_store(harness: Harness) -> PostgresStore:
-    """A store of the test's own on the test's schema (its probes keep their own memory)."""
+    """A store of the test's own on the test's schema."""
     return cast(PostgresStore, open_store(harness.url))
 
 
@@ -208,22 +207,22 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
     still free on a probe `LIVENESS_GRACE` (probe time) after the first, with no probe in
     between finding it held; one found held again is forgotten."""
     store = probe_store(harness)
-    handles: list[AdvisoryLivenessLock] = []
+    handles: list[LivenessHandle] = []
     try:
         store.liveness_restart_quiet = 0.0  # whatever the server's uptime
         t0 = float(math.floor(store.clock()))
         jobs = {w: running(store, w, t0) for w in ("gone", "alive", "flappy")}
-        handles.append(cast(AdvisoryLivenessLock, store.liveness_hold("alive")))
+        handles.append(store.liveness_hold("alive"))
         probe = DetectedBy.LIVENESS_LOCK
 
         assert store.liveness_probe(probe, now=t0) == []
         assert store.liveness_suspects() == {"gone": t0, "flappy": t0}
-        flappy = cast(AdvisoryLivenessLock, store.liveness_hold("flappy"))  # back, in time
+        flappy = store.liveness_hold("flappy")  # back, in time
         assert store.liveness_probe(probe, now=t0 + 1) == []
         assert store.liveness_suspects() == {"gone": t0}
-        flappy.release()  # and gone again: its watcher closes the session
-        harness.wait_for(lambda: not advisory_holders(harness, "flappy"), 5, "flappy's lock")
-        assert not flappy._thread.is_alive()
+        flappy.release()  # and gone again: freed on the session "alive" still holds
+        assert not advisory_holders(harness, "flappy")
+        assert advisory_holders(harness, "alive")
         assert store.liveness_probe(probe, now=t0 + LIVENESS_GRACE - 0.5) == []
         assert store.liveness_suspects() == {"gone": t0, "flappy": t0 + LIVENESS_GRACE - 0.5}
 
@@ -242,6 +241,40 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
         for handle in handles:
             handle.release()
         store.close()
+
+
+def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
+    harness: Harness,
+) -> None:
+    """Probers take turns (one at a time per database), die, freeze and restart: a lock
+    free for the whole grace is a dead worker though no single prober watched it all
+    along. (The chaos run's dead workers waited for their leases: each new prober began
+    the grace again.) Suspicions live in the database, seen by every store instance."""
+    first, second = probe_store(harness), probe_store(harness)
+    gone, back = f"gone-{harness.schema}", f"back-{harness.schema}"  # lock keys are global
+    handles: list[LivenessHandle] = []
+    try:
+        for store in (first, second):
+            store.liveness_restart_quiet = 0.0  # whatever the server's uptime
+        t0 = float(math.floor(first.clock()))
+        jobs = {w: running(first, w, t0) for w in (gone, back)}
+        probe = DetectedBy.LIVENESS_LOCK
+
+        assert first.liveness_probe(probe, now=t0) == []
+        assert second.liveness_suspects() == {gone: t0, back: t0}
+        first.close()  # the prober that saw them first is gone
+        handles.append(second.liveness_hold(back))  # and one of them came back meanwhile
+        assert second.liveness_probe(probe, now=t0 + 1) == []
+        assert second.liveness_suspects() == {gone: t0}
+        handles.pop().release()  # gone again: its grace starts over
+        (dead,) = second.liveness_probe(probe, now=t0 + LIVENESS_GRACE)
+        assert (dead.id, [r.job_id for r in dead.reclaimed]) == (gone, [jobs[gone]])
+        assert second.liveness_suspects() == {back: t0 + LIVENESS_GRACE}
+        assert second.get_job(jobs[back])["status"] == JobStatus.RUNNING
+    finally:
+        for handle in handles:
+            handle.release()
+        second.close()
 
 
 def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
@@ -269,11 +302,12 @@ def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
         assert store.liveness_probe(probe, now=t0 + 20) == []
         assert store.liveness_suspects() == {"gone": t0 + 20}
 
-        other.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_NAMESPACE, PROBE_LOCK))
+        probe_key = (PROBE_NAMESPACE, harness.schema)  # another prober of this queue
+        other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", probe_key)
         assert store.liveness_probe(probe, now=t0 + 30) == []
         assert store.liveness_suspects() == {"gone": t0 + 20}
         assert store.get_job(job_id)["status"] == JobStatus.RUNNING
-        other.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_NAMESPACE, PROBE_LOCK))
+        other.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", probe_key)
         (dead,) = store.liveness_probe(probe, now=t0 + 30)
         assert (dead.id, [r.job_id for r in dead.reclaimed]) == ("gone", [job_id])
     finally:
@@ -339,20 +373,6 @@ TRUST_WINDOW = 1.2 - 1.2 / 6
 OUTAGE = 2.5
 
 
-@contextlib.contextmanager
-def private_harness(tmp_path: Path) -> Iterator[tuple[Harness, pg_harness.PrivateCluster]]:
-    """A harness on a PostgreSQL server of its own, which the test may stop."""
-    cluster = pg_harness.PrivateCluster()
-    try:
-        harness = Harness(tmp_path, "postgres", f"{cluster.url}?schema=heartq_it")
-        try:
-            yield harness, cluster
-        finally:
-            harness.close()
-    finally:
-        cluster.close()
-
-
 def server_pids(cluster: pg_harness.PrivateCluster) -> list[int]:
     """The postmaster and every process it forked (backends, checkpointer, ...)."""
     postmaster = cluster.postmaster_pid()
@@ -390,6 +410,48 @@ def outage(cluster: pg_harness.PrivateCluster, how: str) -> Iterator[None]:
                 os.kill(pid, signal.SIGCONT)
 
 
+ISSUE_SETTINGS = {"--heartbeat-interval": "0.3", "--lease": "1.5", "--reap-interval": "0.3"}
+"""The fast settings a user tried the freeze with: stale after 0.9 s, trust window 1.25 s."""
+FREEZE = 4.0
+
+
+def test_a_frozen_server_is_not_a_dead_fleet(backend: str, tmp_path: Path) -> None:
+    """The whole server SIGSTOPped for 4 s (past every lease and staleness threshold)
+    under two live workers: when it resumes, no worker marks the other inactive, and the
+    attempts the workers gave up while they could not reach it are not counted against
+    the jobs' retries: every `max_retries=0` job succeeds."""
+    with private_harness(tmp_path) as (harness, cluster):
+        workers = [
+            harness.start_worker("--concurrency", "4", settings=ISSUE_SETTINGS) for _ in range(2)
+        ]
+        jobs = [harness.enqueue("hold", {"seconds": 1.5}, max_retries=0) for _ in range(16)]
+        harness.wait_for(
+            lambda: sum(harness.started_file(j, 1).exists() for j in jobs) >= 8,
+            15,
+            "both workers to be busy",
+        )
+        with outage(cluster, "frozen"):
+            frozen_at = time.monotonic()
+            harness.wait_for(
+                lambda: all(w.events("leases_untrusted") for w in workers),
+                FREEZE,
+                "both workers to stop trusting their leases",
+            )
+            time.sleep(max(0.0, frozen_at + FREEZE - time.monotonic()))  # the freeze's length
+
+        ended = [harness.wait_job(j, lambda x: x["finished_at"], 60, "its end") for j in jobs]
+        assert {j["status"] for j in ended} == {JobStatus.SUCCEEDED}, [
+            (j["id"], j["status"], j["dead_reason"]) for j in ended if j["status"] != "succeeded"
+        ]
+        outcomes = {e["outcome"] for j in ended for e in j["executions"]}
+        assert outcomes <= {"succeeded", "interrupted"}, outcomes
+        assert "interrupted" in outcomes  # the freeze did interrupt running attempts
+        for w in workers:
+            assert w.alive()
+            assert not w.events("worker_deactivated"), w.events("worker_deactivated")
+            assert harness.worker_row(w.id)["status"] == "active"
+
+
 @pytest.mark.parametrize("how", ["down", "frozen"])
 def test_worker_fences_itself_when_the_server_goes_away(
     backend: str, tmp_path: Path, how: str
@@ -399,9 +461,10 @@ def test_worker_fences_itself_when_the_server_goes_away(
     the job is reclaimed and completed by a new attempt."""
     with private_harness(tmp_path) as (harness, cluster):
         worker = harness.start_worker("--concurrency", "2", settings=SETTINGS)
-        # Spare retries: the attempts right after the outage may be lost again (the claim
-        # that waited out the outage is trusted from when it was sent: given up at once).
-        job_id = harness.enqueue("hold_first", {"seconds": 120}, max_retries=10)
+        # No retries to spare: the outage must not spend any (the interrupted attempt is
+        # not counted; a claim that waited out the outage is trusted from when its
+        # statement went to the server, not from before its wait for a connection).
+        job_id = harness.enqueue("hold_first", {"seconds": 120}, max_retries=0)
         harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "attempt 1")
         harness.wait_job(job_id, lambda j: j["heartbeat_at"] != j["started_at"], 5, "a renewal")
 
@@ -419,7 +482,9 @@ def test_worker_fences_itself_when_the_server_goes_away(
         done = harness.wait_status(job_id, "succeeded", 20)
         first = done["executions"][0]
         assert first["execution_id"] == 1
-        assert first["outcome"] == "crashed"  # reclaimed, never reported by the fenced attempt
+        # given back once the server answered, never reported by the fenced attempt, and
+        # not counted against the job's retries: the database failed it, not the job
+        assert first["outcome"] == "interrupted", done["executions"]
         if how == "down":
             # No renewal of attempt 1 landed after the stop (the sessions died with the
             # server and the worker never renewed it again), so the lease its reclaim read
@@ -427,8 +492,9 @@ def test_worker_fences_itself_when_the_server_goes_away(
             expiry = parse_ts(first["crash"]["lease_expires_at"])
             assert parse_ts(untrusted["ts"]) < expiry, (untrusted, first["crash"])
         assert done["executions"][-1]["outcome"] == "succeeded"
-        assert done["result"]["execution_id"] > 1 and done["result"]["attempt"] >= 2
-        assert not [e for e in worker.job_events("job_succeeded", job_id) if e["attempt"] == 1]
+        assert done["result"]["execution_id"] > 1 and done["attempts"] == done["result"]["attempt"]
+        succeeded = worker.job_events("job_succeeded", job_id)
+        assert succeeded and not [e for e in succeeded if e["execution_id"] == 1]
         assert worker.job_events("lease_lost", job_id)
         assert worker.alive()
         following = harness.enqueue("quick")  # and it works on as before

@@ -33,6 +33,10 @@ EXPECTED = {
     "SELECT_WORKER_JOBS": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "DEACTIVATE_STALE": "heartq_workers_status_idx",
     "QUEUE_WAITS": "heartq_jobs_claim_idx",
+    # The dashboard's job list: a window of the primary key, never the whole table.
+    "BROWSE_FLOOR_BEFORE": "SEARCH heartq_jobs USING COVERING INDEX sqlite_autoindex_heartq_jobs_1",
+    "BROWSE_JOBS_BEFORE": "USING INDEX sqlite_autoindex_heartq_jobs_1 (id>? AND id<?)",
+    "FINISHED_PER_MINUTE": "USING COVERING INDEX heartq_jobs_finished_idx (status=? AND",
 }
 
 
@@ -101,3 +105,35 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
     locking = plan.split("CTE locked", 1)[1]
     assert "jobs_worker_idx" not in locking and "Seq Scan on jobs" not in locking, plan
     assert "Index Cond: (id = ANY" in locking, plan
+
+
+def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -> None:
+    """The dashboard's job list reads at most `scan` ids of the primary key below the
+    page's bound, newest first, however many jobs there are and whatever the filter: a
+    filter on a status no job has still stops at the floor. No ANALYZE: statistics that
+    still call the table small must not turn the window into a scan and a sort."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            ids = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            params = {"status": "dead", "queue": None, "task": None, "before": ids[-1],
+                      "limit": 51, "scan_offset": 499}  # fmt: skip
+            plans = []
+            with pg.pool.transaction() as conn:
+                *setup, floor_of = pg_q.BROWSE_FLOOR_BEFORE
+                for statement in setup:
+                    conn.execute(statement)
+                row = conn.execute(floor_of, params).fetchone()
+                assert row is not None
+                for statement in (floor_of, pg_q.BROWSE_JOBS_BEFORE):
+                    explain = "EXPLAIN (ANALYZE, COSTS OFF) " + statement
+                    rows = conn.execute(explain, dict(params, floor=row["id"])).fetchall()
+                    plans.append("\n".join(r["QUERY PLAN"] for r in rows))
+        finally:
+            pg.close()
+    for plan in plans:
+        assert "Index" in plan and "jobs_pkey" in plan and "Seq Scan" not in plan, plan
+        assert "Sort" not in plan, plan
+        scanned = [int(n) for n in re.findall(r"jobs_pkey .*rows=(\d+)", plan)]
+        assert scanned and max(scanned) <= 500, plan

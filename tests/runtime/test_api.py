@@ -12,7 +12,9 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
     documented = {
         "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
         "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
-        "StoreUnavailable", "StoreBusy", "DuplicateJob", "CancelResult", "JobStatus",
+        "StoreUnavailable", "StoreBusy", "StoreRefused", "DuplicateJob", "CancelResult",
+        "JobStatus",
+        "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled", "ResultTimeout",
         "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented

@@ -186,6 +186,49 @@ def test_cancel_a_queued_job_never_runs_it(app, run_worker) -> None:
     assert status_of(app, job_id) == "cancelled"
 
 
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_task_that_returns_once_cancelled_ends_cancelled_not_succeeded(
+    app: heartq.App, run_worker, pool: str
+) -> None:
+    """A task that stops early on `ctx.cancelled` by returning (not raising) returns what
+    the cancel cut short: the worker told it to stop before its end was recorded, so the
+    attempt ends `cancelled` and nothing it returned is kept. (The chaos run saw a
+    `chaos_timeout` job, whose task only returns once cancelled, end `succeeded`.)"""
+    started = threading.Event()
+    returned = threading.Event()
+
+    @app.task(max_retries=3)
+    def stops_when_told(ctx: heartq.JobContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.005)
+        returned.set()
+        return "cut short"
+
+    @app.task(max_retries=3)
+    async def stops_when_told_async(ctx: heartq.JobContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            await asyncio.sleep(0)  # never suspended long: sees the flag before any cancel
+            time.sleep(0.005)
+        returned.set()
+        return "cut short"
+
+    task = stops_when_told_async if pool == "async" else stops_when_told
+    job_id = task.enqueue()
+    with run_worker(app, pool=pool):
+        assert started.wait(10), "the task did not start"
+        assert app.cancel(job_id) == "cancel_requested"
+        wait_for(lambda: app.get_job(job_id)["status"] != "running", 10, what="the job's end")
+        job = app.get_job(job_id)
+        outcomes = [e["outcome"] for e in job["executions"]]
+        assert (job["status"], outcomes, job["result"]) == ("cancelled", ["cancelled"], None)
+        assert job["attempts"] == 1
+    assert returned.is_set()  # it did return its value; the worker did not keep it
+
+
 def test_replay_from_the_dead_letter_queue_keeps_the_history(app, run_worker) -> None:
     fixed = threading.Event()
 

@@ -1,13 +1,18 @@
 """The chaos runner: real workers, random faults, and the invariants checked afterwards.
 
     python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
-        --jobs N --seed N [--json-out PATH] [--workdir DIR] [--strict]
+        --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict]
 
 What one run does:
 
 1. A fresh queue: a SQLite file in a temporary directory, or a fresh schema on the
    PostgreSQL server of `tests/pg_harness.py` (the shared server, else a private
-   cluster), dropped afterwards.
+   cluster), dropped afterwards; with `--private-pg`, on a private cluster
+   (`pg_harness.PrivateCluster`: initdb on a free port in a temporary directory) started
+   for the run and removed after it, the only kind of server the runner may restart.
+   Beside it, the ledger: a table `chaos_ledger (job_id, execution_id, worker_id)` in the
+   queue's database (SQLite: the queue's file; PostgreSQL: the run's schema, named in
+   full and handed to the tasks in `HEARTQ_CHAOS_LEDGER`), without a unique constraint.
 2. `--workers` real `heartq worker tests.soak.chaos_tasks:app` processes, each in its own
    session, with sub-second protocol settings (heartbeat 0.3 s, lease 1.5 s, reap 0.5 s,
    liveness probe 0.25 s). Slot 0 (and every third) runs the process pool and also serves
@@ -15,7 +20,9 @@ What one run does:
    stable `--name`; a replacement keeps it or takes a new one (seeded coin).
 3. A stream of `--jobs` jobs of mixed kinds (`chaos_tasks`: short, long with checkpoints
    and progress, flaky, Permanent, timing out, silent, async, child-crashing, long in a
-   child process), enqueued in batches over the first 80 % of the run.
+   child process), enqueued in batches over the first 80 % of the run. Every kind that can
+   succeed writes its effect, one ledger row, through `ctx.transaction()` just before it
+   returns (some keep the transaction open a few ms, so faults land inside it).
 4. For `--duration` seconds, a fault about every `--fault-interval` seconds, chosen and
    aimed with `random.Random(--seed)`:
    - `sigkill`: SIGKILL a worker; a replacement starts 0-1 s later;
@@ -31,14 +38,28 @@ What one run does:
    - `pg_terminate` (PostgreSQL): `pg_terminate_backend` on every session of one worker,
      found by the `application_name` the runner gave that process (`PGAPPNAME`, unique
      to this run's schema), so no other session of the server is touched;
+   - `pg_restart` (PostgreSQL with `--private-pg` only): `pg_ctl stop -m fast|immediate`
+     (seeded), and `pg_ctl start` 0.5-2 s later; one falls at a seeded moment of the
+     first half of the chaos whatever the draws, more as drawn. The runner's own calls
+     (enqueue batches, the monitor, cancels, its `pg_terminate` session) ride it out:
+     skipped or retried while it is down, reconnected after (nothing of the runner's is
+     in flight when it stops the server, so a failed enqueue stored nothing);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
    Every second a monitor reads the running jobs: one held by a worker the runner killed
-   longer than `lease + reap interval + --slack` ago is a zombie (I1).
+   longer than `lease + reap interval + --slack` ago (plus, for each server outage in
+   between, its length and a lease) is a zombie (I1).
 5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
    waits until every job is terminal; then every worker is stopped with SIGTERM.
 6. The invariants (docs/DESIGN.md I1-I6) are checked against the database (`Store.get_job`,
    `list_jobs`, `list_workers`) and the side file the tasks append to (a line per attempt
-   start and end); then the figures are printed (and written as JSON with --json-out).
+   start and end; on PostgreSQL an execution dated up to `CLOCK_TOLERANCE` before the
+   previous one ended is a `now()` inversion, counted, not an I2 violation); effects
+   exactly once against the ledger: a succeeded job of a kind that writes one has
+   exactly one row, from the execution that succeeded; a job that did not succeed has
+   none; two rows or more is "effect N times". A succeeded job with
+   no result is accepted for those kinds (its worker died between the commit and saving
+   the result) and counted as "results lost after the commit". Then the figures are
+   printed (and written as JSON with --json-out).
 
 Exit status 0 when every invariant held, 1 otherwise (the violations are listed); with
 --strict, anomalies (jobs taken from live workers) fail the run too.
@@ -67,7 +88,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import JobNotFound
+from heartq.errors import JobNotFound, StoreUnavailable
 from heartq.store import Store, open_store
 from heartq.store.interface import (
     TERMINAL_STATUSES,
@@ -76,15 +97,35 @@ from heartq.store.interface import (
     NewJob,
     Outcome,
 )
-from tests.soak.chaos_tasks import LOG_ENV, PROC_QUEUE
+from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
+
+try:
+    import psycopg
+
+    TRANSIENT: tuple[type[Exception], ...] = (StoreUnavailable, psycopg.OperationalError)
+    """What the runner's own database calls may meet while the server restarts: it skips
+    or retries them, it does not crash."""
+except ImportError:  # a SQLite-only installation
+    TRANSIENT = (StoreUnavailable,)
 
 REPO = Path(__file__).resolve().parents[2]
 APP_REF = "tests.soak.chaos_tasks:app"
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
 OUTCOMES = {str(o) for o in Outcome}
 DETECTORS = {str(d) for d in DetectedBy}
-FAULT_KINDS = ("sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "cancel")
+FAULT_KINDS = (
+    "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
+    "cancel",
+)  # fmt: skip
 """Fault kinds, in the order the figures list them."""
+PG_FAULTS = ("pg_terminate", "pg_restart")
+LEDGER_KINDS = frozenset(
+    {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
+     "chaos_async", "chaos_child_crash"}
+)  # fmt: skip
+"""The kinds that can succeed: each writes its effect (one ledger row) in the transaction
+that completes its job (`chaos_tasks.effect`)."""
+LEDGER_TABLE = "chaos_ledger"
 CLOCK_TOLERANCE = 0.25
 """Seconds a detection time may precede the fault it detects: PostgreSQL's `now()` is
 the start of the transaction, which may begin just before the fault it then sees."""
@@ -116,6 +157,7 @@ class ChaosConfig:
             "sigterm": 2.0,
             "kill_child": 1.5,
             "pg_terminate": 1.5,
+            "pg_restart": 0.7,
             "cancel": 1.5,
             "twin": 1.0,
         }
@@ -126,6 +168,9 @@ class ChaosConfig:
     zombie (a loaded 2-core machine delays every process)."""
     pg_url: str | None = None
     """A PostgreSQL server to create this run's schema on (default: tests/pg_harness)."""
+    private_pg: bool = False
+    """PostgreSQL: a private cluster of the run's own (`pg_harness.PrivateCluster`), which
+    the `pg_restart` fault stops and starts under the workers; removed afterwards."""
     workdir: str | None = None
     keep: bool = False
     verbose: bool = True
@@ -165,6 +210,11 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         max_retries = 1
     elif kind == "chaos_permanent":
         max_retries = 3
+    if kind in LEDGER_KINDS:
+        # some effects keep their transaction open a little, so faults land inside it
+        long_kind = kind in ("chaos_long", "chaos_proc_long")
+        if rng.random() < (0.5 if long_kind else 0.1):
+            args["hold_ms"] = rng.randint(2, 20) if long_kind else rng.randint(1, 5)
     return NewJob(
         task=kind,
         args_json=json.dumps(args),
@@ -210,8 +260,11 @@ def latency_summary(values: list[float]) -> dict[str, Any]:
 
 # -- the queue -------------------------------------------------------------------------
 @contextlib.contextmanager
-def fresh_queue(config: ChaosConfig, workdir: Path) -> Iterator[tuple[str, str | None]]:
-    """`(url, schema)` of a fresh, migrated queue; PostgreSQL schemas are dropped after."""
+def fresh_queue(
+    config: ChaosConfig, workdir: Path, cluster: Any = None
+) -> Iterator[tuple[str, str | None]]:
+    """`(url, schema)` of a fresh queue; PostgreSQL schemas are dropped after. `cluster`:
+    a `pg_harness.PrivateCluster` to put the schema on."""
     if config.backend == "sqlite":
         url = f"sqlite:///{workdir / 'heartq.db'}"
         yield url, None
@@ -221,7 +274,10 @@ def fresh_queue(config: ChaosConfig, workdir: Path) -> Iterator[tuple[str, str |
     from tests import pg_harness
 
     with contextlib.ExitStack() as stack:
-        base = config.pg_url or stack.enter_context(pg_harness.server_url())
+        if cluster is not None:
+            base = cluster.url
+        else:
+            base = config.pg_url or stack.enter_context(pg_harness.server_url())
         url = stack.enter_context(pg_harness.schema_url(base))
         schema = url.rsplit("schema=", 1)[1]
         yield url, schema
@@ -335,13 +391,26 @@ class Fault:
 
 
 class ChaosRun:
-    def __init__(self, config: ChaosConfig, workdir: Path, url: str, schema: str | None) -> None:
+    def __init__(
+        self,
+        config: ChaosConfig,
+        workdir: Path,
+        url: str,
+        schema: str | None,
+        cluster: Any = None,
+    ) -> None:
+        """`cluster`: the run's own `pg_harness.PrivateCluster` (`pg_restart` faults)."""
         self.config = config
         self.dir = workdir
         self.url = url
         self.schema = schema
+        self.cluster = cluster
         self.store: Store = open_store(url)
         self.store.migrate()
+        self.ledger = f"{schema}.{LEDGER_TABLE}" if schema else LEDGER_TABLE
+        self.create_ledger()
+        self.outages: list[list[float]] = []  # [stopped at, answering again at (or inf)]
+        self.pg_down = False
         self.side = SideLog(workdir / "attempts.jsonl")
         # the kinds and times of faults come from the seed alone; targets and restarts
         # from a second stream (which workers are up depends on timing)
@@ -368,8 +437,38 @@ class ChaosRun:
         )
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env[LOG_ENV] = str(self.side.path)
+        self.env[LEDGER_ENV] = self.ledger
         self.env.pop("PYTHONFAULTHANDLER", None)
         self.timeline: dict[str, float] = {}
+
+    # -- the ledger -------------------------------------------------------------------
+    def plain_connection(self) -> Any:
+        """A connection of the runner's own to the queue's database (not heartq's)."""
+        if self.config.backend == "sqlite":
+            return contextlib.closing(sqlite3.connect(self.url.removeprefix("sqlite:///")))
+        import psycopg
+
+        from heartq.store.postgres.connection import parse_url
+
+        return psycopg.connect(parse_url(self.url)[0], autocommit=True)
+
+    def create_ledger(self) -> None:
+        """The tasks' effects table, in the queue's database (PostgreSQL: in the run's
+        schema, named in full), without a unique constraint: a double effect shows."""
+        with self.plain_connection() as conn:
+            conn.execute(
+                f"CREATE TABLE {self.ledger} (job_id text NOT NULL, "
+                "execution_id bigint NOT NULL, worker_id text)"
+            )
+            if self.config.backend == "sqlite":
+                conn.commit()
+
+    def ledger_rows(self) -> list[tuple[str, int, str | None]]:
+        with self.plain_connection() as conn:
+            rows = conn.execute(
+                f"SELECT job_id, execution_id, worker_id FROM {self.ledger}"
+            ).fetchall()
+        return [(str(r[0]), int(r[1]), r[2]) for r in rows]
 
     # -- logging ----------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -474,7 +573,9 @@ class ChaosRun:
         c = self.config
         kinds = [k for k in FAULT_KINDS if c.fault_weights.get(k, 0) > 0]
         if c.backend != "postgres":
-            kinds = [k for k in kinds if k != "pg_terminate"]
+            kinds = [k for k in kinds if k not in PG_FAULTS]
+        if self.cluster is None:
+            kinds = [k for k in kinds if k != "pg_restart"]
         if not kinds:
             return
         kind = self.schedule.choices(kinds, [c.fault_weights[k] for k in kinds])[0]
@@ -541,22 +642,36 @@ class ChaosRun:
 
             from heartq.store.postgres.connection import parse_url
 
-            self._pg = psycopg.connect(parse_url(self.url)[0], autocommit=True)
+            self._pg = psycopg.connect(parse_url(self.url)[0], autocommit=True, connect_timeout=5)
         return self._pg
 
-    def open_transactions(self, proc: WorkerProc) -> int:
+    def drop_pg(self) -> None:
+        """Forget the runner's session (the server ended it): the next use reconnects."""
+        if self._pg is not None:
+            with contextlib.suppress(Exception):
+                self._pg.close()
+            self._pg = None
+
+    def open_transactions(self, proc: WorkerProc) -> int | None:
         """Sessions of a stopped worker left inside a transaction: their row locks stay
-        taken while it is stopped (the reaper skips those jobs; see docs/RELIABILITY.md)."""
+        taken while it is stopped (the reaper skips those jobs; see docs/RELIABILITY.md).
+        None while the server cannot say (restarting)."""
+        if self.pg_down:
+            return None
         time.sleep(0.05)  # a statement in flight finishes on the server
-        row = (
-            self.pg()
-            .execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                "AND xact_start IS NOT NULL",
-                (proc.app_name,),
+        try:
+            row = (
+                self.pg()
+                .execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                    "AND xact_start IS NOT NULL",
+                    (proc.app_name,),
+                )
+                .fetchone()
             )
-            .fetchone()
-        )
+        except psycopg.Error:
+            self.drop_pg()
+            return None
         return int(row[0])
 
     def write_lock_free(self, timeout: float = 0.2) -> bool:
@@ -656,9 +771,63 @@ class ChaosRun:
         self.say(f"SIGKILL child {doc['pid']} of worker #{proc.number} (job {doc['job']})")
 
     def fault_pg_terminate(self) -> None:
+        if self.pg_down:
+            self.skipped["pg_terminate"] += 1
+            return
         proc = self.pick_target("pg_terminate")
-        if proc is not None:
+        if proc is None:
+            return
+        try:
             self.terminate_sessions(proc)
+        except psycopg.Error as exc:  # its session went with a restart: the next reconnects
+            self.drop_pg()
+            self.skipped["pg_terminate"] += 1
+            self.say(f"pg_terminate skipped: {first_line(exc)}")
+
+    def fault_pg_restart(self, draws: random.Random | None = None) -> None:
+        """Stop the run's private cluster (`fast` or `immediate`, seeded) and start it
+        again 0.5-2 s later (a timer: the runner goes on meanwhile)."""
+        draws = draws or self.schedule
+        mode = draws.choice(("fast", "immediate"))
+        down_for = draws.uniform(0.5, 2.0)
+        if self.cluster is None or self.pg_down:
+            self.skipped["pg_restart"] += 1
+            return
+        at = time.time()
+        self.pg_down = True
+        self.outages.append([at, math.inf])
+        try:
+            self.cluster.stop(mode)
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"pg_ctl stop -m {mode} failed: {stderr_line(exc)}") from None
+        self.drop_pg()
+        stopped = time.time() - at
+        detail = {"mode": mode, "stop_s": round(stopped, 3), "down_s": round(down_for, 3)}
+        self.faults.append(Fault("pg_restart", at, None, None, detail))
+        self.say(f"PostgreSQL stopped ({mode}, {stopped:.2f} s), starting in {down_for:.2f} s")
+        self.after(down_for, self.pg_start)
+
+    def pg_start(self) -> None:
+        if not self.pg_down:
+            return
+        try:
+            self.cluster.start()  # pg_ctl -w: returns once it accepts connections
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"pg_ctl start failed: {stderr_line(exc)}") from None
+        self.outages[-1][1] = time.time()
+        self.pg_down = False
+        self.say(f"PostgreSQL answering again after {time.time() - self.outages[-1][0]:.2f} s")
+
+    def outage_overlap(self, since: float, now: float) -> float:
+        """Seconds the server was down between `since` and `now`, plus a lease for each
+        outage in that span (workers trust their leases again only after the server is
+        back): added to the zombie bound, since no one can reclaim a job meanwhile."""
+        total = 0.0
+        for start, end in self.outages:
+            lo, hi = max(start, since), min(end, now)
+            if hi > lo:
+                total += hi - lo + self.config.lease
+        return total
 
     def terminate_sessions(self, proc: WorkerProc) -> int:
         """pg_terminate_backend on every session of one worker, found by the
@@ -681,12 +850,17 @@ class ChaosRun:
         return len(rows)
 
     def fault_cancel(self) -> None:
-        if not self.enqueued:
+        if not self.enqueued or self.pg_down:
             self.skipped["cancel"] += 1
             return
         job_id = self.rng.choice(self.enqueued[-20:])  # recent: likely queued or running
         at = time.time()
-        result = self.store.cancel_job(job_id)
+        try:
+            result = self.store.cancel_job(job_id)
+        except TRANSIENT as exc:  # nothing in flight when the server stopped: not done
+            self.skipped["cancel"] += 1
+            self.say(f"cancel skipped: {first_line(exc)}")
+            return
         if result is not CancelResult.ALREADY_FINISHED:
             self.cancel_asked[job_id] = str(result)
         self.faults.append(Fault("cancel", at, None, None, {"job": job_id, "result": str(result)}))
@@ -695,8 +869,15 @@ class ChaosRun:
     def monitor(self) -> None:
         """I1 while the run goes on: a running job is held by a live worker of this run, or
         by one that died less than lease + reap interval (+ slack) ago."""
+        if self.pg_down:
+            return
+        try:
+            running = self.store.list_jobs(status="running", limit=1_000_000)
+        except TRANSIENT as exc:  # the server restarted: the next round reads again
+            self.say(f"monitor skipped: {first_line(exc)}")
+            return
         now = time.time()
-        for job in self.store.list_jobs(status="running", limit=1_000_000):
+        for job in running:
             proc = self.by_id(job["worker_id"])
             key = (job["id"], int(job["execution_id"]))
             if proc is None:
@@ -708,11 +889,12 @@ class ChaosRun:
             if proc.alive() or key in self.zombies:
                 continue
             died = proc.killed_at or proc.exited_at or now
-            if now - died > self.config.zombie_bound:
+            bound = self.config.zombie_bound + self.outage_overlap(died, now)
+            if now - died > bound:
                 self.zombies[key] = (
                     f"job {job['id']} execution {key[1]} still running {now - died:.1f} s "
                     f"after its worker #{proc.number} ({proc.id}) died "
-                    f"(bound {self.config.zombie_bound:g} s)"
+                    f"(bound {bound:.1f} s)"
                 )
 
     # -- phases -----------------------------------------------------------------------
@@ -735,6 +917,9 @@ class ChaosRun:
         enqueue_window = max(c.duration * 0.8, 0.1)
         next_fault = start + self.schedule.uniform(0.3, 1.0) * c.fault_interval
         next_monitor = start + 1.0
+        # with a private cluster, one restart falls at a seeded moment of the chaos's first
+        # half whatever the draws (a short run might draw none); more come as drawn
+        first_restart = start + random.Random(f"restart-{c.seed}").uniform(0.2, 0.5) * c.duration
         while True:
             now = time.monotonic()
             if now >= chaos_end:
@@ -743,17 +928,24 @@ class ChaosRun:
             self.run_timers()
             due = min(len(plan), math.ceil(len(plan) * (now - start) / enqueue_window))
             if due > len(self.enqueued):
-                self.enqueue(plan[len(self.enqueued) : due])
+                self.try_enqueue(plan[len(self.enqueued) : due])
             if now >= next_fault:
                 self.inject()
                 next_fault = now + self.schedule.uniform(0.5, 1.5) * c.fault_interval
+            elif now >= first_restart and self.cluster is not None and not self.outages:
+                self.fault_pg_restart(random.Random(f"restart-{c.seed}"))
             if now >= next_monitor:
                 self.monitor()
                 self.side.poll()
                 next_monitor = now + 1.0
             time.sleep(0.02)
-        if len(self.enqueued) < len(plan):
-            self.enqueue(plan[len(self.enqueued) :])
+        deadline = time.monotonic() + 60
+        while not self.try_enqueue(plan[len(self.enqueued) :]):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the runner could not enqueue its last jobs within 60 s")
+            self.refresh_workers()
+            self.run_timers()
+            time.sleep(0.05)
         self.timeline["chaos"] = time.monotonic() - start
         self.say("chaos over: draining")
         drained = self.drain()
@@ -761,7 +953,38 @@ class ChaosRun:
         self.stop_all()
         self.timeline["total"] = time.monotonic() - start
         self.side.poll()
+        self.pg_start()  # if the drain ran out while it was down
+        self.wait_for_database()
         return self.check_and_report(drained, wall0)
+
+    def wait_for_database(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.store.count_jobs()
+                return
+            except TRANSIENT as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the queue's database did not answer within {timeout:g} s: "
+                        f"{first_line(exc)}"
+                    ) from None
+                time.sleep(0.2)
+
+    def try_enqueue(self, jobs: list[NewJob]) -> bool:
+        """Enqueue a batch; False (to be tried again) while the server restarts. Nothing is
+        in flight when the runner stops the server (it does both), so a failed batch was
+        not stored."""
+        if not jobs:
+            return True
+        if self.pg_down:
+            return False
+        try:
+            self.enqueue(jobs)
+        except TRANSIENT as exc:
+            self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
+            return False
+        return True
 
     def enqueue(self, jobs: list[NewJob]) -> None:
         ids = self.store.enqueue(jobs)
@@ -794,9 +1017,15 @@ class ChaosRun:
 
     def drained(self) -> bool:
         """Every job terminal, and no worker the runner saw die still marked active."""
-        if any(status not in TERMINAL for _q, status, _n in self.store.count_jobs()):
+        if self.pg_down:
             return False
-        active = {w["id"] for w in self.store.list_workers()}
+        try:
+            counts = self.store.count_jobs()
+            active = {w["id"] for w in self.store.list_workers()}
+        except TRANSIENT:
+            return False
+        if any(status not in TERMINAL for _q, status, _n in counts):
+            return False
         return not any(p.id in active for p in self.procs if not p.alive())
 
     def stop_all(self) -> None:
@@ -836,6 +1065,18 @@ class ChaosRun:
         return checker.report(wall0)
 
 
+def first_line(exc: object) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def stderr_line(exc: subprocess.CalledProcessError) -> str:
+    """The first line of what a failed command said (its error if it said nothing)."""
+    err = exc.stderr
+    text = err.decode(errors="replace") if isinstance(err, bytes) else str(err or "")
+    return first_line(text or exc)
+
+
 def is_descendant(pid: int, ancestor: int, depth: int = 4) -> bool:
     """True if `ancestor` is the parent, grandparent... of `pid` (Linux /proc)."""
     for _ in range(depth):
@@ -858,6 +1099,9 @@ class Checker:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.figures: dict[str, Any] = {}
         self.false_positives = 0
+        self.results_lost: list[str] = []
+        self.inversions: list[tuple[float, str]] = []
+        self.ledger: dict[str, Any] = {}
 
     def fail(self, text: str) -> None:
         if len(self.v) < 200:
@@ -890,6 +1134,7 @@ class Checker:
         for job_id, job in self.jobs.items():
             self.check_job(job_id, job, drained, workers)
         self.check_side_file()
+        self.check_ledger()
         self.check_workers(workers)
 
     def check_job(
@@ -898,6 +1143,7 @@ class Checker:
         run = self.run
         status = job["status"]
         execs = job["executions"]
+        kind = run.kind_of[job_id]
         where = f"job {job_id} ({job['task']}, {status})"
         # I1
         if status not in TERMINAL:
@@ -924,6 +1170,17 @@ class Checker:
             self.fail(f"I2: {where} has open executions {[e['execution_id'] for e in open_execs]}")
         for before, after in itertools.pairwise(execs):
             ended, started = parse_ts(before["ended_at"]), parse_ts(after["started_at"])
+            if (
+                run.config.backend == "postgres"
+                and ended is not None
+                and started is not None
+                and ended - CLOCK_TOLERANCE <= started < ended
+            ):
+                # PostgreSQL dates both by now(), the start of their transactions: a claim
+                # whose transaction began just before the requeue's, and whose statement
+                # saw the requeue committed, is dated a few ms earlier (counted)
+                self.inversions.append((ended - started, f"{job_id}/{after['execution_id']}"))
+                continue
             if ended is None or started is None or started < ended:
                 self.fail(
                     f"I2: {where} execution {after['execution_id']} started at "
@@ -936,6 +1193,10 @@ class Checker:
             result = job["result"] or {}
             if len(succeeded) != 1 or last is None or last["outcome"] != "succeeded":
                 self.fail(f"I3: {where} succeeded executions {len(succeeded)}, last {last}")
+            elif job["result"] is None and kind in LEDGER_KINDS:
+                # its transaction committed, then its worker died before saving the result
+                # (the ledger check says whether its effect is there, once)
+                self.results_lost.append(job_id)
             elif (
                 result.get("job") != job_id
                 or result.get("eid") != last["execution_id"]
@@ -949,11 +1210,12 @@ class Checker:
             self.fail(f"I3: {where} has a succeeded execution but is {status}")
         elif job["result"] is not None:
             self.fail(f"I3: {where} has a result {job['result']}")
-        # I4: every closed execution has an outcome; a crashed one its crash context.
+        # I4: every closed execution has an outcome; a crashed or interrupted one its crash
+        # context.
         for e in execs:
             if e["outcome"] is not None and e["outcome"] not in OUTCOMES:
                 self.fail(f"I4: {where} execution {e['execution_id']} outcome {e['outcome']}")
-            if e["outcome"] == "crashed":
+            if e["outcome"] in ("crashed", "interrupted"):
                 crash = e["crash"] or {}
                 missing = [k for k in ("worker_id", "detected_at", "detected_by", "reason")
                            if not crash.get(k)]  # fmt: skip
@@ -962,10 +1224,10 @@ class Checker:
                         f"I4: {where} execution {e['execution_id']} crash context {crash} "
                         f"lacks {missing or 'a known detected_by'}"
                     )
-        # I5: attempts are the counted executions (released ones are not counted), at
-        # most max_retries + 1; a dead job has its reason and spent its retries (or was
-        # Permanent).
-        counted = [e for e in execs if e["outcome"] != "released"]
+        # I5: attempts are the counted executions (released and interrupted ones are not
+        # counted), at most max_retries + 1; a dead job has its reason and spent its
+        # retries (or was Permanent, or interrupted past the separate limit).
+        counted = [e for e in execs if e["outcome"] not in ("released", "interrupted")]
         if job["attempts"] != len(counted):
             self.fail(f"I5: {where} attempts {job['attempts']} but {len(counted)} counted runs")
         if job["attempts"] > job["max_retries"] + 1:
@@ -975,16 +1237,17 @@ class Checker:
             if not reason:
                 self.fail(f"I5: {where} has no dead_reason")
             elif job["attempts"] != job["max_retries"] + 1 and not reason.startswith(
-                "permanent failure"
+                ("permanent failure", "interrupted ")
             ):
                 self.fail(f"I5: {where} dead after {job['attempts']} attempts: {reason}")
         # What each kind may end as (the tasks' own contract).
-        kind = run.kind_of[job_id]
         if status == "cancelled" and job_id not in run.cancel_asked:
             self.fail(f"{where} cancelled but nobody asked")
         if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
             self.fail(f"{where} succeeded, which its task never does")
         attempt_returned = (job["result"] or {}).get("att", 0)
+        if job["result"] is None:  # a result lost after the commit: the side file says
+            attempt_returned = run.side.starts.get((job_id, job["execution_id"]), {}).get("att", 0)
         if (
             kind == "chaos_flaky"
             and status == "succeeded"
@@ -995,7 +1258,10 @@ class Checker:
             # Fencing of checkpoints: the attempt that succeeded wrote the last one, so a
             # checkpoint written later by a fenced-out attempt would show here.
             result, checkpoint = job["result"] or {}, job["checkpoint"] or {}
-            if result.get("resumed_from", 0) < result.get("steps", 0) and (
+            if job["result"] is None:  # lost after the commit: at least the last step's
+                if checkpoint.get("step") != run.args_of[job_id]["steps"]:
+                    self.fail(f"I3: {where} checkpoint {checkpoint} is not the last step")
+            elif result.get("resumed_from", 0) < result.get("steps", 0) and (
                 checkpoint.get("eid") != result.get("eid")
                 or checkpoint.get("step") != result.get("steps")
             ):
@@ -1018,8 +1284,60 @@ class Checker:
         for job_id, job in self.jobs.items():
             if job["status"] == "succeeded":
                 key = (job_id, job["execution_id"])
-                if key not in side.starts or side.ends.get(key, {}).get("how") != "return":
+                how = side.ends.get(key, {}).get("how")
+                # a worker killed after its task's transaction committed leaves no result,
+                # and its attempt no end line, or the error its child met telling the dead
+                # parent (BrokenPipeError); the ledger check holds its effect to once
+                lost = job["result"] is None and self.run.kind_of[job_id] in LEDGER_KINDS
+                if key not in side.starts or (how != "return" and not lost):
                     self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
+
+    def check_ledger(self) -> None:
+        """Effects exactly once: a succeeded job of a kind that writes one has exactly one
+        ledger row, written by the execution that succeeded; any other job has none."""
+        run = self.run
+        rows = run.ledger_rows()
+        effects: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
+        for job_id, execution_id, worker_id in rows:
+            effects[job_id].append((execution_id, worker_id))
+        for job_id, found in sorted(effects.items()):
+            job = self.jobs.get(job_id)
+            if job is None:
+                self.fail(f"ledger: an effect of job {job_id}, which was never enqueued")
+                continue
+            where = f"job {job_id} ({job['task']}, {job['status']})"
+            eids = sorted(e for e, _ in found)
+            if len(found) > 1:
+                self.fail(f"ledger: {where} effect {len(found)} times, executions {eids}")
+            if job["status"] != "succeeded":
+                self.fail(f"ledger: {where} did not succeed but has effects of {eids}")
+            elif run.kind_of[job_id] not in LEDGER_KINDS:
+                self.fail(f"ledger: {where} has effects, which its task never writes")
+            elif len(found) == 1:
+                last = job["executions"][-1] if job["executions"] else {}
+                if found[0] != (job["execution_id"], last.get("worker_id")):
+                    self.fail(
+                        f"ledger: {where} effect from execution {found[0]} but execution "
+                        f"{job['execution_id']} on {last.get('worker_id')} succeeded"
+                    )
+        expected = [
+            job_id
+            for job_id, job in self.jobs.items()
+            if job["status"] == "succeeded" and run.kind_of[job_id] in LEDGER_KINDS
+        ]
+        for job_id in expected:
+            if job_id not in effects:
+                self.fail(
+                    f"ledger: job {job_id} ({run.kind_of[job_id]}) succeeded without its effect"
+                )
+        self.ledger = {
+            "rows": len(rows),
+            "jobs_with_effect": len(effects),
+            "succeeded_jobs_of_ledger_kinds": len(expected),
+            "duplicates": sum(1 for found in effects.values() if len(found) > 1),
+            "results_lost_after_commit": len(self.results_lost),
+            "results_lost_sample": self.results_lost[:10],
+        }
 
     def check_workers(self, workers: dict[str, Any]) -> None:
         for proc in self.run.procs:
@@ -1116,7 +1434,17 @@ class Checker:
             "faults": {
                 k: faults.get(k, 0)
                 for k in FAULT_KINDS
-                if k != "pg_terminate" or c.backend == "postgres"
+                if (k not in PG_FAULTS or c.backend == "postgres")
+                and (k != "pg_restart" or run.cluster is not None)
+            },
+            "pg_outages_s": rounded(
+                latency_summary([end - start for start, end in run.outages if end < math.inf])
+            ),
+            "ledger": self.ledger,
+            "i2_timestamp_inversions": {
+                "n": len(self.inversions),
+                "max_s": round(max((d for d, _ in self.inversions), default=0.0), 4),
+                "sample": [k for _, k in sorted(self.inversions, reverse=True)[:5]],
             },
             "faults_skipped": dict(run.skipped),
             "sigstops_inside_a_transaction": sum(
@@ -1175,16 +1503,16 @@ class Checker:
         if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
             return "sigkill", kills[worker_id]
         proc = self.run.by_id(worker_id)
+        during: list[tuple[str, float]] = [("pg_restart", o[0]) for o in self.run.outages]
         if proc is not None:
             if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
                 twinned = [t for t in proc.twinned_at if began <= t <= at]
                 return "twin", (max(twinned) if twinned else None)
-            during = [("sigstop", t) for t in proc.frozen_at] + [
-                ("pg_terminate", t) for t in proc.terminated_backends_at
-            ]
-            during = [(k, t) for k, t in during if began <= t <= at]
-            if during:
-                return max(during, key=lambda kt: kt[1])
+            during += [("sigstop", t) for t in proc.frozen_at]
+            during += [("pg_terminate", t) for t in proc.terminated_backends_at]
+        during = [(k, t) for k, t in during if began <= t <= at + CLOCK_TOLERANCE]
+        if during:
+            return max(during, key=lambda kt: kt[1])
         if self.run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
             return "silent_task", None
         return None, None
@@ -1200,7 +1528,7 @@ class Checker:
         proc = self.run.by_id(crash.get("worker_id"))
         at = parse_ts(crash.get("detected_at")) or 0.0
         how = crash.get("detected_by")
-        if proc is None or (how == "liveness_lock" and cause == "pg_terminate"):
+        if proc is None or (how == "liveness_lock" and cause in PG_FAULTS):
             return
         gone = proc.killed_at or proc.exited_at or math.inf
         if at + CLOCK_TOLERANCE >= gone:
@@ -1264,6 +1592,7 @@ def rounded(summary: dict[str, Any]) -> dict[str, Any]:
 
 def format_report(fig: dict[str, Any]) -> str:
     lat = fig["detection_latency_s"]
+    led = fig["ledger"]
     lines = [
         f"heartq chaos run: backend {fig['backend']}, seed {fig['seed']}",
         f"  duration      {fig['duration_s']}",
@@ -1272,13 +1601,23 @@ def format_report(fig: dict[str, Any]) -> str:
         f"  faults        {fig['faults']} (skipped: {fig['faults_skipped'] or 'none'}; "
         f"SIGSTOPs inside a transaction: {fig['sigstops_inside_a_transaction']})",
         f"  workers       {fig['workers_started']} processes started",
+        *(
+            [f"  PostgreSQL down (stop to accepting again), seconds: {fig['pg_outages_s']}"]
+            if fig["pg_outages_s"]["n"]
+            else []
+        ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
+        f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
+        f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
+        f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
         "  detection latency (detected_at - fault time), seconds:",
     ]
     for cause, s in lat.items():
         lines.append(f"    {cause:16} n={s['n']:<4} p50={s['p50']} p95={s['p95']} max={s['max']}")
     lines += [
         f"  crashes without an injected cause: {fig['crashes_without_injected_cause']}",
+        f"  I2 timestamp inversions within {CLOCK_TOLERANCE} s (PostgreSQL's now()): "
+        f"{fig['i2_timestamp_inversions']['n']}, max {fig['i2_timestamp_inversions']['max_s']} s",
         f"  checkpoint resumes {fig['checkpoint_resumes']}, fenced-out returns "
         f"{fig['fenced_out_returns']}, overlapping attempts {fig['overlapping_attempts']}",
         f"  worker events {fig['worker_events']}",
@@ -1292,7 +1631,7 @@ def format_report(fig: dict[str, Any]) -> str:
         )
         lines += [f"    - {a}" for a in fig["anomalies"][:20]]
     if fig["ok"]:
-        lines.append("  INVARIANTS I1-I6: all held")
+        lines.append("  INVARIANTS I1-I6 and effects exactly once: all held")
     else:
         lines.append(f"  INVARIANT VIOLATIONS ({len(fig['violations'])}):")
         lines += [f"    - {v}" for v in fig["violations"]]
@@ -1309,8 +1648,15 @@ def run_chaos(config: ChaosConfig) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix=f"heartq-chaos-{config.backend}-"))
         cleanup = not config.keep
     try:
-        with fresh_queue(config, workdir) as (url, schema):
-            run = ChaosRun(config, workdir, url, schema)
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if config.backend == "postgres" and config.private_pg:
+                from tests.pg_harness import PrivateCluster
+
+                cluster = PrivateCluster()
+                stack.callback(cluster.close)
+            url, schema = stack.enter_context(fresh_queue(config, workdir, cluster))
+            run = ChaosRun(config, workdir, url, schema, cluster)
             try:
                 figures = run.run()
             finally:
@@ -1345,6 +1691,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
+    parser.add_argument(
+        "--private-pg",
+        action="store_true",
+        help="PostgreSQL: a private cluster for the run, restarted by pg_restart faults",
+    )
     parser.add_argument("--workdir", default=None, help="keep logs and the side file here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json-out", default=None, help="write the figures here as JSON")
@@ -1366,6 +1717,7 @@ def main(argv: list[str] | None = None) -> int:
         drain_timeout=args.drain_timeout,
         slack=args.slack,
         pg_url=args.pg_url,
+        private_pg=args.private_pg,
         workdir=args.workdir,
         keep=args.keep,
         verbose=not args.quiet,

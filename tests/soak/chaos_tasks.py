@@ -7,6 +7,15 @@ result. The runner checks both against the database: at-least-once (every attemp
 database handed out really ran where it says) and fencing (a job's result comes from the
 execution the database says succeeded, never from an attempt that was fenced out).
 
+Effects exactly once: every kind that can succeed writes its effect, one row (job id,
+execution id, worker id) in the ledger table named in full by `HEARTQ_CHAOS_LEDGER`,
+through `ctx.transaction()` (`async with` in the async task) just before it returns, so
+the row and the job's completion commit together or not at all. The ledger has no unique
+constraint: an effect written twice would show as two rows. Jobs given `hold_ms` keep
+the transaction open that long after the insert (a second statement, then a sleep), so
+faults land inside transactions too. Without `HEARTQ_CHAOS_LEDGER` nothing is written and
+the job completes as usual.
+
 Kinds (the runner picks them, seeded):
 
 - `chaos_short`: returns within a few tens of milliseconds.
@@ -30,6 +39,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +47,7 @@ from typing import Any
 import heartq
 
 LOG_ENV = "HEARTQ_CHAOS_LOG"
+LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 PROC_QUEUE = "proc"
 
 app = heartq.App()
@@ -89,6 +100,38 @@ def ident(ctx: heartq.JobContext, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _write_effect(conn: Any, table: str, ctx: heartq.JobContext) -> None:
+    mark = "?" if isinstance(conn, sqlite3.Connection) else "%s"
+    conn.execute(
+        f"INSERT INTO {table} (job_id, execution_id, worker_id) VALUES ({mark}, {mark}, {mark})",
+        (ctx.job_id, ctx.execution_id, ctx.worker_id),
+    )
+    conn.execute(f"SELECT count(*) FROM {table} WHERE job_id = {mark}", (ctx.job_id,))
+
+
+def effect(ctx: heartq.JobContext, hold_ms: int = 0) -> None:
+    """The job's effect, one ledger row, committed with the job's completion; the
+    transaction stays open `hold_ms` after the insert."""
+    table = os.environ.get(LEDGER_ENV)
+    if not table:
+        return
+    with ctx.transaction() as conn:
+        _write_effect(conn, table, ctx)
+        if hold_ms:
+            time.sleep(hold_ms / 1000)
+
+
+async def effect_async(ctx: heartq.JobContext, hold_ms: int = 0) -> None:
+    """`effect` for an async task (`async with`)."""
+    table = os.environ.get(LEDGER_ENV)
+    if not table:
+        return
+    async with ctx.transaction() as conn:
+        _write_effect(conn, table, ctx)
+        if hold_ms:
+            await asyncio.sleep(hold_ms / 1000)
+
+
 def pause(ctx: heartq.JobContext, seconds: float) -> None:
     """Sleep, but stop early once the attempt is cancelled or fenced out."""
     deadline = time.monotonic() + seconds
@@ -100,13 +143,16 @@ def pause(ctx: heartq.JobContext, seconds: float) -> None:
 
 
 @app.task(name="chaos_short")
-def short(ctx: heartq.JobContext, n: int, ms: int = 10) -> dict[str, Any]:
+def short(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_short"):
         time.sleep(ms / 1000)
+        effect(ctx, hold_ms)
         return ident(ctx, n=n)
 
 
-def _long(ctx: heartq.JobContext, task: str, n: int, steps: int, step_s: float) -> Any:
+def _long(
+    ctx: heartq.JobContext, task: str, n: int, steps: int, step_s: float, hold_ms: int
+) -> Any:
     with attempt(ctx, task):
         start = int((ctx.checkpoint or {}).get("step", 0))
         for step in range(start, steps):
@@ -117,24 +163,30 @@ def _long(ctx: heartq.JobContext, task: str, n: int, steps: int, step_s: float) 
                 message=f"{step + 1}/{steps}",
                 checkpoint={"step": step + 1, "eid": ctx.execution_id},
             )
+        effect(ctx, hold_ms)
         return ident(ctx, n=n, resumed_from=start, steps=steps)
 
 
 @app.task(name="chaos_long", heartbeat_timeout=5.0)
-def long(ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15) -> Any:
-    return _long(ctx, "chaos_long", n, steps, step_s)
+def long(
+    ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15, hold_ms: int = 0
+) -> Any:
+    return _long(ctx, "chaos_long", n, steps, step_s, hold_ms)
 
 
 @app.task(name="chaos_proc_long", queue=PROC_QUEUE, heartbeat_timeout=5.0)
-def proc_long(ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15) -> Any:
-    return _long(ctx, "chaos_proc_long", n, steps, step_s)
+def proc_long(
+    ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15, hold_ms: int = 0
+) -> Any:
+    return _long(ctx, "chaos_proc_long", n, steps, step_s, hold_ms)
 
 
 @app.task(name="chaos_flaky")
-def flaky(ctx: heartq.JobContext, n: int, fail_times: int = 1) -> dict[str, Any]:
+def flaky(ctx: heartq.JobContext, n: int, fail_times: int = 1, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_flaky"):
         if ctx.attempt <= fail_times:
             raise RuntimeError(f"flaky job {n} fails attempt {ctx.attempt} of {fail_times}")
+        effect(ctx, hold_ms)
         return ident(ctx, n=n)
 
 
@@ -152,23 +204,28 @@ def overrun(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
 
 
 @app.task(name="chaos_silent", heartbeat_timeout=0.5)
-def silent(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+def silent(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_silent"):
         if ctx.attempt == 1:
             pause(ctx, 4.0)  # no heartbeat: its lease runs out under a live worker
+        effect(ctx, hold_ms)  # attempt 1, fenced out by then: rolled back, LeaseLost
         return ident(ctx, n=n)
 
 
 @app.task(name="chaos_async")
-async def async_job(ctx: heartq.JobContext, n: int, ms: int = 50) -> dict[str, Any]:
+async def async_job(
+    ctx: heartq.JobContext, n: int, ms: int = 50, hold_ms: int = 0
+) -> dict[str, Any]:
     with attempt(ctx, "chaos_async"):
         await asyncio.sleep(ms / 1000)
+        await effect_async(ctx, hold_ms)
         return ident(ctx, n=n)
 
 
 @app.task(name="chaos_child_crash", queue=PROC_QUEUE)
-def child_crash(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+def child_crash(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_child_crash"):
         if ctx.attempt == 1:
             os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
+        effect(ctx, hold_ms)
         return ident(ctx, n=n)

@@ -21,8 +21,8 @@ DURATION = float(os.environ.get("HEARTQ_SOAK_DURATION", "600"))
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(int(DURATION * 1.5) + 300)]
 
 
-def test_invariants_hold_under_long_chaos(backend: str, request: pytest.FixtureRequest) -> None:
-    pg_url = request.getfixturevalue("pg_server_url") if backend == "postgres" else None
+def test_invariants_hold_under_long_chaos(backend: str) -> None:
+    """PostgreSQL runs on a private cluster, which the `pg_restart` fault restarts."""
     config = ChaosConfig(
         backend=backend,
         duration=DURATION,
@@ -30,7 +30,7 @@ def test_invariants_hold_under_long_chaos(backend: str, request: pytest.FixtureR
         jobs=int(os.environ.get("HEARTQ_SOAK_JOBS", str(int(DURATION * 12)))),
         seed=int(os.environ.get("HEARTQ_SOAK_SEED", "1")),
         drain_timeout=120.0,
-        pg_url=pg_url,
+        private_pg=backend == "postgres",
         verbose=False,
     )
     figures = run_chaos(config)

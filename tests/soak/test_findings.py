@@ -57,7 +57,7 @@ def attempt_of(task: str, args: dict[str, object], execution_id: int) -> Running
 
 @pytest.mark.parametrize("pool_name", ["async", "process"])
 def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
-    pool_name: str,
+    pool_name: str, tmp_path: Path
 ) -> None:
     """A worker can hold a lost attempt of a job (still winding down) and a newer attempt
     of the same job it claimed again (after a freeze, a dropped session, a self-fence).
@@ -71,7 +71,9 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
         old = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 1)
         new = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 2)
     else:
-        pool = ProcessPool(ledger, "tests.soak.chaos_tasks:app", 1 << 20)
+        # the queue's URL serves ctx.transaction() in a child: unused by these attempts
+        url = f"sqlite:///{tmp_path / 'unused.db'}"
+        pool = ProcessPool(ledger, "tests.soak.chaos_tasks:app", 1 << 20, url)
         old = attempt_of("chaos_timeout", {"n": 0}, 1)  # runs 10 s unless stopped
         new = attempt_of("chaos_timeout", {"n": 0}, 2)
     ledger.pool = pool

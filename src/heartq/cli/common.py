@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from heartq.app import App
 from heartq.config import resolve_url
@@ -22,13 +23,35 @@ from heartq.store import Store, open_store, redact_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+GROUP_URL = "heartq.url"
+"""Where `heartq --url URL COMMAND` leaves the URL typed before the command (`ctx.meta`,
+shared by every context of one invocation), for the command's own `--url` to pick up."""
+
+
+def url_from_anywhere(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """`--url` typed after the command wins; then `--url` typed before it; then
+    `HEARTQ_URL` (click's envvar); so the option works on either side of the command."""
+    if param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+        return value
+    return ctx.meta.get(GROUP_URL) or value
+
+
+def url_typed(ctx: click.Context) -> bool:
+    """True when `--url` was typed on the command line, before or after the command
+    (for `heartq worker`, where a typed URL beats the app's own)."""
+    return ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE or bool(
+        ctx.meta.get(GROUP_URL)
+    )
+
 
 def url_option(fn: F) -> F:
     return click.option(
         "--url",
         envvar="HEARTQ_URL",
         default=None,
-        help="Queue URL (sqlite:///heartq.db, postgresql://...). Env: HEARTQ_URL.",
+        callback=url_from_anywhere,
+        help="Queue URL (sqlite:///heartq.db, postgresql://...). Env: HEARTQ_URL. "
+        "Also accepted before the command.",
     )(fn)
 
 
@@ -50,10 +73,35 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
-def store_for(url: str | None) -> Store:
-    store = open_store(resolve_url(url))
+def store_for(url: str | None, *, existing: bool = False) -> Store:
+    """The queue at `url` (else `HEARTQ_URL`, else `sqlite:///heartq.db`), migrated.
+
+    `existing=True` for the commands that only look at or act on what is there (lists,
+    `jobs show`, `stats`, `dlq purge`, ...): a SQLite file that does not exist is then an
+    error naming its absolute path, instead of a new empty queue created wherever the
+    command happened to run (and a misleading "no jobs")."""
+    resolved = resolve_url(url)
+    if existing:
+        require_existing_sqlite(resolved)
+    store = open_store(resolved)
     store.migrate()
     return store
+
+
+def require_existing_sqlite(url: str) -> None:
+    """Raise a one-line `ConfigError` when `url` names a SQLite file that does not exist
+    in a directory that does (a missing directory is reported by the store itself)."""
+    if not url.lower().startswith("sqlite:"):
+        return
+    from heartq.store.sqlite.connection import path_from_url
+
+    path = path_from_url(url).absolute()
+    if path.exists() or not path.parent.is_dir():
+        return
+    raise ConfigError(
+        f"no queue at {path} (the file does not exist): run `heartq migrate` to create "
+        "one there, or point at yours with --url or HEARTQ_URL"
+    )
 
 
 def scrub(text: str) -> str:

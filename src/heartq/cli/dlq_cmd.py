@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from heartq import display
 from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.cli.jobs_cmd import dead_jobs_view
-from heartq.errors import JobNotFound
+from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.store.interface import JobStatus
+from heartq.store.sql import MAX_DEAD_AGE
 
 
 @click.group("dlq")
@@ -23,7 +27,7 @@ def dlq_group() -> None:
 @json_option
 def list_command(url: str | None, queue: str | None, limit: int, as_json: bool) -> None:
     """Dead jobs, newest first, with why they died."""
-    store = store_for(url)
+    store = store_for(url, existing=True)
     jobs = store.list_jobs(status=JobStatus.DEAD.value, queue=queue, limit=limit)
     if as_json:
         print_json(jobs)
@@ -54,21 +58,36 @@ def replay_command(
         raise click.UsageError("give job IDs or --all, not both")
     if not replay_all and not job_ids:
         raise click.UsageError("give the IDs of the dead jobs to replay, or --all")
-    store = store_for(url)
-    wanted = list(dict.fromkeys(job_ids))
-    replayed = store.replay_dead(None if replay_all else wanted)
+    store = store_for(url, existing=True)
     not_found: list[str] = []
+    ambiguous: dict[str, str] = {}
+    wanted: list[str] = []
+    for ref in dict.fromkeys(job_ids):
+        try:
+            wanted.append(store.resolve_job_id(ref))
+        except JobNotFound:
+            not_found.append(ref)
+        except AmbiguousJobId as exc:
+            ambiguous[ref] = str(exc)
+    wanted = list(dict.fromkeys(wanted))
+    replayed = store.replay_dead(None if replay_all else wanted) if replay_all or wanted else []
     not_dead: dict[str, str] = {}
     done = set(replayed)
     for job_id in wanted:
-        if job_id in done:
-            continue
-        try:
-            not_dead[job_id] = store.get_job(job_id)["status"]
-        except JobNotFound:
-            not_found.append(job_id)
+        if job_id not in done:
+            try:
+                not_dead[job_id] = store.get_job(job_id)["status"]
+            except JobNotFound:
+                not_found.append(job_id)
     if as_json:
-        print_json({"replayed": replayed, "not_found": not_found, "not_dead": not_dead})
+        print_json(
+            {
+                "replayed": replayed,
+                "not_found": not_found,
+                "not_dead": not_dead,
+                "ambiguous": sorted(ambiguous),
+            }
+        )
     else:
         if replayed:
             noun = "job" if len(replayed) == 1 else "jobs"
@@ -79,9 +98,11 @@ def replay_command(
             click.echo("the dead-letter queue is empty: nothing to replay")
         for job_id in not_found:
             click.echo(f"heartq: error: no job with id {job_id!r}", err=True)
+        for message in ambiguous.values():
+            click.echo(f"heartq: error: {message}", err=True)
         for job_id, status in not_dead.items():
             click.echo(f"heartq: error: job {job_id} is {status}, not dead: not replayed", err=True)
-    if not_found or not_dead:
+    if not_found or not_dead or ambiguous:
         raise click.exceptions.Exit(1)
 
 
@@ -93,17 +114,44 @@ def replay_command(
     metavar="S",
     help="Only jobs dead for longer than S seconds [all dead jobs].",
 )
+@click.option("--yes", "-y", is_flag=True, help="Do not ask: purge (needed without a terminal).")
 @url_option
 @json_option
-def purge_command(older_than: float | None, url: str | None, as_json: bool) -> None:
-    """Delete dead jobs and their history for good."""
-    store = store_for(url)
-    purged = store.purge_dead(older_than)
-    if as_json:
-        print_json({"purged": purged, "older_than": older_than})
-        return
-    noun = "job" if purged == 1 else "jobs"
+def purge_command(older_than: float | None, yes: bool, url: str | None, as_json: bool) -> None:
+    """Delete dead jobs and their history for good; prints the ids it removed.
+
+    Asks first on a terminal; without one (a script, a pipe) it needs --yes, since
+    nothing brings a purged job back."""
+    store = store_for(url, existing=True)
+    if older_than is not None:  # `inf`, 1e300: no job died earlier than the store's bound
+        older_than = min(older_than, MAX_DEAD_AGE)
+    if not yes:
+        pending = store.purge_dead_ids(older_than, dry_run=True)
+        if not pending:
+            _report_purged([], older_than, as_json)
+            return
+        what = _dead_jobs(len(pending), older_than)
+        if not sys.stdin.isatty():
+            raise click.UsageError(
+                f"dlq purge would delete {what} for good: add --yes to confirm "
+                "(no terminal to ask on)"
+            )
+        click.confirm(f"delete {what} and their history for good?", abort=True)
+    _report_purged(store.purge_dead_ids(older_than), older_than, as_json)
+
+
+def _dead_jobs(count: int, older_than: float | None) -> str:
+    """`3 dead jobs`, `1 job dead for over 1h00m`."""
+    noun = "job" if count == 1 else "jobs"
     if older_than is None:
-        click.echo(f"purged {purged} dead {noun}")
-    else:
-        click.echo(f"purged {purged} {noun} dead for over {render.fmt_seconds(older_than)}")
+        return f"{count} dead {noun}"
+    return f"{count} {noun} dead for over {display.fmt_seconds(older_than)}"
+
+
+def _report_purged(ids: list[str], older_than: float | None, as_json: bool) -> None:
+    if as_json:
+        print_json({"purged": len(ids), "older_than": older_than, "ids": ids})
+        return
+    click.echo(f"purged {_dead_jobs(len(ids), older_than)}{':' if ids else ''}")
+    for job_id in ids:
+        click.echo(f"  {job_id}")

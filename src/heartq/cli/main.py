@@ -8,11 +8,22 @@ from collections.abc import Sequence
 import click
 
 from heartq import __version__
-from heartq.cli.common import json_option, print_json, scrub, store_for, url_option
+from heartq.cli.common import (
+    GROUP_URL,
+    json_option,
+    print_json,
+    scrub,
+    store_for,
+    url_option,
+)
+from heartq.cli.dashboard_cmd import dashboard_command
 from heartq.cli.demo import demo_command
 from heartq.cli.dlq_cmd import dlq_group
 from heartq.cli.jobs_cmd import enqueue_command, jobs_group
 from heartq.cli.ops_cmd import reap_command, stats_command
+from heartq.cli.periodic_cmd import periodic_command
+from heartq.cli.tasks_cmd import tasks_command
+from heartq.cli.watch_cmd import watch_command
 from heartq.cli.worker_cmd import worker_command
 from heartq.cli.workers_cmd import workers_command
 from heartq.errors import HeartqError
@@ -23,9 +34,31 @@ EXIT_OPERATIONAL = 1
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="heartq")
-@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
-def cli(debug: bool) -> None:
+@click.option(
+    "--debug", is_flag=True, help="Show tracebacks on errors (before or after the command)."
+)
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Queue URL for the command (also accepted after it). Env: HEARTQ_URL.",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, url: str | None) -> None:
     """heartq: a job queue that loses no job and leaves none stuck."""
+    if url:
+        ctx.meta[GROUP_URL] = url
+
+
+def hoist_debug(args: list[str]) -> tuple[list[str], bool]:
+    """`--debug` anywhere before a `--` is taken as the group's flag, so
+    `heartq jobs list --debug` works like `heartq --debug jobs list`."""
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end]
+    if not debug:
+        return args, False
+    rest = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return ["--debug", *rest], True
 
 
 @cli.command()
@@ -42,18 +75,21 @@ def migrate(url: str | None, as_json: bool) -> None:
 
 
 cli.add_command(worker_command)
+cli.add_command(dashboard_command)
 cli.add_command(enqueue_command)
+jobs_group.add_command(watch_command)
 cli.add_command(jobs_group)
 cli.add_command(workers_command)
+cli.add_command(tasks_command)
 cli.add_command(dlq_group)
 cli.add_command(reap_command)
 cli.add_command(stats_command)
+cli.add_command(periodic_command)
 cli.add_command(demo_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    args, debug = hoist_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         code = cli.main(args=args, prog_name="heartq", standalone_mode=False)
     except click.exceptions.Abort:

@@ -8,10 +8,11 @@ from typing import Any
 import click
 from rich.text import Text
 
+from heartq import display
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
-from heartq.cli.workers_cmd import with_heartbeat_age
 from heartq.config import Settings
+from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
 from heartq.maintenance.services import Findings, reclaim_pass
 from heartq.store import Store, redact
 from heartq.store.interface import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
@@ -87,7 +88,7 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
     """
     _quiet_events()
     settings = Settings.from_env()
-    store = store_for(url)
+    store = store_for(url, existing=True)
     found = reclaim_pass(
         store,
         stale_after if stale_after is not None else settings.stale_after_seconds,
@@ -102,7 +103,7 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
         how = (
             "its process is gone"
             if worker["detected_by"] == DetectedBy.LIVENESS_LOCK
-            else f"no heartbeat for {render.fmt_seconds(worker['heartbeat_age'])}"
+            else f"no heartbeat for {display.fmt_seconds(worker['heartbeat_age'])}"
         )
         console.print(
             f"worker {worker['id']} marked inactive: {how} "
@@ -119,7 +120,7 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
             now_text = Text("dead", style=render.STATUS_STYLES["dead"])
         else:
             now_text = Text(
-                f"queued, retry in {render.fmt_seconds(job['retry_in'])}",
+                f"queued, retry in {display.fmt_seconds(job['retry_in'])}",
                 style=render.STATUS_STYLES["queued"],
             )
         t.add_row(job["job_id"], Text(job["task"]), job["detected_by"], now_text)
@@ -142,7 +143,9 @@ def collect_stats(store: Store) -> dict[str, Any]:
     for statuses in by_queue.values():
         for status, count in statuses.items():
             totals[status] += count
-    workers = with_heartbeat_age(store.list_workers(include_all=False), now)
+    listed = with_liveness(store, with_heartbeat_age(store.list_workers(include_all=False), now))
+    workers = [w for w in listed if not w["gone"]]
+    gone = [w for w in listed if w["gone"]]
     waits = store.queue_waits()
     oldest = max(
         (w for w in waits.values() if w.oldest_age is not None),
@@ -150,6 +153,9 @@ def collect_stats(store: Store) -> dict[str, Any]:
         default=None,
     )
     scheduled = sum(w.scheduled for w in waits.values())
+    keys = store.concurrency_usage()
+    schedules = store.list_schedules()
+    next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
     return {
         "url": redact(store.url),
         "jobs": by_queue,
@@ -162,11 +168,23 @@ def collect_stats(store: Store) -> dict[str, Any]:
                 (w["heartbeat_age"] for w in workers if w["heartbeat_age"] is not None),
                 default=None,
             ),
+            "gone": len(gone),
+            "gone_running_jobs": sum(w["running"] for w in gone),
         },
         "oldest_queued_age": None if oldest is None else round(oldest.oldest_age or 0.0, 3),
         "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,
         "scheduled": scheduled,
         "dead": totals[JobStatus.DEAD],
+        "concurrency": {
+            "keys": len(keys),
+            "at_limit": sum(1 for k in keys if k["limit"] and k["running"] >= k["limit"]),
+            "queued": sum(k["queued"] for k in keys),
+            "busiest": keys[:5],
+        },
+        "periodic": {
+            "schedules": len(schedules),
+            "next_tick_in": None if not next_ticks else round(max(0.0, min(next_ticks) - now), 3),
+        },
     }
 
 
@@ -175,7 +193,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
 @json_option
 def stats_command(url: str | None, as_json: bool) -> None:
     """Jobs by queue and state, workers, the longest wait, the dead-letter queue."""
-    store = store_for(url)
+    store = store_for(url, existing=True)
     stats = collect_stats(store)
     if as_json:
         print_json(stats)
@@ -202,11 +220,23 @@ def stats_command(url: str | None, as_json: bool) -> None:
     if w["max_heartbeat_age"] is not None:
         workers += f", oldest heartbeat {w['max_heartbeat_age']:.1f}s ago"
     rows: list[tuple[str, str | Text]] = [("workers", workers)]
+    if w["gone"]:
+        held = w["gone_running_jobs"]
+        rows.append(
+            (
+                "gone",
+                Text(
+                    f"{w['gone']} worker{'s' * (w['gone'] != 1)} holding {held} "
+                    f"job{'s' * (held != 1)}: {GONE_HINT}",
+                    style=render.STATUS_STYLES["gone"],
+                ),
+            )
+        )
     if stats["oldest_queued_age"] is not None:
         rows.append(
             (
                 "longest wait",
-                f"{render.fmt_seconds(stats['oldest_queued_age'])} "
+                f"{display.fmt_seconds(stats['oldest_queued_age'])} "
                 f"(job {stats['oldest_queued_job']})",
             )
         )
@@ -214,6 +244,20 @@ def stats_command(url: str | None, as_json: bool) -> None:
         rows.append(("longest wait", "-  (no job waiting to run)"))
     if stats["scheduled"]:
         rows.append(("scheduled", f"{stats['scheduled']} queued jobs wait for their run_at"))
+    c = stats["concurrency"]
+    if c["keys"]:
+        busiest = ", ".join(f"{k['key']} {k['running']}/{k['limit']}" for k in c["busiest"])
+        rows.append(
+            (
+                "concurrency",
+                f"{c['keys']} keys with live jobs, {c['at_limit']} at their limit, "
+                f"{c['queued']} keyed jobs waiting (busiest: {busiest})",
+            )
+        )
+    p = stats["periodic"]
+    if p["schedules"]:
+        when = "-" if p["next_tick_in"] is None else f"in {display.fmt_seconds(p['next_tick_in'])}"
+        rows.append(("periodic", f"{p['schedules']} schedules, next tick {when} (heartq periodic)"))
     dead = Text(f"{stats['dead']} dead job{'s' * (stats['dead'] != 1)}")
     if stats["dead"]:
         dead.stylize("bold red")

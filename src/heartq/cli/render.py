@@ -1,26 +1,27 @@
 """Human output of the operator commands: rich tables that read well at 80 columns.
 
-On a terminal, rich uses its width and colours; piped into a file or another program,
-the output is plain text at 80 columns (or `$COLUMNS`), with no escape codes. Everything
-a user stored (task names, arguments, errors) is printed as text, never as rich markup.
+On a terminal, rich uses its width and colours, and tables cut their long free-text
+columns to fit. Piped into a file or another program (`heartq jobs list | grep ...`),
+the output is plain text, with no escape codes, and nothing is cut: each table takes its
+natural width, since a script greps for the whole task name. Everything a user stored
+(task names, arguments, errors) is printed as text, never as rich markup.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from collections.abc import Iterable
-from datetime import datetime
-from typing import IO, Any, TextIO, cast
+from typing import IO, TextIO, cast
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-PIPED_WIDTH = 80
-"""Output that is not a terminal is laid out for 80 columns unless `$COLUMNS` says."""
+PIPED_WIDTH = 4096
+"""Output that is not a terminal is laid out for 4096 columns, whatever `$COLUMNS` says
+(an exported `$COLUMNS` would otherwise cut what a script reads): tables keep their
+natural width, and trailing padding is stripped (`_TidyWriter`)."""
 MIN_FLEXIBLE_WIDTH = 4
 """A column cut to fit is never narrower than 4 characters."""
 
@@ -37,6 +38,7 @@ STATUS_STYLES = {
     "active": "green",
     "stopped": "dim",
     "inactive": "red",
+    "gone": "bold red",
 }
 
 
@@ -67,8 +69,8 @@ class _TidyWriter:
 
 
 def make_console() -> Console:
-    """stdout, at the terminal's width; plain text at 80 columns (or `$COLUMNS`) without
-    trailing spaces when piped."""
+    """stdout, at the terminal's width; plain text, uncut and without trailing spaces,
+    when piped."""
     if sys.stdout.isatty():
         return Console(highlight=False, markup=False, emoji=False, soft_wrap=False)
     return Console(
@@ -77,13 +79,8 @@ def make_console() -> Console:
         markup=False,
         emoji=False,
         soft_wrap=False,
-        width=_piped_width(),
+        width=PIPED_WIDTH,
     )
-
-
-def _piped_width() -> int:
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
 
 
 def table(*columns: str, title: str | None = None) -> Table:
@@ -137,68 +134,6 @@ def fit(t: Table, width: int, shrink: Iterable[str] = (), wrap: Iterable[str] = 
 def status_text(status: str | None) -> Text:
     value = status or "-"
     return Text(value, style=STATUS_STYLES.get(value, ""))
-
-
-def epoch_of(value: str | None) -> float | None:
-    """An ISO-8601 time from the store (`...Z`) as seconds since the epoch."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
-def fmt_time(value: str | None) -> str:
-    """`2024-05-01 12:00:01.123Z` (UTC, as stored), or `-`."""
-    return value.replace("T", " ") if value else "-"
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    """A duration an operator reads at a glance: 850ms, 12.3s, 4m05s, 2h03m, 3d04h."""
-    if seconds is None:
-        return "-"
-    sign = "-" if seconds < 0 else ""
-    s = abs(seconds)
-    if s < 1:
-        return f"{sign}{s * 1000:.0f}ms"
-    if s < 60:
-        return f"{sign}{s:.1f}s"
-    if s < 3600:
-        return f"{sign}{int(s // 60)}m{int(s % 60):02d}s"
-    if s < 86400:
-        return f"{sign}{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-    return f"{sign}{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
-
-
-def age(value: str | None, now: float) -> float | None:
-    moment = epoch_of(value)
-    return None if moment is None else now - moment
-
-
-def fmt_ago(value: str | None, now: float) -> str:
-    """`12.3s ago`, or `in 4.0s` for a time still to come, or `-`."""
-    seconds = age(value, now)
-    if seconds is None:
-        return "-"
-    if seconds < 0:
-        return f"in {fmt_seconds(-seconds)}"
-    return f"{fmt_seconds(seconds)} ago"
-
-
-def compact_json(value: Any, limit: int | None = None) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-    if limit is not None and len(text) > limit:
-        return text[: limit - 3] + "..."
-    return text
-
-
-def last_line(text: str | None, limit: int = 300) -> str:
-    """The line of an error that says what happened (a traceback's last line)."""
-    if not text:
-        return ""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:limit] if lines else ""
 
 
 def key_values(rows: Iterable[tuple[str, str | Text]]) -> Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from heartq.cli.common import load_app, url_option
+from heartq.cli.common import load_app, url_option, url_typed
 from heartq.config import DEFAULT_CONCURRENCY, resolve_url
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
@@ -65,6 +65,21 @@ from heartq.worker.pools import POOL_NAMES
     help="Seconds running jobs get to finish on SIGTERM [30].",
 )
 @click.option(
+    "--startup-timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    envvar="HEARTQ_STARTUP_TIMEOUT",
+    help="Give up (exit 1) if the database is not usable within this many seconds "
+    "of startup [wait until stopped].",
+)
+@click.option(
+    "--transport",
+    default=None,
+    envvar="HEARTQ_TRANSPORT",
+    help="nats://HOST:PORT: pull job wake-ups from NATS JetStream (docs/NATS.md) "
+    "[none: poll the database].",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -86,7 +101,11 @@ from heartq.worker.pools import POOL_NAMES
     show_default=True,
     help="debug adds every claimed and succeeded job, and every heartbeat.",
 )
-@click.option("--burst", is_flag=True, help="Exit once the queue is empty and nothing runs.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit once nothing of its queues is running, runnable or waiting for a retry.",
+)
 def worker_command(
     app_ref: str,
     url: str | None,
@@ -100,6 +119,8 @@ def worker_command(
     liveness_interval: float | None,
     poll_interval: float | None,
     shutdown_timeout: float | None,
+    startup_timeout: float | None,
+    transport: str | None,
     metrics_port: int | None,
     metrics_host: str,
     log_format: str,
@@ -117,8 +138,10 @@ def worker_command(
     def typed(name: str) -> bool:
         return context.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
-    if url and typed("url"):
+    if url and url_typed(context):
         app.use_url(resolve_url(url))
+    if transport and typed("transport"):
+        app.use_transport(transport)
     timings = {
         name: value
         for name, value in (
@@ -139,6 +162,7 @@ def worker_command(
         liveness_interval=liveness_interval,
         poll_interval=poll_interval,
         shutdown_timeout=shutdown_timeout,
+        startup_timeout=startup_timeout,
     )
     if metrics_port is not None:
         from heartq.metrics import start_metrics_server

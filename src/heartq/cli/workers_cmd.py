@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 from rich.text import Text
 
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
-
-
-def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-    """The store's worker objects plus `heartbeat_age`: seconds since the last heartbeat,
-    by the database's clock."""
-    out = []
-    for worker in workers:
-        seconds = render.age(worker.get("last_heartbeat_at"), now)
-        out.append(dict(worker, heartbeat_age=None if seconds is None else round(seconds, 3)))
-    return out
+from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
 
 
 @click.command("workers")
@@ -29,8 +18,9 @@ def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[s
 @json_option
 def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     """Workers and what they hold (only active ones unless --all)."""
-    store = store_for(url)
-    workers = with_heartbeat_age(store.list_workers(include_all=include_all), store.clock())
+    store = store_for(url, existing=True)
+    listed = with_heartbeat_age(store.list_workers(include_all=include_all), store.clock())
+    workers = with_liveness(store, listed)
     if as_json:
         print_json(workers)
         return
@@ -46,14 +36,14 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
         t.add_row(
             worker["id"],
             Text(worker.get("name") or "-"),
-            render.status_text(worker["status"]),
+            render.status_text("gone" if worker["gone"] else worker["status"]),
             Text(",".join(worker.get("queues") or [])),
             f"{worker['running']}/{worker['concurrency']}",
             "-" if age is None else f"{age:.1f}s ago",
         )
     render.fit(t, console.width, shrink=("NAME", "QUEUES"), wrap=("ID",))
     console.print(t)
-    active = [w for w in workers if w["status"] == "active"]
+    active = [w for w in workers if w["status"] == "active" and not w["gone"]]
     running = sum(w["running"] for w in active)
     slots = sum(w["concurrency"] for w in active)
     console.print(
@@ -61,3 +51,12 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
         "HEARTBEAT is the age of the last heartbeat",
         style="dim",
     )
+    gone = [w for w in workers if w["gone"]]
+    if gone:
+        held = sum(w["running"] for w in gone)
+        console.print(
+            Text(
+                f"{len(gone)} gone, holding {held} job{'s' * (held != 1)}: {GONE_HINT}",
+                style=render.STATUS_STYLES["gone"],
+            )
+        )

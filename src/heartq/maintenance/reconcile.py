@@ -4,8 +4,11 @@ workers of that name still hold, when they are gone.
 A worker started with `--name` (a pod, a systemd unit) may be the restart of one that
 died holding jobs; the store reclaims those at once instead of leaving them to the lease
 (`Store.reclaim_by_name`). A namesake still alive (two processes given the same name)
-keeps its jobs. Events: `job_reenqueued`/`job_dead` per job taken back (with the
-detector `reconciliation`), `namesake_alive` (warning) per live namesake, and
+keeps its jobs. Where a free lock is believed only after a grace (PostgreSQL: a session
+dropped under a live worker looks free for a moment), a namesake found with its lock
+free is suspected, not judged: `PendingReconciliation` judges it again once the grace
+has passed. Events: `job_reenqueued`/`job_dead` per job taken back (with the detector
+`reconciliation`), `namesake_alive` (warning) per live namesake, and
 `reconciliation_complete`.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from heartq import events
-from heartq.maintenance.services import report_reclaimed
+from heartq.maintenance.services import GRACE_SLACK, Findings, report_reclaimed
 from heartq.store.interface import DetectedBy, Reconciliation, Store
 
 
@@ -48,5 +51,32 @@ def reconcile(
         name=name,
         reclaimed=len(done.reclaimed),
         job_ids=[r.job_id for r in done.reclaimed],
+        suspected=done.suspected,
     )
     return done
+
+
+class PendingReconciliation:
+    """A maintenance service for the namesakes startup reconciliation suspected: it
+    reconciles again every `liveness_grace` (plus a little) until none is suspected any
+    more, then does nothing. Without it a restarted worker whose probes are slow or off
+    (`--liveness-interval`) would leave a dead namesake's jobs to their leases."""
+
+    name = "reconciliation"
+
+    def __init__(
+        self, store: Store, name: str, worker_id: str, stale_after: float | None = None
+    ) -> None:
+        self.store = store
+        self.namesake = name
+        self.worker_id = worker_id
+        self.stale_after = stale_after
+        self.interval = store.liveness_grace + GRACE_SLACK
+        self.pending = True
+
+    def run_once(self) -> Findings:
+        if not self.pending:
+            return Findings()
+        done = reconcile(self.store, self.namesake, self.worker_id, self.stale_after)
+        self.pending = bool(done.suspected)
+        return Findings(reconciled=done.reclaimed)

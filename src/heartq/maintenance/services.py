@@ -9,6 +9,10 @@
   worker's own `stale_after` only applies to workers that recorded none (older versions),
   so a worker with a slow heartbeat is never judged by a peer with a fast one.
   Events: `worker_deactivated` (with `heartbeat_age`), `orphaned_jobs_detected`.
+  The reaper and the monitor of a worker judge only while that worker has been in
+  unbroken contact with the database for a staleness threshold: after a pause of the
+  database (a freeze, a failover) every heartbeat and lease looks old, and silence the
+  observer could not have heard is no evidence. Liveness locks still find real deaths.
 - `LivenessProbe` (every `liveness_interval`, default 1 s): tries the liveness locks of
   the active workers; a lock that can be taken means a dead process, whose jobs are
   reclaimed at once. Same events, with `detected_by=liveness_lock`.
@@ -28,7 +32,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -99,14 +103,23 @@ class Findings:
 
     workers: list[tuple[StaleWorker, DetectedBy]] = field(default_factory=list)
     expired: list[Reclaimed] = field(default_factory=list)
+    reconciled: list[Reclaimed] = field(default_factory=list)
+    """Taken back from namesakes a startup reconciliation suspected, once found gone."""
 
     def __iadd__(self, other: Findings) -> Findings:
         self.workers += other.workers
         self.expired += other.expired
+        self.reconciled += other.reconciled
         return self
 
     def __len__(self) -> int:
-        return len(self.workers) + len(self.expired)
+        return len(self.workers) + len(self.expired) + len(self.reconciled)
+
+    def requeued(self) -> list[Reclaimed]:
+        """The jobs found here that went back to the queue (not dead, not cancelled)."""
+        taken = [job for worker, _ in self.workers for job in worker.reclaimed]
+        jobs = taken + self.expired + self.reconciled
+        return [job for job in jobs if job.status is JobStatus.QUEUED]
 
 
 class Service(Protocol):
@@ -123,15 +136,20 @@ class Reaper:
 
     name = "reaper"
 
-    def __init__(self, store: Store, batch: int, interval: float = 0.0) -> None:
+    def __init__(
+        self, store: Store, batch: int, interval: float = 0.0, observer: str | None = None
+    ) -> None:
         self.store = store
         self.batch = batch
         self.interval = interval
+        self.observer = observer
 
     def run_once(self) -> Findings:
         found = Findings()
         for _ in range(MAX_REAP_ROUNDS):
-            reclaimed = self.store.reap_expired(DetectedBy.LEASE_EXPIRED, self.batch)
+            reclaimed = self.store.reap_expired(
+                DetectedBy.LEASE_EXPIRED, self.batch, observer=self.observer
+            )
             if reclaimed:
                 events.emit(
                     events.STALE_JOBS_DETECTED,
@@ -153,13 +171,22 @@ class WorkerMonitor:
 
     name = "worker_monitor"
 
-    def __init__(self, store: Store, stale_after: float, interval: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        stale_after: float,
+        interval: float = 0.0,
+        observer: str | None = None,
+    ) -> None:
         self.store = store
         self.stale_after = stale_after
         self.interval = interval
+        self.observer = observer
 
     def run_once(self) -> Findings:
-        stale = self.store.mark_stale_workers(self.stale_after, DetectedBy.STALE_WORKER)
+        stale = self.store.mark_stale_workers(
+            self.stale_after, DetectedBy.STALE_WORKER, observer=self.observer
+        )
         report_stale_workers(stale, DetectedBy.STALE_WORKER)
         return Findings(workers=[(w, DetectedBy.STALE_WORKER) for w in stale])
 
@@ -169,12 +196,13 @@ class LivenessProbe:
 
     name = "liveness_probe"
 
-    def __init__(self, store: Store, interval: float = 0.0) -> None:
+    def __init__(self, store: Store, interval: float = 0.0, observer: str | None = None) -> None:
         self.store = store
         self.interval = interval
+        self.observer = observer
 
     def run_once(self) -> Findings:
-        dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK)
+        dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK, observer=self.observer)
         report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
         return Findings(workers=[(w, DetectedBy.LIVENESS_LOCK) for w in dead])
 
@@ -207,13 +235,14 @@ class Pruner:
         return counts.workers + counts.jobs
 
 
-def default_services(store: Store, settings: Settings) -> list[Service]:
-    """What every worker runs, each at its own interval."""
+def default_services(store: Store, settings: Settings, worker_id: str) -> list[Service]:
+    """What every worker runs, each at its own interval. The reaper and the monitor judge
+    as `worker_id`: only while it has been in unbroken contact with the database."""
     reap_every = settings.reap_interval_seconds
     return [
-        LivenessProbe(store, settings.liveness_interval),
-        Reaper(store, settings.reap_batch, reap_every),
-        WorkerMonitor(store, settings.stale_after_seconds, reap_every),
+        LivenessProbe(store, settings.liveness_interval, observer=worker_id),
+        Reaper(store, settings.reap_batch, reap_every, observer=worker_id),
+        WorkerMonitor(store, settings.stale_after_seconds, reap_every, observer=worker_id),
         Pruner(store, settings),
     ]
 
@@ -235,9 +264,16 @@ class MaintenanceRunner:
         services: Sequence[Service],
         worker_id: str,
         found_work: threading.Event | None = None,
+        on_failure: Callable[[BaseException, str], int] | None = None,
+        on_requeued: Callable[[list[Reclaimed]], None] | None = None,
     ) -> None:
         self.services = list(services)
         self._worker_id = worker_id
+        self._on_failure = on_failure
+        self._on_requeued = on_requeued
+        """Told of the jobs a pass put back in the queue (a transport republishes them)."""
+        """Told of each failed pass (the worker's `StoreHealth.failed`); returns the level
+        of `maintenance_failed`, so a known database state is not logged every pass."""
         self._found_work = found_work or threading.Event()
         """Set after a pass that reclaimed jobs: they may be runnable at once, so the
         worker's fetch loop looks now instead of at its next poll."""
@@ -253,12 +289,20 @@ class MaintenanceRunner:
 
     def _run(self, service: Service) -> None:
         try:
-            if service.run_once():
+            found = service.run_once()
+            if found:
                 self._found_work.set()
+            if isinstance(found, Findings) and self._on_requeued is not None:
+                requeued = found.requeued()
+                if requeued:
+                    self._on_requeued(requeued)
         except Exception as exc:  # noqa: BLE001 - a failed pass is retried next interval
+            level = logging.WARNING
+            if self._on_failure is not None:
+                level = self._on_failure(exc, service.name)
             events.emit(
                 events.MAINTENANCE_FAILED,
-                logging.WARNING,
+                level,
                 service=service.name,
                 worker_id=self._worker_id,
                 error=str(exc),

@@ -50,8 +50,9 @@ def redact_text(text: str) -> str:
     return _hide_parameters(_URL.sub(lambda m: redact(m.group(0)), text))
 
 
-def open_store(url: str | None = None) -> Store:
-    """A store for `url` (else `HEARTQ_URL`, else `sqlite:///heartq.db`). Opens lazily."""
+def open_store(url: str | None = None, *, pool_size: int | None = None) -> Store:
+    """A store for `url` (else `HEARTQ_URL`, else `sqlite:///heartq.db`). Opens lazily.
+    `pool_size`: PostgreSQL's pooled connections per process (SQLite has no pool)."""
     resolved = resolve_url(url)
     scheme = resolved.split(":", 1)[0].lower()
     if scheme == "sqlite":
@@ -65,7 +66,7 @@ def open_store(url: str | None = None) -> Store:
             raise ConfigError(
                 f"the PostgreSQL backend needs psycopg: pip install 'heartq[postgres]' ({exc})"
             ) from None
-        return PostgresStore(resolved)
+        return PostgresStore(resolved, pool_size=pool_size)
     raise ConfigError(
         f"unsupported queue URL {redact(resolved)!r}: use sqlite:///path.db or postgresql://..."
     )

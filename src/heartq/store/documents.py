@@ -19,8 +19,15 @@ from typing import Any
 from heartq import outcomes
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
-from heartq.payload import MAX_DURATION, check_duration, check_name, clean_text
-from heartq.store.interface import Finish, NewJob, Renewal, WorkerInfo
+from heartq.payload import (
+    MAX_DURATION,
+    check_concurrency,
+    check_duration,
+    check_name,
+    check_unique_key,
+    clean_text,
+)
+from heartq.store.interface import Finish, NewJob, Renewal, TaskPolicy, WorkerInfo
 
 
 def _finite(name: str, value: Any) -> float:
@@ -66,6 +73,31 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         "max_retries": job.max_retries,
         "retry_backoff": _seconds("retry_backoff", job.retry_backoff),
         "retry_backoff_max": _seconds("retry_backoff_max", job.retry_backoff_max),
+        "chosen": job.chosen,
+        "run_at": None if job.run_at is None else _finite("eta", job.run_at),
+        "unique_key": None if job.unique_key is None else check_unique_key(job.unique_key),
+        "unique_for": None if job.unique_for is None else _seconds("unique_for", job.unique_for),
+        "schedule": None if job.schedule is None else check_name("schedule", job.schedule),
+        **check_concurrency(job.concurrency_key, job.concurrency_limit),
+    }
+
+
+def task_doc(policy: TaskPolicy) -> dict[str, Any]:
+    """One task declaration; `ConfigError` for a name or queue no backend takes,
+    `PayloadError` for a backoff or timeout that is not a finite number of seconds."""
+    return {
+        "name": check_name("task", policy.name),
+        "queue": check_name("queue", policy.queue),
+        "priority": policy.priority,
+        "max_retries": policy.max_retries,
+        "retry_backoff": _seconds("retry_backoff", policy.retry_backoff),
+        "retry_backoff_max": _seconds("retry_backoff_max", policy.retry_backoff_max),
+        "timeout": None if policy.timeout is None else _seconds("timeout", policy.timeout),
+        "heartbeat_timeout": (
+            None
+            if policy.heartbeat_timeout is None
+            else _seconds("heartbeat_timeout", policy.heartbeat_timeout)
+        ),
     }
 
 
@@ -95,9 +127,11 @@ def finish_doc(
     dead_reason: str | None = None,
     crash: Mapping[str, Any] | None = None,
     keep_place: bool = False,
+    result_pending: bool = False,
 ) -> dict[str, Any]:
     """One finished attempt, as the fenced finish statement reads it. `keep_place`: a
     requeued job keeps its `run_at` (its place in line) instead of waiting `delay`.
+    `result_pending`: a job its task's transaction completed; its result comes after.
     `PayloadError` for a retry delay that is not finite or a crash context that is not
     strict JSON."""
     return {
@@ -111,6 +145,7 @@ def finish_doc(
         "keep": keep_place,
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
+        "pending": result_pending,
     }
 
 

@@ -9,6 +9,11 @@ namesakes a restarted worker may reclaim from (`sort_namesakes`).
 A job requeued after its first crash keeps its place in line (its `run_at`) and may run
 at once: its worker died, the job waited long enough. From its second crash on it waits
 its retry backoff (`outcomes.after_crash`).
+
+An attempt given up because its worker could not reach the database (`INFRASTRUCTURE`
+detections: self-fencing) ends `interrupted`, not `crashed`: the job was not at fault,
+so the attempt is not counted against `max_retries` and the job keeps its place in line.
+`MAX_INTERRUPTIONS` bounds such attempts separately, so nothing loops forever.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 from heartq import outcomes
 from heartq.retry import DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store.documents import finish_doc
-from heartq.store.interface import JobStatus, LiveNamesake, Outcome, Reclaimed
+from heartq.store.interface import DetectedBy, JobStatus, LiveNamesake, Outcome, Reclaimed
 from heartq.timeutil import iso
 
 RECLAIM_COLUMNS = (
@@ -37,8 +42,16 @@ RECLAIM_COLUMNS = (
     "heartbeat_at",
     "worker_heartbeat_at",
     "crashes",
+    "interruptions",
     "cancel_requested",
 )
+
+INFRASTRUCTURE = frozenset({DetectedBy.SELF_FENCE})
+"""Detections that mean the database, not the job, failed the attempt: its worker could
+not renew the lease and gave the attempt up itself."""
+MAX_INTERRUPTIONS = 20
+"""A job whose attempts were interrupted this many times (its workers kept losing the
+database while running it) is dead: an outage is bounded, an endless loop is not."""
 
 
 def plan(
@@ -51,13 +64,16 @@ def plan(
     """Finish documents (for the backend's fenced finish statement) and what they mean.
 
     `rows` are mappings (or `sqlite3.Row`s) with the columns of `RECLAIM_COLUMNS`."""
-    decided = [_decide(row, crash_context(row, now, detected_by, reason, extra)) for row in rows]
+    interrupted = detected_by in INFRASTRUCTURE
+    decide = _interrupt if interrupted else _decide
+    outcome = Outcome.INTERRUPTED if interrupted else Outcome.CRASHED
+    decided = [decide(row, crash_context(row, now, detected_by, reason, extra)) for row in rows]
     docs = [
         finish_doc(
             r.job_id,
             r.execution_id,
             status=str(r.status),
-            outcome=Outcome.CRASHED.value,
+            outcome=outcome.value,
             error=f"{reason} (detected by {detected_by})",
             delay=r.retry_delay,
             dead_reason=r.dead_reason,
@@ -67,6 +83,12 @@ def plan(
         for r in decided
     ]
     return docs, decided
+
+
+def detector(observer: str | None) -> dict[str, Any] | None:
+    """What a crash context says of who found the crash: `detector`, the id of the worker
+    whose maintenance pass found it (none for an operator's `heartq reap`)."""
+    return None if observer is None else {"detector": observer}
 
 
 def crash_context(
@@ -108,6 +130,28 @@ def _decide(row: Any, crash: dict[str, Any]) -> Reclaimed:
         )
         if not math.isfinite(delay):  # a row stored before backoffs were checked
             delay = DEFAULT_RETRY_BACKOFF_MAX
+    return _reclaimed(row, crash, status, delay, dead_reason)
+
+
+def _interrupt(row: Any, crash: dict[str, Any]) -> Reclaimed:
+    """The fate of an interrupted attempt's job: cancelled (its cancel was requested),
+    requeued at once in its place (the attempt is not counted), or dead once its attempts
+    were interrupted more than `MAX_INTERRUPTIONS` times."""
+    interruptions = row["interruptions"] + 1
+    if row["cancel_requested"]:
+        return _reclaimed(row, crash, JobStatus.CANCELLED, 0.0, None)
+    if interruptions > MAX_INTERRUPTIONS:
+        reason = (
+            f"interrupted {interruptions} times: its workers kept losing the database; "
+            f"last: {crash.get('reason')} on worker {crash.get('worker_id')}"
+        )
+        return _reclaimed(row, crash, JobStatus.DEAD, 0.0, reason)
+    return _reclaimed(row, crash, JobStatus.QUEUED, 0.0, None)
+
+
+def _reclaimed(
+    row: Any, crash: dict[str, Any], status: JobStatus, delay: float, dead_reason: str | None
+) -> Reclaimed:
     return Reclaimed(
         job_id=row["id"],
         execution_id=row["execution_id"],
@@ -118,21 +162,27 @@ def _decide(row: Any, crash: dict[str, Any]) -> Reclaimed:
         crash=crash,
         retry_delay=delay,
         dead_reason=dead_reason,
+        queue=str(row["queue"]),
     )
 
 
 def sort_namesakes(
-    rows: Sequence[Any], lock_free: Callable[[Any], bool]
-) -> tuple[list[str], list[LiveNamesake]]:
+    rows: Sequence[Any], lock_free: Callable[[Any], bool | None]
+) -> tuple[list[str], list[LiveNamesake], list[str]]:
     """Startup reconciliation, shared by every backend: of the other workers of a name
     (rows with `id`, `heartbeat_age` and `silent`, past their staleness threshold), the
-    ids of those that are gone (liveness lock free, or silent), and those alive. A live
-    namesake (two processes given the same `--name`) keeps its jobs."""
+    ids of those that are gone (liveness lock free for the store's grace, or silent),
+    those alive, and those suspected (`lock_free` says None: free, not yet for the
+    grace). A live namesake (two processes given the same `--name`) keeps its jobs."""
     gone: list[str] = []
     alive: list[LiveNamesake] = []
+    suspected: list[str] = []
     for row in rows:
-        if row["silent"] or lock_free(row):
+        free = lock_free(row)
+        if row["silent"] or free:
             gone.append(str(row["id"]))
+        elif free is None:
+            suspected.append(str(row["id"]))
         else:
             alive.append(LiveNamesake(str(row["id"]), round(float(row["heartbeat_age"]), 3)))
-    return gone, alive
+    return gone, alive, suspected

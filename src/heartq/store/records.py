@@ -16,19 +16,24 @@ from heartq.errors import LeaseLost
 from heartq.store import serialize
 from heartq.store.interface import (
     JOB_STATUSES,
+    TERMINAL_STATUSES,
     ClaimedJob,
     DetectedBy,
+    JobEnd,
+    JobStatus,
     Lease,
     QueueWait,
     Reclaimed,
     Renewal,
     RenewStatus,
     StaleWorker,
+    TaskPolicy,
 )
 
 
-def claimed_jobs(rows: Iterable[Any]) -> list[ClaimedJob]:
-    """The claimed jobs in claim order: best priority first, then oldest."""
+def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
+    """The claimed jobs in claim order: best priority first, then oldest; `sent_at` is
+    when the claim statement was sent (`ClaimedJob.sent_at`)."""
     ordered = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
     return [
         ClaimedJob(
@@ -44,6 +49,8 @@ def claimed_jobs(rows: Iterable[Any]) -> list[ClaimedJob]:
             checkpoint=serialize.json_value(r["checkpoint"]),
             lease_expires_at=r["lease_expires_at"],
             run_at=r["run_at"],
+            chosen=r["chosen"],
+            sent_at=sent_at,
         )
         for r in ordered
     ]
@@ -96,3 +103,34 @@ def queue_wait(row: Any, now: float, oldest_job_id: str | None) -> QueueWait:
     oldest = row["oldest_run_at"]
     age = None if oldest is None else max(0.0, now - oldest)
     return QueueWait(age, oldest_job_id, int(row["scheduled"] or 0))
+
+
+def task_policy(row: Any) -> TaskPolicy:
+    return TaskPolicy(
+        name=row["name"],
+        queue=row["queue"],
+        priority=row["priority"],
+        max_retries=row["max_retries"],
+        retry_backoff=row["retry_backoff"],
+        retry_backoff_max=row["retry_backoff_max"],
+        timeout=row["timeout"],
+        heartbeat_timeout=row["heartbeat_timeout"],
+        declared_at=row["declared_at"],
+        declared_by=row["declared_by"],
+    )
+
+
+def awaited_ends(rows: Iterable[Any]) -> list[str]:
+    """The jobs among changed rows that someone waits for and that have ended."""
+    return [r["id"] for r in rows if r["awaited"] and r["status"] in TERMINAL_STATUSES]
+
+
+def job_end(job_id: str, row: Any) -> JobEnd:
+    return JobEnd(
+        job_id=job_id,
+        status=JobStatus(row["status"]),
+        result=serialize.json_value(row["result"]),
+        error=row["error"],
+        dead_reason=row["dead_reason"],
+        result_pending=bool(row["result_pending"]),
+    )

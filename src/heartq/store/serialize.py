@@ -45,6 +45,8 @@ def job_dict(
         "priority": row["priority"],
         "attempts": row["attempts"],
         "max_retries": row["max_retries"],
+        "retry_backoff": row["retry_backoff"],
+        "retry_backoff_max": row["retry_backoff_max"],
         "run_at": iso(row["run_at"]),
         "created_at": iso(row["created_at"]),
         "started_at": iso(row["started_at"]),
@@ -63,6 +65,11 @@ def job_dict(
         "error": row["error"],
         "dead_reason": row["dead_reason"],
         "cancel_requested": bool(row["cancel_requested"]),
+        "cancelled_by": row["cancelled_by"],
+        "unique_key": row["unique_key"],
+        "schedule": row["schedule"],
+        "concurrency_key": row["concurrency_key"],
+        "concurrency_limit": row["concurrency_limit"],
     }
     if executions is not None:
         doc["executions"] = [execution_dict(e) for e in executions]

@@ -10,10 +10,11 @@ inside the worker, as fencing does in the database.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,12 @@ class EndKind(enum.Enum):
     RELEASED = "released"  # graceful shutdown: give it back, no attempt counted
 
 
+class TransactionState(enum.Enum):
+    NONE = "none"
+    OPEN = "open"  # the task's ctx.transaction() block runs; its commit is fenced
+    COMMITTED = "committed"  # the job is succeeded; its result is saved after
+
+
 @dataclass(frozen=True)
 class AttemptEnd:
     kind: EndKind
@@ -50,7 +57,7 @@ class RunningJob:
     def __init__(
         self,
         job: ClaimedJob,
-        task: Task | None,
+        task: Task[Any, Any] | None,
         store: Store,
         *,
         claim_sent_at: float,
@@ -75,6 +82,10 @@ class RunningJob:
         self._stopping = False
         self._end: AttemptEnd | None = None
         self.on_flags_changed: Callable[[RunningJob], None] | None = None
+        self.transaction: TransactionState = TransactionState.NONE
+        """Where its task's `ctx.transaction()` stands: while it is open the database
+        alone decides whether the attempt still holds the job (its commit is fenced);
+        once it committed, the job is done and only the result remains to be saved."""
 
     # -- AttemptControl ----------------------------------------------------------------
     @property
@@ -95,6 +106,27 @@ class RunningJob:
 
     def save_checkpoint(self, checkpoint: Any) -> None:
         self.save_checkpoint_json(payload.encode(checkpoint, what="checkpoint", limit=self._limit))
+
+    @contextlib.contextmanager
+    def open_transaction(self) -> Iterator[Any]:
+        """`ctx.transaction()` in this process: the task's writes and its job's completion
+        in one transaction of the worker's store (`Store.completing`)."""
+        if self._lost:
+            raise LeaseLost(self.job.id, self.job.execution_id)
+        if self.transaction is not TransactionState.NONE:
+            raise RuntimeError("ctx.transaction() completes the job: once per attempt")
+        self.transaction = TransactionState.OPEN
+        try:
+            with self._store.completing(self.job.lease) as conn:
+                yield conn
+        except BaseException:
+            self.transaction = TransactionState.NONE
+            raise
+        self.mark_committed()
+
+    def mark_committed(self) -> None:
+        """The job was completed in its task's transaction (here, or in a child)."""
+        self.transaction = TransactionState.COMMITTED
 
     def save_checkpoint_json(self, checkpoint_json: str) -> None:
         try:
@@ -130,8 +162,9 @@ class RunningJob:
             self.on_flags_changed(self)
 
     def mark_cancel_requested(self) -> None:
-        changed = not self._cancel_requested
-        self._cancel_requested = True
+        with self._lock:  # ordered with `end()`: see there
+            changed = not self._cancel_requested
+            self._cancel_requested = True
         if changed and self.on_flags_changed:
             self.on_flags_changed(self)
 
@@ -144,10 +177,26 @@ class RunningJob:
             self.on_flags_changed(self)
 
     def end(self, end: AttemptEnd) -> bool:
-        """Record how the attempt ended; False if it had already ended (this one is stale)."""
+        """Record how the attempt ended; False if it had already ended (this one is stale).
+        Read what was recorded from `ended`: it may differ from `end`.
+
+        A value returned once the code was told of a cancel request is what the cancel cut
+        short (a task may stop on `ctx.cancelled` by returning rather than raising): the
+        attempt ends `cancelled`, and the value is not kept. Told means the flag was set
+        before this end was recorded (`mark_cancel_requested` takes the same lock), so a
+        value returned before the worker heard of the cancel still succeeds. A job its
+        task's own transaction completed stays completed."""
         with self._lock:
             if self._end is not None:
                 return False
+            if (
+                end.kind is EndKind.SUCCEEDED
+                and self._cancel_requested
+                and self.transaction is not TransactionState.COMMITTED
+            ):
+                end = AttemptEnd(
+                    EndKind.CANCELLED, error="cancelled: the task returned after it was told"
+                )
             self._end = end
             return True
 

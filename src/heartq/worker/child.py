@@ -15,14 +15,16 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
 from heartq import payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError, UnknownTask
-from heartq.store.interface import Progress
-from heartq.worker.attempt import AttemptEnd, EndKind
+from heartq.store import open_store
+from heartq.store.interface import Lease, Progress
+from heartq.worker.attempt import AttemptEnd, EndKind, TransactionState
 from heartq.worker.invoke import run_sync
 
 PR_SET_PDEATHSIG = 1
@@ -37,9 +39,11 @@ def _die_with_parent() -> None:
 class ChildControl:
     """`AttemptControl` over the pipe to the parent worker."""
 
-    def __init__(self, conn: Connection, limit: int) -> None:
+    def __init__(self, conn: Connection, limit: int, lease: Lease, url: str) -> None:
         self._conn = conn
         self._limit = limit
+        self._lease = lease
+        self._url = url
         self._send_lock = threading.Lock()
         self._reply = threading.Condition()
         self._answer: str | None = None
@@ -67,6 +71,25 @@ class ChildControl:
         if answer != "ok":
             raise PayloadError(answer)
 
+    @contextlib.contextmanager
+    def open_transaction(self) -> Iterator[Any]:
+        """`ctx.transaction()` in a child: on a store of the child's own (opened for it,
+        closed after), with the parent told where the transaction stands, so it stops
+        renewing a job that is done and saves the result the child then returns."""
+        if self.lost:
+            raise LeaseLost(self._lease.job_id, self._lease.execution_id)
+        self._send(("transaction", TransactionState.OPEN.value))
+        store = open_store(self._url)
+        try:
+            with store.completing(self._lease) as conn:
+                yield conn
+        except BaseException:
+            self._send(("transaction", TransactionState.NONE.value))
+            raise
+        finally:
+            store.close()
+        self._send(("transaction", TransactionState.COMMITTED.value))
+
     def listen(self) -> None:
         """Runs in a thread: apply the parent's messages; exit if the parent is gone."""
         try:
@@ -93,7 +116,7 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    control = ChildControl(conn, limit)
+    control = ChildControl(conn, limit, Lease(job["id"], job["execution_id"]), job["url"])
     threading.Thread(target=control.listen, daemon=True).start()
     try:
         task = resolve_task(app_ref, job["task"])

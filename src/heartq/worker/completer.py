@@ -2,13 +2,16 @@
 
 Ended attempts queue up in the ledger (`Ledger.outcomes`); the completer flushes every
 `flush_interval` (a few milliseconds) or every `batch_size` attempts. An outcome counts
-as saved only once that commit returned. If the database cannot be reached, the batch
-is retried with backoff for as long as each attempt's lease is trusted: the heartbeater
-keeps renewing them while the database answers it, and once it cannot, trust runs out
-and the attempt is dropped unreported, since another worker may hold its job by then. A
-write that fencing refuses means the lease was lost: nothing of it landed. An attempt
-whose child process died is recorded as crashed at once (`Store.crash_attempt`,
-`detected_by=child_exit`).
+as saved only once that commit returned. If the database cannot be reached or written
+(down, a full disk, a read-only or deleted SQLite file), the batch is retried with
+backoff until it lands or the worker stops: the job stays `running` under this worker,
+whose heartbeats keep its lease while they land. Saving late is safe whatever happened
+meanwhile, because the write is fenced: if the lease ran out and another worker took the
+job, the write changes nothing and the attempt is reported lost. So an outcome is never
+thrown away for want of a database; at shutdown the worker retries until its deadline
+and, if outcomes are still unsaved, leaves itself `active` for the next worker's liveness
+probe (`runtime.py`). An attempt whose child process died is recorded as crashed at once
+(`Store.crash_attempt`, `detected_by=child_exit`), retried the same way.
 
 Events: `job_succeeded`, `job_cancelled`, `job_failed`, `job_timed_out`,
 `job_retry_scheduled`, `job_dead`, `job_crashed`, `completion_retry`.
@@ -20,20 +23,24 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from heartq import events, outcomes
 from heartq.errors import StoreUnavailable
 from heartq.maintenance.services import report_reclaimed
 from heartq.store.interface import DetectedBy, Finish, JobStatus, Outcome, Store
-from heartq.worker.attempt import RunningJob
-from heartq.worker.ledger import ChildCrash, Ledger
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.ledger import ChildCrash, Committed, Ledger
+from heartq.worker.store_health import StoreHealth
 
 DEFAULT_FLUSH_INTERVAL = 0.005
 """Defaults to 5 ms: how long the completer gathers finished jobs into one batch."""
 DEFAULT_BATCH_SIZE = 200
 """Defaults to 200 attempts per batch."""
 RETRY_BACKOFF = (0.05, 0.1, 0.25, 0.5, 1.0)
+
+T = TypeVar("T")
 
 Item = tuple[RunningJob, Finish]
 
@@ -46,8 +53,10 @@ class Completer:
         *,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
+        self._health = health or StoreHealth(ledger.worker_id)
         self._ledger = ledger
         self._worker_id = ledger.worker_id
         self._flush_interval = flush_interval
@@ -60,11 +69,17 @@ class Completer:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout: float) -> None:
-        """Flush what is queued (within `timeout`), then stop."""
+    def stop(self, deadline: float, force: threading.Event | None = None) -> None:
+        """Save what is queued, retrying until it landed, the `deadline` (monotonic) passed
+        or `force` was set; then stop. What is left unsaved stays in the ledger."""
         self._queue.put(None)
-        self._thread.join(timeout)
+        while self._thread.is_alive() and not (force is not None and force.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._thread.join(min(left, 0.05))
         self._stopping.set()
+        self._thread.join(1.0)
 
     def _loop(self) -> None:
         done = False
@@ -87,63 +102,97 @@ class Completer:
             for run, end in pending:
                 if isinstance(end, ChildCrash):
                     self._record_crash(run, end.crash)
+                elif isinstance(end, Committed):
+                    self._save_committed(run, end.end)
                 else:
                     batch.append((run, end))
             if batch:
                 self._flush(batch)
 
-    def _flush(self, batch: list[Item]) -> None:
-        """Save a batch. A database that cannot be reached is waited out while the leases
-        hold; any other failure is the data's, not the database's, so the batch is split
-        and saved item by item, and an item that still fails is given up (its lease then
-        runs out and the reaper closes the attempt), never retried forever."""
+    def _retrying(self, write: Callable[[], T], jobs: int) -> T | None:
+        """`write()` until it lands; None if the completer was stopped first. Only a
+        database that cannot be written is waited out; any other error is raised."""
         attempt = 0
-        while batch:
-            batch = self._still_trusted(batch)
-            if not batch:
-                return
+        while True:
+            began = time.monotonic()
             try:
-                lost = set(self._store.finish([finish for _, finish in batch]))
+                result = write()
             except StoreUnavailable as exc:
                 delay = RETRY_BACKOFF[min(attempt, len(RETRY_BACKOFF) - 1)]
                 attempt += 1
                 events.emit(
                     events.COMPLETION_RETRY,
-                    logging.WARNING,
+                    self._health.failed(exc, "completer"),
                     worker_id=self._worker_id,
-                    jobs=len(batch),
+                    jobs=jobs,
                     attempt=attempt,
                     error=str(exc),
                 )
                 if self._stopping.wait(delay):
-                    return
+                    return None
                 continue
-            except Exception as exc:  # noqa: BLE001 - isolate the item the database refuses
-                if len(batch) > 1:
-                    for item in batch:
-                        self._flush([item])
-                    return
-                run, _ = batch[0]
-                self._ledger.lose(run, f"result not saved: the database refused it ({exc})")
-                return
-            self.batches += 1
-            for run, finish in batch:
-                if finish.lease in lost:
-                    self._ledger.lose(run, "result refused: the job was reclaimed")
-                else:
-                    self._ledger.saved(run)
-                    report_saved(run, finish, self._worker_id)
-            return
+            self._health.succeeded("completer", began)
+            return result
 
-    def _still_trusted(self, batch: list[Item]) -> list[Item]:
-        """Drop (and report) attempts whose lease is lost or no longer trusted."""
-        now = time.monotonic()
+    def _flush(self, batch: list[Item]) -> None:
+        """Save a batch. A database that cannot be written is waited out (see the module
+        docstring); any other failure is the data's, not the database's, so the batch is
+        split and saved item by item, and an item that still fails is given up (its lease
+        then runs out and the reaper closes the attempt), never retried forever."""
+        batch = self._still_held(batch)
+        if not batch:
+            return
+        finishes = [finish for _, finish in batch]
+        try:
+            answer = self._retrying(lambda: self._store.finish(finishes), len(batch))
+        except Exception as exc:  # noqa: BLE001 - isolate the item the database refuses
+            if len(batch) > 1:
+                for item in batch:
+                    self._flush([item])
+                return
+            run, _ = batch[0]
+            self._ledger.lose(run, f"result not saved: the database refused it ({exc})")
+            return
+        if answer is None:
+            return  # stopped before it landed: the runs stay in the ledger, unsaved
+        lost = set(answer)
+        self.batches += 1
+        for run, finish in batch:
+            if finish.lease in lost:
+                self._ledger.lose(run, "result refused: the job was reclaimed")
+            else:
+                self._ledger.saved(run)
+                report_saved(run, finish, self._worker_id)
+
+    def _save_committed(self, run: RunningJob, end: AttemptEnd) -> None:
+        """A job its task completed in `ctx.transaction()`: save the result the code
+        returned after (fenced on the job being succeeded under this execution), or say
+        that the code failed after its transaction had committed the job."""
+        lease = run.job.lease
+        result = end.result_json if end.kind is EndKind.SUCCEEDED else None
+        if self._retrying(lambda: self._store.save_result(lease, result), 1) is None:
+            return  # stopped before it landed: waiters stop waiting when its lease ends
+        self._ledger.saved(run)
+        if end.kind is EndKind.SUCCEEDED:
+            report_saved(run, outcomes.succeeded(run.job, result), self._worker_id)
+            return
+        events.emit(
+            events.JOB_ENDED_AFTER_COMMIT,
+            logging.WARNING,
+            job_id=run.job.id,
+            task=run.job.task,
+            worker_id=self._worker_id,
+            ended=end.kind.value,
+            error=outcomes.error_summary(end.error),
+        )
+
+    def _still_held(self, batch: list[Item]) -> list[Item]:
+        """Drop (and report) attempts whose lease is known lost. One whose lease merely
+        could not be renewed is kept: its save is fenced, so trying costs nothing."""
         kept = []
         for run, finish in batch:
             if run.lost:
                 self._ledger.lose(run, "result not saved: the lease was lost")
-            elif run.trusted_until <= now:
-                self._ledger.lose(run, "result not saved: the lease could not be renewed in time")
             else:
                 kept.append((run, finish))
         return kept
@@ -152,7 +201,13 @@ class Completer:
         """Close the attempt of a child process that died as crashed, at once."""
         crash = dict(crash, worker_id=self._worker_id)
         try:
-            reclaimed = self._store.crash_attempt(run.job.lease, crash, DetectedBy.CHILD_EXIT)
+            landed = self._retrying(
+                lambda: (self._store.crash_attempt(run.job.lease, crash, DetectedBy.CHILD_EXIT),),
+                1,
+            )
+            if landed is None:
+                return  # stopped first: the run stays in the ledger, unsaved
+            reclaimed = landed[0]
         except Exception as exc:  # noqa: BLE001 - the lease will expire; the reaper finishes
             self._ledger.drop(run)
             events.emit(
@@ -186,6 +241,7 @@ def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
         "task": run.job.task,
         "queue": run.job.queue,
         "attempt": run.job.attempt,
+        "execution_id": run.job.execution_id,
         "worker_id": worker_id,
         "duration": round(run.elapsed, 6),
     }

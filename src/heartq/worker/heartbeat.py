@@ -24,7 +24,9 @@ import time
 from heartq import events
 from heartq.maintenance.services import report_reclaimed
 from heartq.store.interface import DetectedBy, Renewal, RenewStatus, Store
+from heartq.worker.attempt import TransactionState
 from heartq.worker.ledger import Ledger
+from heartq.worker.store_health import StoreHealth
 
 
 class Heartbeater:
@@ -37,8 +39,10 @@ class Heartbeater:
         lease: float,
         trust_window: float,
         cancel_grace: float,
+        health: StoreHealth | None = None,
     ) -> None:
         self._store = store
+        self._health = health or StoreHealth(ledger.worker_id)
         self._ledger = ledger
         self._worker_id = ledger.worker_id
         self._interval = interval
@@ -85,18 +89,21 @@ class Heartbeater:
                 run.restore_progress(progress[id(run)])
             events.emit(
                 events.HEARTBEAT_FAILED,
-                logging.WARNING,
+                self._health.failed(exc, "heartbeat"),
                 worker_id=self._worker_id,
                 error=str(exc),
                 jobs=len(renewals),
             )
             return False
+        self._health.succeeded("heartbeat", sent_at)
         self.ticks += 1
         self._ledger.last_renewal = sent_at
         for run in renewing:
             answer = answers.get(run.job.lease, RenewStatus.LOST)
             if answer is RenewStatus.LOST:
-                if run.ended is None:  # an ended attempt's finish may simply have landed
+                # An ended attempt's finish may simply have landed; a task's transaction
+                # may just have completed the job (its commit is fenced: it decides).
+                if run.ended is None and run.transaction is TransactionState.NONE:
                     self._ledger.lose(run, "renewal refused: the job was reclaimed")
                 continue
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from heartq.context import AttemptControl, JobContext
 
 
-def task_kwargs(task: Task, ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
+def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
     kwargs = dict(args)
     if task.wants_ctx:
         kwargs["ctx"] = ctx
@@ -46,7 +46,7 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
 
 
 def run_sync(
-    task: Task, ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+    task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
 ) -> AttemptEnd:
     """Run a task to its end in this thread (an `async def` task gets its own loop).
     `control` is the attempt's (its ctx's) control: whether a cancel was requested."""
@@ -61,7 +61,7 @@ def run_sync(
 
 
 async def run_async(
-    task: Task, ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+    task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
 ) -> AttemptEnd:
     """Run a task in the current event loop (a sync task goes to a thread)."""
     try:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from heartq import events
 from heartq.store.interface import Finish, Lease
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
 
 
 class Pool(Protocol):
@@ -58,8 +58,17 @@ class ChildCrash:
     crash: dict[str, Any]
 
 
-Outcome = tuple[RunningJob, Finish | ChildCrash]
-"""An ended attempt waiting for the completer: its fenced finish, or its crash."""
+@dataclass(frozen=True)
+class Committed:
+    """An attempt whose task completed its job in `ctx.transaction()`: the job is
+    succeeded already; the completer saves what the code returned afterwards."""
+
+    end: AttemptEnd
+
+
+Outcome = tuple[RunningJob, Finish | ChildCrash | Committed]
+"""An ended attempt waiting for the completer: its fenced finish, its crash, or the
+result of a job its task's transaction completed."""
 
 
 class Ledger:
@@ -88,8 +97,13 @@ class Ledger:
             return list(self._runs.values())
 
     def held(self) -> list[RunningJob]:
-        """The attempts whose lease this worker still holds (what a heartbeat renews)."""
-        return [run for run in self.running() if not run.lost]
+        """The attempts whose lease this worker still holds (what a heartbeat renews): not
+        lost, and not completed by their task's own transaction (those jobs are done)."""
+        return [
+            run
+            for run in self.running()
+            if not run.lost and run.transaction is not TransactionState.COMMITTED
+        ]
 
     def executing(self) -> int:
         """Attempts whose code has not ended yet: the slots in use."""
@@ -117,7 +131,10 @@ class Ledger:
         only the first end of an attempt counts."""
         if not run.end(end):
             return
-        if end.kind is EndKind.LOST:
+        end = run.ended or end  # as recorded: a success after a cancel request is cancelled
+        if run.transaction is TransactionState.COMMITTED:
+            self.outcomes.put((run, Committed(end)))
+        elif end.kind is EndKind.LOST:
             self.lose(run, end.error or "lease lost")
         elif end.kind is EndKind.CRASHED:
             self.outcomes.put((run, ChildCrash(end.crash or {})))

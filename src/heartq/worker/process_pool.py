@@ -18,7 +18,7 @@ from typing import Any
 
 from heartq.errors import LeaseLost, PayloadError
 from heartq.store.interface import Lease, Progress
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.ledger import Ledger
 
@@ -34,8 +34,9 @@ def _signal_name(number: int) -> str:
 
 
 class ProcessPool:
-    def __init__(self, ledger: Ledger, app_ref: str, max_payload_bytes: int) -> None:
+    def __init__(self, ledger: Ledger, app_ref: str, max_payload_bytes: int, url: str) -> None:
         self._ledger = ledger
+        self._url = url
         self._worker_id = ledger.worker_id
         self._app_ref = app_ref
         self._limit = max_payload_bytes
@@ -45,7 +46,11 @@ class ProcessPool:
         self._mp: Any = multiprocessing.get_context(method)
         if method == "forkserver":
             module = app_ref.partition(":")[0]
-            self._mp.set_forkserver_preload(["heartq.worker.child", module])
+            # The store's backend too: a child opens a store of its own for
+            # ctx.transaction(), and importing psycopg there cost 0.3-0.5 s per attempt.
+            backend = "postgres" if url.split(":", 1)[0].startswith("postgres") else "sqlite"
+            store = f"heartq.store.{backend}.store"
+            self._mp.set_forkserver_preload(["heartq.worker.child", store, module])
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
         self._children: dict[Lease, tuple[Any, Connection]] = {}
         self._lock = threading.Lock()
@@ -61,6 +66,7 @@ class ProcessPool:
             "execution_id": job.execution_id,
             "checkpoint": job.checkpoint,
             "worker_id": self._worker_id,
+            "url": self._url,  # a child opens the store only for ctx.transaction()
         }
         parent_conn, child_conn = self._mp.Pipe()
         process = self._mp.Process(
@@ -122,6 +128,8 @@ class ProcessPool:
                 answer = f"checkpoint not saved: {exc}"
             with self._lock, contextlib.suppress(OSError):
                 conn.send(("checkpoint", answer))
+        elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
+            run.transaction = TransactionState(message[1])
         elif kind == "done":
             _, end_kind, result_json, error, permanent = message
             return AttemptEnd(EndKind(end_kind), result_json, error, permanent)

@@ -13,13 +13,26 @@ through the ledger (`ledger.py`), never by calling each other:
 - heartbeat (`heartbeat.py`): one statement per tick for the worker row and all its
   leases.
 - completer (`completer.py`): saves ended attempts in fenced batches.
-- maintenance: reaper, worker monitor, liveness probe, pruner.
+- maintenance: reaper, worker monitor, liveness probe, pruner, and the scheduler of the
+  app's periodic schedules (`heartq/periodic.py`).
+- signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
+  (a handler running in the main thread must take no lock that thread may hold).
 - the pool's threads, event loop or child processes.
 
-Startup: take the liveness lock, register, reclaim what earlier workers with the same
-`name` still hold. Shutdown (SIGTERM/SIGINT, or `request_stop()`): stop claiming, let
+Startup: wait for the database (`startup.py`: each step retried while the database is
+down, full, starting up or locked; at once out on a refusal for good, a stop, or the
+`startup_timeout`), take the liveness lock, register, reclaim what earlier workers with
+the same `name` still hold. Shutdown (SIGTERM/SIGINT, or `request_stop()`): stop claiming, let
 running attempts finish within `shutdown_timeout`, release the rest (no attempt counted),
 mark the worker stopped. A second signal skips the wait.
+
+A database that cannot be written at shutdown (a full disk, a read-only or deleted
+SQLite file, a server down) does not make the worker walk away from its jobs: it keeps
+retrying to save outcomes and release jobs until `shutdown_timeout` after the signal
+(`shutdown_saving`). If it must exit with jobs unsaved (the deadline, or a second
+signal), it does not mark itself `stopped` (`shutdown_unsaved`): it stays `active` in the
+registry with its liveness lock gone, so the next worker's liveness probe reclaims its
+jobs at once instead of after their leases.
 """
 
 from __future__ import annotations
@@ -27,34 +40,48 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from heartq import events
+from heartq import events, policy
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
+from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
-from heartq.maintenance.reconcile import reconcile
-from heartq.maintenance.services import MaintenanceRunner, default_services
-from heartq.store.interface import LivenessHandle, WorkerInfo
+from heartq.maintenance.reconcile import PendingReconciliation, reconcile
+from heartq.maintenance.services import MaintenanceRunner, Service, default_services
+from heartq.periodic import Scheduler
+from heartq.store.interface import ClaimedJob, LivenessHandle, Reclaimed, WorkerInfo
+from heartq.transport.worker import Sweeper, TransportFetch
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger, Pool
 from heartq.worker.liveness import liveness_reporter
 from heartq.worker.pools import POOL_NAMES, AsyncPool, ThreadPool
+from heartq.worker.signals import SignalRelay
+from heartq.worker.startup import StartupStopped, StartupWait, check_startup_timeout
+from heartq.worker.store_health import StoreHealth
 from heartq.worker.supervisor import Supervisor
 
+if TYPE_CHECKING:
+    from heartq.transport.nats import NatsTransport
+
+TRANSPORT_CONNECT_WAIT = 2.0
+"""At startup, a transport gets 2 s to answer before the worker starts polling instead."""
 MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
 CLAIM_RETRY_DELAY = 1.0
 """After a failed claim (database unreachable), wait this long before the next one."""
+MIN_SAVE_TIME = 1.0
+"""At shutdown, outcomes get at least 1 s to be saved after the running attempts ended,
+whatever is left of `shutdown_timeout`."""
+SHUTDOWN_RETRY_MAX = 0.5
+"""At shutdown, a failed release is retried after at most 0.5 s."""
 GIL_SWITCH_INTERVAL = 0.001
 """A worker asks CPython to hand the GIL over every 1 ms at most (the default is 5 ms):
 a thread waiting on I/O that must get the GIL back after every call into the database
@@ -81,7 +108,11 @@ def locate_app(app: App) -> str:
 
 
 class Worker:
-    """A worker process's runtime. `run()` blocks until the worker has stopped."""
+    """A worker process's runtime. `run()` blocks until the worker has stopped.
+
+    `startup_timeout`: seconds to wait for the database at startup before giving up with
+    `StoreUnavailable` (None, the default: as long as it takes, until told to stop).
+    `pool_size` (a setting, like the timings): PostgreSQL's pooled connections."""
 
     def __init__(
         self,
@@ -92,6 +123,7 @@ class Worker:
         pool: str = "thread",
         name: str | None = None,
         app_ref: str | None = None,
+        startup_timeout: float | None = None,
         **settings: Any,
     ) -> None:
         if pool not in POOL_NAMES:
@@ -100,7 +132,10 @@ class Worker:
             raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
         self.app = app
         self.settings = s = app.settings.with_overrides(**settings)
+        self.startup_timeout = check_startup_timeout(startup_timeout)
         self.store = app.store
+        if s.pool_size is not None and s.pool_size != app.settings.pool_size:
+            self.store.resize_pool(s.pool_size)
         self.id = new_worker_id()
         self.name = name
         self.queues = tuple(queues or sorted({t.queue for t in app.tasks.values()} or {"default"}))
@@ -110,8 +145,10 @@ class Worker:
         self.ledger = Ledger(self.id, concurrency)
         self._wake = self.ledger.slot_freed  # also set by enqueues and NOTIFY
         self._stop_requested = threading.Event()
+        self._stop_requested_at: float | None = None
         self._force_stop = threading.Event()
-        self._signals = 0
+        self.health = StoreHealth(self.id)
+        self._signals = SignalRelay(self._on_signal)
         self.started = threading.Event()
         self.heartbeater = Heartbeater(
             self.store,
@@ -120,36 +157,98 @@ class Worker:
             lease=s.lease_seconds,
             trust_window=s.trust_window,
             cancel_grace=min(MAX_CANCEL_GRACE, s.heartbeat_interval),
+            health=self.health,
         )
-        self.completer = Completer(self.store, self.ledger)
+        self.completer = Completer(self.store, self.ledger, health=self.health)
         self.supervisor = Supervisor(
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
+        services: list[Service] = default_services(self.store, s, self.id)
+        if app.schedules:  # each worker may enqueue the due ticks: no leader to lose
+            services.append(Scheduler(app, self.store, self.id))
+        self._fetch: TransportFetch | None = None
+        self.transport = app.transport
+        if self.transport is not None:  # before the runner copies the services
+            self._use_transport(self.transport, services)
         self.maintenance = MaintenanceRunner(
-            default_services(self.store, s), self.id, found_work=self._wake
+            services,
+            self.id,
+            found_work=self._wake,
+            on_failure=self.health.failed,
+            on_requeued=None if self.transport is None else self._republish,
         )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
+        self._registered = False
+
+    def _use_transport(self, transport: NatsTransport, services: list[Service]) -> None:
+        """Fetch through the transport (docs/NATS.md). Its ack_wait is checked now: a
+        message must not come back while the job it led to may still run."""
+        s = self.settings
+        self._ack_wait = transport.options.ack_wait_for(s.lease_seconds, s.reap_interval_seconds)
+        services.append(Sweeper(transport, self.store, self.queues))
+        self._fetch = TransportFetch(
+            transport,
+            self.store,
+            self.id,
+            self.queues,
+            s.lease_seconds,
+            s.poll_interval,
+            self.ledger.free_slots,
+            self._start,
+            self._idle,
+        )
+
+    def _republish(self, requeued: list[Reclaimed]) -> None:
+        """The reaper (or the monitor, or the probe) put jobs back in the queue: publish
+        them now, marked as recoveries with the reason, rather than at the sweeper's next
+        pass. A publish that fails is left to the sweeper (the database is the outbox)."""
+        assert self.transport is not None
+        by_reason: dict[str, list[Reclaimed]] = {}
+        for job in requeued:  # one publish per reason: a dead worker's jobs share theirs
+            reason = f"{job.crash.get('detected_by')}: {job.crash.get('reason')}"
+            by_reason.setdefault(reason, []).append(job)
+        for reason, jobs in by_reason.items():
+            published = self.transport.publish([(j.job_id, j.queue) for j in jobs], reason)
+            for job in jobs:
+                events.emit(
+                    events.JOB_REPUBLISHED,
+                    logging.DEBUG if published else logging.WARNING,
+                    job_id=job.job_id,
+                    queue=job.queue,
+                    recovery=reason,
+                    published=published,
+                )
+
+    def _idle(self, seconds: float) -> None:
+        """Wait for a wake-up (a slot freed, a stop) for at most `seconds`."""
+        self._wake.wait(seconds)
+        self._wake.clear()
 
     # -- public control ----------------------------------------------------------------
     def request_stop(self, force: bool = False) -> None:
         """Begin a graceful shutdown; with `force`, release running jobs without waiting."""
+        # Logged once for the graceful stop and once more when it turns forced: an
+        # operator reading the log must see that the second signal was heard.
+        if not self._stop_requested.is_set() or (force and not self._force_stop.is_set()):
+            events.emit(events.SHUTDOWN_REQUESTED, worker_id=self.id, force=force)
         if force:
             self._force_stop.set()
         if not self._stop_requested.is_set():
-            events.emit(events.SHUTDOWN_REQUESTED, worker_id=self.id, force=force)
+            self._stop_requested_at = time.monotonic()
         self._stop_requested.set()
         self._wake.set()
 
     def install_signal_handlers(self) -> None:
-        """First SIGTERM/SIGINT: graceful stop. Second: stop at once."""
+        """First SIGTERM/SIGINT: graceful stop. Second: stop at once. Acted on by the
+        relay's thread, never in the handler (`signals.py` says why)."""
+        self._signals.install()
 
-        def handle(signum: int, frame: FrameType | None) -> None:
-            self._signals += 1
-            self.request_stop(force=self._signals > 1)
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+    def _on_signal(self, name: str, count: int) -> None:
+        events.emit(
+            events.SIGNAL_RECEIVED, logging.WARNING, worker_id=self.id, signal=name, count=count
+        )
+        self.request_stop(force=count > 1)
 
     @property
     def running_jobs(self) -> list[RunningJob]:
@@ -162,41 +261,67 @@ class Worker:
 
     # -- the main loop -----------------------------------------------------------------
     def run(self, burst: bool = False) -> None:
-        """Work until stopped; with `burst`, stop as soon as the queue is empty and idle."""
+        """Work until stopped; with `burst`, stop once nothing of its queues is running
+        (here or elsewhere), runnable, or waiting out a retry's backoff: one burst run
+        drains its queues, failures and retries included."""
         try:
             self._startup()
+        except StartupStopped:
+            self._abort_startup()
+            events.emit(events.WORKER_STOPPED, worker_id=self.id, released=0, started=False)
+            return
         except BaseException:
             self._abort_startup()
             raise
         try:
             while not self._stop_requested.is_set():
+                if self._fetch is not None and self._fetch.step(burst):
+                    continue  # the transport delivered, or was waited on
                 claimed, full = self._claim()
                 if full:
                     continue
-                if burst and claimed == 0 and not self.ledger.running():
+                if burst and claimed == 0 and not self._pending():
                     break
+                if self._fetch is not None and self._fetch.transport.available:
+                    continue  # back to the transport at once
                 self._wake.wait(self.settings.poll_interval)
                 self._wake.clear()
         finally:
             self._shutdown()
 
+    def _pending(self) -> bool:
+        """Whether a burst run must keep going: an attempt of its own still runs, or the
+        database holds work of its queues (a failed read counts as work: try again)."""
+        if self.ledger.running():
+            return True
+        try:
+            return self.store.has_pending(self.queues)
+        except Exception as exc:  # noqa: BLE001 - the database may blip; ask again
+            events.emit(events.CLAIM_FAILED, logging.WARNING, worker_id=self.id, error=str(exc))
+            return True
+
     def _startup(self) -> None:
         s = self.settings
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL))
-        self.store.migrate()
-        self._liveness = self.store.liveness_hold(self.id, liveness_reporter(self.id))
-        self.store.register_worker(
-            WorkerInfo(
-                id=self.id,
-                name=self.name,
-                hostname=socket.gethostname(),
-                pid=os.getpid(),
-                queues=self.queues,
-                concurrency=self.concurrency,
-                stale_after=s.stale_after_seconds,  # observers judge this worker by its own
-            )
+        wait = StartupWait(self.id, self._stop_requested, self.startup_timeout)
+        wait.step("connect", self.store.reach)
+        wait.step("migrate", self.store.migrate)
+        self._liveness = wait.step(
+            "liveness_lock", lambda: self.store.liveness_hold(self.id, liveness_reporter(self.id))
         )
+        info = WorkerInfo(
+            id=self.id,
+            name=self.name,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            concurrency=self.concurrency,
+            stale_after=s.stale_after_seconds,  # observers judge this worker by its own
+        )
+        wait.step("register", lambda: self.store.register_worker(info))
+        self._registered = True
         self.ledger.pool = self._make_pool()
+        wait.step("declare_tasks", self._declare_tasks)
         events.emit(
             events.WORKER_STARTED,
             worker_id=self.id,
@@ -210,13 +335,59 @@ class Worker:
             reap_interval=s.reap_interval_seconds,
         )
         if self.name:
-            reconcile(self.store, self.name, self.id, s.stale_after_seconds)
+            name = self.name
+            done = wait.step(
+                "reconcile", lambda: reconcile(self.store, name, self.id, s.stale_after_seconds)
+            )
+            if done.suspected:  # judged again once the grace has passed
+                self.maintenance.services.append(
+                    PendingReconciliation(self.store, name, self.id, s.stale_after_seconds)
+                )
         for part in (self.supervisor, self.heartbeater, self.completer, self.maintenance):
             part.start()
+        if self.transport is not None:
+            self._prepare_transport(self.transport)
         self.app.subscribe_wakeup(self._wake)
         if self.store.supports_notify:
             self._listener = self.store.listen(self._wake.set)
         self.started.set()
+
+    def _prepare_transport(self, transport: NatsTransport) -> None:
+        """Create the stream and consumers if the server answers within a moment; if not,
+        the worker starts anyway (polling the database) and they are made when it does.
+        A consumer whose ack_wait is too short is refused here (ConfigError)."""
+        deadline = time.monotonic() + TRANSPORT_CONNECT_WAIT
+        while not transport.available and time.monotonic() < deadline:
+            if self._stop_requested.wait(0.05):
+                return
+        if not transport.available:
+            return
+        try:
+            transport.prepare(self.queues, self._ack_wait)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - made on first fetch instead
+            events.emit(
+                events.TRANSPORT_UNAVAILABLE,
+                logging.WARNING,
+                server=transport.options.server,
+                error=str(exc) or type(exc).__name__,
+            )
+
+    def _declare_tasks(self) -> None:
+        """Make this worker's tasks known (queue and policy) to whoever enqueues them by
+        name, and move the jobs that waited for a declaration, or for a changed one, to
+        it (`heartq.policy`)."""
+        policies = [task.policy for task in self.app.tasks.values()]
+        changed = self.store.declare_tasks(policies, self.id)
+        rerouted = self.store.reroute_jobs(changed) if changed else 0
+        events.emit(
+            events.TASKS_DECLARED,
+            worker_id=self.id,
+            tasks=sorted(p.name for p in policies),
+            changed=changed,
+            rerouted=rerouted,
+        )
 
     def _abort_startup(self) -> None:
         """Undo what a failed `_startup` began: no thread, lock or registry row outlives it."""
@@ -225,7 +396,7 @@ class Worker:
             with contextlib.suppress(Exception):
                 stop()
         with contextlib.suppress(Exception):
-            self.completer.stop(timeout=1.0)
+            self.completer.stop(time.monotonic() + 1.0)
         for handle in (self._listener, self._liveness):
             if handle is not None:
                 with contextlib.suppress(Exception):
@@ -233,8 +404,9 @@ class Worker:
         if self.ledger.pool is not None:
             with contextlib.suppress(Exception):
                 self.ledger.pool.close()
-        with contextlib.suppress(Exception):
-            self.store.stop_worker(self.id)
+        if self._registered:  # else there is no row, and maybe no database to tell
+            with contextlib.suppress(Exception):
+                self.store.stop_worker(self.id)
         self.app.unsubscribe_wakeup(self._wake)
 
     def _make_pool(self) -> Pool:
@@ -244,7 +416,8 @@ class Worker:
         if self.pool_name == "process":
             from heartq.worker.process_pool import ProcessPool
 
-            return ProcessPool(self.ledger, self._app_ref or locate_app(self.app), limit)
+            app_ref = self._app_ref or locate_app(self.app)
+            return ProcessPool(self.ledger, app_ref, limit, self.store.url)
         return ThreadPool(self.ledger, limit)
 
     def _claim(self) -> tuple[int, bool]:
@@ -257,17 +430,26 @@ class Worker:
         try:
             jobs = self.store.claim(self.id, self.queues, free, s.lease_seconds)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
-            events.emit(events.CLAIM_FAILED, logging.WARNING, worker_id=self.id, error=str(exc))
+            level = self.health.failed(exc, "claim")
+            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
             self._stop_requested.wait(CLAIM_RETRY_DELAY)
             return 0, False
+        self.health.succeeded("claim", sent_at)
+        self._start(jobs, sent_at)
+        return len(jobs), len(jobs) == free
+
+    def _start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
+        """Run claimed jobs on the pool (from a database claim or a transport's)."""
+        s = self.settings
         pool = self.ledger.pool
         assert pool is not None
         for job in jobs:
+            task = self.app.tasks.get(job.task)
             run = RunningJob(
-                job,
-                self.app.tasks.get(job.task),
+                policy.for_attempt(job, task.policy if task else None),
+                task,
                 self.store,
-                claim_sent_at=sent_at,
+                claim_sent_at=max(sent_at, job.sent_at),
                 trust_window=s.trust_window,
                 max_payload_bytes=s.max_payload_bytes,
             )
@@ -284,7 +466,6 @@ class Worker:
                 latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
             )
             pool.start(run)
-        return len(jobs), len(jobs) == free
 
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -295,20 +476,70 @@ class Worker:
         leftover = [run for run in self.ledger.running() if run.ended is None]
         for run in leftover:
             self.ledger.force(run, AttemptEnd(EndKind.RELEASED))
-        self.completer.stop(timeout=max(1.0, self.settings.trust_window))
-        self._release(leftover)
+        deadline = self._save_deadline()
+        if self.health.down and self._unsaved():
+            events.emit(
+                events.SHUTDOWN_SAVING,
+                logging.WARNING,
+                worker_id=self.id,
+                jobs=len(self._unsaved()),
+                deadline_in=round(max(0.0, deadline - time.monotonic()), 3),
+            )
+        self.completer.stop(deadline, self._force_stop)
+        released = self._release(leftover, deadline)
+        self._give_back_abandoned(deadline)
         self.heartbeater.stop()
         self.maintenance.stop()
         self.supervisor.stop()
         if self.ledger.pool is not None:
             self.ledger.pool.close()
-        try:
-            self.store.stop_worker(self.id)
-        except Exception as exc:  # noqa: BLE001 - the monitor will mark it inactive
-            events.emit(events.WORKER_STOPPED, logging.WARNING, worker_id=self.id, error=str(exc))
+        unsaved = self._unsaved()
+        if unsaved:
+            events.emit(
+                events.SHUTDOWN_UNSAVED,
+                logging.ERROR,
+                worker_id=self.id,
+                job_ids=unsaved,
+                forced=self._force_stop.is_set(),
+                reason="the database could not be written before the shutdown deadline; "
+                "left active for the next worker's liveness probe to reclaim",
+            )
+        else:
+            self._mark_stopped()
         if self._liveness is not None:
             self._liveness.release()
-        events.emit(events.WORKER_STOPPED, worker_id=self.id, released=len(leftover))
+        events.emit(
+            events.WORKER_STOPPED,
+            worker_id=self.id,
+            released=released,
+            unsaved=len(unsaved),
+        )
+
+    def _save_deadline(self) -> float:
+        """Until when the shutdown retries saving and releasing: `shutdown_timeout` after
+        the signal, and at least `MIN_SAVE_TIME` from now."""
+        start = self._stop_requested_at or time.monotonic()
+        return max(start + self.settings.shutdown_timeout, time.monotonic() + MIN_SAVE_TIME)
+
+    def _unsaved(self) -> list[str]:
+        """Jobs this worker still holds in the database with nothing saved: outcomes not
+        saved, releases not done, attempts it gave up and could not hand back."""
+        runs = self.ledger.running() + self.ledger.abandoned()
+        return sorted({run.job.id for run in runs})
+
+    def _mark_stopped(self) -> None:
+        try:
+            self.store.stop_worker(self.id)
+        except Exception as exc:  # noqa: BLE001 - the liveness probe will mark it inactive
+            events.emit(events.WORKER_STOPPED, logging.WARNING, worker_id=self.id, error=str(exc))
+
+    def _give_back_abandoned(self, deadline: float) -> None:
+        """Hand back the attempts this worker stopped trusting, until the deadline."""
+        while self.ledger.abandoned() and not self._force_stop.is_set():
+            self.heartbeater.give_back_abandoned()
+            if not self.ledger.abandoned() or time.monotonic() >= deadline:
+                return
+            self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
@@ -320,23 +551,40 @@ class Worker:
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
 
-    def _release(self, runs: list[RunningJob]) -> None:
-        """Give the jobs stopped by the shutdown back to the queue, no attempt counted."""
+    def _release(self, runs: list[RunningJob], deadline: float) -> int:
+        """Give the jobs stopped by the shutdown back to the queue, no attempt counted;
+        a database that cannot be written is retried until the deadline or a second
+        signal. Returns how many were released."""
         released = [run for run in runs if run.ended and run.ended.kind is EndKind.RELEASED]
         if not released:
-            return
-        try:
-            lost = set(self.store.release([run.job.lease for run in released]))
-        except Exception as exc:  # noqa: BLE001 - their leases expire; the reaper requeues
-            events.emit(
-                events.JOB_RELEASED,
-                logging.WARNING,
-                worker_id=self.id,
-                error=f"could not release ({exc}); leases will expire instead",
-                job_ids=[run.job.id for run in released],
-            )
-            return
+            return 0
+        pause = 0.05
+        while True:
+            began = time.monotonic()
+            try:
+                lost = set(self.store.release([run.job.lease for run in released]))
+                break
+            except Exception as exc:  # noqa: BLE001 - retried, or left to the liveness probe
+                level = self.health.failed(exc, "release")
+                give_up = (
+                    not isinstance(exc, StoreUnavailable)
+                    or self._force_stop.is_set()
+                    or time.monotonic() >= deadline
+                )
+                events.emit(
+                    events.JOB_RELEASED,
+                    logging.WARNING if give_up else level,
+                    worker_id=self.id,
+                    error=f"could not release ({exc})" + ("" if give_up else "; retrying"),
+                    job_ids=[run.job.id for run in released],
+                )
+                if give_up:
+                    return 0
+                self._force_stop.wait(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, SHUTDOWN_RETRY_MAX)
+        self.health.succeeded("release", began)
         for run in released:
             self.ledger.drop(run)
             if run.job.lease not in lost:
                 events.emit(events.JOB_RELEASED, job_id=run.job.id, worker_id=self.id)
+        return len(released) - len(lost)

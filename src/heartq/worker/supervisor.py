@@ -21,7 +21,7 @@ import threading
 import time
 
 from heartq import events
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
 MIN_WAIT = 0.005
@@ -66,8 +66,9 @@ class Supervisor:
         wait = self._idle_wait
         now = time.monotonic()
         for run in self._ledger.running():
-            if run.ended is None:
-                for moment in (run.trusted_until, run.deadline, run.cancel_deadline):
+            if run.ended is None and run.transaction is not TransactionState.COMMITTED:
+                trust = run.trusted_until if run.transaction is TransactionState.NONE else None
+                for moment in (trust, run.deadline, run.cancel_deadline):
                     if moment is not None:
                         wait = min(wait, moment - now)
         return max(MIN_WAIT, wait)
@@ -77,9 +78,10 @@ class Supervisor:
         now = time.monotonic()
         untrusted = []
         for run in self._ledger.running():
-            if run.ended is not None:
-                continue
-            if run.trusted_until <= now:
+            if run.ended is not None or run.transaction is TransactionState.COMMITTED:
+                continue  # decided, or its job completed by its task's transaction
+            # An open ctx.transaction() is not fenced here: its commit is, in the database.
+            if run.trusted_until <= now and run.transaction is TransactionState.NONE:
                 if not run.is_silent(now):
                     untrusted.append(run)
                 self._fence(run, now)

@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from heartq.cli.common import url_from_anywhere
 from heartq.cli.demo.fleet import signals_raise
 from heartq.cli.demo.model import DemoFailed, DemoSettings
 from heartq.store import redact
@@ -61,6 +62,7 @@ def run_scenario(scenario: Scenario, console: Console, live: bool, keep: bool) -
 @click.option(
     "--url",
     default=None,
+    callback=url_from_anywhere,
     help="Queue URL to run the demo on [a SQLite file in a temporary directory].",
 )
 @click.option(

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from heartq.cli import render
+from heartq import display
 from heartq.cli.demo.fleet import Fleet
 from heartq.cli.demo.model import (
     DETECTED_BY_LABELS,
@@ -106,7 +106,7 @@ class Scenario:
         return dict(sorted(counts.items()))
 
     def heartbeat_age(self, row: dict[str, Any]) -> float:
-        last = render.epoch_of(row.get("last_heartbeat_at"))
+        last = display.epoch_of(row.get("last_heartbeat_at"))
         return max(0.0, self.db_now - last) if last is not None else 0.0
 
     # -- the run -----------------------------------------------------------------------
@@ -301,7 +301,7 @@ class Scenario:
 
     def detection_seconds(self, orphan: Orphan) -> float:
         assert self.kill is not None and orphan.crash is not None
-        detected = render.epoch_of(orphan.crash.get("detected_at"))
+        detected = display.epoch_of(orphan.crash.get("detected_at"))
         return max(0.0, (detected or self.kill.db_time) - self.kill.db_time)
 
     # -- the end -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from heartq.cli import render
+from heartq import display
 from heartq.cli.demo.model import DETECTED_BY_LABELS, Kill, plural
 from heartq.cli.demo.scenario import Scenario
 from heartq.store import redact
@@ -73,7 +73,7 @@ def crashed_on(kill: Kill, jobs: Any) -> list[tuple[dict[str, Any], dict[str, An
 
 
 def detection_delay(kill: Kill, crash: dict[str, Any]) -> float | None:
-    detected = render.epoch_of(crash.get("detected_at"))
+    detected = display.epoch_of(crash.get("detected_at"))
     return None if detected is None else max(0.0, detected - kill.db_time)
 
 

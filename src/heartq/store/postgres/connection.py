@@ -1,9 +1,14 @@
 """PostgreSQL connections: URL handling, a pool, and errors turned into clear ones.
 
-`postgresql://user:pass@host:5432/db?schema=NAME` (`postgres://` too). `schema` (default
-`heartq`) is heartq's own; every other query parameter goes to libpq as is. Each
-connection runs with `search_path` set to that schema, so the SQL names tables plainly.
-JSON columns come back as text, exactly as stored, as in the SQLite backend.
+`postgresql://user:pass@host:5432/db?schema=NAME&pool_size=N` (`postgres://` too).
+`schema` (default `heartq`) and `pool_size` (see `resolve_pool_size`) are heartq's own;
+every other query parameter goes to libpq as is. Each connection runs with `search_path`
+set to that schema, so the SQL names tables plainly. JSON columns come back as text,
+exactly as stored, as in the SQLite backend.
+
+The first use of a pool makes one connection attempt of its own (`Pool.reach`), so a
+refusal that waiting cannot fix (a wrong password, no such database: `refusals.py`) is
+`StoreRefused` at once instead of a `StoreUnavailable` after the connect timeout.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import random
 import re
 import select
@@ -27,13 +33,30 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from heartq.errors import ConfigError, PayloadError, StoreUnavailable
+from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
 from heartq.store import redact
+from heartq.store.postgres.refusals import refused_for_good
 
 DEFAULT_SCHEMA = "heartq"
 """Defaults to a schema named `heartq`."""
-DEFAULT_POOL_SIZE = 10
-"""Defaults to at most 10 connections per process."""
+DEFAULT_POOL_SIZE = 2
+"""Defaults to at most 2 pooled connections per process (`pool_size`). With the one
+session a worker keeps for its life (liveness lock and LISTEN, `session.py`) that is at
+most 3 connections per worker whatever its concurrency, so 40 workers fit in PostgreSQL's
+default `max_connections` (100) most of the time: a pool grows to its second connection
+only while two of the worker's threads need one at once. heartq's transactions last
+milliseconds (a claim, a finish, a heartbeat are one statement each), so two connections
+serve a worker at concurrency 25; a thread that finds both busy waits for one."""
+POOL_MAX_IDLE = 5.0
+"""Seconds a pooled connection beyond the first may stay unused before the pool closes
+it (psycopg_pool's `max_idle`, 10 minutes by default). A worker's threads meet at the
+pool now and then (at startup they all do), and the pool grows to its second connection
+for that moment; held for 10 minutes, those second connections filled the server, and
+of 40 workers started together against `max_connections = 100` eleven waited for a
+connection that never came. Closed after 5 idle seconds, an idle worker holds 2."""
+ENV_POOL_SIZE = "HEARTQ_POOL_SIZE"
+"""The environment variable that sets the pool size when neither the argument nor the
+URL does."""
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
 """Defaults to 10 s: the server ends a session that sits inside an open transaction that
 long. heartq's transactions last milliseconds; a client frozen mid-transaction (SIGSTOP,
@@ -141,28 +164,74 @@ class Backoff:
         return delay * random.uniform(0.75, 1.0)
 
 
-def parse_url(url: str) -> tuple[str, str]:
-    """`(libpq conninfo URL without heartq's options, schema)`."""
+HEARTQ_PARAMETERS = ("schema", "pool_size")
+"""Query parameters heartq reads itself and keeps from libpq."""
+
+
+def _heartq_parameters(url: str) -> tuple[dict[str, str], str]:
+    """`(heartq's own query parameters, the libpq conninfo URL without them)`."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise ConfigError(f"not a PostgreSQL URL: {redact(url)!r}")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = DEFAULT_SCHEMA
+    ours: dict[str, str] = {}
     rest = []
-    for key, value in query:
-        if key == "schema":
-            schema = value
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in HEARTQ_PARAMETERS:
+            ours[key] = value
         else:
             rest.append((key, value))
+    conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest)))
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise ConfigError(f"bad PostgreSQL URL {redact(url)!r}: {first_line(exc)}") from None
+    return ours, conninfo
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """`(libpq conninfo URL without heartq's options, schema)`."""
+    ours, conninfo = _heartq_parameters(url)
+    schema = ours.get("schema", DEFAULT_SCHEMA)
     if not _SCHEMA_NAME.match(schema):
         raise ConfigError(
             f"bad schema name {schema!r}: use lowercase letters, digits and underscores"
         )
-    conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest)))
     return conninfo, schema
 
 
-def translate(exc: Exception, url: str, last_connect_error: str | None = None) -> Exception:
+def _positive_int(value: object, where: str) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise ConfigError(f"{where} must be a positive whole number, got {value!r}")
+    return number
+
+
+def resolve_pool_size(
+    url: str, size: int | None = None, environ: dict[str, str] | None = None
+) -> int:
+    """The pool size: the argument (`App(pool_size=)`, `Worker(pool_size=)`), else the
+    URL's `?pool_size=N`, else `HEARTQ_POOL_SIZE`, else `DEFAULT_POOL_SIZE`: the most
+    specific place wins."""
+    if size is not None:
+        return _positive_int(size, "pool_size")
+    given = _heartq_parameters(url)[0].get("pool_size")
+    if given is not None:
+        return _positive_int(given, "the URL's pool_size")
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_POOL_SIZE)
+    if raw:
+        return _positive_int(raw, ENV_POOL_SIZE)
+    return DEFAULT_POOL_SIZE
+
+
+def translate(
+    exc: Exception, url: str, last_connect_error: str | None = None, connecting: bool = False
+) -> Exception:
+    """The error heartq raises for a driver's: one line, the URL redacted. `connecting`:
+    `exc` comes from a connection attempt, where a refusal for good is `StoreRefused`."""
     where = redact(url)
     first = first_line(exc)
     if isinstance(exc, PoolTimeout):
@@ -170,6 +239,10 @@ def translate(exc: Exception, url: str, last_connect_error: str | None = None) -
         return StoreUnavailable(
             f"cannot reach PostgreSQL at {where}: no connection within {CONNECT_TIMEOUT:g} s" + why
         )
+    if connecting and refused_for_good(exc):
+        return StoreRefused(f"PostgreSQL at {where} refused the connection: {first}")
+    if connecting and isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailable(f"cannot reach PostgreSQL at {where}: {first}")
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return StoreUnavailable(f"PostgreSQL at {where} is read-only: {first}")
     if isinstance(exc, psycopg.OperationalError):
@@ -179,7 +252,7 @@ def translate(exc: Exception, url: str, last_connect_error: str | None = None) -
     if isinstance(exc, psycopg.DataError):
         return PayloadError(f"PostgreSQL at {where} refused the data: {first}")
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return StoreUnavailable(f"PostgreSQL at {where} refused: {first}")
+        return StoreRefused(f"PostgreSQL at {where} refused: {first}")  # grants, not time
     return exc
 
 
@@ -202,20 +275,20 @@ def _has_input(conn: psycopg.Connection[Any]) -> bool:
     return bool(poller.poll(0))
 
 
-_last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
-    weakref.WeakKeyDictionary()
-)
+_last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
 """When each pooled connection last ended a transaction (monotonic)."""
 
 
 class Pool:
     """A connection pool whose connections use the heartq schema."""
 
-    def __init__(self, url: str, size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(self, url: str, size: int | None = None) -> None:
         self.url = url
         self.conninfo, self.schema = parse_url(url)
         self._pool: ConnectionPool[Any] | None = None
-        self._size = size
+        self._size = resolve_pool_size(url, size)
+        self._opening = threading.Lock()
+        self._reached = False
         self.last_connect_error: str | None = None
         """Why the pool's last connection attempt failed (its warning is not logged)."""
         with _pool_names_lock:
@@ -233,20 +306,63 @@ class Pool:
             "row_factory": dict_row,
         }
 
+    @property
+    def size(self) -> int:
+        """At most this many pooled connections (sessions of `connect` not counted)."""
+        return self._size
+
+    def resize(self, size: int) -> None:
+        """Allow at most `size` pooled connections from now on (`Worker(pool_size=)`)."""
+        self._size = _positive_int(size, "pool_size")
+        if self._pool is not None:
+            self._pool.resize(min_size=1, max_size=self._size)
+
+    def reach(self) -> None:
+        """One connection attempt outside the pool, closed at once; raises at once why it
+        failed: `StoreRefused` for a refusal that waiting will not fix, else
+        `StoreUnavailable` (refused, too many clients, starting up, unreachable).
+
+        The pool cannot say this: it retries in the background and a caller learns only
+        that no connection came within the timeout. One extra connection per process is
+        the price, paid once (`_get_pool`) and by a worker's startup wait."""
+        try:
+            conn = psycopg.connect(self.conninfo, **self.connect_kwargs)
+        except psycopg.Error as exc:
+            self.last_connect_error = first_line(exc)
+            raise translate(exc, self.url, connecting=True) from None
+        close_quietly(conn)
+        self.last_connect_error = None
+        self._reached = True
+
     def _get_pool(self) -> ConnectionPool[Any]:
-        if self._pool is None:
-            self._pool = ConnectionPool(
-                self.conninfo,
-                min_size=1,
-                max_size=self._size,
-                kwargs=self.connect_kwargs,
-                configure=_configure,
-                check=_check_if_idle,
-                timeout=CONNECT_TIMEOUT,
-                open=True,
-                name=self.name,
-            )
-        return self._pool
+        with self._opening:
+            if self._pool is None:
+                self._open_pool()
+            assert self._pool is not None
+            return self._pool
+
+    def _open_pool(self) -> None:
+        if not self._reached:
+            try:
+                self.reach()
+            except StoreRefused:
+                raise
+            except StoreUnavailable:
+                # Down, full or starting up: the pool waits `CONNECT_TIMEOUT` for it, as
+                # for a server that goes away later, and says why if it never comes.
+                pass
+        self._pool = ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self._size,
+            kwargs=self.connect_kwargs,
+            configure=_configure,
+            check=_check_if_idle,
+            timeout=CONNECT_TIMEOUT,
+            max_idle=POOL_MAX_IDLE,
+            open=True,
+            name=self.name,
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -277,7 +393,7 @@ class Pool:
         try:
             conn = psycopg.connect(self.conninfo, autocommit=autocommit, **self.session_kwargs())
         except psycopg.Error as exc:
-            raise translate(exc, self.url) from exc
+            raise translate(exc, self.url, connecting=True) from None
         _configure(conn)
         return conn
 

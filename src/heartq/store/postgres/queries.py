@@ -18,11 +18,26 @@ LOCK_NAMESPACE = 0x4851
 the keys below)."""
 MIGRATION_LOCK = 0
 """Second key of the lock a migration holds for its transaction: one at a time."""
-PROBE_LOCK = 1
-"""Second key of the lock a liveness probe holds for its transaction: one probe at a time
-per database, so two probers never take each other's try-locks for a worker's own."""
+PROBE_NAMESPACE = 0x4850
+"""First key of the lock a liveness probe holds for its transaction; the second is a hash
+of the queue's schema (`PROBE_KEY`). One probe at a time per queue, so two probers never
+take each other's try-locks for a worker's own; the queues of other schemas of the same
+database have other workers, and probe on their own."""
+PROBE_KEY = f"{PROBE_NAMESPACE}, hashtext(current_schema())"
+UNIQUE_NAMESPACE = 0x4855
+"""First key of the transaction locks an enqueue with a unique key takes (the second is
+a hash of the key): a namespace of its own, so a key's hash can never wait on a worker's
+liveness lock."""
+CONCURRENCY_NAMESPACE = 0x484B
+"""First key of the transaction locks a claim of jobs with a concurrency key takes (the
+second is a hash of the key): its own namespace, apart from liveness and unique keys."""
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
+T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"
+"""The claim's time: its own statement's, not its transaction's. psycopg sends BEGIN as a
+round trip of its own, so a worker frozen between BEGIN and its claim (a SIGSTOP, a VM
+pause) would otherwise date the new execution's start, and its lease, from before the
+freeze: before the previous execution of the job had even ended (I2)."""
 
 
 def _secs(name: str) -> str:
@@ -33,13 +48,83 @@ NOW = f"SELECT extract(epoch from {T})::float8 AS now"
 
 INSERT_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
-                  retry_backoff_max, created_at, updated_at)
+                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
+                  concurrency_limit)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
-       x.retry_backoff_max, {T}, {T}
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
-    max_retries integer, retry_backoff float8, retry_backoff_max float8)
+    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
+    concurrency_key text, concurrency_limit integer)
+"""
+
+# A job with a unique key (store/sql.py `enqueue`), bound by value. Enqueuers of one key
+# queue up on a transaction lock of its hash; each then looks with a fresh snapshot (READ
+# COMMITTED: a statement sees every commit made before it started, the previous holder's
+# included) for a job that holds the key: queued or running, or finished within
+# `unique_for`. None: this job is inserted. The partial unique index is the backstop (a
+# replayed dead job, a caller's REPEATABLE READ snapshot): a live duplicate is dropped.
+# The last statement answers the job that holds the key: this one, or the one found.
+LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(unique_key)s))"
+
+INSERT_UNIQUE_JOB = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
+                  concurrency_key, concurrency_limit)
+SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
+       {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
+       %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
+       %(concurrency_key)s, %(concurrency_limit)s::integer
+WHERE NOT EXISTS (
+    SELECT 1 FROM jobs
+    WHERE unique_key = %(unique_key)s
+      AND (status IN ('queued', 'running')
+           OR finished_at >= {T} - make_interval(secs => %(unique_for)s::float8)))
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+"""
+
+UNIQUE_HOLDER = f"""
+SELECT id, id = %(id)s AS inserted FROM jobs
+WHERE unique_key = %(unique_key)s
+  AND (id = %(id)s OR status IN ('queued', 'running')
+       OR finished_at >= {T} - make_interval(secs => %(unique_for)s::float8))
+ORDER BY id = %(id)s DESC, status IN ('queued', 'running') DESC, created_at DESC
+LIMIT 1
+"""
+
+ENQUEUE_UNIQUE = (LOCK_UNIQUE, INSERT_UNIQUE_JOB, UNIQUE_HOLDER)
+
+# Periodic schedules (store/sql.py `tick_schedule`): the row is made if missing, then
+# locked for the transaction, so the workers that find a tick due enqueue it one after the
+# other, and the later ones find the last tick already moved on.
+ENSURE_SCHEDULE = f"""
+INSERT INTO schedules (name, task, spec, updated_at) VALUES (%(name)s, %(task)s, %(spec)s, {T})
+ON CONFLICT (name) DO NOTHING
+"""
+
+LOCK_SCHEDULE = """
+SELECT spec, extract(epoch from last_tick)::float8 AS last_tick FROM schedules
+WHERE name = %(name)s
+FOR UPDATE
+"""
+
+UPDATE_SCHEDULE = f"""
+UPDATE schedules
+SET task = %(task)s, spec = %(spec)s, last_tick = to_timestamp(%(last_tick)s::float8),
+    next_tick = to_timestamp(%(next_tick)s::float8),
+    last_job_id = coalesce(%(last_job_id)s, last_job_id), updated_at = {T}, updated_by = %(by)s
+WHERE name = %(name)s
+"""
+
+LIST_SCHEDULES = """
+SELECT s.name, s.task, s.spec, extract(epoch from s.last_tick)::float8 AS last_tick,
+       extract(epoch from s.next_tick)::float8 AS next_tick, s.last_job_id,
+       j.status AS last_job_status, extract(epoch from s.updated_at)::float8 AS updated_at,
+       s.updated_by
+FROM schedules AS s LEFT JOIN jobs AS j ON j.id = s.last_job_id
+ORDER BY s.name
 """
 
 # Each queue's best runnable jobs come from its own ordered walk of the claim index
@@ -47,28 +132,18 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
 # every queued row of those queues at each claim, so the claim would slow down with the
 # backlog. Up to `limit` rows per queue are locked and the best `limit` of them taken;
 # the others are unlocked when the claim commits, milliseconds later.
-CLAIM = f"""
-WITH picked AS (
-    SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
-    CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs
-        WHERE status = 'queued' AND queue = q.name AND run_at <= {T}
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %(limit)s
-), claimed AS (
+# What every claim does with the jobs it `picked` (a CTE of ids before this): they run
+# under a new execution, whose audit row is written in the same statement.
+_CLAIMED = f"""claimed AS (
     UPDATE jobs AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,
         attempts = j.attempts + 1,
-        lease_expires_at = {T} + {_secs("lease")},
-        heartbeat_at = {T},
-        started_at = {T},
-        updated_at = {T},
+        lease_expires_at = {T_STATEMENT} + {_secs("lease")},
+        heartbeat_at = {T_STATEMENT},
+        started_at = {T_STATEMENT},
+        updated_at = {T_STATEMENT},
         progress_value = NULL, progress_stage = NULL, progress_message = NULL
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
@@ -77,11 +152,108 @@ WITH picked AS (
     SELECT id, execution_id, worker_id, started_at FROM claimed
 )
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
-       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority,
+       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
        extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
        extract(epoch from run_at)::float8 AS run_at
 FROM claimed
 """
+
+# Jobs without a concurrency key only: the claim index holds nothing else.
+CLAIM = f"""
+WITH picked AS (
+    SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs
+        WHERE status = 'queued' AND concurrency_key IS NULL AND queue = q.name
+          AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s
+), {_CLAIMED}"""
+
+# The jobs a transport's messages name (store/sql.py `claim_ids`): only those still queued,
+# runnable and without a concurrency key, claimed as CLAIM does; a row another claimer is
+# taking right now is skipped (it is active elsewhere), as is a job running, finished or
+# unknown.
+CLAIM_IDS = f"""
+WITH picked AS (
+    SELECT id FROM jobs
+    WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
+      AND run_at <= {T_STATEMENT}
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+), {_CLAIMED}"""
+
+# What a transport's sweeper (re)publishes (store/sql.py `due_for_publish`): queued,
+# runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
+# retried: `run_at` after `created_at`), were requeued since (reaped, released,
+# replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
+DUE_FOR_PUBLISH = f"""
+SELECT id, queue FROM jobs
+WHERE status = 'queued' AND concurrency_key IS NULL
+  AND queue = ANY(%(queues)s::text[])
+  AND run_at <= {T_STATEMENT}
+  AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
+       OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
+       OR run_at <= to_timestamp(%(stale_before)s::float8))
+ORDER BY run_at, id
+LIMIT %(limit)s
+"""
+
+# Jobs with a concurrency key (store/sql.py `claim`, only when CLAIM filled fewer than
+# `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
+# looked below its limit, best job first, at most `limit` of them, each kept only if its
+# transaction lock could be taken (a key another claimer holds is skipped, as SKIP LOCKED
+# skips a row). The candidates are fixed first (MATERIALIZED), so no other key's lock is
+# tried.
+CLAIM_KEYS = f"""
+WITH candidates AS MATERIALIZED (
+    SELECT k.key FROM (
+        SELECT concurrency_key AS key, max(priority) AS priority, min(run_at) AS run_at,
+               max(concurrency_limit) AS most
+        FROM jobs
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        GROUP BY concurrency_key
+    ) AS k
+    WHERE k.most > (SELECT count(*) FROM jobs AS r
+                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                      AND r.concurrency_key = k.key)
+    ORDER BY k.priority DESC, k.run_at, k.key
+    LIMIT %(limit)s
+)
+SELECT key FROM candidates
+WHERE pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
+"""
+
+# Then, in a statement of its own (READ COMMITTED: its snapshot is taken after the locks,
+# so it sees every claim of these keys committed before, and none can commit during it),
+# each locked key's runnable jobs in claim order, the first `concurrency_limit - running`
+# of them (each job's own limit); the best `limit` of those, claimed as CLAIM does.
+CLAIM_KEYED = f"""
+WITH keys AS (
+    SELECT k.key, (SELECT count(*) FROM jobs AS r
+                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                     AND r.concurrency_key = k.key) AS running
+    FROM unnest(%(keys)s::text[]) AS k(key)
+), ranked AS (
+    SELECT c.id, c.priority, c.run_at, c.concurrency_limit, keys.running,
+           row_number() OVER (PARTITION BY c.concurrency_key
+                              ORDER BY c.priority DESC, c.run_at, c.id) AS rank
+    FROM jobs AS c JOIN keys ON c.concurrency_key = keys.key
+    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL
+      AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
+), picked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id IN (SELECT id FROM ranked WHERE rank <= concurrency_limit - running)
+      AND j.status = 'queued'
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {_CLAIMED}"""
 
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
 # they update them, and update only through it: two statements of one worker that touch
@@ -93,9 +265,15 @@ FROM claimed
 # statistics lag (a burst of claims) was read through every running row (jobs_worker_idx)
 # for each batch. A row of the batch's execution that is no longer running is locked too,
 # in the same id order, and left unchanged.
+# A heartbeat that comes over half the worker's staleness threshold after its previous
+# one ends a pause in its contact with the database: its unbroken contact starts again.
+_CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
+        THEN {T} ELSE coalesce(contact_since, started_at) END"""
+
 HEARTBEAT = f"""
 WITH touched AS (
-    UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL
+    UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
+        contact_since = {_CONTACT_SINCE}
     WHERE id = %(worker_id)s
 ), r AS (
     SELECT * FROM json_to_recordset(%(renewals)s::json)
@@ -118,6 +296,15 @@ WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
+# The result of a job its task already completed inside `ctx.transaction()`.
+SAVE_RESULT = f"""
+UPDATE jobs SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
+                updated_at = {T}
+WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
+  AND result_pending
+RETURNING id, status, awaited
+"""
+
 SAVE_CHECKPOINT = f"""
 UPDATE jobs SET checkpoint = %(checkpoint)s::json, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
@@ -133,7 +320,7 @@ FINISH = f"""
 WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
-        delay float8, keep boolean, dead_reason text, crash text)
+        delay float8, keep boolean, dead_reason text, crash text, pending boolean)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
@@ -145,6 +332,8 @@ WITH f AS (
                       THEN 'cancelled' ELSE f.status END,
         run_at = CASE WHEN {_REQUEUE} AND NOT f.keep
                       THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
+        attempts = CASE WHEN f.outcome = 'interrupted'
+                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
@@ -152,19 +341,20 @@ WITH f AS (
                               THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
-        lease_expires_at = NULL,
+        lease_expires_at = CASE WHEN f.pending THEN j.lease_expires_at END,
+        result_pending = coalesce(f.pending, false),
         cancel_requested = false,
         updated_at = {T}
     FROM f JOIN locked ON locked.id = f.id
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id
+    RETURNING j.id, j.execution_id, j.status, j.awaited
 ), closed AS (
     UPDATE executions AS e
     SET ended_at = {T}, outcome = f.outcome, error = f.error, crash = f.crash::json
     FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
     WHERE e.job_id = f.id AND e.execution_id = f.eid
 )
-SELECT id, execution_id FROM landed
+SELECT id, execution_id, status, awaited FROM landed
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
@@ -203,7 +393,9 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM executions e
-        WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes
+        WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes,
+       (SELECT count(*) FROM executions e
+        WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions
 """
 _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
 
@@ -224,29 +416,45 @@ FOR UPDATE OF j SKIP LOCKED
 # Reconciliation tries liveness locks as a probe does: one at a time with the probes
 # (their lock, for the transaction), so neither takes the other's try-lock for a live
 # worker's own.
-WAIT_FOR_PROBES = f"SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {PROBE_LOCK})"
+WAIT_FOR_PROBES = f"SELECT pg_advisory_xact_lock({PROBE_KEY})"
 
 # Startup reconciliation: the other workers of a name that may still matter (active, or
-# holding running jobs), each with whether it is silent past its own threshold and
-# whether its liveness lock is free: tried here, in this transaction (a lock a live
-# worker's session holds cannot be taken; the ones taken go when the transaction ends).
-# The namesakes are fixed first, so no other worker's lock is ever tried.
+# holding running jobs), each with whether it is silent past its own threshold (judged
+# only by an observer in contact that long, as the monitor judges), since when its lock
+# has been found free, and whether its liveness lock is free: tried here, in this
+# transaction (a lock a live worker's session holds cannot be taken; the ones taken go
+# when the transaction ends). The namesakes are fixed first, so no other worker's lock
+# is ever tried.
 _NAMESAKES = f"""
 WITH namesakes AS MATERIALIZED (
-    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after FROM workers AS w
+    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after, w.lock_free_since
+    FROM workers AS w
     WHERE w.name = %(name)s AND w.id <> %(except_id)s
       AND (w.status = 'active'
            OR EXISTS (SELECT 1 FROM jobs AS j WHERE j.worker_id = w.id AND j.status = 'running'))
 )
 SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age,
        coalesce(last_heartbeat_at < {T} - make_interval(
-           secs => coalesce(stale_after, %(stale_after)s::float8)), false) AS silent,
-       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free
+                    secs => coalesce(stale_after, %(stale_after)s::float8))
+                AND coalesce(stale_after, %(stale_after)s::float8) <= %(contact)s::float8,
+                false) AS silent,
+       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free,
+       extract(epoch from {T} - lock_free_since)::float8 AS free_for
 FROM namesakes
 ORDER BY id
 """
 
 NAMESAKES = (WAIT_FOR_PROBES, _NAMESAKES)
+
+# What reconciliation found of its namesakes' locks, kept as the probes keep it: for
+# those found free the grace starts now (unless a probe started it earlier); for those
+# found held it is forgotten, so a later drop starts a grace of its own.
+NOTE_NAMESAKE_LOCKS = f"""
+UPDATE workers
+SET lock_free_since = CASE WHEN id = ANY(%(free)s::text[])
+                           THEN coalesce(lock_free_since, {T}) END
+WHERE id = ANY(%(free)s::text[]) OR (id = ANY(%(held)s::text[]) AND lock_free_since IS NOT NULL)
+"""
 
 SELECT_NAME_JOBS = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
@@ -262,11 +470,11 @@ FOR UPDATE OF j
 
 REGISTER_WORKER = f"""
 INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
-                     last_heartbeat_at, stale_after)
+                     last_heartbeat_at, stale_after, contact_since)
 VALUES (%(id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s::json, %(concurrency)s, 'active',
-        {T}, {T}, %(stale_after)s::float8)
+        {T}, {T}, %(stale_after)s::float8, {T})
 ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL,
-                               stale_after = EXCLUDED.stale_after
+                               stale_after = EXCLUDED.stale_after, contact_since = {T}
 """
 
 STOP_WORKER = f"""
@@ -274,7 +482,7 @@ UPDATE workers SET status = 'stopped', stopped_at = {T} WHERE id = %(worker_id)s
 """
 
 DEACTIVATE_WORKER = f"""
-UPDATE workers SET status = 'inactive', stopped_at = {T}
+UPDATE workers SET status = 'inactive', stopped_at = {T}, lock_free_since = NULL
 WHERE id = (
     SELECT id FROM workers WHERE id = %(worker_id)s AND status = 'active'
     FOR UPDATE SKIP LOCKED
@@ -283,22 +491,24 @@ RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heart
 """
 
 DEACTIVATE_NAMED = f"""
-UPDATE workers SET status = 'inactive', stopped_at = {T}
+UPDATE workers SET status = 'inactive', stopped_at = {T}, lock_free_since = NULL
 WHERE id = ANY(%(ids)s::text[]) AND status = 'active'
 """
 
 # Each worker is judged by its own threshold; the observer's only for workers that did not
-# record one (older versions).
+# record one (older versions); and only by an observer in unbroken contact with the
+# database for at least that threshold (`contact`, from OBSERVER_CONTACT).
 # SKIP LOCKED: a worker frozen in the middle of its own heartbeat transaction keeps its
 # row locked; waiting for it would stall this whole maintenance pass (reaper and probe
 # share its thread), so every other stale worker is handled and that one next time.
 DEACTIVATE_STALE = f"""
-UPDATE workers SET status = 'inactive', stopped_at = {T}
+UPDATE workers SET status = 'inactive', stopped_at = {T}, lock_free_since = NULL
 WHERE id IN (
     SELECT id FROM workers
     WHERE status = 'active'
       AND last_heartbeat_at < {T} - make_interval(
           secs => coalesce(stale_after, %(stale_after)s::float8))
+      AND coalesce(stale_after, %(stale_after)s::float8) <= %(contact)s::float8
     FOR UPDATE SKIP LOCKED
 )
 RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age
@@ -306,6 +516,16 @@ RETURNING id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heart
 
 # One query tries every active worker's liveness lock; the transaction's end releases
 # the locks it took. A lock it can take belongs to a worker whose session is gone.
+# How long the observing worker has been in unbroken contact with the database (0 while
+# its own last heartbeat is over half its threshold old: it is cut off right now).
+OBSERVER_CONTACT = f"""
+SELECT CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2) THEN 0.0
+            ELSE extract(epoch from {T} - coalesce(contact_since, started_at))::float8
+       END AS contact,
+       stale_after
+FROM workers WHERE id = %(worker_id)s
+"""
+
 LIST_WORKERS = """
 SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues::text AS queues, w.concurrency,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
@@ -350,6 +570,19 @@ ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s
 """
 
+# Per concurrency key with live jobs (`heartq stats`): busiest first.
+CONCURRENCY_USAGE = """
+SELECT concurrency_key AS key,
+       sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END)::integer AS running,
+       sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END)::integer AS queued,
+       max(concurrency_limit) AS max_limit
+FROM jobs
+WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running')
+GROUP BY concurrency_key
+ORDER BY running DESC, queued DESC, concurrency_key
+LIMIT 1000
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue,
        extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
@@ -357,6 +590,15 @@ SELECT queue,
 FROM jobs
 WHERE status = 'queued'
 GROUP BY queue
+"""
+
+# Running anywhere, runnable, or queued after an attempt (a retry waiting out its backoff).
+HAS_PENDING = f"""
+SELECT EXISTS (
+    SELECT 1 FROM jobs
+    WHERE queue = ANY(%(queues)s::text[])
+      AND (status = 'running' OR (status = 'queued' AND (run_at <= {T} OR attempts > 0)))
+) AS pending
 """
 
 OLDEST_RUNNABLE = """
@@ -367,6 +609,43 @@ ORDER BY run_at, id
 LIMIT 1
 """
 
+# The dashboard's job list, a keyset page of the primary key in two steps. The floor:
+# the id scan ids below before (an index-only walk; none when fewer are left). The
+# page: the jobs in [floor, before) that match the filters, newest first, read along
+# the index and stopped at limit, so a page reads at most scan jobs. Two variants of
+# each: the first page has no bound (a generic plan cannot use an index for
+# `before IS NULL OR id < before`); no floor is bound as '' (below every id).
+_BY_INDEX = (
+    "SELECT set_config('enable_seqscan', 'off', true),"
+    " set_config('enable_bitmapscan', 'off', true)",
+)  # one round trip; `true`: for this transaction only, as SET LOCAL
+"""Both steps walk the primary key whatever the statistics say: right after a burst of
+enqueues they may still call the table small, and a scan and sort of what is really a
+million rows would be the full scan the window exists to avoid. For this read only."""
+_FLOOR = "SELECT id FROM jobs {where} ORDER BY id DESC LIMIT 1 OFFSET %(scan_offset)s"
+_PAGE = """
+SELECT * FROM jobs
+WHERE {where} id >= %(floor)s::text
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+ORDER BY id DESC LIMIT %(limit)s
+"""
+BROWSE_FLOOR = (*_BY_INDEX, _FLOOR.format(where=""))
+BROWSE_FLOOR_BEFORE = (*_BY_INDEX, _FLOOR.format(where="WHERE id < %(before)s::text"))
+BROWSE_JOBS = _PAGE.format(where="")
+BROWSE_JOBS_BEFORE = _PAGE.format(where="id < %(before)s::text AND")
+
+# Jobs that ended, per minute: a range of the finished index (status, finished_at).
+FINISHED_PER_MINUTE = """
+SELECT (floor(extract(epoch from finished_at) / 60) * 60)::float8 AS minute, status,
+       count(*)::integer AS n
+FROM jobs
+WHERE status IN ('succeeded', 'dead', 'cancelled')
+  AND finished_at >= to_timestamp(%(since)s::float8)
+GROUP BY 1, 2 ORDER BY 1, 2
+"""
+
 COUNT_JOBS = """
 SELECT queue, status, count(*)::integer AS n FROM jobs GROUP BY queue, status
 ORDER BY queue, status
@@ -374,45 +653,179 @@ ORDER BY queue, status
 
 CANCEL_QUEUED = f"""
 UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
-                error = 'cancelled before it ran'
+                error = 'cancelled before it ran', cancelled_by = %(by)s
 WHERE id = %(job_id)s AND status = 'queued'
+RETURNING id, status, awaited
+"""
+
+# Someone waits for this job's end (`App.result`): its end will be announced.
+MARK_AWAITED = """
+UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
+"""
+
+# A result still to come counts only while the lease that committed its job runs.
+JOB_END = """
+SELECT status, result::text AS result, error, dead_reason,
+       result_pending AND lease_expires_at > now() AS result_pending
+FROM jobs WHERE id = %(job_id)s
 """
 
 REQUEST_CANCEL = f"""
-UPDATE jobs SET cancel_requested = true, updated_at = {T}
+UPDATE jobs SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
 WHERE id = %(job_id)s AND status = 'running'
 """
 
 JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 
+JOB_ID = "SELECT id FROM jobs WHERE id = %(job_id)s"
+
+# A prefix as a range of the primary key: `low <= id < high` is an index range scan; the
+# `left` test keeps it exact under a collation other than "C".
+JOBS_BY_PREFIX = """
+SELECT id FROM jobs
+WHERE id >= %(low)s AND id < %(high)s AND left(id, %(n)s) = %(low)s
+ORDER BY id LIMIT %(limit)s
+"""
+
+# The random tail `heartq demo` prints: no index helps, so it is only tried when no id
+# starts with what was typed.
+JOBS_BY_SUFFIX = """
+SELECT id FROM jobs WHERE right(id, %(n)s) = %(suffix)s ORDER BY id LIMIT %(limit)s
+"""
+
+# A dead job whose unique key another live job holds stays dead (the key holds).
 REPLAY_DEAD = f"""
 UPDATE jobs
 SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
     worker_id = NULL, cancel_requested = false, updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs AS live
+      WHERE live.unique_key = jobs.unique_key AND live.status IN ('queued', 'running')))
 RETURNING id, queue
+"""
+
+# Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
+TASK_POLICIES = """
+SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
+       heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by
+FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
+ORDER BY name
+"""
+
+DECLARE_TASKS = f"""
+INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
+                        timeout, heartbeat_timeout, declared_at, declared_by)
+SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
+       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s
+FROM json_to_recordset(%(tasks)s::json) AS x(
+    name text, queue text, priority integer, max_retries integer, retry_backoff float8,
+    retry_backoff_max float8, timeout float8, heartbeat_timeout float8)
+ON CONFLICT (name) DO UPDATE SET
+    queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
+    retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
+    timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
+    declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by
+"""
+
+# Queued jobs of these tasks take the declaration for every option their caller did not
+# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+_DECLARED_QUEUE = "CASE WHEN j.chosen & %(queue_bit)s = 0 THEN t.queue ELSE j.queue END"
+_DECLARED_PRIORITY = "CASE WHEN j.chosen & %(priority_bit)s = 0 THEN t.priority ELSE j.priority END"
+_DECLARED_RETRIES = (
+    "CASE WHEN j.chosen & %(retries_bit)s = 0 THEN t.max_retries ELSE j.max_retries END"
+)
+_DECLARED_BACKOFF = (
+    "CASE WHEN j.chosen & %(backoff_bit)s = 0 THEN t.retry_backoff ELSE j.retry_backoff END"
+)
+_DECLARED_BACKOFF_MAX = (
+    "CASE WHEN j.chosen & %(backoff_bit)s = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
+)
+REROUTE_JOBS = f"""
+UPDATE jobs AS j
+SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
+    max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
+FROM tasks AS t
+WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status = 'queued'
+  AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
+  AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
+      IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
+                        {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
+RETURNING j.id, j.queue
 """
 
 # -- only PostgreSQL -------------------------------------------------------------------
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
 
+# Search paths on connections heartq does not own, or lends (store/postgres/borrowed.py):
+# local to the transaction, so an error cannot leak them past it.
+SEARCH_PATH = "SELECT current_setting('search_path') AS search_path"
+SET_SEARCH_PATH = "SELECT set_config('search_path', %(search_path)s, true)"
+DEFAULT_SEARCH_PATH = """
+SELECT set_config('search_path', boot_val, true) FROM pg_settings WHERE name = 'search_path'
+"""
+
+NOTIFY_ENDED = "SELECT pg_notify(%(channel)s, id) FROM unnest(%(ids)s::text[]) AS id"
+
 # A liveness probe starts with the probe's time (T), the server's uptime (real clock: a
 # restart frees every lock) and the probe lock, taken for the transaction.
 PROBE_START = f"""
 SELECT extract(epoch from {T})::float8 AS now,
        extract(epoch from now() - pg_postmaster_start_time())::float8 AS uptime,
-       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, {PROBE_LOCK}) AS alone
+       pg_try_advisory_xact_lock({PROBE_KEY}) AS alone
 """
 
 # One query tries every active worker's liveness lock; the transaction's end releases
-# the locks it took. A lock it can take belongs to a worker whose session is gone.
+# the locks it took. A lock it can take belongs to a worker whose session is gone. Since
+# when probes have found it free is kept in the worker's row (`lock_free_since`), not in
+# the prober's memory: the grace spans the probes of every worker, so a suspicion
+# survives its prober (killed, frozen, restarted) and the probe lock going to another.
+# A lock found held again clears it. Rows a frozen session keeps locked are skipped.
+# Returns each free worker with since when it has been free (this probe's time if new).
 PROBE_LIVENESS = f"""
+WITH free AS MATERIALIZED (
+    SELECT id, lock_free_since FROM workers
+    WHERE status = 'active' AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
+), held AS (
+    UPDATE workers SET lock_free_since = NULL
+    WHERE id IN (SELECT id FROM workers
+                 WHERE lock_free_since IS NOT NULL AND id NOT IN (SELECT id FROM free)
+                 FOR UPDATE SKIP LOCKED)
+), marked AS (
+    UPDATE workers SET lock_free_since = {T}
+    WHERE id IN (SELECT w.id FROM workers AS w JOIN free ON free.id = w.id
+                 WHERE free.lock_free_since IS NULL
+                 FOR UPDATE OF w SKIP LOCKED)
+)
+SELECT id, extract(epoch from coalesce(lock_free_since, {T}))::float8 AS free_since FROM free
+"""
+
+# What the probes suspect: active workers found with a free lock, and since when.
+LIVENESS_SUSPECTS = """
+SELECT id, extract(epoch from lock_free_since)::float8 AS free_since FROM workers
+WHERE status = 'active' AND lock_free_since IS NOT NULL
+"""
+
+# Right after a server start every lock is free: what was suspected is forgotten.
+FORGET_SUSPECTS = """
+UPDATE workers SET lock_free_since = NULL
+WHERE id IN (SELECT id FROM workers WHERE lock_free_since IS NOT NULL FOR UPDATE SKIP LOCKED)
+"""
+
+# The same test for the given workers only, read only (operator commands); none while
+# the server has been up for less than `quiet` seconds (a restart frees every lock).
+LIVENESS_FREE = f"""
 SELECT id FROM workers
-WHERE status = 'active' AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
+WHERE status = 'active' AND id = ANY(%(ids)s::text[])
+  AND extract(epoch from now() - pg_postmaster_start_time()) >= %(quiet)s
+  AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
 """
 
 LIVENESS_LOCK = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, hashtext(%(worker_id)s)) AS locked"
+
+LIVENESS_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, hashtext(%(worker_id)s)) AS done"
 
 PING = "SELECT 1"
 

@@ -7,30 +7,28 @@ reclaimer holds, and fence their update on `(id, execution_id, status)`: each jo
 reclaimed exactly once. The operations are written once in `store/sql.py`; this module
 holds what PostgreSQL does its own way: pooled connections (`connection.py`), statements
 that read the transaction's clock, lists bound as arrays, `NOTIFY` on enqueue (heard by
-`listener.py`), and liveness locks that are session advisory locks (`liveness.py`). SQL:
-`queries.py`; schema: `migrations/`.
+`session.py`), and liveness locks that are session advisory locks (`liveness.py`), held
+on the same session as the LISTENs (`session.py`). SQL: `queries.py`; schema:
+`migrations/`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
 
 from heartq.store import redact
 from heartq.store.interface import LivenessChange, LivenessHandle, StaleWorker
+from heartq.store.postgres import borrowed
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import Pool
-from heartq.store.postgres.listener import Listener
-from heartq.store.postgres.liveness import (
-    LIVENESS_GRACE,
-    LIVENESS_RESTART_QUIET,
-    AdvisoryLivenessLock,
-    GraceTracker,
-)
-from heartq.store.sql import SqlStore
+from heartq.store.postgres.liveness import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
+from heartq.store.postgres.session import SharedSession
+from heartq.store.sql import SqlStore, Step
 
 Conn = psycopg.Connection[Any]
 
@@ -41,22 +39,17 @@ class PostgresStore(SqlStore):
     q = q
     supports_notify = True
 
-    def __init__(self, url: str) -> None:
-        self.pool = Pool(url)
+    def __init__(self, url: str, pool_size: int | None = None) -> None:
+        self.pool = Pool(url, pool_size)
         self.url = redact(url)
         self.schema = self.pool.schema
         self.channel = f"heartq_{self.schema}"
+        self.ends_channel = f"heartq_{self.schema}_ended"
         self._migrated = False
         self.liveness_restart_quiet = LIVENESS_RESTART_QUIET
-        self._grace = GraceTracker(LIVENESS_GRACE)
-
-    @property
-    def liveness_grace(self) -> float:
-        return self._grace.grace
-
-    @liveness_grace.setter
-    def liveness_grace(self, seconds: float) -> None:
-        self._grace.grace = seconds
+        self.liveness_grace = LIVENESS_GRACE
+        self._session: SharedSession | None = None
+        self._session_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------
     def migrate(self) -> int:
@@ -98,7 +91,19 @@ class PostgresStore(SqlStore):
         return current
 
     def close(self) -> None:
+        with self._session_lock:
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
         self.pool.close()
+
+    def reach(self) -> None:
+        """One connection attempt of its own: its failure is known at once (the pool
+        would retry in the background until its timeout)."""
+        self.pool.reach()
+
+    def resize_pool(self, size: int) -> None:
+        self.pool.resize(size)
 
     # -- the dialect's hooks (see store/sql.py) ------------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:
@@ -122,17 +127,59 @@ class PostgresStore(SqlStore):
     def _is_duplicate(self, exc: Exception) -> bool:
         return isinstance(exc, psycopg.errors.UniqueViolation)
 
-    def _wake(self, conn: Any, queues: Iterable[str]) -> None:
-        for queue in sorted(set(queues)):
-            conn.execute(q.NOTIFY, {"channel": self.channel, "queue": queue})
+    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> list[Any]:
+        """Two statements (READ COMMITTED, many claimers): the keys of the first runnable
+        keyed jobs are locked for the transaction, those another claimer holds skipped;
+        then a new statement, whose snapshot is taken after the locks and so sees every
+        claim of those keys committed before them, counts and claims."""
+        keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
+        if not keys:
+            return []
+        return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+
+    def _wake_steps(self, queues: Iterable[str]) -> list[Step]:
+        return [(q.NOTIFY, {"channel": self.channel, "queue": x}) for x in sorted(set(queues))]
+
+    def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
+        return borrowed.borrowed(connection, self.schema)
+
+    def _borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        return borrowed.borrowed_async(connection, self.schema)
+
+    def _task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        return borrowed.task_scope(conn, self.schema)
+
+    def _announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            conn.execute(q.NOTIFY_ENDED, {"channel": self.ends_channel, "ids": list(job_ids)})
 
     # -- liveness locks and wake-ups -----------------------------------------------------
+    def _shared_session(self) -> SharedSession:
+        """The session this store's liveness locks and LISTENs share (a new one once the
+        last user of the previous one let it go)."""
+        with self._session_lock:
+            if self._session is None or self._session.closed:
+                self._session = SharedSession(self.pool.connect)
+            return self._session
+
     def liveness_hold(
         self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
     ) -> LivenessHandle:
-        return AdvisoryLivenessLock(self.pool.connect, worker_id, on_change)
+        """Hold `worker_id`'s liveness lock on the store's shared session (`session.py`)."""
+        while True:
+            handle = self._shared_session().hold_lock(worker_id, on_change or _ignore)
+            if handle is not None:
+                return handle
 
-    def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
+    def _listen(self, channel: str, on_notify: Callable[[str | None], None]) -> LivenessHandle:
+        while True:
+            handle = self._shared_session().listen(channel, on_notify)
+            if handle is not None:
+                return handle
+
+    def liveness_probe(
+        self, detected_by: str, now: float | None = None, observer: str | None = None
+    ) -> list[StaleWorker]:
         """Reclaim the jobs of active workers whose liveness lock stayed free on consecutive
         probes spanning `liveness_grace` (`LIVENESS_GRACE`) of database time (`now` if
         given); a worker found holding its lock again is forgotten.
@@ -145,7 +192,7 @@ class PostgresStore(SqlStore):
         takes the lock again within about a second. After a restart every lock is free at
         once, so there is no probe at all while the server has been up for less than
         `liveness_restart_quiet` (`LIVENESS_RESTART_QUIET`). One probe runs at a time per
-        database (`PROBE_LOCK`); a prober that finds another one at work skips its turn.
+        queue (`PROBE_KEY`); a prober that finds another one at work skips its turn.
 
         The cost: a SIGKILLed worker's jobs come back after about `LIVENESS_GRACE` plus
         one probe interval (~4 s at default settings) instead of ~1 s; still far below the
@@ -158,19 +205,60 @@ class PostgresStore(SqlStore):
             if not start["alone"]:
                 return []  # another worker is probing right now
             if float(start["uptime"]) < self.liveness_restart_quiet:
-                self._grace.forget()
+                conn.execute(q.FORGET_SUSPECTS)
                 return []
-            free = [r["id"] for r in conn.execute(q.PROBE_LIVENESS).fetchall()]
-            dead = self._grace.observe(free, float(start["now"]))
-            found = self._reclaim_dead(conn, now, dead, detected_by)
-        self._grace.forget(dead)  # inactive now: no longer probed
-        return found
+            at = float(start["now"])
+            free = conn.execute(q.PROBE_LIVENESS, {"now": now}).fetchall()
+            dead = [r["id"] for r in free if at - float(r["free_since"]) >= self.liveness_grace]
+            return self._reclaim_dead(conn, now, dead, detected_by, observer)
+
+    def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
+        """Startup reconciliation believes a free lock as the probes do: once it has been
+        found free for `liveness_grace` (None before: suspected). A twin started under a
+        live worker's name while that worker's lock session was down would otherwise
+        take its jobs (the chaos runs' finding 6)."""
+        if not namesake["lock_free"]:
+            return False
+        free_for = namesake["free_for"]
+        return True if free_for is not None and free_for >= self.liveness_grace else None
+
+    def _note_locks(
+        self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
+    ) -> None:
+        if free or held:
+            params = {"free": list(free), "held": list(held), "now": clock}
+            conn.execute(q.NOTE_NAMESAKE_LOCKS, params)
 
     def liveness_suspects(self) -> dict[str, float]:
-        """Workers whose liveness lock this instance found free, not yet for the whole
-        grace: worker id -> the probe's time (epoch seconds) when it first found it free."""
-        return self._grace.suspects()
+        """Active workers whose liveness lock the probes (of any worker) found free, not
+        yet for the whole grace: worker id -> the probe's time (epoch seconds) when one
+        first found it free."""
+        self.ensure_schema()
+        with self.pool.transaction() as conn:
+            rows = conn.execute(q.LIVENESS_SUSPECTS).fetchall()
+        return {r["id"]: float(r["free_since"]) for r in rows}
+
+    def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
+        """Active workers among `worker_ids` whose advisory lock is free at this instant
+        (tried inside a transaction, so released at once). A session that dropped under
+        a living worker shows free for the second its watcher needs to take it again:
+        callers only report it; `liveness_probe` alone reclaims, after the grace."""
+        if not worker_ids:
+            return []
+        self.ensure_schema()
+        params = {"ids": list(worker_ids), "quiet": self.liveness_restart_quiet}
+        with self.pool.transaction() as conn:
+            free = {r["id"] for r in conn.execute(q.LIVENESS_FREE, params).fetchall()}
+        return [w for w in worker_ids if w in free]
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle:
         """Wake the caller whenever jobs are enqueued or replayed in this schema."""
-        return Listener(self.pool.connect, self.channel, on_wake)
+        return self._listen(self.channel, lambda _payload: on_wake())
+
+    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle:
+        """Tell the caller which awaited jobs of this schema ended (payload: the job id)."""
+        return self._listen(self.ends_channel, on_end)
+
+
+def _ignore(change: LivenessChange) -> None:
+    """The default `on_change`: nobody to tell."""

@@ -4,6 +4,16 @@ Each thread gets its own connection (sqlite3 connections are not meant to be sha
 threads mid-transaction). Options, all fixed per store: WAL journal (readers never block
 the writer), `synchronous=FULL` (a committed outcome survives power loss, since
 "saved" must mean saved), and a busy timeout during which a writer waits for the lock.
+
+The file can go bad under a running process, and a connection would not notice: one
+opened before a `chmod` keeps writing, and one whose file was deleted keeps writing to
+the deleted copy, which vanishes with the last process holding it. So every write
+transaction first checks that the path still names the file its connection opened and
+that the file is writable (`_check_file`: one `stat` and one `access`); if not, nothing is
+written and the write fails with `StoreUnavailable` (`faults.py`). A file replaced under
+the process (restored by an operator) is reopened by every thread at its next use. Once a
+file was opened, it is never created again: a deleted database is not silently replaced
+by an empty one. A nearly full disk is the WAL guard's (`wal.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +26,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
+from heartq.errors import ConfigError, StoreBusy, StoreRefused
+from heartq.store.sqlite import faults
+from heartq.store.sqlite.faults import translate
+from heartq.store.sqlite.wal import WalGuard
+
+__all__ = ["ConnectionPool", "check_location", "options_from_url", "path_from_url", "translate"]
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Defaults to 30 s that a writer waits for another process's write lock."""
@@ -57,7 +72,10 @@ def options_from_url(url: str) -> dict[str, float]:
 
 
 def check_location(path: Path) -> None:
-    """Fail with one clear line before sqlite3 says 'unable to open database file'."""
+    """Fail with one clear line before sqlite3 says 'unable to open database file'.
+    `StoreRefused`: a missing directory, or one heartq may not write, is a setup to fix,
+    not a passing fault, so a starting worker does not wait for it. A file made read-only
+    is `read_only`, as when it happens under a running worker: it resumes by itself."""
     directory = path.absolute().parent
     if not directory.is_dir():
         problem = (
@@ -65,30 +83,14 @@ def check_location(path: Path) -> None:
             if directory.exists()
             else f"directory {directory} does not exist"
         )
-        raise StoreUnavailable(f"cannot open SQLite database {path}: {problem}")
+        raise StoreRefused(f"cannot open SQLite database {path}: {problem}")
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        raise StoreUnavailable(f"cannot open SQLite database {path}: the file is not writable")
+        raise faults.read_only(path)  # transient: it resumes once the file is writable
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise StoreUnavailable(
+        raise StoreRefused(
             f"cannot open SQLite database {path}: directory {directory} is not writable "
             "(SQLite needs to create its -wal and -shm files there)"
         )
-
-
-def translate(exc: sqlite3.Error, path: Path) -> Exception:
-    text = str(exc)
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
-        return StoreBusy(f"SQLite database {path} is locked by another process: {text}")
-    if "readonly" in lowered or "read-only" in lowered:
-        return StoreUnavailable(f"SQLite database {path} is read-only: {text}")
-    if "unable to open" in lowered or "disk i/o" in lowered or "not a database" in lowered:
-        return StoreUnavailable(f"cannot use SQLite database {path}: {text}")
-    if isinstance(exc, sqlite3.IntegrityError):
-        return exc  # the caller knows what a constraint means there
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-        return StoreUnavailable(f"SQLite database {path}: {text}")
-    return exc
 
 
 class ConnectionPool:
@@ -110,17 +112,53 @@ class ConnectionPool:
         # Writers of one process queue here, where a release wakes the next at once;
         # SQLite's own busy handler polls with sleeps, which is for other processes only.
         self._write_lock = threading.Lock()
+        self.wal = WalGuard(path, busy_timeout)
+        self._opened_once = False  # from then on the file is never created again
+        self._generation = 0  # bumped when the file was replaced: every thread reopens
         self.trace: list[object] = []  # callbacks(statement) for tests that count statements
 
     def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.generation != self._generation:
+            self._forget_own(conn)
+            conn = None
         if conn is None:
             self._sweep()
+            generation = self._generation
             conn = self._open()
             self._local.conn = conn
+            self._local.generation = generation
+            try:
+                self._local.identity = _identity(self.path)
+            except FileNotFoundError:
+                self._forget_own(conn)
+                raise faults.file_gone(self.path, "was deleted") from None
             with self._lock:
                 self._by_thread[threading.current_thread()] = conn
         return conn
+
+    def _forget_own(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's connection (its file was replaced); the next use reopens."""
+        self._local.conn = None
+        with self._lock:
+            self._by_thread.pop(threading.current_thread(), None)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _check_file(self) -> None:
+        """Refuse to write unless the path still names the writable file this thread's
+        connection opened (see the module docstring)."""
+        try:
+            now = _identity(self.path)
+        except FileNotFoundError:
+            raise faults.file_gone(self.path, "was deleted") from None
+        except OSError:
+            return  # cannot tell: let SQLite say
+        if now != self._local.identity:
+            self._generation += 1
+            raise faults.file_gone(self.path, "was replaced by another file") from None
+        if not os.access(self.path, os.W_OK):
+            raise faults.read_only(self.path)
 
     def _sweep(self) -> None:
         """Close the connections of threads that have ended. In a forked child, the
@@ -143,9 +181,13 @@ class ConnectionPool:
 
     def _open(self) -> sqlite3.Connection:
         check_location(self.path)
+        if self._opened_once and not self.path.exists():
+            raise faults.file_gone(self.path, "was deleted")
+        mode = "rw" if self._opened_once else "rwc"
         try:
             conn = sqlite3.connect(
-                self.path,
+                f"{self.path.absolute().as_uri()}?mode={mode}",
+                uri=True,
                 timeout=self.busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
@@ -161,6 +203,7 @@ class ConnectionPool:
         except sqlite3.Error as exc:
             conn.close()
             raise translate(exc, self.path) from None
+        self._opened_once = True
         if self.trace:
             conn.set_trace_callback(self._on_statement)
         return conn
@@ -200,8 +243,10 @@ class ConnectionPool:
         if not self._write_lock.acquire(timeout=self.busy_timeout):
             raise StoreBusy(f"SQLite database {self.path}: another thread held the write lock")
         try:
+            self.wal.before_write(conn)
             with self._transaction(conn):
                 yield conn
+            self.wal.after_commit(conn)
         finally:
             self._write_lock.release()
 
@@ -210,18 +255,22 @@ class ConnectionPool:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
+            self.wal.write_failed(exc)
             raise translate(exc, self.path) from None
         try:
+            self._check_file()
             yield
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
+                self.wal.write_failed(exc)
                 raise translate(exc, self.path) from exc
             raise
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
+            self.wal.write_failed(exc)
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise translate(exc, self.path) from None
@@ -242,3 +291,9 @@ class ConnectionPool:
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """Which file `path` names now: (device, inode)."""
+    stats = os.stat(path)
+    return stats.st_dev, stats.st_ino

@@ -19,25 +19,84 @@ NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 # One job, bound by value (the store uses it for a batch of one).
 INSERT_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
-                         retry_backoff, retry_backoff_max, created_at, updated_at)
+                         retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                         concurrency_key, concurrency_limit)
 VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
-        :retry_backoff, :retry_backoff_max, :now, :now)
+        :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :concurrency_key,
+        :concurrency_limit)
 """
 
 # Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
-# retry_backoff_max} (store/documents.py)
+# retry_backoff_max, chosen, concurrency_key, concurrency_limit} (store/documents.py)
 INSERT_JOBS = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
-                         retry_backoff, retry_backoff_max, created_at, updated_at)
+                         retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                         concurrency_key, concurrency_limit)
 SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
        json_extract(x.value, '$.priority'), 'queued', :now + json_extract(x.value, '$.delay'),
        json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
-       json_extract(x.value, '$.retry_backoff_max'), :now, :now
+       json_extract(x.value, '$.retry_backoff_max'), json_extract(x.value, '$.chosen'),
+       :now, :now, json_extract(x.value, '$.concurrency_key'),
+       json_extract(x.value, '$.concurrency_limit')
 FROM json_each(:jobs) AS x
 """
 
-CLAIM = """
+# A job with a unique key (store/sql.py `enqueue`), bound by value. SQLite has one writer
+# at a time, so nothing can come between the look (a job holding the key: queued or
+# running, or finished within `unique_for`) and the insert. The partial unique index is
+# the backstop (a replayed dead job): a live duplicate is dropped. The last statement
+# answers the job that holds the key: this one, or the one found.
+INSERT_UNIQUE_JOB = """
+INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                         retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                         unique_key, schedule, concurrency_key, concurrency_limit)
+SELECT :id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
+       :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :unique_key, :schedule,
+       :concurrency_key, :concurrency_limit
+WHERE NOT EXISTS (
+    SELECT 1 FROM heartq_jobs
+    WHERE unique_key = :unique_key
+      AND (status IN ('queued', 'running') OR finished_at >= :now - :unique_for))
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+"""
+
+UNIQUE_HOLDER = """
+SELECT id, id = :id AS inserted FROM heartq_jobs
+WHERE unique_key = :unique_key
+  AND (id = :id OR status IN ('queued', 'running') OR finished_at >= :now - :unique_for)
+ORDER BY id = :id DESC, status IN ('queued', 'running') DESC, created_at DESC
+LIMIT 1
+"""
+
+ENQUEUE_UNIQUE = (INSERT_UNIQUE_JOB, UNIQUE_HOLDER)
+
+# Periodic schedules (store/sql.py `tick_schedule`): the row is made if missing; the
+# transaction holds SQLite's write lock, so the workers that find a tick due enqueue it one
+# after the other, and the later ones find the last tick already moved on.
+ENSURE_SCHEDULE = """
+INSERT INTO heartq_schedules (name, task, spec, updated_at) VALUES (:name, :task, :spec, :now)
+ON CONFLICT (name) DO NOTHING
+"""
+
+LOCK_SCHEDULE = "SELECT spec, last_tick FROM heartq_schedules WHERE name = :name"
+
+UPDATE_SCHEDULE = """
+UPDATE heartq_schedules
+SET task = :task, spec = :spec, last_tick = :last_tick, next_tick = :next_tick,
+    last_job_id = coalesce(:last_job_id, last_job_id), updated_at = :now, updated_by = :by
+WHERE name = :name
+"""
+
+LIST_SCHEDULES = """
+SELECT s.name, s.task, s.spec, s.last_tick, s.next_tick, s.last_job_id,
+       j.status AS last_job_status, s.updated_at, s.updated_by
+FROM heartq_schedules AS s LEFT JOIN heartq_jobs AS j ON j.id = s.last_job_id
+ORDER BY s.name
+"""
+
+_CLAIM_SET = """
 UPDATE heartq_jobs
 SET status = 'running',
     worker_id = :worker_id,
@@ -48,17 +107,68 @@ SET status = 'running',
     started_at = :now,
     updated_at = :now,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
-WHERE id IN (
+"""
+_CLAIM_RETURNING = """
+RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
+          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen
+"""
+
+# Jobs without a concurrency key only: the claim index holds nothing else.
+CLAIM = f"""{_CLAIM_SET}WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-    WHERE status = 'queued'
+    WHERE status = 'queued' AND concurrency_key IS NULL
       AND queue IN (SELECT value FROM json_each(:queues))
       AND run_at <= :now
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
-)
-RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
-          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority
+){_CLAIM_RETURNING}"""
+
+# The jobs a transport's messages name (store/sql.py `claim_ids`): only those still queued,
+# runnable and without a concurrency key (a keyed job is left to CLAIM_KEYED, which counts
+# its key); a job running elsewhere, finished or unknown matches nothing. Executions are
+# written by CLAIM_EXECUTIONS, as for CLAIM.
+CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status = 'queued' AND concurrency_key IS NULL AND run_at <= :now
+{_CLAIM_RETURNING}"""
+
+# What a transport's sweeper (re)publishes (store/sql.py `due_for_publish`): queued,
+# runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
+# retried: `run_at` after `created_at`), were requeued since (reaped, released,
+# replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
+DUE_FOR_PUBLISH = """
+SELECT id, queue FROM heartq_jobs
+WHERE status = 'queued' AND concurrency_key IS NULL
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND run_at <= :now
+  AND ((run_at > :since AND run_at > created_at)
+       OR (updated_at > :since AND updated_at > created_at)
+       OR run_at <= :stale_before)
+ORDER BY run_at, id
+LIMIT :limit
 """
+
+# Jobs with a concurrency key (store/sql.py `claim`, only when CLAIM filled fewer than
+# `limit`): each key's runnable jobs in claim order, the first `concurrency_limit - running`
+# of them (each job's own limit; `running`: that key's running jobs, counted by the
+# key's index); the best `limit` of those. SQLite has one writer: nothing is claimed or
+# finished between the count and the update.
+CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
+    SELECT id FROM (
+        SELECT c.id, c.priority, c.run_at, c.concurrency_limit,
+               row_number() OVER (PARTITION BY c.concurrency_key
+                                  ORDER BY c.priority DESC, c.run_at, c.id) AS rank,
+               (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
+                WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                  AND r.concurrency_key = c.concurrency_key) AS running
+        FROM heartq_jobs AS c INDEXED BY heartq_jobs_keyed_claim_idx
+        WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL
+          AND c.queue IN (SELECT value FROM json_each(:queues))
+          AND c.run_at <= :now
+    )
+    WHERE rank <= concurrency_limit - running
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+){_CLAIM_RETURNING}"""
 
 # The claim's audit rows, written by the store once CLAIM has returned its rows (`leases`:
 # [[id, execution_id], ...]): the one statement PostgreSQL's CLAIM does not need.
@@ -68,8 +178,12 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :no
 FROM json_each(:leases)
 """
 
+# A heartbeat that comes over half the worker's staleness threshold after its previous
+# one ends a pause in its contact with the database: its unbroken contact starts again.
 TOUCH_WORKER = """
-UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL
+UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL,
+    contact_since = CASE WHEN last_heartbeat_at < :now - stale_after / 2
+                         THEN :now ELSE coalesce(contact_since, started_at) END
 WHERE id = :worker_id
 """
 
@@ -93,6 +207,15 @@ RETURNING id, execution_id, cancel_requested
 """
 
 HEARTBEAT = (TOUCH_WORKER, RENEW)
+
+# The result of a job its task already completed inside `ctx.transaction()`.
+SAVE_RESULT = """
+UPDATE heartq_jobs SET result = :result, result_pending = 0, lease_expires_at = NULL,
+                       updated_at = :now
+WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
+  AND result_pending
+RETURNING id, status, awaited
+"""
 
 SAVE_CHECKPOINT = """
 UPDATE heartq_jobs SET checkpoint = :checkpoint, updated_at = :now
@@ -131,6 +254,8 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
     run_at = CASE WHEN {_REQUEUE} AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
+    attempts = CASE WHEN json_extract(f.value, '$.outcome') = 'interrupted'
+                    THEN max(j.attempts - 1, 0) ELSE j.attempts END,
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
@@ -139,14 +264,15 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                           THEN 1.0 ELSE j.progress_value END,
     finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
     worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
-    lease_expires_at = NULL,
+    lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN j.lease_expires_at END,
+    result_pending = coalesce(json_extract(f.value, '$.pending'), 0),
     cancel_requested = 0,
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
   AND j.execution_id = json_extract(f.value, '$.eid')
   AND j.status = 'running'
-RETURNING id, execution_id
+RETURNING id, execution_id, status, awaited
 """
 
 FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
@@ -191,7 +317,9 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM heartq_executions e
-        WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes
+        WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes,
+       (SELECT count(*) FROM heartq_executions e
+        WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions
 """
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
 
@@ -211,9 +339,13 @@ WHERE j.status = 'running' AND j.worker_id = :worker_id
 # Startup reconciliation: the other workers of a name that may still matter (active, or
 # holding running jobs), with whether each is silent past its own threshold. The store
 # then tries each one's liveness lock and reclaims only those that are gone.
+# `silent` as the monitor judges it: only by an observer (the starting worker) in unbroken
+# contact with the database for the namesake's threshold, so an outage that silenced
+# every worker, the new one included, is not taken for a death.
 NAMESAKES = """
 SELECT w.id, w.name, :now - w.last_heartbeat_at AS heartbeat_age,
-       coalesce(w.last_heartbeat_at < :now - coalesce(w.stale_after, :stale_after), 0) AS silent
+       coalesce(w.last_heartbeat_at < :now - coalesce(w.stale_after, :stale_after)
+                AND coalesce(w.stale_after, :stale_after) <= :contact, 0) AS silent
 FROM heartq_workers AS w
 WHERE w.name = :name AND w.id != :except_id
   AND (w.status = 'active'
@@ -234,10 +366,11 @@ WHERE j.status = 'running' AND j.id = :job_id AND j.execution_id = :execution_id
 
 REGISTER_WORKER = """
 INSERT INTO heartq_workers (id, name, hostname, pid, queues, concurrency, status,
-                            started_at, last_heartbeat_at, stale_after)
-VALUES (:id, :name, :hostname, :pid, :queues, :concurrency, 'active', :now, :now, :stale_after)
+                            started_at, last_heartbeat_at, stale_after, contact_since)
+VALUES (:id, :name, :hostname, :pid, :queues, :concurrency, 'active', :now, :now, :stale_after,
+        :now)
 ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = :now, stopped_at = NULL,
-                               stale_after = excluded.stale_after
+                               stale_after = excluded.stale_after, contact_since = :now
 """
 
 STOP_WORKER = """
@@ -256,11 +389,22 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'active'
 """
 
 # Each worker is judged by its own threshold; the observer's only for workers that did not
-# record one (older versions).
+# record one (older versions); and only by an observer in unbroken contact with the
+# database for at least that threshold (`contact`, from OBSERVER_CONTACT).
 DEACTIVATE_STALE = """
 UPDATE heartq_workers SET status = 'inactive', stopped_at = :now
 WHERE status = 'active' AND last_heartbeat_at < :now - coalesce(stale_after, :stale_after)
+  AND coalesce(stale_after, :stale_after) <= :contact
 RETURNING id, name, :now - last_heartbeat_at AS heartbeat_age
+"""
+
+# How long the observing worker has been in unbroken contact with the database (0 while
+# its own last heartbeat is over half its threshold old: it is cut off right now).
+OBSERVER_CONTACT = """
+SELECT CASE WHEN last_heartbeat_at < :now - stale_after / 2 THEN 0.0
+            ELSE :now - coalesce(contact_since, started_at) END AS contact,
+       stale_after
+FROM heartq_workers WHERE id = :worker_id
 """
 
 LIST_WORKERS = """
@@ -309,18 +453,83 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit
 """
 
-QUEUE_WAITS = """
+# The dashboard's job list, a keyset page of the primary key in two steps. The floor:
+# the id :scan ids below :before (an index-only walk; none when fewer are left). The
+# page: the jobs in [floor, before) that match the filters, newest first, read along
+# the index and stopped at :limit, so a page reads at most :scan jobs. Two variants of
+# each: the first page has no bound (a planner cannot use an index for
+# `:before IS NULL OR id < :before`); no floor is bound as '' (below every id).
+_FLOOR = "SELECT id FROM heartq_jobs {where} ORDER BY id DESC LIMIT 1 OFFSET :scan_offset"
+_PAGE = """
+SELECT * FROM heartq_jobs
+WHERE {where} id >= :floor
+  AND (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task)
+ORDER BY id DESC LIMIT :limit
+"""
+BROWSE_FLOOR = _FLOOR.format(where="")
+BROWSE_FLOOR_BEFORE = _FLOOR.format(where="WHERE id < :before")
+BROWSE_JOBS = _PAGE.format(where="")
+BROWSE_JOBS_BEFORE = _PAGE.format(where="id < :before AND")
+
+# Jobs that ended, per minute: a range of the finished index (status, finished_at).
+FINISHED_PER_MINUTE = """
+SELECT CAST(finished_at / 60 AS INTEGER) * 60 AS minute, status, count(*) AS n
+FROM heartq_jobs
+WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at >= :since
+GROUP BY minute, status ORDER BY minute, status
+"""
+
+# Queued jobs are in one of two indexes: without a concurrency key, or with one.
+_QUEUE_WAIT = """
 SELECT queue,
        min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_run_at,
        sum(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS scheduled
-FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-WHERE status = 'queued'
+FROM heartq_jobs INDEXED BY {index}
+WHERE status = 'queued' AND concurrency_key {test}
+GROUP BY queue
+"""
+# Per concurrency key with live jobs (`heartq stats`): busiest first.
+CONCURRENCY_USAGE = """
+SELECT concurrency_key AS key,
+       sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
+       sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS queued,
+       max(concurrency_limit) AS max_limit
+FROM heartq_jobs
+WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running')
+GROUP BY concurrency_key
+ORDER BY running DESC, queued DESC, concurrency_key
+LIMIT 1000
+"""
+
+QUEUE_WAITS = f"""
+SELECT queue, min(oldest_run_at) AS oldest_run_at, sum(scheduled) AS scheduled FROM (
+{_QUEUE_WAIT.format(index="heartq_jobs_claim_idx", test="IS NULL")}
+UNION ALL
+{_QUEUE_WAIT.format(index="heartq_jobs_keyed_claim_idx", test="IS NOT NULL")}
+)
 GROUP BY queue
 """
 
-OLDEST_RUNNABLE = """
-SELECT id FROM heartq_jobs
-WHERE status = 'queued' AND queue = :queue AND run_at <= :run_at
+# Running anywhere, runnable, or queued after an attempt (a retry waiting out its backoff).
+HAS_PENDING = """
+SELECT EXISTS (
+    SELECT 1 FROM heartq_jobs
+    WHERE queue IN (SELECT value FROM json_each(:queues))
+      AND (status = 'running' OR (status = 'queued' AND (run_at <= :now OR attempts > 0)))
+) AS pending
+"""
+
+_OLDEST = """
+SELECT id, run_at FROM heartq_jobs INDEXED BY {index}
+WHERE status = 'queued' AND concurrency_key {test} AND queue = :queue AND run_at <= :run_at
+"""
+OLDEST_RUNNABLE = f"""
+SELECT id FROM (
+{_OLDEST.format(index="heartq_jobs_claim_idx", test="IS NULL")}
+UNION ALL
+{_OLDEST.format(index="heartq_jobs_keyed_claim_idx", test="IS NOT NULL")}
+)
 ORDER BY run_at, id
 LIMIT 1
 """
@@ -331,22 +540,106 @@ SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDE
 
 CANCEL_QUEUED = """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
-                       error = 'cancelled before it ran'
+                       error = 'cancelled before it ran', cancelled_by = :by
 WHERE id = :job_id AND status = 'queued'
+RETURNING id, status, awaited
+"""
+
+# Someone waits for this job's end (`App.result`). SQLite announces nothing (waiters
+# poll), but the flag says the same in both dialects.
+MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT awaited"
+
+# A result still to come counts only while the lease that committed its job runs.
+JOB_END = f"""
+SELECT status, result, error, dead_reason,
+       result_pending AND lease_expires_at > ({NOW.removeprefix("SELECT ")}) AS result_pending
+FROM heartq_jobs WHERE id = :job_id
 """
 
 REQUEST_CANCEL = """
-UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now
+UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now, cancelled_by = :by
 WHERE id = :job_id AND status = 'running'
 """
 
 JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
 
+JOB_ID = "SELECT id FROM heartq_jobs WHERE id = :job_id"
+
+# A prefix as a range of the primary key: `low <= id < high` reads only the ids that
+# start with the prefix; the `substr` test keeps it exact whatever the collation.
+JOBS_BY_PREFIX = """
+SELECT id FROM heartq_jobs
+WHERE id >= :low AND id < :high AND substr(id, 1, :n) = :low
+ORDER BY id LIMIT :limit
+"""
+
+# The random tail `heartq demo` prints: no index helps, so it is only tried when no id
+# starts with what was typed.
+JOBS_BY_SUFFIX = """
+SELECT id FROM heartq_jobs WHERE substr(id, -:n) = :suffix ORDER BY id LIMIT :limit
+"""
+
+# A dead job whose unique key another live job holds stays dead (the key holds).
 REPLAY_DEAD = """
 UPDATE heartq_jobs
 SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
     worker_id = NULL, cancel_requested = 0, updated_at = :now
 WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM heartq_jobs AS live
+      WHERE live.unique_key = heartq_jobs.unique_key AND live.status IN ('queued', 'running')))
+RETURNING id, queue
+"""
+
+# Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
+TASK_POLICIES = """
+SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
+       heartbeat_timeout, declared_at, declared_by
+FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
+ORDER BY name
+"""
+
+DECLARE_TASKS = """
+INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
+                          retry_backoff_max, timeout, heartbeat_timeout, declared_at,
+                          declared_by)
+SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
+       json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
+       json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
+       json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
+       :now, :worker_id
+FROM json_each(:tasks) AS x WHERE true
+ON CONFLICT (name) DO UPDATE SET
+    queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
+    retry_backoff = excluded.retry_backoff, retry_backoff_max = excluded.retry_backoff_max,
+    timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
+    declared_at = excluded.declared_at, declared_by = excluded.declared_by
+"""
+
+# Queued jobs of these tasks take the declaration for every option their caller did not
+# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+_DECLARED_QUEUE = "CASE WHEN j.chosen & :queue_bit = 0 THEN t.queue ELSE j.queue END"
+_DECLARED_PRIORITY = "CASE WHEN j.chosen & :priority_bit = 0 THEN t.priority ELSE j.priority END"
+_DECLARED_RETRIES = (
+    "CASE WHEN j.chosen & :retries_bit = 0 THEN t.max_retries ELSE j.max_retries END"
+)
+_DECLARED_BACKOFF = (
+    "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff ELSE j.retry_backoff END"
+)
+_DECLARED_BACKOFF_MAX = (
+    "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
+)
+REROUTE_JOBS = f"""
+UPDATE heartq_jobs AS j
+SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
+    max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
+FROM heartq_tasks AS t
+WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
+  AND j.status = 'queued' AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
+  AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
+      IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
+              {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
 RETURNING id, queue
 """
 
@@ -362,5 +655,9 @@ CREATE TABLE IF NOT EXISTS heartq_schema_migrations
 """
 
 SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM heartq_schema_migrations"
+
+MIGRATIONS_PRESENT = """
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heartq_schema_migrations'
+"""
 
 RECORD_MIGRATION = "INSERT INTO heartq_schema_migrations VALUES (:version, :now)"

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from heartq.store.interface import LivenessChange, LivenessHandle, StaleWorker
-from heartq.store.sql import SqlStore
-from heartq.store.sqlite import liveness
+from heartq.store.sql import SqlStore, Step
+from heartq.store.sqlite import borrowed, liveness
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -64,10 +64,22 @@ class SQLiteStore(SqlStore):
 
     # -- lifecycle -----------------------------------------------------------------------
     def migrate(self) -> int:
+        """Bring the schema up to date; returns its version. Reads first: an up-to-date
+        schema is left alone, without taking the write lock, so the first heartq call of
+        a process can run while another connection holds that lock (an application's
+        transaction that enqueues through its own connection)."""
+        scripts = self.migrations()
+        latest = scripts[-1][0] if scripts else 0
+        with self.pool.read() as conn:
+            present = conn.execute(q.MIGRATIONS_PRESENT).fetchone() is not None
+            applied = int(conn.execute(q.SCHEMA_VERSION).fetchone()[0]) if present else -1
+        if applied >= latest:
+            self._migrated = True
+            return applied
         with self.pool.write() as conn:
             conn.execute(q.MIGRATIONS_TABLE)
             current = conn.execute(q.SCHEMA_VERSION).fetchone()[0]
-            for version, script in self.migrations():
+            for version, script in scripts:
                 if version <= current:
                     continue
                 for statement in _statements(script):
@@ -100,16 +112,29 @@ class SQLiteStore(SqlStore):
     def _is_duplicate(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
-    def _insert_jobs(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
+    def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
         """One job (`enqueue` one at a time, the common case) is bound by value: 13 us less
         than parsing a JSON batch of one (measured); a batch is one JSON parameter."""
         if len(docs) == 1:
-            conn.execute(q.INSERT_JOB, dict(docs[0], now=clock))
-        else:
-            super()._insert_jobs(conn, docs, clock)
+            return [(q.INSERT_JOB, dict(docs[0], now=clock))]
+        return super()._insert_steps(docs, clock)
+
+    def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
+        return borrowed.borrowed(connection, self.path)
 
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
-        rows: list[Any] = conn.execute(q.CLAIM, params).fetchall()
+        return self._claim_with(conn, q.CLAIM, params)
+
+    def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> list[Any]:
+        return self._claim_with(conn, q.CLAIM_IDS, params)
+
+    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> list[Any]:
+        """One statement: SQLite has one writer, so the count of a key's running jobs
+        cannot change between the look and the update."""
+        return self._claim_with(conn, q.CLAIM_KEYED, params)
+
+    def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> list[Any]:
+        rows: list[Any] = conn.execute(statement, params).fetchall()
         if rows:
             leases = json.dumps([[r["id"], r["execution_id"]] for r in rows])
             conn.execute(q.CLAIM_EXECUTIONS, dict(params, leases=leases))
@@ -133,7 +158,9 @@ class SQLiteStore(SqlStore):
         process lives, so `on_change` is never called."""
         return liveness.FileLivenessLock(self.path, worker_id)
 
-    def liveness_probe(self, detected_by: str, now: float | None = None) -> list[StaleWorker]:
+    def liveness_probe(
+        self, detected_by: str, now: float | None = None, observer: str | None = None
+    ) -> list[StaleWorker]:
         """Reclaim the jobs of this host's active workers whose lock file is free."""
         self.ensure_schema()
         with self.pool.read() as conn:
@@ -143,16 +170,32 @@ class SQLiteStore(SqlStore):
         if not dead:
             return []
         with self.pool.write() as conn:
-            found = self._reclaim_dead(conn, self._clock(conn, now), dead, detected_by)
+            clock = self._clock(conn, now)
+            found = self._reclaim_dead(conn, clock, dead, detected_by, observer)
         self._forget_workers(dead)
         return found
 
     def liveness_suspects(self) -> dict[str, float]:
         return {}
 
+    def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
+        """This host's active workers among `worker_ids` whose lock file is free (a lock
+        file is only judged on the host whose kernel holds it)."""
+        if not worker_ids:
+            return []
+        self.ensure_schema()
+        with self.pool.read() as conn:
+            params = {"hostname": socket.gethostname()}
+            here = {r["id"] for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, params)}
+        return [w for w in worker_ids if w in here and liveness.is_dead(self.path, w)]
+
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
         """No cross-process notifications in SQLite: workers poll, and an enqueue in the
         worker's own process wakes it at once (`App`'s local wake-ups)."""
+        return None
+
+    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
+        """No cross-process notifications in SQLite: waiters poll."""
         return None
 
     # -- for tests -----------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""`heartq tasks`: the tasks workers have declared, with the policy a job of each takes
+when it is enqueued by name (`heartq enqueue`, `app.enqueue("name", ...)`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import click
+from rich.text import Text
+
+from heartq import display
+from heartq.cli import render
+from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.timeutil import iso
+
+
+def task_dict(policy: Any) -> dict[str, Any]:
+    """A declaration as `heartq tasks --json` prints it (times in ISO-8601)."""
+    doc = dataclasses.asdict(policy)
+    doc["declared_at"] = iso(policy.declared_at)
+    return doc
+
+
+@click.command("tasks")
+@url_option
+@json_option
+def tasks_command(url: str | None, as_json: bool) -> None:
+    """Tasks declared by workers, with the queue and policy their jobs take."""
+    store = store_for(url, existing=True)
+    tasks = [task_dict(p) for p in store.task_policies().values()]
+    if as_json:
+        print_json(tasks)
+        return
+    console = render.make_console()
+    if not tasks:
+        console.print(
+            "no task declared yet: each worker declares its tasks when it starts; until "
+            "then a job enqueued by name takes the defaults (queue default, 3 retries)"
+        )
+        return
+    t = render.table("TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "DECLARED")
+    for column in (2, 3):
+        t.columns[column].justify = "right"
+    now = store.clock()
+    for task in tasks:
+        timeout = task["timeout"]
+        t.add_row(
+            Text(task["name"]),
+            Text(task["queue"]),
+            str(task["priority"]),
+            str(task["max_retries"]),
+            f"{display.fmt_seconds(task['retry_backoff'])}-"
+            f"{display.fmt_seconds(task['retry_backoff_max'])}",
+            "-" if timeout is None else display.fmt_seconds(timeout),
+            f"{display.fmt_ago(task['declared_at'], now)}",
+        )
+    render.fit(t, console.width, shrink=("TASK", "QUEUE"), wrap=())
+    console.print(t)

@@ -1,0 +1,228 @@
+"""What each page shows, read from the store: plain dicts and lists for the templates.
+
+Every read goes through the same `Store` operations as the command line (`count_jobs`,
+`browse_jobs`, `get_job`, `list_workers`, `list_jobs`, ...), and every time shown is the
+database's (`store.clock()`), so ages agree with what workers judge by.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from heartq import display, fleet
+from heartq.store import Store
+from heartq.store.interface import JobStatus
+from heartq.timeutil import iso
+
+STATUSES = [s.value for s in JobStatus]
+CHART_MINUTES = 60
+CHART_HEIGHT = 120
+CHART_BAR = 10
+"""The overview's chart: one bar per minute of the last hour, 10 px wide, 120 px high."""
+CHART_SERIES = ("succeeded", "dead", "cancelled")
+DLQ_LIMIT = 200
+"""The dead-letter page shows the 200 newest dead jobs (the command line lists more)."""
+TEXT_CUT = 300
+"""Free text in a table (errors, arguments) is cut to 300 characters; a job's own page
+shows all of it."""
+
+
+T = TypeVar("T")
+COSTLY_READ_FACTOR = 20.0
+"""A costly read (the overview's counts and chart) is repeated no sooner than 20 times as
+long as it last took: at most 5 % of the database's time, however many rows there are
+and however many pages are open. Small queues are re-read at every refresh."""
+
+
+class Throttled(Generic[T]):
+    """A read whose answer is reused until `COSTLY_READ_FACTOR` times its cost has passed;
+    one read at a time (other pages wait for it and share its answer)."""
+
+    def __init__(self, read: Callable[[], T], factor: float = COSTLY_READ_FACTOR) -> None:
+        self._read = read
+        self._factor = factor
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._fresh_until = 0.0
+        self.read_at = 0.0
+
+    def get(self) -> T:
+        with self._lock:
+            started = time.monotonic()
+            if self._value is None or started >= self._fresh_until:
+                self._value = self._read()
+                done = time.monotonic()
+                self._fresh_until = done + (done - started) * self._factor
+                self.read_at = done
+            return self._value
+
+    @property
+    def age(self) -> float:
+        """Seconds since the answer was read."""
+        return time.monotonic() - self.read_at
+
+
+@dataclass
+class Bar:
+    x: int
+    minute: str
+    parts: list[tuple[str, int, int, int]] = field(default_factory=list)
+    """(series, count, y, height) from the top down."""
+
+    @property
+    def total(self) -> int:
+        return sum(p[1] for p in self.parts)
+
+
+@dataclass
+class OverviewReads:
+    """The overview's costly reads, shared by every page a dashboard serves."""
+
+    counts: Throttled[list[tuple[str, str, int]]]
+    finished: Throttled[list[tuple[float, str, int]]]
+
+    @classmethod
+    def of(cls, store: Store) -> OverviewReads:
+        return cls(
+            counts=Throttled(store.count_jobs),
+            finished=Throttled(lambda: store.finished_per_minute(CHART_MINUTES)),
+        )
+
+
+def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
+    now = store.clock()
+    counts = reads.counts.get()
+    queues = sorted({q for q, _, _ in counts})
+    grid = {q: dict.fromkeys(STATUSES, 0) for q in queues}
+    totals = dict.fromkeys(STATUSES, 0)
+    for queue, status, n in counts:
+        grid[queue][status] = n
+        totals[status] += n
+    workers = workers_view(store, include_all=False, now=now)
+    return {
+        "now": now,
+        "queues": queues,
+        "grid": grid,
+        "totals": totals,
+        "chart": chart(reads.finished.get(), now),
+        "counted_ago": display.fmt_seconds(reads.counts.age),
+        "workers": workers,
+        "capacity": sum(w["concurrency"] for w in workers),
+        "busy": sum(w["running"] or 0 for w in workers),
+        "concurrency": store.concurrency_usage(),
+        "schedules": schedules_view(store, now),
+    }
+
+
+def chart(rows: list[tuple[float, str, int]], now: float) -> dict[str, Any]:
+    """Stacked bars of jobs ended per minute, oldest on the left, scaled to the busiest
+    minute; the last bar is the minute under way."""
+    first = (now // 60 - (CHART_MINUTES - 1)) * 60
+    per_minute: dict[int, dict[str, int]] = {}
+    for minute, status, n in rows:
+        index = int((minute - first) // 60)
+        if 0 <= index < CHART_MINUTES and status in CHART_SERIES:
+            per_minute.setdefault(index, {})[status] = n
+    peak = max((sum(v.values()) for v in per_minute.values()), default=0)
+    bars = []
+    for index in range(CHART_MINUTES):
+        label = display.fmt_time(_iso(first + 60 * index))[11:16]  # HH:MM (UTC)
+        bar = Bar(x=index * CHART_BAR, minute=label)
+        top = CHART_HEIGHT
+        for series in CHART_SERIES:
+            n = per_minute.get(index, {}).get(series, 0)
+            if n and peak:
+                height = max(1, round(CHART_HEIGHT * n / peak))
+                top -= height
+                bar.parts.append((series, n, top, height))
+        bars.append(bar)
+    sums = {s: sum(v.get(s, 0) for v in per_minute.values()) for s in CHART_SERIES}
+    return {
+        "bars": bars,
+        "peak": peak,
+        "sums": sums,
+        "width": CHART_MINUTES * CHART_BAR,
+        "height": CHART_HEIGHT,
+    }
+
+
+def _iso(seconds: float) -> str:
+    return iso(seconds) or ""
+
+
+def workers_view(
+    store: Store, include_all: bool, now: float | None = None
+) -> list[dict[str, Any]]:
+    """The registry's workers with their heartbeat ages (by the database's clock), and
+    `gone` for an active worker whose process is dead (its liveness lock is free) but
+    whose jobs no reaper has reclaimed yet."""
+    now = store.clock() if now is None else now
+    rows = fleet.with_liveness(
+        store, fleet.with_heartbeat_age(store.list_workers(include_all=include_all), now)
+    )
+    for row in rows:
+        row["heartbeat_ago"] = display.fmt_ago(row["last_heartbeat_at"], now)
+        row["started_ago"] = display.fmt_ago(row["started_at"], now)
+        row["stopped_ago"] = display.fmt_ago(row["stopped_at"], now)
+    return rows
+
+
+def schedules_view(store: Store, now: float) -> list[dict[str, Any]]:
+    rows = store.list_schedules()
+    for row in rows:
+        row["next_in"] = display.fmt_ago(_iso(row["next_tick"]), now) if row["next_tick"] else "-"
+        row["last_ago"] = display.fmt_ago(_iso(row["last_tick"]), now) if row["last_tick"] else "-"
+    return rows
+
+
+def job_row(job: dict[str, Any], now: float) -> dict[str, Any]:
+    """A job as one line of a table: times relative to now, long text cut."""
+    job["created_ago"] = display.fmt_ago(job["created_at"], now)
+    job["finished_ago"] = display.fmt_ago(job["finished_at"], now)
+    job["args_text"] = display.compact_json(job["args"], TEXT_CUT)
+    job["error_line"] = display.last_line(job["error"], TEXT_CUT)
+    job["dead_reason_short"] = _cut(job["dead_reason"])
+    job["lease_left"] = lease_left(job, now)
+    return job
+
+
+def _cut(text: str | None) -> str:
+    if not text:
+        return ""
+    return text if len(text) <= TEXT_CUT else text[: TEXT_CUT - 1] + "…"
+
+
+def lease_left(job: dict[str, Any], now: float) -> float | None:
+    """Seconds before a running job's lease runs out (negative: overdue)."""
+    if job["status"] != JobStatus.RUNNING.value:
+        return None
+    expires = display.epoch_of(job["lease_expires_at"])
+    return None if expires is None else expires - now
+
+
+def job_detail(store: Store, job_id: str) -> dict[str, Any]:
+    now = store.clock()
+    job = job_row(store.get_job(job_id), now)
+    job["args_pretty"] = pretty(job["args"])
+    job["result_pretty"] = pretty(job["result"])
+    job["checkpoint_pretty"] = pretty(job["checkpoint"])
+    job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
+    for execution in job["executions"]:
+        start = display.epoch_of(execution["started_at"])
+        end = display.epoch_of(execution["ended_at"])
+        execution["duration"] = display.fmt_seconds(
+            None if start is None else (end if end is not None else now) - start
+        )
+        execution["crash_items"] = sorted((execution["crash"] or {}).items())
+    job["executions"].reverse()  # the latest attempt first
+    job["now"] = now
+    return job
+
+
+def pretty(value: Any) -> str:
+    return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,32 @@
+"""What operators are shown about workers, from the command line and the dashboard
+alike: how long ago each was heard from, and whether an `active` one is gone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from heartq import display
+from heartq.store import Store
+
+
+def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """The store's worker objects plus `heartbeat_age`: seconds since the last heartbeat,
+    by the database's clock."""
+    out = []
+    for worker in workers:
+        seconds = display.age(worker.get("last_heartbeat_at"), now)
+        out.append(dict(worker, heartbeat_age=None if seconds is None else round(seconds, 3)))
+    return out
+
+
+GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
+"""What `gone` means, in every command that shows it."""
+
+
+def with_liveness(store: Store, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workers plus `gone`: True for an `active` worker whose liveness lock is free
+    (its process died and no reaper has reclaimed its jobs yet). Read only: the command
+    that shows it reclaims nothing."""
+    active = [w["id"] for w in workers if w["status"] == "active"]
+    gone = set(store.liveness_free(active))
+    return [dict(w, gone=w["id"] in gone) for w in workers]

@@ -1,0 +1,141 @@
+"""A job's policy: the options its caller chose, and the task's declaration for the rest.
+
+A task's options (queue, priority, retries, backoff, timeouts) belong to the task, not to
+whoever enqueues it: a web server enqueueing `"resize"` by name need not know them. Each
+worker declares the tasks it runs (`Store.declare_tasks`), an enqueue by name takes the
+declaration, and a job records which options its caller chose (`chosen`, bits below).
+What it did not choose follows the task: a declaration that changes (or comes after the
+enqueue: a fresh deploy, a script run before any worker) re-routes the jobs still
+waiting, and the worker that runs a job applies its own task's retry policy.
+
+The one place that decides where each option of a job comes from: `resolve` (enqueue),
+`for_attempt` (the worker), `sources` (what `heartq jobs show` says).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from heartq.retry import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX
+from heartq.store.interface import ClaimedJob, TaskPolicy
+
+DEFAULT_QUEUE = "default"
+"""Defaults to the queue named `default`."""
+
+QUEUE = 1
+"""`chosen` bit: the caller chose the queue."""
+PRIORITY = 2
+"""`chosen` bit: the caller chose the priority."""
+MAX_RETRIES = 4
+"""`chosen` bit: the caller chose max_retries."""
+RETRY_BACKOFF = 8
+"""`chosen` bit: the caller chose the retry backoff (its base and its cap)."""
+ALL_CHOSEN = QUEUE | PRIORITY | MAX_RETRIES | RETRY_BACKOFF
+"""A job whose every option was given (what a `NewJob` built by hand means)."""
+CHOSEN_BITS = {
+    "queue": QUEUE,
+    "priority": PRIORITY,
+    "max_retries": MAX_RETRIES,
+    "retry_backoff": RETRY_BACKOFF,
+    "retry_backoff_max": RETRY_BACKOFF,
+}
+BIT_PARAMS = {
+    "queue_bit": QUEUE,
+    "priority_bit": PRIORITY,
+    "retries_bit": MAX_RETRIES,
+    "backoff_bit": RETRY_BACKOFF,
+}
+"""The bits as the re-route statement (`REROUTE_JOBS`) takes them."""
+DECLARED_FIELDS = (
+    "queue",
+    "priority",
+    "max_retries",
+    "retry_backoff",
+    "retry_backoff_max",
+    "timeout",
+    "heartbeat_timeout",
+)
+"""What a declaration says: two declarations that agree on these are the same."""
+
+CALLER = "caller"
+TASK = "task"
+DEFAULTS = "defaults (task not declared yet)"
+
+
+def defaults(name: str) -> TaskPolicy:
+    """The policy of a task no worker has declared yet."""
+    return TaskPolicy(
+        name=name,
+        queue=DEFAULT_QUEUE,
+        priority=0,
+        max_retries=DEFAULT_MAX_RETRIES,
+        retry_backoff=DEFAULT_RETRY_BACKOFF,
+        retry_backoff_max=DEFAULT_RETRY_BACKOFF_MAX,
+    )
+
+
+def same(old: TaskPolicy | None, new: TaskPolicy) -> bool:
+    """Whether a declaration changes nothing (its time and worker aside)."""
+    return old is not None and all(
+        getattr(old, name) == getattr(new, name) for name in DECLARED_FIELDS
+    )
+
+
+def chosen_bits(queue: str | None, priority: int | None, max_retries: int | None) -> int:
+    """The `chosen` bits of an enqueue: each option given (not None) is the caller's."""
+    given = {QUEUE: queue, PRIORITY: priority, MAX_RETRIES: max_retries}
+    return sum(bit for bit, value in given.items() if value is not None)
+
+
+def resolve(
+    policy: TaskPolicy, queue: str | None, priority: int | None, max_retries: int | None
+) -> dict[str, Any]:
+    """The options a new job is stored with: the caller's, else the task's policy."""
+    return {
+        "queue": queue if queue is not None else policy.queue,
+        "priority": priority if priority is not None else policy.priority,
+        "max_retries": max_retries if max_retries is not None else policy.max_retries,
+        "retry_backoff": policy.retry_backoff,
+        "retry_backoff_max": policy.retry_backoff_max,
+        "chosen": chosen_bits(queue, priority, max_retries),
+    }
+
+
+def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
+    """The claimed job with the running worker's own task policy for every retry option
+    its caller did not choose (None: the worker does not know the task; the job keeps
+    what it was stored with)."""
+    if policy is None:
+        return job
+    backoff_chosen = bool(job.chosen & RETRY_BACKOFF)
+    return dataclasses.replace(
+        job,
+        max_retries=job.max_retries if job.chosen & MAX_RETRIES else policy.max_retries,
+        retry_backoff=job.retry_backoff if backoff_chosen else policy.retry_backoff,
+        retry_backoff_max=job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max,
+    )
+
+
+def sources(job: Mapping[str, Any], chosen: int, declared: TaskPolicy | None) -> dict[str, Any]:
+    """The policy in force for a job, each part with where it comes from (the caller,
+    the task's declaration, or the defaults while the task is not declared)."""
+    task_or_default = TASK if declared is not None else DEFAULTS
+
+    def part(name: str, value: Any) -> dict[str, Any]:
+        bit = CHOSEN_BITS.get(name, 0)
+        return {"value": value, "from": CALLER if chosen & bit else task_or_default}
+
+    return {
+        "queue": part("queue", job["queue"]),
+        "priority": part("priority", job["priority"]),
+        "max_retries": part("max_retries", job["max_retries"]),
+        "retry_backoff": part("retry_backoff", job["retry_backoff"]),
+        "retry_backoff_max": part("retry_backoff_max", job["retry_backoff_max"]),
+        "timeout": part("timeout", declared.timeout if declared else None),
+        "heartbeat_timeout": part(
+            "heartbeat_timeout", declared.heartbeat_timeout if declared else None
+        ),
+        "declared": declared is not None,
+    }

@@ -1,0 +1,67 @@
+"""Which PostgreSQL connection failures waiting cannot fix.
+
+A worker waits for its database at startup: a server that is down (connection refused),
+full ("too many clients", 53300), starting up or shutting down (57P03), or unreachable
+for now will answer later. A wrong password (28P01), a role that may not log in (28000),
+a database that does not exist (3D000) or malformed connection options will not: those
+fail at once, for every command.
+
+libpq reports a failed connection attempt as text, without its SQLSTATE (psycopg's
+`sqlstate` is None then), so the server's message is matched as well. Servers whose
+`lc_messages` is not English word these differently: such a refusal is then taken for
+a passing failure and waited on, which is the safe side.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+REFUSED_SQLSTATES = frozenset(
+    {
+        "28P01",  # invalid_password
+        "28000",  # invalid_authorization_specification: no pg_hba.conf entry, no such role
+        "3D000",  # invalid_catalog_name: no such database
+        "42501",  # insufficient_privilege: no CONNECT privilege on the database
+    }
+)
+"""SQLSTATEs of refusals that no amount of waiting changes."""
+
+REFUSED_MESSAGES = (
+    "password authentication failed",
+    "authentication failed for user",
+    "no pg_hba.conf entry",
+    "no password supplied",
+    "password is required",
+    'role "',  # role "x" does not exist / is not permitted to log in
+    'database "',  # database "x" does not exist
+    "permission denied for database",
+    "for connection option",  # invalid integer value "x" for connection option "port"
+    "invalid connection option",
+    "invalid uri",
+    "invalid sslmode",
+)
+"""Fragments (lowercase) of libpq's and the server's messages for those refusals."""
+
+PASSING_MESSAGES = (
+    "too many clients",
+    "starting up",
+    "shutting down",
+    "in recovery mode",
+    "connection refused",
+)
+"""Fragments of messages that pass: checked first, so a message that names a database
+while saying it is starting up is not taken for a refusal."""
+
+
+def refused_for_good(exc: BaseException) -> bool:
+    """True if `exc`, raised by a connection attempt, will not pass by waiting."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    if exc.sqlstate is not None:
+        return exc.sqlstate in REFUSED_SQLSTATES
+    if isinstance(exc, psycopg.ProgrammingError):
+        return True  # the connection string itself is malformed
+    text = str(exc).lower()
+    if any(fragment in text for fragment in PASSING_MESSAGES):
+        return False
+    return any(fragment in text for fragment in REFUSED_MESSAGES)

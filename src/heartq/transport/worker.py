@@ -1,0 +1,151 @@
+"""A worker's side of a transport: the fetch step that pulls messages and claims their
+jobs by id, and the sweeper that publishes what the database holds and no message names.
+
+Safety never depends on the transport: a message is acked only after the claim it led to
+committed (or found nothing to claim), a claim is the database's fenced `claim_ids`, and
+recovery (reaper, liveness probe, worker monitor) works on the database alone. When the
+server is unreachable the worker's ordinary database claim runs instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from heartq import events
+from heartq.store.interface import ClaimedJob, Store
+
+if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
+    from nats.aio.msg import Msg
+
+    from heartq.transport.nats import NatsTransport
+
+FETCH_WAIT_MAX = 0.5
+"""An idle worker waits at most 0.5 s on one fetch, so a stop request (which cannot
+interrupt a fetch) is heard within that."""
+SWEEP_LIMIT = 1000
+"""The most jobs one sweeper pass publishes: a backlog is published over several passes."""
+SINCE_OVERLAP = 1.0
+"""Each pass looks this many seconds behind the previous one's time too: a job committed
+by a transaction that began before that pass (its times then older) is not missed."""
+
+
+class TransportFetch:
+    """The fetch loop's step while a transport is set (`Worker.run`)."""
+
+    def __init__(
+        self,
+        transport: NatsTransport,
+        store: Store,
+        worker_id: str,
+        queues: Sequence[str],
+        lease: float,
+        wait: float,
+        free_slots: Callable[[], int],
+        start: Callable[[list[ClaimedJob], float], None],
+        idle: Callable[[float], None],
+    ) -> None:
+        self.transport = transport
+        self.store = store
+        self.worker_id = worker_id
+        self.queues = list(queues)
+        self.lease = lease
+        self.wait = min(wait, FETCH_WAIT_MAX)
+        self._free_slots = free_slots
+        self._start = start
+        self._idle = idle
+        self._next_queue = 0
+        self._backstop_due = time.monotonic() + transport.options.backstop
+
+    def step(self, burst: bool) -> bool:
+        """One round through the transport. False: the caller claims from the database
+        this round instead (transport unreachable, the backstop is due, or nothing came
+        in a burst run, which must then learn whether its queues are drained)."""
+        if not self.transport.available or time.monotonic() >= self._backstop_due:
+            self._backstop_due = time.monotonic() + self.transport.options.backstop
+            return False
+        free = self._free_slots()
+        if free <= 0:
+            self._idle(self.wait)  # a slot freeing up sets the wake-up event
+            return True
+        queue = self.queues[self._next_queue % len(self.queues)]
+        self._next_queue += 1
+        try:
+            messages = self.transport.fetch(queue, free, self.wait / len(self.queues))
+        except Exception:  # noqa: BLE001 - unreachable: the database claim runs instead
+            return False
+        if not messages:
+            return not burst
+        self._claim(messages)
+        return True
+
+    def _claim(self, messages: list[Msg]) -> None:
+        named: dict[str, str] = {}
+        for message in messages:
+            try:
+                body = json.loads(message.data)
+                named[str(body["job_id"])] = str(body.get("queue", ""))
+            except (ValueError, KeyError, TypeError):
+                named.setdefault("", "")  # not ours: acked below, claims nothing
+        sent_at = time.monotonic()
+        try:
+            jobs = self.store.claim_ids(self.worker_id, [i for i in named if i], self.lease)
+        except Exception as exc:  # noqa: BLE001 - the database may blip: redeliver
+            events.emit(
+                events.CLAIM_FAILED, logging.WARNING, worker_id=self.worker_id, error=str(exc)
+            )
+            self.transport.nak(messages)
+            self._idle(1.0)
+            return
+        self._start(jobs, sent_at)
+        self.transport.ack(messages)  # the claim committed: the database owns the rest
+        claimed = {job.id for job in jobs}
+        for job_id, queue in named.items():
+            if job_id not in claimed:
+                events.emit(
+                    events.JOB_SKIPPED_ACTIVE_ELSEWHERE,
+                    logging.DEBUG,
+                    job_id=job_id,
+                    queue=queue,
+                    worker_id=self.worker_id,
+                    reason="not queued and runnable: running elsewhere, finished, "
+                    "not yet due, keyed or unknown",
+                )
+
+
+class Sweeper:
+    """Maintenance service: publishes the jobs of this worker's queues that fell due
+    (delayed, retried), were requeued (reaped, released, replayed) since its last pass, and
+    every `republish_after` those still queued and runnable that long (a publish that
+    failed, a message lost). Every worker sweeps: duplicates are harmless."""
+
+    name = "transport_sweeper"
+
+    def __init__(self, transport: NatsTransport, store: Store, queues: Sequence[str]) -> None:
+        self.transport = transport
+        self.store = store
+        self.queues = list(queues)
+        self.interval = transport.options.sweep_interval
+        self._since: float | None = None
+        self._stale_due = 0.0
+
+    def run_once(self) -> int:
+        if not self.transport.available:
+            return 0  # `since` stays: the first pass after the outage catches up
+        republish_after = self.transport.options.republish_after
+        if self._since is None:
+            self._since = self.store.clock() - republish_after
+        stale = time.monotonic() >= self._stale_due
+        now = self.store.clock()
+        stale_before = now - republish_after if stale else 0.0
+        jobs, now = self.store.due_for_publish(
+            self.queues, self._since - SINCE_OVERLAP, stale_before, SWEEP_LIMIT
+        )
+        if self.transport.publish(jobs):
+            self._since = now
+            if stale:
+                self._stale_due = time.monotonic() + republish_after
+        return 0  # publishing is not work for this worker's fetch loop to look for

@@ -1,0 +1,73 @@
+"""`heartq enqueue --unique-key/--unique-for` and `--concurrency-key/--concurrency-limit`,
+what `heartq jobs show` and `heartq stats` say of them, and `heartq periodic`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from heartq.periodic import Schedule
+from heartq.store import Store
+from heartq.store.interface import NewJob
+from tests.cli.helpers import HeartqCli
+
+
+def test_enqueue_with_a_unique_key_answers_the_live_job(heartq: HeartqCli) -> None:
+    first = heartq.enqueue("ok", "--unique-key", "nightly:7")
+    assert heartq.enqueue("ok", "--unique-key", "nightly:7", "--unique-for", "60") == first
+    assert heartq.enqueue("ok", "--unique-key", "nightly:8") != first
+    job = heartq.json("jobs", "show", first)
+    assert job["unique_key"] == "nightly:7"
+    assert job["schedule"] is None
+    shown = heartq("jobs", "show", first).ok().out
+    assert "unique key" in shown and "nightly:7" in shown
+
+
+def test_unique_for_without_a_key_is_refused_in_one_line(heartq: HeartqCli) -> None:
+    run = heartq("enqueue", "ok", "--unique-for", "5").fails(1)
+    assert "unique_for needs a unique_key" in run.err
+
+
+def test_periodic_lists_schedules_with_last_and_next_run(
+    heartq: HeartqCli, store: Store
+) -> None:
+    assert "no periodic schedule yet" in heartq("periodic").ok().out
+    assert heartq.json("periodic") == []
+    schedule = Schedule(name="nightly", task="ok", every=3600)
+    now = store.clock()
+    base = now - now % 3600
+
+    def make(ticks: Sequence[float]) -> list[NewJob]:
+        return [
+            NewJob("ok", "{}", unique_key=schedule.tick_key(t), unique_for=3600.0,
+                   schedule=schedule.name)
+            for t in ticks
+        ]  # fmt: skip
+
+    args = (schedule.name, schedule.task, schedule.spec, schedule.plan, make)
+    store.tick_schedule(*args, by="w1", now=base - 10)  # first sight
+    (job_id,) = store.tick_schedule(*args, by="w1", now=base + 1)
+    (row,) = heartq.json("periodic")
+    assert (row["name"], row["task"], row["spec"]) == ("nightly", "ok", "every 3600s")
+    assert row["last_job_id"] == job_id and row["last_job_status"] == "queued"
+    assert row["last_run"] < row["next_run"]
+    out = heartq("periodic").ok().out
+    assert "nightly" in out and "every 3600s" in out and job_id[-8:] in out
+    shown = heartq("jobs", "show", job_id).ok().out
+    assert "periodic schedule 'nightly'" in shown
+    stats = heartq.json("stats")["periodic"]
+    assert stats["schedules"] == 1 and stats["next_tick_in"] is not None
+    assert "1 schedules, next tick in" in heartq("stats").ok().out
+
+
+def test_enqueue_with_a_concurrency_key_and_stats(heartq: HeartqCli) -> None:
+    options = ("--concurrency-key", "tenant:7", "--concurrency-limit", "2")
+    ids = [heartq.enqueue("ok", *options) for _ in range(3)]
+    job = heartq.json("jobs", "show", ids[0])
+    assert (job["concurrency_key"], job["concurrency_limit"]) == ("tenant:7", 2)
+    concurrency = heartq.json("stats")["concurrency"]
+    assert concurrency["keys"] == 1 and concurrency["queued"] == 3
+    assert concurrency["busiest"] == [{"key": "tenant:7", "running": 0, "queued": 3, "limit": 2}]
+    text = heartq("stats").ok().out
+    assert "1 keys with live jobs, 0 at their limit, 3 keyed jobs waiting" in text
+    run = heartq("enqueue", "ok", "--concurrency-key", "tenant:7").fails(1)
+    assert "concurrency" in run.err and "\n" not in run.err.strip()

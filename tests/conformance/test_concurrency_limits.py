@@ -1,0 +1,97 @@
+"""Per-key concurrency limits: at most `concurrency_limit` jobs with one key run at once,
+whoever claims, in one batch or many processes; other keys and jobs without a key are
+not held back by a busy key."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from heartq.outcomes import succeeded
+from heartq.store import Store
+from heartq.store.interface import NewJob
+from tests.conformance.procs import PROCESSES, limited_claimer, run_processes
+
+from .support import LEASE, new_job
+
+
+def keyed(key: str | None, limit: int | None = 2, **options: Any) -> NewJob:
+    if key is None:
+        return new_job("plain", **options)
+    return new_job("limited", concurrency_key=key, concurrency_limit=limit, **options)
+
+
+def running_by_key(store: Store) -> Counter[str | None]:
+    return Counter(j["concurrency_key"] for j in store.list_jobs(status="running", limit=1000))
+
+
+def test_a_third_job_of_a_key_waits_while_two_run(store: Store, t0: float) -> None:
+    ids = store.enqueue([keyed("tenant:a") for _ in range(3)], now=t0)
+    first = store.claim("w1", ["default"], 1, LEASE, now=t0 + 1)
+    second = store.claim("w2", ["default"], 1, LEASE, now=t0 + 1)
+    assert [c.id for c in first + second] == ids[:2]
+    assert store.claim("w3", ["default"], 5, LEASE, now=t0 + 2) == []
+    job = store.get_job(ids[2])
+    assert job["status"] == "queued"
+    assert (job["concurrency_key"], job["concurrency_limit"]) == ("tenant:a", 2)
+
+    assert store.finish([succeeded(first[0], None)], now=t0 + 3) == []  # frees a slot
+    (third,) = store.claim("w3", ["default"], 5, LEASE, now=t0 + 4)
+    assert third.id == ids[2]
+
+
+def test_other_keys_and_unkeyed_jobs_are_not_held_back(store: Store, t0: float) -> None:
+    busy = store.enqueue([keyed("tenant:a", priority=9) for _ in range(6)], now=t0)
+    other = store.enqueue([keyed("tenant:b") for _ in range(1)], now=t0 + 1)
+    plain = store.enqueue([keyed(None) for _ in range(2)], now=t0 + 2)
+    claimed = store.claim("w1", ["default"], 10, LEASE, now=t0 + 3)
+    assert sorted(c.id for c in claimed) == sorted(busy[:2] + other + plain)
+    assert running_by_key(store) == {"tenant:a": 2, "tenant:b": 1, None: 2}
+    assert store.claim("w1", ["default"], 10, LEASE, now=t0 + 4) == []
+
+
+def test_a_batch_claim_never_exceeds_the_limit(store: Store, t0: float) -> None:
+    jobs = [keyed(f"k{i % 3}", limit=i % 3 + 1) for i in range(30)]
+    store.enqueue(jobs, now=t0)
+    claimed = store.claim("w1", ["default"], 30, LEASE, now=t0 + 1)
+    assert len(claimed) == 1 + 2 + 3
+    assert running_by_key(store) == {"k0": 1, "k1": 2, "k2": 3}
+    # in order within a key: its oldest jobs first
+    for key in ("k0", "k1", "k2"):
+        queued = [
+            j for j in store.list_jobs(status="queued", limit=100) if j["concurrency_key"] == key
+        ]
+        running = [
+            j for j in store.list_jobs(status="running", limit=100) if j["concurrency_key"] == key
+        ]
+        assert max(j["created_at"] for j in running) <= min(j["created_at"] for j in queued)
+
+
+def test_keyed_and_unkeyed_share_a_batch_in_claim_order(store: Store, t0: float) -> None:
+    plain = store.enqueue([keyed(None) for _ in range(3)], now=t0)
+    limited = store.enqueue([keyed("k", limit=1) for _ in range(3)], now=t0)
+    claimed = store.claim("w1", ["default"], 2, LEASE, now=t0 + 1)
+    assert [c.id for c in claimed] == plain[:2]  # unkeyed work first fills the batch
+    claimed = store.claim("w1", ["default"], 5, LEASE, now=t0 + 1)
+    assert sorted(c.id for c in claimed) == sorted(plain[2:] + limited[:1])
+    execs = store.get_job(limited[0])["executions"]
+    assert len(execs) == 1 and execs[0]["worker_id"] == "w1"
+
+
+def test_the_limit_holds_across_requeues_and_queues(store: Store, t0: float) -> None:
+    store.enqueue([keyed("k", limit=1, queue="a"), keyed("k", limit=1, queue="b")], now=t0)
+    (job,) = store.claim("w1", ["a"], 5, LEASE, now=t0 + 1)
+    assert store.claim("w2", ["b"], 5, LEASE, now=t0 + 1) == []  # one key, across queues
+    assert store.release([job.lease], now=t0 + 2) == []
+    assert len(store.claim("w2", ["a", "b"], 5, LEASE, now=t0 + 3)) == 1
+
+
+def test_racing_claimers_never_run_more_than_the_limit(
+    store: Store, store_url: str, t0: float
+) -> None:
+    ids = store.enqueue([keyed("one-key", limit=2) for _ in range(40)], now=t0)
+    results = run_processes(limited_claimer, [(store_url, t0, "one-key", 2)] * PROCESSES)
+    claimed = [job_id for got, _ in results for job_id in got]
+    assert sorted(claimed) == sorted(ids)  # each once
+    assert max(most for _, most in results) <= 2
+    assert all(j["status"] == "succeeded" for j in store.list_jobs(limit=100))

@@ -1,0 +1,303 @@
+"""The dashboard in a real headless Chromium (Debian's), against a real `heartq
+dashboard` process and real worker processes killed with real signals.
+
+What a user sees: the overview while a worker runs, a job's progress moving without a
+reload, a killed worker's job showing the crash and its recovery in the timeline, a dead
+job replayed from the page, an action refused without the token, and hostile text that
+stays text. Screenshots of every page go to test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Dialog, Page, expect
+
+from tests.browser_harness import launch_chromium, screenshot_dir
+from tests.cli.helpers import HeartqCli, clean_env, wait_for
+from tests.support import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
+
+HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 1\">'\""
+LIVE = 0.5
+"""The dashboards here re-read their pages every half second."""
+WAIT_MS = 20_000
+
+TASKS = textwrap.dedent(
+    '''
+    """The tasks the browser tests' workers run."""
+
+    import time
+
+    import heartq
+
+    app = heartq.App()
+
+
+    @app.task
+    def progress(ctx, seconds=6.0):
+        start = time.monotonic()
+        while time.monotonic() - start < seconds and not ctx.cancelled:
+            done = (time.monotonic() - start) / seconds
+            ctx.heartbeat(progress=min(done, 1.0), stage="crunching", message="<b>step</b>")
+            time.sleep(0.05)
+        return {"echo": "<script>window.__pwned = 1</script>"}
+
+
+    @app.task(max_retries=0)
+    def fail(text=""):
+        raise ValueError(text)
+
+
+    @app.task(max_retries=3)
+    def hold(ctx, seconds=60.0):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not ctx.cancelled:
+            time.sleep(0.05)
+            ctx.heartbeat()
+        return "held"
+    '''
+)
+
+
+@dataclass
+class Site:
+    """A queue on a SQLite file, its dashboard process and its worker processes."""
+
+    cli: HeartqCli
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    address: str = ""
+
+    def start_dashboard(self, *options: str) -> str:
+        port = free_port()
+        log = open(self.cli.cwd / "dashboard.log", "wb")  # noqa: SIM115 - the process owns it
+        argv = ["dashboard", "--port", str(port), "--refresh", str(LIVE), *options]
+        self.processes.append(
+            subprocess.Popen(
+                self.cli.argv(argv, self.cli.url),
+                cwd=self.cli.cwd,
+                env=clean_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+        self.address = f"http://127.0.0.1:{port}"
+        wait_for(self._answers, timeout=30, what="the dashboard to answer")
+        return self.address
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.address + "/", timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def start_worker(self, *options: str) -> subprocess.Popen[bytes]:
+        name = f"worker-{len(self.processes)}.log"
+        worker = self.cli.start_worker(*options, log=name)
+        self.processes.append(worker)
+        return worker
+
+    def url(self, path: str) -> str:
+        return self.address + path
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self.cli.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "tasks.py").write_text(TASKS)
+    running = Site(HeartqCli(f"sqlite:///{workdir / 'q.db'}", workdir))
+    running.cli("migrate").ok()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launch_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(WAIT_MS)
+    tab.on("dialog", lambda dialog: accept(dialog))
+    yield tab
+    context.close()
+
+
+def accept(dialog: Dialog) -> None:
+    """The page asks before it acts (data-confirm); the user says yes."""
+    dialog.accept()
+
+
+def shoot(page: Page, name: str) -> None:
+    page.screenshot(path=str(screenshot_dir() / f"dashboard-{name}.png"), full_page=True)
+
+
+def not_pwned(page: Page) -> None:
+    """No script from the database ran: hostile text stayed text."""
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
+    site: Site, page: Page
+) -> None:
+    site.start_worker("--concurrency", "2")
+    site.start_dashboard()
+    job_id = site.cli.add("progress", {"seconds": 6.0})
+    for n in range(3):
+        site.cli.add("fail", {"text": f"{HOSTILE} #{n}"})
+    page.goto(site.url("/"))
+    expect(page.get_by_test_id("workers-alive")).to_contain_text("1")
+    expect(page.get_by_test_id("total-running").locator(".n")).to_have_text("1")
+    expect(page.get_by_test_id("total-dead").locator(".n")).to_have_text("3")
+    shoot(page, "overview")
+
+    page.goto(site.url(f"/jobs/{job_id}"))
+    page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    bar = page.get_by_test_id("progress").locator("progress")
+    first = float(bar.get_attribute("value") or 0)
+    page.wait_for_function(
+        "([first]) => Number(document.querySelector('[data-testid=progress] progress')"
+        "?.value) > first + 0.2",
+        arg=[first],
+    )
+    shoot(page, "job-running")
+    expect(page.locator("h1 .status")).to_have_text("succeeded", timeout=WAIT_MS)
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+    expect(page.get_by_test_id("result")).to_contain_text("<script>window.__pwned = 1</script>")
+    not_pwned(page)
+    shoot(page, "job")
+
+    page.goto(site.url("/jobs"))
+    expect(page.get_by_test_id("jobs").locator("tr[data-job]")).to_have_count(4)
+    expect(page.get_by_test_id("jobs")).to_contain_text(HOSTILE[:40])
+    not_pwned(page)
+    shoot(page, "jobs")
+
+
+def test_a_killed_workers_job_shows_the_crash_and_the_recovery(site: Site, page: Page) -> None:
+    doomed = site.start_worker("--concurrency", "1", "--name", "doomed")
+    site.start_dashboard()
+    job_id = site.cli.add("hold", {"seconds": 60.0})
+    wait_for(lambda: site.cli.job(job_id)["status"] == "running", what="the job to start")
+    page.goto(site.url(f"/jobs/{job_id}"))
+    page.evaluate("window.__sameDocument = true")
+    expect(page.get_by_test_id("timeline").locator("tr[data-outcome=running]")).to_have_count(1)
+    expect(page.get_by_test_id("lease")).to_contain_text("runs out in")
+
+    rescuer = site.start_worker("--concurrency", "1", "--name", "rescuer")
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=10)
+    crashed = page.get_by_test_id("timeline").locator("tr[data-outcome=crashed]")
+    expect(crashed).to_have_count(1)
+    # found by its free liveness lock, its silence or its lease: whichever pass came first
+    crash = crashed.get_by_test_id("crash")
+    found_by = r"detected_by: (liveness_lock|stale_worker|lease_expired)"
+    expect(crash).to_contain_text(re.compile(found_by))
+    second = page.get_by_test_id("timeline").locator("tr[data-execution='2']")
+    expect(second).to_have_attribute("data-outcome", "running")
+    worker_ids = {w["name"]: w["id"] for w in site.cli("workers", "--all", "--json").json()}
+    expect(crash).to_contain_text(f"worker_id: {worker_ids['doomed']}")
+    expect(crash).to_contain_text(f"detector: {worker_ids['rescuer']}")  # who found it
+    expect(second).to_contain_text(worker_ids["rescuer"])  # and who runs it now
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+    shoot(page, "job-recovered")
+
+    page.goto(site.url("/workers?all=1"))
+    doomed_row = page.locator("tr", has_text="doomed")
+    expect(doomed_row).to_contain_text("inactive")
+    expect(page.locator("tr", has_text="rescuer")).to_contain_text("1 / 1")
+    shoot(page, "workers")
+    assert rescuer.poll() is None
+
+
+def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: Page) -> None:
+    site.start_worker("--concurrency", "1")
+    site.start_dashboard("--token", "s3cret-token")
+    job_id = site.cli.add("fail", {"text": HOSTILE})
+    wait_for(lambda: site.cli.job(job_id)["status"] == "dead", what="the job to die")
+
+    page.goto(site.url("/dlq"))
+    row = page.locator(f"tr[data-job='{job_id}']")
+    expect(row).to_contain_text(HOSTILE[:30])
+    not_pwned(page)
+    expect(row.get_by_test_id("replay-one")).to_have_count(0)  # not signed in: no button
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "heartq_csrf")
+    refused = page.request.post(
+        site.url("/dlq/replay"), form={"_csrf": csrf, "one": job_id}, max_redirects=0
+    )
+    assert refused.status == 403 and "token" in refused.text()
+    assert site.cli.job(job_id)["status"] == "dead"  # the refusal changed nothing
+
+    page.goto(site.url("/login"))
+    shoot(page, "login")
+    page.get_by_label("Token").fill("wrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("wrong token")
+    page.goto(site.url("/login"))
+    page.get_by_label("Token").fill("s3cret-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("status")).to_contain_text("Signed in")
+    session = next(c for c in page.context.cookies() if c["name"] == "heartq_session")
+    assert "s3cret" not in session["value"] and session["httpOnly"]
+
+    page.goto(site.url("/dlq"))
+    shoot(page, "dlq")
+    page.locator(f"tr[data-job='{job_id}']").get_by_test_id("replay-one").click()
+    expect(page.get_by_role("status")).to_contain_text("Requeued 1 dead job(s)")
+    wait_for(
+        lambda: len(site.cli.job(job_id)["executions"]) == 2 and site.cli.job(job_id),
+        what="the replayed job to run again",
+    )
+    assert site.cli.job(job_id)["status"] == "dead"  # it fails again, as its code does
+
+
+def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
+    site.start_dashboard("--allow-actions")
+    job_id = site.cli.add("hold", {"seconds": 1.0})  # no worker: it waits
+    page.goto(site.url(f"/jobs/{job_id[:8]}"))  # a prefix finds it
+    expect(page.get_by_test_id("job-id")).to_have_text(job_id)
+    page.get_by_role("button", name="Cancel this job").click()
+    expect(page.get_by_role("status")).to_contain_text("Cancelled")
+    expect(page.locator("h1 .status")).to_have_text("cancelled")
+    assert "heartq dashboard" in (site.cli.job(job_id)["cancelled_by"] or "")
+
+
+def test_a_read_only_dashboard_shows_no_action(site: Site, page: Page) -> None:
+    site.start_dashboard()
+    job_id = site.cli.add("hold", {"seconds": 1.0})
+    page.goto(site.url(f"/jobs/{job_id}"))
+    expect(page.get_by_test_id("mode")).to_contain_text("read-only")
+    expect(page.get_by_role("button", name="Cancel this job")).to_have_count(0)
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "heartq_csrf")
+    refused = page.request.post(
+        site.url(f"/jobs/{job_id}/cancel"), form={"_csrf": csrf}, max_redirects=0
+    )
+    assert refused.status == 403 and "read-only" in refused.text()
+    assert site.cli.job(job_id)["status"] == "queued"

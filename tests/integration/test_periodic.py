@@ -1,0 +1,62 @@
+"""Periodic schedules served by real worker processes: each tick one job across the
+fleet, none doubled, none skipped while a worker lives, and no leader whose death stops
+the schedule (docs/DESIGN.md, "Periodic jobs")."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+
+from tests.integration.conftest import TASKS_SOURCE, Harness
+
+SCHEDULED = TASKS_SOURCE + textwrap.dedent(
+    '''
+
+    @app.periodic(every=1, args={"value": "tick"})
+    @app.task
+    def beat(ctx, value=None):
+        return ident(ctx, value=value)
+    '''
+)
+
+
+def ticks(h: Harness) -> list[int]:
+    """The tick (ms since the epoch) of every job the schedule made, sorted."""
+    keys = [j["unique_key"] for j in h.store.list_jobs(limit=1000) if j["task"] == "beat"]
+    return sorted(int(key.rsplit("@", 1)[1]) for key in keys)
+
+
+def test_three_workers_make_one_job_per_tick_and_survive_the_ticker_dying(
+    harness: Harness,
+) -> None:
+    h = harness
+    (h.dir / "tasks.py").write_text(SCHEDULED)
+    workers = [h.start_worker(wait=False) for _ in range(3)]
+    for worker in workers:
+        h.wait_started(worker)
+    h.wait_for(lambda: len(ticks(h)) >= 10, 40, "ten ticks", lambda: ticks(h))
+    (schedule,) = h.store.list_schedules()
+    ticker = h.by_id(schedule["updated_by"])  # the worker that enqueued the last tick
+    ticker.kill()
+    at_kill = ticks(h)[-1]
+    h.wait_for(
+        lambda: len([t for t in ticks(h) if t > at_kill]) >= 3,
+        20,
+        "three more ticks after the ticker died",
+        lambda: ticks(h),
+    )
+    for worker in workers:
+        if worker is not ticker:
+            worker.kill()
+    made = ticks(h)
+    assert len(made) == len(set(made)), made  # none doubled
+    gaps = [b - a for a, b in itertools.pairwise(made)]
+    assert set(gaps) == {1000}, made  # none skipped, before or after the kill
+    tickers = {
+        h.job(j["id"])["executions"][0]["worker_id"]
+        for j in h.store.list_jobs(limit=1000)
+        if j["task"] == "beat" and h.job(j["id"])["executions"]
+    }
+    assert len(tickers) >= 2  # ordinary jobs, run by whichever worker claimed them
+    job = h.job(h.store.list_jobs(limit=1)[0]["id"])
+    assert job["schedule"] == "beat" and job["args"] == {"value": "tick"}

@@ -1,0 +1,48 @@
+"""`ctx.transaction()` with real worker processes: the task's writes and its job's
+completion commit together, so a process killed between its writes and the commit
+leaves neither, and the next attempt's land exactly once (docs/DESIGN.md, "Effects
+exactly once")."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Harness
+
+pytestmark = pytest.mark.slow
+
+
+def ledger_table(harness: Harness) -> str:
+    """The application's table, in the queue's database (PostgreSQL: the test's schema,
+    named in full, since a task's statements run on the default search path)."""
+    name = "ledger" if harness.backend == "sqlite" else f"{harness.schema}.ledger"
+    harness.sql(f"CREATE TABLE {name} (job_id text NOT NULL, execution_id integer NOT NULL)")
+    return name
+
+
+@pytest.mark.parametrize("pool", ["process", "thread"])
+def test_a_process_killed_inside_the_transaction_leaves_nothing(
+    harness: Harness, pool: str
+) -> None:
+    table = ledger_table(harness)
+    worker = harness.start_worker("--pool", pool, "--concurrency", "2")
+    job_id = harness.enqueue("ledger_write", {"table": table, "crash_first": "process"})
+    ok_id = harness.enqueue("ledger_write", {"table": table})
+    harness.wait_for(lambda: harness.path(f"wrote-{job_id}-1").exists(), 15, "the write")
+    if pool == "thread":  # the worker itself died: another one takes its jobs over
+        harness.wait_for(lambda: not worker.alive(), 10, "the worker to die")
+        harness.start_worker("--pool", pool)
+    # the result lands just after the commit that succeeded the job: wait for both
+    done = harness.wait_job(job_id, lambda j: j["result"], 30, "the job's result")
+    ok = harness.wait_status(ok_id, "succeeded", 30)
+    rows = harness.sql(f"SELECT job_id, execution_id FROM {table}")
+    # Each job's effect exactly once, from the execution that succeeded it: never the
+    # write of the execution killed inside its transaction.
+    assert sorted(rows) == sorted([(job_id, 2), (ok_id, winner(ok))]), rows
+    assert [e["outcome"] for e in done["executions"]] == ["crashed", "succeeded"]
+    assert done["result"]["execution_id"] == 2
+
+
+def winner(job: dict[str, object]) -> int:
+    (succeeded,) = [e for e in job["executions"] if e["outcome"] == "succeeded"]  # type: ignore[attr-defined]
+    return int(succeeded["execution_id"])

@@ -1,0 +1,75 @@
+"""`unique_key=` on every enqueue path of the Python API: the same key answers the live
+job's id and stores nothing, whichever path enqueued it (docs/INTERFACE.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+import psycopg
+import pytest
+
+import heartq
+from heartq.errors import ConfigError
+from heartq.store.postgres.connection import parse_url
+
+
+def _jobs(app: heartq.App) -> list[dict[str, Any]]:
+    return app.store.list_jobs(limit=100)
+
+
+def test_every_python_path_answers_the_live_job(app: heartq.App) -> None:
+    @app.task
+    def report(ctx: heartq.JobContext, day: int) -> None:
+        """A job that should run once per day at a time."""
+
+    first = report.options(unique_key="report:1").enqueue(day=1)
+    assert app.enqueue("report", {"day": 1}, unique_key="report:1") == first
+    assert report.enqueue_with({"day": 1}, unique_key="report:1", unique_for=30) == first
+    assert app.enqueue_many("report", [{"day": 1}], unique_key="report:1") == [first]
+    assert asyncio.run(app.enqueue_async("report", {"day": 1}, unique_key="report:1")) == first
+    bound = report.options(unique_key="report:1")
+    assert asyncio.run(bound.enqueue_async(day=1)) == first
+    # a key from each job's arguments: one job per day
+    ids = app.enqueue_many(
+        "report", [{"day": d} for d in (1, 2, 2, 3)], unique_key=lambda a: f"report:{a['day']}"
+    )
+    assert ids[0] == first and ids[1] == ids[2] and len(set(ids)) == 3
+    assert len(_jobs(app)) == 3
+
+
+def test_a_transactional_enqueue_with_a_key(app: heartq.App) -> None:
+    app.migrate()
+    url = app.store.url
+    if url.startswith("sqlite"):
+        conn: Any = sqlite3.connect(app.store.path)  # type: ignore[attr-defined]
+    else:
+        conn = psycopg.connect(parse_url(url)[0])
+    try:
+        first = app.enqueue("report", {}, unique_key="k", connection=conn)
+        assert app.enqueue("report", {}, unique_key="k", connection=conn) == first
+        conn.commit()
+        assert app.enqueue("report", {}, unique_key="k") == first
+        second = app.enqueue("report", {}, unique_key="k2", connection=conn)
+        conn.rollback()  # nothing stored: the key is free again
+        assert app.enqueue("report", {}, unique_key="k2") != second
+    finally:
+        conn.close()
+    assert len(_jobs(app)) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"unique_key": ""}, "unique_key must be a non-empty string"),
+        ({"unique_key": "x" * 1001}, "over 1000"),
+        ({"unique_for": 5}, "unique_for needs a unique_key"),
+        ({"unique_key": "k", "unique_for": -1}, "unique_for must be"),
+    ],
+)
+def test_bad_unique_options_are_refused(
+    app: heartq.App, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        app.enqueue("report", {}, **options)
