@@ -29,7 +29,11 @@ COMMAND_TIMEOUT = 30.0
 WIDTH = 80
 """Human output is checked at 80 columns (COLUMNS=80; rich's width when not a TTY)."""
 
-FAST_WORKER = ["--heartbeat-interval", "0.2", "--poll-interval", "0.05"]
+FAST_WORKER = ["--heartbeat-interval", "0.2", "--lease", "10", "--poll-interval", "0.05"]
+"""Heartbeats (cancels, progress) at a fast pace, but a 10 s lease: these tests count
+claims and executions, and with the 0.6 s lease 0.2 s heartbeats imply, a renewal half a
+second late on a loaded machine gives an attempt back and runs it again. A killed worker is
+still found at once, through its liveness lock."""
 
 TASKS_SOURCE = textwrap.dedent(
     '''

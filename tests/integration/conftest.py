@@ -56,6 +56,14 @@ FAST: dict[str, str | None] = {
 }
 """Sub-second protocol settings: trust window 0.5 s, a dead worker found within ~0.2 s."""
 
+STEADY: dict[str, str | None] = {"--lease": "4"}
+"""FAST, but a 4 s lease (so a 4 s stale threshold and a 3.3 s trust window), for tests that
+count executions or attempts without being about lease timing: on a loaded 2-core machine a
+0.2 s heartbeat is sometimes half a second late, and with FAST's 0.6 s lease a worker is then
+judged stale, or fences itself, and its job runs again (correct at-least-once behaviour, but
+not what such a test counts). Cancels, progress and wake-ups still travel at FAST's pace, and
+a killed worker is still found at once through its liveness lock."""
+
 STARTUP_TIMEOUT = 20.0
 
 TASKS_SOURCE = textwrap.dedent(

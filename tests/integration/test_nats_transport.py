@@ -119,7 +119,7 @@ def test_thousand_jobs_on_three_workers_each_succeed_once(
 
 def test_a_job_published_five_times_runs_once(harness: Harness, transport_url: str) -> None:
     for _ in range(2):
-        harness.start_worker("--transport", transport_url, settings=SLOW_POLL)
+        harness.start_worker("--transport", transport_url, settings=CALM)
     job_id = harness.enqueue("quick")  # in the database only: no message yet
     transport = connected(transport_url)
     try:
@@ -222,7 +222,7 @@ def test_no_server_at_start_workers_poll_then_use_it_when_it_comes(harness: Harn
     server.stop()  # its port, with nothing listening yet
     try:
         url = f"{server.address}?{nats_harness.names()}"
-        worker = harness.start_worker("--transport", url, settings=SLOW_POLL)
+        worker = harness.start_worker("--transport", url, settings=CALM)
         assert worker.events("transport_unavailable")
         app = heartq.App(harness.url, transport=url)
         try:

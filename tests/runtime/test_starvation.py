@@ -9,7 +9,10 @@ import pytest
 import heartq
 from tests.support import wait_for
 
-BUSY_FOR = 1.5  # well past the 0.6 s lease of the fast settings
+LEASE = 1.2
+"""Twice the fast settings' 0.6 s lease: a machine loaded from outside can delay one 0.2 s
+heartbeat by half a second, but a starved heartbeat thread misses the whole busy spell."""
+BUSY_FOR = 3.0  # 2.5 leases: a heartbeat thread the task starves lets the lease lapse
 
 
 def busy_loop(seconds: float) -> int:
@@ -24,6 +27,7 @@ def test_cpu_bound_thread_task_keeps_its_lease(app: heartq.App, run_worker) -> N
     def crunch() -> int:
         return busy_loop(BUSY_FOR)
 
+    app.settings = app.settings.with_overrides(lease=LEASE)
     job_id = crunch.enqueue()
     with run_worker(app):
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
@@ -37,6 +41,7 @@ def test_blocking_async_task_keeps_its_lease(app: heartq.App, run_worker) -> Non
         time.sleep(BUSY_FOR)  # the mistake heartq must survive: blocking the event loop
         return "ok"
 
+    app.settings = app.settings.with_overrides(lease=LEASE)
     job_id = blocks_the_loop.enqueue()
     with run_worker(app, pool="async"):
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
@@ -58,7 +63,7 @@ def test_parent_heartbeats_for_a_silent_child(tmp_path, run_worker, monkeypatch)
 
     app = silent_tasks.app
     app.use_url(f"sqlite:///{tmp_path / 'q.db'}")
-    app.settings = app.settings.with_overrides(heartbeat_interval=0.1, lease=0.6)
+    app.settings = app.settings.with_overrides(heartbeat_interval=0.1, lease=LEASE)
     job_id = app.enqueue("quiet")
     with run_worker(app, pool="process", app_ref="silent_tasks:app"):
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=20)
