@@ -1,11 +1,11 @@
 """Waiting for a job's end: `App.result()` and `App.result_async()`.
 
 A waiter first marks the job awaited (`Store.await_end`): where the backend can announce
-ends (PostgreSQL: a NOTIFY on the schema's ends channel, sent by the statement that ends
-an awaited job, and only for those), the waiter sleeps until told, re-reading the job
-once a second in case a notification was missed; elsewhere (SQLite) it polls, every
-20 ms at first and backing off to every 0.5 s. The async waiter never holds a thread while
-it waits: only its short reads go to a thread.
+ends (PostgreSQL: a NOTIFY on the schema's ends channel, sent with the write that ends an
+awaited job, or right after a worker's finish, and only for those), the waiter sleeps
+until told, re-reading the job once a second in case a notification was missed;
+elsewhere (SQLite) it polls, every 20 ms at first and backing off to every 0.5 s. The
+async waiter never holds a thread while it waits: only its short reads go to a thread.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from heartq.errors import DuplicateJob
 from heartq.outcomes import failed
 from heartq.store import Store
 from heartq.store.interface import JobStatus, Outcome, Renewal
@@ -48,6 +49,17 @@ def test_enqueue_many_returns_ids_in_order(store: Store, t0: float) -> None:
 def test_enqueue_keeps_a_caller_supplied_id(store: Store, t0: float) -> None:
     assert store.enqueue([new_job(id="my-own-id")], now=t0) == ["my-own-id"]
     assert store.get_job("my-own-id")["status"] == JobStatus.QUEUED
+
+
+def test_an_id_already_taken_is_a_duplicate_job(store: Store, t0: float) -> None:
+    """Both enqueue paths (PostgreSQL's one-statement insert for plain jobs, the
+    transaction for the others) say the same: `DuplicateJob`, nothing stored."""
+    store.enqueue([new_job(id="taken")], now=t0)
+    with pytest.raises(DuplicateJob, match="already exists"):
+        store.enqueue([new_job(id="taken")], now=t0)
+    with pytest.raises(DuplicateJob, match="already exists"):
+        store.enqueue([new_job(id="fresh"), new_job(id="taken", run_at=t0 + 5)], now=t0)
+    assert [j["id"] for j in store.list_jobs()] == ["taken"]
 
 
 def test_enqueue_many_is_one_transaction(store: Store, t0: float) -> None:

@@ -328,6 +328,27 @@ def heartq_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_connection_lent_for_single_statements_comes_back_transactional(
+    harness: Harness,
+) -> None:
+    """The hot operations (claim, finish, heartbeat, a plain enqueue) borrow a pooled
+    connection on which each statement commits by itself (`Pool.autocommit`); it goes
+    back as it came: the next transaction on it is one transaction, rolled back whole."""
+    joiner = "&" if "?" in harness.url else "?"
+    store = cast(PostgresStore, open_store(f"{harness.url}{joiner}pool_size=1"))
+    try:  # one pooled session: the same one both times
+        with store.pool.autocommit() as conn:
+            assert conn.autocommit
+            pid = conn.info.backend_pid
+        with pytest.raises(RuntimeError), store.pool.transaction() as conn:
+            assert conn.info.backend_pid == pid and not conn.autocommit
+            conn.execute("CREATE TABLE rolled_back (x int)")
+            raise RuntimeError("the block fails")
+    finally:
+        store.close()
+    assert harness.sql("SELECT to_regclass('rolled_back')") == [(None,)]
+
+
 def test_a_read_only_role_can_read_an_up_to_date_schema(harness: Harness) -> None:
     """`migrate()` reads the schema's version first and leaves an up-to-date schema alone
     (no lock, no CREATE): a role that may only read can run `heartq stats`."""

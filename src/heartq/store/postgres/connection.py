@@ -367,9 +367,30 @@ class Pool:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction: committed when the block ends, rolled back on an error."""
+        with self._connection(autocommit=False) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def autocommit(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection on which each statement is a transaction of its own: for
+        the hot operations that are one statement (claim, finish, heartbeat, a plain
+        enqueue), whose BEGIN and COMMIT would otherwise cost two more round trips
+        (0.15 ms of a 0.7 ms claim here). It goes back to the pool transactional."""
+        with self._connection(autocommit=True) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _connection(self, autocommit: bool) -> Iterator[psycopg.Connection[Any]]:
         try:
             with self._get_pool().connection() as conn:
-                yield conn
+                if autocommit:
+                    conn.autocommit = True  # a client-side switch: no round trip
+                try:
+                    yield conn
+                finally:
+                    if autocommit:
+                        with contextlib.suppress(psycopg.Error):  # a broken session
+                            conn.autocommit = False  # is discarded by the pool anyway
                 _last_used[conn] = time.monotonic()
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate(exc, self.url, self.last_connect_error) from exc

@@ -59,6 +59,16 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     concurrency_key text, concurrency_limit integer)
 """
 
+# INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql.py
+# `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
+# (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
+INSERT_JOBS_WAKING = f"""
+WITH inserted AS ({INSERT_JOBS.strip()}
+    RETURNING queue
+)
+SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
+"""
+
 # A job with a unique key (store/sql.py `enqueue`), bound by value. Enqueuers of one key
 # queue up on a transaction lock of its hash; each then looks with a fresh snapshot (READ
 # COMMITTED: a statement sees every commit made before it started, the previous holder's

@@ -15,6 +15,7 @@ on the same session as the LISTENs (`session.py`). SQL: `queries.py`; schema:
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -112,6 +113,9 @@ class PostgresStore(SqlStore):
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.transaction()
 
+    def _write_each(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.autocommit()
+
     def _now(self, conn: Any, now: float | None) -> float:
         row = conn.execute(q.NOW, {"now": now}).fetchone()
         assert row is not None
@@ -132,10 +136,19 @@ class PostgresStore(SqlStore):
         keyed jobs are locked for the transaction, those another claimer holds skipped;
         then a new statement, whose snapshot is taken after the locks and so sees every
         claim of those keys committed before them, counts and claims."""
-        keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
-        if not keys:
-            return []
-        return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+        with conn.transaction():  # the keys' locks last until the claim commits
+            keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
+            if not keys:
+                return []
+            return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+
+    def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
+        if any(d["unique_key"] is not None or d["run_at"] is not None for d in docs):
+            return False
+        params = {"jobs": json.dumps(docs), "now": now, "channel": self.channel}
+        with self.pool.autocommit() as conn:
+            conn.execute(q.INSERT_JOBS_WAKING, params)
+        return True
 
     def _wake_steps(self, queues: Iterable[str]) -> list[Step]:
         return [(q.NOTIFY, {"channel": self.channel, "queue": x}) for x in sorted(set(queues))]
@@ -150,8 +163,17 @@ class PostgresStore(SqlStore):
         return borrowed.task_scope(conn, self.schema)
 
     def _announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
-        if job_ids:
-            conn.execute(q.NOTIFY_ENDED, {"channel": self.ends_channel, "ids": list(job_ids)})
+        """In the ending transaction; or, after a `finish` whose statement committed by
+        itself, at once after it and best effort: the jobs have ended whatever happens
+        to the notification, and a waiter that misses one re-reads within a second."""
+        if not job_ids:
+            return
+        params = {"channel": self.ends_channel, "ids": list(job_ids)}
+        if not conn.autocommit:
+            conn.execute(q.NOTIFY_ENDED, params)
+            return
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(q.NOTIFY_ENDED, params)
 
     # -- liveness locks and wake-ups -----------------------------------------------------
     def _shared_session(self) -> SharedSession:
