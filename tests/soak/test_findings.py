@@ -85,7 +85,7 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
     try:
         for run in (old, new):
             ledger.claimed(run)
-            pool.start(run)
+            pool.start([run])
         time.sleep(0.5 if pool_name == "async" else 1.0)  # both are running
         pool.stop(old)  # the worker gives up the lost attempt
         deadline = time.monotonic() + 5

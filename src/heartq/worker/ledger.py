@@ -25,6 +25,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,8 +37,10 @@ from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionSt
 class Pool(Protocol):
     """Where an attempt's code runs (`pools.py`, `process_pool.py`)."""
 
-    def start(self, run: RunningJob) -> None:
-        """Begin the attempt; report its end with `ledger.attempt_ended(run, end)`."""
+    def start(self, runs: Sequence[RunningJob]) -> None:
+        """Begin these attempts (a claim's batch, in one go: a pool that must hand work
+        to another thread does it once); report each end with
+        `ledger.attempt_ended(run, end)`."""
         ...
 
     def stop(self, run: RunningJob) -> None:

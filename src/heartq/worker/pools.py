@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from concurrent.futures import Future
+from collections.abc import Sequence
 
 from heartq.context import JobContext
 from heartq.errors import UnknownTask
@@ -63,17 +63,18 @@ class ThreadPool:
         self._idle = 0
         self._threads: list[threading.Thread] = []
 
-    def start(self, run: RunningJob) -> None:
-        with self._lock:
-            if self._idle > 0:
-                self._idle -= 1
-            else:
-                thread = threading.Thread(
-                    target=self._serve, name=f"heartq-job-{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-        self._work.put(run)
+    def start(self, runs: Sequence[RunningJob]) -> None:
+        for run in runs:
+            with self._lock:
+                if self._idle > 0:
+                    self._idle -= 1
+                else:
+                    thread = threading.Thread(
+                        target=self._serve, name=f"heartq-job-{len(self._threads)}", daemon=True
+                    )
+                    self._threads.append(thread)
+                    thread.start()
+            self._work.put(run)
 
     def _serve(self) -> None:
         while True:
@@ -118,9 +119,16 @@ class AsyncPool:
         )
         self._thread.start()
 
-    def start(self, run: RunningJob) -> None:
-        future: Future[None] = asyncio.run_coroutine_threadsafe(self._run(run), self._loop)
-        del future  # the coroutine reports to the ledger
+    def start(self, runs: Sequence[RunningJob]) -> None:
+        """One wake-up of the loop for the whole batch: waking it once per attempt (a
+        write to its self-pipe each) took 30 % of a busy worker's main thread."""
+        self._loop.call_soon_threadsafe(self._start_tasks, list(runs))
+
+    def _start_tasks(self, runs: list[RunningJob]) -> None:
+        for run in runs:
+            # The loop holds the task until its first step, `_tasks` from then on: a task
+            # is found (and cancelled) only once it runs, so its `_run` always reports.
+            self._loop.create_task(self._run(run))
 
     async def _run(self, run: RunningJob) -> None:
         current = asyncio.current_task()

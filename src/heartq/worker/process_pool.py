@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing
 import signal
 import threading
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -55,7 +56,11 @@ class ProcessPool:
         self._children: dict[Lease, tuple[Any, Connection]] = {}
         self._lock = threading.Lock()
 
-    def start(self, run: RunningJob) -> None:
+    def start(self, runs: Sequence[RunningJob]) -> None:
+        for run in runs:
+            self._start_child(run)
+
+    def _start_child(self, run: RunningJob) -> None:
         job = run.job
         fields = {
             "id": job.id,

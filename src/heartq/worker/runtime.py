@@ -443,6 +443,7 @@ class Worker:
         s = self.settings
         pool = self.ledger.pool
         assert pool is not None
+        runs: list[RunningJob] = []
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
@@ -465,7 +466,8 @@ class Worker:
                 worker_id=self.id,
                 latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
             )
-            pool.start(run)
+            runs.append(run)
+        pool.start(runs)
 
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:
