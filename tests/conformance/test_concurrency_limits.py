@@ -4,8 +4,11 @@ not held back by a busy key."""
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from typing import Any
+
+import pytest
 
 from heartq.outcomes import succeeded
 from heartq.store import Store
@@ -95,3 +98,29 @@ def test_racing_claimers_never_run_more_than_the_limit(
     assert sorted(claimed) == sorted(ids)  # each once
     assert max(most for _, most in results) <= 2
     assert all(j["status"] == "succeeded" for j in store.list_jobs(limit=100))
+
+
+def test_a_failed_keyed_claim_never_strands_the_jobs_the_claim_took(
+    store: Store, t0: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim takes unkeyed jobs, then (slots left) keyed ones. If the keyed step fails,
+    a job is `running` under the claimer exactly when the claim handed it over: on
+    PostgreSQL the unkeyed step committed by itself and its jobs are handed over; on
+    SQLite the one transaction rolls back and the claim raises. Never a job running
+    under a worker that does not know it holds it."""
+    dialect = "postgres" if type(store).__name__.startswith("Postgres") else "sqlite"
+    queries = importlib.import_module(f"heartq.store.{dialect}.queries")
+    broken = "SELECT key FROM no_such_table"
+    monkeypatch.setattr(queries, "CLAIM_KEYS" if dialect == "postgres" else "CLAIM_KEYED", broken)
+    (plain,) = store.enqueue([keyed(None)], now=t0)
+    store.enqueue([keyed("tenant:a")], now=t0)
+    try:
+        handed = [job.id for job in store.claim("w1", ["default"], 5, LEASE, now=t0 + 1)]
+    except Exception:  # noqa: BLE001 - which error is the backend's; the state is the point
+        handed = []
+    running = [j["id"] for j in store.list_jobs(status="running")]
+    assert running == handed
+    assert handed == ([plain] if dialect == "postgres" else [])
+    # nothing unkeyed left to take: the keyed step's failure is the claim's
+    with pytest.raises(Exception):  # noqa: B017 - any error: it must not pass silently
+        store.claim("w1", ["default"], 5, LEASE, now=t0 + 2)

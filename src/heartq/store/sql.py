@@ -180,8 +180,10 @@ class SqlStore:
 
     def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> Rows:
         """Claimed jobs with a concurrency key, never more of a key running than its
-        limit, executions written (default: one statement does it all; PostgreSQL, with
-        many claimers at once, locks the keys first)."""
+        limit, executions written (default: one statement does it all, in the claim's
+        transaction; PostgreSQL, with many claimers at once, locks the keys first, in a
+        transaction of its own). `params["claimed"]`: how many unkeyed jobs this claim
+        took already."""
         return self._run(conn, self.q.CLAIM_KEYED, params)
 
     def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
@@ -642,7 +644,8 @@ class SqlStore:
             }
             rows = self._claim_rows(conn, params)
             if len(rows) < limit:  # slots left: jobs with a concurrency key may take them
-                rows += self._claim_keyed(conn, dict(params, limit=limit - len(rows)))
+                keyed = dict(params, limit=limit - len(rows), claimed=len(rows))
+                rows += self._claim_keyed(conn, keyed)
         return records.claimed_jobs(rows, sent_at)
 
     def claim_ids(

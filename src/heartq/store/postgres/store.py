@@ -135,12 +135,22 @@ class PostgresStore(SqlStore):
         """Two statements (READ COMMITTED, many claimers): the keys of the first runnable
         keyed jobs are locked for the transaction, those another claimer holds skipped;
         then a new statement, whose snapshot is taken after the locks and so sees every
-        claim of those keys committed before them, counts and claims."""
-        with conn.transaction():  # the keys' locks last until the claim commits
-            keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
-            if not keys:
+        claim of those keys committed before them, counts and claims.
+
+        The claim's unkeyed jobs are committed by then (`_write_each`): if this fails
+        after some were taken, they are handed over all the same and the keyed jobs wait
+        for the next claim (which raises the error if it persists, once nothing unkeyed
+        is left to take)."""
+        try:
+            with conn.transaction():  # the keys' locks last until the claim commits
+                keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
+                if not keys:
+                    return []
+                return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+        except psycopg.Error:
+            if conn.autocommit and params["claimed"]:
                 return []
-            return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+            raise
 
     def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
         if any(d["unique_key"] is not None or d["run_at"] is not None for d in docs):
