@@ -95,7 +95,7 @@ def test_sigterm_ends_the_wait_at_once(backend: str, tmp_path: Path) -> None:
         popen.wait(10)
     text = log.read_text()
     assert code == 0, text
-    assert took < 1.0, (took, text)
+    assert took < 3.0, (took, text)  # not the connect timeout (5 s) nor the wait's end
     assert '"event": "worker_stopped"' in text and "Traceback" not in text, text
 
 
@@ -117,7 +117,7 @@ def refused_quickly(url: str, tmp_path: Path, secret: str | None = None) -> str:
     started = time.monotonic()
     with pytest.raises(StoreRefused) as refused:
         store.migrate()
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.5  # not after the 5 s connect timeout
     store.close()
 
     popen, log = heartq_worker(tmp_path, url)

@@ -7,13 +7,15 @@ import time
 
 import pytest
 
-from .conftest import Harness
+from .conftest import STEADY, Harness
 
 pytestmark = pytest.mark.slow
 
 
 def test_deadlocked_task_is_reclaimed_while_its_worker_lives(harness: Harness) -> None:
-    worker = harness.start_worker()
+    # STEADY: a 4 s lease, so only the task's silence (not a loaded machine's late
+    # renewal) can end this attempt; the worker stops renewing it after 0.5 s of silence.
+    worker = harness.start_worker(settings=STEADY)
     # `deadlock` declares heartbeat_timeout=0.5, blocks forever and never heartbeats.
     job_id = harness.enqueue("deadlock", max_retries=0)
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "the task to start")
@@ -44,7 +46,7 @@ def test_deadlocked_task_is_reclaimed_while_its_worker_lives(harness: Harness) -
 
 @pytest.mark.parametrize(("pool", "task"), [("thread", "heartbeat_loop"), ("async", "async_loop")])
 def test_cancel_request_stops_a_running_task(harness: Harness, pool: str, task: str) -> None:
-    worker = harness.start_worker("--pool", pool)
+    worker = harness.start_worker("--pool", pool, settings=STEADY)  # one execution, counted
     job_id = harness.enqueue(task, {"seconds": 60})
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "the task to start")
     assert harness.job(job_id)["status"] == "running"

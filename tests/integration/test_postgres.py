@@ -68,7 +68,8 @@ def wait_heartbeat(harness: Harness, worker: WorkerProc) -> None:
 # -- LISTEN/NOTIFY -------------------------------------------------------------------------
 def test_idle_worker_with_a_long_poll_interval_is_woken_by_notify(harness: Harness) -> None:
     """An idle worker sleeps for its poll interval (30 s here) unless woken: a job enqueued
-    by another process (this test) reaches it through NOTIFY, within a second."""
+    by another process (this test) reaches it through NOTIFY, within a second (3 s
+    allowed for a loaded machine: far from the 30 s poll either way)."""
     worker = harness.start_worker(settings={"--poll-interval": "30"})
     for n in range(3):
         # Idle: its previous claim came back empty and it sleeps (one heartbeat is plenty
@@ -78,11 +79,11 @@ def test_idle_worker_with_a_long_poll_interval_is_woken_by_notify(harness: Harne
         job_id = harness.enqueue("quick", {"value": n})
         harness.wait_for(lambda j=job_id: harness.started_file(j, 1).exists(), 10, "the job")
         took = time.monotonic() - sent_at
-        assert took < 1.0, (n, took)
+        assert took < 3.0, (n, took)
         done = harness.wait_status(job_id, "succeeded", 10)
         assert done["result"]["worker_id"] == worker.id
         waited = parse_ts(done["executions"][0]["started_at"]) - parse_ts(done["created_at"])
-        assert waited < 1.0, (n, waited)  # the same, on the database's clock
+        assert waited < 3.0, (n, waited)  # the same, on the database's clock
     assert worker.alive()
 
 
