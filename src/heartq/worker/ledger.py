@@ -121,12 +121,15 @@ class Ledger:
             return list(self._abandoned.values())
 
     # -- claims and ends -----------------------------------------------------------------
-    def claimed(self, run: RunningJob) -> None:
-        """A claimed attempt, about to start on the pool."""
-        run.on_flags_changed = self._notify_pool
+    def claimed(self, *runs: RunningJob) -> None:
+        """Claimed attempts (a claim's batch), about to start on the pool: one lock and
+        one wake-up of the supervisor for the batch."""
+        for run in runs:
+            run.on_flags_changed = self._notify_pool
         with self._lock:
-            self._runs[run.job.lease] = run
-            self._executing += 1
+            for run in runs:
+                self._runs[run.job.lease] = run
+            self._executing += len(runs)
         self.deadlines_changed.set()
 
     def attempt_ended(self, run: RunningJob, end: AttemptEnd) -> None:

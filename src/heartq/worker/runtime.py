@@ -440,6 +440,8 @@ class Worker:
 
     def _start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
         """Run claimed jobs on the pool (from a database claim or a transport's)."""
+        if not jobs:
+            return
         s = self.settings
         pool = self.ledger.pool
         assert pool is not None
@@ -454,7 +456,6 @@ class Worker:
                 trust_window=s.trust_window,
                 max_payload_bytes=s.max_payload_bytes,
             )
-            self.ledger.claimed(run)
             events.emit(
                 events.JOB_CLAIMED,
                 logging.DEBUG,
@@ -467,6 +468,7 @@ class Worker:
                 latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
             )
             runs.append(run)
+        self.ledger.claimed(*runs)
         pool.start(runs)
 
     # -- shutdown ----------------------------------------------------------------------
