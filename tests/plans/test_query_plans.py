@@ -54,21 +54,24 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     store.close()
 
 
-def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str) -> None:
+@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
+def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str) -> None:
     """With several queues, the claim walks each one's claim index in priority order and
     stops at `limit` (LATERAL per queue): `queue = ANY(...)` would read every queued row
     of those queues and sort them at each claim, so claims would slow down with the
-    backlog. No ANALYZE: right after a burst of enqueues the statistics still say the
-    table is empty, and the plan must hold then too (an index led by `status` once took
-    the claim there, reading and sorting every queued row)."""
+    backlog. A worker of one queue walks that queue's index the same way, in one scan.
+    No ANALYZE: right after a burst of enqueues the statistics still say the table is
+    empty, and the plan must hold then too (an index led by `status` once took the claim
+    there, reading and sorting every queued row)."""
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
             pg.migrate()
             pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(3000)])
             with pg.pool.transaction() as conn:
-                params = {"worker_id": "w", "queues": ["q0", "q1"], "limit": 10, "lease": 60}
-                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + pg_q.CLAIM
+                params = {"worker_id": "w", "queues": ["q0", "q1"], "queue": "q0",
+                          "limit": 10, "lease": 60}  # fmt: skip
+                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, dict(params, now=None)).fetchall()
                 conn.rollback()
         finally:
@@ -77,6 +80,8 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str) -> None:
     assert "Index Cond: ((queue = " in plan and "ANY" not in plan, plan
     scanned = [int(n) for n in re.findall(r"Index Scan using jobs_claim_idx .*rows=(\d+)", plan)]
     assert scanned and max(scanned) <= 10, plan
+    if name == "CLAIM_ONE_QUEUE":
+        assert len(scanned) == 1 and "Sort" not in plan, plan  # the index's order, as is
 
 
 @pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT"])

@@ -184,6 +184,19 @@ WITH picked AS (
     LIMIT %(limit)s
 ), {_CLAIMED}"""
 
+# CLAIM for a worker of one queue (the usual case): one ordered walk of its claim index,
+# without CLAIM's per-queue LATERAL, its aggregate and its outer sort (0.87 -> 0.58 ms for
+# claims of 10 here, 1.23 -> 0.95 ms for claims of 30).
+CLAIM_ONE_QUEUE = f"""
+WITH picked AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND concurrency_key IS NULL AND queue = %(queue)s
+      AND run_at <= {T_STATEMENT}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {_CLAIMED}"""
+
 # The jobs a transport's messages name (store/sql.py `claim_ids`): only those still queued,
 # runnable and without a concurrency key, claimed as CLAIM does; a row another claimer is
 # taking right now is skipped (it is active elsewhere), as is a job running, finished or
