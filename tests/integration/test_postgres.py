@@ -347,7 +347,7 @@ def test_a_connection_lent_for_single_statements_comes_back_transactional(
             raise RuntimeError("the block fails")
     finally:
         store.close()
-    assert harness.sql("SELECT to_regclass('rolled_back')") == [(None,)]
+    assert harness.sql(f"SELECT to_regclass('{harness.schema}.rolled_back')") == [(None,)]
 
 
 def test_a_read_only_role_can_read_an_up_to_date_schema(harness: Harness) -> None:
