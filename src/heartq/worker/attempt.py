@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from heartq import outcomes, payload
-from heartq.errors import LeaseLost
+from heartq.errors import LeaseLost, UnknownTask
 from heartq.store.interface import ClaimedJob, Finish, Outcome, Progress, RenewStatus, Store
 
 if TYPE_CHECKING:
@@ -49,6 +49,12 @@ class AttemptEnd:
     error: str | None = None
     permanent: bool = False
     crash: dict[str, Any] | None = None
+
+
+def unknown_task_end(task: str) -> AttemptEnd:
+    """How an attempt of a task this worker does not know ends, on every pool (a child
+    process included): failed, with the message `UnknownTask` carries."""
+    return AttemptEnd(EndKind.FAILED, error=f"UnknownTask: {UnknownTask(task)}")
 
 
 class RunningJob:

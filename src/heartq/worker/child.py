@@ -21,10 +21,10 @@ from typing import Any
 
 from heartq import payload
 from heartq.context import JobContext
-from heartq.errors import LeaseLost, PayloadError, UnknownTask
+from heartq.errors import LeaseLost, PayloadError
 from heartq.store import open_store
 from heartq.store.interface import Lease, Progress
-from heartq.worker.attempt import AttemptEnd, EndKind, TransactionState
+from heartq.worker.attempt import AttemptEnd, EndKind, TransactionState, unknown_task_end
 from heartq.worker.invoke import run_sync
 
 PR_SET_PDEATHSIG = 1
@@ -124,7 +124,7 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
         end = AttemptEnd(EndKind.FAILED, error=f"cannot import {app_ref}: {exc!r}")
     else:
         if task is None:
-            end = AttemptEnd(EndKind.FAILED, error=f"UnknownTask: {UnknownTask(job['task'])}")
+            end = unknown_task_end(job["task"])
         else:
             ctx = JobContext(
                 job_id=job["id"],

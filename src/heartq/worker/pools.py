@@ -20,9 +20,8 @@ import threading
 from collections.abc import Sequence
 
 from heartq.context import JobContext
-from heartq.errors import UnknownTask
 from heartq.store.interface import Lease
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, unknown_task_end
 from heartq.worker.invoke import run_async, run_sync
 from heartq.worker.ledger import Ledger
 
@@ -40,13 +39,6 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
         queue=job.queue,
         checkpoint=job.checkpoint,
         control=run,
-    )
-
-
-def unknown_task_end(run: RunningJob) -> AttemptEnd:
-    return AttemptEnd(
-        EndKind.FAILED,
-        error=f"UnknownTask: {UnknownTask(run.job.task)}",
     )
 
 
@@ -87,7 +79,7 @@ class ThreadPool:
 
     def _run(self, run: RunningJob) -> None:
         if run.task is None:
-            end = unknown_task_end(run)
+            end = unknown_task_end(run.job.task)
         else:
             ctx = make_context(run, self._worker_id)
             end = run_sync(run.task, ctx, run, run.job.args, self._limit)
@@ -136,7 +128,7 @@ class AsyncPool:
         self._tasks[run.job.lease] = current
         try:
             if run.task is None:
-                end = unknown_task_end(run)
+                end = unknown_task_end(run.job.task)
             else:
                 ctx = make_context(run, self._worker_id)
                 end = await run_async(run.task, ctx, run, run.job.args, self._limit)
