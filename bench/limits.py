@@ -25,8 +25,8 @@ from pathlib import Path
 import psycopg
 
 from heartq import outcomes
+from heartq.model import NewJob, WorkerInfo
 from heartq.store import open_store
-from heartq.store.interface import NewJob, WorkerInfo
 
 PGBENCH_SCRIPT = "\\set aid random(1, 100000)\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n"  # noqa: E501
 PGBENCH_DATABASE = "heartq_bench_pgbench"

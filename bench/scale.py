@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from heartq.app import App
-from heartq.store.interface import DetectedBy, Renewal, WorkerInfo
+from heartq.model import DetectedBy, Renewal, WorkerInfo
 
 
 def timed(fn, repeat: int = 50) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]

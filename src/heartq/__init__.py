@@ -26,7 +26,7 @@ from heartq.errors import (
     TaskNotDeclared,
     UnknownTask,
 )
-from heartq.store.interface import CancelResult, JobStatus
+from heartq.model import CancelResult, JobStatus
 from heartq.worker import Worker
 
 __version__ = "0.1.0"

@@ -20,8 +20,8 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
+from heartq.model import Progress
 from heartq.payload import clean_text
-from heartq.store.interface import Progress
 
 _MISSING: Any = object()
 

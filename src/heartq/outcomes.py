@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from heartq.model import ClaimedJob, Finish, JobStatus, Outcome
 from heartq.payload import clean_text
 from heartq.retry import RetryDecision, plan_retry
-from heartq.store.interface import ClaimedJob, Finish, JobStatus, Outcome
 
 MAX_ERROR_CHARS = 16_000
 """Errors (tracebacks) are stored truncated to this many characters."""

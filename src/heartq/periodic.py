@@ -28,8 +28,8 @@ from cronsim import CronSim, CronSimError
 
 from heartq import payload
 from heartq.errors import ConfigError
+from heartq.model import TickPlan
 from heartq.payload import MAX_DURATION
-from heartq.store.interface import TickPlan
 
 if TYPE_CHECKING:
     from heartq.store.interface import Store

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from heartq.errors import JobCancelled, JobDead, ResultTimeout
-from heartq.store.interface import JobEnd, JobStatus, LivenessHandle, Store
+from heartq.model import JobEnd, JobStatus
+from heartq.store.interface import LivenessHandle, Store
 
 FIRST_POLL = 0.02
 """Seconds before the first re-read of a job nobody announces the end of."""

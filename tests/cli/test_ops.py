@@ -7,8 +7,9 @@ import re
 import signal
 import subprocess
 
+from heartq.model import WorkerInfo
 from heartq.store import Store
-from heartq.store.interface import LivenessHandle, WorkerInfo
+from heartq.store.interface import LivenessHandle
 from tests.cli.helpers import HeartqCli, assert_fits, wait_for
 
 WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurrency",

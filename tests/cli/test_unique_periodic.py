@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from heartq.model import NewJob
 from heartq.periodic import Schedule
 from heartq.store import Store
-from heartq.store.interface import NewJob
 from tests.cli.helpers import HeartqCli
 
 

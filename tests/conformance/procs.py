@@ -10,8 +10,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from heartq.model import DetectedBy
 from heartq.store import open_store
-from heartq.store.interface import DetectedBy
 
 PROCESSES = 4
 TIMEOUT = 60.0  # per result; the tests take seconds, this only bounds a hang

@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
+from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
 from heartq.store import Store
-from heartq.store.interface import ClaimedJob, NewJob, WorkerInfo
 
 LEASE = 30.0
 CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})

@@ -12,10 +12,10 @@ import pytest
 
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.errors import ConfigError, PayloadError
+from heartq.model import NewJob, Outcome, Progress, Renewal
 from heartq.outcomes import failed, succeeded
 from heartq.payload import MAX_NAME_CHARS, clean_text, decode, encode_args
 from heartq.store import Store
-from heartq.store.interface import NewJob, Outcome, Progress, Renewal
 
 from .support import LEASE, claim_one
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from heartq.model import JobStatus
 from heartq.store import Store, open_store
-from heartq.store.interface import JobStatus
 from tests.conformance import procs
 
 from .support import insert_version_1_job, new_job

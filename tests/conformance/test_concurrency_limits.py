@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from heartq.model import NewJob
 from heartq.outcomes import succeeded
 from heartq.store import Store
-from heartq.store.interface import NewJob
 from tests.conformance.procs import PROCESSES, limited_claimer, run_processes
 
 from .support import LEASE, new_job

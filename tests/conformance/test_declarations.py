@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from heartq import policy
+from heartq.model import JobStatus, Outcome, TaskPolicy
 from heartq.outcomes import failed, succeeded
 from heartq.store import Store
-from heartq.store.interface import JobStatus, Outcome, TaskPolicy
 from tests.support import wait_for
 
 from .support import at, claim_one, enqueue_one, new_job, register

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from heartq.errors import DuplicateJob
+from heartq.model import JobStatus, Outcome, Renewal
 from heartq.outcomes import failed
 from heartq.store import Store
-from heartq.store.interface import JobStatus, Outcome, Renewal
 
 from .support import LEASE, at, claim_one, enqueue_one, new_job
 

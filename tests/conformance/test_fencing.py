@@ -12,9 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from heartq.errors import LeaseLost
-from heartq.outcomes import succeeded
-from heartq.store import Store
-from heartq.store.interface import (
+from heartq.model import (
     DetectedBy,
     Finish,
     JobStatus,
@@ -24,6 +22,8 @@ from heartq.store.interface import (
     Renewal,
     RenewStatus,
 )
+from heartq.outcomes import succeeded
+from heartq.store import Store
 
 from .support import LEASE, claim_one, enqueue_one, register
 

@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from heartq.outcomes import cancelled, failed, succeeded
-from heartq.store import Store
-from heartq.store.interface import (
+from heartq.model import (
     ClaimedJob,
     Finish,
     JobStatus,
@@ -20,6 +18,8 @@ from heartq.store.interface import (
     Renewal,
     RenewStatus,
 )
+from heartq.outcomes import cancelled, failed, succeeded
+from heartq.store import Store
 
 from .support import LEASE, at, claim_one, enqueue_one, register, worker
 

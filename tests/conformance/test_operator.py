@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from heartq.errors import JobNotFound
-from heartq.outcomes import cancelled, failed, succeeded
-from heartq.store import Store, open_store
-from heartq.store.interface import (
+from heartq.model import (
     CancelResult,
     DetectedBy,
     JobStatus,
@@ -20,6 +18,8 @@ from heartq.store.interface import (
     Renewal,
     RenewStatus,
 )
+from heartq.outcomes import cancelled, failed, succeeded
+from heartq.store import Store, open_store
 
 from .support import (
     CRASH_KEYS,

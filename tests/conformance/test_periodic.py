@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from heartq.errors import ConfigError
+from heartq.model import NewJob
 from heartq.periodic import TICK_UNIQUE_FOR, Schedule
 from heartq.store import Store
-from heartq.store.interface import NewJob
 
 from .support import new_job
 

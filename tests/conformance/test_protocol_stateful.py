@@ -42,9 +42,7 @@ from hypothesis.stateful import (
 )
 
 from heartq.errors import LeaseLost
-from heartq.outcomes import cancelled, failed, succeeded
-from heartq.store import Store
-from heartq.store.interface import (
+from heartq.model import (
     TERMINAL_STATUSES,
     CancelResult,
     ClaimedJob,
@@ -56,6 +54,8 @@ from heartq.store.interface import (
     Renewal,
     RenewStatus,
 )
+from heartq.outcomes import cancelled, failed, succeeded
+from heartq.store import Store
 
 from .support import CRASH_KEYS, epoch, new_job, register
 

@@ -10,9 +10,7 @@ import pytest
 from heartq import events
 from heartq.errors import ConfigError
 from heartq.maintenance.reconcile import reconcile
-from heartq.outcomes import cancelled, succeeded
-from heartq.store import Store, open_store
-from heartq.store.interface import (
+from heartq.model import (
     DetectedBy,
     JobStatus,
     Outcome,
@@ -22,6 +20,8 @@ from heartq.store.interface import (
     RenewStatus,
     WorkerInfo,
 )
+from heartq.outcomes import cancelled, succeeded
+from heartq.store import Store, open_store
 
 from .support import (
     CRASH_KEYS,

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from heartq.model import ClaimedJob, JobStatus, Renewal, WorkerInfo
 from heartq.outcomes import succeeded
 from heartq.store import Store
-from heartq.store.interface import ClaimedJob, JobStatus, Renewal, WorkerInfo
 
 from .support import new_job
 

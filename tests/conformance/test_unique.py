@@ -3,9 +3,9 @@ while it finished within the window; racing enqueuers in many processes get one 
 
 from __future__ import annotations
 
+from heartq.model import JobStatus, Outcome
 from heartq.outcomes import failed, succeeded
 from heartq.store import Store
-from heartq.store.interface import JobStatus, Outcome
 from tests.conformance.procs import run_processes, unique_enqueuer
 
 from .support import claim_one, new_job

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from starlette.testclient import TestClient
 
+from heartq.model import ClaimedJob, Outcome
 from heartq.outcomes import failed, succeeded
 from heartq.store import Store
-from heartq.store.interface import ClaimedJob, Outcome
 from tests.conformance.support import LEASE, enqueue_one
 
 CSRF_FIELD = re.compile(r'name="_csrf" value="([^"]*)"')

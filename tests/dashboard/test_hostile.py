@@ -14,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from heartq.dashboard import create_app
+from heartq.model import Progress, Renewal
 from heartq.store import Store
-from heartq.store.interface import Progress, Renewal
 from tests import pg_harness
 from tests.conformance.support import enqueue_one, register
 from tests.dashboard.support import (

@@ -14,8 +14,8 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from heartq.dashboard import create_app
+from heartq.model import DetectedBy, JobStatus, Progress, Renewal
 from heartq.store import Store
-from heartq.store.interface import DetectedBy, JobStatus, Progress, Renewal
 from tests.conformance.support import claim_one, enqueue_one, new_job, register
 from tests.dashboard.support import (
     Dashboard,

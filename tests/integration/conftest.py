@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
+from heartq.model import NewJob
 from heartq.store import open_store
-from heartq.store.interface import NewJob
 from heartq.store.postgres.connection import parse_url
 from tests import pg_harness
 from tests.conftest import BACKENDS

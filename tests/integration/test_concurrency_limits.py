@@ -9,7 +9,7 @@ import json
 import time
 from collections import Counter
 
-from heartq.store.interface import NewJob
+from heartq.model import NewJob
 
 from .conftest import STEADY, Harness
 

@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from heartq.store.interface import NewJob, Progress, Store, WorkerInfo
+from heartq.model import NewJob, Progress, WorkerInfo
+from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger

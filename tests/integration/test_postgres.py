@@ -22,8 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from heartq.model import DetectedBy, JobStatus, NewJob, WorkerInfo
 from heartq.store import open_store
-from heartq.store.interface import DetectedBy, JobStatus, LivenessHandle, NewJob, WorkerInfo
+from heartq.store.interface import LivenessHandle
 from heartq.store.postgres.liveness import (
     LIVENESS_GRACE,
     LIVENESS_RESTART_QUIET,

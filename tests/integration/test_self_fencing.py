@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from heartq.store.interface import NewJob
+from heartq.model import NewJob
 
 from .conftest import Harness, WorkerProc, only_on, parse_ts, wait_for
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from heartq.model import NewJob
 from heartq.outcomes import succeeded
 from heartq.store import documents
-from heartq.store.interface import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.sqlite import SQLiteStore

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import heartq
-from heartq.store.interface import JobStatus
+from heartq.model import JobStatus
 from heartq.worker import Worker
 from tests.support import wait_for
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import heartq
-from heartq.store.interface import DetectedBy, JobStatus, NewJob
+from heartq.model import DetectedBy, JobStatus, NewJob
 from heartq.store.postgres.connection import parse_url
 
 PLACEHOLDER = {"sqlite": "?", "postgres": "%s"}

@@ -89,14 +89,8 @@ from pathlib import Path
 from typing import Any
 
 from heartq.errors import JobNotFound, StoreUnavailable
+from heartq.model import TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob, Outcome
 from heartq.store import Store, open_store
-from heartq.store.interface import (
-    TERMINAL_STATUSES,
-    CancelResult,
-    DetectedBy,
-    NewJob,
-    Outcome,
-)
 from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
 
 try:

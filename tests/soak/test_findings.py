@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from heartq.store.interface import ClaimedJob, NewJob, WorkerInfo
+from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
 from heartq.worker.attempt import AttemptEnd, RunningJob
 from heartq.worker.ledger import Ledger, Pool

@@ -3,7 +3,8 @@ whatever the number of messages naming it (both dialects, `conftest.store`)."""
 
 from __future__ import annotations
 
-from heartq.store.interface import NewJob, Store
+from heartq.model import NewJob
+from heartq.store.interface import Store
 
 
 def test_claims_only_queued_runnable_jobs_once(store: Store) -> None:

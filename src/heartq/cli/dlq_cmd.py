@@ -11,7 +11,7 @@ from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.cli.jobs_cmd import dead_jobs_view
 from heartq.errors import AmbiguousJobId, JobNotFound
-from heartq.store.interface import JobStatus
+from heartq.model import JobStatus
 from heartq.store.sql import MAX_DEAD_AGE
 
 

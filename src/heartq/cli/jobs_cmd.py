@@ -20,8 +20,8 @@ from heartq.cli.common import json_option, limit_option, print_json, store_for, 
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
 from heartq.fleet import GONE_HINT
+from heartq.model import JOB_STATUSES, CancelResult, JobStatus
 from heartq.store import Store
-from heartq.store.interface import JOB_STATUSES, CancelResult, JobStatus
 
 DEFAULT_LIMIT = 100
 """`jobs list` and `dlq list` show the 100 newest jobs unless told otherwise."""

@@ -38,8 +38,8 @@ from heartq.dashboard.security import (
 )
 from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
 from heartq.fleet import GONE_HINT
+from heartq.model import CancelResult, JobStatus
 from heartq.store import Store, open_store, redact, redact_text
-from heartq.store.interface import CancelResult, JobStatus
 
 PAGE_SIZE = 50
 """Jobs per page of `/jobs`."""

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from heartq import display, fleet
+from heartq.model import JobStatus
 from heartq.store import Store
-from heartq.store.interface import JobStatus
 from heartq.timeutil import iso
 
 STATUSES = [s.value for s in JobStatus]

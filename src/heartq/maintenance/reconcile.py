@@ -18,7 +18,8 @@ import logging
 
 from heartq import events
 from heartq.maintenance.services import GRACE_SLACK, Findings, report_reclaimed
-from heartq.store.interface import DetectedBy, Reconciliation, Store
+from heartq.model import DetectedBy, Reconciliation
+from heartq.store.interface import Store
 
 
 def reconcile(

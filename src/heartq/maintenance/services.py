@@ -38,7 +38,8 @@ from typing import Protocol
 
 from heartq import events
 from heartq.config import Settings
-from heartq.store.interface import DetectedBy, JobStatus, Reclaimed, StaleWorker, Store
+from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
+from heartq.store.interface import Store
 
 JITTER = 0.1
 """Intervals vary by +/-10 % so a fleet started together does not reap in lockstep."""

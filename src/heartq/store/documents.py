@@ -19,6 +19,7 @@ from typing import Any
 from heartq import outcomes
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
+from heartq.model import Finish, NewJob, Renewal, TaskPolicy, WorkerInfo
 from heartq.payload import (
     MAX_DURATION,
     check_concurrency,
@@ -27,7 +28,6 @@ from heartq.payload import (
     check_unique_key,
     clean_text,
 )
-from heartq.store.interface import Finish, NewJob, Renewal, TaskPolicy, WorkerInfo
 
 
 def _finite(name: str, value: Any) -> float:

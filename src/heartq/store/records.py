@@ -1,4 +1,4 @@
-"""Database rows to the records of `interface.py`, shared by every backend.
+"""Database rows to the records of `heartq.model`, shared by every backend.
 
 A backend runs its own SQL; what its rows mean (a claimed job, a heartbeat's answers, why
 a worker was reclaimed) is decided here once, so the backends cannot drift apart.
@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from heartq.errors import LeaseLost
-from heartq.store import serialize
-from heartq.store.interface import (
+from heartq.model import (
     JOB_STATUSES,
     TERMINAL_STATUSES,
     ClaimedJob,
@@ -29,6 +28,7 @@ from heartq.store.interface import (
     StaleWorker,
     TaskPolicy,
 )
+from heartq.store import serialize
 
 
 def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:

@@ -41,9 +41,7 @@ from typing import Any
 
 from heartq import policy
 from heartq.errors import AmbiguousJobId, ConfigError, DuplicateJob, JobNotFound, LeaseLost
-from heartq.payload import MAX_DURATION
-from heartq.store import documents, reclaim, records, serialize
-from heartq.store.interface import (
+from heartq.model import (
     CancelResult,
     ClaimedJob,
     Finish,
@@ -52,7 +50,6 @@ from heartq.store.interface import (
     JobStatus,
     Lease,
     LivenessChange,
-    LivenessHandle,
     NewJob,
     Outcome,
     PruneCounts,
@@ -66,6 +63,9 @@ from heartq.store.interface import (
     TickPlan,
     WorkerInfo,
 )
+from heartq.payload import MAX_DURATION
+from heartq.store import documents, reclaim, records, serialize
+from heartq.store.interface import LivenessHandle
 
 MIN_ID_PREFIX = 8
 """A shortened job id must have at least 8 characters (what `heartq demo` prints)."""

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from heartq import events
-from heartq.store.interface import ClaimedJob, Store
+from heartq.model import ClaimedJob
+from heartq.store.interface import Store
 
 if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
     from nats.aio.msg import Msg

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from heartq import outcomes, payload
 from heartq.errors import LeaseLost, UnknownTask
-from heartq.store.interface import ClaimedJob, Finish, Outcome, Progress, RenewStatus, Store
+from heartq.model import ClaimedJob, Finish, Outcome, Progress, RenewStatus
+from heartq.store.interface import Store
 
 if TYPE_CHECKING:
     from heartq.app import Task

@@ -22,8 +22,8 @@ from typing import Any
 from heartq import payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
+from heartq.model import Lease, Progress
 from heartq.store import open_store
-from heartq.store.interface import Lease, Progress
 from heartq.worker.attempt import AttemptEnd, EndKind, TransactionState, unknown_task_end
 from heartq.worker.invoke import run_sync
 

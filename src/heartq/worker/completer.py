@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 from heartq import events, outcomes
 from heartq.errors import StoreUnavailable
 from heartq.maintenance.services import report_reclaimed
-from heartq.store.interface import DetectedBy, Finish, JobStatus, Outcome, Store
+from heartq.model import DetectedBy, Finish, JobStatus, Outcome
+from heartq.store.interface import Store
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.ledger import ChildCrash, Committed, Ledger
 from heartq.worker.store_health import StoreHealth

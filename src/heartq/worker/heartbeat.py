@@ -23,7 +23,8 @@ import time
 
 from heartq import events
 from heartq.maintenance.services import report_reclaimed
-from heartq.store.interface import DetectedBy, Renewal, RenewStatus, Store
+from heartq.model import DetectedBy, Renewal, RenewStatus
+from heartq.store.interface import Store
 from heartq.worker.attempt import TransactionState
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from heartq import events
-from heartq.store.interface import Finish, Lease
+from heartq.model import Finish, Lease
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
 
 
@@ -69,7 +69,7 @@ class Committed:
     end: AttemptEnd
 
 
-Outcome = tuple[RunningJob, Finish | ChildCrash | Committed]
+EndedAttempt = tuple[RunningJob, Finish | ChildCrash | Committed]
 """An ended attempt waiting for the completer: its fenced finish, its crash, or the
 result of a job its task's transaction completed."""
 
@@ -81,7 +81,7 @@ class Ledger:
         self.worker_id = worker_id
         self.concurrency = concurrency
         self.pool: Pool | None = None  # set once the worker has made its pool
-        self.outcomes: queue.Queue[Outcome | None] = queue.Queue()
+        self.outcomes: queue.Queue[EndedAttempt | None] = queue.Queue()
         self.slot_freed = threading.Event()
         """Set when a slot frees up (or work may be waiting): wakes the fetch loop."""
         self.deadlines_changed = threading.Event()

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from heartq import events
-from heartq.store.interface import LivenessChange
+from heartq.model import LivenessChange
 
 
 def liveness_reporter(worker_id: str) -> Callable[[LivenessChange], None]:

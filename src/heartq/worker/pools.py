@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 
 from heartq.context import JobContext
-from heartq.store.interface import Lease
+from heartq.model import Lease
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, unknown_task_end
 from heartq.worker.invoke import run_async, run_sync
 from heartq.worker.ledger import Ledger

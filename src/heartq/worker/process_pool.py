@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from heartq.errors import LeaseLost, PayloadError
-from heartq.store.interface import Lease, Progress
+from heartq.model import Lease, Progress
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.ledger import Ledger

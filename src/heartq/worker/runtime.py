@@ -54,8 +54,9 @@ from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.services import MaintenanceRunner, Service, default_services
+from heartq.model import ClaimedJob, Reclaimed, WorkerInfo
 from heartq.periodic import Scheduler
-from heartq.store.interface import ClaimedJob, LivenessHandle, Reclaimed, WorkerInfo
+from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import Sweeper, TransportFetch
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.completer import Completer

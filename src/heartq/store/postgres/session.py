@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 
 from heartq.errors import StoreUnavailable
-from heartq.store.interface import LivenessChange
+from heartq.model import LivenessChange
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import Backoff, close_quietly, first_line
 from heartq.store.postgres.liveness import LOCK_CHECK_INTERVAL, RELEASE_TIMEOUT

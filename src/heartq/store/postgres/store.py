@@ -22,8 +22,9 @@ from typing import Any
 
 import psycopg
 
+from heartq.model import LivenessChange, StaleWorker
 from heartq.store import redact
-from heartq.store.interface import LivenessChange, LivenessHandle, StaleWorker
+from heartq.store.interface import LivenessHandle
 from heartq.store.postgres import borrowed
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import Pool

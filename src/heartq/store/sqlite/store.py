@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.store.interface import LivenessChange, LivenessHandle, StaleWorker
+from heartq.model import LivenessChange, StaleWorker
+from heartq.store.interface import LivenessHandle
 from heartq.store.sql import SqlStore, Step
 from heartq.store.sqlite import borrowed, liveness
 from heartq.store.sqlite import queries as q

@@ -1,0 +1,312 @@
+"""The job model: what a job, an attempt, a lease and a worker are, for every part of heartq.
+
+These are plain values (enums and frozen dataclasses), imported by the client API, the
+worker, the store, the maintenance services, the command line and the dashboard alike.
+This module imports nothing of heartq: it is the ground floor, so no import ever runs
+back up from the model to the parts that use it. The operations on these values are the
+store's roles (`heartq.store.interface`); what becomes of a job after an attempt ends is
+`heartq.lifecycle`.
+
+The vocabulary, once each:
+
+- `JobStatus`: where a job stands (queued, running, succeeded, dead, cancelled).
+- `Outcome`: how one attempt (an execution) ended, as stored with it.
+- `Lease`: the fencing key of one attempt, `(job id, execution id)`.
+- `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Finish` (an attempt's end
+  as the worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
+- `WorkerInfo`, `StaleWorker`, `LiveNamesake`, `Reconciliation`: the worker registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+JOB_STATUSES: tuple[str, ...] = tuple(s.value for s in JobStatus)
+"""Every job status, in the order tables and metrics show them."""
+
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+
+class Outcome(enum.StrEnum):
+    """How one execution (attempt) ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CRASHED = "crashed"
+    INTERRUPTED = "interrupted"  # its worker lost the database; not counted as an attempt
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    RELEASED = "released"
+
+
+class RenewStatus(enum.StrEnum):
+    """The heartbeat's answer for one job."""
+
+    RENEWED = "renewed"
+    LOST = "lost"
+    CANCEL_REQUESTED = "cancel_requested"
+
+
+class CancelResult(enum.StrEnum):
+    CANCELLED = "cancelled"  # it was queued: it will never run
+    CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told at its next heartbeat
+    ALREADY_FINISHED = "already_finished"
+
+
+class DetectedBy(enum.StrEnum):
+    """Which mechanism found a crashed attempt (kept in its crash context)."""
+
+    LEASE_EXPIRED = "lease_expired"
+    STALE_WORKER = "stale_worker"
+    LIVENESS_LOCK = "liveness_lock"
+    RECONCILIATION = "reconciliation"
+    CHILD_EXIT = "child_exit"
+    SELF_FENCE = "self_fence"  # the worker gave the job back after it stopped trusting it
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The fencing key of one attempt."""
+
+    job_id: str
+    execution_id: int
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to insert, its policy resolved (`heartq.policy.resolve`). `chosen` says which
+    of queue, priority, max_retries and backoff its caller chose (bits of `heartq.policy`;
+    all of them unless said otherwise): the others follow the task's declaration, even
+    one made after the enqueue. `run_at`
+    (seconds since the epoch) wins over `delay` when given (an `eta`).
+
+    `unique_key`: while a job with this key is queued or running, and, with
+    `unique_for` (seconds), while one finished less than that long ago, the enqueue
+    stores nothing and answers that job's id. `schedule`: the periodic schedule whose
+    tick this job is (only stored with a `unique_key`: a tick always has one).
+
+    `concurrency_key` with `concurrency_limit` (both or neither): at most that many jobs
+    with this key run at once, across every worker (enforced by the claim)."""
+
+    task: str
+    args_json: str
+    queue: str = "default"
+    priority: int = 0
+    delay: float = 0.0
+    max_retries: int = 3
+    retry_backoff: float = 5.0
+    retry_backoff_max: float = 3600.0
+    id: str | None = None
+    chosen: int = 15  # every option (policy.ALL_CHOSEN): `App` says which it resolved
+    run_at: float | None = None
+    unique_key: str | None = None
+    unique_for: float | None = None
+    schedule: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class TickPlan:
+    """What a periodic schedule enqueues now (`heartq.periodic.Schedule.plan`): its due
+    `ticks` (seconds since the epoch, oldest first), the `last_tick` the fleet has then
+    dealt with, and its `next_tick`."""
+
+    ticks: list[float]
+    last_tick: float | None
+    next_tick: float | None
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """Where a job stands for someone waiting on it: its status and, once it ended, its
+    result (succeeded) or its last error (dead, cancelled)."""
+
+    job_id: str
+    status: JobStatus
+    result: Any = None
+    error: str | None = None
+    dead_reason: str | None = None
+    result_pending: bool = False  # completed in its task's transaction; result to come
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TERMINAL_STATUSES and not self.result_pending
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """A task's options as a worker declared them (`Store.declare_tasks`): where its jobs
+    go and how they are retried and timed, for whoever enqueues it by name."""
+
+    name: str
+    queue: str
+    priority: int
+    max_retries: int
+    retry_backoff: float
+    retry_backoff_max: float
+    timeout: float | None = None
+    heartbeat_timeout: float | None = None
+    declared_at: float | None = None  # database time of the last declaration
+    declared_by: str | None = None  # the worker id that made it
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: str
+    task: str
+    queue: str
+    args: dict[str, Any]
+    attempt: int
+    execution_id: int
+    max_retries: int
+    retry_backoff: float
+    retry_backoff_max: float
+    checkpoint: Any
+    lease_expires_at: float
+    run_at: float = 0.0  # when it became runnable; claim latency = claim time - run_at
+    chosen: int = 0  # the options its caller chose (bits of `heartq.policy`)
+    sent_at: float = 0.0
+    """This process's monotonic time when the claiming statement went to the database,
+    after any wait for a connection or a lock: the start of the worker's trust in the
+    lease. Measured before that wait, a claim that waited (a server restart, a busy
+    SQLite file) would start its trust already spent and be given up at once."""
+
+    @property
+    def lease(self) -> Lease:
+        return Lease(self.id, self.execution_id)
+
+
+@dataclass(frozen=True)
+class Progress:
+    value: float | None = None
+    stage: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """One job in a heartbeat: renew its lease, and store its latest progress if any."""
+
+    lease: Lease
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The end of one attempt, as the worker decided it (see `heartq.outcomes`)."""
+
+    lease: Lease
+    outcome: Outcome
+    status: JobStatus  # queued (retry), succeeded, dead or cancelled
+    result_json: str | None = None
+    error: str | None = None
+    retry_delay: float = 0.0
+    dead_reason: str | None = None
+    crash: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """A job taken back from an attempt that crashed or whose lease expired."""
+
+    job_id: str
+    execution_id: int
+    worker_id: str | None
+    task: str
+    status: JobStatus  # queued (will retry) or dead
+    attempts: int
+    crash: dict[str, Any]
+    retry_delay: float = 0.0
+    dead_reason: str | None = None
+    queue: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    id: str
+    hostname: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    name: str | None = None
+    # Seconds of silence after which this worker counts as stale (its own setting,
+    # `Settings.stale_after_seconds`). Every observer judges the worker by it; None
+    # leaves the observer's own threshold to apply.
+    stale_after: float | None = None
+
+
+@dataclass(frozen=True)
+class StaleWorker:
+    id: str
+    name: str | None
+    heartbeat_age: float
+    reclaimed: tuple[Reclaimed, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class LiveNamesake:
+    """Another worker of the same name, still alive: startup reconciliation leaves it
+    its jobs (two processes were started with the same `--name`)."""
+
+    id: str
+    heartbeat_age: float
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What startup reconciliation did: the jobs it took back from gone namesakes, and
+    the namesakes it found alive and left alone."""
+
+    reclaimed: list[Reclaimed]
+    alive: list[LiveNamesake] = field(default_factory=list)
+    suspected: list[str] = field(default_factory=list)
+    """Namesakes whose liveness lock was found free, but not yet for the store's
+    `liveness_grace`: a dropped session under a live worker looks the same for a moment.
+    Their jobs stay; the caller judges again once the grace has passed."""
+
+
+@dataclass(frozen=True)
+class LivenessChange:
+    """A liveness lock's session was lost (`lost` True, with the `error` that ended it)
+    or the lock is held again (`lost` False, `after` seconds later). Reported by the
+    backend's lock to whoever holds it, who logs it."""
+
+    lost: bool
+    error: str | None = None
+    after: float | None = None
+
+
+@dataclass(frozen=True)
+class QueueWait:
+    oldest_age: float | None  # seconds the oldest runnable job has waited; None if none
+    oldest_job_id: str | None
+    scheduled: int  # queued jobs whose run_at is still in the future
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of `browse_jobs`: its jobs, newest first, and where the next page starts
+    (`next_before`, None at the oldest job). A page reads at most `scan` jobs of the
+    primary key, so a filter that matches few jobs may answer a short page (even an empty
+    one) with a `next_before`: the rest lies further back."""
+
+    jobs: list[dict[str, Any]]
+    next_before: str | None
+
+
+@dataclass(frozen=True)
+class PruneCounts:
+    workers: int = 0
+    jobs: int = 0
