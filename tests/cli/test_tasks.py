@@ -1,0 +1,49 @@
+"""`heartq tasks`: the tasks workers declared, and the policy a job of each takes when it
+is enqueued by name, on both backends, as a user types it."""
+
+from __future__ import annotations
+
+import datetime
+
+from tests.cli.helpers import HeartqCli, assert_fits
+
+TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
+               "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
+               "declared_by"}  # fmt: skip
+
+
+def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:
+    out = heartq("tasks").ok().out
+    assert out.startswith("no task declared yet"), out
+    assert "queue default, 3 retries" in out
+    assert heartq.json("tasks") == []
+
+
+def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
+    run = heartq.burst("--name", "declarer")
+    [worker] = heartq.json("workers", "--all")
+    tasks = {t["name"]: t for t in heartq.json("tasks")}
+    assert set(tasks) == {"ok", "boom", "die", "cpu_sum", "slow"}, run.explain()
+    for task in tasks.values():
+        assert set(task) == TASK_FIELDS
+        assert task["declared_by"] == worker["id"]
+        assert datetime.datetime.fromisoformat(task["declared_at"]).tzinfo is not None
+    cpu = tasks["cpu_sum"]  # @app.task(queue="cpu", max_retries=1, retry_backoff=0.1)
+    assert (cpu["queue"], cpu["max_retries"], cpu["retry_backoff"]) == ("cpu", 1, 0.1)
+    ok = tasks["ok"]  # the defaults
+    assert (ok["queue"], ok["priority"], ok["max_retries"], ok["timeout"]) == (
+        "default", 0, 3, None,
+    )  # fmt: skip
+
+    out = heartq("tasks").ok().out
+    assert_fits(out)
+    header, _rule, *rows = out.strip().splitlines()
+    assert header.split() == ["TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "DECLARED"]
+    cpu_row = next(row for row in rows if row.startswith("cpu_sum"))
+    assert cpu_row.split()[1:4] == ["cpu", "0", "1"], cpu_row
+    assert len(rows) == 5, out
+
+    # A job enqueued by name takes the declared policy (its queue, its retries).
+    job_id = heartq.enqueue("cpu_sum")
+    job = heartq.job(job_id)
+    assert (job["queue"], job["max_retries"]) == ("cpu", 1)
