@@ -9,7 +9,9 @@ One module per role of the store, each a mixin over `base.py` (the dialect's hoo
 the shared plumbing), composed into `SqlStore` by `store.py`: `enqueue.py` (jobs,
 schedules and task declarations in), `leases.py` (claims, renewals, a holder's ends),
 `reclaim.py` (the jobs of gone holders), `registry.py` (workers' rows), `inspection.py`
-(reads), `admin.py` (an operator's writes, and pruning). The roles match the protocols
-of `store/interface.py`. Backends never log: events are emitted by the worker and the
+(reads), `admin.py` (an operator's writes, and pruning). The roles are those of the
+protocols of `store/interface.py`, but for `crash_attempt` (a `LeaseHolder` call, made as
+a reclaim: see `leases.py`) and the liveness locks and wake-ups, which each dialect
+implements itself. Backends never log: events are emitted by the worker and the
 maintenance pass.
 """

@@ -7,8 +7,9 @@ Why together: every write here is made by the worker that takes or holds the lea
 fenced on `(job_id, execution_id)` and `status = 'running'`, and these are the hot
 statements (one per batch, most of them on `_write_each`). `due_for_publish` is a read,
 kept beside `claim_ids` because it selects exactly what a transport's messages will ask
-`claim_ids` to take. `crash_attempt` is called by lease holders too, but it lives in
-`reclaim.py`: it is a reclaim of one attempt (the same plan, fenced write and wake-up).
+`claim_ids` to take. `crash_attempt` is called by lease holders too (it is part of the
+`LeaseHolder` protocol), but it lives in `reclaim.py`: it is a reclaim of one attempt
+(the same plan, fenced write and wake-up).
 """
 
 from __future__ import annotations
