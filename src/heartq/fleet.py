@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from heartq import display
-from heartq.store import Store
+from heartq.store.interface import Registry
 
 
 def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
@@ -23,7 +23,7 @@ GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `
 """What `gone` means, in every command that shows it."""
 
 
-def with_liveness(store: Store, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_liveness(store: Registry, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The workers plus `gone`: True for an `active` worker whose liveness lock is free
     (its process died and no reaper has reclaimed its jobs yet). Read only: the command
     that shows it reclaims nothing."""

@@ -32,7 +32,7 @@ from heartq.model import TickPlan
 from heartq.payload import MAX_DURATION
 
 if TYPE_CHECKING:
-    from heartq.store.interface import Store
+    from heartq.store.interface import Enqueuer
 
 CATCH_UP = ("latest", "all", "none")
 """What a schedule does with ticks missed (over `ON_TIME` late: no worker ran): `latest`
@@ -185,7 +185,7 @@ class Scheduler:
 
     name = "scheduler"
 
-    def __init__(self, app: Any, store: Store, worker_id: str) -> None:
+    def __init__(self, app: Any, store: Enqueuer, worker_id: str) -> None:
         self.app = app
         self.store = store
         self.worker_id = worker_id

@@ -19,7 +19,7 @@ from typing import Any
 
 from heartq.errors import JobCancelled, JobDead, ResultTimeout
 from heartq.model import JobEnd, JobStatus
-from heartq.store.interface import LivenessHandle, Store
+from heartq.store.interface import Inspector, LivenessHandle
 
 FIRST_POLL = 0.02
 """Seconds before the first re-read of a job nobody announces the end of."""
@@ -64,7 +64,7 @@ class Pace:
 class EndWaiters:
     """The waiters of one `App`: one ends listener for all of them, opened on first use."""
 
-    def __init__(self, store: Callable[[], Store]) -> None:
+    def __init__(self, store: Callable[[], Inspector]) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._waiting: dict[str, list[Callable[[], None]]] = {}

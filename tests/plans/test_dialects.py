@@ -1,5 +1,5 @@
 """Both dialects name the same statements: every statement the shared SQL store runs
-(`self.q.NAME` in `store/sql.py`) exists in the SQLite and the PostgreSQL `queries.py`,
+(`self.q.NAME` in `store/sql/`) exists in the SQLite and the PostgreSQL `queries.py`,
 so a feature written once works on both, and one dialect can be diffed against the other."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import heartq.store.sql
 from heartq.store.postgres import queries as pg
 from heartq.store.sqlite import queries as sqlite
 
-USED = sorted(set(re.findall(r"self\.q\.([A-Z_]+)", Path(heartq.store.sql.__file__).read_text())))
+SHARED = "".join(p.read_text() for p in sorted(Path(heartq.store.sql.__file__).parent.glob("*.py")))
+USED = sorted(set(re.findall(r"self\.q\.([A-Z_]+)", SHARED)))
 
 
 def test_the_shared_store_runs_statements() -> None:

@@ -12,7 +12,7 @@ from heartq.cli.common import json_option, limit_option, print_json, store_for, 
 from heartq.cli.jobs_cmd import dead_jobs_view
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.model import JobStatus
-from heartq.store.sql import MAX_DEAD_AGE
+from heartq.store.sql.admin import MAX_DEAD_AGE
 
 
 @click.group("dlq")

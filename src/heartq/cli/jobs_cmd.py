@@ -21,7 +21,7 @@ from heartq.config import resolve_url
 from heartq.errors import ConfigError
 from heartq.fleet import GONE_HINT
 from heartq.model import JOB_STATUSES, CancelResult, JobStatus
-from heartq.store import Store
+from heartq.store.interface import Registry
 
 DEFAULT_LIMIT = 100
 """`jobs list` and `dlq list` show the 100 newest jobs unless told otherwise."""
@@ -320,7 +320,7 @@ def show_command(job_id: str, url: str | None, as_json: bool) -> None:
         console.print(line, soft_wrap=True)
 
 
-def with_worker_liveness(store: Store, job: dict[str, Any]) -> dict[str, Any]:
+def with_worker_liveness(store: Registry, job: dict[str, Any]) -> dict[str, Any]:
     """The job plus `worker_gone`: for a running job, whether its worker's liveness lock
     is free (the process died; the job is running only until a reaper reclaims it);
     null for a job that is not running. Read only."""

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from heartq import display, fleet
 from heartq.model import JobStatus
 from heartq.store import Store
+from heartq.store.interface import Inspector, Registry
 from heartq.timeutil import iso
 
 STATUSES = [s.value for s in JobStatus]
@@ -87,7 +88,7 @@ class OverviewReads:
     finished: Throttled[list[tuple[float, str, int]]]
 
     @classmethod
-    def of(cls, store: Store) -> OverviewReads:
+    def of(cls, store: Inspector) -> OverviewReads:
         return cls(
             counts=Throttled(store.count_jobs),
             finished=Throttled(lambda: store.finished_per_minute(CHART_MINUTES)),
@@ -156,7 +157,7 @@ def _iso(seconds: float) -> str:
 
 
 def workers_view(
-    store: Store, include_all: bool, now: float | None = None
+    store: Registry, include_all: bool, now: float | None = None
 ) -> list[dict[str, Any]]:
     """The registry's workers with their heartbeat ages (by the database's clock), and
     `gone` for an active worker whose process is dead (its liveness lock is free) but
@@ -205,7 +206,7 @@ def lease_left(job: dict[str, Any], now: float) -> float | None:
     return None if expires is None else expires - now
 
 
-def job_detail(store: Store, job_id: str) -> dict[str, Any]:
+def job_detail(store: Inspector, job_id: str) -> dict[str, Any]:
     now = store.clock()
     job = job_row(store.get_job(job_id), now)
     job["args_pretty"] = pretty(job["args"])

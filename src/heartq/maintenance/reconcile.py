@@ -19,11 +19,11 @@ import logging
 from heartq import events
 from heartq.maintenance.services import GRACE_SLACK, Findings, report_reclaimed
 from heartq.model import DetectedBy, Reconciliation
-from heartq.store.interface import Store
+from heartq.store.interface import Reclaimer
 
 
 def reconcile(
-    store: Store,
+    store: Reclaimer,
     name: str,
     worker_id: str,
     stale_after: float | None = None,
@@ -66,7 +66,7 @@ class PendingReconciliation:
     name = "reconciliation"
 
     def __init__(
-        self, store: Store, name: str, worker_id: str, stale_after: float | None = None
+        self, store: Reclaimer, name: str, worker_id: str, stale_after: float | None = None
     ) -> None:
         self.store = store
         self.namesake = name

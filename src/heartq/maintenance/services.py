@@ -39,7 +39,7 @@ from typing import Protocol
 from heartq import events
 from heartq.config import Settings
 from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
-from heartq.store.interface import Store
+from heartq.store.interface import Administrator, Reclaimer, Store
 
 JITTER = 0.1
 """Intervals vary by +/-10 % so a fleet started together does not reap in lockstep."""
@@ -138,7 +138,7 @@ class Reaper:
     name = "reaper"
 
     def __init__(
-        self, store: Store, batch: int, interval: float = 0.0, observer: str | None = None
+        self, store: Reclaimer, batch: int, interval: float = 0.0, observer: str | None = None
     ) -> None:
         self.store = store
         self.batch = batch
@@ -174,7 +174,7 @@ class WorkerMonitor:
 
     def __init__(
         self,
-        store: Store,
+        store: Reclaimer,
         stale_after: float,
         interval: float = 0.0,
         observer: str | None = None,
@@ -197,7 +197,9 @@ class LivenessProbe:
 
     name = "liveness_probe"
 
-    def __init__(self, store: Store, interval: float = 0.0, observer: str | None = None) -> None:
+    def __init__(
+        self, store: Reclaimer, interval: float = 0.0, observer: str | None = None
+    ) -> None:
         self.store = store
         self.interval = interval
         self.observer = observer
@@ -223,7 +225,7 @@ class Pruner:
 
     name = "pruner"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Administrator, settings: Settings) -> None:
         self.store = store
         self.interval = settings.prune_interval
         self.worker_retention = settings.worker_retention
@@ -248,7 +250,7 @@ def default_services(store: Store, settings: Settings, worker_id: str) -> list[S
     ]
 
 
-def reclaim_pass(store: Store, stale_after: float, batch: int) -> Findings:
+def reclaim_pass(store: Reclaimer, stale_after: float, batch: int) -> Findings:
     """One pass of every reclaimer, in the order a worker's would find things (liveness
     probe, worker monitor, reaper), emitting the same events; for `heartq reap`."""
     found = LivenessProbe(store).run_until_sure()

@@ -2,10 +2,20 @@
 
 Workers, maintenance services, the client API and the command line talk to the database
 only through `Store`. Both backends (SQLite and PostgreSQL) implement it with one shared
-SQL store (`store/sql.py`) over each dialect's statements (`queries.py`), and one
+SQL store (`store/sql/`) over each dialect's statements (`queries.py`), and one
 conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
 outside a backend may assume which database is behind it; differences show up as
 capabilities (`supports_notify`, `liveness_grace`), never as `if backend == ...`.
+
+The interface is cut by role, one protocol each, so that a part of heartq can say which
+part of the store it needs and no more: `Enqueuer` (jobs, schedules and task
+declarations in), `LeaseHolder` (what a worker needs to take, keep and end its
+attempts), `Reclaimer` (the jobs of holders that are gone), `Registry` (workers'
+presence), `Inspector` (reads, and waiting for a job's end), `Administrator` (an
+operator's writes, and pruning), `Lifecycle` (opening, migrating, closing). Every role
+reads the database's clock (`Clock`): the times a store takes and answers are the
+database's. `Store` is their union, what `open_store` returns and what a caller that
+needs many roles takes.
 
 Conventions every implementation keeps:
 
@@ -55,17 +65,20 @@ class LivenessHandle(Protocol):
     def release(self) -> None: ...
 
 
-@runtime_checkable
-class Store(Protocol):
-    """Every operation of the protocol in docs/DESIGN.md. See the module docstring."""
+class Clock(Protocol):
+    """The database's clock, which every role judges time by (a base of each role)."""
+
+    def clock(self) -> float:
+        """The database's current time, in seconds since the epoch."""
+        ...
+
+
+class Lifecycle(Clock, Protocol):
+    """Opening, migrating and closing a store: what whoever owns it does (`App`, a
+    worker's runtime, a command)."""
 
     url: str  # with any password redacted: safe to print and log
-    supports_notify: bool  # True when enqueues wake idle workers on other hosts
-    # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
-    # probe believes the worker dead (0: the first free reading is believed).
-    liveness_grace: float
 
-    # -- lifecycle ---------------------------------------------------------------------
     def migrate(self) -> int:
         """Create or upgrade the schema; safe from many processes at once. Returns the version."""
         ...
@@ -82,11 +95,11 @@ class Store(Protocol):
         """At most `size` pooled connections from now on (nothing to do without a pool)."""
         ...
 
-    def clock(self) -> float:
-        """The database's current time, in seconds since the epoch."""
-        ...
 
-    # -- client ------------------------------------------------------------------------
+class Enqueuer(Clock, Protocol):
+    """Putting work in: jobs (`App`), a schedule's ticks (a worker's scheduler), and the
+    declarations of the tasks a worker runs, which decide where their jobs go."""
+
     def enqueue(
         self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
     ) -> list[str]:
@@ -101,28 +114,6 @@ class Store(Protocol):
         `psycopg.AsyncConnection`); `ConfigError` where the backend has none."""
         ...
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        """The job with its executions, oldest first, and the policy in force with where
-        each part of it comes from. Raises `JobNotFound`."""
-        ...
-
-    # -- waiting for a job's end -------------------------------------------------------
-    def await_end(self, job_id: str) -> JobEnd:
-        """Mark the job awaited (its end will be announced to `listen_ends`) and return
-        where it stands now. Raises `JobNotFound`."""
-        ...
-
-    def job_end(self, job_id: str) -> JobEnd:
-        """Where the job stands now (a cheap read). Raises `JobNotFound`."""
-        ...
-
-    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
-        """Call `on_end(job_id)` when an awaited job ends, `on_end(None)` when ends may
-        have been missed (the session was re-opened); None if the backend cannot tell
-        (waiters then poll)."""
-        ...
-
-    # -- task declarations -------------------------------------------------------------
     def declare_tasks(
         self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
     ) -> list[str]:
@@ -150,33 +141,6 @@ class Store(Protocol):
         """The declared tasks among `names` (all of them when None), by name."""
         ...
 
-    def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]: ...
-
-    def browse_jobs(
-        self,
-        status: str | None = None,
-        queue: str | None = None,
-        task: str | None = None,
-        before: str | None = None,
-        limit: int = 50,
-        scan: int = 10_000,
-    ) -> JobPage:
-        """Jobs by id, newest first (heartq's ids are time-ordered), those matching the
-        filters, from the first id below `before`: a keyset page of the primary key that
-        reads at most `scan` jobs, whatever the table holds (the dashboard's job list).
-        Ids a caller chose sort by their text."""
-        ...
-
-    def finished_per_minute(
-        self, minutes: int = 60, now: float | None = None
-    ) -> list[tuple[float, str, int]]:
-        """`(minute, status, count)` of the jobs that ended (succeeded, dead, cancelled)
-        in the last `minutes` minutes, `minute` being its start (seconds since the epoch):
-        a range of the index of finished jobs."""
-        ...
-
     def list_schedules(self) -> list[dict[str, Any]]:
         """The periodic schedules workers have run, by name: `name`, `task`, `spec`,
         `last_tick`, `next_tick` (seconds since the epoch, or None), `last_job_id`,
@@ -199,53 +163,14 @@ class Store(Protocol):
         moves on, all in one transaction. Returns the ids of the ticks' jobs."""
         ...
 
-    def count_jobs(self) -> list[tuple[str, str, int]]:
-        """`(queue, status, count)` for every non-empty pair."""
-        ...
 
-    def has_pending(self, queues: Sequence[str], now: float | None = None) -> bool:
-        """Whether a job of these queues is running (on any worker), runnable, or waiting
-        out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
-        first attempt delayed into the future (`delay`, `eta`) is not waited for."""
-        ...
+class LeaseHolder(Clock, Protocol):
+    """What a worker needs to take, keep and end its attempts: claims (by queue, or the
+    ids a transport's messages name, with its sweeper's read), renewals, checkpoints, and
+    each attempt's end, crashed ones included; and the wake-ups that say when to claim."""
 
-    def concurrency_usage(self) -> list[dict[str, Any]]:
-        """Per concurrency key with jobs queued or running: `key`, `running`, `queued`
-        and `limit` (the largest limit its jobs carry), busiest first; for `heartq stats`."""
-        ...
+    supports_notify: bool  # True when enqueues wake idle workers on other hosts
 
-    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
-        """Per queue: how long its oldest runnable job has waited, and how many wait for
-        a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
-        ...
-
-    def cancel_job(
-        self, job_id: str, now: float | None = None, by: str | None = None
-    ) -> CancelResult:
-        """Cancel a queued job at once, or request a running job's cancel; `by` (who
-        asked) is kept with the job as `cancelled_by`."""
-        ...
-
-    def replay_dead(
-        self, job_ids: Sequence[str] | None = None, now: float | None = None
-    ) -> list[str]:
-        """Requeue dead jobs (all of them when `job_ids` is None), keeping their history."""
-        ...
-
-    def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int: ...
-
-    def purge_dead_ids(
-        self, older_than: float | None = None, now: float | None = None, dry_run: bool = False
-    ) -> list[str]:
-        """`purge_dead`, answering the ids; `dry_run`: those it would purge, kept."""
-        ...
-
-    def resolve_job_id(self, ref: str) -> str:
-        """The full id of the job `ref` names (its id in any case, or a unique prefix, else
-        tail, of at least 8 characters); `JobNotFound`, or `AmbiguousJobId` when shared."""
-        ...
-
-    # -- the worker's side of the protocol ---------------------------------------------
     def claim(
         self,
         worker_id: str,
@@ -318,7 +243,27 @@ class Store(Protocol):
         """Give jobs back on shutdown (no attempt counted); returns the leases lost."""
         ...
 
-    # -- maintenance -------------------------------------------------------------------
+    def crash_attempt(
+        self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
+    ) -> Reclaimed | None:
+        """Close one attempt as crashed at once (a child process died). None if lost."""
+        ...
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
+        """Call `on_wake()` when jobs become available; None if the backend cannot tell
+        (`supports_notify` False: workers then poll)."""
+        ...
+
+
+class Reclaimer(Clock, Protocol):
+    """Reclaiming the jobs of holders that are gone: expired leases, silent workers,
+    workers whose liveness lock is free, a restarted worker's namesakes (the maintenance
+    services, `heartq reap`, a worker's startup reconciliation)."""
+
+    # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
+    # probe believes the worker dead (0: the first free reading is believed).
+    liveness_grace: float
+
     def reap_expired(
         self,
         detected_by: str,
@@ -360,16 +305,6 @@ class Store(Protocol):
         returned in `alive` and left untouched (the caller logs `namesake_alive`)."""
         ...
 
-    def crash_attempt(
-        self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
-    ) -> Reclaimed | None:
-        """Close one attempt as crashed at once (a child process died). None if lost."""
-        ...
-
-    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None: ...
-
-    def stop_worker(self, worker_id: str, now: float | None = None) -> None: ...
-
     def mark_stale_workers(
         self,
         stale_after: float,
@@ -385,21 +320,6 @@ class Store(Protocol):
         threshold: silence the observer could not have heard is no evidence."""
         ...
 
-    def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]: ...
-
-    def prune(
-        self, worker_retention: float, job_retention: float, now: float | None = None
-    ) -> PruneCounts: ...
-
-    # -- liveness locks (the fast path) ------------------------------------------------
-    def liveness_hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle:
-        """Take this worker's liveness lock; keep the handle for the worker's life.
-        `on_change` hears when a lock that lives on a database session is lost with its
-        session and taken again (never for a lock the OS holds)."""
-        ...
-
     def liveness_probe(
         self, detected_by: str, now: float | None = None, observer: str | None = None
     ) -> list[StaleWorker]:
@@ -413,13 +333,142 @@ class Store(Protocol):
         caller (`heartq reap`) waits out the grace once and probes again."""
         ...
 
+
+class Registry(Clock, Protocol):
+    """Workers' presence: a worker's row from its start to its stop, its liveness lock,
+    and the list operators read with whose lock is free."""
+
+    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None: ...
+
+    def stop_worker(self, worker_id: str, now: float | None = None) -> None: ...
+
+    def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]: ...
+
+    def liveness_hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle:
+        """Take this worker's liveness lock; keep the handle for the worker's life.
+        `on_change` hears when a lock that lives on a database session is lost with its
+        session and taken again (never for a lock the OS holds)."""
+        ...
+
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         """Which of these active workers' liveness locks are free right now: their
         process is gone. Read only: nothing is reclaimed and no grace is waited out
         (operator commands show such a worker as gone until a reaper reclaims it)."""
         ...
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
-        """Call `on_wake()` when jobs become available; None if the backend cannot tell
-        (`supports_notify` False: workers then poll)."""
+
+class Inspector(Clock, Protocol):
+    """Reading the queue (the command line, the dashboard, a burst worker's last look) and
+    waiting for a job's end (`App.result`): nothing here changes a job."""
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """The job with its executions, oldest first, and the policy in force with where
+        each part of it comes from. Raises `JobNotFound`."""
         ...
+
+    def resolve_job_id(self, ref: str) -> str:
+        """The full id of the job `ref` names (its id in any case, or a unique prefix, else
+        tail, of at least 8 characters); `JobNotFound`, or `AmbiguousJobId` when shared."""
+        ...
+
+    def list_jobs(
+        self, status: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]: ...
+
+    def browse_jobs(
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        scan: int = 10_000,
+    ) -> JobPage:
+        """Jobs by id, newest first (heartq's ids are time-ordered), those matching the
+        filters, from the first id below `before`: a keyset page of the primary key that
+        reads at most `scan` jobs, whatever the table holds (the dashboard's job list).
+        Ids a caller chose sort by their text."""
+        ...
+
+    def finished_per_minute(
+        self, minutes: int = 60, now: float | None = None
+    ) -> list[tuple[float, str, int]]:
+        """`(minute, status, count)` of the jobs that ended (succeeded, dead, cancelled)
+        in the last `minutes` minutes, `minute` being its start (seconds since the epoch):
+        a range of the index of finished jobs."""
+        ...
+
+    def count_jobs(self) -> list[tuple[str, str, int]]:
+        """`(queue, status, count)` for every non-empty pair."""
+        ...
+
+    def has_pending(self, queues: Sequence[str], now: float | None = None) -> bool:
+        """Whether a job of these queues is running (on any worker), runnable, or waiting
+        out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
+        first attempt delayed into the future (`delay`, `eta`) is not waited for."""
+        ...
+
+    def concurrency_usage(self) -> list[dict[str, Any]]:
+        """Per concurrency key with jobs queued or running: `key`, `running`, `queued`
+        and `limit` (the largest limit its jobs carry), busiest first; for `heartq stats`."""
+        ...
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        """Per queue: how long its oldest runnable job has waited, and how many wait for
+        a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
+        ...
+
+    def await_end(self, job_id: str) -> JobEnd:
+        """Mark the job awaited (its end will be announced to `listen_ends`) and return
+        where it stands now. Raises `JobNotFound`."""
+        ...
+
+    def job_end(self, job_id: str) -> JobEnd:
+        """Where the job stands now (a cheap read). Raises `JobNotFound`."""
+        ...
+
+    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
+        """Call `on_end(job_id)` when an awaited job ends, `on_end(None)` when ends may
+        have been missed (the session was re-opened); None if the backend cannot tell
+        (waiters then poll)."""
+        ...
+
+
+class Administrator(Clock, Protocol):
+    """An operator's writes (cancel, replay, purge) and the pruning of what retention no
+    longer keeps."""
+
+    def cancel_job(
+        self, job_id: str, now: float | None = None, by: str | None = None
+    ) -> CancelResult:
+        """Cancel a queued job at once, or request a running job's cancel; `by` (who
+        asked) is kept with the job as `cancelled_by`."""
+        ...
+
+    def replay_dead(
+        self, job_ids: Sequence[str] | None = None, now: float | None = None
+    ) -> list[str]:
+        """Requeue dead jobs (all of them when `job_ids` is None), keeping their history."""
+        ...
+
+    def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int: ...
+
+    def purge_dead_ids(
+        self, older_than: float | None = None, now: float | None = None, dry_run: bool = False
+    ) -> list[str]:
+        """`purge_dead`, answering the ids; `dry_run`: those it would purge, kept."""
+        ...
+
+    def prune(
+        self, worker_retention: float, job_retention: float, now: float | None = None
+    ) -> PruneCounts: ...
+
+
+@runtime_checkable
+class Store(
+    Lifecycle, Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol
+):
+    """Every operation of the protocol in docs/DESIGN.md: the union of the roles. See the
+    module docstring."""

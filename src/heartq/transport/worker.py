@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from heartq import events
 from heartq.model import ClaimedJob
-from heartq.store.interface import Store
+from heartq.store.interface import LeaseHolder
 
 if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
     from nats.aio.msg import Msg
@@ -40,7 +40,7 @@ class TransportFetch:
     def __init__(
         self,
         transport: NatsTransport,
-        store: Store,
+        store: LeaseHolder,
         worker_id: str,
         queues: Sequence[str],
         lease: float,
@@ -125,7 +125,7 @@ class Sweeper:
 
     name = "transport_sweeper"
 
-    def __init__(self, transport: NatsTransport, store: Store, queues: Sequence[str]) -> None:
+    def __init__(self, transport: NatsTransport, store: LeaseHolder, queues: Sequence[str]) -> None:
         self.transport = transport
         self.store = store
         self.queues = list(queues)

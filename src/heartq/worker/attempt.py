@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from heartq import outcomes, payload
 from heartq.errors import LeaseLost, UnknownTask
 from heartq.model import ClaimedJob, Finish, Outcome, Progress, RenewStatus
-from heartq.store.interface import Store
+from heartq.store.interface import LeaseHolder
 
 if TYPE_CHECKING:
     from heartq.app import Task
@@ -65,7 +65,7 @@ class RunningJob:
         self,
         job: ClaimedJob,
         task: Task[Any, Any] | None,
-        store: Store,
+        store: LeaseHolder,
         *,
         claim_sent_at: float,
         trust_window: float,

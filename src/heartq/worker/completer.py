@@ -30,7 +30,7 @@ from heartq import events, outcomes
 from heartq.errors import StoreUnavailable
 from heartq.maintenance.services import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
-from heartq.store.interface import Store
+from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.ledger import ChildCrash, Committed, Ledger
 from heartq.worker.store_health import StoreHealth
@@ -49,7 +49,7 @@ Item = tuple[RunningJob, Finish]
 class Completer:
     def __init__(
         self,
-        store: Store,
+        store: LeaseHolder,
         ledger: Ledger,
         *,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,

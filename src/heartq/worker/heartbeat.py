@@ -24,7 +24,7 @@ import time
 from heartq import events
 from heartq.maintenance.services import report_reclaimed
 from heartq.model import DetectedBy, Renewal, RenewStatus
-from heartq.store.interface import Store
+from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import TransactionState
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
@@ -33,7 +33,7 @@ from heartq.worker.store_health import StoreHealth
 class Heartbeater:
     def __init__(
         self,
-        store: Store,
+        store: LeaseHolder,
         ledger: Ledger,
         *,
         interval: float,

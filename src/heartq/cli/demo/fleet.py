@@ -27,7 +27,7 @@ from heartq.cli.demo.model import (
     DemoSettings,
     DemoWorker,
 )
-from heartq.store import Store
+from heartq.store.interface import Registry
 
 
 def _pdeathsig() -> Callable[[], None] | None:
@@ -115,7 +115,7 @@ class Fleet:
                     + (f": {tail}" if tail else "")
                 )
 
-    def wait_registered(self, store: Store) -> None:
+    def wait_registered(self, store: Registry) -> None:
         """Wait until every worker has registered, and learn their worker ids."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:

@@ -3,7 +3,7 @@ order, as the SQLite backend's `queries.py`, so the two dialects can be diffed; 
 statements only PostgreSQL has (wake-ups, liveness locks, migrations) come last.
 Parameters are always bound; the only values written into the text are the constants of
 heartq's advisory lock keys below. A tuple is several statements run in order in one
-transaction, the last one's rows being the answer (`store/sql.py`).
+transaction, the last one's rows being the answer (`store/sql/`).
 
 Time: `T` is the database clock (`now()`, stable within a transaction) unless the caller
 passes `now` (seconds since the epoch), which tests use to drive the protocol.
@@ -59,7 +59,7 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     concurrency_key text, concurrency_limit integer)
 """
 
-# INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql.py
+# INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
 # `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
 # (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
 INSERT_JOBS_WAKING = f"""
@@ -69,7 +69,7 @@ WITH inserted AS ({INSERT_JOBS.strip()}
 SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
 """
 
-# A job with a unique key (store/sql.py `enqueue`), bound by value. Enqueuers of one key
+# A job with a unique key (store/sql/ `enqueue`), bound by value. Enqueuers of one key
 # queue up on a transaction lock of its hash; each then looks with a fresh snapshot (READ
 # COMMITTED: a statement sees every commit made before it started, the previous holder's
 # included) for a job that holds the key: queued or running, or finished within
@@ -106,7 +106,7 @@ LIMIT 1
 
 ENQUEUE_UNIQUE = (LOCK_UNIQUE, INSERT_UNIQUE_JOB, UNIQUE_HOLDER)
 
-# Periodic schedules (store/sql.py `tick_schedule`): the row is made if missing, then
+# Periodic schedules (store/sql/ `tick_schedule`): the row is made if missing, then
 # locked for the transaction, so the workers that find a tick due enqueue it one after the
 # other, and the later ones find the last tick already moved on.
 ENSURE_SCHEDULE = f"""
@@ -197,7 +197,7 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
 
-# The jobs a transport's messages name (store/sql.py `claim_ids`): only those still queued,
+# The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency key, claimed as CLAIM does; a row another claimer is
 # taking right now is skipped (it is active elsewhere), as is a job running, finished or
 # unknown.
@@ -210,7 +210,7 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
 
-# What a transport's sweeper (re)publishes (store/sql.py `due_for_publish`): queued,
+# What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
 # retried: `run_at` after `created_at`), were requeued since (reaped, released,
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
@@ -226,7 +226,7 @@ ORDER BY run_at, id
 LIMIT %(limit)s
 """
 
-# Jobs with a concurrency key (store/sql.py `claim`, only when CLAIM filled fewer than
+# Jobs with a concurrency key (store/sql/ `claim`, only when CLAIM filled fewer than
 # `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
 # looked below its limit, best job first, at most `limit` of them, each kept only if its
 # transaction lock could be taken (a key another claimer holds is skipped, as SKIP LOCKED

@@ -4,7 +4,7 @@ Claims take rows with `FOR UPDATE SKIP LOCKED`, so workers never wait on each ot
 claims; claim, heartbeat and finish are each one statement (with their execution audit
 in the same statement). Reclaimers lock the rows they reclaim, skip the ones another
 reclaimer holds, and fence their update on `(id, execution_id, status)`: each job is
-reclaimed exactly once. The operations are written once in `store/sql.py`; this module
+reclaimed exactly once. The operations are written once in `store/sql/`; this module
 holds what PostgreSQL does its own way: pooled connections (`connection.py`), statements
 that read the transaction's clock, lists bound as arrays, `NOTIFY` on enqueue (heard by
 `session.py`), and liveness locks that are session advisory locks (`liveness.py`), held
@@ -30,7 +30,8 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import Pool
 from heartq.store.postgres.liveness import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
 from heartq.store.postgres.session import SharedSession
-from heartq.store.sql import SqlStore, Step
+from heartq.store.sql.base import Step
+from heartq.store.sql.store import SqlStore
 
 Conn = psycopg.Connection[Any]
 
@@ -107,7 +108,7 @@ class PostgresStore(SqlStore):
     def resize_pool(self, size: int) -> None:
         self.pool.resize(size)
 
-    # -- the dialect's hooks (see store/sql.py) ------------------------------------------
+    # -- the dialect's hooks (see store/sql/base.py) -------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.transaction()
 

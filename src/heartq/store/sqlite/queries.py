@@ -1,7 +1,7 @@
 """Every SQL statement of the SQLite backend, by name: the same names, in the same order,
 as the PostgreSQL backend's `queries.py`, so the two dialects can be diffed. Parameters
 are always bound. A tuple is several statements run in order in one transaction, the
-last one's rows being the answer (`store/sql.py`): SQLite has no data-modifying CTE, so
+last one's rows being the answer (`store/sql/`): SQLite has no data-modifying CTE, so
 where PostgreSQL writes jobs and their executions in one statement, SQLite takes two.
 
 Batches travel as one JSON parameter read with `json_each`, so a statement's text (and its
@@ -42,7 +42,7 @@ SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
 FROM json_each(:jobs) AS x
 """
 
-# A job with a unique key (store/sql.py `enqueue`), bound by value. SQLite has one writer
+# A job with a unique key (store/sql/ `enqueue`), bound by value. SQLite has one writer
 # at a time, so nothing can come between the look (a job holding the key: queued or
 # running, or finished within `unique_for`) and the insert. The partial unique index is
 # the backstop (a replayed dead job): a live duplicate is dropped. The last statement
@@ -72,7 +72,7 @@ LIMIT 1
 
 ENQUEUE_UNIQUE = (INSERT_UNIQUE_JOB, UNIQUE_HOLDER)
 
-# Periodic schedules (store/sql.py `tick_schedule`): the row is made if missing; the
+# Periodic schedules (store/sql/ `tick_schedule`): the row is made if missing; the
 # transaction holds SQLite's write lock, so the workers that find a tick due enqueue it one
 # after the other, and the later ones find the last tick already moved on.
 ENSURE_SCHEDULE = """
@@ -123,7 +123,7 @@ CLAIM = f"""{_CLAIM_SET}WHERE id IN (
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
-# The jobs a transport's messages name (store/sql.py `claim_ids`): only those still queued,
+# The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency key (a keyed job is left to CLAIM_KEYED, which counts
 # its key); a job running elsewhere, finished or unknown matches nothing. Executions are
 # written by CLAIM_EXECUTIONS, as for CLAIM.
@@ -131,7 +131,7 @@ CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'queued' AND concurrency_key IS NULL AND run_at <= :now
 {_CLAIM_RETURNING}"""
 
-# What a transport's sweeper (re)publishes (store/sql.py `due_for_publish`): queued,
+# What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
 # retried: `run_at` after `created_at`), were requeued since (reaped, released,
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
@@ -147,7 +147,7 @@ ORDER BY run_at, id
 LIMIT :limit
 """
 
-# Jobs with a concurrency key (store/sql.py `claim`, only when CLAIM filled fewer than
+# Jobs with a concurrency key (store/sql/ `claim`, only when CLAIM filled fewer than
 # `limit`): each key's runnable jobs in claim order, the first `concurrency_limit - running`
 # of them (each job's own limit; `running`: that key's running jobs, counted by the
 # key's index); the best `limit` of those. SQLite has one writer: nothing is claimed or

@@ -3,7 +3,7 @@
 Every write is one `BEGIN IMMEDIATE` transaction, so claims, renewals, finishes and
 reclaims from many processes serialize on SQLite's write lock and each sees the others'
 committed work: a job is claimed once, reclaimed once, finished once. The operations are
-written once in `store/sql.py`; this module holds what SQLite does its own way:
+written once in `store/sql/`; this module holds what SQLite does its own way:
 connections (`connection.py`), the clock taken once per transaction, lists bound as JSON,
 the claim's executions written by a second statement, and liveness locks that are lock
 files (`liveness.py`). The SQL is in `queries.py`; the schema in `migrations/`.
@@ -21,7 +21,8 @@ from typing import Any
 
 from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql import SqlStore, Step
+from heartq.store.sql.base import Step
+from heartq.store.sql.store import SqlStore
 from heartq.store.sqlite import borrowed, liveness
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import (
@@ -93,7 +94,7 @@ class SQLiteStore(SqlStore):
     def close(self) -> None:
         self.pool.close()
 
-    # -- the dialect's hooks (see store/sql.py) ------------------------------------------
+    # -- the dialect's hooks (see store/sql/base.py) -------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.write()
 

@@ -1,0 +1,100 @@
+"""An operator's writes: cancelling a job, replaying dead jobs, purging them, and the
+periodic prune of finished jobs and long-gone workers.
+
+Why together: each is asked for by a person or by a retention setting, never by the
+protocol of an attempt (a cancel of a running job only requests it: its worker ends
+it), and the deletions share `_delete_jobs` (a job's executions, then the job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from heartq.errors import JobNotFound
+from heartq.model import CancelResult, JobStatus, PruneCounts
+from heartq.store import records
+from heartq.store.sql.base import SqlBase
+
+MAX_DEAD_AGE = 1000 * 365 * 86400.0
+"""A purge's "dead for longer than" is cut to 1000 years: no job died earlier, so the
+answer is the same, and the database's dates stay in range (PostgreSQL refuses an
+interval of 1e300 seconds, or `inf`)."""
+PRUNE_BATCH = 10_000
+"""Finished jobs deleted per prune pass, so one pass never holds locks for long."""
+
+
+class AdminOps(SqlBase):
+    """The administrator's operations of `SqlStore` (`Administrator` in
+    `store/interface.py`)."""
+
+    def cancel_job(
+        self, job_id: str, now: float | None = None, by: str | None = None
+    ) -> CancelResult:
+        self.ensure_schema()
+        with self._write() as conn:
+            row = conn.execute(self.q.JOB_STATUS, {"job_id": job_id}).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            params = {"job_id": job_id, "now": self._clock(conn, now), "by": by}
+            if row["status"] == JobStatus.QUEUED:
+                rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
+                self._announce_ended(conn, records.awaited_ends(rows))
+                return CancelResult.CANCELLED
+            if row["status"] == JobStatus.RUNNING:
+                conn.execute(self.q.REQUEST_CANCEL, params)
+                return CancelResult.CANCEL_REQUESTED
+            return CancelResult.ALREADY_FINISHED
+
+    def replay_dead(
+        self, job_ids: Sequence[str] | None = None, now: float | None = None
+    ) -> list[str]:
+        self.ensure_schema()
+        with self._write() as conn:
+            params = {
+                "now": self._clock(conn, now),
+                "all": job_ids is None,
+                "ids": self._array(list(job_ids or [])),
+            }
+            rows = self._run(conn, self.q.REPLAY_DEAD, params)
+            self._wake(conn, {r["queue"] for r in rows})
+        return [r["id"] for r in rows]
+
+    def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
+        return len(self.purge_dead_ids(older_than, now))
+
+    def purge_dead_ids(
+        self, older_than: float | None = None, now: float | None = None, dry_run: bool = False
+    ) -> list[str]:
+        """The ids of the dead jobs purged (all, or those dead for over `older_than`
+        seconds); with `dry_run`, those that would be, nothing deleted (what an operator
+        is asked to confirm)."""
+        self.ensure_schema()
+        if older_than is not None:
+            older_than = min(older_than, MAX_DEAD_AGE)
+        with self._write() as conn:
+            params = {"now": self._clock(conn, now), "older_than": older_than}
+            ids = [r["id"] for r in conn.execute(self.q.SELECT_PURGEABLE_DEAD, params)]
+            if not dry_run:
+                self._delete_jobs(conn, ids)
+        return ids
+
+    def _delete_jobs(self, conn: Any, ids: list[str]) -> None:
+        if ids:
+            params = {"ids": self._array(ids)}
+            conn.execute(self.q.DELETE_EXECUTIONS_OF, params)
+            conn.execute(self.q.DELETE_JOBS, params)
+
+    # -- pruning -------------------------------------------------------------------------
+    def prune(
+        self, worker_retention: float, job_retention: float, now: float | None = None
+    ) -> PruneCounts:
+        self.ensure_schema()
+        with self._write() as conn:
+            clock = self._clock(conn, now)
+            params = {"now": clock, "retention": worker_retention}
+            workers = conn.execute(self.q.PRUNE_WORKERS, params).rowcount
+            params = {"now": clock, "retention": job_retention, "limit": PRUNE_BATCH}
+            ids = [r["id"] for r in conn.execute(self.q.SELECT_PRUNABLE_JOBS, params)]
+            self._delete_jobs(conn, ids)
+        return PruneCounts(workers=workers, jobs=len(ids))

@@ -1,0 +1,235 @@
+"""The SQL store's foundation: the dialect hooks, and the plumbing every role uses.
+
+A backend is a dialect: its connections, its statements, and a few hooks where it truly
+needs something else. What a dialect provides (`SQLiteStore` and `PostgresStore` are the
+two):
+
+- `q`: its `queries.py`, with the same statement names in both dialects (`CLAIM`,
+  `HEARTBEAT`, `FINISH`, `RELEASE`, ...), so one can be diffed against the other. A
+  statement is a string, or a tuple of strings run in order in the same transaction
+  with the same parameters, the last one's rows being the answer (SQLite has no
+  data-modifying CTE, so its `HEARTBEAT` is two statements where PostgreSQL has one).
+- `_write()` / `_read()`: a write transaction and a read.
+- `_now(conn, now)`: the database's time as a number; `_clock(conn, now)`: what its
+  statements take as `now` (SQLite: that number, so every statement of the transaction
+  agrees; PostgreSQL: `now` as given, `None` meaning the transaction's `now()`).
+- `_array(values)`: how a list of ids is bound (SQLite: a JSON text read with
+  `json_each`; PostgreSQL: a `text[]`).
+- `_is_duplicate(exc)`: whether an error is a duplicate job id.
+- hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_steps`
+  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_rows`
+  (SQLite writes the claim's executions with a second statement), `_lock_free` and
+  `_forget_workers` (how a namesake's liveness lock is judged, and cleaned up).
+- `migrate`, `close`, `liveness_hold`, `liveness_probe`, `liveness_suspects`, `listen`.
+
+Why this cut: every hook a dialect may override is declared here, whichever role calls
+it, so a dialect's author reads one module to know what to write, and the roles never
+declare hooks of their own. With them, what every role uses: transactions, the clock,
+binding lists, running statements, waking idle workers, the schema, and the two
+operations more than one role runs: `_apply_finishes` (the fenced finish of `finish` and
+of every reclaimer) and `_task_policies` (the declarations an enqueuer reads and
+`get_job` shows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
+from types import ModuleType
+from typing import Any
+
+from heartq.errors import ConfigError
+from heartq.model import Lease, LivenessChange, TaskPolicy
+from heartq.store import records
+from heartq.store.interface import LivenessHandle
+
+Statement = str | tuple[str, ...]
+Step = tuple[Statement, dict[str, Any]]
+"""A statement with its parameters, for operations that run on someone else's connection."""
+Rows = list[Any]
+
+
+def migration_scripts(package: str) -> list[tuple[int, str]]:
+    """A dialect's migrations (`<package>/migrations/NNNN_name.sql`), oldest first."""
+    folder = resources.files(package) / "migrations"
+    found = [
+        (int(entry.name.split("_", 1)[0]), entry.read_text("utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    return sorted(found)
+
+
+class SqlBase:
+    """What every role of `SqlStore` stands on. See the module docstring for what a
+    dialect provides; `SqlStore` (`store.py`) composes the roles over it."""
+
+    q: ModuleType
+    url: str
+    supports_notify: bool = False
+    liveness_grace: float = 0.0
+    _migrated: bool = False
+
+    # -- dialect hooks -------------------------------------------------------------------
+    def migrate(self) -> int:
+        raise NotImplementedError
+
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _read(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _write_each(self) -> contextlib.AbstractContextManager[Any]:
+        """For the hot operations that are one statement (claim, finish, heartbeat): a
+        connection on which each statement commits by itself where that saves round
+        trips (PostgreSQL: no BEGIN and COMMIT). A step that needs more than one
+        statement opens a transaction of its own. Default: `_write()`, one transaction."""
+        return self._write()
+
+    def _now(self, conn: Any, now: float | None) -> float:
+        raise NotImplementedError
+
+    def _clock(self, conn: Any, now: float | None) -> float | None:
+        raise NotImplementedError
+
+    def _array(self, values: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+    def _is_duplicate(self, exc: Exception) -> bool:
+        raise NotImplementedError
+
+    def _wake_steps(self, queues: Iterable[str]) -> list[Step]:
+        """The statements that tell idle workers jobs are runnable in `queues` (default:
+        none, nobody hears)."""
+        return []
+
+    def _announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
+        """Tell waiters (`App.result`) that these jobs ended (default: nobody hears; they
+        poll)."""
+
+    def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
+        """The statements that insert new jobs (default: the whole batch as one JSON
+        parameter)."""
+        return [(self.q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": clock})]
+
+    def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
+        """Store jobs that need nothing but an insert (no unique key, no eta) and wake
+        their queues in one statement that commits by itself, where the dialect has one
+        (PostgreSQL: one round trip instead of four). False, having done nothing: the
+        dialect has none, or these jobs need more; the caller then opens a transaction.
+        Default: none."""
+        return False
+
+    def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
+        """The caller's connection, inside its open transaction, made ready for heartq's
+        statements (something with `execute` whose rows read by column name) and put back
+        as it was afterwards. `ConfigError` for a connection this backend cannot use."""
+        raise NotImplementedError
+
+    def _borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        """`_borrow` for an asyncio connection (default: the backend has none)."""
+        raise ConfigError(
+            f"{type(self).__name__} takes no asyncio connection "
+            f"({type(connection).__name__}): pass its connection to enqueue() instead"
+        )
+
+    def _task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        """Inside `completing`: heartq's write connection as the task writes its effects
+        on it, with the database's own defaults for the task's names (default: as is)."""
+        return contextlib.nullcontext(conn)
+
+    def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
+        """The claimed rows, their executions written (default: one statement does both)."""
+        return self._run(conn, self.q.CLAIM, params)
+
+    def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> Rows:
+        """The jobs `params["ids"]` names that are queued and runnable, claimed, their
+        executions written (default: one statement does both)."""
+        return self._run(conn, self.q.CLAIM_IDS, params)
+
+    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> Rows:
+        """Claimed jobs with a concurrency key, never more of a key running than its
+        limit, executions written (default: one statement does it all, in the claim's
+        transaction; PostgreSQL, with many claimers at once, locks the keys first, in a
+        transaction of its own). `params["claimed"]`: how many unkeyed jobs this claim
+        took already."""
+        return self._run(conn, self.q.CLAIM_KEYED, params)
+
+    def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
+        """Whether a namesake's liveness lock is free (default: the `NAMESAKES` row says);
+        None: free, but not yet for the store's `liveness_grace`."""
+        return bool(namesake["lock_free"])
+
+    def _note_locks(
+        self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
+    ) -> None:
+        """Note which namesakes' locks were found free (suspected) and which held
+        (default: nothing to note, a store whose free lock is a dead process has no
+        grace)."""
+
+    def _forget_workers(self, worker_ids: Sequence[str]) -> None:
+        """Clean up after workers found gone and reclaimed (default: nothing to clean)."""
+
+    def liveness_hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle:
+        raise NotImplementedError
+
+    # -- plumbing ------------------------------------------------------------------------
+    def migrations(self) -> list[tuple[int, str]]:
+        """This dialect's schema migrations, oldest first: `(version, script)`."""
+        return migration_scripts(type(self).__module__.rsplit(".", 1)[0])
+
+    def _wake(self, conn: Any, queues: Iterable[str]) -> None:
+        """Tell idle workers that jobs are runnable in `queues`."""
+        for statement, params in self._wake_steps(queues):
+            self._run(conn, statement, params)
+
+    def _insert_jobs(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
+        for statement, params in self._insert_steps(docs, clock):
+            self._run(conn, statement, params)
+
+    @staticmethod
+    def _run(conn: Any, statement: Statement, params: Mapping[str, Any]) -> Rows:
+        """Run a statement (or each of a tuple of them, in order); the last one's rows."""
+        for text in statement if isinstance(statement, tuple) else (statement,):
+            cursor = conn.execute(text, params)
+        return cursor.fetchall() if cursor.description else []
+
+    def reach(self) -> None:
+        """Default: a read transaction that runs nothing (opens the connection)."""
+        with self._read():
+            pass
+
+    def resize_pool(self, size: int) -> None:
+        """Default: no pool to resize (SQLite keeps one connection per thread)."""
+
+    def ensure_schema(self) -> None:
+        if not self._migrated:
+            self.migrate()
+
+    def _time(self, conn: Any, clock: float | None) -> float:
+        """The transaction's time as a number, from what `_clock` gave."""
+        return clock if clock is not None else self._now(conn, None)
+
+    def clock(self) -> float:
+        with self._read() as conn:
+            return self._now(conn, None)
+
+    # -- shared by roles -----------------------------------------------------------------
+    def _apply_finishes(
+        self, conn: Any, docs: list[dict[str, Any]], clock: float | None
+    ) -> set[Lease]:
+        """The fenced write shared by finish and every reclaimer: only jobs still running
+        under the execution a document names change, with their executions."""
+        rows = self._run(conn, self.q.FINISH, {"finishes": json.dumps(docs), "now": clock})
+        self._announce_ended(conn, records.awaited_ends(rows))
+        return records.leases(rows)
+
+    def _task_policies(self, conn: Any, names: Sequence[str] | None) -> dict[str, TaskPolicy]:
+        params = {"all": names is None, "names": self._array(list(names or []))}
+        rows = conn.execute(self.q.TASK_POLICIES, params).fetchall()
+        return {row["name"]: records.task_policy(row) for row in rows}

@@ -1,0 +1,184 @@
+"""Putting work in: enqueues (in heartq's own transaction or in the caller's), periodic
+schedules, and task declarations with the re-routing of the waiting jobs they change.
+
+Why together: each writes new jobs, or decides where waiting jobs go, through the same
+steps and nothing else in the store uses them: `_job_steps` stores job documents (the
+unique ones answered by `_holders`), `_delay_until_eta` turns an eta into a delay by the
+database's clock, `_wake` tells idle workers. A schedule's tick is an enqueue under the
+schedule's locked row; a declaration changes what an enqueue by name gets, and
+`reroute_jobs` applies it to the jobs already waiting. `task_policies` is a read, here
+because its caller is the enqueuer (`App` looks a task up before it enqueues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from heartq import policy
+from heartq.errors import DuplicateJob
+from heartq.model import NewJob, TaskPolicy, TickPlan
+from heartq.payload import MAX_DURATION
+from heartq.store import documents
+from heartq.store.sql.base import Rows, SqlBase, Step
+
+
+class EnqueueOps(SqlBase):
+    """The enqueuer's operations of `SqlStore` (`Enqueuer` in `store/interface.py`)."""
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
+    ) -> list[str]:
+        docs = [documents.new_job_doc(job) for job in jobs]
+        if not docs:
+            return []
+        self.ensure_schema()
+        if connection is not None:
+            steps = self._enqueue_steps(docs, now)
+            with self._borrow(connection) as conn:
+                answers = [self._run(conn, statement, params) for statement, params in steps]
+            return self._holders(docs, answers)
+        try:
+            if self._insert_and_wake(docs, now):
+                return [str(d["id"]) for d in docs]
+            with self._write() as conn:
+                clock = self._clock(conn, now)
+                self._delay_until_eta(conn, docs, clock)
+                answers = [self._run(conn, s, p) for s, p in self._job_steps(docs, clock)]
+                self._wake(conn, {str(d["queue"]) for d in docs})
+        except Exception as exc:
+            if self._is_duplicate(exc):
+                raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
+            raise
+        return self._holders(docs, answers)
+
+    async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
+        docs = [documents.new_job_doc(job) for job in jobs]
+        if not docs:
+            return []
+        await asyncio.to_thread(self.ensure_schema)
+        steps = await asyncio.to_thread(self._enqueue_steps, docs, None)
+        answers: list[Rows] = []
+        async with self._borrow_async(connection) as conn:
+            for statement, params in steps:
+                for text in statement if isinstance(statement, tuple) else (statement,):
+                    cursor = await conn.execute(text, params)
+                answers.append(await cursor.fetchall() if cursor.description else [])
+        return self._holders(docs, answers)
+
+    def _job_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
+        """The statements that store `docs`: jobs without a unique key in one batch, then
+        one step per job with a key, whose answer is the job holding the key (that one,
+        or the one already there): so a key met twice in one batch makes one job too."""
+        plain = [d for d in docs if d["unique_key"] is None]
+        steps = self._insert_steps(plain, clock) if plain else []
+        keyed = [d for d in docs if d["unique_key"] is not None]
+        return steps + [(self.q.ENQUEUE_UNIQUE, dict(d, now=clock)) for d in keyed]
+
+    @staticmethod
+    def _holders(docs: list[dict[str, Any]], answers: list[Rows]) -> list[str]:
+        """Each job's id as the caller gets it: a job with a unique key answers the id of
+        the job that holds the key (the answers of its steps come last, in order)."""
+        keyed = [d for d in docs if d["unique_key"] is not None]
+        if keyed:
+            for doc, rows in zip(keyed, answers[len(answers) - len(keyed) :], strict=True):
+                doc["id"] = rows[0]["id"]  # the new job's, or the one found
+        return [str(d["id"]) for d in docs]
+
+    def _enqueue_steps(self, docs: list[dict[str, Any]], now: float | None) -> list[Step]:
+        """An enqueue into the caller's transaction, as statements: the database's time is
+        read first, on a connection of heartq's own (the caller's transaction may be old,
+        and its `now()` with it), then the inserts (the unique ones' answers last) and the
+        wake-ups (a NOTIFY is delivered by the caller's commit, and only by it)."""
+        clock = now if now is not None else self.clock()
+        self._delay_until_eta(None, docs, clock)
+        queues = {str(d["queue"]) for d in docs}
+        wake = self._wake_steps(queues)
+        return wake + self._job_steps(docs, clock)
+
+    def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
+        """A job given an `eta` waits from now until then, by the database's clock (an eta
+        already past means now: it does not jump ahead of jobs that waited)."""
+        if any(doc["run_at"] is not None for doc in docs):
+            t = self._time(conn, clock)
+            for doc in docs:
+                if doc["run_at"] is not None:
+                    doc["delay"] = min(MAX_DURATION, max(0.0, doc["run_at"] - t))
+
+    # -- periodic schedules --------------------------------------------------------------
+    def list_schedules(self) -> list[dict[str, Any]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            rows = conn.execute(self.q.LIST_SCHEDULES).fetchall()
+        return [dict(row) for row in rows]
+
+    def tick_schedule(
+        self,
+        name: str,
+        task: str,
+        spec: str,
+        plan: Callable[[float | None, float], TickPlan],
+        make_jobs: Callable[[Sequence[float]], Sequence[NewJob]],
+        by: str,
+        now: float | None = None,
+    ) -> list[str]:
+        self.ensure_schema()
+        with self._write() as conn:
+            clock = self._clock(conn, now)
+            params: dict[str, Any] = {"name": name, "task": task, "spec": spec, "now": clock}
+            conn.execute(self.q.ENSURE_SCHEDULE, params)
+            row = conn.execute(self.q.LOCK_SCHEDULE, params).fetchone()
+            last = None if row["last_tick"] is None else float(row["last_tick"])
+            due = plan(last, self._time(conn, clock))
+            docs = [documents.new_job_doc(job) for job in make_jobs(due.ticks)]
+            answers = [self._run(conn, st, p) for st, p in self._job_steps(docs, clock)]
+            ids = self._holders(docs, answers)
+            params.update(
+                last_tick=due.last_tick,
+                next_tick=due.next_tick,
+                last_job_id=ids[-1] if ids else None,
+                by=by,
+            )
+            conn.execute(self.q.UPDATE_SCHEDULE, params)
+            if docs:
+                self._wake(conn, {str(d["queue"]) for d in docs})
+        return ids
+
+    # -- task declarations ---------------------------------------------------------------
+    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
+        self.ensure_schema()
+        with self._read() as conn:
+            return self._task_policies(conn, names)
+
+    def declare_tasks(
+        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
+    ) -> list[str]:
+        if not policies:
+            return []
+        self.ensure_schema()
+        docs = [documents.task_doc(p) for p in policies]
+        with self._write() as conn:
+            before = self._task_policies(conn, [p.name for p in policies])
+            params = {"tasks": json.dumps(docs), "worker_id": worker_id}
+            conn.execute(self.q.DECLARE_TASKS, dict(params, now=self._clock(conn, now)))
+        return [p.name for p in policies if not policy.same(before.get(p.name), p)]
+
+    def reroute_jobs(
+        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
+    ) -> int:
+        if not names:
+            return 0
+        self.ensure_schema()
+        with self._write() as conn:
+            params = {
+                "names": self._array(list(names)),
+                "all": job_ids is None,
+                "ids": self._array(list(job_ids or [])),
+                "now": self._clock(conn, now),
+                **policy.BIT_PARAMS,
+            }
+            rows = self._run(conn, self.q.REROUTE_JOBS, params)
+            self._wake(conn, {r["queue"] for r in rows})
+        return len(rows)

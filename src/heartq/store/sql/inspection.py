@@ -1,0 +1,177 @@
+"""Reading the queue: a job with its history, the job an operator's shortened id names,
+lists and pages of jobs, counts, waits, throughput, and where a job stands for a waiter.
+
+Why together: none of these changes a job (`await_end` only marks one awaited, so that
+its end is announced), and their callers are the command line, the dashboard, `App`'s
+waiters and a burst worker's last look: each is one read over the indexes, never part
+of an attempt's protocol. Schedules are listed in `enqueue.py`, with their ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from heartq import policy
+from heartq.errors import AmbiguousJobId, JobNotFound
+from heartq.model import JobEnd, JobPage, QueueWait
+from heartq.store import records, serialize
+from heartq.store.sql.base import SqlBase
+
+MIN_ID_PREFIX = 8
+"""A shortened job id must have at least 8 characters (what `heartq demo` prints)."""
+AMBIGUOUS_SHOWN = 5
+"""An ambiguous prefix's error names at most 5 of the ids it matches."""
+
+
+class InspectOps(SqlBase):
+    """The inspector's operations of `SqlStore` (`Inspector` in `store/interface.py`)."""
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        self.ensure_schema()
+        with self._read() as conn:
+            row = conn.execute(self.q.GET_JOB, {"job_id": job_id}).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            executions = conn.execute(self.q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
+            declared = self._task_policies(conn, [row["task"]]).get(row["task"])
+        doc = serialize.job_dict(row, executions)
+        doc["policy"] = policy.sources(doc, int(row["chosen"]), declared)
+        return doc
+
+    def resolve_job_id(self, ref: str) -> str:
+        """The full id of the one job `ref` names: its id as stored, the same in any case,
+        or a unique prefix of at least `MIN_ID_PREFIX` characters, or else a unique tail
+        that long. Ids are UUIDs printed in lower case; operators copy them short or from
+        tools that print them in upper case. Time-ordered ids made together share their
+        first characters, so `heartq demo` prints their last 8 (random) characters.
+
+        The prefix is read as a range of the primary key (`prefix <= id < next`), so it
+        costs an index range scan however many jobs there are; a tail is looked for (a
+        scan) only when no id starts with what was typed."""
+        self.ensure_schema()
+        text = ref.strip()
+        prefix = text.lower().rstrip("-")
+        with self._read() as conn:
+            for candidate in dict.fromkeys((text, text.lower())):
+                if conn.execute(self.q.JOB_ID, {"job_id": candidate}).fetchone():
+                    return candidate
+            if len(prefix) < MIN_ID_PREFIX:
+                hint = f"a shortened id needs at least {MIN_ID_PREFIX} characters"
+                raise JobNotFound(ref, hint if prefix else "")
+            params = {
+                "low": prefix,
+                "high": prefix[:-1] + chr(ord(prefix[-1]) + 1),
+                "n": len(prefix),
+                "limit": AMBIGUOUS_SHOWN + 1,
+            }
+            ids = [r["id"] for r in conn.execute(self.q.JOBS_BY_PREFIX, params).fetchall()]
+            if not ids:  # the tail `heartq demo` prints (ids that start alike end apart)
+                params = {"suffix": prefix, "n": len(prefix), "limit": AMBIGUOUS_SHOWN + 1}
+                rows = conn.execute(self.q.JOBS_BY_SUFFIX, params).fetchall()
+                ids = [r["id"] for r in rows]
+        if not ids:
+            raise JobNotFound(ref)
+        if len(ids) > 1:
+            raise AmbiguousJobId(ref, ids[:AMBIGUOUS_SHOWN], more=len(ids) > AMBIGUOUS_SHOWN)
+        return str(ids[0])
+
+    def await_end(self, job_id: str) -> JobEnd:
+        self.ensure_schema()
+        with self._write() as conn:
+            conn.execute(self.q.MARK_AWAITED, {"job_id": job_id})
+            row = conn.execute(self.q.JOB_END, {"job_id": job_id}).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return records.job_end(job_id, row)
+
+    def job_end(self, job_id: str) -> JobEnd:
+        with self._read() as conn:
+            row = conn.execute(self.q.JOB_END, {"job_id": job_id}).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return records.job_end(job_id, row)
+
+    def list_jobs(
+        self, status: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        self.ensure_schema()
+        params = {"status": status, "queue": queue, "limit": limit}
+        with self._read() as conn:
+            rows = conn.execute(self.q.LIST_JOBS, params).fetchall()
+        return [serialize.job_dict(row) for row in rows]
+
+    def browse_jobs(
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        scan: int = 10_000,
+    ) -> JobPage:
+        self.ensure_schema()
+        scan = max(scan, limit + 1)
+        params: dict[str, Any] = {"status": status, "queue": queue, "task": task,
+                                  "before": before, "limit": limit + 1,
+                                  "scan_offset": scan - 1}  # fmt: skip
+        floor_of, page = (
+            (self.q.BROWSE_FLOOR_BEFORE, self.q.BROWSE_JOBS_BEFORE)
+            if before is not None
+            else (self.q.BROWSE_FLOOR, self.q.BROWSE_JOBS)
+        )
+        with self._read() as conn:
+            found = self._run(conn, floor_of, params)
+            floor = found[0]["id"] if found else None  # None: the window reaches the start
+            rows = self._run(conn, page, dict(params, floor=floor or ""))
+        if len(rows) > limit:  # one more than asked: the next page starts after the last
+            rows = rows[:limit]
+            next_before = rows[-1]["id"]
+        else:  # a short page: older matches may lie below the window
+            next_before = floor
+        return JobPage([serialize.job_dict(row) for row in rows], next_before)
+
+    def finished_per_minute(
+        self, minutes: int = 60, now: float | None = None
+    ) -> list[tuple[float, str, int]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            since = (self._now(conn, now) // 60 - (minutes - 1)) * 60
+            rows = conn.execute(self.q.FINISHED_PER_MINUTE, {"since": since}).fetchall()
+        return [(float(r["minute"]), r["status"], int(r["n"])) for r in rows]
+
+    def count_jobs(self) -> list[tuple[str, str, int]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            return [(r["queue"], r["status"], r["n"]) for r in conn.execute(self.q.COUNT_JOBS)]
+
+    def has_pending(self, queues: Sequence[str], now: float | None = None) -> bool:
+        self.ensure_schema()
+        with self._read() as conn:
+            params = {"queues": self._array(list(queues)), "now": self._clock(conn, now)}
+            row = conn.execute(self.q.HAS_PENDING, params).fetchone()
+        return bool(row["pending"])
+
+    def concurrency_usage(self) -> list[dict[str, Any]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            rows = conn.execute(self.q.CONCURRENCY_USAGE).fetchall()
+        return [
+            {"key": r["key"], "running": int(r["running"]), "queued": int(r["queued"]),
+             "limit": r["max_limit"]}
+            for r in rows
+        ]  # fmt: skip
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        self.ensure_schema()
+        waits = {}
+        with self._read() as conn:
+            t = self._now(conn, now)
+            for row in conn.execute(self.q.QUEUE_WAITS, {"now": t}).fetchall():
+                oldest_id = None
+                if row["oldest_run_at"] is not None:
+                    params = {"queue": row["queue"], "run_at": row["oldest_run_at"]}
+                    found = conn.execute(self.q.OLDEST_RUNNABLE, params).fetchone()
+                    oldest_id = found["id"] if found else None
+                waits[row["queue"]] = records.queue_wait(row, t, oldest_id)
+        return waits

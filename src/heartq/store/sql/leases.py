@@ -1,0 +1,189 @@
+"""Taking and holding leases: claims (by queue, and by id for a transport), the
+transport sweeper's read, renewals, checkpoints, and the ends a lease's holder records:
+`finish`, completion inside the task's own transaction with its result after, and
+`release` on shutdown.
+
+Why together: every write here is made by the worker that takes or holds the lease,
+fenced on `(job_id, execution_id)` and `status = 'running'`, and these are the hot
+statements (one per batch, most of them on `_write_each`). `due_for_publish` is a read,
+kept beside `claim_ids` because it selects exactly what a transport's messages will ask
+`claim_ids` to take. `crash_attempt` is called by lease holders too (it is part of the
+`LeaseHolder` protocol), but it lives in `reclaim.py`: it is a reclaim of one attempt
+(the same plan, fenced write and wake-up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from heartq.errors import LeaseLost
+from heartq.model import ClaimedJob, Finish, JobStatus, Lease, Outcome, Renewal, RenewStatus
+from heartq.store import documents, records
+from heartq.store.sql.base import SqlBase
+
+
+class LeaseOps(SqlBase):
+    """The lease holder's operations of `SqlStore` (`LeaseHolder` in `store/interface.py`)."""
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease: float,
+        now: float | None = None,
+    ) -> list[ClaimedJob]:
+        if limit <= 0:
+            return []
+        self.ensure_schema()
+        with self._write_each() as conn:
+            sent_at = time.monotonic()  # the connection (and SQLite's write lock) in hand
+            params = {
+                "worker_id": worker_id,
+                "queues": self._array(list(queues)),
+                "limit": limit,
+                "lease": lease,
+                "now": self._clock(conn, now),
+            }
+            rows = self._claim_rows(conn, params)
+            if len(rows) < limit:  # slots left: jobs with a concurrency key may take them
+                keyed = dict(params, limit=limit - len(rows), claimed=len(rows))
+                rows += self._claim_keyed(conn, keyed)
+        return records.claimed_jobs(rows, sent_at)
+
+    def claim_ids(
+        self,
+        worker_id: str,
+        ids: Sequence[str],
+        lease: float,
+        now: float | None = None,
+    ) -> list[ClaimedJob]:
+        """Claim the jobs a transport's messages named, fenced like `claim`: only those
+        still queued and runnable (a message is a wake-up, never a right to run: one
+        for a job running elsewhere, finished or unknown claims nothing)."""
+        unique = sorted(set(ids))
+        if not unique:
+            return []
+        self.ensure_schema()
+        with self._write_each() as conn:
+            sent_at = time.monotonic()
+            params = {
+                "worker_id": worker_id,
+                "ids": self._array(unique),
+                "lease": lease,
+                "now": self._clock(conn, now),
+            }
+            rows = self._claim_by_ids(conn, params)
+        return records.claimed_jobs(rows, sent_at)
+
+    def due_for_publish(
+        self,
+        queues: Sequence[str],
+        since: float,
+        stale_before: float,
+        limit: int,
+        now: float | None = None,
+    ) -> tuple[list[tuple[str, str]], float]:
+        """For a transport's sweeper: `(job id, queue)` of the queued, runnable, unkeyed
+        jobs of `queues` that fell due or were requeued after `since`, or have been
+        runnable since `stale_before` (database times), and the database's time now, the
+        next pass's `since`."""
+        self.ensure_schema()
+        with self._read() as conn:
+            clock = self._clock(conn, now)
+            t = self._time(conn, clock)
+            params = {
+                "queues": self._array(list(queues)),
+                "since": since,
+                "stale_before": stale_before,
+                "limit": limit,
+                "now": clock,
+            }
+            rows = conn.execute(self.q.DUE_FOR_PUBLISH, params).fetchall()
+        return [(str(r["id"]), str(r["queue"])) for r in rows], t
+
+    def heartbeat(
+        self,
+        worker_id: str,
+        renewals: Sequence[Renewal],
+        lease: float,
+        now: float | None = None,
+    ) -> dict[Lease, RenewStatus]:
+        payload = json.dumps([documents.renewal_doc(r) for r in renewals])
+        with self._write_each() as conn:
+            params = {
+                "worker_id": worker_id,
+                "renewals": payload,
+                "lease": lease,
+                "now": self._clock(conn, now),
+            }
+            rows = self._run(conn, self.q.HEARTBEAT, params)
+        return records.renew_answers(renewals, rows)
+
+    def save_checkpoint(
+        self, lease: Lease, checkpoint_json: str, now: float | None = None
+    ) -> RenewStatus:
+        with self._write() as conn:
+            params = {
+                "checkpoint": checkpoint_json,
+                "job_id": lease.job_id,
+                "execution_id": lease.execution_id,
+                "now": self._clock(conn, now),
+            }
+            row = conn.execute(self.q.SAVE_CHECKPOINT, params).fetchone()
+        return records.checkpoint_answer(lease, row)
+
+    @contextlib.contextmanager
+    def completing(self, lease: Lease) -> Iterator[Any]:
+        """A transaction for a task's own writes that also ends its job `succeeded`, fenced:
+        the task writes its effects on the connection it is given; when the block ends,
+        the job is completed in the same transaction if this attempt still holds it, else
+        everything rolls back, the task's writes included, and `LeaseLost` is raised."""
+        doc = documents.finish_doc(
+            lease.job_id,
+            lease.execution_id,
+            status=JobStatus.SUCCEEDED.value,
+            outcome=Outcome.SUCCEEDED.value,
+            result_pending=True,  # what the task returns after; waiters wait for it
+        )
+        with self._write() as conn:
+            with self._task_scope(conn) as task_conn:
+                yield task_conn
+            params = {"finishes": json.dumps([doc]), "now": self._clock(conn, None)}
+            if lease not in records.leases(self._run(conn, self.q.FINISH, params)):
+                raise LeaseLost(lease.job_id, lease.execution_id)
+
+    def save_result(self, lease: Lease, result_json: str | None) -> bool:
+        with self._write() as conn:
+            params = {
+                "job_id": lease.job_id,
+                "execution_id": lease.execution_id,
+                "result": result_json,
+                "now": self._clock(conn, None),
+            }
+            rows = conn.execute(self.q.SAVE_RESULT, params).fetchall()
+            self._announce_ended(conn, records.awaited_ends(rows))
+        return bool(rows)
+
+    def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
+        if not finishes:
+            return []
+        # one document per lease (the last one wins): an UPDATE ... FROM a batch that names
+        # a row twice would apply either one, perhaps a different one to each table
+        docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
+        with self._write_each() as conn:
+            landed = self._apply_finishes(conn, list(docs.values()), self._clock(conn, now))
+        return [f.lease for f in finishes if f.lease not in landed]
+
+    def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
+        if not leases:
+            return []
+        payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
+        with self._write() as conn:
+            params = {"leases": payload, "now": self._clock(conn, now)}
+            landed = records.leases(self._run(conn, self.q.RELEASE, params))
+        return [lease for lease in leases if lease not in landed]
