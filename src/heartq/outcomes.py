@@ -8,29 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from heartq.lifecycle.error_text import clip_error, error_summary
+from heartq.lifecycle.retry import RetryDecision, plan_retry
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome
-from heartq.payload import clean_text
-from heartq.retry import RetryDecision, plan_retry
-
-MAX_ERROR_CHARS = 16_000
-"""Errors (tracebacks) are stored truncated to this many characters."""
-
-
-def clip_error(text: str | None) -> str | None:
-    text = clean_text(text)
-    if text is None or len(text) <= MAX_ERROR_CHARS:
-        return text
-    half = MAX_ERROR_CHARS // 2
-    return text[:half] + "\n... [truncated] ...\n" + text[-half:]
-
-
-def error_summary(text: str | None) -> str:
-    """The line of an error an operator reads first: a traceback's last line (the
-    exception and its message), at most 300 characters."""
-    if not text:
-        return ""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:300] if lines else ""
 
 
 def succeeded(job: ClaimedJob, result_json: str | None) -> Finish:

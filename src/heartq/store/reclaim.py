@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Any
 
 from heartq import outcomes
+from heartq.lifecycle.retry import DEFAULT_RETRY_BACKOFF_MAX
 from heartq.model import DetectedBy, JobStatus, LiveNamesake, Outcome, Reclaimed
-from heartq.retry import DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store.documents import finish_doc
 from heartq.timeutil import iso
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from heartq import events, outcomes
 from heartq.errors import StoreUnavailable
+from heartq.lifecycle.error_text import error_summary
 from heartq.maintenance.services import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
 from heartq.store.interface import Store
@@ -184,7 +185,7 @@ class Completer:
             task=run.job.task,
             worker_id=self._worker_id,
             ended=end.kind.value,
-            error=outcomes.error_summary(end.error),
+            error=error_summary(end.error),
         )
 
     def _still_held(self, batch: list[Item]) -> list[Item]:
@@ -252,7 +253,7 @@ def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
     if finish.status is JobStatus.CANCELLED:
         events.emit(events.JOB_CANCELLED, **fields)
         return
-    error = outcomes.error_summary(finish.error)
+    error = error_summary(finish.error)
     if finish.outcome is Outcome.TIMED_OUT:
         events.emit(events.JOB_TIMED_OUT, logging.WARNING, **fields, error=error)
     else:
