@@ -205,7 +205,7 @@ class Renewal:
 
 @dataclass(frozen=True)
 class Finish:
-    """The end of one attempt, as the worker decided it (see `heartq.outcomes`)."""
+    """The end of one attempt, as the worker decided it (see `heartq.lifecycle.fate`)."""
 
     lease: Lease
     outcome: Outcome

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from heartq import outcomes, payload
+from heartq import payload
 from heartq.errors import LeaseLost, UnknownTask
+from heartq.lifecycle import fate
 from heartq.model import ClaimedJob, Finish, Outcome, Progress, RenewStatus
 from heartq.store.interface import Store
 
@@ -214,11 +215,11 @@ class RunningJob:
         if kind is EndKind.FAILED and self.cancel_requested:
             kind = EndKind.CANCELLED
         if kind is EndKind.SUCCEEDED:
-            return outcomes.succeeded(self.job, end.result_json)
+            return fate.succeeded(self.job, end.result_json)
         if kind is EndKind.CANCELLED:
-            return outcomes.cancelled(self.job, end.error)
+            return fate.cancelled(self.job, end.error)
         outcome = Outcome.TIMED_OUT if kind is EndKind.TIMED_OUT else Outcome.FAILED
-        return outcomes.failed(self.job, outcome, end.error or "failed", permanent=end.permanent)
+        return fate.failed(self.job, outcome, end.error or "failed", permanent=end.permanent)
 
     @property
     def ended(self) -> AttemptEnd | None:

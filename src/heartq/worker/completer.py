@@ -26,8 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from heartq import events, outcomes
+from heartq import events
 from heartq.errors import StoreUnavailable
+from heartq.lifecycle import fate
 from heartq.lifecycle.error_text import error_summary
 from heartq.maintenance.services import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
@@ -176,7 +177,7 @@ class Completer:
             return  # stopped before it landed: waiters stop waiting when its lease ends
         self._ledger.saved(run)
         if end.kind is EndKind.SUCCEEDED:
-            report_saved(run, outcomes.succeeded(run.job, result), self._worker_id)
+            report_saved(run, fate.succeeded(run.job, result), self._worker_id)
             return
         events.emit(
             events.JOB_ENDED_AFTER_COMMIT,
