@@ -1,8 +1,8 @@
 """The fate of a job whose attempt its own worker ended: succeeded, retried, dead, cancelled.
 
-The worker decides these (`RunningJob.finish`, saved by the completer) and tests and
-benchmarks build them to drive a store directly; each is a `Finish`, the fenced finish of
-one attempt. The attempts someone else ended (a crash, an interruption) are judged in
+The worker decides these (`decide`, from an `AttemptEnd`; the completer saves them) and
+tests and benchmarks build them to drive a store directly; each is a `Finish`, the fenced
+finish of one attempt. The attempts someone else ended (a crash, an interruption) are judged in
 `heartq.lifecycle.reclaimed`, with the same retry policy and the same `dead_reason`s.
 """
 
@@ -10,9 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from heartq.lifecycle.ends import AttemptEnd
 from heartq.lifecycle.error_text import clip_error, error_summary
 from heartq.lifecycle.retry import RetryDecision, plan_retry
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome
+
+
+def decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
+    """The fenced finish of an attempt of `job` that ended `end` in its worker (not lost,
+    crashed or released: those are not the worker's to decide). A failure after a cancel
+    request (`cancel_requested`: asked for, or the worker stopped the attempt) counts as
+    cancelled: the task was told to stop, and stopping by raising is stopping."""
+    outcome = end.outcome
+    if outcome is Outcome.FAILED and cancel_requested:
+        outcome = Outcome.CANCELLED
+    if outcome is Outcome.SUCCEEDED:
+        return succeeded(job, end.result_json)
+    if outcome is Outcome.CANCELLED:
+        return cancelled(job, end.error)
+    outcome = Outcome.TIMED_OUT if outcome is Outcome.TIMED_OUT else Outcome.FAILED
+    return failed(job, outcome, end.error or "failed", permanent=end.permanent)
 
 
 def succeeded(job: ClaimedJob, result_json: str | None) -> Finish:
