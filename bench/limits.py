@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 
-from heartq import outcomes
+from heartq.lifecycle import fate
 from heartq.model import NewJob, WorkerInfo
 from heartq.store import open_store
 
@@ -93,7 +93,7 @@ def ceiling(url: str, batch: int, jobs: int) -> float:
             claimed = store.claim(worker.id, ["default"], batch, lease=30.0)
             if not claimed:
                 break
-            store.finish([outcomes.succeeded(job, None) for job in claimed])
+            store.finish([fate.succeeded(job, None) for job in claimed])
             done += len(claimed)
         return done / (time.perf_counter() - started)
     finally:

@@ -58,13 +58,13 @@ def main() -> None:
         store.register_worker(WorkerInfo("bench", "bench", 1, ("default",), 100))
         # finish 90 % of them, as an old queue would have, in claim-sized bites
         started = time.perf_counter()
-        from heartq import outcomes
+        from heartq.lifecycle import fate
 
         target = int(args.jobs * args.finished)
         done = 0
         while done < target:
             jobs = store.claim("bench", ["default"], 5000, 60)
-            store.finish([outcomes.succeeded(j, None) for j in jobs])
+            store.finish([fate.succeeded(j, None) for j in jobs])
             done += len(jobs)
         churn = time.perf_counter() - started
 

@@ -33,11 +33,15 @@ from heartq import arguments, events, ids, payload, policy
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared
+from heartq.lifecycle.retry import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+)
 from heartq.model import CancelResult, NewJob, TaskPolicy
 from heartq.periodic import TICK_UNIQUE_FOR, Schedule
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
-from heartq.retry import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX
 from heartq.store import Store, open_store, redact
 from heartq.transport import open_transport, resolve_transport
 

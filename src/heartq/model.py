@@ -10,7 +10,8 @@ store's roles (`heartq.store.interface`); what becomes of a job after an attempt
 The vocabulary, once each:
 
 - `JobStatus`: where a job stands (queued, running, succeeded, dead, cancelled).
-- `Outcome`: how one attempt (an execution) ended, as stored with it.
+- `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
+  `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
 - `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Finish` (an attempt's end
   as the worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
@@ -39,15 +40,24 @@ TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CA
 
 
 class Outcome(enum.StrEnum):
-    """How one execution (attempt) ended."""
+    """How one execution (attempt) ended: the one word for it in the worker, the store,
+    the events and the docs. Every member but `LOST` is stored with its execution."""
 
     SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CRASHED = "crashed"
+    FAILED = "failed"  # the task raised (or could not run)
+    CRASHED = "crashed"  # its worker or child process died, or its lease expired
     INTERRUPTED = "interrupted"  # its worker lost the database; not counted as an attempt
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
-    RELEASED = "released"
+    RELEASED = "released"  # given back at graceful shutdown; not counted as an attempt
+    LOST = "lost"
+    """The worker's word only, never stored: its lease is gone or untrusted, so the worker
+    reports nothing of the attempt; whoever took the job closes the execution (`crashed`
+    or `interrupted`), or the job's new attempt simply went on."""
+
+
+STORED_OUTCOMES = frozenset(o for o in Outcome if o is not Outcome.LOST)
+"""The outcomes an execution row may hold (the `CHECK` of every backend's schema)."""
 
 
 class RenewStatus(enum.StrEnum):
@@ -205,7 +215,7 @@ class Renewal:
 
 @dataclass(frozen=True)
 class Finish:
-    """The end of one attempt, as the worker decided it (see `heartq.outcomes`)."""
+    """The end of one attempt, as the worker decided it (see `heartq.lifecycle.fate`)."""
 
     lease: Lease
     outcome: Outcome

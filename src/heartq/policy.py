@@ -18,8 +18,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from heartq.lifecycle.retry import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+)
 from heartq.model import ClaimedJob, TaskPolicy
-from heartq.retry import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX
 
 DEFAULT_QUEUE = "default"
 """Defaults to the queue named `default`."""

@@ -133,7 +133,7 @@ def limited_claimer(
     how many of the key run right after each claim, and finish what was claimed (at
     random, sometimes before the next claim); until nothing is left. Reports the ids
     claimed and the most running at once seen."""
-    from heartq.outcomes import succeeded
+    from heartq.lifecycle.fate import succeeded
 
     def work() -> tuple[list[str], int]:
         store = open_store(url)

@@ -12,8 +12,8 @@ import pytest
 
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.errors import ConfigError, PayloadError
+from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, Progress, Renewal
-from heartq.outcomes import failed, succeeded
 from heartq.payload import MAX_NAME_CHARS, clean_text, decode, encode_args
 from heartq.store import Store
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from heartq.lifecycle.fate import succeeded
 from heartq.model import NewJob
-from heartq.outcomes import succeeded
 from heartq.store import Store
 from tests.conformance.procs import PROCESSES, limited_claimer, run_processes
 

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from heartq import policy
+from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import JobStatus, Outcome, TaskPolicy
-from heartq.outcomes import failed, succeeded
 from heartq.store import Store
 from tests.support import wait_for
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from heartq.errors import DuplicateJob
+from heartq.lifecycle.fate import failed
 from heartq.model import JobStatus, Outcome, Renewal
-from heartq.outcomes import failed
 from heartq.store import Store
 
 from .support import LEASE, at, claim_one, enqueue_one, new_job

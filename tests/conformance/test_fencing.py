@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from heartq.errors import LeaseLost
+from heartq.lifecycle.fate import succeeded
 from heartq.model import (
     DetectedBy,
     Finish,
@@ -22,7 +23,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
 )
-from heartq.outcomes import succeeded
 from heartq.store import Store
 
 from .support import LEASE, claim_one, enqueue_one, register

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from heartq.lifecycle.fate import cancelled, failed, succeeded
 from heartq.model import (
     ClaimedJob,
     Finish,
@@ -18,7 +19,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
 )
-from heartq.outcomes import cancelled, failed, succeeded
 from heartq.store import Store
 
 from .support import LEASE, at, claim_one, enqueue_one, register, worker

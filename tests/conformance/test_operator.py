@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from heartq.errors import JobNotFound
+from heartq.lifecycle.fate import cancelled, failed, succeeded
 from heartq.model import (
     CancelResult,
     DetectedBy,
@@ -18,7 +19,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
 )
-from heartq.outcomes import cancelled, failed, succeeded
 from heartq.store import Store, open_store
 
 from .support import (

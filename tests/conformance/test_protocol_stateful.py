@@ -42,6 +42,7 @@ from hypothesis.stateful import (
 )
 
 from heartq.errors import LeaseLost
+from heartq.lifecycle.fate import cancelled, failed, succeeded
 from heartq.model import (
     TERMINAL_STATUSES,
     CancelResult,
@@ -54,7 +55,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
 )
-from heartq.outcomes import cancelled, failed, succeeded
 from heartq.store import Store
 
 from .support import CRASH_KEYS, epoch, new_job, register

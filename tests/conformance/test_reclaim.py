@@ -9,6 +9,7 @@ import pytest
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.lifecycle.fate import cancelled, succeeded
 from heartq.maintenance.reconcile import reconcile
 from heartq.model import (
     DetectedBy,
@@ -20,7 +21,6 @@ from heartq.model import (
     RenewStatus,
     WorkerInfo,
 )
-from heartq.outcomes import cancelled, succeeded
 from heartq.store import Store, open_store
 
 from .support import (

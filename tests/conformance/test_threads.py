@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
+from heartq.lifecycle.fate import succeeded
 from heartq.model import ClaimedJob, JobStatus, Renewal, WorkerInfo
-from heartq.outcomes import succeeded
 from heartq.store import Store
 
 from .support import new_job

@@ -3,8 +3,8 @@ while it finished within the window; racing enqueuers in many processes get one 
 
 from __future__ import annotations
 
+from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import JobStatus, Outcome
-from heartq.outcomes import failed, succeeded
 from heartq.store import Store
 from tests.conformance.procs import run_processes, unique_enqueuer
 

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from starlette.testclient import TestClient
 
+from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import ClaimedJob, Outcome
-from heartq.outcomes import failed, succeeded
 from heartq.store import Store
 from tests.conformance.support import LEASE, enqueue_one
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from heartq.lifecycle.fate import succeeded
 from heartq.model import NewJob
-from heartq.outcomes import succeeded
 from heartq.store import documents
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q

@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from heartq.errors import JobNotFound, StoreUnavailable
-from heartq.model import TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob, Outcome
+from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
 from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
 
@@ -105,7 +105,7 @@ except ImportError:  # a SQLite-only installation
 REPO = Path(__file__).resolve().parents[2]
 APP_REF = "tests.soak.chaos_tasks:app"
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
-OUTCOMES = {str(o) for o in Outcome}
+OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",

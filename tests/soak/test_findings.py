@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
-from heartq.worker.attempt import AttemptEnd, RunningJob
+from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger, Pool
 from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
@@ -93,7 +94,7 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
             time.sleep(0.02)
         time.sleep(0.3)
         assert 1 in ends(), "the lost attempt did not stop"
-        assert 2 not in ends() or ends()[2].kind.value == "succeeded", ends()
+        assert 2 not in ends() or ends()[2].outcome.value == "succeeded", ends()
     finally:
         pool.stop(new)
         deadline = time.monotonic() + 5

@@ -16,9 +16,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from heartq import outcomes
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
+from heartq.lifecycle.error_text import clip_error
 from heartq.model import Finish, NewJob, Renewal, TaskPolicy, WorkerInfo
 from heartq.payload import (
     MAX_DURATION,
@@ -140,7 +140,7 @@ def finish_doc(
         "status": status,
         "outcome": outcome,
         "result": result,
-        "error": outcomes.clip_error(error),
+        "error": clip_error(error),
         "delay": min(MAX_DURATION, max(0.0, _finite("retry delay", delay))),
         "keep": keep_place,
         "dead_reason": clean_text(dead_reason),

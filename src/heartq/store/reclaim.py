@@ -1,33 +1,24 @@
-"""Planning a reclaim, shared by every backend: crash context and fate of each job.
+"""Planning a reclaim, shared by every backend: the store's side of a crashed attempt.
 
 A backend selects the running rows to reclaim (expired leases, a dead worker's jobs, a
 restarted name's jobs, one crashed child) with the columns of `RECLAIM_COLUMNS`, calls
 `plan()`, then applies the returned finish documents with its fenced finish statement in
-the same transaction. Only this module decides what a crash context holds, and which
-namesakes a restarted worker may reclaim from (`sort_namesakes`).
-
-A job requeued after its first crash keeps its place in line (its `run_at`) and may run
-at once: its worker died, the job waited long enough. From its second crash on it waits
-its retry backoff (`outcomes.after_crash`).
-
-An attempt given up because its worker could not reach the database (`INFRASTRUCTURE`
-detections: self-fencing) ends `interrupted`, not `crashed`: the job was not at fault,
-so the attempt is not counted against `max_retries` and the job keeps its place in line.
-`MAX_INTERRUPTIONS` bounds such attempts separately, so nothing loops forever.
+the same transaction. What the crash context holds and what becomes of each job is
+`heartq.lifecycle` (`crash`, `reclaimed`); this module turns rows into its questions and
+its answers into documents. It also decides which namesakes a restarted worker may
+reclaim from (`sort_namesakes`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from heartq import outcomes
-from heartq.model import DetectedBy, JobStatus, LiveNamesake, Outcome, Reclaimed
-from heartq.retry import DEFAULT_RETRY_BACKOFF_MAX
+from heartq.lifecycle import reclaimed
+from heartq.lifecycle.crash import crash_context
+from heartq.model import JobStatus, LiveNamesake, Outcome, Reclaimed
 from heartq.store.documents import finish_doc
-from heartq.timeutil import iso
 
 RECLAIM_COLUMNS = (
     "id",
@@ -46,13 +37,6 @@ RECLAIM_COLUMNS = (
     "cancel_requested",
 )
 
-INFRASTRUCTURE = frozenset({DetectedBy.SELF_FENCE})
-"""Detections that mean the database, not the job, failed the attempt: its worker could
-not renew the lease and gave the attempt up itself."""
-MAX_INTERRUPTIONS = 20
-"""A job whose attempts were interrupted this many times (its workers kept losing the
-database while running it) is dead: an outage is bounded, an endless loop is not."""
-
 
 def plan(
     rows: Sequence[Any],
@@ -64,10 +48,8 @@ def plan(
     """Finish documents (for the backend's fenced finish statement) and what they mean.
 
     `rows` are mappings (or `sqlite3.Row`s) with the columns of `RECLAIM_COLUMNS`."""
-    interrupted = detected_by in INFRASTRUCTURE
-    decide = _interrupt if interrupted else _decide
-    outcome = Outcome.INTERRUPTED if interrupted else Outcome.CRASHED
-    decided = [decide(row, crash_context(row, now, detected_by, reason, extra)) for row in rows]
+    outcome = reclaimed.ended_by(detected_by)
+    decided = [_decide(row, outcome, now, detected_by, reason, extra) for row in rows]
     docs = [
         finish_doc(
             r.job_id,
@@ -85,83 +67,45 @@ def plan(
     return docs, decided
 
 
-def detector(observer: str | None) -> dict[str, Any] | None:
-    """What a crash context says of who found the crash: `detector`, the id of the worker
-    whose maintenance pass found it (none for an operator's `heartq reap`)."""
-    return None if observer is None else {"detector": observer}
-
-
-def crash_context(
+def _decide(
     row: Any,
+    outcome: Outcome,
     now: float | datetime,
     detected_by: str,
     reason: str,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What is kept of a crashed attempt: who held it, when it was last heard of, when
-    and how its crash was found, and why."""
-    return {
-        "worker_id": row["worker_id"],
-        "last_heartbeat_at": iso(row["worker_heartbeat_at"] or row["heartbeat_at"]),
-        "job_heartbeat_at": iso(row["heartbeat_at"]),
-        "lease_expires_at": iso(row["lease_expires_at"]),
-        "detected_at": iso(now),
-        "detected_by": detected_by,
-        "reason": reason,
-        **(extra or {}),
-    }
-
-
-def _decide(row: Any, crash: dict[str, Any]) -> Reclaimed:
-    """The fate of one crashed attempt's job: cancelled (its cancel was requested),
-    retried after a backoff, or dead once its retries are spent."""
-    if row["cancel_requested"]:  # the user asked to stop it: do not run it again
-        status, delay, dead_reason = JobStatus.CANCELLED, 0.0, None
-    else:
-        # crashes since the last replay: never more than the attempts counted since
-        crashes = min(row["crashes"] + 1, row["attempts"])
-        status, delay, dead_reason = outcomes.after_crash(
-            row["attempts"],
-            row["max_retries"],
-            row["retry_backoff"],
-            row["retry_backoff_max"],
-            crashes,
-            crash,
-        )
-        if not math.isfinite(delay):  # a row stored before backoffs were checked
-            delay = DEFAULT_RETRY_BACKOFF_MAX
-    return _reclaimed(row, crash, status, delay, dead_reason)
-
-
-def _interrupt(row: Any, crash: dict[str, Any]) -> Reclaimed:
-    """The fate of an interrupted attempt's job: cancelled (its cancel was requested),
-    requeued at once in its place (the attempt is not counted), or dead once its attempts
-    were interrupted more than `MAX_INTERRUPTIONS` times."""
-    interruptions = row["interruptions"] + 1
-    if row["cancel_requested"]:
-        return _reclaimed(row, crash, JobStatus.CANCELLED, 0.0, None)
-    if interruptions > MAX_INTERRUPTIONS:
-        reason = (
-            f"interrupted {interruptions} times: its workers kept losing the database; "
-            f"last: {crash.get('reason')} on worker {crash.get('worker_id')}"
-        )
-        return _reclaimed(row, crash, JobStatus.DEAD, 0.0, reason)
-    return _reclaimed(row, crash, JobStatus.QUEUED, 0.0, None)
-
-
-def _reclaimed(
-    row: Any, crash: dict[str, Any], status: JobStatus, delay: float, dead_reason: str | None
+    extra: Mapping[str, Any] | None,
 ) -> Reclaimed:
+    """One row's crash context and verdict (`heartq.lifecycle`), as a `Reclaimed`."""
+    crash = crash_context(
+        worker_id=row["worker_id"],
+        worker_heartbeat_at=row["worker_heartbeat_at"],
+        job_heartbeat_at=row["heartbeat_at"],
+        lease_expires_at=row["lease_expires_at"],
+        detected_at=now,
+        detected_by=detected_by,
+        reason=reason,
+        extra=extra,
+    )
+    held = reclaimed.HeldJob(
+        attempts=row["attempts"],
+        max_retries=row["max_retries"],
+        retry_backoff=row["retry_backoff"],
+        retry_backoff_max=row["retry_backoff_max"],
+        crashes=row["crashes"],
+        interruptions=row["interruptions"],
+        cancel_requested=bool(row["cancel_requested"]),
+    )
+    verdict = reclaimed.after(held, outcome, crash)
     return Reclaimed(
         job_id=row["id"],
         execution_id=row["execution_id"],
         worker_id=row["worker_id"],
         task=row["task"],
-        status=status,
+        status=verdict.status,
         attempts=row["attempts"],
         crash=crash,
-        retry_delay=delay,
-        dead_reason=dead_reason,
+        retry_delay=verdict.retry_delay,
+        dead_reason=verdict.dead_reason,
         queue=str(row["queue"]),
     )
 

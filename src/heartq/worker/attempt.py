@@ -5,7 +5,8 @@ heartbeater renews it, the supervisor times it out or fences it, the completer s
 Its end is decided once (`end()` is first-wins): whoever comes first, the task returning
 or the worker forcing a timeout, a cancel or a lost lease, decides the outcome, and any
 later end of the same attempt is ignored. That is what makes a stale attempt harmless
-inside the worker, as fencing does in the database.
+inside the worker, as fencing does in the database. How it ended is an `AttemptEnd`
+(`heartq.lifecycle.ends`); what becomes of the job then, `heartq.lifecycle`.
 """
 
 from __future__ import annotations
@@ -15,47 +16,22 @@ import enum
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from heartq import outcomes, payload
-from heartq.errors import LeaseLost, UnknownTask
-from heartq.model import ClaimedJob, Finish, Outcome, Progress, RenewStatus
+from heartq import payload
+from heartq.errors import LeaseLost
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import ClaimedJob, Outcome, Progress, RenewStatus
 from heartq.store.interface import LeaseHolder
 
 if TYPE_CHECKING:
     from heartq.app import Task
 
 
-class EndKind(enum.Enum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"  # the task raised (or could not run)
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
-    CRASHED = "crashed"  # its child process died
-    LOST = "lost"  # the lease is gone or untrusted: report nothing
-    RELEASED = "released"  # graceful shutdown: give it back, no attempt counted
-
-
 class TransactionState(enum.Enum):
     NONE = "none"
     OPEN = "open"  # the task's ctx.transaction() block runs; its commit is fenced
     COMMITTED = "committed"  # the job is succeeded; its result is saved after
-
-
-@dataclass(frozen=True)
-class AttemptEnd:
-    kind: EndKind
-    result_json: str | None = None
-    error: str | None = None
-    permanent: bool = False
-    crash: dict[str, Any] | None = None
-
-
-def unknown_task_end(task: str) -> AttemptEnd:
-    """How an attempt of a task this worker does not know ends, on every pool (a child
-    process included): failed, with the message `UnknownTask` carries."""
-    return AttemptEnd(EndKind.FAILED, error=f"UnknownTask: {UnknownTask(task)}")
 
 
 class RunningJob:
@@ -197,28 +173,15 @@ class RunningJob:
             if self._end is not None:
                 return False
             if (
-                end.kind is EndKind.SUCCEEDED
+                end.outcome is Outcome.SUCCEEDED
                 and self._cancel_requested
                 and self.transaction is not TransactionState.COMMITTED
             ):
                 end = AttemptEnd(
-                    EndKind.CANCELLED, error="cancelled: the task returned after it was told"
+                    Outcome.CANCELLED, error="cancelled: the task returned after it was told"
                 )
             self._end = end
             return True
-
-    def finish(self, end: AttemptEnd) -> Finish:
-        """The fenced finish of an attempt that ended `end` (not lost, crashed or released):
-        a failure after a cancel request counts as cancelled."""
-        kind = end.kind
-        if kind is EndKind.FAILED and self.cancel_requested:
-            kind = EndKind.CANCELLED
-        if kind is EndKind.SUCCEEDED:
-            return outcomes.succeeded(self.job, end.result_json)
-        if kind is EndKind.CANCELLED:
-            return outcomes.cancelled(self.job, end.error)
-        outcome = Outcome.TIMED_OUT if kind is EndKind.TIMED_OUT else Outcome.FAILED
-        return outcomes.failed(self.job, outcome, end.error or "failed", permanent=end.permanent)
 
     @property
     def ended(self) -> AttemptEnd | None:

@@ -22,9 +22,10 @@ from typing import Any
 from heartq import payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
-from heartq.model import Lease, Progress
+from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
+from heartq.model import Lease, Outcome, Progress
 from heartq.store import open_store
-from heartq.worker.attempt import AttemptEnd, EndKind, TransactionState, unknown_task_end
+from heartq.worker.attempt import TransactionState
 from heartq.worker.invoke import run_sync
 
 PR_SET_PDEATHSIG = 1
@@ -121,7 +122,7 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
     try:
         task = resolve_task(app_ref, job["task"])
     except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
-        end = AttemptEnd(EndKind.FAILED, error=f"cannot import {app_ref}: {exc!r}")
+        end = AttemptEnd(Outcome.FAILED, error=f"cannot import {app_ref}: {exc!r}")
     else:
         if task is None:
             end = unknown_task_end(job["task"])
@@ -137,5 +138,5 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 control=control,
             )
             end = run_sync(task, ctx, control, job["args"], limit)
-    control._send(("done", end.kind.value, end.result_json, end.error, end.permanent))
+    control._send(("done", end.outcome.value, end.result_json, end.error, end.permanent))
     conn.close()

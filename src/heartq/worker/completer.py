@@ -26,13 +26,16 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from heartq import events, outcomes
+from heartq import events
 from heartq.errors import StoreUnavailable
+from heartq.lifecycle import fate
+from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
+from heartq.lifecycle.error_text import error_summary
 from heartq.maintenance.services import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
 from heartq.store.interface import LeaseHolder
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
-from heartq.worker.ledger import ChildCrash, Committed, Ledger
+from heartq.worker.attempt import RunningJob
+from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
 DEFAULT_FLUSH_INTERVAL = 0.005
@@ -101,9 +104,9 @@ class Completer:
                 pending.append(item)
             batch: list[Item] = []
             for run, end in pending:
-                if isinstance(end, ChildCrash):
-                    self._record_crash(run, end.crash)
-                elif isinstance(end, Committed):
+                if isinstance(end, CrashedEnd):
+                    self._record_crash(run, end.end.crash or {})
+                elif isinstance(end, CommittedEnd):
                     self._save_committed(run, end.end)
                 else:
                     batch.append((run, end))
@@ -170,12 +173,12 @@ class Completer:
         returned after (fenced on the job being succeeded under this execution), or say
         that the code failed after its transaction had committed the job."""
         lease = run.job.lease
-        result = end.result_json if end.kind is EndKind.SUCCEEDED else None
+        result = end.result_json if end.outcome is Outcome.SUCCEEDED else None
         if self._retrying(lambda: self._store.save_result(lease, result), 1) is None:
             return  # stopped before it landed: waiters stop waiting when its lease ends
         self._ledger.saved(run)
-        if end.kind is EndKind.SUCCEEDED:
-            report_saved(run, outcomes.succeeded(run.job, result), self._worker_id)
+        if end.outcome is Outcome.SUCCEEDED:
+            report_saved(run, fate.succeeded(run.job, result), self._worker_id)
             return
         events.emit(
             events.JOB_ENDED_AFTER_COMMIT,
@@ -183,8 +186,8 @@ class Completer:
             job_id=run.job.id,
             task=run.job.task,
             worker_id=self._worker_id,
-            ended=end.kind.value,
-            error=outcomes.error_summary(end.error),
+            ended=end.outcome.value,
+            error=error_summary(end.error),
         )
 
     def _still_held(self, batch: list[Item]) -> list[Item]:
@@ -252,7 +255,7 @@ def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
     if finish.status is JobStatus.CANCELLED:
         events.emit(events.JOB_CANCELLED, **fields)
         return
-    error = outcomes.error_summary(finish.error)
+    error = error_summary(finish.error)
     if finish.outcome is Outcome.TIMED_OUT:
         events.emit(events.JOB_TIMED_OUT, logging.WARNING, **fields, error=error)
     else:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from heartq import payload
 from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent
-from heartq.worker.attempt import AttemptEnd, EndKind
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import Outcome
 
 if TYPE_CHECKING:
     from heartq.app import Task
@@ -29,20 +30,20 @@ def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> 
 def end_from_result(value: Any, limit: int) -> AttemptEnd:
     try:
         return AttemptEnd(
-            EndKind.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)
+            Outcome.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)
         )
     except PayloadError as exc:
         # Retrying cannot make the same code return something storable.
-        return AttemptEnd(EndKind.FAILED, error=f"PayloadError: {exc}", permanent=True)
+        return AttemptEnd(Outcome.FAILED, error=f"PayloadError: {exc}", permanent=True)
 
 
 def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd:
     text = "".join(traceback.format_exception(exc)).rstrip()
     if isinstance(exc, LeaseLost):
-        return AttemptEnd(EndKind.LOST, error=text)
+        return AttemptEnd(Outcome.LOST, error=text)
     if isinstance(exc, Cancelled | asyncio.CancelledError) and cancel_requested:
-        return AttemptEnd(EndKind.CANCELLED, error=text)
-    return AttemptEnd(EndKind.FAILED, error=text, permanent=isinstance(exc, Permanent))
+        return AttemptEnd(Outcome.CANCELLED, error=text)
+    return AttemptEnd(Outcome.FAILED, error=text, permanent=isinstance(exc, Permanent))
 
 
 def run_sync(

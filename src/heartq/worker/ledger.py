@@ -9,8 +9,8 @@ The parts of a worker do not call each other; they read and update the ledger:
 - the heartbeater renews what is `held()`, reports leases lost (`lose`) and cancels
   requested (`request_cancel`), records its last good renewal (`last_renewal`) and gives
   abandoned attempts back (`abandoned`, `forget_abandoned`);
-- the completer takes ended attempts from `outcomes` and records them saved (`saved`) or
-  lost (`lose`).
+- the completer takes ended attempts (`EndedAttempt`) from `outcomes` and records them
+  saved (`saved`) or lost (`lose`).
 
 An attempt's end is decided once (`RunningJob.end` is first-wins): whoever comes first,
 its code returning or the worker forcing an end, decides the outcome. The outcome is
@@ -26,12 +26,13 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from heartq import events
-from heartq.model import Finish, Lease
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
+from heartq.lifecycle import fate
+from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
+from heartq.model import Finish, Lease, Outcome
+from heartq.worker.attempt import RunningJob, TransactionState
 
 
 class Pool(Protocol):
@@ -54,24 +55,10 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class ChildCrash:
-    """An attempt whose child process died: the completer records it as crashed."""
-
-    crash: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Committed:
-    """An attempt whose task completed its job in `ctx.transaction()`: the job is
-    succeeded already; the completer saves what the code returned afterwards."""
-
-    end: AttemptEnd
-
-
-EndedAttempt = tuple[RunningJob, Finish | ChildCrash | Committed]
-"""An ended attempt waiting for the completer: its fenced finish, its crash, or the
-result of a job its task's transaction completed."""
+EndedAttempt = tuple[RunningJob, Finish | CrashedEnd | CommittedEnd]
+"""An ended attempt waiting for the completer, by who decides its job's fate: the worker
+(its fenced `Finish`), the store (a `CrashedEnd`), or nobody any more (a `CommittedEnd`:
+its task's transaction succeeded the job; its result is left to save)."""
 
 
 class Ledger:
@@ -139,13 +126,13 @@ class Ledger:
             return
         end = run.ended or end  # as recorded: a success after a cancel request is cancelled
         if run.transaction is TransactionState.COMMITTED:
-            self.outcomes.put((run, Committed(end)))
-        elif end.kind is EndKind.LOST:
+            self.outcomes.put((run, CommittedEnd(end)))
+        elif end.outcome is Outcome.LOST:
             self.lose(run, end.error or "lease lost")
-        elif end.kind is EndKind.CRASHED:
-            self.outcomes.put((run, ChildCrash(end.crash or {})))
-        elif end.kind is not EndKind.RELEASED:  # shutdown releases those together
-            self.outcomes.put((run, run.finish(end)))
+        elif end.outcome is Outcome.CRASHED:
+            self.outcomes.put((run, CrashedEnd(end)))
+        elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
+            self.outcomes.put((run, fate.decide(run.job, end, run.cancel_requested)))
         with self._lock:
             self._executing -= 1
         self.slot_freed.set()
@@ -156,9 +143,9 @@ class Ledger:
         The end is recorded first: telling the code (the flags notify its pool, which may
         cancel it on another thread) makes it end too, and that later end must be stale."""
         self.attempt_ended(run, end)
-        if end.kind is EndKind.CANCELLED:
+        if end.outcome is Outcome.CANCELLED:
             run.mark_cancel_requested()
-        elif end.kind is EndKind.LOST:
+        elif end.outcome is Outcome.LOST:
             run.mark_lost()  # ctx.heartbeat() raises LeaseLost; nothing will be reported
         else:
             run.mark_stopping()  # ctx.cancelled turns True; the outcome is still saved
@@ -170,7 +157,7 @@ class Ledger:
         still runs, report nothing of it, and log `lease_lost` once."""
         run.mark_lost()
         if run.ended is None:
-            self.force(run, AttemptEnd(EndKind.LOST, error=reason))
+            self.force(run, AttemptEnd(Outcome.LOST, error=reason))
             return
         if not self.drop(run):
             return  # already reported

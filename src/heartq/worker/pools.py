@@ -20,8 +20,9 @@ import threading
 from collections.abc import Sequence
 
 from heartq.context import JobContext
-from heartq.model import Lease
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, unknown_task_end
+from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
+from heartq.model import Lease, Outcome
+from heartq.worker.attempt import RunningJob
 from heartq.worker.invoke import run_async, run_sync
 from heartq.worker.ledger import Ledger
 
@@ -133,7 +134,7 @@ class AsyncPool:
                 ctx = make_context(run, self._worker_id)
                 end = await run_async(run.task, ctx, run, run.job.args, self._limit)
         except asyncio.CancelledError:
-            end = AttemptEnd(EndKind.CANCELLED, error="cancelled by the worker")
+            end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
         finally:
             self._tasks.pop(run.job.lease, None)
         self._ledger.attempt_ended(run, end)

@@ -18,8 +18,9 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from heartq.errors import LeaseLost, PayloadError
-from heartq.model import Lease, Progress
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import Lease, Outcome, Progress
+from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.ledger import Ledger
 
@@ -136,8 +137,8 @@ class ProcessPool:
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
             run.transaction = TransactionState(message[1])
         elif kind == "done":
-            _, end_kind, result_json, error, permanent = message
-            return AttemptEnd(EndKind(end_kind), result_json, error, permanent)
+            _, outcome, result_json, error, permanent = message
+            return AttemptEnd(Outcome(outcome), result_json, error, permanent)
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:
@@ -148,7 +149,7 @@ class ProcessPool:
             crash["reason"] = f"child process killed by {crash['signal']}"
         else:
             crash["reason"] = f"child process exited with code {code} before reporting"
-        return AttemptEnd(EndKind.CRASHED, error=crash["reason"], crash=crash)
+        return AttemptEnd(Outcome.CRASHED, error=crash["reason"], crash=crash)
 
     def stop(self, run: RunningJob) -> None:
         with self._lock:

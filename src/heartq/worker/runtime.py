@@ -52,13 +52,14 @@ from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
+from heartq.lifecycle.ends import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.services import MaintenanceRunner, Service, default_services
-from heartq.model import ClaimedJob, Reclaimed, WorkerInfo
+from heartq.model import ClaimedJob, Outcome, Reclaimed, WorkerInfo
 from heartq.periodic import Scheduler
 from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import Sweeper, TransportFetch
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
+from heartq.worker.attempt import RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger, Pool
@@ -480,7 +481,7 @@ class Worker:
         self._wait_for_running()
         leftover = [run for run in self.ledger.running() if run.ended is None]
         for run in leftover:
-            self.ledger.force(run, AttemptEnd(EndKind.RELEASED))
+            self.ledger.force(run, AttemptEnd(Outcome.RELEASED))
         deadline = self._save_deadline()
         if self.health.down and self._unsaved():
             events.emit(
@@ -560,7 +561,7 @@ class Worker:
         """Give the jobs stopped by the shutdown back to the queue, no attempt counted;
         a database that cannot be written is retried until the deadline or a second
         signal. Returns how many were released."""
-        released = [run for run in runs if run.ended and run.ended.kind is EndKind.RELEASED]
+        released = [run for run in runs if run.ended and run.ended.outcome is Outcome.RELEASED]
         if not released:
             return 0
         pause = 0.05

@@ -21,7 +21,9 @@ import threading
 import time
 
 from heartq import events
-from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob, TransactionState
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import Outcome
+from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
 MIN_WAIT = 0.005
@@ -87,10 +89,10 @@ class Supervisor:
                 self._fence(run, now)
             elif run.deadline is not None and now >= run.deadline:
                 timeout = run.task.timeout if run.task else None
-                end = AttemptEnd(EndKind.TIMED_OUT, error=f"timed out after {timeout:g} s")
+                end = AttemptEnd(Outcome.TIMED_OUT, error=f"timed out after {timeout:g} s")
                 self._ledger.force(run, end)
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
-                self._ledger.force(run, AttemptEnd(EndKind.CANCELLED, error="cancelled (forced)"))
+                self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
         if untrusted:
             last = self._ledger.last_renewal
             events.emit(
@@ -109,4 +111,4 @@ class Supervisor:
         else:
             error = "lease not renewed in time"
             self._ledger.abandon(run)
-        self._ledger.force(run, AttemptEnd(EndKind.LOST, error=error))
+        self._ledger.force(run, AttemptEnd(Outcome.LOST, error=error))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from heartq.lifecycle import crash
 from heartq.model import Lease, Reclaimed, Reconciliation, StaleWorker
 from heartq.store import reclaim as reclaim_plan
 from heartq.store import records
@@ -64,7 +65,7 @@ class ReclaimOps(SqlBase):
                 return []
             rows = conn.execute(self.q.SELECT_EXPIRED, {"now": clock, "limit": limit}).fetchall()
             return self._reclaim(
-                conn, clock, rows, detected_by, "lease expired", reclaim_plan.detector(observer)
+                conn, clock, rows, detected_by, "lease expired", crash.detector(observer)
             )
 
     def reclaim_worker(
@@ -178,6 +179,6 @@ class ReclaimOps(SqlBase):
     ) -> StaleWorker:
         rows = conn.execute(self.q.SELECT_WORKER_JOBS, {"worker_id": worker["id"]}).fetchall()
         reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
-        extra = reclaim_plan.detector(observer)
+        extra = crash.detector(observer)
         reclaimed = self._reclaim(conn, clock, rows, detected_by, reason, extra)
         return records.stale_worker(worker, reclaimed)

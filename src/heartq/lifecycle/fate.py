@@ -1,43 +1,44 @@
-"""From "how an attempt ended" to "what happens to the job next".
+"""The fate of a job whose attempt its own worker ended: succeeded, retried, dead, cancelled.
 
-The worker's completer and every backend's reclaimers call these, so a job that raised,
-timed out or crashed its worker is judged by one set of rules (and `retry.plan_retry`).
+The worker decides these (`decide`, from an `AttemptEnd`; the completer saves them) and
+tests and benchmarks build them to drive a store directly; each is a `Finish`, the fenced
+finish of one attempt. The attempts someone else ended (a crash, an interruption) are judged in
+`heartq.lifecycle.reclaimed`, with the same retry policy and the same `dead_reason`s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.error_text import clip_error, error_summary
+from heartq.lifecycle.retry import RetryDecision, plan_retry
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome
-from heartq.payload import clean_text
-from heartq.retry import RetryDecision, plan_retry
-
-MAX_ERROR_CHARS = 16_000
-"""Errors (tracebacks) are stored truncated to this many characters."""
 
 
-def clip_error(text: str | None) -> str | None:
-    text = clean_text(text)
-    if text is None or len(text) <= MAX_ERROR_CHARS:
-        return text
-    half = MAX_ERROR_CHARS // 2
-    return text[:half] + "\n... [truncated] ...\n" + text[-half:]
-
-
-def error_summary(text: str | None) -> str:
-    """The line of an error an operator reads first: a traceback's last line (the
-    exception and its message), at most 300 characters."""
-    if not text:
-        return ""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:300] if lines else ""
+def decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
+    """The fenced finish of an attempt of `job` that ended `end` in its worker (not lost,
+    crashed or released: those are not the worker's to decide). A failure after a cancel
+    request (`cancel_requested`: asked for, or the worker stopped the attempt) counts as
+    cancelled: the task was told to stop, and stopping by raising is stopping."""
+    outcome = end.outcome
+    if outcome is Outcome.FAILED and cancel_requested:
+        outcome = Outcome.CANCELLED
+    if outcome is Outcome.SUCCEEDED:
+        return succeeded(job, end.result_json)
+    if outcome is Outcome.CANCELLED:
+        return cancelled(job, end.error)
+    outcome = Outcome.TIMED_OUT if outcome is Outcome.TIMED_OUT else Outcome.FAILED
+    return failed(job, outcome, end.error or "failed", permanent=end.permanent)
 
 
 def succeeded(job: ClaimedJob, result_json: str | None) -> Finish:
+    """The attempt returned `result_json`: the job is done."""
     return Finish(job.lease, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json=result_json)
 
 
 def cancelled(job: ClaimedJob, error: str | None = None) -> Finish:
+    """The attempt stopped after a cancel request: the job is never run again."""
     return Finish(
         job.lease, Outcome.CANCELLED, JobStatus.CANCELLED, error=clip_error(error or "cancelled")
     )
@@ -85,24 +86,3 @@ def dead_reason(
     if outcome is Outcome.TIMED_OUT:
         return f"timed out on the last of {attempts} attempts; {last}"
     return f"failed {attempts} attempts; last error: {last}"
-
-
-def after_crash(
-    attempts: int,
-    max_retries: int,
-    retry_backoff: float,
-    retry_backoff_max: float,
-    crashes: int,
-    crash: dict[str, Any],
-) -> tuple[JobStatus, float, str | None]:
-    """For reclaimers: `(next status, retry delay, dead reason)` of a crashed attempt.
-
-    `crashes` counts crashed executions including this one. A first crash is retried at
-    once: its worker died, not the job (an OOM kill, a redeploy, a lost host), and the
-    job has waited long enough. From the second crash on the job may be what kills its
-    workers, so the retry waits the usual backoff, and `max_retries` still stops it."""
-    plan = plan_retry(attempts, max_retries, retry_backoff, retry_backoff_max)
-    if plan.decision is RetryDecision.RETRY:
-        return JobStatus.QUEUED, 0.0 if crashes <= 1 else plan.delay, None
-    summary = f"{crash.get('reason', 'crashed')} on worker {crash.get('worker_id')}"
-    return JobStatus.DEAD, 0.0, dead_reason(Outcome.CRASHED, attempts, summary, crashes=crashes)

@@ -1,12 +1,14 @@
-"""The retry policy: what happens to a job after a failed or crashed attempt.
+"""The retry policy: whether a failed or crashed attempt is retried, and after how long.
 
 Exceptions and crashes both count as failed attempts. After `max_retries` failed attempts
 beyond the first, the job is dead. The delay before a retry grows exponentially
 (`base * 2**(attempt-1)`), capped at `cap`, with +/-25 % jitter so that a fleet of jobs
 that failed together does not retry together.
 
-This is the only place the policy lives: the worker's completer and every backend's
-reaper ask it, so a crash and an exception are judged the same way.
+This is the only place the policy lives: the fates of `heartq.lifecycle` ask it, for the
+worker's completer and every backend's reclaimers alike, so a crash and an exception are
+judged the same way. The defaults live here too: `App`, `heartq.policy` and a reclaimer
+reading a row stored before backoffs were checked all use the same numbers.
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ JITTER = 0.25
 
 
 class RetryDecision(enum.Enum):
+    """Retry the job, or send it to the dead-letter queue."""
+
     RETRY = "retry"
     DEAD = "dead"
 
 
 @dataclass(frozen=True)
 class RetryPlan:
+    """A `RetryDecision` and, for a retry, how many seconds to wait before it."""
+
     decision: RetryDecision
     delay: float = 0.0
 
