@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from heartq import events, outcomes
 from heartq.errors import StoreUnavailable
-from heartq.maintenance.services import report_reclaimed
+from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
 from heartq.store.interface import Store
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob

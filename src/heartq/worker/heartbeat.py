@@ -22,7 +22,7 @@ import time
 
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
-from heartq.maintenance.services import report_reclaimed
+from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Renewal, RenewStatus
 from heartq.store.interface import Store
 from heartq.worker.attempt import TransactionState

@@ -53,7 +53,7 @@ from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
-from heartq.maintenance.services import MaintenanceRunner, Service, default_services
+from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.model import ClaimedJob, Reclaimed, WorkerInfo
 from heartq.periodic import Scheduler
 from heartq.store.interface import LivenessHandle
