@@ -34,7 +34,7 @@ from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared
 from heartq.model import CancelResult, NewJob, TaskPolicy
-from heartq.periodic import TICK_UNIQUE_FOR, Schedule
+from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
 from heartq.retry import DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX
@@ -470,6 +470,13 @@ class App:
             return task
 
         return register
+
+    @property
+    def make_tick_jobs(self) -> MakeTickJobs:
+        """How the jobs of this app's schedules' ticks are made, for the workers' scheduler
+        (`heartq.maintenance.scheduler`). A property, like `store`: the jobs it makes are
+        not among heartq's public names, which a public method's answer must be."""
+        return self._tick_jobs
 
     def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> list[NewJob]:
         """The jobs of a schedule's ticks: its task's with its arguments, each keyed by

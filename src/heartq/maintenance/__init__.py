@@ -20,6 +20,9 @@ every interval.
 - `pruner.py`, `Pruner`, every `prune_interval` (default 10 min): inactive/stopped
   workers and succeeded/cancelled jobs past their retention (7 days) are deleted; dead
   jobs stay until purged. Event: `pruned`.
+- `scheduler.py`, `Scheduler`, when the app has `@app.periodic` schedules, every quarter
+  of the shortest schedule's period (between 0.05 and 1 s): the due ticks, each
+  enqueued once across the fleet. No event of its own.
 - `reconcile.py`, `reconcile` once at startup (a worker with a `--name`), then
   `PendingReconciliation` every `liveness_grace` + 0.2 s while a namesake is suspected:
   jobs still held by gone earlier workers of that name. Events:

@@ -14,7 +14,7 @@ through the ledger (`ledger.py`), never by calling each other:
   leases.
 - completer (`completer.py`): saves ended attempts in fenced batches.
 - maintenance: reaper, worker monitor, liveness probe, pruner, and the scheduler of the
-  app's periodic schedules (`heartq/periodic.py`).
+  app's periodic schedules (`heartq/maintenance/scheduler.py`).
 - signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
   (a handler running in the main thread must take no lock that thread may hold).
 - the pool's threads, event loop or child processes.
@@ -54,8 +54,8 @@ from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
+from heartq.maintenance.scheduler import Scheduler
 from heartq.model import ClaimedJob, Reclaimed, WorkerInfo
-from heartq.periodic import Scheduler
 from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import Sweeper, TransportFetch
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
@@ -166,7 +166,8 @@ class Worker:
         )
         services: list[Service] = default_services(self.store, s, self.id)
         if app.schedules:  # each worker may enqueue the due ticks: no leader to lose
-            services.append(Scheduler(app, self.store, self.id))
+            schedules = list(app.schedules.values())
+            services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
         self._fetch: TransportFetch | None = None
         self.transport = app.transport
         if self.transport is not None:  # before the runner copies the services
