@@ -23,6 +23,8 @@ every interval.
 - `scheduler.py`, `Scheduler`, when the app has `@app.periodic` schedules, every quarter
   of the shortest schedule's period (between 0.05 and 1 s): the due ticks, each
   enqueued once across the fleet. No event of its own.
+- `sweeper.py`, `Sweeper`, with a transport, every `sweep_interval` (default 1 s): jobs
+  due, requeued, or queued long that no message names, published. No event of its own.
 - `reconcile.py`, `reconcile` once at startup (a worker with a `--name`), then
   `PendingReconciliation` every `liveness_grace` + 0.2 s while a namesake is suspected:
   jobs still held by gone earlier workers of that name. Events:

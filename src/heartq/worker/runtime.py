@@ -13,8 +13,8 @@ through the ledger (`ledger.py`), never by calling each other:
 - heartbeat (`heartbeat.py`): one statement per tick for the worker row and all its
   leases.
 - completer (`completer.py`): saves ended attempts in fenced batches.
-- maintenance: reaper, worker monitor, liveness probe, pruner, and the scheduler of the
-  app's periodic schedules (`heartq/maintenance/scheduler.py`).
+- maintenance (`heartq/maintenance/`): reaper, worker monitor, liveness probe, pruner,
+  the scheduler of the app's periodic schedules, and with a transport its sweeper.
 - signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
   (a handler running in the main thread must take no lock that thread may hold).
 - the pool's threads, event loop or child processes.
@@ -55,9 +55,10 @@ from heartq.ids import new_worker_id
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
+from heartq.maintenance.sweeper import Sweeper
 from heartq.model import ClaimedJob, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
-from heartq.transport.worker import Sweeper, TransportFetch
+from heartq.transport.worker import TransportFetch
 from heartq.worker.attempt import AttemptEnd, EndKind, RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
