@@ -39,7 +39,7 @@ from heartq.lifecycle.retry import (
     DEFAULT_RETRY_BACKOFF_MAX,
 )
 from heartq.model import CancelResult, NewJob, TaskPolicy
-from heartq.periodic import TICK_UNIQUE_FOR, Schedule
+from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
@@ -474,6 +474,13 @@ class App:
             return task
 
         return register
+
+    @property
+    def make_tick_jobs(self) -> MakeTickJobs:
+        """How the jobs of this app's schedules' ticks are made, for the workers' scheduler
+        (`heartq.maintenance.scheduler`). A property, like `store`: the jobs it makes are
+        not among heartq's public names, which a public method's answer must be."""
+        return self._tick_jobs
 
     def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> list[NewJob]:
         """The jobs of a schedule's ticks: its task's with its arguments, each keyed by

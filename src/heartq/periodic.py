@@ -2,7 +2,7 @@
 
 A schedule is pure arithmetic on the database's clock: which ticks fall in a span of time,
 and which of them to enqueue after a pause (`catch_up`). Every worker that knows a
-schedule runs the same arithmetic (`Scheduler`, a maintenance service); the database
+schedule runs the same arithmetic (`heartq.maintenance.scheduler`); the database
 decides who enqueues: the schedule's row is locked while its due ticks are enqueued and
 its last tick moved on, and each tick's job carries the unique key
 `periodic:<name>@<tick>` (unique jobs), so a tick is one job across the fleet whoever
@@ -17,22 +17,18 @@ Unix epoch, so every worker finds the same ticks without agreeing on a start.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cronsim import CronSim, CronSimError
 
 from heartq import payload
 from heartq.errors import ConfigError
-from heartq.model import TickPlan
+from heartq.model import NewJob, TickPlan
 from heartq.payload import MAX_DURATION
-
-if TYPE_CHECKING:
-    from heartq.store.interface import Enqueuer
 
 CATCH_UP = ("latest", "all", "none")
 """What a schedule does with ticks missed (over `ON_TIME` late: no worker ran): `latest`
@@ -174,43 +170,7 @@ TICK_UNIQUE_FOR = MAX_DURATION
 is one job, however late a second worker comes."""
 
 
-def _due(row: Mapping[str, Any], now: float) -> bool:
-    return row["next_tick"] is None or float(row["next_tick"]) <= now
-
-
-class Scheduler:
-    """The maintenance service that enqueues the due ticks of a worker's schedules. A pass
-    reads the schedules' rows (no write, no lock) and takes the write path only for those
-    due, new, or changed, so an idle fleet costs one read per worker per pass."""
-
-    name = "scheduler"
-
-    def __init__(self, app: Any, store: Enqueuer, worker_id: str) -> None:
-        self.app = app
-        self.store = store
-        self.worker_id = worker_id
-        schedules = list(app.schedules.values())
-        self.schedules = schedules
-        shortest = min((s.period for s in schedules), default=60.0)
-        self.interval = max(0.05, min(1.0, shortest / 4))
-
-    def run_once(self) -> int:
-        if not self.schedules:
-            return 0
-        now = self.store.clock()
-        known = {row["name"]: row for row in self.store.list_schedules()}
-        enqueued = 0
-        for schedule in self.schedules:
-            row = known.get(schedule.name)
-            if row is not None and row["spec"] == schedule.spec and not _due(row, now):
-                continue
-            ids = self.store.tick_schedule(
-                schedule.name,
-                schedule.task,
-                schedule.spec,
-                schedule.plan,
-                functools.partial(self.app._tick_jobs, schedule),
-                by=self.worker_id,
-            )
-            enqueued += len(ids)
-        return enqueued
+MakeTickJobs = Callable[[Schedule, Sequence[float]], Sequence[NewJob]]
+"""The jobs of a schedule's ticks, each keyed by its tick (`TICK_UNIQUE_FOR`): what the
+scheduler enqueues. The app makes them (`App.make_tick_jobs`): a tick's job is its
+task's, with the task's queue and policy."""

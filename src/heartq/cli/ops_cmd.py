@@ -13,7 +13,8 @@ from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
 from heartq.config import Settings
 from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
-from heartq.maintenance.services import Findings, reclaim_pass
+from heartq.maintenance.findings import Findings
+from heartq.maintenance.reclaim import reclaim_pass
 from heartq.model import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
 from heartq.store import Store, redact
 from heartq.store.records import jobs_by_queue

@@ -1,13 +1,49 @@
-"""Maintenance services that run in every worker: reaper, worker monitor, liveness probe,
-pruner. Each has a `run_once()` that tests call directly instead of waiting for a timer."""
+"""Maintenance: what every worker runs besides its jobs, to find and take back work that
+nobody will finish, and to keep the tables small. Each service has a `run_once()` (one
+pass, which tests call directly instead of waiting for a timer); the runner calls it
+every interval.
 
-from heartq.maintenance.services import (
-    LivenessProbe,
-    MaintenanceRunner,
-    Pruner,
-    Reaper,
-    Service,
-    WorkerMonitor,
-)
+- `liveness_probe.py`, `LivenessProbe`, every `liveness_interval` (default 1 s): active
+  workers whose liveness lock can be taken, i.e. dead processes; their jobs are
+  reclaimed at once. Events: `worker_deactivated`, `orphaned_jobs_detected`,
+  `job_reenqueued`/`job_dead`, with `detected_by=liveness_lock`.
+- `reaper.py`, `Reaper`, every `reap_interval` (default: the heartbeat interval, 30 s):
+  running jobs whose lease expired, `reap_batch` (100) at a time, at most 50 batches a
+  pass. Events: `stale_jobs_detected`, then `job_reenqueued`/`job_dead`
+  (`lease_expired`).
+- `worker_monitor.py`, `WorkerMonitor`, every `reap_interval`: workers silent past their
+  own `stale_after` (3 of their heartbeats, recorded when they registered; the
+  monitoring worker's own only for workers that recorded none) become `inactive` and
+  their jobs are reclaimed at once. Events: `worker_deactivated` (with
+  `heartbeat_age`), `orphaned_jobs_detected`, `job_reenqueued`/`job_dead`
+  (`stale_worker`).
+- `pruner.py`, `Pruner`, every `prune_interval` (default 10 min): inactive/stopped
+  workers and succeeded/cancelled jobs past their retention (7 days) are deleted; dead
+  jobs stay until purged. Event: `pruned`.
+- `scheduler.py`, `Scheduler`, when the app has `@app.periodic` schedules, every quarter
+  of the shortest schedule's period (between 0.05 and 1 s): the due ticks, each
+  enqueued once across the fleet. No event of its own.
+- `sweeper.py`, `Sweeper`, with a transport, every `sweep_interval` (default 1 s): jobs
+  due, requeued, or queued long that no message names, published. No event of its own.
+- `reconcile.py`, `reconcile` once at startup (a worker with a `--name`), then
+  `PendingReconciliation` every `liveness_grace` + 0.2 s while a namesake is suspected:
+  jobs still held by gone earlier workers of that name. Events:
+  `job_reenqueued`/`job_dead` (`reconciliation`), `namesake_alive`,
+  `reconciliation_complete`.
 
-__all__ = ["LivenessProbe", "MaintenanceRunner", "Pruner", "Reaper", "Service", "WorkerMonitor"]
+The reaper and the monitor judge as their worker (`observer`): only while it has been in
+unbroken contact with the database for a staleness threshold, because after a pause of
+the database (a freeze, a failover) every heartbeat and lease looks old, and silence the
+observer could not have heard is no evidence. Liveness locks still find real deaths.
+
+Every worker runs all of them; racing is safe because each reclaim is one transaction
+that only changes jobs still running under the execution it read.
+
+- `runner.py`: `MaintenanceRunner`, every service at its interval (+/-10 % jitter) on
+  one thread (`heartq.background`); a failing pass is logged (`maintenance_failed`) and
+  retried at the next interval. `default_services`: the four every worker runs.
+- `reclaim.py`: `reclaim_pass`, for `heartq reap`: the probe (twice if a lock is only
+  suspected), the monitor and the reaper once each, with the same code and events.
+- `findings.py`: what a pass found (`Findings`); `report.py`: how reclaimed jobs and
+  dead workers are logged, by these services and by the worker itself.
+"""

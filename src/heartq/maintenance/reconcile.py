@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 
 from heartq import events
-from heartq.maintenance.services import GRACE_SLACK, Findings, report_reclaimed
+from heartq.maintenance.findings import Findings
+from heartq.maintenance.liveness_probe import GRACE_SLACK
+from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Reconciliation
 from heartq.store.interface import Reclaimer
 

@@ -1,5 +1,6 @@
 """A worker's side of a transport: the fetch step that pulls messages and claims their
-jobs by id, and the sweeper that publishes what the database holds and no message names.
+jobs by id. The sweeper that publishes what the database holds and no message names is a
+maintenance service (`heartq.maintenance.sweeper`).
 
 Safety never depends on the transport: a message is acked only after the claim it led to
 committed (or found nothing to claim), a claim is the database's fenced `claim_ids`, and
@@ -27,11 +28,6 @@ if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is open
 FETCH_WAIT_MAX = 0.5
 """An idle worker waits at most 0.5 s on one fetch, so a stop request (which cannot
 interrupt a fetch) is heard within that."""
-SWEEP_LIMIT = 1000
-"""The most jobs one sweeper pass publishes: a backlog is published over several passes."""
-SINCE_OVERLAP = 1.0
-"""Each pass looks this many seconds behind the previous one's time too: a job committed
-by a transaction that began before that pass (its times then older) is not missed."""
 
 
 class TransportFetch:
@@ -115,38 +111,3 @@ class TransportFetch:
                     reason="not queued and runnable: running elsewhere, finished, "
                     "not yet due, keyed or unknown",
                 )
-
-
-class Sweeper:
-    """Maintenance service: publishes the jobs of this worker's queues that fell due
-    (delayed, retried), were requeued (reaped, released, replayed) since its last pass, and
-    every `republish_after` those still queued and runnable that long (a publish that
-    failed, a message lost). Every worker sweeps: duplicates are harmless."""
-
-    name = "transport_sweeper"
-
-    def __init__(self, transport: NatsTransport, store: LeaseHolder, queues: Sequence[str]) -> None:
-        self.transport = transport
-        self.store = store
-        self.queues = list(queues)
-        self.interval = transport.options.sweep_interval
-        self._since: float | None = None
-        self._stale_due = 0.0
-
-    def run_once(self) -> int:
-        if not self.transport.available:
-            return 0  # `since` stays: the first pass after the outage catches up
-        republish_after = self.transport.options.republish_after
-        if self._since is None:
-            self._since = self.store.clock() - republish_after
-        stale = time.monotonic() >= self._stale_due
-        now = self.store.clock()
-        stale_before = now - republish_after if stale else 0.0
-        jobs, now = self.store.due_for_publish(
-            self.queues, self._since - SINCE_OVERLAP, stale_before, SWEEP_LIMIT
-        )
-        if self.transport.publish(jobs):
-            self._since = now
-            if stale:
-                self._stale_due = time.monotonic() + republish_after
-        return 0  # publishing is not work for this worker's fetch loop to look for

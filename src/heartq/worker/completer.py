@@ -31,7 +31,7 @@ from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.lifecycle.error_text import error_summary
-from heartq.maintenance.services import report_reclaimed
+from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob

@@ -18,11 +18,11 @@ and `job_cancel_requested`.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from heartq import events
-from heartq.maintenance.services import report_reclaimed
+from heartq.background import BackgroundLoop, FailureLog
+from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Renewal, RenewStatus
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import TransactionState
@@ -46,34 +46,26 @@ class Heartbeater:
         self._health = health or StoreHealth(ledger.worker_id)
         self._ledger = ledger
         self._worker_id = ledger.worker_id
-        self._interval = interval
         self._lease = lease
         self._trust_window = trust_window
         self._cancel_grace = cancel_grace
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.ticks = 0
+        # Every tick, the first included, one interval after the previous one (or the
+        # start). A bug in one tick must not end them all: logged, and the next one runs.
+        self._loop = BackgroundLoop(
+            "heartq-heartbeat",
+            self.tick,
+            wait=interval,
+            wait_first=True,
+            failed=FailureLog(events.HEARTBEAT_FAILED, {"worker_id": self._worker_id}),
+            join_timeout=interval + 5,
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="heartq-heartbeat", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self._interval + 5)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.tick()
-            except Exception as exc:  # noqa: BLE001 - a bug in one tick must not end them all
-                events.emit(
-                    events.HEARTBEAT_FAILED,
-                    logging.ERROR,
-                    worker_id=self._worker_id,
-                    error=repr(exc),
-                )
+        self._loop.stop()
 
     def tick(self) -> bool:
         """Renew once. Returns False if the database could not be reached."""

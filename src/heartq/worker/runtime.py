@@ -13,8 +13,8 @@ through the ledger (`ledger.py`), never by calling each other:
 - heartbeat (`heartbeat.py`): one statement per tick for the worker row and all its
   leases.
 - completer (`completer.py`): saves ended attempts in fenced batches.
-- maintenance: reaper, worker monitor, liveness probe, pruner, and the scheduler of the
-  app's periodic schedules (`heartq/periodic.py`).
+- maintenance (`heartq/maintenance/`): reaper, worker monitor, liveness probe, pruner,
+  the scheduler of the app's periodic schedules, and with a transport its sweeper.
 - signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
   (a handler running in the main thread must take no lock that thread may hold).
 - the pool's threads, event loop or child processes.
@@ -54,11 +54,12 @@ from heartq.errors import ConfigError, StoreUnavailable
 from heartq.ids import new_worker_id
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
-from heartq.maintenance.services import MaintenanceRunner, Service, default_services
+from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
+from heartq.maintenance.scheduler import Scheduler
+from heartq.maintenance.sweeper import Sweeper
 from heartq.model import ClaimedJob, Outcome, Reclaimed, WorkerInfo
-from heartq.periodic import Scheduler
 from heartq.store.interface import LivenessHandle
-from heartq.transport.worker import Sweeper, TransportFetch
+from heartq.transport.worker import TransportFetch
 from heartq.worker.attempt import RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
@@ -167,7 +168,8 @@ class Worker:
         )
         services: list[Service] = default_services(self.store, s, self.id)
         if app.schedules:  # each worker may enqueue the due ticks: no leader to lose
-            services.append(Scheduler(app, self.store, self.id))
+            schedules = list(app.schedules.values())
+            services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
         self._fetch: TransportFetch | None = None
         self.transport = app.transport
         if self.transport is not None:  # before the runner copies the services

@@ -17,10 +17,10 @@ Events: `leases_untrusted` (error), `maintenance_failed` (service `supervisor`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from heartq import events
+from heartq.background import BackgroundLoop, FailureLog
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
@@ -35,33 +35,26 @@ class Supervisor:
         self._ledger = ledger
         self._idle_wait = idle_wait
         self._trust_window = trust_window
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="heartq-supervisor", daemon=True)
+        # A pass at once, then one at the earliest deadline or as soon as the ledger says
+        # a deadline changed. Supervision must outlive any bug: a failed pass is logged
+        # and the next one comes at the next deadline, like any other.
+        self._loop = BackgroundLoop(
+            "heartq-supervisor",
+            self.supervise,
+            wait=self.wait_time,
+            wake=ledger.deadlines_changed,
+            failed=FailureLog(
+                events.MAINTENANCE_FAILED,
+                {"service": "supervisor", "worker_id": ledger.worker_id},
+            ),
+            join_timeout=5,
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._ledger.deadlines_changed.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        wake = self._ledger.deadlines_changed
-        while not self._stop.is_set():
-            try:
-                self.supervise()
-            except Exception as exc:  # noqa: BLE001 - supervision must outlive any bug
-                events.emit(
-                    events.MAINTENANCE_FAILED,
-                    logging.ERROR,
-                    service="supervisor",
-                    worker_id=self._ledger.worker_id,
-                    error=repr(exc),
-                )
-            wake.wait(self.wait_time())
-            wake.clear()
+        self._loop.stop()
 
     def wait_time(self) -> float:
         """Seconds until the earliest deadline of any running attempt."""

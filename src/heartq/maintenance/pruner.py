@@ -1,0 +1,28 @@
+"""The pruner: deletes inactive/stopped workers and succeeded/cancelled jobs past their
+retention (every `prune_interval`, default 10 min; retention 7 days). Dead jobs stay
+until purged (`heartq dlq purge`). Event: `pruned`.
+"""
+
+from __future__ import annotations
+
+from heartq import events
+from heartq.config import Settings
+from heartq.store.interface import Administrator
+
+
+class Pruner:
+    """Deletes inactive/stopped workers and succeeded/cancelled jobs past retention."""
+
+    name = "pruner"
+
+    def __init__(self, store: Administrator, settings: Settings) -> None:
+        self.store = store
+        self.interval = settings.prune_interval
+        self.worker_retention = settings.worker_retention
+        self.job_retention = settings.job_retention
+
+    def run_once(self) -> int:
+        counts = self.store.prune(self.worker_retention, self.job_retention)
+        if counts.workers or counts.jobs:
+            events.emit(events.PRUNED, workers=counts.workers, jobs=counts.jobs)
+        return counts.workers + counts.jobs

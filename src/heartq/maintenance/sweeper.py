@@ -1,0 +1,62 @@
+"""The transport sweeper: with a transport (NATS JetStream, docs/NATS.md), publishes what
+the database holds and no message names yet (every `sweep_interval`).
+
+The database is the outbox: an enqueue publishes a wake-up after its commit, but a job
+that fell due later (delayed, retried), was put back (reaped, released, replayed) or
+whose publish failed is only in the database. Every worker sweeps its queues;
+duplicates are harmless, since a message only leads to a fenced claim by id
+(`heartq.transport.worker`). No event of its own: a publish that failed is tried again
+at the next pass, and a pass that raised is logged by the runner (`maintenance_failed`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from heartq.store.interface import LeaseHolder
+
+if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
+    from heartq.transport.nats import NatsTransport
+
+SWEEP_LIMIT = 1000
+"""The most jobs one sweeper pass publishes: a backlog is published over several passes."""
+SINCE_OVERLAP = 1.0
+"""Each pass looks this many seconds behind the previous one's time too: a job committed
+by a transaction that began before that pass (its times then older) is not missed."""
+
+
+class Sweeper:
+    """Maintenance service: publishes the jobs of this worker's queues that fell due
+    (delayed, retried), were requeued (reaped, released, replayed) since its last pass, and
+    every `republish_after` those still queued and runnable that long (a publish that
+    failed, a message lost). Every worker sweeps: duplicates are harmless."""
+
+    name = "transport_sweeper"
+
+    def __init__(self, transport: NatsTransport, store: LeaseHolder, queues: Sequence[str]) -> None:
+        self.transport = transport
+        self.store = store
+        self.queues = list(queues)
+        self.interval = transport.options.sweep_interval
+        self._since: float | None = None
+        self._stale_due = 0.0
+
+    def run_once(self) -> int:
+        if not self.transport.available:
+            return 0  # `since` stays: the first pass after the outage catches up
+        republish_after = self.transport.options.republish_after
+        if self._since is None:
+            self._since = self.store.clock() - republish_after
+        stale = time.monotonic() >= self._stale_due
+        now = self.store.clock()
+        stale_before = now - republish_after if stale else 0.0
+        jobs, now = self.store.due_for_publish(
+            self.queues, self._since - SINCE_OVERLAP, stale_before, SWEEP_LIMIT
+        )
+        if self.transport.publish(jobs):
+            self._since = now
+            if stale:
+                self._stale_due = time.monotonic() + republish_after
+        return 0  # publishing is not work for this worker's fetch loop to look for
