@@ -25,7 +25,7 @@ import pytest
 from heartq.model import DetectedBy, JobStatus, NewJob, WorkerInfo
 from heartq.store import open_store
 from heartq.store.interface import LivenessHandle
-from heartq.store.postgres.liveness import (
+from heartq.store.postgres.advisory_locks import (
     LIVENESS_GRACE,
     LIVENESS_RESTART_QUIET,
     LOCK_NAMESPACE,
@@ -334,7 +334,7 @@ def test_a_connection_lent_for_single_statements_comes_back_transactional(
     harness: Harness,
 ) -> None:
     """The hot operations (claim, finish, heartbeat, a plain enqueue) borrow a pooled
-    connection on which each statement commits by itself (`Pool.autocommit`); it goes
+    connection on which each statement commits by itself (`ConnectionPool.autocommit`); it goes
     back as it came: the next transaction on it is one transaction, rolled back whole."""
     joiner = "&" if "?" in harness.url else "?"
     store = cast(PostgresStore, open_store(f"{harness.url}{joiner}pool_size=1"))

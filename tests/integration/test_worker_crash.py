@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from heartq.store.postgres.liveness import LIVENESS_GRACE
+from heartq.store.postgres.advisory_locks import LIVENESS_GRACE
 
 from .conftest import Harness, WorkerProc, parse_ts
 

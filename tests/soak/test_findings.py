@@ -25,7 +25,7 @@ from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
 from heartq.worker.attempt import RunningJob
-from heartq.worker.ledger import Ledger, Pool
+from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
 from tests.soak import chaos_tasks
@@ -66,7 +66,7 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
     kept attempts by job id, so the chaos runs saw async jobs `cancelled` that nobody
     cancelled (fixed: keyed by lease, job id and execution id)."""
     ledger = Ledger("w", 2)
-    pool: Pool
+    pool: ExecutionPool
     if pool_name == "async":
         pool = AsyncPool(ledger, 1 << 20)
         old = attempt_of("chaos_async", {"n": 0, "ms": 1500}, 1)

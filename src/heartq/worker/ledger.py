@@ -35,7 +35,7 @@ from heartq.model import Finish, Lease, Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 
 
-class Pool(Protocol):
+class ExecutionPool(Protocol):
     """Where an attempt's code runs (`pools.py`, `process_pool.py`)."""
 
     def start(self, runs: Sequence[RunningJob]) -> None:
@@ -67,7 +67,7 @@ class Ledger:
     def __init__(self, worker_id: str, concurrency: int) -> None:
         self.worker_id = worker_id
         self.concurrency = concurrency
-        self.pool: Pool | None = None  # set once the worker has made its pool
+        self.pool: ExecutionPool | None = None  # set once the worker has made its pool
         self.outcomes: queue.Queue[EndedAttempt | None] = queue.Queue()
         self.slot_freed = threading.Event()
         """Set when a slot frees up (or work may be waiting): wakes the fetch loop."""

@@ -63,8 +63,8 @@ from heartq.transport.worker import TransportFetch
 from heartq.worker.attempt import RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
-from heartq.worker.ledger import Ledger, Pool
-from heartq.worker.liveness import liveness_reporter
+from heartq.worker.ledger import ExecutionPool, Ledger
+from heartq.worker.liveness_events import liveness_reporter
 from heartq.worker.pools import POOL_NAMES, AsyncPool, ThreadPool
 from heartq.worker.signals import SignalRelay
 from heartq.worker.startup import StartupStopped, StartupWait, check_startup_timeout
@@ -413,7 +413,7 @@ class Worker:
                 self.store.stop_worker(self.id)
         self.app.unsubscribe_wakeup(self._wake)
 
-    def _make_pool(self) -> Pool:
+    def _make_pool(self) -> ExecutionPool:
         limit = self.settings.max_payload_bytes
         if self.pool_name == "async":
             return AsyncPool(self.ledger, limit)

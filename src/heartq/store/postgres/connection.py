@@ -6,9 +6,10 @@ every other query parameter goes to libpq as is. Each connection runs with `sear
 set to that schema, so the SQL names tables plainly. JSON columns come back as text,
 exactly as stored, as in the SQLite backend.
 
-The first use of a pool makes one connection attempt of its own (`Pool.reach`), so a
-refusal that waiting cannot fix (a wrong password, no such database: `refusals.py`) is
-`StoreRefused` at once instead of a `StoreUnavailable` after the connect timeout.
+The first use of a pool makes one connection attempt of its own
+(`ConnectionPool.reach`), so a refusal that waiting cannot fix (a wrong password, no such
+database: `refusals.py`) is `StoreRefused` at once instead of a `StoreUnavailable` after
+the connect timeout.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
+import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
 from heartq.store import redact
@@ -108,7 +110,7 @@ class _QuietConnectionFailures(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.pools: weakref.WeakValueDictionary[str, Pool] = weakref.WeakValueDictionary()
+        self.pools: weakref.WeakValueDictionary[str, ConnectionPool] = weakref.WeakValueDictionary()
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -266,7 +268,7 @@ def _check_if_idle(conn: psycopg.Connection[Any]) -> None:
     with something unread (an idle pooled session hears nothing unless it was ended)."""
     idle = time.monotonic() - _last_used.get(conn, 0.0) >= CHECK_IDLE_AFTER
     if idle or _has_input(conn):
-        ConnectionPool.check_connection(conn)
+        psycopg_pool.ConnectionPool.check_connection(conn)
 
 
 def _has_input(conn: psycopg.Connection[Any]) -> bool:
@@ -279,13 +281,14 @@ _last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.
 """When each pooled connection last ended a transaction (monotonic)."""
 
 
-class Pool:
-    """A connection pool whose connections use the heartq schema."""
+class ConnectionPool:
+    """The PostgreSQL store's pool of database connections (over psycopg_pool's), whose
+    connections use the heartq schema. Not the worker's `ExecutionPool`, where attempts run."""
 
     def __init__(self, url: str, size: int | None = None) -> None:
         self.url = url
         self.conninfo, self.schema = parse_url(url)
-        self._pool: ConnectionPool[Any] | None = None
+        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
         self._reached = False
@@ -334,7 +337,7 @@ class Pool:
         self.last_connect_error = None
         self._reached = True
 
-    def _get_pool(self) -> ConnectionPool[Any]:
+    def _get_pool(self) -> psycopg_pool.ConnectionPool[Any]:
         with self._opening:
             if self._pool is None:
                 self._open_pool()
@@ -351,7 +354,7 @@ class Pool:
                 # Down, full or starting up: the pool waits `CONNECT_TIMEOUT` for it, as
                 # for a server that goes away later, and says why if it never comes.
                 pass
-        self._pool = ConnectionPool(
+        self._pool = psycopg_pool.ConnectionPool(
             self.conninfo,
             min_size=1,
             max_size=self._size,

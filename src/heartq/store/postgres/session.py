@@ -1,7 +1,7 @@
 """The one PostgreSQL session a process keeps for its life: liveness locks and LISTEN.
 
 A worker needs a session that stays open for two things, both tied to a session rather
-than to a transaction: its liveness lock (a session advisory lock, `liveness.py`) and
+than to a transaction: its liveness lock (a session advisory lock, `advisory_locks.py`) and
 its LISTEN for wake-ups (and `App.result`'s LISTEN for ends). One session carries all of
 them, so a worker holds its pooled connections plus this one (at most 3 at default
 settings) instead of a session per purpose.
@@ -34,8 +34,8 @@ from psycopg import sql
 from heartq.errors import StoreUnavailable
 from heartq.model import LivenessChange
 from heartq.store.postgres import queries as q
+from heartq.store.postgres.advisory_locks import LOCK_CHECK_INTERVAL, RELEASE_TIMEOUT
 from heartq.store.postgres.connection import Backoff, close_quietly, first_line
-from heartq.store.postgres.liveness import LOCK_CHECK_INTERVAL, RELEASE_TIMEOUT
 
 Conn = psycopg.Connection[Any]
 OnChange = Callable[[LivenessChange], None]

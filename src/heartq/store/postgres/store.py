@@ -7,7 +7,7 @@ reclaimer holds, and fence their update on `(id, execution_id, status)`: each jo
 reclaimed exactly once. The operations are written once in `store/sql/`; this module
 holds what PostgreSQL does its own way: pooled connections (`connection.py`), statements
 that read the transaction's clock, lists bound as arrays, `NOTIFY` on enqueue (heard by
-`session.py`), and liveness locks that are session advisory locks (`liveness.py`), held
+`session.py`), and liveness locks that are session advisory locks (`advisory_locks.py`), held
 on the same session as the LISTENs (`session.py`). SQL: `queries.py`; schema:
 `migrations/`.
 """
@@ -27,8 +27,8 @@ from heartq.store import redact
 from heartq.store.interface import LivenessHandle
 from heartq.store.postgres import borrowed
 from heartq.store.postgres import queries as q
-from heartq.store.postgres.connection import Pool
-from heartq.store.postgres.liveness import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
+from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
+from heartq.store.postgres.connection import ConnectionPool
 from heartq.store.postgres.session import SharedSession
 from heartq.store.sql.base import Step
 from heartq.store.sql.store import SqlStore
@@ -43,7 +43,7 @@ class PostgresStore(SqlStore):
     supports_notify = True
 
     def __init__(self, url: str, pool_size: int | None = None) -> None:
-        self.pool = Pool(url, pool_size)
+        self.pool = ConnectionPool(url, pool_size)
         self.url = redact(url)
         self.schema = self.pool.schema
         self.channel = f"heartq_{self.schema}"

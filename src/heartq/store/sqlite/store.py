@@ -6,7 +6,7 @@ committed work: a job is claimed once, reclaimed once, finished once. The operat
 written once in `store/sql/`; this module holds what SQLite does its own way:
 connections (`connection.py`), the clock taken once per transaction, lists bound as JSON,
 the claim's executions written by a second statement, and liveness locks that are lock
-files (`liveness.py`). The SQL is in `queries.py`; the schema in `migrations/`.
+files (`lock_files.py`). The SQL is in `queries.py`; the schema in `migrations/`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
 from heartq.store.sql.base import Step
 from heartq.store.sql.store import SqlStore
-from heartq.store.sqlite import borrowed, liveness
+from heartq.store.sqlite import borrowed, lock_files
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
@@ -144,13 +144,13 @@ class SQLiteStore(SqlStore):
 
     def _lock_free(self, namesake: Mapping[str, Any]) -> bool:
         """No lock file: nothing says it is alive."""
-        return liveness.is_dead(self.path, namesake["id"]) is not False
+        return lock_files.is_dead(self.path, namesake["id"]) is not False
 
     def _forget_workers(self, worker_ids: Sequence[str]) -> None:
         """Remove the lock files of reclaimed workers whose lock is free."""
         for worker_id in worker_ids:
-            if liveness.is_dead(self.path, worker_id):
-                liveness.forget(self.path, worker_id)
+            if lock_files.is_dead(self.path, worker_id):
+                lock_files.forget(self.path, worker_id)
 
     # -- liveness locks ------------------------------------------------------------------
     def liveness_hold(
@@ -158,7 +158,7 @@ class SQLiteStore(SqlStore):
     ) -> LivenessHandle:
         """A lock file the kernel frees when the process dies; it is never lost while the
         process lives, so `on_change` is never called."""
-        return liveness.FileLivenessLock(self.path, worker_id)
+        return lock_files.FileLivenessLock(self.path, worker_id)
 
     def liveness_probe(
         self, detected_by: str, now: float | None = None, observer: str | None = None
@@ -168,7 +168,7 @@ class SQLiteStore(SqlStore):
         with self.pool.read() as conn:
             params = {"hostname": socket.gethostname()}
             candidates = [r["id"] for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, params)]
-        dead = [wid for wid in candidates if liveness.is_dead(self.path, wid)]
+        dead = [wid for wid in candidates if lock_files.is_dead(self.path, wid)]
         if not dead:
             return []
         with self.pool.write() as conn:
@@ -189,7 +189,7 @@ class SQLiteStore(SqlStore):
         with self.pool.read() as conn:
             params = {"hostname": socket.gethostname()}
             here = {r["id"] for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, params)}
-        return [w for w in worker_ids if w in here and liveness.is_dead(self.path, w)]
+        return [w for w in worker_ids if w in here and lock_files.is_dead(self.path, w)]
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
         """No cross-process notifications in SQLite: workers poll, and an enqueue in the
