@@ -45,7 +45,7 @@ class BackgroundLoop:
     """Runs `step` on its own daemon thread named `name` until `stop()`.
 
     `wait`: seconds between the end of a pass and the next, or a function that says so
-    after each pass (asked whether the pass succeeded or failed). `wait_first`: wait that
+    after each pass, whether it succeeded or failed. `wait_first`: wait that
     long before the first pass too (else the first pass runs at once). `wake`: an event
     that ends a wait early (it is cleared after each wait; `stop()` sets it); without
     one the loop waits on its stop event alone. `failed`: how a pass that raised is
