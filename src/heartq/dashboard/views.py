@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from heartq import display, fleet
+from heartq import display
+from heartq.inspect import fleet
+from heartq.inspect.stats import count_totals, jobs_by_queue
 from heartq.model import JobStatus
 from heartq.store import Store
 from heartq.timeutil import iso
@@ -96,13 +98,9 @@ class OverviewReads:
 
 def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
     now = store.clock()
-    counts = reads.counts.get()
-    queues = sorted({q for q, _, _ in counts})
-    grid = {q: dict.fromkeys(STATUSES, 0) for q in queues}
-    totals = dict.fromkeys(STATUSES, 0)
-    for queue, status, n in counts:
-        grid[queue][status] = n
-        totals[status] += n
+    grid = jobs_by_queue(reads.counts.get())
+    queues = sorted(grid)
+    totals = count_totals(grid)
     workers = workers_view(store, include_all=False, now=now)
     return {
         "now": now,
@@ -162,9 +160,7 @@ def workers_view(
     `gone` for an active worker whose process is dead (its liveness lock is free) but
     whose jobs no reaper has reclaimed yet."""
     now = store.clock() if now is None else now
-    rows = fleet.with_liveness(
-        store, fleet.with_heartbeat_age(store.list_workers(include_all=include_all), now)
-    )
+    rows = fleet.workers(store, include_all=include_all, now=now)
     for row in rows:
         row["heartbeat_ago"] = display.fmt_ago(row["last_heartbeat_at"], now)
         row["started_ago"] = display.fmt_ago(row["started_at"], now)
