@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from heartq import display
 from heartq.inspect import fleet
+from heartq.inspect.attempts import attempt_timing
 from heartq.inspect.stats import count_totals, jobs_by_queue
 from heartq.model import JobStatus
 from heartq.store import Store
@@ -209,10 +210,10 @@ def job_detail(store: Store, job_id: str) -> dict[str, Any]:
     job["checkpoint_pretty"] = pretty(job["checkpoint"])
     job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
     for execution in job["executions"]:
-        start = display.epoch_of(execution["started_at"])
-        end = display.epoch_of(execution["ended_at"])
+        timing = attempt_timing(execution)
+        took = timing.duration
         execution["duration"] = display.fmt_seconds(
-            None if start is None else (end if end is not None else now) - start
+            timing.running_for(now) if took is None else took
         )
         execution["crash_items"] = sorted((execution["crash"] or {}).items())
     job["executions"].reverse()  # the latest attempt first
