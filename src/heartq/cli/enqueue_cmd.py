@@ -12,9 +12,10 @@ import click
 
 from heartq import display, events
 from heartq.app import App
-from heartq.cli.common import print_json, url_option
+from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
+from heartq.options import ETA_FORMATS, OPTIONS, Option
 
 
 def read_args_text(value: str | None) -> str | None:
@@ -76,6 +77,32 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
+def click_type(option: Option) -> click.ParamType[Any] | None:
+    """How the command line reads an option's value: its kind, bounded below by its
+    minimum (a bad value is a usage error, exit 2); None: text."""
+    if option.kind is int:
+        return click.INT if option.minimum is None else click.IntRange(min=option.minimum)
+    if option.kind is float:
+        return click.FloatRange(min=option.minimum)
+    if option.kind is datetime:
+        return click.DateTime(list(ETA_FORMATS))
+    return None
+
+
+def enqueue_options(fn: F) -> F:
+    """`--queue`, `--priority`, ...: an option for each of `heartq.options.OPTIONS`, with
+    its help and default as written there."""
+    for option in reversed(OPTIONS):
+        fn = click.option(
+            option.flag,
+            type=click_type(option),
+            default=None,
+            metavar=option.metavar,
+            help=option.help_text,
+        )(fn)
+    return fn
+
+
 @click.command("enqueue")
 @click.argument("task")
 @url_option
@@ -87,55 +114,7 @@ def _json_kind(value: Any) -> str:
     help='Keyword arguments as a JSON object, e.g. \'{"repo_url": "..."}\'; '
     "@FILE reads it from a file, - from stdin.",
 )
-@click.option("--queue", default=None, help="Queue [the task's, else default].")
-@click.option("--priority", type=int, default=None, help="Higher runs first [0].")
-@click.option(
-    "--delay",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="S",
-    help="Seconds before the job may run [0].",
-)
-@click.option(
-    "--eta",
-    type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%dT%H:%M%z"]),
-    default=None,
-    metavar="TIME",
-    help="When the job may first run, with its UTC offset: 2026-12-01T09:00:00+01:00.",
-)
-@click.option(
-    "--max-retries",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="N",
-    help="Retries after the first attempt [the task's, else 3].",
-)
-@click.option(
-    "--unique-key",
-    default=None,
-    metavar="KEY",
-    help="While a job with this key is queued or running, print its id and store nothing.",
-)
-@click.option(
-    "--unique-for",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="S",
-    help="With --unique-key: a job with the key that finished within S seconds counts too.",
-)
-@click.option(
-    "--concurrency-key",
-    default=None,
-    metavar="KEY",
-    help="With --concurrency-limit: at most that many jobs with this key run at once.",
-)
-@click.option(
-    "--concurrency-limit",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="How many jobs with --concurrency-key may run at once, across all workers.",
-)
+@enqueue_options
 @click.option(
     "--strict",
     is_flag=True,
@@ -146,17 +125,9 @@ def enqueue_command(
     task: str,
     url: str | None,
     args_text: str | None,
-    queue: str | None,
-    priority: int | None,
-    delay: float | None,
-    eta: datetime | None,
-    max_retries: int | None,
-    unique_key: str | None,
-    unique_for: float | None,
-    concurrency_key: str | None,
-    concurrency_limit: int | None,
     strict: bool,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Queue one job of TASK; prints the new job's id.
 
@@ -175,19 +146,7 @@ def enqueue_command(
 
     events.add_listener(hear)
     try:
-        job_id = app.enqueue(
-            task,
-            args,
-            queue=queue,
-            priority=priority,
-            delay=delay,
-            eta=eta,
-            max_retries=max_retries,
-            unique_key=unique_key,
-            unique_for=unique_for,
-            concurrency_key=concurrency_key,
-            concurrency_limit=concurrency_limit,
-        )
+        job_id = app.enqueue(task, args, **options)
     finally:
         events.remove_listener(hear)
         app.close()
