@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -26,6 +25,7 @@ from typing import (
     ParamSpec,
     Protocol,
     TypeVar,
+    Unpack,
     overload,
 )
 
@@ -39,6 +39,7 @@ from heartq.lifecycle.retry import (
     DEFAULT_RETRY_BACKOFF_MAX,
 )
 from heartq.model import CancelResult, NewJob, TaskPolicy
+from heartq.options import EnqueueOptions, Options
 from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
@@ -50,63 +51,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-UniqueKey = str | Callable[[Mapping[str, Any]], str | None] | None
-"""A job's unique key: a string, a function of its arguments (`enqueue_many`), or none."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """What a caller may choose for one enqueue; None leaves it to the task's policy.
-    `delay` (seconds) and `eta` (an aware datetime) say when it may first run.
-    `unique_key` (a string, or for `enqueue_many` a function of each job's arguments):
-    while a job with that key is queued or running (or finished less than `unique_for`
-    seconds ago), the enqueue stores nothing and answers that job's id.
-    `concurrency_key` with `concurrency_limit` (both or neither): at most that many jobs
-    with the key run at once, across every worker."""
-
-    queue: str | None = None
-    priority: int | None = None
-    delay: float | None = None
-    eta: datetime | None = None
-    max_retries: int | None = None
-    unique_key: UniqueKey = None
-    unique_for: float | None = None
-    concurrency_key: str | None = None
-    concurrency_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.queue is not None:
-            payload.check_name("queue", self.queue)
-        payload.check_int("priority", self.priority)
-        payload.check_int("max_retries", self.max_retries, minimum=0)
-        payload.check_duration("delay", self.delay, allow_zero=True)
-        if self.eta is not None:
-            if not isinstance(self.eta, datetime):
-                raise ConfigError(f"eta must be a datetime, got {self.eta!r}")
-            if self.eta.tzinfo is None or self.eta.utcoffset() is None:
-                raise ConfigError(
-                    f"eta must be timezone-aware (e.g. datetime.now(timezone.utc)), got "
-                    f"the naive {self.eta.isoformat()}"
-                )
-            if self.delay:
-                raise ConfigError("give either delay or eta, not both")
-        if self.unique_key is not None and not callable(self.unique_key):
-            payload.check_unique_key(self.unique_key)
-        payload.check_duration("unique_for", self.unique_for, allow_zero=True)
-        if self.unique_for is not None and self.unique_key is None:
-            raise ConfigError("unique_for needs a unique_key: the window of which key?")
-        payload.check_concurrency(self.concurrency_key, self.concurrency_limit)
-
-    def key_for(self, args: Mapping[str, Any]) -> str | None:
-        """The unique key of a job with these arguments (None: the job has none)."""
-        if callable(self.unique_key):
-            key = self.unique_key(args)
-            return None if key is None else payload.check_unique_key(key)
-        return self.unique_key
-
-    @property
-    def run_at(self) -> float | None:
-        return None if self.eta is None else self.eta.timestamp()
 
 
 class Task(Generic[P, R]):
@@ -212,36 +156,33 @@ class Task(Generic[P, R]):
         return (await self.app._enqueue_async(self.name, [job_args], Options()))[0]
 
     def options(
-        self,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float | None = None,
-        eta: datetime | None = None,
-        max_retries: int | None = None,
-        unique_key: UniqueKey = None,
-        unique_for: float | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        connection: Any = None,
+        self, *, connection: Any = None, **options: Unpack[EnqueueOptions]
     ) -> BoundTask[P]:
-        """This task with options chosen: `task.options(delay=60).enqueue(x=1)`;
-        `connection` enqueues in that connection's open transaction (`App.enqueue`)."""
-        options = Options(
-            queue, priority, delay, eta, max_retries, unique_key, unique_for,
-            concurrency_key, concurrency_limit,
-        )
-        return BoundTask(self, options, connection)
+        """This task with options chosen (`heartq.options`): `task.options(delay=60)
+        .enqueue(x=1)`; `connection` enqueues in that connection's open transaction
+        (`App.enqueue`)."""
+        return BoundTask(self, Options.given("Task.options", options), connection)
 
-    def enqueue_with(self, args: Mapping[str, Any] | None = None, **options: Any) -> str:
-        """Queue one job from an argument mapping, with options (`queue`, `priority`,
-        `delay`, `eta`, `max_retries`, `unique_key`, `unique_for`, `concurrency_key`,
-        `concurrency_limit`, `connection`)."""
-        return self.app.enqueue(self.name, args, **options)
+    def enqueue_with(
+        self,
+        args: Mapping[str, Any] | None = None,
+        *,
+        connection: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> str:
+        """Queue one job from an argument mapping, with options (`heartq.options`) and
+        `connection` as `App.enqueue`."""
+        return self.app.enqueue(self.name, args, connection=connection, **options)
 
-    def enqueue_many(self, args_list: Iterable[Mapping[str, Any]], **options: Any) -> list[str]:
+    def enqueue_many(
+        self,
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        connection: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[str]:
         """Queue one job per argument mapping, in one transaction: all of them or none."""
-        return self.app.enqueue_many(self.name, args_list, **options)
+        return self.app.enqueue_many(self.name, args_list, connection=connection, **options)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.queue}>"
@@ -565,17 +506,20 @@ class App:
         """The jobs to store, whether their task is declared, and the policy resolved."""
         payload.check_name("task", task_name)
         task_policy, declared = self._policy_for(task_name)
-        resolved = policy.resolve(task_policy, options.queue, options.priority, options.max_retries)
+        chosen = options.chosen
+        resolved = policy.resolve(
+            task_policy, chosen.get("queue"), chosen.get("priority"), chosen.get("max_retries")
+        )
         limit = self.settings.max_payload_bytes
         task = self.tasks.get(task_name)
         jobs = [
             NewJob(
                 task=task_name,
                 args_json=payload.encode_args(args, limit=limit),
-                delay=float(options.delay or 0.0),
+                delay=float(chosen.get("delay") or 0.0),
                 run_at=options.run_at,
                 unique_key=options.key_for(args),
-                unique_for=options.unique_for,
+                unique_for=chosen.get("unique_for"),
                 **self._concurrency(task, options, args),
                 **resolved,
             )
@@ -591,8 +535,9 @@ class App:
         template filled from its arguments (a task registered here)."""
         key: str | None
         limit: int | None
-        if options.concurrency_key is not None:
-            key, limit = options.concurrency_key, options.concurrency_limit
+        chosen = options.chosen
+        if chosen.get("concurrency_key") is not None:
+            key, limit = chosen.get("concurrency_key"), chosen.get("concurrency_limit")
         elif task is not None:
             key, limit = task.concurrency_for(args)
         else:
@@ -648,16 +593,8 @@ class App:
         task: str,
         args: Mapping[str, Any] | None = None,
         *,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float | None = None,
-        eta: datetime | None = None,
-        max_retries: int | None = None,
-        unique_key: UniqueKey = None,
-        unique_for: float | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
         connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         """Queue one job of `task` (any name: registered here or not) with keyword
         arguments `args`; returns its id. Bad input raises before anything is stored.
@@ -667,39 +604,26 @@ class App:
         is queued or running (with `unique_for`, or finished less than that many seconds
         ago), nothing is stored and that job's id is returned. `concurrency_key` with
         `concurrency_limit`: at most that many jobs with the key run at once (a task
-        registered here with a template of its own takes it unless these are given)."""
-        options = Options(
-            queue, priority, delay, eta, max_retries, unique_key, unique_for,
-            concurrency_key, concurrency_limit,
-        )
-        return self._enqueue(task, [self._check_args(task, args)], options, connection)[0]
+        registered here with a template of its own takes it unless these are given).
+        Every option: `heartq.options`."""
+        chosen = Options.given("App.enqueue", options)
+        return self._enqueue(task, [self._check_args(task, args)], chosen, connection)[0]
 
     def enqueue_many(
         self,
         task: str,
         args_list: Iterable[Mapping[str, Any]],
         *,
-        queue: str | None = None,
-        priority: int | None = None,
-        delay: float | None = None,
-        eta: datetime | None = None,
-        max_retries: int | None = None,
-        unique_key: UniqueKey = None,
-        unique_for: float | None = None,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
         connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> list[str]:
         """Queue many jobs of one task in one transaction: all of them, or none (in the
         caller's transaction with `connection`, as `enqueue`). `unique_key` is one key
         for the whole batch (every job answers the one that holds it) or a function of
         each job's arguments. `concurrency_key`/`concurrency_limit` as `enqueue`."""
-        options = Options(
-            queue, priority, delay, eta, max_retries, unique_key, unique_for,
-            concurrency_key, concurrency_limit,
-        )
+        chosen = Options.given("App.enqueue_many", options)
         checked = [self._check_args(task, args) for args in args_list]
-        return self._enqueue(task, checked, options, connection) if checked else []
+        return self._enqueue(task, checked, chosen, connection) if checked else []
 
     async def enqueue_async(
         self,
@@ -707,12 +631,13 @@ class App:
         args: Mapping[str, Any] | None = None,
         *,
         connection: Any = None,
-        **options: Any,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         """`enqueue` for asyncio code: the database round trips run off the event loop;
         `connection` may be a `psycopg.AsyncConnection` in its open transaction."""
+        chosen = Options.given("App.enqueue_async", options)
         checked = [self._check_args(task, args)]
-        return (await self._enqueue_async(task, checked, Options(**options), connection))[0]
+        return (await self._enqueue_async(task, checked, chosen, connection))[0]
 
     async def enqueue_many_async(
         self,
@@ -720,13 +645,14 @@ class App:
         args_list: Iterable[Mapping[str, Any]],
         *,
         connection: Any = None,
-        **options: Any,
+        **options: Unpack[EnqueueOptions],
     ) -> list[str]:
         """`enqueue_many` for asyncio code."""
+        chosen = Options.given("App.enqueue_many_async", options)
         checked = [self._check_args(task, args) for args in args_list]
         if not checked:
             return []
-        return await self._enqueue_async(task, checked, Options(**options), connection)
+        return await self._enqueue_async(task, checked, chosen, connection)
 
     # -- results -------------------------------------------------------------------------
     def result(self, job_id: str, timeout: float | None = None) -> Any:

@@ -2,8 +2,12 @@
 
 Every duration is in seconds (a float, so tests and demos can run the whole protocol in
 fractions of a second). Resolution order for each setting: the explicit argument, then the
-environment (`HEARTQ_URL`, `HEARTQ_HEARTBEAT_INTERVAL`, `HEARTQ_LEASE`,
-`HEARTQ_REAP_INTERVAL`), then the default below.
+environment (`HEARTQ_URL`, and each setting's `Setting.env`: `HEARTQ_HEARTBEAT_INTERVAL`,
+`HEARTQ_LEASE`, `HEARTQ_REAP_INTERVAL`), then the default below.
+
+Each field of `Settings` is declared once, with its default, its help, its variable and
+whether `heartq worker` offers it as an option (`setting`): the command's options are
+made from these declarations, so a default is never typed twice.
 
 Derived defaults keep the ratios of docs/DESIGN.md when only the heartbeat is set: the lease is
 3 heartbeats, the reap interval one heartbeat, a worker is stale after 3 missed heartbeats.
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
 from heartq.errors import ConfigError
@@ -56,11 +60,44 @@ SAFETY_MARGIN_FRACTION = 1.0 / 6.0
 """A worker stops trusting its leases at `lease * (1 - 1/6)` after its last renewal."""
 
 ENV_URL = "HEARTQ_URL"
-_ENV_SETTINGS = {
-    "heartbeat_interval": "HEARTQ_HEARTBEAT_INTERVAL",
-    "lease": "HEARTQ_LEASE",
-    "reap_interval": "HEARTQ_REAP_INTERVAL",
-}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one setting of `Settings` means, written once beside its default: `heartq
+    worker`'s options are made from it (`heartq.cli.worker_cmd`), and `Settings.from_env`
+    reads its environment variable."""
+
+    help: str
+    """What it is, as `heartq worker --help` says it."""
+    shown_default: str
+    """Its default as an operator reads it (`30`, `3 heartbeats`), made from the
+    constants above, never typed twice."""
+    env: str | None = None
+    """The `HEARTQ_*` variable that sets it, if any."""
+    zero_ok: bool = False
+    """0 is a meaning of its own (every other duration must be positive)."""
+    worker_option: bool = False
+    """`heartq worker` offers it as `--NAME` (dashes for underscores)."""
+
+
+SETTING = "heartq.setting"
+"""The key of a field's `Setting` in its dataclass metadata."""
+
+
+def setting(default: Any, help: str, shown_default: str, **more: Any) -> Any:
+    """A `Settings` field with its default and its `Setting`."""
+    return field(default=default, metadata={SETTING: Setting(help, shown_default, **more)})
+
+
+def setting_of(f: Field[Any]) -> Setting | None:
+    """The `Setting` of a `Settings` field (None for a field declared without one)."""
+    found = f.metadata.get(SETTING)
+    return found if isinstance(found, Setting) else None
+
+
+def _g(seconds: float) -> str:
+    return f"{seconds:g}"
 
 
 def resolve_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -73,22 +110,84 @@ def resolve_url(url: str | None, environ: Mapping[str, str] | None = None) -> st
 class Settings:
     """The protocol's timings. `None` means derived from `heartbeat_interval`."""
 
-    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL
-    lease: float | None = None
-    reap_interval: float | None = None
-    liveness_interval: float = DEFAULT_LIVENESS_INTERVAL
-    stale_after: float | None = None
-    reap_batch: int = DEFAULT_REAP_BATCH
-    worker_retention: float = DEFAULT_WORKER_RETENTION
-    job_retention: float = DEFAULT_JOB_RETENTION
-    prune_interval: float = DEFAULT_PRUNE_INTERVAL
-    poll_interval: float = DEFAULT_POLL_INTERVAL
-    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    safety_margin: float | None = None
-    pool_size: int | None = None
-    """PostgreSQL: at most this many pooled connections per process. None: the URL's
-    `?pool_size=`, else `HEARTQ_POOL_SIZE`, else 2 (`store/postgres/connection.py`)."""
+    heartbeat_interval: float = setting(
+        DEFAULT_HEARTBEAT_INTERVAL,
+        "Seconds between heartbeats",
+        _g(DEFAULT_HEARTBEAT_INTERVAL),
+        env="HEARTQ_HEARTBEAT_INTERVAL",
+        worker_option=True,
+    )
+    lease: float | None = setting(
+        None,
+        "Lease length in seconds",
+        f"{LEASE_HEARTBEATS:g} heartbeats",
+        env="HEARTQ_LEASE",
+        worker_option=True,
+    )
+    reap_interval: float | None = setting(
+        None,
+        "Seconds between reaper passes",
+        "1 heartbeat",
+        env="HEARTQ_REAP_INTERVAL",
+        worker_option=True,
+    )
+    liveness_interval: float = setting(
+        DEFAULT_LIVENESS_INTERVAL,
+        "Seconds between liveness-lock probes",
+        _g(DEFAULT_LIVENESS_INTERVAL),
+        worker_option=True,
+    )
+    stale_after: float | None = setting(
+        None,
+        "Seconds of silence after which a worker is stale",
+        f"{STALE_HEARTBEATS:g} heartbeats, at least the lease",
+    )
+    reap_batch: int = setting(
+        DEFAULT_REAP_BATCH, "Expired leases reclaimed per statement", str(DEFAULT_REAP_BATCH)
+    )
+    worker_retention: float = setting(
+        DEFAULT_WORKER_RETENTION,
+        "Seconds inactive and stopped worker rows are kept",
+        _g(DEFAULT_WORKER_RETENTION),
+    )
+    job_retention: float = setting(
+        DEFAULT_JOB_RETENTION,
+        "Seconds succeeded and cancelled jobs are kept",
+        _g(DEFAULT_JOB_RETENTION),
+    )
+    prune_interval: float = setting(
+        DEFAULT_PRUNE_INTERVAL, "Seconds between two prunes", _g(DEFAULT_PRUNE_INTERVAL)
+    )
+    poll_interval: float = setting(
+        DEFAULT_POLL_INTERVAL,
+        "Seconds an idle worker waits before looking again",
+        _g(DEFAULT_POLL_INTERVAL),
+        worker_option=True,
+    )
+    shutdown_timeout: float = setting(
+        DEFAULT_SHUTDOWN_TIMEOUT,
+        "Seconds running jobs get to finish on SIGTERM",
+        _g(DEFAULT_SHUTDOWN_TIMEOUT),
+        zero_ok=True,  # 0: release running jobs at once
+        worker_option=True,
+    )
+    max_payload_bytes: int = setting(
+        DEFAULT_MAX_PAYLOAD_BYTES,
+        "The largest JSON encoding of a job's arguments, result or checkpoint, in bytes",
+        str(DEFAULT_MAX_PAYLOAD_BYTES),
+    )
+    safety_margin: float | None = setting(
+        None,
+        "Seconds before the reclaim horizon a worker stops trusting its leases",
+        "1/6 of the reclaim horizon",
+    )
+    pool_size: int | None = setting(
+        None,
+        "PostgreSQL: at most this many pooled connections per process",
+        "the URL's ?pool_size=, else HEARTQ_POOL_SIZE, else 2",
+    )
+    """None: the URL's `?pool_size=`, else `HEARTQ_POOL_SIZE`, else 2
+    (`store/postgres/connection.py`, which reads the variable)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -97,7 +196,8 @@ class Settings:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
-            zero_ok = f.name == "shutdown_timeout"  # 0: release running jobs at once
+            described = setting_of(f)
+            zero_ok = described is not None and described.zero_ok
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
         if self.pool_size is not None and (
@@ -160,7 +260,8 @@ class Settings:
         """Settings from `HEARTQ_*` variables, with explicit overrides taking precedence."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for name, var in _ENV_SETTINGS.items():
+        env_settings = env_variables()
+        for name, var in env_settings.items():
             raw = env.get(var)
             if raw is None or raw == "":
                 continue
@@ -168,7 +269,7 @@ class Settings:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
-        from_env = {var: env[var] for name, var in _ENV_SETTINGS.items() if name in values}
+        from_env = {var: env[var] for name, var in env_settings.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
             return cls().with_overrides(**values)
@@ -178,3 +279,24 @@ class Settings:
             # Name the variables: the operator who set them is rarely the one who reads this.
             given = ", ".join(f"{var}={raw}" for var, raw in from_env.items())
             raise ConfigError(f"{exc} (from the environment: {given})") from None
+
+
+def env_variables() -> dict[str, str]:
+    """Setting name -> the `HEARTQ_*` variable that sets it, for the settings that have
+    one."""
+    out = {}
+    for f in fields(Settings):
+        described = setting_of(f)
+        if described is not None and described.env is not None:
+            out[f.name] = described.env
+    return out
+
+
+def worker_options() -> list[tuple[str, Setting]]:
+    """The settings `heartq worker` offers as options, in the order of `Settings`."""
+    out = []
+    for f in fields(Settings):
+        described = setting_of(f)
+        if described is not None and described.worker_option:
+            out.append((f.name, described))
+    return out

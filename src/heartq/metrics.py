@@ -45,7 +45,7 @@ from prometheus_client.registry import Collector
 
 from heartq import events
 from heartq.errors import ConfigError
-from heartq.store.records import jobs_by_queue
+from heartq.inspect.stats import jobs_by_queue
 
 if TYPE_CHECKING:
     from heartq.worker import Worker

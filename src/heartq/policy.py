@@ -27,6 +27,8 @@ from heartq.model import ClaimedJob, TaskPolicy
 
 DEFAULT_QUEUE = "default"
 """Defaults to the queue named `default`."""
+DEFAULT_PRIORITY = 0
+"""Defaults to priority 0 (higher runs first)."""
 
 QUEUE = 1
 """`chosen` bit: the caller chose the queue."""
@@ -73,7 +75,7 @@ def defaults(name: str) -> TaskPolicy:
     return TaskPolicy(
         name=name,
         queue=DEFAULT_QUEUE,
-        priority=0,
+        priority=DEFAULT_PRIORITY,
         max_retries=DEFAULT_MAX_RETRIES,
         retry_backoff=DEFAULT_RETRY_BACKOFF,
         retry_backoff_max=DEFAULT_RETRY_BACKOFF_MAX,

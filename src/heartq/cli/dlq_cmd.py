@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
+from rich.console import Group
+from rich.padding import Padding
+from rich.text import Text
 
 from heartq import display
 from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
-from heartq.cli.jobs_cmd import dead_jobs_view
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.model import JobStatus
 from heartq.store.sql.admin import MAX_DEAD_AGE
@@ -40,6 +43,25 @@ def list_command(url: str | None, queue: str | None, limit: int, as_json: bool) 
     if len(jobs) == limit:
         console.print(f"{limit} newest shown; there may be more (--limit N)", style="dim")
     console.print("replay: heartq dlq replay ID ...   inspect: heartq jobs show ID", style="dim")
+
+
+def dead_jobs_view(jobs: list[dict[str, Any]], now: float) -> Group:
+    """Each dead job: its id, task and queue, then when and why it died (indented)."""
+    parts: list[Any] = []
+    for job in jobs:
+        head = Text(job["id"], style="bold")
+        head.append(f"  {job['task']}  queue {job['queue']}")
+        died = display.fmt_seconds(display.age(job.get("finished_at"), now))
+        why = Text(
+            f"died {died} ago after {job['attempts']} of {job['max_retries'] + 1} tries",
+            style=render.STATUS_STYLES["dead"],
+        )
+        reason = display.last_line(job.get("dead_reason") or job.get("error"), 500)
+        if reason:
+            why.append(f": {reason}", style="")
+        parts.append(head)
+        parts.append(Padding(why, (0, 0, 0, 4)))
+    return Group(*parts)
 
 
 @dlq_group.command("replay")

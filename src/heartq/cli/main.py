@@ -19,7 +19,8 @@ from heartq.cli.common import (
 from heartq.cli.dashboard_cmd import dashboard_command
 from heartq.cli.demo import demo_command
 from heartq.cli.dlq_cmd import dlq_group
-from heartq.cli.jobs_cmd import enqueue_command, jobs_group
+from heartq.cli.enqueue_cmd import enqueue_command
+from heartq.cli.jobs_cmd import jobs_group
 from heartq.cli.ops_cmd import reap_command, stats_command
 from heartq.cli.periodic_cmd import periodic_command
 from heartq.cli.tasks_cmd import tasks_command

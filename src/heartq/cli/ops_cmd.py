@@ -12,12 +12,11 @@ from heartq import display
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
 from heartq.config import Settings
-from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
+from heartq.inspect.fleet import GONE_HINT
+from heartq.inspect.stats import collect_stats
 from heartq.maintenance.findings import Findings
 from heartq.maintenance.reclaim import reclaim_pass
 from heartq.model import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
-from heartq.store import Store, redact
-from heartq.store.records import jobs_by_queue
 
 
 def _quiet_events() -> None:
@@ -134,59 +133,6 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
 
 
 # -- stats -------------------------------------------------------------------------------
-
-
-def collect_stats(store: Store) -> dict[str, Any]:
-    """The figures of the metrics endpoint, read once from the store."""
-    now = store.clock()
-    by_queue = jobs_by_queue(store.count_jobs())
-    totals = dict.fromkeys(JOB_STATUSES, 0)
-    for statuses in by_queue.values():
-        for status, count in statuses.items():
-            totals[status] += count
-    listed = with_liveness(store, with_heartbeat_age(store.list_workers(include_all=False), now))
-    workers = [w for w in listed if not w["gone"]]
-    gone = [w for w in listed if w["gone"]]
-    waits = store.queue_waits()
-    oldest = max(
-        (w for w in waits.values() if w.oldest_age is not None),
-        key=lambda w: w.oldest_age or 0.0,
-        default=None,
-    )
-    scheduled = sum(w.scheduled for w in waits.values())
-    keys = store.concurrency_usage()
-    schedules = store.list_schedules()
-    next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
-    return {
-        "url": redact(store.url),
-        "jobs": by_queue,
-        "totals": dict(totals, all=sum(totals.values())),
-        "workers": {
-            "active": len(workers),
-            "running_jobs": sum(w["running"] for w in workers),
-            "slots": sum(w["concurrency"] for w in workers),
-            "max_heartbeat_age": max(
-                (w["heartbeat_age"] for w in workers if w["heartbeat_age"] is not None),
-                default=None,
-            ),
-            "gone": len(gone),
-            "gone_running_jobs": sum(w["running"] for w in gone),
-        },
-        "oldest_queued_age": None if oldest is None else round(oldest.oldest_age or 0.0, 3),
-        "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,
-        "scheduled": scheduled,
-        "dead": totals[JobStatus.DEAD],
-        "concurrency": {
-            "keys": len(keys),
-            "at_limit": sum(1 for k in keys if k["limit"] and k["running"] >= k["limit"]),
-            "queued": sum(k["queued"] for k in keys),
-            "busiest": keys[:5],
-        },
-        "periodic": {
-            "schedules": len(schedules),
-            "next_tick_in": None if not next_ticks else round(max(0.0, min(next_ticks) - now), 3),
-        },
-    }
 
 
 @click.command("stats")

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
-from heartq.cli.jobs_cmd import timeline, with_worker_liveness
+from heartq.cli.job_view import timeline
+from heartq.inspect.jobs import with_worker_liveness
 from heartq.model import JobStatus
 from heartq.store import Store
 

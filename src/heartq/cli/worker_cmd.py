@@ -5,11 +5,26 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from heartq.cli.common import load_app, url_option, url_typed
-from heartq.config import DEFAULT_CONCURRENCY, resolve_url
+from heartq.cli.common import F, load_app, url_option, url_typed
+from heartq.config import DEFAULT_CONCURRENCY, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
 from heartq.worker.pools import POOL_NAMES
+
+
+def setting_options(fn: F) -> F:
+    """`--heartbeat-interval`, `--lease`, ...: an option for each setting `Settings`
+    offers to `heartq worker` (`heartq.config.worker_options`), with its help, its
+    default as help shows it, and its environment variable, all written there."""
+    for name, described in reversed(worker_options()):
+        fn = click.option(
+            "--" + name.replace("_", "-"),
+            type=click.FloatRange(min=0, min_open=not described.zero_ok),
+            default=None,
+            envvar=described.env,
+            help=f"{described.help} [{described.shown_default}].",
+        )(fn)
+    return fn
 
 
 @click.command("worker")
@@ -25,45 +40,7 @@ from heartq.worker.pools import POOL_NAMES
 )
 @click.option("--pool", type=click.Choice(POOL_NAMES), default="thread", show_default=True)
 @click.option("--name", default=None, help="Stable name (pod or host name) for reconciliation.")
-@click.option(
-    "--heartbeat-interval",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    envvar="HEARTQ_HEARTBEAT_INTERVAL",
-    help="Seconds between heartbeats [30].",
-)
-@click.option(
-    "--lease",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    envvar="HEARTQ_LEASE",
-    help="Lease length in seconds [3 heartbeats].",
-)
-@click.option(
-    "--reap-interval",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    envvar="HEARTQ_REAP_INTERVAL",
-    help="Seconds between reaper passes [1 heartbeat].",
-)
-@click.option(
-    "--liveness-interval",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds between liveness-lock probes [1].",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds an idle worker waits before looking again [1].",
-)
-@click.option(
-    "--shutdown-timeout",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Seconds running jobs get to finish on SIGTERM [30].",
-)
+@setting_options
 @click.option(
     "--startup-timeout",
     type=click.FloatRange(min=0),
@@ -113,12 +90,6 @@ def worker_command(
     concurrency: int,
     pool: str,
     name: str | None,
-    heartbeat_interval: float | None,
-    lease: float | None,
-    reap_interval: float | None,
-    liveness_interval: float | None,
-    poll_interval: float | None,
-    shutdown_timeout: float | None,
     startup_timeout: float | None,
     transport: str | None,
     metrics_port: int | None,
@@ -126,6 +97,7 @@ def worker_command(
     log_format: str,
     log_level: str,
     burst: bool,
+    **settings: float | None,
 ) -> None:
     """Run a worker for APP (module:attribute, or module whose `app` is used)."""
     configure_logging(log_format, LOG_LEVELS[log_level])
@@ -142,15 +114,8 @@ def worker_command(
         app.use_url(resolve_url(url))
     if transport and typed("transport"):
         app.use_transport(transport)
-    timings = {
-        name: value
-        for name, value in (
-            ("heartbeat_interval", heartbeat_interval),
-            ("lease", lease),
-            ("reap_interval", reap_interval),
-        )
-        if typed(name)
-    }
+    # A setting not typed is the app's (which read its variable, if it has one) or None.
+    typed_settings = {name: value for name, value in settings.items() if typed(name)}
     worker = Worker(
         app,
         queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
@@ -158,11 +123,8 @@ def worker_command(
         pool=pool,
         name=name,
         app_ref=app_ref if ":" in app_ref else f"{app_ref}:app",
-        **timings,
-        liveness_interval=liveness_interval,
-        poll_interval=poll_interval,
-        shutdown_timeout=shutdown_timeout,
         startup_timeout=startup_timeout,
+        **typed_settings,
     )
     if metrics_port is not None:
         from heartq.metrics import start_metrics_server

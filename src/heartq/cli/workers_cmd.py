@@ -7,7 +7,8 @@ from rich.text import Text
 
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
-from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
+from heartq.inspect import fleet
+from heartq.inspect.fleet import GONE_HINT
 
 
 @click.command("workers")
@@ -19,8 +20,7 @@ from heartq.fleet import GONE_HINT, with_heartbeat_age, with_liveness
 def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     """Workers and what they hold (only active ones unless --all)."""
     store = store_for(url, existing=True)
-    listed = with_heartbeat_age(store.list_workers(include_all=include_all), store.clock())
-    workers = with_liveness(store, listed)
+    workers = fleet.workers(store, include_all=include_all)
     if as_json:
         print_json(workers)
         return

@@ -37,7 +37,7 @@ from heartq.dashboard.security import (
     csrf_token,
 )
 from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
-from heartq.fleet import GONE_HINT
+from heartq.inspect.fleet import GONE_HINT
 from heartq.model import CancelResult, JobStatus
 from heartq.store import Store, open_store, redact, redact_text
 

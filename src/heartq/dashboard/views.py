@@ -14,7 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from heartq import display, fleet
+from heartq import display
+from heartq.inspect import fleet
+from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.stats import count_totals, jobs_by_queue
 from heartq.model import JobStatus
 from heartq.store import Store
 from heartq.store.interface import Inspector, Registry
@@ -97,13 +100,9 @@ class OverviewReads:
 
 def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
     now = store.clock()
-    counts = reads.counts.get()
-    queues = sorted({q for q, _, _ in counts})
-    grid = {q: dict.fromkeys(STATUSES, 0) for q in queues}
-    totals = dict.fromkeys(STATUSES, 0)
-    for queue, status, n in counts:
-        grid[queue][status] = n
-        totals[status] += n
+    grid = jobs_by_queue(reads.counts.get())
+    queues = sorted(grid)
+    totals = count_totals(grid)
     workers = workers_view(store, include_all=False, now=now)
     return {
         "now": now,
@@ -163,9 +162,7 @@ def workers_view(
     `gone` for an active worker whose process is dead (its liveness lock is free) but
     whose jobs no reaper has reclaimed yet."""
     now = store.clock() if now is None else now
-    rows = fleet.with_liveness(
-        store, fleet.with_heartbeat_age(store.list_workers(include_all=include_all), now)
-    )
+    rows = fleet.workers(store, include_all=include_all, now=now)
     for row in rows:
         row["heartbeat_ago"] = display.fmt_ago(row["last_heartbeat_at"], now)
         row["started_ago"] = display.fmt_ago(row["started_at"], now)
@@ -214,10 +211,10 @@ def job_detail(store: Inspector, job_id: str) -> dict[str, Any]:
     job["checkpoint_pretty"] = pretty(job["checkpoint"])
     job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
     for execution in job["executions"]:
-        start = display.epoch_of(execution["started_at"])
-        end = display.epoch_of(execution["ended_at"])
+        timing = attempt_timing(execution)
+        took = timing.duration
         execution["duration"] = display.fmt_seconds(
-            None if start is None else (end if end is not None else now) - start
+            timing.running_for(now) if took is None else took
         )
         execution["crash_items"] = sorted((execution["crash"] or {}).items())
     job["executions"].reverse()  # the latest attempt first

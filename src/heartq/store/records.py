@@ -14,7 +14,6 @@ from typing import Any
 
 from heartq.errors import LeaseLost
 from heartq.model import (
-    JOB_STATUSES,
     TERMINAL_STATUSES,
     ClaimedJob,
     DetectedBy,
@@ -89,14 +88,6 @@ def stale_worker(worker: Any, reclaimed: Sequence[Reclaimed]) -> StaleWorker:
     return StaleWorker(
         worker["id"], worker["name"], float(worker["heartbeat_age"]), tuple(reclaimed)
     )
-
-
-def jobs_by_queue(counts: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
-    """`Store.count_jobs()` as queue -> status -> count, every status present (0 if none)."""
-    by_queue: dict[str, dict[str, int]] = {}
-    for queue, status, count in counts:
-        by_queue.setdefault(queue, dict.fromkeys(JOB_STATUSES, 0))[status] = count
-    return by_queue
 
 
 def queue_wait(row: Any, now: float, oldest_job_id: str | None) -> QueueWait:

@@ -1,4 +1,4 @@
-"""What operators are shown about workers, from the command line and the dashboard
+"""The workers as operators are shown them, from the command line and the dashboard
 alike: how long ago each was heard from, and whether an `active` one is gone."""
 
 from __future__ import annotations
@@ -7,6 +7,18 @@ from typing import Any
 
 from heartq import display
 from heartq.store.interface import Registry
+
+GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
+"""What `gone` means, in every command that shows it."""
+
+
+def workers(store: Registry, include_all: bool, now: float | None = None) -> list[dict[str, Any]]:
+    """The registry's workers (only active ones unless `include_all`) with
+    `heartbeat_age` and `gone`, by the database's clock (`now`, read if not given):
+    what `heartq workers`, `heartq stats` and the dashboard show."""
+    now = store.clock() if now is None else now
+    listed = store.list_workers(include_all=include_all)
+    return with_liveness(store, with_heartbeat_age(listed, now))
 
 
 def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
@@ -17,10 +29,6 @@ def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[s
         seconds = display.age(worker.get("last_heartbeat_at"), now)
         out.append(dict(worker, heartbeat_age=None if seconds is None else round(seconds, 3)))
     return out
-
-
-GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
-"""What `gone` means, in every command that shows it."""
 
 
 def with_liveness(store: Registry, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,167 @@
+"""`heartq enqueue TASK`: queue one job from the command line, its arguments given as
+JSON (typed, from a file or from stdin)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+import click
+
+from heartq import display, events
+from heartq.app import App
+from heartq.cli.common import F, print_json, url_option
+from heartq.config import resolve_url
+from heartq.errors import ConfigError
+from heartq.options import ETA_FORMATS, OPTIONS, Option
+
+
+def read_args_text(value: str | None) -> str | None:
+    """`--args` as typed: JSON itself, `@PATH` (a file's content) or `-` (stdin). A file
+    or stdin carries what a command line cannot (a 2 MB value is over the kernel's
+    limit for one argument: "Argument list too long")."""
+    if value is None or (value != "-" and not value.startswith("@")):
+        return value
+    if value == "-":
+        return sys.stdin.read()
+    path = value[1:]
+    if not path:
+        raise ConfigError("--args @PATH needs a file name after the @, e.g. --args @args.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"--args {value}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--args {value}: {path} is not UTF-8 text ({exc.reason})") from None
+
+
+def parse_args_json(text: str | None) -> dict[str, Any]:
+    """`--args` as a JSON object; one clear line saying what is wrong and where."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"--args is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
+            f"(character {exc.pos}) of {_shorten(text)!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"--args must be a JSON object of keyword arguments, like '{{\"x\": 1}}', "
+            f"got a JSON {_json_kind(value)}"
+        )
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ConfigError(f"--args is not valid JSON: {name} is not a JSON number")
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def click_type(option: Option) -> click.ParamType[Any] | None:
+    """How the command line reads an option's value: its kind, bounded below by its
+    minimum (a bad value is a usage error, exit 2); None: text."""
+    if option.kind is int:
+        return click.INT if option.minimum is None else click.IntRange(min=option.minimum)
+    if option.kind is float:
+        return click.FloatRange(min=option.minimum)
+    if option.kind is datetime:
+        return click.DateTime(list(ETA_FORMATS))
+    return None
+
+
+def enqueue_options(fn: F) -> F:
+    """`--queue`, `--priority`, ...: an option for each of `heartq.options.OPTIONS`, with
+    its help and default as written there."""
+    for option in reversed(OPTIONS):
+        fn = click.option(
+            option.flag,
+            type=click_type(option),
+            default=None,
+            metavar=option.metavar,
+            help=option.help_text,
+        )(fn)
+    return fn
+
+
+@click.command("enqueue")
+@click.argument("task")
+@url_option
+@click.option(
+    "--args",
+    "args_text",
+    metavar="JSON|@FILE|-",
+    default=None,
+    help='Keyword arguments as a JSON object, e.g. \'{"repo_url": "..."}\'; '
+    "@FILE reads it from a file, - from stdin.",
+)
+@enqueue_options
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse a task no worker has declared yet, instead of queueing it with the defaults.",
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"id": ...} as JSON.')
+def enqueue_command(
+    task: str,
+    url: str | None,
+    args_text: str | None,
+    strict: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Queue one job of TASK; prints the new job's id.
+
+    The job takes the options its task's workers declared (queue, priority, retries,
+    backoff) unless given here. A task no worker has declared yet is queued with the
+    defaults, with a warning; its job moves to the task's queue and policy as soon as a
+    worker declares it (--strict refuses it instead). With --unique-key, a job with that
+    key still queued or running (or finished within --unique-for) is answered instead."""
+    args = parse_args_json(read_args_text(args_text))
+    app = App(resolve_url(url), strict_tasks=strict)
+    warnings: list[dict[str, Any]] = []
+
+    def hear(event: str, fields: dict[str, Any]) -> None:
+        if event == events.TASK_NOT_DECLARED:
+            warnings.append(fields)
+
+    events.add_listener(hear)
+    try:
+        job_id = app.enqueue(task, args, **options)
+    finally:
+        events.remove_listener(hear)
+        app.close()
+    for fields in warnings:
+        click.echo(not_declared_warning(fields), err=True)
+    if as_json:
+        print_json({"id": job_id})
+    else:
+        click.echo(job_id)
+
+
+def not_declared_warning(fields: dict[str, Any]) -> str:
+    return (
+        f"heartq: warning: task {fields['task']!r} is not declared yet (no worker has "
+        f"started with it): queue {fields['queue']!r}, max_retries {fields['max_retries']}, "
+        f"backoff {display.fmt_seconds(fields['retry_backoff'])} hold until a worker declares "
+        "it; then the job takes the task's queue and policy (--strict refuses instead)"
+    )

@@ -1,0 +1,219 @@
+"""One job as `heartq jobs show` and `heartq jobs watch` draw it: its fields, the policy
+in force and where each part comes from, the timeline of its attempts, its last error.
+Presentation only: the figures (liveness, timings) come from `heartq.inspect`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+
+from heartq import display, policy
+from heartq.cli import render
+from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.fleet import GONE_HINT
+from heartq.model import JobStatus
+
+ERROR_LINES = 20
+"""`jobs show` prints at most the last 20 lines of the last error (`--json` has it all)."""
+
+
+def job_view(job: dict[str, Any], now: float) -> Group:
+    status = render.status_text(job["status"])
+    if job.get("cancel_requested") and job["status"] == JobStatus.RUNNING:
+        status.append(" (cancel requested)", style="yellow")
+    if job.get("worker_gone"):
+        status.append(f" (worker gone: {GONE_HINT})", style=render.STATUS_STYLES["gone"])
+    rows: list[tuple[str, str | Text]] = [
+        ("id", job["id"]),
+        ("task", job["task"]),
+        ("status", status),
+        ("attempts", f"{job['attempts']} of at most {job['max_retries'] + 1}"),
+        *policy_rows(job),
+        ("created", _when(job.get("created_at"), now)),
+    ]
+    if job.get("unique_key") is not None:
+        rows.append(("unique key", job["unique_key"]))
+    if job.get("concurrency_key") is not None:
+        limit = job.get("concurrency_limit")
+        rows.append(("concurrency", f"key {job['concurrency_key']!r}, at most {limit} at once"))
+    if job.get("schedule") is not None:
+        rows.append(("schedule", f"a tick of the periodic schedule {job['schedule']!r}"))
+    if job["status"] == JobStatus.QUEUED:
+        rows.append(("runs at", _when(job.get("run_at"), now)))
+    if job.get("started_at"):
+        rows.append(("started", _when(job["started_at"], now)))
+    if job.get("finished_at"):
+        rows.append(("finished", _when(job["finished_at"], now)))
+    if job["status"] == JobStatus.RUNNING:
+        worker = f"{job.get('worker_id')} (execution {job.get('execution_id')})"
+        rows.append(("worker", worker + (", gone" if job.get("worker_gone") else "")))
+        rows.append(("lease expires", _when(job.get("lease_expires_at"), now)))
+        rows.append(("heartbeat", _when(job.get("heartbeat_at"), now)))
+    progress = _progress(job.get("progress") or {})
+    if progress:
+        rows.append(("progress", progress))
+    rows.append(("args", display.compact_json(job.get("args"), 2000)))
+    if job.get("checkpoint") is not None:
+        rows.append(("checkpoint", display.compact_json(job["checkpoint"], 2000)))
+    if job.get("result") is not None:
+        rows.append(("result", display.compact_json(job["result"], 2000)))
+    if job.get("dead_reason"):
+        rows.append(("dead reason", Text(job["dead_reason"], style="red")))
+    if job["status"] == JobStatus.CANCELLED:
+        ran = bool(job.get("executions"))
+        who = job.get("cancelled_by") or CANCELLED_BY
+        rows.append(("cancelled", f"by {who}, {'while running' if ran else 'before it ran'}"))
+    parts: list[Any] = [render.key_values(rows), Text()]
+    parts.extend(timeline(job.get("executions") or [], now))
+    return Group(*parts)
+
+
+SOURCE_LABELS = {
+    policy.CALLER: "chosen at enqueue",
+    policy.TASK: "task",
+    policy.DEFAULTS: "default: task not declared yet",
+}
+
+
+def policy_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    """The policy in force (queue, priority, retries, backoff, timeouts), each part with
+    where it comes from: the caller, the task's declaration, or the defaults."""
+    parts = job.get("policy")
+    if parts is None:  # `jobs list --json` rows carry no policy
+        return [("queue", job["queue"]), ("priority", str(job["priority"]))]
+
+    def row(label: str, name: str, text: str) -> tuple[str, str | Text]:
+        line = Text(text)
+        line.append(f"  ({SOURCE_LABELS.get(parts[name]['from'], parts[name]['from'])})", "dim")
+        return (label, line)
+
+    def seconds(value: float | None) -> str:
+        return "none" if value is None else display.fmt_seconds(value)
+
+    backoff = (
+        f"{seconds(parts['retry_backoff']['value'])}, doubling up to "
+        f"{seconds(parts['retry_backoff_max']['value'])}"
+    )
+    return [
+        row("queue", "queue", str(parts["queue"]["value"])),
+        row("priority", "priority", str(parts["priority"]["value"])),
+        row("max retries", "max_retries", str(parts["max_retries"]["value"])),
+        row("retry backoff", "retry_backoff", backoff),
+        row("timeout", "timeout", seconds(parts["timeout"]["value"])),
+        row("heartbeat timeout", "heartbeat_timeout", seconds(parts["heartbeat_timeout"]["value"])),
+    ]
+
+
+CANCELLED_BY = "a cancel request (`heartq jobs cancel ID` or `app.cancel(ID)`)"
+"""Who stopped a job when the database does not say (a cancel from before schema v5):
+a cancel is only ever asked for by an operator or the app's code."""
+
+
+def last_error(job: dict[str, Any]) -> list[Text]:
+    """The job's last error (a traceback), its last lines, printed unwrapped. A cancelled
+    job has none to show: the traceback of the `Cancelled` heartq raised in its code to
+    stop it says nothing the `cancelled` line does not (`--json` keeps it)."""
+    error = job.get("error")
+    if not error or job["status"] in (JobStatus.SUCCEEDED, JobStatus.CANCELLED):
+        return []
+    lines = error.rstrip().splitlines()
+    out = [Text(), Text("last error", style="bold")]
+    if len(lines) > ERROR_LINES:
+        out.append(Text(f"  ... {len(lines) - ERROR_LINES} lines above (--json)", "dim"))
+        lines = lines[-ERROR_LINES:]
+    out.extend(Text("  " + line) for line in lines)
+    return out
+
+
+def _when(value: str | None, now: float) -> str:
+    if not value:
+        return "-"
+    return f"{display.fmt_time(value)} ({display.fmt_ago(value, now)})"
+
+
+def _progress(progress: dict[str, Any]) -> str:
+    bits = []
+    value = progress.get("value")
+    if value is not None:
+        bits.append(f"{value * 100:.0f}%" if 0 <= value <= 1 else f"{value:g}")
+    if progress.get("stage"):
+        bits.append(f"stage {progress['stage']}")
+    if progress.get("message"):
+        bits.append(str(progress["message"]))
+    return ", ".join(bits)
+
+
+CRASH_KEYS = (
+    ("detected_by", "detected by"),
+    ("detected_at", "detected at"),
+    ("worker_id", "worker"),
+    ("last_heartbeat_at", "last worker heartbeat"),
+    ("job_heartbeat_at", "last job heartbeat"),
+    ("lease_expires_at", "lease until"),
+    ("signal", "signal"),
+    ("exit_code", "exit code"),
+    ("pid", "pid"),
+)
+
+
+def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
+    """Each attempt, oldest first: outcome, when, how long, where, and why it ended."""
+    if not executions:
+        return [Text("timeline: no attempt yet", style="bold")]
+    header = Text(
+        f"timeline ({len(executions)} execution{'s' * (len(executions) != 1)}, oldest first)",
+        style="bold",
+    )
+    out = [header]
+    for ex in executions:
+        outcome = ex.get("outcome") or "running"
+        start_text = display.fmt_time(ex.get("started_at"))
+        timing = attempt_timing(ex)
+        running_for = timing.running_for(now)
+        if timing.last_alive_at is not None:
+            # A crash is seen after the fact: the attempt ran until its last sign of
+            # life; the time until someone noticed is the detection delay, not work.
+            end_text = display.fmt_time(timing.last_alive_at)
+            if end_text[:10] == start_text[:10]:
+                end_text = end_text[11:]
+            when = (
+                f"{start_text} -> {end_text}  ({display.fmt_seconds(timing.duration)}, "
+                f"then silent; detected {display.fmt_seconds(timing.detection_delay)} later)"
+            )
+        elif timing.duration is not None:
+            end_text = display.fmt_time(ex.get("ended_at"))
+            if end_text[:10] == start_text[:10]:
+                end_text = end_text[11:]  # the same day: the time is enough
+            when = f"{start_text} -> {end_text}  ({display.fmt_seconds(timing.duration)})"
+        elif running_for is not None:
+            when = f"{start_text}, running for {display.fmt_seconds(running_for)}"
+        else:
+            when = start_text
+        line = Text(f"  #{ex.get('execution_id')}  ")
+        line.append(f"{outcome:<9}", style=render.STATUS_STYLES.get(outcome, "cyan"))
+        line.append(f"  {when}")
+        out.append(line)
+        out.append(Text(f"      worker {ex.get('worker_id') or '-'}", style="dim"))
+        crash = ex.get("crash")
+        if outcome == "cancelled":
+            out.append(Text(f"      stopped by {CANCELLED_BY}"))
+        elif ex.get("error") and not crash:
+            out.append(Text(f"      error: {display.last_line(ex['error'])}"))
+        if crash:
+            out.append(
+                Text(f"      crash: {crash.get('reason') or ex.get('error') or '-'}", style="red")
+            )
+            for key, label in CRASH_KEYS:
+                value = crash.get(key)
+                if value is None or (key == "worker_id" and value == ex.get("worker_id")):
+                    continue
+                if key.endswith("_at"):
+                    value = display.fmt_time(str(value))
+                out.append(Text(f"        {label}: {value}"))
+            known = {k for k, _ in CRASH_KEYS} | {"reason"}
+            for key, value in crash.items():
+                if key not in known and value is not None:
+                    out.append(Text(f"        {key.replace('_', ' ')}: {value}"))
+    return out

@@ -1,0 +1,12 @@
+"""The operator's read model: what the command line, the dashboard and the metrics show
+about jobs, attempts, workers and queues, computed once here from what the store reads,
+so that no two screens can disagree on a figure. Each screen keeps only its presentation
+(rich tables, HTML, Prometheus families).
+
+- `heartq.inspect.attempts`: an attempt's timing (duration, last sign of life, detection
+  delay).
+- `heartq.inspect.jobs`: one job as an operator reads it (its worker's liveness, its
+  attempts timed).
+- `heartq.inspect.fleet`: the workers as shown (heartbeat age, `gone`).
+- `heartq.inspect.stats`: jobs by queue and state, and the queue at a glance.
+"""

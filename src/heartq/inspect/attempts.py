@@ -1,0 +1,97 @@
+"""How long an attempt ran, and how long its death went unnoticed: one definition for
+`heartq jobs show` (text and `--json`), `heartq jobs watch` and the dashboard.
+
+An attempt that crashed is often found dead well after it stopped (a lease that expired,
+a worker gone stale): the time between is not work, so the attempt's duration runs to
+its last sign of life and the rest is its detection delay. A child process's exit is
+seen at once: its attempt, like every other that ended, runs from start to end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from heartq.display import epoch_of
+from heartq.model import DetectedBy, Outcome
+
+
+@dataclass(frozen=True)
+class AttemptTiming:
+    """The moments of one attempt (an execution document of `Store.get_job`), in seconds
+    since the epoch, and what follows from them."""
+
+    started: float | None
+    ended: float | None
+    last_alive: float | None = None
+    """For a crash detected later: its last sign of life (`last_sign_of_life`)."""
+    last_alive_at: str | None = None
+    """`last_alive` as the store's ISO text (the attempt's start when the last heartbeat
+    came before it), for screens that print times as stored."""
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds the attempt ran: to its end, or to its last sign of life for a crash
+        detected later; None while it runs (or without a start)."""
+        if self.started is None or self.ended is None:
+            return None
+        end = self.ended if self.last_alive is None else self.last_alive
+        return end - self.started
+
+    @property
+    def detection_delay(self) -> float | None:
+        """Seconds from a crashed attempt's last sign of life to its detection."""
+        if self.ended is None or self.last_alive is None:
+            return None
+        return self.ended - self.last_alive
+
+    def running_for(self, now: float) -> float | None:
+        """Seconds an attempt still under way has run (None once it ended)."""
+        if self.started is None or self.ended is not None:
+            return None
+        return now - self.started
+
+    def as_json(self) -> dict[str, float | None]:
+        """The `duration` and `detection_delay` keys of `jobs show --json`, to the
+        millisecond."""
+        return {"duration": _ms(self.duration), "detection_delay": _ms(self.detection_delay)}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
+
+
+def attempt_timing(ex: dict[str, Any]) -> AttemptTiming:
+    """The timing of one execution document."""
+    started, ended = epoch_of(ex.get("started_at")), epoch_of(ex.get("ended_at"))
+    alive = last_sign_of_life(ex, started, ended)
+    if alive is None:
+        return AttemptTiming(started, ended)
+    return AttemptTiming(started, ended, alive[0], alive[1])
+
+
+def last_sign_of_life(
+    ex: dict[str, Any], started: float | None, ended: float | None
+) -> tuple[float, str] | None:
+    """For a crashed attempt whose death was detected later (not a child's exit, seen at
+    once): the latest heartbeat of its job or its worker before it was found dead, as
+    (epoch, ISO text), no earlier than its start; None when there is nothing to go by."""
+    crash = ex.get("crash") or {}
+    if ex.get("outcome") != Outcome.CRASHED or crash.get("detected_by") == DetectedBy.CHILD_EXIT:
+        return None
+    if started is None or ended is None:
+        return None
+    signs = []
+    for key in ("job_heartbeat_at", "last_heartbeat_at"):
+        moment = epoch_of(crash.get(key))
+        if moment is not None and moment <= ended:
+            signs.append(
+                (max(moment, started), crash[key] if moment >= started else ex["started_at"])
+            )
+    return max(signs) if signs else None
+
+
+def timed(executions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The execution documents with their `duration` and `detection_delay` (`jobs show
+    --json`)."""
+    return [dict(ex, **attempt_timing(ex).as_json()) for ex in executions]

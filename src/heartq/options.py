@@ -1,0 +1,197 @@
+"""The options of one enqueue, written once: each one's name, type, meaning, default and
+check. `Task.options`, `App.enqueue`, `App.enqueue_many` and their async twins take them
+as keyword arguments typed by `EnqueueOptions`; `heartq enqueue` makes its `--queue`,
+`--priority`, ... from `OPTIONS`; `Options` checks a set of them once, for every way in.
+
+Why a `TypedDict` with `Unpack` rather than the nine keywords written out in each
+signature: mypy (strict) checks each keyword's name and type exactly as before, editors
+(Pylance, PyCharm) list and complete the keywords from it, and a tenth option is added
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypedDict, Unpack
+
+from heartq import payload
+from heartq.errors import ConfigError
+from heartq.lifecycle.retry import DEFAULT_MAX_RETRIES
+from heartq.policy import DEFAULT_PRIORITY, DEFAULT_QUEUE
+
+UniqueKey = str | Callable[[Mapping[str, Any]], str | None] | None
+"""A job's unique key: a string, a function of its arguments (`enqueue_many`), or none."""
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """What a caller may choose for an enqueue; an option left out (or None) is left to
+    the task's policy. What each means, its default and its check: `OPTIONS`."""
+
+    queue: str | None
+    priority: int | None
+    delay: float | None
+    eta: datetime | None
+    max_retries: int | None
+    unique_key: UniqueKey
+    unique_for: float | None
+    concurrency_key: str | None
+    concurrency_limit: int | None
+
+
+ETA_FORMATS = ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%dT%H:%M%z")
+"""How `heartq enqueue --eta` is read: with its UTC offset, to the second or the minute."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an enqueue: its `name` (an `EnqueueOptions` key), the `kind` of its
+    value, what it means (`help`), its `minimum` (numbers), how its default reads
+    (`shown_default`; None: it has none worth saying), and its `check` of one value
+    (`ConfigError` naming it)."""
+
+    name: str
+    kind: type
+    help: str
+    check: Callable[[Option, Any], object]
+    minimum: int | None = None
+    metavar: str | None = None
+    shown_default: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """`heartq enqueue`'s spelling: `--max-retries`."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def help_text(self) -> str:
+        """The help line, with the default: `Higher runs first [0].`"""
+        if self.shown_default is None:
+            return f"{self.help}."
+        return f"{self.help} [{self.shown_default}]."
+
+
+def _name(option: Option, value: str | None) -> None:
+    if value is not None:
+        payload.check_name(option.name, value)
+
+
+def _int(option: Option, value: int | None) -> None:
+    if option.minimum is None:
+        payload.check_int(option.name, value)
+    else:
+        payload.check_int(option.name, value, minimum=option.minimum)
+
+
+def _seconds(option: Option, value: float | None) -> None:
+    payload.check_duration(option.name, value, allow_zero=option.minimum == 0)
+
+
+def _eta(option: Option, value: datetime | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, datetime):
+        raise ConfigError(f"{option.name} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            f"{option.name} must be timezone-aware (e.g. datetime.now(timezone.utc)), got "
+            f"the naive {value.isoformat()}"
+        )
+
+
+def _unique_key(option: Option, value: UniqueKey) -> None:
+    if value is not None and not callable(value):
+        payload.check_unique_key(value)
+
+
+def _paired(option: Option, value: Any) -> None:
+    """Checked with its pair (`check_together`)."""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("queue", str, "Queue", _name, shown_default=f"the task's, else {DEFAULT_QUEUE}"),
+    Option("priority", int, "Higher runs first", _int, shown_default=f"{DEFAULT_PRIORITY}"),
+    Option(
+        "delay", float, "Seconds before the job may run", _seconds,
+        minimum=0, metavar="S", shown_default="0",
+    ),
+    Option(
+        "eta", datetime,
+        "When the job may first run, with its UTC offset: 2026-12-01T09:00:00+01:00", _eta,
+        metavar="TIME",
+    ),
+    Option(
+        "max_retries", int, "Retries after the first attempt", _int,
+        minimum=0, metavar="N", shown_default=f"the task's, else {DEFAULT_MAX_RETRIES}",
+    ),
+    Option(
+        "unique_key", str,
+        "While a job with this key is queued or running, print its id and store nothing",
+        _unique_key, metavar="KEY",
+    ),
+    Option(
+        "unique_for", float,
+        "With --unique-key: a job with the key that finished within S seconds counts too",
+        _seconds, minimum=0, metavar="S",
+    ),
+    Option(
+        "concurrency_key", str,
+        "With --concurrency-limit: at most that many jobs with this key run at once",
+        _paired, metavar="KEY",
+    ),
+    Option(
+        "concurrency_limit", int,
+        "How many jobs with --concurrency-key may run at once, across all workers",
+        _paired, minimum=1, metavar="N",
+    ),
+)  # fmt: skip
+"""Every option, in the order signatures and `heartq enqueue --help` list them."""
+
+NAMES = frozenset(option.name for option in OPTIONS)
+
+
+def check_together(chosen: EnqueueOptions) -> None:
+    """The rules between options: `eta` or `delay`, `unique_for` only with a
+    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither."""
+    if chosen.get("eta") is not None and chosen.get("delay"):
+        raise ConfigError("give either delay or eta, not both")
+    if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
+        raise ConfigError("unique_for needs a unique_key: the window of which key?")
+    payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))
+
+
+class Options:
+    """The options of one enqueue, checked: `ConfigError` naming the first bad one.
+    `chosen` keeps them as given (None or left out: the task's policy decides)."""
+
+    __slots__ = ("chosen",)
+
+    def __init__(self, **chosen: Unpack[EnqueueOptions]) -> None:
+        for option in OPTIONS:
+            option.check(option, chosen.get(option.name))
+        check_together(chosen)
+        self.chosen: EnqueueOptions = chosen
+
+    @classmethod
+    def given(cls, where: str, chosen: Mapping[str, Any]) -> Options:
+        """Options passed as keywords to `where` (`App.enqueue`): an unknown keyword is
+        the `TypeError` Python raises for a function without it."""
+        for name in chosen:
+            if name not in NAMES:
+                raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        return cls(**chosen)
+
+    def key_for(self, args: Mapping[str, Any]) -> str | None:
+        """The unique key of a job with these arguments (None: the job has none)."""
+        key = self.chosen.get("unique_key")
+        if callable(key):
+            found = key(args)
+            return None if found is None else payload.check_unique_key(found)
+        return key
+
+    @property
+    def run_at(self) -> float | None:
+        """When the job may first run (`eta`), in seconds since the epoch."""
+        eta = self.chosen.get("eta")
+        return None if eta is None else eta.timestamp()
