@@ -50,7 +50,7 @@ def wait_for(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def one_round(root: Path, url: str) -> float:
-    from heartq.cli.render import epoch_of
+    from heartq.display import epoch_of
     from heartq.store import open_store
 
     env = dict(os.environ, PYTHONPATH=str(root))

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from heartq import display
 from heartq.cli.main import cli
+from heartq.lifecycle.fate import succeeded
 from heartq.model import DetectedBy, JobStatus, Renewal
-from heartq.outcomes import succeeded
 from heartq.store import Store
 from tests.conformance.support import claim_one, enqueue_one, register
 from tests.dashboard.support import Dashboard, claim, page, succeeded_job
