@@ -38,6 +38,9 @@ LEASE_HEARTBEATS = 3.0
 """The lease defaults to 3 heartbeat intervals (90 s): two missed heartbeats are tolerated."""
 STALE_HEARTBEATS = 3.0
 """A worker is stale, and marked inactive, after 3 missed heartbeat intervals."""
+DEFAULT_PULSE_INTERVAL = 1.0
+"""Defaults to 1 s between two pulses of a worker (at most its heartbeat interval): what its
+tasks report is written, and cancels are looked for, about once a second."""
 DEFAULT_LIVENESS_INTERVAL = 1.0
 """Defaults to 1 s between two probes of the workers' liveness locks."""
 DEFAULT_REAP_BATCH = 100
@@ -131,6 +134,13 @@ class Settings:
         env="HEARTQ_REAP_INTERVAL",
         worker_option=True,
     )
+    pulse_interval: float | None = setting(
+        None,
+        "Seconds between pulses: task progress and checkpoints written, cancels looked for",
+        f"{DEFAULT_PULSE_INTERVAL:g}, at most the heartbeat interval",
+        env="HEARTQ_PULSE_INTERVAL",
+        worker_option=True,
+    )
     liveness_interval: float = setting(
         DEFAULT_LIVENESS_INTERVAL,
         "Seconds between liveness-lock probes",
@@ -220,6 +230,13 @@ class Settings:
     @property
     def lease_seconds(self) -> float:
         return self.lease if self.lease is not None else LEASE_HEARTBEATS * self.heartbeat_interval
+
+    @property
+    def pulse_seconds(self) -> float:
+        """Between two pulses: what the tasks reported is written, cancels are looked for."""
+        if self.pulse_interval is not None:
+            return self.pulse_interval
+        return min(DEFAULT_PULSE_INTERVAL, self.heartbeat_interval)
 
     @property
     def reap_interval_seconds(self) -> float:

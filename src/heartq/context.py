@@ -1,10 +1,12 @@
 """`JobContext`: what a running task knows about its attempt, and how it talks back.
 
 A task calls `ctx.heartbeat(...)` to prove it is alive (tasks with `heartbeat_timeout`
-must), to report progress, and to save a checkpoint for the next attempt. Progress is
-kept in memory and flushed with the worker's next heartbeat (one statement for all its
-jobs); a checkpoint is written through at once, fenced, because losing it to a crash
-would defeat its purpose.
+must), to report progress, and to save a checkpoint for the next attempt. Both are kept
+in memory and written by the worker's pulse about once a second (one fenced statement
+for all its jobs, whatever their number: a task may report as often as it likes), and
+the last of them with the attempt's finish. A checkpoint thus reaches the database
+within about a second: a crash loses at most the last second's checkpoints, never an
+older one. A cancel requested of the job is seen here within about a second too.
 
 `with ctx.transaction() as conn:` lends the task a transaction on the queue's own
 database: its writes and its job's completion commit together, fenced by the execution
@@ -40,7 +42,8 @@ class AttemptControl(Protocol):
         ...
 
     def save_checkpoint(self, checkpoint: Any) -> None:
-        """Store the checkpoint now; raises `LeaseLost` if this attempt was fenced out."""
+        """Keep the checkpoint for the worker to store (its next pulse); raises `LeaseLost`
+        if this attempt is known to have been fenced out."""
         ...
 
     def open_transaction(self) -> contextlib.AbstractContextManager[Any]:

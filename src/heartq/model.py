@@ -206,6 +206,29 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Report:
+    """What a running task last reported, as the worker's pulse writes it: its progress
+    (None: none reported) and its checkpoint (`has_checkpoint`: one was reported in this
+    attempt; `checkpoint_json` is its JSON text, possibly `null`)."""
+
+    progress: Progress | None = None
+    checkpoint_json: str | None = None
+    has_checkpoint: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return self.progress is None and not self.has_checkpoint
+
+
+@dataclass(frozen=True)
+class PulseReport:
+    """One attempt in a pulse: what its task reported since the last pulse that landed."""
+
+    lease: Lease
+    report: Report
+
+
+@dataclass(frozen=True)
 class Renewal:
     """One job in a heartbeat: renew its lease, and store its latest progress if any."""
 
@@ -225,6 +248,9 @@ class Finish:
     retry_delay: float = 0.0
     dead_reason: str | None = None
     crash: dict[str, Any] | None = None
+    report: Report | None = None
+    """What its task last reported (progress, checkpoint), saved with the finish so a
+    finished job shows its last step, and a retry starts from its last checkpoint."""
 
 
 @dataclass(frozen=True)

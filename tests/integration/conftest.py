@@ -196,6 +196,30 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
+    def reporting(ctx, steps=8, step_s=0.5):
+        """Reports progress and a checkpoint every step, resuming from its checkpoint,
+        and appends each report (execution, step, wall time) to `reports-<job>`."""
+        started(ctx)
+        first = (ctx.checkpoint or {}).get("step", 0)
+        with open(HERE / f"reports-{ctx.job_id}", "a") as log:
+            log.write(f"start {ctx.execution_id} {first} {time.time()}\\n")
+            for step in range(first + 1, steps + 1):
+                time.sleep(step_s)
+                ctx.heartbeat(progress=step / steps, stage=f"step {step}",
+                              message=f"{step} of {steps}", checkpoint={"step": step})
+                log.write(f"report {ctx.execution_id} {step} {time.time()}\\n")
+                log.flush()
+        return ident(ctx, resumed_from=first)
+
+
+    @app.task
+    def silent(seconds=60.0):
+        """Never calls heartq (no ctx): only killing its process stops it early."""
+        time.sleep(seconds)
+        return "slept"
+
+
+    @app.task
     def ledger_write(ctx, table, crash_first=""):
         """Writes one row (job, execution) into `table` in its ctx.transaction(). With
         `crash_first`, execution 1 dies inside the block, after its write and before the

@@ -1,6 +1,6 @@
-"""The heartbeat costs the same few statements per tick whatever the number of running
-jobs (docs/DESIGN.md step 3: O(1) statements per tick), on every backend (`store`: the
-per-backend fixture of `tests/conftest.py`)."""
+"""The heartbeat and the pulse cost the same few statements per tick whatever the number
+of running jobs (docs/DESIGN.md step 3 and "The pulse": O(1) statements per tick), on
+every backend (`store`: the per-backend fixture of `tests/conftest.py`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger
+from heartq.worker.pulse import Pulse
 
 WORKER = "w-cost"
 LEASE = 30.0
@@ -77,6 +78,18 @@ def count_tick(store: Store, statements: list[str], runs: list[RunningJob]) -> l
     return issued
 
 
+def count_pulse(store: Store, statements: list[str], runs: list[RunningJob]) -> list[str]:
+    """The statements of one pulse over `runs` (not started: it reads cancels itself, as
+    on SQLite)."""
+    ledger = Ledger(WORKER, len(runs))
+    ledger.claimed(*runs)
+    pulse = Pulse(store, ledger, interval=1.0, cancel_grace=5.0)
+    statements.clear()
+    pulse.tick()
+    assert not [run for run in runs if run.lost]
+    return list(statements)
+
+
 def test_one_tick_costs_the_same_statements_for_1_or_200_jobs(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,15 +102,25 @@ def test_one_tick_costs_the_same_statements_for_1_or_200_jobs(
 
     one = count_tick(store, statements, runs[:1])
     many = count_tick(store, statements, runs[1:])
-    for i, run in enumerate(runs[1:]):  # progress for every job rides the same statement
+    runs[0].touch(Progress(value=0.5, stage="s", message=None))
+    for i, run in enumerate(runs[1:]):  # progress for every job
         run.touch(Progress(value=i / 200, stage="s", message=None))
-    with_progress = count_tick(store, statements, runs[1:])
+    with_progress = count_tick(store, statements, runs[1:])  # the heartbeat: renewals only
 
     assert len(one) == len(many) == len(with_progress), (one, many, with_progress)
     assert len(many) <= 6, many  # BEGIN, clock, worker row, leases, COMMIT
     renewals = [s for s in many if JOBS_TABLE.search(s)]
     assert len(renewals) == 1, renewals
 
+    # The progress of every job rides one pulse statement, whatever their number.
+    pulse_one = count_pulse(store, statements, runs[:1])
+    pulse_many = count_pulse(store, statements, runs[1:])
+    assert len(pulse_one) == len(pulse_many), (pulse_one, pulse_many)
+    writes = [s for s in pulse_many if JOBS_TABLE.search(s) and "UPDATE" in s.upper()]
+    assert len(writes) == 1, pulse_many
     job = store.get_job(runs[-1].job.id)
     assert job["progress"]["value"] == pytest.approx(199 / 200)
     assert job["progress"]["stage"] == "s"
+    # Nothing is written when nothing changed: only the read of cancel requests is left.
+    idle = count_pulse(store, statements, runs[1:])
+    assert [s for s in idle if JOBS_TABLE.search(s) and "UPDATE" in s.upper()] == [], idle

@@ -107,7 +107,10 @@ def test_checkpoint_of_a_killed_attempt_is_handed_to_the_next(harness: Harness) 
     harness.wait_for(
         lambda: harness.path(f"checkpointed-{job_id}").exists(), 10, "the checkpoint save"
     )
-    assert harness.job(job_id)["checkpoint"] == {"step": 3}
+    # the worker's pulse stores it within about a pulse interval (0.2 s here)
+    harness.wait_for(
+        lambda: harness.job(job_id)["checkpoint"] == {"step": 3}, 10, "the pulse's write"
+    )
     owner, other = owner_and_other(harness, harness.job(job_id), workers)
     owner.kill()
 

@@ -8,19 +8,27 @@ finish of one attempt. The attempts someone else ended (a crash, an interruption
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.lifecycle.error_text import clip_error, error_summary
 from heartq.lifecycle.retry import RetryDecision, plan_retry
-from heartq.model import ClaimedJob, Finish, JobStatus, Outcome
+from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
 
 
-def decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
+def decide(
+    job: ClaimedJob, end: AttemptEnd, cancel_requested: bool, report: Report | None = None
+) -> Finish:
     """The fenced finish of an attempt of `job` that ended `end` in its worker (not lost,
-    crashed or released: those are not the worker's to decide). A failure after a cancel
-    request (`cancel_requested`: asked for, or the worker stopped the attempt) counts as
-    cancelled: the task was told to stop, and stopping by raising is stopping."""
+    crashed or released: those are not the worker's to decide), carrying what its task
+    last reported (`report`: progress, checkpoint), saved with it. A failure after a
+    cancel request (`cancel_requested`: asked for, or the worker stopped the attempt)
+    counts as cancelled: the task was told to stop, and stopping by raising is stopping."""
+    return dataclasses.replace(_decide(job, end, cancel_requested), report=report)
+
+
+def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
     outcome = end.outcome
     if outcome is Outcome.FAILED and cancel_requested:
         outcome = Outcome.CANCELLED

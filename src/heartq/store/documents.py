@@ -19,7 +19,16 @@ from typing import Any
 from heartq.errors import PayloadError
 from heartq.ids import new_job_id
 from heartq.lifecycle.error_text import clip_error
-from heartq.model import Finish, NewJob, Renewal, TaskPolicy, WorkerInfo
+from heartq.model import (
+    Finish,
+    NewJob,
+    Progress,
+    PulseReport,
+    Renewal,
+    Report,
+    TaskPolicy,
+    WorkerInfo,
+)
 from heartq.payload import (
     MAX_DURATION,
     check_concurrency,
@@ -103,15 +112,42 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
 
 def renewal_doc(renewal: Renewal) -> dict[str, Any]:
     """One lease to renew; `PayloadError` for a progress value that is not finite."""
-    progress = renewal.progress
-    value = progress.value if progress else None
     return {
         "id": renewal.lease.job_id,
         "eid": renewal.lease.execution_id,
+        **_progress_fields(renewal.progress),
+    }
+
+
+def _progress_fields(progress: Progress | None) -> dict[str, Any]:
+    """`hp` (has progress), `pv`, `ps`, `pm`: a progress report as the statements read it
+    (`PayloadError` for a value that is not finite)."""
+    value = progress.value if progress else None
+    return {
         "hp": progress is not None,
         "pv": None if value is None else _finite("progress value", value),
         "ps": clean_text(progress.stage) if progress else None,
         "pm": clean_text(progress.message) if progress else None,
+    }
+
+
+def report_fields(report: Report | None) -> dict[str, Any]:
+    """What a task last reported, as the pulse and finish statements read it: its
+    progress fields, `hc` (has checkpoint) and `cp` (the checkpoint's JSON text)."""
+    report = report or Report()
+    return {
+        **_progress_fields(report.progress),
+        "hc": report.has_checkpoint,
+        "cp": report.checkpoint_json if report.has_checkpoint else None,
+    }
+
+
+def pulse_doc(pulse: PulseReport) -> dict[str, Any]:
+    """One attempt's report in a pulse, fenced on its lease."""
+    return {
+        "id": pulse.lease.job_id,
+        "eid": pulse.lease.execution_id,
+        **report_fields(pulse.report),
     }
 
 
@@ -128,12 +164,14 @@ def finish_doc(
     crash: Mapping[str, Any] | None = None,
     keep_place: bool = False,
     result_pending: bool = False,
+    report: Report | None = None,
 ) -> dict[str, Any]:
     """One finished attempt, as the fenced finish statement reads it. `keep_place`: a
     requeued job keeps its `run_at` (its place in line) instead of waiting `delay`.
     `result_pending`: a job its task's transaction completed; its result comes after.
     `PayloadError` for a retry delay that is not finite or a crash context that is not
-    strict JSON."""
+    strict JSON. `report`: what the task last reported (progress, checkpoint), saved
+    with the finish."""
     return {
         "id": job_id,
         "eid": execution_id,
@@ -146,6 +184,7 @@ def finish_doc(
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
         "pending": result_pending,
+        **report_fields(report),
     }
 
 
@@ -161,6 +200,7 @@ def attempt_finish_doc(finish: Finish) -> dict[str, Any]:
         delay=finish.retry_delay,
         dead_reason=finish.dead_reason,
         crash=finish.crash,
+        report=finish.report,
     )
 
 

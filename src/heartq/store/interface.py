@@ -47,11 +47,13 @@ from heartq.model import (
     LivenessChange,
     NewJob,
     PruneCounts,
+    PulseReport,
     QueueWait,
     Reclaimed,
     Reconciliation,
     Renewal,
     RenewStatus,
+    Report,
     StaleWorker,
     TaskPolicy,
     TickPlan,
@@ -222,11 +224,35 @@ class LeaseHolder(Clock, Protocol):
         """Store a checkpoint for the next attempt. Raises `LeaseLost` when fenced out."""
         ...
 
-    def completing(self, lease: Lease) -> contextlib.AbstractContextManager[Any]:
+    def pulse(
+        self, reports: Sequence[PulseReport], now: float | None = None
+    ) -> dict[Lease, RenewStatus]:
+        """Store what running tasks reported (progress, checkpoint) for many attempts in
+        one fenced statement, the worker's pulse; leases are not renewed. Per lease:
+        renewed (stored), cancel requested (stored; stop the task) or lost."""
+        ...
+
+    def cancel_requests(self, worker_id: str) -> list[Lease]:
+        """The running attempts of `worker_id` whose cancel was requested: one read for
+        the whole worker, what its pulse asks where no notification says so."""
+        ...
+
+    def listen_cancels(
+        self, worker_id: str, on_cancel: Callable[[], None]
+    ) -> LivenessHandle | None:
+        """Call `on_cancel()` when a cancel is requested of a job `worker_id` runs (or
+        such a request may have been missed); None if the backend cannot tell (its pulse
+        then reads `cancel_requests` every tick)."""
+        ...
+
+    def completing(
+        self, lease: Lease, report: Report | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
         """A write transaction lent to a task (`ctx.transaction()`): it writes its effects
         on the connection given; when the block ends the job is completed `succeeded` in
-        the same transaction, fenced on the lease; if this attempt no longer holds the
-        job, everything rolls back and `LeaseLost` is raised."""
+        the same transaction, fenced on the lease, with what the task last reported
+        (`report`); if this attempt no longer holds the job, everything rolls back and
+        `LeaseLost` is raised."""
         ...
 
     def save_result(self, lease: Lease, result_json: str | None) -> bool:
@@ -236,7 +262,8 @@ class LeaseHolder(Clock, Protocol):
         ...
 
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
-        """Record the end of many attempts in one fenced statement; returns the leases lost."""
+        """Record the end of many attempts in one fenced statement, with what each task
+        last reported (`Finish.report`); returns the leases lost."""
         ...
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:

@@ -22,7 +22,6 @@ from heartq.model import (
     Lease,
     QueueWait,
     Reclaimed,
-    Renewal,
     RenewStatus,
     StaleWorker,
     TaskPolicy,
@@ -60,9 +59,10 @@ def leases(rows: Iterable[Any]) -> set[Lease]:
     return {Lease(r["id"], r["execution_id"]) for r in rows}
 
 
-def renew_answers(renewals: Sequence[Renewal], rows: Iterable[Any]) -> dict[Lease, RenewStatus]:
-    """Per renewal: renewed, cancel requested, or lost (no row came back for it)."""
-    answers = {r.lease: RenewStatus.LOST for r in renewals}
+def renew_answers(sent: Iterable[Lease], rows: Iterable[Any]) -> dict[Lease, RenewStatus]:
+    """Per lease sent (a renewal, a pulse's report): renewed (it landed), cancel
+    requested, or lost (no row came back for it)."""
+    answers = {lease: RenewStatus.LOST for lease in sent}
     for row in rows:
         answers[Lease(row["id"], row["execution_id"])] = _renewed(row)
     return answers

@@ -1,7 +1,8 @@
 """One attempt as the worker holds it: its lease, liveness, progress, and how it ended.
 
 `RunningJob` is the single record every part of the worker shares: the pool runs it, the
-heartbeater renews it, the supervisor times it out or fences it, the completer saves it.
+heartbeater renews it, the pulse writes what its task reported, the supervisor times it
+out or fences it, the completer saves it (with the task's last report).
 Its end is decided once (`end()` is first-wins): whoever comes first, the task returning
 or the worker forcing a timeout, a cancel or a lost lease, decides the outcome, and any
 later end of the same attempt is ignored. That is what makes a stale attempt harmless
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from heartq import payload
 from heartq.errors import LeaseLost
 from heartq.lifecycle.ends import AttemptEnd
-from heartq.model import ClaimedJob, Outcome, Progress, RenewStatus
+from heartq.model import ClaimedJob, Outcome, Progress, Report
 from heartq.store.interface import LeaseHolder
 
 if TYPE_CHECKING:
@@ -59,7 +60,11 @@ class RunningJob:
         self.deadline = self.started + timeout if timeout else None
         self.heartbeat_timeout = task.heartbeat_timeout if task else None
         self.cancel_deadline: float | None = None
-        self._pending_progress: Progress | None = None
+        self._progress: Progress | None = None
+        self._checkpoint_json: str | None = None
+        self._has_checkpoint = False
+        self._report_version = 0  # bumped by every report of the task
+        self._written_version = 0  # the newest report a pulse stored
         self._lost = False
         self._cancel_requested = False
         self._stopping = False
@@ -85,7 +90,8 @@ class RunningJob:
         with self._lock:
             self.last_touch = time.monotonic()
             if progress is not None:
-                self._pending_progress = progress
+                self._progress = progress
+                self._report_version += 1
 
     def save_checkpoint(self, checkpoint: Any) -> None:
         self.save_checkpoint_json(payload.encode(checkpoint, what="checkpoint", limit=self._limit))
@@ -100,7 +106,7 @@ class RunningJob:
             raise RuntimeError("ctx.transaction() completes the job: once per attempt")
         self.transaction = TransactionState.OPEN
         try:
-            with self._store.completing(self.job.lease) as conn:
+            with self._store.completing(self.job.lease, self.last_report()) as conn:
                 yield conn
         except BaseException:
             self.transaction = TransactionState.NONE
@@ -112,27 +118,35 @@ class RunningJob:
         self.transaction = TransactionState.COMMITTED
 
     def save_checkpoint_json(self, checkpoint_json: str) -> None:
-        try:
-            answer = self._store.save_checkpoint(self.job.lease, checkpoint_json)
-        except LeaseLost:
-            self.mark_lost()
-            raise
-        if answer is RenewStatus.CANCEL_REQUESTED:
-            self.mark_cancel_requested()
+        """Keep the checkpoint for the next pulse (and the finish) to store; `LeaseLost`
+        once this attempt is known to have lost its job (nothing would store it)."""
+        if self._lost:
+            raise LeaseLost(self.job.id, self.job.execution_id)
+        with self._lock:
+            self.last_touch = time.monotonic()
+            self._checkpoint_json = checkpoint_json
+            self._has_checkpoint = True
+            self._report_version += 1
 
     # -- the worker's side -------------------------------------------------------------
-    def take_progress(self) -> Progress | None:
+    def last_report(self) -> Report | None:
+        """What the task last reported in this attempt (None: nothing), for its finish."""
         with self._lock:
-            progress, self._pending_progress = self._pending_progress, None
-            return progress
+            report = Report(self._progress, self._checkpoint_json, self._has_checkpoint)
+        return None if report.empty else report
 
-    def restore_progress(self, progress: Progress | None) -> None:
-        """Put back progress whose heartbeat failed, unless newer progress came meanwhile."""
-        if progress is None:
-            return
+    def unwritten_report(self) -> tuple[int, Report] | None:
+        """The task's latest report with its version, if no pulse has stored it yet."""
         with self._lock:
-            if self._pending_progress is None:
-                self._pending_progress = progress
+            if self._report_version <= self._written_version:
+                return None
+            report = Report(self._progress, self._checkpoint_json, self._has_checkpoint)
+            return self._report_version, report
+
+    def report_written(self, version: int) -> None:
+        """A pulse stored the report of this version (newer ones remain to write)."""
+        with self._lock:
+            self._written_version = max(self._written_version, version)
 
     def is_silent(self, now: float) -> bool:
         """True when the task declared a `heartbeat_timeout` and overran it (a hang)."""

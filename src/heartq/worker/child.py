@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import importlib
 import os
 import signal
@@ -23,7 +24,7 @@ from heartq import payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
-from heartq.model import Lease, Outcome, Progress
+from heartq.model import Lease, Outcome, Progress, Report
 from heartq.store import open_store
 from heartq.worker.attempt import TransactionState
 from heartq.worker.invoke import run_sync
@@ -50,6 +51,9 @@ class ChildControl:
         self._answer: str | None = None
         self.lost = False
         self.cancel_requested = False
+        self._report = Report()
+        """What the task last reported, also kept here: its `ctx.transaction()` saves it
+        with the completion it commits (the parent's copy is fenced out by then)."""
 
     def _send(self, message: tuple[Any, ...]) -> None:
         with self._send_lock:
@@ -57,10 +61,13 @@ class ChildControl:
 
     def touch(self, progress: Progress | None) -> None:
         fields = None if progress is None else (progress.value, progress.stage, progress.message)
+        if progress is not None:
+            self._report = dataclasses.replace(self._report, progress=progress)
         self._send(("touch", fields))
 
     def save_checkpoint(self, checkpoint: Any) -> None:
         text = payload.encode(checkpoint, what="checkpoint", limit=self._limit)
+        self._report = dataclasses.replace(self._report, checkpoint_json=text, has_checkpoint=True)
         with self._reply:
             self._answer = None
             self._send(("checkpoint", text))
@@ -82,7 +89,8 @@ class ChildControl:
         self._send(("transaction", TransactionState.OPEN.value))
         store = open_store(self._url)
         try:
-            with store.completing(self._lease) as conn:
+            report = None if self._report.empty else self._report
+            with store.completing(self._lease, report) as conn:
                 yield conn
         except BaseException:
             self._send(("transaction", TransactionState.NONE.value))

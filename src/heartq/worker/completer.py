@@ -19,6 +19,7 @@ Events: `job_succeeded`, `job_cancelled`, `job_failed`, `job_timed_out`,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -32,7 +33,7 @@ from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.lifecycle.error_text import error_summary
 from heartq.maintenance.report import report_reclaimed
-from heartq.model import DetectedBy, Finish, JobStatus, Outcome
+from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
@@ -202,8 +203,13 @@ class Completer:
         return kept
 
     def _record_crash(self, run: RunningJob, crash: dict[str, Any]) -> None:
-        """Close the attempt of a child process that died as crashed, at once."""
+        """Close the attempt of a child process that died as crashed, at once, after
+        storing what its task last reported (its last checkpoint is the next attempt's)."""
         crash = dict(crash, worker_id=self._worker_id)
+        unwritten = run.unwritten_report()
+        if unwritten is not None:
+            with contextlib.suppress(Exception):  # best effort: the crash is what matters
+                self._store.pulse([PulseReport(run.job.lease, unwritten[1])])
         try:
             landed = self._retrying(
                 lambda: (self._store.crash_attempt(run.job.lease, crash, DetectedBy.CHILD_EXIT),),

@@ -1,8 +1,9 @@
 """The heartbeater: one storage statement per tick renews the worker and all its leases.
 
 Each tick sends, for every attempt the worker still holds, its `(job_id, execution_id)`
-and any new progress. The answer says per job: renewed (its trust window moves on),
-lost (someone reclaimed it: stop it, report nothing) or cancel requested. An attempt
+(what the tasks report is the pulse's to write, `pulse.py`). The answer says per job:
+renewed (its trust window moves on), lost (someone reclaimed it: stop it, report
+nothing) or cancel requested. An attempt
 whose task declared `heartbeat_timeout` and has gone silent for longer is left out of the
 renewal, so its lease runs out and the reaper reclaims it though this worker is alive.
 
@@ -72,14 +73,11 @@ class Heartbeater:
         now = time.monotonic()
         held = self._ledger.held()
         renewing = [run for run in held if not run.is_silent(now)]
-        progress = {id(run): run.take_progress() for run in renewing}
-        renewals = [Renewal(run.job.lease, progress[id(run)]) for run in renewing]
+        renewals = [Renewal(run.job.lease) for run in renewing]
         sent_at = time.monotonic()
         try:
             answers = self._store.heartbeat(self._worker_id, renewals, self._lease)
         except Exception as exc:  # noqa: BLE001 - a failed tick is retried on the next one
-            for run in renewing:
-                run.restore_progress(progress[id(run)])
             events.emit(
                 events.HEARTBEAT_FAILED,
                 self._health.failed(exc, "heartbeat"),

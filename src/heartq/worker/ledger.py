@@ -132,7 +132,8 @@ class Ledger:
         elif end.outcome is Outcome.CRASHED:
             self.outcomes.put((run, CrashedEnd(end)))
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
-            self.outcomes.put((run, fate.decide(run.job, end, run.cancel_requested)))
+            finish = fate.decide(run.job, end, run.cancel_requested, run.last_report())
+            self.outcomes.put((run, finish))
         with self._lock:
             self._executing -= 1
         self.slot_freed.set()

@@ -12,6 +12,8 @@ through the ledger (`ledger.py`), never by calling each other:
   fetch loop, so a claim waiting on a locked database cannot delay it.
 - heartbeat (`heartbeat.py`): one statement per tick for the worker row and all its
   leases.
+- pulse (`pulse.py`): about once a second, one statement for what every task reported
+  (progress, checkpoints); cancel requests looked for (PostgreSQL: when NOTIFYed).
 - completer (`completer.py`): saves ended attempts in fenced batches.
 - maintenance (`heartq/maintenance/`): reaper, worker monitor, liveness probe, pruner,
   the scheduler of the app's periodic schedules, and with a transport its sweeper.
@@ -66,6 +68,7 @@ from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.liveness_events import liveness_reporter
 from heartq.worker.pools import POOL_NAMES, AsyncPool, ThreadPool
+from heartq.worker.pulse import Pulse
 from heartq.worker.signals import SignalRelay
 from heartq.worker.startup import StartupStopped, StartupWait, check_startup_timeout
 from heartq.worker.store_health import StoreHealth
@@ -159,6 +162,13 @@ class Worker:
             interval=s.heartbeat_interval,
             lease=s.lease_seconds,
             trust_window=s.trust_window,
+            cancel_grace=min(MAX_CANCEL_GRACE, s.heartbeat_interval),
+            health=self.health,
+        )
+        self.pulse = Pulse(
+            self.store,
+            self.ledger,
+            interval=s.pulse_seconds,
             cancel_grace=min(MAX_CANCEL_GRACE, s.heartbeat_interval),
             health=self.health,
         )
@@ -347,7 +357,13 @@ class Worker:
                 self.maintenance.services.append(
                     PendingReconciliation(self.store, name, self.id, s.stale_after_seconds)
                 )
-        for part in (self.supervisor, self.heartbeater, self.completer, self.maintenance):
+        for part in (
+            self.supervisor,
+            self.heartbeater,
+            self.pulse,
+            self.completer,
+            self.maintenance,
+        ):
             part.start()
         if self.transport is not None:
             self._prepare_transport(self.transport)
@@ -396,7 +412,12 @@ class Worker:
     def _abort_startup(self) -> None:
         """Undo what a failed `_startup` began: no thread, lock or registry row outlives it."""
         self._stop_requested.set()
-        for stop in (self.heartbeater.stop, self.maintenance.stop, self.supervisor.stop):
+        for stop in (
+            self.heartbeater.stop,
+            self.pulse.stop,
+            self.maintenance.stop,
+            self.supervisor.stop,
+        ):
             with contextlib.suppress(Exception):
                 stop()
         with contextlib.suppress(Exception):
@@ -494,9 +515,11 @@ class Worker:
                 deadline_in=round(max(0.0, deadline - time.monotonic()), 3),
             )
         self.completer.stop(deadline, self._force_stop)
+        self.pulse.flush()  # the released jobs' last checkpoints, for their next attempts
         released = self._release(leftover, deadline)
         self._give_back_abandoned(deadline)
         self.heartbeater.stop()
+        self.pulse.stop()
         self.maintenance.stop()
         self.supervisor.stop()
         if self.ledger.pool is not None:

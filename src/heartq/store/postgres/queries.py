@@ -334,6 +334,37 @@ WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
 RETURNING cancel_requested
 """
 
+# The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
+# every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
+# renewed (that stays the heartbeat's). Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+PULSE = f"""
+WITH r AS (
+    SELECT * FROM json_to_recordset(%(reports)s::json) AS r(
+        id text, eid bigint, hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
+), locked AS (
+    SELECT j.id FROM jobs AS j JOIN r ON j.id = r.id AND j.execution_id = r.eid
+    WHERE j.id = ANY(ARRAY(SELECT id FROM r))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END,
+    checkpoint = CASE WHEN r.hc THEN r.cp::json ELSE j.checkpoint END,
+    updated_at = {T}
+FROM r JOIN locked ON locked.id = r.id
+WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
+RETURNING j.id, j.execution_id, j.cancel_requested
+"""
+
+# The running attempts of one worker whose cancel was requested (the partial index of
+# running jobs by worker): what a pulse reads where no notification says so at once.
+RUNNING_CANCELS = """
+SELECT id, execution_id FROM jobs
+WHERE worker_id = %(worker_id)s AND status = 'running' AND cancel_requested
+"""
+
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
@@ -343,7 +374,8 @@ FINISH = f"""
 WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
-        delay float8, keep boolean, dead_reason text, crash text, pending boolean)
+        delay float8, keep boolean, dead_reason text, crash text, pending boolean,
+        hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
@@ -360,8 +392,14 @@ WITH f AS (
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
-        progress_value = CASE WHEN f.status = 'succeeded' AND j.progress_value IS NOT NULL
-                              THEN 1.0 ELSE j.progress_value END,
+        progress_value = CASE WHEN f.status = 'succeeded'
+                                   AND (CASE WHEN f.hp THEN f.pv ELSE j.progress_value END)
+                                       IS NOT NULL
+                              THEN 1.0
+                              WHEN f.hp THEN f.pv ELSE j.progress_value END,
+        progress_stage = CASE WHEN f.hp THEN f.ps ELSE j.progress_stage END,
+        progress_message = CASE WHEN f.hp THEN f.pm ELSE j.progress_message END,
+        checkpoint = CASE WHEN f.hc THEN f.cp::json ELSE j.checkpoint END,
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
         lease_expires_at = CASE WHEN f.pending THEN j.lease_expires_at END,
@@ -696,6 +734,7 @@ FROM jobs WHERE id = %(job_id)s
 REQUEST_CANCEL = f"""
 UPDATE jobs SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
 WHERE id = %(job_id)s AND status = 'running'
+RETURNING worker_id
 """
 
 JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
@@ -791,6 +830,9 @@ SELECT set_config('search_path', boot_val, true) FROM pg_settings WHERE name = '
 """
 
 NOTIFY_ENDED = "SELECT pg_notify(%(channel)s, id) FROM unnest(%(ids)s::text[]) AS id"
+
+# A cancel requested: the worker running the job hears it at once (payload: its id).
+NOTIFY_CANCEL = "SELECT pg_notify(%(channel)s, %(worker_id)s)"
 
 # A liveness probe starts with the probe's time (T), the server's uptime (real clock: a
 # restart frees every lock) and the probe lock, taken for the transaction.

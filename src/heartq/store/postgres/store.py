@@ -48,6 +48,7 @@ class PostgresStore(SqlStore):
         self.schema = self.pool.schema
         self.channel = f"heartq_{self.schema}"
         self.ends_channel = f"heartq_{self.schema}_ended"
+        self.cancel_channel = f"heartq_{self.schema}_cancel"
         self._migrated = False
         self.liveness_restart_quiet = LIVENESS_RESTART_QUIET
         self.liveness_grace = LIVENESS_GRACE
@@ -196,6 +197,11 @@ class PostgresStore(SqlStore):
         with contextlib.suppress(psycopg.Error):
             conn.execute(q.NOTIFY_ENDED, params)
 
+    def _announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
+        """A NOTIFY per worker (payload: its id), delivered by the requesting commit."""
+        for worker_id in sorted(set(worker_ids)):
+            conn.execute(q.NOTIFY_CANCEL, {"channel": self.cancel_channel, "worker_id": worker_id})
+
     # -- liveness locks and wake-ups -----------------------------------------------------
     def _shared_session(self) -> SharedSession:
         """The session this store's liveness locks and LISTENs share (a new one once the
@@ -301,6 +307,16 @@ class PostgresStore(SqlStore):
     def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle:
         """Tell the caller which awaited jobs of this schema ended (payload: the job id)."""
         return self._listen(self.ends_channel, on_end)
+
+    def listen_cancels(self, worker_id: str, on_cancel: Callable[[], None]) -> LivenessHandle:
+        """Call `on_cancel()` when a cancel is requested of a job `worker_id` runs, and when
+        such a notification may have been missed (the session was re-opened)."""
+
+        def heard(payload: str | None) -> None:
+            if payload is None or payload == worker_id:
+                on_cancel()
+
+        return self._listen(self.cancel_channel, heard)
 
 
 def _ignore(change: LivenessChange) -> None:

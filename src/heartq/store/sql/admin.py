@@ -42,7 +42,8 @@ class AdminOps(SqlBase):
                 self._announce_ended(conn, records.awaited_ends(rows))
                 return CancelResult.CANCELLED
             if row["status"] == JobStatus.RUNNING:
-                conn.execute(self.q.REQUEST_CANCEL, params)
+                holders = conn.execute(self.q.REQUEST_CANCEL, params).fetchall()
+                self._announce_cancel(conn, [r["worker_id"] for r in holders if r["worker_id"]])
                 return CancelResult.CANCEL_REQUESTED
             return CancelResult.ALREADY_FINISHED
 

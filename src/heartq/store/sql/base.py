@@ -110,6 +110,11 @@ class SqlBase:
         """Tell waiters (`App.result`) that these jobs ended (default: nobody hears; they
         poll)."""
 
+    def _announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
+        """Tell the workers running these jobs that a cancel was requested, with the
+        requesting transaction's commit (default: nobody hears; each worker's pulse reads
+        its cancels every tick)."""
+
     def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
         """The statements that insert new jobs (default: the whole batch as one JSON
         parameter)."""

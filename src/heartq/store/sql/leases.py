@@ -1,5 +1,6 @@
 """Taking and holding leases: claims (by queue, and by id for a transport), the
-transport sweeper's read, renewals, checkpoints, and the ends a lease's holder records:
+transport sweeper's read, renewals, the pulse (what running tasks report, and the
+cancels requested of a worker's attempts), checkpoints, and the ends a lease's holder records:
 `finish`, completion inside the task's own transaction with its result after, and
 `release` on shutdown.
 
@@ -21,7 +22,17 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from heartq.errors import LeaseLost
-from heartq.model import ClaimedJob, Finish, JobStatus, Lease, Outcome, Renewal, RenewStatus
+from heartq.model import (
+    ClaimedJob,
+    Finish,
+    JobStatus,
+    Lease,
+    Outcome,
+    PulseReport,
+    Renewal,
+    RenewStatus,
+    Report,
+)
 from heartq.store import documents, records
 from heartq.store.sql.base import SqlBase
 
@@ -122,7 +133,24 @@ class LeaseOps(SqlBase):
                 "now": self._clock(conn, now),
             }
             rows = self._run(conn, self.q.HEARTBEAT, params)
-        return records.renew_answers(renewals, rows)
+        return records.renew_answers([r.lease for r in renewals], rows)
+
+    def pulse(
+        self, reports: Sequence[PulseReport], now: float | None = None
+    ) -> dict[Lease, RenewStatus]:
+        if not reports:
+            return {}
+        # one report per lease (the last one wins), as in `finish`
+        docs = {r.lease: documents.pulse_doc(r) for r in reports}
+        with self._write_each() as conn:
+            params = {"reports": json.dumps(list(docs.values())), "now": self._clock(conn, now)}
+            rows = self._run(conn, self.q.PULSE, params)
+        return records.renew_answers(docs, rows)
+
+    def cancel_requests(self, worker_id: str) -> list[Lease]:
+        with self._read() as conn:
+            rows = conn.execute(self.q.RUNNING_CANCELS, {"worker_id": worker_id}).fetchall()
+        return sorted(records.leases(rows), key=lambda lease: lease.job_id)
 
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None
@@ -138,7 +166,7 @@ class LeaseOps(SqlBase):
         return records.checkpoint_answer(lease, row)
 
     @contextlib.contextmanager
-    def completing(self, lease: Lease) -> Iterator[Any]:
+    def completing(self, lease: Lease, report: Report | None = None) -> Iterator[Any]:
         """A transaction for a task's own writes that also ends its job `succeeded`, fenced:
         the task writes its effects on the connection it is given; when the block ends,
         the job is completed in the same transaction if this attempt still holds it, else
@@ -149,6 +177,7 @@ class LeaseOps(SqlBase):
             status=JobStatus.SUCCEEDED.value,
             outcome=Outcome.SUCCEEDED.value,
             result_pending=True,  # what the task returns after; waiters wait for it
+            report=report,
         )
         with self._write() as conn:
             with self._task_scope(conn) as task_conn:

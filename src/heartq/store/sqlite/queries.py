@@ -223,6 +223,34 @@ WHERE id = :job_id AND execution_id = :execution_id AND status = 'running'
 RETURNING cancel_requested
 """
 
+# The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
+# every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
+# renewed (that stays the heartbeat's). Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+PULSE = """
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.pv') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.ps') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(r.value, '$.hp')
+                            THEN json_extract(r.value, '$.pm') ELSE j.progress_message END,
+    checkpoint = CASE WHEN json_extract(r.value, '$.hc')
+                      THEN json_extract(r.value, '$.cp') ELSE j.checkpoint END,
+    updated_at = :now
+FROM json_each(:reports) AS r
+WHERE j.id = json_extract(r.value, '$.id')
+  AND j.execution_id = json_extract(r.value, '$.eid')
+  AND j.status = 'running'
+RETURNING id, execution_id, cancel_requested
+"""
+
+# The running attempts of one worker whose cancel was requested (the partial index of
+# running jobs by worker): what a pulse reads every tick, SQLite having no notifications.
+RUNNING_CANCELS = """
+SELECT id, execution_id FROM heartq_jobs
+WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested
+"""
+
 # Executions first, fenced like the jobs they belong to (only those still running under
 # that execution): the jobs' statement then changes the same set, inside the same write
 # transaction, and answers which leases landed.
@@ -241,7 +269,8 @@ WHERE e.job_id = json_extract(f.value, '$.id')
   AND e.execution_id = json_extract(f.value, '$.eid')
 """
 
-# Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash};
+# Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash,
+# pending, and what the task last reported: hp, pv, ps, pm, hc, cp (as in PULSE)};
 # `keep`: a requeued job keeps its run_at, its place in line (a first crash).
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
@@ -260,8 +289,18 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
-                               AND j.progress_value IS NOT NULL
-                          THEN 1.0 ELSE j.progress_value END,
+                               AND (CASE WHEN json_extract(f.value, '$.hp')
+                                         THEN json_extract(f.value, '$.pv')
+                                         ELSE j.progress_value END) IS NOT NULL
+                          THEN 1.0
+                          WHEN json_extract(f.value, '$.hp')
+                          THEN json_extract(f.value, '$.pv') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(f.value, '$.hp')
+                          THEN json_extract(f.value, '$.ps') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(f.value, '$.hp')
+                            THEN json_extract(f.value, '$.pm') ELSE j.progress_message END,
+    checkpoint = CASE WHEN json_extract(f.value, '$.hc')
+                      THEN json_extract(f.value, '$.cp') ELSE j.checkpoint END,
     finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
     worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
     lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN j.lease_expires_at END,
@@ -559,6 +598,7 @@ FROM heartq_jobs WHERE id = :job_id
 REQUEST_CANCEL = """
 UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now, cancelled_by = :by
 WHERE id = :job_id AND status = 'running'
+RETURNING worker_id
 """
 
 JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"

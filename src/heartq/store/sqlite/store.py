@@ -200,6 +200,13 @@ class SQLiteStore(SqlStore):
         """No cross-process notifications in SQLite: waiters poll."""
         return None
 
+    def listen_cancels(
+        self, worker_id: str, on_cancel: Callable[[], None]
+    ) -> LivenessHandle | None:
+        """No cross-process notifications in SQLite: a worker's pulse reads its cancels
+        every tick (`cancel_requests`)."""
+        return None
+
     # -- for tests -----------------------------------------------------------------------
     def trace_statements(self, callback: Any) -> None:
         """Call `callback(sql)` for every statement this store runs (tests count them)."""

@@ -1,0 +1,150 @@
+"""The pulse: what running tasks report reaches the database within about a second, and
+cancels reach the tasks within about a second, at a cost that does not grow with the jobs.
+
+Progress, stage, message and checkpoints a task reports (`ctx.heartbeat(...)`) are kept
+on its `RunningJob`; every `pulse_interval` (1 s, at most the heartbeat interval) the
+pulse writes what changed since the last pulse that landed, for every attempt of the
+worker, in one fenced statement (`Store.pulse`). Nothing is written when nothing changed,
+and the lease is left to the heartbeat: the pulse is about what people see, the heartbeat
+about who owns a job.
+
+Cancels: on PostgreSQL a cancel request NOTIFYs the worker running the job
+(`Store.listen_cancels`); the pulse then reads the worker's cancel requests (one read for
+all its jobs, `Store.cancel_requests`) at once. Where the database cannot notify
+(SQLite), it reads them every pulse while the worker holds any attempt. Either way a
+requested cancel reaches the ledger (`request_cancel`), which tells the task and gives it
+its grace, within about a second.
+
+A pulse answer that an attempt no longer holds its job is handled as a heartbeat's is:
+the attempt is lost, unless its end is already decided or its task's own transaction
+is completing it. Events: `pulse_failed` (then the next pulse tries again), and through
+the ledger `lease_lost` and `job_cancel_requested`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from heartq import events
+from heartq.background import BackgroundLoop, FailureLog
+from heartq.model import PulseReport, RenewStatus
+from heartq.store.interface import LeaseHolder, LivenessHandle
+from heartq.worker.attempt import RunningJob, TransactionState
+from heartq.worker.ledger import Ledger
+from heartq.worker.store_health import StoreHealth
+
+JOIN_TIMEOUT = 5.0
+"""`stop()` waits at most 5 s for a pulse under way."""
+
+
+class Pulse:
+    def __init__(
+        self,
+        store: LeaseHolder,
+        ledger: Ledger,
+        *,
+        interval: float,
+        cancel_grace: float,
+        health: StoreHealth | None = None,
+    ) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._worker_id = ledger.worker_id
+        self._cancel_grace = cancel_grace
+        self._health = health or StoreHealth(ledger.worker_id)
+        self._wake = threading.Event()
+        self._cancel_heard = threading.Event()
+        self._listener: LivenessHandle | None = None
+        self._polls_cancels = True
+        self.pulses = 0
+        """Pulse statements that landed (what the benchmark counts)."""
+        self._loop = BackgroundLoop(
+            "heartq-pulse",
+            self.tick,
+            wait=interval,
+            wait_first=True,
+            wake=self._wake,
+            failed=FailureLog(
+                events.PULSE_FAILED,
+                {"worker_id": self._worker_id},
+                level=lambda exc: self._health.failed(exc, "pulse"),
+                describe=str,
+            ),
+            join_timeout=JOIN_TIMEOUT,
+        )
+
+    def start(self) -> None:
+        """Listen for cancels where the database can tell, then start pulsing. Called
+        before the worker claims anything, so no cancel of a job it holds is missed."""
+        self._listener = self._store.listen_cancels(self._worker_id, self._on_cancel)
+        self._polls_cancels = self._listener is None
+        self._loop.start()
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.release()
+            self._listener = None
+        self._loop.stop()
+
+    def _on_cancel(self) -> None:
+        """A cancel was requested of one of this worker's jobs (or one may have been
+        missed): look at once, whatever the interval."""
+        self._cancel_heard.set()
+        self._wake.set()
+
+    def tick(self) -> None:
+        """One pulse: write what the tasks reported, then look for cancels. Raises what
+        the database raised (the loop logs it and tries again at the next pulse)."""
+        held = self._ledger.held()
+        if not held:
+            self._cancel_heard.clear()
+            return
+        self._write_reports(held)
+        if self._polls_cancels or self._cancel_heard.is_set():
+            self._cancel_heard.clear()
+            self._read_cancels(held)
+
+    def flush(self) -> None:
+        """Write what the tasks reported now, best effort (before a graceful shutdown
+        gives its jobs back, so the next attempt starts from the last checkpoint)."""
+        try:
+            self._write_reports(self._ledger.held())
+        except Exception as exc:  # noqa: BLE001 - the release goes on; logged
+            events.emit(
+                events.PULSE_FAILED,
+                self._health.failed(exc, "pulse"),
+                worker_id=self._worker_id,
+                error=str(exc),
+            )
+
+    def _write_reports(self, held: list[RunningJob]) -> None:
+        unwritten = [(run, run.unwritten_report()) for run in held]
+        pending = [(run, found) for run, found in unwritten if found is not None]
+        if not pending:
+            return
+        reports = [PulseReport(run.job.lease, report) for run, (_, report) in pending]
+        sent_at = time.monotonic()
+        answers = self._store.pulse(reports)
+        self._health.succeeded("pulse", sent_at)
+        self.pulses += 1
+        for run, (version, _) in pending:
+            answer = answers.get(run.job.lease, RenewStatus.LOST)
+            if answer is RenewStatus.LOST:
+                self._lost(run)
+                continue
+            run.report_written(version)
+            if answer is RenewStatus.CANCEL_REQUESTED:
+                self._ledger.request_cancel(run, self._cancel_grace)
+
+    def _read_cancels(self, held: list[RunningJob]) -> None:
+        requested = set(self._store.cancel_requests(self._worker_id))
+        for run in held:
+            if run.job.lease in requested:
+                self._ledger.request_cancel(run, self._cancel_grace)
+
+    def _lost(self, run: RunningJob) -> None:
+        # An ended attempt's finish may simply have landed; a task's transaction may just
+        # have completed the job (its commit is fenced: it decides).
+        if run.ended is None and run.transaction is TransactionState.NONE:
+            self._ledger.lose(run, "pulse refused: the job was reclaimed")
