@@ -4,13 +4,37 @@ lost lease) queues its outcome at once but keeps the slot while the code lingers
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import heartq
+from heartq.context import JobContext
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
+from heartq.worker.pools import AsyncPool
+
+tasks = heartq.App()
+entered = threading.Event()
+cancel_seen = threading.Event()
+let_go = threading.Event()
+
+
+@tasks.task
+async def swallows_its_cancel(ctx: JobContext) -> str:
+    """Swallows the pool's cancel and goes on until the test lets it go."""
+    entered.set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        cancel_seen.set()
+    while not let_go.is_set():
+        await asyncio.sleep(0.01)
+    return "late"
 
 
 class StubbornPool:
@@ -30,10 +54,10 @@ class StubbornPool:
     def close(self) -> None: ...
 
 
-def attempt(job_id: str, execution_id: int = 1) -> RunningJob:
+def attempt(job_id: str, execution_id: int = 1, task: Any = None) -> RunningJob:
     job = ClaimedJob(
         id=job_id,
-        task="t",
+        task=task.name if task else "t",
         queue="default",
         args={},
         attempt=execution_id,
@@ -45,7 +69,7 @@ def attempt(job_id: str, execution_id: int = 1) -> RunningJob:
         lease_expires_at=0.0,
     )
     return RunningJob(
-        job, None, None,  # type: ignore[arg-type]  # no store: nothing here saves
+        job, task, None,  # type: ignore[arg-type]  # no store: nothing here saves
         claim_sent_at=time.monotonic(), trust_window=60.0, max_payload_bytes=1 << 20,
     )  # fmt: skip
 
@@ -122,3 +146,33 @@ def test_each_attempt_frees_its_slot_once_whoever_ended_it_first():
     ledger.attempt_ended(forced, AttemptEnd(Outcome.SUCCEEDED, result_json="2"))
     assert (ledger.executing(), ledger.free_slots()) == (0, 3)
     assert queued(ledger) == [("job", 1)]  # a release is not the completer's
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finishes():
+    run = attempt("swallow", task=swallows_its_cancel)
+    ledger = Ledger("w", 1)
+    pool = AsyncPool(ledger, 1 << 20)
+    ledger.pool = pool
+    try:
+        ledger.claimed(run)
+        pool.start([run])
+        wait_until(entered.is_set, "the coroutine to run")
+        ledger.force(run, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"))
+        wait_until(cancel_seen.is_set, "the coroutine to be cancelled")
+        assert queued(ledger) == [("swallow", 1)]
+        assert (ledger.executing(), ledger.free_slots()) == (1, 0)  # it swallowed the cancel
+        assert ledger.lingering() == [run]
+        let_go.set()
+        wait_until(lambda: ledger.executing() == 0, "the coroutine to finish")
+        assert ledger.lingering() == [] and queued(ledger) == []
+        assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
+    finally:
+        let_go.set()
+        pool.close()
