@@ -6,8 +6,10 @@ soon as it is gone."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -21,9 +23,9 @@ LINGER = 8.0
 must see `heartq workers` report it (a command or two, on a loaded machine) before then."""
 
 
-def workers_json(harness: Harness) -> list[dict[str, Any]]:
+def workers_json(harness: Harness, *options: str) -> list[dict[str, Any]]:
     """`heartq workers --json`, run as an operator runs it."""
-    argv = [sys.executable, "-m", "heartq", "workers", "--json", "--url", harness.url]
+    argv = [sys.executable, "-m", "heartq", "workers", *options, "--json", "--url", harness.url]
     done = subprocess.run(
         argv, cwd=harness.dir, env=harness.env, capture_output=True, text=True, timeout=60
     )
@@ -69,6 +71,24 @@ def test_an_abandoned_thread_holds_its_slot_until_its_code_returns(
     assert parse_ts(decided["finished_at"]) < first_ended - LINGER / 2
     harness.wait_for(lambda: abandoned(harness, worker) == 0, 10, "heartq workers: 0 abandoned")
     assert worker.alive()
+
+
+def test_a_graceful_stop_does_not_wait_for_abandoned_code(harness: Harness) -> None:
+    """Its outcome is saved: the shutdown waits for undecided attempts only, never the
+    `--shutdown-timeout` for a thread that may never return."""
+    settings = {**STEADY, "--shutdown-timeout": "60"}
+    worker = harness.start_worker("--pool", "thread", "--concurrency", "1", settings=settings)
+    first = harness.enqueue("stubborn_timed", {"seconds": 120}, max_retries=0)
+    harness.wait_status(first, "dead", 20)
+    harness.wait_for(lambda: abandoned(harness, worker) == 1, 10, "heartq workers: 1 abandoned")
+
+    asked = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(30) == 0
+    assert time.monotonic() - asked < 30  # not the 60 s shutdown timeout
+    assert not harness.path(f"ended-{first}").exists()
+    [row] = [w for w in workers_json(harness, "--all") if w["id"] == worker.id]
+    assert (row["status"], row["abandoned"]) == ("stopped", 0)  # its threads died with it
 
 
 def test_a_killed_child_frees_its_slot_at_once(harness: Harness) -> None:
