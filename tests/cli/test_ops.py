@@ -13,7 +13,7 @@ from heartq.store.interface import LivenessHandle
 from tests.cli.helpers import HeartqCli, assert_fits, wait_for
 
 WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurrency",
-                 "started_at", "last_heartbeat_at", "running"}  # fmt: skip
+                 "started_at", "last_heartbeat_at", "running", "abandoned"}  # fmt: skip
 
 
 def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
@@ -47,8 +47,9 @@ def test_workers_of_a_stopped_and_a_live_worker(
     assert 0 <= live["heartbeat_age"] < 5
     out = heartq("workers").ok().out
     assert_fits(out)
-    assert out.split("\n", 1)[0].split() == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "HEARTBEAT"]
-    assert re.search(r"live-1\s+active\s+cpu,default\s+1/3\s+\d+\.\ds ago", out), out
+    header = out.split("\n", 1)[0].split()
+    assert header == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "ABANDONED", "HEARTBEAT"]
+    assert re.search(r"live-1\s+active\s+cpu,default\s+1/3\s+0\s+\d+\.\ds ago", out), out
     assert "1 active, running 1 of 3 slots" in out
     both = heartq("workers", "--all").ok().out
     assert "burst-1" in both and "stopped" in both

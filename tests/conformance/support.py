@@ -53,6 +53,7 @@ WORKER_FIELDS = frozenset(
         "started_at",
         "last_heartbeat_at",
         "running",
+        "abandoned",
     }
 )
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")

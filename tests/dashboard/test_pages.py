@@ -317,6 +317,22 @@ def test_workers_shows_those_alive_and_with_all_the_stopped_ones_too(
     assert '<span class="status status-stopped">stopped</span>' in text
 
 
+def test_workers_shows_how_many_attempts_each_worker_abandoned(
+    store: Store, dashboard: Dashboard
+) -> None:
+    """Attempts whose end a worker decided while their code still runs (a timed-out
+    thread), as its heartbeat reported them."""
+    now = store.clock()
+    register(store, "w-stuck", now, name="stuck")
+    register(store, "w-fine", now, name="fine")
+    store.heartbeat("w-stuck", [], 60.0, abandoned=2)
+    client = dashboard()
+    text = page(client.get("/workers"))
+    shown = dict(re.findall(r'data-worker="([^"]*)".*?data-abandoned="(\d+)"', text, re.S))
+    assert shown == {"w-stuck": "2", "w-fine": "0"}
+    assert "Abandoned" in text and "a thread cannot be stopped" in text
+
+
 def test_the_dead_letter_queue_lists_dead_jobs_newest_first(
     store: Store, dashboard: Dashboard
 ) -> None:

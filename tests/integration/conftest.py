@@ -134,6 +134,21 @@ TASKS_SOURCE = textwrap.dedent(
         return ident(ctx)
 
 
+    def stubborn(ctx, seconds=0.0):
+        """Runs `seconds` ignoring ctx.cancelled (as code that cannot be stopped would);
+        records when its code began and ended (wall clock)."""
+        mark(f"began-{ctx.job_id}", repr(time.time()))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+        mark(f"ended-{ctx.job_id}", repr(time.time()))
+        return ident(ctx)
+
+
+    app.task(name="stubborn")(stubborn)
+    app.task(name="stubborn_timed", timeout=1.0)(stubborn)  # timed out after 1 s
+
+
     @app.task
     def crash_child_first(ctx, how="kill"):
         """Process pool: attempt 1 kills its own child process (SIGKILL or a segfault)."""

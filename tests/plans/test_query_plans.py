@@ -99,7 +99,7 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
             leases = json.dumps([{"id": j.id, "eid": j.execution_id} for j in claimed[:10]])
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
             params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
-                      "worker_id": "w", "lease": 60, "now": None}  # fmt: skip
+                      "worker_id": "w", "lease": 60, "now": None, "abandoned": 0}  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()

@@ -38,7 +38,15 @@ def setting_options(fn: F) -> F:
     show_default=True,
     help="Jobs run at once.",
 )
-@click.option("--pool", type=click.Choice(POOL_NAMES), default="thread", show_default=True)
+@click.option(
+    "--pool",
+    type=click.Choice(POOL_NAMES),
+    default="thread",
+    show_default=True,
+    help="Where tasks run. A timed-out or cancelled task: process kills its child, async "
+    "cancels it at its next await, thread cannot stop it (it keeps its slot until it "
+    "returns).",
+)
 @click.option("--name", default=None, help="Stable name (pod or host name) for reconciliation.")
 @setting_options
 @click.option(

@@ -1,4 +1,5 @@
-"""`heartq workers`: the worker registry, with each worker's heartbeat age."""
+"""`heartq workers`: the worker registry, with each worker's heartbeat age and the
+attempts whose code it abandoned (their end decided, their thread still running)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.text import Text
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
 from heartq.inspect import fleet
-from heartq.inspect.fleet import GONE_HINT
+from heartq.inspect.fleet import ABANDONED_HINT, GONE_HINT
 
 
 @click.command("workers")
@@ -28,9 +29,9 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     if not workers:
         console.print("no workers" if include_all else "no active workers (--all for the rest)")
         return
-    t = render.table("ID", "NAME", "STATUS", "QUEUES", "JOBS", "HEARTBEAT")
-    t.columns[4].justify = "right"
-    t.columns[5].justify = "right"
+    t = render.table("ID", "NAME", "STATUS", "QUEUES", "JOBS", "ABANDONED", "HEARTBEAT")
+    for column in t.columns[4:]:
+        column.justify = "right"
     for worker in workers:
         age = worker["heartbeat_age"]
         t.add_row(
@@ -39,6 +40,7 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
             render.status_text("gone" if worker["gone"] else worker["status"]),
             Text(",".join(worker.get("queues") or [])),
             f"{worker['running']}/{worker['concurrency']}",
+            str(worker["abandoned"]),
             "-" if age is None else f"{age:.1f}s ago",
         )
     render.fit(t, console.width, shrink=("NAME", "QUEUES"), wrap=("ID",))
@@ -51,6 +53,11 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
         "HEARTBEAT is the age of the last heartbeat",
         style="dim",
     )
+    abandoned = sum(w["abandoned"] for w in active)
+    if abandoned:
+        console.print(
+            Text(f"{abandoned} abandoned: {ABANDONED_HINT}", style="yellow")
+        )
     gone = [w for w in workers if w["gone"]]
     if gone:
         held = sum(w["running"] for w in gone)

@@ -37,7 +37,7 @@ from heartq.dashboard.security import (
     csrf_token,
 )
 from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
-from heartq.inspect.fleet import GONE_HINT
+from heartq.inspect.fleet import ABANDONED_HINT, GONE_HINT
 from heartq.model import CancelResult, JobStatus
 from heartq.store import Store, open_store, redact, redact_text
 
@@ -166,7 +166,12 @@ class Dashboard:
         include_all = request.query_params.get("all") == "1"
         rows = views.workers_view(self.store, include_all=include_all)
         return self.page(
-            request, "workers.html", workers=rows, include_all=include_all, gone_hint=GONE_HINT
+            request,
+            "workers.html",
+            workers=rows,
+            include_all=include_all,
+            gone_hint=GONE_HINT,
+            abandoned_hint=ABANDONED_HINT,
         )
 
     def dlq(self, request: Request) -> Response:

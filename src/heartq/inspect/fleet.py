@@ -1,5 +1,6 @@
 """The workers as operators are shown them, from the command line and the dashboard
-alike: how long ago each was heard from, and whether an `active` one is gone."""
+alike: how long ago each was heard from, whether an `active` one is gone, and how many
+attempts' code it abandoned (`abandoned`, from its registry row: the heartbeat writes it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from heartq.store.interface import Registry
 
 GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
 """What `gone` means, in every command that shows it."""
+
+ABANDONED_HINT = (
+    "attempts whose end was decided (timed out, cancelled, lease lost) while their code "
+    "still runs; each holds its slot until it returns (a thread cannot be stopped: choose "
+    "the process pool for tasks that must be)"
+)
+"""What a worker's `abandoned` count means, wherever it is shown."""
 
 
 def workers(store: Registry, include_all: bool, now: float | None = None) -> list[dict[str, Any]]:

@@ -214,8 +214,11 @@ class LeaseHolder(Clock, Protocol):
         renewals: Sequence[Renewal],
         lease: float,
         now: float | None = None,
+        abandoned: int = 0,
     ) -> dict[Lease, RenewStatus]:
-        """Renew the worker's registry row and every listed lease in one statement."""
+        """Renew the worker's registry row and every listed lease in one statement. The
+        row also records `abandoned`: how many attempts' code the worker has abandoned
+        (their end decided, their code still running and holding its slot)."""
         ...
 
     def save_checkpoint(

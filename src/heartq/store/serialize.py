@@ -89,4 +89,5 @@ def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "last_heartbeat_at": iso(row["last_heartbeat_at"]),
         "stopped_at": iso(row["stopped_at"]),
         "running": row["running"],
+        "abandoned": row["abandoned"],
     }

@@ -7,6 +7,10 @@ nothing) or cancel requested. An attempt
 whose task declared `heartbeat_timeout` and has gone silent for longer is left out of the
 renewal, so its lease runs out and the reaper reclaims it though this worker is alive.
 
+The same statement records in the worker's registry row how many attempts' code the
+worker has abandoned (`Ledger.lingering`: their end decided, their code still running and
+holding its slot), which `heartq workers` shows.
+
 Trust is measured from when a renewal was *sent*, on this machine's monotonic clock, so
 a slow answer can only make the worker more cautious, never less. After a renewal the
 database answered, the attempts the worker stopped trusting meanwhile are given back
@@ -74,9 +78,12 @@ class Heartbeater:
         held = self._ledger.held()
         renewing = [run for run in held if not run.is_silent(now)]
         renewals = [Renewal(run.job.lease) for run in renewing]
+        lingering = len(self._ledger.lingering())  # "abandoned" in the worker's row
         sent_at = time.monotonic()
         try:
-            answers = self._store.heartbeat(self._worker_id, renewals, self._lease)
+            answers = self._store.heartbeat(
+                self._worker_id, renewals, self._lease, abandoned=lingering
+            )
         except Exception as exc:  # noqa: BLE001 - a failed tick is retried on the next one
             events.emit(
                 events.HEARTBEAT_FAILED,

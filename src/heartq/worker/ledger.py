@@ -3,20 +3,38 @@
 The parts of a worker do not call each other; they read and update the ledger:
 
 - the fetch loop asks it for free slots and records what it claimed (`claimed`);
-- a pool reports the end of an attempt's code (`attempt_ended`);
+- a pool reports the end of an attempt's code (`attempt_ended`, once per attempt);
 - the supervisor forces an end (a timeout, a forced cancel, an untrusted lease: `force`)
   and abandons what it stopped trusting (`abandon`);
 - the heartbeater renews what is `held()`, reports leases lost (`lose`) and cancels
-  requested (`request_cancel`), records its last good renewal (`last_renewal`) and gives
-  abandoned attempts back (`abandoned`, `forget_abandoned`);
+  requested (`request_cancel`), records its last good renewal (`last_renewal`), gives
+  abandoned attempts back (`abandoned`, `forget_abandoned`) and reports how many
+  attempts' code lingers (`lingering`);
 - the completer takes ended attempts (`EndedAttempt`) from `outcomes` and records them
   saved (`saved`) or lost (`lose`).
 
 An attempt's end is decided once (`RunningJob.end` is first-wins): whoever comes first,
-its code returning or the worker forcing an end, decides the outcome. The outcome is
-handed to the completer *before* the slot is freed, so a shutdown that finds no attempt
-executing finds every outcome already queued. Events: `lease_lost`,
-`job_cancel_requested`.
+its code returning or the worker forcing an end, decides the outcome, and the outcome is
+queued for the completer at once. Deciding an end and freeing a slot are two things:
+
+- A slot is in use from the attempt's start until its pool reports that its code really
+  ended (`executing`): a thread cannot be killed, so a timed-out, force-cancelled or
+  lost attempt on the thread pool keeps its slot until its code returns, and the worker
+  never runs more task code at once than its concurrency. The process pool reports once
+  the killed child is gone (at once), the async pool once the cancelled coroutine
+  finishes.
+- `lingering()`: attempts whose end was decided (forced) while their code still runs;
+  shown to operators as "abandoned" (`heartq workers`, through the heartbeat). Not to be
+  confused with `abandoned()` below.
+- `undecided()`: attempts whose end is not decided yet. A graceful shutdown waits for
+  these only, never for lingering code whose outcome is already queued; the outcome is
+  queued *before* an attempt stops counting as undecided, so a shutdown that finds none
+  finds every outcome already queued.
+- `abandoned()`: attempts whose lease the worker stopped trusting (self-fencing), to be
+  given back to the store by the heartbeater once the database answers. Their code may
+  or may not still run (it may then also be lingering).
+
+Events: `lease_lost`, `job_cancel_requested`.
 """
 
 from __future__ import annotations
@@ -41,7 +59,8 @@ class ExecutionPool(Protocol):
     def start(self, runs: Sequence[RunningJob]) -> None:
         """Begin these attempts (a claim's batch, in one go: a pool that must hand work
         to another thread does it once); report each end with
-        `ledger.attempt_ended(run, end)`."""
+        `ledger.attempt_ended(run, end)`, once per attempt, when its code really ended
+        (a stopped attempt too: its slot stays in use until then)."""
         ...
 
     def stop(self, run: RunningJob) -> None:
@@ -78,7 +97,10 @@ class Ledger:
         self._lock = threading.Lock()
         self._runs: dict[Lease, RunningJob] = {}  # by lease: a lost and a new attempt of a job
         self._abandoned: dict[Lease, RunningJob] = {}
-        self._executing = 0
+        # Attempts whose code has not returned (the slots in use), and those of them
+        # whose end is not decided yet (the rest of `_code` lingers).
+        self._code: dict[Lease, RunningJob] = {}
+        self._undecided: set[Lease] = set()
 
     # -- what the parts read -------------------------------------------------------------
     def running(self) -> list[RunningJob]:
@@ -96,14 +118,27 @@ class Ledger:
         ]
 
     def executing(self) -> int:
-        """Attempts whose code has not ended yet: the slots in use."""
+        """Attempts whose code has not returned yet, their end decided or not: the slots
+        in use."""
         with self._lock:
-            return self._executing
+            return len(self._code)
 
     def free_slots(self) -> int:
         return self.concurrency - self.executing()
 
+    def undecided(self) -> int:
+        """Attempts whose end is not decided yet (what a graceful shutdown waits for)."""
+        with self._lock:
+            return len(self._undecided)
+
+    def lingering(self) -> list[RunningJob]:
+        """Attempts whose end the worker decided (timed out, cancelled, lost, released)
+        while their code still runs and holds its slot: "abandoned" to operators."""
+        with self._lock:
+            return [run for lease, run in self._code.items() if lease not in self._undecided]
+
     def abandoned(self) -> list[RunningJob]:
+        """Attempts whose lease the worker stopped trusting, not yet given back."""
         with self._lock:
             return list(self._abandoned.values())
 
@@ -116,15 +151,45 @@ class Ledger:
         with self._lock:
             for run in runs:
                 self._runs[run.job.lease] = run
-            self._executing += len(runs)
+                self._code[run.job.lease] = run
+                self._undecided.add(run.job.lease)
         self.deadlines_changed.set()
 
     def attempt_ended(self, run: RunningJob, end: AttemptEnd) -> None:
-        """An attempt's code ended (from its pool), or the worker decided its end (`force`);
-        only the first end of an attempt counts."""
-        if not run.end(end):
-            return
-        end = run.ended or end  # as recorded: a success after a cancel request is cancelled
+        """An attempt's code ended (its pool reports it, once per attempt): this decides
+        its end unless the worker already did (`force`: then `end` is stale), and frees
+        its slot."""
+        if run.end(end):
+            self._queue_outcome(run)
+        with self._lock:
+            self._undecided.discard(run.job.lease)
+            freed = self._code.pop(run.job.lease, None) is not None
+        if freed:
+            self.slot_freed.set()
+
+    def force(self, run: RunningJob, end: AttemptEnd) -> None:
+        """Decide an attempt's end without waiting for its code, then stop the code. Its
+        slot stays in use until its pool reports the code ended (`attempt_ended`).
+
+        The end is recorded first: telling the code (the flags notify its pool, which may
+        cancel it on another thread) makes it end too, and that later end must be stale."""
+        if run.end(end):
+            self._queue_outcome(run)
+            with self._lock:
+                self._undecided.discard(run.job.lease)
+        if end.outcome is Outcome.CANCELLED:
+            run.mark_cancel_requested()
+        elif end.outcome is Outcome.LOST:
+            run.mark_lost()  # ctx.heartbeat() raises LeaseLost; nothing will be reported
+        else:
+            run.mark_stopping()  # ctx.cancelled turns True; the outcome is still saved
+        if self.pool is not None:
+            self.pool.stop(run)
+
+    def _queue_outcome(self, run: RunningJob) -> None:
+        """Hand a decided attempt to the completer (or report its lease lost)."""
+        end = run.ended
+        assert end is not None  # as recorded: a success after a cancel request is cancelled
         if run.transaction is TransactionState.COMMITTED:
             self.outcomes.put((run, CommittedEnd(end)))
         elif end.outcome is Outcome.LOST:
@@ -134,24 +199,6 @@ class Ledger:
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
             finish = fate.decide(run.job, end, run.cancel_requested, run.last_report())
             self.outcomes.put((run, finish))
-        with self._lock:
-            self._executing -= 1
-        self.slot_freed.set()
-
-    def force(self, run: RunningJob, end: AttemptEnd) -> None:
-        """Decide an attempt's end without waiting for its code, then stop the code.
-
-        The end is recorded first: telling the code (the flags notify its pool, which may
-        cancel it on another thread) makes it end too, and that later end must be stale."""
-        self.attempt_ended(run, end)
-        if end.outcome is Outcome.CANCELLED:
-            run.mark_cancel_requested()
-        elif end.outcome is Outcome.LOST:
-            run.mark_lost()  # ctx.heartbeat() raises LeaseLost; nothing will be reported
-        else:
-            run.mark_stopping()  # ctx.cancelled turns True; the outcome is still saved
-        if self.pool is not None:
-            self.pool.stop(run)
 
     def lose(self, run: RunningJob, reason: str) -> None:
         """The attempt's lease is gone (reclaimed, refused, untrusted): stop its code if it

@@ -2,11 +2,17 @@
 
 - `thread` (default): each attempt in its own thread. Cancels are cooperative
   (`ctx.cancelled`, `heartq.Cancelled` from `ctx.heartbeat()`); Python cannot kill a
-  thread, so a timed-out or fenced-out thread is abandoned: its outcome is decided by the
-  worker at once and whatever the thread does later is ignored.
+  thread, so a timed-out, force-cancelled or fenced-out thread is abandoned: its outcome
+  is decided by the worker at once and whatever the thread does later is ignored, but it
+  keeps its slot until it returns (`Ledger.lingering`), so the worker never runs more
+  task code at once than its concurrency.
 - `async`: one event loop thread runs every attempt as an asyncio task; a cancel, a
-  timeout or a lost lease cancels the task.
-- `process`: each attempt in a child process (see `process_pool`); a stop kills it.
+  timeout or a lost lease cancels the task, whose slot frees once the coroutine finishes.
+- `process`: each attempt in a child process (see `process_pool`); a stop kills it, and
+  its slot frees once the child is gone.
+
+Every pool reports each attempt's end exactly once, when its code really ended
+(`Ledger.attempt_ended`).
 
 Heartbeats never run on a pool: a CPU-bound thread or a blocking coroutine cannot starve
 them.
@@ -87,7 +93,8 @@ class ThreadPool:
         self._ledger.attempt_ended(run, end)
 
     def stop(self, run: RunningJob) -> None:
-        """Nothing stops a thread: its ctx reports cancelled, and its outcome is ignored."""
+        """Nothing stops a thread: its ctx reports cancelled, its outcome is ignored, and
+        it holds its slot until it returns."""
 
     def notify(self, run: RunningJob) -> None:
         """The thread reads the flags through its ctx."""

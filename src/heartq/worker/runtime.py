@@ -574,10 +574,11 @@ class Worker:
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
-        signal)."""
+        signal). Only those whose end is undecided: code the worker already abandoned
+        (its outcome decided and queued, `Ledger.lingering`) is not waited for."""
         deadline = time.monotonic() + self.settings.shutdown_timeout
         while not self._force_stop.is_set() and time.monotonic() < deadline:
-            if self.ledger.executing() == 0:
+            if self.ledger.undecided() == 0:
                 return
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
             self._wake.clear()

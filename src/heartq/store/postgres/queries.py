@@ -293,10 +293,11 @@ WITH keys AS (
 _CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
         THEN {T} ELSE coalesce(contact_since, started_at) END"""
 
+# `abandoned`: attempts whose end the worker decided while their code still runs.
 HEARTBEAT = f"""
 WITH touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
-        contact_since = {_CONTACT_SINCE}
+        contact_since = {_CONTACT_SINCE}, abandoned = %(abandoned)s
     WHERE id = %(worker_id)s
 ), r AS (
     SELECT * FROM json_to_recordset(%(renewals)s::json)
@@ -587,11 +588,13 @@ SELECT CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2
 FROM workers WHERE id = %(worker_id)s
 """
 
+# A worker no longer active runs no code: its last `abandoned` count is not shown.
 LIST_WORKERS = """
 SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues::text AS queues, w.concurrency,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        (SELECT count(*) FROM jobs j
-        WHERE j.worker_id = w.id AND j.status = 'running')::integer AS running
+        WHERE j.worker_id = w.id AND j.status = 'running')::integer AS running,
+       CASE WHEN w.status = 'active' THEN w.abandoned ELSE 0 END AS abandoned
 FROM workers AS w
 WHERE (%(include_all)s OR w.status = 'active')
 ORDER BY w.started_at DESC

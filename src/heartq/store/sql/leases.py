@@ -123,6 +123,7 @@ class LeaseOps(SqlBase):
         renewals: Sequence[Renewal],
         lease: float,
         now: float | None = None,
+        abandoned: int = 0,
     ) -> dict[Lease, RenewStatus]:
         payload = json.dumps([documents.renewal_doc(r) for r in renewals])
         with self._write_each() as conn:
@@ -131,6 +132,7 @@ class LeaseOps(SqlBase):
                 "renewals": payload,
                 "lease": lease,
                 "now": self._clock(conn, now),
+                "abandoned": abandoned,
             }
             rows = self._run(conn, self.q.HEARTBEAT, params)
         return records.renew_answers([r.lease for r in renewals], rows)

@@ -180,10 +180,12 @@ FROM json_each(:leases)
 
 # A heartbeat that comes over half the worker's staleness threshold after its previous
 # one ends a pause in its contact with the database: its unbroken contact starts again.
+# `abandoned`: attempts whose end the worker decided while their code still runs.
 TOUCH_WORKER = """
 UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL,
     contact_since = CASE WHEN last_heartbeat_at < :now - stale_after / 2
-                         THEN :now ELSE coalesce(contact_since, started_at) END
+                         THEN :now ELSE coalesce(contact_since, started_at) END,
+    abandoned = :abandoned
 WHERE id = :worker_id
 """
 
@@ -446,9 +448,13 @@ SELECT CASE WHEN last_heartbeat_at < :now - stale_after / 2 THEN 0.0
 FROM heartq_workers WHERE id = :worker_id
 """
 
+# A worker no longer active runs no code: its last `abandoned` count is not shown.
 LIST_WORKERS = """
-SELECT w.*, (SELECT count(*) FROM heartq_jobs j
-             WHERE j.worker_id = w.id AND j.status = 'running') AS running
+SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues, w.concurrency,
+       w.started_at, w.last_heartbeat_at, w.stopped_at,
+       (SELECT count(*) FROM heartq_jobs j
+        WHERE j.worker_id = w.id AND j.status = 'running') AS running,
+       CASE WHEN w.status = 'active' THEN w.abandoned ELSE 0 END AS abandoned
 FROM heartq_workers AS w
 WHERE (:include_all OR w.status = 'active')
 ORDER BY w.started_at DESC

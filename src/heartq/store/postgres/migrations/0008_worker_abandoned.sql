@@ -1,0 +1,10 @@
+-- heartq schema v8 (PostgreSQL): how many attempts' code each worker has abandoned.
+--
+-- `abandoned`: attempts whose end the worker decided (timed out, cancelled after its
+-- grace, lease lost) while their code still runs: a thread cannot be killed, so it keeps
+-- its slot until it returns (docs/DESIGN.md, "Choosing a pool"). Written by each
+-- heartbeat (the worker row's update it already makes), shown by `heartq workers`.
+-- 0 for workers of older versions, which do not report it.
+-- A constant default: a catalog-only change, no table rewrite.
+
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS abandoned integer NOT NULL DEFAULT 0;

@@ -1,0 +1,109 @@
+"""Code whose end the worker decided but which runs on still counts against the worker's
+concurrency until it really returns (a thread cannot be killed), and `heartq workers`
+shows it as abandoned meanwhile. A killed child of the process pool frees its slot as
+soon as it is gone."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from .conftest import STEADY, Harness, WorkerProc, parse_ts
+
+pytestmark = pytest.mark.slow
+
+LINGER = 8.0
+"""Seconds the abandoned code runs on: its end is decided after about 1 s, and the test
+must see `heartq workers` report it (a command or two, on a loaded machine) before then."""
+
+
+def workers_json(harness: Harness, *options: str) -> list[dict[str, Any]]:
+    """`heartq workers --json`, run as an operator runs it."""
+    argv = [sys.executable, "-m", "heartq", "workers", *options, "--json", "--url", harness.url]
+    done = subprocess.run(
+        argv, cwd=harness.dir, env=harness.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def abandoned(harness: Harness, worker: WorkerProc) -> int:
+    [row] = [w for w in workers_json(harness) if w["id"] == worker.id]
+    return int(row["abandoned"])
+
+
+def stamp(harness: Harness, name: str) -> float:
+    """When the task wrote `name` (its wall clock, as it recorded it)."""
+    return float(harness.path(name).read_text())
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_an_abandoned_thread_holds_its_slot_until_its_code_returns(
+    harness: Harness, how: str
+) -> None:
+    worker = harness.start_worker("--pool", "thread", "--concurrency", "1", settings=STEADY)
+    task = "stubborn_timed" if how == "timeout" else "stubborn"  # timed: 1 s timeout
+    first = harness.enqueue(task, {"seconds": LINGER}, max_retries=0)
+    harness.wait_for(lambda: harness.path(f"began-{first}").exists(), 20, "the first to start")
+    second = harness.enqueue("stubborn", {"seconds": 0})
+    if how == "cancel":  # ignored by the task: forced after its grace (one heartbeat)
+        assert harness.store.cancel_job(first) == "cancel_requested"
+    decided = harness.wait_status(first, "dead" if how == "timeout" else "cancelled", 10)
+    assert decided["executions"][0]["outcome"] == ("timed_out" if how == "timeout" else "cancelled")
+
+    # Decided and saved, but its thread runs on: the only slot stays taken.
+    harness.wait_for(lambda: abandoned(harness, worker) == 1, 10, "heartq workers: 1 abandoned")
+    assert not harness.path(f"began-{second}").exists()
+    assert not harness.path(f"ended-{first}").exists(), "LINGER too short for this machine"
+    assert harness.job(second)["status"] == "queued"
+
+    done = harness.wait_status(second, "succeeded", LINGER + 20)
+    assert done["result"]["worker_id"] == worker.id
+    first_ended, second_began = stamp(harness, f"ended-{first}"), stamp(harness, f"began-{second}")
+    assert first_ended <= second_began, "two jobs' code ran at once under --concurrency 1"
+    # The outcome was saved at once, not when the code returned.
+    assert parse_ts(decided["finished_at"]) < first_ended - LINGER / 2
+    harness.wait_for(lambda: abandoned(harness, worker) == 0, 10, "heartq workers: 0 abandoned")
+    assert worker.alive()
+
+
+def test_a_graceful_stop_does_not_wait_for_abandoned_code(harness: Harness) -> None:
+    """Its outcome is saved: the shutdown waits for undecided attempts only, never the
+    `--shutdown-timeout` for a thread that may never return."""
+    settings = {**STEADY, "--shutdown-timeout": "60"}
+    worker = harness.start_worker("--pool", "thread", "--concurrency", "1", settings=settings)
+    first = harness.enqueue("stubborn_timed", {"seconds": 120}, max_retries=0)
+    harness.wait_status(first, "dead", 20)
+    harness.wait_for(lambda: abandoned(harness, worker) == 1, 10, "heartq workers: 1 abandoned")
+
+    asked = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(30) == 0
+    assert time.monotonic() - asked < 30  # not the 60 s shutdown timeout
+    assert not harness.path(f"ended-{first}").exists()
+    [row] = [w for w in workers_json(harness, "--all") if w["id"] == worker.id]
+    assert (row["status"], row["abandoned"]) == ("stopped", 0)  # its threads died with it
+
+
+def test_a_killed_child_frees_its_slot_at_once(harness: Harness) -> None:
+    worker = harness.start_worker("--pool", "process", "--concurrency", "1", settings=STEADY)
+    first = harness.enqueue("stubborn_timed", {"seconds": 60}, max_retries=0)
+    harness.wait_for(lambda: harness.path(f"began-{first}").exists(), 20, "the first to start")
+    second = harness.enqueue("stubborn", {"seconds": 0})
+
+    timed_out = harness.wait_status(first, "dead", 10)
+    assert timed_out["executions"][0]["outcome"] == "timed_out"
+    harness.wait_status(second, "succeeded", 20)
+    # The child was killed at its timeout (its code never returned) and its slot freed
+    # with it: the next job did not wait out the 60 s the code would have run.
+    assert not harness.path(f"ended-{first}").exists()
+    waited = stamp(harness, f"began-{second}") - stamp(harness, f"began-{first}")
+    assert waited < 15, waited
+    assert abandoned(harness, worker) == 0
+    assert worker.alive()

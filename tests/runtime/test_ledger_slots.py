@@ -1,0 +1,178 @@
+"""The ledger counts a slot as used from an attempt's start until its pool reports that
+the attempt's code ended, whoever decided the end: a forced end (timeout, forced cancel,
+lost lease) queues its outcome at once but keeps the slot while the code lingers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import heartq
+from heartq.context import JobContext
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import ClaimedJob, Outcome
+from heartq.worker.attempt import RunningJob
+from heartq.worker.ledger import Ledger
+from heartq.worker.pools import AsyncPool
+
+tasks = heartq.App()
+entered = threading.Event()
+cancel_seen = threading.Event()
+let_go = threading.Event()
+
+
+@tasks.task
+async def swallows_its_cancel(ctx: JobContext) -> str:
+    """Swallows the pool's cancel and goes on until the test lets it go."""
+    entered.set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        cancel_seen.set()
+    while not let_go.is_set():
+        await asyncio.sleep(0.01)
+    return "late"
+
+
+class StubbornPool:
+    """A pool whose code cannot be stopped (the thread pool's case): it only records the
+    stops; the test reports each attempt's end itself, as the pool's thread would."""
+
+    def __init__(self) -> None:
+        self.stopped: list[RunningJob] = []
+
+    def start(self, runs: Sequence[RunningJob]) -> None: ...
+
+    def stop(self, run: RunningJob) -> None:
+        self.stopped.append(run)
+
+    def notify(self, run: RunningJob) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def attempt(job_id: str, execution_id: int = 1, task: Any = None) -> RunningJob:
+    job = ClaimedJob(
+        id=job_id,
+        task=task.name if task else "t",
+        queue="default",
+        args={},
+        attempt=execution_id,
+        execution_id=execution_id,
+        max_retries=3,
+        retry_backoff=0.0,
+        retry_backoff_max=0.0,
+        checkpoint=None,
+        lease_expires_at=0.0,
+    )
+    return RunningJob(
+        job, task, None,  # type: ignore[arg-type]  # no store: nothing here saves
+        claim_sent_at=time.monotonic(), trust_window=60.0, max_payload_bytes=1 << 20,
+    )  # fmt: skip
+
+
+def ledger_with(*runs: RunningJob, concurrency: int = 2) -> tuple[Ledger, StubbornPool]:
+    ledger = Ledger("w", concurrency)
+    pool = StubbornPool()
+    ledger.pool = pool
+    ledger.claimed(*runs)
+    return ledger, pool
+
+
+def queued(ledger: Ledger) -> list[tuple[str, int]]:
+    """The outcomes handed to the completer so far (job id, execution id)."""
+    out = []
+    while not ledger.outcomes.empty():
+        item = ledger.outcomes.get_nowait()
+        assert item is not None
+        out.append((item[0].job.id, item[0].job.execution_id))
+    return out
+
+
+def test_a_forced_end_queues_its_outcome_at_once_but_keeps_the_slot_until_the_code_returns():
+    hung, other = attempt("hung"), attempt("other")
+    ledger, pool = ledger_with(hung, other)
+    assert (ledger.executing(), ledger.free_slots()) == (2, 0)
+
+    ledger.force(hung, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"))
+    assert queued(ledger) == [("hung", 1)]  # decided, and queued, at once
+    assert pool.stopped == [hung]
+    assert ledger.executing() == 2 and ledger.free_slots() == 0  # its code still runs ...
+    assert ledger.undecided() == 1  # ... though a shutdown no longer waits for it
+    assert ledger.lingering() == [hung]
+    ledger.slot_freed.clear()
+
+    # Its code returns at last (a success it is too late for): stale, yet the slot frees.
+    ledger.attempt_ended(hung, AttemptEnd(Outcome.SUCCEEDED, result_json="1"))
+    assert queued(ledger) == []  # the first end counted; nothing is queued twice
+    assert hung.ended is not None and hung.ended.outcome is Outcome.TIMED_OUT
+    assert ledger.slot_freed.is_set()
+    assert (ledger.executing(), ledger.free_slots(), ledger.lingering()) == (1, 1, [])
+
+    ledger.attempt_ended(other, AttemptEnd(Outcome.SUCCEEDED, result_json="2"))
+    assert queued(ledger) == [("other", 1)]
+    assert (ledger.executing(), ledger.undecided(), ledger.lingering()) == (0, 0, [])
+
+
+def test_a_cancel_and_a_lost_lease_linger_the_same_way():
+    cancelled, lost = attempt("cancelled"), attempt("lost")
+    ledger, _ = ledger_with(cancelled, lost)
+    ledger.force(cancelled, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
+    ledger.lose(lost, "renewal refused: the job was reclaimed")
+    assert queued(ledger) == [("cancelled", 1)]  # a lost attempt reports nothing
+    assert ledger.running() == [cancelled]  # the lost one is forgotten at once ...
+    assert ledger.free_slots() == 0 and ledger.undecided() == 0  # ... its code is not
+    assert {r.job.id for r in ledger.lingering()} == {"cancelled", "lost"}
+    for run in (lost, cancelled):
+        ledger.attempt_ended(run, AttemptEnd(Outcome.FAILED, error="ignored"))
+    assert (ledger.free_slots(), ledger.lingering(), queued(ledger)) == (2, [], [])
+
+
+def test_each_attempt_frees_its_slot_once_whoever_ended_it_first():
+    returned, forced = attempt("job", 1), attempt("job", 2)  # two attempts of one job
+    ledger, _ = ledger_with(returned, forced, concurrency=3)
+    ledger.attempt_ended(returned, AttemptEnd(Outcome.SUCCEEDED, result_json="1"))
+    # The worker's force lost the race to the code's own end: nothing lingers.
+    ledger.force(returned, AttemptEnd(Outcome.TIMED_OUT, error="late"))
+    assert ledger.lingering() == [] and ledger.executing() == 1
+    ledger.attempt_ended(returned, AttemptEnd(Outcome.SUCCEEDED, result_json="1"))  # again
+    assert ledger.executing() == 1  # never below what really runs
+    ledger.force(forced, AttemptEnd(Outcome.RELEASED))
+    assert ledger.executing() == 1
+    assert ledger.lingering() == [forced] and ledger.undecided() == 0
+    ledger.attempt_ended(forced, AttemptEnd(Outcome.SUCCEEDED, result_json="2"))
+    assert (ledger.executing(), ledger.free_slots()) == (0, 3)
+    assert queued(ledger) == [("job", 1)]  # a release is not the completer's
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finishes():
+    run = attempt("swallow", task=swallows_its_cancel)
+    ledger = Ledger("w", 1)
+    pool = AsyncPool(ledger, 1 << 20)
+    ledger.pool = pool
+    try:
+        ledger.claimed(run)
+        pool.start([run])
+        wait_until(entered.is_set, "the coroutine to run")
+        ledger.force(run, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"))
+        wait_until(cancel_seen.is_set, "the coroutine to be cancelled")
+        assert queued(ledger) == [("swallow", 1)]
+        assert (ledger.executing(), ledger.free_slots()) == (1, 0)  # it swallowed the cancel
+        assert ledger.lingering() == [run]
+        let_go.set()
+        wait_until(lambda: ledger.executing() == 0, "the coroutine to finish")
+        assert ledger.lingering() == [] and queued(ledger) == []
+        assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
+    finally:
+        let_go.set()
+        pool.close()
