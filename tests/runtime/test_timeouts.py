@@ -40,6 +40,8 @@ from tests import pg_harness
 from tests.conftest import BACKENDS
 from tests.support import wait_for
 
+from .conftest import WorkerThread
+
 TIMEOUT = 0.5
 SETTINGS: dict[str, Any] = {
     "heartbeat_interval": 0.1,
@@ -81,6 +83,13 @@ async def returns_when_told_async(ctx, marks):
     except asyncio.CancelledError:
         pass  # swallowed: returns a value even so
     Path(marks, f"returned-{ctx.job_id}").write_text("")
+    return {"late": True}
+
+
+@heartq_task
+def commits_late(ctx):
+    with ctx.transaction():
+        time.sleep(1.5)  # the block is open when the deadline passes
     return {"late": True}
 '''.replace("@heartq_task", f"@app.task(timeout={TIMEOUT}, max_retries=0, retry_backoff=0.0)")
 
@@ -228,3 +237,32 @@ def test_every_pool_lets_the_forced_timeout_win(
         assert [(f.outcome, f.status) for f in recorder.queued[lease]] == [
             (Outcome.TIMED_OUT, JobStatus.DEAD)
         ], recorder.queued[lease]
+
+
+def test_a_transaction_open_past_the_deadline_does_not_commit_a_success(
+    tasks: ModuleType, request: pytest.FixtureRequest
+) -> None:
+    """A plain function on the thread pool (which cannot be killed) is inside its
+    `ctx.transaction()` block when its deadline passes, and leaves it after. The worker
+    decided `timed_out`; the block's commit must not make the job `succeeded`.
+
+    PostgreSQL holds: the completer's finish lands at the deadline (the task's
+    transaction locks the job's row only at its own finish), so the block's fenced
+    finish matches nothing and rolls back. SQLite does not: the block holds the file's
+    write lock, the completer's finish waits for it, the block commits the job
+    `succeeded` first and the timeout is refused as a lost lease. Not fixed here: it
+    needs a rule for who wins between a decided end and a commit under way (the
+    transaction could check the attempt's end, under the attempt's lock, before its
+    finish statement, and the supervisor yield to a commit already under way)."""
+    if tasks.app.store.url.startswith("sqlite"):
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="SQLite: the open block's commit wins")
+        )
+    app = tasks.app
+    job_id = app.enqueue("commits_late")
+    with WorkerThread(Worker(app, **SETTINGS)):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
