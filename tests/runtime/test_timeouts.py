@@ -36,6 +36,7 @@ from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import Finish, JobStatus, Lease, NewJob, Outcome
 from heartq.worker import Worker
 from heartq.worker.attempt import RunningJob
+from heartq.worker.supervisor import Supervisor
 from tests import pg_harness
 from tests.conftest import BACKENDS
 from tests.support import wait_for
@@ -82,6 +83,13 @@ async def returns_when_told_async(ctx, marks):
             await asyncio.sleep(0.002)
     except asyncio.CancelledError:
         pass  # swallowed: returns a value even so
+    Path(marks, f"returned-{ctx.job_id}").write_text("")
+    return {"late": True}
+
+
+@heartq_task
+def returns_late(ctx, marks):
+    time.sleep(0.9)  # ignores ctx; returns 0.4 s after its deadline
     Path(marks, f"returned-{ctx.job_id}").write_text("")
     return {"late": True}
 
@@ -266,3 +274,32 @@ def test_a_transaction_open_past_the_deadline_does_not_commit_a_success(
         )
     job = app.get_job(job_id)
     assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
+
+
+def test_a_return_after_the_deadline_times_out_even_if_the_supervisor_is_late(
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor enforces deadlines from its own thread, so it may come late: a
+    loaded machine, or a pulse that would fold supervision into a once-a-second loop.
+    An attempt whose code returns after its deadline but before the supervisor's pass has
+    still overrun its timeout: it ends `timed_out`, not `succeeded`. Here the supervisor
+    is held until the code has returned."""
+    app = tasks.app
+    returned = tmp_path / "returned"
+    returned.mkdir()
+    real_supervise = Supervisor.supervise
+
+    def late_supervise(self: Supervisor) -> None:
+        if any(returned.iterdir()):  # held until the code returned: it comes too late
+            real_supervise(self)
+
+    monkeypatch.setattr(Supervisor, "supervise", late_supervise)
+    job_id = app.enqueue("returns_late", {"marks": str(returned)})
+    with WorkerThread(Worker(app, **SETTINGS)):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
+    assert job["result"] is None
+    assert job["dead_reason"].startswith("timed out")
