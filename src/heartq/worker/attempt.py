@@ -182,10 +182,22 @@ class RunningJob:
         attempt ends `cancelled`, and the value is not kept. Told means the flag was set
         before this end was recorded (`mark_cancel_requested` takes the same lock), so a
         value returned before the worker heard of the cancel still succeeds. A job its
-        task's own transaction completed stays completed."""
+        task's own transaction completed stays completed.
+
+        An attempt whose code ends (returns or raises) after its deadline overran its
+        timeout, whether or not the supervisor has come by yet (it runs on its own thread
+        and may be late on a loaded machine): it ends `timed_out`, as the supervisor
+        would have ended it, so a timeout never depends on that thread's timing."""
         with self._lock:
             if self._end is not None:
                 return False
+            if (
+                end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+                and self.deadline is not None
+                and time.monotonic() >= self.deadline
+                and self.transaction is not TransactionState.COMMITTED
+            ):
+                end = self.timed_out_end()
             if (
                 end.outcome is Outcome.SUCCEEDED
                 and self._cancel_requested
@@ -196,6 +208,11 @@ class RunningJob:
                 )
             self._end = end
             return True
+
+    def timed_out_end(self) -> AttemptEnd:
+        """How an attempt that overran its task's `timeout` ends."""
+        timeout = self.task.timeout if self.task else None
+        return AttemptEnd(Outcome.TIMED_OUT, error=f"timed out after {timeout:g} s")
 
     @property
     def ended(self) -> AttemptEnd | None:

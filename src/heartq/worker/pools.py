@@ -127,13 +127,18 @@ class AsyncPool:
     def _start_tasks(self, runs: list[RunningJob]) -> None:
         for run in runs:
             # The loop holds the task until its first step, `_tasks` from then on: a task
-            # is found (and cancelled) only once it runs, so its `_run` always reports.
+            # is found (and cancelled) only once it runs, so its `_run` always reports;
+            # one stopped before that cancels itself there.
             self._loop.create_task(self._run(run))
 
     async def _run(self, run: RunningJob) -> None:
         current = asyncio.current_task()
         assert current is not None
         self._tasks[run.job.lease] = current
+        if run.ended is not None or run.cancel_requested or run.lost:
+            # Stopped before its first step (a `_cancel` that ran between `_start_tasks`
+            # and this step found nothing): cancel it now, at its first await.
+            current.cancel()
         try:
             if run.task is None:
                 end = unknown_task_end(run.job.task)

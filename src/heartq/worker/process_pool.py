@@ -85,6 +85,14 @@ class ProcessPool:
         child_conn.close()
         with self._lock:
             self._children[job.lease] = (process, parent_conn)
+        # Starting a child takes a while (longer on a loaded machine, and a claim's batch
+        # starts one child after another), and a stop or a flag that came meanwhile found
+        # no child: kill it or tell it now. The worker records an end, and sets the flags,
+        # before it stops the code, so either that stop found the child or this sees them.
+        if run.ended is not None:
+            self.stop(run)
+        elif run.cancel_requested or run.lost:
+            self.notify(run)
         threading.Thread(
             target=self._watch,
             args=(run, process, parent_conn),

@@ -81,9 +81,7 @@ class Supervisor:
                     untrusted.append(run)
                 self._fence(run, now)
             elif run.deadline is not None and now >= run.deadline:
-                timeout = run.task.timeout if run.task else None
-                end = AttemptEnd(Outcome.TIMED_OUT, error=f"timed out after {timeout:g} s")
-                self._ledger.force(run, end)
+                self._ledger.force(run, run.timed_out_end())
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
                 self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
         if untrusted:

@@ -1,0 +1,305 @@
+"""The worker's own path for a timeout, in-process: the supervisor's forced end wins.
+
+A task that overruns its `timeout` is told to stop (`ctx.cancelled`; on the async pool
+its coroutine is cancelled too) and may then *return a value* at once: the chaos shape
+that was once recorded `succeeded`. The forced `timed_out` end was decided first
+(`Supervisor.supervise` -> `Ledger.force` -> `RunningJob.end`, first-wins), so the late
+return must be a stale end: no second outcome is queued for the completer, and the job
+ends `timed_out`, its result not kept.
+
+The race is made certain rather than left to chance: the completer's first batch is held
+until every attempt's code has reported its own (late) end, so a late success that were
+counted would sit in the same batch as the timeout, where the store keeps the last
+finish of a lease (`LeaseOps.finish`), and the job would end `succeeded`.
+
+Also pinned here, for a pulse that would touch an attempt's records (docs in
+`test_every_pool_lets_the_forced_timeout_win`): the pool's end and the supervisor's end
+are reported on the one `RunningJob` the ledger holds, and its deadline comes from the
+worker's task, whatever policy the claimed job carries (`chosen` 0, stale defaults:
+`policy.for_attempt` gives it the task's retries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from heartq.lifecycle.ends import AttemptEnd
+from heartq.model import Finish, JobStatus, Lease, NewJob, Outcome
+from heartq.worker import Worker
+from heartq.worker.attempt import RunningJob
+from heartq.worker.supervisor import Supervisor
+from tests import pg_harness
+from tests.conftest import BACKENDS
+from tests.support import wait_for
+
+from .conftest import WorkerThread
+
+TIMEOUT = 0.5
+SETTINGS: dict[str, Any] = {
+    "heartbeat_interval": 0.1,
+    "lease": 4.0,  # not FAST's 0.6: a loaded machine must not fence the attempt first
+    "reap_interval": 0.1,
+    "liveness_interval": 0.1,
+    "poll_interval": 0.02,
+    "shutdown_timeout": 2.0,
+}
+GATE = 15.0
+"""At most this long the completer's first batch waits for the late ends."""
+
+TASKS = '''
+"""Tasks that return a value as soon as they are told to stop (after their timeout)."""
+
+import asyncio
+import time
+from pathlib import Path
+
+import heartq
+
+app = heartq.App()
+
+
+@heartq_task
+def returns_when_told(ctx, marks):
+    deadline = time.monotonic() + 10
+    while not ctx.cancelled and time.monotonic() < deadline:
+        time.sleep(0.002)
+    Path(marks, f"returned-{ctx.job_id}").write_text("")
+    return {"late": True}
+
+
+@heartq_task
+async def returns_when_told_async(ctx, marks):
+    try:
+        while not ctx.cancelled:
+            await asyncio.sleep(0.002)
+    except asyncio.CancelledError:
+        pass  # swallowed: returns a value even so
+    Path(marks, f"returned-{ctx.job_id}").write_text("")
+    return {"late": True}
+
+
+@heartq_task
+def returns_late(ctx, marks):
+    time.sleep(0.9)  # ignores ctx; returns 0.4 s after its deadline
+    Path(marks, f"returned-{ctx.job_id}").write_text("")
+    return {"late": True}
+
+
+@heartq_task
+def commits_late(ctx):
+    with ctx.transaction():
+        time.sleep(1.5)  # the block is open when the deadline passes
+    return {"late": True}
+'''.replace("@heartq_task", f"@app.task(timeout={TIMEOUT}, max_retries=0, retry_backoff=0.0)")
+
+
+@pytest.fixture(params=BACKENDS)
+def tasks(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    """The tasks' module (importable by the process pool's children), its app on a fresh
+    queue of each backend."""
+    name = f"timeout_tasks_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(TASKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(name)
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgres":
+            base = request.getfixturevalue("pg_server_url")
+            url = stack.enter_context(pg_harness.schema_url(base))
+        else:
+            url = f"sqlite:///{tmp_path / 'q.db'}"
+        module.app.use_url(url)
+        stack.callback(module.app.close)
+        yield module
+
+
+class Recorder:
+    """Every end reported to the ledger (by the supervisor or a pool), every outcome queued
+    for the completer, and a gate holding the completer's first batch until each attempt
+    was reported twice (forced, then by its own code)."""
+
+    def __init__(self, worker: Worker, jobs: int) -> None:
+        self.ends: dict[Lease, list[tuple[RunningJob, Outcome]]] = {}
+        self.queued: dict[Lease, list[Finish]] = {}
+        self.both_reported = threading.Event()
+        self.gate_passed = False
+        self._jobs = jobs
+        self._lock = threading.Lock()
+        ledger = worker.ledger
+        real_ended = ledger.attempt_ended
+        real_put, real_get = ledger.outcomes.put, ledger.outcomes.get
+
+        def attempt_ended(run: RunningJob, end: AttemptEnd) -> None:
+            with self._lock:
+                self.ends.setdefault(run.job.lease, []).append((run, end.outcome))
+            real_ended(run, end)
+            with self._lock:
+                reported = [ends for ends in self.ends.values() if len(ends) >= 2]
+            if len(reported) >= self._jobs:
+                self.both_reported.set()
+
+        def put(item: Any, *args: Any, **kwargs: Any) -> None:
+            if item is not None:
+                run, finish = item
+                with self._lock:
+                    self.queued.setdefault(run.job.lease, []).append(finish)
+            real_put(item, *args, **kwargs)
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            item = real_get(*args, **kwargs)
+            if not self.gate_passed:  # the first batch only; later ones are not held
+                self.both_reported.wait(GATE)
+                self.gate_passed = True
+            return item
+
+        # Instance attributes: the pools, `Ledger.force` and the completer (which holds
+        # this very queue) all call through them.
+        ledger.attempt_ended = attempt_ended  # type: ignore[method-assign]
+        ledger.outcomes.put = put  # type: ignore[method-assign]
+        ledger.outcomes.get = get  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("pool", ["thread", "process", "async"])
+def test_every_pool_lets_the_forced_timeout_win(
+    tasks: ModuleType, pool: str, tmp_path: Path
+) -> None:
+    """Both tasks overrun, are told, and return a value at once; each job ends dead after
+    one `timed_out` attempt. One is enqueued by its registered task; the other is stored
+    as a job enqueued by name with stale defaults and `chosen` 0 (3 retries, a 5 s
+    backoff): `for_attempt` gives it the task's `max_retries` 0, and the deadline still
+    comes from the task's `timeout`."""
+    app = tasks.app
+    marks = str(tmp_path)
+    worker = Worker(app, pool=pool, app_ref=f"{tasks.__name__}:app", **SETTINGS)
+    recorder = Recorder(worker, jobs=2)
+    with_task = app.enqueue("returns_when_told_async", {"marks": marks})
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        assert worker.started.wait(20), "worker did not start"
+        (by_name,) = app.store.enqueue(  # after the declaration: no re-route comes for it
+            [
+                NewJob(
+                    task="returns_when_told",
+                    args_json=json.dumps({"marks": marks}),
+                    max_retries=3,
+                    retry_backoff=5.0,
+                    chosen=0,
+                )
+            ]
+        )
+        jobs = (with_task, by_name)
+        try:
+            wait_for(
+                lambda: all(app.get_job(j)["status"] in ("dead", "succeeded") for j in jobs),
+                30,
+                "both jobs to end",
+            )
+        except AssertionError as exc:
+            seen = {j: app.get_job(j)["executions"] for j in jobs}
+            raise AssertionError(f"{exc}: ends {recorder.ends}, executions {seen}") from None
+        assert recorder.both_reported.is_set(), recorder.ends
+    finally:
+        worker.request_stop()
+        thread.join(15)
+    assert not thread.is_alive(), "worker did not stop"
+
+    for job_id in jobs:
+        job = app.get_job(job_id)
+        outcomes = [e["outcome"] for e in job["executions"]]
+        assert (job["status"], outcomes) == ("dead", ["timed_out"]), (job_id, job["error"])
+        assert job["result"] is None
+        assert job["dead_reason"].startswith("timed out")
+
+        lease = Lease(job_id, 1)
+        ends = recorder.ends[lease]
+        (run, forced), *late = ends
+        # The supervisor's end came first and is the one recorded, at the deadline the
+        # worker's task gave (not a policy's: the by-name job carries the defaults).
+        assert forced is Outcome.TIMED_OUT, ends
+        assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
+        assert run.deadline == pytest.approx(run.started + TIMEOUT)
+        assert run.job.max_retries == 0  # the task's, for the by-name job too
+        # The attempt's code did end afterwards, on the same RunningJob (one record per
+        # attempt: a pulse must not hand the pool or the supervisor a copy).
+        assert late, ends
+        assert all(other is run for other, _ in late), ends
+        if pool != "process":  # a child is killed at once; threads and coroutines return
+            assert Path(marks, f"returned-{job_id}").exists()
+            # What the code's own end was: its value (the late success), except a plain
+            # function on the async pool, whose awaiting coroutine was cancelled.
+            plain_on_async = pool == "async" and job_id == by_name
+            own = Outcome.CANCELLED if plain_on_async else Outcome.SUCCEEDED
+            assert [outcome for _, outcome in late] == [own], ends
+        # Only the forced end reached the completer.
+        assert [(f.outcome, f.status) for f in recorder.queued[lease]] == [
+            (Outcome.TIMED_OUT, JobStatus.DEAD)
+        ], recorder.queued[lease]
+
+
+def test_a_transaction_open_past_the_deadline_does_not_commit_a_success(
+    tasks: ModuleType, request: pytest.FixtureRequest
+) -> None:
+    """A plain function on the thread pool (which cannot be killed) is inside its
+    `ctx.transaction()` block when its deadline passes, and leaves it after. The worker
+    decided `timed_out`; the block's commit must not make the job `succeeded`.
+
+    PostgreSQL holds: the completer's finish lands at the deadline (the task's
+    transaction locks the job's row only at its own finish), so the block's fenced
+    finish matches nothing and rolls back. SQLite does not: the block holds the file's
+    write lock, the completer's finish waits for it, the block commits the job
+    `succeeded` first and the timeout is refused as a lost lease. Not fixed here: it
+    needs a rule for who wins between a decided end and a commit under way (the
+    transaction could check the attempt's end, under the attempt's lock, before its
+    finish statement, and the supervisor yield to a commit already under way)."""
+    if tasks.app.store.url.startswith("sqlite"):
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="SQLite: the open block's commit wins")
+        )
+    app = tasks.app
+    job_id = app.enqueue("commits_late")
+    with WorkerThread(Worker(app, **SETTINGS)):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
+
+
+def test_a_return_after_the_deadline_times_out_even_if_the_supervisor_is_late(
+    tasks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor enforces deadlines from its own thread, so it may come late: a
+    loaded machine, or a pulse that would fold supervision into a once-a-second loop.
+    An attempt whose code returns after its deadline but before the supervisor's pass has
+    still overrun its timeout: it ends `timed_out`, not `succeeded`. Here the supervisor
+    is held until the code has returned."""
+    app = tasks.app
+    returned = tmp_path / "returned"
+    returned.mkdir()
+    real_supervise = Supervisor.supervise
+
+    def late_supervise(self: Supervisor) -> None:
+        if any(returned.iterdir()):  # held until the code returned: it comes too late
+            real_supervise(self)
+
+    monkeypatch.setattr(Supervisor, "supervise", late_supervise)
+    job_id = app.enqueue("returns_late", {"marks": str(returned)})
+    with WorkerThread(Worker(app, **SETTINGS)):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
+    assert job["result"] is None
+    assert job["dead_reason"].startswith("timed out")
