@@ -89,17 +89,21 @@ def test_code_whose_end_came_before_it_started_is_stopped(
         trust_window=60.0,
         max_payload_bytes=limit,
     )
-    reported: list[Outcome] = []
+    reported: list[Outcome] = []  # the forced end, then the code's own
     code_ended = threading.Event()
-    real_ended = ledger.attempt_ended
+    real_ended, real_force = ledger.attempt_ended, ledger.force
 
-    def attempt_ended(ended: RunningJob, end: AttemptEnd) -> None:
+    def force(forced: RunningJob, end: AttemptEnd) -> None:
+        reported.append(end.outcome)
+        real_force(forced, end)
+
+    def attempt_ended(ended: RunningJob, end: AttemptEnd) -> None:  # its pool: the code ended
         reported.append(end.outcome)
         real_ended(ended, end)
-        if len(reported) >= 2:
-            code_ended.set()
+        code_ended.set()
 
     ledger.attempt_ended = attempt_ended  # type: ignore[method-assign]
+    ledger.force = force  # type: ignore[method-assign]
     ledger.claimed(run)
     ledger.force(run, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 0.5 s"))
     ledger.pool.start([run])

@@ -136,17 +136,28 @@ class Recorder:
         self._jobs = jobs
         self._lock = threading.Lock()
         ledger = worker.ledger
-        real_ended = ledger.attempt_ended
+        real_ended, real_force = ledger.attempt_ended, ledger.force
         real_put, real_get = ledger.outcomes.put, ledger.outcomes.get
 
-        def attempt_ended(run: RunningJob, end: AttemptEnd) -> None:
+        def report(run: RunningJob, end: AttemptEnd) -> None:
             with self._lock:
                 self.ends.setdefault(run.job.lease, []).append((run, end.outcome))
-            real_ended(run, end)
+
+        def reported_twice() -> None:
             with self._lock:
                 reported = [ends for ends in self.ends.values() if len(ends) >= 2]
             if len(reported) >= self._jobs:
                 self.both_reported.set()
+
+        def force(run: RunningJob, end: AttemptEnd) -> None:  # the supervisor's end
+            report(run, end)
+            real_force(run, end)
+            reported_twice()
+
+        def attempt_ended(run: RunningJob, end: AttemptEnd) -> None:  # the code's own end
+            report(run, end)
+            real_ended(run, end)
+            reported_twice()
 
         def put(item: Any, *args: Any, **kwargs: Any) -> None:
             if item is not None:
@@ -165,6 +176,7 @@ class Recorder:
         # Instance attributes: the pools, `Ledger.force` and the completer (which holds
         # this very queue) all call through them.
         ledger.attempt_ended = attempt_ended  # type: ignore[method-assign]
+        ledger.force = force  # type: ignore[method-assign]
         ledger.outcomes.put = put  # type: ignore[method-assign]
         ledger.outcomes.get = get  # type: ignore[method-assign]
 
