@@ -4,9 +4,11 @@ For each N: a fresh PostgreSQL database, N jobs that each sleep for the whole wi
 one `heartq worker --pool async --concurrency N` at default protocol settings. Once all
 N run, the database's committed transactions (`pg_stat_database.xact_commit`, this
 database only) are counted over `--window` seconds (several heartbeat intervals), with
-the worker's RSS at the end. Figures printed, never asserted:
+the worker's RSS at the end. With `--report-every S` (several values: one run each),
+every job also reports progress (`ctx.heartbeat(progress=...)`) every S seconds, so the
+cost of the pulse shows apart (0: silent jobs). Figures printed, never asserted:
 
-    .venv/bin/python bench/heartbeat_load.py --running 1 2000 --window 65
+    .venv/bin/python bench/heartbeat_load.py --running 1 2000 --window 65 --report-every 0 0.5
 """
 
 from __future__ import annotations
@@ -32,17 +34,28 @@ import heartq
 app = heartq.App()
 
 @app.task
-async def hold(seconds: float) -> None:
-    await asyncio.sleep(seconds)
+async def hold(ctx: heartq.JobContext, seconds: float, report_every: float = 0.0) -> None:
+    if not report_every:
+        await asyncio.sleep(seconds)
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        await asyncio.sleep(report_every)
+        ctx.heartbeat(progress=(loop.time() % 100) / 100, stage="holding")
 """
 
 
-def measure(server: str, running: int, window: float, scratch: Path) -> tuple[float, float]:
-    """(commits/s over the window, worker RSS in MiB) with `running` jobs held."""
+def measure(
+    server: str, running: int, window: float, scratch: Path, report_every: float = 0.0
+) -> tuple[float, float]:
+    """(commits/s over the window, worker RSS in MiB) with `running` jobs held, each
+    reporting progress every `report_every` seconds (0: never)."""
     url = _database_url(server)
     app = App(url)
     app.migrate()
-    app.enqueue_many("hold", [{"seconds": window + 120}] * running)
+    job = {"seconds": window + 120, "report_every": report_every}
+    app.enqueue_many("hold", [job] * running)
     (scratch / "hb_tasks.py").write_text(TASKS)
     worker = subprocess.Popen(
         [sys.executable, "-m", "heartq", "worker", "hb_tasks:app", "--url", url,
@@ -98,14 +111,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--running", type=int, nargs="+", default=[1, 2000])
     parser.add_argument("--window", type=float, default=65.0)
+    parser.add_argument("--report-every", type=float, nargs="+", default=[0.0])
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
     try:
-        for running in args.running:
-            with tempfile.TemporaryDirectory(prefix="heartq-hb-") as tmp:
-                rate, rss = measure(args.server, running, args.window, Path(tmp))
-            print(f"{running:>5} running: {rate:.2f} commits/s over {args.window:g} s, "
-                  f"worker RSS {rss:.0f} MiB", flush=True)  # fmt: skip
+        for every in args.report_every:
+            for running in args.running:
+                with tempfile.TemporaryDirectory(prefix="heartq-hb-") as tmp:
+                    rate, rss = measure(args.server, running, args.window, Path(tmp), every)
+                reports = f"each reporting every {every:g} s" if every else "silent"
+                print(f"{running:>5} running ({reports}): {rate:.2f} commits/s over "
+                      f"{args.window:g} s, worker RSS {rss:.0f} MiB", flush=True)  # fmt: skip
     finally:
         with psycopg.connect(args.server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
