@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3  # noqa: F401 - loaded before the child drops to `nobody`
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,12 +69,18 @@ def read_only_dir() -> Iterator[Path]:
 def test_read_only_directory(read_only_dir: Path) -> None:
     """chmod 0o555 stops everyone but root, who may write anywhere. Run as root (as in
     containers), the open is done in a forked child that first drops to user `nobody`
-    (65534), so the mode is enforced; forking keeps the modules already loaded, where a
-    new interpreter might not be readable by `nobody`."""
+    (65534), so the mode is enforced. What `nobody` may not be able to read is loaded
+    before it drops: forking keeps the modules already imported (`sqlite3` among them:
+    a Python installed under /root is unreadable to `nobody`), and the store's migration
+    scripts are read first (a checkout under a directory only root may enter, as
+    `mktemp -d` makes, is unreadable to `nobody` too)."""
     path = read_only_dir / "heartq.db"
     if os.geteuid() != 0:
         message = str(_error_opening(path))
     else:
+        store = open_store(f"sqlite:///{path}")
+        scripts = store.migrations()  # type: ignore[attr-defined]
+        store.migrations = lambda: scripts  # type: ignore[attr-defined]
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
@@ -83,7 +90,7 @@ def test_read_only_directory(read_only_dir: Path) -> None:
                 os.setgid(65534)
                 os.setuid(65534)
                 try:
-                    open_store(f"sqlite:///{path}").migrate()
+                    store.migrate()
                     text = "no error"
                 except StoreUnavailable as exc:
                     text = f"StoreUnavailable: {exc}"
