@@ -234,9 +234,8 @@ class Settings:
     @property
     def pulse_seconds(self) -> float:
         """Between two pulses: what the tasks reported is written, cancels are looked for."""
-        if self.pulse_interval is not None:
-            return self.pulse_interval
-        return min(DEFAULT_PULSE_INTERVAL, self.heartbeat_interval)
+        chosen = DEFAULT_PULSE_INTERVAL if self.pulse_interval is None else self.pulse_interval
+        return min(chosen, self.heartbeat_interval)
 
     @property
     def reap_interval_seconds(self) -> float:

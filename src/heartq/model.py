@@ -70,7 +70,7 @@ class RenewStatus(enum.StrEnum):
 
 class CancelResult(enum.StrEnum):
     CANCELLED = "cancelled"  # it was queued: it will never run
-    CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told at its next heartbeat
+    CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told within ~1 s
     ALREADY_FINISHED = "already_finished"
 
 

@@ -87,7 +87,7 @@ def test_cancel_job(
         assert at(after["finished_at"], t0 + 1)
         assert after["executions"] == []
         assert store.claim("w2", ["default"], 10, LEASE, now=t0 + 10_000) == []
-    else:  # running: its worker hears of it at its next heartbeat
+    else:  # running: its worker hears of it within about a second
         answers = store.heartbeat("w1", [Renewal(_lease(after))], LEASE, now=t0 + 2)
         assert answers == {_lease(after): RenewStatus.CANCEL_REQUESTED}
         assert store.get_job(job_id)["status"] == JobStatus.RUNNING

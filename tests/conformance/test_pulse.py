@@ -171,3 +171,19 @@ def test_a_report_that_is_not_finite_is_refused(store: Store, t0: float, value: 
     job = claim_one(store, "w1", t0)
     with pytest.raises(PayloadError):
         store.pulse([PulseReport(job.lease, Report(Progress(value)))], now=t0 + 1)
+
+
+def test_a_completion_saves_what_the_task_reported_inside_its_block(
+    store: Store, t0: float
+) -> None:
+    """`ctx.transaction()`: the report is read when the block ends, so what the task
+    reported inside it is the one saved with the completion."""
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0)
+    latest = [Report(Progress(0.5, "before"), json.dumps({"step": 1}), True)]
+    with store.completing(job.lease, lambda: latest[-1]):
+        latest.append(Report(Progress(0.9, "inside"), json.dumps({"step": 2}), True))
+    stored = store.get_job(job_id)
+    assert stored["status"] == JobStatus.SUCCEEDED
+    assert stored["progress"] == {"value": 1.0, "stage": "inside", "message": None}
+    assert stored["checkpoint"] == {"step": 2}

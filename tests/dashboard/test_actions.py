@@ -84,7 +84,7 @@ def test_cancel_a_running_job_asks_its_worker(store: Store, dashboard: Dashboard
     assert "Cancel this job" not in page(client.get(f"/jobs/{job_id}"))
     again = act(client, f"/jobs/{job_id}/cancel", f"/jobs/{job_id}")
     assert notice(page(client.get(again))) == (
-        "Cancel requested: its worker stops the job at its next heartbeat."
+        "Cancel requested: its worker stops the job within about a second."
     )
 
 

@@ -31,6 +31,8 @@ EXPECTED = {
     "CLOSE_RELEASED": "SEARCH e USING PRIMARY KEY (job_id=? AND execution_id=?)",
     "SELECT_EXPIRED": "SEARCH j USING INDEX heartq_jobs_lease_idx (lease_expires_at<?)",
     "SELECT_WORKER_JOBS": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
+    "PULSE": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
+    "RUNNING_CANCELS": "USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "DEACTIVATE_STALE": "heartq_workers_status_idx",
     "QUEUE_WAITS": "heartq_jobs_claim_idx",
     # The dashboard's job list: a window of the primary key, never the whole table.
@@ -49,7 +51,7 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     plan = store.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     text = "; ".join(row[3] for row in plan)
     assert EXPECTED[name] in text, text
-    if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS"):
+    if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE"):
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
     store.close()
 
@@ -84,9 +86,9 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
         assert len(scanned) == 1 and "Sort" not in plan, plan  # the index's order, as is
 
 
-@pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT"])
+@pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT", "PULSE"])
 def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: str) -> None:
-    """Finish, release and heartbeat lock their batch's rows through the primary key, one
+    """Finish, release, heartbeat and pulse lock their batch's rows through the primary key, one
     probe per element, with statistics that lag behind a burst of claims: joined on the
     batch with `status = 'running'`, the lock step read every running job (through
     jobs_worker_idx) for each batch of ten."""
@@ -99,7 +101,8 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
             leases = json.dumps([{"id": j.id, "eid": j.execution_id} for j in claimed[:10]])
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
             params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
-                      "worker_id": "w", "lease": 60, "now": None, "abandoned": 0}  # fmt: skip
+                      "reports": leases, "worker_id": "w", "lease": 60, "now": None,
+                      "abandoned": 0}  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()
@@ -110,6 +113,25 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
     locking = plan.split("CTE locked", 1)[1]
     assert "jobs_worker_idx" not in locking and "Seq Scan on jobs" not in locking, plan
     assert "Index Cond: (id = ANY" in locking, plan
+
+
+def test_postgres_running_cancels_reads_the_workers_running_jobs(pg_server_url: str) -> None:
+    """The pulse's read of a worker's cancel requests (once a second on SQLite, when
+    notified on PostgreSQL) walks the partial index of running jobs by worker, not the
+    table, however many jobs there are."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            pg.claim("w", ["default"], 200, lease=60)
+            with pg.pool.transaction() as conn:
+                explain = "EXPLAIN (COSTS OFF) " + pg_q.RUNNING_CANCELS
+                rows = conn.execute(explain, {"worker_id": "w"}).fetchall()
+        finally:
+            pg.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    assert "jobs_worker_idx" in plan and "Seq Scan" not in plan, plan
 
 
 def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -> None:

@@ -112,6 +112,9 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
     if result is CancelResult.CANCELLED:
         click.echo(f"cancelled job {job_id} (it was queued: it will not run)")
     elif result is CancelResult.CANCEL_REQUESTED:
-        click.echo(f"cancel requested for job {job_id}: its worker stops it at its next heartbeat")
+        click.echo(
+            f"cancel requested for job {job_id}: its worker stops it within about a "
+            "second (at its next heartbeat at the latest)"
+        )
     else:
         click.echo(f"job {job_id} already finished ({status}): nothing to cancel")

@@ -55,7 +55,7 @@ SECURITY_HEADERS = {
 }
 NOTICES = {
     "cancelled": "Cancelled: the job was queued and will not run.",
-    "cancel_requested": "Cancel requested: its worker stops the job at its next heartbeat.",
+    "cancel_requested": "Cancel requested: its worker stops the job within about a second.",
     "already_finished": "The job had already finished: nothing to cancel.",
     "replayed": "Requeued {n} dead job(s).",
     "nothing_replayed": "Nothing was requeued: the jobs chosen are no longer dead.",

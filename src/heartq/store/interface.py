@@ -224,7 +224,9 @@ class LeaseHolder(Clock, Protocol):
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None
     ) -> RenewStatus:
-        """Store a checkpoint for the next attempt. Raises `LeaseLost` when fenced out."""
+        """Store one checkpoint for the next attempt at once, fenced; `LeaseLost` when
+        fenced out. (A worker does not call it: its pulse stores what its tasks report in
+        one statement for all of them, `pulse`.)"""
         ...
 
     def pulse(
@@ -249,13 +251,14 @@ class LeaseHolder(Clock, Protocol):
         ...
 
     def completing(
-        self, lease: Lease, report: Report | None = None
+        self, lease: Lease, report: Callable[[], Report | None] | None = None
     ) -> contextlib.AbstractContextManager[Any]:
         """A write transaction lent to a task (`ctx.transaction()`): it writes its effects
         on the connection given; when the block ends the job is completed `succeeded` in
         the same transaction, fenced on the lease, with what the task last reported
-        (`report`); if this attempt no longer holds the job, everything rolls back and
-        `LeaseLost` is raised."""
+        (`report()`, asked then); if this attempt no longer holds the job, everything
+        rolls back and `LeaseLost` is raised. What the task reports after the commit is
+        not stored (its job is no longer running)."""
         ...
 
     def save_result(self, lease: Lease, result_json: str | None) -> bool:

@@ -106,7 +106,7 @@ class RunningJob:
             raise RuntimeError("ctx.transaction() completes the job: once per attempt")
         self.transaction = TransactionState.OPEN
         try:
-            with self._store.completing(self.job.lease, self.last_report()) as conn:
+            with self._store.completing(self.job.lease, self.last_report) as conn:
                 yield conn
         except BaseException:
             self.transaction = TransactionState.NONE

@@ -89,8 +89,7 @@ class ChildControl:
         self._send(("transaction", TransactionState.OPEN.value))
         store = open_store(self._url)
         try:
-            report = None if self._report.empty else self._report
-            with store.completing(self._lease, report) as conn:
+            with store.completing(self._lease, self._last_report) as conn:
                 yield conn
         except BaseException:
             self._send(("transaction", TransactionState.NONE.value))
@@ -98,6 +97,9 @@ class ChildControl:
         finally:
             store.close()
         self._send(("transaction", TransactionState.COMMITTED.value))
+
+    def _last_report(self) -> Report | None:
+        return None if self._report.empty else self._report
 
     def listen(self) -> None:
         """Runs in a thread: apply the parent's messages; exit if the parent is gone."""

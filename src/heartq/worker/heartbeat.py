@@ -22,15 +22,15 @@ and `job_cancel_requested`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.maintenance.report import report_reclaimed
-from heartq.model import DetectedBy, Renewal, RenewStatus
+from heartq.model import DetectedBy, PulseReport, Renewal, RenewStatus
 from heartq.store.interface import LeaseHolder
-from heartq.worker.attempt import TransactionState
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
@@ -99,10 +99,7 @@ class Heartbeater:
         for run in renewing:
             answer = answers.get(run.job.lease, RenewStatus.LOST)
             if answer is RenewStatus.LOST:
-                # An ended attempt's finish may simply have landed; a task's transaction
-                # may just have completed the job (its commit is fenced: it decides).
-                if run.ended is None and run.transaction is TransactionState.NONE:
-                    self._ledger.lose(run, "renewal refused: the job was reclaimed")
+                self._ledger.refused(run, "renewal refused: the job was reclaimed")
                 continue
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)
             if answer is RenewStatus.CANCEL_REQUESTED:
@@ -123,6 +120,10 @@ class Heartbeater:
         before the outage may even have renewed) to run out."""
         for run in self._ledger.abandoned():
             crash = {"reason": "its worker could not renew the lease in time and gave it up"}
+            unwritten = run.unwritten_report()  # its last checkpoint, for the next attempt
+            if unwritten is not None:
+                with contextlib.suppress(Exception):  # best effort: the give-back matters
+                    self._store.pulse([PulseReport(run.job.lease, unwritten[1])])
             try:
                 reclaimed = self._store.crash_attempt(run.job.lease, crash, DetectedBy.SELF_FENCE)
             except Exception:  # noqa: BLE001 - try again after the next good heartbeat

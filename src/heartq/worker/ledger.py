@@ -200,6 +200,14 @@ class Ledger:
             finish = fate.decide(run.job, end, run.cancel_requested, run.last_report())
             self.outcomes.put((run, finish))
 
+    def refused(self, run: RunningJob, reason: str) -> None:
+        """A fenced write of the attempt's worker (a renewal, a pulse) matched no job: the
+        lease is gone, unless the attempt's end is decided already (its finish may simply
+        have landed) or its task's transaction is completing the job (its commit is
+        fenced: it decides)."""
+        if run.ended is None and run.transaction is TransactionState.NONE:
+            self.lose(run, reason)
+
     def lose(self, run: RunningJob, reason: str) -> None:
         """The attempt's lease is gone (reclaimed, refused, untrusted): stop its code if it
         still runs, report nothing of it, and log `lease_lost` once."""

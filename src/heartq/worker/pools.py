@@ -85,6 +85,9 @@ class ThreadPool:
                 self._idle += 1
 
     def _run(self, run: RunningJob) -> None:
+        if run.ended is not None:  # decided before a thread took it: its code never starts
+            self._ledger.attempt_ended(run, run.ended)
+            return
         if run.task is None:
             end = unknown_task_end(run.job.task)
         else:

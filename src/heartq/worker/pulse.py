@@ -30,7 +30,7 @@ from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.model import PulseReport, RenewStatus
 from heartq.store.interface import LeaseHolder, LivenessHandle
-from heartq.worker.attempt import RunningJob, TransactionState
+from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
@@ -98,12 +98,15 @@ class Pulse:
         the database raised (the loop logs it and tries again at the next pulse)."""
         held = self._ledger.held()
         if not held:
-            self._cancel_heard.clear()
-            return
+            return  # a cancel heard now is kept for the job a claim is about to hand over
         self._write_reports(held)
         if self._polls_cancels or self._cancel_heard.is_set():
             self._cancel_heard.clear()
-            self._read_cancels(held)
+            try:
+                self._read_cancels()
+            except BaseException:
+                self._cancel_heard.set()  # not lost to a failed read: asked again next pulse
+                raise
 
     def flush(self) -> None:
         """Write what the tasks reported now, best effort (before a graceful shutdown
@@ -131,20 +134,20 @@ class Pulse:
         for run, (version, _) in pending:
             answer = answers.get(run.job.lease, RenewStatus.LOST)
             if answer is RenewStatus.LOST:
-                self._lost(run)
+                self._ledger.refused(run, "pulse refused: the job was reclaimed")
                 continue
             run.report_written(version)
             if answer is RenewStatus.CANCEL_REQUESTED:
                 self._ledger.request_cancel(run, self._cancel_grace)
 
-    def _read_cancels(self, held: list[RunningJob]) -> None:
+    def _read_cancels(self) -> None:
+        """The cancels requested of this worker's attempts, to the ledger. One the
+        ledger does not hold yet (claimed while the pulse ran) is asked about again at
+        the next pulse."""
         requested = set(self._store.cancel_requests(self._worker_id))
-        for run in held:
+        for run in self._ledger.held():
             if run.job.lease in requested:
+                requested.discard(run.job.lease)
                 self._ledger.request_cancel(run, self._cancel_grace)
-
-    def _lost(self, run: RunningJob) -> None:
-        # An ended attempt's finish may simply have landed; a task's transaction may just
-        # have completed the job (its commit is fenced: it decides).
-        if run.ended is None and run.transaction is TransactionState.NONE:
-            self._ledger.lose(run, "pulse refused: the job was reclaimed")
+        if requested and not self._polls_cancels:
+            self._cancel_heard.set()

@@ -156,20 +156,21 @@ class Worker:
         self.health = StoreHealth(self.id)
         self._signals = SignalRelay(self._on_signal)
         self.started = threading.Event()
+        cancel_grace = min(MAX_CANCEL_GRACE, s.heartbeat_interval)
         self.heartbeater = Heartbeater(
             self.store,
             self.ledger,
             interval=s.heartbeat_interval,
             lease=s.lease_seconds,
             trust_window=s.trust_window,
-            cancel_grace=min(MAX_CANCEL_GRACE, s.heartbeat_interval),
+            cancel_grace=cancel_grace,
             health=self.health,
         )
         self.pulse = Pulse(
             self.store,
             self.ledger,
             interval=s.pulse_seconds,
-            cancel_grace=min(MAX_CANCEL_GRACE, s.heartbeat_interval),
+            cancel_grace=cancel_grace,
             health=self.health,
         )
         self.completer = Completer(self.store, self.ledger, health=self.health)
@@ -515,7 +516,8 @@ class Worker:
                 deadline_in=round(max(0.0, deadline - time.monotonic()), 3),
             )
         self.completer.stop(deadline, self._force_stop)
-        self.pulse.flush()  # the released jobs' last checkpoints, for their next attempts
+        if not self._force_stop.is_set():  # the released jobs' last checkpoints
+            self.pulse.flush()
         released = self._release(leftover, deadline)
         self._give_back_abandoned(deadline)
         self.heartbeater.stop()

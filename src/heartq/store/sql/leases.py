@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from heartq.errors import LeaseLost
@@ -168,22 +168,26 @@ class LeaseOps(SqlBase):
         return records.checkpoint_answer(lease, row)
 
     @contextlib.contextmanager
-    def completing(self, lease: Lease, report: Report | None = None) -> Iterator[Any]:
+    def completing(
+        self, lease: Lease, report: Callable[[], Report | None] | None = None
+    ) -> Iterator[Any]:
         """A transaction for a task's own writes that also ends its job `succeeded`, fenced:
         the task writes its effects on the connection it is given; when the block ends,
         the job is completed in the same transaction if this attempt still holds it, else
-        everything rolls back, the task's writes included, and `LeaseLost` is raised."""
-        doc = documents.finish_doc(
-            lease.job_id,
-            lease.execution_id,
-            status=JobStatus.SUCCEEDED.value,
-            outcome=Outcome.SUCCEEDED.value,
-            result_pending=True,  # what the task returns after; waiters wait for it
-            report=report,
-        )
+        everything rolls back, the task's writes included, and `LeaseLost` is raised.
+        `report()`, asked when the block ends, is what the task last reported (what it
+        reported inside the block included), saved with the completion."""
         with self._write() as conn:
             with self._task_scope(conn) as task_conn:
                 yield task_conn
+            doc = documents.finish_doc(
+                lease.job_id,
+                lease.execution_id,
+                status=JobStatus.SUCCEEDED.value,
+                outcome=Outcome.SUCCEEDED.value,
+                result_pending=True,  # what the task returns after; waiters wait for it
+                report=None if report is None else report(),
+            )
             params = {"finishes": json.dumps([doc]), "now": self._clock(conn, None)}
             if lease not in records.leases(self._run(conn, self.q.FINISH, params)):
                 raise LeaseLost(lease.job_id, lease.execution_id)

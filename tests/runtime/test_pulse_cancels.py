@@ -1,0 +1,40 @@
+"""The pulse's cancels on a real store of each backend: a cancel heard while the worker's
+ledger does not hold the job yet (it was claimed, not yet handed over) is not lost, and
+reaches the attempt at the next pulse after the ledger holds it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from heartq.model import NewJob
+from heartq.store import Store
+from heartq.worker.attempt import RunningJob
+from heartq.worker.ledger import Ledger
+from heartq.worker.pulse import Pulse
+from tests.support import wait_for
+
+WORKER = "w-pulse"
+
+
+def test_a_cancel_heard_before_the_ledger_holds_the_job_is_kept(store: Store) -> None:
+    ledger = Ledger(WORKER, 2)
+    pulse = Pulse(store, ledger, interval=60.0, cancel_grace=5.0)  # ticks when woken
+    pulse.start()  # PostgreSQL: listens for this worker's cancels
+    try:
+        (job_id,) = store.enqueue([NewJob(task="t", args_json=json.dumps({}))])
+        sent_at = time.monotonic()
+        (job,) = store.claim(WORKER, ["default"], 1, 30.0)
+        store.cancel_job(job_id, by="test")
+        if store.supports_notify:  # heard, and woke a pulse while nothing is held
+            wait_for(lambda: pulse._cancel_heard.is_set(), 10, "the cancel notification")
+        pulse.tick()  # a pulse while the ledger holds nothing yet
+        run = RunningJob(
+            job, None, store, claim_sent_at=sent_at, trust_window=25.0, max_payload_bytes=1 << 20
+        )
+        ledger.claimed(run)
+        pulse.tick()
+        assert run.cancel_requested
+        assert run.cancel_deadline is not None  # told through the ledger, with its grace
+    finally:
+        pulse.stop()
