@@ -25,7 +25,8 @@ def decide(
     last reported (`report`: progress, checkpoint), saved with it. A failure after a
     cancel request (`cancel_requested`: asked for, or the worker stopped the attempt)
     counts as cancelled: the task was told to stop, and stopping by raising is stopping."""
-    return dataclasses.replace(_decide(job, end, cancel_requested), report=report)
+    finish = _decide(job, end, cancel_requested)
+    return finish if report is None else dataclasses.replace(finish, report=report)
 
 
 def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:

@@ -164,14 +164,13 @@ def finish_doc(
     crash: Mapping[str, Any] | None = None,
     keep_place: bool = False,
     result_pending: bool = False,
-    report: Report | None = None,
 ) -> dict[str, Any]:
     """One finished attempt, as the fenced finish statement reads it. `keep_place`: a
     requeued job keeps its `run_at` (its place in line) instead of waiting `delay`.
     `result_pending`: a job its task's transaction completed; its result comes after.
     `PayloadError` for a retry delay that is not finite or a crash context that is not
-    strict JSON. `report`: what the task last reported (progress, checkpoint), saved
-    with the finish."""
+    strict JSON. (What the task last reported goes by the pulse statement, `pulse_doc`,
+    run just before the finish.)"""
     return {
         "id": job_id,
         "eid": execution_id,
@@ -184,7 +183,6 @@ def finish_doc(
         "dead_reason": clean_text(dead_reason),
         "crash": _strict_json("crash context", dict(crash)) if crash is not None else None,
         "pending": result_pending,
-        **report_fields(report),
     }
 
 
@@ -200,7 +198,6 @@ def attempt_finish_doc(finish: Finish) -> dict[str, Any]:
         delay=finish.retry_delay,
         dead_reason=finish.dead_reason,
         crash=finish.crash,
-        report=finish.report,
     )
 
 

@@ -143,6 +143,12 @@ class RunningJob:
             report = Report(self._progress, self._checkpoint_json, self._has_checkpoint)
             return self._report_version, report
 
+    def report_to_save(self) -> Report | None:
+        """What the attempt's finish must still store of the task's reports: the latest,
+        unless a pulse stored it already (then the finish costs no extra statement)."""
+        unwritten = self.unwritten_report()
+        return None if unwritten is None else unwritten[1]
+
     def report_written(self, version: int) -> None:
         """A pulse stored the report of this version (newer ones remain to write)."""
         with self._lock:

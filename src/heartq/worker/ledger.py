@@ -197,7 +197,7 @@ class Ledger:
         elif end.outcome is Outcome.CRASHED:
             self.outcomes.put((run, CrashedEnd(end)))
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
-            finish = fate.decide(run.job, end, run.cancel_requested, run.last_report())
+            finish = fate.decide(run.job, end, run.cancel_requested, run.report_to_save())
             self.outcomes.put((run, finish))
 
     def refused(self, run: RunningJob, reason: str) -> None:

@@ -375,8 +375,7 @@ FINISH = f"""
 WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
-        delay float8, keep boolean, dead_reason text, crash text, pending boolean,
-        hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
+        delay float8, keep boolean, dead_reason text, crash text, pending boolean)
 ), locked AS (
     SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
@@ -393,14 +392,8 @@ WITH f AS (
         result = f.result::json,
         error = coalesce(f.error, j.error),
         dead_reason = f.dead_reason,
-        progress_value = CASE WHEN f.status = 'succeeded'
-                                   AND (CASE WHEN f.hp THEN f.pv ELSE j.progress_value END)
-                                       IS NOT NULL
-                              THEN 1.0
-                              WHEN f.hp THEN f.pv ELSE j.progress_value END,
-        progress_stage = CASE WHEN f.hp THEN f.ps ELSE j.progress_stage END,
-        progress_message = CASE WHEN f.hp THEN f.pm ELSE j.progress_message END,
-        checkpoint = CASE WHEN f.hc THEN f.cp::json ELSE j.checkpoint END,
+        progress_value = CASE WHEN f.status = 'succeeded' AND j.progress_value IS NOT NULL
+                              THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
         lease_expires_at = CASE WHEN f.pending THEN j.lease_expires_at END,

@@ -34,7 +34,7 @@ from heartq.model import (
     Report,
 )
 from heartq.store import documents, records
-from heartq.store.sql.base import SqlBase
+from heartq.store.sql.base import Rows, SqlBase
 
 
 class LeaseOps(SqlBase):
@@ -145,8 +145,7 @@ class LeaseOps(SqlBase):
         # one report per lease (the last one wins), as in `finish`
         docs = {r.lease: documents.pulse_doc(r) for r in reports}
         with self._write_each() as conn:
-            params = {"reports": json.dumps(list(docs.values())), "now": self._clock(conn, now)}
-            rows = self._run(conn, self.q.PULSE, params)
+            rows = self._store_reports(conn, list(docs.values()), self._clock(conn, now))
         return records.renew_answers(docs, rows)
 
     def cancel_requests(self, worker_id: str) -> list[Lease]:
@@ -177,17 +176,20 @@ class LeaseOps(SqlBase):
         everything rolls back, the task's writes included, and `LeaseLost` is raised.
         `report()`, asked when the block ends, is what the task last reported (what it
         reported inside the block included), saved with the completion."""
+        doc = documents.finish_doc(
+            lease.job_id,
+            lease.execution_id,
+            status=JobStatus.SUCCEEDED.value,
+            outcome=Outcome.SUCCEEDED.value,
+            result_pending=True,  # what the task returns after; waiters wait for it
+        )
         with self._write() as conn:
             with self._task_scope(conn) as task_conn:
                 yield task_conn
-            doc = documents.finish_doc(
-                lease.job_id,
-                lease.execution_id,
-                status=JobStatus.SUCCEEDED.value,
-                outcome=Outcome.SUCCEEDED.value,
-                result_pending=True,  # what the task returns after; waiters wait for it
-                report=None if report is None else report(),
-            )
+            last = None if report is None else report()
+            if last is not None:
+                pulse = documents.pulse_doc(PulseReport(lease, last))
+                self._store_reports(conn, [pulse], self._clock(conn, None))
             params = {"finishes": json.dumps([doc]), "now": self._clock(conn, None)}
             if lease not in records.leases(self._run(conn, self.q.FINISH, params)):
                 raise LeaseLost(lease.job_id, lease.execution_id)
@@ -210,9 +212,19 @@ class LeaseOps(SqlBase):
         # one document per lease (the last one wins): an UPDATE ... FROM a batch that names
         # a row twice would apply either one, perhaps a different one to each table
         docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
+        reports = {f.lease: documents.pulse_doc(PulseReport(f.lease, f.report))
+                   for f in finishes if f.report is not None}  # fmt: skip
         with self._write_each() as conn:
-            landed = self._apply_finishes(conn, list(docs.values()), self._clock(conn, now))
+            clock = self._clock(conn, now)
+            if reports:  # only the finishes that carry one: no cost for the others
+                self._store_reports(conn, list(reports.values()), clock)
+            landed = self._apply_finishes(conn, list(docs.values()), clock)
         return [f.lease for f in finishes if f.lease not in landed]
+
+    def _store_reports(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> Rows:
+        """What tasks reported (`PULSE`), fenced: for a pulse, and just before a finish or
+        a completion on the same connection, so the job ends showing its last step."""
+        return self._run(conn, self.q.PULSE, {"reports": json.dumps(docs), "now": clock})
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
         if not leases:

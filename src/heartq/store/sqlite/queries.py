@@ -272,7 +272,7 @@ WHERE e.job_id = json_extract(f.value, '$.id')
 """
 
 # Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash,
-# pending, and what the task last reported: hp, pv, ps, pm, hc, cp (as in PULSE)};
+# pending}; what the task last reported goes by PULSE, just before, on the same connection;
 # `keep`: a requeued job keeps its run_at, its place in line (a first crash).
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
@@ -291,18 +291,8 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     error = coalesce(json_extract(f.value, '$.error'), j.error),
     dead_reason = json_extract(f.value, '$.dead_reason'),
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
-                               AND (CASE WHEN json_extract(f.value, '$.hp')
-                                         THEN json_extract(f.value, '$.pv')
-                                         ELSE j.progress_value END) IS NOT NULL
-                          THEN 1.0
-                          WHEN json_extract(f.value, '$.hp')
-                          THEN json_extract(f.value, '$.pv') ELSE j.progress_value END,
-    progress_stage = CASE WHEN json_extract(f.value, '$.hp')
-                          THEN json_extract(f.value, '$.ps') ELSE j.progress_stage END,
-    progress_message = CASE WHEN json_extract(f.value, '$.hp')
-                            THEN json_extract(f.value, '$.pm') ELSE j.progress_message END,
-    checkpoint = CASE WHEN json_extract(f.value, '$.hc')
-                      THEN json_extract(f.value, '$.cp') ELSE j.checkpoint END,
+                               AND j.progress_value IS NOT NULL
+                          THEN 1.0 ELSE j.progress_value END,
     finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
     worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
     lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN j.lease_expires_at END,
