@@ -260,24 +260,18 @@ def test_every_pool_lets_the_forced_timeout_win(
 
 
 def test_a_transaction_open_past_the_deadline_does_not_commit_a_success(
-    tasks: ModuleType, request: pytest.FixtureRequest
+    tasks: ModuleType,
 ) -> None:
     """A plain function on the thread pool (which cannot be killed) is inside its
     `ctx.transaction()` block when its deadline passes, and leaves it after. The worker
     decided `timed_out`; the block's commit must not make the job `succeeded`.
 
-    PostgreSQL holds: the completer's finish lands at the deadline (the task's
-    transaction locks the job's row only at its own finish), so the block's fenced
-    finish matches nothing and rolls back. SQLite does not: the block holds the file's
-    write lock, the completer's finish waits for it, the block commits the job
-    `succeeded` first and the timeout is refused as a lost lease. Not fixed here: it
-    needs a rule for who wins between a decided end and a commit under way (the
-    transaction could check the attempt's end, under the attempt's lock, before its
-    finish statement, and the supervisor yield to a commit already under way)."""
-    if tasks.app.store.url.startswith("sqlite"):
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="SQLite: the open block's commit wins")
-        )
+    The rule, the same on both backends: the block's commit checks the attempt's end,
+    under the attempt's lock, before its finish statement; a decided end wins over a
+    commit not yet begun (everything rolls back), and the supervisor leaves alone a
+    commit already under way. (Before it, SQLite let the block commit: it held the
+    file's write lock, the completer's finish waited for it, and the timeout was refused
+    as a lost lease.)"""
     app = tasks.app
     job_id = app.enqueue("commits_late")
     with WorkerThread(Worker(app, **SETTINGS)):

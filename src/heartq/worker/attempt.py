@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 class TransactionState(enum.Enum):
     NONE = "none"
     OPEN = "open"  # the task's ctx.transaction() block runs; its commit is fenced
+    COMMITTING = "committing"  # the block ended before the attempt's end was decided:
+    # its commit is under way and decides (a forced end waits for it)
     COMMITTED = "committed"  # the job is succeeded; its result is saved after
 
 
@@ -108,10 +110,21 @@ class RunningJob:
         try:
             with self._store.completing(self.job.lease, self.last_report) as conn:
                 yield conn
+                self._begin_commit()
         except BaseException:
             self.transaction = TransactionState.NONE
             raise
         self.mark_committed()
+
+    def _begin_commit(self) -> None:
+        """The task's block ended: commit, unless the worker decided the attempt's end
+        meanwhile (a timeout, a forced cancel, a lost lease), which wins over a commit
+        not yet begun (`LeaseLost`: everything rolls back). Under the attempt's lock, as
+        `end()` is: once the commit is under way, a forced end waits for it instead."""
+        with self._lock:
+            if self._end is not None:
+                raise LeaseLost(self.job.id, self.job.execution_id)
+            self.transaction = TransactionState.COMMITTING
 
     def mark_committed(self) -> None:
         """The job was completed in its task's transaction (here, or in a child)."""
@@ -193,9 +206,13 @@ class RunningJob:
         An attempt whose code ends (returns or raises) after its deadline overran its
         timeout, whether or not the supervisor has come by yet (it runs on its own thread
         and may be late on a loaded machine): it ends `timed_out`, as the supervisor
-        would have ended it, so a timeout never depends on that thread's timing."""
+        would have ended it, so a timeout never depends on that thread's timing.
+
+        While its task's transaction commits (`COMMITTING`), no end is recorded: the
+        commit decides (the job succeeded, or the commit failed and the code ends as it
+        will); the worker forces its end again, if it must, once it knows."""
         with self._lock:
-            if self._end is not None:
+            if self._end is not None or self.transaction is TransactionState.COMMITTING:
                 return False
             if (
                 end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)

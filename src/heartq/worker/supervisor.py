@@ -27,6 +27,9 @@ from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
 MIN_WAIT = 0.005
+SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
+"""An attempt whose task's transaction commits or committed: its commit decides, not a
+deadline (a commit that fails leaves the state `NONE`, and deadlines apply again)."""
 """The supervisor sleeps at least 5 ms between two passes."""
 
 
@@ -61,7 +64,7 @@ class Supervisor:
         wait = self._idle_wait
         now = time.monotonic()
         for run in self._ledger.running():
-            if run.ended is None and run.transaction is not TransactionState.COMMITTED:
+            if run.ended is None and run.transaction not in SETTLED:
                 trust = run.trusted_until if run.transaction is TransactionState.NONE else None
                 for moment in (trust, run.deadline, run.cancel_deadline):
                     if moment is not None:
@@ -73,7 +76,7 @@ class Supervisor:
         now = time.monotonic()
         untrusted = []
         for run in self._ledger.running():
-            if run.ended is not None or run.transaction is TransactionState.COMMITTED:
+            if run.ended is not None or run.transaction in SETTLED:
                 continue  # decided, or its job completed by its task's transaction
             # An open ctx.transaction() is not fenced here: its commit is, in the database.
             if run.trusted_until <= now and run.transaction is TransactionState.NONE:
