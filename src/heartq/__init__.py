@@ -26,7 +26,8 @@ from heartq.errors import (
     TaskNotDeclared,
     UnknownTask,
 )
-from heartq.model import CancelResult, JobStatus
+from heartq.hooks import AttemptInfo, EnqueueInfo, Hooks, WorkerHookInfo
+from heartq.model import CancelResult, JobStatus, Outcome
 from heartq.worker import Worker
 
 __version__ = "0.1.0"
@@ -34,17 +35,21 @@ __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "AttemptInfo",
     "CancelResult",
     "Cancelled",
     "ConfigError",
     "DuplicateJob",
+    "EnqueueInfo",
     "HeartqError",
+    "Hooks",
     "JobCancelled",
     "JobContext",
     "JobDead",
     "JobNotFound",
     "JobStatus",
     "LeaseLost",
+    "Outcome",
     "PayloadError",
     "Permanent",
     "ResultTimeout",
@@ -57,5 +62,6 @@ __all__ = [
     "TaskNotDeclared",
     "UnknownTask",
     "Worker",
+    "WorkerHookInfo",
     "__version__",
 ]

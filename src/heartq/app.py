@@ -33,6 +33,7 @@ from heartq import arguments, events, ids, payload, policy
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared
+from heartq.hooks import Hooks, hooked_enqueue
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_BACKOFF,
@@ -248,6 +249,9 @@ class App:
         self._lock = threading.Lock()
         self._wakeups: list[threading.Event] = []
         self._waiters = EndWaiters(lambda: self.store)
+        self.hooks = Hooks()
+        """Code of yours around every enqueue, attempt, and a worker's start and stop
+        (`heartq.hooks`): `@app.hooks.attempt`, `@app.hooks.enqueue` ..."""
 
     def __repr__(self) -> str:
         return f"<heartq.App {redact(self.url)} tasks={sorted(self.tasks)}>"
@@ -458,7 +462,10 @@ class App:
         connection, the jobs are written in its open transaction; workers hear of them
         when it commits (PostgreSQL's NOTIFY), or at their next poll (SQLite)."""
         jobs, declared, resolved = self._new_jobs(task_name, args_list, options)
-        ids = self.store.enqueue(jobs, connection=connection)
+        limit = self.settings.max_payload_bytes
+        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
+            ids = self.store.enqueue(run.jobs, connection=connection)
+            run.stored(ids)
         if self.transport_url is not None and connection is None:
             self._publish(jobs, ids)
         return self._enqueued(task_name, ids, declared, resolved, connection is None)
@@ -480,7 +487,10 @@ class App:
         jobs, declared, resolved = await asyncio.to_thread(
             self._new_jobs, task_name, args_list, options
         )
-        ids = await self.store.enqueue_async(jobs, connection)
+        limit = self.settings.max_payload_bytes
+        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
+            ids = await self.store.enqueue_async(run.jobs, connection)
+            run.stored(ids)
         return await asyncio.to_thread(
             self._enqueued, task_name, ids, declared, resolved, False
         )
@@ -512,6 +522,7 @@ class App:
         )
         limit = self.settings.max_payload_bytes
         task = self.tasks.get(task_name)
+        meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
         jobs = [
             NewJob(
                 task=task_name,
@@ -522,6 +533,7 @@ class App:
                 unique_for=chosen.get("unique_for"),
                 **self._concurrency(task, options, args),
                 **resolved,
+                meta_json=meta_json,
             )
             for args in args_list
         ]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from types import TracebackType
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
@@ -100,6 +101,8 @@ class JobContext:
         queue: str,
         checkpoint: Any,
         control: AttemptControl,
+        max_retries: int = 0,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -108,6 +111,10 @@ class JobContext:
         self.task = task
         self.queue = queue
         self.checkpoint = checkpoint
+        self.max_retries = max_retries
+        """Retries after the first attempt: `attempt > max_retries` is the last one."""
+        self.meta: Mapping[str, Any] = MappingProxyType(dict(meta or {}))
+        """The job's metadata (`meta=` at enqueue, what enqueue hooks added), read-only."""
         self._control = control
 
     @property

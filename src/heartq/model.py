@@ -21,6 +21,7 @@ The vocabulary, once each:
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +126,9 @@ class NewJob:
     schedule: str | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    meta_json: str | None = None
+    """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
+    added), or None for none."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,8 @@ class ClaimedJob:
     lease_expires_at: float
     run_at: float = 0.0  # when it became runnable; claim latency = claim time - run_at
     chosen: int = 0  # the options its caller chose (bits of `heartq.policy`)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """The job's metadata (`NewJob.meta_json`), for `ctx.meta` and attempt hooks."""
     sent_at: float = 0.0
     """This process's monotonic time when the claiming statement went to the database,
     after any wait for a connection or a lock: the start of the worker's trust in the

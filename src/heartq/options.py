@@ -38,6 +38,7 @@ class EnqueueOptions(TypedDict, total=False):
     unique_for: float | None
     concurrency_key: str | None
     concurrency_limit: int | None
+    meta: Mapping[str, Any] | None
 
 
 ETA_FORMATS = ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%dT%H:%M%z")
@@ -105,6 +106,11 @@ def _unique_key(option: Option, value: UniqueKey) -> None:
         payload.check_unique_key(value)
 
 
+def _meta(option: Option, value: Mapping[str, Any] | None) -> None:
+    if value is not None:
+        payload.check_meta(value)
+
+
 def _paired(option: Option, value: Any) -> None:
     """Checked with its pair (`check_together`)."""
 
@@ -144,6 +150,12 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency_limit", int,
         "How many jobs with --concurrency-key may run at once, across all workers",
         _paired, minimum=1, metavar="N",
+    ),
+    Option(
+        "meta", dict,
+        "Metadata kept with the job, a JSON object (a tenant, a request id): the task "
+        "reads it as ctx.meta, hooks too; it is not passed as an argument",
+        _meta, metavar="JSON",
     ),
 )  # fmt: skip
 """Every option, in the order signatures and `heartq enqueue --help` list them."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from heartq.errors import ConfigError, PayloadError
@@ -52,6 +53,23 @@ def encode_args(args: Any, *, limit: int) -> str:
         if not isinstance(key, str):
             raise PayloadError(f"job argument names must be strings, got {key!r}")
     return encode(args, what="job arguments", limit=limit)
+
+
+def check_meta(meta: Any) -> None:
+    """A job's metadata: a JSON object (a mapping of string keys), like its arguments."""
+    if not isinstance(meta, Mapping):
+        raise PayloadError(f"job meta must be a JSON object (a dict), got {type(meta).__name__}")
+    for key in meta:
+        if not isinstance(key, str):
+            raise PayloadError(f"job meta keys must be strings, got {key!r}")
+
+
+def encode_meta(meta: Mapping[str, Any], *, limit: int) -> str | None:
+    """A job's metadata as stored: None for none (nothing to store, nothing to read)."""
+    if not meta:
+        return None
+    check_meta(meta)
+    return encode(dict(meta), what="job meta", limit=limit)
 
 
 def decode(text: str | None) -> Any:

@@ -355,3 +355,23 @@ def test_a_cancelled_job_says_who_stopped_it_not_a_traceback(
     assert "stopped by a cancel request" in out
     assert "Traceback" not in out and "last error" not in out, out
     assert heartq.json("jobs", "show", job_id)["executions"][0]["outcome"] == "cancelled"
+
+
+def test_enqueue_meta_is_kept_and_shown(heartq: HeartqCli) -> None:
+    job_id = heartq("enqueue", "ok", "--meta", '{"tenant": "acme", "n": 1}').ok().out.strip()
+    job = heartq.json("jobs", "show", job_id)
+    assert job["meta"] == {"tenant": "acme", "n": 1}
+    shown = heartq("jobs", "show", job_id).ok().out.splitlines()
+    assert [line.split(None, 1) for line in shown if line.startswith("meta ")] == [
+        ["meta", '{"n": 1, "tenant": "acme"}']
+    ]
+    plain = heartq("enqueue", "ok").ok().out.strip()
+    assert heartq.json("jobs", "show", plain)["meta"] == {}
+
+
+def test_enqueue_meta_must_be_a_json_object(heartq: HeartqCli) -> None:
+    for bad, says in (("[1]", "must be a JSON object, got a JSON array"), ("{x", "not valid JSON")):
+        run = heartq("enqueue", "ok", "--meta", bad)
+        assert run.code == 2, run.err
+        assert says in run.err and "--meta" in run.err
+    assert heartq.json("jobs", "list") == []

@@ -86,7 +86,31 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
         return click.FloatRange(min=option.minimum)
     if option.kind is datetime:
         return click.DateTime(list(ETA_FORMATS))
+    if option.kind is dict:
+        return JSON_OBJECT
     return None
+
+
+class JsonObject(click.ParamType[dict[str, Any]]):
+    """An option whose value is a JSON object (`--meta '{"tenant": "a"}'`)."""
+
+    name = "json"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        try:
+            found = json.loads(value)
+        except json.JSONDecodeError as exc:
+            self.fail(f"not valid JSON: {exc.msg} at character {exc.pos}", param, ctx)
+        if not isinstance(found, dict):
+            self.fail(f"must be a JSON object, got a JSON {_json_kind(found)}", param, ctx)
+        return found
+
+
+JSON_OBJECT = JsonObject()
 
 
 def enqueue_options(fn: F) -> F:

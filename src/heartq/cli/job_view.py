@@ -4,6 +4,7 @@ Presentation only: the figures (liveness, timings) come from `heartq.inspect`.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Group
@@ -38,6 +39,8 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     if job.get("concurrency_key") is not None:
         limit = job.get("concurrency_limit")
         rows.append(("concurrency", f"key {job['concurrency_key']!r}, at most {limit} at once"))
+    if job.get("meta"):
+        rows.append(("meta", json.dumps(job["meta"], ensure_ascii=False, sort_keys=True)))
     if job.get("schedule") is not None:
         rows.append(("schedule", f"a tick of the periodic schedule {job['schedule']!r}"))
     if job["status"] == JobStatus.QUEUED:

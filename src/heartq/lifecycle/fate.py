@@ -13,7 +13,7 @@ from typing import Any
 
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.lifecycle.error_text import clip_error, error_summary
-from heartq.lifecycle.retry import RetryDecision, plan_retry
+from heartq.lifecycle.retry import RetryDecision, plan_retry, retries_left
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
 
 
@@ -29,10 +29,25 @@ def decide(
     return finish if report is None else dataclasses.replace(finish, report=report)
 
 
+def outcome_of(end: AttemptEnd, cancel_requested: bool) -> Outcome:
+    """The outcome an attempt's end is judged by: a failure after a cancel request is a
+    cancel (see `decide`)."""
+    if end.outcome is Outcome.FAILED and cancel_requested:
+        return Outcome.CANCELLED
+    return end.outcome
+
+
+def will_retry(attempt: int, max_retries: int, end: AttemptEnd, cancel_requested: bool) -> bool:
+    """Whether the job runs again after this end of its attempt number `attempt` (as its
+    worker ends it; the attempt hooks' `will_retry`)."""
+    outcome = outcome_of(end, cancel_requested)
+    if outcome not in (Outcome.FAILED, Outcome.TIMED_OUT):
+        return False
+    return retries_left(attempt, max_retries, permanent=end.permanent)
+
+
 def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
-    outcome = end.outcome
-    if outcome is Outcome.FAILED and cancel_requested:
-        outcome = Outcome.CANCELLED
+    outcome = outcome_of(end, cancel_requested)
     if outcome is Outcome.SUCCEEDED:
         return succeeded(job, end.result_json)
     if outcome is Outcome.CANCELLED:

@@ -49,6 +49,11 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | No
     return max(0.0, min(cap, raw * spread))
 
 
+def retries_left(attempts: int, max_retries: int, *, permanent: bool = False) -> bool:
+    """Whether a job whose attempt number `attempts` failed runs again."""
+    return not permanent and attempts <= max_retries
+
+
 def plan_retry(
     attempts: int,
     max_retries: int,
@@ -59,6 +64,6 @@ def plan_retry(
     rng: random.Random | None = None,
 ) -> RetryPlan:
     """Decide after `attempts` counted attempts (the one that just failed included)."""
-    if permanent or attempts > max_retries:
+    if not retries_left(attempts, max_retries, permanent=permanent):
         return RetryPlan(RetryDecision.DEAD)
     return RetryPlan(RetryDecision.RETRY, backoff_delay(attempts, base, cap, rng))

@@ -88,6 +88,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         "unique_for": None if job.unique_for is None else _seconds("unique_for", job.unique_for),
         "schedule": None if job.schedule is None else check_name("schedule", job.schedule),
         **check_concurrency(job.concurrency_key, job.concurrency_limit),
+        "meta": job.meta_json,
     }
 
 

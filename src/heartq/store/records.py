@@ -48,6 +48,7 @@ def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
             lease_expires_at=r["lease_expires_at"],
             run_at=r["run_at"],
             chosen=r["chosen"],
+            meta=json.loads(r["meta"]) if r["meta"] else {},
             sent_at=sent_at,
         )
         for r in ordered

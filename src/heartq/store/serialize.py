@@ -70,6 +70,7 @@ def job_dict(
         "schedule": row["schedule"],
         "concurrency_key": row["concurrency_key"],
         "concurrency_limit": row["concurrency_limit"],
+        "meta": json_value(row["meta"]) or {},
     }
     if executions is not None:
         doc["executions"] = [execution_dict(e) for e in executions]

@@ -146,6 +146,8 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 queue=job["queue"],
                 checkpoint=job["checkpoint"],
                 control=control,
+                max_retries=job["max_retries"],
+                meta=job["meta"],
             )
             end = run_sync(task, ctx, control, job["args"], limit)
     control._send(("done", end.outcome.value, end.result_json, end.error, end.permanent))

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import traceback
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from heartq import payload
 from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent
+from heartq.hooks import AttemptInfo
 from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import outcome_of, will_retry
 from heartq.model import Outcome
 
 if TYPE_CHECKING:
@@ -49,32 +52,85 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
 def run_sync(
     task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
 ) -> AttemptEnd:
-    """Run a task to its end in this thread (an `async def` task gets its own loop).
-    `control` is the attempt's (its ctx's) control: whether a cancel was requested."""
-    try:
-        kwargs = task_kwargs(task, ctx, args)
-        value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
-    except BaseException as exc:  # everything a task raises is its outcome
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return end_from_exception(exc, control.cancel_requested)
-    return end_from_result(value, limit)
+    """Run a task to its end in this thread (an `async def` task gets its own loop),
+    inside its app's attempt hooks. `control` is the attempt's (its ctx's) control:
+    whether a cancel was requested."""
+    hooked = AttemptHooks(task, ctx, args)
+    with hooked:
+        try:
+            kwargs = task_kwargs(task, ctx, args)
+            value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
+        except BaseException as exc:  # everything a task raises is its outcome
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return hooked.ended(end_from_exception(exc, control.cancel_requested), control, exc)
+        return hooked.ended(end_from_result(value, limit), control)
 
 
 async def run_async(
     task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
 ) -> AttemptEnd:
-    """Run a task in the current event loop (a sync task goes to a thread)."""
-    try:
-        kwargs = task_kwargs(task, ctx, args)
-        if task.is_async:
-            value = await task.fn(**kwargs)
-        else:
-            value = await asyncio.to_thread(task.fn, **kwargs)
-    except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError) and not control.cancel_requested:
-            raise
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return end_from_exception(exc, control.cancel_requested)
-    return end_from_result(value, limit)
+    """Run a task in the current event loop (a sync task goes to a thread), inside its
+    app's attempt hooks: they run in this asyncio task, so a context they set is the
+    task's (and the thread's of a sync task: `asyncio.to_thread` copies it)."""
+    hooked = AttemptHooks(task, ctx, args)
+    with hooked:
+        try:
+            kwargs = task_kwargs(task, ctx, args)
+            if task.is_async:
+                value = await task.fn(**kwargs)
+            else:
+                value = await asyncio.to_thread(task.fn, **kwargs)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and not control.cancel_requested:
+                hooked.ended(
+                    AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker"), control, exc
+                )
+                raise
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return hooked.ended(end_from_exception(exc, control.cancel_requested), control, exc)
+        return hooked.ended(end_from_result(value, limit), control)
+
+
+class AttemptHooks:
+    """The app's attempt hooks around one attempt's code (`heartq.hooks`); nothing at all
+    for an app without them."""
+
+    def __init__(self, task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> None:
+        hooks = task.app.hooks.attempt
+        self._info = (
+            AttemptInfo(
+                job_id=ctx.job_id,
+                task=ctx.task,
+                queue=ctx.queue,
+                attempt=ctx.attempt,
+                execution_id=ctx.execution_id,
+                worker_id=ctx.worker_id,
+                args=MappingProxyType(args),
+                meta=ctx.meta,
+                max_retries=ctx.max_retries,
+            )
+            if hooks
+            else None
+        )
+        self._around = hooks.around([self._info] if self._info is not None else [])
+
+    def __enter__(self) -> None:
+        self._around.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._around.__exit__(*exc_info)
+
+    def ended(
+        self, end: AttemptEnd, control: AttemptControl, exc: BaseException | None = None
+    ) -> AttemptEnd:
+        """Tell the hooks how the code ended (before their after parts run); returns `end`."""
+        info = self._info
+        if info is not None:
+            cancel_requested = control.cancel_requested
+            info.outcome = outcome_of(end, cancel_requested)
+            info.exception = exc
+            info.error = end.error
+            info.will_retry = will_retry(info.attempt, info.max_retries, end, cancel_requested)
+        return end

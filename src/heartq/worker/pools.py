@@ -46,6 +46,8 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
         queue=job.queue,
         checkpoint=job.checkpoint,
         control=run,
+        max_retries=job.max_retries,
+        meta=job.meta,
     )
 
 

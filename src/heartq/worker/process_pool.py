@@ -71,6 +71,8 @@ class ProcessPool:
             "attempt": job.attempt,
             "execution_id": job.execution_id,
             "checkpoint": job.checkpoint,
+            "max_retries": job.max_retries,
+            "meta": dict(job.meta),
             "worker_id": self._worker_id,
             "url": self._url,  # a child opens the store only for ctx.transaction()
         }

@@ -53,6 +53,7 @@ from heartq import events, policy
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
+from heartq.hooks import WorkerHookInfo
 from heartq.ids import new_worker_id
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
@@ -371,6 +372,7 @@ class Worker:
         self.app.subscribe_wakeup(self._wake)
         if self.store.supports_notify:
             self._listener = self.store.listen(self._wake.set)
+        self.app.hooks.worker_start.run(self._hook_info())
         self.started.set()
 
     def _prepare_transport(self, transport: NatsTransport) -> None:
@@ -526,6 +528,7 @@ class Worker:
         self.supervisor.stop()
         if self.ledger.pool is not None:
             self.ledger.pool.close()
+        self.app.hooks.worker_stop.run(self._hook_info())
         unsaved = self._unsaved()
         if unsaved:
             events.emit(
@@ -546,6 +549,11 @@ class Worker:
             worker_id=self.id,
             released=released,
             unsaved=len(unsaved),
+        )
+
+    def _hook_info(self) -> WorkerHookInfo:
+        return WorkerHookInfo(
+            worker_id=self.id, name=self.name or "", queues=tuple(self.queues), pool=self.pool_name
         )
 
     def _save_deadline(self) -> float:

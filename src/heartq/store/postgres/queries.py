@@ -49,14 +49,15 @@ NOW = f"SELECT extract(epoch from {T})::float8 AS now"
 INSERT_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
-                  concurrency_limit)
+                  concurrency_limit, meta)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
-       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
+       x.meta::jsonb
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
-    concurrency_key text, concurrency_limit integer)
+    concurrency_key text, concurrency_limit integer, meta text)
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
@@ -81,11 +82,11 @@ LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(uniq
 INSERT_UNIQUE_JOB = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
-                  concurrency_key, concurrency_limit)
+                  concurrency_key, concurrency_limit, meta)
 SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
        {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
        %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
-       %(concurrency_key)s, %(concurrency_limit)s::integer
+       %(concurrency_key)s, %(concurrency_limit)s::integer, %(meta)s::jsonb
 WHERE NOT EXISTS (
     SELECT 1 FROM jobs
     WHERE unique_key = %(unique_key)s
@@ -163,7 +164,7 @@ _CLAIMED = f"""claimed AS (
 )
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
-       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
+       meta::text AS meta, extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
        extract(epoch from run_at)::float8 AS run_at
 FROM claimed
 """

@@ -20,25 +20,25 @@ NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 INSERT_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         concurrency_key, concurrency_limit)
+                         concurrency_key, concurrency_limit, meta)
 VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
         :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :concurrency_key,
-        :concurrency_limit)
+        :concurrency_limit, :meta)
 """
 
 # Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
-# retry_backoff_max, chosen, concurrency_key, concurrency_limit} (store/documents.py)
+# retry_backoff_max, chosen, concurrency_key, concurrency_limit, meta} (store/documents.py)
 INSERT_JOBS = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         concurrency_key, concurrency_limit)
+                         concurrency_key, concurrency_limit, meta)
 SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
        json_extract(x.value, '$.priority'), 'queued', :now + json_extract(x.value, '$.delay'),
        json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
        json_extract(x.value, '$.retry_backoff_max'), json_extract(x.value, '$.chosen'),
        :now, :now, json_extract(x.value, '$.concurrency_key'),
-       json_extract(x.value, '$.concurrency_limit')
+       json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.meta')
 FROM json_each(:jobs) AS x
 """
 
@@ -50,10 +50,10 @@ FROM json_each(:jobs) AS x
 INSERT_UNIQUE_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         unique_key, schedule, concurrency_key, concurrency_limit)
+                         unique_key, schedule, concurrency_key, concurrency_limit, meta)
 SELECT :id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
        :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :unique_key, :schedule,
-       :concurrency_key, :concurrency_limit
+       :concurrency_key, :concurrency_limit, :meta
 WHERE NOT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE unique_key = :unique_key
@@ -110,7 +110,7 @@ SET status = 'running',
 """
 _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
-          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen
+          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta
 """
 
 # Jobs without a concurrency key only: the claim index holds nothing else.

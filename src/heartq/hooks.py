@@ -1,0 +1,243 @@
+"""Hooks: a user's code around every enqueue, every attempt, and a worker's start and stop.
+
+One mechanism for every kind of task (sync or async) on every pool (threads, asyncio, the
+process pool's children): a hook is a plain function of one argument, registered on the
+app (`@app.hooks.attempt`). A plain function runs before; a generator function runs
+around: its code before `yield` runs before, its code after `yield` runs after, with the
+outcome filled in (the shape of `contextlib.contextmanager`, without its `with`):
+
+    @app.hooks.attempt
+    def timed(attempt: heartq.AttemptInfo) -> Iterator[None]:
+        started = time.monotonic()
+        yield
+        log.info("%s %s in %.3fs", attempt.task, attempt.outcome, time.monotonic() - started)
+
+Why generators rather than a pair of callbacks: what a hook opens before (a span, a
+context variable, a timer) is closed after in the same frame, and for an attempt in the
+same thread or asyncio task as the task's code, so a context it sets is the code's context.
+
+Hooks observe; they decide nothing. A hook that raises (before or after) is logged
+(`hook_failed`) and skipped: the job is still enqueued, the attempt still runs, its outcome
+and result are what the code made them. The one thing a hook may change is an enqueued
+job's `meta` (a JSON object kept with the job, given to each attempt as `ctx.meta`).
+
+Order: hooks run in the order they were registered before, and in the reverse order after
+(as nested `with` blocks would), so the first registered wraps all the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import json
+import logging
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
+
+from heartq import events, payload
+from heartq.model import NewJob, Outcome
+
+Subject = TypeVar("Subject")
+_NOTHING = contextlib.nullcontext()
+Hook = Callable[[Subject], "Generator[None, None, None] | None"]
+"""A hook: a plain function (runs before) or a generator function (runs around)."""
+
+
+@dataclass
+class EnqueueInfo:
+    """One job as it will be stored, for the enqueue hooks. `meta` is theirs to change (a
+    JSON object: string keys, JSON values); the rest is for reading. After: `job_id` (the
+    stored job's, or the job already holding its unique key), or `exception` if the
+    enqueue failed (nothing stored)."""
+
+    task: str
+    args: Mapping[str, Any]
+    queue: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    job_id: str | None = None
+    exception: BaseException | None = None
+
+
+@dataclass
+class AttemptInfo:
+    """One attempt, for the attempt hooks, in the thread, asyncio task or child process
+    that runs its code. After: `outcome` (as the code ended it: `succeeded`, `failed`,
+    `cancelled`...), `exception` (what the code raised, if it did), `error` (its
+    traceback text) and `will_retry` (the job runs again after this failure)."""
+
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    execution_id: int
+    worker_id: str
+    args: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    max_retries: int
+    outcome: Outcome | None = None
+    exception: BaseException | None = None
+    error: str | None = None
+    will_retry: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerHookInfo:
+    """A worker, for the worker hooks: run in its main process after it registered
+    (`worker_start`) and after its last attempt ended, before it deregisters
+    (`worker_stop`)."""
+
+    worker_id: str
+    name: str
+    queues: Sequence[str]
+    pool: str
+
+
+class HookList(Generic[Subject]):
+    """The hooks of one kind, in registration order."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._hooks: list[Hook[Subject]] = []
+
+    def __call__(self, hook: Hook[Subject]) -> Hook[Subject]:
+        """Register `hook` (usable as a decorator); returns it unchanged."""
+        if not callable(hook):
+            raise TypeError(f"a {self.kind} hook must be callable, got {hook!r}")
+        self._hooks.append(hook)
+        return hook
+
+    def __bool__(self) -> bool:
+        return bool(self._hooks)
+
+    def __len__(self) -> int:
+        return len(self._hooks)
+
+    def around(self, subjects: Sequence[Subject]) -> contextlib.AbstractContextManager[None]:
+        """Run each hook before for each subject, then the body, then each hook's after
+        part in reverse order, whether the body raised or not. Never raises a hook's
+        error; the body's exception passes through unchanged. Without hooks, nothing at
+        all (the path of every enqueue and attempt)."""
+        return self._around(subjects) if self._hooks else _NOTHING
+
+    @contextlib.contextmanager
+    def _around(self, subjects: Sequence[Subject]) -> Iterator[None]:
+        started = [
+            [(hook, generator) for hook in self._hooks if (generator := self._before(hook, s))]
+            for s in subjects
+        ]
+        try:
+            yield
+        finally:
+            for generators in started:
+                for hook, generator in reversed(generators):
+                    self._after(hook, generator)
+
+    def run(self, subject: Subject) -> None:
+        """Hooks that have only a before (a worker's start and stop): run each whole."""
+        with self.around([subject]):
+            pass
+
+    def _before(self, hook: Hook[Subject], subject: Subject) -> Generator[None, None, None] | None:
+        try:
+            made = hook(subject)
+            if inspect.isgenerator(made):
+                next(made)
+                return cast("Generator[None, None, None]", made)
+        except StopIteration:
+            _failed(self.kind, hook, "before", "the hook returned without yielding")
+        except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
+            _failed(self.kind, hook, "before", repr(exc))
+        return None
+
+    def _after(self, hook: Hook[Subject], generator: Generator[None, None, None]) -> None:
+        try:
+            next(generator)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
+            _failed(self.kind, hook, "after", repr(exc))
+            return
+        generator.close()
+        _failed(self.kind, hook, "after", "the hook yielded more than once")
+
+
+def _failed(kind: str, hook: Callable[..., Any], stage: str, error: str) -> None:
+    events.emit(
+        events.HOOK_FAILED,
+        logging.ERROR,
+        kind=kind,
+        hook=getattr(hook, "__qualname__", repr(hook)),
+        stage=stage,
+        error=error,
+    )
+
+
+class Hooks:
+    """An app's hooks (`app.hooks`): `enqueue`, `attempt`, `worker_start`, `worker_stop`,
+    each a decorator that registers a hook. Register them where the app is made (at import
+    of its module): a process pool's child imports that module, and so has them too."""
+
+    def __init__(self) -> None:
+        self.enqueue: HookList[EnqueueInfo] = HookList("enqueue")
+        self.attempt: HookList[AttemptInfo] = HookList("attempt")
+        self.worker_start: HookList[WorkerHookInfo] = HookList("worker_start")
+        self.worker_stop: HookList[WorkerHookInfo] = HookList("worker_stop")
+
+
+class EnqueueRun:
+    """The jobs of one enqueue as the hooks left them (`jobs`, their `meta` applied), and
+    where the store's answer goes (`stored`)."""
+
+    def __init__(self, jobs: list[NewJob], infos: list[EnqueueInfo]) -> None:
+        self.jobs = jobs
+        self.infos = infos
+
+    def stored(self, ids: Sequence[str]) -> None:
+        for info, job_id in zip(self.infos, ids, strict=False):  # no infos: no hooks
+            info.job_id = job_id
+
+
+@contextlib.contextmanager
+def hooked_enqueue(
+    hooks: HookList[EnqueueInfo],
+    jobs: list[NewJob],
+    args_list: Sequence[Mapping[str, Any]],
+    *,
+    limit: int,
+) -> Iterator[EnqueueRun]:
+    """Around the store's enqueue of `jobs` (made from `args_list`): each job's hooks run
+    before (they may change its `meta`) and after (with its id, or the exception)."""
+    if not hooks:
+        yield EnqueueRun(jobs, [])
+        return
+    infos = [
+        EnqueueInfo(
+            task=job.task,
+            args=args,
+            queue=job.queue,
+            meta=json.loads(job.meta_json) if job.meta_json else {},
+        )
+        for job, args in zip(jobs, args_list, strict=True)
+    ]
+    with hooks.around(infos):
+        try:
+            yield EnqueueRun(
+                [_with_meta(job, info, limit) for job, info in zip(jobs, infos, strict=True)], infos
+            )
+        except BaseException as exc:
+            for info in infos:
+                info.exception = exc
+            raise
+
+
+def _with_meta(job: NewJob, info: EnqueueInfo, limit: int) -> NewJob:
+    """The job with the meta its hooks left; a meta they broke is logged and the job keeps
+    the meta it had (a hook never costs a job)."""
+    try:
+        meta_json = payload.encode_meta(info.meta, limit=limit)
+    except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
+        _failed("enqueue", _with_meta, "before", f"meta left unusable: {exc}")
+        return job
+    return job if meta_json == job.meta_json else dataclasses.replace(job, meta_json=meta_json)
