@@ -13,7 +13,7 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
         "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
         "StoreUnavailable", "StoreBusy", "StoreRefused", "DuplicateJob", "CancelResult",
-        "JobStatus",
+        "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "WorkerHookInfo",
         "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled", "ResultTimeout",
         "__version__",
     }  # fmt: skip
