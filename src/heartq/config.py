@@ -63,6 +63,10 @@ SAFETY_MARGIN_FRACTION = 1.0 / 6.0
 """A worker stops trusting its leases at `lease * (1 - 1/6)` after its last renewal."""
 
 ENV_URL = "HEARTQ_URL"
+ENV_OTEL = "HEARTQ_OTEL"
+"""`heartq worker --otel`: `1` (or `true`, `yes`, `on`) traces the worker's jobs with
+OpenTelemetry (`heartq.otel`; `Worker(otel=True)`); `0`, `false`, `no`, `off` or empty:
+not. A flag rather than a number, so it is not a field of `Settings`."""
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,8 @@ def instrument(app: App, tracer_provider: trace.TracerProvider | None = None) ->
     when each span starts, so it may be set after this call.
 
     Call it where the app is made (its module's import), so a process pool's children,
-    which import that module, trace their attempts too. A second call for the same app
-    changes nothing."""
+    which import that module, trace their attempts too; `heartq worker --otel` calls it
+    in the worker and in each child. A second call for the same app changes nothing."""
     with _lock:
         if app in _instrumented:
             return

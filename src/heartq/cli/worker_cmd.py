@@ -6,7 +6,7 @@ import click
 from click.core import ParameterSource
 
 from heartq.cli.common import F, load_app, url_option, url_typed
-from heartq.config import DEFAULT_CONCURRENCY, resolve_url, worker_options
+from heartq.config import DEFAULT_CONCURRENCY, ENV_OTEL, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
 from heartq.worker.pools import POOL_NAMES
@@ -65,6 +65,14 @@ def setting_options(fn: F) -> F:
     "[none: poll the database].",
 )
 @click.option(
+    "--otel",
+    is_flag=True,
+    envvar=ENV_OTEL,
+    help="Trace every enqueue and attempt with OpenTelemetry (docs/OPERATIONS.md#tracing; "
+    "needs pip install 'heartq[otel]'; the exporter is configured as OpenTelemetry's "
+    "own, e.g. opentelemetry-instrument and OTEL_* variables).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -100,6 +108,7 @@ def worker_command(
     name: str | None,
     startup_timeout: float | None,
     transport: str | None,
+    otel: bool,
     metrics_port: int | None,
     metrics_host: str,
     log_format: str,
@@ -132,6 +141,7 @@ def worker_command(
         name=name,
         app_ref=app_ref if ":" in app_ref else f"{app_ref}:app",
         startup_timeout=startup_timeout,
+        otel=otel,
         **typed_settings,
     )
     if metrics_port is not None:

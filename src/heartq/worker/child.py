@@ -26,6 +26,7 @@ from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome, Progress, Report
 from heartq.store import open_store
+from heartq.worker import tracing
 from heartq.worker.attempt import TransactionState
 from heartq.worker.invoke import run_sync
 
@@ -134,6 +135,8 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
     except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
         end = AttemptEnd(Outcome.FAILED, error=f"cannot import {app_ref}: {exc!r}")
     else:
+        if task is not None and job["otel"]:
+            tracing.instrument(task.app)  # its parent did: the same imports work here
         if task is None:
             end = unknown_task_end(job["task"])
         else:

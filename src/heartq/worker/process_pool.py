@@ -20,6 +20,7 @@ from typing import Any
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import Lease, Outcome, Progress
+from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.ledger import Ledger
@@ -36,8 +37,11 @@ def _signal_name(number: int) -> str:
 
 
 class ProcessPool:
-    def __init__(self, ledger: Ledger, app_ref: str, max_payload_bytes: int, url: str) -> None:
+    def __init__(
+        self, ledger: Ledger, app_ref: str, max_payload_bytes: int, url: str, *, otel: bool = False
+    ) -> None:
         self._ledger = ledger
+        self._otel = otel  # each child instruments its app too (heartq.worker.tracing)
         self._url = url
         self._worker_id = ledger.worker_id
         self._app_ref = app_ref
@@ -52,7 +56,8 @@ class ProcessPool:
             # ctx.transaction(), and importing psycopg there cost 0.3-0.5 s per attempt.
             backend = "postgres" if url.split(":", 1)[0].startswith("postgres") else "sqlite"
             store = f"heartq.store.{backend}.store"
-            self._mp.set_forkserver_preload(["heartq.worker.child", store, module])
+            preload = ["heartq.worker.child", store, module]
+            self._mp.set_forkserver_preload([*preload, tracing.OTEL_MODULE] if otel else preload)
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
         self._children: dict[Lease, tuple[Any, Connection]] = {}
         self._lock = threading.Lock()
@@ -75,6 +80,7 @@ class ProcessPool:
             "meta": dict(job.meta),
             "worker_id": self._worker_id,
             "url": self._url,  # a child opens the store only for ctx.transaction()
+            "otel": self._otel,
         }
         parent_conn, child_conn = self._mp.Pipe()
         process = self._mp.Process(

@@ -63,6 +63,7 @@ from heartq.maintenance.sweeper import Sweeper
 from heartq.model import ClaimedJob, Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import TransportFetch
+from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
@@ -119,6 +120,8 @@ class Worker:
 
     `startup_timeout`: seconds to wait for the database at startup before giving up with
     `StoreUnavailable` (None, the default: as long as it takes, until told to stop).
+    `otel`: trace the app's jobs with OpenTelemetry (`heartq.otel.instrument`), here and
+    in each process-pool child (`ConfigError` if opentelemetry-api is not installed).
     `pool_size` (a setting, like the timings): PostgreSQL's pooled connections."""
 
     def __init__(
@@ -131,12 +134,16 @@ class Worker:
         name: str | None = None,
         app_ref: str | None = None,
         startup_timeout: float | None = None,
+        otel: bool = False,
         **settings: Any,
     ) -> None:
         if pool not in POOL_NAMES:
             raise ValueError(f"pool must be one of {', '.join(POOL_NAMES)}, got {pool!r}")
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if otel:
+            tracing.instrument(app)
+        self.otel = otel
         self.app = app
         self.settings = s = app.settings.with_overrides(**settings)
         self.startup_timeout = check_startup_timeout(startup_timeout)
@@ -445,7 +452,7 @@ class Worker:
             from heartq.worker.process_pool import ProcessPool
 
             app_ref = self._app_ref or locate_app(self.app)
-            return ProcessPool(self.ledger, app_ref, limit, self.store.url)
+            return ProcessPool(self.ledger, app_ref, limit, self.store.url, otel=self.otel)
         return ThreadPool(self.ledger, limit)
 
     def _claim(self) -> tuple[int, bool]:
