@@ -1,0 +1,150 @@
+"""The error-tracker example (docs/examples/sentry/sentry_reporting.py) with the real
+sentry-sdk, its default integrations on (so a failure that also reached Sentry another
+way, through heartq's logs, would show as a second event), through a real worker on both
+backends. Sentry's transport keeps the events in memory: nothing leaves the machine."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import sentry_sdk
+from sentry_sdk.envelope import Envelope
+from sentry_sdk.transport import Transport
+
+import heartq
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "docs" / "examples" / "sentry" / "sentry_reporting.py"
+)
+FAST = {"heartbeat_interval": 0.2, "lease": 10.0, "poll_interval": 0.02, "shutdown_timeout": 5.0}
+"""Quick, but a 10 s lease: a renewal late on a busy machine must not run an attempt twice
+(the tests count reports)."""
+
+
+class MemoryTransport(Transport):
+    """Sentry's events, kept here instead of sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict[str, Any]] = []
+
+    def capture_envelope(self, envelope: Envelope) -> None:
+        event = envelope.get_event()
+        if event is not None:
+            self.events.append(dict(event))
+
+
+@pytest.fixture
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sentry_reporting_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def sentry() -> Iterator[MemoryTransport]:
+    transport = MemoryTransport()
+    sentry_sdk.init(
+        dsn="https://public@sentry.invalid/1",
+        transport=transport,
+        auto_enabling_integrations=False,  # would patch FastAPI, SQLAlchemy ... for good
+    )
+    try:
+        yield transport
+    finally:
+        sentry_sdk.get_client().close()
+        sentry_sdk.get_global_scope().set_client(None)
+
+
+@pytest.fixture
+def app(fresh_url: Callable[[], str]) -> Iterator[heartq.App]:
+    made = heartq.App(fresh_url())
+    yield made
+    made.close()
+
+
+def run_jobs(app: heartq.App) -> None:
+    """Run every job to its end (retries included: no backoff) in a real worker here."""
+
+    @app.task(max_retries=2, retry_backoff=0)
+    def charge(ctx: heartq.JobContext, order: int) -> str:
+        if ctx.attempt == 1:
+            raise ConnectionError(f"payment service unreachable for order {order}")
+        return "charged"
+
+    @app.task(max_retries=1, retry_backoff=0)
+    def ship(order: int) -> None:
+        raise ValueError(f"no address for order {order}")
+
+    @app.task
+    def refund(order: int) -> None:
+        raise heartq.Permanent(f"order {order} was never paid")
+
+    @app.task
+    def receipt(order: int) -> object:
+        return {"pdf": object()}  # not JSON: the attempt fails without an exception
+
+    charge.enqueue(order=1)
+    ship.enqueue(order=2)
+    refund.enqueue(order=3)
+    receipt.enqueue(order=4)
+    heartq.Worker(app, concurrency=2, **FAST).run(burst=True)
+
+
+def reported(events: list[dict[str, Any]]) -> list[tuple[str, int, bool]]:
+    return sorted(
+        (e["contexts"]["heartq"]["task"], e["contexts"]["heartq"]["attempt"],
+         e["contexts"]["heartq"]["will_retry"])
+        for e in events
+    )  # fmt: skip
+
+
+def test_every_failed_attempt_is_reported_once(
+    app: heartq.App, example: ModuleType, sentry: MemoryTransport
+) -> None:
+    example.report_to_sentry(app)
+    run_jobs(app)
+    assert reported(sentry.events) == [
+        ("charge", 1, True),
+        ("receipt", 1, False),  # a result that cannot be stored is not retried
+        ("refund", 1, False),
+        ("ship", 1, True),
+        ("ship", 2, False),
+    ]
+    [charge] = [e for e in sentry.events if e["tags"]["heartq.task"] == "charge"]
+    [exception] = charge["exception"]["values"]
+    assert exception["type"] == "ConnectionError"
+    assert exception["value"] == "payment service unreachable for order 1"
+    assert exception["stacktrace"]["frames"][-1]["function"] == "charge"
+    context = charge["contexts"]["heartq"]
+    [job] = [j for j in app.store.list_jobs() if j["task"] == "charge"]
+    assert context["job_id"] == job["id"]
+    assert context["queue"] == charge["tags"]["heartq.queue"] == "default"
+    assert context["max_retries"] == 2 and context["execution_id"] >= 1
+    assert "ConnectionError: payment service unreachable for order 1" in context["error"]
+    [receipt] = [e for e in sentry.events if e["tags"]["heartq.task"] == "receipt"]
+    assert receipt["level"] == "error"
+    assert receipt["message"].startswith("receipt: PayloadError: ")
+
+
+def test_retried_attempts_are_not_reported_when_told(
+    app: heartq.App, example: ModuleType, sentry: MemoryTransport
+) -> None:
+    example.report_to_sentry(app, report_retries=False)
+    run_jobs(app)
+    assert reported(sentry.events) == [
+        ("receipt", 1, False),
+        ("refund", 1, False),
+        ("ship", 2, False),
+    ]
+    assert {e["exception"]["values"][0]["type"] for e in sentry.events if "exception" in e} == {
+        "ValueError",
+        "Permanent",
+    }
