@@ -9,7 +9,7 @@ as the polling path (`Store.claim_ids`), so a duplicate or late message runs not
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from heartq.errors import ConfigError
@@ -29,13 +29,15 @@ def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None)
     return chosen
 
 
-def open_transport(url: str) -> NatsTransport:
+def open_transport(url: str, deployment: Callable[[], str]) -> NatsTransport:
     """A connection to the transport at `url` (connecting in the background: an
-    unreachable server never blocks the caller). Needs `pip install heartq[nats]`."""
+    unreachable server never blocks the caller), for the deployment whose id
+    `deployment()` reads from its database (its NATS names carry it: docs/NATS.md).
+    Needs `pip install heartq[nats]`."""
     try:
         from heartq.transport.nats import NatsTransport
     except ImportError as exc:  # nats-py missing
         raise ConfigError(
             f"the nats transport needs nats-py: pip install 'heartq[nats]' ({exc})"
         ) from None
-    return NatsTransport(url)
+    return NatsTransport(url, deployment)
