@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 import heartq
-from heartq.transport.nats import DEFAULT_SWEEP_INTERVAL, NatsTransport
+from heartq.transport.nats import NatsTransport
+from heartq.transport.settings import DEFAULT_SWEEP_INTERVAL
 from tests import nats_harness
 
 from .conftest import Harness, parse_ts

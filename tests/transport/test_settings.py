@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import heartq
 from heartq.errors import ConfigError
 from heartq.transport import resolve_transport
 from heartq.transport.names import token
-from heartq.transport.nats import NatsOptions
+from heartq.transport.settings import NatsOptions
 
 
 def test_no_transport_imports_no_nats() -> None:
@@ -35,6 +37,24 @@ def test_resolution_and_refusals() -> None:
         NatsOptions.parse("nats://h:1?streem=X")
     with pytest.raises(ConfigError, match="ack_wait must be a number"):
         NatsOptions.parse("nats://h:1?ack_wait=soon")
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("stream=a.b", "transport stream 'a.b'"), ("ack_wait=soon", "ack_wait must be a number")],
+)
+def test_a_bad_transport_url_is_refused_before_any_job_is_stored(
+    tmp_path: Path, query: str, message: str
+) -> None:
+    """Refused where it is given (the app, `HEARTQ_TRANSPORT`), not by the first publish,
+    which comes after the job committed: the caller would take a stored job for a failed
+    enqueue."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with pytest.raises(ConfigError, match=message):
+        heartq.App(url, transport=f"nats://h:1?{query}")
+    with pytest.raises(ConfigError, match=message):
+        resolve_transport(None, {"HEARTQ_TRANSPORT": f"nats://h:1?{query}"})
+    assert not (tmp_path / "q.db").exists()
 
 
 def test_ack_wait_must_outlast_lease_and_reap() -> None:

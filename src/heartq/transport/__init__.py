@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from heartq.errors import ConfigError
+from heartq.transport.settings import NatsOptions
 
 if TYPE_CHECKING:
     from heartq.transport.nats import NatsTransport
@@ -21,11 +22,14 @@ ENV_TRANSPORT = "HEARTQ_TRANSPORT"
 
 
 def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The `--transport`/`transport=` argument, else `HEARTQ_TRANSPORT`, else None."""
+    """The `--transport`/`transport=` argument, else `HEARTQ_TRANSPORT`, else None; its
+    options checked here (`ConfigError`), so a bad one is refused before a job is stored."""
     env = os.environ if environ is None else environ
     chosen = url or env.get(ENV_TRANSPORT) or None
     if chosen is not None and not chosen.startswith(("nats://", "tls://")):
         raise ConfigError(f"transport must be a nats:// URL, got {chosen!r}")
+    if chosen is not None:
+        NatsOptions.parse(chosen)
     return chosen
 
 
