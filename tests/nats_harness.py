@@ -109,11 +109,15 @@ def server_address() -> Iterator[str]:
         server.close()
 
 
-def delete_stream(url: str) -> None:
-    """Delete the stream a test's transport URL names (its consumers go with it)."""
+def delete_stream(url: str, deployment: str | None = None) -> None:
+    """Delete the stream a test's transport URL names (`stream=`), or without one the
+    stream of `deployment` (a queue database's id); its consumers go with it."""
     from heartq.transport.nats import NatsTransport
+    from heartq.transport.settings import NatsOptions
 
-    transport = NatsTransport(url)
+    if deployment is None and NatsOptions.parse(url).stream is None:
+        raise ValueError(f"{url} names no stream: say whose deployment's to delete")
+    transport = NatsTransport(url, lambda: deployment or "unused")
     try:
         deadline = time.monotonic() + 5
         while not transport.available and time.monotonic() < deadline:

@@ -272,9 +272,14 @@ class App:
             return None
         with self._lock:
             if self._transport is None or self._transport_pid != os.getpid():
-                self._transport = open_transport(self.transport_url)
+                self._transport = open_transport(self.transport_url, self._deployment_id)
                 self._transport_pid = os.getpid()
             return self._transport
+
+    def _deployment_id(self) -> str:
+        """The queue database's deployment id, for the transport's names (read on its
+        first use, from whichever database the app points at then)."""
+        return self.store.deployment_id()
 
     def use_transport(self, url: str | None) -> None:
         """Use another transport, or none (the command line's `--transport`)."""
@@ -285,12 +290,16 @@ class App:
             self.transport_url = resolve_transport(url)
 
     def use_url(self, url: str) -> None:
-        """Point this app at another queue (the command line's `--url`)."""
+        """Point this app at another queue (the command line's `--url`). A transport
+        already open is closed too: its NATS names were the other queue's."""
         self._waiters.close()
         with self._lock:
             if self._store is not None and self._store_pid == os.getpid():
                 self._store.close()
             self._store = None
+            if self._transport is not None and self._transport_pid == os.getpid():
+                self._transport.close()
+            self._transport = None
             self.url = url
 
     def migrate(self) -> int:

@@ -62,6 +62,10 @@ LIVENESS_LOCK_RESTORED: Final = "liveness_lock_restored"
 TASKS_DECLARED: Final = "tasks_declared"
 TRANSPORT_AVAILABLE: Final = "transport_available"
 TRANSPORT_UNAVAILABLE: Final = "transport_unavailable"
+TRANSPORT_READY: Final = "transport_ready"
+"""Transport: a worker bound its consumers (`consumers`) on its deployment's `stream`
+(`subjects`, `deployment`: the id stored in the queue's database), at start or once the
+server answers again."""
 JOB_SKIPPED_ACTIVE_ELSEWHERE: Final = "job_skipped_active_elsewhere"
 TASK_NOT_DECLARED: Final = "task_not_declared"
 JOB_REPUBLISHED: Final = "job_republished"

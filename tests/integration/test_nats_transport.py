@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 import heartq
-from heartq.transport.nats import DEFAULT_SWEEP_INTERVAL, NatsTransport
+from heartq.transport.nats import NatsTransport
+from heartq.transport.settings import DEFAULT_SWEEP_INTERVAL
 from tests import nats_harness
 
 from .conftest import Harness, parse_ts
@@ -74,8 +75,9 @@ def statuses(harness: Harness) -> dict[str, int]:
     return {str(status): int(n) for status, n in rows}
 
 
-def connected(url: str) -> NatsTransport:
-    transport = NatsTransport(url)
+def connected(url: str, harness: Harness) -> NatsTransport:
+    """A transport of the harness's deployment (its consumers' names carry its id)."""
+    transport = NatsTransport(url, harness.store.deployment_id)
     deadline = time.monotonic() + 10
     while not transport.available:
         assert time.monotonic() < deadline, "the NATS server did not answer"
@@ -121,7 +123,7 @@ def test_a_job_published_five_times_runs_once(harness: Harness, transport_url: s
     for _ in range(2):
         harness.start_worker("--transport", transport_url, settings=CALM)
     job_id = harness.enqueue("quick")  # in the database only: no message yet
-    transport = connected(transport_url)
+    transport = connected(transport_url, harness)
     try:
         for _ in range(5):
             assert transport.publish([(job_id, "default")])

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import heartq
 from heartq.errors import ConfigError
 from heartq.transport import resolve_transport
-from heartq.transport.nats import NatsOptions, token
+from heartq.transport.names import token
+from heartq.transport.settings import NatsOptions
 
 
 def test_no_transport_imports_no_nats() -> None:
@@ -36,6 +39,24 @@ def test_resolution_and_refusals() -> None:
         NatsOptions.parse("nats://h:1?ack_wait=soon")
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("stream=a.b", "transport stream 'a.b'"), ("ack_wait=soon", "ack_wait must be a number")],
+)
+def test_a_bad_transport_url_is_refused_before_any_job_is_stored(
+    tmp_path: Path, query: str, message: str
+) -> None:
+    """Refused where it is given (the app, `HEARTQ_TRANSPORT`), not by the first publish,
+    which comes after the job committed: the caller would take a stored job for a failed
+    enqueue."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with pytest.raises(ConfigError, match=message):
+        heartq.App(url, transport=f"nats://h:1?{query}")
+    with pytest.raises(ConfigError, match=message):
+        resolve_transport(None, {"HEARTQ_TRANSPORT": f"nats://h:1?{query}"})
+    assert not (tmp_path / "q.db").exists()
+
+
 def test_ack_wait_must_outlast_lease_and_reap() -> None:
     options = NatsOptions.parse("nats://h:1?stream=S&prefix=p.q&ack_wait=100")
     assert options.server == "nats://h:1"
@@ -46,8 +67,53 @@ def test_ack_wait_must_outlast_lease_and_reap() -> None:
 
 
 def test_queue_names_become_safe_subject_tokens() -> None:
-    options = NatsOptions.parse("nats://h:1?stream=S&prefix=p")
-    assert options.subject("emails") == "p.emails"
-    assert options.subject("a.b *>") == "p.a~2e~b~20~~2a~~3e~"
-    assert options.durable("a.b") == "S_a~2e~b"
+    names = NatsOptions.parse("nats://h:1?stream=S&prefix=p").names("d1")
+    assert names.subject("emails") == "p.emails"
+    assert names.subject("a.b *>") == "p.a~2e~b~20~~2a~~3e~"
+    assert names.durable("a.b") == "HEARTQ_d1_a~2e~b"
     assert token("") == "~"
+
+
+def test_default_names_carry_the_deployment_id() -> None:
+    """Before schema v9 every deployment got stream `HEARTQ`, subjects `heartq.jobs.*`
+    and consumers `HEARTQ_<queue>`, so two queues on one server shared them."""
+    plain = NatsOptions.parse("nats://h:1")
+    one, two = plain.names("0123456789abcdef"), plain.names("fedcba9876543210")
+    assert (one.stream, one.subjects) == ("HEARTQ_0123456789abcdef", "heartq.0123456789abcdef.>")
+    assert one.subject("emails") == "heartq.0123456789abcdef.emails"
+    assert one.durable("emails") == "HEARTQ_0123456789abcdef_emails"
+    assert {one.stream, one.subjects, one.durable("q")}.isdisjoint(
+        {two.stream, two.subjects, two.durable("q")}
+    )
+
+
+def test_the_url_names_win_but_consumers_keep_the_deployment() -> None:
+    """`stream=` and `prefix=` replace the stream and the subjects; consumers stay the
+    deployment's, so two deployments sharing a stream never share a consumer."""
+    shared = NatsOptions.parse("nats://h:1?stream=SHARED")
+    one, two = shared.names("aaaa"), shared.names("bbbb")
+    assert one.stream == two.stream == "SHARED"
+    assert (one.prefix, two.prefix) == ("heartq.aaaa", "heartq.bbbb")
+    assert (one.durable("q"), two.durable("q")) == ("HEARTQ_aaaa_q", "HEARTQ_bbbb_q")
+    both = NatsOptions.parse("nats://h:1?stream=S&prefix=app.jobs").names("aaaa")
+    assert (both.stream, both.subject("q"), both.durable("q")) == (
+        "S",
+        "app.jobs.q",
+        "HEARTQ_aaaa_q",
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("stream=a.b", "transport stream 'a.b' must be letters, digits"),
+        ("stream=a%20b", "transport stream 'a b' must be letters, digits"),
+        ("prefix=app.*", "transport prefix 'app.*' must be dot-separated tokens"),
+        ("prefix=app..jobs", "transport prefix 'app..jobs' must be dot-separated tokens"),
+        ("prefix=jobs.>", "transport prefix 'jobs.>' must be dot-separated tokens"),
+    ],
+)
+def test_names_nats_cannot_take_are_refused_in_one_line(query: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        NatsOptions.parse(f"nats://h:1?{query}")
+    assert "\n" not in str(refused.value)

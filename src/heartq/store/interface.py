@@ -85,6 +85,12 @@ class Lifecycle(Clock, Protocol):
         """Create or upgrade the schema; safe from many processes at once. Returns the version."""
         ...
 
+    def deployment_id(self) -> str:
+        """The id `migrate` made once for this database (a PostgreSQL schema), never
+        changed: what names its NATS stream, subjects and consumers, so two deployments
+        sharing a NATS server never meet (docs/NATS.md, "Names")."""
+        ...
+
     def close(self) -> None: ...
 
     def reach(self) -> None:

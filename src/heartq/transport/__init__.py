@@ -9,10 +9,11 @@ as the polling path (`Store.claim_ids`), so a duplicate or late message runs not
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from heartq.errors import ConfigError
+from heartq.transport.settings import NatsOptions
 
 if TYPE_CHECKING:
     from heartq.transport.nats import NatsTransport
@@ -21,21 +22,26 @@ ENV_TRANSPORT = "HEARTQ_TRANSPORT"
 
 
 def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The `--transport`/`transport=` argument, else `HEARTQ_TRANSPORT`, else None."""
+    """The `--transport`/`transport=` argument, else `HEARTQ_TRANSPORT`, else None; its
+    options checked here (`ConfigError`), so a bad one is refused before a job is stored."""
     env = os.environ if environ is None else environ
     chosen = url or env.get(ENV_TRANSPORT) or None
     if chosen is not None and not chosen.startswith(("nats://", "tls://")):
         raise ConfigError(f"transport must be a nats:// URL, got {chosen!r}")
+    if chosen is not None:
+        NatsOptions.parse(chosen)
     return chosen
 
 
-def open_transport(url: str) -> NatsTransport:
+def open_transport(url: str, deployment: Callable[[], str]) -> NatsTransport:
     """A connection to the transport at `url` (connecting in the background: an
-    unreachable server never blocks the caller). Needs `pip install heartq[nats]`."""
+    unreachable server never blocks the caller), for the deployment whose id
+    `deployment()` reads from its database (its NATS names carry it: docs/NATS.md).
+    Needs `pip install heartq[nats]`."""
     try:
         from heartq.transport.nats import NatsTransport
     except ImportError as exc:  # nats-py missing
         raise ConfigError(
             f"the nats transport needs nats-py: pip install 'heartq[nats]' ({exc})"
         ) from None
-    return NatsTransport(url)
+    return NatsTransport(url, deployment)

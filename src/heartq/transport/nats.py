@@ -1,22 +1,17 @@
 """JetStream as a delivery channel for job ids (docs/NATS.md).
 
-One stream (default `HEARTQ`) with a subject per queue (`<prefix>.<queue>`), work-queue
+One stream per deployment (default `HEARTQ_<deployment id>`, the id stored in the
+queue's database: `names.py`) with a subject per queue (`<prefix>.<queue>`), work-queue
 retention (a message is gone once acked), and one durable pull consumer per queue shared
-by every worker of that queue, explicit ack. A message is `{"job_id", "queue"}`: a wake-up,
-never a right to run.
+by every worker of that deployment and queue, explicit ack. A message is `{"job_id",
+"queue"}`: a wake-up, never a right to run.
 
 nats-py is asyncio; heartq's worker and `App.enqueue` are threads. So a transport owns an
 event loop on a daemon thread and every call is a bounded wait on it: an unreachable or
 slow server costs a caller at most its timeout, and when not connected, nothing (publish
 answers False at once; the database is the outbox, the sweeper publishes later).
 
-URL options (`nats://host:4222?stream=HEARTQ&prefix=heartq.jobs&ack_wait=300`):
-`stream`, `prefix` (subjects), `ack_wait` (seconds; default `max(60, 2 * (lease +
-reap interval))`, refused at worker start unless longer than lease + reap interval),
-`republish_after` (seconds a job may stay queued and runnable before the sweeper
-publishes it again, default 10), `sweep_interval` (default 1), `backstop` (seconds
-between database claims of a worker whose transport is up, for what no message names,
-e.g. jobs with a concurrency key; default 10).
+The URL's options (stream and subjects, ack_wait, sweeping): `settings.py`.
 """
 
 from __future__ import annotations
@@ -25,22 +20,22 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import threading
-from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+from nats.js.errors import Error as JetStreamError
 from nats.js.errors import NotFoundError
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.transport.names import NatsNames
+from heartq.transport.settings import MIN_ACK_WAIT, NatsOptions
 
 T = TypeVar("T")
 
@@ -51,75 +46,26 @@ FIRST_CONNECT_WAIT = 2.0
 app's first enqueue comes right after it opened the transport); later ones never wait."""
 RECONNECT_WAIT = 0.5
 """Seconds between two attempts to reach the server, first connection included."""
-DEFAULT_REPUBLISH_AFTER = 10.0
-DEFAULT_SWEEP_INTERVAL = 1.0
-DEFAULT_BACKSTOP = 10.0
-MIN_ACK_WAIT = 60.0
-_TOKEN = re.compile(r"[A-Za-z0-9_-]")
 
 
-def token(queue: str) -> str:
-    """A queue name as one subject token and consumer-name part: NATS gives `.`, `*`, `>`
-    and spaces meanings, so anything but letters, digits, `_` and `-` is escaped."""
-    return "".join(c if _TOKEN.fullmatch(c) else f"~{ord(c):x}~" for c in queue) or "~"
-
-
-@dataclass(frozen=True)
-class NatsOptions:
-    """The transport URL's settings (module docstring)."""
-
-    server: str
-    stream: str = "HEARTQ"
-    prefix: str = "heartq.jobs"
-    ack_wait: float | None = None
-    republish_after: float = DEFAULT_REPUBLISH_AFTER
-    sweep_interval: float = DEFAULT_SWEEP_INTERVAL
-    backstop: float = DEFAULT_BACKSTOP
-
-    @classmethod
-    def parse(cls, url: str) -> NatsOptions:
-        parts = urlsplit(url)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        numbers: dict[str, float] = {}
-        for name in ("ack_wait", "republish_after", "sweep_interval", "backstop"):
-            if name in query:
-                try:
-                    numbers[name] = float(query.pop(name))
-                except ValueError:
-                    raise ConfigError(f"transport {name} must be a number of seconds") from None
-                if not numbers[name] > 0:
-                    raise ConfigError(f"transport {name} must be positive")
-        text = {k: query.pop(k) for k in ("stream", "prefix") if k in query}
-        if query:
-            raise ConfigError(f"unknown transport option(s): {', '.join(sorted(query))}")
-        server = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-        return cls(server, **text, **numbers)  # type: ignore[arg-type]
-
-    def subject(self, queue: str) -> str:
-        return f"{self.prefix}.{token(queue)}"
-
-    def durable(self, queue: str) -> str:
-        return f"{self.stream}_{token(queue)}"
-
-    def ack_wait_for(self, lease: float, reap_interval: float) -> float:
-        """The consumer's ack_wait: a message unacked that long is delivered again, so it
-        must outlast the longest a claimed job can be silent before the database takes it
-        back (lease + reap interval); anything shorter is refused."""
-        floor = lease + reap_interval
-        chosen = self.ack_wait if self.ack_wait is not None else max(MIN_ACK_WAIT, 2 * floor)
-        if chosen <= floor:
-            raise ConfigError(
-                f"transport ack_wait ({chosen:g} s) must be longer than lease + reap interval "
-                f"({lease:g} + {reap_interval:g} s)"
-            )
-        return chosen
+class NatsRefused(RuntimeError):
+    """The server answers but will not take this deployment's stream or consumer (a
+    name in the URL that clashes with another deployment's, or with a stream of an
+    earlier version): the worker says why and polls the database, it does not exit."""
 
 
 class NatsTransport:
-    """A JetStream connection on its own event loop thread (module docstring)."""
+    """A JetStream connection on its own event loop thread (module docstring).
 
-    def __init__(self, url: str) -> None:
+    `deployment`: reads the queue database's deployment id (`Store.deployment_id`), which
+    the default names carry. It is called once, on first use (a publish, a worker's
+    prepare or fetch), not here: a worker opens its transport before its database
+    answers."""
+
+    def __init__(self, url: str, deployment: Callable[[], str]) -> None:
         self.options = NatsOptions.parse(url)
+        self._deployment = deployment
+        self._names: NatsNames | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="heartq-transport", daemon=True
@@ -224,6 +170,14 @@ class NatsTransport:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=2.0)
 
+    @property
+    def names(self) -> NatsNames:
+        """This deployment's stream, subjects and consumers (read from the database once;
+        raises while it cannot be read)."""
+        if self._names is None:
+            self._names = self.options.names(self._deployment())
+        return self._names
+
     # -- publishing --------------------------------------------------------------------
     def publish(self, jobs: Sequence[tuple[str, str]], recovery: str | None = None) -> bool:
         """Publish `(job_id, queue)` wake-ups, acked by the stream; False (never an
@@ -236,45 +190,80 @@ class NatsTransport:
         if not self.available:
             return False
         try:
-            self._call(self._publish(jobs, recovery))
+            self._call(self._publish(self.names, jobs, recovery))
             return True
         except Exception:  # noqa: BLE001 - the database is the outbox
             return False
 
-    async def _publish(self, jobs: Sequence[tuple[str, str]], recovery: str | None) -> None:
+    async def _publish(
+        self, names: NatsNames, jobs: Sequence[tuple[str, str]], recovery: str | None
+    ) -> None:
         js = self._js
         assert js is not None
-        await self._ensure_stream(js)
+        await self._ensure_stream(js, names)
         sends = [
             js.publish(
-                self.options.subject(queue),
+                names.subject(queue),
                 json.dumps(
                     {"job_id": job_id, "queue": queue}
                     | ({} if recovery is None else {"recovery": recovery})
                 ).encode(),
-                stream=self.options.stream,
+                stream=names.stream,
             )
             for job_id, queue in jobs
         ]
         await asyncio.gather(*sends)
 
-    async def _ensure_stream(self, js: JetStreamContext) -> None:
-        """Create the stream when missing (its settings are then the operator's)."""
+    async def _ensure_stream(self, js: JetStreamContext, names: NatsNames) -> None:
+        """Create the stream when missing (its settings are then the operator's); on a
+        stream that exists without this deployment's subjects, add them (`_join`)."""
         if self._stream_ready:
             return
         try:
-            await js.stream_info(self.options.stream)
+            info = await js.stream_info(names.stream)
         except NotFoundError:
-            with contextlib.suppress(Exception):  # created by another process meanwhile
+            refused: Exception | None = None
+            try:
                 await js.add_stream(
                     StreamConfig(
-                        name=self.options.stream,
-                        subjects=[f"{self.options.prefix}.>"],
+                        name=names.stream,
+                        description=f"heartq wake-ups, deployment {names.deployment}",
+                        subjects=[names.subjects],
                         retention=RetentionPolicy.WORK_QUEUE,
                     )
                 )
-            await js.stream_info(self.options.stream)
+            except Exception as exc:  # noqa: BLE001 - or made by another process meanwhile
+                refused = exc
+            try:
+                info = await js.stream_info(names.stream)
+            except NotFoundError:
+                raise NatsRefused(
+                    f"NATS refused stream {names.stream} for subjects {names.subjects}: "
+                    f"{_reason(refused)}"
+                ) from None
+        if names.subjects not in (info.config.subjects or []):
+            await self._join(js, names, info.config)
         self._stream_ready = True
+
+    @staticmethod
+    async def _join(js: JetStreamContext, names: NatsNames, config: StreamConfig) -> None:
+        """A stream named in the URL (`stream=`) and made by another deployment, or by
+        the operator: add this deployment's subjects to it, unless it takes them already
+        (a wider subject of its own). Deployments that share a stream on purpose thus
+        keep their own subjects and consumers."""
+        try:
+            holder: str | None = await js.find_stream_name_by_subject(names.subjects)
+        except NotFoundError:
+            holder = None
+        if holder == names.stream:
+            return
+        if holder is not None:
+            raise NatsRefused(
+                f"NATS subjects {names.subjects} belong to stream {holder}, not "
+                f"{names.stream}: set prefix= to subjects of this deployment's own"
+            )
+        config.subjects = [*(config.subjects or []), names.subjects]
+        await js.update_stream(config)
 
     # -- consuming ---------------------------------------------------------------------
     def prepare(self, queues: Sequence[str], ack_wait: float) -> None:
@@ -282,51 +271,82 @@ class NatsTransport:
         consumer whose ack_wait is not `ack_wait` or longer (ConfigError). Raises when
         the server cannot be reached."""
         self._ack_wait = ack_wait
-        self._call(self._prepare(list(queues), ack_wait))
+        self._call(self._prepare(self.names, list(queues), ack_wait))
 
-    async def _prepare(self, queues: list[str], ack_wait: float) -> None:
+    async def _prepare(self, names: NatsNames, queues: list[str], ack_wait: float) -> None:
         js = self._js
         if js is None or not self.available:
             raise ConnectionError("not connected")
-        await self._ensure_stream(js)
-        for queue in queues:
-            if queue in self._ensured:
-                continue
-            name = self.options.durable(queue)
-            try:
-                info = await js.consumer_info(self.options.stream, name)
-            except NotFoundError:
-                with contextlib.suppress(Exception):  # another worker made it meanwhile
-                    await js.add_consumer(
-                        self.options.stream,
-                        ConsumerConfig(
-                            durable_name=name,
-                            ack_policy=AckPolicy.EXPLICIT,
-                            ack_wait=ack_wait,
-                            filter_subject=self.options.subject(queue),
-                        ),
-                    )
-                info = await js.consumer_info(self.options.stream, name)
-            have = info.config.ack_wait
-            if have is not None and have < ack_wait:
-                raise ConfigError(
-                    f"NATS consumer {name} has ack_wait {have:g} s, shorter than the "
-                    f"{ack_wait:g} s this worker needs (lease + reap interval, and more): "
-                    "delete it or raise its ack_wait"
+        bound: list[str] = []
+        try:
+            await self._ensure_stream(js, names)
+            for queue in queues:
+                if queue not in self._ensured:
+                    await self._bind(js, names, queue, ack_wait)
+                    bound.append(names.durable(queue))
+        except BaseException:
+            self._stream_ready = False  # looked at again next time: it may have changed
+            raise
+        finally:
+            if bound:
+                events.emit(
+                    events.TRANSPORT_READY,
+                    server=self.options.server,
+                    deployment=names.deployment,
+                    stream=names.stream,
+                    subjects=names.subjects,
+                    consumers=bound,
                 )
-            self._subs[queue] = await js.pull_subscribe_bind(
-                durable=name, stream=self.options.stream
+
+    async def _bind(
+        self, js: JetStreamContext, names: NatsNames, queue: str, ack_wait: float
+    ) -> None:
+        """Bind to the queue's consumer, made when missing; one made with a shorter
+        ack_wait (by this deployment's workers: the name carries its id) is refused."""
+        name = names.durable(queue)
+        try:
+            info = await js.consumer_info(names.stream, name)
+        except NotFoundError:
+            refused: Exception | None = None
+            try:
+                await js.add_consumer(
+                    names.stream,
+                    ConsumerConfig(
+                        durable_name=name,
+                        description=f"heartq deployment {names.deployment}, queue {queue}",
+                        ack_policy=AckPolicy.EXPLICIT,
+                        ack_wait=ack_wait,
+                        filter_subject=names.subject(queue),
+                    ),
+                )
+            except Exception as exc:  # noqa: BLE001 - or another worker made it meanwhile
+                refused = exc
+            try:
+                info = await js.consumer_info(names.stream, name)
+            except NotFoundError:
+                raise NatsRefused(
+                    f"NATS refused consumer {name} on stream {names.stream}: {_reason(refused)}"
+                ) from None
+        have = info.config.ack_wait
+        if have is not None and have < ack_wait:
+            raise ConfigError(
+                f"NATS consumer {name} has ack_wait {have:g} s, shorter than the "
+                f"{ack_wait:g} s this worker needs (lease + reap interval, and more): "
+                "delete it or raise its ack_wait"
             )
-            self._ensured.add(queue)
+        self._subs[queue] = await js.pull_subscribe_bind(durable=name, stream=names.stream)
+        self._ensured.add(queue)
 
     def fetch(self, queue: str, limit: int, timeout: float) -> list[Msg]:
         """Up to `limit` messages of `queue`, waiting up to `timeout` for the first.
-        Raises when the server cannot be reached (the caller falls back to polling)."""
-        return self._call(self._fetch(queue, limit, timeout), timeout + CALL_TIMEOUT)
+        Raises when the server cannot be reached, or will not take this deployment's
+        consumer (the caller falls back to polling)."""
+        names = self.names
+        return self._call(self._fetch(names, queue, limit, timeout), timeout + CALL_TIMEOUT)
 
-    async def _fetch(self, queue: str, limit: int, timeout: float) -> list[Msg]:
+    async def _fetch(self, names: NatsNames, queue: str, limit: int, timeout: float) -> list[Msg]:
         if queue not in self._subs:
-            await self._prepare([queue], self._ack_wait or MIN_ACK_WAIT)
+            await self._prepare(names, [queue], self._ack_wait or MIN_ACK_WAIT)
         try:
             return await self._subs[queue].fetch(limit, timeout=timeout)
         except TimeoutError:  # nats.errors.TimeoutError is one too
@@ -355,7 +375,8 @@ class NatsTransport:
         js = self._js
         if js is None:
             raise ConnectionError("not connected")
-        info = self._call(js.consumer_info(self.options.stream, self.options.durable(queue)))
+        names = self.names
+        info = self._call(js.consumer_info(names.stream, names.durable(queue)))
         return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
 
     def delete_stream(self) -> None:
@@ -363,4 +384,11 @@ class NatsTransport:
         js = self._js
         if js is not None:
             with contextlib.suppress(NotFoundError):
-                self._call(js.delete_stream(self.options.stream))
+                self._call(js.delete_stream(self.names.stream))
+
+
+def _reason(exc: Exception | None) -> str:
+    """NATS's own words for a refusal (its description), else the error's."""
+    if isinstance(exc, JetStreamError) and exc.description:
+        return exc.description
+    return str(exc) if exc is not None else "not found after creating it"

@@ -56,6 +56,15 @@ class TransportFetch:
         self._idle = idle
         self._next_queue = 0
         self._backstop_due = time.monotonic() + transport.options.backstop
+        self._failing = False
+
+    @property
+    def delivering(self) -> bool:
+        """Whether the transport delivers now: connected, and its last fetch worked. A
+        server that answers but refuses this deployment's consumer (docs/NATS.md, "Names")
+        is not delivering: the worker then waits its poll interval between database
+        claims, as without a transport, instead of asking again at once."""
+        return self.transport.available and not self._failing
 
     def step(self, burst: bool) -> bool:
         """One round through the transport. False: the caller claims from the database
@@ -73,7 +82,9 @@ class TransportFetch:
         try:
             messages = self.transport.fetch(queue, free, self.wait / len(self.queues))
         except Exception:  # noqa: BLE001 - unreachable: the database claim runs instead
+            self._failing = True
             return False
+        self._failing = False
         if not messages:
             return not burst
         self._claim(messages)

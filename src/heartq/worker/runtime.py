@@ -305,7 +305,7 @@ class Worker:
                     continue
                 if burst and claimed == 0 and not self._pending():
                     break
-                if self._fetch is not None and self._fetch.transport.available:
+                if self._fetch is not None and self._fetch.delivering:
                     continue  # back to the transport at once
                 self._wake.wait(self.settings.poll_interval)
                 self._wake.clear()

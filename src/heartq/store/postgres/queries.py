@@ -814,6 +814,9 @@ WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status = 'queued
 RETURNING j.id, j.queue
 """
 
+# The id migration 0009 made for this schema (the NATS transport's names).
+DEPLOYMENT_ID = "SELECT id FROM deployment"
+
 # -- only PostgreSQL -------------------------------------------------------------------
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"

@@ -224,6 +224,12 @@ class SqlBase:
         with self._read() as conn:
             return self._now(conn, None)
 
+    def deployment_id(self) -> str:
+        self.ensure_schema()
+        with self._read() as conn:
+            row = conn.execute(self.q.DEPLOYMENT_ID).fetchone()
+        return str(row["id"])
+
     # -- shared by roles -----------------------------------------------------------------
     def _apply_finishes(
         self, conn: Any, docs: list[dict[str, Any]], clock: float | None

@@ -679,6 +679,9 @@ WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
 RETURNING id, queue
 """
 
+# The id migration 0009 made for this database (the NATS transport's names).
+DEPLOYMENT_ID = "SELECT id FROM heartq_deployment"
+
 # -- only SQLite ---------------------------------------------------------------------
 
 ACTIVE_WORKERS_ON_HOST = """

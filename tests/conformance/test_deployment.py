@@ -1,0 +1,65 @@
+"""The deployment id (migration 0009): made once per database (per schema on PostgreSQL),
+never changed by a later migrate or another process, and different for every database.
+The NATS transport names its stream, subjects and consumers after it (docs/NATS.md,
+"Names"), so these are what keep two deployments on one NATS server apart."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from heartq.model import JobStatus
+from heartq.store import Store, open_store
+
+from .support import new_job
+
+
+def test_made_once_and_kept(store: Store, store_url: str) -> None:
+    made = store.deployment_id()
+    assert re.fullmatch(r"[0-9a-f]{16}", made), made
+    store.migrate()
+    assert store.deployment_id() == made
+    other = open_store(store_url)
+    try:
+        assert other.migrate() == store.migrate()
+        assert other.deployment_id() == made
+    finally:
+        other.close()
+
+
+def test_every_database_has_its_own(store_factory: Callable[[], Store]) -> None:
+    """Two SQLite files; on PostgreSQL two schemas of one database (two deployments)."""
+    made = {store_factory().deployment_id() for _ in range(3)}
+    assert len(made) == 3
+
+
+def test_an_upgraded_database_gets_one(
+    fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database of schema v8 (made by the previous version, jobs in it) gets its id when
+    it is migrated, and keeps its jobs."""
+    url = fresh_url()
+    first = open_store(url)
+    dialect = type(first)
+    every = first.migrations()
+    first.close()
+    assert [version for version, _ in every if version == 9], "no migration 0009"
+    monkeypatch.setattr(dialect, "migrations", lambda self: [m for m in every if m[0] <= 8])
+    old = open_store(url)
+    try:
+        assert old.migrate() == 8
+        (job_id,) = old.enqueue([new_job()])
+    finally:
+        old.close()
+    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    upgraded = open_store(url)
+    try:
+        assert upgraded.migrate() >= 9
+        made = upgraded.deployment_id()
+        assert re.fullmatch(r"[0-9a-f]{16}", made), made
+        assert upgraded.get_job(job_id)["status"] == JobStatus.QUEUED
+        assert upgraded.migrate() >= 9 and upgraded.deployment_id() == made
+    finally:
+        upgraded.close()
