@@ -165,6 +165,45 @@ def test_dead_reason_after_replay_counts_only_the_new_attempts(store: Store, t0:
     assert "crashed 1 workers in 1 attempts" in store.get_job(job_id)["dead_reason"]
 
 
+# -- retries due now (heartq.testing's drain) ---------------------------------------------
+
+
+def test_retry_now_makes_waiting_retries_due_and_keeps_their_count(
+    store: Store, t0: float
+) -> None:
+    job_id = enqueue_one(store, t0, max_retries=2, retry_backoff=600.0)
+    first = claim_one(store, "w1", t0)
+    store.finish([failed(first, Outcome.FAILED, "boom")], now=t0 + 1)
+    waiting = store.get_job(job_id)
+    assert store.claim("w2", ["default"], 1, LEASE, now=t0 + 2) == []  # in its backoff
+
+    assert store.retry_now(["default"], now=t0 + 2) == [job_id]
+
+    due = store.get_job(job_id)
+    assert at(due["run_at"], t0 + 2)
+    changed = {key for key in due if due[key] != waiting[key]}
+    assert changed <= {"run_at"}, changed  # attempts, retries, backoff, history: as they were
+    again = claim_one(store, "w2", t0 + 2)
+    assert (again.id, again.attempt, again.max_retries) == (job_id, 2, 2)
+    assert store.retry_now(["default"], now=t0 + 3) == []
+
+
+def test_retry_now_leaves_first_attempts_other_queues_and_other_states(
+    store: Store, t0: float
+) -> None:
+    delayed = enqueue_one(store, t0, delay=600.0)  # a first attempt: not a retry
+    elsewhere = enqueue_one(store, t0, queue="other", max_retries=1, retry_backoff=600.0)
+    store.finish([failed(claim_one(store, "w1", t0, queues=("other",)), Outcome.FAILED, "x")],
+                 now=t0)  # fmt: skip
+    others = [_job_in(store, t0, s) for s in ("running", "succeeded", "dead", "cancelled")]
+    before = {j: store.get_job(j) for j in [delayed, elsewhere, *others]}
+
+    assert store.retry_now(["default"], now=t0 + 1) == []
+
+    assert {j: store.get_job(j) for j in before} == before
+    assert store.retry_now(["other"], now=t0 + 1) == [elsewhere]
+
+
 def test_purge_dead(store: Store, t0: float) -> None:
     old = _job_in(store, t0, "dead")
     new = _job_in(store, t0 + 500, "dead")

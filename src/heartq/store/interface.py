@@ -476,8 +476,8 @@ class Inspector(Clock, Protocol):
 
 
 class Administrator(Clock, Protocol):
-    """An operator's writes (cancel, replay, purge) and the pruning of what retention no
-    longer keeps."""
+    """An operator's writes (cancel, replay, purge; retries due now for a test's drain)
+    and the pruning of what retention no longer keeps."""
 
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
@@ -490,6 +490,13 @@ class Administrator(Clock, Protocol):
         self, job_ids: Sequence[str] | None = None, now: float | None = None
     ) -> list[str]:
         """Requeue dead jobs (all of them when `job_ids` is None), keeping their history."""
+        ...
+
+    def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
+        """Make the jobs of these queues that wait out a retry's backoff (queued with an
+        attempt counted, as `has_pending` counts them) due now, and wake their workers;
+        only their `run_at` moves (attempts, retry count and backoff stay). Answers their
+        ids. What `heartq.testing.drain(run_retries_now=True)` runs retries with."""
         ...
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int: ...

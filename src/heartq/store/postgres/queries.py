@@ -764,6 +764,15 @@ WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
 RETURNING id, queue
 """
 
+# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
+# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+RETRY_NOW = f"""
+UPDATE jobs SET run_at = {T}, updated_at = {T}
+WHERE status = 'queued' AND attempts > 0 AND run_at > {T}
+  AND queue = ANY(%(queues)s::text[])
+RETURNING id, queue
+"""
+
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,

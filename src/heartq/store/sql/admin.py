@@ -1,7 +1,8 @@
-"""An operator's writes: cancelling a job, replaying dead jobs, purging them, and the
-periodic prune of finished jobs and long-gone workers.
+"""An operator's writes: cancelling a job, replaying dead jobs, purging them, making
+waiting retries due now (a test's drain), and the periodic prune of finished jobs and
+long-gone workers.
 
-Why together: each is asked for by a person or by a retention setting, never by the
+Why together: each is asked for by a person, a test or a retention setting, never by the
 protocol of an attempt (a cancel of a running job only requests it: its worker ends
 it), and the deletions share `_delete_jobs` (a job's executions, then the job).
 """
@@ -58,6 +59,14 @@ class AdminOps(SqlBase):
                 "ids": self._array(list(job_ids or [])),
             }
             rows = self._run(conn, self.q.REPLAY_DEAD, params)
+            self._wake(conn, {r["queue"] for r in rows})
+        return [r["id"] for r in rows]
+
+    def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
+        self.ensure_schema()
+        with self._write() as conn:
+            params = {"now": self._clock(conn, now), "queues": self._array(list(queues))}
+            rows = self._run(conn, self.q.RETRY_NOW, params)
             self._wake(conn, {r["queue"] for r in rows})
         return [r["id"] for r in rows]
 

@@ -627,6 +627,15 @@ WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
 RETURNING id, queue
 """
 
+# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
+# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+RETRY_NOW = """
+UPDATE heartq_jobs SET run_at = :now, updated_at = :now
+WHERE status = 'queued' AND attempts > 0 AND run_at > :now
+  AND queue IN (SELECT value FROM json_each(:queues))
+RETURNING id, queue
+"""
+
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
