@@ -204,6 +204,22 @@ def test_retry_now_leaves_first_attempts_other_queues_and_other_states(
     assert store.retry_now(["other"], now=t0 + 1) == [elsewhere]
 
 
+def test_has_pending_counts_waiting_retries_unless_told_not_to(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=1, retry_backoff=600.0)
+    enqueue_one(store, t0, queue="later", delay=600.0)  # a first attempt ahead: never pending
+    assert store.has_pending(["default"], now=t0) and store.has_pending(["default"], t0, False)
+    job = claim_one(store, "w1", t0)
+    assert store.has_pending(["default"], now=t0, retries=False)  # running
+    store.finish([failed(job, Outcome.FAILED, "boom")], now=t0 + 1)
+
+    assert store.has_pending(["default"], now=t0 + 2)  # what a burst worker waits for
+    assert not store.has_pending(["default"], now=t0 + 2, retries=False)  # what a drain leaves
+    assert store.has_pending(["default"], now=t0 + 800, retries=False)  # due (600 s +/-25 %)
+    assert not store.has_pending(["later"], now=t0 + 2)
+    store.retry_now(["default"], now=t0 + 3)
+    assert store.has_pending(["default"], now=t0 + 3, retries=False), job_id
+
+
 def test_purge_dead(store: Store, t0: float) -> None:
     old = _job_in(store, t0, "dead")
     new = _job_in(store, t0 + 500, "dead")

@@ -443,10 +443,14 @@ class Inspector(Clock, Protocol):
         """`(queue, status, count)` for every non-empty pair."""
         ...
 
-    def has_pending(self, queues: Sequence[str], now: float | None = None) -> bool:
+    def has_pending(
+        self, queues: Sequence[str], now: float | None = None, retries: bool = True
+    ) -> bool:
         """Whether a job of these queues is running (on any worker), runnable, or waiting
         out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
-        first attempt delayed into the future (`delay`, `eta`) is not waited for."""
+        first attempt delayed into the future (`delay`, `eta`) is not waited for; with
+        `retries=False`, nor is a retry (`heartq.testing.drain` leaves those queued). One
+        statement: one snapshot of the queue."""
         ...
 
     def concurrency_usage(self) -> list[dict[str, Any]]:

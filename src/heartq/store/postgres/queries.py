@@ -650,12 +650,14 @@ WHERE status = 'queued'
 GROUP BY queue
 """
 
-# Running anywhere, runnable, or queued after an attempt (a retry waiting out its backoff).
+# Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
+# out its backoff.
 HAS_PENDING = f"""
 SELECT EXISTS (
     SELECT 1 FROM jobs
     WHERE queue = ANY(%(queues)s::text[])
-      AND (status = 'running' OR (status = 'queued' AND (run_at <= {T} OR attempts > 0)))
+      AND (status = 'running'
+           OR (status = 'queued' AND (run_at <= {T} OR (%(retries)s AND attempts > 0))))
 ) AS pending
 """
 

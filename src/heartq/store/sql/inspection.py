@@ -145,10 +145,16 @@ class InspectOps(SqlBase):
         with self._read() as conn:
             return [(r["queue"], r["status"], r["n"]) for r in conn.execute(self.q.COUNT_JOBS)]
 
-    def has_pending(self, queues: Sequence[str], now: float | None = None) -> bool:
+    def has_pending(
+        self, queues: Sequence[str], now: float | None = None, retries: bool = True
+    ) -> bool:
         self.ensure_schema()
         with self._read() as conn:
-            params = {"queues": self._array(list(queues)), "now": self._clock(conn, now)}
+            params = {
+                "queues": self._array(list(queues)),
+                "now": self._clock(conn, now),
+                "retries": retries,
+            }
             row = conn.execute(self.q.HAS_PENDING, params).fetchone()
         return bool(row["pending"])
 

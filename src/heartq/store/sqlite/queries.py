@@ -546,12 +546,14 @@ UNION ALL
 GROUP BY queue
 """
 
-# Running anywhere, runnable, or queued after an attempt (a retry waiting out its backoff).
+# Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
+# out its backoff.
 HAS_PENDING = """
 SELECT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE queue IN (SELECT value FROM json_each(:queues))
-      AND (status = 'running' OR (status = 'queued' AND (run_at <= :now OR attempts > 0)))
+      AND (status = 'running'
+           OR (status = 'queued' AND (run_at <= :now OR (:retries AND attempts > 0))))
 ) AS pending
 """
 
