@@ -108,6 +108,16 @@ class HookList(Generic[Subject]):
         self._hooks.append(hook)
         return hook
 
+    def remove(self, hook: Hook[Subject]) -> None:
+        """Unregister `hook` (its first registration): a test's hook, or the recorder of
+        `heartq.testing`'s drain, for its own run only. Hooks already under way run their
+        after parts; the list is replaced rather than changed in place, so an enqueue or an
+        attempt starting meanwhile sees it whole, before or after. `ValueError` if it is
+        not registered."""
+        hooks = list(self._hooks)
+        hooks.remove(hook)
+        self._hooks = hooks
+
     def __bool__(self) -> bool:
         return bool(self._hooks)
 

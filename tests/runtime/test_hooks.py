@@ -300,3 +300,25 @@ def test_process_pool_children_run_the_attempt_hooks(
     assert lines[3][2:5] == ["succeeded", "NoneType", False]
     assert lines[3][5] == lines[2][2] == child_pid
     hooked.close()
+
+
+def test_a_removed_hook_runs_no_more(app: heartq.App) -> None:
+    """`remove` unregisters one hook (heartq.testing's drain records attempts this way):
+    the others run on, in their order."""
+    seen: list[str] = []
+
+    def first(job: heartq.EnqueueInfo) -> None:
+        seen.append("first")
+
+    def second(job: heartq.EnqueueInfo) -> None:
+        seen.append("second")
+
+    app.hooks.enqueue(first)
+    app.hooks.enqueue(second)
+    app.enqueue("anything")
+    app.hooks.enqueue.remove(first)
+    app.enqueue("anything")
+    assert seen == ["first", "second", "second"]
+    with pytest.raises(ValueError):
+        app.hooks.enqueue.remove(first)
+    assert len(app.hooks.enqueue) == 1
