@@ -1,0 +1,127 @@
+"""`heartq.testing.run`: one attempt of one job on a real worker, on both backends: its
+result after the JSON round trip, what its code raised, a real `JobContext`, and nothing
+else run with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import heartq
+from heartq.model import JobStatus
+from heartq.testing import AttemptFailed, drain, enqueued, run
+
+
+def test_run_returns_the_result_as_stored(app: heartq.App) -> None:
+    @app.task
+    def shape(name: str, sides: int = 4) -> dict[str, Any]:
+        return {"name": name, "corners": (sides, sides)}  # a tuple stored as a JSON list
+
+    assert run(shape, "square") == {"name": "square", "corners": [4, 4]}
+    (job,) = enqueued(app, shape)
+    assert (job.status, job.args) == (JobStatus.SUCCEEDED, {"name": "square"})  # as bound
+
+
+def test_run_gives_the_task_a_real_context(app: heartq.App) -> None:
+    @app.task(max_retries=2)
+    def inspect(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
+        ctx.heartbeat(progress=0.5, stage="half", checkpoint={"n": n})
+        return {
+            "attempt": ctx.attempt,
+            "max_retries": ctx.max_retries,
+            "meta": dict(ctx.meta),
+            "queue": ctx.queue,
+            "job_id": ctx.job_id,
+        }
+
+    seen = run(inspect.options(meta={"tenant": "acme"}), n=3)
+    (job,) = enqueued(app, inspect)
+    assert seen == {
+        "attempt": 1,
+        "max_retries": 2,
+        "meta": {"tenant": "acme"},
+        "queue": job.queue,
+        "job_id": job.id,
+    }
+    assert job.queue.startswith("heartq-testing-run-")
+    stored = app.get_job(job.id)
+    assert (stored["progress"]["stage"], stored["checkpoint"]) == ("half", {"n": 3})
+
+
+def test_run_commits_a_task_transaction(app: heartq.App) -> None:
+    app.migrate()
+
+    @app.task
+    def count(ctx: heartq.JobContext) -> int:
+        with ctx.transaction() as conn:
+            row = conn.execute("SELECT 41 + 1 AS n").fetchone()
+        return int(row["n"] if isinstance(row, dict) else row[0])  # psycopg: dicts
+
+    assert run(count) == 42
+
+
+def test_run_raises_what_the_code_raised_and_leaves_the_job_as_the_attempt_did(
+    app: heartq.App,
+) -> None:
+    calls: list[int] = []
+
+    @app.task(max_retries=3, retry_backoff=0)  # the retry is due at once: still not run
+    def broken(ctx: heartq.JobContext, n: int) -> None:
+        calls.append(ctx.attempt)
+        raise KeyError(f"no item {n}")
+
+    with pytest.raises(KeyError, match="no item 5") as caught:
+        run(broken, 5)
+
+    assert calls == [1]
+    (job,) = enqueued(app, broken)
+    assert (job.status, job.attempts) == (JobStatus.QUEUED, 1)
+    assert caught.value.__notes__ == [
+        f"heartq.testing.run: {job.id}  broken(n=5)  queue={job.queue}  [failed] -> queued: "
+        f"next attempt at {job.run_at}"
+    ]
+    # The rest of its attempts: a drain with retries due now.
+    (rest,) = drain(app, run_retries_now=True)
+    assert rest.outcomes == ["failed", "failed", "failed"] and calls == [1, 2, 3, 4]
+
+
+def test_an_attempt_that_raised_nothing_here_is_attempt_failed(app: heartq.App) -> None:
+    @app.task
+    def unstorable() -> object:
+        return object()  # not JSON: the job fails at once, for good
+
+    with pytest.raises(AttemptFailed) as caught:
+        run(unstorable)
+    failed = caught.value.job
+    assert (failed.status, failed.outcomes) == (JobStatus.DEAD, ["failed"])
+    assert str(caught.value).startswith("unstorable: attempt 1 failed (PayloadError: result")
+
+
+def test_run_runs_nothing_else(app: heartq.App) -> None:
+    @app.task
+    def other() -> None: ...
+
+    @app.task
+    def mine() -> str:
+        return "mine"
+
+    waiting = other.enqueue()
+    assert run(mine) == "mine"
+    assert app.get_job(waiting)["status"] == JobStatus.QUEUED
+
+
+def test_run_refuses_what_would_never_run_in_one_line(app: heartq.App) -> None:
+    @app.task
+    def later() -> None: ...
+
+    with pytest.raises(ValueError, match=r"run\(\) runs the job now: leave out delay="):
+        run(later.options(delay=60))
+    with pytest.raises(ValueError, match=r"leave out connection="):
+        run(later.options(connection=object()))
+    with pytest.raises(TypeError, match="got an unexpected keyword argument 'nope'"):
+        run(later, nope=1)  # type: ignore[call-arg]
+    keyed = later.options(unique_key="k").enqueue()
+    with pytest.raises(ValueError, match=f"nothing was enqueued: job {keyed} holds the unique"):
+        run(later.options(unique_key="k"))
+    assert [job.id for job in enqueued(app)] == [keyed]
