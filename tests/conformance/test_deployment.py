@@ -13,7 +13,7 @@ import pytest
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
 
-from .support import new_job
+from .support import insert_version_1_job
 
 
 def test_made_once_and_kept(store: Store, store_url: str) -> None:
@@ -50,7 +50,7 @@ def test_an_upgraded_database_gets_one(
     old = open_store(url)
     try:
         assert old.migrate() == 8
-        (job_id,) = old.enqueue([new_job()])
+        job_id = insert_version_1_job(old, old.clock())  # today's enqueue writes newer columns
     finally:
         old.close()
     monkeypatch.setattr(dialect, "migrations", lambda self: every)
