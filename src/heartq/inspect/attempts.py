@@ -3,7 +3,9 @@
 
 An attempt that crashed is often found dead well after it stopped (a lease that expired,
 a worker gone stale): the time between is not work, so the attempt's duration runs to
-its last sign of life and the rest is its detection delay. A child process's exit is
+its last sign of life and the rest is its detection delay. A sign of life is a renewal
+of its lease, a report its task made (progress, a checkpoint: the pulse that stores it
+moves the job's `heartbeat_at` too) or its worker's heartbeat. A child process's exit is
 seen at once: its attempt, like every other that ended, runs from start to end.
 """
 
@@ -74,8 +76,9 @@ def last_sign_of_life(
     ex: dict[str, Any], started: float | None, ended: float | None
 ) -> tuple[float, str] | None:
     """For a crashed attempt whose death was detected later (not a child's exit, seen at
-    once): the latest heartbeat of its job or its worker before it was found dead, as
-    (epoch, ISO text), no earlier than its start; None when there is nothing to go by."""
+    once): the latest heartbeat of its job (a renewal, or a pulse that stored a report)
+    or of its worker before it was found dead, as (epoch, ISO text), no earlier than its
+    start; None when there is nothing to go by."""
     crash = ex.get("crash") or {}
     if ex.get("outcome") != Outcome.CRASHED or crash.get("detected_by") == DetectedBy.CHILD_EXIT:
         return None
