@@ -11,8 +11,10 @@ from dataclasses import replace
 import pytest
 
 from heartq.errors import PayloadError
+from heartq.inspect.attempts import timed
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import (
+    DetectedBy,
     JobStatus,
     Lease,
     Outcome,
@@ -24,7 +26,7 @@ from heartq.model import (
 )
 from heartq.store import Store
 
-from .support import LEASE, at, claim_one, enqueue_one
+from .support import LEASE, at, claim_one, enqueue_one, register
 
 
 def checkpoint(value: object) -> Report:
@@ -73,6 +75,26 @@ def test_a_pulse_is_fenced(store: Store, t0: float) -> None:
     stored = store.get_job(job_id)
     assert stored["checkpoint"] == {"done": 1} and stored["progress"]["value"] is None
     assert new.checkpoint == {"done": 1}  # the next attempt started from the pulse's write
+
+
+def test_a_report_is_a_sign_of_life_that_a_crash_runs_to(store: Store, t0: float) -> None:
+    """A pulse (and a saved checkpoint) moves the job's `heartbeat_at` without renewing
+    its lease: a worker that reported and then died ran until its last report, and was
+    silent from there, not from its claim (issue 23, item 3)."""
+    register(store, "w1", t0)
+    job_id = enqueue_one(store, t0, retry_backoff=0.0)
+    job = claim_one(store, "w1", t0, lease=10)
+    store.pulse([PulseReport(job.lease, Report(Progress(0.5, "half")))], now=t0 + 3)
+    stored = store.get_job(job_id)
+    assert at(stored["heartbeat_at"], t0 + 3) and at(stored["lease_expires_at"], t0 + 10)
+    assert store.save_checkpoint(job.lease, json.dumps({"step": 4}), now=t0 + 4) == (
+        RenewStatus.RENEWED
+    )
+    assert at(store.get_job(job_id)["heartbeat_at"], t0 + 4)
+    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 12)
+    assert at(reclaimed.crash["job_heartbeat_at"], t0 + 4)
+    (crashed,) = timed(store.get_job(job_id)["executions"])
+    assert (crashed["duration"], crashed["detection_delay"]) == (4.0, 8.0)
 
 
 def test_a_pulse_answers_a_requested_cancel(store: Store, t0: float) -> None:

@@ -21,7 +21,7 @@ from rich.text import Text
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
 from heartq.cli.job_view import timeline
-from heartq.inspect.jobs import with_worker_liveness
+from heartq.inspect.jobs import job_detail
 from heartq.model import JobStatus
 from heartq.store import Store
 
@@ -67,7 +67,9 @@ def live_view(job: dict[str, Any], now: float) -> Group:
 
 
 def read(store: Store, job_id: str) -> dict[str, Any]:
-    return with_worker_liveness(store, store.get_job(job_id))
+    """The job as `jobs show` reads it (the read model's `job_detail`), so `--json` ends
+    with the same object, each attempt's `duration` and `detection_delay` included."""
+    return job_detail(store, job_id)
 
 
 @click.command("watch")

@@ -211,11 +211,12 @@ def job_detail(store: Inspector, job_id: str) -> dict[str, Any]:
     job["checkpoint_pretty"] = pretty(job["checkpoint"])
     job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
     for execution in job["executions"]:
-        timing = attempt_timing(execution)
+        timing = attempt_timing(execution)  # the figures of `jobs show`, laid out here
         took = timing.duration
         execution["duration"] = display.fmt_seconds(
             timing.running_for(now) if took is None else took
         )
+        execution["detection_delay"] = display.fmt_seconds(timing.detection_delay)
         execution["crash_items"] = sorted((execution["crash"] or {}).items())
     job["executions"].reverse()  # the latest attempt first
     job["now"] = now

@@ -3,7 +3,9 @@
 
 An attempt that crashed is often found dead well after it stopped (a lease that expired,
 a worker gone stale): the time between is not work, so the attempt's duration runs to
-its last sign of life and the rest is its detection delay. A child process's exit is
+its last sign of life and the rest is its detection delay. A sign of life is a renewal
+of its lease, a report its task made (progress, a checkpoint: the pulse that stores it
+moves the job's `heartbeat_at` too) or its worker's heartbeat. A child process's exit is
 seen at once: its attempt, like every other that ended, runs from start to end.
 """
 
@@ -31,19 +33,20 @@ class AttemptTiming:
 
     @property
     def duration(self) -> float | None:
-        """Seconds the attempt ran: to its end, or to its last sign of life for a crash
-        detected later; None while it runs (or without a start)."""
+        """Seconds the attempt ran, to the millisecond: to its end, or to its last sign of
+        life for a crash detected later; None while it runs (or without a start)."""
         if self.started is None or self.ended is None:
             return None
         end = self.ended if self.last_alive is None else self.last_alive
-        return end - self.started
+        return _ms(end - self.started)
 
     @property
     def detection_delay(self) -> float | None:
-        """Seconds from a crashed attempt's last sign of life to its detection."""
+        """Seconds from a crashed attempt's last sign of life to its detection, to the
+        millisecond."""
         if self.ended is None or self.last_alive is None:
             return None
-        return self.ended - self.last_alive
+        return _ms(self.ended - self.last_alive)
 
     def running_for(self, now: float) -> float | None:
         """Seconds an attempt still under way has run (None once it ended)."""
@@ -52,13 +55,15 @@ class AttemptTiming:
         return now - self.started
 
     def as_json(self) -> dict[str, float | None]:
-        """The `duration` and `detection_delay` keys of `jobs show --json`, to the
-        millisecond."""
-        return {"duration": _ms(self.duration), "detection_delay": _ms(self.detection_delay)}
+        """The `duration` and `detection_delay` keys of `jobs show --json`."""
+        return {"duration": self.duration, "detection_delay": self.detection_delay}
 
 
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 3)
+def _ms(seconds: float) -> float:
+    """Rounded once, here, to what the JSON shape keeps: every screen then formats the
+    same number (2.15 s between two ISO times is 2.1500000953... in floating point,
+    which a text view printed as "2.2s" while the JSON's 2.15 reads "2.1s")."""
+    return round(seconds, 3)
 
 
 def attempt_timing(ex: dict[str, Any]) -> AttemptTiming:
@@ -74,8 +79,9 @@ def last_sign_of_life(
     ex: dict[str, Any], started: float | None, ended: float | None
 ) -> tuple[float, str] | None:
     """For a crashed attempt whose death was detected later (not a child's exit, seen at
-    once): the latest heartbeat of its job or its worker before it was found dead, as
-    (epoch, ISO text), no earlier than its start; None when there is nothing to go by."""
+    once): the latest heartbeat of its job (a renewal, or a pulse that stored a report)
+    or of its worker before it was found dead, as (epoch, ISO text), no earlier than its
+    start; None when there is nothing to go by."""
     crash = ex.get("crash") or {}
     if ex.get("outcome") != Outcome.CRASHED or crash.get("detected_by") == DetectedBy.CHILD_EXIT:
         return None

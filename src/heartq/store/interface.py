@@ -231,15 +231,18 @@ class LeaseHolder(Clock, Protocol):
         self, lease: Lease, checkpoint_json: str, now: float | None = None
     ) -> RenewStatus:
         """Store one checkpoint for the next attempt at once, fenced; `LeaseLost` when
-        fenced out. (A worker does not call it: its pulse stores what its tasks report in
-        one statement for all of them, `pulse`.)"""
+        fenced out. Like a pulse, it is a sign of life: the job's `heartbeat_at` moves.
+        (A worker does not call it: its pulse stores what its tasks report in one
+        statement for all of them, `pulse`.)"""
         ...
 
     def pulse(
         self, reports: Sequence[PulseReport], now: float | None = None
     ) -> dict[Lease, RenewStatus]:
         """Store what running tasks reported (progress, checkpoint) for many attempts in
-        one fenced statement, the worker's pulse; leases are not renewed. Per lease:
+        one fenced statement, the worker's pulse; leases are not renewed, but each job's
+        `heartbeat_at` moves: a report is a sign of life, the last one before a crash is
+        where the attempt's duration ends (`heartq.inspect.attempts`). Per lease:
         renewed (stored), cancel requested (stored; stop the task) or lost."""
         ...
 

@@ -331,14 +331,16 @@ RETURNING id, status, awaited
 """
 
 SAVE_CHECKPOINT = f"""
-UPDATE jobs SET checkpoint = %(checkpoint)s::json, updated_at = {T}
+UPDATE jobs SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
 RETURNING cancel_requested
 """
 
 # The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
 # every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
-# renewed (that stays the heartbeat's). Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+# renewed (that stays the heartbeat's), but a report is a sign of life: `heartbeat_at`
+# moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
+# checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
 PULSE = f"""
 WITH r AS (
     SELECT * FROM json_to_recordset(%(reports)s::json) AS r(
@@ -354,6 +356,7 @@ SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
     progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
     progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END,
     checkpoint = CASE WHEN r.hc THEN r.cp::json ELSE j.checkpoint END,
+    heartbeat_at = {T},
     updated_at = {T}
 FROM r JOIN locked ON locked.id = r.id
 WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'

@@ -220,14 +220,16 @@ RETURNING id, status, awaited
 """
 
 SAVE_CHECKPOINT = """
-UPDATE heartq_jobs SET checkpoint = :checkpoint, updated_at = :now
+UPDATE heartq_jobs SET checkpoint = :checkpoint, heartbeat_at = :now, updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'running'
 RETURNING cancel_requested
 """
 
 # The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
 # every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
-# renewed (that stays the heartbeat's). Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+# renewed (that stays the heartbeat's), but a report is a sign of life: `heartbeat_at`
+# moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
+# checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
 PULSE = """
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
@@ -238,6 +240,7 @@ SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
                             THEN json_extract(r.value, '$.pm') ELSE j.progress_message END,
     checkpoint = CASE WHEN json_extract(r.value, '$.hc')
                       THEN json_extract(r.value, '$.cp') ELSE j.checkpoint END,
+    heartbeat_at = :now,
     updated_at = :now
 FROM json_each(:reports) AS r
 WHERE j.id = json_extract(r.value, '$.id')
