@@ -270,8 +270,9 @@ def test_jobs_show_and_cancel_take_a_unique_prefix_or_tail_in_any_case(heartq: H
     assert heartq.json("jobs", "show", tail)["id"] == first
     assert re.search(rf"^id\s+{first}$", heartq("jobs", "show", tail.upper()).ok().out, re.M)
     run = heartq("jobs", "show", shared).fails(1)
-    assert f"job id {shared!r} is ambiguous" in run.err, run.explain()
-    assert first in run.err and second in run.err and "type more of it" in run.err
+    assert f"job id {shared!r} is ambiguous: 2 jobs match" in run.err, run.explain()
+    assert f"{first} (ok, queued), {second} (ok, queued)" in run.err, run.explain()
+    assert "type more of it" in run.err and "last 8 characters" in run.err
     run = heartq("jobs", "show", first[:7]).fails(1)
     assert "a shortened id needs at least 8 characters" in run.err, run.explain()
     heartq("jobs", "show", "ffffffff").fails(1)
