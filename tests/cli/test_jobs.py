@@ -92,6 +92,25 @@ def test_enqueue_eta(heartq: HeartqCli) -> None:
     assert "--eta" in heartq("enqueue", "ok", "--eta", "2030-01-02T03:04:05").fails(2).err
 
 
+def test_enqueue_refuses_args_nested_too_deeply_or_holding_nul(heartq: HeartqCli) -> None:
+    """One line each, nothing stored: not `unexpected error: RecursionError`."""
+    (heartq.cwd / "deep.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (heartq.cwd / "deepish.json").write_text('{"a": ' + "[" * 150 + "]" * 150 + "}")
+    deep, deepish, nul, nul_key = heartq.many([
+        ["enqueue", "ok", "--args", "@deep.json"],
+        ["enqueue", "ok", "--args", "@deepish.json"],
+        ["enqueue", "ok", "--args", '{"n": "a\\u0000b"}'],
+        ["enqueue", "ok", "--args", '{"a\\u0000": 1}'],
+    ])  # fmt: skip
+    for run in (deep, deepish, nul, nul_key):
+        run.fails(1)
+    assert "--args nested too deeply: more than 100 levels" in deep.err, deep.explain()
+    assert "job arguments nested too deeply" in deepish.err, deepish.explain()
+    assert "NUL character (\\x00) in the value at ['n']" in nul.err, nul.explain()
+    assert "NUL character (\\x00) in the key 'a\\x00'" in nul_key.err, nul_key.explain()
+    assert heartq.json("jobs", "list") == []
+
+
 def test_enqueue_malformed_json_says_where(heartq: HeartqCli) -> None:
     run = heartq("enqueue", "ok", "--args", '{"n": 1,}').fails(1)
     assert "--args is not valid JSON" in run.err

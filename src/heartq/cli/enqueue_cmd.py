@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from heartq import display, events
+from heartq import display, events, payload
 from heartq.app import App
 from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
@@ -44,6 +44,8 @@ def parse_args_json(text: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:  # what `payload.encode` would refuse anyway, said the same way
+        raise payload.too_deep("--args") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"--args is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
