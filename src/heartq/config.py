@@ -103,10 +103,23 @@ def _g(seconds: float) -> str:
     return f"{seconds:g}"
 
 
+def check_url(url: str | None, given_as: str = "url") -> str | None:
+    """`url` as given, None for "not given"; an empty one is a `ConfigError`: whoever
+    typed `--url ''` (a variable that expanded to nothing) meant some queue, and falling
+    back to `HEARTQ_URL` or the default would act on another one without a word. An
+    empty `HEARTQ_URL` counts as unset, as shells and click treat empty variables."""
+    if url is not None and not url.strip():
+        raise ConfigError(
+            f"{given_as} is empty: give a queue URL (sqlite:///heartq.db, "
+            f"postgresql://...), or leave it out to use {ENV_URL}"
+        )
+    return url
+
+
 def resolve_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
     """The `--url`/`url=` argument, else `HEARTQ_URL`, else the SQLite default."""
     env = os.environ if environ is None else environ
-    return url or env.get(ENV_URL) or DEFAULT_URL
+    return check_url(url) or env.get(ENV_URL) or DEFAULT_URL
 
 
 @dataclass(frozen=True)

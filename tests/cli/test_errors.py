@@ -86,6 +86,20 @@ def test_url_from_the_environment_then_the_default(heartq: HeartqCli) -> None:
     assert heartq("stats", "--json", url=None).json()["url"] == "sqlite:///heartq.db"
 
 
+def test_an_empty_url_is_an_error_not_the_environment_s_queue(heartq: HeartqCli) -> None:
+    """`--url "$QUEUE"` with QUEUE unset: one line, exit 1, and nothing done to the queue
+    `HEARTQ_URL` names (nor to the default one), before or after the command."""
+    heartq.add("ok")
+    before = heartq.json("jobs", "list")
+    typed = [[*command, "--url", ""] for command in COMMANDS]
+    typed += [["--url", " ", *command] for command in (["enqueue", "ok"], ["dlq", "purge"])]
+    for run in heartq.many(typed, url=None, HEARTQ_URL=heartq.url):
+        run.fails(1)
+        assert "--url is empty: give a queue URL" in run.err, run.explain()
+    assert heartq.json("jobs", "list") == before
+    assert not (heartq.cwd / "heartq.db").exists()
+
+
 def test_an_error_shows_a_traceback_only_with_debug(heartq: HeartqCli) -> None:
     quiet, loud = heartq.many([["jobs", "show", "x"], ["--debug", "jobs", "show", "x"]])
     quiet.fails(1)

@@ -182,6 +182,14 @@ def test_bad_urls_are_clear(tmp_path) -> None:
         heartq.App(f"sqlite:///{tmp_path / 'q.db'}?nope=1").enqueue("t")
 
 
+def test_an_empty_url_is_refused_not_taken_for_the_environment_s(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("HEARTQ_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    for empty in ("", "  "):
+        with pytest.raises(heartq.ConfigError, match="url is empty: give a queue URL"):
+            heartq.App(empty)
+    assert heartq.App(None).url.endswith("env.db")
+
+
 def test_job_ids_strictly_increase_within_a_process() -> None:
     from heartq.ids import new_job_id
 

@@ -118,7 +118,7 @@ def worker_command(
     def typed(name: str) -> bool:
         return context.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
-    if url and url_typed(context):
+    if url is not None and url_typed(context):
         app.use_url(resolve_url(url))
     if transport and typed("transport"):
         app.use_transport(transport)
