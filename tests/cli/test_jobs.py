@@ -12,6 +12,8 @@ import subprocess
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -90,6 +92,31 @@ def test_enqueue_eta(heartq: HeartqCli) -> None:
     job = heartq.json("jobs", "show", heartq.enqueue("ok", "--eta", "2030-01-02T03:04:05+01:00"))
     assert iso(job["run_at"]) == datetime(2030, 1, 2, 2, 4, 5, tzinfo=UTC)
     assert "--eta" in heartq("enqueue", "ok", "--eta", "2030-01-02T03:04:05").fails(2).err
+
+
+@pytest.mark.parametrize(
+    ("typed", "run_at"),
+    [
+        ("2030-01-02T03:04:05.25+01:00", "2030-01-02T02:04:05.250Z"),
+        ("2030-01-02T02:04:05.5Z", "2030-01-02T02:04:05.500Z"),
+        ("2030-01-02 03:04:05.125+0100", "2030-01-02T02:04:05.125Z"),
+        ("2030-01-02T03:04+01:00", "2030-01-02T02:04:00.000Z"),
+    ],
+)
+def test_enqueue_eta_takes_fractions_of_seconds_and_z(
+    heartq: HeartqCli, typed: str, run_at: str
+) -> None:
+    assert heartq.json("jobs", "show", heartq.enqueue("ok", "--eta", typed))["run_at"] == run_at
+
+
+def test_enqueue_eta_refuses_a_time_without_its_offset_in_one_line(heartq: HeartqCli) -> None:
+    bad = heartq.many([["enqueue", "ok", "--eta", t] for t in ("2030-01-02", "soon", "")])
+    for run in bad:
+        run.fails(2)
+        assert "Invalid value for '--eta'" in run.err, run.explain()
+    assert "has no UTC offset: add one, like 2030-01-02T00:00:00+01:00" in bad[0].err
+    assert "is not an ISO 8601 time with its UTC offset" in bad[1].err
+    assert heartq.json("jobs", "list") == []
 
 
 def test_enqueue_refuses_args_nested_too_deeply_or_holding_nul(heartq: HeartqCli) -> None:

@@ -15,7 +15,7 @@ from heartq.app import App
 from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
-from heartq.options import ETA_FORMATS, OPTIONS, Option
+from heartq.options import OPTIONS, Option, parse_eta
 
 
 def read_args_text(value: str | None) -> str | None:
@@ -79,6 +79,22 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
+class EtaType(click.ParamType[datetime]):
+    """`--eta TIME`, read by `heartq.options.parse_eta`; a bad one is a usage error."""
+
+    name = "time"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_eta(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def click_type(option: Option) -> click.ParamType[Any] | None:
     """How the command line reads an option's value: its kind, bounded below by its
     minimum (a bad value is a usage error, exit 2); None: text."""
@@ -87,7 +103,7 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
     if option.kind is float:
         return click.FloatRange(min=option.minimum)
     if option.kind is datetime:
-        return click.DateTime(list(ETA_FORMATS))
+        return EtaType()
     return None
 
 
