@@ -219,9 +219,7 @@ class Settings:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
-            described = setting_of(f)
-            zero_ok = described is not None and described.zero_ok
-            if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            if not _in_range(value, setting_of(f)):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
@@ -290,6 +288,7 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         env_settings = env_variables()
+        described = {f.name: setting_of(f) for f in fields(cls)}
         for name, var in env_settings.items():
             raw = env.get(var)
             if raw is None or raw == "":
@@ -298,6 +297,8 @@ class Settings:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
+            if not _in_range(values[name], described[name]):
+                raise ConfigError(f"{var} must be a positive number of seconds, got {raw!r}")
         from_env = {var: env[var] for name, var in env_settings.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
@@ -308,6 +309,12 @@ class Settings:
             # Name the variables: the operator who set them is rarely the one who reads this.
             given = ", ".join(f"{var}={raw}" for var, raw in from_env.items())
             raise ConfigError(f"{exc} (from the environment: {given})") from None
+
+
+def _in_range(value: float, described: Setting | None) -> bool:
+    """A setting's number is finite and positive (0 too where it has a meaning)."""
+    zero_ok = described is not None and described.zero_ok
+    return math.isfinite(value) and value >= 0 and (value > 0 or zero_ok)
 
 
 def env_variables() -> dict[str, str]:

@@ -171,6 +171,13 @@ def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> No
     monkeypatch.setenv("HEARTQ_LEASE", "soon")
     with pytest.raises(heartq.ConfigError, match="HEARTQ_LEASE must be a number"):
         heartq.App()
+    for value in ("-3", "0", "inf"):
+        monkeypatch.setenv("HEARTQ_LEASE", value)
+        with pytest.raises(heartq.ConfigError) as raised:
+            heartq.App()
+        assert str(raised.value) == (
+            f"HEARTQ_LEASE must be a positive number of seconds, got {value!r}"
+        )
 
 
 def test_bad_urls_are_clear(tmp_path) -> None:

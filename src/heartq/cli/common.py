@@ -56,6 +56,23 @@ def url_option(fn: F) -> F:
     )(fn)
 
 
+class EnvOption(click.Option):
+    """An option whose value may come from a `HEARTQ_*` variable (`envvar=`): a bad value
+    from there is an error naming the variable (one line, exit 1), as
+    `Settings.from_env` says it for the settings, not click's `Invalid value for
+    '--startup-timeout'` about an option nobody typed."""
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.BadParameter as exc:
+            if not self.name or ctx.get_parameter_source(self.name) is not (
+                ParameterSource.ENVIRONMENT
+            ):
+                raise
+            raise ConfigError(f"{self.envvar}={value!r} is not valid: {exc.message}") from None
+
+
 DEFAULT_LIST_LIMIT = 100
 """Defaults to listing the 100 newest jobs."""
 
