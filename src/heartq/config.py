@@ -107,10 +107,23 @@ def _g(seconds: float) -> str:
     return f"{seconds:g}"
 
 
+def check_url(url: str | None, given_as: str = "url") -> str | None:
+    """`url` as given, None for "not given"; an empty one is a `ConfigError`: whoever
+    typed `--url ''` (a variable that expanded to nothing) meant some queue, and falling
+    back to `HEARTQ_URL` or the default would act on another one without a word. An
+    empty `HEARTQ_URL` counts as unset, as shells and click treat empty variables."""
+    if url is not None and not url.strip():
+        raise ConfigError(
+            f"{given_as} is empty: give a queue URL (sqlite:///heartq.db, "
+            f"postgresql://...), or leave it out to use {ENV_URL}"
+        )
+    return url
+
+
 def resolve_url(url: str | None, environ: Mapping[str, str] | None = None) -> str:
     """The `--url`/`url=` argument, else `HEARTQ_URL`, else the SQLite default."""
     env = os.environ if environ is None else environ
-    return url or env.get(ENV_URL) or DEFAULT_URL
+    return check_url(url) or env.get(ENV_URL) or DEFAULT_URL
 
 
 @dataclass(frozen=True)
@@ -210,9 +223,7 @@ class Settings:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
-            described = setting_of(f)
-            zero_ok = described is not None and described.zero_ok
-            if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            if not _in_range(value, setting_of(f)):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
@@ -281,6 +292,7 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         env_settings = env_variables()
+        described = {f.name: setting_of(f) for f in fields(cls)}
         for name, var in env_settings.items():
             raw = env.get(var)
             if raw is None or raw == "":
@@ -289,6 +301,8 @@ class Settings:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
+            if not _in_range(values[name], described[name]):
+                raise ConfigError(f"{var} must be a positive number of seconds, got {raw!r}")
         from_env = {var: env[var] for name, var in env_settings.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
         try:
@@ -299,6 +313,12 @@ class Settings:
             # Name the variables: the operator who set them is rarely the one who reads this.
             given = ", ".join(f"{var}={raw}" for var, raw in from_env.items())
             raise ConfigError(f"{exc} (from the environment: {given})") from None
+
+
+def _in_range(value: float, described: Setting | None) -> bool:
+    """A setting's number is finite and positive (0 too where it has a meaning)."""
+    zero_ok = described is not None and described.zero_ok
+    return math.isfinite(value) and value >= 0 and (value > 0 or zero_ok)
 
 
 def env_variables() -> dict[str, str]:

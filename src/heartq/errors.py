@@ -27,6 +27,10 @@ not heartq's to the user.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from heartq.model import JobMatch
+
 
 class HeartqError(Exception):
     """Base class of the errors heartq raises."""
@@ -73,16 +77,21 @@ class JobNotFound(HeartqError, LookupError):
 
 
 class AmbiguousJobId(HeartqError, LookupError):
-    """A shortened job id matches more than one job: the caller must type more of it."""
+    """A shortened job id names more than one job (it starts or ends several ids): the
+    caller must type more of it. `candidates`: a few of them, with their task and status,
+    so the message alone says which is which; `more`: others match too."""
 
-    def __init__(self, prefix: str, matches: list[str], more: bool) -> None:
-        shown = ", ".join(matches) + (", ..." if more else "")
+    def __init__(self, ref: str, candidates: Sequence[JobMatch], more: bool) -> None:
+        shown = ", ".join(f"{c.id} ({c.task}, {c.status})" for c in candidates)
+        count = f"more than {len(candidates)}" if more else str(len(candidates))
         super().__init__(
-            f"job id {prefix!r} is ambiguous: it starts {'more than ' if more else ''}"
-            f"{len(matches)} job ids ({shown}); type more of it"
+            f"job id {ref!r} is ambiguous: {count} jobs match ({shown}{', ...' if more else ''})"
+            "; type more of it (ids made together share their start: their last 8 "
+            "characters tell them apart)"
         )
-        self.prefix = prefix
-        self.matches = matches
+        self.ref = ref
+        self.candidates = list(candidates)
+        self.matches = [c.id for c in candidates]
 
 
 class DuplicateJob(HeartqError):

@@ -39,6 +39,39 @@ def new_job_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+ID_GROUPS = (8, 4, 4, 4, 12)
+"""The hex digits of each dash-separated group of a job id, as printed: 48 bits of
+milliseconds (8 + 4), the version and a 12-bit counter (4), the variant and 62 random bits
+(4 + 12). So ids made together share their start, and their last 12 digits are random."""
+
+HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def typed_forms(typed: str) -> tuple[str, str]:
+    """How a shortened job id, as an operator typed it, reads as the start and as the end
+    of an id printed with its dashes: `(prefix, suffix)`, lower case, dashes at either end
+    dropped. Digits typed without any dash (copied from a tool that prints `uuid.hex`)
+    get the dashes of the id's layout (`ID_GROUPS`) back, counted from the start for the
+    prefix and from the end for the suffix; anything else is kept as typed."""
+    text = typed.strip().lower().strip("-")
+    if "-" in text or not set(text) <= HEX_DIGITS:
+        return text, text
+    return _dashed(text, ID_GROUPS), _dashed(text[::-1], ID_GROUPS[::-1])[::-1]
+
+
+def _dashed(digits: str, groups: tuple[int, ...]) -> str:
+    """`digits` cut into `groups` from the start, joined by dashes."""
+    parts = []
+    for size in groups:
+        if not digits:
+            break
+        parts.append(digits[:size])
+        digits = digits[size:]
+    if digits:  # longer than an id: kept whole, it matches nothing
+        parts.append(digits)
+    return "-".join(parts)
+
+
 def new_worker_id() -> str:
     """`hostname-pid-random`: an operator can tell from the id where a worker ran."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"

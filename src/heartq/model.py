@@ -160,6 +160,16 @@ class JobEnd:
 
 
 @dataclass(frozen=True)
+class JobMatch:
+    """A job a shortened id names (`Store.resolve_job_id`): enough for an operator to tell
+    which of several they meant."""
+
+    id: str
+    task: str
+    status: str
+
+
+@dataclass(frozen=True)
 class TaskPolicy:
     """A task's options as a worker declared them (`Store.declare_tasks`): where its jobs
     go and how they are retried and timed, for whoever enqueues it by name."""

@@ -41,8 +41,25 @@ class EnqueueOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
 
 
-ETA_FORMATS = ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%dT%H:%M%z")
-"""How `heartq enqueue --eta` is read: with its UTC offset, to the second or the minute."""
+def parse_eta(text: str) -> datetime:
+    """How `heartq enqueue --eta` is read: an ISO 8601 time (Python's
+    `datetime.fromisoformat`) with its UTC offset (`+01:00`, `+0100` or `Z`), to the
+    minute, the second or a fraction of one (`2026-12-01T09:00:00.250+01:00`), `T` or a
+    space between date and time. A time without an offset is refused: the database's
+    clock is UTC, the shell's zone is a guess, and a guess off by hours is silent."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"{text!r} is not an ISO 8601 time with its UTC offset, like "
+            "2026-12-01T09:00:00+01:00 or 2026-12-01T08:00:00.5Z"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ConfigError(
+            f"{text!r} has no UTC offset: add one, like {value.isoformat()}+01:00 or "
+            f"{value.isoformat()}Z"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -124,7 +141,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "eta", datetime,
-        "When the job may first run, with its UTC offset: 2026-12-01T09:00:00+01:00", _eta,
+        "When the job may first run: ISO 8601 with its UTC offset, 2026-12-01T09:00:00+01:00 "
+        "(seconds may have a fraction; Z for UTC)", _eta,
         metavar="TIME",
     ),
     Option(

@@ -23,10 +23,33 @@ INT32 = (-(2**31), 2**31 - 1)
 """Priorities and retry counts fit in 32 bits, the column type of every backend."""
 
 
+MAX_JSON_DEPTH = 100
+"""Arguments, results and checkpoints nest at most 100 arrays and objects deep. Python's
+`json` recurses once per level, so a payload nested near the interpreter's recursion limit
+would encode in one process and fail to decode in a worker whose stack is deeper; no real
+payload comes near 100, and a mistake (a structure that refers to itself through copies,
+a parser's output) gets one clear line instead of a `RecursionError`."""
+
+NUL = "\x00"
+"""The character no stored text may hold: PostgreSQL's text type refuses it, SQLite's JSON
+functions stop at it, and `jsonb` (where operators query arguments) cannot hold `\\u0000`."""
+
+
+def too_deep(what: str) -> PayloadError:
+    """The one error for a payload nested deeper than `MAX_JSON_DEPTH`, wherever found."""
+    return PayloadError(
+        f"{what} nested too deeply: more than {MAX_JSON_DEPTH} levels of arrays and objects "
+        "(flatten it, or store the structure elsewhere and pass its key)"
+    )
+
+
 def encode(value: Any, *, what: str, limit: int) -> str:
-    """Strict JSON (no NaN/Infinity, UTF-8 encodable) of at most `limit` bytes."""
+    """Strict JSON (no NaN/Infinity, UTF-8 encodable, no NUL anywhere, at most
+    `MAX_JSON_DEPTH` levels) of at most `limit` bytes."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise too_deep(what) from None
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"{what} must be JSON-serializable: {exc}") from None
     try:
@@ -38,7 +61,51 @@ def encode(value: Any, *, what: str, limit: int) -> str:
         ) from None
     if size > limit:
         raise PayloadError(f"{what} is {size} bytes of JSON, over the limit of {limit} bytes")
+    # Both looks are over the encoded text first (C speed), and walk the value only when
+    # the text says it may be needed: a NUL is always escaped as \u0000 in JSON, and a
+    # payload with at most MAX_JSON_DEPTH brackets cannot nest deeper than that.
+    if "\\u0000" in text and (where := _nul_in(value)) is not None:
+        raise PayloadError(
+            f"{what} with a NUL character (\\x00) in {where}: heartq stores no NUL "
+            "(remove it, or encode binary data as base64 first)"
+        )
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+        raise too_deep(what)
     return text
+
+
+def _nul_in(value: Any) -> str | None:
+    """Where the first NUL of a JSON value is (`the key 'a\\x00'`, `the value at
+    ["x"][2]`), or None when it has none (its text only held an escaped backslash
+    followed by "u0000")."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and NUL in item:
+            return f"the value at {path}" if path else "the value"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if NUL in key:
+                    return f"the key {key!r}" + (f" at {path}" if path else "")
+                stack.append((child, f"{path}[{key!r}]"))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+    return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when arrays and objects nest more than `limit` deep in `value` (walked
+    without recursion: the value may be too deep for it)."""
+    if not isinstance(value, dict | list | tuple):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
 
 
 def encode_args(args: Any, *, limit: int) -> str:
@@ -78,22 +145,29 @@ def decode(text: str | None) -> Any:
 
 def clean_text(text: str | None) -> str | None:
     """Free text heartq stores as such (errors, progress stages and messages): NUL, which
-    PostgreSQL's text type refuses, becomes a visible escape instead of failing a write."""
-    if text is None or "\x00" not in text:
+    PostgreSQL's text type refuses, becomes a visible escape instead of failing a write
+    (a traceback is kept, not refused: the task that raised it has already run)."""
+    if text is None or NUL not in text:
         return text
-    return text.replace("\x00", "\\x00")
+    return text.replace(NUL, "\\x00")
+
+
+def check_text(what: str, value: str) -> str:
+    """Text heartq stores as given (names, keys, who cancelled): without NUL, which
+    PostgreSQL's text type refuses and SQLite's JSON functions cut, so a value is refused
+    alike on every backend, before anything is stored."""
+    if NUL in value:
+        raise ConfigError(f"{what} must not contain NUL characters")
+    return value
 
 
 def check_name(kind: str, value: str) -> str:
-    """Task and queue names: non-empty text of at most `MAX_NAME_CHARS`, without NUL
-    (which neither SQLite's JSON functions nor PostgreSQL's text type can carry)."""
+    """Task and queue names: non-empty text of at most `MAX_NAME_CHARS`, without NUL."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{kind} name must be a non-empty string, got {value!r}")
     if len(value) > MAX_NAME_CHARS:
         raise ConfigError(f"{kind} name is {len(value)} characters, over {MAX_NAME_CHARS}")
-    if "\x00" in value:
-        raise ConfigError(f"{kind} name must not contain NUL characters")
-    return value
+    return check_text(f"{kind} name", value)
 
 
 MAX_UNIQUE_KEY_CHARS = 1000
@@ -107,9 +181,7 @@ def check_key(what: str, value: str) -> str:
         raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
     if len(value) > MAX_UNIQUE_KEY_CHARS:
         raise ConfigError(f"{what} is {len(value)} characters, over {MAX_UNIQUE_KEY_CHARS}")
-    if "\x00" in value:
-        raise ConfigError(f"{what} must not contain NUL characters")
-    return value
+    return check_text(what, value)
 
 
 def check_unique_key(value: str) -> str:

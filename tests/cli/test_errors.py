@@ -6,6 +6,7 @@ import click
 import pytest
 
 from heartq.cli.main import cli
+from heartq.config import env_variables
 from tests.cli.helpers import HeartqCli
 
 COMMANDS = [
@@ -86,6 +87,20 @@ def test_url_from_the_environment_then_the_default(heartq: HeartqCli) -> None:
     assert heartq("stats", "--json", url=None).json()["url"] == "sqlite:///heartq.db"
 
 
+def test_an_empty_url_is_an_error_not_the_environment_s_queue(heartq: HeartqCli) -> None:
+    """`--url "$QUEUE"` with QUEUE unset: one line, exit 1, and nothing done to the queue
+    `HEARTQ_URL` names (nor to the default one), before or after the command."""
+    heartq.add("ok")
+    before = heartq.json("jobs", "list")
+    typed = [[*command, "--url", ""] for command in COMMANDS]
+    typed += [["--url", " ", *command] for command in (["enqueue", "ok"], ["dlq", "purge"])]
+    for run in heartq.many(typed, url=None, HEARTQ_URL=heartq.url):
+        run.fails(1)
+        assert "--url is empty: give a queue URL" in run.err, run.explain()
+    assert heartq.json("jobs", "list") == before
+    assert not (heartq.cwd / "heartq.db").exists()
+
+
 def test_an_error_shows_a_traceback_only_with_debug(heartq: HeartqCli) -> None:
     quiet, loud = heartq.many([["jobs", "show", "x"], ["--debug", "jobs", "show", "x"]])
     quiet.fails(1)
@@ -118,5 +133,22 @@ def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: He
     heartq("workers", HEARTQ_LEASE="abc").ok()
     run = heartq("reap", HEARTQ_LEASE="abc").fails(1)
     assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
-    run = heartq("worker", "tasks:app", "--burst", HEARTQ_LEASE="abc").fails(2)
-    assert "Invalid value for '--lease'" in run.err, run.err
+    run = heartq("worker", "tasks:app", "--burst", HEARTQ_LEASE="abc").fails(1)
+    assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
+
+
+def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli) -> None:
+    """`HEARTQ_LEASE=-3 heartq worker ...`: one line naming the variable (not click's
+    "Invalid value for '--lease'", an option nobody typed), for every variable a worker
+    reads; typed as an option, the same value is the option's usage error."""
+    variables = [*env_variables().values(), "HEARTQ_STARTUP_TIMEOUT", "HEARTQ_TRANSPORT"]
+    if heartq.url.startswith("postgresql"):
+        variables.append("HEARTQ_POOL_SIZE")  # read for PostgreSQL only
+    worker = ["worker", "tasks:app", "--burst"]
+    runs = [heartq(*worker, **{variable: "-3"}) for variable in variables]
+    for variable, run in zip(variables, runs, strict=True):
+        run.fails(1)
+        assert variable in run.err, run.explain()
+        assert "Invalid value" not in run.err and "'-3'" in run.err, run.explain()
+    typed = heartq(*worker, "--lease", "-3").fails(2)
+    assert "Invalid value for '--lease'" in typed.err, typed.explain()

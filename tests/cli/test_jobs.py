@@ -12,6 +12,8 @@ import subprocess
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -90,6 +92,50 @@ def test_enqueue_eta(heartq: HeartqCli) -> None:
     job = heartq.json("jobs", "show", heartq.enqueue("ok", "--eta", "2030-01-02T03:04:05+01:00"))
     assert iso(job["run_at"]) == datetime(2030, 1, 2, 2, 4, 5, tzinfo=UTC)
     assert "--eta" in heartq("enqueue", "ok", "--eta", "2030-01-02T03:04:05").fails(2).err
+
+
+@pytest.mark.parametrize(
+    ("typed", "run_at"),
+    [
+        ("2030-01-02T03:04:05.25+01:00", "2030-01-02T02:04:05.250Z"),
+        ("2030-01-02T02:04:05.5Z", "2030-01-02T02:04:05.500Z"),
+        ("2030-01-02 03:04:05.125+0100", "2030-01-02T02:04:05.125Z"),
+        ("2030-01-02T03:04+01:00", "2030-01-02T02:04:00.000Z"),
+    ],
+)
+def test_enqueue_eta_takes_fractions_of_seconds_and_z(
+    heartq: HeartqCli, typed: str, run_at: str
+) -> None:
+    assert heartq.json("jobs", "show", heartq.enqueue("ok", "--eta", typed))["run_at"] == run_at
+
+
+def test_enqueue_eta_refuses_a_time_without_its_offset_in_one_line(heartq: HeartqCli) -> None:
+    bad = heartq.many([["enqueue", "ok", "--eta", t] for t in ("2030-01-02", "soon", "")])
+    for run in bad:
+        run.fails(2)
+        assert "Invalid value for '--eta'" in run.err, run.explain()
+    assert "has no UTC offset: add one, like 2030-01-02T00:00:00+01:00" in bad[0].err
+    assert "is not an ISO 8601 time with its UTC offset" in bad[1].err
+    assert heartq.json("jobs", "list") == []
+
+
+def test_enqueue_refuses_args_nested_too_deeply_or_holding_nul(heartq: HeartqCli) -> None:
+    """One line each, nothing stored: not `unexpected error: RecursionError`."""
+    (heartq.cwd / "deep.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (heartq.cwd / "deepish.json").write_text('{"a": ' + "[" * 150 + "]" * 150 + "}")
+    deep, deepish, nul, nul_key = heartq.many([
+        ["enqueue", "ok", "--args", "@deep.json"],
+        ["enqueue", "ok", "--args", "@deepish.json"],
+        ["enqueue", "ok", "--args", '{"n": "a\\u0000b"}'],
+        ["enqueue", "ok", "--args", '{"a\\u0000": 1}'],
+    ])  # fmt: skip
+    for run in (deep, deepish, nul, nul_key):
+        run.fails(1)
+    assert "--args nested too deeply: more than 100 levels" in deep.err, deep.explain()
+    assert "job arguments nested too deeply" in deepish.err, deepish.explain()
+    assert "NUL character (\\x00) in the value at ['n']" in nul.err, nul.explain()
+    assert "NUL character (\\x00) in the key 'a\\x00'" in nul_key.err, nul_key.explain()
+    assert heartq.json("jobs", "list") == []
 
 
 def test_enqueue_malformed_json_says_where(heartq: HeartqCli) -> None:
@@ -270,8 +316,9 @@ def test_jobs_show_and_cancel_take_a_unique_prefix_or_tail_in_any_case(heartq: H
     assert heartq.json("jobs", "show", tail)["id"] == first
     assert re.search(rf"^id\s+{first}$", heartq("jobs", "show", tail.upper()).ok().out, re.M)
     run = heartq("jobs", "show", shared).fails(1)
-    assert f"job id {shared!r} is ambiguous" in run.err, run.explain()
-    assert first in run.err and second in run.err and "type more of it" in run.err
+    assert f"job id {shared!r} is ambiguous: 2 jobs match" in run.err, run.explain()
+    assert f"{first} (ok, queued), {second} (ok, queued)" in run.err, run.explain()
+    assert "type more of it" in run.err and "last 8 characters" in run.err
     run = heartq("jobs", "show", first[:7]).fails(1)
     assert "a shortened id needs at least 8 characters" in run.err, run.explain()
     heartq("jobs", "show", "ffffffff").fails(1)

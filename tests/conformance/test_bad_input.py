@@ -14,12 +14,28 @@ from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.errors import ConfigError, PayloadError
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, Progress, Renewal
-from heartq.payload import MAX_NAME_CHARS, clean_text, decode, encode_args
+from heartq.payload import (
+    MAX_JSON_DEPTH,
+    MAX_NAME_CHARS,
+    clean_text,
+    decode,
+    encode,
+    encode_args,
+)
 from heartq.store import Store
 
 from .support import LEASE, claim_one
 
 # -- encode_args refuses what cannot be stored -------------------------------------------
+
+
+def nested(levels: int) -> list[Any]:
+    """`levels` arrays, each holding the next: [[[...]]]."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
 
 REFUSED: list[tuple[str, Any, str]] = [
     # (case, args, what the message must say)
@@ -39,6 +55,14 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("lone-surrogate", {"x": "\ud800"}, "lone surrogate"),
     ("lone-surrogate-low", {"x": ["ok", "a\udfffb"]}, "lone surrogate"),
     ("lone-surrogate-key", {"\ud800": 1}, "lone surrogate"),
+    # NUL, in a key or a value at any depth: refused alike on every backend
+    ("nul-value", {"x": "before\x00after"}, "NUL character (\\x00) in the value at ['x']"),
+    ("nul-key", {"a\x00b": 1}, "NUL character (\\x00) in the key 'a\\x00b'"),
+    ("nul-nested", {"x": [1, {"y": ["\x00"]}]}, "in the value at ['x'][1]['y'][0]"),
+    ("nul-nested-key", {"x": [{"\x00": 1}]}, "in the key '\\x00' at ['x'][0]"),
+    # nested deeper than MAX_JSON_DEPTH, or deeper than Python's json can even encode
+    ("deep", {"x": nested(MAX_JSON_DEPTH)}, "nested too deeply: more than 100 levels"),
+    ("very-deep", {"x": nested(100_000)}, "nested too deeply: more than 100 levels"),
 ]
 
 
@@ -55,6 +79,29 @@ def test_encode_args_refuses(args: Any, says: str) -> None:
 
 def test_encode_args_accepts_none_as_no_arguments() -> None:
     assert encode_args(None, limit=10) == "{}"
+
+
+def test_nesting_up_to_the_limit_and_escaped_backslashes_are_accepted() -> None:
+    deepest = {"x": nested(MAX_JSON_DEPTH - 1)}  # the object is one level: 100 in all
+    assert decode(encode_args(deepest, limit=DEFAULT_MAX_PAYLOAD_BYTES)) == deepest
+    wide = {"x": [[i] for i in range(500)], "s": "[" * 500}  # many brackets, none deep
+    assert decode(encode_args(wide, limit=DEFAULT_MAX_PAYLOAD_BYTES)) == wide
+    text = {"x": "C:\\u0000 is a backslash, then u0000", "\\u0000": "\\\\u0000"}
+    assert decode(encode_args(text, limit=DEFAULT_MAX_PAYLOAD_BYTES)) == text
+
+
+@pytest.mark.parametrize("what", ["result", "checkpoint"])
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("a\x00b", "NUL character"), ({"k\x00": 1}, "NUL character"),
+     (nested(MAX_JSON_DEPTH + 1), "nested too deeply"), (nested(50_000), "nested too deeply")],
+    ids=["nul", "nul-key", "deep", "very-deep"],
+)  # fmt: skip
+def test_results_and_checkpoints_follow_the_same_rules(what: str, value: Any, says: str) -> None:
+    """What a task returns or checkpoints goes through the same door as arguments."""
+    with pytest.raises(PayloadError, match=says) as raised:
+        encode(value, what=what, limit=DEFAULT_MAX_PAYLOAD_BYTES)
+    assert str(raised.value).startswith(what) and "\n" not in str(raised.value)
 
 
 def _padded(total: int) -> dict[str, str]:
@@ -109,6 +156,10 @@ def refused_as_name(text: str) -> bool:
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_strings_round_trip_through_enqueue(store: Store, t0: float, text: str) -> None:
     args = {text: text, "nested": [text, {"k": text}]}
+    if "\x00" in text:  # refused in the arguments too (REFUSED above): the names here
+        with pytest.raises(PayloadError, match="NUL"):
+            encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES)
+        args = {}
     job = NewJob(
         task=text, args_json=encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES), queue=text
     )
@@ -116,7 +167,7 @@ def test_hostile_strings_round_trip_through_enqueue(store: Store, t0: float, tex
         with pytest.raises(ConfigError, match="name"):
             store.enqueue([job], now=t0)
         assert store.count_jobs() == []
-        job = NewJob(task="t", args_json=job.args_json)  # in the arguments, anything goes
+        job = NewJob(task="t", args_json=job.args_json)  # in the arguments, anything but NUL
         (job_id,) = store.enqueue([job], now=t0)
         assert store.get_job(job_id)["args"] == args
         return
@@ -132,7 +183,7 @@ def test_hostile_strings_round_trip_through_enqueue(store: Store, t0: float, tex
 
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_strings_round_trip_through_claim(store: Store, t0: float, text: str) -> None:
-    args = {"s": text}
+    args = {"s": text.replace("\x00", "")}  # NUL: refused at the door (REFUSED above)
     name = "t" if refused_as_name(text) else text
     job = NewJob(
         task=name, args_json=encode_args(args, limit=DEFAULT_MAX_PAYLOAD_BYTES), queue=name
@@ -144,8 +195,10 @@ def test_hostile_strings_round_trip_through_claim(store: Store, t0: float, text:
 
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_strings_round_trip_through_results(store: Store, t0: float, text: str) -> None:
-    """Results and checkpoints are JSON and round-trip exactly; errors and progress are
-    plain text, kept exactly but for NUL, which becomes a visible `\\x00`."""
+    """Results and checkpoints are JSON and round-trip exactly (the worker's door,
+    `payload.encode`, refuses NUL in them, as tested above; the store keeps whatever
+    JSON it is given); errors and progress are plain text, kept exactly but for NUL,
+    which becomes a visible `\\x00`."""
     shown = clean_text(text)
     job_id = store.enqueue([NewJob(task="t", args_json="{}", retry_backoff=0.0)], now=t0)[0]
     first = claim_one(store, "w1", t0)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from heartq.errors import JobNotFound
+from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.lifecycle.fate import cancelled, failed, succeeded
 from heartq.model import (
     CancelResult,
@@ -31,6 +31,7 @@ from .support import (
     at,
     claim_one,
     enqueue_one,
+    new_job,
     register,
 )
 
@@ -361,6 +362,76 @@ def test_unknown_job(store: Store) -> None:
         store.get_job("no-such-job")
     assert isinstance(raised.value, LookupError)
     assert "no-such-job" in str(raised.value)
+
+
+# -- shortened ids, as operators type them ------------------------------------------------
+
+
+def test_a_shortened_id_is_the_start_or_the_tail_of_one_id(store: Store, t0: float) -> None:
+    """Ids made together share their first characters (time first), so their tails tell
+    them apart: 8 characters or more of a tail, typed in any case, with or without the
+    id's dashes, name the job; so does a start long enough to be unique. A start several
+    jobs share is ambiguous, and the error lists a few of them with task and status."""
+    ids = store.enqueue([new_job(f"task{i}") for i in range(7)], now=t0)
+    first, second = ids[0], ids[1]
+    assert first[:8] == ids[-1][:8]  # made together: the first 8 characters say nothing
+    bare = first.replace("-", "")
+    for typed in (first[-8:], first[-8:].upper(), first[-12:], bare[-16:], f" {bare[-20:]} ",
+                  "-" + first[-13:], bare, bare.upper()):  # fmt: skip
+        assert store.resolve_job_id(typed) == first, typed
+    others = [job_id for job_id in ids if job_id != second]
+    unique = next(
+        second[:n] for n in range(8, 37) if not any(o.startswith(second[:n]) for o in others)
+    )
+    assert store.resolve_job_id(unique) == second
+    assert store.resolve_job_id(unique.replace("-", "").upper()) == second
+    with pytest.raises(AmbiguousJobId) as raised:
+        store.resolve_job_id(first[:8])
+    error = raised.value
+    assert [c.id for c in error.candidates] == ids[:5] and error.matches == ids[:5]
+    assert (error.candidates[0].task, error.candidates[0].status) == ("task0", "queued")
+    message = str(error)
+    assert message.startswith(f"job id {first[:8]!r} is ambiguous: more than 5 jobs match")
+    assert f"{first} (task0, queued)" in message and "\n" not in message
+    assert isinstance(error, LookupError)
+
+
+def test_a_tail_that_is_another_ids_start_is_ambiguous_not_taken_for_it(
+    store: Store, t0: float
+) -> None:
+    """Both readings count: 8 characters that end one id and start another name two jobs,
+    never silently the one whose start they are."""
+    starts = "0123abcd-0000-7000-8000-00000000aaaa"
+    ends = "01a20000-0000-7000-8000-00000123abcd"
+    store.enqueue([new_job("starts", id=starts), new_job("ends", id=ends)], now=t0)
+    store.cancel_job(ends, now=t0)
+    with pytest.raises(AmbiguousJobId) as raised:
+        store.resolve_job_id("0123ABCD")
+    assert [(c.id, c.task, c.status) for c in raised.value.candidates] == [
+        (starts, "starts", "queued"),
+        (ends, "ends", "cancelled"),
+    ]
+    assert store.resolve_job_id("0123abcd-0") == starts
+    assert store.resolve_job_id("00123abcd") == ends
+
+
+@pytest.mark.parametrize("typed", ["abcdefgh\x00", "\x00" * 9, "0123abcd\x00-0000"])
+def test_a_shortened_id_with_nul_is_simply_not_found(store: Store, typed: str) -> None:
+    """No id holds a NUL (PostgreSQL could not even be asked about one): not found, on
+    every backend alike, as an id typed into the dashboard's search box may be."""
+    enqueue_one(store, store.clock())
+    with pytest.raises(JobNotFound):
+        store.resolve_job_id(typed)
+
+
+def test_too_short_or_unknown(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    with pytest.raises(JobNotFound, match="needs at least 8 characters"):
+        store.resolve_job_id(job_id[-7:])
+    with pytest.raises(JobNotFound, match="needs at least 8 characters"):
+        store.resolve_job_id(job_id[-9:-8] + "-" + job_id[-6:])  # dashes do not count
+    with pytest.raises(JobNotFound):
+        store.resolve_job_id("ffffffff")
 
 
 # -- the schema ---------------------------------------------------------------------------

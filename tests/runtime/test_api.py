@@ -6,6 +6,15 @@ import pytest
 
 import heartq
 from heartq.config import Settings
+from heartq.worker import Worker
+
+
+def _nested(levels: int) -> list[object]:
+    """`levels` arrays, each holding the next: [[[...]]]."""
+    value: list[object] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 def test_public_names_are_exactly_the_documented_ones() -> None:
@@ -55,12 +64,47 @@ def test_enqueue_many_is_one_transaction(app: heartq.App) -> None:
         ({1: "a"}, "names must be strings"),
         ({"s": "\ud800"}, "not valid Unicode"),
         ({"blob": "x" * (1024 * 1024 + 1)}, "over the limit of 1048576 bytes"),
+        ({"s": "a\x00b"}, r"NUL character \(\\x00\) in the value at \['s'\]"),
+        ({"a\x00": 1}, "NUL character .* in the key"),
+        ({"d": _nested(101)}, "nested too deeply: more than 100 levels"),
+        ({"d": _nested(100_000)}, "nested too deeply: more than 100 levels"),
     ],
-)
+    ids=["object", "nan", "list", "int-key", "surrogate", "too-large", "nul", "nul-key",
+         "deep", "very-deep"],
+)  # fmt: skip
 def test_bad_arguments_are_refused_and_nothing_is_stored(app: heartq.App, args, message) -> None:
     with pytest.raises(heartq.PayloadError, match=message):
         app.enqueue("t", args)
+
+    @app.task
+    def typed(**kwargs: object) -> None: ...
+
+    if isinstance(args, dict) and all(isinstance(k, str) for k in args):  # keywords
+        with pytest.raises(heartq.PayloadError, match=message):
+            typed.enqueue(**args)
+    with pytest.raises(heartq.PayloadError, match=message):
+        app.enqueue_many("t", [{}, args])
     assert app.store.list_jobs() == []
+
+
+def test_nul_is_refused_in_every_text_heartq_stores(app: heartq.App) -> None:
+    """Names, keys, who cancelled, a worker's name and queues: refused before anything is
+    written, on every backend alike (PostgreSQL's text type cannot hold NUL at all)."""
+    job_id = app.enqueue("t", {})
+    with pytest.raises(heartq.ConfigError, match="by must not contain NUL"):
+        app.cancel(job_id, by="me\x00")
+    assert app.get_job(job_id)["status"] == "queued"
+    with pytest.raises(heartq.ConfigError, match="worker name must not contain NUL"):
+        Worker(app, name="w\x00")
+    with pytest.raises(heartq.ConfigError, match="queue name must not contain NUL"):
+        Worker(app, queues=["default", "q\x00"])
+    for options in ({"queue": "q\x00"}, {"unique_key": "k\x00"},
+                    {"concurrency_key": "k\x00", "concurrency_limit": 1}):  # fmt: skip
+        with pytest.raises(heartq.ConfigError, match="must not contain NUL"):
+            app.enqueue("t", {}, **options)
+    with pytest.raises(heartq.ConfigError, match="task name must not contain NUL"):
+        app.enqueue("t\x00", {})
+    assert [job["id"] for job in app.store.list_jobs()] == [job_id]
 
 
 def test_payload_limit_is_settable(tmp_path) -> None:
@@ -127,6 +171,13 @@ def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> No
     monkeypatch.setenv("HEARTQ_LEASE", "soon")
     with pytest.raises(heartq.ConfigError, match="HEARTQ_LEASE must be a number"):
         heartq.App()
+    for value in ("-3", "0", "inf"):
+        monkeypatch.setenv("HEARTQ_LEASE", value)
+        with pytest.raises(heartq.ConfigError) as raised:
+            heartq.App()
+        assert str(raised.value) == (
+            f"HEARTQ_LEASE must be a positive number of seconds, got {value!r}"
+        )
 
 
 def test_bad_urls_are_clear(tmp_path) -> None:
@@ -136,6 +187,14 @@ def test_bad_urls_are_clear(tmp_path) -> None:
         heartq.App(f"sqlite:///{tmp_path / 'missing' / 'q.db'}").enqueue("t")
     with pytest.raises(heartq.ConfigError, match="unknown SQLite URL option"):
         heartq.App(f"sqlite:///{tmp_path / 'q.db'}?nope=1").enqueue("t")
+
+
+def test_an_empty_url_is_refused_not_taken_for_the_environment_s(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("HEARTQ_URL", f"sqlite:///{tmp_path / 'env.db'}")
+    for empty in ("", "  "):
+        with pytest.raises(heartq.ConfigError, match="url is empty: give a queue URL"):
+            heartq.App(empty)
+    assert heartq.App(None).url.endswith("env.db")
 
 
 def test_job_ids_strictly_increase_within_a_process() -> None:

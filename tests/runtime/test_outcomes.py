@@ -136,6 +136,38 @@ def test_result_that_is_not_json_fails_permanently(app, run_worker) -> None:
     assert "result must be JSON-serializable" in job["error"]
 
 
+def test_a_result_or_checkpoint_no_backend_takes_is_refused_the_same_everywhere(
+    app, run_worker
+) -> None:
+    """NUL, or nesting past 100 levels: a result fails the job at once (the same code
+    would return it again); a checkpoint raises `PayloadError` in the task, which may
+    carry on. Alike on SQLite and PostgreSQL (whose text type cannot hold NUL)."""
+    deep: list[object] = []
+    for _ in range(200):
+        deep = [deep]
+    said: list[str] = []
+
+    @app.task(max_retries=3)
+    def returns(ctx: heartq.JobContext, kind: str) -> object:
+        for bad in ({"c": "a\x00"}, deep):
+            try:
+                ctx.heartbeat(checkpoint=bad)
+            except heartq.PayloadError as exc:
+                said.append(str(exc))
+        return {"r": "a\x00"} if kind == "nul" else deep
+
+    ids = {kind: returns.enqueue(kind=kind) for kind in ("nul", "deep")}
+    with run_worker(app):
+        for job_id in ids.values():
+            wait_status(app, job_id, "dead")
+    for kind, says in (("nul", "result with a NUL character"), ("deep", "nested too deeply")):
+        job = app.get_job(ids[kind])
+        assert job["attempts"] == 1 and says in job["error"], job["error"]
+        assert job["checkpoint"] is None
+    assert len(said) == 4 and "checkpoint with a NUL character" in said[0], said
+    assert said[1].startswith("checkpoint nested too deeply"), said
+
+
 def test_hard_timeout_closes_the_attempt_as_timed_out(app, run_worker) -> None:
     stop = threading.Event()
 

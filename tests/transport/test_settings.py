@@ -31,8 +31,10 @@ def test_resolution_and_refusals() -> None:
     assert resolve_transport(None, {}) is None
     assert resolve_transport(None, {"HEARTQ_TRANSPORT": "nats://h:1"}) == "nats://h:1"
     assert resolve_transport("nats://a:2", {"HEARTQ_TRANSPORT": "nats://h:1"}) == "nats://a:2"
-    with pytest.raises(ConfigError, match="nats://"):
+    with pytest.raises(ConfigError, match=r"^transport must be a nats:// URL"):
         resolve_transport("redis://h:1", {})
+    with pytest.raises(ConfigError, match=r"^HEARTQ_TRANSPORT must be a nats:// URL"):
+        resolve_transport(None, {"HEARTQ_TRANSPORT": "redis://h:1"})
     with pytest.raises(ConfigError, match="unknown transport option"):
         NatsOptions.parse("nats://h:1?streem=X")
     with pytest.raises(ConfigError, match="ack_wait must be a number"):

@@ -17,7 +17,7 @@ import click
 from click.core import ParameterSource
 
 from heartq.app import App
-from heartq.config import resolve_url
+from heartq.config import check_url, resolve_url
 from heartq.errors import ConfigError
 from heartq.store import Store, open_store, redact_text
 
@@ -30,18 +30,19 @@ shared by every context of one invocation), for the command's own `--url` to pic
 
 def url_from_anywhere(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     """`--url` typed after the command wins; then `--url` typed before it; then
-    `HEARTQ_URL` (click's envvar); so the option works on either side of the command."""
+    `HEARTQ_URL` (click's envvar); so the option works on either side of the command.
+    A typed `--url ''` is an error (`check_url`), never the variable's queue instead."""
     if param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
-        return value
-    return ctx.meta.get(GROUP_URL) or value
+        return check_url(value, "--url")
+    if GROUP_URL in ctx.meta:
+        return check_url(ctx.meta[GROUP_URL], "--url")
+    return value
 
 
 def url_typed(ctx: click.Context) -> bool:
     """True when `--url` was typed on the command line, before or after the command
     (for `heartq worker`, where a typed URL beats the app's own)."""
-    return ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE or bool(
-        ctx.meta.get(GROUP_URL)
-    )
+    return ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE or GROUP_URL in ctx.meta
 
 
 def url_option(fn: F) -> F:
@@ -53,6 +54,23 @@ def url_option(fn: F) -> F:
         help="Queue URL (sqlite:///heartq.db, postgresql://...). Env: HEARTQ_URL. "
         "Also accepted before the command.",
     )(fn)
+
+
+class EnvOption(click.Option):
+    """An option whose value may come from a `HEARTQ_*` variable (`envvar=`): a bad value
+    from there is an error naming the variable (one line, exit 1), as
+    `Settings.from_env` says it for the settings, not click's `Invalid value for
+    '--startup-timeout'` about an option nobody typed."""
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.BadParameter as exc:
+            if not self.name or ctx.get_parameter_source(self.name) is not (
+                ParameterSource.ENVIRONMENT
+            ):
+                raise
+            raise ConfigError(f"{self.envvar}={value!r} is not valid: {exc.message}") from None
 
 
 DEFAULT_LIST_LIMIT = 100

@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 
-from heartq import display, events
+from heartq import display, events, payload
 from heartq.app import App
 from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
-from heartq.options import ETA_FORMATS, OPTIONS, Option
+from heartq.options import OPTIONS, Option, parse_eta
 
 
 def read_args_text(value: str | None) -> str | None:
@@ -44,6 +44,8 @@ def parse_args_json(text: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:  # what `payload.encode` would refuse anyway, said the same way
+        raise payload.too_deep("--args") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"--args is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
@@ -77,6 +79,22 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
+class EtaType(click.ParamType[datetime]):
+    """`--eta TIME`, read by `heartq.options.parse_eta`; a bad one is a usage error."""
+
+    name = "time"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_eta(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def click_type(option: Option) -> click.ParamType[Any] | None:
     """How the command line reads an option's value: its kind, bounded below by its
     minimum (a bad value is a usage error, exit 2); None: text."""
@@ -85,7 +103,7 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
     if option.kind is float:
         return click.FloatRange(min=option.minimum)
     if option.kind is datetime:
-        return click.DateTime(list(ETA_FORMATS))
+        return EtaType()
     if option.kind is dict:
         return JSON_OBJECT
     return None

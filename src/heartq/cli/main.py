@@ -47,7 +47,7 @@ EXIT_OPERATIONAL = 1
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, url: str | None) -> None:
     """heartq: a job queue that loses no job and leaves none stuck."""
-    if url:
+    if url is not None:  # even empty: the command's `--url` says it is (`check_url`)
         ctx.meta[GROUP_URL] = url
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from heartq.cli.common import F, load_app, url_option, url_typed
+from heartq.cli.common import EnvOption, F, load_app, url_option, url_typed
 from heartq.config import DEFAULT_CONCURRENCY, ENV_OTEL, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
@@ -15,14 +15,19 @@ from heartq.worker.pools import POOL_NAMES
 def setting_options(fn: F) -> F:
     """`--heartbeat-interval`, `--lease`, ...: an option for each setting `Settings`
     offers to `heartq worker` (`heartq.config.worker_options`), with its help, its
-    default as help shows it, and its environment variable, all written there."""
+    default as help shows it, and its environment variable, all written there.
+
+    The variable is named in the help but not read here: the app reads it
+    (`Settings.from_env`, under its own arguments), and says which variable a bad value
+    came from. Read by click too, `HEARTQ_LEASE=-3` would be refused as an option nobody
+    typed (`Invalid value for '--lease'`), even for an app whose own `lease=` wins."""
     for name, described in reversed(worker_options()):
+        env = f"; env {described.env}" if described.env else ""
         fn = click.option(
             "--" + name.replace("_", "-"),
             type=click.FloatRange(min=0, min_open=not described.zero_ok),
             default=None,
-            envvar=described.env,
-            help=f"{described.help} [{described.shown_default}].",
+            help=f"{described.help} [{described.shown_default}{env}].",
         )(fn)
     return fn
 
@@ -51,18 +56,18 @@ def setting_options(fn: F) -> F:
 @setting_options
 @click.option(
     "--startup-timeout",
+    cls=EnvOption,
     type=click.FloatRange(min=0),
     default=None,
     envvar="HEARTQ_STARTUP_TIMEOUT",
     help="Give up (exit 1) if the database is not usable within this many seconds "
-    "of startup [wait until stopped].",
+    "of startup [wait until stopped; env HEARTQ_STARTUP_TIMEOUT].",
 )
 @click.option(
     "--transport",
     default=None,
-    envvar="HEARTQ_TRANSPORT",
     help="nats://HOST:PORT: pull job wake-ups from NATS JetStream (docs/NATS.md) "
-    "[none: poll the database].",
+    "[none: poll the database; env HEARTQ_TRANSPORT, read by the app].",
 )
 @click.option(
     "--otel",
@@ -127,7 +132,7 @@ def worker_command(
     def typed(name: str) -> bool:
         return context.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
-    if url and url_typed(context):
+    if url is not None and url_typed(context):
         app.use_url(resolve_url(url))
     if transport and typed("transport"):
         app.use_transport(transport)

@@ -411,8 +411,11 @@ class Inspector(Clock, Protocol):
         ...
 
     def resolve_job_id(self, ref: str) -> str:
-        """The full id of the job `ref` names (its id in any case, or a unique prefix, else
-        tail, of at least 8 characters); `JobNotFound`, or `AmbiguousJobId` when shared."""
+        """The full id of the job `ref` names: its id in any case, or at least 8 of its
+        characters (dashes aside, with or without them) that end or start exactly one
+        job's id; `JobNotFound`, or `AmbiguousJobId` (a few matches, with their task and
+        status) when several jobs match, either way. The one resolver of every command
+        and page that takes a job id."""
         ...
 
     def list_jobs(

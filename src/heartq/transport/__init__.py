@@ -27,7 +27,8 @@ def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None)
     env = os.environ if environ is None else environ
     chosen = url or env.get(ENV_TRANSPORT) or None
     if chosen is not None and not chosen.startswith(("nats://", "tls://")):
-        raise ConfigError(f"transport must be a nats:// URL, got {chosen!r}")
+        given = "transport" if url else ENV_TRANSPORT  # say where it came from
+        raise ConfigError(f"{given} must be a nats:// URL, got {chosen!r}")
     if chosen is not None:
         NatsOptions.parse(chosen)
     return chosen

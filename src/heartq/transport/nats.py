@@ -166,9 +166,25 @@ class NatsTransport:
         if nc is not None:
             with contextlib.suppress(Exception):
                 self._call(nc.close(), 2.0)
-        self._connecting.cancel()
+        with contextlib.suppress(Exception):
+            self._call(self._end_tasks(), 2.0)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=2.0)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    @staticmethod
+    async def _end_tasks() -> None:
+        """Cancel every task left on the loop (the connect loop still trying an
+        unreachable server, nats-py's own) and wait until each has ended, as
+        `asyncio.run` does before it closes its loop. A task cancelled but not yet run
+        when the loop stops stays pending, and Python prints `Task was destroyed but it
+        is pending!` at exit: a scary line for an enqueue that worked."""
+        here = asyncio.current_task()
+        tasks = [task for task in asyncio.all_tasks() if task is not here]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     @property
     def names(self) -> NatsNames:

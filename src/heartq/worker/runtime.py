@@ -49,7 +49,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from heartq import events, policy
+from heartq import events, payload, policy
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
@@ -151,8 +151,11 @@ class Worker:
         if s.pool_size is not None and s.pool_size != app.settings.pool_size:
             self.store.resize_pool(s.pool_size)
         self.id = new_worker_id()
-        self.name = name
-        self.queues = tuple(queues or sorted({t.queue for t in app.tasks.values()} or {"default"}))
+        self.name = None if name is None else payload.check_text("worker name", name)
+        self.queues = tuple(
+            payload.check_name("queue", queue)
+            for queue in queues or sorted({t.queue for t in app.tasks.values()} or {"default"})
+        )
         self.concurrency = concurrency
         self.pool_name = pool
         self._app_ref = app_ref

@@ -746,15 +746,19 @@ JOB_ID = "SELECT id FROM jobs WHERE id = %(job_id)s"
 # A prefix as a range of the primary key: `low <= id < high` is an index range scan; the
 # `left` test keeps it exact under a collation other than "C".
 JOBS_BY_PREFIX = """
-SELECT id FROM jobs
+SELECT id, task, status FROM jobs
 WHERE id >= %(low)s AND id < %(high)s AND left(id, %(n)s) = %(low)s
 ORDER BY id LIMIT %(limit)s
 """
 
-# The random tail `heartq demo` prints: no index helps, so it is only tried when no id
-# starts with what was typed.
+# A tail (ids made together share their start; their last characters are random): one
+# probe of jobs_id_tail_idx on its last 8 characters, the whole tail checked on what it
+# finds. No ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the
+# primary key in order (every job id) than sort the one or two rows the probe finds.
 JOBS_BY_SUFFIX = """
-SELECT id FROM jobs WHERE right(id, %(n)s) = %(suffix)s ORDER BY id LIMIT %(limit)s
+SELECT id, task, status FROM jobs
+WHERE right(id, 8) = %(tail)s AND right(id, %(n)s) = %(suffix)s
+LIMIT %(limit)s
 """
 
 # A dead job whose unique key another live job holds stays dead (the key holds).

@@ -14,6 +14,7 @@ from typing import Any
 
 from heartq.errors import JobNotFound
 from heartq.model import CancelResult, JobStatus, PruneCounts
+from heartq.payload import check_text
 from heartq.store import records
 from heartq.store.sql.base import SqlBase
 
@@ -37,7 +38,8 @@ class AdminOps(SqlBase):
             row = conn.execute(self.q.JOB_STATUS, {"job_id": job_id}).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
-            params = {"job_id": job_id, "now": self._clock(conn, now), "by": by}
+            who = None if by is None else check_text("by", by)
+            params = {"job_id": job_id, "now": self._clock(conn, now), "by": who}
             if row["status"] == JobStatus.QUEUED:
                 rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
                 self._announce_ended(conn, records.awaited_ends(rows))

@@ -14,14 +14,16 @@ from typing import Any
 
 from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
-from heartq.model import JobEnd, JobPage, QueueWait
+from heartq.ids import typed_forms
+from heartq.model import JobEnd, JobMatch, JobPage, QueueWait
 from heartq.store import records, serialize
 from heartq.store.sql.base import SqlBase
 
 MIN_ID_PREFIX = 8
-"""A shortened job id must have at least 8 characters (what `heartq demo` prints)."""
+"""A shortened job id must have at least 8 characters, dashes aside (what `heartq demo`
+prints: the last 8)."""
 AMBIGUOUS_SHOWN = 5
-"""An ambiguous prefix's error names at most 5 of the ids it matches."""
+"""An ambiguous shortened id's error names at most 5 of the jobs it matches."""
 
 
 class InspectOps(SqlBase):
@@ -41,40 +43,47 @@ class InspectOps(SqlBase):
 
     def resolve_job_id(self, ref: str) -> str:
         """The full id of the one job `ref` names: its id as stored, the same in any case,
-        or a unique prefix of at least `MIN_ID_PREFIX` characters, or else a unique tail
-        that long. Ids are UUIDs printed in lower case; operators copy them short or from
-        tools that print them in upper case. Time-ordered ids made together share their
-        first characters, so `heartq demo` prints their last 8 (random) characters.
+        or, shortened to at least `MIN_ID_PREFIX` characters, the start or the end of
+        exactly one job's id (with or without its dashes: `ids.typed_forms`). Ids are
+        UUIDs printed in lower case; operators copy them short, or from tools that print
+        them in upper case or without dashes. Time-ordered ids made the same minute share
+        their first 8 characters, so the tail is what tells them apart (`heartq demo`
+        prints the last 8); a long enough start works too.
 
-        The prefix is read as a range of the primary key (`prefix <= id < next`), so it
-        costs an index range scan however many jobs there are; a tail is looked for (a
-        scan) only when no id starts with what was typed."""
+        Both readings are looked up, and a job found either way counts: an 8-character
+        tail that happens to be the start of other ids is ambiguous, never taken for
+        them. The start is a range of the primary key; the tail is one index probe on
+        PostgreSQL and a read of the primary key's index on SQLite (`JOBS_BY_SUFFIX`)."""
         self.ensure_schema()
         text = ref.strip()
-        prefix = text.lower().rstrip("-")
+        if "\x00" in text:  # no id has one (and PostgreSQL cannot be asked about it)
+            raise JobNotFound(ref)
+        prefix, suffix = typed_forms(text)
         with self._read() as conn:
             for candidate in dict.fromkeys((text, text.lower())):
                 if conn.execute(self.q.JOB_ID, {"job_id": candidate}).fetchone():
                     return candidate
-            if len(prefix) < MIN_ID_PREFIX:
+            if len(prefix.replace("-", "")) < MIN_ID_PREFIX:
                 hint = f"a shortened id needs at least {MIN_ID_PREFIX} characters"
                 raise JobNotFound(ref, hint if prefix else "")
-            params = {
+            limit = AMBIGUOUS_SHOWN + 1
+            starts = {
                 "low": prefix,
                 "high": prefix[:-1] + chr(ord(prefix[-1]) + 1),
                 "n": len(prefix),
-                "limit": AMBIGUOUS_SHOWN + 1,
+                "limit": limit,
             }
-            ids = [r["id"] for r in conn.execute(self.q.JOBS_BY_PREFIX, params).fetchall()]
-            if not ids:  # the tail `heartq demo` prints (ids that start alike end apart)
-                params = {"suffix": prefix, "n": len(prefix), "limit": AMBIGUOUS_SHOWN + 1}
-                rows = conn.execute(self.q.JOBS_BY_SUFFIX, params).fetchall()
-                ids = [r["id"] for r in rows]
-        if not ids:
+            ends = {"suffix": suffix, "tail": suffix[-8:], "n": len(suffix), "limit": limit}
+            rows = [*self._run(conn, self.q.JOBS_BY_PREFIX, starts),
+                    *self._run(conn, self.q.JOBS_BY_SUFFIX, ends)]  # fmt: skip
+        found = {r["id"]: JobMatch(r["id"], r["task"], r["status"]) for r in rows}
+        matches = [found[job_id] for job_id in sorted(found)]
+        if not matches:
             raise JobNotFound(ref)
-        if len(ids) > 1:
-            raise AmbiguousJobId(ref, ids[:AMBIGUOUS_SHOWN], more=len(ids) > AMBIGUOUS_SHOWN)
-        return str(ids[0])
+        if len(matches) > 1:
+            more = len(matches) > AMBIGUOUS_SHOWN
+            raise AmbiguousJobId(ref, matches[:AMBIGUOUS_SHOWN], more=more)
+        return matches[0].id
 
     def await_end(self, job_id: str) -> JobEnd:
         self.ensure_schema()

@@ -609,15 +609,19 @@ JOB_ID = "SELECT id FROM heartq_jobs WHERE id = :job_id"
 # A prefix as a range of the primary key: `low <= id < high` reads only the ids that
 # start with the prefix; the `substr` test keeps it exact whatever the collation.
 JOBS_BY_PREFIX = """
-SELECT id FROM heartq_jobs
+SELECT id, task, status FROM heartq_jobs
 WHERE id >= :low AND id < :high AND substr(id, 1, :n) = :low
 ORDER BY id LIMIT :limit
 """
 
-# The random tail `heartq demo` prints: no index helps, so it is only tried when no id
-# starts with what was typed.
+# A tail (ids made together share their start; their last characters are random): no
+# index has them, so the inner query reads every id from the primary key's index (its
+# covering scan, never the rows: about 0.2 s per million jobs), and only the matches are
+# read whole. An index of tails would cost every enqueue a write at a random place:
+# docs/DESIGN.md, "Shortened job ids".
 JOBS_BY_SUFFIX = """
-SELECT id FROM heartq_jobs WHERE substr(id, -:n) = :suffix ORDER BY id LIMIT :limit
+SELECT id, task, status FROM heartq_jobs
+WHERE id IN (SELECT id FROM heartq_jobs WHERE substr(id, -:n) = :suffix LIMIT :limit)
 """
 
 # A dead job whose unique key another live job holds stays dead (the key holds).
