@@ -778,24 +778,26 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by
+       heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
+       parameters
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
 
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
-                        timeout, heartbeat_timeout, declared_at, declared_by)
+                        timeout, heartbeat_timeout, declared_at, declared_by, parameters)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
-       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s
+       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
-    retry_backoff_max float8, timeout float8, heartbeat_timeout float8)
+    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
     timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
-    declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by
+    declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
+    parameters = EXCLUDED.parameters
 """
 
 # Queued jobs of these tasks take the declaration for every option their caller did not

@@ -641,7 +641,7 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, declared_at, declared_by
+       heartbeat_timeout, declared_at, declared_by, parameters
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -649,18 +649,19 @@ ORDER BY name
 DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
-                          declared_by)
+                          declared_by, parameters)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
-       :now, :worker_id
+       :now, :worker_id, json_extract(x.value, '$.parameters')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
     retry_backoff = excluded.retry_backoff, retry_backoff_max = excluded.retry_backoff_max,
     timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
-    declared_at = excluded.declared_at, declared_by = excluded.declared_by
+    declared_at = excluded.declared_at, declared_by = excluded.declared_by,
+    parameters = excluded.parameters
 """
 
 # Queued jobs of these tasks take the declaration for every option their caller did not
