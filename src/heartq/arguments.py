@@ -112,6 +112,20 @@ def bind(
     return arguments
 
 
+def refusal(
+    task: str, signature: inspect.Signature, args: Mapping[str, Any]
+) -> BadArguments | None:
+    """Why a job's arguments cannot be passed to its task (None: they can). Asked by a
+    worker whose call of the task raised `TypeError`: if the arguments do not bind, the
+    call failed at its door, before any of the task's code ran (a `TypeError` the code
+    raised itself means they did bind), and no retry can make them fit."""
+    try:
+        bind(task, signature, (), args)
+    except BadArguments as exc:
+        return exc
+    return None
+
+
 def template_fields(template: str) -> list[str]:
     """The argument names a `str.format` template reads (`"tenant:{tenant}"`: tenant);
     `ConfigError` for a template that is not one, or reads a positional field."""

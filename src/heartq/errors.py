@@ -45,8 +45,9 @@ class PayloadError(HeartqError, ValueError):
 
 
 class UnknownTask(HeartqError):
-    """A job names a task that the worker's app has not registered. The worker fails the
-    attempt with this error's text (the job is retried: a newer deploy may know it)."""
+    """A job names a task that the worker's app has not registered. The worker ends the
+    attempt with this error's text; the job waits for a worker that knows the task if
+    one has declared it, else it is dead at once (`heartq.lifecycle.fate`)."""
 
     def __init__(self, task: str) -> None:
         super().__init__(

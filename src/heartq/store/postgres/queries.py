@@ -370,6 +370,8 @@ WHERE worker_id = %(worker_id)s AND status = 'running' AND cancel_requested
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
+# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
+# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
 _REQUEUE = "(f.status = 'queued' AND NOT j.cancel_requested)"
 
 FINISH = f"""
@@ -388,7 +390,7 @@ WITH f AS (
                       THEN 'cancelled' ELSE f.status END,
         run_at = CASE WHEN {_REQUEUE} AND NOT f.keep
                       THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
-        attempts = CASE WHEN f.outcome = 'interrupted'
+        attempts = CASE WHEN f.outcome IN ('interrupted', 'released')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         result = f.result::json,
         error = coalesce(f.error, j.error),

@@ -277,6 +277,8 @@ WHERE e.job_id = json_extract(f.value, '$.id')
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
+# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
+# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
 _REQUEUE = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
 
 FINISH_JOBS = f"""
@@ -285,7 +287,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
     run_at = CASE WHEN {_REQUEUE} AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
-    attempts = CASE WHEN json_extract(f.value, '$.outcome') = 'interrupted'
+    attempts = CASE WHEN json_extract(f.value, '$.outcome') IN ('interrupted', 'released')
                     THEN max(j.attempts - 1, 0) ELSE j.attempts END,
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
