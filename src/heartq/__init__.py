@@ -9,6 +9,7 @@ from heartq.app import App, Task, TaskDecorator
 from heartq.config import Settings
 from heartq.context import JobContext
 from heartq.errors import (
+    BadArguments,
     Cancelled,
     ConfigError,
     DuplicateJob,
@@ -24,6 +25,7 @@ from heartq.errors import (
     StoreRefused,
     StoreUnavailable,
     TaskNotDeclared,
+    TaskNotDeclaredWarning,
     UnknownTask,
 )
 from heartq.hooks import AttemptInfo, EnqueueInfo, Hooks, WorkerHookInfo
@@ -36,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "App",
     "AttemptInfo",
+    "BadArguments",
     "CancelResult",
     "Cancelled",
     "ConfigError",
@@ -60,6 +63,7 @@ __all__ = [
     "Task",
     "TaskDecorator",
     "TaskNotDeclared",
+    "TaskNotDeclaredWarning",
     "UnknownTask",
     "Worker",
     "WorkerHookInfo",

@@ -15,7 +15,9 @@ import dataclasses
 import inspect
 import logging
 import os
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -29,10 +31,10 @@ from typing import (
     overload,
 )
 
-from heartq import arguments, events, ids, payload, policy
+from heartq import arguments, display, events, ids, payload, policy
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
-from heartq.errors import ConfigError, TaskNotDeclared
+from heartq.errors import ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
 from heartq.hooks import Hooks, hooked_enqueue
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
@@ -52,6 +54,21 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+"""heartq's own files: a warning names the first line outside them (the caller's)."""
+
+
+def _warn_caller(warning: Warning | None) -> None:
+    """`warnings.warn` naming the caller's line: the first frame outside heartq (what
+    Python 3.12's `skip_file_prefixes` does; written here for 3.11)."""
+    if warning is None:
+        return
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(warning, stacklevel=level)
 
 
 class Task(Generic[P, R]):
@@ -100,6 +117,7 @@ class Task(Generic[P, R]):
             payload.check_concurrency(None, concurrency_limit)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = arguments.call_signature(fn)
+        self.parameters = arguments.describe(self.signature)
         self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
@@ -108,7 +126,8 @@ class Task(Generic[P, R]):
 
     @property
     def policy(self) -> TaskPolicy:
-        """What a worker running this task declares to the database."""
+        """What a worker running this task declares to the database (its parameters
+        too: an enqueue by name elsewhere is checked against them)."""
         return TaskPolicy(
             name=self.name,
             queue=self.queue,
@@ -118,6 +137,7 @@ class Task(Generic[P, R]):
             retry_backoff_max=self.retry_backoff_max,
             timeout=self.timeout,
             heartbeat_timeout=self.heartbeat_timeout,
+            parameters=self.parameters,
         )
 
     def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -467,9 +487,23 @@ class App:
         options: Options,
         connection: Any = None,
     ) -> list[str]:
-        """Every enqueue comes here: checks, resolves the policy, stores, wakes. With a
-        connection, the jobs are written in its open transaction; workers hear of them
-        when it commits (PostgreSQL's NOTIFY), or at their next poll (SQLite)."""
+        """Every enqueue comes here: checks, resolves the policy, stores, wakes, and
+        warns the caller of a task not declared yet (`TaskNotDeclaredWarning`)."""
+        ids, notice = self._store_jobs(task_name, args_list, options, connection)
+        _warn_caller(notice)
+        return ids
+
+    def _store_jobs(
+        self,
+        task_name: str,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        connection: Any = None,
+    ) -> tuple[list[str], TaskNotDeclaredWarning | None]:
+        """Store the jobs: their ids, and the warning their caller gets (None: the task
+        is declared). With a connection, the jobs are written in its open transaction;
+        workers hear of them when it commits (PostgreSQL's NOTIFY), or at their next poll
+        (SQLite)."""
         jobs, declared, resolved = self._new_jobs(task_name, args_list, options)
         limit = self.settings.max_payload_bytes
         with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
@@ -487,22 +521,26 @@ class App:
         connection: Any = None,
     ) -> list[str]:
         """`_enqueue` for asyncio code: its round trips off the event loop, or on an
-        asyncio connection's own (a `psycopg.AsyncConnection`)."""
+        asyncio connection's own (a `psycopg.AsyncConnection`). The warning is given
+        here, in the caller's coroutine, so it names the caller's line."""
         if connection is None:
-            return await asyncio.to_thread(self._enqueue, task_name, args_list, options)
-        if not inspect.iscoroutinefunction(getattr(connection, "execute", None)):
+            ids, notice = await asyncio.to_thread(self._store_jobs, task_name, args_list, options)
+        elif not inspect.iscoroutinefunction(getattr(connection, "execute", None)):
             # a plain connection belongs to its thread (sqlite3 checks): used right here
-            return self._enqueue(task_name, args_list, options, connection)
-        jobs, declared, resolved = await asyncio.to_thread(
-            self._new_jobs, task_name, args_list, options
-        )
-        limit = self.settings.max_payload_bytes
-        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
-            ids = await self.store.enqueue_async(run.jobs, connection)
-            run.stored(ids)
-        return await asyncio.to_thread(
-            self._enqueued, task_name, ids, declared, resolved, False
-        )
+            ids, notice = self._store_jobs(task_name, args_list, options, connection)
+        else:
+            jobs, declared, resolved = await asyncio.to_thread(
+                self._new_jobs, task_name, args_list, options
+            )
+            limit = self.settings.max_payload_bytes
+            with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
+                stored = await self.store.enqueue_async(run.jobs, connection)
+                run.stored(stored)
+            ids, notice = await asyncio.to_thread(
+                self._enqueued, task_name, stored, declared, resolved, False
+            )
+        _warn_caller(notice)
+        return ids
 
     def _publish(self, jobs: Sequence[NewJob], ids: Sequence[str]) -> None:
         """After the commit, a wake-up for each job runnable now: the database is the
@@ -525,12 +563,14 @@ class App:
         """The jobs to store, whether their task is declared, and the policy resolved."""
         payload.check_name("task", task_name)
         task_policy, declared = self._policy_for(task_name)
+        task = self.tasks.get(task_name)
+        if task is None:  # a task registered here was bound against its function already
+            args_list = self._bind_declared(task_policy, args_list)
         chosen = options.chosen
         resolved = policy.resolve(
             task_policy, chosen.get("queue"), chosen.get("priority"), chosen.get("max_retries")
         )
         limit = self.settings.max_payload_bytes
-        task = self.tasks.get(task_name)
         meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
         jobs = [
             NewJob(
@@ -547,6 +587,18 @@ class App:
             for args in args_list
         ]
         return jobs, declared, resolved
+
+    @staticmethod
+    def _bind_declared(
+        task_policy: TaskPolicy, args_list: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Arguments of an enqueue by name, bound against the parameters the task's
+        workers declared: `BadArguments` naming a wrong or missing one. Unchecked when
+        none are declared (a worker of an older version, or no declaration yet)."""
+        signature = arguments.declared_signature(task_policy.parameters)
+        if signature is None:
+            return args_list
+        return [arguments.bind(task_policy.name, signature, (), args) for args in args_list]
 
     @staticmethod
     def _concurrency(
@@ -572,22 +624,25 @@ class App:
         declared: bool,
         resolved: dict[str, Any],
         wake_here: bool,
-    ) -> list[str]:
-        """After the jobs are stored: the word on an undeclared task, and a wake-up for a
-        worker in this process (not for jobs that wait for someone else's commit)."""
-        if not declared:
-            self._not_declared(task_name, ids, resolved)
+    ) -> tuple[list[str], TaskNotDeclaredWarning | None]:
+        """After the jobs are stored: the word on an undeclared task (the warning for
+        the caller), and a wake-up for a worker in this process (not for jobs that wait
+        for someone else's commit)."""
+        notice = None if declared else self._not_declared(task_name, ids, resolved)
         if wake_here:
             self._wake_local_workers()
-        return ids
+        return ids, notice
 
-    def _not_declared(self, task_name: str, ids: list[str], resolved: dict[str, Any]) -> None:
-        """Say that the jobs got the defaults, and re-check: a worker that declared the
-        task while they were being stored may have re-routed before they were visible
-        (see `Store.reroute_jobs`), so they are re-routed here if it did."""
+    def _not_declared(
+        self, task_name: str, ids: list[str], resolved: dict[str, Any]
+    ) -> TaskNotDeclaredWarning | None:
+        """Say that the jobs got the defaults (the event for the logs, the warning for
+        the caller), and re-check: a worker that declared the task while they were being
+        stored may have re-routed before they were visible (see `Store.reroute_jobs`),
+        so they are re-routed here if it did, and nobody is warned."""
         if ids and self.store.task_policies([task_name]):
             self.store.reroute_jobs([task_name], job_ids=ids)
-            return
+            return None
         events.emit(
             events.TASK_NOT_DECLARED,
             logging.WARNING,
@@ -599,10 +654,19 @@ class App:
             hint="no worker has declared this task yet: these defaults hold until one "
             "starts with it, then its waiting jobs take the task's queue and policy",
         )
+        jobs = "the job takes" if len(ids) == 1 else f"the {len(ids)} jobs take"
+        return TaskNotDeclaredWarning(
+            f"task {task_name!r} is not declared yet (no worker has started with it): "
+            f"queue {resolved['queue']!r}, max_retries {resolved['max_retries']}, backoff "
+            f"{display.fmt_seconds(resolved['retry_backoff'])} hold until a worker declares "
+            f"it; then {jobs} the task's queue and policy",
+            task_name,
+        )
 
     def _check_args(self, task_name: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
         """Arguments given as a mapping: checked against the signature of a task
-        registered here (by keyword), else only as a JSON object."""
+        registered here (by keyword); else as a JSON object here, and against the task's
+        declared parameters once its declaration is read (`_bind_declared`)."""
         if args is not None and not isinstance(args, Mapping):
             payload.encode_args(args, limit=self.settings.max_payload_bytes)  # says why
         job_args = dict(args or {})

@@ -3,18 +3,44 @@
 A job stores its arguments as a JSON object: the worker calls the task with them as
 keyword arguments. A misspelled or missing argument would otherwise be found by the
 worker, attempt after attempt, until the job went to the dead-letter queue; checked
-here, the caller gets Python's own `TypeError` naming it, and nothing is stored.
+here, the caller gets Python's own `TypeError` (a `BadArguments`) naming it, and nothing
+is stored.
+
+One check (`bind`) for every path: a task registered in the enqueuing program binds
+against its function's signature; an enqueue by name, from a program without the task's
+code, binds against the parameters its workers declared (`describe` at the worker's
+start, `declared_signature` at the enqueue); and a worker whose call of a task raised
+`TypeError` asks the same check whether the arguments could bind at all (then the call
+failed before any of the task's code ran, and no retry can change that).
 """
 
 from __future__ import annotations
 
 import inspect
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from heartq.errors import BadArguments
+from heartq.model import TaskParameter
 
 CONTEXT_PARAMETER = "ctx"
 """The parameter through which a task receives its `JobContext` (never a job argument)."""
+
+KINDS: dict[str, inspect._ParameterKind] = {
+    kind.name.lower(): kind
+    for kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+}
+"""A parameter's kind as a declaration names it (`keyword_only`), and back."""
+
+_DECLARED_DEFAULT = object()
+"""The default of a declared parameter that has one: its value stays with the code."""
 
 
 def call_signature(fn: Callable[..., Any]) -> inspect.Signature:
@@ -25,15 +51,46 @@ def call_signature(fn: Callable[..., Any]) -> inspect.Signature:
     )
 
 
+def describe(signature: inspect.Signature) -> tuple[TaskParameter, ...]:
+    """What a worker declares of a task's parameters (`call_signature`'s): each one's
+    name, kind and whether it has a default."""
+    return tuple(
+        TaskParameter(p.name, p.kind.name.lower(), p.default is not inspect.Parameter.empty)
+        for p in signature.parameters.values()
+    )
+
+
+def declared_signature(parameters: Sequence[TaskParameter] | None) -> inspect.Signature | None:
+    """The signature declared parameters describe, to bind an enqueue by name against.
+    None when there is none to check: a declaration without parameters (a worker of a
+    version before they were declared), or one this version cannot read (a later one's):
+    the enqueue is then not checked, as before parameters were declared."""
+    if parameters is None:
+        return None
+    try:
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    p.name,
+                    KINDS[p.kind],
+                    default=_DECLARED_DEFAULT if p.has_default else inspect.Parameter.empty,
+                )
+                for p in parameters
+            ]
+        )
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def bind(
     task: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The job's arguments as the worker will pass them (by keyword), or `TypeError`
-    saying which argument is wrong, as calling the function would."""
+    """The job's arguments as the worker will pass them (by keyword), or `BadArguments`
+    (a `TypeError`) saying which argument is wrong, as calling the function would."""
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"task {task!r}: {exc}") from None
+        raise BadArguments(f"task {task!r}: {exc}") from None
     arguments: dict[str, Any] = {}
     for name, value in bound.arguments.items():
         kind = signature.parameters[name].kind
@@ -41,18 +98,32 @@ def bind(
             arguments.update(value)
         elif kind is inspect.Parameter.VAR_POSITIONAL:
             if value:
-                raise TypeError(
+                raise BadArguments(
                     f"task {task!r}: extra positional arguments (*{name}) cannot be stored "
                     "in a job, whose arguments are passed by keyword"
                 )
         elif kind is inspect.Parameter.POSITIONAL_ONLY:
-            raise TypeError(
+            raise BadArguments(
                 f"task {task!r}: parameter {name!r} is positional-only, but a job's "
                 "arguments are passed by keyword"
             )
         else:
             arguments[name] = value
     return arguments
+
+
+def refusal(
+    task: str, signature: inspect.Signature, args: Mapping[str, Any]
+) -> BadArguments | None:
+    """Why a job's arguments cannot be passed to its task (None: they can). Asked by a
+    worker whose call of the task raised `TypeError`: if the arguments do not bind, the
+    call failed at its door, before any of the task's code ran (a `TypeError` the code
+    raised itself means they did bind), and no retry can make them fit."""
+    try:
+        bind(task, signature, (), args)
+    except BadArguments as exc:
+        return exc
+    return None
 
 
 def template_fields(template: str) -> list[str]:

@@ -6,6 +6,7 @@ Hierarchy::
     ├── ConfigError          bad settings or URL (also a ValueError)
     ├── PayloadError         arguments that are not JSON or too large (also a ValueError)
     ├── UnknownTask          a worker was handed a task it does not know
+    ├── BadArguments         a job's arguments do not fit its task's parameters (a TypeError)
     ├── TaskNotDeclared      strict enqueue of a task no worker has declared (a ConfigError)
     ├── JobNotFound          no job with that id (also a LookupError)
     ├── AmbiguousJobId       a shortened job id matches several jobs (also a LookupError)
@@ -20,6 +21,9 @@ Hierarchy::
     └── ResultTimeout        `App.result`: the job did not end in time (also a TimeoutError)
 
     Permanent                raised by task code: skip retries, go to the dead-letter queue
+
+    TaskNotDeclaredWarning   a warning (`warnings.warn`): a job of a task no worker has
+                             declared yet was stored with the defaults
 
 `Permanent` is deliberately not a `HeartqError`: it is the user's signal to heartq,
 not heartq's to the user.
@@ -45,14 +49,34 @@ class PayloadError(HeartqError, ValueError):
 
 
 class UnknownTask(HeartqError):
-    """A job names a task that the worker's app has not registered. The worker fails the
-    attempt with this error's text (the job is retried: a newer deploy may know it)."""
+    """A job names a task that the worker's app has not registered. The worker ends the
+    attempt with this error's text; the job waits for a worker that knows the task if
+    one has declared it, else it is dead at once (`heartq.lifecycle.fate`)."""
 
     def __init__(self, task: str) -> None:
         super().__init__(
             f"task {task!r} is not registered in this worker's app "
             "(deploy the code that defines it, or cancel the job)"
         )
+        self.task = task
+
+
+class BadArguments(HeartqError, TypeError):
+    """A job's arguments do not fit its task's parameters: a required one is missing, one
+    it does not take is given, or too many are given by position. Python's own message,
+    after the task's name (`task 'crunch': got an unexpected keyword argument 'nmae'`).
+    Raised at enqueue (nothing is stored); a job stored anyway (by a worker of a version
+    whose parameters differ) is dead at its first attempt with this reason."""
+
+
+class TaskNotDeclaredWarning(UserWarning):
+    """Warned (`warnings.warn`) by an enqueue of a task that neither the enqueuing program
+    registers nor any worker has declared yet: its jobs were stored with the default
+    queue and policy, until a worker declares the task (`App(strict_tasks=True)`
+    refuses such an enqueue instead). `task`: the task's name."""
+
+    def __init__(self, message: str, task: str) -> None:
+        super().__init__(message)
         self.task = task
 
 

@@ -68,6 +68,10 @@ TRANSPORT_READY: Final = "transport_ready"
 server answers again."""
 JOB_SKIPPED_ACTIVE_ELSEWHERE: Final = "job_skipped_active_elsewhere"
 TASK_NOT_DECLARED: Final = "task_not_declared"
+JOB_WAITING_FOR_TASK: Final = "job_waiting_for_task"
+"""A worker claimed a job of a task it does not know, which another worker declared: the
+job was given back (not counted as an attempt) for a worker that knows the task, runnable
+again in `retry_in` seconds; `error` says which task."""
 JOB_REPUBLISHED: Final = "job_republished"
 """Transport: a job the reaper, monitor or probe put back in the queue was published at
 once, marked as a recovery (`recovery`: detected_by and reason; `published` false: left

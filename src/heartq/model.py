@@ -170,9 +170,24 @@ class JobMatch:
 
 
 @dataclass(frozen=True)
+class TaskParameter:
+    """One parameter of a task's function as its worker declared it: enough to tell
+    whether a job's arguments can be passed to it (`heartq.arguments`), nothing of its
+    type or default value (those live with the code). `kind` is the name of an
+    `inspect.Parameter` kind in lower case: `positional_or_keyword`, `keyword_only`,
+    `var_keyword`, `var_positional`, `positional_only`."""
+
+    name: str
+    kind: str
+    has_default: bool = False
+
+
+@dataclass(frozen=True)
 class TaskPolicy:
     """A task's options as a worker declared them (`Store.declare_tasks`): where its jobs
-    go and how they are retried and timed, for whoever enqueues it by name."""
+    go and how they are retried and timed, for whoever enqueues it by name; and its
+    `parameters` (None: not declared, by a worker of a version before they were), against
+    which an enqueue by name is checked."""
 
     name: str
     queue: str
@@ -184,6 +199,7 @@ class TaskPolicy:
     heartbeat_timeout: float | None = None
     declared_at: float | None = None  # database time of the last declaration
     declared_by: str | None = None  # the worker id that made it
+    parameters: tuple[TaskParameter, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ DECLARED_FIELDS = (
     "retry_backoff_max",
     "timeout",
     "heartbeat_timeout",
+    "parameters",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 

@@ -82,6 +82,20 @@ def test_enqueue_by_name_warns_until_declared_then_the_job_takes_the_tasks_queue
     assert job["policy"]["max_retries"]["from"] == "caller"
 
 
+def test_enqueue_checks_the_arguments_against_the_declared_parameters(
+    heartq: HeartqCli,
+) -> None:
+    heartq.burst("--queues", "cpu")  # declares the tasks of tasks.py, their parameters too
+    run = heartq("enqueue", "cpu_sum", "--args", '{"numbrs": [1, 2]}').fails(1)
+    assert run.err == (
+        "heartq: error: task 'cpu_sum': got an unexpected keyword argument 'numbrs'\n"
+    ), run.err
+    assert run.out == ""
+    assert heartq.json("jobs", "list") == []  # nothing stored
+    job_id = heartq("enqueue", "cpu_sum", "--args", '{"numbers": [1, 2]}').ok().out.strip()
+    assert heartq.json("jobs", "show", job_id)["args"] == {"numbers": [1, 2]}
+
+
 def test_enqueue_strict_refuses_an_undeclared_task(heartq: HeartqCli) -> None:
     run = heartq("enqueue", "cpu_sum", "--strict").fails(1)
     assert "task 'cpu_sum' is not declared" in run.err

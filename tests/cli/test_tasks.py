@@ -9,7 +9,7 @@ from tests.cli.helpers import HeartqCli, assert_fits
 
 TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
                "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
-               "declared_by"}  # fmt: skip
+               "declared_by", "parameters"}  # fmt: skip
 
 
 def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:
@@ -30,6 +30,12 @@ def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
         assert datetime.datetime.fromisoformat(task["declared_at"]).tzinfo is not None
     cpu = tasks["cpu_sum"]  # @app.task(queue="cpu", max_retries=1, retry_backoff=0.1)
     assert (cpu["queue"], cpu["max_retries"], cpu["retry_backoff"]) == ("cpu", 1, 0.1)
+    assert cpu["parameters"] == [  # def cpu_sum(numbers=()): an enqueue by name binds to it
+        {"name": "numbers", "kind": "positional_or_keyword", "has_default": True}
+    ]
+    assert tasks["slow"]["parameters"] == [  # def slow(ctx, seconds=30.0): no ctx
+        {"name": "seconds", "kind": "positional_or_keyword", "has_default": True}
+    ]
     ok = tasks["ok"]  # the defaults
     assert (ok["queue"], ok["priority"], ok["max_retries"], ok["timeout"]) == (
         "default", 0, 3, None,

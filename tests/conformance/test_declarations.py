@@ -4,13 +4,14 @@ backend (`Store.declare_tasks`, `reroute_jobs`, `task_policies`, `await_end`, `j
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 
 from heartq import policy
 from heartq.lifecycle.fate import failed, succeeded
-from heartq.model import JobStatus, Outcome, TaskPolicy
+from heartq.model import JobStatus, Outcome, TaskParameter, TaskPolicy
 from heartq.store import Store
 from tests.support import wait_for
 
@@ -156,3 +157,35 @@ def test_a_bad_declaration_is_refused_and_nothing_is_stored(store: Store, bad: f
     with pytest.raises(ValueError, match="retry_backoff"):
         store.declare_tasks([TaskPolicy("t", "q", 0, 1, bad, 1.0)], "w1")
     assert store.task_policies() == {}
+
+
+# -- the parameters a task declares (schema v10) ------------------------------------------
+
+PARAMETERS = (
+    TaskParameter("numbers", "positional_or_keyword"),
+    TaskParameter("scale", "keyword_only", has_default=True),
+    TaskParameter("extra", "var_keyword"),
+)
+
+
+def test_a_declaration_carries_its_parameters_and_a_change_of_them_is_a_change(
+    store: Store, t0: float
+) -> None:
+    with_parameters = dataclasses.replace(CPU, parameters=PARAMETERS)
+    assert store.declare_tasks([with_parameters], "w1", now=t0) == ["crunch"]
+    assert store.task_policies()["crunch"].parameters == PARAMETERS
+    assert store.declare_tasks([with_parameters], "w2", now=t0 + 1) == []
+    fewer = dataclasses.replace(CPU, parameters=PARAMETERS[:1])
+    assert store.declare_tasks([fewer], "w3", now=t0 + 2) == ["crunch"]
+    assert store.task_policies()["crunch"].parameters == PARAMETERS[:1]
+    none_at_all = dataclasses.replace(CPU, parameters=())  # a function without parameters
+    assert store.declare_tasks([none_at_all], "w4", now=t0 + 3) == ["crunch"]
+    assert store.task_policies()["crunch"].parameters == ()
+
+
+def test_a_declaration_without_parameters_reads_as_unknown(store: Store, t0: float) -> None:
+    """A worker of a version before parameters were declared writes none: NULL, read as
+    None (unknown: an enqueue by name is not checked), never as "takes nothing"."""
+    store.declare_tasks([CPU], "old-worker", now=t0)
+    assert CPU.parameters is None
+    assert store.task_policies()["crunch"].parameters is None

@@ -44,3 +44,18 @@ def test_dead_child_is_reclaimed_at_once_and_the_worker_lives_on(
     assert after["result"]["value"] == 7
     assert worker.alive()
     assert harness.worker_row(worker.id)["status"] == "active"
+
+
+def test_arguments_that_cannot_bind_are_dead_at_once_in_a_child_too(harness: Harness) -> None:
+    """The child tells its parent why the attempt could not run (not just that it
+    failed), so the job is dead after one attempt, as on the other pools."""
+    worker = harness.start_worker("--pool", "process", settings=LONG_LEASE)
+    job_id = harness.enqueue("quick", {"valeu": 7}, max_retries=3)
+    dead = harness.wait_status(job_id, "dead", 20)
+    assert dead["attempts"] == 1
+    assert [e["outcome"] for e in dead["executions"]] == ["failed"]
+    assert dead["dead_reason"] == (
+        "its arguments do not fit the task, not retried: BadArguments: task 'quick': "
+        "got an unexpected keyword argument 'valeu'"
+    )
+    assert worker.alive()

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from datetime import datetime
 from typing import Any
 
 import click
 
-from heartq import display, events, payload
+from heartq import payload
 from heartq.app import App
 from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
-from heartq.errors import ConfigError
+from heartq.errors import ConfigError, TaskNotDeclaredWarning
 from heartq.options import OPTIONS, Option, parse_eta
 
 
@@ -180,30 +181,20 @@ def enqueue_command(
     key still queued or running (or finished within --unique-for) is answered instead."""
     args = parse_args_json(read_args_text(args_text))
     app = App(resolve_url(url), strict_tasks=strict)
-    warnings: list[dict[str, Any]] = []
-
-    def hear(event: str, fields: dict[str, Any]) -> None:
-        if event == events.TASK_NOT_DECLARED:
-            warnings.append(fields)
-
-    events.add_listener(hear)
     try:
-        job_id = app.enqueue(task, args, **options)
+        with warnings.catch_warnings(record=True) as heard:
+            warnings.simplefilter("always", TaskNotDeclaredWarning)
+            job_id = app.enqueue(task, args, **options)
     finally:
-        events.remove_listener(hear)
         app.close()
-    for fields in warnings:
-        click.echo(not_declared_warning(fields), err=True)
+    for warning in heard:  # ours as one line; any other as Python shows it
+        if issubclass(warning.category, TaskNotDeclaredWarning):
+            click.echo(f"heartq: warning: {warning.message} (--strict refuses instead)", err=True)
+        else:
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     if as_json:
         print_json({"id": job_id})
     else:
         click.echo(job_id)
-
-
-def not_declared_warning(fields: dict[str, Any]) -> str:
-    return (
-        f"heartq: warning: task {fields['task']!r} is not declared yet (no worker has "
-        f"started with it): queue {fields['queue']!r}, max_retries {fields['max_retries']}, "
-        f"backoff {display.fmt_seconds(fields['retry_backoff'])} hold until a worker declares "
-        "it; then the job takes the task's queue and policy (--strict refuses instead)"
-    )

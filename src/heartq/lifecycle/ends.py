@@ -14,6 +14,7 @@ worker's ledger then routes it by who decides the job's fate:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,23 +22,50 @@ from heartq.errors import UnknownTask
 from heartq.model import Outcome
 
 
+class CannotRun(enum.Enum):
+    """Why an attempt could not run its task's code at all: facts the worker found, whose
+    fate `heartq.lifecycle.fate` decides (no retry can change the first two)."""
+
+    ARGUMENTS = "arguments"
+    """The job's arguments do not bind to the task's parameters: the call failed before
+    any of the task's code ran."""
+    TASK_NOT_DECLARED = "task_not_declared"
+    """This worker does not know the task, and no worker has ever declared it."""
+    TASK_ELSEWHERE = "task_elsewhere"
+    """This worker does not know the task, but a worker has declared it (another
+    version, another deployment), or the worker could not read whether one had."""
+
+
 @dataclass(frozen=True)
 class AttemptEnd:
     """The end of one attempt: its `outcome`, and what goes with it (a `result_json` for
     `SUCCEEDED`; an `error` text, `permanent` when retrying is pointless; the `crash`
-    context of a child process that died)."""
+    context of a child process that died; `cannot_run` when the task's code could not
+    run at all, and why)."""
 
     outcome: Outcome
     result_json: str | None = None
     error: str | None = None
     permanent: bool = False
     crash: dict[str, Any] | None = None
+    cannot_run: CannotRun | None = None
 
 
-def unknown_task_end(task: str) -> AttemptEnd:
-    """How an attempt of a task this worker does not know ends, on every pool (a child
-    process included): failed, with the message `UnknownTask` carries."""
-    return AttemptEnd(Outcome.FAILED, error=f"UnknownTask: {UnknownTask(task)}")
+def unknown_task_end(task: str, declared: bool | None = None) -> AttemptEnd:
+    """How an attempt of a task this worker does not know ends: failed, with the message
+    `UnknownTask` carries, and whether a worker that knows the task could come
+    (`declared`: the task has a declaration; None: unknown, as good as declared, so
+    nothing is buried on a guess)."""
+    why = CannotRun.TASK_NOT_DECLARED if declared is False else CannotRun.TASK_ELSEWHERE
+    return AttemptEnd(Outcome.FAILED, error=f"UnknownTask: {UnknownTask(task)}", cannot_run=why)
+
+
+def bad_arguments_end(error: BaseException) -> AttemptEnd:
+    """How an attempt whose arguments cannot bind to its task's parameters ends (the
+    `BadArguments` of `heartq.arguments.bind`): failed, before any of its code ran."""
+    return AttemptEnd(
+        Outcome.FAILED, error=f"{type(error).__name__}: {error}", cannot_run=CannotRun.ARGUMENTS
+    )
 
 
 @dataclass(frozen=True)

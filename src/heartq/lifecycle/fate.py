@@ -1,9 +1,21 @@
-"""The fate of a job whose attempt its own worker ended: succeeded, retried, dead, cancelled.
+"""The fate of a job whose attempt its own worker ended: succeeded, retried, dead, cancelled,
+or waiting for a worker that knows its task.
 
 The worker decides these (`decide`, from an `AttemptEnd`; the completer saves them) and
 tests and benchmarks build them to drive a store directly; each is a `Finish`, the fenced
 finish of one attempt. The attempts someone else ended (a crash, an interruption) are judged in
 `heartq.lifecycle.reclaimed`, with the same retry policy and the same `dead_reason`s.
+
+An attempt that could not run its task's code at all (`CannotRun`) is not a failure of
+that code, and retrying it as one only wastes the retries' waits before the same end:
+
+- arguments that do not bind to the task's parameters, or a task no worker has ever
+  declared: dead at once, with that reason (`heartq dlq replay` once the code is fixed
+  or deployed);
+- a task this worker does not know but some worker has declared (another version, in a
+  rolling deploy or a rollback): given back, not counted as an attempt, runnable again
+  after `WAIT_FOR_TASK` doubling with each wait up to `WAIT_FOR_TASK_MAX`, so a worker
+  that knows it takes it, and one that does not claims it again rarely.
 """
 
 from __future__ import annotations
@@ -11,10 +23,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.ends import AttemptEnd, CannotRun
 from heartq.lifecycle.error_text import clip_error, error_summary
-from heartq.lifecycle.retry import RetryDecision, plan_retry, retries_left
+from heartq.lifecycle.retry import RetryDecision, backoff_delay, plan_retry, retries_left
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
+
+WAIT_FOR_TASK = 5.0
+"""A job of a task its worker does not know, declared by another, waits 5 s (+/-25 %)
+before it may be claimed again: time for a worker that knows it to take it."""
+WAIT_FOR_TASK_MAX = 300.0
+"""The wait doubles with each one (5, 10, 20 s ...) up to 5 minutes: a job that waits for
+days costs a claim every 5 minutes, not a busy loop."""
 
 
 def decide(
@@ -41,8 +60,8 @@ def will_retry(attempt: int, max_retries: int, end: AttemptEnd, cancel_requested
     """Whether the job runs again after this end of its attempt number `attempt` (as its
     worker ends it; the attempt hooks' `will_retry`)."""
     outcome = outcome_of(end, cancel_requested)
-    if outcome not in (Outcome.FAILED, Outcome.TIMED_OUT):
-        return False
+    if outcome not in (Outcome.FAILED, Outcome.TIMED_OUT) or end.cannot_run is not None:
+        return False  # an attempt that could not run is not retried (`cannot_run`)
     return retries_left(attempt, max_retries, permanent=end.permanent)
 
 
@@ -52,6 +71,8 @@ def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
         return succeeded(job, end.result_json)
     if outcome is Outcome.CANCELLED:
         return cancelled(job, end.error)
+    if outcome is Outcome.FAILED and end.cannot_run is not None:
+        return cannot_run(job, end.cannot_run, end.error or "")
     outcome = Outcome.TIMED_OUT if outcome is Outcome.TIMED_OUT else Outcome.FAILED
     return failed(job, outcome, end.error or "failed", permanent=end.permanent)
 
@@ -93,6 +114,44 @@ def failed(
         error=error,
         dead_reason=dead_reason(outcome, job.attempt, error, permanent=permanent),
         crash=crash,
+    )
+
+
+def cannot_run(job: ClaimedJob, why: CannotRun, error: str) -> Finish:
+    """An attempt that could not run its task's code (`why`): dead at once when no retry
+    can change that, else waiting for a worker that knows the task (`waiting_for_task`)."""
+    if why is CannotRun.TASK_ELSEWHERE:
+        return waiting_for_task(job, error)
+    return Finish(
+        job.lease,
+        Outcome.FAILED,
+        JobStatus.DEAD,
+        error=clip_error(error) or "",
+        dead_reason=cannot_run_reason(why, job.task, error),
+    )
+
+
+def waiting_for_task(job: ClaimedJob, error: str) -> Finish:
+    """Give the job back for a worker that knows its task: `released`, so not counted as
+    an attempt, and runnable again after a wait that doubles with each execution of the
+    job that was not counted (these waits, shutdown releases, interruptions: the
+    difference between its execution id and its attempts), so the worker that does not
+    know the task claims it again rarely."""
+    waits = max(0, job.execution_id - job.attempt)
+    delay = backoff_delay(waits + 1, WAIT_FOR_TASK, WAIT_FOR_TASK_MAX)
+    return Finish(
+        job.lease, Outcome.RELEASED, JobStatus.QUEUED, error=clip_error(error), retry_delay=delay
+    )
+
+
+def cannot_run_reason(why: CannotRun, task: str, error: str | None) -> str:
+    """The `dead_reason` of a job that could never run: one line saying why, and what
+    brings it back."""
+    if why is CannotRun.ARGUMENTS:
+        return f"its arguments do not fit the task, not retried: {error_summary(error)}"
+    return (
+        f"unknown task {task!r}: no worker has declared it (replay the job once a worker "
+        "that registers it has started)"
     )
 
 

@@ -108,6 +108,14 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
             if policy.heartbeat_timeout is None
             else _seconds("heartbeat_timeout", policy.heartbeat_timeout)
         ),
+        "parameters": (
+            None
+            if policy.parameters is None
+            else [
+                {"name": p.name, "kind": p.kind, "has_default": p.has_default}
+                for p in policy.parameters
+            ]
+        ),
     }
 
 

@@ -24,6 +24,7 @@ from heartq.model import (
     Reclaimed,
     RenewStatus,
     StaleWorker,
+    TaskParameter,
     TaskPolicy,
 )
 from heartq.store import serialize
@@ -109,7 +110,29 @@ def task_policy(row: Any) -> TaskPolicy:
         heartbeat_timeout=row["heartbeat_timeout"],
         declared_at=row["declared_at"],
         declared_by=row["declared_by"],
+        parameters=task_parameters(row["parameters"]),
     )
+
+
+def task_parameters(value: Any) -> tuple[TaskParameter, ...] | None:
+    """A declaration's `parameters` column: None when it has none (a worker of an older
+    version declared the task) or holds what this version cannot read (then nothing is
+    checked, rather than an enqueue refused for a reason nobody can see)."""
+    try:
+        decoded = serialize.json_value(value)
+    except ValueError:
+        return None
+    if not isinstance(decoded, list):
+        return None
+    parameters = []
+    for item in decoded:
+        if not isinstance(item, dict):
+            return None
+        name, kind, has_default = item.get("name"), item.get("kind"), item.get("has_default")
+        if not (isinstance(name, str) and isinstance(kind, str) and isinstance(has_default, bool)):
+            return None
+        parameters.append(TaskParameter(name, kind, has_default))
+    return tuple(parameters)
 
 
 def awaited_ends(rows: Iterable[Any]) -> list[str]:

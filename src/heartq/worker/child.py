@@ -153,5 +153,6 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 meta=job["meta"],
             )
             end = run_sync(task, ctx, control, job["args"], limit)
-    control._send(("done", end.outcome.value, end.result_json, end.error, end.permanent))
+    why = None if end.cannot_run is None else end.cannot_run.value
+    control._send(("done", end.outcome.value, end.result_json, end.error, end.permanent, why))
     conn.close()

@@ -262,6 +262,15 @@ def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
         events.emit(events.JOB_CANCELLED, **fields)
         return
     error = error_summary(finish.error)
+    if finish.outcome is Outcome.RELEASED:  # its task is unknown here, declared elsewhere
+        events.emit(
+            events.JOB_WAITING_FOR_TASK,
+            logging.WARNING,
+            **fields,
+            error=error,
+            retry_in=round(finish.retry_delay, 3),
+        )
+        return
     if finish.outcome is Outcome.TIMED_OUT:
         events.emit(events.JOB_TIMED_OUT, logging.WARNING, **fields, error=error)
     else:

@@ -2,6 +2,12 @@
 
 Shared by every pool (thread, async, and the child process of the process pool) so a
 task behaves the same wherever it runs.
+
+A `TypeError` is told apart by where it came from, not by its text: the job's arguments
+are bound against the task's signature (`heartq.arguments.refusal`, the check an enqueue
+makes) only once the call raised one, so the hot path pays nothing. If they do not bind,
+the call failed before any of the task's code ran (`CannotRun.ARGUMENTS`: dead at once);
+if they do, the code raised it, and it is retried like any exception.
 """
 
 from __future__ import annotations
@@ -11,10 +17,10 @@ import traceback
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from heartq import payload
+from heartq import arguments, payload
 from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent
 from heartq.hooks import AttemptInfo
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end
 from heartq.lifecycle.fate import outcome_of, will_retry
 from heartq.model import Outcome
 
@@ -49,6 +55,18 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
     return AttemptEnd(Outcome.FAILED, error=text, permanent=isinstance(exc, Permanent))
 
 
+def end_from_call_error(
+    exc: BaseException, task: Task[Any, Any], args: dict[str, Any], cancel_requested: bool
+) -> AttemptEnd:
+    """What the call of a task raised, as its attempt's end: a `TypeError` of arguments
+    that cannot bind is `bad_arguments_end`, anything else `end_from_exception`."""
+    if isinstance(exc, TypeError):
+        refused = arguments.refusal(task.name, task.signature, args)
+        if refused is not None:
+            return bad_arguments_end(refused)
+    return end_from_exception(exc, cancel_requested)
+
+
 def run_sync(
     task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
 ) -> AttemptEnd:
@@ -63,7 +81,9 @@ def run_sync(
         except BaseException as exc:  # everything a task raises is its outcome
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            return hooked.ended(end_from_exception(exc, control.cancel_requested), control, exc)
+            return hooked.ended(
+                end_from_call_error(exc, task, args, control.cancel_requested), control, exc
+            )
         return hooked.ended(end_from_result(value, limit), control)
 
 
@@ -89,7 +109,9 @@ async def run_async(
                 raise
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            return hooked.ended(end_from_exception(exc, control.cancel_requested), control, exc)
+            return hooked.ended(
+                end_from_call_error(exc, task, args, control.cancel_requested), control, exc
+            )
         return hooked.ended(end_from_result(value, limit), control)
 
 

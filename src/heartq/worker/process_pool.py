@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from heartq.errors import LeaseLost, PayloadError
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.ends import AttemptEnd, CannotRun
 from heartq.model import Lease, Outcome, Progress
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob, TransactionState
@@ -153,8 +153,9 @@ class ProcessPool:
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
             run.transaction = TransactionState(message[1])
         elif kind == "done":
-            _, outcome, result_json, error, permanent = message
-            return AttemptEnd(Outcome(outcome), result_json, error, permanent)
+            _, outcome, result_json, error, permanent, cannot_run = message
+            why = None if cannot_run is None else CannotRun(cannot_run)
+            return AttemptEnd(Outcome(outcome), result_json, error, permanent, cannot_run=why)
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:

@@ -55,7 +55,7 @@ from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
 from heartq.hooks import WorkerHookInfo
 from heartq.ids import new_worker_id
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
@@ -484,6 +484,7 @@ class Worker:
         pool = self.ledger.pool
         assert pool is not None
         runs: list[RunningJob] = []
+        unknown: list[RunningJob] = []
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
@@ -505,9 +506,26 @@ class Worker:
                 worker_id=self.id,
                 latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
             )
-            runs.append(run)
-        self.ledger.claimed(*runs)
-        pool.start(runs)
+            (runs if task is not None else unknown).append(run)
+        self.ledger.claimed(*runs, *unknown)
+        if unknown:
+            self._end_unknown(unknown)
+        if runs:
+            pool.start(runs)
+
+    def _end_unknown(self, runs: list[RunningJob]) -> None:
+        """End the attempts of tasks this app does not register, without running
+        anything: whether some worker has declared each task (one read for the batch)
+        is the fact their fate turns on (`heartq.lifecycle.fate`: wait for a worker that
+        knows it, or dead at once). A read that fails tells nothing: they wait."""
+        names = sorted({run.job.task for run in runs})
+        try:
+            declared: set[str] | None = set(self.store.task_policies(names))
+        except Exception:  # noqa: BLE001 - could not tell: bury nothing on a guess
+            declared = None
+        for run in runs:
+            known = None if declared is None else run.job.task in declared
+            self.ledger.attempt_ended(run, unknown_task_end(run.job.task, known))
 
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:

@@ -373,6 +373,8 @@ WHERE worker_id = %(worker_id)s AND status = 'running' AND cancel_requested
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
+# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
+# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
 _REQUEUE = "(f.status = 'queued' AND NOT j.cancel_requested)"
 
 FINISH = f"""
@@ -391,7 +393,7 @@ WITH f AS (
                       THEN 'cancelled' ELSE f.status END,
         run_at = CASE WHEN {_REQUEUE} AND NOT f.keep
                       THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
-        attempts = CASE WHEN f.outcome = 'interrupted'
+        attempts = CASE WHEN f.outcome IN ('interrupted', 'released')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         result = f.result::json,
         error = coalesce(f.error, j.error),
@@ -785,24 +787,26 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by
+       heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
+       parameters
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
 
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
-                        timeout, heartbeat_timeout, declared_at, declared_by)
+                        timeout, heartbeat_timeout, declared_at, declared_by, parameters)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
-       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s
+       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
-    retry_backoff_max float8, timeout float8, heartbeat_timeout float8)
+    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
     timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
-    declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by
+    declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
+    parameters = EXCLUDED.parameters
 """
 
 # Queued jobs of these tasks take the declaration for every option their caller did not

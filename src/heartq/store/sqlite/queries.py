@@ -280,6 +280,8 @@ WHERE e.job_id = json_extract(f.value, '$.id')
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
+# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
+# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
 _REQUEUE = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
 
 FINISH_JOBS = f"""
@@ -288,7 +290,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
     run_at = CASE WHEN {_REQUEUE} AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
-    attempts = CASE WHEN json_extract(f.value, '$.outcome') = 'interrupted'
+    attempts = CASE WHEN json_extract(f.value, '$.outcome') IN ('interrupted', 'released')
                     THEN max(j.attempts - 1, 0) ELSE j.attempts END,
     result = json_extract(f.value, '$.result'),
     error = coalesce(json_extract(f.value, '$.error'), j.error),
@@ -648,7 +650,7 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, declared_at, declared_by
+       heartbeat_timeout, declared_at, declared_by, parameters
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -656,18 +658,19 @@ ORDER BY name
 DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
-                          declared_by)
+                          declared_by, parameters)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
-       :now, :worker_id
+       :now, :worker_id, json_extract(x.value, '$.parameters')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
     retry_backoff = excluded.retry_backoff, retry_backoff_max = excluded.retry_backoff_max,
     timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
-    declared_at = excluded.declared_at, declared_by = excluded.declared_by
+    declared_at = excluded.declared_at, declared_by = excluded.declared_by,
+    parameters = excluded.parameters
 """
 
 # Queued jobs of these tasks take the declaration for every option their caller did not
