@@ -10,8 +10,9 @@ runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite`
 it (PostgreSQL: a fresh schema per database, from `tests/pg_harness.py`). A new backend
 adds its name here and a branch in `fresh_url`.
 
-The run itself: at its start it removes what killed runs left, at its end what it left
-itself (`tests/leftovers.py`).
+The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
+at its start it removes what killed runs left, at its end what it left itself
+(`tests/leftovers.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 
 from heartq.store import Store, open_store
 from tests import leftovers
+from tests.interrupt import FirstInterrupt
 
 BACKENDS = [
     name.strip()
@@ -36,12 +38,16 @@ BACKENDS = [
 
 
 _RUN = pytest.StashKey[leftovers.RunId]()
+_INTERRUPT = pytest.StashKey[FirstInterrupt]()
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal's, before xdist starts its workers
 def pytest_configure(config: pytest.Config) -> None:
-    """The controller (not an xdist worker) names the run and removes what killed runs
-    left, before any test starts."""
+    """Every pytest process acts on its first Ctrl-C only; the controller (not an xdist
+    worker) names the run and removes what killed runs left, before any test starts."""
+    handler = FirstInterrupt(config)
+    handler.install()
+    config.stash[_INTERRUPT] = handler
     if hasattr(config, "workerinput"):
         return
     config.stash[_RUN] = leftovers.start_run()
@@ -53,6 +59,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(_RUN, None)
     if run is None:
         return
+    config.stash[_INTERRUPT].ignore_from_now()
     _tell(config, "removed what this run left", leftovers.finish_run(run))
 
 

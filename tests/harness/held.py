@@ -5,7 +5,8 @@ the suite itself (not a `test_*.py` file).
 schema on the suite's PostgreSQL, a `heartq worker` in a session of its own (as the
 integration tests start them), a private PostgreSQL cluster (a daemon) and a private
 NATS server; writes down what it made (a JSON line in the file `HQTEST_HELD` names); and
-waits to be interrupted or killed, its teardown undoing all of it as real tests' do.
+waits to be interrupted or killed, its teardown undoing all of it as real tests' do
+(and, when asked, waiting in the middle for a second Ctrl-C to land there).
 `test_nothing` is a run that only starts and ends (the run after a killed one).
 """
 
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,7 @@ def test_holds_what_tests_make(store_url: str, tmp_path: Path) -> None:
         threading.Event().wait(HOLD_FOR)
     finally:  # a teardown written as tests write them: one step after the other
         _note(tearing_down=True)
+        _wait_for_the_second_interrupt()
         _kill_group(worker)
         if nats is not None:
             nats.close()
@@ -79,6 +82,16 @@ def test_nothing() -> None:
 def _note(**what: object) -> None:
     with open(os.environ["HQTEST_HELD"], "a") as notes:
         notes.write(json.dumps(what) + "\n")
+
+
+def _wait_for_the_second_interrupt() -> None:
+    """With `HQTEST_HELD_SECOND`, the teardown waits until that file exists: the outer
+    test creates it once it has typed a second Ctrl-C, which thus lands here."""
+    second = os.environ.get("HQTEST_HELD_SECOND")
+    if second:
+        deadline = time.monotonic() + HOLD_FOR
+        while not Path(second).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -1,10 +1,11 @@
-"""A killed run's leftovers are removed by the next run.
+"""The test command stops on the first Ctrl-C, leaving nothing behind; a killed run's
+leftovers are removed by the next run.
 
 Each test starts the command `scripts/test` ends with (pytest, two xdist workers) on a
 selection of `held.py`, on a pseudo-terminal of its own (its controlling terminal, so
 that a Ctrl-C typed there reaches the controller and its workers as it would from a
 person's), waits until the held test has made a schema, a worker in a session of its own,
-a private PostgreSQL cluster and a private NATS server, and then kills it.
+a private PostgreSQL cluster and a private NATS server, and then interrupts or kills it.
 "Nothing left" is checked on what the held test wrote down (pids, the schema, the
 directories) and on the run's mark (`tests/leftovers.py`): no process carries it.
 """
@@ -37,7 +38,7 @@ READY_TIMEOUT = 120.0
 """Until the held test has made everything (two interpreters importing, a PostgreSQL
 cluster's initdb: seconds alone, more on a busy 2-core machine)."""
 END_TIMEOUT = 60.0
-"""Until a run has ended and cleaned up (about ten seconds alone)."""
+"""Until the interrupted run has ended and cleaned up (about ten seconds alone)."""
 
 
 def command() -> list[str]:
@@ -89,6 +90,10 @@ class InnerRun:
         what: dict[str, Any] = wait_for(noted, READY_TIMEOUT, "the held test's note")
         assert what["run"] == str(self.run), (what, self.run)
         return what
+
+    def ctrl_c(self) -> None:
+        """^C typed on its terminal: SIGINT to its foreground process group."""
+        os.write(self.master, b"\x03")
 
     def kill(self) -> None:
         """SIGKILL to the controller and its workers at once: no teardown runs."""
@@ -159,6 +164,35 @@ def assert_all_held(what: dict[str, Any]) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.xdist_group("inner-runs")  # one inner run at a time: 2 cores
+@pytest.mark.parametrize("how", ["ctrl-c", "ctrl-c twice", "kill -INT"])
+def test_the_first_interrupt_stops_the_run_and_leaves_nothing(
+    how: str, tmp_path: Path, inner_runs: list[InnerRun]
+) -> None:
+    """`ctrl-c`: ^C typed once on the terminal (SIGINT to the controller and its workers).
+    `ctrl-c twice`: a second ^C lands in the middle of the held test's teardown, which
+    must still run to its end. `kill -INT`: SIGINT to the controller alone (a supervisor,
+    `timeout -s INT`): the workers must stop too."""
+    second = tmp_path / "second-ctrl-c-typed"
+    inner = InnerRun(tmp_path, f"{HELD}::test_holds_what_tests_make",
+                     HQTEST_HELD_SECOND=str(second) if how == "ctrl-c twice" else "")  # fmt: skip
+    inner_runs.append(inner)
+    what = inner.held()
+    if how == "kill -INT":
+        os.kill(inner.proc.pid, signal.SIGINT)
+    else:
+        inner.ctrl_c()
+    if how == "ctrl-c twice":
+        wait_for(lambda: len(inner.notes.read_text().splitlines()) > 1, 30, "its teardown")
+        inner.ctrl_c()
+        second.touch()
+    assert inner.wait() == pytest.ExitCode.INTERRUPTED, inner.output
+    assert "KeyboardInterrupt" in inner.output, inner.output
+    assert_nothing_left(inner.run, what)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.xdist_group("inner-runs")
 def test_the_run_after_a_killed_one_removes_what_it_left(
     tmp_path: Path, inner_runs: list[InnerRun]
 ) -> None:
