@@ -30,7 +30,7 @@ import psycopg
 import pytest
 
 from tests import leftovers
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = "tests/harness/held.py"
@@ -206,3 +206,15 @@ def test_the_run_after_a_killed_one_removes_what_it_left(
     inner_runs.append(after)
     assert after.wait() == pytest.ExitCode.OK, after.output
     assert_nothing_left(killed.run, what)  # its start removed them (or a concurrent run's)
+
+
+@pytest.mark.xdist_group("inner-runs")
+def test_a_run_with_no_postgresql_to_sweep_still_runs(
+    tmp_path: Path, inner_runs: list[InnerRun]
+) -> None:
+    """The sweep at a run's start finds no server where tests were told to look: the
+    tests that need one say so; the run itself goes on."""
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+    run = InnerRun(tmp_path, f"{HELD}::test_nothing", HEARTQ_TEST_PG_URL=dead)
+    inner_runs.append(run)
+    assert run.wait() == pytest.ExitCode.OK, run.output
