@@ -9,6 +9,10 @@ Backends: each name in `BACKENDS` is a pytest param, and every test using these 
 runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite` narrows
 it (PostgreSQL: a fresh schema per database, from `tests/pg_harness.py`). A new backend
 adds its name here and a branch in `fresh_url`.
+
+The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
+at its start it removes what killed runs left, at its end what it left itself
+(`tests/leftovers.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from heartq.store import Store, open_store
+from tests import leftovers
+from tests.interrupt import FirstInterrupt
 
 BACKENDS = [
     name.strip()
@@ -29,6 +35,38 @@ BACKENDS = [
     if name.strip()
 ]
 """The storage backends every conformance test runs against."""
+
+
+_RUN = pytest.StashKey[leftovers.RunId]()
+_INTERRUPT = pytest.StashKey[FirstInterrupt]()
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal's, before xdist starts its workers
+def pytest_configure(config: pytest.Config) -> None:
+    """Every pytest process acts on its first Ctrl-C only; the controller (not an xdist
+    worker) names the run and removes what killed runs left, before any test starts."""
+    handler = FirstInterrupt(config)
+    handler.install()
+    config.stash[_INTERRUPT] = handler
+    if hasattr(config, "workerinput"):
+        return
+    config.stash[_RUN] = leftovers.start_run()
+    _tell(config, "removed what killed test runs left", leftovers.sweep_dead_runs())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller, last: what the run's teardowns left (after a Ctrl-C) goes."""
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    config.stash[_INTERRUPT].ignore_from_now()
+    _tell(config, "removed what this run left", leftovers.finish_run(run))
+
+
+def _tell(config: pytest.Config, what: str, removed: leftovers.Removed) -> None:
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if removed and terminal is not None:
+        terminal.write_line(f"heartq tests: {what}: {removed.summary()}")
 
 
 @pytest.fixture(params=BACKENDS)

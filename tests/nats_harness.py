@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests import leftovers
+
 SHARED = ("127.0.0.1", 4222)
 
 
@@ -53,7 +55,7 @@ class PrivateNats:
 
     def __init__(self) -> None:
         self.port = _free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="heartq-nats-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="heartq-nats-", dir=leftovers.scratch_dir()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 

@@ -6,9 +6,16 @@ Order: `HEARTQ_TEST_PG_URL` if set; else the machine's server at 127.0.0.1:5432
 on a free port in a temporary directory, removed afterwards. Tests never silently skip
 PostgreSQL: if none of these works, they fail with the reason.
 
-Each test gets its own schema (`?schema=t_<random>`), dropped after the test.
-Tests that must stop or kill a database use `PrivateCluster` directly, never the shared
-server.
+Each test gets its own schema (`?schema=hqt_<run token>_<random>`), dropped after the
+test. Tests that must stop or kill a database use `PrivateCluster` directly, never the
+shared server.
+
+Schemas outlive a killed run (SIGKILL, power loss), so each carries its run's token
+(`tests/leftovers.py` names runs), and every process that makes them holds a shared
+advisory lock on that token in a session of its own for as long as it lives. A run
+starting sweeps the schemas whose lock no session holds (their makers are gone); those of
+a run still going, on this machine or another using the same server, are never touched.
+Schemas of another naming (an older checkout's `t_<random>`) are left alone.
 """
 
 from __future__ import annotations
@@ -17,16 +24,22 @@ import contextlib
 import importlib.util
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
+from psycopg import sql
+
+from tests import leftovers
 
 SHARED_URL = os.environ.get(
     "HEARTQ_TEST_PG_SHARED_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -34,6 +47,14 @@ SHARED_URL = os.environ.get(
 """Where the machine's own server is looked for (point it at a dead port to exercise the
 private-cluster path, as on a machine with no PostgreSQL)."""
 PRIVATE_USER = "heartqpg"
+SCHEMA_PREFIX = "hqt_"
+LOCK_SPACE = 0x68717431
+"""The first key of the runs' advisory locks (the second is the run's token), so that
+they never meet an application's."""
+_RUN_SCHEMA = re.compile(rf"^{SCHEMA_PREFIX}([0-9a-f]{{8}})_[0-9a-f]{{12}}$")
+DROP_LOCK_TIMEOUT = "5s"
+"""How long a sweep waits for a schema's locks (a dying session's) before it leaves the
+schema to the next sweep."""
 
 
 def _answers(url: str) -> bool:
@@ -89,7 +110,7 @@ class PrivateCluster:
             )
         self.bin = bin_dir
         self.prefix = _run_as()
-        self.root = Path(tempfile.mkdtemp(prefix="heartq-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="heartq-pg-", dir=leftovers.scratch_dir()))
         self.data = self.root / "data"
         self.port = _free_port()
         if self.prefix:
@@ -126,15 +147,21 @@ class PrivateCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _given_url() -> str | None:
+    """The server tests use when one is there (the override, else the shared one), without
+    starting a private cluster."""
+    override = os.environ.get("HEARTQ_TEST_PG_URL")
+    if override:
+        return override
+    return SHARED_URL if _answers(SHARED_URL) else None
+
+
 @contextlib.contextmanager
 def server_url() -> Iterator[str]:
     """The URL of a PostgreSQL server tests may create schemas in."""
-    override = os.environ.get("HEARTQ_TEST_PG_URL")
-    if override:
-        yield override
-        return
-    if _answers(SHARED_URL):
-        yield SHARED_URL
+    given = _given_url()
+    if given:
+        yield given
         return
     cluster = PrivateCluster()
     try:
@@ -148,12 +175,97 @@ def server_url() -> Iterator[str]:
         cluster.close()
 
 
+def run_token(run: leftovers.RunId) -> int:
+    """A run's token: the second key of its advisory lock, in hex in its schemas' names."""
+    return zlib.crc32(str(run).encode()) & 0x7FFFFFFF
+
+
+_owner_sessions: dict[str, psycopg.Connection[Any]] = {}
+"""Per server: this process's session holding its run's lock (closed when it exits)."""
+
+
+def _hold_run_lock(base: str, token: int) -> None:
+    """Hold the run's lock on `base` for as long as this process lives (shared: every
+    process of the run holds it; a sweep takes it exclusively only when none does)."""
+    if base in _owner_sessions and not _owner_sessions[base].closed:
+        return
+    conn = psycopg.connect(base, autocommit=True, application_name="heartq-tests run")
+    conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", (LOCK_SPACE, token))
+    _owner_sessions[base] = conn
+
+
 @contextlib.contextmanager
 def schema_url(base: str) -> Iterator[str]:
-    """A fresh schema on `base`, dropped afterwards."""
-    schema = f"t_{uuid.uuid4().hex[:16]}"
+    """A fresh schema on `base`, marked with this run's token, dropped afterwards."""
+    token = run_token(leftovers.this_run())
+    _hold_run_lock(base, token)
+    schema = f"{SCHEMA_PREFIX}{token:08x}_{uuid.uuid4().hex[:12]}"
     try:
         yield f"{base}?schema={schema}"
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            _drop(conn, [schema])
+
+
+def _drop(conn: psycopg.Connection[Any], schemas: list[str]) -> list[str]:
+    """Drop `schemas`; returns those dropped (one whose locks stay held is left)."""
+    dropped = []
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (DROP_LOCK_TIMEOUT,))
+    for schema in schemas:
+        try:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            dropped.append(schema)
+        except psycopg.errors.LockNotAvailable:
+            continue
+    return dropped
+
+
+def _run_schemas(conn: psycopg.Connection[Any]) -> dict[int, list[str]]:
+    """The runs' schemas on `conn`'s database, by token."""
+    rows = conn.execute(
+        "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s ORDER BY nspname",
+        (SCHEMA_PREFIX.replace("_", "\\_") + "%",),
+    ).fetchall()
+    found: dict[int, list[str]] = {}
+    for (name,) in rows:
+        match = _RUN_SCHEMA.match(name)
+        if match:
+            found.setdefault(int(match[1], 16), []).append(name)
+    return found
+
+
+def sweep_schemas(base: str | None = None) -> list[str]:
+    """Drop the schemas on `base` (default: the server tests use, if one is there) whose
+    run holds no lock any more; returns their names. A server that does not answer has
+    nothing to sweep here: the tests that need it say why they cannot reach it."""
+    base = base or _given_url()
+    if base is None:
+        return []
+    dropped: list[str] = []
+    with (
+        contextlib.suppress(psycopg.OperationalError),
+        psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
+    ):
+        for token, schemas in _run_schemas(conn).items():
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, token))
+            if not row.fetchone()[0]:  # type: ignore[index]
+                continue  # its run is still going
+            try:
+                dropped += _drop(conn, schemas)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, token))
+    return dropped
+
+
+def drop_run_schemas(run: leftovers.RunId, base: str | None = None) -> list[str]:
+    """Drop every schema of `run` on `base` (default: the server tests use, if one is
+    there), at the run's end, whatever its lock: its processes are gone."""
+    base = base or _given_url()
+    if base is None:
+        return []
+    with (
+        contextlib.suppress(psycopg.OperationalError),
+        psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
+    ):
+        return _drop(conn, _run_schemas(conn).get(run_token(run), []))
+    return []

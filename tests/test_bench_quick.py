@@ -1,9 +1,12 @@
 """`python -m bench --quick` runs every contender and every limit end to end.
 
-The harness is code too: this runs it on tiny counts (one round, 400 jobs) against the
-suite's PostgreSQL (private where none runs) and Redis (a private redis-server where none
-answers), installing the peers into their own environment once, and checks that every
-contender processed every job and every limit gave a figure. No speed is asserted.
+The harness is code too: this runs it on tiny counts (one round, 400 jobs) against a
+private PostgreSQL cluster and a private redis-server, installing the peers into their
+own environment once, and checks that every contender processed every job and every
+limit gave a figure. No speed is asserted. Private servers, because the benchmark makes
+databases of fixed names (and empties a fixed Redis database): on a shared server, two
+suites running at once (from two clones) would drop each other's, and a killed run would
+leave them there.
 """
 
 from __future__ import annotations
@@ -15,17 +18,26 @@ from pathlib import Path
 
 import pytest
 
+from tests import pg_harness
+from tests.support import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_quick_benchmark_runs_every_contender(pg_server_url: str, tmp_path: Path) -> None:
+def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--out", str(out), "--server", pg_server_url],
-        cwd=ROOT, capture_output=True, text=True, timeout=580,
-    )  # fmt: skip
+    nothing_there = f"redis://127.0.0.1:{free_port()}/9"  # so the bench starts its own
+    cluster = pg_harness.PrivateCluster()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", "--quick", "--out", str(out),
+             "--server", cluster.url, "--redis", nothing_there],
+            cwd=ROOT, capture_output=True, text=True, timeout=560,
+        )  # fmt: skip
+    finally:
+        cluster.close()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     summary = results["summary"]

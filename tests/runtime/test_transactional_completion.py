@@ -27,7 +27,11 @@ class Effects:
 
     def __init__(self, app: heartq.App) -> None:
         self.backend = "sqlite" if app.store.url.startswith("sqlite") else "postgres"
-        self.table = f"payments_{uuid.uuid4().hex[:12]}"  # PostgreSQL: public, per test
+        self.table = f"payments_{uuid.uuid4().hex[:12]}"
+        if self.backend == "postgres":
+            # In the test's schema, not public: it goes with the schema, even after a run
+            # that was killed (tests/leftovers.py), as no table left in public would.
+            self.table = f"{parse_url(app.store.url)[1]}.{self.table}"
         self.mark = PLACEHOLDER[self.backend]
         self.app = app
 

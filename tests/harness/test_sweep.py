@@ -1,0 +1,68 @@
+"""A run's sweep removes what dead runs left and never what a live run uses: the rule
+that lets two suites run at once on one machine and one PostgreSQL server. In-process and
+quick: the runs here are names (`RunId`), the processes `sleep`s marked with them. Runs
+starting meanwhile (test_cleanup.py's) sweep too: the tests check what is left, not who
+removed it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests import leftovers, pg_harness
+from tests.support import wait_for
+
+A_DEAD_RUN = leftovers.RunId(os.getpid(), started=1)
+"""This process's pid with another start time: a controller that is gone."""
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for proc in started:
+        proc.kill()
+        proc.wait(10)
+
+
+def sleeper(run: leftovers.RunId) -> subprocess.Popen[bytes]:
+    """A process of `run` (in a session of its own, as the tests' workers are)."""
+    return subprocess.Popen(
+        ["sleep", "120"], env={**os.environ, leftovers.MARK: str(run)}, start_new_session=True
+    )
+
+
+def test_a_sweep_stops_the_processes_of_dead_runs_only(
+    sleepers: list[subprocess.Popen[bytes]],
+) -> None:
+    assert leftovers.this_run().alive() and not A_DEAD_RUN.alive()
+    sleepers += [sleeper(leftovers.this_run()), sleeper(A_DEAD_RUN)]
+    live, dead = sleepers
+    leftovers.sweep_dead_runs()  # (or a run starting meanwhile: they sweep too)
+    wait_for(lambda: dead.poll() is not None, 15, "the dead run's process to stop")
+    assert live.poll() is None
+
+
+def _schema_exists(conn: psycopg.Connection[tuple[object, ...]], name: str) -> bool:
+    found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,))
+    return found.fetchone() is not None
+
+
+def test_a_sweep_drops_the_schemas_of_dead_runs_only(pg_server_url: str) -> None:
+    dead = f"hqt_{pg_harness.run_token(A_DEAD_RUN):08x}_{uuid.uuid4().hex[:12]}"
+    with (
+        pg_harness.schema_url(pg_server_url) as url,  # this run's: its lock is held
+        psycopg.connect(pg_server_url, autocommit=True) as conn,
+    ):
+        live = url.rsplit("schema=", 1)[1]
+        for name in (live, dead):
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        pg_harness.sweep_schemas(pg_server_url)  # (or a run starting meanwhile)
+        assert not _schema_exists(conn, dead)
+        assert _schema_exists(conn, live)
