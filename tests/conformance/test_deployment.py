@@ -63,3 +63,30 @@ def test_an_upgraded_database_gets_one(
         assert upgraded.migrate() >= 9 and upgraded.deployment_id() == made
     finally:
         upgraded.close()
+
+
+def test_a_migration_merged_below_the_newest_still_runs(
+    fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that took migration N+1 before N existed (two branches merged in either
+    order, a hotfix numbered below a released one) gets N when it appears: every version
+    not recorded runs, not only those above the newest recorded one."""
+    url = fresh_url()
+    first = open_store(url)
+    dialect = type(first)
+    every = first.migrations()
+    first.close()
+    assert [version for version, _ in every if version == 9], "no migration 0009"
+    monkeypatch.setattr(dialect, "migrations", lambda self: [m for m in every if m[0] != 9])
+    early = open_store(url)
+    try:
+        assert early.migrate() == every[-1][0]
+    finally:
+        early.close()
+    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    later = open_store(url)
+    try:
+        assert later.migrate() == every[-1][0]
+        assert re.fullmatch(r"[0-9a-f]{16}", later.deployment_id())  # 0009 made it
+    finally:
+        later.close()

@@ -927,6 +927,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations
 (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
 """
 
-SCHEMA_VERSION = "SELECT coalesce(max(version), 0) AS v FROM schema_migrations"
+APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version) VALUES (%(version)s)"

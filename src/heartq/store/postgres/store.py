@@ -30,7 +30,7 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
 from heartq.store.postgres.connection import ConnectionPool
 from heartq.store.postgres.session import SharedSession
-from heartq.store.sql.base import Step
+from heartq.store.sql.base import Step, missing_migrations, schema_version
 from heartq.store.sql.store import SqlStore
 
 Conn = psycopg.Connection[Any]
@@ -60,39 +60,35 @@ class PostgresStore(SqlStore):
         """Bring the schema up to date; returns its version. Reads first: an up-to-date
         schema is left alone, without a lock or a write, so a read-only role can use it."""
         scripts = self.migrations()
-        latest = scripts[-1][0] if scripts else 0
-        current = self._applied_version()
-        if current is None or current < latest:
-            current = self._apply(scripts)
+        applied = self._applied_versions()
+        if applied is None or missing_migrations(scripts, applied):
+            applied = self._apply(scripts)
         self._migrated = True
-        return current
+        return schema_version(applied)
 
-    def _applied_version(self) -> int | None:
-        """The schema's version, or None if it has no `schema_migrations` table yet."""
+    def _applied_versions(self) -> set[int] | None:
+        """The schema's applied migrations, or None if it has no `schema_migrations` table
+        yet."""
         with self.pool.transaction() as conn:
             row = conn.execute(q.MIGRATIONS_PRESENT, {"schema": self.schema}).fetchone()
             if not row or not row["present"]:
                 return None
             table = psycopg.sql.Identifier(self.schema, "schema_migrations")
-            row = conn.execute(
-                psycopg.sql.SQL("SELECT coalesce(max(version), 0) AS v FROM {}").format(table)
-            ).fetchone()
-        return int(row["v"]) if row else 0
+            rows = conn.execute(psycopg.sql.SQL("SELECT version FROM {}").format(table))
+            return {int(r["version"]) for r in rows.fetchall()}
 
-    def _apply(self, scripts: list[tuple[int, str]]) -> int:
+    def _apply(self, scripts: list[tuple[int, str]]) -> set[int]:
         schema = psycopg.sql.Identifier(self.schema)
         with self.pool.transaction() as conn:
             conn.execute(q.MIGRATION_START)
             conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
             conn.execute(q.MIGRATIONS_TABLE)
-            row = conn.execute(q.SCHEMA_VERSION).fetchone()
-            current = int(row["v"]) if row else 0
-            for version, script in scripts:
-                if version > current:
-                    conn.execute(script.encode())
-                    conn.execute(q.RECORD_MIGRATION, {"version": version})
-                    current = version
-        return current
+            applied = {int(r["version"]) for r in conn.execute(q.APPLIED_VERSIONS).fetchall()}
+            for version, script in missing_migrations(scripts, applied):
+                conn.execute(script.encode())
+                conn.execute(q.RECORD_MIGRATION, {"version": version})
+                applied.add(version)
+        return applied
 
     def close(self) -> None:
         with self._session_lock:

@@ -62,6 +62,20 @@ def migration_scripts(package: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def missing_migrations(
+    scripts: Sequence[tuple[int, str]], applied: set[int]
+) -> list[tuple[int, str]]:
+    """The scripts not yet recorded as applied, oldest first. Every unrecorded version
+    runs, not only those above the newest recorded one: a database that took a later
+    migration first (two branches merged in either order) still gets the earlier one."""
+    return [(version, script) for version, script in scripts if version not in applied]
+
+
+def schema_version(applied: set[int]) -> int:
+    """The version a schema reports: its newest applied migration (0: none)."""
+    return max(applied, default=0)
+
+
 class SqlBase:
     """What every role of `SqlStore` stands on. See the module docstring for what a
     dialect provides; `SqlStore` (`store.py`) composes the roles over it."""

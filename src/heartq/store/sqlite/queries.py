@@ -714,7 +714,7 @@ CREATE TABLE IF NOT EXISTS heartq_schema_migrations
 (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)
 """
 
-SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM heartq_schema_migrations"
+APPLIED_VERSIONS = "SELECT version FROM heartq_schema_migrations"
 
 MIGRATIONS_PRESENT = """
 SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heartq_schema_migrations'

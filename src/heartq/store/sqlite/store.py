@@ -21,7 +21,7 @@ from typing import Any
 
 from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql.base import Step
+from heartq.store.sql.base import Step, missing_migrations, schema_version
 from heartq.store.sql.store import SqlStore
 from heartq.store.sqlite import borrowed, lock_files
 from heartq.store.sqlite import queries as q
@@ -31,6 +31,11 @@ from heartq.store.sqlite.connection import (
     options_from_url,
     path_from_url,
 )
+
+
+def _versions(conn: sqlite3.Connection) -> set[int]:
+    """The versions recorded in the migrations table."""
+    return {int(row[0]) for row in conn.execute(q.APPLIED_VERSIONS)}
 
 
 def _statements(script: str) -> list[str]:
@@ -71,25 +76,22 @@ class SQLiteStore(SqlStore):
         a process can run while another connection holds that lock (an application's
         transaction that enqueues through its own connection)."""
         scripts = self.migrations()
-        latest = scripts[-1][0] if scripts else 0
         with self.pool.read() as conn:
             present = conn.execute(q.MIGRATIONS_PRESENT).fetchone() is not None
-            applied = int(conn.execute(q.SCHEMA_VERSION).fetchone()[0]) if present else -1
-        if applied >= latest:
+            applied = _versions(conn) if present else set()
+        if not missing_migrations(scripts, applied):
             self._migrated = True
-            return applied
+            return schema_version(applied)
         with self.pool.write() as conn:
             conn.execute(q.MIGRATIONS_TABLE)
-            current = conn.execute(q.SCHEMA_VERSION).fetchone()[0]
-            for version, script in scripts:
-                if version <= current:
-                    continue
+            applied = _versions(conn)
+            for version, script in missing_migrations(scripts, applied):
                 for statement in _statements(script):
                     conn.execute(statement)
                 conn.execute(q.RECORD_MIGRATION, {"version": version, "now": self._now(conn, None)})
-                current = version
+                applied.add(version)
         self._migrated = True
-        return int(current)
+        return schema_version(applied)
 
     def close(self) -> None:
         self.pool.close()
