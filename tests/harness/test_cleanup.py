@@ -132,14 +132,14 @@ def running(pid: int) -> bool:
 
 
 def schema_exists(what: dict[str, Any]) -> bool:
-    """Whether the held test's schema is still there (its server gone: no)."""
+    """Whether the held test's schema is still there (its run's database gone: no)."""
     try:
         with psycopg.connect(what["server"], connect_timeout=5) as conn:
             found = conn.execute(
                 "SELECT 1 FROM pg_namespace WHERE nspname = %s", (what["schema"],)
             ).fetchone()
     except psycopg.OperationalError:
-        return False  # a private cluster of the run's, gone with it
+        return False  # the run's database, or a private cluster of the run's, gone with it
     return found is not None
 
 
