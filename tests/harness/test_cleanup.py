@@ -30,7 +30,7 @@ import psycopg
 import pytest
 
 from tests import leftovers
-from tests.support import free_port, wait_for
+from tests.support import free_port, pytest_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = "tests/harness/held.py"
@@ -59,7 +59,7 @@ class InnerRun:
         argv = [*command(), "-p", "no:cacheprovider", "--basetemp", str(self.notes) + ".tmp"]
         self.proc = subprocess.Popen(
             ["setsid", "--ctty", *argv, selection],  # its own session, the pty its terminal
-            cwd=ROOT, env=dict(os.environ, HQTEST_HELD=str(self.notes), **env),
+            cwd=ROOT, env=pytest_env(dict(os.environ, HQTEST_HELD=str(self.notes), **env)),
             stdin=slave, stdout=slave, stderr=slave,
         )  # fmt: skip
         os.close(slave)
