@@ -54,6 +54,22 @@ def pytest_configure(config: pytest.Config) -> None:
     _tell(config, "removed what killed test runs left", leftovers.sweep_dead_runs())
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own attempt
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` keeps the tests of an `xdist_group` on one worker (one inner run
+    of tests/harness at a time, one browser) by suffixing their node ids with `@group` in
+    each worker. pytest 9.2's structured node ids ignore the way xdist 3.8 does it
+    (pytest-xdist issue 1386): the groups were silently spread over both workers. Done
+    here, the way pytest 9.2 takes it, where xdist's did not take."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name")) for m in marks})
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The controller, last: what the run's teardowns left (after a Ctrl-C) goes."""
     run = config.stash.get(_RUN, None)
