@@ -65,7 +65,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         marks = item.iter_markers("xdist_group")
-        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name")) for m in marks})
+        named = (m.args[0] if m.args else m.kwargs.get("name", "default") for m in marks)
+        groups = sorted({str(name) for name in named})
         if groups and "@" not in item.nodeid and hasattr(item, "_id"):
             item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(groups)}")
 
