@@ -350,9 +350,12 @@ class WorkerProc:
 
 
 @contextlib.contextmanager
-def private_harness(tmp_path: Path) -> Iterator[tuple[Harness, pg_harness.PrivateCluster]]:
-    """A harness on a PostgreSQL server of its own, which the test may stop."""
-    cluster = pg_harness.PrivateCluster()
+def private_harness(
+    tmp_path: Path, settings: dict[str, str] | None = None
+) -> Iterator[tuple[Harness, pg_harness.PrivateCluster]]:
+    """A harness on a PostgreSQL server of its own (with `settings`), which the test may
+    stop."""
+    cluster = pg_harness.PrivateCluster(settings)
     try:
         harness = Harness(tmp_path, "postgres", f"{cluster.url}?schema=heartq_it")
         try:
