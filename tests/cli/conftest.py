@@ -29,9 +29,9 @@ CLI_BACKENDS = [
 ]
 
 without_the_queue = pytest.mark.parametrize("cli_url", CLI_BACKENDS[:1], indirect=True)
-"""For a test of what commands do without ever opening the test's queue (help, usage
-errors, URLs of its own): it runs once, on the first backend selected, since every other
-run would be the same commands doing the same thing."""
+"""For a test of commands that never open the test's queue (help, usage errors, URLs of
+their own or none): it runs once, on the first backend selected, since every other run
+would be the same commands doing the same thing."""
 
 
 @pytest.fixture(params=CLI_BACKENDS)

@@ -90,6 +90,7 @@ def test_url_from_the_environment_then_the_default(heartq: HeartqCli) -> None:
     assert heartq("stats", "--json", url=None).json()["url"] == "sqlite:///heartq.db"
 
 
+@without_the_queue  # (the queue is only looked at, by the test, before and after)
 def test_an_empty_url_is_an_error_not_the_environment_s_queue(heartq: HeartqCli) -> None:
     """`--url "$QUEUE"` with QUEUE unset: one line, exit 1, and nothing done to the queue
     `HEARTQ_URL` names (nor to the default one), before or after the command."""
