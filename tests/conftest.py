@@ -22,12 +22,16 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from heartq.store import Store, open_store
 from tests import leftovers
 from tests.interrupt import FirstInterrupt
+
+if TYPE_CHECKING:
+    from tests.pg_harness import SchemaStock
 
 BACKENDS = [
     name.strip()
@@ -134,17 +138,49 @@ def fresh_url(
         yield make
 
 
+@pytest.fixture(scope="session")
+def pg_schemas(pg_server_url: str) -> Iterator[SchemaStock]:
+    """This process's migrated schemas made ahead and dropped behind (one per test)."""
+    from tests import pg_harness
+
+    stock = pg_harness.SchemaStock(pg_server_url)
+    yield stock
+    stock.close()
+
+
 @pytest.fixture
-def store_url(fresh_url: Callable[[], str]) -> str:
-    """The URL of a fresh, not yet migrated database of the current backend."""
+def migrated_url(
+    backend: str, fresh_url: Callable[[], str], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """The URL of a fresh database of the current backend, migrated (on PostgreSQL
+    ahead of the test, by `pg_schemas`, and dropped behind it)."""
+    if backend != "postgres":
+        url = fresh_url()
+        made = open_store(url)
+        made.migrate()
+        made.close()
+        yield url
+        return
+    stock = request.getfixturevalue("pg_schemas")
+    url = stock.take()
+    yield url
+    stock.drop_behind(url)
+
+
+@pytest.fixture
+def store_url(fresh_url: Callable[[], str], request: pytest.FixtureRequest) -> str:
+    """The URL of a fresh, not yet migrated database of the current backend; with
+    `store`, the URL of the store's database (migrated)."""
+    if "store" in request.fixturenames:
+        return str(request.getfixturevalue("migrated_url"))
     return fresh_url()
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
+def store(migrated_url: str) -> Iterator[Store]:
     """A migrated `Store` on a fresh database, closed after the test."""
-    opened = open_store(store_url)
-    opened.migrate()
+    opened = open_store(migrated_url)
+    opened.migrate()  # up to date already: read, not written
     yield opened
     opened.close()
 

@@ -12,8 +12,10 @@ the test; the run's end drops the database. A database of its own, because migra
 take an advisory lock of the database (one migration at a time per database, by design):
 in a database shared with other runs (other clones' suites on the machine's server),
 every fresh schema of every run waited in one queue for it. Where the role may not
-create databases, the schemas go in the given database itself. Tests that must stop or
-kill a database use `PrivateCluster` directly, never the shared server.
+create databases, the schemas go in the given database itself. Tests that want a
+migrated schema take one that `SchemaStock` migrated ahead of them, and it drops them
+behind. Tests that must stop or kill a database use `PrivateCluster` directly, never the
+shared server.
 
 Databases and schemas outlive a killed run (SIGKILL, power loss), so each carries its
 run's token (`tests/leftovers.py` names runs), and every process that makes them holds a
@@ -35,6 +37,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 import zlib
@@ -190,29 +193,135 @@ def run_token(run: leftovers.RunId) -> int:
 
 _owner_sessions: dict[str, psycopg.Connection[Any]] = {}
 """Per server: this process's session holding its run's lock (closed when it exits)."""
+_owner_sessions_lock = threading.Lock()
 
 
 def _hold_run_lock(base: str, token: int) -> None:
     """Hold the run's lock on `base` for as long as this process lives (shared: every
     process of the run holds it; a sweep takes it exclusively only when none does)."""
-    if base in _owner_sessions and not _owner_sessions[base].closed:
-        return
-    conn = psycopg.connect(base, autocommit=True, application_name="heartq-tests run")
-    conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", (LOCK_SPACE, token))
-    _owner_sessions[base] = conn
+    with _owner_sessions_lock:
+        if base in _owner_sessions and not _owner_sessions[base].closed:
+            return
+        conn = psycopg.connect(base, autocommit=True, application_name="heartq-tests run")
+        conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", (LOCK_SPACE, token))
+        _owner_sessions[base] = conn
+
+
+def _new_schema_url(base: str) -> str:
+    """The URL of a schema on `base` no test has used, marked with this run's token (not
+    made yet: a migration or a test makes it)."""
+    token = run_token(leftovers.this_run())
+    _hold_run_lock(base, token)
+    return f"{base}?schema={SCHEMA_PREFIX}{token:08x}_{uuid.uuid4().hex[:12]}"
+
+
+def _drop_schema_of(url: str) -> None:
+    base, schema = url.rsplit("?schema=", 1)
+    with psycopg.connect(base, autocommit=True) as conn:
+        _drop(conn, [schema])
 
 
 @contextlib.contextmanager
 def schema_url(base: str) -> Iterator[str]:
     """A fresh schema on `base`, marked with this run's token, dropped afterwards."""
-    token = run_token(leftovers.this_run())
-    _hold_run_lock(base, token)
-    schema = f"{SCHEMA_PREFIX}{token:08x}_{uuid.uuid4().hex[:12]}"
+    url = _new_schema_url(base)
     try:
-        yield f"{base}?schema={schema}"
+        yield url
     finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            _drop(conn, [schema])
+        _drop_schema_of(url)
+
+
+class SchemaStock:
+    """Migrated schemas made ahead of the tests that take them, and the schemas of tests
+    that ended dropped behind them, by a thread of this process: a test then waits neither
+    for its migration (0.05-0.2 s, seconds when other suites' DDL loads the server) nor
+    for its schema's drop. Each schema is fresh as ever: made by a migration of its own
+    for one test, and never handed out again.
+
+    `take()` returns one (made on the spot if none is ready: the thread is behind, or
+    could not make one, whose error the test then meets); `drop_behind(url)` once its
+    test is done. `close()` drops what is left. Schemas left by a process that died go
+    with its run's database (or a later sweep)."""
+
+    def __init__(self, base: str, ahead: int = 2) -> None:
+        self.base = base
+        self.ahead = ahead
+        self._ready: list[str] = []
+        self._doomed: list[str] = []
+        self._changed = threading.Condition()
+        self._closing = False
+        self._failed = False  # the thread's last migration failed: the tests make theirs
+        self._thread = threading.Thread(
+            target=self._run, name="heartq-tests schemas", daemon=True
+        )
+        self._thread.start()
+
+    def take(self) -> str:
+        with self._changed:
+            if self._ready:
+                url = self._ready.pop(0)
+                self._changed.notify_all()
+                return url
+        return self._make()
+
+    def ready(self) -> list[str]:
+        """The schemas made ahead, not taken yet."""
+        with self._changed:
+            return list(self._ready)
+
+    def drop_behind(self, url: str) -> None:
+        with self._changed:
+            self._doomed.append(url)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        self._thread.join(60)
+        with self._changed:
+            left, self._ready, self._doomed = [*self._ready, *self._doomed], [], []
+        for url in left:
+            with contextlib.suppress(psycopg.Error):
+                _drop_schema_of(url)
+
+    def _make(self) -> str:
+        from heartq.store import open_store
+
+        url = _new_schema_url(self.base)
+        store = open_store(url)
+        try:
+            store.migrate()
+        finally:
+            store.close()
+        return url
+
+    def _next(self) -> tuple[str, str | None] | None:
+        """What the thread does next: ("make", None) or ("drop", url); None to stop."""
+        with self._changed:
+            while True:
+                if self._closing:
+                    return None
+                if len(self._ready) < self.ahead and not self._failed:
+                    return "make", None
+                if self._doomed:
+                    return "drop", self._doomed.pop(0)
+                self._changed.wait()
+
+    def _run(self) -> None:
+        while (job := self._next()) is not None:
+            what, url = job
+            try:
+                if url is not None:
+                    _drop_schema_of(url)
+                    continue
+                made = self._make()
+            except Exception:  # noqa: BLE001 - the tests make their own and meet the error
+                with self._changed:
+                    self._failed = what == "make"
+                continue
+            with self._changed:
+                self._ready.append(made)
 
 
 def run_database(run: leftovers.RunId) -> str:

@@ -6,7 +6,7 @@ Each test gets a `Harness` on a fresh directory (`tmp_path`) holding:
 - a fresh queue, read by the test through `heartq.store.open_store`: once per backend
   (the `backend` fixture of `tests/conftest.py`, `HEARTQ_TEST_BACKENDS` narrows it), a
   SQLite file `heartq.db` or a fresh schema on the session's PostgreSQL server
-  (`pg_server_url`, `tests/pg_harness.schema_url`, dropped after the test);
+  (`pg_schemas`: migrated ahead of the test, dropped after it);
 - one log file per worker (`worker-N.log`, stdout and stderr, JSON events).
 
 Every test runs unchanged on both backends where the guarantee is backend-neutral; what
@@ -639,10 +639,9 @@ def harness(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         if backend == "sqlite":
             url = f"sqlite:///{tmp_path / 'heartq.db'}"  # absolute: sqlite:////tmp/...
         elif backend == "postgres":
-            from tests import pg_harness
-
-            server = request.getfixturevalue("pg_server_url")
-            url = cleanup.enter_context(pg_harness.schema_url(server))  # dropped last
+            schemas = request.getfixturevalue("pg_schemas")
+            url = schemas.take()  # migrated ahead
+            cleanup.callback(schemas.drop_behind, url)  # dropped last
         else:
             raise AssertionError(f"no integration recipe for backend {backend!r}")
         h = Harness(tmp_path, backend, url)

@@ -13,7 +13,6 @@ import pytest
 
 import heartq
 from heartq.worker import Worker
-from tests import pg_harness
 
 FAST = {
     "heartbeat_interval": 0.1,
@@ -30,8 +29,9 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
     """An app on a fresh queue, once per backend."""
     with contextlib.ExitStack() as stack:
         if request.param == "postgres":
-            base = request.getfixturevalue("pg_server_url")
-            url = stack.enter_context(pg_harness.schema_url(base))
+            schemas = request.getfixturevalue("pg_schemas")
+            url = schemas.take()  # migrated ahead
+            stack.callback(schemas.drop_behind, url)
         else:
             url = f"sqlite:///{tmp_path / 'q.db'}"
         application = heartq.App(url, **FAST)
