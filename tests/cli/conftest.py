@@ -36,18 +36,19 @@ would be the same commands doing the same thing."""
 
 @pytest.fixture(params=CLI_BACKENDS)
 def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The URL of a fresh, empty queue of the current backend."""
+    """The URL of a fresh, empty queue of the current backend, migrated (a queue that
+    exists: read commands refuse a missing SQLite file)."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'q.db'}"  # tmp_path is absolute: sqlite:////tmp/...
-        created = open_store(url)  # a queue that exists: read commands refuse a missing file
+        created = open_store(url)
         created.migrate()
         created.close()
         yield url
     elif request.param == "postgres":
-        from tests import pg_harness
-
-        with pg_harness.schema_url(request.getfixturevalue("pg_server_url")) as url:
-            yield url
+        schemas = request.getfixturevalue("pg_schemas")
+        url = schemas.take()  # migrated ahead
+        yield url
+        schemas.drop_behind(url)
     else:
         raise AssertionError(f"no test queue recipe for backend {request.param!r}")
 

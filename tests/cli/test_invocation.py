@@ -71,6 +71,7 @@ READ_COMMANDS = [
 ]
 
 
+@without_the_queue
 def test_read_commands_where_there_is_no_queue_name_the_path(heartq: HeartqCli) -> None:
     """No `heartq.db` here: a read command says so (absolute path, what to do) and
     creates nothing; the commands that write create the queue as before. (Every command
