@@ -5,8 +5,10 @@ none left when the stock closes."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from heartq.store import open_store
+from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
 from tests.support import wait_for
 
@@ -45,3 +47,18 @@ def test_each_schema_is_fresh_migrated_and_dropped_behind(pg_server_url: str) ->
     finally:
         stock.close()
     assert not [url for url in left if _exists(pg_server_url, url)]
+
+
+def test_a_test_that_patches_the_migrations_meanwhile_changes_no_schema_made_ahead(
+    pg_server_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some tests make the store class return only the first migrations (to test an
+    upgrade), while the stock's thread makes schemas for the tests after them."""
+    monkeypatch.setattr(PostgresStore, "migrations", lambda self: [])
+    stock = pg_harness.SchemaStock(pg_server_url, ahead=1)
+    try:
+        wait_for(lambda: stock.ready(), 30, "a schema made ahead")
+        url = stock.take()
+        assert _exists(pg_server_url, url, "jobs") and _exists(pg_server_url, url, "deployment")
+    finally:
+        stock.close()
