@@ -149,22 +149,32 @@ def pg_schemas(pg_server_url: str) -> Iterator[SchemaStock]:
 
 
 @pytest.fixture
-def migrated_url(
+def migrated_urls(
     backend: str, fresh_url: Callable[[], str], request: pytest.FixtureRequest
-) -> Iterator[str]:
-    """The URL of a fresh database of the current backend, migrated (on PostgreSQL
-    ahead of the test, by `pg_schemas`, and dropped behind it)."""
-    if backend != "postgres":
-        url = fresh_url()
-        made = open_store(url)
-        made.migrate()
-        made.close()
-        yield url
-        return
-    stock = request.getfixturevalue("pg_schemas")
-    url = stock.take()
-    yield url
-    stock.drop_behind(url)
+) -> Iterator[Callable[[], str]]:
+    """`migrated_urls()`: the URL of another fresh database of the current backend,
+    migrated (on PostgreSQL ahead of the test, by `pg_schemas`, and dropped behind it)."""
+    with contextlib.ExitStack() as behind:
+
+        def make() -> str:
+            if backend == "postgres":
+                stock = request.getfixturevalue("pg_schemas")
+                url = str(stock.take())
+                behind.callback(stock.drop_behind, url)
+                return url
+            url = fresh_url()
+            made = open_store(url)
+            made.migrate()
+            made.close()
+            return url
+
+        yield make
+
+
+@pytest.fixture
+def migrated_url(migrated_urls: Callable[[], str]) -> str:
+    """The URL of a fresh database of the current backend, migrated."""
+    return migrated_urls()
 
 
 @pytest.fixture
@@ -186,14 +196,14 @@ def store(migrated_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
-def store_factory(fresh_url: Callable[[], str]) -> Iterator[Callable[[], Store]]:
+def store_factory(migrated_urls: Callable[[], str]) -> Iterator[Callable[[], Store]]:
     """`store_factory()`: a migrated store on another fresh database of the current
     backend; all are closed after the test."""
     made: list[Store] = []
 
     def make() -> Store:
-        opened = open_store(fresh_url())
-        opened.migrate()
+        opened = open_store(migrated_urls())
+        opened.migrate()  # up to date already: read, not written
         made.append(opened)
         return opened
 
