@@ -14,6 +14,11 @@ LEASE = 1.2
 heartbeat by half a second, but a starved heartbeat thread misses the whole busy spell."""
 BUSY_FOR = 3.0  # 2.5 leases: a heartbeat thread the task starves lets the lease lapse
 
+pytestmark = pytest.mark.xdist_group("busy-loops")
+"""One busy spell at a time: the backends' runs of a test come one after the other, and
+`-n 2` ran them at once, each busy loop on one of the 2 cores (a lease lapsed so, once,
+under other suites' load)."""
+
 
 def busy_loop(seconds: float) -> int:
     end, spins = time.monotonic() + seconds, 0
