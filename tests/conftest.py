@@ -3,12 +3,14 @@
 Storage tests take `store` (opened through `heartq.store.open_store(url)` and migrated),
 `store_url` when they open stores themselves (other processes, migrate races),
 `store_factory` when they need several fresh, migrated stores in one test (hypothesis:
-one per example), or `fresh_url` for more fresh, not yet migrated databases.
+one per example), `migrated_url(s)` for the URLs of such, or `fresh_url` for more fresh,
+not yet migrated databases.
 
 Backends: each name in `BACKENDS` is a pytest param, and every test using these fixtures
 runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite` narrows
-it (PostgreSQL: a fresh schema per database, from `tests/pg_harness.py`). A new backend
-adds its name here and a branch in `fresh_url`.
+it (PostgreSQL: a fresh schema per database in the run's own database, from
+`tests/pg_harness.py`; migrated ones made ahead by `pg_schemas`). A new backend adds its
+name here and a branch in `fresh_url` and `migrated_urls`.
 
 The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
 at its start it removes what killed runs left, at its end what it left itself
