@@ -65,8 +65,12 @@ class SQLiteStore(SqlStore):
         self.url = url
         self.path: Path = path_from_url(url)
         options = options_from_url(url)
-        timeout = busy_timeout if busy_timeout is not None else options.get("busy_timeout")
-        self.pool = ConnectionPool(self.path, DEFAULT_BUSY_TIMEOUT if timeout is None else timeout)
+        timeout = busy_timeout if busy_timeout is not None else options.busy_timeout
+        self.pool = ConnectionPool(
+            self.path,
+            DEFAULT_BUSY_TIMEOUT if timeout is None else timeout,
+            options.synchronous,
+        )
         self._migrated = False
 
     # -- lifecycle -----------------------------------------------------------------------
