@@ -45,8 +45,9 @@ commit: a committed write survives a process crash, an OS crash and a power loss
 `normal` syncs it only at checkpoints: a committed write survives a process crash (it
 is in the file, in the OS's cache) and the database is never corrupted, but an OS crash
 or a power loss may roll back the transactions committed since the last sync, acknowledged
-enqueues and finishes among them. One commit costs an fsync at `full` (~0.1-0.5 ms on
-the benchmark's disk) and none at `normal` (docs/BENCHMARKS.md). `off` and `extra` are
+enqueues and finishes among them. A commit waits for an fsync at `full` (0.12 ms on the
+benchmark machine's disk when quiet, several ms while others write to it) and for none at
+`normal` (docs/BENCHMARKS.md). `off` and `extra` are
 refused: `off` may corrupt the file on an OS crash, and `extra` adds nothing in WAL mode."""
 
 
