@@ -7,6 +7,9 @@ limit gave a figure. No speed is asserted. Private servers, because the benchmar
 databases of fixed names (and empties a fixed Redis database): on a shared server, two
 suites running at once (from two clones) would drop each other's, and a killed run would
 leave them there.
+
+The three run in one xdist group, one after the other: the first to run installs the
+peers' environment (`.bench-venv`), which the others would otherwise find half made.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(600)
 def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -55,6 +59,7 @@ def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
 def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
     """`python -m bench.drivers --quick`: every variant (asyncpg only where it is
@@ -83,6 +88,7 @@ def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(120)
 def test_enqueue_one_benchmark_runs() -> None:
     """`bench/enqueue_one.py` takes a one-at-a-time enqueue apart at both `synchronous`
