@@ -177,8 +177,12 @@ class PostgresStore(SqlStore):
         after some were taken, they are handed over all the same and the keyed jobs wait
         for the next claim (which raises the error if it persists, once nothing unkeyed
         is left to take)."""
+        # The keys' locks last until the claim commits: a transaction of its own where
+        # the claim's statements commit by themselves; behind a transaction-mode pooler
+        # the claim is one transaction already (a savepoint would only add 2 round trips).
+        own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
         try:
-            with conn.transaction():  # the keys' locks last until the claim commits
+            with own:
                 keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
                 if not keys:
                     return []
