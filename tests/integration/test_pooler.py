@@ -284,6 +284,21 @@ def test_cancels_and_results_work_through_the_pooler(pooled: Pooled) -> None:
         app.close()
 
 
+def test_a_task_s_transaction_commits_with_its_job_through_the_pooler(pooled: Pooled) -> None:
+    """`ctx.transaction()` through the pooler, in a process-pool child (whose own store goes
+    through it too): the task's write and its job's completion commit together, on the
+    task's default search path, heartq's own statements on its schema; a child killed
+    inside the block leaves nothing, and the next attempt's write lands once."""
+    harness = pooled.harness
+    table = f"{harness.schema}.ledger"
+    harness.sql(f"CREATE TABLE {table} (job_id text NOT NULL, execution_id integer NOT NULL)")
+    harness.start_worker("--pool", "process", settings=POOLED)
+    job_id = harness.enqueue("ledger_write", {"table": table, "crash_first": "process"})
+    done = harness.wait_job(job_id, lambda j: j["result"], 30, "the job's result")
+    assert [e["outcome"] for e in done["executions"]] == ["crashed", "succeeded"]
+    assert harness.sql(f"SELECT job_id, execution_id FROM {table}") == [(job_id, 2)]
+
+
 def test_heartq_commands_work_through_the_pooler(pooled: Pooled) -> None:
     """The operator's commands, given the pooler's URL and `HEARTQ_POOLER=transaction`
     (the environment variable: the URL does not say), each exit 0."""
