@@ -37,6 +37,18 @@ REDACTED = [
         "postgresql://app:***@db/q",
     ),
     ("raw-at-in-password", "postgresql://app:hun@ter2@db/q", "postgresql://app:***@db/q"),
+    (
+        "direct-url-encoded",
+        "postgresql://app:hunter2@pooler/q?pooler=transaction"
+        "&direct_url=postgresql%3A%2F%2Fapp%3Ahunter2%40db%2Fq%3Fpassword%3Dhunter2",
+        "postgresql://app:***@pooler/q?pooler=transaction"
+        "&direct_url=postgresql%3A%2F%2Fapp%3A***%40db%2Fq%3Fpassword%3D***",
+    ),
+    (
+        "direct-url-raw",
+        "postgresql://pooler/q?pooler=transaction&direct_url=postgresql://app:hunter2@db/q",
+        "postgresql://pooler/q?pooler=transaction&direct_url=postgresql://app:***@db/q",
+    ),
 ]
 
 UNCHANGED = [
@@ -45,6 +57,7 @@ UNCHANGED = [
     "postgresql://app@db:5432/q?schema=heartq&sslmode=require",
     "postgresql://db/q?application_name=no-password-here&passfile=/etc/pgpass",
     "postgresql://db/q?mypassword=not-a-libpq-parameter",
+    "postgresql://pooler/q?pooler=transaction&direct_url=postgresql%3A%2F%2Fapp%40db%2Fq",
 ]
 
 

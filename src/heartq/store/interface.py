@@ -5,7 +5,8 @@ only through `Store`. Both backends (SQLite and PostgreSQL) implement it with on
 SQL store (`store/sql/`) over each dialect's statements (`queries.py`), and one
 conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
 outside a backend may assume which database is behind it; differences show up as
-capabilities (`supports_notify`, `liveness_grace`), never as `if backend == ...`.
+capabilities (`supports_notify`, `liveness_grace`, `holds_liveness_lock`), never as `if
+backend == ...`.
 
 The interface is cut by role, one protocol each, so that a part of heartq can say which
 part of the store it needs and no more: `Enqueuer` (jobs, schedules and task
@@ -305,6 +306,9 @@ class Reclaimer(Clock, Protocol):
     # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
     # probe believes the worker dead (0: the first free reading is believed).
     liveness_grace: float
+    # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
+    # pooler without a direct URL; such workers are found by heartbeats and leases).
+    holds_liveness_lock: bool
 
     def reap_expired(
         self,

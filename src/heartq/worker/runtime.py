@@ -359,6 +359,8 @@ class Worker:
             heartbeat_interval=s.heartbeat_interval,
             lease=s.lease_seconds,
             reap_interval=s.reap_interval_seconds,
+            liveness="lock" if self.store.holds_liveness_lock else "heartbeats",
+            wakeups="notify" if self.store.supports_notify else "poll",
         )
         if self.name:
             name = self.name

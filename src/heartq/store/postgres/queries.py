@@ -488,7 +488,8 @@ WAIT_FOR_PROBES = f"SELECT pg_advisory_xact_lock({PROBE_KEY})"
 # is ever tried.
 _NAMESAKES = f"""
 WITH namesakes AS MATERIALIZED (
-    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after, w.lock_free_since
+    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after, w.lock_free_since,
+           w.liveness_lock
     FROM workers AS w
     WHERE w.name = %(name)s AND w.id <> %(except_id)s
       AND (w.status = 'active'
@@ -499,7 +500,7 @@ SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbea
                     secs => coalesce(stale_after, %(stale_after)s::float8))
                 AND coalesce(stale_after, %(stale_after)s::float8) <= %(contact)s::float8,
                 false) AS silent,
-       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free,
+       liveness_lock AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free,
        extract(epoch from {T} - lock_free_since)::float8 AS free_for
 FROM namesakes
 ORDER BY id
@@ -529,13 +530,16 @@ WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(executio
 FOR UPDATE OF j
 """
 
+# `liveness_lock`: whether the worker holds a liveness lock (behind a transaction-mode
+# pooler without a direct URL it holds none: no probe may try it).
 REGISTER_WORKER = f"""
 INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
-                     last_heartbeat_at, stale_after, contact_since)
+                     last_heartbeat_at, stale_after, contact_since, liveness_lock)
 VALUES (%(id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s::json, %(concurrency)s, 'active',
-        {T}, {T}, %(stale_after)s::float8, {T})
+        {T}, {T}, %(stale_after)s::float8, {T}, %(liveness_lock)s)
 ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL,
-                               stale_after = EXCLUDED.stale_after, contact_since = {T}
+                               stale_after = EXCLUDED.stale_after, contact_since = {T},
+                               liveness_lock = EXCLUDED.liveness_lock
 """
 
 STOP_WORKER = f"""
@@ -874,7 +878,8 @@ SELECT extract(epoch from {T})::float8 AS now,
 PROBE_LIVENESS = f"""
 WITH free AS MATERIALIZED (
     SELECT id, lock_free_since FROM workers
-    WHERE status = 'active' AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
+    WHERE status = 'active' AND liveness_lock
+      AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
 ), held AS (
     UPDATE workers SET lock_free_since = NULL
     WHERE id IN (SELECT id FROM workers
@@ -905,7 +910,7 @@ WHERE id IN (SELECT id FROM workers WHERE lock_free_since IS NOT NULL FOR UPDATE
 # the server has been up for less than `quiet` seconds (a restart frees every lock).
 LIVENESS_FREE = f"""
 SELECT id FROM workers
-WHERE status = 'active' AND id = ANY(%(ids)s::text[])
+WHERE status = 'active' AND id = ANY(%(ids)s::text[]) AND liveness_lock
   AND extract(epoch from now() - pg_postmaster_start_time()) >= %(quiet)s
   AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
 """
@@ -915,6 +920,15 @@ LIVENESS_LOCK = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, hashtext(%(worke
 LIVENESS_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, hashtext(%(worker_id)s)) AS done"
 
 PING = "SELECT 1"
+
+# Behind a transaction-mode pooler, the first statement of every transaction: what a
+# direct connection sets at its start (`-c search_path=... -c
+# idle_in_transaction_session_timeout=...`), for this transaction only, since the next
+# one may run on another server session (`pooler.py`).
+TRANSACTION_SCOPE = (
+    "SELECT set_config('search_path', %(schema)s, true),"
+    " set_config('idle_in_transaction_session_timeout', %(idle)s, true)"
+)
 
 MIGRATIONS_PRESENT = (
     "SELECT to_regclass(format('%%I.schema_migrations', %(schema)s::text)) IS NOT NULL AS present"

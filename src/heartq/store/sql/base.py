@@ -84,6 +84,10 @@ class SqlBase:
     url: str
     supports_notify: bool = False
     liveness_grace: float = 0.0
+    holds_liveness_lock: bool = True
+    """Whether the workers of this store hold a liveness lock (recorded with each worker:
+    False behind a transaction-mode pooler without a direct URL, whose workers have no
+    session to hold one and are judged by heartbeats and leases alone)."""
     _migrated: bool = False
 
     # -- dialect hooks -------------------------------------------------------------------
