@@ -65,6 +65,15 @@ long. heartq's transactions last milliseconds; a client frozen mid-transaction (
 a VM pause, a partition) would otherwise keep its jobs' rows locked, and no reaper could
 reclaim them until it woke."""
 CONNECT_TIMEOUT = 5.0
+POOL_RECONNECT_WINDOW = 2.0
+"""Defaults to 2 s: how long the pool keeps retrying one lost connection by itself
+(psycopg_pool's `reconnect_timeout`, 5 minutes by default) before it gives up, and the
+next caller that finds the pool empty starts a new attempt at once. psycopg_pool doubles
+its delay after each failed attempt (1, 2, 4, 8 ... s, uncapped), so after an outage of
+T seconds (a failover, a restart) its next attempt came up to T seconds after the server
+was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
+worker finds the new primary within about a second of its promotion, whatever the
+outage lasted (`tests/integration/test_failover.py`)."""
 CHECK_IDLE_AFTER = 1.0
 """Seconds a pooled connection may sit unused before the pool checks it with a round trip
 on its way out. Checking every checkout doubled the round trips of the hot path (a claim
@@ -362,6 +371,7 @@ class ConnectionPool:
             configure=_configure,
             check=_check_if_idle,
             timeout=CONNECT_TIMEOUT,
+            reconnect_timeout=POOL_RECONNECT_WINDOW,
             max_idle=POOL_MAX_IDLE,
             open=True,
             name=self.name,
