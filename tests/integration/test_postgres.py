@@ -318,6 +318,43 @@ def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
         store.close()
 
 
+def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
+    harness: Harness,
+) -> None:
+    """A failover ends every session at once, on a server whose uptime (a promoted
+    standby's postmaster) says nothing of it. What a prober does know is its own session:
+    while it is down, and for `liveness_restart_quiet` after it was reopened, the process
+    does not probe (the others' sessions may be reopening too), and keeps what was
+    suspected; afterwards it probes as before."""
+    store = probe_store(harness)
+    mine, gone = f"mine-{harness.schema}", f"gone-{harness.schema}"  # lock keys are global
+    handle = store.liveness_hold(mine)
+    try:
+        store.liveness_restart_quiet = 2.0
+        probe = DetectedBy.LIVENESS_LOCK
+        t0 = float(math.floor(store.clock()))
+        job_id = running(store, gone, t0)
+        assert store.liveness_probe(probe, now=t0) == []
+        assert store.liveness_suspects() == {gone: t0}  # a probe ran: not quiet so far
+
+        (before,) = advisory_holders(harness, mine)
+        assert harness.sql("SELECT pg_terminate_backend(%s)", (before,)) == [(True,)]
+        harness.wait_for(
+            lambda: advisory_holders(harness, mine) not in ([], [before]), 10, "the lock back"
+        )
+        reopened_at = time.monotonic()
+        assert store.liveness_probe(probe, now=t0 + 10) == []  # the grace is long past
+        assert store.liveness_suspects() == {gone: t0}
+        assert store.get_job(job_id)["status"] == JobStatus.RUNNING
+
+        time.sleep(max(0.0, reopened_at + store.liveness_restart_quiet - time.monotonic()))
+        (dead,) = store.liveness_probe(probe, now=t0 + 20)
+        assert (dead.id, [r.job_id for r in dead.reclaimed]) == (gone, [job_id])
+    finally:
+        handle.release()
+        store.close()
+
+
 # -- read-only roles and unreachable servers ------------------------------------------------
 def heartq_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
