@@ -143,6 +143,17 @@ class StreamingPair:
                     raise RuntimeError(f"standby did not replay up to {target}")
                 time.sleep(0.05)
 
+    def standby_uptime(self) -> float:
+        """Seconds the standby's postmaster has been up: what a promoted standby's
+        `pg_postmaster_start_time()` will say, however recent the promotion."""
+        assert self.standby is not None, "no standby"
+        with _admin(self.standby) as conn:
+            row = conn.execute(
+                "SELECT extract(epoch from now() - pg_postmaster_start_time())::float8"
+            ).fetchone()
+        assert row is not None
+        return float(row[0])
+
     def cut_replication(self) -> None:
         """The standby stops receiving (its `primary_conninfo` emptied: its WAL receiver
         exits, dropping what it had not yet read): a standby that falls behind. The
