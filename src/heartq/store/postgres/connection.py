@@ -297,6 +297,7 @@ class ConnectionPool:
     def __init__(self, url: str, size: int | None = None) -> None:
         self.url = url
         self.conninfo, self.schema = parse_url(url)
+        self._given = conninfo_to_dict(self.conninfo)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
@@ -309,14 +310,20 @@ class ConnectionPool:
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
-        return {
+        """What every connection adds to the URL: the schema's search path, the idle
+        transaction timeout, and `CONNECT_TIMEOUT` unless the URL sets `connect_timeout`
+        (per host: with a multi-host URL, a host that does not answer at all costs that
+        long at every connection before the next host is tried)."""
+        kwargs: dict[str, Any] = {
             "options": (
                 f"-c search_path={self.schema} "
                 f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
             ),
-            "connect_timeout": int(CONNECT_TIMEOUT),
             "row_factory": dict_row,
         }
+        if "connect_timeout" not in self._given:
+            kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)
+        return kwargs
 
     @property
     def size(self) -> int:
@@ -413,11 +420,10 @@ class ConnectionPool:
     def session_kwargs(self) -> dict[str, Any]:
         """`connect_kwargs` plus client-side TCP keepalives and `tcp_user_timeout`, for
         sessions kept open for a worker's life (unless the URL sets them)."""
-        given = conninfo_to_dict(self.conninfo)
         extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
         if psycopg.pq.version() >= 120000:
             extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
-        kwargs = {k: v for k, v in extra.items() if k not in given}
+        kwargs = {k: v for k, v in extra.items() if k not in self._given}
         kwargs.update(self.connect_kwargs)
         return kwargs
 
