@@ -158,7 +158,9 @@ class FailoverConfig:
     long_every: int = 10
     max_retries: int = 0
     carry_on_timeout: float = 60.0
-    drain_timeout: float = 120.0
+    drain_timeout: float = 240.0
+    """Asynchronous at heartq's defaults, a lost finish waits for its lease (90 s) and a
+    reap (30 s) before its job runs again."""
     workdir: str | None = None
     verbose: bool = True
 
@@ -350,6 +352,7 @@ class FailoverRun:
                 self.say("a new standby took the old primary's place")
             self.failover(number)
         self.stop_enqueuer()
+        self.first_acks()
         drained = self.drain()
         self.after_the_drain()
         self.stop_workers()
@@ -420,7 +423,6 @@ class FailoverRun:
             " WHERE ended_at >= to_timestamp(%s) AND outcome = 'succeeded'",
             (promoted,),
         )[0][0]
-        acks = [x["acked"] for x in self.enqueued() if "id" in x and x["acked"] >= promoted]
 
         def after(t: float | None) -> float | None:
             return None if t is None else round(t - promoted, 3)
@@ -430,10 +432,18 @@ class FailoverRun:
             "every_worker_first_claim": {w: after(t) for w, t in claims.items()},
             "first_finish": after(finish),
             "every_lock_back": {w: after(t) for w, t in locks.items()},
-            "first_enqueue_acked": after(min(acks, default=None)),
             "workers_not_carried_on": sorted(set(ids) - claims.keys()),
             "locks_not_back": sorted(set(ids) - locks.keys()),
         }
+
+    def first_acks(self) -> None:
+        """Each failover's first acknowledged enqueue after its promotion, from the whole
+        record (an enqueue under way at the promotion may wait for the pool's timeout)."""
+        acks = sorted(x["acked"] for x in self.enqueued() if "id" in x)
+        for record in self.failovers:
+            promoted = record["promoted_at"]
+            first = next((t for t in acks if t >= promoted), None)
+            record["first_enqueue_acked"] = None if first is None else round(first - promoted, 3)
 
     def lock_held(self, worker_id: str | None) -> bool:
         """The worker's liveness lock is held on the current primary (`pg_locks` shows
