@@ -622,7 +622,8 @@ def test_a_task_whose_transaction_cannot_reach_the_server_spends_no_retry(
         finally:
             cluster.start()
         back_at = time.monotonic()
-        done = harness.wait_status(job_id, "succeeded", 40)
+        # the result lands just after the commit that succeeded the job: wait for both
+        done = harness.wait_job(job_id, lambda j: j["result"], 40, "its result")
         assert [e["outcome"] for e in done["executions"]] == ["interrupted", "succeeded"], done
         crash = done["executions"][0]["crash"]
         assert crash["detected_by"] == "self_fence", crash
