@@ -238,11 +238,14 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
-    def ledger_write(ctx, table, crash_first=""):
+    def ledger_write(ctx, table, crash_first="", wait_first=False):
         """Writes one row (job, execution) into `table` in its ctx.transaction(). With
         `crash_first`, execution 1 dies inside the block, after its write and before the
-        commit: "process" SIGKILLs the process that runs it."""
+        commit: "process" SIGKILLs the process that runs it. With `wait_first`,
+        execution 1 waits for the file `go-<job>` before it opens the transaction."""
         started(ctx)
+        while wait_first and ctx.execution_id == 1 and not (HERE / f"go-{ctx.job_id}").exists():
+            time.sleep(0.02)
         with ctx.transaction() as conn:
             mark_ = "?" if type(conn).__module__.startswith("sqlite3") else "%s"
             conn.execute(

@@ -153,9 +153,11 @@ class ProcessPool:
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
             run.transaction = TransactionState(message[1])
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run = message
+            _, outcome, result_json, error, permanent, cannot_run, away = message
             why = None if cannot_run is None else CannotRun(cannot_run)
-            return AttemptEnd(Outcome(outcome), result_json, error, permanent, cannot_run=why)
+            return AttemptEnd(
+                Outcome(outcome), result_json, error, permanent, cannot_run=why, database_away=away
+            )
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:

@@ -69,6 +69,15 @@ long. heartq's transactions last milliseconds; a client frozen mid-transaction (
 a VM pause, a partition) would otherwise keep its jobs' rows locked, and no reaper could
 reclaim them until it woke."""
 CONNECT_TIMEOUT = 5.0
+POOL_RECONNECT_WINDOW = 2.0
+"""Defaults to 2 s: how long the pool keeps retrying one lost connection by itself
+(psycopg_pool's `reconnect_timeout`, 5 minutes by default) before it gives up, and the
+next caller that finds the pool empty starts a new attempt at once. psycopg_pool doubles
+its delay after each failed attempt (1, 2, 4, 8 ... s, uncapped), so after an outage of
+T seconds (a failover, a restart) its next attempt came up to T seconds after the server
+was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
+worker finds the new primary within about a second of its promotion, whatever the
+outage lasted (`tests/integration/test_failover.py`)."""
 CHECK_IDLE_AFTER = 1.0
 """Seconds a pooled connection may sit unused before the pool checks it with a round trip
 on its way out. Checking every checkout doubled the round trips of the hot path (a claim
@@ -312,6 +321,7 @@ class ConnectionPool:
         """Through a transaction-mode pooler: no prepared statements, no startup options,
         each transaction scoped by its first statement, a lasting session only on the
         direct URL (`pooler.py`)."""
+        self._given = conninfo_to_dict(self.conninfo)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
@@ -324,25 +334,25 @@ class ConnectionPool:
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
-        """What every connection of the pool is opened with. Behind a transaction-mode
-        pooler: no startup `options` (a pooler refuses or drops them; `_scope` sets the
-        same for each transaction) and no prepared statements (`prepare_threshold=None`:
-        a statement prepared on one server session is missing, or already there, on the
-        next)."""
+        """What every connection of the pool is opened with: the schema's search path,
+        the idle transaction timeout, and `CONNECT_TIMEOUT` unless the URL sets
+        `connect_timeout` (per host: with a multi-host URL, a host that does not answer at
+        all costs that long at every connection before the next host is tried). Behind a
+        transaction-mode pooler: no startup `options` (a pooler refuses or drops them;
+        `_scope` sets the same for each transaction) and no prepared statements
+        (`prepare_threshold=None`: a statement prepared on one server session is missing,
+        or already there, on the next)."""
+        kwargs: dict[str, Any] = {"row_factory": dict_row}
         if self.pooler.transaction:
-            return {
-                "connect_timeout": int(CONNECT_TIMEOUT),
-                "row_factory": dict_row,
-                "prepare_threshold": None,
-            }
-        return {
-            "options": (
+            kwargs["prepare_threshold"] = None
+        else:
+            kwargs["options"] = (
                 f"-c search_path={self.schema} "
                 f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
-            ),
-            "connect_timeout": int(CONNECT_TIMEOUT),
-            "row_factory": dict_row,
-        }
+            )
+        if "connect_timeout" not in self._given:
+            kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)
+        return kwargs
 
     @property
     def size(self) -> int:
@@ -397,6 +407,7 @@ class ConnectionPool:
             configure=_configure,
             check=_check_if_idle,
             timeout=CONNECT_TIMEOUT,
+            reconnect_timeout=POOL_RECONNECT_WINDOW,
             max_idle=POOL_MAX_IDLE,
             open=True,
             name=self.name,
@@ -465,6 +476,8 @@ class ConnectionPool:
             extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
         kwargs = {k: v for k, v in extra.items() if k not in given}
         kwargs.update(self.connect_kwargs)
+        if "connect_timeout" in given:  # the session's own URL (a direct URL) says
+            kwargs.pop("connect_timeout", None)
         return kwargs
 
     def _session_target(self) -> tuple[str, str]:

@@ -280,10 +280,22 @@ class PostgresStore(SqlStore):
         `liveness_restart_quiet` (`LIVENESS_RESTART_QUIET`). One probe runs at a time per
         queue (`PROBE_KEY`); a prober that finds another one at work skips its turn.
 
+        A failover ends every session too, but the new primary's postmaster may have run
+        for days (a standby promoted), so its uptime says nothing. What a prober knows is
+        its own session: while this store's shared session is down after it dropped, and
+        for `liveness_restart_quiet` after it was opened again, this process does not probe
+        (nor touch the suspicions: a worker whose session did not drop goes on probing).
+        Every worker's session dropped with the old primary, so none probes until each has
+        had that long to reconnect and take its lock again.
+
         The cost: a SIGKILLed worker's jobs come back after about `LIVENESS_GRACE` plus
         one probe interval (~4 s at default settings) instead of ~1 s; still far below the
-        lease (90 s), which stays the backstop.
+        lease (90 s), which stays the backstop. A worker that dies during a failover or a
+        restart is found a quiet period later.
         """
+        session = self._session
+        if session is not None and session.unsettled(self.liveness_restart_quiet):
+            return []
         self.ensure_schema()
         with self.pool.transaction() as conn:
             start = conn.execute(q.PROBE_START, {"now": now}).fetchone()
