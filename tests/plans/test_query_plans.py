@@ -24,6 +24,9 @@ from tests import pg_harness
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
+    # Rate-limited jobs: their own claim index, and a key's starts by the executions' index.
+    "CLAIM_RATED": "SEARCH c USING INDEX heartq_jobs_rated_claim_idx (queue=?)",
+    "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
     "RENEW": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",

@@ -39,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from heartq.model import (
     CancelResult,
+    Claim,
     ClaimedJob,
     Finish,
     JobEnd,
@@ -186,8 +187,13 @@ class LeaseHolder(Clock, Protocol):
         limit: int,
         lease: float,
         now: float | None = None,
-    ) -> list[ClaimedJob]:
-        """Take up to `limit` runnable jobs, by priority (highest first) then age."""
+    ) -> Claim:
+        """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
+        without a key, then (slots left) jobs with a concurrency key, then jobs with a
+        rate key, never more of a key's attempts running than its concurrency limit nor
+        started within its period than its rate limit. The answer is a list of the jobs
+        that also says, in `rate_wait`, how many seconds until a runnable job that its
+        rate limit held back may start (None: none is)."""
         ...
 
     def claim_ids(
@@ -197,8 +203,9 @@ class LeaseHolder(Clock, Protocol):
         lease: float,
         now: float | None = None,
     ) -> list[ClaimedJob]:
-        """Claim, as `claim` does, those of `ids` that are queued, runnable and have no
-        concurrency key (a transport's messages name them; any other id claims nothing)."""
+        """Claim, as `claim` does, those of `ids` that are queued, runnable and have
+        neither a concurrency nor a rate key (a transport's messages name them; any other
+        id claims nothing)."""
         ...
 
     def due_for_publish(

@@ -111,6 +111,8 @@ def task_policy(row: Any) -> TaskPolicy:
         declared_at=row["declared_at"],
         declared_by=row["declared_by"],
         parameters=task_parameters(row["parameters"]),
+        rate_limit=row["rate_limit"],
+        rate_key=row["rate_key"],
     )
 
 
