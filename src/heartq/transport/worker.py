@@ -58,6 +58,12 @@ class TransportFetch:
         self._backstop_due = time.monotonic() + transport.options.backstop
         self._failing = False
 
+    def claim_again_in(self, seconds: float) -> None:
+        """Claim from the database again within `seconds` (the backstop comes sooner):
+        a job its rate limit held back may start then, and no message names it (a
+        rate-limited job is never published: its claim must count its key)."""
+        self._backstop_due = min(self._backstop_due, time.monotonic() + seconds)
+
     @property
     def delivering(self) -> bool:
         """Whether the transport delivers now: connected, and its last fetch worked. A
