@@ -220,3 +220,20 @@ def test_a_failed_rated_claim_never_strands_the_jobs_the_claim_took(
         handed = []
     assert [j["id"] for j in store.list_jobs(status="running")] == handed
     assert handed == ([plain] if dialect == "postgres" else [])
+
+
+def test_each_keys_use_is_visible(store: Store, t0: float) -> None:
+    store.enqueue([rated("api", limit=2, period=10) for _ in range(5)], now=t0)
+    store.enqueue([rated("later", limit=1, period=60, delay=100)], now=t0)
+    store.enqueue([rated(None)], now=t0)
+    assert len(claim(store, t0 + 1)) == 3  # two of "api" and the one without a key
+    usage = {u["key"]: u for u in store.rate_usage(now=t0 + 4)}
+    assert set(usage) == {"api", "later"}
+    api = usage["api"]
+    assert api.pop("next_start_in") == pytest.approx(7.0, abs=0.01)
+    assert api == {"key": "api", "limit": "2/10s", "count": 2, "period": 10.0, "started": 2,
+                   "waiting": 3, "queued": 3, "running": 2}  # fmt: skip
+    assert usage["later"]["started"] == 0 and usage["later"]["next_start_in"] is None
+    assert (usage["later"]["waiting"], usage["later"]["queued"]) == (0, 1)
+    later = {u["key"]: u for u in store.rate_usage(now=t0 + 11)}["api"]
+    assert (later["started"], later["next_start_in"]) == (0, None)

@@ -471,6 +471,15 @@ class Inspector(Clock, Protocol):
         and `limit` (the largest limit its jobs carry), busiest first; for `heartq stats`."""
         ...
 
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Per rate key and limit with jobs queued or running: `key`, `limit` (`"30/s"`;
+        `count` and `period` in seconds), `started` (its attempts started within the
+        period, up to now), `next_start_in` (seconds until the next start frees up, when
+        `started` is at the limit; else None), `waiting` (queued jobs that are due: what
+        the limit holds back when it is reached), `queued`, `running`; most waiting
+        first, at most 1000. For `heartq stats` and the dashboard."""
+        ...
+
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         """Per queue: how long its oldest runnable job has waited, and how many wait for
         a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""

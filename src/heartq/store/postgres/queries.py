@@ -764,6 +764,44 @@ ORDER BY running DESC, queued DESC, concurrency_key
 LIMIT 1000
 """
 
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through executions_rate_idx.
+RATE_USAGE = f"""
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           count(*) FILTER (WHERE status = 'running')::integer AS running,
+           count(*) FILTER (WHERE status = 'queued')::integer AS queued,
+           count(*) FILTER (WHERE status = 'queued' AND run_at <= {T})::integer AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > {T} - make_interval(secs => (SELECT max(period) FROM groups))
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting,
+       count(s.started_at)::integer AS started,
+       extract(epoch from min(s.started_at + make_interval(secs => g.period) - {T})
+                          FILTER (WHERE s.latest = g.n))::float8 AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > {T} - make_interval(secs => g.period)
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue,
        extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,

@@ -626,6 +626,43 @@ ORDER BY running DESC, queued DESC, concurrency_key
 LIMIT 1000
 """
 
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through the executions' one.
+RATE_USAGE = """
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_lease_idx
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           sum(status = 'running') AS running, sum(status = 'queued') AS queued,
+           sum(status = 'queued' AND run_at <= :now) AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+    WHERE e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > :now - (SELECT max(period) FROM groups)
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting, count(s.started_at) AS started,
+       min(CASE WHEN s.latest = g.n THEN s.started_at + g.period - :now END) AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > :now - g.period
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue, min(oldest_run_at) AS oldest_run_at, sum(scheduled) AS scheduled FROM (
 {"UNION ALL".join(_QUEUE_WAIT.format(index=i, test=t) for i, t in _CLAIM_INDEXES)}
