@@ -285,37 +285,63 @@ WITH keys AS (
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
 
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
+# one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
+# `best`, each key's best runnable job of these queues (its limit is the key's, for the
+# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
+# starts within the period (`used`: its executions, by executions_rate_idx) looked below
+# their limit. A claim's cost follows the number of keys, not their backlogs.
+_RATE_KEYS = f"""keys AS (
+    (SELECT rate_key AS key FROM jobs
+     WHERE status = 'queued' AND rate_key IS NOT NULL
+     ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM jobs AS j
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys AS k WHERE k.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT priority, run_at, rate_limit, rate_period FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1
+    ) AS b
+)"""
+
+# The runnable jobs of a rate key, best first (`rate_key = <key>`): a walk of its part of
+# jobs_rated_claim_idx, at most `limit` of them (no claim takes more).
+_KEY_JOBS = f"""
+        FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = {{key}}
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s"""
+
 # Jobs with a rate key (store/sql/ `claim`, in the keyed claim's transaction, only when
 # the claims before filled fewer than `limit`), in two statements, as keyed jobs are.
-# First the keys: the rate keys of runnable jobs whose starts within the period looked
-# below their limit (`used`: the key's executions, by executions_rate_idx), best job
-# first, at most `limit` of them, each with whether its transaction lock could be taken
-# (a key another claimer holds is skipped, never waited for); with them the concurrency
-# keys of those keys' jobs that have one, locked the same way (a job with both keys obeys
-# both); and a `held` row when any rate-limited job is runnable here at all, so that only
-# then is RATE_WAIT asked. The candidates are fixed first (MATERIALIZED).
+# First the keys: the open rate keys (`_RATE_KEYS`), each with whether its transaction
+# lock could be taken (a key another claimer holds is skipped, never waited for); with
+# them the concurrency keys of their first jobs that have one, locked the same way (a job
+# with both keys obeys both); and a `held` row when any rate-limited job is runnable here
+# at all, so that only then is RATE_WAIT asked. The candidates are fixed first
+# (MATERIALIZED), so no other key's lock is tried.
 CLAIM_RATE_KEYS = f"""
-WITH groups AS MATERIALIZED (
-    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
-           max(priority) AS priority, min(run_at) AS run_at
-    FROM jobs
-    WHERE status = 'queued' AND rate_key IS NOT NULL
-      AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
-    GROUP BY rate_key, rate_limit, rate_period
-), open AS MATERIALIZED (
-    SELECT g.key, max(g.priority) AS priority, min(g.run_at) AS run_at
-    FROM groups AS g
-    WHERE g.n > (SELECT count(*) FROM executions AS e
-                 WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
-                   AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period))
-    GROUP BY g.key
-    ORDER BY 2 DESC, 3, 1
+WITH RECURSIVE {_RATE_KEYS}, open AS MATERIALIZED (
+    SELECT key FROM best
+    WHERE n > (SELECT count(*) FROM executions AS e
+               WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+                 AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period))
+    ORDER BY priority DESC, run_at, key
     LIMIT %(limit)s
 ), keyed AS MATERIALIZED (
-    SELECT DISTINCT j.concurrency_key AS key FROM jobs AS j
-    WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.concurrency_key IS NOT NULL
-      AND j.queue = ANY(%(queues)s::text[]) AND j.run_at <= {T_STATEMENT}
-      AND j.rate_key IN (SELECT key FROM open)
+    SELECT DISTINCT c.concurrency_key AS key
+    FROM open AS o
+    CROSS JOIN LATERAL (SELECT concurrency_key {_KEY_JOBS.format(key="o.key")}) AS c
+    WHERE c.concurrency_key IS NOT NULL
 )
 SELECT 'rate' AS kind, key, pg_try_advisory_xact_lock({RATE_NAMESPACE}, hashtext(key)) AS locked
 FROM open
@@ -323,47 +349,48 @@ UNION ALL
 SELECT 'concurrency', key, pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
 FROM keyed
 UNION ALL
-SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM groups)
+SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM best)
 """
 
 # Then, in a statement of its own (its snapshot taken after the locks: it sees every
-# start of these keys committed before, and none can commit during it): per locked rate
-# key and period its starts within the period (`used`), per locked concurrency key its
-# running jobs. A job whose concurrency key is not locked waits; one with a concurrency
-# key takes a place among that key's free slots (`free`), among the candidates whose rate
-# key has room. Then each rate key's jobs in claim order, the first `rate_limit - used`
-# of them (each job's own limit); the best `limit` of those, claimed as CLAIM does (its
-# execution records the rate key: the start the next claim counts).
+# start of these keys committed before, and none can commit during it): the first jobs of
+# each locked rate key (`candidates`), per key and period their starts within the period
+# (`used`), per locked concurrency key its running jobs. A job whose concurrency key is
+# not locked waits; one with a concurrency key takes a place among that key's free slots
+# (`free`), among the candidates whose rate key has room, so a job waiting for its rate
+# key's next start does not hold a concurrency slot another rate key could use. Then each
+# rate key's jobs in claim order, the first `rate_limit - used` of them (each job's own
+# limit); the best `limit` of those, claimed as CLAIM does (its execution records the
+# rate key: the start the next claim counts).
 CLAIM_RATED = f"""
-WITH windows AS (
+WITH candidates AS MATERIALIZED (
+    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
+               concurrency_limit {_KEY_JOBS.format(key="k.key")}
+    ) AS c
+), windows AS MATERIALIZED (
     SELECT g.key, g.period,
            (SELECT count(*) FROM executions AS e
             WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
               AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
-    FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM jobs
-          WHERE status = 'queued' AND rate_key IS NOT NULL
-            AND rate_key = ANY(%(rate_keys)s::text[])
-            AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}) AS g
-), slots AS (
+    FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
+), slots AS MATERIALIZED (
     SELECT k.key, (SELECT count(*) FROM jobs AS r
                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                      AND r.concurrency_key = k.key) AS running
     FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
-), open AS (
+), fit AS (
     SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
            c.rate_limit - w.used AS room, c.concurrency_limit - s.running AS free
-    FROM jobs AS c
+    FROM candidates AS c
     JOIN windows AS w ON w.key = c.rate_key AND w.period = c.rate_period
     LEFT JOIN slots AS s ON s.key = c.concurrency_key
-    WHERE c.status = 'queued' AND c.rate_key IS NOT NULL
-      AND c.rate_key = ANY(%(rate_keys)s::text[])
-      AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
-      AND c.rate_limit > w.used
-      AND (c.concurrency_key IS NULL OR s.key IS NOT NULL)
+    WHERE c.rate_limit > w.used AND (c.concurrency_key IS NULL OR s.key IS NOT NULL)
 ), within_slots AS (
     SELECT *, row_number() OVER (PARTITION BY concurrency_key
                                  ORDER BY priority DESC, run_at, id) AS place
-    FROM open
+    FROM fit
 ), ranked AS (
     SELECT id, room,
            row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
@@ -377,24 +404,21 @@ WITH windows AS (
 ), {_CLAIMED}"""
 
 # How long until a runnable rate-limited job of these queues may start, in seconds (None:
-# none is held back by its rate key): per key and limit, the start that leaves the
-# window last among the `rate_limit` latest, plus the period. A key with room counts
-# nothing here (what holds its jobs back, if anything, is a concurrency limit).
+# none is held back by its rate key): per key (with its best job's limit), the start that
+# leaves the window last among the `rate_limit` latest, plus the period. A key with room
+# counts nothing here (what holds its jobs back, if anything, is a concurrency limit).
 RATE_WAIT = f"""
-SELECT extract(epoch from min(started_at + make_interval(secs => period))
+WITH RECURSIVE {_RATE_KEYS}
+SELECT extract(epoch from min(nth.started_at + make_interval(secs => best.period))
                           - {T_STATEMENT})::float8 AS wait
-FROM (
-    SELECT e.started_at, g.n, g.period,
-           row_number() OVER (PARTITION BY g.key, g.n, g.period
-                              ORDER BY e.started_at DESC) AS latest
-    FROM (SELECT DISTINCT rate_key AS key, rate_limit AS n, rate_period AS period FROM jobs
-          WHERE status = 'queued' AND rate_key IS NOT NULL
-            AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}) AS g
-    JOIN executions AS e
-      ON e.rate_key IS NOT NULL AND e.rate_key = g.key
-     AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)
-) AS starts
-WHERE latest = n
+FROM best
+CROSS JOIN LATERAL (
+    SELECT e.started_at FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+      AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period)
+    ORDER BY e.started_at DESC
+    LIMIT 1 OFFSET best.n - 1
+) AS nth
 """
 
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before

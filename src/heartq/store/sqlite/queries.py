@@ -177,24 +177,56 @@ CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
+# one probe each of heartq_jobs_rated_claim_idx (a skip scan: the index is ordered by key);
+# `best`, each key's best runnable job of these queues (its limit is the key's, for the
+# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
+# starts within the period (`used`: its executions, by heartq_executions_rate_idx) are
+# below their limit. A claim's cost follows the number of keys, not their backlogs.
+_RATE_KEYS = """keys(key) AS (
+    SELECT (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE status = 'queued' AND rate_key IS NOT NULL ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > keys.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys WHERE keys.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys JOIN heartq_jobs AS b ON b.id = (
+        SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+        WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = keys.key
+          AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
+        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+    WHERE keys.key IS NOT NULL
+)"""
+_OPEN_KEYS = """open AS MATERIALIZED (
+    SELECT key FROM best
+    WHERE n > (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+               WHERE e.rate_key = best.key AND e.started_at > :now - best.period)
+    ORDER BY priority DESC, run_at, key
+    LIMIT :limit
+)"""
+
 # Jobs with a rate key (store/sql/ `claim`, only when the claims before filled fewer than
 # `limit`): at most `rate_limit` of a key's attempts start in any `rate_period` seconds.
-# `used`: the key's starts within the period before now (its executions, by
-# heartq_executions_rate_idx), once per key and period. A job that also has a concurrency
-# key takes a place among that key's free slots too (`free`: its limit less the key's
-# running jobs), among the candidates whose key has room, so a job waiting for its rate
-# key's next start does not hold a concurrency slot another rate key could use. Then each
-# rate key's jobs in claim order, the first `rate_limit - used` of them (each job's own
-# limit); the best `limit` of those. SQLite has one writer: nothing starts between the
-# count and the update.
+# The candidates: the first `limit` runnable jobs of each open key (its walk of the
+# index). `used` per key and period, then: a job that also has a concurrency key takes a
+# place among that key's free slots (`free`: its limit less the key's running jobs),
+# among the candidates whose rate key has room, so a job waiting for its rate key's next
+# start does not hold a concurrency slot another rate key could use. Then each rate key's
+# jobs in claim order, the first `rate_limit - used` of them (each job's own limit); the
+# best `limit` of those. SQLite has one writer: nothing starts between the count and the
+# update.
 CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
-    WITH candidates AS MATERIALIZED (
+    WITH RECURSIVE {_RATE_KEYS}, {_OPEN_KEYS}, candidates AS MATERIALIZED (
         SELECT c.id, c.priority, c.run_at, c.rate_key, c.rate_limit, c.rate_period,
                c.concurrency_key, c.concurrency_limit
-        FROM heartq_jobs AS c INDEXED BY heartq_jobs_rated_claim_idx
-        WHERE c.status = 'queued' AND c.rate_key IS NOT NULL
-          AND c.queue IN (SELECT value FROM json_each(:queues))
-          AND c.run_at <= :now
+        FROM open JOIN heartq_jobs AS c ON c.id IN (
+            SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = open.key
+              AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT :limit)
     ), windows AS MATERIALIZED (
         SELECT g.rate_key AS key, g.rate_period AS period,
                (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
@@ -206,7 +238,7 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
                          AND r.concurrency_key = k.key) AS running
         FROM (SELECT DISTINCT concurrency_key AS key FROM candidates
               WHERE concurrency_key IS NOT NULL) AS k
-    ), open AS (
+    ), fit AS (
         SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
                c.rate_limit - w.used AS room, c.concurrency_limit - s.running AS free
         FROM candidates AS c
@@ -216,7 +248,7 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
     ), within_slots AS (
         SELECT *, row_number() OVER (PARTITION BY concurrency_key
                                      ORDER BY priority DESC, run_at, id) AS place
-        FROM open
+        FROM fit
     ), ranked AS (
         SELECT id, priority, run_at, room,
                row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
@@ -228,22 +260,18 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
 ){_CLAIM_RETURNING}"""
 
 # How long until a runnable rate-limited job of these queues may start, in seconds (None:
-# none is held back by its rate key): per key and limit, the start that leaves the
-# window last among the `rate_limit` latest, plus the period. A key with room counts
-# nothing here (what holds its jobs back, if anything, is a concurrency limit).
-RATE_WAIT = """
-SELECT min(started_at + rate_period - :now) AS wait FROM (
-    SELECT e.started_at, g.rate_limit, g.rate_period,
-           row_number() OVER (PARTITION BY g.rate_key, g.rate_limit, g.rate_period
-                              ORDER BY e.started_at DESC) AS latest
-    FROM (SELECT DISTINCT rate_key, rate_limit, rate_period
-          FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
-          WHERE status = 'queued' AND rate_key IS NOT NULL
-            AND queue IN (SELECT value FROM json_each(:queues)) AND run_at <= :now) AS g
-    JOIN heartq_executions AS e INDEXED BY heartq_executions_rate_idx
-      ON e.rate_key = g.rate_key AND e.started_at > :now - g.rate_period
+# none is held back by its rate key): per key (with its best job's limit), the start that
+# leaves the window last among the `rate_limit` latest, plus the period. A key with room
+# counts nothing here (what holds its jobs back, if anything, is a concurrency limit).
+RATE_WAIT = f"""
+WITH RECURSIVE {_RATE_KEYS}
+SELECT min(started_at + period - :now) AS wait FROM (
+    SELECT e.started_at, best.n, best.period,
+           row_number() OVER (PARTITION BY best.key ORDER BY e.started_at DESC) AS latest
+    FROM best JOIN heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+      ON e.rate_key = best.key AND e.started_at > :now - best.period
 )
-WHERE latest = rate_limit
+WHERE latest = n
 """
 
 # The claim's audit rows, written by the store once CLAIM has returned its rows (`leases`:

@@ -11,8 +11,11 @@
 --
 -- Queued jobs fall in three claim indexes: neither key (the plain claim), a concurrency
 -- key only (the keyed claim), a rate key (the rate-limited claim, which counts both
--- keys). The plain and keyed indexes are rebuilt in this transaction: writes to `jobs`
--- wait for the builds (a queue with a large backlog: plan the upgrade for a quiet moment).
+-- keys). The rate-limited one is ordered by key first: a claim visits each key (a skip
+-- scan) and walks its best jobs only, so its cost follows the number of keys, not the
+-- backlog behind them. The plain and keyed indexes are rebuilt in this transaction:
+-- writes to `jobs` wait for the builds (a queue with a large backlog: plan the upgrade
+-- for a quiet moment).
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS rate_key text;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS rate_limit integer;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS rate_period double precision;
@@ -25,7 +28,7 @@ CREATE INDEX jobs_claim_idx ON jobs (queue, priority DESC, run_at, id)
 DROP INDEX IF EXISTS jobs_keyed_claim_idx;
 CREATE INDEX jobs_keyed_claim_idx ON jobs (queue, priority DESC, run_at, id)
     WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL;
-CREATE INDEX IF NOT EXISTS jobs_rated_claim_idx ON jobs (queue, priority DESC, run_at, id)
+CREATE INDEX IF NOT EXISTS jobs_rated_claim_idx ON jobs (rate_key, priority DESC, run_at, id)
     WHERE status = 'queued' AND rate_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS executions_rate_idx ON executions (rate_key, started_at)
     WHERE rate_key IS NOT NULL;

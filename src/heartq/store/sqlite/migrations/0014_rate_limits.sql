@@ -5,7 +5,8 @@
 -- `rate_key`, `rate_limit`, `rate_period`: at most `rate_limit` attempts of jobs with the
 -- key start in any `rate_period` seconds, enforced by the claim, which counts the key's
 -- executions (each records its job's key) started within the period. Queued jobs fall
--- in three claim indexes: neither key, a concurrency key only, a rate key.
+-- in three claim indexes: neither key, a concurrency key only, a rate key (ordered by
+-- key: a claim visits each key and walks its best jobs only).
 ALTER TABLE heartq_jobs ADD COLUMN rate_key TEXT;
 ALTER TABLE heartq_jobs ADD COLUMN rate_limit INTEGER;
 ALTER TABLE heartq_jobs ADD COLUMN rate_period REAL;
@@ -19,7 +20,7 @@ DROP INDEX IF EXISTS heartq_jobs_keyed_claim_idx;
 CREATE INDEX heartq_jobs_keyed_claim_idx ON heartq_jobs (queue, priority DESC, run_at, id)
     WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL;
 CREATE INDEX IF NOT EXISTS heartq_jobs_rated_claim_idx
-    ON heartq_jobs (queue, priority DESC, run_at, id)
+    ON heartq_jobs (rate_key, priority DESC, run_at, id)
     WHERE status = 'queued' AND rate_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS heartq_executions_rate_idx
     ON heartq_executions (rate_key, started_at) WHERE rate_key IS NOT NULL;
