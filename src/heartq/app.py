@@ -570,15 +570,17 @@ class App:
     def _publish(self, jobs: Sequence[NewJob], ids: Sequence[str]) -> None:
         """After the commit, a wake-up for each job runnable now: the database is the
         outbox, so a failed publish loses nothing (a worker's sweeper publishes what
-        stays queued, and delayed jobs when due). Jobs with a concurrency or a rate key
-        are left to the database claim, which counts their keys; transactional enqueues
-        (`connection=`) to the sweeper, as their commit is the caller's."""
+        stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
+        the database claim, which counts their key; transactional enqueues
+        (`connection=`) to the sweeper, as their commit is the caller's. A job with a rate
+        key is published as a wake-up only: the claim by id never takes it, so the worker
+        that hears it claims from the database at once, which counts its key."""
         transport = self.transport
         assert transport is not None
         due = [
             (job_id, job.queue)
             for job, job_id in zip(jobs, ids, strict=True)
-            if job.delay <= 0 and job.concurrency_key is None and job.rate_key is None
+            if job.delay <= 0 and job.concurrency_key is None
         ]
         transport.publish(due)
 
