@@ -47,7 +47,7 @@ def tasks_command(url: str | None, as_json: bool) -> None:
         )
         return
     t = render.table(
-        "TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "RATE LIMIT", "DECLARED"
+        "TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "RATE", "DECLARED"
     )
     for column in (2, 3):
         t.columns[column].justify = "right"
@@ -65,5 +65,5 @@ def tasks_command(url: str | None, as_json: bool) -> None:
             Text(rate_text(task)),
             f"{display.fmt_ago(task['declared_at'], now)}",
         )
-    render.fit(t, console.width, shrink=("TASK", "QUEUE", "RATE LIMIT"), wrap=())
+    render.fit(t, console.width, shrink=("TASK", "QUEUE", "RATE"), wrap=())
     console.print(t)
