@@ -719,6 +719,8 @@ class App:
         ago), nothing is stored and that job's id is returned. `concurrency_key` with
         `concurrency_limit`: at most that many jobs with the key run at once (a task
         registered here with a template of its own takes it unless these are given).
+        `rate_key` (with `rate_limit`, `"10/s"`, or the task's declared limit): at most
+        that many attempts of jobs with the key start per period, across the fleet.
         Every option: `heartq.options`."""
         chosen = Options.given("App.enqueue", options)
         return self._enqueue(task, [self._check_args(task, args)], chosen, connection)[0]
