@@ -126,15 +126,16 @@ def refusal(
     return None
 
 
-def template_fields(template: str) -> list[str]:
+def template_fields(template: str, what: str = "concurrency_key") -> list[str]:
     """The argument names a `str.format` template reads (`"tenant:{tenant}"`: tenant);
-    `ConfigError` for a template that is not one, or reads a positional field."""
+    `ConfigError` (naming `what`, the option it was given as) for a template that is not
+    one, or reads a positional field."""
     from heartq.errors import ConfigError
 
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ConfigError(f"concurrency_key {template!r} is not a format template: {exc}") from None
+        raise ConfigError(f"{what} {template!r} is not a format template: {exc}") from None
     fields = []
     for _, field, _, _ in parts:
         if field is None:
@@ -142,8 +143,27 @@ def template_fields(template: str) -> list[str]:
         name = field.split(".", 1)[0].split("[", 1)[0]
         if not name.isidentifier():
             raise ConfigError(
-                f"concurrency_key {template!r} must name the job's arguments ({{tenant}}), "
-                f"not positions"
+                f"{what} {template!r} must name the job's arguments ({{tenant}}), not positions"
             )
         fields.append(name)
     return fields
+
+
+def fill_template(
+    task: str,
+    what: str,
+    template: str,
+    args: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+) -> str:
+    """A key template (`concurrency_key`, `rate_key`: `"tenant:{tenant}"`) filled from a
+    job's arguments, and the function's defaults for those it leaves out; `TypeError`
+    naming the argument a job lacks (the caller's mistake, as a wrong argument is)."""
+    values = {**(defaults or {}), **args}
+    missing = [name for name in template_fields(template, what) if name not in values]
+    if missing:
+        raise TypeError(
+            f"{task}: {what} {template!r} needs the argument {missing[0]!r}, which this job "
+            f"does not have"
+        )
+    return template.format(**values)

@@ -13,15 +13,16 @@ The vocabulary, once each:
 - `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
   `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
-- `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Finish` (an attempt's end
-  as the worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
+- `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Claim` (what one claim
+  took, and how long rate limits hold the rest back), `Finish` (an attempt's end as the
+  worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
 - `WorkerInfo`, `StaleWorker`, `LiveNamesake`, `Reconciliation`: the worker registry.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +109,11 @@ class NewJob:
     tick this job is (only stored with a `unique_key`: a tick always has one).
 
     `concurrency_key` with `concurrency_limit` (both or neither): at most that many jobs
-    with this key run at once, across every worker (enforced by the claim)."""
+    with this key run at once, across every worker (enforced by the claim).
+
+    `rate_key` with `rate_limit` and `rate_period` (all or none): at most `rate_limit`
+    attempts of jobs with this key start in any `rate_period` seconds, across every
+    worker (enforced by the claim; `heartq.rates` reads `"100/m"`)."""
 
     task: str
     args_json: str
@@ -126,6 +131,9 @@ class NewJob:
     schedule: str | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    rate_key: str | None = None
+    rate_limit: int | None = None
+    rate_period: float | None = None
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""
@@ -187,7 +195,8 @@ class TaskPolicy:
     """A task's options as a worker declared them (`Store.declare_tasks`): where its jobs
     go and how they are retried and timed, for whoever enqueues it by name; and its
     `parameters` (None: not declared, by a worker of a version before they were), against
-    which an enqueue by name is checked."""
+    which an enqueue by name is checked. `rate_limit` (a spec, `"100/m"`) and `rate_key`
+    (a template of the job's arguments; None: the task's name) limit its starts."""
 
     name: str
     queue: str
@@ -200,6 +209,8 @@ class TaskPolicy:
     declared_at: float | None = None  # database time of the last declaration
     declared_by: str | None = None  # the worker id that made it
     parameters: tuple[TaskParameter, ...] | None = None
+    rate_limit: str | None = None
+    rate_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +239,18 @@ class ClaimedJob:
     @property
     def lease(self) -> Lease:
         return Lease(self.id, self.execution_id)
+
+
+class Claim(list[ClaimedJob]):
+    """What a claim took: the claimed jobs in claim order (a list, as ever), and
+    `rate_wait`, seconds until a runnable job that a rate limit held back may start (None:
+    no rate limit held one back). A worker that did not fill its slots sleeps that long
+    rather than a whole poll interval, and no shorter: a limited backlog costs it no
+    claims in between (docs/DESIGN.md, "Rate limits")."""
+
+    def __init__(self, jobs: Iterable[ClaimedJob] = (), rate_wait: float | None = None) -> None:
+        super().__init__(jobs)
+        self.rate_wait = rate_wait
 
 
 @dataclass(frozen=True)

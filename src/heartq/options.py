@@ -3,7 +3,7 @@ check. `Task.options`, `App.enqueue`, `App.enqueue_many` and their async twins t
 as keyword arguments typed by `EnqueueOptions`; `heartq enqueue` makes its `--queue`,
 `--priority`, ... from `OPTIONS`; `Options` checks a set of them once, for every way in.
 
-Why a `TypedDict` with `Unpack` rather than the nine keywords written out in each
+Why a `TypedDict` with `Unpack` rather than the twelve keywords written out in each
 signature: mypy (strict) checks each keyword's name and type exactly as before, editors
 (Pylance, PyCharm) list and complete the keywords from it, and a tenth option is added
 here and nowhere else.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from heartq import payload
+from heartq import payload, rates
 from heartq.errors import ConfigError
 from heartq.lifecycle.retry import DEFAULT_MAX_RETRIES
 from heartq.policy import DEFAULT_PRIORITY, DEFAULT_QUEUE
@@ -38,6 +38,8 @@ class EnqueueOptions(TypedDict, total=False):
     unique_for: float | None
     concurrency_key: str | None
     concurrency_limit: int | None
+    rate_key: str | None
+    rate_limit: str | None
     meta: Mapping[str, Any] | None
 
 
@@ -132,6 +134,16 @@ def _paired(option: Option, value: Any) -> None:
     """Checked with its pair (`check_together`)."""
 
 
+def _key(option: Option, value: str | None) -> None:
+    if value is not None:
+        payload.check_key(option.name, value)
+
+
+def _rate(option: Option, value: str | None) -> None:
+    if value is not None:
+        rates.parse_rate(value, option.name)
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("queue", str, "Queue", _name, shown_default=f"the task's, else {DEFAULT_QUEUE}"),
     Option("priority", int, "Higher runs first", _int, shown_default=f"{DEFAULT_PRIORITY}"),
@@ -170,6 +182,17 @@ OPTIONS: tuple[Option, ...] = (
         _paired, minimum=1, metavar="N",
     ),
     Option(
+        "rate_key", str,
+        "At most the task's rate limit (or --rate-limit) of jobs with this key start per "
+        "period, across all workers",
+        _key, metavar="KEY",
+    ),
+    Option(
+        "rate_limit", str,
+        "With --rate-key: starts per period for its jobs, like 10/s, 100/m, 5/h or 3/10s",
+        _rate, metavar="N/PERIOD",
+    ),
+    Option(
         "meta", dict,
         "Metadata kept with the job, a JSON object (a tenant, a request id): the task "
         "reads it as ctx.meta, hooks too; it is not passed as an argument",
@@ -183,12 +206,18 @@ NAMES = frozenset(option.name for option in OPTIONS)
 
 def check_together(chosen: EnqueueOptions) -> None:
     """The rules between options: `eta` or `delay`, `unique_for` only with a
-    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither."""
+    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither,
+    `rate_limit` only with a `rate_key` (a key alone takes the task's limit)."""
     if chosen.get("eta") is not None and chosen.get("delay"):
         raise ConfigError("give either delay or eta, not both")
     if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
         raise ConfigError("unique_for needs a unique_key: the window of which key?")
     payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))
+    if chosen.get("rate_limit") is not None and chosen.get("rate_key") is None:
+        raise ConfigError(
+            "rate_limit needs a rate_key: the limit of which key? (a task's own limit is "
+            "declared with @app.task(rate_limit=...))"
+        )
 
 
 class Options:

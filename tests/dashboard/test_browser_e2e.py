@@ -1,10 +1,11 @@
 """The dashboard in a real headless Chromium (Debian's), against a real `heartq
 dashboard` process and real worker processes killed with real signals.
 
-What a user sees: the overview while a worker runs, a job's progress moving without a
-reload, a killed worker's job showing the crash and its recovery in the timeline, a dead
-job replayed from the page, an action refused without the token, and hostile text that
-stays text. Screenshots of every page go to test-artifacts/screenshots/.
+What a user sees: the overview while a worker runs (with a rate limit holding jobs
+back), a job's progress moving without a reload, a killed worker's job showing the crash
+and its recovery in the timeline, a dead job replayed from the page, an action refused
+without the token, and hostile text that stays text. Screenshots of every page go to
+test-artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ TASKS = textwrap.dedent(
     @app.task(max_retries=0)
     def fail(text=""):
         raise ValueError(text)
+
+
+    @app.task(rate_limit="1/m")
+    def limited():
+        return "once a minute"
 
 
     @app.task(max_retries=3)
@@ -172,10 +178,18 @@ def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
     job_id = site.cli.add("progress", {"seconds": 6.0})
     for n in range(3):
         site.cli.add("fail", {"text": f"{HOSTILE} #{n}"})
+    wait_for(lambda: "limited" in {t["name"] for t in site.cli.json("tasks")}, what="tasks")
+    for _ in range(3):  # the task's limit, declared by its worker: one start a minute
+        site.cli.add("limited")
     page.goto(site.url("/"))
     expect(page.get_by_test_id("workers-alive")).to_contain_text("1")
     expect(page.get_by_test_id("total-running").locator(".n")).to_have_text("1")
     expect(page.get_by_test_id("total-dead").locator(".n")).to_have_text("3")
+    limits = page.get_by_test_id("overview-rate-limits")
+    expect(limits.locator("tr").nth(1)).to_contain_text("limited")
+    expect(limits.locator("tr").nth(1).locator("td").nth(1)).to_have_text("1/m")
+    expect(limits.locator("tr").nth(1).locator("td").nth(3)).to_contain_text("in ")
+    expect(limits.locator("tr").nth(1).locator("td").nth(4)).to_have_text("2")
     shoot(page, "overview")
 
     page.goto(site.url(f"/jobs/{job_id}"))
@@ -195,7 +209,7 @@ def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
     shoot(page, "job")
 
     page.goto(site.url("/jobs"))
-    expect(page.get_by_test_id("jobs").locator("tr[data-job]")).to_have_count(4)
+    expect(page.get_by_test_id("jobs").locator("tr[data-job]")).to_have_count(7)
     expect(page.get_by_test_id("jobs")).to_contain_text(HOSTILE[:40])
     not_pwned(page)
     shoot(page, "jobs")

@@ -39,6 +39,8 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     if job.get("concurrency_key") is not None:
         limit = job.get("concurrency_limit")
         rows.append(("concurrency", f"key {job['concurrency_key']!r}, at most {limit} at once"))
+    if job.get("rate_key") is not None:
+        rows.append(("rate limit", f"key {job['rate_key']!r}, at most {job['rate_limit']} starts"))
     if job.get("meta"):
         rows.append(("meta", json.dumps(job["meta"], ensure_ascii=False, sort_keys=True)))
     if job.get("schedule") is not None:

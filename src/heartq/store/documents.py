@@ -34,6 +34,7 @@ from heartq.payload import (
     check_concurrency,
     check_duration,
     check_name,
+    check_rate,
     check_unique_key,
     clean_text,
 )
@@ -88,6 +89,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         "unique_for": None if job.unique_for is None else _seconds("unique_for", job.unique_for),
         "schedule": None if job.schedule is None else check_name("schedule", job.schedule),
         **check_concurrency(job.concurrency_key, job.concurrency_limit),
+        **check_rate(job.rate_key, job.rate_limit, job.rate_period),
         "meta": job.meta_json,
     }
 
@@ -116,6 +118,8 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
                 for p in policy.parameters
             ]
         ),
+        "rate_limit": policy.rate_limit,
+        "rate_key": policy.rate_key,
     }
 
 

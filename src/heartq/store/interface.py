@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from heartq.model import (
     CancelResult,
+    Claim,
     ClaimedJob,
     Finish,
     JobEnd,
@@ -187,8 +188,13 @@ class LeaseHolder(Clock, Protocol):
         limit: int,
         lease: float,
         now: float | None = None,
-    ) -> list[ClaimedJob]:
-        """Take up to `limit` runnable jobs, by priority (highest first) then age."""
+    ) -> Claim:
+        """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
+        without a key, then (slots left) jobs with a concurrency key, then jobs with a
+        rate key, never more of a key's attempts running than its concurrency limit nor
+        started within its period than its rate limit. The answer is a list of the jobs
+        that also says, in `rate_wait`, how many seconds until a runnable job that its
+        rate limit held back may start (None: none is)."""
         ...
 
     def claim_ids(
@@ -198,8 +204,9 @@ class LeaseHolder(Clock, Protocol):
         lease: float,
         now: float | None = None,
     ) -> list[ClaimedJob]:
-        """Claim, as `claim` does, those of `ids` that are queued, runnable and have no
-        concurrency key (a transport's messages name them; any other id claims nothing)."""
+        """Claim, as `claim` does, those of `ids` that are queued, runnable and have
+        neither a concurrency nor a rate key (a transport's messages name them; any other
+        id claims nothing)."""
         ...
 
     def due_for_publish(
@@ -466,6 +473,15 @@ class Inspector(Clock, Protocol):
     def concurrency_usage(self) -> list[dict[str, Any]]:
         """Per concurrency key with jobs queued or running: `key`, `running`, `queued`
         and `limit` (the largest limit its jobs carry), busiest first; for `heartq stats`."""
+        ...
+
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Per rate key and limit with jobs queued or running: `key`, `limit` (`"30/s"`;
+        `count` and `period` in seconds), `started` (its attempts started within the
+        period, up to now), `next_start_in` (seconds until the next start frees up, when
+        `started` is at the limit; else None), `waiting` (queued jobs that are due: what
+        the limit holds back when it is reached), `queued`, `running`; most waiting
+        first, at most 1000. For `heartq stats` and the dashboard."""
         ...
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from heartq import rates
 from heartq.errors import LeaseLost
 from heartq.model import (
     TERMINAL_STATUSES,
@@ -98,6 +99,22 @@ def queue_wait(row: Any, now: float, oldest_job_id: str | None) -> QueueWait:
     return QueueWait(age, oldest_job_id, int(row["scheduled"] or 0))
 
 
+def rate_usage(row: Any) -> dict[str, Any]:
+    """One rate key's use (`RATE_USAGE`), as `heartq stats` and the dashboard show it."""
+    wait = row["next_start_in"]
+    return {
+        "key": row["key"],
+        "limit": rates.format_rate(int(row["n"]), float(row["period"])),
+        "count": int(row["n"]),
+        "period": float(row["period"]),
+        "started": int(row["started"]),
+        "next_start_in": None if wait is None else max(0.0, float(wait)),
+        "waiting": int(row["waiting"] or 0),
+        "queued": int(row["queued"] or 0),
+        "running": int(row["running"] or 0),
+    }
+
+
 def task_policy(row: Any) -> TaskPolicy:
     return TaskPolicy(
         name=row["name"],
@@ -111,6 +128,8 @@ def task_policy(row: Any) -> TaskPolicy:
         declared_at=row["declared_at"],
         declared_by=row["declared_by"],
         parameters=task_parameters(row["parameters"]),
+        rate_limit=row["rate_limit"],
+        rate_key=row["rate_key"],
     )
 
 

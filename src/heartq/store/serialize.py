@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from heartq import rates
 from heartq.timeutil import iso
 
 
@@ -70,6 +71,12 @@ def job_dict(
         "schedule": row["schedule"],
         "concurrency_key": row["concurrency_key"],
         "concurrency_limit": row["concurrency_limit"],
+        "rate_key": row["rate_key"],
+        "rate_limit": (
+            None
+            if row["rate_key"] is None
+            else rates.format_rate(int(row["rate_limit"]), float(row["rate_period"]))
+        ),
         "meta": json_value(row["meta"]) or {},
     }
     if executions is not None:

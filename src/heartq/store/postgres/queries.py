@@ -31,6 +31,9 @@ liveness lock."""
 CONCURRENCY_NAMESPACE = 0x484B
 """First key of the transaction locks a claim of jobs with a concurrency key takes (the
 second is a hash of the key): its own namespace, apart from liveness and unique keys."""
+RATE_NAMESPACE = 0x4852
+"""First key of the transaction locks a claim of jobs with a rate key takes (the second
+is a hash of the key): its own namespace, so a rate key never meets a concurrency key."""
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"
@@ -49,15 +52,16 @@ NOW = f"SELECT extract(epoch from {T})::float8 AS now"
 INSERT_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
-                  concurrency_limit, meta)
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
-       x.meta::jsonb
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
-    concurrency_key text, concurrency_limit integer, meta text)
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text)
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
@@ -82,11 +86,12 @@ LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(uniq
 INSERT_UNIQUE_JOB = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
-                  concurrency_key, concurrency_limit, meta)
+                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta)
 SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
        {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
        %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
-       %(concurrency_key)s, %(concurrency_limit)s::integer, %(meta)s::jsonb
+       %(concurrency_key)s, %(concurrency_limit)s::integer, %(rate_key)s,
+       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb
 WHERE NOT EXISTS (
     SELECT 1 FROM jobs
     WHERE unique_key = %(unique_key)s
@@ -159,8 +164,8 @@ _CLAIMED = f"""claimed AS (
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), audit AS (
-    INSERT INTO executions (job_id, execution_id, worker_id, started_at)
-    SELECT id, execution_id, worker_id, started_at FROM claimed
+    INSERT INTO executions (job_id, execution_id, worker_id, started_at, rate_key)
+    SELECT id, execution_id, worker_id, started_at, rate_key FROM claimed
 )
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
@@ -169,13 +174,14 @@ SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
 FROM claimed
 """
 
-# Jobs without a concurrency key only: the claim index holds nothing else.
+# Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
 CLAIM = f"""
 WITH picked AS (
     SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs
-        WHERE status = 'queued' AND concurrency_key IS NULL AND queue = q.name
+        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+          AND queue = q.name
           AND run_at <= {T_STATEMENT}
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -191,22 +197,22 @@ WITH picked AS (
 CLAIM_ONE_QUEUE = f"""
 WITH picked AS (
     SELECT id FROM jobs
-    WHERE status = 'queued' AND concurrency_key IS NULL AND queue = %(queue)s
-      AND run_at <= {T_STATEMENT}
+    WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
-# runnable and without a concurrency key, claimed as CLAIM does; a row another claimer is
-# taking right now is skipped (it is active elsewhere), as is a job running, finished or
-# unknown.
+# runnable and without a concurrency or a rate key, claimed as CLAIM does; a row another
+# claimer is taking right now is skipped (it is active elsewhere), as is a job running,
+# finished or unknown.
 CLAIM_IDS = f"""
 WITH picked AS (
     SELECT id FROM jobs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
-      AND run_at <= {T_STATEMENT}
+      AND rate_key IS NULL AND run_at <= {T_STATEMENT}
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
@@ -217,7 +223,7 @@ WITH picked AS (
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
 DUE_FOR_PUBLISH = f"""
 SELECT id, queue FROM jobs
-WHERE status = 'queued' AND concurrency_key IS NULL
+WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND queue = ANY(%(queues)s::text[])
   AND run_at <= {T_STATEMENT}
   AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
@@ -227,8 +233,8 @@ ORDER BY run_at, id
 LIMIT %(limit)s
 """
 
-# Jobs with a concurrency key (store/sql/ `claim`, only when CLAIM filled fewer than
-# `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
+# Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
+# fewer than `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
 # looked below its limit, best job first, at most `limit` of them, each kept only if its
 # transaction lock could be taken (a key another claimer holds is skipped, as SKIP LOCKED
 # skips a row). The candidates are fixed first (MATERIALIZED), so no other key's lock is
@@ -239,7 +245,7 @@ WITH candidates AS MATERIALIZED (
         SELECT concurrency_key AS key, max(priority) AS priority, min(run_at) AS run_at,
                max(concurrency_limit) AS most
         FROM jobs
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
           AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
         GROUP BY concurrency_key
     ) AS k
@@ -268,7 +274,7 @@ WITH keys AS (
            row_number() OVER (PARTITION BY c.concurrency_key
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
     FROM jobs AS c JOIN keys ON c.concurrency_key = keys.key
-    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL
+    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
 ), picked AS (
     SELECT j.id FROM jobs AS j
@@ -278,6 +284,142 @@ WITH keys AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
+
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
+# one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
+# `best`, each key's best runnable job of these queues (its limit is the key's, for the
+# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
+# starts within the period (`used`: its executions, by executions_rate_idx) looked below
+# their limit. A claim's cost follows the number of keys, not their backlogs.
+_RATE_KEYS = f"""keys AS (
+    (SELECT rate_key AS key FROM jobs
+     WHERE status = 'queued' AND rate_key IS NOT NULL
+     ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM jobs AS j
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys AS k WHERE k.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT priority, run_at, rate_limit, rate_period FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1
+    ) AS b
+)"""
+
+# The runnable jobs of a rate key, best first (`rate_key = <key>`): a walk of its part of
+# jobs_rated_claim_idx, at most `limit` of them (no claim takes more).
+_KEY_JOBS = f"""
+        FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = {{key}}
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s"""
+
+# Jobs with a rate key (store/sql/ `claim`, in the keyed claim's transaction, only when
+# the claims before filled fewer than `limit`), in two statements, as keyed jobs are.
+# First the keys: the open rate keys (`_RATE_KEYS`), each with whether its transaction
+# lock could be taken (a key another claimer holds is skipped, never waited for); with
+# them the concurrency keys of their first jobs that have one, locked the same way (a job
+# with both keys obeys both); and a `held` row when any rate-limited job is runnable here
+# at all, so that only then is RATE_WAIT asked. The candidates are fixed first
+# (MATERIALIZED), so no other key's lock is tried.
+CLAIM_RATE_KEYS = f"""
+WITH RECURSIVE {_RATE_KEYS}, open AS MATERIALIZED (
+    SELECT key FROM best
+    WHERE n > (SELECT count(*) FROM executions AS e
+               WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+                 AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period))
+    ORDER BY priority DESC, run_at, key
+    LIMIT %(limit)s
+), keyed AS MATERIALIZED (
+    SELECT DISTINCT c.concurrency_key AS key
+    FROM open AS o
+    CROSS JOIN LATERAL (SELECT concurrency_key {_KEY_JOBS.format(key="o.key")}) AS c
+    WHERE c.concurrency_key IS NOT NULL
+)
+SELECT 'rate' AS kind, key, pg_try_advisory_xact_lock({RATE_NAMESPACE}, hashtext(key)) AS locked
+FROM open
+UNION ALL
+SELECT 'concurrency', key, pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
+FROM keyed
+UNION ALL
+SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM best)
+"""
+
+# Then, in a statement of its own (its snapshot taken after the locks: it sees every
+# start of these keys committed before, and none can commit during it): the first jobs of
+# each locked rate key (`candidates`), per key and period their starts within the period
+# (`used`), per locked concurrency key its running jobs. A job whose concurrency key is
+# not locked waits; one with a concurrency key takes a place among that key's free slots
+# (`free`), among the candidates whose rate key has room, so a job waiting for its rate
+# key's next start does not hold a concurrency slot another rate key could use. Then each
+# rate key's jobs in claim order, the first `rate_limit - used` of them (each job's own
+# limit); the best `limit` of those, claimed as CLAIM does (its execution records the
+# rate key: the start the next claim counts).
+CLAIM_RATED = f"""
+WITH candidates AS MATERIALIZED (
+    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
+               concurrency_limit {_KEY_JOBS.format(key="k.key")}
+    ) AS c
+), windows AS MATERIALIZED (
+    SELECT g.key, g.period,
+           (SELECT count(*) FROM executions AS e
+            WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
+              AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
+    FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
+), slots AS MATERIALIZED (
+    SELECT k.key, (SELECT count(*) FROM jobs AS r
+                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                     AND r.concurrency_key = k.key) AS running
+    FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
+), fit AS (
+    SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
+           c.rate_limit - w.used AS room, c.concurrency_limit - s.running AS free
+    FROM candidates AS c
+    JOIN windows AS w ON w.key = c.rate_key AND w.period = c.rate_period
+    LEFT JOIN slots AS s ON s.key = c.concurrency_key
+    WHERE c.rate_limit > w.used AND (c.concurrency_key IS NULL OR s.key IS NOT NULL)
+), within_slots AS (
+    SELECT *, row_number() OVER (PARTITION BY concurrency_key
+                                 ORDER BY priority DESC, run_at, id) AS place
+    FROM fit
+), ranked AS (
+    SELECT id, room,
+           row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
+    FROM within_slots WHERE concurrency_key IS NULL OR place <= free
+), picked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id IN (SELECT id FROM ranked WHERE rank <= room) AND j.status = 'queued'
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {_CLAIMED}"""
+
+# How long until a runnable rate-limited job of these queues may start, in seconds (None:
+# none is held back by its rate key): per key (with its best job's limit), the start that
+# leaves the window last among the `rate_limit` latest, plus the period. A key with room
+# counts nothing here (what holds its jobs back, if anything, is a concurrency limit).
+RATE_WAIT = f"""
+WITH RECURSIVE {_RATE_KEYS}
+SELECT extract(epoch from min(nth.started_at + make_interval(secs => best.period))
+                          - {T_STATEMENT})::float8 AS wait
+FROM best
+CROSS JOIN LATERAL (
+    SELECT e.started_at FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+      AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period)
+    ORDER BY e.started_at DESC
+    LIMIT 1 OFFSET best.n - 1
+) AS nth
+"""
 
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
 # they update them, and update only through it: two statements of one worker that touch
@@ -650,6 +792,44 @@ ORDER BY running DESC, queued DESC, concurrency_key
 LIMIT 1000
 """
 
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through executions_rate_idx.
+RATE_USAGE = f"""
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           count(*) FILTER (WHERE status = 'running')::integer AS running,
+           count(*) FILTER (WHERE status = 'queued')::integer AS queued,
+           count(*) FILTER (WHERE status = 'queued' AND run_at <= {T})::integer AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > {T} - make_interval(secs => (SELECT max(period) FROM groups))
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting,
+       count(s.started_at)::integer AS started,
+       extract(epoch from min(s.started_at + make_interval(secs => g.period) - {T})
+                          FILTER (WHERE s.latest = g.n))::float8 AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > {T} - make_interval(secs => g.period)
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue,
        extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
@@ -792,25 +972,29 @@ RETURNING id, queue
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
-       parameters
+       parameters, rate_limit, rate_key
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
 
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
-                        timeout, heartbeat_timeout, declared_at, declared_by, parameters)
+                        timeout, heartbeat_timeout, declared_at, declared_by, parameters,
+                        rate_limit, rate_key)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
-       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters
+       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters, x.rate_limit,
+       x.rate_key
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
-    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json)
+    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json,
+    rate_limit text, rate_key text)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
     timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
     declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
-    parameters = EXCLUDED.parameters
+    parameters = EXCLUDED.parameters, rate_limit = EXCLUDED.rate_limit,
+    rate_key = EXCLUDED.rate_key
 """
 
 # Queued jobs of these tasks take the declaration for every option their caller did not

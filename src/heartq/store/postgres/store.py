@@ -167,11 +167,18 @@ class PostgresStore(SqlStore):
             return list(conn.execute(q.CLAIM_ONE_QUEUE, one).fetchall())
         return super()._claim_rows(conn, params)
 
-    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> list[Any]:
-        """Two statements (READ COMMITTED, many claimers): the keys of the first runnable
-        keyed jobs are locked for the transaction, those another claimer holds skipped;
-        then a new statement, whose snapshot is taken after the locks and so sees every
-        claim of those keys committed before them, counts and claims.
+    def _claim_limited(
+        self, conn: Any, params: dict[str, Any]
+    ) -> tuple[list[Any], float | None]:
+        """In one transaction (READ COMMITTED, many claimers), each kind of key in two
+        statements: the keys of the first runnable jobs are locked for the transaction,
+        those another claimer holds skipped; then a new statement, whose snapshot is
+        taken after the locks and so sees every claim of those keys committed before
+        them, counts and claims. Concurrency keys first (`CLAIM_KEYS`, `CLAIM_KEYED`),
+        then, slots left, rate keys with the concurrency keys of their jobs
+        (`CLAIM_RATE_KEYS`, `CLAIM_RATED`), and the rate wait (`RATE_WAIT`) only when a
+        rate-limited job is runnable at all: an idle worker's poll pays one probe of
+        each empty index, in one transaction.
 
         The claim's unkeyed jobs are committed by then (`_write_each`): if this fails
         after some were taken, they are handed over all the same and the keyed jobs wait
@@ -184,12 +191,28 @@ class PostgresStore(SqlStore):
         try:
             with own:
                 keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
-                if not keys:
-                    return []
-                return list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+                rows: list[Any] = []
+                if keys:
+                    rows = list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+                left = params["limit"] - len(rows)
+                if left <= 0:
+                    return rows, None
+                found = conn.execute(q.CLAIM_RATE_KEYS, dict(params, limit=left)).fetchall()
+                locked: dict[str, list[str]] = {"rate": [], "concurrency": list(keys)}
+                for row in found:
+                    if row["locked"]:
+                        locked[row["kind"]].append(row["key"])
+                return self._claim_rated(
+                    conn,
+                    params,
+                    rows,
+                    keys=locked,
+                    contended=any(row["locked"] is False for row in found),
+                    held=any(row["kind"] == "held" for row in found),
+                )
         except psycopg.Error:
             if conn.autocommit and params["claimed"]:
-                return []
+                return [], None
             raise
 
     def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:

@@ -17,9 +17,11 @@ two):
   `json_each`; PostgreSQL: a `text[]`).
 - `_is_duplicate(exc)`: whether an error is a duplicate job id.
 - hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_steps`
-  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_rows`
-  (SQLite writes the claim's executions with a second statement), `_lock_free` and
-  `_forget_workers` (how a namesake's liveness lock is judged, and cleaned up).
+  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_with`
+  (SQLite writes the claim's executions with a second statement), `_claim_rows`
+  (PostgreSQL walks one queue's index its own way), `_claim_limited` (PostgreSQL locks
+  the concurrency and rate keys it claims), `_lock_free` and `_forget_workers` (how a
+  namesake's liveness lock is judged, and cleaned up).
 - `migrate`, `close`, `liveness_hold`, `liveness_probe`, `liveness_suspects`, `listen`.
 
 Why this cut: every hook a dialect may override is declared here, whichever role calls
@@ -44,6 +46,11 @@ from heartq.errors import ConfigError
 from heartq.model import Lease, LivenessChange, TaskPolicy
 from heartq.store import records
 from heartq.store.interface import LivenessHandle
+
+RATE_CONTENDED_RETRY = 0.05
+"""Seconds after which a claimer that found a rate key with room held by another claimer
+asks again: that claim commits within milliseconds, and the next look sees what it took
+(and then the exact wait, or the room left)."""
 
 Statement = str | tuple[str, ...]
 Step = tuple[Statement, dict[str, Any]]
@@ -164,22 +171,63 @@ class SqlBase:
         on it, with the database's own defaults for the task's names (default: as is)."""
         return contextlib.nullcontext(conn)
 
+    def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> Rows:
+        """A claim statement's claimed rows, their executions written (default: the
+        statement writes them itself)."""
+        return self._run(conn, statement, params)
+
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The claimed rows, their executions written (default: one statement does both)."""
-        return self._run(conn, self.q.CLAIM, params)
+        """The claimed rows of jobs with neither a concurrency nor a rate key, their
+        executions written."""
+        return self._claim_with(conn, self.q.CLAIM, params)
 
     def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> Rows:
         """The jobs `params["ids"]` names that are queued and runnable, claimed, their
-        executions written (default: one statement does both)."""
-        return self._run(conn, self.q.CLAIM_IDS, params)
+        executions written."""
+        return self._claim_with(conn, self.q.CLAIM_IDS, params)
 
-    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """Claimed jobs with a concurrency key, never more of a key running than its
-        limit, executions written (default: one statement does it all, in the claim's
-        transaction; PostgreSQL, with many claimers at once, locks the keys first, in a
-        transaction of its own). `params["claimed"]`: how many unkeyed jobs this claim
-        took already."""
-        return self._run(conn, self.q.CLAIM_KEYED, params)
+    def _claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
+        """Claimed jobs with a concurrency key (never more of a key running than its
+        limit), then, slots left, with a rate key (never more of a key's starts in its
+        period than its limit), executions written; and the seconds until a runnable
+        rate-limited job held back may start (None: none is). `params["claimed"]`: how
+        many jobs without a key this claim took already. Default: one writer at a time
+        (SQLite), so nothing to lock: the statements in the claim's transaction.
+        PostgreSQL, with many claimers at once, locks the keys first, in a transaction of
+        its own."""
+        rows = self._claim_with(conn, self.q.CLAIM_KEYED, params)
+        return self._claim_rated(conn, params, rows)
+
+    def _claim_rated(
+        self,
+        conn: Any,
+        params: dict[str, Any],
+        rows: Rows,
+        *,
+        keys: Mapping[str, Sequence[str]] | None = None,
+        contended: bool = False,
+        held: bool = True,
+    ) -> tuple[Rows, float | None]:
+        """`rows` (what the claim took of jobs with a concurrency key) and the jobs with
+        a rate key that fill the slots left (`CLAIM_RATED`), and the rate wait: how long
+        until a rate-limited job held back may start (`RATE_WAIT`, read only when slots
+        are still free and, `held`, such jobs are runnable at all). `keys`: the rate keys
+        and concurrency keys this claimer locked (None: no locks needed, every key goes).
+        `contended`: a key with room was held by another claimer: ask again soon."""
+        left = params["limit"] - len(rows)
+        rate_keys = None if keys is None else list(keys["rate"])
+        if left > 0 and rate_keys != []:
+            given = dict(params, limit=left)
+            if keys is not None:
+                given.update(rate_keys=rate_keys, concurrency_keys=list(keys["concurrency"]))
+            rows = rows + self._claim_with(conn, self.q.CLAIM_RATED, given)
+        wait = None
+        if held and len(rows) < params["limit"]:
+            found = conn.execute(self.q.RATE_WAIT, params).fetchone()
+            wait = None if found is None or found["wait"] is None else float(found["wait"])
+        if contended:
+            wait = RATE_CONTENDED_RETRY if wait is None else min(wait, RATE_CONTENDED_RETRY)
+        return rows, wait
 
     def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
         """Whether a namesake's liveness lock is free (default: the `NAMESAKES` row says);

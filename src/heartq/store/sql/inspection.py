@@ -177,6 +177,12 @@ class InspectOps(SqlBase):
             for r in rows
         ]  # fmt: skip
 
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            rows = conn.execute(self.q.RATE_USAGE, {"now": self._clock(conn, now)}).fetchall()
+        return [records.rate_usage(row) for row in rows]
+
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         self.ensure_schema()
         waits = {}

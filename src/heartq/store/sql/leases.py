@@ -23,6 +23,7 @@ from typing import Any
 
 from heartq.errors import LeaseLost
 from heartq.model import (
+    Claim,
     ClaimedJob,
     Finish,
     JobStatus,
@@ -47,9 +48,9 @@ class LeaseOps(SqlBase):
         limit: int,
         lease: float,
         now: float | None = None,
-    ) -> list[ClaimedJob]:
+    ) -> Claim:
         if limit <= 0:
-            return []
+            return Claim()
         self.ensure_schema()
         with self._write_each() as conn:
             sent_at = time.monotonic()  # the connection (and SQLite's write lock) in hand
@@ -61,10 +62,12 @@ class LeaseOps(SqlBase):
                 "now": self._clock(conn, now),
             }
             rows = self._claim_rows(conn, params)
-            if len(rows) < limit:  # slots left: jobs with a concurrency key may take them
-                keyed = dict(params, limit=limit - len(rows), claimed=len(rows))
-                rows += self._claim_keyed(conn, keyed)
-        return records.claimed_jobs(rows, sent_at)
+            rate_wait = None
+            if len(rows) < limit:  # slots left: jobs with a concurrency or rate key may take them
+                limited = dict(params, limit=limit - len(rows), claimed=len(rows))
+                more, rate_wait = self._claim_limited(conn, limited)
+                rows += more
+        return Claim(records.claimed_jobs(rows, sent_at), rate_wait)
 
     def claim_ids(
         self,
