@@ -9,7 +9,7 @@ store's roles (`heartq.store.interface`); what becomes of a job after an attempt
 
 The vocabulary, once each:
 
-- `JobStatus`: where a job stands (queued, running, succeeded, dead, cancelled).
+- `JobStatus`: where a job stands (waiting, queued, running, succeeded, dead, cancelled).
 - `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
   `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
@@ -27,6 +27,7 @@ from typing import Any
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"  # for its dependencies (`depends_on`) to succeed
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -70,7 +71,7 @@ class RenewStatus(enum.StrEnum):
 
 
 class CancelResult(enum.StrEnum):
-    CANCELLED = "cancelled"  # it was queued: it will never run
+    CANCELLED = "cancelled"  # it was queued or waiting: it will never run
     CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told within ~1 s
     ALREADY_FINISHED = "already_finished"
 
@@ -84,6 +85,14 @@ class DetectedBy(enum.StrEnum):
     RECONCILIATION = "reconciliation"
     CHILD_EXIT = "child_exit"
     SELF_FENCE = "self_fence"  # the worker gave the job back after it stopped trusting it
+
+
+class DependencyFailure(enum.StrEnum):
+    """What becomes of a waiting job when one of its dependencies ends dead or cancelled
+    (`on_dependency_failure=`)."""
+
+    CANCEL = "cancel"  # the job ends cancelled, `dependency_failed: job X ended dead`
+    RUN = "run"  # the failed dependency counts as satisfied: the job runs anyway
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,13 @@ class NewJob:
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""
+    depends_on: tuple[str, ...] = ()
+    """Jobs this one waits for (`waiting`) until each has succeeded: existing jobs, or
+    jobs of the same batch or transaction. Empty: it is `queued` at once."""
+    on_dependency_failure: DependencyFailure = DependencyFailure.CANCEL
+    dependency_results: bool = False
+    """Its task receives its dependencies' results, in `depends_on`'s order, as its first
+    argument (a group's callback, `heartq.group`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +173,19 @@ class JobEnd:
     @property
     def ended(self) -> bool:
         return self.status in TERMINAL_STATUSES and not self.result_pending
+
+
+@dataclass(frozen=True)
+class DependencyEnd:
+    """One dependency of a job whose task takes their results (a group's callback), as
+    its worker reads it before the call: its status (None: no such job any more), its
+    result, and whether that result is still to come (`pending`: its task completed it
+    inside `ctx.transaction()` and saves what it returned just after)."""
+
+    job_id: str
+    status: JobStatus | None
+    result: Any = None
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,6 +248,9 @@ class ClaimedJob:
     chosen: int = 0  # the options its caller chose (bits of `heartq.policy`)
     meta: Mapping[str, Any] = field(default_factory=dict)
     """The job's metadata (`NewJob.meta_json`), for `ctx.meta` and attempt hooks."""
+    dependency_results: bool = False
+    """Its task takes its dependencies' results as its first argument (`NewJob`): the
+    worker reads them before it calls the task."""
     sent_at: float = 0.0
     """This process's monotonic time when the claiming statement went to the database,
     after any wait for a connection or a lock: the start of the worker's trust in the

@@ -41,6 +41,7 @@ class PostgresStore(SqlStore):
 
     q = q
     supports_notify = True
+    _statements_commit_alone = True  # `_write_each` is autocommit
 
     def __init__(self, url: str, pool_size: int | None = None) -> None:
         self.pool = ConnectionPool(url, pool_size)
@@ -161,7 +162,10 @@ class PostgresStore(SqlStore):
             raise
 
     def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
-        if any(d["unique_key"] is not None or d["run_at"] is not None for d in docs):
+        if any(
+            d["unique_key"] is not None or d["run_at"] is not None or "depends_on" in d
+            for d in docs
+        ):
             return False
         params = {"jobs": json.dumps(docs), "now": now, "channel": self.channel}
         with self.pool.autocommit() as conn:
