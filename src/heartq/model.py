@@ -148,6 +148,22 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    """What a pipeline's `enqueue` returns (`heartq.chain`, `heartq.group`, a
+    `heartq.Signature` alone): the id of every job it stored, in the order they were
+    written; `tail`, the jobs a job enqueued after it waits for (`depends_on=` takes the
+    pipeline itself): a chain's last step, a group's callback, or a group's members when
+    it has none; `last`, the last of them (a chain's result is its job's)."""
+
+    ids: tuple[str, ...]
+    tail: tuple[str, ...]
+
+    @property
+    def last(self) -> str:
+        return self.tail[-1]
+
+
+@dataclass(frozen=True)
 class TickPlan:
     """What a periodic schedule enqueues now (`heartq.periodic.Schedule.plan`): its due
     `ticks` (seconds since the epoch, oldest first), the `last_tick` the fleet has then
