@@ -290,7 +290,7 @@ def test_jobs_show_unknown_id(heartq: HeartqCli) -> None:
 def test_jobs_cancel(heartq: HeartqCli) -> None:
     job_id = heartq.add("ok", delay=60)
     out = heartq("jobs", "cancel", job_id).ok().out
-    assert out.strip() == f"cancelled job {job_id} (it was queued: it will not run)"
+    assert out.strip() == f"cancelled job {job_id} (it had not started: it will not run)"
     assert heartq.json("jobs", "show", job_id)["status"] == "cancelled"
     again = heartq.json("jobs", "cancel", job_id)
     assert again == {"id": job_id, "result": "already_finished", "status": "cancelled"}

@@ -126,8 +126,10 @@ def test_stats(heartq: HeartqCli) -> None:
     heartq.add("ok", queue="mail", delay=600)
     stats = heartq.json("stats")
     assert stats["jobs"] == {
-        "default": {"queued": 0, "running": 0, "succeeded": 1, "dead": 1, "cancelled": 0},
-        "mail": {"queued": 2, "running": 0, "succeeded": 0, "dead": 0, "cancelled": 0},
+        "default": {"waiting": 0, "queued": 0, "running": 0, "succeeded": 1, "dead": 1,
+                    "cancelled": 0},
+        "mail": {"waiting": 0, "queued": 2, "running": 0, "succeeded": 0, "dead": 0,
+                 "cancelled": 0},
     }
     assert stats["totals"]["all"] == 4 and stats["dead"] == 1
     assert stats["workers"]["active"] == 0
