@@ -16,7 +16,7 @@ import pytest
 
 from heartq.errors import ConfigError, DependencyNotFound, LeaseLost
 from heartq.lifecycle.fate import failed, succeeded
-from heartq.model import CancelResult, DetectedBy, JobStatus, Outcome, Renewal
+from heartq.model import CancelResult, DetectedBy, JobStatus, Outcome, Renewal, TaskPolicy
 from heartq.store import Store, documents, open_store
 from heartq.store.postgres.connection import parse_url
 
@@ -502,3 +502,14 @@ def test_an_enqueue_that_waited_for_an_end_sees_the_job_ended(
     finally:
         other.close()
     assert statuses(store, first, enqueued[0]) == ["succeeded", "queued"]
+
+
+def test_a_declaration_reroutes_waiting_jobs_too(store: Store, t0: float) -> None:
+    """A job waiting for others is still in line for its task's policy: released, it
+    goes where the task's workers are."""
+    first = enqueue_one(store, t0)
+    (waiting,) = store.enqueue([new_job("media_task", depends_on=(first,), chosen=0)], now=t0)
+    store.declare_tasks([TaskPolicy("media_task", "media", 0, 3, 5.0, 3600.0)], "w1")
+    assert store.reroute_jobs(["media_task"]) == 1
+    job = store.get_job(waiting)
+    assert (job["status"], job["queue"]) == ("waiting", "media")

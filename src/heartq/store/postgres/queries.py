@@ -941,8 +941,8 @@ ON CONFLICT (name) DO UPDATE SET
     parameters = EXCLUDED.parameters
 """
 
-# Queued jobs of these tasks take the declaration for every option their caller did not
-# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & %(queue_bit)s = 0 THEN t.queue ELSE j.queue END"
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & %(priority_bit)s = 0 THEN t.priority ELSE j.priority END"
 _DECLARED_RETRIES = (
@@ -960,7 +960,7 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
 FROM tasks AS t
-WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status = 'queued'
+WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status IN ('queued', 'waiting')
   AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
