@@ -513,3 +513,31 @@ def test_a_declaration_reroutes_waiting_jobs_too(store: Store, t0: float) -> Non
     assert store.reroute_jobs(["media_task"]) == 1
     job = store.get_job(waiting)
     assert (job["status"], job["queue"]) == ("waiting", "media")
+
+
+def test_dependencies_ending_at_once_release_their_common_dependents_once(
+    store: Store, t0: float
+) -> None:
+    """Two finishes racing (two threads, two connections), each the last-but-one or the
+    last dependency of the same 20 jobs: every one of them is released once, none left
+    waiting, none deadlocked (the releases lock the dependents in id order)."""
+    for _ in range(5):
+        a, b = enqueue_one(store, t0), enqueue_one(store, t0)
+        common = [enqueue_one(store, t0, depends_on=(a, b) if i % 2 else (b, a)) for i in range(20)]
+        claimed = store.claim("w1", ["default"], 2, LEASE)
+        assert {j.id for j in claimed} == {a, b}
+        lost: list[Any] = []
+
+        def finish(job: Any, into: list[Any] = lost) -> None:
+            into.extend(store.finish([succeeded(job, "1")]))
+
+        racers = [threading.Thread(target=finish, args=(job,)) for job in claimed]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(30)
+        assert lost == [] and not any(r.is_alive() for r in racers)
+        jobs = [store.get_job(job_id) for job_id in common]
+        assert {(j["status"], j["waiting_for"]) for j in jobs} == {("queued", 0)}
+        for job in store.claim("w1", ["default"], 20, LEASE):  # out of the way
+            store.finish([succeeded(job, "1")])

@@ -121,9 +121,11 @@ FROM json_to_recordset(%(edges)s::json) AS x(job_id text, depends_on text, posit
 # every edge committed before (LOCK_DEPENDENCIES waits for those locks). Each edge not yet
 # counted whose dependency has ended counts once; a job whose last dependency ended is
 # queued (run_at: now, or its own later eta); one whose dependency ended dead or
-# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). A row
-# another transaction is releasing is waited for, then re-read (READ COMMITTED): two
-# dependencies ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). The
+# dependents are locked in id order first (as FINISH locks its rows), so two releases of
+# jobs with common dependents wait for each other instead of deadlocking; a row another
+# transaction is releasing is waited for, then re-read (READ COMMITTED): two dependencies
+# ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
 _FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
 _RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
 RELEASE_DEPENDENTS = f"""
@@ -135,6 +137,11 @@ WITH c AS (
     WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
       AND e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT job_id FROM c))
+    ORDER BY j.id
+    FOR UPDATE OF j
 )
 UPDATE jobs AS j
 SET waiting_for = greatest(j.waiting_for - c.n, 0),
@@ -144,7 +151,7 @@ SET waiting_for = greatest(j.waiting_for - c.n, 0),
     finished_at = CASE WHEN {_FAILED} THEN {T} END,
     error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
     updated_at = {T}
-FROM c
+FROM c JOIN locked ON locked.id = c.job_id
 WHERE j.id = c.job_id AND j.status = 'waiting'
 RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 """
