@@ -138,7 +138,7 @@ def test_stats(heartq: HeartqCli) -> None:
     assert stats["url"] == heartq.url
     out = heartq("stats").ok().out
     assert_fits(out)
-    assert re.search(r"default\s+0\s+0\s+1\s+1\s+0\s+2", out), out
-    assert re.search(r"mail\s+2\s+0\s+0\s+0\s+0\s+2", out), out
-    assert re.search(r"all\s+2\s+0\s+1\s+1\s+0\s+4", out), out
+    assert re.search(r"default\s+0\s+0\s+0\s+1\s+1\s+0\s+2", out), out
+    assert re.search(r"mail\s+0\s+2\s+0\s+0\s+0\s+0\s+2", out), out
+    assert re.search(r"all\s+0\s+2\s+0\s+1\s+1\s+0\s+4", out), out
     assert f"(job {waiting})" in out and "1 dead job" in out
