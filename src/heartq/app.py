@@ -44,6 +44,7 @@ from heartq.lifecycle.retry import (
 from heartq.model import CancelResult, NewJob, TaskPolicy
 from heartq.options import EnqueueOptions, Options
 from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
+from heartq.pipelines import Signature
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
@@ -180,6 +181,12 @@ class Task(Generic[P, R]):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function in the caller, as plain Python (handy in tests)."""
         return self.fn(*args, **kwargs)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """This task with these arguments, for a pipeline (`heartq.chain`,
+        `heartq.group`); `.set(queue=..., ...)` chooses its enqueue options. A group's
+        callback leaves out its first argument: the members' results go there."""
+        return Signature(self, args, kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue one job with these arguments, the task's options; returns its id."""
@@ -538,6 +545,28 @@ class App:
             self._publish(jobs, ids)
         return self._enqueued(task_name, ids, declared, resolved, connection is None)
 
+    def _enqueue_pipeline(
+        self, jobs: list[NewJob], args_list: list[dict[str, Any]], connection: Any = None
+    ) -> list[str]:
+        """Store the jobs of a pipeline (`heartq.pipelines`: of any tasks, each made by
+        `_new_jobs`, their dependencies set) in one transaction, as `_store_jobs` stores
+        one task's: hooks, wake-ups, and a warning per task not declared yet."""
+        limit = self.settings.max_payload_bytes
+        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
+            ids = self.store.enqueue(run.jobs, connection=connection)
+            run.stored(ids)
+        if self.transport_url is not None and connection is None:
+            self._publish(jobs, ids)
+        for name in dict.fromkeys(job.task for job in jobs):
+            task_policy, declared = self._policy_for(name)
+            if not declared:
+                mine = [i for job, i in zip(jobs, ids, strict=True) if job.task == name]
+                resolved = policy.resolve(task_policy, None, None, None)
+                _warn_caller(self._not_declared(name, mine, resolved))
+        if connection is None:
+            self._wake_local_workers()
+        return ids
+
     async def _enqueue_async(
         self,
         task_name: str,
@@ -572,7 +601,8 @@ class App:
         outbox, so a failed publish loses nothing (a worker's sweeper publishes what
         stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
         the database claim, which counts their key; transactional enqueues
-        (`connection=`) to the sweeper, as their commit is the caller's. A job with a rate
+        (`connection=`) to the sweeper, as their commit is the caller's; jobs with
+        dependencies too (the sweeper publishes them once released). A job with a rate
         key is published as a wake-up only: the claim by id never takes it, so the worker
         that hears it claims from the database at once, which counts its key."""
         transport = self.transport
@@ -580,18 +610,24 @@ class App:
         due = [
             (job_id, job.queue)
             for job, job_id in zip(jobs, ids, strict=True)
-            if job.delay <= 0 and job.concurrency_key is None
+            if job.delay <= 0 and job.concurrency_key is None and not job.depends_on
         ]
         transport.publish(due)
 
     def _new_jobs(
-        self, task_name: str, args_list: list[dict[str, Any]], options: Options
+        self,
+        task_name: str,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        bound: bool = False,
     ) -> tuple[list[NewJob], bool, dict[str, Any]]:
-        """The jobs to store, whether their task is declared, and the policy resolved."""
+        """The jobs to store, whether their task is declared, and the policy resolved.
+        `bound`: the arguments were bound against the task's function already (a
+        pipeline's signature; a task registered here always is)."""
         payload.check_name("task", task_name)
         task_policy, declared = self._policy_for(task_name)
         task = self.tasks.get(task_name)
-        if task is None:  # a task registered here was bound against its function already
+        if task is None and not bound:
             args_list = self._bind_declared(task_policy, args_list)
         chosen = options.chosen
         resolved = policy.resolve(
@@ -612,6 +648,8 @@ class App:
                 **rate.for_job(args),
                 **resolved,
                 meta_json=meta_json,
+                depends_on=options.depends_on,
+                on_dependency_failure=options.on_dependency_failure,
             )
             for args in args_list
         ]

@@ -112,6 +112,31 @@ def bind(
     return arguments
 
 
+def results_parameter(task: str, signature: inspect.Signature) -> str:
+    """The parameter through which a task that takes its dependencies' results (a group's
+    callback) receives them: its first, which must take a value by keyword (a job's
+    arguments are passed by keyword); `BadArguments` for a task without one."""
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return parameter.name
+        break
+    raise BadArguments(
+        f"task {task!r} cannot take its dependencies' results: its first parameter (after "
+        "ctx) must be a plain one (results, ...), which the worker passes the list to"
+    )
+
+
+def bind_after_results(
+    task: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`bind` for a task that takes its dependencies' results as its first parameter: the
+    other arguments, checked as if the results were given (the worker adds them)."""
+    name = results_parameter(task, signature)
+    bound = bind(task, signature, (None, *args), kwargs)
+    del bound[name]
+    return bound
+
+
 def refusal(
     task: str, signature: inspect.Signature, args: Mapping[str, Any]
 ) -> BadArguments | None:

@@ -9,7 +9,7 @@ store's roles (`heartq.store.interface`); what becomes of a job after an attempt
 
 The vocabulary, once each:
 
-- `JobStatus`: where a job stands (queued, running, succeeded, dead, cancelled).
+- `JobStatus`: where a job stands (waiting, queued, running, succeeded, dead, cancelled).
 - `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
   `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
@@ -28,6 +28,7 @@ from typing import Any
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"  # for its dependencies (`depends_on`) to succeed
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -71,7 +72,7 @@ class RenewStatus(enum.StrEnum):
 
 
 class CancelResult(enum.StrEnum):
-    CANCELLED = "cancelled"  # it was queued: it will never run
+    CANCELLED = "cancelled"  # it was queued or waiting: it will never run
     CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told within ~1 s
     ALREADY_FINISHED = "already_finished"
 
@@ -85,6 +86,14 @@ class DetectedBy(enum.StrEnum):
     RECONCILIATION = "reconciliation"
     CHILD_EXIT = "child_exit"
     SELF_FENCE = "self_fence"  # the worker gave the job back after it stopped trusting it
+
+
+class DependencyFailure(enum.StrEnum):
+    """What becomes of a waiting job when one of its dependencies ends dead or cancelled
+    (`on_dependency_failure=`)."""
+
+    CANCEL = "cancel"  # the job ends cancelled, `dependency_failed: job X ended dead`
+    RUN = "run"  # the failed dependency counts as satisfied: the job runs anyway
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,29 @@ class NewJob:
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""
+    depends_on: tuple[str, ...] = ()
+    """Jobs this one waits for (`waiting`) until each has succeeded: existing jobs, or
+    jobs of the same batch or transaction. Empty: it is `queued` at once."""
+    on_dependency_failure: DependencyFailure = DependencyFailure.CANCEL
+    dependency_results: bool = False
+    """Its task receives its dependencies' results, in `depends_on`'s order, as its first
+    argument (a group's callback, `heartq.group`)."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What a pipeline's `enqueue` returns (`heartq.chain`, `heartq.group`, a
+    `heartq.Signature` alone): the id of every job it stored, in the order they were
+    written; `tail`, the jobs a job enqueued after it waits for (`depends_on=` takes the
+    pipeline itself): a chain's last step, a group's callback, or a group's members when
+    it has none; `last`, the last of them (a chain's result is its job's)."""
+
+    ids: tuple[str, ...]
+    tail: tuple[str, ...]
+
+    @property
+    def last(self) -> str:
+        return self.tail[-1]
 
 
 @dataclass(frozen=True)
@@ -165,6 +197,19 @@ class JobEnd:
     @property
     def ended(self) -> bool:
         return self.status in TERMINAL_STATUSES and not self.result_pending
+
+
+@dataclass(frozen=True)
+class DependencyEnd:
+    """One dependency of a job whose task takes their results (a group's callback), as
+    its worker reads it before the call: its status (None: no such job any more), its
+    result, and whether that result is still to come (`pending`: its task completed it
+    inside `ctx.transaction()` and saves what it returned just after)."""
+
+    job_id: str
+    status: JobStatus | None
+    result: Any = None
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,6 +275,9 @@ class ClaimedJob:
     chosen: int = 0  # the options its caller chose (bits of `heartq.policy`)
     meta: Mapping[str, Any] = field(default_factory=dict)
     """The job's metadata (`NewJob.meta_json`), for `ctx.meta` and attempt hooks."""
+    dependency_results: bool = False
+    """Its task takes its dependencies' results as its first argument (`NewJob`): the
+    worker reads them before it calls the task."""
     sent_at: float = 0.0
     """This process's monotonic time when the claiming statement went to the database,
     after any wait for a connection or a lock: the start of the worker's trust in the

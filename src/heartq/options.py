@@ -11,7 +11,7 @@ here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
@@ -19,10 +19,14 @@ from typing import Any, TypedDict, Unpack
 from heartq import payload, rates
 from heartq.errors import ConfigError
 from heartq.lifecycle.retry import DEFAULT_MAX_RETRIES
+from heartq.model import DependencyFailure, Pipeline
 from heartq.policy import DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 UniqueKey = str | Callable[[Mapping[str, Any]], str | None] | None
 """A job's unique key: a string, a function of its arguments (`enqueue_many`), or none."""
+Dependency = str | Pipeline
+"""What a job may depend on: a job's id (what `enqueue` returns), or what a pipeline's
+`enqueue` returns (`heartq.chain`, `heartq.group`: the job depends on its `tail`)."""
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -41,6 +45,8 @@ class EnqueueOptions(TypedDict, total=False):
     rate_key: str | None
     rate_limit: str | None
     meta: Mapping[str, Any] | None
+    depends_on: Sequence[Dependency] | Dependency | None
+    on_dependency_failure: str | None
 
 
 def parse_eta(text: str) -> datetime:
@@ -130,6 +136,29 @@ def _meta(option: Option, value: Mapping[str, Any] | None) -> None:
         payload.check_meta(value)
 
 
+def _depends_on(option: Option, value: Any) -> None:
+    if value is not None:
+        dependency_ids(value)
+
+
+def _on_failure(option: Option, value: Any) -> None:
+    if value is not None and value not in DependencyFailure.__members__.values():
+        choices = ", ".join(repr(f.value) for f in DependencyFailure)
+        raise ConfigError(f"on_dependency_failure must be one of {choices}, got {value!r}")
+
+
+def dependency_ids(value: Sequence[Dependency] | Dependency) -> list[str]:
+    """The job ids a `depends_on` names: ids as given, a pipeline's `tail`, in order, each
+    once; `ConfigError` for anything else."""
+    items = [value] if isinstance(value, str | Pipeline) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"depends_on must be a list of job ids, got {value!r}")
+    flat: list[Any] = []
+    for item in items:
+        flat.extend(item.tail if isinstance(item, Pipeline) else [item])
+    return payload.check_dependencies(flat)
+
+
 def _paired(option: Option, value: Any) -> None:
     """Checked with its pair (`check_together`)."""
 
@@ -198,6 +227,17 @@ OPTIONS: tuple[Option, ...] = (
         "reads it as ctx.meta, hooks too; it is not passed as an argument",
         _meta, metavar="JSON",
     ),
+    Option(
+        "depends_on", list,
+        "Job ids (comma-separated) this job waits for: it is queued once every one has "
+        "succeeded", _depends_on, metavar="ID,...",
+    ),
+    Option(
+        "on_dependency_failure", str,
+        "With --depends-on: what a dependency that ends dead or cancelled does to this job: "
+        "cancel it, or run it anyway", _on_failure, metavar="cancel|run",
+        shown_default="cancel",
+    ),
 )  # fmt: skip
 """Every option, in the order signatures and `heartq enqueue --help` list them."""
 
@@ -207,11 +247,16 @@ NAMES = frozenset(option.name for option in OPTIONS)
 def check_together(chosen: EnqueueOptions) -> None:
     """The rules between options: `eta` or `delay`, `unique_for` only with a
     `unique_key`, `concurrency_key` and `concurrency_limit` together or neither,
-    `rate_limit` only with a `rate_key` (a key alone takes the task's limit)."""
+    `rate_limit` only with a `rate_key` (a key alone takes the task's limit),
+    `depends_on` without a `unique_key` (an enqueue that answers another job's id would
+    leave the dependencies to a job never stored), `on_dependency_failure` only with
+    dependencies."""
     if chosen.get("eta") is not None and chosen.get("delay"):
         raise ConfigError("give either delay or eta, not both")
     if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
         raise ConfigError("unique_for needs a unique_key: the window of which key?")
+    if chosen.get("depends_on") and chosen.get("unique_key") is not None:
+        raise ConfigError("depends_on cannot be combined with unique_key")
     payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))
     if chosen.get("rate_limit") is not None and chosen.get("rate_key") is None:
         raise ConfigError(
@@ -248,6 +293,16 @@ class Options:
             found = key(args)
             return None if found is None else payload.check_unique_key(found)
         return key
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The job ids this enqueue's jobs wait for (`dependency_ids`)."""
+        value = self.chosen.get("depends_on")
+        return () if value is None else tuple(dependency_ids(value))
+
+    @property
+    def on_dependency_failure(self) -> DependencyFailure:
+        return DependencyFailure(self.chosen.get("on_dependency_failure") or "cancel")
 
     @property
     def run_at(self) -> float | None:

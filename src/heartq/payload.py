@@ -190,6 +190,32 @@ def check_unique_key(value: str) -> str:
     return check_key("unique_key", value)
 
 
+MAX_DEPENDENCIES = 10_000
+"""A job waits for at most 10,000 others (a group's callback for as many members)."""
+
+
+def check_dependencies(value: Any) -> list[str]:
+    """A job's `depends_on`: job ids (a single id may be given alone), each non-empty text
+    of at most `MAX_NAME_CHARS` without NUL, at most `MAX_DEPENDENCIES` of them; one given
+    twice counts once (in its first place)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"depends_on must be a list of job ids, got {value!r}")
+    ids: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"depends_on must hold job ids (non-empty strings), got {item!r}")
+        if len(item) > MAX_NAME_CHARS:
+            raise ConfigError(
+                f"depends_on: job id is {len(item)} characters, over {MAX_NAME_CHARS}"
+            )
+        ids.append(check_text("depends_on", item))
+    unique = list(dict.fromkeys(ids))
+    if len(unique) > MAX_DEPENDENCIES:
+        raise ConfigError(f"depends_on names {len(unique)} jobs, over {MAX_DEPENDENCIES}")
+    return unique
+
+
 def check_concurrency(key: str | None, limit: int | None) -> dict[str, Any]:
     """A job's concurrency key and limit, both or neither: the key as a unique key is
     (non-empty text, at most `MAX_UNIQUE_KEY_CHARS`, no NUL), the limit an integer >= 1."""

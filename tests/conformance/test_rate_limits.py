@@ -237,3 +237,20 @@ def test_each_keys_use_is_visible(store: Store, t0: float) -> None:
     assert (usage["later"]["waiting"], usage["later"]["queued"]) == (0, 1)
     later = {u["key"]: u for u in store.rate_usage(now=t0 + 11)}["api"]
     assert (later["started"], later["next_start_in"]) == (0, None)
+
+
+def test_a_waiting_job_keeps_its_rate_key_and_obeys_it_once_released(
+    store: Store, t0: float
+) -> None:
+    """A job that waits for others (`depends_on`) is stored with its rate key and limit
+    like any job, and its key holds it back once it is released."""
+    [first] = store.enqueue([new_job("first")], now=t0)
+    ids = store.enqueue(
+        [rated("api", limit=1, period=10, depends_on=(first,)) for _ in range(2)], now=t0
+    )
+    assert [store.get_job(x)["rate_key"] for x in ids] == ["api", "api"]
+    finish_all(store, claim(store, t0 + 1), t0 + 1)  # the dependency: both released
+    assert [c.id for c in claim(store, t0 + 2)] == ids[:1]  # one start per 10 s
+    assert claim(store, t0 + 3) == []
+    job = store.get_job(ids[1])
+    assert (job["status"], job["rate_key"], job["rate_limit"]) == ("queued", "api", "1/10s")

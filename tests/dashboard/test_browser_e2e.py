@@ -293,14 +293,37 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
 
 
 def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
+    """... and the job that waits for it shows what it waits for, then why it was
+    cancelled too."""
     site.start_dashboard("--allow-actions")
     job_id = site.cli.add("hold", {"seconds": 1.0})  # no worker: it waits
-    page.goto(site.url(f"/jobs/{job_id[:8]}"))  # a prefix finds it
+    waiting = site.cli.add("hold", {"seconds": 1.0}, depends_on=[job_id])
+    page.goto(site.url(f"/jobs/{waiting}"))
+    expect(page.locator("h1 .status")).to_have_text("waiting")
+    expect(page.get_by_test_id("waits-for")).to_contain_text("Waits for 1 of 1 dependency")
+    dependency = page.get_by_test_id("depends-on").locator(f"tr[data-job='{job_id}']")
+    expect(dependency).to_contain_text("queued")
+    shoot(page, "job-waiting")
+
+    page.goto(site.url(f"/jobs/{job_id[-8:]}"))  # its tail finds it
     expect(page.get_by_test_id("job-id")).to_have_text(job_id)
+    expect(page.get_by_test_id("dependents").locator(f"tr[data-job='{waiting}']")).to_contain_text(
+        "waiting"
+    )
     page.get_by_role("button", name="Cancel this job").click()
     expect(page.get_by_role("status")).to_contain_text("Cancelled")
     expect(page.locator("h1 .status")).to_have_text("cancelled")
     assert "heartq dashboard" in (site.cli.job(job_id)["cancelled_by"] or "")
+    expect(page.get_by_test_id("dependents").locator(f"tr[data-job='{waiting}']")).to_contain_text(
+        "cancelled"
+    )
+
+    page.goto(site.url(f"/jobs/{waiting}"))
+    expect(page.locator("h1 .status")).to_have_text("cancelled")
+    expect(page.get_by_test_id("error")).to_contain_text(f"dependency_failed: job {job_id}")
+    page.goto(site.url("/"))
+    expect(page.get_by_test_id("total-waiting").locator(".n")).to_have_text("0")
+    expect(page.get_by_test_id("total-cancelled").locator(".n")).to_have_text("2")
 
 
 def test_a_read_only_dashboard_shows_no_action(site: Site, page: Page) -> None:

@@ -72,6 +72,7 @@ TASKS_SOURCE = textwrap.dedent(
 
     import asyncio
     import ctypes
+    import json
     import os
     import signal
     import threading
@@ -122,6 +123,23 @@ TASKS_SOURCE = textwrap.dedent(
             while time.monotonic() < deadline and not ctx.cancelled:
                 time.sleep(0.02)
         return ident(ctx)
+
+
+    @app.task
+    def collect(ctx, results, label=""):
+        """A group's callback: records each run of it and what it received."""
+        mark(f"collected-{ctx.job_id}-{ctx.execution_id}", json.dumps(results))
+        return {"label": label, "results": results}
+
+
+    @app.task
+    def commit_then_return(ctx, value, linger=0.5):
+        """Completes its job in its own transaction, then returns `value` a moment later:
+        its result lands after the commit that released its dependents."""
+        with ctx.transaction():
+            pass
+        time.sleep(linger)
+        return value
 
 
     @app.task

@@ -45,6 +45,11 @@ EXPECTED = {
     # A shortened id: a start is a range of the primary key; a tail reads only its index.
     "JOBS_BY_PREFIX": "USING INDEX sqlite_autoindex_heartq_jobs_1 (id>? AND id<?)",
     "JOBS_BY_SUFFIX": "SCAN heartq_jobs USING COVERING INDEX sqlite_autoindex_heartq_jobs_1",
+    # A job's dependents, found by the edges' index: a release reads no other edge.
+    "RELEASE_DEPENDENTS": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
+    "END_DEPENDENCY_EDGES": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
+    # A drain's look at waiting jobs reads only them.
+    "HAS_PENDING": "SEARCH w USING INDEX heartq_jobs_waiting_idx (queue=?)",
 }
 
 
@@ -108,7 +113,7 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
             params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
                       "reports": leases, "worker_id": "w", "lease": 60, "now": None,
-                      "abandoned": 0}  # fmt: skip
+                      "abandoned": 0, "defer": True}  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()

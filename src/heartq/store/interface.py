@@ -42,6 +42,7 @@ from heartq.model import (
     CancelResult,
     Claim,
     ClaimedJob,
+    DependencyEnd,
     Finish,
     JobEnd,
     JobPage,
@@ -116,7 +117,10 @@ class Enqueuer(Clock, Protocol):
         """Insert all jobs in one transaction; returns their ids in order. With
         `connection` (the caller's own, in its open transaction: a `sqlite3.Connection`
         on the queue's file, a `psycopg.Connection`), the jobs are written there and exist
-        if and only if the caller commits; wake-ups go out with that commit."""
+        if and only if the caller commits; wake-ups go out with that commit. A job with
+        `depends_on` is stored `waiting` (or queued, or cancelled, at once if its
+        dependencies already ended); a dependency not found (stored, in the batch, or
+        earlier in the same transaction) is `DependencyNotFound`, nothing stored."""
         ...
 
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
@@ -297,6 +301,12 @@ class LeaseHolder(Clock, Protocol):
         self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
     ) -> Reclaimed | None:
         """Close one attempt as crashed at once (a child process died). None if lost."""
+        ...
+
+    def dependency_results(self, job_id: str) -> list[DependencyEnd]:
+        """What a job that takes its dependencies' results (`ClaimedJob.dependency_results`)
+        receives: each dependency in order, its status, result, and whether the result is
+        still to come. One read, made by the worker before it calls the task."""
         ...
 
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
@@ -512,8 +522,9 @@ class Administrator(Clock, Protocol):
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        """Cancel a queued job at once, or request a running job's cancel; `by` (who
-        asked) is kept with the job as `cancelled_by`."""
+        """Cancel a queued or waiting job at once (its dependents are released from it in
+        the same transaction), or request a running job's cancel; `by` (who asked) is kept
+        with the job as `cancelled_by`."""
         ...
 
     def replay_dead(

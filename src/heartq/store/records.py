@@ -17,6 +17,7 @@ from heartq.errors import LeaseLost
 from heartq.model import (
     TERMINAL_STATUSES,
     ClaimedJob,
+    DependencyEnd,
     DetectedBy,
     JobEnd,
     JobStatus,
@@ -51,6 +52,7 @@ def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
             run_at=r["run_at"],
             chosen=r["chosen"],
             meta=json.loads(r["meta"]) if r["meta"] else {},
+            dependency_results=bool(r["dependency_results"]),
             sent_at=sent_at,
         )
         for r in ordered
@@ -157,6 +159,15 @@ def task_parameters(value: Any) -> tuple[TaskParameter, ...] | None:
 def awaited_ends(rows: Iterable[Any]) -> list[str]:
     """The jobs among changed rows that someone waits for and that have ended."""
     return [r["id"] for r in rows if r["awaited"] and r["status"] in TERMINAL_STATUSES]
+
+
+def dependency_end(row: Any) -> DependencyEnd:
+    return DependencyEnd(
+        job_id=row["id"],
+        status=None if row["status"] is None else JobStatus(row["status"]),
+        result=serialize.json_value(row["result"]),
+        pending=bool(row["pending"]),
+    )
 
 
 def job_end(job_id: str, row: Any) -> JobEnd:

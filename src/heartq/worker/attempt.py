@@ -80,6 +80,12 @@ class RunningJob:
         alone decides whether the attempt still holds the job (its commit is fenced);
         once it committed, the job is done and only the result remains to be saved."""
 
+    @property
+    def store(self) -> LeaseHolder:
+        """The store this attempt's lease is held in (its callback's results are read
+        there: `worker/dependency_results.py`)."""
+        return self._store
+
     # -- AttemptControl ----------------------------------------------------------------
     @property
     def lost(self) -> bool:

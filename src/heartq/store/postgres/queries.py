@@ -74,6 +74,126 @@ WITH inserted AS ({INSERT_JOBS.strip()}
 SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
 """
 
+# Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
+# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
+# others wait for (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
+INSERT_LINKED_JOBS = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta, has_dependents,
+                  waiting_for, on_dependency_failure, dependency_results)
+SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
+       {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb, x.has_dependents,
+       x.waiting_for, x.on_dependency_failure, x.dependency_results
+FROM json_to_recordset(%(jobs)s::json) AS x(
+    id text, task text, queue text, args text, priority integer, delay float8,
+    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text, status text, has_dependents boolean, waiting_for integer,
+    on_dependency_failure text, dependency_results boolean)
+"""
+
+# The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
+# and marked `has_dependents`, with its status as it stands under the lock: a FINISH of
+# it waits for this transaction, or this waits for the FINISH and sees the job ended. A
+# row already marked is only locked (no new row version). A job not found is missing
+# from the answer.
+LOCK_DEPENDENCIES = """
+WITH locked AS (
+    SELECT id, status, has_dependents FROM jobs
+    WHERE id = ANY(%(ids)s::text[])
+    ORDER BY id
+    FOR UPDATE
+), marked AS (
+    UPDATE jobs SET has_dependents = true
+    WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
+)
+SELECT id, status FROM locked
+"""
+
+# Each edge: {job_id, depends_on, position}.
+INSERT_DEPENDENCIES = """
+INSERT INTO job_dependencies (job_id, depends_on, position)
+SELECT x.job_id, x.depends_on, x.position
+FROM json_to_recordset(%(edges)s::json) AS x(job_id text, depends_on text, position integer)
+"""
+
+# The waiting dependents of jobs that ended (`ids`), in the ending transaction, in a
+# statement of its own: its snapshot is taken after the ended rows were locked, so it sees
+# every edge committed before (LOCK_DEPENDENCIES waits for those locks). Each edge not yet
+# counted whose dependency has ended counts once; a job whose last dependency ended is
+# queued (run_at: now, or its own later eta); one whose dependency ended dead or
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). The
+# dependents are locked in id order first (as FINISH locks its rows), so two releases of
+# jobs with common dependents wait for each other instead of deadlocking; a row another
+# transaction is releasing is waited for, then re-read (READ COMMITTED): two dependencies
+# ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
+_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+RELEASE_DEPENDENTS = f"""
+WITH c AS (
+    SELECT d.job_id, count(*)::integer AS n,
+           min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
+               AS failed
+    FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
+    WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY d.job_id
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT job_id FROM c))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET waiting_for = greatest(j.waiting_for - c.n, 0),
+    status = CASE WHEN {_FAILED} THEN 'cancelled'
+                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+    run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
+    finished_at = CASE WHEN {_FAILED} THEN {T} END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    updated_at = {T}
+FROM c JOIN locked ON locked.id = c.job_id
+WHERE j.id = c.job_id AND j.status = 'waiting'
+RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
+"""
+
+END_DEPENDENCY_EDGES = """
+UPDATE job_dependencies AS d SET ended = e.status
+FROM jobs AS e
+WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+  AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
+"""
+
+# What a callback receives (a job with `dependency_results`): its dependencies in order,
+# each one's result, and whether that result is still to come (completed in its task's
+# transaction, within the lease that committed it: as JOB_END says).
+DEPENDENCY_RESULTS = """
+SELECT d.depends_on AS id, e.status, e.result::text AS result,
+       coalesce(e.result_pending AND e.lease_expires_at > now(), false) AS pending
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+# A job's dependencies (in order) and its dependents, for `get_job`.
+GET_DEPENDENCIES = """
+SELECT d.depends_on AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+GET_DEPENDENTS = """
+SELECT d.job_id AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.job_id
+WHERE d.depends_on = %(job_id)s
+ORDER BY d.job_id
+LIMIT %(limit)s
+"""
+
 # A job with a unique key (store/sql/ `enqueue`), bound by value. Enqueuers of one key
 # queue up on a transaction lock of its hash; each then looks with a fresh snapshot (READ
 # COMMITTED: a statement sees every commit made before it started, the previous holder's
@@ -170,7 +290,7 @@ _CLAIMED = f"""claimed AS (
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
        meta::text AS meta, extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at
+       extract(epoch from run_at)::float8 AS run_at, dependency_results
 FROM claimed
 """
 
@@ -525,7 +645,8 @@ WITH f AS (
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, keep boolean, dead_reason text, crash text, pending boolean)
 ), locked AS (
-    SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
+    SELECT j.id, j.execution_id, j.status, j.has_dependents
+    FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
     ORDER BY j.id
     FOR UPDATE OF j
@@ -550,14 +671,18 @@ WITH f AS (
         updated_at = {T}
     FROM f JOIN locked ON locked.id = f.id
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id, j.status, j.awaited
+      AND NOT (%(defer)s AND j.has_dependents)
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
 ), closed AS (
     UPDATE executions AS e
     SET ended_at = {T}, outcome = f.outcome, error = f.error, crash = f.crash::json
     FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
     WHERE e.job_id = f.id AND e.execution_id = f.eid
 )
-SELECT id, execution_id, status, awaited FROM landed
+SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
+UNION ALL
+SELECT id, execution_id, status, false, true, true FROM locked
+WHERE %(defer)s AND has_dependents AND status = 'running'
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
@@ -582,12 +707,12 @@ WITH l AS (
         updated_at = {T}
     FROM l JOIN locked ON locked.id = l.id
     WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
 ), closed AS (
     UPDATE executions AS e SET ended_at = {T}, outcome = 'released'
     FROM landed WHERE e.job_id = landed.id AND e.execution_id = landed.execution_id
 )
-SELECT id, execution_id FROM landed
+SELECT id, execution_id, status, awaited, has_dependents FROM landed
 """
 
 _RECLAIM_COLUMNS = """
@@ -765,6 +890,10 @@ WHERE status = 'dead'
 
 DELETE_EXECUTIONS_OF = "DELETE FROM executions WHERE job_id = ANY(%(ids)s::text[])"
 
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
+
 DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
 
 GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
@@ -840,13 +969,23 @@ GROUP BY queue
 """
 
 # Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
-# out its backoff.
+# out its backoff; or waiting (jobs_waiting_idx) for a dependency, in any queue, that is
+# one of those or waits itself. A waiting job whose dependencies are all in these queues
+# adds nothing: its release commits with their ends, so one snapshot sees them pending or
+# it queued.
 HAS_PENDING = f"""
 SELECT EXISTS (
     SELECT 1 FROM jobs
     WHERE queue = ANY(%(queues)s::text[])
       AND (status = 'running'
            OR (status = 'queued' AND (run_at <= {T} OR (%(retries)s AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM jobs AS w
+    JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= {T} OR (%(retries)s AND e.attempts > 0))))
 ) AS pending
 """
 
@@ -903,8 +1042,8 @@ ORDER BY queue, status
 CANCEL_QUEUED = f"""
 UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s
-WHERE id = %(job_id)s AND status = 'queued'
-RETURNING id, status, awaited
+WHERE id = %(job_id)s AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
 """
 
 # Someone waits for this job's end (`App.result`): its end will be announced.
@@ -997,8 +1136,8 @@ ON CONFLICT (name) DO UPDATE SET
     rate_key = EXCLUDED.rate_key
 """
 
-# Queued jobs of these tasks take the declaration for every option their caller did not
-# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & %(queue_bit)s = 0 THEN t.queue ELSE j.queue END"
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & %(priority_bit)s = 0 THEN t.priority ELSE j.priority END"
 _DECLARED_RETRIES = (
@@ -1016,7 +1155,7 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
 FROM tasks AS t
-WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status = 'queued'
+WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status IN ('queued', 'waiting')
   AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},

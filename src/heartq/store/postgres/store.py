@@ -56,6 +56,7 @@ class PostgresStore(SqlStore):
     """`Store` on PostgreSQL. Thread-safe: every call takes a pooled connection."""
 
     q = q
+    _statements_commit_alone = True  # `_write_each` commits each statement by itself
 
     def __init__(self, url: str, pool_size: int | None = None) -> None:
         self.pool = ConnectionPool(url, pool_size)
@@ -216,7 +217,10 @@ class PostgresStore(SqlStore):
             raise
 
     def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
-        if any(d["unique_key"] is not None or d["run_at"] is not None for d in docs):
+        if any(
+            d["unique_key"] is not None or d["run_at"] is not None or "depends_on" in d
+            for d in docs
+        ):
             return False
         params = {"jobs": json.dumps(docs), "now": now, "channel": self.channel}
         with self.pool.autocommit() as conn:

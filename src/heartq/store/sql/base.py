@@ -27,9 +27,11 @@ two):
 Why this cut: every hook a dialect may override is declared here, whichever role calls
 it, so a dialect's author reads one module to know what to write, and the roles never
 declare hooks of their own. With them, what every role uses: transactions, the clock,
-binding lists, running statements, waking idle workers, the schema, and the two
-operations more than one role runs: `_apply_finishes` (the fenced finish of `finish` and
-of every reclaimer) and `_task_policies` (the declarations an enqueuer reads and
+binding lists, running statements (and driving `dependencies.py`'s programs of them),
+waking idle workers, the schema, and the operations more than one role runs:
+`_apply_finishes` (the fenced finish of `finish`, of a completion and of every reclaimer,
+with the release of the ended jobs' dependents), `_release_dependents` (also after a
+release and a cancel) and `_task_policies` (the declarations an enqueuer reads and
 `get_job` shows).
 """
 
@@ -40,12 +42,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from heartq.errors import ConfigError
 from heartq.model import Lease, LivenessChange, TaskPolicy
 from heartq.store import records
 from heartq.store.interface import LivenessHandle
+from heartq.store.sql import dependencies
 
 RATE_CONTENDED_RETRY = 0.05
 """Seconds after which a claimer that found a rate key with room held by another claimer
@@ -56,6 +59,7 @@ Statement = str | tuple[str, ...]
 Step = tuple[Statement, dict[str, Any]]
 """A statement with its parameters, for operations that run on someone else's connection."""
 Rows = list[Any]
+T = TypeVar("T")
 
 
 def migration_scripts(package: str) -> list[tuple[int, str]]:
@@ -96,6 +100,10 @@ class SqlBase:
     False behind a transaction-mode pooler without a direct URL, whose workers have no
     session to hold one and are judged by heartbeats and leases alone)."""
     _migrated: bool = False
+    _statements_commit_alone: bool = False
+    """Whether `_write_each` runs each statement as a transaction of its own (PostgreSQL):
+    then the worker's finish leaves jobs with dependents to a transaction that releases
+    them (`_finish_statement`)."""
 
     # -- dialect hooks -------------------------------------------------------------------
     def migrate(self) -> int:
@@ -270,6 +278,16 @@ class SqlBase:
             cursor = conn.execute(text, params)
         return cursor.fetchall() if cursor.description else []
 
+    def _drive(self, conn: Any, program: dependencies.Program[T]) -> T:
+        """Run a program of statements (`dependencies.py`) on `conn`, each one's rows sent
+        back to it; what it returns."""
+        try:
+            step = next(program)
+            while True:
+                step = program.send(self._run(conn, *step))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     def reach(self) -> None:
         """Default: a read transaction that runs nothing (opens the connection)."""
         with self._read():
@@ -300,11 +318,36 @@ class SqlBase:
     def _apply_finishes(
         self, conn: Any, docs: list[dict[str, Any]], clock: float | None
     ) -> set[Lease]:
-        """The fenced write shared by finish and every reclaimer: only jobs still running
-        under the execution a document names change, with their executions."""
-        rows = self._run(conn, self.q.FINISH, {"finishes": json.dumps(docs), "now": clock})
-        self._announce_ended(conn, records.awaited_ends(rows))
-        return records.leases(rows)
+        """The fenced write shared by finish, a completion and every reclaimer, in the
+        caller's transaction: only jobs still running under the execution a document names
+        change, with their executions, and the dependents of those that ended are released
+        in the same transaction."""
+        landed, _ = self._finish_statement(conn, docs, clock, defer=False)
+        return landed
+
+    def _finish_statement(
+        self, conn: Any, docs: list[dict[str, Any]], clock: float | None, defer: bool
+    ) -> tuple[set[Lease], set[Lease]]:
+        """`FINISH`, then the release of the dependents of the jobs it ended; the leases
+        that landed, and those it left alone because their job has dependents (`defer`,
+        for a FINISH that commits by itself: a release in that one statement could miss an
+        edge committed while it waited for a row's lock, its snapshot being older; the
+        caller finishes those in a transaction of its own)."""
+        params = {"finishes": json.dumps(docs), "now": clock, "defer": defer}
+        rows = self._run(conn, self.q.FINISH, params)
+        landed = [r for r in rows if not r["deferred"]]
+        self._announce_ended(conn, records.awaited_ends(landed))
+        self._release_dependents(conn, dependencies.ended_with_dependents(landed), clock)
+        return records.leases(landed), records.leases(r for r in rows if r["deferred"])
+
+    def _release_dependents(self, conn: Any, ended: list[str], clock: float | None) -> None:
+        """Release the waiting dependents of jobs that just ended in this transaction
+        (`dependencies.release`), wake the queues that got runnable jobs and announce the
+        awaited jobs it cancelled. Nothing at all when none of them has dependents."""
+        if ended:
+            done = self._drive(conn, dependencies.release(self.q, ended, self._array, clock))
+            self._announce_ended(conn, done.awaited_ends)
+            self._wake(conn, done.queues)
 
     def _task_policies(self, conn: Any, names: Sequence[str] | None) -> dict[str, TaskPolicy]:
         params = {"all": names is None, "names": self._array(list(names or []))}

@@ -47,6 +47,114 @@ SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
 FROM json_each(:jobs) AS x
 """
 
+# Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
+# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
+# others wait for (`has_dependents`). Plain jobs keep INSERT_JOB(S): they pay nothing.
+INSERT_LINKED_JOBS = """
+INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                         retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                         concurrency_key, concurrency_limit, rate_key, rate_limit,
+                         rate_period, meta, has_dependents, waiting_for,
+                         on_dependency_failure, dependency_results)
+SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
+       json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
+       json_extract(x.value, '$.priority'), json_extract(x.value, '$.status'),
+       :now + json_extract(x.value, '$.delay'),
+       json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
+       json_extract(x.value, '$.retry_backoff_max'), json_extract(x.value, '$.chosen'),
+       :now, :now, json_extract(x.value, '$.concurrency_key'),
+       json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.rate_key'),
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_period'),
+       json_extract(x.value, '$.meta'), json_extract(x.value, '$.has_dependents'),
+       json_extract(x.value, '$.waiting_for'), json_extract(x.value, '$.on_dependency_failure'),
+       json_extract(x.value, '$.dependency_results')
+FROM json_each(:jobs) AS x
+"""
+
+# The dependencies an enqueue names, marked `has_dependents`, each with its status. SQLite
+# has one writer: no finish can come between this read and the enqueue's commit. A job
+# not found is missing from the answer.
+LOCK_DEPENDENCIES = (
+    """
+UPDATE heartq_jobs SET has_dependents = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND NOT has_dependents
+""",
+    "SELECT id, status FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))",
+)
+
+# Each edge: {job_id, depends_on, position}.
+INSERT_DEPENDENCIES = """
+INSERT INTO heartq_job_dependencies (job_id, depends_on, position)
+SELECT json_extract(x.value, '$.job_id'), json_extract(x.value, '$.depends_on'),
+       json_extract(x.value, '$.position')
+FROM json_each(:edges) AS x
+"""
+
+# The waiting dependents of jobs that ended (`ids`), in the ending transaction. Each edge
+# not yet counted whose dependency has ended counts once; a job whose last dependency
+# ended is queued (run_at: now, or its own later eta); one whose dependency ended dead or
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run').
+# END_DEPENDENCY_EDGES then marks the edges counted.
+_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS NOT 'run'"
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+RELEASE_DEPENDENTS = f"""
+UPDATE heartq_jobs AS j
+SET waiting_for = max(j.waiting_for - c.n, 0),
+    status = CASE WHEN {_FAILED} THEN 'cancelled'
+                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+    run_at = CASE WHEN {_RELEASED} THEN max(j.run_at, :now) ELSE j.run_at END,
+    finished_at = CASE WHEN {_FAILED} THEN :now END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    updated_at = :now
+FROM (
+    SELECT d.job_id, count(*) AS n,
+           min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
+               AS failed
+    FROM heartq_job_dependencies AS d JOIN heartq_jobs AS e ON e.id = d.depends_on
+    WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
+      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY d.job_id
+) AS c
+WHERE j.id = c.job_id AND j.status = 'waiting'
+RETURNING id, queue, status, awaited, has_dependents
+"""
+
+END_DEPENDENCY_EDGES = """
+UPDATE heartq_job_dependencies AS d
+SET ended = (SELECT e.status FROM heartq_jobs AS e WHERE e.id = d.depends_on)
+WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
+  AND (SELECT e.status FROM heartq_jobs AS e WHERE e.id = d.depends_on)
+      IN ('succeeded', 'dead', 'cancelled')
+"""
+
+# What a callback receives (a job with `dependency_results`): its dependencies in order,
+# each one's result, and whether that result is still to come (completed in its task's
+# transaction, within the lease that committed it: as JOB_END says).
+DEPENDENCY_RESULTS = f"""
+SELECT d.depends_on AS id, e.status, e.result,
+       coalesce(e.result_pending AND e.lease_expires_at > ({NOW.removeprefix("SELECT ")}), 0)
+           AS pending
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = :job_id
+ORDER BY d.position
+"""
+
+# A job's dependencies (in order) and its dependents, for `get_job`.
+GET_DEPENDENCIES = """
+SELECT d.depends_on AS id, e.task, e.status, d.ended
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = :job_id
+ORDER BY d.position
+"""
+
+GET_DEPENDENTS = """
+SELECT d.job_id AS id, e.task, e.status, d.ended
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.job_id
+WHERE d.depends_on = :job_id
+ORDER BY d.job_id
+LIMIT :limit
+"""
+
 # A job with a unique key (store/sql/ `enqueue`), bound by value. SQLite has one writer
 # at a time, so nothing can come between the look (a job holding the key: queued or
 # running, or finished within `unique_for`) and the insert. The partial unique index is
@@ -117,7 +225,7 @@ SET status = 'running',
 _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,
-          rate_key
+          rate_key, dependency_results
 """
 
 # Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
@@ -414,7 +522,7 @@ FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
   AND j.execution_id = json_extract(f.value, '$.eid')
   AND j.status = 'running'
-RETURNING id, execution_id, status, awaited
+RETURNING id, execution_id, status, awaited, has_dependents, 0 AS deferred
 """
 
 FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
@@ -448,7 +556,7 @@ FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$.id')
   AND j.execution_id = json_extract(l.value, '$.eid')
   AND j.status = 'running'
-RETURNING id, execution_id
+RETURNING id, execution_id, status, awaited, has_dependents
 """
 
 RELEASE = (CLOSE_RELEASED, RELEASE_JOBS)
@@ -582,6 +690,12 @@ DELETE_EXECUTIONS_OF = """
 DELETE FROM heartq_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
 """
 
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = """
+DELETE FROM heartq_job_dependencies WHERE job_id IN (SELECT value FROM json_each(:ids))
+"""
+
 DELETE_JOBS = """
 DELETE FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 """
@@ -699,13 +813,23 @@ GROUP BY queue
 """
 
 # Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
-# out its backoff.
+# out its backoff; or waiting (heartq_jobs_waiting_idx) for a dependency, in any queue,
+# that is one of those or waits itself. A waiting job whose dependencies are all in these
+# queues adds nothing: its release commits with their ends, so one snapshot sees them
+# pending or it queued.
 HAS_PENDING = """
 SELECT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE queue IN (SELECT value FROM json_each(:queues))
       AND (status = 'running'
            OR (status = 'queued' AND (run_at <= :now OR (:retries AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM heartq_jobs AS w INDEXED BY heartq_jobs_waiting_idx
+    JOIN heartq_job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN heartq_jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue IN (SELECT value FROM json_each(:queues))
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= :now OR (:retries AND e.attempts > 0))))
 ) AS pending
 """
 
@@ -728,8 +852,8 @@ SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDE
 CANCEL_QUEUED = """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
                        error = 'cancelled before it ran', cancelled_by = :by
-WHERE id = :job_id AND status = 'queued'
-RETURNING id, status, awaited
+WHERE id = :job_id AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
 """
 
 # Someone waits for this job's end (`App.result`). SQLite announces nothing (waiters
@@ -820,8 +944,8 @@ ON CONFLICT (name) DO UPDATE SET
     rate_key = excluded.rate_key
 """
 
-# Queued jobs of these tasks take the declaration for every option their caller did not
-# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & :queue_bit = 0 THEN t.queue ELSE j.queue END"
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & :priority_bit = 0 THEN t.priority ELSE j.priority END"
 _DECLARED_RETRIES = (
@@ -840,7 +964,7 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
 FROM heartq_tasks AS t
 WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
-  AND j.status = 'queued' AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
+  AND j.status IN ('queued', 'waiting') AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
               {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
