@@ -45,6 +45,7 @@ What one run does:
      skipped or retried while it is down, reconnected after (nothing of the runner's is
      in flight when it stops the server, so a failed enqueue stored nothing);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
+   Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
    them (`depends_on`) and receives their results, and chains of 2-4 steps each waiting
@@ -65,7 +66,8 @@ What one run does:
    job whose dependency failed ran at all); a job whose dependency ended dead or
    cancelled ended cancelled (`dependency_failed`), one whose dependencies all succeeded
    was not cancelled for it; every callback that succeeded received every member's
-   result, from the attempt that succeeded, in order, and wrote its effect once. A
+   result, from the attempt that succeeded, in order, and wrote its effect once. Rate
+   limits: no window of the period held more starts of the rated key than its limit. A
    succeeded job with
    no result is accepted for those kinds (its worker died between the commit and saving
    the result) and counted as "results lost after the commit". Then the figures are
@@ -103,7 +105,14 @@ from heartq.errors import JobNotFound, StoreUnavailable
 from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
-from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
+from tests.soak.chaos_tasks import (
+    LEDGER_ENV,
+    LOG_ENV,
+    PROC_QUEUE,
+    RATE_KEY,
+    RATE_LIMIT,
+    RATE_PERIOD,
+)
 
 try:
     import psycopg
@@ -127,7 +136,7 @@ FAULT_KINDS = (
 PG_FAULTS = ("pg_terminate", "pg_restart")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
-     "chaos_async", "chaos_child_crash", "chaos_fan_in"}
+     "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated"}
 )  # fmt: skip
 """The kinds that can succeed: each writes its effect (one ledger row) in the transaction
 that completes its job (`chaos_tasks.effect`)."""
@@ -191,6 +200,7 @@ class ChaosConfig:
 
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
+    "chaos_rated": 6,
     "chaos_long": 14,
     "chaos_flaky": 12,
     "chaos_async": 8,
@@ -206,8 +216,12 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
     """One job of `kind` (arguments and retry policy drawn from `rng`)."""
     args: dict[str, Any] = {"n": n}
     max_retries = 5
+    rate: dict[str, Any] = {}
     if kind == "chaos_short":
         args["ms"] = rng.randint(0, 30)
+    elif kind == "chaos_rated":
+        args["ms"] = rng.randint(0, 30)
+        rate = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
     elif kind in ("chaos_long", "chaos_proc_long"):
         args["steps"] = rng.randint(4, 10)
         args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
@@ -232,6 +246,7 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         max_retries=max_retries,
         retry_backoff=0.05,
         retry_backoff_max=0.5,
+        **rate,
     )
 
 
@@ -1175,6 +1190,7 @@ class Checker:
         self.inversions: list[tuple[float, str]] = []
         self.ledger: dict[str, Any] = {}
         self.pipelines: dict[str, int] = {}
+        self.rate: dict[str, int] = {}
 
     def fail(self, text: str) -> None:
         if len(self.v) < 200:
@@ -1208,6 +1224,7 @@ class Checker:
             self.check_job(job_id, job, drained, workers)
         self.check_side_file()
         self.check_dependencies()
+        self.check_rate_limit()
         self.check_ledger()
         self.check_workers(workers)
 
@@ -1400,6 +1417,27 @@ class Checker:
                               f"expected {expected}")  # fmt: skip
         self.pipelines = dict(sorted(counts.items()))
 
+    def check_rate_limit(self) -> None:
+        """Rate limits across the fleet: at most `RATE_LIMIT` attempts of the rated jobs
+        start in any `RATE_PERIOD` seconds (every attempt is a start: crashed, released
+        and interrupted ones too), by the database's clock, whoever claimed them."""
+        starts = sorted(
+            t
+            for job_id, job in self.jobs.items()
+            if self.run.kind_of[job_id] == "chaos_rated"
+            for e in job["executions"]
+            if (t := parse_ts(e["started_at"])) is not None
+        )
+        busiest = 0
+        for i, start in enumerate(starts):
+            within = sum(1 for t in starts[i : i + RATE_LIMIT + 1] if t < start + RATE_PERIOD)
+            busiest = max(busiest, within)
+            if within > RATE_LIMIT:
+                self.fail(f"rate limit: {within} starts of {RATE_KEY} within {RATE_PERIOD:g} s "
+                          f"from {start:.3f} (limit {RATE_LIMIT})")  # fmt: skip
+                break
+        self.rate = {"starts": len(starts), "busiest_window": busiest, "limit": RATE_LIMIT}
+
     def check_side_file(self) -> None:
         """At-least-once and fencing, from what the attempts themselves wrote."""
         side = self.run.side
@@ -1575,6 +1613,7 @@ class Checker:
             ),
             "ledger": self.ledger,
             "pipelines": self.pipelines,
+            "rate_limited": self.rate,
             "i2_timestamp_inversions": {
                 "n": len(self.inversions),
                 "max_s": round(max((d for d, _ in self.inversions), default=0.0), 4),
@@ -1745,6 +1784,8 @@ def format_report(fig: dict[str, Any]) -> str:
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
         f"  pipelines     {fig['pipelines']}",
+        f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
+        "database's clock)",
         "  detection latency (detected_at - fault time), seconds:",
     ]
     for cause, s in lat.items():

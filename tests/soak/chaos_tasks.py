@@ -30,6 +30,8 @@ Kinds (the runner picks them, seeded):
 - `chaos_child_crash` (queue `proc`, process pool only): attempt 1 SIGKILLs its own child.
 - `chaos_proc_long` (queue `proc`): `chaos_long` in a child process, the target of the
   runner's "kill a child" fault.
+- `chaos_rated`: `chaos_short` under a rate limit the runner gives each job (its key
+  `RATE_KEY`, `RATE_LIMIT` starts per `RATE_PERIOD` seconds), held to it across the fleet.
 - `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
   their results in order, and returns which attempt produced each.
 
@@ -52,6 +54,9 @@ from typing import Any
 import heartq
 
 LOG_ENV = "HEARTQ_CHAOS_LOG"
+RATE_KEY = "chaos-rated"
+RATE_LIMIT = 4
+RATE_PERIOD = 1.0
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 PROC_QUEUE = "proc"
 
@@ -232,6 +237,14 @@ def child_crash(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, A
     with attempt(ctx, "chaos_child_crash"):
         if ctx.attempt == 1:
             os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
+        effect(ctx, hold_ms)
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_rated")
+def rated(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
+    with attempt(ctx, "chaos_rated"):
+        time.sleep(ms / 1000)
         effect(ctx, hold_ms)
         return ident(ctx, n=n)
 
