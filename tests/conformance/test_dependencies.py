@@ -541,3 +541,20 @@ def test_dependencies_ending_at_once_release_their_common_dependents_once(
         assert {(j["status"], j["waiting_for"]) for j in jobs} == {("queued", 0)}
         for job in store.claim("w1", ["default"], 20, LEASE):  # out of the way
             store.finish([succeeded(job, "1")])
+
+
+def test_a_result_that_comes_after_the_lease_is_refused(store: Store) -> None:
+    """A result saved after the committing attempt's lease ran out (its worker frozen or
+    starved between the commit and the save) is refused: a callback that read "no
+    result" once the lease ran out read the truth, and it never changes under it."""
+    t = store.clock() - 100  # the attempt's 5 s lease ran out 95 s ago
+    a = enqueue_one(store, t)
+    b = enqueue_one(store, t, depends_on=(a,), dependency_results=True)
+    job = claim_one(store, "w1", t + 1, lease=5)
+    with store.completing(job.lease):  # not reaped: the completion itself still lands
+        pass
+    (end,) = store.dependency_results(b)
+    assert end.status is JobStatus.SUCCEEDED and not end.pending and end.result is None
+    assert not store.save_result(job.lease, '{"n": 1}')
+    assert store.get_job(a)["result"] is None
+    assert store.dependency_results(b)[0].result is None

@@ -588,7 +588,7 @@ SAVE_RESULT = f"""
 UPDATE jobs SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
                 updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
-  AND result_pending
+  AND result_pending AND lease_expires_at > {T}
 RETURNING id, status, awaited
 """
 

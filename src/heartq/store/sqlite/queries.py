@@ -429,7 +429,7 @@ SAVE_RESULT = """
 UPDATE heartq_jobs SET result = :result, result_pending = 0, lease_expires_at = NULL,
                        updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
-  AND result_pending
+  AND result_pending AND lease_expires_at > :now
 RETURNING id, status, awaited
 """
 
