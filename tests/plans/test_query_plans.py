@@ -126,6 +126,31 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
     assert "Index Cond: (id = ANY" in locking, plan
 
 
+@pytest.mark.parametrize("name", ["RELEASE_DEPENDENTS", "END_DEPENDENCY_EDGES"])
+def test_postgres_a_release_reads_only_the_edges_of_the_jobs_that_ended(
+    pg_server_url: str, name: str
+) -> None:
+    """A release (run in the transaction of every end of a job with dependents) finds
+    the edges of the jobs that ended through their index, whatever the statistics say:
+    with statistics that still call the table empty, a plan that reads every edge would
+    cost each such end the whole table."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            firsts = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            pg.enqueue([NewJob("t", "{}", depends_on=(f,)) for f in firsts])
+            with pg.pool.transaction() as conn:
+                explain = "EXPLAIN (COSTS OFF) " + getattr(pg_q, name)
+                rows = conn.execute(explain, {"ids": firsts[:10], "now": None}).fetchall()
+                conn.rollback()
+        finally:
+            pg.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    assert "Seq Scan on job_dependencies" not in plan, plan
+    assert "job_dependencies_depends_on_idx" in plan, plan
+
+
 @pytest.mark.parametrize("analyzed", [False, True], ids=["fresh-statistics", "analyzed"])
 def test_postgres_a_shortened_id_is_found_by_index(pg_server_url: str, analyzed: bool) -> None:
     """A shortened id is looked up as the start of an id (a range of the primary key)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
@@ -145,3 +146,28 @@ def test_cancelling_a_waiting_step_cancels_the_rest(app: heartq.App) -> None:
     drain(app)
     assert app.get_job(first)["status"] == "succeeded"
     assert app.get_job(third)["status"] == "cancelled"
+
+
+def test_depends_on_in_an_asyncio_connections_transaction(app: heartq.App) -> None:
+    """The enqueue's program of statements runs on a `psycopg.AsyncConnection` too: the
+    dependency locked and checked there, the job waiting once the transaction commits."""
+    if app.store.url.startswith("sqlite"):
+        pytest.skip("SQLite takes no asyncio connection")
+    t = _tasks(app)
+    first = t["add"].enqueue(1)
+
+    async def main() -> tuple[str, str]:
+        conninfo = parse_url(app.store.url)[0]
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            async with conn.transaction():
+                then = await app.enqueue_async("add", {"x": 2}, depends_on=[first], connection=conn)
+                after = await t["add"].options(depends_on=then, connection=conn).enqueue_async(3)
+            with pytest.raises(heartq.DependencyNotFound):
+                async with conn.transaction():
+                    await app.enqueue_async("add", {"x": 4}, depends_on=["nope"], connection=conn)
+        return then, after
+
+    then, after = asyncio.run(main())
+    assert [app.get_job(i)["status"] for i in (then, after)] == ["waiting", "waiting"]
+    drain(app)
+    assert app.result(after, timeout=5) == 3

