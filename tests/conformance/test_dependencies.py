@@ -543,18 +543,35 @@ def test_dependencies_ending_at_once_release_their_common_dependents_once(
             store.finish([succeeded(job, "1")])
 
 
-def test_a_result_that_comes_after_the_lease_is_refused(store: Store) -> None:
-    """A result saved after the committing attempt's lease ran out (its worker frozen or
-    starved between the commit and the save) is refused: a callback that read "no
-    result" once the lease ran out read the truth, and it never changes under it."""
+def test_a_result_given_up_by_a_reaper_is_final(store: Store) -> None:
+    """A result still to come waits for its worker, however long past its lease (a
+    database outage or a failover may hold the save), until a reaper gives it up: then
+    "no result" is final for every reader, and a save that comes later is refused, so
+    a callback never reads "no result" for a result a job then shows."""
     t = store.clock() - 100  # the attempt's 5 s lease ran out 95 s ago
     a = enqueue_one(store, t)
     b = enqueue_one(store, t, depends_on=(a,), dependency_results=True)
     job = claim_one(store, "w1", t + 1, lease=5)
     with store.completing(job.lease):  # not reaped: the completion itself still lands
         pass
+    assert store.dependency_results(b)[0].pending  # still to come: nobody gave it up
+    assert store.job_end(a).result_pending
+    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []  # no running job reclaimed
     (end,) = store.dependency_results(b)
     assert end.status is JobStatus.SUCCEEDED and not end.pending and end.result is None
-    assert not store.save_result(job.lease, '{"n": 1}')
+    assert not store.job_end(a).result_pending
+    assert not store.save_result(job.lease, '{"n": 1}')  # too late: refused
     assert store.get_job(a)["result"] is None
     assert store.dependency_results(b)[0].result is None
+
+
+def test_a_result_saved_past_its_lease_before_any_reaper_lands(store: Store) -> None:
+    """Until a reaper gives it up, a late save lands (the worker was only slow)."""
+    t = store.clock() - 100
+    a = enqueue_one(store, t)
+    job = claim_one(store, "w1", t + 1, lease=5)
+    with store.completing(job.lease):
+        pass
+    assert store.save_result(job.lease, '{"n": 1}')
+    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []
+    assert store.get_job(a)["result"] == {"n": 1} and not store.job_end(a).result_pending

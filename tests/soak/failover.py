@@ -67,7 +67,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +77,9 @@ from heartq.store import open_store
 from heartq.store.postgres.advisory_locks import LIVENESS_RESTART_QUIET, LOCK_NAMESPACE
 from tests import leftovers
 from tests.pg_replication import Failover, StreamingPair
+from tests.soak.chaos import parse_ts
 from tests.soak.failover_tasks import LEDGER_ENV, SIDE_ENV
+from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 APP_REF = "tests.soak.failover_tasks:app"
@@ -187,21 +188,6 @@ class Worker:
         return found
 
 
-def parse_ts(text: str | None) -> float | None:
-    if text is None:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def summary(values: list[float]) -> dict[str, Any]:
@@ -471,7 +457,7 @@ class FailoverRun:
 
         try:
             wait_for(drained, self.config.drain_timeout, "the queue to drain")
-        except TimeoutError:
+        except AssertionError:  # tests.support.wait_for ran out
             return False
         return True
 
@@ -483,7 +469,7 @@ class FailoverRun:
         job_id = enqueued["stdout"].split()[-1] if enqueued["rc"] == 0 else None
         self.wake: dict[str, Any] = {"job_id": job_id, "claimed_after": None}
         if job_id is not None:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(AssertionError):  # tests.support.wait_for ran out
                 started = wait_for(
                     lambda: self.sql(
                         "SELECT extract(epoch from started_at)::float8 FROM jobs"
@@ -494,7 +480,7 @@ class FailoverRun:
                     "the last job's claim",
                 )
                 self.wake["claimed_after"] = round(started[0][0] - sent, 3)
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(AssertionError):  # tests.support.wait_for ran out
                 wait_for(self.drain, 30, "the last job")
             self.heartq("jobs", "show", job_id)
         self.heartq("workers")

@@ -334,7 +334,9 @@ class Reclaimer(Clock, Protocol):
         now: float | None = None,
         observer: str | None = None,
     ) -> list[Reclaimed]:
-        """Reclaim up to `limit` running jobs whose lease has expired.
+        """Reclaim up to `limit` running jobs whose lease has expired, and give up up to
+        `limit` results still to come whose committing attempt's lease has expired (the
+        job stays succeeded, with no result; a later save is refused).
 
         With `observer` (the reaping worker's id), nothing is reaped unless that worker
         has been in unbroken contact with the database for its own `stale_after`: after a

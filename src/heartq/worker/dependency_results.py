@@ -8,9 +8,10 @@ other job is called with its arguments as they are).
 One wait: a dependency its task completed inside `ctx.transaction()` is succeeded at
 that commit (which released this job), and its result is saved a moment after
 (`result_pending`). The read then says the result is still to come, and is made again
-(20 ms, doubling to 0.5 s) until it came, or the lease of the attempt that committed
-it ran out (its worker died between the two: the job succeeded with no result, and the
-callback gets None for it, as `App.result` would). Where it runs: in the attempt's own
+(20 ms, doubling to 0.5 s) until it came, or a reaper gave it up once the lease of the
+attempt that committed it ran out (its worker died between the two: the job succeeded
+with no result, and the callback gets None for it, as `App.result` would; a save after
+that is refused, so the None stays true). Where it runs: in the attempt's own
 thread (a thread-pool attempt), off the event loop (async), or in a thread that then
 starts the child (process pool), never in the fetch loop.
 """

@@ -169,10 +169,10 @@ WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS N
 
 # What a callback receives (a job with `dependency_results`): its dependencies in order,
 # each one's result, and whether that result is still to come (completed in its task's
-# transaction, within the lease that committed it: as JOB_END says).
+# transaction, saved after: as JOB_END says).
 DEPENDENCY_RESULTS = """
 SELECT d.depends_on AS id, e.status, e.result::text AS result,
-       coalesce(e.result_pending AND e.lease_expires_at > now(), false) AS pending
+       coalesce(e.result_pending, false) AS pending
 FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
 WHERE d.job_id = %(job_id)s
 ORDER BY d.position
@@ -588,7 +588,7 @@ SAVE_RESULT = f"""
 UPDATE jobs SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
                 updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
-  AND result_pending AND lease_expires_at > {T}
+  AND result_pending
 RETURNING id, status, awaited
 """
 
@@ -726,6 +726,18 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
         WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions
 """
 _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
+
+# Results still to come whose committing attempt's lease ran out (its worker died, froze or
+# lost the database between the commit and the save): given up, by a reaper in contact
+# (store/sql/ `reap_expired`), so that "no result" is final for every reader and a save
+# that comes later is refused (SAVE_RESULT needs `result_pending`).
+GIVE_UP_RESULTS = f"""
+UPDATE jobs SET result_pending = false, lease_expires_at = NULL, updated_at = {T}
+WHERE id IN (SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
+             ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+  AND result_pending AND lease_expires_at < {T}
+RETURNING id, status, awaited
+"""
 
 SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
@@ -1051,10 +1063,10 @@ MARK_AWAITED = """
 UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
 """
 
-# A result still to come counts only while the lease that committed its job runs.
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
 JOB_END = """
-SELECT status, result::text AS result, error, dead_reason,
-       result_pending AND lease_expires_at > now() AS result_pending
+SELECT status, result::text AS result, error, dead_reason, result_pending
 FROM jobs WHERE id = %(job_id)s
 """
 

@@ -129,11 +129,10 @@ WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
 
 # What a callback receives (a job with `dependency_results`): its dependencies in order,
 # each one's result, and whether that result is still to come (completed in its task's
-# transaction, within the lease that committed it: as JOB_END says).
-DEPENDENCY_RESULTS = f"""
+# transaction, saved after: as JOB_END says).
+DEPENDENCY_RESULTS = """
 SELECT d.depends_on AS id, e.status, e.result,
-       coalesce(e.result_pending AND e.lease_expires_at > ({NOW.removeprefix("SELECT ")}), 0)
-           AS pending
+       coalesce(e.result_pending, 0) AS pending
 FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
 WHERE d.job_id = :job_id
 ORDER BY d.position
@@ -429,7 +428,7 @@ SAVE_RESULT = """
 UPDATE heartq_jobs SET result = :result, result_pending = 0, lease_expires_at = NULL,
                        updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
-  AND result_pending AND lease_expires_at > :now
+  AND result_pending
 RETURNING id, status, awaited
 """
 
@@ -572,6 +571,16 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
         WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions
 """
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
+
+# Results still to come whose committing attempt's lease ran out: given up (see the
+# PostgreSQL dialect).
+GIVE_UP_RESULTS = """
+UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, updated_at = :now
+WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_idx
+             WHERE result_pending AND lease_expires_at < :now
+             ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id, status, awaited
+"""
 
 SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
 FROM heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx
@@ -860,10 +869,10 @@ RETURNING id, status, awaited, has_dependents
 # poll), but the flag says the same in both dialects.
 MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT awaited"
 
-# A result still to come counts only while the lease that committed its job runs.
-JOB_END = f"""
-SELECT status, result, error, dead_reason,
-       result_pending AND lease_expires_at > ({NOW.removeprefix("SELECT ")}) AS result_pending
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
+JOB_END = """
+SELECT status, result, error, dead_reason, result_pending
 FROM heartq_jobs WHERE id = :job_id
 """
 
