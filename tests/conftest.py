@@ -80,12 +80,22 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_server_url() -> Iterator[str]:
-    """A PostgreSQL server for the whole session (only started when a test needs it)."""
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL server for the whole session (only started when a test needs it): the
+    URL of the database tests are given (`tests/pg_harness.py`)."""
     from tests import pg_harness
 
     with pg_harness.server_url() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(pg_server: str) -> str:
+    """The URL of this run's database on the session's PostgreSQL server, where tests make
+    their schemas (dropped with the run's end)."""
+    from tests import pg_harness
+
+    return pg_harness.run_database_url(pg_server)
 
 
 @pytest.fixture(scope="session")

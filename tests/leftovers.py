@@ -7,11 +7,11 @@ exports the name in `HQTEST_RUN`, which every process started under it inherits:
 xdist workers, the heartq workers the tests start in sessions of their own, private
 PostgreSQL and NATS servers (daemons, no longer children of anyone), the browser. What
 the run writes outside pytest's `tmp_path` (private servers' data) goes under its
-scratch directory, named after the run too; its PostgreSQL schemas carry the run's token
-(`tests/pg_harness.py`).
+scratch directory, named after the run too; its PostgreSQL database and schemas carry
+the run's token (`tests/pg_harness.py`).
 
 At its end the controller stops every process of its own run that is still there and
-removes its scratch directory and schemas (after a Ctrl-C, whatever the interrupted
+removes its scratch directory, database and schemas (after a Ctrl-C, whatever the interrupted
 teardowns missed). At its start it does the same for every run whose controller is gone
 (SIGKILL, a power loss): a run is judged by its controller alone, so what a concurrent
 run still uses is never touched, and nothing unmarked (a server of the machine's own, a
@@ -104,14 +104,16 @@ class Removed:
     processes: list[str] = field(default_factory=list)
     directories: list[Path] = field(default_factory=list)
     schemas: list[str] = field(default_factory=list)
+    databases: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.processes or self.directories or self.schemas)
+        return bool(self.processes or self.directories or self.schemas or self.databases)
 
     def summary(self) -> str:
         shown = ", ".join(self.processes[:5]) + (", ..." if len(self.processes) > 5 else "")
         parts = [
             f"processes: {len(self.processes)} ({shown})" if self.processes else "",
+            f"PostgreSQL databases: {len(self.databases)}" if self.databases else "",
             f"PostgreSQL schemas: {len(self.schemas)}" if self.schemas else "",
             f"scratch directories: {len(self.directories)}" if self.directories else "",
         ]
@@ -171,7 +173,8 @@ def _remove(path: Path) -> bool:
 
 def sweep_dead_runs() -> Removed:
     """Remove what every run whose controller is gone left: its processes, its scratch
-    directory, its schemas on this run's PostgreSQL server. Live runs are left alone."""
+    directory, its database and schemas on this run's PostgreSQL server. Live runs are
+    left alone."""
     from tests import pg_harness
 
     removed = Removed()
@@ -181,18 +184,21 @@ def sweep_dead_runs() -> Removed:
     for run, path in _scratch_dirs().items():
         if not run.alive() and _remove(path):
             removed.directories.append(path)
+    removed.databases = pg_harness.sweep_databases()
     removed.schemas = pg_harness.sweep_schemas()
     return removed
 
 
 def finish_run(run: RunId) -> Removed:
     """At the end of `run` (in its controller): stop its processes still there, drop its
-    schemas, remove its scratch directory. After a normal run there is nothing to do;
-    after a Ctrl-C, what the interrupted teardowns did not get to."""
+    database and schemas, remove its scratch directory. After a normal run only the
+    database is left to drop (every process of the run makes its schemas there); after a
+    Ctrl-C, also what the interrupted teardowns did not get to."""
     from tests import pg_harness
 
     removed = Removed()
     removed.processes = stop(marked_processes().get(run, []))
+    pg_harness.drop_run_database(run)  # the run's own, used or not: not worth a word
     removed.schemas = pg_harness.drop_run_schemas(run)
     path = _scratch_dirs().get(run)
     if path is not None:

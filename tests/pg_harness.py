@@ -6,16 +6,22 @@ Order: `HEARTQ_TEST_PG_URL` if set; else the machine's server at 127.0.0.1:5432
 on a free port in a temporary directory, removed afterwards. Tests never silently skip
 PostgreSQL: if none of these works, they fail with the reason.
 
-Each test gets its own schema (`?schema=hqt_<run token>_<random>`), dropped after the
-test. Tests that must stop or kill a database use `PrivateCluster` directly, never the
-shared server.
+Each run makes a database of its own on that server (`hqt_<run token>`, `pg_server_url`),
+and each test its own schema there (`?schema=hqt_<run token>_<random>`), dropped after
+the test; the run's end drops the database. A database of its own, because migrations
+take an advisory lock of the database (one migration at a time per database, by design):
+in a database shared with other runs (other clones' suites on the machine's server),
+every fresh schema of every run waited in one queue for it. Where the role may not
+create databases, the schemas go in the given database itself. Tests that must stop or
+kill a database use `PrivateCluster` directly, never the shared server.
 
-Schemas outlive a killed run (SIGKILL, power loss), so each carries its run's token
-(`tests/leftovers.py` names runs), and every process that makes them holds a shared
-advisory lock on that token in a session of its own for as long as it lives. A run
-starting sweeps the schemas whose lock no session holds (their makers are gone); those of
-a run still going, on this machine or another using the same server, are never touched.
-Schemas of another naming (an older checkout's `t_<random>`) are left alone.
+Databases and schemas outlive a killed run (SIGKILL, power loss), so each carries its
+run's token (`tests/leftovers.py` names runs), and every process that makes them holds a
+shared advisory lock on that token, in the database it connects to first, in a session of
+its own for as long as it lives. A run starting sweeps the databases and schemas whose
+lock no session holds (their makers are gone); those of a run still going, on this
+machine or another using the same server, are never touched. Schemas of another naming
+(an older checkout's `t_<random>`) are left alone.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -52,6 +59,7 @@ LOCK_SPACE = 0x68717431
 """The first key of the runs' advisory locks (the second is the run's token), so that
 they never meet an application's."""
 _RUN_SCHEMA = re.compile(rf"^{SCHEMA_PREFIX}([0-9a-f]{{8}})_[0-9a-f]{{12}}$")
+_RUN_DATABASE = re.compile(rf"^{SCHEMA_PREFIX}([0-9a-f]{{8}})$")
 DROP_LOCK_TIMEOUT = "5s"
 """How long a sweep waits for a schema's locks (a dying session's) before it leaves the
 schema to the next sweep."""
@@ -245,6 +253,36 @@ def schema_url(base: str) -> Iterator[str]:
             _drop(conn, [schema])
 
 
+def run_database(run: leftovers.RunId) -> str:
+    """The name of `run`'s database on a test server."""
+    return f"{SCHEMA_PREFIX}{run_token(run):08x}"
+
+
+def in_database(url: str, name: str) -> str:
+    """`url` (a server's URL) naming its database `name` instead."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def run_database_url(server: str) -> str:
+    """The URL of this run's database on `server` (the URL of one of its databases),
+    made by the first process of the run that asks for it; `server` itself where the role
+    may not create databases. The run's end drops it (`drop_run_database`)."""
+    token = run_token(leftovers.this_run())
+    _hold_run_lock(server, token)  # before it exists: a sweep must never take it
+    name = run_database(leftovers.this_run())
+    with psycopg.connect(server, autocommit=True, connect_timeout=5) as conn:
+        try:  # template0: no session is ever in it (template1 may have some)
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(
+                sql.Identifier(name)))  # fmt: skip
+        except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            pass  # another process of the run made it (at the same time: the catalog's
+            # unique index refused this one once the other CREATE had committed)
+        except psycopg.errors.InsufficientPrivilege:
+            return server
+    return in_database(server, name)
+
+
 def _drop(conn: psycopg.Connection[Any], schemas: list[str]) -> list[str]:
     """Drop `schemas`; returns those dropped (one whose locks stay held is left)."""
     dropped = []
@@ -272,6 +310,46 @@ def _run_schemas(conn: psycopg.Connection[Any]) -> dict[int, list[str]]:
     return found
 
 
+def _drop_databases(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
+    """Drop the databases `names` (those there), ending their sessions (a killed run's
+    workers may have left some); returns those dropped."""
+    there = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname = ANY(%s)", (names,)
+    ).fetchall()
+    for (name,) in there:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))  # fmt: skip
+    return [name for (name,) in there]
+
+
+def _run_databases(conn: psycopg.Connection[Any]) -> dict[int, str]:
+    """The runs' databases on `conn`'s server, by token."""
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY datname",
+        (SCHEMA_PREFIX.replace("_", "\\_") + "%",),
+    ).fetchall()
+    found: dict[int, str] = {}
+    for (name,) in rows:
+        match = _RUN_DATABASE.match(name)
+        if match:
+            found[int(match[1], 16)] = name
+    return found
+
+
+@contextlib.contextmanager
+def _if_dead(conn: psycopg.Connection[Any], token: int) -> Iterator[bool]:
+    """Whether `token`'s run holds no lock any more (its processes are gone); if so, the
+    lock is held here until the block ends, so that no process of that run starts anew."""
+    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, token))
+    if not row.fetchone()[0]:  # type: ignore[index]
+        yield False  # its run is still going
+        return
+    try:
+        yield True
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, token))
+
+
 def sweep_schemas(base: str | None = None) -> list[str]:
     """Drop the schemas on `base` (default: the server tests use, if one is there) whose
     run holds no lock any more; returns their names. A server that does not answer has
@@ -285,13 +363,27 @@ def sweep_schemas(base: str | None = None) -> list[str]:
         psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
     ):
         for token, schemas in _run_schemas(conn).items():
-            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_SPACE, token))
-            if not row.fetchone()[0]:  # type: ignore[index]
-                continue  # its run is still going
-            try:
-                dropped += _drop(conn, schemas)
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, token))
+            with _if_dead(conn, token) as dead:
+                if dead:
+                    dropped += _drop(conn, schemas)
+    return dropped
+
+
+def sweep_databases(base: str | None = None) -> list[str]:
+    """Drop the runs' databases on `base`'s server (default: the server tests use, if one
+    is there) whose run holds no lock in `base` any more; returns their names."""
+    base = base or _given_url()
+    if base is None:
+        return []
+    dropped: list[str] = []
+    with (
+        contextlib.suppress(psycopg.OperationalError),
+        psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
+    ):
+        for token, name in _run_databases(conn).items():
+            with _if_dead(conn, token) as dead:
+                if dead:
+                    dropped += _drop_databases(conn, [name])
     return dropped
 
 
@@ -306,4 +398,18 @@ def drop_run_schemas(run: leftovers.RunId, base: str | None = None) -> list[str]
         psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
     ):
         return _drop(conn, _run_schemas(conn).get(run_token(run), []))
+    return []
+
+
+def drop_run_database(run: leftovers.RunId, base: str | None = None) -> list[str]:
+    """Drop `run`'s database on `base`'s server (default: the server tests use, if one is
+    there), at the run's end: its processes are gone. Returns it if it was there."""
+    base = base or _given_url()
+    if base is None:
+        return []
+    with (
+        contextlib.suppress(psycopg.OperationalError),
+        psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
+    ):
+        return _drop_databases(conn, [run_database(run)])
     return []

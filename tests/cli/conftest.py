@@ -5,7 +5,8 @@ queue, and to a fresh working directory holding `tasks.py`, the app its workers 
 Tests that arrange a state no command can make use `store`, opened on the same queue.
 
 Backends: SQLite and PostgreSQL by default (`HEARTQ_TEST_CLI_BACKENDS=sqlite` narrows
-it); every test runs once per backend, unchanged (PostgreSQL from `tests/pg_harness.py`).
+it); every test runs once per backend, unchanged (PostgreSQL from `tests/pg_harness.py`),
+except those marked `without_the_queue`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ CLI_BACKENDS = [
     for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", "sqlite,postgres").split(",")
     if name.strip()
 ]
+
+without_the_queue = pytest.mark.parametrize("cli_url", CLI_BACKENDS[:1], indirect=True)
+"""For a test of what commands do without ever opening the test's queue (help, usage
+errors, URLs of its own): it runs once, on the first backend selected, since every other
+run would be the same commands doing the same thing."""
 
 
 @pytest.fixture(params=CLI_BACKENDS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli, assert_fits
 
 
@@ -72,6 +73,7 @@ def test_dlq_replay_reports_ids_not_found_or_not_dead(heartq: HeartqCli) -> None
     }  # fmt: skip
 
 
+@without_the_queue
 def test_dlq_replay_needs_ids_or_all_not_both(heartq: HeartqCli) -> None:
     assert "or --all" in heartq("dlq", "replay").fails(2).err
     assert "not both" in heartq("dlq", "replay", "some-id", "--all").fails(2).err

@@ -7,6 +7,7 @@ import pytest
 
 from heartq.cli.main import cli
 from heartq.config import env_variables
+from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli
 
 COMMANDS = [
@@ -54,6 +55,7 @@ def test_every_command_takes_url_and_every_read_command_json() -> None:
             assert "--json" in options, name
 
 
+@without_the_queue
 def test_unreachable_database(heartq: HeartqCli) -> None:
     url = "sqlite:////nonexistent/dir/x.db"
     for run in heartq.many(COMMANDS, url=url):
@@ -63,6 +65,7 @@ def test_unreachable_database(heartq: HeartqCli) -> None:
         assert run.out == ""
 
 
+@without_the_queue
 @pytest.mark.parametrize(
     ("url", "message"),
     [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli
 
 
@@ -35,6 +36,7 @@ def test_url_before_the_command_reaches_the_worker(heartq: HeartqCli) -> None:
     assert heartq.job(job_id)["status"] == "succeeded"
 
 
+@without_the_queue
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["jobs", "--help"], ["worker", "-h"]])
 def test_a_bad_setting_never_breaks_help_or_version(heartq: HeartqCli, args: list[str]) -> None:
     run = heartq(*args, url=None, HEARTQ_LEASE="1")
@@ -88,6 +90,7 @@ def test_read_commands_where_there_is_no_queue_name_the_path(heartq: HeartqCli) 
     assert len(heartq("jobs", "list", "--json", url=None).json()) == 1
 
 
+@without_the_queue
 def test_shell_completion(heartq: HeartqCli) -> None:
     """click's own completion, as the line in docs/INTERFACE.md installs it."""
     script = heartq(url=None, _HEARTQ_COMPLETE="bash_source").ok().out

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -212,6 +213,7 @@ def test_jobs_list_filters(heartq: HeartqCli) -> None:
     assert "1 newest shown" in limited.out
 
 
+@without_the_queue
 def test_jobs_list_unknown_status_is_a_usage_error(heartq: HeartqCli) -> None:
     run = heartq("jobs", "list", "--status", "finished").fails(2)
     for status in ("queued", "running", "succeeded", "dead", "cancelled"):

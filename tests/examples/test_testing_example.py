@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BACKENDS
+from tests.support import pytest_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "testing"
@@ -33,7 +34,7 @@ def test_the_example_suite_passes(
     done = subprocess.run(
         args,
         cwd=workdir,
-        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        env=pytest_env(env),
         capture_output=True,
         text=True,
         timeout=300,

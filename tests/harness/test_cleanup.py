@@ -31,7 +31,7 @@ import psycopg
 import pytest
 
 from tests import leftovers
-from tests.support import free_port, wait_for
+from tests.support import free_port, pytest_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = "tests/harness/held.py"
@@ -60,7 +60,7 @@ class InnerRun:
         argv = [*command(), "-p", "no:cacheprovider", "--basetemp", str(self.notes) + ".tmp"]
         self.proc = subprocess.Popen(
             ["setsid", "--ctty", *argv, selection],  # its own session, the pty its terminal
-            cwd=ROOT, env=dict(os.environ, HQTEST_HELD=str(self.notes), **env),
+            cwd=ROOT, env=pytest_env(dict(os.environ, HQTEST_HELD=str(self.notes), **env)),
             stdin=slave, stdout=slave, stderr=slave,
         )  # fmt: skip
         os.close(slave)
@@ -133,14 +133,14 @@ def running(pid: int) -> bool:
 
 
 def schema_exists(what: dict[str, Any]) -> bool:
-    """Whether the held test's schema is still there (its server gone: no)."""
+    """Whether the held test's schema is still there (its run's database gone: no)."""
     try:
         with psycopg.connect(what["server"], connect_timeout=5) as conn:
             found = conn.execute(
                 "SELECT 1 FROM pg_namespace WHERE nspname = %s", (what["schema"],)
             ).fetchone()
     except psycopg.OperationalError:
-        return False  # a private cluster of the run's, gone with it
+        return False  # the run's database, or a private cluster of the run's, gone with it
     return found is not None
 
 

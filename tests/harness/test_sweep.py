@@ -66,3 +66,20 @@ def test_a_sweep_drops_the_schemas_of_dead_runs_only(pg_server_url: str) -> None
         pg_harness.sweep_schemas(pg_server_url)  # (or a run starting meanwhile)
         assert not _schema_exists(conn, dead)
         assert _schema_exists(conn, live)
+
+
+def _database_exists(conn: psycopg.Connection[tuple[object, ...]], name: str) -> bool:
+    found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+    return found.fetchone() is not None
+
+
+def test_a_sweep_drops_the_databases_of_dead_runs_only(pg_server: str) -> None:
+    dead = pg_harness.run_database(A_DEAD_RUN)
+    pg_harness.run_database_url(pg_server)  # this run's: its lock is held
+    live = pg_harness.run_database(leftovers.this_run())
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dead)))
+        with psycopg.connect(pg_harness.in_database(pg_server, dead)):  # a session left
+            pg_harness.sweep_databases(pg_server)  # (or a run starting meanwhile)
+        assert not _database_exists(conn, dead)
+        assert _database_exists(conn, live)

@@ -232,11 +232,14 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
-    def reporting(ctx, steps=8, step_s=0.5):
-        """Reports progress and a checkpoint every step, resuming from its checkpoint,
-        and appends each report (execution, step, wall time) to `reports-<job>`."""
+    def reporting(ctx, steps=8, step_s=0.5, resumed_step_s=None):
+        """Reports progress and a checkpoint every step, resuming from its checkpoint
+        (its steps then take `resumed_step_s`, if given), and appends each report
+        (execution, step, wall time) to `reports-<job>`."""
         started(ctx)
         first = (ctx.checkpoint or {}).get("step", 0)
+        if first and resumed_step_s is not None:
+            step_s = resumed_step_s
         with open(HERE / f"reports-{ctx.job_id}", "a") as log:
             log.write(f"start {ctx.execution_id} {first} {time.time()}\\n")
             for step in range(first + 1, steps + 1):

@@ -78,7 +78,9 @@ def test_checkpoints_of_the_last_seconds_before_a_sigkill_reach_the_next_attempt
     harness: Harness,
 ) -> None:
     first = harness.start_worker(settings=DEFAULTS)
-    job_id = harness.enqueue("reporting", {"steps": 60, "step_s": 0.2})
+    # 12 s of steps: the kill lands in their middle however late the second worker
+    # starts; the resumed attempt's steps are quick (only where it began is checked)
+    job_id = harness.enqueue("reporting", {"steps": 60, "step_s": 0.2, "resumed_step_s": 0.01})
     harness.wait_for(lambda: len(reports(harness, job_id)) >= 25, 30, "24 steps reported")
     second = harness.start_worker(settings=DEFAULTS)  # after the claim: it takes the rescue
     killed_at = first.kill()

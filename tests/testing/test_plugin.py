@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from heartq.store.postgres.connection import parse_url
+from tests.support import pytest_env
 
 TASKS = '''
 import heartq
@@ -102,7 +103,7 @@ def _pytest(
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
         cwd=project,
-        env={**clean, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(project), **(env or {})},
+        env=pytest_env({**clean, "PYTHONPATH": str(project), **(env or {})}),
         capture_output=True,
         text=True,
         timeout=300,
