@@ -293,7 +293,8 @@ class Round:
     def finish(rows: Rows) -> dict[str, Any]:
         docs = [documents.finish_doc(r["id"], r["execution_id"], status="succeeded",
                                      outcome="succeeded") for r in rows]  # fmt: skip
-        return {"finishes": json.dumps(docs), "now": None}
+        # `defer`: as a worker finishes on its own (no job here has dependents)
+        return {"finishes": json.dumps(docs), "now": None, "defer": True}
 
     def heartbeat(self, rows: Rows) -> dict[str, Any]:
         renewals = [{"id": r["id"], "eid": r["execution_id"], "hp": False, "pv": None,
