@@ -101,6 +101,9 @@ class _Link:
     async def run(self) -> None:
         proxy = self.proxy
         await proxy._flowing.wait()  # opened during a cut: not carried until the heal
+        if proxy._closing:
+            self.abort()
+            return
         try:
             server_reader, self.server_writer = await asyncio.open_connection(*proxy.upstream)
         except OSError:
@@ -155,16 +158,16 @@ class _Link:
                         writer.write_eof()
                 return
             direction.held_bytes -= len(data)
+            if direction.name == "up":  # counted before the other end can see them
+                proxy.stats.up_bytes += len(data)
+            else:
+                proxy.stats.down_bytes += len(data)
             try:
                 writer.write(data)
                 await writer.drain()
             except OSError:
                 self.abort()
                 return
-            if direction.name == "up":
-                proxy.stats.up_bytes += len(data)
-            else:
-                proxy.stats.down_bytes += len(data)
 
     def writers(self) -> list[asyncio.StreamWriter]:
         return [w for w in (self.client_writer, self.server_writer) if w is not None]
@@ -206,10 +209,20 @@ class FaultProxy:
         """`time.time()` of the cut in force, None while the link is whole."""
         self._delay_s = {"up": 0.0, "down": 0.0}
         self._links: set[_Link] = set()
+        self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
         self._flowing: asyncio.Event
+
+    @classmethod
+    def in_front_of(cls, url: str, default_port: int = 5432) -> FaultProxy:
+        """A proxy (not started) to the server `url` names (its port, else
+        `default_port`: PostgreSQL's)."""
+        parts = urlsplit(url)
+        if not parts.hostname:
+            raise ValueError("the URL names no TCP host for the proxy to stand in for")
+        return cls((parts.hostname, parts.port or default_port))
 
     # -- life ------------------------------------------------------------------------------
     def start(self) -> FaultProxy:
@@ -251,14 +264,15 @@ class FaultProxy:
             return
 
         async def shut() -> None:
+            self._closing = True
             if self._server is not None:
                 self._server.close()
+            self._flowing.set()  # links waiting for a heal see the proxy closing
             for link in list(self._links):
                 link.abort()
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
+            if others:
+                await asyncio.wait(others, timeout=CONTROL_TIMEOUT / 2)
 
         with contextlib.suppress(Exception):
             self._call(shut())
