@@ -562,7 +562,11 @@ class ChaosRun:
             print(f"[{elapsed:7.2f}s] {text}", file=sys.stderr, flush=True)
 
     # -- workers ----------------------------------------------------------------------
-    def start_worker(self, slot: int, name: str, queues: str | None = None) -> WorkerProc:
+    def start_worker(
+        self, slot: int, name: str, queues: str | None = None, url: str | None = None
+    ) -> WorkerProc:
+        """A worker in `slot`; `url`: another way to the queue's database (a
+        `tests.faultproxy.FaultProxy` in front of it), default the queue's URL."""
         c = self.config
         number = next(self._numbers)
         pool = POOLS[slot % len(POOLS)]
@@ -570,7 +574,7 @@ class ChaosRun:
             queues = f"default,{PROC_QUEUE}" if pool == "process" else "default"
         app_name = f"hqc_{self.schema}_{number}" if self.schema else f"hqc_{number}"
         argv = [
-            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", self.url,
+            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", url or self.url,
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
