@@ -100,15 +100,15 @@ class Timer:
 def statements(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
     """heartq's statements for one job, without heartq around them."""
     from heartq.ids import new_job_id
-    from heartq.store import open_store
+    from heartq.model import NewJob
+    from heartq.store import documents, open_store
     from heartq.store.sqlite import queries as q
 
     open_store(f"sqlite:///{path}").migrate()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA synchronous={synchronous}")
-    doc = {"task": "noop", "queue": "default", "args": "{}", "priority": 0, "delay": 0.0,
-           "max_retries": 3, "retry_backoff": 1.0, "retry_backoff_max": 300.0, "chosen": 0,
-           "concurrency_key": None, "concurrency_limit": None, "meta": None}  # fmt: skip
+    # the document the store itself writes for a plain job (every column it inserts)
+    doc = documents.new_job_doc(NewJob(task="noop", args_json="{}", chosen=0))
     timer = Timer(jobs)
     for _ in range(jobs):
         conn.execute("BEGIN IMMEDIATE")

@@ -8,7 +8,9 @@ databases of fixed names (and empties a fixed Redis database): on a shared serve
 suites running at once (from two clones) would drop each other's, and a killed run would
 leave them there.
 
-The three run in one xdist group, one after the other: the first to run installs the
+They are not part of the default suite (about two minutes, most of it installing and
+running the peers): `scripts/bench-check` runs them, and should before a change to
+`bench/` lands. The three run in one xdist group, one after the other: the first to run installs the
 peers' environment (`.bench-venv`), which the others would otherwise find half made.
 """
 
@@ -28,7 +30,7 @@ from tests.support import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(600)
 def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
@@ -58,7 +60,7 @@ def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     assert "<!-- bench:results:begin -->" in done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
 def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
@@ -87,7 +89,7 @@ def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
     assert left == [], "the scratch schema was dropped"
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(120)
 def test_enqueue_one_benchmark_runs() -> None:
