@@ -5,6 +5,14 @@ concurrency 2, so the survivor has a free slot), enqueues one long job, SIGKILLs
 worker that runs it, and measures on the database's clock how long until the job's next
 attempt started on the survivor. Run:
     .venv/bin/python bench/recovery.py [--rounds 3] [--postgres postgresql://...]
+        [--pooler [--direct]] [--heartbeat S]
+
+`--pooler`: the workers reach PostgreSQL through a PgBouncer in transaction mode started
+for the run in front of `--postgres` (tests/pgbouncer_harness.py), with
+`?pooler=transaction`: they hold no liveness lock, so a death is found by staleness.
+`--direct`: with `--pooler`, they get the server as their direct URL (lock and LISTEN
+there). `--heartbeat S`: the workers' heartbeat interval (lease, reap interval and stale
+threshold follow it; default 30 s).
 
 Figures are printed, never asserted.
 """
@@ -12,6 +20,7 @@ Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -49,12 +58,13 @@ def wait_for(predicate: Any, timeout: float, what: str) -> Any:
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def one_round(root: Path, url: str) -> float:
+def one_round(root: Path, url: str, worker_args: list[str], env_extra: dict[str, str]) -> float:
     from heartq.display import epoch_of
     from heartq.store import open_store
 
-    env = dict(os.environ, PYTHONPATH=str(root))
+    env = dict(os.environ, PYTHONPATH=str(root), **env_extra)
     command = [sys.executable, "-m", "heartq", "worker", "recovery_tasks:app", "--url", url]
+    command += worker_args
     procs = [
         subprocess.Popen([*command, "--concurrency", "2"], cwd=root, env=env,
                          stderr=subprocess.DEVNULL, start_new_session=True)
@@ -78,7 +88,7 @@ def one_round(root: Path, url: str) -> float:
             lambda: (j := store.get_job(job_id))["execution_id"] == 2
             and j["status"] == "running"
             and j,
-            120,
+            300,
             "the job to run again",
         )
         return float(epoch_of(again["started_at"]) or 0.0) - killed_at
@@ -106,25 +116,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--postgres", metavar="URL", help="run on PostgreSQL at URL")
+    parser.add_argument("--pooler", action="store_true", help="through PgBouncer (transaction)")
+    parser.add_argument("--direct", action="store_true", help="with --pooler: a direct URL")
+    parser.add_argument("--heartbeat", type=float, metavar="S", help="heartbeat interval")
     args = parser.parse_args()
+    if args.pooler and not args.postgres:
+        parser.error("--pooler needs --postgres")
+    worker_args = ["--heartbeat-interval", str(args.heartbeat)] if args.heartbeat else []
+    env_extra = {"HEARTQ_DIRECT_URL": args.postgres} if args.direct else {}
     figures = []
-    with tempfile.TemporaryDirectory(prefix="heartq-recovery-") as tmp:
-        root = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="heartq-recovery-")))
         (root / "recovery_tasks.py").write_text(TASKS)
         sys.path.insert(0, str(root))
+        bouncer = None
+        if args.pooler:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.pgbouncer_harness import pgbouncer
+
+            bouncer = stack.enter_context(pgbouncer(args.postgres, pool_size=2))
         for n in range(args.rounds):
+            schema = f"recovery_{uuid.uuid4().hex[:10]}"
             if args.postgres:
                 sep = "&" if "?" in args.postgres else "?"
-                url = f"{args.postgres}{sep}schema=recovery_{uuid.uuid4().hex[:10]}"
+                url = f"{args.postgres}{sep}schema={schema}"
+                if bouncer is not None:
+                    url = bouncer.url(of=url, pooler="transaction")
             else:
                 url = f"sqlite:///{root / f'q{n}.db'}"
             try:
-                figures.append(one_round(root, url))
+                figures.append(one_round(root, url, worker_args, env_extra))
             finally:
                 if args.postgres:
-                    drop_schema(args.postgres, url.rsplit("schema=", 1)[1])
-            print(f"round {n + 1}: running again {figures[-1]:.2f} s after SIGKILL")
+                    drop_schema(args.postgres, schema)
+            print(f"round {n + 1}: running again {figures[-1]:.2f} s after SIGKILL", flush=True)
     backend = "postgresql" if args.postgres else "sqlite"
+    if args.pooler:
+        backend += " through pgbouncer" + (" with a direct URL" if args.direct else "")
     print(
         f"{backend}: median {statistics.median(figures):.2f} s, "
         f"min {min(figures):.2f} s, max {max(figures):.2f} s ({args.rounds} rounds)"

@@ -10,7 +10,11 @@ Backends: each name in `BACKENDS` is a pytest param, and every test using these 
 runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite` narrows
 it (PostgreSQL: a fresh schema per database in the run's own database, from
 `tests/pg_harness.py`; migrated ones made ahead by `pg_schemas`). A new backend adds its
-name here and a branch in `fresh_url` and `migrated_urls`.
+name here and a branch in `fresh_url` and `migrated_urls`. One more, not in the default run:
+`pgbouncer`, PostgreSQL reached through a PgBouncer in transaction mode
+(`tests/pgbouncer_harness.py`, one per test process) with `?pooler=transaction`
+(`HEARTQ_TEST_BACKENDS=pgbouncer pytest tests/conformance`: every store operation
+through the pooler; tests/integration/test_pooler.py covers it in the default run).
 
 The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
 at its start it removes what killed runs left, at its end what it left itself
@@ -24,7 +28,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -116,6 +120,16 @@ def pg_server_url(pg_server: str) -> str:
     return pg_harness.run_database_url(pg_server)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer_server(pg_server_url: str) -> Iterator[Any]:
+    """A PgBouncer in transaction mode in front of the session's PostgreSQL server, for
+    the whole session (only started when a test needs it): a `PgBouncer`."""
+    from tests import pgbouncer_harness
+
+    with pgbouncer_harness.pgbouncer(pg_server_url, pool_size=4) as bouncer:
+        yield bouncer
+
+
 @pytest.fixture
 def fresh_url(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -135,6 +149,13 @@ def fresh_url(
 
                 server = request.getfixturevalue("pg_server_url")
                 return cleanup.enter_context(pg_harness.schema_url(server))
+            if backend == "pgbouncer":
+                from tests import pg_harness
+
+                server = request.getfixturevalue("pg_server_url")
+                direct = cleanup.enter_context(pg_harness.schema_url(server))
+                bouncer = request.getfixturevalue("pgbouncer_server")
+                return str(bouncer.url(of=direct, pooler="transaction"))
             raise AssertionError(f"no test database recipe for backend {backend!r}")
 
         yield make

@@ -108,11 +108,25 @@ def _run_as() -> list[str]:
 
 
 class PrivateCluster:
-    """A PostgreSQL cluster of our own: safe to stop, kill and restart in tests."""
+    """A PostgreSQL cluster of our own: safe to stop, kill and restart in tests.
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    Made with `initdb`, or, with `standby_of`, with `pg_basebackup -R` from that running
+    cluster: then it starts as a hot standby streaming from it (a streaming pair and its
+    failover: `tests/pg_replication.py`)."""
+
+    def __init__(
+        self,
+        settings: dict[str, str] | None = None,
+        *,
+        standby_of: PrivateCluster | None = None,
+        name: str | None = None,
+        port: int | None = None,
+    ) -> None:
         """`settings`: server settings of this cluster's own (`-c name=value`), over the
-        defaults (`fsync=off`: its data is thrown away)."""
+        defaults (`fsync=off`: its data is thrown away). `standby_of`: the primary to copy
+        and follow, through a physical replication slot named `name` (which is also the
+        standby's `application_name` there, the name `synchronous_standby_names` lists).
+        `port`: this one (a port an earlier cluster let go) instead of a free one."""
         self.settings = {"listen_addresses": "127.0.0.1", "fsync": "off", **(settings or {})}
         bin_dir = pg_bin_dir()
         if bin_dir is None:
@@ -123,13 +137,32 @@ class PrivateCluster:
         self.prefix = _run_as()
         self.root = Path(tempfile.mkdtemp(prefix="heartq-pg-", dir=leftovers.scratch_dir()))
         self.data = self.root / "data"
-        self.port = _free_port()
+        self.port = port or _free_port()
+        self.name = name
         if self.prefix:
             user = self.prefix[2]
             shutil.chown(self.root, user=user)
-        self._pg("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8")
-        self.start()
+        try:
+            if standby_of is None:
+                self._pg("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
+                         "-E", "UTF8")  # fmt: skip
+            else:
+                self._base_backup(standby_of)
+            self.start()
+        except BaseException:
+            self.close()
+            raise
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _base_backup(self, primary: PrivateCluster) -> None:
+        """Copy `primary` with its WAL streamed alongside (`-X stream`), create its
+        replication slot (`-C -S`), and write the standby's settings (`-R`: standby.signal
+        and `primary_conninfo`, whose `application_name` names this standby)."""
+        if not self.name or not re.fullmatch(r"[a-z0-9_]{1,63}", self.name):
+            raise ValueError(f"a standby needs a slot name of [a-z0-9_], got {self.name!r}")
+        conninfo = f"host=127.0.0.1 port={primary.port} user=postgres application_name={self.name}"
+        self._pg("pg_basebackup", "-D", str(self.data), "-d", conninfo, "-X", "stream",
+                 "-R", "-C", "-S", self.name, "--checkpoint", "fast")  # fmt: skip
 
     def _pg(self, tool: str, *args: str) -> None:
         subprocess.run(
@@ -148,6 +181,11 @@ class PrivateCluster:
 
     def stop(self, mode: str = "fast") -> None:
         self._pg("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def promote(self) -> None:
+        """A standby stops following and becomes a primary (`pg_ctl promote`, which waits
+        until it accepts writes)."""
+        self._pg("pg_ctl", "-D", str(self.data), "-w", "promote")
 
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])

@@ -7,11 +7,17 @@ limit gave a figure. No speed is asserted. Private servers, because the benchmar
 databases of fixed names (and empties a fixed Redis database): on a shared server, two
 suites running at once (from two clones) would drop each other's, and a killed run would
 leave them there.
+
+They are not part of the default suite (about two minutes, most of it installing and
+running the peers): `scripts/bench-check` runs them, and should before a change to
+`bench/` lands. The three run in one xdist group, one after the other: the first to run installs the
+peers' environment (`.bench-venv`), which the others would otherwise find half made.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +30,8 @@ from tests.support import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
+@pytest.mark.bench
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(600)
 def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -51,3 +58,47 @@ def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     assert len(summary["limits"]) == 8 and all("median" in x for x in summary["limits"])
     assert (out / "throughput.png").stat().st_size > 10_000
     assert "<!-- bench:results:begin -->" in done.stdout
+
+
+@pytest.mark.bench
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(300)
+def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
+    """`python -m bench.drivers --quick`: every variant (asyncpg only where it is
+    installed) runs heartq's statements, the tables come out, the scratch schema goes."""
+    variants = "heartq pool,psycopg,psycopg prepared+binary,psycopg async prepared+binary"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.drivers", "--quick", "--server", pg_server_url,
+         "--only", variants + ",asyncpg"],
+        cwd=ROOT, capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for line in ("| claim 10 |", "| finish 100 |", "| heartbeat 100 |", "| enqueue 1 |",
+                 "| claim+finish, batch 10 |", "| enqueue one at a time |"):  # fmt: skip
+        assert line in done.stdout
+    header = next(x for x in done.stdout.splitlines() if x.startswith("| statement |"))
+    assert all(name in header for name in variants.split(","))
+    found = re.search(r"scratch schema (bench_drivers_\w+)", done.stdout)
+    assert found
+    import psycopg
+
+    with psycopg.connect(pg_server_url) as conn:
+        left = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (found.group(1),)
+        ).fetchall()
+    assert left == [], "the scratch schema was dropped"
+
+
+@pytest.mark.bench
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(120)
+def test_enqueue_one_benchmark_runs() -> None:
+    """`bench/enqueue_one.py` takes a one-at-a-time enqueue apart at both `synchronous`
+    settings (huey too, where the peers' environment is installed)."""
+    done = subprocess.run(
+        [sys.executable, "bench/enqueue_one.py", "--jobs", "50", "--rounds", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for variant in ("commit full", "statement normal", "store full", "app normal"):
+        assert f"| {variant} |" in done.stdout

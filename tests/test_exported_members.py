@@ -32,3 +32,13 @@ def test_what_app_returns_is_exported() -> None:
         for candidate in (returned, *typing.get_args(returned)):
             if inspect.isclass(candidate) and candidate.__module__.startswith("heartq"):
                 assert candidate in exported, f"App.{name} returns {candidate.__name__}"
+
+
+def test_what_pipelines_return_is_exported() -> None:
+    """A pipeline's parts and what its `enqueue` returns are public: users type them."""
+    exported = {getattr(heartq, name) for name in heartq.__all__}
+    for cls in (heartq.Signature, heartq.Chain, heartq.Group):
+        returned = typing.get_type_hints(cls.enqueue, localns=vars(heartq)).get("return")
+        assert returned in exported, f"{cls.__name__}.enqueue returns {returned}"
+    assert typing.get_type_hints(heartq.Task.s).get("return") is heartq.Signature
+    assert heartq.chain.__module__ == heartq.group.__module__ == "heartq.pipelines"

@@ -12,6 +12,7 @@ from heartq.errors import (
     BadArguments,
     Cancelled,
     ConfigError,
+    DependencyNotFound,
     DuplicateJob,
     HeartqError,
     JobCancelled,
@@ -29,7 +30,8 @@ from heartq.errors import (
     UnknownTask,
 )
 from heartq.hooks import AttemptInfo, EnqueueInfo, Hooks, WorkerHookInfo
-from heartq.model import CancelResult, JobStatus, Outcome
+from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
+from heartq.pipelines import Chain, Group, Signature, chain, group
 from heartq.worker import Worker
 
 __version__ = "0.1.0"
@@ -41,9 +43,13 @@ __all__ = [
     "BadArguments",
     "CancelResult",
     "Cancelled",
+    "Chain",
     "ConfigError",
+    "DependencyFailure",
+    "DependencyNotFound",
     "DuplicateJob",
     "EnqueueInfo",
+    "Group",
     "HeartqError",
     "Hooks",
     "JobCancelled",
@@ -55,8 +61,10 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "Permanent",
+    "Pipeline",
     "ResultTimeout",
     "Settings",
+    "Signature",
     "StoreBusy",
     "StoreRefused",
     "StoreUnavailable",
@@ -68,4 +76,6 @@ __all__ = [
     "Worker",
     "WorkerHookInfo",
     "__version__",
+    "chain",
+    "group",
 ]

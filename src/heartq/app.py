@@ -31,7 +31,7 @@ from typing import (
     overload,
 )
 
-from heartq import arguments, display, events, ids, payload, policy
+from heartq import arguments, display, events, ids, payload, policy, rates
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
@@ -44,6 +44,7 @@ from heartq.lifecycle.retry import (
 from heartq.model import CancelResult, NewJob, TaskPolicy
 from heartq.options import EnqueueOptions, Options
 from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
+from heartq.pipelines import Signature
 from heartq.policy import DEFAULT_QUEUE
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
@@ -91,6 +92,8 @@ class Task(Generic[P, R]):
         priority: int,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        rate_limit: str | None = None,
+        rate_key: str | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -109,12 +112,21 @@ class Task(Generic[P, R]):
         self.retry_backoff_max = retry_backoff_max
         self.priority = priority
         self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
-        self._key_fields: list[str] = []
         if concurrency_key is not None:
             payload.check_concurrency(concurrency_key, concurrency_limit)
-            self._key_fields = arguments.template_fields(concurrency_key)
+            arguments.template_fields(concurrency_key)
         else:
             payload.check_concurrency(None, concurrency_limit)
+        self.rate_limit = (
+            None if rate_limit is None else rates.parse_rate(rate_limit, f"{name}: rate_limit")
+        )
+        """At most this many attempt starts per period (`heartq.rates`), per `rate_key`."""
+        self.rate_key = rate_key
+        if rate_key is not None:
+            if rate_limit is None:
+                raise ConfigError(f"{name}: rate_key needs a rate_limit, like rate_limit='10/s'")
+            payload.check_key("rate_key", rate_key)
+            arguments.template_fields(rate_key, "rate_key")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = arguments.call_signature(fn)
         self.parameters = arguments.describe(self.signature)
@@ -138,26 +150,29 @@ class Task(Generic[P, R]):
             timeout=self.timeout,
             heartbeat_timeout=self.heartbeat_timeout,
             parameters=self.parameters,
+            rate_limit=None if self.rate_limit is None else self.rate_limit.spec,
+            rate_key=self.rate_key,
         )
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """The function's default argument values, by name (what a key template reads
+        for an argument a job leaves out)."""
+        return {
+            p.name: p.default
+            for p in self.signature.parameters.values()
+            if p.default is not inspect.Parameter.empty
+        }
 
     def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]:
         """The concurrency key and limit this task declares for a job with these
         arguments: its template filled from them; `TypeError` naming one it lacks."""
         if self.concurrency_key is None:
             return None, None
-        defaults = {
-            p.name: p.default
-            for p in self.signature.parameters.values()
-            if p.default is not inspect.Parameter.empty
-        }
-        args = {**defaults, **args}
-        missing = [name for name in self._key_fields if name not in args]
-        if missing:
-            raise TypeError(
-                f"{self.name}: concurrency_key {self.concurrency_key!r} needs the argument "
-                f"{missing[0]!r}, which this job does not have"
-            )
-        return self.concurrency_key.format(**args), self.concurrency_limit
+        key = arguments.fill_template(
+            self.name, "concurrency_key", self.concurrency_key, args, self.defaults
+        )
+        return key, self.concurrency_limit
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job arguments for this call; `TypeError` naming a wrong or missing one."""
@@ -166,6 +181,12 @@ class Task(Generic[P, R]):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function in the caller, as plain Python (handy in tests)."""
         return self.fn(*args, **kwargs)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """This task with these arguments, for a pipeline (`heartq.chain`,
+        `heartq.group`); `.set(queue=..., ...)` chooses its enqueue options. A group's
+        callback leaves out its first argument: the members' results go there."""
+        return Signature(self, args, kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue one job with these arguments, the task's options; returns its id."""
@@ -358,6 +379,8 @@ class App:
         priority: int = 0,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        rate_limit: str | None = None,
+        rate_key: str | None = None,
     ) -> TaskDecorator: ...
 
     def task(
@@ -375,6 +398,8 @@ class App:
         priority: int = 0,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        rate_limit: str | None = None,
+        rate_key: str | None = None,
     ) -> Task[Any, Any] | TaskDecorator:
         """Register a function (sync or `async def`) as a task. Its name defaults to the
         function's `__name__`; a second task with the same name is an error. A `ctx`
@@ -382,7 +407,12 @@ class App:
         `concurrency_key` (a `str.format` template of the job's arguments, e.g.
         `"tenant:{tenant}"`) with `concurrency_limit`: at most that many of its jobs with
         the same key run at once; filled in by an app that registers the task (an enqueue
-        by name elsewhere passes `concurrency_key=`/`concurrency_limit=` itself)."""
+        by name elsewhere passes `concurrency_key=`/`concurrency_limit=` itself).
+        `rate_limit` (`"100/m"`: starts per period, units s, m, h, `"3/10s"`): at most
+        that many attempts of its jobs start in any such period, across every worker, per
+        `rate_key` (a template like `concurrency_key`'s; None: the task's name, one limit
+        for the whole task). Declared with the task, so an enqueue by name anywhere takes
+        it. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task: Task[Any, Any] = Task(
@@ -398,6 +428,8 @@ class App:
                 priority=priority,
                 concurrency_key=concurrency_key,
                 concurrency_limit=concurrency_limit,
+                rate_limit=rate_limit,
+                rate_key=rate_key,
             )
             if task.name in self.tasks:
                 raise ConfigError(f"a task named {task.name!r} is already registered")
@@ -513,6 +545,28 @@ class App:
             self._publish(jobs, ids)
         return self._enqueued(task_name, ids, declared, resolved, connection is None)
 
+    def _enqueue_pipeline(
+        self, jobs: list[NewJob], args_list: list[dict[str, Any]], connection: Any = None
+    ) -> list[str]:
+        """Store the jobs of a pipeline (`heartq.pipelines`: of any tasks, each made by
+        `_new_jobs`, their dependencies set) in one transaction, as `_store_jobs` stores
+        one task's: hooks, wake-ups, and a warning per task not declared yet."""
+        limit = self.settings.max_payload_bytes
+        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
+            ids = self.store.enqueue(run.jobs, connection=connection)
+            run.stored(ids)
+        if self.transport_url is not None and connection is None:
+            self._publish(jobs, ids)
+        for name in dict.fromkeys(job.task for job in jobs):
+            task_policy, declared = self._policy_for(name)
+            if not declared:
+                mine = [i for job, i in zip(jobs, ids, strict=True) if job.task == name]
+                resolved = policy.resolve(task_policy, None, None, None)
+                _warn_caller(self._not_declared(name, mine, resolved))
+        if connection is None:
+            self._wake_local_workers()
+        return ids
+
     async def _enqueue_async(
         self,
         task_name: str,
@@ -546,25 +600,34 @@ class App:
         """After the commit, a wake-up for each job runnable now: the database is the
         outbox, so a failed publish loses nothing (a worker's sweeper publishes what
         stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
-        the database claim, which counts their key; transactional enqueues (`connection=`)
-        to the sweeper, as their commit is the caller's."""
+        the database claim, which counts their key; transactional enqueues
+        (`connection=`) to the sweeper, as their commit is the caller's; jobs with
+        dependencies too (the sweeper publishes them once released). A job with a rate
+        key is published as a wake-up only: the claim by id never takes it, so the worker
+        that hears it claims from the database at once, which counts its key."""
         transport = self.transport
         assert transport is not None
         due = [
             (job_id, job.queue)
             for job, job_id in zip(jobs, ids, strict=True)
-            if job.delay <= 0 and job.concurrency_key is None
+            if job.delay <= 0 and job.concurrency_key is None and not job.depends_on
         ]
         transport.publish(due)
 
     def _new_jobs(
-        self, task_name: str, args_list: list[dict[str, Any]], options: Options
+        self,
+        task_name: str,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        bound: bool = False,
     ) -> tuple[list[NewJob], bool, dict[str, Any]]:
-        """The jobs to store, whether their task is declared, and the policy resolved."""
+        """The jobs to store, whether their task is declared, and the policy resolved.
+        `bound`: the arguments were bound against the task's function already (a
+        pipeline's signature; a task registered here always is)."""
         payload.check_name("task", task_name)
         task_policy, declared = self._policy_for(task_name)
         task = self.tasks.get(task_name)
-        if task is None:  # a task registered here was bound against its function already
+        if task is None and not bound:
             args_list = self._bind_declared(task_policy, args_list)
         chosen = options.chosen
         resolved = policy.resolve(
@@ -572,6 +635,7 @@ class App:
         )
         limit = self.settings.max_payload_bytes
         meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
+        rate = policy.RateChoice.of(task_name, task_policy, chosen, task.defaults if task else None)
         jobs = [
             NewJob(
                 task=task_name,
@@ -581,8 +645,11 @@ class App:
                 unique_key=options.key_for(args),
                 unique_for=chosen.get("unique_for"),
                 **self._concurrency(task, options, args),
+                **rate.for_job(args),
                 **resolved,
                 meta_json=meta_json,
+                depends_on=options.depends_on,
+                on_dependency_failure=options.on_dependency_failure,
             )
             for args in args_list
         ]
@@ -690,6 +757,8 @@ class App:
         ago), nothing is stored and that job's id is returned. `concurrency_key` with
         `concurrency_limit`: at most that many jobs with the key run at once (a task
         registered here with a template of its own takes it unless these are given).
+        `rate_key` (with `rate_limit`, `"10/s"`, or the task's declared limit): at most
+        that many attempts of jobs with the key start per period, across the fleet.
         Every option: `heartq.options`."""
         chosen = Options.given("App.enqueue", options)
         return self._enqueue(task, [self._check_args(task, args)], chosen, connection)[0]

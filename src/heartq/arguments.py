@@ -112,6 +112,31 @@ def bind(
     return arguments
 
 
+def results_parameter(task: str, signature: inspect.Signature) -> str:
+    """The parameter through which a task that takes its dependencies' results (a group's
+    callback) receives them: its first, which must take a value by keyword (a job's
+    arguments are passed by keyword); `BadArguments` for a task without one."""
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return parameter.name
+        break
+    raise BadArguments(
+        f"task {task!r} cannot take its dependencies' results: its first parameter (after "
+        "ctx) must be a plain one (results, ...), which the worker passes the list to"
+    )
+
+
+def bind_after_results(
+    task: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`bind` for a task that takes its dependencies' results as its first parameter: the
+    other arguments, checked as if the results were given (the worker adds them)."""
+    name = results_parameter(task, signature)
+    bound = bind(task, signature, (None, *args), kwargs)
+    del bound[name]
+    return bound
+
+
 def refusal(
     task: str, signature: inspect.Signature, args: Mapping[str, Any]
 ) -> BadArguments | None:
@@ -126,15 +151,16 @@ def refusal(
     return None
 
 
-def template_fields(template: str) -> list[str]:
+def template_fields(template: str, what: str = "concurrency_key") -> list[str]:
     """The argument names a `str.format` template reads (`"tenant:{tenant}"`: tenant);
-    `ConfigError` for a template that is not one, or reads a positional field."""
+    `ConfigError` (naming `what`, the option it was given as) for a template that is not
+    one, or reads a positional field."""
     from heartq.errors import ConfigError
 
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise ConfigError(f"concurrency_key {template!r} is not a format template: {exc}") from None
+        raise ConfigError(f"{what} {template!r} is not a format template: {exc}") from None
     fields = []
     for _, field, _, _ in parts:
         if field is None:
@@ -142,8 +168,27 @@ def template_fields(template: str) -> list[str]:
         name = field.split(".", 1)[0].split("[", 1)[0]
         if not name.isidentifier():
             raise ConfigError(
-                f"concurrency_key {template!r} must name the job's arguments ({{tenant}}), "
-                f"not positions"
+                f"{what} {template!r} must name the job's arguments ({{tenant}}), not positions"
             )
         fields.append(name)
     return fields
+
+
+def fill_template(
+    task: str,
+    what: str,
+    template: str,
+    args: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+) -> str:
+    """A key template (`concurrency_key`, `rate_key`: `"tenant:{tenant}"`) filled from a
+    job's arguments, and the function's defaults for those it leaves out; `TypeError`
+    naming the argument a job lacks (the caller's mistake, as a wrong argument is)."""
+    values = {**(defaults or {}), **args}
+    missing = [name for name in template_fields(template, what) if name not in values]
+    if missing:
+        raise TypeError(
+            f"{task}: {what} {template!r} needs the argument {missing[0]!r}, which this job "
+            f"does not have"
+        )
+    return template.format(**values)

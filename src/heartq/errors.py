@@ -11,6 +11,7 @@ Hierarchy::
     ├── JobNotFound          no job with that id (also a LookupError)
     ├── AmbiguousJobId       a shortened job id matches several jobs (also a LookupError)
     ├── DuplicateJob         a job id given at enqueue already exists
+    ├── DependencyNotFound   a job's `depends_on` names no job (also a ValueError)
     ├── StoreUnavailable     the database cannot be opened, reached or written
     │   ├── StoreBusy        the database stayed locked past the busy timeout
     │   └── StoreRefused     refused for good: auth, no such database, SQLite directory missing
@@ -120,6 +121,21 @@ class AmbiguousJobId(HeartqError, LookupError):
 
 class DuplicateJob(HeartqError):
     """A job id given at enqueue already exists; nothing of that batch was stored."""
+
+
+class DependencyNotFound(HeartqError, ValueError):
+    """An enqueue's `depends_on` names a job that does not exist (not stored, not in the
+    same batch, not enqueued earlier in the same transaction, or pruned); nothing of that
+    batch was stored. `job_ids`: the ids not found."""
+
+    def __init__(self, job_ids: Sequence[str]) -> None:
+        shown = ", ".join(repr(job_id) for job_id in job_ids[:5])
+        more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
+        super().__init__(
+            f"depends_on names no job {shown}{more}: a dependency must be stored already, "
+            "in the same batch, or enqueued earlier in the same transaction"
+        )
+        self.job_ids = list(job_ids)
 
 
 class StoreUnavailable(HeartqError):

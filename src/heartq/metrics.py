@@ -20,6 +20,8 @@ Metrics (all prefixed `heartq_`):
   `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
   requeued or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
   `leases_lost_total`, `heartbeat_failures_total`, `maintenance_failures_total{service}`.
+- `rate_limited_jobs{key}`: queued, due jobs of each rate key with live jobs (what its
+  limit holds back once reached).
 - `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
 - `job_duration_seconds{task}`: how long attempts ran (succeeded or failed).
 - `jobs{queue,status}`: jobs in the store (every status of every queue that has jobs).
@@ -152,6 +154,7 @@ class ScrapeCollector(Collector):
         self._worker = worker
         self._reader = reader
         self._since = time.monotonic()
+        self._rate_key = BoundedLabel()
 
     def describe(self) -> Iterable[Metric]:
         # Describing without collecting keeps registration from reading the store.
@@ -178,6 +181,7 @@ class ScrapeCollector(Collector):
         try:
             counts = self._reader.call(self._worker.store.count_jobs)
             waits = self._reader.call(self._worker.store.queue_waits)
+            rated = self._reader.call(self._worker.store.rate_usage)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
             logger.debug("metrics: cannot read the store: %s", exc)
             up.add_metric([], 0)
@@ -195,6 +199,7 @@ class ScrapeCollector(Collector):
             for queue_name, wait in sorted(waits.items()):
                 oldest.add_metric([queue_name], wait.oldest_age or 0.0)
             yield oldest
+            yield self._rate_waiting(rated)
         yield up
         last = self._worker.last_renewal
         age.add_metric([], time.monotonic() - (self._since if last is None else last))
@@ -214,6 +219,22 @@ class ScrapeCollector(Collector):
             },
         )
         yield info
+
+
+    def _rate_waiting(self, rated: list[dict[str, Any]]) -> GaugeMetricFamily:
+        """Due jobs waiting per rate key (`Store.rate_usage`): what a limit holds back."""
+        family = GaugeMetricFamily(
+            "heartq_rate_limited_jobs",
+            "Queued, due jobs of each rate key: what its rate limit holds back once reached.",
+            labels=["key"],
+        )
+        by_key: dict[str, int] = {}
+        for usage in rated:
+            label = self._rate_key(usage["key"])
+            by_key[label] = by_key.get(label, 0) + usage["waiting"]
+        for label, waiting in sorted(by_key.items()):
+            family.add_metric([label], waiting)
+        return family
 
 
 class WorkerMetrics:

@@ -9,24 +9,26 @@ store's roles (`heartq.store.interface`); what becomes of a job after an attempt
 
 The vocabulary, once each:
 
-- `JobStatus`: where a job stands (queued, running, succeeded, dead, cancelled).
+- `JobStatus`: where a job stands (waiting, queued, running, succeeded, dead, cancelled).
 - `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
   `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
-- `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Finish` (an attempt's end
-  as the worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
+- `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Claim` (what one claim
+  took, and how long rate limits hold the rest back), `Finish` (an attempt's end as the
+  worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
 - `WorkerInfo`, `StaleWorker`, `LiveNamesake`, `Reconciliation`: the worker registry.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 
 class JobStatus(enum.StrEnum):
+    WAITING = "waiting"  # for its dependencies (`depends_on`) to succeed
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -70,7 +72,7 @@ class RenewStatus(enum.StrEnum):
 
 
 class CancelResult(enum.StrEnum):
-    CANCELLED = "cancelled"  # it was queued: it will never run
+    CANCELLED = "cancelled"  # it was queued or waiting: it will never run
     CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told within ~1 s
     ALREADY_FINISHED = "already_finished"
 
@@ -84,6 +86,14 @@ class DetectedBy(enum.StrEnum):
     RECONCILIATION = "reconciliation"
     CHILD_EXIT = "child_exit"
     SELF_FENCE = "self_fence"  # the worker gave the job back after it stopped trusting it
+
+
+class DependencyFailure(enum.StrEnum):
+    """What becomes of a waiting job when one of its dependencies ends dead or cancelled
+    (`on_dependency_failure=`)."""
+
+    CANCEL = "cancel"  # the job ends cancelled, `dependency_failed: job X ended dead`
+    RUN = "run"  # the failed dependency counts as satisfied: the job runs anyway
 
 
 @dataclass(frozen=True)
@@ -108,7 +118,11 @@ class NewJob:
     tick this job is (only stored with a `unique_key`: a tick always has one).
 
     `concurrency_key` with `concurrency_limit` (both or neither): at most that many jobs
-    with this key run at once, across every worker (enforced by the claim)."""
+    with this key run at once, across every worker (enforced by the claim).
+
+    `rate_key` with `rate_limit` and `rate_period` (all or none): at most `rate_limit`
+    attempts of jobs with this key start in any `rate_period` seconds, across every
+    worker (enforced by the claim; `heartq.rates` reads `"100/m"`)."""
 
     task: str
     args_json: str
@@ -126,9 +140,35 @@ class NewJob:
     schedule: str | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    rate_key: str | None = None
+    rate_limit: int | None = None
+    rate_period: float | None = None
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""
+    depends_on: tuple[str, ...] = ()
+    """Jobs this one waits for (`waiting`) until each has succeeded: existing jobs, or
+    jobs of the same batch or transaction. Empty: it is `queued` at once."""
+    on_dependency_failure: DependencyFailure = DependencyFailure.CANCEL
+    dependency_results: bool = False
+    """Its task receives its dependencies' results, in `depends_on`'s order, as its first
+    argument (a group's callback, `heartq.group`)."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What a pipeline's `enqueue` returns (`heartq.chain`, `heartq.group`, a
+    `heartq.Signature` alone): the id of every job it stored, in the order they were
+    written; `tail`, the jobs a job enqueued after it waits for (`depends_on=` takes the
+    pipeline itself): a chain's last step, a group's callback, or a group's members when
+    it has none; `last`, the last of them (a chain's result is its job's)."""
+
+    ids: tuple[str, ...]
+    tail: tuple[str, ...]
+
+    @property
+    def last(self) -> str:
+        return self.tail[-1]
 
 
 @dataclass(frozen=True)
@@ -160,6 +200,19 @@ class JobEnd:
 
 
 @dataclass(frozen=True)
+class DependencyEnd:
+    """One dependency of a job whose task takes their results (a group's callback), as
+    its worker reads it before the call: its status (None: no such job any more), its
+    result, and whether that result is still to come (`pending`: its task completed it
+    inside `ctx.transaction()` and saves what it returned just after)."""
+
+    job_id: str
+    status: JobStatus | None
+    result: Any = None
+    pending: bool = False
+
+
+@dataclass(frozen=True)
 class JobMatch:
     """A job a shortened id names (`Store.resolve_job_id`): enough for an operator to tell
     which of several they meant."""
@@ -187,7 +240,8 @@ class TaskPolicy:
     """A task's options as a worker declared them (`Store.declare_tasks`): where its jobs
     go and how they are retried and timed, for whoever enqueues it by name; and its
     `parameters` (None: not declared, by a worker of a version before they were), against
-    which an enqueue by name is checked."""
+    which an enqueue by name is checked. `rate_limit` (a spec, `"100/m"`) and `rate_key`
+    (a template of the job's arguments; None: the task's name) limit its starts."""
 
     name: str
     queue: str
@@ -200,6 +254,8 @@ class TaskPolicy:
     declared_at: float | None = None  # database time of the last declaration
     declared_by: str | None = None  # the worker id that made it
     parameters: tuple[TaskParameter, ...] | None = None
+    rate_limit: str | None = None
+    rate_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +275,9 @@ class ClaimedJob:
     chosen: int = 0  # the options its caller chose (bits of `heartq.policy`)
     meta: Mapping[str, Any] = field(default_factory=dict)
     """The job's metadata (`NewJob.meta_json`), for `ctx.meta` and attempt hooks."""
+    dependency_results: bool = False
+    """Its task takes its dependencies' results as its first argument (`NewJob`): the
+    worker reads them before it calls the task."""
     sent_at: float = 0.0
     """This process's monotonic time when the claiming statement went to the database,
     after any wait for a connection or a lock: the start of the worker's trust in the
@@ -228,6 +287,18 @@ class ClaimedJob:
     @property
     def lease(self) -> Lease:
         return Lease(self.id, self.execution_id)
+
+
+class Claim(list[ClaimedJob]):
+    """What a claim took: the claimed jobs in claim order (a list, as ever), and
+    `rate_wait`, seconds until a runnable job that a rate limit held back may start (None:
+    no rate limit held one back). A worker that did not fill its slots sleeps that long
+    rather than a whole poll interval, and no shorter: a limited backlog costs it no
+    claims in between (docs/DESIGN.md, "Rate limits")."""
+
+    def __init__(self, jobs: Iterable[ClaimedJob] = (), rate_wait: float | None = None) -> None:
+        super().__init__(jobs)
+        self.rate_wait = rate_wait
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ check. `Task.options`, `App.enqueue`, `App.enqueue_many` and their async twins t
 as keyword arguments typed by `EnqueueOptions`; `heartq enqueue` makes its `--queue`,
 `--priority`, ... from `OPTIONS`; `Options` checks a set of them once, for every way in.
 
-Why a `TypedDict` with `Unpack` rather than the nine keywords written out in each
+Why a `TypedDict` with `Unpack` rather than the twelve keywords written out in each
 signature: mypy (strict) checks each keyword's name and type exactly as before, editors
 (Pylance, PyCharm) list and complete the keywords from it, and a tenth option is added
 here and nowhere else.
@@ -11,18 +11,22 @@ here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from heartq import payload
+from heartq import payload, rates
 from heartq.errors import ConfigError
 from heartq.lifecycle.retry import DEFAULT_MAX_RETRIES
+from heartq.model import DependencyFailure, Pipeline
 from heartq.policy import DEFAULT_PRIORITY, DEFAULT_QUEUE
 
 UniqueKey = str | Callable[[Mapping[str, Any]], str | None] | None
 """A job's unique key: a string, a function of its arguments (`enqueue_many`), or none."""
+Dependency = str | Pipeline
+"""What a job may depend on: a job's id (what `enqueue` returns), or what a pipeline's
+`enqueue` returns (`heartq.chain`, `heartq.group`: the job depends on its `tail`)."""
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -38,7 +42,11 @@ class EnqueueOptions(TypedDict, total=False):
     unique_for: float | None
     concurrency_key: str | None
     concurrency_limit: int | None
+    rate_key: str | None
+    rate_limit: str | None
     meta: Mapping[str, Any] | None
+    depends_on: Sequence[Dependency] | Dependency | None
+    on_dependency_failure: str | None
 
 
 def parse_eta(text: str) -> datetime:
@@ -128,8 +136,41 @@ def _meta(option: Option, value: Mapping[str, Any] | None) -> None:
         payload.check_meta(value)
 
 
+def _depends_on(option: Option, value: Any) -> None:
+    if value is not None:
+        dependency_ids(value)
+
+
+def _on_failure(option: Option, value: Any) -> None:
+    if value is not None and value not in DependencyFailure.__members__.values():
+        choices = ", ".join(repr(f.value) for f in DependencyFailure)
+        raise ConfigError(f"on_dependency_failure must be one of {choices}, got {value!r}")
+
+
+def dependency_ids(value: Sequence[Dependency] | Dependency) -> list[str]:
+    """The job ids a `depends_on` names: ids as given, a pipeline's `tail`, in order, each
+    once; `ConfigError` for anything else."""
+    items = [value] if isinstance(value, str | Pipeline) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"depends_on must be a list of job ids, got {value!r}")
+    flat: list[Any] = []
+    for item in items:
+        flat.extend(item.tail if isinstance(item, Pipeline) else [item])
+    return payload.check_dependencies(flat)
+
+
 def _paired(option: Option, value: Any) -> None:
     """Checked with its pair (`check_together`)."""
+
+
+def _key(option: Option, value: str | None) -> None:
+    if value is not None:
+        payload.check_key(option.name, value)
+
+
+def _rate(option: Option, value: str | None) -> None:
+    if value is not None:
+        rates.parse_rate(value, option.name)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -170,10 +211,32 @@ OPTIONS: tuple[Option, ...] = (
         _paired, minimum=1, metavar="N",
     ),
     Option(
+        "rate_key", str,
+        "At most the task's rate limit (or --rate-limit) of jobs with this key start per "
+        "period, across all workers",
+        _key, metavar="KEY",
+    ),
+    Option(
+        "rate_limit", str,
+        "With --rate-key: starts per period for its jobs, like 10/s, 100/m, 5/h or 3/10s",
+        _rate, metavar="N/PERIOD",
+    ),
+    Option(
         "meta", dict,
         "Metadata kept with the job, a JSON object (a tenant, a request id): the task "
         "reads it as ctx.meta, hooks too; it is not passed as an argument",
         _meta, metavar="JSON",
+    ),
+    Option(
+        "depends_on", list,
+        "Job ids (comma-separated) this job waits for: it is queued once every one has "
+        "succeeded", _depends_on, metavar="ID,...",
+    ),
+    Option(
+        "on_dependency_failure", str,
+        "With --depends-on: what a dependency that ends dead or cancelled does to this job: "
+        "cancel it, or run it anyway", _on_failure, metavar="cancel|run",
+        shown_default="cancel",
     ),
 )  # fmt: skip
 """Every option, in the order signatures and `heartq enqueue --help` list them."""
@@ -183,12 +246,23 @@ NAMES = frozenset(option.name for option in OPTIONS)
 
 def check_together(chosen: EnqueueOptions) -> None:
     """The rules between options: `eta` or `delay`, `unique_for` only with a
-    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither."""
+    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither,
+    `rate_limit` only with a `rate_key` (a key alone takes the task's limit),
+    `depends_on` without a `unique_key` (an enqueue that answers another job's id would
+    leave the dependencies to a job never stored), `on_dependency_failure` only with
+    dependencies."""
     if chosen.get("eta") is not None and chosen.get("delay"):
         raise ConfigError("give either delay or eta, not both")
     if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
         raise ConfigError("unique_for needs a unique_key: the window of which key?")
+    if chosen.get("depends_on") and chosen.get("unique_key") is not None:
+        raise ConfigError("depends_on cannot be combined with unique_key")
     payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))
+    if chosen.get("rate_limit") is not None and chosen.get("rate_key") is None:
+        raise ConfigError(
+            "rate_limit needs a rate_key: the limit of which key? (a task's own limit is "
+            "declared with @app.task(rate_limit=...))"
+        )
 
 
 class Options:
@@ -219,6 +293,16 @@ class Options:
             found = key(args)
             return None if found is None else payload.check_unique_key(found)
         return key
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The job ids this enqueue's jobs wait for (`dependency_ids`)."""
+        value = self.chosen.get("depends_on")
+        return () if value is None else tuple(dependency_ids(value))
+
+    @property
+    def on_dependency_failure(self) -> DependencyFailure:
+        return DependencyFailure(self.chosen.get("on_dependency_failure") or "cancel")
 
     @property
     def run_at(self) -> float | None:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from heartq import rates
 from heartq.errors import ConfigError, PayloadError
 
 MAX_NAME_CHARS = 200
@@ -175,7 +176,7 @@ MAX_UNIQUE_KEY_CHARS = 1000
 
 
 def check_key(what: str, value: str) -> str:
-    """A key (`unique_key`, `concurrency_key`): non-empty text of at most
+    """A key (`unique_key`, `concurrency_key`, `rate_key`): non-empty text of at most
     `MAX_UNIQUE_KEY_CHARS`, without NUL."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
@@ -189,6 +190,32 @@ def check_unique_key(value: str) -> str:
     return check_key("unique_key", value)
 
 
+MAX_DEPENDENCIES = 10_000
+"""A job waits for at most 10,000 others (a group's callback for as many members)."""
+
+
+def check_dependencies(value: Any) -> list[str]:
+    """A job's `depends_on`: job ids (a single id may be given alone), each non-empty text
+    of at most `MAX_NAME_CHARS` without NUL, at most `MAX_DEPENDENCIES` of them; one given
+    twice counts once (in its first place)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"depends_on must be a list of job ids, got {value!r}")
+    ids: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(f"depends_on must hold job ids (non-empty strings), got {item!r}")
+        if len(item) > MAX_NAME_CHARS:
+            raise ConfigError(
+                f"depends_on: job id is {len(item)} characters, over {MAX_NAME_CHARS}"
+            )
+        ids.append(check_text("depends_on", item))
+    unique = list(dict.fromkeys(ids))
+    if len(unique) > MAX_DEPENDENCIES:
+        raise ConfigError(f"depends_on names {len(unique)} jobs, over {MAX_DEPENDENCIES}")
+    return unique
+
+
 def check_concurrency(key: str | None, limit: int | None) -> dict[str, Any]:
     """A job's concurrency key and limit, both or neither: the key as a unique key is
     (non-empty text, at most `MAX_UNIQUE_KEY_CHARS`, no NUL), the limit an integer >= 1."""
@@ -198,6 +225,19 @@ def check_concurrency(key: str | None, limit: int | None) -> dict[str, Any]:
         check_key("concurrency_key", key)
         check_int("concurrency_limit", limit, minimum=1)
     return {"concurrency_key": key, "concurrency_limit": limit}
+
+
+def check_rate(key: str | None, limit: int | None, period: float | None) -> dict[str, Any]:
+    """A job's rate key, limit and period, all or none: the key as a unique key is, the
+    limit a whole number of starts and the period seconds within `heartq.rates`' bounds
+    (what `parse_rate` makes of `"100/m"`)."""
+    if (key is None) != (limit is None) or (key is None) != (period is None):
+        raise ConfigError("give rate_key and rate_limit together, or neither")
+    if key is not None:
+        check_key("rate_key", key)
+        assert limit is not None and period is not None
+        rates.checked(limit, period)
+    return {"rate_key": key, "rate_limit": limit, "rate_period": period}
 
 
 def check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:

@@ -9,7 +9,8 @@ enqueue: a fresh deploy, a script run before any worker) re-routes the jobs stil
 waiting, and the worker that runs a job applies its own task's retry policy.
 
 The one place that decides where each option of a job comes from: `resolve` (enqueue),
-`for_attempt` (the worker), `sources` (what `heartq jobs show` says).
+`RateChoice` (its rate limit), `for_attempt` (the worker), `sources` (what `heartq jobs
+show` says).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from heartq import arguments, rates
+from heartq.errors import ConfigError
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_BACKOFF,
@@ -63,6 +66,8 @@ DECLARED_FIELDS = (
     "timeout",
     "heartbeat_timeout",
     "parameters",
+    "rate_limit",
+    "rate_key",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 
@@ -108,6 +113,60 @@ def resolve(
         "retry_backoff_max": policy.retry_backoff_max,
         "chosen": chosen_bits(queue, priority, max_retries),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class RateChoice:
+    """The rate limit of an enqueue's jobs, decided once per enqueue: the caller's
+    `rate_key` (with its `rate_limit`, else the task's), or the task's own limit under
+    its `rate_key` template filled from each job's arguments (the task's name without
+    one), or none. `for_job` gives one job's stored fields."""
+
+    task: str
+    limit: rates.RateLimit | None = None
+    key: str | None = None  # the caller's, for every job
+    template: str | None = None  # the task's, filled per job (None: the task's name)
+    defaults: Mapping[str, Any] | None = None  # the function's defaults, for the template
+
+    @classmethod
+    def of(
+        cls,
+        task: str,
+        policy: TaskPolicy,
+        chosen: Mapping[str, Any],
+        defaults: Mapping[str, Any] | None = None,
+    ) -> RateChoice:
+        """From what the caller chose (`rate_key`, `rate_limit`: both, or the key alone
+        with the task's limit) and the task's policy (registered here or declared);
+        `ConfigError` for a key without any limit to apply."""
+        key, spec = chosen.get("rate_key"), chosen.get("rate_limit")
+        if key is not None:
+            if spec is None and policy.rate_limit is None:
+                raise ConfigError(
+                    f"rate_key {key!r} needs a rate_limit: task {task!r} declares none, so "
+                    f"give rate_limit too, like rate_limit='10/s'"
+                )
+            limit = rates.parse_rate(spec if spec is not None else policy.rate_limit)
+            return cls(task, limit, key)
+        if policy.rate_limit is None:
+            return cls(task)
+        limit = rates.parse_rate(policy.rate_limit, f"task {task!r}'s declared rate_limit")
+        return cls(task, limit, template=policy.rate_key, defaults=defaults)
+
+    def for_job(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`rate_key`, `rate_limit`, `rate_period` of one job (all None: not limited);
+        `TypeError` when the task's template reads an argument the job lacks."""
+        if self.limit is None:
+            return {"rate_key": None, "rate_limit": None, "rate_period": None}
+        key = self.key
+        if key is None:
+            template = self.template
+            key = (
+                self.task
+                if template is None
+                else arguments.fill_template(self.task, "rate_key", template, args, self.defaults)
+            )
+        return {"rate_key": key, "rate_limit": self.limit.count, "rate_period": self.limit.period}
 
 
 def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:

@@ -292,7 +292,7 @@ def test_jobs_show_unknown_id(heartq: HeartqCli) -> None:
 def test_jobs_cancel(heartq: HeartqCli) -> None:
     job_id = heartq.add("ok", delay=60)
     out = heartq("jobs", "cancel", job_id).ok().out
-    assert out.strip() == f"cancelled job {job_id} (it was queued: it will not run)"
+    assert out.strip() == f"cancelled job {job_id} (it had not started: it will not run)"
     assert heartq.json("jobs", "show", job_id)["status"] == "cancelled"
     again = heartq.json("jobs", "cancel", job_id)
     assert again == {"id": job_id, "result": "already_finished", "status": "cancelled"}
@@ -438,3 +438,42 @@ def test_enqueue_meta_must_be_a_json_object(heartq: HeartqCli) -> None:
         assert run.code == 2, run.err
         assert says in run.err and "--meta" in run.err
     assert heartq.json("jobs", "list") == []
+
+
+# -- jobs that wait for jobs -------------------------------------------------------------
+
+
+def test_enqueue_depends_on_and_jobs_show_what_a_job_waits_for(heartq: HeartqCli) -> None:
+    first = heartq.add("ok")
+    second = heartq.add("ok")
+    run = heartq(
+        "enqueue", "ok", "--depends-on", f"{first[-8:]}, {second}",
+        "--on-dependency-failure", "run",
+    ).ok()  # fmt: skip
+    waiting = run.out.strip()
+    job = heartq.json("jobs", "show", waiting)
+    assert job["status"] == "waiting" and job["on_dependency_failure"] == "run"
+    assert [d["id"] for d in job["depends_on"]] == [first, second]  # a tail finds it too
+    out = heartq("jobs", "show", waiting).ok().out
+    assert_fits(out)
+    assert re.search(r"status\s+waiting", out)
+    assert re.search(rf"waits for\s+2 of 2: {first} \(ok, queued\), {second}", out)
+    assert re.search(r"if one fails\s+runs anyway", out)
+    assert re.search(rf"dependents\s+{waiting} \(ok, waiting\)", heartq("jobs", "show", first).out)
+
+    heartq.burst()
+    assert heartq.json("jobs", "show", waiting)["status"] == "succeeded"
+
+
+def test_a_waiting_job_cancelled_says_why_and_bad_dependencies_are_one_line(
+    heartq: HeartqCli,
+) -> None:
+    first = heartq.add("ok", delay=600)
+    waiting = heartq.add("ok", depends_on=[first])
+    heartq("jobs", "cancel", first).ok()
+    out = heartq("jobs", "show", waiting).ok().out
+    assert re.search(rf"cancelled\s+by dependency_failed: job {first} ended cancelled", out)
+    run = heartq("enqueue", "ok", "--depends-on", "not-a-job-id").fails(1)
+    assert run.err.strip() == "heartq: error: no job with id 'not-a-job-id'"
+    run = heartq("enqueue", "ok", "--depends-on", first, "--on-dependency-failure", "x").fails(2)
+    assert "'x' is not one of 'cancel', 'run'" in run.err

@@ -37,6 +37,8 @@ def test_worker_metrics_move_while_it_works(
 ) -> None:
     for n in range(5):
         heartq.add("ok", {"n": n})
+    for n in range(3):  # one starts, two wait a minute for their key's next start
+        heartq.add("ok", {"n": 10 + n}, rate_key="api", rate_limit="1/m")
     heartq.add("boom", max_retries=0)
     slow = heartq.add("slow", {"seconds": 1.0})
     port = free_port()
@@ -47,19 +49,20 @@ def test_worker_metrics_move_while_it_works(
         samples = scrape(port)
         if samples is None:
             return None
-        done = value(samples, "heartq_jobs_succeeded_total", task="ok", queue="default") == 5
+        done = value(samples, "heartq_jobs_succeeded_total", task="ok", queue="default") == 6
         renewed = (value(samples, "heartq_lease_renewals_total") or 0) > 0
         return samples if done and renewed else None
 
     samples = wait_for(settled, timeout=20, what="the counters to move")
     tq = {"queue": "default"}
-    assert value(samples, "heartq_jobs_claimed_total", task="ok", **tq) == 5
+    assert value(samples, "heartq_jobs_claimed_total", task="ok", **tq) == 6
     assert value(samples, "heartq_jobs_claimed_total", task="slow", **tq) == 1
     assert value(samples, "heartq_jobs_failed_total", task="boom", **tq) == 1
     assert value(samples, "heartq_jobs_dead_total", task="boom") == 1
-    assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 7
-    assert value(samples, "heartq_job_duration_seconds_count", task="ok") == 5
-    assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 5
+    assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 8
+    assert value(samples, "heartq_job_duration_seconds_count", task="ok") == 6
+    assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 6
+    assert value(samples, "heartq_rate_limited_jobs", key="api") == 2
     assert value(samples, "heartq_jobs", queue="default", status="dead") == 1
     assert value(samples, "heartq_jobs", queue="default", status="cancelled") == 0
     assert value(samples, "heartq_store_up") == 1

@@ -126,8 +126,10 @@ def test_stats(heartq: HeartqCli) -> None:
     heartq.add("ok", queue="mail", delay=600)
     stats = heartq.json("stats")
     assert stats["jobs"] == {
-        "default": {"queued": 0, "running": 0, "succeeded": 1, "dead": 1, "cancelled": 0},
-        "mail": {"queued": 2, "running": 0, "succeeded": 0, "dead": 0, "cancelled": 0},
+        "default": {"waiting": 0, "queued": 0, "running": 0, "succeeded": 1, "dead": 1,
+                    "cancelled": 0},
+        "mail": {"waiting": 0, "queued": 2, "running": 0, "succeeded": 0, "dead": 0,
+                 "cancelled": 0},
     }
     assert stats["totals"]["all"] == 4 and stats["dead"] == 1
     assert stats["workers"]["active"] == 0
@@ -136,7 +138,7 @@ def test_stats(heartq: HeartqCli) -> None:
     assert stats["url"] == heartq.url
     out = heartq("stats").ok().out
     assert_fits(out)
-    assert re.search(r"default\s+0\s+0\s+1\s+1\s+0\s+2", out), out
-    assert re.search(r"mail\s+2\s+0\s+0\s+0\s+0\s+2", out), out
-    assert re.search(r"all\s+2\s+0\s+1\s+1\s+0\s+4", out), out
+    assert re.search(r"default\s+0\s+0\s+0\s+1\s+1\s+0\s+2", out), out
+    assert re.search(r"mail\s+0\s+2\s+0\s+0\s+0\s+0\s+2", out), out
+    assert re.search(r"all\s+0\s+2\s+0\s+1\s+1\s+0\s+4", out), out
     assert f"(job {waiting})" in out and "1 dead job" in out

@@ -9,7 +9,7 @@ from tests.cli.helpers import HeartqCli, assert_fits
 
 TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
                "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
-               "declared_by", "parameters"}  # fmt: skip
+               "declared_by", "parameters", "rate_limit", "rate_key"}  # fmt: skip
 
 
 def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:
@@ -40,11 +40,14 @@ def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
     assert (ok["queue"], ok["priority"], ok["max_retries"], ok["timeout"]) == (
         "default", 0, 3, None,
     )  # fmt: skip
+    assert (ok["rate_limit"], ok["rate_key"]) == (None, None)
 
     out = heartq("tasks").ok().out
     assert_fits(out)
     header, _rule, *rows = out.strip().splitlines()
-    assert header.split() == ["TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "DECLARED"]
+    assert header.split() == [
+        "TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "RATE", "DECLARED"
+    ]  # fmt: skip
     cpu_row = next(row for row in rows if row.startswith("cpu_sum"))
     assert cpu_row.split()[1:4] == ["cpu", "0", "1"], cpu_row
     assert len(rows) == 5, out

@@ -1,11 +1,12 @@
-"""`heartq enqueue --unique-key/--unique-for` and `--concurrency-key/--concurrency-limit`,
-what `heartq jobs show` and `heartq stats` say of them, and `heartq periodic`."""
+"""`heartq enqueue --unique-key/--unique-for`, `--concurrency-key/--concurrency-limit` and
+`--rate-key/--rate-limit`, what `heartq jobs show`, `heartq stats` and `heartq tasks` say
+of them, and `heartq periodic`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from heartq.model import NewJob
+from heartq.model import NewJob, TaskPolicy
 from heartq.periodic import Schedule
 from heartq.store import Store
 from tests.cli.helpers import HeartqCli
@@ -71,3 +72,39 @@ def test_enqueue_with_a_concurrency_key_and_stats(heartq: HeartqCli) -> None:
     assert "1 keys with live jobs, 0 at their limit, 3 keyed jobs waiting" in text
     run = heartq("enqueue", "ok", "--concurrency-key", "tenant:7").fails(1)
     assert "concurrency" in run.err and "\n" not in run.err.strip()
+
+
+def test_enqueue_with_a_rate_key_stats_and_tasks(heartq: HeartqCli) -> None:
+    options = ("--rate-key", "api:7", "--rate-limit", "2/m")
+    ids = [heartq.enqueue("ok", *options) for _ in range(3)]
+    job = heartq.json("jobs", "show", ids[0])
+    assert (job["rate_key"], job["rate_limit"]) == ("api:7", "2/m")
+    assert "key 'api:7', at most 2/m starts" in heartq("jobs", "show", ids[0]).ok().out
+    rates = heartq.json("stats")["rate_limits"]
+    assert (rates["keys"], rates["at_limit"], rates["waiting"]) == (1, 0, 3)
+    assert rates["busiest"] == [
+        {"key": "api:7", "limit": "2/m", "count": 2, "period": 60.0, "started": 0,
+         "next_start_in": None, "waiting": 3, "queued": 3, "running": 0}
+    ]  # fmt: skip
+    text = heartq("stats").ok().out
+    assert "1 keys with live jobs, 0 at their limit, 3 due jobs waiting" in text
+    assert "(busiest: api:7 2/m: 0 started)" in text
+    for bad, why in ((("--rate-limit", "2/m"), "needs a rate_key"),
+                     (("--rate-key", "k", "--rate-limit", "2 a minute"), "N/PERIOD"),
+                     (("--rate-key", "k"), "declares none")):  # fmt: skip
+        run = heartq("enqueue", "ok", *bad).fails(1)
+        assert why in run.err and "\n" not in run.err.strip(), run.err
+
+
+def test_an_enqueue_by_name_takes_the_declared_rate_limit(heartq: HeartqCli, store: Store) -> None:
+    """The command line has no task code: the limit its workers declared applies, its key
+    template filled from the job's arguments; `heartq tasks` shows it."""
+    declared = TaskPolicy("metered", "default", 0, 3, 5.0, 3600.0, rate_limit="10/s",
+                          rate_key="customer:{customer}")  # fmt: skip
+    store.declare_tasks([declared], "w-test")
+    job_id = heartq.enqueue("metered", "--args", '{"customer": "acme"}')
+    job = heartq.json("jobs", "show", job_id)
+    assert (job["rate_key"], job["rate_limit"]) == ("customer:acme", "10/s")
+    assert "10/s per customer:{customer}" in heartq("tasks").ok().out
+    (task,) = heartq.json("tasks")
+    assert (task["rate_limit"], task["rate_key"]) == ("10/s", "customer:{customer}")

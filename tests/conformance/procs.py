@@ -162,3 +162,25 @@ def limited_claimer(
         return got, most
 
     _report(index, results, work)
+
+
+def rate_claimer(index: int, barrier: Any, results: Any, url: str, now: float, key: str) -> None:
+    """Claim small batches of a queue whose jobs share one rate key, all at the same
+    instant (`now`), finishing each claim's jobs at once, for a fixed number of rounds
+    (a round may lose the key's lock to another claimer: it skips, and asks again).
+    Reports the ids claimed."""
+    from heartq.lifecycle.fate import succeeded
+
+    def work() -> list[str]:
+        store = open_store(url)
+        rng = random.Random(index)
+        got: list[str] = []
+        barrier.wait(TIMEOUT)
+        for _ in range(30):
+            claimed = store.claim(f"w{index}", ["default"], rng.randint(1, 3), 600, now=now)
+            got.extend(c.id for c in claimed)
+            store.finish([succeeded(c, None) for c in claimed], now=now)
+        store.close()
+        return got
+
+    _report(index, results, work)

@@ -30,6 +30,7 @@ from .support import (
     claim_one,
     enqueue_one,
     insert_version_1_job,
+    needs_liveness_locks,
     register,
     worker,
 )
@@ -203,6 +204,7 @@ def judged(store: Store, name: str, new: str, at: float) -> Reconciliation:
 
 
 def test_reclaim_by_name_recovers_what_an_earlier_incarnation_held(store: Store, t0: float) -> None:
+    needs_liveness_locks(store)
     register(store, "pod-1-old", t0, name="pod-1")
     register(store, "pod-2", t0, name="pod-2")
     for _ in range(3):
@@ -434,6 +436,7 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
     """Two processes on one host both started with `--name <hostname>`: the second's
     reconciliation must not take the jobs of the first, which is alive (it holds its
     liveness lock). A namesake without a lock is gone and loses its jobs."""
+    needs_liveness_locks(store)
     seen: list[tuple[str, dict]] = []
 
     def listen(event: str, fields: dict) -> None:
@@ -540,6 +543,7 @@ def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
     suspects it, and finds its lock held again when it judges once more, after the
     grace. (The chaos runs' finding 6: reconciliation believed a free lock at once.)
     Where a free lock is a dead process (SQLite's lock files), there is no moment."""
+    needs_liveness_locks(store)
     register(store, "live", t0, name="host-a")
     enqueue_one(store, t0)
     job = claim_one(store, "live", t0, lease=600)

@@ -37,6 +37,23 @@ REDACTED = [
         "postgresql://app:***@db/q",
     ),
     ("raw-at-in-password", "postgresql://app:hun@ter2@db/q", "postgresql://app:***@db/q"),
+    (
+        "direct-url-encoded",
+        "postgresql://app:hunter2@pooler/q?pooler=transaction"
+        "&direct_url=postgresql%3A%2F%2Fapp%3Ahunter2%40db%2Fq%3Fpassword%3Dhunter2",
+        "postgresql://app:***@pooler/q?pooler=transaction"
+        "&direct_url=postgresql%3A%2F%2Fapp%3A***%40db%2Fq%3Fpassword%3D***",
+    ),
+    (
+        "direct-url-raw",
+        "postgresql://pooler/q?pooler=transaction&direct_url=postgresql://app:hunter2@db/q",
+        "postgresql://pooler/q?pooler=transaction&direct_url=postgresql://app:***@db/q",
+    ),
+    (
+        "multi-host",
+        "postgresql://app:hunter2@db1:5432,db2:5433/q?target_session_attrs=read-write",
+        "postgresql://app:***@db1:5432,db2:5433/q?target_session_attrs=read-write",
+    ),
 ]
 
 UNCHANGED = [
@@ -45,6 +62,8 @@ UNCHANGED = [
     "postgresql://app@db:5432/q?schema=heartq&sslmode=require",
     "postgresql://db/q?application_name=no-password-here&passfile=/etc/pgpass",
     "postgresql://db/q?mypassword=not-a-libpq-parameter",
+    "postgresql://pooler/q?pooler=transaction&direct_url=postgresql%3A%2F%2Fapp%40db%2Fq",
+    "postgresql://app@db1:5432,db2:5433/q?target_session_attrs=read-write&schema=s",
 ]
 
 
@@ -92,3 +111,28 @@ def test_scrub_hides_several_urls_and_connection_strings() -> None:
 def test_scrub_leaves_text_without_secrets_alone() -> None:
     text = "job 01H failed: password authentication failed for user 'app' (sqlite:///q.db)"
     assert scrub(text) == text
+
+
+def test_a_multi_host_url_keeps_its_hosts_and_gives_heartq_its_options() -> None:
+    """A failover-aware URL (Patroni, pg_auto_failover, RDS: docs/OPERATIONS.md): libpq
+    gets every host and `target_session_attrs`, heartq takes its schema and pool size."""
+    conninfo_to_dict = pytest.importorskip("psycopg.conninfo").conninfo_to_dict
+    from heartq.store.postgres.connection import ConnectionPool, parse_url, resolve_pool_size
+
+    url = "postgresql://app@db1:5432,db2:5433/q?target_session_attrs=read-write"
+    url += "&schema=jobs&pool_size=3&connect_timeout=2"
+    conninfo, schema = parse_url(url)
+    assert schema == "jobs" and resolve_pool_size(url) == 3
+    assert conninfo_to_dict(conninfo) == {
+        "user": "app",
+        "host": "db1,db2",
+        "port": "5432,5433",
+        "dbname": "q",
+        "target_session_attrs": "read-write",
+        "connect_timeout": "2",
+    }
+    # libpq's connect_timeout (per host) is the URL's when it gives one, else heartq's 5 s
+    assert "connect_timeout" not in ConnectionPool(url).connect_kwargs
+    assert (
+        ConnectionPool(url.replace("&connect_timeout=2", "")).connect_kwargs["connect_timeout"] == 5
+    )

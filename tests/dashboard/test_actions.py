@@ -57,7 +57,7 @@ def test_cancel_a_queued_job(
 
     assert back == f"/jobs/{job_id}?notice=cancelled"
     text = page(client.get(back))
-    assert notice(text) == "Cancelled: the job was queued and will not run."
+    assert notice(text) == "Cancelled: the job had not started and will not run."
     assert "Cancel this job" not in text
     job = store.get_job(job_id)
     assert job["status"] == "cancelled"

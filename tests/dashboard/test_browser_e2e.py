@@ -1,10 +1,11 @@
 """The dashboard in a real headless Chromium (Debian's), against a real `heartq
 dashboard` process and real worker processes killed with real signals.
 
-What a user sees: the overview while a worker runs, a job's progress moving without a
-reload, a killed worker's job showing the crash and its recovery in the timeline, a dead
-job replayed from the page, an action refused without the token, and hostile text that
-stays text. Screenshots of every page go to test-artifacts/screenshots/.
+What a user sees: the overview while a worker runs (with a rate limit holding jobs
+back), a job's progress moving without a reload, a killed worker's job showing the crash
+and its recovery in the timeline, a dead job replayed from the page, an action refused
+without the token, and hostile text that stays text. Screenshots of every page go to
+test-artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ TASKS = textwrap.dedent(
     @app.task(max_retries=0)
     def fail(text=""):
         raise ValueError(text)
+
+
+    @app.task(rate_limit="1/m")
+    def limited():
+        return "once a minute"
 
 
     @app.task(max_retries=3)
@@ -172,10 +178,18 @@ def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
     job_id = site.cli.add("progress", {"seconds": 6.0})
     for n in range(3):
         site.cli.add("fail", {"text": f"{HOSTILE} #{n}"})
+    wait_for(lambda: "limited" in {t["name"] for t in site.cli.json("tasks")}, what="tasks")
+    for _ in range(3):  # the task's limit, declared by its worker: one start a minute
+        site.cli.add("limited")
     page.goto(site.url("/"))
     expect(page.get_by_test_id("workers-alive")).to_contain_text("1")
     expect(page.get_by_test_id("total-running").locator(".n")).to_have_text("1")
     expect(page.get_by_test_id("total-dead").locator(".n")).to_have_text("3")
+    limits = page.get_by_test_id("overview-rate-limits")
+    expect(limits.locator("tr").nth(1)).to_contain_text("limited")
+    expect(limits.locator("tr").nth(1).locator("td").nth(1)).to_have_text("1/m")
+    expect(limits.locator("tr").nth(1).locator("td").nth(3)).to_contain_text("in ")
+    expect(limits.locator("tr").nth(1).locator("td").nth(4)).to_have_text("2")
     shoot(page, "overview")
 
     page.goto(site.url(f"/jobs/{job_id}"))
@@ -195,7 +209,7 @@ def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
     shoot(page, "job")
 
     page.goto(site.url("/jobs"))
-    expect(page.get_by_test_id("jobs").locator("tr[data-job]")).to_have_count(4)
+    expect(page.get_by_test_id("jobs").locator("tr[data-job]")).to_have_count(7)
     expect(page.get_by_test_id("jobs")).to_contain_text(HOSTILE[:40])
     not_pwned(page)
     shoot(page, "jobs")
@@ -279,14 +293,37 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
 
 
 def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
+    """... and the job that waits for it shows what it waits for, then why it was
+    cancelled too."""
     site.start_dashboard("--allow-actions")
     job_id = site.cli.add("hold", {"seconds": 1.0})  # no worker: it waits
-    page.goto(site.url(f"/jobs/{job_id[:8]}"))  # a prefix finds it
+    waiting = site.cli.add("hold", {"seconds": 1.0}, depends_on=[job_id])
+    page.goto(site.url(f"/jobs/{waiting}"))
+    expect(page.locator("h1 .status")).to_have_text("waiting")
+    expect(page.get_by_test_id("waits-for")).to_contain_text("Waits for 1 of 1 dependency")
+    dependency = page.get_by_test_id("depends-on").locator(f"tr[data-job='{job_id}']")
+    expect(dependency).to_contain_text("queued")
+    shoot(page, "job-waiting")
+
+    page.goto(site.url(f"/jobs/{job_id[-8:]}"))  # its tail finds it
     expect(page.get_by_test_id("job-id")).to_have_text(job_id)
+    expect(page.get_by_test_id("dependents").locator(f"tr[data-job='{waiting}']")).to_contain_text(
+        "waiting"
+    )
     page.get_by_role("button", name="Cancel this job").click()
     expect(page.get_by_role("status")).to_contain_text("Cancelled")
     expect(page.locator("h1 .status")).to_have_text("cancelled")
     assert "heartq dashboard" in (site.cli.job(job_id)["cancelled_by"] or "")
+    expect(page.get_by_test_id("dependents").locator(f"tr[data-job='{waiting}']")).to_contain_text(
+        "cancelled"
+    )
+
+    page.goto(site.url(f"/jobs/{waiting}"))
+    expect(page.locator("h1 .status")).to_have_text("cancelled")
+    expect(page.get_by_test_id("error")).to_contain_text(f"dependency_failed: job {job_id}")
+    page.goto(site.url("/"))
+    expect(page.get_by_test_id("total-waiting").locator(".n")).to_have_text("0")
+    expect(page.get_by_test_id("total-cancelled").locator(".n")).to_have_text("2")
 
 
 def test_a_read_only_dashboard_shows_no_action(site: Site, page: Page) -> None:

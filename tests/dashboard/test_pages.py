@@ -47,7 +47,8 @@ def test_the_overview_counts_jobs_charts_their_ends_and_lists_live_workers(
     text = page(dashboard().get("/"))
 
     assert dict(CARD.findall(text)) == {
-        "queued": "1", "running": "0", "succeeded": "2", "dead": "1", "cancelled": "0"
+        "waiting": "0", "queued": "1", "running": "0", "succeeded": "2", "dead": "1",
+        "cancelled": "0",
     }  # fmt: skip
     assert '<a href="/jobs?queue=emails">emails</a>' in text
     assert '<a href="/jobs?queue=reports">reports</a>' in text
@@ -57,6 +58,24 @@ def test_the_overview_counts_jobs_charts_their_ends_and_lists_live_workers(
     assert "busiest minute 3" in text
     assert "alpha" in text and "omega" not in text  # workers alive only
     assert "0 / 3" in text  # slots busy
+
+
+def test_the_overview_and_a_jobs_page_show_rate_limits(
+    store: Store, dashboard: Dashboard
+) -> None:
+    now = store.clock()
+    limited = new_job("call_api", rate_key="api:<b>", rate_limit=1, rate_period=60.0)
+    first, *_ = store.enqueue([limited, limited, limited], now=now)
+    assert len(store.claim("w-test", ["default"], 5, 30.0, now=now)) == 1
+    client = dashboard()
+
+    text = page(client.get("/"))
+    table = text.split('data-testid="overview-rate-limits"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert cells[:3] == ["api:&lt;b&gt;", "1/m", "1"], cells  # started this period: 1
+    assert cells[3].startswith("in ") and cells[4:] == ["2", "1"], cells  # 2 due, 1 running
+    shown = page(client.get(f"/jobs/{first}"))
+    assert "<dt>Rate limit</dt><dd>api:&lt;b&gt; (at most 1/m starts)</dd>" in shown
 
 
 def test_the_job_list_filters_by_status_queue_and_task(

@@ -3,10 +3,12 @@ the suite itself (not a `test_*.py` file).
 
 `test_holds_what_tests_make` makes what real tests make and a killed run leaves behind: a
 schema on the suite's PostgreSQL, a `heartq worker` in a session of its own (as the
-integration tests start them), a private PostgreSQL cluster (a daemon) and a private
-NATS server; writes down what it made (a JSON line in the file `HQTEST_HELD` names); and
-waits to be interrupted or killed, its teardown undoing all of it as real tests' do
-(and, when asked, waiting in the middle for a second Ctrl-C to land there).
+integration tests start them), a private PostgreSQL cluster (a daemon) with a streaming
+standby of its own (`tests/pg_replication.py`: another daemon, made by `pg_basebackup`)
+and a private NATS server; writes down what it made (a JSON line in the file
+`HQTEST_HELD` names); and waits to be interrupted or killed, its teardown undoing all of
+it as real tests' do (and, when asked, waiting in the middle for a second Ctrl-C to land
+there).
 `test_nothing` is a run that only starts and ends (the run after a killed one).
 """
 
@@ -28,7 +30,7 @@ from heartq.store import open_store
 from heartq.store.postgres.connection import parse_url
 from tests import leftovers
 from tests.nats_harness import PrivateNats
-from tests.pg_harness import PrivateCluster
+from tests.pg_replication import StreamingPair
 
 HOLD_FOR = 100.0
 """Seconds the test waits to be interrupted before it gives up (a bound, not a sleep:
@@ -46,9 +48,11 @@ def test_holds_what_tests_make(store_url: str, tmp_path: Path) -> None:
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
-    cluster = nats = None
+    pair = nats = None
     try:
-        cluster = PrivateCluster()
+        pair = StreamingPair(synchronous=False)
+        cluster, standby = pair.primary, pair.standby
+        assert standby is not None
         nats = PrivateNats()
         assert nats.proc is not None
         conninfo, schema = parse_url(store_url)
@@ -59,9 +63,10 @@ def test_holds_what_tests_make(store_url: str, tmp_path: Path) -> None:
             pids={
                 "worker": worker.pid,
                 "postgres": cluster.postmaster_pid(),
+                "standby": standby.postmaster_pid(),
                 "nats": nats.proc.pid,
             },
-            dirs=[str(cluster.root), str(nats.dir)],
+            dirs=[str(cluster.root), str(standby.root), str(nats.dir)],
         )
         threading.Event().wait(HOLD_FOR)
     finally:  # a teardown written as tests write them: one step after the other
@@ -70,8 +75,8 @@ def test_holds_what_tests_make(store_url: str, tmp_path: Path) -> None:
         _kill_group(worker)
         if nats is not None:
             nats.close()
-        if cluster is not None:
-            cluster.close()
+        if pair is not None:
+            pair.close()
     pytest.fail(f"not interrupted within {HOLD_FOR} s")
 
 

@@ -5,7 +5,8 @@ Each test starts the command `scripts/test` ends with (pytest, two xdist workers
 selection of `held.py`, on a pseudo-terminal of its own (its controlling terminal, so
 that a Ctrl-C typed there reaches the controller and its workers as it would from a
 person's), waits until the held test has made a schema, a worker in a session of its own,
-a private PostgreSQL cluster and a private NATS server, and then interrupts or kills it.
+a private PostgreSQL cluster with its streaming standby and a private NATS server, and
+then interrupts or kills it.
 "Nothing left" is checked on what the held test wrote down (pids, the schema, the
 directories) and on the run's mark (`tests/leftovers.py`): no process carries it.
 """
@@ -156,7 +157,7 @@ def assert_nothing_left(run: leftovers.RunId, what: dict[str, Any]) -> None:
 def assert_all_held(what: dict[str, Any]) -> None:
     """What a killed run leaves is really there (else the next run proves nothing)."""
     alive = {name: pid for name, pid in what["pids"].items() if running(pid)}
-    assert alive.keys() >= {"worker", "postgres"}, alive  # NATS was in the killed group
+    assert alive.keys() >= {"worker", "postgres", "standby"}, alive  # NATS: in the killed group
     assert schema_exists(what), what["schema"]
     assert all(Path(d).exists() for d in what["dirs"]), what["dirs"]
 

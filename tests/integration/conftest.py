@@ -72,6 +72,7 @@ TASKS_SOURCE = textwrap.dedent(
 
     import asyncio
     import ctypes
+    import json
     import os
     import signal
     import threading
@@ -122,6 +123,23 @@ TASKS_SOURCE = textwrap.dedent(
             while time.monotonic() < deadline and not ctx.cancelled:
                 time.sleep(0.02)
         return ident(ctx)
+
+
+    @app.task
+    def collect(ctx, results, label=""):
+        """A group's callback: records each run of it and what it received."""
+        mark(f"collected-{ctx.job_id}-{ctx.execution_id}", json.dumps(results))
+        return {"label": label, "results": results}
+
+
+    @app.task
+    def commit_then_return(ctx, value, linger=0.5):
+        """Completes its job in its own transaction, then returns `value` a moment later:
+        its result lands after the commit that released its dependents."""
+        with ctx.transaction():
+            pass
+        time.sleep(linger)
+        return value
 
 
     @app.task
@@ -241,11 +259,14 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
-    def ledger_write(ctx, table, crash_first=""):
+    def ledger_write(ctx, table, crash_first="", wait_first=False):
         """Writes one row (job, execution) into `table` in its ctx.transaction(). With
         `crash_first`, execution 1 dies inside the block, after its write and before the
-        commit: "process" SIGKILLs the process that runs it."""
+        commit: "process" SIGKILLs the process that runs it. With `wait_first`,
+        execution 1 waits for the file `go-<job>` before it opens the transaction."""
         started(ctx)
+        while wait_first and ctx.execution_id == 1 and not (HERE / f"go-{ctx.job_id}").exists():
+            time.sleep(0.02)
         with ctx.transaction() as conn:
             mark_ = "?" if type(conn).__module__.startswith("sqlite3") else "%s"
             conn.execute(

@@ -135,6 +135,32 @@ def test_a_job_published_five_times_runs_once(harness: Harness, transport_url: s
     assert done["attempts"] == 1
 
 
+def test_rate_limited_jobs_run_at_their_pace_with_the_transport(
+    harness: Harness, transport_url: str
+) -> None:
+    """A rate-limited job's message is a wake-up the claim by id never takes: the worker
+    that hears it claims from the database at once, which counts the key, and claims
+    again as the key's starts free up. So the first start comes at once and the others
+    at the limit's pace, not at each worker's database backstop (every 10 s)."""
+    for _ in range(2):
+        harness.start_worker("--transport", transport_url, settings=CALM)
+    app = heartq.App(harness.url, transport=transport_url)
+    try:
+        limited = [{"value": n} for n in range(6)]
+        ids = app.enqueue_many("quick", limited, rate_key="nats", rate_limit="2/s")
+        app.enqueue_many("quick", [{"value": n} for n in range(4)])
+    finally:
+        app.close()
+    all_succeeded_once(harness, 10, 60)
+    jobs = [harness.job(job_id) for job_id in ids]
+    starts = sorted(parse_ts(job["started_at"]) for job in jobs)
+    for start in starts:
+        assert sum(1 for s in starts if start <= s < start + 1.0) <= 2, starts
+    created = min(parse_ts(job["created_at"]) for job in jobs)
+    assert starts[0] - created < 5.0, (created, starts)  # not left to the backstop
+    assert starts[-1] - starts[0] < 6.0, starts  # three backstops would take 20 s
+
+
 def test_sigkill_mid_job_is_recovered_through_the_database(
     harness: Harness, transport_url: str
 ) -> None:

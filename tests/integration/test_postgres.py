@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from heartq.errors import StoreUnavailable
 from heartq.model import DetectedBy, JobStatus, NewJob, WorkerInfo
 from heartq.store import open_store
 from heartq.store.interface import LivenessHandle
@@ -320,6 +321,43 @@ def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
         store.close()
 
 
+def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
+    harness: Harness,
+) -> None:
+    """A failover ends every session at once, on a server whose uptime (a promoted
+    standby's postmaster) says nothing of it. What a prober does know is its own session:
+    while it is down, and for `liveness_restart_quiet` after it was reopened, the process
+    does not probe (the others' sessions may be reopening too), and keeps what was
+    suspected; afterwards it probes as before."""
+    store = probe_store(harness)
+    mine, gone = f"mine-{harness.schema}", f"gone-{harness.schema}"  # lock keys are global
+    handle = store.liveness_hold(mine)
+    try:
+        store.liveness_restart_quiet = 2.0
+        probe = DetectedBy.LIVENESS_LOCK
+        t0 = float(math.floor(store.clock()))
+        job_id = running(store, gone, t0)
+        assert store.liveness_probe(probe, now=t0) == []
+        assert store.liveness_suspects() == {gone: t0}  # a probe ran: not quiet so far
+
+        (before,) = advisory_holders(harness, mine)
+        assert harness.sql("SELECT pg_terminate_backend(%s)", (before,)) == [(True,)]
+        harness.wait_for(
+            lambda: advisory_holders(harness, mine) not in ([], [before]), 10, "the lock back"
+        )
+        reopened_at = time.monotonic()
+        assert store.liveness_probe(probe, now=t0 + 10) == []  # the grace is long past
+        assert store.liveness_suspects() == {gone: t0}
+        assert store.get_job(job_id)["status"] == JobStatus.RUNNING
+
+        time.sleep(max(0.0, reopened_at + store.liveness_restart_quiet - time.monotonic()))
+        (dead,) = store.liveness_probe(probe, now=t0 + 20)
+        assert (dead.id, [r.job_id for r in dead.reclaimed]) == (gone, [job_id])
+    finally:
+        handle.release()
+        store.close()
+
+
 # -- read-only roles and unreachable servers ------------------------------------------------
 def heartq_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
@@ -394,6 +432,40 @@ def test_an_unreachable_server_is_one_line_with_its_reason(backend: str) -> None
 
 
 # -- the whole server goes away ------------------------------------------------------------
+LONG_OUTAGE = 10.0
+
+
+def test_the_pool_reaches_a_server_back_from_a_long_outage_at_once(backend: str) -> None:
+    """After an outage of any length (a failover, a restart), the pool connects again
+    within about a second of the server's return. psycopg_pool alone retries a lost
+    connection at 1, 3, 7, 15 ... s: a server back after 10 s was reached 3.5-4 s later
+    (`POOL_RECONNECT_WINDOW`)."""
+    cluster = pg_harness.PrivateCluster()
+    store = open_store(f"{cluster.url}?schema=heartq_pool")
+    try:
+        store.migrate()
+        cluster.stop("immediate")
+        down_at = time.monotonic()
+        while time.monotonic() < down_at + LONG_OUTAGE:  # callers meet the outage meanwhile
+            with contextlib.suppress(StoreUnavailable):
+                store.count_jobs()
+            time.sleep(0.2)
+        cluster.start()
+        back_at = time.monotonic()
+        while True:
+            try:
+                store.count_jobs()
+                break
+            except StoreUnavailable:
+                assert time.monotonic() - back_at < 30, "the pool never came back"
+        took = time.monotonic() - back_at
+        print(f"the pool reached the server {took:.2f} s after it was back")
+        assert took < 2.0, took
+    finally:
+        store.close()
+        cluster.close()
+
+
 SETTINGS = {"--heartbeat-interval": "0.2", "--lease": "1.2"}
 TRUST_WINDOW = 1.2 - 1.2 / 6
 OUTAGE = 2.5
@@ -525,6 +597,45 @@ def test_worker_fences_itself_when_the_server_goes_away(
         assert worker.alive()
         following = harness.enqueue("quick")  # and it works on as before
         assert harness.wait_status(following, "succeeded", 10)["result"]["worker_id"] == worker.id
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_task_whose_transaction_cannot_reach_the_server_spends_no_retry(
+    backend: str, tmp_path: Path, pool: str
+) -> None:
+    """A task's `ctx.transaction()` meets a stopped server (a restart, a failover): its
+    `StoreUnavailable` is the database's fault, not the job's. The attempt is given back
+    `interrupted` (not counted: the job has `max_retries=0`) once the server answers,
+    within seconds, not at the next regular heartbeat (60 s here), and the next attempt
+    writes the effect once."""
+    with private_harness(tmp_path) as (harness, cluster):
+        table = f"{harness.schema}.ledger"
+        harness.sql(f"CREATE TABLE {table} (job_id text NOT NULL, execution_id integer NOT NULL)")
+        settings = {"--heartbeat-interval": "60", "--lease": "180", "--reap-interval": "60"}
+        worker = harness.start_worker("--pool", pool, settings=settings)
+        job_id = harness.enqueue("ledger_write", {"table": table, "wait_first": True},
+                                 max_retries=0)  # fmt: skip
+        harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 20, "attempt 1")
+        cluster.stop("immediate")
+        try:
+            harness.path(f"go-{job_id}").touch()  # its transaction now meets no server
+            harness.wait_for(
+                lambda: worker.job_events("lease_lost", job_id), 30, "the attempt given up"
+            )
+        finally:
+            cluster.start()
+        back_at = time.monotonic()
+        # the result lands just after the commit that succeeded the job: wait for both
+        done = harness.wait_job(job_id, lambda j: j["result"], 40, "its result")
+        assert [e["outcome"] for e in done["executions"]] == ["interrupted", "succeeded"], done
+        crash = done["executions"][0]["crash"]
+        assert crash["detected_by"] == "self_fence", crash
+        assert crash["reason"] == "its task could not reach the queue's database", crash
+        assert done["attempts"] == 1 and done["result"]["attempt"] == 1, done
+        requeued = worker.job_events("job_reenqueued", job_id)
+        assert requeued and time.monotonic() - back_at < 30.0  # the next heartbeat: ~60 s
+        assert harness.sql(f"SELECT execution_id FROM {table}") == [(2,)]
+        assert not worker.job_events("job_failed", job_id)
 
 
 def test_a_server_restart_takes_no_living_workers_jobs_and_notify_wakes_again(

@@ -24,6 +24,9 @@ from tests import pg_harness
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
+    # Rate-limited jobs: their own claim index, walked by key; a key's starts by executions' one.
+    "CLAIM_RATED": "SEARCH j USING INDEX heartq_jobs_rated_claim_idx (rate_key=?)",
+    "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
     "RENEW": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
@@ -42,6 +45,11 @@ EXPECTED = {
     # A shortened id: a start is a range of the primary key; a tail reads only its index.
     "JOBS_BY_PREFIX": "USING INDEX sqlite_autoindex_heartq_jobs_1 (id>? AND id<?)",
     "JOBS_BY_SUFFIX": "SCAN heartq_jobs USING COVERING INDEX sqlite_autoindex_heartq_jobs_1",
+    # A job's dependents, found by the edges' index: a release reads no other edge.
+    "RELEASE_DEPENDENTS": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
+    "END_DEPENDENCY_EDGES": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
+    # A drain's look at waiting jobs reads only them.
+    "HAS_PENDING": "SEARCH w USING INDEX heartq_jobs_waiting_idx (queue=?)",
 }
 
 
@@ -105,7 +113,7 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
             params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
                       "reports": leases, "worker_id": "w", "lease": 60, "now": None,
-                      "abandoned": 0}  # fmt: skip
+                      "abandoned": 0, "defer": True}  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()
@@ -116,6 +124,31 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
     locking = plan.split("CTE locked", 1)[1]
     assert "jobs_worker_idx" not in locking and "Seq Scan on jobs" not in locking, plan
     assert "Index Cond: (id = ANY" in locking, plan
+
+
+@pytest.mark.parametrize("name", ["RELEASE_DEPENDENTS", "END_DEPENDENCY_EDGES"])
+def test_postgres_a_release_reads_only_the_edges_of_the_jobs_that_ended(
+    pg_server_url: str, name: str
+) -> None:
+    """A release (run in the transaction of every end of a job with dependents) finds
+    the edges of the jobs that ended through their index, whatever the statistics say:
+    with statistics that still call the table empty, a plan that reads every edge would
+    cost each such end the whole table."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            firsts = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            pg.enqueue([NewJob("t", "{}", depends_on=(f,)) for f in firsts])
+            with pg.pool.transaction() as conn:
+                explain = "EXPLAIN (COSTS OFF) " + getattr(pg_q, name)
+                rows = conn.execute(explain, {"ids": firsts[:10], "now": None}).fetchall()
+                conn.rollback()
+        finally:
+            pg.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    assert "Seq Scan on job_dependencies" not in plan, plan
+    assert "job_dependencies_depends_on_idx" in plan, plan
 
 
 @pytest.mark.parametrize("analyzed", [False, True], ids=["fresh-statistics", "analyzed"])
@@ -201,3 +234,45 @@ def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -
         assert "Sort" not in plan, plan
         scanned = [int(n) for n in re.findall(r"jobs_pkey .*rows=(\d+)", plan)]
         assert scanned and max(scanned) <= 500, plan
+
+
+def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_url: str) -> None:
+    """A backlog of rate-limited jobs (20,000 behind 20 keys) costs the plain claim nothing
+    (its index holds none of them) and the rate-limited claim one skip-scan probe and one
+    short walk per key: every statement of it reads jobs_rated_claim_idx by key, a key's
+    starts by executions_rate_idx, and no scan of either table. No ANALYZE."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            rated = [NewJob("t", "{}", rate_key=f"k{i % 20}", rate_limit=3, rate_period=60.0)
+                     for i in range(20_000)]  # fmt: skip
+            for first in range(0, len(rated), 5000):
+                pg.enqueue(rated[first : first + 5000])
+            pg.enqueue([NewJob("t", "{}") for _ in range(100)])
+            assert len(pg.claim("w", ["default"], 100, lease=60)) == 100  # the plain ones
+            assert len(pg.claim("w", ["default"], 30, lease=60)) == 30  # 10 keys' starts
+            params = {"worker_id": "w", "queues": ["default"], "queue": "default",
+                      "limit": 10, "lease": 60, "now": None,
+                      "rate_keys": [f"k{i}" for i in range(10, 20)],
+                      "concurrency_keys": []}  # fmt: skip
+            plans = {}
+            with pg.pool.transaction() as conn:
+                for name in ("CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
+                    explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
+                    rows = conn.execute(explain, params).fetchall()
+                    plans[name] = "\n".join(r["QUERY PLAN"] for r in rows)
+                conn.rollback()
+        finally:
+            pg.close()
+    for plan in plans.values():
+        assert "Seq Scan on jobs" not in plan and "Seq Scan on executions" not in plan, plan
+        assert "Sort Key: jobs" not in plan, plan  # never a sort of the backlog
+    plain = plans["CLAIM_ONE_QUEUE"]
+    assert "jobs_claim_idx" in plain and "jobs_rated_claim_idx" not in plain, plain
+    for name in ("CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
+        plan = plans[name]
+        walked = [int(n) for n in re.findall(r"jobs_rated_claim_idx on jobs.*?rows=(\d+)", plan)]
+        assert walked and max(walked) <= 10, plan  # per key: its best jobs, no more
+        assert "Index Cond: (rate_key" in plan or "Index Cond: ((rate_key" in plan, plan
+    assert "executions_rate_idx" in plans["RATE_WAIT"], plans["RATE_WAIT"]

@@ -24,7 +24,8 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "StoreUnavailable", "StoreBusy", "StoreRefused", "DuplicateJob", "CancelResult",
         "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "WorkerHookInfo",
         "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled", "ResultTimeout",
-        "BadArguments", "TaskNotDeclaredWarning",
+        "BadArguments", "TaskNotDeclaredWarning", "Signature", "Chain", "Group", "chain",
+        "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
         "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented

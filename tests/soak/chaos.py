@@ -45,6 +45,11 @@ What one run does:
      skipped or retried while it is down, reconnected after (nothing of the runner's is
      in flight when it stops the server, so a failed enqueue stored nothing);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
+   Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
+   Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
+   groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
+   them (`depends_on`) and receives their results, and chains of 2-4 steps each waiting
+   for the one before, enqueued in the same batch as their dependencies.
    Every second a monitor reads the running jobs: one held by a worker the runner killed
    longer than `lease + reap interval + --slack` ago (plus, for each server outage in
    between, its length and a lease) is a zombie (I1).
@@ -56,7 +61,14 @@ What one run does:
    previous one ended is a `now()` inversion, counted, not an I2 violation); effects
    exactly once against the ledger: a succeeded job of a kind that writes one has
    exactly one row, from the execution that succeeded; a job that did not succeed has
-   none; two rows or more is "effect N times". A succeeded job with
+   none; two rows or more is "effect N times". Pipelines: no job ran before each of
+   its dependencies succeeded (its first execution started after theirs ended, and no
+   job whose dependency failed ran at all); a job whose dependency ended dead or
+   cancelled ended cancelled (`dependency_failed`), one whose dependencies all succeeded
+   was not cancelled for it; every callback that succeeded received every member's
+   result, from the attempt that succeeded, in order, and wrote its effect once. Rate
+   limits: no window of the period held more starts of the rated key than its limit. A
+   succeeded job with
    no result is accepted for those kinds (its worker died between the commit and saving
    the result) and counted as "results lost after the commit". Then the figures are
    printed (and written as JSON with --json-out).
@@ -69,6 +81,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import json
@@ -89,9 +102,17 @@ from pathlib import Path
 from typing import Any
 
 from heartq.errors import JobNotFound, StoreUnavailable
+from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
-from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
+from tests.soak.chaos_tasks import (
+    LEDGER_ENV,
+    LOG_ENV,
+    PROC_QUEUE,
+    RATE_KEY,
+    RATE_LIMIT,
+    RATE_PERIOD,
+)
 
 try:
     import psycopg
@@ -115,7 +136,7 @@ FAULT_KINDS = (
 PG_FAULTS = ("pg_terminate", "pg_restart")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
-     "chaos_async", "chaos_child_crash"}
+     "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated"}
 )  # fmt: skip
 """The kinds that can succeed: each writes its effect (one ledger row) in the transaction
 that completes its job (`chaos_tasks.effect`)."""
@@ -156,6 +177,9 @@ class ChaosConfig:
             "twin": 1.0,
         }
     )
+    pipelines: float = 0.08
+    """The share of the plan's draws that make a pipeline (a group with its callback, or
+    a chain) instead of one job; 0 for none."""
     drain_timeout: float = 60.0
     slack: float = 5.0
     """Scheduling slack on top of lease + reap interval before a dead worker's job is a
@@ -176,6 +200,7 @@ class ChaosConfig:
 
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
+    "chaos_rated": 6,
     "chaos_long": 14,
     "chaos_flaky": 12,
     "chaos_async": 8,
@@ -191,8 +216,12 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
     """One job of `kind` (arguments and retry policy drawn from `rng`)."""
     args: dict[str, Any] = {"n": n}
     max_retries = 5
+    rate: dict[str, Any] = {}
     if kind == "chaos_short":
         args["ms"] = rng.randint(0, 30)
+    elif kind == "chaos_rated":
+        args["ms"] = rng.randint(0, 30)
+        rate = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
     elif kind in ("chaos_long", "chaos_proc_long"):
         args["steps"] = rng.randint(4, 10)
         args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
@@ -217,14 +246,75 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         max_retries=max_retries,
         retry_backoff=0.05,
         retry_backoff_max=0.5,
+        **rate,
     )
 
 
+MEMBER_WEIGHTS: dict[str, float] = {
+    "chaos_short": 30,
+    "chaos_flaky": 12,
+    "chaos_long": 10,
+    "chaos_async": 8,
+    "chaos_proc_long": 6,
+    "chaos_child_crash": 3,
+    "chaos_permanent": 2,
+}
+"""The kinds of a group's members and a chain's steps: mostly ones that succeed (after
+retries, crashes and checkpoints), a few that end dead and so cancel what waits."""
+
+
 def job_plan(config: ChaosConfig) -> list[NewJob]:
+    """`config.jobs` jobs, dependencies before what waits for them (a batch of the plan
+    holds a pipeline's callback only with or after its members)."""
     rng = random.Random(f"jobs-{config.seed}")
-    kinds = list(KIND_WEIGHTS)
-    weights = [KIND_WEIGHTS[k] for k in kinds]
-    return [make_job(rng.choices(kinds, weights)[0], n, rng) for n in range(config.jobs)]
+    kinds, weights = list(KIND_WEIGHTS), list(KIND_WEIGHTS.values())
+    plan: list[NewJob] = []
+    while len(plan) < config.jobs:
+        left, n = config.jobs - len(plan), len(plan)
+        draw = rng.random()
+        if left >= 3 and draw < config.pipelines / 2:
+            plan += make_group(rng.randint(2, min(5, left - 1)), n, rng)
+        elif left >= 2 and draw < config.pipelines:
+            plan += make_chain(rng.randint(2, min(4, left)), n, rng)
+        else:
+            plan.append(make_job(rng.choices(kinds, weights)[0], n, rng))
+    return plan
+
+
+def _member(n: int, rng: random.Random, depends_on: tuple[str, ...] = ()) -> NewJob:
+    kinds, weights = list(MEMBER_WEIGHTS), list(MEMBER_WEIGHTS.values())
+    job = make_job(rng.choices(kinds, weights)[0], n, rng)
+    return dataclasses.replace(job, id=new_job_id(), depends_on=depends_on)
+
+
+def make_group(size: int, n: int, rng: random.Random) -> list[NewJob]:
+    """`size` members and their callback (`chaos_fan_in`), which waits for them all and
+    receives their results."""
+    members = [_member(n + i, rng) for i in range(size)]
+    args: dict[str, Any] = {"n": n + size}
+    if rng.random() < 0.2:
+        args["hold_ms"] = rng.randint(1, 5)
+    callback = NewJob(
+        task="chaos_fan_in",
+        args_json=json.dumps(args),
+        priority=rng.randint(0, 2),
+        max_retries=5,
+        retry_backoff=0.05,
+        retry_backoff_max=0.5,
+        id=new_job_id(),
+        depends_on=tuple(m.id for m in members if m.id),
+        dependency_results=True,
+    )
+    return [*members, callback]
+
+
+def make_chain(size: int, n: int, rng: random.Random) -> list[NewJob]:
+    """`size` steps, each waiting for the one before."""
+    steps: list[NewJob] = []
+    for i in range(size):
+        before = (steps[-1].id,) if steps and steps[-1].id else ()
+        steps.append(_member(n + i, rng, before))
+    return steps
 
 
 # -- time helpers ----------------------------------------------------------------------
@@ -418,6 +508,7 @@ class ChaosRun:
         self.kind_of: dict[str, str] = {}
         self.args_of: dict[str, dict[str, Any]] = {}
         self.cancel_asked: dict[str, str] = {}
+        self.deps_of: dict[str, list[str]] = {}
         self.zombies: dict[tuple[str, int], str] = {}
         self.violations: list[str] = []
         self.anomalies: list[str] = []
@@ -471,7 +562,11 @@ class ChaosRun:
             print(f"[{elapsed:7.2f}s] {text}", file=sys.stderr, flush=True)
 
     # -- workers ----------------------------------------------------------------------
-    def start_worker(self, slot: int, name: str, queues: str | None = None) -> WorkerProc:
+    def start_worker(
+        self, slot: int, name: str, queues: str | None = None, url: str | None = None
+    ) -> WorkerProc:
+        """A worker in `slot`; `url`: another way to the queue's database (a
+        `tests.faultproxy.FaultProxy` in front of it), default the queue's URL."""
         c = self.config
         number = next(self._numbers)
         pool = POOLS[slot % len(POOLS)]
@@ -479,7 +574,7 @@ class ChaosRun:
             queues = f"default,{PROC_QUEUE}" if pool == "process" else "default"
         app_name = f"hqc_{self.schema}_{number}" if self.schema else f"hqc_{number}"
         argv = [
-            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", self.url,
+            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", url or self.url,
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
@@ -986,6 +1081,8 @@ class ChaosRun:
             self.enqueued.append(job_id)
             self.kind_of[job_id] = job.task
             self.args_of[job_id] = json.loads(job.args_json)
+            if job.depends_on:
+                self.deps_of[job_id] = list(job.depends_on)
 
     def drain(self) -> bool:
         """Faults stop; frozen workers continue; every slot has a live worker; wait until
@@ -1096,6 +1193,8 @@ class Checker:
         self.results_lost: list[str] = []
         self.inversions: list[tuple[float, str]] = []
         self.ledger: dict[str, Any] = {}
+        self.pipelines: dict[str, int] = {}
+        self.rate: dict[str, int] = {}
 
     def fail(self, text: str) -> None:
         if len(self.v) < 200:
@@ -1128,6 +1227,8 @@ class Checker:
         for job_id, job in self.jobs.items():
             self.check_job(job_id, job, drained, workers)
         self.check_side_file()
+        self.check_dependencies()
+        self.check_rate_limit()
         self.check_ledger()
         self.check_workers(workers)
 
@@ -1147,7 +1248,7 @@ class Checker:
                 proc = run.by_id(job["worker_id"])
                 if proc is None or proc.killed_at is not None:
                     self.fail(f"I1: {where} running under a dead worker {job['worker_id']}")
-            elif status != "queued":
+            elif status not in ("queued", "waiting"):
                 self.fail(f"I1: {where} has an unknown status")
         # I2/I3: execution ids strictly increase; at most one open execution, the current
         # one; each execution starts after the previous one ended (one owner at a time).
@@ -1235,7 +1336,11 @@ class Checker:
             ):
                 self.fail(f"I5: {where} dead after {job['attempts']} attempts: {reason}")
         # What each kind may end as (the tasks' own contract).
-        if status == "cancelled" and job_id not in run.cancel_asked:
+        if (
+            status == "cancelled"
+            and job_id not in run.cancel_asked
+            and not (run.deps_of.get(job_id) and self.dependency_failed(job_id))
+        ):
             self.fail(f"{where} cancelled but nobody asked")
         if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
             self.fail(f"{where} succeeded, which its task never does")
@@ -1260,6 +1365,82 @@ class Checker:
                 or checkpoint.get("step") != result.get("steps")
             ):
                 self.fail(f"I3: {where} checkpoint {checkpoint} not from its last attempt")
+
+    def dependency_failed(self, job_id: str) -> list[str]:
+        """Those of the job's dependencies that ended dead or cancelled."""
+        deps = self.run.deps_of.get(job_id, [])
+        return [d for d in deps if self.jobs.get(d, {}).get("status") in ("dead", "cancelled")]
+
+    def check_dependencies(self) -> None:
+        """Jobs that wait for jobs: none ran before its dependencies succeeded, a failed
+        dependency cancels what waits for it and only that, and every callback got every
+        result once."""
+        run = self.run
+        tolerance = CLOCK_TOLERANCE if run.config.backend == "postgres" else 0.0
+        counts: Counter[str] = Counter()
+        for job_id, deps in run.deps_of.items():
+            job = self.jobs.get(job_id)
+            if job is None or any(d not in self.jobs for d in deps):
+                continue  # I6 said so already
+            where = f"job {job_id} ({job['task']}, {job['status']})"
+            counts["groups" if run.kind_of[job_id] == "chaos_fan_in" else "chain_steps"] += 1
+            failed = self.dependency_failed(job_id)
+            execs = job["executions"]
+            if failed and execs:
+                self.fail(f"dependencies: {where} ran though {failed[0]} ended "
+                          f"{self.jobs[failed[0]]['status']}")  # fmt: skip
+            started = parse_ts(execs[0]["started_at"]) if execs else None
+            for dep in deps if started is not None else []:
+                ended = [parse_ts(e["ended_at"]) for e in self.jobs[dep]["executions"]
+                         if e["outcome"] == "succeeded"]  # fmt: skip
+                if not ended or ended[0] is None:
+                    self.fail(f"dependencies: {where} ran, but {dep} has no succeeded attempt")
+                elif started is not None and started < ended[0] - tolerance:
+                    self.fail(f"dependencies: {where} started at {execs[0]['started_at']}, "
+                              f"before {dep} succeeded")  # fmt: skip
+            asked = job_id in run.cancel_asked
+            if failed and not asked:
+                counts["cancelled_by_a_failed_dependency"] += 1
+                if job["status"] != "cancelled" or not (job["error"] or "").startswith(
+                    "dependency_failed"
+                ):
+                    self.fail(f"dependencies: {where} after {failed[0]} ended "
+                              f"{self.jobs[failed[0]]['status']}: {job['error']!r}")  # fmt: skip
+            elif not failed and (job["error"] or "").startswith("dependency_failed"):
+                self.fail(f"dependencies: {where} says {job['error']!r}, no dependency failed")
+            if run.kind_of[job_id] == "chaos_fan_in" and job["status"] == "succeeded":
+                counts["callbacks_succeeded"] += 1
+                if job["result"] is None:
+                    continue  # lost after its commit: the ledger holds its effect to once
+                expected = [
+                    None if self.jobs[d]["result"] is None else [d, self.jobs[d]["result"]["eid"]]
+                    for d in deps
+                ]
+                if job["result"].get("got") != expected:
+                    self.fail(f"dependencies: {where} received {job['result'].get('got')}, "
+                              f"expected {expected}")  # fmt: skip
+        self.pipelines = dict(sorted(counts.items()))
+
+    def check_rate_limit(self) -> None:
+        """Rate limits across the fleet: at most `RATE_LIMIT` attempts of the rated jobs
+        start in any `RATE_PERIOD` seconds (every attempt is a start: crashed, released
+        and interrupted ones too), by the database's clock, whoever claimed them."""
+        starts = sorted(
+            t
+            for job_id, job in self.jobs.items()
+            if self.run.kind_of[job_id] == "chaos_rated"
+            for e in job["executions"]
+            if (t := parse_ts(e["started_at"])) is not None
+        )
+        busiest = 0
+        for i, start in enumerate(starts):
+            within = sum(1 for t in starts[i : i + RATE_LIMIT + 1] if t < start + RATE_PERIOD)
+            busiest = max(busiest, within)
+            if within > RATE_LIMIT:
+                self.fail(f"rate limit: {within} starts of {RATE_KEY} within {RATE_PERIOD:g} s "
+                          f"from {start:.3f} (limit {RATE_LIMIT})")  # fmt: skip
+                break
+        self.rate = {"starts": len(starts), "busiest_window": busiest, "limit": RATE_LIMIT}
 
     def check_side_file(self) -> None:
         """At-least-once and fencing, from what the attempts themselves wrote."""
@@ -1435,6 +1616,8 @@ class Checker:
                 latency_summary([end - start for start, end in run.outages if end < math.inf])
             ),
             "ledger": self.ledger,
+            "pipelines": self.pipelines,
+            "rate_limited": self.rate,
             "i2_timestamp_inversions": {
                 "n": len(self.inversions),
                 "max_s": round(max((d for d, _ in self.inversions), default=0.0), 4),
@@ -1604,6 +1787,9 @@ def format_report(fig: dict[str, Any]) -> str:
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
+        f"  pipelines     {fig['pipelines']}",
+        f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
+        "database's clock)",
         "  detection latency (detected_at - fault time), seconds:",
     ]
     for cause, s in lat.items():
@@ -1682,6 +1868,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=float, default=defaults.lease)
     parser.add_argument("--reap", type=float, default=defaults.reap)
     parser.add_argument("--liveness", type=float, default=defaults.liveness)
+    parser.add_argument(
+        "--pipelines",
+        type=float,
+        default=defaults.pipelines,
+        help="share of the plan's draws that make a group or a chain (0: none)",
+    )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
@@ -1709,6 +1901,7 @@ def main(argv: list[str] | None = None) -> int:
         reap=args.reap,
         liveness=args.liveness,
         drain_timeout=args.drain_timeout,
+        pipelines=args.pipelines,
         slack=args.slack,
         pg_url=args.pg_url,
         private_pg=args.private_pg,

@@ -30,6 +30,13 @@ Kinds (the runner picks them, seeded):
 - `chaos_child_crash` (queue `proc`, process pool only): attempt 1 SIGKILLs its own child.
 - `chaos_proc_long` (queue `proc`): `chaos_long` in a child process, the target of the
   runner's "kill a child" fault.
+- `chaos_rated`: `chaos_short` under a rate limit the runner gives each job (its key
+  `RATE_KEY`, `RATE_LIMIT` starts per `RATE_PERIOD` seconds), held to it across the fleet.
+- `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
+  their results in order, and returns which attempt produced each.
+
+Pipelines (the runner builds them from these kinds): groups of members of the kinds
+above with a `chaos_fan_in` callback, and chains of steps each waiting for the one before.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ from typing import Any
 import heartq
 
 LOG_ENV = "HEARTQ_CHAOS_LOG"
+RATE_KEY = "chaos-rated"
+RATE_LIMIT = 4
+RATE_PERIOD = 1.0
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 PROC_QUEUE = "proc"
 
@@ -229,3 +239,25 @@ def child_crash(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, A
             os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
         effect(ctx, hold_ms)
         return ident(ctx, n=n)
+
+
+@app.task(name="chaos_rated")
+def rated(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
+    with attempt(ctx, "chaos_rated"):
+        time.sleep(ms / 1000)
+        effect(ctx, hold_ms)
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_fan_in")
+def fan_in(
+    ctx: heartq.JobContext, results: list[Any], n: int, hold_ms: int = 0
+) -> dict[str, Any]:
+    """A group's callback (`depends_on` its members, `dependency_results`): it receives
+    the members' results in order and returns, for each, the attempt that produced it
+    (`[job, eid]`, None for a member without a result), so the runner can hold every
+    callback to every result, exactly once."""
+    with attempt(ctx, "chaos_fan_in"):
+        got = [None if r is None else [r.get("job"), r.get("eid")] for r in results]
+        effect(ctx, hold_ms)
+        return ident(ctx, n=n, got=got)

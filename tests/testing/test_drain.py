@@ -319,3 +319,37 @@ class _open:
 def _values(app: heartq.App, table: str) -> list[int]:
     with _open(app) as conn:
         return [row[0] for row in conn.execute(f"SELECT value FROM {table}").fetchall()]
+
+
+def test_a_drain_waits_for_a_job_whose_dependency_runs_elsewhere(app: heartq.App) -> None:
+    """A waiting job is pending work while its dependency is (`Store.has_pending`): here
+    the dependency runs on a worker of another queue, and the drain of `default` runs the
+    dependent once it is released, rather than stopping at `nothing left`."""
+    go = threading.Event()
+
+    @app.task(queue="slow")
+    def upstream() -> str:
+        assert go.wait(30)
+        return "up"
+
+    @app.task
+    def downstream() -> str:
+        return "down"
+
+    first = upstream.enqueue()
+    other = heartq.Worker(app, queues=["slow"], poll_interval=0.02, shutdown_timeout=2)
+    thread = threading.Thread(target=other.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while app.get_job(first)["status"] != JobStatus.RUNNING:
+            assert time.monotonic() < deadline, "the upstream job never started"
+            time.sleep(0.01)
+        then = downstream.options(depends_on=[first]).enqueue()
+        threading.Timer(0.3, go.set).start()  # while the drain runs (when does not matter)
+        report = drain(app, queues=["default"], timeout=30)
+    finally:
+        go.set()
+        other.request_stop()
+        thread.join(15)
+    assert [(run.id, run.result) for run in report] == [(then, "down")]

@@ -16,6 +16,7 @@ from heartq.app import App
 from heartq.cli.common import F, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError, TaskNotDeclaredWarning
+from heartq.model import DependencyFailure
 from heartq.options import OPTIONS, Option, parse_eta
 
 
@@ -107,7 +108,31 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
         return EtaType()
     if option.kind is dict:
         return JSON_OBJECT
+    if option.kind is list:
+        return JOB_IDS
+    if option.name == "on_dependency_failure":
+        return click.Choice([f.value for f in DependencyFailure])
     return None
+
+
+class JobIds(click.ParamType[list[str]]):
+    """`--depends-on ID,ID`: job ids, comma-separated (each may be shortened, as
+    `heartq jobs show` takes them: resolved against the queue before the enqueue)."""
+
+    name = "ids"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> list[str]:
+        if isinstance(value, list):
+            return value
+        ids = [part.strip() for part in str(value).split(",") if part.strip()]
+        if not ids:
+            self.fail("give at least one job id", param, ctx)
+        return ids
+
+
+JOB_IDS = JobIds()
 
 
 class JsonObject(click.ParamType[dict[str, Any]]):
@@ -182,6 +207,8 @@ def enqueue_command(
     args = parse_args_json(read_args_text(args_text))
     app = App(resolve_url(url), strict_tasks=strict)
     try:
+        if options.get("depends_on"):
+            options["depends_on"] = [app.store.resolve_job_id(x) for x in options["depends_on"]]
         with warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always", TaskNotDeclaredWarning)
             job_id = app.enqueue(task, args, **options)

@@ -39,10 +39,13 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     if job.get("concurrency_key") is not None:
         limit = job.get("concurrency_limit")
         rows.append(("concurrency", f"key {job['concurrency_key']!r}, at most {limit} at once"))
+    if job.get("rate_key") is not None:
+        rows.append(("rate limit", f"key {job['rate_key']!r}, at most {job['rate_limit']} starts"))
     if job.get("meta"):
         rows.append(("meta", json.dumps(job["meta"], ensure_ascii=False, sort_keys=True)))
     if job.get("schedule") is not None:
         rows.append(("schedule", f"a tick of the periodic schedule {job['schedule']!r}"))
+    rows.extend(dependency_rows(job))
     if job["status"] == JobStatus.QUEUED:
         rows.append(("runs at", _when(job.get("run_at"), now)))
     if job.get("started_at"):
@@ -66,11 +69,56 @@ def job_view(job: dict[str, Any], now: float) -> Group:
         rows.append(("dead reason", Text(job["dead_reason"], style="red")))
     if job["status"] == JobStatus.CANCELLED:
         ran = bool(job.get("executions"))
-        who = job.get("cancelled_by") or CANCELLED_BY
+        failed = str(job.get("error") or "")
+        who = job.get("cancelled_by") or (
+            failed if failed.startswith(DEPENDENCY_FAILED) else CANCELLED_BY
+        )
         rows.append(("cancelled", f"by {who}, {'while running' if ran else 'before it ran'}"))
     parts: list[Any] = [render.key_values(rows), Text()]
     parts.extend(timeline(job.get("executions") or [], now))
     return Group(*parts)
+
+
+LINKS_SHOWN = 10
+"""`jobs show` names at most 10 of a job's dependencies or dependents (`--json`: all of
+them, up to 1,000 dependents)."""
+
+
+def dependency_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    """What a job waits for (`waiting`: the dependencies not ended yet), what it depends
+    on and what depends on it, each with its status; what a failed dependency does to it,
+    and whether it takes their results."""
+    rows: list[tuple[str, str | Text]] = []
+    depends_on = job.get("depends_on") or []
+    if job["status"] == JobStatus.WAITING:
+        pending = [d for d in depends_on if d.get("ended") is None]
+        rows.append(("waits for", _links(pending, f"{len(pending)} of {len(depends_on)}: ")))
+    if depends_on:
+        rows.append(("depends on", _links(depends_on, "")))
+        if job.get("on_dependency_failure") == "run":
+            rows.append(("if one fails", "runs anyway (on_dependency_failure=run)"))
+        if job.get("dependency_results"):
+            rows.append(("results", "its dependencies' results, in order, are its first argument"))
+    dependents = job.get("dependents") or []
+    if dependents:
+        rows.append(("dependents", _links(dependents, "")))
+    return rows
+
+
+def _links(jobs: list[dict[str, Any]], lead: str) -> Text:
+    """`id (task, status), ...`: at most `LINKS_SHOWN` of them, each status in its color
+    (`gone` for a job pruned since)."""
+    text = Text(lead)
+    for i, linked in enumerate(jobs[:LINKS_SHOWN]):
+        if i:
+            text.append(", ")
+        status = linked.get("status") or "gone"
+        text.append(f"{linked['id']} ({linked.get('task') or '?'}, ")
+        text.append(status, style=render.STATUS_STYLES.get(status, ""))
+        text.append(")")
+    if len(jobs) > LINKS_SHOWN:
+        text.append(f", and {len(jobs) - LINKS_SHOWN} more (--json)", style="dim")
+    return text
 
 
 SOURCE_LABELS = {
@@ -108,6 +156,10 @@ def policy_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
         row("heartbeat timeout", "heartbeat_timeout", seconds(parts["heartbeat_timeout"]["value"])),
     ]
 
+
+DEPENDENCY_FAILED = "dependency_failed:"
+"""How the error of a job cancelled by a dependency's failure starts (store/sql/
+dependencies.py): `dependency_failed: job ID ended dead`."""
 
 CANCELLED_BY = "a cancel request (`heartq jobs cancel ID` or `app.cancel(ID)`)"
 """Who stopped a job when the database does not say (a cancel from before schema v5):

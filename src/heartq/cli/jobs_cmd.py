@@ -101,7 +101,7 @@ def show_command(job_id: str, url: str | None, as_json: bool) -> None:
 @url_option
 @json_option
 def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
-    """Cancel a queued job, or ask a running job's worker to stop it."""
+    """Cancel a queued or waiting job, or ask a running job's worker to stop it."""
     store = store_for(url, existing=True)
     job_id = store.resolve_job_id(job_id)
     result = store.cancel_job(job_id, by=ids.requester("heartq jobs cancel"))
@@ -110,7 +110,7 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
         print_json({"id": job_id, "result": result.value, "status": status})
         return
     if result is CancelResult.CANCELLED:
-        click.echo(f"cancelled job {job_id} (it was queued: it will not run)")
+        click.echo(f"cancelled job {job_id} (it had not started: it will not run)")
     elif result is CancelResult.CANCEL_REQUESTED:
         click.echo(
             f"cancel requested for job {job_id}: its worker stops it within about a "

@@ -135,6 +135,14 @@ def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> N
 # -- stats -------------------------------------------------------------------------------
 
 
+def rate_summary(key: dict[str, Any]) -> str:
+    """One rate key as `heartq stats` lists it: `api 30/s: 30 started, next in 0.4s`."""
+    text = f"{key['key']} {key['limit']}: {key['started']} started"
+    if key["next_start_in"] is not None:
+        text += f", next in {display.fmt_seconds(key['next_start_in'])}"
+    return text
+
+
 @click.command("stats")
 @url_option
 @json_option
@@ -199,6 +207,16 @@ def stats_command(url: str | None, as_json: bool) -> None:
                 "concurrency",
                 f"{c['keys']} keys with live jobs, {c['at_limit']} at their limit, "
                 f"{c['queued']} keyed jobs waiting (busiest: {busiest})",
+            )
+        )
+    r = stats["rate_limits"]
+    if r["keys"]:
+        busiest = ", ".join(rate_summary(k) for k in r["busiest"])
+        rows.append(
+            (
+                "rate limits",
+                f"{r['keys']} keys with live jobs, {r['at_limit']} at their limit, "
+                f"{r['waiting']} due jobs waiting (busiest: {busiest})",
             )
         )
     p = stats["periodic"]

@@ -26,6 +26,7 @@ MIN_FLEXIBLE_WIDTH = 4
 """A column cut to fit is never narrower than 4 characters."""
 
 STATUS_STYLES = {
+    "waiting": "magenta",
     "queued": "yellow",
     "running": "cyan",
     "succeeded": "green",

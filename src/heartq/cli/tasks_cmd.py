@@ -22,6 +22,13 @@ def task_dict(policy: Any) -> dict[str, Any]:
     return doc
 
 
+def rate_text(task: dict[str, Any]) -> str:
+    """A declared rate limit as the table shows it: `10/s per customer:{customer}`."""
+    if task["rate_limit"] is None:
+        return "-"
+    return f"{task['rate_limit']} per {task['rate_key'] or 'task'}"
+
+
 @click.command("tasks")
 @url_option
 @json_option
@@ -39,7 +46,9 @@ def tasks_command(url: str | None, as_json: bool) -> None:
             "then a job enqueued by name takes the defaults (queue default, 3 retries)"
         )
         return
-    t = render.table("TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "DECLARED")
+    t = render.table(
+        "TASK", "QUEUE", "PRIO", "RETRIES", "BACKOFF", "TIMEOUT", "RATE", "DECLARED"
+    )
     for column in (2, 3):
         t.columns[column].justify = "right"
     now = store.clock()
@@ -53,7 +62,8 @@ def tasks_command(url: str | None, as_json: bool) -> None:
             f"{display.fmt_seconds(task['retry_backoff'])}-"
             f"{display.fmt_seconds(task['retry_backoff_max'])}",
             "-" if timeout is None else display.fmt_seconds(timeout),
+            Text(rate_text(task)),
             f"{display.fmt_ago(task['declared_at'], now)}",
         )
-    render.fit(t, console.width, shrink=("TASK", "QUEUE"), wrap=())
+    render.fit(t, console.width, shrink=("TASK", "QUEUE", "RATE"), wrap=())
     console.print(t)

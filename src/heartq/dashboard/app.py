@@ -54,7 +54,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
 }
 NOTICES = {
-    "cancelled": "Cancelled: the job was queued and will not run.",
+    "cancelled": "Cancelled: the job had not started and will not run.",
     "cancel_requested": "Cancel requested: its worker stops the job within about a second.",
     "already_finished": "The job had already finished: nothing to cancel.",
     "replayed": "Requeued {n} dead job(s).",

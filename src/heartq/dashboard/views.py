@@ -115,8 +115,16 @@ def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
         "capacity": sum(w["concurrency"] for w in workers),
         "busy": sum(w["running"] or 0 for w in workers),
         "concurrency": store.concurrency_usage(),
+        "rate_limits": [rate_view(r) for r in store.rate_usage()],
         "schedules": schedules_view(store, now),
     }
+
+
+def rate_view(usage: dict[str, Any]) -> dict[str, Any]:
+    """A rate key's use as the overview shows it: its figures, and when its next start
+    frees up (`-`: it has room)."""
+    wait = usage["next_start_in"]
+    return dict(usage, next_in="-" if wait is None else f"in {display.fmt_seconds(wait)}")
 
 
 def chart(rows: list[tuple[float, str, int]], now: float) -> dict[str, Any]:

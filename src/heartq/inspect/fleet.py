@@ -31,11 +31,13 @@ def workers(store: Registry, include_all: bool, now: float | None = None) -> lis
 
 def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
     """The store's worker objects plus `heartbeat_age`: seconds since the last heartbeat,
-    by the database's clock."""
+    by the database's clock. `now` is read before the listing, so a heartbeat that lands
+    in between is dated after it: its age is 0, not a few milliseconds below."""
     out = []
     for worker in workers:
         seconds = display.age(worker.get("last_heartbeat_at"), now)
-        out.append(dict(worker, heartbeat_age=None if seconds is None else round(seconds, 3)))
+        age = None if seconds is None else round(max(0.0, seconds), 3)
+        out.append(dict(worker, heartbeat_age=age))
     return out
 
 

@@ -1,6 +1,7 @@
 """The queue at a glance: jobs by queue and state, the workers' capacity, the longest
-wait, the dead-letter queue. `heartq stats` prints it, the worker's metrics endpoint
-exports the job counts, and the dashboard's overview draws the same counts."""
+wait, concurrency and rate limits, the dead-letter queue. `heartq stats` prints it, the
+worker's metrics endpoint exports the job counts, and the dashboard's overview draws the
+same counts."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
     )
     scheduled = sum(w.scheduled for w in waits.values())
     keys = store.concurrency_usage()
+    rated = store.rate_usage()
     schedules = store.list_schedules()
     next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
     return {
@@ -72,6 +74,12 @@ def collect_stats(store: Store) -> dict[str, Any]:
             "at_limit": sum(1 for k in keys if k["limit"] and k["running"] >= k["limit"]),
             "queued": sum(k["queued"] for k in keys),
             "busiest": keys[:5],
+        },
+        "rate_limits": {
+            "keys": len(rated),
+            "at_limit": sum(1 for r in rated if r["next_start_in"] is not None),
+            "waiting": sum(r["waiting"] for r in rated),
+            "busiest": rated[:5],
         },
         "periodic": {
             "schedules": len(schedules),

@@ -9,7 +9,10 @@ worker's ledger then routes it by who decides the job's fate:
 - the store, as for every crash (`heartq.lifecycle.reclaimed`): a `CrashedEnd`;
 - nobody any more, the task's own transaction having succeeded the job: a `CommittedEnd`,
   whose result alone is left to save;
-- `LOST` (report nothing) and `RELEASED` (given back together at shutdown) are not queued.
+- `LOST` (report nothing) and `RELEASED` (given back together at shutdown) are not queued;
+- nobody yet, its code having failed because the queue's database was away
+  (`database_away`): given back once the database answers, `interrupted` and not counted,
+  as an attempt the worker stopped trusting is.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ class AttemptEnd:
     permanent: bool = False
     crash: dict[str, Any] | None = None
     cannot_run: CannotRun | None = None
+    database_away: bool = False
+    """The code raised `StoreUnavailable`: the queue's database could not be reached or
+    written (its `ctx.transaction()` could not begin or commit: a failover, a restart, a
+    full disk). Not the job's fault, so not its failure: the worker gives the attempt back
+    as it does one it stopped trusting (`interrupted`, not counted; the database decides
+    whether a commit whose answer was lost landed)."""
 
 
 def unknown_task_end(task: str, declared: bool | None = None) -> AttemptEnd:

@@ -60,6 +60,8 @@ def will_retry(attempt: int, max_retries: int, end: AttemptEnd, cancel_requested
     """Whether the job runs again after this end of its attempt number `attempt` (as its
     worker ends it; the attempt hooks' `will_retry`)."""
     outcome = outcome_of(end, cancel_requested)
+    if outcome is Outcome.FAILED and end.database_away:
+        return True  # given back, not counted: it runs again in its place
     if outcome not in (Outcome.FAILED, Outcome.TIMED_OUT) or end.cannot_run is not None:
         return False  # an attempt that could not run is not retried (`cannot_run`)
     return retries_left(attempt, max_retries, permanent=end.permanent)

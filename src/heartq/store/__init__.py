@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote, unquote
 
 from heartq.config import resolve_url
 from heartq.errors import ConfigError
@@ -18,15 +19,25 @@ _SECRET_PARAMETER = re.compile(
     re.IGNORECASE,
 )
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]*")
+_NESTED_URL = re.compile(r"(?P<key>(?<![\w.-])direct_url)=(?P<value>[^&#\s'\"]*)", re.IGNORECASE)
+"""A URL inside a queue URL's query (PostgreSQL's `direct_url=`, percent-encoded or not),
+whose own password is hidden as any URL's."""
 
 
 def _hide_parameters(text: str) -> str:
-    return _SECRET_PARAMETER.sub(r"\g<key>=***", text)
+    return _SECRET_PARAMETER.sub(r"\g<key>=***", _NESTED_URL.sub(_hide_nested, text))
+
+
+def _hide_nested(match: re.Match[str]) -> str:
+    raw = match["value"]
+    hidden = redact(unquote(raw))
+    return f"{match['key']}={quote(hidden, safe='*') if '%' in raw else hidden}"
 
 
 def redact(url: str) -> str:
     """The URL with every secret replaced by `***`, safe to print and log: the password
-    of `user:password@host`, and the `password=` and `sslpassword=` query parameters.
+    of `user:password@host`, the `password=` and `sslpassword=` query parameters, and
+    those of a URL given in the query (`direct_url=`).
     A URL without secrets comes back unchanged.
 
     The user information is what precedes the last `@` before the first `/` (libpq reads

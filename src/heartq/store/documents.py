@@ -16,10 +16,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from heartq.errors import PayloadError
+from heartq.errors import ConfigError, PayloadError
 from heartq.ids import new_job_id
 from heartq.lifecycle.error_text import clip_error
 from heartq.model import (
+    DependencyFailure,
     Finish,
     NewJob,
     Progress,
@@ -32,8 +33,10 @@ from heartq.model import (
 from heartq.payload import (
     MAX_DURATION,
     check_concurrency,
+    check_dependencies,
     check_duration,
     check_name,
+    check_rate,
     check_unique_key,
     clean_text,
 )
@@ -72,7 +75,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
     `PayloadError` for a delay or backoff that is not a finite number of seconds (a
     negative delay means "now")."""
     delay = _finite("delay", job.delay)
-    return {
+    doc = {
         "id": job.id or new_job_id(),
         "task": check_name("task", job.task),
         "queue": check_name("queue", job.queue),
@@ -88,7 +91,36 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         "unique_for": None if job.unique_for is None else _seconds("unique_for", job.unique_for),
         "schedule": None if job.schedule is None else check_name("schedule", job.schedule),
         **check_concurrency(job.concurrency_key, job.concurrency_limit),
+        **check_rate(job.rate_key, job.rate_limit, job.rate_period),
         "meta": job.meta_json,
+    }
+    if job.depends_on or job.dependency_results:
+        doc.update(_dependency_fields(job, str(doc["id"])))
+    return doc
+
+
+def _dependency_fields(job: NewJob, job_id: str) -> dict[str, Any]:
+    """What a job with dependencies adds to its document (store/sql/dependencies.py): only
+    such jobs carry these keys, so a plain enqueue's batch is as it was. `ConfigError` for
+    a job that depends on itself, has a unique key too (an enqueue that answers another
+    job's id would leave the edges to a job never stored), or names no known failure
+    policy."""
+    depends_on = check_dependencies(list(job.depends_on))
+    if job_id in depends_on:
+        raise ConfigError(f"job {job_id} cannot depend on itself")
+    if job.unique_key is not None:
+        raise ConfigError("depends_on cannot be combined with unique_key")
+    try:
+        failure = DependencyFailure(job.on_dependency_failure)
+    except ValueError:
+        choices = ", ".join(repr(f.value) for f in DependencyFailure)
+        raise ConfigError(
+            f"on_dependency_failure must be one of {choices}, got {job.on_dependency_failure!r}"
+        ) from None
+    return {
+        "depends_on": depends_on,
+        "on_dependency_failure": failure.value,
+        "dependency_results": bool(job.dependency_results),
     }
 
 
@@ -116,6 +148,8 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
                 for p in policy.parameters
             ]
         ),
+        "rate_limit": policy.rate_limit,
+        "rate_key": policy.rate_key,
     }
 
 

@@ -5,7 +5,8 @@ only through `Store`. Both backends (SQLite and PostgreSQL) implement it with on
 SQL store (`store/sql/`) over each dialect's statements (`queries.py`), and one
 conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
 outside a backend may assume which database is behind it; differences show up as
-capabilities (`supports_notify`, `liveness_grace`), never as `if backend == ...`.
+capabilities (`supports_notify`, `liveness_grace`, `holds_liveness_lock`), never as `if
+backend == ...`.
 
 The interface is cut by role, one protocol each, so that a part of heartq can say which
 part of the store it needs and no more: `Enqueuer` (jobs, schedules and task
@@ -39,7 +40,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from heartq.model import (
     CancelResult,
+    Claim,
     ClaimedJob,
+    DependencyEnd,
     Finish,
     JobEnd,
     JobPage,
@@ -114,7 +117,10 @@ class Enqueuer(Clock, Protocol):
         """Insert all jobs in one transaction; returns their ids in order. With
         `connection` (the caller's own, in its open transaction: a `sqlite3.Connection`
         on the queue's file, a `psycopg.Connection`), the jobs are written there and exist
-        if and only if the caller commits; wake-ups go out with that commit."""
+        if and only if the caller commits; wake-ups go out with that commit. A job with
+        `depends_on` is stored `waiting` (or queued, or cancelled, at once if its
+        dependencies already ended); a dependency not found (stored, in the batch, or
+        earlier in the same transaction) is `DependencyNotFound`, nothing stored."""
         ...
 
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
@@ -186,8 +192,13 @@ class LeaseHolder(Clock, Protocol):
         limit: int,
         lease: float,
         now: float | None = None,
-    ) -> list[ClaimedJob]:
-        """Take up to `limit` runnable jobs, by priority (highest first) then age."""
+    ) -> Claim:
+        """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
+        without a key, then (slots left) jobs with a concurrency key, then jobs with a
+        rate key, never more of a key's attempts running than its concurrency limit nor
+        started within its period than its rate limit. The answer is a list of the jobs
+        that also says, in `rate_wait`, how many seconds until a runnable job that its
+        rate limit held back may start (None: none is)."""
         ...
 
     def claim_ids(
@@ -197,8 +208,9 @@ class LeaseHolder(Clock, Protocol):
         lease: float,
         now: float | None = None,
     ) -> list[ClaimedJob]:
-        """Claim, as `claim` does, those of `ids` that are queued, runnable and have no
-        concurrency key (a transport's messages name them; any other id claims nothing)."""
+        """Claim, as `claim` does, those of `ids` that are queued, runnable and have
+        neither a concurrency nor a rate key (a transport's messages name them; any other
+        id claims nothing)."""
         ...
 
     def due_for_publish(
@@ -291,6 +303,12 @@ class LeaseHolder(Clock, Protocol):
         """Close one attempt as crashed at once (a child process died). None if lost."""
         ...
 
+    def dependency_results(self, job_id: str) -> list[DependencyEnd]:
+        """What a job that takes its dependencies' results (`ClaimedJob.dependency_results`)
+        receives: each dependency in order, its status, result, and whether the result is
+        still to come. One read, made by the worker before it calls the task."""
+        ...
+
     def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
         """Call `on_wake()` when jobs become available; None if the backend cannot tell
         (`supports_notify` False: workers then poll)."""
@@ -305,6 +323,9 @@ class Reclaimer(Clock, Protocol):
     # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
     # probe believes the worker dead (0: the first free reading is believed).
     liveness_grace: float
+    # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
+    # pooler without a direct URL; such workers are found by heartbeats and leases).
+    holds_liveness_lock: bool
 
     def reap_expired(
         self,
@@ -313,7 +334,9 @@ class Reclaimer(Clock, Protocol):
         now: float | None = None,
         observer: str | None = None,
     ) -> list[Reclaimed]:
-        """Reclaim up to `limit` running jobs whose lease has expired.
+        """Reclaim up to `limit` running jobs whose lease has expired, and give up up to
+        `limit` results still to come whose committing attempt's lease has expired (the
+        job stays succeeded, with no result; a later save is refused).
 
         With `observer` (the reaping worker's id), nothing is reaped unless that worker
         has been in unbroken contact with the database for its own `stale_after`: after a
@@ -464,6 +487,15 @@ class Inspector(Clock, Protocol):
         and `limit` (the largest limit its jobs carry), busiest first; for `heartq stats`."""
         ...
 
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Per rate key and limit with jobs queued or running: `key`, `limit` (`"30/s"`;
+        `count` and `period` in seconds), `started` (its attempts started within the
+        period, up to now), `next_start_in` (seconds until the next start frees up, when
+        `started` is at the limit; else None), `waiting` (queued jobs that are due: what
+        the limit holds back when it is reached), `queued`, `running`; most waiting
+        first, at most 1000. For `heartq stats` and the dashboard."""
+        ...
+
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         """Per queue: how long its oldest runnable job has waited, and how many wait for
         a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
@@ -492,8 +524,9 @@ class Administrator(Clock, Protocol):
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        """Cancel a queued job at once, or request a running job's cancel; `by` (who
-        asked) is kept with the job as `cancelled_by`."""
+        """Cancel a queued or waiting job at once (its dependents are released from it in
+        the same transaction), or request a running job's cancel; `by` (who asked) is kept
+        with the job as `cancelled_by`."""
         ...
 
     def replay_dead(

@@ -12,10 +12,12 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from heartq import rates
 from heartq.errors import LeaseLost
 from heartq.model import (
     TERMINAL_STATUSES,
     ClaimedJob,
+    DependencyEnd,
     DetectedBy,
     JobEnd,
     JobStatus,
@@ -50,6 +52,7 @@ def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
             run_at=r["run_at"],
             chosen=r["chosen"],
             meta=json.loads(r["meta"]) if r["meta"] else {},
+            dependency_results=bool(r["dependency_results"]),
             sent_at=sent_at,
         )
         for r in ordered
@@ -98,6 +101,22 @@ def queue_wait(row: Any, now: float, oldest_job_id: str | None) -> QueueWait:
     return QueueWait(age, oldest_job_id, int(row["scheduled"] or 0))
 
 
+def rate_usage(row: Any) -> dict[str, Any]:
+    """One rate key's use (`RATE_USAGE`), as `heartq stats` and the dashboard show it."""
+    wait = row["next_start_in"]
+    return {
+        "key": row["key"],
+        "limit": rates.format_rate(int(row["n"]), float(row["period"])),
+        "count": int(row["n"]),
+        "period": float(row["period"]),
+        "started": int(row["started"]),
+        "next_start_in": None if wait is None else max(0.0, float(wait)),
+        "waiting": int(row["waiting"] or 0),
+        "queued": int(row["queued"] or 0),
+        "running": int(row["running"] or 0),
+    }
+
+
 def task_policy(row: Any) -> TaskPolicy:
     return TaskPolicy(
         name=row["name"],
@@ -111,6 +130,8 @@ def task_policy(row: Any) -> TaskPolicy:
         declared_at=row["declared_at"],
         declared_by=row["declared_by"],
         parameters=task_parameters(row["parameters"]),
+        rate_limit=row["rate_limit"],
+        rate_key=row["rate_key"],
     )
 
 
@@ -138,6 +159,15 @@ def task_parameters(value: Any) -> tuple[TaskParameter, ...] | None:
 def awaited_ends(rows: Iterable[Any]) -> list[str]:
     """The jobs among changed rows that someone waits for and that have ended."""
     return [r["id"] for r in rows if r["awaited"] and r["status"] in TERMINAL_STATUSES]
+
+
+def dependency_end(row: Any) -> DependencyEnd:
+    return DependencyEnd(
+        job_id=row["id"],
+        status=None if row["status"] is None else JobStatus(row["status"]),
+        result=serialize.json_value(row["result"]),
+        pending=bool(row["pending"]),
+    )
 
 
 def job_end(job_id: str, row: Any) -> JobEnd:

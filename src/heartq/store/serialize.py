@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from heartq import rates
 from heartq.timeutil import iso
 
 
@@ -70,11 +71,27 @@ def job_dict(
         "schedule": row["schedule"],
         "concurrency_key": row["concurrency_key"],
         "concurrency_limit": row["concurrency_limit"],
+        "rate_key": row["rate_key"],
+        "rate_limit": (
+            None
+            if row["rate_key"] is None
+            else rates.format_rate(int(row["rate_limit"]), float(row["rate_period"]))
+        ),
         "meta": json_value(row["meta"]) or {},
+        "waiting_for": row["waiting_for"],
+        "on_dependency_failure": row["on_dependency_failure"],
+        "dependency_results": bool(row["dependency_results"]),
     }
     if executions is not None:
         doc["executions"] = [execution_dict(e) for e in executions]
     return doc
+
+
+def linked_job_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One of a job's dependencies or dependents (`get_job`): its id, task and status
+    (None: the job was pruned or purged since), and how the dependency ended as its
+    dependent's release counted it (`ended`: None while it has not)."""
+    return {"id": row["id"], "task": row["task"], "status": row["status"], "ended": row["ended"]}
 
 
 def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -58,6 +58,12 @@ class TransportFetch:
         self._backstop_due = time.monotonic() + transport.options.backstop
         self._failing = False
 
+    def claim_again_in(self, seconds: float) -> None:
+        """Claim from the database again within `seconds` (the backstop comes sooner):
+        a job its rate limit held back may start then, and no message names it (a
+        rate-limited job is never published: its claim must count its key)."""
+        self._backstop_due = min(self._backstop_due, time.monotonic() + seconds)
+
     @property
     def delivering(self) -> bool:
         """Whether the transport delivers now: connected, and its last fetch worked. A
@@ -111,6 +117,10 @@ class TransportFetch:
         self._start(jobs, sent_at)
         self.transport.ack(messages)  # the claim committed: the database owns the rest
         claimed = {job.id for job in jobs}
+        if any(job_id not in claimed for job_id in named if job_id):
+            # a job the claim by id does not take (its key must be counted: a rate key),
+            # or one already taken: the database claim looks now, with its keys
+            self.claim_again_in(0.0)
         for job_id, queue in named.items():
             if job_id not in claimed:
                 events.emit(

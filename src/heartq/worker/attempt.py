@@ -72,10 +72,19 @@ class RunningJob:
         self._stopping = False
         self._end: AttemptEnd | None = None
         self.on_flags_changed: Callable[[RunningJob], None] | None = None
+        self.given_up = "its worker could not renew the lease in time and gave it up"
+        """Why its worker gives the attempt back if it abandons it (`Ledger.abandon`): the
+        reason in the crash context of its `interrupted` execution."""
         self.transaction: TransactionState = TransactionState.NONE
         """Where its task's `ctx.transaction()` stands: while it is open the database
         alone decides whether the attempt still holds the job (its commit is fenced);
         once it committed, the job is done and only the result remains to be saved."""
+
+    @property
+    def store(self) -> LeaseHolder:
+        """The store this attempt's lease is held in (its callback's results are read
+        there: `worker/dependency_results.py`)."""
+        return self._store
 
     # -- AttemptControl ----------------------------------------------------------------
     @property

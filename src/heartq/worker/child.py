@@ -154,5 +154,8 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
             )
             end = run_sync(task, ctx, control, job["args"], limit)
     why = None if end.cannot_run is None else end.cannot_run.value
-    control._send(("done", end.outcome.value, end.result_json, end.error, end.permanent, why))
+    control._send(
+        ("done", end.outcome.value, end.result_json, end.error, end.permanent, why,
+         end.database_away)
+    )  # fmt: skip
     conn.close()

@@ -175,8 +175,12 @@ class Completer:
         that the code failed after its transaction had committed the job."""
         lease = run.job.lease
         result = end.result_json if end.outcome is Outcome.SUCCEEDED else None
-        if self._retrying(lambda: self._store.save_result(lease, result), 1) is None:
+        saved = self._retrying(lambda: self._store.save_result(lease, result), 1)
+        if saved is None:
             return  # stopped before it landed: waiters stop waiting when its lease ends
+        if not saved:  # its lease ran out first: readers were told it has no result
+            self._ledger.lose(run, "result refused: the lease ran out after the commit")
+            return
         self._ledger.saved(run)
         if end.outcome is Outcome.SUCCEEDED:
             report_saved(run, fate.succeeded(run.job, result), self._worker_id)

@@ -34,6 +34,12 @@ from heartq.store.interface import LeaseHolder
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
+GIVE_BACK_RETRY = 1.0
+"""Seconds between heartbeats while attempts the worker gave up wait to be given back
+(at most the heartbeat interval): they go back once a renewal lands, so a job cut short
+by an outage (a failover, a restart) is queued again within about a second of the
+database answering, not a whole heartbeat interval (30 s) later."""
+
 
 class Heartbeater:
     def __init__(
@@ -55,19 +61,28 @@ class Heartbeater:
         self._trust_window = trust_window
         self._cancel_grace = cancel_grace
         self.ticks = 0
+        self._interval = interval
         # Every tick, the first included, one interval after the previous one (or the
-        # start). A bug in one tick must not end them all: logged, and the next one runs.
+        # start); sooner while attempts wait to be given back (`GIVE_BACK_RETRY`, and at
+        # once when one is abandoned). A bug in one tick must not end them all: logged,
+        # and the next one runs.
         self._loop = BackgroundLoop(
             "heartq-heartbeat",
             self.tick,
-            wait=interval,
+            wait=self._next_wait,
             wait_first=True,
+            wake=ledger.gave_up,
             failed=FailureLog(events.HEARTBEAT_FAILED, {"worker_id": self._worker_id}),
             join_timeout=interval + 5,
         )
 
     def start(self) -> None:
         self._loop.start()
+
+    def _next_wait(self) -> float:
+        if self._ledger.abandoned():
+            return min(self._interval, GIVE_BACK_RETRY)
+        return self._interval
 
     def stop(self) -> None:
         self._loop.stop()
@@ -119,7 +134,7 @@ class Heartbeater:
         trusting, so their jobs need not wait for their leases (which a heartbeat sent
         before the outage may even have renewed) to run out."""
         for run in self._ledger.abandoned():
-            crash = {"reason": "its worker could not renew the lease in time and gave it up"}
+            crash = {"reason": run.given_up}
             unwritten = run.unwritten_report()  # its last checkpoint, for the next attempt
             if unwritten is not None:
                 with contextlib.suppress(Exception):  # best effort: the give-back matters

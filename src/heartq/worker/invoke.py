@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from heartq import arguments, payload
-from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent
+from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent, StoreUnavailable
 from heartq.hooks import AttemptInfo
 from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end
 from heartq.lifecycle.fate import outcome_of, will_retry
@@ -52,6 +52,8 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
         return AttemptEnd(Outcome.LOST, error=text)
     if isinstance(exc, Cancelled | asyncio.CancelledError) and cancel_requested:
         return AttemptEnd(Outcome.CANCELLED, error=text)
+    if isinstance(exc, StoreUnavailable) and not cancel_requested:
+        return AttemptEnd(Outcome.FAILED, error=text, database_away=True)
     return AttemptEnd(Outcome.FAILED, error=text, permanent=isinstance(exc, Permanent))
 
 

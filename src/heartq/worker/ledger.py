@@ -92,6 +92,9 @@ class Ledger:
         """Set when a slot frees up (or work may be waiting): wakes the fetch loop."""
         self.deadlines_changed = threading.Event()
         """Set when an attempt gets a new deadline: wakes the supervisor."""
+        self.gave_up = threading.Event()
+        """Set when the worker abandons an attempt: wakes the heartbeater, which gives it
+        back once the database answers."""
         self.last_renewal: float | None = None
         """When the last renewal that the database answered was sent (monotonic)."""
         self._lock = threading.Lock()
@@ -196,6 +199,11 @@ class Ledger:
             self.lose(run, end.error or "lease lost")
         elif end.outcome is Outcome.CRASHED:
             self.outcomes.put((run, CrashedEnd(end)))
+        elif end.database_away and fate.outcome_of(end, run.cancel_requested) is Outcome.FAILED:
+            # Not the job's failure: given back once the database answers (self-fencing)
+            run.given_up = "its task could not reach the queue's database"
+            self.abandon(run)
+            self.lose(run, run.given_up)
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
             finish = fate.decide(run.job, end, run.cancel_requested, run.report_to_save())
             self.outcomes.put((run, finish))
@@ -249,6 +257,7 @@ class Ledger:
         """The worker stopped trusting this attempt's lease: give it back once it can."""
         with self._lock:
             self._abandoned[run.job.lease] = run
+        self.gave_up.set()
 
     def forget_abandoned(self, run: RunningJob) -> None:
         with self._lock:

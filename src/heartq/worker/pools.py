@@ -29,6 +29,7 @@ from heartq.context import JobContext
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
+from heartq.worker.dependency_results import call_args
 from heartq.worker.invoke import run_async, run_sync
 from heartq.worker.ledger import Ledger
 
@@ -90,11 +91,14 @@ class ThreadPool:
         if run.ended is not None:  # decided before a thread took it: its code never starts
             self._ledger.attempt_ended(run, run.ended)
             return
+        args = call_args(run)
         if run.task is None:
             end = unknown_task_end(run.job.task)
+        elif isinstance(args, AttemptEnd):
+            end = args
         else:
             ctx = make_context(run, self._worker_id)
-            end = run_sync(run.task, ctx, run, run.job.args, self._limit)
+            end = run_sync(run.task, ctx, run, args, self._limit)
         self._ledger.attempt_ended(run, end)
 
     def stop(self, run: RunningJob) -> None:
@@ -145,11 +149,14 @@ class AsyncPool:
             # and this step found nothing): cancel it now, at its first await.
             current.cancel()
         try:
+            args = await asyncio.to_thread(call_args, run) if run.job.dependency_results else None
             if run.task is None:
                 end = unknown_task_end(run.job.task)
+            elif isinstance(args, AttemptEnd):
+                end = args
             else:
                 ctx = make_context(run, self._worker_id)
-                end = await run_async(run.task, ctx, run, run.job.args, self._limit)
+                end = await run_async(run.task, ctx, run, args or run.job.args, self._limit)
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
         finally:

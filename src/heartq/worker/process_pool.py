@@ -23,6 +23,7 @@ from heartq.model import Lease, Outcome, Progress
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.child import child_main
+from heartq.worker.dependency_results import call_args
 from heartq.worker.ledger import Ledger
 
 KILL_WAIT = 5.0
@@ -64,15 +65,25 @@ class ProcessPool:
 
     def start(self, runs: Sequence[RunningJob]) -> None:
         for run in runs:
-            self._start_child(run)
+            if run.job.dependency_results:  # its results are read first: not in this loop
+                name = f"heartq-results-{run.job.id}"
+                threading.Thread(
+                    target=self._start_child, args=(run,), name=name, daemon=True
+                ).start()
+            else:
+                self._start_child(run)
 
     def _start_child(self, run: RunningJob) -> None:
         job = run.job
+        args = call_args(run)
+        if isinstance(args, AttemptEnd):
+            self._ledger.attempt_ended(run, args)
+            return
         fields = {
             "id": job.id,
             "task": job.task,
             "queue": job.queue,
-            "args": job.args,
+            "args": args,
             "attempt": job.attempt,
             "execution_id": job.execution_id,
             "checkpoint": job.checkpoint,
@@ -153,9 +164,11 @@ class ProcessPool:
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
             run.transaction = TransactionState(message[1])
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run = message
+            _, outcome, result_json, error, permanent, cannot_run, away = message
             why = None if cannot_run is None else CannotRun(cannot_run)
-            return AttemptEnd(Outcome(outcome), result_json, error, permanent, cannot_run=why)
+            return AttemptEnd(
+                Outcome(outcome), result_json, error, permanent, cannot_run=why, database_away=away
+            )
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:

@@ -5,7 +5,8 @@ through the ledger (`ledger.py`), never by calling each other:
 
 - main: the fetch loop. It claims up to the free slots in one statement (backpressure:
   never more than it can run), then sleeps until a slot frees up, an enqueue wakes it
-  (its own process, or PostgreSQL's NOTIFY), or the poll interval passes.
+  (its own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when
+  the claim said a job its rate limit held back may start before then).
 - supervisor (`supervisor.py`): wakes at the earliest deadline of any running attempt:
   hard timeouts, cancel grace periods, and self-fencing (an attempt whose lease could not
   be renewed within the trust window is stopped and never reported). Apart from the
@@ -85,6 +86,12 @@ MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
 CLAIM_RETRY_DELAY = 1.0
 """After a failed claim (database unreachable), wait this long before the next one."""
+RATE_WAKE_MARGIN = 0.005
+"""A worker whose claim said when a rate-limited job may start wakes this much after it:
+the next claim's statement time is then past the moment the start frees up."""
+RATE_WAKE_MIN = 0.01
+"""...and never sooner than this after the claim, so an answer of "now" (another claimer
+held the key) cannot become a tight loop."""
 MIN_SAVE_TIME = 1.0
 """At shutdown, outcomes get at least 1 s to be saved after the running attempts ended,
 whatever is left of `shutdown_timeout`."""
@@ -303,14 +310,17 @@ class Worker:
             while not self._stop_requested.is_set():
                 if self._fetch is not None and self._fetch.step(burst):
                     continue  # the transport delivered, or was waited on
-                claimed, full = self._claim()
+                claimed, full, rate_wait = self._claim()
                 if full:
                     continue
                 if burst and claimed == 0 and not self._pending():
                     break
-                if self._fetch is not None and self._fetch.delivering:
-                    continue  # back to the transport at once
-                self._wake.wait(self.settings.poll_interval)
+                if self._fetch is not None:
+                    if rate_wait is not None:  # rate-limited jobs come from the database
+                        self._fetch.claim_again_in(self._idle_wait(rate_wait))
+                    if self._fetch.delivering:
+                        continue  # back to the transport at once
+                self._wake.wait(self._idle_wait(rate_wait))
                 self._wake.clear()
         finally:
             self._shutdown()
@@ -359,6 +369,8 @@ class Worker:
             heartbeat_interval=s.heartbeat_interval,
             lease=s.lease_seconds,
             reap_interval=s.reap_interval_seconds,
+            liveness="lock" if self.store.holds_liveness_lock else "heartbeats",
+            wakeups="notify" if self.store.supports_notify else "poll",
         )
         if self.name:
             name = self.name
@@ -458,11 +470,12 @@ class Worker:
             return ProcessPool(self.ledger, app_ref, limit, self.store.url, otel=self.otel)
         return ThreadPool(self.ledger, limit)
 
-    def _claim(self) -> tuple[int, bool]:
-        """Claim up to the free slots. Returns (claimed, whether every slot was filled)."""
+    def _claim(self) -> tuple[int, bool, float | None]:
+        """Claim up to the free slots. Returns (claimed, whether every slot was filled,
+        seconds until a job a rate limit held back may start: None if none was)."""
         free = self.ledger.free_slots()
         if free <= 0:
-            return 0, False
+            return 0, False, None
         s = self.settings
         sent_at = time.monotonic()
         try:
@@ -471,10 +484,20 @@ class Worker:
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
             self._stop_requested.wait(CLAIM_RETRY_DELAY)
-            return 0, False
+            return 0, False, None
         self.health.succeeded("claim", sent_at)
         self._start(jobs, sent_at)
-        return len(jobs), len(jobs) == free
+        return len(jobs), len(jobs) == free, jobs.rate_wait
+
+    def _idle_wait(self, rate_wait: float | None) -> float:
+        """How long an idle fetch loop sleeps (unless woken: an enqueue, a freed slot):
+        the poll interval, or less when a rate-limited job may start sooner, just after
+        that moment (never sooner than `RATE_WAKE_MIN`): a limited backlog is claimed as
+        its starts free up, without a claim in between."""
+        poll = self.settings.poll_interval
+        if rate_wait is None:
+            return poll
+        return min(poll, max(RATE_WAKE_MIN, rate_wait + RATE_WAKE_MARGIN))
 
     def _start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
         """Run claimed jobs on the pool (from a database claim or a transport's)."""

@@ -28,8 +28,11 @@ probes (database time), before the probe takes the worker for dead. A session th
 dropped under a living worker is taken again well within it (`LOCK_CHECK_INTERVAL`)."""
 LIVENESS_RESTART_QUIET = 3 * LIVENESS_GRACE
 """Defaults to 9 s (3 x `LIVENESS_GRACE`): no liveness probe while the server has been up
-for less than this. A restart ends every session, so every lock is free at once until
-each living worker has reconnected and taken its own again."""
+for less than this, nor from a process whose own lock session was opened again less than
+this ago (or is still down). A restart or a failover ends every session, so every lock is
+free at once until each living worker has reconnected and taken its own again; a promoted
+standby's uptime is that of its postmaster, days maybe, so the prober's own session is
+what tells it."""
 LOCK_CHECK_INTERVAL = 0.5
 """Defaults to 0.5 s between two checks of the session that holds a worker's liveness lock
 (and between two attempts to take the lock again once a new session is open)."""

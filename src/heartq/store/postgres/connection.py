@@ -1,10 +1,12 @@
 """PostgreSQL connections: URL handling, a pool, and errors turned into clear ones.
 
-`postgresql://user:pass@host:5432/db?schema=NAME&pool_size=N` (`postgres://` too).
-`schema` (default `heartq`) and `pool_size` (see `resolve_pool_size`) are heartq's own;
-every other query parameter goes to libpq as is. Each connection runs with `search_path`
-set to that schema, so the SQL names tables plainly. JSON columns come back as text,
-exactly as stored, as in the SQLite backend.
+`postgresql://user:pass@host:5432/db?schema=NAME&pool_size=N&pooler=transaction&direct_url=U`
+(`postgres://` too). `schema` (default `heartq`), `pool_size` (see `resolve_pool_size`),
+`pooler` and `direct_url` (`pooler.py`) are heartq's own; every other query parameter
+goes to libpq as is. Each connection runs with `search_path` set to that schema, so the
+SQL names tables plainly: a startup option, or behind a transaction-mode pooler the first
+statement of each transaction (`pooler.py`). JSON columns come back as text, exactly as
+stored, as in the SQLite backend.
 
 The first use of a pool makes one connection attempt of its own
 (`ConnectionPool.reach`), so a refusal that waiting cannot fix (a wrong password, no such
@@ -24,7 +26,7 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -37,7 +39,9 @@ from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
 from heartq.store import redact
-from heartq.store.postgres.refusals import refused_for_good
+from heartq.store.postgres import queries as q
+from heartq.store.postgres.pooler import Pooler, resolve_pooler
+from heartq.store.postgres.refusals import pooler_hint, refused_for_good
 
 DEFAULT_SCHEMA = "heartq"
 """Defaults to a schema named `heartq`."""
@@ -65,6 +69,15 @@ long. heartq's transactions last milliseconds; a client frozen mid-transaction (
 a VM pause, a partition) would otherwise keep its jobs' rows locked, and no reaper could
 reclaim them until it woke."""
 CONNECT_TIMEOUT = 5.0
+POOL_RECONNECT_WINDOW = 2.0
+"""Defaults to 2 s: how long the pool keeps retrying one lost connection by itself
+(psycopg_pool's `reconnect_timeout`, 5 minutes by default) before it gives up, and the
+next caller that finds the pool empty starts a new attempt at once. psycopg_pool doubles
+its delay after each failed attempt (1, 2, 4, 8 ... s, uncapped), so after an outage of
+T seconds (a failover, a restart) its next attempt came up to T seconds after the server
+was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
+worker finds the new primary within about a second of its promotion, whatever the
+outage lasted (`tests/integration/test_failover.py`)."""
 CHECK_IDLE_AFTER = 1.0
 """Seconds a pooled connection may sit unused before the pool checks it with a round trip
 on its way out. Checking every checkout doubled the round trips of the hot path (a claim
@@ -166,7 +179,7 @@ class Backoff:
         return delay * random.uniform(0.75, 1.0)
 
 
-HEARTQ_PARAMETERS = ("schema", "pool_size")
+HEARTQ_PARAMETERS = ("schema", "pool_size", "pooler", "direct_url")
 """Query parameters heartq reads itself and keeps from libpq."""
 
 
@@ -199,6 +212,21 @@ def parse_url(url: str) -> tuple[str, str]:
             f"bad schema name {schema!r}: use lowercase letters, digits and underscores"
         )
     return conninfo, schema
+
+
+def parse_pooler(url: str, environ: Mapping[str, str] | None = None) -> Pooler:
+    """The URL's pooler mode and direct URL (else `HEARTQ_POOLER`, `HEARTQ_DIRECT_URL`);
+    a direct URL is checked here: a PostgreSQL URL without heartq's own parameters (its
+    schema and pool are the main URL's)."""
+    pooler = resolve_pooler(_heartq_parameters(url)[0], environ)
+    if pooler.direct_url is not None:
+        ours, _ = _heartq_parameters(pooler.direct_url)
+        if ours:
+            raise ConfigError(
+                f"the direct URL {redact(pooler.direct_url)!r} takes connection options "
+                f"only, not {', '.join(sorted(ours))} (those of the main URL apply)"
+            )
+    return pooler
 
 
 def _positive_int(value: object, where: str) -> int:
@@ -242,7 +270,8 @@ def translate(
             f"cannot reach PostgreSQL at {where}: no connection within {CONNECT_TIMEOUT:g} s" + why
         )
     if connecting and refused_for_good(exc):
-        return StoreRefused(f"PostgreSQL at {where} refused the connection: {first}")
+        hint = pooler_hint(exc)
+        return StoreRefused(f"PostgreSQL at {where} refused the connection: {first}{hint}")
     if connecting and isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(f"cannot reach PostgreSQL at {where}: {first}")
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
@@ -288,6 +317,11 @@ class ConnectionPool:
     def __init__(self, url: str, size: int | None = None) -> None:
         self.url = url
         self.conninfo, self.schema = parse_url(url)
+        self.pooler = parse_pooler(url)
+        """Through a transaction-mode pooler: no prepared statements, no startup options,
+        each transaction scoped by its first statement, a lasting session only on the
+        direct URL (`pooler.py`)."""
+        self._given = conninfo_to_dict(self.conninfo)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
@@ -300,14 +334,25 @@ class ConnectionPool:
 
     @property
     def connect_kwargs(self) -> dict[str, Any]:
-        return {
-            "options": (
+        """What every connection of the pool is opened with: the schema's search path,
+        the idle transaction timeout, and `CONNECT_TIMEOUT` unless the URL sets
+        `connect_timeout` (per host: with a multi-host URL, a host that does not answer at
+        all costs that long at every connection before the next host is tried). Behind a
+        transaction-mode pooler: no startup `options` (a pooler refuses or drops them;
+        `_scope` sets the same for each transaction) and no prepared statements
+        (`prepare_threshold=None`: a statement prepared on one server session is missing,
+        or already there, on the next)."""
+        kwargs: dict[str, Any] = {"row_factory": dict_row}
+        if self.pooler.transaction:
+            kwargs["prepare_threshold"] = None
+        else:
+            kwargs["options"] = (
                 f"-c search_path={self.schema} "
                 f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
-            ),
-            "connect_timeout": int(CONNECT_TIMEOUT),
-            "row_factory": dict_row,
-        }
+            )
+        if "connect_timeout" not in self._given:
+            kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)
+        return kwargs
 
     @property
     def size(self) -> int:
@@ -362,6 +407,7 @@ class ConnectionPool:
             configure=_configure,
             check=_check_if_idle,
             timeout=CONNECT_TIMEOUT,
+            reconnect_timeout=POOL_RECONNECT_WINDOW,
             max_idle=POOL_MAX_IDLE,
             open=True,
             name=self.name,
@@ -378,8 +424,12 @@ class ConnectionPool:
         """A pooled connection on which each statement is a transaction of its own: for
         the hot operations that are one statement (claim, finish, heartbeat, a plain
         enqueue), whose BEGIN and COMMIT would otherwise cost two more round trips
-        (0.15 ms of a 0.7 ms claim here). It goes back to the pool transactional."""
-        with self._connection(autocommit=True) as conn:
+        (0.15 ms of a 0.7 ms claim here). It goes back to the pool transactional.
+
+        Behind a transaction-mode pooler it is a transaction (`transaction()`): a
+        statement needs the transaction's scope (`_scope`) before it, and the scope
+        lasts only as long as its transaction."""
+        with self._connection(autocommit=not self.pooler.transaction) as conn:
             yield conn
 
     @contextlib.contextmanager
@@ -388,6 +438,8 @@ class ConnectionPool:
             with self._get_pool().connection() as conn:
                 if autocommit:
                     conn.autocommit = True  # a client-side switch: no round trip
+                elif self.pooler.transaction:
+                    self._scope(conn)
                 try:
                     yield conn
                 finally:
@@ -400,24 +452,54 @@ class ConnectionPool:
         if self.last_connect_error is not None:
             self.last_connect_error = None  # connected since: the reason is stale
 
+    def _scope(self, conn: psycopg.Connection[Any]) -> None:
+        """Behind a transaction-mode pooler: heartq's schema and the idle-in-transaction
+        timeout for this transaction only (`set_config(..., true)`), as its first
+        statement. (Sent with the BEGIN in one psycopg pipeline it was slower: 0.5 ms a
+        read transaction instead of 0.28 ms through PgBouncer here.)"""
+        params = {"schema": self.schema, "idle": str(IDLE_IN_TRANSACTION_TIMEOUT_MS)}
+        conn.execute(q.TRANSACTION_SCOPE, params)
+
+    @property
+    def sessions(self) -> bool:
+        """Whether `connect` can open a lasting session: always, except behind a
+        transaction-mode pooler without a direct URL."""
+        return self.pooler.sessions
+
     def session_kwargs(self) -> dict[str, Any]:
         """`connect_kwargs` plus client-side TCP keepalives and `tcp_user_timeout`, for
         sessions kept open for a worker's life (unless the URL sets them)."""
-        given = conninfo_to_dict(self.conninfo)
+        conninfo, _ = self._session_target()
+        given = conninfo_to_dict(conninfo)
         extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
         if psycopg.pq.version() >= 120000:
             extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
         kwargs = {k: v for k, v in extra.items() if k not in given}
         kwargs.update(self.connect_kwargs)
+        if "connect_timeout" in given:  # the session's own URL (a direct URL) says
+            kwargs.pop("connect_timeout", None)
         return kwargs
+
+    def _session_target(self) -> tuple[str, str]:
+        """`(conninfo, URL named in errors)` of lasting sessions: the queue's URL, or
+        behind a transaction-mode pooler its direct URL."""
+        if self.pooler.transaction:
+            if self.pooler.direct_url is None:
+                raise ConfigError(
+                    "no lasting session behind a pooler in transaction mode without a "
+                    "direct URL (direct_url=, HEARTQ_DIRECT_URL)"
+                )
+            return _heartq_parameters(self.pooler.direct_url)[1], self.pooler.direct_url
+        return self.conninfo, self.url
 
     def connect(self, autocommit: bool = True) -> psycopg.Connection[Any]:
         """A connection of its own (liveness lock, LISTEN), outside the pool, with
-        `session_kwargs`."""
+        `session_kwargs`; behind a transaction-mode pooler, to the direct URL."""
+        conninfo, url = self._session_target()
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=autocommit, **self.session_kwargs())
+            conn = psycopg.connect(conninfo, autocommit=autocommit, **self.session_kwargs())
         except psycopg.Error as exc:
-            raise translate(exc, self.url, connecting=True) from None
+            raise translate(exc, url, connecting=True) from None
         _configure(conn)
         return conn
 

@@ -31,6 +31,9 @@ liveness lock."""
 CONCURRENCY_NAMESPACE = 0x484B
 """First key of the transaction locks a claim of jobs with a concurrency key takes (the
 second is a hash of the key): its own namespace, apart from liveness and unique keys."""
+RATE_NAMESPACE = 0x4852
+"""First key of the transaction locks a claim of jobs with a rate key takes (the second
+is a hash of the key): its own namespace, so a rate key never meets a concurrency key."""
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"
@@ -49,15 +52,16 @@ NOW = f"SELECT extract(epoch from {T})::float8 AS now"
 INSERT_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
-                  concurrency_limit, meta)
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
-       x.meta::jsonb
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
-    concurrency_key text, concurrency_limit integer, meta text)
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text)
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
@@ -68,6 +72,126 @@ WITH inserted AS ({INSERT_JOBS.strip()}
     RETURNING queue
 )
 SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
+"""
+
+# Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
+# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
+# others wait for (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
+INSERT_LINKED_JOBS = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta, has_dependents,
+                  waiting_for, on_dependency_failure, dependency_results)
+SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
+       {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb, x.has_dependents,
+       x.waiting_for, x.on_dependency_failure, x.dependency_results
+FROM json_to_recordset(%(jobs)s::json) AS x(
+    id text, task text, queue text, args text, priority integer, delay float8,
+    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text, status text, has_dependents boolean, waiting_for integer,
+    on_dependency_failure text, dependency_results boolean)
+"""
+
+# The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
+# and marked `has_dependents`, with its status as it stands under the lock: a FINISH of
+# it waits for this transaction, or this waits for the FINISH and sees the job ended. A
+# row already marked is only locked (no new row version). A job not found is missing
+# from the answer.
+LOCK_DEPENDENCIES = """
+WITH locked AS (
+    SELECT id, status, has_dependents FROM jobs
+    WHERE id = ANY(%(ids)s::text[])
+    ORDER BY id
+    FOR UPDATE
+), marked AS (
+    UPDATE jobs SET has_dependents = true
+    WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
+)
+SELECT id, status FROM locked
+"""
+
+# Each edge: {job_id, depends_on, position}.
+INSERT_DEPENDENCIES = """
+INSERT INTO job_dependencies (job_id, depends_on, position)
+SELECT x.job_id, x.depends_on, x.position
+FROM json_to_recordset(%(edges)s::json) AS x(job_id text, depends_on text, position integer)
+"""
+
+# The waiting dependents of jobs that ended (`ids`), in the ending transaction, in a
+# statement of its own: its snapshot is taken after the ended rows were locked, so it sees
+# every edge committed before (LOCK_DEPENDENCIES waits for those locks). Each edge not yet
+# counted whose dependency has ended counts once; a job whose last dependency ended is
+# queued (run_at: now, or its own later eta); one whose dependency ended dead or
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). The
+# dependents are locked in id order first (as FINISH locks its rows), so two releases of
+# jobs with common dependents wait for each other instead of deadlocking; a row another
+# transaction is releasing is waited for, then re-read (READ COMMITTED): two dependencies
+# ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
+_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+RELEASE_DEPENDENTS = f"""
+WITH c AS (
+    SELECT d.job_id, count(*)::integer AS n,
+           min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
+               AS failed
+    FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
+    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
+      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY d.job_id
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT job_id FROM c))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET waiting_for = greatest(j.waiting_for - c.n, 0),
+    status = CASE WHEN {_FAILED} THEN 'cancelled'
+                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+    run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
+    finished_at = CASE WHEN {_FAILED} THEN {T} END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    updated_at = {T}
+FROM c JOIN locked ON locked.id = c.job_id
+WHERE j.id = c.job_id AND j.status = 'waiting'
+RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
+"""
+
+END_DEPENDENCY_EDGES = """
+UPDATE job_dependencies AS d SET ended = e.status
+FROM jobs AS e
+WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
+  AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
+"""
+
+# What a callback receives (a job with `dependency_results`): its dependencies in order,
+# each one's result, and whether that result is still to come (completed in its task's
+# transaction, saved after: as JOB_END says).
+DEPENDENCY_RESULTS = """
+SELECT d.depends_on AS id, e.status, e.result::text AS result,
+       coalesce(e.result_pending, false) AS pending
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+# A job's dependencies (in order) and its dependents, for `get_job`.
+GET_DEPENDENCIES = """
+SELECT d.depends_on AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+GET_DEPENDENTS = """
+SELECT d.job_id AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.job_id
+WHERE d.depends_on = %(job_id)s
+ORDER BY d.job_id
+LIMIT %(limit)s
 """
 
 # A job with a unique key (store/sql/ `enqueue`), bound by value. Enqueuers of one key
@@ -82,11 +206,12 @@ LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(uniq
 INSERT_UNIQUE_JOB = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
-                  concurrency_key, concurrency_limit, meta)
+                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta)
 SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
        {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
        %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
-       %(concurrency_key)s, %(concurrency_limit)s::integer, %(meta)s::jsonb
+       %(concurrency_key)s, %(concurrency_limit)s::integer, %(rate_key)s,
+       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb
 WHERE NOT EXISTS (
     SELECT 1 FROM jobs
     WHERE unique_key = %(unique_key)s
@@ -159,23 +284,24 @@ _CLAIMED = f"""claimed AS (
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
 ), audit AS (
-    INSERT INTO executions (job_id, execution_id, worker_id, started_at)
-    SELECT id, execution_id, worker_id, started_at FROM claimed
+    INSERT INTO executions (job_id, execution_id, worker_id, started_at, rate_key)
+    SELECT id, execution_id, worker_id, started_at, rate_key FROM claimed
 )
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
        meta::text AS meta, extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at
+       extract(epoch from run_at)::float8 AS run_at, dependency_results
 FROM claimed
 """
 
-# Jobs without a concurrency key only: the claim index holds nothing else.
+# Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
 CLAIM = f"""
 WITH picked AS (
     SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs
-        WHERE status = 'queued' AND concurrency_key IS NULL AND queue = q.name
+        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+          AND queue = q.name
           AND run_at <= {T_STATEMENT}
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
@@ -191,22 +317,22 @@ WITH picked AS (
 CLAIM_ONE_QUEUE = f"""
 WITH picked AS (
     SELECT id FROM jobs
-    WHERE status = 'queued' AND concurrency_key IS NULL AND queue = %(queue)s
-      AND run_at <= {T_STATEMENT}
+    WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
-# runnable and without a concurrency key, claimed as CLAIM does; a row another claimer is
-# taking right now is skipped (it is active elsewhere), as is a job running, finished or
-# unknown.
+# runnable and without a concurrency or a rate key, claimed as CLAIM does; a row another
+# claimer is taking right now is skipped (it is active elsewhere), as is a job running,
+# finished or unknown.
 CLAIM_IDS = f"""
 WITH picked AS (
     SELECT id FROM jobs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
-      AND run_at <= {T_STATEMENT}
+      AND rate_key IS NULL AND run_at <= {T_STATEMENT}
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
@@ -217,7 +343,7 @@ WITH picked AS (
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
 DUE_FOR_PUBLISH = f"""
 SELECT id, queue FROM jobs
-WHERE status = 'queued' AND concurrency_key IS NULL
+WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND queue = ANY(%(queues)s::text[])
   AND run_at <= {T_STATEMENT}
   AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
@@ -227,8 +353,8 @@ ORDER BY run_at, id
 LIMIT %(limit)s
 """
 
-# Jobs with a concurrency key (store/sql/ `claim`, only when CLAIM filled fewer than
-# `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
+# Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
+# fewer than `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
 # looked below its limit, best job first, at most `limit` of them, each kept only if its
 # transaction lock could be taken (a key another claimer holds is skipped, as SKIP LOCKED
 # skips a row). The candidates are fixed first (MATERIALIZED), so no other key's lock is
@@ -239,7 +365,7 @@ WITH candidates AS MATERIALIZED (
         SELECT concurrency_key AS key, max(priority) AS priority, min(run_at) AS run_at,
                max(concurrency_limit) AS most
         FROM jobs
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
           AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
         GROUP BY concurrency_key
     ) AS k
@@ -268,7 +394,7 @@ WITH keys AS (
            row_number() OVER (PARTITION BY c.concurrency_key
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
     FROM jobs AS c JOIN keys ON c.concurrency_key = keys.key
-    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL
+    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
 ), picked AS (
     SELECT j.id FROM jobs AS j
@@ -278,6 +404,142 @@ WITH keys AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), {_CLAIMED}"""
+
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
+# one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
+# `best`, each key's best runnable job of these queues (its limit is the key's, for the
+# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
+# starts within the period (`used`: its executions, by executions_rate_idx) looked below
+# their limit. A claim's cost follows the number of keys, not their backlogs.
+_RATE_KEYS = f"""keys AS (
+    (SELECT rate_key AS key FROM jobs
+     WHERE status = 'queued' AND rate_key IS NOT NULL
+     ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM jobs AS j
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys AS k WHERE k.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT priority, run_at, rate_limit, rate_period FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1
+    ) AS b
+)"""
+
+# The runnable jobs of a rate key, best first (`rate_key = <key>`): a walk of its part of
+# jobs_rated_claim_idx, at most `limit` of them (no claim takes more).
+_KEY_JOBS = f"""
+        FROM jobs
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = {{key}}
+          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s"""
+
+# Jobs with a rate key (store/sql/ `claim`, in the keyed claim's transaction, only when
+# the claims before filled fewer than `limit`), in two statements, as keyed jobs are.
+# First the keys: the open rate keys (`_RATE_KEYS`), each with whether its transaction
+# lock could be taken (a key another claimer holds is skipped, never waited for); with
+# them the concurrency keys of their first jobs that have one, locked the same way (a job
+# with both keys obeys both); and a `held` row when any rate-limited job is runnable here
+# at all, so that only then is RATE_WAIT asked. The candidates are fixed first
+# (MATERIALIZED), so no other key's lock is tried.
+CLAIM_RATE_KEYS = f"""
+WITH RECURSIVE {_RATE_KEYS}, open AS MATERIALIZED (
+    SELECT key FROM best
+    WHERE n > (SELECT count(*) FROM executions AS e
+               WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+                 AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period))
+    ORDER BY priority DESC, run_at, key
+    LIMIT %(limit)s
+), keyed AS MATERIALIZED (
+    SELECT DISTINCT c.concurrency_key AS key
+    FROM open AS o
+    CROSS JOIN LATERAL (SELECT concurrency_key {_KEY_JOBS.format(key="o.key")}) AS c
+    WHERE c.concurrency_key IS NOT NULL
+)
+SELECT 'rate' AS kind, key, pg_try_advisory_xact_lock({RATE_NAMESPACE}, hashtext(key)) AS locked
+FROM open
+UNION ALL
+SELECT 'concurrency', key, pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
+FROM keyed
+UNION ALL
+SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM best)
+"""
+
+# Then, in a statement of its own (its snapshot taken after the locks: it sees every
+# start of these keys committed before, and none can commit during it): the first jobs of
+# each locked rate key (`candidates`), per key and period their starts within the period
+# (`used`), per locked concurrency key its running jobs. A job whose concurrency key is
+# not locked waits; one with a concurrency key takes a place among that key's free slots
+# (`free`), among the candidates whose rate key has room, so a job waiting for its rate
+# key's next start does not hold a concurrency slot another rate key could use. Then each
+# rate key's jobs in claim order, the first `rate_limit - used` of them (each job's own
+# limit); the best `limit` of those, claimed as CLAIM does (its execution records the
+# rate key: the start the next claim counts).
+CLAIM_RATED = f"""
+WITH candidates AS MATERIALIZED (
+    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
+               concurrency_limit {_KEY_JOBS.format(key="k.key")}
+    ) AS c
+), windows AS MATERIALIZED (
+    SELECT g.key, g.period,
+           (SELECT count(*) FROM executions AS e
+            WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
+              AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
+    FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
+), slots AS MATERIALIZED (
+    SELECT k.key, (SELECT count(*) FROM jobs AS r
+                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                     AND r.concurrency_key = k.key) AS running
+    FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
+), fit AS (
+    SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
+           c.rate_limit - w.used AS room, c.concurrency_limit - s.running AS free
+    FROM candidates AS c
+    JOIN windows AS w ON w.key = c.rate_key AND w.period = c.rate_period
+    LEFT JOIN slots AS s ON s.key = c.concurrency_key
+    WHERE c.rate_limit > w.used AND (c.concurrency_key IS NULL OR s.key IS NOT NULL)
+), within_slots AS (
+    SELECT *, row_number() OVER (PARTITION BY concurrency_key
+                                 ORDER BY priority DESC, run_at, id) AS place
+    FROM fit
+), ranked AS (
+    SELECT id, room,
+           row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
+    FROM within_slots WHERE concurrency_key IS NULL OR place <= free
+), picked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id IN (SELECT id FROM ranked WHERE rank <= room) AND j.status = 'queued'
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {_CLAIMED}"""
+
+# How long until a runnable rate-limited job of these queues may start, in seconds (None:
+# none is held back by its rate key): per key (with its best job's limit), the start that
+# leaves the window last among the `rate_limit` latest, plus the period. A key with room
+# counts nothing here (what holds its jobs back, if anything, is a concurrency limit).
+RATE_WAIT = f"""
+WITH RECURSIVE {_RATE_KEYS}
+SELECT extract(epoch from min(nth.started_at + make_interval(secs => best.period))
+                          - {T_STATEMENT})::float8 AS wait
+FROM best
+CROSS JOIN LATERAL (
+    SELECT e.started_at FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
+      AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period)
+    ORDER BY e.started_at DESC
+    LIMIT 1 OFFSET best.n - 1
+) AS nth
+"""
 
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
 # they update them, and update only through it: two statements of one worker that touch
@@ -383,7 +645,8 @@ WITH f AS (
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, keep boolean, dead_reason text, crash text, pending boolean)
 ), locked AS (
-    SELECT j.id FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
+    SELECT j.id, j.execution_id, j.status, j.has_dependents
+    FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
     ORDER BY j.id
     FOR UPDATE OF j
@@ -408,14 +671,18 @@ WITH f AS (
         updated_at = {T}
     FROM f JOIN locked ON locked.id = f.id
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id, j.status, j.awaited
+      AND NOT (%(defer)s AND j.has_dependents)
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
 ), closed AS (
     UPDATE executions AS e
     SET ended_at = {T}, outcome = f.outcome, error = f.error, crash = f.crash::json
     FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
     WHERE e.job_id = f.id AND e.execution_id = f.eid
 )
-SELECT id, execution_id, status, awaited FROM landed
+SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
+UNION ALL
+SELECT id, execution_id, status, false, true, true FROM locked
+WHERE %(defer)s AND has_dependents AND status = 'running'
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
@@ -440,12 +707,12 @@ WITH l AS (
         updated_at = {T}
     FROM l JOIN locked ON locked.id = l.id
     WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
 ), closed AS (
     UPDATE executions AS e SET ended_at = {T}, outcome = 'released'
     FROM landed WHERE e.job_id = landed.id AND e.execution_id = landed.execution_id
 )
-SELECT id, execution_id FROM landed
+SELECT id, execution_id, status, awaited, has_dependents FROM landed
 """
 
 _RECLAIM_COLUMNS = """
@@ -459,6 +726,18 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
         WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions
 """
 _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
+
+# Results still to come whose committing attempt's lease ran out (its worker died, froze or
+# lost the database between the commit and the save): given up, by a reaper in contact
+# (store/sql/ `reap_expired`), so that "no result" is final for every reader and a save
+# that comes later is refused (SAVE_RESULT needs `result_pending`).
+GIVE_UP_RESULTS = f"""
+UPDATE jobs SET result_pending = false, lease_expires_at = NULL, updated_at = {T}
+WHERE id IN (SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
+             ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+  AND result_pending AND lease_expires_at < {T}
+RETURNING id, status, awaited
+"""
 
 SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
@@ -488,7 +767,8 @@ WAIT_FOR_PROBES = f"SELECT pg_advisory_xact_lock({PROBE_KEY})"
 # is ever tried.
 _NAMESAKES = f"""
 WITH namesakes AS MATERIALIZED (
-    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after, w.lock_free_since
+    SELECT w.id, w.name, w.last_heartbeat_at, w.stale_after, w.lock_free_since,
+           w.liveness_lock
     FROM workers AS w
     WHERE w.name = %(name)s AND w.id <> %(except_id)s
       AND (w.status = 'active'
@@ -499,7 +779,7 @@ SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbea
                     secs => coalesce(stale_after, %(stale_after)s::float8))
                 AND coalesce(stale_after, %(stale_after)s::float8) <= %(contact)s::float8,
                 false) AS silent,
-       pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free,
+       liveness_lock AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id)) AS lock_free,
        extract(epoch from {T} - lock_free_since)::float8 AS free_for
 FROM namesakes
 ORDER BY id
@@ -529,13 +809,16 @@ WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(executio
 FOR UPDATE OF j
 """
 
+# `liveness_lock`: whether the worker holds a liveness lock (behind a transaction-mode
+# pooler without a direct URL it holds none: no probe may try it).
 REGISTER_WORKER = f"""
 INSERT INTO workers (id, name, hostname, pid, queues, concurrency, status, started_at,
-                     last_heartbeat_at, stale_after, contact_since)
+                     last_heartbeat_at, stale_after, contact_since, liveness_lock)
 VALUES (%(id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s::json, %(concurrency)s, 'active',
-        {T}, {T}, %(stale_after)s::float8, {T})
+        {T}, {T}, %(stale_after)s::float8, {T}, %(liveness_lock)s)
 ON CONFLICT (id) DO UPDATE SET status = 'active', last_heartbeat_at = {T}, stopped_at = NULL,
-                               stale_after = EXCLUDED.stale_after, contact_since = {T}
+                               stale_after = EXCLUDED.stale_after, contact_since = {T},
+                               liveness_lock = EXCLUDED.liveness_lock
 """
 
 STOP_WORKER = f"""
@@ -619,6 +902,10 @@ WHERE status = 'dead'
 
 DELETE_EXECUTIONS_OF = "DELETE FROM executions WHERE job_id = ANY(%(ids)s::text[])"
 
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
+
 DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
 
 GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
@@ -646,6 +933,44 @@ ORDER BY running DESC, queued DESC, concurrency_key
 LIMIT 1000
 """
 
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through executions_rate_idx.
+RATE_USAGE = f"""
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           count(*) FILTER (WHERE status = 'running')::integer AS running,
+           count(*) FILTER (WHERE status = 'queued')::integer AS queued,
+           count(*) FILTER (WHERE status = 'queued' AND run_at <= {T})::integer AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > {T} - make_interval(secs => (SELECT max(period) FROM groups))
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting,
+       count(s.started_at)::integer AS started,
+       extract(epoch from min(s.started_at + make_interval(secs => g.period) - {T})
+                          FILTER (WHERE s.latest = g.n))::float8 AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > {T} - make_interval(secs => g.period)
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue,
        extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
@@ -656,13 +981,23 @@ GROUP BY queue
 """
 
 # Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
-# out its backoff.
+# out its backoff; or waiting (jobs_waiting_idx) for a dependency, in any queue, that is
+# one of those or waits itself. A waiting job whose dependencies are all in these queues
+# adds nothing: its release commits with their ends, so one snapshot sees them pending or
+# it queued.
 HAS_PENDING = f"""
 SELECT EXISTS (
     SELECT 1 FROM jobs
     WHERE queue = ANY(%(queues)s::text[])
       AND (status = 'running'
            OR (status = 'queued' AND (run_at <= {T} OR (%(retries)s AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM jobs AS w
+    JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= {T} OR (%(retries)s AND e.attempts > 0))))
 ) AS pending
 """
 
@@ -719,8 +1054,8 @@ ORDER BY queue, status
 CANCEL_QUEUED = f"""
 UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s
-WHERE id = %(job_id)s AND status = 'queued'
-RETURNING id, status, awaited
+WHERE id = %(job_id)s AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
 """
 
 # Someone waits for this job's end (`App.result`): its end will be announced.
@@ -728,10 +1063,10 @@ MARK_AWAITED = """
 UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
 """
 
-# A result still to come counts only while the lease that committed its job runs.
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
 JOB_END = """
-SELECT status, result::text AS result, error, dead_reason,
-       result_pending AND lease_expires_at > now() AS result_pending
+SELECT status, result::text AS result, error, dead_reason, result_pending
 FROM jobs WHERE id = %(job_id)s
 """
 
@@ -788,29 +1123,33 @@ RETURNING id, queue
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
-       parameters
+       parameters, rate_limit, rate_key
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
 
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
-                        timeout, heartbeat_timeout, declared_at, declared_by, parameters)
+                        timeout, heartbeat_timeout, declared_at, declared_by, parameters,
+                        rate_limit, rate_key)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
-       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters
+       x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters, x.rate_limit,
+       x.rate_key
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
-    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json)
+    retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json,
+    rate_limit text, rate_key text)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
     timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
     declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
-    parameters = EXCLUDED.parameters
+    parameters = EXCLUDED.parameters, rate_limit = EXCLUDED.rate_limit,
+    rate_key = EXCLUDED.rate_key
 """
 
-# Queued jobs of these tasks take the declaration for every option their caller did not
-# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & %(queue_bit)s = 0 THEN t.queue ELSE j.queue END"
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & %(priority_bit)s = 0 THEN t.priority ELSE j.priority END"
 _DECLARED_RETRIES = (
@@ -828,7 +1167,7 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
 FROM tasks AS t
-WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status = 'queued'
+WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status IN ('queued', 'waiting')
   AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
@@ -874,7 +1213,8 @@ SELECT extract(epoch from {T})::float8 AS now,
 PROBE_LIVENESS = f"""
 WITH free AS MATERIALIZED (
     SELECT id, lock_free_since FROM workers
-    WHERE status = 'active' AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
+    WHERE status = 'active' AND liveness_lock
+      AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
 ), held AS (
     UPDATE workers SET lock_free_since = NULL
     WHERE id IN (SELECT id FROM workers
@@ -905,7 +1245,7 @@ WHERE id IN (SELECT id FROM workers WHERE lock_free_since IS NOT NULL FOR UPDATE
 # the server has been up for less than `quiet` seconds (a restart frees every lock).
 LIVENESS_FREE = f"""
 SELECT id FROM workers
-WHERE status = 'active' AND id = ANY(%(ids)s::text[])
+WHERE status = 'active' AND id = ANY(%(ids)s::text[]) AND liveness_lock
   AND extract(epoch from now() - pg_postmaster_start_time()) >= %(quiet)s
   AND pg_try_advisory_xact_lock({LOCK_NAMESPACE}, hashtext(id))
 """
@@ -915,6 +1255,15 @@ LIVENESS_LOCK = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, hashtext(%(worke
 LIVENESS_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, hashtext(%(worker_id)s)) AS done"
 
 PING = "SELECT 1"
+
+# Behind a transaction-mode pooler, the first statement of every transaction: what a
+# direct connection sets at its start (`-c search_path=... -c
+# idle_in_transaction_session_timeout=...`), for this transaction only, since the next
+# one may run on another server session (`pooler.py`).
+TRANSACTION_SCOPE = (
+    "SELECT set_config('search_path', %(schema)s, true),"
+    " set_config('idle_in_transaction_session_timeout', %(idle)s, true)"
+)
 
 MIGRATIONS_PRESENT = (
     "SELECT to_regclass(format('%%I.schema_migrations', %(schema)s::text)) IS NOT NULL AS present"

@@ -39,6 +39,7 @@ REFUSED_MESSAGES = (
     "invalid connection option",
     "invalid uri",
     "invalid sslmode",
+    "unsupported startup parameter",  # a pooler that refuses heartq's startup options
 )
 """Fragments (lowercase) of libpq's and the server's messages for those refusals."""
 
@@ -65,3 +66,16 @@ def refused_for_good(exc: BaseException) -> bool:
     if any(fragment in text for fragment in PASSING_MESSAGES):
         return False
     return any(fragment in text for fragment in REFUSED_MESSAGES)
+
+
+POOLER_HINT = (
+    " (a connection pooler in transaction mode? add ?pooler=transaction to the URL, or set "
+    "HEARTQ_POOLER=transaction)"
+)
+
+
+def pooler_hint(exc: BaseException) -> str:
+    """What to do about a refusal of heartq's startup options (`search_path`, the
+    idle-in-transaction timeout), which a pooler such as PgBouncer gives: run in its
+    transaction mode, which sends none. Empty for any other refusal."""
+    return POOLER_HINT if "unsupported startup parameter" in str(exc).lower() else ""

@@ -73,6 +73,8 @@ class SharedSession:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._first: Conn | None = None
+        self._dropped = False  # the session dropped and is not open again yet
+        self._reopened_at: float | None = None  # when it was last opened again (monotonic)
         self.closed = False
 
     # -- users ---------------------------------------------------------------------------
@@ -107,6 +109,17 @@ class SharedSession:
             generation = self._want()
         self._wait_applied(generation)
         return _ChannelHandle(self, channel, on_notify)
+
+    def unsettled(self, within: float) -> bool:
+        """True while this session is down after it dropped, and for `within` seconds
+        after it was opened again: a time when other processes' sessions to the same
+        server may well be reopening too (a failover or a restart ends them all), so a
+        free lock says little (`PostgresStore.liveness_probe`)."""
+        with self._mutex:
+            if self._dropped:
+                return True
+            reopened = self._reopened_at
+        return reopened is not None and time.monotonic() - reopened < within
 
     def _want(self) -> int:
         """Call with the mutex held: a new generation of wishes for the thread."""
@@ -201,6 +214,8 @@ class SharedSession:
                     self._hear_fatal(conn, fatal)
                     backoff.reset()
                     reopened, last_ping = True, time.monotonic()
+                    with self._mutex:
+                        self._dropped, self._reopened_at = False, last_ping
                 try:
                     last_ping = self._serve(conn, reopened, last_ping)
                     reopened = False
@@ -303,6 +318,7 @@ class SharedSession:
         """The session dropped: nothing is held or listened to any more."""
         now = time.monotonic()
         with self._mutex:
+            self._dropped = True
             lost = [(w, self._locks[w]) for w in sorted(self._held) if w in self._locks]
             for worker_id, _ in lost:
                 self._lost_at[worker_id] = now

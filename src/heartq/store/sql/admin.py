@@ -4,7 +4,9 @@ long-gone workers.
 
 Why together: each is asked for by a person, a test or a retention setting, never by the
 protocol of an attempt (a cancel of a running job only requests it: its worker ends
-it), and the deletions share `_delete_jobs` (a job's executions, then the job).
+it), and the deletions share `_delete_jobs` (a job's executions and the edges of what it
+waited for, then the job). A cancel of a queued or waiting job releases its dependents
+in the same transaction, as every end of a job does (`dependencies.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from heartq.errors import JobNotFound
 from heartq.model import CancelResult, JobStatus, PruneCounts
 from heartq.payload import check_text
 from heartq.store import records
+from heartq.store.sql import dependencies
 from heartq.store.sql.base import SqlBase
 
 MAX_DEAD_AGE = 1000 * 365 * 86400.0
@@ -39,10 +42,12 @@ class AdminOps(SqlBase):
             if row is None:
                 raise JobNotFound(job_id)
             who = None if by is None else check_text("by", by)
-            params = {"job_id": job_id, "now": self._clock(conn, now), "by": who}
-            if row["status"] == JobStatus.QUEUED:
+            clock = self._clock(conn, now)
+            params = {"job_id": job_id, "now": clock, "by": who}
+            if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING):
                 rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
                 self._announce_ended(conn, records.awaited_ends(rows))
+                self._release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
                 return CancelResult.CANCELLED
             if row["status"] == JobStatus.RUNNING:
                 holders = conn.execute(self.q.REQUEST_CANCEL, params).fetchall()
@@ -95,6 +100,7 @@ class AdminOps(SqlBase):
         if ids:
             params = {"ids": self._array(ids)}
             conn.execute(self.q.DELETE_EXECUTIONS_OF, params)
+            conn.execute(self.q.DELETE_DEPENDENCIES_OF, params)
             conn.execute(self.q.DELETE_JOBS, params)
 
     # -- pruning -------------------------------------------------------------------------

@@ -17,17 +17,21 @@ two):
   `json_each`; PostgreSQL: a `text[]`).
 - `_is_duplicate(exc)`: whether an error is a duplicate job id.
 - hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_steps`
-  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_rows`
-  (SQLite writes the claim's executions with a second statement), `_lock_free` and
-  `_forget_workers` (how a namesake's liveness lock is judged, and cleaned up).
+  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_with`
+  (SQLite writes the claim's executions with a second statement), `_claim_rows`
+  (PostgreSQL walks one queue's index its own way), `_claim_limited` (PostgreSQL locks
+  the concurrency and rate keys it claims), `_lock_free` and `_forget_workers` (how a
+  namesake's liveness lock is judged, and cleaned up).
 - `migrate`, `close`, `liveness_hold`, `liveness_probe`, `liveness_suspects`, `listen`.
 
 Why this cut: every hook a dialect may override is declared here, whichever role calls
 it, so a dialect's author reads one module to know what to write, and the roles never
 declare hooks of their own. With them, what every role uses: transactions, the clock,
-binding lists, running statements, waking idle workers, the schema, and the two
-operations more than one role runs: `_apply_finishes` (the fenced finish of `finish` and
-of every reclaimer) and `_task_policies` (the declarations an enqueuer reads and
+binding lists, running statements (and driving `dependencies.py`'s programs of them),
+waking idle workers, the schema, and the operations more than one role runs:
+`_apply_finishes` (the fenced finish of `finish`, of a completion and of every reclaimer,
+with the release of the ended jobs' dependents), `_release_dependents` (also after a
+release and a cancel) and `_task_policies` (the declarations an enqueuer reads and
 `get_job` shows).
 """
 
@@ -38,17 +42,24 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from heartq.errors import ConfigError
 from heartq.model import Lease, LivenessChange, TaskPolicy
 from heartq.store import records
 from heartq.store.interface import LivenessHandle
+from heartq.store.sql import dependencies
+
+RATE_CONTENDED_RETRY = 0.05
+"""Seconds after which a claimer that found a rate key with room held by another claimer
+asks again: that claim commits within milliseconds, and the next look sees what it took
+(and then the exact wait, or the room left)."""
 
 Statement = str | tuple[str, ...]
 Step = tuple[Statement, dict[str, Any]]
 """A statement with its parameters, for operations that run on someone else's connection."""
 Rows = list[Any]
+T = TypeVar("T")
 
 
 def migration_scripts(package: str) -> list[tuple[int, str]]:
@@ -84,7 +95,15 @@ class SqlBase:
     url: str
     supports_notify: bool = False
     liveness_grace: float = 0.0
+    holds_liveness_lock: bool = True
+    """Whether the workers of this store hold a liveness lock (recorded with each worker:
+    False behind a transaction-mode pooler without a direct URL, whose workers have no
+    session to hold one and are judged by heartbeats and leases alone)."""
     _migrated: bool = False
+    _statements_commit_alone: bool = False
+    """Whether `_write_each` runs each statement as a transaction of its own (PostgreSQL):
+    then the worker's finish leaves jobs with dependents to a transaction that releases
+    them (`_finish_statement`)."""
 
     # -- dialect hooks -------------------------------------------------------------------
     def migrate(self) -> int:
@@ -160,22 +179,63 @@ class SqlBase:
         on it, with the database's own defaults for the task's names (default: as is)."""
         return contextlib.nullcontext(conn)
 
+    def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> Rows:
+        """A claim statement's claimed rows, their executions written (default: the
+        statement writes them itself)."""
+        return self._run(conn, statement, params)
+
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The claimed rows, their executions written (default: one statement does both)."""
-        return self._run(conn, self.q.CLAIM, params)
+        """The claimed rows of jobs with neither a concurrency nor a rate key, their
+        executions written."""
+        return self._claim_with(conn, self.q.CLAIM, params)
 
     def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> Rows:
         """The jobs `params["ids"]` names that are queued and runnable, claimed, their
-        executions written (default: one statement does both)."""
-        return self._run(conn, self.q.CLAIM_IDS, params)
+        executions written."""
+        return self._claim_with(conn, self.q.CLAIM_IDS, params)
 
-    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """Claimed jobs with a concurrency key, never more of a key running than its
-        limit, executions written (default: one statement does it all, in the claim's
-        transaction; PostgreSQL, with many claimers at once, locks the keys first, in a
-        transaction of its own). `params["claimed"]`: how many unkeyed jobs this claim
-        took already."""
-        return self._run(conn, self.q.CLAIM_KEYED, params)
+    def _claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
+        """Claimed jobs with a concurrency key (never more of a key running than its
+        limit), then, slots left, with a rate key (never more of a key's starts in its
+        period than its limit), executions written; and the seconds until a runnable
+        rate-limited job held back may start (None: none is). `params["claimed"]`: how
+        many jobs without a key this claim took already. Default: one writer at a time
+        (SQLite), so nothing to lock: the statements in the claim's transaction.
+        PostgreSQL, with many claimers at once, locks the keys first, in a transaction of
+        its own."""
+        rows = self._claim_with(conn, self.q.CLAIM_KEYED, params)
+        return self._claim_rated(conn, params, rows)
+
+    def _claim_rated(
+        self,
+        conn: Any,
+        params: dict[str, Any],
+        rows: Rows,
+        *,
+        keys: Mapping[str, Sequence[str]] | None = None,
+        contended: bool = False,
+        held: bool = True,
+    ) -> tuple[Rows, float | None]:
+        """`rows` (what the claim took of jobs with a concurrency key) and the jobs with
+        a rate key that fill the slots left (`CLAIM_RATED`), and the rate wait: how long
+        until a rate-limited job held back may start (`RATE_WAIT`, read only when slots
+        are still free and, `held`, such jobs are runnable at all). `keys`: the rate keys
+        and concurrency keys this claimer locked (None: no locks needed, every key goes).
+        `contended`: a key with room was held by another claimer: ask again soon."""
+        left = params["limit"] - len(rows)
+        rate_keys = None if keys is None else list(keys["rate"])
+        if left > 0 and rate_keys != []:
+            given = dict(params, limit=left)
+            if keys is not None:
+                given.update(rate_keys=rate_keys, concurrency_keys=list(keys["concurrency"]))
+            rows = rows + self._claim_with(conn, self.q.CLAIM_RATED, given)
+        wait = None
+        if held and len(rows) < params["limit"]:
+            found = conn.execute(self.q.RATE_WAIT, params).fetchone()
+            wait = None if found is None or found["wait"] is None else float(found["wait"])
+        if contended:
+            wait = RATE_CONTENDED_RETRY if wait is None else min(wait, RATE_CONTENDED_RETRY)
+        return rows, wait
 
     def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
         """Whether a namesake's liveness lock is free (default: the `NAMESAKES` row says);
@@ -218,6 +278,16 @@ class SqlBase:
             cursor = conn.execute(text, params)
         return cursor.fetchall() if cursor.description else []
 
+    def _drive(self, conn: Any, program: dependencies.Program[T]) -> T:
+        """Run a program of statements (`dependencies.py`) on `conn`, each one's rows sent
+        back to it; what it returns."""
+        try:
+            step = next(program)
+            while True:
+                step = program.send(self._run(conn, *step))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     def reach(self) -> None:
         """Default: a read transaction that runs nothing (opens the connection)."""
         with self._read():
@@ -248,11 +318,36 @@ class SqlBase:
     def _apply_finishes(
         self, conn: Any, docs: list[dict[str, Any]], clock: float | None
     ) -> set[Lease]:
-        """The fenced write shared by finish and every reclaimer: only jobs still running
-        under the execution a document names change, with their executions."""
-        rows = self._run(conn, self.q.FINISH, {"finishes": json.dumps(docs), "now": clock})
-        self._announce_ended(conn, records.awaited_ends(rows))
-        return records.leases(rows)
+        """The fenced write shared by finish, a completion and every reclaimer, in the
+        caller's transaction: only jobs still running under the execution a document names
+        change, with their executions, and the dependents of those that ended are released
+        in the same transaction."""
+        landed, _ = self._finish_statement(conn, docs, clock, defer=False)
+        return landed
+
+    def _finish_statement(
+        self, conn: Any, docs: list[dict[str, Any]], clock: float | None, defer: bool
+    ) -> tuple[set[Lease], set[Lease]]:
+        """`FINISH`, then the release of the dependents of the jobs it ended; the leases
+        that landed, and those it left alone because their job has dependents (`defer`,
+        for a FINISH that commits by itself: a release in that one statement could miss an
+        edge committed while it waited for a row's lock, its snapshot being older; the
+        caller finishes those in a transaction of its own)."""
+        params = {"finishes": json.dumps(docs), "now": clock, "defer": defer}
+        rows = self._run(conn, self.q.FINISH, params)
+        landed = [r for r in rows if not r["deferred"]]
+        self._announce_ended(conn, records.awaited_ends(landed))
+        self._release_dependents(conn, dependencies.ended_with_dependents(landed), clock)
+        return records.leases(landed), records.leases(r for r in rows if r["deferred"])
+
+    def _release_dependents(self, conn: Any, ended: list[str], clock: float | None) -> None:
+        """Release the waiting dependents of jobs that just ended in this transaction
+        (`dependencies.release`), wake the queues that got runnable jobs and announce the
+        awaited jobs it cancelled. Nothing at all when none of them has dependents."""
+        if ended:
+            done = self._drive(conn, dependencies.release(self.q, ended, self._array, clock))
+            self._announce_ended(conn, done.awaited_ends)
+            self._wake(conn, done.queues)
 
     def _task_policies(self, conn: Any, names: Sequence[str] | None) -> dict[str, TaskPolicy]:
         params = {"all": names is None, "names": self._array(list(names or []))}

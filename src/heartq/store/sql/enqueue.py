@@ -2,9 +2,10 @@
 schedules, and task declarations with the re-routing of the waiting jobs they change.
 
 Why together: each writes new jobs, or decides where waiting jobs go, through the same
-steps and nothing else in the store uses them: `_job_steps` stores job documents (the
-unique ones answered by `_holders`), `_delay_until_eta` turns an eta into a delay by the
-database's clock, `_wake` tells idle workers. A schedule's tick is an enqueue under the
+steps and nothing else in the store uses them: `_store_jobs` stores job documents (a
+program of statements: jobs with dependencies through `dependencies.py`, the unique ones
+answered by the job that holds their key), `_delay_until_eta` turns an eta into a delay
+by the database's clock, `_wake` tells idle workers. A schedule's tick is an enqueue under the
 schedule's locked row; a declaration changes what an enqueue by name gets, and
 `reroute_jobs` applies it to the jobs already waiting. `task_policies` is a read, here
 because its caller is the enqueuer (`App` looks a task up before it enqueues).
@@ -22,7 +23,8 @@ from heartq.errors import DuplicateJob
 from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents
-from heartq.store.sql.base import Rows, SqlBase, Step
+from heartq.store.sql import dependencies
+from heartq.store.sql.base import Rows, SqlBase
 
 
 class EnqueueOps(SqlBase):
@@ -36,67 +38,81 @@ class EnqueueOps(SqlBase):
             return []
         self.ensure_schema()
         if connection is not None:
-            steps = self._enqueue_steps(docs, now)
+            program = self._enqueue_steps(docs, self._borrowed_clock(docs, now))
             with self._borrow(connection) as conn:
-                answers = [self._run(conn, statement, params) for statement, params in steps]
-            return self._holders(docs, answers)
+                return self._drive(conn, program)
         try:
             if self._insert_and_wake(docs, now):
                 return [str(d["id"]) for d in docs]
             with self._write() as conn:
                 clock = self._clock(conn, now)
                 self._delay_until_eta(conn, docs, clock)
-                answers = [self._run(conn, s, p) for s, p in self._job_steps(docs, clock)]
+                ids = self._drive(conn, self._store_jobs(docs, clock))
                 self._wake(conn, {str(d["queue"]) for d in docs})
         except Exception as exc:
             if self._is_duplicate(exc):
                 raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
             raise
-        return self._holders(docs, answers)
+        return ids
 
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
         docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
         await asyncio.to_thread(self.ensure_schema)
-        steps = await asyncio.to_thread(self._enqueue_steps, docs, None)
-        answers: list[Rows] = []
+        clock = await asyncio.to_thread(self._borrowed_clock, docs, None)
+        program = self._enqueue_steps(docs, clock)
         async with self._borrow_async(connection) as conn:
-            for statement, params in steps:
-                for text in statement if isinstance(statement, tuple) else (statement,):
-                    cursor = await conn.execute(text, params)
-                answers.append(await cursor.fetchall() if cursor.description else [])
-        return self._holders(docs, answers)
+            try:
+                step = next(program)
+                while True:
+                    statement, params = step
+                    for text in statement if isinstance(statement, tuple) else (statement,):
+                        cursor = await conn.execute(text, params)
+                    rows: Rows = await cursor.fetchall() if cursor.description else []
+                    step = program.send(rows)
+            except StopIteration as done:
+                ids: list[str] = done.value
+        return ids
 
-    def _job_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
-        """The statements that store `docs`: jobs without a unique key in one batch, then
-        one step per job with a key, whose answer is the job holding the key (that one,
-        or the one already there): so a key met twice in one batch makes one job too."""
-        plain = [d for d in docs if d["unique_key"] is None]
-        steps = self._insert_steps(plain, clock) if plain else []
-        keyed = [d for d in docs if d["unique_key"] is not None]
-        return steps + [(self.q.ENQUEUE_UNIQUE, dict(d, now=clock)) for d in keyed]
-
-    @staticmethod
-    def _holders(docs: list[dict[str, Any]], answers: list[Rows]) -> list[str]:
-        """Each job's id as the caller gets it: a job with a unique key answers the id of
-        the job that holds the key (the answers of its steps come last, in order)."""
-        keyed = [d for d in docs if d["unique_key"] is not None]
-        if keyed:
-            for doc, rows in zip(keyed, answers[len(answers) - len(keyed) :], strict=True):
+    def _store_jobs(
+        self, docs: list[dict[str, Any]], clock: float | None
+    ) -> dependencies.Program[list[str]]:
+        """The statements that store `docs`, and each job's id as the caller gets it. Jobs
+        without a unique key or dependencies in one batch; jobs with dependencies, or that
+        others of the batch depend on, as `dependencies.store` writes them (after it has
+        locked and checked the dependencies outside the batch); then one step per job with
+        a unique key, whose answer is the job holding the key (that one, or the one already
+        there): so a key met twice in one batch makes one job too."""
+        waited = dependencies.waited_for(docs)
+        linked = {str(d["id"]) for d in docs if dependencies.is_linked(d, waited)}
+        plain = [d for d in docs if d["unique_key"] is None and d["id"] not in linked]
+        insert = self._insert_steps(plain, clock) if plain else []
+        if linked:
+            yield from dependencies.store(self.q, docs, self._array, clock, insert, waited)
+        else:
+            yield from dependencies.each(insert)
+        for doc in docs:
+            if doc["unique_key"] is not None:
+                rows = yield (self.q.ENQUEUE_UNIQUE, dict(doc, now=clock))
                 doc["id"] = rows[0]["id"]  # the new job's, or the one found
         return [str(d["id"]) for d in docs]
 
-    def _enqueue_steps(self, docs: list[dict[str, Any]], now: float | None) -> list[Step]:
-        """An enqueue into the caller's transaction, as statements: the database's time is
-        read first, on a connection of heartq's own (the caller's transaction may be old,
-        and its `now()` with it), then the inserts (the unique ones' answers last) and the
-        wake-ups (a NOTIFY is delivered by the caller's commit, and only by it)."""
+    def _borrowed_clock(self, docs: list[dict[str, Any]], now: float | None) -> float:
+        """The time an enqueue into the caller's transaction dates its jobs from, read on
+        a connection of heartq's own (the caller's transaction may be old, and its `now()`
+        with it), its etas turned into delays by it."""
         clock = now if now is not None else self.clock()
         self._delay_until_eta(None, docs, clock)
-        queues = {str(d["queue"]) for d in docs}
-        wake = self._wake_steps(queues)
-        return wake + self._job_steps(docs, clock)
+        return clock
+
+    def _enqueue_steps(
+        self, docs: list[dict[str, Any]], clock: float
+    ) -> dependencies.Program[list[str]]:
+        """An enqueue into the caller's transaction, as statements: the wake-ups first (a
+        NOTIFY is delivered by the caller's commit, and only by it), then the jobs."""
+        yield from dependencies.each(self._wake_steps({str(d["queue"]) for d in docs}))
+        return (yield from self._store_jobs(docs, clock))
 
     def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
         """A job given an `eta` waits from now until then, by the database's clock (an eta
@@ -133,8 +149,7 @@ class EnqueueOps(SqlBase):
             last = None if row["last_tick"] is None else float(row["last_tick"])
             due = plan(last, self._time(conn, clock))
             docs = [documents.new_job_doc(job) for job in make_jobs(due.ticks)]
-            answers = [self._run(conn, st, p) for st, p in self._job_steps(docs, clock)]
-            ids = self._holders(docs, answers)
+            ids = self._drive(conn, self._store_jobs(docs, clock))
             params.update(
                 last_tick=due.last_tick,
                 next_tick=due.next_tick,

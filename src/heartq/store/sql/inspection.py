@@ -15,8 +15,9 @@ from typing import Any
 from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.ids import typed_forms
-from heartq.model import JobEnd, JobMatch, JobPage, QueueWait
+from heartq.model import DependencyEnd, JobEnd, JobMatch, JobPage, QueueWait
 from heartq.store import records, serialize
+from heartq.store.sql import dependencies
 from heartq.store.sql.base import SqlBase
 
 MIN_ID_PREFIX = 8
@@ -37,8 +38,15 @@ class InspectOps(SqlBase):
                 raise JobNotFound(job_id)
             executions = conn.execute(self.q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
             declared = self._task_policies(conn, [row["task"]]).get(row["task"])
+            depends_on = self._run(conn, self.q.GET_DEPENDENCIES, {"job_id": job_id})
+            params = {"job_id": job_id, "limit": dependencies.DEPENDENTS_SHOWN}
+            dependents = (
+                self._run(conn, self.q.GET_DEPENDENTS, params) if row["has_dependents"] else []
+            )
         doc = serialize.job_dict(row, executions)
         doc["policy"] = policy.sources(doc, int(row["chosen"]), declared)
+        doc["depends_on"] = [serialize.linked_job_dict(r) for r in depends_on]
+        doc["dependents"] = [serialize.linked_job_dict(r) for r in dependents]
         return doc
 
     def resolve_job_id(self, ref: str) -> str:
@@ -84,6 +92,13 @@ class InspectOps(SqlBase):
             more = len(matches) > AMBIGUOUS_SHOWN
             raise AmbiguousJobId(ref, matches[:AMBIGUOUS_SHOWN], more=more)
         return matches[0].id
+
+    def dependency_results(self, job_id: str) -> list[DependencyEnd]:
+        """The dependencies of a job that takes their results (a group's callback), in
+        order: each one's status, result, and whether that result is still to come."""
+        with self._read() as conn:
+            rows = self._run(conn, self.q.DEPENDENCY_RESULTS, {"job_id": job_id})
+        return [records.dependency_end(r) for r in rows]
 
     def await_end(self, job_id: str) -> JobEnd:
         self.ensure_schema()
@@ -176,6 +191,12 @@ class InspectOps(SqlBase):
              "limit": r["max_limit"]}
             for r in rows
         ]  # fmt: skip
+
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        self.ensure_schema()
+        with self._read() as conn:
+            rows = conn.execute(self.q.RATE_USAGE, {"now": self._clock(conn, now)}).fetchall()
+        return [records.rate_usage(row) for row in rows]
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         self.ensure_schema()

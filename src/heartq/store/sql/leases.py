@@ -23,6 +23,7 @@ from typing import Any
 
 from heartq.errors import LeaseLost
 from heartq.model import (
+    Claim,
     ClaimedJob,
     Finish,
     JobStatus,
@@ -34,6 +35,7 @@ from heartq.model import (
     Report,
 )
 from heartq.store import documents, records
+from heartq.store.sql import dependencies
 from heartq.store.sql.base import Rows, SqlBase
 
 
@@ -47,9 +49,9 @@ class LeaseOps(SqlBase):
         limit: int,
         lease: float,
         now: float | None = None,
-    ) -> list[ClaimedJob]:
+    ) -> Claim:
         if limit <= 0:
-            return []
+            return Claim()
         self.ensure_schema()
         with self._write_each() as conn:
             sent_at = time.monotonic()  # the connection (and SQLite's write lock) in hand
@@ -61,10 +63,12 @@ class LeaseOps(SqlBase):
                 "now": self._clock(conn, now),
             }
             rows = self._claim_rows(conn, params)
-            if len(rows) < limit:  # slots left: jobs with a concurrency key may take them
-                keyed = dict(params, limit=limit - len(rows), claimed=len(rows))
-                rows += self._claim_keyed(conn, keyed)
-        return records.claimed_jobs(rows, sent_at)
+            rate_wait = None
+            if len(rows) < limit:  # slots left: jobs with a concurrency or rate key may take them
+                limited = dict(params, limit=limit - len(rows), claimed=len(rows))
+                more, rate_wait = self._claim_limited(conn, limited)
+                rows += more
+        return Claim(records.claimed_jobs(rows, sent_at), rate_wait)
 
     def claim_ids(
         self,
@@ -190,8 +194,9 @@ class LeaseOps(SqlBase):
             if last is not None:
                 pulse = documents.pulse_doc(PulseReport(lease, last))
                 self._store_reports(conn, [pulse], self._clock(conn, None))
-            params = {"finishes": json.dumps([doc]), "now": self._clock(conn, None)}
-            if lease not in records.leases(self._run(conn, self.q.FINISH, params)):
+            # its dependents are released here, in the task's transaction: a callback
+            # that takes results waits for this one's (`result_pending`) when it starts
+            if lease not in self._apply_finishes(conn, [doc], self._clock(conn, None)):
                 raise LeaseLost(lease.job_id, lease.execution_id)
 
     def save_result(self, lease: Lease, result_json: str | None) -> bool:
@@ -218,7 +223,12 @@ class LeaseOps(SqlBase):
             clock = self._clock(conn, now)
             if reports:  # only the finishes that carry one: no cost for the others
                 self._store_reports(conn, list(reports.values()), clock)
-            landed = self._apply_finishes(conn, list(docs.values()), clock)
+            defer = self._statements_commit_alone
+            landed, deferred = self._finish_statement(conn, list(docs.values()), clock, defer)
+        if deferred:  # jobs with dependents: finished and released in one transaction
+            with self._write() as conn:
+                clock = self._clock(conn, now)
+                landed |= self._apply_finishes(conn, [docs[x] for x in deferred], clock)
         return [f.lease for f in finishes if f.lease not in landed]
 
     def _store_reports(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> Rows:
@@ -231,6 +241,10 @@ class LeaseOps(SqlBase):
             return []
         payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
         with self._write() as conn:
-            params = {"leases": payload, "now": self._clock(conn, now)}
-            landed = records.leases(self._run(conn, self.q.RELEASE, params))
+            clock = self._clock(conn, now)
+            rows = self._run(conn, self.q.RELEASE, {"leases": payload, "now": clock})
+            # a job whose cancel was pending ends cancelled here: its dependents too
+            self._announce_ended(conn, records.awaited_ends(rows))
+            self._release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
+        landed = records.leases(rows)
         return [lease for lease in leases if lease not in landed]

@@ -64,6 +64,8 @@ class ReclaimOps(SqlBase):
             if contact < own_threshold:
                 return []
             rows = conn.execute(self.q.SELECT_EXPIRED, {"now": clock, "limit": limit}).fetchall()
+            given_up = self._run(conn, self.q.GIVE_UP_RESULTS, {"now": clock, "limit": limit})
+            self._announce_ended(conn, records.awaited_ends(given_up))
             return self._reclaim(
                 conn, clock, rows, detected_by, "lease expired", crash.detector(observer)
             )

@@ -32,6 +32,7 @@ class RegistryOps(SqlBase):
                 "queues": json.dumps(list(info.queues)),
                 "concurrency": info.concurrency,
                 "stale_after": documents.worker_stale_after(info),
+                "liveness_lock": self.holds_liveness_lock,
                 "now": self._clock(conn, now),
             }
             conn.execute(self.q.REGISTER_WORKER, params)

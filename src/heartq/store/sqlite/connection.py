@@ -2,8 +2,9 @@
 
 Each thread gets its own connection (sqlite3 connections are not meant to be shared across
 threads mid-transaction). Options, all fixed per store: WAL journal (readers never block
-the writer), `synchronous=FULL` (a committed outcome survives power loss, since
-"saved" must mean saved), and a busy timeout during which a writer waits for the lock.
+the writer), `synchronous=FULL` by default (a committed outcome survives power loss, since
+"saved" must mean saved; `?synchronous=normal` trades that for speed, see
+`SYNCHRONOUS`), and a busy timeout during which a writer waits for the lock.
 
 The file can go bad under a running process, and a connection would not notice: one
 opened before a `chmod` keeps writing, and one whose file was deleted keeps writing to
@@ -25,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from heartq.errors import ConfigError, StoreBusy, StoreRefused
 from heartq.store.sqlite import faults
@@ -35,6 +37,25 @@ __all__ = ["ConnectionPool", "check_location", "options_from_url", "path_from_ur
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Defaults to 30 s that a writer waits for another process's write lock."""
+DEFAULT_SYNCHRONOUS = "full"
+"""Defaults to `synchronous=FULL`: every commit waits for the WAL's fsync."""
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
+"""The `?synchronous=` values heartq takes. In WAL mode, `full` syncs the WAL at every
+commit: a committed write survives a process crash, an OS crash and a power loss.
+`normal` syncs it only at checkpoints: a committed write survives a process crash (it
+is in the file, in the OS's cache) and the database is never corrupted, but an OS crash
+or a power loss may roll back the transactions committed since the last sync, acknowledged
+enqueues and finishes among them. A commit waits for an fsync at `full` (0.12 ms on the
+benchmark machine's disk when quiet, several ms while others write to it) and for none at
+`normal` (docs/BENCHMARKS.md). `off` and `extra` are
+refused: `off` may corrupt the file on an OS crash, and `extra` adds nothing in WAL mode."""
+
+
+class UrlOptions(NamedTuple):
+    """What a `sqlite://` URL's query sets."""
+
+    busy_timeout: float | None = None
+    synchronous: str = DEFAULT_SYNCHRONOUS
 
 
 def path_from_url(url: str) -> Path:
@@ -53,22 +74,37 @@ def path_from_url(url: str) -> Path:
     return Path(path)
 
 
-def options_from_url(url: str) -> dict[str, float]:
-    """Query options: `?busy_timeout=S` (seconds a writer waits for the lock, default 30)."""
+def options_from_url(url: str) -> UrlOptions:
+    """Query options: `?busy_timeout=S` (seconds a writer waits for the lock, default 30)
+    and `?synchronous=full|normal` (default full, see `SYNCHRONOUS`)."""
     from urllib.parse import parse_qsl
 
     query = url.split("?", 1)[1] if "?" in url else ""
-    options: dict[str, float] = {}
+    options = UrlOptions()
     for key, value in parse_qsl(query, keep_blank_values=True):
-        if key != "busy_timeout":
-            raise ConfigError(f"unknown SQLite URL option {key!r} (known: busy_timeout)")
-        try:
-            options[key] = float(value)
-        except ValueError:
-            raise ConfigError(f"busy_timeout must be a number of seconds, got {value!r}") from None
-        if options[key] < 0:
-            raise ConfigError(f"busy_timeout must not be negative, got {value!r}")
+        if key == "busy_timeout":
+            options = options._replace(busy_timeout=_seconds(value))
+        elif key == "synchronous":
+            if value.lower() not in SYNCHRONOUS:
+                raise ConfigError(
+                    f"synchronous must be full or normal, got {value!r} (docs/OPERATIONS.md)"
+                )
+            options = options._replace(synchronous=value.lower())
+        else:
+            raise ConfigError(
+                f"unknown SQLite URL option {key!r} (known: busy_timeout, synchronous)"
+            )
     return options
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(f"busy_timeout must be a number of seconds, got {value!r}") from None
+    if not 0 <= seconds < float("inf"):  # NaN too
+        raise ConfigError(f"busy_timeout must be finite and not negative, got {value!r}")
+    return seconds
 
 
 def check_location(path: Path) -> None:
@@ -102,9 +138,15 @@ class ConnectionPool:
     connection is kept with its thread, and opening a new one first closes those of
     threads that have ended (they cannot be in the middle of anything)."""
 
-    def __init__(self, path: Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+    def __init__(
+        self,
+        path: Path,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
+    ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self.synchronous = SYNCHRONOUS[synchronous]
         self._local = threading.local()
         self._by_thread: dict[threading.Thread, sqlite3.Connection] = {}
         self._pid = os.getpid()
@@ -199,7 +241,7 @@ class ConnectionPool:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             self._enable_wal(conn)
-            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")  # one of SYNCHRONOUS
         except sqlite3.Error as exc:
             conn.close()
             raise translate(exc, self.path) from None

@@ -20,26 +20,138 @@ NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 INSERT_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         concurrency_key, concurrency_limit, meta)
+                         concurrency_key, concurrency_limit, rate_key, rate_limit,
+                         rate_period, meta)
 VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
         :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :concurrency_key,
-        :concurrency_limit, :meta)
+        :concurrency_limit, :rate_key, :rate_limit, :rate_period, :meta)
 """
 
 # Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
-# retry_backoff_max, chosen, concurrency_key, concurrency_limit, meta} (store/documents.py)
+# retry_backoff_max, chosen, concurrency_key, concurrency_limit, rate_key, rate_limit,
+# rate_period, meta} (store/documents.py)
 INSERT_JOBS = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         concurrency_key, concurrency_limit, meta)
+                         concurrency_key, concurrency_limit, rate_key, rate_limit,
+                         rate_period, meta)
 SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
        json_extract(x.value, '$.priority'), 'queued', :now + json_extract(x.value, '$.delay'),
        json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
        json_extract(x.value, '$.retry_backoff_max'), json_extract(x.value, '$.chosen'),
        :now, :now, json_extract(x.value, '$.concurrency_key'),
-       json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.meta')
+       json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.rate_key'),
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_period'),
+       json_extract(x.value, '$.meta')
 FROM json_each(:jobs) AS x
+"""
+
+# Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
+# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
+# others wait for (`has_dependents`). Plain jobs keep INSERT_JOB(S): they pay nothing.
+INSERT_LINKED_JOBS = """
+INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                         retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                         concurrency_key, concurrency_limit, rate_key, rate_limit,
+                         rate_period, meta, has_dependents, waiting_for,
+                         on_dependency_failure, dependency_results)
+SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
+       json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
+       json_extract(x.value, '$.priority'), json_extract(x.value, '$.status'),
+       :now + json_extract(x.value, '$.delay'),
+       json_extract(x.value, '$.max_retries'), json_extract(x.value, '$.retry_backoff'),
+       json_extract(x.value, '$.retry_backoff_max'), json_extract(x.value, '$.chosen'),
+       :now, :now, json_extract(x.value, '$.concurrency_key'),
+       json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.rate_key'),
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_period'),
+       json_extract(x.value, '$.meta'), json_extract(x.value, '$.has_dependents'),
+       json_extract(x.value, '$.waiting_for'), json_extract(x.value, '$.on_dependency_failure'),
+       json_extract(x.value, '$.dependency_results')
+FROM json_each(:jobs) AS x
+"""
+
+# The dependencies an enqueue names, marked `has_dependents`, each with its status. SQLite
+# has one writer: no finish can come between this read and the enqueue's commit. A job
+# not found is missing from the answer.
+LOCK_DEPENDENCIES = (
+    """
+UPDATE heartq_jobs SET has_dependents = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND NOT has_dependents
+""",
+    "SELECT id, status FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))",
+)
+
+# Each edge: {job_id, depends_on, position}.
+INSERT_DEPENDENCIES = """
+INSERT INTO heartq_job_dependencies (job_id, depends_on, position)
+SELECT json_extract(x.value, '$.job_id'), json_extract(x.value, '$.depends_on'),
+       json_extract(x.value, '$.position')
+FROM json_each(:edges) AS x
+"""
+
+# The waiting dependents of jobs that ended (`ids`), in the ending transaction. Each edge
+# not yet counted whose dependency has ended counts once; a job whose last dependency
+# ended is queued (run_at: now, or its own later eta); one whose dependency ended dead or
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run').
+# END_DEPENDENCY_EDGES then marks the edges counted.
+_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS NOT 'run'"
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+RELEASE_DEPENDENTS = f"""
+UPDATE heartq_jobs AS j
+SET waiting_for = max(j.waiting_for - c.n, 0),
+    status = CASE WHEN {_FAILED} THEN 'cancelled'
+                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+    run_at = CASE WHEN {_RELEASED} THEN max(j.run_at, :now) ELSE j.run_at END,
+    finished_at = CASE WHEN {_FAILED} THEN :now END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    updated_at = :now
+FROM (
+    SELECT d.job_id, count(*) AS n,
+           min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
+               AS failed
+    FROM heartq_job_dependencies AS d JOIN heartq_jobs AS e ON e.id = d.depends_on
+    WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
+      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY d.job_id
+) AS c
+WHERE j.id = c.job_id AND j.status = 'waiting'
+RETURNING id, queue, status, awaited, has_dependents
+"""
+
+END_DEPENDENCY_EDGES = """
+UPDATE heartq_job_dependencies AS d
+SET ended = (SELECT e.status FROM heartq_jobs AS e WHERE e.id = d.depends_on)
+WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
+  AND (SELECT e.status FROM heartq_jobs AS e WHERE e.id = d.depends_on)
+      IN ('succeeded', 'dead', 'cancelled')
+"""
+
+# What a callback receives (a job with `dependency_results`): its dependencies in order,
+# each one's result, and whether that result is still to come (completed in its task's
+# transaction, saved after: as JOB_END says).
+DEPENDENCY_RESULTS = """
+SELECT d.depends_on AS id, e.status, e.result,
+       coalesce(e.result_pending, 0) AS pending
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = :job_id
+ORDER BY d.position
+"""
+
+# A job's dependencies (in order) and its dependents, for `get_job`.
+GET_DEPENDENCIES = """
+SELECT d.depends_on AS id, e.task, e.status, d.ended
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = :job_id
+ORDER BY d.position
+"""
+
+GET_DEPENDENTS = """
+SELECT d.job_id AS id, e.task, e.status, d.ended
+FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.job_id
+WHERE d.depends_on = :job_id
+ORDER BY d.job_id
+LIMIT :limit
 """
 
 # A job with a unique key (store/sql/ `enqueue`), bound by value. SQLite has one writer
@@ -50,10 +162,11 @@ FROM json_each(:jobs) AS x
 INSERT_UNIQUE_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                         unique_key, schedule, concurrency_key, concurrency_limit, meta)
+                         unique_key, schedule, concurrency_key, concurrency_limit,
+                         rate_key, rate_limit, rate_period, meta)
 SELECT :id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
        :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :unique_key, :schedule,
-       :concurrency_key, :concurrency_limit, :meta
+       :concurrency_key, :concurrency_limit, :rate_key, :rate_limit, :rate_period, :meta
 WHERE NOT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE unique_key = :unique_key
@@ -110,13 +223,14 @@ SET status = 'running',
 """
 _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
-          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta
+          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,
+          rate_key, dependency_results
 """
 
-# Jobs without a concurrency key only: the claim index holds nothing else.
+# Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
 CLAIM = f"""{_CLAIM_SET}WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-    WHERE status = 'queued' AND concurrency_key IS NULL
+    WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND queue IN (SELECT value FROM json_each(:queues))
       AND run_at <= :now
     ORDER BY priority DESC, run_at, id
@@ -124,11 +238,11 @@ CLAIM = f"""{_CLAIM_SET}WHERE id IN (
 ){_CLAIM_RETURNING}"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
-# runnable and without a concurrency key (a keyed job is left to CLAIM_KEYED, which counts
-# its key); a job running elsewhere, finished or unknown matches nothing. Executions are
-# written by CLAIM_EXECUTIONS, as for CLAIM.
+# runnable and without a concurrency or a rate key (a keyed job is left to CLAIM_KEYED or
+# CLAIM_RATED, which count its keys); a job running elsewhere, finished or unknown
+# matches nothing. Executions are written by CLAIM_EXECUTIONS, as for CLAIM.
 CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
-  AND status = 'queued' AND concurrency_key IS NULL AND run_at <= :now
+  AND status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL AND run_at <= :now
 {_CLAIM_RETURNING}"""
 
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
@@ -137,7 +251,7 @@ CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
 DUE_FOR_PUBLISH = """
 SELECT id, queue FROM heartq_jobs
-WHERE status = 'queued' AND concurrency_key IS NULL
+WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND queue IN (SELECT value FROM json_each(:queues))
   AND run_at <= :now
   AND ((run_at > :since AND run_at > created_at)
@@ -147,11 +261,11 @@ ORDER BY run_at, id
 LIMIT :limit
 """
 
-# Jobs with a concurrency key (store/sql/ `claim`, only when CLAIM filled fewer than
-# `limit`): each key's runnable jobs in claim order, the first `concurrency_limit - running`
-# of them (each job's own limit; `running`: that key's running jobs, counted by the
-# key's index); the best `limit` of those. SQLite has one writer: nothing is claimed or
-# finished between the count and the update.
+# Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
+# fewer than `limit`): each key's runnable jobs in claim order, the first
+# `concurrency_limit - running` of them (each job's own limit; `running`: that key's
+# running jobs, counted by the key's index); the best `limit` of those. SQLite has one
+# writer: nothing is claimed or finished between the count and the update.
 CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
     SELECT id FROM (
         SELECT c.id, c.priority, c.run_at, c.concurrency_limit,
@@ -161,7 +275,7 @@ CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
                 WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                   AND r.concurrency_key = c.concurrency_key) AS running
         FROM heartq_jobs AS c INDEXED BY heartq_jobs_keyed_claim_idx
-        WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL
+        WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
           AND c.queue IN (SELECT value FROM json_each(:queues))
           AND c.run_at <= :now
     )
@@ -170,11 +284,110 @@ CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
+# one probe each of heartq_jobs_rated_claim_idx (a skip scan: the index is ordered by key);
+# `best`, each key's best runnable job of these queues (its limit is the key's, for the
+# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
+# starts within the period (`used`: its executions, by heartq_executions_rate_idx) are
+# below their limit. A claim's cost follows the number of keys, not their backlogs.
+_RATE_KEYS = """keys(key) AS (
+    SELECT (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE status = 'queued' AND rate_key IS NOT NULL ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > keys.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys WHERE keys.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys JOIN heartq_jobs AS b ON b.id = (
+        SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+        WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = keys.key
+          AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
+        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+    WHERE keys.key IS NOT NULL
+)"""
+_OPEN_KEYS = """open AS MATERIALIZED (
+    SELECT key FROM best
+    WHERE n > (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+               WHERE e.rate_key = best.key AND e.started_at > :now - best.period)
+    ORDER BY priority DESC, run_at, key
+    LIMIT :limit
+)"""
+
+# Jobs with a rate key (store/sql/ `claim`, only when the claims before filled fewer than
+# `limit`): at most `rate_limit` of a key's attempts start in any `rate_period` seconds.
+# The candidates: the first `limit` runnable jobs of each open key (its walk of the
+# index). `used` per key and period, then: a job that also has a concurrency key takes a
+# place among that key's free slots (`free`: its limit less the key's running jobs),
+# among the candidates whose rate key has room, so a job waiting for its rate key's next
+# start does not hold a concurrency slot another rate key could use. Then each rate key's
+# jobs in claim order, the first `rate_limit - used` of them (each job's own limit); the
+# best `limit` of those. SQLite has one writer: nothing starts between the count and the
+# update.
+CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
+    WITH RECURSIVE {_RATE_KEYS}, {_OPEN_KEYS}, candidates AS MATERIALIZED (
+        SELECT c.id, c.priority, c.run_at, c.rate_key, c.rate_limit, c.rate_period,
+               c.concurrency_key, c.concurrency_limit
+        FROM open JOIN heartq_jobs AS c ON c.id IN (
+            SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = open.key
+              AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT :limit)
+    ), windows AS MATERIALIZED (
+        SELECT g.rate_key AS key, g.rate_period AS period,
+               (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+                WHERE e.rate_key = g.rate_key AND e.started_at > :now - g.rate_period) AS used
+        FROM (SELECT DISTINCT rate_key, rate_period FROM candidates) AS g
+    ), slots AS MATERIALIZED (
+        SELECT k.key, (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
+                       WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                         AND r.concurrency_key = k.key) AS running
+        FROM (SELECT DISTINCT concurrency_key AS key FROM candidates
+              WHERE concurrency_key IS NOT NULL) AS k
+    ), fit AS (
+        SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
+               c.rate_limit - w.used AS room, c.concurrency_limit - s.running AS free
+        FROM candidates AS c
+        JOIN windows AS w ON w.key = c.rate_key AND w.period = c.rate_period
+        LEFT JOIN slots AS s ON s.key = c.concurrency_key
+        WHERE c.rate_limit > w.used
+    ), within_slots AS (
+        SELECT *, row_number() OVER (PARTITION BY concurrency_key
+                                     ORDER BY priority DESC, run_at, id) AS place
+        FROM fit
+    ), ranked AS (
+        SELECT id, priority, run_at, room,
+               row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
+        FROM within_slots WHERE concurrency_key IS NULL OR place <= free
+    )
+    SELECT id FROM ranked WHERE rank <= room
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+){_CLAIM_RETURNING}"""
+
+# How long until a runnable rate-limited job of these queues may start, in seconds (None:
+# none is held back by its rate key): per key (with its best job's limit), the start that
+# leaves the window last among the `rate_limit` latest, plus the period. A key with room
+# counts nothing here (what holds its jobs back, if anything, is a concurrency limit).
+RATE_WAIT = f"""
+WITH RECURSIVE {_RATE_KEYS}
+SELECT min(started_at + period - :now) AS wait FROM (
+    SELECT e.started_at, best.n, best.period,
+           row_number() OVER (PARTITION BY best.key ORDER BY e.started_at DESC) AS latest
+    FROM best JOIN heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+      ON e.rate_key = best.key AND e.started_at > :now - best.period
+)
+WHERE latest = n
+"""
+
 # The claim's audit rows, written by the store once CLAIM has returned its rows (`leases`:
-# [[id, execution_id], ...]): the one statement PostgreSQL's CLAIM does not need.
+# [[id, execution_id, rate_key], ...]): the one statement PostgreSQL's CLAIM does not
+# need. A rate-limited job's execution keeps its key: the key's starts are counted there.
 CLAIM_EXECUTIONS = """
-INSERT INTO heartq_executions (job_id, execution_id, worker_id, started_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :now
+INSERT INTO heartq_executions (job_id, execution_id, worker_id, started_at, rate_key)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :now,
+       json_extract(value, '$[2]')
 FROM json_each(:leases)
 """
 
@@ -308,7 +521,7 @@ FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
   AND j.execution_id = json_extract(f.value, '$.eid')
   AND j.status = 'running'
-RETURNING id, execution_id, status, awaited
+RETURNING id, execution_id, status, awaited, has_dependents, 0 AS deferred
 """
 
 FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
@@ -342,7 +555,7 @@ FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$.id')
   AND j.execution_id = json_extract(l.value, '$.eid')
   AND j.status = 'running'
-RETURNING id, execution_id
+RETURNING id, execution_id, status, awaited, has_dependents
 """
 
 RELEASE = (CLOSE_RELEASED, RELEASE_JOBS)
@@ -358,6 +571,16 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
         WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions
 """
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
+
+# Results still to come whose committing attempt's lease ran out: given up (see the
+# PostgreSQL dialect).
+GIVE_UP_RESULTS = """
+UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, updated_at = :now
+WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_idx
+             WHERE result_pending AND lease_expires_at < :now
+             ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id, status, awaited
+"""
 
 SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
 FROM heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx
@@ -476,6 +699,12 @@ DELETE_EXECUTIONS_OF = """
 DELETE FROM heartq_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
 """
 
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = """
+DELETE FROM heartq_job_dependencies WHERE job_id IN (SELECT value FROM json_each(:ids))
+"""
+
 DELETE_JOBS = """
 DELETE FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 """
@@ -520,13 +749,19 @@ WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at >= :since
 GROUP BY minute, status ORDER BY minute, status
 """
 
-# Queued jobs are in one of two indexes: without a concurrency key, or with one.
+# Queued jobs are in one of three indexes: without a concurrency or a rate key, with a
+# concurrency key only, with a rate key.
+_CLAIM_INDEXES = (
+    ("heartq_jobs_claim_idx", "concurrency_key IS NULL AND rate_key IS NULL"),
+    ("heartq_jobs_keyed_claim_idx", "concurrency_key IS NOT NULL AND rate_key IS NULL"),
+    ("heartq_jobs_rated_claim_idx", "rate_key IS NOT NULL"),
+)
 _QUEUE_WAIT = """
 SELECT queue,
        min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_run_at,
        sum(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS scheduled
 FROM heartq_jobs INDEXED BY {index}
-WHERE status = 'queued' AND concurrency_key {test}
+WHERE status = 'queued' AND {test}
 GROUP BY queue
 """
 # Per concurrency key with live jobs (`heartq stats`): busiest first.
@@ -542,35 +777,78 @@ ORDER BY running DESC, queued DESC, concurrency_key
 LIMIT 1000
 """
 
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through the executions' one.
+RATE_USAGE = """
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_lease_idx
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           sum(status = 'running') AS running, sum(status = 'queued') AS queued,
+           sum(status = 'queued' AND run_at <= :now) AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
+    WHERE e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > :now - (SELECT max(period) FROM groups)
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting, count(s.started_at) AS started,
+       min(CASE WHEN s.latest = g.n THEN s.started_at + g.period - :now END) AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > :now - g.period
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue, min(oldest_run_at) AS oldest_run_at, sum(scheduled) AS scheduled FROM (
-{_QUEUE_WAIT.format(index="heartq_jobs_claim_idx", test="IS NULL")}
-UNION ALL
-{_QUEUE_WAIT.format(index="heartq_jobs_keyed_claim_idx", test="IS NOT NULL")}
+{"UNION ALL".join(_QUEUE_WAIT.format(index=i, test=t) for i, t in _CLAIM_INDEXES)}
 )
 GROUP BY queue
 """
 
 # Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
-# out its backoff.
+# out its backoff; or waiting (heartq_jobs_waiting_idx) for a dependency, in any queue,
+# that is one of those or waits itself. A waiting job whose dependencies are all in these
+# queues adds nothing: its release commits with their ends, so one snapshot sees them
+# pending or it queued.
 HAS_PENDING = """
 SELECT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE queue IN (SELECT value FROM json_each(:queues))
       AND (status = 'running'
            OR (status = 'queued' AND (run_at <= :now OR (:retries AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM heartq_jobs AS w INDEXED BY heartq_jobs_waiting_idx
+    JOIN heartq_job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN heartq_jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue IN (SELECT value FROM json_each(:queues))
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= :now OR (:retries AND e.attempts > 0))))
 ) AS pending
 """
 
 _OLDEST = """
 SELECT id, run_at FROM heartq_jobs INDEXED BY {index}
-WHERE status = 'queued' AND concurrency_key {test} AND queue = :queue AND run_at <= :run_at
+WHERE status = 'queued' AND {test} AND queue = :queue AND run_at <= :run_at
 """
 OLDEST_RUNNABLE = f"""
 SELECT id FROM (
-{_OLDEST.format(index="heartq_jobs_claim_idx", test="IS NULL")}
-UNION ALL
-{_OLDEST.format(index="heartq_jobs_keyed_claim_idx", test="IS NOT NULL")}
+{"UNION ALL".join(_OLDEST.format(index=i, test=t) for i, t in _CLAIM_INDEXES)}
 )
 ORDER BY run_at, id
 LIMIT 1
@@ -583,18 +861,18 @@ SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDE
 CANCEL_QUEUED = """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
                        error = 'cancelled before it ran', cancelled_by = :by
-WHERE id = :job_id AND status = 'queued'
-RETURNING id, status, awaited
+WHERE id = :job_id AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
 """
 
 # Someone waits for this job's end (`App.result`). SQLite announces nothing (waiters
 # poll), but the flag says the same in both dialects.
 MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT awaited"
 
-# A result still to come counts only while the lease that committed its job runs.
-JOB_END = f"""
-SELECT status, result, error, dead_reason,
-       result_pending AND lease_expires_at > ({NOW.removeprefix("SELECT ")}) AS result_pending
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
+JOB_END = """
+SELECT status, result, error, dead_reason, result_pending
 FROM heartq_jobs WHERE id = :job_id
 """
 
@@ -650,7 +928,7 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, declared_at, declared_by, parameters
+       heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -658,23 +936,25 @@ ORDER BY name
 DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
-                          declared_by, parameters)
+                          declared_by, parameters, rate_limit, rate_key)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
-       :now, :worker_id, json_extract(x.value, '$.parameters')
+       :now, :worker_id, json_extract(x.value, '$.parameters'),
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
     retry_backoff = excluded.retry_backoff, retry_backoff_max = excluded.retry_backoff_max,
     timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
     declared_at = excluded.declared_at, declared_by = excluded.declared_by,
-    parameters = excluded.parameters
+    parameters = excluded.parameters, rate_limit = excluded.rate_limit,
+    rate_key = excluded.rate_key
 """
 
-# Queued jobs of these tasks take the declaration for every option their caller did not
-# choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & :queue_bit = 0 THEN t.queue ELSE j.queue END"
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & :priority_bit = 0 THEN t.priority ELSE j.priority END"
 _DECLARED_RETRIES = (
@@ -693,7 +973,7 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
 FROM heartq_tasks AS t
 WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
-  AND j.status = 'queued' AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
+  AND j.status IN ('queued', 'waiting') AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
               {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})

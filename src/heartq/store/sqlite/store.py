@@ -65,8 +65,12 @@ class SQLiteStore(SqlStore):
         self.url = url
         self.path: Path = path_from_url(url)
         options = options_from_url(url)
-        timeout = busy_timeout if busy_timeout is not None else options.get("busy_timeout")
-        self.pool = ConnectionPool(self.path, DEFAULT_BUSY_TIMEOUT if timeout is None else timeout)
+        timeout = busy_timeout if busy_timeout is not None else options.busy_timeout
+        self.pool = ConnectionPool(
+            self.path,
+            DEFAULT_BUSY_TIMEOUT if timeout is None else timeout,
+            options.synchronous,
+        )
         self._migrated = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -126,21 +130,14 @@ class SQLiteStore(SqlStore):
     def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.borrowed(connection, self.path)
 
-    def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
-        return self._claim_with(conn, q.CLAIM, params)
-
-    def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> list[Any]:
-        return self._claim_with(conn, q.CLAIM_IDS, params)
-
-    def _claim_keyed(self, conn: Any, params: dict[str, Any]) -> list[Any]:
-        """One statement: SQLite has one writer, so the count of a key's running jobs
-        cannot change between the look and the update."""
-        return self._claim_with(conn, q.CLAIM_KEYED, params)
-
     def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> list[Any]:
+        """The claim, then its executions (`CLAIM_EXECUTIONS`: SQLite has no
+        data-modifying CTE), in the claim's transaction. The keyed claims need no lock:
+        SQLite has one writer, so neither a key's running jobs nor its starts can change
+        between the count and the update."""
         rows: list[Any] = conn.execute(statement, params).fetchall()
         if rows:
-            leases = json.dumps([[r["id"], r["execution_id"]] for r in rows])
+            leases = json.dumps([[r["id"], r["execution_id"], r["rate_key"]] for r in rows])
             conn.execute(q.CLAIM_EXECUTIONS, dict(params, leases=leases))
         return rows
 

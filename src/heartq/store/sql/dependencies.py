@@ -1,0 +1,163 @@
+"""Jobs that wait for jobs: the edges an enqueue writes, and the release of a job's
+dependents, which every place a job can end runs in the transaction that ends it.
+
+Why one module: a dependent must be released exactly once, whoever ends its dependency
+(the worker's finish, a completion inside the task's transaction, a release with a
+cancel pending, a cancel, every reclaimer), and the enqueue that writes the edges must
+agree with all of them on who sees whom. Both halves of that agreement are here:
+
+- The enqueue (`store`) locks every dependency it names (`LOCK_DEPENDENCIES`: each row
+  locked in id order and marked `has_dependents`), then inserts the jobs and their edges,
+  then releases at once the edges whose dependency had already ended, as its end would
+  have. A dependency not found is `DependencyNotFound` before anything is inserted.
+- The end of a job with `has_dependents` runs `release` after the statement that ended it,
+  as a statement of its own in the same transaction: on PostgreSQL its snapshot is taken
+  after the ended rows were locked, so it sees every edge committed before, and an enqueue
+  that comes after waits for the lock and finds the job ended. (The worker's one-statement
+  finish, committed by itself, leaves such jobs to a transaction of its own: see
+  `SqlBase._finish_statement`.) SQLite has one writer: the order is given.
+
+Both are generators of statements (`Program`): the store drives one on its own connection
+(`SqlBase._drive`), on a borrowed one, or on an asyncio connection, and the logic stays
+written once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from heartq.errors import ConfigError, DependencyNotFound
+from heartq.model import TERMINAL_STATUSES, JobStatus
+
+if TYPE_CHECKING:
+    from heartq.store.sql.base import Rows, Step
+
+T = TypeVar("T")
+Program = Generator["Step", "Rows", T]
+"""Statements to run in order, each one's rows sent back: what the program returns is its
+answer."""
+
+DEPENDENTS_SHOWN = 1000
+"""`get_job` lists at most 1,000 dependents of a job (a group's members have one each)."""
+
+
+def each(steps: Sequence[Step]) -> Program[None]:
+    """Statements whose rows nobody reads, as a program (`yield from` a plain list would
+    refuse the rows sent back)."""
+    for step in steps:  # noqa: UP028 - `yield from` a list refuses what is sent
+        yield step
+
+
+@dataclass
+class Released:
+    """What releases did: the queues that got runnable jobs (to wake), and the jobs they
+    cancelled that someone awaits (to announce)."""
+
+    queues: set[str] = field(default_factory=set)
+    awaited_ends: list[str] = field(default_factory=list)
+
+
+def ended_with_dependents(rows: Sequence[Any]) -> list[str]:
+    """The jobs among rows an ending statement changed (with `status` and
+    `has_dependents`) that ended and have dependents: the ones to release from. Jobs
+    without dependents cost nothing more."""
+    return [r["id"] for r in rows if r["has_dependents"] and r["status"] in TERMINAL_STATUSES]
+
+
+def release(q: ModuleType, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
+    """Release the waiting dependents of the jobs `ids` (just ended, in this transaction):
+    queued once their last dependency ended, cancelled if one ended dead or cancelled
+    (unless they run anyway), and so on down: a cancelled dependent's own dependents are
+    released from it in turn, a statement per level."""
+    done = Released()
+    while ids:
+        params = {"ids": array(ids), "now": clock}
+        rows = yield (q.RELEASE_DEPENDENTS, params)
+        yield (q.END_DEPENDENCY_EDGES, params)
+        done.queues.update(r["queue"] for r in rows if r["status"] == JobStatus.QUEUED)
+        done.awaited_ends.extend(
+            r["id"] for r in rows if r["awaited"] and r["status"] == JobStatus.CANCELLED
+        )
+        ids = ended_with_dependents(rows)
+    return done
+
+
+def store(
+    q: ModuleType,
+    docs: list[dict[str, Any]],
+    array: Any,
+    clock: float | None,
+    insert_plain: list[Step],
+    waited: set[str],
+) -> Program[None]:
+    """Store a batch of job documents, some with dependencies: the dependencies outside
+    the batch locked and checked first (`DependencyNotFound`, nothing inserted), then the
+    plain jobs (`insert_plain`, the dialect's usual statements), the linked ones (waiting,
+    or in `waited`: waited for by others of the batch) and their edges; then the edges
+    whose dependency had already ended are released at once."""
+    in_batch = {str(d["id"]) for d in docs}
+    wanted = [dep for d in docs for dep in d.get("depends_on", ())]
+    outside = sorted(set(wanted) - in_batch)
+    ended: list[str] = []
+    if outside:
+        rows = yield (q.LOCK_DEPENDENCIES, {"ids": array(outside)})
+        found = {r["id"]: r["status"] for r in rows}
+        missing = [dep for dep in dict.fromkeys(wanted) if dep in outside and dep not in found]
+        if missing:
+            raise DependencyNotFound(missing)
+        ended = [dep for dep in outside if found[dep] in TERMINAL_STATUSES]
+    yield from each(insert_plain)
+    linked, edges = _linked(docs, waited)
+    yield (q.INSERT_LINKED_JOBS, {"jobs": json.dumps(linked), "now": clock})
+    yield (q.INSERT_DEPENDENCIES, {"edges": json.dumps(edges)})
+    if ended:
+        yield from release(q, ended, array, clock)
+
+
+def is_linked(doc: dict[str, Any], waited_for: set[str]) -> bool:
+    """Whether a job takes part in dependencies: it waits for others, or others of its
+    batch wait for it."""
+    return bool(doc.get("depends_on") or doc.get("dependency_results") or doc["id"] in waited_for)
+
+
+def waited_for(docs: Sequence[dict[str, Any]]) -> set[str]:
+    """The ids of a batch's jobs that others of the batch wait for; `ConfigError` if one
+    has a unique key (its enqueue may answer another job's id: the edges would point at a
+    job never stored)."""
+    ids = {dep for d in docs for dep in d.get("depends_on", ())}
+    found = {str(d["id"]) for d in docs if d["id"] in ids}
+    for doc in docs:
+        if doc["id"] in found and doc["unique_key"] is not None:
+            raise ConfigError("a job others depend on cannot have a unique_key in the same batch")
+    return found
+
+
+def _linked(
+    docs: Sequence[dict[str, Any]], in_batch_deps: set[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The linked jobs' documents for `INSERT_LINKED_JOBS`, and their edges."""
+    linked: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    for doc in docs:
+        if not is_linked(doc, in_batch_deps):
+            continue
+        depends_on = list(doc.get("depends_on", ()))
+        linked.append(
+            dict(
+                doc,
+                status=(JobStatus.WAITING if depends_on else JobStatus.QUEUED).value,
+                has_dependents=doc["id"] in in_batch_deps,
+                waiting_for=len(depends_on),
+                on_dependency_failure=doc.get("on_dependency_failure"),
+                dependency_results=bool(doc.get("dependency_results")),
+            )
+        )
+        edges.extend(
+            {"job_id": doc["id"], "depends_on": dep, "position": position}
+            for position, dep in enumerate(depends_on)
+        )
+    return linked, edges

@@ -1,0 +1,77 @@
+"""A group of jobs run by real worker processes: its callback runs once, after every
+member, with every result, even when a member's worker is SIGKILLed mid-run
+(docs/DESIGN.md, "Jobs that wait for jobs")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from heartq.model import NewJob
+
+from .conftest import STEADY, Harness
+
+pytestmark = pytest.mark.slow
+
+
+def enqueue_group(harness: Harness, members: list[tuple[str, dict]], label: str) -> list[str]:
+    """The members and their callback (`collect`) in one enqueue, as `heartq.group` makes
+    them: the callback depends on every member and takes their results."""
+    ids = [f"{label}-member-{i}" for i in range(len(members))]
+    jobs = [
+        NewJob(task=task, args_json=json.dumps(args), id=job_id, retry_backoff=0.0)
+        for job_id, (task, args) in zip(ids, members, strict=True)
+    ]
+    callback = NewJob(
+        task="collect",
+        args_json=json.dumps({"label": label}),
+        id=f"{label}-callback",
+        depends_on=tuple(ids),
+        dependency_results=True,
+    )
+    return harness.store.enqueue([*jobs, callback])
+
+
+def collected(harness: Harness, callback: str) -> list[str]:
+    return sorted(p.name for p in harness.dir.glob(f"collected-{callback}-*"))
+
+
+def test_a_callback_runs_once_with_every_result_though_a_member_was_killed(
+    harness: Harness,
+) -> None:
+    workers = (harness.start_worker(settings=STEADY), harness.start_worker(settings=STEADY))
+    group = [("hold_first", {"seconds": 60}), ("quick", {"value": 1}), ("quick", {"value": 2})]
+    *members, callback = enqueue_group(harness, group, "g")
+    assert harness.job(callback)["status"] == "waiting"
+    harness.wait_for(
+        lambda: harness.started_file(members[0], 1).exists(), 15, "the long member to start"
+    )
+    owner = harness.by_id(harness.job(members[0])["worker_id"])
+    other = workers[1] if owner is workers[0] else workers[0]
+    assert harness.job(callback)["status"] == "waiting"  # a member still runs
+    owner.kill()
+
+    done = harness.wait_status(callback, "succeeded", 30)
+    assert [e["outcome"] for e in harness.job(members[0])["executions"]] == [
+        "crashed",
+        "succeeded",
+    ]
+    results = done["result"]["results"]
+    assert results[0]["execution_id"] == 2 and results[0]["worker_id"] == other.id
+    assert [r["value"] for r in results[1:]] == [1, 2]
+    assert [r["job_id"] for r in results] == members
+    assert len(done["executions"]) == 1 and done["executions"][0]["worker_id"] == other.id
+    assert collected(harness, callback) == [f"collected-{callback}-1"]
+    started = min(e["started_at"] for e in done["executions"])
+    for member in members:  # no dependent ran before its dependencies succeeded
+        assert harness.job(member)["finished_at"] <= started
+
+
+def test_a_process_pool_callback_gets_results_saved_after_the_commit(harness: Harness) -> None:
+    harness.start_worker("--pool", "process", settings=STEADY)
+    group = [("commit_then_return", {"value": "a"}), ("commit_then_return", {"value": "b"})]
+    *_, callback = enqueue_group(harness, group, "tx")
+    done = harness.wait_status(callback, "succeeded", 60)
+    assert done["result"] == {"label": "tx", "results": ["a", "b"]}
+    assert collected(harness, callback) == [f"collected-{callback}-1"]

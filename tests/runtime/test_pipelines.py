@@ -1,0 +1,173 @@
+"""Chains, groups and `depends_on` through the client API, run by a real worker
+(`heartq.testing.drain`: a real `Worker` on a thread), on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+import psycopg
+import pytest
+
+import heartq
+from heartq.store.postgres.connection import parse_url
+from heartq.testing import drain
+
+
+def _tasks(app: heartq.App) -> dict[str, Any]:
+    @app.task(max_retries=0)
+    def square(x: int) -> int:
+        if x < 0:
+            raise ValueError("no negative squares")
+        return x * x
+
+    @app.task
+    def total(results: list[Any], label: str = "sum") -> str:
+        return f"{label}={sum(r or 0 for r in results)} of {results}"
+
+    @app.task
+    async def add(x: int, y: int = 0) -> int:
+        return x + y
+
+    @app.task
+    def cannot_take_results(*, label: str) -> None: ...
+
+    return {"square": square, "total": total, "add": add, "odd": cannot_take_results}
+
+
+def test_a_group_callback_gets_every_result_in_order(app: heartq.App) -> None:
+    t = _tasks(app)
+    members = [t["square"].s(x) for x in (3, 1, 2)]
+    pipeline = heartq.group(*members, callback=t["total"].s(label="squares")).enqueue()
+    assert isinstance(pipeline, heartq.Pipeline) and len(pipeline.ids) == 4
+    assert pipeline.tail == (pipeline.last,) == (pipeline.ids[-1],)
+    callback = app.get_job(pipeline.last)
+    assert callback["status"] == "waiting" and callback["dependency_results"]
+    assert callback["args"] == {"label": "squares"}  # the results come at run time
+    drain(app)
+    assert app.result(pipeline.last, timeout=5) == "squares=14 of [9, 1, 4]"
+
+
+def test_a_chain_runs_its_steps_in_order(app: heartq.App) -> None:
+    t = _tasks(app)
+    inner = heartq.group(t["square"].s(4), t["square"].s(5), callback=t["total"].s())
+    pipeline = heartq.chain(t["add"].s(1, 2), inner, t["add"].s(10).set(priority=5)).enqueue()
+    first, g1, g2, callback, last = pipeline.ids
+    assert [d["id"] for d in app.get_job(g1)["depends_on"]] == [first]
+    assert [d["id"] for d in app.get_job(callback)["depends_on"]] == [g1, g2]
+    assert [d["id"] for d in app.get_job(last)["depends_on"]] == [callback]
+    assert app.get_job(last)["priority"] == 5
+    drain(app)
+    started = {i: app.get_job(i)["started_at"] for i in pipeline.ids}
+    ended = {i: app.get_job(i)["finished_at"] for i in pipeline.ids}
+    assert ended[first] <= started[g1] and ended[g2] <= started[callback]
+    assert ended[callback] <= started[last]
+    assert app.result(callback, timeout=5) == "sum=41 of [16, 25]"
+    assert app.result(last, timeout=5) == 10
+
+
+def test_a_failed_member_cancels_the_callback_or_it_runs_anyway(app: heartq.App) -> None:
+    t = _tasks(app)
+    cancelled = heartq.group(t["square"].s(-1), t["square"].s(2), callback=t["total"].s())
+    anyway = heartq.group(
+        t["square"].s(-1),
+        t["square"].s(2),
+        callback=t["total"].s().set(on_dependency_failure="run"),
+    )
+    first, second = cancelled.enqueue(), anyway.enqueue()
+    drain(app)
+    with pytest.raises(heartq.JobCancelled, match=r"dependency_failed: job .* ended dead"):
+        app.result(first.last, timeout=5)
+    assert app.result(second.last, timeout=5) == "sum=4 of [None, 4]"
+
+
+def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:
+    t = _tasks(app)
+    before = len(app.store.list_jobs())
+    with pytest.raises(heartq.BadArguments):
+        heartq.chain(t["add"].s(1), t["add"].s(nope=1)).enqueue()
+    with pytest.raises(heartq.BadArguments, match="cannot take its dependencies' results"):
+        heartq.group(t["add"].s(1), callback=t["odd"].s(label="x")).enqueue()
+    with pytest.raises(heartq.DependencyNotFound):
+        heartq.chain(t["add"].s(1), t["add"].s(2).set(depends_on=["no-such-job"])).enqueue()
+    assert len(app.store.list_jobs()) == before
+    with pytest.raises(heartq.ConfigError):
+        heartq.group()
+    with pytest.raises(heartq.ConfigError):
+        t["add"].s(1).set(depends_on=["x"], unique_key="k")
+
+
+def test_depends_on_through_every_way_in(app: heartq.App) -> None:
+    t = _tasks(app)
+    first = t["add"].enqueue(1, 1)
+    pipeline = heartq.chain(t["add"].s(2)).enqueue()
+    by_name = app.enqueue("add", {"x": 3}, depends_on=[first, pipeline])
+    bound = t["add"].options(depends_on=first).enqueue(4)
+    many = app.enqueue_many("add", [{"x": 5}, {"x": 6}], depends_on=[by_name])
+    for job_id, deps in [
+        (by_name, [first, pipeline.last]),
+        (bound, [first]),
+        (many[0], [by_name]),
+        (many[1], [by_name]),
+    ]:
+        job = app.get_job(job_id)
+        assert job["status"] == "waiting" and [d["id"] for d in job["depends_on"]] == deps
+    drain(app)
+    assert [app.result(i, timeout=5) for i in (by_name, bound, *many)] == [3, 4, 5, 6]
+
+
+def test_a_pipeline_in_the_callers_transaction(app: heartq.App) -> None:
+    t = _tasks(app)
+    app.migrate()
+    url = app.store.url
+    if url.startswith("sqlite"):
+        conn: Any = sqlite3.connect(app.store.path)  # type: ignore[attr-defined]
+    else:
+        conn = psycopg.connect(parse_url(url)[0])
+    try:
+        rolled_back = heartq.chain(t["add"].s(1), t["add"].s(2)).enqueue(connection=conn)
+        conn.rollback()
+        kept = heartq.chain(t["add"].s(1), t["add"].s(2)).enqueue(connection=conn)
+        conn.commit()
+    finally:
+        conn.close()
+    ids = {job["id"] for job in app.store.list_jobs()}
+    assert not ids & set(rolled_back.ids) and set(kept.ids) <= ids
+    drain(app)
+    assert app.result(kept.last, timeout=5) == 2
+
+
+def test_cancelling_a_waiting_step_cancels_the_rest(app: heartq.App) -> None:
+    t = _tasks(app)
+    first, second, third = heartq.chain(t["add"].s(1), t["add"].s(2), t["add"].s(3)).enqueue().ids
+    assert app.cancel(second) is heartq.CancelResult.CANCELLED
+    assert [app.get_job(i)["status"] for i in (second, third)] == ["cancelled", "cancelled"]
+    drain(app)
+    assert app.get_job(first)["status"] == "succeeded"
+    assert app.get_job(third)["status"] == "cancelled"
+
+
+def test_depends_on_in_an_asyncio_connections_transaction(app: heartq.App) -> None:
+    """The enqueue's program of statements runs on a `psycopg.AsyncConnection` too: the
+    dependency locked and checked there, the job waiting once the transaction commits."""
+    if app.store.url.startswith("sqlite"):
+        pytest.skip("SQLite takes no asyncio connection")
+    t = _tasks(app)
+    first = t["add"].enqueue(1)
+
+    async def main() -> tuple[str, str]:
+        conninfo = parse_url(app.store.url)[0]
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            async with conn.transaction():
+                then = await app.enqueue_async("add", {"x": 2}, depends_on=[first], connection=conn)
+                after = await t["add"].options(depends_on=then, connection=conn).enqueue_async(3)
+            with pytest.raises(heartq.DependencyNotFound):
+                async with conn.transaction():
+                    await app.enqueue_async("add", {"x": 4}, depends_on=["nope"], connection=conn)
+        return then, after
+
+    then, after = asyncio.run(main())
+    assert [app.get_job(i)["status"] for i in (then, after)] == ["waiting", "waiting"]
+    drain(app)
+    assert app.result(after, timeout=5) == 3
