@@ -1,0 +1,152 @@
+"""Partitions and slow links between a worker and PostgreSQL (issue 27).
+
+Each partitioned worker reaches the test's queue through a `FaultProxy` of its own
+(`tests/faultproxy.py`): `cut()` stops every byte in both directions without closing a
+socket, as a partition that TCP sits out does; `heal()` delivers what was held, in
+order; `delay()` makes a slow link. The rest of the fleet, and the test's own reads, go
+to the server directly.
+
+A cut through the proxy leaves the worker's server session open (the proxy's kernel
+acknowledges everything), so its liveness lock stays held: the cut-off worker is found by
+its silence (its leases run out, its row goes stale), never by the probe, and it fences
+itself before that (trust window). What the tests hold heartq to:
+
+- a cut-off worker stops trusting its leases within its trust window, and its jobs run
+  elsewhere within about a lease of the cut;
+- what it sent into the cut (a finish of the attempt it lost, a renewal) reaches the
+  server after another worker took the job over, and changes nothing (execution-id
+  fence);
+- after the heal it carries on: it runs new jobs;
+- a slow link (200 ms each way) does not make a live worker look dead at default
+  settings, however busy its pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.faultproxy import FaultProxy
+
+from .conftest import Harness, WorkerProc, only_on, parse_ts
+
+pytestmark = [pytest.mark.slow, only_on("postgres")]
+
+PARTITION: dict[str, str | None] = {
+    "--heartbeat-interval": "0.5",
+    "--lease": "3",
+    "--reap-interval": "0.5",
+    "--liveness-interval": "0.2",
+    "--poll-interval": "0.1",
+}
+"""Heartbeat 0.5 s, lease 3 s (stale after 3 s), safety margin 0.5 s: trust window 2.5 s
+after the last renewal sent."""
+LEASE = 3.0
+TRUST_WINDOW = 2.5
+
+
+@pytest.fixture
+def proxies(harness: Harness) -> Iterator[list[FaultProxy]]:
+    """Fault proxies the test opens (`open_proxy`), closed after its workers are killed."""
+    opened: list[FaultProxy] = []
+    yield opened
+    harness.close()  # the workers first: a closing proxy resets what they still hold
+    for proxy in opened:
+        proxy.close()
+
+
+def open_proxy(harness: Harness, proxies: list[FaultProxy]) -> tuple[FaultProxy, str]:
+    """A started proxy in front of the test's server, and the queue's URL through it."""
+    proxy = FaultProxy.in_front_of(harness.pg_conninfo).start()
+    proxies.append(proxy)
+    return proxy, proxy.url_for(harness.url)
+
+
+def first_event(worker: WorkerProc, name: str, **match: object) -> dict[str, object] | None:
+    found = worker.events(name, **match)
+    return found[0] if found else None
+
+
+def test_a_cut_off_worker_is_fenced_its_job_runs_elsewhere_and_it_carries_on(
+    harness: Harness, proxies: list[FaultProxy]
+) -> None:
+    proxy, through = open_proxy(harness, proxies)
+    cut_off = harness.start_worker(settings=PARTITION, url=through)
+    job_id = harness.enqueue("hold_first", {"seconds": 120})
+    harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 15, "attempt 1")
+    harness.wait_job(job_id, lambda j: j["heartbeat_at"] != j["started_at"], 5, "a renewal")
+    other = harness.start_worker(settings=PARTITION)
+
+    proxy.cut()
+    cut_at = proxy.cut_at
+    assert cut_at is not None
+
+    untrusted = harness.wait_for(
+        lambda: first_event(cut_off, "leases_untrusted"), LEASE + 10, "the cut-off worker's fence"
+    )
+    done = harness.wait_status(job_id, "succeeded", LEASE + 15)
+    fenced_after = parse_ts(str(untrusted["ts"])) - cut_at
+    first, last = done["executions"][0], done["executions"][-1]
+    taken_over_after = parse_ts(str(last["started_at"])) - cut_at
+    assert first["worker_id"] == cut_off.id and last["worker_id"] == other.id, done["executions"]
+    # Fenced within its trust window of the last renewal it sent (at most one heartbeat
+    # interval before the cut), and before anyone else took the job.
+    assert fenced_after < TRUST_WINDOW + 1.5, fenced_after
+    assert parse_ts(str(untrusted["ts"])) < parse_ts(str(last["started_at"]))
+    assert taken_over_after < LEASE + 3.0, taken_over_after
+    assert first["outcome"] != "succeeded"
+    assert done["result"]["execution_id"] == last["execution_id"] > first["execution_id"]
+
+    # After the heal the cut-off worker carries on: alone, it runs new jobs.
+    other.kill()
+    proxy.heal()
+    healed_at = time.time()
+    later = harness.enqueue("quick", {"value": "after the heal"})
+    ran = harness.wait_status(later, "succeeded", 20)
+    assert ran["executions"][-1]["worker_id"] == cut_off.id
+    ran_after = parse_ts(str(ran["executions"][-1]["started_at"])) - healed_at
+    assert ran_after < 10.0, ran_after
+    assert cut_off.alive()
+    print(
+        f"fenced {fenced_after:.2f} s after the cut, taken over {taken_over_after:.2f} s after it;"
+        f" a new job ran {ran_after:.2f} s after the heal"
+    )
+
+
+def test_what_a_cut_off_worker_sent_into_the_cut_changes_nothing(
+    harness: Harness, proxies: list[FaultProxy]
+) -> None:
+    """The attempt's code ends during the cut: its finish goes into the cut and reaches
+    the server at the heal, after another worker ran the job again and saved its result.
+    The fence refuses it: one result, from the later execution."""
+    proxy, through = open_proxy(harness, proxies)
+    cut_off = harness.start_worker(settings=PARTITION, url=through)
+    job_id = harness.enqueue("hold", {"seconds": 1.0})
+    harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 15, "attempt 1")
+    proxy.cut()  # the attempt's code ends about a second into the cut
+    other = harness.start_worker(settings=PARTITION)
+    done = harness.wait_status(job_id, "succeeded", LEASE + 15)
+    last = done["executions"][-1]
+    assert last["worker_id"] == other.id, done["executions"]
+    assert proxy.stats.up_bytes > 0
+
+    held_before = proxy.stats.up_bytes
+    proxy.heal()
+    # What was held (at least the finish of execution 1) reaches the server now.
+    harness.wait_for(lambda: proxy.stats.up_bytes > held_before, 10, "the held writes")
+    # The cut-off worker hears its finish was refused: the fence held, on the server.
+    refused = harness.wait_for(
+        lambda: [e for e in cut_off.job_events("lease_lost", job_id) if "refused" in e["reason"]],
+        10,
+        "the cut-off worker's finish to be refused",
+    )
+    assert refused[0]["execution_id"] == 1
+    after = harness.job(job_id)
+    assert after["status"] == "succeeded"
+    assert after["result"] == done["result"]
+    assert after["result"]["execution_id"] == last["execution_id"] != 1
+    succeeded = [e for e in after["executions"] if e["outcome"] == "succeeded"]
+    assert [e["execution_id"] for e in succeeded] == [last["execution_id"]], after["executions"]
+    assert after["executions"][0]["outcome"] != "succeeded"
