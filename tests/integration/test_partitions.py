@@ -23,11 +23,13 @@ itself before that (trust window). What the tests hold heartq to:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from heartq.store.postgres.store import PostgresStore
 from tests.faultproxy import FaultProxy
 
 from .conftest import Harness, WorkerProc, only_on, parse_ts
@@ -150,3 +152,116 @@ def test_what_a_cut_off_worker_sent_into_the_cut_changes_nothing(
     succeeded = [e for e in after["executions"] if e["outcome"] == "succeeded"]
     assert [e["execution_id"] for e in succeeded] == [last["execution_id"]], after["executions"]
     assert after["executions"][0]["outcome"] != "succeeded"
+
+
+LOOKS_DEAD = ("leases_untrusted", "heartbeat_failed", "lease_lost", "worker_deactivated")
+"""Events that would mean a live worker was taken for dead, or nearly."""
+
+
+def run_busy_over_a_slow_link(
+    harness: Harness,
+    proxies: list[FaultProxy],
+    settings: dict[str, str | None],
+    jobs: int,
+) -> WorkerProc:
+    """A worker at concurrency 10 over a link of 200 ms each way, given `jobs` short jobs
+    at once: its claims, finishes and pulses keep its pool's two connections busy, and
+    whoever wants one queues for seconds. Returns it once every job succeeded, each
+    once."""
+    proxy, through = open_proxy(harness, proxies)
+    proxy.delay(up_ms=200, down_ms=200)
+    worker = harness.start_worker("--concurrency", "10", settings=settings, url=through)
+    job_ids = [harness.enqueue("quick", {"value": n}) for n in range(jobs)]
+    for job_id in job_ids:
+        done = harness.wait_status(job_id, "succeeded", 180)
+        assert len(done["executions"]) == 1, done["executions"]
+    assert worker.alive()
+    return worker
+
+
+def test_a_slow_link_does_not_make_a_busy_worker_look_dead(
+    harness: Harness, proxies: list[FaultProxy]
+) -> None:
+    """A 0.5 s heartbeat and a 3 s lease (trust window 2.5 s) over the slow link: every
+    heartbeat lands, no job is given up or reclaimed."""
+    worker = run_busy_over_a_slow_link(harness, proxies, PARTITION, jobs=30)
+    assert len(worker.events("heartbeat")) >= 5
+    for name in LOOKS_DEAD:
+        assert not worker.events(name), worker.events(name)
+    assert harness.worker_row(worker.id)["status"] == "active"
+
+
+def test_a_heartbeat_does_not_queue_for_a_busy_pool(harness: Harness) -> None:
+    """The heartbeat rides the worker's lasting session (`SharedSession.lend`): with
+    every pooled connection taken, it lands at once, where through the pool it waited
+    for the pool's timeout (5 s) and failed."""
+    store = PostgresStore(harness.url, pool_size=1)
+    try:
+        worker_id = "busy-pool-worker"
+        handle = store.liveness_hold(worker_id)
+        assert handle is not None
+        with store.pool.transaction() as held:  # the pool's one connection
+            held.execute("SELECT 1")
+            began = time.monotonic()
+            store.heartbeat(worker_id, [], 3.0)
+            took = time.monotonic() - began
+        assert took < 2.0, took
+        handle.release()
+    finally:
+        store.close()
+
+
+@pytest.mark.soak
+def test_a_slow_link_does_not_make_a_busy_worker_look_dead_at_default_settings(
+    harness: Harness, proxies: list[FaultProxy]
+) -> None:
+    """The default settings (heartbeat 30 s, lease 90 s, trust window 75 s): work for
+    longer than a heartbeat interval over the slow link; the first heartbeat lands
+    at once and nothing is taken for dead. About 70 s."""
+    defaults: dict[str, str | None] = {option: None for option in PARTITION}
+    worker = run_busy_over_a_slow_link(harness, proxies, defaults, jobs=300)
+    beats = worker.events("heartbeat")
+    assert beats, "no heartbeat in the run"
+    for name in LOOKS_DEAD:
+        assert not worker.events(name), worker.events(name)
+    assert harness.worker_row(worker.id)["status"] == "active"
+
+
+def test_a_busy_pool_is_a_queue_not_an_outage(harness: Harness) -> None:
+    """A caller that waited longer than the pool's timeout (5 s) while connections came
+    back to the pool (to callers ahead of it) waits on: over a slow link a busy worker's
+    tasks failed "no connection within 5 s" as if the server were away. A pool whose
+    connections never come back still fails after its timeout (the outage tests)."""
+    store = PostgresStore(harness.url, pool_size=1)
+    try:
+        store.pool.reach()
+        holding = threading.Barrier(2)
+
+        def hold(seconds: float, first: bool) -> None:
+            with store.pool.transaction() as conn:
+                conn.execute("SELECT 1")
+                if first:
+                    holding.wait(5)
+                time.sleep(seconds)  # a slow transaction, the test's load
+
+        ahead = [
+            threading.Thread(target=hold, args=(3.0, True)),
+            threading.Thread(target=hold, args=(3.0, False)),
+        ]
+        ahead[0].start()
+        holding.wait(5)
+        ahead[1].start()  # queued behind the first: it gets the connection at ~3 s
+        harness.wait_for(  # so that it queues first (the pool serves in order)
+            lambda: store.pool._get_pool().get_stats().get("requests_waiting", 0) >= 1,
+            5,
+            "the second holder to queue",
+        )
+        began = time.monotonic()
+        with store.pool.transaction() as conn:  # third in line: at ~6 s, past 5 s
+            conn.execute("SELECT 1")
+        waited = time.monotonic() - began
+        for thread in ahead:
+            thread.join(10)
+        assert waited > 5.0, waited  # it did outwait the pool's own timeout
+    finally:
+        store.close()

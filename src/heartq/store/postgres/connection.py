@@ -78,6 +78,14 @@ T seconds (a failover, a restart) its next attempt came up to T seconds after th
 was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
 worker finds the new primary within about a second of its promotion, whatever the
 outage lasted (`tests/integration/test_failover.py`)."""
+POOL_BUSY_WAIT_MAX = 60.0
+"""Seconds at most a caller waits for a pooled connection while the pool's connections
+are busy, not broken. psycopg_pool gives up after its timeout (`CONNECT_TIMEOUT`, 5 s)
+whatever the reason; over a slow link (200 ms each way) a worker at concurrency 10 whose
+tasks use `ctx.transaction()` kept its 2 connections busy for longer than that, and its
+tasks failed "no connection within 5 s" as if the server were away. A caller waits on
+while connections keep coming back to the pool (`_checkout`); a pool whose connections
+are stuck (a partition, a frozen server) still fails after `CONNECT_TIMEOUT`."""
 CHECK_IDLE_AFTER = 1.0
 """Seconds a pooled connection may sit unused before the pool checks it with a round trip
 on its way out. Checking every checkout doubled the round trips of the hot path (a claim
@@ -325,6 +333,7 @@ class ConnectionPool:
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
+        self._returned = 0  # connections given back to the pool so far (`_checkout`)
         self._reached = False
         self.last_connect_error: str | None = None
         """Why the pool's last connection attempt failed (its warning is not logged)."""
@@ -435,7 +444,7 @@ class ConnectionPool:
     @contextlib.contextmanager
     def _connection(self, autocommit: bool) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._get_pool().connection() as conn:
+            with self._checkout() as conn:
                 if autocommit:
                     conn.autocommit = True  # a client-side switch: no round trip
                 elif self.pooler.transaction:
@@ -451,6 +460,28 @@ class ConnectionPool:
             raise translate(exc, self.url, self.last_connect_error) from exc
         if self.last_connect_error is not None:
             self.last_connect_error = None  # connected since: the reason is stale
+
+    @contextlib.contextmanager
+    def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
+        """psycopg_pool's `connection()`, waiting longer for a busy pool: a wait that
+        timed out while other connections came back to the pool is a queue, not an
+        outage, and goes on (up to `POOL_BUSY_WAIT_MAX`)."""
+        pool = self._get_pool()
+        began = time.monotonic()
+        while True:
+            returned = self._returned
+            try:
+                conn = pool.getconn()
+                break
+            except PoolTimeout:
+                if self._returned == returned or time.monotonic() - began >= POOL_BUSY_WAIT_MAX:
+                    raise
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._returned += 1
+            pool.putconn(conn)
 
     def _scope(self, conn: psycopg.Connection[Any]) -> None:
         """Behind a transaction-mode pooler: heartq's schema and the idle-in-transaction
