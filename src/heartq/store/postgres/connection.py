@@ -101,16 +101,32 @@ SESSION_KEEPALIVES: dict[str, int] = {
     "keepalives_interval": 5,
     "keepalives_count": 3,
 }
-"""Defaults to TCP keepalives after 10 s idle, every 5 s, 3 unanswered = gone, on the
-sessions heartq keeps open for a worker's life (liveness lock, LISTEN): a session whose
-peer vanished without a word (a failover, a dropped NAT entry) fails within ~25 s instead
-of hanging for the kernel's hours, so its owner notices and opens a new one. Client side
-only: the server keeps its own settings, so a partitioned worker still looks alive until
-its lease says otherwise. Options in the URL win."""
+"""Defaults to TCP keepalives after 10 s idle, every 5 s, 3 unanswered = gone, on every
+connection heartq opens: the sessions it keeps open for a worker's life (liveness lock,
+LISTEN, the heartbeat) and its pooled ones. A connection whose peer vanished without a
+word (a failover, a dropped NAT entry, a partition the kernels notice) fails within ~25 s
+instead of hanging for the kernel's hours, so its owner notices and opens a new one; a
+pooled connection idle in the pool through a partition is replaced, not handed out dead.
+Client side only: the server keeps its own settings, so a partitioned worker still
+looks alive (its lock held) until its lease says otherwise. Options in the URL win."""
 SESSION_TCP_USER_TIMEOUT_MS = 10_000
-"""Defaults to 10 s: data the server has not acknowledged by then fails the session
-(libpq `tcp_user_timeout`, libpq 12 and later), so a check on a dead session errors
-instead of hanging for the kernel's ~15 minutes of retransmissions."""
+"""Defaults to 10 s: data the server has not acknowledged by then fails the connection
+(libpq `tcp_user_timeout`, libpq 12 and later), so a statement sent into a partition
+errors instead of hanging for the kernel's ~15 minutes of retransmissions. A long
+statement is not cut short: the server's kernel acknowledges it at once, however long the
+server takes to answer. Every connection, as `SESSION_KEEPALIVES`."""
+
+
+TCP_OPTIONS = (*SESSION_KEEPALIVES, "tcp_user_timeout")
+
+
+def tcp_kwargs(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Client-side TCP keepalives and `tcp_user_timeout` (libpq 12 and later), except
+    those the URL (`given`, its conninfo) sets itself."""
+    extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
+    if psycopg.pq.version() >= 120000:
+        extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
+    return {k: v for k, v in extra.items() if k not in given}
 
 
 class _QuietConnectionFailures(logging.Filter):
@@ -352,6 +368,7 @@ class ConnectionPool:
         (`prepare_threshold=None`: a statement prepared on one server session is missing,
         or already there, on the next)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row}
+        kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
             kwargs["prepare_threshold"] = None
         else:
@@ -498,15 +515,12 @@ class ConnectionPool:
         return self.pooler.sessions
 
     def session_kwargs(self) -> dict[str, Any]:
-        """`connect_kwargs` plus client-side TCP keepalives and `tcp_user_timeout`, for
-        sessions kept open for a worker's life (unless the URL sets them)."""
+        """`connect_kwargs` for sessions kept open for a worker's life, with the TCP
+        settings of their own URL (a direct URL's) where it gives them."""
         conninfo, _ = self._session_target()
         given = conninfo_to_dict(conninfo)
-        extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
-        if psycopg.pq.version() >= 120000:
-            extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
-        kwargs = {k: v for k, v in extra.items() if k not in given}
-        kwargs.update(self.connect_kwargs)
+        kwargs = {k: v for k, v in self.connect_kwargs.items() if k not in TCP_OPTIONS}
+        kwargs.update(tcp_kwargs(given))
         if "connect_timeout" in given:  # the session's own URL (a direct URL) says
             kwargs.pop("connect_timeout", None)
         return kwargs
