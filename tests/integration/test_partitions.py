@@ -23,16 +23,20 @@ itself before that (trust window). What the tests hold heartq to:
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from heartq.store.postgres.store import PostgresStore
 from tests.faultproxy import FaultProxy
 
-from .conftest import Harness, WorkerProc, only_on, parse_ts
+from .conftest import Harness, WorkerProc, only_on, parse_ts, private_harness
 
 pytestmark = [pytest.mark.slow, only_on("postgres")]
 
@@ -265,3 +269,122 @@ def test_a_busy_pool_is_a_queue_not_an_outage(harness: Harness) -> None:
         assert waited > 5.0, waited  # it did outwait the pool's own timeout
     finally:
         store.close()
+
+
+class KernelLink:
+    """A network namespace joined to this one by a veth pair: a worker started in it
+    (`ip netns exec`) reaches a server here at `HOST` only through the pair, and
+    blackhole routes on both sides (`cut()`) drop its packets in the kernel, as a real
+    partition does: unlike the proxy's cut, TCP keepalives and `tcp_user_timeout` fire.
+    Nothing else on the machine is touched (its own namespace, a private subnet)."""
+
+    HOST = "10.213.79.1"
+    PEER = "10.213.79.2"
+
+    def __init__(self) -> None:
+        suffix = f"{os.getpid() % 100000}"
+        self.ns = f"hq_part_{suffix}"
+        self.veth = (f"hqpa{suffix}", f"hqpb{suffix}")
+        self.is_cut = False
+
+    def _ip(self, *args: str, inside: bool = False) -> None:
+        prefix = ["ip", "netns", "exec", self.ns] if inside else []
+        subprocess.run([*prefix, "ip", *args], check=True, capture_output=True, timeout=10)
+
+    def open(self) -> KernelLink:
+        here, there = self.veth
+        self._ip("netns", "add", self.ns)
+        try:
+            self._ip("link", "add", here, "type", "veth", "peer", "name", there)
+            self._ip("link", "set", there, "netns", self.ns)
+            self._ip("addr", "add", f"{self.HOST}/30", "dev", here)
+            self._ip("link", "set", here, "up")
+            self._ip("addr", "add", f"{self.PEER}/30", "dev", there, inside=True)
+            self._ip("link", "set", there, "up", inside=True)
+            self._ip("link", "set", "lo", "up", inside=True)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def launcher(self) -> list[str]:
+        return ["ip", "netns", "exec", self.ns]
+
+    def cut(self) -> None:
+        self._ip("route", "add", "blackhole", f"{self.PEER}/32")
+        self._ip("route", "add", "blackhole", f"{self.HOST}/32", inside=True)
+        self.is_cut = True
+
+    def heal(self) -> None:
+        self._ip("route", "del", "blackhole", f"{self.PEER}/32")
+        self._ip("route", "del", "blackhole", f"{self.HOST}/32", inside=True)
+        self.is_cut = False
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.is_cut:
+                self.heal()
+        for args in (("netns", "del", self.ns), ("link", "del", self.veth[0])):
+            with contextlib.suppress(Exception):
+                self._ip(*args)
+
+
+@pytest.fixture
+def kernel_link() -> Iterator[KernelLink]:
+    link = KernelLink()
+    try:
+        link.open()
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"no network namespace here: {exc}")
+    try:
+        yield link
+    finally:
+        link.close()
+
+
+@pytest.mark.soak
+def test_a_kernel_level_partition_heals_and_the_worker_carries_on(
+    backend: str, tmp_path: Path, kernel_link: KernelLink
+) -> None:
+    """A worker in a network namespace, cut off by blackhole routes for 30 s (longer than
+    `tcp_user_timeout` and the keepalives: its connections die under it), on a private
+    server. Its job runs elsewhere within about a lease; after the heal it opens new
+    connections and runs a new job at once, not after the kernel's retransmissions."""
+    settings = {"listen_addresses": f"127.0.0.1,{KernelLink.HOST}"}
+    with private_harness(tmp_path, settings) as (harness, cluster):
+        hba = cluster.data / "pg_hba.conf"
+        hba.write_text(hba.read_text() + f"host all all {KernelLink.PEER}/32 trust\n")
+        harness.sql("SELECT pg_reload_conf()")
+        through = harness.url.replace("127.0.0.1", KernelLink.HOST)
+        harness.launcher = kernel_link.launcher()
+        cut_off = harness.start_worker(settings=PARTITION, url=through)
+        harness.launcher = []
+        job_id = harness.enqueue("hold_first", {"seconds": 120})
+        harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 15, "attempt 1")
+        other = harness.start_worker(settings=PARTITION)
+
+        kernel_link.cut()
+        cut_at = time.time()
+        done = harness.wait_status(job_id, "succeeded", LEASE + 15)
+        last = done["executions"][-1]
+        assert last["worker_id"] == other.id, done["executions"]
+        taken_over_after = parse_ts(str(last["started_at"])) - cut_at
+        assert taken_over_after < LEASE + 3.0, taken_over_after
+        untrusted = first_event(cut_off, "leases_untrusted")
+        assert untrusted is not None
+        fenced_after = parse_ts(str(untrusted["ts"])) - cut_at
+        harness.wait_for(lambda: time.time() - cut_at > 30, 40, "the partition's 30 s")
+
+        other.kill()
+        kernel_link.heal()
+        healed_at = time.time()
+        later = harness.enqueue("quick", {"value": "after the heal"})
+        ran = harness.wait_status(later, "succeeded", 60)
+        assert ran["executions"][-1]["worker_id"] == cut_off.id
+        ran_after = parse_ts(str(ran["executions"][-1]["started_at"])) - healed_at
+        assert ran_after < 15.0, ran_after
+        assert cut_off.alive()
+        print(
+            f"kernel partition: fenced {fenced_after:.2f} s, taken over {taken_over_after:.2f} s"
+            f" after the cut; a new job ran {ran_after:.2f} s after a 30 s cut healed"
+        )

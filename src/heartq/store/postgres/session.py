@@ -168,8 +168,9 @@ class SharedSession:
             loan.returned.set()
 
     def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # full (already woken) or closed
-            os.write(self._wake_w, b"x")
+        with self._mutex, contextlib.suppress(OSError):  # full: already woken
+            if self._wake_w >= 0:  # not closed (under the mutex: never a reused number)
+                os.write(self._wake_w, b"x")
 
     def _want(self) -> int:
         """Call with the mutex held: a new generation of wishes for the thread."""
