@@ -349,7 +349,7 @@ class ConnectionPool:
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
-        self._returned = 0  # connections given back to the pool so far (`_checkout`)
+        self._returned = 0  # connections given back in working order (`_checkout`)
         self._reached = False
         self.last_connect_error: str | None = None
         """Why the pool's last connection attempt failed (its warning is not logged)."""
@@ -481,8 +481,9 @@ class ConnectionPool:
     @contextlib.contextmanager
     def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
         """psycopg_pool's `connection()`, waiting longer for a busy pool: a wait that
-        timed out while other connections came back to the pool is a queue, not an
-        outage, and goes on (up to `POOL_BUSY_WAIT_MAX`)."""
+        timed out while other connections came back to the pool from work that went
+        well is a queue, not an outage, and goes on (up to `POOL_BUSY_WAIT_MAX`); while
+        the server is away nothing goes well, and a waiter fails after the pool's 5 s."""
         pool = self._get_pool()
         began = time.monotonic()
         while True:
@@ -496,8 +497,10 @@ class ConnectionPool:
         try:
             with conn:
                 yield conn
-        finally:
+            # In working order: a queue moves. One given back after an error (the server
+            # away?) is no reason for a waiter to wait on.
             self._returned += 1
+        finally:
             pool.putconn(conn)
 
     def _scope(self, conn: psycopg.Connection[Any]) -> None:
