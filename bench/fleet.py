@@ -168,6 +168,7 @@ def processing(
     ):
         _until(lambda: _active(watch) >= workers, 300, "every worker registered", fleet)
         stats.reset_statements(admin)
+        load = os.getloadavg()[0]
         peak = _Peak(cluster.url, database)
         before, polls = stats.commits(admin, database), 0
         started = time.monotonic()
@@ -194,6 +195,7 @@ def processing(
     sampled = stats.sampled_claims(cluster.data, database)
     record |= {
         "rate": sizes.jobs / span,
+        "load_average": _load(load),
         "span_s": span,
         "workers_used": int(used),
         "commits_per_s": (after - before - polls - 1) / elapsed,
@@ -242,6 +244,7 @@ def held(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, Any]
         server_cpu = stats.cpu_seconds(stats.server_pids(postmaster))
         fleet_cpu = stats.cpu_seconds(fleet.pids)
         started, lowest, polls = time.monotonic(), slots, 0
+        load = os.getloadavg()[0]
         while (elapsed := time.monotonic() - started) < sizes.window:
             lowest, polls = min(lowest, _running(watch)), polls + 1
             time.sleep(min(1.0, max(0.0, sizes.window - elapsed)))
@@ -254,6 +257,7 @@ def held(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, Any]
     calls = sum(s["calls"] for s in found)
     record |= {
         "lowest_running": lowest,
+        "load_average": _load(load),
         "statements_per_s": calls / elapsed,
         "commits_per_s": (after - before - polls - 1) / elapsed,
         "server_cpu_cores": server_cpu / elapsed,
@@ -285,7 +289,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                 "claim_sampled.p99",
                 "claim_sampled.n",
             )
-        } | {"rates": [r["rate"] for r in runs]}
+        } | {"rates": [r["rate"] for r in runs], "loads": [r.get("load_average") for r in runs]}
     small, large = str(sizes["baseline"]), str(sizes["workers"])
     if small in out and large in out:
         out["ratio"] = out[large]["rate"] / out[small]["rate"]
@@ -305,7 +309,10 @@ def markdown(results: dict[str, Any]) -> str:
         s = summary.get(str(workers))
         if not s:
             continue
-        rounds = ", ".join(f"{r:,.0f}" for r in s["rates"])
+        rounds = ", ".join(
+            f"{r:,.0f}" + (f" at load {load[0]:g}-{load[1]:g}" if load else "")
+            for r, load in zip(s["rates"], s.get("loads", [None] * len(s["rates"])), strict=True)
+        )
         lines.append(
             f"| {workers} x {sizes['concurrency']} | {s['rate']:,.0f} ({rounds}) "
             f"| {s['commits_per_s']:,.0f} | {s['connections_per_worker']:.2f} "
@@ -472,6 +479,12 @@ def _wait_for(url: str) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def _load(before: float) -> list[float]:
+    """The machine's 1-minute load average before and after a measurement: on a shared
+    machine, what says how far its absolute figures can be trusted."""
+    return [round(before, 1), round(os.getloadavg()[0], 1)]
 
 
 def _median(values: list[float]) -> float:
