@@ -25,14 +25,31 @@ def main(source: str, target: str) -> None:
     fig, (rate, claim, held) = plt.subplots(1, 3, figsize=(14, 4.6))
 
     for x, workers in enumerate(fleets):
-        s = summary[str(workers)]
-        rate.bar(x, s["rate"], color="tab:red" if x else "tab:gray")
-        rate.plot([x] * len(s["rates"]), s["rates"], "k.", markersize=6)
+        rate.bar(x, summary[str(workers)]["rate"], color="tab:red" if x else "tab:gray", alpha=0.6)
+    for pair in summary.get("pairs", []):
+        rates = [
+            next(
+                r["rate"]
+                for r in results["processing"]
+                if r["round"] == pair["round"] and r["workers"] == w
+            )
+            for w in fleets
+        ]
+        rate.plot(range(len(fleets)), rates, "k.-", markersize=7, linewidth=0.8)
+        rate.annotate(
+            f"round {pair['round']}: {pair['ratio']:.2f}x",
+            (1, rates[-1]),
+            xytext=(6, 0),
+            textcoords="offset points",
+            fontsize=8,
+            va="center",
+        )
     rate.set_xticks(range(len(fleets)), labels)
-    rate.set_ylabel("no-op jobs/s (median; dots: rounds)")
+    rate.set_xlim(-0.6, 1.9)
+    rate.set_ylabel("no-op jobs/s (bars: median; dots: a round's pair)")
     title = f"{sizes['jobs']:,} jobs"
     if "ratio" in summary:
-        title += f": {summary['ratio']:.2f}x"
+        title += f": {summary['ratio']:.2f}x (median of rounds)"
     rate.set_title(title)
 
     kinds = [
@@ -53,9 +70,9 @@ def main(source: str, target: str) -> None:
 
     h = results.get("held")
     if h and "by_statement" in h:
-        rows = h["by_statement"][:6]
+        rows = h["by_statement"][:10]
         held.barh(range(len(rows)), [s["per_s"] for s in rows], color="tab:blue")
-        held.set_yticks(range(len(rows)), [s["kind"][:38] for s in rows], fontsize=7)
+        held.set_yticks(range(len(rows)), [s["kind"][:30] for s in rows], fontsize=7)
         held.invert_yaxis()
         held.set_xlabel("calls/s")
         held.set_title(

@@ -16,6 +16,7 @@ a few runs, then only bound and executed).
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import re
@@ -44,11 +45,38 @@ _DURATION = re.compile(r"^duration: ([0-9.]+) ms\s+execute [^:]*:(.*)$", re.S)
 
 
 def kind(query: str) -> str:
-    """A statement's short name: claim, or its first words."""
+    """A statement's name: the name of heartq's statement it is (`CLAIM_ONE_QUEUE`,
+    `FINISH`, ...: `heartq.store.postgres.queries`), else its first words."""
     if "claimed AS (" in query:
         return "claim"
+    found = _names().get(_shape(query))
+    if found:
+        return found
     words = " ".join(query.split())
-    return words[:60]
+    return "SELECT 1 (the session's ping)" if words == "SELECT 1" else words[:60]
+
+
+def _shape(query: str) -> str:
+    """A statement's first 80 characters with its parameters and constants as `?`, the
+    same for heartq's text and pg_stat_statements' normalized one."""
+    text = re.sub(r"%\(\w+\)s|\$\d+|'[^']*'|\b\d+(?:\.\d+)?\b|\b0x[0-9A-Fa-f]+\b", "?", query)
+    text = re.sub(r"extract\(\w+ from", "extract(? from", text)
+    return " ".join(text.split())[:80]
+
+
+@functools.cache
+def _names() -> dict[str, str]:
+    from heartq.store.postgres import queries
+
+    names: dict[str, str] = {}
+    for name, value in vars(queries).items():
+        if name.startswith("_") or not name.isupper():
+            continue
+        parts = value if isinstance(value, tuple) else (value,)
+        for i, part in enumerate(parts):
+            if isinstance(part, str):
+                names.setdefault(_shape(part), name if len(parts) == 1 else f"{name}[{i}]")
+    return names
 
 
 def reset_statements(conn: psycopg.Connection[Any]) -> None:
