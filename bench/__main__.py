@@ -23,6 +23,7 @@ full run into docs/, else `<out>/fleet.png`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import shlex
@@ -70,7 +71,7 @@ def main() -> int:
     peers = environment.peers_python(args.venv)
     args.out.mkdir(parents=True, exist_ok=True)
     if "fleet" in only:
-        failed = _fleet(args.quick, args.out, peers)
+        failed = _fleet(args.quick, args.rounds, args.out, peers)
         if not lineup:
             return 1 if failed else 0
     results: dict[str, Any] = {
@@ -108,9 +109,11 @@ def main() -> int:
     return 1 if results["summary"]["failures"] else 0
 
 
-def _fleet(quick: bool, out: Path, peers: Path) -> bool:
-    """The fleet section: figures, chart and table; True if a check failed."""
-    results = fleet.run(fleet.QUICK if quick else fleet.FULL)
+def _fleet(quick: bool, rounds: int | None, out: Path, peers: Path) -> bool:
+    """The fleet section (`--rounds`: its rounds, 2 by default): figures, chart and
+    table; True if a check failed."""
+    sizes = fleet.QUICK if quick else fleet.FULL
+    results = fleet.run(dataclasses.replace(sizes, rounds=rounds) if rounds else sizes)
     docs = out.resolve() == DOCS_OUT and not quick
     chart = ROOT / "docs" / "images" / "fleet.png" if docs else out / "fleet.png"
     fleet.write(results, out, chart, peers)
