@@ -46,37 +46,43 @@ _DURATION = re.compile(r"^duration: ([0-9.]+) ms\s+execute [^:]*:(.*)$", re.S)
 
 def kind(query: str) -> str:
     """A statement's name: the name of heartq's statement it is (`CLAIM_ONE_QUEUE`,
-    `FINISH`, ...: `heartq.store.postgres.queries`), else its first words."""
+    `FINISH`, ...: `heartq.store.postgres.queries`), matched on the whole normalized text,
+    else on its first 80 characters (then every name that begins alike, joined by `/`),
+    else its first words."""
     if "claimed AS (" in query:
         return "claim"
-    found = _names().get(_shape(query))
+    whole, prefixes = _names()
+    shape = _shape(query)
+    found = whole.get(shape) or "/".join(prefixes.get(shape[:80], []))
     if found:
         return found
-    words = " ".join(query.split())
-    return "SELECT 1 (the session's ping)" if words == "SELECT 1" else words[:60]
+    return " ".join(query.split())[:60]
 
 
 def _shape(query: str) -> str:
-    """A statement's first 80 characters with its parameters and constants as `?`, the
+    """A statement with its parameters and constants as `?` and its spaces collapsed, the
     same for heartq's text and pg_stat_statements' normalized one."""
     text = re.sub(r"%\(\w+\)s|\$\d+|'[^']*'|\b\d+(?:\.\d+)?\b|\b0x[0-9A-Fa-f]+\b", "?", query)
     text = re.sub(r"extract\(\w+ from", "extract(? from", text)
-    return " ".join(text.split())[:80]
+    return " ".join(text.split())
 
 
 @functools.cache
-def _names() -> dict[str, str]:
+def _names() -> tuple[dict[str, str], dict[str, list[str]]]:
     from heartq.store.postgres import queries
 
-    names: dict[str, str] = {}
+    whole: dict[str, str] = {}
+    prefixes: dict[str, list[str]] = {}
     for name, value in vars(queries).items():
         if name.startswith("_") or not name.isupper():
             continue
         parts = value if isinstance(value, tuple) else (value,)
         for i, part in enumerate(parts):
             if isinstance(part, str):
-                names.setdefault(_shape(part), name if len(parts) == 1 else f"{name}[{i}]")
-    return names
+                label = name if len(parts) == 1 else f"{name}[{i}]"
+                whole.setdefault(_shape(part), label)
+                prefixes.setdefault(_shape(part)[:80], []).append(label)
+    return whole, prefixes
 
 
 def reset_statements(conn: psycopg.Connection[Any]) -> None:
