@@ -10,13 +10,20 @@ Writes `<out>/results.json` and `<out>/throughput.png`; a full run into docs/ben
 rewrites the results section of docs/BENCHMARKS.md. `--quick`: one round of tiny counts
 (under 3 minutes; what the test runs so the harness keeps working).
 
+The `fleet` section (`bench/fleet.py`: 40 worker processes x 25 slots against 4 x 25 on a
+private cluster, then 1,000 running jobs) runs only when `--only` names it, alone or with
+contenders; it writes `<out>/fleet.json` and its chart (`docs/images/fleet.png` for a
+full run into docs/, else `<out>/fleet.png`).
+
     .venv/bin/python -m bench                 # 3 rounds of 20,000 jobs, into docs/
     .venv/bin/python -m bench --quick --out /tmp/q
+    .venv/bin/python -m bench --only fleet    # the fleet section alone
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import shlex
@@ -26,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import environment, report, runs, services
+from bench import environment, fleet, report, runs, services
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_OUT = ROOT / "docs" / "bench"
@@ -37,7 +44,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one round of tiny counts")
     parser.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
     parser.add_argument("--jobs", type=int, help="jobs per run (default 20,000)")
-    parser.add_argument("--only", help="comma-separated contenders (heartq,pgqueuer,...)")
+    parser.add_argument(
+        "--only", help="comma-separated contenders (heartq,pgqueuer,...) and sections (fleet)"
+    )
     parser.add_argument(
         "--server",
         default="postgresql://postgres@127.0.0.1:5432/test",
@@ -57,9 +66,14 @@ def main() -> int:
         sizes = runs.Sizes(args.jobs, min(sizes.single, args.jobs // 2),
                            sizes.limit_seconds, args.jobs)  # fmt: skip
     rounds = args.rounds or (1 if args.quick else 3)
-    lineup = [c for c in runs.LINEUP if not args.only or c.name in args.only.split(",")]
+    only = args.only.split(",") if args.only else []
+    lineup = [c for c in runs.LINEUP if not only or c.name in only]
     peers = environment.peers_python(args.venv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if "fleet" in only:
+        failed = _fleet(args.quick, args.rounds, args.out, peers)
+        if not lineup:
+            return 1 if failed else 0
     results: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "command": "python -m bench " + shlex.join(sys.argv[1:]),
@@ -93,6 +107,21 @@ def main() -> int:
     print(report.markdown(results))
     print(f"bench: wrote {args.out / 'results.json'} and {chart}")
     return 1 if results["summary"]["failures"] else 0
+
+
+def _fleet(quick: bool, rounds: int | None, out: Path, peers: Path) -> bool:
+    """The fleet section (`--rounds`: its rounds, 2 by default): figures, chart and
+    table; True if a check failed."""
+    sizes = fleet.QUICK if quick else fleet.FULL
+    results = fleet.run(dataclasses.replace(sizes, rounds=rounds) if rounds else sizes)
+    docs = out.resolve() == DOCS_OUT and not quick
+    chart = ROOT / "docs" / "images" / "fleet.png" if docs else out / "fleet.png"
+    fleet.write(results, out, chart, peers)
+    print(fleet.markdown(results))
+    for failure in results["failures"]:
+        print(f"fleet FAILED: {failure}")
+    print(f"bench: wrote {out / 'fleet.json'} and {chart}", flush=True)
+    return bool(results["failures"])
 
 
 def _say(number: int, record: dict[str, Any]) -> None:

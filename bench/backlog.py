@@ -1,11 +1,14 @@
-"""One worker's throughput with a long queue against a short one (50,000 vs 500,000).
+"""One worker's throughput with a long queue against a short one (100,000 vs 1,000,000).
 
 Fills a fresh store with N no-op jobs, starts one `heartq worker` (thread pool x 50) and
 times its first `--count` completions: from its first handler entry (stamped as in
 `python -m bench`) until `--count` jobs are committed succeeded (polled every 0.2 s),
-then stops it with SIGTERM. Both backends; figures printed, never asserted:
+then stops it with SIGTERM. Both backends, each as filled (statistics as autovacuum or
+nothing left them) and after an explicit VACUUM ANALYZE (`--vacuum`), because a claim
+plan chosen from stale statistics is the way a backlog slows a queue down. The rate
+with each backlog is printed with its ratio to the smallest backlog's; never asserted:
 
-    .venv/bin/python -m bench.backlog --backlogs 50000 500000 --count 20000
+    .venv/bin/python -m bench.backlog --backlogs 100000 1000000 --count 20000
 """
 
 from __future__ import annotations
@@ -40,12 +43,15 @@ def noop() -> None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(url: str, backlog: int, count: int, scratch: Path) -> float:
-    """Jobs/s of one worker over its first `count` jobs with `backlog` queued."""
+def measure(url: str, backlog: int, count: int, scratch: Path, vacuum: bool = False) -> float:
+    """Jobs/s of one worker over its first `count` jobs with `backlog` queued (after a
+    VACUUM ANALYZE of the store's tables if `vacuum`)."""
     app = App(url)
     app.migrate()
     for offset in range(0, backlog, 10_000):
         app.enqueue_many("noop", [{}] * min(10_000, backlog - offset))
+    if vacuum:
+        _vacuum_analyze(url)
     (scratch / "backlog_tasks.py").write_text(TASKS)
     env = dict(os.environ, HEARTQ_BENCH_DIR=str(scratch),
                PYTHONPATH=os.pathsep.join([str(scratch), str(ROOT)]))  # fmt: skip
@@ -68,6 +74,22 @@ def measure(url: str, backlog: int, count: int, scratch: Path) -> float:
     return count / (done_at - Stamps(str(scratch)).first_entry())
 
 
+def _vacuum_analyze(url: str) -> None:
+    """VACUUM and ANALYZE the store's tables, as an operator or autovacuum would."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            conn.execute("VACUUM")
+            conn.execute("ANALYZE")
+        finally:
+            conn.close()
+        return
+    base, schema = url.split("?schema=")
+    with psycopg.connect(base, autocommit=True) as pg:
+        for table in ("jobs", "executions"):
+            pg.execute(f"VACUUM ANALYZE {schema}.{table}")  # type: ignore[arg-type]
+
+
 SUCCEEDED = "SELECT count(*) FROM {table} WHERE status = 'succeeded' AND finished_at IS NOT NULL"
 
 
@@ -85,27 +107,43 @@ def _succeeded(url: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backlogs", type=int, nargs="+", default=[50_000, 500_000])
+    parser.add_argument("--backlogs", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--vacuum",
+        choices=["no", "yes", "both"],
+        default="both",
+        help="VACUUM ANALYZE after filling: without, with, or one run each",
+    )
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
+    vacuums = {"no": [False], "yes": [True], "both": [False, True]}[args.vacuum]
+    rates: dict[tuple[str, bool], list[float]] = {}
     for backlog in args.backlogs:
-        for backend in ("sqlite", "postgresql"):
-            with tempfile.TemporaryDirectory(prefix="heartq-backlog-") as tmp:
-                scratch = Path(tmp)
-                if backend == "sqlite":
-                    url = f"sqlite:///{scratch / 'q.db'}"
-                else:
-                    schema = f"bench_backlog_{os.getpid()}"
-                    url = f"{args.server}?schema={schema}"
-                try:
-                    rate = measure(url, backlog, args.count, scratch)
-                finally:
-                    if backend == "postgresql":
-                        with psycopg.connect(args.server, autocommit=True) as conn:
-                            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            print(f"{backend:<10} {backlog:>9,} queued: {rate:,.0f} jobs/s "
-                  f"(first {args.count:,} jobs, one worker)", flush=True)  # fmt: skip
+        for vacuum in vacuums:
+            for backend in args.backends:
+                rate = run_one(backend, backlog, args.count, vacuum, args.server)
+                rates.setdefault((backend, vacuum), []).append(rate)
+                state = "after VACUUM ANALYZE" if vacuum else "as filled"
+                ratio = rate / rates[(backend, vacuum)][0]
+                print(f"{backend:<10} {backlog:>9,} queued, {state:<20}: {rate:,.0f} jobs/s "
+                      f"({ratio:.2f} of {args.backlogs[0]:,} queued; first {args.count:,} "
+                      "jobs, one worker)", flush=True)  # fmt: skip
+
+
+def run_one(backend: str, backlog: int, count: int, vacuum: bool, server: str) -> float:
+    """One measurement in a fresh store (a temporary SQLite file or PostgreSQL schema)."""
+    with tempfile.TemporaryDirectory(prefix="heartq-backlog-") as tmp:
+        scratch = Path(tmp)
+        if backend == "sqlite":
+            return measure(f"sqlite:///{scratch / 'q.db'}", backlog, count, scratch, vacuum)
+        schema = f"bench_backlog_{os.getpid()}"
+        try:
+            return measure(f"{server}?schema={schema}", backlog, count, scratch, vacuum)
+        finally:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

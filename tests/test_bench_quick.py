@@ -102,3 +102,32 @@ def test_enqueue_one_benchmark_runs() -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for variant in ("commit full", "statement normal", "store full", "app normal"):
         assert f"| {variant} |" in done.stdout
+
+
+@pytest.mark.bench
+@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(300)
+def test_fleet_section_runs(tmp_path: Path) -> None:
+    """`python -m bench --only fleet --quick`: both fleets get through every job once, the
+    server's claim statistics and its sampled durations are read, the held jobs' cost is
+    measured, and the chart is drawn (tiny fleets on a private cluster of its own)."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "fleet", "--quick", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "fleet.json").read_text())
+    assert results["failures"] == []
+    runs = results["processing"]
+    assert {r["workers"] for r in runs} == {1, 3}
+    for run in runs:
+        assert run["rate"] > 0 and 1 <= run["workers_used"] <= run["workers"]
+        assert 1 <= run["connections_per_worker"] <= 3
+        assert run["claim"]["calls"] > 0 and run["claim_sampled"]["n"] > 0
+        assert run["claim_sampled"]["p99"] >= run["claim_sampled"]["p50"] > 0
+    held = results["held"]
+    assert held["lowest_running"] > 0 and held["statements_per_s"] > 0
+    assert held["server_cpu_cores"] > 0
+    assert results["summary"]["ratio"] > 0
+    assert (out / "fleet.png").stat().st_size > 10_000

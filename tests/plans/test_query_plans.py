@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,32 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE"):
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
     store.close()
+
+
+@pytest.mark.parametrize("analyzed", [False, True])
+def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyzed: bool) -> None:
+    """A one-queue claim reads the claim index in its order: no sort of the queue's
+    backlog, with statistics or without. `analyzed`: sqlite_stat1 as ANALYZE writes it
+    for a million queued jobs, under which the queues-from-JSON claim skip-scanned the
+    index (59 ms a claim with 100,000 queued, against 0.3 ms)."""
+    path = tmp_path / "plans.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    store.migrate()
+    store.close()
+    if analyzed:
+        with sqlite3.connect(path) as conn:
+            conn.execute("ANALYZE")
+            conn.execute("DELETE FROM sqlite_stat1")
+            conn.execute(
+                "INSERT INTO sqlite_stat1 VALUES ('heartq_jobs', 'heartq_jobs_claim_idx', "
+                "'1000000 1000000 1000000 100000 1')"
+            )
+    with sqlite3.connect(path) as conn:
+        params = {"worker_id": "w", "now": 0.0, "lease": 30.0, "queue": "q", "limit": 10}
+        plan = conn.execute("EXPLAIN QUERY PLAN " + q.CLAIM_ONE_QUEUE, params).fetchall()
+    text = "; ".join(row[3] for row in plan)
+    assert "USING INDEX heartq_jobs_claim_idx (queue=?)" in text, text
+    assert "TEMP B-TREE" not in text and "ANY(" not in text, text
 
 
 @pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])

@@ -141,6 +141,15 @@ class SQLiteStore(SqlStore):
             conn.execute(q.CLAIM_EXECUTIONS, dict(params, leases=leases))
         return rows
 
+    def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
+        """A worker of one queue claims through `CLAIM_ONE_QUEUE`, a walk of that queue's
+        claim index in its order: no sort of the backlog, and a plan statistics cannot
+        turn into a skip-scan."""
+        queues = set(json.loads(params["queues"]))
+        if len(queues) == 1:
+            return self._claim_with(conn, q.CLAIM_ONE_QUEUE, dict(params, queue=queues.pop()))
+        return list(super()._claim_rows(conn, params))
+
     def _lock_free(self, namesake: Mapping[str, Any]) -> bool:
         """No lock file: nothing says it is alive."""
         return lock_files.is_dead(self.path, namesake["id"]) is not False
