@@ -319,8 +319,8 @@ class SqlBase:
     ) -> set[Lease]:
         """The fenced write shared by finish, a completion and every reclaimer, in the
         caller's transaction: only jobs still running under the execution a document names
-        change, each one's execution row written, and the dependents of those that ended are released
-        in the same transaction."""
+        change, each one's execution row written, and the dependents of those that ended
+        are released in the same transaction."""
         landed, _ = self._finish_statement(conn, docs, clock, defer=False)
         return landed
 

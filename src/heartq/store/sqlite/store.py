@@ -6,7 +6,8 @@ committed work: a job is claimed once, reclaimed once, finished once. The operat
 written once in `store/sql/`; this module holds what SQLite does its own way:
 connections (`connection.py`), the clock taken once per transaction, lists bound as JSON,
 an ended attempt's execution written by a statement of its own before its job's, and
-liveness locks that are lock files (`lock_files.py`). The SQL is in `queries.py`; the schema in `migrations/`.
+liveness locks that are lock files (`lock_files.py`). The SQL is in `queries.py`; the
+schema in `migrations/`.
 """
 
 from __future__ import annotations
