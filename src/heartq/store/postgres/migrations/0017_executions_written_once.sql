@@ -18,6 +18,16 @@ WHERE e.ended_at IS NULL AND j.id = e.job_id AND j.execution_id = e.execution_id
 -- Rows are never updated now: full pages (the 80 % left room for the close's HOT update).
 ALTER TABLE ended_executions SET (fillfactor = 100);
 
+-- Which updates of a job can be heap-only (HOT: no new index entry, the old version
+-- pruned without a vacuum): not the claim's nor the finish's (they change `status`, in
+-- every partial index's predicate), not the heartbeat's (`lease_expires_at` is indexed,
+-- for the reaper), but the pulse's and a checkpoint's (progress, checkpoint,
+-- heartbeat_at: no index), when the row's page has room. Measured with
+-- bench/hot_updates.py (200 jobs reporting progress every 0.5 s): 10.8 % of their
+-- updates heap-only at fillfactor 100, 41.9 % at 90, 65.7 % at 80; the price is a heap a
+-- quarter larger for the same backlog.
+ALTER TABLE jobs SET (fillfactor = 80);
+
 -- The starts of running rate-limited attempts, counted by the claim as the ended ones
 -- are by executions_rate_idx: only running jobs with a rate key enter it.
 CREATE INDEX IF NOT EXISTS jobs_running_rate_idx ON jobs (rate_key, started_at)
