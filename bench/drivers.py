@@ -217,9 +217,9 @@ class Scratch:
     def reset(self) -> None:
         """Finished rows gone and vacuumed, the backlog back to its size: every turn
         starts from the same table."""
-        self.admin.execute("DELETE FROM executions")
+        self.admin.execute("DELETE FROM ended_executions")
         self.admin.execute("DELETE FROM jobs WHERE status <> 'queued'")
-        self.admin.execute("VACUUM (ANALYZE) jobs, executions")
+        self.admin.execute("VACUUM (ANALYZE) jobs, ended_executions")
         row = self.admin.execute("SELECT count(*) FROM jobs").fetchone()
         missing = self.backlog - int(row[0] if row else 0)
         while missing > 0:

@@ -31,8 +31,11 @@ EXPECTED = {
     "RENEW": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
-    "CLOSE_EXECUTIONS": "SEARCH e USING PRIMARY KEY (job_id=? AND execution_id=?)",
-    "CLOSE_RELEASED": "SEARCH e USING PRIMARY KEY (job_id=? AND execution_id=?)",
+    # An ended attempt's row, made from its job's: one key lookup per batch element.
+    "CLOSE_EXECUTIONS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
+    "CLOSE_RELEASED": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
+    # A job's attempts: the ended ones by their key, the running one by the job's.
+    "GET_EXECUTIONS": "SEARCH heartq_ended_executions USING PRIMARY KEY (job_id=?)",
     "SELECT_EXPIRED": "SEARCH j USING INDEX heartq_jobs_lease_idx (lease_expires_at<?)",
     "SELECT_WORKER_JOBS": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "PULSE": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
@@ -63,7 +66,7 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     plan = store.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     text = "; ".join(row[3] for row in plan)
     assert EXPECTED[name] in text, text
-    if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE"):
+    if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE", "CLOSE_EXECUTIONS"):
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
     store.close()
 
@@ -267,7 +270,8 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
     """A backlog of rate-limited jobs (20,000 behind 20 keys) costs the plain claim nothing
     (its index holds none of them) and the rate-limited claim one skip-scan probe and one
     short walk per key: every statement of it reads jobs_rated_claim_idx by key, a key's
-    starts by executions_rate_idx, and no scan of either table. No ANALYZE."""
+    starts by executions_rate_idx (ended attempts; the running ones are the job rows),
+    and no scan of either table. No ANALYZE."""
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
@@ -293,7 +297,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
         finally:
             pg.close()
     for plan in plans.values():
-        assert "Seq Scan on jobs" not in plan and "Seq Scan on executions" not in plan, plan
+        assert "Seq Scan on jobs" not in plan and "Seq Scan on ended_executions" not in plan, plan
         assert "Sort Key: jobs" not in plan, plan  # never a sort of the backlog
     plain = plans["CLAIM_ONE_QUEUE"]
     assert "jobs_claim_idx" in plain and "jobs_rated_claim_idx" not in plain, plain

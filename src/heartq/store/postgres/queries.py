@@ -269,7 +269,10 @@ ORDER BY s.name
 # backlog. Up to `limit` rows per queue are locked and the best `limit` of them taken;
 # the others are unlocked when the claim commits, milliseconds later.
 # What every claim does with the jobs it `picked` (a CTE of ids before this): they run
-# under a new execution, whose audit row is written in the same statement.
+# under a new execution. The running attempt lives on the job row alone (worker_id,
+# execution_id, started_at, rate_key): its execution row is written once, complete, by
+# the statement that ends it (FINISH, RELEASE), and the `executions` view shows it open
+# meanwhile (migration 0017).
 _CLAIMED = f"""claimed AS (
     UPDATE jobs AS j
     SET status = 'running',
@@ -283,9 +286,6 @@ _CLAIMED = f"""claimed AS (
         progress_value = NULL, progress_stage = NULL, progress_message = NULL
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
-), audit AS (
-    INSERT INTO executions (job_id, execution_id, worker_id, started_at, rate_key)
-    SELECT id, execution_id, worker_id, started_at, rate_key FROM claimed
 )
 SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint, priority, chosen,
@@ -409,8 +409,11 @@ WITH keys AS (
 # one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
 # `best`, each key's best runnable job of these queues (its limit is the key's, for the
 # look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
-# starts within the period (`used`: its executions, by executions_rate_idx) looked below
+# starts within the period (`used`: its executions, ended or running) looked below
 # their limit. A claim's cost follows the number of keys, not their backlogs.
+# A key's starts are read from the `executions` view (migration 0017): ended attempts by
+# executions_rate_idx, running ones from their job rows by jobs_running_rate_idx (the
+# claim writes no execution row), so an attempt counts from its claim on.
 _RATE_KEYS = f"""keys AS (
     (SELECT rate_key AS key FROM jobs
      WHERE status = 'queued' AND rate_key IS NOT NULL
@@ -480,8 +483,8 @@ SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM best)
 # (`free`), among the candidates whose rate key has room, so a job waiting for its rate
 # key's next start does not hold a concurrency slot another rate key could use. Then each
 # rate key's jobs in claim order, the first `rate_limit - used` of them (each job's own
-# limit); the best `limit` of those, claimed as CLAIM does (its execution records the
-# rate key: the start the next claim counts).
+# limit); the best `limit` of those, claimed as CLAIM does (the running job row, with its
+# rate key and start, is the start the next claim counts).
 CLAIM_RATED = f"""
 WITH candidates AS MATERIALIZED (
     SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
@@ -645,7 +648,7 @@ WITH f AS (
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, keep boolean, dead_reason text, crash text, pending boolean)
 ), locked AS (
-    SELECT j.id, j.execution_id, j.status, j.has_dependents
+    SELECT j.id, j.execution_id, j.status, j.has_dependents, j.worker_id
     FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM f))
     ORDER BY j.id
@@ -672,12 +675,14 @@ WITH f AS (
     FROM f JOIN locked ON locked.id = f.id
     WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
       AND NOT (%(defer)s AND j.has_dependents)
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
+              locked.worker_id AS ran_on, j.started_at, j.rate_key
 ), closed AS (
-    UPDATE executions AS e
-    SET ended_at = {T}, outcome = f.outcome, error = f.error, crash = f.crash::json
+    INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
+                                  outcome, error, crash, rate_key)
+    SELECT landed.id, landed.execution_id, landed.ran_on, landed.started_at, {T},
+           f.outcome, f.error, f.crash::json, landed.rate_key
     FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
-    WHERE e.job_id = f.id AND e.execution_id = f.eid
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
@@ -686,12 +691,13 @@ WHERE %(defer)s AND has_dependents AND status = 'running'
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
-# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again.
+# ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. The
+# attempt's execution row is written here, as FINISH writes it.
 RELEASE = f"""
 WITH l AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
 ), locked AS (
-    SELECT j.id FROM jobs AS j JOIN l ON j.id = l.id AND j.execution_id = l.eid
+    SELECT j.id, j.worker_id FROM jobs AS j JOIN l ON j.id = l.id AND j.execution_id = l.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM l))
     ORDER BY j.id
     FOR UPDATE OF j
@@ -707,10 +713,12 @@ WITH l AS (
         updated_at = {T}
     FROM l JOIN locked ON locked.id = l.id
     WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
+              locked.worker_id AS ran_on, j.started_at, j.rate_key
 ), closed AS (
-    UPDATE executions AS e SET ended_at = {T}, outcome = 'released'
-    FROM landed WHERE e.job_id = landed.id AND e.execution_id = landed.execution_id
+    INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
+                                  outcome, rate_key)
+    SELECT id, execution_id, ran_on, started_at, {T}, 'released', rate_key FROM landed
 )
 SELECT id, execution_id, status, awaited, has_dependents FROM landed
 """
@@ -720,9 +728,9 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
-       (SELECT count(*) FROM executions e
+       (SELECT count(*) FROM ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes,
-       (SELECT count(*) FROM executions e
+       (SELECT count(*) FROM ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions
 """
 _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
@@ -900,7 +908,7 @@ WHERE status = 'dead'
   AND (%(older_than)s::float8 IS NULL OR finished_at < {T} - {_secs("older_than")})
 """
 
-DELETE_EXECUTIONS_OF = "DELETE FROM executions WHERE job_id = ANY(%(ids)s::text[])"
+DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])"
 
 # A deleted job's own edges (what it waited for); the edges of its dependents stay with
 # them, and show the dependency gone.
@@ -937,7 +945,7 @@ LIMIT 1000
 # queued, and queued and due (`waiting`: what its limit may be holding back), its starts
 # within the period (`started`) and, when that is the limit, when the next one frees up
 # (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
-# rated claim index and the running jobs' index; the starts through executions_rate_idx.
+# rated claim index and the running jobs' index; the starts through the executions view.
 RATE_USAGE = f"""
 WITH live AS (
     SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs

@@ -18,7 +18,7 @@ two):
 - `_is_duplicate(exc)`: whether an error is a duplicate job id.
 - hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_steps`
   (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_with`
-  (SQLite writes the claim's executions with a second statement), `_claim_rows`
+  (how a claim statement runs), `_claim_rows`
   (PostgreSQL walks one queue's index its own way), `_claim_limited` (PostgreSQL locks
   the concurrency and rate keys it claims), `_lock_free` and `_forget_workers` (how a
   namesake's liveness lock is judged, and cleaned up).
@@ -187,24 +187,23 @@ class SqlBase:
         return contextlib.nullcontext(conn)
 
     def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> Rows:
-        """A claim statement's claimed rows, their executions written (default: the
-        statement writes them itself)."""
+        """A claim statement's claimed rows. No execution row is written at a claim: the
+        running attempt lives on the job row, and its execution row is written when it
+        ends (FINISH, RELEASE)."""
         return self._run(conn, statement, params)
 
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The claimed rows of jobs with neither a concurrency nor a rate key, their
-        executions written."""
+        """The claimed rows of jobs with neither a concurrency nor a rate key."""
         return self._claim_with(conn, self.q.CLAIM, params)
 
     def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The jobs `params["ids"]` names that are queued and runnable, claimed, their
-        executions written."""
+        """The jobs `params["ids"]` names that are queued and runnable, claimed."""
         return self._claim_with(conn, self.q.CLAIM_IDS, params)
 
     def _claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
         """Claimed jobs with a concurrency key (never more of a key running than its
         limit), then, slots left, with a rate key (never more of a key's starts in its
-        period than its limit), executions written; and the seconds until a runnable
+        period than its limit); and the seconds until a runnable
         rate-limited job held back may start (None: none is). `params["claimed"]`: how
         many jobs without a key this claim took already. Default: one writer at a time
         (SQLite), so nothing to lock: the statements in the claim's transaction.
@@ -327,8 +326,8 @@ class SqlBase:
     ) -> set[Lease]:
         """The fenced write shared by finish, a completion and every reclaimer, in the
         caller's transaction: only jobs still running under the execution a document names
-        change, with their executions, and the dependents of those that ended are released
-        in the same transaction."""
+        change, each one's execution row written, and the dependents of those that ended
+        are released in the same transaction."""
         landed, _ = self._finish_statement(conn, docs, clock, defer=False)
         return landed
 

@@ -2,7 +2,7 @@
 as the PostgreSQL backend's `queries.py`, so the two dialects can be diffed. Parameters
 are always bound. A tuple is several statements run in order in one transaction, the
 last one's rows being the answer (`store/sql/`): SQLite has no data-modifying CTE, so
-where PostgreSQL writes jobs and their executions in one statement, SQLite takes two.
+where PostgreSQL ends a job and writes its execution in one statement, SQLite takes two.
 
 Batches travel as one JSON parameter read with `json_each`, so a statement's text (and its
 prepared form in the statement cache) is the same whatever the batch size. Statements that
@@ -224,7 +224,7 @@ SET status = 'running',
 _CLAIM_RETURNING = """
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,
-          rate_key, dependency_results
+          dependency_results
 """
 
 # Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
@@ -253,7 +253,7 @@ CLAIM_ONE_QUEUE = f"""{_CLAIM_SET}WHERE id IN (
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency or a rate key (a keyed job is left to CLAIM_KEYED or
 # CLAIM_RATED, which count its keys); a job running elsewhere, finished or unknown
-# matches nothing. Executions are written by CLAIM_EXECUTIONS, as for CLAIM.
+# matches nothing.
 CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL AND run_at <= :now
 {_CLAIM_RETURNING}"""
@@ -297,11 +297,37 @@ CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
+def _starts(source: str, key: str, since: str, columns: str) -> str:
+    """The starts of rate-limited attempts after `since`, per row of `source` whose rate
+    key is `key`, each carrying `columns` and `started_at`: the one place that reads
+    them. An ended attempt's start is in its execution row (heartq_executions_rate_idx),
+    a running one's in its job row (heartq_jobs_running_rate_idx): the claim writes no
+    execution row (migration 0017), so both count, each through its own index."""
+    return f"""SELECT {columns}, e.started_at FROM {source}
+        JOIN heartq_ended_executions AS e INDEXED BY heartq_executions_rate_idx
+          ON e.rate_key = {key} AND e.started_at > {since}
+        UNION ALL
+        SELECT {columns}, r.started_at FROM {source}
+        JOIN heartq_jobs AS r INDEXED BY heartq_jobs_running_rate_idx
+          ON r.status = 'running' AND r.rate_key IS NOT NULL AND r.rate_key = {key}
+         AND r.started_at > {since}"""
+
+
+def _starts_count(key: str, since: str) -> str:
+    """How many attempts of rate key `key` started after `since` (as `_starts`)."""
+    return f"""((SELECT count(*) FROM heartq_ended_executions AS e
+                 INDEXED BY heartq_executions_rate_idx
+                 WHERE e.rate_key = {key} AND e.started_at > {since})
+              + (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_running_rate_idx
+                 WHERE r.status = 'running' AND r.rate_key IS NOT NULL AND r.rate_key = {key}
+                   AND r.started_at > {since}))"""
+
+
 # The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
 # one probe each of heartq_jobs_rated_claim_idx (a skip scan: the index is ordered by key);
 # `best`, each key's best runnable job of these queues (its limit is the key's, for the
 # look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
-# starts within the period (`used`: its executions, by heartq_executions_rate_idx) are
+# starts within the period (`used`: `_starts_count`, ended and running attempts) are
 # below their limit. A claim's cost follows the number of keys, not their backlogs.
 _RATE_KEYS = """keys(key) AS (
     SELECT (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
@@ -320,10 +346,9 @@ _RATE_KEYS = """keys(key) AS (
         ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE keys.key IS NOT NULL
 )"""
-_OPEN_KEYS = """open AS MATERIALIZED (
+_OPEN_KEYS = f"""open AS MATERIALIZED (
     SELECT key FROM best
-    WHERE n > (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
-               WHERE e.rate_key = best.key AND e.started_at > :now - best.period)
+    WHERE n > {_starts_count("best.key", ":now - best.period")}
     ORDER BY priority DESC, run_at, key
     LIMIT :limit
 )"""
@@ -349,8 +374,7 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
             ORDER BY j.priority DESC, j.run_at, j.id LIMIT :limit)
     ), windows AS MATERIALIZED (
         SELECT g.rate_key AS key, g.rate_period AS period,
-               (SELECT count(*) FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
-                WHERE e.rate_key = g.rate_key AND e.started_at > :now - g.rate_period) AS used
+               {_starts_count("g.rate_key", ":now - g.rate_period")} AS used
         FROM (SELECT DISTINCT rate_key, rate_period FROM candidates) AS g
     ), slots AS MATERIALIZED (
         SELECT k.key, (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
@@ -386,22 +410,11 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
 RATE_WAIT = f"""
 WITH RECURSIVE {_RATE_KEYS}
 SELECT min(started_at + period - :now) AS wait FROM (
-    SELECT e.started_at, best.n, best.period,
-           row_number() OVER (PARTITION BY best.key ORDER BY e.started_at DESC) AS latest
-    FROM best JOIN heartq_executions AS e INDEXED BY heartq_executions_rate_idx
-      ON e.rate_key = best.key AND e.started_at > :now - best.period
+    SELECT started_at, n, period,
+           row_number() OVER (PARTITION BY key ORDER BY started_at DESC) AS latest
+    FROM ({_starts("best", "best.key", ":now - best.period", "best.key, best.n, best.period")})
 )
 WHERE latest = n
-"""
-
-# The claim's audit rows, written by the store once CLAIM has returned its rows (`leases`:
-# [[id, execution_id, rate_key], ...]): the one statement PostgreSQL's CLAIM does not
-# need. A rate-limited job's execution keeps its key: the key's starts are counted there.
-CLAIM_EXECUTIONS = """
-INSERT INTO heartq_executions (job_id, execution_id, worker_id, started_at, rate_key)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker_id, :now,
-       json_extract(value, '$[2]')
-FROM json_each(:leases)
 """
 
 # A heartbeat that comes over half the worker's staleness threshold after its previous
@@ -482,22 +495,22 @@ SELECT id, execution_id FROM heartq_jobs
 WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested
 """
 
-# Executions first, fenced like the jobs they belong to (only those still running under
-# that execution): the jobs' statement then changes the same set, inside the same write
-# transaction, and answers which leases landed.
+# The ended attempts' execution rows first, written once and complete from the job rows
+# as they stand (the running attempt lives on its job's row: worker_id, started_at,
+# rate_key; migration 0017), fenced like the jobs they belong to (only those still
+# running under that execution): the jobs' statement then changes the same set, inside
+# the same write transaction, and answers which leases landed.
 CLOSE_EXECUTIONS = """
-UPDATE heartq_executions AS e
-SET ended_at = :now,
-    outcome = json_extract(f.value, '$.outcome'),
-    error = json_extract(f.value, '$.error'),
-    crash = json_extract(f.value, '$.crash')
+INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
+                                     outcome, error, crash, rate_key)
+SELECT j.id, j.execution_id, j.worker_id, j.started_at, :now,
+       json_extract(f.value, '$.outcome'), json_extract(f.value, '$.error'),
+       json_extract(f.value, '$.crash'), j.rate_key
 FROM json_each(:finishes) AS f
 JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
   ON j.id = json_extract(f.value, '$.id')
  AND j.execution_id = json_extract(f.value, '$.eid')
  AND j.status = 'running'
-WHERE e.job_id = json_extract(f.value, '$.id')
-  AND e.execution_id = json_extract(f.value, '$.eid')
 """
 
 # Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash,
@@ -541,17 +554,17 @@ FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
 # ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. Each
-# lease: {id, eid}. Executions first, fenced as in FINISH.
+# lease: {id, eid}. Executions first, written and fenced as in FINISH (a lease named
+# twice writes one row).
 CLOSE_RELEASED = """
-UPDATE heartq_executions AS e
-SET ended_at = :now, outcome = 'released'
+INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
+                                     outcome, rate_key)
+SELECT DISTINCT j.id, j.execution_id, j.worker_id, j.started_at, :now, 'released', j.rate_key
 FROM json_each(:leases) AS l
 JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
   ON j.id = json_extract(l.value, '$.id')
  AND j.execution_id = json_extract(l.value, '$.eid')
  AND j.status = 'running'
-WHERE e.job_id = json_extract(l.value, '$.id')
-  AND e.execution_id = json_extract(l.value, '$.eid')
 """
 
 RELEASE_JOBS = """
@@ -578,9 +591,9 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
-       (SELECT count(*) FROM heartq_executions e
+       (SELECT count(*) FROM heartq_ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes,
-       (SELECT count(*) FROM heartq_executions e
+       (SELECT count(*) FROM heartq_ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions
 """
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
@@ -709,7 +722,7 @@ WHERE status = 'dead' AND (:older_than IS NULL OR finished_at < :now - :older_th
 """
 
 DELETE_EXECUTIONS_OF = """
-DELETE FROM heartq_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
+DELETE FROM heartq_ended_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
 """
 
 # A deleted job's own edges (what it waited for); the edges of its dependents stay with
@@ -794,8 +807,8 @@ LIMIT 1000
 # queued, and queued and due (`waiting`: what its limit may be holding back), its starts
 # within the period (`started`) and, when that is the limit, when the next one frees up
 # (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
-# rated claim index and the running jobs' index; the starts through the executions' one.
-RATE_USAGE = """
+# rated claim index and the running jobs' index; the starts by `_starts`.
+RATE_USAGE = f"""
 WITH live AS (
     SELECT rate_key, rate_limit, rate_period, status, run_at
     FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
@@ -813,11 +826,10 @@ WITH live AS (
     ORDER BY waiting DESC, queued DESC, key
     LIMIT 1000
 ), starts AS (
-    SELECT e.rate_key AS key, e.started_at,
-           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
-    FROM heartq_executions AS e INDEXED BY heartq_executions_rate_idx
-    WHERE e.rate_key IN (SELECT key FROM groups)
-      AND e.started_at > :now - (SELECT max(period) FROM groups)
+    SELECT key, started_at,
+           row_number() OVER (PARTITION BY key ORDER BY started_at DESC) AS latest
+    FROM ({_starts("(SELECT DISTINCT key FROM groups) AS g", "g.key",
+                   ":now - (SELECT max(period) FROM groups)", "g.key")})
 )
 SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting, count(s.started_at) AS started,
        min(CASE WHEN s.latest = g.n THEN s.started_at + g.period - :now END) AS next_start_in

@@ -5,8 +5,9 @@ reclaims from many processes serialize on SQLite's write lock and each sees the 
 committed work: a job is claimed once, reclaimed once, finished once. The operations are
 written once in `store/sql/`; this module holds what SQLite does its own way:
 connections (`connection.py`), the clock taken once per transaction, lists bound as JSON,
-the claim's executions written by a second statement, and liveness locks that are lock
-files (`lock_files.py`). The SQL is in `queries.py`; the schema in `migrations/`.
+an ended attempt's execution written by a statement of its own before its job's, and
+liveness locks that are lock files (`lock_files.py`). The SQL is in `queries.py`; the
+schema in `migrations/`.
 """
 
 from __future__ import annotations
@@ -129,17 +130,6 @@ class SQLiteStore(SqlStore):
 
     def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.borrowed(connection, self.path)
-
-    def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> list[Any]:
-        """The claim, then its executions (`CLAIM_EXECUTIONS`: SQLite has no
-        data-modifying CTE), in the claim's transaction. The keyed claims need no lock:
-        SQLite has one writer, so neither a key's running jobs nor its starts can change
-        between the count and the update."""
-        rows: list[Any] = conn.execute(statement, params).fetchall()
-        if rows:
-            leases = json.dumps([[r["id"], r["execution_id"], r["rate_key"]] for r in rows])
-            conn.execute(q.CLAIM_EXECUTIONS, dict(params, leases=leases))
-        return rows
 
     def _claim_rows(self, conn: Any, params: dict[str, Any]) -> list[Any]:
         """A worker of one queue claims through `CLAIM_ONE_QUEUE`, a walk of that queue's
