@@ -233,13 +233,15 @@ class Settings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
-                continue
+            meant = setting_of(f)
+            if value is None or (meant is not None and meant.whole):
+                continue  # a count is checked below
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
             if not _in_range(value, setting_of(f)):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
-        if not isinstance(self.prefetch, int) or self.prefetch < 0:
+        count = self.prefetch
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ConfigError(f"prefetch must be a whole number, 0 or more, got {self.prefetch!r}")
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
@@ -313,16 +315,17 @@ class Settings:
             raw = env.get(var)
             if raw is None or raw == "":
                 continue
+            meant = described[name]
+            if meant is not None and meant.whole:  # a count: a whole number, 0 or more
+                if not raw.strip().isdigit():
+                    raise ConfigError(f"{var} must be a whole number, 0 or more, got {raw!r}")
+                values[name] = int(raw)
+                continue
             try:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
-            whole = described[name]
-            if whole is not None and whole.whole:
-                if not values[name].is_integer():
-                    raise ConfigError(f"{var} must be a whole number, got {raw!r}")
-                values[name] = int(values[name])
-            if not _in_range(values[name], described[name]):
+            if not _in_range(values[name], meant):
                 raise ConfigError(f"{var} must be a positive number of seconds, got {raw!r}")
         from_env = {var: env[var] for name, var in env_settings.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})
