@@ -31,21 +31,30 @@ class Contender:
     workers: int
     peer: bool = True
     """Runs with the peers' interpreter (else heartq's)."""
+    prefetch: int = 0
+    """heartq: jobs each worker claims ahead of its free slots (`--prefetch`)."""
 
     @property
     def label(self) -> str:
         processes = "process" if self.workers == 1 else "processes"
-        return f"{self.name}, {self.workers} {processes}"
+        ahead = f", prefetch {self.prefetch}" if self.prefetch else ""
+        return f"{self.name}, {self.workers} {processes}{ahead}"
 
+
+PREFETCH = 50
+"""heartq's claim-ahead runs: a buffer as deep as the workers' concurrency (50)."""
 
 LINEUP = [
     Contender("heartq", "postgresql", 1, peer=False),
     Contender("heartq", "postgresql", 2, peer=False),
+    Contender("heartq", "postgresql", 1, peer=False, prefetch=PREFETCH),
+    Contender("heartq", "postgresql", 2, peer=False, prefetch=PREFETCH),
     Contender("pgqueuer", "postgresql", 1),
     Contender("pgqueuer", "postgresql", 2),
     Contender("procrastinate", "postgresql", 2),
     Contender("heartq", "sqlite", 1, peer=False),
     Contender("heartq", "sqlite", 2, peer=False),
+    Contender("heartq", "sqlite", 2, peer=False, prefetch=PREFETCH),
     Contender("huey", "sqlite", 2),
     Contender("rq", "redis", 2),
 ]
@@ -93,6 +102,8 @@ def _run_contender_once(
             "--workers", str(contender.workers), "--backend", _side_backend(contender),
             "--server", server, "--redis", redis or "", "--dir", tmp, "--out", str(out),
         ]  # fmt: skip
+        if contender.prefetch:
+            command += ["--prefetch", str(contender.prefetch)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0 or not out.exists():
             lines = [x.strip() for x in done.stderr.splitlines() if x.strip()]

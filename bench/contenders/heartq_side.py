@@ -95,7 +95,7 @@ def main() -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         command = [
             sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", url,
-            "--burst", "--concurrency", str(args.concurrency),
+            "--burst", "--concurrency", str(args.concurrency), "--prefetch", str(args.prefetch),
         ]  # fmt: skip
         procs = [
             subprocess.Popen(command, cwd=root, env=env, stderr=subprocess.DEVNULL)
@@ -107,7 +107,8 @@ def main() -> None:
         Result(
             contender="heartq", version=heartq.__version__, backend=args.backend,
             jobs=args.jobs, workers=args.workers, batch=args.batch,
-            settings=f"{processes(args.workers)}, thread pool x {args.concurrency}, burst",
+            settings=f"{processes(args.workers)}, thread pool x {args.concurrency}, burst"
+            + (f", prefetch {args.prefetch}" if args.prefetch else ""),
             enqueue_single=rate(args.single, single), enqueue_batch=rate(rest, batched),
             process=rate(processed, last - bench_tasks.stamps.first_entry()),
             processed=processed,

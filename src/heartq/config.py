@@ -57,6 +57,8 @@ DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 """Defaults to 30 s for running jobs to finish on SIGTERM before they are released."""
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Defaults to 1 MiB: the largest JSON encoding of a job's arguments, result or checkpoint."""
+DEFAULT_PREFETCH = 0
+"""Jobs a worker claims ahead of its free slots (docs/DESIGN.md, "Claim ahead"): none."""
 DEFAULT_CONCURRENCY = 10
 """Defaults to 10 jobs at once per worker."""
 SAFETY_MARGIN_FRACTION = 1.0 / 6.0
@@ -86,6 +88,8 @@ class Setting:
     """0 is a meaning of its own (every other duration must be positive)."""
     worker_option: bool = False
     """`heartq worker` offers it as `--NAME` (dashes for underscores)."""
+    whole: bool = False
+    """A count, not seconds: a whole number."""
 
 
 SETTING = "heartq.setting"
@@ -208,6 +212,16 @@ class Settings:
         "Seconds before the reclaim horizon a worker stops trusting its leases",
         "1/6 of the reclaim horizon",
     )
+    prefetch: int = setting(
+        DEFAULT_PREFETCH,
+        "Jobs a worker claims ahead of its free slots and holds, not started, under its "
+        "lease (0: none); a higher-priority job enqueued meanwhile waits behind them",
+        str(DEFAULT_PREFETCH),
+        env="HEARTQ_PREFETCH",
+        zero_ok=True,
+        worker_option=True,
+        whole=True,
+    )
     pool_size: int | None = setting(
         None,
         "PostgreSQL: at most this many pooled connections per process",
@@ -219,12 +233,16 @@ class Settings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
-                continue
+            meant = setting_of(f)
+            if value is None or (meant is not None and meant.whole):
+                continue  # a count is checked below
             if not isinstance(value, int | float) or isinstance(value, bool):
                 raise ConfigError(f"{f.name} must be a number of seconds, got {value!r}")
             if not _in_range(value, setting_of(f)):
                 raise ConfigError(f"{f.name} must be a positive number, got {value!r}")
+        count = self.prefetch
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise ConfigError(f"prefetch must be a whole number, 0 or more, got {self.prefetch!r}")
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
         ):
@@ -297,11 +315,17 @@ class Settings:
             raw = env.get(var)
             if raw is None or raw == "":
                 continue
+            meant = described[name]
+            if meant is not None and meant.whole:  # a count: a whole number, 0 or more
+                if not raw.strip().isdigit():
+                    raise ConfigError(f"{var} must be a whole number, 0 or more, got {raw!r}")
+                values[name] = int(raw)
+                continue
             try:
                 values[name] = float(raw)
             except ValueError:
                 raise ConfigError(f"{var} must be a number of seconds, got {raw!r}") from None
-            if not _in_range(values[name], described[name]):
+            if not _in_range(values[name], meant):
                 raise ConfigError(f"{var} must be a positive number of seconds, got {raw!r}")
         from_env = {var: env[var] for name, var in env_settings.items() if name in values}
         values.update({k: v for k, v in overrides.items() if v is not None})

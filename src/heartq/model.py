@@ -283,6 +283,8 @@ class ClaimedJob:
     after any wait for a connection or a lock: the start of the worker's trust in the
     lease. Measured before that wait, a claim that waited (a server restart, a busy
     SQLite file) would start its trust already spent and be given up at once."""
+    priority: int = 0
+    """Its priority: a worker starts the jobs it claimed ahead best first."""
 
     @property
     def lease(self) -> Lease:
@@ -296,9 +298,17 @@ class Claim(list[ClaimedJob]):
     rather than a whole poll interval, and no shorter: a limited backlog costs it no
     claims in between (docs/DESIGN.md, "Rate limits")."""
 
-    def __init__(self, jobs: Iterable[ClaimedJob] = (), rate_wait: float | None = None) -> None:
+    def __init__(
+        self,
+        jobs: Iterable[ClaimedJob] = (),
+        rate_wait: float | None = None,
+        ahead: Iterable[ClaimedJob] = (),
+    ) -> None:
         super().__init__(jobs)
         self.rate_wait = rate_wait
+        self.ahead = list(ahead)
+        """The jobs claimed ahead (`claim(ahead=...)`), in claim order: held under the
+        lease, not started; `start_ahead` records their start before they run."""
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,23 @@ def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> No
         )
 
 
+def test_prefetch_is_a_whole_number_from_the_argument_or_the_environment(monkeypatch) -> None:
+    assert Settings().prefetch == 0  # claim ahead is off unless asked
+    monkeypatch.setenv("HEARTQ_PREFETCH", "8")
+    assert heartq.App().settings.prefetch == 8
+    assert heartq.App(prefetch=2).settings.prefetch == 2  # the argument wins
+    for value in ("-1", "2.5", "many"):
+        monkeypatch.setenv("HEARTQ_PREFETCH", value)
+        with pytest.raises(heartq.ConfigError) as raised:
+            heartq.App()
+        message = f"HEARTQ_PREFETCH must be a whole number, 0 or more, got {value!r}"
+        assert str(raised.value) == message
+    monkeypatch.delenv("HEARTQ_PREFETCH")
+    for bad in (-1, 2.5, True):
+        with pytest.raises(heartq.ConfigError, match="prefetch must be a whole number"):
+            Settings(prefetch=bad)
+
+
 def test_bad_urls_are_clear(tmp_path) -> None:
     with pytest.raises(heartq.ConfigError, match="unsupported queue URL"):
         heartq.App("mysql://localhost/db").enqueue("t")

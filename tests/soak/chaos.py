@@ -157,6 +157,8 @@ class ChaosConfig:
     jobs: int = 300
     seed: int = 1
     concurrency: int = 4
+    prefetch: int = 0
+    """Jobs each worker claims ahead of its free slots (`heartq worker --prefetch`)."""
     heartbeat: float = 0.3
     lease: float = 1.5
     reap: float = 0.5
@@ -576,7 +578,7 @@ class ChaosRun:
         argv = [
             sys.executable, "-m", "heartq", "worker", APP_REF, "--url", url or self.url,
             "--name", name, "--pool", pool, "--queues", queues,
-            "--concurrency", str(c.concurrency),
+            "--concurrency", str(c.concurrency), "--prefetch", str(c.prefetch),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
             "--reap-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
             "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
@@ -1863,6 +1865,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=defaults.jobs)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    parser.add_argument(
+        "--prefetch", type=int, default=defaults.prefetch, help="jobs claimed ahead per worker"
+    )
     parser.add_argument("--fault-interval", type=float, default=defaults.fault_interval)
     parser.add_argument("--heartbeat", type=float, default=defaults.heartbeat)
     parser.add_argument("--lease", type=float, default=defaults.lease)
@@ -1895,6 +1900,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         seed=args.seed,
         concurrency=args.concurrency,
+        prefetch=args.prefetch,
         fault_interval=args.fault_interval,
         heartbeat=args.heartbeat,
         lease=args.lease,

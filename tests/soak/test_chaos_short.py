@@ -26,6 +26,7 @@ SHORT = ChaosConfig(
     workers=3,
     jobs=240,
     seed=20240611,
+    prefetch=int(os.environ.get("HEARTQ_CHAOS_PREFETCH", "0")),  # claim ahead (--prefetch)
     drain_timeout=45.0,
     verbose=False,
 )

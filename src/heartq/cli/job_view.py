@@ -48,12 +48,17 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     rows.extend(dependency_rows(job))
     if job["status"] == JobStatus.QUEUED:
         rows.append(("runs at", _when(job.get("run_at"), now)))
-    if job.get("started_at"):
+    ahead = job["status"] == JobStatus.RUNNING and bool(job.get("claimed_ahead"))
+    if ahead:  # in its worker's buffer (--prefetch): claimed, its code not started
+        rows.append(("started", "not yet: claimed ahead, waiting for a free slot"))
+    elif job.get("started_at"):
         rows.append(("started", _when(job["started_at"], now)))
     if job.get("finished_at"):
         rows.append(("finished", _when(job["finished_at"], now)))
     if job["status"] == JobStatus.RUNNING:
         worker = f"{job.get('worker_id')} (execution {job.get('execution_id')})"
+        if ahead:
+            worker = f"claimed ahead by {worker}"
         rows.append(("worker", worker + (", gone" if job.get("worker_gone") else "")))
         rows.append(("lease expires", _when(job.get("lease_expires_at"), now)))
         rows.append(("heartbeat", _when(job.get("heartbeat_at"), now)))

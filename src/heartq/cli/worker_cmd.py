@@ -23,9 +23,14 @@ def setting_options(fn: F) -> F:
     typed (`Invalid value for '--lease'`), even for an app whose own `lease=` wins."""
     for name, described in reversed(worker_options()):
         env = f"; env {described.env}" if described.env else ""
+        kind: click.IntRange | click.FloatRange = (
+            click.IntRange(min=0 if described.zero_ok else 1)
+            if described.whole
+            else click.FloatRange(min=0, min_open=not described.zero_ok)
+        )
         fn = click.option(
             "--" + name.replace("_", "-"),
-            type=click.FloatRange(min=0, min_open=not described.zero_ok),
+            type=kind,
             default=None,
             help=f"{described.help} [{described.shown_default}{env}].",
         )(fn)

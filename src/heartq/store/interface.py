@@ -192,13 +192,28 @@ class LeaseHolder(Clock, Protocol):
         limit: int,
         lease: float,
         now: float | None = None,
+        ahead: int = 0,
     ) -> Claim:
         """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
         without a key, then (slots left) jobs with a concurrency key, then jobs with a
         rate key, never more of a key's attempts running than its concurrency limit nor
         started within its period than its rate limit. The answer is a list of the jobs
         that also says, in `rate_wait`, how many seconds until a runnable job that its
-        rate limit held back may start (None: none is)."""
+        rate limit held back may start (None: none is).
+
+        `ahead`: once the `limit` slots are filled, also claim up to that many more jobs
+        without a key *ahead* (`Claim.ahead`): under the worker's lease like the others,
+        but not started. Their start must be recorded (`start_ahead`) before their code
+        runs; until then a reclaim gives them back with no attempt counted."""
+        ...
+
+    def start_ahead(
+        self, leases: Sequence[Lease], lease: float, now: float | None = None
+    ) -> list[Lease]:
+        """Record the start of jobs claimed ahead, in one fenced statement, before their
+        code runs: from then on their attempt counts if the worker dies. Returns the
+        leases started; one not returned must not run (lost to a reclaim, or its cancel
+        was requested: the worker releases it, which ends it cancelled)."""
         ...
 
     def claim_ids(

@@ -35,6 +35,7 @@ RECLAIM_COLUMNS = (
     "crashes",
     "interruptions",
     "cancel_requested",
+    "claimed_ahead",
 )
 
 
@@ -49,22 +50,77 @@ def plan(
 
     `rows` are mappings (or `sqlite3.Row`s) with the columns of `RECLAIM_COLUMNS`."""
     outcome = reclaimed.ended_by(detected_by)
-    decided = [_decide(row, outcome, now, detected_by, reason, extra) for row in rows]
-    docs = [
-        finish_doc(
-            r.job_id,
-            r.execution_id,
-            status=str(r.status),
-            outcome=outcome.value,
-            error=f"{reason} (detected by {detected_by})",
-            delay=r.retry_delay,
-            dead_reason=r.dead_reason,
-            crash=r.crash,
-            keep_place=r.status is JobStatus.QUEUED and r.retry_delay == 0.0,
+    docs: list[dict[str, Any]] = []
+    decided: list[Reclaimed] = []
+    for row in rows:
+        if row["claimed_ahead"]:
+            given_back = _unstarted(row, now, detected_by, reason, extra)
+            decided.append(given_back)
+            docs.append(_unstarted_doc(given_back))
+            continue
+        r = _decide(row, outcome, now, detected_by, reason, extra)
+        decided.append(r)
+        docs.append(
+            finish_doc(
+                r.job_id,
+                r.execution_id,
+                status=str(r.status),
+                outcome=outcome.value,
+                error=f"{reason} (detected by {detected_by})",
+                delay=r.retry_delay,
+                dead_reason=r.dead_reason,
+                crash=r.crash,
+                keep_place=r.status is JobStatus.QUEUED and r.retry_delay == 0.0,
+            )
         )
-        for r in decided
-    ]
     return docs, decided
+
+
+def _unstarted(
+    row: Any,
+    now: float | datetime,
+    detected_by: str,
+    reason: str,
+    extra: Mapping[str, Any] | None,
+) -> Reclaimed:
+    """A job its worker claimed ahead and never started (docs/DESIGN.md, "Claim ahead"):
+    back in the queue in its place, its attempt not counted and no crash recorded (its
+    code never ran, so it cannot be what killed the worker); 'cancelled' if its cancel
+    was requested. The crash context is kept for the log only."""
+    crash = crash_context(
+        worker_id=row["worker_id"],
+        worker_heartbeat_at=row["worker_heartbeat_at"],
+        job_heartbeat_at=row["heartbeat_at"],
+        lease_expires_at=row["lease_expires_at"],
+        detected_at=now,
+        detected_by=detected_by,
+        reason=f"{reason} (claimed ahead, not started)",
+        extra=extra,
+    )
+    cancelled = bool(row["cancel_requested"])
+    return Reclaimed(
+        job_id=row["id"],
+        execution_id=row["execution_id"],
+        worker_id=row["worker_id"],
+        task=row["task"],
+        status=JobStatus.CANCELLED if cancelled else JobStatus.QUEUED,
+        attempts=max(int(row["attempts"]) - 1, 0),
+        crash=crash,
+        queue=str(row["queue"]),
+    )
+
+
+def _unstarted_doc(job: Reclaimed) -> dict[str, Any]:
+    """The fenced finish of an unstarted job: outcome `released` (the finish statement
+    counts no attempt for it, as for a release at shutdown), no crash, its place kept;
+    the statement ends it 'cancelled' instead if its cancel was requested."""
+    return finish_doc(
+        job.job_id,
+        job.execution_id,
+        status=JobStatus.QUEUED.value,
+        outcome=Outcome.RELEASED.value,
+        keep_place=True,  # no error: the job keeps that of its last real attempt
+    )
 
 
 def _decide(

@@ -54,6 +54,7 @@ def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
             meta=json.loads(r["meta"]) if r["meta"] else {},
             dependency_results=bool(r["dependency_results"]),
             sent_at=sent_at,
+            priority=r["priority"],
         )
         for r in ordered
     ]

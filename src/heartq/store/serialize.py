@@ -66,6 +66,8 @@ def job_dict(
         "error": row["error"],
         "dead_reason": row["dead_reason"],
         "cancel_requested": bool(row["cancel_requested"]),
+        # running and claimed ahead: its worker holds it in its buffer, not started yet
+        "claimed_ahead": row["status"] == "running" and bool(row["claimed_ahead"]),
         "cancelled_by": row["cancelled_by"],
         "unique_key": row["unique_key"],
         "schedule": row["schedule"],

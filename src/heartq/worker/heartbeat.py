@@ -1,7 +1,8 @@
 """The heartbeater: one storage statement per tick renews the worker and all its leases.
 
 Each tick sends, for every attempt the worker still holds, its `(job_id, execution_id)`
-(what the tasks report is the pulse's to write, `pulse.py`). The answer says per job:
+(what the tasks report is the pulse's to write, `pulse.py`), and for every job it
+claimed ahead and has not started (`Ledger.ahead`). The answer says per job:
 renewed (its trust window moves on), lost (someone reclaimed it: stop it, report
 nothing) or cancel requested. An attempt
 whose task declared `heartbeat_timeout` and has gone silent for longer is left out of the
@@ -92,7 +93,9 @@ class Heartbeater:
         now = time.monotonic()
         held = self._ledger.held()
         renewing = [run for run in held if not run.is_silent(now)]
+        ahead = self._ledger.ahead()  # claimed ahead, not started: leased all the same
         renewals = [Renewal(run.job.lease) for run in renewing]
+        renewals += [Renewal(job.lease) for job in ahead]
         lingering = len(self._ledger.lingering())  # "abandoned" in the worker's row
         sent_at = time.monotonic()
         try:
@@ -119,12 +122,19 @@ class Heartbeater:
             run.trusted_until = max(run.trusted_until, sent_at + self._trust_window)
             if answer is RenewStatus.CANCEL_REQUESTED:
                 self._ledger.request_cancel(run, self._cancel_grace)
+        for job in ahead:
+            answer = answers.get(job.lease, RenewStatus.LOST)
+            if answer is RenewStatus.LOST:
+                self._ledger.lose_ahead(job, "renewal refused: the job was reclaimed")
+            elif answer is RenewStatus.CANCEL_REQUESTED:
+                self._ledger.cancel_ahead(job)
         self.give_back_abandoned()
         events.emit(
             events.HEARTBEAT,
             logging.DEBUG,
             worker_id=self._worker_id,
             renewed=len(renewing),
+            ahead=len(ahead),
             silent=len(held) - len(renewing),
         )
         return True

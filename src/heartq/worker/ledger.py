@@ -34,6 +34,13 @@ queued for the completer at once. Deciding an end and freeing a slot are two thi
   given back to the store by the heartbeater once the database answers. Their code may
   or may not still run (it may then also be lingering).
 
+Jobs claimed ahead (`--prefetch`, docs/DESIGN.md "Claim ahead") wait in the ledger's
+buffer (`buffer`, `ahead`, `take_ahead`) before they are attempts: their code has not
+started, so they take no slot and no deadline applies; the heartbeater renews their
+leases with the others and reports those lost (`lose_ahead`) or cancelled
+(`cancel_ahead`); the fetch loop takes them when slots free up, records their start in
+the database, and gives back (`to_release`) those it must not run.
+
 Events: `lease_lost`, `job_cancel_requested`.
 """
 
@@ -49,7 +56,7 @@ from typing import Protocol
 from heartq import events
 from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
-from heartq.model import Finish, Lease, Outcome
+from heartq.model import ClaimedJob, Finish, Lease, Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 
 
@@ -104,6 +111,10 @@ class Ledger:
         # whose end is not decided yet (the rest of `_code` lingers).
         self._code: dict[Lease, RunningJob] = {}
         self._undecided: set[Lease] = set()
+        # Jobs claimed ahead, not started: best first (claim order), and those to give
+        # back unstarted (cancel requested, or refused at their start).
+        self._ahead: dict[Lease, ClaimedJob] = {}
+        self._give_back: dict[Lease, ClaimedJob] = {}
 
     # -- what the parts read -------------------------------------------------------------
     def running(self) -> list[RunningJob]:
@@ -144,6 +155,84 @@ class Ledger:
         """Attempts whose lease the worker stopped trusting, not yet given back."""
         with self._lock:
             return list(self._abandoned.values())
+
+    # -- the buffer of jobs claimed ahead ---------------------------------------------
+    def buffer(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Jobs claimed ahead (or taken and put back), to start when slots free up."""
+        with self._lock:
+            for job in jobs:
+                self._ahead[job.lease] = job
+            ordered = sorted(self._ahead.values(), key=_claim_order)
+            self._ahead = {job.lease: job for job in ordered}
+
+    def ahead(self) -> list[ClaimedJob]:
+        """The jobs claimed ahead and not started, their leases to renew: those waiting
+        in the buffer and those waiting to be given back."""
+        with self._lock:
+            return [*self._ahead.values(), *self._give_back.values()]
+
+    def buffered(self) -> int:
+        """How many jobs wait in the buffer (not those waiting to be given back)."""
+        with self._lock:
+            return len(self._ahead)
+
+    def take_ahead(self, n: int) -> list[ClaimedJob]:
+        """The best `n` buffered jobs, out of the buffer (to start them)."""
+        with self._lock:
+            taken = list(self._ahead.values())[: max(n, 0)]
+            for job in taken:
+                del self._ahead[job.lease]
+        return taken
+
+    def give_back(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Buffered jobs the worker must not run (their cancel was requested, their start
+        refused): released by the fetch loop, which is woken for it."""
+        if not jobs:
+            return
+        with self._lock:
+            for job in jobs:
+                self._ahead.pop(job.lease, None)
+                self._give_back[job.lease] = job
+        self.slot_freed.set()
+
+    def to_release(self) -> list[ClaimedJob]:
+        with self._lock:
+            return list(self._give_back.values())
+
+    def released_ahead(self, jobs: Sequence[ClaimedJob]) -> None:
+        """Jobs claimed ahead that the store gave back (or found lost): forgotten."""
+        with self._lock:
+            for job in jobs:
+                self._give_back.pop(job.lease, None)
+                self._ahead.pop(job.lease, None)
+
+    def cancel_ahead(self, job: ClaimedJob) -> None:
+        """A cancel was requested of a buffered job: it will never run; its release ends
+        it cancelled (no attempt counted)."""
+        with self._lock:
+            buffered = self._ahead.pop(job.lease, None) is not None
+            if buffered:
+                self._give_back[job.lease] = job
+        if buffered:
+            events.emit(events.JOB_CANCEL_REQUESTED, job_id=job.id, worker_id=self.worker_id)
+            self.slot_freed.set()
+
+    def lose_ahead(self, job: ClaimedJob, reason: str) -> None:
+        """A buffered job's lease is gone (reclaimed): forget it, log `lease_lost` once."""
+        with self._lock:
+            held = (
+                self._ahead.pop(job.lease, None) or self._give_back.pop(job.lease, None)
+            ) is not None
+        if held:
+            events.emit(
+                events.LEASE_LOST,
+                logging.WARNING,
+                job_id=job.id,
+                execution_id=job.execution_id,
+                worker_id=self.worker_id,
+                reason=reason,
+                claimed_ahead=True,
+            )
 
     # -- claims and ends -----------------------------------------------------------------
     def claimed(self, *runs: RunningJob) -> None:
@@ -266,3 +355,8 @@ class Ledger:
     def _notify_pool(self, run: RunningJob) -> None:
         if self.pool is not None:
             self.pool.notify(run)
+
+
+def _claim_order(job: ClaimedJob) -> tuple[int, float, str]:
+    """Best first, as a claim orders its jobs: priority (highest first), then age."""
+    return (-job.priority, job.run_at, job.id)

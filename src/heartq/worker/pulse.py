@@ -97,7 +97,7 @@ class Pulse:
         """One pulse: write what the tasks reported, then look for cancels. Raises what
         the database raised (the loop logs it and tries again at the next pulse)."""
         held = self._ledger.held()
-        if not held:
+        if not held and not self._ledger.ahead():
             return  # a cancel heard now is kept for the job a claim is about to hand over
         self._write_reports(held)
         if self._polls_cancels or self._cancel_heard.is_set():
@@ -149,5 +149,9 @@ class Pulse:
             if run.job.lease in requested:
                 requested.discard(run.job.lease)
                 self._ledger.request_cancel(run, self._cancel_grace)
+        for job in self._ledger.ahead():  # claimed ahead: never started, given back
+            if job.lease in requested:
+                requested.discard(job.lease)
+                self._ledger.cancel_ahead(job)
         if requested and not self._polls_cancels:
             self._cancel_heard.set()

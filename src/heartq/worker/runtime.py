@@ -6,7 +6,11 @@ through the ledger (`ledger.py`), never by calling each other:
 - main: the fetch loop. It claims up to the free slots in one statement (backpressure:
   never more than it can run), then sleeps until a slot frees up, an enqueue wakes it
   (its own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when
-  the claim said a job its rate limit held back may start before then).
+  the claim said a job its rate limit held back may start before then). With
+  `prefetch` N it also holds up to N jobs claimed ahead (the ledger's buffer): a freed
+  slot takes the best of them, whose start it records in the database first
+  (`start_ahead`: from then on a crash counts the attempt), and it claims again only
+  once the buffer is down to half (docs/DESIGN.md, "Claim ahead").
 - supervisor (`supervisor.py`): wakes at the earliest deadline of any running attempt:
   hard timeouts, cancel grace periods, and self-fencing (an attempt whose lease could not
   be renewed within the trust window is stopped and never reported). Apart from the
@@ -26,8 +30,9 @@ Startup: wait for the database (`startup.py`: each step retried while the databa
 down, full, starting up or locked; at once out on a refusal for good, a stop, or the
 `startup_timeout`), take the liveness lock, register, reclaim what earlier workers with
 the same `name` still hold. Shutdown (SIGTERM/SIGINT, or `request_stop()`): stop claiming, let
-running attempts finish within `shutdown_timeout`, release the rest (no attempt counted),
-mark the worker stopped. A second signal skips the wait.
+running attempts finish within `shutdown_timeout`, release the rest and every job
+claimed ahead (no attempt counted), mark the worker stopped. A second signal skips the
+wait.
 
 A database that cannot be written at shutdown (a full disk, a read-only or deleted
 SQLite file, a server down) does not make the worker walk away from its jobs: it keeps
@@ -164,6 +169,9 @@ class Worker:
             for queue in queues or sorted({t.queue for t in app.tasks.values()} or {"default"})
         )
         self.concurrency = concurrency
+        # Claim ahead from the database only: a transport's messages name the jobs to
+        # claim, one claim per message batch.
+        self.prefetch = s.prefetch if app.transport is None else 0
         self.pool_name = pool
         self._app_ref = app_ref
         self.ledger = Ledger(self.id, concurrency)
@@ -326,9 +334,10 @@ class Worker:
             self._shutdown()
 
     def _pending(self) -> bool:
-        """Whether a burst run must keep going: an attempt of its own still runs, or the
-        database holds work of its queues (a failed read counts as work: try again)."""
-        if self.ledger.running():
+        """Whether a burst run must keep going: an attempt of its own still runs or waits
+        in its buffer, or the database holds work of its queues (a failed read counts as
+        work: try again)."""
+        if self.ledger.running() or self.ledger.ahead():
             return True
         try:
             return self.store.has_pending(self.queues)
@@ -471,23 +480,86 @@ class Worker:
         return ThreadPool(self.ledger, limit)
 
     def _claim(self) -> tuple[int, bool, float | None]:
-        """Claim up to the free slots. Returns (claimed, whether every slot was filled,
-        seconds until a job a rate limit held back may start: None if none was)."""
+        """Fill the free slots: from the buffer of jobs claimed ahead first, then with a
+        claim, which also refills the buffer once it is down to half. Returns (jobs
+        started or claimed, whether every free slot was filled, seconds until a job a
+        rate limit held back may start: None if none was)."""
+        if self.ledger.to_release():
+            self._release_ahead(self.ledger.to_release())
         free = self.ledger.free_slots()
-        if free <= 0:
-            return 0, False, None
+        started = 0
+        if free > 0 and self.ledger.buffered():
+            started = self._start_ahead(free)
+            if started < 0:  # the database did not answer: wait as after a failed claim
+                return 0, False, None
+        left = free - started
+        buffered = self.ledger.buffered()
+        ahead = 0
+        if self.prefetch and (left > 0 or buffered <= self.prefetch // 2):
+            ahead = self.prefetch - buffered
+        if left <= 0 and ahead <= 0:
+            return started, free > 0, None
         s = self.settings
         sent_at = time.monotonic()
         try:
-            jobs = self.store.claim(self.id, self.queues, free, s.lease_seconds)
+            jobs = self.store.claim(
+                self.id, self.queues, max(left, 0), s.lease_seconds, ahead=ahead
+            )
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
             self._stop_requested.wait(CLAIM_RETRY_DELAY)
-            return 0, False, None
+            return started, False, None
         self.health.succeeded("claim", sent_at)
+        self.ledger.buffer(jobs.ahead)
         self._start(jobs, sent_at)
-        return len(jobs), len(jobs) == free, jobs.rate_wait
+        filled = free > 0 and started + len(jobs) >= free
+        return started + len(jobs) + len(jobs.ahead), filled, jobs.rate_wait
+
+    def _start_ahead(self, free: int) -> int:
+        """Start up to `free` buffered jobs, best first: their start recorded in one
+        fenced statement before any of their code runs, so a worker that dies from here
+        on has their attempt counted (a task that kills its worker cannot loop for
+        ever). A job the statement did not start (its cancel was requested; or it was
+        reclaimed) never runs here, and is given back. Returns how many started, -1 if
+        the database did not answer (the jobs stay in the buffer)."""
+        jobs = self.ledger.take_ahead(free)
+        sent_at = time.monotonic()
+        try:
+            leases = [job.lease for job in jobs]
+            started = set(self.store.start_ahead(leases, self.settings.lease_seconds))
+        except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
+            self.ledger.buffer(jobs)
+            level = self.health.failed(exc, "claim")
+            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
+            self._stop_requested.wait(CLAIM_RETRY_DELAY)
+            return -1
+        self.health.succeeded("claim", sent_at)
+        self.ledger.give_back([j for j in jobs if j.lease not in started])
+        runs = [j for j in jobs if j.lease in started]
+        self._start(runs, sent_at)  # trusted from the start's statement, which renewed
+        return len(runs)
+
+    def _release_ahead(self, jobs: list[ClaimedJob]) -> bool:
+        """Give back jobs claimed ahead that will not run here, no attempt counted (a
+        job whose cancel was requested ends cancelled). False if the database did not
+        answer (they stay to give back: retried at the next pass, and at shutdown)."""
+        try:
+            lost = set(self.store.release([job.lease for job in jobs]))
+        except Exception as exc:  # noqa: BLE001 - retried; the lease covers them meanwhile
+            events.emit(
+                events.JOB_RELEASED,
+                self.health.failed(exc, "release"),
+                worker_id=self.id,
+                error=f"could not release ({exc})",
+                job_ids=[job.id for job in jobs],
+            )
+            return False
+        self.ledger.released_ahead(jobs)
+        for job in jobs:
+            if job.lease not in lost:
+                events.emit(events.JOB_RELEASED, job_id=job.id, worker_id=self.id, ahead=True)
+        return True
 
     def _idle_wait(self, rate_wait: float | None) -> float:
         """How long an idle fetch loop sleeps (unless woken: an enqueue, a freed slot):
@@ -572,6 +644,7 @@ class Worker:
         if not self._force_stop.is_set():  # the released jobs' last checkpoints
             self.pulse.flush()
         released = self._release(leftover, deadline)
+        released += self._release_buffer(deadline)
         self._give_back_abandoned(deadline)
         self.heartbeater.stop()
         self.pulse.stop()
@@ -617,7 +690,19 @@ class Worker:
         """Jobs this worker still holds in the database with nothing saved: outcomes not
         saved, releases not done, attempts it gave up and could not hand back."""
         runs = self.ledger.running() + self.ledger.abandoned()
-        return sorted({run.job.id for run in runs})
+        return sorted({run.job.id for run in runs} | {job.id for job in self.ledger.ahead()})
+
+    def _release_buffer(self, deadline: float) -> int:
+        """At shutdown: give back every job claimed ahead, no attempt counted (they never
+        started), retried until the deadline or a second signal. Returns how many."""
+        self.ledger.give_back(self.ledger.take_ahead(len(self.ledger.ahead())))
+        pending = self.ledger.to_release()
+        count = len(pending)
+        while pending and not self._release_ahead(pending):
+            if self._force_stop.is_set() or time.monotonic() >= deadline:
+                return 0
+            self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
+        return count
 
     def _mark_stopped(self) -> None:
         try:

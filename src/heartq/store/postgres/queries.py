@@ -283,6 +283,7 @@ _CLAIMED = f"""claimed AS (
         heartbeat_at = {T_STATEMENT},
         started_at = {T_STATEMENT},
         updated_at = {T_STATEMENT},
+        claimed_ahead = %(ahead)s,
         progress_value = NULL, progress_stage = NULL, progress_message = NULL
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
@@ -586,6 +587,33 @@ WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
+# The start of jobs a worker claimed ahead (its prefetch buffer), recorded before their
+# code runs: from here on a reclaim counts their attempt (docs/DESIGN.md, "Claim ahead").
+# Fenced like a heartbeat; a job whose cancel was requested is not started (its worker
+# releases it, which ends it 'cancelled' without counting an attempt). The start renews
+# the lease and moves `started_at` to the real start. Locked in id order, as every
+# batch of a worker's rows is.
+START_AHEAD = f"""
+WITH s AS (
+    SELECT * FROM json_to_recordset(%(leases)s::json) AS s(id text, eid bigint)
+), locked AS (
+    SELECT j.id FROM jobs AS j JOIN s ON j.id = s.id AND j.execution_id = s.eid
+    WHERE j.id = ANY(ARRAY(SELECT id FROM s))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET claimed_ahead = false,
+    started_at = {T},
+    heartbeat_at = {T},
+    lease_expires_at = {T} + {_secs("lease")},
+    updated_at = {T}
+FROM s JOIN locked ON locked.id = s.id
+WHERE j.id = s.id AND j.execution_id = s.eid AND j.status = 'running' AND j.claimed_ahead
+  AND NOT j.cancel_requested
+RETURNING j.id, j.execution_id
+"""
+
 # The result of a job its task already completed inside `ctx.transaction()`.
 SAVE_RESULT = f"""
 UPDATE jobs SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
@@ -727,7 +755,7 @@ _RECLAIM_COLUMNS = """
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
        j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
-       j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
+       j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes,
        (SELECT count(*) FROM ended_executions e

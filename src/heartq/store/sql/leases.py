@@ -49,8 +49,9 @@ class LeaseOps(SqlBase):
         limit: int,
         lease: float,
         now: float | None = None,
+        ahead: int = 0,
     ) -> Claim:
-        if limit <= 0:
+        if limit <= 0 and ahead <= 0:
             return Claim()
         self.ensure_schema()
         with self._write_each() as conn:
@@ -61,14 +62,38 @@ class LeaseOps(SqlBase):
                 "limit": limit,
                 "lease": lease,
                 "now": self._clock(conn, now),
+                "ahead": False,
             }
-            rows = self._claim_rows(conn, params)
+            rows: list[Any] = []
             rate_wait = None
-            if len(rows) < limit:  # slots left: jobs with a concurrency or rate key may take them
-                limited = dict(params, limit=limit - len(rows), claimed=len(rows))
-                more, rate_wait = self._claim_limited(conn, limited)
-                rows += more
-        return Claim(records.claimed_jobs(rows, sent_at), rate_wait)
+            if limit > 0:
+                rows = list(self._claim_rows(conn, params))
+                if len(rows) < limit:  # slots left: keyed jobs may take them
+                    limited = dict(params, limit=limit - len(rows), claimed=len(rows))
+                    more, rate_wait = self._claim_limited(conn, limited)
+                    rows += more
+            # Ahead only once the slots are served, and only jobs without a key: a
+            # keyed job held in a buffer would hold its key's running count or start.
+            buffered: list[Any] = []
+            if ahead > 0 and (limit <= 0 or len(rows) >= limit):
+                buffered = list(self._claim_rows(conn, dict(params, limit=ahead, ahead=True)))
+        return Claim(
+            records.claimed_jobs(rows, sent_at),
+            rate_wait,
+            ahead=records.claimed_jobs(buffered, sent_at),
+        )
+
+    def start_ahead(
+        self, leases: Sequence[Lease], lease: float, now: float | None = None
+    ) -> list[Lease]:
+        if not leases:
+            return []
+        payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
+        with self._write_each() as conn:
+            params = {"leases": payload, "lease": lease, "now": self._clock(conn, now)}
+            rows = self._run(conn, self.q.START_AHEAD, params)
+        started = records.leases(rows)
+        return [x for x in leases if x in started]
 
     def claim_ids(
         self,

@@ -219,6 +219,7 @@ SET status = 'running',
     heartbeat_at = :now,
     started_at = :now,
     updated_at = :now,
+    claimed_ahead = :ahead,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 """
 _CLAIM_RETURNING = """
@@ -449,6 +450,22 @@ RETURNING id, execution_id, cancel_requested
 
 HEARTBEAT = (TOUCH_WORKER, RENEW)
 
+# The start of jobs a worker claimed ahead, recorded before their code runs (see the
+# PostgreSQL statement of the same name). Each lease: {id, eid}.
+START_AHEAD = """
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+SET claimed_ahead = 0,
+    started_at = :now,
+    heartbeat_at = :now,
+    lease_expires_at = :now + :lease,
+    updated_at = :now
+FROM json_each(:leases) AS s
+WHERE j.id = json_extract(s.value, '$.id')
+  AND j.execution_id = json_extract(s.value, '$.eid')
+  AND j.status = 'running' AND j.claimed_ahead AND NOT j.cancel_requested
+RETURNING id, execution_id
+"""
+
 # The result of a job its task already completed inside `ctx.transaction()`.
 SAVE_RESULT = """
 UPDATE heartq_jobs SET result = :result, result_pending = 0, lease_expires_at = NULL,
@@ -590,7 +607,7 @@ _RECLAIM_COLUMNS = """
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
        j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
-       j.cancel_requested, w.last_heartbeat_at AS worker_heartbeat_at,
+       j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
        (SELECT count(*) FROM heartq_ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes,
        (SELECT count(*) FROM heartq_ended_executions e

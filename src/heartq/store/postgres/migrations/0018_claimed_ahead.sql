@@ -1,0 +1,11 @@
+-- heartq schema v18 (PostgreSQL): jobs claimed ahead (a worker's prefetch buffer).
+-- A worker started with --prefetch N claims up to N jobs beyond its free slots. Such a
+-- job is 'running' (its worker's lease, renewed by the same heartbeat, fenced by its
+-- execution id, cancellable, reclaimable) but its code has not started:
+-- claimed_ahead stays true until the worker records the start (START_AHEAD) just before
+-- running it. A reclaim of a row still claimed ahead gives the job back with its attempt
+-- not counted and no crash recorded (it never ran); a started one counts its attempt.
+-- Meaningful while status = 'running' only (every claim sets it). No index: it is read
+-- through the rows a fenced statement already holds; a column no index holds keeps
+-- the start's update eligible for HOT.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS claimed_ahead boolean NOT NULL DEFAULT false;
