@@ -91,6 +91,7 @@ def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyze
             )
     with sqlite3.connect(path) as conn:
         params = {"worker_id": "w", "now": 0.0, "lease": 30.0, "queue": "q", "limit": 10}
+        params["ahead"] = 0
         plan = conn.execute("EXPLAIN QUERY PLAN " + q.CLAIM_ONE_QUEUE, params).fetchall()
     text = "; ".join(row[3] for row in plan)
     assert "USING INDEX heartq_jobs_claim_idx (queue=?)" in text, text
@@ -113,7 +114,7 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
             pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(3000)])
             with pg.pool.transaction() as conn:
                 params = {"worker_id": "w", "queues": ["q0", "q1"], "queue": "q0",
-                          "limit": 10, "lease": 60}  # fmt: skip
+                          "limit": 10, "lease": 60, "ahead": False}  # fmt: skip
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, dict(params, now=None)).fetchall()
                 conn.rollback()
@@ -284,7 +285,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
             assert len(pg.claim("w", ["default"], 100, lease=60)) == 100  # the plain ones
             assert len(pg.claim("w", ["default"], 30, lease=60)) == 30  # 10 keys' starts
             params = {"worker_id": "w", "queues": ["default"], "queue": "default",
-                      "limit": 10, "lease": 60, "now": None,
+                      "limit": 10, "lease": 60, "now": None, "ahead": False,
                       "rate_keys": [f"k{i}" for i in range(10, 20)],
                       "concurrency_keys": []}  # fmt: skip
             plans = {}
