@@ -105,6 +105,7 @@ from heartq.errors import JobNotFound, StoreUnavailable
 from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
+from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights, parse_families
 from tests.soak.chaos_tasks import (
     LEDGER_ENV,
     LOG_ENV,
@@ -124,16 +125,19 @@ except ImportError:  # a SQLite-only installation
     TRANSIENT = (StoreUnavailable,)
 
 REPO = Path(__file__).resolve().parents[2]
+SERVER_SETTINGS = {"max_connections": "400"}
+"""The run's own servers (private cluster, streaming pair): room for a fleet of 16 and more
+workers, each with its pools, and the runner."""
 APP_REF = "tests.soak.chaos_tasks:app"
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
 OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
-    "cancel",
+    "cancel", "failover", "partition", "slow_link",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
-PG_FAULTS = ("pg_terminate", "pg_restart")
+PG_FAULTS = ("pg_terminate", "pg_restart", "failover")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
      "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated"}
@@ -177,6 +181,26 @@ class ChaosConfig:
             "twin": 1.0,
         }
     )
+    faults: str = "process"
+    """The fault families (`chaos_links.FAMILIES`, joined by commas): `process` (the kinds
+    of `fault_weights`: worker signals, sessions, server restarts, cancels), `failover`,
+    `partition`, `slow-link` (PostgreSQL only; see tests/soak/chaos_links.py)."""
+    replication: str = "sync"
+    """`failover`: the standby's replication, `sync` or `async`."""
+    failover_outage: float = 3.0
+    """`failover`: mean seconds from the primary's stop to the promotion (0.8-1.2 times
+    this): longer than a lease, so attempts running at the stop are given up before the
+    new primary takes writes."""
+    failover_cut: float = 1.0
+    """`failover`: seconds the standby is cut off before the primary stops (0: none)."""
+    failover_gap: float = 20.0
+    """`failover`: seconds at least from one failover's rejoined standby to the next."""
+    partition_max: float = 6.0
+    """`partition`: the longest cut, seconds (each is 25-100 % of this)."""
+    slow_ms: float = 200.0
+    """`slow-link`: the delay each way, milliseconds."""
+    slow_share: float = 0.25
+    """`slow-link`: the share of the slots whose link is slow all run long."""
     pipelines: float = 0.08
     """The share of the plan's draws that make a pipeline (a group with its callback, or
     a chain) instead of one job; 0 for none."""
@@ -482,8 +506,10 @@ class ChaosRun:
         url: str,
         schema: str | None,
         cluster: Any = None,
+        pair: Any = None,
     ) -> None:
-        """`cluster`: the run's own `pg_harness.PrivateCluster` (`pg_restart` faults)."""
+        """`cluster`: the run's own `pg_harness.PrivateCluster` (`pg_restart` faults);
+        `pair`: the run's `pg_replication.StreamingPair` (`failover` faults)."""
         self.config = config
         self.dir = workdir
         self.url = url
@@ -494,6 +520,8 @@ class ChaosRun:
         self.ledger = f"{schema}.{LEDGER_TABLE}" if schema else LEDGER_TABLE
         self.create_ledger()
         self.outages: list[list[float]] = []  # [stopped at, answering again at (or inf)]
+        self.outage_kinds: list[str] = []  # the fault of each outage
+        self.acked_at: dict[str, float] = {}  # job id: when its enqueue returned
         self.pg_down = False
         self.side = SideLog(workdir / "attempts.jsonl")
         # the kinds and times of faults come from the seed alone; targets and restarts
@@ -525,6 +553,7 @@ class ChaosRun:
         self.env[LEDGER_ENV] = self.ledger
         self.env.pop("PYTHONFAULTHANDLER", None)
         self.timeline: dict[str, float] = {}
+        self.links = LinkFaults(self, pair)
 
     # -- the ledger -------------------------------------------------------------------
     def plain_connection(self) -> Any:
@@ -574,7 +603,8 @@ class ChaosRun:
             queues = f"default,{PROC_QUEUE}" if pool == "process" else "default"
         app_name = f"hqc_{self.schema}_{number}" if self.schema else f"hqc_{number}"
         argv = [
-            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", url or self.url,
+            sys.executable, "-m", "heartq", "worker", APP_REF,
+            "--url", url or self.links.url_for(slot) or self.url,
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
@@ -660,15 +690,16 @@ class ChaosRun:
     # -- faults -----------------------------------------------------------------------
     def inject(self) -> None:
         c = self.config
-        kinds = [k for k in FAULT_KINDS if c.fault_weights.get(k, 0) > 0]
+        weights = family_weights(self.links.families, c.fault_weights)
+        kinds = [k for k in FAULT_KINDS if weights.get(k, 0) > 0]
         if c.backend != "postgres":
             kinds = [k for k in kinds if k not in PG_FAULTS]
         if self.cluster is None:
             kinds = [k for k in kinds if k != "pg_restart"]
         if not kinds:
             return
-        kind = self.schedule.choices(kinds, [c.fault_weights[k] for k in kinds])[0]
-        getattr(self, f"fault_{kind}")()
+        kind = self.schedule.choices(kinds, [weights[k] for k in kinds])[0]
+        getattr(self.links if kind in LINK_FAULTS else self, f"fault_{kind}")()
 
     def pick_target(self, kind: str) -> WorkerProc | None:
         targets = self.targets()
@@ -885,6 +916,7 @@ class ChaosRun:
         at = time.time()
         self.pg_down = True
         self.outages.append([at, math.inf])
+        self.outage_kinds.append("pg_restart")
         try:
             self.cluster.stop(mode)
         except subprocess.CalledProcessError as exc:
@@ -944,12 +976,16 @@ class ChaosRun:
             return
         job_id = self.rng.choice(self.enqueued[-20:])  # recent: likely queued or running
         at = time.time()
-        try:
-            result = self.store.cancel_job(job_id)
-        except TRANSIENT as exc:  # nothing in flight when the server stopped: not done
-            self.skipped["cancel"] += 1
-            self.say(f"cancel skipped: {first_line(exc)}")
-            return
+        with self.links.db_lock:
+            if self.pg_down:  # a failover began meanwhile
+                self.skipped["cancel"] += 1
+                return
+            try:
+                result = self.store.cancel_job(job_id)
+            except TRANSIENT as exc:  # nothing in flight when the server stopped: not done
+                self.skipped["cancel"] += 1
+                self.say(f"cancel skipped: {first_line(exc)}")
+                return
         if result is not CancelResult.ALREADY_FINISHED:
             self.cancel_asked[job_id] = str(result)
         self.faults.append(Fault("cancel", at, None, None, {"job": job_id, "result": str(result)}))
@@ -1005,6 +1041,7 @@ class ChaosRun:
         chaos_end = start + c.duration
         enqueue_window = max(c.duration * 0.8, 0.1)
         next_fault = start + self.schedule.uniform(0.3, 1.0) * c.fault_interval
+        self.links.start_chaos(start)
         next_monitor = start + 1.0
         # with a private cluster, one restart falls at a seeded moment of the chaos's first
         # half whatever the draws (a short run might draw none); more come as drawn
@@ -1013,6 +1050,7 @@ class ChaosRun:
             now = time.monotonic()
             if now >= chaos_end:
                 break
+            self.links.raise_errors()
             self.refresh_workers()
             self.run_timers()
             due = min(len(plan), math.ceil(len(plan) * (now - start) / enqueue_window))
@@ -1028,6 +1066,7 @@ class ChaosRun:
                 self.side.poll()
                 next_monitor = now + 1.0
             time.sleep(0.02)
+        self.links.end_chaos()
         deadline = time.monotonic() + 60
         while not self.try_enqueue(plan[len(self.enqueued) :]):
             if time.monotonic() > deadline:
@@ -1066,18 +1105,21 @@ class ChaosRun:
         not stored."""
         if not jobs:
             return True
-        if self.pg_down:
-            return False
-        try:
-            self.enqueue(jobs)
-        except TRANSIENT as exc:
-            self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
-            return False
+        with self.links.db_lock:
+            if self.pg_down:
+                return False
+            try:
+                self.enqueue(jobs)
+            except TRANSIENT as exc:
+                self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
+                return False
         return True
 
     def enqueue(self, jobs: list[NewJob]) -> None:
         ids = self.store.enqueue(jobs)
+        acked = time.time()
         for job_id, job in zip(ids, jobs, strict=True):
+            self.acked_at[job_id] = acked
             self.enqueued.append(job_id)
             self.kind_of[job_id] = job.task
             self.args_of[job_id] = json.loads(job.args_json)
@@ -1144,6 +1186,7 @@ class ChaosRun:
 
     def close(self) -> None:
         self.kill_all()
+        self.links.close()
         if self._pg is not None:
             with contextlib.suppress(Exception):
                 self._pg.close()
@@ -1195,6 +1238,10 @@ class Checker:
         self.ledger: dict[str, Any] = {}
         self.pipelines: dict[str, int] = {}
         self.rate: dict[str, int] = {}
+        self.losses: Counter[str] = Counter()
+        """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
+        self.lost_ids: set[str] = set()
+        self.failover_crashes: list[dict[str, Any]] = []
 
     def fail(self, text: str) -> None:
         if len(self.v) < 200:
@@ -1211,9 +1258,16 @@ class Checker:
         if len(enqueued) != len(run.enqueued):
             self.fail("I6: enqueue returned a duplicate id")
         if listed != enqueued:
-            lost, extra = sorted(enqueued - listed), sorted(listed - enqueued)
-            self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
+            # asynchronous failovers: an enqueue acknowledged inside a loss window may be gone
+            windows = run.links.loss_windows()
+            self.lost_ids = {j for j in enqueued - listed if within(run.acked_at.get(j), windows)}
+            self.losses["acknowledged_enqueues"] = len(self.lost_ids)
+            lost, extra = sorted(enqueued - listed - self.lost_ids), sorted(listed - enqueued)
+            if lost or extra:
+                self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
         for job_id in run.enqueued:
+            if job_id in self.lost_ids:
+                continue
             try:
                 self.jobs[job_id] = store.get_job(job_id)
             except JobNotFound:
@@ -1450,10 +1504,19 @@ class Checker:
             for job_id, job in self.jobs.items()
             for e in job["executions"]
         }
+        windows = self.run.links.claim_windows()
         for key, doc in side.starts.items():
             e = execs.get(key)
-            if e is None:
+            if key[0] in self.lost_ids:
+                self.losses["attempts_of_lost_jobs"] += 1
+            elif e is None and within(doc.get("t"), windows):
+                self.losses["claims"] += 1  # its claim did not reach the standby
+            elif e is None:
                 self.fail(f"I3: attempt {key} ran but the database never issued it")
+            elif e["worker_id"] != doc["wid"] and within(doc.get("t"), windows):
+                # its claim was lost and the job claimed again under the same execution
+                # id (DESIGN.md, "The database's bad days": the fencing-token hazard)
+                self.losses["execution_ids_issued_again"] += 1
             elif e["worker_id"] != doc["wid"]:
                 self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")
         for job_id, job in self.jobs.items():
@@ -1560,7 +1623,11 @@ class Checker:
                 cause, since = self.cause(crash, job_id, e, kills, child_kills)
                 if how in ("liveness_lock", "reconciliation") and cause != "sigkill":
                     self.false_positive(job_id, e, crash, cause)
+                elif how in ("lease_expired", "stale_worker"):
+                    self.slow_link_reclaim(job_id, e, crash, cause)
                 causes[cause or "none"] += 1
+                if cause == "failover":
+                    self.failover_crash(job_id, job, e, crash)
                 if cause is None:
                     unexplained.append(
                         {"job": job_id, "task": job["task"], "execution": e["execution_id"],
@@ -1609,7 +1676,8 @@ class Checker:
             "faults": {
                 k: faults.get(k, 0)
                 for k in FAULT_KINDS
-                if (k not in PG_FAULTS or c.backend == "postgres")
+                if family_weights(run.links.families, c.fault_weights).get(k, 0) > 0
+                and (k not in PG_FAULTS or c.backend == "postgres")
                 and (k != "pg_restart" or run.cluster is not None)
             },
             "pg_outages_s": rounded(
@@ -1647,6 +1715,7 @@ class Checker:
             else None,
             "side_file_bad_lines": side.bad_lines,
             "false_positive_reclaims": self.false_positives,
+            **self.link_figures(),
             "anomalies": list(run.anomalies),
             "violations": list(self.v),
             "ok": not self.v,
@@ -1680,8 +1749,12 @@ class Checker:
         if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
             return "sigkill", kills[worker_id]
         proc = self.run.by_id(worker_id)
-        during: list[tuple[str, float]] = [("pg_restart", o[0]) for o in self.run.outages]
+        run = self.run
+        during = [(kind, o[0]) for o, kind in zip(run.outages, run.outage_kinds, strict=True)]
         if proc is not None:
+            for kind in ("partition", "slow_link"):
+                spans = run.links.spans(proc.slot, kind)
+                during += [(kind, s.start) for s in spans if s.worker == proc.number]
             if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
                 twinned = [t for t in proc.twinned_at if began <= t <= at]
                 return "twin", (max(twinned) if twinned else None)
@@ -1692,6 +1765,8 @@ class Checker:
             return max(during, key=lambda kt: kt[1])
         if self.run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
             return "silent_task", None
+        if proc is not None and run.links.slow_at(proc.slot, at):
+            return "slow_link", None  # a slot slow all run long
         return None, None
 
     def false_positive(
@@ -1727,6 +1802,45 @@ class Checker:
             )
         self.false_positives += 1
 
+    def failover_crash(
+        self, job_id: str, job: dict[str, Any], e: dict[str, Any], crash: dict[str, Any]
+    ) -> None:
+        """An attempt counted (crashed) because of a failover. With synchronous replication
+        none should be (the worker gives up what it cannot finish: `interrupted`, not
+        counted), so each is an anomaly there; asynchronous, a lost finish is reclaimed so."""
+        entry = {
+            "job": job_id, "task": job["task"], "execution": e["execution_id"],
+            "worker": crash.get("worker_id"), "started_at": e["started_at"],
+            "detected_by": crash.get("detected_by"), "detected_at": crash.get("detected_at"),
+            "reason": crash.get("reason"),
+        }  # fmt: skip
+        self.failover_crashes.append(entry)
+        pair = self.run.links.pair
+        if pair is not None and pair.synchronous and len(self.run.anomalies) < 50:
+            self.run.anomalies.append(f"an attempt counted for a synchronous failover: {entry}")
+
+    def slow_link_reclaim(
+        self, job_id: str, execution: dict[str, Any], crash: dict[str, Any], cause: str | None
+    ) -> None:
+        """A job taken (lease expired, or its worker deemed silent) from a live worker whose
+        only trouble was a slow link: its heartbeats should have kept it (an anomaly)."""
+        proc = self.run.by_id(crash.get("worker_id"))
+        at = parse_ts(crash.get("detected_at")) or 0.0
+        if proc is None or cause not in (None, "slow_link"):
+            return
+        if at + CLOCK_TOLERANCE >= (proc.killed_at or proc.exited_at or math.inf):
+            return
+        if not self.run.links.slow_at(proc.slot, at):
+            return
+        if len(self.run.anomalies) < 50:
+            self.run.anomalies.append(
+                f"{crash.get('detected_by')} on a slow link: job {job_id} execution "
+                f"{execution['execution_id']} (started {execution['started_at']}) reclaimed at "
+                f"{crash.get('detected_at')} from live worker #{proc.number} ({proc.id}; "
+                f"{self.history(proc)})"
+            )
+        self.false_positives += 1
+
     def history(self, proc: WorkerProc) -> str:
         """What the runner did to a worker, by wall-clock time."""
 
@@ -1740,11 +1854,91 @@ class Checker:
         for f in self.run.faults:
             if f.worker == proc.number and f.kind in ("sigterm", "kill_child"):
                 parts.append(f"{f.kind} {hms(f.at)}")
+        for kind in ("partition", "slow_link"):
+            for span in self.run.links.spans(proc.slot, kind):
+                if span.worker == proc.number:
+                    end = "" if span.end == math.inf else f" to {hms(span.end)}"
+                    parts.append(f"{kind} {hms(span.start)}{end}")
         if proc.killed_at:
             parts.append(f"killed {hms(proc.killed_at)}")
         elif proc.exited_at:
             parts.append(f"exited {hms(proc.exited_at)}")
         return ", ".join(parts)
+
+    def link_figures(self) -> dict[str, Any]:
+        """The failover, partition and slow-link figures: when each failover's steps came
+        and how soon the fleet carried on after its promotion (first claim, each worker's
+        first claim, by the database's clock), what asynchronous failovers lost; each
+        partition's jobs reclaimed and its worker's first claim after the heal."""
+        run, links = self.run, self.run.links
+        claims: dict[str, list[float]] = defaultdict(list)
+        for job in self.jobs.values():
+            for e in job["executions"]:
+                if (t := parse_ts(e["started_at"])) is not None:
+                    claims[e["worker_id"]].append(t)
+        for times in claims.values():
+            times.sort()
+
+        def first_after(worker_id: str | None, t: float) -> float | None:
+            later = [x for x in claims.get(worker_id or "", []) if x >= t]
+            return round(later[0] - t, 3) if later else None
+
+        failovers = []
+        for r in links.failovers:
+            if r.promoted_at is None or r.stopped_at is None:
+                continue
+            alive = [p for p in run.procs if p.id and p.started_at < r.stopped_at
+                     and (p.exited_at or math.inf) > r.promoted_at]  # fmt: skip
+            each = [x for p in alive if (x := first_after(p.id, r.promoted_at)) is not None]
+            failovers.append({
+                "number": r.number,
+                "cut_s": None if r.cut_at is None else round(r.stopped_at - r.cut_at, 3),
+                "outage_s": round(r.promoted_at - r.stopped_at, 3),
+                "rejoin_s": None if r.rejoined_at is None
+                else round(r.rejoined_at - r.promoted_at, 3),
+                "first_claim_s": min(each, default=None),
+                "every_worker_first_claim_s": rounded(latency_summary(each)),
+                "workers_without_a_claim": len(alive) - len(each),
+            })  # fmt: skip
+        partitions = []
+        for _slot, state in sorted(links.links.items()):
+            for span in state.cuts:
+                proc = next((p for p in run.procs if p.number == span.worker), None)
+                if proc is None:
+                    continue
+                partitions.append({
+                    "worker": span.worker,
+                    "seconds": None if span.end == math.inf else round(span.end - span.start, 3),
+                    "first_claim_after_heal_s": first_after(proc.id, span.end),
+                })  # fmt: skip
+        out: dict[str, Any] = {"fault_families": list(links.families)}
+        if links.pair is not None:
+            out["replication"] = "sync" if links.pair.synchronous else "async"
+            out["failovers"] = failovers
+            out["failover_carry_on_s"] = {
+                "first_claim": rounded(latency_summary(
+                    [f["first_claim_s"] for f in failovers if f["first_claim_s"] is not None])),
+                "outage": rounded(latency_summary([f["outage_s"] for f in failovers])),
+            }  # fmt: skip
+            out["failover_losses"] = dict(self.losses)
+            out["failover_crashes"] = len(self.failover_crashes)
+            out["failover_crashes_sample"] = self.failover_crashes[:10]
+        if links.proxied:
+            heal = [p["first_claim_after_heal_s"] for p in partitions]
+            out["partitions"] = {
+                "n": len(partitions),
+                "seconds": rounded(latency_summary([p["seconds"] for p in partitions
+                                                    if p["seconds"] is not None])),
+                "first_claim_after_heal_s": rounded(latency_summary(
+                    [x for x in heal if x is not None])),
+                "workers_without_a_claim_after_heal": sum(1 for x in heal if x is None),
+            }  # fmt: skip
+            out["slow_links"] = {
+                "slots_slow_all_run": sorted(links.slow_slots),
+                "spells": sum(len(s.slow) for s in links.links.values()) - len(links.slow_slots),
+                "ms_each_way": run.config.slow_ms,
+            }
+        return out
 
     def overlaps(self) -> int:
         """Attempts of one job whose runs overlapped in time (a fenced-out attempt still
@@ -1761,6 +1955,11 @@ class Checker:
                 if start2 < end1:
                     count += 1
         return count
+
+
+def within(at: float | None, windows: list[tuple[float, float]]) -> bool:
+    """True if `at` falls inside one of `windows` (start, end)."""
+    return at is not None and any(lo <= at <= hi for lo, hi in windows)
 
 
 def rounded(summary: dict[str, Any]) -> dict[str, Any]:
@@ -1784,6 +1983,7 @@ def format_report(fig: dict[str, Any]) -> str:
             else []
         ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
+        *link_report(fig),
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
@@ -1818,6 +2018,24 @@ def format_report(fig: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def link_report(fig: dict[str, Any]) -> list[str]:
+    """The lines of the failover, partition and slow-link figures (none without them)."""
+    lines = []
+    if "failovers" in fig:
+        lines.append(
+            f"  failovers     {len(fig['failovers'])} ({fig['replication']} replication); "
+            f"from the promotion, seconds: {fig['failover_carry_on_s']}; losses counted "
+            f"(asynchronous only): {fig['failover_losses'] or 'none'}; attempts counted "
+            f"(crashed) for a failover: {fig['failover_crashes']}"
+        )
+        for f in fig["failovers"][:40]:
+            lines.append(f"    {f}")
+    if "partitions" in fig:
+        lines.append(f"  partitions    {fig['partitions']}")
+        lines.append(f"  slow links    {fig['slow_links']}")
+    return lines
+
+
 def run_chaos(config: ChaosConfig) -> dict[str, Any]:
     """One chaos run; returns the figures (with `violations` and `ok`)."""
     if config.workdir:
@@ -1829,14 +2047,27 @@ def run_chaos(config: ChaosConfig) -> dict[str, Any]:
         cleanup = not config.keep
     try:
         with contextlib.ExitStack() as stack:
-            cluster = None
-            if config.backend == "postgres" and config.private_pg:
-                from tests.pg_harness import PrivateCluster
+            cluster = pair = None
+            families = parse_families(config.faults)
+            if families != ("process",) and config.backend != "postgres":
+                raise SystemExit("--faults failover, partition and slow-link need PostgreSQL")
+            if "failover" in families:
+                from tests.pg_replication import StreamingPair
 
-                cluster = PrivateCluster()
-                stack.callback(cluster.close)
-            url, schema = stack.enter_context(fresh_queue(config, workdir, cluster))
-            run = ChaosRun(config, workdir, url, schema, cluster)
+                if config.replication not in ("sync", "async"):
+                    raise SystemExit("--replication: sync or async")
+                pair = StreamingPair(config.replication == "sync", SERVER_SETTINGS)
+                stack.callback(pair.close)
+                schema = f"heartq_chaos_{config.seed}"
+                url = pair.url(schema=schema)
+            else:
+                if config.backend == "postgres" and config.private_pg:
+                    from tests.pg_harness import PrivateCluster
+
+                    cluster = PrivateCluster(SERVER_SETTINGS)
+                    stack.callback(cluster.close)
+                url, schema = stack.enter_context(fresh_queue(config, workdir, cluster))
+            run = ChaosRun(config, workdir, url, schema, cluster, pair)
             try:
                 figures = run.run()
             finally:
@@ -1874,6 +2105,24 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.pipelines,
         help="share of the plan's draws that make a group or a chain (0: none)",
     )
+    parser.add_argument(
+        "--faults",
+        default=defaults.faults,
+        help="fault families, joined by commas: process (worker signals, sessions, server "
+        "restarts, cancels), failover, partition, slow-link (PostgreSQL)",
+    )
+    parser.add_argument(
+        "--replication",
+        choices=["sync", "async"],
+        default=defaults.replication,
+        help="failover: the standby's replication",
+    )
+    parser.add_argument("--failover-outage", type=float, default=defaults.failover_outage)
+    parser.add_argument("--failover-cut", type=float, default=defaults.failover_cut)
+    parser.add_argument("--failover-gap", type=float, default=defaults.failover_gap)
+    parser.add_argument("--partition-max", type=float, default=defaults.partition_max)
+    parser.add_argument("--slow-ms", type=float, default=defaults.slow_ms)
+    parser.add_argument("--slow-share", type=float, default=defaults.slow_share)
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
@@ -1902,6 +2151,14 @@ def main(argv: list[str] | None = None) -> int:
         liveness=args.liveness,
         drain_timeout=args.drain_timeout,
         pipelines=args.pipelines,
+        faults=args.faults,
+        replication=args.replication,
+        failover_outage=args.failover_outage,
+        failover_cut=args.failover_cut,
+        failover_gap=args.failover_gap,
+        partition_max=args.partition_max,
+        slow_ms=args.slow_ms,
+        slow_share=args.slow_share,
         slack=args.slack,
         pg_url=args.pg_url,
         private_pg=args.private_pg,
