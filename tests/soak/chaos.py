@@ -125,6 +125,9 @@ except ImportError:  # a SQLite-only installation
     TRANSIENT = (StoreUnavailable,)
 
 REPO = Path(__file__).resolve().parents[2]
+LATE_HEAL = 5.0
+"""Seconds before the run's last claim after which a healed worker that claimed nothing
+more is not counted as one that did not carry on (there may have been nothing left)."""
 SERVER_SETTINGS = {"max_connections": "400"}
 """The run's own servers (private cluster, streaming pair): room for a fleet of 16 and more
 workers, each with its pools, and the runner."""
@@ -1750,6 +1753,8 @@ class Checker:
             return "sigkill", kills[worker_id]
         proc = self.run.by_id(worker_id)
         run = self.run
+        if run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
+            return "silent_task", None  # its own doing, whatever else happened meanwhile
         during = [(kind, o[0]) for o, kind in zip(run.outages, run.outage_kinds, strict=True)]
         if proc is not None:
             for kind in ("partition", "slow_link"):
@@ -1763,8 +1768,6 @@ class Checker:
         during = [(k, t) for k, t in during if began <= t <= at + CLOCK_TOLERANCE]
         if during:
             return max(during, key=lambda kt: kt[1])
-        if self.run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
-            return "silent_task", None
         if proc is not None and run.links.slow_at(proc.slot, at):
             return "slow_link", None  # a slot slow all run long
         return None, None
@@ -1901,6 +1904,7 @@ class Checker:
                 "workers_without_a_claim": len(alive) - len(each),
             })  # fmt: skip
         partitions = []
+        last_claim = max((t for times in claims.values() for t in times), default=0.0)
         for _slot, state in sorted(links.links.items()):
             for span in state.cuts:
                 proc = next((p for p in run.procs if p.number == span.worker), None)
@@ -1910,6 +1914,8 @@ class Checker:
                     "worker": span.worker,
                     "seconds": None if span.end == math.inf else round(span.end - span.start, 3),
                     "first_claim_after_heal_s": first_after(proc.id, span.end),
+                    # healed near the end, when no job was left to claim: nothing to tell
+                    "late": span.end > last_claim - LATE_HEAL,
                 })  # fmt: skip
         out: dict[str, Any] = {"fault_families": list(links.families)}
         if links.pair is not None:
@@ -1931,7 +1937,14 @@ class Checker:
                                                     if p["seconds"] is not None])),
                 "first_claim_after_heal_s": rounded(latency_summary(
                     [x for x in heal if x is not None])),
-                "workers_without_a_claim_after_heal": sum(1 for x in heal if x is None),
+                "workers_without_a_claim_after_heal": sum(
+                    1 for p in partitions
+                    if p["first_claim_after_heal_s"] is None and not p["late"]
+                ),
+                "healed_too_late_to_tell": sum(
+                    1 for p in partitions
+                    if p["first_claim_after_heal_s"] is None and p["late"]
+                ),
             }  # fmt: skip
             out["slow_links"] = {
                 "slots_slow_all_run": sorted(links.slow_slots),
