@@ -1,7 +1,8 @@
 """The chaos runner: real workers, random faults, and the invariants checked afterwards.
 
     python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
-        --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict]
+        --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict] \
+        [--faults process|failover|partition|slow-link[,...]] [--replication sync|async]
 
 What one run does:
 
@@ -45,6 +46,13 @@ What one run does:
      skipped or retried while it is down, reconnected after (nothing of the runner's is
      in flight when it stops the server, so a failed enqueue stored nothing);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
+   Those are the `process` family, the default of `--faults`. The others (PostgreSQL;
+   `tests/soak/chaos_links.py`): `failover` (the queue on a primary and its streaming
+   standby, reached through a multi-host URL; the primary stopped, the standby promoted,
+   a new standby rejoined), `partition` (every worker through a `FaultProxy` of its own,
+   one cut off for seconds, then healed) and `slow-link` (200 ms each way on some
+   workers' proxies). With asynchronous replication what a failover lost inside its
+   window is counted, not failed (`chaos_links.LinkFaults.loss_windows`).
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
