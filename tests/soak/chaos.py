@@ -109,7 +109,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import JobNotFound, StoreUnavailable
+from heartq.errors import DependencyNotFound, JobNotFound, StoreUnavailable
 from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
@@ -533,6 +533,8 @@ class ChaosRun:
         self.outages: list[list[float]] = []  # [stopped at, answering again at (or inf)]
         self.outage_kinds: list[str] = []  # the fault of each outage
         self.acked_at: dict[str, float] = {}  # job id: when its enqueue returned
+        self.plan_pos = 0  # jobs of the plan enqueued, or left out (`not_enqueued`)
+        self.not_enqueued: list[str] = []
         self.pg_down = False
         self.side = SideLog(workdir / "attempts.jsonl")
         # the kinds and times of faults come from the seed alone; targets and restarts
@@ -997,6 +999,11 @@ class ChaosRun:
                 self.skipped["cancel"] += 1
                 self.say(f"cancel skipped: {first_line(exc)}")
                 return
+            except JobNotFound:  # an asynchronous failover lost it (checked after the run)
+                if not self.links.loss_windows():
+                    raise
+                self.skipped["cancel"] += 1
+                return
         if result is not CancelResult.ALREADY_FINISHED:
             self.cancel_asked[job_id] = str(result)
         self.faults.append(Fault("cancel", at, None, None, {"job": job_id, "result": str(result)}))
@@ -1065,8 +1072,8 @@ class ChaosRun:
             self.refresh_workers()
             self.run_timers()
             due = min(len(plan), math.ceil(len(plan) * (now - start) / enqueue_window))
-            if due > len(self.enqueued):
-                self.try_enqueue(plan[len(self.enqueued) : due])
+            if due > self.plan_pos:
+                self.try_enqueue(plan[self.plan_pos : due])
             if now >= next_fault:
                 self.inject()
                 next_fault = now + self.schedule.uniform(0.5, 1.5) * c.fault_interval
@@ -1079,7 +1086,7 @@ class ChaosRun:
             time.sleep(0.02)
         self.links.end_chaos()
         deadline = time.monotonic() + 60
-        while not self.try_enqueue(plan[len(self.enqueued) :]):
+        while not self.try_enqueue(plan[self.plan_pos :]):
             if time.monotonic() > deadline:
                 raise RuntimeError("the runner could not enqueue its last jobs within 60 s")
             self.refresh_workers()
@@ -1124,11 +1131,45 @@ class ChaosRun:
             except TRANSIENT as exc:
                 self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
                 return False
+            except DependencyNotFound:
+                if not self.links.loss_windows():
+                    raise
+                self.enqueue(self.without_lost_dependencies(jobs))
+        return True
+
+    def without_lost_dependencies(self, jobs: list[NewJob]) -> list[NewJob]:
+        """The batch less the jobs that wait for a job an asynchronous failover lost (its
+        enqueue acknowledged, then gone: an application's enqueue naming it fails the same
+        way), and less those that wait for them; counted in `not_enqueued`."""
+        lost = {
+            dep
+            for job in jobs
+            for dep in job.depends_on
+            if dep in self.kind_of and not self.job_exists(dep)
+        }
+        kept = []
+        for job in jobs:
+            if lost & set(job.depends_on):
+                if job.id:
+                    lost.add(job.id)
+                self.not_enqueued.append(job.id or "")
+            else:
+                kept.append(job)
+        self.say(f"{len(jobs) - len(kept)} jobs wait for jobs a failover lost: not enqueued")
+        self.plan_pos += len(jobs) - len(kept)
+        return kept
+
+    def job_exists(self, job_id: str) -> bool:
+        try:
+            self.store.get_job(job_id)
+        except JobNotFound:
+            return False
         return True
 
     def enqueue(self, jobs: list[NewJob]) -> None:
-        ids = self.store.enqueue(jobs)
+        ids = self.store.enqueue(jobs) if jobs else []
         acked = time.time()
+        self.plan_pos += len(jobs)
         for job_id, job in zip(ids, jobs, strict=True):
             self.acked_at[job_id] = acked
             self.enqueued.append(job_id)
@@ -1935,6 +1976,8 @@ class Checker:
                 "outage": rounded(latency_summary([f["outage_s"] for f in failovers])),
             }  # fmt: skip
             out["failover_losses"] = dict(self.losses)
+            if run.not_enqueued:
+                out["failover_losses"]["dependents_not_enqueued"] = len(run.not_enqueued)
             out["failover_crashes"] = len(self.failover_crashes)
             out["failover_crashes_sample"] = self.failover_crashes[:10]
         if links.proxied:
