@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -435,17 +435,17 @@ def _drop_databases(conn: psycopg.Connection[Any], names: list[str]) -> list[str
     return [name for (name,) in there]
 
 
-def _run_databases(conn: psycopg.Connection[Any]) -> dict[int, str]:
+def _run_databases(conn: psycopg.Connection[Any]) -> dict[int, list[str]]:
     """The runs' databases on `conn`'s server, by token."""
     rows = conn.execute(
         "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY datname",
         (SCHEMA_PREFIX.replace("_", "\\_") + "%",),
     ).fetchall()
-    found: dict[int, str] = {}
+    found: dict[int, list[str]] = {}
     for (name,) in rows:
         match = _RUN_DATABASE.match(name)
         if match:
-            found[int(match[1], 16)] = name
+            found.setdefault(int(match[1], 16), []).append(name)
     return found
 
 
@@ -463,10 +463,15 @@ def _if_dead(conn: psycopg.Connection[Any], token: int) -> Iterator[bool]:
         conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_SPACE, token))
 
 
-def sweep_schemas(base: str | None = None) -> list[str]:
-    """Drop the schemas on `base` (default: the server tests use, if one is there) whose
-    run holds no lock any more; returns their names. A server that does not answer has
-    nothing to sweep here: the tests that need it say why they cannot reach it."""
+_Listing = Callable[[psycopg.Connection[Any]], dict[int, list[str]]]
+_Dropping = Callable[[psycopg.Connection[Any], list[str]], list[str]]
+
+
+def _sweep(base: str | None, listing: _Listing, dropping: _Dropping) -> list[str]:
+    """Drop what `listing` finds on `base` (default: the server tests use, if one is
+    there) for runs that hold no lock any more, with `dropping`; returns the names
+    dropped. A server that does not answer has nothing to sweep here: the tests that need
+    it say why they cannot reach it."""
     base = base or _given_url()
     if base is None:
         return []
@@ -475,29 +480,22 @@ def sweep_schemas(base: str | None = None) -> list[str]:
         contextlib.suppress(psycopg.OperationalError),
         psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
     ):
-        for token, schemas in _run_schemas(conn).items():
+        for token, names in listing(conn).items():
             with _if_dead(conn, token) as dead:
                 if dead:
-                    dropped += _drop(conn, schemas)
+                    dropped += dropping(conn, names)
     return dropped
+
+
+def sweep_schemas(base: str | None = None) -> list[str]:
+    """Drop the schemas on `base` whose run holds no lock any more; returns their names."""
+    return _sweep(base, _run_schemas, _drop)
 
 
 def sweep_databases(base: str | None = None) -> list[str]:
-    """Drop the runs' databases on `base`'s server (default: the server tests use, if one
-    is there) whose run holds no lock in `base` any more; returns their names."""
-    base = base or _given_url()
-    if base is None:
-        return []
-    dropped: list[str] = []
-    with (
-        contextlib.suppress(psycopg.OperationalError),
-        psycopg.connect(base, autocommit=True, connect_timeout=5) as conn,
-    ):
-        for token, name in _run_databases(conn).items():
-            with _if_dead(conn, token) as dead:
-                if dead:
-                    dropped += _drop_databases(conn, [name])
-    return dropped
+    """Drop the runs' databases on `base`'s server whose run holds no lock in `base` any
+    more; returns their names."""
+    return _sweep(base, _run_databases, _drop_databases)
 
 
 def drop_run_schemas(run: leftovers.RunId, base: str | None = None) -> list[str]:

@@ -3,6 +3,8 @@ text, such as a driver's error message, that may quote one) hide the same things
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from heartq.cli.common import scrub
@@ -136,3 +138,33 @@ def test_a_multi_host_url_keeps_its_hosts_and_gives_heartq_its_options() -> None
     assert (
         ConnectionPool(url.replace("&connect_timeout=2", "")).connect_kwargs["connect_timeout"] == 5
     )
+
+
+def test_every_connection_notices_a_vanished_peer_unless_the_url_says_otherwise() -> None:
+    """Pooled connections as well as lasting sessions get TCP keepalives and
+    `tcp_user_timeout` (docs/OPERATIONS.md, "Partitions and slow links"): a statement sent
+    into a partition the kernels notice fails within ~10 s instead of ~15 minutes, and a
+    connection idle in the pool through one is replaced. The URL's own settings win, for
+    the pool and for a direct URL's sessions alike."""
+    pytest.importorskip("psycopg")
+    from heartq.store.postgres.connection import (
+        SESSION_KEEPALIVES,
+        SESSION_TCP_USER_TIMEOUT_MS,
+        ConnectionPool,
+    )
+
+    pool = ConnectionPool("postgresql://app@db/q")
+    for kwargs in (pool.connect_kwargs, pool.session_kwargs()):
+        for option, value in SESSION_KEEPALIVES.items():
+            assert kwargs[option] == value
+        assert kwargs["tcp_user_timeout"] == SESSION_TCP_USER_TIMEOUT_MS
+    own = ConnectionPool("postgresql://app@db/q?keepalives_idle=60&tcp_user_timeout=30000")
+    for kwargs in (own.connect_kwargs, own.session_kwargs()):
+        assert "keepalives_idle" not in kwargs and "tcp_user_timeout" not in kwargs
+        assert kwargs["keepalives_interval"] == SESSION_KEEPALIVES["keepalives_interval"]
+    direct = "postgresql://app@db:5432/q?tcp_user_timeout=20000"
+    pooled = ConnectionPool(
+        f"postgresql://app@bouncer:6432/q?pooler=transaction&direct_url={quote(direct)}"
+    )
+    assert pooled.connect_kwargs["tcp_user_timeout"] == SESSION_TCP_USER_TIMEOUT_MS
+    assert "tcp_user_timeout" not in pooled.session_kwargs()

@@ -416,13 +416,15 @@ class Harness:
         *extra: str,
         settings: dict[str, str | None] | None = None,
         wait: bool = True,
+        url: str | None = None,
     ) -> WorkerProc:
         """Start `heartq worker tasks:app` with FAST settings (overridden by `settings`;
-        a value of None drops that option so the default applies) plus `extra` args."""
+        a value of None drops that option so the default applies) plus `extra` args, on
+        the test's queue or on `url` (the same queue through a fault proxy, a pooler)."""
         merged = dict(FAST)
         merged.update(settings or {})
         argv = [*self.launcher, sys.executable, "-m", "heartq", "worker", "tasks:app"]
-        argv += ["--url", self.url]
+        argv += ["--url", url or self.url]
         for option, value in merged.items():
             if value is not None:
                 argv += [option, value]

@@ -17,7 +17,7 @@ import enum
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from heartq import payload
 from heartq.errors import LeaseLost
@@ -27,6 +27,8 @@ from heartq.store.interface import LeaseHolder
 
 if TYPE_CHECKING:
     from heartq.app import Task
+
+T = TypeVar("T")
 
 
 class TransactionState(enum.Enum):
@@ -75,6 +77,7 @@ class RunningJob:
         self.given_up = "its worker could not renew the lease in time and gave it up"
         """Why its worker gives the attempt back if it abandons it (`Ledger.abandon`): the
         reason in the crash context of its `interrupted` execution."""
+        self._in_store = 0  # calls of the task's into the store under way (`in_store`)
         self.transaction: TransactionState = TransactionState.NONE
         """Where its task's `ctx.transaction()` stands: while it is open the database
         alone decides whether the attempt still holds the job (its commit is fenced);
@@ -117,13 +120,47 @@ class RunningJob:
             raise RuntimeError("ctx.transaction() completes the job: once per attempt")
         self.transaction = TransactionState.OPEN
         try:
-            with self._store.completing(self.job.lease, self.last_report) as conn:
+            with self._waiting_on_store(
+                self._store.completing(self.job.lease, self.last_report)
+            ) as conn:
                 yield conn
                 self._begin_commit()
         except BaseException:
             self.transaction = TransactionState.NONE
             raise
         self.mark_committed()
+
+    @contextlib.contextmanager
+    def in_store(self) -> Iterator[None]:
+        """The task waits on the store (a pooled connection, a commit): it is in
+        contact, not silent, however long that takes (`is_silent`), and its silence
+        counts from when the wait ended. Over a slow link a busy pool kept a task's
+        `ctx.transaction()` waiting longer than its `heartbeat_timeout`: the worker
+        stopped renewing a live attempt, its lease ran out, and its job ran again."""
+        with self._lock:
+            self._in_store += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_store -= 1
+                self.last_touch = time.monotonic()
+
+    @contextlib.contextmanager
+    def _waiting_on_store(self, block: contextlib.AbstractContextManager[T]) -> Iterator[T]:
+        """`block`, whose entry and exit (a pooled connection, the commit) are waits on
+        the store (`in_store`); what the task does inside is its own."""
+        with self.in_store():
+            value = block.__enter__()
+        try:
+            yield value
+        except BaseException as exc:
+            with self.in_store():
+                if not block.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+        else:
+            with self.in_store():
+                block.__exit__(None, None, None)
 
     def _begin_commit(self) -> None:
         """The task's block ended: commit, unless the worker decided the attempt's end
@@ -177,8 +214,13 @@ class RunningJob:
             self._written_version = max(self._written_version, version)
 
     def is_silent(self, now: float) -> bool:
-        """True when the task declared a `heartbeat_timeout` and overran it (a hang)."""
-        return self.heartbeat_timeout is not None and now - self.last_touch > self.heartbeat_timeout
+        """True when the task declared a `heartbeat_timeout` and overran it (a hang).
+        Never while it waits on the store (`in_store`), nor once its end is decided: its
+        code is done, and its outcome waits for the completer (a busy pool, a slow link),
+        whose finish needs the lease renewed until it lands."""
+        if self.heartbeat_timeout is None or self._in_store or self._end is not None:
+            return False
+        return now - self.last_touch > self.heartbeat_timeout
 
     def mark_lost(self) -> None:
         changed = not self._lost

@@ -78,6 +78,14 @@ T seconds (a failover, a restart) its next attempt came up to T seconds after th
 was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
 worker finds the new primary within about a second of its promotion, whatever the
 outage lasted (`tests/integration/test_failover.py`)."""
+POOL_BUSY_WAIT_MAX = 60.0
+"""Seconds at most a caller waits for a pooled connection while the pool's connections
+are busy, not broken. psycopg_pool gives up after its timeout (`CONNECT_TIMEOUT`, 5 s)
+whatever the reason; over a slow link (200 ms each way) a worker at concurrency 10 whose
+tasks use `ctx.transaction()` kept its 2 connections busy for longer than that, and its
+tasks failed "no connection within 5 s" as if the server were away. A caller waits on
+while connections keep coming back to the pool (`_checkout`); a pool whose connections
+are stuck (a partition, a frozen server) still fails after `CONNECT_TIMEOUT`."""
 CHECK_IDLE_AFTER = 1.0
 """Seconds a pooled connection may sit unused before the pool checks it with a round trip
 on its way out. Checking every checkout doubled the round trips of the hot path (a claim
@@ -93,16 +101,32 @@ SESSION_KEEPALIVES: dict[str, int] = {
     "keepalives_interval": 5,
     "keepalives_count": 3,
 }
-"""Defaults to TCP keepalives after 10 s idle, every 5 s, 3 unanswered = gone, on the
-sessions heartq keeps open for a worker's life (liveness lock, LISTEN): a session whose
-peer vanished without a word (a failover, a dropped NAT entry) fails within ~25 s instead
-of hanging for the kernel's hours, so its owner notices and opens a new one. Client side
-only: the server keeps its own settings, so a partitioned worker still looks alive until
-its lease says otherwise. Options in the URL win."""
+"""Defaults to TCP keepalives after 10 s idle, every 5 s, 3 unanswered = gone, on every
+connection heartq opens: the sessions it keeps open for a worker's life (liveness lock,
+LISTEN, the heartbeat) and its pooled ones. A connection whose peer vanished without a
+word (a failover, a dropped NAT entry, a partition the kernels notice) fails within ~25 s
+instead of hanging for the kernel's hours, so its owner notices and opens a new one; a
+pooled connection idle in the pool through a partition is replaced, not handed out dead.
+Client side only: the server keeps its own settings, so a partitioned worker still
+looks alive (its lock held) until its lease says otherwise. Options in the URL win."""
 SESSION_TCP_USER_TIMEOUT_MS = 10_000
-"""Defaults to 10 s: data the server has not acknowledged by then fails the session
-(libpq `tcp_user_timeout`, libpq 12 and later), so a check on a dead session errors
-instead of hanging for the kernel's ~15 minutes of retransmissions."""
+"""Defaults to 10 s: data the server has not acknowledged by then fails the connection
+(libpq `tcp_user_timeout`, libpq 12 and later), so a statement sent into a partition
+errors instead of hanging for the kernel's ~15 minutes of retransmissions. A long
+statement is not cut short: the server's kernel acknowledges it at once, however long the
+server takes to answer. Every connection, as `SESSION_KEEPALIVES`."""
+
+
+TCP_OPTIONS = (*SESSION_KEEPALIVES, "tcp_user_timeout")
+
+
+def tcp_kwargs(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Client-side TCP keepalives and `tcp_user_timeout` (libpq 12 and later), except
+    those the URL (`given`, its conninfo) sets itself."""
+    extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
+    if psycopg.pq.version() >= 120000:
+        extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
+    return {k: v for k, v in extra.items() if k not in given}
 
 
 class _QuietConnectionFailures(logging.Filter):
@@ -325,6 +349,7 @@ class ConnectionPool:
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
+        self._returned = 0  # connections given back to the pool so far (`_checkout`)
         self._reached = False
         self.last_connect_error: str | None = None
         """Why the pool's last connection attempt failed (its warning is not logged)."""
@@ -343,6 +368,7 @@ class ConnectionPool:
         (`prepare_threshold=None`: a statement prepared on one server session is missing,
         or already there, on the next)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row}
+        kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
             kwargs["prepare_threshold"] = None
         else:
@@ -435,7 +461,7 @@ class ConnectionPool:
     @contextlib.contextmanager
     def _connection(self, autocommit: bool) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._get_pool().connection() as conn:
+            with self._checkout() as conn:
                 if autocommit:
                     conn.autocommit = True  # a client-side switch: no round trip
                 elif self.pooler.transaction:
@@ -452,6 +478,28 @@ class ConnectionPool:
         if self.last_connect_error is not None:
             self.last_connect_error = None  # connected since: the reason is stale
 
+    @contextlib.contextmanager
+    def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
+        """psycopg_pool's `connection()`, waiting longer for a busy pool: a wait that
+        timed out while other connections came back to the pool is a queue, not an
+        outage, and goes on (up to `POOL_BUSY_WAIT_MAX`)."""
+        pool = self._get_pool()
+        began = time.monotonic()
+        while True:
+            returned = self._returned
+            try:
+                conn = pool.getconn()
+                break
+            except PoolTimeout:
+                if self._returned == returned or time.monotonic() - began >= POOL_BUSY_WAIT_MAX:
+                    raise
+        try:
+            with conn:
+                yield conn
+        finally:
+            self._returned += 1
+            pool.putconn(conn)
+
     def _scope(self, conn: psycopg.Connection[Any]) -> None:
         """Behind a transaction-mode pooler: heartq's schema and the idle-in-transaction
         timeout for this transaction only (`set_config(..., true)`), as its first
@@ -467,15 +515,12 @@ class ConnectionPool:
         return self.pooler.sessions
 
     def session_kwargs(self) -> dict[str, Any]:
-        """`connect_kwargs` plus client-side TCP keepalives and `tcp_user_timeout`, for
-        sessions kept open for a worker's life (unless the URL sets them)."""
+        """`connect_kwargs` for sessions kept open for a worker's life, with the TCP
+        settings of their own URL (a direct URL's) where it gives them."""
         conninfo, _ = self._session_target()
         given = conninfo_to_dict(conninfo)
-        extra: dict[str, Any] = dict(SESSION_KEEPALIVES)
-        if psycopg.pq.version() >= 120000:
-            extra["tcp_user_timeout"] = SESSION_TCP_USER_TIMEOUT_MS
-        kwargs = {k: v for k, v in extra.items() if k not in given}
-        kwargs.update(self.connect_kwargs)
+        kwargs = {k: v for k, v in self.connect_kwargs.items() if k not in TCP_OPTIONS}
+        kwargs.update(tcp_kwargs(given))
         if "connect_timeout" in given:  # the session's own URL (a direct URL) says
             kwargs.pop("connect_timeout", None)
         return kwargs

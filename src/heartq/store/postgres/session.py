@@ -6,8 +6,10 @@ its LISTEN for wake-ups (and `App.result`'s LISTEN for ends). One session carrie
 them, so a worker holds its pooled connections plus this one (at most 3 at default
 settings) instead of a session per purpose.
 
-The session's thread owns the connection. It waits for notifications (`notifies`, at
-most `TICK` at a time) and hands each to the channel's users, pings the session every
+The session's thread owns the connection. It waits for notifications (on the socket, at
+most `TICK` at a time, without holding psycopg's lock: `lend`) and hands each to the
+channel's users, lends the session for a statement that must not wait for the pool
+(the worker's heartbeat: `lend`), pings the session every
 `LOCK_CHECK_INTERVAL` (a session that dropped silently fails within `tcp_user_timeout`),
 and applies what its users want: locks to take or free, channels to LISTEN or UNLISTEN.
 When the session drops (a server restart or failover, a network reset,
@@ -23,9 +25,11 @@ Sessions do not survive a fork: a child process opens its own.
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -48,6 +52,10 @@ users want (a new LISTEN waits at most this long) and whether to stop."""
 APPLY_TIMEOUT = 5.0
 """Seconds a user waits for the thread to take its lock or LISTEN (the session may be
 reopening meanwhile)."""
+LEND_TIMEOUT = 1.0
+"""Seconds `lend` waits for the thread to hand the session over (it is between two turns
+at once, unless a ping or a lock is on its way over a slow link) before it gives up and
+the caller uses the pool."""
 
 
 class SharedSession:
@@ -75,6 +83,10 @@ class SharedSession:
         self._first: Conn | None = None
         self._dropped = False  # the session dropped and is not open again yet
         self._reopened_at: float | None = None  # when it was last opened again (monotonic)
+        self._live: Conn | None = None  # the open session, while the thread serves it
+        self._loans: list[_Loan] = []  # borrowers waiting for the session (`lend`)
+        self._wake_r, self._wake_w = os.pipe()  # a byte wakes the thread's wait
+        os.set_blocking(self._wake_w, False)
         self.closed = False
 
     # -- users ---------------------------------------------------------------------------
@@ -121,6 +133,45 @@ class SharedSession:
             reopened = self._reopened_at
         return reopened is not None and time.monotonic() - reopened < within
 
+    @contextlib.contextmanager
+    def lend(self, timeout: float = LEND_TIMEOUT) -> Iterator[Conn | None]:
+        """The open session for one short piece of work (autocommit, the queue's schema),
+        or None if it is down or not handed over within `timeout` (the caller uses the
+        pool). The thread waits, serving nobody, until the block ends.
+
+        Why: a worker's heartbeat is what tells the fleet it lives. Through the pool it
+        queued behind the worker's claims and finishes, and over a slow link (400 ms a
+        round trip) the pool's two connections were busy long enough for heartbeats to
+        time out waiting for one: a live worker looked dead. The session is idle but for
+        a ping every `LOCK_CHECK_INTERVAL`."""
+        loan = _Loan()
+        with self._mutex:
+            open_now = not (self.closed or self._dropped or self._live is None)
+            if open_now:
+                self._loans.append(loan)
+        if not open_now:
+            yield None
+            return
+        self._wake()
+        if not loan.lent.wait(timeout):
+            with self._mutex:
+                withdrawn = loan in self._loans
+                if withdrawn:
+                    self._loans.remove(loan)
+            if withdrawn:
+                yield None
+                return
+            loan.lent.wait()  # handed over just now: it is ours
+        try:
+            yield loan.conn
+        finally:
+            loan.returned.set()
+
+    def _wake(self) -> None:
+        with self._mutex, contextlib.suppress(OSError):  # full: already woken
+            if self._wake_w >= 0:  # not closed (under the mutex: never a reused number)
+                os.write(self._wake_w, b"x")
+
     def _want(self) -> int:
         """Call with the mutex held: a new generation of wishes for the thread."""
         self._wanted += 1
@@ -149,6 +200,7 @@ class SharedSession:
                     self._locks.clear()
                     self._channels.clear()
                     self.closed = True
+                self._close_pipe()
                 raise
             self._thread = threading.Thread(target=self._run, name="heartq-pg-session", daemon=True)
             self._thread.start()
@@ -188,10 +240,21 @@ class SharedSession:
             self.closed = True
             self._applied.notify_all()
         self._stop.set()
+        self._wake()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(RELEASE_TIMEOUT)
         close_quietly(self._first)
+        if thread is None or not thread.is_alive():
+            self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        with self._mutex:
+            fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     # -- the thread ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -217,20 +280,31 @@ class SharedSession:
                     with self._mutex:
                         self._dropped, self._reopened_at = False, last_ping
                 try:
+                    with self._mutex:
+                        self._live = conn
                     last_ping = self._serve(conn, reopened, last_ping)
                     reopened = False
                 except Exception as exc:  # noqa: BLE001 - whatever it was, the session is gone
+                    with self._mutex:
+                        self._live = None
                     close_quietly(conn)
                     conn = None
                     self._lost(fatal[-1] if fatal else first_line(exc))
                     backoff.reset()  # the first attempt to reopen is immediate
         finally:
+            with self._mutex:
+                self._live = None
+                loans, self._loans = self._loans, []
+            for loan in loans:
+                loan.lent.set()  # conn None: the borrower uses the pool
             close_quietly(conn)
             with self._mutex:
                 self._held.clear()
                 self._listening.clear()
                 self.closed = True
                 self._applied.notify_all()
+            if self._stop.is_set():
+                self._close_pipe()
 
     @staticmethod
     def _hear_fatal(conn: Conn, fatal: list[str]) -> None:
@@ -255,7 +329,9 @@ class SharedSession:
             for users in self._channel_users():
                 for on_notify in users:
                     _tell(on_notify, None)  # something may have happened meanwhile
-        for notification in conn.notifies(timeout=TICK, stop_after=1):
+        self._serve_loans(conn)
+        self._wait(conn)
+        for notification in conn.notifies(timeout=0):  # what came, and what came meanwhile
             with self._mutex:
                 users = list(self._channels.get(notification.channel, ()))
             for on_notify in users:
@@ -268,6 +344,33 @@ class SharedSession:
                 self._apply(conn, retake=True)  # a lock the old session may still hold
             return time.monotonic()
         return last_ping
+
+    def _wait(self, conn: Conn) -> None:
+        """Wait up to `TICK` for the server to send something or a borrower to knock, on
+        the socket itself: psycopg's `notifies(timeout=)` holds the connection's lock
+        while it waits, and a thread waiting for that lock (it is not fair) could wait
+        through many turns."""
+        with self._mutex:
+            if self._loans:
+                return
+            wake = self._wake_r
+        if wake < 0:
+            return
+        ready, _, _ = select.select([conn.fileno(), wake], [], [], TICK)
+        if wake in ready:
+            with contextlib.suppress(OSError):
+                os.read(wake, 4096)
+
+    def _serve_loans(self, conn: Conn) -> None:
+        """Hand the session to each waiting borrower in turn, and wait for it back."""
+        while True:
+            with self._mutex:
+                if not self._loans:
+                    return
+                loan = self._loans.pop(0)
+            loan.conn = conn
+            loan.lent.set()
+            loan.returned.wait()
 
     def _channel_users(self) -> list[list[OnNotify]]:
         with self._mutex:
@@ -333,6 +436,15 @@ def _tell(callback: Callable[[T], None], value: T) -> None:
     (backends do not log: the callbacks are the worker's, and log themselves)."""
     with contextlib.suppress(Exception):
         callback(value)
+
+
+class _Loan:
+    """A borrower's wait for the session (`SharedSession.lend`)."""
+
+    def __init__(self) -> None:
+        self.conn: Conn | None = None
+        self.lent = threading.Event()
+        self.returned = threading.Event()
 
 
 class _LockHandle:

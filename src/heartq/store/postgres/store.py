@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -34,7 +34,7 @@ from heartq.store.interface import LivenessHandle
 from heartq.store.postgres import borrowed
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
-from heartq.store.postgres.connection import ConnectionPool
+from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.pooler import NoLock
 from heartq.store.postgres.session import SharedSession
 from heartq.store.sql.base import Step, missing_migrations, schema_version
@@ -143,6 +143,28 @@ class PostgresStore(SqlStore):
 
     def _write_each(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.autocommit()
+
+    @contextlib.contextmanager
+    def _write_renewal(self) -> Iterator[Any]:
+        """The heartbeat rides the worker's lasting session (`SharedSession.lend`), not
+        the pool, whose connections a busy worker on a slow link keeps busy for seconds
+        (the heartbeat waited for one, timed out, and the worker looked dead); the pool
+        while that session is down or behind a transaction-mode pooler (no search path
+        on a direct session)."""
+        session = self._session
+        if session is None or self.pool.pooler.transaction:
+            with self.pool.autocommit() as conn:
+                yield conn
+            return
+        with session.lend() as lent:
+            if lent is not None:
+                try:
+                    yield lent
+                except psycopg.Error as exc:
+                    raise translate(exc, self.url) from exc
+                return
+        with self.pool.autocommit() as conn:
+            yield conn
 
     def _now(self, conn: Any, now: float | None) -> float:
         row = conn.execute(q.NOW, {"now": now}).fetchone()

@@ -122,6 +122,13 @@ class SqlBase:
         statement opens a transaction of its own. Default: `_write()`, one transaction."""
         return self._write()
 
+    def _write_renewal(self) -> contextlib.AbstractContextManager[Any]:
+        """For the worker's heartbeat, the statement that tells the fleet it lives: a
+        connection that does not queue behind the worker's other statements where the
+        dialect has one (PostgreSQL: the worker's lasting session). Default:
+        `_write_each()`."""
+        return self._write_each()
+
     def _now(self, conn: Any, now: float | None) -> float:
         raise NotImplementedError
 

@@ -130,7 +130,7 @@ class LeaseOps(SqlBase):
         abandoned: int = 0,
     ) -> dict[Lease, RenewStatus]:
         payload = json.dumps([documents.renewal_doc(r) for r in renewals])
-        with self._write_each() as conn:
+        with self._write_renewal() as conn:
             params = {
                 "worker_id": worker_id,
                 "renewals": payload,
