@@ -1077,7 +1077,12 @@ class ChaosRun:
             if now >= next_fault:
                 self.inject()
                 next_fault = now + self.schedule.uniform(0.5, 1.5) * c.fault_interval
-            elif now >= first_restart and self.cluster is not None and not self.outages:
+            elif (
+                now >= first_restart
+                and self.cluster is not None
+                and not self.outages
+                and "process" in self.links.families
+            ):
                 self.fault_pg_restart(random.Random(f"restart-{c.seed}"))
             if now >= next_monitor:
                 self.monitor()
