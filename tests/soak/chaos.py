@@ -1,7 +1,8 @@
 """The chaos runner: real workers, random faults, and the invariants checked afterwards.
 
     python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
-        --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict]
+        --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict] \
+        [--faults process|failover|partition|slow-link[,...]] [--replication sync|async]
 
 What one run does:
 
@@ -45,6 +46,13 @@ What one run does:
      skipped or retried while it is down, reconnected after (nothing of the runner's is
      in flight when it stops the server, so a failed enqueue stored nothing);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
+   Those are the `process` family, the default of `--faults`. The others (PostgreSQL;
+   `tests/soak/chaos_links.py`): `failover` (the queue on a primary and its streaming
+   standby, reached through a multi-host URL; the primary stopped, the standby promoted,
+   a new standby rejoined), `partition` (every worker through a `FaultProxy` of its own,
+   one cut off for seconds, then healed) and `slow-link` (200 ms each way on some
+   workers' proxies). With asynchronous replication what a failover lost inside its
+   window is counted, not failed (`chaos_links.LinkFaults.loss_windows`).
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
@@ -101,10 +109,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from heartq.errors import JobNotFound, StoreUnavailable
+from heartq.errors import DependencyNotFound, JobNotFound, StoreUnavailable
 from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
+from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights, parse_families
 from tests.soak.chaos_tasks import (
     LEDGER_ENV,
     LOG_ENV,
@@ -124,16 +133,22 @@ except ImportError:  # a SQLite-only installation
     TRANSIENT = (StoreUnavailable,)
 
 REPO = Path(__file__).resolve().parents[2]
+LATE_HEAL = 5.0
+"""Seconds before the run's last claim after which a healed worker that claimed nothing
+more is not counted as one that did not carry on (there may have been nothing left)."""
+SERVER_SETTINGS = {"max_connections": "400"}
+"""The run's own servers (private cluster, streaming pair): room for a fleet of 16 and more
+workers, each with its pools, and the runner."""
 APP_REF = "tests.soak.chaos_tasks:app"
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
 OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
-    "cancel",
+    "cancel", "failover", "partition", "slow_link",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
-PG_FAULTS = ("pg_terminate", "pg_restart")
+PG_FAULTS = ("pg_terminate", "pg_restart", "failover")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
      "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated"}
@@ -179,6 +194,26 @@ class ChaosConfig:
             "twin": 1.0,
         }
     )
+    faults: str = "process"
+    """The fault families (`chaos_links.FAMILIES`, joined by commas): `process` (the kinds
+    of `fault_weights`: worker signals, sessions, server restarts, cancels), `failover`,
+    `partition`, `slow-link` (PostgreSQL only; see tests/soak/chaos_links.py)."""
+    replication: str = "sync"
+    """`failover`: the standby's replication, `sync` or `async`."""
+    failover_outage: float = 3.0
+    """`failover`: mean seconds from the primary's stop to the promotion (0.8-1.2 times
+    this): longer than a lease, so attempts running at the stop are given up before the
+    new primary takes writes."""
+    failover_cut: float = 1.0
+    """`failover`: seconds the standby is cut off before the primary stops (0: none)."""
+    failover_gap: float = 20.0
+    """`failover`: seconds at least from one failover's rejoined standby to the next."""
+    partition_max: float = 6.0
+    """`partition`: the longest cut, seconds (each is 25-100 % of this)."""
+    slow_ms: float = 200.0
+    """`slow-link`: the delay each way, milliseconds."""
+    slow_share: float = 0.25
+    """`slow-link`: the share of the slots whose link is slow all run long."""
     pipelines: float = 0.08
     """The share of the plan's draws that make a pipeline (a group with its callback, or
     a chain) instead of one job; 0 for none."""
@@ -484,8 +519,10 @@ class ChaosRun:
         url: str,
         schema: str | None,
         cluster: Any = None,
+        pair: Any = None,
     ) -> None:
-        """`cluster`: the run's own `pg_harness.PrivateCluster` (`pg_restart` faults)."""
+        """`cluster`: the run's own `pg_harness.PrivateCluster` (`pg_restart` faults);
+        `pair`: the run's `pg_replication.StreamingPair` (`failover` faults)."""
         self.config = config
         self.dir = workdir
         self.url = url
@@ -496,6 +533,10 @@ class ChaosRun:
         self.ledger = f"{schema}.{LEDGER_TABLE}" if schema else LEDGER_TABLE
         self.create_ledger()
         self.outages: list[list[float]] = []  # [stopped at, answering again at (or inf)]
+        self.outage_kinds: list[str] = []  # the fault of each outage
+        self.acked_at: dict[str, float] = {}  # job id: when its enqueue returned
+        self.plan_pos = 0  # jobs of the plan enqueued, or left out (`not_enqueued`)
+        self.not_enqueued: list[str] = []
         self.pg_down = False
         self.side = SideLog(workdir / "attempts.jsonl")
         # the kinds and times of faults come from the seed alone; targets and restarts
@@ -527,6 +568,7 @@ class ChaosRun:
         self.env[LEDGER_ENV] = self.ledger
         self.env.pop("PYTHONFAULTHANDLER", None)
         self.timeline: dict[str, float] = {}
+        self.links = LinkFaults(self, pair)
 
     # -- the ledger -------------------------------------------------------------------
     def plain_connection(self) -> Any:
@@ -576,7 +618,8 @@ class ChaosRun:
             queues = f"default,{PROC_QUEUE}" if pool == "process" else "default"
         app_name = f"hqc_{self.schema}_{number}" if self.schema else f"hqc_{number}"
         argv = [
-            sys.executable, "-m", "heartq", "worker", APP_REF, "--url", url or self.url,
+            sys.executable, "-m", "heartq", "worker", APP_REF,
+            "--url", url or self.links.url_for(slot) or self.url,
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency), "--prefetch", str(c.prefetch),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
@@ -662,15 +705,16 @@ class ChaosRun:
     # -- faults -----------------------------------------------------------------------
     def inject(self) -> None:
         c = self.config
-        kinds = [k for k in FAULT_KINDS if c.fault_weights.get(k, 0) > 0]
+        weights = family_weights(self.links.families, c.fault_weights)
+        kinds = [k for k in FAULT_KINDS if weights.get(k, 0) > 0]
         if c.backend != "postgres":
             kinds = [k for k in kinds if k not in PG_FAULTS]
         if self.cluster is None:
             kinds = [k for k in kinds if k != "pg_restart"]
         if not kinds:
             return
-        kind = self.schedule.choices(kinds, [c.fault_weights[k] for k in kinds])[0]
-        getattr(self, f"fault_{kind}")()
+        kind = self.schedule.choices(kinds, [weights[k] for k in kinds])[0]
+        getattr(self.links if kind in LINK_FAULTS else self, f"fault_{kind}")()
 
     def pick_target(self, kind: str) -> WorkerProc | None:
         targets = self.targets()
@@ -887,6 +931,7 @@ class ChaosRun:
         at = time.time()
         self.pg_down = True
         self.outages.append([at, math.inf])
+        self.outage_kinds.append("pg_restart")
         try:
             self.cluster.stop(mode)
         except subprocess.CalledProcessError as exc:
@@ -946,12 +991,21 @@ class ChaosRun:
             return
         job_id = self.rng.choice(self.enqueued[-20:])  # recent: likely queued or running
         at = time.time()
-        try:
-            result = self.store.cancel_job(job_id)
-        except TRANSIENT as exc:  # nothing in flight when the server stopped: not done
-            self.skipped["cancel"] += 1
-            self.say(f"cancel skipped: {first_line(exc)}")
-            return
+        with self.links.db_lock:
+            if self.pg_down:  # a failover began meanwhile
+                self.skipped["cancel"] += 1
+                return
+            try:
+                result = self.store.cancel_job(job_id)
+            except TRANSIENT as exc:  # nothing in flight when the server stopped: not done
+                self.skipped["cancel"] += 1
+                self.say(f"cancel skipped: {first_line(exc)}")
+                return
+            except JobNotFound:  # an asynchronous failover lost it (checked after the run)
+                if not self.links.loss_windows():
+                    raise
+                self.skipped["cancel"] += 1
+                return
         if result is not CancelResult.ALREADY_FINISHED:
             self.cancel_asked[job_id] = str(result)
         self.faults.append(Fault("cancel", at, None, None, {"job": job_id, "result": str(result)}))
@@ -1007,6 +1061,7 @@ class ChaosRun:
         chaos_end = start + c.duration
         enqueue_window = max(c.duration * 0.8, 0.1)
         next_fault = start + self.schedule.uniform(0.3, 1.0) * c.fault_interval
+        self.links.start_chaos(start)
         next_monitor = start + 1.0
         # with a private cluster, one restart falls at a seeded moment of the chaos's first
         # half whatever the draws (a short run might draw none); more come as drawn
@@ -1015,23 +1070,30 @@ class ChaosRun:
             now = time.monotonic()
             if now >= chaos_end:
                 break
+            self.links.raise_errors()
             self.refresh_workers()
             self.run_timers()
             due = min(len(plan), math.ceil(len(plan) * (now - start) / enqueue_window))
-            if due > len(self.enqueued):
-                self.try_enqueue(plan[len(self.enqueued) : due])
+            if due > self.plan_pos:
+                self.try_enqueue(plan[self.plan_pos : due])
             if now >= next_fault:
                 self.inject()
                 next_fault = now + self.schedule.uniform(0.5, 1.5) * c.fault_interval
-            elif now >= first_restart and self.cluster is not None and not self.outages:
+            elif (
+                now >= first_restart
+                and self.cluster is not None
+                and not self.outages
+                and "process" in self.links.families
+            ):
                 self.fault_pg_restart(random.Random(f"restart-{c.seed}"))
             if now >= next_monitor:
                 self.monitor()
                 self.side.poll()
                 next_monitor = now + 1.0
             time.sleep(0.02)
+        self.links.end_chaos()
         deadline = time.monotonic() + 60
-        while not self.try_enqueue(plan[len(self.enqueued) :]):
+        while not self.try_enqueue(plan[self.plan_pos :]):
             if time.monotonic() > deadline:
                 raise RuntimeError("the runner could not enqueue its last jobs within 60 s")
             self.refresh_workers()
@@ -1068,18 +1130,55 @@ class ChaosRun:
         not stored."""
         if not jobs:
             return True
-        if self.pg_down:
-            return False
+        with self.links.db_lock:
+            if self.pg_down:
+                return False
+            try:
+                self.enqueue(jobs)
+            except TRANSIENT as exc:
+                self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
+                return False
+            except DependencyNotFound:
+                if not self.links.loss_windows():
+                    raise
+                self.enqueue(self.without_lost_dependencies(jobs))
+        return True
+
+    def without_lost_dependencies(self, jobs: list[NewJob]) -> list[NewJob]:
+        """The batch less the jobs that wait for a job an asynchronous failover lost (its
+        enqueue acknowledged, then gone: an application's enqueue naming it fails the same
+        way), and less those that wait for them; counted in `not_enqueued`."""
+        lost = {
+            dep
+            for job in jobs
+            for dep in job.depends_on
+            if dep in self.kind_of and not self.job_exists(dep)
+        }
+        kept = []
+        for job in jobs:
+            if lost & set(job.depends_on):
+                if job.id:
+                    lost.add(job.id)
+                self.not_enqueued.append(job.id or "")
+            else:
+                kept.append(job)
+        self.say(f"{len(jobs) - len(kept)} jobs wait for jobs a failover lost: not enqueued")
+        self.plan_pos += len(jobs) - len(kept)
+        return kept
+
+    def job_exists(self, job_id: str) -> bool:
         try:
-            self.enqueue(jobs)
-        except TRANSIENT as exc:
-            self.say(f"enqueue of {len(jobs)} jobs to be retried: {first_line(exc)}")
+            self.store.get_job(job_id)
+        except JobNotFound:
             return False
         return True
 
     def enqueue(self, jobs: list[NewJob]) -> None:
-        ids = self.store.enqueue(jobs)
+        ids = self.store.enqueue(jobs) if jobs else []
+        acked = time.time()
+        self.plan_pos += len(jobs)
         for job_id, job in zip(ids, jobs, strict=True):
+            self.acked_at[job_id] = acked
             self.enqueued.append(job_id)
             self.kind_of[job_id] = job.task
             self.args_of[job_id] = json.loads(job.args_json)
@@ -1146,6 +1245,7 @@ class ChaosRun:
 
     def close(self) -> None:
         self.kill_all()
+        self.links.close()
         if self._pg is not None:
             with contextlib.suppress(Exception):
                 self._pg.close()
@@ -1197,6 +1297,10 @@ class Checker:
         self.ledger: dict[str, Any] = {}
         self.pipelines: dict[str, int] = {}
         self.rate: dict[str, int] = {}
+        self.losses: Counter[str] = Counter()
+        """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
+        self.lost_ids: set[str] = set()
+        self.failover_crashes: list[dict[str, Any]] = []
 
     def fail(self, text: str) -> None:
         if len(self.v) < 200:
@@ -1213,9 +1317,16 @@ class Checker:
         if len(enqueued) != len(run.enqueued):
             self.fail("I6: enqueue returned a duplicate id")
         if listed != enqueued:
-            lost, extra = sorted(enqueued - listed), sorted(listed - enqueued)
-            self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
+            # asynchronous failovers: an enqueue acknowledged inside a loss window may be gone
+            windows = run.links.loss_windows()
+            self.lost_ids = {j for j in enqueued - listed if within(run.acked_at.get(j), windows)}
+            self.losses["acknowledged_enqueues"] = len(self.lost_ids)
+            lost, extra = sorted(enqueued - listed - self.lost_ids), sorted(listed - enqueued)
+            if lost or extra:
+                self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
         for job_id in run.enqueued:
+            if job_id in self.lost_ids:
+                continue
             try:
                 self.jobs[job_id] = store.get_job(job_id)
             except JobNotFound:
@@ -1452,10 +1563,19 @@ class Checker:
             for job_id, job in self.jobs.items()
             for e in job["executions"]
         }
+        windows = self.run.links.claim_windows()
         for key, doc in side.starts.items():
             e = execs.get(key)
-            if e is None:
+            if key[0] in self.lost_ids:
+                self.losses["attempts_of_lost_jobs"] += 1
+            elif e is None and within(doc.get("t"), windows):
+                self.losses["claims"] += 1  # its claim did not reach the standby
+            elif e is None:
                 self.fail(f"I3: attempt {key} ran but the database never issued it")
+            elif e["worker_id"] != doc["wid"] and within(doc.get("t"), windows):
+                # its claim was lost and the job claimed again under the same execution
+                # id (DESIGN.md, "The database's bad days": the fencing-token hazard)
+                self.losses["execution_ids_issued_again"] += 1
             elif e["worker_id"] != doc["wid"]:
                 self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")
         for job_id, job in self.jobs.items():
@@ -1562,7 +1682,11 @@ class Checker:
                 cause, since = self.cause(crash, job_id, e, kills, child_kills)
                 if how in ("liveness_lock", "reconciliation") and cause != "sigkill":
                     self.false_positive(job_id, e, crash, cause)
+                elif how in ("lease_expired", "stale_worker"):
+                    self.slow_link_reclaim(job_id, e, crash, cause)
                 causes[cause or "none"] += 1
+                if cause == "failover":
+                    self.failover_crash(job_id, job, e, crash)
                 if cause is None:
                     unexplained.append(
                         {"job": job_id, "task": job["task"], "execution": e["execution_id"],
@@ -1611,7 +1735,8 @@ class Checker:
             "faults": {
                 k: faults.get(k, 0)
                 for k in FAULT_KINDS
-                if (k not in PG_FAULTS or c.backend == "postgres")
+                if family_weights(run.links.families, c.fault_weights).get(k, 0) > 0
+                and (k not in PG_FAULTS or c.backend == "postgres")
                 and (k != "pg_restart" or run.cluster is not None)
             },
             "pg_outages_s": rounded(
@@ -1649,6 +1774,7 @@ class Checker:
             else None,
             "side_file_bad_lines": side.bad_lines,
             "false_positive_reclaims": self.false_positives,
+            **self.link_figures(),
             "anomalies": list(run.anomalies),
             "violations": list(self.v),
             "ok": not self.v,
@@ -1682,8 +1808,14 @@ class Checker:
         if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
             return "sigkill", kills[worker_id]
         proc = self.run.by_id(worker_id)
-        during: list[tuple[str, float]] = [("pg_restart", o[0]) for o in self.run.outages]
+        run = self.run
+        if run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
+            return "silent_task", None  # its own doing, whatever else happened meanwhile
+        during = [(kind, o[0]) for o, kind in zip(run.outages, run.outage_kinds, strict=True)]
         if proc is not None:
+            for kind in ("partition", "slow_link"):
+                spans = run.links.spans(proc.slot, kind)
+                during += [(kind, s.start) for s in spans if s.worker == proc.number]
             if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
                 twinned = [t for t in proc.twinned_at if began <= t <= at]
                 return "twin", (max(twinned) if twinned else None)
@@ -1692,8 +1824,8 @@ class Checker:
         during = [(k, t) for k, t in during if began <= t <= at + CLOCK_TOLERANCE]
         if during:
             return max(during, key=lambda kt: kt[1])
-        if self.run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
-            return "silent_task", None
+        if proc is not None and run.links.slow_at(proc.slot, at):
+            return "slow_link", None  # a slot slow all run long
         return None, None
 
     def false_positive(
@@ -1729,6 +1861,45 @@ class Checker:
             )
         self.false_positives += 1
 
+    def failover_crash(
+        self, job_id: str, job: dict[str, Any], e: dict[str, Any], crash: dict[str, Any]
+    ) -> None:
+        """An attempt counted (crashed) because of a failover. With synchronous replication
+        none should be (the worker gives up what it cannot finish: `interrupted`, not
+        counted), so each is an anomaly there; asynchronous, a lost finish is reclaimed so."""
+        entry = {
+            "job": job_id, "task": job["task"], "execution": e["execution_id"],
+            "worker": crash.get("worker_id"), "started_at": e["started_at"],
+            "detected_by": crash.get("detected_by"), "detected_at": crash.get("detected_at"),
+            "reason": crash.get("reason"),
+        }  # fmt: skip
+        self.failover_crashes.append(entry)
+        pair = self.run.links.pair
+        if pair is not None and pair.synchronous and len(self.run.anomalies) < 50:
+            self.run.anomalies.append(f"an attempt counted for a synchronous failover: {entry}")
+
+    def slow_link_reclaim(
+        self, job_id: str, execution: dict[str, Any], crash: dict[str, Any], cause: str | None
+    ) -> None:
+        """A job taken (lease expired, or its worker deemed silent) from a live worker whose
+        only trouble was a slow link: its heartbeats should have kept it (an anomaly)."""
+        proc = self.run.by_id(crash.get("worker_id"))
+        at = parse_ts(crash.get("detected_at")) or 0.0
+        if proc is None or cause not in (None, "slow_link"):
+            return
+        if at + CLOCK_TOLERANCE >= (proc.killed_at or proc.exited_at or math.inf):
+            return
+        if not self.run.links.slow_at(proc.slot, at):
+            return
+        if len(self.run.anomalies) < 50:
+            self.run.anomalies.append(
+                f"{crash.get('detected_by')} on a slow link: job {job_id} execution "
+                f"{execution['execution_id']} (started {execution['started_at']}) reclaimed at "
+                f"{crash.get('detected_at')} from live worker #{proc.number} ({proc.id}; "
+                f"{self.history(proc)})"
+            )
+        self.false_positives += 1
+
     def history(self, proc: WorkerProc) -> str:
         """What the runner did to a worker, by wall-clock time."""
 
@@ -1742,11 +1913,103 @@ class Checker:
         for f in self.run.faults:
             if f.worker == proc.number and f.kind in ("sigterm", "kill_child"):
                 parts.append(f"{f.kind} {hms(f.at)}")
+        for kind in ("partition", "slow_link"):
+            for span in self.run.links.spans(proc.slot, kind):
+                if span.worker == proc.number:
+                    end = "" if span.end == math.inf else f" to {hms(span.end)}"
+                    parts.append(f"{kind} {hms(span.start)}{end}")
         if proc.killed_at:
             parts.append(f"killed {hms(proc.killed_at)}")
         elif proc.exited_at:
             parts.append(f"exited {hms(proc.exited_at)}")
         return ", ".join(parts)
+
+    def link_figures(self) -> dict[str, Any]:
+        """The failover, partition and slow-link figures: when each failover's steps came
+        and how soon the fleet carried on after its promotion (first claim, each worker's
+        first claim, by the database's clock), what asynchronous failovers lost; each
+        partition's jobs reclaimed and its worker's first claim after the heal."""
+        run, links = self.run, self.run.links
+        claims: dict[str, list[float]] = defaultdict(list)
+        for job in self.jobs.values():
+            for e in job["executions"]:
+                if (t := parse_ts(e["started_at"])) is not None:
+                    claims[e["worker_id"]].append(t)
+        for times in claims.values():
+            times.sort()
+
+        def first_after(worker_id: str | None, t: float) -> float | None:
+            later = [x for x in claims.get(worker_id or "", []) if x >= t]
+            return round(later[0] - t, 3) if later else None
+
+        failovers = []
+        for r in links.failovers:
+            if r.promoted_at is None or r.stopped_at is None:
+                continue
+            alive = [p for p in run.procs if p.id and p.started_at < r.stopped_at
+                     and (p.exited_at or math.inf) > r.promoted_at]  # fmt: skip
+            each = [x for p in alive if (x := first_after(p.id, r.promoted_at)) is not None]
+            failovers.append({
+                "number": r.number,
+                "cut_s": None if r.cut_at is None else round(r.stopped_at - r.cut_at, 3),
+                "outage_s": round(r.promoted_at - r.stopped_at, 3),
+                "rejoin_s": None if r.rejoined_at is None
+                else round(r.rejoined_at - r.promoted_at, 3),
+                "first_claim_s": min(each, default=None),
+                "every_worker_first_claim_s": rounded(latency_summary(each)),
+                "workers_without_a_claim": len(alive) - len(each),
+            })  # fmt: skip
+        partitions = []
+        last_claim = max((t for times in claims.values() for t in times), default=0.0)
+        for _slot, state in sorted(links.links.items()):
+            for span in state.cuts:
+                proc = next((p for p in run.procs if p.number == span.worker), None)
+                if proc is None:
+                    continue
+                partitions.append({
+                    "worker": span.worker,
+                    "seconds": None if span.end == math.inf else round(span.end - span.start, 3),
+                    "first_claim_after_heal_s": first_after(proc.id, span.end),
+                    # healed near the end, when no job was left to claim: nothing to tell
+                    "late": span.end > last_claim - LATE_HEAL,
+                })  # fmt: skip
+        out: dict[str, Any] = {"fault_families": list(links.families)}
+        if links.pair is not None:
+            out["replication"] = "sync" if links.pair.synchronous else "async"
+            out["failovers"] = failovers
+            out["failover_carry_on_s"] = {
+                "first_claim": rounded(latency_summary(
+                    [f["first_claim_s"] for f in failovers if f["first_claim_s"] is not None])),
+                "outage": rounded(latency_summary([f["outage_s"] for f in failovers])),
+            }  # fmt: skip
+            out["failover_losses"] = dict(self.losses)
+            if run.not_enqueued:
+                out["failover_losses"]["dependents_not_enqueued"] = len(run.not_enqueued)
+            out["failover_crashes"] = len(self.failover_crashes)
+            out["failover_crashes_sample"] = self.failover_crashes[:10]
+        if links.proxied:
+            heal = [p["first_claim_after_heal_s"] for p in partitions]
+            out["partitions"] = {
+                "n": len(partitions),
+                "seconds": rounded(latency_summary([p["seconds"] for p in partitions
+                                                    if p["seconds"] is not None])),
+                "first_claim_after_heal_s": rounded(latency_summary(
+                    [x for x in heal if x is not None])),
+                "workers_without_a_claim_after_heal": sum(
+                    1 for p in partitions
+                    if p["first_claim_after_heal_s"] is None and not p["late"]
+                ),
+                "healed_too_late_to_tell": sum(
+                    1 for p in partitions
+                    if p["first_claim_after_heal_s"] is None and p["late"]
+                ),
+            }  # fmt: skip
+            out["slow_links"] = {
+                "slots_slow_all_run": sorted(links.slow_slots),
+                "spells": sum(len(s.slow) for s in links.links.values()) - len(links.slow_slots),
+                "ms_each_way": run.config.slow_ms,
+            }
+        return out
 
     def overlaps(self) -> int:
         """Attempts of one job whose runs overlapped in time (a fenced-out attempt still
@@ -1763,6 +2026,11 @@ class Checker:
                 if start2 < end1:
                     count += 1
         return count
+
+
+def within(at: float | None, windows: list[tuple[float, float]]) -> bool:
+    """True if `at` falls inside one of `windows` (start, end)."""
+    return at is not None and any(lo <= at <= hi for lo, hi in windows)
 
 
 def rounded(summary: dict[str, Any]) -> dict[str, Any]:
@@ -1786,6 +2054,7 @@ def format_report(fig: dict[str, Any]) -> str:
             else []
         ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
+        *link_report(fig),
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
@@ -1820,6 +2089,24 @@ def format_report(fig: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def link_report(fig: dict[str, Any]) -> list[str]:
+    """The lines of the failover, partition and slow-link figures (none without them)."""
+    lines = []
+    if "failovers" in fig:
+        lines.append(
+            f"  failovers     {len(fig['failovers'])} ({fig['replication']} replication); "
+            f"from the promotion, seconds: {fig['failover_carry_on_s']}; losses counted "
+            f"(asynchronous only): {fig['failover_losses'] or 'none'}; attempts counted "
+            f"(crashed) for a failover: {fig['failover_crashes']}"
+        )
+        for f in fig["failovers"][:40]:
+            lines.append(f"    {f}")
+    if "partitions" in fig:
+        lines.append(f"  partitions    {fig['partitions']}")
+        lines.append(f"  slow links    {fig['slow_links']}")
+    return lines
+
+
 def run_chaos(config: ChaosConfig) -> dict[str, Any]:
     """One chaos run; returns the figures (with `violations` and `ok`)."""
     if config.workdir:
@@ -1831,14 +2118,27 @@ def run_chaos(config: ChaosConfig) -> dict[str, Any]:
         cleanup = not config.keep
     try:
         with contextlib.ExitStack() as stack:
-            cluster = None
-            if config.backend == "postgres" and config.private_pg:
-                from tests.pg_harness import PrivateCluster
+            cluster = pair = None
+            families = parse_families(config.faults)
+            if families != ("process",) and config.backend != "postgres":
+                raise SystemExit("--faults failover, partition and slow-link need PostgreSQL")
+            if "failover" in families:
+                from tests.pg_replication import StreamingPair
 
-                cluster = PrivateCluster()
-                stack.callback(cluster.close)
-            url, schema = stack.enter_context(fresh_queue(config, workdir, cluster))
-            run = ChaosRun(config, workdir, url, schema, cluster)
+                if config.replication not in ("sync", "async"):
+                    raise SystemExit("--replication: sync or async")
+                pair = StreamingPair(config.replication == "sync", SERVER_SETTINGS)
+                stack.callback(pair.close)
+                schema = f"heartq_chaos_{config.seed}"
+                url = pair.url(schema=schema)
+            else:
+                if config.backend == "postgres" and config.private_pg:
+                    from tests.pg_harness import PrivateCluster
+
+                    cluster = PrivateCluster(SERVER_SETTINGS)
+                    stack.callback(cluster.close)
+                url, schema = stack.enter_context(fresh_queue(config, workdir, cluster))
+            run = ChaosRun(config, workdir, url, schema, cluster, pair)
             try:
                 figures = run.run()
             finally:
@@ -1879,6 +2179,24 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.pipelines,
         help="share of the plan's draws that make a group or a chain (0: none)",
     )
+    parser.add_argument(
+        "--faults",
+        default=defaults.faults,
+        help="fault families, joined by commas: process (worker signals, sessions, server "
+        "restarts, cancels), failover, partition, slow-link (PostgreSQL)",
+    )
+    parser.add_argument(
+        "--replication",
+        choices=["sync", "async"],
+        default=defaults.replication,
+        help="failover: the standby's replication",
+    )
+    parser.add_argument("--failover-outage", type=float, default=defaults.failover_outage)
+    parser.add_argument("--failover-cut", type=float, default=defaults.failover_cut)
+    parser.add_argument("--failover-gap", type=float, default=defaults.failover_gap)
+    parser.add_argument("--partition-max", type=float, default=defaults.partition_max)
+    parser.add_argument("--slow-ms", type=float, default=defaults.slow_ms)
+    parser.add_argument("--slow-share", type=float, default=defaults.slow_share)
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
@@ -1908,6 +2226,14 @@ def main(argv: list[str] | None = None) -> int:
         liveness=args.liveness,
         drain_timeout=args.drain_timeout,
         pipelines=args.pipelines,
+        faults=args.faults,
+        replication=args.replication,
+        failover_outage=args.failover_outage,
+        failover_cut=args.failover_cut,
+        failover_gap=args.failover_gap,
+        partition_max=args.partition_max,
+        slow_ms=args.slow_ms,
+        slow_share=args.slow_share,
         slack=args.slack,
         pg_url=args.pg_url,
         private_pg=args.private_pg,
