@@ -76,6 +76,26 @@ def plan(
     return docs, decided
 
 
+def _crash_of(
+    row: Any,
+    now: float | datetime,
+    detected_by: str,
+    reason: str,
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The crash context of a reclaimed row: what its worker and its lease last said."""
+    return crash_context(
+        worker_id=row["worker_id"],
+        worker_heartbeat_at=row["worker_heartbeat_at"],
+        job_heartbeat_at=row["heartbeat_at"],
+        lease_expires_at=row["lease_expires_at"],
+        detected_at=now,
+        detected_by=detected_by,
+        reason=reason,
+        extra=extra,
+    )
+
+
 def _unstarted(
     row: Any,
     now: float | datetime,
@@ -87,16 +107,7 @@ def _unstarted(
     back in the queue in its place, its attempt not counted and no crash recorded (its
     code never ran, so it cannot be what killed the worker); 'cancelled' if its cancel
     was requested. The crash context is kept for the log only."""
-    crash = crash_context(
-        worker_id=row["worker_id"],
-        worker_heartbeat_at=row["worker_heartbeat_at"],
-        job_heartbeat_at=row["heartbeat_at"],
-        lease_expires_at=row["lease_expires_at"],
-        detected_at=now,
-        detected_by=detected_by,
-        reason=f"{reason} (claimed ahead, not started)",
-        extra=extra,
-    )
+    crash = _crash_of(row, now, detected_by, f"{reason} (claimed ahead, not started)", extra)
     cancelled = bool(row["cancel_requested"])
     return Reclaimed(
         job_id=row["id"],
@@ -132,16 +143,7 @@ def _decide(
     extra: Mapping[str, Any] | None,
 ) -> Reclaimed:
     """One row's crash context and verdict (`heartq.lifecycle`), as a `Reclaimed`."""
-    crash = crash_context(
-        worker_id=row["worker_id"],
-        worker_heartbeat_at=row["worker_heartbeat_at"],
-        job_heartbeat_at=row["heartbeat_at"],
-        lease_expires_at=row["lease_expires_at"],
-        detected_at=now,
-        detected_by=detected_by,
-        reason=reason,
-        extra=extra,
-    )
+    crash = _crash_of(row, now, detected_by, reason, extra)
     held = reclaimed.HeldJob(
         attempts=row["attempts"],
         max_retries=row["max_retries"],
