@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from heartq.errors import ConfigError
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
 
@@ -90,3 +91,33 @@ def test_a_migration_merged_below_the_newest_still_runs(
         assert re.fullmatch(r"[0-9a-f]{16}", later.deployment_id())  # 0009 made it
     finally:
         later.close()
+
+
+def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
+    fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartq older than the schema (a rolling upgrade's old worker starting after the
+    new version migrated) is refused at its first call, with one line that names the
+    versions, instead of failing statement by statement; the schema is left as it was."""
+    url = fresh_url()
+    first = open_store(url)
+    dialect = type(first)
+    every = first.migrations()
+    assert first.migrate() == every[-1][0]
+    first.close()
+    monkeypatch.setattr(dialect, "migrations", lambda self: every[:-1])
+    older = open_store(url)
+    try:
+        with pytest.raises(ConfigError) as refused:
+            older.migrate()
+    finally:
+        older.close()
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"migration {every[-1][0]}," in message and f"(schema {every[-2][0]})" in message
+    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    same = open_store(url)
+    try:
+        assert same.migrate() == every[-1][0]  # nothing changed: the current one carries on
+    finally:
+        same.close()

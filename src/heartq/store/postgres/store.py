@@ -37,7 +37,12 @@ from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTAR
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.pooler import NoLock
 from heartq.store.postgres.session import SharedSession
-from heartq.store.sql.base import Step, missing_migrations, schema_version
+from heartq.store.sql.base import (
+    Step,
+    missing_migrations,
+    refuse_unknown_versions,
+    schema_version,
+)
 from heartq.store.sql.store import SqlStore
 
 Conn = psycopg.Connection[Any]
@@ -79,6 +84,8 @@ class PostgresStore(SqlStore):
         schema is left alone, without a lock or a write, so a read-only role can use it."""
         scripts = self.migrations()
         applied = self._applied_versions()
+        if applied is not None:
+            refuse_unknown_versions(scripts, applied)
         if applied is None or missing_migrations(scripts, applied):
             applied = self._apply(scripts)
         self._migrated = True

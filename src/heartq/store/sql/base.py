@@ -82,6 +82,21 @@ def missing_migrations(
     return [(version, script) for version, script in scripts if version not in applied]
 
 
+def refuse_unknown_versions(scripts: Sequence[tuple[int, str]], applied: set[int]) -> None:
+    """Refuse a schema that a newer heartq migrated: its statements would run against
+    tables it does not know (since schema v17 an older worker's claim inserts into what
+    is now a view), so this heartq stops at its first call with one clear line instead
+    of failing statement by statement."""
+    known = {version for version, _ in scripts}
+    unknown = sorted(applied - known)
+    if unknown:
+        raise ConfigError(
+            f"the queue's schema has migration {', '.join(map(str, unknown))}, which this"
+            f" heartq (schema {max(known, default=0)}) does not know: a newer heartq migrated"
+            " it; run that version here too (docs/OPERATIONS.md, upgrading)"
+        )
+
+
 def schema_version(applied: set[int]) -> int:
     """The version a schema reports: its newest applied migration (0: none)."""
     return max(applied, default=0)

@@ -22,7 +22,12 @@ from typing import Any
 
 from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql.base import Step, missing_migrations, schema_version
+from heartq.store.sql.base import (
+    Step,
+    missing_migrations,
+    refuse_unknown_versions,
+    schema_version,
+)
 from heartq.store.sql.store import SqlStore
 from heartq.store.sqlite import borrowed, lock_files
 from heartq.store.sqlite import queries as q
@@ -84,6 +89,7 @@ class SQLiteStore(SqlStore):
         with self.pool.read() as conn:
             present = conn.execute(q.MIGRATIONS_PRESENT).fetchone() is not None
             applied = _versions(conn) if present else set()
+        refuse_unknown_versions(scripts, applied)
         if not missing_migrations(scripts, applied):
             self._migrated = True
             return schema_version(applied)
