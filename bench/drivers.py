@@ -287,7 +287,7 @@ class Round:
 
     def claim(self, limit: int) -> dict[str, Any]:
         return {"worker_id": self.scratch.worker.id, "queue": "default", "limit": limit,
-                "lease": 30.0, "now": None}  # fmt: skip
+                "lease": 30.0, "now": None, "ahead": False}  # fmt: skip
 
     @staticmethod
     def finish(rows: Rows) -> dict[str, Any]:

@@ -116,6 +116,7 @@ class LeaseOps(SqlBase):
                 "ids": self._array(unique),
                 "lease": lease,
                 "now": self._clock(conn, now),
+                "ahead": False,  # a transport's worker claims no further than its slots
             }
             rows = self._claim_by_ids(conn, params)
         return records.claimed_jobs(rows, sent_at)
