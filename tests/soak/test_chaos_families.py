@@ -46,6 +46,11 @@ def run(**changes: Any) -> tuple[dict[str, Any], str]:
     return figures, report
 
 
+# Outside the default suite (`pytest -m soak`), to keep it under ten minutes: their
+# scenarios run there one at a time (tests/soak/test_failover_short.py: a synchronous
+# failover loses nothing acknowledged and spends no retry; tests/integration/
+# test_partitions.py).
+@pytest.mark.soak
 @pytest.mark.parametrize("replication", ["sync", "async"])
 def test_failover_mid_run(replication: str) -> None:
     """The primary dies under the fleet and its standby is promoted, more than once:
@@ -68,6 +73,7 @@ def test_failover_mid_run(replication: str) -> None:
         assert losses.get("acknowledged_enqueues", 0) >= 1, report
 
 
+@pytest.mark.soak
 def test_partitions() -> None:
     """Workers cut off from the database for seconds (their sockets open, nothing
     flowing): their jobs run elsewhere, they carry on after the heal, and no worker is
