@@ -356,7 +356,10 @@ class SharedSession:
             wake = self._wake_r
         if wake < 0:
             return
-        ready, _, _ = select.select([conn.fileno(), wake], [], [], TICK)
+        poller = select.poll()  # not select.select: it refuses descriptors over 1023
+        poller.register(conn.fileno(), select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(TICK * 1000)]
         if wake in ready:
             with contextlib.suppress(OSError):
                 os.read(wake, 4096)

@@ -76,7 +76,17 @@ class LeaseOps(SqlBase):
             # keyed job held in a buffer would hold its key's running count or start.
             buffered: list[Any] = []
             if ahead > 0 and (limit <= 0 or len(rows) >= limit):
-                buffered = list(self._claim_rows(conn, dict(params, limit=ahead, ahead=True)))
+                try:
+                    buffered = list(
+                        self._claim_rows(conn, dict(params, limit=ahead, ahead=True))
+                    )
+                except Exception:
+                    # Each statement committed alone (PostgreSQL): the slots' jobs are the
+                    # worker's already, so they are handed over (raising would leave them
+                    # running unrenewed, to be reclaimed as crashed); the buffer waits for
+                    # the next claim. In one transaction, nothing was taken: raise.
+                    if not (rows and self._statements_commit_alone):
+                        raise
         return Claim(
             records.claimed_jobs(rows, sent_at),
             rate_wait,
