@@ -47,9 +47,11 @@ def buffered(harness: Harness, job_ids: list[str], worker_id: str) -> bool:
     )
 
 
-def prefetching(harness: Harness, n: int) -> Any:
-    """A worker of one slot that claims up to `n` jobs ahead."""
-    return harness.start_worker("--concurrency", "1", "--prefetch", str(n), settings=STEADY)
+def prefetching(harness: Harness, n: int, *extra: str) -> Any:
+    """A worker of one slot that claims up to `n` jobs ahead (`extra`: more options)."""
+    return harness.start_worker(
+        "--concurrency", "1", "--prefetch", str(n), *extra, settings=STEADY
+    )
 
 
 def test_a_killed_workers_buffer_goes_back_uncounted_and_its_started_job_counts(
@@ -103,7 +105,9 @@ def test_a_buffered_job_that_kills_its_worker_has_its_attempt_counted(harness: H
 def test_a_graceful_stop_releases_the_buffer_uncounted(harness: Harness) -> None:
     holding = enqueue(harness, "hold", 9, {"seconds": 60})
     ahead = [enqueue(harness, "quick", 5 - n) for n in range(3)]
-    worker = prefetching(harness, 3)
+    # the holder is told to stop when the shutdown timeout runs out: 2 s, not the 30 s
+    # default, as the buffer is released after the running jobs end
+    worker = prefetching(harness, 3, "--shutdown-timeout", "2")
     harness.wait_for(lambda: harness.started_file(holding, 1).exists(), WAIT, "the first start")
     harness.wait_for(lambda: buffered(harness, ahead, worker.id), WAIT, "the buffer to fill")
 
