@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -136,10 +137,11 @@ class Task(Generic[P, R]):
         self.__module__ = fn.__module__
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
 
-    @property
+    @functools.cached_property
     def policy(self) -> TaskPolicy:
         """What a worker running this task declares to the database (its parameters
-        too: an enqueue by name elsewhere is checked against them)."""
+        too: an enqueue by name elsewhere is checked against them). Made once: a task's
+        options are fixed when it is defined, and a worker reads this for every job."""
         return TaskPolicy(
             name=self.name,
             queue=self.queue,

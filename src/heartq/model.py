@@ -22,6 +22,7 @@ The vocabulary, once each:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -286,8 +287,10 @@ class ClaimedJob:
     priority: int = 0
     """Its priority: a worker starts the jobs it claimed ahead best first."""
 
-    @property
+    @functools.cached_property
     def lease(self) -> Lease:
+        """Its fencing key, made once: a worker looks it up a dozen times per attempt
+        (each a dataclass to build and hash)."""
         return Lease(self.id, self.execution_id)
 
 

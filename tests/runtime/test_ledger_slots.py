@@ -176,3 +176,30 @@ def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finis
     finally:
         let_go.set()
         pool.close()
+
+
+def test_a_new_attempt_wakes_the_supervisor_only_for_a_deadline_before_its_next_pass() -> None:
+    """The supervisor passes over every attempt at least every `supervisor_passes_within`
+    seconds: a claimed attempt whose deadlines all come later needs no wake-up (one per
+    claim was a tenth of a busy worker's time); one with an earlier deadline (a short
+    timeout, a short trust window) wakes it at once."""
+    ledger = Ledger("w", 4)
+    ledger.supervisor_passes_within = 1.0
+    ledger.claimed(attempt("no-timeout"))  # trust window 60 s, no timeout
+    assert not ledger.deadlines_changed.is_set()
+
+    short = attempt("short-timeout")
+    short.deadline = time.monotonic() + 0.5
+    ledger.claimed(short)
+    assert ledger.deadlines_changed.is_set()
+
+    ledger.deadlines_changed.clear()
+    untrusted = attempt("short-trust")
+    untrusted.trusted_until = time.monotonic() + 0.5
+    ledger.claimed(untrusted)
+    assert ledger.deadlines_changed.is_set()
+
+    ledger.deadlines_changed.clear()
+    unset = Ledger("w", 4)  # a ledger no supervisor set: every attempt wakes
+    unset.claimed(attempt("any"))
+    assert unset.deadlines_changed.is_set()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +310,30 @@ def test_a_return_after_the_deadline_times_out_even_if_the_supervisor_is_late(
     assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
     assert job["result"] is None
     assert job["dead_reason"].startswith("timed out")
+
+
+def test_a_timeout_shorter_than_the_poll_interval_is_enforced_on_time(
+    app: Any, run_worker: Any
+) -> None:
+    """The supervisor idles for up to the poll interval (30 s here) and is woken by a
+    claim only for an attempt due before its next pass: a 0.5 s timeout is, so the job
+    ends `timed_out` in about half a second, not at the next idle pass."""
+
+    @app.task(timeout=TIMEOUT)
+    def overruns(ctx: Any) -> None:
+        deadline = time.monotonic() + 20
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with run_worker(app, poll_interval=30.0, lease=4.0):
+        job_id = app.enqueue("overruns", {})
+        began = time.monotonic()
+        wait_for(
+            lambda: any(e["ended_at"] for e in app.get_job(job_id)["executions"]),
+            timeout=15,
+            what="the timeout to end the attempt",
+        )
+        ended = time.monotonic() - began
+    execution = app.get_job(job_id)["executions"][0]
+    assert execution["outcome"] == Outcome.TIMED_OUT, execution
+    assert ended < 10.0, f"ended {ended:.1f} s after the enqueue"

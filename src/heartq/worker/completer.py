@@ -250,6 +250,8 @@ class Completer:
 
 def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
     """Log what a saved outcome means for its job."""
+    if finish.status is JobStatus.SUCCEEDED and not events.wanted(logging.DEBUG):
+        return
     fields: dict[str, Any] = {
         "job_id": run.job.id,
         "task": run.job.task,

@@ -99,6 +99,10 @@ class Ledger:
         """Set when a slot frees up (or work may be waiting): wakes the fetch loop."""
         self.deadlines_changed = threading.Event()
         """Set when an attempt gets a new deadline: wakes the supervisor."""
+        self.supervisor_passes_within: float | None = None
+        """The supervisor looks at every attempt at least this often (seconds; its
+        idle wait, set by it): a new attempt whose deadlines all come later needs no
+        wake-up (None: every new attempt wakes it)."""
         self.gave_up = threading.Event()
         """Set when the worker abandons an attempt: wakes the heartbeater, which gives it
         back once the database answers."""
@@ -245,7 +249,22 @@ class Ledger:
                 self._runs[run.job.lease] = run
                 self._code[run.job.lease] = run
                 self._undecided.add(run.job.lease)
-        self.deadlines_changed.set()
+        if self._due_before_next_pass(runs):
+            self.deadlines_changed.set()
+
+    def _due_before_next_pass(self, runs: Sequence[RunningJob]) -> bool:
+        """Whether a new attempt has a deadline (its trust window, its timeout) before
+        the supervisor's next pass at the latest: only then is it woken (a wake-up per
+        claim, and its pass over every attempt, cost a busy worker a tenth of its time).
+        Its next pass comes within `supervisor_passes_within` of now, and it sees these
+        attempts then, as they are in the ledger already."""
+        if self.supervisor_passes_within is None:
+            return True
+        horizon = time.monotonic() + self.supervisor_passes_within
+        return any(
+            run.trusted_until < horizon or (run.deadline is not None and run.deadline < horizon)
+            for run in runs
+        )
 
     def attempt_ended(self, run: RunningJob, end: AttemptEnd) -> None:
         """An attempt's code ended (its pool reports it, once per attempt): this decides

@@ -580,6 +580,7 @@ class Worker:
         assert pool is not None
         runs: list[RunningJob] = []
         unknown: list[RunningJob] = []
+        tell = events.wanted(logging.DEBUG)
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
@@ -590,17 +591,18 @@ class Worker:
                 trust_window=s.trust_window,
                 max_payload_bytes=s.max_payload_bytes,
             )
-            events.emit(
-                events.JOB_CLAIMED,
-                logging.DEBUG,
-                job_id=job.id,
-                task=job.task,
-                queue=job.queue,
-                attempt=job.attempt,
-                execution_id=job.execution_id,
-                worker_id=self.id,
-                latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
-            )
+            if tell:
+                events.emit(
+                    events.JOB_CLAIMED,
+                    logging.DEBUG,
+                    job_id=job.id,
+                    task=job.task,
+                    queue=job.queue,
+                    attempt=job.attempt,
+                    execution_id=job.execution_id,
+                    worker_id=self.id,
+                    latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
+                )
             (runs if task is not None else unknown).append(run)
         self.ledger.claimed(*runs, *unknown)
         if unknown:

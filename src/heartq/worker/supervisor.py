@@ -37,6 +37,7 @@ class Supervisor:
     def __init__(self, ledger: Ledger, *, idle_wait: float, trust_window: float) -> None:
         self._ledger = ledger
         self._idle_wait = idle_wait
+        ledger.supervisor_passes_within = idle_wait  # see `wait_time`: never longer
         self._trust_window = trust_window
         # A pass at once, then one at the earliest deadline or as soon as the ledger says
         # a deadline changed. Supervision must outlive any bug: a failed pass is logged
