@@ -540,10 +540,11 @@ class Worker:
         self._start(runs, sent_at)  # trusted from the start's statement, which renewed
         return len(runs)
 
-    def _release_ahead(self, jobs: list[ClaimedJob]) -> bool:
+    def _release_ahead(self, jobs: list[ClaimedJob]) -> int | None:
         """Give back jobs claimed ahead that will not run here, no attempt counted (a
-        job whose cancel was requested ends cancelled). False if the database did not
-        answer (they stay to give back: retried at the next pass, and at shutdown)."""
+        job whose cancel was requested ends cancelled). How many the store gave back
+        (not those it found lost); None if the database did not answer (they stay to
+        give back: retried at the next pass, and at shutdown)."""
         try:
             lost = set(self.store.release([job.lease for job in jobs]))
         except Exception as exc:  # noqa: BLE001 - retried; the lease covers them meanwhile
@@ -554,12 +555,12 @@ class Worker:
                 error=f"could not release ({exc})",
                 job_ids=[job.id for job in jobs],
             )
-            return False
+            return None
         self.ledger.released_ahead(jobs)
         for job in jobs:
             if job.lease not in lost:
                 events.emit(events.JOB_RELEASED, job_id=job.id, worker_id=self.id, ahead=True)
-        return True
+        return len(jobs) - len(lost)
 
     def _idle_wait(self, rate_wait: float | None) -> float:
         """How long an idle fetch loop sleeps (unless woken: an enqueue, a freed slot):
@@ -699,12 +700,13 @@ class Worker:
         started), retried until the deadline or a second signal. Returns how many."""
         self.ledger.give_back(self.ledger.take_ahead(len(self.ledger.ahead())))
         pending = self.ledger.to_release()
-        count = len(pending)
-        while pending and not self._release_ahead(pending):
+        if not pending:
+            return 0
+        while (released := self._release_ahead(pending)) is None:
             if self._force_stop.is_set() or time.monotonic() >= deadline:
                 return 0
             self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
-        return count
+        return released
 
     def _mark_stopped(self) -> None:
         try:
