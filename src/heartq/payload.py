@@ -44,9 +44,15 @@ def too_deep(what: str) -> PayloadError:
     )
 
 
+NULL = "null"
+"""JSON's null: what a task that returns nothing stores as its result."""
+
+
 def encode(value: Any, *, what: str, limit: int) -> str:
     """Strict JSON (no NaN/Infinity, UTF-8 encodable, no NUL anywhere, at most
     `MAX_JSON_DEPTH` levels) of at most `limit` bytes."""
+    if value is None and limit >= len(NULL):
+        return NULL  # most tasks return nothing: no encoder, no checks
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except RecursionError:

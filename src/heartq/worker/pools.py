@@ -66,16 +66,16 @@ class ThreadPool:
         self._threads: list[threading.Thread] = []
 
     def start(self, runs: Sequence[RunningJob]) -> None:
+        with self._lock:  # once for the batch: idle threads taken, the rest made
+            taken = min(self._idle, len(runs))
+            self._idle -= taken
+            for _ in range(len(runs) - taken):
+                thread = threading.Thread(
+                    target=self._serve, name=f"heartq-job-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
         for run in runs:
-            with self._lock:
-                if self._idle > 0:
-                    self._idle -= 1
-                else:
-                    thread = threading.Thread(
-                        target=self._serve, name=f"heartq-job-{len(self._threads)}", daemon=True
-                    )
-                    self._threads.append(thread)
-                    thread.start()
             self._work.put(run)
 
     def _serve(self) -> None:

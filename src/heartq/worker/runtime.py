@@ -582,6 +582,7 @@ class Worker:
         runs: list[RunningJob] = []
         unknown: list[RunningJob] = []
         tell = events.wanted(logging.DEBUG)
+        trust_window, max_payload_bytes = s.trust_window, s.max_payload_bytes
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
@@ -589,8 +590,8 @@ class Worker:
                 task,
                 self.store,
                 claim_sent_at=max(sent_at, job.sent_at),
-                trust_window=s.trust_window,
-                max_payload_bytes=s.max_payload_bytes,
+                trust_window=trust_window,
+                max_payload_bytes=max_payload_bytes,
             )
             if tell:
                 events.emit(
