@@ -555,6 +555,20 @@ CROSS JOIN LATERAL (
 # statistics lag (a burst of claims) was read through every running row (jobs_worker_idx)
 # for each batch. A row of the batch's execution that is no longer running is locked too,
 # in the same id order, and left unchanged.
+
+
+def _locked(batch: str, columns: str = "j.id") -> str:
+    """The `locked` CTE described above, over the CTE `batch` of leases (`id`, `eid`):
+    written once for every statement that changes a batch of a worker's rows."""
+    return f"""locked AS (
+    SELECT {columns}
+    FROM jobs AS j JOIN {batch} ON j.id = {batch}.id AND j.execution_id = {batch}.eid
+    WHERE j.id = ANY(ARRAY(SELECT id FROM {batch}))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)"""
+
+
 # A heartbeat that comes over half the worker's staleness threshold after its previous
 # one ends a pause in its contact with the database: its unbroken contact starts again.
 _CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
@@ -569,12 +583,7 @@ WITH touched AS (
 ), r AS (
     SELECT * FROM json_to_recordset(%(renewals)s::json)
         AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
-), locked AS (
-    SELECT j.id FROM jobs AS j JOIN r ON j.id = r.id AND j.execution_id = r.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM r))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), {_locked("r")}
 UPDATE jobs AS j
 SET lease_expires_at = {T} + {_secs("lease")},
     heartbeat_at = {T},
@@ -596,12 +605,7 @@ RETURNING j.id, j.execution_id, j.cancel_requested
 START_AHEAD = f"""
 WITH s AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS s(id text, eid bigint)
-), locked AS (
-    SELECT j.id FROM jobs AS j JOIN s ON j.id = s.id AND j.execution_id = s.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM s))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), {_locked("s")}
 UPDATE jobs AS j
 SET claimed_ahead = false,
     started_at = {T},
@@ -638,12 +642,7 @@ PULSE = f"""
 WITH r AS (
     SELECT * FROM json_to_recordset(%(reports)s::json) AS r(
         id text, eid bigint, hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
-), locked AS (
-    SELECT j.id FROM jobs AS j JOIN r ON j.id = r.id AND j.execution_id = r.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM r))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), {_locked("r")}
 UPDATE jobs AS j
 SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
     progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
@@ -675,13 +674,7 @@ WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, keep boolean, dead_reason text, crash text, pending boolean)
-), locked AS (
-    SELECT j.id, j.execution_id, j.status, j.has_dependents, j.worker_id
-    FROM jobs AS j JOIN f ON j.id = f.id AND j.execution_id = f.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM f))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), landed AS (
+), {_locked("f", "j.id, j.execution_id, j.status, j.has_dependents, j.worker_id")}, landed AS (
     UPDATE jobs AS j
     SET status = CASE WHEN f.status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE f.status END,
@@ -724,12 +717,7 @@ WHERE %(defer)s AND has_dependents AND status = 'running'
 RELEASE = f"""
 WITH l AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
-), locked AS (
-    SELECT j.id, j.worker_id FROM jobs AS j JOIN l ON j.id = l.id AND j.execution_id = l.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM l))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), landed AS (
+), {_locked("l", "j.id, j.worker_id")}, landed AS (
     UPDATE jobs AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
         attempts = greatest(j.attempts - 1, 0),
