@@ -285,11 +285,15 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
     shoot(page, "dlq")
     page.locator(f"tr[data-job='{job_id}']").get_by_test_id("replay-one").click()
     expect(page.get_by_role("status")).to_contain_text("Requeued 1 dead job(s)")
+    # its second attempt's row shows from its start (open, from the job row): wait for
+    # that attempt to end, not for the row
     wait_for(
-        lambda: len(site.cli.job(job_id)["executions"]) == 2 and site.cli.job(job_id),
+        lambda: [bool(e["ended_at"]) for e in site.cli.job(job_id)["executions"]] == [True] * 2,
         what="the replayed job to run again",
     )
-    assert site.cli.job(job_id)["status"] == "dead"  # it fails again, as its code does
+    job = site.cli.job(job_id)
+    assert len(job["executions"]) == 2
+    assert job["status"] == "dead"  # it fails again, as its code does
 
 
 def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
