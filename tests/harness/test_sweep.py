@@ -44,8 +44,11 @@ def test_a_sweep_stops_the_processes_of_dead_runs_only(
     assert leftovers.this_run().alive() and not A_DEAD_RUN.alive()
     sleepers += [sleeper(leftovers.this_run()), sleeper(A_DEAD_RUN)]
     live, dead = sleepers
-    leftovers.sweep_dead_runs()  # (or a run starting meanwhile: they sweep too)
-    wait_for(lambda: dead.poll() is not None, 15, "the dead run's process to stop")
+    removed = leftovers.sweep_dead_runs()  # (or a run starting meanwhile: they sweep too)
+    # what the sweep saw, said if the wait fails (it did once under the full suite)
+    seen = {str(run): [p.pid for p in procs] for run, procs in leftovers.marked_processes().items()}
+    what = f"the dead run's process {dead.pid} to stop (stopped {removed.processes}; marked {seen})"
+    wait_for(lambda: dead.poll() is not None, 15, what)
     assert live.poll() is None
 
 
