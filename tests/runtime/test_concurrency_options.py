@@ -10,6 +10,12 @@ import pytest
 import heartq
 from heartq.errors import ConfigError
 
+# PostgreSQL takes a key's claim lock by the key's name alone (an advisory lock, which
+# every schema of a database shares): tests in parallel processes that use the same key
+# names ("k") in their own schemas would make each other's claims skip the key. One test
+# process runs these files.
+pytestmark = pytest.mark.xdist_group("key-locks")
+
 
 def _limits(app: heartq.App, job_id: str) -> tuple[str | None, int | None]:
     job = app.store.get_job(job_id)

@@ -20,6 +20,12 @@ from tests.support import wait_for
 
 from .conftest import WorkerThread
 
+# PostgreSQL takes a key's claim lock by the key's name alone (an advisory lock, which
+# every schema of a database shares): tests in parallel processes that use the same key
+# names ("k") in their own schemas would make each other's claims skip the key. One test
+# process runs these files.
+pytestmark = pytest.mark.xdist_group("key-locks")
+
 
 def _rate(app: heartq.App, job_id: str) -> tuple[str | None, str | None]:
     job = app.store.get_job(job_id)
