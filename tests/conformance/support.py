@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
-from heartq.store import Store
+from heartq.store import Store, open_store
 
 LEASE = 30.0
 CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})
@@ -170,3 +171,30 @@ def insert_version_1_job(store: Store, run_at: float) -> str:
             f"'task', 'default', '{{}}', 'queued', {t}, 3, 5, 3600, {t}, {t})"
         )
     return "v1job"
+
+
+class SteeredMigrations:
+    """The migrations of the store at `url`, and the steering of which of them every store
+    this process opens from now on runs: `only(keep)` (a database of an older schema, an
+    older heartq), `all()` back to today's. The monkeypatch undoes it at the test's end."""
+
+    def __init__(self, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        store = open_store(url)
+        try:
+            self.dialect = type(store)
+            self.every = store.migrations()
+        finally:
+            store.close()
+        self._monkeypatch = monkeypatch
+
+    @property
+    def newest(self) -> int:
+        return self.every[-1][0]
+
+    def only(self, keep: Callable[[int], bool]) -> None:
+        kept = [m for m in self.every if keep(m[0])]
+        self._monkeypatch.setattr(self.dialect, "migrations", lambda _store: kept)
+
+    def all(self) -> None:
+        every = self.every
+        self._monkeypatch.setattr(self.dialect, "migrations", lambda _store: every)

@@ -14,7 +14,7 @@ from heartq.errors import ConfigError
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
 
-from .support import insert_version_1_job
+from .support import SteeredMigrations, insert_version_1_job
 
 
 def test_made_once_and_kept(store: Store, store_url: str) -> None:
@@ -42,19 +42,16 @@ def test_an_upgraded_database_gets_one(
     """A database of schema v8 (made by the previous version, jobs in it) gets its id when
     it is migrated, and keeps its jobs."""
     url = fresh_url()
-    first = open_store(url)
-    dialect = type(first)
-    every = first.migrations()
-    first.close()
-    assert [version for version, _ in every if version == 9], "no migration 0009"
-    monkeypatch.setattr(dialect, "migrations", lambda self: [m for m in every if m[0] <= 8])
+    migrations = SteeredMigrations(url, monkeypatch)
+    assert [version for version, _ in migrations.every if version == 9], "no migration 0009"
+    migrations.only(lambda version: version <= 8)
     old = open_store(url)
     try:
         assert old.migrate() == 8
         job_id = insert_version_1_job(old, old.clock())  # today's enqueue writes newer columns
     finally:
         old.close()
-    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    migrations.all()
     upgraded = open_store(url)
     try:
         assert upgraded.migrate() >= 9
@@ -73,21 +70,18 @@ def test_a_migration_merged_below_the_newest_still_runs(
     order, a hotfix numbered below a released one) gets N when it appears: every version
     not recorded runs, not only those above the newest recorded one."""
     url = fresh_url()
-    first = open_store(url)
-    dialect = type(first)
-    every = first.migrations()
-    first.close()
-    assert [version for version, _ in every if version == 9], "no migration 0009"
-    monkeypatch.setattr(dialect, "migrations", lambda self: [m for m in every if m[0] != 9])
+    migrations = SteeredMigrations(url, monkeypatch)
+    assert [version for version, _ in migrations.every if version == 9], "no migration 0009"
+    migrations.only(lambda version: version != 9)
     early = open_store(url)
     try:
-        assert early.migrate() == every[-1][0]
+        assert early.migrate() == migrations.newest
     finally:
         early.close()
-    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    migrations.all()
     later = open_store(url)
     try:
-        assert later.migrate() == every[-1][0]
+        assert later.migrate() == migrations.newest
         assert re.fullmatch(r"[0-9a-f]{16}", later.deployment_id())  # 0009 made it
     finally:
         later.close()
@@ -100,12 +94,14 @@ def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
     new version migrated) is refused at its first call, with one line that names the
     versions, instead of failing statement by statement; the schema is left as it was."""
     url = fresh_url()
+    migrations = SteeredMigrations(url, monkeypatch)
+    every = migrations.every
     first = open_store(url)
-    dialect = type(first)
-    every = first.migrations()
-    assert first.migrate() == every[-1][0]
-    first.close()
-    monkeypatch.setattr(dialect, "migrations", lambda self: every[:-1])
+    try:
+        assert first.migrate() == every[-1][0]
+    finally:
+        first.close()
+    migrations.only(lambda version: version < every[-1][0])
     older = open_store(url)
     try:
         with pytest.raises(ConfigError) as refused:
@@ -115,7 +111,7 @@ def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
     message = str(refused.value)
     assert "\n" not in message
     assert f"migration {every[-1][0]}," in message and f"(schema {every[-2][0]})" in message
-    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    migrations.all()
     same = open_store(url)
     try:
         assert same.migrate() == every[-1][0]  # nothing changed: the current one carries on

@@ -18,7 +18,7 @@ from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import ClaimedJob, DetectedBy, Outcome
 from heartq.store import Store, open_store
 
-from .support import LEASE, at, claim_one, enqueue_one, insert_version_1_job
+from .support import LEASE, SteeredMigrations, at, claim_one, enqueue_one, insert_version_1_job
 
 
 def ended_rows(store: Store, job_id: str) -> list[dict[str, Any]]:
@@ -105,12 +105,9 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
     the claim wrote then): after migration 17 the attempt shows once, open, and its end
     writes its row once; the ended attempt before it is kept as it was."""
     url = fresh_url()
-    first = open_store(url)
-    dialect = type(first)
-    every = first.migrations()
-    first.close()
-    assert [version for version, _ in every if version == 17], "no migration 0017"
-    monkeypatch.setattr(dialect, "migrations", lambda self: [m for m in every if m[0] <= 16])
+    migrations = SteeredMigrations(url, monkeypatch)
+    assert [version for version, _ in migrations.every if version == 17], "no migration 0017"
+    migrations.only(lambda version: version <= 16)
     old = open_store(url)
     try:
         assert old.migrate() == 16
@@ -135,7 +132,7 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
             )
     finally:
         old.close()
-    monkeypatch.setattr(dialect, "migrations", lambda self: every)
+    migrations.all()
     new = open_store(url)
     try:
         assert new.migrate() >= 17
