@@ -86,7 +86,7 @@ def _vacuum_analyze(url: str) -> None:
         return
     base, schema = url.split("?schema=")
     with psycopg.connect(base, autocommit=True) as pg:
-        for table in ("jobs", "executions"):
+        for table in ("jobs", "ended_executions"):  # `executions` is a view (v17)
             pg.execute(f"VACUUM ANALYZE {schema}.{table}")  # type: ignore[arg-type]
 
 

@@ -128,17 +128,38 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
         assert len(scanned) == 1 and "Sort" not in plan, plan  # the index's order, as is
 
 
-@pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT", "PULSE"])
-def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: str) -> None:
-    """Finish, release, heartbeat and pulse lock their batch's rows through the primary key, one
-    probe per element, with statistics that lag behind a burst of claims: joined on the
-    batch with `status = 'running'`, the lock step read every running job (through
-    jobs_worker_idx) for each batch of ten."""
+FILL_QUEUED = """
+INSERT INTO jobs (id, task, queue, args, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, created_at, updated_at)
+SELECT 'fill-' || lpad(i::text, 8, '0'), 't', 'default', '{}', 'queued', now(), 3, 5, 300,
+       now(), now()
+FROM generate_series(1, %(n)s) AS i
+"""
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["unanalyzed", "analyzed-idle"])
+@pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"])
+def test_postgres_batch_locks_probe_the_primary_key(
+    pg_server_url: str, name: str, analyzed: bool
+) -> None:
+    """Finish, release, heartbeat, pulse and the start of buffered jobs lock and update
+    their batch's rows through the primary key, one probe per element, with statistics
+    that lag behind a burst of claims: joined on the batch with `status = 'running'`,
+    the lock step read every running job (through jobs_worker_idx) for each batch of
+    ten. And so does their update, with statistics taken while nothing ran (a `VACUUM
+    ANALYZE` of an idle backlog, `analyzed-idle`): there the index of running jobs
+    looked empty, the update scanned all of it for each row of its batch, and with a
+    million jobs queued a heartbeat of a worker whose finishes queued up behind it took
+    minutes (bench/backlog.py, 2026-11-24)."""
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
             pg.migrate()
             pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            if analyzed:  # the plan flipped between 100,000 and 200,000 rows here
+                with pg.pool.autocommit() as conn:
+                    conn.execute(FILL_QUEUED, {"n": 200_000})
+                    conn.execute("VACUUM ANALYZE jobs")
             claimed = pg.claim("w", ["default"], 2000, lease=60)
             leases = json.dumps([{"id": j.id, "eid": j.execution_id} for j in claimed[:10]])
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
@@ -153,8 +174,8 @@ def test_postgres_batch_locks_probe_the_primary_key(pg_server_url: str, name: st
             pg.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     locking = plan.split("CTE locked", 1)[1]
-    assert "jobs_worker_idx" not in locking and "Seq Scan on jobs" not in locking, plan
     assert "Index Cond: (id = ANY" in locking, plan
+    assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
 
 
 @pytest.mark.parametrize("name", ["RELEASE_DEPENDENTS", "END_DEPENDENCY_EDGES"])

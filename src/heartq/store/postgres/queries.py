@@ -554,14 +554,22 @@ CROSS JOIN LATERAL (
 # test), whatever the statistics say: with `status = 'running'` there, a table whose
 # statistics lag (a burst of claims) was read through every running row (jobs_worker_idx)
 # for each batch. A row of the batch's execution that is no longer running is locked too,
-# in the same id order, and left unchanged.
+# in the same id order, and left unchanged: whether it runs is read from the locked row
+# (`locked.status`, the row as locked, which nobody else can change before the update),
+# never tested on `j` in the update. With `j.status = 'running'` there, the update's own
+# conditions matched the predicate of the partial index of running jobs, and statistics
+# taken while nothing ran (a VACUUM ANALYZE of an idle backlog: the index looked empty)
+# made it scan that whole index for each row of its batch: quadratic in the jobs a worker
+# holds, a heartbeat of minutes with a million queued (BENCHMARKS.md, 2026-11-24). Without
+# it, the primary key is the only way to the rows.
 
 
-def _locked(batch: str, columns: str = "j.id") -> str:
+def _locked(batch: str, *columns: str) -> str:
     """The `locked` CTE described above, over the CTE `batch` of leases (`id`, `eid`):
-    written once for every statement that changes a batch of a worker's rows."""
+    written once for every statement that changes a batch of a worker's rows. It has
+    `id`, `status` and the further `columns` (of `j`)."""
     return f"""locked AS (
-    SELECT {columns}
+    SELECT {", ".join(("j.id", "j.status", *columns))}
     FROM jobs AS j JOIN {batch} ON j.id = {batch}.id AND j.execution_id = {batch}.eid
     WHERE j.id = ANY(ARRAY(SELECT id FROM {batch}))
     ORDER BY j.id
@@ -592,7 +600,7 @@ SET lease_expires_at = {T} + {_secs("lease")},
     progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
     progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END
 FROM r JOIN locked ON locked.id = r.id
-WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
+WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
@@ -613,8 +621,8 @@ SET claimed_ahead = false,
     lease_expires_at = {T} + {_secs("lease")},
     updated_at = {T}
 FROM s JOIN locked ON locked.id = s.id
-WHERE j.id = s.id AND j.execution_id = s.eid AND j.status = 'running' AND j.claimed_ahead
-  AND NOT j.cancel_requested
+WHERE j.id = s.id AND j.execution_id = s.eid AND locked.status = 'running'
+  AND j.claimed_ahead AND NOT j.cancel_requested
 RETURNING j.id, j.execution_id
 """
 
@@ -651,7 +659,7 @@ SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
     heartbeat_at = {T},
     updated_at = {T}
 FROM r JOIN locked ON locked.id = r.id
-WHERE j.id = r.id AND j.execution_id = r.eid AND j.status = 'running'
+WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
@@ -674,7 +682,7 @@ WITH f AS (
     SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
         id text, eid bigint, status text, outcome text, result text, error text,
         delay float8, keep boolean, dead_reason text, crash text, pending boolean)
-), {_locked("f", "j.id, j.execution_id, j.status, j.has_dependents, j.worker_id")}, landed AS (
+), {_locked("f", "j.execution_id", "j.has_dependents", "j.worker_id")}, landed AS (
     UPDATE jobs AS j
     SET status = CASE WHEN f.status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE f.status END,
@@ -694,7 +702,7 @@ WITH f AS (
         cancel_requested = false,
         updated_at = {T}
     FROM f JOIN locked ON locked.id = f.id
-    WHERE j.id = f.id AND j.execution_id = f.eid AND j.status = 'running'
+    WHERE j.id = f.id AND j.execution_id = f.eid AND locked.status = 'running'
       AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
               locked.worker_id AS ran_on, j.started_at, j.rate_key
@@ -717,7 +725,7 @@ WHERE %(defer)s AND has_dependents AND status = 'running'
 RELEASE = f"""
 WITH l AS (
     SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
-), {_locked("l", "j.id, j.worker_id")}, landed AS (
+), {_locked("l", "j.worker_id")}, landed AS (
     UPDATE jobs AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
         attempts = greatest(j.attempts - 1, 0),
@@ -728,7 +736,7 @@ WITH l AS (
         cancel_requested = false,
         updated_at = {T}
     FROM l JOIN locked ON locked.id = l.id
-    WHERE j.id = l.id AND j.execution_id = l.eid AND j.status = 'running'
+    WHERE j.id = l.id AND j.execution_id = l.eid AND locked.status = 'running'
     RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
               locked.worker_id AS ran_on, j.started_at, j.rate_key
 ), closed AS (
