@@ -15,7 +15,7 @@ from heartq.context import JobContext
 from heartq.lifecycle.ends import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
-from heartq.worker.ledger import Ledger
+from heartq.worker.ledger import MAX_UNSAVED, Ledger
 from heartq.worker.pools import AsyncPool
 
 tasks = heartq.App()
@@ -153,6 +153,29 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) 
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
+
+
+def test_claims_stop_while_too_many_ended_attempts_wait_for_their_outcomes_to_be_saved():
+    """A slot frees when the code returns; the outcome is saved later. A worker whose
+    saves fall behind (a slow finish statement) must not claim on at its code's speed:
+    past `concurrency + MAX_UNSAVED` attempts held, it has no free slot, and the save
+    that brings it back under the bound wakes the fetch loop."""
+    ledger, _ = ledger_with(concurrency=2)
+    runs = [attempt(f"j{i}") for i in range(2 + MAX_UNSAVED)]
+    for run in runs:  # each one claimed into a free slot, its code returns at once
+        assert ledger.free_slots() > 0
+        ledger.claimed(run)
+        ledger.attempt_ended(run, AttemptEnd(Outcome.SUCCEEDED, result_json="null"))
+    assert ledger.executing() == 0  # no code runs ...
+    assert ledger.free_slots() == 0  # ... yet nothing more may be claimed
+    assert len(queued(ledger)) == 2 + MAX_UNSAVED  # every outcome waits for the completer
+    ledger.slot_freed.clear()
+    ledger.saved(runs[0])
+    assert ledger.slot_freed.is_set() and ledger.free_slots() == 1
+    ledger.slot_freed.clear()
+    ledger.saved(runs[1])
+    assert not ledger.slot_freed.is_set()  # woken once, when it got back under the bound
+    assert ledger.free_slots() == 2  # never more than the slots
 
 
 def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finishes():

@@ -41,6 +41,14 @@ leases with the others and reports those lost (`lose_ahead`) or cancelled
 (`cancel_ahead`); the fetch loop takes them when slots free up, records their start in
 the database, and gives back (`to_release`) those it must not run.
 
+Slots are not the only bound on claims: the worker holds at most `concurrency +
+MAX_UNSAVED` attempts whose outcome is not saved yet, running or ended (`free_slots`).
+A slot frees when code returns, not when its outcome is saved, so without this bound a
+worker whose finishes went slowly (a bad plan, a slow disk, a lock) claimed on at the
+speed of its code, and held ever more jobs whose outcomes waited: each heartbeat renewed
+all of them, which made it slower still (459,736 jobs held, a heartbeat of minutes,
+BENCHMARKS.md 2026-11-24).
+
 Events: `lease_lost`, `job_cancel_requested`.
 """
 
@@ -58,6 +66,12 @@ from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.model import ClaimedJob, Finish, Lease, Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
+
+MAX_UNSAVED = 1000
+"""At most this many attempts beyond the concurrency may wait for their outcomes to be
+saved before the worker stops claiming: five of the completer's batches (200 each). A
+healthy worker of no-op jobs held up to 450 at once (one batch being saved while the
+next gathers), so this bound only ever holds back a worker whose saves fall behind."""
 
 
 class ExecutionPool(Protocol):
@@ -93,6 +107,7 @@ class Ledger:
     def __init__(self, worker_id: str, concurrency: int) -> None:
         self.worker_id = worker_id
         self.concurrency = concurrency
+        self._hold_limit = concurrency + MAX_UNSAVED  # attempts held at most (`free_slots`)
         self.pool: ExecutionPool | None = None  # set once the worker has made its pool
         self.outcomes: queue.Queue[EndedAttempt | None] = queue.Queue()
         self.slot_freed = threading.Event()
@@ -142,7 +157,13 @@ class Ledger:
             return len(self._code)
 
     def free_slots(self) -> int:
-        return self.concurrency - self.executing()
+        """How many attempts a claim may start now: the slots whose code is not running,
+        but no more than keep the attempts held (running, or ended with their outcome not
+        saved yet) within `concurrency + MAX_UNSAVED` (the module's docstring says why)."""
+        with self._lock:
+            by_code = self.concurrency - len(self._code)
+            by_unsaved = self._hold_limit - len(self._runs)
+        return max(0, min(by_code, by_unsaved))
 
     def undecided(self) -> int:
         """Attempts whose end is not decided yet (what a graceful shutdown waits for)."""
@@ -356,9 +377,14 @@ class Ledger:
         self.drop(run)
 
     def drop(self, run: RunningJob) -> bool:
-        """Forget the attempt; False if it was already forgotten."""
+        """Forget the attempt; False if it was already forgotten. The fetch loop is woken
+        when this brings the attempts held back under their bound (`free_slots`)."""
         with self._lock:
-            return self._runs.pop(run.job.lease, None) is not None
+            dropped = self._runs.pop(run.job.lease, None) is not None
+            under_bound_again = len(self._runs) == self._hold_limit - 1
+        if dropped and under_bound_again:
+            self.slot_freed.set()
+        return dropped
 
     # -- self-fencing ------------------------------------------------------------------
     def abandon(self, run: RunningJob) -> None:
