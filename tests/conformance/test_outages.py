@@ -154,21 +154,21 @@ def test_a_restarted_namesake_judges_silence_as_the_monitor_does(store: Store, t
     (the chaos runs: a twin's reconciliation 2.6 s after a PostgreSQL restart took four
     jobs from a live worker whose heartbeats the restart had held up). Silence counts
     once the starting worker has been in contact for the namesake's threshold."""
-    info = WorkerInfo(id="live", hostname="test-host", pid=1, queues=("default",),
+    info = WorkerInfo(id="steady", hostname="test-host", pid=1, queues=("default",),
                       concurrency=4, name="host-a", stale_after=STALE)  # fmt: skip
     store.register_worker(info, now=t0)
     enqueue_one(store, t0)
-    held = Renewal(claim_one(store, "live", t0, lease=60).lease)
-    handle = store.liveness_hold("live")  # alive: its lock held all along
+    held = Renewal(claim_one(store, "steady", t0, lease=60).lease)
+    handle = store.liveness_hold("steady")  # alive: its lock held all along
     try:
         twin = WorkerInfo(id="twin", hostname="test-host", pid=2, queues=("default",),
                           concurrency=4, name="host-a", stale_after=STALE)  # fmt: skip
-        store.register_worker(twin, now=t0 + 20)  # `live` is 20 s silent: the outage
+        store.register_worker(twin, now=t0 + 20)  # `steady` is 20 s silent: the outage
         done = store.reclaim_by_name("host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 20)
-        assert done.reclaimed == [] and [n.id for n in done.alive] == ["live"]
+        assert done.reclaimed == [] and [n.id for n in done.alive] == ["steady"]
         assert store.get_job(held.lease.job_id)["status"] == JobStatus.RUNNING
 
-        for t in (23.0, 26.0, 29.0):  # the twin in contact for its threshold; `live` silent
+        for t in (23.0, 26.0, 29.0):  # the twin in contact for its threshold; `steady` silent
             _beat(store, "twin", t0 + t)
         done = store.reclaim_by_name("host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 29)
         assert [r.job_id for r in done.reclaimed] == [held.lease.job_id]

@@ -552,25 +552,27 @@ def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
     second) keeps its jobs when a twin with its name starts in that moment: the twin
     suspects it, and finds its lock held again when it judges once more, after the
     grace. (The chaos runs' finding 6: reconciliation believed a free lock at once.)
-    Where a free lock is a dead process (SQLite's lock files), there is no moment."""
+    Where a free lock is a dead process (SQLite's lock files), there is no moment.
+    Its worker's name is its own: liveness locks are keyed by worker id in every schema
+    of a database, and other tests hold "live" in theirs meanwhile."""
     needs_liveness_locks(store)
-    register(store, "live", t0, name="host-a")
+    register(store, "blinking", t0, name="host-a")
     enqueue_one(store, t0)
-    job = claim_one(store, "live", t0, lease=600)
+    job = claim_one(store, "blinking", t0, lease=600)
     register(store, "twin", t0 + 5, name="host-a")
     first = store.reclaim_by_name("host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 5)
     if store.liveness_grace == 0:  # a free lock file: gone, taken at once
         assert [r.job_id for r in first.reclaimed] == [job.id]
         return
-    assert (first.reclaimed, first.suspected) == ([], ["live"])
-    handle = store.liveness_hold("live")  # its lock is back
+    assert (first.reclaimed, first.suspected) == ([], ["blinking"])
+    handle = store.liveness_hold("blinking")  # its lock is back
     try:
         later = store.reclaim_by_name(
             "host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 5 + store.liveness_grace
         )
         assert later.reclaimed == [] and later.suspected == []
-        assert [n.id for n in later.alive] == ["live"]
+        assert [n.id for n in later.alive] == ["blinking"]
         assert store.get_job(job.id)["status"] == JobStatus.RUNNING
-        assert worker(store, "live")["status"] == "active"
+        assert worker(store, "blinking")["status"] == "active"
     finally:
         handle.release()

@@ -173,13 +173,15 @@ def _job(args: dict[str, Any]) -> NewJob:
 def test_jobs_run_through_the_pooler_on_several_workers(pooled: Pooled) -> None:
     """Three workers (up to 2 connections each) share the pooler's 2 server sessions:
     every job runs once and succeeds, on more than one worker; no worker holds a session
-    advisory lock, each says it is judged by heartbeats and polls."""
+    advisory lock, each says it is judged by heartbeats and polls. Each job holds its slot
+    a quarter of a second, so no one worker can take them all (with jobs that returned at
+    once, one worker that happened to poll first ran all 40 on a loaded machine)."""
     harness = pooled.harness
     workers = [harness.start_worker(settings=POOLED) for _ in range(3)]
     for worker in workers:
         (started,) = worker.events("worker_started")
         assert (started["liveness"], started["wakeups"]) == ("heartbeats", "poll")
-    job_ids = [harness.enqueue("quick", {"value": n}) for n in range(40)]
+    job_ids = [harness.enqueue("hold", {"seconds": 0.25}) for _ in range(40)]
     for job_id in job_ids:
         done = harness.wait_status(job_id, "succeeded", 30)
         assert len(done["executions"]) == 1
