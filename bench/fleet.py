@@ -92,6 +92,10 @@ class Sizes:
     """Share of statement executions the server logs with their duration."""
     heartbeat_interval: float | None = None
     """Workers' `--heartbeat-interval` (None: the default, 30 s)."""
+    prefetch: int = 0
+    """Workers' `--prefetch`: jobs each may claim ahead of its free slots (0: off, the
+    default), so that a worker of a large fleet, whose few free slots make small claims,
+    takes a full batch at a time."""
 
 
 FULL = Sizes()
@@ -409,6 +413,8 @@ def _fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[_Fle
     ]
     if sizes.heartbeat_interval:
         command += ["--heartbeat-interval", str(sizes.heartbeat_interval)]
+    if sizes.prefetch:
+        command += ["--prefetch", str(sizes.prefetch)]
     logs = [scratch / f"{url.rsplit('/', 1)[1]}-w{i}.log" for i in range(workers)]
     procs = [
         subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
@@ -551,6 +557,7 @@ def main() -> int:
     parser.add_argument("--hold", type=float)
     parser.add_argument("--window", type=float)
     parser.add_argument("--sample-rate", type=float)
+    parser.add_argument("--prefetch", type=int, help="each worker's --prefetch (default 0)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "heartq-fleet")
     parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv")
     args = parser.parse_args()
