@@ -175,6 +175,8 @@ def processing(
         load = os.getloadavg()[0]
         peak = _Peak(cluster.url, database)
         before, polls = stats.commits(admin, database), 0
+        postmaster = cluster.postmaster_pid()
+        cpu = _CpuPerJob(postmaster, fleet.pids)
         started = time.monotonic()
         app.enqueue_many("noop", [{}] * sizes.jobs)
         while _count(watch, DONE) < sizes.jobs:
@@ -184,6 +186,7 @@ def processing(
             time.sleep(0.2)
         elapsed = time.monotonic() - started
         after = stats.commits(admin, database)
+        server_us, workers_us = cpu.per_job(sizes.jobs)
         peak.stop()
         found = stats.statements(admin, database)
         row = watch.execute(CHECK).fetchone()
@@ -203,6 +206,8 @@ def processing(
         "span_s": span,
         "workers_used": int(used),
         "commits_per_s": (after - before - polls - 1) / elapsed,
+        "server_cpu_us_per_job": server_us,
+        "workers_cpu_us_per_job": workers_us,
         "peak_connections": peak.value,
         "connections_per_worker": peak.value / workers,
         "claim": stats.claim_summary(found),
@@ -285,6 +290,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             for key in (
                 "rate",
                 "commits_per_s",
+                "server_cpu_us_per_job",
+                "workers_cpu_us_per_job",
                 "connections_per_worker",
                 "claim.mean_ms",
                 "claim.max_ms",
@@ -314,8 +321,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "| fleet | jobs/s (median; each round) | commits/s | connections per worker "
         "| jobs per claim | claim mean / max (ms, all calls) "
-        "| claim p50 / p99 (ms, sampled) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| claim p50 / p99 (ms, sampled) | CPU per job, server / workers (µs) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for workers in (sizes["baseline"], sizes["workers"]):
         s = summary.get(str(workers))
@@ -331,7 +338,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {s['claim.jobs_per_claim']:.1f} "
             f"| {s['claim.mean_ms']:.2f} / {s['claim.max_ms']:.0f} "
             f"| {s['claim_sampled.p50']:.2f} / {s['claim_sampled.p99']:.2f} "
-            f"(n = {s['claim_sampled.n']:,.0f}) |"
+            f"(n = {s['claim_sampled.n']:,.0f}) "
+            f"| {s['server_cpu_us_per_job']:.0f} / {s['workers_cpu_us_per_job']:.0f} |"
         )
     if "ratio" in summary:
         each = ", ".join(f"round {p['round']} {p['ratio']:.2f}" for p in summary["pairs"])
@@ -452,6 +460,26 @@ class _Peak:
         self._thread.join()
 
 
+class _CpuPerJob:
+    """CPU the server's processes and the workers spend from now on, per job: on a
+    machine whose cores the fleet fills, what a fleet's rate is the inverse of. A
+    backend that starts meanwhile counts whole (it was not there to be read before)."""
+
+    def __init__(self, postmaster: int, workers: list[int]) -> None:
+        self._postmaster, self._workers = postmaster, workers
+        self._server = {pid: stats.cpu_seconds([pid]) for pid in stats.server_pids(postmaster)}
+        self._fleet = stats.cpu_seconds(workers)
+
+    def per_job(self, jobs: int) -> tuple[float, float]:
+        """(server, workers) CPU microseconds per job since this was made."""
+        server = sum(
+            stats.cpu_seconds([pid]) - self._server.get(pid, 0.0)
+            for pid in stats.server_pids(self._postmaster)
+        )
+        fleet = stats.cpu_seconds(self._workers) - self._fleet
+        return server / jobs * 1e6, fleet / jobs * 1e6
+
+
 def _active(conn: psycopg.Connection[Any]) -> int:
     return _count(conn, f"{M} SELECT count(*) FROM heartq.workers WHERE status = 'active'")
 
@@ -529,7 +557,9 @@ def _say(record: dict[str, Any]) -> None:
     print(
         f"fleet: round {record['round']}, {record['workers']} x {record['concurrency']}: "
         f"{record['rate']:,.0f} jobs/s, {record['commits_per_s']:,.0f} commits/s, "
-        f"{record['connections_per_worker']:.2f} connections per worker, claim p99 "
+        f"{record['connections_per_worker']:.2f} connections per worker, CPU per job "
+        f"{record['server_cpu_us_per_job']:.0f} µs server, "
+        f"{record['workers_cpu_us_per_job']:.0f} µs workers, claim p99 "
         f"{claim.get('p99', float('nan')):.2f} ms (n = {claim['n']})",
         flush=True,
     )

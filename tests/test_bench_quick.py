@@ -124,6 +124,7 @@ def test_fleet_section_runs(tmp_path: Path) -> None:
     for run in runs:
         assert run["rate"] > 0 and 1 <= run["workers_used"] <= run["workers"]
         assert 1 <= run["connections_per_worker"] <= 3
+        assert run["server_cpu_us_per_job"] > 0 and run["workers_cpu_us_per_job"] > 0
         assert run["claim"]["calls"] > 0 and run["claim_sampled"]["n"] > 0
         assert run["claim_sampled"]["p99"] >= run["claim_sampled"]["p50"] > 0
     held = results["held"]
