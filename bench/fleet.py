@@ -94,8 +94,8 @@ class Sizes:
     """Workers' `--heartbeat-interval` (None: the default, 30 s)."""
     prefetch: int = 0
     """Workers' `--prefetch`: jobs each may claim ahead of its free slots (0: off, the
-    default), so that a worker of a large fleet, whose few free slots make small claims,
-    takes a full batch at a time."""
+    default). Whether larger claims help a large fleet, whose few free slots per worker
+    make small ones (BENCHMARKS.md, 2026-11-24: they did not)."""
 
 
 FULL = Sizes()
