@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from heartq.errors import DuplicateJob
@@ -116,6 +118,41 @@ def test_claim_limit(store: Store, t0: float) -> None:
     assert len(store.claim("w1", ["default"], 3, LEASE, now=t0)) == 3
     assert len(store.claim("w1", ["default"], 100, LEASE, now=t0)) == 7
     assert store.claim("w1", ["default"], 100, LEASE, now=t0) == []
+
+
+def test_a_callable_limit_is_read_once_the_claim_has_the_database(
+    store: Store, t0: float
+) -> None:
+    """A worker passes its free slots as a callable: read once, inside the claim's write
+    (on SQLite with the write lock held, so that slots freed while the claim waited for
+    it are filled by this claim), and the claim takes that many."""
+    store.enqueue([new_job() for _ in range(10)], now=t0)
+    locked_at_read: list[bool] = []
+
+    def free_slots() -> int:
+        locked_at_read.append(_sqlite_write_locked(store))
+        return 4
+
+    assert len(store.claim("w1", ["default"], free_slots, LEASE, now=t0)) == 4
+    assert locked_at_read == [store.url.startswith("sqlite")]
+    assert len(store.claim("w1", ["default"], lambda: 0, LEASE, now=t0)) == 0
+    assert len(store.claim("w1", ["default"], lambda: 100, LEASE, now=t0)) == 6
+
+
+def _sqlite_write_locked(store: Store) -> bool:
+    """Whether another connection is refused SQLite's write lock at once (False for
+    PostgreSQL, which has none)."""
+    if not store.url.startswith("sqlite"):
+        return False
+    other = sqlite3.connect(store.url.removeprefix("sqlite:///"), timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc)
+        return True
+    finally:
+        other.close()
+    return False
 
 
 def test_claim_only_from_the_workers_queues(store: Store, t0: float) -> None:

@@ -189,7 +189,7 @@ class LeaseHolder(Clock, Protocol):
         self,
         worker_id: str,
         queues: Sequence[str],
-        limit: int,
+        limit: int | Callable[[], int],
         lease: float,
         now: float | None = None,
         ahead: int = 0,
@@ -200,6 +200,11 @@ class LeaseHolder(Clock, Protocol):
         started within its period than its rate limit. The answer is a list of the jobs
         that also says, in `rate_wait`, how many seconds until a runnable job that its
         rate limit held back may start (None: none is).
+
+        `limit` may be a callable (a worker's free slots), read once the claim has the
+        database in hand: slots that freed while it waited (SQLite's one write lock, held
+        by the worker's last finish) are filled by the same claim, not by one more (a
+        worker of short jobs on SQLite claimed half as often, 1.08x the jobs/s).
 
         `ahead`: once the `limit` slots are filled, also claim up to that many more jobs
         without a key *ahead* (`Claim.ahead`): under the worker's lease like the others,

@@ -502,9 +502,10 @@ class Worker:
         s = self.settings
         sent_at = time.monotonic()
         try:
-            jobs = self.store.claim(
-                self.id, self.queues, max(left, 0), s.lease_seconds, ahead=ahead
-            )
+            # The slots are counted again once the claim has the database in hand: those
+            # freed while it waited (SQLite's write lock, behind a finish) are filled too.
+            slots = self.ledger.free_slots if left > 0 else 0
+            jobs = self.store.claim(self.id, self.queues, slots, s.lease_seconds, ahead=ahead)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))

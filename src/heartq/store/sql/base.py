@@ -343,18 +343,20 @@ class SqlBase:
         caller's transaction: only jobs still running under the execution a document names
         change, each one's execution row written, and the dependents of those that ended
         are released in the same transaction."""
-        landed, _ = self._finish_statement(conn, docs, clock, defer=False)
+        landed, _ = self._finish_statement(conn, json.dumps(docs), clock, defer=False)
         return landed
 
     def _finish_statement(
-        self, conn: Any, docs: list[dict[str, Any]], clock: float | None, defer: bool
+        self, conn: Any, finishes: str, clock: float | None, defer: bool
     ) -> tuple[set[Lease], set[Lease]]:
-        """`FINISH`, then the release of the dependents of the jobs it ended; the leases
-        that landed, and those it left alone because their job has dependents (`defer`,
-        for a FINISH that commits by itself: a release in that one statement could miss an
-        edge committed while it waited for a row's lock, its snapshot being older; the
-        caller finishes those in a transaction of its own)."""
-        params = {"finishes": json.dumps(docs), "now": clock, "defer": defer}
+        """`FINISH` of `finishes` (their documents as JSON text, encoded before the write
+        began: SQLite's write lock is not held for it), then the release of the
+        dependents of the jobs it ended; the leases that landed, and those it left alone
+        because their job has dependents (`defer`, for a FINISH that commits by itself: a
+        release in that one statement could miss an edge committed while it waited for a
+        row's lock, its snapshot being older; the caller finishes those in a transaction
+        of its own)."""
+        params = {"finishes": finishes, "now": clock, "defer": defer}
         rows = self._run(conn, self.q.FINISH, params)
         landed = [r for r in rows if not r["deferred"]]
         self._announce_ended(conn, records.awaited_ends(landed))

@@ -46,16 +46,18 @@ class LeaseOps(SqlBase):
         self,
         worker_id: str,
         queues: Sequence[str],
-        limit: int,
+        limit: int | Callable[[], int],
         lease: float,
         now: float | None = None,
         ahead: int = 0,
     ) -> Claim:
-        if limit <= 0 and ahead <= 0:
+        if (limit if isinstance(limit, int) else 1) <= 0 and ahead <= 0:
             return Claim()
         self.ensure_schema()
         with self._write_each() as conn:
             sent_at = time.monotonic()  # the connection (and SQLite's write lock) in hand
+            if not isinstance(limit, int):  # the slots free now, after any wait for the lock
+                limit = limit()
             params = {
                 "worker_id": worker_id,
                 "queues": self._array(list(queues)),
@@ -255,12 +257,13 @@ class LeaseOps(SqlBase):
         docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
         reports = {f.lease: documents.pulse_doc(PulseReport(f.lease, f.report))
                    for f in finishes if f.report is not None}  # fmt: skip
+        encoded = json.dumps(list(docs.values()))
         with self._write_each() as conn:
             clock = self._clock(conn, now)
             if reports:  # only the finishes that carry one: no cost for the others
                 self._store_reports(conn, list(reports.values()), clock)
             defer = self._statements_commit_alone
-            landed, deferred = self._finish_statement(conn, list(docs.values()), clock, defer)
+            landed, deferred = self._finish_statement(conn, encoded, clock, defer)
         if deferred:  # jobs with dependents: finished and released in one transaction
             with self._write() as conn:
                 clock = self._clock(conn, now)
