@@ -73,23 +73,30 @@ def _values(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def _add_ratios(contenders: list[dict[str, Any]]) -> None:
-    # The peers are compared with heartq at its defaults (no claim ahead): the prefetch
+    # The peers are compared with heartq at its defaults (a thread pool, no claim ahead:
+    # `ratio`), and with heartq at its setting for short jobs where the run has it
+    # (`short_jobs_ratio`: an async task, as many slots as pgqueuer's batch); the prefetch
     # runs are read against those in BENCHMARKS.md.
-    heartq = {(c["backend"], c["workers"]): c for c in contenders
-              if c.get("contender") == "heartq"
-              and "prefetch" not in str(c.get("settings"))}  # fmt: skip
+    plain, short = {}, {}
+    for c in contenders:
+        if c.get("contender") == "heartq" and "prefetch" not in str(c.get("settings")):
+            async_pool = "async pool" in str(c.get("settings"))
+            (short if async_pool else plain)[(c["backend"], c["workers"])] = c
     for entry in contenders:
         if "contender" not in entry or entry["contender"] == "heartq":
             continue
-        ours = heartq.get((entry["backend"], entry["workers"])) or heartq.get(
-            ("postgresql", entry["workers"])
-        )
-        if ours is None:
-            continue
-        entry["heartq_setting"] = f"{ours['label']} ({BACKEND_TITLES[ours['backend']]})"
-        entry["ratio"] = {
-            key: _ratio(ours[key]["median"], entry[key]["median"]) for key, _ in MEASURES
-        }
+        for ours_by, prefix in ((plain, ""), (short, "short_jobs_")):
+            ours = ours_by.get((entry["backend"], entry["workers"])) or ours_by.get(
+                ("postgresql", entry["workers"])
+            )
+            if ours is None:
+                continue
+            entry[f"{prefix}heartq_setting"] = (
+                f"{ours['label']} ({BACKEND_TITLES[ours['backend']]})"
+            )
+            entry[f"{prefix}ratio"] = {
+                key: _ratio(ours[key]["median"], entry[key]["median"]) for key, _ in MEASURES
+            }
 
 
 def _ratio(ours: float, theirs: float) -> float | None:
@@ -122,8 +129,11 @@ def markdown(results: dict[str, Any]) -> str:
                   "| --- " * (4 + len(MEASURES)) + "|"]  # fmt: skip
         for c in rows:
             cells = [_cell(c[key]) for key, _ in MEASURES]
-            ratio = c.get("ratio", {}).get("process")
-            against = f"{ratio:.2f} (vs {c['heartq_setting']})" if ratio else ""
+            against = "; ".join(
+                f"{ratio:.2f} (vs {c[prefix + 'heartq_setting']})"
+                for prefix in ("", "short_jobs_")
+                if (ratio := c.get(prefix + "ratio", {}).get("process"))
+            )
             lines.append(f"| {c['label']} | {c['version']} | {c['settings']} | "
                          + " | ".join(cells) + f" | {against} |")  # fmt: skip
         lines.append("")

@@ -33,28 +33,39 @@ class Contender:
     """Runs with the peers' interpreter (else heartq's)."""
     prefetch: int = 0
     """heartq: jobs each worker claims ahead of its free slots (`--prefetch`)."""
+    short_jobs: bool = False
+    """heartq: its setting for short jobs, the one that matches pgqueuer's (an `async def`
+    no-op on the async pool, `SHORT_JOBS_CONCURRENCY` slots, so that a claim takes as
+    many jobs as pgqueuer's batch); else a plain function on a thread pool of 50."""
 
     @property
     def label(self) -> str:
         processes = "process" if self.workers == 1 else "processes"
         ahead = f", prefetch {self.prefetch}" if self.prefetch else ""
-        return f"{self.name}, {self.workers} {processes}{ahead}"
+        short = f", async x {SHORT_JOBS_CONCURRENCY}" if self.short_jobs else ""
+        return f"{self.name}, {self.workers} {processes}{ahead}{short}"
 
 
 PREFETCH = 50
 """heartq's claim-ahead runs: a buffer as deep as the workers' concurrency (50)."""
+SHORT_JOBS_CONCURRENCY = 100
+"""heartq's short-job runs: as many slots as pgqueuer's batch_size (its best, 100): a
+worker claims at most its free slots, pgqueuer at most its batch."""
 
 LINEUP = [
     Contender("heartq", "postgresql", 1, peer=False),
     Contender("heartq", "postgresql", 2, peer=False),
     Contender("heartq", "postgresql", 1, peer=False, prefetch=PREFETCH),
     Contender("heartq", "postgresql", 2, peer=False, prefetch=PREFETCH),
+    Contender("heartq", "postgresql", 1, peer=False, short_jobs=True),
+    Contender("heartq", "postgresql", 2, peer=False, short_jobs=True),
     Contender("pgqueuer", "postgresql", 1),
     Contender("pgqueuer", "postgresql", 2),
     Contender("procrastinate", "postgresql", 2),
     Contender("heartq", "sqlite", 1, peer=False),
     Contender("heartq", "sqlite", 2, peer=False),
     Contender("heartq", "sqlite", 2, peer=False, prefetch=PREFETCH),
+    Contender("heartq", "sqlite", 2, peer=False, short_jobs=True),
     Contender("huey", "sqlite", 2),
     Contender("rq", "redis", 2),
 ]
@@ -104,6 +115,8 @@ def _run_contender_once(
         ]  # fmt: skip
         if contender.prefetch:
             command += ["--prefetch", str(contender.prefetch)]
+        if contender.short_jobs:
+            command += ["--concurrency", str(SHORT_JOBS_CONCURRENCY), "--pool", "async"]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0 or not out.exists():
             lines = [x.strip() for x in done.stderr.splitlines() if x.strip()]

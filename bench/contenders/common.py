@@ -59,6 +59,9 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--pool", choices=["thread", "async"], default="thread",
+                        help="heartq: its execution pool; async runs an async no-op task "
+                             "(peers ignore it)")  # fmt: skip
     parser.add_argument("--prefetch", type=int, default=0,
                         help="heartq: jobs claimed ahead per worker (peers ignore it)")  # fmt: skip
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test",

@@ -2,7 +2,8 @@
 
 Workers: `heartq worker --burst` processes with every guarantee on (leases renewed by
 heartbeat, an execution row per attempt, fenced completion), thread pool at
-`--concurrency`, all other settings at their defaults. Last committed completion: the
+`--concurrency` (`--pool async`: an `async def` no-op on the async pool), all other
+settings at their defaults. Last committed completion: the
 latest `finished_at` of a succeeded job. `--backend sqlite` uses a file in `--dir`
 (WAL, synchronous=FULL); `--backend postgresql` a database of its own on `--server`.
 Run by `python -m bench`; alone:
@@ -33,6 +34,10 @@ TASKS = textwrap.dedent(
 
     @app.task
     def noop() -> None:
+        stamps.entered()
+
+    @app.task
+    async def async_noop() -> None:
         stamps.entered()
     """
 )
@@ -82,11 +87,12 @@ def main() -> None:
         app: heartq.App = bench_tasks.app
         app.use_url(url)
         app.migrate()
-        single = timed(lambda: [app.enqueue("noop") for _ in range(args.single)])
+        task = "async_noop" if args.pool == "async" else "noop"
+        single = timed(lambda: [app.enqueue(task) for _ in range(args.single)])
         rest = args.jobs - args.single
         batched = timed(
             lambda: [
-                app.enqueue_many("noop", [{}] * min(args.batch, rest - offset))
+                app.enqueue_many(task, [{}] * min(args.batch, rest - offset))
                 for offset in range(0, rest, args.batch)
             ]
         )
@@ -96,6 +102,7 @@ def main() -> None:
         command = [
             sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", url,
             "--burst", "--concurrency", str(args.concurrency), "--prefetch", str(args.prefetch),
+            "--pool", args.pool,
         ]  # fmt: skip
         procs = [
             subprocess.Popen(command, cwd=root, env=env, stderr=subprocess.DEVNULL)
@@ -107,7 +114,8 @@ def main() -> None:
         Result(
             contender="heartq", version=heartq.__version__, backend=args.backend,
             jobs=args.jobs, workers=args.workers, batch=args.batch,
-            settings=f"{processes(args.workers)}, thread pool x {args.concurrency}, burst"
+            settings=f"{processes(args.workers)}, {args.pool} pool x {args.concurrency}, burst"
+            + (", async def task" if args.pool == "async" else "")
             + (f", prefetch {args.prefetch}" if args.prefetch else ""),
             enqueue_single=rate(args.single, single), enqueue_batch=rate(rest, batched),
             process=rate(processed, last - bench_tasks.stamps.first_entry()),
