@@ -8,19 +8,22 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sqlite3  # noqa: F401 - loaded before the child drops to `nobody`
+import sqlite3  # also loaded before a child drops to `nobody`
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from heartq.errors import ConfigError, StoreUnavailable
+from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
+from heartq.model import NewJob
 from heartq.store import open_store
+from tests.support import wait_for
 
 
 def _error_opening(path: Path | str) -> StoreUnavailable:
@@ -193,5 +196,65 @@ def test_an_acknowledged_enqueue_survives_a_process_crash(tmp_path: Path, query:
     try:
         for job_id in acknowledged:
             assert store.get_job(job_id)["status"] == "queued", job_id
+    finally:
+        store.close()
+
+
+def _locked_by_another_connection(path: Path) -> sqlite3.Connection:
+    """A plain connection holding `path`'s write lock, as another process's would."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path: Path) -> None:
+    """Another process's write lock is waited out by heartq's own tries a few pauses
+    apart (`WRITE_LOCK_MAX_PAUSE` at most), not inside SQLite's busy handler, whose pauses
+    grow to tens of milliseconds: the write lands once the lock is free, and the
+    connection keeps its busy timeout for everything else."""
+    path = tmp_path / "q.db"
+    store = open_store(f"sqlite:///{path}?busy_timeout=20")
+    try:
+        store.migrate()
+        begins: list[str] = []
+        store.pool.trace.append(lambda sql: begins.append(sql) if "BEGIN" in sql else None)
+        store.pool.enable_trace()
+        other = _locked_by_another_connection(path)
+
+        def free_after_three_tries() -> None:
+            try:
+                wait_for(lambda: len(begins) >= 3, timeout=15, what="three tries for the lock")
+            finally:
+                other.execute("COMMIT")
+                other.close()
+
+        freer = threading.Thread(target=free_after_three_tries)
+        freer.start()
+        (job_id,) = store.enqueue([NewJob(task="t", args_json="{}")])
+        freer.join()
+        assert len(begins) >= 3, begins
+        assert store.get_job(job_id)["status"] == "queued"
+        assert store.pool.get().execute("PRAGMA busy_timeout").fetchone()[0] == 20_000
+    finally:
+        store.close()
+
+
+def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
+    """Waited out in heartq's own pauses, the busy timeout still holds: a write behind a
+    lock that never frees fails with `StoreBusy` once the timeout is spent, writing
+    nothing."""
+    path = tmp_path / "q.db"
+    store = open_store(f"sqlite:///{path}?busy_timeout=0.3")
+    try:
+        store.migrate()
+        other = _locked_by_another_connection(path)
+        started = time.monotonic()
+        with pytest.raises(StoreBusy, match="locked by another process"):
+            store.enqueue([NewJob(task="t", args_json="{}")])
+        assert time.monotonic() - started >= 0.3
+        other.execute("ROLLBACK")
+        other.close()
+        assert store.pool.get().execute("PRAGMA busy_timeout").fetchone()[0] == 300
+        assert store.list_jobs() == []
     finally:
         store.close()
