@@ -1121,12 +1121,14 @@ ORDER BY id LIMIT %(limit)s
 """
 
 # A tail (ids made together share their start; their last characters are random): one
-# probe of jobs_id_tail_idx on its last 8 characters, the whole tail checked on what it
-# finds. No ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the
-# primary key in order (every job id) than sort the one or two rows the probe finds.
+# probe of job_tails' primary key on its last 8 characters (schema v19: the tails live
+# apart from jobs, written once per job by triggers, so claims and finishes do not write
+# them again), then each job by its id, the whole tail checked on what it finds. No
+# ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the primary
+# key in order (every job id) than sort the one or two rows the probe finds.
 JOBS_BY_SUFFIX = """
-SELECT id, task, status FROM jobs
-WHERE right(id, 8) = %(tail)s AND right(id, %(n)s) = %(suffix)s
+SELECT j.id, j.task, j.status FROM job_tails AS t JOIN jobs AS j ON j.id = t.job_id
+WHERE t.tail = %(tail)s AND right(t.job_id, %(n)s) = %(suffix)s
 LIMIT %(limit)s
 """
 
