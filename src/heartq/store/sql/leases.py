@@ -51,7 +51,7 @@ class LeaseOps(SqlBase):
         now: float | None = None,
         ahead: int = 0,
     ) -> Claim:
-        if (limit if isinstance(limit, int) else 1) <= 0 and ahead <= 0:
+        if isinstance(limit, int) and limit <= 0 and ahead <= 0:
             return Claim()
         self.ensure_schema()
         with self._write_each() as conn:

@@ -5,7 +5,7 @@
 -- a job wrote a new entry into every index of jobs: the tail index took three entries
 -- per job (enqueue, claim, finish; more for a retry), each at a random place, since the
 -- tails are random. Measured on the benchmark machine (2 workers, no-op jobs): without
--- it, 1.10x to 1.16x the jobs/s (docs/BENCHMARKS.md, eighth session).
+-- it, 1.07x to 1.17x the jobs/s (docs/BENCHMARKS.md, eighth session).
 --
 -- job_tails holds each job's tail once, written when the job is inserted and deleted
 -- with it, by two statement-level triggers on jobs (one set-based insert or delete per
@@ -17,7 +17,7 @@
 -- jobs from a session whose search path is elsewhere still finds job_tails.
 --
 -- Built and filled in the migration's transaction, as every index here: writes to jobs
--- wait while the existing jobs' tails are copied (about a second per million jobs).
+-- wait while the existing jobs' tails are copied.
 CREATE TABLE IF NOT EXISTS job_tails (
     tail text NOT NULL,
     job_id text NOT NULL,
