@@ -210,8 +210,8 @@ def _locked_by_another_connection(path: Path) -> sqlite3.Connection:
 def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path: Path) -> None:
     """Another process's write lock is waited out by heartq's own tries a few pauses
     apart (`WRITE_LOCK_MAX_PAUSE` at most), not inside SQLite's busy handler, whose pauses
-    grow to tens of milliseconds: the write lands once the lock is free, and the
-    connection keeps its busy timeout for everything else."""
+    grow to tens of milliseconds: the write lands once the lock is free, and a read on
+    the same connection waits in the busy handler, for the busy timeout, as before."""
     path = tmp_path / "q.db"
     store = open_store(f"sqlite:///{path}?busy_timeout=20")
     try:
@@ -234,7 +234,8 @@ def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path:
         freer.join()
         assert len(begins) >= 3, begins
         assert store.get_job(job_id)["status"] == "queued"
-        assert store.pool.get().execute("PRAGMA busy_timeout").fetchone()[0] == 20_000
+        with store.pool.read() as conn:  # a read waits in SQLite's busy handler again
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 20_000
     finally:
         store.close()
 
@@ -242,7 +243,7 @@ def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path:
 def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
     """Waited out in heartq's own pauses, the busy timeout still holds: a write behind a
     lock that never frees fails with `StoreBusy` once the timeout is spent, writing
-    nothing."""
+    nothing, and a read waits in SQLite's busy handler again."""
     path = tmp_path / "q.db"
     store = open_store(f"sqlite:///{path}?busy_timeout=0.3")
     try:
@@ -254,7 +255,8 @@ def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
         assert time.monotonic() - started >= 0.3
         other.execute("ROLLBACK")
         other.close()
-        assert store.pool.get().execute("PRAGMA busy_timeout").fetchone()[0] == 300
+        with store.pool.read() as conn:
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 300
         assert store.list_jobs() == []
     finally:
         store.close()

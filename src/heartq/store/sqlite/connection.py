@@ -164,7 +164,7 @@ class ConnectionPool:
         # Writers of one process queue here, where a release wakes the next at once;
         # SQLite's own busy handler polls with sleeps, which is for other processes only.
         self._write_lock = threading.Lock()
-        self.wal = WalGuard(path, busy_timeout)
+        self.wal = WalGuard(path)
         self._opened_once = False  # from then on the file is never created again
         self._generation = 0  # bumped when the file was replaced: every thread reopens
         self.trace: list[object] = []  # callbacks(statement) for tests that count statements
@@ -180,6 +180,7 @@ class ConnectionPool:
             conn = self._open()
             self._local.conn = conn
             self._local.generation = generation
+            self._local.busy_handler = True  # `_open` set the busy timeout
             try:
                 self._local.identity = _identity(self.path)
             except FileNotFoundError:
@@ -295,6 +296,7 @@ class ConnectionPool:
         if not self._write_lock.acquire(timeout=self.busy_timeout):
             raise StoreBusy(f"SQLite database {self.path}: another thread held the write lock")
         try:
+            self._use_busy_handler(conn, False)
             self.wal.before_write(conn)
             with self._transaction(conn):
                 yield conn
@@ -302,30 +304,35 @@ class ConnectionPool:
         finally:
             self._write_lock.release()
 
+    def _use_busy_handler(self, conn: sqlite3.Connection, on: bool) -> None:
+        """SQLite's busy handler on (a read waits in it, up to the busy timeout) or off (a
+        write's `BEGIN IMMEDIATE` waits in `_begin_immediate`'s own pauses instead). A
+        PRAGMA only when the thread's connection changes from one to the other: a thread
+        that only writes (a worker's heartbeat, its completer) pays one, once."""
+        if self._local.busy_handler != on:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000) if on else 0}")
+            self._local.busy_handler = on
+
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """`BEGIN IMMEDIATE`, waiting for another process's write lock here, in short
-        pauses (`WRITE_LOCK_FIRST_PAUSE` doubling up to `WRITE_LOCK_MAX_PAUSE`), for at
-        most the busy timeout, rather than in SQLite's busy handler (which the statement
-        skips: its pauses grow to tens of milliseconds). Raises SQLite's busy error once
-        the timeout is spent."""
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            pause, deadline = WRITE_LOCK_FIRST_PAUSE, None
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # or an extended one
-                        raise
-                    now = time.monotonic()
-                    deadline = now + self.busy_timeout if deadline is None else deadline
-                    if now >= deadline:
-                        raise
-                time.sleep(pause)
-                pause = min(pause * 2, WRITE_LOCK_MAX_PAUSE)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        """`BEGIN IMMEDIATE` with SQLite's busy handler off (`_use_busy_handler`),
+        waiting for another process's write lock here, in short pauses
+        (`WRITE_LOCK_FIRST_PAUSE` doubling up to `WRITE_LOCK_MAX_PAUSE`), for at most the
+        busy timeout, rather than in the handler, whose pauses grow to tens of
+        milliseconds. Raises SQLite's busy error once the timeout is spent."""
+        pause, deadline = WRITE_LOCK_FIRST_PAUSE, None
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # or an extended one
+                    raise
+                now = time.monotonic()
+                deadline = now + self.busy_timeout if deadline is None else deadline
+                if now >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, WRITE_LOCK_MAX_PAUSE)
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -354,11 +361,19 @@ class ConnectionPool:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
+        """The thread's connection with SQLite's busy handler on for the read, and as it
+        was after: a thread that writes keeps it off between its writes, so its writes
+        pay no PRAGMA and each of its reads pays the same two."""
         conn = self.get()
+        was = self._local.busy_handler
         try:
+            self._use_busy_handler(conn, True)
             yield conn
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._use_busy_handler(conn, was)
 
     def close(self) -> None:
         with self._lock:

@@ -42,9 +42,8 @@ class WalGuard:
     """The WAL policy of one process's connections to one file. Called by the pool inside
     its own write lock, so it needs none of its own."""
 
-    def __init__(self, path: Path, busy_timeout: float) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._busy_ms = int(busy_timeout * 1000)
         self.low_space = False
         """The disk is nearly full: truncate the WAL after every write."""
         self.pending = False
@@ -70,11 +69,12 @@ class WalGuard:
     def checkpoint(self, conn: sqlite3.Connection) -> bool:
         """Copy the WAL into the database and cut it to zero bytes. True if it did."""
         try:
+            was = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])  # a write's is 0
             conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
             try:
                 busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             finally:
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                conn.execute(f"PRAGMA busy_timeout = {was}")
         except sqlite3.Error:
             return False
         if busy:
