@@ -72,27 +72,29 @@ def test_a_store_behind_a_transaction_pooler_holds_no_lock_and_cannot_listen(
 def test_the_probes_leave_a_worker_without_a_lock_alone(
     stores: tuple[Store, Store], t0: float
 ) -> None:
-    """Three workers: `pooled` (no lock, through the pooler), `alive` (holds its lock),
-    `gone` (registered to hold one, holds none: its process died). Probes spanning the
-    grace, run by the lockless store as a pooled worker's maintenance runs them, reclaim
-    `gone` alone; the operator's read (`liveness_free`) shows `gone` alone."""
+    """Three workers: `pooled` (no lock, through the pooler), `holding` (holds its lock;
+    an id no other test holds: liveness locks are keyed by worker id in every schema of
+    the database), `gone` (registered to hold one, holds none: its process died). Probes
+    spanning the grace, run by the lockless store as a pooled worker's maintenance runs
+    them, reclaim `gone` alone; the operator's read (`liveness_free`) shows `gone`
+    alone."""
     locking, lockless = stores
     register(lockless, "pooled", t0)
-    register(locking, "alive", t0)
+    register(locking, "holding", t0)
     register(locking, "gone", t0)
     for _ in range(3):
         enqueue_one(locking, t0)
-    jobs = {w: claim_one(locking, w, t0, lease=600) for w in ("pooled", "alive", "gone")}
-    handles = [lockless.liveness_hold("pooled"), locking.liveness_hold("alive")]
+    jobs = {w: claim_one(locking, w, t0, lease=600) for w in ("pooled", "holding", "gone")}
+    handles = [lockless.liveness_hold("pooled"), locking.liveness_hold("holding")]
     try:
-        assert locking.liveness_free(["pooled", "alive", "gone"]) == ["gone"]
+        assert locking.liveness_free(["pooled", "holding", "gone"]) == ["gone"]
         assert lockless.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 1) == []
         assert set(lockless.liveness_suspects()) == {"gone"}
         grace = lockless.liveness_grace
         dead = lockless.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 1 + grace)
         assert [d.id for d in dead] == ["gone"]
         assert [r.job_id for r in dead[0].reclaimed] == [jobs["gone"].id]
-        for name in ("pooled", "alive"):
+        for name in ("pooled", "holding"):
             assert worker(locking, name)["status"] == "active"
             job = locking.get_job(jobs[name].id)
             assert (job["status"], job["worker_id"]) == (JobStatus.RUNNING, name)

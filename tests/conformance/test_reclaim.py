@@ -494,10 +494,13 @@ def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
     store: Store, t0: float
 ) -> None:
     """A namesake that holds its lock but has not heartbeat for longer than its own
-    threshold (frozen, partitioned) is reclaimed, as the stale monitor would."""
+    threshold (frozen, partitioned) is reclaimed, as the stale monitor would. Its worker's
+    id is its own: liveness locks are keyed by worker id in every schema of a database,
+    and the next test holds "frozen" in its own, maybe at the same time on another test
+    process (a clean-clone run beside a CPU burner failed on the shared id)."""
     store.register_worker(
         WorkerInfo(
-            id="frozen",
+            id="silent",
             hostname="test-host",
             pid=1,
             queues=("default",),
@@ -508,15 +511,15 @@ def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
         now=t0,
     )
     enqueue_one(store, t0)
-    job = claim_one(store, "frozen", t0, lease=600)
-    handle = store.liveness_hold("frozen")
+    job = claim_one(store, "silent", t0, lease=600)
+    handle = store.liveness_hold("silent")
     try:
         assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 29).reclaimed == []
         (reclaimed,) = store.reclaim_by_name(
             "host-a", "new", "reconciliation", now=t0 + 31
         ).reclaimed
         assert reclaimed.job_id == job.id
-        assert worker(store, "frozen")["status"] == "inactive"
+        assert worker(store, "silent")["status"] == "inactive"
     finally:
         handle.release()
 
