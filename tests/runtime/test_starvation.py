@@ -9,10 +9,12 @@ import pytest
 import heartq
 from tests.support import wait_for
 
-LEASE = 1.2
-"""Twice the fast settings' 0.6 s lease: a machine loaded from outside can delay one 0.2 s
-heartbeat by half a second, but a starved heartbeat thread misses the whole busy spell."""
-BUSY_FOR = 3.0  # 2.5 leases: a heartbeat thread the task starves lets the lease lapse
+LEASE = 2.0
+"""Over three times the fast settings' 0.6 s lease: a machine loaded from outside can delay
+a 0.2 s heartbeat by a second (at 1.2 s, a clean-clone run beside a CPU burner saw the
+lease lapse once: an `interrupted` attempt before the success), but a starved heartbeat
+thread misses the whole busy spell."""
+BUSY_FOR = 4.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
 
 pytestmark = pytest.mark.xdist_group("busy-loops")
 """One busy spell at a time: the backends' runs of a test come one after the other, and
