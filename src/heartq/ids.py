@@ -8,7 +8,6 @@ import secrets
 import socket
 import threading
 import time
-import uuid
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -36,7 +35,8 @@ def new_job_id() -> str:
     value |= sequence << 64  # 12 bits rand_a: a counter
     value |= 0b10 << 62  # variant
     value |= secrets.randbits(62)
-    return str(uuid.UUID(int=value))
+    digits = f"{value:032x}"  # what str(uuid.UUID(int=value)) writes, without the object
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 ID_GROUPS = (8, 4, 4, 4, 12)

@@ -272,9 +272,10 @@ class Options:
     __slots__ = ("chosen",)
 
     def __init__(self, **chosen: Unpack[EnqueueOptions]) -> None:
-        for option in OPTIONS:
-            option.check(option, chosen.get(option.name))
-        check_together(chosen)
+        if chosen:  # none chosen (`task.enqueue(...)`, the common call): nothing to check
+            for option in OPTIONS:
+                option.check(option, chosen.get(option.name))
+            check_together(chosen)
         self.chosen: EnqueueOptions = chosen
 
     @classmethod
@@ -302,7 +303,8 @@ class Options:
 
     @property
     def on_dependency_failure(self) -> DependencyFailure:
-        return DependencyFailure(self.chosen.get("on_dependency_failure") or "cancel")
+        chosen = self.chosen.get("on_dependency_failure")
+        return DependencyFailure(chosen) if chosen else DependencyFailure.CANCEL
 
     @property
     def run_at(self) -> float | None:

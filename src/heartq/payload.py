@@ -47,6 +47,12 @@ def too_deep(what: str) -> PayloadError:
 NULL = "null"
 """JSON's null: what a task that returns nothing stores as its result."""
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""The strict encoder, made once: `json.dumps` with these settings builds a new encoder on
+every call (only its defaults share one), and every enqueue and result comes through here.
+An encoder keeps nothing between calls, so threads share it as `json.dumps` shares its
+own."""
+
 
 def encode(value: Any, *, what: str, limit: int) -> str:
     """Strict JSON (no NaN/Infinity, UTF-8 encodable, no NUL anywhere, at most
@@ -54,7 +60,7 @@ def encode(value: Any, *, what: str, limit: int) -> str:
     if value is None and limit >= len(NULL):
         return NULL  # most tasks return nothing: no encoder, no checks
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except RecursionError:
         raise too_deep(what) from None
     except (TypeError, ValueError) as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 
 import heartq
@@ -221,6 +224,10 @@ def test_job_ids_strictly_increase_within_a_process() -> None:
 
     ids = [new_job_id() for _ in range(20_000)]  # many per millisecond
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for job_id in ids[:: 1_000]:  # written by hand, read back as a canonical UUIDv7
+        parsed = uuid.UUID(job_id)
+        assert (str(parsed), parsed.version, parsed.variant) == (job_id, 7, uuid.RFC_4122)
+        assert abs((parsed.int >> 80) - time.time() * 1000) < 60_000  # its millisecond, now
 
 
 @pytest.mark.parametrize(
