@@ -9,12 +9,13 @@ import pytest
 import heartq
 from tests.support import wait_for
 
-LEASE = 2.0
-"""Over three times the fast settings' 0.6 s lease: a machine loaded from outside can delay
-a 0.2 s heartbeat by a second (at 1.2 s, a clean-clone run beside a CPU burner saw the
-lease lapse once: an `interrupted` attempt before the success), but a starved heartbeat
-thread misses the whole busy spell."""
-BUSY_FOR = 4.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
+LEASE = 3.0
+"""Five times the fast settings' 0.6 s lease: a machine loaded from outside delays the
+heartbeat thread, which needs the GIL from the busy task for each of its steps (clean-clone
+runs beside a CPU burner saw a 1.2 s and then a 2 s lease lapse, once each: an
+`interrupted` attempt before the success), but a starved heartbeat thread misses the whole
+busy spell."""
+BUSY_FOR = 6.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
 
 pytestmark = pytest.mark.xdist_group("busy-loops")
 """One busy spell at a time: the backends' runs of a test come one after the other, and
