@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -179,12 +180,10 @@ class SteeredMigrations:
     older heartq), `all()` back to today's. The monkeypatch undoes it at the test's end."""
 
     def __init__(self, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        store = open_store(url)
-        try:
+        with closing(open_store(url)) as store:
             self.dialect = type(store)
             self.every = store.migrations()
-        finally:
-            store.close()
+        self.url = url
         self._monkeypatch = monkeypatch
 
     @property
@@ -198,3 +197,19 @@ class SteeredMigrations:
     def all(self) -> None:
         every = self.every
         self._monkeypatch.setattr(self.dialect, "migrations", lambda _store: every)
+
+    @contextmanager
+    def store_before(self, version: int) -> Iterator[Store]:
+        """The store at `url` as the heartq before migration `version` left it (every
+        migration below it run), for the block to write old rows into; closed after it,
+        and from then on every store opened runs all the migrations again. Fails if there
+        is no migration `version` (the test would prove nothing)."""
+        assert version in {v for v, _ in self.every}, f"no migration {version:04d}"
+        older = max(v for v, _ in self.every if v < version)  # a backend may skip numbers
+        self.only(lambda v: v <= older)
+        try:
+            with closing(open_store(self.url)) as old:
+                assert old.migrate() == older
+                yield old
+        finally:
+            self.all()

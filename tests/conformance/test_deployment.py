@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import closing
 
 import pytest
 
@@ -42,25 +43,14 @@ def test_an_upgraded_database_gets_one(
     """A database of schema v8 (made by the previous version, jobs in it) gets its id when
     it is migrated, and keeps its jobs."""
     url = fresh_url()
-    migrations = SteeredMigrations(url, monkeypatch)
-    assert [version for version, _ in migrations.every if version == 9], "no migration 0009"
-    migrations.only(lambda version: version <= 8)
-    old = open_store(url)
-    try:
-        assert old.migrate() == 8
+    with SteeredMigrations(url, monkeypatch).store_before(9) as old:
         job_id = insert_version_1_job(old, old.clock())  # today's enqueue writes newer columns
-    finally:
-        old.close()
-    migrations.all()
-    upgraded = open_store(url)
-    try:
+    with closing(open_store(url)) as upgraded:
         assert upgraded.migrate() >= 9
         made = upgraded.deployment_id()
         assert re.fullmatch(r"[0-9a-f]{16}", made), made
         assert upgraded.get_job(job_id)["status"] == JobStatus.QUEUED
         assert upgraded.migrate() >= 9 and upgraded.deployment_id() == made
-    finally:
-        upgraded.close()
 
 
 def test_a_migration_merged_below_the_newest_still_runs(
@@ -73,18 +63,12 @@ def test_a_migration_merged_below_the_newest_still_runs(
     migrations = SteeredMigrations(url, monkeypatch)
     assert [version for version, _ in migrations.every if version == 9], "no migration 0009"
     migrations.only(lambda version: version != 9)
-    early = open_store(url)
-    try:
+    with closing(open_store(url)) as early:
         assert early.migrate() == migrations.newest
-    finally:
-        early.close()
     migrations.all()
-    later = open_store(url)
-    try:
+    with closing(open_store(url)) as later:
         assert later.migrate() == migrations.newest
         assert re.fullmatch(r"[0-9a-f]{16}", later.deployment_id())  # 0009 made it
-    finally:
-        later.close()
 
 
 def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
@@ -96,24 +80,14 @@ def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
     every = migrations.every
-    first = open_store(url)
-    try:
+    with closing(open_store(url)) as first:
         assert first.migrate() == every[-1][0]
-    finally:
-        first.close()
     migrations.only(lambda version: version < every[-1][0])
-    older = open_store(url)
-    try:
-        with pytest.raises(ConfigError) as refused:
-            older.migrate()
-    finally:
-        older.close()
+    with closing(open_store(url)) as older, pytest.raises(ConfigError) as refused:
+        older.migrate()
     message = str(refused.value)
     assert "\n" not in message
     assert f"migration {every[-1][0]}," in message and f"(schema {every[-2][0]})" in message
     migrations.all()
-    same = open_store(url)
-    try:
+    with closing(open_store(url)) as same:
         assert same.migrate() == every[-1][0]  # nothing changed: the current one carries on
-    finally:
-        same.close()

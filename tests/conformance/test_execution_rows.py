@@ -10,6 +10,7 @@ either way. A database upgraded while attempts run keeps them: each ends once.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -105,12 +106,7 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
     the claim wrote then): after migration 17 the attempt shows once, open, and its end
     writes its row once; the ended attempt before it is kept as it was."""
     url = fresh_url()
-    migrations = SteeredMigrations(url, monkeypatch)
-    assert [version for version, _ in migrations.every if version == 17], "no migration 0017"
-    migrations.only(lambda version: version <= 16)
-    old = open_store(url)
-    try:
-        assert old.migrate() == 16
+    with SteeredMigrations(url, monkeypatch).store_before(17) as old:
         t0 = float(int(old.clock()))
         job_id = insert_version_1_job(old, t0)
         sqlite = "sqlite" in old.url
@@ -130,11 +126,7 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
                 f"{t(t0 + 2)}, 'failed', 'boom'), ('{job_id}', 2, 'w1', {t(t0 + 5)}, NULL, "
                 "NULL, NULL)"
             )
-    finally:
-        old.close()
-    migrations.all()
-    new = open_store(url)
-    try:
+    with closing(open_store(url)) as new:  # today's heartq
         assert new.migrate() >= 17
         shown = new.get_job(job_id)["executions"]
         assert [(e["execution_id"], e["worker_id"], e["outcome"]) for e in shown] == [
@@ -146,5 +138,3 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
         shown = new.get_job(job_id)["executions"]
         assert [(e["execution_id"], e["outcome"]) for e in shown] == [(1, "failed"), (2, "crashed")]
         assert at(shown[1]["started_at"], t0 + 5)
-    finally:
-        new.close()
