@@ -17,6 +17,7 @@ peers' environment (`.bench-venv`), which the others would otherwise find half m
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -132,3 +133,32 @@ def test_fleet_section_runs(tmp_path: Path) -> None:
     assert held["server_cpu_cores"] > 0
     assert results["summary"]["ratio"] > 0
     assert (out / "fleet.png").stat().st_size > 10_000
+
+
+@pytest.mark.bench
+@pytest.mark.xdist_group("bench")
+@pytest.mark.timeout(300)
+def test_cpu_per_job_splits_a_runs_cpu(tmp_path: Path) -> None:
+    """`python -m bench.cpu_per_job` on heartq's side script against a private cluster:
+    both runs' workers are seen, the server's share is counted, and the figures are
+    those of jobs that were processed."""
+    cluster = pg_harness.PrivateCluster()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.cpu_per_job", "--match", "heartq worker",
+             "--jobs", "200,2000", "--", sys.executable, "bench/contenders/heartq_side.py",
+             "--backend", "postgresql", "--server", cluster.url, "--single", "50",
+             "--dir", str(tmp_path / "scratch")],
+            cwd=ROOT, capture_output=True, text=True, timeout=280,
+        )  # fmt: skip
+    finally:
+        cluster.close()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["jobs"] == [200, 2000]
+    assert figures["processing_jobs_per_s"] > 0
+    assert figures["server_us_per_job"] > 0 and figures["rest_us_per_job"] > 0
+    assert figures["cpu_us_per_job"] == pytest.approx(
+        figures["server_us_per_job"] + figures["rest_us_per_job"], abs=0.2
+    )
+    assert 0 < figures["busy_cores_while_processing"] <= (os.cpu_count() or 1) + 0.1

@@ -1,0 +1,134 @@
+"""Where a processed job's CPU goes: the database server's and everything else's, and how
+much of the machine the run keeps busy.
+
+A contender's side script (`bench/contenders/*_side.py`) is run twice, with a small and
+a large number of jobs. While its worker processes are alive (found by a substring of
+their command line), the machine's busy CPU (`/proc/stat`) and the PostgreSQL server's
+(every `postgres` process, with the CPU of the backends that already exited, which the
+postmaster's children's counters keep) are sampled. What a worker spends to start and to
+stop is the same in both runs, so the differences over the difference in jobs are what a
+job costs, and the difference in CPU over the difference in time is how many cores the
+processing itself keeps busy:
+
+    .venv/bin/python -m bench.cpu_per_job --match 'heartq worker' -- \\
+        .venv/bin/python bench/contenders/heartq_side.py --backend postgresql --dir /tmp/x
+    .venv/bin/python -m bench.cpu_per_job --match 'pgqueuer_side.py --work' -- \\
+        .bench-venv/bin/python bench/contenders/pgqueuer_side.py --dir /tmp/x
+
+`--jobs SMALL,LARGE` is appended to the command as `--jobs N`, and `--out` in the
+scratch directory if the command names none (the large run's processing rate is read
+back from it); the scratch directory (`--dir`) is emptied before each run. Measured on
+the shared server, so nothing else may run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+SAMPLE_EVERY = 0.02
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    busy: float  # the machine's busy CPU seconds since boot
+    server: float  # the PostgreSQL server's CPU seconds, exited backends included
+    workers: int  # worker processes alive
+
+
+def machine_busy() -> float:
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICK  # all but idle and iowait
+
+
+def sample(match: str) -> Sample:
+    server, workers = 0.0, 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            command = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        if name == "postgres":  # utime, stime, and those of its waited-for children
+            server += sum(int(f) for f in fields[11:15]) / TICK
+        elif match in command and "cpu_per_job" not in command:
+            workers += 1
+    return Sample(time.monotonic(), machine_busy(), server, workers)
+
+
+def while_workers_run(command: list[str], match: str) -> tuple[Sample, Sample]:
+    """Run `command`; the first and last samples taken while a worker process lived."""
+    samples: list[Sample] = []
+    done = threading.Event()
+
+    def sampler() -> None:
+        while not done.is_set():
+            samples.append(sample(match))
+            done.wait(SAMPLE_EVERY)
+
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    try:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        done.set()
+        thread.join()
+    alive = [s for s in samples if s.workers]
+    if len(alive) < 2:
+        raise SystemExit(f"no worker process matching {match!r} was seen")
+    return alive[0], alive[-1]
+
+
+def option(command: list[str], name: str) -> Path | None:
+    return Path(command[command.index(name) + 1]) if name in command else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--match", required=True, help="a substring of the workers' command")
+    parser.add_argument("--jobs", default="10000,100000", help="SMALL,LARGE")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = [c for c in args.command if c != "--"]
+    scratch = option(command, "--dir")
+    if scratch is None:
+        raise SystemExit("the side script's command needs --dir")
+    out = option(command, "--out") or scratch / "result.json"
+    if "--out" not in command:
+        command += ["--out", str(out)]
+    small, large = (int(n) for n in args.jobs.split(","))
+    runs = []
+    for jobs in (small, large):
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        first, last = while_workers_run([*command, "--jobs", str(jobs)], args.match)
+        runs.append((last.at - first.at, last.busy - first.busy, last.server - first.server))
+    (t0, busy0, server0), (t1, busy1, server1) = runs
+    jobs = large - small
+    print(json.dumps({
+        "command": " ".join(command),
+        "jobs": [small, large],
+        "seconds": [round(t0, 2), round(t1, 2)],
+        "processing_jobs_per_s": round(json.loads(out.read_text())["process"]),
+        "busy_cores_while_processing": round((busy1 - busy0) / (t1 - t0), 2),
+        "cpu_us_per_job": round((busy1 - busy0) / jobs * 1e6, 1),
+        "server_us_per_job": round((server1 - server0) / jobs * 1e6, 1),
+        "rest_us_per_job": round(((busy1 - busy0) - (server1 - server0)) / jobs * 1e6, 1),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
