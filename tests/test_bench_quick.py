@@ -10,8 +10,9 @@ leave them there.
 
 They are not part of the default suite (about two minutes, most of it installing and
 running the peers): `scripts/bench-check` runs them, and should before a change to
-`bench/` lands. The three run in one xdist group, one after the other: the first to run installs the
-peers' environment (`.bench-venv`), which the others would otherwise find half made.
+`bench/` lands. They run in one xdist group, one after the other: the first to run
+installs the peers' environment (`.bench-venv`), which the others would otherwise find
+half made.
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ from tests.support import wait_for
 
 LEASE = 3.0
 """Five times the fast settings' 0.6 s lease: a machine loaded from outside delays the
-heartbeat thread, which needs the GIL from the busy task for each of its steps (clean-clone
-runs beside a CPU burner saw a 1.2 s and then a 2 s lease lapse, once each: an
-`interrupted` attempt before the success), but a starved heartbeat thread misses the whole
-busy spell."""
+heartbeat thread, which needs the GIL from the busy task for each of its steps, but a
+starved heartbeat thread misses the whole busy spell. Given to the worker itself: the
+fast settings `run_worker` passes override the app's, and until the tenth session these
+tests set the lease on the app only, so their workers ran on 0.6 s (a 0.5 s trust window)
+whatever LEASE said; clean-clone runs saw that lapse once a session (`interrupted` before
+the success), raising LEASE twice changed nothing."""
 BUSY_FOR = 6.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
 
 pytestmark = pytest.mark.xdist_group("busy-loops")
@@ -35,9 +37,9 @@ def test_cpu_bound_thread_task_keeps_its_lease(app: heartq.App, run_worker) -> N
     def crunch() -> int:
         return busy_loop(BUSY_FOR)
 
-    app.settings = app.settings.with_overrides(lease=LEASE)
     job_id = crunch.enqueue()
-    with run_worker(app):
+    with run_worker(app, lease=LEASE) as worker:
+        assert worker.settings.lease_seconds == LEASE
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
     job = app.get_job(job_id)
     assert [e["outcome"] for e in job["executions"]] == ["succeeded"]
@@ -49,9 +51,9 @@ def test_blocking_async_task_keeps_its_lease(app: heartq.App, run_worker) -> Non
         time.sleep(BUSY_FOR)  # the mistake heartq must survive: blocking the event loop
         return "ok"
 
-    app.settings = app.settings.with_overrides(lease=LEASE)
     job_id = blocks_the_loop.enqueue()
-    with run_worker(app, pool="async"):
+    with run_worker(app, pool="async", lease=LEASE) as worker:
+        assert worker.settings.lease_seconds == LEASE
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=15)
     assert [e["outcome"] for e in app.get_job(job_id)["executions"]] == ["succeeded"]
 
@@ -71,9 +73,9 @@ def test_parent_heartbeats_for_a_silent_child(tmp_path, run_worker, monkeypatch)
 
     app = silent_tasks.app
     app.use_url(f"sqlite:///{tmp_path / 'q.db'}")
-    app.settings = app.settings.with_overrides(heartbeat_interval=0.1, lease=LEASE)
     job_id = app.enqueue("quiet")
-    with run_worker(app, pool="process", app_ref="silent_tasks:app"):
+    with run_worker(app, pool="process", app_ref="silent_tasks:app", lease=LEASE) as worker:
+        assert worker.settings.lease_seconds == LEASE
         wait_for(lambda: app.get_job(job_id)["status"] == "succeeded", timeout=20)
     job = app.get_job(job_id)
     assert job["result"] == "quiet"
