@@ -59,3 +59,20 @@ def test_burst_waits_for_a_job_running_on_another_worker(
         burst.join(15)
         assert not burst.is_alive()
     assert app.get_job(job_id)["status"] == JobStatus.SUCCEEDED
+
+
+def test_burst_exits_once_its_last_outcome_is_saved(app: heartq.App) -> None:
+    """The save of a run's last outcome does not wake its fetch loop (the freed slot did,
+    before the save): the run looks again within `BURST_SAVE_WAIT`, not a whole poll
+    interval later (it sat a poll interval, 1 s by default, after its last job)."""
+
+    @app.task
+    def quick() -> str:
+        return "ok"
+
+    ids = [quick.enqueue() for _ in range(3)]
+    started = time.monotonic()
+    Worker(app, **{**FAST, "poll_interval": 30.0}).run(burst=True)
+    took = time.monotonic() - started
+    assert [app.get_job(i)["status"] for i in ids] == [JobStatus.SUCCEEDED] * 3
+    assert took < 15.0, f"the burst run took {took:.1f} s: it slept through a poll interval"
