@@ -35,8 +35,7 @@ def new_job_id() -> str:
     value |= sequence << 64  # 12 bits rand_a: a counter
     value |= 0b10 << 62  # variant
     value |= secrets.randbits(62)
-    digits = f"{value:032x}"  # what str(uuid.UUID(int=value)) writes, without the object
-    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+    return _dashed(f"{value:032x}", ID_GROUPS)  # str(uuid.UUID(int=value)), no object
 
 
 ID_GROUPS = (8, 4, 4, 4, 12)

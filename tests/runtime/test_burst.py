@@ -62,9 +62,9 @@ def test_burst_waits_for_a_job_running_on_another_worker(
 
 
 def test_burst_exits_once_its_last_outcome_is_saved(app: heartq.App) -> None:
-    """The save of a run's last outcome does not wake its fetch loop (the freed slot did,
-    before the save): the run looks again within `BURST_SAVE_WAIT`, not a whole poll
-    interval later (it sat a poll interval, 1 s by default, after its last job)."""
+    """The save of a run's last outcome wakes its fetch loop (the freed slot woke it
+    before the save): the run exits then, not a whole poll interval later (it sat a poll
+    interval, 1 s by default, after its last job)."""
 
     @app.task
     def quick() -> str:

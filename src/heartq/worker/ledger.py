@@ -378,11 +378,15 @@ class Ledger:
 
     def drop(self, run: RunningJob) -> bool:
         """Forget the attempt; False if it was already forgotten. The fetch loop is woken
-        when this brings the attempts held back under their bound (`free_slots`)."""
+        when this brings the attempts held back under their bound (`free_slots`), and
+        when it forgets the last one: a burst run's own unsaved outcomes are the work it
+        waits for (the freed slot woke it before the save), so without this it slept a
+        whole poll interval after its last job before it could exit."""
         with self._lock:
             dropped = self._runs.pop(run.job.lease, None) is not None
             under_bound_again = len(self._runs) == self._hold_limit - 1
-        if dropped and under_bound_again:
+            none_left = not self._runs
+        if dropped and (under_bound_again or none_left):
             self.slot_freed.set()
         return dropped
 

@@ -97,11 +97,6 @@ the next claim's statement time is then past the moment the start frees up."""
 RATE_WAKE_MIN = 0.01
 """...and never sooner than this after the claim, so an answer of "now" (another claimer
 held the key) cannot become a tight loop."""
-BURST_SAVE_WAIT = 0.02
-"""A burst run whose own attempts have all ended, their outcomes still being saved, looks
-again this soon rather than after a whole poll interval: a save does not wake the fetch
-loop (a freed slot does, before the save), so the run sat a poll interval (1 s by
-default) after its last job before it could exit."""
 MIN_SAVE_TIME = 1.0
 """At shutdown, outcomes get at least 1 s to be saved after the running attempts ended,
 whatever is left of `shutdown_timeout`."""
@@ -333,10 +328,7 @@ class Worker:
                         self._fetch.claim_again_in(self._idle_wait(rate_wait))
                     if self._fetch.delivering:
                         continue  # back to the transport at once
-                wait = self._idle_wait(rate_wait)
-                if burst and self.ledger.executing() == 0 and self.ledger.running():
-                    wait = min(wait, BURST_SAVE_WAIT)  # only its own saves left to wait for
-                self._wake.wait(wait)
+                self._wake.wait(self._idle_wait(rate_wait))
                 self._wake.clear()
         finally:
             self._shutdown()
