@@ -22,6 +22,7 @@ tasks = heartq.App()
 entered = threading.Event()
 cancel_seen = threading.Event()
 let_go = threading.Event()
+ticks = [0]  # how often the cancelled coroutine looked at `let_go`
 
 
 @tasks.task
@@ -33,6 +34,7 @@ async def swallows_its_cancel(ctx: JobContext) -> str:
     except asyncio.CancelledError:
         cancel_seen.set()
     while not let_go.is_set():
+        ticks[0] += 1
         await asyncio.sleep(0.01)
     return "late"
 
@@ -189,6 +191,9 @@ def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finis
         wait_until(entered.is_set, "the coroutine to run")
         ledger.force(run, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"))
         wait_until(cancel_seen.is_set, "the coroutine to be cancelled")
+        pool.stop(run)  # a forced end reaches the pool more than once: it cancels once
+        seen = ticks[0]
+        wait_until(lambda: ticks[0] >= seen + 2, "the loop to pass the second stop")
         assert queued(ledger) == [("swallow", 1)]
         assert (ledger.executing(), ledger.free_slots()) == (1, 0)  # it swallowed the cancel
         assert ledger.lingering() == [run]
