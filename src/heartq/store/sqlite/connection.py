@@ -28,9 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from heartq.errors import ConfigError, StoreBusy, StoreRefused
+from heartq.errors import ConfigError, StoreBusy, StoreRefused, StoreUnavailable
 from heartq.store.sqlite import faults
 from heartq.store.sqlite.faults import translate
+from heartq.store.sqlite.shared_commit import MAX_SHARED, PARKED_CHECK, SAVEPOINT, SharedCommit
 from heartq.store.sqlite.wal import WalGuard
 
 __all__ = ["ConnectionPool", "check_location", "options_from_url", "path_from_url", "translate"]
@@ -164,6 +165,8 @@ class ConnectionPool:
         # Writers of one process queue here, where a release wakes the next at once;
         # SQLite's own busy handler polls with sleeps, which is for other processes only.
         self._write_lock = threading.Lock()
+        self._sharers_waiting = 0  # hot writes waiting for `_write_lock`
+        self._open_shared: SharedCommit | None = None  # left open by a hot write
         self.wal = WalGuard(path)
         self._opened_once = False  # from then on the file is never created again
         self._generation = 0  # bumped when the file was replaced: every thread reopens
@@ -289,20 +292,151 @@ class ConnectionPool:
             conn.set_trace_callback(self._on_statement)
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, share: bool = False) -> Iterator[sqlite3.Connection]:
         """`BEGIN IMMEDIATE`: take the write lock up front, so no transaction ever fails
-        half-way on a lock upgrade; everything inside commits or nothing does."""
-        conn = self.get()
-        if not self._write_lock.acquire(timeout=self.busy_timeout):
-            raise StoreBusy(f"SQLite database {self.path}: another thread held the write lock")
+        half-way on a lock upgrade; everything inside commits or nothing does. With
+        `share` (the worker's hot writes), the transaction and its commit may be shared
+        with such writes of the process's other threads (`shared_commit.py`): the
+        statements inside still commit or fail as one."""
+        self._take_write_lock(share)
         try:
-            self._use_busy_handler(conn, False)
-            self.wal.before_write(conn)
-            with self._transaction(conn):
-                yield conn
-            self.wal.after_commit(conn)
+            shared, joined = self._transaction_for(share)
+        except BaseException:
+            self._write_lock.release()
+            raise
+        conn = shared.conn
+        try:
+            if joined:
+                conn.execute(f"SAVEPOINT {SAVEPOINT}")
+            yield conn
+            if joined:
+                conn.execute(f"RELEASE {SAVEPOINT}")
+        except BaseException as exc:
+            self._failed(shared, joined, exc)
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.path) from exc
+            raise
+        if share and self._sharers_waiting and shared.writes < MAX_SHARED:
+            self._open_shared = shared  # the next hot write goes on in it and commits
+            self._write_lock.release()
+            self._wait_for_commit(shared)
+        else:
+            try:
+                self._end(shared)
+            finally:
+                self._write_lock.release()
+        if shared.failure is not None:
+            raise self._shared_failure(shared)
+
+    def _take_write_lock(self, share: bool) -> None:
+        """The process's write lock, counting the hot writes that wait for it (a hot
+        write that ends leaves its transaction open only while one does)."""
+        if share:
+            with self._lock:
+                self._sharers_waiting += 1
+        try:
+            got = self._write_lock.acquire(timeout=self.busy_timeout)
+        finally:
+            if share:
+                with self._lock:
+                    self._sharers_waiting -= 1
+        if not got:
+            raise StoreBusy(f"SQLite database {self.path}: another thread held the write lock")
+
+    def _transaction_for(self, share: bool) -> tuple[SharedCommit, bool]:
+        """With the write lock held: the transaction a hot write left open, joined (True)
+        by a hot write; else a new one, after committing any left open for its writes."""
+        left, self._open_shared = self._open_shared, None
+        if left is not None and left.open_to(os.getpid()):
+            if share:
+                left.writes += 1
+                return left, True
+            self._end(left)
+        conn = self.get()
+        self._use_busy_handler(conn, False)
+        self.wal.before_write(conn)
+        try:
+            self._begin_immediate(conn)
+        except sqlite3.Error as exc:
+            self.wal.write_failed(exc)
+            raise translate(exc, self.path) from None
+        try:
+            self._check_file()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        return SharedCommit(conn), False
+
+    def _failed(self, shared: SharedCommit, joined: bool, exc: BaseException) -> None:
+        """A write's statements failed: undo them (all of the transaction for the write
+        that began it; to its savepoint for one that joined, so the writes before it
+        still commit), end the transaction and release the write lock."""
+        conn = shared.conn
+        if isinstance(exc, sqlite3.Error):
+            self.wal.write_failed(exc)
+        try:
+            if not joined:
+                shared.failure = exc if isinstance(exc, sqlite3.Error) else _rolled_back()
+            elif conn.in_transaction:  # some errors (a full disk) end it: then it is lost
+                try:
+                    conn.execute(f"ROLLBACK TO {SAVEPOINT}")
+                    conn.execute(f"RELEASE {SAVEPOINT}")
+                except sqlite3.Error as undo:
+                    shared.failure = undo
+            else:
+                shared.failure = exc if isinstance(exc, sqlite3.Error) else _rolled_back()
+            self._end(shared)
         finally:
             self._write_lock.release()
+
+    def _end(self, shared: SharedCommit) -> None:
+        """Commit the transaction (or roll it back, if it failed) and tell the writes
+        that left it open. Raises only what the WAL guard's look after a commit raises."""
+        conn = shared.conn
+        try:
+            if shared.failure is None:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self.wal.write_failed(exc)
+                    shared.failure = exc
+            if shared.failure is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+        finally:
+            shared.done.set()
+        if shared.failure is None:
+            self.wal.after_commit(conn)
+
+    def _wait_for_commit(self, shared: SharedCommit) -> None:
+        """Wait until the transaction this write left open ends. Should the hot write
+        that waited for the lock not take it (its wait timed out), commit it here."""
+        while not shared.done.wait(PARKED_CHECK):
+            if self._write_lock.acquire(blocking=False):
+                try:
+                    if self._open_shared is shared:
+                        self._open_shared = None
+                        self._end(shared)
+                finally:
+                    self._write_lock.release()
+
+    def _shared_failure(self, shared: SharedCommit) -> Exception:
+        """What a write raises whose statements did not commit because its transaction
+        failed: a new exception for each write that shared it (each raises in its own
+        thread); SQLite's own error, translated, for a write that shared it with none."""
+        failure = shared.failure
+        assert failure is not None
+        error = translate(failure, self.path)
+        if error is failure and shared.writes > 1:  # another write's constraint, perhaps
+            return StoreUnavailable(f"SQLite database {self.path}: {failure}")
+        return error
+
+    @property
+    def hot_writes_waiting(self) -> int:
+        """How many hot writes wait for the process's write lock (tests wait on it)."""
+        with self._lock:
+            return self._sharers_waiting
 
     def _use_busy_handler(self, conn: sqlite3.Connection, on: bool) -> None:
         """SQLite's busy handler on (a read waits in it, up to the busy timeout) or off (a
@@ -335,31 +469,6 @@ class ConnectionPool:
             pause = min(pause * 2, WRITE_LOCK_MAX_PAUSE)
 
     @contextlib.contextmanager
-    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
-        try:
-            self._begin_immediate(conn)
-        except sqlite3.Error as exc:
-            self.wal.write_failed(exc)
-            raise translate(exc, self.path) from None
-        try:
-            self._check_file()
-            yield
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                self.wal.write_failed(exc)
-                raise translate(exc, self.path) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self.wal.write_failed(exc)
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise translate(exc, self.path) from None
-
-    @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """The thread's connection with SQLite's busy handler on for the read, and as it
         was after: a thread that writes keeps it off between its writes, so its writes
@@ -383,6 +492,12 @@ class ConnectionPool:
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
+
+
+def _rolled_back() -> sqlite3.Error:
+    """Why the writes of a transaction rolled back by a failure that is not SQLite's
+    (an interrupt inside a write) did not commit."""
+    return sqlite3.OperationalError("the write transaction was rolled back")
 
 
 def _identity(path: Path) -> tuple[int, int]:

@@ -111,6 +111,11 @@ class SQLiteStore(SqlStore):
     def _write(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.write()
 
+    def _write_each(self) -> contextlib.AbstractContextManager[Any]:
+        """The worker's hot writes (claim, heartbeat, finish) may share one commit with
+        those of the process's other threads (`shared_commit.py`)."""
+        return self.pool.write(share=True)
+
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.read()
 

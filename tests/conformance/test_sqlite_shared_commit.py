@@ -1,0 +1,197 @@
+"""SQLite: hot writes of two threads that meet at the write lock share one commit
+(`store/sqlite/shared_commit.py`), and each still commits or fails as a whole.
+
+Each test runs a first hot write that holds the lock until a second one waits for it,
+on a real file, and reads the outcome through a connection of its own."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from heartq.errors import StoreUnavailable
+from heartq.store.sqlite.connection import ConnectionPool
+from tests.support import wait_for
+
+Write = Callable[[sqlite3.Connection], None]
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[ConnectionPool]:
+    pool = ConnectionPool(tmp_path / "q.db")
+    with pool.write() as conn:
+        conn.execute("CREATE TABLE rows (name TEXT PRIMARY KEY)")
+    yield pool
+    pool.close()
+
+
+def _insert(name: str) -> Write:
+    def write(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO rows (name) VALUES (?)", (name,))
+
+    return write
+
+
+def _names(pool: ConnectionPool) -> set[str]:
+    with sqlite3.connect(pool.path) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM rows")}
+
+
+class _Thread(threading.Thread):
+    """A hot write in a thread of its own: what it raised, if anything."""
+
+    def __init__(self, pool: ConnectionPool, write: Write, share: bool = True) -> None:
+        super().__init__(daemon=True)
+        self.pool, self.write, self.share = pool, write, share
+        self.raised: BaseException | None = None
+        self.returned = threading.Event()
+
+    def run(self) -> None:
+        try:
+            if self.pool.path.exists() and _has_children(self.pool.path):
+                self.pool.get().execute("PRAGMA foreign_keys = ON")  # this thread's
+            with self.pool.write(share=self.share) as conn:
+                self.write(conn)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            self.raised = exc
+        self.returned.set()
+
+
+def _meet(pool: ConnectionPool, first: Write, second: Write) -> tuple[_Thread, _Thread]:
+    """Run `first` as a hot write that ends only once `second`, a hot write of another
+    thread, waits for the lock; return both threads, ended."""
+    second_thread = _Thread(pool, second)
+
+    def first_then_wait(conn: sqlite3.Connection) -> None:
+        first(conn)
+        second_thread.start()
+        wait_for(lambda: pool.hot_writes_waiting == 1, timeout=10, what="the second write")
+
+    first_thread = _Thread(pool, first_then_wait)
+    first_thread.start()
+    for thread in (first_thread, second_thread):
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a write never returned"
+    return first_thread, second_thread
+
+
+def _commits(pool: ConnectionPool) -> list[str]:
+    seen: list[str] = []
+    pool.trace.append(lambda sql: seen.append(sql) if sql.strip() == "COMMIT" else None)
+    pool.enable_trace()
+    return seen
+
+
+def test_two_hot_writes_share_one_commit(pool: ConnectionPool) -> None:
+    commits = _commits(pool)
+    first, second = _meet(pool, _insert("a"), _insert("b"))
+    assert first.raised is None and second.raised is None
+    assert _names(pool) == {"a", "b"}
+    assert len(commits) == 1, commits
+
+
+def test_the_first_write_returns_only_once_its_rows_are_committed(pool: ConnectionPool) -> None:
+    seen_by_second: list[set[str]] = []
+
+    def second(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO rows (name) VALUES ('b')")
+        seen_by_second.append(_names(pool))  # another connection: committed rows only
+
+    first, _ = _meet(pool, _insert("a"), second)
+    assert first.raised is None
+    assert seen_by_second == [set()], "the first write's row was not committed before"
+    assert _names(pool) == {"a", "b"}
+
+
+def test_a_failed_second_write_undoes_only_its_own_statements(pool: ConnectionPool) -> None:
+    def second(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO rows (name) VALUES ('b')")
+        raise ValueError("the second write's own failure")
+
+    first, failed = _meet(pool, _insert("a"), second)
+    assert first.raised is None
+    assert isinstance(failed.raised, ValueError)
+    assert _names(pool) == {"a"}
+
+
+def test_a_constraint_in_the_second_write_is_its_own(pool: ConnectionPool) -> None:
+    first, failed = _meet(pool, _insert("a"), _insert("a"))
+    assert first.raised is None
+    assert isinstance(failed.raised, sqlite3.IntegrityError)
+    assert _names(pool) == {"a"}
+
+
+def test_a_commit_that_fails_fails_every_write_that_shared_it(pool: ConnectionPool) -> None:
+    with pool.write() as conn:  # a violation SQLite reports only at COMMIT
+        conn.execute("CREATE TABLE parents (id INTEGER PRIMARY KEY)")
+        conn.execute(
+            "CREATE TABLE children (parent INTEGER REFERENCES parents (id)"
+            " DEFERRABLE INITIALLY DEFERRED)"
+        )
+
+    def orphan(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO children (parent) VALUES (42)")
+
+    first, second = _meet(pool, _insert("a"), orphan)
+    assert isinstance(first.raised, StoreUnavailable), first.raised
+    assert "FOREIGN KEY" in str(first.raised) and "\n" not in str(first.raised)
+    assert isinstance(second.raised, StoreUnavailable), second.raised
+    assert _names(pool) == set(), "nothing of either write was committed"
+    with pool.write() as conn:  # and the pool writes on
+        conn.execute("INSERT INTO rows (name) VALUES ('after')")
+    assert _names(pool) == {"after"}
+
+
+def _has_children(path: Path) -> bool:
+    """The foreign-key test's table is there: each thread's connection checks keys."""
+    with sqlite3.connect(path) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'children'")
+        return found.fetchone() is not None
+
+
+def test_a_write_that_does_not_share_never_joins(pool: ConnectionPool) -> None:
+    """An enqueue, say, meeting a transaction a hot write left open commits that one for
+    its writes, then writes in a transaction of its own."""
+    commits = _commits(pool)
+    with _a_hot_write_waiting(pool):
+        first = _Thread(pool, _insert("a"))
+        first.start()
+        wait_for(lambda: pool._open_shared, timeout=10, what="a transaction left open")
+        with pool.write() as conn:
+            conn.execute("INSERT INTO rows (name) VALUES ('b')")
+        assert first.returned.wait(timeout=30)
+    assert first.raised is None
+    assert _names(pool) == {"a", "b"}
+    assert len(commits) == 2, commits
+
+
+@contextlib.contextmanager
+def _a_hot_write_waiting(pool: ConnectionPool) -> Iterator[None]:
+    """As if a hot write waited for the lock and never took it."""
+    with pool._lock:  # the test's own pool: a waiter that never comes
+        pool._sharers_waiting += 1
+    try:
+        yield
+    finally:
+        with pool._lock:
+            pool._sharers_waiting -= 1
+
+
+def test_a_write_left_open_for_a_waiter_that_gave_up_commits_by_itself(
+    pool: ConnectionPool,
+) -> None:
+    """A hot write that ends while another waits leaves its transaction open for it; if
+    that one never comes (its wait timed out just then), the first commits it itself."""
+    commits = _commits(pool)
+    with _a_hot_write_waiting(pool):
+        write = _Thread(pool, _insert("a"))
+        write.start()
+        assert write.returned.wait(timeout=30), "the write waited for ever"
+    assert write.raised is None
+    assert _names(pool) == {"a"}
+    assert len(commits) == 1
