@@ -59,8 +59,11 @@ def run_outage(harness: Harness, *extra: str) -> None:
     assert all(e["outcome"] != "succeeded" for e in done["executions"] if e["execution_id"] == 1)
     assert done["result"]["execution_id"] > 1
     assert done["result"]["attempt"] == 1 and done["attempts"] == 1
-    succeeded = worker.job_events("job_succeeded", job_id)
-    assert succeeded and not [e for e in succeeded if e["execution_id"] == 1]
+    # logged once the worker's finish returns, which may be a moment after its commit
+    succeeded = harness.wait_for(
+        lambda: worker.job_events("job_succeeded", job_id), 5, "job_succeeded"
+    )
+    assert not [e for e in succeeded if e["execution_id"] == 1]
     assert worker.job_events("lease_lost", job_id)
     assert worker.alive()
 
