@@ -45,16 +45,18 @@ def _names(pool: ConnectionPool) -> set[str]:
 class _Thread(threading.Thread):
     """A hot write in a thread of its own: what it raised, if anything."""
 
-    def __init__(self, pool: ConnectionPool, write: Write, share: bool = True) -> None:
+    def __init__(
+        self, pool: ConnectionPool, write: Write, share: bool = True, prepare: Write | None = None
+    ) -> None:
         super().__init__(daemon=True)
-        self.pool, self.write, self.share = pool, write, share
+        self.pool, self.write, self.share, self.prepare = pool, write, share, prepare
         self.raised: BaseException | None = None
         self.returned = threading.Event()
 
     def run(self) -> None:
         try:
-            if self.pool.path.exists() and _has_children(self.pool.path):
-                self.pool.get().execute("PRAGMA foreign_keys = ON")  # this thread's
+            if self.prepare is not None:  # on this thread's own connection
+                self.prepare(self.pool.get())
             with self.pool.write(share=self.share) as conn:
                 self.write(conn)
         except BaseException as exc:  # noqa: BLE001 - the test looks at it
@@ -62,17 +64,20 @@ class _Thread(threading.Thread):
         self.returned.set()
 
 
-def _meet(pool: ConnectionPool, first: Write, second: Write) -> tuple[_Thread, _Thread]:
+def _meet(
+    pool: ConnectionPool, first: Write, second: Write, prepare: Write | None = None
+) -> tuple[_Thread, _Thread]:
     """Run `first` as a hot write that ends only once `second`, a hot write of another
-    thread, waits for the lock; return both threads, ended."""
-    second_thread = _Thread(pool, second)
+    thread, waits for the lock; return both threads, ended. `prepare` runs first on each
+    thread's own connection."""
+    second_thread = _Thread(pool, second, prepare=prepare)
 
     def first_then_wait(conn: sqlite3.Connection) -> None:
         first(conn)
         second_thread.start()
         wait_for(lambda: pool.hot_writes_waiting == 1, timeout=10, what="the second write")
 
-    first_thread = _Thread(pool, first_then_wait)
+    first_thread = _Thread(pool, first_then_wait, prepare=prepare)
     first_thread.start()
     for thread in (first_thread, second_thread):
         thread.join(timeout=30)
@@ -137,7 +142,8 @@ def test_a_commit_that_fails_fails_every_write_that_shared_it(pool: ConnectionPo
     def orphan(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO children (parent) VALUES (42)")
 
-    first, second = _meet(pool, _insert("a"), orphan)
+    keys_checked: Write = lambda conn: conn.execute("PRAGMA foreign_keys = ON")  # noqa: E731
+    first, second = _meet(pool, _insert("a"), orphan, prepare=keys_checked)
     assert isinstance(first.raised, StoreUnavailable), first.raised
     assert "FOREIGN KEY" in str(first.raised) and "\n" not in str(first.raised)
     assert isinstance(second.raised, StoreUnavailable), second.raised
@@ -145,13 +151,6 @@ def test_a_commit_that_fails_fails_every_write_that_shared_it(pool: ConnectionPo
     with pool.write() as conn:  # and the pool writes on
         conn.execute("INSERT INTO rows (name) VALUES ('after')")
     assert _names(pool) == {"after"}
-
-
-def _has_children(path: Path) -> bool:
-    """The foreign-key test's table is there: each thread's connection checks keys."""
-    with sqlite3.connect(path) as conn:
-        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'children'")
-        return found.fetchone() is not None
 
 
 def test_a_write_that_does_not_share_never_joins(pool: ConnectionPool) -> None:

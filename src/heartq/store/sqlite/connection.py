@@ -376,9 +376,7 @@ class ConnectionPool:
         if isinstance(exc, sqlite3.Error):
             self.wal.write_failed(exc)
         try:
-            if not joined:
-                shared.failure = exc if isinstance(exc, sqlite3.Error) else _rolled_back()
-            elif conn.in_transaction:  # some errors (a full disk) end it: then it is lost
+            if joined and conn.in_transaction:  # some errors (a full disk) end it: lost
                 try:
                     conn.execute(f"ROLLBACK TO {SAVEPOINT}")
                     conn.execute(f"RELEASE {SAVEPOINT}")
