@@ -29,7 +29,7 @@ from heartq.errors import (
     TaskNotDeclaredWarning,
     UnknownTask,
 )
-from heartq.hooks import AttemptInfo, EnqueueInfo, Hooks, WorkerHookInfo
+from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
 from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
 from heartq.worker import Worker
@@ -45,6 +45,7 @@ __all__ = [
     "Cancelled",
     "Chain",
     "ConfigError",
+    "CrashInfo",
     "DependencyFailure",
     "DependencyNotFound",
     "DuplicateJob",

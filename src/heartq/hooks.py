@@ -23,6 +23,14 @@ job's `meta` (a JSON object kept with the job, given to each attempt as `ctx.met
 
 Order: hooks run in the order they were registered before, and in the reverse order after
 (as nested `with` blocks would), so the first registered wraps all the others.
+
+An attempt whose worker or child process died runs no attempt hook after: nothing is left
+to run it. The crash hooks (`@app.hooks.crash`) are for that: they run in the process
+that found the crash and ended the attempt (a worker's reaper, monitor or liveness probe,
+its startup reconciliation, or the process pool's parent of a child that died), once per
+crashed attempt, after the commit that ended it. Fenced like every reclaim: of racing
+reclaimers only the one whose write landed runs them (at most once: a reclaimer that dies
+between its commit and its hooks runs none).
 """
 
 from __future__ import annotations
@@ -34,10 +42,13 @@ import json
 import logging
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 from heartq import events, payload
-from heartq.model import NewJob, Outcome
+from heartq.model import JobStatus, NewJob, Outcome, Reclaimed
+from heartq.timeutil import utc
 
 Subject = TypeVar("Subject")
 _NOTHING = contextlib.nullcontext()
@@ -80,6 +91,52 @@ class AttemptInfo:
     exception: BaseException | None = None
     error: str | None = None
     will_retry: bool = False
+
+
+@dataclass(frozen=True)
+class CrashInfo:
+    """One attempt that crashed, for the crash hooks: its worker or its process pool child
+    died, or its lease expired (its worker froze or lost its host), so its code could not
+    report its end. Run in the process that ended it, on that worker's maintenance thread
+    (or the thread that saw its child die): keep a hook quick.
+
+    `worker_id` is the worker that held the attempt (not the one running the hook);
+    `crash` is the crash context stored with the attempt (`reason`, `detected_by`,
+    `detected_at`, `last_heartbeat_at`, a child's `signal` and `exit_code`...), as
+    `heartq jobs show` prints it. `status` is what became of the job: `queued` again
+    (`will_retry`, after `retry_in` seconds), `dead` (`dead_reason`) or `cancelled` (its
+    cancel was requested)."""
+
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    execution_id: int
+    worker_id: str | None
+    args: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    started_at: datetime | None
+    crash: Mapping[str, Any]
+    status: JobStatus
+    retry_in: float = 0.0
+    dead_reason: str | None = None
+
+    @property
+    def detected_by(self) -> str:
+        """How the crash was found: `liveness_lock`, `stale_worker`, `lease_expired`,
+        `child_exit` or `reconciliation`."""
+        return str(self.crash.get("detected_by", ""))
+
+    @property
+    def reason(self) -> str:
+        """The crash's reason in words (`lease expired`, `child process killed by
+        SIGKILL`...)."""
+        return str(self.crash.get("reason", "crashed"))
+
+    @property
+    def will_retry(self) -> bool:
+        """The job runs again after this crash."""
+        return self.status is JobStatus.QUEUED
 
 
 @dataclass(frozen=True)
@@ -185,13 +242,15 @@ def _failed(kind: str, hook: Callable[..., Any], stage: str, error: str) -> None
 
 
 class Hooks:
-    """An app's hooks (`app.hooks`): `enqueue`, `attempt`, `worker_start`, `worker_stop`,
-    each a decorator that registers a hook. Register them where the app is made (at import
-    of its module): a process pool's child imports that module, and so has them too."""
+    """An app's hooks (`app.hooks`): `enqueue`, `attempt`, `crash`, `worker_start`,
+    `worker_stop`, each a decorator that registers a hook. Register them where the app is
+    made (at import of its module): a process pool's child imports that module, and so has
+    them too."""
 
     def __init__(self) -> None:
         self.enqueue: HookList[EnqueueInfo] = HookList("enqueue")
         self.attempt: HookList[AttemptInfo] = HookList("attempt")
+        self.crash: HookList[CrashInfo] = HookList("crash")
         self.worker_start: HookList[WorkerHookInfo] = HookList("worker_start")
         self.worker_stop: HookList[WorkerHookInfo] = HookList("worker_stop")
 
@@ -251,3 +310,35 @@ def _with_meta(job: NewJob, info: EnqueueInfo, limit: int) -> NewJob:
         _failed("enqueue", _with_meta, "before", f"meta left unusable: {exc}")
         return job
     return job if meta_json == job.meta_json else dataclasses.replace(job, meta_json=meta_json)
+
+
+def run_crash_hooks(hooks: HookList[CrashInfo], reclaimed: Sequence[Reclaimed]) -> None:
+    """The crash hooks for each attempt of `reclaimed` that crashed, in order. Not for an
+    attempt `interrupted` (its own worker gave it up when it lost the database: the job
+    was not at fault, and the worker's attempt hooks still see its code end) nor for a job
+    claimed ahead and never started (no attempt ran)."""
+    if not hooks:
+        return
+    for job in reclaimed:
+        if job.outcome is Outcome.CRASHED:
+            hooks.run(_crash_info(job))
+
+
+def _crash_info(job: Reclaimed) -> CrashInfo:
+    args = payload.decode(job.args_json)
+    meta = payload.decode(job.meta_json)
+    return CrashInfo(
+        job_id=job.job_id,
+        task=job.task,
+        queue=job.queue,
+        attempt=job.attempts,
+        execution_id=job.execution_id,
+        worker_id=job.worker_id,
+        args=MappingProxyType(args if isinstance(args, dict) else {}),
+        meta=MappingProxyType(meta if isinstance(meta, dict) else {}),
+        started_at=utc(job.started_at),
+        crash=MappingProxyType(job.crash),
+        status=job.status,
+        retry_in=job.retry_delay,
+        dead_reason=job.dead_reason,
+    )

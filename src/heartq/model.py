@@ -25,6 +25,7 @@ import enum
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -377,12 +378,20 @@ class Reclaimed:
     execution_id: int
     worker_id: str | None
     task: str
-    status: JobStatus  # queued (will retry) or dead
+    status: JobStatus  # queued (will retry), dead or cancelled
     attempts: int
     crash: dict[str, Any]
     retry_delay: float = 0.0
     dead_reason: str | None = None
     queue: str = ""
+    outcome: Outcome = Outcome.CRASHED
+    """How the attempt ended: `CRASHED`, `INTERRUPTED` (its worker lost the database), or
+    `RELEASED` (claimed ahead and never started: no attempt ran)."""
+    started_at: float | datetime | None = None
+    """When the attempt started, as the backend reads it (seconds or a datetime)."""
+    args_json: str | None = None
+    meta_json: str | None = None
+    """The job's arguments and meta as stored (JSON text), for the crash hooks."""
 
 
 @dataclass(frozen=True)

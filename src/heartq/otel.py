@@ -1,7 +1,7 @@
 """OpenTelemetry tracing: a span for every enqueue and every attempt, one trace from the
 caller's request through each attempt of its job (`pip install 'heartq[otel]'`).
 
-`instrument(app)` registers two of the app's hooks (`heartq.hooks`), nothing else:
+`instrument(app)` registers three of the app's hooks (`heartq.hooks`), nothing else:
 
 - an enqueue hook: a PRODUCER span `send <queue>` per job, whose context is written into
   the job's `meta` under `META_KEY` by OpenTelemetry's propagator (W3C `traceparent` and
@@ -11,7 +11,13 @@ caller's request through each attempt of its job (`pip install 'heartq[otel]'`).
   the job carries (and a link to it, as the messaging conventions ask of a process span),
   made current while the task's code runs, so the user's own spans nest under it. Attempt
   hooks run where the code runs (a thread, an asyncio task, a process pool's child), so
-  this holds on every pool.
+  this holds on every pool;
+- a crash hook: an attempt whose worker or child died never ended its span, and the span
+  died unexported with its process. The worker that finds the crash makes the attempt's
+  `process <queue>` span in its stead, from the attempt's start to the crash's detection,
+  with the same parent and an ERROR status saying what was found (`heartq.detected_by`).
+  An attempt whose lease expired while its code went on (a frozen worker that woke) may
+  so have two spans: the one its code ended, and the crash.
 
 Names follow the OpenTelemetry semantic conventions for messaging (`SCHEMA_URL`): span
 name `{messaging.operation.name} {destination}`, `messaging.operation.type` (the old
@@ -43,7 +49,7 @@ from heartq.model import Outcome
 
 if TYPE_CHECKING:
     from heartq.app import App
-    from heartq.hooks import AttemptInfo, EnqueueInfo
+    from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo
 
 __all__ = ["META_KEY", "SCHEMA_URL", "instrument"]
 
@@ -78,6 +84,7 @@ HEARTQ_ATTEMPT: Final = "heartq.attempt"
 HEARTQ_EXECUTION_ID: Final = "heartq.execution_id"
 HEARTQ_OUTCOME: Final = "heartq.outcome"
 HEARTQ_WILL_RETRY: Final = "heartq.will_retry"
+HEARTQ_DETECTED_BY: Final = "heartq.detected_by"
 
 _instrumented: weakref.WeakSet[App] = weakref.WeakSet()
 _lock = threading.Lock()
@@ -99,10 +106,11 @@ def instrument(app: App, tracer_provider: trace.TracerProvider | None = None) ->
     tracing = _Tracing(tracer_provider)
     app.hooks.enqueue(tracing.enqueue)
     app.hooks.attempt(tracing.attempt)
+    app.hooks.crash(tracing.crash)
 
 
 class _Tracing:
-    """The two hooks of one `instrument` call, with its tracer."""
+    """The three hooks of one `instrument` call, with its tracer."""
 
     def __init__(self, tracer_provider: trace.TracerProvider | None) -> None:
         from heartq import __version__
@@ -142,30 +150,54 @@ class _Tracing:
     def attempt(self, attempt: AttemptInfo) -> Generator[None, None, None]:
         """A `process <queue>` span around one attempt's code, current while it runs, its
         parent the context the job carries."""
-        parent = propagate.extract(_carrier(attempt.meta))
-        created = trace.get_current_span(parent).get_span_context()
-        span = self._tracer.start_span(
-            f"{PROCESS} {attempt.queue}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            links=[Link(created)] if created.is_valid else None,
-            attributes={
-                MESSAGING_SYSTEM: SYSTEM,
-                MESSAGING_OPERATION_NAME: PROCESS,
-                MESSAGING_OPERATION_TYPE: PROCESS,
-                MESSAGING_DESTINATION_NAME: attempt.queue,
-                MESSAGING_MESSAGE_ID: attempt.job_id,
-                MESSAGING_CLIENT_ID: attempt.worker_id,
-                HEARTQ_TASK: attempt.task,
-                HEARTQ_ATTEMPT: attempt.attempt,
-                HEARTQ_EXECUTION_ID: attempt.execution_id,
-            },
-        )
+        span = self._process_span(attempt)
         try:
             with trace.use_span(span, end_on_exit=False):
                 yield
         finally:
             self._ended(span, attempt)
+
+    def crash(self, crashed: CrashInfo) -> None:
+        """The `process <queue>` span of an attempt that crashed, made by the worker that
+        found the crash: from the attempt's start (or now, if unknown) to now, ERROR."""
+        started = crashed.started_at
+        span = self._process_span(
+            crashed, start_time=None if started is None else int(started.timestamp() * 1e9)
+        )
+        span.set_attribute(HEARTQ_OUTCOME, Outcome.CRASHED.value)
+        span.set_attribute(HEARTQ_WILL_RETRY, crashed.will_retry)
+        span.set_attribute(HEARTQ_DETECTED_BY, crashed.detected_by)
+        span.set_attribute(ERROR_TYPE, Outcome.CRASHED.value)
+        span.set_status(Status(StatusCode.ERROR, crashed.reason))
+        span.end()
+
+    def _process_span(
+        self, attempt: AttemptInfo | CrashInfo, start_time: int | None = None
+    ) -> trace.Span:
+        """An attempt's `process <queue>` span, started (at `start_time`, ns, or now), its
+        parent the context the job carries and a link to it."""
+        parent = propagate.extract(_carrier(attempt.meta))
+        created = trace.get_current_span(parent).get_span_context()
+        attributes: dict[str, Any] = {
+            MESSAGING_SYSTEM: SYSTEM,
+            MESSAGING_OPERATION_NAME: PROCESS,
+            MESSAGING_OPERATION_TYPE: PROCESS,
+            MESSAGING_DESTINATION_NAME: attempt.queue,
+            MESSAGING_MESSAGE_ID: attempt.job_id,
+            HEARTQ_TASK: attempt.task,
+            HEARTQ_ATTEMPT: attempt.attempt,
+            HEARTQ_EXECUTION_ID: attempt.execution_id,
+        }
+        if attempt.worker_id is not None:
+            attributes[MESSAGING_CLIENT_ID] = attempt.worker_id
+        return self._tracer.start_span(
+            f"{PROCESS} {attempt.queue}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            links=[Link(created)] if created.is_valid else None,
+            attributes=attributes,
+            start_time=start_time,
+        )
 
     def _ended(self, span: trace.Span, attempt: AttemptInfo) -> None:
         outcome = attempt.outcome

@@ -17,6 +17,7 @@ from sentry_sdk.envelope import Envelope
 from sentry_sdk.transport import Transport
 
 import heartq
+from heartq.model import WorkerInfo
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "docs" / "examples" / "sentry" / "sentry_reporting.py"
@@ -148,3 +149,46 @@ def test_retried_attempts_are_not_reported_when_told(
         "ValueError",
         "Permanent",
     }
+
+
+def crash_one(app: heartq.App) -> str:
+    """One job whose first attempt ran on a worker that died (a registration and a claim
+    made through the store, never renewed), then a worker here, run to the end: it finds
+    the dead one silent, ends the attempt crashed, and runs the retry."""
+
+    @app.task(max_retries=2)
+    def resize(image: int) -> str:
+        return "resized"
+
+    job_id = resize.enqueue(image=7)
+    app.store.register_worker(WorkerInfo("gone", "elsewhere", 4242, ("default",), 1))
+    (claimed,) = app.store.claim("gone", ["default"], 1, 60.0)
+    assert claimed.id == job_id
+    heartq.Worker(app, concurrency=2, **{**FAST, "lease": 1.0}).run(burst=True)
+    assert app.get_job(job_id)["status"] == "succeeded"
+    return job_id
+
+
+def test_a_crashed_attempt_is_reported_by_the_worker_that_found_it(
+    app: heartq.App, example: ModuleType, sentry: MemoryTransport
+) -> None:
+    example.report_to_sentry(app)
+    job_id = crash_one(app)
+    [event] = sentry.events  # once, from the crash hook
+    assert event["level"] == "error"
+    crash = app.get_job(job_id)["executions"][0]["crash"]
+    assert event["message"] == f"resize crashed: {crash['reason']}"
+    assert event["tags"]["heartq.detected_by"] == crash["detected_by"]
+    assert event["tags"]["heartq.will_retry"] is True
+    context = event["contexts"]["heartq"]
+    assert (context["job_id"], context["attempt"], context["worker_id"]) == (job_id, 1, "gone")
+    assert context["crash"]["detected_by"] == crash["detected_by"]
+
+
+def test_a_crash_a_retry_may_make_good_is_not_reported_when_told(
+    app: heartq.App, example: ModuleType, sentry: MemoryTransport
+) -> None:
+    example.report_to_sentry(app, report_retries=False)
+    job_id = crash_one(app)
+    assert app.get_job(job_id)["executions"][0]["outcome"] == "crashed"
+    assert sentry.events == []

@@ -25,10 +25,10 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
         "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
         "StoreUnavailable", "StoreBusy", "StoreRefused", "DuplicateJob", "CancelResult",
-        "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "WorkerHookInfo",
-        "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled", "ResultTimeout",
-        "BadArguments", "TaskNotDeclaredWarning", "Signature", "Chain", "Group", "chain",
-        "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
+        "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "CrashInfo",
+        "WorkerHookInfo", "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled",
+        "ResultTimeout", "BadArguments", "TaskNotDeclaredWarning", "Signature", "Chain",
+        "Group", "chain", "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
         "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented

@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import heartq
 import heartq.otel
+from heartq.model import WorkerInfo
 from tests.otel_support import FILE_EXPORTER, read_spans
 from tests.support import wait_for
 
@@ -178,6 +180,48 @@ def test_a_failure_is_an_error_span_with_its_exception(
     assert stored.attributes["error.type"] == "failed"
     assert (stored.status.description or "").startswith("PayloadError: ")
     assert stored.attributes["heartq.will_retry"] is False
+
+
+def test_a_crashed_attempt_gets_its_span_from_the_worker_that_found_it(
+    app: heartq.App, run_worker, spans: Spans
+) -> None:
+    """An attempt whose worker died never ended its span; the worker that reclaims it
+    makes the attempt's span: same parent, from the attempt's start, ERROR. The dead
+    worker here is a registration and a claim made through the store, never renewed."""
+    heartq.otel.instrument(app, tracer_provider=spans.provider)
+
+    @app.task
+    def resize() -> str:
+        return "done"
+
+    with spans.tracer.start_as_current_span("request"):
+        job_id = resize.enqueue()
+    send = spans.one("send default")
+    store = app.store
+    store.register_worker(WorkerInfo("gone", "elsewhere", 4242, ("default",), 1))
+    (claimed,) = store.claim("gone", ["default"], 1, 60.0)
+    started = store.get_job(job_id)["executions"][0]["started_at"]
+
+    with run_worker(app):  # finds "gone" silent or without its liveness lock
+        wait_status(app, job_id, "succeeded")
+    crash, ran = sorted(
+        spans.named("process default"), key=lambda s: s.attributes["heartq.attempt"]
+    )
+    assert crash.kind is SpanKind.CONSUMER
+    assert ids(crash)[0] == ids(send)[0] and parent_id(crash) == ids(send)[1]
+    assert crash.attributes[semconv.MESSAGING_MESSAGE_ID] == job_id
+    assert crash.attributes[semconv.MESSAGING_CLIENT_ID] == "gone"
+    assert (crash.attributes["heartq.attempt"], crash.attributes["heartq.execution_id"]) == (1, 1)
+    assert crash.attributes["heartq.outcome"] == "crashed"
+    assert crash.attributes["heartq.will_retry"] is True
+    assert crash.attributes["heartq.detected_by"] in {"stale_worker", "liveness_lock"}
+    assert crash.attributes[error_attributes.ERROR_TYPE] == "crashed"
+    assert crash.status.status_code is StatusCode.ERROR
+    started_ns = datetime.fromisoformat(started).timestamp() * 1e9  # shown to the ms
+    assert crash.start_time is not None and abs(crash.start_time - started_ns) < 1e6
+    assert crash.end_time is not None and crash.end_time > crash.start_time
+    assert ran.attributes["heartq.attempt"] == 2 and ran.attributes["heartq.outcome"] == "succeeded"
+    assert claimed.id == job_id
 
 
 def test_instrumenting_twice_still_makes_one_span_each(

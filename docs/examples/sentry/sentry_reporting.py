@@ -6,6 +6,10 @@ job's id, task, queue and attempt as tags and context, and the traceback text he
 as the attempt's error. The hook runs where the code ran (a thread, an asyncio task, a
 process pool's child), so Sentry's scope is the one the task's own breadcrumbs went to.
 
+An attempt whose worker or child process died (SIGKILL, the OOM killer) runs no attempt
+hook after; its crash is reported by the crash hook instead, in the worker that found it:
+one event of level `error` with the crash context (how it was found, the signal...).
+
 Any other tracker is the same few lines: the hook's `attempt` says everything (see
 docs/INTERFACE.md, "Hooks").
 """
@@ -56,3 +60,29 @@ def report_to_sentry(app: heartq.App, *, report_retries: bool = True) -> None:
             # A process pool's child exits right after its attempt without running exit
             # handlers, Sentry's own flush among them: send the event now.
             sentry_sdk.flush(timeout=5)
+
+    @app.hooks.crash
+    def report_crash(crash: heartq.CrashInfo) -> None:
+        # runs in the worker that found the crash, not where the code ran
+        if crash.will_retry and not report_retries:
+            return
+        with sentry_sdk.new_scope() as scope:
+            scope.set_tag("heartq.task", crash.task)
+            scope.set_tag("heartq.queue", crash.queue)
+            scope.set_tag("heartq.will_retry", crash.will_retry)
+            scope.set_tag("heartq.detected_by", crash.detected_by)
+            scope.set_context(
+                "heartq",
+                {
+                    "job_id": crash.job_id,
+                    "task": crash.task,
+                    "queue": crash.queue,
+                    "attempt": crash.attempt,
+                    "will_retry": crash.will_retry,
+                    "execution_id": crash.execution_id,
+                    "worker_id": crash.worker_id,
+                    "dead_reason": crash.dead_reason,
+                    "crash": dict(crash.crash),
+                },
+            )
+            sentry_sdk.capture_message(f"{crash.task} crashed: {crash.reason}", level="error")

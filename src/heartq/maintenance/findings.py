@@ -27,8 +27,11 @@ class Findings:
     def __len__(self) -> int:
         return len(self.workers) + len(self.expired) + len(self.reconciled)
 
+    def reclaimed(self) -> list[Reclaimed]:
+        """Every job taken back here: from stale or dead workers, expired, reconciled."""
+        taken = [job for worker, _ in self.workers for job in worker.reclaimed]
+        return taken + self.expired + self.reconciled
+
     def requeued(self) -> list[Reclaimed]:
         """The jobs found here that went back to the queue (not dead, not cancelled)."""
-        taken = [job for worker, _ in self.workers for job in worker.reclaimed]
-        jobs = taken + self.expired + self.reconciled
-        return [job for job in jobs if job.status is JobStatus.QUEUED]
+        return [job for job in self.reclaimed() if job.status is JobStatus.QUEUED]

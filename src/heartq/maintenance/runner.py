@@ -68,6 +68,7 @@ class MaintenanceRunner:
         found_work: threading.Event | None = None,
         on_failure: Callable[[BaseException, str], int] | None = None,
         on_requeued: Callable[[list[Reclaimed]], None] | None = None,
+        on_reclaimed: Callable[[list[Reclaimed]], None] | None = None,
     ) -> None:
         self.services = list(services)
         self._worker_id = worker_id
@@ -76,6 +77,8 @@ class MaintenanceRunner:
         of `maintenance_failed`, so a known database state is not logged every pass."""
         self._on_requeued = on_requeued
         """Told of the jobs a pass put back in the queue (a transport republishes them)."""
+        self._on_reclaimed = on_reclaimed
+        """Told of every job a pass took back (the worker runs the app's crash hooks)."""
         self._found_work = found_work or threading.Event()
         """Set after a pass that reclaimed jobs: they may be runnable at once, so the
         worker's fetch loop looks now instead of at its next poll."""
@@ -117,10 +120,13 @@ class MaintenanceRunner:
             found = service.run_once()
             if found:
                 self._found_work.set()
-            if isinstance(found, Findings) and self._on_requeued is not None:
-                requeued = found.requeued()
-                if requeued:
-                    self._on_requeued(requeued)
+            if isinstance(found, Findings) and found:
+                try:  # the requeued first: they wait for work, the hooks do not
+                    if self._on_requeued is not None and (requeued := found.requeued()):
+                        self._on_requeued(requeued)
+                finally:  # a failed republish costs no crash its hooks
+                    if self._on_reclaimed is not None and (reclaimed := found.reclaimed()):
+                        self._on_reclaimed(reclaimed)
         except Exception as exc:  # noqa: BLE001 - a failed pass is retried next interval
             self._failure_log(service.name).emit(exc)
 

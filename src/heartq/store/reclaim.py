@@ -36,6 +36,9 @@ RECLAIM_COLUMNS = (
     "interruptions",
     "cancel_requested",
     "claimed_ahead",
+    "started_at",
+    "args",
+    "meta",
 )
 
 
@@ -117,7 +120,8 @@ def _unstarted(
         status=JobStatus.CANCELLED if cancelled else JobStatus.QUEUED,
         attempts=max(int(row["attempts"]) - 1, 0),
         crash=crash,
-        queue=str(row["queue"]),
+        outcome=Outcome.RELEASED,
+        **_job_of(row),
     )
 
 
@@ -164,8 +168,20 @@ def _decide(
         crash=crash,
         retry_delay=verdict.retry_delay,
         dead_reason=verdict.dead_reason,
-        queue=str(row["queue"]),
+        outcome=outcome,
+        **_job_of(row),
     )
+
+
+def _job_of(row: Any) -> dict[str, Any]:
+    """What a reclaimed row says of its job and attempt beyond the verdict: its queue, its
+    attempt's start, and its arguments and meta as stored (for the crash hooks)."""
+    return {
+        "queue": str(row["queue"]),
+        "started_at": row["started_at"],
+        "args_json": row["args"],
+        "meta_json": row["meta"],
+    }
 
 
 def sort_namesakes(

@@ -33,7 +33,7 @@ from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.lifecycle.error_text import error_summary
 from heartq.maintenance.report import report_reclaimed
-from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport
+from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import EndedAttempt, Ledger
@@ -59,9 +59,12 @@ class Completer:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         batch_size: int = DEFAULT_BATCH_SIZE,
         health: StoreHealth | None = None,
+        on_crashed: Callable[[list[Reclaimed]], None] | None = None,
     ) -> None:
         self._store = store
         self._health = health or StoreHealth(ledger.worker_id)
+        self._on_crashed = on_crashed
+        """Told of a child's attempt it closed as crashed (the worker's crash hooks)."""
         self._ledger = ledger
         self._worker_id = ledger.worker_id
         self._flush_interval = flush_interval
@@ -258,6 +261,8 @@ class Completer:
         )
         if reclaimed is not None:
             report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
+            if self._on_crashed is not None:
+                self._on_crashed([reclaimed])
 
 
 def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:

@@ -59,7 +59,7 @@ from heartq import events, payload, policy
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
-from heartq.hooks import WorkerHookInfo
+from heartq.hooks import WorkerHookInfo, run_crash_hooks
 from heartq.ids import new_worker_id
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
@@ -199,7 +199,9 @@ class Worker:
             cancel_grace=cancel_grace,
             health=self.health,
         )
-        self.completer = Completer(self.store, self.ledger, health=self.health)
+        self.completer = Completer(
+            self.store, self.ledger, health=self.health, on_crashed=self._crashed
+        )
         self.supervisor = Supervisor(
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
@@ -217,6 +219,7 @@ class Worker:
             found_work=self._wake,
             on_failure=self.health.failed,
             on_requeued=None if self.transport is None else self._republish,
+            on_reclaimed=self._crashed,
         )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
@@ -239,6 +242,12 @@ class Worker:
             self._start,
             self._idle,
         )
+
+    def _crashed(self, reclaimed: list[Reclaimed]) -> None:
+        """This worker ended attempts it found crashed (its maintenance, its startup
+        reconciliation, its completer for a child that died): the app's crash hooks, here,
+        since the process that ran each attempt can run nothing more."""
+        run_crash_hooks(self.app.hooks.crash, reclaimed)
 
     def _republish(self, requeued: list[Reclaimed]) -> None:
         """The reaper (or the monitor, or the probe) put jobs back in the queue: publish
@@ -386,6 +395,7 @@ class Worker:
             done = wait.step(
                 "reconcile", lambda: reconcile(self.store, name, self.id, s.stale_after_seconds)
             )
+            self._crashed(done.reclaimed)
             if done.suspected:  # judged again once the grace has passed
                 self.maintenance.services.append(
                     PendingReconciliation(self.store, name, self.id, s.stale_after_seconds)

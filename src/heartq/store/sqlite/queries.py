@@ -608,6 +608,7 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        j.retry_backoff,
        j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
        j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
+       j.started_at, j.args, j.meta,
        (SELECT count(*) FROM heartq_ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes,
        (SELECT count(*) FROM heartq_ended_executions e

@@ -1,0 +1,106 @@
+"""Crash hooks at the store (`heartq.hooks.run_crash_hooks` over what a reclaim returns):
+each crashed attempt is told once, with its job, arguments, meta, start and crash
+context; an attempt its worker gave up (interrupted) and a job claimed ahead and never
+started are not crashes. The worker's side (which process runs them, on which path) is
+tests/integration/test_crash_hooks.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from heartq.hooks import CrashInfo, HookList, run_crash_hooks
+from heartq.model import DetectedBy, JobStatus
+from heartq.store import Store
+
+from .support import LEASE, claim_one, enqueue_one, register
+
+
+def _recorder() -> tuple[HookList[CrashInfo], list[CrashInfo]]:
+    hooks: HookList[CrashInfo] = HookList("crash")
+    seen: list[CrashInfo] = []
+    hooks(seen.append)
+    return hooks, seen
+
+
+def test_a_dead_workers_started_attempts_are_told_and_its_jobs_ahead_are_not(
+    store: Store, t0: float
+) -> None:
+    register(store, "w1", t0)
+    started = enqueue_one(
+        store, t0, task="resize", args={"image": 7}, queue="media", meta_json='{"tenant": "acme"}'
+    )
+    ahead = enqueue_one(store, t0, task="resize", args={"image": 8}, queue="media")
+    claim = store.claim("w1", ["media"], 1, LEASE, now=t0 + 1, ahead=1)
+    assert [j.id for j in claim] == [started] and [j.id for j in claim.ahead] == [ahead]
+
+    reclaimed = store.reclaim_worker(
+        "w1", DetectedBy.LIVENESS_LOCK, "worker process gone", now=t0 + 3
+    )
+    assert {r.job_id for r in reclaimed} == {started, ahead}
+    hooks, seen = _recorder()
+    run_crash_hooks(hooks, reclaimed)
+
+    (info,) = seen  # the job claimed ahead never ran: no attempt crashed
+    assert (info.job_id, info.task, info.queue) == (started, "resize", "media")
+    assert (info.attempt, info.execution_id, info.worker_id) == (1, 1, "w1")
+    assert dict(info.args) == {"image": 7}
+    assert dict(info.meta) == {"tenant": "acme"}
+    assert info.started_at == datetime.fromtimestamp(t0 + 1, UTC)
+    assert info.detected_by == DetectedBy.LIVENESS_LOCK
+    assert info.reason == "worker process gone"
+    assert info.crash["worker_id"] == "w1"
+    assert info.status is JobStatus.QUEUED and info.will_retry
+    assert info.dead_reason is None
+    assert store.get_job(started)["executions"][-1]["crash"] == dict(info.crash)
+
+
+def test_a_crash_that_ends_the_job_says_it_will_not_retry(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0, max_retries=0)
+    job = claim_one(store, "w1", t0, lease=600)
+    crash = {"reason": "child process killed by SIGKILL", "signal": "SIGKILL", "exit_code": -9}
+    reclaimed = store.crash_attempt(job.lease, crash, DetectedBy.CHILD_EXIT, now=t0 + 1)
+    assert reclaimed is not None
+    hooks, seen = _recorder()
+    run_crash_hooks(hooks, [reclaimed])
+
+    (info,) = seen
+    assert info.job_id == job_id
+    assert info.status is JobStatus.DEAD and not info.will_retry
+    assert info.dead_reason == store.get_job(job_id)["dead_reason"]
+    assert (info.detected_by, info.crash["signal"]) == (DetectedBy.CHILD_EXIT, "SIGKILL")
+    assert dict(info.args) == {} and dict(info.meta) == {}
+
+
+def test_an_expired_lease_is_a_crash_and_an_interruption_is_not(store: Store, t0: float) -> None:
+    expired = enqueue_one(store, t0)
+    claim_one(store, "w1", t0, lease=5)
+    interrupted = enqueue_one(store, t0)
+    gave_up = claim_one(store, "w2", t0, lease=600)
+
+    reaped = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    fenced = store.crash_attempt(
+        gave_up.lease, {"reason": "lease could not be renewed"}, DetectedBy.SELF_FENCE, now=t0 + 11
+    )
+    assert [r.job_id for r in reaped] == [expired]
+    assert fenced is not None and fenced.job_id == interrupted
+    hooks, seen = _recorder()
+    run_crash_hooks(hooks, [*reaped, fenced])
+
+    assert [(i.job_id, i.detected_by) for i in seen] == [(expired, DetectedBy.LEASE_EXPIRED)]
+
+
+def test_a_failing_hook_is_logged_and_the_next_one_still_runs(store: Store, t0: float) -> None:
+    job_id = enqueue_one(store, t0)
+    job = claim_one(store, "w1", t0, lease=600)
+    reclaimed = store.crash_attempt(job.lease, {"reason": "x"}, DetectedBy.CHILD_EXIT, now=t0 + 1)
+    assert reclaimed is not None
+    hooks: HookList[CrashInfo] = HookList("crash")
+    told: list[str] = []
+
+    def broken(info: CrashInfo) -> None:
+        raise RuntimeError("tracker down")
+
+    hooks(broken)
+    hooks(lambda info: told.append(info.job_id))
+    run_crash_hooks(hooks, [reclaimed])  # never raises
+    assert told == [job_id]
