@@ -475,6 +475,8 @@ class SideLog:
         self._partial = b""
         self.starts: dict[tuple[str, int], dict[str, Any]] = {}
         self.ends: dict[tuple[str, int], dict[str, Any]] = {}
+        self.crashes: list[dict[str, Any]] = []
+        """What the workers' crash hooks were told, a line each (duplicates kept)."""
         self.bad_lines = 0
 
     def poll(self) -> None:
@@ -493,6 +495,9 @@ class SideLog:
                 doc = json.loads(raw)
             except ValueError:
                 self.bad_lines += 1
+                continue
+            if doc["e"] == "crash":
+                self.crashes.append(doc)
                 continue
             key = (doc["job"], int(doc["eid"]))
             (self.starts if doc["e"] == "start" else self.ends)[key] = doc
@@ -1295,6 +1300,7 @@ class Checker:
         self.results_lost: list[str] = []
         self.inversions: list[tuple[float, str]] = []
         self.ledger: dict[str, Any] = {}
+        self.crash_hooks: dict[str, int] = {}
         self.pipelines: dict[str, int] = {}
         self.rate: dict[str, int] = {}
         self.losses: Counter[str] = Counter()
@@ -1340,6 +1346,7 @@ class Checker:
         for job_id, job in self.jobs.items():
             self.check_job(job_id, job, drained, workers)
         self.check_side_file()
+        self.check_crash_hooks()
         self.check_dependencies()
         self.check_rate_limit()
         self.check_ledger()
@@ -1589,6 +1596,39 @@ class Checker:
                 if key not in side.starts or (how != "return" and not lost):
                     self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
 
+    def check_crash_hooks(self) -> None:
+        """Crash hooks: each call names an execution the database closed `crashed`, held
+        by the worker it names, and none is told twice (the reclaim's fence decides who
+        tells). Some crashes go untold (a finder killed between its commit and its hook):
+        counted, not failed."""
+        execs = {
+            (job_id, e["execution_id"]): e
+            for job_id, job in self.jobs.items()
+            for e in job["executions"]
+        }
+        windows = self.run.links.loss_windows()
+        told: Counter[tuple[str, int]] = Counter()
+        for doc in self.run.side.crashes:
+            key = (doc["job"], int(doc["eid"]))
+            told[key] += 1
+            e = execs.get(key)
+            if (e is None or e["outcome"] != "crashed") and within(doc.get("t"), windows):
+                self.losses["crash_hooks_of_lost_reclaims"] += 1
+            elif e is None or e["outcome"] != "crashed":
+                how = "unknown" if e is None else e["outcome"]
+                self.fail(f"crash hook: told of {key}, an execution {how}, not crashed")
+            elif e["worker_id"] != doc["wid"]:
+                self.fail(f"crash hook: {key} held by {e['worker_id']}, told {doc['wid']}")
+        for key, n in told.items():
+            if n > 1:
+                self.fail(f"crash hook: told of {key} {n} times")
+        crashed = [k for k, e in execs.items() if e["outcome"] == "crashed"]
+        self.crash_hooks = {
+            "told": len(told),
+            "crashed_executions": len(crashed),
+            "untold": sum(1 for k in crashed if k not in told),
+        }
+
     def check_ledger(self) -> None:
         """Effects exactly once: a succeeded job of a kind that writes one has exactly one
         ledger row, written by the execution that succeeded; any other job has none."""
@@ -1743,6 +1783,7 @@ class Checker:
                 latency_summary([end - start for start, end in run.outages if end < math.inf])
             ),
             "ledger": self.ledger,
+            "crash_hooks": self.crash_hooks,
             "pipelines": self.pipelines,
             "rate_limited": self.rate,
             "i2_timestamp_inversions": {
@@ -2058,6 +2099,9 @@ def format_report(fig: dict[str, Any]) -> str:
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
+        f"  crash hooks   told of {fig['crash_hooks']['told']} of "
+        f"{fig['crash_hooks']['crashed_executions']} crashed executions "
+        f"(untold: {fig['crash_hooks']['untold']}; none twice, each a crashed one)",
         f"  pipelines     {fig['pipelines']}",
         f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
         "database's clock)",

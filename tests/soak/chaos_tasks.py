@@ -35,6 +35,9 @@ Kinds (the runner picks them, seeded):
 - `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
   their results in order, and returns which attempt produced each.
 
+Every crash hook call (`@app.hooks.crash`, run by the worker that ended a crashed attempt)
+appends a line too: the runner checks that each names a crashed execution, told once.
+
 Pipelines (the runner builds them from these kinds): groups of members of the kinds
 above with a `chaos_fan_in` callback, and chains of steps each waiting for the one before.
 """
@@ -64,20 +67,41 @@ app = heartq.App()
 
 
 def record(event: str, ctx: heartq.JobContext, **fields: Any) -> None:
-    """Append one line to the side file (one write on an O_APPEND descriptor)."""
+    """Append one line about an attempt to the side file."""
+    _append(
+        {
+            "e": event,
+            "job": ctx.job_id,
+            "eid": ctx.execution_id,
+            "att": ctx.attempt,
+            "wid": ctx.worker_id,
+            **fields,
+        }
+    )
+
+
+@app.hooks.crash
+def told_of_crash(crash: heartq.CrashInfo) -> None:
+    """A crashed attempt, as the crash hook of the worker that ended it was told of it:
+    the runner checks that each is a crashed execution, told at most once."""
+    _append(
+        {
+            "e": "crash",
+            "job": crash.job_id,
+            "eid": crash.execution_id,
+            "wid": crash.worker_id,
+            "by": crash.detected_by,
+        }
+    )
+
+
+def _append(doc: dict[str, Any]) -> None:
+    """Append one line to the side file (one write on an O_APPEND descriptor), with the
+    writing process and the time."""
     path = os.environ.get(LOG_ENV)
     if not path:
         return
-    doc = {
-        "e": event,
-        "job": ctx.job_id,
-        "eid": ctx.execution_id,
-        "att": ctx.attempt,
-        "wid": ctx.worker_id,
-        "pid": os.getpid(),
-        "t": time.time(),
-        **fields,
-    }
+    doc = {**doc, "pid": os.getpid(), "t": time.time()}
     line = (json.dumps(doc, separators=(",", ":")) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
