@@ -591,8 +591,11 @@ def test_worker_fences_itself_when_the_server_goes_away(
             assert parse_ts(untrusted["ts"]) < expiry, (untrusted, first["crash"])
         assert done["executions"][-1]["outcome"] == "succeeded"
         assert done["result"]["execution_id"] > 1 and done["attempts"] == done["result"]["attempt"]
-        succeeded = worker.job_events("job_succeeded", job_id)
-        assert succeeded and not [e for e in succeeded if e["execution_id"] == 1]
+        # the event is logged once the finish returned, a moment after the row shows it
+        succeeded = harness.wait_for(
+            lambda: worker.job_events("job_succeeded", job_id), 5, "job_succeeded"
+        )
+        assert not [e for e in succeeded if e["execution_id"] == 1]
         assert worker.job_events("lease_lost", job_id)
         assert worker.alive()
         following = harness.enqueue("quick")  # and it works on as before
