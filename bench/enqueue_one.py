@@ -12,7 +12,9 @@ from the same rounds on the same machine. Variants:
 - `statement <sync>`: heartq's own statements for one job (`BEGIN IMMEDIATE`, the clock,
   `INSERT_JOB`, `COMMIT`) on its schema, straight through `sqlite3`, no heartq code;
 - `store <sync>`: `Store.enqueue([NewJob])`;
-- `app <sync>`: `App.enqueue("noop")`, the whole path (a registered task).
+- `app <sync>`: `App.enqueue("noop")`, the whole path (a registered task);
+- `app x8 <sync>`: the same from 8 threads at once (a web server's threads enqueuing into
+  one file: their enqueues share commits, `store/sqlite/shared_commit.py`).
 
 `<sync>` is `full` (heartq's default) or `normal` (`?synchronous=normal`, see
 docs/OPERATIONS.md for what it risks). Run:
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -139,7 +142,8 @@ def store(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
     return figures
 
 
-def app(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
+def app(path: Path, jobs: int, synchronous: str, threads: int = 1) -> tuple[float, float]:
+    """`jobs` enqueues of a registered task, one a call, from `threads` threads at once."""
     import heartq
 
     queue = heartq.App(_url(path, synchronous))
@@ -150,9 +154,21 @@ def app(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
 
     queue.migrate()
     queue.enqueue("noop")
+    start = threading.Barrier(threads + 1)
+
+    def enqueue(count: int) -> None:
+        start.wait()
+        for _ in range(count):
+            queue.enqueue("noop")
+
+    shares = [jobs // threads + (1 if i < jobs % threads else 0) for i in range(threads)]
+    workers = [threading.Thread(target=enqueue, args=(n,)) for n in shares]
+    for worker in workers:
+        worker.start()
+    start.wait()
     timer = Timer(jobs)
-    for _ in range(jobs):
-        queue.enqueue("noop")
+    for worker in workers:
+        worker.join()
     figures = timer.done()
     queue.close()
     return figures
@@ -165,6 +181,7 @@ def variants(names: list[str]) -> dict[str, Callable[[Path, int], tuple[float, f
         "statement full": lambda p, n: statements(p, n, "FULL"),
         "store full": lambda p, n: store(p, n, "full"),
         "app full": lambda p, n: app(p, n, "full"),
+        "app x8 full": lambda p, n: app(p, n, "full", threads=8),
         "statement normal": lambda p, n: statements(p, n, "NORMAL"),
         "store normal": lambda p, n: store(p, n, "normal"),
         "app normal": lambda p, n: app(p, n, "normal"),

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from heartq.errors import StoreUnavailable
+from heartq.errors import DuplicateJob, StoreUnavailable
+from heartq.model import NewJob
+from heartq.store import open_store
 from heartq.store.sqlite.connection import ConnectionPool
+from heartq.store.sqlite.shared_commit import SHARED_ENQUEUE_JOBS
+from heartq.store.sqlite.store import SQLiteStore
 from tests.support import wait_for
 
 Write = Callable[[sqlite3.Connection], None]
@@ -194,3 +198,97 @@ def test_a_write_left_open_for_a_waiter_that_gave_up_commits_by_itself(
     assert write.raised is None
     assert _names(pool) == {"a"}
     assert len(commits) == 1
+
+
+# -- enqueues (SQLiteStore._write_enqueue) ----------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    store = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    assert isinstance(store, SQLiteStore)
+    store.migrate()
+    with store.pool.write() as conn:
+        conn.execute("CREATE TABLE rows (name TEXT PRIMARY KEY)")
+    yield store
+    store.close()
+
+
+def _enqueue(store: SQLiteStore, *jobs: NewJob) -> Write:
+    """An enqueue as a `_meet` step: the store takes the pool's write lock itself."""
+
+    def enqueue(conn: sqlite3.Connection) -> None:
+        store.enqueue(list(jobs))
+
+    return enqueue
+
+
+def _job(job_id: str | None = None) -> NewJob:
+    return NewJob(task="t", args_json="{}", id=job_id)
+
+
+class _Outside(_Thread):
+    """A step that takes the pool's write lock itself (an enqueue), not inside one."""
+
+    def run(self) -> None:
+        try:
+            self.write(self.pool.get())
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            self.raised = exc
+        self.returned.set()
+
+
+def _meet_enqueue(store: SQLiteStore, first: Write, enqueue: Write) -> tuple[_Thread, _Thread]:
+    """`_meet` with an enqueue as the second write: the first, a hot write, ends only once
+    the enqueue waits for the lock as a write that may share."""
+    pool = store.pool
+    second = _Outside(pool, enqueue)
+
+    def first_then_wait(conn: sqlite3.Connection) -> None:
+        first(conn)
+        second.start()
+        wait_for(lambda: pool.hot_writes_waiting == 1, timeout=10, what="the enqueue to wait")
+
+    first_thread = _Thread(pool, first_then_wait)
+    first_thread.start()
+    for thread in (first_thread, second):
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a write never returned"
+    return first_thread, second
+
+
+def test_a_small_enqueue_shares_the_commit_of_a_hot_write(sqlite_store: SQLiteStore) -> None:
+    commits = _commits(sqlite_store.pool)
+    job_id = "0190d2a4-0000-7000-8000-000000000001"
+    first, enqueue = _meet_enqueue(sqlite_store, _insert("a"), _enqueue(sqlite_store, _job(job_id)))
+    assert first.raised is None and enqueue.raised is None
+    assert _names(sqlite_store.pool) == {"a"}
+    assert sqlite_store.get_job(job_id)["status"] == "queued"
+    assert len(commits) == 1, commits
+
+
+def test_a_duplicate_enqueue_that_shared_fails_alone(sqlite_store: SQLiteStore) -> None:
+    job_id = "0190d2a4-0000-7000-8000-000000000002"
+    sqlite_store.enqueue([_job(job_id)])
+    first, enqueue = _meet_enqueue(sqlite_store, _insert("a"), _enqueue(sqlite_store, _job(job_id)))
+    assert first.raised is None
+    assert isinstance(enqueue.raised, DuplicateJob), enqueue.raised
+    assert _names(sqlite_store.pool) == {"a"}
+    assert len(sqlite_store.list_jobs()) == 1
+
+
+def test_a_large_enqueue_never_joins(sqlite_store: SQLiteStore) -> None:
+    """A batch above SHARED_ENQUEUE_JOBS meeting a transaction a hot write left open
+    commits that one first, then its own."""
+    pool = sqlite_store.pool
+    commits = _commits(pool)
+    with _a_hot_write_waiting(pool):
+        first = _Thread(pool, _insert("a"))
+        first.start()
+        wait_for(lambda: pool._open_shared, timeout=10, what="a transaction left open")
+        sqlite_store.enqueue([_job() for _ in range(SHARED_ENQUEUE_JOBS + 1)])
+        assert first.returned.wait(timeout=30)
+    assert first.raised is None
+    assert _names(pool) == {"a"}
+    assert len(sqlite_store.list_jobs(limit=1000)) == SHARED_ENQUEUE_JOBS + 1
+    assert len(commits) == 2, commits

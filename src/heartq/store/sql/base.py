@@ -137,6 +137,12 @@ class SqlBase:
         statement opens a transaction of its own. Default: `_write()`, one transaction."""
         return self._write()
 
+    def _write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
+        """For an enqueue of `jobs` jobs: one transaction, which the dialect may let small
+        enqueues of concurrent threads share with other writes where that saves commits
+        (SQLite: one fsync for several). Default: `_write()`."""
+        return self._write()
+
     def _write_renewal(self) -> contextlib.AbstractContextManager[Any]:
         """For the worker's heartbeat, the statement that tells the fleet it lives: a
         connection that does not queue behind the worker's other statements where the

@@ -44,7 +44,7 @@ class EnqueueOps(SqlBase):
         try:
             if self._insert_and_wake(docs, now):
                 return [str(d["id"]) for d in docs]
-            with self._write() as conn:
+            with self._write_enqueue(len(docs)) as conn:
                 clock = self._clock(conn, now)
                 self._delay_until_eta(conn, docs, clock)
                 ids = self._drive(conn, self._store_jobs(docs, clock))

@@ -37,6 +37,7 @@ from heartq.store.sqlite.connection import (
     options_from_url,
     path_from_url,
 )
+from heartq.store.sqlite.shared_commit import SHARED_ENQUEUE_JOBS
 
 
 def _versions(conn: sqlite3.Connection) -> set[int]:
@@ -115,6 +116,12 @@ class SQLiteStore(SqlStore):
         """The worker's hot writes (claim, heartbeat, finish) may share one commit with
         those of the process's other threads (`shared_commit.py`)."""
         return self.pool.write(share=True)
+
+    def _write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
+        """A small enqueue shares commits like the hot writes (`shared_commit.py`): many
+        threads enqueuing one job each pay one fsync for several. A large batch never
+        joins: its inserts would hold up the writes waiting to commit with it."""
+        return self.pool.write(share=jobs <= SHARED_ENQUEUE_JOBS)
 
     def _read(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.read()
