@@ -64,6 +64,15 @@ judged stale, or fences itself, and its job runs again (correct at-least-once be
 not what such a test counts). Cancels, progress and wake-ups still travel at FAST's pace, and
 a killed worker is still found at once through its liveness lock."""
 
+RECONCILIATION_ONLY: dict[str, str | None] = {
+    "--heartbeat-interval": "10",
+    "--lease": "30",
+    "--reap-interval": "10",
+    "--liveness-interval": "3600",
+}
+"""Slow heartbeats, a 30 s lease and no liveness probing: within seconds only a restarted
+namesake's reconciliation can take back what a dead worker held."""
+
 STARTUP_TIMEOUT = 20.0
 
 TASKS_SOURCE = textwrap.dedent(

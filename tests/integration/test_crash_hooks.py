@@ -16,7 +16,7 @@ import pytest
 
 from heartq.model import NewJob
 
-from .conftest import STEADY, Harness
+from .conftest import RECONCILIATION_ONLY, STEADY, Harness
 
 pytestmark = pytest.mark.slow
 
@@ -126,18 +126,12 @@ def test_a_restarted_worker_tells_what_its_dead_incarnation_held(harness: Harnes
     the pending reconciliation once the grace passed on PostgreSQL; either way in the
     new incarnation, once."""
     record = _with_crash_hook(harness)
-    slow = {
-        "--heartbeat-interval": "10",
-        "--lease": "30",
-        "--reap-interval": "10",
-        "--liveness-interval": "3600",  # no probing: only reconciliation can recover
-    }
-    first = harness.start_worker("--name", "pod-1", settings=slow)
+    first = harness.start_worker("--name", "pod-1", settings=RECONCILIATION_ONLY)
     job_id = _enqueue(harness, "hold_first", {"seconds": 120})
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 20, "attempt 1 to start")
     first.kill()
 
-    second = harness.start_worker("--name", "pod-1", settings=slow)
+    second = harness.start_worker("--name", "pod-1", settings=RECONCILIATION_ONLY)
     harness.wait_status(job_id, "succeeded", 20)
     harness.wait_for(lambda: _told(record), 10, "the crash hook to run")
     second.signal(signal.SIGTERM)

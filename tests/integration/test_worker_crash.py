@@ -10,7 +10,7 @@ import pytest
 
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE
 
-from .conftest import Harness, WorkerProc, parse_ts
+from .conftest import RECONCILIATION_ONLY, Harness, WorkerProc, parse_ts
 
 pytestmark = pytest.mark.slow
 
@@ -160,19 +160,13 @@ def test_restart_under_the_same_name_reclaims_at_once(harness: Harness) -> None:
     without waiting for a lease or a probe: at once on SQLite (a free lock file is a
     dead process), once its lock has stayed free for the grace on PostgreSQL (a free
     session lock may be a dropped session under a live worker, finding 6)."""
-    slow = {
-        "--heartbeat-interval": "10",
-        "--lease": "30",
-        "--reap-interval": "10",
-        "--liveness-interval": "3600",  # no probing: only reconciliation can recover
-    }
-    first = harness.start_worker("--name", "pod-1", settings=slow)
+    first = harness.start_worker("--name", "pod-1", settings=RECONCILIATION_ONLY)
     job_id = harness.enqueue("hold_first", {"seconds": 120})
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "attempt 1 to start")
     lease_expires_at = parse_ts(harness.job(job_id)["lease_expires_at"])
     killed_at = first.kill()
 
-    second = harness.start_worker("--name", "pod-1", settings=slow)
+    second = harness.start_worker("--name", "pod-1", settings=RECONCILIATION_ONLY)
     done = harness.wait_status(job_id, "succeeded", 10)
     assert time.time() < lease_expires_at - 10  # far before the lease would have expired
 

@@ -12,13 +12,12 @@ So a hot write (`ConnectionPool.write(share=True)`: claim, start of claimed-ahea
 heartbeat, pulse, finish, and an enqueue of at most `SHARED_ENQUEUE_JOBS` jobs) that
 ends while another hot write of the process waits for the lock does not commit: it
 leaves its transaction open for that one (a `SharedCommit`) and waits. The next hot
-write runs inside the same transaction under a savepoint, so its
-failure rolls back its own statements only, and the last one commits for all. Each
-caller still returns only once its statements are committed, and raises if they are not:
-a commit that fails fails every write that shared it. A write that does not share (a
-larger enqueue, a migration, a periodic tick, an application's effects) first commits a
-transaction left open, so it never waits behind another's statements, and never joins
-them.
+write runs inside the same transaction under a savepoint, so its failure rolls back its
+own statements only, and the last one commits for all. Each caller still returns only
+once its statements are committed, and raises if they are not: a commit that fails
+fails every write that shared it. A write that does not share (a larger enqueue, a
+migration, a periodic tick, an application's effects) first commits a transaction left
+open, so it never waits behind another's statements, and never joins them.
 
 Small enqueues share too: an application's threads (a web server's) that each enqueue a
 job into one file queue at the write lock as the worker's threads do, and each paid an
