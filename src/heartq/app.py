@@ -11,6 +11,7 @@ through `App._enqueue`, so a job behaves the same however it was enqueued.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -19,7 +20,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -36,7 +37,7 @@ from heartq import arguments, display, events, ids, payload, policy, rates
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
-from heartq.hooks import Hooks, hooked_enqueue
+from heartq.hooks import EnqueueRun, Hooks, hooked_enqueue
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_BACKOFF,
@@ -490,15 +491,19 @@ class App:
         not among heartq's public names, which a public method's answer must be."""
         return self._tick_jobs
 
-    def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> list[NewJob]:
+    @contextlib.contextmanager
+    def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> Iterator[EnqueueRun]:
         """The jobs of a schedule's ticks: its task's with its arguments, each keyed by
-        its tick so the fleet makes it once."""
+        its tick so the fleet makes it once, inside the enqueue hooks like any enqueue."""
         made = []
         for tick in ticks:
             options = Options(unique_key=schedule.tick_key(tick), unique_for=TICK_UNIQUE_FOR)
             (job,), _, _ = self._new_jobs(schedule.task, [dict(schedule.args)], options)
             made.append(dataclasses.replace(job, schedule=schedule.name))
-        return made
+        args_list = [dict(schedule.args) for _ in made]
+        limit = self.settings.max_payload_bytes
+        with hooked_enqueue(self.hooks.enqueue, made, args_list, limit=limit) as run:
+            yield run
 
     # -- enqueue -------------------------------------------------------------------------
     def _policy_for(self, task_name: str) -> tuple[TaskPolicy, bool]:

@@ -20,6 +20,7 @@ import dataclasses
 import math
 import zoneinfo
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,8 @@ from cronsim import CronSim, CronSimError
 
 from heartq import payload
 from heartq.errors import ConfigError
-from heartq.model import NewJob, TickPlan
+from heartq.hooks import EnqueueRun
+from heartq.model import TickPlan
 from heartq.payload import MAX_DURATION
 
 CATCH_UP = ("latest", "all", "none")
@@ -170,7 +172,9 @@ TICK_UNIQUE_FOR = MAX_DURATION
 is one job, however late a second worker comes."""
 
 
-MakeTickJobs = Callable[[Schedule, Sequence[float]], Sequence[NewJob]]
+MakeTickJobs = Callable[[Schedule, Sequence[float]], AbstractContextManager[EnqueueRun]]
 """The jobs of a schedule's ticks, each keyed by its tick (`TICK_UNIQUE_FOR`): what the
 scheduler enqueues. The app makes them (`App.make_tick_jobs`): a tick's job is its
-task's, with the task's queue and policy."""
+task's, with the task's queue and policy, inside the app's enqueue hooks as any enqueue:
+entered where the jobs are made (their before parts, which may add `meta`), left once
+they are stored (their after parts, told the ids through `EnqueueRun.stored`)."""

@@ -233,6 +233,34 @@ def test_worker_hooks_run_once_at_start_and_stop(app: heartq.App, run_worker) ->
     assert seen == [("start", worker.id, ("a", "b")), ("stop", worker.id, ("a", "b"))]
 
 
+def test_periodic_ticks_run_the_enqueue_hooks(app: heartq.App, run_worker) -> None:
+    """A tick is enqueued by a worker's scheduler, through the same hooks as any enqueue:
+    before (inside the transaction that records the tick: its meta is stored), after (with
+    the tick job's id); the attempt reads the meta."""
+    told: list[tuple[str, dict[str, Any], str, str | None]] = []
+    seen: list[dict[str, Any]] = []
+
+    @app.hooks.enqueue
+    def tag(job: heartq.EnqueueInfo) -> Iterator[None]:
+        job.meta["origin"] = "hook"
+        yield
+        told.append((job.task, dict(job.args), job.queue, job.job_id))
+
+    @app.periodic(every=1, args={"n": 3})
+    @app.task(queue="ticks")
+    def tick(ctx: heartq.JobContext, n: int) -> int:
+        seen.append(dict(ctx.meta))
+        return n
+
+    with run_worker(app, queues=["ticks"]):
+        wait_for(lambda: seen, 15, what="a tick to run")
+    (first, *_) = told
+    assert first[:3] == ("tick", {"n": 3}, "ticks")
+    job = app.get_job(str(first[3]))
+    assert job["task"] == "tick" and job["meta"] == {"origin": "hook"}
+    assert seen[0] == {"origin": "hook"}
+
+
 def test_an_enqueue_that_fails_tells_its_hooks(app: heartq.App) -> None:
     told: list[str] = []
 
