@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -114,6 +115,46 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
     assert "crash: lease expired" in out and "detected by: lease_expired" in out
     assert "worker: vanished" not in out  # the execution's own worker is shown once
     assert heartq.json("reap")["reclaimed"] == []
+
+
+CRASH_RECORDER = """
+import json
+import os
+
+import heartq
+
+app = heartq.App()
+
+
+@app.hooks.crash
+def record(crash):
+    with open("told.jsonl", "a") as out:
+        out.write(json.dumps([crash.job_id, crash.detected_by, crash.worker_id, os.getpid()]))
+        out.write("\\n")
+"""
+
+
+def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) -> None:
+    """`heartq reap --app APP` tells APP's crash hooks what it ended crashed, as a
+    worker's reaper does; without `--app`, no hook runs (it loads no app)."""
+    (heartq.cwd / "crash_recorder.py").write_text(CRASH_RECORDER)
+    told = heartq.cwd / "told.jsonl"
+    heartq.add("ok")
+    heartq.add("ok")
+    [first] = store.claim("vanished", ["default"], 1, lease=0.01)  # over before reap runs
+    report = heartq.json("reap", "--app", "crash_recorder:app")
+    assert [job["job_id"] for job in report["reclaimed"]] == [first.id]
+    [(job_id, detected_by, worker_id, pid)] = [
+        json.loads(line) for line in told.read_text().splitlines()
+    ]
+    assert (job_id, detected_by, worker_id) == (first.id, "lease_expired", "vanished")
+    assert pid != os.getpid()  # the command's own process
+
+    [second] = store.claim("vanished", ["default"], 1, lease=0.01)
+    assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second.id]
+    assert len(told.read_text().splitlines()) == 1
+    bad = heartq("reap", "--app", "no_such_module:app")
+    assert bad.code != 0 and "no_such_module" in bad.err and len(bad.err.splitlines()) == 1
 
 
 def test_stats(heartq: HeartqCli) -> None:

@@ -10,8 +10,16 @@ from rich.text import Text
 
 from heartq import display
 from heartq.cli import render
-from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.common import (
+    json_option,
+    load_app,
+    print_json,
+    store_for,
+    url_option,
+    url_typed,
+)
 from heartq.config import Settings
+from heartq.hooks import run_crash_hooks
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.stats import collect_stats
 from heartq.maintenance.findings import Findings
@@ -80,20 +88,37 @@ def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
         "(each worker is judged by its own settings) [3 heartbeat intervals: 90]."
     ),
 )
+@click.option(
+    "--app",
+    "app_ref",
+    metavar="APP",
+    default=None,
+    help=(
+        "Run APP's crash hooks (module:attribute) for the attempts this pass ends crashed, "
+        "as a worker's reaper does; the queue is APP's unless --url is typed."
+    ),
+)
 @json_option
-def reap_command(url: str | None, stale_after: float | None, as_json: bool) -> None:
+def reap_command(
+    url: str | None, stale_after: float | None, app_ref: str | None, as_json: bool
+) -> None:
     """Reclaim now what crashed: expired leases, stale workers, dead worker processes.
 
     Every worker does this on its own every reap interval; this is one pass by hand.
     """
     _quiet_events()
     settings = Settings.from_env()
+    app = load_app(app_ref) if app_ref is not None else None
+    if app is not None and not url_typed(click.get_current_context()):
+        url = app.url  # as for `heartq worker`: a typed --url beats the app's own
     store = store_for(url, existing=True)
     found = reclaim_pass(
         store,
         stale_after if stale_after is not None else settings.stale_after_seconds,
         settings.reap_batch,
     )
+    if app is not None:
+        run_crash_hooks(app.hooks.crash, found.reclaimed())
     report = reap_report(found)
     if as_json:
         print_json(report)
