@@ -153,6 +153,14 @@ def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) 
     [second] = store.claim("vanished", ["default"], 1, lease=0.01)
     assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second.id]
     assert len(told.read_text().splitlines()) == 1
+
+    # without --url, the queue is the app's own (as for `heartq worker`)
+    here = CRASH_RECORDER.replace("heartq.App()", f"heartq.App({heartq.url!r})")
+    (heartq.cwd / "crash_recorder_here.py").write_text(here)
+    [third] = store.claim("vanished", ["default"], 1, lease=0.01)
+    run = heartq("reap", "--app", "crash_recorder_here:app", "--json", url=None)
+    assert [job["job_id"] for job in run.json()["reclaimed"]] == [third.id]
+    assert json.loads(told.read_text().splitlines()[-1])[0] == third.id
     bad = heartq("reap", "--app", "no_such_module:app")
     assert bad.code != 0 and "no_such_module" in bad.err and len(bad.err.splitlines()) == 1
 
