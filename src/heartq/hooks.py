@@ -263,7 +263,9 @@ class EnqueueRun:
         self.jobs = jobs
         self.infos = infos
 
-    def stored(self, ids: Sequence[str]) -> None:
+    def stored(self, ids: Sequence[str | None]) -> None:
+        """Tell the hooks' after parts each job's id, in the order of `jobs` (None: not
+        stored by this enqueue, a tick another worker's scheduler enqueued first)."""
         for info, job_id in zip(self.infos, ids, strict=False):  # no infos: no hooks
             info.job_id = job_id
 

@@ -9,13 +9,16 @@ import contextvars
 import json
 import logging
 import textwrap
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import heartq
+from heartq.maintenance.scheduler import Scheduler
+from heartq.model import TickPlan
 from tests.support import wait_for
 
 from .test_outcomes import wait_status
@@ -235,8 +238,8 @@ def test_worker_hooks_run_once_at_start_and_stop(app: heartq.App, run_worker) ->
 
 def test_periodic_ticks_run_the_enqueue_hooks(app: heartq.App, run_worker) -> None:
     """A tick is enqueued by a worker's scheduler, through the same hooks as any enqueue:
-    before (inside the transaction that records the tick: its meta is stored), after (with
-    the tick job's id); the attempt reads the meta."""
+    before (its meta is stored), after (with the tick job's id); the attempt reads the
+    meta."""
     told: list[tuple[str, dict[str, Any], str, str | None]] = []
     seen: list[dict[str, Any]] = []
 
@@ -259,6 +262,92 @@ def test_periodic_ticks_run_the_enqueue_hooks(app: heartq.App, run_worker) -> No
     job = app.get_job(str(first[3]))
     assert job["task"] == "tick" and job["meta"] == {"origin": "hook"}
     assert seen[0] == {"origin": "hook"}
+
+
+def _in_thread(call: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """`call()` on a thread of its own, failing the test (rather than hanging it) if it
+    has not returned within `timeout` seconds."""
+    answer: list[Any] = []
+    thread = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert answer, f"{what} did not return within {timeout:g} s"
+    return answer[0]
+
+
+def _due_schedule(app: heartq.App, catch_up: str = "latest") -> Scheduler:
+    """A scheduler of one schedule (every second) that has seen it once, returned once
+    the schedule's next tick has come."""
+
+    @app.periodic(every=1, catch_up=catch_up)
+    @app.task(queue="ticks")
+    def beat(ctx: heartq.JobContext) -> None:
+        pass
+
+    schedules = list(app.schedules.values())
+    scheduler = Scheduler(schedules, app.make_tick_jobs, app.store, "w-first")
+    assert scheduler.run_once() == 0  # first sight: starts with the next tick
+    (row,) = app.store.list_schedules()
+    wait_for(lambda: app.store.clock() >= float(row["next_tick"]), 5, what="the next tick")
+    return scheduler
+
+
+def test_a_tick_hook_runs_outside_the_ticks_transaction(app: heartq.App) -> None:
+    """A tick's enqueue hooks hold no lock while they run: another worker's scheduler may
+    tick the same schedule meanwhile (inside the transaction, it waited for the schedule's
+    row, or SQLite's write lock, that the hook's own worker held: a deadlock). The tick is
+    one job; the hooks of the scheduler that stored it are told its id, the others' None."""
+    first = _due_schedule(app)
+    second = Scheduler(first.schedules, app.make_tick_jobs, app.store, "w-second")
+    told: list[tuple[str, str | None]] = []
+    nested: list[str] = []
+
+    @app.hooks.enqueue
+    def meanwhile(job: heartq.EnqueueInfo) -> Iterator[None]:
+        if not nested:  # the first scheduler's hook: the second ticks right now
+            nested.append("second")
+            told.append(("second ticked", None if second.run_once() == 0 else "a job"))
+        yield
+        told.append(("after", job.job_id))
+
+    assert _in_thread(first.run_once, "the first scheduler's pass") == 0
+    (job,) = app.store.list_jobs()
+    assert job["task"] == "beat" and job["schedule"] == "beat"
+    assert told == [("after", job["id"]), ("second ticked", "a job"), ("after", None)]
+
+
+def test_a_tick_the_hooks_did_not_see_is_left_for_the_next_pass(app: heartq.App) -> None:
+    """The schedule's row moved back while the hooks ran (by hand: here, a tick pass whose
+    plan rewinds it 3 s): the transaction would find ticks the hooks never saw, so it
+    stores nothing; the next pass stores each of them, through the hooks."""
+    scheduler = _due_schedule(app, catch_up="all")
+    told: list[str | None] = []
+    rewound: list[bool] = []
+
+    def rewind(last: float | None, now: float) -> TickPlan:
+        assert last is not None
+        return TickPlan([], last - 3, now)
+
+    @app.hooks.enqueue
+    def moving(job: heartq.EnqueueInfo) -> Iterator[None]:
+        if not rewound:
+            rewound.append(True)
+            app.store.tick_schedule("beat", "beat", "every 1s", rewind, lambda t: [], by="op")
+        yield
+        told.append(job.job_id)
+
+    (before,) = app.store.list_schedules()
+    assert _in_thread(scheduler.run_once, "the scheduler's pass") == 0
+    (row,) = app.store.list_schedules()
+    assert float(row["last_tick"]) == float(before["last_tick"]) - 3  # untouched since
+    assert app.store.list_jobs() == [] and told and set(told) == {None}
+    told.clear()
+    stored = scheduler.run_once()
+    jobs = app.store.list_jobs(limit=100)
+    assert stored == len(jobs) >= 3
+    assert sorted(told) == sorted(j["id"] for j in jobs)
+    (row,) = app.store.list_schedules()
+    assert float(row["last_tick"]) > float(before["last_tick"]) - 3
 
 
 def test_an_enqueue_that_fails_tells_its_hooks(app: heartq.App) -> None:

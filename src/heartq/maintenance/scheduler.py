@@ -7,18 +7,16 @@ Every worker that knows a schedule runs it; the database decides who enqueues ea
 no leader has to stay alive. What a schedule is and which of its ticks are due is
 `heartq.periodic`; how a tick's job is made (its task's queue, policy and arguments,
 inside the app's enqueue hooks) is the app's (`App.make_tick_jobs`), passed in as a
-`MakeTickJobs`. The hooks' before parts run inside the transaction that records the tick
-(they may add `meta`, as for any enqueue), so a slow hook holds the schedule's row.
+`MakeTickJobs`. The hooks run outside any transaction, as for any enqueue: a slow hook
+or one that writes to the queue holds no lock (`Scheduler._tick` says how).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from heartq.hooks import EnqueueRun
-from heartq.model import NewJob
+from heartq.model import NewJob, TickPlan
 from heartq.periodic import MakeTickJobs, Schedule
 from heartq.store.interface import Enqueuer
 
@@ -58,23 +56,45 @@ class Scheduler:
             row = known.get(schedule.name)
             if row is not None and row["spec"] == schedule.spec and not _due(row, now):
                 continue
-            enqueued += len(self._tick(schedule))
+            enqueued += len(self._tick(schedule, row, now))
         return enqueued
 
-    def _tick(self, schedule: Schedule) -> list[str]:
-        """Enqueue a schedule's due ticks, if another worker did not: the jobs are made
-        inside the store's transaction (which decides the ticks), the enqueue hooks'
-        before parts with them, their after parts once that transaction ended."""
-        with contextlib.ExitStack() as hooked:
-            runs: list[EnqueueRun] = []
+    def _tick(self, schedule: Schedule, row: Mapping[str, Any] | None, now: float) -> list[str]:
+        """Enqueue a schedule's due ticks, if another worker did not.
+
+        The enqueue hooks run first, outside any transaction (a hook that is slow, or
+        that enqueues, holds no lock: inside, it held the schedule's row and, on SQLite,
+        the file's write lock), for the ticks due as this pass read the row at `now`.
+        The store's transaction then decides, with the row locked, which ticks are still
+        due at that same moment: the same, or fewer when another worker enqueued some
+        meanwhile (their hooks' after parts are told no job id). Should it find a tick
+        the hooks did not see (the row was moved back by hand meanwhile), it stores
+        nothing and the next pass plans again."""
+        last = None if row is None or row["last_tick"] is None else float(row["last_tick"])
+        planned = schedule.plan(last, now).ticks
+        with self.make_jobs(schedule, planned) as run:
+            made = dict(zip(planned, run.jobs, strict=True))
+            taken: list[float] = []
+
+            def plan(last_tick: float | None, at: float) -> TickPlan:
+                return schedule.plan(last_tick, min(at, now))
 
             def make(ticks: Sequence[float]) -> Sequence[NewJob]:
-                runs.append(hooked.enter_context(self.make_jobs(schedule, ticks)))
-                return runs[-1].jobs
+                if not made.keys() >= set(ticks):
+                    raise _Unforeseen
+                taken[:] = ticks
+                return [made[tick] for tick in ticks]
 
-            ids = self.store.tick_schedule(
-                schedule.name, schedule.task, schedule.spec, schedule.plan, make, by=self.worker_id
-            )
-            if runs:
-                runs[-1].stored(ids)
+            try:
+                ids = self.store.tick_schedule(
+                    schedule.name, schedule.task, schedule.spec, plan, make, by=self.worker_id
+                )
+            except _Unforeseen:
+                ids = []
+            stored = dict(zip(taken, ids, strict=True))
+            run.stored([stored.get(tick) for tick in planned])
             return ids
+
+
+class _Unforeseen(Exception):
+    """The transaction found a due tick the hooks did not see: it stores nothing."""
