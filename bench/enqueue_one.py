@@ -155,11 +155,16 @@ def app(path: Path, jobs: int, synchronous: str, threads: int = 1) -> tuple[floa
     queue.migrate()
     queue.enqueue("noop")
     start = threading.Barrier(threads + 1)
+    failed: list[BaseException] = []
 
     def enqueue(count: int) -> None:
         start.wait()
-        for _ in range(count):
-            queue.enqueue("noop")
+        try:
+            for _ in range(count):
+                queue.enqueue("noop")
+        except BaseException as exc:  # a thread that stopped early would inflate the rate
+            failed.append(exc)
+            raise
 
     shares = [jobs // threads + (1 if i < jobs % threads else 0) for i in range(threads)]
     workers = [threading.Thread(target=enqueue, args=(n,)) for n in shares]
@@ -171,6 +176,8 @@ def app(path: Path, jobs: int, synchronous: str, threads: int = 1) -> tuple[floa
         worker.join()
     figures = timer.done()
     queue.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {threads} enqueuing threads failed: {failed[0]!r}")
     return figures
 
 

@@ -97,8 +97,9 @@ class AttemptInfo:
 class CrashInfo:
     """One attempt that crashed, for the crash hooks: its worker or its process pool child
     died, or its lease expired (its worker froze or lost its host), so its code could not
-    report its end. Run in the process that ended it, on that worker's maintenance thread
-    (or the thread that saw its child die): keep a hook quick.
+    report its end. Run in the process that ended it: on that worker's maintenance
+    thread, its completer thread (a process pool child that died) or its main thread (its
+    startup reconciliation), possibly two at once: keep a hook quick and thread-safe.
 
     `worker_id` is the worker that held the attempt (not the one running the hook);
     `crash` is the crash context stored with the attempt (`reason`, `detected_by`,
@@ -322,8 +323,14 @@ def run_crash_hooks(hooks: HookList[CrashInfo], reclaimed: Sequence[Reclaimed]) 
     if not hooks:
         return
     for job in reclaimed:
-        if job.outcome is Outcome.CRASHED:
-            hooks.run(_crash_info(job))
+        if job.outcome is not Outcome.CRASHED:
+            continue
+        try:  # a crash that cannot be described is logged; the others are still told
+            info = _crash_info(job)
+        except Exception as exc:  # noqa: BLE001 - never the finder's error, nor the next crash's
+            _failed("crash", run_crash_hooks, "before", f"job {job.job_id}: {exc!r}")
+            continue
+        hooks.run(info)
 
 
 def _crash_info(job: Reclaimed) -> CrashInfo:

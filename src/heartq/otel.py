@@ -35,6 +35,7 @@ import multiprocessing
 import threading
 import weakref
 from collections.abc import Generator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 try:
@@ -159,17 +160,20 @@ class _Tracing:
 
     def crash(self, crashed: CrashInfo) -> None:
         """The `process <queue>` span of an attempt that crashed, made by the worker that
-        found the crash: from the attempt's start (or now, if unknown) to now, ERROR."""
+        found the crash: from the attempt's start to the crash's detection (now, for
+        either if unknown), ERROR. The detection, not the hook's run: a reaper's hooks run
+        once its pass ended, `heartq reap`'s when the operator ran it."""
         started = crashed.started_at
-        span = self._process_span(
-            crashed, start_time=None if started is None else int(started.timestamp() * 1e9)
-        )
+        span = self._process_span(crashed, start_time=_ns(started))
+        detected = crashed.crash.get("detected_at")
         span.set_attribute(HEARTQ_OUTCOME, Outcome.CRASHED.value)
         span.set_attribute(HEARTQ_WILL_RETRY, crashed.will_retry)
         span.set_attribute(HEARTQ_DETECTED_BY, crashed.detected_by)
         span.set_attribute(ERROR_TYPE, Outcome.CRASHED.value)
         span.set_status(Status(StatusCode.ERROR, crashed.reason))
-        span.end()
+        span.end(
+            end_time=_ns(datetime.fromisoformat(detected)) if isinstance(detected, str) else None
+        )
 
     def _process_span(
         self, attempt: AttemptInfo | CrashInfo, start_time: int | None = None
@@ -237,3 +241,8 @@ def _carrier(meta: Mapping[str, Any]) -> dict[str, str]:
     if not isinstance(found, Mapping):
         return {}
     return {str(k): v for k, v in found.items() if isinstance(v, str)}
+
+
+def _ns(moment: datetime | None) -> int | None:
+    """A time as OpenTelemetry takes it: nanoseconds since the epoch (None: now)."""
+    return None if moment is None else int(moment.timestamp() * 1e9)

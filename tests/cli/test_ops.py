@@ -119,7 +119,7 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
 
 CRASH_RECORDER = """
 import json
-import os
+from pathlib import Path
 
 import heartq
 
@@ -128,27 +128,38 @@ app = heartq.App()
 
 @app.hooks.crash
 def record(crash):
-    with open("told.jsonl", "a") as out:
-        out.write(json.dumps([crash.job_id, crash.detected_by, crash.worker_id, os.getpid()]))
+    with Path(__file__).with_name("told.jsonl").open("a") as out:
+        out.write(json.dumps([crash.job_id, crash.detected_by, crash.worker_id]))
         out.write("\\n")
+    print("told", crash.job_id)
+
+
+@app.hooks.crash
+def tracker(crash):
+    raise RuntimeError("tracker down")
 """
 
 
 def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) -> None:
     """`heartq reap --app APP` tells APP's crash hooks what it ended crashed, as a
-    worker's reaper does; without `--app`, no hook runs (it loads no app)."""
+    worker's reaper does; without `--app`, no hook runs (it loads no app). What a hook
+    prints goes to stderr, so `--json` stays JSON, and a hook that failed is one line
+    there (the command keeps heartq's events to itself)."""
     (heartq.cwd / "crash_recorder.py").write_text(CRASH_RECORDER)
     told = heartq.cwd / "told.jsonl"
     heartq.add("ok")
     heartq.add("ok")
     [first] = store.claim("vanished", ["default"], 1, lease=0.01)  # over before reap runs
-    report = heartq.json("reap", "--app", "crash_recorder:app")
-    assert [job["job_id"] for job in report["reclaimed"]] == [first.id]
-    [(job_id, detected_by, worker_id, pid)] = [
+    run = heartq("reap", "--app", "crash_recorder:app", "--json").ok()
+    assert [job["job_id"] for job in run.json()["reclaimed"]] == [first.id]
+    [(job_id, detected_by, worker_id)] = [
         json.loads(line) for line in told.read_text().splitlines()
     ]
     assert (job_id, detected_by, worker_id) == (first.id, "lease_expired", "vanished")
-    assert pid != os.getpid()  # the command's own process
+    assert run.err.splitlines() == [
+        f"told {first.id}",
+        "crash hook tracker failed (before): RuntimeError('tracker down')",
+    ]
 
     [second] = store.claim("vanished", ["default"], 1, lease=0.01)
     assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second.id]

@@ -6,11 +6,23 @@ tests/integration/test_crash_hooks.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import threading
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
+
+from heartq.errors import StoreUnavailable
 from heartq.hooks import CrashInfo, HookList, run_crash_hooks
-from heartq.model import DetectedBy, JobStatus
+from heartq.maintenance.findings import PassCutShort
+from heartq.maintenance.reaper import Reaper
+from heartq.maintenance.reclaim import reclaim_pass
+from heartq.maintenance.runner import MaintenanceRunner
+from heartq.model import DetectedBy, JobStatus, Reclaimed
 from heartq.store import Store
+from tests.support import wait_for
 
 from .support import LEASE, claim_one, enqueue_one, register
 
@@ -104,3 +116,91 @@ def test_a_failing_hook_is_logged_and_the_next_one_still_runs(store: Store, t0: 
     hooks(lambda info: told.append(info.job_id))
     run_crash_hooks(hooks, [reclaimed])  # never raises
     assert told == [job_id]
+
+
+class _LostAtRound:
+    """The real store, except that its reap fails (the database lost) from the `n`th
+    call on: a fault injected between two rounds of one pass, each its own commit."""
+
+    def __init__(self, store: Store, n: int) -> None:
+        self._store = store
+        self._n = n
+        self.calls = 0
+
+    def reap_expired(self, *args: Any, **kwargs: Any) -> list[Reclaimed]:
+        self.calls += 1
+        if self.calls >= self._n:
+            raise StoreUnavailable("the database went away", reason="down")
+        return self._store.reap_expired(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _two_expired(store: Store, t0: float) -> list[str]:
+    """Two jobs whose leases expired long ago (by the database's own clock)."""
+    job_ids = [enqueue_one(store, t0 - 100) for _ in range(2)]
+    for _ in job_ids:
+        claim_one(store, "w1", t0 - 100, lease=1)
+    return job_ids
+
+
+def test_a_reaper_pass_cut_short_still_tells_the_crashes_it_ended(store: Store, t0: float) -> None:
+    """The reaper's first round reclaims (and commits) one job, its second fails: the pass
+    fails as before (`maintenance_failed`), and the crash its first round ended still
+    reaches the crash hooks (it went untold when a later round's failure discarded it)."""
+    job_ids = _two_expired(store, t0)
+    told: list[str] = []
+    failures: list[Exception] = []
+    once = threading.Event()
+
+    def failed(exc: Exception, service: str) -> int:
+        failures.append(exc)
+        once.set()
+        return logging.WARNING
+
+    reaper = Reaper(_LostAtRound(store, 2), batch=1, interval=0.05)  # type: ignore[arg-type]
+    runner = MaintenanceRunner(
+        [reaper],
+        "w-observer",
+        on_failure=failed,
+        on_reclaimed=lambda r: told.extend(j.job_id for j in r),
+    )
+    runner.start()
+    try:
+        wait_for(once.is_set, 10, what="the pass to fail")
+    finally:
+        runner.stop()
+    assert isinstance(failures[0], StoreUnavailable)
+    (reaped,) = told
+    assert reaped in job_ids
+    assert store.get_job(reaped)["executions"][-1]["outcome"] == "crashed"
+
+
+def test_heartq_reaps_pass_cut_short_carries_what_landed(store: Store, t0: float) -> None:
+    """`heartq reap`'s pass (probe, monitor, reaper: each its own commit) failing at the
+    reaper's second round raises `PassCutShort` with the job the first round reclaimed,
+    and the database's error as its cause."""
+    job_ids = _two_expired(store, t0)
+    with pytest.raises(PassCutShort) as cut:
+        reclaim_pass(_LostAtRound(store, 2), stale_after=3600, batch=1)  # type: ignore[arg-type]
+    assert isinstance(cut.value.cause, StoreUnavailable)
+    (reaped,) = cut.value.found.reclaimed()
+    assert reaped.job_id in job_ids and reaped.outcome == "crashed"
+
+
+def test_a_crash_that_cannot_be_described_costs_the_others_nothing(
+    store: Store, t0: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One reclaimed attempt whose stored arguments do not decode: logged as `hook_failed`
+    naming its job, and the next crash is still told."""
+    job_ids = _two_expired(store, t0)
+    reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED)
+    assert sorted(r.job_id for r in reclaimed) == sorted(job_ids)
+    broken = dataclasses.replace(reclaimed[0], args_json="{not json")
+    hooks, seen = _recorder()
+    with caplog.at_level(logging.ERROR, logger="heartq"):
+        run_crash_hooks(hooks, [broken, reclaimed[1]])
+    assert [i.job_id for i in seen] == [reclaimed[1].job_id]
+    (record,) = [r for r in caplog.records if r.getMessage() == "hook_failed"]
+    assert reclaimed[0].job_id in record.heartq_fields["error"]  # type: ignore[attr-defined]

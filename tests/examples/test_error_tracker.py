@@ -164,7 +164,7 @@ def crash_one(app: heartq.App) -> str:
     app.store.register_worker(WorkerInfo("gone", "elsewhere", 4242, ("default",), 1))
     (claimed,) = app.store.claim("gone", ["default"], 1, 60.0)
     assert claimed.id == job_id
-    heartq.Worker(app, concurrency=2, **{**FAST, "lease": 1.0}).run(burst=True)
+    heartq.Worker(app, concurrency=2, **{**FAST, "stale_after": 1.0}).run(burst=True)
     assert app.get_job(job_id)["status"] == "succeeded"
     return job_id
 

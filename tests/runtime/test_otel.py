@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import heartq
 import heartq.otel
 from heartq.model import WorkerInfo
+from heartq.timeutil import iso
 from tests.otel_support import FILE_EXPORTER, read_spans
 from tests.support import wait_for
 
@@ -217,11 +218,35 @@ def test_a_crashed_attempt_gets_its_span_from_the_worker_that_found_it(
     assert crash.attributes["heartq.detected_by"] in {"stale_worker", "liveness_lock"}
     assert crash.attributes[error_attributes.ERROR_TYPE] == "crashed"
     assert crash.status.status_code is StatusCode.ERROR
-    started_ns = datetime.fromisoformat(started).timestamp() * 1e9  # shown to the ms
-    assert crash.start_time is not None and abs(crash.start_time - started_ns) < 1e6
-    assert crash.end_time is not None and crash.end_time > crash.start_time
+    # from the attempt's start to the crash's detection, both shown to the millisecond
+    stored = app.get_job(job_id)["executions"][0]
+    started_ns = datetime.fromisoformat(started).timestamp() * 1e9
+    detected_ns = datetime.fromisoformat(stored["crash"]["detected_at"]).timestamp() * 1e9
+    assert crash.start_time is not None and abs(crash.start_time - started_ns) < 2e6
+    assert crash.end_time is not None and abs(crash.end_time - detected_ns) < 2e6
+    assert crash.end_time > crash.start_time
     assert ran.attributes["heartq.attempt"] == 2 and ran.attributes["heartq.outcome"] == "succeeded"
     assert claimed.id == job_id
+
+
+def test_a_crash_told_late_ends_its_span_at_its_detection(app: heartq.App, spans: Spans) -> None:
+    """The crash hooks may run well after the crash was found and ended (a reaper's pass
+    of many rounds, `heartq reap --app` run later): the span ends at the detection the
+    crash context records, not when the hook ran."""
+    heartq.otel.instrument(app, tracer_provider=spans.provider)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    detected = datetime(2026, 1, 2, 3, 6, 5, 250000, tzinfo=UTC)
+    crash = {"reason": "lease expired", "detected_by": "lease_expired",
+             "detected_at": iso(detected)}  # fmt: skip
+    told = heartq.CrashInfo(
+        job_id="j", task="resize", queue="media", attempt=1, execution_id=1,
+        worker_id="gone", args={}, meta={}, started_at=started, crash=crash,
+        status=heartq.JobStatus.QUEUED,
+    )  # fmt: skip
+    app.hooks.crash.run(told)
+    (span,) = spans.named("process media")
+    assert span.start_time == int(started.timestamp() * 1e9)
+    assert span.end_time == int(detected.timestamp() * 1e9)
 
 
 def test_instrumenting_twice_still_makes_one_span_each(

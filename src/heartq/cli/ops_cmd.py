@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 from typing import Any
 
 import click
 from rich.text import Text
 
-from heartq import display
+from heartq import display, events
+from heartq.app import App
 from heartq.cli import render
 from heartq.cli.common import (
     json_option,
@@ -22,7 +25,7 @@ from heartq.config import Settings
 from heartq.hooks import run_crash_hooks
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.stats import collect_stats
-from heartq.maintenance.findings import Findings
+from heartq.maintenance.findings import Findings, PassCutShort
 from heartq.maintenance.reclaim import reclaim_pass
 from heartq.model import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
 
@@ -112,13 +115,15 @@ def reap_command(
     if app is not None and not url_typed(click.get_current_context()):
         url = app.url  # as for `heartq worker`: a typed --url beats the app's own
     store = store_for(url, existing=True)
-    found = reclaim_pass(
-        store,
-        stale_after if stale_after is not None else settings.stale_after_seconds,
-        settings.reap_batch,
-    )
+    threshold = stale_after if stale_after is not None else settings.stale_after_seconds
+    try:
+        found = reclaim_pass(store, threshold, settings.reap_batch)
+    except PassCutShort as cut:  # what landed is told before the error's one line
+        if app is not None:
+            _tell_crashes(app, cut.found)
+        raise cut.cause from None
     if app is not None:
-        run_crash_hooks(app.hooks.crash, found.reclaimed())
+        _tell_crashes(app, found)
     report = reap_report(found)
     if as_json:
         print_json(report)
@@ -155,6 +160,29 @@ def reap_command(
         f"reclaimed {len(jobs)} job{'s' * (len(jobs) != 1)}: "
         f"{report['requeued']} requeued, {report['dead']} dead"
     )
+
+
+def _tell_crashes(app: App, found: Findings) -> None:
+    """APP's crash hooks for what the pass ended crashed. What they print goes to stderr
+    (stdout is the report, `--json`'s included); a hook that failed is one line there too,
+    since this command keeps heartq's events to itself."""
+    failures: list[dict[str, Any]] = []
+
+    def heard(event: str, fields: dict[str, Any]) -> None:
+        if event == events.HOOK_FAILED:
+            failures.append(fields)
+
+    events.add_listener(heard)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            run_crash_hooks(app.hooks.crash, found.reclaimed())
+    finally:
+        events.remove_listener(heard)
+    for failure in failures:
+        click.echo(
+            f"crash hook {failure['hook']} failed ({failure['stage']}): {failure['error']}",
+            err=True,
+        )
 
 
 # -- stats -------------------------------------------------------------------------------

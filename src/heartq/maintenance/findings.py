@@ -3,6 +3,8 @@ fetch loop and the transport of it, and `heartq reap` prints it."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
@@ -35,3 +37,32 @@ class Findings:
     def requeued(self) -> list[Reclaimed]:
         """The jobs found here that went back to the queue (not dead, not cancelled)."""
         return [job for job in self.reclaimed() if job.status is JobStatus.QUEUED]
+
+
+class PassCutShort(Exception):
+    """A pass that failed after some of its writes had landed (a reaper's later round,
+    `heartq reap`'s later reclaimer): `found` is what those reclaimed, to be told like
+    any finding (their crash hooks, their republish), `cause` why the pass stopped."""
+
+    def __init__(self, found: Findings, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.found = found
+        self.cause = cause
+
+
+@contextlib.contextmanager
+def landed_before(found: Findings) -> Iterator[None]:
+    """Around a step of a pass whose earlier steps reclaimed `found` (each step its own
+    commit): a failure here raises `PassCutShort` with all that landed, so no crash
+    whose end was committed goes untold because a later step failed."""
+    try:
+        yield
+    except PassCutShort as cut:  # a step that is a pass itself, cut short inside
+        landed = Findings()
+        landed += found
+        landed += cut.found
+        raise PassCutShort(landed, cut.cause) from cut.cause
+    except Exception as exc:
+        if not found:
+            raise
+        raise PassCutShort(found, exc) from exc

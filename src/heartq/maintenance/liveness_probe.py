@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from heartq.maintenance.findings import Findings
+from heartq.maintenance.findings import Findings, landed_before
 from heartq.maintenance.report import report_stale_workers
 from heartq.model import DetectedBy
 from heartq.store.interface import Reclaimer
@@ -41,7 +41,8 @@ class LivenessProbe:
         for its `liveness_grace`), a second one once that grace has passed: for a caller
         that probes once rather than every interval (`heartq reap`)."""
         found = self.run_once()
-        if self.store.liveness_suspects():
-            time.sleep(self.store.liveness_grace + GRACE_SLACK)
-            found += self.run_once()
+        with landed_before(found):
+            if self.store.liveness_suspects():
+                time.sleep(self.store.liveness_grace + GRACE_SLACK)
+                found += self.run_once()
         return found

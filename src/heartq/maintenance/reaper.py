@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from heartq import events
-from heartq.maintenance.findings import Findings
+from heartq.maintenance.findings import Findings, landed_before
 from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy
 from heartq.store.interface import Reclaimer
@@ -36,9 +36,10 @@ class Reaper:
     def run_once(self) -> Findings:
         found = Findings()
         for _ in range(MAX_REAP_ROUNDS):
-            reclaimed = self.store.reap_expired(
-                DetectedBy.LEASE_EXPIRED, self.batch, observer=self.observer
-            )
+            with landed_before(found):  # each round commits: a later one's failure keeps it
+                reclaimed = self.store.reap_expired(
+                    DetectedBy.LEASE_EXPIRED, self.batch, observer=self.observer
+                )
             if reclaimed:
                 events.emit(
                     events.STALE_JOBS_DETECTED,

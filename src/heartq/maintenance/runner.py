@@ -22,7 +22,7 @@ from typing import Protocol
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.config import Settings
-from heartq.maintenance.findings import Findings
+from heartq.maintenance.findings import Findings, PassCutShort
 from heartq.maintenance.liveness_probe import LivenessProbe
 from heartq.maintenance.pruner import Pruner
 from heartq.maintenance.reaper import Reaper
@@ -117,18 +117,27 @@ class MaintenanceRunner:
 
     def _run(self, service: Service) -> None:
         try:
-            found = service.run_once()
-            if found:
-                self._found_work.set()
-            if isinstance(found, Findings) and found:
-                try:  # the requeued first: they wait for work, the hooks do not
-                    if self._on_requeued is not None and (requeued := found.requeued()):
-                        self._on_requeued(requeued)
-                finally:  # a failed republish costs no crash its hooks
-                    if self._on_reclaimed is not None and (reclaimed := found.reclaimed()):
-                        self._on_reclaimed(reclaimed)
+            try:
+                found = service.run_once()
+            except PassCutShort as cut:  # what landed before it failed is told all the same
+                self._landed(cut.found)
+                raise cut.cause from None
+            self._landed(found)
         except Exception as exc:  # noqa: BLE001 - a failed pass is retried next interval
             self._failure_log(service.name).emit(exc)
+
+    def _landed(self, found: Findings | int) -> None:
+        """Tell what a pass found: the fetch loop (work may be runnable now), the
+        transport (jobs to republish), the worker (crash hooks)."""
+        if found:
+            self._found_work.set()
+        if isinstance(found, Findings) and found:
+            try:  # the requeued first: they wait for work, the hooks do not
+                if self._on_requeued is not None and (requeued := found.requeued()):
+                    self._on_requeued(requeued)
+            finally:  # a failed republish costs no crash its hooks
+                if self._on_reclaimed is not None and (reclaimed := found.reclaimed()):
+                    self._on_reclaimed(reclaimed)
 
     def _failure_log(self, name: str) -> FailureLog:
         """`maintenance_failed` for one service, at the level `on_failure` says (warning
