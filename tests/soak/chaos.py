@@ -516,6 +516,30 @@ class Fault:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+STOP_WAIT = 1.0
+"""How long the runner waits for a SIGSTOPped worker's threads to stop, in seconds."""
+
+
+def all_threads_stopped(pid: int, wait: float = STOP_WAIT) -> bool:
+    """Whether every thread of process `pid` is stopped (state T in /proc) within `wait`
+    seconds of a SIGSTOP: the signal takes effect asynchronously, thread by thread. A
+    process that is gone counts as stopped (it holds nothing)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            states = [
+                (task / "stat").read_text().rpartition(")")[2].split()[0]
+                for task in Path(f"/proc/{pid}/task").iterdir()
+            ]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if all(state in ("T", "t", "Z", "X") for state in states):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+
+
 class ChaosRun:
     def __init__(
         self,
@@ -765,11 +789,20 @@ class ChaosRun:
 
     def freeze(self, proc: WorkerProc) -> float | None:
         """SIGSTOP; on SQLite only at a moment the process does not hold the write lock.
-        Returns when it was stopped (None if it could not be)."""
+        Returns when it was stopped (None if it could not be).
+
+        The lock is looked at only once every thread of the worker has stopped: SIGSTOP
+        is delivered asynchronously, and a thread still running (in a system call, an
+        fsync, on the other core) could take the write lock just after a look that
+        found it free, then stop holding it: every writer, the runner's own enqueue
+        among them, then waited out its busy timeout (30 s), and the runner, waiting
+        too, thawed nobody meanwhile (RELIABILITY.md, the seed-44 stall)."""
         for _ in range(30):
             at = time.time()
             os.kill(proc.pid, signal.SIGSTOP)
-            if self.config.backend != "sqlite" or self.write_lock_free():
+            if self.config.backend != "sqlite" or (
+                all_threads_stopped(proc.pid) and self.write_lock_free()
+            ):
                 return at
             os.kill(proc.pid, signal.SIGCONT)
             time.sleep(0.01)

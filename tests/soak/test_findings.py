@@ -16,6 +16,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
 from tests.soak import chaos_tasks
-from tests.soak.chaos import ChaosConfig, ChaosRun, fresh_queue
+from tests.soak.chaos import ChaosConfig, ChaosRun, all_threads_stopped, fresh_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -186,3 +188,36 @@ def test_a_worker_frozen_mid_transaction_does_not_stop_recovery(
             if liveness is not None:
                 liveness.release()
             run.close()
+
+
+# -- fixed: the runner froze a SQLite worker that was about to take the write lock -------
+SPINNER = """
+import threading, time
+def spin():
+    while True:
+        pass
+for _ in range(3):
+    threading.Thread(target=spin, daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_runner_looks_at_the_write_lock_only_once_every_thread_stopped() -> None:
+    """SIGSTOP takes effect thread by thread, asynchronously: the runner looked at the
+    SQLite write lock right after sending it, and a worker's thread still running could
+    take the lock just after that look, then stop holding it (every writer then waited
+    30 s: RELIABILITY.md, the seed-44 and seed-211 stalls). `freeze` now looks once
+    `all_threads_stopped` says so: true of a stopped process, never of a running one."""
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        assert not all_threads_stopped(proc.pid, wait=0.2)  # four threads, three spinning
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert all_threads_stopped(proc.pid)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert not all_threads_stopped(proc.pid, wait=0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert all_threads_stopped(proc.pid)  # gone: holds nothing
