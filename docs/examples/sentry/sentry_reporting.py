@@ -14,8 +14,10 @@ Any other tracker is the same few lines: the hook's `attempt` says everything (s
 docs/INTERFACE.md, "Hooks").
 """
 
+import contextlib
 import multiprocessing
 from collections.abc import Iterator
+from typing import Any
 
 import heartq
 import sentry_sdk
@@ -33,24 +35,8 @@ def report_to_sentry(app: heartq.App, *, report_retries: bool = True) -> None:
         yield  # the task's code runs here; what follows sees how it ended
         if attempt.outcome not in FAILURES or (attempt.will_retry and not report_retries):
             return
-        with sentry_sdk.new_scope() as scope:
-            scope.set_tag("heartq.task", attempt.task)
-            scope.set_tag("heartq.queue", attempt.queue)
-            scope.set_tag("heartq.will_retry", attempt.will_retry)
-            scope.set_context(
-                "heartq",
-                {
-                    "job_id": attempt.job_id,
-                    "task": attempt.task,
-                    "queue": attempt.queue,
-                    "attempt": attempt.attempt,
-                    "max_retries": attempt.max_retries,
-                    "will_retry": attempt.will_retry,
-                    "execution_id": attempt.execution_id,
-                    "worker_id": attempt.worker_id,
-                    "error": attempt.error,
-                },
-            )
+        context = {"max_retries": attempt.max_retries, "error": attempt.error}
+        with _job_scope(attempt, context):
             if attempt.exception is not None:
                 sentry_sdk.capture_exception(attempt.exception)
             else:  # e.g. a result that could not be stored: heartq's error text only
@@ -66,23 +52,33 @@ def report_to_sentry(app: heartq.App, *, report_retries: bool = True) -> None:
         # runs in the worker that found the crash, not where the code ran
         if crash.will_retry and not report_retries:
             return
-        with sentry_sdk.new_scope() as scope:
-            scope.set_tag("heartq.task", crash.task)
-            scope.set_tag("heartq.queue", crash.queue)
-            scope.set_tag("heartq.will_retry", crash.will_retry)
+        context = {"dead_reason": crash.dead_reason, "crash": dict(crash.crash)}
+        with _job_scope(crash, context) as scope:
             scope.set_tag("heartq.detected_by", crash.detected_by)
-            scope.set_context(
-                "heartq",
-                {
-                    "job_id": crash.job_id,
-                    "task": crash.task,
-                    "queue": crash.queue,
-                    "attempt": crash.attempt,
-                    "will_retry": crash.will_retry,
-                    "execution_id": crash.execution_id,
-                    "worker_id": crash.worker_id,
-                    "dead_reason": crash.dead_reason,
-                    "crash": dict(crash.crash),
-                },
-            )
             sentry_sdk.capture_message(f"{crash.task} crashed: {crash.reason}", level="error")
+
+
+@contextlib.contextmanager
+def _job_scope(
+    info: heartq.AttemptInfo | heartq.CrashInfo, context: dict[str, Any]
+) -> Iterator[sentry_sdk.Scope]:
+    """A Sentry scope for one attempt's event: the job's task, queue and will-retry as
+    tags, and in the `heartq` context its ids with what the caller adds."""
+    with sentry_sdk.new_scope() as scope:
+        scope.set_tag("heartq.task", info.task)
+        scope.set_tag("heartq.queue", info.queue)
+        scope.set_tag("heartq.will_retry", info.will_retry)
+        scope.set_context(
+            "heartq",
+            {
+                "job_id": info.job_id,
+                "task": info.task,
+                "queue": info.queue,
+                "attempt": info.attempt,
+                "will_retry": info.will_retry,
+                "execution_id": info.execution_id,
+                "worker_id": info.worker_id,
+                **context,
+            },
+        )
+        yield scope
