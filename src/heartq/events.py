@@ -101,6 +101,14 @@ WAITING_FOR_DATABASE: Final = "waiting_for_database"
 tries again after `retry_in` seconds; fields: worker_id, step, attempt, waited, retry_in,
 error."""
 
+EVENT_LOOP_BLOCKED: Final = "event_loop_blocked"
+"""The async pool's event loop has not turned for `blocked_for` seconds (at least a
+second): the coroutine of `job_id` (`task`, `execution_id`; null when no attempt's
+coroutine held it) runs blocking code, and every other attempt of the pool waits. Its
+heartbeats go on, and its `timeout` still ends it."""
+EVENT_LOOP_RESUMED: Final = "event_loop_resumed"
+"""The loop that `event_loop_blocked` told of turns again, after `blocked_for` seconds
+held by `job_id`."""
 
 Listener = Callable[[str, dict[str, Any]], None]
 _listeners: list[Listener] = []

@@ -36,18 +36,44 @@ def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> 
     return kwargs
 
 
+def describe(exc: BaseException) -> str:
+    """An exception's traceback as text, whatever the exception does: the standard
+    formatting already stands in for a `__str__` that raises; this also survives a
+    traceback that cannot be walked (the last resort names the type alone)."""
+    try:
+        return "".join(traceback.format_exception(exc)).rstrip()
+    except BaseException:  # noqa: BLE001 - a task's exception must never end its runner
+        kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        return f"{kind} (its traceback could not be formatted)"
+
+
 def end_from_result(value: Any, limit: int) -> AttemptEnd:
+    """A returned value as its attempt's end. Encoding runs the value's own code (a
+    mapping's iteration, a float subclass's `__repr__`), which may raise anything: a value
+    that cannot be stored fails its attempt for good (the same code would return it again)."""
     try:
         return AttemptEnd(
             Outcome.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)
         )
     except PayloadError as exc:
-        # Retrying cannot make the same code return something storable.
         return AttemptEnd(Outcome.FAILED, error=f"PayloadError: {exc}", permanent=True)
+    except BaseException as exc:  # noqa: BLE001 - the value's own code raised
+        error = f"PayloadError: result could not be encoded\n{describe(exc)}"
+        return AttemptEnd(Outcome.FAILED, error=error, permanent=True)
+
+
+def _cancelled_by_the_worker(exc: BaseException) -> bool:
+    """A `CancelledError` that the pool's cancel of this asyncio task delivered (a
+    timeout, a forced cancel, a stop), not one the task's code raised by itself: only the
+    former leaves the task `cancelling()`."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
 
 
 def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd:
-    text = "".join(traceback.format_exception(exc)).rstrip()
+    text = describe(exc)
     if isinstance(exc, LeaseLost):
         return AttemptEnd(Outcome.LOST, error=text)
     if isinstance(exc, Cancelled | asyncio.CancelledError) and cancel_requested:
@@ -80,9 +106,7 @@ def run_sync(
         try:
             kwargs = task_kwargs(task, ctx, args)
             value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
-        except BaseException as exc:  # everything a task raises is its outcome
-            if isinstance(exc, KeyboardInterrupt):
-                raise
+        except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
             return hooked.ended(
                 end_from_call_error(exc, task, args, control.cancel_requested), control, exc
             )
@@ -103,13 +127,11 @@ async def run_async(
                 value = await task.fn(**kwargs)
             else:
                 value = await asyncio.to_thread(task.fn, **kwargs)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and not control.cancel_requested:
-                hooked.ended(
+        except BaseException as exc:  # everything a task raises is its outcome...
+            if _cancelled_by_the_worker(exc) and not control.cancel_requested:
+                hooked.ended(  # ...but the worker's own cancel (a timeout, a stop) ends it
                     AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker"), control, exc
                 )
-                raise
-            if isinstance(exc, KeyboardInterrupt):
                 raise
             return hooked.ended(
                 end_from_call_error(exc, task, args, control.cancel_requested), control, exc

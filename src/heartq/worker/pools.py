@@ -21,17 +21,21 @@ them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import Sequence
+from typing import Any
 
+from heartq import events
 from heartq.context import JobContext
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.dependency_results import call_args
-from heartq.worker.invoke import run_async, run_sync
+from heartq.worker.invoke import describe, end_from_exception, run_async, run_sync
 from heartq.worker.ledger import Ledger
+from heartq.worker.loop_watch import LoopWatch
 
 POOL_NAMES = ("thread", "process", "async")
 
@@ -83,7 +87,13 @@ class ThreadPool:
             run = self._work.get()
             if run is None:
                 return
-            self._run(run)
+            try:
+                self._run(run)
+            except BaseException as exc:  # noqa: BLE001 - nothing may end a pool's thread
+                # `run_sync` makes whatever the task raises its outcome; this is the
+                # guard behind it (a hook, a dependency's results): the attempt still
+                # ends, and its slot comes back (a second end of it is ignored).
+                self._ledger.attempt_ended(run, end_from_exception(exc, run.cancel_requested))
             with self._lock:
                 self._idle += 1
 
@@ -122,11 +132,51 @@ class AsyncPool:
         self._limit = max_payload_bytes
         self._loop = asyncio.new_event_loop()
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
-        self._tasks: dict[Lease, asyncio.Task[None]] = {}
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="heartq-async-pool", daemon=True
-        )
+        self._tasks: dict[Lease, tuple[asyncio.Task[None], RunningJob]] = {}
+        self._closing = False
+        self._loop.set_exception_handler(self._unhandled)
+        self._thread = threading.Thread(target=self._serve, name="heartq-async-pool", daemon=True)
         self._thread.start()
+        self._watch = LoopWatch(self._loop, self._run_of, self._worker_id)
+        self._watch.start()
+
+    def _serve(self) -> None:
+        """Run the loop until `close()`. An attempt's own exceptions are its outcome
+        (`run_async`), but code a task left behind on the loop (a task it created and never
+        awaited, a callback) can still raise `KeyboardInterrupt` or `SystemExit`, which
+        asyncio lets out of `run_forever`: the loop is run again, so the pool's other
+        attempts go on."""
+        while not self._closing:
+            try:
+                self._loop.run_forever()
+            except BaseException as exc:  # noqa: BLE001 - nothing may end the pool's loop
+                events.emit(
+                    events.MAINTENANCE_FAILED,
+                    logging.ERROR,
+                    service="async_pool",
+                    worker_id=self._worker_id,
+                    error=describe(exc),
+                )
+
+    def _unhandled(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """What asyncio reports on the pool's loop (a task a task left behind failed, and
+        nobody awaited it): one line, without the traceback asyncio's default handler
+        formats wherever the task happens to be collected."""
+        exc = context.get("exception")
+        events.emit(
+            events.MAINTENANCE_FAILED,
+            logging.WARNING,
+            service="async_pool",
+            worker_id=self._worker_id,
+            error=str(context.get("message", "")) + (f": {type(exc).__name__}" if exc else ""),
+        )
+
+    def _run_of(self, task: asyncio.Task[None]) -> RunningJob | None:
+        """The attempt `task` runs (for the loop's watch: which job holds the loop)."""
+        for running, run in list(self._tasks.values()):
+            if running is task:
+                return run
+        return None
 
     def start(self, runs: Sequence[RunningJob]) -> None:
         """One wake-up of the loop for the whole batch: waking it once per attempt (a
@@ -143,7 +193,7 @@ class AsyncPool:
     async def _run(self, run: RunningJob) -> None:
         current = asyncio.current_task()
         assert current is not None
-        self._tasks[run.job.lease] = current
+        self._tasks[run.job.lease] = (current, run)
         if run.ended is not None or run.cancel_requested or run.lost:
             # Stopped before its first step (a `_cancel` that ran between `_start_tasks`
             # and this step found nothing): cancel it now, at its first await.
@@ -159,6 +209,8 @@ class AsyncPool:
                 end = await run_async(run.task, ctx, run, args or run.job.args, self._limit)
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
+        except BaseException as exc:  # noqa: BLE001 - the guard behind run_async, as above
+            end = end_from_exception(exc, run.cancel_requested)
         finally:
             self._tasks.pop(run.job.lease, None)
         self._ledger.attempt_ended(run, end)
@@ -168,9 +220,9 @@ class AsyncPool:
         notice and the stop itself), and a second cancel would interrupt a coroutine that
         handles the first (`except CancelledError: await cleanup()`), as seen once in a
         few hundred runs of tests/runtime/test_ledger_slots.py."""
-        task = self._tasks.get(run.job.lease)
-        if task is not None and not task.cancelling():
-            task.cancel()
+        held = self._tasks.get(run.job.lease)
+        if held is not None and not held[0].cancelling():
+            held[0].cancel()
 
     def stop(self, run: RunningJob) -> None:
         self._loop.call_soon_threadsafe(self._cancel, run)
@@ -180,5 +232,7 @@ class AsyncPool:
             self.stop(run)
 
     def close(self) -> None:
+        self._closing = True
+        self._watch.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

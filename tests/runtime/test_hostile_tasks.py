@@ -1,0 +1,234 @@
+"""Nothing a task's code does takes down what runs it: whatever it raises or returns ends
+as an outcome of its attempt, recorded by its worker, and the worker goes on at full
+concurrency. A real worker on both backends, the thread and async pools (the process
+pool's children: tests/integration/test_hostile_processes.py).
+
+Each test enqueues every hostile case at once beside ordinary jobs on one worker, so a
+case that strands its job, kills a pool thread or leaks a slot fails it by name."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import heartq
+import heartq.testing
+from heartq import events
+from tests.support import wait_for
+
+POOLS = ["thread", "async"]
+CONCURRENCY = 3
+
+
+class Unprintable(Exception):
+    """An exception whose text cannot be made: `str` and `repr` raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+class Unencodable:
+    """A result no JSON encoder can take (its `__repr__` raises too)."""
+
+    def __repr__(self) -> str:
+        raise KeyboardInterrupt
+
+
+def _recurse(n: int) -> int:
+    return _recurse(n + 1) + 1
+
+
+def _circular() -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    value["self"] = value
+    return value
+
+
+RAISES: dict[str, Callable[[], Any]] = {
+    "keyboard_interrupt": lambda: (_ for _ in ()).throw(KeyboardInterrupt()),
+    "system_exit": lambda: sys.exit(3),
+    "generator_exit": lambda: (_ for _ in ()).throw(GeneratorExit()),
+    "cancelled_error": lambda: (_ for _ in ()).throw(asyncio.CancelledError()),
+    "unprintable": lambda: (_ for _ in ()).throw(Unprintable()),
+    "recursion": lambda: _recurse(0),
+    "memory_error": lambda: (_ for _ in ()).throw(MemoryError()),
+}
+"""Each case's code, raising what it is named for; the attempt ends `failed`, with the
+exception's type in its error."""
+
+RETURNS: dict[str, Callable[[], Any]] = {
+    "unencodable": Unencodable,
+    "circular": _circular,
+    "nan": lambda: float("nan"),
+}
+"""Each case's code, returning a value heartq cannot store: failed, never retried."""
+
+ERROR_NAMES = {
+    "keyboard_interrupt": "KeyboardInterrupt",
+    "system_exit": "SystemExit",
+    "generator_exit": "GeneratorExit",
+    "cancelled_error": "CancelledError",
+    "unprintable": "Unprintable",
+    "recursion": "RecursionError",
+    "memory_error": "MemoryError",
+}
+
+
+def declare(app: heartq.App) -> None:
+    """The hostile task (sync and async) and an ordinary one."""
+
+    def act(kind: str) -> Any:
+        if kind in RAISES:
+            return RAISES[kind]()
+        return RETURNS[kind]()
+
+    @app.task(max_retries=0)
+    def hostile(kind: str) -> Any:
+        return act(kind)
+
+    @app.task(max_retries=0)
+    async def hostile_async(kind: str) -> Any:
+        return act(kind)
+
+    @app.task
+    def ordinary(n: int) -> int:
+        return n
+
+
+def settle(app: heartq.App, ids: dict[str, str], timeout: float = 30.0) -> dict[str, Any]:
+    """Each job once it ended (or fail naming those that did not)."""
+
+    def ended() -> bool:
+        return all(app.get_job(i)["status"] in ("succeeded", "dead") for i in ids.values())
+
+    try:
+        wait_for(ended, timeout, what="every job to end")
+    except AssertionError:
+        stuck = {k: app.get_job(i)["status"] for k, i in ids.items()}
+        raise AssertionError(f"jobs that did not end: {stuck}") from None
+    return {kind: app.get_job(job_id) for kind, job_id in ids.items()}
+
+
+def check_outcomes(jobs: dict[str, Any], cases: list[str]) -> None:
+    wrong = {}
+    for kind in cases:
+        job = jobs[kind]
+        [execution] = job["executions"]
+        error = execution["error"] or ""
+        expected = ERROR_NAMES.get(kind.removesuffix("_async"), "PayloadError")
+        if (job["status"], execution["outcome"]) != ("dead", "failed") or expected not in error:
+            wrong[kind] = (job["status"], execution["outcome"], error[-120:])
+    assert not wrong, wrong
+
+
+def cases_for(pool: str) -> list[tuple[str, str, str]]:
+    """(label, task, kind): every case, as a sync task and as an async one."""
+    kinds = [*RAISES, *RETURNS]
+    return [(k, "hostile", k) for k in kinds] + [(f"{k}_async", "hostile_async", k) for k in kinds]
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_whatever_a_task_raises_or_returns_is_its_outcome(
+    app: heartq.App, run_worker: Callable[..., Any], pool: str
+) -> None:
+    declare(app)
+    cases = cases_for(pool)
+    ids = {label: app.enqueue(task, {"kind": kind}) for label, task, kind in cases}
+    with run_worker(app, pool=pool, concurrency=CONCURRENCY) as worker:
+        jobs = settle(app, ids)
+        check_outcomes(jobs, [label for label, _, _ in cases])
+        # The worker is alive, claims on, and has every slot back.
+        later = {f"ordinary-{n}": app.enqueue("ordinary", {"n": n}) for n in range(6)}
+        assert all(j["status"] == "succeeded" for j in settle(app, later).values())
+        wait_for(
+            lambda: worker.ledger.free_slots() == CONCURRENCY and worker.ledger.executing() == 0,
+            10,
+            what="every slot free",
+        )
+
+
+def test_a_task_left_on_the_loop_cannot_stop_the_async_pool(
+    app: heartq.App, run_worker: Callable[..., Any]
+) -> None:
+    """A task the attempt created and never awaited raises `KeyboardInterrupt` on the
+    loop after its attempt ended: asyncio lets it out of `run_forever`, and the pool runs
+    the loop again."""
+
+    @app.task
+    async def leaves_a_task() -> None:
+        async def later() -> None:
+            raise KeyboardInterrupt
+
+        asyncio.get_running_loop().create_task(later())
+
+    @app.task
+    async def ordinary_async(n: int) -> int:
+        await asyncio.sleep(0)
+        return n
+
+    left = app.enqueue("leaves_a_task", {})
+    with run_worker(app, pool="async", concurrency=CONCURRENCY) as worker:
+        assert settle(app, {"left": left})["left"]["status"] == "succeeded"
+        later = {f"n{n}": app.enqueue("ordinary_async", {"n": n}) for n in range(4)}
+        assert all(j["status"] == "succeeded" for j in settle(app, later).values())
+        wait_for(lambda: worker.ledger.free_slots() == CONCURRENCY, 10, what="every slot free")
+
+
+def test_a_blocked_event_loop_is_told_and_its_attempt_times_out(
+    app: heartq.App, run_worker: Callable[..., Any]
+) -> None:
+    """`time.sleep` in an `async def` holds the pool's loop: the worker names the job and
+    how long it held the loop, ends it `timed_out` at its timeout while the loop is still
+    held, and renews the other attempt's lease meanwhile (it succeeds on its first)."""
+    told: list[tuple[str, dict[str, Any]]] = []
+    hold = threading.Event()
+
+    def hear(event: str, fields: dict[str, Any]) -> None:
+        if event in (events.EVENT_LOOP_BLOCKED, events.EVENT_LOOP_RESUMED):
+            told.append((event, fields))
+
+    @app.task(timeout=1, max_retries=0)
+    async def blocks() -> None:
+        hold.wait(20)  # blocking code in a coroutine: the loop is held until it returns
+
+    @app.task(max_retries=0)
+    async def patient() -> str:
+        while not hold.is_set():  # runs across the whole hold, its lease renewed meanwhile
+            await asyncio.sleep(0.05)
+        return "done"
+
+    events.add_listener(hear)
+    try:
+        with run_worker(app, pool="async", concurrency=CONCURRENCY):
+            other = app.enqueue("patient", {})
+            blocker = app.enqueue("blocks", {})
+            wait_for(lambda: told, 10, what="event_loop_blocked")
+            event, fields = told[0]
+            assert (event, fields["job_id"], fields["task"]) == (
+                events.EVENT_LOOP_BLOCKED,
+                blocker,
+                "blocks",
+            )
+            assert fields["blocked_for"] >= 1.0
+            # Its timeout ends it while its code still holds the loop.
+            wait_for(lambda: app.get_job(blocker)["status"] == "dead", 10, what="timed out")
+            assert app.get_job(blocker)["executions"][0]["outcome"] == "timed_out"
+            assert not hold.is_set()
+            hold.set()
+            wait_for(lambda: len(told) > 1, 10, what="event_loop_resumed")
+            assert told[1][0] == events.EVENT_LOOP_RESUMED
+            assert told[1][1]["job_id"] == blocker
+            assert told[1][1]["blocked_for"] >= fields["blocked_for"]
+            done = settle(app, {"other": other})["other"]
+            assert done["status"] == "succeeded" and len(done["executions"]) == 1
+    finally:
+        hold.set()
+        events.remove_listener(hear)
