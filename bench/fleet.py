@@ -45,8 +45,8 @@ from typing import Any
 import psycopg
 
 from bench import fleet_stats as stats
+from bench.servers.postgres import PrivateCluster
 from heartq.app import App
-from tests.pg_harness import PrivateCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = """

@@ -8,7 +8,7 @@ attempt started on the survivor. Run:
         [--pooler [--direct]] [--heartbeat S]
 
 `--pooler`: the workers reach PostgreSQL through a PgBouncer in transaction mode started
-for the run in front of `--postgres` (tests/pgbouncer_harness.py), with
+for the run in front of `--postgres` (bench/servers/pgbouncer.py), with
 `?pooler=transaction`: they hold no liveness lock, so a death is found by staleness.
 `--direct`: with `--pooler`, they get the server as their direct URL (lock and LISTEN
 there). `--heartbeat S`: the workers' heartbeat interval (lease, reap interval and stale
@@ -132,9 +132,9 @@ def main() -> None:
         bouncer = None
         if args.pooler:
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-            from tests.pgbouncer_harness import pgbouncer
+            from bench.servers.pgbouncer import PgBouncer
 
-            bouncer = stack.enter_context(pgbouncer(args.postgres, pool_size=2))
+            bouncer = stack.enter_context(PgBouncer.running(args.postgres, pool_size=2))
         for n in range(args.rounds):
             schema = f"recovery_{uuid.uuid4().hex[:10]}"
             if args.postgres:

@@ -7,8 +7,10 @@ worker with `--transport`), one worker process (`heartq worker`, concurrency 4) 
 `--jobs` no-op jobs enqueued one at a time from another process's `App`, at random
 intervals (20-120 ms), so each job meets an idle worker. Latency is the database's
 `started_at - created_at` of each job's execution (one clock, the database's). The
-JetStream server is the one on 127.0.0.1:4222 if it answers, else a private one; each
-run has its own stream, deleted after.
+JetStream server is the one on 127.0.0.1:4222 if it answers, else a private one
+(`bench/servers/jetstream.py`); each run has its own stream, deleted after. PostgreSQL
+is `--postgres` (the machine's server by default), in a schema of the run's own, dropped
+after. Needs heartq's nats and postgres extras.
 
     .venv/bin/python -m bench.transport_latency --jobs 200
 """
@@ -25,12 +27,16 @@ import sys
 import tempfile
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import heartq
+from bench.limits import drop_schema
+from bench.servers import jetstream
 from heartq.store import open_store
-from tests import nats_harness, pg_harness
+
+SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 
 TASKS = textwrap.dedent(
     """
@@ -47,22 +53,26 @@ TASKS = textwrap.dedent(
 
 
 @contextlib.contextmanager
-def database(backend: str, directory: Path) -> Iterator[str]:
+def database(backend: str, directory: Path, server: str) -> Iterator[str]:
+    """A SQLite file in `directory`, or a fresh schema on `server`, dropped after."""
     if backend == "sqlite":
         yield f"sqlite:///{directory / 'heartq.db'}"
         return
-    with pg_harness.server_url() as base, pg_harness.schema_url(base) as url:
-        yield url
+    schema = f"bench_latency_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    finally:
+        drop_schema(server, schema)
 
 
-def run(backend: str, mode: str, jobs: int, address: str) -> dict[str, float]:
+def run(backend: str, mode: str, jobs: int, address: str, server: str) -> dict[str, float]:
     """One worker, `jobs` jobs enqueued one by one; latency percentiles in ms."""
-    with tempfile.TemporaryDirectory() as tmp, database(backend, Path(tmp)) as url:
+    with tempfile.TemporaryDirectory() as tmp, database(backend, Path(tmp), server) as url:
         directory = Path(tmp)
         (directory / "tasks.py").write_text(TASKS)
         store = open_store(url)
         store.migrate()
-        transport = f"{address}?{nats_harness.names()}" if mode == "nats" else None
+        transport = f"{address}?{jetstream.names()}" if mode == "nats" else None
         argv = [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", url]
         argv += ["--concurrency", "4", "--poll-interval", "1", "--log-level", "warning"]
         if transport:
@@ -97,7 +107,7 @@ def run(backend: str, mode: str, jobs: int, address: str) -> dict[str, float]:
             app.close()
             store.close()
             if transport:
-                nats_harness.delete_stream(transport)
+                jetstream.delete_stream(transport)
     latencies.sort()
     return {
         "p50": statistics.median(latencies),
@@ -116,12 +126,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--postgres", default=SERVER, metavar="URL", help="PostgreSQL server")
     args = parser.parse_args()
     results = []
-    with nats_harness.server_address() as address:
+    with jetstream.server_address() as address:
         for backend in args.backends.split(","):
             for mode in ("poll", "nats"):
-                found = run(backend, mode, args.jobs, address)
+                found = run(backend, mode, args.jobs, address, args.postgres)
                 results.append({"backend": backend, "mode": mode, "jobs": args.jobs, **found})
                 print(
                     f"{backend:9} {mode:5} p50 {found['p50']:7.1f} ms  "

@@ -1,129 +1,30 @@
 """A JetStream server for the transport's tests: the shared one on 127.0.0.1:4222 when it
 answers with JetStream on, else a private `nats-server -js` the test starts. Each test
 gets its own stream and subjects (a random name), deleted afterwards; tests that stop and
-restart a server always use a private one (`PrivateNats`)."""
+restart a server always use a private one (`PrivateNats`). The code is
+`bench/servers/jetstream.py`'s, which the benchmarks share; the private servers' data
+goes under the run's scratch directory here (`tests/leftovers.py`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.servers import jetstream
+from bench.servers.jetstream import delete_stream, names
 from tests import leftovers
 
-SHARED = ("127.0.0.1", 4222)
+__all__ = ["PrivateNats", "delete_stream", "names", "server_address"]
 
 
-def _info(host: str, port: int) -> dict[str, object] | None:
-    """The server's INFO line (a NATS server sends it on connect), or None."""
-    try:
-        with socket.create_connection((host, port), timeout=1.0) as sock:
-            sock.settimeout(1.0)
-            line = sock.makefile("rb").readline()
-    except OSError:
-        return None
-    if not line.startswith(b"INFO "):
-        return None
-    info: dict[str, object] = json.loads(line[5:])
-    return info
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def nats_server_binary() -> str:
-    found = shutil.which("nats-server") or "/usr/sbin/nats-server"
-    if not Path(found).exists():
-        raise RuntimeError("no nats-server binary to start a private JetStream server")
-    return found
-
-
-class PrivateNats:
-    """`nats-server -js` on a free port with its own store directory, which survives a
-    `stop()` and `start()` (the stream and consumers come back with the server)."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="heartq-nats-", dir=leftovers.scratch_dir()))
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    @property
-    def address(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        argv = [nats_server_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port)]
-        argv += ["-sd", str(self.dir)]
-        log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - the server keeps it
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + 20
-        while _info("127.0.0.1", self.port) is None:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"nats-server did not start: {self.dir / 'server.log'}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def names() -> str:
-    """A transport URL query of a stream and subjects no other test uses."""
-    tag = uuid.uuid4().hex[:12]
-    return f"stream=HQT_{tag}&prefix=hqt_{tag}.jobs"
+class PrivateNats(jetstream.PrivateNats):
+    def scratch(self) -> Path:
+        return leftovers.scratch_dir()
 
 
 @contextlib.contextmanager
 def server_address() -> Iterator[str]:
-    """`nats://host:port` of a JetStream server: the shared one if it answers, else a
-    private one for the duration."""
-    info = _info(*SHARED)
-    if info is not None and info.get("jetstream"):
-        yield f"nats://{SHARED[0]}:{SHARED[1]}"
-        return
-    server = PrivateNats()
-    try:
-        yield server.address
-    finally:
-        server.close()
-
-
-def delete_stream(url: str, deployment: str | None = None) -> None:
-    """Delete the stream a test's transport URL names (`stream=`), or without one the
-    stream of `deployment` (a queue database's id); its consumers go with it."""
-    from heartq.transport.nats import NatsTransport
-    from heartq.transport.settings import NatsOptions
-
-    if deployment is None and NatsOptions.parse(url).stream is None:
-        raise ValueError(f"{url} names no stream: say whose deployment's to delete")
-    transport = NatsTransport(url, lambda: deployment or "unused")
-    try:
-        deadline = time.monotonic() + 5
-        while not transport.available and time.monotonic() < deadline:
-            time.sleep(0.05)
-        transport.delete_stream()
-    finally:
-        transport.close()
+    """`nats://host:port` of a JetStream server: the shared one, else a private one."""
+    with jetstream.server_address(PrivateNats) as address:
+        yield address

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bench.servers import free_port as free_port  # the tests' servers' ports too
 from tests import leftovers
 
 
@@ -20,13 +20,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.01)
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 free right now, for a server a test starts."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def pytest_env(env: Mapping[str, str]) -> dict[str, str]:

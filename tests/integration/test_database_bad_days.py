@@ -26,6 +26,7 @@ import pytest
 from heartq.errors import StoreRefused
 from heartq.store import open_store
 from tests import pg_harness
+from tests.support import free_port
 
 from .conftest import TASKS_SOURCE, Harness, WorkerProc, only_on, private_harness
 
@@ -127,7 +128,7 @@ def _full(url: str, taken: list[psycopg.Connection[tuple[object, ...]]]) -> bool
 def test_sigterm_ends_the_wait_at_once(backend: str, tmp_path: Path) -> None:
     """Nothing listens on the port: the worker waits, and SIGTERM ends it with status 0
     and `worker_stopped` at once (no connect timeout, no registry write to wait for)."""
-    url = f"postgresql://postgres@127.0.0.1:{pg_harness._free_port()}/x"
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/x"
     popen, log = heartq_worker(tmp_path, url)
     try:
         wait_for(lambda: b"waiting_for_database" in log.read_bytes(), 20, "the wait")
@@ -146,7 +147,7 @@ def test_sigterm_ends_the_wait_at_once(backend: str, tmp_path: Path) -> None:
 
 
 def test_startup_timeout_gives_up_with_one_line(backend: str, tmp_path: Path) -> None:
-    url = f"postgresql://postgres@127.0.0.1:{pg_harness._free_port()}/x"
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/x"
     popen, log = heartq_worker(tmp_path, url, "--startup-timeout", "0.5")
     code = popen.wait(20)
     lines = [line for line in log.read_text().splitlines() if not line.startswith("{")]

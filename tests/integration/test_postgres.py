@@ -34,6 +34,7 @@ from heartq.store.postgres.advisory_locks import (
 )
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
+from tests.support import free_port
 
 from .conftest import Harness, WorkerProc, only_on, parse_ts, private_harness
 
@@ -423,7 +424,7 @@ def test_a_read_only_role_can_read_an_up_to_date_schema(harness: Harness) -> Non
 def test_an_unreachable_server_is_one_line_with_its_reason(backend: str) -> None:
     """The pool's warning at every connection attempt stays off stderr: the error heartq
     prints is the one line, and it says why (here, nothing listens on the port)."""
-    dead_port = pg_harness._free_port()
+    dead_port = free_port()
     done = heartq_cli("stats", "--url", f"postgresql://postgres@127.0.0.1:{dead_port}/x")
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
