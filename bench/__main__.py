@@ -18,6 +18,10 @@ full run into docs/, else `<out>/fleet.png`).
     .venv/bin/python -m bench                 # 3 rounds of 20,000 jobs, into docs/
     .venv/bin/python -m bench --quick --out /tmp/q
     .venv/bin/python -m bench --only fleet    # the fleet section alone
+
+What it needs is `INSTALL` (`--help` prints it): this process imports heartq, its
+postgres extra and the standard library, never the tests (whose harness needs the dev
+extra); private servers come from `bench/servers/`.
 """
 
 from __future__ import annotations
@@ -37,10 +41,22 @@ from bench import environment, fleet, report, runs, services
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_OUT = ROOT / "docs" / "bench"
+INSTALL = (
+    "What to install: run from the repository's root with heartq and its postgres extra "
+    "(pip install -e '.[postgres]'; the dev extra is not needed). The peers ("
+    + ", ".join(pin.split("==")[0] for pin in environment.PEERS)
+    + ") are not installed there: the first run makes --venv (.bench-venv) and installs "
+    "them at the versions pinned in bench/environment.py (docs/BENCHMARKS.md). Also: a "
+    "PostgreSQL server at --server with pgbench (Debian's postgresql-client); for RQ, Redis "
+    "at --redis or a redis-server binary; for the fleet section, initdb and pg_ctl "
+    "(Debian's postgresql, or pip install pgserver)."
+)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__.splitlines()[0], epilog=INSTALL
+    )
     parser.add_argument("--quick", action="store_true", help="one round of tiny counts")
     parser.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
     parser.add_argument("--jobs", type=int, help="jobs per run (default 20,000)")
@@ -57,8 +73,10 @@ def main() -> int:
         default="redis://127.0.0.1:6379/9",
         help="Redis for RQ (a private redis-server if none answers)",
     )
-    parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv")
-    parser.add_argument("--out", type=Path, default=DOCS_OUT)
+    parser.add_argument(
+        "--venv", type=Path, default=ROOT / ".bench-venv", help="the peers' environment"
+    )
+    parser.add_argument("--out", type=Path, default=DOCS_OUT, help="where results go")
     args = parser.parse_args()
 
     sizes = runs.QUICK if args.quick else runs.FULL

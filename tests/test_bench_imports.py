@@ -1,4 +1,5 @@
-"""The benchmarks import nothing of the tests.
+"""The benchmarks import nothing of the tests, and `python -m bench --help` says what to
+install.
 
 `python -m bench` must run where only heartq and its postgres extra are installed: the
 test harness needs the dev extra (psutil, for one), so a bench module importing a test
@@ -90,3 +91,13 @@ def test_no_bench_module_imports_the_tests_even_late() -> None:
             ]
     assert found == []
 
+
+def test_bench_help_runs_without_the_tests_and_says_what_to_install() -> None:
+    done = run_without_tests(
+        "import runpy; runpy.run_module('bench', run_name='__main__', alter_sys=True)", "--help"
+    )
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "pip install -e '.[postgres]'" in text
+    assert ".bench-venv" in text and "bench/environment.py" in text
+    assert all(peer in text for peer in ("pgqueuer", "procrastinate", "huey", "rq", "matplotlib"))
