@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 logger = logging.getLogger("heartq")
 logger.addHandler(logging.NullHandler())  # a library's events show where the app sends them
@@ -175,11 +176,35 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.W
 """The levels `heartq worker --log-level` takes."""
 
 
+class _EventHandler(logging.StreamHandler[TextIO]):
+    """Writes events to a stream of heartq's own, and never raises: a task may close or
+    replace `sys.stderr` (its code runs in the worker's process), and logging's own
+    error report writes there; an event that cannot be written is dropped, not turned
+    into an exception in the thread that told it (the completer, the heartbeater)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Drop the record (see the class)."""
+
+
+def _own_stderr() -> TextIO:
+    """A stream on a duplicate of the process's standard error: it outlives whatever
+    task code does to `sys.stderr` (closes it, replaces it). Where stderr has no file
+    descriptor (an embedding host, a test's capture), `sys.stderr` itself."""
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return sys.stderr
+    return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace")
+
+
 def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     """Send heartq's events to stderr as text or JSON lines."""
     if fmt not in ("text", "json"):
         raise ValueError(f"log format must be 'text' or 'json', got {fmt!r}")
-    handler = logging.StreamHandler(sys.stderr)
+    for old in logger.handlers:  # configured again: the stream it opened goes
+        if isinstance(old, _EventHandler) and old.stream is not sys.stderr:
+            old.stream.close()
+    handler = _EventHandler(_own_stderr())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logger.handlers[:] = [handler]
     logger.setLevel(level)

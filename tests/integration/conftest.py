@@ -84,6 +84,7 @@ TASKS_SOURCE = textwrap.dedent(
     import json
     import os
     import signal
+    import sys
     import threading
     import time
     from pathlib import Path
@@ -285,6 +286,35 @@ TASKS_SOURCE = textwrap.dedent(
                 mark(f"wrote-{ctx.job_id}-{ctx.execution_id}")
                 os.kill(os.getpid(), signal.SIGKILL)
         return ident(ctx)
+
+
+    @app.task(max_retries=0)
+    def hostile(ctx, kind):
+        """Does to the process that runs it what its `kind` says
+        (tests/integration/test_hostile_processes.py)."""
+        started(ctx)
+        if kind == "keyboard_interrupt":
+            raise KeyboardInterrupt
+        if kind == "system_exit":
+            sys.exit(3)
+        if kind == "os_exit":
+            os._exit(3)
+        if kind == "signal_handlers":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        elif kind == "close_stdio":
+            sys.stdout.close()
+            sys.stderr.close()
+        elif kind == "replace_stdio":
+            sys.stdout = sys.stderr = None
+        elif kind == "outliving_thread":
+            threading.Thread(target=threading.Event().wait, daemon=False).start()
+        elif kind == "fork":
+            pid = os.fork()
+            if pid == 0:
+                return "the copy"  # not the attempt: it must never be reported
+            os.waitpid(pid, 0)
+        return kind
     '''
 )
 

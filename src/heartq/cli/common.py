@@ -21,6 +21,10 @@ from heartq.config import check_url, resolve_url
 from heartq.errors import ConfigError
 from heartq.store import Store, open_store, redact_text
 
+EXIT_OPERATIONAL = 1
+"""The exit status of a command that failed for a reason outside its input (the
+database, a file, a worker that could not run)."""
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 GROUP_URL = "heartq.url"

@@ -9,6 +9,7 @@ import click
 
 from heartq import __version__
 from heartq.cli.common import (
+    EXIT_OPERATIONAL,
     GROUP_URL,
     json_option,
     print_json,
@@ -29,8 +30,6 @@ from heartq.cli.worker_cmd import worker_command
 from heartq.cli.workers_cmd import workers_command
 from heartq.errors import HeartqError
 from heartq.store import redact
-
-EXIT_OPERATIONAL = 1
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
 import click
 from click.core import ParameterSource
 
-from heartq.cli.common import EnvOption, F, load_app, url_option, url_typed
+from heartq.cli.common import EXIT_OPERATIONAL, EnvOption, F, load_app, url_option, url_typed
 from heartq.config import DEFAULT_CONCURRENCY, ENV_OTEL, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
@@ -159,4 +167,38 @@ def worker_command(
 
         start_metrics_server(metrics_port, worker, host=metrics_host)
     worker.install_signal_handlers()
-    worker.run(burst=burst)
+    with exit_bound():
+        worker.run(burst=burst)
+
+
+EXIT_GRACE = 5.0
+"""Seconds the worker's process may take to exit once the worker stopped. Defaults to 5.
+
+Python's exit waits for every non-daemon thread: a task that started one and left it
+running (or a sync task of the async pool stuck in `asyncio.to_thread`, whose executor is
+joined at exit) would hold a stopped worker's process for good. Everything heartq keeps is
+saved by then (or the worker is left `active` for the next probe), so past the grace the
+process ends itself, with the exit status it was going to have."""
+
+
+@contextlib.contextmanager
+def exit_bound() -> Iterator[None]:
+    """Once the body ends, the process has `EXIT_GRACE` seconds to exit by itself (its
+    `atexit` hooks, a tracer's flush, run meanwhile as usual)."""
+    code = EXIT_OPERATIONAL
+    try:
+        yield
+        code = 0
+    finally:
+        threading.Thread(
+            target=_exit_after, args=(EXIT_GRACE, code), name="heartq-exit-bound", daemon=True
+        ).start()
+
+
+def _exit_after(seconds: float, code: int) -> None:
+    time.sleep(seconds)  # the grace itself: nothing to wait for but the clock
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)

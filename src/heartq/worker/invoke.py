@@ -13,7 +13,10 @@ if they do, the code raised it, and it is retried like any exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import traceback
+from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +65,25 @@ def end_from_result(value: Any, limit: int) -> AttemptEnd:
         return AttemptEnd(Outcome.FAILED, error=error, permanent=True)
 
 
+@contextlib.contextmanager
+def _not_in_a_fork() -> Iterator[None]:
+    """Around a task's code: a task that forked (`os.fork()`, a `fork` start method)
+    comes back twice, and the copy, which holds the worker's connections and locks but
+    none of its threads, is not the attempt: it exits at once, before it could report an
+    outcome or write over the worker's database sessions."""
+    pid = os.getpid()
+    try:
+        yield
+    finally:
+        if os.getpid() != pid:
+            os._exit(0)
+
+
+def _call_in_no_fork(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    with _not_in_a_fork():
+        return fn(**kwargs)
+
+
 def _cancelled_by_the_worker(exc: BaseException) -> bool:
     """A `CancelledError` that the pool's cancel of this asyncio task delivered (a
     timeout, a forced cancel, a stop), not one the task's code raised by itself: only the
@@ -105,7 +127,8 @@ def run_sync(
     with hooked:
         try:
             kwargs = task_kwargs(task, ctx, args)
-            value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
+            with _not_in_a_fork():
+                value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
             return hooked.ended(
                 end_from_call_error(exc, task, args, control.cancel_requested), control, exc
@@ -124,9 +147,10 @@ async def run_async(
         try:
             kwargs = task_kwargs(task, ctx, args)
             if task.is_async:
-                value = await task.fn(**kwargs)
-            else:
-                value = await asyncio.to_thread(task.fn, **kwargs)
+                with _not_in_a_fork():
+                    value = await task.fn(**kwargs)
+            else:  # the fork's copy of an executor's thread would serve the executor on
+                value = await asyncio.to_thread(_call_in_no_fork, task.fn, kwargs)
         except BaseException as exc:  # everything a task raises is its outcome...
             if _cancelled_by_the_worker(exc) and not control.cancel_requested:
                 hooked.ended(  # ...but the worker's own cancel (a timeout, a stop) ends it
