@@ -73,14 +73,18 @@ class PgBouncer(PrivateServer):
         pool_mode: str = "transaction",
         pool_size: int = 2,
         settings: Mapping[str, str] | None = None,
+        connect_query: str | None = None,
     ) -> None:
-        """`settings`: more lines of its `[pgbouncer]` section (`name = value`)."""
+        """`settings`: more lines of its `[pgbouncer]` section (`name = value`).
+        `connect_query`: a statement PgBouncer runs on each server session it opens
+        (session settings a pooler's operator gives every client)."""
         server = conninfo_to_dict(server_url)
         self.server_host = str(server.get("host") or "127.0.0.1")
         self.server_port = int(server.get("port") or 5432)
         self.user = str(server.get("user") or "postgres")
         self.pool_mode = pool_mode
         self.pool_size = pool_size
+        self.connect_query = connect_query
         self.port = free_port()
         self.dir = self.make_dir("heartq-pgbouncer-")
         self.log_path = self.dir / "pgbouncer.log"
@@ -108,7 +112,11 @@ class PgBouncer(PrivateServer):
             "logfile": str(self.log_path),
             **settings,
         }
-        lines = ["[databases]", f"* = host={self.server_host} port={self.server_port}", ""]
+        target = f"host={self.server_host} port={self.server_port}"
+        if self.connect_query is not None:
+            quoted = self.connect_query.replace("'", "''")
+            target += f" connect_query='{quoted}'"
+        lines = ["[databases]", f"* = {target}", ""]
         lines += ["[pgbouncer]", *(f"{k} = {v}" for k, v in options.items()), ""]
         (self.dir / "pgbouncer.ini").write_text("\n".join(lines))
 

@@ -165,6 +165,109 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
                 store.close()
 
 
+def _one_line_naming_the_setting(text: str) -> None:
+    assert "?pooler=transaction" in text, text
+    assert "\n" not in text.strip(), text
+    assert "Traceback" not in text and "psycopg" not in text, text
+
+
+def _heartq_cli(pooled: Pooled, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "heartq", *args],
+        cwd=pooled.harness.dir,
+        env=pooled.harness.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_without_the_setting_a_pooler_that_drops_heartq_s_options_is_named(
+    pooled: Pooled,
+) -> None:
+    """A PgBouncer told to ignore heartq's startup options (`ignore_startup_parameters =
+    options`, as hosted poolers are) lets heartq connect without its schema on the search
+    path: it ran as the role's own (`relation "jobs" does not exist`, raw). Checked at the
+    first connection now: the App, a command and a worker each say, in one line, to set
+    `?pooler=transaction`; with it, the same pooler works."""
+    harness = pooled.harness
+    job_id = harness.enqueue("quick", {"value": 1})
+    with pgbouncer(pooled.server, settings={"ignore_startup_parameters": "options"}) as lax:
+        url = lax.url(of=pooled.direct)
+        app = heartq.App(url)
+        try:
+            with pytest.raises(StoreRefused) as raised:
+                app.get_job(job_id)
+        finally:
+            app.close()
+        _one_line_naming_the_setting(str(raised.value))
+        assert "search_path" in str(raised.value)
+
+        shown = _heartq_cli(pooled, "jobs", "show", job_id, "--url", url)
+        assert shown.returncode == 1, shown
+        _one_line_naming_the_setting(shown.stderr)
+
+        worker = harness.start_worker(settings=POOLED, url=url, wait=False)
+        assert worker.wait_exit(30) == 1
+        _one_line_naming_the_setting(worker.log_text().strip().splitlines()[-1])
+
+        app = heartq.App(f"{url}&pooler=transaction")
+        try:
+            assert app.get_job(job_id)["id"] == job_id
+        finally:
+            app.close()
+
+
+def test_without_the_setting_prepared_statements_on_another_session_name_it(
+    pooled: Pooled,
+) -> None:
+    """Where the startup options look applied anyway (the pooler's operator sets the
+    search path on every server session: PgBouncer's `connect_query` here; or the role's
+    own settings), heartq ran on and met psycopg's prepared statements on the wrong server
+    session: a raw `DuplicatePreparedStatement: prepared statement "_pg3_0" already
+    exists`, or `InvalidSqlStatementName`. Now `StoreRefused` says in one line to set
+    `?pooler=transaction`, from the App API, and from a worker's log (a
+    `store_unavailable` of reason `pooler`)."""
+    harness = pooled.harness
+    job_id = harness.enqueue("quick", {"value": 1})
+    scope = (
+        f"SELECT set_config('search_path', '{harness.schema}', false), "
+        "set_config('idle_in_transaction_session_timeout', '10000', false)"
+    )
+    with pgbouncer(
+        pooled.server,
+        pool_size=1,
+        settings={"ignore_startup_parameters": "options"},
+        connect_query=scope,
+    ) as lax:
+        url = lax.url(of=pooled.direct)
+        apps = [heartq.App(url) for _ in range(2)]
+        try:
+            with pytest.raises(StoreRefused) as raised:
+                for _ in range(40):  # psycopg prepares a statement at its 5th run
+                    for app in apps:
+                        assert app.get_job(job_id)["id"] == job_id
+        finally:
+            for app in apps:
+                app.close()
+        _one_line_naming_the_setting(str(raised.value))
+        assert '"_pg3_' in str(raised.value)
+
+        worker = harness.start_worker(settings=POOLED, url=url)
+        peer = harness.start_worker(settings=POOLED, url=url)
+        harness.wait_for(
+            lambda: worker.events("store_unavailable") or peer.events("store_unavailable"),
+            30,
+            "a worker's store_unavailable",
+        )
+        (told, *_) = worker.events("store_unavailable") or peer.events("store_unavailable")
+        assert told["reason"] == "pooler", told
+        _one_line_naming_the_setting(told["error"])
+        for each in (worker, peer):
+            assert "DuplicatePreparedStatement" not in each.log_text()
+            assert "Traceback" not in each.log_text()
+
+
 def _job(args: dict[str, Any]) -> NewJob:
     return NewJob(task="quick", args_json=json.dumps(args))
 

@@ -41,7 +41,12 @@ from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavaila
 from heartq.store import redact
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.pooler import Pooler, resolve_pooler
-from heartq.store.postgres.refusals import pooler_hint, refused_for_good
+from heartq.store.postgres.refusals import (
+    POOLER_HINT,
+    options_dropped,
+    pooler_hint,
+    refused_for_good,
+)
 
 DEFAULT_SCHEMA = "heartq"
 """Defaults to a schema named `heartq`."""
@@ -308,6 +313,9 @@ def translate(
         return PayloadError(f"PostgreSQL at {where} refused the data: {first}")
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StoreRefused(f"PostgreSQL at {where} refused: {first}")  # grants, not time
+    hint = pooler_hint(exc)
+    if hint:  # a transaction-mode pooler heartq was not told of: setup, not time
+        return StoreRefused(f"PostgreSQL at {where}: {first}{hint}", reason="pooler")
     return exc
 
 
@@ -404,9 +412,25 @@ class ConnectionPool:
         except psycopg.Error as exc:
             self.last_connect_error = first_line(exc)
             raise translate(exc, self.url, connecting=True) from None
-        close_quietly(conn)
+        try:
+            if not self.pooler.transaction:
+                self._check_options(conn)
+        finally:
+            close_quietly(conn)
         self.last_connect_error = None
         self._reached = True
+
+    def _check_options(self, conn: psycopg.Connection[Any]) -> None:
+        """`StoreRefused` naming `?pooler=transaction` if the session does not show the
+        startup options heartq sent (`refusals.options_dropped`): a pooler dropped them."""
+        try:
+            row = conn.execute(q.STARTUP_OPTIONS_APPLIED).fetchone()
+        except psycopg.Error as exc:
+            raise translate(exc, self.url) from None
+        dropped = options_dropped(row or {}, self.schema, IDLE_IN_TRANSACTION_TIMEOUT_MS)
+        if dropped is not None:
+            where = redact(self.url)
+            raise StoreRefused(f"PostgreSQL at {where}: {dropped}{POOLER_HINT}", reason="pooler")
 
     def _get_pool(self) -> psycopg_pool.ConnectionPool[Any]:
         with self._opening:

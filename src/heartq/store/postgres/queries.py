@@ -1300,6 +1300,14 @@ TRANSACTION_SCOPE = (
     " set_config('idle_in_transaction_session_timeout', %(idle)s, true)"
 )
 
+# What a new direct session shows of heartq's startup options (`-c search_path=... -c
+# idle_in_transaction_session_timeout=...`): a pooler told to ignore them leaves the
+# role's own (`refusals.options_dropped`).
+STARTUP_OPTIONS_APPLIED = (
+    "SELECT current_setting('search_path') AS search_path, setting AS idle_ms"
+    " FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'"
+)
+
 MIGRATIONS_PRESENT = (
     "SELECT to_regclass(format('%%I.schema_migrations', %(schema)s::text)) IS NOT NULL AS present"
 )

@@ -14,6 +14,8 @@ a passing failure and waited on, which is the safe side.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import psycopg
 
 REFUSED_SQLSTATES = frozenset(
@@ -74,8 +76,49 @@ POOLER_HINT = (
 )
 
 
+POOLER_SQLSTATES = frozenset(
+    {
+        "42P05",  # duplicate_prepared_statement: "_pg3_0" already exists
+        "26000",  # invalid_sql_statement_name: "_pg3_0" does not exist
+    }
+)
+"""What psycopg's own prepared statements (named `_pg3_<n>`, prepared per session after
+a statement ran 5 times) meet behind a transaction-mode pooler, where the next
+transaction runs on another server session: there already (another client prepared it
+there) or missing (prepared on the previous one)."""
+
+
 def pooler_hint(exc: BaseException) -> str:
-    """What to do about a refusal of heartq's startup options (`search_path`, the
-    idle-in-transaction timeout), which a pooler such as PgBouncer gives: run in its
-    transaction mode, which sends none. Empty for any other refusal."""
-    return POOLER_HINT if "unsupported startup parameter" in str(exc).lower() else ""
+    """What to do about an error only a pooler in transaction mode gives heartq when it
+    was not told of it (`?pooler=transaction`): a refusal of its startup options
+    (`search_path`, the idle-in-transaction timeout; PgBouncer's `unsupported startup
+    parameter`), or one of psycopg's prepared statements found on the wrong server
+    session. The remedy is that mode, which sends no options and prepares nothing.
+    Empty for any other error."""
+    text = str(exc).lower()
+    if "unsupported startup parameter" in text:
+        return POOLER_HINT
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate in POOLER_SQLSTATES and '"_pg3_' in text:
+        return POOLER_HINT
+    return ""
+
+
+def options_dropped(applied: Mapping[str, object], schema: str, idle_ms: int) -> str | None:
+    """What a new session shows of heartq's startup options when something between
+    heartq and the server dropped them (a pooler told to ignore `options`, PgBouncer's
+    `ignore_startup_parameters`), else None. `applied`: `STARTUP_OPTIONS_APPLIED`'s row.
+
+    Left unchecked, heartq ran on the role's own search path (`relation "jobs" does not
+    exist`, or worse, another schema's tables), and where that path happened to name its
+    schema it broke later, on prepared statements. Checked once per process, at the
+    first connection (`ConnectionPool.reach`); `idle_ms` is the timeout heartq sent."""
+    search_path = str(applied.get("search_path"))
+    idle = str(applied.get("idle_ms"))
+    if search_path != schema:
+        shown = f"search_path is {search_path!r}, not {schema!r}"
+    elif idle != str(idle_ms):
+        shown = f"idle_in_transaction_session_timeout is {idle} ms, not {idle_ms}"
+    else:
+        return None
+    return f"heartq's startup options were dropped on the way (the session's {shown})"

@@ -40,6 +40,7 @@ from heartq.model import LivenessChange
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LOCK_CHECK_INTERVAL, RELEASE_TIMEOUT
 from heartq.store.postgres.connection import Backoff, close_quietly, first_line
+from heartq.store.postgres.refusals import pooler_hint
 
 Conn = psycopg.Connection[Any]
 OnChange = Callable[[LivenessChange], None]
@@ -289,7 +290,7 @@ class SharedSession:
                         self._live = None
                     close_quietly(conn)
                     conn = None
-                    self._lost(fatal[-1] if fatal else first_line(exc))
+                    self._lost(fatal[-1] if fatal else first_line(exc) + pooler_hint(exc))
                     backoff.reset()  # the first attempt to reopen is immediate
         finally:
             with self._mutex:
