@@ -285,6 +285,17 @@ class Settings:
         """The earliest a silent worker's jobs can be taken: lease expiry or staleness."""
         return min(self.lease_seconds, self.stale_after_seconds)
 
+    def recovery_within(self, holds_lock: bool, grace: float) -> float:
+        """At most how long after a worker's process dies its jobs are taken back (at the
+        defaults: 1 s on SQLite, 4 s on PostgreSQL, 120 s behind a transaction-mode pooler
+        without a direct URL): its lock, once free for the store's `grace`, at the next
+        probe; without a lock, its silence past its stale threshold, at a peer's next
+        monitor pass (every reap interval). Told in `worker_started`, so an operator sees
+        what a pooled worker's missing lock costs before a crash shows it."""
+        if holds_lock:
+            return grace + self.liveness_interval
+        return self.stale_after_seconds + self.reap_interval_seconds
+
     @property
     def safety_margin_seconds(self) -> float:
         if self.safety_margin is not None:

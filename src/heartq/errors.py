@@ -162,7 +162,9 @@ class StoreBusy(StoreUnavailable):
 class StoreRefused(StoreUnavailable):
     """The database refused this client for a reason that waiting will not fix: the
     PostgreSQL server answered that authentication failed, that the role or the database
-    does not exist or that the connection options are malformed; the SQLite file's
+    does not exist or that the connection options are malformed, or a pooler in
+    transaction mode that heartq was not told of answered (`reason` `pooler`: the
+    message names `?pooler=transaction`); the SQLite file's
     directory does not exist or may not be written. Raised at the first attempt, without
     the connect timeout's wait, and never retried: a worker waiting for its database
     gives up at once on it, since a server that is down, full or starting up answers

@@ -12,7 +12,10 @@ What a transaction-mode pool takes away, and what the tests hold heartq to inste
   server sessions than they are;
 - LISTEN: idle workers poll, the pulse reads cancels, `App.result` re-reads;
 - unless a direct URL gives the worker its session back: lock and LISTEN there, every
-  statement still through the pooler.
+  statement still through the pooler;
+- a worker says at startup how long its death would go unseen (`recovery_within`);
+- without `?pooler=transaction`, what only such a pooler answers (its startup options
+  dropped, prepared statements on the wrong server session) is one line naming it.
 
 The test's own reads and checks (`harness.sql`) go straight to the server; its enqueues
 and `Store` reads go through the pooler, as a producer's would.
@@ -284,6 +287,7 @@ def test_jobs_run_through_the_pooler_on_several_workers(pooled: Pooled) -> None:
     for worker in workers:
         (started,) = worker.events("worker_started")
         assert (started["liveness"], started["wakeups"]) == ("heartbeats", "poll")
+        assert started["recovery_within"] == 2.0 + 0.5  # stale after 2 s, reaps every 0.5
     job_ids = [harness.enqueue("hold", {"seconds": 0.25}) for _ in range(40)]
     for job_id in job_ids:
         done = harness.wait_status(job_id, "succeeded", 30)
@@ -328,6 +332,30 @@ def test_a_sigkilled_worker_s_jobs_come_back_after_its_stale_threshold(
     assert silent_for < 2.0 + 0.5 + 5.0, silent_for  # + slack for a loaded machine
     assert recovered_after < 2.0 + 0.5 + 7.0, recovered_after
     assert harness.wait_status(job_id, "running", 5)["attempts"] == 2
+
+
+DEFAULT_TIMINGS: dict[str, str | None] = dict.fromkeys(POOLED)
+"""Every timing option dropped: heartq's defaults (30 s heartbeat, 90 s lease and stale
+threshold, 30 s reaps, 1 s probes and polls)."""
+
+
+def test_a_pooled_worker_tells_at_startup_how_long_its_death_would_go_unseen(
+    pooled: Pooled,
+) -> None:
+    """At the default timings a pooled worker without a direct URL holds no lock, so a
+    death of its process is seen only after its stale threshold plus a reap interval: it
+    says so when it starts (`recovery_within`, 120 s), where an operator reads it before a
+    crash shows it. One given a direct URL holds its lock there: 4 s (the 3 s grace and a
+    1 s probe interval), as without a pooler."""
+    harness = pooled.harness
+    lockless = harness.start_worker(settings=DEFAULT_TIMINGS)
+    (started,) = lockless.events("worker_started")
+    assert (started["liveness"], started["lease"]) == ("heartbeats", 90.0)
+    assert started["recovery_within"] == 90.0 + 30.0
+    harness.env["HEARTQ_DIRECT_URL"] = pooled.server
+    locked = harness.start_worker(settings=DEFAULT_TIMINGS)
+    (started,) = locked.events("worker_started")
+    assert (started["liveness"], started["recovery_within"]) == ("lock", 3.0 + 1.0)
 
 
 def test_live_workers_are_never_taken_for_dead_while_sharing_one_server_session(
@@ -463,6 +491,7 @@ def test_with_a_direct_url_a_pooled_worker_keeps_its_lock_and_its_wakeups(
     victim = harness.start_worker(settings=timings)
     (started,) = victim.events("worker_started")
     assert (started["liveness"], started["wakeups"]) == ("lock", "notify")
+    assert started["recovery_within"] == 3.0 + 1.0  # the grace and a probe interval
     assert held_session_locks(harness) == 1
     assert harness.sql("SELECT liveness_lock FROM workers") == [(True,)]
 

@@ -134,7 +134,16 @@ def worker_command(
     burst: bool,
     **settings: float | None,
 ) -> None:
-    """Run a worker for APP (module:attribute, or module whose `app` is used)."""
+    """Run a worker for APP (module:attribute, or module whose `app` is used).
+
+    A worker killed outright (SIGKILL, OOM) has its jobs run again by the others within
+    about 1 s on SQLite and 4 s on PostgreSQL (its liveness lock). Behind a pooler in
+    transaction mode (?pooler=transaction) it holds no lock: its jobs wait for its stale
+    threshold plus a reap interval: 90-120 s at the defaults, 4 heartbeat intervals at
+    most (a shorter --heartbeat-interval shortens it), unless a direct URL
+    (?direct_url=, HEARTQ_DIRECT_URL) gives it its lock back. worker_started logs the
+    bound (recovery_within, seconds).
+    """
     configure_logging(log_format, LOG_LEVELS[log_level])
     app = load_app(app_ref)
     # Precedence (docs/INTERFACE.md): an option typed on the command line beats the app's own

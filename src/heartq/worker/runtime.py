@@ -388,6 +388,9 @@ class Worker:
             lease=s.lease_seconds,
             reap_interval=s.reap_interval_seconds,
             liveness="lock" if self.store.holds_liveness_lock else "heartbeats",
+            recovery_within=s.recovery_within(
+                self.store.holds_liveness_lock, self.store.liveness_grace
+            ),
             wakeups="notify" if self.store.supports_notify else "poll",
         )
         if self.name:
