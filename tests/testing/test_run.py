@@ -125,3 +125,25 @@ def test_run_refuses_what_would_never_run_in_one_line(app: heartq.App) -> None:
     with pytest.raises(ValueError, match=f"nothing was enqueued: job {keyed} holds the unique"):
         run(later.options(unique_key="k"))
     assert [job.id for job in enqueued(app)] == [keyed]
+
+
+def test_what_would_end_a_thread_or_the_test_run_is_the_attempts_outcome(
+    app: heartq.App,
+) -> None:
+    """`KeyboardInterrupt` or `SystemExit` raised by a task ends its attempt `failed`
+    (never a `DrainTimeout`), and `run` raises `AttemptFailed` caused by it rather than
+    the exception itself, which would stop pytest."""
+
+    @app.task(max_retries=0)
+    def interrupts(kind: str) -> None:
+        raise KeyboardInterrupt if kind == "interrupt" else SystemExit(3)
+
+    with pytest.raises(AttemptFailed) as failed:
+        run(interrupts, "interrupt")
+    assert isinstance(failed.value.__cause__, KeyboardInterrupt)
+    assert failed.value.job.status is JobStatus.DEAD
+
+    job_id = interrupts.enqueue("exit")
+    report = drain(app)
+    assert report.job(job_id).status is JobStatus.DEAD
+    assert "SystemExit: 3" in (app.get_job(job_id)["executions"][0]["error"] or "")

@@ -78,7 +78,9 @@ class DrainTimeout(TimeoutError):
 
 class AttemptFailed(Exception):
     """`run`: the attempt did not succeed, and its code raised nothing to re-raise here
-    (it timed out, was cancelled, or returned what is not JSON). `job`: the `JobRun`."""
+    (it timed out, was cancelled, or returned what is not JSON), or raised what is not an
+    `Exception` (`KeyboardInterrupt`, `SystemExit`...: then its `__cause__`). `job`: the
+    `JobRun`."""
 
     def __init__(self, job: JobRun) -> None:
         self.job = job
@@ -152,6 +154,10 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
     raised = job.exception
     if raised is None:
         raise AttemptFailed(job)
+    if not isinstance(raised, Exception):
+        # KeyboardInterrupt, SystemExit, GeneratorExit, a CancelledError of its own: the
+        # attempt's outcome, not the test run's (re-raised, they would stop pytest itself)
+        raise AttemptFailed(job) from raised
     raised.add_note(f"heartq.testing.run: {job}")
     raise raised
 
