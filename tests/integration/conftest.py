@@ -303,8 +303,9 @@ TASKS_SOURCE = textwrap.dedent(
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         elif kind == "close_stdio":
-            sys.stdout.close()
-            sys.stderr.close()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:  # another attempt may have replaced it with None
+                    stream.close()
         elif kind == "replace_stdio":
             sys.stdout = sys.stderr = None
         elif kind == "outliving_thread":
