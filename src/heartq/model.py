@@ -100,10 +100,24 @@ class DependencyFailure(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Lease:
-    """The fencing key of one attempt."""
+    """The fencing key of one attempt: its job, its execution id and the worker that
+    claimed it. Every write of the attempt's holder (a renewal, a pulse, a checkpoint, a
+    finish, a release, a completion, a crash it reports) matches only a job still running
+    under that execution *and* that worker (docs/DESIGN.md, "A failover that forgets a
+    claim"): a database that forgot a claim (a failover to an asynchronous standby, a
+    restore) issues its execution id again, but never to the same worker process, whose
+    id is fresh (`heartq.ids.new_worker_id`); a worker handed a lease it still holds an
+    attempt of gives that claim back unstarted (`Ledger.set_apart_repeats`).
+
+    `worker_id` is not part of a lease's identity (equality, hash): a worker's leases
+    all carry its own id, so the job and the execution tell them apart, and the answers
+    of the store (the rows a fenced statement changed) compare with the leases sent
+    without carrying the worker back. None: a holder that does not know its worker's id
+    (a lease made by hand), fenced on the execution alone."""
 
     job_id: str
     execution_id: int
+    worker_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -287,12 +301,14 @@ class ClaimedJob:
     SQLite file) would start its trust already spent and be given up at once."""
     priority: int = 0
     """Its priority: a worker starts the jobs it claimed ahead best first."""
+    worker_id: str | None = None
+    """The worker that claimed it: part of its lease, the fencing key."""
 
     @functools.cached_property
     def lease(self) -> Lease:
         """Its fencing key, made once: a worker looks it up a dozen times per attempt
         (each a dataclass to build and hash)."""
-        return Lease(self.id, self.execution_id)
+        return Lease(self.id, self.execution_id, self.worker_id)
 
 
 class Claim(list[ClaimedJob]):

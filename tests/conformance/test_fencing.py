@@ -1,4 +1,7 @@
-"""Fencing (I3): a write that carries an old execution_id changes nothing.
+"""Fencing (I3): a write that carries an old execution_id changes nothing, and neither
+does one that carries the current execution id under another worker (a database that
+forgot a claim issues its execution id again: docs/DESIGN.md, "A failover that forgets a
+claim"; the real failover is tests/integration/test_failover_fencing.py).
 
 Each stale write is tried against each way a lease can go stale; the job is compared
 whole (get_job, executions included) before and after. The same writes with the current
@@ -71,12 +74,22 @@ def _older_token(store: Store, t0: float) -> tuple[Lease, float]:
     return Lease(old.job_id, 0), now
 
 
+def _issued_again(store: Store, t0: float) -> tuple[Lease, float]:
+    """w1 claimed the job, the database forgot that claim (a failover to an asynchronous
+    standby that never received it) and issued the same execution id to w2: w1's lease
+    names the current execution, under w1."""
+    enqueue_one(store, t0, retry_backoff=0.0)
+    current = claim_one(store, "w2", t0, lease=600).lease
+    return Lease(current.job_id, current.execution_id, "w1"), t0 + 1
+
+
 SETUPS: dict[str, Callable[[Store, float], tuple[Lease, float]]] = {
     "reaped": _reaped,
     "taken-over": _taken_over,
     "finished-by-another": _finished_by_another,
     "stale-worker-then-taken": _stale_worker,
     "older-token": _older_token,
+    "issued-again-to-another-worker": _issued_again,
 }
 
 
@@ -129,6 +142,16 @@ def _checkpoint(store: Store, lease: Lease, now: float) -> bool:
     )
 
 
+def _completion(store: Store, lease: Lease, now: float) -> bool:
+    """`ctx.transaction()`'s completion (at the database's clock: `now` is not taken)."""
+    try:
+        with store.completing(lease):
+            pass
+    except LeaseLost:
+        return True
+    return False
+
+
 def _crash(store: Store, lease: Lease, now: float) -> bool:
     return store.crash_attempt(lease, {"reason": "stale"}, DetectedBy.CHILD_EXIT, now=now) is None
 
@@ -142,6 +165,7 @@ WRITES: dict[str, Callable[[Store, Lease, float], bool]] = {
     "heartbeat-progress": _progress,
     "release": _release,
     "save-checkpoint": _checkpoint,
+    "completion": _completion,
     "crash-attempt": _crash,
 }
 
@@ -190,3 +214,40 @@ def test_a_batch_refuses_only_its_stale_writes(store: Store, t0: float) -> None:
     assert lost == [old]
     assert store.get_job(fresh.id)["result"] == "fresh"
     assert store.get_job(old.job_id) == stale_before
+
+
+def test_a_result_is_saved_by_the_completing_worker_only(store: Store, t0: float) -> None:
+    """A job its task's transaction completed keeps its worker: the result that follows is
+    fenced on it too, so the attempt of a forgotten claim under the same execution id
+    cannot write its result over the one that completed."""
+    enqueue_one(store, t0)
+    lease = claim_one(store, "w2", t0).lease
+    with store.completing(lease):
+        pass
+    forgotten = Lease(lease.job_id, lease.execution_id, "w1")
+
+    assert store.save_result(forgotten, '"stale"') is False
+    assert store.save_result(lease, '"fresh"') is True
+    assert store.get_job(lease.job_id)["result"] == "fresh"
+
+
+def test_a_batch_of_two_workers_is_fenced_per_worker(store: Store, t0: float) -> None:
+    """A finish batch whose leases name two workers (a caller's own batch; a worker's
+    name only itself): each lands only under its own worker."""
+    for _ in range(2):
+        enqueue_one(store, t0)
+    first = claim_one(store, "w1", t0)
+    second = claim_one(store, "w2", t0)
+    forged = Lease(second.id, second.execution_id, "w1")
+    lost = store.finish(
+        [
+            succeeded(first, '"w1"'),
+            Finish(forged, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json='"forged"'),
+            succeeded(second, '"w2"'),
+        ],
+        now=t0 + 1,
+    )
+
+    assert [(x.job_id, x.worker_id) for x in lost] == [(second.id, "w1")]
+    assert store.get_job(first.id)["result"] == "w1"
+    assert store.get_job(second.id)["result"] == "w2"

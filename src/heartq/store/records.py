@@ -32,9 +32,12 @@ from heartq.model import (
 from heartq.store import serialize
 
 
-def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
+def claimed_jobs(
+    rows: Iterable[Any], sent_at: float = 0.0, worker_id: str | None = None
+) -> list[ClaimedJob]:
     """The claimed jobs in claim order: best priority first, then oldest; `sent_at` is
-    when the claim statement was sent (`ClaimedJob.sent_at`)."""
+    when the claim statement was sent (`ClaimedJob.sent_at`), `worker_id` the claimer
+    (part of each lease: not read back from the rows, the claim wrote it)."""
     ordered = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
     return [
         ClaimedJob(
@@ -55,13 +58,15 @@ def claimed_jobs(rows: Iterable[Any], sent_at: float = 0.0) -> list[ClaimedJob]:
             dependency_results=bool(r["dependency_results"]),
             sent_at=sent_at,
             priority=r["priority"],
+            worker_id=worker_id,
         )
         for r in ordered
     ]
 
 
 def leases(rows: Iterable[Any]) -> set[Lease]:
-    """The `(id, execution_id)` of rows a fenced statement changed."""
+    """The `(id, execution_id)` of rows a fenced statement changed (what is compared
+    with the leases sent: a lease's worker is not part of its identity)."""
     return {Lease(r["id"], r["execution_id"]) for r in rows}
 
 

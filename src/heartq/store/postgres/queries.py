@@ -548,13 +548,14 @@ CROSS JOIN LATERAL (
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
 # they update them, and update only through it: two statements of one worker that touch
 # the same jobs (a heartbeat and a finish racing) then wait for each other instead of
-# each holding a row the other needs ("deadlock detected"). Fencing stays as it was:
-# only rows still running under the execution the batch names are changed. The lock step
-# finds its rows by primary key alone (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status
-# test), whatever the statistics say: with `status = 'running'` there, a table whose
-# statistics lag (a burst of claims) was read through every running row (jobs_worker_idx)
-# for each batch. A row of the batch's execution that is no longer running is locked too,
-# in the same id order, and left unchanged: whether it runs is read from the locked row
+# each holding a row the other needs ("deadlock detected"). Fencing: only rows still
+# running under the execution the batch names, and claimed by the worker the statement
+# names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
+# (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status test), whatever the statistics say:
+# with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
+# read through every running row (jobs_worker_idx) for each batch. A row of the batch's
+# execution that is no longer running is locked too, in the same id order, and left
+# unchanged: whether it runs is read from the locked row
 # (`locked.status`, the row as locked, which nobody else can change before the update),
 # never tested on `j` in the update. With `j.status = 'running'` there, the update's own
 # conditions matched the predicate of the partial index of running jobs, and statistics
@@ -564,6 +565,15 @@ CROSS JOIN LATERAL (
 # it, the primary key is the only way to the rows.
 
 
+# The worker part of the fencing key (docs/DESIGN.md, "A failover that forgets a
+# claim"): the lease holder's writes name their worker, and match only a job that worker
+# claimed, so an execution id a database issued again after forgetting a claim fences
+# out the attempt of the forgotten one. `worker_id` NULL: a reclaimer, which read and
+# locked the rows it finishes in its own transaction (or a lease made without its
+# worker), fenced on the execution alone. One parameter per statement: no byte per job.
+_HELD_BY = "(%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)"
+
+
 def _locked(batch: str, *columns: str) -> str:
     """The `locked` CTE described above, over the CTE `batch` of leases (`id`, `eid`):
     written once for every statement that changes a batch of a worker's rows. It has
@@ -571,7 +581,7 @@ def _locked(batch: str, *columns: str) -> str:
     return f"""locked AS (
     SELECT {", ".join(("j.id", "j.status", *columns))}
     FROM jobs AS j JOIN {batch} ON j.id = {batch}.id AND j.execution_id = {batch}.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM {batch}))
+    WHERE j.id = ANY(ARRAY(SELECT id FROM {batch})) AND {_HELD_BY}
     ORDER BY j.id
     FOR UPDATE OF j
 )"""
@@ -626,18 +636,20 @@ WHERE j.id = s.id AND j.execution_id = s.eid AND locked.status = 'running'
 RETURNING j.id, j.execution_id
 """
 
-# The result of a job its task already completed inside `ctx.transaction()`.
+# The result of a job its task already completed inside `ctx.transaction()` (the job keeps
+# its worker once it succeeded: fenced like the completion).
 SAVE_RESULT = f"""
-UPDATE jobs SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
+UPDATE jobs AS j SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
                 updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
-  AND result_pending
+  AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited
 """
 
 SAVE_CHECKPOINT = f"""
-UPDATE jobs SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
+UPDATE jobs AS j SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
+  AND {_HELD_BY}
 RETURNING cancel_requested
 """
 
@@ -839,6 +851,7 @@ FOR UPDATE OF j SKIP LOCKED
 SELECT_ONE_RUNNING = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(execution_id)s
+  AND {_HELD_BY}
 FOR UPDATE OF j
 """
 

@@ -343,17 +343,28 @@ class SqlBase:
 
     # -- shared by roles -----------------------------------------------------------------
     def _apply_finishes(
-        self, conn: Any, docs: list[dict[str, Any]], clock: float | None
+        self,
+        conn: Any,
+        docs: list[dict[str, Any]],
+        clock: float | None,
+        worker_id: str | None = None,
     ) -> set[Lease]:
         """The fenced write shared by finish, a completion and every reclaimer, in the
         caller's transaction: only jobs still running under the execution a document names
+        (and, `worker_id` given, under that worker: a lease holder's write; a reclaimer
+        gives none, having read and locked the rows it finishes in this transaction)
         change, each one's execution row written, and the dependents of those that ended
         are released in the same transaction."""
-        landed, _ = self._finish_statement(conn, json.dumps(docs), clock, defer=False)
+        landed, _ = self._finish_statement(conn, json.dumps(docs), clock, False, worker_id)
         return landed
 
     def _finish_statement(
-        self, conn: Any, finishes: str, clock: float | None, defer: bool
+        self,
+        conn: Any,
+        finishes: str,
+        clock: float | None,
+        defer: bool,
+        worker_id: str | None = None,
     ) -> tuple[set[Lease], set[Lease]]:
         """`FINISH` of `finishes` (their documents as JSON text, encoded before the write
         began: SQLite's write lock is not held for it), then the release of the
@@ -362,7 +373,7 @@ class SqlBase:
         release in that one statement could miss an edge committed while it waited for a
         row's lock, its snapshot being older; the caller finishes those in a transaction
         of its own)."""
-        params = {"finishes": finishes, "now": clock, "defer": defer}
+        params = {"finishes": finishes, "now": clock, "defer": defer, "worker_id": worker_id}
         rows = self._run(conn, self.q.FINISH, params)
         landed = [r for r in rows if not r["deferred"]]
         self._announce_ended(conn, records.awaited_ends(landed))

@@ -5,8 +5,11 @@ cancels requested of a worker's attempts), checkpoints, and the ends a lease's h
 `release` on shutdown.
 
 Why together: every write here is made by the worker that takes or holds the lease,
-fenced on `(job_id, execution_id)` and `status = 'running'`, and these are the hot
-statements (one per batch, most of them on `_write_each`). `due_for_publish` is a read,
+fenced on `(job_id, execution_id)`, the worker that claimed it and `status = 'running'`,
+and these are the hot statements (one per batch, most of them on `_write_each`). The
+worker travels as one parameter of each statement (`worker_id`), not in every job's
+document: a worker's batches hold its own leases (`_by_worker`), so the fence costs no
+byte per job. `due_for_publish` is a read,
 kept beside `claim_ids` because it selects exactly what a transport's messages will ask
 `claim_ids` to take. `crash_attempt` is called by lease holders too (it is part of the
 `LeaseHolder` protocol), but it lives in `reclaim.py`: it is a reclaim of one attempt
@@ -19,7 +22,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from heartq.errors import LeaseLost
 from heartq.model import (
@@ -37,6 +40,29 @@ from heartq.model import (
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Rows, SqlBase
+
+T = TypeVar("T")
+
+
+def _by_worker(items: Sequence[T], lease: Callable[[T], Lease]) -> list[tuple[str | None, list[T]]]:
+    """`items` by the worker their leases name, for statements that take the worker as
+    one parameter. A worker's batch names only itself: one group, found without
+    building any (a batch of many workers' leases is split, one statement each)."""
+    first = lease(items[0]).worker_id
+    if all(lease(item).worker_id == first for item in items):
+        return [(first, list(items))]
+    groups: dict[str | None, list[T]] = {}
+    for item in items:
+        groups.setdefault(lease(item).worker_id, []).append(item)
+    return list(groups.items())
+
+
+def _itself(lease: Lease) -> Lease:
+    return lease
+
+
+def _lease_doc(lease: Lease) -> dict[str, Any]:
+    return {"id": lease.job_id, "eid": lease.execution_id}
 
 
 class LeaseOps(SqlBase):
@@ -90,9 +116,9 @@ class LeaseOps(SqlBase):
                     if not (rows and self._statements_commit_alone):
                         raise
         return Claim(
-            records.claimed_jobs(rows, sent_at),
+            records.claimed_jobs(rows, sent_at, worker_id),
             rate_wait,
-            ahead=records.claimed_jobs(buffered, sent_at),
+            ahead=records.claimed_jobs(buffered, sent_at, worker_id),
         )
 
     def start_ahead(
@@ -100,11 +126,17 @@ class LeaseOps(SqlBase):
     ) -> list[Lease]:
         if not leases:
             return []
-        payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
+        started: set[Lease] = set()
         with self._write_each() as conn:
-            params = {"leases": payload, "lease": lease, "now": self._clock(conn, now)}
-            rows = self._run(conn, self.q.START_AHEAD, params)
-        started = records.leases(rows)
+            clock = self._clock(conn, now)
+            for worker_id, group in _by_worker(leases, _itself):
+                params = {
+                    "leases": json.dumps([_lease_doc(x) for x in group]),
+                    "lease": lease,
+                    "now": clock,
+                    "worker_id": worker_id,
+                }
+                started |= records.leases(self._run(conn, self.q.START_AHEAD, params))
         return [x for x in leases if x in started]
 
     def claim_ids(
@@ -131,7 +163,7 @@ class LeaseOps(SqlBase):
                 "ahead": False,  # a transport's worker claims no further than its slots
             }
             rows = self._claim_by_ids(conn, params)
-        return records.claimed_jobs(rows, sent_at)
+        return records.claimed_jobs(rows, sent_at, worker_id)
 
     def due_for_publish(
         self,
@@ -184,11 +216,14 @@ class LeaseOps(SqlBase):
     ) -> dict[Lease, RenewStatus]:
         if not reports:
             return {}
-        # one report per lease (the last one wins), as in `finish`
-        docs = {r.lease: documents.pulse_doc(r) for r in reports}
+        rows: Rows = []
         with self._write_each() as conn:
-            rows = self._store_reports(conn, list(docs.values()), self._clock(conn, now))
-        return records.renew_answers(docs, rows)
+            clock = self._clock(conn, now)
+            for worker_id, group in _by_worker(reports, _report_lease):
+                # one report per lease (the last one wins), as in `finish`
+                docs = {r.lease: documents.pulse_doc(r) for r in group}
+                rows += self._store_reports(conn, list(docs.values()), clock, worker_id)
+        return records.renew_answers([r.lease for r in reports], rows)
 
     def cancel_requests(self, worker_id: str) -> list[Lease]:
         with self._read() as conn:
@@ -203,6 +238,7 @@ class LeaseOps(SqlBase):
                 "checkpoint": checkpoint_json,
                 "job_id": lease.job_id,
                 "execution_id": lease.execution_id,
+                "worker_id": lease.worker_id,
                 "now": self._clock(conn, now),
             }
             row = conn.execute(self.q.SAVE_CHECKPOINT, params).fetchone()
@@ -231,10 +267,11 @@ class LeaseOps(SqlBase):
             last = None if report is None else report()
             if last is not None:
                 pulse = documents.pulse_doc(PulseReport(lease, last))
-                self._store_reports(conn, [pulse], self._clock(conn, None))
+                self._store_reports(conn, [pulse], self._clock(conn, None), lease.worker_id)
             # its dependents are released here, in the task's transaction: a callback
             # that takes results waits for this one's (`result_pending`) when it starts
-            if lease not in self._apply_finishes(conn, [doc], self._clock(conn, None)):
+            clock = self._clock(conn, None)
+            if lease not in self._apply_finishes(conn, [doc], clock, lease.worker_id):
                 raise LeaseLost(lease.job_id, lease.execution_id)
 
     def save_result(self, lease: Lease, result_json: str | None) -> bool:
@@ -242,6 +279,7 @@ class LeaseOps(SqlBase):
             params = {
                 "job_id": lease.job_id,
                 "execution_id": lease.execution_id,
+                "worker_id": lease.worker_id,
                 "result": result_json,
                 "now": self._clock(conn, None),
             }
@@ -252,6 +290,15 @@ class LeaseOps(SqlBase):
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
         if not finishes:
             return []
+        lost: list[Lease] = []
+        for worker_id, group in _by_worker(finishes, _finish_lease):
+            lost += self._finish_batch(worker_id, group, now)
+        return lost
+
+    def _finish_batch(
+        self, worker_id: str | None, finishes: Sequence[Finish], now: float | None
+    ) -> list[Lease]:
+        """`finish` of one worker's attempts: the leases that did not land."""
         # one document per lease (the last one wins): an UPDATE ... FROM a batch that names
         # a row twice would apply either one, perhaps a different one to each table
         docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
@@ -261,29 +308,44 @@ class LeaseOps(SqlBase):
         with self._write_each() as conn:
             clock = self._clock(conn, now)
             if reports:  # only the finishes that carry one: no cost for the others
-                self._store_reports(conn, list(reports.values()), clock)
+                self._store_reports(conn, list(reports.values()), clock, worker_id)
             defer = self._statements_commit_alone
-            landed, deferred = self._finish_statement(conn, encoded, clock, defer)
+            landed, deferred = self._finish_statement(conn, encoded, clock, defer, worker_id)
         if deferred:  # jobs with dependents: finished and released in one transaction
             with self._write() as conn:
                 clock = self._clock(conn, now)
-                landed |= self._apply_finishes(conn, [docs[x] for x in deferred], clock)
+                again = [docs[x] for x in deferred]
+                landed |= self._apply_finishes(conn, again, clock, worker_id)
         return [f.lease for f in finishes if f.lease not in landed]
 
-    def _store_reports(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> Rows:
+    def _store_reports(
+        self, conn: Any, docs: list[dict[str, Any]], clock: float | None, worker_id: str | None
+    ) -> Rows:
         """What tasks reported (`PULSE`), fenced: for a pulse, and just before a finish or
         a completion on the same connection, so the job ends showing its last step."""
-        return self._run(conn, self.q.PULSE, {"reports": json.dumps(docs), "now": clock})
+        params = {"reports": json.dumps(docs), "now": clock, "worker_id": worker_id}
+        return self._run(conn, self.q.PULSE, params)
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
         if not leases:
             return []
-        payload = json.dumps([{"id": x.job_id, "eid": x.execution_id} for x in leases])
+        rows: Rows = []
         with self._write() as conn:
             clock = self._clock(conn, now)
-            rows = self._run(conn, self.q.RELEASE, {"leases": payload, "now": clock})
+            for worker_id, group in _by_worker(leases, _itself):
+                payload = json.dumps([_lease_doc(x) for x in group])
+                params = {"leases": payload, "now": clock, "worker_id": worker_id}
+                rows += self._run(conn, self.q.RELEASE, params)
             # a job whose cancel was pending ends cancelled here: its dependents too
             self._announce_ended(conn, records.awaited_ends(rows))
             self._release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
         landed = records.leases(rows)
         return [lease for lease in leases if lease not in landed]
+
+
+def _report_lease(report: PulseReport) -> Lease:
+    return report.lease
+
+
+def _finish_lease(finish: Finish) -> Lease:
+    return finish.lease

@@ -115,7 +115,11 @@ class ReclaimOps(SqlBase):
     def crash_attempt(
         self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
     ) -> Reclaimed | None:
-        params = {"job_id": lease.job_id, "execution_id": lease.execution_id}
+        params = {
+            "job_id": lease.job_id,
+            "execution_id": lease.execution_id,
+            "worker_id": lease.worker_id,  # its own worker's report: fenced as its writes
+        }
         reason = str(crash.get("reason", "crashed"))
         extra = {k: v for k, v in crash.items() if k != "reason"}
         with self._write() as conn:

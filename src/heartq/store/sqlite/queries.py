@@ -418,6 +418,10 @@ SELECT min(started_at + period - :now) AS wait FROM (
 WHERE latest = n
 """
 
+# The worker part of the fencing key, in every write of a lease holder (see the PostgreSQL
+# dialect): only a job that worker claimed; NULL (a reclaimer), the execution alone.
+_HELD_BY = "(:worker_id IS NULL OR j.worker_id = :worker_id)"
+
 # A heartbeat that comes over half the worker's staleness threshold after its previous
 # one ends a pause in its contact with the database: its unbroken contact starts again.
 # `abandoned`: attempts whose end the worker decided while their code still runs.
@@ -430,7 +434,7 @@ WHERE id = :worker_id
 """
 
 # Each renewal: {id, eid, hp (has progress), pv, ps, pm} (store/documents.py)
-RENEW = """
+RENEW = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET lease_expires_at = :now + :lease,
     heartbeat_at = :now,
@@ -443,7 +447,7 @@ SET lease_expires_at = :now + :lease,
                             THEN json_extract(r.value, '$.pm') ELSE j.progress_message END
 FROM json_each(:renewals) AS r
 WHERE j.id = json_extract(r.value, '$.id')
-  AND j.execution_id = json_extract(r.value, '$.eid')
+  AND j.execution_id = json_extract(r.value, '$.eid') AND {_HELD_BY}
   AND j.status = 'running'
 RETURNING id, execution_id, cancel_requested
 """
@@ -452,7 +456,7 @@ HEARTBEAT = (TOUCH_WORKER, RENEW)
 
 # The start of jobs a worker claimed ahead, recorded before their code runs (see the
 # PostgreSQL statement of the same name). Each lease: {id, eid}.
-START_AHEAD = """
+START_AHEAD = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET claimed_ahead = 0,
     started_at = :now,
@@ -461,23 +465,23 @@ SET claimed_ahead = 0,
     updated_at = :now
 FROM json_each(:leases) AS s
 WHERE j.id = json_extract(s.value, '$.id')
-  AND j.execution_id = json_extract(s.value, '$.eid')
+  AND j.execution_id = json_extract(s.value, '$.eid') AND {_HELD_BY}
   AND j.status = 'running' AND j.claimed_ahead AND NOT j.cancel_requested
 RETURNING id, execution_id
 """
 
 # The result of a job its task already completed inside `ctx.transaction()`.
-SAVE_RESULT = """
-UPDATE heartq_jobs SET result = :result, result_pending = 0, lease_expires_at = NULL,
+SAVE_RESULT = f"""
+UPDATE heartq_jobs AS j SET result = :result, result_pending = 0, lease_expires_at = NULL,
                        updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
-  AND result_pending
+  AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited
 """
 
-SAVE_CHECKPOINT = """
-UPDATE heartq_jobs SET checkpoint = :checkpoint, heartbeat_at = :now, updated_at = :now
-WHERE id = :job_id AND execution_id = :execution_id AND status = 'running'
+SAVE_CHECKPOINT = f"""
+UPDATE heartq_jobs AS j SET checkpoint = :checkpoint, heartbeat_at = :now, updated_at = :now
+WHERE id = :job_id AND execution_id = :execution_id AND status = 'running' AND {_HELD_BY}
 RETURNING cancel_requested
 """
 
@@ -486,7 +490,7 @@ RETURNING cancel_requested
 # renewed (that stays the heartbeat's), but a report is a sign of life: `heartbeat_at`
 # moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
 # checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
-PULSE = """
+PULSE = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
                           THEN json_extract(r.value, '$.pv') ELSE j.progress_value END,
@@ -500,7 +504,7 @@ SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
     updated_at = :now
 FROM json_each(:reports) AS r
 WHERE j.id = json_extract(r.value, '$.id')
-  AND j.execution_id = json_extract(r.value, '$.eid')
+  AND j.execution_id = json_extract(r.value, '$.eid') AND {_HELD_BY}
   AND j.status = 'running'
 RETURNING id, execution_id, cancel_requested
 """
@@ -517,7 +521,7 @@ WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested
 # rate_key; migration 0017), fenced like the jobs they belong to (only those still
 # running under that execution): the jobs' statement then changes the same set, inside
 # the same write transaction, and answers which leases landed.
-CLOSE_EXECUTIONS = """
+CLOSE_EXECUTIONS = f"""
 INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                      outcome, error, crash, rate_key)
 SELECT j.id, j.execution_id, j.worker_id, j.started_at, :now,
@@ -526,7 +530,7 @@ SELECT j.id, j.execution_id, j.worker_id, j.started_at, :now,
 FROM json_each(:finishes) AS f
 JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
   ON j.id = json_extract(f.value, '$.id')
- AND j.execution_id = json_extract(f.value, '$.eid')
+ AND j.execution_id = json_extract(f.value, '$.eid') AND {_HELD_BY}
  AND j.status = 'running'
 """
 
@@ -562,7 +566,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
-  AND j.execution_id = json_extract(f.value, '$.eid')
+  AND j.execution_id = json_extract(f.value, '$.eid') AND {_HELD_BY}
   AND j.status = 'running'
 RETURNING id, execution_id, status, awaited, has_dependents, 0 AS deferred
 """
@@ -573,18 +577,18 @@ FINISH = (CLOSE_EXECUTIONS, FINISH_JOBS)
 # ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. Each
 # lease: {id, eid}. Executions first, written and fenced as in FINISH (a lease named
 # twice writes one row).
-CLOSE_RELEASED = """
+CLOSE_RELEASED = f"""
 INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                      outcome, rate_key)
 SELECT DISTINCT j.id, j.execution_id, j.worker_id, j.started_at, :now, 'released', j.rate_key
 FROM json_each(:leases) AS l
 JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
   ON j.id = json_extract(l.value, '$.id')
- AND j.execution_id = json_extract(l.value, '$.eid')
+ AND j.execution_id = json_extract(l.value, '$.eid') AND {_HELD_BY}
  AND j.status = 'running'
 """
 
-RELEASE_JOBS = """
+RELEASE_JOBS = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     attempts = max(j.attempts - 1, 0),
@@ -596,7 +600,7 @@ SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     updated_at = :now
 FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$.id')
-  AND j.execution_id = json_extract(l.value, '$.eid')
+  AND j.execution_id = json_extract(l.value, '$.eid') AND {_HELD_BY}
   AND j.status = 'running'
 RETURNING id, execution_id, status, awaited, has_dependents
 """
@@ -665,6 +669,7 @@ WHERE j.status = 'running' AND j.worker_id IN (SELECT value FROM json_each(:ids)
 SELECT_ONE_RUNNING = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
 WHERE j.status = 'running' AND j.id = :job_id AND j.execution_id = :execution_id
+  AND {_HELD_BY}
 """
 
 REGISTER_WORKER = """
