@@ -1614,7 +1614,8 @@ class Checker:
                 self.fail(f"I3: attempt {key} ran but the database never issued it")
             elif e["worker_id"] != doc["wid"] and within(doc.get("t"), windows):
                 # its claim was lost and the job claimed again under the same execution
-                # id (DESIGN.md, "The database's bad days": the fencing-token hazard)
+                # id by another worker, whose id in the fence shuts this attempt out
+                # (DESIGN.md, "A failover that forgets a claim")
                 self.losses["execution_ids_issued_again"] += 1
             elif e["worker_id"] != doc["wid"]:
                 self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")

@@ -41,6 +41,14 @@ leases with the others and reports those lost (`lose_ahead`) or cancelled
 (`cancel_ahead`); the fetch loop takes them when slots free up, records their start in
 the database, and gives back (`to_release`) those it must not run.
 
+A claim can hand the worker a lease it still holds an attempt of: a database that forgot
+a claim (a failover to an asynchronous standby) issues the same execution id again, and
+may issue it to the same worker. Two attempts of one worker under one fencing key could
+each renew and finish the other's claim, so the new claim is set apart before it starts
+(`set_apart_repeats`) and given back unstarted like a buffered job the worker must not
+run; the next claim of the job takes a new execution id (docs/DESIGN.md, "A failover
+that forgets a claim").
+
 Slots are not the only bound on claims: the worker holds at most `concurrency +
 MAX_UNSAVED` attempts whose outcome is not saved yet, running or ended (`free_slots`).
 A slot frees when code returns, not when its outcome is saved, so without this bound a
@@ -49,7 +57,7 @@ speed of its code, and held ever more jobs whose outcomes waited: each heartbeat
 all of them, which made it slower still (459,736 jobs held, a heartbeat of minutes,
 BENCHMARKS.md 2026-11-24).
 
-Events: `lease_lost`, `job_cancel_requested`.
+Events: `lease_lost`, `job_cancel_requested`, `claim_repeated`.
 """
 
 from __future__ import annotations
@@ -260,6 +268,31 @@ class Ledger:
             )
 
     # -- claims and ends -----------------------------------------------------------------
+    def set_apart_repeats(self, jobs: Sequence[ClaimedJob]) -> list[ClaimedJob]:
+        """The claimed `jobs` this worker may start (or buffer): all but those whose lease
+        an attempt of this worker still holds (running, its code lingering, its outcome
+        unsaved, or waiting to be given back). Those are the database's repeat of a claim
+        it forgot: given back unstarted (`to_release`), `claim_repeated` logged."""
+        with self._lock:
+            if not (self._runs or self._code or self._abandoned):
+                return list(jobs)  # nothing held: nothing to repeat (the usual case)
+            held = (self._runs, self._code, self._abandoned)
+            repeats = [job for job in jobs if any(job.lease in h for h in held)]
+            for job in repeats:
+                self._give_back[job.lease] = job
+        if not repeats:
+            return list(jobs)
+        for job in repeats:
+            events.emit(
+                events.CLAIM_REPEATED,
+                logging.WARNING,
+                job_id=job.id,
+                execution_id=job.execution_id,
+                worker_id=self.worker_id,
+            )
+        self.slot_freed.set()
+        return [job for job in jobs if job not in repeats]
+
     def claimed(self, *runs: RunningJob) -> None:
         """Claimed attempts (a claim's batch), about to start on the pool: one lock and
         one wake-up of the supervisor for the batch."""

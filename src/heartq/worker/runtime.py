@@ -525,7 +525,7 @@ class Worker:
             self._stop_requested.wait(CLAIM_RETRY_DELAY)
             return started, False, None
         self.health.succeeded("claim", sent_at)
-        self.ledger.buffer(jobs.ahead)
+        self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
         self._start(jobs, sent_at)
         filled = free > 0 and started + len(jobs) >= free
         return started + len(jobs) + len(jobs.ahead), filled, jobs.rate_wait
@@ -586,8 +586,18 @@ class Worker:
             return poll
         return min(poll, max(RATE_WAKE_MIN, rate_wait + RATE_WAKE_MARGIN))
 
+    def _set_apart_repeats(self, jobs: list[ClaimedJob]) -> list[ClaimedJob]:
+        """The claimed jobs but those whose lease an attempt of this worker still holds
+        (the database forgot a claim and issued its execution id again: `Ledger.
+        set_apart_repeats`), which are given back at once, unstarted."""
+        fresh = self.ledger.set_apart_repeats(jobs)
+        if len(fresh) < len(jobs):
+            self._release_ahead(self.ledger.to_release())  # failed: retried next pass
+        return fresh
+
     def _start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
         """Run claimed jobs on the pool (from a database claim or a transport's)."""
+        jobs = self._set_apart_repeats(jobs) if jobs else jobs
         if not jobs:
             return
         s = self.settings
