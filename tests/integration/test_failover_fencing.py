@@ -58,15 +58,6 @@ def pair() -> Iterator[StreamingPair]:
         streaming.close()
 
 
-@contextlib.contextmanager
-def queue(url: str) -> Iterator[Store]:
-    store = open_store(url)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def answered(call: Callable[[], T]) -> T:
     """`call()` once the new primary answers (the store's connections went down with the
     old one; a call may fail while they reconnect)."""
@@ -86,7 +77,7 @@ def answered(call: Callable[[], T]) -> T:
 def test_an_execution_id_issued_again_fences_out_the_forgotten_claim(
     pair: StreamingPair,
 ) -> None:
-    with queue(pair.url(schema="heartq_failover_fencing")) as store:
+    with contextlib.closing(open_store(pair.url(schema="heartq_failover_fencing"))) as store:
         store.migrate()
         for worker_id in ("w1", "w2"):
             register(store, worker_id, store.clock())
