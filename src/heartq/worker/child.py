@@ -128,7 +128,8 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    control = ChildControl(conn, limit, Lease(job["id"], job["execution_id"]), job["url"])
+    lease = Lease(job["id"], job["execution_id"], job["worker_id"])  # fenced on its worker too
+    control = ChildControl(conn, limit, lease, job["url"])
     threading.Thread(target=control.listen, daemon=True).start()
     try:
         task = resolve_task(app_ref, job["task"])
