@@ -299,6 +299,8 @@ TASKS_SOURCE = textwrap.dedent(
             sys.exit(3)
         if kind == "os_exit":
             os._exit(3)
+        if kind == "unpicklable":  # what a child could never send its parent as is
+            raise RuntimeError("holds a lock", threading.Lock())
         if kind == "signal_handlers":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)

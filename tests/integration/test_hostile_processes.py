@@ -1,7 +1,7 @@
 """What task code does to the process that runs it, through real worker processes on
-every pool: it raises what ends a thread or a process (`KeyboardInterrupt`, `sys.exit`),
-exits the process (`os._exit`), installs signal handlers, closes or replaces stdout and
-stderr, leaves a non-daemon thread running, forks. Each ends as an outcome of its attempt
+every pool: it raises what ends a thread or a process (`KeyboardInterrupt`, `sys.exit`)
+or what cannot be pickled, exits the process (`os._exit`), installs signal handlers,
+closes or replaces stdout and stderr, leaves a non-daemon thread running, forks. Each ends as an outcome of its attempt
 (or, where the process itself died, a crash found as crashes are); the worker keeps
 logging and running jobs, and a SIGTERM still stops it, within its bound.
 
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 EXPECTED = {
     "keyboard_interrupt": ("dead", "failed", "KeyboardInterrupt"),
     "system_exit": ("dead", "failed", "SystemExit: 3"),
+    "unpicklable": ("dead", "failed", "holds a lock"),
     "signal_handlers": ("dead", "failed", "signal only works in main thread"),
     "close_stdio": ("succeeded", "succeeded", None),
     "replace_stdio": ("succeeded", "succeeded", None),
