@@ -4,6 +4,8 @@ of the package is in it, and every type `App`'s public methods return is exporte
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 import typing
 
 import heartq
@@ -20,7 +22,20 @@ def test_every_public_name_is_listed() -> None:
         for name, value in vars(heartq).items()
         if not name.startswith("_") and not inspect.ismodule(value)
     }
-    assert public == set(heartq.__all__) - {"__version__"}
+    assert public | set(heartq._LAZY) == set(heartq.__all__) - {"__version__"}
+
+
+def test_import_heartq_loads_no_worker() -> None:
+    """A process that only enqueues loads neither the worker's runtime nor its
+    maintenance; `heartq.Worker` loads them when first used."""
+    code = (
+        "import sys, heartq\n"
+        "runtime = ('heartq.worker', 'heartq.maintenance')\n"
+        "loaded = [m for m in sys.modules if m.startswith(runtime)]\n"
+        "assert not loaded, loaded\n"
+        "assert heartq.Worker.__module__ == 'heartq.worker.runtime'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_what_app_returns_is_exported() -> None:

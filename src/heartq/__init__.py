@@ -5,6 +5,9 @@ lapses is requeued with its crash context kept; every write of a worker is fence
 execution id; retries are bounded and the rest go to a dead-letter queue.
 """
 
+import importlib as _importlib
+import typing as _typing
+
 from heartq.app import App, Task, TaskDecorator
 from heartq.config import Settings
 from heartq.context import JobContext
@@ -32,7 +35,13 @@ from heartq.errors import (
 from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
 from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
-from heartq.worker import Worker
+
+if _typing.TYPE_CHECKING:
+    from heartq.worker import Worker
+
+_LAZY = {"Worker": "heartq.worker"}
+"""Public names imported on first use (`__getattr__`): a process that only enqueues (a
+web app) does not load the worker's runtime, its maintenance services and its transport."""
 
 __version__ = "0.1.0"
 """The one place the version is written (`pyproject.toml` reads it from here)."""
@@ -80,3 +89,9 @@ __all__ = [
     "chain",
     "group",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _LAZY:
+        return getattr(_importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'heartq' has no attribute {name!r}")

@@ -1,9 +1,10 @@
 """What task code does to the process that runs it, through real worker processes on
 every pool: it raises what ends a thread or a process (`KeyboardInterrupt`, `sys.exit`)
 or what cannot be pickled, exits the process (`os._exit`), installs signal handlers,
-closes or replaces stdout and stderr, leaves a non-daemon thread running, forks. Each ends as an outcome of its attempt
-(or, where the process itself died, a crash found as crashes are); the worker keeps
-logging and running jobs, and a SIGTERM still stops it, within its bound.
+closes or replaces stdout and stderr, leaves a non-daemon thread running, forks. Each
+ends as an outcome of its attempt (or, where the process itself died, a crash found as
+crashes are); the worker keeps logging and running jobs, and a SIGTERM still stops it,
+within its bound.
 
 What an attempt's code raises or returns, case by case on both backends, is
 tests/runtime/test_hostile_tasks.py; this file is about the process."""
