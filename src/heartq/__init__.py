@@ -35,6 +35,7 @@ from heartq.errors import (
 from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
 from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
+from heartq.version import __version__
 
 if _typing.TYPE_CHECKING:
     from heartq.worker import Worker
@@ -43,8 +44,6 @@ _LAZY = {"Worker": "heartq.worker"}
 """Public names imported on first use (`__getattr__`): a process that only enqueues (a
 web app) does not load the worker's runtime, its maintenance services and its transport."""
 
-__version__ = "0.1.0"
-"""The one place the version is written (`pyproject.toml` reads it from here)."""
 
 __all__ = [
     "App",

@@ -47,6 +47,7 @@ except ImportError as exc:  # the optional dependency is missing
     ) from exc
 
 from heartq.model import Outcome
+from heartq.version import __version__
 
 if TYPE_CHECKING:
     from heartq.app import App
@@ -114,8 +115,6 @@ class _Tracing:
     """The three hooks of one `instrument` call, with its tracer."""
 
     def __init__(self, tracer_provider: trace.TracerProvider | None) -> None:
-        from heartq import __version__
-
         self._provider = tracer_provider
         self._tracer = trace.get_tracer(
             "heartq", __version__, tracer_provider=tracer_provider, schema_url=SCHEMA_URL

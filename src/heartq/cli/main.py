@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import click
 
-from heartq import __version__
 from heartq.cli.common import (
     EXIT_OPERATIONAL,
     GROUP_URL,
@@ -30,6 +29,7 @@ from heartq.cli.worker_cmd import worker_command
 from heartq.cli.workers_cmd import workers_command
 from heartq.errors import HeartqError
 from heartq.store import redact
+from heartq.version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

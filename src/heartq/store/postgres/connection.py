@@ -38,7 +38,6 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
-from heartq.store import redact
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.pooler import Pooler, resolve_pooler
 from heartq.store.postgres.refusals import (
@@ -47,6 +46,7 @@ from heartq.store.postgres.refusals import (
     pooler_hint,
     refused_for_good,
 )
+from heartq.store.redaction import redact
 
 DEFAULT_SCHEMA = "heartq"
 """Defaults to a schema named `heartq`."""

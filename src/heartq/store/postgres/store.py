@@ -29,7 +29,6 @@ from typing import Any
 import psycopg
 
 from heartq.model import LivenessChange, StaleWorker
-from heartq.store import redact
 from heartq.store.interface import LivenessHandle
 from heartq.store.postgres import borrowed
 from heartq.store.postgres import queries as q
@@ -37,12 +36,13 @@ from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTAR
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.pooler import NoLock
 from heartq.store.postgres.session import SharedSession
+from heartq.store.redaction import redact
 from heartq.store.sql.base import (
-    Step,
     missing_migrations,
     refuse_unknown_versions,
     schema_version,
 )
+from heartq.store.sql.program import Step
 from heartq.store.sql.store import SqlStore
 
 Conn = psycopg.Connection[Any]

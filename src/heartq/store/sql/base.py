@@ -48,17 +48,14 @@ from heartq.errors import ConfigError
 from heartq.model import Lease, LivenessChange, TaskPolicy
 from heartq.store import records
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql import dependencies
+from heartq.store.sql import dependencies, program
+from heartq.store.sql.program import Rows, Step
 
 RATE_CONTENDED_RETRY = 0.05
 """Seconds after which a claimer that found a rate key with room held by another claimer
 asks again: that claim commits within milliseconds, and the next look sees what it took
 (and then the exact wait, or the room left)."""
 
-Statement = str | tuple[str, ...]
-Step = tuple[Statement, dict[str, Any]]
-"""A statement with its parameters, for operations that run on someone else's connection."""
-Rows = list[Any]
 T = TypeVar("T")
 
 
@@ -298,22 +295,8 @@ class SqlBase:
         for statement, params in self._insert_steps(docs, clock):
             self._run(conn, statement, params)
 
-    @staticmethod
-    def _run(conn: Any, statement: Statement, params: Mapping[str, Any]) -> Rows:
-        """Run a statement (or each of a tuple of them, in order); the last one's rows."""
-        for text in statement if isinstance(statement, tuple) else (statement,):
-            cursor = conn.execute(text, params)
-        return cursor.fetchall() if cursor.description else []
-
-    def _drive(self, conn: Any, program: dependencies.Program[T]) -> T:
-        """Run a program of statements (`dependencies.py`) on `conn`, each one's rows sent
-        back to it; what it returns."""
-        try:
-            step = next(program)
-            while True:
-                step = program.send(self._run(conn, *step))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    _run = staticmethod(program.run)
+    _drive = staticmethod(program.drive)
 
     def reach(self) -> None:
         """Default: a read transaction that runs nothing (opens the connection)."""

@@ -25,31 +25,19 @@ written once.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from heartq.errors import ConfigError, DependencyNotFound
 from heartq.model import TERMINAL_STATUSES, JobStatus
-
-if TYPE_CHECKING:
-    from heartq.store.sql.base import Rows, Step
+from heartq.store.sql.program import Program, Step, each
 
 T = TypeVar("T")
-Program = Generator["Step", "Rows", T]
-"""Statements to run in order, each one's rows sent back: what the program returns is its
-answer."""
 
 DEPENDENTS_SHOWN = 1000
 """`get_job` lists at most 1,000 dependents of a job (a group's members have one each)."""
-
-
-def each(steps: Sequence[Step]) -> Program[None]:
-    """Statements whose rows nobody reads, as a program (`yield from` a plain list would
-    refuse the rows sent back)."""
-    for step in steps:  # noqa: UP028 - `yield from` a list refuses what is sent
-        yield step
 
 
 @dataclass

@@ -24,7 +24,8 @@ from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Rows, SqlBase
+from heartq.store.sql.base import SqlBase
+from heartq.store.sql.program import Program, drive_async, each
 
 
 class EnqueueOps(SqlBase):
@@ -63,21 +64,11 @@ class EnqueueOps(SqlBase):
         clock = await asyncio.to_thread(self._borrowed_clock, docs, None)
         program = self._enqueue_steps(docs, clock)
         async with self._borrow_async(connection) as conn:
-            try:
-                step = next(program)
-                while True:
-                    statement, params = step
-                    for text in statement if isinstance(statement, tuple) else (statement,):
-                        cursor = await conn.execute(text, params)
-                    rows: Rows = await cursor.fetchall() if cursor.description else []
-                    step = program.send(rows)
-            except StopIteration as done:
-                ids: list[str] = done.value
-        return ids
+            return await drive_async(conn, program)
 
     def _store_jobs(
         self, docs: list[dict[str, Any]], clock: float | None
-    ) -> dependencies.Program[list[str]]:
+    ) -> Program[list[str]]:
         """The statements that store `docs`, and each job's id as the caller gets it. Jobs
         without a unique key or dependencies in one batch; jobs with dependencies, or that
         others of the batch depend on, as `dependencies.store` writes them (after it has
@@ -91,7 +82,7 @@ class EnqueueOps(SqlBase):
         if linked:
             yield from dependencies.store(self.q, docs, self._array, clock, insert, waited)
         else:
-            yield from dependencies.each(insert)
+            yield from each(insert)
         for doc in docs:
             if doc["unique_key"] is not None:
                 rows = yield (self.q.ENQUEUE_UNIQUE, dict(doc, now=clock))
@@ -108,10 +99,10 @@ class EnqueueOps(SqlBase):
 
     def _enqueue_steps(
         self, docs: list[dict[str, Any]], clock: float
-    ) -> dependencies.Program[list[str]]:
+    ) -> Program[list[str]]:
         """An enqueue into the caller's transaction, as statements: the wake-ups first (a
         NOTIFY is delivered by the caller's commit, and only by it), then the jobs."""
-        yield from dependencies.each(self._wake_steps({str(d["queue"]) for d in docs}))
+        yield from each(self._wake_steps({str(d["queue"]) for d in docs}))
         return (yield from self._store_jobs(docs, clock))
 
     def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:

@@ -39,7 +39,8 @@ from heartq.model import (
 )
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Rows, SqlBase
+from heartq.store.sql.base import SqlBase
+from heartq.store.sql.program import Rows
 
 T = TypeVar("T")
 

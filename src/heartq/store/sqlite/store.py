@@ -23,11 +23,11 @@ from typing import Any
 from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
 from heartq.store.sql.base import (
-    Step,
     missing_migrations,
     refuse_unknown_versions,
     schema_version,
 )
+from heartq.store.sql.program import Step
 from heartq.store.sql.store import SqlStore
 from heartq.store.sqlite import borrowed, lock_files
 from heartq.store.sqlite import queries as q
