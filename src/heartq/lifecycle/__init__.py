@@ -33,6 +33,9 @@ the worker's alone and never stored. The modules, one question each:
   its fate (the worker, the store after a crash, nobody once its transaction committed).
 - `fate`: the fate the worker decides (`decide` -> a `Finish`: succeeded, retried, dead,
   cancelled) and the `dead_reason` every dead job gets.
+- `landed`: what the store makes of a fate when it lands on the job's row as it stands
+  then (a cancel requested meanwhile; attempts that do not count), the rules each
+  dialect's FINISH and RELEASE write in SQL.
 - `reclaimed`: the fate of an attempt someone else closed (crashed, or interrupted by a
   database outage: `INFRASTRUCTURE`, `MAX_INTERRUPTIONS`).
 - `crash`: what is kept of a crashed or interrupted attempt (its crash context).
