@@ -24,11 +24,15 @@ Metrics (all prefixed `heartq_`):
   limit holds back once reached).
 - `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
 - `job_duration_seconds{task}`: how long attempts ran (succeeded or failed).
-- `jobs{queue,status}`: jobs in the store (every status of every queue that has jobs).
+- `jobs{queue,status}`: jobs in the store by shown state (every state of every queue
+  that has jobs): `claimed` counts the jobs claimed ahead (`--prefetch`, not started),
+  `running` those started (`heartq.inspect.states`).
 - `store_up`: 1 when the scrape could read the store, else 0.
 - `worker_heartbeat_age_seconds`: since this worker's last successful heartbeat (since
   the metrics started, before the first one).
-- `worker_running_jobs`, `worker_concurrency`, `worker_info{worker_id,name,pool,queues}`.
+- `worker_running_jobs` (attempts started, not yet saved), `worker_claimed_ahead_jobs`
+  (held in its buffer, not started), `worker_concurrency`,
+  `worker_info{worker_id,name,pool,queues}`.
 """
 
 from __future__ import annotations
@@ -173,13 +177,17 @@ class ScrapeCollector(Collector):
                 "Seconds since this worker's last successful heartbeat.",
             ),
             GaugeMetricFamily("heartq_worker_running_jobs", "Attempts this worker is running now."),
+            GaugeMetricFamily(
+                "heartq_worker_claimed_ahead_jobs",
+                "Jobs this worker claimed ahead (--prefetch) and holds, not started.",
+            ),
             GaugeMetricFamily("heartq_worker_concurrency", "Jobs this worker runs at once."),
         )
 
     def collect(self) -> Iterator[Metric]:
-        up, jobs, age, running, concurrency = self._families()
+        up, jobs, age, running, ahead, concurrency = self._families()
         try:
-            counts = self._reader.call(self._worker.store.count_jobs)
+            counts = self._reader.call(self._worker.store.job_counts)
             waits = self._reader.call(self._worker.store.queue_waits)
             rated = self._reader.call(self._worker.store.rate_usage)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
@@ -206,6 +214,8 @@ class ScrapeCollector(Collector):
         yield age
         running.add_metric([], len(self._worker.running_jobs))
         yield running
+        ahead.add_metric([], len(self._worker.ledger.ahead()))
+        yield ahead
         concurrency.add_metric([], self._worker.concurrency)
         yield concurrency
         info = InfoMetricFamily("heartq_worker", "This worker process.")

@@ -473,6 +473,17 @@ class QueueWait:
 
 
 @dataclass(frozen=True)
+class JobCount:
+    """How many jobs of a queue are in a status (`Store.job_counts`); of `running` ones,
+    how many are claimed ahead: held in a worker's buffer (`--prefetch`), not started."""
+
+    queue: str
+    status: str
+    count: int
+    claimed_ahead: int = 0
+
+
+@dataclass(frozen=True)
 class JobPage:
     """One page of `browse_jobs`: its jobs, newest first, and where the next page starts
     (`next_before`, None at the oldest job). A page reads at most `scan` jobs of the

@@ -14,7 +14,8 @@ from heartq.store.interface import LivenessHandle
 from tests.cli.helpers import HeartqCli, assert_fits, wait_for
 
 WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurrency",
-                 "started_at", "last_heartbeat_at", "running", "abandoned"}  # fmt: skip
+                 "started_at", "last_heartbeat_at", "running", "claimed_ahead",
+                 "abandoned"}  # fmt: skip
 
 
 def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
@@ -49,8 +50,8 @@ def test_workers_of_a_stopped_and_a_live_worker(
     out = heartq("workers").ok().out
     assert_fits(out)
     header = out.split("\n", 1)[0].split()
-    assert header == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "ABANDONED", "HEARTBEAT"]
-    assert re.search(r"live-1\s+active\s+cpu,default\s+1/3\s+0\s+\d+\.\ds ago", out), out
+    assert header == ["ID", "NAME", "STATUS", "QUEUES", "JOBS", "AHEAD", "ABANDONED", "HEARTBEAT"]
+    assert re.search(r"live-1\s+active\s+cpu,default\s+1/3\s+0\s+0\s+\d+\.\ds ago", out), out
     assert "1 active, running 1 of 3 slots" in out
     both = heartq("workers", "--all").ok().out
     assert "burst-1" in both and "stopped" in both
@@ -186,10 +187,10 @@ def test_stats(heartq: HeartqCli) -> None:
     heartq.add("ok", queue="mail", delay=600)
     stats = heartq.json("stats")
     assert stats["jobs"] == {
-        "default": {"waiting": 0, "queued": 0, "running": 0, "succeeded": 1, "dead": 1,
-                    "cancelled": 0},
-        "mail": {"waiting": 0, "queued": 2, "running": 0, "succeeded": 0, "dead": 0,
-                 "cancelled": 0},
+        "default": {"waiting": 0, "queued": 0, "claimed": 0, "running": 0, "succeeded": 1,
+                    "dead": 1, "cancelled": 0},
+        "mail": {"waiting": 0, "queued": 2, "claimed": 0, "running": 0, "succeeded": 0,
+                 "dead": 0, "cancelled": 0},
     }
     assert stats["totals"]["all"] == 4 and stats["dead"] == 1
     assert stats["workers"]["active"] == 0
@@ -198,7 +199,7 @@ def test_stats(heartq: HeartqCli) -> None:
     assert stats["url"] == heartq.url
     out = heartq("stats").ok().out
     assert_fits(out)
-    assert re.search(r"default\s+0\s+0\s+0\s+1\s+1\s+0\s+2", out), out
-    assert re.search(r"mail\s+0\s+2\s+0\s+0\s+0\s+0\s+2", out), out
-    assert re.search(r"all\s+0\s+2\s+0\s+1\s+1\s+0\s+4", out), out
+    assert re.search(r"default\s+0\s+0\s+0\s+0\s+1\s+1\s+0\s+2", out), out
+    assert re.search(r"mail\s+0\s+2\s+0\s+0\s+0\s+0\s+0\s+2", out), out
+    assert re.search(r"all\s+0\s+2\s+0\s+0\s+1\s+1\s+0\s+4", out), out
     assert f"(job {waiting})" in out and "1 dead job" in out

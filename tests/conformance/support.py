@@ -57,6 +57,7 @@ WORKER_FIELDS = frozenset(
         "started_at",
         "last_heartbeat_at",
         "running",
+        "claimed_ahead",
         "abandoned",
     }
 )

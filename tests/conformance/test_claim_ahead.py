@@ -158,3 +158,43 @@ def test_keyed_jobs_are_never_claimed_ahead(store: Store, t0: float) -> None:
     enqueue_one(store, t0, task="t", concurrency_key="k", concurrency_limit=5)
     claim = store.claim("w1", ["default"], 0, LEASE, now=t0, ahead=3)
     assert list(claim) == [] and claim.ahead == []
+
+
+def test_the_operators_reads_tell_jobs_claimed_ahead_from_started_ones(
+    store: Store, t0: float
+) -> None:
+    """`list_jobs` and `browse_jobs` filter on it, `job_counts` counts them apart within
+    each queue's running jobs (the same statement), `list_workers` counts each worker's
+    started and claimed-ahead jobs apart: what `heartq.inspect` shows as `claimed`."""
+    register(store, "w1", t0)
+    register(store, "w2", t0)
+    first, second, third = _enqueue(store, t0, 3)
+    claim = store.claim("w1", ["default"], 1, LEASE, now=t0, ahead=2)
+    assert [j.id for j in claim] == [first]
+    other = enqueue_one(store, t0, task="t", queue="other")
+    store.claim("w2", ["other"], 1, LEASE, now=t0)
+
+    def ids(jobs: list[dict[str, object]]) -> list[object]:
+        return sorted(j["id"] for j in jobs)
+
+    assert ids(store.list_jobs(status="running", claimed_ahead=True)) == sorted([second, third])
+    assert ids(store.list_jobs(status="running", claimed_ahead=False)) == sorted([first, other])
+    assert ids(store.list_jobs(status="running")) == sorted([first, second, third, other])
+    page = store.browse_jobs(status="running", claimed_ahead=True)
+    assert ids(page.jobs) == sorted([second, third])
+    page = store.browse_jobs(status="running", queue="default", claimed_ahead=False)
+    assert ids(page.jobs) == [first]
+
+    counts = {(c.queue, c.status): (c.count, c.claimed_ahead) for c in store.job_counts()}
+    assert counts == {("default", "running"): (3, 2), ("other", "running"): (1, 0)}
+    assert sorted(store.count_jobs()) == [("default", "running", 3), ("other", "running", 1)]
+    held = {w["id"]: (w["running"], w["claimed_ahead"]) for w in store.list_workers()}
+    assert held == {"w1": (1, 2), "w2": (1, 0)}
+
+    # started: no longer claimed ahead, anywhere
+    assert store.start_ahead([claim.ahead[0].lease], LEASE, now=t0 + 1) == [claim.ahead[0].lease]
+    assert ids(store.list_jobs(status="running", claimed_ahead=True)) == [third]
+    counts = {(c.queue, c.status): (c.count, c.claimed_ahead) for c in store.job_counts()}
+    assert counts[("default", "running")] == (3, 1)
+    held = {w["id"]: (w["running"], w["claimed_ahead"]) for w in store.list_workers()}
+    assert held["w1"] == (2, 1)

@@ -47,8 +47,8 @@ def test_the_overview_counts_jobs_charts_their_ends_and_lists_live_workers(
     text = page(dashboard().get("/"))
 
     assert dict(CARD.findall(text)) == {
-        "waiting": "0", "queued": "1", "running": "0", "succeeded": "2", "dead": "1",
-        "cancelled": "0",
+        "waiting": "0", "queued": "1", "claimed": "0", "running": "0", "succeeded": "2",
+        "dead": "1", "cancelled": "0",
     }  # fmt: skip
     assert '<a href="/jobs?queue=emails">emails</a>' in text
     assert '<a href="/jobs?queue=reports">reports</a>' in text
@@ -350,6 +350,34 @@ def test_workers_shows_how_many_attempts_each_worker_abandoned(
     shown = dict(re.findall(r'data-worker="([^"]*)".*?data-abandoned="(\d+)"', text, re.S))
     assert shown == {"w-stuck": "2", "w-fine": "0"}
     assert "Abandoned" in text and "a thread cannot be stopped" in text
+
+
+def test_jobs_claimed_ahead_show_as_claimed_not_running(
+    store: Store, dashboard: Dashboard
+) -> None:
+    """A worker's buffer (`--prefetch`): its jobs are `running` in the database, not
+    started; every page shows them `claimed`, filters them apart, and counts them apart
+    from the started one (heartq.inspect.states)."""
+    now = store.clock()
+    register(store, "w-pre", now, concurrency=1)
+    started, *ahead = [enqueue_one(store, now) for _ in range(3)]
+    store.claim("w-pre", ["default"], 1, 60.0, now=now, ahead=2)
+    client = dashboard(allow_actions=True)
+
+    text = page(client.get("/"))
+    assert dict(CARD.findall(text))["claimed"] == "2"
+    assert dict(CARD.findall(text))["running"] == "1"
+    text = page(client.get("/jobs?status=claimed"))
+    assert sorted(re.findall(r'<tr data-job="([^"]+)"', text)) == sorted(ahead)
+    assert re.findall(r'<tr data-job="([^"]+)"', page(client.get("/jobs?status=running"))) == [
+        started
+    ]
+    text = page(client.get(f"/jobs/{ahead[0]}"))
+    assert '<span class="status status-claimed">claimed</span>' in text
+    assert 'data-testid="claimed-ahead"' in text and 'data-testid="lease"' in text
+    assert "Cancel this job" in text  # held by its worker: a cancel asks it
+    text = page(client.get("/workers"))
+    assert 'data-running="1"' in text and 'data-claimed-ahead="2"' in text
 
 
 def test_the_dead_letter_queue_lists_dead_jobs_newest_first(

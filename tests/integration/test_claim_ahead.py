@@ -2,20 +2,26 @@
 killed worker held in its buffer go back with no attempt counted, one whose code started
 counts its attempt (a job that kills its worker cannot loop for ever), a graceful stop
 releases the buffer, a cancel of a buffered job ends it cancelled without running it,
-and `heartq jobs show` tells a buffered job from a started one (docs/DESIGN.md,
-"Claim ahead")."""
+and every screen (the command line, `--json` included, the dashboard, the metrics) shows
+a buffered job as claimed ahead, not running (docs/DESIGN.md, "Claim ahead")."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
 
+from heartq.dashboard import create_app
 from heartq.model import NewJob
+from tests.support import free_port
 
 from .conftest import STEADY, Harness
 
@@ -162,3 +168,112 @@ def test_jobs_show_tells_a_buffered_job_from_a_started_one(harness: Harness) -> 
     started = show(holding)
     assert "claimed ahead" not in started, started
     assert worker.id in started
+
+
+def heartq(harness: Harness, *args: str) -> str:
+    """`heartq ARGS --url URL`, as an operator runs it: its stdout."""
+    argv = [sys.executable, "-m", "heartq", *args, "--url", harness.url]
+    done = subprocess.run(
+        argv, cwd=harness.dir, env={**harness.env, "COLUMNS": "200"},
+        capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+    """The worker's metrics, by (name, labels); None while its server is not up."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_every_screen_shows_buffered_jobs_as_claimed_ahead_not_running(
+    harness: Harness,
+) -> None:
+    """One slot running a job and two jobs in the buffer: each screen says 1 running and
+    2 claimed ahead (it once said "running 3 of 1 slots", listed all three as running,
+    and showed a buffered job "running for 5.2s" beside "started: not yet")."""
+    holding = enqueue(harness, "hold", 9, {"seconds": 60})
+    ahead = [enqueue(harness, "quick", 5 - n) for n in range(2)]
+    port = free_port()
+    worker = prefetching(harness, 2, "--metrics-port", str(port))
+    harness.wait_for(lambda: harness.started_file(holding, 1).exists(), WAIT, "the first start")
+    harness.wait_for(lambda: buffered(harness, ahead, worker.id), WAIT, "the buffer to fill")
+
+    # heartq workers: running and claimed ahead counted apart
+    [row] = [w for w in json.loads(heartq(harness, "workers", "--json")) if w["id"] == worker.id]
+    assert (row["running"], row["claimed_ahead"], row["concurrency"]) == (1, 2, 1), row
+    text = heartq(harness, "workers")
+    assert "running 1 of 1 slots, 2 claimed ahead" in text, text
+    assert re.search(rf"{worker.id}.*\s1/1\s+2\s+0\s", text), text
+
+    # heartq jobs list: the shown state, and filters by it
+    listed = json.loads(heartq(harness, "jobs", "list", "--status", "running", "--json"))
+    assert [(j["id"], j["status"]) for j in listed] == [(holding, "running")]
+    listed = json.loads(heartq(harness, "jobs", "list", "--status", "claimed", "--json"))
+    assert sorted((j["id"], j["status"], j["claimed_ahead"]) for j in listed) == sorted(
+        (job_id, "claimed", True) for job_id in ahead
+    )
+    text = heartq(harness, "jobs", "list")
+    for job_id in ahead:
+        assert re.search(rf"{job_id}\s+quick\s+claimed\s", text), text
+    assert re.search(rf"{holding}\s+hold\s+running\s", text), text
+
+    # heartq jobs show: claimed, not started, its attempt not running
+    shown = json.loads(heartq(harness, "jobs", "show", ahead[0], "--json"))
+    assert shown["status"] == "claimed" and shown["claimed_ahead"] is True
+    assert shown["worker_gone"] is False
+    [attempt] = shown["executions"]
+    assert attempt["claimed_ahead"] is True and attempt["duration"] is None
+    text = heartq(harness, "jobs", "show", ahead[0])
+    assert re.search(r"status\s+claimed", text) and "running" not in text, text
+    assert f"claimed ahead by {worker.id}" in text and "not yet" in text, text
+    assert "claimed ahead, not started" in text, text
+    text = heartq(harness, "jobs", "show", holding)
+    assert re.search(r"status\s+running", text) and "running for" in text, text
+
+    # heartq stats
+    stats = json.loads(heartq(harness, "stats", "--json"))
+    assert (stats["totals"]["running"], stats["totals"]["claimed"]) == (1, 2), stats
+    assert (stats["workers"]["running_jobs"], stats["workers"]["claimed_ahead_jobs"]) == (1, 2)
+    assert "running 1 of 1 slots, 2 claimed ahead" in heartq(harness, "stats")
+
+    # the worker's metrics
+    samples = harness.wait_for(lambda: scrape(port), WAIT, "the metrics server")
+    default = {"queue": "default"}
+
+    def sample(name: str, **labels: str) -> float | None:
+        return samples.get((name, frozenset(labels.items())))
+
+    assert sample("heartq_jobs", status="claimed", **default) == 2
+    assert sample("heartq_jobs", status="running", **default) == 1
+    assert sample("heartq_worker_running_jobs") == 1
+    assert sample("heartq_worker_claimed_ahead_jobs") == 2
+
+    # the dashboard
+    with TestClient(create_app(harness.url), follow_redirects=False) as client:
+        try:
+            page = client.get("/workers").text
+            assert f'data-worker="{worker.id}"' in page
+            assert 'data-running="1"' in page and 'data-claimed-ahead="2"' in page, page
+            page = client.get("/jobs?status=claimed").text
+            assert sorted(re.findall(r'<tr data-job="([^"]+)"', page)) == sorted(ahead)
+            assert page.count('<span class="status status-claimed">claimed</span>') == 2
+            page = client.get("/jobs?status=running").text
+            assert re.findall(r'<tr data-job="([^"]+)"', page) == [holding]
+            page = client.get(f"/jobs/{ahead[0]}").text
+            assert '<span class="status status-claimed">claimed</span>' in page
+            assert 'data-testid="claimed-ahead"' in page
+            page = client.get("/").text
+            assert re.search(r'data-testid="total-claimed".*?<span class="n">2</span>', page)
+            assert re.search(r'data-testid="total-running".*?<span class="n">1</span>', page)
+        finally:
+            client.app.state.store.close()  # type: ignore[attr-defined]

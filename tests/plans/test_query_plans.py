@@ -269,8 +269,8 @@ def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -
         try:
             pg.migrate()
             ids = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
-            params = {"status": "dead", "queue": None, "task": None, "before": ids[-1],
-                      "limit": 51, "scan_offset": 499}  # fmt: skip
+            params = {"status": "dead", "queue": None, "task": None, "ahead": None,
+                      "before": ids[-1], "limit": 51, "scan_offset": 499}  # fmt: skip
             plans = []
             with pg.pool.transaction() as conn:
                 *setup, floor_of = pg_q.BROWSE_FLOOR_BEFORE

@@ -1719,8 +1719,9 @@ class Checker:
                 self.fail(f"worker #{proc.number} ({proc.id}) missing from the registry")
             elif row["status"] == "active":
                 self.fail(f"worker #{proc.number} ({proc.id}) still active after stopping")
-            elif row["running"]:
-                self.fail(f"worker #{proc.number} ({proc.id}) still holds {row['running']} jobs")
+            elif row["running"] or row["claimed_ahead"]:
+                held = row["running"] + row["claimed_ahead"]
+                self.fail(f"worker #{proc.number} ({proc.id}) still holds {held} jobs")
 
     # -- figures ----------------------------------------------------------------------
     def report(self, wall0: float) -> dict[str, Any]:

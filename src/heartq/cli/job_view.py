@@ -14,6 +14,7 @@ from heartq import display, policy
 from heartq.cli import render
 from heartq.inspect.attempts import attempt_timing
 from heartq.inspect.fleet import GONE_HINT
+from heartq.inspect.states import CLAIMED, HELD
 from heartq.model import JobStatus
 
 ERROR_LINES = 20
@@ -22,7 +23,7 @@ ERROR_LINES = 20
 
 def job_view(job: dict[str, Any], now: float) -> Group:
     status = render.status_text(job["status"])
-    if job.get("cancel_requested") and job["status"] == JobStatus.RUNNING:
+    if job.get("cancel_requested") and job["status"] in HELD:
         status.append(" (cancel requested)", style="yellow")
     if job.get("worker_gone"):
         status.append(f" (worker gone: {GONE_HINT})", style=render.STATUS_STYLES["gone"])
@@ -48,14 +49,15 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     rows.extend(dependency_rows(job))
     if job["status"] == JobStatus.QUEUED:
         rows.append(("runs at", _when(job.get("run_at"), now)))
-    ahead = job["status"] == JobStatus.RUNNING and bool(job.get("claimed_ahead"))
-    if ahead:  # in its worker's buffer (--prefetch): claimed, its code not started
+    ahead = job["status"] == CLAIMED  # in its worker's buffer (--prefetch), not started
+    if ahead:
+        rows.append(("claimed", _when(job.get("started_at"), now)))
         rows.append(("started", "not yet: claimed ahead, waiting for a free slot"))
     elif job.get("started_at"):
         rows.append(("started", _when(job["started_at"], now)))
     if job.get("finished_at"):
         rows.append(("finished", _when(job["finished_at"], now)))
-    if job["status"] == JobStatus.RUNNING:
+    if job["status"] in HELD:
         worker = f"{job.get('worker_id')} (execution {job.get('execution_id')})"
         if ahead:
             worker = f"claimed ahead by {worker}"
@@ -228,7 +230,7 @@ def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
     )
     out = [header]
     for ex in executions:
-        outcome = ex.get("outcome") or "running"
+        outcome = ex.get("outcome") or (CLAIMED if ex.get("claimed_ahead") else "running")
         start_text = display.fmt_time(ex.get("started_at"))
         timing = attempt_timing(ex)
         running_for = timing.running_for(now)
@@ -249,6 +251,8 @@ def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
             when = f"{start_text} -> {end_text}  ({display.fmt_seconds(timing.duration)})"
         elif running_for is not None:
             when = f"{start_text}, running for {display.fmt_seconds(running_for)}"
+        elif ex.get("claimed_ahead"):
+            when = f"{start_text}, claimed ahead, not started"
         else:
             when = start_text
         line = Text(f"  #{ex.get('execution_id')}  ")

@@ -12,12 +12,15 @@ from heartq import display, ids
 from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.cli.job_view import job_view, last_error
+from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.jobs import job_detail
-from heartq.model import JOB_STATUSES, CancelResult
+from heartq.inspect.states import SHOWN_STATUSES, shown_status
+from heartq.model import CancelResult
 
 
 def status_choice() -> click.Choice[str]:
-    return click.Choice(JOB_STATUSES)
+    """The shown states: `claimed` (claimed ahead, not started) apart from `running`."""
+    return click.Choice(SHOWN_STATUSES)
 
 
 @click.group("jobs")
@@ -36,7 +39,7 @@ def list_command(
 ) -> None:
     """The newest jobs, with their state and attempts."""
     store = store_for(url, existing=True)
-    jobs = store.list_jobs(status=status, queue=queue, limit=limit)
+    jobs = inspect_jobs.list_jobs(store, status=status, queue=queue, limit=limit)
     if as_json:
         print_json(jobs)
         return
@@ -105,7 +108,7 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
     store = store_for(url, existing=True)
     job_id = store.resolve_job_id(job_id)
     result = store.cancel_job(job_id, by=ids.requester("heartq jobs cancel"))
-    status = store.get_job(job_id)["status"]
+    status = shown_status(store.get_job(job_id))
     if as_json:
         print_json({"id": job_id, "result": result.value, "status": status})
         return

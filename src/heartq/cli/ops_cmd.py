@@ -24,10 +24,11 @@ from heartq.cli.common import (
 from heartq.config import Settings
 from heartq.hooks import run_crash_hooks
 from heartq.inspect.fleet import GONE_HINT
+from heartq.inspect.states import SHOWN_STATUSES
 from heartq.inspect.stats import collect_stats
 from heartq.maintenance.findings import Findings, PassCutShort
 from heartq.maintenance.reclaim import reclaim_pass
-from heartq.model import JOB_STATUSES, DetectedBy, JobStatus, Reclaimed, StaleWorker
+from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
 
 
 def _quiet_events() -> None:
@@ -207,15 +208,15 @@ def stats_command(url: str | None, as_json: bool) -> None:
         print_json(stats)
         return
     console = render.make_console()
-    t = render.table("QUEUE", *(s.upper() for s in JOB_STATUSES), "TOTAL")
+    t = render.table("QUEUE", *(s.upper() for s in SHOWN_STATUSES), "TOTAL")
     for column in t.columns[1:]:
         column.justify = "right"
     for queue, counts in sorted(stats["jobs"].items()):
-        t.add_row(Text(queue), *(str(counts[s]) for s in JOB_STATUSES), str(sum(counts.values())))
+        t.add_row(Text(queue), *(str(counts[s]) for s in SHOWN_STATUSES), str(sum(counts.values())))
     totals = stats["totals"]
     if len(stats["jobs"]) != 1:
         t.add_row(
-            Text("all", style="bold"), *(str(totals[s]) for s in JOB_STATUSES), str(totals["all"])
+            Text("all", style="bold"), *(str(totals[s]) for s in SHOWN_STATUSES), str(totals["all"])
         )
     render.fit(t, console.width, shrink=("QUEUE",))
     console.print(Text(f"queue {stats['url']}", style="dim"))
@@ -225,11 +226,13 @@ def stats_command(url: str | None, as_json: bool) -> None:
         console.print("no jobs")
     w = stats["workers"]
     workers = f"{w['active']} active, running {w['running_jobs']} of {w['slots']} slots"
+    if w["claimed_ahead_jobs"]:
+        workers += f", {w['claimed_ahead_jobs']} claimed ahead"
     if w["max_heartbeat_age"] is not None:
         workers += f", oldest heartbeat {w['max_heartbeat_age']:.1f}s ago"
     rows: list[tuple[str, str | Text]] = [("workers", workers)]
     if w["gone"]:
-        held = w["gone_running_jobs"]
+        held = w["gone_running_jobs"] + w["gone_claimed_ahead_jobs"]
         rows.append(
             (
                 "gone",

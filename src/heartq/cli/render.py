@@ -28,6 +28,7 @@ MIN_FLEXIBLE_WIDTH = 4
 STATUS_STYLES = {
     "waiting": "magenta",
     "queued": "yellow",
+    "claimed": "blue",
     "running": "cyan",
     "succeeded": "green",
     "dead": "bold red",

@@ -37,7 +37,8 @@ from heartq.dashboard.security import (
     csrf_token,
 )
 from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
-from heartq.inspect.fleet import ABANDONED_HINT, GONE_HINT
+from heartq.inspect import jobs as inspect_jobs
+from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 from heartq.model import CancelResult, JobStatus
 from heartq.store import Store, open_store, redact, redact_text
 
@@ -127,8 +128,8 @@ class Dashboard:
         queue = _typed(query.get("queue", "").strip(), "a queue") or None
         task = _typed(query.get("task", "").strip(), "a task") or None
         before = _typed(query.get("before", ""), "a page's start") or None
-        page = self.store.browse_jobs(
-            status=status, queue=queue, task=task, before=before, limit=PAGE_SIZE
+        page = inspect_jobs.browse_jobs(
+            self.store, status=status, queue=queue, task=task, before=before, limit=PAGE_SIZE
         )
         now = self.store.clock()
         filters = {"status": status or "", "queue": queue or "", "task": task or ""}
@@ -172,6 +173,7 @@ class Dashboard:
             include_all=include_all,
             gone_hint=GONE_HINT,
             abandoned_hint=ABANDONED_HINT,
+            claimed_ahead_hint=CLAIMED_AHEAD_HINT,
         )
 
     def dlq(self, request: Request) -> Response:

@@ -1,7 +1,8 @@
 """What each page shows, read from the store: plain dicts and lists for the templates.
 
-Every read goes through the same `Store` operations as the command line (`count_jobs`,
-`browse_jobs`, `get_job`, `list_workers`, `list_jobs`, ...), and every time shown is the
+Every read goes through the same `Store` operations and read model (`heartq.inspect`)
+as the command line (`job_counts`, `browse_jobs`, `get_job`, `list_workers`, `list_jobs`,
+...), so a job claimed ahead shows `claimed` here as there, and every time shown is the
 database's (`store.clock()`), so ages agree with what workers judge by.
 """
 
@@ -16,14 +17,17 @@ from typing import Any, Generic, TypeVar
 
 from heartq import display
 from heartq.inspect import fleet
+from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.states import HELD, SHOWN_STATUSES
 from heartq.inspect.stats import count_totals, jobs_by_queue
-from heartq.model import JobStatus
+from heartq.model import JobCount
 from heartq.store import Store
 from heartq.store.interface import Inspector, Registry
 from heartq.timeutil import iso
 
-STATUSES = [s.value for s in JobStatus]
+STATUSES = list(SHOWN_STATUSES)
+"""The states a job is shown in (`claimed`: claimed ahead, apart from `running`)."""
 CHART_MINUTES = 60
 CHART_HEIGHT = 120
 CHART_BAR = 10
@@ -87,13 +91,13 @@ class Bar:
 class OverviewReads:
     """The overview's costly reads, shared by every page a dashboard serves."""
 
-    counts: Throttled[list[tuple[str, str, int]]]
+    counts: Throttled[list[JobCount]]
     finished: Throttled[list[tuple[float, str, int]]]
 
     @classmethod
     def of(cls, store: Inspector) -> OverviewReads:
         return cls(
-            counts=Throttled(store.count_jobs),
+            counts=Throttled(store.job_counts),
             finished=Throttled(lambda: store.finished_per_minute(CHART_MINUTES)),
         )
 
@@ -204,16 +208,19 @@ def _cut(text: str | None) -> str:
 
 
 def lease_left(job: dict[str, Any], now: float) -> float | None:
-    """Seconds before a running job's lease runs out (negative: overdue)."""
-    if job["status"] != JobStatus.RUNNING.value:
+    """Seconds before the lease of a job a worker holds (running or claimed ahead) runs
+    out (negative: overdue)."""
+    if job["status"] not in HELD:
         return None
     expires = display.epoch_of(job["lease_expires_at"])
     return None if expires is None else expires - now
 
 
-def job_detail(store: Inspector, job_id: str) -> dict[str, Any]:
+def job_detail(store: Store, job_id: str) -> dict[str, Any]:
+    """The job as `heartq jobs show` reads it (`heartq.inspect.jobs.job_detail`: its
+    shown state, its attempts timed), laid out for the page."""
     now = store.clock()
-    job = job_row(store.get_job(job_id), now)
+    job = job_row(inspect_jobs.job_detail(store, job_id), now)
     job["args_pretty"] = pretty(job["args"])
     job["result_pretty"] = pretty(job["result"])
     job["checkpoint_pretty"] = pretty(job["checkpoint"])

@@ -5,8 +5,11 @@ so that no two screens can disagree on a figure. Each screen keeps only its pres
 
 - `heartq.inspect.attempts`: an attempt's timing (duration, last sign of life, detection
   delay).
-- `heartq.inspect.jobs`: one job as an operator reads it (its worker's liveness, its
-  attempts timed).
-- `heartq.inspect.fleet`: the workers as shown (heartbeat age, `gone`).
+- `heartq.inspect.states`: the state a job is shown in (`claimed` for a job claimed
+  ahead, not `running`), and the store's filters for it.
+- `heartq.inspect.jobs`: jobs in their shown state, listed and filtered by it; one job
+  as an operator reads it (its worker's liveness, its attempts timed).
+- `heartq.inspect.fleet`: the workers as shown (heartbeat age, `gone`, jobs running and
+  claimed ahead).
 - `heartq.inspect.stats`: jobs by queue and state, and the queue at a glance.
 """

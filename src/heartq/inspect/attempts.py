@@ -67,7 +67,11 @@ def _ms(seconds: float) -> float:
 
 
 def attempt_timing(ex: dict[str, Any]) -> AttemptTiming:
-    """The timing of one execution document."""
+    """The timing of one execution document. The open attempt of a job claimed ahead
+    (`claimed_ahead`, marked by `timed`) has not started: its `started_at` is its
+    claim's time, so it has run for nothing yet."""
+    if ex.get("claimed_ahead"):
+        return AttemptTiming(None, None)
     started, ended = epoch_of(ex.get("started_at")), epoch_of(ex.get("ended_at"))
     alive = last_sign_of_life(ex, started, ended)
     if alive is None:
@@ -97,7 +101,13 @@ def last_sign_of_life(
     return max(signs) if signs else None
 
 
-def timed(executions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The execution documents with their `duration` and `detection_delay` (`jobs show
-    --json`)."""
-    return [dict(ex, **attempt_timing(ex).as_json()) for ex in executions]
+def timed(executions: list[dict[str, Any]], claimed_ahead: bool = False) -> list[dict[str, Any]]:
+    """The execution documents with `claimed_ahead` (true for the open attempt of a job
+    claimed ahead, `claimed_ahead` here: claimed, its code not started) and their
+    `duration` and `detection_delay` (`jobs show --json`)."""
+    out = []
+    for ex in executions:
+        ahead = claimed_ahead and ex.get("ended_at") is None
+        doc = dict(ex, claimed_ahead=ahead)
+        out.append(dict(doc, **attempt_timing(doc).as_json()))
+    return out

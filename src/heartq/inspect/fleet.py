@@ -1,6 +1,8 @@
 """The workers as operators are shown them, from the command line and the dashboard
-alike: how long ago each was heard from, whether an `active` one is gone, and how many
-attempts' code it abandoned (`abandoned`, from its registry row: the heartbeat writes it)."""
+alike: how long ago each was heard from, whether an `active` one is gone, the jobs it
+holds (`running`: started; `claimed_ahead`: in its `--prefetch` buffer, not started,
+taking no slot), and how many attempts' code it abandoned (`abandoned`, from its
+registry row: its pulse writes it within about a second of a change)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,12 @@ from heartq.store.interface import Registry
 
 GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
 """What `gone` means, in every command that shows it."""
+
+CLAIMED_AHEAD_HINT = (
+    "jobs a worker claimed ahead of its free slots (--prefetch) and holds, not started: "
+    "each starts when one of its slots frees up"
+)
+"""What a worker's `claimed_ahead` count (a job's `claimed` state) means, wherever shown."""
 
 ABANDONED_HINT = (
     "attempts whose end was decided (timed out, cancelled, lease lost) while their code "

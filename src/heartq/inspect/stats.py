@@ -9,21 +9,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from heartq.inspect import fleet
-from heartq.model import JOB_STATUSES, JobStatus
+from heartq.inspect.states import SHOWN_STATUSES, shown_counts
+from heartq.model import JobCount, JobStatus
 from heartq.store import Store, redact
 
 
-def jobs_by_queue(counts: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
-    """`Store.count_jobs()` as queue -> status -> count, every status present (0 if none)."""
+def jobs_by_queue(counts: Iterable[JobCount]) -> dict[str, dict[str, int]]:
+    """`Store.job_counts()` as queue -> shown state -> count, every state present (0 if
+    none): `claimed` (claimed ahead) apart from `running` (started)."""
     by_queue: dict[str, dict[str, int]] = {}
-    for queue, status, count in counts:
-        by_queue.setdefault(queue, dict.fromkeys(JOB_STATUSES, 0))[status] = count
+    for queue, status, count in shown_counts(counts):
+        by_queue.setdefault(queue, dict.fromkeys(SHOWN_STATUSES, 0))[status] = count
     return by_queue
 
 
 def count_totals(by_queue: dict[str, dict[str, int]]) -> dict[str, int]:
-    """Jobs by state over every queue, every status present (0 if none)."""
-    out = dict.fromkeys(JOB_STATUSES, 0)
+    """Jobs by shown state over every queue, every state present (0 if none)."""
+    out = dict.fromkeys(SHOWN_STATUSES, 0)
     for statuses in by_queue.values():
         for status, count in statuses.items():
             out[status] += count
@@ -34,7 +36,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
     """What `heartq stats` shows (`--json` as is): the figures of the metrics endpoint
     and more, read once from the store."""
     now = store.clock()
-    by_queue = jobs_by_queue(store.count_jobs())
+    by_queue = jobs_by_queue(store.job_counts())
     totals = count_totals(by_queue)
     listed = fleet.workers(store, include_all=False, now=now)
     workers = [w for w in listed if not w["gone"]]
@@ -57,6 +59,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
         "workers": {
             "active": len(workers),
             "running_jobs": sum(w["running"] for w in workers),
+            "claimed_ahead_jobs": sum(w["claimed_ahead"] for w in workers),
             "slots": sum(w["concurrency"] for w in workers),
             "max_heartbeat_age": max(
                 (w["heartbeat_age"] for w in workers if w["heartbeat_age"] is not None),
@@ -64,6 +67,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
             ),
             "gone": len(gone),
             "gone_running_jobs": sum(w["running"] for w in gone),
+            "gone_claimed_ahead_jobs": sum(w["claimed_ahead"] for w in gone),
         },
         "oldest_queued_age": None if oldest is None else round(oldest.oldest_age or 0.0, 3),
         "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,

@@ -44,6 +44,7 @@ from heartq.model import (
     ClaimedJob,
     DependencyEnd,
     Finish,
+    JobCount,
     JobEnd,
     JobPage,
     Lease,
@@ -462,8 +463,15 @@ class Inspector(Clock, Protocol):
         ...
 
     def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]: ...
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+        claimed_ahead: bool | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest jobs matching the filters. `claimed_ahead` (with `status`
+        running): only jobs held in a worker's buffer (True) or only started ones (False)."""
+        ...
 
     def browse_jobs(
         self,
@@ -473,11 +481,12 @@ class Inspector(Clock, Protocol):
         before: str | None = None,
         limit: int = 50,
         scan: int = 10_000,
+        claimed_ahead: bool | None = None,
     ) -> JobPage:
         """Jobs by id, newest first (heartq's ids are time-ordered), those matching the
         filters, from the first id below `before`: a keyset page of the primary key that
         reads at most `scan` jobs, whatever the table holds (the dashboard's job list).
-        Ids a caller chose sort by their text."""
+        Ids a caller chose sort by their text. `claimed_ahead` as in `list_jobs`."""
         ...
 
     def finished_per_minute(
@@ -490,6 +499,11 @@ class Inspector(Clock, Protocol):
 
     def count_jobs(self) -> list[tuple[str, str, int]]:
         """`(queue, status, count)` for every non-empty pair."""
+        ...
+
+    def job_counts(self) -> list[JobCount]:
+        """`count_jobs`, with how many of each queue's running jobs are claimed ahead
+        (read in the same statement, so the figures agree): what operators are shown."""
         ...
 
     def has_pending(

@@ -109,5 +109,6 @@ def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "last_heartbeat_at": iso(row["last_heartbeat_at"]),
         "stopped_at": iso(row["stopped_at"]),
         "running": row["running"],
+        "claimed_ahead": row["claimed_ahead"],
         "abandoned": row["abandoned"],
     }

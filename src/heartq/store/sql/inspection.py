@@ -15,7 +15,7 @@ from typing import Any
 from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.ids import typed_forms
-from heartq.model import DependencyEnd, JobEnd, JobMatch, JobPage, QueueWait
+from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, QueueWait
 from heartq.store import records, serialize
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import SqlBase
@@ -117,10 +117,14 @@ class InspectOps(SqlBase):
         return records.job_end(job_id, row)
 
     def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 100
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+        claimed_ahead: bool | None = None,
     ) -> list[dict[str, Any]]:
         self.ensure_schema()
-        params = {"status": status, "queue": queue, "limit": limit}
+        params = {"status": status, "queue": queue, "limit": limit, "ahead": claimed_ahead}
         with self._read() as conn:
             rows = conn.execute(self.q.LIST_JOBS, params).fetchall()
         return [serialize.job_dict(row) for row in rows]
@@ -133,12 +137,13 @@ class InspectOps(SqlBase):
         before: str | None = None,
         limit: int = 50,
         scan: int = 10_000,
+        claimed_ahead: bool | None = None,
     ) -> JobPage:
         self.ensure_schema()
         scan = max(scan, limit + 1)
         params: dict[str, Any] = {"status": status, "queue": queue, "task": task,
-                                  "before": before, "limit": limit + 1,
-                                  "scan_offset": scan - 1}  # fmt: skip
+                                  "ahead": claimed_ahead, "before": before,
+                                  "limit": limit + 1, "scan_offset": scan - 1}  # fmt: skip
         floor_of, page = (
             (self.q.BROWSE_FLOOR_BEFORE, self.q.BROWSE_JOBS_BEFORE)
             if before is not None
@@ -165,9 +170,15 @@ class InspectOps(SqlBase):
         return [(float(r["minute"]), r["status"], int(r["n"])) for r in rows]
 
     def count_jobs(self) -> list[tuple[str, str, int]]:
+        return [(c.queue, c.status, c.count) for c in self.job_counts()]
+
+    def job_counts(self) -> list[JobCount]:
         self.ensure_schema()
         with self._read() as conn:
-            return [(r["queue"], r["status"], r["n"]) for r in conn.execute(self.q.COUNT_JOBS)]
+            rows = conn.execute(self.q.COUNT_JOBS).fetchall()
+        return [
+            JobCount(r["queue"], r["status"], int(r["n"]), int(r["ahead"] or 0)) for r in rows
+        ]
 
     def has_pending(
         self, queues: Sequence[str], now: float | None = None, retries: bool = True

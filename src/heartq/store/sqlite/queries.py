@@ -716,11 +716,15 @@ FROM heartq_workers WHERE id = :worker_id
 """
 
 # A worker no longer active runs no code: its last `abandoned` count is not shown.
+# `running`: the jobs it started; `claimed_ahead`: those it holds in its buffer (both
+# `running` rows of its lease, told apart by the column `claimed_ahead`).
 LIST_WORKERS = """
 SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues, w.concurrency,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        (SELECT count(*) FROM heartq_jobs j
-        WHERE j.worker_id = w.id AND j.status = 'running') AS running,
+        WHERE j.worker_id = w.id AND j.status = 'running' AND NOT j.claimed_ahead) AS running,
+       (SELECT count(*) FROM heartq_jobs j
+        WHERE j.worker_id = w.id AND j.status = 'running' AND j.claimed_ahead) AS claimed_ahead,
        CASE WHEN w.status = 'active' THEN w.abandoned ELSE 0 END AS abandoned
 FROM heartq_workers AS w
 WHERE (:include_all OR w.status = 'active')
@@ -764,9 +768,11 @@ GET_EXECUTIONS = """
 SELECT * FROM heartq_executions WHERE job_id = :job_id ORDER BY execution_id
 """
 
+# `:ahead` (true, false or null: either) tells running jobs claimed ahead from started ones.
 LIST_JOBS = """
 SELECT * FROM heartq_jobs
 WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+  AND (:ahead IS NULL OR claimed_ahead = :ahead)
 ORDER BY created_at DESC, id DESC
 LIMIT :limit
 """
@@ -782,7 +788,7 @@ _PAGE = """
 SELECT * FROM heartq_jobs
 WHERE {where} id >= :floor
   AND (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
-  AND (:task IS NULL OR task = :task)
+  AND (:task IS NULL OR task = :task) AND (:ahead IS NULL OR claimed_ahead = :ahead)
 ORDER BY id DESC LIMIT :limit
 """
 BROWSE_FLOOR = _FLOOR.format(where="")
@@ -902,8 +908,16 @@ ORDER BY run_at, id
 LIMIT 1
 """
 
+# Jobs by queue and status, and of the running ones how many are claimed ahead (`ahead`),
+# in one statement so the two agree. The count walks the status index; the running jobs
+# claimed ahead are read apart (running rows are few), so the column needs no index.
 COUNT_JOBS = """
-SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status ORDER BY queue, status
+SELECT c.queue, c.status, c.n, coalesce(a.n, 0) AS ahead
+FROM (SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status) AS c
+LEFT JOIN (SELECT queue, count(*) AS n FROM heartq_jobs
+           WHERE status = 'running' AND claimed_ahead GROUP BY queue) AS a
+    ON c.status = 'running' AND a.queue = c.queue
+ORDER BY c.queue, c.status
 """
 
 CANCEL_QUEUED = """
