@@ -45,19 +45,22 @@ def test_heartbeat_without_jobs_touches_the_worker(store: Store, t0: float) -> N
     assert at(worker(store, "w1")["last_heartbeat_at"], t0 + 7)
 
 
-def test_heartbeat_records_the_abandoned_attempts_of_the_worker(store: Store, t0: float) -> None:
+def test_the_worker_row_records_the_abandoned_attempts_of_the_worker(
+    store: Store, t0: float
+) -> None:
     """The worker's row keeps the count of attempts whose code it abandoned (their end
-    decided, their code still running), written by the heartbeat that renews its leases:
-    the same statement, one more parameter. A stopped worker runs no code: shown 0."""
+    decided, their code still running), written by its pulse when it changes; a
+    heartbeat leaves it as it is. A stopped worker runs no code: shown 0."""
     register(store, "w1", t0)
     register(store, "w2", t0)
     assert {w["id"]: w["abandoned"] for w in store.list_workers()} == {"w1": 0, "w2": 0}
     job = claim_one(store, "w1", enqueue_one(store, t0) and t0)
-    answers = store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 1, abandoned=2)
+    store.record_abandoned("w1", 2)
+    store.record_abandoned("w2", 1)
+    answers = store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 1)
     assert answers == {job.lease: RenewStatus.RENEWED}
-    store.heartbeat("w2", [], LEASE, now=t0 + 1, abandoned=1)
     assert {w["id"]: w["abandoned"] for w in store.list_workers()} == {"w1": 2, "w2": 1}
-    store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 2)  # its code returned
+    store.record_abandoned("w1", 0)  # its code returned
     store.stop_worker("w2", now=t0 + 3)
     everyone = {w["id"]: w["abandoned"] for w in store.list_workers(include_all=True)}
     assert everyone == {"w1": 0, "w2": 0}

@@ -340,11 +340,11 @@ def test_workers_shows_how_many_attempts_each_worker_abandoned(
     store: Store, dashboard: Dashboard
 ) -> None:
     """Attempts whose end a worker decided while their code still runs (a timed-out
-    thread), as its heartbeat reported them."""
+    thread), as its pulse recorded them."""
     now = store.clock()
     register(store, "w-stuck", now, name="stuck")
     register(store, "w-fine", now, name="fine")
-    store.heartbeat("w-stuck", [], 60.0, abandoned=2)
+    store.record_abandoned("w-stuck", 2)
     client = dashboard()
     text = page(client.get("/workers"))
     shown = dict(re.findall(r'data-worker="([^"]*)".*?data-abandoned="(\d+)"', text, re.S))

@@ -107,3 +107,27 @@ def test_a_killed_child_frees_its_slot_at_once(harness: Harness) -> None:
     assert waited < 60, waited
     assert abandoned(harness, worker) == 0
     assert worker.alive()
+
+
+def test_heartq_workers_shows_abandoned_code_within_seconds_not_a_heartbeat_later(
+    harness: Harness,
+) -> None:
+    """The count is written by the worker's pulse (1 s) when it changes: with a 40 s
+    heartbeat, `heartq workers` shows a timed-out thread as abandoned within a couple of
+    seconds of its outcome, and shows it gone a couple of seconds after its code returns
+    (the heartbeat carried the count, so both lagged up to 40 s)."""
+    settings = {"--heartbeat-interval": "40", "--lease": "120"}
+    worker = harness.start_worker("--pool", "thread", "--concurrency", "1", settings=settings)
+    job = harness.enqueue("stubborn_timed", {"seconds": LINGER}, max_retries=0)
+    harness.wait_status(job, "dead", 20)  # timed out after 1 s; its thread runs on
+    seen = time.monotonic()
+    harness.wait_for(lambda: abandoned(harness, worker) == 1, 4, "heartq workers: 1 abandoned")
+    assert time.monotonic() - seen < 4
+    assert not harness.path(f"ended-{job}").exists(), "LINGER too short for this machine"
+
+    harness.wait_for(lambda: harness.path(f"ended-{job}").exists(), LINGER + 10, "its code to end")
+    returned = time.monotonic()
+    harness.wait_for(lambda: abandoned(harness, worker) == 0, 4, "heartq workers: 0 abandoned")
+    assert time.monotonic() - returned < 4
+    # no heartbeat came between: the pulse wrote both changes
+    assert len(worker.events("heartbeat")) == 0, worker.events("heartbeat")

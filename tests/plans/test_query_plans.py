@@ -165,7 +165,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
             params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
                       "reports": leases, "worker_id": "w", "lease": 60, "now": None,
-                      "abandoned": 0, "defer": True}  # fmt: skip
+                      "defer": True}  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()

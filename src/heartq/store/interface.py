@@ -253,11 +253,15 @@ class LeaseHolder(Clock, Protocol):
         renewals: Sequence[Renewal],
         lease: float,
         now: float | None = None,
-        abandoned: int = 0,
     ) -> dict[Lease, RenewStatus]:
-        """Renew the worker's registry row and every listed lease in one statement. The
-        row also records `abandoned`: how many attempts' code the worker has abandoned
-        (their end decided, their code still running and holding its slot)."""
+        """Renew the worker's registry row and every listed lease in one statement."""
+        ...
+
+    def record_abandoned(self, worker_id: str, count: int) -> None:
+        """Record in the worker's registry row how many attempts' code it has abandoned
+        (their end decided, their code still running and holding its slot): what
+        `heartq workers` shows. The worker's pulse calls it when the count changed, so
+        the figure is current within about a second without a write per attempt."""
         ...
 
     def save_checkpoint(

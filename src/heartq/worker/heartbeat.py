@@ -8,9 +8,8 @@ nothing) or cancel requested. An attempt
 whose task declared `heartbeat_timeout` and has gone silent for longer is left out of the
 renewal, so its lease runs out and the reaper reclaims it though this worker is alive.
 
-The same statement records in the worker's registry row how many attempts' code the
-worker has abandoned (`Ledger.lingering`: their end decided, their code still running and
-holding its slot), which `heartq workers` shows.
+How many attempts' code the worker has abandoned is the pulse's to record (`pulse.py`):
+within about a second of a change, not a heartbeat interval later.
 
 Trust is measured from when a renewal was *sent*, on this machine's monotonic clock, so
 a slow answer can only make the worker more cautious, never less. After a renewal the
@@ -96,12 +95,9 @@ class Heartbeater:
         ahead = self._ledger.ahead()  # claimed ahead, not started: leased all the same
         renewals = [Renewal(run.job.lease) for run in renewing]
         renewals += [Renewal(job.lease) for job in ahead]
-        lingering = len(self._ledger.lingering())  # "abandoned" in the worker's row
         sent_at = time.monotonic()
         try:
-            answers = self._store.heartbeat(
-                self._worker_id, renewals, self._lease, abandoned=lingering
-            )
+            answers = self._store.heartbeat(self._worker_id, renewals, self._lease)
         except Exception as exc:  # noqa: BLE001 - a failed tick is retried on the next one
             events.emit(
                 events.HEARTBEAT_FAILED,

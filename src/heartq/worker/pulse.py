@@ -15,6 +15,14 @@ all its jobs, `Store.cancel_requests`) at once. Where the database cannot notify
 requested cancel reaches the ledger (`request_cancel`), which tells the task and gives it
 its grace, within about a second.
 
+Abandoned code: the pulse also records in the worker's registry row how many attempts'
+code the worker has abandoned (`Ledger.lingering`: their end decided, their code still
+running and holding its slot), which `heartq workers` shows, whenever that count changed
+since it last landed: one small write per change, none while it stays the same, so the
+figure is current within about a second (the heartbeat, which once carried it, lagged
+by up to its interval, 30 s). The pulse is its only writer, so no older count can land
+after a newer one.
+
 A pulse answer that an attempt no longer holds its job is handled as a heartbeat's is:
 the attempt is lost, unless its end is already decided or its task's own transaction
 is completing it. Events: `pulse_failed` (then the next pulse tries again), and through
@@ -59,6 +67,7 @@ class Pulse:
         self._polls_cancels = True
         self.pulses = 0
         """Pulse statements that landed (what the benchmark counts)."""
+        self._abandoned_recorded = 0  # the count in the worker's row (registered as 0)
         self._loop = BackgroundLoop(
             "heartq-pulse",
             self.tick,
@@ -96,6 +105,7 @@ class Pulse:
     def tick(self) -> None:
         """One pulse: write what the tasks reported, then look for cancels. Raises what
         the database raised (the loop logs it and tries again at the next pulse)."""
+        self._record_abandoned()
         held = self._ledger.held()
         if not held and not self._ledger.ahead():
             return  # a cancel heard now is kept for the job a claim is about to hand over
@@ -107,6 +117,14 @@ class Pulse:
             except BaseException:
                 self._cancel_heard.set()  # not lost to a failed read: asked again next pulse
                 raise
+
+    def _record_abandoned(self) -> None:
+        """Write how many attempts' code lingers, if that changed since it last landed
+        (a failed write is tried again at the next pulse)."""
+        count = len(self._ledger.lingering())
+        if count != self._abandoned_recorded:
+            self._store.record_abandoned(self._worker_id, count)
+            self._abandoned_recorded = count
 
     def flush(self) -> None:
         """Write what the tasks reported now, best effort (before a graceful shutdown

@@ -592,11 +592,10 @@ def _locked(batch: str, *columns: str) -> str:
 _CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
         THEN {T} ELSE coalesce(contact_since, started_at) END"""
 
-# `abandoned`: attempts whose end the worker decided while their code still runs.
 HEARTBEAT = f"""
 WITH touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
-        contact_since = {_CONTACT_SINCE}, abandoned = %(abandoned)s
+        contact_since = {_CONTACT_SINCE}
     WHERE id = %(worker_id)s
 ), r AS (
     SELECT * FROM json_to_recordset(%(renewals)s::json)
@@ -613,6 +612,10 @@ FROM r JOIN locked ON locked.id = r.id
 WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
+
+# `abandoned`: attempts whose end the worker decided while their code still runs (its
+# pulse writes the count when it changed).
+RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(worker_id)s"
 
 # The start of jobs a worker claimed ahead (its prefetch buffer), recorded before their
 # code runs: from here on a reclaim counts their attempt (docs/DESIGN.md, "Claim ahead").

@@ -198,7 +198,6 @@ class LeaseOps(SqlBase):
         renewals: Sequence[Renewal],
         lease: float,
         now: float | None = None,
-        abandoned: int = 0,
     ) -> dict[Lease, RenewStatus]:
         payload = json.dumps([documents.renewal_doc(r) for r in renewals])
         with self._write_renewal() as conn:
@@ -207,10 +206,14 @@ class LeaseOps(SqlBase):
                 "renewals": payload,
                 "lease": lease,
                 "now": self._clock(conn, now),
-                "abandoned": abandoned,
             }
             rows = self._run(conn, self.q.HEARTBEAT, params)
         return records.renew_answers([r.lease for r in renewals], rows)
+
+    def record_abandoned(self, worker_id: str, count: int) -> None:
+        with self._write() as conn:
+            params = {"worker_id": worker_id, "abandoned": count}
+            conn.execute(self.q.RECORD_ABANDONED, params)
 
     def pulse(
         self, reports: Sequence[PulseReport], now: float | None = None

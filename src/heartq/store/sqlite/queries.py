@@ -424,14 +424,16 @@ _HELD_BY = "(:worker_id IS NULL OR j.worker_id = :worker_id)"
 
 # A heartbeat that comes over half the worker's staleness threshold after its previous
 # one ends a pause in its contact with the database: its unbroken contact starts again.
-# `abandoned`: attempts whose end the worker decided while their code still runs.
 TOUCH_WORKER = """
 UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL,
     contact_since = CASE WHEN last_heartbeat_at < :now - stale_after / 2
-                         THEN :now ELSE coalesce(contact_since, started_at) END,
-    abandoned = :abandoned
+                         THEN :now ELSE coalesce(contact_since, started_at) END
 WHERE id = :worker_id
 """
+
+# `abandoned`: attempts whose end the worker decided while their code still runs (its
+# pulse writes the count when it changed).
+RECORD_ABANDONED = "UPDATE heartq_workers SET abandoned = :abandoned WHERE id = :worker_id"
 
 # Each renewal: {id, eid, hp (has progress), pv, ps, pm} (store/documents.py)
 RENEW = f"""
