@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -159,7 +160,7 @@ def worker_command(
     if transport and typed("transport"):
         app.use_transport(transport)
     # A setting not typed is the app's (which read its variable, if it has one) or None.
-    typed_settings = {name: value for name, value in settings.items() if typed(name)}
+    typed_settings: dict[str, Any] = {n: v for n, v in settings.items() if typed(n)}
     worker = Worker(
         app,
         queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,

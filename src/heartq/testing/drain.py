@@ -35,7 +35,6 @@ from heartq.app import App, BoundTask, Task
 from heartq.display import epoch_of
 from heartq.errors import JobNotFound
 from heartq.hooks import AttemptInfo
-from heartq.maintenance.scheduler import Scheduler
 from heartq.model import JobStatus, Outcome
 from heartq.options import Options
 from heartq.store import Store
@@ -279,12 +278,14 @@ class _Drain:
         }
         if self.grace is not None:
             settings["shutdown_timeout"] = self.grace
-        worker = Worker(
-            self.app, queues=self.queues, concurrency=self.concurrency, pool="thread", **settings
+        return Worker(
+            self.app,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            pool="thread",
+            periodic=False,
+            **settings,
         )
-        services = worker.maintenance.services  # may change until the worker starts
-        services[:] = [s for s in services if not isinstance(s, Scheduler)]
-        return worker
 
     def _steer(
         self, worker: Worker, thread: threading.Thread, recorder: _Recorder, deadline: float

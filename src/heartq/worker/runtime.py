@@ -55,22 +55,23 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from heartq import events, payload, policy
+from heartq import events, payload
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.errors import ConfigError, StoreUnavailable
 from heartq.hooks import WorkerHookInfo, run_crash_hooks
 from heartq.ids import new_worker_id
-from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
+from heartq.lifecycle.ends import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
-from heartq.model import ClaimedJob, Outcome, Reclaimed, WorkerInfo
+from heartq.model import Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import TransportFetch
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
+from heartq.worker.claimer import Claimer
 from heartq.worker.completer import Completer
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
@@ -89,14 +90,6 @@ TRANSPORT_CONNECT_WAIT = 2.0
 """At startup, a transport gets 2 s to answer before the worker starts polling instead."""
 MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
-CLAIM_RETRY_DELAY = 1.0
-"""After a failed claim (database unreachable), wait this long before the next one."""
-RATE_WAKE_MARGIN = 0.005
-"""A worker whose claim said when a rate-limited job may start wakes this much after it:
-the next claim's statement time is then past the moment the start frees up."""
-RATE_WAKE_MIN = 0.01
-"""...and never sooner than this after the claim, so an answer of "now" (another claimer
-held the key) cannot become a tight loop."""
 MIN_SAVE_TIME = 1.0
 """At shutdown, outcomes get at least 1 s to be saved after the running attempts ended,
 whatever is left of `shutdown_timeout`."""
@@ -134,6 +127,8 @@ class Worker:
     `StoreUnavailable` (None, the default: as long as it takes, until told to stop).
     `otel`: trace the app's jobs with OpenTelemetry (`heartq.otel.instrument`), here and
     in each process-pool child (`ConfigError` if opentelemetry-api is not installed).
+    `periodic`: enqueue the app's periodic schedules' ticks (True, the default; a test's
+    drain runs none: `heartq.testing`).
     `pool_size` (a setting, like the timings): PostgreSQL's pooled connections."""
 
     def __init__(
@@ -147,6 +142,7 @@ class Worker:
         app_ref: str | None = None,
         startup_timeout: float | None = None,
         otel: bool = False,
+        periodic: bool = True,
         **settings: Any,
     ) -> None:
         if pool not in POOL_NAMES:
@@ -180,6 +176,16 @@ class Worker:
         self._stop_requested_at: float | None = None
         self._force_stop = threading.Event()
         self.health = StoreHealth(self.id)
+        self.claimer = Claimer(
+            self.id,
+            app,
+            self.ledger,
+            settings=s,
+            health=self.health,
+            queues=self.queues,
+            prefetch=self.prefetch,
+            stop=self._stop_requested,
+        )
         self._signals = SignalRelay(self._on_signal)
         self.started = threading.Event()
         cancel_grace = min(MAX_CANCEL_GRACE, s.heartbeat_interval)
@@ -206,7 +212,7 @@ class Worker:
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
         services: list[Service] = default_services(self.store, s, self.id)
-        if app.schedules:  # each worker may enqueue the due ticks: no leader to lose
+        if periodic and app.schedules:  # each worker may enqueue the due ticks: no leader
             schedules = list(app.schedules.values())
             services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
         self._fetch: TransportFetch | None = None
@@ -239,7 +245,7 @@ class Worker:
             s.lease_seconds,
             s.poll_interval,
             self.ledger.free_slots,
-            self._start,
+            self.claimer.start,
             self._idle,
         )
 
@@ -327,17 +333,17 @@ class Worker:
             while not self._stop_requested.is_set():
                 if self._fetch is not None and self._fetch.step(burst):
                     continue  # the transport delivered, or was waited on
-                claimed, full, rate_wait = self._claim()
+                claimed, full, rate_wait = self.claimer.claim()
                 if full:
                     continue
                 if burst and claimed == 0 and not self._pending():
                     break
                 if self._fetch is not None:
                     if rate_wait is not None:  # rate-limited jobs come from the database
-                        self._fetch.claim_again_in(self._idle_wait(rate_wait))
+                        self._fetch.claim_again_in(self.claimer.idle_wait(rate_wait))
                     if self._fetch.delivering:
                         continue  # back to the transport at once
-                self._wake.wait(self._idle_wait(rate_wait))
+                self._wake.wait(self.claimer.idle_wait(rate_wait))
                 self._wake.clear()
         finally:
             self._shutdown()
@@ -492,164 +498,6 @@ class Worker:
             return ProcessPool(self.ledger, app_ref, limit, self.store.url, otel=self.otel)
         return ThreadPool(self.ledger, limit)
 
-    def _claim(self) -> tuple[int, bool, float | None]:
-        """Fill the free slots: from the buffer of jobs claimed ahead first, then with a
-        claim, which also refills the buffer once it is down to half. Returns (jobs
-        started or claimed, whether every free slot was filled, seconds until a job a
-        rate limit held back may start: None if none was)."""
-        if self.ledger.to_release():
-            self._release_ahead(self.ledger.to_release())
-        free = self.ledger.free_slots()
-        started = 0
-        if free > 0 and self.ledger.buffered():
-            started = self._start_ahead(free)
-            if started < 0:  # the database did not answer: wait as after a failed claim
-                return 0, False, None
-        left = free - started
-        buffered = self.ledger.buffered()
-        ahead = 0
-        if self.prefetch and (left > 0 or buffered <= self.prefetch // 2):
-            ahead = self.prefetch - buffered
-        if left <= 0 and ahead <= 0:
-            return started, free > 0, None
-        s = self.settings
-        sent_at = time.monotonic()
-        try:
-            # The slots are counted again once the claim has the database in hand: those
-            # freed while it waited (SQLite's write lock, behind a finish) are filled too.
-            slots = self.ledger.free_slots if left > 0 else 0
-            jobs = self.store.claim(self.id, self.queues, slots, s.lease_seconds, ahead=ahead)
-        except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
-            level = self.health.failed(exc, "claim")
-            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
-            self._stop_requested.wait(CLAIM_RETRY_DELAY)
-            return started, False, None
-        self.health.succeeded("claim", sent_at)
-        self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
-        self._start(jobs, sent_at)
-        filled = free > 0 and started + len(jobs) >= free
-        return started + len(jobs) + len(jobs.ahead), filled, jobs.rate_wait
-
-    def _start_ahead(self, free: int) -> int:
-        """Start up to `free` buffered jobs, best first: their start recorded in one
-        fenced statement before any of their code runs, so a worker that dies from here
-        on has their attempt counted (a task that kills its worker cannot loop for
-        ever). A job the statement did not start (its cancel was requested; or it was
-        reclaimed) never runs here, and is given back. Returns how many started, -1 if
-        the database did not answer (the jobs stay in the buffer)."""
-        jobs = self.ledger.take_ahead(free)
-        sent_at = time.monotonic()
-        try:
-            leases = [job.lease for job in jobs]
-            started = set(self.store.start_ahead(leases, self.settings.lease_seconds))
-        except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
-            self.ledger.buffer(jobs)
-            level = self.health.failed(exc, "claim")
-            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
-            self._stop_requested.wait(CLAIM_RETRY_DELAY)
-            return -1
-        self.health.succeeded("claim", sent_at)
-        self.ledger.give_back([j for j in jobs if j.lease not in started])
-        runs = [j for j in jobs if j.lease in started]
-        self._start(runs, sent_at)  # trusted from the start's statement, which renewed
-        return len(runs)
-
-    def _release_ahead(self, jobs: list[ClaimedJob]) -> int | None:
-        """Give back jobs claimed ahead that will not run here, no attempt counted (a
-        job whose cancel was requested ends cancelled). How many the store gave back
-        (not those it found lost); None if the database did not answer (they stay to
-        give back: retried at the next pass, and at shutdown)."""
-        try:
-            lost = set(self.store.release([job.lease for job in jobs]))
-        except Exception as exc:  # noqa: BLE001 - retried; the lease covers them meanwhile
-            events.emit(
-                events.JOB_RELEASED,
-                self.health.failed(exc, "release"),
-                worker_id=self.id,
-                error=f"could not release ({exc})",
-                job_ids=[job.id for job in jobs],
-            )
-            return None
-        self.ledger.released_ahead(jobs)
-        for job in jobs:
-            if job.lease not in lost:
-                events.emit(events.JOB_RELEASED, job_id=job.id, worker_id=self.id, ahead=True)
-        return len(jobs) - len(lost)
-
-    def _idle_wait(self, rate_wait: float | None) -> float:
-        """How long an idle fetch loop sleeps (unless woken: an enqueue, a freed slot):
-        the poll interval, or less when a rate-limited job may start sooner, just after
-        that moment (never sooner than `RATE_WAKE_MIN`): a limited backlog is claimed as
-        its starts free up, without a claim in between."""
-        poll = self.settings.poll_interval
-        if rate_wait is None:
-            return poll
-        return min(poll, max(RATE_WAKE_MIN, rate_wait + RATE_WAKE_MARGIN))
-
-    def _set_apart_repeats(self, jobs: list[ClaimedJob]) -> list[ClaimedJob]:
-        """The claimed jobs but those whose lease an attempt of this worker still holds
-        (the database forgot a claim and issued its execution id again: `Ledger.
-        set_apart_repeats`), which are given back at once, unstarted."""
-        fresh = self.ledger.set_apart_repeats(jobs)
-        if len(fresh) < len(jobs):
-            self._release_ahead(self.ledger.to_release())  # failed: retried next pass
-        return fresh
-
-    def _start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
-        """Run claimed jobs on the pool (from a database claim or a transport's)."""
-        jobs = self._set_apart_repeats(jobs) if jobs else jobs
-        if not jobs:
-            return
-        s = self.settings
-        pool = self.ledger.pool
-        assert pool is not None
-        runs: list[RunningJob] = []
-        unknown: list[RunningJob] = []
-        tell = events.wanted(logging.DEBUG)
-        trust_window, max_payload_bytes = s.trust_window, s.max_payload_bytes
-        for job in jobs:
-            task = self.app.tasks.get(job.task)
-            run = RunningJob(
-                policy.for_attempt(job, task.policy if task else None),
-                task,
-                self.store,
-                claim_sent_at=max(sent_at, job.sent_at),
-                trust_window=trust_window,
-                max_payload_bytes=max_payload_bytes,
-            )
-            if tell:
-                events.emit(
-                    events.JOB_CLAIMED,
-                    logging.DEBUG,
-                    job_id=job.id,
-                    task=job.task,
-                    queue=job.queue,
-                    attempt=job.attempt,
-                    execution_id=job.execution_id,
-                    worker_id=self.id,
-                    latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
-                )
-            (runs if task is not None else unknown).append(run)
-        self.ledger.claimed(*runs, *unknown)
-        if unknown:
-            self._end_unknown(unknown)
-        if runs:
-            pool.start(runs)
-
-    def _end_unknown(self, runs: list[RunningJob]) -> None:
-        """End the attempts of tasks this app does not register, without running
-        anything: whether some worker has declared each task (one read for the batch)
-        is the fact their fate turns on (`heartq.lifecycle.fate`: wait for a worker that
-        knows it, or dead at once). A read that fails tells nothing: they wait."""
-        names = sorted({run.job.task for run in runs})
-        try:
-            declared: set[str] | None = set(self.store.task_policies(names))
-        except Exception:  # noqa: BLE001 - could not tell: bury nothing on a guess
-            declared = None
-        for run in runs:
-            known = None if declared is None else run.job.task in declared
-            self.ledger.attempt_ended(run, unknown_task_end(run.job.task, known))
-
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:
         self.app.unsubscribe_wakeup(self._wake)
@@ -727,7 +575,7 @@ class Worker:
         pending = self.ledger.to_release()
         if not pending:
             return 0
-        while (released := self._release_ahead(pending)) is None:
+        while (released := self.claimer.release_ahead(pending)) is None:
             if self._force_stop.is_set() or time.monotonic() >= deadline:
                 return 0
             self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
