@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import signal
+import sys
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from heartq.app import App
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.ends import AttemptEnd, CannotRun
 from heartq.model import Lease, Outcome, Progress
@@ -35,6 +37,22 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def locate_app(app: App) -> str:
+    """`module:attribute` under which `app` can be imported (the process pool needs it)."""
+    modules = {task.fn.__module__ for task in app.tasks.values()}
+    for module_name in sorted(modules):
+        module = sys.modules.get(module_name)
+        for attr, value in vars(module).items() if module else ():
+            if value is app:
+                if module_name == "__main__":
+                    raise ValueError(
+                        "the process pool cannot import an app defined in __main__: move it "
+                        "into a module and run `heartq worker module:app`"
+                    )
+                return f"{module_name}:{attr}"
+    raise ValueError("cannot tell which module defines this app; pass app_ref='module:attr'")
 
 
 class ProcessPool:

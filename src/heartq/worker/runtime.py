@@ -52,8 +52,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from heartq import events, payload
 from heartq.app import App
@@ -66,7 +66,7 @@ from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
-from heartq.model import Outcome, Reclaimed, WorkerInfo
+from heartq.model import Lease, Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.transport.worker import TransportFetch
 from heartq.worker import tracing
@@ -86,6 +86,8 @@ from heartq.worker.supervisor import Supervisor
 if TYPE_CHECKING:
     from heartq.transport.nats import NatsTransport
 
+T = TypeVar("T")
+
 TRANSPORT_CONNECT_WAIT = 2.0
 """At startup, a transport gets 2 s to answer before the worker starts polling instead."""
 MAX_CANCEL_GRACE = 5.0
@@ -104,20 +106,8 @@ effect). Measured on SQLite beside one busy thread: a heartbeat took 52 ms at 5 
 lease settings. The cost for CPU-bound tasks is a few more thread switches."""
 
 
-def locate_app(app: App) -> str:
-    """`module:attribute` under which `app` can be imported (the process pool needs it)."""
-    modules = {task.fn.__module__ for task in app.tasks.values()}
-    for module_name in sorted(modules):
-        module = sys.modules.get(module_name)
-        for attr, value in vars(module).items() if module else ():
-            if value is app:
-                if module_name == "__main__":
-                    raise ValueError(
-                        "the process pool cannot import an app defined in __main__: move it "
-                        "into a module and run `heartq worker module:app`"
-                    )
-                return f"{module_name}:{attr}"
-    raise ValueError("cannot tell which module defines this app; pass app_ref='module:attr'")
+class GaveUp(Exception):
+    """Raised by a shutdown step that must not be tried again (`Worker._retry`)."""
 
 
 class Worker:
@@ -492,7 +482,7 @@ class Worker:
         if self.pool_name == "async":
             return AsyncPool(self.ledger, limit)
         if self.pool_name == "process":
-            from heartq.worker.process_pool import ProcessPool
+            from heartq.worker.process_pool import ProcessPool, locate_app
 
             app_ref = self._app_ref or locate_app(self.app)
             return ProcessPool(self.ledger, app_ref, limit, self.store.url, otel=self.otel)
@@ -568,6 +558,22 @@ class Worker:
         runs = self.ledger.running() + self.ledger.abandoned()
         return sorted({run.job.id for run in runs} | {job.id for job in self.ledger.ahead()})
 
+    def _retry(self, attempt: Callable[[], T | None], deadline: float, pause: float) -> T | None:
+        """At shutdown: `attempt` until it answers (not None), the deadline passes or a
+        second signal comes; the pauses between tries start at `pause` and double up to
+        `SHUTDOWN_RETRY_MAX`. None if it never answered, or gave up (`GaveUp`)."""
+        while True:
+            try:
+                answer = attempt()
+            except GaveUp:
+                return None
+            if answer is not None:
+                return answer
+            if self._force_stop.is_set() or time.monotonic() >= deadline:
+                return None
+            self._force_stop.wait(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, SHUTDOWN_RETRY_MAX)
+
     def _release_buffer(self, deadline: float) -> int:
         """At shutdown: give back every job claimed ahead, no attempt counted (they never
         started), retried until the deadline or a second signal. Returns how many."""
@@ -575,11 +581,10 @@ class Worker:
         pending = self.ledger.to_release()
         if not pending:
             return 0
-        while (released := self.claimer.release_ahead(pending)) is None:
-            if self._force_stop.is_set() or time.monotonic() >= deadline:
-                return 0
-            self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
-        return released
+        released = self._retry(
+            lambda: self.claimer.release_ahead(pending), deadline, SHUTDOWN_RETRY_MAX
+        )
+        return released or 0
 
     def _mark_stopped(self) -> None:
         try:
@@ -589,11 +594,14 @@ class Worker:
 
     def _give_back_abandoned(self, deadline: float) -> None:
         """Hand back the attempts this worker stopped trusting, until the deadline."""
-        while self.ledger.abandoned() and not self._force_stop.is_set():
-            self.heartbeater.give_back_abandoned()
-            if not self.ledger.abandoned() or time.monotonic() >= deadline:
-                return
-            self._force_stop.wait(min(SHUTDOWN_RETRY_MAX, max(0.0, deadline - time.monotonic())))
+
+        def give_back() -> bool | None:
+            if self.ledger.abandoned():
+                self.heartbeater.give_back_abandoned()
+            return True if not self.ledger.abandoned() else None
+
+        if not self._force_stop.is_set():
+            self._retry(give_back, deadline, SHUTDOWN_RETRY_MAX)
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
@@ -613,13 +621,12 @@ class Worker:
         released = [run for run in runs if run.ended and run.ended.outcome is Outcome.RELEASED]
         if not released:
             return 0
-        pause = 0.05
-        while True:
+
+        def release() -> set[Lease] | None:
             began = time.monotonic()
             try:
                 lost = set(self.store.release([run.job.lease for run in released]))
-                break
-            except Exception as exc:  # noqa: BLE001 - retried, or left to the liveness probe
+            except Exception as exc:
                 level = self.health.failed(exc, "release")
                 give_up = (
                     not isinstance(exc, StoreUnavailable)
@@ -634,10 +641,14 @@ class Worker:
                     job_ids=[run.job.id for run in released],
                 )
                 if give_up:
-                    return 0
-                self._force_stop.wait(min(pause, max(0.0, deadline - time.monotonic())))
-                pause = min(pause * 2, SHUTDOWN_RETRY_MAX)
-        self.health.succeeded("release", began)
+                    raise GaveUp from exc
+                return None
+            self.health.succeeded("release", began)
+            return lost
+
+        lost = self._retry(release, deadline, 0.05)
+        if lost is None:
+            return 0
         for run in released:
             self.ledger.drop(run)
             if run.job.lease not in lost:
