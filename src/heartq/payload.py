@@ -252,17 +252,31 @@ def check_rate(key: str | None, limit: int | None, period: float | None) -> dict
     return {"rate_key": key, "rate_limit": limit, "rate_period": period}
 
 
+def duration_problem(seconds: float) -> str | None:
+    """What makes a number of seconds no duration heartq takes, said after its name
+    (`must be a finite number of seconds`), or None: the one rule for every duration a
+    user gives, as an argument (`check_duration`), an option (`heartq ... --older-than`,
+    the command line's `Seconds`) or a form field (the dashboard's purge). NaN, infinity
+    and ages past `MAX_DURATION` are mistakes, never "forever"."""
+    if not math.isfinite(seconds):
+        return "must be a finite number of seconds"
+    if seconds > MAX_DURATION:
+        return f"must be at most {MAX_DURATION:g} s (ten years)"
+    return None
+
+
 def check_duration(name: str, value: float | None, *, allow_zero: bool = False) -> None:
     """A number of seconds: finite, not negative (zero only where it means "none"), and at
     most `MAX_DURATION`. `None` passes (the default applies)."""
     if value is None:
         return
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    if not isinstance(value, int | float) or isinstance(value, bool):
         raise ConfigError(f"{name} must be a finite number of seconds, got {value!r}")
+    problem = duration_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{name} {problem}, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-    if value > MAX_DURATION:
-        raise ConfigError(f"{name} must be at most {MAX_DURATION:g} s (ten years), got {value!r}")
 
 
 def check_int(name: str, value: int | None, *, minimum: int = INT32[0]) -> None:

@@ -195,18 +195,19 @@ def test_purge_refuses_an_age_that_is_not_one(store: Store, dashboard: Dashboard
     for typed, answer in [
         ("soon", "older than: 'soon' is not a number of seconds"),
         ("-5", "older than: a number of seconds, 0 or more"),
-        ("nan", "older than: a number of seconds, 0 or more"),
+        ("nan", "older than: must be a finite number of seconds, got 'nan'"),
+        ("inf", "older than: must be a finite number of seconds, got 'inf'"),
+        ("1e300", "older than: must be at most 3.1536e+08 s (ten years), got '1e300'"),
     ]:
         response = client.post("/dlq/purge", data={"_csrf": form, "older_than": typed})
         assert alert(page(response, 400)) == answer
     assert store.get_job(job_id)["status"] == "dead"
 
 
-def test_purge_older_than_any_job_could_be_purges_nothing(
-    store: Store, dashboard: Dashboard
-) -> None:
+def test_purge_older_than_ten_years_purges_nothing(store: Store, dashboard: Dashboard) -> None:
+    """The longest age taken (ten years, as every duration) binds on every backend and
+    purges nothing younger."""
     job_id = dead_job(store, store.clock() - 3600)
     client = dashboard(allow_actions=True)
-    for typed in ("inf", "1e300", "99999999999"):  # PostgreSQL's dates end somewhere
-        assert act(client, "/dlq/purge", "/dlq", older_than=typed) == "/dlq?notice=purged&n=0"
+    assert act(client, "/dlq/purge", "/dlq", older_than="315360000") == "/dlq?notice=purged&n=0"
     assert store.get_job(job_id)["status"] == "dead"

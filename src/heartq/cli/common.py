@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from heartq import payload
 from heartq.app import App
 from heartq.config import check_url, resolve_url
 from heartq.errors import ConfigError
@@ -75,6 +76,22 @@ class EnvOption(click.Option):
             ):
                 raise
             raise ConfigError(f"{self.envvar}={value!r} is not valid: {exc.message}") from None
+
+
+class Seconds(click.FloatRange):
+    """A duration typed on the command line (`--older-than`, `--interval`, `--lease`,
+    `--delay` ...): a number of seconds within its range, as `click.FloatRange` reads it,
+    and a duration heartq takes (`payload.duration_problem`: finite, at most ten years).
+    A range alone lets `nan` through (it compares with nothing), and `inf` or `1e400`
+    (which Python reads as infinity) would be an unexpected error or an age of "365000
+    days"; each is a usage error instead (exit 2), in one line naming the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        problem = payload.duration_problem(seconds)
+        if problem is not None:
+            self.fail(f"{problem}, got {str(value)!r}.", param, ctx)
+        return seconds
 
 
 DEFAULT_LIST_LIMIT = 100

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from heartq import events
-from heartq.cli.common import store_for, url_option
+from heartq.cli.common import Seconds, store_for, url_option
 from heartq.errors import ConfigError
 from heartq.store import redact
 
@@ -34,7 +34,7 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 )
 @click.option(
     "--refresh",
-    type=click.FloatRange(min=0.2),
+    type=Seconds(min=0.2),
     default=2.0,
     show_default=True,
     help="Seconds between two live updates of a page.",

@@ -12,10 +12,16 @@ from rich.text import Text
 
 from heartq import display
 from heartq.cli import render
-from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
+from heartq.cli.common import (
+    Seconds,
+    json_option,
+    limit_option,
+    print_json,
+    store_for,
+    url_option,
+)
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.model import JobStatus
-from heartq.store.sql.admin import MAX_DEAD_AGE
 
 
 @click.group("dlq")
@@ -131,7 +137,7 @@ def replay_command(
 @dlq_group.command("purge")
 @click.option(
     "--older-than",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=None,
     metavar="S",
     help="Only jobs dead for longer than S seconds [all dead jobs].",
@@ -145,8 +151,6 @@ def purge_command(older_than: float | None, yes: bool, url: str | None, as_json:
     Asks first on a terminal; without one (a script, a pipe) it needs --yes, since
     nothing brings a purged job back."""
     store = store_for(url, existing=True)
-    if older_than is not None:  # `inf`, 1e300: no job died earlier than the store's bound
-        older_than = min(older_than, MAX_DEAD_AGE)
     if not yes:
         pending = store.purge_dead_ids(older_than, dry_run=True)
         if not pending:

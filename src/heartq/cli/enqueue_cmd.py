@@ -13,7 +13,7 @@ import click
 
 from heartq import payload
 from heartq.app import App
-from heartq.cli.common import F, print_json, url_option
+from heartq.cli.common import F, Seconds, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError, TaskNotDeclaredWarning
 from heartq.model import DependencyFailure
@@ -103,7 +103,7 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
     if option.kind is int:
         return click.INT if option.minimum is None else click.IntRange(min=option.minimum)
     if option.kind is float:
-        return click.FloatRange(min=option.minimum)
+        return Seconds(min=option.minimum)
     if option.kind is datetime:
         return EtaType()
     if option.kind is dict:

@@ -14,6 +14,7 @@ from heartq import display, events
 from heartq.app import App
 from heartq.cli import render
 from heartq.cli.common import (
+    Seconds,
     json_option,
     load_app,
     print_json,
@@ -84,7 +85,7 @@ def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
 @url_option
 @click.option(
     "--stale-after",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(min=0, min_open=True),
     default=None,
     metavar="S",
     help=(

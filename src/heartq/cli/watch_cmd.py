@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from heartq.cli import render
-from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.cli.common import Seconds, json_option, print_json, store_for, url_option
 from heartq.cli.job_view import timeline
 from heartq.inspect.jobs import job_detail
 from heartq.model import JobStatus
@@ -76,7 +76,7 @@ def read(store: Store, job_id: str) -> dict[str, Any]:
 @click.argument("job_id", metavar="ID")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05),
+    type=Seconds(min=0.05),
     default=DEFAULT_INTERVAL,
     show_default=True,
     metavar="S",

@@ -14,7 +14,15 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from heartq.cli.common import EXIT_OPERATIONAL, EnvOption, F, load_app, url_option, url_typed
+from heartq.cli.common import (
+    EXIT_OPERATIONAL,
+    EnvOption,
+    F,
+    Seconds,
+    load_app,
+    url_option,
+    url_typed,
+)
 from heartq.config import DEFAULT_CONCURRENCY, ENV_OTEL, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
@@ -32,10 +40,10 @@ def setting_options(fn: F) -> F:
     typed (`Invalid value for '--lease'`), even for an app whose own `lease=` wins."""
     for name, described in reversed(worker_options()):
         env = f"; env {described.env}" if described.env else ""
-        kind: click.IntRange | click.FloatRange = (
+        kind: click.IntRange | Seconds = (
             click.IntRange(min=0 if described.zero_ok else 1)
             if described.whole
-            else click.FloatRange(min=0, min_open=not described.zero_ok)
+            else Seconds(min=0, min_open=not described.zero_ok)
         )
         fn = click.option(
             "--" + name.replace("_", "-"),
@@ -71,7 +79,7 @@ def setting_options(fn: F) -> F:
 @click.option(
     "--startup-timeout",
     cls=EnvOption,
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0),
     default=None,
     envvar="HEARTQ_STARTUP_TIMEOUT",
     help="Give up (exit 1) if the database is not usable within this many seconds "

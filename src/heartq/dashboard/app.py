@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from heartq import display, events, ids
+from heartq import display, events, ids, payload
 from heartq.config import resolve_url
 from heartq.dashboard import views
 from heartq.dashboard.security import (
@@ -366,10 +366,15 @@ def _typed(value: str, what: str) -> str:
 
 
 def _float(value: str) -> float:
+    """The purge's age as typed: a duration as every other (`payload.duration_problem`:
+    finite, at most ten years), 0 or more."""
     try:
         seconds = float(value)
     except ValueError:
         raise Refused(400, f"older than: {value!r} is not a number of seconds") from None
-    if not seconds >= 0:
+    problem = payload.duration_problem(seconds)
+    if problem is not None:
+        raise Refused(400, f"older than: {problem}, got {value.strip()!r}")
+    if seconds < 0:
         raise Refused(400, "older than: a number of seconds, 0 or more")
-    return seconds  # the store cuts an age past any job's to one it can bind
+    return seconds
