@@ -115,7 +115,14 @@ def check_url(url: str | None, given_as: str = "url") -> str | None:
     """`url` as given, None for "not given"; an empty one is a `ConfigError`: whoever
     typed `--url ''` (a variable that expanded to nothing) meant some queue, and falling
     back to `HEARTQ_URL` or the default would act on another one without a word. An
-    empty `HEARTQ_URL` counts as unset, as shells and click treat empty variables."""
+    empty `HEARTQ_URL` counts as unset, as shells and click treat empty variables. A URL
+    that is not text (`App(123)`, bytes) is a `ConfigError` too, naming only its type:
+    bytes may hold a password."""
+    if url is not None and not isinstance(url, str):
+        raise ConfigError(
+            f"{given_as} must be a queue URL as text (sqlite:///heartq.db, "
+            f"postgresql://...), got {type(url).__name__}"
+        )
     if url is not None and not url.strip():
         raise ConfigError(
             f"{given_as} is empty: give a queue URL (sqlite:///heartq.db, "

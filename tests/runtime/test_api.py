@@ -219,6 +219,18 @@ def test_an_empty_url_is_refused_not_taken_for_the_environment_s(monkeypatch, tm
     assert heartq.App(None).url.endswith("env.db")
 
 
+@pytest.mark.parametrize("url", [123, b"postgresql://u:secret@h/db", ["sqlite:///q.db"]])
+def test_a_url_that_is_not_text_is_one_config_error(url: object) -> None:
+    """`App(123)` says what it wants, not `AttributeError: 'int' object has no attribute
+    'strip'`; bytes are named by their type only (they may hold a password)."""
+    with pytest.raises(heartq.ConfigError) as raised:
+        heartq.App(url)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "url must be a queue URL as text (sqlite:///heartq.db, postgresql://...), got "
+        f"{type(url).__name__}"
+    )
+
+
 def test_job_ids_strictly_increase_within_a_process() -> None:
     from heartq.ids import new_job_id
 
