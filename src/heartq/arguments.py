@@ -90,7 +90,8 @@ def bind(
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise BadArguments(f"task {task!r}: {exc}") from None
+        said = mismatch(signature, args, kwargs) or str(exc)
+        raise BadArguments(f"task {task!r}: {said}") from None
     arguments: dict[str, Any] = {}
     for name, value in bound.arguments.items():
         kind = signature.parameters[name].kind
@@ -110,6 +111,53 @@ def bind(
         else:
             arguments[name] = value
     return arguments
+
+
+def mismatch(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> str | None:
+    """Every argument missing and every one unexpected, in Python's words (`missing a
+    required argument: 'y'; got an unexpected keyword argument 'z'`), or None when
+    neither is what is wrong (too many positional arguments, one given twice: Python's
+    own message says it). Python names only the first it meets, so a misspelled argument
+    (`{"x": 1, "z": 2}` for `x, y`) was reported as `y` missing, the stray `z` unnamed."""
+    parameters = signature.parameters
+    kinds = {p.kind for p in parameters.values()}
+    by_position = [
+        p.name
+        for p in parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ][: len(args)]
+    if any(name in kwargs for name in by_position):
+        return None  # given twice: Python's "multiple values for argument"
+    unexpected = (
+        []
+        if inspect.Parameter.VAR_KEYWORD in kinds
+        else [name for name in kwargs if name not in parameters]
+    )
+    missing = [
+        p.name
+        for p in parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and p.name not in by_position
+        and p.name not in kwargs
+    ]
+    said = []
+    if missing:
+        said.append(_listed("missing a required argument:", "missing required arguments:", missing))
+    if unexpected:
+        said.append(
+            _listed(
+                "got an unexpected keyword argument", "got unexpected keyword arguments", unexpected
+            )
+        )
+    return "; ".join(said) or None
+
+
+def _listed(one: str, many: str, names: Sequence[str]) -> str:
+    """`missing a required argument: 'y'`, `missing required arguments: 'x', 'y'`."""
+    return f"{one if len(names) == 1 else many} {', '.join(repr(n) for n in names)}"
 
 
 def results_parameter(task: str, signature: inspect.Signature) -> str:

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from heartq.model import TaskParameter, TaskPolicy
+from heartq.store import Store
 from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
@@ -95,6 +97,21 @@ def test_enqueue_checks_the_arguments_against_the_declared_parameters(
     assert heartq.json("jobs", "list") == []  # nothing stored
     job_id = heartq("enqueue", "cpu_sum", "--args", '{"numbers": [1, 2]}').ok().out.strip()
     assert heartq.json("jobs", "show", job_id)["args"] == {"numbers": [1, 2]}
+
+
+def test_enqueue_names_every_missing_and_unexpected_argument(
+    heartq: HeartqCli, store: Store
+) -> None:
+    """A misspelled argument is both: the one meant is missing, the one typed unexpected;
+    Python's own message named only the missing one."""
+    params = tuple(TaskParameter(name, "positional_or_keyword") for name in ("x", "y"))
+    store.declare_tasks([TaskPolicy("pair", "default", 0, 3, 5.0, 60.0, parameters=params)], "w")
+    run = heartq("enqueue", "pair", "--args", '{"x": 1, "z": 2}').fails(1)
+    assert run.err == (
+        "heartq: error: task 'pair': missing a required argument: 'y'; got an unexpected "
+        "keyword argument 'z'\n"
+    ), run.err
+    assert heartq.json("jobs", "list") == []  # nothing stored
 
 
 def test_enqueue_strict_refuses_an_undeclared_task(heartq: HeartqCli) -> None:

@@ -69,7 +69,7 @@ def test_arguments_that_cannot_bind_are_dead_after_exactly_one_attempt(
     assert heard == [("failed", False)]  # the attempt hooks are told it will not retry
     assert job["dead_reason"] == (
         f"its arguments do not fit the task, not retried: BadArguments: task {task!r}: "
-        "missing a required argument: 'name'"
+        "missing a required argument: 'name'; got an unexpected keyword argument 'nmae'"
     )
     assert job["args"] == {"nmae": "x"}  # kept: replayable once fixed
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 import heartq
-from heartq.model import TaskParameter
+from heartq.arguments import describe, refusal
+from heartq.model import TaskParameter, TaskPolicy
 
 
 @pytest.fixture
@@ -84,6 +85,35 @@ def test_an_enqueue_by_name_is_checked_against_the_declared_parameters(
     anything = producer.enqueue("loose", {"name": "x", "colour": "red", "size": 3})
     assert producer.get_job(fits)["args"] == {"name": "x", "n": 2, "scale": 0.5}
     assert producer.get_job(anything)["args"] == {"name": "x", "colour": "red", "size": 3}
+
+
+def test_every_missing_and_unexpected_argument_is_named(
+    app: heartq.App, producer: heartq.App
+) -> None:
+    """Python's `bind` names the first thing wrong only: `{"x": 1, "z": 2}` for `x, y`
+    said `y` was missing and never named the stray `z`. The one check (`bind`, and
+    `refusal`, the worker's question) names all of both, however the job is enqueued."""
+
+    @app.task
+    def pair(x: int, y: int) -> None: ...
+
+    app.store.declare_tasks(
+        [TaskPolicy("pair", "default", 0, 3, 5.0, 60.0, parameters=describe(pair.signature))], "w"
+    )
+    both = "task 'pair': missing a required argument: 'y'; got an unexpected keyword argument 'z'"
+    with pytest.raises(heartq.BadArguments) as by_task:
+        pair.enqueue(x=1, z=2)  # type: ignore[call-arg]
+    with pytest.raises(heartq.BadArguments) as by_name:  # checked against the declaration
+        producer.enqueue("pair", {"x": 1, "z": 2})
+    assert str(by_task.value) == str(by_name.value) == both
+    assert str(refusal("pair", pair.signature, {"x": 1, "z": 2})) == both
+    assert str(refusal("pair", pair.signature, {"a": 1, "b": 2})) == (
+        "task 'pair': missing required arguments: 'x', 'y'; got unexpected keyword "
+        "arguments 'a', 'b'"
+    )
+    with pytest.raises(heartq.BadArguments, match="multiple values for argument 'x'"):
+        pair.enqueue(1, x=1)  # type: ignore[misc]  # not a name missing: Python's own words
+    assert app.store.list_jobs() == []
 
 
 def test_a_declaration_without_parameters_is_not_checked(
