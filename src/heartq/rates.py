@@ -4,8 +4,8 @@ minute. Parsed once, where a limit is given (`@app.task(rate_limit=...)`, an enq
 there and never reaches the database; the store keeps the count and the period.
 
 The form is `N/PERIOD`: `N` a whole number of starts, `PERIOD` a unit (`s`, `m`, `h`)
-with an optional multiplier before it (`3/10s`, `500/15m`, `2/1.5h`). How the limit is
-enforced is the claim's: docs/DESIGN.md, "Rate limits".
+with an optional multiplier before it (`3/10s`, `500/15m`, `2/1.5h`), without spaces.
+How the limit is enforced is the claim's: docs/DESIGN.md, "Rate limits".
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ MAX_PERIOD = 86_400.0
 """At most a day: the starts counted are the executions of jobs still kept, and
 succeeded jobs are kept 7 days by default (`job_retention`)."""
 
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([smh])\s*$")
+_SPEC = re.compile(r"(\d+)/(\d+(?:\.\d+)?)?([smh])", re.ASCII)
+"""Written without spaces, as the examples are: `"5/ s"` or `" 10/m"` is refused, not
+guessed at (matched whole: `fullmatch`)."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,11 @@ def parse_rate(spec: object, what: str = "rate_limit") -> RateLimit:
     else."""
     if not isinstance(spec, str):
         raise ConfigError(f"{what} must be text like '100/m', got {spec!r}")
-    found = _SPEC.match(spec)
+    found = _SPEC.fullmatch(spec)
     if found is None:
         raise ConfigError(
             f"{what} {spec!r} is not N/PERIOD: write it like '10/s', '100/m', '5/h' or "
-            f"'3/10s' (starts per period; units s, m, h)"
+            f"'3/10s' (starts per period; units s, m, h; no spaces)"
         )
     period = float(found.group(2) or 1) * UNITS[found.group(3)]
     return checked(int(found.group(1)), period, f"{what} {spec!r}")

@@ -91,6 +91,7 @@ def test_enqueue_with_a_rate_key_stats_and_tasks(heartq: HeartqCli) -> None:
     assert "(busiest: api:7 2/m: 0 started)" in text
     for bad, why in ((("--rate-limit", "2/m"), "needs a rate_key"),
                      (("--rate-key", "k", "--rate-limit", "2 a minute"), "N/PERIOD"),
+                     (("--rate-key", "k", "--rate-limit", "5/ s"), "'5/ s' is not N/PERIOD"),
                      (("--rate-key", "k"), "declares none")):  # fmt: skip
         run = heartq("enqueue", "ok", *bad).fails(1)
         assert why in run.err and "\n" not in run.err.strip(), run.err

@@ -90,10 +90,17 @@ def test_bad_limits_are_refused_in_one_line_before_anything_is_stored(app: heart
     def plain() -> None:
         """No limit of its own."""
 
-    for spec in ("100 per minute", "0/s", "10/0.01s", "5/2d", "", "1/25h"):
+    spaced = ("5/ s", " 10/m", "10 /s", "10/m ", "3/10 s")  # written without spaces, or refused
+    for spec in ("100 per minute", "0/s", "10/0.01s", "5/2d", "", "1/25h", "٣/s", *spaced):
         with pytest.raises(ConfigError) as caught:
             app.task(name=f"bad{len(spec)}", rate_limit=spec)(lambda: None)
         assert "\n" not in str(caught.value) and "rate_limit" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        app.task(name="spaced", rate_limit="5/ s")(lambda: None)
+    assert str(caught.value) == (
+        "spaced: rate_limit '5/ s' is not N/PERIOD: write it like '10/s', '100/m', '5/h' or "
+        "'3/10s' (starts per period; units s, m, h; no spaces)"
+    )
     with pytest.raises(ConfigError, match="rate_key needs a rate_limit"):
         app.task(name="keyed", rate_key="k:{x}")(lambda x: None)
     with pytest.raises(ConfigError, match="arguments"):
