@@ -156,3 +156,22 @@ def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli
         assert "Invalid value" not in run.err and "'-3'" in run.err, run.explain()
     typed = heartq(*worker, "--lease", "-3").fails(2)
     assert "Invalid value for '--lease'" in typed.err, typed.explain()
+
+
+@without_the_queue
+def test_an_empty_queue_name_in_queues_is_a_usage_error(heartq: HeartqCli) -> None:
+    """`--queues ''` (a variable that expanded to nothing), `a,,b`, a trailing comma: not
+    the app's queues instead, one line naming the option; nothing runs."""
+    heartq.add("ok")  # a worker let through would run it
+    typed = ["", "default,,cpu", "default,", " , "]
+    runs = heartq.many([["worker", "tasks:app", "--burst", "--queues", t] for t in typed])
+    for value, run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert errors == [
+            f"Error: Invalid value for '--queues': {value!r} holds an empty queue name: give "
+            "names separated by commas, like default,emails"
+        ], run.explain()
+    assert [job["status"] for job in heartq.json("jobs", "list")] == ["queued"]
+    heartq("worker", "tasks:app", "--burst", "--queues", " default , cpu ").ok()
+    assert [job["status"] for job in heartq.json("jobs", "list")] == ["succeeded"]

@@ -54,10 +54,34 @@ def setting_options(fn: F) -> F:
     return fn
 
 
+def queue_names(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """`--queues a,b` as names (spaces around each dropped); None when not given (the
+    app's queues). An empty name (`--queues ''`, `a,,b`, a trailing comma) is a usage
+    error, not the app's queues instead: whoever typed it meant some queue, maybe a
+    variable that expanded to nothing, and a worker of other queues would run jobs
+    nobody asked it to."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise click.BadParameter(
+            f"{value!r} holds an empty queue name: give names separated by commas, "
+            "like default,emails",
+            ctx,
+            param,
+        )
+    return names
+
+
 @click.command("worker")
 @click.argument("app_ref", metavar="APP")
 @url_option
-@click.option("--queues", default=None, help="Comma-separated queues (default: the app's).")
+@click.option(
+    "--queues",
+    default=None,
+    callback=queue_names,
+    help="Comma-separated queues (default: the app's).",
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -129,7 +153,7 @@ def setting_options(fn: F) -> F:
 def worker_command(
     app_ref: str,
     url: str | None,
-    queues: str | None,
+    queues: list[str] | None,
     concurrency: int,
     pool: str,
     name: str | None,
@@ -171,7 +195,7 @@ def worker_command(
     typed_settings: dict[str, Any] = {n: v for n, v in settings.items() if typed(n)}
     worker = Worker(
         app,
-        queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
+        queues=queues,
         concurrency=concurrency,
         pool=pool,
         name=name,
