@@ -11,6 +11,7 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -70,6 +71,18 @@ def parse_eta(text: str) -> datetime:
     return value
 
 
+def eta_problem(value: datetime) -> str | None:
+    """What makes an aware `eta` no time heartq takes, said after its name, or None: a
+    time further ahead than a delay may be (`payload.duration_problem`: ten years). An
+    eta is a delay given as a time, and a year-9999 one is the same mistake as a delay of
+    8,000 years (which the store would otherwise cut to ten without a word)."""
+    ahead = value.timestamp() - time.time()
+    problem = payload.duration_problem(max(ahead, 0.0))
+    if problem is None:
+        return None
+    return f"{problem} ahead, as a delay, got {value.isoformat()}"
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of an enqueue: its `name` (an `EnqueueOptions` key), the `kind` of its
@@ -124,6 +137,9 @@ def _eta(option: Option, value: datetime | None) -> None:
             f"{option.name} must be timezone-aware (e.g. datetime.now(timezone.utc)), got "
             f"the naive {value.isoformat()}"
         )
+    problem = eta_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{option.name} {problem}")
 
 
 def _unique_key(option: Option, value: UniqueKey) -> None:

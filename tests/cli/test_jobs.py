@@ -151,6 +151,16 @@ def test_enqueue_eta_refuses_a_time_without_its_offset_in_one_line(heartq: Heart
     assert heartq.json("jobs", "list") == []
 
 
+@without_the_queue
+def test_enqueue_eta_refuses_a_time_further_ahead_than_a_delay_may_be(heartq: HeartqCli) -> None:
+    run = heartq("enqueue", "ok", "--eta", "9999-01-01T00:00:00Z").fails(2)
+    assert run.err.splitlines()[-1] == (
+        "Error: Invalid value for '--eta': must be at most 3.1536e+08 s (ten years) ahead, "
+        "as a delay, got 9999-01-01T00:00:00+00:00."
+    ), run.explain()
+    assert heartq.json("jobs", "list") == []
+
+
 def test_enqueue_refuses_args_nested_too_deeply_or_holding_nul(heartq: HeartqCli) -> None:
     """One line each, nothing stored: not `unexpected error: RecursionError`."""
     (heartq.cwd / "deep.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")

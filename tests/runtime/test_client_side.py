@@ -206,6 +206,30 @@ def test_eta_sets_when_a_job_may_first_run(app: heartq.App) -> None:
     assert len(app.store.list_jobs()) == 2
 
 
+def test_an_eta_further_ahead_than_a_delay_may_be_is_refused(app: heartq.App) -> None:
+    """A delay is at most ten years; an eta is a delay given as a time, so a year-9999 one
+    is refused in one line, not cut to ten years without a word (as the store would)."""
+
+    @app.task
+    def later() -> None: ...
+
+    far = datetime(9999, 1, 1, tzinfo=UTC)
+    for enqueue in (
+        lambda: later.options(eta=far).enqueue(),
+        lambda: app.enqueue("later", eta=far),
+    ):
+        with pytest.raises(heartq.ConfigError) as caught:
+            enqueue()
+        assert str(caught.value) == (
+            "eta must be at most 3.1536e+08 s (ten years) ahead, as a delay, got "
+            "9999-01-01T00:00:00+00:00"
+        )
+    assert app.store.list_jobs() == []
+    nine_years = datetime.now(UTC) + timedelta(days=9 * 365)
+    job = app.get_job(later.options(eta=nine_years).enqueue())
+    assert abs(datetime.fromisoformat(job["run_at"]).timestamp() - nine_years.timestamp()) < 1.0
+
+
 def test_result_returns_or_says_why_not(app: heartq.App, run_worker: Callable[..., Any]) -> None:
     @app.task(max_retries=0)
     def double(x: int) -> int:

@@ -17,7 +17,7 @@ from heartq.cli.common import F, Seconds, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import ConfigError, TaskNotDeclaredWarning
 from heartq.model import DependencyFailure
-from heartq.options import OPTIONS, Option, parse_eta
+from heartq.options import OPTIONS, Option, eta_problem, parse_eta
 
 
 def read_args_text(value: str | None) -> str | None:
@@ -82,7 +82,8 @@ def _json_kind(value: Any) -> str:
 
 
 class EtaType(click.ParamType[datetime]):
-    """`--eta TIME`, read by `heartq.options.parse_eta`; a bad one is a usage error."""
+    """`--eta TIME`, read by `heartq.options.parse_eta`, no further ahead than a delay may
+    be (`eta_problem`); a bad one is a usage error."""
 
     name = "time"
 
@@ -92,9 +93,13 @@ class EtaType(click.ParamType[datetime]):
         if isinstance(value, datetime):
             return value
         try:
-            return parse_eta(str(value))
+            eta = parse_eta(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
+        problem = eta_problem(eta)  # as --delay's bound is checked: a usage error
+        if problem is not None:
+            self.fail(f"{problem}.", param, ctx)
+        return eta
 
 
 def click_type(option: Option) -> click.ParamType[Any] | None:
