@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
 from heartq.model import Progress
-from heartq.payload import clean_text
+from heartq.payload import check_text
 
 _MISSING: Any = object()
 
@@ -132,7 +132,10 @@ class JobContext:
         """Extend the lease, record progress, optionally save a checkpoint.
 
         Raises `heartq.LeaseLost` when this attempt no longer owns the job and
-        `heartq.Cancelled` when a cancel was requested.
+        `heartq.Cancelled` when a cancel was requested; `TypeError` for a progress that
+        is no finite number or a stage or message that is no text, `ConfigError` for a
+        stage or message holding NUL (refused, as in every text a user gives heartq;
+        only the errors heartq captures itself are escaped), nothing recorded.
         """
         self._raise_if_stopped()
         has_progress = progress is not None or stage is not None or message is not None
@@ -142,9 +145,12 @@ class JobContext:
             or not math.isfinite(progress)
         ):
             raise TypeError(f"progress must be a finite number (0.0 to 1.0), got {progress!r}")
-        self._control.touch(
-            Progress(progress, clean_text(stage), clean_text(message)) if has_progress else None
-        )
+        for what, text in (("stage", stage), ("message", message)):
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"{what} must be text (a str), got {text!r}")
+            if text is not None:  # refused as every text a user gives heartq (names, keys)
+                check_text(what, text)
+        self._control.touch(Progress(progress, stage, message) if has_progress else None)
         if checkpoint is not _MISSING:
             self._control.save_checkpoint(checkpoint)
             self.checkpoint = checkpoint

@@ -157,9 +157,11 @@ def decode(text: str | None) -> Any:
 
 
 def clean_text(text: str | None) -> str | None:
-    """Free text heartq stores as such (errors, progress stages and messages): NUL, which
+    """Free text heartq captures itself (errors, tracebacks, dead reasons): NUL, which
     PostgreSQL's text type refuses, becomes a visible escape instead of failing a write
-    (a traceback is kept, not refused: the task that raised it has already run)."""
+    (a traceback is kept, not refused: the task that raised it has already run). Text a
+    user gives is refused instead (`check_text`; `ctx.heartbeat`'s stage and message
+    too); the store still escapes a progress report's, whoever wrote it."""
     if text is None or NUL not in text:
         return text
     return text.replace(NUL, "\\x00")

@@ -136,6 +136,36 @@ def test_result_that_is_not_json_fails_permanently(app, run_worker) -> None:
     assert "result must be JSON-serializable" in job["error"]
 
 
+def test_a_progress_stage_or_message_with_nul_is_refused_as_every_text_given(
+    app, run_worker
+) -> None:
+    """NUL in text a user gives heartq is refused, whatever the text: a stage or message
+    too (it was escaped to a visible `\\x00` there, refused everywhere else). The task
+    is told in one line and may carry on; nothing of the bad report is recorded."""
+    said: list[str] = []
+
+    @app.task
+    def reports(ctx: heartq.JobContext) -> str:
+        ctx.heartbeat(progress=0.25, stage="start", message="fine")
+        for report in ({"stage": "a\x00b"}, {"message": "x\x00"}, {"message": 7}):
+            try:
+                ctx.heartbeat(progress=0.5, **report)
+            except (heartq.ConfigError, TypeError) as exc:
+                said.append(f"{type(exc).__name__}: {exc}")
+        return "done"
+
+    job_id = reports.enqueue()
+    with run_worker(app):
+        wait_status(app, job_id, "succeeded")
+    assert said == [
+        "ConfigError: stage must not contain NUL characters",
+        "ConfigError: message must not contain NUL characters",
+        "TypeError: message must be text (a str), got 7",
+    ]
+    progress = app.get_job(job_id)["progress"]
+    assert (progress["stage"], progress["message"]) == ("start", "fine")
+
+
 def test_a_result_or_checkpoint_no_backend_takes_is_refused_the_same_everywhere(
     app, run_worker
 ) -> None:
