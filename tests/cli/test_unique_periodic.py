@@ -60,6 +60,21 @@ def test_periodic_lists_schedules_with_last_and_next_run(
     assert "1 schedules, next tick in" in heartq("stats").ok().out
 
 
+def test_periodic_says_never_for_a_schedule_that_has_not_run(
+    heartq: HeartqCli, store: Store
+) -> None:
+    """A schedule first seen starts from its latest tick without running it: `LAST RUN`
+    says `never` (it said `9.1s ago`), `--json` a null `last_run`."""
+    schedule = Schedule(name="hourly", task="ok", every=3600)
+    args = (schedule.name, schedule.task, schedule.spec, schedule.plan, lambda ticks: [])
+    now = store.clock()
+    assert store.tick_schedule(*args, by="w1", now=now - now % 3600 + 10) == []  # first sight
+    (row,) = heartq.json("periodic")
+    assert (row["last_run"], row["last_job_id"]) == (None, None) and row["next_run"]
+    (line,) = [line for line in heartq("periodic").ok().out.splitlines() if "hourly" in line]
+    assert line.split()[4:6] == ["never", "in"], line  # SCHEDULE TASK SPEC (2 words) LAST NEXT
+
+
 def test_enqueue_with_a_concurrency_key_and_stats(heartq: HeartqCli) -> None:
     options = ("--concurrency-key", "tenant:7", "--concurrency-limit", "2")
     ids = [heartq.enqueue("ok", *options) for _ in range(3)]

@@ -15,12 +15,16 @@ from heartq.timeutil import iso
 
 
 def schedule_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """A schedule as `heartq periodic --json` prints it (times in ISO-8601)."""
+    """A schedule as `heartq periodic --json` prints it (times in ISO-8601). `last_run`
+    is null for a schedule that has never enqueued a tick: the store's `last_tick` is
+    where the fleet stands (a schedule first seen starts from its latest tick, run or
+    not), and a schedule whose first tick is still to come has run nothing."""
+    ran = row["last_job_id"] is not None  # kept once set: the last tick that enqueued
     return {
         "name": row["name"],
         "task": row["task"],
         "spec": row["spec"],
-        "last_run": iso(row["last_tick"]),
+        "last_run": iso(row["last_tick"]) if ran else None,
         "next_run": iso(row["next_tick"]),
         "last_job_id": row["last_job_id"],
         "last_job_status": row["last_job_status"],
@@ -56,7 +60,7 @@ def periodic_command(url: str | None, as_json: bool) -> None:
             Text(s["name"]),
             Text(s["task"]),
             Text(s["spec"]),
-            display.fmt_ago(s["last_run"], now),
+            display.fmt_ago(s["last_run"], now) if s["last_run"] else "never",
             display.fmt_ago(s["next_run"], now),
             job,
         )
