@@ -7,32 +7,15 @@ errors for a bad URL or app; and nothing at all for a suite that uses none of it
 from __future__ import annotations
 
 import importlib.metadata
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from heartq.store.postgres.connection import parse_url
-from tests.support import pytest_env
+from tests.testing.inner import make_project, run_pytest
 
-TASKS = '''
-import heartq
-
-app = heartq.App()
-
-
-@app.task(max_retries=1)
-def greet(ctx: heartq.JobContext, name: str) -> str:
-    if name == "bad":
-        raise ValueError("bad name")
-    return f"hello {name}"
-'''
-
-TESTS = '''
+TESTS = """
 import os
 import pathlib
 
@@ -83,31 +66,11 @@ def test_another_app_and_a_url(heartq_app_for, heartq_url):
     remember(other.url)
     remember(heartq_url)
     assert testing.run(ping) == "pong"
-'''
+"""
 
 
 def _project(tmp_path: Path, ini: str = "heartq_app = tasks:app", tests: str = TESTS) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
-    (project / "tasks.py").write_text(TASKS)
-    (project / "test_tasks.py").write_text(textwrap.dedent(tests))
-    return project
-
-
-def _pytest(
-    project: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`python -m pytest ARGS` in `project`, with none of this run's heartq settings."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HEARTQ_", "PYTEST_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-        cwd=project,
-        env=pytest_env({**clean, "PYTHONPATH": str(project), **(env or {})}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return make_project(tmp_path, tests, ini)
 
 
 def test_the_entry_point_names_the_plugin() -> None:
@@ -131,7 +94,7 @@ def test_fixtures_give_each_test_a_fresh_queue(
         else:
             env["HEARTQ_TEST_URL"] = server
 
-    done = _pytest(project, *args, env=env)
+    done = run_pytest(project, *args, env=env)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
@@ -151,7 +114,7 @@ def test_fixtures_give_each_test_a_fresh_queue(
 
 
 def test_a_bad_server_stops_the_run_in_one_line_without_its_password(tmp_path: Path) -> None:
-    done = _pytest(_project(tmp_path), "--heartq-url", "mysql://app:s3cret@db/q")
+    done = run_pytest(_project(tmp_path), "--heartq-url", "mysql://app:s3cret@db/q")
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
     assert (
         "heartq: --heartq-url / $HEARTQ_TEST_URL: a test queue is made on 'sqlite' or a "
@@ -161,15 +124,15 @@ def test_a_bad_server_stops_the_run_in_one_line_without_its_password(tmp_path: P
 
 
 def test_a_bad_app_fails_the_tests_that_use_it_in_one_line(tmp_path: Path) -> None:
-    tests = '''
+    tests = """
     def test_uses_it(heartq_app):
         pass
 
     def test_does_not():
         pass
-    '''
+    """
     project = _project(tmp_path, ini="heartq_app = nosuch:app", tests=tests)
-    done = _pytest(project, "-rA")
+    done = run_pytest(project, "-rA")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 passed, 1 error" in done.stdout
     assert (
@@ -182,19 +145,19 @@ def test_a_bad_app_fails_the_tests_that_use_it_in_one_line(tmp_path: Path) -> No
 def test_a_suite_that_uses_none_of_it_sees_nothing(tmp_path: Path) -> None:
     """Only `heartq_*` fixtures, none autouse, and no test behaves otherwise;
     `-p no:heartq` turns it off."""
-    tests = '''
+    tests = """
     def test_plain(request):
         assert not [n for n in request.fixturenames if n.startswith("heartq")]
-    '''
+    """
     project = _project(tmp_path, ini="", tests=tests)
-    plain = _pytest(project)
+    plain = run_pytest(project)
     assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout + plain.stderr
 
-    listed = _pytest(project, "--fixtures", "-v").stdout
+    listed = run_pytest(project, "--fixtures", "-v").stdout
     section = listed.split("fixtures defined from heartq.testing.plugin", 1)[1].splitlines()[1:]
     ends = next(i for i, line in enumerate(section) if line.startswith("---"))
     names = sorted(line.split()[0] for line in section[:ends] if line[:1].isalpha())
     assert names == ["heartq_app", "heartq_app_for", "heartq_url"], section
 
-    off = _pytest(project, "-p", "no:heartq", "--fixtures")
+    off = run_pytest(project, "-p", "no:heartq", "--fixtures")
     assert "heartq.testing.plugin" not in off.stdout and off.returncode == 0

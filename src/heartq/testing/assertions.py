@@ -14,10 +14,10 @@ the matching ones marked, so the test explains itself.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from heartq import payload
@@ -154,6 +154,7 @@ def assert_enqueued(
     waits up to S seconds for it (an enqueue by another thread or process, a background
     task); 0 looks once. Returns the matching jobs, oldest first. `app`: needed for a task
     given by name (a `Task` knows its app)."""
+    __tracebackhide__ = True  # a failure shows the test's line and the queue, not this code
     target = _app_for(task, app, "assert_enqueued")
     wanted = _wanted(task, args, queue, meta, status)
     _check_count(count)
@@ -182,6 +183,7 @@ def assert_not_enqueued(
 ) -> None:
     """Assert that no job of `task` matching `args`, `queue`, `meta` and `status` (as
     `assert_enqueued`) is in the queue; the failure lists the jobs that match."""
+    __tracebackhide__ = True
     target = _app_for(task, app, "assert_not_enqueued")
     wanted = _wanted(task, args, queue, meta, status)
     jobs = enqueued(target)
@@ -190,7 +192,6 @@ def assert_not_enqueued(
         raise _failure("no job", wanted, jobs, found, "The queue holds")
 
 
-@contextlib.contextmanager
 def expect_enqueued(
     task: Task[Any, Any] | str,
     args: Mapping[str, Any] | None = None,
@@ -200,19 +201,44 @@ def expect_enqueued(
     meta: Mapping[str, Any] | None = None,
     status: str | None = None,
     count: int | None = None,
-) -> Iterator[EnqueuedJobs]:
+) -> ExpectEnqueued:
     """`with expect_enqueued(task, ...) as jobs:` asserts, when the block ends, that the
     block enqueued a matching job (at least one, or exactly `count`): jobs stored before
     it do not count. `jobs` is then the list of those it enqueued."""
     target = _app_for(task, app, "expect_enqueued")
     wanted = _wanted(task, args, queue, meta, status)
     _check_count(count)
-    before = {job.id for job in enqueued(target)}
-    made = EnqueuedJobs()
-    yield made
-    jobs = [job for job in enqueued(target) if job.id not in before]
-    found = [job for job in jobs if wanted.matches(job)]
-    if not _enough(len(found), count):
-        expected = f"the block to enqueue {_how_many(count)}"
-        raise _failure(expected, wanted, jobs, found, "The block enqueued")
-    made.extend(found)
+    return ExpectEnqueued(target, wanted, count)
+
+
+class ExpectEnqueued:
+    """The context manager `expect_enqueued` returns: a class, not a generator under
+    `contextlib.contextmanager`, so that a failure's traceback holds no frame of heartq's
+    or contextlib's, only the test's `with` line (`__tracebackhide__` in `__exit__`)."""
+
+    def __init__(self, app: App, wanted: _Wanted, count: int | None) -> None:
+        self._app = app
+        self._wanted = wanted
+        self._count = count
+        self._made = EnqueuedJobs()
+        self._before: set[str] = set()
+
+    def __enter__(self) -> EnqueuedJobs:
+        self._before = {job.id for job in enqueued(self._app)}
+        return self._made
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        __tracebackhide__ = True
+        if exc_type is not None:
+            return  # the block's own error is the test's failure
+        jobs = [job for job in enqueued(self._app) if job.id not in self._before]
+        found = [job for job in jobs if self._wanted.matches(job)]
+        if not _enough(len(found), self._count):
+            expected = f"the block to enqueue {_how_many(self._count)}"
+            raise _failure(expected, self._wanted, jobs, found, "The block enqueued")
+        self._made.extend(found)

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Generator, Sequence
+from types import TracebackType
 from typing import Any, ParamSpec
 
 from heartq import events, payload
@@ -124,6 +125,7 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
     The job runs in a queue of its own (`heartq-testing-run-...`, as `ctx.queue` says),
     so nothing else due runs with it; after a failure it stays as the attempt left it
     (waiting out its retry, or dead): `drain(app, run_retries_now=True)` runs the rest."""
+    __tracebackhide__ = True  # a failure shows the test's line, then the task's own frames
     bound = task if isinstance(task, BoundTask) else BoundTask(task, Options())
     if not isinstance(bound.task, Task):
         raise TypeError(f"run() takes a task of an app (@app.task), got {task!r}")
@@ -158,7 +160,20 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
         # attempt's outcome, not the test run's (re-raised, they would stop pytest itself)
         raise AttemptFailed(job) from raised
     raised.add_note(f"heartq.testing.run: {job}")
-    raise raised
+    raise raised.with_traceback(_from_the_task(raised.__traceback__))
+
+
+def _from_the_task(traceback: TracebackType | None) -> TracebackType | None:
+    """The traceback of what a task raised from its first frame outside heartq: the
+    worker's frames that called it (its invocation) say nothing to the test that fails.
+    Unchanged when every frame is heartq's (a task of heartq's own)."""
+    first = traceback
+    while first is not None:
+        module = str(first.tb_frame.f_globals.get("__name__", ""))
+        if not module.startswith("heartq."):
+            break
+        first = first.tb_next
+    return first or traceback
 
 
 def _queues(app: App, queues: Sequence[str] | None) -> list[str]:
