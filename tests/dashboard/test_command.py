@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from heartq.store import Store, redact
+from heartq.store import Store, open_store, redact
 from tests.cli.helpers import HeartqCli, clean_env
 from tests.conformance.support import enqueue_one
 from tests.dashboard.support import SECRET, with_password
@@ -98,3 +100,51 @@ def test_heartq_dashboard_refuses_a_sqlite_file_that_does_not_exist(tmp_path: Pa
         "migrate` to create one there, or point at yours with --url or HEARTQ_URL"
     )
     assert run.out == "" and not missing.exists()
+
+
+def sqlite_queue(tmp_path: Path) -> str:
+    """A migrated SQLite queue: binding does not differ by backend."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    made = open_store(url)
+    made.migrate()
+    made.close()
+    return url
+
+
+def test_heartq_dashboard_on_port_0_prints_the_port_it_listens_on(
+    tmp_path: Path, servers: list[subprocess.Popen[str]]
+) -> None:
+    """`--port 0` lets the system choose: the banner names that port (it printed
+    `http://127.0.0.1:0/`), and the page answers there."""
+    url = sqlite_queue(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "heartq", "dashboard", "--url", url, "--port", "0"],
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    servers.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().rstrip("\n")  # printed once bound
+    found = re.fullmatch(r"heartq dashboard on http://127\.0\.0\.1:(\d+)/ \(read-only; .*\)", line)
+    assert found is not None and found.group(1) != "0", line
+    address = f"http://127.0.0.1:{found.group(1)}/"
+    first = wait_for(lambda: answer(address, proc), timeout=STARTUP, what="the dashboard")
+    assert first.status_code == 200
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0 and "Traceback" not in err, (proc.returncode, err)
+
+
+def test_heartq_dashboard_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
+    """No success banner before the bind error: one `heartq: error:` line, exit 1."""
+    url = sqlite_queue(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = HeartqCli(url, tmp_path)("dashboard", "--port", str(port))
+    run.fails(1)
+    assert run.out == "", run.explain()
+    assert run.err == (
+        f"heartq: error: the dashboard cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    ), run.explain()

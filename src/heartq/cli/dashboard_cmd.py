@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+
 import click
 
 from heartq import events
@@ -17,9 +20,7 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 @click.command("dashboard")
 @url_option
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True
-)
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option(
     "--allow-actions",
     is_flag=True,
@@ -65,8 +66,32 @@ def dashboard_command(
             "this port can cancel, replay and purge jobs",
             err=True,
         )
+    listening = listen(host, port)
+    port = listening.getsockname()[1]  # --port 0: the one the system chose
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"heartq dashboard on http://{shown}:{port}/ ({mode}; {redact(store.url)})")
     events.emit(events.DASHBOARD_STARTED, address=f"{shown}:{port}", url=redact(store.url),
                 actions=mode)  # fmt: skip
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    # Ctrl-C is the way to stop it: exit 0, as uvicorn.run has it.
+    with listening, contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run(sockets=[listening])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port`, before anything is printed: the banner then names
+    the port really bound (`--port 0` lets the system choose one), and a port already
+    taken is one `heartq: error:` line and exit 1, not a success banner followed by
+    uvicorn's own error. Bound as uvicorn binds (IPv6 for an address with a colon,
+    `SO_REUSEADDR`), then handed to it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"the dashboard cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return sock
