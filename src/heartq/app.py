@@ -42,6 +42,10 @@ from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_RETRY_BACKOFF_MAX,
+    EXPONENTIAL,
+    Backoff,
+    ExceptionClasses,
+    RetryOn,
 )
 from heartq.model import CancelResult, NewJob, TaskPolicy
 from heartq.options import EnqueueOptions, Options
@@ -96,6 +100,10 @@ class Task(Generic[P, R]):
         concurrency_limit: int | None = None,
         rate_limit: str | None = None,
         rate_key: str | None = None,
+        retry_on: ExceptionClasses = None,
+        dont_retry_on: ExceptionClasses = None,
+        retry_schedule: str = EXPONENTIAL,
+        retry_jitter: bool = True,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -129,6 +137,10 @@ class Task(Generic[P, R]):
                 raise ConfigError(f"{name}: rate_key needs a rate_limit, like rate_limit='10/s'")
             payload.check_key("rate_key", rate_key)
             arguments.template_fields(rate_key, "rate_key")
+        self.retry_rule = RetryOn.of(retry_on, dont_retry_on)
+        """Which exceptions of its code are worth another attempt (judged by the worker)."""
+        self.backoff = Backoff(retry_schedule, retry_jitter)
+        """The shape of its waits between attempts (exponential, linear, constant; jitter)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = arguments.call_signature(fn)
         self.parameters = arguments.describe(self.signature)
@@ -143,6 +155,7 @@ class Task(Generic[P, R]):
         """What a worker running this task declares to the database (its parameters
         too: an enqueue by name elsewhere is checked against them). Made once: a task's
         options are fixed when it is defined, and a worker reads this for every job."""
+        retry_on, dont_retry_on = self.retry_rule.names()
         return TaskPolicy(
             name=self.name,
             queue=self.queue,
@@ -155,6 +168,10 @@ class Task(Generic[P, R]):
             parameters=self.parameters,
             rate_limit=None if self.rate_limit is None else self.rate_limit.spec,
             rate_key=self.rate_key,
+            retry_schedule=self.backoff.schedule,
+            retry_jitter=self.backoff.jitter,
+            retry_on=retry_on,
+            dont_retry_on=dont_retry_on,
         )
 
     @property
@@ -384,6 +401,10 @@ class App:
         concurrency_limit: int | None = None,
         rate_limit: str | None = None,
         rate_key: str | None = None,
+        retry_on: ExceptionClasses = None,
+        dont_retry_on: ExceptionClasses = None,
+        retry_schedule: str = EXPONENTIAL,
+        retry_jitter: bool = True,
     ) -> TaskDecorator: ...
 
     def task(
@@ -403,6 +424,10 @@ class App:
         concurrency_limit: int | None = None,
         rate_limit: str | None = None,
         rate_key: str | None = None,
+        retry_on: ExceptionClasses = None,
+        dont_retry_on: ExceptionClasses = None,
+        retry_schedule: str = EXPONENTIAL,
+        retry_jitter: bool = True,
     ) -> Task[Any, Any] | TaskDecorator:
         """Register a function (sync or `async def`) as a task. Its name defaults to the
         function's `__name__`; a second task with the same name is an error. A `ctx`
@@ -415,7 +440,12 @@ class App:
         that many attempts of its jobs start in any such period, across every worker, per
         `rate_key` (a template like `concurrency_key`'s; None: the task's name, one limit
         for the whole task). Declared with the task, so an enqueue by name anywhere takes
-        it. A bad one raises `ConfigError` here."""
+        it. `retry_on` (exception classes; None: every exception) and `dont_retry_on`: an
+        exception of the code that `dont_retry_on` matches, or that `retry_on` does not,
+        ends the job dead at once, like `heartq.Permanent`. `retry_schedule`
+        (`"exponential"`, `"linear"`: `retry_backoff * attempt`, `"constant"`:
+        `retry_backoff`, each capped at `retry_backoff_max`) and `retry_jitter` (False: the
+        exact waits) shape the waits between attempts. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task: Task[Any, Any] = Task(
@@ -433,6 +463,10 @@ class App:
                 concurrency_limit=concurrency_limit,
                 rate_limit=rate_limit,
                 rate_key=rate_key,
+                retry_on=retry_on,
+                dont_retry_on=dont_retry_on,
+                retry_schedule=retry_schedule,
+                retry_jitter=retry_jitter,
             )
             if task.name in self.tasks:
                 raise ConfigError(f"a task named {task.name!r} is already registered")

@@ -257,7 +257,10 @@ class TaskPolicy:
     go and how they are retried and timed, for whoever enqueues it by name; and its
     `parameters` (None: not declared, by a worker of a version before they were), against
     which an enqueue by name is checked. `rate_limit` (a spec, `"100/m"`) and `rate_key`
-    (a template of the job's arguments; None: the task's name) limit its starts."""
+    (a template of the job's arguments; None: the task's name) limit its starts.
+    `retry_schedule` and `retry_jitter` shape its waits between attempts, `retry_on` (None:
+    every exception) and `dont_retry_on` name the exceptions worth another attempt
+    (`heartq.lifecycle.retry`)."""
 
     name: str
     queue: str
@@ -272,6 +275,10 @@ class TaskPolicy:
     parameters: tuple[TaskParameter, ...] | None = None
     rate_limit: str | None = None
     rate_key: str | None = None
+    retry_schedule: str = "exponential"  # heartq.lifecycle.retry.SCHEDULES
+    retry_jitter: bool = True
+    retry_on: tuple[str, ...] | None = None
+    dont_retry_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -303,6 +310,10 @@ class ClaimedJob:
     """Its priority: a worker starts the jobs it claimed ahead best first."""
     worker_id: str | None = None
     """The worker that claimed it: part of its lease, the fencing key."""
+    retry_schedule: str = "exponential"
+    retry_jitter: bool = True
+    """The shape of its waits between attempts (`heartq.lifecycle.retry.Backoff`): its
+    task's, as the worker running it declares it (`heartq.policy.for_attempt`)."""
 
     @functools.cached_property
     def lease(self) -> Lease:

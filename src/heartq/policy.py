@@ -68,6 +68,10 @@ DECLARED_FIELDS = (
     "parameters",
     "rate_limit",
     "rate_key",
+    "retry_schedule",
+    "retry_jitter",
+    "retry_on",
+    "dont_retry_on",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 
@@ -171,16 +175,18 @@ class RateChoice:
 
 def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
     """The claimed job with the running worker's own task policy for every retry option
-    its caller did not choose (None: the worker does not know the task; the job keeps
-    what it was stored with)."""
+    its caller did not choose, and its task's shape of waits (a caller does not choose
+    that) (None: the worker does not know the task; the job keeps what it was stored with)."""
     if policy is None:
         return job
     backoff_chosen = bool(job.chosen & RETRY_BACKOFF)
     max_retries = job.max_retries if job.chosen & MAX_RETRIES else policy.max_retries
     retry_backoff = job.retry_backoff if backoff_chosen else policy.retry_backoff
     retry_backoff_max = job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max
-    if (max_retries, retry_backoff, retry_backoff_max) == (
-        job.max_retries, job.retry_backoff, job.retry_backoff_max,
+    schedule, jitter = policy.retry_schedule, policy.retry_jitter
+    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter) == (
+        job.max_retries, job.retry_backoff, job.retry_backoff_max, job.retry_schedule,
+        job.retry_jitter,
     ):  # fmt: skip
         return job  # the usual case, stored as declared: no copy (8 us a job)
     return dataclasses.replace(
@@ -188,6 +194,8 @@ def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
         max_retries=max_retries,
         retry_backoff=retry_backoff,
         retry_backoff_max=retry_backoff_max,
+        retry_schedule=schedule,
+        retry_jitter=jitter,
     )
 
 

@@ -9,7 +9,8 @@ from tests.cli.helpers import HeartqCli, assert_fits
 
 TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
                "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
-               "declared_by", "parameters", "rate_limit", "rate_key"}  # fmt: skip
+               "declared_by", "parameters", "rate_limit", "rate_key", "retry_schedule",
+               "retry_jitter", "retry_on", "dont_retry_on"}  # fmt: skip
 
 
 def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:
@@ -41,6 +42,9 @@ def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
         "default", 0, 3, None,
     )  # fmt: skip
     assert (ok["rate_limit"], ok["rate_key"]) == (None, None)
+    assert (ok["retry_schedule"], ok["retry_jitter"], ok["retry_on"], ok["dont_retry_on"]) == (
+        "exponential", True, None, [],
+    )  # fmt: skip
 
     out = heartq("tasks").ok().out
     assert_fits(out)

@@ -29,6 +29,22 @@ def rate_text(task: dict[str, Any]) -> str:
     return f"{task['rate_limit']} per {task['rate_key'] or 'task'}"
 
 
+def backoff_text(task: dict[str, Any]) -> str:
+    """A declared backoff as the table shows it: `5s-1h`, or `5s-1h linear, exact`, and
+    the exceptions its filter retries or not (`retry_on TimeoutError`)."""
+    text = f"{display.fmt_seconds(task['retry_backoff'])}-"
+    text += display.fmt_seconds(task["retry_backoff_max"])
+    if task["retry_schedule"] != "exponential":
+        text += f" {task['retry_schedule']}"
+    if not task["retry_jitter"]:
+        text += " exact"
+    if task["retry_on"] is not None:
+        text += f"; retry_on {', '.join(task['retry_on'])}"
+    if task["dont_retry_on"]:
+        text += f"; dont_retry_on {', '.join(task['dont_retry_on'])}"
+    return text
+
+
 @click.command("tasks")
 @url_option
 @json_option
@@ -59,8 +75,7 @@ def tasks_command(url: str | None, as_json: bool) -> None:
             Text(task["queue"]),
             str(task["priority"]),
             str(task["max_retries"]),
-            f"{display.fmt_seconds(task['retry_backoff'])}-"
-            f"{display.fmt_seconds(task['retry_backoff_max'])}",
+            backoff_text(task),
             "-" if timeout is None else display.fmt_seconds(timeout),
             Text(rate_text(task)),
             f"{display.fmt_ago(task['declared_at'], now)}",

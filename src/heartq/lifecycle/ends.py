@@ -17,11 +17,13 @@ worker's ledger then routes it by who decides the job's fate:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Any
 
 from heartq.errors import UnknownTask
+from heartq.lifecycle.retry import RetryOn
 from heartq.model import Outcome
 
 
@@ -58,6 +60,22 @@ class AttemptEnd:
     full disk). Not the job's fault, so not its failure: the worker gives the attempt back
     as it does one it stopped trusting (`interrupted`, not counted; the database decides
     whether a commit whose answer was lost landed)."""
+
+
+def judged(end: AttemptEnd, exc: BaseException, rule: RetryOn) -> AttemptEnd:
+    """`end`, the failure of an attempt whose code raised `exc`, made `permanent` when its
+    task's `rule` (`retry_on`, `dont_retry_on`) says no other attempt is worth it. Judged
+    where the exception is still at hand (the worker calling the task, in whichever
+    process): `permanent` is what crosses to the fate, which decides as for any."""
+    if (
+        end.outcome is Outcome.FAILED
+        and not end.permanent
+        and not end.database_away
+        and end.cannot_run is None
+        and rule.gives_up(exc)
+    ):
+        return dataclasses.replace(end, permanent=True)
+    return end
 
 
 def unknown_task_end(task: str, declared: bool | None = None) -> AttemptEnd:

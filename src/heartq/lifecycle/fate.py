@@ -25,7 +25,13 @@ from typing import Any
 
 from heartq.lifecycle.ends import AttemptEnd, CannotRun
 from heartq.lifecycle.error_text import clip_error, error_summary
-from heartq.lifecycle.retry import RetryDecision, backoff_delay, plan_retry, retries_left
+from heartq.lifecycle.retry import (
+    Backoff,
+    RetryDecision,
+    backoff_delay,
+    plan_retry,
+    retries_left,
+)
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
 
 WAIT_FOR_TASK = 5.0
@@ -102,7 +108,12 @@ def failed(
     """An attempt that raised (`FAILED`), overran its timeout (`TIMED_OUT`) or whose child
     process died (`CRASHED`): retry with backoff, or dead once retries are spent."""
     plan = plan_retry(
-        job.attempt, job.max_retries, job.retry_backoff, job.retry_backoff_max, permanent=permanent
+        job.attempt,
+        job.max_retries,
+        job.retry_backoff,
+        job.retry_backoff_max,
+        permanent=permanent,
+        backoff=Backoff(job.retry_schedule, job.retry_jitter),
     )
     error = clip_error(error) or ""
     if plan.decision is RetryDecision.RETRY:

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from heartq.lifecycle.fate import dead_reason
-from heartq.lifecycle.retry import DEFAULT_RETRY_BACKOFF_MAX, RetryDecision, plan_retry
+from heartq.lifecycle.retry import (
+    DEFAULT_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+    Backoff,
+    RetryDecision,
+    plan_retry,
+)
 from heartq.model import DetectedBy, JobStatus, Outcome
 
 INFRASTRUCTURE = frozenset({DetectedBy.SELF_FENCE})
@@ -38,8 +44,9 @@ database while running it) is dead: an outage is bounded, an endless loop is not
 
 @dataclass(frozen=True)
 class HeldJob:
-    """A running job as a reclaimer reads it: its retry policy and its history so far
-    (`crashes` since its last replay and `interruptions`, the ending attempt excluded)."""
+    """A running job as a reclaimer reads it: its retry policy (`backoff`: its task's
+    declared shape of waits) and its history so far (`crashes` since its last replay and
+    `interruptions`, the ending attempt excluded)."""
 
     attempts: int
     max_retries: int
@@ -48,6 +55,7 @@ class HeldJob:
     crashes: int
     interruptions: int
     cancel_requested: bool
+    backoff: Backoff = DEFAULT_BACKOFF
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,13 @@ def after_crash(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
         return Verdict(JobStatus.CANCELLED)
     # crashes since the last replay: never more than the attempts counted since
     crashes = min(job.crashes + 1, job.attempts)
-    plan = plan_retry(job.attempts, job.max_retries, job.retry_backoff, job.retry_backoff_max)
+    plan = plan_retry(
+        job.attempts,
+        job.max_retries,
+        job.retry_backoff,
+        job.retry_backoff_max,
+        backoff=job.backoff,
+    )
     if plan.decision is RetryDecision.RETRY:
         delay = 0.0 if crashes <= 1 else plan.delay
         if not math.isfinite(delay):  # a row stored before backoffs were checked

@@ -1,9 +1,17 @@
 """The retry policy: whether a failed or crashed attempt is retried, and after how long.
 
 Exceptions and crashes both count as failed attempts. After `max_retries` failed attempts
-beyond the first, the job is dead. The delay before a retry grows exponentially
-(`base * 2**(attempt-1)`), capped at `cap`, with +/-25 % jitter so that a fleet of jobs
-that failed together does not retry together.
+beyond the first, the job is dead. The delay before a retry follows the task's `Backoff`:
+by default it grows exponentially (`base * 2**(attempt-1)`), capped at `cap`, with +/-25 %
+jitter so that a fleet of jobs that failed together does not retry together; a task may
+choose a linear (`base * attempt`) or constant (`base`) schedule, and no jitter (waits
+exactly as the schedule says).
+
+Which exceptions are worth retrying is the task's `RetryOn`: an exception its code raised
+that the task's `dont_retry_on` names, or that its `retry_on` (when given) does not, ends
+the job at once, as `heartq.Permanent` does. The worker running the task judges the
+exception (it alone holds it) into the attempt end's `permanent`, and the fate follows
+from that here like any permanent failure.
 
 This is the only place the policy lives: the fates of `heartq.lifecycle` ask it, for the
 worker's completer and every backend's reclaimers alike, so a crash and an exception are
@@ -15,7 +23,10 @@ from __future__ import annotations
 
 import enum
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from heartq.errors import ConfigError, Permanent
 
 DEFAULT_MAX_RETRIES = 3
 """Defaults to 3: at most 4 attempts, then the dead-letter queue."""
@@ -24,6 +35,100 @@ DEFAULT_RETRY_BACKOFF = 5.0
 DEFAULT_RETRY_BACKOFF_MAX = 3600.0
 """Defaults to one hour: the longest wait between two attempts."""
 JITTER = 0.25
+
+EXPONENTIAL = "exponential"
+LINEAR = "linear"
+CONSTANT = "constant"
+SCHEDULES = (EXPONENTIAL, LINEAR, CONSTANT)
+"""How waits grow with each failed attempt: doubling, by `base` each time, or not at all."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The shape of a task's waits between attempts: its `schedule` (one of `SCHEDULES`)
+    and whether they are spread by +/-`JITTER` (`jitter`; the cap is never exceeded, so
+    a wait at the cap only shortens). Its numbers (`base`, `cap`) are the job's
+    `retry_backoff` and `retry_backoff_max`, which its caller may choose; the shape is the
+    task's, declared with it."""
+
+    schedule: str = EXPONENTIAL
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            choices = ", ".join(repr(s) for s in SCHEDULES)
+            raise ConfigError(f"retry_schedule must be one of {choices}, got {self.schedule!r}")
+        if not isinstance(self.jitter, bool):
+            raise ConfigError(f"retry_jitter must be True or False, got {self.jitter!r}")
+
+    def raw(self, attempt: int, base: float) -> float:
+        """The wait after failed attempt number `attempt` (1-based), before its cap and jitter."""
+        n = max(attempt, 1)
+        if self.schedule == CONSTANT:
+            return base
+        if self.schedule == LINEAR:
+            return base * n
+        return base * (2.0 ** min(n - 1, 62))
+
+
+DEFAULT_BACKOFF = Backoff()
+"""Exponential, with jitter: what a task that chooses nothing gets."""
+
+
+ExceptionClasses = type[BaseException] | Sequence[type[BaseException]] | None
+"""`retry_on`, `dont_retry_on` as a task is given them: a class, several, or none."""
+
+
+def exception_name(kind: type[BaseException]) -> str:
+    """How an exception class is named in a declaration: `TimeoutError`, `myapp.errors.Gone`."""
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def exception_classes(option: str, value: object) -> tuple[type[BaseException], ...]:
+    """`retry_on`/`dont_retry_on` as given (a class, or a tuple or list of them) as a
+    tuple of exception classes; `ConfigError` naming the option for anything else."""
+    items = [value] if isinstance(value, type) else value
+    if isinstance(items, tuple | list) and all(
+        isinstance(kind, type) and issubclass(kind, BaseException) for kind in items
+    ):
+        return tuple(items)
+    raise ConfigError(f"{option} must be exception classes, like (TimeoutError,), got {value!r}")
+
+
+@dataclass(frozen=True)
+class RetryOn:
+    """Which exceptions a task's code raises are worth another attempt. `retry_on` (None:
+    every exception) and `dont_retry_on` are classes matched as `except` would
+    (subclasses too); `dont_retry_on` wins when both match. `heartq.Permanent` is never
+    retried. A timeout heartq enforced, a crash or an interruption raised nothing in the
+    task's code: those follow `max_retries` whatever the filter says."""
+
+    retry_on: tuple[type[BaseException], ...] | None = None
+    dont_retry_on: tuple[type[BaseException], ...] = ()
+
+    @classmethod
+    def of(cls, retry_on: object, dont_retry_on: object) -> RetryOn:
+        """From a task's options as given; `ConfigError` for anything but exception classes."""
+        return cls(
+            None if retry_on is None else exception_classes("retry_on", retry_on),
+            () if dont_retry_on is None else exception_classes("dont_retry_on", dont_retry_on),
+        )
+
+    def gives_up(self, exc: BaseException) -> bool:
+        """Whether an attempt whose code raised `exc` is the job's last."""
+        if isinstance(exc, (Permanent, *self.dont_retry_on)):
+            return True
+        return self.retry_on is not None and not isinstance(exc, self.retry_on)
+
+    def names(self) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+        """`retry_on` and `dont_retry_on` as a declaration stores them (`exception_name`)."""
+        retry_on = None if self.retry_on is None else _names(self.retry_on)
+        return retry_on, _names(self.dont_retry_on)
+
+
+def _names(kinds: Sequence[type[BaseException]]) -> tuple[str, ...]:
+    return tuple(exception_name(kind) for kind in kinds)
 
 
 class RetryDecision(enum.Enum):
@@ -41,10 +146,17 @@ class RetryPlan:
     delay: float = 0.0
 
 
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
-    """Seconds to wait after failed attempt number `attempt` (1-based)."""
-    exponent = min(max(attempt - 1, 0), 62)
-    raw = min(cap, base * (2.0**exponent))
+def backoff_delay(
+    attempt: int,
+    base: float,
+    cap: float,
+    rng: random.Random | None = None,
+    backoff: Backoff = DEFAULT_BACKOFF,
+) -> float:
+    """Seconds to wait after failed attempt number `attempt` (1-based), by `backoff`."""
+    raw = min(cap, backoff.raw(attempt, base))
+    if not backoff.jitter:
+        return max(0.0, raw)
     spread = (rng or random).uniform(1.0 - JITTER, 1.0 + JITTER)
     return max(0.0, min(cap, raw * spread))
 
@@ -62,8 +174,9 @@ def plan_retry(
     *,
     permanent: bool = False,
     rng: random.Random | None = None,
+    backoff: Backoff = DEFAULT_BACKOFF,
 ) -> RetryPlan:
     """Decide after `attempts` counted attempts (the one that just failed included)."""
     if not retries_left(attempts, max_retries, permanent=permanent):
         return RetryPlan(RetryDecision.DEAD)
-    return RetryPlan(RetryDecision.RETRY, backoff_delay(attempts, base, cap, rng))
+    return RetryPlan(RetryDecision.RETRY, backoff_delay(attempts, base, cap, rng, backoff))

@@ -19,6 +19,7 @@ from typing import Any
 from heartq.errors import ConfigError, PayloadError
 from heartq.ids import new_job_id
 from heartq.lifecycle.error_text import clip_error
+from heartq.lifecycle.retry import EXPONENTIAL
 from heartq.model import (
     DependencyFailure,
     Finish,
@@ -124,6 +125,12 @@ def _dependency_fields(job: NewJob, job_id: str) -> dict[str, Any]:
     }
 
 
+RETRY_RULES_DEFAULT = {
+    "schedule": EXPONENTIAL, "jitter": True, "retry_on": None, "dont_retry_on": [],
+}  # fmt: skip
+"""What a task that chose no retry rule declares (stored as NULL)."""
+
+
 def task_doc(policy: TaskPolicy) -> dict[str, Any]:
     """One task declaration; `ConfigError` for a name or queue no backend takes,
     `PayloadError` for a backoff or timeout that is not a finite number of seconds."""
@@ -150,7 +157,20 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
         ),
         "rate_limit": policy.rate_limit,
         "rate_key": policy.rate_key,
+        "retry_rules": retry_rules_doc(policy),
     }
+
+
+def retry_rules_doc(policy: TaskPolicy) -> dict[str, Any] | None:
+    """A declaration's `retry_rules` column: None for the defaults (so a declaration of
+    an older version and one that chose nothing read alike)."""
+    doc = {
+        "schedule": policy.retry_schedule,
+        "jitter": policy.retry_jitter,
+        "retry_on": None if policy.retry_on is None else list(policy.retry_on),
+        "dont_retry_on": list(policy.dont_retry_on),
+    }
+    return None if doc == RETRY_RULES_DEFAULT else doc
 
 
 def renewal_doc(renewal: Renewal) -> dict[str, Any]:

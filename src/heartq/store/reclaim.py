@@ -18,6 +18,7 @@ from typing import Any
 from heartq.lifecycle import reclaimed
 from heartq.lifecycle.crash import crash_context
 from heartq.model import JobStatus, LiveNamesake, Outcome, Reclaimed
+from heartq.store import records
 from heartq.store.documents import finish_doc
 
 RECLAIM_COLUMNS = (
@@ -156,6 +157,7 @@ def _decide(
         crashes=row["crashes"],
         interruptions=row["interruptions"],
         cancel_requested=bool(row["cancel_requested"]),
+        backoff=records.backoff(row["retry_rules"]),
     )
     verdict = reclaimed.after(held, outcome, crash)
     return Reclaimed(

@@ -14,6 +14,7 @@ from typing import Any
 
 from heartq import rates
 from heartq.errors import LeaseLost
+from heartq.lifecycle.retry import DEFAULT_BACKOFF, SCHEDULES, Backoff
 from heartq.model import (
     TERMINAL_STATUSES,
     ClaimedJob,
@@ -138,7 +139,47 @@ def task_policy(row: Any) -> TaskPolicy:
         parameters=task_parameters(row["parameters"]),
         rate_limit=row["rate_limit"],
         rate_key=row["rate_key"],
+        **retry_rules(row["retry_rules"]),
     )
+
+
+def retry_rules(value: Any) -> dict[str, Any]:
+    """A declaration's `retry_rules` column as `TaskPolicy` fields: the defaults when it
+    has none (a task that chose none, a worker of an older version) or holds what this
+    version cannot read (the defaults are what such a worker would apply)."""
+    try:
+        doc = serialize.json_value(value)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    schedule, jitter = doc.get("schedule"), doc.get("jitter")
+    retry_on, dont_retry_on = doc.get("retry_on"), doc.get("dont_retry_on")
+    if not (
+        schedule in SCHEDULES
+        and isinstance(jitter, bool)
+        and (retry_on is None or _names(retry_on))
+        and _names(dont_retry_on)
+    ):
+        return {}
+    return {
+        "retry_schedule": schedule,
+        "retry_jitter": jitter,
+        "retry_on": None if retry_on is None else tuple(retry_on),
+        "dont_retry_on": tuple(dont_retry_on or ()),
+    }
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def backoff(value: Any) -> Backoff:
+    """The shape of waits a reclaimed job's task declared (its `retry_rules` column)."""
+    rules = retry_rules(value)
+    if not rules:
+        return DEFAULT_BACKOFF
+    return Backoff(rules["retry_schedule"], rules["retry_jitter"])
 
 
 def task_parameters(value: Any) -> tuple[TaskParameter, ...] | None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from heartq import arguments, payload
 from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent, StoreUnavailable
 from heartq.hooks import AttemptInfo
-from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end
+from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end, judged
 from heartq.lifecycle.fate import outcome_of, will_retry
 from heartq.model import Outcome
 
@@ -109,12 +109,13 @@ def end_from_call_error(
     exc: BaseException, task: Task[Any, Any], args: dict[str, Any], cancel_requested: bool
 ) -> AttemptEnd:
     """What the call of a task raised, as its attempt's end: a `TypeError` of arguments
-    that cannot bind is `bad_arguments_end`, anything else `end_from_exception`."""
+    that cannot bind is `bad_arguments_end`, anything else `end_from_exception`, judged
+    by the task's `retry_on`/`dont_retry_on` (`judged`)."""
     if isinstance(exc, TypeError):
         refused = arguments.refusal(task.name, task.signature, args)
         if refused is not None:
             return bad_arguments_end(refused)
-    return end_from_exception(exc, cancel_requested)
+    return judged(end_from_exception(exc, cancel_requested), exc, task.retry_rule)
 
 
 def run_sync(

@@ -771,7 +771,8 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        (SELECT count(*) FROM ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes,
        (SELECT count(*) FROM ended_executions e
-        WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions
+        WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions,
+       (SELECT t.retry_rules::text FROM tasks AS t WHERE t.name = j.task) AS retry_rules
 """
 _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
 
@@ -1189,7 +1190,7 @@ RETURNING id, queue
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
-       parameters, rate_limit, rate_key
+       parameters, rate_limit, rate_key, retry_rules::text AS retry_rules
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
@@ -1197,21 +1198,21 @@ ORDER BY name
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
                         timeout, heartbeat_timeout, declared_at, declared_by, parameters,
-                        rate_limit, rate_key)
+                        rate_limit, rate_key, retry_rules)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
        x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters, x.rate_limit,
-       x.rate_key
+       x.rate_key, x.retry_rules
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
     retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json,
-    rate_limit text, rate_key text)
+    rate_limit text, rate_key text, retry_rules json)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
     timeout = EXCLUDED.timeout, heartbeat_timeout = EXCLUDED.heartbeat_timeout,
     declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
     parameters = EXCLUDED.parameters, rate_limit = EXCLUDED.rate_limit,
-    rate_key = EXCLUDED.rate_key
+    rate_key = EXCLUDED.rate_key, retry_rules = EXCLUDED.retry_rules
 """
 
 # Queued and waiting jobs of these tasks take the declaration for every option their caller

@@ -618,7 +618,8 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        (SELECT count(*) FROM heartq_ended_executions e
         WHERE e.job_id = j.id AND e.outcome = 'crashed') AS crashes,
        (SELECT count(*) FROM heartq_ended_executions e
-        WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions
+        WHERE e.job_id = j.id AND e.outcome = 'interrupted') AS interruptions,
+       (SELECT t.retry_rules FROM heartq_tasks AS t WHERE t.name = j.task) AS retry_rules
 """
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
 
@@ -992,7 +993,8 @@ RETURNING id, queue
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
-       heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key
+       heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key,
+       retry_rules
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -1000,13 +1002,14 @@ ORDER BY name
 DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
-                          declared_by, parameters, rate_limit, rate_key)
+                          declared_by, parameters, rate_limit, rate_key, retry_rules)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
        :now, :worker_id, json_extract(x.value, '$.parameters'),
-       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key')
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key'),
+       json_extract(x.value, '$.retry_rules')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
@@ -1014,7 +1017,7 @@ ON CONFLICT (name) DO UPDATE SET
     timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
     declared_at = excluded.declared_at, declared_by = excluded.declared_by,
     parameters = excluded.parameters, rate_limit = excluded.rate_limit,
-    rate_key = excluded.rate_key
+    rate_key = excluded.rate_key, retry_rules = excluded.retry_rules
 """
 
 # Queued and waiting jobs of these tasks take the declaration for every option their caller

@@ -1,0 +1,144 @@
+"""A task's retry policy through a real worker: which exceptions are retried
+(`retry_on`, `dont_retry_on`, also for jobs enqueued by name), and the exact waits of a
+constant or linear schedule without jitter."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+import heartq
+from tests.support import wait_for
+
+from .test_outcomes import wait_status
+
+
+class Flaky(Exception):
+    """An exception of the tests' own, named in a declaration as `tests...Flaky`."""
+
+
+def test_retry_on_retries_those_exceptions_only(app: heartq.App, run_worker) -> None:
+    seen: list[str] = []
+
+    @app.task(max_retries=3, retry_backoff=0.01, retry_on=(TimeoutError, Flaky))
+    def fetch(kind: str) -> str:
+        seen.append(kind)
+        if kind == "timeout" and seen.count("timeout") == 1:
+            raise TimeoutError("slow upstream")
+        if kind == "missing":
+            raise KeyError("id")
+        return "ok"
+
+    retried = fetch.enqueue(kind="timeout")
+    not_listed = fetch.enqueue(kind="missing")
+    with run_worker(app):
+        wait_status(app, retried, "succeeded")
+        wait_status(app, not_listed, "dead")
+    assert app.get_job(retried)["attempts"] == 2
+    dead = app.get_job(not_listed)
+    assert dead["attempts"] == 1  # a KeyError is not in retry_on: no second attempt
+    assert dead["dead_reason"] == "permanent failure: KeyError: 'id'"
+
+
+def test_dont_retry_on_wins_and_holds_for_subclasses(app: heartq.App, run_worker) -> None:
+    class Gone(LookupError):
+        pass
+
+    @app.task(
+        max_retries=2, retry_backoff=0.01, retry_on=(Exception,), dont_retry_on=LookupError
+    )
+    def sync(kind: str) -> None:
+        raise Gone("deleted") if kind == "gone" else ValueError("bad")
+
+    gone = sync.enqueue(kind="gone")
+    bad = sync.enqueue(kind="bad")
+    with run_worker(app):
+        wait_status(app, gone, "dead")
+        wait_status(app, bad, "dead")
+    assert app.get_job(gone)["attempts"] == 1
+    assert app.get_job(bad)["attempts"] == 3  # retried twice, then out of retries
+
+
+def test_jobs_enqueued_by_name_follow_the_declared_filter(app: heartq.App, run_worker) -> None:
+    """A client without the task's code enqueues by name; the worker's declaration holds
+    the filter (readable by anyone) and its worker applies it."""
+
+    @app.task(name="charge", max_retries=3, retry_backoff=0.01, dont_retry_on=(Flaky,))
+    def charge() -> None:
+        raise Flaky("card declined")
+
+    with run_worker(app):
+        wait_for(lambda: "charge" in app.store.task_policies(), 10, what="declared")
+        declared = app.store.task_policies()["charge"]
+        assert declared.dont_retry_on == (f"{__name__}.Flaky",)
+        assert declared.retry_on is None
+        client = heartq.App(app.url)
+        try:
+            job_id = client.enqueue("charge", {})
+        finally:
+            client.close()
+        wait_status(app, job_id, "dead")
+    assert app.get_job(job_id)["attempts"] == 1
+
+
+def _wait_after(app: heartq.App, job_id: str, attempts: int) -> float:
+    """Seconds between the end of attempt `attempts` and the run_at of the next one."""
+
+    def retried() -> bool:
+        job = app.get_job(job_id)
+        return job["status"] == "queued" and job["attempts"] == attempts
+
+    wait_for(retried, 10, what=f"attempt {attempts} failed")
+    job = app.get_job(job_id)
+    run_at = datetime.fromisoformat(job["run_at"])
+    return (run_at - datetime.fromisoformat(job["executions"][-1]["ended_at"])).total_seconds()
+
+
+@pytest.mark.parametrize(
+    ("schedule", "waits"),
+    [("constant", [30.0, 30.0, 30.0]), ("linear", [30.0, 60.0, 90.0]),
+     ("exponential", [30.0, 60.0, 100.0])],
+)  # fmt: skip
+def test_schedules_without_jitter_wait_exactly(
+    app: heartq.App, run_worker, schedule: str, waits: list[float]
+) -> None:
+    @app.task(
+        max_retries=3,
+        retry_backoff=30,
+        retry_backoff_max=100,
+        retry_schedule=schedule,
+        retry_jitter=False,
+    )
+    def always_fails() -> None:
+        raise Flaky("no")
+
+    job_id = always_fails.enqueue()
+    seen = []
+    with run_worker(app):
+        for attempt in (1, 2, 3):
+            seen.append(_wait_after(app, job_id, attempt))
+            app.store.retry_now(["default"])
+        wait_status(app, job_id, "dead")
+    assert seen == pytest.approx(waits, abs=0.002)  # times are shown to the millisecond
+
+
+def test_jitter_spreads_waits_by_default(app: heartq.App, run_worker) -> None:
+    @app.task(max_retries=1, retry_backoff=30, retry_backoff_max=30)
+    def fails() -> None:
+        raise Flaky("no")
+
+    ids = [fails.enqueue() for _ in range(4)]
+    with run_worker(app):
+        waits = [_wait_after(app, job_id, 1) for job_id in ids]
+    assert all(22.5 - 0.01 <= w <= 30.0 + 0.01 for w in waits), waits
+    assert len({round(w, 3) for w in waits}) > 1, waits
+
+
+def test_bad_retry_options_are_refused_at_definition(app: heartq.App) -> None:
+    with pytest.raises(heartq.ConfigError, match=r"^retry_schedule must be one of"):
+        app.task(retry_schedule="fibonacci")(lambda: None)
+    with pytest.raises(heartq.ConfigError, match=r"^retry_on must be exception classes"):
+        app.task(retry_on=("TimeoutError",))(lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(heartq.ConfigError, match=r"^retry_jitter must be True or False"):
+        app.task(retry_jitter="no")(lambda: None)  # type: ignore[arg-type]
