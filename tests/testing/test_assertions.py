@@ -74,17 +74,18 @@ def test_a_failed_assert_enqueued_lists_the_queue(app: heartq.App, tasks) -> Non
     with pytest.raises(AssertionError) as caught:
         assert_enqueued(send_email, args={"address": "bob@x.org"})
     assert str(caught.value).splitlines() == [
-        "expected a job of task 'send_email' with args including {'address': 'bob@x.org'}; "
-        "found 0.",
+        "expected a job of task 'send_email' with args including {'address': 'bob@x.org'} "
+        "not ended; found 0.",
         "The queue holds 2 job(s) (* marks a match):",
         f"    {ada}  send_email(address='ada@x.org')  queue=emails  queued",
         f"    {other}  resize(url='a.png', size=64)  queue=default  queued",
     ]
-    with pytest.raises(AssertionError, match=r"^expected 2 job\(s\) of task 'send_email'; found 1"):
+    expected = r"^expected 2 job\(s\) of task 'send_email' not ended; found 1"
+    with pytest.raises(AssertionError, match=expected):
         assert_enqueued(send_email, count=2)
     with pytest.raises(AssertionError) as wrong_queue:
         assert_enqueued(send_email, queue="default")
-    assert "of task 'send_email' in queue 'default'; found 0." in str(wrong_queue.value)
+    assert "of task 'send_email' in queue 'default' not ended; found 0." in str(wrong_queue.value)
     assert f"\n    {ada}  send_email(" in str(wrong_queue.value)  # listed, not marked
     with pytest.raises(AssertionError, match="task 'send_email' now succeeded; found 0"):
         assert_enqueued(send_email, status="succeeded")
@@ -124,7 +125,8 @@ def test_assert_not_enqueued_names_the_jobs_that_match(app: heartq.App, tasks) -
         assert_not_enqueued(send_email, args={"template": "reset"})
     message = str(caught.value)
     assert message.startswith(
-        "expected no job of task 'send_email' with args including {'template': 'reset'}; found 1."
+        "expected no job of task 'send_email' with args including {'template': 'reset'} not "
+        "ended; found 1."
     )
     assert f"  * {ada}  send_email(address='ada@x.org', template='reset')" in message
 
@@ -141,7 +143,9 @@ def test_expect_enqueued_counts_only_what_the_block_enqueued(app: heartq.App, ta
         other = resize.enqueue(url="b.png", size=2)
         send_email.enqueue("one@x.org")
     lines = str(caught.value).splitlines()
-    assert lines[0] == "expected the block to enqueue 2 job(s) of task 'send_email'; found 1."
+    assert lines[0] == (
+        "expected the block to enqueue 2 job(s) of task 'send_email' not ended; found 1."
+    )
     assert lines[1] == "The block enqueued 2 job(s) (* marks a match):"
     assert lines[2].startswith(f"    {other}  resize(")
 

@@ -36,7 +36,7 @@ from heartq.app import App, BoundTask, Task
 from heartq.display import epoch_of
 from heartq.errors import JobNotFound
 from heartq.hooks import AttemptInfo
-from heartq.model import JobStatus, Outcome
+from heartq.model import TERMINAL_STATUSES, JobStatus, Outcome
 from heartq.options import Options
 from heartq.store import Store
 from heartq.testing.jobs import all_jobs
@@ -97,8 +97,9 @@ def drain(
     concurrency: int = 1,
 ) -> DrainReport:
     """Run every due job of `queues` (None: the queues of the app's tasks, and any queue
-    holding a queued job of one of them) on a real worker in this process, jobs that
-    those jobs enqueue included, and return what ran and how each ended.
+    holding a job of one of them that has not ended, waiting ones too) on a real worker in
+    this process, jobs that those jobs enqueue included, and return what ran and how each
+    ended.
 
     Without `run_retries_now`, a job that failed and waits out its retry's backoff stays
     queued (its `JobRun.status` is `queued`, `run_at` its retry). With it, every retry is
@@ -178,7 +179,8 @@ def _from_the_task(traceback: TracebackType | None) -> TracebackType | None:
 
 def _queues(app: App, queues: Sequence[str] | None) -> list[str]:
     """The queues a drain takes jobs from: those named, else those of the app's tasks and
-    any holding a queued job of one of them (a queue chosen at enqueue, `run`'s own)."""
+    any holding a job of one of them that has not ended (a queue chosen at enqueue,
+    `run`'s own, a pipeline step's `.set(queue=...)` still waiting for its dependencies)."""
     if queues is not None:
         if isinstance(queues, str):
             raise TypeError(f"queues is a list of names, e.g. [{queues!r}], not one string")
@@ -188,7 +190,9 @@ def _queues(app: App, queues: Sequence[str] | None) -> list[str]:
         return sorted(names)
     found = {task.queue for task in app.tasks.values()} or {"default"}
     found.update(
-        doc["queue"] for doc in all_jobs(app.store, status="queued") if doc["task"] in app.tasks
+        doc["queue"]
+        for doc in all_jobs(app.store)
+        if doc["task"] in app.tasks and doc["status"] not in TERMINAL_STATUSES
     )
     return sorted(found)
 
