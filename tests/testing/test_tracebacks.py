@@ -57,7 +57,8 @@ def test_a_failing_assertion_shows_the_user_s_line_not_heartq_s_source(tmp_path:
         for n in range(1, 6):
             assert f"# USER LINE {n}" in out, out
         assert "E       AssertionError: expected a job of task 'greet' with args including" in out
-        assert "E       AssertionError: expected no job of task 'greet'; found 1." in out
+        assert "E       AssertionError: expected no job of task 'greet'" in out, out
+        assert "; found 1." in out, out
         assert "expected the block to enqueue a job of task 'greet'" in out, out
         assert "(waited 0.05 s)" in out, out
         assert 'raise ValueError("bad name")' in out and "tasks.py:10: ValueError" in out, out
