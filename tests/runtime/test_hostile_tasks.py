@@ -232,3 +232,45 @@ def test_a_blocked_event_loop_is_told_and_its_attempt_times_out(
     finally:
         hold.set()
         events.remove_listener(hear)
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_what_raises_past_the_task_ends_its_attempt_and_is_logged(
+    app: heartq.App, run_worker: Callable[..., Any], pool: str
+) -> None:
+    """An attempt hook's after part that raises `KeyboardInterrupt` (a hook's `Exception`
+    is logged and skipped; this one escapes the hooks): the pool's guard ends the attempt
+    failed, logs `maintenance_failed` (`service=pool`) naming the job, and goes on."""
+    told: list[dict[str, Any]] = []
+
+    def hear(event: str, fields: dict[str, Any]) -> None:
+        if event == events.MAINTENANCE_FAILED and fields.get("service") == "pool":
+            told.append(fields)
+
+    @app.hooks.attempt
+    def interrupting(attempt: heartq.AttemptInfo) -> Any:
+        yield
+        if attempt.task == "guarded":
+            raise KeyboardInterrupt
+
+    @app.task(max_retries=0)
+    def guarded() -> int:
+        return 1
+
+    @app.task
+    def ordinary(n: int) -> int:
+        return n
+
+    events.add_listener(hear)
+    try:
+        job_id = app.enqueue("guarded", {})
+        with run_worker(app, pool=pool, concurrency=CONCURRENCY) as worker:
+            job = settle(app, {"guarded": job_id})["guarded"]
+            assert (job["status"], job["executions"][0]["outcome"]) == ("dead", "failed")
+            assert "KeyboardInterrupt" in job["executions"][0]["error"]
+            assert [f["job_id"] for f in told] == [job_id]
+            later = {f"n{n}": app.enqueue("ordinary", {"n": n}) for n in range(4)}
+            assert all(j["status"] == "succeeded" for j in settle(app, later).values())
+            wait_for(lambda: worker.ledger.free_slots() == CONCURRENCY, 10, what="slots free")
+    finally:
+        events.remove_listener(hear)

@@ -56,6 +56,21 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
     )
 
 
+def guarded_end(run: RunningJob, exc: BaseException) -> AttemptEnd:
+    """The end of an attempt whose run raised past `run_sync`/`run_async`, which make all
+    the task's own code raises its outcome: what raised here is heartq's (or a hook's),
+    so it is logged as an error, and the attempt fails like any exception."""
+    events.emit(
+        events.MAINTENANCE_FAILED,
+        logging.ERROR,
+        service="pool",
+        worker_id=run.job.worker_id,
+        job_id=run.job.id,
+        error=describe(exc),
+    )
+    return end_from_exception(exc, run.cancel_requested)
+
+
 class ThreadPool:
     """Long-lived threads, reused across attempts. A new thread is started only when none
     is idle, so a hung (abandoned) attempt never holds up the next one."""
@@ -93,7 +108,7 @@ class ThreadPool:
                 # `run_sync` makes whatever the task raises its outcome; this is the
                 # guard behind it (a hook, a dependency's results): the attempt still
                 # ends, and its slot comes back (a second end of it is ignored).
-                self._ledger.attempt_ended(run, end_from_exception(exc, run.cancel_requested))
+                self._ledger.attempt_ended(run, guarded_end(run, exc))
             with self._lock:
                 self._idle += 1
 
@@ -210,7 +225,7 @@ class AsyncPool:
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
         except BaseException as exc:  # noqa: BLE001 - the guard behind run_async, as above
-            end = end_from_exception(exc, run.cancel_requested)
+            end = guarded_end(run, exc)
         finally:
             self._tasks.pop(run.job.lease, None)
         self._ledger.attempt_ended(run, end)
