@@ -288,6 +288,18 @@ TASKS_SOURCE = textwrap.dedent(
         return ident(ctx)
 
 
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no text")
+
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+
+    def recurse(n):
+        return recurse(n + 1) + 1
+
+
     @app.task(max_retries=0)
     def hostile(ctx, kind):
         """Does to the process that runs it what its `kind` says
@@ -301,6 +313,18 @@ TASKS_SOURCE = textwrap.dedent(
             os._exit(3)
         if kind == "unpicklable":  # what a child could never send its parent as is
             raise RuntimeError("holds a lock", threading.Lock())
+        if kind == "generator_exit":
+            raise GeneratorExit
+        if kind == "cancelled_error":
+            raise asyncio.CancelledError
+        if kind == "unprintable":
+            raise Unprintable
+        if kind == "recursion":
+            return recurse(0)
+        if kind == "memory_error":
+            raise MemoryError
+        if kind == "unencodable":
+            return object()
         if kind == "signal_handlers":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,13 +1,11 @@
 """What task code does to the process that runs it, through real worker processes on
-every pool: it raises what ends a thread or a process (`KeyboardInterrupt`, `sys.exit`)
-or what cannot be pickled, exits the process (`os._exit`), installs signal handlers,
-closes or replaces stdout and stderr, leaves a non-daemon thread running, forks. Each
-ends as an outcome of its attempt (or, where the process itself died, a crash found as
-crashes are); the worker keeps logging and running jobs, and a SIGTERM still stops it,
-within its bound.
-
-What an attempt's code raises or returns, case by case on both backends, is
-tests/runtime/test_hostile_tasks.py; this file is about the process."""
+every pool: it raises anything (`KeyboardInterrupt`, `sys.exit`, what cannot be pickled,
+every case of tests/runtime/test_hostile_tasks.py), exits the process (`os._exit`),
+installs signal handlers, closes or replaces stdout and stderr, leaves a non-daemon
+thread running, forks. Each ends as an outcome of its attempt (or, where the process
+itself died, a crash found as crashes are); the worker keeps logging and running jobs,
+and a SIGTERM still stops it, within its bound. The process pool's children run each
+case too, so every case is seen on every pool and both backends here."""
 
 from __future__ import annotations
 
@@ -25,6 +23,12 @@ EXPECTED = {
     "keyboard_interrupt": ("dead", "failed", "KeyboardInterrupt"),
     "system_exit": ("dead", "failed", "SystemExit: 3"),
     "unpicklable": ("dead", "failed", "holds a lock"),
+    "generator_exit": ("dead", "failed", "GeneratorExit"),
+    "cancelled_error": ("dead", "failed", "CancelledError"),
+    "unprintable": ("dead", "failed", "Unprintable"),
+    "recursion": ("dead", "failed", "RecursionError"),
+    "memory_error": ("dead", "failed", "MemoryError"),
+    "unencodable": ("dead", "failed", "PayloadError"),
     "signal_handlers": ("dead", "failed", "signal only works in main thread"),
     "close_stdio": ("succeeded", "succeeded", None),
     "replace_stdio": ("succeeded", "succeeded", None),
