@@ -12,6 +12,7 @@ from heartq.app import App, Task, TaskDecorator
 from heartq.config import Settings
 from heartq.context import JobContext
 from heartq.errors import (
+    AlreadyEnqueued,
     BadArguments,
     Cancelled,
     ConfigError,
@@ -46,6 +47,7 @@ web app) does not load the worker's runtime, its maintenance services and its tr
 
 
 __all__ = [
+    "AlreadyEnqueued",
     "App",
     "AttemptInfo",
     "BadArguments",

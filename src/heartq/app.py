@@ -33,7 +33,7 @@ from typing import (
     overload,
 )
 
-from heartq import arguments, display, events, ids, payload, policy, rates
+from heartq import arguments, display, events, ids, payload, policy, rates, unique
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.errors import ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
@@ -578,13 +578,16 @@ class App:
         workers hear of them when it commits (PostgreSQL's NOTIFY), or at their next poll
         (SQLite)."""
         jobs, declared, resolved = self._new_jobs(task_name, args_list, options)
+        unique.refuse_collisions(jobs)
         limit = self.settings.max_payload_bytes
         with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
             ids = self.store.enqueue(run.jobs, connection=connection)
             run.stored(ids)
         if self.transport_url is not None and connection is None:
             self._publish(jobs, ids)
-        return self._enqueued(task_name, ids, declared, resolved, connection is None)
+        answer = self._enqueued(task_name, ids, declared, resolved, connection is None)
+        unique.check_conflicts(run.jobs, ids, options)
+        return answer
 
     def _enqueue_pipeline(
         self, jobs: list[NewJob], args_list: list[dict[str, Any]], connection: Any = None
@@ -627,6 +630,7 @@ class App:
             jobs, declared, resolved = await asyncio.to_thread(
                 self._new_jobs, task_name, args_list, options
             )
+            unique.refuse_collisions(jobs)
             limit = self.settings.max_payload_bytes
             with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
                 stored = await self.store.enqueue_async(run.jobs, connection)
@@ -634,6 +638,7 @@ class App:
             ids, notice = await asyncio.to_thread(
                 self._enqueued, task_name, stored, declared, resolved, False
             )
+            unique.check_conflicts(run.jobs, ids, options)
         _warn_caller(notice)
         return ids
 
@@ -679,6 +684,7 @@ class App:
         rate = policy.RateChoice.of(task_name, task_policy, chosen, task.defaults if task else None)
         jobs = [
             NewJob(
+                id=ids.new_job_id(),  # its own: an answer that differs is a key's holder
                 task=task_name,
                 args_json=payload.encode_args(args, limit=limit),
                 delay=float(chosen.get("delay") or 0.0),
@@ -814,8 +820,9 @@ class App:
     ) -> list[str]:
         """Queue many jobs of one task in one transaction: all of them, or none (in the
         caller's transaction with `connection`, as `enqueue`). `unique_key` is one key
-        for the whole batch (every job answers the one that holds it) or a function of
-        each job's arguments. `concurrency_key`/`concurrency_limit` as `enqueue`."""
+        for the whole batch (of one job's repeats: every job answers the one that holds
+        it; jobs that differ under one key are refused, `ConfigError`, nothing stored) or a
+        function of each job's arguments. `concurrency_key`/`concurrency_limit` as `enqueue`."""
         chosen = Options.given("App.enqueue_many", options)
         checked = [self._check_args(task, args) for args in args_list]
         return self._enqueue(task, checked, chosen, connection) if checked else []

@@ -123,6 +123,19 @@ class DuplicateJob(HeartqError):
     """A job id given at enqueue already exists; nothing of that batch was stored."""
 
 
+class AlreadyEnqueued(HeartqError):
+    """An enqueue with `on_conflict="raise"` met a job already holding its `unique_key`:
+    that job was not stored (`job_id`: the id of the job holding the key; `key`: the key;
+    `ids`: every id the enqueue answered, in order, the holders' included: the other jobs
+    of a batch were stored)."""
+
+    def __init__(self, job_id: str, key: str, ids: Sequence[str]) -> None:
+        self.job_id = job_id
+        self.key = key
+        self.ids = list(ids)
+        super().__init__(f"job {job_id} already holds unique key {key!r}: nothing stored")
+
+
 class DependencyNotFound(HeartqError, ValueError):
     """An enqueue's `depends_on` names a job that does not exist (not stored, not in the
     same batch, not enqueued earlier in the same transaction, or pruned); nothing of that

@@ -48,6 +48,13 @@ class EnqueueOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
     depends_on: Sequence[Dependency] | Dependency | None
     on_dependency_failure: str | None
+    on_conflict: str | None
+
+
+ON_CONFLICT = ("return", "raise")
+"""What an enqueue does when a job already holds its `unique_key`: answer that job's id
+(`return`, the default: an enqueue that may repeat is harmless), or raise
+`heartq.AlreadyEnqueued` naming it (`raise`: the caller wants to know)."""
 
 
 def parse_eta(text: str) -> datetime:
@@ -175,6 +182,11 @@ def dependency_ids(value: Sequence[Dependency] | Dependency) -> list[str]:
     return payload.check_dependencies(flat)
 
 
+def _on_conflict(option: Option, value: Any) -> None:
+    if value is not None and value not in ON_CONFLICT:
+        raise ConfigError(f"on_conflict must be 'return' or 'raise', got {value!r}")
+
+
 def _paired(option: Option, value: Any) -> None:
     """Checked with its pair (`check_together`)."""
 
@@ -215,6 +227,11 @@ OPTIONS: tuple[Option, ...] = (
         "unique_for", float,
         "With --unique-key: a job with the key that finished within S seconds counts too",
         _seconds, minimum=0, metavar="S",
+    ),
+    Option(
+        "on_conflict", str,
+        "With --unique-key, when a job holds the key: answer its id (return) or fail "
+        "naming it (raise)", _on_conflict, metavar="return|raise", shown_default="return",
     ),
     Option(
         "concurrency_key", str,
@@ -271,6 +288,8 @@ def check_together(chosen: EnqueueOptions) -> None:
         raise ConfigError("give either delay or eta, not both")
     if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
         raise ConfigError("unique_for needs a unique_key: the window of which key?")
+    if chosen.get("on_conflict") is not None and chosen.get("unique_key") is None:
+        raise ConfigError("on_conflict needs a unique_key: a conflict over which key?")
     if chosen.get("depends_on") and chosen.get("unique_key") is not None:
         raise ConfigError("depends_on cannot be combined with unique_key")
     payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))

@@ -23,6 +23,28 @@ def test_enqueue_with_a_unique_key_answers_the_live_job(heartq: HeartqCli) -> No
     assert "unique key" in shown and "nightly:7" in shown
 
 
+def test_enqueue_says_when_a_job_already_holds_the_key(heartq: HeartqCli) -> None:
+    """The holder's id on stdout as before, and a line on stderr saying nothing was
+    stored; `--json` says `existing`; `--on-conflict raise` is an error (exit 1)."""
+    first = heartq.enqueue("ok", "--unique-key", "nightly:9")
+    again = heartq("enqueue", "ok", "--unique-key", "nightly:9").ok()
+    assert again.out.strip() == first
+    assert again.err.strip() == (
+        f"heartq: job {first} already holds unique key 'nightly:9': nothing stored"
+    )
+    assert heartq.json("enqueue", "ok", "--unique-key", "nightly:9") == {
+        "id": first,
+        "existing": True,
+    }
+    fresh = heartq.json("enqueue", "ok", "--unique-key", "nightly:10")
+    assert fresh["existing"] is False and fresh["id"] != first
+    refused = heartq("enqueue", "ok", "--unique-key", "nightly:9", "--on-conflict", "raise")
+    run = refused.fails(1)
+    assert run.err.strip() == (
+        f"heartq: error: job {first} already holds unique key 'nightly:9': nothing stored"
+    )
+
+
 def test_unique_for_without_a_key_is_refused_in_one_line(heartq: HeartqCli) -> None:
     run = heartq("enqueue", "ok", "--unique-for", "5").fails(1)
     assert "unique_for needs a unique_key" in run.err

@@ -73,3 +73,57 @@ def test_bad_unique_options_are_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         app.enqueue("report", {}, **options)
+
+
+def test_on_conflict_raise_names_the_holder_and_stores_nothing(app: heartq.App) -> None:
+    """The quiet default answers the holder's id; `on_conflict="raise"` says so
+    (`heartq.AlreadyEnqueued`, with the holder's id and the key), on every path."""
+
+    @app.task
+    def report(day: int) -> None:
+        """One job per day at a time."""
+
+    first = report.options(unique_key="day:1").enqueue(day=1)
+    with pytest.raises(heartq.AlreadyEnqueued) as held:
+        report.options(unique_key="day:1", on_conflict="raise").enqueue(day=1)
+    assert (held.value.job_id, held.value.key) == (first, "day:1")
+    assert str(held.value) == f"job {first} already holds unique key 'day:1': nothing stored"
+    with pytest.raises(heartq.AlreadyEnqueued):
+        asyncio.run(
+            app.enqueue_async("report", {"day": 1}, unique_key="day:1", on_conflict="raise")
+        )
+    # a batch: the others are stored, the exception carries every answer
+    with pytest.raises(heartq.AlreadyEnqueued) as batch:
+        app.enqueue_many(
+            "report",
+            [{"day": 2}, {"day": 1}],
+            unique_key=lambda a: f"day:{a['day']}",
+            on_conflict="raise",
+        )
+    assert batch.value.ids[1] == first and batch.value.ids[0] != first
+    assert len(_jobs(app)) == 2  # day 1 once, day 2 stored
+    # a fresh key raises nothing
+    assert report.options(unique_key="day:3", on_conflict="raise").enqueue(day=3) != first
+    with pytest.raises(ConfigError, match="on_conflict needs a unique_key"):
+        report.options(on_conflict="raise").enqueue(day=4)
+    with pytest.raises(ConfigError, match="on_conflict must be 'return' or 'raise'"):
+        report.options(unique_key="k", on_conflict="ignore").enqueue(day=4)
+
+
+def test_a_batch_whose_jobs_differ_under_one_key_is_refused(app: heartq.App) -> None:
+    """Two jobs of one batch with one key and different arguments: only one could be
+    stored, so none is, and the error names both; repeats of one job still answer one."""
+
+    @app.task
+    def report(day: int) -> None:
+        """One job per day at a time."""
+
+    with pytest.raises(ConfigError) as refused:
+        app.enqueue_many("report", [{"day": 1}, {"day": 2}], unique_key="nightly")
+    assert str(refused.value) == (
+        "jobs 0 and 1 of the batch share unique key 'nightly' but differ (arguments "
+        '{"day":1} and {"day":2}): only one could be stored; nothing was'
+    )
+    assert _jobs(app) == []
+    same = app.enqueue_many("report", [{"day": 1}, {"day": 1}], unique_key="nightly")
+    assert same[0] == same[1] and len(_jobs(app)) == 1

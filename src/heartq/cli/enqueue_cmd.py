@@ -15,7 +15,7 @@ from heartq import payload
 from heartq.app import App
 from heartq.cli.common import F, Seconds, print_json, url_option
 from heartq.config import resolve_url
-from heartq.errors import ConfigError, TaskNotDeclaredWarning
+from heartq.errors import AlreadyEnqueued, ConfigError, TaskNotDeclaredWarning
 from heartq.model import DependencyFailure
 from heartq.options import OPTIONS, Option, eta_problem, parse_eta
 
@@ -208,17 +208,29 @@ def enqueue_command(
     backoff) unless given here. A task no worker has declared yet is queued with the
     defaults, with a warning; its job moves to the task's queue and policy as soon as a
     worker declares it (--strict refuses it instead). With --unique-key, a job with that
-    key still queued or running (or finished within --unique-for) is answered instead."""
+    key still queued or running (or finished within --unique-for) is answered instead,
+    and a line on stderr says so (--on-conflict raise: an error, exit status 1)."""
     args = parse_args_json(read_args_text(args_text))
     app = App(resolve_url(url), strict_tasks=strict)
     try:
         if options.get("depends_on"):
             options["depends_on"] = [app.store.resolve_job_id(x) for x in options["depends_on"]]
+        keyed = options.get("unique_key") is not None
+        quiet = keyed and options.get("on_conflict") != "raise"
+        held = False
         with warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always", TaskNotDeclaredWarning)
-            job_id = app.enqueue(task, args, **options)
+            try:  # asked to raise, so the command can say which job answered
+                chosen = {**options, "on_conflict": "raise"} if keyed else options
+                job_id = app.enqueue(task, args, **chosen)
+            except AlreadyEnqueued as conflict:
+                if not quiet:
+                    raise
+                job_id, held = conflict.job_id, True
     finally:
         app.close()
+    if held:  # answered, as asked, and said: a script reading stdout gets the id either way
+        click.echo(f"heartq: {AlreadyEnqueued(job_id, options['unique_key'], [])}", err=True)
     for warning in heard:  # ours as one line; any other as Python shows it
         if issubclass(warning.category, TaskNotDeclaredWarning):
             click.echo(f"heartq: warning: {warning.message} (--strict refuses instead)", err=True)
@@ -227,6 +239,6 @@ def enqueue_command(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
     if as_json:
-        print_json({"id": job_id})
+        print_json({"id": job_id, "existing": held})
     else:
         click.echo(job_id)
