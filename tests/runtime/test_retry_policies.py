@@ -124,14 +124,16 @@ def test_schedules_without_jitter_wait_exactly(
 
 
 def test_jitter_spreads_waits_by_default(app: heartq.App, run_worker) -> None:
-    @app.task(max_retries=1, retry_backoff=30, retry_backoff_max=30)
+    # the cap well above the wait: a wait spread above a cap equal to it is cut back to
+    # the cap (half the draws), and four such waits were all 30.0 once in 16 runs
+    @app.task(max_retries=1, retry_backoff=30, retry_backoff_max=100)
     def fails() -> None:
         raise Flaky("no")
 
     ids = [fails.enqueue() for _ in range(4)]
     with run_worker(app):
         waits = [_wait_after(app, job_id, 1) for job_id in ids]
-    assert all(22.5 - 0.01 <= w <= 30.0 + 0.01 for w in waits), waits
+    assert all(22.5 - 0.01 <= w <= 37.5 + 0.01 for w in waits), waits
     assert len({round(w, 3) for w in waits}) > 1, waits
 
 
