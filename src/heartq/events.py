@@ -198,6 +198,17 @@ def _own_stderr() -> TextIO:
     return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace")
 
 
+def keep_last_resort(stream: TextIO | None = None) -> None:
+    """What a library logs with no handler configured (psycopg_pool's warnings) goes to
+    `logging.lastResort`, which writes to whatever `sys.stderr` is at that moment: once a
+    task closed it, the write raised inside the library (a pool's maintenance, an attempt
+    under way). In a worker's process (and a process-pool child) it writes to a stream of
+    heartq's own instead (`stream`, or a new duplicate of stderr), and never raises."""
+    last_resort = _EventHandler(stream or _own_stderr())
+    last_resort.setLevel(logging.WARNING)
+    logging.lastResort = last_resort
+
+
 def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     """Send heartq's events to stderr as text or JSON lines."""
     if fmt not in ("text", "json"):
@@ -205,7 +216,9 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     for old in logger.handlers:  # configured again: the stream it opened goes
         if isinstance(old, _EventHandler) and old.stream is not sys.stderr:
             old.stream.close()
-    handler = _EventHandler(_own_stderr())
+    stream = _own_stderr()
+    handler = _EventHandler(stream)
+    keep_last_resort(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logger.handlers[:] = [handler]
     logger.setLevel(level)

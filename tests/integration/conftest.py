@@ -82,6 +82,7 @@ TASKS_SOURCE = textwrap.dedent(
     import asyncio
     import ctypes
     import json
+    import logging
     import os
     import signal
     import sys
@@ -332,6 +333,8 @@ TASKS_SOURCE = textwrap.dedent(
             for stream in (sys.stdout, sys.stderr):
                 if stream is not None:  # another attempt may have replaced it with None
                     stream.close()
+            # a library's warning with no handler of its own: logging's last resort
+            logging.getLogger("hostile.library").warning("after stderr was closed")
         elif kind == "replace_stdio":
             sys.stdout = sys.stderr = None
         elif kind == "outliving_thread":

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from heartq import payload
+from heartq import events, payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
@@ -126,6 +126,7 @@ def resolve_task(app_ref: str, task_name: str) -> Any:
 
 def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) -> None:
     _die_with_parent()
+    events.keep_last_resort()  # a task that closes stderr must not break a library's log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     lease = Lease(job["id"], job["execution_id"], job["worker_id"])  # fenced on its worker too
