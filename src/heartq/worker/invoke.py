@@ -79,9 +79,27 @@ def _not_in_a_fork() -> Iterator[None]:
             os._exit(0)
 
 
-def _call_in_no_fork(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    with _not_in_a_fork():
-        return fn(**kwargs)
+class _Raised:
+    """What a sync task raised in the async pool's executor thread, carried back as a
+    value: a `GeneratorExit` that crosses `await asyncio.to_thread(...)` as an exception
+    can be caught where it is awaited, but comes out of that coroutine again however it
+    returns (CPython takes it for the coroutine's closing), so the attempt's end escaped
+    `run_async` and its hooks were never told (seen by the chaos runner's hostile family)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _call_in_a_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """A sync task's call on the async pool's executor thread: a fork's copy exits
+    (`_not_in_a_fork`), and what it raises comes back as `_Raised`."""
+    try:
+        with _not_in_a_fork():
+            return fn(**kwargs)
+    except BaseException as exc:  # noqa: BLE001 - carried back, raised in the coroutine
+        return _Raised(exc)
 
 
 def _cancelled_by_the_worker(exc: BaseException) -> bool:
@@ -150,8 +168,10 @@ async def run_async(
             if task.is_async:
                 with _not_in_a_fork():
                     value = await task.fn(**kwargs)
-            else:  # the fork's copy of an executor's thread would serve the executor on
-                value = await asyncio.to_thread(_call_in_no_fork, task.fn, kwargs)
+            else:
+                value = await asyncio.to_thread(_call_in_a_thread, task.fn, kwargs)
+                if isinstance(value, _Raised):
+                    raise value.exc
         except BaseException as exc:  # everything a task raises is its outcome...
             if _cancelled_by_the_worker(exc) and not control.cancel_requested:
                 hooked.ended(  # ...but the worker's own cancel (a timeout, a stop) ends it
