@@ -2,7 +2,8 @@
 
     python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
         --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict] \
-        [--faults process|failover|partition|slow-link[,...]] [--replication sync|async]
+        [--faults process|failover|partition|slow-link[,...]] [--replication sync|async] \
+        [--hostile FRACTION]
 
 What one run does:
 
@@ -113,6 +114,7 @@ from heartq.errors import DependencyNotFound, JobNotFound, StoreUnavailable
 from heartq.ids import new_job_id
 from heartq.model import STORED_OUTCOMES, TERMINAL_STATUSES, CancelResult, DetectedBy, NewJob
 from heartq.store import Store, open_store
+from tests.soak.chaos_hostile import HostileFamily, hostile_report, mix_hostile
 from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights, parse_families
 from tests.soak.chaos_tasks import (
     LEDGER_ENV,
@@ -217,6 +219,8 @@ class ChaosConfig:
     pipelines: float = 0.08
     """The share of the plan's draws that make a pipeline (a group with its callback, or
     a chain) instead of one job; 0 for none."""
+    hostile: float = 0.0
+    """The share of standalone jobs replaced by hostile ones (tests/soak/chaos_hostile.py)."""
     drain_timeout: float = 60.0
     slack: float = 5.0
     """Scheduling slack on top of lease + reap interval before a dead worker's job is a
@@ -598,6 +602,7 @@ class ChaosRun:
         self.env.pop("PYTHONFAULTHANDLER", None)
         self.timeline: dict[str, float] = {}
         self.links = LinkFaults(self, pair)
+        self.hostile = HostileFamily(self) if config.hostile else None
 
     # -- the ledger -------------------------------------------------------------------
     def plain_connection(self) -> Any:
@@ -1079,11 +1084,13 @@ class ChaosRun:
                     f"after its worker #{proc.number} ({proc.id}) died "
                     f"(bound {bound:.1f} s)"
                 )
+        if self.hostile is not None:
+            self.hostile.monitor(now)
 
     # -- phases -----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         c = self.config
-        plan = job_plan(c)
+        plan = mix_hostile(job_plan(c), c)
         self.timeline["t0"] = time.monotonic()
         wall0 = time.time()
         for slot in range(c.workers):
@@ -1140,6 +1147,8 @@ class ChaosRun:
         self.timeline["chaos"] = time.monotonic() - start
         self.say("chaos over: draining")
         drained = self.drain()
+        if self.hostile is not None:  # slots back, then every one filled
+            drained = self.hostile.after_drain(drained)
         self.timeline["drain"] = time.monotonic() - start - self.timeline["chaos"]
         self.stop_all()
         self.timeline["total"] = time.monotonic() - start
@@ -1384,6 +1393,8 @@ class Checker:
         self.check_rate_limit()
         self.check_ledger()
         self.check_workers(workers)
+        if run.hostile is not None:
+            run.hostile.check(self)
 
     def check_job(
         self, job_id: str, job: dict[str, Any], drained: bool, workers: dict[str, Any]
@@ -1851,6 +1862,7 @@ class Checker:
             "side_file_bad_lines": side.bad_lines,
             "false_positive_reclaims": self.false_positives,
             **self.link_figures(),
+            **(run.hostile.figures() if run.hostile is not None else {}),
             "anomalies": list(run.anomalies),
             "violations": list(self.v),
             "ok": not self.v,
@@ -1875,7 +1887,7 @@ class Checker:
         if how == "child_exit":
             if key in child_kills:
                 return "kill_child", child_kills[key]
-            if self.run.kind_of[job_id] == "chaos_child_crash":
+            if self.run.kind_of[job_id] in ("chaos_child_crash", "chaos_hostile_exit"):
                 return "task_killed_own_child", None
             return None, None
         worker_id = crash.get("worker_id")
@@ -2131,6 +2143,7 @@ def format_report(fig: dict[str, Any]) -> str:
         ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
         *link_report(fig),
+        *hostile_report(fig),
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "
         f"{led['duplicates']}; results lost after the commit {led['results_lost_after_commit']}",
@@ -2276,6 +2289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition-max", type=float, default=defaults.partition_max)
     parser.add_argument("--slow-ms", type=float, default=defaults.slow_ms)
     parser.add_argument("--slow-share", type=float, default=defaults.slow_share)
+    parser.add_argument(
+        "--hostile", type=float, default=0.0, help="share of jobs that are hostile task code"
+    )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
@@ -2305,6 +2321,7 @@ def main(argv: list[str] | None = None) -> int:
         liveness=args.liveness,
         drain_timeout=args.drain_timeout,
         pipelines=args.pipelines,
+        hostile=args.hostile,
         faults=args.faults,
         replication=args.replication,
         failover_outage=args.failover_outage,

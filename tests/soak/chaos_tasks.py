@@ -285,3 +285,7 @@ def fan_in(
         got = [None if r is None else [r.get("job"), r.get("eid")] for r in results]
         effect(ctx, hold_ms)
         return ident(ctx, n=n, got=got)
+
+
+# The hostile kinds (`--hostile`) are tasks of this app too: imported last, they use it.
+from tests.soak import chaos_hostile_tasks  # noqa: E402, F401
