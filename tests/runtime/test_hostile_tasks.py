@@ -19,31 +19,11 @@ import pytest
 import heartq
 import heartq.testing
 from heartq import events
+from tests.hostile_code import Unencodable, Unprintable, recurse
 from tests.support import wait_for
 
 POOLS = ["thread", "async"]
 CONCURRENCY = 3
-
-
-class Unprintable(Exception):
-    """An exception whose text cannot be made: `str` and `repr` raise."""
-
-    def __str__(self) -> str:
-        raise RuntimeError("no text")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr")
-
-
-class Unencodable:
-    """A result no JSON encoder can take (its `__repr__` raises too)."""
-
-    def __repr__(self) -> str:
-        raise KeyboardInterrupt
-
-
-def _recurse(n: int) -> int:
-    return _recurse(n + 1) + 1
 
 
 def _circular() -> dict[str, Any]:
@@ -58,7 +38,7 @@ RAISES: dict[str, Callable[[], Any]] = {
     "generator_exit": lambda: (_ for _ in ()).throw(GeneratorExit()),
     "cancelled_error": lambda: (_ for _ in ()).throw(asyncio.CancelledError()),
     "unprintable": lambda: (_ for _ in ()).throw(Unprintable()),
-    "recursion": lambda: _recurse(0),
+    "recursion": lambda: recurse(0),
     "memory_error": lambda: (_ for _ in ()).throw(MemoryError()),
 }
 """Each case's code, raising what it is named for; the attempt ends `failed`, with the

@@ -44,6 +44,7 @@ import time
 from typing import Any
 
 import heartq
+from tests.hostile_code import Unencodable, Unprintable, recurse
 from tests.soak.chaos_tasks import PROC_QUEUE, app, attempt, ident, record
 
 FORK_WAIT = 10.0
@@ -92,27 +93,6 @@ def expected(case: str, pool: str, long_block: bool = False) -> tuple[set[str], 
     return {"succeeded"}, None
 
 
-class Unprintable(Exception):
-    """An exception whose text cannot be made: `str` and `repr` raise."""
-
-    def __str__(self) -> str:
-        raise RuntimeError("no text")
-
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr")
-
-
-class Unencodable:
-    """A result no JSON encoder can take; its `__repr__` raises too."""
-
-    def __repr__(self) -> str:
-        raise KeyboardInterrupt
-
-
-def _recurse(n: int) -> int:
-    return _recurse(n + 1) + 1
-
-
 def _raise(case: str) -> None:
     if case == "keyboard_interrupt":
         raise KeyboardInterrupt
@@ -127,7 +107,7 @@ def _raise(case: str) -> None:
     if case == "unprintable":
         raise Unprintable
     if case == "recursion":
-        _recurse(0)
+        recurse(0)
     if case == "memory_error":
         raise MemoryError
 
