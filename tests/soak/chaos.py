@@ -1746,10 +1746,7 @@ class Checker:
         reap_lag: list[float] = []
         causes: Counter[str] = Counter()
         unexplained: list[dict[str, Any]] = []
-        kills = {f.worker_id: f.at for f in run.faults if f.kind == "sigkill" and f.worker_id}
-        child_kills = {
-            (f.detail["job"], f.detail["eid"]): f.at for f in run.faults if f.kind == "kill_child"
-        }
+        kills, child_kills = self.kill_times()
         for job_id, job in self.jobs.items():
             by_kind[run.kind_of[job_id]][job["status"]] += 1
             for e in job["executions"]:
@@ -1868,6 +1865,15 @@ class Checker:
             "ok": not self.v,
         }
         return self.figures
+
+    def kill_times(self) -> tuple[dict[str, float], dict[tuple[str, int], float]]:
+        """When the runner SIGKILLed each worker (by id) and each child (by attempt)."""
+        faults = self.run.faults
+        kills = {f.worker_id: f.at for f in faults if f.kind == "sigkill" and f.worker_id}
+        children = {
+            (f.detail["job"], f.detail["eid"]): f.at for f in faults if f.kind == "kill_child"
+        }
+        return kills, children
 
     def cause(
         self,

@@ -40,6 +40,7 @@ The checks, on top of I1-I6 and the rest of the runner's oracle:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -70,6 +71,8 @@ hostile case's code runs on after its end was decided (a fork's wait, a block) p
 slack for a loaded machine."""
 START_SLACK = 10.0
 """Seconds an attempt may take to start (a process-pool child on a loaded machine)."""
+KillTimes = tuple[dict[str, float], dict[tuple[str, int], float]]
+"""`Checker.kill_times()`: when each worker and each child was SIGKILLed."""
 PROBE_WAIT = 30.0
 """Seconds the runner waits for every live worker to fill its slots with probe jobs."""
 BOUNDED_OUTCOMES = ("succeeded", "failed", "timed_out")
@@ -148,6 +151,7 @@ class HostileFamily:
         self.flavours: Counter[str] = Counter()
         self.forks: Counter[str] = Counter()
         self.released = 0
+        self.threads_died: Counter[str] = Counter()
 
     # -- during the run ----------------------------------------------------------------
     def monitor(self, now: float) -> None:
@@ -284,13 +288,15 @@ class HostileFamily:
         for f in run.faults:
             if f.kind in ("sigterm", "twin") and f.worker_id:
                 terms[f.worker_id].append(f.at)
+        kills = checker.kill_times()
         for job_id, job in checker.jobs.items():
             self._check_releases(checker, job_id, job, terms)
             task = run.kind_of[job_id]
             if task in TASKS:
-                self._check_hostile(checker, job_id, job, task)
+                self._check_hostile(checker, job_id, job, task, kills)
         for text in self.stuck:
             checker.fail(f"stuck: {text}")
+        self._check_threads(checker)
         for proc in run.procs:
             code = proc.popen.returncode
             if proc.exited_at is None and proc.killed_at is None and code != 0:
@@ -317,7 +323,9 @@ class HostileFamily:
         if interrupted > MAX_INTERRUPTIONS:
             checker.fail(f"released: job {job_id} interrupted {interrupted} times")
 
-    def _check_hostile(self, checker: Checker, job_id: str, job: dict[str, Any], task: str) -> None:
+    def _check_hostile(
+        self, checker: Checker, job_id: str, job: dict[str, Any], task: str, kills: KillTimes
+    ) -> None:
         from tests.soak.chaos import TERMINAL, parse_ts
 
         run = self.run
@@ -355,7 +363,13 @@ class HostileFamily:
             if outcome not in (*BOUNDED_OUTCOMES, "crashed") or pool == "?":
                 continue
             if outcome == "crashed" and case != "os_exit":
-                continue  # a fault's: the oracle explains it
+                cause, _ = checker.cause(e["crash"] or {}, job_id, e, *kills)
+                if cause is None:  # a fault's, or the code took down what ran it
+                    checker.fail(
+                        f"{where} execution {e['execution_id']} on {pool} crashed "
+                        f"without a fault: {(e['error'] or '')[-200:]}"
+                    )
+                continue
             if outcome not in allowed:
                 checker.fail(
                     f"{where} execution {e['execution_id']} on {pool} ended "
@@ -368,6 +382,23 @@ class HostileFamily:
                 )
         if case == "fork":
             self._check_forks(checker, job_id, where)
+
+    def _check_threads(self, checker: Checker) -> None:
+        """A thread that died of an exception leaves Python's `Exception in thread NAME:`
+        in its worker's log (a process-pool child's too: it writes to its worker's
+        stderr). One of heartq's named threads (a pool's, a watch's) dying is a violation:
+        nothing a task does may end one."""
+        for proc in self.run.procs:
+            with contextlib.suppress(FileNotFoundError):
+                for line in proc.log_path.read_text(errors="replace").splitlines():
+                    if line.startswith("Exception in thread "):
+                        name = line.removeprefix("Exception in thread ").rstrip(":")
+                        self.threads_died[name.split(" ")[0].rstrip("0123456789")] += 1
+                        if name.startswith("heartq-"):
+                            checker.fail(
+                                f"worker #{proc.number} ({proc.id}): its thread "
+                                f"{name} died of an exception"
+                            )
 
     def _check_forks(self, checker: Checker, job_id: str, where: str) -> None:
         for (job, eid), end in self.run.side.ends.items():
@@ -414,6 +445,7 @@ class HostileFamily:
                 "abandoned_longest_s": round(self.longest_streak, 1),
                 "forks": dict(sorted(self.forks.items())),
                 "released_attempts": self.released,
+                "threads_died": dict(sorted(self.threads_died.items())),
                 "worker_events": dict(sorted(events.items())),
             }
         }
@@ -430,8 +462,8 @@ def hostile_report(fig: dict[str, Any]) -> list[str]:
         f"back {h['slots_back_after_drain_s']} s after the drain; abandoned at most "
         f"{h['abandoned_max']}, for {h['abandoned_longest_s']} s)",
         f"    executions by pool {h['executions_by_pool']}",
-        f"    forks {h['forks']}; released attempts {h['released_attempts']}; worker events "
-        f"{h['worker_events']}",
+        f"    forks {h['forks']}; released attempts {h['released_attempts']}; threads died "
+        f"{h['threads_died'] or 'none'}; worker events {h['worker_events']}",
     ]
     lines += [f"    {case:18} {parts}" for case, parts in h["by_case"].items()]
     return lines
