@@ -73,6 +73,9 @@ START_SLACK = 10.0
 """Seconds an attempt may take to start (a process-pool child on a loaded machine)."""
 KillTimes = tuple[dict[str, float], dict[tuple[str, int], float]]
 """`Checker.kill_times()`: when each worker and each child was SIGKILLed."""
+KILL_STAMP = 1.0
+"""Seconds the runner may take from stamping a SIGKILL's time to sending it (a loaded
+machine preempts it): a claim its worker made meanwhile is dated after the kill."""
 PROBE_WAIT = 30.0
 """Seconds the runner waits for every live worker to fill its slots with probe jobs."""
 BOUNDED_OUTCOMES = ("succeeded", "failed", "timed_out")
@@ -364,6 +367,9 @@ class HostileFamily:
                 continue
             if outcome == "crashed" and case != "os_exit":
                 cause, _ = checker.cause(e["crash"] or {}, job_id, e, *kills)
+                killed = proc.killed_at if proc is not None else None
+                if killed is not None and started is not None and killed >= started - KILL_STAMP:
+                    cause = "sigkill"  # claimed as the runner, stamping the kill, was preempted
                 if cause is None:  # a fault's, or the code took down what ran it
                     checker.fail(
                         f"{where} execution {e['execution_id']} on {pool} crashed "
