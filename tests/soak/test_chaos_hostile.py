@@ -28,7 +28,7 @@ def test_hostile_task_code_under_chaos(backend: str) -> None:
         duration=30.0,
         workers=3,
         jobs=240,
-        seed=20261125,
+        seed=20261130,  # a plan that draws every case at least three times
         hostile=0.4,
         drain_timeout=60.0,
         verbose=False,
@@ -41,4 +41,5 @@ def test_hostile_task_code_under_chaos(backend: str) -> None:
     assert hostile["stuck"] == 0 and hostile["slots_leaked"] == 0, report
     assert hostile["probe"]["workers"] == 3, report  # one of each pool filled every slot
     assert set(hostile["executions_by_pool"]) == {"thread", "async", "process"}, report
-    assert set(hostile["by_case"]) == set(CASE_WEIGHTS), report
+    ran = {case for case, parts in hostile["by_case"].items() if set(parts) - {"jobs"}}
+    assert ran == set(CASE_WEIGHTS), report  # every case ran somewhere
