@@ -236,7 +236,7 @@ def wait_until(what: str, ready: Any, seconds: float) -> None:
 @pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only")
 @pytest.mark.xfail(
     strict=True,
-    reason="open (docs/RELIABILITY.md, finding 11): psycopg_pool's warning about the broken "
+    reason="open (docs/RELIABILITY.md, finding 12): psycopg_pool's warning about the broken "
     "connection goes through logging.lastResort to the closed sys.stderr and raises "
     "ValueError inside the pool: the attempt fails with it, and the pool may hand out no "
     "connection after",
