@@ -34,6 +34,7 @@ from heartq.worker.process_pool import ProcessPool
 from tests.conftest import BACKENDS
 from tests.soak import chaos_tasks
 from tests.soak.chaos import ChaosConfig, ChaosRun, all_threads_stopped, fresh_queue
+from tests.soak.chaos import read_events as chaos_read_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -300,3 +301,39 @@ def hostile(task: str, **args: Any) -> NewJob:
 def started(run: ChaosRun, job_id: str) -> bool:
     run.side.poll()
     return any(key[0] == job_id for key in run.side.starts)
+
+
+# -- open: a plain task's GeneratorExit on the async pool gets past run_async ------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (docs/RELIABILITY.md, finding 13): a GeneratorExit raised in "
+    "asyncio.to_thread's thread leaves the awaiting coroutine past its except BaseException",
+)
+def test_a_plain_tasks_generator_exit_on_the_async_pool_is_its_own_outcome(
+    tmp_path: Path,
+) -> None:
+    """The hostile family on the newest main (4050428: the pools' guard says when it
+    fires): a plain (`def`) task raising `GeneratorExit` on the async pool ends `failed`
+    as it should, but through the pool's guard (`maintenance_failed`, service `pool`),
+    not `run_async`: its attempt hooks are not told how it ended. `await
+    asyncio.to_thread(f)` lets a `GeneratorExit` of `f` through the awaiting
+    coroutine's `except BaseException` (`loop.run_in_executor` does not)."""
+    config = ChaosConfig(backend="sqlite", verbose=False)
+    with fresh_queue(config, tmp_path) as (url, schema):
+        run = ChaosRun(config, tmp_path, url, schema)
+        try:
+            worker = run.start_worker(2, "async-pool")  # slot 2: the async pool
+            wait_started(run)
+            job_id = run.store.enqueue([hostile("chaos_hostile", case="generator_exit")])[0]
+            wait_until("the job to end", lambda: run.store.get_job(job_id)["status"] == "dead", 20)
+            [execution, *_] = run.store.get_job(job_id)["executions"]
+            assert execution["outcome"] == "failed"
+            assert "GeneratorExit" in (execution["error"] or "")
+            guards = [
+                e
+                for e in chaos_read_events(worker.log_path)
+                if e["event"] == "maintenance_failed" and e.get("service") == "pool"
+            ]
+            assert not guards, guards[0]["error"][-300:]
+        finally:
+            run.close()
