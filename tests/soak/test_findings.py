@@ -226,7 +226,7 @@ def test_the_runner_looks_at_the_write_lock_only_once_every_thread_stopped() -> 
     assert all_threads_stopped(proc.pid)  # gone: holds nothing
 
 
-# -- open: a task's closed sys.stderr and a server restart wedge a PostgreSQL worker ------
+# -- finding 12: a task's closed sys.stderr and a server restart wedged a PostgreSQL worker
 def wait_until(what: str, ready: Any, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not ready():
@@ -235,13 +235,6 @@ def wait_until(what: str, ready: Any, seconds: float) -> None:
 
 
 @pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only")
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (docs/RELIABILITY.md, finding 12): psycopg_pool's warning about the broken "
-    "connection goes through logging.lastResort to the closed sys.stderr and raises "
-    "ValueError inside the pool: the attempt fails with it, and the pool may hand out no "
-    "connection after",
-)
 def test_a_task_that_closed_sys_stderr_does_not_wedge_its_worker_across_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -252,7 +245,8 @@ def test_a_task_that_closed_sys_stderr_does_not_wedge_its_worker_across_a_restar
     answered "no connection within 5 s" to everything (its jobs reclaimed as crashed when
     it was deemed stale), and on SIGTERM it did not exit within shutdown timeout + 15 s
     (there; here now and then). Without the closed stdio the same restart ends the
-    attempt `interrupted` (not counted) and it succeeds on the next."""
+    attempt `interrupted` (not counted) and it succeeds on the next. Fixed: logging's last
+    resort writes to heartq's own stderr (`events.keep_last_resort`)."""
     from tests.pg_harness import PrivateCluster
 
     config = ChaosConfig(backend="postgres", private_pg=True, verbose=False)
@@ -303,12 +297,7 @@ def started(run: ChaosRun, job_id: str) -> bool:
     return any(key[0] == job_id for key in run.side.starts)
 
 
-# -- open: a plain task's GeneratorExit on the async pool gets past run_async ------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (docs/RELIABILITY.md, finding 13): a GeneratorExit raised in "
-    "asyncio.to_thread's thread leaves the awaiting coroutine past its except BaseException",
-)
+# -- finding 13: a plain task's GeneratorExit on the async pool got past run_async -------
 def test_a_plain_tasks_generator_exit_on_the_async_pool_is_its_own_outcome(
     tmp_path: Path,
 ) -> None:
@@ -317,7 +306,8 @@ def test_a_plain_tasks_generator_exit_on_the_async_pool_is_its_own_outcome(
     as it should, but through the pool's guard (`maintenance_failed`, service `pool`),
     not `run_async`: its attempt hooks are not told how it ended. `await
     asyncio.to_thread(f)` lets a `GeneratorExit` of `f` through the awaiting
-    coroutine's `except BaseException` (`loop.run_in_executor` does not)."""
+    coroutine's `except BaseException` (`loop.run_in_executor` does not). Fixed: the
+    thread's exception comes back as a value (`invoke._Raised`)."""
     config = ChaosConfig(backend="sqlite", verbose=False)
     with fresh_queue(config, tmp_path) as (url, schema):
         run = ChaosRun(config, tmp_path, url, schema)
