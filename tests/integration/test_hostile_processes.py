@@ -75,7 +75,7 @@ def test_what_a_task_does_to_its_process_ends_as_its_attempts_outcome(
             wrong[kind] = (*seen, (execution["error"] or "")[-200:])
     assert not wrong, wrong
     assert harness.job(ids["fork"])["result"] == "fork"
-    if pool == "process":  # the child its thread keeps from exiting goes once it reported
+    if pool == "process":  # the child its thread keeps from exiting is ended after it reported
         child = int(harness.started_file(ids["outliving_thread"], 1).read_text())
         harness.wait_for(lambda: not pid_alive(child), 20, "the outliving child to be ended")
 

@@ -52,6 +52,9 @@ class ChildControl:
         self._answer: str | None = None
         self.lost = False
         self.cancel_requested = False
+        self.reported = False
+        """The attempt's end was sent and the pipe closed by `child_main`: a listener
+        that then finds the pipe closed has nothing to say (it once printed a traceback)."""
         self._report = Report()
         """What the task last reported, also kept here: its `ctx.transaction()` saves it
         with the completion it commits (the parent's copy is fenced out by then)."""
@@ -113,8 +116,9 @@ class ChildControl:
                     with self._reply:
                         self._answer = message[1]
                         self._reply.notify_all()
-        except (EOFError, OSError):
-            os._exit(70)
+        except (EOFError, OSError, TypeError):  # TypeError: the pipe closed under recv
+            if not self.reported:  # the parent is gone before the attempt's end reached it
+                os._exit(70)
 
 
 def resolve_task(app_ref: str, task_name: str) -> Any:
@@ -160,4 +164,5 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
         ("done", end.outcome.value, end.result_json, end.error, end.permanent, why,
          end.database_away)
     )  # fmt: skip
+    control.reported = True
     conn.close()

@@ -160,6 +160,10 @@ class ProcessPool:
                         end = self._crash_end(process)
         finally:
             process.join(KILL_WAIT)
+            if process.is_alive():  # it reported, but what its task left (a non-daemon
+                with contextlib.suppress(Exception):  # thread) holds its exit: it goes
+                    process.kill()
+                process.join(KILL_WAIT)
             with self._lock:
                 self._children.pop(run.job.lease, None)
             conn.close()
