@@ -9,6 +9,8 @@ a private PostgreSQL cluster with its streaming standby and a private NATS serve
 then interrupts or kills it.
 "Nothing left" is checked on what the held test wrote down (pids, the schema, the
 directories) and on the run's mark (`tests/leftovers.py`): no process carries it.
+In the heavy tier (each an inner run of the whole command), outside the default suite:
+`scripts/test --heavy`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import pytest
 
 from tests import leftovers
 from tests.support import free_port, pytest_env, wait_for
+
+pytestmark = pytest.mark.heavy  # inner runs of the whole command: `scripts/test --heavy`
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = "tests/harness/held.py"

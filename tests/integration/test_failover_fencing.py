@@ -11,6 +11,10 @@ may renew, report, checkpoint, release or finish, and w1's completion inside its
 transaction rolls back. Store calls from the test's own process stand for the two
 workers: every write is the worker's own statement, sent through the multi-host URL the
 workers use.
+
+In the heavy tier (a private primary and standby), outside the default suite: `scripts/test
+--heavy`; the conformance suite's fencing cases (tests/conformance/test_fencing.py) hold the
+same token on both backends in the default suite.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from tests.pg_replication import StreamingPair
 from tests.support import wait_for
 
 pytestmark = [
+    pytest.mark.heavy,
     pytest.mark.timeout(240),
     pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only"),
 ]

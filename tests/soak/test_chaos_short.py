@@ -8,7 +8,9 @@ succeeded job's effect (a ledger row written in its completing transaction) is t
 exactly once (see `tests/soak/chaos.py`). The seed is fixed, so the fault schedule is the same
 on every run; the timing is not, and the invariants must hold whatever it is.
 
-The long version is `scripts/soak` (or `pytest -m soak tests/soak`).
+In the heavy tier, outside the default suite: `scripts/test --heavy` (or `pytest -m heavy
+tests/soak/test_chaos_short.py`). The long version is `scripts/soak` (or `pytest -m soak
+tests/soak`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 
 from tests.soak.chaos import ChaosConfig, format_report, run_chaos
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.heavy, pytest.mark.slow, pytest.mark.timeout(150)]
 
 SHORT = ChaosConfig(
     duration=float(os.environ.get("HEARTQ_CHAOS_SHORT_DURATION", "20")),

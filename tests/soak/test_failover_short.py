@@ -9,8 +9,10 @@ no acknowledged completion was lost, and no attempt was counted for the failover
 job has `max_retries=0`). Here: that the run really did what it says (the outage cut
 attempts short, the cut lost commits when asynchronous), and the figures, printed.
 
-The longer measurement, at heartq's default settings and over several failovers, is
-`python -m tests.soak.failover` (docs/RELIABILITY.md, "Failover").
+In the heavy tier, outside the default suite: `scripts/test --heavy` (or `pytest -m heavy
+tests/soak/test_failover_short.py`). The longer measurement, at heartq's default settings
+and over several failovers, is `python -m tests.soak.failover` (docs/RELIABILITY.md,
+"Failover").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.conftest import BACKENDS
 from tests.soak.failover import FAST, FailoverConfig, format_report, run_failover
 
 pytestmark = [
+    pytest.mark.heavy,
     pytest.mark.slow,
     pytest.mark.timeout(240),
     pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only"),
