@@ -4,9 +4,13 @@ Every test gets a `heartq` runner (`HeartqCli`) bound to `cli_url`, the URL of a
 queue, and to a fresh working directory holding `tasks.py`, the app its workers run.
 Tests that arrange a state no command can make use `store`, opened on the same queue.
 
-Backends: SQLite and PostgreSQL by default (`HEARTQ_TEST_CLI_BACKENDS=sqlite` narrows
-it); every test runs once per backend, unchanged (PostgreSQL from `tests/pg_harness.py`),
-except those marked `without_the_queue`.
+Backends: the command line is presentation over the store, and the store's every
+operation runs on both backends in tests/conformance; so a test here runs on the first
+backend of the run (SQLite by default), unless it is marked `on_every_backend`: what a
+command does differently by backend (URLs and their errors, settings read for one backend
+only, the liveness lock a read command probes). `HEARTQ_TEST_CLI_BACKENDS=sqlite,postgres`
+runs every test on both, unchanged (PostgreSQL from `tests/pg_harness.py`), except those
+marked `without_the_queue`.
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ import pytest
 
 from heartq.store import Store, open_store
 from tests.cli.helpers import TASKS_SOURCE, HeartqCli
+from tests.conftest import BACKENDS
 
 CLI_BACKENDS = [
     name.strip()
-    for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", "sqlite,postgres").split(",")
+    for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", BACKENDS[0]).split(",")
     if name.strip()
 ]
+"""The backends every test here runs on: the run's first (tests/conftest.py) by default."""
+
+on_every_backend = pytest.mark.parametrize(
+    "cli_url", list(dict.fromkeys([*BACKENDS, *CLI_BACKENDS])), indirect=True
+)
+"""For a test of what a command does differently by backend: it runs on every backend of
+the run (tests/conftest.py's `BACKENDS`, and any more `HEARTQ_TEST_CLI_BACKENDS` names)."""
 
 without_the_queue = pytest.mark.parametrize("cli_url", CLI_BACKENDS[:1], indirect=True)
 """For a test of commands that never open the test's queue (help, usage errors, URLs of

@@ -7,7 +7,7 @@ import pytest
 
 from heartq.cli.main import cli
 from heartq.config import env_variables
-from tests.cli.conftest import without_the_queue
+from tests.cli.conftest import on_every_backend, without_the_queue
 from tests.cli.helpers import HeartqCli
 
 COMMANDS = [
@@ -141,6 +141,7 @@ def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: He
     assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
 
 
+@on_every_backend  # PostgreSQL reads one variable more
 def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli) -> None:
     """`HEARTQ_LEASE=-3 heartq worker ...`: one line naming the variable (not click's
     "Invalid value for '--lease'", an option nobody typed), for every variable a worker
