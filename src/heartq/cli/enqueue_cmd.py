@@ -217,7 +217,7 @@ def enqueue_command(
             options["depends_on"] = [app.store.resolve_job_id(x) for x in options["depends_on"]]
         keyed = options.get("unique_key") is not None
         quiet = keyed and options.get("on_conflict") != "raise"
-        held = False
+        held: AlreadyEnqueued | None = None
         with warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always", TaskNotDeclaredWarning)
             try:  # asked to raise, so the command can say which job answered
@@ -226,11 +226,11 @@ def enqueue_command(
             except AlreadyEnqueued as conflict:
                 if not quiet:
                     raise
-                job_id, held = conflict.job_id, True
+                job_id, held = conflict.job_id, conflict
     finally:
         app.close()
-    if held:  # answered, as asked, and said: a script reading stdout gets the id either way
-        click.echo(f"heartq: {AlreadyEnqueued(job_id, options['unique_key'], [])}", err=True)
+    if held is not None:  # answered, as asked, and said: stdout gets the id either way
+        click.echo(f"heartq: {held}", err=True)
     for warning in heard:  # ours as one line; any other as Python shows it
         if issubclass(warning.category, TaskNotDeclaredWarning):
             click.echo(f"heartq: warning: {warning.message} (--strict refuses instead)", err=True)
@@ -239,6 +239,6 @@ def enqueue_command(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
     if as_json:
-        print_json({"id": job_id, "existing": held})
+        print_json({"id": job_id, "existing": held is not None})
     else:
         click.echo(job_id)

@@ -121,7 +121,7 @@ class Claimer:
         self.health.succeeded("claim", sent_at)
         self.ledger.give_back([j for j in jobs if j.lease not in started])
         runs = [j for j in jobs if j.lease in started]
-        self.start(runs, sent_at)  # trusted from the start's statement, which renewed
+        self._launch(runs, sent_at)  # trusted from the start's statement, which renewed
         return len(runs)
 
     def release_ahead(self, jobs: list[ClaimedJob]) -> int | None:
@@ -166,8 +166,13 @@ class Claimer:
         return fresh
 
     def start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
-        """Run claimed jobs on the pool (from a database claim or a transport's)."""
-        jobs = self._set_apart_repeats(jobs) if jobs else jobs
+        """Run claimed jobs on the pool (from a database claim or a transport's), but
+        those the database handed over again (`_set_apart_repeats`)."""
+        self._launch(self._set_apart_repeats(jobs) if jobs else jobs, sent_at)
+
+    def _launch(self, jobs: list[ClaimedJob], sent_at: float) -> None:
+        """Run jobs on the pool: claimed just now, or taken from the buffer (set apart
+        from repeats when they were buffered)."""
         if not jobs:
             return
         s = self.settings

@@ -595,13 +595,12 @@ class Worker:
     def _give_back_abandoned(self, deadline: float) -> None:
         """Hand back the attempts this worker stopped trusting, until the deadline."""
 
-        def give_back() -> bool | None:
-            if self.ledger.abandoned():
-                self.heartbeater.give_back_abandoned()
-            return True if not self.ledger.abandoned() else None
+        def none_left() -> bool | None:
+            self.heartbeater.give_back_abandoned()
+            return None if self.ledger.abandoned() else True
 
-        if not self._force_stop.is_set():
-            self._retry(give_back, deadline, SHUTDOWN_RETRY_MAX)
+        if self.ledger.abandoned() and not self._force_stop.is_set():
+            self._retry(none_left, deadline, SHUTDOWN_RETRY_MAX)
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
