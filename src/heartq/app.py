@@ -4,23 +4,18 @@ An `App` is cheap to create and opens its store lazily, so a module can define o
 import time. Producers need not import the task code: `app.enqueue("name", {...})` works
 for any task name and takes the task's options from its declaration in the database
 (`heartq.policy`); a task registered here is checked and resolved here, with no lookup.
-Every way in (`Task.enqueue`, `App.enqueue`, the command line, the async variants) goes
-through `App._enqueue`, so a job behaves the same however it was enqueued.
+Every way in (`Task.enqueue`, `App.enqueue`, the command line, the async variants, a
+pipeline, a schedule's tick) makes and stores its jobs through the app's producer
+(`heartq.producer`), so a job behaves the same however it was enqueued.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
 import functools
 import inspect
-import logging
 import os
-import sys
 import threading
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -33,11 +28,11 @@ from typing import (
     overload,
 )
 
-from heartq import arguments, display, events, ids, payload, policy, rates, unique
+from heartq import arguments, ids, payload, rates
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
-from heartq.errors import ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
-from heartq.hooks import EnqueueRun, Hooks, hooked_enqueue
+from heartq.errors import ConfigError
+from heartq.hooks import Hooks
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_RETRY_BACKOFF,
@@ -47,11 +42,12 @@ from heartq.lifecycle.retry import (
     ExceptionClasses,
     RetryOn,
 )
-from heartq.model import CancelResult, NewJob, TaskPolicy
+from heartq.model import CancelResult, TaskPolicy
 from heartq.options import EnqueueOptions, Options
-from heartq.periodic import TICK_UNIQUE_FOR, MakeTickJobs, Schedule
+from heartq.periodic import MakeTickJobs, Schedule
 from heartq.pipelines import Signature
 from heartq.policy import DEFAULT_QUEUE
+from heartq.producer import Producer
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
 from heartq.transport import open_transport, resolve_transport
@@ -61,21 +57,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-"""heartq's own files: a warning names the first line outside them (the caller's)."""
-
-
-def _warn_caller(warning: Warning | None) -> None:
-    """`warnings.warn` naming the caller's line: the first frame outside heartq (what
-    Python 3.12's `skip_file_prefixes` does; written here for 3.11)."""
-    if warning is None:
-        return
-    frame, level = sys._getframe(1), 2
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(warning, stacklevel=level)
 
 
 class Task(Generic[P, R]):
@@ -210,16 +191,14 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue one job with these arguments, the task's options; returns its id."""
-        return self.app._enqueue(self.name, [self.bind(*args, **kwargs)], Options())[0]
+        return self.app.producer.enqueue(self.name, [self.bind(*args, **kwargs)], Options())[0]
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """`enqueue` for asyncio code: the database round trip runs off the event loop."""
         job_args = self.bind(*args, **kwargs)
-        return (await self.app._enqueue_async(self.name, [job_args], Options()))[0]
+        return (await self.app.producer.enqueue_async(self.name, [job_args], Options()))[0]
 
-    def options(
-        self, *, connection: Any = None, **options: Unpack[EnqueueOptions]
-    ) -> BoundTask[P]:
+    def options(self, *, connection: Any = None, **options: Unpack[EnqueueOptions]) -> BoundTask[P]:
         """This task with options chosen (`heartq.options`): `task.options(delay=60)
         .enqueue(x=1)`; `connection` enqueues in that connection's open transaction
         (`App.enqueue`)."""
@@ -260,14 +239,16 @@ class BoundTask(Generic[P]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         job_args = self.task.bind(*args, **kwargs)
-        app = self.task.app
-        return app._enqueue(self.task.name, [job_args], self.chosen, self.connection)[0]
+        producer = self.task.app.producer
+        return producer.enqueue(self.task.name, [job_args], self.chosen, self.connection)[0]
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> str:
         job_args = self.task.bind(*args, **kwargs)
-        app = self.task.app
-        ids = await app._enqueue_async(self.task.name, [job_args], self.chosen, self.connection)
-        return ids[0]
+        producer = self.task.app.producer
+        stored = await producer.enqueue_async(
+            self.task.name, [job_args], self.chosen, self.connection
+        )
+        return stored[0]
 
 
 class TaskDecorator(Protocol):
@@ -308,11 +289,12 @@ class App:
         self._store: Store | None = None
         self._store_pid = -1
         self._lock = threading.Lock()
-        self._wakeups: list[threading.Event] = []
         self._waiters = EndWaiters(lambda: self.store)
         self.hooks = Hooks()
         """Code of yours around every enqueue, attempt, and a worker's start and stop
         (`heartq.hooks`): `@app.hooks.attempt`, `@app.hooks.enqueue` ..."""
+        self.producer = Producer(self)
+        """Makes and stores this app's jobs, for every way in (`heartq.producer`)."""
 
     def __repr__(self) -> str:
         return f"<heartq.App {redact(self.url)} tasks={sorted(self.tasks)}>"
@@ -523,270 +505,9 @@ class App:
         """How the jobs of this app's schedules' ticks are made, for the workers' scheduler
         (`heartq.maintenance.scheduler`). A property, like `store`: the jobs it makes are
         not among heartq's public names, which a public method's answer must be."""
-        return self._tick_jobs
+        return self.producer.tick_jobs
 
-    @contextlib.contextmanager
-    def _tick_jobs(self, schedule: Schedule, ticks: Iterable[float]) -> Iterator[EnqueueRun]:
-        """The jobs of a schedule's ticks: its task's with its arguments, each keyed by
-        its tick so the fleet makes it once, inside the enqueue hooks like any enqueue."""
-        made = []
-        for tick in ticks:
-            options = Options(unique_key=schedule.tick_key(tick), unique_for=TICK_UNIQUE_FOR)
-            (job,), _, _ = self._new_jobs(schedule.task, [dict(schedule.args)], options)
-            made.append(dataclasses.replace(job, schedule=schedule.name))
-        args_list = [dict(schedule.args) for _ in made]
-        limit = self.settings.max_payload_bytes
-        with hooked_enqueue(self.hooks.enqueue, made, args_list, limit=limit) as run:
-            yield run
-
-    # -- enqueue -------------------------------------------------------------------------
-    def _policy_for(self, task_name: str) -> tuple[TaskPolicy, bool]:
-        """The policy a new job of this task takes, and whether the task is declared (or
-        registered here); strict mode refuses a task that is neither."""
-        task = self.tasks.get(task_name)
-        if task is not None:
-            return task.policy, True
-        declared = self.store.task_policies([task_name]).get(task_name)
-        if declared is not None:
-            return declared, True
-        if self.strict_tasks:
-            raise TaskNotDeclared(task_name)
-        return policy.defaults(task_name), False
-
-    def _enqueue(
-        self,
-        task_name: str,
-        args_list: list[dict[str, Any]],
-        options: Options,
-        connection: Any = None,
-    ) -> list[str]:
-        """Every enqueue comes here: checks, resolves the policy, stores, wakes, and
-        warns the caller of a task not declared yet (`TaskNotDeclaredWarning`)."""
-        ids, notice = self._store_jobs(task_name, args_list, options, connection)
-        _warn_caller(notice)
-        return ids
-
-    def _store_jobs(
-        self,
-        task_name: str,
-        args_list: list[dict[str, Any]],
-        options: Options,
-        connection: Any = None,
-    ) -> tuple[list[str], TaskNotDeclaredWarning | None]:
-        """Store the jobs: their ids, and the warning their caller gets (None: the task
-        is declared). With a connection, the jobs are written in its open transaction;
-        workers hear of them when it commits (PostgreSQL's NOTIFY), or at their next poll
-        (SQLite)."""
-        jobs, declared, resolved = self._new_jobs(task_name, args_list, options)
-        unique.refuse_collisions(jobs)
-        limit = self.settings.max_payload_bytes
-        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
-            ids = self.store.enqueue(run.jobs, connection=connection)
-            run.stored(ids)
-        if self.transport_url is not None and connection is None:
-            self._publish(jobs, ids)
-        answer = self._enqueued(task_name, ids, declared, resolved, connection is None)
-        unique.check_conflicts(run.jobs, ids, options)
-        return answer
-
-    def _enqueue_pipeline(
-        self, jobs: list[NewJob], args_list: list[dict[str, Any]], connection: Any = None
-    ) -> list[str]:
-        """Store the jobs of a pipeline (`heartq.pipelines`: of any tasks, each made by
-        `_new_jobs`, their dependencies set) in one transaction, as `_store_jobs` stores
-        one task's: hooks, wake-ups, and a warning per task not declared yet."""
-        limit = self.settings.max_payload_bytes
-        with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
-            ids = self.store.enqueue(run.jobs, connection=connection)
-            run.stored(ids)
-        if self.transport_url is not None and connection is None:
-            self._publish(jobs, ids)
-        for name in dict.fromkeys(job.task for job in jobs):
-            task_policy, declared = self._policy_for(name)
-            if not declared:
-                mine = [i for job, i in zip(jobs, ids, strict=True) if job.task == name]
-                resolved = policy.resolve(task_policy, None, None, None)
-                _warn_caller(self._not_declared(name, mine, resolved))
-        if connection is None:
-            self._wake_local_workers()
-        return ids
-
-    async def _enqueue_async(
-        self,
-        task_name: str,
-        args_list: list[dict[str, Any]],
-        options: Options,
-        connection: Any = None,
-    ) -> list[str]:
-        """`_enqueue` for asyncio code: its round trips off the event loop, or on an
-        asyncio connection's own (a `psycopg.AsyncConnection`). The warning is given
-        here, in the caller's coroutine, so it names the caller's line."""
-        if connection is None:
-            ids, notice = await asyncio.to_thread(self._store_jobs, task_name, args_list, options)
-        elif not inspect.iscoroutinefunction(getattr(connection, "execute", None)):
-            # a plain connection belongs to its thread (sqlite3 checks): used right here
-            ids, notice = self._store_jobs(task_name, args_list, options, connection)
-        else:
-            jobs, declared, resolved = await asyncio.to_thread(
-                self._new_jobs, task_name, args_list, options
-            )
-            unique.refuse_collisions(jobs)
-            limit = self.settings.max_payload_bytes
-            with hooked_enqueue(self.hooks.enqueue, jobs, args_list, limit=limit) as run:
-                stored = await self.store.enqueue_async(run.jobs, connection)
-                run.stored(stored)
-            ids, notice = await asyncio.to_thread(
-                self._enqueued, task_name, stored, declared, resolved, False
-            )
-            unique.check_conflicts(run.jobs, ids, options)
-        _warn_caller(notice)
-        return ids
-
-    def _publish(self, jobs: Sequence[NewJob], ids: Sequence[str]) -> None:
-        """After the commit, a wake-up for each job runnable now: the database is the
-        outbox, so a failed publish loses nothing (a worker's sweeper publishes what
-        stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
-        the database claim, which counts their key; transactional enqueues
-        (`connection=`) to the sweeper, as their commit is the caller's; jobs with
-        dependencies too (the sweeper publishes them once released). A job with a rate
-        key is published as a wake-up only: the claim by id never takes it, so the worker
-        that hears it claims from the database at once, which counts its key."""
-        transport = self.transport
-        assert transport is not None
-        due = [
-            (job_id, job.queue)
-            for job, job_id in zip(jobs, ids, strict=True)
-            if job.delay <= 0 and job.concurrency_key is None and not job.depends_on
-        ]
-        transport.publish(due)
-
-    def _new_jobs(
-        self,
-        task_name: str,
-        args_list: list[dict[str, Any]],
-        options: Options,
-        bound: bool = False,
-    ) -> tuple[list[NewJob], bool, dict[str, Any]]:
-        """The jobs to store, whether their task is declared, and the policy resolved.
-        `bound`: the arguments were bound against the task's function already (a
-        pipeline's signature; a task registered here always is)."""
-        payload.check_name("task", task_name)
-        task_policy, declared = self._policy_for(task_name)
-        task = self.tasks.get(task_name)
-        if task is None and not bound:
-            args_list = self._bind_declared(task_policy, args_list)
-        chosen = options.chosen
-        resolved = policy.resolve(
-            task_policy, chosen.get("queue"), chosen.get("priority"), chosen.get("max_retries")
-        )
-        limit = self.settings.max_payload_bytes
-        meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
-        rate = policy.RateChoice.of(task_name, task_policy, chosen, task.defaults if task else None)
-        jobs = [
-            NewJob(
-                id=ids.new_job_id(),  # its own: an answer that differs is a key's holder
-                task=task_name,
-                args_json=payload.encode_args(args, limit=limit),
-                delay=float(chosen.get("delay") or 0.0),
-                run_at=options.run_at,
-                unique_key=options.key_for(args),
-                unique_for=chosen.get("unique_for"),
-                **self._concurrency(task, options, args),
-                **rate.for_job(args),
-                **resolved,
-                meta_json=meta_json,
-                depends_on=options.depends_on,
-                on_dependency_failure=options.on_dependency_failure,
-            )
-            for args in args_list
-        ]
-        return jobs, declared, resolved
-
-    @staticmethod
-    def _bind_declared(
-        task_policy: TaskPolicy, args_list: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Arguments of an enqueue by name, bound against the parameters the task's
-        workers declared: `BadArguments` naming a wrong or missing one. Unchecked when
-        none are declared (a worker of an older version, or no declaration yet)."""
-        signature = arguments.declared_signature(task_policy.parameters)
-        if signature is None:
-            return args_list
-        return [arguments.bind(task_policy.name, signature, (), args) for args in args_list]
-
-    @staticmethod
-    def _concurrency(
-        task: Task[Any, Any] | None, options: Options, args: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """A job's concurrency key and limit: the enqueue's, else the task's declared
-        template filled from its arguments (a task registered here)."""
-        key: str | None
-        limit: int | None
-        chosen = options.chosen
-        if chosen.get("concurrency_key") is not None:
-            key, limit = chosen.get("concurrency_key"), chosen.get("concurrency_limit")
-        elif task is not None:
-            key, limit = task.concurrency_for(args)
-        else:
-            key, limit = None, None
-        return payload.check_concurrency(key, limit)
-
-    def _enqueued(
-        self,
-        task_name: str,
-        ids: list[str],
-        declared: bool,
-        resolved: dict[str, Any],
-        wake_here: bool,
-    ) -> tuple[list[str], TaskNotDeclaredWarning | None]:
-        """After the jobs are stored: the word on an undeclared task (the warning for
-        the caller), and a wake-up for a worker in this process (not for jobs that wait
-        for someone else's commit)."""
-        notice = None if declared else self._not_declared(task_name, ids, resolved)
-        if wake_here:
-            self._wake_local_workers()
-        return ids, notice
-
-    def _not_declared(
-        self, task_name: str, ids: list[str], resolved: dict[str, Any]
-    ) -> TaskNotDeclaredWarning | None:
-        """Say that the jobs got the defaults (the event for the logs, the warning for
-        the caller), and re-check: a worker that declared the task while they were being
-        stored may have re-routed before they were visible (see `Store.reroute_jobs`),
-        so they are re-routed here if it did, and nobody is warned."""
-        if ids and self.store.task_policies([task_name]):
-            self.store.reroute_jobs([task_name], job_ids=ids)
-            return None
-        events.emit(
-            events.TASK_NOT_DECLARED,
-            logging.WARNING,
-            task=task_name,
-            jobs=len(ids),
-            queue=resolved["queue"],
-            max_retries=resolved["max_retries"],
-            retry_backoff=resolved["retry_backoff"],
-            hint="no worker has declared this task yet: these defaults hold until one "
-            "starts with it, then its waiting jobs take the task's queue and policy",
-        )
-        jobs = "the job takes" if len(ids) == 1 else f"the {len(ids)} jobs take"
-        return TaskNotDeclaredWarning(
-            f"task {task_name!r} is not declared yet (no worker has started with it): "
-            f"queue {resolved['queue']!r}, max_retries {resolved['max_retries']}, backoff "
-            f"{display.fmt_seconds(resolved['retry_backoff'])} hold until a worker declares "
-            f"it; then {jobs} the task's queue and policy",
-            task_name,
-        )
-
-    def _check_args(self, task_name: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Arguments given as a mapping: checked against the signature of a task
-        registered here (by keyword); else as a JSON object here, and against the task's
-        declared parameters once its declaration is read (`_bind_declared`)."""
-        if args is not None and not isinstance(args, Mapping):
-            payload.encode_args(args, limit=self.settings.max_payload_bytes)  # says why
-        job_args = dict(args or {})
-        task = self.tasks.get(task_name)
-        return task.bind(**job_args) if task is not None else job_args
-
+    # -- enqueue: the jobs are made and stored by the producer (`heartq.producer`) ------
     def enqueue(
         self,
         task: str,
@@ -808,7 +529,8 @@ class App:
         that many attempts of jobs with the key start per period, across the fleet.
         Every option: `heartq.options`."""
         chosen = Options.given("App.enqueue", options)
-        return self._enqueue(task, [self._check_args(task, args)], chosen, connection)[0]
+        checked = [self.producer.check_args(task, args)]
+        return self.producer.enqueue(task, checked, chosen, connection)[0]
 
     def enqueue_many(
         self,
@@ -824,8 +546,8 @@ class App:
         it; jobs that differ under one key are refused, `ConfigError`, nothing stored) or a
         function of each job's arguments. `concurrency_key`/`concurrency_limit` as `enqueue`."""
         chosen = Options.given("App.enqueue_many", options)
-        checked = [self._check_args(task, args) for args in args_list]
-        return self._enqueue(task, checked, chosen, connection) if checked else []
+        checked = [self.producer.check_args(task, args) for args in args_list]
+        return self.producer.enqueue(task, checked, chosen, connection) if checked else []
 
     async def enqueue_async(
         self,
@@ -838,8 +560,8 @@ class App:
         """`enqueue` for asyncio code: the database round trips run off the event loop;
         `connection` may be a `psycopg.AsyncConnection` in its open transaction."""
         chosen = Options.given("App.enqueue_async", options)
-        checked = [self._check_args(task, args)]
-        return (await self._enqueue_async(task, checked, chosen, connection))[0]
+        checked = [self.producer.check_args(task, args)]
+        return (await self.producer.enqueue_async(task, checked, chosen, connection))[0]
 
     async def enqueue_many_async(
         self,
@@ -851,10 +573,10 @@ class App:
     ) -> list[str]:
         """`enqueue_many` for asyncio code."""
         chosen = Options.given("App.enqueue_many_async", options)
-        checked = [self._check_args(task, args) for args in args_list]
+        checked = [self.producer.check_args(task, args) for args in args_list]
         if not checked:
             return []
-        return await self._enqueue_async(task, checked, chosen, connection)
+        return await self.producer.enqueue_async(task, checked, chosen, connection)
 
     # -- results -------------------------------------------------------------------------
     def result(self, job_id: str, timeout: float | None = None) -> Any:
@@ -884,14 +606,7 @@ class App:
     def subscribe_wakeup(self, event: threading.Event) -> None:
         """Set `event` after every enqueue through this app (a worker in this process
         then claims at once instead of at its next poll)."""
-        with self._lock:
-            self._wakeups.append(event)
+        self.producer.subscribe_wakeup(event)
 
     def unsubscribe_wakeup(self, event: threading.Event) -> None:
-        with self._lock:
-            if event in self._wakeups:
-                self._wakeups.remove(event)
-
-    def _wake_local_workers(self) -> None:
-        for event in list(self._wakeups):
-            event.set()
+        self.producer.unsubscribe_wakeup(event)

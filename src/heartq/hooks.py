@@ -258,15 +258,18 @@ class Hooks:
 
 class EnqueueRun:
     """The jobs of one enqueue as the hooks left them (`jobs`, their `meta` applied), and
-    where the store's answer goes (`stored`)."""
+    where the store's answer goes (`stored`, kept in `ids` for what follows the hooks:
+    the transport's wake-ups)."""
 
     def __init__(self, jobs: list[NewJob], infos: list[EnqueueInfo]) -> None:
         self.jobs = jobs
         self.infos = infos
+        self.ids: list[str | None] = []
 
     def stored(self, ids: Sequence[str | None]) -> None:
         """Tell the hooks' after parts each job's id, in the order of `jobs` (None: not
         stored by this enqueue, a tick another worker's scheduler enqueued first)."""
+        self.ids = list(ids)
         for info, job_id in zip(self.infos, ids, strict=False):  # no infos: no hooks
             info.job_id = job_id
 

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from heartq import arguments
 from heartq.errors import ConfigError
 from heartq.ids import new_job_id
-from heartq.model import NewJob, Pipeline
+from heartq.model import Pipeline
 from heartq.options import EnqueueOptions, Options
+from heartq.producer import EnqueuingApp, Made, RegisteredTask
 
-if TYPE_CHECKING:
-    from heartq.app import App, Task
 
 class Signature:
     """A task with its arguments and enqueue options, to be enqueued as part of a
@@ -37,7 +36,7 @@ class Signature:
 
     def __init__(
         self,
-        task: Task[Any, Any],
+        task: RegisteredTask,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
         options: EnqueueOptions | None = None,
@@ -53,7 +52,7 @@ class Signature:
         merged: dict[str, Any] = {**self.options, **options}
         return Signature(self.task, self.args, self.kwargs, merged)  # type: ignore[arg-type]
 
-    def enqueue(self, app: App | None = None, connection: Any = None) -> Pipeline:
+    def enqueue(self, app: EnqueuingApp | None = None, connection: Any = None) -> Pipeline:
         """Enqueue this one job (as a pipeline of one)."""
         return _enqueue(self, app, connection)
 
@@ -70,7 +69,7 @@ class Chain:
             raise ConfigError("a chain needs at least one step")
         self.steps = tuple(_step(s) for s in steps)
 
-    def enqueue(self, app: App | None = None, connection: Any = None) -> Pipeline:
+    def enqueue(self, app: EnqueuingApp | None = None, connection: Any = None) -> Pipeline:
         """Store every job of the chain in one transaction (the caller's with
         `connection`); `app`: where (default: the app of its first task)."""
         return _enqueue(self, app, connection)
@@ -92,7 +91,7 @@ class Group:
         self.members = tuple(_step(m) for m in members)
         self.callback = callback
 
-    def enqueue(self, app: App | None = None, connection: Any = None) -> Pipeline:
+    def enqueue(self, app: EnqueuingApp | None = None, connection: Any = None) -> Pipeline:
         """Store every job of the group in one transaction (as `Chain.enqueue`)."""
         return _enqueue(self, app, connection)
 
@@ -121,7 +120,6 @@ class _Part:
     """One job of a pipeline, before it is stored."""
 
     signature: Signature
-    job: NewJob | None = None
     depends_on: list[str] = dataclasses.field(default_factory=list)
     results: bool = False
     id: str = dataclasses.field(default_factory=new_job_id)
@@ -146,13 +144,15 @@ def _layout(step: Signature | Chain | Group, after: list[str], parts: list[_Part
     return [part.id]
 
 
-def _enqueue(step: Signature | Chain | Group, app: App | None, connection: Any) -> Pipeline:
+def _enqueue(
+    step: Signature | Chain | Group, app: EnqueuingApp | None, connection: Any
+) -> Pipeline:
     parts: list[_Part] = []
     tail = _layout(step, [], parts)
     target = app if app is not None else parts[0].signature.task.app
     args_list = [_args(part) for part in parts]
-    jobs = [_new_job(target, part, args) for part, args in zip(parts, args_list, strict=True)]
-    ids = target._enqueue_pipeline(jobs, args_list, connection)
+    made = [_made(target, part, args) for part, args in zip(parts, args_list, strict=True)]
+    ids = target.producer.enqueue_pipeline(made, args_list, connection)
     return Pipeline(ids=tuple(ids), tail=tuple(tail))
 
 
@@ -165,16 +165,18 @@ def _args(part: _Part) -> dict[str, Any]:
     return task.bind(*sig.args, **sig.kwargs)
 
 
-def _new_job(app: App, part: _Part, args: dict[str, Any]) -> NewJob:
-    """The part's job as the app makes any job of its task (policy, options, checks),
-    with its place in the pipeline: its id, what it waits for (its own `depends_on`
-    option too) and whether it takes their results."""
+def _made(app: EnqueuingApp, part: _Part, args: dict[str, Any]) -> Made:
+    """The part's job as the app's producer makes any job of its task (policy, options,
+    checks), with its place in the pipeline: its id, what it waits for (its own
+    `depends_on` option too) and whether it takes their results."""
     sig = part.signature
     options = Options.given("Signature.set", sig.options)
-    (job,), _, _ = app._new_jobs(sig.task.name, [args], options, bound=True)
-    return dataclasses.replace(
+    made = app.producer.make(sig.task.name, [args], options, bound=True)
+    (job,) = made.jobs
+    placed = dataclasses.replace(
         job,
         id=part.id,
         depends_on=tuple(dict.fromkeys([*job.depends_on, *part.depends_on])),
         dependency_results=part.results,
     )
+    return made._replace(jobs=[placed])
