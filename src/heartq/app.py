@@ -11,8 +11,6 @@ pipeline, a schedule's tick) makes and stores its jobs through the app's produce
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -28,9 +26,10 @@ from typing import (
     overload,
 )
 
-from heartq import arguments, ids, payload, rates
+from heartq import ids, payload
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
+from heartq.definition import TaskDefinition
 from heartq.errors import ConfigError
 from heartq.hooks import Hooks
 from heartq.lifecycle.retry import (
@@ -38,11 +37,9 @@ from heartq.lifecycle.retry import (
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_RETRY_BACKOFF_MAX,
     EXPONENTIAL,
-    Backoff,
     ExceptionClasses,
-    RetryOn,
 )
-from heartq.model import CancelResult, TaskPolicy
+from heartq.model import CancelResult
 from heartq.options import EnqueueOptions, Options
 from heartq.periodic import MakeTickJobs, Schedule
 from heartq.pipelines import Signature
@@ -59,129 +56,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Task(Generic[P, R]):
+class Task(TaskDefinition, Generic[P, R]):
     """A registered task. `task.enqueue(...)` queues it with the arguments its function
     takes (checked here, typed from the function); `task.options(delay=5).enqueue(...)`
     chooses options; calling the task runs the function here, as plain Python."""
 
-    def __init__(
-        self,
-        app: App,
-        fn: Callable[..., Any],
-        *,
-        name: str,
-        queue: str,
-        max_retries: int,
-        timeout: float | None,
-        heartbeat_timeout: float | None,
-        retry_backoff: float,
-        retry_backoff_max: float,
-        priority: int,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-        retry_on: ExceptionClasses = None,
-        dont_retry_on: ExceptionClasses = None,
-        retry_schedule: str = EXPONENTIAL,
-        retry_jitter: bool = True,
-    ) -> None:
+    def __init__(self, app: App, fn: Callable[..., Any], **options: Any) -> None:
+        """`options`: those of `App.task`, checked by `TaskDefinition`."""
+        super().__init__(fn, **options)
         self.app = app
-        self.fn = fn
-        self.name = payload.check_name("task", name)
-        self.queue = payload.check_name("queue", queue)
-        payload.check_int("max_retries", max_retries, minimum=0)
-        payload.check_int("priority", priority)
-        payload.check_duration("timeout", timeout)
-        payload.check_duration("heartbeat_timeout", heartbeat_timeout)
-        payload.check_duration("retry_backoff", retry_backoff, allow_zero=True)
-        payload.check_duration("retry_backoff_max", retry_backoff_max, allow_zero=True)
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.heartbeat_timeout = heartbeat_timeout
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
-        self.priority = priority
-        self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
-        if concurrency_key is not None:
-            payload.check_concurrency(concurrency_key, concurrency_limit)
-            arguments.template_fields(concurrency_key)
-        else:
-            payload.check_concurrency(None, concurrency_limit)
-        self.rate_limit = (
-            None if rate_limit is None else rates.parse_rate(rate_limit, f"{name}: rate_limit")
-        )
-        """At most this many attempt starts per period (`heartq.rates`), per `rate_key`."""
-        self.rate_key = rate_key
-        if rate_key is not None:
-            if rate_limit is None:
-                raise ConfigError(f"{name}: rate_key needs a rate_limit, like rate_limit='10/s'")
-            payload.check_key("rate_key", rate_key)
-            arguments.template_fields(rate_key, "rate_key")
-        self.retry_rule = RetryOn.of(retry_on, dont_retry_on)
-        """Which exceptions of its code are worth another attempt (judged by the worker)."""
-        self.backoff = Backoff(retry_schedule, retry_jitter)
-        """The shape of its waits between attempts (exponential, linear, constant; jitter)."""
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self.signature = arguments.call_signature(fn)
-        self.parameters = arguments.describe(self.signature)
-        self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
-        self.__doc__ = fn.__doc__
-        self.__name__ = getattr(fn, "__name__", name)
-        self.__module__ = fn.__module__
-        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
-
-    @functools.cached_property
-    def policy(self) -> TaskPolicy:
-        """What a worker running this task declares to the database (its parameters
-        too: an enqueue by name elsewhere is checked against them). Made once: a task's
-        options are fixed when it is defined, and a worker reads this for every job."""
-        retry_on, dont_retry_on = self.retry_rule.names()
-        return TaskPolicy(
-            name=self.name,
-            queue=self.queue,
-            priority=self.priority,
-            max_retries=self.max_retries,
-            retry_backoff=self.retry_backoff,
-            retry_backoff_max=self.retry_backoff_max,
-            timeout=self.timeout,
-            heartbeat_timeout=self.heartbeat_timeout,
-            parameters=self.parameters,
-            rate_limit=None if self.rate_limit is None else self.rate_limit.spec,
-            rate_key=self.rate_key,
-            retry_schedule=self.backoff.schedule,
-            retry_jitter=self.backoff.jitter,
-            retry_on=retry_on,
-            dont_retry_on=dont_retry_on,
-        )
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """The function's default argument values, by name (what a key template reads
-        for an argument a job leaves out)."""
-        return {
-            p.name: p.default
-            for p in self.signature.parameters.values()
-            if p.default is not inspect.Parameter.empty
-        }
-
-    def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]:
-        """The concurrency key and limit this task declares for a job with these
-        arguments: its template filled from them; `TypeError` naming one it lacks."""
-        if self.concurrency_key is None:
-            return None, None
-        key = arguments.fill_template(
-            self.name, "concurrency_key", self.concurrency_key, args, self.defaults
-        )
-        return key, self.concurrency_limit
-
-    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The job arguments for this call; `TypeError` naming a wrong or missing one."""
-        return arguments.bind(self.name, self.signature, args, kwargs)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the function in the caller, as plain Python (handy in tests)."""
-        return self.fn(*args, **kwargs)
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
         """This task with these arguments, for a pipeline (`heartq.chain`,
@@ -224,9 +107,6 @@ class Task(Generic[P, R]):
     ) -> list[str]:
         """Queue one job per argument mapping, in one transaction: all of them or none."""
         return self.app.enqueue_many(self.name, args_list, connection=connection, **options)
-
-    def __repr__(self) -> str:
-        return f"<Task {self.name} queue={self.queue}>"
 
 
 class BoundTask(Generic[P]):
