@@ -1,0 +1,120 @@
+"""heartq's modules import each other without a cycle, counting every import the source
+writes: at module level, inside a function (a deferred import), and under
+`TYPE_CHECKING` (a cycle of types is still two modules that each need the other).
+
+A cycle is how a layer starts leaning on the one above it (pipelines on the app's
+private methods, issue 42); read from the source with `ast`, so the test imports
+nothing and sees imports that never run here.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _modules(src: Path, package: str) -> dict[str, Path]:
+    """Every module of `package` under `src` by dotted name (a package by its own name)."""
+    found = {}
+    for path in (src / package).rglob("*.py"):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The modules of the package `name` imports, anywhere in its source. `from a import b` is
+    module `a.b` when that is a module, else `a` (a name of `a`); `a`'s parent packages
+    are not counted (every module would then import `heartq/__init__.py`)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield submodule if submodule in modules else base
+
+
+def _graph(src: Path = SRC, package: str = "heartq") -> dict[str, set[str]]:
+    modules = _modules(src, package)
+    return {
+        name: {
+            imported
+            for imported in _imported(name, path, modules)
+            if imported in modules and imported != name
+        }
+        for name, path in modules.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_kind_of_import_makes_a_cycle(tmp_path: Path) -> None:
+    """The reading itself, on a package written here: an import at module level, one
+    deferred into a function, one under TYPE_CHECKING, relative or not, each closes a
+    cycle (else a reading that missed them would pass on heartq)."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    sources = {
+        "__init__.py": "",
+        "a.py": "from pkg import b\n",
+        "b.py": "def f():\n    from pkg.sub import c\n",
+        "sub/__init__.py": "",
+        "sub/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..d import D\n",
+        "d.py": "import pkg.a\nD = 1\n",
+        "alone.py": "from pkg import a\n",
+    }
+    for name, text in sources.items():
+        (package / name).write_text(textwrap.dedent(text))
+    graph = _graph(tmp_path, "pkg")
+    assert _cycles(graph) == [["pkg.a", "pkg.b", "pkg.d", "pkg.sub.c"]]
+
+
+def test_no_module_of_heartq_imports_itself_back() -> None:
+    graph = _graph()
+    cycles = _cycles(graph)
+    described = [
+        " <-> ".join(cycle)
+        + ": "
+        + ", ".join(f"{a} -> {b}" for a in cycle for b in sorted(graph[a]) if b in cycle)
+        for cycle in cycles
+    ]
+    assert not cycles, "import cycles among heartq's modules:\n" + "\n".join(described)
