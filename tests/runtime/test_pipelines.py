@@ -98,6 +98,27 @@ def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:
         t["add"].s(1).set(depends_on=["x"], unique_key="k")
 
 
+def test_a_pipeline_warns_once_per_task_not_declared(app: heartq.App) -> None:
+    """Enqueued through an app that neither registers its tasks nor finds them declared,
+    a pipeline warns its caller once per such task, as `App.enqueue` does: the caller's
+    line, the queue its steps chose, how many of its jobs take the defaults."""
+    t = _tasks(app)
+    other = heartq.App(app.url)
+    try:
+        steps = [t["add"].s(1), t["add"].s(2), t["square"].s(3)]
+        with pytest.warns(heartq.TaskNotDeclaredWarning) as heard:
+            pipeline = heartq.chain(*(s.set(queue="fast") for s in steps)).enqueue(other)
+    finally:
+        other.close()
+    warned = [w for w in heard if issubclass(w.category, heartq.TaskNotDeclaredWarning)]
+    assert [w.filename for w in warned] == [__file__, __file__]
+    add, square = (str(w.message) for w in warned)
+    assert add.startswith("task 'add' is not declared yet") and "the 2 jobs take" in add
+    assert square.startswith("task 'square' is not declared yet") and "the job takes" in square
+    assert "queue 'fast'" in add and "queue 'fast'" in square
+    assert [app.get_job(i)["queue"] for i in pipeline.ids] == ["fast"] * 3
+
+
 def test_depends_on_through_every_way_in(app: heartq.App) -> None:
     t = _tasks(app)
     first = t["add"].enqueue(1, 1)
