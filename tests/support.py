@@ -4,22 +4,85 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Final, TypeVar
 
 from bench.servers import free_port as free_port  # the tests' servers' ports too
+from heartq.config import env_variables
 from tests import leftovers
 
+T = TypeVar("T")
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `predicate` until it returns something truthy, or fail after `timeout` seconds."""
+FAST: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        "heartbeat_interval": 0.2,
+        "lease": 0.6,
+        "reap_interval": 0.3,
+        "liveness_interval": 0.2,
+        "poll_interval": 0.05,
+    }
+)
+"""The suites' sub-second protocol settings, as `Worker`/`App` keyword arguments (for a
+`heartq worker` process: `worker_flags`, `worker_argv`, `worker_env`): a 0.5 s trust
+window, a dead worker found within ~0.2 s, an idle worker looking every 50 ms. A test
+that needs another value says which and why with `fast(...)`."""
+
+STEADY: Final[Mapping[str, float]] = MappingProxyType({**FAST, "lease": 4.0})
+"""FAST, but a 4 s lease (so a 4 s stale threshold and a 3.3 s trust window), for tests that
+count executions or attempts without being about lease timing: on a loaded 2-core machine a
+0.2 s heartbeat is sometimes half a second late, and with FAST's 0.6 s lease a worker is then
+judged stale, or fences itself, and its job runs again (correct at-least-once behaviour, but
+not what such a test counts). Cancels, progress and wake-ups still travel at FAST's pace, and
+a killed worker is still found at once through its liveness lock."""
+
+
+def fast(**changes: float | None) -> dict[str, float]:
+    """FAST with `changes` (a setting changed to None is left to heartq's default)."""
+    merged = {**FAST, **changes}
+    return {name: value for name, value in merged.items() if value is not None}
+
+
+def worker_flags(settings: Mapping[str, float]) -> dict[str, str]:
+    """`settings` as `heartq worker` options (`--lease`: `"0.6"`), the way its command
+    line names them (`heartq.cli.worker_cmd`: dashes for underscores)."""
+    return {f"--{name.replace('_', '-')}": f"{value:g}" for name, value in settings.items()}
+
+
+def worker_argv(settings: Mapping[str, float]) -> list[str]:
+    """`settings` as `heartq worker` arguments: `["--lease", "0.6", ...]`."""
+    return [word for option in worker_flags(settings).items() for word in option]
+
+
+def worker_env(settings: Mapping[str, float]) -> dict[str, str]:
+    """Those of `settings` that have a `HEARTQ_*` variable, as variables (for a worker
+    started by a framework's command, which takes no heartq options); the others (the
+    poll and liveness intervals have none) stay at their defaults."""
+    variables = env_variables()
+    return {variables[k]: f"{v:g}" for k, v in settings.items() if k in variables}
+
+
+def wait_for(
+    predicate: Callable[[], T | None],
+    timeout: float = 10.0,
+    what: str = "condition",
+    *,
+    diagnostics: Callable[[], str] | None = None,
+    interval: float = 0.01,
+) -> T:
+    """Poll `predicate` every `interval` seconds until it returns something truthy, which
+    is returned; fail after `timeout` seconds, with `diagnostics()` (what the test's
+    processes said, say) appended to the message."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+            message = f"timed out after {timeout:g} s waiting for {what}"
+            if diagnostics is not None:
+                message += "\n" + diagnostics()
+            raise AssertionError(message)
+        time.sleep(interval)
 
 
 def pytest_env(env: Mapping[str, str]) -> dict[str, str]:

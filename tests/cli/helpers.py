@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import heartq
+from tests import support
 
 T = TypeVar("T")
 
@@ -29,9 +30,9 @@ COMMAND_TIMEOUT = 30.0
 WIDTH = 80
 """Human output is checked at 80 columns (COLUMNS=80; rich's width when not a TTY)."""
 
-FAST_WORKER = ["--heartbeat-interval", "0.2", "--lease", "10", "--poll-interval", "0.05"]
-"""Heartbeats (cancels, progress) at a fast pace, but a 10 s lease: these tests count
-claims and executions, and with the 0.6 s lease 0.2 s heartbeats imply, a renewal half a
+FAST_WORKER = support.worker_argv(support.fast(lease=10.0))
+"""`tests.support.FAST` (heartbeats: cancels, progress at a fast pace), but a 10 s lease:
+these tests count claims and executions, and with FAST's 0.6 s lease a renewal half a
 second late on a loaded machine gives an attempt back and runs it again. A killed worker is
 still found at once, through its liveness lock."""
 
@@ -235,16 +236,14 @@ class HeartqCli:
             )
 
 
-def wait_for(predicate: Callable[[], T | None], timeout: float = 15.0, what: str = "it") -> T:
-    """Poll until `predicate` returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+PATIENCE = 15.0
+"""Seconds a command-line test waits for a condition unless it says otherwise: a look
+often runs `heartq` in a process of its own, slow to start on a loaded machine."""
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float = PATIENCE, what: str = "it") -> T:
+    """`tests.support.wait_for`, looking every 50 ms (a look may start a process)."""
+    return support.wait_for(predicate, timeout, what, interval=0.05)
 
 
 def assert_fits(text: str, width: int | None = None) -> None:

@@ -24,7 +24,8 @@ from heartq.model import DetectedBy, JobStatus, Renewal
 from heartq.store import Store
 from tests.conformance.support import claim_one, enqueue_one, register
 from tests.dashboard.support import Dashboard, claim, page, succeeded_job
-from tests.integration.conftest import FAST, Harness, parse_ts
+from tests.integration.conftest import Harness, parse_ts
+from tests.support import FAST, worker_flags
 
 TIMES = re.compile(
     r'<tr data-execution="(\d+)"[^>]*>\s*<td class="num">\d+</td><td class="id">[^<]*</td>'
@@ -108,7 +109,7 @@ def test_every_screen_prints_the_figure_the_json_keeps() -> None:
     assert line.endswith(f"({display.fmt_seconds(2.15)})"), line
 
 
-DEFAULT_SETTINGS: dict[str, str | None] = dict.fromkeys(FAST)
+DEFAULT_SETTINGS: dict[str, str | None] = dict.fromkeys(worker_flags(FAST))
 """A worker at heartq's defaults: a 30 s heartbeat, so while a job runs for a few
 seconds its pulse (progress and checkpoints, every second) is its only sign of life."""
 

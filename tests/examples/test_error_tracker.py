@@ -18,13 +18,11 @@ from sentry_sdk.transport import Transport
 
 import heartq
 from heartq.model import WorkerInfo
+from tests.support import STEADY
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "docs" / "examples" / "sentry" / "sentry_reporting.py"
 )
-FAST = {"heartbeat_interval": 0.2, "lease": 10.0, "poll_interval": 0.02, "shutdown_timeout": 5.0}
-"""Quick, but a 10 s lease: a renewal late on a busy machine must not run an attempt twice
-(the tests count reports)."""
 
 
 class MemoryTransport(Transport):
@@ -96,7 +94,7 @@ def run_jobs(app: heartq.App) -> None:
     ship.enqueue(order=2)
     refund.enqueue(order=3)
     receipt.enqueue(order=4)
-    heartq.Worker(app, concurrency=2, **FAST).run(burst=True)
+    heartq.Worker(app, concurrency=2, **STEADY).run(burst=True)
 
 
 def reported(events: list[dict[str, Any]]) -> list[tuple[str, int, bool]]:
@@ -164,7 +162,7 @@ def crash_one(app: heartq.App) -> str:
     app.store.register_worker(WorkerInfo("gone", "elsewhere", 4242, ("default",), 1))
     (claimed,) = app.store.claim("gone", ["default"], 1, 60.0)
     assert claimed.id == job_id
-    heartq.Worker(app, concurrency=2, **{**FAST, "stale_after": 1.0}).run(burst=True)
+    heartq.Worker(app, concurrency=2, **{**STEADY, "stale_after": 1.0}).run(burst=True)
     assert app.get_job(job_id)["status"] == "succeeded"
     return job_id
 

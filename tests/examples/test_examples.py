@@ -31,12 +31,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 import heartq
-from tests.support import wait_for
+from tests.support import FAST, fast, wait_for, worker_argv, worker_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 DRIVER = Path(__file__).resolve().with_name("django_client.py")
-FAST_WORKER = ["--heartbeat-interval", "0.2", "--poll-interval", "0.05", "--shutdown-timeout", "5"]
-"""Sub-second worker settings: a job is claimed within 50 ms on SQLite."""
+FAST_WORKER = worker_argv(fast(shutdown_timeout=5.0))
+"""`tests.support.FAST` (a job is claimed within 50 ms on SQLite), and a 5 s shutdown
+timeout (heartq's default is 30) that bounds the SIGTERM each test ends its worker with."""
 STARTUP = 30.0
 """Seconds a worker subprocess may take to start (imports, migration)."""
 
@@ -223,7 +224,7 @@ def test_django_view_enqueues_on_commit_and_worker_command_runs(
     env = example_env(
         queue_url,
         DJANGO_DB_PATH=str(tmp_path / "django.sqlite3"),
-        HEARTQ_HEARTBEAT_INTERVAL="0.2",
+        **worker_env(FAST),
     )
     created = json.loads(run_django(workdir, env, str(DRIVER), "create").stdout)
     assert created == {"status": 202, "body": {"id": 1}}

@@ -42,27 +42,13 @@ import pytest
 from heartq.model import NewJob
 from heartq.store import open_store
 from heartq.store.postgres.connection import parse_url
-from tests import pg_harness
+from tests import pg_harness, support
 from tests.conftest import BACKENDS
 
 T = TypeVar("T")
 
-FAST: dict[str, str | None] = {
-    "--heartbeat-interval": "0.2",
-    "--lease": "0.6",
-    "--reap-interval": "0.3",
-    "--liveness-interval": "0.2",
-    "--poll-interval": "0.05",
-}
-"""Sub-second protocol settings: trust window 0.5 s, a dead worker found within ~0.2 s."""
-
-STEADY: dict[str, str | None] = {"--lease": "4"}
-"""FAST, but a 4 s lease (so a 4 s stale threshold and a 3.3 s trust window), for tests that
-count executions or attempts without being about lease timing: on a loaded 2-core machine a
-0.2 s heartbeat is sometimes half a second late, and with FAST's 0.6 s lease a worker is then
-judged stale, or fences itself, and its job runs again (correct at-least-once behaviour, but
-not what such a test counts). Cancels, progress and wake-ups still travel at FAST's pace, and
-a killed worker is still found at once through its liveness lock."""
+STEADY: dict[str, str | None] = {**support.worker_flags(support.STEADY)}
+"""`tests.support.STEADY` (a 4 s lease), as a worker's `settings`."""
 
 RECONCILIATION_ONLY: dict[str, str | None] = {
     "--heartbeat-interval": "10",
@@ -487,11 +473,11 @@ class Harness:
         wait: bool = True,
         url: str | None = None,
     ) -> WorkerProc:
-        """Start `heartq worker tasks:app` with FAST settings (overridden by `settings`;
-        a value of None drops that option so the default applies) plus `extra` args, on
-        the test's queue or on `url` (the same queue through a fault proxy, a pooler)."""
-        merged = dict(FAST)
-        merged.update(settings or {})
+        """Start `heartq worker tasks:app` with `tests.support.FAST` (overridden by
+        `settings`; a value of None drops that option so the default applies) plus `extra`
+        args, on the test's queue or on `url` (the same queue through a fault proxy, a
+        pooler)."""
+        merged: dict[str, str | None] = {**support.worker_flags(support.FAST), **(settings or {})}
         argv = [*self.launcher, sys.executable, "-m", "heartq", "worker", "tasks:app"]
         argv += ["--url", url or self.url]
         for option, value in merged.items():
@@ -691,7 +677,13 @@ class Harness:
     ) -> T:
         """Poll `predicate` until it returns something truthy; fail after `timeout` s
         with the workers' logs."""
-        return wait_for(predicate, timeout, what, lambda: self._diagnostics(detail), interval)
+        return support.wait_for(
+            predicate,
+            timeout,
+            what,
+            diagnostics=lambda: self._diagnostics(detail),
+            interval=interval,
+        )
 
     def _diagnostics(self, detail: Callable[[], Any] | None) -> str:
         parts = []
@@ -701,27 +693,6 @@ class Harness:
             state = "alive" if worker.alive() else f"exited {worker.popen.returncode}"
             parts.append(f"--- worker {n} (pid {worker.pid}, {state}):\n{worker.log_tail()}")
         return "\n".join(parts)
-
-
-def wait_for(
-    predicate: Callable[[], T],
-    timeout: float,
-    what: str = "condition",
-    diagnostics: Callable[[], str] | None = None,
-    interval: float = 0.02,
-) -> T:
-    """Poll `predicate` until it returns something truthy (returned); fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            message = f"timed out after {timeout:g} s waiting for {what}"
-            if diagnostics is not None:
-                message += "\n" + diagnostics()
-            raise AssertionError(message)
-        time.sleep(interval)
 
 
 @pytest.fixture

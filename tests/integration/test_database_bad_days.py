@@ -26,7 +26,7 @@ import pytest
 from heartq.errors import StoreRefused
 from heartq.store import open_store
 from tests import pg_harness
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 from .conftest import TASKS_SOURCE, Harness, WorkerProc, only_on, private_harness
 
@@ -48,14 +48,6 @@ def heartq_worker(tmp_path: Path, url: str, *extra: str) -> tuple[subprocess.Pop
     with log.open("wb") as out:
         popen = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     return popen, log
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- waiting for the database at startup ---------------------------------------------------

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import FAST, Harness, parse_ts
+from tests.integration.conftest import Harness, parse_ts
+from tests.support import FAST, worker_flags
 
-DEFAULTS: dict[str, str | None] = dict.fromkeys(FAST)
+DEFAULTS: dict[str, str | None] = dict.fromkeys(worker_flags(FAST))
 """Every FAST option dropped: the worker runs heartq's defaults."""
 
 PROGRESS_LAG = 2.0

@@ -18,8 +18,9 @@ import psycopg
 import pytest
 
 from heartq.model import NewJob
+from tests.support import wait_for
 
-from .conftest import Harness, WorkerProc, only_on, parse_ts, wait_for
+from .conftest import Harness, WorkerProc, only_on, parse_ts
 
 pytestmark = pytest.mark.slow
 

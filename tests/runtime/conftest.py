@@ -13,15 +13,13 @@ import pytest
 
 import heartq
 from heartq.worker import Worker
+from tests.support import FAST
 
-FAST = {
-    "heartbeat_interval": 0.1,
-    "lease": 0.6,
-    "reap_interval": 0.1,
-    "liveness_interval": 0.1,
-    "poll_interval": 0.02,
-    "shutdown_timeout": 2.0,
-}
+STOP_WITHIN = 2.0
+"""The in-process workers' shutdown timeout, seconds (heartq's default is 30): bounds what
+a test's end waits for its worker's jobs (`WorkerThread` joins it for 15 s)."""
+IN_PROCESS: dict[str, float] = {**FAST, "shutdown_timeout": STOP_WITHIN}
+"""`tests.support.FAST`, for a worker on a thread of the test's process."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -34,7 +32,7 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
             stack.callback(schemas.drop_behind, url)
         else:
             url = f"sqlite:///{tmp_path / 'q.db'}"
-        application = heartq.App(url, **FAST)
+        application = heartq.App(url, **IN_PROCESS)
         yield application
         application.close()
 
@@ -58,6 +56,6 @@ class WorkerThread:
 @pytest.fixture
 def run_worker() -> Callable[..., WorkerThread]:
     def make(app: heartq.App, **options: Any) -> WorkerThread:
-        return WorkerThread(Worker(app, **{**FAST, **options}))
+        return WorkerThread(Worker(app, **{**IN_PROCESS, **options}))
 
     return make

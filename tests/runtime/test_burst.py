@@ -13,7 +13,7 @@ from heartq.model import JobStatus
 from heartq.worker import Worker
 from tests.support import wait_for
 
-from .conftest import FAST
+from .conftest import IN_PROCESS
 
 
 def test_burst_waits_for_a_retry_in_its_backoff(app: heartq.App) -> None:
@@ -29,7 +29,7 @@ def test_burst_waits_for_a_retry_in_its_backoff(app: heartq.App) -> None:
     job_id = flaky.enqueue()
     later = flaky.options(delay=3600).enqueue()  # a first attempt delayed: not waited for
     started = time.monotonic()
-    Worker(app, **FAST).run(burst=True)
+    Worker(app, **IN_PROCESS).run(burst=True)
 
     assert calls == [1, 2, 3]
     assert app.get_job(job_id)["status"] == JobStatus.SUCCEEDED
@@ -51,7 +51,7 @@ def test_burst_waits_for_a_job_running_on_another_worker(
     job_id = gated.enqueue()
     with run_worker(app):
         wait_for(lambda: app.get_job(job_id)["status"] == JobStatus.RUNNING, 10, "the job to run")
-        burst = threading.Thread(target=Worker(app, **FAST).run, kwargs={"burst": True})
+        burst = threading.Thread(target=Worker(app, **IN_PROCESS).run, kwargs={"burst": True})
         burst.start()
         burst.join(0.5)
         assert burst.is_alive(), "the burst run exited while a job of its queue ran"
@@ -72,7 +72,7 @@ def test_burst_exits_once_its_last_outcome_is_saved(app: heartq.App) -> None:
 
     ids = [quick.enqueue() for _ in range(3)]
     started = time.monotonic()
-    Worker(app, **{**FAST, "poll_interval": 30.0}).run(burst=True)
+    Worker(app, **{**IN_PROCESS, "poll_interval": 30.0}).run(burst=True)
     took = time.monotonic() - started
     assert [app.get_job(i)["status"] for i in ids] == [JobStatus.SUCCEEDED] * 3
     assert took < 15.0, f"the burst run took {took:.1f} s: it slept through a poll interval"

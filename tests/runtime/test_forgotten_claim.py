@@ -25,7 +25,7 @@ import pytest
 
 import heartq
 from heartq import events
-from tests.runtime.conftest import FAST, WorkerThread
+from tests.runtime.conftest import IN_PROCESS, WorkerThread
 from tests.support import wait_for
 
 
@@ -43,7 +43,7 @@ def test_a_repeated_claim_of_a_running_attempt_is_given_back_unstarted(
     tmp_path: Path, run_worker: Callable[..., WorkerThread], caplog: pytest.LogCaptureFixture
 ) -> None:
     queue, snapshot = tmp_path / "q.db", tmp_path / "snapshot.db"
-    app = heartq.App(f"sqlite:///{queue}", **FAST)
+    app = heartq.App(f"sqlite:///{queue}", **IN_PROCESS)
     gate = threading.Event()
     ran: list[int] = []
 

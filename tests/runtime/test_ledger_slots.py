@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import heartq
@@ -17,6 +17,7 @@ from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import MAX_UNSAVED, Ledger
 from heartq.worker.pools import AsyncPool
+from tests.support import wait_for
 
 tasks = heartq.App()
 entered = threading.Event()
@@ -150,13 +151,6 @@ def test_each_attempt_frees_its_slot_once_whoever_ended_it_first():
     assert queued(ledger) == [("job", 1)]  # a release is not the completer's
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_claims_stop_while_too_many_ended_attempts_wait_for_their_outcomes_to_be_saved():
     """A slot frees when the code returns; the outcome is saved later. A worker whose
     saves fall behind (a slow finish statement) must not claim on at its code's speed:
@@ -188,17 +182,17 @@ def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finis
     try:
         ledger.claimed(run)
         pool.start([run])
-        wait_until(entered.is_set, "the coroutine to run")
+        wait_for(entered.is_set, what="the coroutine to run")
         ledger.force(run, AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"))
-        wait_until(cancel_seen.is_set, "the coroutine to be cancelled")
+        wait_for(cancel_seen.is_set, what="the coroutine to be cancelled")
         pool.stop(run)  # a forced end reaches the pool more than once: it cancels once
         seen = ticks[0]
-        wait_until(lambda: ticks[0] >= seen + 2, "the loop to pass the second stop")
+        wait_for(lambda: ticks[0] >= seen + 2, what="the loop to pass the second stop")
         assert queued(ledger) == [("swallow", 1)]
         assert (ledger.executing(), ledger.free_slots()) == (1, 0)  # it swallowed the cancel
         assert ledger.lingering() == [run]
         let_go.set()
-        wait_until(lambda: ledger.executing() == 0, "the coroutine to finish")
+        wait_for(lambda: ledger.executing() == 0, what="the coroutine to finish")
         assert ledger.lingering() == [] and queued(ledger) == []
         assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
     finally:

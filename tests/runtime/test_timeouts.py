@@ -40,19 +40,13 @@ from heartq.worker.attempt import RunningJob
 from heartq.worker.supervisor import Supervisor
 from tests import pg_harness
 from tests.conftest import BACKENDS
-from tests.support import wait_for
+from tests.support import STEADY, wait_for
 
-from .conftest import WorkerThread
+from .conftest import STOP_WITHIN, WorkerThread
 
 TIMEOUT = 0.5
-SETTINGS: dict[str, Any] = {
-    "heartbeat_interval": 0.1,
-    "lease": 4.0,  # not FAST's 0.6: a loaded machine must not fence the attempt first
-    "reap_interval": 0.1,
-    "liveness_interval": 0.1,
-    "poll_interval": 0.02,
-    "shutdown_timeout": 2.0,
-}
+SETTINGS: dict[str, Any] = {**STEADY, "shutdown_timeout": STOP_WITHIN}
+"""A 4 s lease, not FAST's 0.6: a loaded machine must not fence the attempt first."""
 GATE = 15.0
 """At most this long the completer's first batch waits for the late ends."""
 

@@ -79,7 +79,7 @@ from tests import leftovers
 from tests.pg_replication import Failover, StreamingPair
 from tests.soak.chaos import parse_ts
 from tests.soak.failover_tasks import LEDGER_ENV, SIDE_ENV
-from tests.support import wait_for
+from tests.support import STEADY, wait_for, worker_flags
 
 REPO = Path(__file__).resolve().parents[2]
 APP_REF = "tests.soak.failover_tasks:app"
@@ -94,16 +94,11 @@ CLOCK_TOLERANCE = 0.25
 """Seconds an execution may be dated before the previous one ended: PostgreSQL dates both
 by `now()`, the start of their transactions (as in tests/soak/chaos.py)."""
 
-FAST: dict[str, str] = {
-    "--heartbeat-interval": "0.2",
-    "--lease": "4",
-    "--reap-interval": "0.3",
-    "--liveness-interval": "0.2",
-    "--poll-interval": "30",
-}
-"""The default suite's settings: fast heartbeats, but a 4 s lease (a 3.3 s trust window)
-that a loaded machine's late heartbeat cannot break; polls every 30 s, so that work after
-a failover is found through NOTIFY (LISTEN carried over) or the reopened session's wake."""
+FAST: dict[str, str] = worker_flags({**STEADY, "poll_interval": 30.0})
+"""The default suite's settings (`tests.support.STEADY`): fast heartbeats, but a 4 s lease
+(a 3.3 s trust window) that a loaded machine's late heartbeat cannot break; polls every
+30 s, so that work after a failover is found through NOTIFY (LISTEN carried over) or the
+reopened session's wake."""
 
 ENQUEUER = textwrap.dedent(
     """

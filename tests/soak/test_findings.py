@@ -35,6 +35,7 @@ from tests.conftest import BACKENDS
 from tests.soak import chaos_tasks
 from tests.soak.chaos import ChaosConfig, ChaosRun, all_threads_stopped, fresh_queue
 from tests.soak.chaos import read_events as chaos_read_events
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -227,13 +228,6 @@ def test_the_runner_looks_at_the_write_lock_only_once_every_thread_stopped() -> 
 
 
 # -- finding 12: a task's closed sys.stderr and a server restart wedged a PostgreSQL worker
-def wait_until(what: str, ready: Any, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not ready():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 @pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only")
 def test_a_task_that_closed_sys_stderr_does_not_wedge_its_worker_across_a_restart(
     tmp_path: Path,
@@ -266,19 +260,19 @@ def test_a_task_that_closed_sys_stderr_does_not_wedge_its_worker_across_a_restar
                 return run.store.get_job(job_id)["status"] in ("succeeded", "dead")
 
             closes = run.store.enqueue([hostile("chaos_hostile_async", case="closed_stdio")])[0]
-            wait_until("closed_stdio to end", lambda: ended(closes), 15)
+            wait_for(lambda: ended(closes), 15, "closed_stdio to end")
             held = run.store.enqueue([hostile("chaos_short", hold_ms=3000)])[0]
-            wait_until("the transaction to open", lambda: started(run, held), 15)
+            wait_for(lambda: started(run, held), 15, "the transaction to open")
             time.sleep(0.5)  # inside its transaction (the insert, then a 3 s hold)
             cluster.stop("immediate")
             time.sleep(1.0)
             cluster.start()
             run.wait_for_database()
-            wait_until("the held job to end", lambda: ended(held), 20)
+            wait_for(lambda: ended(held), 20, "the held job to end")
             errors = [e["error"] for e in run.store.get_job(held)["executions"]]
             assert not [e for e in errors if "ValueError" in (e or "")], errors
             after = run.store.enqueue([hostile("chaos_short")])[0]
-            wait_until("a job after the restart to end", lambda: ended(after), 20)
+            wait_for(lambda: ended(after), 20, "a job after the restart to end")
             assert run.store.get_job(after)["status"] == "succeeded"
             os.kill(worker.pid, signal.SIGTERM)
             worker.popen.wait(config.shutdown_timeout + 15)
@@ -315,7 +309,7 @@ def test_a_plain_tasks_generator_exit_on_the_async_pool_is_its_own_outcome(
             worker = run.start_worker(2, "async-pool")  # slot 2: the async pool
             wait_started(run)
             job_id = run.store.enqueue([hostile("chaos_hostile", case="generator_exit")])[0]
-            wait_until("the job to end", lambda: run.store.get_job(job_id)["status"] == "dead", 20)
+            wait_for(lambda: run.store.get_job(job_id)["status"] == "dead", 20, "the job to end")
             [execution, *_] = run.store.get_job(job_id)["executions"]
             assert execution["outcome"] == "failed"
             assert "GeneratorExit" in (execution["error"] or "")
