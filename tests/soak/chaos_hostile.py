@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from heartq.lifecycle.reclaimed import MAX_INTERRUPTIONS
 from heartq.model import NewJob
+from tests.soak.chaos_config import CLOCK_TOLERANCE, TERMINAL, parse_ts
 from tests.soak.chaos_hostile_tasks import (
     BLOCK_TIMEOUT,
     CASES,
@@ -59,9 +60,13 @@ from tests.soak.chaos_hostile_tasks import (
     expected,
 )
 from tests.soak.chaos_tasks import PROC_QUEUE
+from tests.soak.chaos_workers import WorkerProc, read_events
 
 if TYPE_CHECKING:
-    from tests.soak.chaos import ChaosConfig, ChaosRun, Checker, WorkerProc
+    from tests.soak.chaos_causes import KillTimes
+    from tests.soak.chaos_checks import Checker
+    from tests.soak.chaos_config import ChaosConfig
+    from tests.soak.chaos_run import ChaosRun
 
 CASE_WEIGHTS: dict[str, float] = {**dict.fromkeys(CASES, 1.0), "block_loop": 2.0, "os_exit": 1.0}
 """How often each case is drawn."""
@@ -71,8 +76,6 @@ hostile case's code runs on after its end was decided (a fork's wait, a block) p
 slack for a loaded machine."""
 START_SLACK = 10.0
 """Seconds an attempt may take to start (a process-pool child on a loaded machine)."""
-KillTimes = tuple[dict[str, float], dict[tuple[str, int], float]]
-"""`Checker.kill_times()`: when each worker and each child was SIGKILLed."""
 KILL_STAMP = 1.0
 """Seconds the runner may take from stamping a SIGKILL's time to sending it (a loaded
 machine preempts it): a claim its worker made meanwhile is dated after the kill."""
@@ -292,7 +295,7 @@ class HostileFamily:
         for f in run.faults:
             if f.kind in ("sigterm", "twin") and f.worker_id:
                 terms[f.worker_id].append(f.at)
-        kills = checker.kill_times()
+        kills = checker.crashes.kill_times()
         for job_id, job in checker.jobs.items():
             self._check_releases(checker, job_id, job, terms)
             task = run.kind_of[job_id]
@@ -310,8 +313,6 @@ class HostileFamily:
     def _check_releases(
         self, checker: Checker, job_id: str, job: dict[str, Any], terms: dict[str, list[float]]
     ) -> None:
-        from tests.soak.chaos import CLOCK_TOLERANCE, parse_ts
-
         interrupted = 0
         for e in job["executions"]:
             if e["outcome"] == "interrupted":
@@ -331,8 +332,6 @@ class HostileFamily:
     def _check_hostile(
         self, checker: Checker, job_id: str, job: dict[str, Any], task: str, kills: KillTimes
     ) -> None:
-        from tests.soak.chaos import TERMINAL, parse_ts
-
         run = self.run
         args = run.args_of[job_id]
         case = case_of(task, args)
@@ -368,7 +367,7 @@ class HostileFamily:
             if outcome not in (*BOUNDED_OUTCOMES, "crashed") or pool == "?":
                 continue
             if outcome == "crashed" and case != "os_exit":
-                cause, _ = checker.cause(e["crash"] or {}, job_id, e, *kills)
+                cause, _ = checker.crashes.cause(e["crash"] or {}, job_id, e, *kills)
                 killed = proc.killed_at if proc is not None else None
                 if killed is not None and started is not None and killed >= started - KILL_STAMP:
                     cause = "sigkill"  # claimed as the runner, stamping the kill, was preempted
@@ -396,8 +395,6 @@ class HostileFamily:
         service `pool`) only when something past a task's own code raised: with no
         attempt hooks in the chaos app, each time is heartq's fault (finding 13 was one:
         a plain task's `GeneratorExit` on the async pool, fixed)."""
-        from tests.soak.chaos import read_events
-
         for proc in self.run.procs:
             for e in read_events(proc.log_path):
                 if e["event"] != "maintenance_failed" or e.get("service") != "pool":
@@ -442,8 +439,6 @@ class HostileFamily:
 
     # -- figures -----------------------------------------------------------------------
     def figures(self) -> dict[str, Any]:
-        from tests.soak.chaos import read_events
-
         events: Counter[str] = Counter()
         for proc in self.run.procs:
             for e in read_events(proc.log_path):

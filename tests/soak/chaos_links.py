@@ -18,7 +18,7 @@ reached directly (`python -m tests.soak.chaos --faults failover|partition|slow-l
   long (`--slow-ms` each way), and the fault makes one more running worker's link slow
   for 5-20 s.
 
-What a fault family changes in the checks (`tests/soak/chaos.py`'s Checker):
+What a fault family changes in the checks (`tests/soak/chaos_checks.py`'s Checker):
 asynchronous failovers lose what the standby had not received; `loss_windows` says when
 such a commit can have been made, and the checker counts a loss inside a window (an
 acknowledged enqueue missing, an attempt that ran whose claim the new primary never
@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tests.faultproxy import FaultProxy
+from tests.soak.chaos_config import Fault
 
 if TYPE_CHECKING:
     from tests.pg_replication import StreamingPair
-    from tests.soak.chaos import ChaosRun, WorkerProc
+    from tests.soak.chaos_run import ChaosRun
+    from tests.soak.chaos_workers import WorkerProc
 
 FAMILIES = ("process", "failover", "partition", "slow-link")
 """`--faults`: one family, or several joined by commas (not `failover` with a proxy
@@ -223,8 +225,6 @@ class LinkFaults:
             self._next_failover = time.monotonic() + self.run.config.failover_gap
 
     def _steps(self, record: FailoverRecord) -> None:
-        from tests.soak.chaos import Fault
-
         run, pair, c = self.run, self.pair, self.run.config
         assert pair is not None
         synchronous = pair.synchronous
@@ -271,8 +271,6 @@ class LinkFaults:
         return self.run.rng.choice(targets)
 
     def fault_partition(self) -> None:
-        from tests.soak.chaos import Fault
-
         run = self.run
         seconds = run.schedule.uniform(0.25, 1.0) * run.config.partition_max
         proc = self.pick("partition", lambda p: not self.is_cut(p.slot))
@@ -306,8 +304,6 @@ class LinkFaults:
         return bool(state and state.slow and state.slow[-1].end == math.inf)
 
     def fault_slow_link(self) -> None:
-        from tests.soak.chaos import Fault
-
         run = self.run
         seconds = run.schedule.uniform(5.0, 20.0)
         proc = self.pick("slow_link", lambda p: not self.is_slow(p.slot))

@@ -77,7 +77,7 @@ from heartq.store import open_store
 from heartq.store.postgres.advisory_locks import LIVENESS_RESTART_QUIET, LOCK_NAMESPACE
 from tests import leftovers
 from tests.pg_replication import Failover, StreamingPair
-from tests.soak.chaos import parse_ts
+from tests.soak.chaos_config import parse_ts
 from tests.soak.failover_tasks import LEDGER_ENV, SIDE_ENV
 from tests.support import STEADY, wait_for, worker_flags
 

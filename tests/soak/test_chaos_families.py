@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import BACKENDS
-from tests.soak.chaos import ChaosConfig, format_report, run_chaos
+from tests.soak.chaos import run_chaos
+from tests.soak.chaos_config import ChaosConfig
+from tests.soak.chaos_report import format_report
 
 pytestmark = [
     pytest.mark.slow,

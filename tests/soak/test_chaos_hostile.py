@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.soak.chaos import ChaosConfig, format_report, run_chaos
+from tests.soak.chaos import run_chaos
+from tests.soak.chaos_config import ChaosConfig
 from tests.soak.chaos_hostile import CASE_WEIGHTS
+from tests.soak.chaos_report import format_report
 
 # About 45 s a backend: in the soak tier with the other families (`pytest -m soak`).
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(240)]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.soak.chaos import ChaosConfig, format_report, run_chaos
+from tests.soak.chaos import run_chaos
+from tests.soak.chaos_config import ChaosConfig
+from tests.soak.chaos_report import format_report
 
 DURATION = float(os.environ.get("HEARTQ_SOAK_DURATION", "600"))
 

@@ -33,8 +33,10 @@ from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
 from tests.conftest import BACKENDS
 from tests.soak import chaos_tasks
-from tests.soak.chaos import ChaosConfig, ChaosRun, all_threads_stopped, fresh_queue
-from tests.soak.chaos import read_events as chaos_read_events
+from tests.soak.chaos_config import ChaosConfig
+from tests.soak.chaos_run import ChaosRun, fresh_queue
+from tests.soak.chaos_workers import all_threads_stopped
+from tests.soak.chaos_workers import read_events as chaos_read_events
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]

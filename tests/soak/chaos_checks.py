@@ -1,0 +1,432 @@
+"""The chaos runner's oracle (`tests/soak/chaos.py`, step 6): docs/DESIGN.md's invariants
+I1-I6 checked against the database after the run, effects exactly once against the
+ledger, at-least-once and fencing against the side file the attempts wrote, crash hooks,
+pipelines' dependencies, rate limits, and the workers' registry; the hostile family adds
+its own (`chaos_hostile.HostileFamily.check`). A violation fails the run."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
+
+from heartq.errors import JobNotFound
+from tests.soak.chaos_causes import CrashCauses
+from tests.soak.chaos_config import (
+    CLOCK_TOLERANCE,
+    DETECTORS,
+    LEDGER_KINDS,
+    OUTCOMES,
+    TERMINAL,
+    parse_ts,
+    within,
+)
+from tests.soak.chaos_tasks import RATE_KEY, RATE_LIMIT, RATE_PERIOD
+
+if TYPE_CHECKING:
+    from tests.soak.chaos_run import ChaosRun
+
+
+class Checker:
+    """docs/DESIGN.md's invariants and the other checks, read from the database, the side
+    file and the ledger after the run (the figures: `chaos_report`)."""
+
+    def __init__(self, run: ChaosRun) -> None:
+        self.run = run
+        self.v = run.violations
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.results_lost: list[str] = []
+        self.inversions: list[tuple[float, str]] = []
+        self.ledger: dict[str, Any] = {}
+        self.crash_hooks: dict[str, int] = {}
+        self.pipelines: dict[str, int] = {}
+        self.rate: dict[str, int] = {}
+        self.losses: Counter[str] = Counter()
+        """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
+        self.lost_ids: set[str] = set()
+        self.crashes = CrashCauses(run)
+
+    def fail(self, text: str) -> None:
+        if len(self.v) < 200:
+            self.v.append(text)
+        elif len(self.v) == 200:
+            self.v.append("... more violations left out")
+
+    def check(self, drained: bool) -> None:
+        run = self.run
+        store = run.store
+        # I6: the set of ids enqueued is the set in the database, nothing lost or added.
+        listed = {j["id"] for j in store.list_jobs(limit=10_000_000)}
+        enqueued = set(run.enqueued)
+        if len(enqueued) != len(run.enqueued):
+            self.fail("I6: enqueue returned a duplicate id")
+        if listed != enqueued:
+            # asynchronous failovers: an enqueue acknowledged inside a loss window may be gone
+            windows = run.links.loss_windows()
+            self.lost_ids = {j for j in enqueued - listed if within(run.acked_at.get(j), windows)}
+            self.losses["acknowledged_enqueues"] = len(self.lost_ids)
+            lost, extra = sorted(enqueued - listed - self.lost_ids), sorted(listed - enqueued)
+            if lost or extra:
+                self.fail(f"I6: ids differ: lost {lost[:10]} ({len(lost)}), extra {extra[:10]}")
+        for job_id in run.enqueued:
+            if job_id in self.lost_ids:
+                continue
+            try:
+                self.jobs[job_id] = store.get_job(job_id)
+            except JobNotFound:
+                self.fail(f"I6: job {job_id} not found")
+        # I1 during the run: no job of a dead worker stayed running past the bound.
+        for text in run.zombies.values():
+            self.fail(f"I1: {text}")
+        if not drained:
+            self.fail(f"I1: not drained within {run.config.drain_timeout:g} s")
+        workers = {w["id"]: w for w in store.list_workers(include_all=True)}
+        for job_id, job in self.jobs.items():
+            self.check_job(job_id, job, drained, workers)
+        self.check_side_file()
+        self.check_crash_hooks()
+        self.check_dependencies()
+        self.check_rate_limit()
+        self.check_ledger()
+        self.check_workers(workers)
+        if run.hostile is not None:
+            run.hostile.check(self)
+        self.crashes.explain(self.jobs)
+
+    def check_job(
+        self, job_id: str, job: dict[str, Any], drained: bool, workers: dict[str, Any]
+    ) -> None:
+        run = self.run
+        status = job["status"]
+        execs = job["executions"]
+        kind = run.kind_of[job_id]
+        where = f"job {job_id} ({job['task']}, {status})"
+        # I1
+        if status not in TERMINAL:
+            if drained:
+                self.fail(f"I1: {where} not terminal after draining")
+            elif status == "running":
+                proc = run.by_id(job["worker_id"])
+                if proc is None or proc.killed_at is not None:
+                    self.fail(f"I1: {where} running under a dead worker {job['worker_id']}")
+            elif status not in ("queued", "waiting"):
+                self.fail(f"I1: {where} has an unknown status")
+        # I2/I3: execution ids strictly increase; at most one open execution, the current
+        # one; each execution starts after the previous one ended (one owner at a time).
+        ids = [e["execution_id"] for e in execs]
+        if ids != sorted(set(ids)):
+            self.fail(f"I2: {where} execution ids not strictly increasing: {ids}")
+        if execs and job["execution_id"] != ids[-1]:
+            self.fail(f"I2: {where} execution_id {job['execution_id']} is not the last {ids}")
+        open_execs = [e for e in execs if e["outcome"] is None or e["ended_at"] is None]
+        if status == "running":
+            if len(open_execs) != 1 or open_execs[0]["execution_id"] != job["execution_id"]:
+                self.fail(f"I2: {where} open executions {[e['execution_id'] for e in open_execs]}")
+        elif open_execs:
+            self.fail(f"I2: {where} has open executions {[e['execution_id'] for e in open_execs]}")
+        for before, after in itertools.pairwise(execs):
+            ended, started = parse_ts(before["ended_at"]), parse_ts(after["started_at"])
+            if (
+                run.config.backend == "postgres"
+                and ended is not None
+                and started is not None
+                and ended - CLOCK_TOLERANCE <= started < ended
+            ):
+                # PostgreSQL dates both by now(), the start of their transactions: a claim
+                # whose transaction began just before the requeue's, and whose statement
+                # saw the requeue committed, is dated a few ms earlier (counted)
+                self.inversions.append((ended - started, f"{job_id}/{after['execution_id']}"))
+                continue
+            if ended is None or started is None or started < ended:
+                self.fail(
+                    f"I2: {where} execution {after['execution_id']} started at "
+                    f"{after['started_at']} before {before['execution_id']} ended "
+                    f"({before['ended_at']})"
+                )
+        succeeded = [e for e in execs if e["outcome"] == "succeeded"]
+        if status == "succeeded":
+            last = execs[-1] if execs else None
+            result = job["result"] or {}
+            if len(succeeded) != 1 or last is None or last["outcome"] != "succeeded":
+                self.fail(f"I3: {where} succeeded executions {len(succeeded)}, last {last}")
+            elif job["result"] is None and kind in LEDGER_KINDS:
+                # its transaction committed, then its worker died before saving the result
+                # (the ledger check says whether its effect is there, once)
+                self.results_lost.append(job_id)
+            elif (
+                result.get("job") != job_id
+                or result.get("eid") != last["execution_id"]
+                or result.get("wid") != last["worker_id"]
+            ):
+                self.fail(
+                    f"I3: {where} result {result} is not from its succeeded execution "
+                    f"{last['execution_id']} on {last['worker_id']}"
+                )
+        elif succeeded:
+            self.fail(f"I3: {where} has a succeeded execution but is {status}")
+        elif job["result"] is not None:
+            self.fail(f"I3: {where} has a result {job['result']}")
+        # I4: every closed execution has an outcome; a crashed or interrupted one its crash
+        # context.
+        for e in execs:
+            if e["outcome"] is not None and e["outcome"] not in OUTCOMES:
+                self.fail(f"I4: {where} execution {e['execution_id']} outcome {e['outcome']}")
+            if e["outcome"] in ("crashed", "interrupted"):
+                crash = e["crash"] or {}
+                missing = [k for k in ("worker_id", "detected_at", "detected_by", "reason")
+                           if not crash.get(k)]  # fmt: skip
+                if missing or crash.get("detected_by") not in DETECTORS:
+                    self.fail(
+                        f"I4: {where} execution {e['execution_id']} crash context {crash} "
+                        f"lacks {missing or 'a known detected_by'}"
+                    )
+        # I5: attempts are the counted executions (released and interrupted ones are not
+        # counted), at most max_retries + 1; a dead job has its reason and spent its
+        # retries (or was Permanent, or interrupted past the separate limit).
+        counted = [e for e in execs if e["outcome"] not in ("released", "interrupted")]
+        if job["attempts"] != len(counted):
+            self.fail(f"I5: {where} attempts {job['attempts']} but {len(counted)} counted runs")
+        if job["attempts"] > job["max_retries"] + 1:
+            self.fail(f"I5: {where} attempts {job['attempts']} > max_retries + 1")
+        if status == "dead":
+            reason = job["dead_reason"] or ""
+            if not reason:
+                self.fail(f"I5: {where} has no dead_reason")
+            elif job["attempts"] != job["max_retries"] + 1 and not reason.startswith(
+                ("permanent failure", "interrupted ")
+            ):
+                self.fail(f"I5: {where} dead after {job['attempts']} attempts: {reason}")
+        # What each kind may end as (the tasks' own contract).
+        if (
+            status == "cancelled"
+            and job_id not in run.cancel_asked
+            and not (run.deps_of.get(job_id) and self.dependency_failed(job_id))
+        ):
+            self.fail(f"{where} cancelled but nobody asked")
+        if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
+            self.fail(f"{where} succeeded, which its task never does")
+        attempt_returned = (job["result"] or {}).get("att", 0)
+        if job["result"] is None:  # a result lost after the commit: the side file says
+            attempt_returned = run.side.starts.get((job_id, job["execution_id"]), {}).get("att", 0)
+        if (
+            kind == "chaos_flaky"
+            and status == "succeeded"
+            and (attempt_returned <= run.args_of[job_id]["fail_times"])
+        ):
+            self.fail(f"{where} succeeded on an attempt that raises")
+        if kind in ("chaos_long", "chaos_proc_long") and status == "succeeded":
+            # Fencing of checkpoints: the attempt that succeeded wrote the last one, so a
+            # checkpoint written later by a fenced-out attempt would show here.
+            result, checkpoint = job["result"] or {}, job["checkpoint"] or {}
+            if job["result"] is None:  # lost after the commit: at least the last step's
+                if checkpoint.get("step") != run.args_of[job_id]["steps"]:
+                    self.fail(f"I3: {where} checkpoint {checkpoint} is not the last step")
+            elif result.get("resumed_from", 0) < result.get("steps", 0) and (
+                checkpoint.get("eid") != result.get("eid")
+                or checkpoint.get("step") != result.get("steps")
+            ):
+                self.fail(f"I3: {where} checkpoint {checkpoint} not from its last attempt")
+
+    def dependency_failed(self, job_id: str) -> list[str]:
+        """Those of the job's dependencies that ended dead or cancelled."""
+        deps = self.run.deps_of.get(job_id, [])
+        return [d for d in deps if self.jobs.get(d, {}).get("status") in ("dead", "cancelled")]
+
+    def check_dependencies(self) -> None:
+        """Jobs that wait for jobs: none ran before its dependencies succeeded, a failed
+        dependency cancels what waits for it and only that, and every callback got every
+        result once."""
+        run = self.run
+        tolerance = CLOCK_TOLERANCE if run.config.backend == "postgres" else 0.0
+        counts: Counter[str] = Counter()
+        for job_id, deps in run.deps_of.items():
+            job = self.jobs.get(job_id)
+            if job is None or any(d not in self.jobs for d in deps):
+                continue  # I6 said so already
+            where = f"job {job_id} ({job['task']}, {job['status']})"
+            counts["groups" if run.kind_of[job_id] == "chaos_fan_in" else "chain_steps"] += 1
+            failed = self.dependency_failed(job_id)
+            execs = job["executions"]
+            if failed and execs:
+                self.fail(f"dependencies: {where} ran though {failed[0]} ended "
+                          f"{self.jobs[failed[0]]['status']}")  # fmt: skip
+            started = parse_ts(execs[0]["started_at"]) if execs else None
+            for dep in deps if started is not None else []:
+                ended = [parse_ts(e["ended_at"]) for e in self.jobs[dep]["executions"]
+                         if e["outcome"] == "succeeded"]  # fmt: skip
+                if not ended or ended[0] is None:
+                    self.fail(f"dependencies: {where} ran, but {dep} has no succeeded attempt")
+                elif started is not None and started < ended[0] - tolerance:
+                    self.fail(f"dependencies: {where} started at {execs[0]['started_at']}, "
+                              f"before {dep} succeeded")  # fmt: skip
+            asked = job_id in run.cancel_asked
+            if failed and not asked:
+                counts["cancelled_by_a_failed_dependency"] += 1
+                if job["status"] != "cancelled" or not (job["error"] or "").startswith(
+                    "dependency_failed"
+                ):
+                    self.fail(f"dependencies: {where} after {failed[0]} ended "
+                              f"{self.jobs[failed[0]]['status']}: {job['error']!r}")  # fmt: skip
+            elif not failed and (job["error"] or "").startswith("dependency_failed"):
+                self.fail(f"dependencies: {where} says {job['error']!r}, no dependency failed")
+            if run.kind_of[job_id] == "chaos_fan_in" and job["status"] == "succeeded":
+                counts["callbacks_succeeded"] += 1
+                if job["result"] is None:
+                    continue  # lost after its commit: the ledger holds its effect to once
+                expected = [
+                    None if self.jobs[d]["result"] is None else [d, self.jobs[d]["result"]["eid"]]
+                    for d in deps
+                ]
+                if job["result"].get("got") != expected:
+                    self.fail(f"dependencies: {where} received {job['result'].get('got')}, "
+                              f"expected {expected}")  # fmt: skip
+        self.pipelines = dict(sorted(counts.items()))
+
+    def check_rate_limit(self) -> None:
+        """Rate limits across the fleet: at most `RATE_LIMIT` attempts of the rated jobs
+        start in any `RATE_PERIOD` seconds (every attempt is a start: crashed, released
+        and interrupted ones too), by the database's clock, whoever claimed them."""
+        starts = sorted(
+            t
+            for job_id, job in self.jobs.items()
+            if self.run.kind_of[job_id] == "chaos_rated"
+            for e in job["executions"]
+            if (t := parse_ts(e["started_at"])) is not None
+        )
+        busiest = 0
+        for i, start in enumerate(starts):
+            within = sum(1 for t in starts[i : i + RATE_LIMIT + 1] if t < start + RATE_PERIOD)
+            busiest = max(busiest, within)
+            if within > RATE_LIMIT:
+                self.fail(f"rate limit: {within} starts of {RATE_KEY} within {RATE_PERIOD:g} s "
+                          f"from {start:.3f} (limit {RATE_LIMIT})")  # fmt: skip
+                break
+        self.rate = {"starts": len(starts), "busiest_window": busiest, "limit": RATE_LIMIT}
+
+    def check_side_file(self) -> None:
+        """At-least-once and fencing, from what the attempts themselves wrote."""
+        side = self.run.side
+        execs = {
+            (job_id, e["execution_id"]): e
+            for job_id, job in self.jobs.items()
+            for e in job["executions"]
+        }
+        windows = self.run.links.claim_windows()
+        for key, doc in side.starts.items():
+            e = execs.get(key)
+            if key[0] in self.lost_ids:
+                self.losses["attempts_of_lost_jobs"] += 1
+            elif e is None and within(doc.get("t"), windows):
+                self.losses["claims"] += 1  # its claim did not reach the standby
+            elif e is None:
+                self.fail(f"I3: attempt {key} ran but the database never issued it")
+            elif e["worker_id"] != doc["wid"] and within(doc.get("t"), windows):
+                # its claim was lost and the job claimed again under the same execution
+                # id by another worker, whose id in the fence shuts this attempt out
+                # (DESIGN.md, "A failover that forgets a claim")
+                self.losses["execution_ids_issued_again"] += 1
+            elif e["worker_id"] != doc["wid"]:
+                self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")
+        for job_id, job in self.jobs.items():
+            if job["status"] == "succeeded":
+                key = (job_id, job["execution_id"])
+                how = side.ends.get(key, {}).get("how")
+                # a worker killed after its task's transaction committed leaves no result,
+                # and its attempt no end line, or the error its child met telling the dead
+                # parent (BrokenPipeError); the ledger check holds its effect to once
+                lost = job["result"] is None and self.run.kind_of[job_id] in LEDGER_KINDS
+                if key not in side.starts or (how != "return" and not lost):
+                    self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
+
+    def check_crash_hooks(self) -> None:
+        """Crash hooks: each call names an execution the database closed `crashed`, held
+        by the worker it names, and none is told twice (the reclaim's fence decides who
+        tells). Some crashes go untold (a finder killed between its commit and its hook):
+        counted, not failed."""
+        execs = {
+            (job_id, e["execution_id"]): e
+            for job_id, job in self.jobs.items()
+            for e in job["executions"]
+        }
+        windows = self.run.links.loss_windows()
+        told: Counter[tuple[str, int]] = Counter()
+        for doc in self.run.side.crashes:
+            key = (doc["job"], int(doc["eid"]))
+            told[key] += 1
+            e = execs.get(key)
+            if (e is None or e["outcome"] != "crashed") and within(doc.get("t"), windows):
+                self.losses["crash_hooks_of_lost_reclaims"] += 1
+            elif e is None or e["outcome"] != "crashed":
+                how = "unknown" if e is None else e["outcome"]
+                self.fail(f"crash hook: told of {key}, an execution {how}, not crashed")
+            elif e["worker_id"] != doc["wid"]:
+                self.fail(f"crash hook: {key} held by {e['worker_id']}, told {doc['wid']}")
+        for key, n in told.items():
+            if n > 1:
+                self.fail(f"crash hook: told of {key} {n} times")
+        crashed = [k for k, e in execs.items() if e["outcome"] == "crashed"]
+        self.crash_hooks = {
+            "told": len(told),
+            "crashed_executions": len(crashed),
+            "untold": sum(1 for k in crashed if k not in told),
+        }
+
+    def check_ledger(self) -> None:
+        """Effects exactly once: a succeeded job of a kind that writes one has exactly one
+        ledger row, written by the execution that succeeded; any other job has none."""
+        run = self.run
+        rows = run.ledger.rows()
+        effects: dict[str, list[tuple[int, str | None]]] = defaultdict(list)
+        for job_id, execution_id, worker_id in rows:
+            effects[job_id].append((execution_id, worker_id))
+        for job_id, found in sorted(effects.items()):
+            job = self.jobs.get(job_id)
+            if job is None:
+                self.fail(f"ledger: an effect of job {job_id}, which was never enqueued")
+                continue
+            where = f"job {job_id} ({job['task']}, {job['status']})"
+            eids = sorted(e for e, _ in found)
+            if len(found) > 1:
+                self.fail(f"ledger: {where} effect {len(found)} times, executions {eids}")
+            if job["status"] != "succeeded":
+                self.fail(f"ledger: {where} did not succeed but has effects of {eids}")
+            elif run.kind_of[job_id] not in LEDGER_KINDS:
+                self.fail(f"ledger: {where} has effects, which its task never writes")
+            elif len(found) == 1:
+                last = job["executions"][-1] if job["executions"] else {}
+                if found[0] != (job["execution_id"], last.get("worker_id")):
+                    self.fail(
+                        f"ledger: {where} effect from execution {found[0]} but execution "
+                        f"{job['execution_id']} on {last.get('worker_id')} succeeded"
+                    )
+        expected = [
+            job_id
+            for job_id, job in self.jobs.items()
+            if job["status"] == "succeeded" and run.kind_of[job_id] in LEDGER_KINDS
+        ]
+        for job_id in expected:
+            if job_id not in effects:
+                self.fail(
+                    f"ledger: job {job_id} ({run.kind_of[job_id]}) succeeded without its effect"
+                )
+        self.ledger = {
+            "rows": len(rows),
+            "jobs_with_effect": len(effects),
+            "succeeded_jobs_of_ledger_kinds": len(expected),
+            "duplicates": sum(1 for found in effects.values() if len(found) > 1),
+            "results_lost_after_commit": len(self.results_lost),
+            "results_lost_sample": self.results_lost[:10],
+        }
+
+    def check_workers(self, workers: dict[str, Any]) -> None:
+        for proc in self.run.procs:
+            row = workers.get(proc.id or "")
+            if proc.id is None:
+                continue
+            if row is None:
+                self.fail(f"worker #{proc.number} ({proc.id}) missing from the registry")
+            elif row["status"] == "active":
+                self.fail(f"worker #{proc.number} ({proc.id}) still active after stopping")
+            elif row["running"] or row["claimed_ahead"]:
+                held = row["running"] + row["claimed_ahead"]
+                self.fail(f"worker #{proc.number} ({proc.id}) still holds {held} jobs")

@@ -1,0 +1,133 @@
+"""The chaos runner's stream of jobs: `--jobs` jobs of mixed kinds, drawn from the seed,
+with pipelines (groups with their callback, chains) among them (`tests/soak/chaos.py`,
+step 3; the hostile family's share: `chaos_hostile.mix_hostile`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from typing import Any
+
+from heartq.ids import new_job_id
+from heartq.model import NewJob
+from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
+from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD
+
+KIND_WEIGHTS: dict[str, float] = {
+    "chaos_short": 40,
+    "chaos_rated": 6,
+    "chaos_long": 14,
+    "chaos_flaky": 12,
+    "chaos_async": 8,
+    "chaos_permanent": 5,
+    "chaos_timeout": 4,
+    "chaos_silent": 3,
+    "chaos_child_crash": 6,
+    "chaos_proc_long": 8,
+}
+
+
+def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
+    """One job of `kind` (arguments and retry policy drawn from `rng`)."""
+    args: dict[str, Any] = {"n": n}
+    max_retries = 5
+    rate: dict[str, Any] = {}
+    if kind == "chaos_short":
+        args["ms"] = rng.randint(0, 30)
+    elif kind == "chaos_rated":
+        args["ms"] = rng.randint(0, 30)
+        rate = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
+    elif kind in ("chaos_long", "chaos_proc_long"):
+        args["steps"] = rng.randint(4, 10)
+        args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
+    elif kind == "chaos_flaky":
+        args["fail_times"] = rng.randint(1, 2)
+    elif kind == "chaos_async":
+        args["ms"] = rng.randint(10, 100)
+    elif kind == "chaos_timeout":
+        max_retries = 1
+    elif kind == "chaos_permanent":
+        max_retries = 3
+    if kind in LEDGER_KINDS:
+        # some effects keep their transaction open a little, so faults land inside it
+        long_kind = kind in ("chaos_long", "chaos_proc_long")
+        if rng.random() < (0.5 if long_kind else 0.1):
+            args["hold_ms"] = rng.randint(2, 20) if long_kind else rng.randint(1, 5)
+    return NewJob(
+        task=kind,
+        args_json=json.dumps(args),
+        queue=PROC_QUEUE if kind in ("chaos_child_crash", "chaos_proc_long") else "default",
+        priority=rng.randint(0, 2),
+        max_retries=max_retries,
+        retry_backoff=0.05,
+        retry_backoff_max=0.5,
+        **rate,
+    )
+
+
+MEMBER_WEIGHTS: dict[str, float] = {
+    "chaos_short": 30,
+    "chaos_flaky": 12,
+    "chaos_long": 10,
+    "chaos_async": 8,
+    "chaos_proc_long": 6,
+    "chaos_child_crash": 3,
+    "chaos_permanent": 2,
+}
+"""The kinds of a group's members and a chain's steps: mostly ones that succeed (after
+retries, crashes and checkpoints), a few that end dead and so cancel what waits."""
+
+
+def job_plan(config: ChaosConfig) -> list[NewJob]:
+    """`config.jobs` jobs, dependencies before what waits for them (a batch of the plan
+    holds a pipeline's callback only with or after its members)."""
+    rng = random.Random(f"jobs-{config.seed}")
+    kinds, weights = list(KIND_WEIGHTS), list(KIND_WEIGHTS.values())
+    plan: list[NewJob] = []
+    while len(plan) < config.jobs:
+        left, n = config.jobs - len(plan), len(plan)
+        draw = rng.random()
+        if left >= 3 and draw < config.pipelines / 2:
+            plan += make_group(rng.randint(2, min(5, left - 1)), n, rng)
+        elif left >= 2 and draw < config.pipelines:
+            plan += make_chain(rng.randint(2, min(4, left)), n, rng)
+        else:
+            plan.append(make_job(rng.choices(kinds, weights)[0], n, rng))
+    return plan
+
+
+def _member(n: int, rng: random.Random, depends_on: tuple[str, ...] = ()) -> NewJob:
+    kinds, weights = list(MEMBER_WEIGHTS), list(MEMBER_WEIGHTS.values())
+    job = make_job(rng.choices(kinds, weights)[0], n, rng)
+    return dataclasses.replace(job, id=new_job_id(), depends_on=depends_on)
+
+
+def make_group(size: int, n: int, rng: random.Random) -> list[NewJob]:
+    """`size` members and their callback (`chaos_fan_in`), which waits for them all and
+    receives their results."""
+    members = [_member(n + i, rng) for i in range(size)]
+    args: dict[str, Any] = {"n": n + size}
+    if rng.random() < 0.2:
+        args["hold_ms"] = rng.randint(1, 5)
+    callback = NewJob(
+        task="chaos_fan_in",
+        args_json=json.dumps(args),
+        priority=rng.randint(0, 2),
+        max_retries=5,
+        retry_backoff=0.05,
+        retry_backoff_max=0.5,
+        id=new_job_id(),
+        depends_on=tuple(m.id for m in members if m.id),
+        dependency_results=True,
+    )
+    return [*members, callback]
+
+
+def make_chain(size: int, n: int, rng: random.Random) -> list[NewJob]:
+    """`size` steps, each waiting for the one before."""
+    steps: list[NewJob] = []
+    for i in range(size):
+        before = (steps[-1].id,) if steps and steps[-1].id else ()
+        steps.append(_member(n + i, rng, before))
+    return steps
