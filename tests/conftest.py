@@ -24,6 +24,7 @@ at its start it removes what killed runs left, at its end what it left itself
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -64,21 +65,31 @@ def pytest_configure(config: pytest.Config) -> None:
     _tell(config, "removed what killed test runs left", leftovers.sweep_dead_runs())
 
 
-@pytest.hookimpl(trylast=True)  # after xdist's own attempt
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--dist loadgroup` keeps the tests of an `xdist_group` on one worker (one inner run
-    of tests/harness at a time, one browser) by suffixing their node ids with `@group` in
-    each worker. pytest 9.2's structured node ids ignore the way xdist 3.8 does it
-    (pytest-xdist issue 1386): the groups were silently spread over both workers. Done
-    here, the way pytest 9.2 takes it, where xdist's did not take."""
-    if not getattr(config.option, "loadgroup", False):
-        return
-    for item in items:
-        marks = item.iter_markers("xdist_group")
-        named = (m.args[0] if m.args else m.kwargs.get("name", "default") for m in marks)
-        groups = sorted({str(name) for name in named})
-        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
-            item._id = type(item._id).parse(f"{item.nodeid}@{'_'.join(groups)}")
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around pytest-timeout's clock
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Tests marked `one_at_a_time(NAME)` (one browser, one inner run of the test command,
+    one set of same-named PostgreSQL key locks) run one at a time among the run's
+    processes: each holds NAME's lock (`one_at_a_time`) from its setup to its teardown.
+    Taken outside pytest-timeout's protocol-wide clock, so the wait for another process's
+    test of the same name does not count against a test's own timeout."""
+    names = sorted({str(name) for mark in item.iter_markers("one_at_a_time") for name in mark.args})
+    with contextlib.ExitStack() as held:
+        for name in names:  # in one order everywhere: no two tests wait for each other
+            held.enter_context(one_at_a_time(name))
+        yield
+
+
+@contextlib.contextmanager
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Hold the run's lock called `name` (a file in its scratch directory, shared by its
+    xdist workers; an exclusive `flock`, which the kernel lets go if the holder dies)."""
+    path = leftovers.scratch_dir() / f"one-at-a-time-{name}.lock"
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

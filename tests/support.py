@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeVar
 
@@ -12,6 +15,9 @@ from heartq.config import env_variables
 from tests import leftovers
 
 T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository."""
 
 FAST: Final[Mapping[str, float]] = MappingProxyType(
     {
@@ -83,6 +89,15 @@ def wait_for(
                 message += "\n" + diagnostics()
             raise AssertionError(message)
         time.sleep(interval)
+
+
+def suite_command() -> list[str]:
+    """The pytest command `scripts/test` runs (its last line, `exec .venv/bin/pytest ARGS
+    "$@"`), for this interpreter: for a test of the command itself, on a selection."""
+    last = (ROOT / "scripts" / "test").read_text().strip().splitlines()[-1]
+    words = shlex.split(last)
+    assert words[:2] == ["exec", ".venv/bin/pytest"] and words[-1] == "$@", last
+    return [sys.executable, "-m", "pytest", *words[2:-1]]
 
 
 def pytest_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.bench
-@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(600)
 def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -63,7 +63,7 @@ def test_quick_benchmark_runs_every_contender(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
-@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
 def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
     """`python -m bench.drivers --quick`: every variant (asyncpg only where it is
@@ -92,7 +92,7 @@ def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
 
 
 @pytest.mark.bench
-@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(120)
 def test_enqueue_one_benchmark_runs() -> None:
     """`bench/enqueue_one.py` takes a one-at-a-time enqueue apart at both `synchronous`
@@ -107,7 +107,7 @@ def test_enqueue_one_benchmark_runs() -> None:
 
 
 @pytest.mark.bench
-@pytest.mark.xdist_group("bench")  # one at a time: the first installs the peers
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
 def test_fleet_section_runs(tmp_path: Path) -> None:
     """`python -m bench --only fleet --quick`: both fleets get through every job once, the
@@ -137,7 +137,7 @@ def test_fleet_section_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
-@pytest.mark.xdist_group("bench")
+@pytest.mark.one_at_a_time("bench")
 @pytest.mark.timeout(300)
 def test_cpu_per_job_splits_a_runs_cpu(tmp_path: Path) -> None:
     """`python -m bench.cpu_per_job` on heartq's side script against a private cluster:

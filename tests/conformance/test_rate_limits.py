@@ -23,7 +23,7 @@ from .support import LEASE, new_job
 # every schema of a database shares): tests in parallel processes that use the same key
 # names ("k") in their own schemas would make each other's claims skip the key. One test
 # process runs these files.
-pytestmark = pytest.mark.xdist_group("key-locks")
+pytestmark = pytest.mark.one_at_a_time("key-locks")
 
 
 def rated(key: str | None, limit: int = 2, period: float = 10.0, **options: Any) -> NewJob:

@@ -29,7 +29,7 @@ from tests.browser_harness import launch_chromium, screenshot_dir
 from tests.cli.helpers import HeartqCli, clean_env, wait_for
 from tests.support import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.slow, pytest.mark.one_at_a_time("browser")]
 
 HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 1\">'\""
 LIVE = 0.5

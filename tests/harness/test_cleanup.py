@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +31,7 @@ import psycopg
 import pytest
 
 from tests import leftovers
-from tests.support import free_port, pytest_env, wait_for
+from tests.support import free_port, pytest_env, suite_command, wait_for
 
 pytestmark = pytest.mark.heavy  # inner runs of the whole command: `scripts/test --heavy`
 
@@ -46,22 +44,13 @@ END_TIMEOUT = 60.0
 """Until the interrupted run has ended and cleaned up (about ten seconds alone)."""
 
 
-def command() -> list[str]:
-    """The pytest arguments `scripts/test` runs with (its last line, `exec .venv/bin/pytest
-    ARGS "$@"`), for this interpreter."""
-    last = (ROOT / "scripts" / "test").read_text().strip().splitlines()[-1]
-    words = shlex.split(last)
-    assert words[:2] == ["exec", ".venv/bin/pytest"] and words[-1] == "$@", last
-    return [sys.executable, "-m", "pytest", *words[2:-1]]
-
-
 class InnerRun:
     """The test command on `selection`, on a pseudo-terminal it controls."""
 
     def __init__(self, tmp_path: Path, selection: str, **env: str) -> None:
         self.notes = tmp_path / f"held-{time.monotonic_ns()}.jsonl"
         master, slave = os.openpty()
-        argv = [*command(), "-p", "no:cacheprovider", "--basetemp", str(self.notes) + ".tmp"]
+        argv = [*suite_command(), "-p", "no:cacheprovider", "--basetemp", str(self.notes) + ".tmp"]
         self.proc = subprocess.Popen(
             ["setsid", "--ctty", *argv, selection],  # its own session, the pty its terminal
             cwd=ROOT, env=pytest_env(dict(os.environ, HQTEST_HELD=str(self.notes), **env)),
@@ -168,7 +157,7 @@ def assert_all_held(what: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xdist_group("inner-runs")  # one inner run at a time: 2 cores
+@pytest.mark.one_at_a_time("inner-runs")  # one inner run at a time: 2 cores
 @pytest.mark.parametrize("how", ["ctrl-c", "ctrl-c twice", "kill -INT"])
 def test_the_first_interrupt_stops_the_run_and_leaves_nothing(
     how: str, tmp_path: Path, inner_runs: list[InnerRun]
@@ -197,7 +186,7 @@ def test_the_first_interrupt_stops_the_run_and_leaves_nothing(
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xdist_group("inner-runs")
+@pytest.mark.one_at_a_time("inner-runs")
 def test_the_run_after_a_killed_one_removes_what_it_left(
     tmp_path: Path, inner_runs: list[InnerRun]
 ) -> None:
@@ -213,7 +202,7 @@ def test_the_run_after_a_killed_one_removes_what_it_left(
     assert_nothing_left(killed.run, what)  # its start removed them (or a concurrent run's)
 
 
-@pytest.mark.xdist_group("inner-runs")
+@pytest.mark.one_at_a_time("inner-runs")
 def test_a_run_with_no_postgresql_to_sweep_still_runs(
     tmp_path: Path, inner_runs: list[InnerRun]
 ) -> None:

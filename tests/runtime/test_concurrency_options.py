@@ -14,7 +14,7 @@ from heartq.errors import ConfigError
 # every schema of a database shares): tests in parallel processes that use the same key
 # names ("k") in their own schemas would make each other's claims skip the key. One test
 # process runs these files.
-pytestmark = pytest.mark.xdist_group("key-locks")
+pytestmark = pytest.mark.one_at_a_time("key-locks")
 
 
 def _limits(app: heartq.App, job_id: str) -> tuple[str | None, int | None]:

@@ -19,7 +19,7 @@ whatever LEASE said; clean-clone runs saw that lapse once a session (`interrupte
 the success), raising LEASE twice changed nothing."""
 BUSY_FOR = 6.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
 
-pytestmark = pytest.mark.xdist_group("busy-loops")
+pytestmark = pytest.mark.one_at_a_time("busy-loops")
 """One busy spell at a time: the backends' runs of a test come one after the other, and
 `-n 2` ran them at once, each busy loop on one of the 2 cores (a lease lapsed so, once,
 under other suites' load)."""
