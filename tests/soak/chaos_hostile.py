@@ -33,9 +33,11 @@ The checks, on top of I1-I6 and the rest of the runner's oracle:
   none stopped claiming;
 - no worker exits on its own (the runner's own check), and each one stopped at the end
   exits 0;
-- no job is released uncounted beyond the policy: a `released` attempt's worker was
-  SIGTERMed (a `sigterm` or `twin` fault) before it ended, and no job is interrupted more
-  than `MAX_INTERRUPTIONS` times.
+- no job is released uncounted beyond the policy: a `released` attempt that started (its
+  worker handed it to a pool, or its code wrote its start line) belongs to a worker
+  SIGTERMed (a `sigterm` or `twin` fault) before it ended; one claimed ahead
+  (`--prefetch`) and never started may go back uncounted at any time (counted apart);
+  and no job is interrupted more than `MAX_INTERRUPTIONS` times.
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ START_SLACK = 10.0
 KILL_STAMP = 1.0
 """Seconds the runner may take from stamping a SIGKILL's time to sending it (a loaded
 machine preempts it): a claim its worker made meanwhile is dated after the kill."""
+Attempt = tuple[str, int, str]
+"""An attempt: its job's id, its execution id, its worker's id."""
 PROBE_WAIT = 30.0
 """Seconds the runner waits for every live worker to fill its slots with probe jobs."""
 BOUNDED_OUTCOMES = ("succeeded", "failed", "timed_out")
@@ -157,6 +161,8 @@ class HostileFamily:
         self.flavours: Counter[str] = Counter()
         self.forks: Counter[str] = Counter()
         self.released = 0
+        self.released_unstarted = 0
+        """Of `released`, those claimed ahead and never started."""
         self.threads_died: Counter[str] = Counter()
         self.guards: Counter[str] = Counter()
 
@@ -296,8 +302,9 @@ class HostileFamily:
             if f.kind in ("sigterm", "twin") and f.worker_id:
                 terms[f.worker_id].append(f.at)
         kills = checker.crashes.kill_times()
+        started = self._started()
         for job_id, job in checker.jobs.items():
-            self._check_releases(checker, job_id, job, terms)
+            self._check_releases(checker, job_id, job, terms, started)
             task = run.kind_of[job_id]
             if task in TASKS:
                 self._check_hostile(checker, job_id, job, task, kills)
@@ -310,9 +317,29 @@ class HostileFamily:
             if proc.exited_at is None and proc.killed_at is None and code != 0:
                 checker.fail(f"worker #{proc.number} ({proc.id}) exited {code} at the end")
 
+    def _started(self) -> set[Attempt]:
+        """The attempts whose start a worker went through with: those it handed to its pool
+        (its `job_claimed` event, logged at the debug level the runner's workers run at),
+        and those whose code wrote its start line in the side file."""
+        started = {(job, eid, doc["wid"]) for (job, eid), doc in self.run.side.starts.items()}
+        for proc in self.run.procs:
+            for e in read_events(proc.log_path):
+                if e["event"] == "job_claimed":
+                    started.add((str(e["job_id"]), int(e["execution_id"]), str(e["worker_id"])))
+        return started
+
     def _check_releases(
-        self, checker: Checker, job_id: str, job: dict[str, Any], terms: dict[str, list[float]]
+        self,
+        checker: Checker,
+        job_id: str,
+        job: dict[str, Any],
+        terms: dict[str, list[float]],
+        started: set[Attempt],
     ) -> None:
+        """A `released` attempt is not counted: only a stopping worker may release one it
+        started. A job claimed ahead (`--prefetch`) and never started goes back uncounted
+        whoever gives it back, whenever (docs/DESIGN.md, "Claim ahead"): its worker when
+        it stops or when the start is refused, a reclaim when its worker died or froze."""
         interrupted = 0
         for e in job["executions"]:
             if e["outcome"] == "interrupted":
@@ -320,6 +347,9 @@ class HostileFamily:
             if e["outcome"] != "released":
                 continue
             self.released += 1
+            if (job_id, e["execution_id"], e["worker_id"]) not in started:
+                self.released_unstarted += 1
+                continue
             ended = parse_ts(e["ended_at"]) or 0.0
             if not any(t <= ended + CLOCK_TOLERANCE for t in terms.get(e["worker_id"], [])):
                 checker.fail(
@@ -466,6 +496,7 @@ class HostileFamily:
                 "abandoned_longest_s": round(self.longest_streak, 1),
                 "forks": dict(sorted(self.forks.items())),
                 "released_attempts": self.released,
+                "released_unstarted": self.released_unstarted,
                 "threads_died": dict(sorted(self.threads_died.items())),
                 "pool_guard_fired": dict(sorted(self.guards.items())),
                 "worker_events": dict(sorted(events.items())),
@@ -484,7 +515,8 @@ def hostile_report(fig: dict[str, Any]) -> list[str]:
         f"back {h['slots_back_after_drain_s']} s after the drain; abandoned at most "
         f"{h['abandoned_max']}, for {h['abandoned_longest_s']} s)",
         f"    executions by pool {h['executions_by_pool']}",
-        f"    forks {h['forks']}; released attempts {h['released_attempts']}; threads died "
+        f"    forks {h['forks']}; released attempts {h['released_attempts']} "
+        f"({h['released_unstarted']} claimed ahead, never started); threads died "
         f"{h['threads_died'] or 'none'}; pool guard fired {h['pool_guard_fired'] or 'never'}; "
         f"worker events {h['worker_events']}",
     ]

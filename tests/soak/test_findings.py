@@ -33,9 +33,10 @@ from heartq.worker.pools import AsyncPool
 from heartq.worker.process_pool import ProcessPool
 from tests.conftest import BACKENDS
 from tests.soak import chaos_tasks
-from tests.soak.chaos_config import ChaosConfig
+from tests.soak.chaos_checks import Checker
+from tests.soak.chaos_config import ChaosConfig, Fault
 from tests.soak.chaos_run import ChaosRun, fresh_queue
-from tests.soak.chaos_workers import all_threads_stopped
+from tests.soak.chaos_workers import WorkerProc, all_threads_stopped
 from tests.soak.chaos_workers import read_events as chaos_read_events
 from tests.support import wait_for
 
@@ -323,3 +324,51 @@ def test_a_plain_tasks_generator_exit_on_the_async_pool_is_its_own_outcome(
             assert not guards, guards[0]["error"][-300:]
         finally:
             run.close()
+
+
+# -- the hostile family's release check: jobs claimed ahead went back uncounted (seed 702)
+def test_the_release_check_exempts_only_attempts_that_never_started(tmp_path: Path) -> None:
+    """The hostile family's PostgreSQL run with `--prefetch 4` (seed 702) reported a job
+    "released uncounted by worker ..., which was not stopped": a job claimed ahead and
+    never started goes back uncounted whenever it is given back (its worker's start
+    refused, a dead worker's buffer reclaimed), as docs/DESIGN.md "Claim ahead" says. The
+    check now exempts exactly those: a released attempt its worker handed to a pool
+    (`job_claimed` in its log) or whose code started (the side file) still needs a stop."""
+    config = ChaosConfig(backend="sqlite", verbose=False, hostile=0.1)
+    with fresh_queue(config, tmp_path) as (url, schema):
+        run = ChaosRun(config, tmp_path, url, schema)
+        try:
+            running, stopped = gone_worker(run, 0, "w-running"), gone_worker(run, 1, "w-stopped")
+            run.faults.append(Fault("sigterm", 100.0, stopped.number, stopped.id))
+            launched = {"event": "job_claimed", "job_id": "a", "execution_id": 1}
+            running.log_path.write_text(json.dumps({**launched, "worker_id": "w-running"}))
+            starts = [{"e": "start", "job": job, "eid": 1, "wid": wid, "task": "t"}
+                      for job, wid in (("c", "w-stopped"), ("d", "w-running"))]  # fmt: skip
+            run.side.path.write_text("".join(json.dumps(line) + "\n" for line in starts))
+            run.side.poll()
+            checker = Checker(run)
+            holders = {"a": "w-running", "b": "w-running", "c": "w-stopped", "d": "w-running"}
+            for job_id, worker_id in holders.items():
+                run.kind_of[job_id] = "chaos_short"
+                released = {"execution_id": 1, "worker_id": worker_id,
+                            "outcome": "released", "ended_at": "1970-01-01T00:03:20Z"}  # fmt: skip
+                checker.jobs[job_id] = {"executions": [released]}
+            assert run.hostile is not None
+            run.hostile.check(checker)
+            assert [v.split(" at ")[0] for v in run.violations] == [
+                "released: job a execution 1 released uncounted",  # handed to its pool
+                "released: job d execution 1 released uncounted",  # its code started
+            ]  # b: claimed ahead, never started; c: started, its worker stopped first
+            assert (run.hostile.released, run.hostile.released_unstarted) == (4, 1)
+        finally:
+            run.close()
+
+
+def gone_worker(run: ChaosRun, number: int, worker_id: str) -> WorkerProc:
+    """A worker of the run's that has come and gone (exit status 0)."""
+    exited = subprocess.Popen([sys.executable, "-c", ""])
+    exited.wait()
+    log = run.dir / f"worker-{number}.log"
+    proc = WorkerProc(number, number, worker_id, "thread", exited, log, "app", 0.0, id=worker_id)
+    run.procs.append(proc)
+    return proc
