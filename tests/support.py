@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -89,6 +90,20 @@ def wait_for(
                 message += "\n" + diagnostics()
             raise AssertionError(message)
         time.sleep(interval)
+
+
+def sqlite_write_lock_free(path: str | Path, timeout: float) -> bool:
+    """True if a write transaction on the SQLite database at `path` can begin within
+    `timeout` seconds (no other connection holds its write lock)."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
 
 
 def suite_command() -> list[str]:

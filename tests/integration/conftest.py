@@ -556,15 +556,7 @@ class Harness:
 
     def write_lock_free(self, timeout: float = 0.25) -> bool:
         """SQLite: True if a write transaction can begin within `timeout` s."""
-        conn = sqlite3.connect(self.db_path, timeout=timeout, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return True
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            conn.close()
+        return support.sqlite_write_lock_free(self.db_path, timeout)
 
     def outside_transactions(self, worker: WorkerProc) -> bool:
         """True if the (stopped) `worker` holds no transaction open: SQLite, the write lock

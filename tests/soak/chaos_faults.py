@@ -10,7 +10,6 @@ import math
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from heartq.errors import JobNotFound
 from heartq.model import CancelResult
 from tests.soak.chaos_config import TRANSIENT, Fault, first_line, stderr_line
 from tests.soak.chaos_workers import WorkerProc, all_threads_stopped, is_descendant
+from tests.support import sqlite_write_lock_free
 
 if TYPE_CHECKING:
     from tests.soak.chaos_run import ChaosRun
@@ -119,16 +119,7 @@ class ProcessFaults:
         return int(row[0])
 
     def write_lock_free(self, timeout: float = 0.2) -> bool:
-        path = self.run.url.removeprefix("sqlite:///")
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return True
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            conn.close()
+        return sqlite_write_lock_free(self.run.url.removeprefix("sqlite:///"), timeout)
 
     def thaw(self, proc: WorkerProc) -> None:
         if proc.state != "frozen":
