@@ -44,6 +44,7 @@ that only changes jobs still running under the execution it read.
   retried at the next interval. `default_services`: the four every worker runs.
 - `reclaim.py`: `reclaim_pass`, for `heartq reap`: the probe (twice if a lock is only
   suspected), the monitor and the reaper once each, with the same code and events.
-- `findings.py`: what a pass found (`Findings`); `report.py`: how reclaimed jobs and
-  dead workers are logged, by these services and by the worker itself.
+- `findings.py`: what a pass found (`Findings`). How reclaimed jobs and dead workers
+  are logged is `heartq.reclaim_events`, shared with the worker, which reports the
+  attempts it hands back itself the same way.
 """

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 from heartq.maintenance.findings import Findings, landed_before
-from heartq.maintenance.report import report_stale_workers
 from heartq.model import DetectedBy
+from heartq.reclaim_events import report_stale_workers
 from heartq.store.interface import Reclaimer
 
 GRACE_SLACK = 0.2

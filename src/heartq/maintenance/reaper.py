@@ -12,8 +12,8 @@ import logging
 
 from heartq import events
 from heartq.maintenance.findings import Findings, landed_before
-from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy
+from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import Reclaimer
 
 MAX_REAP_ROUNDS = 50

@@ -19,8 +19,8 @@ import logging
 from heartq import events
 from heartq.maintenance.findings import Findings
 from heartq.maintenance.liveness_probe import GRACE_SLACK
-from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Reconciliation
+from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import Reclaimer
 
 

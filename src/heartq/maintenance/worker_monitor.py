@@ -13,8 +13,8 @@ job `job_reenqueued` or `job_dead`, with `detected_by=stale_worker`.
 from __future__ import annotations
 
 from heartq.maintenance.findings import Findings
-from heartq.maintenance.report import report_stale_workers
 from heartq.model import DetectedBy
+from heartq.reclaim_events import report_stale_workers
 from heartq.store.interface import Reclaimer
 
 

@@ -32,8 +32,8 @@ from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
 from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.lifecycle.error_text import error_summary
-from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
+from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import EndedAttempt, Ledger

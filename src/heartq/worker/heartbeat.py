@@ -28,8 +28,8 @@ import time
 
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
-from heartq.maintenance.report import report_reclaimed
 from heartq.model import DetectedBy, PulseReport, Renewal, RenewStatus
+from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth

@@ -5,6 +5,10 @@ completer when they hand an attempt back. One place, so an operator's alert on
 
 Events: `job_reenqueued`, `job_dead`, `worker_deactivated`, `orphaned_jobs_detected`,
 each with `detected_by`.
+
+A module of its own beside `events.py`, not inside `maintenance/`: the worker's threads
+log their own hand-backs with it and need nothing else of maintenance; it depends only on
+the event names and the model.
 """
 
 from __future__ import annotations
