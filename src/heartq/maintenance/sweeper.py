@@ -5,7 +5,7 @@ The database is the outbox: an enqueue publishes a wake-up after its commit, but
 that fell due later (delayed, retried), was put back (reaped, released, replayed) or
 whose publish failed is only in the database. Every worker sweeps its queues;
 duplicates are harmless, since a message only leads to a fenced claim by id
-(`heartq.transport.worker`). No event of its own: a publish that failed is tried again
+(`heartq.worker.transport_fetch`). No event of its own: a publish that failed is tried again
 at the next pass, and a pass that raised is logged by the runner (`maintenance_failed`).
 """
 

@@ -1,13 +1,15 @@
-"""The fetch loop's database side: fill the worker's free slots, start what it claimed.
+"""The fetch loop's database side: the statements that fill the worker's free slots,
+and starting what they claimed.
 
 A claim takes up to the free slots in one statement (backpressure: never more than the
-worker can run), and with `prefetch` N also up to N jobs ahead into the ledger's buffer,
-which a freed slot then takes best first, its start recorded in the database before its
-code runs (`start_ahead`: from then on a crash counts the attempt); the buffer is
-refilled once it is down to half (docs/DESIGN.md, "Claim ahead"). What was claimed is
-started on the pool here, whichever way it came (a claim, the buffer, or a transport's
-message: `heartq.transport.worker` calls `start`); what will not run here is given back
-with no attempt counted (`release_ahead`).
+worker can run), and with `prefetch` N also jobs ahead into the ledger's buffer, which a
+freed slot then takes best first, its start recorded in the database before its code
+runs (`start_ahead`: from then on a crash counts the attempt). How many to claim and
+when is the fetch strategy's (`heartq.worker.fetch`); the statements are here, one
+place whichever strategy asks. What was claimed is started on the pool here, whichever
+way it came (a claim, the buffer, or a transport's message: `TransportFetch` calls
+`start`); what will not run here is given back with no attempt counted
+(`release_ahead`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from heartq import events, policy
 from heartq.app import App
 from heartq.config import Settings
 from heartq.lifecycle.ends import unknown_task_end
-from heartq.model import ClaimedJob
+from heartq.model import Claim, ClaimedJob
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
@@ -38,7 +40,8 @@ held the key) cannot become a tight loop."""
 
 
 class Claimer:
-    """Claims and starts jobs for the worker `worker_id` (its fetch loop calls `claim`)."""
+    """Claims and starts jobs for the worker `worker_id`, as its fetch strategy asks
+    (`heartq.worker.fetch`)."""
 
     def __init__(
         self,
@@ -49,7 +52,6 @@ class Claimer:
         settings: Settings,
         health: StoreHealth,
         queues: Sequence[str],
-        prefetch: int,
         stop: threading.Event,
     ) -> None:
         self.id = worker_id
@@ -59,48 +61,38 @@ class Claimer:
         self.settings = settings
         self.health = health
         self.queues = tuple(queues)
-        self.prefetch = prefetch
         self._stop = stop
 
-    def claim(self) -> tuple[int, bool, float | None]:
-        """Fill the free slots: from the buffer of jobs claimed ahead first, then with a
-        claim, which also refills the buffer once it is down to half. Returns (jobs
-        started or claimed, whether every free slot was filled, seconds until a job a
-        rate limit held back may start: None if none was)."""
+    def release_given_back(self) -> None:
+        """Give back what waits to be given back (buffered jobs whose cancel was
+        requested or whose start was refused, repeats of a forgotten claim): first thing
+        in every round of the fetch loop, whatever the strategy."""
         if self.ledger.to_release():
             self.release_ahead(self.ledger.to_release())
-        free = self.ledger.free_slots()
-        started = 0
-        if free > 0 and self.ledger.buffered():
-            started = self._start_ahead(free)
-            if started < 0:  # the database did not answer: wait as after a failed claim
-                return 0, False, None
-        left = free - started
-        buffered = self.ledger.buffered()
-        ahead = 0
-        if self.prefetch and (left > 0 or buffered <= self.prefetch // 2):
-            ahead = self.prefetch - buffered
-        if left <= 0 and ahead <= 0:
-            return started, free > 0, None
-        s = self.settings
+
+    def claim(self, *, for_slots: bool, ahead: int) -> Claim | None:
+        """One claim statement: for the free slots if `for_slots` (counted again once the
+        claim has the database in hand: those freed while it waited, SQLite's write lock
+        behind a finish, are filled too), and up to `ahead` jobs more into the buffer.
+        Starts what it claimed. None if the database did not answer (after a pause of
+        `CLAIM_RETRY_DELAY`, or until a stop)."""
         sent_at = time.monotonic()
         try:
-            # The slots are counted again once the claim has the database in hand: those
-            # freed while it waited (SQLite's write lock, behind a finish) are filled too.
-            slots = self.ledger.free_slots if left > 0 else 0
-            jobs = self.store.claim(self.id, self.queues, slots, s.lease_seconds, ahead=ahead)
+            slots = self.ledger.free_slots if for_slots else 0
+            jobs = self.store.claim(
+                self.id, self.queues, slots, self.settings.lease_seconds, ahead=ahead
+            )
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
             self._stop.wait(CLAIM_RETRY_DELAY)
-            return started, False, None
+            return None
         self.health.succeeded("claim", sent_at)
         self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
         self.start(jobs, sent_at)
-        filled = free > 0 and started + len(jobs) >= free
-        return started + len(jobs) + len(jobs.ahead), filled, jobs.rate_wait
+        return jobs
 
-    def _start_ahead(self, free: int) -> int:
+    def start_ahead(self, free: int) -> int:
         """Start up to `free` buffered jobs, best first: their start recorded in one
         fenced statement before any of their code runs, so a worker that dies from here
         on has their attempt counted (a task that kills its worker cannot loop for

@@ -3,14 +3,13 @@
 Threads of one worker process, each with one job; they share the running attempts
 through the ledger (`ledger.py`), never by calling each other:
 
-- main: the fetch loop. It claims up to the free slots in one statement (backpressure:
-  never more than it can run), then sleeps until a slot frees up, an enqueue wakes it
-  (its own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when
-  the claim said a job its rate limit held back may start before then). With
-  `prefetch` N it also holds up to N jobs claimed ahead (the ledger's buffer): a freed
-  slot takes the best of them, whose start it records in the database first
-  (`start_ahead`: from then on a crash counts the attempt), and it claims again only
-  once the buffer is down to half (docs/DESIGN.md, "Claim ahead").
+- main: the fetch loop. Each round fills the free slots (backpressure: never more than
+  it can run) through the one fetch strategy chosen when the worker was built
+  (`fetch.py`: a database claim; with `prefetch` N, from the buffer of jobs claimed
+  ahead, whose start is recorded in the database first; or a transport's messages,
+  `transport_fetch.py`), then sleeps until a slot frees up, an enqueue wakes it (its
+  own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when the
+  claim said a job its rate limit held back may start before then).
 - supervisor (`supervisor.py`): wakes at the earliest deadline of any running attempt:
   hard timeouts, cancel grace periods, and self-fencing (an attempt whose lease could not
   be renewed within the trust window is stopped and never reported). Apart from the
@@ -53,12 +52,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from heartq import events, payload
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
-from heartq.errors import ConfigError, StoreUnavailable
+from heartq.errors import StoreUnavailable
 from heartq.hooks import WorkerHookInfo, run_crash_hooks
 from heartq.ids import new_worker_id
 from heartq.lifecycle.ends import AttemptEnd
@@ -68,11 +67,11 @@ from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
 from heartq.model import Lease, Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
-from heartq.transport.worker import TransportFetch
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
 from heartq.worker.claimer import Claimer
 from heartq.worker.completer import Completer
+from heartq.worker.fetch import ClaimAheadFetch, ClaimFetch, Fetch
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.liveness_events import liveness_reporter
@@ -82,14 +81,10 @@ from heartq.worker.signals import SignalRelay
 from heartq.worker.startup import StartupStopped, StartupWait, check_startup_timeout
 from heartq.worker.store_health import StoreHealth
 from heartq.worker.supervisor import Supervisor
-
-if TYPE_CHECKING:
-    from heartq.transport.nats import NatsTransport
+from heartq.worker.transport_fetch import TransportFetch
 
 T = TypeVar("T")
 
-TRANSPORT_CONNECT_WAIT = 2.0
-"""At startup, a transport gets 2 s to answer before the worker starts polling instead."""
 MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
 MIN_SAVE_TIME = 1.0
@@ -173,7 +168,6 @@ class Worker:
             settings=s,
             health=self.health,
             queues=self.queues,
-            prefetch=self.prefetch,
             stop=self._stop_requested,
         )
         self._signals = SignalRelay(self._on_signal)
@@ -205,66 +199,40 @@ class Worker:
         if periodic and app.schedules:  # each worker may enqueue the due ticks: no leader
             schedules = list(app.schedules.values())
             services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
-        self._fetch: TransportFetch | None = None
         self.transport = app.transport
-        if self.transport is not None:  # before the runner copies the services
-            self._use_transport(self.transport, services)
+        self._fetch = self._choose_fetch(services)  # before the runner copies the services
         self.maintenance = MaintenanceRunner(
             services,
             self.id,
             found_work=self._wake,
             on_failure=self.health.failed,
-            on_requeued=None if self.transport is None else self._republish,
+            on_requeued=self._fetch.on_requeued,
             on_reclaimed=self._crashed,
         )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
         self._registered = False
 
-    def _use_transport(self, transport: NatsTransport, services: list[Service]) -> None:
-        """Fetch through the transport (docs/NATS.md). Its ack_wait is checked now: a
-        message must not come back while the job it led to may still run."""
-        s = self.settings
-        self._ack_wait = transport.options.ack_wait_for(s.lease_seconds, s.reap_interval_seconds)
-        services.append(Sweeper(transport, self.store, self.queues))
-        self._fetch = TransportFetch(
-            transport,
-            self.store,
-            self.id,
-            self.queues,
-            s.lease_seconds,
-            s.poll_interval,
-            self.ledger.free_slots,
-            self.claimer.start,
-            self._idle,
-        )
+    def _choose_fetch(self, services: list[Service]) -> Fetch:
+        """How this worker gets its jobs, for as long as it runs (`heartq.worker.fetch`):
+        through the transport (docs/NATS.md), whose sweeper joins the maintenance
+        `services`; else claims ahead with `prefetch`; else claims for the free slots."""
+        if self.transport is not None:
+            s = self.settings
+            ack_wait = self.transport.options.ack_wait_for(s.lease_seconds, s.reap_interval_seconds)
+            services.append(Sweeper(self.transport, self.store, self.queues))
+            return TransportFetch(
+                self.transport, self.claimer, self.ledger, ack_wait=ack_wait, idle=self._idle
+            )
+        if self.prefetch:
+            return ClaimAheadFetch(self.claimer, self.ledger, self.prefetch)
+        return ClaimFetch(self.claimer, self.ledger)
 
     def _crashed(self, reclaimed: list[Reclaimed]) -> None:
         """This worker ended attempts it found crashed (its maintenance, its startup
         reconciliation, its completer for a child that died): the app's crash hooks, here,
         since the process that ran each attempt can run nothing more."""
         run_crash_hooks(self.app.hooks.crash, reclaimed)
-
-    def _republish(self, requeued: list[Reclaimed]) -> None:
-        """The reaper (or the monitor, or the probe) put jobs back in the queue: publish
-        them now, marked as recoveries with the reason, rather than at the sweeper's next
-        pass. A publish that fails is left to the sweeper (the database is the outbox)."""
-        assert self.transport is not None
-        by_reason: dict[str, list[Reclaimed]] = {}
-        for job in requeued:  # one publish per reason: a dead worker's jobs share theirs
-            reason = f"{job.crash.get('detected_by')}: {job.crash.get('reason')}"
-            by_reason.setdefault(reason, []).append(job)
-        for reason, jobs in by_reason.items():
-            published = self.transport.publish([(j.job_id, j.queue) for j in jobs], reason)
-            for job in jobs:
-                events.emit(
-                    events.JOB_REPUBLISHED,
-                    logging.DEBUG if published else logging.WARNING,
-                    job_id=job.job_id,
-                    queue=job.queue,
-                    recovery=reason,
-                    published=published,
-                )
 
     def _idle(self, seconds: float) -> None:
         """Wait for a wake-up (a slot freed, a stop) for at most `seconds`."""
@@ -321,20 +289,13 @@ class Worker:
             raise
         try:
             while not self._stop_requested.is_set():
-                if self._fetch is not None and self._fetch.step(burst):
-                    continue  # the transport delivered, or was waited on
-                claimed, full, rate_wait = self.claimer.claim()
-                if full:
+                done = self._fetch.round(burst)
+                if done.busy:
                     continue
-                if burst and claimed == 0 and not self._pending():
+                if burst and done.claimed == 0 and not self._pending():
                     break
-                if self._fetch is not None:
-                    if rate_wait is not None:  # rate-limited jobs come from the database
-                        self._fetch.claim_again_in(self.claimer.idle_wait(rate_wait))
-                    if self._fetch.delivering:
-                        continue  # back to the transport at once
-                self._wake.wait(self.claimer.idle_wait(rate_wait))
-                self._wake.clear()
+                if done.idle is not None:
+                    self._idle(done.idle)
         finally:
             self._shutdown()
 
@@ -407,35 +368,12 @@ class Worker:
             self.maintenance,
         ):
             part.start()
-        if self.transport is not None:
-            self._prepare_transport(self.transport)
+        self._fetch.prepare(self._stop_requested)
         self.app.subscribe_wakeup(self._wake)
         if self.store.supports_notify:
             self._listener = self.store.listen(self._wake.set)
         self.app.hooks.worker_start.run(self._hook_info())
         self.started.set()
-
-    def _prepare_transport(self, transport: NatsTransport) -> None:
-        """Create the stream and consumers if the server answers within a moment; if not,
-        the worker starts anyway (polling the database) and they are made when it does.
-        A consumer whose ack_wait is too short is refused here (ConfigError)."""
-        deadline = time.monotonic() + TRANSPORT_CONNECT_WAIT
-        while not transport.available and time.monotonic() < deadline:
-            if self._stop_requested.wait(0.05):
-                return
-        if not transport.available:
-            return
-        try:
-            transport.prepare(self.queues, self._ack_wait)
-        except ConfigError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - made on first fetch instead
-            events.emit(
-                events.TRANSPORT_UNAVAILABLE,
-                logging.WARNING,
-                server=transport.options.server,
-                error=str(exc) or type(exc).__name__,
-            )
 
     def _declare_tasks(self) -> None:
         """Make this worker's tasks known (queue and policy) to whoever enqueues them by

@@ -1,0 +1,214 @@
+"""The fetch strategy of a worker with a transport (docs/NATS.md): messages name the
+jobs to claim, and the database's claim by id takes them. The sweeper that publishes
+what the database holds and no message names is a maintenance service
+(`heartq.maintenance.sweeper`).
+
+Safety never depends on the transport: a message is acked only after the claim it led to
+committed (or found nothing to claim), a claim is the database's fenced `claim_ids`, and
+recovery (reaper, liveness probe, worker monitor) works on the database alone. When the
+server is unreachable, and as a backstop, the worker's ordinary database claim
+(`ClaimFetch`) runs instead.
+
+Here, beside `heartq.worker.fetch` rather than in `heartq.transport`: it is the worker's
+side, built on the claimer and the fetch loop's `Round`; the transport package stays the
+connection, which the app uses too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from heartq import events
+from heartq.errors import ConfigError
+from heartq.model import Reclaimed
+from heartq.worker.claimer import Claimer
+from heartq.worker.fetch import ClaimFetch, Round
+from heartq.worker.ledger import Ledger
+
+if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
+    from nats.aio.msg import Msg
+
+    from heartq.transport.nats import NatsTransport
+
+FETCH_WAIT_MAX = 0.5
+"""An idle worker waits at most 0.5 s on one fetch, so a stop request (which cannot
+interrupt a fetch) is heard within that."""
+CONNECT_WAIT = 2.0
+"""At startup, a transport gets 2 s to answer before the worker starts polling instead."""
+
+
+class TransportFetch:
+    """The fetch loop's strategy while a transport is set (`Worker.run`).
+
+    `ack_wait` (`NatsOptions.ack_wait_for`) is checked when the worker is built: a
+    message must not come back while the job it led to may still run. `idle` is the
+    worker's wait for a wake-up (a freed slot, a stop)."""
+
+    def __init__(
+        self,
+        transport: NatsTransport,
+        claimer: Claimer,
+        ledger: Ledger,
+        *,
+        ack_wait: float,
+        idle: Callable[[float], None],
+    ) -> None:
+        self.transport = transport
+        self.claimer = claimer
+        self.database = ClaimFetch(claimer, ledger)
+        self.store = claimer.store
+        self.worker_id = claimer.id
+        self.queues = list(claimer.queues)
+        self.lease = claimer.settings.lease_seconds
+        self.wait = min(claimer.settings.poll_interval, FETCH_WAIT_MAX)
+        self.ack_wait = ack_wait
+        self._free_slots = ledger.free_slots
+        self._idle = idle
+        self._next_queue = 0
+        self._backstop_due = time.monotonic() + transport.options.backstop
+        self._failing = False
+
+    def prepare(self, stop: threading.Event) -> None:
+        """Create the stream and consumers if the server answers within a moment; if not,
+        the worker starts anyway (polling the database) and they are made when it does.
+        A consumer whose ack_wait is too short is refused here (ConfigError)."""
+        transport = self.transport
+        deadline = time.monotonic() + CONNECT_WAIT
+        while not transport.available and time.monotonic() < deadline:
+            if stop.wait(0.05):
+                return
+        if not transport.available:
+            return
+        try:
+            transport.prepare(self.queues, self.ack_wait)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - made on first fetch instead
+            events.emit(
+                events.TRANSPORT_UNAVAILABLE,
+                logging.WARNING,
+                server=transport.options.server,
+                error=str(exc) or type(exc).__name__,
+            )
+
+    def round(self, burst: bool) -> Round:
+        """The transport's round, else (unreachable, the backstop due, or nothing came
+        in a burst run, which must then learn whether its queues are drained) a database
+        claim; after which the loop goes back to a delivering transport at once, and
+        to the database within the claim's `rate_wait` (rate-limited jobs come from the
+        database: `claim_again_in`)."""
+        if self.step(burst):
+            return Round(busy=True)
+        claimed = self.database.round(burst)
+        if claimed.busy:
+            return claimed
+        if claimed.rate_wait is not None:
+            self.claim_again_in(self.claimer.idle_wait(claimed.rate_wait))
+        if self.delivering:
+            return replace(claimed, idle=None)  # back to the transport at once
+        return claimed
+
+    @property
+    def on_requeued(self) -> Callable[[list[Reclaimed]], None]:
+        return self.republish
+
+    def republish(self, requeued: list[Reclaimed]) -> None:
+        """The reaper (or the monitor, or the probe) put jobs back in the queue: publish
+        them now, marked as recoveries with the reason, rather than at the sweeper's next
+        pass. A publish that fails is left to the sweeper (the database is the outbox)."""
+        by_reason: dict[str, list[Reclaimed]] = {}
+        for job in requeued:  # one publish per reason: a dead worker's jobs share theirs
+            reason = f"{job.crash.get('detected_by')}: {job.crash.get('reason')}"
+            by_reason.setdefault(reason, []).append(job)
+        for reason, jobs in by_reason.items():
+            published = self.transport.publish([(j.job_id, j.queue) for j in jobs], reason)
+            for job in jobs:
+                events.emit(
+                    events.JOB_REPUBLISHED,
+                    logging.DEBUG if published else logging.WARNING,
+                    job_id=job.job_id,
+                    queue=job.queue,
+                    recovery=reason,
+                    published=published,
+                )
+
+    def claim_again_in(self, seconds: float) -> None:
+        """Claim from the database again within `seconds` (the backstop comes sooner):
+        a job its rate limit held back may start then, and no message names it (a
+        rate-limited job is never published: its claim must count its key)."""
+        self._backstop_due = min(self._backstop_due, time.monotonic() + seconds)
+
+    @property
+    def delivering(self) -> bool:
+        """Whether the transport delivers now: connected, and its last fetch worked. A
+        server that answers but refuses this deployment's consumer (docs/NATS.md, "Names")
+        is not delivering: the worker then waits its poll interval between database
+        claims, as without a transport, instead of asking again at once."""
+        return self.transport.available and not self._failing
+
+    def step(self, burst: bool) -> bool:
+        """One round through the transport. False: `round` claims from the database
+        this round instead (transport unreachable, the backstop is due, or nothing came
+        in a burst run, which must then learn whether its queues are drained)."""
+        if not self.transport.available or time.monotonic() >= self._backstop_due:
+            self._backstop_due = time.monotonic() + self.transport.options.backstop
+            return False
+        free = self._free_slots()
+        if free <= 0:
+            self._idle(self.wait)  # a slot freeing up sets the wake-up event
+            return True
+        queue = self.queues[self._next_queue % len(self.queues)]
+        self._next_queue += 1
+        try:
+            messages = self.transport.fetch(queue, free, self.wait / len(self.queues))
+        except Exception:  # noqa: BLE001 - unreachable: the database claim runs instead
+            self._failing = True
+            return False
+        self._failing = False
+        if not messages:
+            return not burst
+        self._claim(messages)
+        return True
+
+    def _claim(self, messages: list[Msg]) -> None:
+        named: dict[str, str] = {}
+        for message in messages:
+            try:
+                body = json.loads(message.data)
+                named[str(body["job_id"])] = str(body.get("queue", ""))
+            except (ValueError, KeyError, TypeError):
+                named.setdefault("", "")  # not ours: acked below, claims nothing
+        sent_at = time.monotonic()
+        try:
+            jobs = self.store.claim_ids(self.worker_id, [i for i in named if i], self.lease)
+        except Exception as exc:  # noqa: BLE001 - the database may blip: redeliver
+            events.emit(
+                events.CLAIM_FAILED, logging.WARNING, worker_id=self.worker_id, error=str(exc)
+            )
+            self.transport.nak(messages)
+            self._idle(1.0)
+            return
+        self.claimer.start(jobs, sent_at)
+        self.transport.ack(messages)  # the claim committed: the database owns the rest
+        claimed = {job.id for job in jobs}
+        if any(job_id not in claimed for job_id in named if job_id):
+            # a job the claim by id does not take (its key must be counted: a rate key),
+            # or one already taken: the database claim looks now, with its keys
+            self.claim_again_in(0.0)
+        for job_id, queue in named.items():
+            if job_id not in claimed:
+                events.emit(
+                    events.JOB_SKIPPED_ACTIVE_ELSEWHERE,
+                    logging.DEBUG,
+                    job_id=job_id,
+                    queue=queue,
+                    worker_id=self.worker_id,
+                    reason="not queued and runnable: running elsewhere, finished, "
+                    "not yet due, keyed or unknown",
+                )
