@@ -35,11 +35,12 @@ wait.
 
 A database that cannot be written at shutdown (a full disk, a read-only or deleted
 SQLite file, a server down) does not make the worker walk away from its jobs: it keeps
-retrying to save outcomes and release jobs until `shutdown_timeout` after the signal
-(`shutdown_saving`). If it must exit with jobs unsaved (the deadline, or a second
-signal), it does not mark itself `stopped` (`shutdown_unsaved`): it stays `active` in the
-registry with its liveness lock gone, so the next worker's liveness probe reclaims its
-jobs at once instead of after their leases.
+retrying to save outcomes (`completer.py`) and release jobs (`hand_back.py`) until
+`shutdown_timeout` after the signal (`shutdown_saving`). If it must exit with jobs
+unsaved (the deadline, or a second signal), it does not mark itself `stopped`
+(`shutdown_unsaved`): it stays `active` in the registry with its liveness lock gone, so
+the next worker's liveness probe reclaims its jobs at once instead of after their
+leases.
 """
 
 from __future__ import annotations
@@ -51,13 +52,12 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from heartq import events, payload
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
-from heartq.errors import StoreUnavailable
 from heartq.hooks import WorkerHookInfo, run_crash_hooks
 from heartq.ids import new_worker_id
 from heartq.lifecycle.ends import AttemptEnd
@@ -65,13 +65,14 @@ from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
-from heartq.model import Lease, Outcome, Reclaimed, WorkerInfo
+from heartq.model import Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
 from heartq.worker.claimer import Claimer
 from heartq.worker.completer import Completer
 from heartq.worker.fetch import ClaimAheadFetch, ClaimFetch, Fetch
+from heartq.worker.hand_back import HandBack
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.liveness_events import liveness_reporter
@@ -83,15 +84,11 @@ from heartq.worker.store_health import StoreHealth
 from heartq.worker.supervisor import Supervisor
 from heartq.worker.transport_fetch import TransportFetch
 
-T = TypeVar("T")
-
 MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
 MIN_SAVE_TIME = 1.0
 """At shutdown, outcomes get at least 1 s to be saved after the running attempts ended,
 whatever is left of `shutdown_timeout`."""
-SHUTDOWN_RETRY_MAX = 0.5
-"""At shutdown, a failed release is retried after at most 0.5 s."""
 GIL_SWITCH_INTERVAL = 0.001
 """A worker asks CPython to hand the GIL over every 1 ms at most (the default is 5 ms):
 a thread waiting on I/O that must get the GIL back after every call into the database
@@ -99,10 +96,6 @@ otherwise waits a whole interval each time behind a CPU-bound task thread (the c
 effect). Measured on SQLite beside one busy thread: a heartbeat took 52 ms at 5 ms and
 11 ms at 1 ms (0.4 ms idle), so a CPU-bound task could make its own lease lapse at short
 lease settings. The cost for CPU-bound tasks is a few more thread switches."""
-
-
-class GaveUp(Exception):
-    """Raised by a shutdown step that must not be tried again (`Worker._retry`)."""
 
 
 class Worker:
@@ -191,6 +184,15 @@ class Worker:
         )
         self.completer = Completer(
             self.store, self.ledger, health=self.health, on_crashed=self._crashed
+        )
+        self._hand_back = HandBack(
+            self.id,
+            self.store,
+            self.ledger,
+            claimer=self.claimer,
+            heartbeater=self.heartbeater,
+            health=self.health,
+            force_stop=self._force_stop,
         )
         self.supervisor = Supervisor(
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
@@ -447,9 +449,9 @@ class Worker:
         self.completer.stop(deadline, self._force_stop)
         if not self._force_stop.is_set():  # the released jobs' last checkpoints
             self.pulse.flush()
-        released = self._release(leftover, deadline)
-        released += self._release_buffer(deadline)
-        self._give_back_abandoned(deadline)
+        released = self._hand_back.release(leftover, deadline)
+        released += self._hand_back.release_buffer(deadline)
+        self._hand_back.give_back_abandoned(deadline)
         self.heartbeater.stop()
         self.pulse.stop()
         self.maintenance.stop()
@@ -496,49 +498,11 @@ class Worker:
         runs = self.ledger.running() + self.ledger.abandoned()
         return sorted({run.job.id for run in runs} | {job.id for job in self.ledger.ahead()})
 
-    def _retry(self, attempt: Callable[[], T | None], deadline: float, pause: float) -> T | None:
-        """At shutdown: `attempt` until it answers (not None), the deadline passes or a
-        second signal comes; the pauses between tries start at `pause` and double up to
-        `SHUTDOWN_RETRY_MAX`. None if it never answered, or gave up (`GaveUp`)."""
-        while True:
-            try:
-                answer = attempt()
-            except GaveUp:
-                return None
-            if answer is not None:
-                return answer
-            if self._force_stop.is_set() or time.monotonic() >= deadline:
-                return None
-            self._force_stop.wait(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, SHUTDOWN_RETRY_MAX)
-
-    def _release_buffer(self, deadline: float) -> int:
-        """At shutdown: give back every job claimed ahead, no attempt counted (they never
-        started), retried until the deadline or a second signal. Returns how many."""
-        self.ledger.give_back(self.ledger.take_ahead(len(self.ledger.ahead())))
-        pending = self.ledger.to_release()
-        if not pending:
-            return 0
-        released = self._retry(
-            lambda: self.claimer.release_ahead(pending), deadline, SHUTDOWN_RETRY_MAX
-        )
-        return released or 0
-
     def _mark_stopped(self) -> None:
         try:
             self.store.stop_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - the liveness probe will mark it inactive
             events.emit(events.WORKER_STOPPED, logging.WARNING, worker_id=self.id, error=str(exc))
-
-    def _give_back_abandoned(self, deadline: float) -> None:
-        """Hand back the attempts this worker stopped trusting, until the deadline."""
-
-        def none_left() -> bool | None:
-            self.heartbeater.give_back_abandoned()
-            return None if self.ledger.abandoned() else True
-
-        if self.ledger.abandoned() and not self._force_stop.is_set():
-            self._retry(none_left, deadline, SHUTDOWN_RETRY_MAX)
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
@@ -550,44 +514,3 @@ class Worker:
                 return
             self._wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
-
-    def _release(self, runs: list[RunningJob], deadline: float) -> int:
-        """Give the jobs stopped by the shutdown back to the queue, no attempt counted;
-        a database that cannot be written is retried until the deadline or a second
-        signal. Returns how many were released."""
-        released = [run for run in runs if run.ended and run.ended.outcome is Outcome.RELEASED]
-        if not released:
-            return 0
-
-        def release() -> set[Lease] | None:
-            began = time.monotonic()
-            try:
-                lost = set(self.store.release([run.job.lease for run in released]))
-            except Exception as exc:
-                level = self.health.failed(exc, "release")
-                give_up = (
-                    not isinstance(exc, StoreUnavailable)
-                    or self._force_stop.is_set()
-                    or time.monotonic() >= deadline
-                )
-                events.emit(
-                    events.JOB_RELEASED,
-                    logging.WARNING if give_up else level,
-                    worker_id=self.id,
-                    error=f"could not release ({exc})" + ("" if give_up else "; retrying"),
-                    job_ids=[run.job.id for run in released],
-                )
-                if give_up:
-                    raise GaveUp from exc
-                return None
-            self.health.succeeded("release", began)
-            return lost
-
-        lost = self._retry(release, deadline, 0.05)
-        if lost is None:
-            return 0
-        for run in released:
-            self.ledger.drop(run)
-            if run.job.lease not in lost:
-                events.emit(events.JOB_RELEASED, job_id=run.job.id, worker_id=self.id)
-        return len(released) - len(lost)
