@@ -5,7 +5,7 @@ through the ledger (`ledger.py`), never by calling each other:
 
 - main: the fetch loop. Each round fills the free slots (backpressure: never more than
   it can run) through the one fetch strategy chosen when the worker was built
-  (`fetch.py`: a database claim; with `prefetch` N, from the buffer of jobs claimed
+  (`claimer.py`: a database claim; with `prefetch` N, from the buffer of jobs claimed
   ahead, whose start is recorded in the database first; or a transport's messages,
   `transport_fetch.py`), then sleeps until a slot frees up, an enqueue wakes it (its
   own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when the
@@ -69,9 +69,8 @@ from heartq.model import Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
-from heartq.worker.claimer import Claimer
+from heartq.worker.claimer import ClaimAheadFetch, Claimer, ClaimFetch, Fetch
 from heartq.worker.completer import Completer
-from heartq.worker.fetch import ClaimAheadFetch, ClaimFetch, Fetch
 from heartq.worker.hand_back import HandBack
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
@@ -216,7 +215,7 @@ class Worker:
         self._registered = False
 
     def _choose_fetch(self, services: list[Service]) -> Fetch:
-        """How this worker gets its jobs, for as long as it runs (`heartq.worker.fetch`):
+        """How this worker gets its jobs, for as long as it runs (`claimer.py`):
         through the transport (docs/NATS.md), whose sweeper joins the maintenance
         `services`; else claims ahead with `prefetch`; else claims for the free slots."""
         if self.transport is not None:
@@ -297,7 +296,8 @@ class Worker:
                 if burst and done.claimed == 0 and not self._pending():
                     break
                 if done.idle is not None:
-                    self._idle(done.idle)
+                    self._wake.wait(done.idle)
+                    self._wake.clear()
         finally:
             self._shutdown()
 

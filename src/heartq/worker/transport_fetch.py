@@ -9,9 +9,9 @@ recovery (reaper, liveness probe, worker monitor) works on the database alone. W
 server is unreachable, and as a backstop, the worker's ordinary database claim
 (`ClaimFetch`) runs instead.
 
-Here, beside `heartq.worker.fetch` rather than in `heartq.transport`: it is the worker's
-side, built on the claimer and the fetch loop's `Round`; the transport package stays the
-connection, which the app uses too.
+Here in the worker rather than in `heartq.transport`: it is the worker's side, built on
+the claimer and the fetch loop's `Round`; the transport package stays the connection,
+which the app uses too.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 from heartq import events
 from heartq.errors import ConfigError
 from heartq.model import Reclaimed
-from heartq.worker.claimer import Claimer
-from heartq.worker.fetch import ClaimFetch, Round
+from heartq.worker.claimer import Claimer, ClaimFetch, Round
 from heartq.worker.ledger import Ledger
 
 if TYPE_CHECKING:  # nats-py is optional: imported only when a transport is opened
