@@ -302,9 +302,10 @@ class ClaimFetch:
 
 class ClaimAheadFetch(ClaimFetch):
     """With `prefetch` N: a freed slot takes the best job claimed ahead, whose start is
-    recorded in the database first (`Claimer.start_ahead`), and a claim also takes up to
-    N jobs ahead into the buffer, again only once the buffer is down to half (a claim
-    per job would cost what claiming ahead saves)."""
+    recorded in the database first (`Claimer.start_ahead`); a claim runs, and tops the
+    buffer up to N, only when the buffer could not fill every free slot or is down to
+    half (topping it up after every start would cost the claim per job that claiming
+    ahead saves)."""
 
     def __init__(self, claimer: Claimer, ledger: Ledger, prefetch: int) -> None:
         super().__init__(claimer, ledger)
