@@ -51,6 +51,7 @@ from prometheus_client.registry import Collector
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.inspect.limits import limits_in_use
 from heartq.inspect.stats import jobs_by_queue
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class ScrapeCollector(Collector):
         try:
             counts = self._reader.call(self._worker.store.job_counts)
             waits = self._reader.call(self._worker.store.queue_waits)
-            rated = self._reader.call(self._worker.store.rate_usage)
+            rated = self._reader.call(lambda: limits_in_use(self._worker.store).rate)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
             logger.debug("metrics: cannot read the store: %s", exc)
             up.add_metric([], 0)
@@ -230,9 +231,9 @@ class ScrapeCollector(Collector):
         )
         yield info
 
-
     def _rate_waiting(self, rated: list[dict[str, Any]]) -> GaugeMetricFamily:
-        """Due jobs waiting per rate key (`Store.rate_usage`): what a limit holds back."""
+        """Due jobs waiting per rate key (`heartq.inspect.limits`, as `heartq stats` and
+        the dashboard read them): what a limit holds back."""
         family = GaugeMetricFamily(
             "heartq_rate_limited_jobs",
             "Queued, due jobs of each rate key: what its rate limit holds back once reached.",

@@ -14,6 +14,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from heartq.dashboard import create_app
+from heartq.inspect.stats import collect_stats
 from heartq.model import DetectedBy, JobStatus, Progress, Renewal
 from heartq.store import Store
 from tests.conformance.support import claim_one, enqueue_one, new_job, register
@@ -76,6 +77,24 @@ def test_the_overview_and_a_jobs_page_show_rate_limits(
     assert cells[3].startswith("in ") and cells[4:] == ["2", "1"], cells  # 2 due, 1 running
     shown = page(client.get(f"/jobs/{first}"))
     assert "<dt>Rate limit</dt><dd>api:&lt;b&gt; (at most 1/m starts)</dd>" in shown
+
+
+def test_the_overview_shows_the_concurrency_keys_heartq_stats_counts(
+    store: Store, dashboard: Dashboard
+) -> None:
+    """Both read them through the read model (`heartq.inspect.limits`)."""
+    now = store.clock()
+    keyed = new_job("per_tenant", concurrency_key="tenant:<7>", concurrency_limit=1)
+    store.enqueue([keyed, keyed, keyed], now=now)
+    assert len(store.claim("w-test", ["default"], 5, 30.0, now=now)) == 1
+
+    text = page(dashboard().get("/"))
+    table = text.split('data-testid="overview-concurrency"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert cells == ["tenant:&lt;7&gt;", "1", "1", "2"], cells  # running, limit, queued
+    counted = collect_stats(store)["concurrency"]
+    assert (counted["keys"], counted["at_limit"], counted["queued"]) == (1, 1, 2)
+    assert counted["busiest"] == [{"key": "tenant:<7>", "running": 1, "queued": 2, "limit": 1}]
 
 
 def test_the_job_list_filters_by_status_queue_and_task(

@@ -19,6 +19,7 @@ from heartq import display
 from heartq.inspect import fleet
 from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.limits import limits_in_use
 from heartq.inspect.states import HELD, SHOWN_STATUSES
 from heartq.inspect.stats import count_totals, jobs_by_queue
 from heartq.model import JobCount
@@ -108,6 +109,7 @@ def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
     queues = sorted(grid)
     totals = count_totals(grid)
     workers = workers_view(store, include_all=False, now=now)
+    limits = limits_in_use(store)
     return {
         "now": now,
         "queues": queues,
@@ -118,8 +120,8 @@ def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
         "workers": workers,
         "capacity": sum(w["concurrency"] for w in workers),
         "busy": sum(w["running"] or 0 for w in workers),
-        "concurrency": store.concurrency_usage(),
-        "rate_limits": [rate_view(r) for r in store.rate_usage()],
+        "concurrency": limits.concurrency,
+        "rate_limits": [rate_view(r) for r in limits.rate],
         "schedules": schedules_view(store, now),
     }
 

@@ -11,5 +11,7 @@ so that no two screens can disagree on a figure. Each screen keeps only its pres
   as an operator reads it (its worker's liveness, its attempts timed).
 - `heartq.inspect.fleet`: the workers as shown (heartbeat age, `gone`, jobs running and
   claimed ahead).
+- `heartq.inspect.limits`: the concurrency and rate keys in use, and which are at their
+  limit.
 - `heartq.inspect.stats`: jobs by queue and state, and the queue at a glance.
 """

@@ -1,7 +1,7 @@
 """The queue at a glance: jobs by queue and state, the workers' capacity, the longest
-wait, concurrency and rate limits, the dead-letter queue. `heartq stats` prints it, the
-worker's metrics endpoint exports the job counts, and the dashboard's overview draws the
-same counts."""
+wait, concurrency and rate limits (`heartq.inspect.limits`), the dead-letter queue.
+`heartq stats` prints it, the worker's metrics endpoint exports the job counts, and the
+dashboard's overview draws the same counts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from heartq.inspect import fleet
+from heartq.inspect.limits import limits_in_use
 from heartq.inspect.states import SHOWN_STATUSES, shown_counts
 from heartq.model import JobCount, JobStatus
 from heartq.store import Store, redact
@@ -48,8 +49,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
         default=None,
     )
     scheduled = sum(w.scheduled for w in waits.values())
-    keys = store.concurrency_usage()
-    rated = store.rate_usage()
+    limits = limits_in_use(store).summary()
     schedules = store.list_schedules()
     next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
     return {
@@ -73,18 +73,8 @@ def collect_stats(store: Store) -> dict[str, Any]:
         "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,
         "scheduled": scheduled,
         "dead": totals[JobStatus.DEAD],
-        "concurrency": {
-            "keys": len(keys),
-            "at_limit": sum(1 for k in keys if k["limit"] and k["running"] >= k["limit"]),
-            "queued": sum(k["queued"] for k in keys),
-            "busiest": keys[:5],
-        },
-        "rate_limits": {
-            "keys": len(rated),
-            "at_limit": sum(1 for r in rated if r["next_start_in"] is not None),
-            "waiting": sum(r["waiting"] for r in rated),
-            "busiest": rated[:5],
-        },
+        "concurrency": limits["concurrency"],
+        "rate_limits": limits["rate_limits"],
         "periodic": {
             "schedules": len(schedules),
             "next_tick_in": None if not next_ticks else round(max(0.0, min(next_ticks) - now), 3),
