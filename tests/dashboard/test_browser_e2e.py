@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect
 
+from heartq.inspect.fleet import GONE_HINT
 from tests.browser_harness import launch_chromium, screenshot_dir
 from tests.cli.helpers import HeartqCli, clean_env, wait_for
 from tests.support import free_port
@@ -251,6 +252,35 @@ def test_a_killed_workers_job_shows_the_crash_and_the_recovery(site: Site, page:
     expect(page.locator("tr", has_text="rescuer")).to_contain_text("1 / 1")
     shoot(page, "workers")
     assert rescuer.poll() is None
+
+
+def test_a_killed_workers_job_shows_its_worker_gone_until_reaped(site: Site, page: Page) -> None:
+    """As `heartq jobs show` says it (tests/cli/test_gone.py): a running job whose worker
+    was SIGKILLed, with no other worker to reclaim it, shows its worker gone on its page,
+    live, without a reload; once `heartq reap` requeued it, no more."""
+    doomed = site.start_worker("--concurrency", "1")
+    site.start_dashboard()
+    job_id = site.cli.add("hold", {"seconds": 60.0})
+    wait_for(lambda: site.cli.job(job_id)["status"] == "running", what="the job to start")
+    page.goto(site.url(f"/jobs/{job_id}"))
+    page.evaluate("window.__sameDocument = true")
+    expect(page.get_by_test_id("lease")).to_contain_text("runs out in")
+    gone = page.get_by_test_id("worker-gone")
+    expect(gone).to_have_count(0)
+
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=10)
+    expect(gone).to_have_text("worker gone", timeout=WAIT_MS)  # expect waits 5 s unless told
+    expect(gone).to_have_attribute("title", GONE_HINT)
+    expect(page.locator("dl.facts")).to_contain_text(f"gone: {GONE_HINT}")
+    assert site.cli.json("jobs", "show", job_id)["worker_gone"] is True
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+    shoot(page, "job-worker-gone")
+
+    site.cli("reap").ok()
+    expect(page.locator("h1 .status-queued")).to_have_count(1, timeout=WAIT_MS)
+    expect(gone).to_have_count(0)
+    assert site.cli.json("jobs", "show", job_id)["worker_gone"] is None
 
 
 def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: Page) -> None:

@@ -394,6 +394,9 @@ def test_jobs_claimed_ahead_show_as_claimed_not_running(
     text = page(client.get(f"/jobs/{ahead[0]}"))
     assert '<span class="status status-claimed">claimed</span>' in text
     assert 'data-testid="claimed-ahead"' in text and 'data-testid="lease"' in text
+    # its attempt, as in `heartq jobs show`: claimed, not started, not running
+    assert re.findall(r'data-outcome="(\w+)"', text) == ["claimed"]
+    assert "status-running" not in text
     assert "Cancel this job" in text  # held by its worker: a cancel asks it
     text = page(client.get("/workers"))
     assert 'data-running="1"' in text and 'data-claimed-ahead="2"' in text

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from heartq import display, policy
 from heartq.cli import render
-from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import CLAIMED, HELD
 from heartq.model import JobStatus
@@ -230,7 +230,7 @@ def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
     )
     out = [header]
     for ex in executions:
-        outcome = ex.get("outcome") or (CLAIMED if ex.get("claimed_ahead") else "running")
+        outcome = shown_outcome(ex)
         start_text = display.fmt_time(ex.get("started_at"))
         timing = attempt_timing(ex)
         running_for = timing.running_for(now)

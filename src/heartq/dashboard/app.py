@@ -161,7 +161,9 @@ class Dashboard:
             return self.error(request, 404, str(exc))
         if job_id != ref:  # a prefix or another case: to the job's own address
             return RedirectResponse(f"{_base(request)}{_job_path(job_id)}", status_code=303)
-        return self.page(request, "job.html", job=views.job_detail(self.store, job_id))
+        now = self.store.clock()
+        job = inspect_jobs.job_detail(self.store, job_id)
+        return self.page(request, "job.html", job=views.job_page(job, now), gone_hint=GONE_HINT)
 
     def workers(self, request: Request) -> Response:
         include_all = request.query_params.get("all") == "1"

@@ -17,8 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from heartq import display
 from heartq.inspect import fleet
-from heartq.inspect import jobs as inspect_jobs
-from heartq.inspect.attempts import attempt_timing
+from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.limits import limits_in_use
 from heartq.inspect.states import HELD, SHOWN_STATUSES
 from heartq.inspect.stats import count_totals, jobs_by_queue
@@ -218,22 +217,22 @@ def lease_left(job: dict[str, Any], now: float) -> float | None:
     return None if expires is None else expires - now
 
 
-def job_detail(store: Store, job_id: str) -> dict[str, Any]:
+def job_page(job: dict[str, Any], now: float) -> dict[str, Any]:
     """The job as `heartq jobs show` reads it (`heartq.inspect.jobs.job_detail`: its
-    shown state, its attempts timed), laid out for the page."""
-    now = store.clock()
-    job = job_row(inspect_jobs.job_detail(store, job_id), now)
+    shown state, `worker_gone`, its attempts timed and each in its shown state), laid out
+    for its page, times relative to `now` (the database's clock, read before the job)."""
+    job = job_row(job, now)
     job["args_pretty"] = pretty(job["args"])
     job["result_pretty"] = pretty(job["result"])
     job["checkpoint_pretty"] = pretty(job["checkpoint"])
     job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
     for execution in job["executions"]:
-        timing = attempt_timing(execution)  # the figures of `jobs show`, laid out here
-        took = timing.duration
-        execution["duration"] = display.fmt_seconds(
-            timing.running_for(now) if took is None else took
-        )
-        execution["detection_delay"] = display.fmt_seconds(timing.detection_delay)
+        took = execution["duration"]  # the figures of `jobs show`, laid out here
+        if took is None:
+            took = attempt_timing(execution).running_for(now)
+        execution["took_text"] = display.fmt_seconds(took)
+        execution["detection_delay_text"] = display.fmt_seconds(execution["detection_delay"])
+        execution["shown_outcome"] = shown_outcome(execution)
         execution["crash_items"] = sorted((execution["crash"] or {}).items())
     job["executions"].reverse()  # the latest attempt first
     job["now"] = now

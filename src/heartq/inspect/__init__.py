@@ -4,7 +4,7 @@ so that no two screens can disagree on a figure. Each screen keeps only its pres
 (rich tables, HTML, Prometheus families).
 
 - `heartq.inspect.attempts`: an attempt's timing (duration, last sign of life, detection
-  delay).
+  delay) and shown state (`claimed` while a job claimed ahead has not started it).
 - `heartq.inspect.states`: the state a job is shown in (`claimed` for a job claimed
   ahead, not `running`), and the store's filters for it.
 - `heartq.inspect.jobs`: jobs in their shown state, listed and filtered by it; one job

@@ -1,5 +1,6 @@
-"""How long an attempt ran, and how long its death went unnoticed: one definition for
-`heartq jobs show` (text and `--json`), `heartq jobs watch` and the dashboard.
+"""How long an attempt ran, how long its death went unnoticed, and the state it is shown
+in: one definition for `heartq jobs show` (text and `--json`), `heartq jobs watch` and
+the dashboard.
 
 An attempt that crashed is often found dead well after it stopped (a lease that expired,
 a worker gone stale): the time between is not work, so the attempt's duration runs to
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from heartq.display import epoch_of
-from heartq.model import DetectedBy, Outcome
+from heartq.inspect.states import CLAIMED
+from heartq.model import DetectedBy, JobStatus, Outcome
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,14 @@ def last_sign_of_life(
                 (max(moment, started), crash[key] if moment >= started else ex["started_at"])
             )
     return max(signs) if signs else None
+
+
+def shown_outcome(ex: dict[str, Any]) -> str:
+    """How an attempt ended, or, while it has not: `claimed` for the open attempt of a
+    job claimed ahead (`timed` marks it: not started), else `running`."""
+    if ex.get("outcome"):
+        return str(ex["outcome"])
+    return CLAIMED if ex.get("claimed_ahead") else JobStatus.RUNNING.value
 
 
 def timed(executions: list[dict[str, Any]], claimed_ahead: bool = False) -> list[dict[str, Any]]:
