@@ -36,6 +36,9 @@ HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwne
 LIVE = 0.5
 """The dashboards here re-read their pages every half second."""
 WAIT_MS = 20_000
+expect.set_options(timeout=WAIT_MS)
+"""Assertions wait as long as actions: `set_default_timeout` covers a page's actions, not
+Playwright's `expect` (5 s of its own), which a loaded machine outlasts."""
 
 TASKS = textwrap.dedent(
     '''
