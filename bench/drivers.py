@@ -1,6 +1,6 @@
 """The PostgreSQL driver, chosen by figures: heartq's hot statements under each driver.
 
-heartq's own statements (`store/postgres/queries.py`: `CLAIM_ONE_QUEUE`, `FINISH`,
+heartq's own statements (`store/postgres/queries/`: `CLAIM_ONE_QUEUE`, `FINISH`,
 `HEARTBEAT`, `INSERT_JOBS_WAKING`), with the parameters heartq's store binds, in a
 scratch schema holding a backlog of `--backlog` queued jobs (refilled, and the finished
 rows removed and vacuumed, before each round), timed from the client under:

@@ -1,5 +1,5 @@
 """Both dialects name the same statements: every statement the shared SQL store runs
-(`self.q.NAME` in `store/sql/`) exists in the SQLite and the PostgreSQL `queries.py`,
+(`self.q.NAME` in `store/sql/`) exists in the SQLite and the PostgreSQL `queries/`,
 so a feature written once works on both, and one dialect can be diffed against the other."""
 
 from __future__ import annotations

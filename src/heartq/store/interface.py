@@ -2,7 +2,7 @@
 
 Workers, maintenance services, the client API and the command line talk to the database
 only through `Store`. Both backends (SQLite and PostgreSQL) implement it with one shared
-SQL store (`store/sql/`) over each dialect's statements (`queries.py`), and one
+SQL store (`store/sql/`) over each dialect's statements (`queries/`), and one
 conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
 outside a backend may assume which database is behind it; differences show up as
 capabilities (`supports_notify`, `liveness_grace`, `holds_liveness_lock`), never as `if

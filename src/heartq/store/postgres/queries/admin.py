@@ -1,0 +1,68 @@
+"""An operator's writes: cancel, replay, retry now; and what is pruned and purged (old
+workers, old jobs with their executions and edges)."""
+
+from __future__ import annotations
+
+from heartq.store.postgres.queries.common import T, _secs
+
+PRUNE_WORKERS = f"""
+DELETE FROM workers
+WHERE status IN ('inactive', 'stopped')
+  AND coalesce(stopped_at, last_heartbeat_at) < {T} - {_secs("retention")}
+"""
+
+SELECT_PRUNABLE_JOBS = f"""
+SELECT id FROM jobs
+WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("retention")}
+LIMIT %(limit)s
+"""
+
+SELECT_PURGEABLE_DEAD = f"""
+SELECT id FROM jobs
+WHERE status = 'dead'
+  AND (%(older_than)s::float8 IS NULL OR finished_at < {T} - {_secs("older_than")})
+"""
+
+DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])"
+
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
+
+DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
+
+CANCEL_QUEUED = f"""
+UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
+                error = 'cancelled before it ran', cancelled_by = %(by)s
+WHERE id = %(job_id)s AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
+"""
+
+REQUEST_CANCEL = f"""
+UPDATE jobs SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
+WHERE id = %(job_id)s AND status = 'running'
+RETURNING worker_id
+"""
+
+JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
+
+# A dead job whose unique key another live job holds stays dead (the key holds).
+REPLAY_DEAD = f"""
+UPDATE jobs
+SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
+    worker_id = NULL, cancel_requested = false, updated_at = {T}
+WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs AS live
+      WHERE live.unique_key = jobs.unique_key AND live.status IN ('queued', 'running')))
+RETURNING id, queue
+"""
+
+# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
+# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+RETRY_NOW = f"""
+UPDATE jobs SET run_at = {T}, updated_at = {T}
+WHERE status = 'queued' AND attempts > 0 AND run_at > {T}
+  AND queue = ANY(%(queues)s::text[])
+RETURNING id, queue
+"""

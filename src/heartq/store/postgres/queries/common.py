@@ -1,0 +1,50 @@
+"""What every statement module shares: the keys of heartq's advisory locks, the time.
+
+Time: `T` is the database clock (`now()`, stable within a transaction) unless the caller
+passes `now` (seconds since the epoch), which tests use to drive the protocol.
+"""
+
+from __future__ import annotations
+
+LOCK_NAMESPACE = 0x4851
+"""First key of heartq's advisory locks (the second is a hash of the worker id, or one of
+the keys below)."""
+
+MIGRATION_LOCK = 0
+"""Second key of the lock a migration holds for its transaction: one at a time."""
+
+PROBE_NAMESPACE = 0x4850
+"""First key of the lock a liveness probe holds for its transaction; the second is a hash
+of the queue's schema (`PROBE_KEY`). One probe at a time per queue, so two probers never
+take each other's try-locks for a worker's own; the queues of other schemas of the same
+database have other workers, and probe on their own."""
+
+PROBE_KEY = f"{PROBE_NAMESPACE}, hashtext(current_schema())"
+
+UNIQUE_NAMESPACE = 0x4855
+"""First key of the transaction locks an enqueue with a unique key takes (the second is
+a hash of the key): a namespace of its own, so a key's hash can never wait on a worker's
+liveness lock."""
+
+CONCURRENCY_NAMESPACE = 0x484B
+"""First key of the transaction locks a claim of jobs with a concurrency key takes (the
+second is a hash of the key): its own namespace, apart from liveness and unique keys."""
+
+RATE_NAMESPACE = 0x4852
+"""First key of the transaction locks a claim of jobs with a rate key takes (the second
+is a hash of the key): its own namespace, so a rate key never meets a concurrency key."""
+
+T = "coalesce(to_timestamp(%(now)s::float8), now())"
+
+T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"
+"""The claim's time: its own statement's, not its transaction's. psycopg sends BEGIN as a
+round trip of its own, so a worker frozen between BEGIN and its claim (a SIGSTOP, a VM
+pause) would otherwise date the new execution's start, and its lease, from before the
+freeze: before the previous execution of the job had even ended (I2)."""
+
+
+def _secs(name: str) -> str:
+    return f"make_interval(secs => %({name})s::float8)"
+
+
+NOW = f"SELECT extract(epoch from {T})::float8 AS now"

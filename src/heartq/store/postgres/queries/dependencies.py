@@ -1,0 +1,129 @@
+"""Jobs that wait for jobs (store/sql/dependencies.py): the jobs and edges an enqueue
+writes, the release of a job's dependents in the transaction that ends it, and what a
+job's dependencies and dependents are."""
+
+from __future__ import annotations
+
+from heartq.store.postgres.queries.common import T
+
+# Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
+# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
+# others wait for (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
+INSERT_LINKED_JOBS = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta, has_dependents,
+                  waiting_for, on_dependency_failure, dependency_results)
+SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
+       {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb, x.has_dependents,
+       x.waiting_for, x.on_dependency_failure, x.dependency_results
+FROM json_to_recordset(%(jobs)s::json) AS x(
+    id text, task text, queue text, args text, priority integer, delay float8,
+    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text, status text, has_dependents boolean, waiting_for integer,
+    on_dependency_failure text, dependency_results boolean)
+"""
+
+# The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
+# and marked `has_dependents`, with its status as it stands under the lock: a FINISH of
+# it waits for this transaction, or this waits for the FINISH and sees the job ended. A
+# row already marked is only locked (no new row version). A job not found is missing
+# from the answer.
+LOCK_DEPENDENCIES = """
+WITH locked AS (
+    SELECT id, status, has_dependents FROM jobs
+    WHERE id = ANY(%(ids)s::text[])
+    ORDER BY id
+    FOR UPDATE
+), marked AS (
+    UPDATE jobs SET has_dependents = true
+    WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
+)
+SELECT id, status FROM locked
+"""
+
+# Each edge: {job_id, depends_on, position}.
+INSERT_DEPENDENCIES = """
+INSERT INTO job_dependencies (job_id, depends_on, position)
+SELECT x.job_id, x.depends_on, x.position
+FROM json_to_recordset(%(edges)s::json) AS x(job_id text, depends_on text, position integer)
+"""
+
+# The waiting dependents of jobs that ended (`ids`), in the ending transaction, in a
+# statement of its own: its snapshot is taken after the ended rows were locked, so it sees
+# every edge committed before (LOCK_DEPENDENCIES waits for those locks). Each edge not yet
+# counted whose dependency has ended counts once; a job whose last dependency ended is
+# queued (run_at: now, or its own later eta); one whose dependency ended dead or
+# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). The
+# dependents are locked in id order first (as FINISH locks its rows), so two releases of
+# jobs with common dependents wait for each other instead of deadlocking; a row another
+# transaction is releasing is waited for, then re-read (READ COMMITTED): two dependencies
+# ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
+_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
+
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+
+RELEASE_DEPENDENTS = f"""
+WITH c AS (
+    SELECT d.job_id, count(*)::integer AS n,
+           min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
+               AS failed
+    FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
+    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
+      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    GROUP BY d.job_id
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT job_id FROM c))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET waiting_for = greatest(j.waiting_for - c.n, 0),
+    status = CASE WHEN {_FAILED} THEN 'cancelled'
+                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+    run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
+    finished_at = CASE WHEN {_FAILED} THEN {T} END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    updated_at = {T}
+FROM c JOIN locked ON locked.id = c.job_id
+WHERE j.id = c.job_id AND j.status = 'waiting'
+RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
+"""
+
+END_DEPENDENCY_EDGES = """
+UPDATE job_dependencies AS d SET ended = e.status
+FROM jobs AS e
+WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
+  AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
+"""
+
+# What a callback receives (a job with `dependency_results`): its dependencies in order,
+# each one's result, and whether that result is still to come (completed in its task's
+# transaction, saved after: as JOB_END says).
+DEPENDENCY_RESULTS = """
+SELECT d.depends_on AS id, e.status, e.result::text AS result,
+       coalesce(e.result_pending, false) AS pending
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+# A job's dependencies (in order) and its dependents, for `get_job`.
+GET_DEPENDENCIES = """
+SELECT d.depends_on AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
+WHERE d.job_id = %(job_id)s
+ORDER BY d.position
+"""
+
+GET_DEPENDENTS = """
+SELECT d.job_id AS id, e.task, e.status, d.ended
+FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.job_id
+WHERE d.depends_on = %(job_id)s
+ORDER BY d.job_id
+LIMIT %(limit)s
+"""

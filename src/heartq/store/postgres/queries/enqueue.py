@@ -1,0 +1,69 @@
+"""Enqueue: new jobs inserted in one statement whatever the batch (waking their queues
+with it), and a job with a unique key, inserted only if no job holds the key."""
+
+from __future__ import annotations
+
+from heartq.store.postgres.queries.common import UNIQUE_NAMESPACE, T
+
+INSERT_JOBS = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
+                  concurrency_limit, rate_key, rate_limit, rate_period, meta)
+SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
+       {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
+       x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb
+FROM json_to_recordset(%(jobs)s::json) AS x(
+    id text, task text, queue text, args text, priority integer, delay float8,
+    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
+    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
+    rate_period float8, meta text)
+"""
+
+# INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
+# `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
+# (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
+INSERT_JOBS_WAKING = f"""
+WITH inserted AS ({INSERT_JOBS.strip()}
+    RETURNING queue
+)
+SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
+"""
+
+# A job with a unique key (store/sql/ `enqueue`), bound by value. Enqueuers of one key
+# queue up on a transaction lock of its hash; each then looks with a fresh snapshot (READ
+# COMMITTED: a statement sees every commit made before it started, the previous holder's
+# included) for a job that holds the key: queued or running, or finished within
+# `unique_for`. None: this job is inserted. The partial unique index is the backstop (a
+# replayed dead job, a caller's REPEATABLE READ snapshot): a live duplicate is dropped.
+# The last statement answers the job that holds the key: this one, or the one found.
+LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(unique_key)s))"
+
+INSERT_UNIQUE_JOB = f"""
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+                  retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
+                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta)
+SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
+       {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
+       %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
+       %(concurrency_key)s, %(concurrency_limit)s::integer, %(rate_key)s,
+       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb
+WHERE NOT EXISTS (
+    SELECT 1 FROM jobs
+    WHERE unique_key = %(unique_key)s
+      AND (status IN ('queued', 'running')
+           OR finished_at >= {T} - make_interval(secs => %(unique_for)s::float8)))
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+"""
+
+UNIQUE_HOLDER = f"""
+SELECT id, id = %(id)s AS inserted FROM jobs
+WHERE unique_key = %(unique_key)s
+  AND (id = %(id)s OR status IN ('queued', 'running')
+       OR finished_at >= {T} - make_interval(secs => %(unique_for)s::float8))
+ORDER BY id = %(id)s DESC, status IN ('queued', 'running') DESC, created_at DESC
+LIMIT 1
+"""
+
+ENQUEUE_UNIQUE = (LOCK_UNIQUE, INSERT_UNIQUE_JOB, UNIQUE_HOLDER)

@@ -1,0 +1,45 @@
+"""How every write of a lease holder reaches its rows: fenced on the execution and the
+worker that holds it (`_HELD_BY`), and locked in id order first (`_locked`)."""
+
+from __future__ import annotations
+
+# Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
+# they update them, and update only through it: two statements of one worker that touch
+# the same jobs (a heartbeat and a finish racing) then wait for each other instead of
+# each holding a row the other needs ("deadlock detected"). Fencing: only rows still
+# running under the execution the batch names, and claimed by the worker the statement
+# names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
+# (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status test), whatever the statistics say:
+# with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
+# read through every running row (jobs_worker_idx) for each batch. A row of the batch's
+# execution that is no longer running is locked too, in the same id order, and left
+# unchanged: whether it runs is read from the locked row
+# (`locked.status`, the row as locked, which nobody else can change before the update),
+# never tested on `j` in the update. With `j.status = 'running'` there, the update's own
+# conditions matched the predicate of the partial index of running jobs, and statistics
+# taken while nothing ran (a VACUUM ANALYZE of an idle backlog: the index looked empty)
+# made it scan that whole index for each row of its batch: quadratic in the jobs a worker
+# holds, a heartbeat of minutes with a million queued (BENCHMARKS.md, 2026-11-24). Without
+# it, the primary key is the only way to the rows.
+
+
+# The worker part of the fencing key (docs/DESIGN.md, "A failover that forgets a
+# claim"): the lease holder's writes name their worker, and match only a job that worker
+# claimed, so an execution id a database issued again after forgetting a claim fences
+# out the attempt of the forgotten one. `worker_id` NULL: a reclaimer, which read and
+# locked the rows it finishes in its own transaction (or a lease made without its
+# worker), fenced on the execution alone. One parameter per statement: no byte per job.
+_HELD_BY = "(%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)"
+
+
+def _locked(batch: str, *columns: str) -> str:
+    """The `locked` CTE described above, over the CTE `batch` of leases (`id`, `eid`):
+    written once for every statement that changes a batch of a worker's rows. It has
+    `id`, `status` and the further `columns` (of `j`)."""
+    return f"""locked AS (
+    SELECT {", ".join(("j.id", "j.status", *columns))}
+    FROM jobs AS j JOIN {batch} ON j.id = {batch}.id AND j.execution_id = {batch}.eid
+    WHERE j.id = ANY(ARRAY(SELECT id FROM {batch})) AND {_HELD_BY}
+    ORDER BY j.id
+    FOR UPDATE OF j
+)"""

@@ -1,0 +1,200 @@
+"""Reads: a job and its executions, lists and pages of jobs, counts, the use of
+concurrency and rate keys, queue waits, whether work is pending, the end of an awaited
+job, jobs by a prefix or a tail of their id."""
+
+from __future__ import annotations
+
+from heartq.store.postgres.queries.common import T
+
+GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
+
+GET_EXECUTIONS = "SELECT * FROM executions WHERE job_id = %(job_id)s ORDER BY execution_id"
+
+# `ahead` (true, false or null: either) tells running jobs claimed ahead from started ones.
+LIST_JOBS = """
+SELECT * FROM jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(ahead)s::boolean IS NULL OR claimed_ahead = %(ahead)s)
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+"""
+
+# Per concurrency key with live jobs (`heartq stats`): busiest first.
+CONCURRENCY_USAGE = """
+SELECT concurrency_key AS key,
+       sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END)::integer AS running,
+       sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END)::integer AS queued,
+       max(concurrency_limit) AS max_limit
+FROM jobs
+WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running')
+GROUP BY concurrency_key
+ORDER BY running DESC, queued DESC, concurrency_key
+LIMIT 1000
+"""
+
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts through the executions view.
+RATE_USAGE = f"""
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           count(*) FILTER (WHERE status = 'running')::integer AS running,
+           count(*) FILTER (WHERE status = 'queued')::integer AS queued,
+           count(*) FILTER (WHERE status = 'queued' AND run_at <= {T})::integer AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT e.rate_key AS key, e.started_at,
+           row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
+    FROM executions AS e
+    WHERE e.rate_key IS NOT NULL AND e.rate_key IN (SELECT key FROM groups)
+      AND e.started_at > {T} - make_interval(secs => (SELECT max(period) FROM groups))
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting,
+       count(s.started_at)::integer AS started,
+       extract(epoch from min(s.started_at + make_interval(secs => g.period) - {T})
+                          FILTER (WHERE s.latest = g.n))::float8 AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > {T} - make_interval(secs => g.period)
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
+QUEUE_WAITS = f"""
+SELECT queue,
+       extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
+       count(*) FILTER (WHERE run_at > {T})::integer AS scheduled
+FROM jobs
+WHERE status = 'queued'
+GROUP BY queue
+"""
+
+# Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
+# out its backoff; or waiting (jobs_waiting_idx) for a dependency, in any queue, that is
+# one of those or waits itself. A waiting job whose dependencies are all in these queues
+# adds nothing: its release commits with their ends, so one snapshot sees them pending or
+# it queued.
+HAS_PENDING = f"""
+SELECT EXISTS (
+    SELECT 1 FROM jobs
+    WHERE queue = ANY(%(queues)s::text[])
+      AND (status = 'running'
+           OR (status = 'queued' AND (run_at <= {T} OR (%(retries)s AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM jobs AS w
+    JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= {T} OR (%(retries)s AND e.attempts > 0))))
+) AS pending
+"""
+
+OLDEST_RUNNABLE = """
+SELECT id FROM jobs
+WHERE status = 'queued' AND queue = %(queue)s
+  AND run_at <= to_timestamp(%(run_at)s::float8) + interval '1 millisecond'
+ORDER BY run_at, id
+LIMIT 1
+"""
+
+# The dashboard's job list, a keyset page of the primary key in two steps. The floor:
+# the id scan ids below before (an index-only walk; none when fewer are left). The
+# page: the jobs in [floor, before) that match the filters, newest first, read along
+# the index and stopped at limit, so a page reads at most scan jobs. Two variants of
+# each: the first page has no bound (a generic plan cannot use an index for
+# `before IS NULL OR id < before`); no floor is bound as '' (below every id).
+_BY_INDEX = (
+    "SELECT set_config('enable_seqscan', 'off', true),"
+    " set_config('enable_bitmapscan', 'off', true)",
+)  # one round trip; `true`: for this transaction only, as SET LOCAL
+"""Both steps walk the primary key whatever the statistics say: right after a burst of
+enqueues they may still call the table small, and a scan and sort of what is really a
+million rows would be the full scan the window exists to avoid. For this read only."""
+
+_FLOOR = "SELECT id FROM jobs {where} ORDER BY id DESC LIMIT 1 OFFSET %(scan_offset)s"
+
+_PAGE = """
+SELECT * FROM jobs
+WHERE {where} id >= %(floor)s::text
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR task = %(task)s)
+  AND (%(ahead)s::boolean IS NULL OR claimed_ahead = %(ahead)s)
+ORDER BY id DESC LIMIT %(limit)s
+"""
+
+BROWSE_FLOOR = (*_BY_INDEX, _FLOOR.format(where=""))
+
+BROWSE_FLOOR_BEFORE = (*_BY_INDEX, _FLOOR.format(where="WHERE id < %(before)s::text"))
+
+BROWSE_JOBS = _PAGE.format(where="")
+
+BROWSE_JOBS_BEFORE = _PAGE.format(where="id < %(before)s::text AND")
+
+# Jobs that ended, per minute: a range of the finished index (status, finished_at).
+FINISHED_PER_MINUTE = """
+SELECT (floor(extract(epoch from finished_at) / 60) * 60)::float8 AS minute, status,
+       count(*)::integer AS n
+FROM jobs
+WHERE status IN ('succeeded', 'dead', 'cancelled')
+  AND finished_at >= to_timestamp(%(since)s::float8)
+GROUP BY 1, 2 ORDER BY 1, 2
+"""
+
+# Jobs by queue and status, and of the running ones how many are claimed ahead (`ahead`),
+# in one statement so the two agree. The count stays an index-only walk of the status
+# index; the running jobs claimed ahead are read apart (running rows are few).
+COUNT_JOBS = """
+SELECT c.queue, c.status, c.n, coalesce(a.n, 0) AS ahead
+FROM (SELECT queue, status, count(*)::integer AS n FROM jobs GROUP BY queue, status) AS c
+LEFT JOIN (SELECT queue, count(*)::integer AS n FROM jobs
+           WHERE status = 'running' AND claimed_ahead GROUP BY queue) AS a
+    ON c.status = 'running' AND a.queue = c.queue
+ORDER BY c.queue, c.status
+"""
+
+# Someone waits for this job's end (`App.result`): its end will be announced.
+MARK_AWAITED = """
+UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
+"""
+
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
+JOB_END = """
+SELECT status, result::text AS result, error, dead_reason, result_pending
+FROM jobs WHERE id = %(job_id)s
+"""
+
+JOB_ID = "SELECT id FROM jobs WHERE id = %(job_id)s"
+
+# A prefix as a range of the primary key: `low <= id < high` is an index range scan; the
+# `left` test keeps it exact under a collation other than "C".
+JOBS_BY_PREFIX = """
+SELECT id, task, status FROM jobs
+WHERE id >= %(low)s AND id < %(high)s AND left(id, %(n)s) = %(low)s
+ORDER BY id LIMIT %(limit)s
+"""
+
+# A tail (ids made together share their start; their last characters are random): one
+# probe of job_tails' primary key on its last 8 characters (schema v19: the tails live
+# apart from jobs, written once per job by triggers, so claims and finishes do not write
+# them again), then each job by its id, the whole tail checked on what it finds. No
+# ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the primary
+# key in order (every job id) than sort the one or two rows the probe finds.
+JOBS_BY_SUFFIX = """
+SELECT j.id, j.task, j.status FROM job_tails AS t JOIN jobs AS j ON j.id = t.job_id
+WHERE t.tail = %(tail)s AND right(t.job_id, %(n)s) = %(suffix)s
+LIMIT %(limit)s
+"""

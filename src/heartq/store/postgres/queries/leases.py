@@ -1,0 +1,106 @@
+"""What a lease holder writes while its attempts run: the heartbeat (its worker's row and
+every lease it holds), the start of jobs it claimed ahead, a result saved after
+`ctx.transaction()`, a checkpoint, the pulse, and the cancels its pulse reads."""
+
+from __future__ import annotations
+
+from heartq.store.postgres.queries.common import T, _secs
+from heartq.store.postgres.queries.fencing import _HELD_BY, _locked
+
+# A heartbeat that comes over half the worker's staleness threshold after its previous
+# one ends a pause in its contact with the database: its unbroken contact starts again.
+_CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
+        THEN {T} ELSE coalesce(contact_since, started_at) END"""
+
+HEARTBEAT = f"""
+WITH touched AS (
+    UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
+        contact_since = {_CONTACT_SINCE}
+    WHERE id = %(worker_id)s
+), r AS (
+    SELECT * FROM json_to_recordset(%(renewals)s::json)
+        AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
+), {_locked("r")}
+UPDATE jobs AS j
+SET lease_expires_at = {T} + {_secs("lease")},
+    heartbeat_at = {T},
+    updated_at = {T},
+    progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END
+FROM r JOIN locked ON locked.id = r.id
+WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
+RETURNING j.id, j.execution_id, j.cancel_requested
+"""
+
+# `abandoned`: attempts whose end the worker decided while their code still runs (its
+# pulse writes the count when it changed).
+RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(worker_id)s"
+
+# The start of jobs a worker claimed ahead (its prefetch buffer), recorded before their
+# code runs: from here on a reclaim counts their attempt (docs/DESIGN.md, "Claim ahead").
+# Fenced like a heartbeat; a job whose cancel was requested is not started (its worker
+# releases it, which ends it 'cancelled' without counting an attempt). The start renews
+# the lease and moves `started_at` to the real start. Locked in id order, as every
+# batch of a worker's rows is.
+START_AHEAD = f"""
+WITH s AS (
+    SELECT * FROM json_to_recordset(%(leases)s::json) AS s(id text, eid bigint)
+), {_locked("s")}
+UPDATE jobs AS j
+SET claimed_ahead = false,
+    started_at = {T},
+    heartbeat_at = {T},
+    lease_expires_at = {T} + {_secs("lease")},
+    updated_at = {T}
+FROM s JOIN locked ON locked.id = s.id
+WHERE j.id = s.id AND j.execution_id = s.eid AND locked.status = 'running'
+  AND j.claimed_ahead AND NOT j.cancel_requested
+RETURNING j.id, j.execution_id
+"""
+
+# The result of a job its task already completed inside `ctx.transaction()` (the job keeps
+# its worker once it succeeded: fenced like the completion).
+SAVE_RESULT = f"""
+UPDATE jobs AS j SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
+                updated_at = {T}
+WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
+  AND result_pending AND {_HELD_BY}
+RETURNING id, status, awaited
+"""
+
+SAVE_CHECKPOINT = f"""
+UPDATE jobs AS j SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
+WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
+  AND {_HELD_BY}
+RETURNING cancel_requested
+"""
+
+# The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
+# every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
+# renewed (that stays the heartbeat's), but a report is a sign of life: `heartbeat_at`
+# moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
+# checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+PULSE = f"""
+WITH r AS (
+    SELECT * FROM json_to_recordset(%(reports)s::json) AS r(
+        id text, eid bigint, hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
+), {_locked("r")}
+UPDATE jobs AS j
+SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END,
+    checkpoint = CASE WHEN r.hc THEN r.cp::json ELSE j.checkpoint END,
+    heartbeat_at = {T},
+    updated_at = {T}
+FROM r JOIN locked ON locked.id = r.id
+WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
+RETURNING j.id, j.execution_id, j.cancel_requested
+"""
+
+# The running attempts of one worker whose cancel was requested (the partial index of
+# running jobs by worker): what a pulse reads where no notification says so at once.
+RUNNING_CANCELS = """
+SELECT id, execution_id FROM jobs
+WHERE worker_id = %(worker_id)s AND status = 'running' AND cancel_requested
+"""

@@ -1,0 +1,11 @@
+"""Only PostgreSQL: notifications. They wake a queue's workers, a job's waiters, the
+worker a cancel is for; they never decide ownership."""
+
+from __future__ import annotations
+
+NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
+
+NOTIFY_ENDED = "SELECT pg_notify(%(channel)s, id) FROM unnest(%(ids)s::text[]) AS id"
+
+# A cancel requested: the worker running the job hears it at once (payload: its id).
+NOTIFY_CANCEL = "SELECT pg_notify(%(channel)s, %(worker_id)s)"

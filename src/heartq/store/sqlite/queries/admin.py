@@ -1,0 +1,71 @@
+"""An operator's writes: cancel, replay, retry now; and what is pruned and purged (old
+workers, old jobs with their executions and edges)."""
+
+from __future__ import annotations
+
+PRUNE_WORKERS = """
+DELETE FROM heartq_workers
+WHERE status IN ('inactive', 'stopped')
+  AND coalesce(stopped_at, last_heartbeat_at) < :now - :retention
+"""
+
+SELECT_PRUNABLE_JOBS = """
+SELECT id FROM heartq_jobs
+WHERE status IN ('succeeded', 'cancelled') AND finished_at < :now - :retention
+LIMIT :limit
+"""
+
+SELECT_PURGEABLE_DEAD = """
+SELECT id FROM heartq_jobs
+WHERE status = 'dead' AND (:older_than IS NULL OR finished_at < :now - :older_than)
+"""
+
+DELETE_EXECUTIONS_OF = """
+DELETE FROM heartq_ended_executions WHERE job_id IN (SELECT value FROM json_each(:ids))
+"""
+
+# A deleted job's own edges (what it waited for); the edges of its dependents stay with
+# them, and show the dependency gone.
+DELETE_DEPENDENCIES_OF = """
+DELETE FROM heartq_job_dependencies WHERE job_id IN (SELECT value FROM json_each(:ids))
+"""
+
+DELETE_JOBS = """
+DELETE FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+CANCEL_QUEUED = """
+UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
+                       error = 'cancelled before it ran', cancelled_by = :by
+WHERE id = :job_id AND status IN ('queued', 'waiting')
+RETURNING id, status, awaited, has_dependents
+"""
+
+REQUEST_CANCEL = """
+UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now, cancelled_by = :by
+WHERE id = :job_id AND status = 'running'
+RETURNING worker_id
+"""
+
+JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
+
+# A dead job whose unique key another live job holds stays dead (the key holds).
+REPLAY_DEAD = """
+UPDATE heartq_jobs
+SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
+    worker_id = NULL, cancel_requested = 0, updated_at = :now
+WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM heartq_jobs AS live
+      WHERE live.unique_key = heartq_jobs.unique_key AND live.status IN ('queued', 'running')))
+RETURNING id, queue
+"""
+
+# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
+# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+RETRY_NOW = """
+UPDATE heartq_jobs SET run_at = :now, updated_at = :now
+WHERE status = 'queued' AND attempts > 0 AND run_at > :now
+  AND queue IN (SELECT value FROM json_each(:queues))
+RETURNING id, queue
+"""

@@ -1,0 +1,66 @@
+"""Task declarations (heartq.policy): read, written, and followed by the queued jobs
+whose caller did not choose (`REROUTE_JOBS`)."""
+
+from __future__ import annotations
+
+# Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
+TASK_POLICIES = """
+SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
+       heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key,
+       retry_rules
+FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
+ORDER BY name
+"""
+
+DECLARE_TASKS = """
+INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
+                          retry_backoff_max, timeout, heartbeat_timeout, declared_at,
+                          declared_by, parameters, rate_limit, rate_key, retry_rules)
+SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
+       json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
+       json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
+       json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
+       :now, :worker_id, json_extract(x.value, '$.parameters'),
+       json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key'),
+       json_extract(x.value, '$.retry_rules')
+FROM json_each(:tasks) AS x WHERE true
+ON CONFLICT (name) DO UPDATE SET
+    queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
+    retry_backoff = excluded.retry_backoff, retry_backoff_max = excluded.retry_backoff_max,
+    timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
+    declared_at = excluded.declared_at, declared_by = excluded.declared_by,
+    parameters = excluded.parameters, rate_limit = excluded.rate_limit,
+    rate_key = excluded.rate_key, retry_rules = excluded.retry_rules
+"""
+
+# Queued and waiting jobs of these tasks take the declaration for every option their caller
+# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+_DECLARED_QUEUE = "CASE WHEN j.chosen & :queue_bit = 0 THEN t.queue ELSE j.queue END"
+
+_DECLARED_PRIORITY = "CASE WHEN j.chosen & :priority_bit = 0 THEN t.priority ELSE j.priority END"
+
+_DECLARED_RETRIES = (
+    "CASE WHEN j.chosen & :retries_bit = 0 THEN t.max_retries ELSE j.max_retries END"
+)
+
+_DECLARED_BACKOFF = (
+    "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff ELSE j.retry_backoff END"
+)
+
+_DECLARED_BACKOFF_MAX = (
+    "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
+)
+
+REROUTE_JOBS = f"""
+UPDATE heartq_jobs AS j
+SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
+    max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
+FROM heartq_tasks AS t
+WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
+  AND j.status IN ('queued', 'waiting') AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
+  AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
+      IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
+              {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
+RETURNING id, queue
+"""

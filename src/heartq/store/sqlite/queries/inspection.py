@@ -1,0 +1,206 @@
+"""Reads: a job and its executions, lists and pages of jobs, counts, the use of
+concurrency and rate keys, queue waits, whether work is pending, the end of an awaited
+job, jobs by a prefix or a tail of their id."""
+
+from __future__ import annotations
+
+from heartq.store.sqlite.queries.claim import _starts
+
+GET_JOB = "SELECT * FROM heartq_jobs WHERE id = :job_id"
+
+GET_EXECUTIONS = """
+SELECT * FROM heartq_executions WHERE job_id = :job_id ORDER BY execution_id
+"""
+
+# `:ahead` (true, false or null: either) tells running jobs claimed ahead from started ones.
+LIST_JOBS = """
+SELECT * FROM heartq_jobs
+WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+  AND (:ahead IS NULL OR claimed_ahead = :ahead)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit
+"""
+
+# Per concurrency key with live jobs (`heartq stats`): busiest first.
+CONCURRENCY_USAGE = """
+SELECT concurrency_key AS key,
+       sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
+       sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS queued,
+       max(concurrency_limit) AS max_limit
+FROM heartq_jobs
+WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running')
+GROUP BY concurrency_key
+ORDER BY running DESC, queued DESC, concurrency_key
+LIMIT 1000
+"""
+
+# Per rate key and limit with live jobs (`heartq stats`, the dashboard): its jobs running,
+# queued, and queued and due (`waiting`: what its limit may be holding back), its starts
+# within the period (`started`) and, when that is the limit, when the next one frees up
+# (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
+# rated claim index and the running jobs' index; the starts by `_starts`.
+# fmt: off
+RATE_USAGE = f"""
+WITH live AS (
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+    WHERE status = 'queued' AND rate_key IS NOT NULL
+    UNION ALL
+    SELECT rate_key, rate_limit, rate_period, status, run_at
+    FROM heartq_jobs INDEXED BY heartq_jobs_lease_idx
+    WHERE status = 'running' AND rate_key IS NOT NULL
+), groups AS MATERIALIZED (
+    SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
+           sum(status = 'running') AS running, sum(status = 'queued') AS queued,
+           sum(status = 'queued' AND run_at <= :now) AS waiting
+    FROM live
+    GROUP BY rate_key, rate_limit, rate_period
+    ORDER BY waiting DESC, queued DESC, key
+    LIMIT 1000
+), starts AS (
+    SELECT key, started_at,
+           row_number() OVER (PARTITION BY key ORDER BY started_at DESC) AS latest
+    FROM ({_starts("(SELECT DISTINCT key FROM groups) AS g", "g.key",
+                   ":now - (SELECT max(period) FROM groups)", "g.key")})
+)
+SELECT g.key, g.n, g.period, g.running, g.queued, g.waiting, count(s.started_at) AS started,
+       min(CASE WHEN s.latest = g.n THEN s.started_at + g.period - :now END) AS next_start_in
+FROM groups AS g
+LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > :now - g.period
+GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
+ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+# fmt: on
+
+# Queued jobs are in one of three indexes: without a concurrency or a rate key, with a
+# concurrency key only, with a rate key.
+_CLAIM_INDEXES = (
+    ("heartq_jobs_claim_idx", "concurrency_key IS NULL AND rate_key IS NULL"),
+    ("heartq_jobs_keyed_claim_idx", "concurrency_key IS NOT NULL AND rate_key IS NULL"),
+    ("heartq_jobs_rated_claim_idx", "rate_key IS NOT NULL"),
+)
+
+_QUEUE_WAIT = """
+SELECT queue,
+       min(CASE WHEN run_at <= :now THEN run_at END) AS oldest_run_at,
+       sum(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS scheduled
+FROM heartq_jobs INDEXED BY {index}
+WHERE status = 'queued' AND {test}
+GROUP BY queue
+"""
+
+QUEUE_WAITS = f"""
+SELECT queue, min(oldest_run_at) AS oldest_run_at, sum(scheduled) AS scheduled FROM (
+{"UNION ALL".join(_QUEUE_WAIT.format(index=i, test=t) for i, t in _CLAIM_INDEXES)}
+)
+GROUP BY queue
+"""
+
+# Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
+# out its backoff; or waiting (heartq_jobs_waiting_idx) for a dependency, in any queue,
+# that is one of those or waits itself. A waiting job whose dependencies are all in these
+# queues adds nothing: its release commits with their ends, so one snapshot sees them
+# pending or it queued.
+HAS_PENDING = """
+SELECT EXISTS (
+    SELECT 1 FROM heartq_jobs
+    WHERE queue IN (SELECT value FROM json_each(:queues))
+      AND (status = 'running'
+           OR (status = 'queued' AND (run_at <= :now OR (:retries AND attempts > 0))))
+) OR EXISTS (
+    SELECT 1 FROM heartq_jobs AS w INDEXED BY heartq_jobs_waiting_idx
+    JOIN heartq_job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
+    JOIN heartq_jobs AS e ON e.id = d.depends_on
+    WHERE w.status = 'waiting' AND w.queue IN (SELECT value FROM json_each(:queues))
+      AND (e.status IN ('running', 'waiting')
+           OR (e.status = 'queued' AND (e.run_at <= :now OR (:retries AND e.attempts > 0))))
+) AS pending
+"""
+
+_OLDEST = """
+SELECT id, run_at FROM heartq_jobs INDEXED BY {index}
+WHERE status = 'queued' AND {test} AND queue = :queue AND run_at <= :run_at
+"""
+
+OLDEST_RUNNABLE = f"""
+SELECT id FROM (
+{"UNION ALL".join(_OLDEST.format(index=i, test=t) for i, t in _CLAIM_INDEXES)}
+)
+ORDER BY run_at, id
+LIMIT 1
+"""
+
+# The dashboard's job list, a keyset page of the primary key in two steps. The floor:
+# the id :scan ids below :before (an index-only walk; none when fewer are left). The
+# page: the jobs in [floor, before) that match the filters, newest first, read along
+# the index and stopped at :limit, so a page reads at most :scan jobs. Two variants of
+# each: the first page has no bound (a planner cannot use an index for
+# `:before IS NULL OR id < :before`); no floor is bound as '' (below every id).
+_FLOOR = "SELECT id FROM heartq_jobs {where} ORDER BY id DESC LIMIT 1 OFFSET :scan_offset"
+
+_PAGE = """
+SELECT * FROM heartq_jobs
+WHERE {where} id >= :floor
+  AND (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+  AND (:task IS NULL OR task = :task) AND (:ahead IS NULL OR claimed_ahead = :ahead)
+ORDER BY id DESC LIMIT :limit
+"""
+
+BROWSE_FLOOR = _FLOOR.format(where="")
+
+BROWSE_FLOOR_BEFORE = _FLOOR.format(where="WHERE id < :before")
+
+BROWSE_JOBS = _PAGE.format(where="")
+
+BROWSE_JOBS_BEFORE = _PAGE.format(where="id < :before AND")
+
+# Jobs that ended, per minute: a range of the finished index (status, finished_at).
+FINISHED_PER_MINUTE = """
+SELECT CAST(finished_at / 60 AS INTEGER) * 60 AS minute, status, count(*) AS n
+FROM heartq_jobs
+WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at >= :since
+GROUP BY minute, status ORDER BY minute, status
+"""
+
+# Jobs by queue and status, and of the running ones how many are claimed ahead (`ahead`),
+# in one statement so the two agree. The count walks the status index; the running jobs
+# claimed ahead are read apart (running rows are few), so the column needs no index.
+COUNT_JOBS = """
+SELECT c.queue, c.status, c.n, coalesce(a.n, 0) AS ahead
+FROM (SELECT queue, status, count(*) AS n FROM heartq_jobs GROUP BY queue, status) AS c
+LEFT JOIN (SELECT queue, count(*) AS n FROM heartq_jobs
+           WHERE status = 'running' AND claimed_ahead GROUP BY queue) AS a
+    ON c.status = 'running' AND a.queue = c.queue
+ORDER BY c.queue, c.status
+"""
+
+# Someone waits for this job's end (`App.result`). SQLite announces nothing (waiters
+# poll), but the flag says the same in both dialects.
+MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT awaited"
+
+# A result still to come: saved by the attempt that committed its job, or given up by a
+# reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
+JOB_END = """
+SELECT status, result, error, dead_reason, result_pending
+FROM heartq_jobs WHERE id = :job_id
+"""
+
+JOB_ID = "SELECT id FROM heartq_jobs WHERE id = :job_id"
+
+# A prefix as a range of the primary key: `low <= id < high` reads only the ids that
+# start with the prefix; the `substr` test keeps it exact whatever the collation.
+JOBS_BY_PREFIX = """
+SELECT id, task, status FROM heartq_jobs
+WHERE id >= :low AND id < :high AND substr(id, 1, :n) = :low
+ORDER BY id LIMIT :limit
+"""
+
+# A tail (ids made together share their start; their last characters are random): no
+# index has them, so the inner query reads every id from the primary key's index (its
+# covering scan, never the rows: about 0.2 s per million jobs), and only the matches are
+# read whole. An index of tails would cost every enqueue a write at a random place:
+# docs/DESIGN.md, "Shortened job ids".
+JOBS_BY_SUFFIX = """
+SELECT id, task, status FROM heartq_jobs
+WHERE id IN (SELECT id FROM heartq_jobs WHERE substr(id, -:n) = :suffix LIMIT :limit)
+"""

@@ -1,0 +1,103 @@
+"""What a lease holder writes while its attempts run: the heartbeat (its worker's row and
+every lease it holds), the start of jobs it claimed ahead, a result saved after
+`ctx.transaction()`, a checkpoint, the pulse, and the cancels its pulse reads."""
+
+from __future__ import annotations
+
+from heartq.store.sqlite.queries.fencing import _HELD_BY
+
+# A heartbeat that comes over half the worker's staleness threshold after its previous
+# one ends a pause in its contact with the database: its unbroken contact starts again.
+TOUCH_WORKER = """
+UPDATE heartq_workers SET last_heartbeat_at = :now, status = 'active', stopped_at = NULL,
+    contact_since = CASE WHEN last_heartbeat_at < :now - stale_after / 2
+                         THEN :now ELSE coalesce(contact_since, started_at) END
+WHERE id = :worker_id
+"""
+
+# Each renewal: {id, eid, hp (has progress), pv, ps, pm} (store/documents.py)
+RENEW = f"""
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+SET lease_expires_at = :now + :lease,
+    heartbeat_at = :now,
+    updated_at = :now,
+    progress_value = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.pv') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.ps') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(r.value, '$.hp')
+                            THEN json_extract(r.value, '$.pm') ELSE j.progress_message END
+FROM json_each(:renewals) AS r
+WHERE j.id = json_extract(r.value, '$.id')
+  AND j.execution_id = json_extract(r.value, '$.eid') AND {_HELD_BY}
+  AND j.status = 'running'
+RETURNING id, execution_id, cancel_requested
+"""
+
+HEARTBEAT = (TOUCH_WORKER, RENEW)
+
+# `abandoned`: attempts whose end the worker decided while their code still runs (its
+# pulse writes the count when it changed).
+RECORD_ABANDONED = "UPDATE heartq_workers SET abandoned = :abandoned WHERE id = :worker_id"
+
+# The start of jobs a worker claimed ahead, recorded before their code runs (see the
+# PostgreSQL statement of the same name). Each lease: {id, eid}.
+START_AHEAD = f"""
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+SET claimed_ahead = 0,
+    started_at = :now,
+    heartbeat_at = :now,
+    lease_expires_at = :now + :lease,
+    updated_at = :now
+FROM json_each(:leases) AS s
+WHERE j.id = json_extract(s.value, '$.id')
+  AND j.execution_id = json_extract(s.value, '$.eid') AND {_HELD_BY}
+  AND j.status = 'running' AND j.claimed_ahead AND NOT j.cancel_requested
+RETURNING id, execution_id
+"""
+
+# The result of a job its task already completed inside `ctx.transaction()`.
+SAVE_RESULT = f"""
+UPDATE heartq_jobs AS j SET result = :result, result_pending = 0, lease_expires_at = NULL,
+                       updated_at = :now
+WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
+  AND result_pending AND {_HELD_BY}
+RETURNING id, status, awaited
+"""
+
+SAVE_CHECKPOINT = f"""
+UPDATE heartq_jobs AS j SET checkpoint = :checkpoint, heartbeat_at = :now, updated_at = :now
+WHERE id = :job_id AND execution_id = :execution_id AND status = 'running' AND {_HELD_BY}
+RETURNING cancel_requested
+"""
+
+# The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
+# every attempt of a worker in one statement, fenced like a heartbeat; the lease is not
+# renewed (that stays the heartbeat's), but a report is a sign of life: `heartbeat_at`
+# moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
+# checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
+PULSE = f"""
+UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
+SET progress_value = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.pv') ELSE j.progress_value END,
+    progress_stage = CASE WHEN json_extract(r.value, '$.hp')
+                          THEN json_extract(r.value, '$.ps') ELSE j.progress_stage END,
+    progress_message = CASE WHEN json_extract(r.value, '$.hp')
+                            THEN json_extract(r.value, '$.pm') ELSE j.progress_message END,
+    checkpoint = CASE WHEN json_extract(r.value, '$.hc')
+                      THEN json_extract(r.value, '$.cp') ELSE j.checkpoint END,
+    heartbeat_at = :now,
+    updated_at = :now
+FROM json_each(:reports) AS r
+WHERE j.id = json_extract(r.value, '$.id')
+  AND j.execution_id = json_extract(r.value, '$.eid') AND {_HELD_BY}
+  AND j.status = 'running'
+RETURNING id, execution_id, cancel_requested
+"""
+
+# The running attempts of one worker whose cancel was requested (the partial index of
+# running jobs by worker): what a pulse reads every tick, SQLite having no notifications.
+RUNNING_CANCELS = """
+SELECT id, execution_id FROM heartq_jobs
+WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested
+"""
