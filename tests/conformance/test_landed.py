@@ -1,47 +1,56 @@
-"""A job's fate is written once: every way an attempt can end, under each retry policy,
-with a cancel requested or not (told to the worker, or only on the job's row), goes
-through `lifecycle.fate.decide` and `lifecycle.landed` on one side and each dialect's
-FINISH and RELEASE statements on the other, and the job must end where the model says.
-The statements restate two of the model's rules in SQL (a retry after a cancel request
-ends the job cancelled; interrupted and released attempts are not counted), so that they
-hold inside the fenced write: this is what keeps the two from drifting apart."""
+"""A job's fate is written once: every way an attempt can end that reaches FINISH or
+RELEASE goes through heartq.lifecycle on one side and each dialect's statements on the
+other, and the job must end where the model says (its status, its count of attempts, its
+execution's outcome). The ends: each the worker decides (`fate.decide`), under each retry
+policy, with a cancel requested or not (told to the worker, or only on the job's row);
+each a reclaimer decides (`reclaimed.after`: a crash, an interruption, the interruption
+that buries the job, a job claimed ahead and never started); a release at shutdown, of a
+first attempt, a later one, one claimed ahead. The statements restate two of the model's
+rules in SQL (a retry after a cancel request ends the job cancelled; interrupted and
+released attempts are not counted: `lifecycle.landed`), so that they hold inside the
+fenced write: this is what keeps the two from drifting apart. tests/lifecycle/ holds the
+model to the table of docs/DESIGN.md without a database."""
 
 from __future__ import annotations
 
 import itertools
 
 from heartq.lifecycle import landed
-from heartq.lifecycle.ends import AttemptEnd, CannotRun
-from heartq.lifecycle.fate import decide
-from heartq.model import ClaimedJob, Outcome
+from heartq.model import ClaimedJob, DetectedBy, Outcome
 from heartq.store import Store
+from tests.lifecycle.cases import CRASH, RECLAIMED_ENDS, UNSTARTED, WORKER_ENDS, fate
 
 from .support import new_job, register
 
-ENDS = {
-    "succeeded": AttemptEnd(Outcome.SUCCEEDED, result_json="1"),
-    "failed": AttemptEnd(Outcome.FAILED, error="RuntimeError: boom"),
-    "permanent": AttemptEnd(Outcome.FAILED, error="Permanent: no", permanent=True),
-    "timed_out": AttemptEnd(Outcome.TIMED_OUT, error="timed out after 1 s"),
-    "cancelled": AttemptEnd(Outcome.CANCELLED, error="cancelled"),
-    "bad_arguments": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.ARGUMENTS),
-    "not_declared": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.TASK_NOT_DECLARED),
-    "task_elsewhere": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.TASK_ELSEWHERE),
-}
-"""Every way the worker can end an attempt it decides (`fate.decide`)."""
+LEASE = 600.0
 
-CASES = list(itertools.product(ENDS, (0, 2), (False, True), (False, True)))
+CASES = list(itertools.product(WORKER_ENDS, (0, 2), (False, True), (False, True)))
 """(end, max_retries, cancel told to the worker, cancel on the job's row): a first attempt
 with no retry left, or with two."""
+
+RECLAIM_CASES = [
+    *itertools.product(RECLAIMED_ENDS, (0, 2), (False, True)),
+    *itertools.product((UNSTARTED,), (2,), (False, True)),
+]
+"""(end, max_retries, cancel on the job's row): what a reclaimer finds is the row."""
+
+RELEASE_CASES = list(itertools.product(("first", "second", "ahead"), (False, True)))
+"""(which attempt is given back: a first, a second, one claimed ahead; cancel on the row)."""
 
 
 def claim_all(store: Store, worker_id: str, count: int, now: float) -> list[ClaimedJob]:
     claimed: list[ClaimedJob] = []
     while len(claimed) < count:
-        got = store.claim(worker_id, ["default"], count - len(claimed), 60.0, now=now)
+        got = store.claim(worker_id, ["default"], count - len(claimed), LEASE, now=now)
         assert got, f"claimed {len(claimed)} of {count}"
         claimed += got
     return claimed
+
+
+def ended(store: Store, job_id: str) -> tuple[str, int, str]:
+    """The job as the statements left it: status, attempts, its last execution's outcome."""
+    stored = store.get_job(job_id)
+    return stored["status"], stored["attempts"], stored["executions"][-1]["outcome"]
 
 
 def test_every_finish_lands_as_the_model_says(store: Store, t0: float) -> None:
@@ -55,7 +64,8 @@ def test_every_finish_lands_as_the_model_says(store: Store, t0: float) -> None:
         if case_of[job.id][3]:
             assert store.cancel_job(job.id, now=t0 + 2) == "cancel_requested"
     finishes = {
-        job.id: decide(job, ENDS[case_of[job.id][0]], case_of[job.id][2]) for job in claimed
+        job.id: fate(job, case_of[job.id][0], case_of[job.id][2], case_of[job.id][3])
+        for job in claimed
     }
     assert store.finish(list(finishes.values()), now=t0 + 3) == []  # every one landed
 
@@ -68,27 +78,77 @@ def test_every_finish_lands_as_the_model_says(store: Store, t0: float) -> None:
             landed.attempts_after(job.attempt, finish.outcome),
             str(finish.outcome),
         )
-        stored = store.get_job(job.id)
-        seen = (stored["status"], stored["attempts"], stored["executions"][-1]["outcome"])
+        seen = ended(store, job.id)
         if seen != expected:
             wrong[(end, retries, told, on_row)] = (seen, expected)
     assert not wrong, wrong
 
 
+def test_every_reclaimed_attempt_lands_as_the_model_says(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    ids = store.enqueue(
+        [new_job(max_retries=retries, retry_backoff=0.0) for _, retries, _ in RECLAIM_CASES],
+        now=t0,
+    )
+    case_of = dict(zip(ids, RECLAIM_CASES, strict=True))
+    for job_id, (end, _, _) in case_of.items():  # the interruptions before the last one
+        for _ in range(RECLAIMED_ENDS.get(end, (None, 0))[1]):
+            (job,) = store.claim_ids("w1", [job_id], LEASE, now=t0 + 1)
+            assert store.crash_attempt(job.lease, CRASH, DetectedBy.SELF_FENCE, now=t0 + 1)
+    to_start = [i for i in ids if case_of[i][0] != UNSTARTED]
+    started = store.claim_ids("w1", to_start, LEASE, now=t0 + 2)
+    ahead = store.claim("w1", ["default"], 0, LEASE, now=t0 + 2, ahead=len(ids)).ahead
+    claimed = [*started, *ahead]
+    assert sorted(job.id for job in claimed) == sorted(ids)
+    for job in claimed:
+        if case_of[job.id][2]:
+            assert store.cancel_job(job.id, now=t0 + 3) == "cancel_requested"
+
+    wrong = {}
+    for job in claimed:
+        end, retries, on_row = case_of[job.id]
+        found_by = RECLAIMED_ENDS[end][0] if end in RECLAIMED_ENDS else DetectedBy.CHILD_EXIT
+        reported = store.crash_attempt(job.lease, CRASH, found_by, now=t0 + 4)
+        assert reported is not None, (end, retries, on_row)
+        finish = fate(job, end, False, on_row)
+        expected = (
+            str(landed.finished_status(finish, on_row)),
+            landed.attempts_after(job.attempt, finish.outcome),
+            str(finish.outcome),
+        )
+        seen = ended(store, job.id)
+        said = str(reported.status)  # what the reclaim reports (hooks, events) is what landed
+        if seen != expected or said != seen[0]:
+            wrong[(end, retries, on_row)] = (seen, expected, said)
+    assert not wrong, wrong
+
+
 def test_every_release_lands_as_the_model_says(store: Store, t0: float) -> None:
     register(store, "w1", t0)
-    ids = store.enqueue([new_job(), new_job()], now=t0)
-    claimed = claim_all(store, "w1", 2, t0 + 1)
-    requested = {ids[1]}
-    assert store.cancel_job(ids[1], now=t0 + 2) == "cancel_requested"
-    assert store.release([job.lease for job in claimed], now=t0 + 3) == []
+    ids = store.enqueue([new_job(max_retries=2) for _ in RELEASE_CASES], now=t0)
+    case_of = dict(zip(ids, RELEASE_CASES, strict=True))
+    seconds = [i for i in ids if case_of[i][0] == "second"]
+    for job in store.claim_ids("w1", seconds, LEASE, now=t0 + 1):  # a first crash: counted
+        assert store.crash_attempt(job.lease, CRASH, DetectedBy.CHILD_EXIT, now=t0 + 1)
+    to_start = [i for i in ids if case_of[i][0] != "ahead"]
+    started = store.claim_ids("w1", to_start, LEASE, now=t0 + 2)
+    ahead = store.claim("w1", ["default"], 0, LEASE, now=t0 + 2, ahead=len(ids)).ahead
+    claimed = [*started, *ahead]
+    assert sorted(job.id for job in claimed) == sorted(ids)
     for job in claimed:
-        stored = store.get_job(job.id)
+        if case_of[job.id][1]:
+            assert store.cancel_job(job.id, now=t0 + 3) == "cancel_requested"
+    assert store.release([job.lease for job in claimed], now=t0 + 4) == []
+
+    wrong = {}
+    for job in claimed:
+        which, on_row = case_of[job.id]
         expected = (
-            str(landed.released_status(job.id in requested)),
+            str(landed.released_status(on_row)),
             landed.attempts_after(job.attempt, Outcome.RELEASED),
             str(Outcome.RELEASED),
         )
-        assert (stored["status"], stored["attempts"], stored["executions"][-1]["outcome"]) == (
-            expected
-        )
+        seen = ended(store, job.id)
+        if seen != expected:
+            wrong[(which, on_row)] = (seen, expected)
+    assert not wrong, wrong

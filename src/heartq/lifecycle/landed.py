@@ -14,8 +14,10 @@ the write:
   shutdown, or for a worker that knows its task).
 
 These functions are those rules as the model says them; tests/conformance/test_landed.py
-walks every way an attempt can end, under each policy and cancel state, through
-`fate.decide`, these, and each dialect's statements, and fails on any disagreement.
+walks every way an attempt can end that reaches FINISH or RELEASE (the worker's, a
+reclaimer's, a release), under each policy and cancel state, through `fate.decide` or
+`reclaimed.after`, these, and each dialect's statements, and fails on any disagreement;
+tests/lifecycle/test_fate_table.py holds them to docs/DESIGN.md's table.
 """
 
 from __future__ import annotations
