@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 
 from heartq.lifecycle import landed
-from heartq.model import ClaimedJob, DetectedBy, Outcome
+from heartq.model import ClaimedJob, DetectedBy, Finish, Outcome
 from heartq.store import Store
 from tests.lifecycle.cases import CRASH, RECLAIMED_ENDS, UNSTARTED, WORKER_ENDS, fate
 
@@ -38,13 +38,27 @@ RELEASE_CASES = list(itertools.product(("first", "second", "ahead"), (False, Tru
 """(which attempt is given back: a first, a second, one claimed ahead; cancel on the row)."""
 
 
-def claim_all(store: Store, worker_id: str, count: int, now: float) -> list[ClaimedJob]:
-    claimed: list[ClaimedJob] = []
-    while len(claimed) < count:
-        got = store.claim(worker_id, ["default"], count - len(claimed), LEASE, now=now)
-        assert got, f"claimed {len(claimed)} of {count}"
-        claimed += got
+def claim_and_cancel(
+    store: Store, ids: list[str], ahead: set[str], cancel: set[str], now: float
+) -> list[ClaimedJob]:
+    """Claim `ids` (those in `ahead` claimed ahead, never started; the others started),
+    then request the cancel of those in `cancel`: on their rows, their worker not told."""
+    started = store.claim_ids("w1", [i for i in ids if i not in ahead], LEASE, now=now)
+    claimed = [*started, *store.claim("w1", ["default"], 0, LEASE, now=now, ahead=len(ids)).ahead]
+    assert sorted(job.id for job in claimed) == sorted(ids)
+    for job_id in cancel:
+        assert store.cancel_job(job_id, now=now + 1) == "cancel_requested"
     return claimed
+
+
+def modelled(job: ClaimedJob, finish: Finish, on_row: bool) -> tuple[str, int, str]:
+    """Where heartq.lifecycle says `job` ends once FINISH saves `finish` on its row, with a
+    cancel requested there or not (`on_row`)."""
+    return (
+        str(landed.finished_status(finish, on_row)),
+        landed.attempts_after(job.attempt, finish.outcome),
+        str(finish.outcome),
+    )
 
 
 def ended(store: Store, job_id: str) -> tuple[str, int, str]:
@@ -59,10 +73,7 @@ def test_every_finish_lands_as_the_model_says(store: Store, t0: float) -> None:
         [new_job(max_retries=retries, retry_backoff=0.0) for _, retries, _, _ in CASES], now=t0
     )
     case_of = dict(zip(ids, CASES, strict=True))
-    claimed = claim_all(store, "w1", len(ids), t0 + 1)
-    for job in claimed:
-        if case_of[job.id][3]:
-            assert store.cancel_job(job.id, now=t0 + 2) == "cancel_requested"
+    claimed = claim_and_cancel(store, ids, set(), {i for i in ids if case_of[i][3]}, t0 + 1)
     finishes = {
         job.id: fate(job, case_of[job.id][0], case_of[job.id][2], case_of[job.id][3])
         for job in claimed
@@ -72,12 +83,7 @@ def test_every_finish_lands_as_the_model_says(store: Store, t0: float) -> None:
     wrong = {}
     for job in claimed:
         end, retries, told, on_row = case_of[job.id]
-        finish = finishes[job.id]
-        expected = (
-            str(landed.finished_status(finish, on_row)),
-            landed.attempts_after(job.attempt, finish.outcome),
-            str(finish.outcome),
-        )
+        expected = modelled(job, finishes[job.id], on_row)
         seen = ended(store, job.id)
         if seen != expected:
             wrong[(end, retries, told, on_row)] = (seen, expected)
@@ -95,14 +101,8 @@ def test_every_reclaimed_attempt_lands_as_the_model_says(store: Store, t0: float
         for _ in range(RECLAIMED_ENDS.get(end, (None, 0))[1]):
             (job,) = store.claim_ids("w1", [job_id], LEASE, now=t0 + 1)
             assert store.crash_attempt(job.lease, CRASH, DetectedBy.SELF_FENCE, now=t0 + 1)
-    to_start = [i for i in ids if case_of[i][0] != UNSTARTED]
-    started = store.claim_ids("w1", to_start, LEASE, now=t0 + 2)
-    ahead = store.claim("w1", ["default"], 0, LEASE, now=t0 + 2, ahead=len(ids)).ahead
-    claimed = [*started, *ahead]
-    assert sorted(job.id for job in claimed) == sorted(ids)
-    for job in claimed:
-        if case_of[job.id][2]:
-            assert store.cancel_job(job.id, now=t0 + 3) == "cancel_requested"
+    ahead = {i for i in ids if case_of[i][0] == UNSTARTED}
+    claimed = claim_and_cancel(store, ids, ahead, {i for i in ids if case_of[i][2]}, t0 + 2)
 
     wrong = {}
     for job in claimed:
@@ -110,12 +110,7 @@ def test_every_reclaimed_attempt_lands_as_the_model_says(store: Store, t0: float
         found_by = RECLAIMED_ENDS[end][0] if end in RECLAIMED_ENDS else DetectedBy.CHILD_EXIT
         reported = store.crash_attempt(job.lease, CRASH, found_by, now=t0 + 4)
         assert reported is not None, (end, retries, on_row)
-        finish = fate(job, end, False, on_row)
-        expected = (
-            str(landed.finished_status(finish, on_row)),
-            landed.attempts_after(job.attempt, finish.outcome),
-            str(finish.outcome),
-        )
+        expected = modelled(job, fate(job, end, False, on_row), on_row)
         seen = ended(store, job.id)
         said = str(reported.status)  # what the reclaim reports (hooks, events) is what landed
         if seen != expected or said != seen[0]:
@@ -130,14 +125,8 @@ def test_every_release_lands_as_the_model_says(store: Store, t0: float) -> None:
     seconds = [i for i in ids if case_of[i][0] == "second"]
     for job in store.claim_ids("w1", seconds, LEASE, now=t0 + 1):  # a first crash: counted
         assert store.crash_attempt(job.lease, CRASH, DetectedBy.CHILD_EXIT, now=t0 + 1)
-    to_start = [i for i in ids if case_of[i][0] != "ahead"]
-    started = store.claim_ids("w1", to_start, LEASE, now=t0 + 2)
-    ahead = store.claim("w1", ["default"], 0, LEASE, now=t0 + 2, ahead=len(ids)).ahead
-    claimed = [*started, *ahead]
-    assert sorted(job.id for job in claimed) == sorted(ids)
-    for job in claimed:
-        if case_of[job.id][1]:
-            assert store.cancel_job(job.id, now=t0 + 3) == "cancel_requested"
+    ahead = {i for i in ids if case_of[i][0] == "ahead"}
+    claimed = claim_and_cancel(store, ids, ahead, {i for i in ids if case_of[i][1]}, t0 + 2)
     assert store.release([job.lease for job in claimed], now=t0 + 4) == []
 
     wrong = {}

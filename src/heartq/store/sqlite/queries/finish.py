@@ -1,11 +1,7 @@
-"""The end of an attempt: `FINISH` (the fate its worker decided, or a reclaimer's) and
-`RELEASE` (given back, not counted), each writing the attempt's execution row in its
-job's transaction.
-
-Their `CASE` expressions restate two rules of `heartq.lifecycle.landed` inside the fenced
-write: a retry after a cancel request ends the job cancelled, and interrupted and
-released attempts are not counted. tests/conformance/test_landed.py holds the two to
-agreement."""
+"""The end of an attempt: `FINISH` and `RELEASE`, as the PostgreSQL dialect's
+`queries/finish.py` describes them (what their `CASE` expressions restate of
+`heartq.lifecycle.landed`, and the test that holds them to it). Here each takes two
+statements in its transaction: the attempt's execution row first, then its job."""
 
 from __future__ import annotations
 

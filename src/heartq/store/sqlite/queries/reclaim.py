@@ -1,7 +1,7 @@
-"""Reclaiming (store/sql/reclaim.py): the running rows a reclaimer takes (expired
-leases, a dead worker's jobs, a restarted name's, one crashed attempt) with the columns
-`store/reclaim.py` plans from, results given up with their attempt's lease, and a
-restarted worker's namesakes."""
+"""Reclaiming, as in the PostgreSQL dialect's `queries/reclaim.py`: the running rows a
+reclaimer takes, results given up with their attempt's lease, a restarted worker's
+namesakes. SQLite has one writer: no row to lock or skip, and the store tries the
+namesakes' lock files itself."""
 
 from __future__ import annotations
 
