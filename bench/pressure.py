@@ -6,12 +6,15 @@ heartq's tables keep only what heartq's own migrations set), never the shared se
 
     .venv/bin/python -m bench.pressure --rate 100 --phase-seconds 60
     .venv/bin/python -m bench.pressure --rate 500 --workers 2 --threads 20 \\
-        --phases clean=120 held=240 readers=120 high=120 recovery=240 --out /tmp/p.json
+        --phases clean=120 held=240 recovery=120 readers=120 high=120 recovery=180 \\
+        --contenders heartq pgqueuer --out /tmp/p.json
     .venv/bin/python -m bench.pressure --quick            # the code path, tiny
 
 A producer enqueues no-op jobs at a fixed offered rate (`bench/pressure_load.py`);
 `--workers` `heartq worker` processes at `--threads` slots each (every other setting at
-heartq's defaults) run them. Phases, in order, each `--phase-seconds` unless given as
+heartq's defaults) run them; with `--contenders ... pgqueuer`, the same cells run
+`--workers` pgqueuer processes at its defaults too (`bench/pressure_contenders.py`),
+each contender in databases of its own. Phases, in order, each `--phase-seconds` unless given as
 `name=seconds`:
 
 - `clean`: the baseline;
@@ -24,7 +27,7 @@ heartq's defaults) run them. Phases, in order, each `--phase-seconds` unless giv
 
 Then the producer stops, the backlog drains (its time is reported), the workers stop,
 and the figures are read from the database (`bench/pressure_figures.py` says how):
-per phase, completions/s, pickup p50/p99 (`started_at - run_at`), queue depth, dead
+per phase, completions/s, pickup p50/p99 (heartq: `started_at - run_at`), queue depth, dead
 tuples, sizes, autovacuum runs; then bytes per finished job after a VACUUM and the free
 space by pgstattuple. A second, clean cell in a fresh database (`--storage-jobs` jobs at
 the offered rate) gives the storage of a clean run. Figures are printed (a table per
@@ -47,18 +50,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from bench import environment
 from bench import pressure_figures as figures
-from bench.pressure_load import (
-    Producer,
-    Readers,
-    SnapshotHolder,
-    Workers,
-    server_settings,
-)
+from bench.pressure_contenders import Contender, Heartq, Pgqueuer
+from bench.pressure_load import Producer, Readers, SnapshotHolder, Workers, server_settings
 from bench.servers.postgres import PrivateCluster
-from heartq.app import App
 
 PHASES = ("clean", "held", "readers", "high", "recovery")
+ROOT = Path(__file__).resolve().parent.parent
 Row = dict[str, Any]
 
 
@@ -82,8 +81,8 @@ QUICK = Plan(rate=40.0, phases=tuple((name, 8.0) for name in PHASES), workers=1,
              threads=4, sample_every=2.0, storage_jobs=400, drain_seconds=120.0)  # fmt: skip
 
 
-def run(plan: Plan) -> Row:
-    """Both cells on a private cluster: the figures as a JSON-able dict."""
+def run(plan: Plan, contenders: list[Contender]) -> Row:
+    """Each contender's cells on one private cluster: the figures as a JSON-able dict."""
     settings = server_settings()
     results: Row = {
         "plan": asdict(plan),
@@ -96,11 +95,13 @@ def run(plan: Plan) -> Row:
     try:
         with tempfile.TemporaryDirectory(prefix="heartq-pressure-") as tmp:
             scratch = Path(tmp)
-            results["cells"].append(cell(cluster, scratch, "pressure", plan, plan.phases))
-            if plan.storage_jobs:
-                seconds = plan.storage_jobs / plan.rate
-                clean = (("clean", seconds),)
-                results["cells"].append(cell(cluster, scratch, "storage", plan, clean))
+            for contender in contenders:
+                results["cells"].append(cell(cluster, scratch, contender, "pressure", plan,
+                                             plan.phases))  # fmt: skip
+                if plan.storage_jobs:
+                    clean = (("clean", plan.storage_jobs / plan.rate),)
+                    results["cells"].append(cell(cluster, scratch, contender, "storage", plan,
+                                                 clean))  # fmt: skip
     finally:
         cluster.close()
     results["load_at_end"] = list(os.getloadavg())
@@ -110,30 +111,32 @@ def run(plan: Plan) -> Row:
 def cell(
     cluster: PrivateCluster,
     scratch: Path,
+    contender: Contender,
     name: str,
     plan: Plan,
     phases: tuple[tuple[str, float], ...],
 ) -> Row:
     """One run of `phases` in a fresh database: the phases' figures, the drain, the
     check that every job ran once and succeeded, and the storage after a VACUUM."""
-    url = _database(cluster.url, name)
-    subject = figures.HEARTQ
-    app = App(url)
-    app.migrate()
-    app.close()
-    record: Row = {"cell": name, "failures": []}
-    workers = Workers(url, scratch / name, plan.workers, plan.threads)
+    subject = contender.subject
+    database = f"{subject.name}_{name}"
+    url = _database(cluster.url, database)
+    contender.install(url)
+    record: Row = {"cell": name, "contender": subject.name, "settings": contender.settings,
+                   "failures": []}  # fmt: skip
+    workers = contender.workers(url, scratch / database, plan.workers, plan.threads)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            _until(lambda: _active_workers(conn) >= plan.workers, 120, "workers up", workers)
+            _until(lambda: contender.workers_up(conn) >= plan.workers, 120, "workers up",
+                   workers)  # fmt: skip
             sampler = figures.Sampler(url, subject, plan.sample_every)
             sampler.sample()
             sampler.start()
-            producer = Producer(url, plan.rate)
+            producer = Producer(contender.enqueuer(url), plan.rate)
             producer.start()
             try:
-                timeline = [_phase(conn, url, subject, plan, producer, sampler, workers,
-                                   kind, seconds) for kind, seconds in phases]  # fmt: skip
+                timeline = [_phase(url, subject, plan, producer, sampler, workers, kind,
+                                   seconds) for kind, seconds in phases]  # fmt: skip
             finally:
                 producer.stop()
             stopped = figures.clock(conn)
@@ -159,7 +162,6 @@ def cell(
 
 
 def _phase(
-    conn: psycopg.Connection[Any],
     url: str,
     subject: figures.Subject,
     plan: Plan,
@@ -236,11 +238,6 @@ def _until(
     return True
 
 
-def _active_workers(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM heartq.workers WHERE status = 'active'").fetchone()
-    return int(row[0]) if row else 0
-
-
 def _database(server: str, name: str) -> str:
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -248,8 +245,9 @@ def _database(server: str, name: str) -> str:
 
 
 HEADER = ("phase", "s", "offered", "enq/s", "done/s", "p50 ms", "p99 ms", "p99 last min",
-          "depth end (max)", "dead end (max)", "jobs heap+idx MB", "autovacuum runs",
+          "depth end (max)", "dead end (max)", "table+idx MB", "autovacuum runs",
           "horizon age", "load")  # fmt: skip
+"""The columns of a cell's table; dead tuples and sizes are of its queue's first table."""
 
 
 def rows(record: Row) -> list[list[str]]:
@@ -280,15 +278,20 @@ def storage_line(record: Row) -> str:
     per_table = ", ".join(f"{name} {t['total_bytes'] / 1e6:.1f} MB ({t['free_percent']:.0f} % free)"
                           for name, t in s["tables"].items())  # fmt: skip
     per_job = s["bytes_per_finished_job"]
-    return (f"{record['cell']}: {s['finished_jobs']:,} finished jobs, after VACUUM "
-            f"{per_job:,.0f} B a job ({per_table}); "
+    return (f"{record['contender']} {record['cell']}: {s['finished_jobs']:,} finished jobs, "
+            f"after VACUUM {per_job:,.0f} B a job ({per_table}); "
             f"drained in {record['drain_s']:.1f} s")  # fmt: skip
+
+
+def title(record: Row) -> str:
+    return f"{record['contender']}, {record['cell']} cell ({record['settings']}):"
 
 
 def markdown(results: Row) -> str:
     lines = []
     for record in results["cells"]:
         if len(record["phases"]) > 1:
+            lines += [title(record), ""]
             lines += ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
             lines += ["| " + " | ".join(row) + " |" for row in rows(record)]
             lines.append("")
@@ -297,6 +300,7 @@ def markdown(results: Row) -> str:
 
 
 def _say(record: Row) -> None:
+    print(title(record))
     table = [list(HEADER), *rows(record)]
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
     for row in table:
@@ -329,6 +333,10 @@ def main() -> None:
     parser.add_argument("--high-load", type=float, default=Plan.high_load)
     parser.add_argument("--sample-every", type=float, default=Plan.sample_every)
     parser.add_argument("--storage-jobs", type=int, default=Plan.storage_jobs)
+    parser.add_argument("--contenders", nargs="+", choices=["heartq", "pgqueuer"],
+                        default=["heartq"], help="pgqueuer runs in --venv")  # fmt: skip
+    parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv",
+                        help="the peers' environment (made if missing)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny sizes: the code path")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -338,7 +346,11 @@ def main() -> None:
         workers=args.workers, threads=args.threads, high_load=args.high_load,
         sample_every=args.sample_every, storage_jobs=args.storage_jobs,
     )  # fmt: skip
-    results = run(plan)
+    contenders: list[Contender] = [
+        Heartq() if name == "heartq" else Pgqueuer(environment.peers_python(args.venv))
+        for name in args.contenders
+    ]
+    results = run(plan, contenders)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     if args.markdown:

@@ -30,12 +30,12 @@ Row = dict[str, Any]
 @dataclass(frozen=True)
 class Subject:
     """A queue measured: its schema, the tables it writes, and how its depth and its
-    jobs' times are read (heartq's below; a peer's would name its own)."""
+    jobs' times are read (`bench/pressure_contenders.py` has heartq's and pgqueuer's)."""
 
     name: str
     schema: str
     tables: tuple[str, ...]
-    """Its tables, the one a claim reads first (the readers scan it)."""
+    """Its tables, its queue's first (the readers scan it; the phase table shows it)."""
     depth: str
     """Jobs waiting to run, now."""
     window: str
@@ -47,33 +47,6 @@ class Subject:
     """Jobs not finished successfully once: (waiting or running, ended otherwise or
     retried) - what the run's check wants at zero."""
 
-
-HEARTQ = Subject(
-    name="heartq",
-    schema="heartq",
-    tables=("jobs", "ended_executions", "job_tails"),
-    depth="SELECT count(*) FROM heartq.jobs WHERE status = 'queued'",
-    window="""
-SELECT
-  (SELECT count(*) FROM heartq.jobs
-   WHERE created_at >= to_timestamp(%(start)s) AND created_at < to_timestamp(%(end)s)),
-  (SELECT count(*) FROM heartq.jobs WHERE status = 'succeeded'
-     AND finished_at >= to_timestamp(%(start)s) AND finished_at < to_timestamp(%(end)s)),
-  count(*),
-  percentile_cont(0.5) WITHIN GROUP (ORDER BY pickup),
-  percentile_cont(0.99) WITHIN GROUP (ORDER BY pickup)
-FROM (SELECT extract(epoch FROM started_at - run_at)::float8 AS pickup FROM heartq.jobs
-      WHERE started_at >= to_timestamp(%(start)s) AND started_at < to_timestamp(%(end)s))
-  AS picked
-""",
-    finished="SELECT count(*) FROM heartq.jobs WHERE finished_at IS NOT NULL",
-    unfinished="""
-SELECT count(*) FILTER (WHERE status IN ('queued', 'running')),
-       count(*) FILTER (WHERE status NOT IN ('queued', 'running', 'succeeded')
-                         OR attempts > 1)
-FROM heartq.jobs
-""",
-)
 
 TABLES = """
 SELECT relname, n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count,

@@ -19,49 +19,44 @@ do, so heartq's figures read against the ones it publishes:
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
-
-from heartq.app import App
 
 BATCH_SECONDS = 0.025
 """The producer's tick: the harness's `PRODUCER_BATCH_MS` (25)."""
 BATCH_MAX = 128
 """The most jobs one enqueue call carries: the harness's `batch_max`."""
-WORKER_APP = "heartq-pressure-worker"
+WORKER_APP = "pressure-worker"
 """The workers' `application_name`, to tell their sessions from the bench's."""
-TASKS = """
-import heartq
 
-app = heartq.App()
 
-@app.task
-def noop() -> None:
-    return None
-"""
+class Enqueue(Protocol):
+    """A contender's batch enqueue of `count` no-op jobs, and its end."""
+
+    def __call__(self, count: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Producer:
     """Enqueues no-op jobs at `rate` jobs/s (changed between phases by `set_rate`) from a
-    thread of its own, until `stop`."""
+    thread of its own, through `enqueue`, until `stop`."""
 
-    def __init__(self, url: str, rate: float) -> None:
+    def __init__(self, enqueue: Enqueue, rate: float) -> None:
         self.rate = rate
         self.enqueued = 0
         self.behind_s = 0.0
-        """The longest the producer fell behind its pace (an enqueue call took longer than
-        the jobs it carried were worth): a phase whose figure is large was not offered
-        its rate."""
-        self._app = App(url)
+        """The most jobs owed after a call, in seconds of the rate: large when an enqueue
+        call took longer than the jobs it carried were worth (the phase was not offered
+        its rate; its `enqueued_per_s`, read from the database, says how far)."""
+        self._enqueue = enqueue
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
         self.error: Exception | None = None
@@ -82,7 +77,7 @@ class Producer:
                 last = now
                 count = min(int(credit), BATCH_MAX)
                 if count:
-                    self._app.enqueue_many("noop", [{}] * count)
+                    self._enqueue(count)
                     self.enqueued += count
                     credit -= count
                     self.behind_s = max(self.behind_s, credit / self.rate)
@@ -92,32 +87,22 @@ class Producer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        self._app.close()
+        self._enqueue.close()
         if self.error is not None:
             raise RuntimeError(f"the producer failed: {self.error!r}") from self.error
 
 
 class Workers:
-    """`count` `heartq worker` processes at `threads` slots each, every other setting
-    at heartq's defaults, their stderr kept to find errors in."""
+    """`count` worker processes of `command`, their stderr kept to find errors in."""
 
-    def __init__(self, url: str, scratch: Path, count: int, threads: int) -> None:
-        scratch.mkdir(parents=True, exist_ok=True)
-        (scratch / "pressure_tasks.py").write_text(TASKS)
-        root = Path(__file__).resolve().parent.parent
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(scratch), str(root)]),
-                   PGAPPNAME=WORKER_APP)  # fmt: skip
-        command = [sys.executable, "-m", "heartq", "worker", "pressure_tasks:app",
-                   "--url", url, "--concurrency", str(threads)]  # fmt: skip
-        self.logs = [scratch / f"worker-{n}.log" for n in range(count)]
+    def __init__(self, command: list[str], env: dict[str, str], logs: Path, count: int) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        env = dict(env, PGAPPNAME=WORKER_APP)
+        self.logs = [logs / f"worker-{n}.log" for n in range(count)]
         self.procs = [
             subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
             for log in self.logs
         ]
-
-    @property
-    def pids(self) -> list[int]:
-        return [proc.pid for proc in self.procs]
 
     def exited(self) -> list[int]:
         """Exit codes of workers that stopped on their own."""

@@ -137,6 +137,43 @@ def test_fleet_section_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(900)
+def test_pressure_runs_every_phase(tmp_path: Path) -> None:
+    """`python -m bench.pressure --quick --contenders heartq pgqueuer`: every phase of
+    the pressure cell gives its figures from the database, the held snapshot and the
+    readers show as a horizon kept back, every job runs once, and both cells of both
+    queues measure their storage after a VACUUM (a private cluster of its own)."""
+    out = tmp_path / "pressure.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.pressure", "--quick", "--contenders", "heartq",
+         "pgqueuer", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=860,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["contender"], c["cell"]) for c in cells] == [
+        ("heartq", "pressure"), ("heartq", "storage"),
+        ("pgqueuer", "pressure"), ("pgqueuer", "storage"),
+    ]  # fmt: skip
+    for pressure in (cells[0], cells[2]):
+        phases = {p["phase"]: p for p in pressure["phases"]}
+        assert list(phases) == ["clean", "held", "readers", "high", "recovery"]
+        for phase in phases.values():
+            assert phase["completed_per_s"] > 0 and phase["picked"] > 0
+            assert phase["pickup_p99_ms"] >= phase["pickup_p50_ms"] > 0
+            assert len(phase["autovacuum_runs"]) == 3
+        assert phases["held"]["horizon_age_max"] > phases["clean"]["horizon_age_max"]
+        assert phases["readers"]["horizon_age_max"] > phases["clean"]["horizon_age_max"]
+        assert phases["high"]["offered_rate"] == 1.5 * phases["clean"]["offered_rate"]
+    for cell in cells:
+        assert cell["failures"] == []
+        assert cell["storage"]["finished_jobs"] == cell["enqueued"] > 0
+        assert cell["storage"]["bytes_per_finished_job"] > 0
+        assert all(0 <= t["free_percent"] < 100 for t in cell["storage"]["tables"].values())
+
+
+@pytest.mark.bench
 @pytest.mark.one_at_a_time("bench")
 @pytest.mark.timeout(300)
 def test_cpu_per_job_splits_a_runs_cpu(tmp_path: Path) -> None:

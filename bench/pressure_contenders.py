@@ -1,0 +1,209 @@
+"""The queues `bench.pressure` runs: heartq, and pgqueuer in the same shape.
+
+Each gives what a cell needs of it: its tables and how its depth and its jobs' times
+are read (a `Subject`), its schema installed, its worker processes, its batch enqueue,
+and how many of its workers are up. heartq runs in this interpreter's environment;
+pgqueuer with the peers' (`.bench-venv`, pinned in `bench/environment.py`) through
+`bench/contenders/pgqueuer_pressure.py`.
+
+Where a pickup starts and ends, on the server's clock: heartq's job row carries both
+(`run_at`, set at enqueue; `started_at`, set by the claim); pgqueuer deletes a job when
+it completes and keeps one log row per change of status (`pgqueuer_log`: `queued` by
+the enqueue, `picked` by the claim, `successful` by the completion, each stamped with
+its transaction's `now()`), so its pickup is `picked.created - queued.created`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+import psycopg
+
+from bench.pressure_figures import Subject
+from bench.pressure_load import WORKER_APP, Workers
+from heartq.app import App
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = """
+import heartq
+
+app = heartq.App()
+
+@app.task
+def noop() -> None:
+    return None
+"""
+
+HEARTQ = Subject(
+    name="heartq",
+    schema="heartq",
+    tables=("jobs", "ended_executions", "job_tails"),
+    depth="SELECT count(*) FROM heartq.jobs WHERE status = 'queued'",
+    window="""
+SELECT
+  (SELECT count(*) FROM heartq.jobs
+   WHERE created_at >= to_timestamp(%(start)s) AND created_at < to_timestamp(%(end)s)),
+  (SELECT count(*) FROM heartq.jobs WHERE status = 'succeeded'
+     AND finished_at >= to_timestamp(%(start)s) AND finished_at < to_timestamp(%(end)s)),
+  count(*),
+  percentile_cont(0.5) WITHIN GROUP (ORDER BY pickup),
+  percentile_cont(0.99) WITHIN GROUP (ORDER BY pickup)
+FROM (SELECT extract(epoch FROM started_at - run_at)::float8 AS pickup FROM heartq.jobs
+      WHERE started_at >= to_timestamp(%(start)s) AND started_at < to_timestamp(%(end)s))
+  AS picked
+""",
+    finished="SELECT count(*) FROM heartq.jobs WHERE finished_at IS NOT NULL",
+    unfinished="""
+SELECT count(*) FILTER (WHERE status IN ('queued', 'running')),
+       count(*) FILTER (WHERE status NOT IN ('queued', 'running', 'succeeded')
+                         OR attempts > 1)
+FROM heartq.jobs
+""",
+)
+
+PGQUEUER = Subject(
+    name="pgqueuer",
+    schema="public",
+    tables=("pgqueuer", "pgqueuer_log", "pgqueuer_statistics"),
+    depth="SELECT count(*) FROM pgqueuer WHERE status = 'queued'",
+    window="""
+SELECT
+  (SELECT count(*) FROM pgqueuer_log WHERE status = 'queued'
+     AND created >= to_timestamp(%(start)s) AND created < to_timestamp(%(end)s)),
+  (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'
+     AND created >= to_timestamp(%(start)s) AND created < to_timestamp(%(end)s)),
+  count(*),
+  percentile_cont(0.5) WITHIN GROUP (ORDER BY pickup),
+  percentile_cont(0.99) WITHIN GROUP (ORDER BY pickup)
+FROM (SELECT extract(epoch FROM p.created - q.created)::float8 AS pickup
+      FROM pgqueuer_log AS p JOIN pgqueuer_log AS q
+        ON q.job_id = p.job_id AND q.status = 'queued'
+      WHERE p.status = 'picked'
+        AND p.created >= to_timestamp(%(start)s) AND p.created < to_timestamp(%(end)s))
+  AS picked
+""",
+    finished="SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'",
+    unfinished="""
+SELECT (SELECT count(*) FROM pgqueuer),
+       (SELECT count(*) FROM pgqueuer_log
+        WHERE status NOT IN ('queued', 'picked', 'successful'))
+     + (SELECT count(*) FROM (SELECT job_id FROM pgqueuer_log WHERE status = 'picked'
+                              GROUP BY job_id HAVING count(*) > 1) AS twice)
+""",
+)
+
+
+class Contender:
+    """What a cell needs of a queue (heartq's and pgqueuer's below)."""
+
+    subject: Subject
+    settings: str
+    """What its workers run with, for the report."""
+
+    def install(self, url: str) -> None:
+        raise NotImplementedError
+
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
+        raise NotImplementedError
+
+    def enqueuer(self, url: str) -> Any:
+        """A `pressure_load.Enqueue` for this queue at `url`."""
+        raise NotImplementedError
+
+    def workers_up(self, conn: psycopg.Connection[Any]) -> int:
+        """Worker processes ready to take jobs."""
+        raise NotImplementedError
+
+
+class Heartq(Contender):
+    """heartq: `heartq worker` processes at `--threads` slots, its defaults otherwise."""
+
+    subject = HEARTQ
+    settings = "heartq worker --concurrency THREADS (thread pool), defaults otherwise"
+
+    def install(self, url: str) -> None:
+        app = App(url)
+        app.migrate()
+        app.close()
+
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / "pressure_tasks.py").write_text(TASKS)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(logs), str(ROOT)]))
+        command = [sys.executable, "-m", "heartq", "worker", "pressure_tasks:app",
+                   "--url", url, "--concurrency", str(threads)]  # fmt: skip
+        return Workers(command, env, logs, count)
+
+    def enqueuer(self, url: str) -> HeartqEnqueue:
+        return HeartqEnqueue(url)
+
+    def workers_up(self, conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT count(*) FROM heartq.workers WHERE status = 'active'")
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
+
+class HeartqEnqueue:
+    """`App.enqueue_many` of `count` no-op jobs: one statement, one commit."""
+
+    def __init__(self, url: str) -> None:
+        self._app = App(url)
+
+    def __call__(self, count: int) -> None:
+        self._app.enqueue_many("noop", [{}] * count)
+
+    def close(self) -> None:
+        self._app.close()
+
+
+class Pgqueuer(Contender):
+    """pgqueuer at its defaults (`QueueManager.run()`: batch_size 10, continuous), one
+    asyncpg connection a worker; `--threads` does not apply."""
+
+    subject = PGQUEUER
+    settings = "QueueManager.run() at its defaults (batch_size 10), asyncpg"
+    script = str(ROOT / "bench" / "contenders" / "pgqueuer_pressure.py")
+
+    def __init__(self, python: Path) -> None:
+        self.python = str(python)
+
+    def install(self, url: str) -> None:
+        subprocess.run([self.python, self.script, "install", url], check=True)
+
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
+        return Workers([self.python, self.script, "work", url], dict(os.environ), logs, count)
+
+    def enqueuer(self, url: str) -> PipeEnqueue:
+        return PipeEnqueue([self.python, self.script, "enqueue", url])
+
+    def workers_up(self, conn: psycopg.Connection[Any]) -> int:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            "AND datname = current_database()",
+            (WORKER_APP,),
+        ).fetchone()
+        return int(found[0]) if found else 0
+
+
+class PipeEnqueue:
+    """The harness's pacer protocol: `ENQUEUE <n>` lines to a process that enqueues."""
+
+    def __init__(self, command: list[str]) -> None:
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, text=True)
+        assert self._proc.stdin is not None
+        self._pipe: IO[str] = self._proc.stdin
+
+    def __call__(self, count: int) -> None:
+        if self._proc.poll() is not None:
+            raise RuntimeError(f"the enqueuing process exited ({self._proc.returncode})")
+        self._pipe.write(f"ENQUEUE {count}\n")
+        self._pipe.flush()
+
+    def close(self) -> None:
+        """End its input; it enqueues what it read, then exits."""
+        self._pipe.close()
+        self._proc.wait(120)
