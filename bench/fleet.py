@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import psycopg
 
 from bench import fleet_stats as stats
 from bench.servers.postgres import PrivateCluster
+from bench.worker_processes import WorkerProcesses
 from heartq.app import App
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,40 +369,8 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class _Fleet:
-    """Worker processes, their logs and the error lines in them."""
-
-    def __init__(self, procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
-        self.procs, self.logs = procs, logs
-        self.errors: list[str] = []
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
-
-    def failed(self) -> bool:
-        return any(p.poll() is not None for p in self.procs)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, log in zip(self.procs, self.logs, strict=True):
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-                self.errors.append(f"{log.name}: killed, not stopped within 120 s of SIGTERM")
-            self.errors += [
-                f"{log.name}: {line}"
-                for line in log.read_text().splitlines()
-                if " error " in line or "Traceback" in line
-            ][:3]
-
-
 @contextmanager
-def _fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[_Fleet]:
+def _fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[WorkerProcesses]:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(scratch), str(ROOT)]), PGAPPNAME=WORKER_APP
     )
@@ -424,11 +392,7 @@ def _fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[_Fle
     if sizes.prefetch:
         command += ["--prefetch", str(sizes.prefetch)]
     logs = [scratch / f"{url.rsplit('/', 1)[1]}-w{i}.log" for i in range(workers)]
-    procs = [
-        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-        for log in logs
-    ]
-    fleet = _Fleet(procs, logs)
+    fleet = WorkerProcesses(command, env, logs)
     try:
         yield fleet
     finally:
@@ -493,7 +457,9 @@ def _count(conn: psycopg.Connection[Any], query: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _until(condition: Callable[[], bool], seconds: float, what: str, fleet: _Fleet) -> None:
+def _until(
+    condition: Callable[[], bool], seconds: float, what: str, fleet: WorkerProcesses
+) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline or fleet.failed():

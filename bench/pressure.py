@@ -53,8 +53,9 @@ from psycopg import sql
 from bench import environment
 from bench import pressure_figures as figures
 from bench.pressure_contenders import Contender, Heartq, Pgqueuer
-from bench.pressure_load import Producer, Readers, SnapshotHolder, Workers, server_settings
+from bench.pressure_load import Producer, Readers, SnapshotHolder, server_settings
 from bench.servers.postgres import PrivateCluster
+from bench.worker_processes import WorkerProcesses
 
 PHASES = ("clean", "held", "readers", "high", "recovery")
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +168,7 @@ def _phase(
     plan: Plan,
     producer: Producer,
     sampler: figures.Sampler,
-    workers: Workers,
+    workers: WorkerProcesses,
     kind: str,
     seconds: float,
 ) -> Row:
@@ -214,7 +215,10 @@ def _fault(url: str, subject: figures.Subject, plan: Plan, kind: str) -> Iterato
 
 
 def _drain(
-    conn: psycopg.Connection[Any], subject: figures.Subject, seconds: float, workers: Workers
+    conn: psycopg.Connection[Any],
+    subject: figures.Subject,
+    seconds: float,
+    workers: WorkerProcesses,
 ) -> float:
     """Wait until no job waits or runs (up to `seconds`): the server's clock then."""
     waiting = _until(lambda: figures.unfinished(conn, subject)[0] == 0, seconds, None, workers)
@@ -224,7 +228,7 @@ def _drain(
 
 
 def _until(
-    condition: Any, seconds: float, what: str | None, workers: Workers, poll: float = 0.5
+    condition: Any, seconds: float, what: str | None, workers: WorkerProcesses, poll: float = 0.5
 ) -> bool:
     deadline = time.monotonic() + seconds
     while not condition():

@@ -24,7 +24,8 @@ from typing import IO, Any
 import psycopg
 
 from bench.pressure_figures import Subject
-from bench.pressure_load import WORKER_APP, Workers
+from bench.pressure_load import WORKER_APP
+from bench.worker_processes import WorkerProcesses
 from heartq.app import App
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +108,8 @@ class Contender:
     def install(self, url: str) -> None:
         raise NotImplementedError
 
-    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> WorkerProcesses:
+        """`count` worker processes, each logging to a file in `logs`."""
         raise NotImplementedError
 
     def enqueuer(self, url: str) -> Any:
@@ -130,13 +132,13 @@ class Heartq(Contender):
         app.migrate()
         app.close()
 
-    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> WorkerProcesses:
         logs.mkdir(parents=True, exist_ok=True)
         (logs / "pressure_tasks.py").write_text(TASKS)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(logs), str(ROOT)]))
         command = [sys.executable, "-m", "heartq", "worker", "pressure_tasks:app",
                    "--url", url, "--concurrency", str(threads)]  # fmt: skip
-        return Workers(command, env, logs, count)
+        return _processes(command, env, logs, count)
 
     def enqueuer(self, url: str) -> HeartqEnqueue:
         return HeartqEnqueue(url)
@@ -174,8 +176,9 @@ class Pgqueuer(Contender):
     def install(self, url: str) -> None:
         subprocess.run([self.python, self.script, "install", url], check=True)
 
-    def workers(self, url: str, logs: Path, count: int, threads: int) -> Workers:
-        return Workers([self.python, self.script, "work", url], dict(os.environ), logs, count)
+    def workers(self, url: str, logs: Path, count: int, threads: int) -> WorkerProcesses:
+        command = [self.python, self.script, "work", url]
+        return _processes(command, dict(os.environ), logs, count)
 
     def enqueuer(self, url: str) -> PipeEnqueue:
         return PipeEnqueue([self.python, self.script, "enqueue", url])
@@ -207,3 +210,11 @@ class PipeEnqueue:
         """End its input; it enqueues what it read, then exits."""
         self._pipe.close()
         self._proc.wait(120)
+
+
+def _processes(command: list[str], env: dict[str, str], logs: Path, count: int) -> WorkerProcesses:
+    """`count` workers of `command`, named `WORKER_APP` to the server (libpq's
+    `PGAPPNAME`; pgqueuer's set it themselves)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(env, PGAPPNAME=WORKER_APP)
+    return WorkerProcesses(command, env, [logs / f"worker-{n}.log" for n in range(count)])

@@ -1,5 +1,5 @@
-"""The load and the faults of `bench.pressure`: a paced producer, worker processes, a
-held snapshot, and REPEATABLE READ readers.
+"""The load and the faults of `bench.pressure`: a paced producer, a held snapshot, and
+REPEATABLE READ readers (the workers: `bench/pressure_contenders.py`).
 
 Each is what the cells of the public harness for PostgreSQL queues
 (hardbyte/postgresql-job-queue-benchmarking: `bench_harness/pacer.py` and `hooks.py`)
@@ -19,11 +19,8 @@ do, so heartq's figures read against the ones it publishes:
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
@@ -90,41 +87,6 @@ class Producer:
         self._enqueue.close()
         if self.error is not None:
             raise RuntimeError(f"the producer failed: {self.error!r}") from self.error
-
-
-class Workers:
-    """`count` worker processes of `command`, their stderr kept to find errors in."""
-
-    def __init__(self, command: list[str], env: dict[str, str], logs: Path, count: int) -> None:
-        logs.mkdir(parents=True, exist_ok=True)
-        env = dict(env, PGAPPNAME=WORKER_APP)
-        self.logs = [logs / f"worker-{n}.log" for n in range(count)]
-        self.procs = [
-            subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-            for log in self.logs
-        ]
-
-    def exited(self) -> list[int]:
-        """Exit codes of workers that stopped on their own."""
-        return [code for proc in self.procs if (code := proc.poll()) is not None]
-
-    def stop(self) -> list[str]:
-        """SIGTERM each, wait; the error lines of their logs (three a worker at most)."""
-        errors: list[str] = []
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, log in zip(self.procs, self.logs, strict=True):
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-                errors.append(f"{log.name}: killed, not stopped within 120 s of SIGTERM")
-            lines = log.read_text().splitlines()
-            errors += [f"{log.name}: {line}" for line in lines
-                       if " error " in line or "Traceback" in line][:3]  # fmt: skip
-        return errors
 
 
 class SnapshotHolder:
