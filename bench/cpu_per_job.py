@@ -18,7 +18,10 @@ processing itself keeps busy:
 `--jobs SMALL,LARGE` is appended to the command as `--jobs N`, and `--out` in the
 scratch directory if the command names none (the large run's processing rate is read
 back from it); the scratch directory (`--dir`) is emptied before each run. Measured on
-the shared server, so nothing else may run meanwhile.
+the shared server, so nothing else may run meanwhile. `--postmaster PID` counts only that
+cluster's processes as the server (`python -m bench.cost` runs on a private one, which
+other work on the machine leaves alone); `workers_us_per_job` is the worker processes'
+own CPU (theirs and their children's), which other work on the machine cannot add to.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Sample:
     busy: float  # the machine's busy CPU seconds since boot
     server: float  # the PostgreSQL server's CPU seconds, exited backends included
     workers: int  # worker processes alive
+    workers_cpu: float  # their own CPU seconds (and their exited children's)
 
 
 def machine_busy() -> float:
@@ -50,8 +54,10 @@ def machine_busy() -> float:
     return (sum(fields) - fields[3] - fields[4]) / TICK  # all but idle and iowait
 
 
-def sample(match: str) -> Sample:
-    server, workers = 0.0, 0
+def sample(match: str, postmaster: int | None = None) -> Sample:
+    """`postmaster`: count that cluster's processes as the server (itself and its
+    children), else every process named `postgres`."""
+    server, workers, workers_cpu = 0.0, 0, 0.0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -62,21 +68,28 @@ def sample(match: str) -> Sample:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        if name == "postgres":  # utime, stime, and those of its waited-for children
-            server += sum(int(f) for f in fields[11:15]) / TICK
+        pid, cpu = (
+            int(entry.name),
+            sum(int(f) for f in fields[11:15]) / TICK,
+        )  # utime, stime, and its children's
+        if name == "postgres" if postmaster is None else postmaster in (pid, int(fields[1])):
+            server += cpu
         elif match in command and "cpu_per_job" not in command:
             workers += 1
-    return Sample(time.monotonic(), machine_busy(), server, workers)
+            workers_cpu += cpu
+    return Sample(time.monotonic(), machine_busy(), server, workers, workers_cpu)
 
 
-def while_workers_run(command: list[str], match: str) -> tuple[Sample, Sample]:
+def while_workers_run(
+    command: list[str], match: str, postmaster: int | None = None
+) -> tuple[Sample, Sample]:
     """Run `command`; the first and last samples taken while a worker process lived."""
     samples: list[Sample] = []
     done = threading.Event()
 
     def sampler() -> None:
         while not done.is_set():
-            samples.append(sample(match))
+            samples.append(sample(match, postmaster))
             done.wait(SAMPLE_EVERY)
 
     thread = threading.Thread(target=sampler)
@@ -96,29 +109,27 @@ def option(command: list[str], name: str) -> Path | None:
     return Path(command[command.index(name) + 1]) if name in command else None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--match", required=True, help="a substring of the workers' command")
-    parser.add_argument("--jobs", default="10000,100000", help="SMALL,LARGE")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    command = [c for c in args.command if c != "--"]
+def measure(
+    command: list[str], match: str, small: int, large: int, postmaster: int | None = None
+) -> dict[str, object]:
+    """Run `command` (a side script's, naming `--dir`) with `--jobs small`, then `large`;
+    what a job costs, from the differences."""
     scratch = option(command, "--dir")
     if scratch is None:
         raise SystemExit("the side script's command needs --dir")
     out = option(command, "--out") or scratch / "result.json"
     if "--out" not in command:
-        command += ["--out", str(out)]
-    small, large = (int(n) for n in args.jobs.split(","))
+        command = [*command, "--out", str(out)]
     runs = []
     for jobs in (small, large):
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
-        first, last = while_workers_run([*command, "--jobs", str(jobs)], args.match)
-        runs.append((last.at - first.at, last.busy - first.busy, last.server - first.server))
-    (t0, busy0, server0), (t1, busy1, server1) = runs
+        first, last = while_workers_run([*command, "--jobs", str(jobs)], match, postmaster)
+        runs.append((last.at - first.at, last.busy - first.busy, last.server - first.server,
+                     last.workers_cpu - first.workers_cpu))  # fmt: skip
+    (t0, busy0, server0, own0), (t1, busy1, server1, own1) = runs
     jobs = large - small
-    print(json.dumps({
+    return {
         "command": " ".join(command),
         "jobs": [small, large],
         "seconds": [round(t0, 2), round(t1, 2)],
@@ -127,7 +138,20 @@ def main() -> None:
         "cpu_us_per_job": round((busy1 - busy0) / jobs * 1e6, 1),
         "server_us_per_job": round((server1 - server0) / jobs * 1e6, 1),
         "rest_us_per_job": round(((busy1 - busy0) - (server1 - server0)) / jobs * 1e6, 1),
-    }))  # fmt: skip
+        "workers_us_per_job": round((own1 - own0) / jobs * 1e6, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--match", required=True, help="a substring of the workers' command")
+    parser.add_argument("--jobs", default="10000,100000", help="SMALL,LARGE")
+    parser.add_argument("--postmaster", type=int, help="count only this cluster as the server")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = [c for c in args.command if c != "--"]
+    small, large = (int(n) for n in args.jobs.split(","))
+    print(json.dumps(measure(command, args.match, small, large, args.postmaster)))
 
 
 if __name__ == "__main__":
