@@ -45,8 +45,7 @@ class Sample:
     at: float
     busy: float  # the machine's busy CPU seconds since boot
     server: float  # the PostgreSQL server's CPU seconds, exited backends included
-    workers: int  # worker processes alive
-    workers_cpu: float  # their own CPU seconds (and their exited children's)
+    workers: dict[int, float]  # worker processes alive: their own CPU seconds by pid
 
 
 def machine_busy() -> float:
@@ -57,7 +56,7 @@ def machine_busy() -> float:
 def sample(match: str, postmaster: int | None = None) -> Sample:
     """`postmaster`: count that cluster's processes as the server (itself and its
     children), else every process named `postgres`."""
-    server, workers, workers_cpu = 0.0, 0, 0.0
+    server, workers = 0.0, {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -68,22 +67,21 @@ def sample(match: str, postmaster: int | None = None) -> Sample:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        pid, cpu = (
-            int(entry.name),
-            sum(int(f) for f in fields[11:15]) / TICK,
-        )  # utime, stime, and its children's
+        pid = int(entry.name)
+        cpu = sum(int(f) for f in fields[11:15]) / TICK  # utime, stime, and its children's
         if name == "postgres" if postmaster is None else postmaster in (pid, int(fields[1])):
             server += cpu
         elif match in command and "cpu_per_job" not in command:
-            workers += 1
-            workers_cpu += cpu
-    return Sample(time.monotonic(), machine_busy(), server, workers, workers_cpu)
+            workers[pid] = cpu
+    return Sample(time.monotonic(), machine_busy(), server, workers)
 
 
 def while_workers_run(
     command: list[str], match: str, postmaster: int | None = None
-) -> tuple[Sample, Sample]:
-    """Run `command`; the first and last samples taken while a worker process lived."""
+) -> tuple[Sample, Sample, float]:
+    """Run `command`; the first and last samples taken while a worker process lived,
+    and the workers' own CPU from the first up to each one's last sighting (a worker
+    that exits before the others takes its CPU out of the later samples)."""
     samples: list[Sample] = []
     done = threading.Event()
 
@@ -102,7 +100,10 @@ def while_workers_run(
     alive = [s for s in samples if s.workers]
     if len(alive) < 2:
         raise SystemExit(f"no worker process matching {match!r} was seen")
-    return alive[0], alive[-1]
+    last_seen: dict[int, float] = {}
+    for one in alive:
+        last_seen.update(one.workers)
+    return alive[0], alive[-1], sum(last_seen.values()) - sum(alive[0].workers.values())
 
 
 def option(command: list[str], name: str) -> Path | None:
@@ -124,9 +125,8 @@ def measure(
     for jobs in (small, large):
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
-        first, last = while_workers_run([*command, "--jobs", str(jobs)], match, postmaster)
-        runs.append((last.at - first.at, last.busy - first.busy, last.server - first.server,
-                     last.workers_cpu - first.workers_cpu))  # fmt: skip
+        first, last, own = while_workers_run([*command, "--jobs", str(jobs)], match, postmaster)
+        runs.append((last.at - first.at, last.busy - first.busy, last.server - first.server, own))
     (t0, busy0, server0, own0), (t1, busy1, server1, own1) = runs
     jobs = large - small
     return {

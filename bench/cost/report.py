@@ -76,6 +76,12 @@ def markdown(results: dict[str, Any]) -> str:
                 first, last = (results["per_job"][n][phase] for n in (names[0], names[-1]))
                 cells.append(_ratio(first, last, keys))
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    small, large = results["jobs"]
+    note = f"Marginal per job between rounds of {small:,} and {large:,} jobs"
+    if "callgrind_jobs" in results:
+        under = results["callgrind_jobs"]
+        note += f"; server instructions under callgrind, rounds of {under[0]:,} and {under[1]:,}"
+    lines += ["", note + "."]
     if results.get("cpu"):
         lines += ["", "| worker's side (bench.cpu_per_job) | "
                   + " | ".join(c for c, _, _ in CPU_COLUMNS) + " |",

@@ -22,6 +22,7 @@ import psycopg
 from bench.cost import waldump
 from bench.cost.cluster import CostCluster, Meter, Snapshot
 from bench.cost.relay import CountingRelay
+from bench.cost.report import per_job as per_job_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CONTENDERS = ROOT / "bench" / "contenders"
@@ -121,6 +122,23 @@ class Rounds:
         self, cluster: CostCluster, relay: CountingRelay, python: dict[bool, Path], batch: int
     ) -> None:
         self.cluster, self.relay, self.python, self.batch = cluster, relay, python, batch
+
+    def both_sizes(
+        self, contenders: list[Contender], jobs: int
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, float]]]]:
+        """Rounds of `jobs` and twice as many for each contender: their figures, and
+        the marginal figures per job of each phase."""
+        raw: dict[str, dict[str, Any]] = {c.name: {} for c in contenders}
+        under = " under callgrind" if self.cluster.callgrind_dir else ""
+        for size in (jobs, 2 * jobs):
+            for contender in contenders:
+                print(f"cost: {contender.label}, {size:,} jobs{under}", flush=True)
+                raw[contender.name][str(size)] = self.run(contender, size)
+        per_job = {
+            name: {p: per_job_of(by_size[str(jobs)][p], by_size[str(2 * jobs)][p]) for p in PHASES}
+            for name, by_size in raw.items()
+        }
+        return raw, per_job
 
     def command(
         self, contender: Contender, phase: str, url: str, scratch: Path, jobs: int
