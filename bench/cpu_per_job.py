@@ -80,8 +80,9 @@ def while_workers_run(
     command: list[str], match: str, postmaster: int | None = None
 ) -> tuple[Sample, Sample, float]:
     """Run `command`; the first and last samples taken while a worker process lived,
-    and the workers' own CPU from the first up to each one's last sighting (a worker
-    that exits before the others takes its CPU out of the later samples)."""
+    and the workers' own CPU, each one's from its start to its last sighting (a worker
+    that exits before the others takes its CPU out of the later samples; what each
+    spends to start is the same in every run)."""
     samples: list[Sample] = []
     done = threading.Event()
 
@@ -103,7 +104,7 @@ def while_workers_run(
     last_seen: dict[int, float] = {}
     for one in alive:
         last_seen.update(one.workers)
-    return alive[0], alive[-1], sum(last_seen.values()) - sum(alive[0].workers.values())
+    return alive[0], alive[-1], sum(last_seen.values())
 
 
 def option(command: list[str], name: str) -> Path | None:
