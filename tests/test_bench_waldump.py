@@ -5,7 +5,9 @@ inserts and leaf splits, not downlinks or new roots) and the heap LOCK records.
 The lines are real, captured once from a private cluster (a table `q` of filenode 16385
 with its primary key, 16390, and a second index, 16392): inserts until the index split
 and grew a level, a row locked FOR UPDATE and updated, a HOT update, a prune, a delete,
-updates after a CHECKPOINT (full-page images), a key-share lock taken over by a multixact.
+updates after a CHECKPOINT (full-page images), an upper-level split of another table's
+primary key (filenode 16388, after 150,000 rows), a key-share lock taken over by a
+multixact.
 """
 
 # ruff: noqa: E501 (the captured lines are kept as pg_waldump printed them)
@@ -29,9 +31,11 @@ rmgr: Heap2       len (rec/tot):     60/    60, tx:          0, lsn: 0/0155C440,
 rmgr: Heap        len (rec/tot):     54/    54, tx:        730, lsn: 0/0155C530, prev 0/0155C4F0, desc: DELETE off 5 flags 0x00 KEYS_UPDATED , blkref #0: rel 1663/5/16385 blk 0
 rmgr: Heap        len (rec/tot):     65/   661, tx:        727, lsn: 0/01538C78, prev 0/01538C00, desc: UPDATE off 1 xmax 727 flags 0x40 KEYS_UPDATED ; new off 11 xmax 0, blkref #0: rel 1663/5/16385 blk 0 FPW
 rmgr: Btree       len (rec/tot):     53/   313, tx:        727, lsn: 0/01538F10, prev 0/01538C78, desc: INSERT_LEAF off 11, blkref #0: rel 1663/5/16390 blk 1 FPW
+rmgr: Btree       len (rec/tot):   2064/  2064, tx:        727, lsn: 0/034C2208, prev 0/034C1F00, desc: SPLIT_R level 1, firstrightoff 286, newitemoff 409, postingoff 0, blkref #0: rel 1663/5/16388 blk 411, blkref #1: rel 1663/5/16388 blk 698, blkref #3: rel 1663/5/16388 blk 696
 rmgr: Heap        len (rec/tot):     54/    54, tx:       1129, lsn: 0/015EF718, prev 0/015EF6E0, desc: LOCK off 7: xid 2: flags 0x00 IS_MULTI LOCK_ONLY EXCL_LOCK , blkref #0: rel 1663/5/16385 blk 0
 """.splitlines()
 TABLE, PKEY, OTHER_INDEX = (1663, 5, 16385), (1663, 5, 16390), (1663, 5, 16392)
+BIG_PKEY = (1663, 5, 16388)
 
 
 def test_a_record_line_gives_its_size_relation_and_kind() -> None:
@@ -49,16 +53,18 @@ def test_a_record_line_gives_its_size_relation_and_kind() -> None:
 
 def test_a_phase_sums_by_relation_and_counts_entries_and_locks() -> None:
     summary = waldump.summarize(LINES, {TABLE: "public.q", PKEY: "public.q_pkey"})
-    assert (summary.records, summary.bytes, summary.full_pages) == (15, 2536, 2)
-    assert summary.btree_entries == 3  # two leaf inserts and a leaf split, no downlink
+    assert (summary.records, summary.bytes, summary.full_pages) == (16, 2536 + 2064, 2)
+    assert summary.btree_entries == 3  # two leaf inserts and a leaf split; no downlink,
+    # new root or upper-level split
     assert summary.btree_entries_by_index == {"public.q_pkey": 3}
     assert summary.heap_locks == 2  # FOR UPDATE, and the multixact's
     assert summary.by_relation == {
         "public.q": 8,
         "public.q_pkey": 5,
         "1663/5/16392": 1,  # not named: shown by its numbers
+        "1663/5/16388": 1,
         "(Transaction: no relation)": 1,
     }
     assert summary.bytes_by_relation["public.q_pkey"] == 64 + 90 + 752 + 72 + 313
     assert summary.by_type["Heap/UPDATE"] == 2  # UPDATE+INIT is an UPDATE
-    assert waldump.relations(LINES) == {TABLE, PKEY, OTHER_INDEX}
+    assert waldump.relations(LINES) == {TABLE, PKEY, OTHER_INDEX, BIG_PKEY}
