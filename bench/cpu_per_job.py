@@ -20,8 +20,9 @@ scratch directory if the command names none (the large run's processing rate is 
 back from it); the scratch directory (`--dir`) is emptied before each run. Measured on
 the shared server, so nothing else may run meanwhile. `--postmaster PID` counts only that
 cluster's processes as the server (`python -m bench.cost` runs on a private one, which
-other work on the machine leaves alone); `workers_us_per_job` is the worker processes'
-own CPU (theirs and their children's), which other work on the machine cannot add to.
+other work on the machine leaves alone); `workers_us_per_job` is the CPU of the processes
+the side script started and waited for (its workers), start to exit, which other work
+on the machine cannot add to.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Sample:
     at: float
     busy: float  # the machine's busy CPU seconds since boot
     server: float  # the PostgreSQL server's CPU seconds, exited backends included
-    workers: dict[int, float]  # worker processes alive: their own CPU seconds by pid
+    workers: int  # worker processes alive
 
 
 def machine_busy() -> float:
@@ -56,7 +57,7 @@ def machine_busy() -> float:
 def sample(match: str, postmaster: int | None = None) -> Sample:
     """`postmaster`: count that cluster's processes as the server (itself and its
     children), else every process named `postgres`."""
-    server, workers = 0.0, {}
+    server, workers = 0.0, 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -67,12 +68,15 @@ def sample(match: str, postmaster: int | None = None) -> Sample:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        pid = int(entry.name)
         cpu = sum(int(f) for f in fields[11:15]) / TICK  # utime, stime, and its children's
-        if name == "postgres" if postmaster is None else postmaster in (pid, int(fields[1])):
+        if (
+            name == "postgres"
+            if postmaster is None
+            else postmaster in (int(entry.name), int(fields[1]))
+        ):
             server += cpu
         elif match in command and "cpu_per_job" not in command:
-            workers[pid] = cpu
+            workers += 1
     return Sample(time.monotonic(), machine_busy(), server, workers)
 
 
@@ -80,9 +84,9 @@ def while_workers_run(
     command: list[str], match: str, postmaster: int | None = None
 ) -> tuple[Sample, Sample, float]:
     """Run `command`; the first and last samples taken while a worker process lived,
-    and the workers' own CPU, each one's from its start to its last sighting (a worker
-    that exits before the others takes its CPU out of the later samples; what each
-    spends to start is the same in every run)."""
+    and the CPU of the processes `command` started and waited for (its workers: the
+    side scripts start no other), read from its `/proc` entry once it has exited and
+    before it is reaped. That one is exact, start to exit, whatever else runs."""
     samples: list[Sample] = []
     done = threading.Event()
 
@@ -94,17 +98,19 @@ def while_workers_run(
     thread = threading.Thread(target=sampler)
     thread.start()
     try:
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = sum(int(f) for f in fields[13:15]) / TICK  # cutime, cstime
+        if proc.wait() != 0:
+            raise subprocess.CalledProcessError(proc.returncode, command)
     finally:
         done.set()
         thread.join()
     alive = [s for s in samples if s.workers]
     if len(alive) < 2:
         raise SystemExit(f"no worker process matching {match!r} was seen")
-    last_seen: dict[int, float] = {}
-    for one in alive:
-        last_seen.update(one.workers)
-    return alive[0], alive[-1], sum(last_seen.values())
+    return alive[0], alive[-1], children
 
 
 def option(command: list[str], name: str) -> Path | None:

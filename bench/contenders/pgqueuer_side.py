@@ -56,7 +56,9 @@ async def fill(url: str, jobs: int, single: int, batch: int) -> tuple[float, flo
         await conn.close()
 
 
-async def work(url: str, batch: int, stamps: Stamps) -> None:
+async def work(url: str, batch: int, stamps: Stamps, **settings: object) -> None:
+    """One worker process until the queue is empty; `settings`: more of `run`'s
+    arguments (`bench.cost` sets two), its defaults otherwise."""
     from pgqueuer import types  # type: ignore[import-not-found]
 
     conn = await asyncpg.connect(url)
@@ -66,7 +68,7 @@ async def work(url: str, batch: int, stamps: Stamps) -> None:
     async def noop(job: object) -> None:
         stamps.entered()
 
-    await manager.run(batch_size=batch, mode=types.QueueExecutionMode.drain)
+    await manager.run(batch_size=batch, mode=types.QueueExecutionMode.drain, **settings)
     await conn.close()
 
 

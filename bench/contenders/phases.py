@@ -28,6 +28,7 @@ def phase_arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--pool", choices=["thread", "async"], default="thread", help="heartq")
     parser.add_argument("--prefetch", type=int, default=0, help="heartq: claimed ahead")
     parser.add_argument("--claim", type=int, default=100, help="pgqueuer: its batch_size")
+    parser.add_argument("--heartbeat-timeout", type=float, default=30.0, help="pgqueuer")
     parser.add_argument("--timeout", type=float, default=3600.0)
     return parser.parse_args()
 

@@ -42,6 +42,7 @@ class Contender:
     side: str  # its side script, for bench.cpu_per_job
     side_options: tuple[str, ...]
     match: str  # a substring of its workers' command line
+    under_callgrind: tuple[str, ...] = ()  # more options for its phases there
 
 
 LINEUP = {
@@ -57,7 +58,7 @@ LINEUP = {
                   "heartq worker"),
         Contender("pgqueuer", "pgqueuer batch 100", "pgqueuer_phases.py",
                   ("--claim", "100"), True, "pgqueuer_side.py", ("--batch", "100"),
-                  "pgqueuer_side.py --work"),
+                  "pgqueuer_side.py --work", ("--heartbeat-timeout", "300")),
     )
 }  # fmt: skip
 
@@ -146,7 +147,7 @@ class Rounds:
         return [
             str(self.python[contender.peer]), str(CONTENDERS / contender.script), phase,
             "--url", url, "--dir", str(scratch), "--jobs", str(jobs), "--batch", str(self.batch),
-            *contender.options,
+            *contender.options, *(contender.under_callgrind if self.cluster.callgrind_dir else ()),
         ]  # fmt: skip
 
     def run(self, contender: Contender, jobs: int) -> dict[str, Any]:
