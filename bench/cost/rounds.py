@@ -1,6 +1,6 @@
 """One contender's rounds: a fresh database, its enqueue and its work phase, each counted.
 
-A phase's counts are the differences of the meter's snapshots around it (`Phase`):
+A phase's counts are the differences of the meter's snapshots around it (`phase_figures`):
 what crossed the relay, the statements pg_stat_statements saw (reset at its start), the
 tables' row counters, the WAL between the two LSNs (`waldump`), and under callgrind the
 instructions of the backends that ran it (every contender's backend exits at the
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from bench.cost import waldump
 from bench.cost.cluster import CostCluster, Meter, Snapshot
@@ -153,11 +154,12 @@ class Rounds:
     def run(self, contender: Contender, jobs: int) -> dict[str, Any]:
         """One round of `jobs`: both phases' figures."""
         database = f"cost_{contender.name.replace('-', '_')}"
+        named = sql.Identifier(database)
         admin = self.cluster.url_for("postgres")
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
             conn.execute("CHECKPOINT")
-            conn.execute(f'CREATE DATABASE "{database}"')
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(named))
         direct = self.cluster.url_for(database)
         relayed = self.cluster.url_for(database, port=self.relay.port)
         scratch = Path(tempfile.mkdtemp(prefix="heartq-cost-"))
@@ -170,7 +172,7 @@ class Rounds:
             meter.close()
             shutil.rmtree(scratch, ignore_errors=True)
             with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
 
     def phase(self, meter: Meter, command: list[str], jobs: int, scratch: Path) -> dict[str, Any]:
         meter.settle()
