@@ -1,8 +1,8 @@
 """Crash hooks at the store (`heartq.hooks.run_crash_hooks` over what a reclaim returns):
 each crashed attempt is told once, with its job, arguments, meta, start and crash
-context; an attempt its worker gave up (interrupted) and a job claimed ahead and never
-started are not crashes. The worker's side (which process runs them, on which path) is
-tests/integration/test_crash_hooks.py."""
+context; an attempt its worker stopped trusting (interrupted) and a job claimed ahead and
+never started are not crashes. The worker's side (which process runs them, on which path)
+is tests/integration/test_crash_hooks.py."""
 
 from __future__ import annotations
 
@@ -87,11 +87,14 @@ def test_an_expired_lease_is_a_crash_and_an_interruption_is_not(store: Store, t0
     expired = enqueue_one(store, t0)
     claim_one(store, "w1", t0, lease=5)
     interrupted = enqueue_one(store, t0)
-    gave_up = claim_one(store, "w2", t0, lease=600)
+    untrusted = claim_one(store, "w2", t0, lease=600)
 
     reaped = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     fenced = store.crash_attempt(
-        gave_up.lease, {"reason": "lease could not be renewed"}, DetectedBy.SELF_FENCE, now=t0 + 11
+        untrusted.lease,
+        {"reason": "lease could not be renewed"},
+        DetectedBy.SELF_FENCE,
+        now=t0 + 11,
     )
     assert [r.job_id for r in reaped] == [expired]
     assert fenced is not None and fenced.job_id == interrupted

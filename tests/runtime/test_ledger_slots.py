@@ -105,7 +105,7 @@ def test_a_forced_end_queues_its_outcome_at_once_but_keeps_the_slot_until_the_co
     assert pool.stopped == [hung]
     assert ledger.executing() == 2 and ledger.free_slots() == 0  # its code still runs ...
     assert ledger.undecided() == 1  # ... though a shutdown no longer waits for it
-    assert ledger.lingering() == [hung]
+    assert ledger.abandoned() == [hung]
     ledger.slot_freed.clear()
 
     # Its code returns at last (a success it is too late for): stale, yet the slot frees.
@@ -113,11 +113,11 @@ def test_a_forced_end_queues_its_outcome_at_once_but_keeps_the_slot_until_the_co
     assert queued(ledger) == []  # the first end counted; nothing is queued twice
     assert hung.ended is not None and hung.ended.outcome is Outcome.TIMED_OUT
     assert ledger.slot_freed.is_set()
-    assert (ledger.executing(), ledger.free_slots(), ledger.lingering()) == (1, 1, [])
+    assert (ledger.executing(), ledger.free_slots(), ledger.abandoned()) == (1, 1, [])
 
     ledger.attempt_ended(other, AttemptEnd(Outcome.SUCCEEDED, result_json="2"))
     assert queued(ledger) == [("other", 1)]
-    assert (ledger.executing(), ledger.undecided(), ledger.lingering()) == (0, 0, [])
+    assert (ledger.executing(), ledger.undecided(), ledger.abandoned()) == (0, 0, [])
 
 
 def test_a_cancel_and_a_lost_lease_linger_the_same_way():
@@ -128,10 +128,10 @@ def test_a_cancel_and_a_lost_lease_linger_the_same_way():
     assert queued(ledger) == [("cancelled", 1)]  # a lost attempt reports nothing
     assert ledger.running() == [cancelled]  # the lost one is forgotten at once ...
     assert ledger.free_slots() == 0 and ledger.undecided() == 0  # ... its code is not
-    assert {r.job.id for r in ledger.lingering()} == {"cancelled", "lost"}
+    assert {r.job.id for r in ledger.abandoned()} == {"cancelled", "lost"}
     for run in (lost, cancelled):
         ledger.attempt_ended(run, AttemptEnd(Outcome.FAILED, error="ignored"))
-    assert (ledger.free_slots(), ledger.lingering(), queued(ledger)) == (2, [], [])
+    assert (ledger.free_slots(), ledger.abandoned(), queued(ledger)) == (2, [], [])
 
 
 def test_each_attempt_frees_its_slot_once_whoever_ended_it_first():
@@ -140,12 +140,12 @@ def test_each_attempt_frees_its_slot_once_whoever_ended_it_first():
     ledger.attempt_ended(returned, AttemptEnd(Outcome.SUCCEEDED, result_json="1"))
     # The worker's force lost the race to the code's own end: nothing lingers.
     ledger.force(returned, AttemptEnd(Outcome.TIMED_OUT, error="late"))
-    assert ledger.lingering() == [] and ledger.executing() == 1
+    assert ledger.abandoned() == [] and ledger.executing() == 1
     ledger.attempt_ended(returned, AttemptEnd(Outcome.SUCCEEDED, result_json="1"))  # again
     assert ledger.executing() == 1  # never below what really runs
     ledger.force(forced, AttemptEnd(Outcome.RELEASED))
     assert ledger.executing() == 1
-    assert ledger.lingering() == [forced] and ledger.undecided() == 0
+    assert ledger.abandoned() == [forced] and ledger.undecided() == 0
     ledger.attempt_ended(forced, AttemptEnd(Outcome.SUCCEEDED, result_json="2"))
     assert (ledger.executing(), ledger.free_slots()) == (0, 3)
     assert queued(ledger) == [("job", 1)]  # a release is not the completer's
@@ -190,10 +190,10 @@ def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finis
         wait_for(lambda: ticks[0] >= seen + 2, what="the loop to pass the second stop")
         assert queued(ledger) == [("swallow", 1)]
         assert (ledger.executing(), ledger.free_slots()) == (1, 0)  # it swallowed the cancel
-        assert ledger.lingering() == [run]
+        assert ledger.abandoned() == [run]
         let_go.set()
         wait_for(lambda: ledger.executing() == 0, what="the coroutine to finish")
-        assert ledger.lingering() == [] and queued(ledger) == []
+        assert ledger.abandoned() == [] and queued(ledger) == []
         assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
     finally:
         let_go.set()

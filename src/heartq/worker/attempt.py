@@ -74,9 +74,10 @@ class RunningJob:
         self._stopping = False
         self._end: AttemptEnd | None = None
         self.on_flags_changed: Callable[[RunningJob], None] | None = None
-        self.given_up = "its worker could not renew the lease in time and gave it up"
-        """Why its worker gives the attempt back if it abandons it (`Ledger.abandon`): the
-        reason in the crash context of its `interrupted` execution."""
+        self.untrusted_reason = "its worker could not renew the lease in time and gave it up"
+        """Why its worker gives the attempt back if it stops trusting its lease
+        (`Ledger.mark_untrusted`): the reason in the crash context of its `interrupted`
+        execution."""
         self._in_store = 0  # calls of the task's into the store under way (`in_store`)
         self.transaction: TransactionState = TransactionState.NONE
         """Where its task's `ctx.transaction()` stands: while it is open the database

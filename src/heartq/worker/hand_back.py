@@ -1,11 +1,13 @@
 """What a stopping worker hands back to the queue, no attempt counted: the attempts its
-shutdown stopped, every job claimed ahead, and the attempts it stopped trusting.
+shutdown stopped, every job claimed ahead, and its untrusted attempts (the ones whose
+lease it stopped trusting).
 
 A database that cannot be written at shutdown (a full disk, a read-only or deleted
 SQLite file, a server down) does not make the worker walk away from these jobs: each
 hand-back is retried until the shutdown's deadline or a second signal, with one loop
-(`HandBack.retry`) for all three, so they pause, give up and hear the second signal
-alike. What is still held after that is the worker's `_unsaved` (`shutdown_unsaved`).
+(`HandBack.retry`) for all three, so they pause, stop retrying and hear the second
+signal alike. What is still held after that is the worker's `_unsaved`
+(`shutdown_unsaved`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ RELEASE_FIRST_PAUSE = 0.05
 what the fleet waits for, and a database blip is usually short."""
 
 
-class GaveUp(Exception):
-    """Raised by a hand-back attempt that must not be tried again (`HandBack.retry`)."""
+class StopRetrying(Exception):
+    """Raised by a hand-back attempt that must not be tried again (a refusal for good,
+    or the last try before the deadline: `HandBack.retry`)."""
 
 
 class HandBack:
@@ -65,11 +68,11 @@ class HandBack:
     def retry(self, attempt: Callable[[], T | None], deadline: float, pause: float) -> T | None:
         """`attempt` until it answers (not None), the deadline passes or a second signal
         comes; the pauses between tries start at `pause` and double up to `RETRY_MAX`.
-        None if it never answered, or gave up (`GaveUp`)."""
+        None if it never answered, or said to stop (`StopRetrying`)."""
         while True:
             try:
                 answer = attempt()
-            except GaveUp:
+            except StopRetrying:
                 return None
             if answer is not None:
                 return answer
@@ -92,20 +95,20 @@ class HandBack:
                 lost = set(self.store.release([run.job.lease for run in released]))
             except Exception as exc:
                 level = self.health.failed(exc, "release")
-                give_up = (
+                last_try = (
                     not isinstance(exc, StoreUnavailable)
                     or self.force_stop.is_set()
                     or time.monotonic() >= deadline
                 )
                 events.emit(
                     events.JOB_RELEASED,
-                    logging.WARNING if give_up else level,
+                    logging.WARNING if last_try else level,
                     worker_id=self.id,
-                    error=f"could not release ({exc})" + ("" if give_up else "; retrying"),
+                    error=f"could not release ({exc})" + ("" if last_try else "; retrying"),
                     job_ids=[run.job.id for run in released],
                 )
-                if give_up:
-                    raise GaveUp from exc
+                if last_try:
+                    raise StopRetrying from exc
                 return None
             self.health.succeeded("release", began)
             return lost
@@ -129,13 +132,13 @@ class HandBack:
         released = self.retry(lambda: self.claimer.release_ahead(pending), deadline, RETRY_MAX)
         return released or 0
 
-    def give_back_abandoned(self, deadline: float) -> None:
+    def give_back_untrusted(self, deadline: float) -> None:
         """Hand back the attempts this worker stopped trusting, until the deadline (the
         heartbeater's hand-back: their jobs need not wait for their leases)."""
 
         def none_left() -> bool | None:
-            self.heartbeater.give_back_abandoned()
-            return None if self.ledger.abandoned() else True
+            self.heartbeater.give_back_untrusted()
+            return None if self.ledger.untrusted() else True
 
-        if self.ledger.abandoned() and not self.force_stop.is_set():
+        if self.ledger.untrusted() and not self.force_stop.is_set():
             self.retry(none_left, deadline, RETRY_MAX)

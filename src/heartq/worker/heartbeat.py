@@ -14,7 +14,7 @@ within about a second of a change, not a heartbeat interval later.
 Trust is measured from when a renewal was *sent*, on this machine's monotonic clock, so
 a slow answer can only make the worker more cautious, never less. After a renewal the
 database answered, the attempts the worker stopped trusting meanwhile are given back
-(`give_back_abandoned`), so their jobs need not wait for their leases.
+(`give_back_untrusted`), so their jobs need not wait for their leases.
 
 Events: `heartbeat` (debug), `heartbeat_failed`, and through the ledger `lease_lost`
 and `job_cancel_requested`.
@@ -35,7 +35,7 @@ from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
 GIVE_BACK_RETRY = 1.0
-"""Seconds between heartbeats while attempts the worker gave up wait to be given back
+"""Seconds between heartbeats while untrusted attempts wait to be given back
 (at most the heartbeat interval): they go back once a renewal lands, so a job cut short
 by an outage (a failover, a restart) is queued again within about a second of the
 database answering, not a whole heartbeat interval (30 s) later."""
@@ -64,14 +64,14 @@ class Heartbeater:
         self._interval = interval
         # Every tick, the first included, one interval after the previous one (or the
         # start); sooner while attempts wait to be given back (`GIVE_BACK_RETRY`, and at
-        # once when one is abandoned). A bug in one tick must not end them all: logged,
+        # once when one is marked untrusted). A bug in one tick must not end them all: logged,
         # and the next one runs.
         self._loop = BackgroundLoop(
             "heartq-heartbeat",
             self.tick,
             wait=self._next_wait,
             wait_first=True,
-            wake=ledger.gave_up,
+            wake=ledger.newly_untrusted,
             failed=FailureLog(events.HEARTBEAT_FAILED, {"worker_id": self._worker_id}),
             join_timeout=interval + 5,
         )
@@ -80,7 +80,7 @@ class Heartbeater:
         self._loop.start()
 
     def _next_wait(self) -> float:
-        if self._ledger.abandoned():
+        if self._ledger.untrusted():
             return min(self._interval, GIVE_BACK_RETRY)
         return self._interval
 
@@ -124,7 +124,7 @@ class Heartbeater:
                 self._ledger.lose_ahead(job, "renewal refused: the job was reclaimed")
             elif answer is RenewStatus.CANCEL_REQUESTED:
                 self._ledger.cancel_ahead(job)
-        self.give_back_abandoned()
+        self.give_back_untrusted()
         events.emit(
             events.HEARTBEAT,
             logging.DEBUG,
@@ -135,12 +135,12 @@ class Heartbeater:
         )
         return True
 
-    def give_back_abandoned(self) -> None:
+    def give_back_untrusted(self) -> None:
         """Once the database answers again, close the attempts this worker stopped
         trusting, so their jobs need not wait for their leases (which a heartbeat sent
         before the outage may even have renewed) to run out."""
-        for run in self._ledger.abandoned():
-            crash = {"reason": run.given_up}
+        for run in self._ledger.untrusted():
+            crash = {"reason": run.untrusted_reason}
             unwritten = run.unwritten_report()  # its last checkpoint, for the next attempt
             if unwritten is not None:
                 with contextlib.suppress(Exception):  # best effort: the give-back matters
@@ -149,6 +149,6 @@ class Heartbeater:
                 reclaimed = self._store.crash_attempt(run.job.lease, crash, DetectedBy.SELF_FENCE)
             except Exception:  # noqa: BLE001 - try again after the next good heartbeat
                 return
-            self._ledger.forget_abandoned(run)
+            self._ledger.forget_untrusted(run)
             if reclaimed is not None:
                 report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)

@@ -5,11 +5,11 @@ The parts of a worker do not call each other; they read and update the ledger:
 - the fetch loop asks it for free slots and records what it claimed (`claimed`);
 - a pool reports the end of an attempt's code (`attempt_ended`, once per attempt);
 - the supervisor forces an end (a timeout, a forced cancel, an untrusted lease: `force`)
-  and abandons what it stopped trusting (`abandon`);
+  and marks the attempts whose lease it stopped trusting (`mark_untrusted`);
 - the heartbeater renews what is `held()`, reports leases lost (`lose`) and cancels
-  requested (`request_cancel`), records its last good renewal (`last_renewal`), gives
-  abandoned attempts back (`abandoned`, `forget_abandoned`) and reports how many
-  attempts' code lingers (`lingering`);
+  requested (`request_cancel`), records its last good renewal (`last_renewal`) and gives
+  untrusted attempts back (`untrusted`, `forget_untrusted`);
+- the pulse records how many attempts are abandoned (`abandoned`);
 - the completer takes ended attempts (`EndedAttempt`) from `outcomes` and records them
   saved (`saved`) or lost (`lose`).
 
@@ -23,16 +23,17 @@ queued for the completer at once. Deciding an end and freeing a slot are two thi
   never runs more task code at once than its concurrency. The process pool reports once
   the killed child is gone (at once), the async pool once the cancelled coroutine
   finishes.
-- `lingering()`: attempts whose end was decided (forced) while their code still runs;
-  shown to operators as "abandoned" (`heartq workers`, through the heartbeat). Not to be
-  confused with `abandoned()` below.
+- `abandoned()`: attempts whose end was decided (forced) while their code still runs
+  and holds its slot; shown to operators as "abandoned" (`heartq workers`, through the
+  pulse).
 - `undecided()`: attempts whose end is not decided yet. A graceful shutdown waits for
-  these only, never for lingering code whose outcome is already queued; the outcome is
+  these only, never for abandoned code whose outcome is already queued; the outcome is
   queued *before* an attempt stops counting as undecided, so a shutdown that finds none
   finds every outcome already queued.
-- `abandoned()`: attempts whose lease the worker stopped trusting (self-fencing), to be
-  given back to the store by the heartbeater once the database answers. Their code may
-  or may not still run (it may then also be lingering).
+- `untrusted()`: attempts whose lease the worker stopped trusting because the database
+  was out of reach (self-fencing), to be given back to the store by the heartbeater once
+  the database answers. Their code may or may not still run (it may then also be
+  abandoned).
 
 Jobs claimed ahead (`--prefetch`, docs/DESIGN.md "Claim ahead") wait in the ledger's
 buffer (`buffer`, `ahead`, `take_ahead`) before they are attempts: their code has not
@@ -126,14 +127,14 @@ class Ledger:
         """The supervisor looks at every attempt at least this often (seconds; its
         idle wait, set by it): a new attempt whose deadlines all come later needs no
         wake-up (None: every new attempt wakes it)."""
-        self.gave_up = threading.Event()
-        """Set when the worker abandons an attempt: wakes the heartbeater, which gives it
-        back once the database answers."""
+        self.newly_untrusted = threading.Event()
+        """Set when the worker marks an attempt untrusted: wakes the heartbeater, which
+        gives it back once the database answers."""
         self.last_renewal: float | None = None
         """When the last renewal that the database answered was sent (monotonic)."""
         self._lock = threading.Lock()
         self._runs: dict[Lease, RunningJob] = {}  # by lease: a lost and a new attempt of a job
-        self._abandoned: dict[Lease, RunningJob] = {}
+        self._untrusted: dict[Lease, RunningJob] = {}
         # Attempts whose code has not returned (the slots in use), and those of them
         # whose end is not decided yet (the rest of `_code` lingers).
         self._code: dict[Lease, RunningJob] = {}
@@ -178,16 +179,16 @@ class Ledger:
         with self._lock:
             return len(self._undecided)
 
-    def lingering(self) -> list[RunningJob]:
+    def abandoned(self) -> list[RunningJob]:
         """Attempts whose end the worker decided (timed out, cancelled, lost, released)
         while their code still runs and holds its slot: "abandoned" to operators."""
         with self._lock:
             return [run for lease, run in self._code.items() if lease not in self._undecided]
 
-    def abandoned(self) -> list[RunningJob]:
+    def untrusted(self) -> list[RunningJob]:
         """Attempts whose lease the worker stopped trusting, not yet given back."""
         with self._lock:
-            return list(self._abandoned.values())
+            return list(self._untrusted.values())
 
     # -- the buffer of jobs claimed ahead ---------------------------------------------
     def buffer(self, jobs: Sequence[ClaimedJob]) -> None:
@@ -270,13 +271,13 @@ class Ledger:
     # -- claims and ends -----------------------------------------------------------------
     def set_apart_repeats(self, jobs: Sequence[ClaimedJob]) -> list[ClaimedJob]:
         """The claimed `jobs` this worker may start (or buffer): all but those whose lease
-        an attempt of this worker still holds (running, its code lingering, its outcome
+        an attempt of this worker still holds (running, its code abandoned, its outcome
         unsaved, or waiting to be given back). Those are the database's repeat of a claim
         it forgot: given back unstarted (`to_release`), `claim_repeated` logged."""
         with self._lock:
-            if not (self._runs or self._code or self._abandoned):
+            if not (self._runs or self._code or self._untrusted):
                 return list(jobs)  # nothing held: nothing to repeat (the usual case)
-            held = (self._runs, self._code, self._abandoned)
+            held = (self._runs, self._code, self._untrusted)
             repeats = [job for job in jobs if any(job.lease in h for h in held)]
             for job in repeats:
                 self._give_back[job.lease] = job
@@ -363,9 +364,9 @@ class Ledger:
             self.outcomes.put((run, CrashedEnd(end)))
         elif end.database_away and fate.outcome_of(end, run.cancel_requested) is Outcome.FAILED:
             # Not the job's failure: given back once the database answers (self-fencing)
-            run.given_up = "its task could not reach the queue's database"
-            self.abandon(run)
-            self.lose(run, run.given_up)
+            run.untrusted_reason = "its task could not reach the queue's database"
+            self.mark_untrusted(run)
+            self.lose(run, run.untrusted_reason)
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
             finish = fate.decide(run.job, end, run.cancel_requested, run.report_to_save())
             self.outcomes.put((run, finish))
@@ -424,15 +425,16 @@ class Ledger:
         return dropped
 
     # -- self-fencing ------------------------------------------------------------------
-    def abandon(self, run: RunningJob) -> None:
-        """The worker stopped trusting this attempt's lease: give it back once it can."""
+    def mark_untrusted(self, run: RunningJob) -> None:
+        """The worker stopped trusting this attempt's lease (the database out of reach):
+        give it back once it can."""
         with self._lock:
-            self._abandoned[run.job.lease] = run
-        self.gave_up.set()
+            self._untrusted[run.job.lease] = run
+        self.newly_untrusted.set()
 
-    def forget_abandoned(self, run: RunningJob) -> None:
+    def forget_untrusted(self, run: RunningJob) -> None:
         with self._lock:
-            self._abandoned.pop(run.job.lease, None)
+            self._untrusted.pop(run.job.lease, None)
 
     def _notify_pool(self, run: RunningJob) -> None:
         if self.pool is not None:

@@ -4,7 +4,7 @@
   (`ctx.cancelled`, `heartq.Cancelled` from `ctx.heartbeat()`); Python cannot kill a
   thread, so a timed-out, force-cancelled or fenced-out thread is abandoned: its outcome
   is decided by the worker at once and whatever the thread does later is ignored, but it
-  keeps its slot until it returns (`Ledger.lingering`), so the worker never runs more
+  keeps its slot until it returns (`Ledger.abandoned`), so the worker never runs more
   task code at once than its concurrency.
 - `async`: one event loop thread runs every attempt as an asyncio task; a cancel, a
   timeout or a lost lease cancels the task, whose slot frees once the coroutine finishes.

@@ -16,7 +16,7 @@ requested cancel reaches the ledger (`request_cancel`), which tells the task and
 its grace, within about a second.
 
 Abandoned code: the pulse also records in the worker's registry row how many attempts'
-code the worker has abandoned (`Ledger.lingering`: their end decided, their code still
+code the worker has abandoned (`Ledger.abandoned`: their end decided, their code still
 running and holding its slot), which `heartq workers` shows, whenever that count changed
 since it last landed: one small write per change, none while it stays the same, so the
 figure is current within about a second (the heartbeat, which once carried it, lagged
@@ -119,9 +119,9 @@ class Pulse:
                 raise
 
     def _record_abandoned(self) -> None:
-        """Write how many attempts' code lingers, if that changed since it last landed
+        """Write how many attempts are abandoned, if that changed since it last landed
         (a failed write is tried again at the next pulse)."""
-        count = len(self._ledger.lingering())
+        count = len(self._ledger.abandoned())
         if count != self._abandoned_recorded:
             self._store.record_abandoned(self._worker_id, count)
             self._abandoned_recorded = count

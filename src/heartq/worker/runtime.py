@@ -451,7 +451,7 @@ class Worker:
             self.pulse.flush()
         released = self._hand_back.release(leftover, deadline)
         released += self._hand_back.release_buffer(deadline)
-        self._hand_back.give_back_abandoned(deadline)
+        self._hand_back.give_back_untrusted(deadline)
         self.heartbeater.stop()
         self.pulse.stop()
         self.maintenance.stop()
@@ -494,8 +494,8 @@ class Worker:
 
     def _unsaved(self) -> list[str]:
         """Jobs this worker still holds in the database with nothing saved: outcomes not
-        saved, releases not done, attempts it gave up and could not hand back."""
-        runs = self.ledger.running() + self.ledger.abandoned()
+        saved, releases not done, untrusted attempts it could not hand back."""
+        runs = self.ledger.running() + self.ledger.untrusted()
         return sorted({run.job.id for run in runs} | {job.id for job in self.ledger.ahead()})
 
     def _mark_stopped(self) -> None:
@@ -507,7 +507,7 @@ class Worker:
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second
         signal). Only those whose end is undecided: code the worker already abandoned
-        (its outcome decided and queued, `Ledger.lingering`) is not waited for."""
+        (its outcome decided and queued, `Ledger.abandoned`) is not waited for."""
         deadline = time.monotonic() + self.settings.shutdown_timeout
         while not self._force_stop.is_set() and time.monotonic() < deadline:
             if self.ledger.undecided() == 0:

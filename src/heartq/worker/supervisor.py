@@ -7,7 +7,8 @@ ledger says a deadline changed) and then:
 - an attempt whose lease was not renewed within the trust window is stopped and never
   reported: another worker may hold its job by now (self-fencing). If its task declared
   `heartbeat_timeout` and went silent, that is why (a hang); otherwise the worker could
-  not reach the database, and the attempt is abandoned, to be given back once it can;
+  not reach the database, and the attempt is marked untrusted, to be given back once it
+  can;
 - an attempt past its task's `timeout` ends `timed_out`;
 - an attempt that did not stop within its cancel grace ends `cancelled`.
 
@@ -105,5 +106,5 @@ class Supervisor:
             error = f"task silent for over {run.heartbeat_timeout:g} s (heartbeat_timeout)"
         else:
             error = "lease not renewed in time"
-            self._ledger.abandon(run)
+            self._ledger.mark_untrusted(run)
         self._ledger.force(run, AttemptEnd(Outcome.LOST, error=error))
