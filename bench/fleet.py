@@ -95,7 +95,7 @@ class Sizes:
     prefetch: int = 0
     """Workers' `--prefetch`: jobs each may claim ahead of its free slots (0: off, the
     default). Whether larger claims help a large fleet, whose few free slots per worker
-    make small ones (BENCHMARKS.md, 2026-11-24: they did not)."""
+    make small ones (they did not: BENCHMARKS.md, "A thousand slots")."""
 
 
 FULL = Sizes()

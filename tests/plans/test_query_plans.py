@@ -150,7 +150,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
     ANALYZE` of an idle backlog, `analyzed-idle`): there the index of running jobs
     looked empty, the update scanned all of it for each row of its batch, and with a
     million jobs queued a heartbeat of a worker whose finishes queued up behind it took
-    minutes (bench/backlog.py, 2026-11-24)."""
+    minutes (bench/backlog.py; BENCHMARKS.md, "The choices PostgreSQL's figures made")."""
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:

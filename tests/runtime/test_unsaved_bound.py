@@ -4,8 +4,8 @@ A slot frees when an attempt's code returns, before its outcome is saved. With f
 held up (here: the table they insert into, locked by the test) a worker used to claim on
 at the speed of its code, holding ever more jobs whose outcomes waited; on a million-job
 backlog with a bad finish plan it held 459,736, and each heartbeat renewed all of them
-(BENCHMARKS.md, 2026-11-24). PostgreSQL: on SQLite the write lock that holds up a finish
-holds up the claim too.
+(BENCHMARKS.md, "The worker, on both backends"). PostgreSQL: on SQLite the write lock
+that holds up a finish holds up the claim too.
 """
 
 from __future__ import annotations

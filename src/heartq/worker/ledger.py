@@ -55,8 +55,8 @@ MAX_UNSAVED` attempts whose outcome is not saved yet, running or ended (`free_sl
 A slot frees when code returns, not when its outcome is saved, so without this bound a
 worker whose finishes went slowly (a bad plan, a slow disk, a lock) claimed on at the
 speed of its code, and held ever more jobs whose outcomes waited: each heartbeat renewed
-all of them, which made it slower still (459,736 jobs held, a heartbeat of minutes,
-BENCHMARKS.md 2026-11-24).
+all of them, which made it slower still (459,736 jobs held, a heartbeat of minutes:
+BENCHMARKS.md, "The worker, on both backends").
 
 Events: `lease_lost`, `job_cancel_requested`, `claim_repeated`.
 """
