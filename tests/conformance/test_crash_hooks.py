@@ -16,9 +16,7 @@ import pytest
 
 from heartq.errors import StoreUnavailable
 from heartq.hooks import CrashInfo, HookList, run_crash_hooks
-from heartq.maintenance.findings import PassCutShort
-from heartq.maintenance.reaper import Reaper
-from heartq.maintenance.reclaim import reclaim_pass
+from heartq.maintenance.reclaimers import PassCutShort, Reaper, reclaim_pass
 from heartq.maintenance.runner import MaintenanceRunner
 from heartq.model import DetectedBy, JobStatus, Reclaimed
 from heartq.store import Store

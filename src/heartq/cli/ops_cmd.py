@@ -27,8 +27,7 @@ from heartq.hooks import run_crash_hooks
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import SHOWN_STATUSES
 from heartq.inspect.stats import collect_stats
-from heartq.maintenance.findings import Findings, PassCutShort
-from heartq.maintenance.reclaim import reclaim_pass
+from heartq.maintenance.reclaimers import Findings, PassCutShort, reclaim_pass
 from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
 
 

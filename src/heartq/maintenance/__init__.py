@@ -3,20 +3,14 @@ nobody will finish, and to keep the tables small. Each service has a `run_once()
 pass, which tests call directly instead of waiting for a timer); the runner calls it
 every interval.
 
-- `liveness_probe.py`, `LivenessProbe`, every `liveness_interval` (default 1 s): active
-  workers whose liveness lock can be taken, i.e. dead processes; their jobs are
-  reclaimed at once. Events: `worker_deactivated`, `orphaned_jobs_detected`,
-  `job_reenqueued`/`job_dead`, with `detected_by=liveness_lock`.
-- `reaper.py`, `Reaper`, every `reap_interval` (default: the heartbeat interval, 30 s):
-  running jobs whose lease expired, `reap_batch` (100) at a time, at most 50 batches a
-  pass. Events: `stale_jobs_detected`, then `job_reenqueued`/`job_dead`
-  (`lease_expired`).
-- `worker_monitor.py`, `WorkerMonitor`, every `reap_interval`: workers silent past their
-  own `stale_after` (3 of their heartbeats, recorded when they registered; the
-  monitoring worker's own only for workers that recorded none) become `inactive` and
-  their jobs are reclaimed at once. Events: `worker_deactivated` (with
-  `heartbeat_age`), `orphaned_jobs_detected`, `job_reenqueued`/`job_dead`
-  (`stale_worker`).
+- `reclaimers.py`: the services that take back work whose worker can no longer report
+  it, in the order a worker finds things: `LivenessProbe` (every `liveness_interval`,
+  default 1 s: dead processes, by their free liveness lock), `WorkerMonitor` (every
+  `reap_interval`: workers silent past their own `stale_after`) and `Reaper` (every
+  `reap_interval`, default the heartbeat interval, 30 s: running jobs whose lease
+  expired); what a pass found (`Findings`); and `reclaim_pass`, for `heartq reap`: the
+  probe (twice if a lock is only suspected), the monitor and the reaper once each, with
+  the same code and events. Its docstring lists each one's events.
 - `pruner.py`, `Pruner`, every `prune_interval` (default 10 min): inactive/stopped
   workers and succeeded/cancelled jobs past their retention (7 days) are deleted; dead
   jobs stay until purged. Event: `pruned`.
@@ -42,9 +36,7 @@ that only changes jobs still running under the execution it read.
 - `runner.py`: `MaintenanceRunner`, every service at its interval (+/-10 % jitter) on
   one thread (`heartq.background`); a failing pass is logged (`maintenance_failed`) and
   retried at the next interval. `default_services`: the four every worker runs.
-- `reclaim.py`: `reclaim_pass`, for `heartq reap`: the probe (twice if a lock is only
-  suspected), the monitor and the reaper once each, with the same code and events.
-- `findings.py`: what a pass found (`Findings`). How reclaimed jobs and dead workers
-  are logged is `heartq.reclaim_events`, shared with the worker, which reports the
-  attempts it hands back itself the same way.
+
+How reclaimed jobs and dead workers are logged is `heartq.reclaim_events`, shared with
+the worker, which reports the attempts it hands back itself the same way.
 """

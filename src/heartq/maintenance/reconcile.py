@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 
 from heartq import events
-from heartq.maintenance.findings import Findings
-from heartq.maintenance.liveness_probe import GRACE_SLACK
+from heartq.maintenance.reclaimers import GRACE_SLACK, Findings
 from heartq.model import DetectedBy, Reconciliation
 from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import Reclaimer

@@ -22,11 +22,14 @@ from typing import Protocol
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.config import Settings
-from heartq.maintenance.findings import Findings, PassCutShort
-from heartq.maintenance.liveness_probe import LivenessProbe
 from heartq.maintenance.pruner import Pruner
-from heartq.maintenance.reaper import Reaper
-from heartq.maintenance.worker_monitor import WorkerMonitor
+from heartq.maintenance.reclaimers import (
+    Findings,
+    LivenessProbe,
+    PassCutShort,
+    Reaper,
+    WorkerMonitor,
+)
 from heartq.model import Reclaimed
 from heartq.store.interface import Store
 
