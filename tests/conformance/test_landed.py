@@ -3,7 +3,7 @@ RELEASE goes through heartq.lifecycle on one side and each dialect's statements 
 other, and the job must end where the model says (its status, its count of attempts, its
 execution's outcome). The ends: each the worker decides (`fate.decide`), under each retry
 policy, with a cancel requested or not (told to the worker, or only on the job's row);
-each a reclaimer decides (`reclaimed.after`: a crash, an interruption, the interruption
+each a reclaimer decides (`crash.after`: a crash, an interruption, the interruption
 that buries the job, a job claimed ahead and never started); a release at shutdown, of a
 first attempt, a later one, one claimed ahead. The statements restate two of the model's
 rules in SQL (a retry after a cancel request ends the job cancelled; interrupted and

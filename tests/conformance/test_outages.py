@@ -5,7 +5,7 @@ up for want of the database is `interrupted`, not counted against `max_retries`.
 
 from __future__ import annotations
 
-from heartq.lifecycle.reclaimed import MAX_INTERRUPTIONS
+from heartq.lifecycle.crash import MAX_INTERRUPTIONS
 from heartq.model import DetectedBy, JobStatus, Outcome, Renewal, WorkerInfo
 from heartq.store import Store
 

@@ -4,7 +4,7 @@ fate table here (tests/lifecycle/test_fate_table.py) and each dialect's statemen
 
 from __future__ import annotations
 
-from heartq.lifecycle import reclaimed
+from heartq.lifecycle import crash
 from heartq.lifecycle.ends import AttemptEnd, CannotRun
 from heartq.lifecycle.fate import decide
 from heartq.model import ClaimedJob, DetectedBy, Finish, JobStatus, Outcome
@@ -27,10 +27,10 @@ RECLAIMED_ENDS = {
     "interrupted": (DetectedBy.SELF_FENCE, 0),
     "interrupted_21st": (DetectedBy.SELF_FENCE, 20),
 }
-"""Every way a reclaimer can end an attempt (`reclaimed.after`), saved by FINISH: who
+"""Every way a reclaimer can end an attempt (`crash.after`), saved by FINISH: who
 found it, and how many of the job's attempts were interrupted before this one (the
 21st interruption in a row buries the job: `MAX_INTERRUPTIONS`). A crash is a crash
-whoever found it (`reclaimed.ended_by`); the database's bad days are `SELF_FENCE`,
+whoever found it (`crash.ended_by`); the database's bad days are `SELF_FENCE`,
 which is also how a task that could not reach the database is given back."""
 
 UNSTARTED = "claimed_ahead_unstarted"
@@ -51,8 +51,8 @@ def fate(job: ClaimedJob, end: str, told: bool, on_row: bool) -> Finish:
     if end == UNSTARTED:
         return Finish(job.lease, Outcome.RELEASED, JobStatus.QUEUED)
     detected_by, interruptions = RECLAIMED_ENDS[end]
-    outcome = reclaimed.ended_by(detected_by)
-    held = reclaimed.HeldJob(
+    outcome = crash.ended_by(detected_by)
+    held = crash.HeldJob(
         attempts=job.attempt,
         max_retries=job.max_retries,
         retry_backoff=job.retry_backoff,
@@ -61,7 +61,7 @@ def fate(job: ClaimedJob, end: str, told: bool, on_row: bool) -> Finish:
         interruptions=interruptions,
         cancel_requested=on_row,
     )
-    verdict = reclaimed.after(held, outcome, CRASH)
+    verdict = crash.after(held, outcome, CRASH)
     return Finish(job.lease, outcome, verdict.status, dead_reason=verdict.dead_reason)
 
 

@@ -49,7 +49,7 @@ import time
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from heartq.lifecycle.reclaimed import MAX_INTERRUPTIONS
+from heartq.lifecycle.crash import MAX_INTERRUPTIONS
 from heartq.model import NewJob
 from tests.soak.chaos_config import CLOCK_TOLERANCE, TERMINAL, parse_ts
 from tests.soak.chaos_hostile_tasks import (

@@ -36,9 +36,9 @@ the worker's alone and never stored. The modules, one question each:
 - `landed`: what the store makes of a fate when it lands on the job's row as it stands
   then (a cancel requested meanwhile; attempts that do not count), the rules each
   dialect's FINISH and RELEASE write in SQL.
-- `reclaimed`: the fate of an attempt someone else closed (crashed, or interrupted by a
-  database outage: `INFRASTRUCTURE`, `MAX_INTERRUPTIONS`).
-- `crash`: what is kept of a crashed or interrupted attempt (its crash context).
+- `crash`: an attempt someone else closed: how it ended (crashed, or interrupted by a
+  database outage: `INFRASTRUCTURE`, `MAX_INTERRUPTIONS`), its job's fate, and what is
+  kept of it (its crash context).
 - `retry`: whether to retry and after how long (backoff with jitter), and the defaults.
 - `error_text`: what is kept of an error (clipped) and the line operators read first.
 

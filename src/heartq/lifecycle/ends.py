@@ -6,7 +6,7 @@ cancel, an untrusted lease) and graceful shutdown report the end of an attempt a
 worker's ledger then routes it by who decides the job's fate:
 
 - the worker itself (`heartq.lifecycle.fate.decide`): a `Finish` to save;
-- the store, as for every crash (`heartq.lifecycle.reclaimed`): a `CrashedEnd`;
+- the store, as for every crash (`heartq.lifecycle.crash`): a `CrashedEnd`;
 - nobody any more, the task's own transaction having succeeded the job: a `CommittedEnd`,
   whose result alone is left to save;
 - `LOST` (report nothing) and `RELEASED` (given back together at shutdown) are not queued;

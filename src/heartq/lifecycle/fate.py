@@ -4,7 +4,7 @@ or waiting for a worker that knows its task.
 The worker decides these (`decide`, from an `AttemptEnd`; the completer saves them) and
 tests and benchmarks build them to drive a store directly; each is a `Finish`, the fenced
 finish of one attempt. The attempts someone else ended (a crash, an interruption) are judged in
-`heartq.lifecycle.reclaimed`, with the same retry policy and the same `dead_reason`s.
+`heartq.lifecycle.crash`, with the same retry policy and the same `dead_reason`s.
 
 An attempt that could not run its task's code at all (`CannotRun`) is not a failure of
 that code, and retrying it as one only wastes the retries' waits before the same end:

@@ -16,7 +16,7 @@ the write:
 These functions are those rules as the model says them; tests/conformance/test_landed.py
 walks every way an attempt can end that reaches FINISH or RELEASE (the worker's, a
 reclaimer's, a release), under each policy and cancel state, through `fate.decide` or
-`reclaimed.after`, these, and each dialect's statements, and fails on any disagreement;
+`crash.after`, these, and each dialect's statements, and fails on any disagreement;
 tests/lifecycle/test_fate_table.py holds them to docs/DESIGN.md's table.
 """
 

@@ -4,8 +4,8 @@ A backend selects the running rows to reclaim (expired leases, a dead worker's j
 restarted name's jobs, one crashed child) with the columns of `RECLAIM_COLUMNS`, calls
 `plan()`, then applies the returned finish documents with its fenced finish statement in
 the same transaction. What the crash context holds and what becomes of each job is
-`heartq.lifecycle` (`crash`, `reclaimed`); this module turns rows into its questions and
-its answers into documents. It also decides which namesakes a restarted worker may
+`heartq.lifecycle.crash`; this module turns rows into its questions and its answers
+into documents. It also decides which namesakes a restarted worker may
 reclaim from (`sort_namesakes`).
 """
 
@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from heartq.lifecycle import reclaimed
-from heartq.lifecycle.crash import crash_context
+from heartq.lifecycle.crash import HeldJob, after, crash_context, ended_by
 from heartq.model import JobStatus, LiveNamesake, Outcome, Reclaimed
 from heartq.store import records
 from heartq.store.documents import finish_doc
@@ -53,7 +52,7 @@ def plan(
     """Finish documents (for the backend's fenced finish statement) and what they mean.
 
     `rows` are mappings (or `sqlite3.Row`s) with the columns of `RECLAIM_COLUMNS`."""
-    outcome = reclaimed.ended_by(detected_by)
+    outcome = ended_by(detected_by)
     docs: list[dict[str, Any]] = []
     decided: list[Reclaimed] = []
     for row in rows:
@@ -149,7 +148,7 @@ def _decide(
 ) -> Reclaimed:
     """One row's crash context and verdict (`heartq.lifecycle`), as a `Reclaimed`."""
     crash = _crash_of(row, now, detected_by, reason, extra)
-    held = reclaimed.HeldJob(
+    held = HeldJob(
         attempts=row["attempts"],
         max_retries=row["max_retries"],
         retry_backoff=row["retry_backoff"],
@@ -159,7 +158,7 @@ def _decide(
         cancel_requested=bool(row["cancel_requested"]),
         backoff=records.backoff(row["retry_rules"]),
     )
-    verdict = reclaimed.after(held, outcome, crash)
+    verdict = after(held, outcome, crash)
     return Reclaimed(
         job_id=row["id"],
         execution_id=row["execution_id"],
