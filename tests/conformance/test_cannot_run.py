@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from heartq.errors import BadArguments
 from heartq.lifecycle import fate
-from heartq.lifecycle.ends import bad_arguments_end, unknown_task_end
+from heartq.lifecycle.fate import bad_arguments_end, unknown_task_end
 from heartq.model import ClaimedJob, JobStatus, Outcome
 from heartq.store import Store
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from heartq.lifecycle.ends import AttemptEnd
-from heartq.lifecycle.fate import decide, succeeded
+from heartq.lifecycle.fate import AttemptEnd, decide, succeeded
 from heartq.model import ClaimedJob, NewJob, Outcome
 from heartq.store import Store
 from tests.conformance.procs import PROCESSES, rate_claimer, run_processes

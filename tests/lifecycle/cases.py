@@ -5,8 +5,7 @@ fate table here (tests/lifecycle/test_fate_table.py) and each dialect's statemen
 from __future__ import annotations
 
 from heartq.lifecycle import crash
-from heartq.lifecycle.ends import AttemptEnd, CannotRun
-from heartq.lifecycle.fate import decide
+from heartq.lifecycle.fate import AttemptEnd, CannotRun, decide
 from heartq.model import ClaimedJob, DetectedBy, Finish, JobStatus, Outcome
 
 WORKER_ENDS = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import heartq
 from heartq.context import JobContext
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import MAX_UNSAVED, Ledger

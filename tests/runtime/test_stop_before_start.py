@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import Finish, JobStatus, Lease, NewJob, Outcome
 from heartq.worker import Worker
 from heartq.worker.attempt import RunningJob

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
 from heartq.worker.attempt import RunningJob

@@ -29,10 +29,10 @@ How one attempt ended is an `Outcome` (`heartq.model`), the same word in the wor
 store, the events and the docs; `Outcome.LOST` ("the lease is gone: report nothing") is
 the worker's alone and never stored. The modules, one question each:
 
-- `ends`: how an attempt ended as the worker learns it (`AttemptEnd`), and who decides
-  its fate (the worker, the store after a crash, nobody once its transaction committed).
-- `fate`: the fate the worker decides (`decide` -> a `Finish`: succeeded, retried, dead,
-  cancelled) and the `dead_reason` every dead job gets.
+- `fate`: an attempt its own worker ended: how it ended (`AttemptEnd`), who decides its
+  fate (the worker, the store after a crash, nobody once its transaction committed), the
+  fate the worker decides (`decide` -> a `Finish`: succeeded, retried, dead, cancelled)
+  and the `dead_reason` every dead job gets.
 - `landed`: what the store makes of a fate when it lands on the job's row as it stands
   then (a cancel requested meanwhile; attempts that do not count), the rules each
   dialect's FINISH and RELEASE write in SQL.

@@ -7,7 +7,7 @@ Its end is decided once (`end()` is first-wins): whoever comes first, the task r
 or the worker forcing a timeout, a cancel or a lost lease, decides the outcome, and any
 later end of the same attempt is ignored. That is what makes a stale attempt harmless
 inside the worker, as fencing does in the database. How it ended is an `AttemptEnd`
-(`heartq.lifecycle.ends`); what becomes of the job then, `heartq.lifecycle`.
+(`heartq.lifecycle.fate`); what becomes of the job then, `heartq.lifecycle`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from heartq import payload
 from heartq.errors import LeaseLost
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome, Progress, Report
 from heartq.store.interface import LeaseHolder
 

@@ -23,7 +23,7 @@ from typing import Any
 from heartq import events, payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
-from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
+from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome, Progress, Report
 from heartq.store import open_store
 from heartq.worker import tracing

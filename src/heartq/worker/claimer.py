@@ -37,7 +37,7 @@ from typing import Protocol
 from heartq import events, policy
 from heartq.app import App
 from heartq.config import Settings
-from heartq.lifecycle.ends import unknown_task_end
+from heartq.lifecycle.fate import unknown_task_end
 from heartq.model import Claim, ClaimedJob, Reclaimed
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from heartq import arguments
 from heartq.errors import BadArguments
-from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end
+from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end
 from heartq.model import JobStatus
 from heartq.worker.invoke import end_from_exception
 

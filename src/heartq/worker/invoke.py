@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from heartq import arguments, payload
 from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent, StoreUnavailable
 from heartq.hooks import AttemptInfo
-from heartq.lifecycle.ends import AttemptEnd, bad_arguments_end, judged
-from heartq.lifecycle.fate import outcome_of, will_retry
+from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end, judged, outcome_of, will_retry
 from heartq.model import Outcome
 
 if TYPE_CHECKING:

@@ -72,7 +72,7 @@ from typing import Protocol
 
 from heartq import events
 from heartq.lifecycle import fate
-from heartq.lifecycle.ends import AttemptEnd, CommittedEnd, CrashedEnd
+from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.model import ClaimedJob, Finish, Lease, Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from heartq import events
 from heartq.context import JobContext
-from heartq.lifecycle.ends import AttemptEnd, unknown_task_end
+from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.dependency_results import call_args

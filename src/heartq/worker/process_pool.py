@@ -20,7 +20,7 @@ from typing import Any
 
 from heartq.app import App
 from heartq.errors import LeaseLost, PayloadError
-from heartq.lifecycle.ends import AttemptEnd, CannotRun
+from heartq.lifecycle.fate import AttemptEnd, CannotRun
 from heartq.model import Lease, Outcome, Progress
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob, TransactionState

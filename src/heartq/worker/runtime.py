@@ -60,7 +60,7 @@ from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
 from heartq.hooks import WorkerHookInfo, run_crash_hooks
 from heartq.ids import new_worker_id
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler

@@ -22,7 +22,7 @@ import time
 
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
-from heartq.lifecycle.ends import AttemptEnd
+from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
