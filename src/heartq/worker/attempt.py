@@ -87,7 +87,7 @@ class RunningJob:
     @property
     def store(self) -> LeaseHolder:
         """The store this attempt's lease is held in (its callback's results are read
-        there: `worker/dependency_results.py`)."""
+        there: `worker/invoke.py` `call_args`)."""
         return self._store
 
     # -- AttemptControl ----------------------------------------------------------------

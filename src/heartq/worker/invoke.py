@@ -1,7 +1,21 @@
-"""Calling a task function and turning what happened into an `AttemptEnd`.
+"""Calling a task function: with what arguments, and what happened as an `AttemptEnd`.
 
 Shared by every pool (thread, async, and the child process of the process pool) so a
 task behaves the same wherever it runs.
+
+A job flagged `dependency_results` (a group's callback, `heartq.group`) takes the
+results of the jobs it waited for, in their order, as its first parameter. Its worker
+reads them once, just before it calls the task (`call_args`: one read, only for such
+jobs; every other job is called with its arguments as they are). One wait: a dependency
+its task completed inside `ctx.transaction()` is succeeded at that commit (which
+released this job), and its result is saved a moment after (`result_pending`). The read
+then says the result is still to come, and is made again (20 ms, doubling to 0.5 s)
+until it came, or a reaper gave it up once the lease of the attempt that committed it
+ran out (its worker died between the two: the job succeeded with no result, and the
+callback gets None for it, as `App.result` would; a save after that is refused, so the
+None stays true). Where it runs: in the attempt's own thread (a thread-pool attempt),
+off the event loop (async), or in a thread that then starts the child (process pool),
+never in the fetch loop.
 
 A `TypeError` is told apart by where it came from, not by its text: the job's arguments
 are bound against the task's signature (`heartq.arguments.refusal`, the check an enqueue
@@ -15,20 +29,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from heartq import arguments, payload
-from heartq.errors import Cancelled, LeaseLost, PayloadError, Permanent, StoreUnavailable
+from heartq.errors import (
+    BadArguments,
+    Cancelled,
+    LeaseLost,
+    PayloadError,
+    Permanent,
+    StoreUnavailable,
+)
 from heartq.hooks import AttemptInfo
 from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end, judged, outcome_of, will_retry
-from heartq.model import Outcome
+from heartq.model import JobStatus, Outcome
 
 if TYPE_CHECKING:
     from heartq.app import Task
     from heartq.context import AttemptControl, JobContext
+    from heartq.worker.attempt import RunningJob
+
+RESULTS_FIRST_WAIT = 0.02
+"""Seconds before the first re-read of a dependency's result still to come; doubled at
+each one."""
+RESULTS_LONGEST_WAIT = 0.5
+"""At most this long between re-reads."""
 
 
 def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -36,6 +65,35 @@ def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> 
     if task.wants_ctx:
         kwargs["ctx"] = ctx
     return kwargs
+
+
+def call_args(run: RunningJob) -> dict[str, Any] | AttemptEnd:
+    """The arguments `run`'s task is called with, or, if they cannot be had, the
+    attempt's end: a task without a parameter to take the results in can never run
+    (`bad_arguments_end`), a read that failed is a failed attempt (retried)."""
+    job, task = run.job, run.task
+    if not job.dependency_results or task is None:
+        return job.args
+    try:
+        name = arguments.results_parameter(task.name, task.signature)
+    except BadArguments as exc:
+        return bad_arguments_end(exc)
+    try:
+        return {**job.args, name: _dependency_results(run)}
+    except Exception as exc:  # noqa: BLE001 - the database's error is the attempt's
+        return end_from_exception(exc, cancel_requested=False)
+
+
+def _dependency_results(run: RunningJob) -> list[Any]:
+    """Each dependency's result in order (None for one that did not succeed, or is
+    gone), once none is still to come, or the attempt was stopped meanwhile."""
+    wait = RESULTS_FIRST_WAIT
+    while True:
+        ends = run.store.dependency_results(run.job.id)
+        if not any(end.pending for end in ends) or run.ended is not None or run.lost:
+            return [end.result if end.status is JobStatus.SUCCEEDED else None for end in ends]
+        time.sleep(wait)
+        wait = min(wait * 2, RESULTS_LONGEST_WAIT)
 
 
 def describe(exc: BaseException) -> str:

@@ -32,8 +32,7 @@ from heartq.context import JobContext
 from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
-from heartq.worker.dependency_results import call_args
-from heartq.worker.invoke import describe, end_from_exception, run_async, run_sync
+from heartq.worker.invoke import call_args, describe, end_from_exception, run_async, run_sync
 from heartq.worker.ledger import Ledger
 from heartq.worker.loop_watch import LoopWatch
 

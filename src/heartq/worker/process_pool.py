@@ -25,7 +25,7 @@ from heartq.model import Lease, Outcome, Progress
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.child import child_main
-from heartq.worker.dependency_results import call_args
+from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
 
 KILL_WAIT = 5.0
