@@ -8,15 +8,13 @@ outside a backend may assume which database is behind it; differences show up as
 capabilities (`supports_notify`, `liveness_grace`, `holds_liveness_lock`), never as `if
 backend == ...`.
 
-The interface is cut by role, one protocol each, so that a part of heartq can say which
-part of the store it needs and no more: `Enqueuer` (jobs, schedules and task
-declarations in), `LeaseHolder` (what a worker needs to take, keep and end its
-attempts), `Reclaimer` (the jobs of holders that are gone), `Registry` (workers'
-presence), `Inspector` (reads, and waiting for a job's end), `Administrator` (an
-operator's writes, and pruning), `Lifecycle` (opening, migrating, closing). Every role
-reads the database's clock (`Clock`): the times a store takes and answers are the
-database's. `Store` is their union, what `open_store` returns and what a caller that
-needs many roles takes.
+`Store` is the whole interface: what `open_store` returns and what a caller that needs
+many parts of the store takes. A part of heartq that needs a few operations takes a
+role, a narrow protocol of what its callers call, so it says what it needs and no more:
+`Enqueuer` (a schedule's ticks), `LeaseHolder` (a worker's parts that keep and end
+attempts, a transport's claims), `Reclaimer` (maintenance), `Registry` (workers as
+operators see them), `Inspector` (operators' reads, waiting for an end), `Administrator`
+(pruning). Times are the database's (`Clock`).
 
 Conventions every implementation keeps:
 
@@ -72,89 +70,16 @@ class LivenessHandle(Protocol):
 
 
 class Clock(Protocol):
-    """The database's clock, which every role judges time by (a base of each role)."""
+    """The database's clock, which every caller judges time by."""
 
     def clock(self) -> float:
         """The database's current time, in seconds since the epoch."""
         ...
 
 
-class Lifecycle(Clock, Protocol):
-    """Opening, migrating and closing a store: what whoever owns it does (`App`, a
-    worker's runtime, a command)."""
-
-    url: str  # with any password redacted: safe to print and log
-
-    def migrate(self) -> int:
-        """Create or upgrade the schema; safe from many processes at once. Returns the version."""
-        ...
-
-    def deployment_id(self) -> str:
-        """The id `migrate` made once for this database (a PostgreSQL schema), never
-        changed: what names its NATS stream, subjects and consumers, so two deployments
-        sharing a NATS server never meet (docs/NATS.md, "Names")."""
-        ...
-
-    def close(self) -> None: ...
-
-    def reach(self) -> None:
-        """One attempt to reach the database, at once. Raises `StoreRefused` (or
-        `ConfigError`) for what waiting will not fix, `StoreUnavailable` for what may pass
-        (down, full, starting up, locked). A worker waits for its database with it."""
-        ...
-
-    def resize_pool(self, size: int) -> None:
-        """At most `size` pooled connections from now on (nothing to do without a pool)."""
-        ...
-
-
 class Enqueuer(Clock, Protocol):
-    """Putting work in: jobs (`App`), a schedule's ticks (a worker's scheduler), and the
-    declarations of the tasks a worker runs, which decide where their jobs go."""
-
-    def enqueue(
-        self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
-    ) -> list[str]:
-        """Insert all jobs in one transaction; returns their ids in order. With
-        `connection` (the caller's own, in its open transaction: a `sqlite3.Connection`
-        on the queue's file, a `psycopg.Connection`), the jobs are written there and exist
-        if and only if the caller commits; wake-ups go out with that commit. A job with
-        `depends_on` is stored `waiting` (or queued, or cancelled, at once if its
-        dependencies already ended); a dependency not found (stored, in the batch, or
-        earlier in the same transaction) is `DependencyNotFound`, nothing stored."""
-        ...
-
-    async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
-        """`enqueue` into the open transaction of an asyncio connection (a
-        `psycopg.AsyncConnection`); `ConfigError` where the backend has none."""
-        ...
-
-    def declare_tasks(
-        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
-    ) -> list[str]:
-        """Record the tasks a worker runs (insert or update, in one transaction); returns
-        the names whose declaration is new or changed (their waiting jobs need
-        `reroute_jobs`). Committed on its own, before the re-route: see `reroute_jobs`."""
-        ...
-
-    def reroute_jobs(
-        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
-    ) -> int:
-        """Apply the current declaration of these tasks to their queued jobs, for every
-        option their caller did not choose (queue, priority, retries, backoff); wakes the
-        queues they move to; only the jobs `job_ids` when given. Returns how many jobs
-        changed.
-
-        Why a transaction of its own, after the declaration's: an enqueue that read no
-        declaration either committed before this one began (and is re-routed here), or
-        began after the declaration committed and re-checks it after its commit
-        (`App` calls this for its own jobs then). Either way no job of a declared task
-        is left with the defaults."""
-        ...
-
-    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
-        """The declared tasks among `names` (all of them when None), by name."""
-        ...
+    """A schedule's ticks, once across the fleet: what a worker's scheduler takes
+    (`maintenance/scheduler.py`)."""
 
     def list_schedules(self) -> list[dict[str, Any]]:
         """The periodic schedules workers have run, by name: `name`, `task`, `spec`,
@@ -180,47 +105,9 @@ class Enqueuer(Clock, Protocol):
 
 
 class LeaseHolder(Clock, Protocol):
-    """What a worker needs to take, keep and end its attempts: claims (by queue, or the
-    ids a transport's messages name, with its sweeper's read), renewals, checkpoints, and
-    each attempt's end, crashed ones included; and the wake-ups that say when to claim."""
-
-    supports_notify: bool  # True when enqueues wake idle workers on other hosts
-
-    def claim(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        limit: int | Callable[[], int],
-        lease: float,
-        now: float | None = None,
-        ahead: int = 0,
-    ) -> Claim:
-        """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
-        without a key, then (slots left) jobs with a concurrency key, then jobs with a
-        rate key, never more of a key's attempts running than its concurrency limit nor
-        started within its period than its rate limit. The answer is a list of the jobs
-        that also says, in `rate_wait`, how many seconds until a runnable job that its
-        rate limit held back may start (None: none is).
-
-        `limit` may be a callable (a worker's free slots), read once the claim has the
-        database in hand: slots that freed while it waited (SQLite's one write lock, held
-        by the worker's last finish) are filled by the same claim, not by one more (a
-        worker of short jobs on SQLite claimed half as often; 1.08x to 1.14x the jobs/s).
-
-        `ahead`: once the `limit` slots are filled, also claim up to that many more jobs
-        without a key *ahead* (`Claim.ahead`): under the worker's lease like the others,
-        but not started. Their start must be recorded (`start_ahead`) before their code
-        runs; until then a reclaim gives them back with no attempt counted."""
-        ...
-
-    def start_ahead(
-        self, leases: Sequence[Lease], lease: float, now: float | None = None
-    ) -> list[Lease]:
-        """Record the start of jobs claimed ahead, in one fenced statement, before their
-        code runs: from then on their attempt counts if the worker dies. Returns the
-        leases started; one not returned must not run (lost to a reclaim, or its cancel
-        was requested: the worker releases it, which ends it cancelled)."""
-        ...
+    """What a worker's parts take to keep and end its attempts (heartbeat, pulse,
+    completer, a running attempt, the shutdown's hand-back), and a transport's worker and
+    sweeper to claim by id. The claim by queue is the runtime's, which has the `Store`."""
 
     def claim_ids(
         self,
@@ -262,15 +149,6 @@ class LeaseHolder(Clock, Protocol):
         (their end decided, their code still running and holding its slot): what
         `heartq workers` shows. The worker's pulse calls it when the count changed, so
         the figure is current within about a second without a write per attempt."""
-        ...
-
-    def save_checkpoint(
-        self, lease: Lease, checkpoint_json: str, now: float | None = None
-    ) -> RenewStatus:
-        """Store one checkpoint for the next attempt at once, fenced; `LeaseLost` when
-        fenced out. Like a pulse, it is a sign of life: the job's `heartbeat_at` moves.
-        (A worker does not call it: its pulse stores what its tasks report in one
-        statement for all of them, `pulse`.)"""
         ...
 
     def pulse(
@@ -334,13 +212,8 @@ class LeaseHolder(Clock, Protocol):
         still to come. One read, made by the worker before it calls the task."""
         ...
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
-        """Call `on_wake()` when jobs become available; None if the backend cannot tell
-        (`supports_notify` False: workers then poll)."""
-        ...
 
-
-class Reclaimer(Clock, Protocol):
+class Reclaimer(Protocol):
     """Reclaiming the jobs of holders that are gone: expired leases, silent workers,
     workers whose liveness lock is free, a restarted worker's namesakes (the maintenance
     services, `heartq reap`, a worker's startup reconciliation)."""
@@ -348,9 +221,6 @@ class Reclaimer(Clock, Protocol):
     # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
     # probe believes the worker dead (0: the first free reading is believed).
     liveness_grace: float
-    # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
-    # pooler without a direct URL; such workers are found by heartbeats and leases).
-    holds_liveness_lock: bool
 
     def reap_expired(
         self,
@@ -367,12 +237,6 @@ class Reclaimer(Clock, Protocol):
         has been in unbroken contact with the database for its own `stale_after`: after a
         pause of the database every lease looks expired, and their holders need one
         heartbeat to renew them (docs/DESIGN.md, "A pause is not a death")."""
-        ...
-
-    def reclaim_worker(
-        self, worker_id: str, detected_by: str, reason: str, now: float | None = None
-    ) -> list[Reclaimed]:
-        """Reclaim every job a (dead) worker holds, and mark the worker inactive."""
         ...
 
     def reclaim_by_name(
@@ -425,22 +289,10 @@ class Reclaimer(Clock, Protocol):
 
 
 class Registry(Clock, Protocol):
-    """Workers' presence: a worker's row from its start to its stop, its liveness lock,
-    and the list operators read with whose lock is free."""
-
-    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None: ...
-
-    def stop_worker(self, worker_id: str, now: float | None = None) -> None: ...
+    """Workers as operators see them, with whose lock is free (`inspect/jobs.py`, the
+    demo's fleet)."""
 
     def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]: ...
-
-    def liveness_hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle:
-        """Take this worker's liveness lock; keep the handle for the worker's life.
-        `on_change` hears when a lock that lives on a database session is lost with its
-        session and taken again (never for a lock the OS holds)."""
-        ...
 
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         """Which of these active workers' liveness locks are free right now: their
@@ -449,22 +301,9 @@ class Registry(Clock, Protocol):
         ...
 
 
-class Inspector(Clock, Protocol):
-    """Reading the queue (the command line, the dashboard, a burst worker's last look) and
-    waiting for a job's end (`App.result`): nothing here changes a job."""
-
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        """The job with its executions, oldest first, and the policy in force with where
-        each part of it comes from. Raises `JobNotFound`."""
-        ...
-
-    def resolve_job_id(self, ref: str) -> str:
-        """The full id of the job `ref` names: its id in any case, or at least 8 of its
-        characters (dashes aside, with or without them) that end or start exactly one
-        job's id; `JobNotFound`, or `AmbiguousJobId` (a few matches, with their task and
-        status) when several jobs match, either way. The one resolver of every command
-        and page that takes a job id."""
-        ...
+class Inspector(Protocol):
+    """Reading jobs for an operator (`inspect/`) and waiting for a job's end
+    (`App.result`): nothing here changes a job."""
 
     def list_jobs(
         self,
@@ -501,23 +340,9 @@ class Inspector(Clock, Protocol):
         a range of the index of finished jobs."""
         ...
 
-    def count_jobs(self) -> list[tuple[str, str, int]]:
-        """`(queue, status, count)` for every non-empty pair."""
-        ...
-
     def job_counts(self) -> list[JobCount]:
         """`count_jobs`, with how many of each queue's running jobs are claimed ahead
         (read in the same statement, so the figures agree): what operators are shown."""
-        ...
-
-    def has_pending(
-        self, queues: Sequence[str], now: float | None = None, retries: bool = True
-    ) -> bool:
-        """Whether a job of these queues is running (on any worker), runnable, or waiting
-        out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
-        first attempt delayed into the future (`delay`, `eta`) is not waited for; with
-        `retries=False`, nor is a retry (`heartq.testing.drain` leaves those queued). One
-        statement: one snapshot of the queue."""
         ...
 
     def concurrency_usage(self) -> list[dict[str, Any]]:
@@ -532,11 +357,6 @@ class Inspector(Clock, Protocol):
         `started` is at the limit; else None), `waiting` (queued jobs that are due: what
         the limit holds back when it is reached), `queued`, `running`; most waiting
         first, at most 1000. For `heartq stats` and the dashboard."""
-        ...
-
-    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
-        """Per queue: how long its oldest runnable job has waited, and how many wait for
-        a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
         ...
 
     def await_end(self, job_id: str) -> JobEnd:
@@ -555,10 +375,200 @@ class Inspector(Clock, Protocol):
         ...
 
 
-class Administrator(Clock, Protocol):
-    """An operator's writes (cancel, replay, purge; retries due now for a test's drain)
-    and the pruning of what retention no longer keeps."""
+class Administrator(Protocol):
+    """The pruning of what retention no longer keeps (`maintenance/pruner.py`)."""
 
+    def prune(
+        self, worker_retention: float, job_retention: float, now: float | None = None
+    ) -> PruneCounts: ...
+
+
+@runtime_checkable
+class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol):
+    """Every operation of the protocol in docs/DESIGN.md: the roles above, and what no
+    caller takes alone, declared here by role."""
+
+    # -- lifecycle: opening, migrating and closing (`App`, a worker's runtime, a command)
+    url: str  # with any password redacted: safe to print and log
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema; safe from many processes at once. Returns the version."""
+        ...
+
+    def deployment_id(self) -> str:
+        """The id `migrate` made once for this database (a PostgreSQL schema), never
+        changed: what names its NATS stream, subjects and consumers, so two deployments
+        sharing a NATS server never meet (docs/NATS.md, "Names")."""
+        ...
+
+    def close(self) -> None: ...
+
+    def reach(self) -> None:
+        """One attempt to reach the database, at once. Raises `StoreRefused` (or
+        `ConfigError`) for what waiting will not fix, `StoreUnavailable` for what may pass
+        (down, full, starting up, locked). A worker waits for its database with it."""
+        ...
+
+    def resize_pool(self, size: int) -> None:
+        """At most `size` pooled connections from now on (nothing to do without a pool)."""
+        ...
+
+    # -- putting work in: jobs (`App`), and the declarations of the tasks a worker runs
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
+    ) -> list[str]:
+        """Insert all jobs in one transaction; returns their ids in order. With
+        `connection` (the caller's own, in its open transaction: a `sqlite3.Connection`
+        on the queue's file, a `psycopg.Connection`), the jobs are written there and exist
+        if and only if the caller commits; wake-ups go out with that commit. A job with
+        `depends_on` is stored `waiting` (or queued, or cancelled, at once if its
+        dependencies already ended); a dependency not found (stored, in the batch, or
+        earlier in the same transaction) is `DependencyNotFound`, nothing stored."""
+        ...
+
+    async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
+        """`enqueue` into the open transaction of an asyncio connection (a
+        `psycopg.AsyncConnection`); `ConfigError` where the backend has none."""
+        ...
+
+    def declare_tasks(
+        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
+    ) -> list[str]:
+        """Record the tasks a worker runs (insert or update, in one transaction); returns
+        the names whose declaration is new or changed (their waiting jobs need
+        `reroute_jobs`). Committed on its own, before the re-route: see `reroute_jobs`."""
+        ...
+
+    def reroute_jobs(
+        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
+    ) -> int:
+        """Apply the current declaration of these tasks to their queued jobs, for every
+        option their caller did not choose (queue, priority, retries, backoff); wakes the
+        queues they move to; only the jobs `job_ids` when given. Returns how many jobs
+        changed.
+
+        Why a transaction of its own, after the declaration's: an enqueue that read no
+        declaration either committed before this one began (and is re-routed here), or
+        began after the declaration committed and re-checks it after its commit
+        (`App` calls this for its own jobs then). Either way no job of a declared task
+        is left with the defaults."""
+        ...
+
+    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
+        """The declared tasks among `names` (all of them when None), by name."""
+        ...
+
+    # -- taking, keeping and ending attempts
+    supports_notify: bool  # True when enqueues wake idle workers on other hosts
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int | Callable[[], int],
+        lease: float,
+        now: float | None = None,
+        ahead: int = 0,
+    ) -> Claim:
+        """Take up to `limit` runnable jobs, by priority (highest first) then age: jobs
+        without a key, then (slots left) jobs with a concurrency key, then jobs with a
+        rate key, never more of a key's attempts running than its concurrency limit nor
+        started within its period than its rate limit. The answer is a list of the jobs
+        that also says, in `rate_wait`, how many seconds until a runnable job that its
+        rate limit held back may start (None: none is).
+
+        `limit` may be a callable (a worker's free slots), read once the claim has the
+        database in hand: slots that freed while it waited (SQLite's one write lock, held
+        by the worker's last finish) are filled by the same claim, not by one more (a
+        worker of short jobs on SQLite claimed half as often; 1.08x to 1.14x the jobs/s).
+
+        `ahead`: once the `limit` slots are filled, also claim up to that many more jobs
+        without a key *ahead* (`Claim.ahead`): under the worker's lease like the others,
+        but not started. Their start must be recorded (`start_ahead`) before their code
+        runs; until then a reclaim gives them back with no attempt counted."""
+        ...
+
+    def start_ahead(
+        self, leases: Sequence[Lease], lease: float, now: float | None = None
+    ) -> list[Lease]:
+        """Record the start of jobs claimed ahead, in one fenced statement, before their
+        code runs: from then on their attempt counts if the worker dies. Returns the
+        leases started; one not returned must not run (lost to a reclaim, or its cancel
+        was requested: the worker releases it, which ends it cancelled)."""
+        ...
+
+    def save_checkpoint(
+        self, lease: Lease, checkpoint_json: str, now: float | None = None
+    ) -> RenewStatus:
+        """Store one checkpoint for the next attempt at once, fenced; `LeaseLost` when
+        fenced out. Like a pulse, it is a sign of life: the job's `heartbeat_at` moves.
+        (A worker does not call it: its pulse stores what its tasks report in one
+        statement for all of them, `pulse`.)"""
+        ...
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
+        """Call `on_wake()` when jobs become available; None if the backend cannot tell
+        (`supports_notify` False: workers then poll)."""
+        ...
+
+    # -- reclaiming
+    # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
+    # pooler without a direct URL; such workers are found by heartbeats and leases).
+    holds_liveness_lock: bool
+
+    def reclaim_worker(
+        self, worker_id: str, detected_by: str, reason: str, now: float | None = None
+    ) -> list[Reclaimed]:
+        """Reclaim every job a (dead) worker holds, and mark the worker inactive."""
+        ...
+
+    # -- workers' presence: a worker's row from its start to its stop, and its liveness lock
+    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None: ...
+
+    def stop_worker(self, worker_id: str, now: float | None = None) -> None: ...
+
+    def liveness_hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle:
+        """Take this worker's liveness lock; keep the handle for the worker's life.
+        `on_change` hears when a lock that lives on a database session is lost with its
+        session and taken again (never for a lock the OS holds)."""
+        ...
+
+    # -- reading the queue (the command line, the dashboard, a burst worker's last look)
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """The job with its executions, oldest first, and the policy in force with where
+        each part of it comes from. Raises `JobNotFound`."""
+        ...
+
+    def resolve_job_id(self, ref: str) -> str:
+        """The full id of the job `ref` names: its id in any case, or at least 8 of its
+        characters (dashes aside, with or without them) that end or start exactly one
+        job's id; `JobNotFound`, or `AmbiguousJobId` (a few matches, with their task and
+        status) when several jobs match, either way. The one resolver of every command
+        and page that takes a job id."""
+        ...
+
+    def count_jobs(self) -> list[tuple[str, str, int]]:
+        """`(queue, status, count)` for every non-empty pair."""
+        ...
+
+    def has_pending(
+        self, queues: Sequence[str], now: float | None = None, retries: bool = True
+    ) -> bool:
+        """Whether a job of these queues is running (on any worker), runnable, or waiting
+        out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
+        first attempt delayed into the future (`delay`, `eta`) is not waited for; with
+        `retries=False`, nor is a retry (`heartq.testing.drain` leaves those queued). One
+        statement: one snapshot of the queue."""
+        ...
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        """Per queue: how long its oldest runnable job has waited, and how many wait for
+        a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
+        ...
+
+    # -- an operator's writes (cancel, replay, purge; retries due now for a test's drain)
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
@@ -587,15 +597,3 @@ class Administrator(Clock, Protocol):
     ) -> list[str]:
         """`purge_dead`, answering the ids; `dry_run`: those it would purge, kept."""
         ...
-
-    def prune(
-        self, worker_retention: float, job_retention: float, now: float | None = None
-    ) -> PruneCounts: ...
-
-
-@runtime_checkable
-class Store(
-    Lifecycle, Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol
-):
-    """Every operation of the protocol in docs/DESIGN.md: the union of the roles. See the
-    module docstring."""
