@@ -59,6 +59,31 @@ at once, unless a ping or a lock is on its way over a slow link) before it gives
 the caller uses the pool."""
 
 
+class LastingSession:
+    """A store's one `SharedSession`, shared by its liveness locks (`liveness.py`), its
+    LISTENs (`notifications.py`) and its heartbeat (`PostgresDialect.write_renewal`):
+    opened on first use, and anew once the last user of the previous one let it go."""
+
+    def __init__(self, connect: Callable[[], Conn]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self.current: SharedSession | None = None
+        """The session open now, if any (None: none was needed yet, or it was closed)."""
+
+    def get(self) -> SharedSession:
+        """The open session, or a new one once the last user of the previous one let it go."""
+        with self._lock:
+            if self.current is None or self.current.closed:
+                self.current = SharedSession(self._connect)
+            return self.current
+
+    def close(self) -> None:
+        with self._lock:
+            session, self.current = self.current, None
+        if session is not None:
+            session.close()
+
+
 class SharedSession:
     """One session, its thread, and what its users want of it.
 
@@ -127,7 +152,7 @@ class SharedSession:
         """True while this session is down after it dropped, and for `within` seconds
         after it was opened again: a time when other processes' sessions to the same
         server may well be reopening too (a failover or a restart ends them all), so a
-        free lock says little (`PostgresStore.liveness_probe`)."""
+        free lock says little (`AdvisoryLiveness.probe`)."""
         with self._mutex:
             if self._dropped:
                 return True

@@ -19,7 +19,9 @@ from heartq.model import CancelResult, JobStatus, PruneCounts
 from heartq.payload import check_text
 from heartq.store import records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import SqlBase
+from heartq.store.sql.base import Dialect, wake
+from heartq.store.sql.ends import JobEnds
+from heartq.store.sql.program import run
 
 MAX_DEAD_AGE = 1000 * 365 * 86400.0
 """A purge's "dead for longer than" is cut to 1000 years: no job died earlier, so the
@@ -29,52 +31,57 @@ PRUNE_BATCH = 10_000
 """Finished jobs deleted per prune pass, so one pass never holds locks for long."""
 
 
-class AdminOps(SqlBase):
+class AdminOps:
     """The administrator's operations of `SqlStore` (`Administrator` in
     `store/interface.py`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self.q = dialect.q
+        self.ends = JobEnds(dialect)
 
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        self.ensure_schema()
-        with self._write() as conn:
+        self.d.ensure_schema()
+        with self.d.write() as conn:
             row = conn.execute(self.q.JOB_STATUS, {"job_id": job_id}).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             who = None if by is None else check_text("by", by)
-            clock = self._clock(conn, now)
+            clock = self.d.clock(conn, now)
             params = {"job_id": job_id, "now": clock, "by": who}
             if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING):
                 rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
-                self._announce_ended(conn, records.awaited_ends(rows))
-                self._release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
+                self.d.announce_ended(conn, records.awaited_ends(rows))
+                self.ends.release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
                 return CancelResult.CANCELLED
             if row["status"] == JobStatus.RUNNING:
                 holders = conn.execute(self.q.REQUEST_CANCEL, params).fetchall()
-                self._announce_cancel(conn, [r["worker_id"] for r in holders if r["worker_id"]])
+                self.d.announce_cancel(conn, [r["worker_id"] for r in holders if r["worker_id"]])
                 return CancelResult.CANCEL_REQUESTED
             return CancelResult.ALREADY_FINISHED
 
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None
     ) -> list[str]:
-        self.ensure_schema()
-        with self._write() as conn:
+        self.d.ensure_schema()
+        with self.d.write() as conn:
             params = {
-                "now": self._clock(conn, now),
+                "now": self.d.clock(conn, now),
                 "all": job_ids is None,
-                "ids": self._array(list(job_ids or [])),
+                "ids": self.d.array(list(job_ids or [])),
             }
-            rows = self._run(conn, self.q.REPLAY_DEAD, params)
-            self._wake(conn, {r["queue"] for r in rows})
+            rows = run(conn, self.q.REPLAY_DEAD, params)
+            wake(self.d, conn, {r["queue"] for r in rows})
         return [r["id"] for r in rows]
 
     def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
-        self.ensure_schema()
-        with self._write() as conn:
-            params = {"now": self._clock(conn, now), "queues": self._array(list(queues))}
-            rows = self._run(conn, self.q.RETRY_NOW, params)
-            self._wake(conn, {r["queue"] for r in rows})
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            params = {"now": self.d.clock(conn, now), "queues": self.d.array(list(queues))}
+            rows = run(conn, self.q.RETRY_NOW, params)
+            wake(self.d, conn, {r["queue"] for r in rows})
         return [r["id"] for r in rows]
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
@@ -86,11 +93,11 @@ class AdminOps(SqlBase):
         """The ids of the dead jobs purged (all, or those dead for over `older_than`
         seconds); with `dry_run`, those that would be, nothing deleted (what an operator
         is asked to confirm)."""
-        self.ensure_schema()
+        self.d.ensure_schema()
         if older_than is not None:
             older_than = min(older_than, MAX_DEAD_AGE)
-        with self._write() as conn:
-            params = {"now": self._clock(conn, now), "older_than": older_than}
+        with self.d.write() as conn:
+            params = {"now": self.d.clock(conn, now), "older_than": older_than}
             ids = [r["id"] for r in conn.execute(self.q.SELECT_PURGEABLE_DEAD, params)]
             if not dry_run:
                 self._delete_jobs(conn, ids)
@@ -98,7 +105,7 @@ class AdminOps(SqlBase):
 
     def _delete_jobs(self, conn: Any, ids: list[str]) -> None:
         if ids:
-            params = {"ids": self._array(ids)}
+            params = {"ids": self.d.array(ids)}
             conn.execute(self.q.DELETE_EXECUTIONS_OF, params)
             conn.execute(self.q.DELETE_DEPENDENCIES_OF, params)
             conn.execute(self.q.DELETE_JOBS, params)
@@ -107,9 +114,9 @@ class AdminOps(SqlBase):
     def prune(
         self, worker_retention: float, job_retention: float, now: float | None = None
     ) -> PruneCounts:
-        self.ensure_schema()
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             params = {"now": clock, "retention": worker_retention}
             workers = conn.execute(self.q.PRUNE_WORKERS, params).rowcount
             params = {"now": clock, "retention": job_retention, "limit": PRUNE_BATCH}

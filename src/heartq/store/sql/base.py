@@ -1,62 +1,269 @@
-"""The SQL store's foundation: the dialect hooks, and the plumbing every role uses.
+"""The seam between the SQL store and a database: what a dialect provides, and the schema
+helpers every dialect migrates with.
 
-A backend is a dialect: its connections, its statements, and a few hooks where it truly
-needs something else. What a dialect provides (`SQLiteStore` and `PostgresStore` are the
-two):
+A backend is a dialect object (`PostgresDialect`, `SQLiteDialect`) that the roles of
+`store/sql/` hold, never a subclass that overrides them: a role's operation reads top to
+bottom in its own module and calls the dialect where the database decides. What a
+dialect provides (`Dialect`):
 
-- `q`: its `queries.py`, with the same statement names in both dialects (`CLAIM`,
+- `q`: its statements module, with the same names in both dialects (`CLAIM`,
   `HEARTBEAT`, `FINISH`, `RELEASE`, ...), so one can be diffed against the other. A
   statement is a string, or a tuple of strings run in order in the same transaction
   with the same parameters, the last one's rows being the answer (SQLite has no
   data-modifying CTE, so its `HEARTBEAT` is two statements where PostgreSQL has one).
-- `_write()` / `_read()`: a write transaction and a read.
-- `_now(conn, now)`: the database's time as a number; `_clock(conn, now)`: what its
-  statements take as `now` (SQLite: that number, so every statement of the transaction
-  agrees; PostgreSQL: `now` as given, `None` meaning the transaction's `now()`).
-- `_array(values)`: how a list of ids is bound (SQLite: a JSON text read with
-  `json_each`; PostgreSQL: a `text[]`).
-- `_is_duplicate(exc)`: whether an error is a duplicate job id.
-- hooks with a default: `_wake` (PostgreSQL NOTIFYs idle workers), `_insert_steps`
-  (SQLite binds a lone job by value, cheaper than parsing JSON for one row), `_claim_with`
-  (how a claim statement runs), `_claim_rows`
-  (PostgreSQL walks one queue's index its own way), `_claim_limited` (PostgreSQL locks
-  the concurrency and rate keys it claims), `_lock_free` and `_forget_workers` (how a
-  namesake's liveness lock is judged, and cleaned up).
-- `migrate`, `close`, `liveness_hold`, `liveness_probe`, `liveness_suspects`, `listen`.
+- transactions: `write`, `read`, `write_each` (the hot one-statement writes: PostgreSQL
+  commits each statement by itself, `statements_commit_alone`), `write_enqueue` (SQLite
+  lets small enqueues share a commit), `write_renewal` (PostgreSQL's heartbeat rides the
+  worker's lasting session);
+- the clock (`now`: the database's time as a number; `clock`: what its statements take
+  as `now`), lists bound as one parameter (`array`), duplicate ids (`is_duplicate`);
+- wake-ups and announcements (`wake_steps`, `announce_ended`, `announce_cancel`:
+  PostgreSQL's NOTIFYs; SQLite has none, its workers and waiters poll);
+- the few strategies that truly differ: `claim_limited` (PostgreSQL locks the keys it
+  claims, SQLite has one writer), `insert_and_wake` (PostgreSQL's one round trip),
+  `lone_insert` (SQLite binds one job by value);
+- the caller's connections (`borrow`, `borrow_async`, `task_scope`), and its schema
+  (`migrate`, `ensure_schema`), pool (`reach`, `resize_pool`) and `close`.
 
-Why this cut: every hook a dialect may override is declared here, whichever role calls
-it, so a dialect's author reads one module to know what to write, and the roles never
-declare hooks of their own. With them, what every role uses: transactions, the clock,
-binding lists, running statements (and driving `dependencies.py`'s programs of them),
-waking idle workers, the schema, and the operations more than one role runs:
-`_apply_finishes` (the fenced finish of `finish`, of a completion and of every reclaimer,
-with the release of the ended jobs' dependents), `_release_dependents` (also after a
-release and a cancel) and `_task_policies` (the declarations an enqueuer reads and
-`get_job` shows).
+What is not SQL-shaped lives in the dialect package's own objects: its liveness locks
+(`Liveness`: lock files, advisory locks on a lasting session) and its notifications
+(`Listeners`: LISTEN on that session). Why this cut: a dialect's author reads this module
+to know what to write, a reader of an operation finds it in one role module, and the
+dialect stays small because everything the two databases agree on is written once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 from heartq.errors import ConfigError
-from heartq.model import Lease, LivenessChange, TaskPolicy
-from heartq.store import records
+from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql import dependencies, program
+from heartq.store.sql import program
 from heartq.store.sql.program import Rows, Step
 
-RATE_CONTENDED_RETRY = 0.05
-"""Seconds after which a claimer that found a rate key with room held by another claimer
-asks again: that claim commits within milliseconds, and the next look sees what it took
-(and then the exact wait, or the room left)."""
 
-T = TypeVar("T")
+class Dialect(Protocol):
+    """One database's way of running the store's statements (see the module docstring)."""
+
+    @property
+    def q(self) -> ModuleType:
+        """The dialect's statements module."""
+        ...
+
+    @property
+    def url(self) -> str:
+        """The database's URL, with any password redacted."""
+        ...
+
+    @property
+    def statements_commit_alone(self) -> bool:
+        """Whether `write_each` commits each statement by itself (PostgreSQL): then the
+        worker's finish leaves jobs with dependents to a transaction that releases them."""
+        ...
+
+    def write(self) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction."""
+        ...
+
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        """A read."""
+        ...
+
+    def write_each(self) -> contextlib.AbstractContextManager[Any]:
+        """For the hot operations that are one statement (claim, finish, heartbeat): a
+        connection on which each statement commits by itself where that saves round trips
+        (PostgreSQL: no BEGIN and COMMIT). A step that needs more than one statement opens
+        a transaction of its own."""
+        ...
+
+    def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
+        """For an enqueue of `jobs` jobs: one transaction, which the dialect may let small
+        enqueues share with other writes where that saves commits (SQLite: one fsync)."""
+        ...
+
+    def write_renewal(self) -> contextlib.AbstractContextManager[Any]:
+        """For the worker's heartbeat: a connection that does not queue behind the
+        worker's other statements where the dialect has one."""
+        ...
+
+    def now(self, conn: Any, now: float | None) -> float:
+        """The database's time as a number (`now` if given)."""
+        ...
+
+    def clock(self, conn: Any, now: float | None) -> float | None:
+        """What the statements take as `now` (SQLite: the time read once, so every
+        statement of the transaction agrees; PostgreSQL: `now` as given, None meaning the
+        transaction's `now()`)."""
+        ...
+
+    def array(self, values: Sequence[str]) -> Any:
+        """A list of ids bound as one parameter (SQLite: JSON text; PostgreSQL: text[])."""
+        ...
+
+    def is_duplicate(self, exc: Exception) -> bool:
+        """Whether an error is a duplicate job id."""
+        ...
+
+    def wake_steps(self, queues: Iterable[str]) -> list[Step]:
+        """The statements that tell idle workers jobs are runnable in `queues` (none: nobody
+        hears)."""
+        ...
+
+    def announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
+        """Tell waiters (`App.result`) that these jobs ended (or nobody: they poll)."""
+        ...
+
+    def announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
+        """Tell the workers running these jobs that a cancel was requested, with the
+        requesting commit (or nobody: each worker's pulse reads its cancels)."""
+        ...
+
+    def lone_insert(self, doc: dict[str, Any], clock: float | None) -> Step | None:
+        """The statement that inserts one job bound by value, where it is cheaper than the
+        batch statement's JSON; None: the batch statement."""
+        ...
+
+    def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
+        """Store jobs that need nothing but an insert (no unique key, no eta) and wake their
+        queues in one statement that commits by itself, where the dialect has one. False,
+        having done nothing: the caller opens a transaction."""
+        ...
+
+    def claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
+        """Claimed jobs with a concurrency key, then, slots left, with a rate key, never
+        beyond their limits; and the seconds until a runnable rate-limited job held back
+        may start (None: none is). `params["claimed"]`: how many jobs without a key this
+        claim took already (`keyed.KeyedClaims` has the halves both dialects share)."""
+        ...
+
+    def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
+        """The caller's connection, inside its open transaction, made ready for heartq's
+        statements and put back as it was afterwards. `ConfigError` for one this backend
+        cannot use."""
+        ...
+
+    def borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        """`borrow` for an asyncio connection (`ConfigError` where the backend has none)."""
+        ...
+
+    def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        """Inside `completing`: heartq's write connection as the task writes its effects
+        on it, with the database's own defaults for the task's names."""
+        ...
+
+    def migrate(self) -> int:
+        """Bring the schema up to date; its version."""
+        ...
+
+    def ensure_schema(self) -> None:
+        """`migrate` once per store, before its first use."""
+        ...
+
+    def reach(self) -> None:
+        """One attempt to reach the database, at once."""
+        ...
+
+    def resize_pool(self, size: int) -> None:
+        """At most `size` pooled connections (nothing to do without a pool)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DeadReclaimer(Protocol):
+    """What a liveness probe reclaims with, in its own transaction (`ReclaimOps`)."""
+
+    def reclaim_dead(
+        self,
+        conn: Any,
+        clock: float | None,
+        worker_ids: Sequence[str],
+        detected_by: str,
+        observer: str | None = None,
+    ) -> list[StaleWorker]: ...
+
+
+class Liveness(Protocol):
+    """A dialect's liveness locks: held by each live worker, free once its process is gone
+    (a lock file the kernel frees; a session advisory lock the server frees)."""
+
+    grace: float
+    """Seconds a lock must stay free before a probe believes the worker dead."""
+
+    def hold(
+        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
+    ) -> LivenessHandle: ...
+
+    def probe(
+        self,
+        reclaimer: DeadReclaimer,
+        detected_by: str,
+        now: float | None = None,
+        observer: str | None = None,
+    ) -> list[StaleWorker]:
+        """Reclaim (through `reclaimer`) the jobs of active workers whose lock is free."""
+        ...
+
+    def suspects(self) -> dict[str, float]: ...
+
+    def free(self, worker_ids: Sequence[str]) -> list[str]: ...
+
+    def lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
+        """Whether a namesake's lock is free (from its `NAMESAKES` row); None: free, but
+        not yet for `grace`."""
+        ...
+
+    def note_locks(
+        self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
+    ) -> None:
+        """Note which namesakes' locks were found free (suspected) and which held."""
+        ...
+
+    def forget(self, worker_ids: Sequence[str]) -> None:
+        """Clean up after workers found gone and reclaimed."""
+        ...
+
+
+class Listeners(Protocol):
+    """A dialect's notifications, heard on a lasting session (None: the caller polls)."""
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None: ...
+
+    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None: ...
+
+    def listen_cancels(
+        self, worker_id: str, on_cancel: Callable[[], None]
+    ) -> LivenessHandle | None: ...
+
+
+def wake(dialect: Dialect, conn: Any, queues: Iterable[str]) -> None:
+    """Tell idle workers that jobs are runnable in `queues`, in `conn`'s transaction."""
+    for statement, params in dialect.wake_steps(queues):
+        program.run(conn, statement, params)
+
+
+def database_time(dialect: Dialect, conn: Any, clock: float | None) -> float:
+    """The transaction's time as a number, from what `Dialect.clock` gave."""
+    return clock if clock is not None else dialect.now(conn, None)
+
+
+def current_time(dialect: Dialect) -> float:
+    """The database's current time, read in a transaction of its own (`Store.clock`)."""
+    with dialect.read() as conn:
+        return dialect.now(conn, None)
+
+
+def no_async_connection(dialect: str, connection: Any) -> ConfigError:
+    """The refusal of a dialect that takes no asyncio connection."""
+    return ConfigError(
+        f"{dialect} takes no asyncio connection "
+        f"({type(connection).__name__}): pass its connection to enqueue() instead"
+    )
 
 
 def migration_scripts(package: str) -> list[tuple[int, str]]:
@@ -97,282 +304,3 @@ def refuse_unknown_versions(scripts: Sequence[tuple[int, str]], applied: set[int
 def schema_version(applied: set[int]) -> int:
     """The version a schema reports: its newest applied migration (0: none)."""
     return max(applied, default=0)
-
-
-class SqlBase:
-    """What every role of `SqlStore` stands on. See the module docstring for what a
-    dialect provides; `SqlStore` (`store.py`) composes the roles over it."""
-
-    q: ModuleType
-    url: str
-    supports_notify: bool = False
-    liveness_grace: float = 0.0
-    holds_liveness_lock: bool = True
-    """Whether the workers of this store hold a liveness lock (recorded with each worker:
-    False behind a transaction-mode pooler without a direct URL, whose workers have no
-    session to hold one and are judged by heartbeats and leases alone)."""
-    _migrated: bool = False
-    _statements_commit_alone: bool = False
-    """Whether `_write_each` runs each statement as a transaction of its own (PostgreSQL):
-    then the worker's finish leaves jobs with dependents to a transaction that releases
-    them (`_finish_statement`)."""
-
-    # -- dialect hooks -------------------------------------------------------------------
-    def migrate(self) -> int:
-        raise NotImplementedError
-
-    def _write(self) -> contextlib.AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _read(self) -> contextlib.AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _write_each(self) -> contextlib.AbstractContextManager[Any]:
-        """For the hot operations that are one statement (claim, finish, heartbeat): a
-        connection on which each statement commits by itself where that saves round
-        trips (PostgreSQL: no BEGIN and COMMIT). A step that needs more than one
-        statement opens a transaction of its own. Default: `_write()`, one transaction."""
-        return self._write()
-
-    def _write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
-        """For an enqueue of `jobs` jobs: one transaction, which the dialect may let small
-        enqueues of concurrent threads share with other writes where that saves commits
-        (SQLite: one fsync for several). Default: `_write()`."""
-        return self._write()
-
-    def _write_renewal(self) -> contextlib.AbstractContextManager[Any]:
-        """For the worker's heartbeat, the statement that tells the fleet it lives: a
-        connection that does not queue behind the worker's other statements where the
-        dialect has one (PostgreSQL: the worker's lasting session). Default:
-        `_write_each()`."""
-        return self._write_each()
-
-    def _now(self, conn: Any, now: float | None) -> float:
-        raise NotImplementedError
-
-    def _clock(self, conn: Any, now: float | None) -> float | None:
-        raise NotImplementedError
-
-    def _array(self, values: Sequence[str]) -> Any:
-        raise NotImplementedError
-
-    def _is_duplicate(self, exc: Exception) -> bool:
-        raise NotImplementedError
-
-    def _wake_steps(self, queues: Iterable[str]) -> list[Step]:
-        """The statements that tell idle workers jobs are runnable in `queues` (default:
-        none, nobody hears)."""
-        return []
-
-    def _announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
-        """Tell waiters (`App.result`) that these jobs ended (default: nobody hears; they
-        poll)."""
-
-    def _announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
-        """Tell the workers running these jobs that a cancel was requested, with the
-        requesting transaction's commit (default: nobody hears; each worker's pulse reads
-        its cancels every tick)."""
-
-    def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
-        """The statements that insert new jobs (default: the whole batch as one JSON
-        parameter)."""
-        return [(self.q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": clock})]
-
-    def _insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
-        """Store jobs that need nothing but an insert (no unique key, no eta) and wake
-        their queues in one statement that commits by itself, where the dialect has one
-        (PostgreSQL: one round trip instead of four). False, having done nothing: the
-        dialect has none, or these jobs need more; the caller then opens a transaction.
-        Default: none."""
-        return False
-
-    def _borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
-        """The caller's connection, inside its open transaction, made ready for heartq's
-        statements (something with `execute` whose rows read by column name) and put back
-        as it was afterwards. `ConfigError` for a connection this backend cannot use."""
-        raise NotImplementedError
-
-    def _borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
-        """`_borrow` for an asyncio connection (default: the backend has none)."""
-        raise ConfigError(
-            f"{type(self).__name__} takes no asyncio connection "
-            f"({type(connection).__name__}): pass its connection to enqueue() instead"
-        )
-
-    def _task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
-        """Inside `completing`: heartq's write connection as the task writes its effects
-        on it, with the database's own defaults for the task's names (default: as is)."""
-        return contextlib.nullcontext(conn)
-
-    def _claim_with(self, conn: Any, statement: str, params: dict[str, Any]) -> Rows:
-        """A claim statement's claimed rows. No execution row is written at a claim: the
-        running attempt lives on the job row, and its execution row is written when it
-        ends (FINISH, RELEASE)."""
-        return self._run(conn, statement, params)
-
-    def _claim_rows(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The claimed rows of jobs with neither a concurrency nor a rate key."""
-        return self._claim_with(conn, self.q.CLAIM, params)
-
-    def _claim_by_ids(self, conn: Any, params: dict[str, Any]) -> Rows:
-        """The jobs `params["ids"]` names that are queued and runnable, claimed."""
-        return self._claim_with(conn, self.q.CLAIM_IDS, params)
-
-    def _claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
-        """Claimed jobs with a concurrency key (never more of a key running than its
-        limit), then, slots left, with a rate key (never more of a key's starts in its
-        period than its limit); and the seconds until a runnable
-        rate-limited job held back may start (None: none is). `params["claimed"]`: how
-        many jobs without a key this claim took already. Default: one writer at a time
-        (SQLite), so nothing to lock: the statements in the claim's transaction.
-        PostgreSQL, with many claimers at once, locks the keys first, in a transaction of
-        its own."""
-        rows = self._claim_with(conn, self.q.CLAIM_KEYED, params)
-        return self._claim_rated(conn, params, rows)
-
-    def _claim_rated(
-        self,
-        conn: Any,
-        params: dict[str, Any],
-        rows: Rows,
-        *,
-        keys: Mapping[str, Sequence[str]] | None = None,
-        contended: bool = False,
-        held: bool = True,
-    ) -> tuple[Rows, float | None]:
-        """`rows` (what the claim took of jobs with a concurrency key) and the jobs with
-        a rate key that fill the slots left (`CLAIM_RATED`), and the rate wait: how long
-        until a rate-limited job held back may start (`RATE_WAIT`, read only when slots
-        are still free and, `held`, such jobs are runnable at all). `keys`: the rate keys
-        and concurrency keys this claimer locked (None: no locks needed, every key goes).
-        `contended`: a key with room was held by another claimer: ask again soon."""
-        left = params["limit"] - len(rows)
-        rate_keys = None if keys is None else list(keys["rate"])
-        if left > 0 and rate_keys != []:
-            given = dict(params, limit=left)
-            if keys is not None:
-                given.update(rate_keys=rate_keys, concurrency_keys=list(keys["concurrency"]))
-            rows = rows + self._claim_with(conn, self.q.CLAIM_RATED, given)
-        wait = None
-        if held and len(rows) < params["limit"]:
-            found = conn.execute(self.q.RATE_WAIT, params).fetchone()
-            wait = None if found is None or found["wait"] is None else float(found["wait"])
-        if contended:
-            wait = RATE_CONTENDED_RETRY if wait is None else min(wait, RATE_CONTENDED_RETRY)
-        return rows, wait
-
-    def _lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
-        """Whether a namesake's liveness lock is free (default: the `NAMESAKES` row says);
-        None: free, but not yet for the store's `liveness_grace`."""
-        return bool(namesake["lock_free"])
-
-    def _note_locks(
-        self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
-    ) -> None:
-        """Note which namesakes' locks were found free (suspected) and which held
-        (default: nothing to note, a store whose free lock is a dead process has no
-        grace)."""
-
-    def _forget_workers(self, worker_ids: Sequence[str]) -> None:
-        """Clean up after workers found gone and reclaimed (default: nothing to clean)."""
-
-    def liveness_hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle:
-        raise NotImplementedError
-
-    # -- plumbing ------------------------------------------------------------------------
-    def migrations(self) -> list[tuple[int, str]]:
-        """This dialect's schema migrations, oldest first: `(version, script)`."""
-        return migration_scripts(type(self).__module__.rsplit(".", 1)[0])
-
-    def _wake(self, conn: Any, queues: Iterable[str]) -> None:
-        """Tell idle workers that jobs are runnable in `queues`."""
-        for statement, params in self._wake_steps(queues):
-            self._run(conn, statement, params)
-
-    def _insert_jobs(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
-        for statement, params in self._insert_steps(docs, clock):
-            self._run(conn, statement, params)
-
-    _run = staticmethod(program.run)
-    _drive = staticmethod(program.drive)
-
-    def reach(self) -> None:
-        """Default: a read transaction that runs nothing (opens the connection)."""
-        with self._read():
-            pass
-
-    def resize_pool(self, size: int) -> None:
-        """Default: no pool to resize (SQLite keeps one connection per thread)."""
-
-    def ensure_schema(self) -> None:
-        if not self._migrated:
-            self.migrate()
-
-    def _time(self, conn: Any, clock: float | None) -> float:
-        """The transaction's time as a number, from what `_clock` gave."""
-        return clock if clock is not None else self._now(conn, None)
-
-    def clock(self) -> float:
-        with self._read() as conn:
-            return self._now(conn, None)
-
-    def deployment_id(self) -> str:
-        self.ensure_schema()
-        with self._read() as conn:
-            row = conn.execute(self.q.DEPLOYMENT_ID).fetchone()
-        return str(row["id"])
-
-    # -- shared by roles -----------------------------------------------------------------
-    def _apply_finishes(
-        self,
-        conn: Any,
-        docs: list[dict[str, Any]],
-        clock: float | None,
-        worker_id: str | None = None,
-    ) -> set[Lease]:
-        """The fenced write shared by finish, a completion and every reclaimer, in the
-        caller's transaction: only jobs still running under the execution a document names
-        (and, `worker_id` given, under that worker: a lease holder's write; a reclaimer
-        gives none, having read and locked the rows it finishes in this transaction)
-        change, each one's execution row written, and the dependents of those that ended
-        are released in the same transaction."""
-        landed, _ = self._finish_statement(conn, json.dumps(docs), clock, False, worker_id)
-        return landed
-
-    def _finish_statement(
-        self,
-        conn: Any,
-        finishes: str,
-        clock: float | None,
-        defer: bool,
-        worker_id: str | None = None,
-    ) -> tuple[set[Lease], set[Lease]]:
-        """`FINISH` of `finishes` (their documents as JSON text, encoded before the write
-        began: SQLite's write lock is not held for it), then the release of the
-        dependents of the jobs it ended; the leases that landed, and those it left alone
-        because their job has dependents (`defer`, for a FINISH that commits by itself: a
-        release in that one statement could miss an edge committed while it waited for a
-        row's lock, its snapshot being older; the caller finishes those in a transaction
-        of its own)."""
-        params = {"finishes": finishes, "now": clock, "defer": defer, "worker_id": worker_id}
-        rows = self._run(conn, self.q.FINISH, params)
-        landed = [r for r in rows if not r["deferred"]]
-        self._announce_ended(conn, records.awaited_ends(landed))
-        self._release_dependents(conn, dependencies.ended_with_dependents(landed), clock)
-        return records.leases(landed), records.leases(r for r in rows if r["deferred"])
-
-    def _release_dependents(self, conn: Any, ended: list[str], clock: float | None) -> None:
-        """Release the waiting dependents of jobs that just ended in this transaction
-        (`dependencies.release`), wake the queues that got runnable jobs and announce the
-        awaited jobs it cancelled. Nothing at all when none of them has dependents."""
-        if ended:
-            done = self._drive(conn, dependencies.release(self.q, ended, self._array, clock))
-            self._announce_ended(conn, done.awaited_ends)
-            self._wake(conn, done.queues)
-
-    def _task_policies(self, conn: Any, names: Sequence[str] | None) -> dict[str, TaskPolicy]:
-        params = {"all": names is None, "names": self._array(list(names or []))}
-        rows = conn.execute(self.q.TASK_POLICIES, params).fetchall()
-        return {row["name"]: records.task_policy(row) for row in rows}

@@ -1,14 +1,12 @@
-"""Putting work in: enqueues (in heartq's own transaction or in the caller's), periodic
-schedules, and task declarations with the re-routing of the waiting jobs they change.
+"""Putting work in: enqueues (in heartq's own transaction or in the caller's) and
+periodic schedules.
 
-Why together: each writes new jobs, or decides where waiting jobs go, through the same
-steps and nothing else in the store uses them: `_store_jobs` stores job documents (a
-program of statements: jobs with dependencies through `dependencies.py`, the unique ones
-answered by the job that holds their key), `_delay_until_eta` turns an eta into a delay
-by the database's clock, `_wake` tells idle workers. A schedule's tick is an enqueue under the
-schedule's locked row; a declaration changes what an enqueue by name gets, and
-`reroute_jobs` applies it to the jobs already waiting. `task_policies` is a read, here
-because its caller is the enqueuer (`App` looks a task up before it enqueues).
+Why together: each writes new jobs through the same steps and nothing else in the store
+uses them: `_store_jobs` stores job documents (a program of statements: jobs with
+dependencies through `dependencies.py`, the unique ones answered by the job that holds
+their key), `_delay_until_eta` turns an eta into a delay by the database's clock, `wake`
+tells idle workers. A schedule's tick is an enqueue under the schedule's locked row.
+Task declarations, which decide where an enqueue by name goes, are `declarations.py`.
 """
 
 from __future__ import annotations
@@ -18,18 +16,22 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from heartq import policy
 from heartq.errors import DuplicateJob
-from heartq.model import NewJob, TaskPolicy, TickPlan
+from heartq.model import NewJob, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import SqlBase
-from heartq.store.sql.program import Program, drive_async, each
+from heartq.store.sql.base import Dialect, current_time, database_time, wake
+from heartq.store.sql.program import Program, Step, drive, drive_async, each
 
 
-class EnqueueOps(SqlBase):
-    """The enqueuer's operations of `SqlStore` (`Enqueuer` in `store/interface.py`)."""
+class EnqueueOps:
+    """The enqueuer's operations of `SqlStore` (`Enqueuer` in `store/interface.py`), but
+    the task declarations (`declarations.py`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self.q = dialect.q
 
     def enqueue(
         self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
@@ -37,21 +39,21 @@ class EnqueueOps(SqlBase):
         docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
-        self.ensure_schema()
+        self.d.ensure_schema()
         if connection is not None:
             program = self._enqueue_steps(docs, self._borrowed_clock(docs, now))
-            with self._borrow(connection) as conn:
-                return self._drive(conn, program)
+            with self.d.borrow(connection) as conn:
+                return drive(conn, program)
         try:
-            if self._insert_and_wake(docs, now):
+            if self.d.insert_and_wake(docs, now):
                 return [str(d["id"]) for d in docs]
-            with self._write_enqueue(len(docs)) as conn:
-                clock = self._clock(conn, now)
+            with self.d.write_enqueue(len(docs)) as conn:
+                clock = self.d.clock(conn, now)
                 self._delay_until_eta(conn, docs, clock)
-                ids = self._drive(conn, self._store_jobs(docs, clock))
-                self._wake(conn, {str(d["queue"]) for d in docs})
+                ids = drive(conn, self._store_jobs(docs, clock))
+                wake(self.d, conn, {str(d["queue"]) for d in docs})
         except Exception as exc:
-            if self._is_duplicate(exc):
+            if self.d.is_duplicate(exc):
                 raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
             raise
         return ids
@@ -60,10 +62,10 @@ class EnqueueOps(SqlBase):
         docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
-        await asyncio.to_thread(self.ensure_schema)
+        await asyncio.to_thread(self.d.ensure_schema)
         clock = await asyncio.to_thread(self._borrowed_clock, docs, None)
         program = self._enqueue_steps(docs, clock)
-        async with self._borrow_async(connection) as conn:
+        async with self.d.borrow_async(connection) as conn:
             return await drive_async(conn, program)
 
     def _store_jobs(
@@ -80,7 +82,7 @@ class EnqueueOps(SqlBase):
         plain = [d for d in docs if d["unique_key"] is None and d["id"] not in linked]
         insert = self._insert_steps(plain, clock) if plain else []
         if linked:
-            yield from dependencies.store(self.q, docs, self._array, clock, insert, waited)
+            yield from dependencies.store(self.q, docs, self.d.array, clock, insert, waited)
         else:
             yield from each(insert)
         for doc in docs:
@@ -89,11 +91,20 @@ class EnqueueOps(SqlBase):
                 doc["id"] = rows[0]["id"]  # the new job's, or the one found
         return [str(d["id"]) for d in docs]
 
+    def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
+        """The statements that insert jobs without a unique key or dependencies: the whole
+        batch as one JSON parameter, or a lone job as the dialect binds it by value where
+        that is cheaper (`Dialect.lone_insert`)."""
+        lone = self.d.lone_insert(docs[0], clock) if len(docs) == 1 else None
+        if lone is not None:
+            return [lone]
+        return [(self.q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": clock})]
+
     def _borrowed_clock(self, docs: list[dict[str, Any]], now: float | None) -> float:
         """The time an enqueue into the caller's transaction dates its jobs from, read on
         a connection of heartq's own (the caller's transaction may be old, and its `now()`
         with it), its etas turned into delays by it."""
-        clock = now if now is not None else self.clock()
+        clock = now if now is not None else current_time(self.d)
         self._delay_until_eta(None, docs, clock)
         return clock
 
@@ -102,22 +113,22 @@ class EnqueueOps(SqlBase):
     ) -> Program[list[str]]:
         """An enqueue into the caller's transaction, as statements: the wake-ups first (a
         NOTIFY is delivered by the caller's commit, and only by it), then the jobs."""
-        yield from each(self._wake_steps({str(d["queue"]) for d in docs}))
+        yield from each(self.d.wake_steps({str(d["queue"]) for d in docs}))
         return (yield from self._store_jobs(docs, clock))
 
     def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
         """A job given an `eta` waits from now until then, by the database's clock (an eta
         already past means now: it does not jump ahead of jobs that waited)."""
         if any(doc["run_at"] is not None for doc in docs):
-            t = self._time(conn, clock)
+            t = database_time(self.d, conn, clock)
             for doc in docs:
                 if doc["run_at"] is not None:
                     doc["delay"] = min(MAX_DURATION, max(0.0, doc["run_at"] - t))
 
     # -- periodic schedules --------------------------------------------------------------
     def list_schedules(self) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self._read() as conn:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
             rows = conn.execute(self.q.LIST_SCHEDULES).fetchall()
         return [dict(row) for row in rows]
 
@@ -131,16 +142,16 @@ class EnqueueOps(SqlBase):
         by: str,
         now: float | None = None,
     ) -> list[str]:
-        self.ensure_schema()
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             params: dict[str, Any] = {"name": name, "task": task, "spec": spec, "now": clock}
             conn.execute(self.q.ENSURE_SCHEDULE, params)
             row = conn.execute(self.q.LOCK_SCHEDULE, params).fetchone()
             last = None if row["last_tick"] is None else float(row["last_tick"])
-            due = plan(last, self._time(conn, clock))
+            due = plan(last, database_time(self.d, conn, clock))
             docs = [documents.new_job_doc(job) for job in make_jobs(due.ticks)]
-            ids = self._drive(conn, self._store_jobs(docs, clock))
+            ids = drive(conn, self._store_jobs(docs, clock))
             params.update(
                 last_tick=due.last_tick,
                 next_tick=due.next_tick,
@@ -149,42 +160,5 @@ class EnqueueOps(SqlBase):
             )
             conn.execute(self.q.UPDATE_SCHEDULE, params)
             if docs:
-                self._wake(conn, {str(d["queue"]) for d in docs})
+                wake(self.d, conn, {str(d["queue"]) for d in docs})
         return ids
-
-    # -- task declarations ---------------------------------------------------------------
-    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
-        self.ensure_schema()
-        with self._read() as conn:
-            return self._task_policies(conn, names)
-
-    def declare_tasks(
-        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
-    ) -> list[str]:
-        if not policies:
-            return []
-        self.ensure_schema()
-        docs = [documents.task_doc(p) for p in policies]
-        with self._write() as conn:
-            before = self._task_policies(conn, [p.name for p in policies])
-            params = {"tasks": json.dumps(docs), "worker_id": worker_id}
-            conn.execute(self.q.DECLARE_TASKS, dict(params, now=self._clock(conn, now)))
-        return [p.name for p in policies if not policy.same(before.get(p.name), p)]
-
-    def reroute_jobs(
-        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
-    ) -> int:
-        if not names:
-            return 0
-        self.ensure_schema()
-        with self._write() as conn:
-            params = {
-                "names": self._array(list(names)),
-                "all": job_ids is None,
-                "ids": self._array(list(job_ids or [])),
-                "now": self._clock(conn, now),
-                **policy.BIT_PARAMS,
-            }
-            rows = self._run(conn, self.q.REROUTE_JOBS, params)
-            self._wake(conn, {r["queue"] for r in rows})
-        return len(rows)

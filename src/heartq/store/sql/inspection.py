@@ -18,7 +18,9 @@ from heartq.ids import typed_forms
 from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, QueueWait
 from heartq.store import records, serialize
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import SqlBase
+from heartq.store.sql.base import Dialect
+from heartq.store.sql.declarations import DeclarationOps
+from heartq.store.sql.program import run
 
 MIN_ID_PREFIX = 8
 """A shortened job id must have at least 8 characters, dashes aside (what `heartq demo`
@@ -27,21 +29,26 @@ AMBIGUOUS_SHOWN = 5
 """An ambiguous shortened id's error names at most 5 of the jobs it matches."""
 
 
-class InspectOps(SqlBase):
+class InspectOps:
     """The inspector's operations of `SqlStore` (`Inspector` in `store/interface.py`)."""
 
+    def __init__(self, dialect: Dialect, declarations: DeclarationOps) -> None:
+        self.d = dialect
+        self.q = dialect.q
+        self.declarations = declarations  # `get_job` shows the policy its task declared
+
     def get_job(self, job_id: str) -> dict[str, Any]:
-        self.ensure_schema()
-        with self._read() as conn:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
             row = conn.execute(self.q.GET_JOB, {"job_id": job_id}).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             executions = conn.execute(self.q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
-            declared = self._task_policies(conn, [row["task"]]).get(row["task"])
-            depends_on = self._run(conn, self.q.GET_DEPENDENCIES, {"job_id": job_id})
+            declared = self.declarations.read_policies(conn, [row["task"]]).get(row["task"])
+            depends_on = run(conn, self.q.GET_DEPENDENCIES, {"job_id": job_id})
             params = {"job_id": job_id, "limit": dependencies.DEPENDENTS_SHOWN}
             dependents = (
-                self._run(conn, self.q.GET_DEPENDENTS, params) if row["has_dependents"] else []
+                run(conn, self.q.GET_DEPENDENTS, params) if row["has_dependents"] else []
             )
         doc = serialize.job_dict(row, executions)
         doc["policy"] = policy.sources(doc, int(row["chosen"]), declared)
@@ -62,12 +69,12 @@ class InspectOps(SqlBase):
         tail that happens to be the start of other ids is ambiguous, never taken for
         them. The start is a range of the primary key; the tail is one index probe on
         PostgreSQL and a read of the primary key's index on SQLite (`JOBS_BY_SUFFIX`)."""
-        self.ensure_schema()
+        self.d.ensure_schema()
         text = ref.strip()
         if "\x00" in text:  # no id has one (and PostgreSQL cannot be asked about it)
             raise JobNotFound(ref)
         prefix, suffix = typed_forms(text)
-        with self._read() as conn:
+        with self.d.read() as conn:
             for candidate in dict.fromkeys((text, text.lower())):
                 if conn.execute(self.q.JOB_ID, {"job_id": candidate}).fetchone():
                     return candidate
@@ -82,8 +89,8 @@ class InspectOps(SqlBase):
                 "limit": limit,
             }
             ends = {"suffix": suffix, "tail": suffix[-8:], "n": len(suffix), "limit": limit}
-            rows = [*self._run(conn, self.q.JOBS_BY_PREFIX, starts),
-                    *self._run(conn, self.q.JOBS_BY_SUFFIX, ends)]  # fmt: skip
+            rows = [*run(conn, self.q.JOBS_BY_PREFIX, starts),
+                    *run(conn, self.q.JOBS_BY_SUFFIX, ends)]  # fmt: skip
         found = {r["id"]: JobMatch(r["id"], r["task"], r["status"]) for r in rows}
         matches = [found[job_id] for job_id in sorted(found)]
         if not matches:
@@ -96,13 +103,13 @@ class InspectOps(SqlBase):
     def dependency_results(self, job_id: str) -> list[DependencyEnd]:
         """The dependencies of a job that takes their results (a group's callback), in
         order: each one's status, result, and whether that result is still to come."""
-        with self._read() as conn:
-            rows = self._run(conn, self.q.DEPENDENCY_RESULTS, {"job_id": job_id})
+        with self.d.read() as conn:
+            rows = run(conn, self.q.DEPENDENCY_RESULTS, {"job_id": job_id})
         return [records.dependency_end(r) for r in rows]
 
     def await_end(self, job_id: str) -> JobEnd:
-        self.ensure_schema()
-        with self._write() as conn:
+        self.d.ensure_schema()
+        with self.d.write() as conn:
             conn.execute(self.q.MARK_AWAITED, {"job_id": job_id})
             row = conn.execute(self.q.JOB_END, {"job_id": job_id}).fetchone()
         if row is None:
@@ -110,7 +117,7 @@ class InspectOps(SqlBase):
         return records.job_end(job_id, row)
 
     def job_end(self, job_id: str) -> JobEnd:
-        with self._read() as conn:
+        with self.d.read() as conn:
             row = conn.execute(self.q.JOB_END, {"job_id": job_id}).fetchone()
         if row is None:
             raise JobNotFound(job_id)
@@ -123,9 +130,9 @@ class InspectOps(SqlBase):
         limit: int = 100,
         claimed_ahead: bool | None = None,
     ) -> list[dict[str, Any]]:
-        self.ensure_schema()
+        self.d.ensure_schema()
         params = {"status": status, "queue": queue, "limit": limit, "ahead": claimed_ahead}
-        with self._read() as conn:
+        with self.d.read() as conn:
             rows = conn.execute(self.q.LIST_JOBS, params).fetchall()
         return [serialize.job_dict(row) for row in rows]
 
@@ -139,7 +146,7 @@ class InspectOps(SqlBase):
         scan: int = 10_000,
         claimed_ahead: bool | None = None,
     ) -> JobPage:
-        self.ensure_schema()
+        self.d.ensure_schema()
         scan = max(scan, limit + 1)
         params: dict[str, Any] = {"status": status, "queue": queue, "task": task,
                                   "ahead": claimed_ahead, "before": before,
@@ -149,10 +156,10 @@ class InspectOps(SqlBase):
             if before is not None
             else (self.q.BROWSE_FLOOR, self.q.BROWSE_JOBS)
         )
-        with self._read() as conn:
-            found = self._run(conn, floor_of, params)
+        with self.d.read() as conn:
+            found = run(conn, floor_of, params)
             floor = found[0]["id"] if found else None  # None: the window reaches the start
-            rows = self._run(conn, page, dict(params, floor=floor or ""))
+            rows = run(conn, page, dict(params, floor=floor or ""))
         if len(rows) > limit:  # one more than asked: the next page starts after the last
             rows = rows[:limit]
             next_before = rows[-1]["id"]
@@ -163,9 +170,9 @@ class InspectOps(SqlBase):
     def finished_per_minute(
         self, minutes: int = 60, now: float | None = None
     ) -> list[tuple[float, str, int]]:
-        self.ensure_schema()
-        with self._read() as conn:
-            since = (self._now(conn, now) // 60 - (minutes - 1)) * 60
+        self.d.ensure_schema()
+        with self.d.read() as conn:
+            since = (self.d.now(conn, now) // 60 - (minutes - 1)) * 60
             rows = conn.execute(self.q.FINISHED_PER_MINUTE, {"since": since}).fetchall()
         return [(float(r["minute"]), r["status"], int(r["n"])) for r in rows]
 
@@ -173,8 +180,8 @@ class InspectOps(SqlBase):
         return [(c.queue, c.status, c.count) for c in self.job_counts()]
 
     def job_counts(self) -> list[JobCount]:
-        self.ensure_schema()
-        with self._read() as conn:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
             rows = conn.execute(self.q.COUNT_JOBS).fetchall()
         return [
             JobCount(r["queue"], r["status"], int(r["n"]), int(r["ahead"] or 0)) for r in rows
@@ -183,19 +190,19 @@ class InspectOps(SqlBase):
     def has_pending(
         self, queues: Sequence[str], now: float | None = None, retries: bool = True
     ) -> bool:
-        self.ensure_schema()
-        with self._read() as conn:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
             params = {
-                "queues": self._array(list(queues)),
-                "now": self._clock(conn, now),
+                "queues": self.d.array(list(queues)),
+                "now": self.d.clock(conn, now),
                 "retries": retries,
             }
             row = conn.execute(self.q.HAS_PENDING, params).fetchone()
         return bool(row["pending"])
 
     def concurrency_usage(self) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self._read() as conn:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
             rows = conn.execute(self.q.CONCURRENCY_USAGE).fetchall()
         return [
             {"key": r["key"], "running": int(r["running"]), "queued": int(r["queued"]),
@@ -204,16 +211,16 @@ class InspectOps(SqlBase):
         ]  # fmt: skip
 
     def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
-        self.ensure_schema()
-        with self._read() as conn:
-            rows = conn.execute(self.q.RATE_USAGE, {"now": self._clock(conn, now)}).fetchall()
+        self.d.ensure_schema()
+        with self.d.read() as conn:
+            rows = conn.execute(self.q.RATE_USAGE, {"now": self.d.clock(conn, now)}).fetchall()
         return [records.rate_usage(row) for row in rows]
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
-        self.ensure_schema()
+        self.d.ensure_schema()
         waits = {}
-        with self._read() as conn:
-            t = self._now(conn, now)
+        with self.d.read() as conn:
+            t = self.d.now(conn, now)
             for row in conn.execute(self.q.QUEUE_WAITS, {"now": t}).fetchall():
                 oldest_id = None
                 if row["oldest_run_at"] is not None:

@@ -6,14 +6,16 @@ cancels requested of a worker's attempts), checkpoints, and the ends a lease's h
 
 Why together: every write here is made by the worker that takes or holds the lease,
 fenced on `(job_id, execution_id)`, the worker that claimed it and `status = 'running'`,
-and these are the hot statements (one per batch, most of them on `_write_each`). The
+and these are the hot statements (one per batch, most of them on `write_each`). The
 worker travels as one parameter of each statement (`worker_id`), not in every job's
 document: a worker's batches hold its own leases (`_by_worker`), so the fence costs no
 byte per job. `due_for_publish` is a read,
 kept beside `claim_ids` because it selects exactly what a transport's messages will ask
 `claim_ids` to take. `crash_attempt` is called by lease holders too (it is part of the
 `LeaseHolder` protocol), but it lives in `reclaim.py`: it is a reclaim of one attempt
-(the same plan, fenced write and wake-up).
+(the same plan, fenced write and wake-up). What the dialect decides is called on
+`self.d` (its transactions, clock and keyed claim: `Dialect` in `base.py`); the rest of
+each operation is here, top to bottom.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from heartq.model import (
 )
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import SqlBase
-from heartq.store.sql.program import Rows
+from heartq.store.sql.base import Dialect, database_time
+from heartq.store.sql.ends import JobEnds
+from heartq.store.sql.program import Rows, run
 
 T = TypeVar("T")
 
@@ -66,8 +69,13 @@ def _lease_doc(lease: Lease) -> dict[str, Any]:
     return {"id": lease.job_id, "eid": lease.execution_id}
 
 
-class LeaseOps(SqlBase):
+class LeaseOps:
     """The lease holder's operations of `SqlStore` (`LeaseHolder` in `store/interface.py`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self.q = dialect.q
+        self.ends = JobEnds(dialect)
 
     def claim(
         self,
@@ -80,41 +88,40 @@ class LeaseOps(SqlBase):
     ) -> Claim:
         if isinstance(limit, int) and limit <= 0 and ahead <= 0:
             return Claim()
-        self.ensure_schema()
-        with self._write_each() as conn:
+        self.d.ensure_schema()
+        with self.d.write_each() as conn:
             sent_at = time.monotonic()  # the connection (and SQLite's write lock) in hand
             if not isinstance(limit, int):  # the slots free now, after any wait for the lock
                 limit = limit()
             params = {
                 "worker_id": worker_id,
-                "queues": self._array(list(queues)),
+                "queues": self.d.array(list(queues)),
                 "limit": limit,
                 "lease": lease,
-                "now": self._clock(conn, now),
+                "now": self.d.clock(conn, now),
                 "ahead": False,
             }
             rows: list[Any] = []
             rate_wait = None
             if limit > 0:
-                rows = list(self._claim_rows(conn, params))
+                rows = self._claim_rows(conn, queues, params)
                 if len(rows) < limit:  # slots left: keyed jobs may take them
                     limited = dict(params, limit=limit - len(rows), claimed=len(rows))
-                    more, rate_wait = self._claim_limited(conn, limited)
+                    more, rate_wait = self.d.claim_limited(conn, limited)
                     rows += more
             # Ahead only once the slots are served, and only jobs without a key: a
             # keyed job held in a buffer would hold its key's running count or start.
             buffered: list[Any] = []
             if ahead > 0 and (limit <= 0 or len(rows) >= limit):
                 try:
-                    buffered = list(
-                        self._claim_rows(conn, dict(params, limit=ahead, ahead=True))
-                    )
+                    given = dict(params, limit=ahead, ahead=True)
+                    buffered = self._claim_rows(conn, queues, given)
                 except Exception:
                     # Each statement committed alone (PostgreSQL): the slots' jobs are the
                     # worker's already, so they are handed over (raising would leave them
                     # running unrenewed, to be reclaimed as crashed); the buffer waits for
                     # the next claim. In one transaction, nothing was taken: raise.
-                    if not (rows and self._statements_commit_alone):
+                    if not (rows and self.d.statements_commit_alone):
                         raise
         return Claim(
             records.claimed_jobs(rows, sent_at, worker_id),
@@ -122,14 +129,25 @@ class LeaseOps(SqlBase):
             ahead=records.claimed_jobs(buffered, sent_at, worker_id),
         )
 
+    def _claim_rows(self, conn: Any, queues: Sequence[str], params: dict[str, Any]) -> Rows:
+        """The claimed rows of jobs with neither a concurrency nor a rate key. A worker of
+        one queue claims through `CLAIM_ONE_QUEUE`, a walk of that queue's claim index in
+        its order (no sort of the backlog; on PostgreSQL a third cheaper than `CLAIM`'s
+        per-queue walks). No execution row is written at a claim: the running attempt
+        lives on the job row, and its execution row is written when it ends."""
+        one = set(queues)
+        if len(one) == 1:
+            return run(conn, self.q.CLAIM_ONE_QUEUE, dict(params, queue=one.pop()))
+        return run(conn, self.q.CLAIM, params)
+
     def start_ahead(
         self, leases: Sequence[Lease], lease: float, now: float | None = None
     ) -> list[Lease]:
         if not leases:
             return []
         started: set[Lease] = set()
-        with self._write_each() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write_each() as conn:
+            clock = self.d.clock(conn, now)
             for worker_id, group in _by_worker(leases, _itself):
                 params = {
                     "leases": json.dumps([_lease_doc(x) for x in group]),
@@ -137,7 +155,7 @@ class LeaseOps(SqlBase):
                     "now": clock,
                     "worker_id": worker_id,
                 }
-                started |= records.leases(self._run(conn, self.q.START_AHEAD, params))
+                started |= records.leases(run(conn, self.q.START_AHEAD, params))
         return [x for x in leases if x in started]
 
     def claim_ids(
@@ -153,17 +171,17 @@ class LeaseOps(SqlBase):
         unique = sorted(set(ids))
         if not unique:
             return []
-        self.ensure_schema()
-        with self._write_each() as conn:
+        self.d.ensure_schema()
+        with self.d.write_each() as conn:
             sent_at = time.monotonic()
             params = {
                 "worker_id": worker_id,
-                "ids": self._array(unique),
+                "ids": self.d.array(unique),
                 "lease": lease,
-                "now": self._clock(conn, now),
+                "now": self.d.clock(conn, now),
                 "ahead": False,  # a transport's worker claims no further than its slots
             }
-            rows = self._claim_by_ids(conn, params)
+            rows = run(conn, self.q.CLAIM_IDS, params)
         return records.claimed_jobs(rows, sent_at, worker_id)
 
     def due_for_publish(
@@ -178,12 +196,12 @@ class LeaseOps(SqlBase):
         jobs of `queues` that fell due or were requeued after `since`, or have been
         runnable since `stale_before` (database times), and the database's time now, the
         next pass's `since`."""
-        self.ensure_schema()
-        with self._read() as conn:
-            clock = self._clock(conn, now)
-            t = self._time(conn, clock)
+        self.d.ensure_schema()
+        with self.d.read() as conn:
+            clock = self.d.clock(conn, now)
+            t = database_time(self.d, conn, clock)
             params = {
-                "queues": self._array(list(queues)),
+                "queues": self.d.array(list(queues)),
                 "since": since,
                 "stale_before": stale_before,
                 "limit": limit,
@@ -200,18 +218,18 @@ class LeaseOps(SqlBase):
         now: float | None = None,
     ) -> dict[Lease, RenewStatus]:
         payload = json.dumps([documents.renewal_doc(r) for r in renewals])
-        with self._write_renewal() as conn:
+        with self.d.write_renewal() as conn:
             params = {
                 "worker_id": worker_id,
                 "renewals": payload,
                 "lease": lease,
-                "now": self._clock(conn, now),
+                "now": self.d.clock(conn, now),
             }
-            rows = self._run(conn, self.q.HEARTBEAT, params)
+            rows = run(conn, self.q.HEARTBEAT, params)
         return records.renew_answers([r.lease for r in renewals], rows)
 
     def record_abandoned(self, worker_id: str, count: int) -> None:
-        with self._write() as conn:
+        with self.d.write() as conn:
             params = {"worker_id": worker_id, "abandoned": count}
             conn.execute(self.q.RECORD_ABANDONED, params)
 
@@ -221,8 +239,8 @@ class LeaseOps(SqlBase):
         if not reports:
             return {}
         rows: Rows = []
-        with self._write_each() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write_each() as conn:
+            clock = self.d.clock(conn, now)
             for worker_id, group in _by_worker(reports, _report_lease):
                 # one report per lease (the last one wins), as in `finish`
                 docs = {r.lease: documents.pulse_doc(r) for r in group}
@@ -230,20 +248,20 @@ class LeaseOps(SqlBase):
         return records.renew_answers([r.lease for r in reports], rows)
 
     def cancel_requests(self, worker_id: str) -> list[Lease]:
-        with self._read() as conn:
+        with self.d.read() as conn:
             rows = conn.execute(self.q.RUNNING_CANCELS, {"worker_id": worker_id}).fetchall()
         return sorted(records.leases(rows), key=lambda lease: lease.job_id)
 
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None
     ) -> RenewStatus:
-        with self._write() as conn:
+        with self.d.write() as conn:
             params = {
                 "checkpoint": checkpoint_json,
                 "job_id": lease.job_id,
                 "execution_id": lease.execution_id,
                 "worker_id": lease.worker_id,
-                "now": self._clock(conn, now),
+                "now": self.d.clock(conn, now),
             }
             row = conn.execute(self.q.SAVE_CHECKPOINT, params).fetchone()
         return records.checkpoint_answer(lease, row)
@@ -265,30 +283,30 @@ class LeaseOps(SqlBase):
             outcome=Outcome.SUCCEEDED.value,
             result_pending=True,  # what the task returns after; waiters wait for it
         )
-        with self._write() as conn:
-            with self._task_scope(conn) as task_conn:
+        with self.d.write() as conn:
+            with self.d.task_scope(conn) as task_conn:
                 yield task_conn
             last = None if report is None else report()
             if last is not None:
                 pulse = documents.pulse_doc(PulseReport(lease, last))
-                self._store_reports(conn, [pulse], self._clock(conn, None), lease.worker_id)
+                self._store_reports(conn, [pulse], self.d.clock(conn, None), lease.worker_id)
             # its dependents are released here, in the task's transaction: a callback
             # that takes results waits for this one's (`result_pending`) when it starts
-            clock = self._clock(conn, None)
-            if lease not in self._apply_finishes(conn, [doc], clock, lease.worker_id):
+            clock = self.d.clock(conn, None)
+            if lease not in self.ends.apply_finishes(conn, [doc], clock, lease.worker_id):
                 raise LeaseLost(lease.job_id, lease.execution_id)
 
     def save_result(self, lease: Lease, result_json: str | None) -> bool:
-        with self._write() as conn:
+        with self.d.write() as conn:
             params = {
                 "job_id": lease.job_id,
                 "execution_id": lease.execution_id,
                 "worker_id": lease.worker_id,
                 "result": result_json,
-                "now": self._clock(conn, None),
+                "now": self.d.clock(conn, None),
             }
             rows = conn.execute(self.q.SAVE_RESULT, params).fetchall()
-            self._announce_ended(conn, records.awaited_ends(rows))
+            self.d.announce_ended(conn, records.awaited_ends(rows))
         return bool(rows)
 
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
@@ -309,17 +327,17 @@ class LeaseOps(SqlBase):
         reports = {f.lease: documents.pulse_doc(PulseReport(f.lease, f.report))
                    for f in finishes if f.report is not None}  # fmt: skip
         encoded = json.dumps(list(docs.values()))
-        with self._write_each() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write_each() as conn:
+            clock = self.d.clock(conn, now)
             if reports:  # only the finishes that carry one: no cost for the others
                 self._store_reports(conn, list(reports.values()), clock, worker_id)
-            defer = self._statements_commit_alone
-            landed, deferred = self._finish_statement(conn, encoded, clock, defer, worker_id)
+            defer = self.d.statements_commit_alone
+            landed, deferred = self.ends.finish_statement(conn, encoded, clock, defer, worker_id)
         if deferred:  # jobs with dependents: finished and released in one transaction
-            with self._write() as conn:
-                clock = self._clock(conn, now)
+            with self.d.write() as conn:
+                clock = self.d.clock(conn, now)
                 again = [docs[x] for x in deferred]
-                landed |= self._apply_finishes(conn, again, clock, worker_id)
+                landed |= self.ends.apply_finishes(conn, again, clock, worker_id)
         return [f.lease for f in finishes if f.lease not in landed]
 
     def _store_reports(
@@ -328,21 +346,21 @@ class LeaseOps(SqlBase):
         """What tasks reported (`PULSE`), fenced: for a pulse, and just before a finish or
         a completion on the same connection, so the job ends showing its last step."""
         params = {"reports": json.dumps(docs), "now": clock, "worker_id": worker_id}
-        return self._run(conn, self.q.PULSE, params)
+        return run(conn, self.q.PULSE, params)
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
         if not leases:
             return []
         rows: Rows = []
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             for worker_id, group in _by_worker(leases, _itself):
                 payload = json.dumps([_lease_doc(x) for x in group])
                 params = {"leases": payload, "now": clock, "worker_id": worker_id}
-                rows += self._run(conn, self.q.RELEASE, params)
+                rows += run(conn, self.q.RELEASE, params)
             # a job whose cancel was pending ends cancelled here: its dependents too
-            self._announce_ended(conn, records.awaited_ends(rows))
-            self._release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
+            self.d.announce_ended(conn, records.awaited_ends(rows))
+            self.ends.release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
         landed = records.leases(rows)
         return [lease for lease in leases if lease not in landed]
 

@@ -1,6 +1,6 @@
 """Reclaiming the jobs of attempts whose holder is gone: expired leases, workers gone
-silent, workers whose liveness lock is free (each dialect's `liveness_probe` finds them
-and calls `_reclaim_dead`), earlier workers of a restarted worker's name, and one attempt
+silent, workers whose liveness lock is free (each dialect's `Liveness.probe` finds them
+and calls `reclaim_dead`), earlier workers of a restarted worker's name, and one attempt
 its own worker saw crash.
 
 Why together: they all end in `_reclaim`: the rows are planned by `heartq.store.reclaim`
@@ -20,15 +20,24 @@ from heartq.lifecycle import crash
 from heartq.model import Lease, Reclaimed, Reconciliation, StaleWorker
 from heartq.store import reclaim as reclaim_plan
 from heartq.store import records
-from heartq.store.sql.base import SqlBase
+from heartq.store.sql.base import Dialect, Liveness, database_time, wake
+from heartq.store.sql.ends import JobEnds
+from heartq.store.sql.program import run
 
 ALWAYS_IN_CONTACT = 1e18
 """The contact of a caller that is not a worker: it judges as if it had always seen the
 database (seconds; a finite number every dialect binds as a float)."""
 
 
-class ReclaimOps(SqlBase):
-    """The reclaimer's operations of `SqlStore` (`Reclaimer` in `store/interface.py`)."""
+class ReclaimOps:
+    """The reclaimer's operations of `SqlStore` (`Reclaimer` in `store/interface.py`), but
+    the liveness probe, which the dialect's `Liveness` drives (calling `reclaim_dead`)."""
+
+    def __init__(self, dialect: Dialect, locks: Liveness) -> None:
+        self.d = dialect
+        self.q = dialect.q
+        self.ends = JobEnds(dialect)
+        self.locks = locks  # how a namesake's liveness lock is judged (`reclaim_by_name`)
 
     def _reclaim(
         self,
@@ -43,11 +52,11 @@ class ReclaimOps(SqlBase):
         caller's write transaction, fenced: exactly once whoever races."""
         if not rows:
             return []
-        t = self._time(conn, clock)
+        t = database_time(self.d, conn, clock)
         docs, decided = reclaim_plan.plan(rows, t, detected_by, reason, extra)
-        landed = self._apply_finishes(conn, docs, clock)
+        landed = self.ends.apply_finishes(conn, docs, clock)
         requeued = {row["queue"] for row, doc in zip(rows, docs, strict=True) if doc["keep"]}
-        self._wake(conn, requeued)  # runnable now: idle workers need not wait for a poll
+        wake(self.d, conn, requeued)  # runnable now: idle workers need not wait for a poll
         return [r for r in decided if Lease(r.job_id, r.execution_id) in landed]
 
     def reap_expired(
@@ -57,15 +66,15 @@ class ReclaimOps(SqlBase):
         now: float | None = None,
         observer: str | None = None,
     ) -> list[Reclaimed]:
-        self.ensure_schema()
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             contact, own_threshold = self._contact(conn, clock, observer)
             if contact < own_threshold:
                 return []
             rows = conn.execute(self.q.SELECT_EXPIRED, {"now": clock, "limit": limit}).fetchall()
-            given_up = self._run(conn, self.q.GIVE_UP_RESULTS, {"now": clock, "limit": limit})
-            self._announce_ended(conn, records.awaited_ends(given_up))
+            given_up = run(conn, self.q.GIVE_UP_RESULTS, {"now": clock, "limit": limit})
+            self.d.announce_ended(conn, records.awaited_ends(given_up))
             return self._reclaim(
                 conn, clock, rows, detected_by, "lease expired", crash.detector(observer)
             )
@@ -73,8 +82,8 @@ class ReclaimOps(SqlBase):
     def reclaim_worker(
         self, worker_id: str, detected_by: str, reason: str, now: float | None = None
     ) -> list[Reclaimed]:
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             conn.execute(self.q.DEACTIVATE_WORKER, {"worker_id": worker_id, "now": clock})
             rows = conn.execute(self.q.SELECT_WORKER_JOBS, {"worker_id": worker_id}).fetchall()
             return self._reclaim(conn, clock, rows, detected_by, reason)
@@ -87,9 +96,9 @@ class ReclaimOps(SqlBase):
         now: float | None = None,
         stale_after: float | None = None,
     ) -> Reconciliation:
-        self.ensure_schema()
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             contact, _ = self._contact(conn, clock, except_worker_id)  # judges silence
             params = {
                 "name": name,
@@ -99,17 +108,17 @@ class ReclaimOps(SqlBase):
                 "contact": contact,
             }
             gone, alive, suspected = reclaim_plan.sort_namesakes(
-                self._run(conn, self.q.NAMESAKES, params), self._lock_free
+                run(conn, self.q.NAMESAKES, params), self.locks.lock_free
             )
-            self._note_locks(conn, clock, suspected, [n.id for n in alive])
+            self.locks.note_locks(conn, clock, suspected, [n.id for n in alive])
             if not gone:
                 return Reconciliation([], alive, suspected)
-            ids = self._array(gone)
+            ids = self.d.array(gone)
             rows = conn.execute(self.q.SELECT_NAME_JOBS, {"ids": ids}).fetchall()
             conn.execute(self.q.DEACTIVATE_NAMED, {"ids": ids, "now": clock})
             reason = f"worker restarted under the same name {name!r}"
             reclaimed = self._reclaim(conn, clock, rows, detected_by, reason)
-        self._forget_workers(gone)
+        self.locks.forget(gone)
         return Reconciliation(reclaimed, alive, suspected)
 
     def crash_attempt(
@@ -122,8 +131,8 @@ class ReclaimOps(SqlBase):
         }
         reason = str(crash.get("reason", "crashed"))
         extra = {k: v for k, v in crash.items() if k != "reason"}
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             rows = conn.execute(self.q.SELECT_ONE_RUNNING, params).fetchall()
             done = self._reclaim(conn, clock, rows, detected_by, reason, extra)
         return done[0] if done else None
@@ -135,9 +144,9 @@ class ReclaimOps(SqlBase):
         now: float | None = None,
         observer: str | None = None,
     ) -> list[StaleWorker]:
-        self.ensure_schema()
-        with self._write() as conn:
-            clock = self._clock(conn, now)
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            clock = self.d.clock(conn, now)
             contact, _ = self._contact(conn, clock, observer)
             params = {"now": clock, "stale_after": stale_after, "contact": contact}
             stale = conn.execute(self.q.DEACTIVATE_STALE, params).fetchall()
@@ -157,7 +166,7 @@ class ReclaimOps(SqlBase):
             return ALWAYS_IN_CONTACT, 0.0
         return float(row["contact"]), float(row["stale_after"])
 
-    def _reclaim_dead(
+    def reclaim_dead(
         self,
         conn: Any,
         clock: float | None,

@@ -1,0 +1,226 @@
+"""The PostgreSQL dialect: the same protocol for workers on many machines.
+
+Claims take rows with `FOR UPDATE SKIP LOCKED`, so workers never wait on each other's
+claims; claim, heartbeat and finish are each one statement that commits by itself
+(`write_each`: no BEGIN and COMMIT), with their execution audit in the same statement.
+Reclaimers lock the rows they reclaim, skip the ones another reclaimer holds, and fence
+their update on `(id, execution_id, status)`: each job is reclaimed exactly once. The
+operations are written once in `store/sql/`; this object holds what PostgreSQL does its
+own way there: pooled connections (`connection.py`), statements that read the
+transaction's clock, lists bound as arrays, `NOTIFY` on enqueue, end and cancel (heard by
+`notifications.py`), the heartbeat on the worker's lasting session (`session.py`), and
+keyed claims that lock their keys. SQL: `queries.py` (the module `q`); schema:
+`schema.py` and `migrations/`; liveness locks: `liveness.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from heartq.store.postgres import borrowed, schema
+from heartq.store.postgres import queries as q
+from heartq.store.postgres.connection import ConnectionPool, translate
+from heartq.store.postgres.notifications import Channels
+from heartq.store.postgres.session import LastingSession
+from heartq.store.sql.keyed import KeyedClaims
+from heartq.store.sql.program import Rows, Step
+
+
+class PostgresDialect:
+    """`Dialect` (`store/sql/base.py`) on a PostgreSQL schema. Thread-safe: every call
+    takes a pooled connection."""
+
+    q = q
+    statements_commit_alone = True  # `write_each` commits each statement by itself
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        url: str,
+        sessions: LastingSession,
+        channels: Channels,
+        scripts: Callable[[], list[tuple[int, str]]],
+    ) -> None:
+        self.pool = pool
+        self.url = url
+        self.sessions = sessions
+        self.channels = channels
+        self.scripts = scripts  # the store's `migrations()`, asked when it migrates
+        self.keyed = KeyedClaims(q)
+        self.migrated = False
+
+    # -- schema and pool -----------------------------------------------------------------
+    def migrate(self) -> int:
+        version = schema.migrate(self.pool, self.pool.schema, self.scripts())
+        self.migrated = True
+        return version
+
+    def ensure_schema(self) -> None:
+        if not self.migrated:
+            self.migrate()
+
+    def reach(self) -> None:
+        """One connection attempt of its own: its failure is known at once (the pool
+        would retry in the background until its timeout)."""
+        self.pool.reach()
+
+    def resize_pool(self, size: int) -> None:
+        self.pool.resize(size)
+
+    def close(self) -> None:
+        self.sessions.close()
+        self.pool.close()
+
+    # -- transactions --------------------------------------------------------------------
+    def write(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.transaction()
+
+    def read(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.transaction()
+
+    def write_each(self) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.autocommit()
+
+    def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
+        return self.pool.transaction()
+
+    @contextlib.contextmanager
+    def write_renewal(self) -> Iterator[Any]:
+        """The heartbeat rides the worker's lasting session (`SharedSession.lend`), not
+        the pool, whose connections a busy worker on a slow link keeps busy for seconds
+        (the heartbeat waited for one, timed out, and the worker looked dead); the pool
+        while that session is down or behind a transaction-mode pooler (no search path
+        on a direct session)."""
+        session = self.sessions.current
+        if session is None or self.pool.pooler.transaction:
+            with self.pool.autocommit() as conn:
+                yield conn
+            return
+        with session.lend() as lent:
+            if lent is not None:
+                try:
+                    yield lent
+                except psycopg.Error as exc:
+                    raise translate(exc, self.url) from exc
+                return
+        with self.pool.autocommit() as conn:
+            yield conn
+
+    # -- values --------------------------------------------------------------------------
+    def now(self, conn: Any, now: float | None) -> float:
+        row = conn.execute(q.NOW, {"now": now}).fetchone()
+        assert row is not None
+        return float(row["now"])
+
+    def clock(self, conn: Any, now: float | None) -> float | None:
+        """`now` as given: the statements read `now()` themselves when it is None."""
+        return now
+
+    def array(self, values: Sequence[str]) -> list[str]:
+        return list(values)
+
+    def is_duplicate(self, exc: Exception) -> bool:
+        return isinstance(exc, psycopg.errors.UniqueViolation)
+
+    # -- enqueues, wake-ups and announcements --------------------------------------------
+    def lone_insert(self, doc: dict[str, Any], clock: float | None) -> Step | None:
+        """None: a lone job costs the batch statement no more than a statement of its own."""
+        return None
+
+    def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
+        """Jobs without a unique key, an eta or dependencies: inserted, and their queues
+        woken, by one statement that commits by itself (one round trip instead of four)."""
+        if any(
+            d["unique_key"] is not None or d["run_at"] is not None or "depends_on" in d
+            for d in docs
+        ):
+            return False
+        params = {"jobs": json.dumps(docs), "now": now, "channel": self.channels.wake}
+        with self.pool.autocommit() as conn:
+            conn.execute(q.INSERT_JOBS_WAKING, params)
+        return True
+
+    def wake_steps(self, queues: Iterable[str]) -> list[Step]:
+        channel = self.channels.wake
+        return [(q.NOTIFY, {"channel": channel, "queue": x}) for x in sorted(set(queues))]
+
+    def announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
+        """In the ending transaction; or, after a `finish` whose statement committed by
+        itself, at once after it and best effort: the jobs have ended whatever happens
+        to the notification, and a waiter that misses one re-reads within a second."""
+        if not job_ids:
+            return
+        params = {"channel": self.channels.ends, "ids": list(job_ids)}
+        if not conn.autocommit:
+            conn.execute(q.NOTIFY_ENDED, params)
+            return
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(q.NOTIFY_ENDED, params)
+
+    def announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
+        """A NOTIFY per worker (payload: its id), delivered by the requesting commit."""
+        for worker_id in sorted(set(worker_ids)):
+            params = {"channel": self.channels.cancel, "worker_id": worker_id}
+            conn.execute(q.NOTIFY_CANCEL, params)
+
+    # -- keyed claims --------------------------------------------------------------------
+    def claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
+        """In one transaction (READ COMMITTED, many claimers), each kind of key in two
+        statements: the keys of the first runnable jobs are locked for the transaction,
+        those another claimer holds skipped; then a new statement, whose snapshot is
+        taken after the locks and so sees every claim of those keys committed before
+        them, counts and claims. Concurrency keys first (`CLAIM_KEYS`, `CLAIM_KEYED`),
+        then, slots left, rate keys with the concurrency keys of their jobs
+        (`CLAIM_RATE_KEYS`, `CLAIM_RATED`), and the rate wait (`RATE_WAIT`) only when a
+        rate-limited job is runnable at all: an idle worker's poll pays one probe of
+        each empty index, in one transaction.
+
+        The claim's unkeyed jobs are committed by then (`write_each`): if this fails
+        after some were taken, they are handed over all the same and the keyed jobs wait
+        for the next claim (which raises the error if it persists, once nothing unkeyed
+        is left to take)."""
+        # The keys' locks last until the claim commits: a transaction of its own where
+        # the claim's statements commit by themselves; behind a transaction-mode pooler
+        # the claim is one transaction already (a savepoint would only add 2 round trips).
+        own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
+        try:
+            with own:
+                keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
+                rows: Rows = []
+                if keys:
+                    rows = list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
+                left = params["limit"] - len(rows)
+                if left <= 0:
+                    return rows, None
+                found = conn.execute(q.CLAIM_RATE_KEYS, dict(params, limit=left)).fetchall()
+                locked: dict[str, list[str]] = {"rate": [], "concurrency": list(keys)}
+                for row in found:
+                    if row["locked"]:
+                        locked[row["kind"]].append(row["key"])
+                return self.keyed.rated(
+                    conn,
+                    params,
+                    rows,
+                    keys=locked,
+                    contended=any(row["locked"] is False for row in found),
+                    held=any(row["kind"] == "held" for row in found),
+                )
+        except psycopg.Error:
+            if conn.autocommit and params["claimed"]:
+                return [], None
+            raise
+
+    # -- the caller's connections --------------------------------------------------------
+    def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
+        return borrowed.borrowed(connection, self.pool.schema)
+
+    def borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        return borrowed.borrowed_async(connection, self.pool.schema)
+
+    def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        return borrowed.task_scope(conn, self.pool.schema)

@@ -1,0 +1,68 @@
+"""PostgreSQL's notifications: the channels of a schema, and LISTEN on the store's lasting
+session.
+
+Why apart from the dialect: sending is SQL (a `NOTIFY` in the transaction that enqueues,
+ends or cancels: `PostgresDialect`), hearing is not: a LISTEN lives on a session that
+stays open, shared with the liveness locks (`session.py`). Behind a transaction-mode
+pooler without a direct URL there is no such session: the store has no `Listeners`
+(workers poll for jobs, their pulse reads cancels, `App.result` re-reads), and the
+NOTIFYs enqueues send still wake whoever listens on a direct session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from heartq.store.interface import LivenessHandle
+from heartq.store.postgres.session import LastingSession
+
+
+@dataclass(frozen=True)
+class Channels:
+    """The NOTIFY channels of one schema: jobs runnable, awaited jobs ended, cancels."""
+
+    wake: str
+    ends: str
+    cancel: str
+
+    @classmethod
+    def of(cls, schema: str) -> Channels:
+        return cls(f"heartq_{schema}", f"heartq_{schema}_ended", f"heartq_{schema}_cancel")
+
+
+class NotifyListeners:
+    """`Listeners` on the store's lasting session."""
+
+    def __init__(self, sessions: LastingSession, channels: Channels) -> None:
+        self.sessions = sessions
+        self.channels = channels
+
+    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
+        """Wake the caller whenever jobs are enqueued or replayed in this schema."""
+        return self._listen(self.channels.wake, lambda _payload: on_wake())
+
+    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
+        """Tell the caller which awaited jobs of this schema ended (payload: the job id)."""
+        return self._listen(self.channels.ends, on_end)
+
+    def listen_cancels(
+        self, worker_id: str, on_cancel: Callable[[], None]
+    ) -> LivenessHandle | None:
+        """Call `on_cancel()` when a cancel is requested of a job `worker_id` runs, and when
+        such a notification may have been missed (the session was re-opened)."""
+
+        def heard(payload: str | None) -> None:
+            if payload is None or payload == worker_id:
+                on_cancel()
+
+        return self._listen(self.channels.cancel, heard)
+
+    def _listen(
+        self, channel: str, on_notify: Callable[[str | None], None]
+    ) -> LivenessHandle | None:
+        """LISTEN on the shared session (a new one if the last closed meanwhile)."""
+        while True:
+            handle = self.sessions.get().listen(channel, on_notify)
+            if handle is not None:
+                return handle
