@@ -1,12 +1,15 @@
-"""Putting work in: enqueues (in heartq's own transaction or in the caller's) and
-periodic schedules.
+"""Putting work in: enqueues (in heartq's own transaction or in the caller's), periodic
+schedules, and task declarations with the re-routing of the waiting jobs they change.
 
-Why together: each writes new jobs through the same steps and nothing else in the store
-uses them: `_store_jobs` stores job documents (a program of statements: jobs with
-dependencies through `dependencies.py`, the unique ones answered by the job that holds
-their key), `_delay_until_eta` turns an eta into a delay by the database's clock, `wake`
-tells idle workers. A schedule's tick is an enqueue under the schedule's locked row.
-Task declarations, which decide where an enqueue by name goes, are `declarations.py`.
+Why together: each writes new jobs, or decides where waiting jobs go, through the same
+steps and nothing else in the store uses them: `_store_jobs` stores job documents (a
+program of statements: jobs with dependencies through `dependencies.py`, the unique ones
+answered by the job that holds their key), `_delay_until_eta` turns an eta into a delay
+by the database's clock, `wake` tells idle workers. A schedule's tick is an enqueue under
+the schedule's locked row; a declaration changes what an enqueue by name gets, and
+`reroute_jobs` applies it to the jobs already waiting. `task_policies` is a read, here
+because its caller is the enqueuer (`App` looks a task up before it enqueues); `get_job`
+reads the declarations through `read_policies` too.
 """
 
 from __future__ import annotations
@@ -16,18 +19,19 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from heartq import policy
 from heartq.errors import DuplicateJob
-from heartq.model import NewJob, TickPlan
+from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
-from heartq.store import documents
+from heartq.store import documents, records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect, current_time, database_time, wake
-from heartq.store.sql.program import Program, Step, drive, drive_async, each
+from heartq.store.sql.program import Program, Step, drive, drive_async, each, run
 
 
 class EnqueueOps:
-    """The enqueuer's operations of `SqlStore` (`Enqueuer` in `store/interface.py`), but
-    the task declarations (`declarations.py`)."""
+    """The enqueuer's operations of `SqlStore` (`Enqueuer` in `store/interface.py`, and
+    the declarations `Store` adds to it)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
@@ -162,3 +166,46 @@ class EnqueueOps:
             if docs:
                 wake(self.d, conn, {str(d["queue"]) for d in docs})
         return ids
+
+    # -- task declarations ---------------------------------------------------------------
+    def read_policies(self, conn: Any, names: Sequence[str] | None) -> dict[str, TaskPolicy]:
+        """The declared tasks among `names` (all when None), in the caller's transaction."""
+        params = {"all": names is None, "names": self.d.array(list(names or []))}
+        rows = conn.execute(self.q.TASK_POLICIES, params).fetchall()
+        return {row["name"]: records.task_policy(row) for row in rows}
+
+    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
+        self.d.ensure_schema()
+        with self.d.read() as conn:
+            return self.read_policies(conn, names)
+
+    def declare_tasks(
+        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
+    ) -> list[str]:
+        if not policies:
+            return []
+        self.d.ensure_schema()
+        docs = [documents.task_doc(p) for p in policies]
+        with self.d.write() as conn:
+            before = self.read_policies(conn, [p.name for p in policies])
+            params = {"tasks": json.dumps(docs), "worker_id": worker_id}
+            conn.execute(self.q.DECLARE_TASKS, dict(params, now=self.d.clock(conn, now)))
+        return [p.name for p in policies if not policy.same(before.get(p.name), p)]
+
+    def reroute_jobs(
+        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
+    ) -> int:
+        if not names:
+            return 0
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            params = {
+                "names": self.d.array(list(names)),
+                "all": job_ids is None,
+                "ids": self.d.array(list(job_ids or [])),
+                "now": self.d.clock(conn, now),
+                **policy.BIT_PARAMS,
+            }
+            rows = run(conn, self.q.REROUTE_JOBS, params)
+            wake(self.d, conn, {r["queue"] for r in rows})
+        return len(rows)

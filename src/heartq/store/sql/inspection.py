@@ -19,7 +19,7 @@ from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, Que
 from heartq.store import records, serialize
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect
-from heartq.store.sql.declarations import DeclarationOps
+from heartq.store.sql.enqueue import EnqueueOps
 from heartq.store.sql.program import run
 
 MIN_ID_PREFIX = 8
@@ -32,10 +32,10 @@ AMBIGUOUS_SHOWN = 5
 class InspectOps:
     """The inspector's operations of `SqlStore` (`Inspector` in `store/interface.py`)."""
 
-    def __init__(self, dialect: Dialect, declarations: DeclarationOps) -> None:
+    def __init__(self, dialect: Dialect, enqueuing: EnqueueOps) -> None:
         self.d = dialect
         self.q = dialect.q
-        self.declarations = declarations  # `get_job` shows the policy its task declared
+        self.enqueuing = enqueuing  # `get_job` shows the policy its task declared
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         self.d.ensure_schema()
@@ -44,7 +44,7 @@ class InspectOps:
             if row is None:
                 raise JobNotFound(job_id)
             executions = conn.execute(self.q.GET_EXECUTIONS, {"job_id": job_id}).fetchall()
-            declared = self.declarations.read_policies(conn, [row["task"]]).get(row["task"])
+            declared = self.enqueuing.read_policies(conn, [row["task"]]).get(row["task"])
             depends_on = run(conn, self.q.GET_DEPENDENCIES, {"job_id": job_id})
             params = {"job_id": job_id, "limit": dependencies.DEPENDENTS_SHOWN}
             dependents = (

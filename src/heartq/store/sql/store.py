@@ -1,9 +1,9 @@
 """`SqlStore`: the one `Store` over SQL, a facade over the roles, each holding one dialect.
 
-Why a facade and not a class built of mixins: each role (`enqueue.py`, `declarations.py`,
-`leases.py`, `reclaim.py`, `registry.py`, `inspection.py`, `admin.py`) is a plain class
-that takes the dialect and reads top to bottom; this is the one place that builds them
-and says which role answers which call of `Store`. A database is a `Dialect` (its
+Why a facade and not a class built of mixins: each role (`enqueue.py`, `leases.py`,
+`reclaim.py`, `registry.py`, `inspection.py`, `admin.py`) is a plain class that takes
+the dialect and reads top to bottom; this is the one place that builds them and says
+which role answers which call of `Store`. A database is a `Dialect` (its
 transactions, clock and statements), a `Liveness` (its liveness locks) and, where it has
 notifications, `Listeners`, made by its package (`PostgresStore`, `SQLiteStore`), which
 overrides nothing here.
@@ -26,7 +26,6 @@ from heartq.store.sql.base import (
     current_time,
     migration_scripts,
 )
-from heartq.store.sql.declarations import DeclarationOps
 from heartq.store.sql.enqueue import EnqueueOps
 from heartq.store.sql.inspection import InspectOps
 from heartq.store.sql.leases import LeaseOps
@@ -78,10 +77,9 @@ class SqlStore:
     list_schedules = RoleMethod("enqueuing", EnqueueOps.list_schedules)
     tick_schedule = RoleMethod("enqueuing", EnqueueOps.tick_schedule)
 
-    # -- task declarations
-    task_policies = RoleMethod("declarations", DeclarationOps.task_policies)
-    declare_tasks = RoleMethod("declarations", DeclarationOps.declare_tasks)
-    reroute_jobs = RoleMethod("declarations", DeclarationOps.reroute_jobs)
+    task_policies = RoleMethod("enqueuing", EnqueueOps.task_policies)
+    declare_tasks = RoleMethod("enqueuing", EnqueueOps.declare_tasks)
+    reroute_jobs = RoleMethod("enqueuing", EnqueueOps.reroute_jobs)
 
     # -- taking, keeping and ending leases
     claim = RoleMethod("leases", LeaseOps.claim)
@@ -154,12 +152,16 @@ class SqlStore:
         no session to hold one and are judged by heartbeats and leases alone)."""
 
         self.enqueuing = EnqueueOps(dialect)
-        self.declarations = DeclarationOps(dialect)
         self.leases = LeaseOps(dialect)
         self.reclaiming = ReclaimOps(dialect, liveness)
         self.registry = RegistryOps(dialect, holds_liveness_lock)
-        self.inspection = InspectOps(dialect, self.declarations)
+        self.inspection = InspectOps(dialect, self.enqueuing)
         self.admin = AdminOps(dialect)
+        # Each operation bound once to its role's method: a call goes straight to the role
+        # (the `RoleMethod`s give the class its methods, their types and documentation).
+        for name, answered in vars(SqlStore).items():
+            if isinstance(answered, RoleMethod):
+                setattr(self, name, answered.__get__(self, type(self)))
 
     # -- lifecycle -----------------------------------------------------------------------
     def migrations(self) -> list[tuple[int, str]]:
