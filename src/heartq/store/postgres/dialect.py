@@ -9,7 +9,7 @@ operations are written once in `store/sql/`; this object holds what PostgreSQL d
 own way there: pooled connections (`connection.py`), statements that read the
 transaction's clock, lists bound as arrays, `NOTIFY` on enqueue, end and cancel (heard by
 `notifications.py`), the heartbeat on the worker's lasting session (`session.py`), and
-keyed claims that lock their keys. SQL: `queries.py` (the module `q`); schema:
+keyed claims that lock their keys. SQL: `queries/` (the module `q`); schema:
 `schema.py` and `migrations/`; liveness locks: `liveness.py`.
 """
 

@@ -8,7 +8,7 @@ connections (`connection.py`), hot writes and small enqueues that share a commit
 (`shared_commit.py`), the clock taken once per transaction, lists bound as JSON, a lone
 job bound by value, keyed claims without locks (one writer), and no notifications (its
 workers and waiters poll; an enqueue in a worker's own process wakes it at once, `App`'s
-local wake-ups). SQL: `queries.py` (the module `q`); schema: `schema.py` and
+local wake-ups). SQL: `queries/` (the module `q`); schema: `schema.py` and
 `migrations/`; liveness locks: `liveness.py`.
 """
 
