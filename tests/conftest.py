@@ -6,11 +6,20 @@ Storage tests take `store` (opened through `heartq.store.open_store(url)` and mi
 one per example), `migrated_url(s)` for the URLs of such, or `fresh_url` for more fresh,
 not yet migrated databases.
 
-Backends: each name in `BACKENDS` is a pytest param, and every test using these fixtures
-runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite` narrows
-it (PostgreSQL: a fresh schema per database in the run's own database, from
+Backends: each name in `BACKENDS` is a pytest param of `backend`, and every test using
+these fixtures runs once per backend, unchanged. Both by default; `HEARTQ_TEST_BACKENDS=sqlite`
+narrows it (PostgreSQL: a fresh schema per database in the run's own database, from
 `tests/pg_harness.py`; migrated ones made ahead by `pg_schemas`). A new backend adds its
-name here and a branch in `fresh_url` and `migrated_urls`. One more, not in the default run:
+name here and a branch in `fresh_url` and `migrated_urls`.
+
+Each guarantee is tested once, at the level where it lives: every store operation on every
+backend in tests/conformance (and the real processes of tests/integration); the layers
+above the store (`LAYERS`: the command line, the worker in-process, the dashboard), whose
+fixtures take `backend` too, on the run's first backend only (`LAYER_BACKENDS`), unless a
+test is marked `on_every_backend`: what that layer does differently by backend (NOTIFY
+wake-ups and listened cancels, liveness locks, a caller's own connection, PostgreSQL's
+pool). `HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every layer test on both,
+unchanged. `only_on(...)` keeps a test to some backends. One more, not in the default run:
 `pgbouncer`, PostgreSQL reached through a PgBouncer in transaction mode
 (`tests/pgbouncer_harness.py`, one per test process) with `?pooler=transaction`
 (`HEARTQ_TEST_BACKENDS=pgbouncer pytest tests/conformance`: every store operation
@@ -47,6 +56,27 @@ BACKENDS = [
 ]
 """The storage backends every conformance test runs against."""
 
+LAYER_BACKENDS = [
+    name.strip()
+    for name in os.environ.get("HEARTQ_TEST_LAYER_BACKENDS", BACKENDS[0]).split(",")
+    if name.strip()
+]
+"""The backends a test of a layer above the store runs on: the run's first by default."""
+
+LAYERS = frozenset({"cli", "dashboard", "runtime"})
+"""The directories of tests/ whose tests run on `LAYER_BACKENDS` (unless marked
+`on_every_backend`): presentation and orchestration over the store, whose every operation
+runs on every backend in tests/conformance."""
+
+on_every_backend = pytest.mark.on_every_backend
+"""For a test of a layer (`LAYERS`) whose behaviour differs by backend: it runs on every
+backend of the run (`BACKENDS`, and any more `HEARTQ_TEST_LAYER_BACKENDS` names)."""
+
+
+def only_on(*backends: str) -> pytest.MarkDecorator:
+    """Run a test on these backends only (of those `HEARTQ_TEST_BACKENDS` selects)."""
+    return pytest.mark.parametrize("backend", [b for b in BACKENDS if b in backends])
+
 
 _RUN = pytest.StashKey[leftovers.RunId]()
 _INTERRUPT = pytest.StashKey[FirstInterrupt]()
@@ -63,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.stash[_RUN] = leftovers.start_run()
     _tell(config, "removed what killed test runs left", leftovers.sweep_dead_runs())
+
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around pytest-timeout's clock
@@ -107,8 +138,38 @@ def _tell(config: pytest.Config, what: str, removed: leftovers.Removed) -> None:
         terminal.write_line(f"heartq tests: {what}: {removed.summary()}")
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes `backend` (itself or through a fixture) runs once per backend of
+    `backends_of` it; one that parametrizes `backend` itself (`only_on`) keeps its own."""
+    if "backend" in metafunc.fixturenames and not _parametrizes(metafunc.definition, "backend"):
+        metafunc.parametrize("backend", backends_of(metafunc.definition))
+
+
+def backends_of(test: pytest.Item) -> list[str]:
+    """`BACKENDS`, except for a test of a layer (`LAYERS`): `LAYER_BACKENDS`, or both
+    lists if it is marked `on_every_backend`."""
+    here = Path(__file__).parent
+    if not test.path.is_relative_to(here) or test.path.relative_to(here).parts[0] not in LAYERS:
+        return BACKENDS
+    if test.get_closest_marker("on_every_backend") is None:
+        return LAYER_BACKENDS
+    return list(dict.fromkeys([*BACKENDS, *LAYER_BACKENDS]))
+
+
+def _parametrizes(test: pytest.Item, name: str) -> bool:
+    """Whether one of `test`'s own `parametrize` marks names `name`."""
+    for mark in test.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs["argnames"]
+        if isinstance(names, str):
+            names = [each.strip() for each in names.split(",")]
+        if name in names:
+            return True
+    return False
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """The current backend's name (parametrized by `pytest_generate_tests`)."""
     return str(request.param)
 
 

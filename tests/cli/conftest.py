@@ -6,11 +6,11 @@ Tests that arrange a state no command can make use `store`, opened on the same q
 
 Backends: the command line is presentation over the store, and the store's every
 operation runs on both backends in tests/conformance; so a test here runs on the first
-backend of the run (SQLite by default), unless it is marked `on_every_backend`: what a
-command does differently by backend (URLs and their errors, settings read for one backend
-only, the liveness lock a read command probes). `HEARTQ_TEST_CLI_BACKENDS=sqlite,postgres`
-runs every test on both, unchanged (PostgreSQL from `tests/pg_harness.py`), except those
-marked `without_the_queue`.
+backend of the run (SQLite by default; tests/conftest.py, `LAYER_BACKENDS`), unless it is
+marked `on_every_backend`: what a command does differently by backend (URLs and their
+errors, settings read for one backend only, the liveness lock a read command probes).
+`HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every test on both, unchanged
+(PostgreSQL from `tests/pg_harness.py`), except those marked `without_the_queue`.
 """
 
 from __future__ import annotations
@@ -25,44 +25,31 @@ import pytest
 
 from heartq.store import Store, open_store
 from tests.cli.helpers import TASKS_SOURCE, HeartqCli
-from tests.conftest import BACKENDS
+from tests.conftest import LAYER_BACKENDS
 
-CLI_BACKENDS = [
-    name.strip()
-    for name in os.environ.get("HEARTQ_TEST_CLI_BACKENDS", BACKENDS[0]).split(",")
-    if name.strip()
-]
-"""The backends every test here runs on: the run's first (tests/conftest.py) by default."""
-
-on_every_backend = pytest.mark.parametrize(
-    "cli_url", list(dict.fromkeys([*BACKENDS, *CLI_BACKENDS])), indirect=True
-)
-"""For a test of what a command does differently by backend: it runs on every backend of
-the run (tests/conftest.py's `BACKENDS`, and any more `HEARTQ_TEST_CLI_BACKENDS` names)."""
-
-without_the_queue = pytest.mark.parametrize("cli_url", CLI_BACKENDS[:1], indirect=True)
+without_the_queue = pytest.mark.parametrize("backend", LAYER_BACKENDS[:1])
 """For a test of commands that never open the test's queue (help, usage errors, URLs of
 their own or none): it runs once, on the first backend selected, since every other run
 would be the same commands doing the same thing."""
 
 
-@pytest.fixture(params=CLI_BACKENDS)
-def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture
+def cli_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh, empty queue of the current backend, migrated (a queue that
     exists: read commands refuse a missing SQLite file)."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'q.db'}"  # tmp_path is absolute: sqlite:////tmp/...
         created = open_store(url)
         created.migrate()
         created.close()
         yield url
-    elif request.param == "postgres":
+    elif backend == "postgres":
         schemas = request.getfixturevalue("pg_schemas")
         url = schemas.take()  # migrated ahead
         yield url
         schemas.drop_behind(url)
     else:
-        raise AssertionError(f"no test queue recipe for backend {request.param!r}")
+        raise AssertionError(f"no test queue recipe for backend {backend!r}")
 
 
 @pytest.fixture

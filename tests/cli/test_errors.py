@@ -7,8 +7,9 @@ import pytest
 
 from heartq.cli.main import cli
 from heartq.config import env_variables
-from tests.cli.conftest import on_every_backend, without_the_queue
+from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli
+from tests.conftest import on_every_backend
 
 COMMANDS = [
     ["migrate"],

@@ -18,6 +18,7 @@ from heartq.inspect.stats import collect_stats
 from heartq.model import DetectedBy, JobStatus, Progress, Renewal
 from heartq.store import Store
 from tests.conformance.support import claim_one, enqueue_one, new_job, register
+from tests.conftest import on_every_backend
 from tests.dashboard.support import (
     Dashboard,
     alert,
@@ -228,6 +229,7 @@ def test_a_rare_filter_reaches_old_matches_a_bounded_window_at_a_time(
     assert older(pages[-1]) is None
 
 
+@on_every_backend  # a store operation: each backend's SQL
 def test_browse_jobs_reads_a_bounded_window_per_page(store: Store) -> None:
     ids = store.enqueue(
         [new_job(task="rare" if i in (1, 12) else "common", queue=f"q{i % 2}") for i in range(20)]
@@ -263,6 +265,7 @@ def test_browse_jobs_reads_a_bounded_window_per_page(store: Store) -> None:
     assert store.browse_jobs(before=ids[0]).jobs == []
 
 
+@on_every_backend  # a store operation: each backend's SQL
 def test_finished_per_minute_counts_ends_by_minute_and_status(store: Store) -> None:
     now = float(int(store.clock() // 60) * 60)  # a minute's start
     succeeded_job(store, now + 1, None)

@@ -43,7 +43,7 @@ from heartq.model import NewJob
 from heartq.store import open_store
 from heartq.store.postgres.connection import parse_url
 from tests import pg_harness, support
-from tests.conftest import BACKENDS
+from tests.conftest import only_on as only_on  # the integration tests' import
 
 T = TypeVar("T")
 
@@ -440,11 +440,6 @@ def private_harness(
             harness.close()
     finally:
         cluster.close()
-
-
-def only_on(*backends: str) -> pytest.MarkDecorator:
-    """Run a test on these backends only (of those `HEARTQ_TEST_BACKENDS` selects)."""
-    return pytest.mark.parametrize("backend", [b for b in BACKENDS if b in backends])
 
 
 class Harness:

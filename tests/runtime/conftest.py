@@ -1,5 +1,12 @@
-"""In-process worker tests: a real SQLite file, a real `Worker` on a background thread,
-sub-second settings, and conditions waited on with deadlines."""
+"""In-process worker tests: a real queue, a real `Worker` on a background thread,
+sub-second settings, and conditions waited on with deadlines.
+
+Backends: the worker is orchestration over the store, whose every operation runs on every
+backend in tests/conformance, so a test here runs on the run's first backend (a SQLite
+file by default; tests/conftest.py, `LAYER_BACKENDS`), unless it is marked
+`on_every_backend`: what the worker or the app does differently by backend (listened
+cancels and wake-ups, a caller's own connection, PostgreSQL's pool and row locks).
+"""
 
 from __future__ import annotations
 
@@ -22,16 +29,18 @@ IN_PROCESS: dict[str, float] = {**FAST, "shutdown_timeout": STOP_WITHIN}
 """`tests.support.FAST`, for a worker on a thread of the test's process."""
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
-    """An app on a fresh queue, once per backend."""
+@pytest.fixture
+def app(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[heartq.App]:
+    """An app on a fresh queue of the current backend."""
     with contextlib.ExitStack() as stack:
-        if request.param == "postgres":
+        if backend == "postgres":
             schemas = request.getfixturevalue("pg_schemas")
             url = schemas.take()  # migrated ahead
             stack.callback(schemas.drop_behind, url)
-        else:
+        elif backend == "sqlite":
             url = f"sqlite:///{tmp_path / 'q.db'}"
+        else:
+            raise AssertionError(f"no in-process queue recipe for backend {backend!r}")
         application = heartq.App(url, **IN_PROCESS)
         yield application
         application.close()

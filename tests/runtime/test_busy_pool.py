@@ -22,6 +22,7 @@ import pytest
 
 import heartq
 from heartq.context import JobContext
+from tests.conftest import only_on
 from tests.support import wait_for
 
 from .conftest import WorkerThread
@@ -35,12 +36,11 @@ SILENCE = 0.3
 """The task's `heartbeat_timeout`: far shorter than the wait."""
 
 
+@only_on("postgres")  # SQLite's busy store is its write lock
 @pytest.mark.parametrize("waits", ["in_its_transaction", "for_its_outcome"])
 def test_a_task_waiting_on_a_busy_pool_is_not_silent(
     app: heartq.App, run_worker: Callable[..., WorkerThread], waits: str
 ) -> None:
-    if app.store.url.startswith("sqlite"):
-        pytest.skip("PostgreSQL's pool (SQLite's busy store is its write lock)")
     started = threading.Event()
     go = threading.Event()
 

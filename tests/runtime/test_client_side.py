@@ -16,6 +16,7 @@ import pytest
 import heartq
 from heartq import events
 from heartq.errors import JobCancelled, JobDead, ResultTimeout, TaskNotDeclared
+from tests.conftest import on_every_backend
 from tests.support import wait_for
 
 
@@ -230,6 +231,7 @@ def test_an_eta_further_ahead_than_a_delay_may_be_is_refused(app: heartq.App) ->
     assert abs(datetime.fromisoformat(job["run_at"]).timestamp() - nine_years.timestamp()) < 1.0
 
 
+@on_every_backend  # PostgreSQL hears ends (LISTEN); SQLite polls
 def test_result_returns_or_says_why_not(app: heartq.App, run_worker: Callable[..., Any]) -> None:
     @app.task(max_retries=0)
     def double(x: int) -> int:
@@ -256,6 +258,7 @@ def test_result_returns_or_says_why_not(app: heartq.App, run_worker: Callable[..
             app.result("no-such-job", timeout=1)
 
 
+@on_every_backend  # PostgreSQL hears ends (LISTEN); SQLite polls
 def test_the_async_client_never_blocks_the_event_loop(
     app: heartq.App, run_worker: Callable[..., Any]
 ) -> None:
@@ -292,6 +295,7 @@ def test_the_async_client_never_blocks_the_event_loop(
     assert ticks >= 20  # the loop kept turning while every wait was under way
 
 
+@on_every_backend  # PostgreSQL hears ends (LISTEN); SQLite polls
 def test_the_async_wait_times_out(app: heartq.App) -> None:
     """ResultTimeout is a TimeoutError: the async waiter must not take its own deadline
     for a wake-up timeout and wait on forever."""

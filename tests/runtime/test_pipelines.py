@@ -13,6 +13,7 @@ import pytest
 import heartq
 from heartq.store.postgres.connection import parse_url
 from heartq.testing import drain
+from tests.conftest import on_every_backend
 
 
 def _tasks(app: heartq.App) -> dict[str, Any]:
@@ -138,6 +139,7 @@ def test_depends_on_through_every_way_in(app: heartq.App) -> None:
     assert [app.result(i, timeout=5) for i in (by_name, bound, *many)] == [3, 4, 5, 6]
 
 
+@on_every_backend  # the caller's own connection
 def test_a_pipeline_in_the_callers_transaction(app: heartq.App) -> None:
     t = _tasks(app)
     app.migrate()
@@ -169,6 +171,7 @@ def test_cancelling_a_waiting_step_cancels_the_rest(app: heartq.App) -> None:
     assert app.get_job(third)["status"] == "cancelled"
 
 
+@on_every_backend  # the caller's own connection
 def test_depends_on_in_an_asyncio_connections_transaction(app: heartq.App) -> None:
     """The enqueue's program of statements runs on a `psycopg.AsyncConnection` too: the
     dependency locked and checked there, the job waiting once the transaction commits."""

@@ -12,9 +12,12 @@ from heartq.store import Store
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
 from heartq.worker.pulse import Pulse
+from tests.conftest import on_every_backend
 from tests.support import wait_for
 
 WORKER = "w-pulse"
+
+pytestmark = on_every_backend  # PostgreSQL hears cancels (LISTEN); SQLite reads them
 
 
 def test_a_cancel_heard_before_the_ledger_holds_the_job_is_kept(store: Store) -> None:

@@ -39,7 +39,6 @@ from heartq.worker import Worker
 from heartq.worker.attempt import RunningJob
 from heartq.worker.supervisor import Supervisor
 from tests import pg_harness
-from tests.conftest import BACKENDS
 from tests.support import STEADY, wait_for
 
 from .conftest import STOP_WITHIN, WorkerThread
@@ -97,18 +96,18 @@ def commits_late(ctx):
 '''.replace("@heartq_task", f"@app.task(timeout={TIMEOUT}, max_retries=0, retry_backoff=0.0)")
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 def tasks(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[ModuleType]:
     """The tasks' module (importable by the process pool's children), its app on a fresh
-    queue of each backend."""
+    queue of the current backend."""
     name = f"timeout_tasks_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(TASKS)
     monkeypatch.syspath_prepend(str(tmp_path))
     module = __import__(name)
     with contextlib.ExitStack() as stack:
-        if request.param == "postgres":
+        if backend == "postgres":
             base = request.getfixturevalue("pg_server_url")
             url = stack.enter_context(pg_harness.schema_url(base))
         else:

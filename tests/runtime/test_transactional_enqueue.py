@@ -19,6 +19,9 @@ import sqlalchemy
 import heartq
 from heartq.errors import ConfigError
 from heartq.store.postgres.connection import parse_url
+from tests.conftest import on_every_backend
+
+pytestmark = on_every_backend  # the caller's own connection: each backend's drivers
 
 
 @pytest.fixture

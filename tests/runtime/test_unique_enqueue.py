@@ -13,6 +13,7 @@ import pytest
 import heartq
 from heartq.errors import ConfigError
 from heartq.store.postgres.connection import parse_url
+from tests.conftest import on_every_backend
 
 
 def _jobs(app: heartq.App) -> list[dict[str, Any]]:
@@ -39,6 +40,7 @@ def test_every_python_path_answers_the_live_job(app: heartq.App) -> None:
     assert len(_jobs(app)) == 3
 
 
+@on_every_backend  # the caller's own connection
 def test_a_transactional_enqueue_with_a_key(app: heartq.App) -> None:
     app.migrate()
     url = app.store.url

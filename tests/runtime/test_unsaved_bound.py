@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import pytest
-
 import heartq
 from heartq.worker.ledger import MAX_UNSAVED
+from tests.conftest import only_on
 from tests.support import wait_for
 
 from .conftest import WorkerThread
@@ -36,11 +35,10 @@ def count(app: heartq.App, status: str) -> int:
     return sum(n for _, s, n in app.store.count_jobs() if s == status)
 
 
+@only_on("postgres")  # SQLite's one write lock holds up the claims with the finishes
 def test_a_worker_holds_no_more_than_its_bound_while_its_outcomes_wait(
     app: heartq.App, run_worker: Callable[..., WorkerThread]
 ) -> None:
-    if app.store.url.startswith("sqlite"):
-        pytest.skip("PostgreSQL: SQLite's one write lock holds up the claims with the finishes")
 
     @app.task
     def quick() -> None:
