@@ -187,6 +187,36 @@ def test_listen_cancels_hears_the_owning_workers_cancel(store: Store, t0: float)
             other_handle.release()
 
 
+def test_listen_ends_hears_an_awaited_jobs_end(store: Store, t0: float) -> None:
+    """Where the database can notify, the end of a job someone awaits (`await_end`, as
+    `App.result` does) is announced at once, and only such an end; elsewhere
+    `listen_ends` says it cannot tell. (A waiter that missed it would still re-read once
+    a second: only this test tells a lost announcement.)"""
+    heard: list[str] = []
+    announced = threading.Event()
+
+    def on_end(job_id: str | None) -> None:
+        if job_id is not None:  # None: the session was reopened, ends may have been missed
+            heard.append(job_id)
+            announced.set()
+
+    handle = store.listen_ends(on_end)
+    if not store.supports_notify:
+        assert handle is None
+        return
+    assert handle is not None
+    try:
+        unawaited, awaited = enqueue_one(store, t0), enqueue_one(store, t0)
+        store.await_end(awaited)
+        claimed = {job.id: job for job in store.claim("w1", ["default"], 2, LEASE, now=t0)}
+        store.finish([succeeded(claimed[unawaited], None)], now=t0 + 1)
+        store.finish([succeeded(claimed[awaited], None)], now=t0 + 2)
+        assert announced.wait(10), "no end notification within 10 s"
+        assert heard == [awaited]  # announced in commit order: the unawaited end was not
+    finally:
+        handle.release()
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_report_that_is_not_finite_is_refused(store: Store, t0: float, value: float) -> None:
     enqueue_one(store, t0)
