@@ -39,7 +39,6 @@ def count(app: heartq.App, status: str) -> int:
 def test_a_worker_holds_no_more_than_its_bound_while_its_outcomes_wait(
     app: heartq.App, run_worker: Callable[..., WorkerThread]
 ) -> None:
-
     @app.task
     def quick() -> None:
         """Returns at once: its slot frees long before its outcome could be saved."""
