@@ -18,6 +18,13 @@ full run into docs/, else `<out>/fleet.png`).
     .venv/bin/python -m bench                 # 3 rounds of 20,000 jobs, into docs/
     .venv/bin/python -m bench --quick --out /tmp/q
     .venv/bin/python -m bench --only fleet    # the fleet section alone
+    .venv/bin/python -m bench --only heartq --before /tmp/base --out /tmp/ab
+                                              # a change against its base, same rounds
+
+`--before CHECKOUT` repeats every heartq run from CHECKOUT's src/ (say a `git worktree`
+of the base commit) right after the installed heartq's, and reports it as a contender of
+its own, "heartq (before)", whose ratio reads now / before; such a run never rewrites
+docs/BENCHMARKS.md.
 
 What it needs is `INSTALL` (`--help` prints it): this process imports heartq, its
 postgres extra and the standard library, never the tests (whose harness needs the dev
@@ -77,6 +84,12 @@ def main() -> int:
         "--venv", type=Path, default=ROOT / ".bench-venv", help="the peers' environment"
     )
     parser.add_argument("--out", type=Path, default=DOCS_OUT, help="where results go")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of an earlier heartq: each heartq run is repeated from its src/ "
+        "in the same rounds (a change timed against its base)",
+    )
     args = parser.parse_args()
 
     sizes = runs.QUICK if args.quick else runs.FULL
@@ -86,6 +99,10 @@ def main() -> int:
     rounds = args.rounds or (1 if args.quick else 3)
     only = args.only.split(",") if args.only else []
     lineup = [c for c in runs.LINEUP if not only or c.name in only]
+    if args.before:
+        if not (args.before / "src" / "heartq").is_dir():
+            parser.error(f"--before {args.before}: no src/heartq there (a heartq checkout?)")
+        lineup = runs.with_before(lineup, args.before.resolve())
     peers = environment.peers_python(args.venv)
     args.out.mkdir(parents=True, exist_ok=True)
     if "fleet" in only:
@@ -120,7 +137,7 @@ def main() -> int:
     chart = args.out / "throughput.png"
     subprocess.run([str(peers), str(ROOT / "bench" / "chart.py"),
                     str(args.out / "results.json"), str(chart)], check=True)  # fmt: skip
-    if args.out.resolve() == DOCS_OUT and not args.quick:
+    if args.out.resolve() == DOCS_OUT and not args.quick and not args.before:
         report.write_section(ROOT / "docs" / "BENCHMARKS.md", report.markdown(results))
     print(report.markdown(results))
     print(f"bench: wrote {args.out / 'results.json'} and {chart}")

@@ -72,6 +72,10 @@ def _values(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return spread(ok) if ok else {"error": records[0].get("error", "?")}
 
 
+BEFORE = "heartq (before)"
+"""The contender name of a `--before` run (bench/runs.py)."""
+
+
 def _add_ratios(contenders: list[dict[str, Any]]) -> None:
     # The peers are compared with heartq at its defaults (a thread pool, no claim ahead:
     # `ratio`), and with heartq at its setting for short jobs where the run has it
@@ -82,8 +86,17 @@ def _add_ratios(contenders: list[dict[str, Any]]) -> None:
         if c.get("contender") == "heartq" and "prefetch" not in str(c.get("settings")):
             async_pool = "async pool" in str(c.get("settings"))
             (short if async_pool else plain)[(c["backend"], c["workers"])] = c
+    by_label = {(c["backend"], c["label"]): c for c in contenders}
     for entry in contenders:
         if "contender" not in entry or entry["contender"] == "heartq":
+            continue
+        if entry["contender"] == BEFORE:  # `--before`: now / before, same settings
+            now = by_label.get((entry["backend"], entry["label"].replace(" (before)", "")))
+            if now is not None and "contender" in now:
+                entry["heartq_setting"] = f"{now['label']} ({BACKEND_TITLES[now['backend']]})"
+                entry["ratio"] = {
+                    key: _ratio(now[key]["median"], entry[key]["median"]) for key, _ in MEASURES
+                }
             continue
         for ours_by, prefix in ((plain, ""), (short, "short_jobs_")):
             ours = ours_by.get((entry["backend"], entry["workers"])) or ours_by.get(

@@ -9,15 +9,16 @@ last line, never dropped: the report shows it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import limits
+from bench import limits, report
 
 CONTENDERS = Path(__file__).parent / "contenders"
 
@@ -37,13 +38,18 @@ class Contender:
     """heartq: its setting for short jobs, the one that matches pgqueuer's (an `async def`
     no-op on the async pool, `SHORT_JOBS_CONCURRENCY` slots, so that a claim takes as
     many jobs as pgqueuer's batch); else a plain function on a thread pool of 50."""
+    before: Path | None = None
+    """heartq: the checkout of an earlier heartq whose `src` this run imports instead of
+    the installed one (`--before`), so that a change is timed against its base in the
+    same rounds, where the machine's load weighs on both alike."""
 
     @property
     def label(self) -> str:
         processes = "process" if self.workers == 1 else "processes"
         ahead = f", prefetch {self.prefetch}" if self.prefetch else ""
         short = f", async x {SHORT_JOBS_CONCURRENCY}" if self.short_jobs else ""
-        return f"{self.name}, {self.workers} {processes}{ahead}{short}"
+        before = " (before)" if self.before else ""
+        return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}"
 
 
 PREFETCH = 50
@@ -94,12 +100,28 @@ def run_contender(
         return record | {"error": "no Redis answers and no redis-server to start one"}
     first = _run_contender_once(contender, sizes, python, server, redis)
     if "error" not in first:
-        return record | first
+        return record | first | _before(contender)
     again = _run_contender_once(contender, sizes, python, server, redis)
     if "error" in again:
         return record | {"error": f"{again['error']} (and before: {first['error']})"}
     notes = [*again.get("notes", []), f"run again after a failed run: {first['error']}"]
-    return record | again | {"notes": notes}
+    return record | again | {"notes": notes} | _before(contender)
+
+
+def _before(contender: Contender) -> dict[str, Any]:
+    """A `--before` run is reported as a contender of its own, so that the report's
+    ratios read "heartq now / heartq before" as they read "heartq / a peer"."""
+    return {"contender": report.BEFORE} if contender.before else {}
+
+
+def with_before(lineup: list[Contender], checkout: Path) -> list[Contender]:
+    """The lineup with each heartq contender also run from `checkout`, right after it."""
+    out: list[Contender] = []
+    for contender in lineup:
+        out.append(contender)
+        if contender.name == "heartq":
+            out.append(replace(contender, before=checkout))
+    return out
 
 
 def _run_contender_once(
@@ -117,7 +139,10 @@ def _run_contender_once(
             command += ["--prefetch", str(contender.prefetch)]
         if contender.short_jobs:
             command += ["--concurrency", str(SHORT_JOBS_CONCURRENCY), "--pool", "async"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        env = None
+        if contender.before is not None:
+            env = {**os.environ, "PYTHONPATH": str(contender.before / "src")}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0 or not out.exists():
             lines = [x.strip() for x in done.stderr.splitlines() if x.strip()]
             return {"error": " | ".join(lines[-4:]) or f"exit {done.returncode}"}
