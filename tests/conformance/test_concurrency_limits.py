@@ -14,6 +14,7 @@ from heartq.lifecycle.fate import succeeded
 from heartq.model import NewJob
 from heartq.store import Store
 from tests.conformance.procs import PROCESSES, limited_claimer, run_processes
+from tests.conftest import only_on
 
 from .support import LEASE, new_job
 
@@ -104,6 +105,27 @@ def test_racing_claimers_never_run_more_than_the_limit(
     assert sorted(claimed) == sorted(ids)  # each once
     assert max(most for _, most in results) <= 2
     assert all(j["status"] == "succeeded" for j in store.list_jobs(limit=100))
+
+
+@only_on("postgres")
+def test_a_key_held_by_a_claim_not_yet_committed_is_skipped_by_the_next(
+    store: Store, t0: float
+) -> None:
+    """PostgreSQL's claimers run at once, each counting a key's running jobs in its own
+    snapshot: a claim not yet committed is invisible to the next, which would count the
+    key as free. The first claimer's lock on the key (held to its commit) makes the next
+    skip the key instead. Two queues, so that the second claimer's own ranking of the
+    key's jobs does not already exclude the first one's pick."""
+    store.enqueue([keyed("k", limit=1, queue="a"), keyed("k", limit=1, queue="b")], now=t0)
+    dialect: Any = store.dialect  # type: ignore[attr-defined]
+    with dialect.write() as conn:  # claimer A: its keyed claim made, not yet committed
+        params = {"worker_id": "wa", "queues": ["a"], "limit": 1, "lease": LEASE,
+                  "now": t0 + 1, "ahead": False, "claimed": 0}  # fmt: skip
+        rows, _ = dialect.claim_limited(conn, params)
+        assert len(rows) == 1
+        assert store.claim("wb", ["b"], 5, LEASE, now=t0 + 1) == []  # claimer B, meanwhile
+    assert running_by_key(store) == {"k": 1}
+    assert store.claim("wb", ["b"], 5, LEASE, now=t0 + 2) == []  # A's claim, committed
 
 
 def test_a_failed_keyed_claim_never_strands_the_jobs_the_claim_took(
