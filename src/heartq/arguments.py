@@ -199,10 +199,13 @@ def refusal(
     return None
 
 
-def template_fields(template: str, what: str = "concurrency_key") -> list[str]:
+def template_fields(
+    template: str, what: str = "concurrency_key", signature: inspect.Signature | None = None
+) -> list[str]:
     """The argument names a `str.format` template reads (`"tenant:{tenant}"`: tenant);
     `ConfigError` (naming `what`, the option it was given as) for a template that is not
-    one, or reads a positional field."""
+    one, or reads a positional field, or (given the task's `signature`) an argument the
+    task does not take: a misspelled name would leave every job without a key."""
     from heartq.errors import ConfigError
 
     try:
@@ -219,7 +222,26 @@ def template_fields(template: str, what: str = "concurrency_key") -> list[str]:
                 f"{what} {template!r} must name the job's arguments ({{tenant}}), not positions"
             )
         fields.append(name)
+    takes = {} if signature is None else signature.parameters
+    if signature is not None and inspect.Parameter.VAR_KEYWORD not in {
+        p.kind for p in takes.values()
+    }:
+        for name in fields:
+            if name not in takes:
+                raise ConfigError(
+                    f"{what} {template!r} reads {name!r}, which is not a parameter of the "
+                    f"task (it takes {', '.join(map(repr, takes)) or 'none'})"
+                )
     return fields
+
+
+def declared_defaults(parameters: Sequence[TaskParameter] | None) -> dict[str, Any] | None:
+    """The defaults a key template reads for an enqueue by name, from the parameters the
+    task's workers declared: each that has one, as `_DECLARED_DEFAULT` (its value stays
+    with the code). None when none were declared (any argument might have a default)."""
+    if parameters is None:
+        return None
+    return {p.name: _DECLARED_DEFAULT for p in parameters if p.has_default}
 
 
 def fill_template(
@@ -227,16 +249,24 @@ def fill_template(
     what: str,
     template: str,
     args: Mapping[str, Any],
-    defaults: Mapping[str, Any] | None = None,
-) -> str:
+    defaults: Mapping[str, Any] | None,
+) -> str | None:
     """A key template (`concurrency_key`, `rate_key`: `"tenant:{tenant}"`) filled from a
-    job's arguments, and the function's defaults for those it leaves out; `TypeError`
-    naming the argument a job lacks (the caller's mistake, as a wrong argument is)."""
+    job's arguments, and the function's `defaults` for those it leaves out. None when an
+    argument it reads is None or absent (a task taking `**kwargs`): the job is in no
+    group, so it has no key and that limit does not apply to it (docs/DESIGN.md, "Keys
+    from templates"). `TypeError` naming the argument when its value is not known here:
+    left to a default that lives with the task's code (an enqueue by name, whose
+    `defaults` are `declared_defaults`; None: the task's parameters are not known)."""
     values = {**(defaults or {}), **args}
-    missing = [name for name in template_fields(template, what) if name not in values]
-    if missing:
-        raise TypeError(
-            f"{task}: {what} {template!r} needs the argument {missing[0]!r}, which this job "
-            f"does not have"
-        )
+    fields = template_fields(template, what)
+    if any(values.get(name) is None for name in fields if defaults is not None or name in values):
+        return None
+    for name in fields:
+        if values.get(name, _DECLARED_DEFAULT) is _DECLARED_DEFAULT:
+            raise TypeError(
+                f"{task}: {what} {template!r} reads the argument {name!r}, which this job "
+                f"leaves to the task's default; that default is in the task's code, which "
+                f"this program does not have: pass {name}= (None: no key)"
+            )
     return template.format(**values)

@@ -60,10 +60,11 @@ class TaskDefinition:
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self.priority = priority
+        self.signature = arguments.call_signature(fn)
         self.concurrency_key, self.concurrency_limit = concurrency_key, concurrency_limit
         if concurrency_key is not None:
             payload.check_concurrency(concurrency_key, concurrency_limit)
-            arguments.template_fields(concurrency_key)
+            arguments.template_fields(concurrency_key, f"{name}: concurrency_key", self.signature)
         else:
             payload.check_concurrency(None, concurrency_limit)
         self.rate_limit = (
@@ -75,13 +76,12 @@ class TaskDefinition:
             if rate_limit is None:
                 raise ConfigError(f"{name}: rate_key needs a rate_limit, like rate_limit='10/s'")
             payload.check_key("rate_key", rate_key)
-            arguments.template_fields(rate_key, "rate_key")
+            arguments.template_fields(rate_key, f"{name}: rate_key", self.signature)
         self.retry_rule = RetryOn.of(retry_on, dont_retry_on)
         """Which exceptions of its code are worth another attempt (judged by the worker)."""
         self.backoff = Backoff(retry_schedule, retry_jitter)
         """The shape of its waits between attempts (exponential, linear, constant; jitter)."""
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.signature = arguments.call_signature(fn)
         self.parameters = arguments.describe(self.signature)
         self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
         self.__doc__ = fn.__doc__
@@ -125,13 +125,14 @@ class TaskDefinition:
 
     def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]:
         """The concurrency key and limit this task declares for a job with these
-        arguments: its template filled from them; `TypeError` naming one it lacks."""
+        arguments: its template filled from them (and the function's defaults); none for
+        a job whose template reads an argument that is None or absent (`fill_template`)."""
         if self.concurrency_key is None:
             return None, None
         key = arguments.fill_template(
             self.name, "concurrency_key", self.concurrency_key, args, self.defaults
         )
-        return key, self.concurrency_limit
+        return (None, None) if key is None else (key, self.concurrency_limit)
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job arguments for this call; `TypeError` naming a wrong or missing one."""

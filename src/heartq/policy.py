@@ -130,7 +130,7 @@ class RateChoice:
     limit: rates.RateLimit | None = None
     key: str | None = None  # the caller's, for every job
     template: str | None = None  # the task's, filled per job (None: the task's name)
-    defaults: Mapping[str, Any] | None = None  # the function's defaults, for the template
+    defaults: Mapping[str, Any] | None = None  # for the template (`arguments.fill_template`)
 
     @classmethod
     def of(
@@ -141,7 +141,8 @@ class RateChoice:
         defaults: Mapping[str, Any] | None = None,
     ) -> RateChoice:
         """From what the caller chose (`rate_key`, `rate_limit`: both, or the key alone
-        with the task's limit) and the task's policy (registered here or declared);
+        with the task's limit) and the task's policy (registered here or declared), with
+        the `defaults` its template reads (the function's, or `declared_defaults`);
         `ConfigError` for a key without any limit to apply."""
         key, spec = chosen.get("rate_key"), chosen.get("rate_limit")
         if key is not None:
@@ -158,18 +159,19 @@ class RateChoice:
         return cls(task, limit, template=policy.rate_key, defaults=defaults)
 
     def for_job(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`rate_key`, `rate_limit`, `rate_period` of one job (all None: not limited);
-        `TypeError` when the task's template reads an argument the job lacks."""
-        if self.limit is None:
-            return {"rate_key": None, "rate_limit": None, "rate_period": None}
+        """`rate_key`, `rate_limit`, `rate_period` of one job (all None: not limited, as
+        a job is whose template reads an argument that is None or absent); `TypeError`
+        when the template reads one whose value is not known here (`fill_template`)."""
         key = self.key
-        if key is None:
+        if key is None and self.limit is not None:
             template = self.template
             key = (
                 self.task
                 if template is None
                 else arguments.fill_template(self.task, "rate_key", template, args, self.defaults)
             )
+        if key is None or self.limit is None:
+            return {"rate_key": None, "rate_limit": None, "rate_period": None}
         return {"rate_key": key, "rate_limit": self.limit.count, "rate_period": self.limit.period}
 
 

@@ -150,7 +150,8 @@ class Producer:
         )
         limit = self.app.settings.max_payload_bytes
         meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
-        rate = policy.RateChoice.of(task_name, task_policy, chosen, task.defaults if task else None)
+        defaults = task.defaults if task else arguments.declared_defaults(task_policy.parameters)
+        rate = policy.RateChoice.of(task_name, task_policy, chosen, defaults)
         jobs = [
             NewJob(
                 id=ids.new_job_id(),  # its own: an answer that differs is a key's holder
