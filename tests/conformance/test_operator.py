@@ -205,6 +205,36 @@ def test_retry_now_leaves_first_attempts_other_queues_and_other_states(
     assert store.retry_now(["other"], now=t0 + 1) == [elsewhere]
 
 
+def test_a_job_starts_at_a_later_attempt_judged_as_such(store: Store, t0: float) -> None:
+    """`start_at_attempt` (heartq.testing.run_attempt's): the claim answers that attempt,
+    a failure of it is judged as the worker judges that attempt (a retry while any is
+    left, dead after the last), and the job's history counts it."""
+    retried = enqueue_one(store, t0, max_retries=3, retry_backoff=600.0)
+    last = enqueue_one(store, t0, queue="last", max_retries=3)
+    assert store.start_at_attempt(retried, 3, now=t0) and store.start_at_attempt(last, 4, now=t0)
+
+    job = claim_one(store, "w1", t0)
+    assert (job.id, job.attempt, job.execution_id) == (retried, 3, 3)
+    store.finish([failed(job, Outcome.FAILED, "boom")], now=t0 + 1)
+    assert (store.get_job(retried)["status"], store.get_job(retried)["attempts"]) == ("queued", 3)
+    job = claim_one(store, "w1", t0, queues=("last",))
+    assert (job.id, job.attempt) == (last, 4)
+    store.finish([failed(job, Outcome.FAILED, "boom")], now=t0 + 1)
+    dead = store.get_job(last)
+    assert (dead["status"], dead["attempts"]) == ("dead", 4)
+    assert [e["execution_id"] for e in dead["executions"]] == [4]
+
+
+def test_only_a_job_never_claimed_starts_at_a_later_attempt(store: Store, t0: float) -> None:
+    others = [_job_in(store, t0, s) for s in ("running", "succeeded", "dead", "cancelled")]
+    retry = enqueue_one(store, t0, max_retries=1, retry_backoff=600.0)
+    store.finish([failed(claim_one(store, "w1", t0), Outcome.FAILED, "x")], now=t0)
+    before = {j: store.get_job(j) for j in [*others, retry]}
+    for job_id in [*others, retry, "0190b6a0-0000-7000-8000-000000000000"]:
+        assert not store.start_at_attempt(job_id, 2, now=t0 + 1)
+    assert {j: store.get_job(j) for j in before} == before
+
+
 def test_has_pending_counts_waiting_retries_unless_told_not_to(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0, max_retries=1, retry_backoff=600.0)
     enqueue_one(store, t0, queue="later", delay=600.0)  # a first attempt ahead: never pending

@@ -4,13 +4,14 @@ else run with it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import heartq
 from heartq.model import JobStatus
-from heartq.testing import AttemptFailed, drain, enqueued, run
+from heartq.testing import AttemptFailed, drain, enqueued, run, run_attempt
 
 
 def test_run_returns_the_result_as_stored(app: heartq.App) -> None:
@@ -147,3 +148,59 @@ def test_what_would_end_a_thread_or_the_test_run_is_the_attempts_outcome(
     report = drain(app)
     assert report.job(job_id).status is JobStatus.DEAD
     assert "SystemExit: 3" in (app.get_job(job_id)["executions"][0]["error"] or "")
+
+
+def test_run_attempt_runs_a_later_attempt_as_a_worker_would(app: heartq.App) -> None:
+    """`ctx.attempt` and `ctx.max_retries` say which attempt it is; a failure of one with
+    retries left is retried, of the last is dead; the attempt hooks' `will_retry` and
+    the job's history agree, and no earlier attempt ran the task's code."""
+    seen: list[tuple[int, int]] = []
+    hooks: list[tuple[int, bool]] = []
+
+    @app.hooks.attempt
+    def record(attempt: heartq.AttemptInfo) -> Iterator[None]:
+        yield
+        hooks.append((attempt.attempt, attempt.will_retry))
+
+    @app.task(max_retries=2, retry_backoff=600)
+    def charge(ctx: heartq.JobContext, order: int) -> str:
+        seen.append((ctx.attempt, ctx.max_retries))
+        if ctx.attempt > ctx.max_retries:  # the last attempt: give up gracefully
+            return "refunded"
+        raise TimeoutError(f"order {order}: the bank timed out")
+
+    assert run_attempt(3, charge, order=7) == "refunded"
+    with pytest.raises(TimeoutError, match="order 8"):
+        run_attempt(2, charge, 8)
+    assert run_attempt(1, charge.options(max_retries=0), order=9) == "refunded"
+
+    assert seen == [(3, 2), (2, 2), (1, 0)] and hooks == [(3, False), (2, True), (1, False)]
+    last, retried, only = enqueued(app, charge, status="any")
+    assert (last.status, last.attempts) == (JobStatus.SUCCEEDED, 3)
+    assert (retried.status, retried.attempts) == (JobStatus.QUEUED, 2)  # waits out its retry
+    assert len(app.get_job(retried.id)["executions"]) == 1  # the one attempt that ran
+    assert (only.status, only.attempts) == (JobStatus.SUCCEEDED, 1)
+
+    @app.task(max_retries=1)
+    def fails() -> None:
+        raise KeyError("gone")
+
+    with pytest.raises(KeyError):
+        run_attempt(2, fails)
+    (dead,) = enqueued(app, fails, status="dead")
+    assert dead.attempts == 2
+    assert [e["execution_id"] for e in app.get_job(dead.id)["executions"]] == [2]
+
+
+def test_run_attempt_refuses_an_attempt_no_worker_would_run(app: heartq.App) -> None:
+    @app.task(max_retries=2)
+    def task() -> None: ...
+
+    with pytest.raises(ValueError, match=r"^attempt 4: a job of task 'task' makes at most 3 "):
+        run_attempt(4, task)
+    with pytest.raises(ValueError, match=r"at most 6 \(max_retries=5\)"):
+        run_attempt(7, task.options(max_retries=5))
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="attempt must be a whole number from 1"):
+            run_attempt(bad, task)  # type: ignore[arg-type]
+    assert enqueued(app, status="any") == []

@@ -110,11 +110,7 @@ class LeaseHolder(Clock, Protocol):
     sweeper to claim by id. The claim by queue is the runtime's, which has the `Store`."""
 
     def claim_ids(
-        self,
-        worker_id: str,
-        ids: Sequence[str],
-        lease: float,
-        now: float | None = None,
+        self, worker_id: str, ids: Sequence[str], lease: float, now: float | None = None
     ) -> list[ClaimedJob]:
         """Claim, as `claim` does, those of `ids` that are queued, runnable and have
         neither a concurrency nor a rate key (a transport's messages name them; any other
@@ -135,11 +131,7 @@ class LeaseHolder(Clock, Protocol):
         ...
 
     def heartbeat(
-        self,
-        worker_id: str,
-        renewals: Sequence[Renewal],
-        lease: float,
-        now: float | None = None,
+        self, worker_id: str, renewals: Sequence[Renewal], lease: float, now: float | None = None
     ) -> dict[Lease, RenewStatus]:
         """Renew the worker's registry row and every listed lease in one statement."""
         ...
@@ -568,7 +560,7 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
         a later `run_at` (delays, retry backoffs). Cheap: it reads the claim index."""
         ...
 
-    # -- an operator's writes (cancel, replay, purge; retries due now for a test's drain)
+    # -- an operator's writes (cancel, replay, purge; a test's: retries due, a later attempt)
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
@@ -588,6 +580,12 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
         attempt counted, as `has_pending` counts them) due now, and wake their workers;
         only their `run_at` moves (attempts, retry count and backoff stay). Answers their
         ids. What `heartq.testing.drain(run_retries_now=True)` runs retries with."""
+        ...
+
+    def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
+        """A queued job never claimed counts `attempt - 1` attempts (and executions) as
+        made: its next claim is attempt `attempt`, judged as such (`heartq.testing.
+        run_attempt`). False, nothing changed, for any other job."""
         ...
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int: ...

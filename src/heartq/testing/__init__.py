@@ -4,7 +4,8 @@
   `DrainReport` of what ran and how each attempt ended (`run_retries_now=True`: retries
   due at once, so each job runs until it succeeds or is dead).
 - `run(task, *args, **kwargs)`: one attempt of one job, with a real `JobContext`; its
-  result, or what its code raised.
+  result, or what its code raised. `run_attempt(n, task, ...)`: that attempt as its nth
+  (a task's last-attempt branch).
 - `enqueued(app)`, `assert_enqueued`, `assert_not_enqueued`, `expect_enqueued`: what is
   in the queue, read from its database, with failures that list it.
 - `use_fresh_queue(app)`, `fresh_queue_url()`: an app on an empty queue (a temporary
@@ -22,7 +23,7 @@ from heartq.testing.assertions import (
     enqueued,
     expect_enqueued,
 )
-from heartq.testing.drain import AttemptFailed, DrainTimeout, drain, run
+from heartq.testing.drain import AttemptFailed, DrainTimeout, drain, run, run_attempt
 from heartq.testing.queues import fresh_queue_url, use_fresh_queue
 from heartq.testing.records import Attempt, DrainReport, EnqueuedJob, JobRun
 
@@ -40,5 +41,6 @@ __all__ = [
     "expect_enqueued",
     "fresh_queue_url",
     "run",
+    "run_attempt",
     "use_fresh_queue",
 ]

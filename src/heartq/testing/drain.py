@@ -1,4 +1,4 @@
-"""`drain` and `run`: a test's jobs run by a real `heartq.Worker`, in this process.
+"""`drain`, `run` and `run_attempt`: a test's jobs run by a real `heartq.Worker`, in this process.
 
 Why a real worker rather than calling the task's function: what a test must catch is
 what the worker does to a job (its arguments bound from their JSON, the result stored
@@ -31,7 +31,7 @@ from collections.abc import Generator, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec
 
-from heartq import events, payload
+from heartq import events, payload, policy
 from heartq.app import App, BoundTask, Task
 from heartq.display import epoch_of
 from heartq.errors import JobNotFound
@@ -125,8 +125,27 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
 
     The job runs in a queue of its own (`heartq-testing-run-...`, as `ctx.queue` says),
     so nothing else due runs with it; after a failure it stays as the attempt left it
-    (waiting out its retry, or dead): `drain(app, run_retries_now=True)` runs the rest."""
+    (waiting out its retry, or dead): `drain(app, run_retries_now=True)` runs the rest.
+    `run_attempt` runs a later attempt (a task's last-attempt branch)."""
     __tracebackhide__ = True  # a failure shows the test's line, then the task's own frames
+    return _run(task, 1, args, kwargs)
+
+
+def run_attempt(
+    attempt: int, task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs
+) -> Any:
+    """`run`, as attempt number `attempt` of the job (1: its first): `ctx.attempt` says
+    so, and a failure is judged as a worker judges that attempt: retried while one is
+    left (`attempt <= max_retries`), dead after the last (`max_retries + 1`), the attempt
+    hooks told `will_retry` accordingly. The earlier attempts count as made, none of
+    them run (`Store.start_at_attempt`). `ValueError` for an attempt past the last. (Not
+    an `attempt=` keyword of `run`: that would take a task's own argument of that name.)"""
+    __tracebackhide__ = True
+    return _run(task, attempt, args, kwargs)
+
+
+def _run(task: Task[Any, Any] | BoundTask[Any], attempt: int, args: Any, kwargs: Any) -> Any:
+    __tracebackhide__ = True
     bound = task if isinstance(task, BoundTask) else BoundTask(task, Options())
     if not isinstance(bound.task, Task):
         raise TypeError(f"run() takes a task of an app (@app.task), got {task!r}")
@@ -136,6 +155,7 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
     for name in ("delay", "eta"):
         if chosen.get(name) is not None:
             raise ValueError(f"run() runs the job now: leave out {name}=")
+    _check_attempt(bound.task, attempt, bound.chosen.chosen.get("max_retries"))
     queue = f"{RUN_QUEUE_PREFIX}{uuid.uuid4().hex[:12]}"
     options = Options.given("heartq.testing.run", {**chosen, "queue": queue})
     job_id = BoundTask(bound.task, options).enqueue(*args, **kwargs)
@@ -145,6 +165,8 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
             f"run(): nothing was enqueued: job {job_id} holds the unique key "
             f"{chosen.get('unique_key')!r}"
         )
+    if attempt > 1 and not app.store.start_at_attempt(job_id, attempt):
+        raise RuntimeError(f"run_attempt(): job {job_id} was claimed before its attempt {attempt}")
     limit = bound.task.timeout
     timeout = RUN_TIMEOUT if limit is None else max(RUN_TIMEOUT, limit + RUN_TIMEOUT_MARGIN)
     report = _Drain(
@@ -162,6 +184,20 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
         raise AttemptFailed(job) from raised
     raised.add_note(f"heartq.testing.run: {job}")
     raise raised.with_traceback(_from_the_task(raised.__traceback__))
+
+
+def _check_attempt(task: Task[Any, Any], attempt: object, max_retries: int | None) -> None:
+    """`ValueError` for an attempt number no worker would run: not a whole number from 1,
+    or past the last the job's retry policy allows (the task's, or `max_retries=` given
+    to `task.options`)."""
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"attempt must be a whole number from 1, got {attempt!r}")
+    retries = policy.resolve(task.policy, None, None, max_retries)["max_retries"]
+    if attempt > retries + 1:
+        raise ValueError(
+            f"attempt {attempt}: a job of task {task.name!r} makes at most {retries + 1} "
+            f"(max_retries={retries}); its last is attempt {retries + 1}"
+        )
 
 
 def _from_the_task(traceback: TracebackType | None) -> TracebackType | None:

@@ -1,6 +1,6 @@
 """An operator's writes: cancelling a job, replaying dead jobs, purging them, making
-waiting retries due now (a test's drain), and the periodic prune of finished jobs and
-long-gone workers.
+waiting retries due now (a test's drain) or a job start at a later attempt (a test's
+`run_attempt`), and the periodic prune of finished jobs and long-gone workers.
 
 Why together: each is asked for by a person, a test or a retention setting, never by the
 protocol of an attempt (a cancel of a running job only requests it: its worker ends
@@ -83,6 +83,12 @@ class AdminOps:
             rows = run(conn, self.q.RETRY_NOW, params)
             wake(self.d, conn, {r["queue"] for r in rows})
         return [r["id"] for r in rows]
+
+    def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
+        self.d.ensure_schema()
+        with self.d.write() as conn:
+            params = {"now": self.d.clock(conn, now), "id": job_id, "attempt": attempt}
+            return bool(run(conn, self.q.START_AT_ATTEMPT, params))
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
         return len(self.purge_dead_ids(older_than, now))

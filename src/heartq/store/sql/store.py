@@ -128,6 +128,7 @@ class SqlStore:
     cancel_job = RoleMethod("admin", AdminOps.cancel_job)
     replay_dead = RoleMethod("admin", AdminOps.replay_dead)
     retry_now = RoleMethod("admin", AdminOps.retry_now)
+    start_at_attempt = RoleMethod("admin", AdminOps.start_at_attempt)
     purge_dead = RoleMethod("admin", AdminOps.purge_dead)
     purge_dead_ids = RoleMethod("admin", AdminOps.purge_dead_ids)
     prune = RoleMethod("admin", AdminOps.prune)

@@ -1,5 +1,5 @@
-"""An operator's writes: cancel, replay, retry now; and what is pruned and purged (old
-workers, old jobs with their executions and edges)."""
+"""An operator's writes: cancel, replay, retry now, a later attempt first (a test's);
+and what is pruned and purged (old workers, old jobs with their executions and edges)."""
 
 from __future__ import annotations
 
@@ -65,4 +65,13 @@ UPDATE jobs SET run_at = {T}, updated_at = {T}
 WHERE status = 'queued' AND attempts > 0 AND run_at > {T}
   AND queue = ANY(%(queues)s::text[])
 RETURNING id, queue
+"""
+
+# A later attempt first (heartq.testing.run_attempt): a queued job never claimed counts
+# its earlier attempts and executions as made, so its next claim is attempt %(attempt)s.
+START_AT_ATTEMPT = f"""
+UPDATE jobs
+SET attempts = %(attempt)s - 1, execution_id = %(attempt)s - 1, updated_at = {T}
+WHERE id = %(id)s AND status = 'queued' AND execution_id = 0
+RETURNING id
 """

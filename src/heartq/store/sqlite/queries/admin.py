@@ -1,5 +1,5 @@
-"""An operator's writes: cancel, replay, retry now; and what is pruned and purged (old
-workers, old jobs with their executions and edges)."""
+"""An operator's writes: cancel, replay, retry now, a later attempt first (a test's);
+and what is pruned and purged (old workers, old jobs with their executions and edges)."""
 
 from __future__ import annotations
 
@@ -68,4 +68,12 @@ UPDATE heartq_jobs SET run_at = :now, updated_at = :now
 WHERE status = 'queued' AND attempts > 0 AND run_at > :now
   AND queue IN (SELECT value FROM json_each(:queues))
 RETURNING id, queue
+"""
+
+# A later attempt first (heartq.testing.run_attempt): a queued job never claimed counts
+# its earlier attempts and executions as made, so its next claim is attempt :attempt.
+START_AT_ATTEMPT = """
+UPDATE heartq_jobs SET attempts = :attempt - 1, execution_id = :attempt - 1, updated_at = :now
+WHERE id = :id AND status = 'queued' AND execution_id = 0
+RETURNING id
 """
