@@ -49,6 +49,10 @@ DEFAULT_WORKER_RETENTION = 7 * 86400.0
 """Defaults to keeping inactive and stopped worker rows for 7 days."""
 DEFAULT_JOB_RETENTION = 7 * 86400.0
 """Defaults to keeping succeeded and cancelled jobs for 7 days (dead jobs stay until purged)."""
+DEFAULT_SUCCESS_TRACE_RETENTION = 90 * 86400.0
+"""Defaults to remembering, for 90 days from its creation, the id of a succeeded job once
+pruned: a job enqueued then may still depend on it (docs/DESIGN.md, "Jobs that wait for
+jobs")."""
 DEFAULT_PRUNE_INTERVAL = 600.0
 """Defaults to pruning old rows every 10 minutes."""
 DEFAULT_POLL_INTERVAL = 1.0
@@ -192,6 +196,11 @@ class Settings:
         DEFAULT_JOB_RETENTION,
         "Seconds succeeded and cancelled jobs are kept",
         _g(DEFAULT_JOB_RETENTION),
+    )
+    success_trace_retention: float = setting(
+        DEFAULT_SUCCESS_TRACE_RETENTION,
+        "Seconds from its creation a pruned succeeded job's id is remembered, for depends_on",
+        _g(DEFAULT_SUCCESS_TRACE_RETENTION),
     )
     prune_interval: float = setting(
         DEFAULT_PRUNE_INTERVAL, "Seconds between two prunes", _g(DEFAULT_PRUNE_INTERVAL)

@@ -138,15 +138,17 @@ class AlreadyEnqueued(HeartqError):
 
 class DependencyNotFound(HeartqError, ValueError):
     """An enqueue's `depends_on` names a job that does not exist (not stored, not in the
-    same batch, not enqueued earlier in the same transaction, or pruned); nothing of that
-    batch was stored. `job_ids`: the ids not found."""
+    same batch, not enqueued earlier in the same transaction; or pruned, unless it
+    succeeded and is younger than `success_trace_retention`: such a one counts as
+    succeeded); nothing of that batch was stored. `job_ids`: the ids not found."""
 
     def __init__(self, job_ids: Sequence[str]) -> None:
         shown = ", ".join(repr(job_id) for job_id in job_ids[:5])
         more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
         super().__init__(
             f"depends_on names no job {shown}{more}: a dependency must be stored already, "
-            "in the same batch, or enqueued earlier in the same transaction"
+            "in the same batch, or enqueued earlier in the same transaction (or have "
+            "succeeded and been pruned within success_trace_retention of its creation)"
         )
         self.job_ids = list(job_ids)
 

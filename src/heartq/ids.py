@@ -38,6 +38,14 @@ def new_job_id() -> str:
     return _dashed(f"{value:032x}", ID_GROUPS)  # str(uuid.UUID(int=value)), no object
 
 
+def first_id_at(seconds: float) -> str:
+    """The least job id of the millisecond `seconds` (since the epoch) falls in: every id
+    made earlier sorts before it as text, every id made then or later after it (their
+    leading digits are their time). How old a job's id is, asked of an index of ids."""
+    ms = min(max(0, int(seconds * 1000)), (1 << 48) - 1)
+    return _dashed(f"{ms << 80:032x}", ID_GROUPS)
+
+
 ID_GROUPS = (8, 4, 4, 4, 12)
 """The hex digits of each dash-separated group of a job id, as printed: 48 bits of
 milliseconds (8 + 4), the version and a 12-bit counter (4), the variant and 62 random bits

@@ -167,8 +167,16 @@ class NewJob:
     jobs of the same batch or transaction. Empty: it is `queued` at once."""
     on_dependency_failure: DependencyFailure = DependencyFailure.CANCEL
     dependency_results: bool = False
-    """Its task receives its dependencies' results, in `depends_on`'s order, as its first
-    argument (a group's callback, `heartq.group`)."""
+    """Its task receives its dependencies' results as its first argument (a group's
+    callback, `heartq.group`; a pipeline's step that takes the previous step's result,
+    `Signature.takes_result`): a list, in `depends_on`'s order."""
+    results_of: tuple[str, ...] | None = None
+    """With `dependency_results`: the dependencies whose results it receives (a subset of
+    `depends_on`, which keeps their order); the others are only waited for. None: every
+    one of them."""
+    one_result: bool = False
+    """With `dependency_results`: it receives the result of its one dependency in
+    `results_of` as it is, not in a list (a step after a single job)."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,8 @@ class DependencyEnd:
     status: JobStatus | None
     result: Any = None
     pending: bool = False
+    as_value: bool = False
+    """Its result is passed as it is, not as an item of a list (`NewJob.one_result`)."""
 
 
 @dataclass(frozen=True)

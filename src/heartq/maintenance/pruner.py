@@ -1,6 +1,8 @@
 """The pruner: deletes inactive/stopped workers and succeeded/cancelled jobs past their
-retention (every `prune_interval`, default 10 min; retention 7 days). Dead jobs stay
-until purged (`heartq dlq purge`). Event: `pruned`.
+retention (every `prune_interval`, default 10 min; retention 7 days), keeping the ids of
+the succeeded ones in a trace that jobs enqueued later may depend on (forgotten after
+`success_trace_retention`, 90 days from their creation). Dead jobs stay until purged
+(`heartq dlq purge`). Event: `pruned`.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ class Pruner:
         self.interval = settings.prune_interval
         self.worker_retention = settings.worker_retention
         self.job_retention = settings.job_retention
+        self.success_trace_retention = settings.success_trace_retention
 
     def run_once(self) -> int:
-        counts = self.store.prune(self.worker_retention, self.job_retention)
+        counts = self.store.prune(
+            self.worker_retention,
+            self.job_retention,
+            success_trace_retention=self.success_trace_retention,
+        )
         if counts.workers or counts.jobs:
             events.emit(events.PRUNED, workers=counts.workers, jobs=counts.jobs)
         return counts.workers + counts.jobs

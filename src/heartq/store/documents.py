@@ -122,7 +122,27 @@ def _dependency_fields(job: NewJob, job_id: str) -> dict[str, Any]:
         "depends_on": depends_on,
         "on_dependency_failure": failure.value,
         "dependency_results": bool(job.dependency_results),
+        "results_as": _results_as(job, depends_on),
     }
+
+
+def _results_as(job: NewJob, depends_on: list[str]) -> list[str | None]:
+    """How each dependency's result reaches the job (store/sql/dependencies.py, `result_as`
+    of its edge), in `depends_on`'s order: `value` (passed as it is), `item` (an item of
+    the results list), `none` (only waited for), or None for a job that takes no results.
+    `ConfigError` for `results_of` naming a job it does not wait for, or `one_result`
+    without exactly one result to take."""
+    if not job.dependency_results:
+        return [None] * len(depends_on)
+    if job.results_of is None:
+        return ["item"] * len(depends_on)
+    taken = set(job.results_of)
+    if not taken <= set(depends_on):
+        raise ConfigError("results_of must name jobs of depends_on")
+    if job.one_result and len(taken) != 1:
+        raise ConfigError(f"one_result takes one job's result, not {len(taken)}")
+    given = "value" if job.one_result else "item"
+    return [given if dep in taken else "none" for dep in depends_on]
 
 
 RETRY_RULES_DEFAULT = {

@@ -214,6 +214,7 @@ def dependency_end(row: Any) -> DependencyEnd:
         status=None if row["status"] is None else JobStatus(row["status"]),
         result=serialize.json_value(row["result"]),
         pending=bool(row["pending"]),
+        as_value=bool(row["as_value"]),
     )
 
 

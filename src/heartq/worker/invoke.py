@@ -3,10 +3,13 @@
 Shared by every pool (thread, async, and the child process of the process pool) so a
 task behaves the same wherever it runs.
 
-A job flagged `dependency_results` (a group's callback, `heartq.group`) takes the
-results of the jobs it waited for, in their order, as its first parameter. Its worker
-reads them once, just before it calls the task (`call_args`: one read, only for such
-jobs; every other job is called with its arguments as they are). One wait: a dependency
+A job flagged `dependency_results` takes results of the jobs it waited for as its first
+parameter: a group's callback (`heartq.group`) a list of them, in their order; a
+pipeline's step that takes the previous step's result (`Signature.takes_result`) that
+result as it is (or the list of a group's results). Its worker reads them once, just
+before it calls the task (`call_args`: one read, only for such jobs; every other job is
+called with its arguments as they are); each is the result its job's landed attempt
+saved (the fenced finish), never one of an attempt superseded. One wait: a dependency
 its task completed inside `ctx.transaction()` is succeeded at that commit (which
 released this job), and its result is saved a moment after (`result_pending`). The read
 then says the result is still to come, and is made again (20 ms, doubling to 0.5 s)
@@ -84,14 +87,16 @@ def call_args(run: RunningJob) -> dict[str, Any] | AttemptEnd:
         return end_from_exception(exc, cancel_requested=False)
 
 
-def _dependency_results(run: RunningJob) -> list[Any]:
-    """Each dependency's result in order (None for one that did not succeed, or is
-    gone), once none is still to come, or the attempt was stopped meanwhile."""
+def _dependency_results(run: RunningJob) -> Any:
+    """The results the job takes (None for a dependency that did not succeed, or is
+    gone): the one passed as it is, or the list of them in order, once none is still to
+    come, or the attempt was stopped meanwhile."""
     wait = RESULTS_FIRST_WAIT
     while True:
         ends = run.store.dependency_results(run.job.id)
         if not any(end.pending for end in ends) or run.ended is not None or run.lost:
-            return [end.result if end.status is JobStatus.SUCCEEDED else None for end in ends]
+            results = [end.result if end.status is JobStatus.SUCCEEDED else None for end in ends]
+            return results[0] if ends and ends[0].as_value else results
         time.sleep(wait)
         wait = min(wait * 2, RESULTS_LONGEST_WAIT)
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from heartq.config import DEFAULT_SUCCESS_TRACE_RETENTION
 from heartq.errors import JobNotFound
+from heartq.ids import first_id_at
 from heartq.model import CancelResult, JobStatus, PruneCounts
 from heartq.payload import check_text
 from heartq.store import records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect, wake
+from heartq.store.sql.base import Dialect, database_time, wake
 from heartq.store.sql.ends import JobEnds
 from heartq.store.sql.program import run
 
@@ -118,8 +120,17 @@ class AdminOps:
 
     # -- pruning -------------------------------------------------------------------------
     def prune(
-        self, worker_retention: float, job_retention: float, now: float | None = None
+        self,
+        worker_retention: float,
+        job_retention: float,
+        now: float | None = None,
+        *,
+        success_trace_retention: float = DEFAULT_SUCCESS_TRACE_RETENTION,
     ) -> PruneCounts:
+        """Delete what retention no longer keeps; the ids of the succeeded jobs deleted
+        are kept in the trace of pruned successes (a job may still depend on them:
+        `dependencies.store`), which forgets those made over `success_trace_retention`
+        ago."""
         self.d.ensure_schema()
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
@@ -127,5 +138,10 @@ class AdminOps:
             workers = conn.execute(self.q.PRUNE_WORKERS, params).rowcount
             params = {"now": clock, "retention": job_retention, "limit": PRUNE_BATCH}
             ids = [r["id"] for r in conn.execute(self.q.SELECT_PRUNABLE_JOBS, params)]
+            if ids:
+                conn.execute(self.q.RECORD_PRUNED_SUCCESSES, {"ids": self.d.array(ids)})
             self._delete_jobs(conn, ids)
+            horizon = database_time(self.d, conn, clock) - success_trace_retention
+            forget = {"before": first_id_at(horizon), "limit": PRUNE_BATCH}
+            conn.execute(self.q.FORGET_PRUNED_SUCCESSES, forget)
         return PruneCounts(workers=workers, jobs=len(ids))

@@ -9,7 +9,10 @@ agree with all of them on who sees whom. Both halves of that agreement are here:
 - The enqueue (`store`) locks every dependency it names (`LOCK_DEPENDENCIES`: each row
   locked in id order and marked `has_dependents`), then inserts the jobs and their edges,
   then releases at once the edges whose dependency had already ended, as its end would
-  have. A dependency not found is `DependencyNotFound` before anything is inserted.
+  have. A dependency not found among the jobs is looked up in the trace of pruned
+  successes (`pruned_successes`, written by the prune that deleted it): found there, it
+  counts as succeeded at once (its edge is written ended); not found there either, it is
+  `DependencyNotFound` before anything is inserted.
 - The end of a job with `has_dependents` runs `release` after the statement that ended it,
   as a statement of its own in the same transaction: on PostgreSQL its snapshot is taken
   after the ended rows were locked, so it sees every edge committed before, and an enqueue
@@ -83,7 +86,8 @@ def store(
     waited: set[str],
 ) -> Program[None]:
     """Store a batch of job documents, some with dependencies: the dependencies outside
-    the batch locked and checked first (`DependencyNotFound`, nothing inserted), then the
+    the batch locked and checked first (a pruned success counts as succeeded; anything
+    else not found is `DependencyNotFound`, nothing inserted), then the
     plain jobs (`insert_plain`, the dialect's usual statements), the linked ones (waiting,
     or in `waited`: waited for by others of the batch) and their edges; then the edges
     whose dependency had already ended are released at once."""
@@ -91,15 +95,20 @@ def store(
     wanted = [dep for d in docs for dep in d.get("depends_on", ())]
     outside = sorted(set(wanted) - in_batch)
     ended: list[str] = []
+    pruned: set[str] = set()
     if outside:
         rows = yield (q.LOCK_DEPENDENCIES, {"ids": array(outside)})
         found = {r["id"]: r["status"] for r in rows}
-        missing = [dep for dep in dict.fromkeys(wanted) if dep in outside and dep not in found]
-        if missing:
-            raise DependencyNotFound(missing)
-        ended = [dep for dep in outside if found[dep] in TERMINAL_STATUSES]
+        gone = [dep for dep in dict.fromkeys(wanted) if dep in outside and dep not in found]
+        if gone:
+            traced = yield (q.PRUNED_SUCCESSES, {"ids": array(gone)})
+            pruned = {r["id"] for r in traced}
+            missing = [dep for dep in gone if dep not in pruned]
+            if missing:
+                raise DependencyNotFound(missing)
+        ended = [dep for dep in outside if dep in found and found[dep] in TERMINAL_STATUSES]
     yield from each(insert_plain)
-    linked, edges = _linked(docs, waited)
+    linked, edges = _linked(docs, waited, pruned)
     yield (q.INSERT_LINKED_JOBS, {"jobs": json.dumps(linked), "now": clock})
     yield (q.INSERT_DEPENDENCIES, {"edges": json.dumps(edges)})
     if ended:
@@ -125,27 +134,37 @@ def waited_for(docs: Sequence[dict[str, Any]]) -> set[str]:
 
 
 def _linked(
-    docs: Sequence[dict[str, Any]], in_batch_deps: set[str]
+    docs: Sequence[dict[str, Any]], in_batch_deps: set[str], pruned: set[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The linked jobs' documents for `INSERT_LINKED_JOBS`, and their edges."""
+    """The linked jobs' documents for `INSERT_LINKED_JOBS`, and their edges (each with
+    how its result reaches the job, `result_as`). A dependency in `pruned` (a success
+    since pruned) is counted at once: its edge is written ended, and not waited for."""
     linked: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for doc in docs:
         if not is_linked(doc, in_batch_deps):
             continue
         depends_on = list(doc.get("depends_on", ()))
+        results_as = doc.get("results_as") or [None] * len(depends_on)
+        waiting_for = sum(dep not in pruned for dep in depends_on)
         linked.append(
             dict(
                 doc,
-                status=(JobStatus.WAITING if depends_on else JobStatus.QUEUED).value,
+                status=(JobStatus.WAITING if waiting_for else JobStatus.QUEUED).value,
                 has_dependents=doc["id"] in in_batch_deps,
-                waiting_for=len(depends_on),
+                waiting_for=waiting_for,
                 on_dependency_failure=doc.get("on_dependency_failure"),
                 dependency_results=bool(doc.get("dependency_results")),
             )
         )
         edges.extend(
-            {"job_id": doc["id"], "depends_on": dep, "position": position}
-            for position, dep in enumerate(depends_on)
+            {
+                "job_id": doc["id"],
+                "depends_on": dep,
+                "position": position,
+                "ended": JobStatus.SUCCEEDED.value if dep in pruned else None,
+                "result_as": result_as,
+            }
+            for position, (dep, result_as) in enumerate(zip(depends_on, results_as, strict=True))
         )
     return linked, edges

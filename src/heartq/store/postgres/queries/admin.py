@@ -31,6 +31,23 @@ DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)
 
 DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
 
+# The trace of pruned successes (migration 0021): the ids of the succeeded jobs a prune
+# is about to delete, so a job enqueued later may still depend on them
+# (store/sql/dependencies.py). An id pruned again (a store's test reuses ids) stays once.
+RECORD_PRUNED_SUCCESSES = """
+INSERT INTO pruned_successes (id)
+SELECT id FROM jobs WHERE id = ANY(%(ids)s::text[]) AND status = 'succeeded'
+ON CONFLICT DO NOTHING
+"""
+
+# Forgetting the trace's ids made before `before` (an id that sorts first: a job id's
+# leading digits are its creation time), a range of its primary key, at most `limit`.
+FORGET_PRUNED_SUCCESSES = """
+DELETE FROM pruned_successes
+WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
+             LIMIT %(limit)s)
+"""
+
 CANCEL_QUEUED = f"""
 UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s

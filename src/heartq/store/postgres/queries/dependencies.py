@@ -45,11 +45,19 @@ WITH locked AS (
 SELECT id, status FROM locked
 """
 
-# Each edge: {job_id, depends_on, position}.
+# The dependencies an enqueue names that are not jobs: those in the trace of pruned
+# successes (the pruner writes it as it deletes them) count as succeeded; the others are
+# not found.
+PRUNED_SUCCESSES = "SELECT id FROM pruned_successes WHERE id = ANY(%(ids)s::text[])"
+
+# Each edge: {job_id, depends_on, position, ended, result_as}; `ended` is set for a
+# dependency that succeeded and was pruned (counted at once), `result_as` for a job that
+# takes results (how this dependency's result reaches it: store/documents.py).
 INSERT_DEPENDENCIES = """
-INSERT INTO job_dependencies (job_id, depends_on, position)
-SELECT x.job_id, x.depends_on, x.position
-FROM json_to_recordset(%(edges)s::json) AS x(job_id text, depends_on text, position integer)
+INSERT INTO job_dependencies (job_id, depends_on, position, ended, result_as)
+SELECT x.job_id, x.depends_on, x.position, x.ended, x.result_as
+FROM json_to_recordset(%(edges)s::json)
+    AS x(job_id text, depends_on text, position integer, ended text, result_as text)
 """
 
 # The waiting dependents of jobs that ended (`ids`), in the ending transaction, in a
@@ -101,14 +109,17 @@ WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS N
   AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
 """
 
-# What a callback receives (a job with `dependency_results`): its dependencies in order,
-# each one's result, and whether that result is still to come (completed in its task's
-# transaction, saved after: as JOB_END says).
+# What a job with `dependency_results` receives: the dependencies whose results it takes
+# (not those it only waits for, `result_as` 'none'; an edge written before v21 has none
+# said: an item), in order, each one's result, whether it is passed as it is (`value`)
+# and whether it is still to come (completed in its task's transaction, saved after: as
+# JOB_END says).
 DEPENDENCY_RESULTS = """
 SELECT d.depends_on AS id, e.status, e.result::text AS result,
-       coalesce(e.result_pending, false) AS pending
+       coalesce(e.result_pending, false) AS pending, d.result_as IS NOT DISTINCT FROM 'value'
+           AS as_value
 FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
-WHERE d.job_id = %(job_id)s
+WHERE d.job_id = %(job_id)s AND d.result_as IS DISTINCT FROM 'none'
 ORDER BY d.position
 """
 

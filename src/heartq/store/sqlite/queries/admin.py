@@ -34,6 +34,19 @@ DELETE_JOBS = """
 DELETE FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 """
 
+# The trace of pruned successes: as PostgreSQL's.
+RECORD_PRUNED_SUCCESSES = """
+INSERT OR IGNORE INTO heartq_pruned_successes (id)
+SELECT id FROM heartq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'succeeded'
+"""
+
+FORGET_PRUNED_SUCCESSES = """
+DELETE FROM heartq_pruned_successes
+WHERE id IN (SELECT id FROM heartq_pruned_successes WHERE id < :before ORDER BY id
+             LIMIT :limit)
+"""
+
 CANCEL_QUEUED = """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
                        error = 'cancelled before it ran', cancelled_by = :by

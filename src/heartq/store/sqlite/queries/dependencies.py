@@ -39,11 +39,20 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND NOT has_dependents
     "SELECT id, status FROM heartq_jobs WHERE id IN (SELECT value FROM json_each(:ids))",
 )
 
-# Each edge: {job_id, depends_on, position}.
+# The dependencies an enqueue names that are not jobs: those in the trace of pruned
+# successes count as succeeded; the others are not found.
+PRUNED_SUCCESSES = """
+SELECT id FROM heartq_pruned_successes WHERE id IN (SELECT value FROM json_each(:ids))
+"""
+
+# Each edge: {job_id, depends_on, position, ended, result_as}; `ended` is set for a
+# dependency that succeeded and was pruned (counted at once), `result_as` for a job that
+# takes results (how this dependency's result reaches it: store/documents.py).
 INSERT_DEPENDENCIES = """
-INSERT INTO heartq_job_dependencies (job_id, depends_on, position)
+INSERT INTO heartq_job_dependencies (job_id, depends_on, position, ended, result_as)
 SELECT json_extract(x.value, '$.job_id'), json_extract(x.value, '$.depends_on'),
-       json_extract(x.value, '$.position')
+       json_extract(x.value, '$.position'), json_extract(x.value, '$.ended'),
+       json_extract(x.value, '$.result_as')
 FROM json_each(:edges) AS x
 """
 
@@ -86,14 +95,16 @@ WHERE d.depends_on IN (SELECT value FROM json_each(:ids)) AND d.ended IS NULL
       IN ('succeeded', 'dead', 'cancelled')
 """
 
-# What a callback receives (a job with `dependency_results`): its dependencies in order,
-# each one's result, and whether that result is still to come (completed in its task's
-# transaction, saved after: as JOB_END says).
+# What a job with `dependency_results` receives: the dependencies whose results it takes
+# (not those it only waits for, `result_as` 'none'; an edge written before v21 has none
+# said: an item), in order, each one's result, whether it is passed as it is (`value`)
+# and whether it is still to come (completed in its task's transaction, saved after: as
+# JOB_END says).
 DEPENDENCY_RESULTS = """
 SELECT d.depends_on AS id, e.status, e.result,
-       coalesce(e.result_pending, 0) AS pending
+       coalesce(e.result_pending, 0) AS pending, d.result_as IS 'value' AS as_value
 FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
-WHERE d.job_id = :job_id
+WHERE d.job_id = :job_id AND d.result_as IS NOT 'none'
 ORDER BY d.position
 """
 
