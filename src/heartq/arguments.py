@@ -160,26 +160,39 @@ def _listed(one: str, many: str, names: Sequence[str]) -> str:
     return f"{one if len(names) == 1 else many} {', '.join(repr(n) for n in names)}"
 
 
-def results_parameter(task: str, signature: inspect.Signature) -> str:
-    """The parameter through which a task that takes its dependencies' results (a group's
-    callback) receives them: its first, which must take a value by keyword (a job's
-    arguments are passed by keyword); `BadArguments` for a task without one."""
+DEPENDENCY_RESULTS = "its dependencies' results"
+"""What a group's callback takes, as `results_parameter`'s refusal names it."""
+PREVIOUS_RESULT = "the previous step's result"
+"""What a pipeline's step made with `Signature.takes_result` takes."""
+
+
+def results_parameter(
+    task: str, signature: inspect.Signature, what: str = DEPENDENCY_RESULTS
+) -> str:
+    """The parameter through which a task that takes results (a group's callback, a
+    pipeline's step that takes the previous step's) receives them: its first, which must
+    take a value by keyword (a job's arguments are passed by keyword); `BadArguments`,
+    naming `what` it was to take, for a task without one."""
     for parameter in signature.parameters.values():
         if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
             return parameter.name
         break
     raise BadArguments(
-        f"task {task!r} cannot take its dependencies' results: its first parameter (after "
-        "ctx) must be a plain one (results, ...), which the worker passes the list to"
+        f"task {task!r} cannot take {what}: its first parameter (after ctx) must be a "
+        "plain one (results, ...), which the worker passes them to"
     )
 
 
 def bind_after_results(
-    task: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    task: str,
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    what: str = DEPENDENCY_RESULTS,
 ) -> dict[str, Any]:
-    """`bind` for a task that takes its dependencies' results as its first parameter: the
-    other arguments, checked as if the results were given (the worker adds them)."""
-    name = results_parameter(task, signature)
+    """`bind` for a task that takes results as its first parameter: the other arguments,
+    checked as if the results were given (the worker adds them)."""
+    name = results_parameter(task, signature, what)
     bound = bind(task, signature, (None, *args), kwargs)
     del bound[name]
     return bound

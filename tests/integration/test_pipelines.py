@@ -1,10 +1,12 @@
-"""A group of jobs run by real worker processes: its callback runs once, after every
-member, with every result, even when a member's worker is SIGKILLed mid-run
-(docs/DESIGN.md, "Jobs that wait for jobs")."""
+"""Pipelines run by real worker processes (docs/DESIGN.md, "Jobs that wait for jobs"): a
+group's callback runs once, after every member, with every result, even when a member's
+worker is SIGKILLed mid-run; a chain's step that takes the previous step's result gets
+the one its landed attempt saved, never a superseded attempt's."""
 
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -75,3 +77,47 @@ def test_a_process_pool_callback_gets_results_saved_after_the_commit(harness: Ha
     done = harness.wait_status(callback, "succeeded", 60)
     assert done["result"] == {"label": "tx", "results": ["a", "b"]}
     assert collected(harness, callback) == [f"collected-{callback}-1"]
+
+
+def test_a_step_takes_the_result_of_the_attempt_that_landed_never_a_superseded_one(
+    harness: Harness,
+) -> None:
+    """A chain's step that takes the previous step's result (`takes_result`, stored as a
+    dependency whose one result it takes) reads the result of the attempt whose finish
+    landed. The first attempt of the previous step is frozen past its lease, its job
+    reclaimed and run again elsewhere; continued, the frozen attempt finishes late with
+    its own result, refused. The step runs only after that (its queue has no worker
+    until then), and receives the second attempt's result, once."""
+    workers = (harness.start_worker(settings=STEADY), harness.start_worker(settings=STEADY))
+    first = NewJob(task="hold_first", args_json=json.dumps({"seconds": 1.0}), retry_backoff=0.0)
+    (first_id,) = harness.store.enqueue([first])
+    step = NewJob(
+        task="collect",
+        args_json=json.dumps({"label": "chain"}),
+        queue="next",
+        depends_on=(first_id,),
+        dependency_results=True,
+        results_of=(first_id,),
+        one_result=True,
+    )
+    (step_id,) = harness.store.enqueue([step])
+    harness.wait_for(lambda: harness.started_file(first_id, 1).exists(), 15, "attempt 1")
+    stale = harness.by_id(harness.job(first_id)["worker_id"])
+    other = workers[1] if stale is workers[0] else workers[0]
+    harness.freeze(stale)
+    try:
+        done = harness.wait_status(first_id, "succeeded", 30)
+    finally:
+        stale.signal(signal.SIGCONT)
+    harness.wait_for(lambda: stale.job_events("lease_lost", first_id), 10, "its lease_lost")
+    stale.signal(signal.SIGTERM)  # once it exited, nothing more of it can land
+    assert stale.wait_exit(15) == 0
+    assert harness.job(step_id)["status"] == "queued"  # released, not yet run
+
+    harness.start_worker("--queues", "next", settings=STEADY)
+    ran = harness.wait_status(step_id, "succeeded", 30)
+    taken = ran["result"]["results"]
+    assert taken == harness.job(first_id)["result"] == done["result"]
+    assert taken["worker_id"] == other.id and taken["execution_id"] == 2
+    assert [e["outcome"] for e in harness.job(first_id)["executions"]] == ["crashed", "succeeded"]
+    assert collected(harness, step_id) == [f"collected-{step_id}-1"]

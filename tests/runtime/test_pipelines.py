@@ -94,7 +94,7 @@ def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:
         heartq.chain(t["add"].s(1), t["add"].s(2).set(depends_on=["no-such-job"])).enqueue()
     assert len(app.store.list_jobs()) == before
     with pytest.raises(heartq.ConfigError):
-        heartq.group()
+        heartq.chain()
     with pytest.raises(heartq.ConfigError):
         t["add"].s(1).set(depends_on=["x"], unique_key="k")
 
