@@ -81,6 +81,14 @@ def _blocked_by(watcher: Any, pid: int) -> list[int]:
     return pids
 
 
+def test_a_retention_of_zero_keeps_no_trace(store: Store, t0: float) -> None:
+    done = enqueue_one(store, t0)
+    run_to_end(store, t0 + 1)
+    assert store.prune(DAY, DAY, now=t0 + 2 * DAY, success_trace_retention=0).jobs == 1
+    with pytest.raises(DependencyNotFound):
+        enqueue_one(store, t0 + 2 * DAY, depends_on=(done,))
+
+
 def test_an_enqueue_that_waited_for_a_prune_finds_the_trace(
     store: Store, t0: float, backend: str, connect: Any, store_url: str  # noqa: F811
 ) -> None:

@@ -1,7 +1,7 @@
 """The pruner: deletes inactive/stopped workers and succeeded/cancelled jobs past their
 retention (every `prune_interval`, default 10 min; retention 7 days), keeping the ids of
 the succeeded ones in a trace that jobs enqueued later may depend on (forgotten after
-`success_trace_retention`, 90 days from their creation). Dead jobs stay until purged
+`success_trace_retention`, 30 days from their creation). Dead jobs stay until purged
 (`heartq dlq purge`). Event: `pruned`.
 """
 

@@ -130,7 +130,7 @@ class AdminOps:
         """Delete what retention no longer keeps; the ids of the succeeded jobs deleted
         are kept in the trace of pruned successes (a job may still depend on them:
         `dependencies.store`), which forgets those made over `success_trace_retention`
-        ago."""
+        ago (0: none kept)."""
         self.d.ensure_schema()
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
@@ -138,7 +138,7 @@ class AdminOps:
             workers = conn.execute(self.q.PRUNE_WORKERS, params).rowcount
             params = {"now": clock, "retention": job_retention, "limit": PRUNE_BATCH}
             ids = [r["id"] for r in conn.execute(self.q.SELECT_PRUNABLE_JOBS, params)]
-            if ids:
+            if ids and success_trace_retention > 0:
                 conn.execute(self.q.RECORD_PRUNED_SUCCESSES, {"ids": self.d.array(ids)})
             self._delete_jobs(conn, ids)
             horizon = database_time(self.d, conn, clock) - success_trace_retention
