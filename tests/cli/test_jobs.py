@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from heartq.model import TaskParameter, TaskPolicy
-from heartq.store import Store
+from heartq.store import Store, open_store
 from tests.cli.conftest import without_the_queue
 from tests.cli.helpers import HeartqCli, assert_fits, clean_env, on_screen, wait_for
 
@@ -501,6 +501,24 @@ def test_a_waiting_job_cancelled_says_why_and_bad_dependencies_are_one_line(
     out = heartq("jobs", "show", waiting).ok().out
     assert re.search(rf"cancelled\s+by dependency_failed: job {first} ended cancelled", out)
     run = heartq("enqueue", "ok", "--depends-on", "not-a-job-id").fails(1)
-    assert run.err.strip() == "heartq: error: no job with id 'not-a-job-id'"
+    said = run.err.strip()
+    assert said.startswith("heartq: error: depends_on names no job 'not-a-job-id': ")
+    assert "\n" not in said
     run = heartq("enqueue", "ok", "--depends-on", first, "--on-dependency-failure", "x").fails(2)
     assert "'x' is not one of 'cancel', 'run'" in run.err
+
+
+def test_enqueue_depends_on_a_succeeded_job_since_pruned(heartq: HeartqCli) -> None:
+    """A whole id the queue no longer finds is given to the enqueue as typed: a success
+    since pruned counts as met."""
+    done = heartq.add("ok")
+    heartq.burst()
+    store = open_store(heartq.url)
+    try:
+        assert store.prune(1, 1, now=store.clock() + 10).jobs == 1
+    finally:
+        store.close()
+    then = heartq("enqueue", "ok", "--depends-on", done).ok().out.strip()
+    job = heartq.json("jobs", "show", then)
+    assert job["status"] == "queued" and job["depends_on"][0]["ended"] == "succeeded"
+    assert re.search(rf"depends on\s+{done} \(\?, gone\)", heartq("jobs", "show", then).ok().out)

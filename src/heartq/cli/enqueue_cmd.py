@@ -15,7 +15,7 @@ from heartq import payload
 from heartq.app import App
 from heartq.cli.common import F, Seconds, print_json, url_option
 from heartq.config import resolve_url
-from heartq.errors import AlreadyEnqueued, ConfigError, TaskNotDeclaredWarning
+from heartq.errors import AlreadyEnqueued, ConfigError, JobNotFound, TaskNotDeclaredWarning
 from heartq.model import DependencyFailure
 from heartq.options import OPTIONS, Option, eta_problem, parse_eta
 
@@ -122,7 +122,8 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
 
 class JobIds(click.ParamType[list[str]]):
     """`--depends-on ID,ID`: job ids, comma-separated (each may be shortened, as
-    `heartq jobs show` takes them: resolved against the queue before the enqueue)."""
+    `heartq jobs show` takes them: resolved against the queue before the enqueue; a
+    succeeded job since pruned by its whole id)."""
 
     name = "ids"
 
@@ -138,6 +139,16 @@ class JobIds(click.ParamType[list[str]]):
 
 
 JOB_IDS = JobIds()
+
+
+def _dependency(app: App, ref: str) -> str:
+    """A `--depends-on` id as the queue knows it (a shortened one resolved); one it does
+    not find is given as typed: the enqueue counts a succeeded job since pruned, and
+    refuses anything else (`DependencyNotFound`)."""
+    try:
+        return app.store.resolve_job_id(ref)
+    except JobNotFound:
+        return ref
 
 
 class JsonObject(click.ParamType[dict[str, Any]]):
@@ -214,7 +225,7 @@ def enqueue_command(
     app = App(resolve_url(url), strict_tasks=strict)
     try:
         if options.get("depends_on"):
-            options["depends_on"] = [app.store.resolve_job_id(x) for x in options["depends_on"]]
+            options["depends_on"] = [_dependency(app, ref) for ref in options["depends_on"]]
         keyed = options.get("unique_key") is not None
         quiet = keyed and options.get("on_conflict") != "raise"
         held: AlreadyEnqueued | None = None
