@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 import heartq
+from heartq.maintenance.pruner import Pruner
 from heartq.testing import drain
 from tests.conftest import on_every_backend
 
@@ -203,3 +205,20 @@ def test_depends_on_a_pruned_success_is_met_a_missing_id_is_not(app: heartq.App)
     drain(app)
     assert app.result(then, timeout=5) == 3
     assert app.result(callback.last, timeout=5) == "sum=5 of [5]"
+
+
+def test_the_pruner_keeps_the_trace_for_the_app_s_success_trace_retention(
+    app: heartq.App,
+) -> None:
+    """The setting reaches the prune a worker's maintenance runs: 0 keeps no trace."""
+    t = _tasks(app)
+    kept = t["add"].enqueue(1)
+    drain(app)
+    Pruner(app.store, replace(app.settings, job_retention=0.001)).run_once()
+    assert app.get_job(app.enqueue("add", {"x": 1}, depends_on=[kept]))["status"] == "queued"
+    dropped = t["add"].enqueue(2)
+    drain(app)
+    settings = replace(app.settings, job_retention=0.001, success_trace_retention=0)
+    Pruner(app.store, settings).run_once()
+    with pytest.raises(heartq.DependencyNotFound):
+        app.enqueue("add", {"x": 2}, depends_on=[dropped])
