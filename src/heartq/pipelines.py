@@ -61,10 +61,8 @@ class Signature:
 
     def set(self, **options: Unpack[EnqueueOptions]) -> Signature:
         """This signature with these enqueue options (`heartq.options`) as well."""
-        merged: dict[str, Any] = {**self.options, **options}
-        return Signature(
-            self.task, self.args, self.kwargs, merged, self.result_taken  # type: ignore[arg-type]
-        )
+        merged: EnqueueOptions = {**self.options, **options}
+        return Signature(self.task, self.args, self.kwargs, merged, self.result_taken)
 
     def takes_result(self) -> Signature:
         """This signature taking the previous step's result as its first argument (after
@@ -211,9 +209,7 @@ def _args(part: _Part) -> dict[str, Any]:
     task = sig.task
     if part.results_of is not None:
         what = arguments.PREVIOUS_RESULT if sig.result_taken else arguments.DEPENDENCY_RESULTS
-        return arguments.bind_after_results(
-            task.name, task.signature, sig.args, sig.kwargs, what
-        )
+        return arguments.bind_after_results(task.name, task.signature, sig.args, sig.kwargs, what)
     return task.bind(*sig.args, **sig.kwargs)
 
 

@@ -18,7 +18,7 @@ from heartq.store.postgres.connection import parse_url
 from tests.support import wait_for
 
 from .support import enqueue_one, new_job
-from .test_dependencies import _wait_until_blocked_by, connect, run_to_end  # noqa: F401
+from .test_dependencies import connect, run_to_end  # noqa: F401 (connect: a fixture)
 
 DAY = 86400.0
 
@@ -90,7 +90,11 @@ def test_a_retention_of_zero_keeps_no_trace(store: Store, t0: float) -> None:
 
 
 def test_an_enqueue_that_waited_for_a_prune_finds_the_trace(
-    store: Store, t0: float, backend: str, connect: Any, store_url: str  # noqa: F811
+    store: Store,
+    t0: float,
+    backend: str,
+    connect: Any,  # noqa: F811
+    store_url: str,
 ) -> None:
     """PostgreSQL: the prune deletes a dependency while an enqueue waits for its row
     lock; once the prune commits, the enqueue finds no row, and its look at the trace,

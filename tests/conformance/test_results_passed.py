@@ -24,9 +24,7 @@ def _succeed_all(store: Store, t: float, count: int) -> None:
 
 def test_each_edge_passes_its_result_as_the_job_said(store: Store, t0: float) -> None:
     a, b, c = (enqueue_one(store, t0, task="m", args={"n": n}) for n in (1, 2, 3))
-    items = enqueue_one(
-        store, t0, depends_on=(a, b, c), dependency_results=True, results_of=(a, c)
-    )
+    items = enqueue_one(store, t0, depends_on=(a, b, c), dependency_results=True, results_of=(a, c))
     value = enqueue_one(
         store, t0, depends_on=(a, b), dependency_results=True, results_of=(b,), one_result=True
     )
@@ -44,9 +42,7 @@ def test_each_edge_passes_its_result_as_the_job_said(store: Store, t0: float) ->
     assert [store.get_job(i)["status"] for i in (items, value, nothing, every)] == ["queued"] * 4
 
 
-def test_an_edge_written_before_v21_passes_its_result_as_an_item(
-    store: Store, t0: float
-) -> None:
+def test_an_edge_written_before_v21_passes_its_result_as_an_item(store: Store, t0: float) -> None:
     """A callback's edges from before schema v21 have no `result_as` (the migration adds
     the column, NULL): each passes its result as an item, as it did then."""
     a, b = (enqueue_one(store, t0, task="m", args={"n": n}) for n in (1, 2))
@@ -77,9 +73,7 @@ def test_the_results_taken_must_be_among_the_dependencies(store: Store, t0: floa
     assert len(store.list_jobs()) == before
 
 
-def test_a_superseded_attempt_s_result_never_reaches_the_dependent(
-    store: Store, t0: float
-) -> None:
+def test_a_superseded_attempt_s_result_never_reaches_the_dependent(store: Store, t0: float) -> None:
     """The attempt that lost its lease finishes late with its own result: refused, so the
     dependent reads the result of the attempt that took over, and only that."""
     a = enqueue_one(store, t0, args={"n": 1})

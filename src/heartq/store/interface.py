@@ -201,8 +201,7 @@ class LeaseHolder(Clock, Protocol):
     def dependency_results(self, job_id: str) -> list[DependencyEnd]:
         """What a job that takes its dependencies' results (`ClaimedJob.dependency_results`)
         receives: each dependency whose result it takes, in order, its status, result,
-        whether that result is passed as it is (`as_value`) and whether it is still to
-        come. One read, made by the worker before it calls the task."""
+        whether it is passed as it is and whether it is still to come. One read."""
         ...
 
 
@@ -371,18 +370,10 @@ class Inspector(Protocol):
 class Administrator(Protocol):
     """The pruning of what retention no longer keeps (`maintenance/pruner.py`)."""
 
-    def prune(
-        self,
-        worker_retention: float,
-        job_retention: float,
-        now: float | None = None,
-        *,
-        success_trace_retention: float = ...,
-    ) -> PruneCounts:
-        """Delete inactive workers and finished jobs past their retention; keep the ids of
-        the succeeded jobs deleted (a job enqueued later may depend on them) until they
-        are `success_trace_retention` old."""
-        ...
+    def prune(  # the succeeded jobs' ids kept: depended on until success_trace_retention
+        self, worker_retention: float, job_retention: float, now: float | None = None,
+        *, success_trace_retention: float = ...,
+    ) -> PruneCounts: ...  # fmt: skip
 
 
 @runtime_checkable
