@@ -27,8 +27,8 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
+from heartq.store.sql.base import Rows, Step
 from heartq.store.sql.keyed import KeyedClaims
-from heartq.store.sql.program import Rows, Step
 
 
 class PostgresDialect:

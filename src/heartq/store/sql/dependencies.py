@@ -21,7 +21,7 @@ agree with all of them on who sees whom. Both halves of that agreement are here:
   `JobEnds.finish_statement` in `ends.py`.) SQLite has one writer: the order is given.
 
 Both are generators of statements (`Program`): the store drives one on its own connection
-(`program.drive`), on a borrowed one, or on an asyncio connection, and the logic stays
+(`base.drive`), on a borrowed one, or on an asyncio connection, and the logic stays
 written once.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from heartq.errors import ConfigError, DependencyNotFound
 from heartq.model import TERMINAL_STATUSES, JobStatus
-from heartq.store.sql.program import Program, Step, each
+from heartq.store.sql.base import Program, Step, each
 
 T = TypeVar("T")
 

@@ -16,8 +16,7 @@ from typing import Any
 from heartq.model import Lease
 from heartq.store import records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect, wake
-from heartq.store.sql.program import drive, run
+from heartq.store.sql.base import Dialect, drive, run, wake
 
 
 class JobEnds:

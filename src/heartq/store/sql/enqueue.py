@@ -25,8 +25,18 @@ from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect, current_time, database_time, wake
-from heartq.store.sql.program import Program, Step, drive, drive_async, each, run
+from heartq.store.sql.base import (
+    Dialect,
+    Program,
+    Step,
+    current_time,
+    database_time,
+    drive,
+    drive_async,
+    each,
+    run,
+    wake,
+)
 
 
 class EnqueueOps:

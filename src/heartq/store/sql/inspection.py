@@ -18,9 +18,8 @@ from heartq.ids import typed_forms
 from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, QueueWait
 from heartq.store import records, serialize
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect
+from heartq.store.sql.base import Dialect, run
 from heartq.store.sql.enqueue import EnqueueOps
-from heartq.store.sql.program import run
 
 MIN_ID_PREFIX = 8
 """A shortened job id must have at least 8 characters, dashes aside (what `heartq demo`

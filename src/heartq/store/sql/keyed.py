@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from heartq.store.sql.program import Rows, run
+from heartq.store.sql.base import Rows, run
 
 RATE_CONTENDED_RETRY = 0.05
 """Seconds after which a claimer that found a rate key with room held by another claimer

@@ -41,9 +41,8 @@ from heartq.model import (
 )
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect, database_time
+from heartq.store.sql.base import Dialect, Rows, database_time, run
 from heartq.store.sql.ends import JobEnds
-from heartq.store.sql.program import Rows, run
 
 T = TypeVar("T")
 

@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.store.sql.base import no_async_connection
+from heartq.store.sql.base import Rows, Step, no_async_connection
 from heartq.store.sql.keyed import KeyedClaims
-from heartq.store.sql.program import Rows, Step
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import ConnectionPool
