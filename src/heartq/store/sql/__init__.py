@@ -8,9 +8,10 @@ feature is written once for SQLite and PostgreSQL.
 
 One module per role of the store, each a plain class that holds the dialect and reads top
 to bottom: `enqueue.py` (jobs, schedules and task declarations in), `leases.py` (claims,
-renewals, a holder's ends), `reclaim.py` (the jobs of gone holders), `registry.py`
-(workers' rows), `inspection.py` (reads), `admin.py` (an operator's writes, and
-pruning); `ends.py` and `keyed.py` hold what several of them or both dialects share.
+renewals, a holder's ends, and `JobEnds`: a job's end whoever ends it), `reclaim.py`
+(the jobs of gone holders), `registry.py` (workers' rows), `inspection.py` (reads),
+`admin.py` (an operator's writes, and pruning); `keyed.py` holds what both dialects share
+of a keyed claim.
 `store.py` builds them into `SqlStore`, the facade that answers each `Store` call.
 Backends never log: events are emitted by the worker and the maintenance pass.
 """

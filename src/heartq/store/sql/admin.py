@@ -22,7 +22,7 @@ from heartq.payload import check_text
 from heartq.store import records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect, database_time, run, wake
-from heartq.store.sql.ends import JobEnds
+from heartq.store.sql.leases import JobEnds
 
 MAX_DEAD_AGE = 1000 * 365 * 86400.0
 """A purge's "dead for longer than" is cut to 1000 years: no job died earlier, so the

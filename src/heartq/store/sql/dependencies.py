@@ -18,7 +18,7 @@ agree with all of them on who sees whom. Both halves of that agreement are here:
   after the ended rows were locked, so it sees every edge committed before, and an enqueue
   that comes after waits for the lock and finds the job ended. (The worker's one-statement
   finish, committed by itself, leaves such jobs to a transaction of its own: see
-  `JobEnds.finish_statement` in `ends.py`.) SQLite has one writer: the order is given.
+  `JobEnds.finish_statement` in `leases.py`.) SQLite has one writer: the order is given.
 
 Both are generators of statements (`Program`): the store drives one on its own connection
 (`base.drive`), on a borrowed one, or on an asyncio connection, and the logic stays

@@ -21,7 +21,7 @@ from heartq.model import Lease, Reclaimed, Reconciliation, StaleWorker
 from heartq.store import reclaim as reclaim_plan
 from heartq.store import records
 from heartq.store.sql.base import Dialect, Liveness, database_time, run, wake
-from heartq.store.sql.ends import JobEnds
+from heartq.store.sql.leases import JobEnds
 
 ALWAYS_IN_CONTACT = 1e18
 """The contact of a caller that is not a worker: it judges as if it had always seen the
