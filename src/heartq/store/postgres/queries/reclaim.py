@@ -1,6 +1,6 @@
 """Reclaiming (store/sql/reclaim.py): the running rows a reclaimer takes (expired
 leases, a dead worker's jobs, a restarted name's, one crashed attempt) with the columns
-`store/reclaim.py` plans from, results given up with their attempt's lease, and a
+its `plan` reads, results given up with their attempt's lease, and a
 restarted worker's namesakes."""
 
 from __future__ import annotations
