@@ -11,13 +11,15 @@
   the modules the surviving worker's maintenance runs from the kill until the job is
   queued again.
 
-It prints each road's modules in the order they first ran and how many times the road
+The script's own reads that wait for each road's end (`get_job`, on the main thread) are
+not traced. It prints each road's modules in the order they first ran and how many times the road
 came back to a module it had left (the package map in docs/DESIGN.md names them). The
 figures are the issue's "short road" measure; nothing here is a test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,7 +28,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -68,9 +70,20 @@ class Trace:
         self.on = False
         self.calls: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._aside = threading.local()
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """Calls this thread makes meanwhile are not the road's (the script's own reads
+        that wait for the road's end)."""
+        self._aside.on = True
+        try:
+            yield
+        finally:
+            self._aside.on = False
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event != "call" or not self.on:
+        if event != "call" or not self.on or getattr(self._aside, "on", False):
             return
         module = frame.f_globals.get("__name__", "")
         if not module.startswith("heartq"):
@@ -138,7 +151,8 @@ def enqueue_to_finish(tasks: Any) -> None:
     time.sleep(0.3)  # let the first idle polls pass (they are the worker's, not the job's)
     trace.on = True
     job_id = tasks.noop.enqueue()
-    wait(lambda: tasks.app.store.get_job(job_id)["status"] == "succeeded", 10, "the finish")
+    with trace.aside():
+        wait(lambda: tasks.app.store.get_job(job_id)["status"] == "succeeded", 10, "the finish")
     trace.on = False
     worker.request_stop()
     runner.join(10)
@@ -167,7 +181,8 @@ def death_to_reclaim(tasks: Any, folder: Path, url: str) -> None:
     trace.on = True
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(10)
-    wait(lambda: tasks.app.store.get_job(job_id)["status"] != "running", 30, "the reclaim")
+    with trace.aside():
+        wait(lambda: tasks.app.store.get_job(job_id)["status"] != "running", 30, "the reclaim")
     trace.on = False
     survivor.request_stop()
     runner.join(10)
