@@ -7,7 +7,7 @@ each a reclaimer decides (`crash.after`: a crash, an interruption, the interrupt
 that buries the job, a job claimed ahead and never started); a release at shutdown, of a
 first attempt, a later one, one claimed ahead. The statements restate two of the model's
 rules in SQL (a retry after a cancel request ends the job cancelled; interrupted and
-released attempts are not counted: `lifecycle.landed`), so that they hold inside the
+released attempts are not counted: `lifecycle.fate`'s landing rules), so that they hold inside the
 fenced write: this is what keeps the two from drifting apart. tests/lifecycle/ holds the
 model to the table of docs/DESIGN.md without a database."""
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 
-from heartq.lifecycle import landed
+from heartq.lifecycle.fate import attempts_after, finished_status, released_status
 from heartq.model import ClaimedJob, DetectedBy, Finish, Outcome
 from heartq.store import Store
 from tests.lifecycle.cases import CRASH, RECLAIMED_ENDS, UNSTARTED, WORKER_ENDS, fate
@@ -55,8 +55,8 @@ def modelled(job: ClaimedJob, finish: Finish, on_row: bool) -> tuple[str, int, s
     """Where heartq.lifecycle says `job` ends once FINISH saves `finish` on its row, with a
     cancel requested there or not (`on_row`)."""
     return (
-        str(landed.finished_status(finish, on_row)),
-        landed.attempts_after(job.attempt, finish.outcome),
+        str(finished_status(finish, on_row)),
+        attempts_after(job.attempt, finish.outcome),
         str(finish.outcome),
     )
 
@@ -133,8 +133,8 @@ def test_every_release_lands_as_the_model_says(store: Store, t0: float) -> None:
     for job in claimed:
         which, on_row = case_of[job.id]
         expected = (
-            str(landed.released_status(on_row)),
-            landed.attempts_after(job.attempt, Outcome.RELEASED),
+            str(released_status(on_row)),
+            attempts_after(job.attempt, Outcome.RELEASED),
             str(Outcome.RELEASED),
         )
         seen = ended(store, job.id)

@@ -42,9 +42,9 @@ RELEASED = "released"
 
 def fate(job: ClaimedJob, end: str, told: bool, on_row: bool) -> Finish:
     """What heartq.lifecycle makes of `job`'s attempt ending `end`, before the store applies
-    it to the row (`landed`): the worker's own decision (`told`: it knew of a cancel), or
-    a reclaimer's, which reads the cancel on the row it holds (`on_row`). Not a release
-    at shutdown: that is `landed.released_status`."""
+    it to the row (`finished_status`): the worker's own decision (`told`: it knew of a
+    cancel), or a reclaimer's, which reads the cancel on the row it holds (`on_row`). Not a
+    release at shutdown: that is `released_status`."""
     if end in WORKER_ENDS:
         return decide(job, WORKER_ENDS[end], told)
     if end == UNSTARTED:

@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from heartq.lifecycle import landed
+from heartq.lifecycle.fate import attempts_after, finished_status, released_status
 from heartq.model import ClaimedJob, Outcome
 from tests.lifecycle.cases import RECLAIMED_ENDS, RELEASED, UNSTARTED, WORKER_ENDS, fate
 
@@ -61,13 +61,13 @@ def design(end: str, retries_left: bool, told: bool, on_row: bool) -> tuple[str,
 
 def lifecycle(end: str, retries_left: bool, told: bool, on_row: bool) -> tuple[str, bool]:
     """What heartq.lifecycle makes of the job's first attempt (`max_retries` 2 or 0)
-    ending `end`, as the store applies it to the row (`landed`)."""
+    ending `end`, as the store applies it to the row (`finished_status`, `released_status`)."""
     if end == RELEASED:
-        status = landed.released_status(on_row)
-        return str(status), landed.attempts_after(1, Outcome.RELEASED) == 1
+        status = released_status(on_row)
+        return str(status), attempts_after(1, Outcome.RELEASED) == 1
     finish = fate(_first_attempt(2 if retries_left else 0), end, told, on_row)
-    status = landed.finished_status(finish, on_row)
-    return str(status), landed.attempts_after(1, finish.outcome) == 1
+    status = finished_status(finish, on_row)
+    return str(status), attempts_after(1, finish.outcome) == 1
 
 
 def _first_attempt(max_retries: int) -> ClaimedJob:

@@ -31,16 +31,15 @@ the worker's alone and never stored. The modules, one question each:
 
 - `fate`: an attempt its own worker ended: how it ended (`AttemptEnd`), who decides its
   fate (the worker, the store after a crash, nobody once its transaction committed), the
-  fate the worker decides (`decide` -> a `Finish`: succeeded, retried, dead, cancelled)
-  and the `dead_reason` every dead job gets.
-- `landed`: what the store makes of a fate when it lands on the job's row as it stands
-  then (a cancel requested meanwhile; attempts that do not count), the rules each
-  dialect's FINISH and RELEASE write in SQL.
+  fate the worker decides (`decide` -> a `Finish`: succeeded, retried, dead, cancelled),
+  the `dead_reason` every dead job gets and what is kept of an error (clipped, and the
+  line operators read first); and what the store makes of any fate when it lands on the
+  job's row as it stands then (a cancel requested meanwhile; attempts that do not
+  count), the rules each dialect's FINISH and RELEASE write in SQL.
 - `crash`: an attempt someone else closed: how it ended (crashed, or interrupted by a
   database outage: `INFRASTRUCTURE`, `MAX_INTERRUPTIONS`), its job's fate, and what is
   kept of it (its crash context).
 - `retry`: whether to retry and after how long (backoff with jitter), and the defaults.
-- `error_text`: what is kept of an error (clipped) and the line operators read first.
 
 Why one place: these rules used to be spread over the worker, the store and three
 modules, with three words for the same ends; a change to one path (a crash) could miss

@@ -30,6 +30,31 @@ that code, and retrying it as one only wastes the retries' waits before the same
   rolling deploy or a rollback): given back, not counted as an attempt, runnable again
   after `WAIT_FOR_TASK` doubling with each wait up to `WAIT_FOR_TASK_MAX`, so a worker
   that knows it takes it, and one that does not claims it again rarely.
+
+What is kept of an attempt's error, whoever ended it (`clip_error`, `error_summary`): a
+traceback can be megabytes (a recursion, a huge repr); the database keeps its two ends,
+where the call that failed and the exception are. Operators read one line first (events,
+`dead_reason`, `heartq dlq list`): the traceback's last line.
+
+What a job becomes when the end of its attempt lands in the store (`finished_status`,
+`released_status`, `attempts_after`). The worker decides an attempt's fate (`decide`)
+from what it knows; the store applies it to the job's row as the row stands when the write
+lands, which may know one thing more: a cancel requested since the worker last looked
+(its pulse reads requests about once a second). Two rules follow, and each dialect's
+FINISH and RELEASE statements write them in SQL (their `CASE` expressions), because they
+must hold in the same statement that fences the write:
+
+- a retry while a cancel is requested ends the job `cancelled` instead: the request is
+  honoured, never lost to a retry (the execution keeps its own outcome);
+- an attempt that did not run the task's code to an end of its own is not counted: an
+  `interrupted` one (its worker lost the database) and a `released` one (given back at
+  shutdown, for a worker that knows its task, or claimed ahead and never started).
+
+Those functions are these rules as the model says them; tests/conformance/test_landed.py
+walks every way an attempt can end that reaches FINISH or RELEASE (the worker's, a
+reclaimer's, a release), under each policy and cancel state, through `decide` or
+`crash.after`, these, and each dialect's statements, and fails on any disagreement;
+tests/lifecycle/test_fate_table.py holds them to docs/DESIGN.md's table.
 """
 
 from __future__ import annotations
@@ -40,7 +65,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from heartq.errors import UnknownTask
-from heartq.lifecycle.error_text import clip_error, error_summary
 from heartq.lifecycle.retry import (
     Backoff,
     RetryDecision,
@@ -50,6 +74,7 @@ from heartq.lifecycle.retry import (
     retries_left,
 )
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
+from heartq.payload import clean_text
 
 WAIT_FOR_TASK = 5.0
 """A job of a task its worker does not know, declared by another, waits 5 s (+/-25 %)
@@ -57,6 +82,10 @@ before it may be claimed again: time for a worker that knows it to take it."""
 WAIT_FOR_TASK_MAX = 300.0
 """The wait doubles with each one (5, 10, 20 s ...) up to 5 minutes: a job that waits for
 days costs a claim every 5 minutes, not a busy loop."""
+MAX_ERROR_CHARS = 16_000
+"""Errors (tracebacks) are stored truncated to this many characters."""
+NOT_COUNTED = frozenset({Outcome.INTERRUPTED, Outcome.RELEASED})
+"""Outcomes of executions that do not count as attempts of the job."""
 
 
 # -- how an attempt ended ---------------------------------------------------------------
@@ -285,3 +314,43 @@ def dead_reason(
     if outcome is Outcome.TIMED_OUT:
         return f"timed out on the last of {attempts} attempts; {last}"
     return f"failed {attempts} attempts; last error: {last}"
+
+
+# -- what is kept of an error ----------------------------------------------------------
+def clip_error(text: str | None) -> str | None:
+    """`text` cleaned for storage (`clean_text`) and, if longer than `MAX_ERROR_CHARS`,
+    cut in the middle: its start and its end say most."""
+    text = clean_text(text)
+    if text is None or len(text) <= MAX_ERROR_CHARS:
+        return text
+    half = MAX_ERROR_CHARS // 2
+    return text[:half] + "\n... [truncated] ...\n" + text[-half:]
+
+
+def error_summary(text: str | None) -> str:
+    """The line of an error an operator reads first: a traceback's last line (the
+    exception and its message), at most 300 characters."""
+    if not text:
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+# -- how a fate lands in the store -----------------------------------------------------
+def finished_status(finish: Finish, cancel_requested: bool) -> JobStatus:
+    """The job's status once `finish` lands on a row whose `cancel_requested` is as given."""
+    if finish.status is JobStatus.QUEUED and cancel_requested:
+        return JobStatus.CANCELLED
+    return finish.status
+
+
+def released_status(cancel_requested: bool) -> JobStatus:
+    """The job's status once a release of its attempt lands (the worker gives it back,
+    unstarted or at shutdown): queued again, or cancelled if a cancel was requested."""
+    return JobStatus.CANCELLED if cancel_requested else JobStatus.QUEUED
+
+
+def attempts_after(attempts: int, outcome: Outcome) -> int:
+    """The job's count of attempts once an execution that ended `outcome` lands (the
+    claim counted it: one not counted is taken back)."""
+    return max(attempts - 1, 0) if outcome in NOT_COUNTED else attempts

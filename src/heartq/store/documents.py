@@ -18,7 +18,7 @@ from typing import Any
 
 from heartq.errors import ConfigError, PayloadError
 from heartq.ids import new_job_id
-from heartq.lifecycle.error_text import clip_error
+from heartq.lifecycle.fate import clip_error
 from heartq.lifecycle.retry import EXPONENTIAL
 from heartq.model import (
     DependencyFailure,

@@ -30,8 +30,7 @@ from typing import Any, TypeVar
 from heartq import events
 from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
-from heartq.lifecycle.error_text import error_summary
-from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd
+from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd, error_summary
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
 from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import LeaseHolder

@@ -1,6 +1,6 @@
 """The end of an attempt: `FINISH` and `RELEASE`, as the PostgreSQL dialect's
 `queries/finish.py` describes them (what their `CASE` expressions restate of
-`heartq.lifecycle.landed`, and the test that holds them to it). Here each takes two
+`heartq.lifecycle.fate`, and the test that holds them to it). Here each takes two
 statements in its transaction: the attempt's execution row first, then its job."""
 
 from __future__ import annotations
