@@ -27,6 +27,7 @@ from typing import Any
 
 from heartq.lifecycle import crash
 from heartq.lifecycle.crash import HeldJob, after, crash_context, ended_by
+from heartq.lifecycle.fate import attempts_after, released_status
 from heartq.model import (
     JobStatus,
     Lease,
@@ -307,14 +308,13 @@ def _unstarted(
     code never ran, so it cannot be what killed the worker); 'cancelled' if its cancel
     was requested. The crash context is kept for the log only."""
     crash = _crash_of(row, now, detected_by, f"{reason} (claimed ahead, not started)", extra)
-    cancelled = bool(row["cancel_requested"])
     return Reclaimed(
         job_id=row["id"],
         execution_id=row["execution_id"],
         worker_id=row["worker_id"],
         task=row["task"],
-        status=JobStatus.CANCELLED if cancelled else JobStatus.QUEUED,
-        attempts=max(int(row["attempts"]) - 1, 0),
+        status=released_status(bool(row["cancel_requested"])),
+        attempts=attempts_after(int(row["attempts"]), Outcome.RELEASED),
         crash=crash,
         outcome=Outcome.RELEASED,
         **_job_of(row),
