@@ -1,5 +1,14 @@
-"""SQLite's liveness locks, as the store uses them: a lock file per worker (`lock_files.py`),
-held by its process, judged free by any process on the same host.
+"""SQLite's liveness locks: a lock file per worker, held by its process, judged free by any
+process on the same host; and how the store uses them.
+
+A live worker holds an exclusive `flock` on `<db>.workers/<worker_id>.lock` for its whole
+life. The kernel drops the lock the instant the process dies (SIGKILL, OOM kill,
+segfault), so any process on the machine can tell a dead worker from a live one with one
+non-blocking lock attempt. `flock` (not `fcntl`/`lockf`) because its locks belong to the
+open file, so a probe from the same process as a live worker still sees the lock as taken.
+
+The lock only speeds detection up. Leases stay the truth: a worker that is wrongly
+suspected is harmless, because fencing refuses its writes.
 
 Why an object of its own and not store hooks: a lock file is not SQL. The SQL store asks
 it, through `Liveness` (`store/sql/base.py`), whether a namesake's lock is free and to
@@ -9,6 +18,10 @@ with. A free `flock` is a dead process (the kernel dropped it), so there is no g
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,7 +30,6 @@ from typing import Any
 from heartq.model import LivenessChange, StaleWorker
 from heartq.store.interface import LivenessHandle
 from heartq.store.sql.base import DeadReclaimer, Dialect
-from heartq.store.sqlite import lock_files
 from heartq.store.sqlite import queries as q
 
 
@@ -34,7 +46,7 @@ class LockFileLiveness:
     ) -> LivenessHandle:
         """A lock file the kernel frees when the process dies; it is never lost while the
         process lives, so `on_change` is never called."""
-        return lock_files.FileLivenessLock(self.path, worker_id)
+        return FileLivenessLock(self.path, worker_id)
 
     def probe(
         self,
@@ -44,7 +56,7 @@ class LockFileLiveness:
         observer: str | None = None,
     ) -> list[StaleWorker]:
         """Reclaim the jobs of this host's active workers whose lock file is free."""
-        dead = [w for w in self._here() if lock_files.is_dead(self.path, w)]
+        dead = [w for w in self._here() if is_dead(self.path, w)]
         if not dead:
             return []
         with self.d.write() as conn:
@@ -63,11 +75,11 @@ class LockFileLiveness:
         if not worker_ids:
             return []
         here = set(self._here())
-        return [w for w in worker_ids if w in here and lock_files.is_dead(self.path, w)]
+        return [w for w in worker_ids if w in here and is_dead(self.path, w)]
 
     def lock_free(self, namesake: Mapping[str, Any]) -> bool:
         """No lock file: nothing says it is alive."""
-        return lock_files.is_dead(self.path, namesake["id"]) is not False
+        return is_dead(self.path, namesake["id"]) is not False
 
     def note_locks(
         self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
@@ -77,8 +89,8 @@ class LockFileLiveness:
     def forget(self, worker_ids: Sequence[str]) -> None:
         """Remove the lock files of reclaimed workers whose lock is free."""
         for worker_id in worker_ids:
-            if lock_files.is_dead(self.path, worker_id):
-                lock_files.forget(self.path, worker_id)
+            if is_dead(self.path, worker_id):
+                forget_lock_file(self.path, worker_id)
 
     def _here(self) -> list[str]:
         """This host's active workers."""
@@ -86,3 +98,57 @@ class LockFileLiveness:
         with self.d.read() as conn:
             params = {"hostname": socket.gethostname()}
             return [r["id"] for r in conn.execute(q.ACTIVE_WORKERS_ON_HOST, params)]
+
+
+# -- the lock files ----------------------------------------------------------------------
+def lock_dir(db_path: Path) -> Path:
+    return db_path.absolute().with_name(db_path.name + ".workers")
+
+
+def _lock_path(db_path: Path, worker_id: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in worker_id)
+    return lock_dir(db_path) / f"{safe}.lock"
+
+
+class FileLivenessLock:
+    """Held by a live worker; `release()` on a clean stop."""
+
+    def __init__(self, db_path: Path, worker_id: str) -> None:
+        self.path = _lock_path(db_path, worker_id)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+def is_dead(db_path: Path, worker_id: str) -> bool | None:
+    """True if the worker's lock can be taken (its process is gone), False if held,
+    None if there is no lock file to judge by."""
+    path = _lock_path(db_path, worker_id)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return False
+            raise
+        return True
+    finally:
+        os.close(fd)
+
+
+def forget_lock_file(db_path: Path, worker_id: str) -> None:
+    """Remove a dead worker's lock file once its jobs are reclaimed."""
+    with contextlib.suppress(OSError):
+        _lock_path(db_path, worker_id).unlink()

@@ -1,5 +1,5 @@
 """Only SQLite: the active workers of this host, whose liveness lock files a probe
-tries (`lock_files.py`)."""
+tries (`liveness.py`)."""
 
 from __future__ import annotations
 
