@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sqlite3  # also loaded before a child drops to `nobody`
 import subprocess
 import sys
@@ -21,9 +22,12 @@ from pathlib import Path
 import pytest
 
 from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
-from heartq.model import NewJob
+from heartq.model import DetectedBy, JobStatus, NewJob
 from heartq.store import open_store
+from heartq.store.sqlite.liveness import lock_dir
 from tests.support import wait_for
+
+from .support import enqueue_one, register
 
 
 def _error_opening(path: Path | str) -> StoreUnavailable:
@@ -259,4 +263,55 @@ def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
             assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 300
         assert store.list_jobs() == []
     finally:
+        store.close()
+
+
+def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_path: Path) -> None:
+    """A worker whose process died (SIGKILL: the kernel freed its lock file, the file
+    stays) is found by the liveness probe, its job queued again in the probe's
+    transaction, and its lock file removed once that committed, so the lock files do
+    not pile up with every dead worker; a live worker keeps its job and its lock file."""
+    path = tmp_path / "q.db"
+    store = open_store(f"sqlite:///{path}")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from heartq.store.sqlite.liveness import FileLivenessLock\n"
+            f"FileLivenessLock(Path({str(path)!r}), 'dead')\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        store.migrate()
+        t0 = store.clock()
+        here = socket.gethostname()  # a lock file is judged on its own host only
+        register(store, "dead", t0, hostname=here)
+        register(store, "live", t0, hostname=here)
+        enqueue_one(store, t0)
+        enqueue_one(store, t0)
+        (gone,) = store.claim("dead", ["default"], 1, 600, now=t0)
+        (kept,) = store.claim("live", ["default"], 1, 600, now=t0)
+        live = store.liveness_hold("live")
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert store.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 1) == []  # held
+
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        (found,) = store.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 2)
+
+        assert found.id == "dead"
+        assert [r.job_id for r in found.reclaimed] == [gone.id]
+        assert store.get_job(gone.id)["status"] == JobStatus.QUEUED
+        assert store.get_job(kept.id)["status"] == JobStatus.RUNNING
+        assert sorted(p.name for p in lock_dir(path).iterdir()) == ["live.lock"]
+        live.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
         store.close()

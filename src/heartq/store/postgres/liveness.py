@@ -4,24 +4,26 @@ session, probed, and judged at a restarted worker's reconciliation.
 Why an object of its own and not store hooks: a liveness lock is a session advisory lock
 (`advisory_locks.py`, which says why a free lock is believed only after a grace), held
 on a session that lives as long as the worker (`session.py`), not a statement of a
-transaction; the SQL store only asks it, through `Liveness` (`store/sql/base.py`),
-whether a namesake's lock is free, and hands it the reclaimer its probe reclaims with.
+transaction; the SQL store only asks it, through `Liveness` (`store/sql/base.py`), which
+workers' locks stayed free for the grace (`dead`: the probe reclaims their jobs in the
+transaction it opens) and whether a namesake's lock is free.
 Behind a transaction-mode pooler without a direct URL workers hold none (`NoLock`,
 recorded in their row so no probe tries it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from heartq.model import LivenessChange, StaleWorker
+from heartq.model import LivenessChange
 from heartq.store.interface import LivenessHandle
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
 from heartq.store.postgres.pooler import NoLock
 from heartq.store.postgres.session import LastingSession
-from heartq.store.sql.base import DeadReclaimer, Dialect
+from heartq.store.sql.base import Dialect, FoundDead
 
 
 class AdvisoryLiveness:
@@ -46,16 +48,11 @@ class AdvisoryLiveness:
             if handle is not None:
                 return handle
 
-    def probe(
-        self,
-        reclaimer: DeadReclaimer,
-        detected_by: str,
-        now: float | None = None,
-        observer: str | None = None,
-    ) -> list[StaleWorker]:
-        """Reclaim the jobs of active workers whose liveness lock stayed free on consecutive
-        probes spanning `grace` (`LIVENESS_GRACE`) of database time (`now` if
-        given); a worker found holding its lock again is forgotten.
+    @contextlib.contextmanager
+    def dead(self, now: float | None = None) -> Iterator[FoundDead | None]:
+        """The active workers whose liveness lock stayed free on consecutive probes
+        spanning `grace` (`LIVENESS_GRACE`) of database time (`now` if given), in the
+        probe's write transaction; a worker found holding its lock again is forgotten.
 
         Why not at the first free lock: a free lock means the lock's session is gone, and a
         dropped session is not a dead process. A server restart, a failover, a network
@@ -82,20 +79,23 @@ class AdvisoryLiveness:
         """
         session = self.sessions.current
         if session is not None and session.unsettled(self.restart_quiet):
-            return []
+            yield None
+            return
         self.d.ensure_schema()
         with self.d.write() as conn:
             start = conn.execute(q.PROBE_START, {"now": now}).fetchone()
             assert start is not None
             if not start["alone"]:
-                return []  # another worker is probing right now
+                yield None  # another worker is probing right now
+                return
             if float(start["uptime"]) < self.restart_quiet:
                 conn.execute(q.FORGET_SUSPECTS)
-                return []
+                yield None
+                return
             at = float(start["now"])
             free = conn.execute(q.PROBE_LIVENESS, {"now": now}).fetchall()
             dead = [r["id"] for r in free if at - float(r["free_since"]) >= self.grace]
-            return reclaimer.reclaim_dead(conn, now, dead, detected_by, observer)
+            yield FoundDead(conn, now, dead)
 
     def lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
         """Startup reconciliation believes a free lock as the probes do: once it has been
@@ -130,7 +130,7 @@ class AdvisoryLiveness:
         """Active workers among `worker_ids` whose advisory lock is free at this instant
         (tried inside a transaction, so released at once). A session that dropped under
         a living worker shows free for the second its watcher needs to take it again:
-        callers only report it; `probe` alone reclaims, after the grace."""
+        callers only report it; the probe (`dead`) alone reclaims, after the grace."""
         if not worker_ids:
             return []
         self.d.ensure_schema()

@@ -34,7 +34,8 @@ dialect provides (`Dialect`):
   (`migrate`, `ensure_schema`), pool (`reach`, `resize_pool`) and `close`.
 
 What is not SQL-shaped lives in the dialect package's own objects: its liveness locks
-(`Liveness`: lock files, advisory locks on a lasting session) and its notifications
+(`Liveness`: lock files, advisory locks on a lasting session; it finds the dead, the
+reclaimer reclaims them) and its notifications
 (`Listeners`: LISTEN on that session). Why this cut: a dialect's author reads this module
 to know what to write, a reader of an operation finds it in one role module, and the
 dialect stays small because everything the two databases agree on is written once.
@@ -44,12 +45,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 from heartq.errors import ConfigError
-from heartq.model import LivenessChange, StaleWorker
+from heartq.model import LivenessChange
 from heartq.store.interface import LivenessHandle
 
 # -- programs of statements ----------------------------------------------------------------
@@ -234,17 +236,14 @@ class Dialect(Protocol):
     def close(self) -> None: ...
 
 
-class DeadReclaimer(Protocol):
-    """What a liveness probe reclaims with, in its own transaction (`ReclaimOps`)."""
+@dataclass(frozen=True)
+class FoundDead:
+    """The workers a liveness probe found dead, in the write transaction that found them:
+    their jobs are reclaimed in it (`ReclaimOps.liveness_probe`)."""
 
-    def reclaim_dead(
-        self,
-        conn: Any,
-        clock: float | None,
-        worker_ids: Sequence[str],
-        detected_by: str,
-        observer: str | None = None,
-    ) -> list[StaleWorker]: ...
+    conn: Any
+    clock: float | None
+    worker_ids: list[str]
 
 
 class Liveness(Protocol):
@@ -258,14 +257,9 @@ class Liveness(Protocol):
         self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
     ) -> LivenessHandle: ...
 
-    def probe(
-        self,
-        reclaimer: DeadReclaimer,
-        detected_by: str,
-        now: float | None = None,
-        observer: str | None = None,
-    ) -> list[StaleWorker]:
-        """Reclaim (through `reclaimer`) the jobs of active workers whose lock is free."""
+    def dead(self, now: float | None = None) -> contextlib.AbstractContextManager[FoundDead | None]:
+        """The active workers whose lock is free (for `grace`), in a write transaction
+        that the reclaim of their jobs runs in before it commits; None: no probe now."""
         ...
 
     def suspects(self) -> dict[str, float]: ...

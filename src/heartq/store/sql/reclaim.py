@@ -1,7 +1,7 @@
 """Reclaiming the jobs of attempts whose holder is gone: expired leases, workers gone
-silent, workers whose liveness lock is free (each dialect's `Liveness.probe` finds them
-and calls `reclaim_dead`), earlier workers of a restarted worker's name, and one attempt
-its own worker saw crash.
+silent, workers whose liveness lock is free (each dialect's `Liveness.dead` finds them,
+in the transaction `liveness_probe` reclaims them in), earlier workers of a restarted
+worker's name, and one attempt its own worker saw crash.
 
 Why together: they all end in `_reclaim`: the rows are planned (`plan`: crash context and
 fate), closed with the fenced finish and their queues woken, in the caller's write
@@ -48,14 +48,13 @@ database (seconds; a finite number every dialect binds as a float)."""
 
 
 class ReclaimOps:
-    """The reclaimer's operations of `SqlStore` (`Reclaimer` in `store/interface.py`), but
-    the liveness probe, which the dialect's `Liveness` drives (calling `reclaim_dead`)."""
+    """The reclaimer's operations of `SqlStore` (`Reclaimer` in `store/interface.py`)."""
 
     def __init__(self, dialect: Dialect, locks: Liveness) -> None:
         self.d = dialect
         self.q = dialect.q
         self.ends = JobEnds(dialect)
-        self.locks = locks  # how a namesake's liveness lock is judged (`reclaim_by_name`)
+        self.locks = locks  # who is dead by the liveness locks, how a namesake's is judged
 
     def _reclaim(
         self,
@@ -184,7 +183,22 @@ class ReclaimOps:
             return ALWAYS_IN_CONTACT, 0.0
         return float(row["contact"]), float(row["stale_after"])
 
-    def reclaim_dead(
+    def liveness_probe(
+        self, detected_by: str, now: float | None = None, observer: str | None = None
+    ) -> list[StaleWorker]:
+        """Reclaim the jobs of active workers whose liveness lock is free (for the
+        dialect's grace), in the write transaction the dialect found them in, then let it
+        clean up after them."""
+        with self.locks.dead(now) as found:
+            if found is None:
+                return []
+            stale = self._reclaim_dead(
+                found.conn, found.clock, found.worker_ids, detected_by, observer
+            )
+        self.locks.forget(found.worker_ids)
+        return stale
+
+    def _reclaim_dead(
         self,
         conn: Any,
         clock: float | None,

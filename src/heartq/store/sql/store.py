@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from heartq.model import Lease, LivenessChange, StaleWorker
+from heartq.model import Lease, LivenessChange
 from heartq.store.interface import LivenessHandle
 from heartq.store.sql.admin import AdminOps
 from heartq.store.sql.base import (
@@ -102,6 +102,7 @@ class SqlStore:
     reclaim_by_name = RoleMethod("reclaiming", ReclaimOps.reclaim_by_name)
     crash_attempt = RoleMethod("reclaiming", ReclaimOps.crash_attempt)  # a holder's, as a reclaim
     mark_stale_workers = RoleMethod("reclaiming", ReclaimOps.mark_stale_workers)
+    liveness_probe = RoleMethod("reclaiming", ReclaimOps.liveness_probe)
 
     # -- the registry
     register_worker = RoleMethod("registry", RegistryOps.register_worker)
@@ -209,11 +210,6 @@ class SqlStore:
         self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
     ) -> LivenessHandle:
         return self.liveness.hold(worker_id, on_change)
-
-    def liveness_probe(
-        self, detected_by: str, now: float | None = None, observer: str | None = None
-    ) -> list[StaleWorker]:
-        return self.liveness.probe(self.reclaiming, detected_by, now, observer)
 
     def liveness_suspects(self) -> dict[str, float]:
         return self.liveness.suspects()

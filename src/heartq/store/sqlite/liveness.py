@@ -11,9 +11,10 @@ The lock only speeds detection up. Leases stay the truth: a worker that is wrong
 suspected is harmless, because fencing refuses its writes.
 
 Why an object of its own and not store hooks: a lock file is not SQL. The SQL store asks
-it, through `Liveness` (`store/sql/base.py`), whether a namesake's lock is free and to
-clean up after the workers it reclaimed, and hands it the reclaimer its probe reclaims
-with. A free `flock` is a dead process (the kernel dropped it), so there is no grace.
+it, through `Liveness` (`store/sql/base.py`), which workers' locks are free (`dead`: the
+probe reclaims their jobs in the transaction it opens), whether a namesake's lock is
+free, and to clean up after the workers it reclaimed. A free `flock` is a dead process
+(the kernel dropped it), so there is no grace.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import errno
 import fcntl
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.model import LivenessChange, StaleWorker
+from heartq.model import LivenessChange
 from heartq.store.interface import LivenessHandle
-from heartq.store.sql.base import DeadReclaimer, Dialect
+from heartq.store.sql.base import Dialect, FoundDead
 from heartq.store.sqlite import queries as q
 
 
@@ -48,22 +49,16 @@ class LockFileLiveness:
         process lives, so `on_change` is never called."""
         return FileLivenessLock(self.path, worker_id)
 
-    def probe(
-        self,
-        reclaimer: DeadReclaimer,
-        detected_by: str,
-        now: float | None = None,
-        observer: str | None = None,
-    ) -> list[StaleWorker]:
-        """Reclaim the jobs of this host's active workers whose lock file is free."""
+    @contextlib.contextmanager
+    def dead(self, now: float | None = None) -> Iterator[FoundDead | None]:
+        """This host's active workers whose lock file is free, in a write transaction
+        (None, and no transaction, when there is none)."""
         dead = [w for w in self._here() if is_dead(self.path, w)]
         if not dead:
-            return []
+            yield None
+            return
         with self.d.write() as conn:
-            clock = self.d.clock(conn, now)
-            found = reclaimer.reclaim_dead(conn, clock, dead, detected_by, observer)
-        self.forget(dead)
-        return found
+            yield FoundDead(conn, self.d.clock(conn, now), dead)
 
     def suspects(self) -> dict[str, float]:
         """None: a free lock file is believed at once."""
