@@ -14,7 +14,7 @@ from the same rounds on the same machine. Variants:
 - `store <sync>`: `Store.enqueue([NewJob])`;
 - `app <sync>`: `App.enqueue("noop")`, the whole path (a registered task);
 - `app x8 <sync>`: the same from 8 threads at once (a web server's threads enqueuing into
-  one file: their enqueues share commits, `store/sqlite/shared_commit.py`).
+  one file: their enqueues share commits, `SharedCommit`, `store/sqlite/connection.py`).
 
 `<sync>` is `full` (heartq's default) or `normal` (`?synchronous=normal`, see
 docs/OPERATIONS.md for what it risks). Run:

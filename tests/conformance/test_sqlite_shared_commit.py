@@ -1,5 +1,6 @@
 """SQLite: hot writes of two threads that meet at the write lock share one commit
-(`store/sqlite/shared_commit.py`), and each still commits or fails as a whole.
+(`SharedCommit` in `store/sqlite/connection.py`), and each still commits or fails as a
+whole.
 
 Each test runs a first hot write that holds the lock until a second one waits for it,
 on a real file, and reads the outcome through a connection of its own."""
@@ -17,8 +18,7 @@ import pytest
 from heartq.errors import DuplicateJob, StoreUnavailable
 from heartq.model import NewJob
 from heartq.store import open_store
-from heartq.store.sqlite.connection import ConnectionPool
-from heartq.store.sqlite.shared_commit import SHARED_ENQUEUE_JOBS
+from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
 from heartq.store.sqlite.store import SQLiteStore
 from tests.support import wait_for
 

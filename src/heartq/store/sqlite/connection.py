@@ -1,4 +1,5 @@
-"""Opening SQLite files safely for many processes, and turning its errors into clear ones.
+"""Opening SQLite files safely for many processes, writing to them in transactions that
+hot writes share, and turning its errors into clear ones.
 
 Each thread gets its own connection (sqlite3 connections are not meant to be shared across
 threads mid-transaction). Options, all fixed per store: WAL journal (readers never block
@@ -15,6 +16,35 @@ written and the write fails with `StoreUnavailable` (`faults.py`). A file replac
 the process (restored by an operator) is reopened by every thread at its next use. Once a
 file was opened, it is never created again: a deleted database is not silently replaced
 by an empty one. A nearly full disk is the WAL guard's (`wal.py`).
+
+One commit for the hot writes of a process's threads that meet at SQLite's write lock
+(`write(share=True)`, `SharedCommit`). A worker writes from several threads: the fetch
+loop claims, the completer finishes, the heartbeater renews. On SQLite they queue for one
+write lock per process (and the file's lock between processes), and each write pays its
+own `BEGIN IMMEDIATE` and its own `COMMIT`, an fsync at `synchronous=FULL`. Measured in
+the benchmark's two workers of no-op jobs (docs/BENCHMARKS.md, eleventh session): each
+thread spent a third of its time waiting for the other's transaction, and a commit took
+1.8 ms of the 6 ms a transaction held the file's lock.
+
+So a hot write (`ConnectionPool.write(share=True)`: claim, start of claimed-ahead jobs,
+heartbeat, pulse, finish, and an enqueue of at most `SHARED_ENQUEUE_JOBS` jobs) that
+ends while another hot write of the process waits for the lock does not commit: it
+leaves its transaction open for that one (a `SharedCommit`) and waits. The next hot
+write runs inside the same transaction under a savepoint, so its failure rolls back its
+own statements only, and the last one commits for all. Each caller still returns only
+once its statements are committed, and raises if they are not: a commit that fails
+fails every write that shared it. A write that does not share (a larger enqueue, a
+migration, a periodic tick, an application's effects) first commits a transaction left
+open, so it never waits behind another's statements, and never joins them.
+
+Small enqueues share too: an application's threads (a web server's) that each enqueue a
+job into one file queue at the write lock as the worker's threads do, and each paid an
+fsync of its own (`bench/enqueue_one.py --only 'app x8 full'`, 8 threads enqueuing one
+job a call at `synchronous=FULL`: 3,907 and 4,329 jobs/s alone, 5,804 and 6,170 sharing,
+a commit for 4 enqueues instead of 1; one thread alone is unchanged).
+
+What a write sharing the commit may wait for: the statements of at most
+`MAX_SHARED - 1` other hot writes, each bounded by the worker's slots or batch sizes.
 """
 
 from __future__ import annotations
@@ -28,10 +58,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from heartq.errors import ConfigError, StoreBusy, StoreRefused, StoreUnavailable
+from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
 from heartq.store.sqlite import faults
-from heartq.store.sqlite.faults import translate
-from heartq.store.sqlite.shared_commit import MAX_SHARED, PARKED_CHECK, SAVEPOINT, SharedCommit
+from heartq.store.sqlite.faults import check_location, translate
 from heartq.store.sqlite.wal import WalGuard
 
 __all__ = ["ConnectionPool", "check_location", "options_from_url", "path_from_url", "translate"]
@@ -60,6 +89,19 @@ WRITE_LOCK_MAX_PAUSE = 0.001
 SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ms and longer between tries:
 with two busy workers on one file, each holding the lock for a millisecond or two at a
 time, its waiters slept through most of the moments the lock was free."""
+
+
+MAX_SHARED = 4
+"""At most 4 writes share one commit (a worker has 3-4 threads that write): the first one
+waits for the statements of 3 others at most."""
+SHARED_ENQUEUE_JOBS = 100
+"""An enqueue of at most 100 jobs shares commits; a larger batch would hold up the writes
+that wait to commit with it for as long as its inserts take, so it commits alone."""
+PARKED_CHECK = 0.05
+"""A write that left its transaction open for a waiting one looks every 50 ms whether it
+was taken: the waiter may have given up (its wait for the lock timed out), and then the
+write commits its transaction itself."""
+SAVEPOINT = "heartq_shared"
 
 
 class UrlOptions(NamedTuple):
@@ -118,26 +160,22 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def check_location(path: Path) -> None:
-    """Fail with one clear line before sqlite3 says 'unable to open database file'.
-    `StoreRefused`: a missing directory, or one heartq may not write, is a setup to fix,
-    not a passing fault, so a starting worker does not wait for it. A file made read-only
-    is `read_only`, as when it happens under a running worker: it resumes by itself."""
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        problem = (
-            f"{directory} is not a directory"
-            if directory.exists()
-            else f"directory {directory} does not exist"
-        )
-        raise StoreRefused(f"cannot open SQLite database {path}: {problem}")
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        raise faults.read_only(path)  # transient: it resumes once the file is writable
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise StoreRefused(
-            f"cannot open SQLite database {path}: directory {directory} is not writable "
-            "(SQLite needs to create its -wal and -shm files there)"
-        )
+class SharedCommit:
+    """One write transaction that hot writes of one process's threads take turns in.
+
+    Only the thread that holds the pool's write lock touches it; `done` tells the writes
+    that left it open that it ended, and `failure` why it did not commit (None: it did)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.pid = os.getpid()  # a forked child never touches its parent's transaction
+        self.writes = 1
+        self.done = threading.Event()
+        self.failure: sqlite3.Error | None = None
+
+    def open_to(self, pid: int) -> bool:
+        """Whether a write of process `pid` may join or end this transaction."""
+        return self.pid == pid and not self.done.is_set()
 
 
 class ConnectionPool:
@@ -296,7 +334,7 @@ class ConnectionPool:
         """`BEGIN IMMEDIATE`: take the write lock up front, so no transaction ever fails
         half-way on a lock upgrade; everything inside commits or nothing does. With
         `share` (the worker's hot writes), the transaction and its commit may be shared
-        with such writes of the process's other threads (`shared_commit.py`): the
+        with such writes of the process's other threads (`SharedCommit`): the
         statements inside still commit or fail as one."""
         self._take_write_lock(share)
         try:

@@ -5,11 +5,11 @@ reclaims from many processes serialize on SQLite's write lock and each sees the 
 committed work: a job is claimed once, reclaimed once, finished once. The operations are
 written once in `store/sql/`; this object holds what SQLite does its own way there:
 connections (`connection.py`), hot writes and small enqueues that share a commit
-(`shared_commit.py`), the clock taken once per transaction, lists bound as JSON, a lone
-job bound by value, keyed claims without locks (one writer), and no notifications (its
-workers and waiters poll; an enqueue in a worker's own process wakes it at once, `App`'s
-local wake-ups). SQL: `queries/` (the module `q`); schema: `schema.py` and
-`migrations/`; liveness locks: `liveness.py`.
+(`SharedCommit` in `connection.py`), the clock taken once per transaction, lists bound as
+JSON, a lone job bound by value, keyed claims without locks (one writer), and no
+notifications (its workers and waiters poll; an enqueue in a worker's own process wakes
+it at once, `App`'s local wake-ups). SQL: `queries/` (the module `q`); schema:
+`schema.py` and `migrations/`; liveness locks: `liveness.py`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from heartq.store.sql.base import Rows, Step, no_async_connection
 from heartq.store.sql.keyed import KeyedClaims
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
-from heartq.store.sqlite.connection import ConnectionPool
-from heartq.store.sqlite.shared_commit import SHARED_ENQUEUE_JOBS
+from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
 
 
 class SQLiteDialect:
@@ -80,11 +79,11 @@ class SQLiteDialect:
 
     def write_each(self) -> contextlib.AbstractContextManager[Any]:
         """The worker's hot writes (claim, heartbeat, finish) may share one commit with
-        those of the process's other threads (`shared_commit.py`)."""
+        those of the process's other threads (`SharedCommit`, `connection.py`)."""
         return self.pool.write(share=True)
 
     def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
-        """A small enqueue shares commits like the hot writes (`shared_commit.py`): many
+        """A small enqueue shares commits like the hot writes (`SharedCommit`): many
         threads enqueuing one job each pay one fsync for several. A large batch never
         joins: its inserts would hold up the writes waiting to commit with it."""
         return self.pool.write(share=jobs <= SHARED_ENQUEUE_JOBS)
