@@ -16,7 +16,7 @@ from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.ids import typed_forms
 from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, QueueWait
-from heartq.store import records, serialize
+from heartq.store import records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect, run
 from heartq.store.sql.enqueue import EnqueueOps
@@ -49,10 +49,10 @@ class InspectOps:
             dependents = (
                 run(conn, self.q.GET_DEPENDENTS, params) if row["has_dependents"] else []
             )
-        doc = serialize.job_dict(row, executions)
+        doc = records.job_dict(row, executions)
         doc["policy"] = policy.sources(doc, int(row["chosen"]), declared)
-        doc["depends_on"] = [serialize.linked_job_dict(r) for r in depends_on]
-        doc["dependents"] = [serialize.linked_job_dict(r) for r in dependents]
+        doc["depends_on"] = [records.linked_job_dict(r) for r in depends_on]
+        doc["dependents"] = [records.linked_job_dict(r) for r in dependents]
         return doc
 
     def resolve_job_id(self, ref: str) -> str:
@@ -133,7 +133,7 @@ class InspectOps:
         params = {"status": status, "queue": queue, "limit": limit, "ahead": claimed_ahead}
         with self.d.read() as conn:
             rows = conn.execute(self.q.LIST_JOBS, params).fetchall()
-        return [serialize.job_dict(row) for row in rows]
+        return [records.job_dict(row) for row in rows]
 
     def browse_jobs(
         self,
@@ -164,7 +164,7 @@ class InspectOps:
             next_before = rows[-1]["id"]
         else:  # a short page: older matches may lie below the window
             next_before = floor
-        return JobPage([serialize.job_dict(row) for row in rows], next_before)
+        return JobPage([records.job_dict(row) for row in rows], next_before)
 
     def finished_per_minute(
         self, minutes: int = 60, now: float | None = None

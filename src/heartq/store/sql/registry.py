@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from heartq.model import WorkerInfo
-from heartq.store import documents, serialize
+from heartq.store import documents, records
 from heartq.store.sql.base import Dialect
 
 
@@ -52,4 +52,4 @@ class RegistryOps:
         self.d.ensure_schema()
         with self.d.read() as conn:
             rows = conn.execute(self.q.LIST_WORKERS, {"include_all": include_all}).fetchall()
-        return [serialize.worker_dict(r) for r in rows]
+        return [records.worker_dict(r) for r in rows]
