@@ -14,6 +14,21 @@ it was enqueued, and a change to that sequence is made once.
 What the producer reads of its app (`EnqueuingApp`) and of a task registered there
 (`RegisteredTask`) are protocols that `heartq.App` and `heartq.Task` satisfy: neither
 this module nor `heartq.pipelines` imports the app, which imports both.
+
+Unique keys at enqueue (`refuse_collisions`, `check_conflicts`): a job with a
+`unique_key` is stored only while no other job holds the key (queued, waiting or running,
+or finished within its `unique_for`); otherwise the enqueue answers the holder's id (the
+store decides, in the statement that would insert it). Two things the store cannot tell
+its caller are decided here, around it:
+
+- A batch (`enqueue_many`) whose jobs share a key: only the first could be stored, and
+  the others would answer its id. That is what the caller meant when the jobs are the
+  same job (one key for the whole batch of one job's repeats); when they differ (other
+  arguments, another queue), the others' differences would be dropped without a word,
+  so the batch is refused before anything is stored.
+- Whether an id answered is the job just made or a holder: the app gives each job its id
+  before storing it, so an answer that differs is a holder's. With `on_conflict="raise"`
+  the caller hears of it (`heartq.AlreadyEnqueued`); the default answers quietly.
 """
 
 from __future__ import annotations
@@ -30,9 +45,9 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from heartq import arguments, display, events, ids, payload, policy, unique
+from heartq import arguments, display, events, ids, payload, policy
 from heartq.config import Settings
-from heartq.errors import TaskNotDeclared, TaskNotDeclaredWarning
+from heartq.errors import AlreadyEnqueued, ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
 from heartq.hooks import EnqueueRun, Hooks, hooked_enqueue
 from heartq.model import NewJob, TaskPolicy
 from heartq.options import Options
@@ -303,10 +318,10 @@ class Producer:
         workers hear of them when it commits (PostgreSQL's NOTIFY), or at their next poll
         (SQLite)."""
         made = self.make(task_name, args_list, options)
-        unique.refuse_collisions(made.jobs)
+        refuse_collisions(made.jobs)
         stored = self._write(made.jobs, args_list, connection)
         notices = self._settle([made], made.jobs, stored, wake=connection is None)
-        unique.check_conflicts(made.jobs, stored, options)
+        check_conflicts(made.jobs, stored, options)
         return stored, notices
 
     async def enqueue_async(
@@ -326,12 +341,12 @@ class Producer:
             stored, notices = self._enqueue(task_name, args_list, options, connection)
         else:
             made = await asyncio.to_thread(self.make, task_name, args_list, options)
-            unique.refuse_collisions(made.jobs)
+            refuse_collisions(made.jobs)
             with self.storing(made.jobs, args_list, publish=False) as run:
                 stored = await self.app.store.enqueue_async(run.jobs, connection)
                 run.stored(stored)
             notices = await asyncio.to_thread(self._settle, [made], made.jobs, stored, wake=False)
-            unique.check_conflicts(made.jobs, stored, options)
+            check_conflicts(made.jobs, stored, options)
         _warn_caller(notices)
         return stored
 
@@ -425,3 +440,33 @@ def _warn_caller(notices: Sequence[Warning]) -> None:
         while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
             frame, level = frame.f_back, level + 1
         warnings.warn(warning, stacklevel=level)
+
+
+# -- unique keys ------------------------------------------------------------------------
+def refuse_collisions(jobs: Sequence[NewJob]) -> None:
+    """`ConfigError` for a batch in which jobs that differ share a unique key."""
+    first: dict[str, tuple[int, NewJob]] = {}
+    for n, job in enumerate(jobs):
+        if job.unique_key is None:
+            continue
+        same = dataclasses.replace(job, id=None)
+        if job.unique_key not in first:
+            first[job.unique_key] = (n, same)
+        elif first[job.unique_key][1] != same:
+            raise ConfigError(
+                f"jobs {first[job.unique_key][0]} and {n} of the batch share unique key "
+                f"{job.unique_key!r} but differ (arguments {first[job.unique_key][1].args_json} "
+                f"and {job.args_json}): only one could be stored; nothing was"
+            )
+
+
+def check_conflicts(jobs: Sequence[NewJob], ids: Sequence[str], options: Options) -> None:
+    """After the store answered `ids` for `jobs` (made with their own ids): with
+    `on_conflict="raise"`, `AlreadyEnqueued` for the first job that met a holder of its
+    key (a job a batch repeats answers the id of its first, which is not a holder)."""
+    if options.chosen.get("on_conflict") != "raise":
+        return
+    made = {job.id for job in jobs}
+    for job, job_id in zip(jobs, ids, strict=True):
+        if job.unique_key is not None and job_id != job.id and job_id not in made:
+            raise AlreadyEnqueued(job_id, job.unique_key, ids)
