@@ -4,8 +4,8 @@ job's transaction.
 
 Their `CASE` expressions restate two rules of `heartq.lifecycle.fate` (how a fate lands)
 inside the fenced write: a retry after a cancel request ends the job cancelled, and
-interrupted and released attempts are not counted. tests/conformance/test_landed.py holds the two to
-agreement."""
+interrupted and released attempts are not counted. tests/conformance/test_landed.py holds
+the two to agreement."""
 
 from __future__ import annotations
 
