@@ -132,7 +132,7 @@ def require_existing_sqlite(url: str) -> None:
     in a directory that does (a missing directory is reported by the store itself)."""
     if not url.lower().startswith("sqlite:"):
         return
-    from heartq.store.sqlite.connection import path_from_url
+    from heartq.store.sqlite.store import path_from_url
 
     path = path_from_url(url).absolute()
     if path.exists() or not path.parent.is_dir():

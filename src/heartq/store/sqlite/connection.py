@@ -56,14 +56,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
-from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
+from heartq.errors import StoreBusy, StoreRefused, StoreUnavailable
 from heartq.store.sqlite import faults
-from heartq.store.sqlite.faults import check_location, translate
+from heartq.store.sqlite.faults import translate
 from heartq.store.sqlite.wal import WalGuard
 
-__all__ = ["ConnectionPool", "check_location", "options_from_url", "path_from_url", "translate"]
+__all__ = ["ConnectionPool", "check_location", "translate"]
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Defaults to 30 s that a writer waits for another process's write lock."""
@@ -104,60 +103,26 @@ write commits its transaction itself."""
 SAVEPOINT = "heartq_shared"
 
 
-class UrlOptions(NamedTuple):
-    """What a `sqlite://` URL's query sets."""
-
-    busy_timeout: float | None = None
-    synchronous: str = DEFAULT_SYNCHRONOUS
-
-
-def path_from_url(url: str) -> Path:
-    """`sqlite:///rel.db` is relative to the working directory, `sqlite:////abs.db` absolute."""
-    prefix = "sqlite://"
-    if not url.startswith(prefix):
-        raise ConfigError(f"not a SQLite URL: {url!r}")
-    rest = url[len(prefix) :].split("?", 1)[0]
-    if not rest.startswith("/") or rest == "/":
-        raise ConfigError(
-            f"bad SQLite URL {url!r}: write sqlite:///relative.db or sqlite:////absolute/path.db"
+def check_location(path: Path) -> None:
+    """Fail with one clear line before sqlite3 says 'unable to open database file'.
+    `StoreRefused`: a missing directory, or one heartq may not write, is a setup to fix,
+    not a passing fault, so a starting worker does not wait for it. A file made read-only
+    is `read_only`, as when it happens under a running worker: it resumes by itself."""
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        problem = (
+            f"{directory} is not a directory"
+            if directory.exists()
+            else f"directory {directory} does not exist"
         )
-    path = rest[1:]
-    if path in (":memory:", ""):
-        raise ConfigError("heartq needs a SQLite file shared by its processes, not :memory:")
-    return Path(path)
-
-
-def options_from_url(url: str) -> UrlOptions:
-    """Query options: `?busy_timeout=S` (seconds a writer waits for the lock, default 30)
-    and `?synchronous=full|normal` (default full, see `SYNCHRONOUS`)."""
-    from urllib.parse import parse_qsl
-
-    query = url.split("?", 1)[1] if "?" in url else ""
-    options = UrlOptions()
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key == "busy_timeout":
-            options = options._replace(busy_timeout=_seconds(value))
-        elif key == "synchronous":
-            if value.lower() not in SYNCHRONOUS:
-                raise ConfigError(
-                    f"synchronous must be full or normal, got {value!r} (docs/OPERATIONS.md)"
-                )
-            options = options._replace(synchronous=value.lower())
-        else:
-            raise ConfigError(
-                f"unknown SQLite URL option {key!r} (known: busy_timeout, synchronous)"
-            )
-    return options
-
-
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ConfigError(f"busy_timeout must be a number of seconds, got {value!r}") from None
-    if not 0 <= seconds < float("inf"):  # NaN too
-        raise ConfigError(f"busy_timeout must be finite and not negative, got {value!r}")
-    return seconds
+        raise StoreRefused(f"cannot open SQLite database {path}: {problem}")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise faults.read_only(path)  # transient: it resumes once the file is writable
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise StoreRefused(
+            f"cannot open SQLite database {path}: directory {directory} is not writable "
+            "(SQLite needs to create its -wal and -shm files there)"
+        )
 
 
 class SharedCommit:

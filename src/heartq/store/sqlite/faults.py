@@ -5,9 +5,7 @@ are the database's bad days, not bugs: each becomes `StoreUnavailable` (or `Stor
 with a `reason`, so every caller that retries a blip (the worker's claim, heartbeat and
 completer, a startup wait) retries these too, and the worker logs one line per change of
 state rather than one per attempt. Anything else SQLite says is passed through with the
-file's name, except integrity errors, whose meaning only the caller knows. A place where
-no database can be opened (`check_location`: no directory, one heartq may not write) is
-said in one line before sqlite3 says "unable to open database file".
+file's name, except integrity errors, whose meaning only the caller knows.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from heartq.errors import StoreBusy, StoreRefused, StoreUnavailable
+from heartq.errors import StoreBusy, StoreUnavailable
 
 DISK_FULL = "disk_full"
 READ_ONLY = "read_only"
@@ -91,25 +89,3 @@ def translate(exc: sqlite3.Error, path: Path) -> Exception:
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
         return StoreUnavailable(f"SQLite database {path}: {text}")
     return exc
-
-
-def check_location(path: Path) -> None:
-    """Fail with one clear line before sqlite3 says 'unable to open database file'.
-    `StoreRefused`: a missing directory, or one heartq may not write, is a setup to fix,
-    not a passing fault, so a starting worker does not wait for it. A file made read-only
-    is `read_only`, as when it happens under a running worker: it resumes by itself."""
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        problem = (
-            f"{directory} is not a directory"
-            if directory.exists()
-            else f"directory {directory} does not exist"
-        )
-        raise StoreRefused(f"cannot open SQLite database {path}: {problem}")
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        raise read_only(path)  # transient: it resumes once the file is writable
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise StoreRefused(
-            f"cannot open SQLite database {path}: directory {directory} is not writable "
-            "(SQLite needs to create its -wal and -shm files there)"
-        )

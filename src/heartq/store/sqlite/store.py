@@ -6,20 +6,23 @@ everything SQLite does its own way is in the objects this wires together around 
 database file: the dialect (`dialect.py`) and the liveness lock files (`liveness.py`).
 SQLite has no cross-process notifications, so the store has no `Listeners`: workers
 poll (an enqueue in the worker's own process wakes it at once, `App`'s local wake-ups),
-a worker's pulse reads its cancels every tick, waiters re-read.
+a worker's pulse reads its cancels every tick, waiters re-read. The file and the pool's
+options are read from the store's URL here (`path_from_url`, `options_from_url`): the
+pool itself knows a path, a busy timeout and a `synchronous` level, not URLs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from heartq.errors import ConfigError
 from heartq.store.sql.store import SqlStore
 from heartq.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_SYNCHRONOUS,
+    SYNCHRONOUS,
     ConnectionPool,
-    options_from_url,
-    path_from_url,
 )
 from heartq.store.sqlite.dialect import SQLiteDialect
 from heartq.store.sqlite.liveness import LockFileLiveness
@@ -44,3 +47,59 @@ class SQLiteStore(SqlStore):
         """Call `callback(sql)` for every statement this store runs (tests count them)."""
         self.pool.trace.append(callback)
         self.pool.enable_trace()
+
+
+class UrlOptions(NamedTuple):
+    """What a `sqlite://` URL's query sets."""
+
+    busy_timeout: float | None = None
+    synchronous: str = DEFAULT_SYNCHRONOUS
+
+
+def path_from_url(url: str) -> Path:
+    """`sqlite:///rel.db` is relative to the working directory, `sqlite:////abs.db` absolute."""
+    prefix = "sqlite://"
+    if not url.startswith(prefix):
+        raise ConfigError(f"not a SQLite URL: {url!r}")
+    rest = url[len(prefix) :].split("?", 1)[0]
+    if not rest.startswith("/") or rest == "/":
+        raise ConfigError(
+            f"bad SQLite URL {url!r}: write sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    path = rest[1:]
+    if path in (":memory:", ""):
+        raise ConfigError("heartq needs a SQLite file shared by its processes, not :memory:")
+    return Path(path)
+
+
+def options_from_url(url: str) -> UrlOptions:
+    """Query options: `?busy_timeout=S` (seconds a writer waits for the lock, default 30)
+    and `?synchronous=full|normal` (default full, see `SYNCHRONOUS`)."""
+    from urllib.parse import parse_qsl
+
+    query = url.split("?", 1)[1] if "?" in url else ""
+    options = UrlOptions()
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key == "busy_timeout":
+            options = options._replace(busy_timeout=_seconds(value))
+        elif key == "synchronous":
+            if value.lower() not in SYNCHRONOUS:
+                raise ConfigError(
+                    f"synchronous must be full or normal, got {value!r} (docs/OPERATIONS.md)"
+                )
+            options = options._replace(synchronous=value.lower())
+        else:
+            raise ConfigError(
+                f"unknown SQLite URL option {key!r} (known: busy_timeout, synchronous)"
+            )
+    return options
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(f"busy_timeout must be a number of seconds, got {value!r}") from None
+    if not 0 <= seconds < float("inf"):  # NaN too
+        raise ConfigError(f"busy_timeout must be finite and not negative, got {value!r}")
+    return seconds
