@@ -12,6 +12,12 @@ that simply ran (`job_claimed`, `job_succeeded`) and every heartbeat at DEBUG, s
 formatting and writing them was a third of a busy worker's CPU (py-spy, no-op jobs).
 `heartq worker --log-level debug` shows them; listeners (metrics) hear every event
 whatever the level.
+
+Reclaimed jobs and stale or dead workers are told the same way by every finder
+(`report_reclaimed`, `report_stale_workers`): the maintenance services, startup
+reconciliation, and the worker's own heartbeater and completer when they hand an attempt
+back, so an operator's alert on `job_dead` or `worker_deactivated` sees the same fields
+(`detected_by` among them) whoever found it.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TextIO
+
+from heartq.model import JobStatus, Reclaimed, StaleWorker
 
 logger = logging.getLogger("heartq")
 logger.addHandler(logging.NullHandler())  # a library's events show where the app sends them
@@ -223,3 +231,52 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(level)
     logger.propagate = False
+
+
+# -- reclaims, told the same way by every finder ----------------------------------------
+def report_reclaimed(reclaimed: Sequence[Reclaimed], detected_by: str) -> None:
+    for job in reclaimed:
+        if job.status is JobStatus.DEAD:
+            emit(
+                JOB_DEAD,
+                logging.WARNING,
+                job_id=job.job_id,
+                task=job.task,
+                attempt=job.attempts,
+                reason=job.dead_reason,
+                detected_by=detected_by,
+            )
+        else:
+            emit(
+                JOB_REENQUEUED,
+                job_id=job.job_id,
+                task=job.task,
+                attempt=job.attempts,
+                retry_in=round(job.retry_delay, 3),
+                previous_worker_id=job.worker_id,
+                detected_by=detected_by,
+            )
+
+
+def report_stale_workers(workers: Sequence[StaleWorker], detected_by: str) -> None:
+    for worker in workers:
+        emit(
+            WORKER_DEACTIVATED,
+            logging.WARNING,
+            worker_id=worker.id,
+            name=worker.name,
+            heartbeat_age=round(worker.heartbeat_age, 3),
+            detected_by=detected_by,
+            jobs=len(worker.reclaimed),
+        )
+        if worker.reclaimed:
+            emit(
+                ORPHANED_JOBS_DETECTED,
+                logging.WARNING,
+                worker_id=worker.id,
+                count=len(worker.reclaimed),
+                job_ids=[j.job_id for j in worker.reclaimed],
+                detected_by=detected_by,
+                heartbeat_age=round(worker.heartbeat_age, 3),
+            )
+        report_reclaimed(worker.reclaimed, detected_by)

@@ -37,6 +37,7 @@ that only changes jobs still running under the execution it read.
   one thread (`heartq.background`); a failing pass is logged (`maintenance_failed`) and
   retried at the next interval. `default_services`: the four every worker runs.
 
-How reclaimed jobs and dead workers are logged is `heartq.reclaim_events`, shared with
-the worker, which reports the attempts it hands back itself the same way.
+How reclaimed jobs and dead workers are logged is `heartq.events` (`report_reclaimed`,
+`report_stale_workers`), shared with the worker, which reports the attempts it hands
+back itself the same way.
 """

@@ -26,7 +26,7 @@ unbroken contact with the database for a staleness threshold, because after a pa
 the database every heartbeat and lease looks old. Each pass returns what it found and
 reclaimed (`Findings`): the runner tells the worker's fetch loop, the transport and the
 crash hooks of it, and `heartq reap` prints it. How reclaimed jobs and dead workers are
-logged is `heartq.reclaim_events`, shared with the worker's own hand-backs.
+logged is `heartq.events` (`report_reclaimed`), shared with the worker's own hand-backs.
 
 One module for the three, not one each: they are one idea (find the attempts whose
 worker can no longer report them; the store closes them, `Reclaimer`), a few lines each
@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 
 from heartq import events
 from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
-from heartq.reclaim_events import report_reclaimed, report_stale_workers
 from heartq.store.interface import Reclaimer
 
 GRACE_SLACK = 0.2
@@ -127,7 +126,7 @@ class LivenessProbe:
 
     def run_once(self) -> Findings:
         dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK, observer=self.observer)
-        report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
+        events.report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
         return Findings(workers=[(w, DetectedBy.LIVENESS_LOCK) for w in dead])
 
     def run_until_sure(self) -> Findings:
@@ -164,7 +163,7 @@ class WorkerMonitor:
         stale = self.store.mark_stale_workers(
             self.stale_after, DetectedBy.STALE_WORKER, observer=self.observer
         )
-        report_stale_workers(stale, DetectedBy.STALE_WORKER)
+        events.report_stale_workers(stale, DetectedBy.STALE_WORKER)
         return Findings(workers=[(w, DetectedBy.STALE_WORKER) for w in stale])
 
 
@@ -196,7 +195,7 @@ class Reaper:
                     job_ids=[j.job_id for j in reclaimed],
                     detected_by=DetectedBy.LEASE_EXPIRED.value,
                 )
-                report_reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
+                events.report_reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
             found.expired += reclaimed
             if len(reclaimed) < self.batch:
                 break

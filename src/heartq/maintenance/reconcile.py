@@ -19,7 +19,6 @@ import logging
 from heartq import events
 from heartq.maintenance.reclaimers import GRACE_SLACK, Findings
 from heartq.model import DetectedBy, Reconciliation
-from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import Reclaimer
 
 
@@ -36,7 +35,7 @@ def reconcile(
     done = store.reclaim_by_name(
         name, worker_id, DetectedBy.RECONCILIATION, now=now, stale_after=stale_after
     )
-    report_reclaimed(done.reclaimed, DetectedBy.RECONCILIATION)
+    events.report_reclaimed(done.reclaimed, DetectedBy.RECONCILIATION)
     for namesake in done.alive:
         events.emit(
             events.NAMESAKE_ALIVE,

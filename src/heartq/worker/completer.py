@@ -32,7 +32,6 @@ from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
 from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd, error_summary
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
-from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import EndedAttempt, Ledger
@@ -259,7 +258,7 @@ class Completer:
             exit_code=crash.get("exit_code"),
         )
         if reclaimed is not None:
-            report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
+            events.report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
             if self._on_crashed is not None:
                 self._on_crashed([reclaimed])
 

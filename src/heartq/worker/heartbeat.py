@@ -29,7 +29,6 @@ import time
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.model import DetectedBy, PulseReport, Renewal, RenewStatus
-from heartq.reclaim_events import report_reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
@@ -151,4 +150,4 @@ class Heartbeater:
                 return
             self._ledger.forget_untrusted(run)
             if reclaimed is not None:
-                report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)
+                events.report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)
