@@ -461,8 +461,10 @@ class App:
     # -- results -------------------------------------------------------------------------
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """Wait for the job to end and return its result. Raises `JobDead` (with its last
-        error) or `JobCancelled` if it ended otherwise, `ResultTimeout` if it has not
-        ended within `timeout` seconds (None: wait as long as it takes), `JobNotFound`."""
+        error) or `JobCancelled` if it ended otherwise, `JobDead` of the dead job that
+        holds it if it is blocked (however far up its pipeline; `.blocked`: this job),
+        `ResultTimeout` if it has not ended within `timeout` seconds (None: wait as long
+        as it takes), `JobNotFound`."""
         payload.check_duration("timeout", timeout, allow_zero=True)
         return self._waiters.wait(job_id, timeout)
 
@@ -481,6 +483,12 @@ class App:
         says who asked (kept as the job's `cancelled_by`; default: `app.cancel` with the
         OS user, host and pid)."""
         return self.store.cancel_job(job_id, by=by or ids.requester("app.cancel"))
+
+    def replay(self, *job_ids: str) -> list[str]:
+        """Requeue these dead jobs, as `heartq dlq replay` does (attempts reset, history
+        kept); the jobs they blocked wait for them again, and run once they succeed. The
+        ids requeued: a job that is not dead is left as it is."""
+        return self.store.replay_dead(list(job_ids))
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
     def subscribe_wakeup(self, event: threading.Event) -> None:

@@ -204,6 +204,13 @@ class Settings:
         _g(DEFAULT_SUCCESS_TRACE_RETENTION),
         zero_ok=True,  # 0: no trace kept
     )
+    blocked_retention: float | None = setting(
+        None,
+        "Seconds a dead job may hold the jobs it blocked (its dependents) before they are "
+        "cancelled",
+        "none: they wait as long as it is in the dead-letter queue",
+        env="HEARTQ_BLOCKED_RETENTION",
+    )
     prune_interval: float = setting(
         DEFAULT_PRUNE_INTERVAL, "Seconds between two prunes", _g(DEFAULT_PRUNE_INTERVAL)
     )

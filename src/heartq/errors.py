@@ -208,14 +208,25 @@ class Permanent(Exception):
 
 
 class JobDead(HeartqError):
-    """`App.result()`: the job used up its attempts (or failed permanently) and is dead."""
+    """`App.result()`: the job used up its attempts (or failed permanently) and is dead;
+    or, asked for a job that waits for it (`blocked`, down a pipeline), the dead job that
+    holds it: `job_id` and `error` are the dead job's own, `blocked` the job asked for
+    (None when it is the dead job itself). Replaying the dead job releases the blocked."""
 
-    def __init__(self, job_id: str, error: str | None, dead_reason: str | None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        error: str | None,
+        dead_reason: str | None,
+        blocked: str | None = None,
+    ) -> None:
         last = (error or "").strip().splitlines()[-1:] or ["no error recorded"]
-        super().__init__(f"job {job_id} is dead ({dead_reason or 'dead'}): {last[0]}")
+        held = "" if blocked is None else f" (job {blocked} is blocked until it is replayed)"
+        super().__init__(f"job {job_id} is dead ({dead_reason or 'dead'}): {last[0]}{held}")
         self.job_id = job_id
         self.error = error
         self.dead_reason = dead_reason
+        self.blocked = blocked
 
 
 class JobCancelled(HeartqError):

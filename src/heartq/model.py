@@ -9,7 +9,8 @@ store's roles (`heartq.store.interface`); what becomes of a job after an attempt
 
 The vocabulary, once each:
 
-- `JobStatus`: where a job stands (waiting, queued, running, succeeded, dead, cancelled).
+- `JobStatus`: where a job stands (waiting, blocked, queued, running, succeeded, dead,
+  cancelled).
 - `Outcome`: how one attempt (an execution) ended, as stored with it (`STORED_OUTCOMES`;
   `LOST`, the worker's "report nothing", is never stored).
 - `Lease`: the fencing key of one attempt, `(job id, execution id)`.
@@ -31,6 +32,7 @@ from typing import Any
 
 class JobStatus(enum.StrEnum):
     WAITING = "waiting"  # for its dependencies (`depends_on`) to succeed
+    BLOCKED = "blocked"  # a dependency ended dead (or is blocked): waits for its replay
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -74,7 +76,7 @@ class RenewStatus(enum.StrEnum):
 
 
 class CancelResult(enum.StrEnum):
-    CANCELLED = "cancelled"  # it was queued or waiting: it will never run
+    CANCELLED = "cancelled"  # it was queued, waiting or blocked: it will never run
     CANCEL_REQUESTED = "cancel_requested"  # it is running: its worker is told within ~1 s
     ALREADY_FINISHED = "already_finished"
 
@@ -92,8 +94,10 @@ class DetectedBy(enum.StrEnum):
 
 class DependencyFailure(enum.StrEnum):
     """What becomes of a waiting job when one of its dependencies ends dead or cancelled
-    (`on_dependency_failure=`)."""
+    (`on_dependency_failure=`). A cancelled dependency cancels the job unless it runs
+    anyway: a cancel is final, nothing can replay it."""
 
+    BLOCK = "block"  # a dead dependency blocks the job until it is replayed (the default)
     CANCEL = "cancel"  # the job ends cancelled, `dependency_failed: job X ended dead`
     RUN = "run"  # the failed dependency counts as satisfied: the job runs anyway
 
@@ -165,7 +169,7 @@ class NewJob:
     depends_on: tuple[str, ...] = ()
     """Jobs this one waits for (`waiting`) until each has succeeded: existing jobs, or
     jobs of the same batch or transaction. Empty: it is `queued` at once."""
-    on_dependency_failure: DependencyFailure = DependencyFailure.CANCEL
+    on_dependency_failure: DependencyFailure = DependencyFailure.BLOCK
     dependency_results: bool = False
     """Its task receives its dependencies' results as its first argument (a group's
     callback, `heartq.group`; a pipeline's step that takes the previous step's result,
@@ -209,7 +213,9 @@ class TickPlan:
 @dataclass(frozen=True)
 class JobEnd:
     """Where a job stands for someone waiting on it: its status and, once it ended, its
-    result (succeeded) or its last error (dead, cancelled)."""
+    result (succeeded) or its last error (dead, cancelled); for a blocked job, the dead
+    job that holds it (`held_by`: the root of the failure, however far up the pipeline),
+    whose error is the answer until an operator replays it."""
 
     job_id: str
     status: JobStatus
@@ -217,9 +223,13 @@ class JobEnd:
     error: str | None = None
     dead_reason: str | None = None
     result_pending: bool = False  # completed in its task's transaction; result to come
+    held_by: JobEnd | None = None
 
     @property
     def ended(self) -> bool:
+        """Whether a waiter has its answer: the job ended, or a dead job holds it."""
+        if self.held_by is not None:
+            return True
         return self.status in TERMINAL_STATUSES and not self.result_pending
 
 
@@ -519,3 +529,5 @@ class JobPage:
 class PruneCounts:
     workers: int = 0
     jobs: int = 0
+    blocked: int = 0
+    """Blocked jobs cancelled: a dead job held them past the blocked retention."""

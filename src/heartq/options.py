@@ -267,9 +267,10 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "on_dependency_failure", str,
-        "With --depends-on: what a dependency that ends dead or cancelled does to this job: "
-        "cancel it, or run it anyway", _on_failure, metavar="cancel|run",
-        shown_default="cancel",
+        "With --depends-on: what a dependency that ends dead does to this job: block it "
+        "until that dependency is replayed (`heartq dlq replay`), cancel it, or run it "
+        "anyway (a cancelled dependency cancels it, unless it runs anyway)", _on_failure,
+        metavar="block|cancel|run", shown_default="block",
     ),
 )  # fmt: skip
 """Every option, in the order signatures and `heartq enqueue --help` list them."""
@@ -339,7 +340,7 @@ class Options:
     @property
     def on_dependency_failure(self) -> DependencyFailure:
         chosen = self.chosen.get("on_dependency_failure")
-        return DependencyFailure(chosen) if chosen else DependencyFailure.CANCEL
+        return DependencyFailure(chosen) if chosen else DependencyFailure.BLOCK
 
     @property
     def run_at(self) -> float | None:

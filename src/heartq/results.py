@@ -31,7 +31,11 @@ costs at most that)."""
 
 
 def outcome(end: JobEnd) -> Any:
-    """The result of an ended job, or the error that says why there is none."""
+    """The result of an ended job, or the error that says why there is none: for a job a
+    dead job holds (blocked, itself or a job it waits for), that dead job's own error."""
+    if end.held_by is not None:
+        root = end.held_by
+        raise JobDead(root.job_id, root.error, root.dead_reason, blocked=end.job_id)
     if end.status is JobStatus.SUCCEEDED:
         return end.result
     if end.status is JobStatus.DEAD:

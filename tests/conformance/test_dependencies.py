@@ -46,9 +46,11 @@ def test_a_job_waits_until_its_dependency_succeeded(store: Store, t0: float) -> 
     then = enqueue_one(store, t0, task="then", depends_on=(first,))
     job = store.get_job(then)
     assert job["status"] == JobStatus.WAITING and job["waiting_for"] == 1
-    assert job["depends_on"] == [{"id": first, "task": "first", "status": "queued", "ended": None}]
+    assert job["depends_on"] == [
+        {"id": first, "task": "first", "status": "queued", "ended": None, "holds": False}
+    ]
     assert store.get_job(first)["dependents"] == [
-        {"id": then, "task": "then", "status": "waiting", "ended": None}
+        {"id": then, "task": "then", "status": "waiting", "ended": None, "holds": False}
     ]
     claimed = store.claim("w1", ["default"], 10, LEASE, now=t0 + 1)
     assert [j.id for j in claimed] == [first]  # a waiting job is never claimed
@@ -93,8 +95,8 @@ def test_a_chain_is_released_one_step_at_a_time(store: Store, t0: float) -> None
 
 def test_a_dead_dependency_cancels_its_dependents_down_the_line(store: Store, t0: float) -> None:
     a = enqueue_one(store, t0, task="a")
-    b = enqueue_one(store, t0, task="b", depends_on=(a,))
-    c = enqueue_one(store, t0, task="c", depends_on=(b,))
+    b = enqueue_one(store, t0, task="b", depends_on=(a,), on_dependency_failure="cancel")
+    c = enqueue_one(store, t0, task="c", depends_on=(b,), on_dependency_failure="cancel")
     run_to_end(store, t0 + 1, ok=False)
     for job_id in (b, c):
         job = store.get_job(job_id)
@@ -122,7 +124,8 @@ def test_dependencies_already_ended_are_counted_at_the_enqueue(store: Store, t0:
     dead = enqueue_one(store, t0)
     run_to_end(store, t0 + 2, ok=False)
     assert status(store, enqueue_one(store, t0 + 3, depends_on=(done,))) == JobStatus.QUEUED
-    cancelled = store.get_job(enqueue_one(store, t0 + 3, depends_on=(done, dead)))
+    cancelling = {"on_dependency_failure": "cancel"}
+    cancelled = store.get_job(enqueue_one(store, t0 + 3, depends_on=(done, dead), **cancelling))
     assert cancelled["status"] == JobStatus.CANCELLED
     assert cancelled["error"] == f"dependency_failed: job {dead} ended dead"
     anyway = enqueue_one(store, t0 + 3, depends_on=(dead,), on_dependency_failure="run")
@@ -270,7 +273,7 @@ def test_a_shutdown_release_leaves_the_dependents_waiting(store: Store, t0: floa
     assert statuses(store, a, b) == ["queued", "waiting"]
 
 
-def test_a_reaper_that_buries_a_job_cancels_its_dependents(store: Store, t0: float) -> None:
+def test_a_reaper_that_buries_a_job_blocks_its_dependents(store: Store, t0: float) -> None:
     register(store, "w1", t0)
     a = enqueue_one(store, t0, **FAILED_AT_ONCE)
     b = enqueue_one(store, t0, depends_on=(a,))
@@ -279,7 +282,7 @@ def test_a_reaper_that_buries_a_job_cancels_its_dependents(store: Store, t0: flo
     store.claim("w1", ["default"], 10, 5, now=t0 + 1)
     reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     assert {r.job_id: r.status for r in reclaimed} == {a: "dead", retried: "queued"}
-    assert statuses(store, b, c) == ["cancelled", "waiting"]
+    assert statuses(store, b, c) == ["blocked", "waiting"]
 
 
 def test_every_reclaimer_releases_the_dependents(store: Store, t0: float) -> None:
@@ -298,13 +301,13 @@ def test_every_reclaimer_releases_the_dependents(store: Store, t0: float) -> Non
     store.heartbeat("w4", [], LEASE, now=t0 + 500)
     store.reclaim_by_name("pod-a", "w4", DetectedBy.RECONCILIATION, now=t0 + 500, stale_after=90)
     assert statuses(store, *jobs[:3]) == ["dead"] * 3
-    assert statuses(store, *dependents[:3]) == ["cancelled"] * 3
+    assert statuses(store, *dependents[:3]) == ["blocked"] * 3
 
     register(store, "w5", t0 + 500)
     claim_one(store, "w5", t0 + 500)
     store.heartbeat("w4", [], LEASE, now=t0 + 1000)
     store.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 1000, observer="w4")
-    assert status(store, jobs[3]) == "dead" and status(store, dependents[3]) == "cancelled"
+    assert status(store, jobs[3]) == "dead" and status(store, dependents[3]) == "blocked"
 
 
 def test_a_finish_batch_mixes_jobs_with_and_without_dependents(store: Store, t0: float) -> None:
@@ -436,7 +439,7 @@ def test_a_reclaim_whose_release_fails_does_not_land(store: Store, t0: float, ba
     assert statuses(store, first, then) == ["running", "waiting"]
     _let_edge_updates_be(store)
     assert len(store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)) == 1
-    assert statuses(store, first, then) == ["dead", "cancelled"]
+    assert statuses(store, first, then) == ["dead", "blocked"]
 
 
 def _wait_until_blocked_by(watcher: Any, pid: int) -> None:

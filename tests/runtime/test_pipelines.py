@@ -68,19 +68,29 @@ def test_a_chain_runs_its_steps_in_order(app: heartq.App) -> None:
     assert app.result(last, timeout=5) == 10
 
 
-def test_a_failed_member_cancels_the_callback_or_it_runs_anyway(app: heartq.App) -> None:
+def test_a_failed_member_blocks_the_callback_cancels_it_or_it_runs_anyway(
+    app: heartq.App,
+) -> None:
     t = _tasks(app)
-    cancelled = heartq.group(t["square"].s(-1), t["square"].s(2), callback=t["total"].s())
+    blocked = heartq.group(t["square"].s(-1), t["square"].s(2), callback=t["total"].s())
+    cancelled = heartq.group(
+        t["square"].s(-1),
+        t["square"].s(2),
+        callback=t["total"].s().set(on_dependency_failure="cancel"),
+    )
     anyway = heartq.group(
         t["square"].s(-1),
         t["square"].s(2),
         callback=t["total"].s().set(on_dependency_failure="run"),
     )
-    first, second = cancelled.enqueue(), anyway.enqueue()
+    first, second, third = blocked.enqueue(), cancelled.enqueue(), anyway.enqueue()
     drain(app)
+    with pytest.raises(heartq.JobDead, match="no negative squares") as held:
+        app.result(first.last, timeout=5)  # the root cause: the member's own error
+    assert (held.value.job_id, held.value.blocked) == (first.ids[0], first.last)
     with pytest.raises(heartq.JobCancelled, match=r"dependency_failed: job .* ended dead"):
-        app.result(first.last, timeout=5)
-    assert app.result(second.last, timeout=5) == "sum=4 of [None, 4]"
+        app.result(second.last, timeout=5)
+    assert app.result(third.last, timeout=5) == "sum=4 of [None, 4]"
 
 
 def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:

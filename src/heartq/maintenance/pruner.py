@@ -2,7 +2,8 @@
 retention (every `prune_interval`, default 10 min; retention 7 days), keeping the ids of
 the succeeded ones in a trace that jobs enqueued later may depend on (forgotten after
 `success_trace_retention`, 30 days from their creation). Dead jobs stay until purged
-(`heartq dlq purge`). Event: `pruned`.
+(`heartq dlq purge`), and so do the jobs they block, unless `blocked_retention` is set: a
+dead job that holds blocked jobs for longer cancels them. Event: `pruned`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ class Pruner:
         self.worker_retention = settings.worker_retention
         self.job_retention = settings.job_retention
         self.success_trace_retention = settings.success_trace_retention
+        self.blocked_retention = settings.blocked_retention
 
     def run_once(self) -> int:
         counts = self.store.prune(
             self.worker_retention,
             self.job_retention,
             success_trace_retention=self.success_trace_retention,
+            blocked_retention=self.blocked_retention,
         )
-        if counts.workers or counts.jobs:
-            events.emit(events.PRUNED, workers=counts.workers, jobs=counts.jobs)
-        return counts.workers + counts.jobs
+        if counts.workers or counts.jobs or counts.blocked:
+            events.emit(
+                events.PRUNED, workers=counts.workers, jobs=counts.jobs, blocked=counts.blocked
+            )
+        return counts.workers + counts.jobs + counts.blocked

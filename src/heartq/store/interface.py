@@ -298,12 +298,9 @@ class Inspector(Protocol):
     (`App.result`): nothing here changes a job."""
 
     def list_jobs(
-        self,
-        status: str | None = None,
-        queue: str | None = None,
-        limit: int = 100,
+        self, status: str | None = None, queue: str | None = None, limit: int = 100,
         claimed_ahead: bool | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, Any]]:  # fmt: skip
         """The newest jobs matching the filters. `claimed_ahead` (with `status`
         running): only jobs held in a worker's buffer (True) or only started ones (False)."""
         ...
@@ -357,7 +354,8 @@ class Inspector(Protocol):
         ...
 
     def job_end(self, job_id: str) -> JobEnd:
-        """Where the job stands now (a cheap read). Raises `JobNotFound`."""
+        """Where the job stands now (a cheap read; for a blocked job, the dead job that
+        holds it). Raises `JobNotFound`."""
         ...
 
     def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
@@ -372,7 +370,7 @@ class Administrator(Protocol):
 
     def prune(  # the succeeded jobs' ids kept: depended on until success_trace_retention
         self, worker_retention: float, job_retention: float, now: float | None = None,
-        *, success_trace_retention: float = ...,
+        *, success_trace_retention: float = ..., blocked_retention: float | None = None,
     ) -> PruneCounts: ...  # fmt: skip
 
 
@@ -565,15 +563,16 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        """Cancel a queued or waiting job at once (its dependents are released from it in
-        the same transaction), or request a running job's cancel; `by` (who asked) is kept
-        with the job as `cancelled_by`."""
+        """Cancel a queued, waiting or blocked job at once (its dependents are released
+        from it in the same transaction), or request a running job's cancel; `by` (who
+        asked) is kept with the job as `cancelled_by`."""
         ...
 
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None
     ) -> list[str]:
-        """Requeue dead jobs (all of them when `job_ids` is None), keeping their history."""
+        """Requeue dead jobs (all when `job_ids` is None), keeping their history; the jobs
+        they blocked wait again."""
         ...
 
     def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:

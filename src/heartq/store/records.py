@@ -230,6 +230,16 @@ def dependency_end(row: Any) -> DependencyEnd:
 
 
 def job_end(job_id: str, row: Any) -> JobEnd:
+    """A job's end as `JOB_END` reads it: with, for a blocked job, the dead job that
+    holds it (`holder`)."""
+    held_by = None
+    if row["holder"] is not None:
+        held_by = JobEnd(
+            job_id=row["holder"],
+            status=JobStatus.DEAD,
+            error=row["holder_error"],
+            dead_reason=row["holder_dead_reason"],
+        )
     return JobEnd(
         job_id=job_id,
         status=JobStatus(row["status"]),
@@ -237,6 +247,7 @@ def job_end(job_id: str, row: Any) -> JobEnd:
         error=row["error"],
         dead_reason=row["dead_reason"],
         result_pending=bool(row["result_pending"]),
+        held_by=held_by,
     )
 
 
@@ -300,6 +311,7 @@ def job_dict(
         ),
         "meta": json_value(row["meta"]) or {},
         "waiting_for": row["waiting_for"],
+        "holders": row["holders"],
         "on_dependency_failure": row["on_dependency_failure"],
         "dependency_results": bool(row["dependency_results"]),
     }
@@ -310,9 +322,24 @@ def job_dict(
 
 def linked_job_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     """One of a job's dependencies or dependents (`get_job`): its id, task and status
-    (None: the job was pruned or purged since), and how the dependency ended as its
-    dependent's release counted it (`ended`: None while it has not)."""
-    return {"id": row["id"], "task": row["task"], "status": row["status"], "ended": row["ended"]}
+    (None: the job was pruned or purged since), how the dependency ended as its
+    dependent's release counted it (`ended`: None while it has not), and whether the
+    dependency holds its dependent blocked (`holds`: it is dead, or blocked itself)."""
+    return {
+        "id": row["id"], "task": row["task"], "status": row["status"], "ended": row["ended"],
+        "holds": bool(row["holds"]),
+    }  # fmt: skip
+
+
+def holder_dict(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The dead job at the root of what blocks a job (`get_job`'s `blocked_by`): its id,
+    task, error and why it died; None for a job that is not blocked."""
+    if row is None:
+        return None
+    return {
+        "id": row["id"], "task": row["task"], "error": row["error"],
+        "dead_reason": row["dead_reason"],
+    }  # fmt: skip
 
 
 def worker_dict(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,10 @@ waiting retries due now (a test's drain) or a job start at a later attempt (a te
 Why together: each is asked for by a person, a test or a retention setting, never by the
 protocol of an attempt (a cancel of a running job only requests it: its worker ends
 it), and the deletions share `_delete_jobs` (a job's executions and the edges of what it
-waited for, then the job). A cancel of a queued or waiting job releases its dependents
-in the same transaction, as every end of a job does (`dependencies.py`).
+waited for, then the job). A cancel of a queued, waiting or blocked job releases its
+dependents in the same transaction, as every end of a job does (`dependencies.py`); a
+replay releases the jobs its dead job blocked; a dead job purged, or past the blocked
+retention, cancels the jobs it blocked (nothing else would release them).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class AdminOps:
             who = None if by is None else check_text("by", by)
             clock = self.d.clock(conn, now)
             params = {"job_id": job_id, "now": clock, "by": who}
-            if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING):
+            if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING, JobStatus.BLOCKED):
                 rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
                 self.d.announce_ended(conn, records.awaited_ends(rows))
                 self.ends.release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
@@ -68,13 +70,14 @@ class AdminOps:
     ) -> list[str]:
         self.d.ensure_schema()
         with self.d.write() as conn:
-            params = {
-                "now": self.d.clock(conn, now),
-                "all": job_ids is None,
-                "ids": self.d.array(list(job_ids or [])),
-            }
+            clock = self.d.clock(conn, now)
+            ids = self.d.array(list(job_ids or []))
+            params = {"now": clock, "all": job_ids is None, "ids": ids}
             rows = run(conn, self.q.REPLAY_DEAD, params)
             wake(self.d, conn, {r["queue"] for r in rows})
+            holding = [r["id"] for r in rows if r["has_dependents"]]
+            if holding:
+                self.ends.apply(conn, dependencies.unblock(self.q, holding, self.d.array, clock))
         return [r["id"] for r in rows]
 
     def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
@@ -104,11 +107,22 @@ class AdminOps:
         if older_than is not None:
             older_than = min(older_than, MAX_DEAD_AGE)
         with self.d.write() as conn:
-            params = {"now": self.d.clock(conn, now), "older_than": older_than}
+            clock = self.d.clock(conn, now)
+            params = {"now": clock, "older_than": older_than}
             ids = [r["id"] for r in conn.execute(self.q.SELECT_PURGEABLE_DEAD, params)]
             if not dry_run:
+                self._cancel_held(conn, ids, clock, "was purged")
                 self._delete_jobs(conn, ids)
         return ids
+
+    def _cancel_held(self, conn: Any, dead: list[str], clock: float | None, why: str) -> int:
+        """Cancel the blocked jobs the dead jobs `dead` hold (`dependencies.cancel_held`):
+        those jobs will not be replayed, so nothing else would ever release them. How many
+        it cancelled (not counting those cancelled down from them)."""
+        if not dead:
+            return 0
+        program = dependencies.cancel_held(self.q, dead, self.d.array, clock, why)
+        return len(self.ends.apply(conn, program).held_cancelled)
 
     def _delete_jobs(self, conn: Any, ids: list[str]) -> None:
         if ids:
@@ -125,11 +139,13 @@ class AdminOps:
         now: float | None = None,
         *,
         success_trace_retention: float = DEFAULT_SUCCESS_TRACE_RETENTION,
+        blocked_retention: float | None = None,
     ) -> PruneCounts:
         """Delete what retention no longer keeps; the ids of the succeeded jobs deleted
         are kept in the trace of pruned successes (a job may still depend on them:
         `dependencies.store`), which forgets those made over `success_trace_retention`
-        ago (0: none kept)."""
+        ago (0: none kept); with `blocked_retention`, the jobs a dead job has blocked
+        for longer are cancelled."""
         self.d.ensure_schema()
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
@@ -143,4 +159,10 @@ class AdminOps:
             horizon = database_time(self.d, conn, clock) - success_trace_retention
             forget = {"before": first_id_at(horizon), "limit": PRUNE_BATCH}
             conn.execute(self.q.FORGET_PRUNED_SUCCESSES, forget)
-        return PruneCounts(workers=workers, jobs=len(ids))
+            blocked = 0
+            if blocked_retention is not None:
+                params = {"now": clock, "retention": blocked_retention, "limit": PRUNE_BATCH}
+                holders = [r["id"] for r in conn.execute(self.q.EXPIRED_HOLDERS, params)]
+                why = f"was not replayed within {blocked_retention:g} s"
+                blocked = self._cancel_held(conn, holders, clock, why)
+        return PruneCounts(workers=workers, jobs=len(ids), blocked=blocked)

@@ -20,6 +20,15 @@ agree with all of them on who sees whom. Both halves of that agreement are here:
   finish, committed by itself, leaves such jobs to a transaction of its own: see
   `JobEnds.finish_statement` in `leases.py`.) SQLite has one writer: the order is given.
 
+A dead dependency blocks the jobs that wait for it (`blocked`, unless they cancel or run
+anyway), and a blocked job blocks those that wait for it in turn, until the dead job is
+replayed (`unblock`) or the blocked job cancelled. Which dependency holds which job is on
+the edge (`holds`), changed only by whoever changes the dependency's status, under its
+row lock; the job's count of them (`holders`) moves by differences under the job's
+lock, as `waiting_for` does: on PostgreSQL a statement that waited for a row's lock
+re-reads that row, never the others, so nothing here is decided by reading another
+job's status from an older snapshot.
+
 Both are generators of statements (`Program`): the store drives one on its own connection
 (`base.drive`), on a borrowed one, or on an asyncio connection, and the logic stays
 written once.
@@ -28,7 +37,8 @@ written once.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar
@@ -45,11 +55,26 @@ DEPENDENTS_SHOWN = 1000
 
 @dataclass
 class Released:
-    """What releases did: the queues that got runnable jobs (to wake), and the jobs they
-    cancelled that someone awaits (to announce)."""
+    """What releases did: the queues that got runnable jobs (to wake), and the awaited
+    jobs they cancelled or blocked (to announce: a blocked job's waiter has its answer,
+    the dead job that holds it)."""
 
     queues: set[str] = field(default_factory=set)
     awaited_ends: list[str] = field(default_factory=list)
+    held_cancelled: list[str] = field(default_factory=list)
+    """The blocked jobs `cancel_held` cancelled (not those cancelled down from them)."""
+
+    def add(self, rows: Sequence[Any]) -> None:
+        """Count the jobs a release statement changed (`id`, `queue`, `status`,
+        `awaited`)."""
+        self.queues.update(r["queue"] for r in rows if r["status"] == JobStatus.QUEUED)
+        self.awaited_ends.extend(
+            r["id"] for r in rows if r["awaited"] and r["status"] in ANNOUNCED
+        )
+
+
+ANNOUNCED = frozenset({JobStatus.CANCELLED, JobStatus.BLOCKED})
+"""The statuses a release gives that a waiter is told of."""
 
 
 def ended_with_dependents(rows: Sequence[Any]) -> list[str]:
@@ -59,21 +84,102 @@ def ended_with_dependents(rows: Sequence[Any]) -> list[str]:
     return [r["id"] for r in rows if r["has_dependents"] and r["status"] in TERMINAL_STATUSES]
 
 
-def release(q: ModuleType, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
-    """Release the waiting dependents of the jobs `ids` (just ended, in this transaction):
-    queued once their last dependency ended, cancelled if one ended dead or cancelled
-    (unless they run anyway), and so on down: a cancelled dependent's own dependents are
-    released from it in turn, a statement per level."""
+def failed_with_dependents(rows: Sequence[Any]) -> bool:
+    """Whether any of the ended jobs with dependents among `rows` did not succeed: only
+    then can their release block or unblock a job (`release`'s `failed`)."""
+    return any(
+        r["has_dependents"] and r["status"] in TERMINAL_STATUSES - {JobStatus.SUCCEEDED}
+        for r in rows
+    )
+
+
+def release(
+    q: ModuleType, ids: list[str], array: Any, clock: float | None, failed: bool = True
+) -> Program[Released]:
+    """Release the waiting (and blocked) dependents of the jobs `ids` (just ended, in this
+    transaction): queued once their last dependency ended and none holds them; blocked by
+    one that ended dead (those that block on failure), cancelled by one that ended
+    cancelled (or dead, those that cancel), unless they run anyway; and so on down: a
+    cancelled dependent's own dependents are released from it in turn, and a job that
+    became blocked or stopped being blocked tells its dependents (`propagate`), a
+    statement per level. `failed`: some of `ids` did not succeed (a release of successes
+    only can neither block nor unblock: it spares the statement that would look)."""
     done = Released()
     while ids:
         params = {"ids": array(ids), "now": clock}
         rows = yield (q.RELEASE_DEPENDENTS, params)
         yield (q.END_DEPENDENCY_EDGES, params)
-        done.queues.update(r["queue"] for r in rows if r["status"] == JobStatus.QUEUED)
-        done.awaited_ends.extend(
-            r["id"] for r in rows if r["awaited"] and r["status"] == JobStatus.CANCELLED
-        )
-        ids = ended_with_dependents(rows)
+        done.add(rows)
+        if failed:
+            moved = [r["id"] for r in rows if r["has_dependents"] and r["status"] != "cancelled"]
+            yield from propagate(q, moved, array, clock, done)
+        ids, failed = ended_with_dependents(rows), True
+    return done
+
+
+def propagate(
+    q: ModuleType, ids: list[str], array: Any, clock: float | None, done: Released
+) -> Program[None]:
+    """The jobs `ids` (not ended, their status changed in this transaction) may have
+    become blocked or stopped being so: the edges of their dependents say whether each
+    holds (`SYNC_HOLDS`), and the dependents whose `holders` moved are blocked or waiting
+    accordingly, and so on down while anything moves. Idempotent: an edge already right
+    moves nothing."""
+    while ids:
+        flips = yield (q.SYNC_HOLDS, {"ids": array(ids)})
+        holders: Counter[str] = Counter()
+        for flip in flips:
+            holders[flip["job_id"]] += 1 if flip["holds"] else -1
+        rows = yield from shift(q, holders, Counter(), clock, done)
+        ids = [r["id"] for r in rows if r["has_dependents"]]
+
+
+def shift(
+    q: ModuleType,
+    holders: Mapping[str, int],
+    waiting: Mapping[str, int],
+    clock: float | None,
+    done: Released,
+) -> Program[list[Any]]:
+    """Move the `holders` and `waiting_for` of waiting and blocked jobs by these
+    differences (`SHIFT_HOLDERS`): blocked while a dependency holds one, else waiting.
+    The rows it changed."""
+    moved = [
+        {"id": job_id, "holders": holders.get(job_id, 0), "waiting": waiting.get(job_id, 0)}
+        for job_id in sorted(set(holders) | set(waiting))
+        if holders.get(job_id) or waiting.get(job_id)
+    ]
+    if not moved:
+        return []
+    rows = yield (q.SHIFT_HOLDERS, {"shifts": json.dumps(moved), "now": clock})
+    done.add(rows)
+    return list(rows)
+
+
+def unblock(q: ModuleType, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
+    """The dead jobs `ids` were replayed (queued again, in this transaction): the jobs
+    they blocked wait for them again (`REOPEN_HELD_EDGES`: the edge is counted again when
+    they end), waiting unless another dependency holds them, and so on down."""
+    done = Released()
+    edges = yield (q.REOPEN_HELD_EDGES, {"ids": array(ids)})
+    reopened = Counter(r["job_id"] for r in edges)
+    less = {job_id: -n for job_id, n in reopened.items()}
+    rows = yield from shift(q, less, reopened, clock, done)
+    yield from propagate(q, [r["id"] for r in rows if r["has_dependents"]], array, clock, done)
+    return done
+
+
+def cancel_held(
+    q: ModuleType, ids: list[str], array: Any, clock: float | None, why: str
+) -> Program[Released]:
+    """Cancel the blocked jobs that the dead jobs `ids` hold by their own edge (`why`: the
+    dead job `was purged`, or `was not replayed within ...`), then release their
+    dependents from them as from any cancel."""
+    rows = yield (q.CANCEL_HELD, {"ids": array(ids), "now": clock, "why": why})
+    cancelled = ended_with_dependents(rows)
+    done = (yield from release(q, cancelled, array, clock)) if cancelled else Released()
+    done.awaited_ends.extend(r["id"] for r in rows if r["awaited"])
+    done.held_cancelled.extend(r["id"] for r in rows)
     return done
 
 
@@ -89,13 +195,15 @@ def store(
     the batch locked and checked first (a pruned success counts as succeeded; anything
     else not found is `DependencyNotFound`, nothing inserted), then the
     plain jobs (`insert_plain`, the dialect's usual statements), the linked ones (waiting,
-    or in `waited`: waited for by others of the batch) and their edges; then the edges
-    whose dependency had already ended are released at once."""
+    blocked by a blocked dependency, or in `waited`: waited for by others of the batch)
+    and their edges; then the edges whose dependency had already ended are released at
+    once, and the jobs of the batch born blocked tell their dependents of the batch."""
     in_batch = {str(d["id"]) for d in docs}
     wanted = [dep for d in docs for dep in d.get("depends_on", ())]
     outside = sorted(set(wanted) - in_batch)
     ended: list[str] = []
     pruned: set[str] = set()
+    blocked: set[str] = set()
     if outside:
         rows = yield (q.LOCK_DEPENDENCIES, {"ids": array(outside)})
         found = {r["id"]: r["status"] for r in rows}
@@ -107,12 +215,16 @@ def store(
             if missing:
                 raise DependencyNotFound(missing)
         ended = [dep for dep in outside if dep in found and found[dep] in TERMINAL_STATUSES]
+        blocked = {dep for dep in outside if found.get(dep) == JobStatus.BLOCKED}
     yield from each(insert_plain)
-    linked, edges = _linked(docs, waited, pruned)
+    linked, edges = _linked(docs, waited, pruned, blocked)
     yield (q.INSERT_LINKED_JOBS, {"jobs": json.dumps(linked), "now": clock})
     yield (q.INSERT_DEPENDENCIES, {"edges": json.dumps(edges)})
+    done = Released()
     if ended:
-        yield from release(q, ended, array, clock)
+        done = yield from release(q, ended, array, clock)
+    held = [doc["id"] for doc in linked if doc["holders"] and doc["has_dependents"]]
+    yield from propagate(q, held, array, clock, done)
 
 
 def is_linked(doc: dict[str, Any], waited_for: set[str]) -> bool:
@@ -134,11 +246,13 @@ def waited_for(docs: Sequence[dict[str, Any]]) -> set[str]:
 
 
 def _linked(
-    docs: Sequence[dict[str, Any]], in_batch_deps: set[str], pruned: set[str]
+    docs: Sequence[dict[str, Any]], in_batch_deps: set[str], pruned: set[str], blocked: set[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The linked jobs' documents for `INSERT_LINKED_JOBS`, and their edges (each with
     how its result reaches the job, `result_as`). A dependency in `pruned` (a success
-    since pruned) is counted at once: its edge is written ended, and not waited for."""
+    since pruned) is counted at once: its edge is written ended, and not waited for. A
+    job that depends on a blocked job (`blocked`, outside the batch) is blocked from the
+    start, held by each such edge."""
     linked: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for doc in docs:
@@ -147,12 +261,15 @@ def _linked(
         depends_on = list(doc.get("depends_on", ()))
         results_as = doc.get("results_as") or [None] * len(depends_on)
         waiting_for = sum(dep not in pruned for dep in depends_on)
+        holders = sum(dep in blocked for dep in depends_on)
+        status = JobStatus.BLOCKED if holders else JobStatus.WAITING
         linked.append(
             dict(
                 doc,
-                status=(JobStatus.WAITING if waiting_for else JobStatus.QUEUED).value,
+                status=(status if waiting_for else JobStatus.QUEUED).value,
                 has_dependents=doc["id"] in in_batch_deps,
                 waiting_for=waiting_for,
+                holders=holders,
                 on_dependency_failure=doc.get("on_dependency_failure"),
                 dependency_results=bool(doc.get("dependency_results")),
             )
@@ -164,6 +281,7 @@ def _linked(
                 "position": position,
                 "ended": JobStatus.SUCCEEDED.value if dep in pruned else None,
                 "result_as": result_as,
+                "holds": dep in blocked,
             }
             for position, (dep, result_as) in enumerate(zip(depends_on, results_as, strict=True))
         )

@@ -15,7 +15,7 @@ from typing import Any
 from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.ids import typed_forms
-from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, QueueWait
+from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, JobStatus, QueueWait
 from heartq.store import records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect, run
@@ -49,7 +49,10 @@ class InspectOps:
             dependents = (
                 run(conn, self.q.GET_DEPENDENTS, params) if row["has_dependents"] else []
             )
+            blocked = row["status"] == JobStatus.BLOCKED
+            holder = conn.execute(self.q.HOLDER, {"job_id": job_id}).fetchone() if blocked else None
         doc = records.job_dict(row, executions)
+        doc["blocked_by"] = records.holder_dict(holder)
         doc["policy"] = policy.sources(doc, int(row["chosen"]), declared)
         doc["depends_on"] = [records.linked_job_dict(r) for r in depends_on]
         doc["dependents"] = [records.linked_job_dict(r) for r in dependents]

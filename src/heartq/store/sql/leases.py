@@ -50,7 +50,7 @@ from heartq.model import (
 )
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
-from heartq.store.sql.base import Dialect, Rows, database_time, drive, run, wake
+from heartq.store.sql.base import Dialect, Program, Rows, database_time, drive, run, wake
 
 T = TypeVar("T")
 
@@ -422,14 +422,26 @@ class JobEnds:
         rows = run(conn, self.q.FINISH, params)
         landed = [r for r in rows if not r["deferred"]]
         self.d.announce_ended(conn, records.awaited_ends(landed))
-        self.release_dependents(conn, dependencies.ended_with_dependents(landed), clock)
+        failed = dependencies.failed_with_dependents(landed)
+        self.release_dependents(conn, dependencies.ended_with_dependents(landed), clock, failed)
         return records.leases(landed), records.leases(r for r in rows if r["deferred"])
 
-    def release_dependents(self, conn: Any, ended: list[str], clock: float | None) -> None:
+    def release_dependents(
+        self, conn: Any, ended: list[str], clock: float | None, failed: bool = True
+    ) -> None:
         """Release the waiting dependents of jobs that just ended in this transaction
-        (`dependencies.release`), wake the queues that got runnable jobs and announce the
-        awaited jobs it cancelled. Nothing at all when none of them has dependents."""
+        (`dependencies.release`; `failed`: some of them did not succeed). Nothing at all
+        when none of them has dependents."""
         if ended:
-            done = drive(conn, dependencies.release(self.q, ended, self.d.array, clock))
-            self.d.announce_ended(conn, done.awaited_ends)
-            wake(self.d, conn, done.queues)
+            self.apply(conn, dependencies.release(self.q, ended, self.d.array, clock, failed))
+
+    def apply(
+        self, conn: Any, program: Program[dependencies.Released]
+    ) -> dependencies.Released:
+        """Run a program that moves dependents (a release, the unblocking of a replay, the
+        cancel of blocked jobs), then wake the queues that got runnable jobs and announce
+        the awaited jobs it cancelled or blocked; what it did."""
+        done = drive(conn, program)
+        self.d.announce_ended(conn, done.awaited_ends)
+        wake(self.d, conn, done.queues)
+        return done

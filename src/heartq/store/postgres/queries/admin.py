@@ -17,10 +17,12 @@ WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("reten
 LIMIT %(limit)s
 """
 
+# Locked: a replay of one waits for the purge, or the purge for it (then it is not dead).
 SELECT_PURGEABLE_DEAD = f"""
 SELECT id FROM jobs
 WHERE status = 'dead'
   AND (%(older_than)s::float8 IS NULL OR finished_at < {T} - {_secs("older_than")})
+FOR UPDATE
 """
 
 DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])"
@@ -51,7 +53,7 @@ WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
 CANCEL_QUEUED = f"""
 UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s
-WHERE id = %(job_id)s AND status IN ('queued', 'waiting')
+WHERE id = %(job_id)s AND status IN ('queued', 'waiting', 'blocked')
 RETURNING id, status, awaited, has_dependents
 """
 
@@ -63,7 +65,8 @@ RETURNING worker_id
 
 JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 
-# A dead job whose unique key another live job holds stays dead (the key holds).
+# A dead job whose unique key another live job holds stays dead (the key holds). Those
+# with dependents release the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = f"""
 UPDATE jobs
 SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
@@ -72,7 +75,7 @@ WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs AS live
       WHERE live.unique_key = jobs.unique_key AND live.status IN ('queued', 'running')))
-RETURNING id, queue
+RETURNING id, queue, has_dependents
 """
 
 # Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and

@@ -34,8 +34,9 @@ ON CONFLICT (name) DO UPDATE SET
     rate_key = EXCLUDED.rate_key, retry_rules = EXCLUDED.retry_rules
 """
 
-# Queued and waiting jobs of these tasks take the declaration for every option their caller
-# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued, waiting and blocked jobs of these tasks take the declaration for every option
+# their caller did not choose (`chosen` bits, heartq.policy); rows already in line with
+# it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & %(queue_bit)s = 0 THEN t.queue ELSE j.queue END"
 
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & %(priority_bit)s = 0 THEN t.priority ELSE j.priority END"
@@ -58,7 +59,8 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
 FROM tasks AS t
-WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name AND j.status IN ('queued', 'waiting')
+WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name
+  AND j.status IN ('queued', 'waiting', 'blocked')
   AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},

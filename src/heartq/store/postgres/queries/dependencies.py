@@ -4,27 +4,28 @@ job's dependencies and dependents are."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T
+from heartq.store.postgres.queries.common import T, _secs
 
 # Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
-# others (`status` 'waiting', `waiting_for` their number) and those of the same batch that
-# others wait for (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
+# others (`status` 'waiting', `waiting_for` their number; 'blocked' with `holders`, the
+# number of them blocked already) and those of the same batch that others wait for
+# (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
 INSERT_LINKED_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
                   concurrency_limit, rate_key, rate_limit, rate_period, meta, has_dependents,
-                  waiting_for, on_dependency_failure, dependency_results)
+                  waiting_for, holders, on_dependency_failure, dependency_results)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
        x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb, x.has_dependents,
-       x.waiting_for, x.on_dependency_failure, x.dependency_results
+       x.waiting_for, x.holders, x.on_dependency_failure, x.dependency_results
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
     concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
     rate_period float8, meta text, status text, has_dependents boolean, waiting_for integer,
-    on_dependency_failure text, dependency_results boolean)
+    holders integer, on_dependency_failure text, dependency_results boolean)
 """
 
 # The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
@@ -50,35 +51,51 @@ SELECT id, status FROM locked
 # not found.
 PRUNED_SUCCESSES = "SELECT id FROM pruned_successes WHERE id = ANY(%(ids)s::text[])"
 
-# Each edge: {job_id, depends_on, position, ended, result_as}; `ended` is set for a
+# Each edge: {job_id, depends_on, position, ended, result_as, holds}; `ended` is set for a
 # dependency that succeeded and was pruned (counted at once), `result_as` for a job that
-# takes results (how this dependency's result reaches it: store/documents.py).
+# takes results (how this dependency's result reaches it: store/documents.py), `holds`
+# for a dependency blocked already.
 INSERT_DEPENDENCIES = """
-INSERT INTO job_dependencies (job_id, depends_on, position, ended, result_as)
-SELECT x.job_id, x.depends_on, x.position, x.ended, x.result_as
-FROM json_to_recordset(%(edges)s::json)
-    AS x(job_id text, depends_on text, position integer, ended text, result_as text)
+INSERT INTO job_dependencies (job_id, depends_on, position, ended, result_as, holds)
+SELECT x.job_id, x.depends_on, x.position, x.ended, x.result_as, x.holds
+FROM json_to_recordset(%(edges)s::json) AS x(
+    job_id text, depends_on text, position integer, ended text, result_as text, holds boolean)
 """
 
-# The waiting dependents of jobs that ended (`ids`), in the ending transaction, in a
-# statement of its own: its snapshot is taken after the ended rows were locked, so it sees
-# every edge committed before (LOCK_DEPENDENCIES waits for those locks). Each edge not yet
-# counted whose dependency has ended counts once; a job whose last dependency ended is
-# queued (run_at: now, or its own later eta); one whose dependency ended dead or
-# cancelled is cancelled, unless it runs anyway (`on_dependency_failure` 'run'). The
-# dependents are locked in id order first (as FINISH locks its rows), so two releases of
-# jobs with common dependents wait for each other instead of deadlocking; a row another
-# transaction is releasing is waited for, then re-read (READ COMMITTED): two dependencies
-# ending at once each count once. END_DEPENDENCY_EDGES then marks the edges.
-_FAILED = "c.failed IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
+# The waiting (or blocked) dependents of jobs that ended (`ids`), in the ending
+# transaction, in a statement of its own: its snapshot is taken after the ended rows were
+# locked, so it sees every edge committed before (LOCK_DEPENDENCIES waits for those
+# locks). Each edge not yet counted whose dependency has ended counts once; a job whose
+# last dependency ended, none holding it, is queued (run_at: now, or its own later eta).
+# A dependency that ended dead blocks a job that blocks on failure
+# (`on_dependency_failure` 'block': `holders` + 1, the edge marked `holds` by
+# END_DEPENDENCY_EDGES) and cancels one that cancels; a cancelled one cancels both; a job
+# that runs anyway counts either as satisfied. An edge that held the job (its dependency
+# was blocked, and is now cancelled) holds it no more (`unheld`). The dependents are
+# locked in id order first (as FINISH locks its rows), so two releases of jobs with
+# common dependents wait for each other instead of deadlocking; a row another transaction
+# is releasing is waited for, then re-read (READ COMMITTED): two dependencies ending at
+# once each count once, and `holders` moves by differences for the same reason.
+# END_DEPENDENCY_EDGES then marks the edges.
+_BLOCKS = "j.on_dependency_failure = 'block'"
 
-_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0"
+_WHY = f"CASE WHEN {_BLOCKS} THEN c.cancelled ELSE c.failed END"
+
+_FAILED = f"{_WHY} IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run'"
+
+_HOLDERS = f"j.holders - c.unheld + CASE WHEN {_BLOCKS} THEN c.dead ELSE 0 END"
+
+_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0 AND {_HOLDERS} <= 0"
 
 RELEASE_DEPENDENTS = f"""
 WITH c AS (
     SELECT d.job_id, count(*)::integer AS n,
+           count(*) FILTER (WHERE e.status = 'dead')::integer AS dead,
+           count(*) FILTER (WHERE d.holds)::integer AS unheld,
            min(CASE WHEN e.status <> 'succeeded' THEN d.depends_on || ' ended ' || e.status END)
-               AS failed
+               AS failed,
+           min(CASE WHEN e.status = 'cancelled' THEN d.depends_on || ' ended cancelled' END)
+               AS cancelled
     FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
     WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
       AND e.status IN ('succeeded', 'dead', 'cancelled')
@@ -91,22 +108,126 @@ WITH c AS (
 )
 UPDATE jobs AS j
 SET waiting_for = greatest(j.waiting_for - c.n, 0),
+    holders = {_HOLDERS},
     status = CASE WHEN {_FAILED} THEN 'cancelled'
-                  WHEN {_RELEASED} THEN 'queued' ELSE 'waiting' END,
+                  WHEN {_RELEASED} THEN 'queued'
+                  WHEN {_HOLDERS} > 0 THEN 'blocked' ELSE 'waiting' END,
     run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
     finished_at = CASE WHEN {_FAILED} THEN {T} END,
-    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || c.failed ELSE j.error END,
+    error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || {_WHY} ELSE j.error END,
     updated_at = {T}
 FROM c JOIN locked ON locked.id = c.job_id
-WHERE j.id = c.job_id AND j.status = 'waiting'
+WHERE j.id = c.job_id AND j.status IN ('waiting', 'blocked')
 RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 """
 
+# An edge counted holds its job when its dependency ended dead and the job, blocking on
+# failure, is blocked by it (RELEASE_DEPENDENTS counted it in `holders`, under the lock
+# this transaction holds on the job).
 END_DEPENDENCY_EDGES = """
-UPDATE job_dependencies AS d SET ended = e.status
-FROM jobs AS e
+UPDATE job_dependencies AS d
+SET ended = e.status,
+    holds = (e.status = 'dead' AND j.status = 'blocked' AND j.on_dependency_failure = 'block')
+FROM jobs AS e, jobs AS j
 WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
   AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
+  AND j.id = d.job_id
+"""
+
+# The edges of not-ended dependencies (`ids`, whose status this transaction changed, under
+# their locks) made to say whether each holds its job: it does while the dependency is
+# blocked. Each edge that changed, with its new `holds`: its job's `holders` move by one
+# (SHIFT_HOLDERS).
+SYNC_HOLDS = """
+UPDATE job_dependencies AS d SET holds = (x.status = 'blocked')
+FROM jobs AS x
+WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND x.id = d.depends_on
+  AND d.ended IS NULL AND d.holds <> (x.status = 'blocked')
+RETURNING d.job_id, d.holds
+"""
+
+# Waiting and blocked jobs whose `holders` (and `waiting_for`) move: {id, holders,
+# waiting}, each a difference, applied to the row as it stands once locked (in id
+# order). Blocked while any dependency holds it, else waiting.
+SHIFT_HOLDERS = f"""
+WITH s AS (
+    SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id text, holders integer,
+                                                            waiting integer)
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM s))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET holders = j.holders + s.holders, waiting_for = j.waiting_for + s.waiting,
+    status = CASE WHEN j.holders + s.holders > 0 THEN 'blocked' ELSE 'waiting' END,
+    updated_at = {T}
+FROM s JOIN locked ON locked.id = s.id
+WHERE j.id = s.id AND j.status IN ('waiting', 'blocked')
+RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
+"""
+
+# A dead dependency replayed (`ids`, queued again): the edges by which it held its
+# blocked dependents are not counted any more (it will end again); each such job waits
+# for it once more (`waiting_for` + 1, `holders` - 1: SHIFT_HOLDERS).
+REOPEN_HELD_EDGES = """
+UPDATE job_dependencies AS d SET ended = NULL, holds = false
+FROM jobs AS j
+WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended = 'dead'
+  AND d.holds AND j.id = d.job_id AND j.status = 'blocked'
+RETURNING d.job_id
+"""
+
+# The blocked jobs that dead jobs (`ids`: purged, or dead past the blocked retention) hold
+# by their own edge, cancelled: they could only be released by a replay that will not
+# come. Their dependents are released from them as from any cancel.
+CANCEL_HELD = f"""
+WITH h AS (
+    SELECT d.job_id, min(d.depends_on) AS holder FROM job_dependencies AS d
+    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended = 'dead'
+      AND d.holds
+    GROUP BY d.job_id
+), locked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT job_id FROM h))
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobs AS j
+SET status = 'cancelled', finished_at = {T}, updated_at = {T},
+    error = 'dependency_failed: job ' || h.holder || ' ended dead and ' || %(why)s
+FROM h JOIN locked ON locked.id = h.job_id
+WHERE j.id = h.job_id AND j.status = 'blocked'
+RETURNING j.id, j.status, j.awaited, j.has_dependents
+"""
+
+# The dead jobs that hold blocked jobs and died before the blocked retention, locked (a
+# replay of one waits, or is waited for and seen).
+EXPIRED_HOLDERS = f"""
+SELECT id FROM jobs
+WHERE status = 'dead' AND finished_at < {T} - {_secs("retention")}
+  AND has_dependents
+  AND EXISTS (SELECT 1 FROM job_dependencies AS d WHERE d.depends_on = jobs.id
+              AND d.ended = 'dead' AND d.holds)
+LIMIT %(limit)s
+FOR UPDATE
+"""
+
+# The dead job at the root of what blocks a job (`job_id`, when it is blocked): up its
+# edges that hold, to a dead job (the least id, when several hold it).
+HOLDER = """
+WITH RECURSIVE up(id) AS (
+    SELECT id FROM jobs WHERE id = %(job_id)s AND status = 'blocked'
+    UNION
+    SELECT d.depends_on FROM up JOIN job_dependencies AS d ON d.job_id = up.id
+    WHERE d.holds
+)
+SELECT e.id, e.task, e.error, e.dead_reason
+FROM up JOIN jobs AS e ON e.id = up.id
+WHERE e.status = 'dead'
+ORDER BY e.id
+LIMIT 1
 """
 
 # What a job with `dependency_results` receives: the dependencies whose results it takes
@@ -125,14 +246,14 @@ ORDER BY d.position
 
 # A job's dependencies (in order) and its dependents, for `get_job`.
 GET_DEPENDENCIES = """
-SELECT d.depends_on AS id, e.task, e.status, d.ended
+SELECT d.depends_on AS id, e.task, e.status, d.ended, d.holds
 FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.depends_on
 WHERE d.job_id = %(job_id)s
 ORDER BY d.position
 """
 
 GET_DEPENDENTS = """
-SELECT d.job_id AS id, e.task, e.status, d.ended
+SELECT d.job_id AS id, e.task, e.status, d.ended, d.holds
 FROM job_dependencies AS d LEFT JOIN jobs AS e ON e.id = d.job_id
 WHERE d.depends_on = %(job_id)s
 ORDER BY d.job_id

@@ -5,6 +5,7 @@ job, jobs by a prefix or a tail of their id."""
 from __future__ import annotations
 
 from heartq.store.postgres.queries.common import T
+from heartq.store.postgres.queries.dependencies import HOLDER
 
 GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
 
@@ -172,9 +173,12 @@ UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
 
 # A result still to come: saved by the attempt that committed its job, or given up by a
 # reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
-JOB_END = """
-SELECT status, result::text AS result, error, dead_reason, result_pending
-FROM jobs WHERE id = %(job_id)s
+# A blocked job's end for its waiter is the dead job that holds it (HOLDER).
+JOB_END = f"""
+SELECT j.status, j.result::text AS result, j.error, j.dead_reason, j.result_pending,
+       h.id AS holder, h.error AS holder_error, h.dead_reason AS holder_dead_reason
+FROM jobs AS j LEFT JOIN ({HOLDER}) AS h ON true
+WHERE j.id = %(job_id)s
 """
 
 JOB_ID = "SELECT id FROM jobs WHERE id = %(job_id)s"

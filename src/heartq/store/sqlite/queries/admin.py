@@ -50,7 +50,7 @@ WHERE id IN (SELECT id FROM heartq_pruned_successes WHERE id < :before ORDER BY 
 CANCEL_QUEUED = """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
                        error = 'cancelled before it ran', cancelled_by = :by
-WHERE id = :job_id AND status IN ('queued', 'waiting')
+WHERE id = :job_id AND status IN ('queued', 'waiting', 'blocked')
 RETURNING id, status, awaited, has_dependents
 """
 
@@ -62,7 +62,8 @@ RETURNING worker_id
 
 JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
 
-# A dead job whose unique key another live job holds stays dead (the key holds).
+# A dead job whose unique key another live job holds stays dead (the key holds). Those
+# with dependents release the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = """
 UPDATE heartq_jobs
 SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
@@ -71,7 +72,7 @@ WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM heartq_jobs AS live
       WHERE live.unique_key = heartq_jobs.unique_key AND live.status IN ('queued', 'running')))
-RETURNING id, queue
+RETURNING id, queue, has_dependents
 """
 
 # Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and

@@ -33,8 +33,9 @@ ON CONFLICT (name) DO UPDATE SET
     rate_key = excluded.rate_key, retry_rules = excluded.retry_rules
 """
 
-# Queued and waiting jobs of these tasks take the declaration for every option their caller
-# did not choose (`chosen` bits, heartq.policy); rows already in line with it are left alone.
+# Queued, waiting and blocked jobs of these tasks take the declaration for every option
+# their caller did not choose (`chosen` bits, heartq.policy); rows already in line with
+# it are left alone.
 _DECLARED_QUEUE = "CASE WHEN j.chosen & :queue_bit = 0 THEN t.queue ELSE j.queue END"
 
 _DECLARED_PRIORITY = "CASE WHEN j.chosen & :priority_bit = 0 THEN t.priority ELSE j.priority END"
@@ -58,7 +59,8 @@ SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
 FROM heartq_tasks AS t
 WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
-  AND j.status IN ('queued', 'waiting') AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
+  AND j.status IN ('queued', 'waiting', 'blocked')
+  AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
               {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})

@@ -5,6 +5,7 @@ job, jobs by a prefix or a tail of their id."""
 from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _starts
+from heartq.store.sqlite.queries.dependencies import HOLDER
 
 GET_JOB = "SELECT * FROM heartq_jobs WHERE id = :job_id"
 
@@ -180,9 +181,12 @@ MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT aw
 
 # A result still to come: saved by the attempt that committed its job, or given up by a
 # reaper once that attempt's lease ran out (GIVE_UP_RESULTS): either is final.
-JOB_END = """
-SELECT status, result, error, dead_reason, result_pending
-FROM heartq_jobs WHERE id = :job_id
+# A blocked job's end for its waiter is the dead job that holds it (HOLDER).
+JOB_END = f"""
+SELECT j.status, j.result, j.error, j.dead_reason, j.result_pending,
+       h.id AS holder, h.error AS holder_error, h.dead_reason AS holder_dead_reason
+FROM heartq_jobs AS j LEFT JOIN ({HOLDER}) AS h ON 1
+WHERE j.id = :job_id
 """
 
 JOB_ID = "SELECT id FROM heartq_jobs WHERE id = :job_id"
