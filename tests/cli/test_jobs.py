@@ -492,6 +492,30 @@ def test_enqueue_depends_on_and_jobs_show_what_a_job_waits_for(heartq: HeartqCli
     assert heartq.json("jobs", "show", waiting)["status"] == "succeeded"
 
 
+def test_a_blocked_job_names_the_dead_job_that_holds_it_everywhere(heartq: HeartqCli) -> None:
+    dead = heartq.add("boom", max_retries=0)
+    blocked = heartq.add("ok", depends_on=[dead])
+    behind = heartq.add("ok", {"n": 1}, depends_on=[blocked], on_dependency_failure="run")
+    heartq.burst()  # ends: nothing it could run is left
+    listed = heartq.json("jobs", "list", "--status", "blocked")
+    assert {job["id"] for job in listed} == {blocked, behind}
+    job = heartq.json("jobs", "show", behind)
+    assert job["status"] == "blocked" and job["holders"] == 1
+    assert job["blocked_by"]["id"] == dead and "ValueError: boom 0" in job["blocked_by"]["error"]
+    assert job["depends_on"][0]["holds"] is True
+    out = heartq("jobs", "show", behind).ok().out
+    assert_fits(out)
+    assert re.search(r"status\s+blocked", out), out
+    assert re.search(rf"blocked by\s+{dead} \(boom, dead\): ValueError: boom 0", out), out
+    assert re.search(rf"release\s+heartq dlq replay {dead}", out), out
+    assert re.search(r"if one fails\s+runs anyway", out), out
+    watched = heartq("jobs", "watch", behind)  # stops at once: nothing moves by itself
+    assert watched.code == 1 and f"(blocked by dead job {dead})" in watched.out
+    heartq("dlq", "replay", dead).ok()
+    assert heartq.json("jobs", "show", behind)["status"] == "waiting"
+    assert heartq.json("jobs", "show", blocked)["blocked_by"] is None
+
+
 def test_a_waiting_job_cancelled_says_why_and_bad_dependencies_are_one_line(
     heartq: HeartqCli,
 ) -> None:
@@ -505,7 +529,7 @@ def test_a_waiting_job_cancelled_says_why_and_bad_dependencies_are_one_line(
     assert said.startswith("heartq: error: depends_on names no job 'not-a-job-id': ")
     assert "\n" not in said
     run = heartq("enqueue", "ok", "--depends-on", first, "--on-dependency-failure", "x").fails(2)
-    assert "'x' is not one of 'cancel', 'run'" in run.err
+    assert "'x' is not one of 'block', 'cancel', 'run'" in run.err
 
 
 def test_enqueue_depends_on_a_succeeded_job_since_pruned(heartq: HeartqCli) -> None:

@@ -39,7 +39,8 @@ def test_worker_metrics_move_while_it_works(
         heartq.add("ok", {"n": n})
     for n in range(3):  # one starts, two wait a minute for their key's next start
         heartq.add("ok", {"n": 10 + n}, rate_key="api", rate_limit="1/m")
-    heartq.add("boom", max_retries=0)
+    boom = heartq.add("boom", max_retries=0)
+    heartq.add("ok", {"n": 20}, depends_on=[boom])  # blocked once boom is dead
     slow = heartq.add("slow", {"seconds": 1.0})
     port = free_port()
     worker = heartq.start_worker("--metrics-port", str(port))
@@ -64,6 +65,7 @@ def test_worker_metrics_move_while_it_works(
     assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 6
     assert value(samples, "heartq_rate_limited_jobs", key="api") == 2
     assert value(samples, "heartq_jobs", queue="default", status="dead") == 1
+    assert value(samples, "heartq_jobs", queue="default", status="blocked") == 1
     assert value(samples, "heartq_jobs", queue="default", status="cancelled") == 0
     assert value(samples, "heartq_store_up") == 1
     assert value(samples, "heartq_worker_concurrency") == 10

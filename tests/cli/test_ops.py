@@ -180,26 +180,27 @@ def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) 
 def test_stats(heartq: HeartqCli) -> None:
     out = heartq("stats").ok().out
     assert "no jobs" in out and "0 active" in out
-    heartq.add("boom", max_retries=0)
+    dead = heartq.add("boom", max_retries=0)
     heartq.add("ok")
     heartq.burst()
     waiting = heartq.add("ok", queue="mail")
     heartq.add("ok", queue="mail", delay=600)
+    heartq.add("ok", depends_on=[dead])  # blocked by the dead one
     stats = heartq.json("stats")
     assert stats["jobs"] == {
-        "default": {"waiting": 0, "queued": 0, "claimed": 0, "running": 0, "succeeded": 1,
-                    "dead": 1, "cancelled": 0},
-        "mail": {"waiting": 0, "queued": 2, "claimed": 0, "running": 0, "succeeded": 0,
-                 "dead": 0, "cancelled": 0},
+        "default": {"waiting": 0, "blocked": 1, "queued": 0, "claimed": 0, "running": 0,
+                    "succeeded": 1, "dead": 1, "cancelled": 0},
+        "mail": {"waiting": 0, "blocked": 0, "queued": 2, "claimed": 0, "running": 0,
+                 "succeeded": 0, "dead": 0, "cancelled": 0},
     }
-    assert stats["totals"]["all"] == 4 and stats["dead"] == 1
+    assert stats["totals"]["all"] == 5 and stats["dead"] == 1
     assert stats["workers"]["active"] == 0
     assert stats["oldest_queued_job"] == waiting and stats["oldest_queued_age"] >= 0
     assert stats["scheduled"] == 1
     assert stats["url"] == heartq.url
     out = heartq("stats").ok().out
     assert_fits(out)
-    assert re.search(r"default\s+0\s+0\s+0\s+0\s+1\s+1\s+0\s+2", out), out
-    assert re.search(r"mail\s+0\s+2\s+0\s+0\s+0\s+0\s+0\s+2", out), out
-    assert re.search(r"all\s+0\s+2\s+0\s+0\s+1\s+1\s+0\s+4", out), out
+    assert re.search(r"default\s+0\s+1\s+0\s+0\s+0\s+1\s+1\s+0\s+3", out), out
+    assert re.search(r"mail\s+0\s+0\s+2\s+0\s+0\s+0\s+0\s+0\s+2", out), out
+    assert re.search(r"all\s+0\s+1\s+2\s+0\s+0\s+1\s+1\s+0\s+5", out), out
     assert f"(job {waiting})" in out and "1 dead job" in out

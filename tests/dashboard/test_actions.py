@@ -156,6 +156,34 @@ def test_a_rows_replay_button_replays_that_job_alone(
     assert notice(page(client.get(again))).startswith("Nothing was requeued")
 
 
+def test_a_blocked_jobs_page_names_the_dead_job_that_holds_it_and_replays_it(
+    store: Store, dashboard: Dashboard
+) -> None:
+    now = store.clock()
+    holder = dead_job(store, now, error="Traceback ...\nKeyError: 'sku'", task="fetch")
+    blocked = enqueue_one(store, now, task="ship", depends_on=(holder,))
+    behind = enqueue_one(store, now, task="mail", depends_on=(blocked,))
+    client = dashboard(allow_actions=True)
+    assert rows(page(client.get("/jobs?status=blocked"))) == [behind, blocked]
+    assert 'data-testid="total-blocked"><a href="/jobs?status=blocked"><span class="n">2<' in (
+        page(client.get("/"))
+    )
+    for job_id in (blocked, behind):  # the root, however far up
+        text = page(client.get(f"/jobs/{job_id}"))
+        assert '<span class="status status-blocked">blocked</span>' in text
+        assert f'href="/jobs/{holder}"' in text and "(fetch, " in text
+        assert "KeyError: &#39;sku&#39;" in text and "Cancel this job" in text
+        assert f'data-testid="replay-holder">Replay {holder}</button>' in text
+
+    back = act(client, "/dlq/replay", f"/jobs/{behind}", one=holder)
+
+    assert back == "/dlq?notice=replayed&n=1"
+    assert [store.get_job(i)["status"] for i in (holder, blocked, behind)] == [
+        "queued", "waiting", "waiting"
+    ]  # fmt: skip
+    assert 'data-testid="blocked-by"' not in page(client.get(f"/jobs/{behind}"))
+
+
 def test_replay_with_nothing_ticked_is_a_400(store: Store, dashboard: Dashboard) -> None:
     dead_job(store, store.clock())
     client = dashboard(allow_actions=True)

@@ -49,8 +49,8 @@ def test_the_overview_counts_jobs_charts_their_ends_and_lists_live_workers(
     text = page(dashboard().get("/"))
 
     assert dict(CARD.findall(text)) == {
-        "waiting": "0", "queued": "1", "claimed": "0", "running": "0", "succeeded": "2",
-        "dead": "1", "cancelled": "0",
+        "waiting": "0", "blocked": "0", "queued": "1", "claimed": "0", "running": "0",
+        "succeeded": "2", "dead": "1", "cancelled": "0",
     }  # fmt: skip
     assert '<a href="/jobs?queue=emails">emails</a>' in text
     assert '<a href="/jobs?queue=reports">reports</a>' in text

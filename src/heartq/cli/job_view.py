@@ -91,19 +91,34 @@ LINKS_SHOWN = 10
 them, up to 1,000 dependents)."""
 
 
+IF_ONE_FAILS = {
+    "block": "blocked until it is replayed (on_dependency_failure=block)",
+    "cancel": "cancelled (on_dependency_failure=cancel)",
+    "run": "runs anyway (on_dependency_failure=run)",
+}
+"""What a dependency that ends dead does to a job, by its `on_dependency_failure`."""
+
+
 def dependency_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
-    """What a job waits for (`waiting`: the dependencies not ended yet), what it depends
-    on and what depends on it, each with its status; what a failed dependency does to it,
-    and whether it takes their results."""
+    """What a job waits for (`waiting`: the dependencies not ended yet), the dead job
+    that blocks it (`blocked`), what it depends on and what depends on it, each with its
+    status; what a failed dependency does to it, and whether it takes their results."""
     rows: list[tuple[str, str | Text]] = []
     depends_on = job.get("depends_on") or []
-    if job["status"] == JobStatus.WAITING:
+    if job["status"] in (JobStatus.WAITING, JobStatus.BLOCKED):
         pending = [d for d in depends_on if d.get("ended") is None]
         rows.append(("waits for", _links(pending, f"{len(pending)} of {len(depends_on)}: ")))
+    holder = job.get("blocked_by")
+    if holder:
+        text = _links([dict(holder, status=JobStatus.DEAD.value)], "")
+        text.append(f": {display.last_line(holder.get('error') or holder.get('dead_reason') or '')}")
+        rows.append(("blocked by", text))
+        rows.append(("release", f"heartq dlq replay {holder['id']}"))
     if depends_on:
         rows.append(("depends on", _links(depends_on, "")))
-        if job.get("on_dependency_failure") == "run":
-            rows.append(("if one fails", "runs anyway (on_dependency_failure=run)"))
+        failure = IF_ONE_FAILS.get(job.get("on_dependency_failure") or "")
+        if failure:
+            rows.append(("if one fails", failure))
         if job.get("dependency_results"):
             rows.append(("results", "its dependencies' results, in order, are its first argument"))
     dependents = job.get("dependents") or []

@@ -27,6 +27,7 @@ MIN_FLEXIBLE_WIDTH = 4
 
 STATUS_STYLES = {
     "waiting": "magenta",
+    "blocked": "bold magenta",
     "queued": "yellow",
     "claimed": "blue",
     "running": "cyan",

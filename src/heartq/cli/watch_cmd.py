@@ -2,6 +2,8 @@
 
 The exit status tells a script how it ended (0 succeeded, 1 dead or cancelled), so
 `heartq enqueue ... | xargs heartq jobs watch && deploy` waits for the job and acts on it.
+A blocked job stops the watch too (1): a dead job holds it, and nothing moves until an
+operator replays that one.
 On a terminal the job's progress bar and attempts redraw in place (rich `Live`); piped,
 one line is printed each time its status, attempt or progress changes.
 """
@@ -25,7 +27,8 @@ from heartq.inspect.jobs import job_detail
 from heartq.model import JobStatus
 from heartq.store import Store
 
-ENDED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED)
+ENDED = (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.BLOCKED)
+"""Where a watch stops: the job ended, or a dead job blocks it."""
 DEFAULT_INTERVAL = 0.5
 """Defaults to reading the job twice a second: one indexed read, cheap for the database."""
 
@@ -47,6 +50,8 @@ def progress_line(job: dict[str, Any]) -> str:
         bits.append(str(progress["message"]))
     if job.get("worker_gone"):
         bits.append("(worker gone)")
+    if job.get("blocked_by"):
+        bits.append(f"(blocked by dead job {job['blocked_by']['id']})")
     return "  ".join(bits)
 
 
@@ -85,8 +90,9 @@ def read(store: Store, job_id: str) -> dict[str, Any]:
 @url_option
 @json_option
 def watch_command(job_id: str, interval: float, url: str | None, as_json: bool) -> None:
-    """Follow a job live until it ends; exit 0 if it succeeded, 1 if it died or was
-    cancelled. --json prints the job as `jobs show --json` once it has ended."""
+    """Follow a job live until it ends; exit 0 if it succeeded, 1 if it died, was
+    cancelled or is blocked by a dead dependency. --json prints the job as `jobs show
+    --json` once it has ended."""
     store = store_for(url, existing=True)
     job_id = store.resolve_job_id(job_id)
     job = read(store, job_id)

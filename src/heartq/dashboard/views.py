@@ -226,6 +226,11 @@ def job_page(job: dict[str, Any], now: float) -> dict[str, Any]:
     job["result_pretty"] = pretty(job["result"])
     job["checkpoint_pretty"] = pretty(job["checkpoint"])
     job["lease_left_text"] = display.fmt_seconds(job["lease_left"])
+    if job.get("blocked_by"):
+        holder = job["blocked_by"]
+        job["blocked_by"] = dict(
+            holder, error_line=display.last_line(holder["error"] or holder["dead_reason"])
+        )
     for execution in job["executions"]:
         took = execution["duration"]  # the figures of `jobs show`, laid out here
         if took is None:

@@ -24,6 +24,7 @@ CLAIMED = "claimed"
 
 SHOWN_STATUSES: tuple[str, ...] = (
     JobStatus.WAITING.value,
+    JobStatus.BLOCKED.value,
     JobStatus.QUEUED.value,
     CLAIMED,
     JobStatus.RUNNING.value,
