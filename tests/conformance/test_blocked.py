@@ -305,3 +305,40 @@ def test_a_replay_that_waits_for_another_death_keeps_the_job_blocked(
     store.replay_dead([a2], now=t0 + 13)
     run_to_end(store, t0 + 14)
     assert consistent(store, d) == ["queued"]
+
+
+DEPENDENT_FATE = {
+    # (how the dependency ended, the dependent's on_dependency_failure): (its status, and
+    # after the dependency, if dead, is replayed)
+    ("succeeded", "block"): ("queued", "queued"),
+    ("succeeded", "cancel"): ("queued", "queued"),
+    ("succeeded", "run"): ("queued", "queued"),
+    ("dead", "block"): ("blocked", "waiting"),
+    ("dead", "cancel"): ("cancelled", "cancelled"),
+    ("dead", "run"): ("queued", "queued"),
+    ("cancelled", "block"): ("cancelled", "cancelled"),
+    ("cancelled", "cancel"): ("cancelled", "cancelled"),
+    ("cancelled", "run"): ("queued", "queued"),
+    ("blocked", "block"): ("blocked", "waiting"),
+    ("blocked", "cancel"): ("blocked", "waiting"),
+    ("blocked", "run"): ("blocked", "waiting"),
+}
+"""docs/DESIGN.md's table of what a dependency's end does to a job that waits for it."""
+
+
+@pytest.mark.parametrize(("ended", "policy"), sorted(DEPENDENT_FATE))
+def test_the_dependents_fate_table(store: Store, t0: float, ended: str, policy: str) -> None:
+    root = enqueue_one(store, t0, task="root")
+    dependency = root
+    if ended == "blocked":  # a dependency that waits for a dead job itself
+        dependency = enqueue_one(store, t0, task="dependency", depends_on=(root,))
+    job = enqueue_one(store, t0, task="job", depends_on=(dependency,), on_dependency_failure=policy)
+    if ended == "cancelled":
+        store.cancel_job(root, now=t0 + 1)
+    else:
+        run_to_end(store, t0 + 1, ok=ended == "succeeded")
+    now, replayed = DEPENDENT_FATE[ended, policy]
+    assert consistent(store, job) == [now]
+    if store.get_job(root)["status"] == "dead":
+        store.replay_dead([root], now=t0 + 2)
+    assert consistent(store, job) == [replayed]

@@ -101,8 +101,13 @@ class Checker:
         execs = job["executions"]
         kind = run.kind_of[job_id]
         where = f"job {job_id} ({job['task']}, {status})"
-        # I1
-        if status not in TERMINAL:
+        # I1: a blocked job is not stuck only while a dead job holds it (its root, which an
+        # operator may replay); anything else not ended after the drain is stuck.
+        if status == "blocked":
+            holder = job.get("blocked_by") or {}
+            if self.jobs.get(holder.get("id", ""), {}).get("status") != "dead":
+                self.fail(f"I1: {where} blocked, but no dead job holds it: {holder}")
+        elif status not in TERMINAL:
             if drained:
                 self.fail(f"I1: {where} not terminal after draining")
             elif status == "running":
@@ -200,7 +205,7 @@ class Checker:
         if (
             status == "cancelled"
             and job_id not in run.cancel_asked
-            and not (run.deps_of.get(job_id) and self.dependency_failed(job_id))
+            and not (run.deps_of.get(job_id) and self.dependency_cancelled(job_id))
         ):
             self.fail(f"{where} cancelled but nobody asked")
         if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
@@ -228,14 +233,21 @@ class Checker:
                 self.fail(f"I3: {where} checkpoint {checkpoint} not from its last attempt")
 
     def dependency_failed(self, job_id: str) -> list[str]:
-        """Those of the job's dependencies that ended dead or cancelled."""
+        """Those of the job's dependencies that ended dead or cancelled, or are blocked."""
         deps = self.run.deps_of.get(job_id, [])
-        return [d for d in deps if self.jobs.get(d, {}).get("status") in ("dead", "cancelled")]
+        failed = ("dead", "cancelled", "blocked")
+        return [d for d in deps if self.jobs.get(d, {}).get("status") in failed]
+
+    def dependency_cancelled(self, job_id: str) -> list[str]:
+        """Those of the job's dependencies that ended cancelled."""
+        deps = self.run.deps_of.get(job_id, [])
+        return [d for d in deps if self.jobs.get(d, {}).get("status") == "cancelled"]
 
     def check_dependencies(self) -> None:
-        """Jobs that wait for jobs: none ran before its dependencies succeeded, a failed
-        dependency cancels what waits for it and only that, and every callback got every
-        result once."""
+        """Jobs that wait for jobs: none ran before its dependencies succeeded, a
+        cancelled dependency cancels what waits for it, a dead or blocked one blocks it
+        (the pipelines block on failure, heartq's default), and only those; every
+        callback got every result once."""
         run = self.run
         tolerance = CLOCK_TOLERANCE if run.config.backend == "postgres" else 0.0
         counts: Counter[str] = Counter()
@@ -260,14 +272,22 @@ class Checker:
                     self.fail(f"dependencies: {where} started at {execs[0]['started_at']}, "
                               f"before {dep} succeeded")  # fmt: skip
             asked = job_id in run.cancel_asked
-            if failed and not asked:
-                counts["cancelled_by_a_failed_dependency"] += 1
+            cancelled = self.dependency_cancelled(job_id)
+            if cancelled and not asked:
+                counts["cancelled_by_a_cancelled_dependency"] += 1
                 if job["status"] != "cancelled" or not (job["error"] or "").startswith(
                     "dependency_failed"
                 ):
+                    self.fail(f"dependencies: {where} after {cancelled[0]} ended cancelled: "
+                              f"{job['error']!r}")  # fmt: skip
+            elif failed and not asked:
+                counts["blocked_by_a_dead_dependency"] += 1
+                if job["status"] != "blocked":
                     self.fail(f"dependencies: {where} after {failed[0]} ended "
-                              f"{self.jobs[failed[0]]['status']}: {job['error']!r}")  # fmt: skip
-            elif not failed and (job["error"] or "").startswith("dependency_failed"):
+                              f"{self.jobs[failed[0]]['status']}: not blocked")  # fmt: skip
+            elif not failed and job["status"] == "blocked":
+                self.fail(f"dependencies: {where} blocked, but no dependency died")
+            elif not cancelled and (job["error"] or "").startswith("dependency_failed"):
                 self.fail(f"dependencies: {where} says {job['error']!r}, no dependency failed")
             if run.kind_of[job_id] == "chaos_fan_in" and job["status"] == "succeeded":
                 counts["callbacks_succeeded"] += 1

@@ -32,6 +32,9 @@ SERVER_SETTINGS = {"max_connections": "400"}
 workers, each with its pools, and the runner."""
 APP_REF = "tests.soak.chaos_tasks:app"
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
+SETTLED = TERMINAL | {"blocked"}
+"""Where a drained run leaves a job: ended, or blocked by a dead dependency (nothing moves
+it but an operator's replay or cancel; the checker holds each to a dead root)."""
 OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (

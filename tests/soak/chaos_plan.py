@@ -76,7 +76,7 @@ MEMBER_WEIGHTS: dict[str, float] = {
     "chaos_permanent": 2,
 }
 """The kinds of a group's members and a chain's steps: mostly ones that succeed (after
-retries, crashes and checkpoints), a few that end dead and so cancel what waits."""
+retries, crashes and checkpoints), a few that end dead and so block what waits."""
 
 
 def job_plan(config: ChaosConfig) -> list[NewJob]:

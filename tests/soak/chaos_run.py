@@ -32,7 +32,7 @@ from tests.soak.chaos_config import (
     PG_FAULTS,
     POOLS,
     REPO,
-    TERMINAL,
+    SETTLED,
     TRANSIENT,
     ChaosConfig,
     Fault,
@@ -459,7 +459,7 @@ class ChaosRun:
 
     def drain(self) -> bool:
         """Faults stop; frozen workers continue; every slot has a live worker; wait until
-        every job is terminal."""
+        every job is terminal or blocked by a dead dependency."""
         for proc in self.procs:
             if proc.state == "frozen":
                 self.process_faults.thaw(proc)
@@ -480,7 +480,8 @@ class ChaosRun:
             time.sleep(0.05)
 
     def drained(self) -> bool:
-        """Every job terminal, and no worker the runner saw die still marked active."""
+        """Every job terminal (or blocked by a dead dependency), and no worker the runner
+        saw die still marked active."""
         if self.pg_down:
             return False
         try:
@@ -488,7 +489,7 @@ class ChaosRun:
             active = {w["id"] for w in self.store.list_workers()}
         except TRANSIENT:
             return False
-        if any(status not in TERMINAL for _q, status, _n in counts):
+        if any(status not in SETTLED for _q, status, _n in counts):
             return False
         return not any(p.id in active for p in self.procs if not p.alive())
 
