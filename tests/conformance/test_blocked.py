@@ -10,14 +10,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import psycopg
 import pytest
 
 from heartq.lifecycle.fate import failed
 from heartq.model import CancelResult, JobStatus, Outcome
 from heartq.store import Store, documents
+from heartq.store.postgres.connection import parse_url
 
 from .support import LEASE, claim_one, enqueue_one, new_job
-from .test_dependencies import _wait_until_blocked_by, connect, run_to_end  # noqa: F401
+from .test_dependencies import _wait_until_blocked_by, run_to_end
 
 CANCELS = {"on_dependency_failure": "cancel"}
 RUNS = {"on_dependency_failure": "run"}
@@ -260,7 +262,7 @@ def test_a_waiter_is_told_when_the_job_it_awaits_is_blocked(store: Store, t0: fl
             heard.append(job_id)
             announced.set()
 
-    a, b, c = chain(store, t0, 3)
+    a, _, c = chain(store, t0, 3)
     assert not store.await_end(c).ended
     handle = store.listen_ends(on_end)
     try:
@@ -276,7 +278,7 @@ def test_a_waiter_is_told_when_the_job_it_awaits_is_blocked(store: Store, t0: fl
 
 
 def test_a_replay_that_waits_for_another_death_keeps_the_job_blocked(
-    store: Store, t0: float, backend: str, connect: Any
+    store: Store, t0: float, backend: str, store_url: str
 ) -> None:
     """PostgreSQL's race: a replay of one dead dependency waits for the lock of their
     common dependent, held by the transaction that ends another dependency dead; its
@@ -296,7 +298,8 @@ def test_a_replay_that_waits_for_another_death_keeps_the_job_blocked(
         doc = documents.attempt_finish_doc(failed(job, Outcome.FAILED, "boom", permanent=True))
         assert store._apply_finishes(conn, [doc], None) == {job.lease}  # type: ignore[attr-defined]
         replayer.start()
-        _wait_until_blocked_by(connect(), conn.info.backend_pid)
+        with psycopg.connect(parse_url(store_url)[0]) as watcher:
+            _wait_until_blocked_by(watcher, conn.info.backend_pid)
     replayer.join(30)
     assert not replayer.is_alive() and replayed == [a1]
     assert consistent(store, a1, a2, d) == ["queued", "dead", "blocked"]

@@ -5,6 +5,7 @@ cause is fixed, runs the rest through a real worker."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,9 @@ from typing import Any
 import pytest
 
 import heartq
+from heartq import events
+from heartq.config import Settings
+from heartq.maintenance.pruner import Pruner
 from heartq.testing import assert_enqueued, drain, enqueued
 from tests.conftest import on_every_backend
 from tests.support import wait_for
@@ -50,7 +54,7 @@ def test_a_replayed_failure_runs_the_rest_of_its_pipeline(
     fetched, *rest = pipeline.ids
     with run_worker(app):
         wait_for(lambda: app.get_job(fetched)["status"] == "dead", what="the fetch died")
-        with pytest.raises(heartq.JobDead, match="ConnectionError: .* is unreachable") as held:
+        with pytest.raises(heartq.JobDead, match=r"ConnectionError: .* is unreachable") as held:
             app.result(pipeline.last, timeout=10)
         assert (held.value.job_id, held.value.blocked) == (fetched, pipeline.last)
         assert [app.get_job(i)["status"] for i in rest] == ["blocked"] * len(rest)
@@ -73,3 +77,22 @@ def test_heartq_testing_shows_the_blocked_jobs(app: heartq.App, tmp_path: Path) 
         app.result(then, timeout=5)
     assert app.cancel(then) is heartq.CancelResult.CANCELLED
     assert list(enqueued(app)) == []
+
+
+def test_the_pruner_cancels_jobs_blocked_past_the_blocked_retention(
+    app: heartq.App, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings.from_env({"HEARTQ_BLOCKED_RETENTION": "0.05"})
+    assert settings.blocked_retention == 0.05 and Settings().blocked_retention is None
+    t = _pipeline_tasks(app, tmp_path / "never")
+    first, then = heartq.chain(t["fetch"].s("u"), t["double"].s(3)).enqueue().ids
+    drain(app)
+    assert Pruner(app.store, Settings()).run_once() == 0  # unset: kept while it is dead
+    with caplog.at_level(logging.INFO, logger="heartq"):
+        wait_for(lambda: Pruner(app.store, settings).run_once(), what="the blocked retention")
+    job = app.get_job(then)
+    assert job["status"] == "cancelled"
+    why = f"dependency_failed: job {first} ended dead and was not replayed within 0.05 s"
+    assert job["error"] == why
+    (pruned,) = [r for r in caplog.records if r.getMessage() == events.PRUNED]
+    assert pruned.heartq_fields["blocked"] == 1  # type: ignore[attr-defined]

@@ -72,9 +72,10 @@ What one run does:
    exactly one row, from the execution that succeeded; a job that did not succeed has
    none; two rows or more is "effect N times". Pipelines: no job ran before each of
    its dependencies succeeded (its first execution started after theirs ended, and no
-   job whose dependency failed ran at all); a job whose dependency ended dead or
-   cancelled ended cancelled (`dependency_failed`), one whose dependencies all succeeded
-   was not cancelled for it; every callback that succeeded received every member's
+   job whose dependency failed ran at all); a job whose dependency ended cancelled
+   ended cancelled (`dependency_failed`), one whose dependency is dead or blocked is
+   blocked (and a dead job is at its root), one whose dependencies all succeeded is
+   neither; every callback that succeeded received every member's
    result, from the attempt that succeeded, in order, and wrote its effect once. Rate
    limits: no window of the period held more starts of the rated key than its limit. A
    succeeded job with

@@ -111,7 +111,7 @@ def dependency_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
     holder = job.get("blocked_by")
     if holder:
         text = _links([dict(holder, status=JobStatus.DEAD.value)], "")
-        text.append(f": {display.last_line(holder.get('error') or holder.get('dead_reason') or '')}")
+        text.append(f": {display.last_line(holder.get('error') or holder.get('dead_reason'))}")
         rows.append(("blocked by", text))
         rows.append(("release", f"heartq dlq replay {holder['id']}"))
     if depends_on:
