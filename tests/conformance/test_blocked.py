@@ -8,6 +8,8 @@ also holds the counts to the edges: `waiting_for` is the edges not counted yet,
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 import psycopg
@@ -15,10 +17,17 @@ import pytest
 
 from heartq.lifecycle.fate import failed
 from heartq.model import CancelResult, JobStatus, Outcome
-from heartq.store import Store, documents
+from heartq.store import Store, documents, open_store
 from heartq.store.postgres.connection import parse_url
 
-from .support import LEASE, claim_one, enqueue_one, new_job
+from .support import (
+    LEASE,
+    SteeredMigrations,
+    claim_one,
+    enqueue_one,
+    insert_version_1_job,
+    new_job,
+)
 from .test_dependencies import _wait_until_blocked_by, run_to_end
 
 CANCELS = {"on_dependency_failure": "cancel"}
@@ -345,3 +354,55 @@ def test_the_dependents_fate_table(store: Store, t0: float, ended: str, policy: 
     if store.get_job(root)["status"] == "dead":
         store.replay_dead([root], now=t0 + 2)
     assert consistent(store, job) == [replayed]
+
+
+def _indexes(store: Store) -> set[str]:
+    """The names of the jobs table's indexes, on SQLite (whose migration rebuilds it)."""
+    with store._write() as conn:  # type: ignore[attr-defined]
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'heartq_jobs'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
+    fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database of schema v20 with a job waiting under the policy then the default
+    (`cancel`): after migration 21 it keeps it, while a job enqueued since blocks; on
+    SQLite, whose jobs table is rebuilt for its CHECK, every index and the executions
+    view are as they were, and claims, finishes and reads work."""
+    url = fresh_url()
+    sqlite = url.startswith("sqlite")
+    with SteeredMigrations(url, monkeypatch).store_before(21) as old:
+        t0 = float(int(old.clock()))
+        dependency = insert_version_1_job(old, t0)
+        jobs, edges = ("heartq_jobs", "heartq_job_dependencies") if sqlite else (
+            "jobs", "job_dependencies"
+        )
+        t = repr(t0) if sqlite else f"to_timestamp({t0!r})"
+        with old._write() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                f"INSERT INTO {jobs} (id, task, queue, args, status, run_at, max_retries, "
+                "retry_backoff, retry_backoff_max, created_at, updated_at, waiting_for, "
+                f"on_dependency_failure) VALUES ('old-waiting', 'task', 'default', '{{}}', "
+                f"'waiting', {t}, 3, 5, 3600, {t}, {t}, 1, 'cancel')"
+            )
+            conn.execute(
+                f"INSERT INTO {edges} (job_id, depends_on, position) "
+                f"VALUES ('old-waiting', '{dependency}', 0)"
+            )
+            conn.execute(f"UPDATE {jobs} SET has_dependents = true WHERE id = '{dependency}'")
+        before = _indexes(old) if sqlite else set()
+    with closing(open_store(url)) as new:
+        assert new.migrate() >= 21
+        if sqlite:
+            assert _indexes(new) == before
+        assert consistent(new, "old-waiting") == ["waiting"]
+        since = enqueue_one(new, t0, depends_on=(dependency,))
+        assert die(new, t0 + 1) == dependency
+        assert new.get_job(dependency)["executions"][0]["outcome"] == "failed"
+        assert consistent(new, "old-waiting", since) == ["cancelled", "blocked"]
+        new.replay_dead([dependency], now=t0 + 2)
+        run_to_end(new, t0 + 3)
+        assert consistent(new, since) == ["queued"]
