@@ -368,13 +368,13 @@ def _indexes(store: Store) -> set[str]:
 def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
     fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A database of schema v20 with a job waiting under the policy then the default
-    (`cancel`): after migration 21 it keeps it, while a job enqueued since blocks; on
+    """A database of schema v21 with a job waiting under the policy then the default
+    (`cancel`): after migration 22 it keeps it, while a job enqueued since blocks; on
     SQLite, whose jobs table is rebuilt for its CHECK, every index and the executions
     view are as they were, and claims, finishes and reads work."""
     url = fresh_url()
     sqlite = url.startswith("sqlite")
-    with SteeredMigrations(url, monkeypatch).store_before(21) as old:
+    with SteeredMigrations(url, monkeypatch).store_before(22) as old:
         t0 = float(int(old.clock()))
         dependency = insert_version_1_job(old, t0)
         jobs, edges = ("heartq_jobs", "heartq_job_dependencies") if sqlite else (
@@ -395,7 +395,7 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
             conn.execute(f"UPDATE {jobs} SET has_dependents = true WHERE id = '{dependency}'")
         before = _indexes(old) if sqlite else set()
     with closing(open_store(url)) as new:
-        assert new.migrate() >= 21
+        assert new.migrate() >= 22
         if sqlite:
             assert _indexes(new) == before
         assert consistent(new, "old-waiting") == ["waiting"]

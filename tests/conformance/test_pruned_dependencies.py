@@ -39,7 +39,9 @@ def test_a_pruned_success_counts_as_a_succeeded_dependency(store: Store, t0: flo
     then = enqueue_one(store, t0 + 2 * DAY, task="then", depends_on=(done,))
     job = store.get_job(then)
     assert job["status"] == JobStatus.QUEUED and job["waiting_for"] == 0
-    assert job["depends_on"] == [{"id": done, "task": None, "status": None, "ended": "succeeded"}]
+    assert job["depends_on"] == [
+        {"id": done, "task": None, "status": None, "ended": "succeeded", "holds": False}
+    ]
     # beside a dependency of its own batch: only that one is waited for
     _, last = store.enqueue(
         [new_job("first", id="in-batch"), new_job("last", depends_on=("in-batch", done))],

@@ -195,7 +195,9 @@ def test_depends_on_a_pruned_success_is_met_a_missing_id_is_not(app: heartq.App)
     then = app.enqueue("add", {"x": 3}, depends_on=[old])
     stored = app.get_job(then)
     assert stored["status"] == "queued"  # met at once
-    assert stored["depends_on"] == [{"id": old, "task": None, "status": None, "ended": "succeeded"}]
+    assert stored["depends_on"] == [
+        {"id": old, "task": None, "status": None, "ended": "succeeded", "holds": False}
+    ]
     callback = heartq.group(t["add"].s(5), callback=t["total"].s().set(depends_on=old)).enqueue()
     with pytest.raises(heartq.DependencyNotFound) as never:
         app.enqueue("add", {"x": 4}, depends_on=[old, "no-such-job"])
