@@ -290,7 +290,15 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
     site.start_worker("--concurrency", "1")
     site.start_dashboard("--token", "s3cret-token")
     job_id = site.cli.add("fail", {"text": HOSTILE})
+    blocked = site.cli.add("hold", {"seconds": 0.1}, depends_on=[job_id])
     wait_for(lambda: site.cli.job(job_id)["status"] == "dead", what="the job to die")
+
+    page.goto(site.url(f"/jobs/{blocked}"))  # blocked by it, named, its error shown as text
+    expect(page.locator("h1 .status")).to_have_text("blocked")
+    expect(page.get_by_test_id("blocked-by")).to_contain_text(job_id)
+    expect(page.get_by_test_id("replay-holder")).to_have_count(0)  # not signed in
+    not_pwned(page)
+    shoot(page, "job-blocked")
 
     page.goto(site.url("/dlq"))
     row = page.locator(f"tr[data-job='{job_id}']")
@@ -329,6 +337,12 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
     job = site.cli.job(job_id)
     assert len(job["executions"]) == 2
     assert job["status"] == "dead"  # it fails again, as its code does
+    assert site.cli.job(blocked)["status"] == "blocked"  # and blocks again
+
+    page.goto(site.url(f"/jobs/{blocked}"))  # signed in: its page replays the dead job
+    page.get_by_test_id("replay-holder").click()
+    expect(page.get_by_role("status")).to_contain_text("Requeued 1 dead job(s)")
+    wait_for(lambda: len(site.cli.job(job_id)["executions"]) == 3, what="a third attempt")
 
 
 def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
