@@ -62,6 +62,15 @@ FROM json_to_recordset(%(edges)s::json) AS x(
     job_id text, depends_on text, position integer, ended text, result_as text, holds boolean)
 """
 
+
+def _locked(ids: str) -> str:
+    """The jobs whose ids `ids` selects, locked in id order (as FINISH locks its rows): two
+    statements that change common jobs wait for each other instead of deadlocking."""
+    return (
+        f"SELECT j.id FROM jobs AS j WHERE j.id = ANY(ARRAY({ids})) ORDER BY j.id FOR UPDATE OF j"
+    )
+
+
 # The waiting (or blocked) dependents of jobs that ended (`ids`), in the ending
 # transaction, in a statement of its own: its snapshot is taken after the ended rows were
 # locked, so it sees every edge committed before (LOCK_DEPENDENCIES waits for those
@@ -100,12 +109,7 @@ WITH c AS (
     WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
       AND e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
-), locked AS (
-    SELECT j.id FROM jobs AS j
-    WHERE j.id = ANY(ARRAY(SELECT job_id FROM c))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), locked AS ({_locked("SELECT job_id FROM c")})
 UPDATE jobs AS j
 SET waiting_for = greatest(j.waiting_for - c.n, 0),
     holders = {_HOLDERS},
@@ -153,12 +157,7 @@ SHIFT_HOLDERS = f"""
 WITH s AS (
     SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id text, holders integer,
                                                             waiting integer)
-), locked AS (
-    SELECT j.id FROM jobs AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM s))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), locked AS ({_locked("SELECT id FROM s")})
 UPDATE jobs AS j
 SET holders = j.holders + s.holders, waiting_for = j.waiting_for + s.waiting,
     status = CASE WHEN j.holders + s.holders > 0 THEN 'blocked' ELSE 'waiting' END,
@@ -188,12 +187,7 @@ WITH h AS (
     WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended = 'dead'
       AND d.holds
     GROUP BY d.job_id
-), locked AS (
-    SELECT j.id FROM jobs AS j
-    WHERE j.id = ANY(ARRAY(SELECT job_id FROM h))
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
+), locked AS ({_locked("SELECT job_id FROM h")})
 UPDATE jobs AS j
 SET status = 'cancelled', finished_at = {T}, updated_at = {T},
     error = 'dependency_failed: job ' || h.holder || ' ended dead and ' || %(why)s
