@@ -46,6 +46,13 @@ What one run does:
      (enqueue batches, the monitor, cancels, its `pg_terminate` session) ride it out:
      skipped or retried while it is down, reconnected after (nothing of the runner's is
      in flight when it stops the server, so a failed enqueue stored nothing);
+   - `horizon` (PostgreSQL): another session of the database opens a REPEATABLE READ
+     transaction, reads the queue's `jobs`, and holds it idle 4-10 leases (seeded), so
+     vacuum can remove nothing that dies meanwhile; then rolls back (released at the
+     drain if still held). One falls at a seeded moment of the first 40 % of the chaos
+     whatever the draws, more as drawn. The checker adds: no attempt given up (crashed or
+     interrupted) while one was held, or a lease and a reap interval after, unless
+     another fault explains it (`tests/soak/chaos_horizon.py`);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
    Those are the `process` family, the default of `--faults`. The others (PostgreSQL;
    `tests/soak/chaos_links.py`): `failover` (the queue on a primary and its streaming
@@ -89,7 +96,8 @@ Exit status 0 when every invariant held, 1 otherwise (the violations are listed)
 
 # The runner in parts (the docstring above is `--help`'s): `chaos_config` (the settings
 # and the words shared), `chaos_plan` (the jobs), `chaos_run` (one run: workers, stream,
-# monitor, drain), `chaos_faults` (the `process` family), `chaos_links` (failover,
+# monitor, drain), `chaos_faults` (the `process` family; its held horizons in
+# `chaos_horizon`, with their check), `chaos_links` (failover,
 # partition, slow-link), `chaos_hostile` (hostile task code), `chaos_workers` and
 # `chaos_records` (the worker processes; the side file and the ledger), then the oracle:
 # `chaos_checks` (I1-I6 and the other checks), `chaos_causes` (each crash's cause, the
@@ -187,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "--faults",
         default=defaults.faults,
         help="fault families, joined by commas: process (worker signals, sessions, server "
-        "restarts, cancels), failover, partition, slow-link (PostgreSQL)",
+        "restarts, held horizons, cancels), failover, partition, slow-link (PostgreSQL)",
     )
     parser.add_argument(
         "--replication",

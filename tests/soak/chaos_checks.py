@@ -91,6 +91,8 @@ class Checker:
         self.check_workers(workers)
         if run.hostile is not None:
             run.hostile.check(self)
+        if run.horizons is not None:
+            run.horizons.check(self)
         self.crashes.explain(self.jobs)
 
     def check_job(

@@ -39,10 +39,10 @@ OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
-    "cancel", "failover", "partition", "slow_link",
+    "horizon", "cancel", "failover", "partition", "slow_link",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
-PG_FAULTS = ("pg_terminate", "pg_restart", "failover")
+PG_FAULTS = ("pg_terminate", "pg_restart", "horizon", "failover")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
      "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated"}
@@ -83,14 +83,16 @@ class ChaosConfig:
             "kill_child": 1.5,
             "pg_terminate": 1.5,
             "pg_restart": 0.7,
+            "horizon": 1.0,
             "cancel": 1.5,
             "twin": 1.0,
         }
     )
     faults: str = "process"
     """The fault families (`chaos_links.FAMILIES`, joined by commas): `process` (the kinds
-    of `fault_weights`: worker signals, sessions, server restarts, cancels), `failover`,
-    `partition`, `slow-link` (PostgreSQL only; see tests/soak/chaos_links.py)."""
+    of `fault_weights`: worker signals, sessions, server restarts, held horizons,
+    cancels), `failover`, `partition`, `slow-link` (PostgreSQL only; see
+    tests/soak/chaos_links.py)."""
     replication: str = "sync"
     """`failover`: the standby's replication, `sync` or `async`."""
     failover_outage: float = 3.0

@@ -19,6 +19,7 @@ from tests.soak.chaos_config import (
     TERMINAL,
     parse_ts,
 )
+from tests.soak.chaos_horizon import horizon_report
 from tests.soak.chaos_hostile import hostile_report
 from tests.soak.chaos_links import family_weights
 from tests.soak.chaos_records import SideLog
@@ -122,6 +123,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         "side_file_bad_lines": side.bad_lines,
         "false_positive_reclaims": crashes.false_positives,
         **link_figures(checker),
+        **(run.horizons.figures(checker) if run.horizons is not None else {}),
         **(run.hostile.figures() if run.hostile is not None else {}),
         "anomalies": list(run.anomalies),
         "violations": list(checker.v),
@@ -273,6 +275,7 @@ def format_report(fig: dict[str, Any]) -> str:
         ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
         *link_report(fig),
+        *horizon_report(fig),
         *hostile_report(fig),
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "
         f"{led['succeeded_jobs_of_ledger_kinds']} succeeded that write one, duplicates "

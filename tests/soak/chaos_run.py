@@ -39,6 +39,7 @@ from tests.soak.chaos_config import (
     first_line,
 )
 from tests.soak.chaos_faults import ProcessFaults
+from tests.soak.chaos_horizon import HeldHorizons
 from tests.soak.chaos_hostile import HostileFamily, mix_hostile
 from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights
 from tests.soak.chaos_plan import job_plan
@@ -131,6 +132,7 @@ class ChaosRun:
         self.timeline: dict[str, float] = {}
         self.links = LinkFaults(self, pair)
         self.process_faults = ProcessFaults(self)
+        self.horizons = HeldHorizons(self) if config.backend == "postgres" else None
         self.hostile = HostileFamily(self) if config.hostile else None
 
     # -- logging ----------------------------------------------------------------------
@@ -248,7 +250,9 @@ class ChaosRun:
         if not kinds:
             return
         kind = self.schedule.choices(kinds, [weights[k] for k in kinds])[0]
-        family = self.links if kind in LINK_FAULTS else self.process_faults
+        family: Any = self.links if kind in LINK_FAULTS else self.process_faults
+        if kind == "horizon":
+            family = self.horizons
         getattr(family, f"fault_{kind}")()
 
     def pg(self) -> Any:
@@ -336,6 +340,8 @@ class ChaosRun:
         # with a private cluster, one restart falls at a seeded moment of the chaos's first
         # half whatever the draws (a short run might draw none); more come as drawn
         first_restart = start + random.Random(f"restart-{c.seed}").uniform(0.2, 0.5) * c.duration
+        # on PostgreSQL, so does one held horizon, in the first 40 %
+        first_hold = start + random.Random(f"horizon-{c.seed}").uniform(0.1, 0.4) * c.duration
         while True:
             now = time.monotonic()
             if now >= chaos_end:
@@ -356,6 +362,14 @@ class ChaosRun:
                 and "process" in self.links.families
             ):
                 self.process_faults.fault_pg_restart(random.Random(f"restart-{c.seed}"))
+            elif (
+                now >= first_hold
+                and self.horizons is not None
+                and not self.horizons.forced
+                and not self.pg_down
+                and "process" in self.links.families
+            ):
+                self.horizons.fault_horizon(random.Random(f"horizon-{c.seed}"))
             if now >= next_monitor:
                 self.monitor()
                 self.side.poll()
@@ -458,11 +472,14 @@ class ChaosRun:
                 self.deps_of[job_id] = list(job.depends_on)
 
     def drain(self) -> bool:
-        """Faults stop; frozen workers continue; every slot has a live worker; wait until
-        every job is terminal or blocked by a dead dependency."""
+        """Faults stop; frozen workers continue, held horizons are released; every slot
+        has a live worker; wait until every job is terminal or blocked by a dead
+        dependency."""
         for proc in self.procs:
             if proc.state == "frozen":
                 self.process_faults.thaw(proc)
+        if self.horizons is not None:
+            self.horizons.release_all()
         deadline = time.monotonic() + self.config.drain_timeout
         next_check = 0.0
         while True:
@@ -518,6 +535,8 @@ class ChaosRun:
 
     def close(self) -> None:
         self.kill_all()
+        if self.horizons is not None:
+            self.horizons.close()
         self.links.close()
         if self._pg is not None:
             with contextlib.suppress(Exception):

@@ -2,7 +2,8 @@
 
 Real worker processes (process, thread and async pools) under SIGKILL, SIGSTOP beyond the
 lease, SIGTERM, killed child processes, operator cancels and, on PostgreSQL, terminated
-database sessions and the server restarted (a private cluster of the run's own); then the
+database sessions, the server restarted (a private cluster of the run's own) and its
+xmin horizon held by another session's idle REPEATABLE READ transaction; then the
 queue drains and docs/DESIGN.md's I1-I6 are checked against the database, and every
 succeeded job's effect (a ledger row written in its completing transaction) is there
 exactly once (see `tests/soak/chaos.py`). The seed is fixed, so the fault schedule is the same
@@ -57,3 +58,4 @@ def test_invariants_hold_under_chaos(backend: str) -> None:
     assert ledger["jobs_with_effect"] == ledger["succeeded_jobs_of_ledger_kinds"] > 0, report
     if private:
         assert faults["pg_restart"] >= 1, report
+        assert faults["horizon"] >= 1, report
