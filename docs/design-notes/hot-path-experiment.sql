@@ -655,24 +655,14 @@ UPDATE public.hp_results AS r SET index_entries = e.n
 FROM (SELECT shape, phase, statement, sum(n) AS n FROM public.hp_entries
       GROUP BY shape, phase, statement) AS e
 WHERE (e.shape, e.phase, e.statement) = (r.shape, r.phase, r.statement);
+\echo 'buffers touched (index entries returned), per statement'
 SELECT r.statement,
-       max(r.buffers) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, 0') AS "today: pinned, 0",
-       max(r.buffers) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, N') AS "today: pinned, N",
-       max(r.buffers) FILTER (WHERE r.shape = 'today' AND r.phase = 'released') AS "today: released",
-       max(r.buffers) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, 0') AS "design: pinned, 0",
-       max(r.buffers) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, N') AS "design: pinned, N",
-       max(r.buffers) FILTER (WHERE r.shape = 'design' AND r.phase = 'released') AS "design: released"
-FROM public.hp_results AS r JOIN public.hp_statements AS s
-  ON (s.shape = r.shape AND s.statement = r.statement)
-GROUP BY r.statement ORDER BY min(s.ord);
-\echo 'index entries returned by index scans'
-SELECT r.statement,
-       max(r.index_entries) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, 0') AS "today: pinned, 0",
-       max(r.index_entries) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, N') AS "today: pinned, N",
-       max(r.index_entries) FILTER (WHERE r.shape = 'today' AND r.phase = 'released') AS "today: released",
-       max(r.index_entries) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, 0') AS "design: pinned, 0",
-       max(r.index_entries) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, N') AS "design: pinned, N",
-       max(r.index_entries) FILTER (WHERE r.shape = 'design' AND r.phase = 'released') AS "design: released"
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, 0') AS "today: pinned, 0",
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'today' AND r.phase = 'pinned, N') AS "today: pinned, N",
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'today' AND r.phase = 'released') AS "today: released",
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, 0') AS "design: pinned, 0",
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'design' AND r.phase = 'pinned, N') AS "design: pinned, N",
+       max(format('%s (%s)', r.buffers, r.index_entries)) FILTER (WHERE r.shape = 'design' AND r.phase = 'released') AS "design: released"
 FROM public.hp_results AS r JOIN public.hp_statements AS s
   ON (s.shape = r.shape AND s.statement = r.statement)
 GROUP BY r.statement ORDER BY min(s.ord);
@@ -748,33 +738,34 @@ DROP TABLE IF EXISTS public.hp_wal;
 CREATE TABLE public.hp_wal (shape text, phase text, jobs int, wal_bytes numeric, lsn_from pg_lsn, lsn_to pg_lsn);
 -- Records only: no full-page images (this scratch cluster's setting, reset at the end).
 ALTER SYSTEM SET full_page_writes = off;
-SELECT pg_reload_conf();
-CHECKPOINT;
-SELECT pg_current_wal_lsn() AS lsn0 \gset
-CALL public.hp_enqueue('today', :M, 10000000);
-SELECT pg_current_wal_lsn() AS lsn1 \gset
-CHECKPOINT;
-SELECT pg_current_wal_lsn() AS lsn2 \gset
-CALL public.hp_work('today', :M);
-SELECT pg_current_wal_lsn() AS lsn3 \gset
-INSERT INTO public.hp_wal VALUES
-    ('today', 'enqueue', :M, pg_wal_lsn_diff(:'lsn1', :'lsn0'), :'lsn0', :'lsn1'),
-    ('today', 'claim + finish', :M, pg_wal_lsn_diff(:'lsn3', :'lsn2'), :'lsn2', :'lsn3');
-CHECKPOINT;
-SELECT pg_current_wal_lsn() AS lsn0 \gset
-CALL public.hp_enqueue('design', :M, 10000000);
-SELECT pg_current_wal_lsn() AS lsn1 \gset
-CHECKPOINT;
-SELECT pg_current_wal_lsn() AS lsn2 \gset
-CALL public.hp_work('design', :M);
-SELECT pg_current_wal_lsn() AS lsn3 \gset
-INSERT INTO public.hp_wal VALUES
-    ('design', 'enqueue', :M, pg_wal_lsn_diff(:'lsn1', :'lsn0'), :'lsn0', :'lsn1'),
-    ('design', 'claim + finish', :M, pg_wal_lsn_diff(:'lsn3', :'lsn2'), :'lsn2', :'lsn3');
+SELECT pg_reload_conf(), pg_sleep(1);  -- the checkpointer applies it on its own time
+-- One shape's two phases, for \gexec: a CHECKPOINT, the WAL position before and after.
+CREATE OR REPLACE FUNCTION public.hp_wal_commands(p_shape text, jobs int)
+RETURNS SETOF text LANGUAGE sql AS $f$
+SELECT c FROM (VALUES
+    (1, 'CHECKPOINT'),
+    (2, format($c$INSERT INTO public.hp_wal VALUES (%L, 'enqueue', %s, NULL,
+                  pg_current_wal_lsn(), NULL)$c$, p_shape, jobs)),
+    (3, format('CALL public.hp_enqueue(%L, %s, 10000000)', p_shape, jobs)),
+    (4, 'CHECKPOINT'),
+    (5, format($c$INSERT INTO public.hp_wal VALUES (%L, 'claim + finish', %s, NULL,
+                  pg_current_wal_lsn(), NULL)$c$, p_shape, jobs)),
+    (6, format('CALL public.hp_work(%L, %s)', p_shape, jobs)),
+    (7, format($c$UPDATE public.hp_wal SET lsn_to = pg_current_wal_lsn()
+                  WHERE shape = %L AND phase = 'claim + finish'$c$, p_shape))
+) AS v(i, c) ORDER BY i
+$f$;
+SELECT public.hp_wal_commands('today', :M) \gexec
+SELECT public.hp_wal_commands('design', :M) \gexec
+-- an enqueue phase ends where its CHECKPOINT, then its work phase, began
+UPDATE public.hp_wal AS e SET lsn_to = (
+    SELECT c.lsn_from FROM public.hp_wal AS c WHERE c.shape = e.shape AND c.phase = 'claim + finish')
+WHERE e.phase = 'enqueue';
+UPDATE public.hp_wal SET wal_bytes = pg_wal_lsn_diff(lsn_to, lsn_from);
 SELECT (SELECT count(*) FROM heartq.jobs WHERE worker_id = 'w3' AND status = 'succeeded') AS today_done,
        (SELECT count(*) FROM hp.ended_executions WHERE worker_id = 'w3') AS design_done;
 \echo 'WAL bytes per job, nothing held'
 SELECT shape, phase, jobs, round(wal_bytes / jobs) AS wal_bytes_per_job, lsn_from, lsn_to
-FROM public.hp_wal;
+FROM public.hp_wal ORDER BY shape DESC, phase DESC;
 ALTER SYSTEM RESET full_page_writes;
 SELECT pg_reload_conf();
