@@ -1,8 +1,9 @@
 """The chaos runner's oracle (`tests/soak/chaos.py`, step 6): docs/DESIGN.md's invariants
 I1-I6 checked against the database after the run, effects exactly once against the
 ledger, at-least-once and fencing against the side file the attempts wrote, crash hooks,
-pipelines' dependencies, rate limits, and the workers' registry; the hostile family adds
-its own (`chaos_hostile.HostileFamily.check`). A violation fails the run."""
+pipelines' dependencies (result-passing and replayed ones: `chaos_pipes`), rate limits,
+and the workers' registry; the hostile family adds its own
+(`chaos_hostile.HostileFamily.check`). A violation fails the run."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.soak.chaos_config import (
     parse_ts,
     within,
 )
+from tests.soak.chaos_pipes import check_replays, check_result_chains
 from tests.soak.chaos_tasks import RATE_KEY, RATE_LIMIT, RATE_PERIOD
 
 if TYPE_CHECKING:
@@ -40,6 +42,8 @@ class Checker:
         self.ledger: dict[str, Any] = {}
         self.crash_hooks: dict[str, int] = {}
         self.pipelines: dict[str, int] = {}
+        self.result_chains: dict[str, int] = {}
+        self.replays: dict[str, int] = {}
         self.rate: dict[str, int] = {}
         self.losses: Counter[str] = Counter()
         """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
@@ -86,6 +90,8 @@ class Checker:
         self.check_side_file()
         self.check_crash_hooks()
         self.check_dependencies()
+        self.result_chains = check_result_chains(self)
+        self.replays = check_replays(self)
         self.check_rate_limit()
         self.check_ledger()
         self.check_workers(workers)
@@ -190,7 +196,10 @@ class Checker:
         # I5: attempts are the counted executions (released and interrupted ones are not
         # counted), at most max_retries + 1; a dead job has its reason and spent its
         # retries (or was Permanent, or interrupted past the separate limit).
-        counted = [e for e in execs if e["outcome"] not in ("released", "interrupted")]
+        # A replayed job's attempts count again from its replay (its history is kept).
+        since = run.replays.since(job_id)
+        uncounted = ("released", "interrupted")
+        counted = [e for e in execs if e["outcome"] not in uncounted and e["execution_id"] > since]
         if job["attempts"] != len(counted):
             self.fail(f"I5: {where} attempts {job['attempts']} but {len(counted)} counted runs")
         if job["attempts"] > job["max_retries"] + 1:

@@ -1,5 +1,6 @@
 """The chaos runner's stream of jobs: `--jobs` jobs of mixed kinds, drawn from the seed,
-with pipelines (groups with their callback, chains) among them (`tests/soak/chaos.py`,
+with pipelines (groups with their callback, chains; result-passing chains and
+blocked-and-replayed pipelines, `chaos_pipes`) among them (`tests/soak/chaos.py`,
 step 3; the hostile family's share: `chaos_hostile.mix_hostile`)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from heartq.ids import new_job_id
 from heartq.model import NewJob
 from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
+from tests.soak.chaos_pipes import make_replayed, make_result_chain
 from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD
 
 KIND_WEIGHTS: dict[str, float] = {
@@ -88,10 +90,15 @@ def job_plan(config: ChaosConfig) -> list[NewJob]:
     while len(plan) < config.jobs:
         left, n = config.jobs - len(plan), len(plan)
         draw = rng.random()
-        if left >= 3 and draw < config.pipelines / 2:
+        share = config.pipelines
+        if left >= 3 and draw < share * 0.35:
             plan += make_group(rng.randint(2, min(5, left - 1)), n, rng)
-        elif left >= 2 and draw < config.pipelines:
+        elif left >= 2 and draw < share * 0.6:
             plan += make_chain(rng.randint(2, min(4, left)), n, rng)
+        elif left >= 2 and draw < share * 0.8:
+            plan += make_result_chain(rng.randint(2, min(5, left)), n, rng)
+        elif left >= 2 and draw < share:
+            plan += make_replayed(rng.randint(2, min(4, left)), n, rng)
         else:
             plan.append(make_job(rng.choices(kinds, weights)[0], n, rng))
     return plan

@@ -94,6 +94,8 @@ def figures(checker: Checker) -> dict[str, Any]:
         "ledger": checker.ledger,
         "crash_hooks": checker.crash_hooks,
         "pipelines": checker.pipelines,
+        "result_chains": checker.result_chains,
+        "replays": checker.replays,
         "rate_limited": checker.rate,
         "i2_timestamp_inversions": {
             "n": len(checker.inversions),
@@ -284,6 +286,8 @@ def format_report(fig: dict[str, Any]) -> str:
         f"{fig['crash_hooks']['crashed_executions']} crashed executions "
         f"(untold: {fig['crash_hooks']['untold']}; none twice, each a crashed one)",
         f"  pipelines     {fig['pipelines']}",
+        f"  result chains {fig['result_chains']}",
+        f"  replays       {fig['replays']}",
         f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
         "database's clock)",
         "  detection latency (detected_at - fault time), seconds:",

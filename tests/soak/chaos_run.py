@@ -42,10 +42,11 @@ from tests.soak.chaos_faults import ProcessFaults
 from tests.soak.chaos_horizon import HeldHorizons
 from tests.soak.chaos_hostile import HostileFamily, mix_hostile
 from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights
+from tests.soak.chaos_pipes import Replays
 from tests.soak.chaos_plan import job_plan
 from tests.soak.chaos_records import Ledger, SideLog
 from tests.soak.chaos_report import figures
-from tests.soak.chaos_tasks import LEDGER_ENV, LOG_ENV, PROC_QUEUE
+from tests.soak.chaos_tasks import FIXED_ENV, LEDGER_ENV, LOG_ENV, PROC_QUEUE
 from tests.soak.chaos_workers import WorkerProc
 
 
@@ -134,6 +135,8 @@ class ChaosRun:
         self.process_faults = ProcessFaults(self)
         self.horizons = HeldHorizons(self) if config.backend == "postgres" else None
         self.hostile = HostileFamily(self) if config.hostile else None
+        self.replays = Replays(self)
+        self.env[FIXED_ENV] = str(self.replays.fixed_dir)
 
     # -- logging ----------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -372,6 +375,7 @@ class ChaosRun:
                 self.horizons.fault_horizon(random.Random(f"horizon-{c.seed}"))
             if now >= next_monitor:
                 self.monitor()
+                self.replays.poll()
                 self.side.poll()
                 next_monitor = now + 1.0
             time.sleep(0.02)
@@ -473,8 +477,8 @@ class ChaosRun:
 
     def drain(self) -> bool:
         """Faults stop; frozen workers continue, held horizons are released; every slot
-        has a live worker; wait until every job is terminal or blocked by a dead
-        dependency."""
+        has a live worker; the dead roots still to replay are replayed; wait until every
+        job is terminal or blocked by a dead dependency."""
         for proc in self.procs:
             if proc.state == "frozen":
                 self.process_faults.thaw(proc)
@@ -489,6 +493,7 @@ class ChaosRun:
                 self.restart_slot(slot)
             if time.monotonic() >= next_check:
                 self.monitor()
+                self.replays.poll()
                 next_check = time.monotonic() + 0.5
                 if self.drained():
                     return True
@@ -506,7 +511,7 @@ class ChaosRun:
             active = {w["id"] for w in self.store.list_workers()}
         except TRANSIENT:
             return False
-        if any(status not in SETTLED for _q, status, _n in counts):
+        if any(status not in SETTLED for _q, status, _n in counts) or self.replays.pending():
             return False
         return not any(p.id in active for p in self.procs if not p.alive())
 

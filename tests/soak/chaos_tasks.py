@@ -38,8 +38,18 @@ Kinds (the runner picks them, seeded):
 Every crash hook call (`@app.hooks.crash`, run by the worker that ended a crashed attempt)
 appends a line too: the runner checks that each names a crashed execution, told once.
 
-Pipelines (the runner builds them from these kinds): groups of members of the kinds
-above with a `chaos_fan_in` callback, and chains of steps each waiting for the one before.
+- `chaos_add`: a step of a result-passing chain (`dependency_results`, `one_result`):
+  it takes the previous step's result (`prev`, or the chain's start given as an
+  argument) and returns its value plus its own `k`, naming the attempt it took it from.
+- `chaos_fixable`: the root of a blocked-and-replayed pipeline: it raises until the
+  runner "fixes" it (a file named after the job in the directory `HEARTQ_CHAOS_FIXED`,
+  made before the runner replays it), so it ends dead the first time, blocks what waits
+  for it, and succeeds once replayed; it returns a value like `chaos_add`.
+
+Pipelines (the runner builds them from these kinds, `tests/soak/chaos_pipes.py`): groups
+of members of the kinds above with a `chaos_fan_in` callback, chains of steps each waiting
+for the one before, result-passing chains of `chaos_add`, and `chaos_fixable` roots with
+`chaos_add` dependents.
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ RATE_KEY = "chaos-rated"
 RATE_LIMIT = 4
 RATE_PERIOD = 1.0
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
+FIXED_ENV = "HEARTQ_CHAOS_FIXED"
 PROC_QUEUE = "proc"
 
 app = heartq.App()
@@ -285,6 +296,53 @@ def fan_in(
         got = [None if r is None else [r.get("job"), r.get("eid")] for r in results]
         effect(ctx, hold_ms)
         return ident(ctx, n=n, got=got)
+
+
+def _value_of(prev: Any) -> tuple[Any, Any]:
+    """The value a step adds to, and `[job, eid]` of the attempt that produced it (None
+    for both when the previous result was lost after its commit; None for the attempt
+    when it is the chain's start, given as an argument)."""
+    if prev is None:
+        return None, None
+    got = [prev["job"], prev.get("eid")] if "job" in prev else None  # the chain's start
+    return prev.get("value"), got
+
+
+@app.task(name="chaos_add")
+def add(
+    ctx: heartq.JobContext,
+    prev: Any,
+    n: int,
+    k: int,
+    ms: int = 10,
+    fail_times: int = 0,
+    hold_ms: int = 0,
+) -> dict[str, Any]:
+    """A result-passing step: the previous step's result (or the chain's start, a
+    `{"value": ...}` given as an argument) plus `k`; `got` names the attempt whose result
+    it took, so the runner holds every step to the result of the attempt that succeeded,
+    taken once."""
+    with attempt(ctx, "chaos_add"):
+        time.sleep(ms / 1000)
+        if ctx.attempt <= fail_times:
+            raise RuntimeError(f"add step {n} fails attempt {ctx.attempt} of {fail_times}")
+        value, got = _value_of(prev)
+        effect(ctx, hold_ms)
+        return ident(ctx, n=n, value=None if value is None else value + k, got=got)
+
+
+@app.task(name="chaos_fixable")
+def fixable(
+    ctx: heartq.JobContext, n: int, start: int, k: int, replay_after: float | None = None
+) -> dict[str, Any]:
+    """Fails every attempt until the runner fixes it (its marker file), then succeeds
+    with `start + k`. `replay_after` is the runner's (when it replays the dead job)."""
+    with attempt(ctx, "chaos_fixable"):
+        marker = os.path.join(os.environ.get(FIXED_ENV, ""), ctx.job_id)
+        if not os.environ.get(FIXED_ENV) or not os.path.exists(marker):
+            raise RuntimeError(f"fixable job {n} is not fixed yet")
+        effect(ctx)
+        return ident(ctx, n=n, value=start + k, got=None)
 
 
 # The hostile kinds (`--hostile`) are tasks of this app too: imported last, they use it.
