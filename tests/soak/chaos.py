@@ -65,7 +65,10 @@ What one run does:
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
    them (`depends_on`) and receives their results, and chains of 2-4 steps each waiting
-   for the one before, enqueued in the same batch as their dependencies.
+   for the one before, result-passing chains (`chaos_add` steps, each taking the previous
+   step's result), and blocked-and-replayed pipelines (a `chaos_fixable` root that ends
+   dead, blocking its steps, until the runner fixes and replays it a seeded delay later;
+   `tests/soak/chaos_pipes.py`), enqueued in the same batch as their dependencies.
    Every second a monitor reads the running jobs: one held by a worker the runner killed
    longer than `lease + reap interval + --slack` ago (plus, for each server outage in
    between, its length and a lease) is a zombie (I1).
@@ -83,7 +86,10 @@ What one run does:
    ended cancelled (`dependency_failed`), one whose dependency is dead or blocked is
    blocked (and a dead job is at its root), one whose dependencies all succeeded is
    neither; every callback that succeeded received every member's
-   result, from the attempt that succeeded, in order, and wrote its effect once. Rate
+   result, from the attempt that succeeded, in order, and wrote its effect once; every
+   result-passing step took the previous step's succeeded attempt's result, once (its
+   value is the plan's); every job a replay found blocked was released and ran to its
+   end, none is left blocked by a root that was replayed and succeeded. Rate
    limits: no window of the period held more starts of the rated key than its limit. A
    succeeded job with
    no result is accepted for those kinds (its worker died between the commit and saving
@@ -189,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         "--pipelines",
         type=float,
         default=defaults.pipelines,
-        help="share of the plan's draws that make a group or a chain (0: none)",
+        help="share of the plan's draws that make a pipeline: a group, a chain, a "
+        "result-passing chain or a blocked-and-replayed one (0: none)",
     )
     parser.add_argument(
         "--faults",

@@ -111,8 +111,9 @@ class ChaosConfig:
     slow_share: float = 0.25
     """`slow-link`: the share of the slots whose link is slow all run long."""
     pipelines: float = 0.08
-    """The share of the plan's draws that make a pipeline (a group with its callback, or
-    a chain) instead of one job; 0 for none."""
+    """The share of the plan's draws that make a pipeline (a group with its callback, a
+    chain, a result-passing chain, a blocked-and-replayed one) instead of one job; 0 for
+    none."""
     hostile: float = 0.0
     """The share of standalone jobs replaced by hostile ones (tests/soak/chaos_hostile.py)."""
     drain_timeout: float = 60.0

@@ -56,6 +56,9 @@ def test_invariants_hold_under_chaos(backend: str) -> None:
     ledger = figures["ledger"]
     assert ledger["duplicates"] == 0, report
     assert ledger["jobs_with_effect"] == ledger["succeeded_jobs_of_ledger_kinds"] > 0, report
+    # Result-passing steps were held to the plan's values, and a dead root was replayed.
+    assert figures["result_chains"].get("steps_checked", 0) > 0, report
+    assert figures["replays"].get("replayed", 0) >= 1, report
     if private:
         assert faults["pg_restart"] >= 1, report
         assert faults["horizon"] >= 1, report
