@@ -293,9 +293,14 @@ def release_of(
         return
     where = f"replay: job {job_id} ({job['status']}), blocked by {holder} when replayed,"
     cancelled = job_id in run.cancel_asked or checker.dependency_cancelled(job_id)
+    now_held_by = (job.get("blocked_by") or {}).get("id")
     if job["status"] == "cancelled" and cancelled:
         counts["released_then_cancelled_by_a_fault"] += 1
-    elif job["status"] == "blocked" and checker.dependency_failed(job_id):
+    elif (
+        job["status"] == "blocked"
+        and now_held_by not in (None, holder)
+        and checker.jobs.get(now_held_by or "", {}).get("status") == "dead"
+    ):
         counts["released_then_blocked_by_another"] += 1
     elif job["status"] not in TERMINAL or job["status"] == "cancelled":
         checker.fail(f"{where} was not released to run to its end")
