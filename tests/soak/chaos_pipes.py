@@ -211,7 +211,8 @@ def check_result_chains(checker: Checker) -> dict[str, int]:
         if got != want_got:
             checker.fail(f"{where} took the result of {got}, not of {want_got}, the "
                          "previous step's succeeded attempt")  # fmt: skip
-        if want_got is None and deps:
+        if deps and lost_before(checker, deps[0]):
+            counts["steps_after_a_result_lost_after_commit"] += 1
             continue  # the chain's value is lost with the result; the ledger holds it once
         expected = planned_value(run, job_id)
         counts["steps_checked"] += 1
@@ -220,6 +221,19 @@ def check_result_chains(checker: Checker) -> dict[str, int]:
         elif not any(job_id in d for d in run.deps_of.values()):
             counts["last_steps_with_the_planned_value"] += 1
     return dict(sorted(counts.items()))
+
+
+def lost_before(checker: Checker, job_id: str) -> bool:
+    """`job_id` or a step before it succeeded with its result lost after its commit
+    (its worker died before saving it): the steps after it took None, the value is gone."""
+    while True:
+        job = checker.jobs.get(job_id)
+        if job is None or job["result"] is None:
+            return True
+        deps = checker.run.deps_of.get(job_id, [])
+        if not deps:
+            return False
+        job_id = deps[0]
 
 
 def planned_value(run: ChaosRun, job_id: str) -> int:
