@@ -2,8 +2,9 @@
 
 Storage tests take `store` (opened through `heartq.store.open_store(url)` and migrated),
 `store_url` when they open stores themselves (other processes, migrate races),
-`store_factory` when they need several fresh, migrated stores in one test (hypothesis:
-one per example), `migrated_url(s)` for the URLs of such, or `fresh_url` for more fresh,
+`store_factory` when they need several fresh, migrated stores in one test,
+`empty_stores` for an empty queue again and again (hypothesis: one per example),
+`migrated_url(s)` for the URLs of such, or `fresh_url` for more fresh,
 not yet migrated databases.
 
 Backends: each name in `BACKENDS` is a pytest param of `backend`, and every test using
@@ -316,3 +317,38 @@ def store_factory(migrated_urls: Callable[[], str]) -> Iterator[Callable[[], Sto
     yield make
     for opened in made:
         opened.close()
+
+
+@pytest.fixture
+def empty_stores(
+    backend: str, store_factory: Callable[[], Store], request: pytest.FixtureRequest
+) -> Iterator[Callable[[], Store]]:
+    """`empty_stores()`: a migrated store on an empty queue, one at a time: each call
+    first closes the store the call before handed out. For a test that wants an empty
+    queue many times over (hypothesis: one per example). On PostgreSQL, the same schema
+    each time, put back as its migration left it (`pg_harness.EmptiedSchema`: a schema
+    per example costs a migration, 0.1-0.3 s of DDL, and a drop); on SQLite a new file
+    each time (`store_factory`: a migration there costs a few milliseconds)."""
+    handed: list[Store] = []
+    emptied = None
+    if backend == "postgres":
+        from tests import pg_harness
+
+        emptied = pg_harness.EmptiedSchema(str(request.getfixturevalue("migrated_url")))
+
+    def make() -> Store:
+        while handed:
+            handed.pop().close()  # its sessions, and their locks and LISTENs, end here
+        if emptied is None:
+            handed.append(store_factory())
+        else:
+            opened = open_store(emptied.empty())
+            opened.migrate()  # up to date already: read, not written
+            handed.append(opened)
+        return handed[-1]
+
+    yield make
+    while handed:
+        handed.pop().close()
+    if emptied is not None:
+        emptied.close()

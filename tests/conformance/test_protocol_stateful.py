@@ -559,8 +559,8 @@ def _timeout_in(error: BaseException) -> BaseException | None:
 
 
 @pytest.mark.timeout(PROTOCOL_TIMEOUT)
-def test_protocol_invariants_hold(store_factory: Callable[[], Store]) -> None:
-    machine = type("Protocol", (ProtocolMachine,), {"make_store": staticmethod(store_factory)})
+def test_protocol_invariants_hold(empty_stores: Callable[[], Store]) -> None:
+    machine = type("Protocol", (ProtocolMachine,), {"make_store": staticmethod(empty_stores)})
     try:
         run_state_machine_as_test(machine, settings=SETTINGS)
     except Flaky as flaky:

@@ -1,15 +1,22 @@
 """The PostgreSQL schemas tests are handed (`tests/pg_harness.SchemaStock`): each made by
 a migration of its own ahead of its test, never handed out twice, dropped behind it, and
-none left when the stock closes."""
+none left when the stock closes; and one schema handed out again and again, emptied
+(`EmptiedSchema`), as its migration left it each time."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg import sql
 
+from heartq.lifecycle.fate import succeeded
+from heartq.model import TaskPolicy
+from heartq.periodic import Schedule
 from heartq.store import open_store
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
+from tests.conformance.support import claim_one, enqueue_one, register
+from tests.conformance.test_periodic import tick
 from tests.support import wait_for
 
 
@@ -62,3 +69,54 @@ def test_a_test_that_patches_the_migrations_meanwhile_changes_no_schema_made_ahe
         assert _exists(pg_server_url, url, "jobs") and _exists(pg_server_url, url, "deployment")
     finally:
         stock.close()
+
+
+def test_an_emptied_schema_is_as_its_migration_left_it(
+    pg_server_url: str, pg_schemas: pg_harness.SchemaStock
+) -> None:
+    """`EmptiedSchema.empty()`, after a store wrote in every table the migration left
+    empty (and moved a sequence of the schema), puts back exactly what the migration
+    left: every table's rows, the deployment id among them, and every sequence's
+    position; a store opened on it then finds an empty queue. A new table a migration
+    adds must be written here too (the test says which is not)."""
+    url = pg_schemas.take()
+    schema = url.rsplit("?schema=", 1)[1]
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:  # one of the test's own
+        conn.execute(sql.SQL("CREATE SEQUENCE {}.counter").format(sql.Identifier(schema)))
+    emptied = pg_harness.EmptiedSchema(url)
+    store = open_store(url)
+    try:
+        deployment = store.deployment_id()
+        t0 = 1_000_000_000.0
+        register(store, "w1", t0)
+        enqueue_one(store, t0)  # run, then pruned: its id is kept in pruned_successes
+        assert store.finish([succeeded(claim_one(store, "w1", t0), "0")], now=t0 + 1) == []
+        store.prune(3600.0, 0.0, now=t0 + 2)
+        store.declare_tasks([TaskPolicy("crunch", "default", 0, 1, 0.5, 10.0)], "w1", now=t0)
+        first = enqueue_one(store, t0, task="crunch")
+        enqueue_one(store, t0, depends_on=(first,))
+        every = Schedule(name="beat", task="beat", every=10)
+        tick(store, every, t0 + 1)
+        finish_one = claim_one(store, "w1", t0 + 20)
+        assert store.finish([succeeded(finish_one, "1")], now=t0 + 21) == []
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute("SELECT nextval(%s)", (f"{schema}.counter",))
+        written = emptied.contents()
+        assert [t for t, rows in emptied.migrated.items() if not rows and not written[t]] == []
+        assert written != emptied.migrated
+    finally:
+        store.close()
+    try:
+        assert emptied.empty() == url
+        assert emptied.contents() == emptied.migrated
+        again = open_store(url)
+        try:
+            assert again.migrate() == again.migrations()[-1][0]
+            assert again.list_jobs() == [] and again.list_workers(include_all=True) == []
+            assert again.list_schedules() == [] and again.task_policies() == {}
+            assert again.deployment_id() == deployment
+        finally:
+            again.close()
+    finally:
+        emptied.close()
+        pg_schemas.drop_behind(url)
