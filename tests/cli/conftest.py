@@ -1,4 +1,6 @@
-"""The command line, run the way a user types it: `python -m heartq ...` in a subprocess.
+"""The command line, run the way a user types it: the entry point with the argv typed, in
+the test's process, or `python -m heartq ...` in a subprocess for what only a process
+shows (workers, the dashboard, the demo, a terminal, signals: tests/cli/helpers.py).
 
 Every test gets a `heartq` runner (`HeartqCli`) bound to `cli_url`, the URL of a fresh
 queue, and to a fresh working directory holding `tasks.py`, the app its workers run.

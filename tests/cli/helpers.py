@@ -1,9 +1,23 @@
-"""Running `heartq` as a user types it, `python -m heartq ...`, and checking its output."""
+"""Running `heartq` as a user types it, and checking its output.
+
+A command runs in the test's process (`run_in_process`: `heartq.cli.main.main` with the
+argv typed, through click's `CliRunner.isolation`), unless it is one only a process
+shows (`needs_a_process`): then `python -m heartq ...` in a subprocess, as before. In
+the test's process a command costs what it does, not a Python start and heartq's
+import (0.2-0.3 s of a core each, most of a read command's cost); it still runs the
+real entry point with the real argv, and reads what a process would: its own stdout,
+stderr and stdin, the environment the test gives (no `HEARTQ_*` of the test's own),
+its working directory, 80 columns. What it could leave behind is put back after it:
+the working directory, `sys.path`, the environment, every logger's handlers and level,
+the warning filters. tests/cli/test_invocation.py runs commands both ways and compares.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
+import logging
 import os
 import pty
 import re
@@ -14,12 +28,19 @@ import sys
 import termios
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from click import formatting
+from click.testing import CliRunner
+
 import heartq
+from heartq.cli.main import main
 from tests import support
 
 T = TypeVar("T")
@@ -120,16 +141,114 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+PROCESS_COMMANDS = frozenset({"worker", "demo", "dashboard"})
+"""Commands that always run as `python -m heartq`: they run tasks (threads, child
+processes, signal handlers, logging set up for the process), serve, or start processes of
+their own; in the test's process they would leave all of that behind."""
+
+
+def needs_a_process(args: Sequence[str]) -> bool:
+    """Whether `heartq ARGS` must run as a process: a command of `PROCESS_COMMANDS`, or
+    one that imports the user's code (`--app`: a module imported stays in `sys.modules`,
+    and the next test's module of the same name would not be imported again)."""
+    rest = list(args)
+    while rest and rest[0].startswith("-"):  # the group's options: --url URL, --debug
+        if rest.pop(0) == "--url" and rest:
+            rest.pop(0)
+    return "--app" in args or (bool(rest) and rest[0] in PROCESS_COMMANDS)
+
+
+PYTHON_WARNING_FILTERS = [
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+]
+"""Python's own warning filters (no `-W`), first match first: a command in the test's
+process shows the warnings a process would, on its stderr, not pytest's."""
+
+
+@contextmanager
+def _put_back() -> Iterator[None]:
+    """Undo what a command may change in the process: the working directory, `sys.path`,
+    and every logger's handlers, level and flags (`heartq reap` quiets heartq's events
+    with a handler of its own)."""
+    cwd, path = os.getcwd(), list(sys.path)
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    saved = [
+        (lg, list(lg.handlers), lg.level, lg.propagate, lg.disabled)
+        for lg in loggers
+        if isinstance(lg, logging.Logger)
+    ]
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+        known = set()
+        for lg, handlers, level, propagate, disabled in saved:
+            lg.handlers[:] = handlers
+            lg.setLevel(level)
+            lg.propagate, lg.disabled = propagate, disabled
+            known.add(id(lg))
+        for lg in logging.Logger.manager.loggerDict.values():
+            if isinstance(lg, logging.Logger) and id(lg) not in known:
+                lg.handlers.clear()
+
+
+def run_in_process(args: Sequence[str], cwd: Path, env: dict[str, str]) -> Run:
+    """`heartq ARGS` in this process, as `python -m heartq ARGS` runs it in `cwd` with
+    `clean_env(**env)`: `heartq.cli.main.main(ARGS)`, its exit status from `SystemExit`,
+    an exception it lets out (`--debug`) printed with its traceback, exit status 1, as
+    Python prints it."""
+    environment: dict[str, str | None] = {k: None for k in os.environ if k.startswith("HEARTQ_")}
+    environment.update(COLUMNS=str(WIDTH), LINES=None, **env)
+    with _put_back(), CliRunner().isolation(env=environment) as (out, err, _):
+        os.chdir(cwd)
+        formatting.FORCED_WIDTH = None  # the isolation's 80, not $COLUMNS - 2 as in a process
+        with warnings.catch_warnings(record=True) as heard:
+            warnings.resetwarnings()
+            for action, category, module in reversed(PYTHON_WARNING_FILTERS):
+                warnings.filterwarnings(action, category=category, module=module)
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+                if isinstance(exit_.code, str):
+                    print(exit_.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 - what Python prints, and its exit status
+                traceback.print_exc(file=sys.stderr)
+                code = 1
+        for w in heard:
+            sys.stderr.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return Run(list(args), code, _text(out.getvalue()), _text(err.getvalue()))
+
+
+def _text(data: bytes) -> str:
+    """Bytes written as a process's piped output reads in text mode (universal newlines)."""
+    return data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
 class HeartqCli:
-    """`heartq(...)` runs one command in `cwd` with `--url` (unless `url=None`)."""
+    """`heartq(...)` runs one command in `cwd` with `--url` (unless `url=None`): in this
+    process unless it `needs_a_process`; `process(...)` and `in_process(...)` choose."""
 
     def __init__(self, url: str, cwd: Path) -> None:
         self.url = url
         self.cwd = cwd
         self._app: heartq.App | None = None
 
+    @staticmethod
+    def typed(args: Sequence[str], url: str | None) -> list[str]:
+        """What a user types after `heartq`: ARGS, then `--url URL` unless `url` is None."""
+        return [*args, *(["--url", url] if url else [])]
+
     def argv(self, args: Sequence[str], url: str | None) -> list[str]:
-        return [sys.executable, "-m", "heartq", *args, *(["--url", url] if url else [])]
+        return [sys.executable, "-m", "heartq", *self.typed(args, url)]
 
     def __call__(self, *args: str, url: str | None = SAME, **env: str) -> Run:
         """Run `heartq ARGS --url URL` (the test's queue unless `url` is given; `None`
@@ -139,24 +258,47 @@ class HeartqCli:
     def many(
         self, commands: Sequence[Sequence[str]], url: str | None = SAME, **env: str
     ) -> list[Run]:
-        """Run several commands at once (each its own process) and wait for all."""
+        """Run several commands and wait for all: those that need a process at once, each
+        its own, while the others run here one after the other."""
+        started = {
+            i: self._start(args, url, env) for i, args in enumerate(commands)
+            if needs_a_process(args)
+        }  # fmt: skip
+        here = {
+            i: self.in_process(*args, url=url, **env) for i, args in enumerate(commands)
+            if i not in started
+        }  # fmt: skip
+        return [here[i] if i in here else self._wait(args, started[i])
+                for i, args in enumerate(commands)]  # fmt: skip
+
+    def process(self, *args: str, url: str | None = SAME, **env: str) -> Run:
+        """`heartq(...)` as `python -m heartq ...` in a process of its own, whatever the
+        command."""
+        return self._wait(list(args), self._start(args, url, env))
+
+    def in_process(self, *args: str, url: str | None = SAME, **env: str) -> Run:
+        """`heartq(...)` in this process (`run_in_process`), whatever the command."""
         use = self.url if url is SAME else url
-        procs = [
-            subprocess.Popen(
-                self.argv(args, use),
-                cwd=self.cwd,
-                env=clean_env(**env),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for args in commands
-        ]
-        runs = []
-        for args, proc in zip(commands, procs, strict=True):
-            out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
-            runs.append(Run(list(args), proc.returncode, out, err))
-        return runs
+        run = run_in_process(self.typed(args, use), self.cwd, env)
+        return dataclasses.replace(run, args=list(args))  # as a process's Run names it
+
+    def _start(
+        self, args: Sequence[str], url: str | None, env: dict[str, str]
+    ) -> subprocess.Popen[str]:
+        use = self.url if url is SAME else url
+        return subprocess.Popen(
+            self.argv(args, use),
+            cwd=self.cwd,
+            env=clean_env(**env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    @staticmethod
+    def _wait(args: Sequence[str], proc: subprocess.Popen[str]) -> Run:
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+        return Run(list(args), proc.returncode, out, err)
 
     def in_terminal(
         self, args: Sequence[str], answer: str = "", columns: int = WIDTH, url: str | None = SAME

@@ -1,12 +1,20 @@
 """How commands are typed: global options on either side of the command, a bad
-`HEARTQ_*` variable, and read commands in a directory that holds no queue."""
+`HEARTQ_*` variable, and read commands in a directory that holds no queue; and that
+`python -m heartq` reaches the same commands as the tests run in their own process."""
 
 from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
 
 import pytest
 
 from tests.cli.conftest import without_the_queue
-from tests.cli.helpers import HeartqCli
+from tests.cli.helpers import SAME, HeartqCli, wait_for
+from tests.conftest import on_every_backend
 
 
 def test_url_and_debug_before_or_after_the_command(heartq: HeartqCli) -> None:
@@ -102,3 +110,70 @@ def test_shell_completion(heartq: HeartqCli) -> None:
     run = heartq(url=None, _HEARTQ_COMPLETE="zsh_complete", COMP_WORDS="heartq dlq purge --y",
                  COMP_CWORD="3").ok()  # fmt: skip
     assert "--yes" in run.out
+
+
+def test_python_m_heartq_reaches_the_same_commands(heartq: HeartqCli) -> None:
+    """Most tests here run a command in the test's process (tests/cli/helpers.py); the
+    entry point a user types, `python -m heartq`, gives the same output and exit status:
+    help, version, a read command (typed URL, or `HEARTQ_URL`), an operational error, a
+    usage error, shell completion, and a traceback under `--debug`."""
+    job_id = heartq.add("ok", {"n": 1})
+    same: list[tuple[tuple[str, ...], dict[str, str], str | None]] = [
+        (("--help",), {}, None),
+        (("--version",), {}, None),
+        (("jobs", "--help"), {}, None),
+        (("jobs", "list", "--json"), {}, SAME),
+        (("jobs", "show", job_id, "--json"), {"HEARTQ_URL": heartq.url}, None),
+        (("jobs", "show", "no-such-job"), {}, SAME),
+        (("jobs", "list", "--status", "finished"), {}, SAME),
+        ((), {"_HEARTQ_COMPLETE": "bash_complete", "COMP_WORDS": "heartq dlq p",
+              "COMP_CWORD": "2"}, None),
+    ]  # fmt: skip
+    for args, env, url in same:
+        here = heartq.in_process(*args, url=url, **env)
+        there = heartq.process(*args, url=url, **env)
+        assert (here.code, here.out, here.err) == (there.code, there.out, there.err), (
+            f"{here.explain()}\n--- python -m heartq:\n{there.explain()}"
+        )
+    assert [r.code for r in (here, there)] == [0, 0] and here.out.split() == ["plain,purge"]
+    here = heartq.in_process("--debug", "jobs", "show", "no-such-job")
+    there = heartq.process("--debug", "jobs", "show", "no-such-job")
+    for run in (here, there):
+        assert run.code == 1 and "Traceback" in run.err, run.explain()
+    assert here.err.splitlines()[-1] == there.err.splitlines()[-1], (here.err, there.err)
+
+
+@on_every_backend  # a PostgreSQL store has a pool, its connections and threads
+def test_a_command_run_in_the_tests_process_leaves_nothing_behind(
+    heartq: HeartqCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a command opened (its store, a PostgreSQL pool's connections and threads, a
+    SQLite file) is closed when it ends, an error's included; what it changed in the
+    process (environment, working directory, import path, loggers: `heartq reap` gives
+    heartq's logger a handler when it has none) is put back. (No store of the test's own
+    is open: SQLite keeps a closed connection's file open while another connection of
+    the process holds a lock on it.)"""
+    monkeypatch.setattr(logging.getLogger("heartq"), "handlers", [])
+
+    def state() -> tuple[object, ...]:
+        heartq_logger = logging.getLogger("heartq")
+        return (dict(os.environ), os.getcwd(), list(sys.path), list(heartq_logger.handlers),
+                heartq_logger.level, list(logging.root.handlers))  # fmt: skip
+
+    def open_files() -> set[tuple[str, str]]:
+        found = set()
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                found.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
+        return found
+
+    before, threads, files = state(), threading.active_count(), open_files()
+    job_id = heartq.in_process("enqueue", "ok").ok().out.strip()
+    for args in (["jobs", "list"], ["jobs", "show", job_id], ["stats"], ["reap"], ["workers"],
+                 ["dlq", "list"], ["tasks"], ["periodic"], ["migrate"],
+                 ["jobs", "show", "no-such-job"],
+                 ["--debug", "jobs", "show", "no-such-job"]):  # fmt: skip
+        heartq.in_process(*args, HEARTQ_LEASE="60")
+    assert state() == before
+    wait_for(lambda: threading.active_count() <= threads, what="the commands' threads to end")
+    wait_for(lambda: open_files() <= files, what="the commands' files and sockets to close")

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+from datetime import datetime
 
 from heartq.model import WorkerInfo
 from heartq.store import Store
@@ -26,6 +27,16 @@ def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
                       concurrency=2, name="ghost")  # fmt: skip
     store.register_worker(info, now=store.clock() - age)
     return handle
+
+
+def vanished(store: Store) -> str:
+    """A job claimed by a worker that vanished, its 10 ms lease over by the database's
+    clock when this returns (`heartq reap` reclaims what expired before it looked, and a
+    command run in the test's process may look within those 10 ms)."""
+    [claimed] = store.claim("vanished", ["default"], 1, lease=0.01)
+    expires = datetime.fromisoformat(store.get_job(claimed.id)["lease_expires_at"]).timestamp()
+    wait_for(lambda: store.clock() > expires, what="the lease to expire")
+    return claimed.id
 
 
 def test_workers_of_a_stopped_and_a_live_worker(
@@ -83,8 +94,7 @@ def test_reap_with_nothing_to_do(heartq: HeartqCli) -> None:
 
 def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) -> None:
     expired = heartq.add("ok", max_retries=0)
-    [claimed] = store.claim("vanished", ["default"], 1, lease=0.01)  # over before reap runs
-    assert claimed.id == expired
+    assert vanished(store) == expired
     held = heartq.add("ok")
     handle = ghost(store, "ghost-1", age=100)
     [claimed] = store.claim("ghost-1", ["default"], 1, lease=3600)
@@ -150,29 +160,29 @@ def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) 
     told = heartq.cwd / "told.jsonl"
     heartq.add("ok")
     heartq.add("ok")
-    [first] = store.claim("vanished", ["default"], 1, lease=0.01)  # over before reap runs
+    first = vanished(store)
     run = heartq("reap", "--app", "crash_recorder:app", "--json").ok()
-    assert [job["job_id"] for job in run.json()["reclaimed"]] == [first.id]
+    assert [job["job_id"] for job in run.json()["reclaimed"]] == [first]
     [(job_id, detected_by, worker_id)] = [
         json.loads(line) for line in told.read_text().splitlines()
     ]
-    assert (job_id, detected_by, worker_id) == (first.id, "lease_expired", "vanished")
+    assert (job_id, detected_by, worker_id) == (first, "lease_expired", "vanished")
     assert run.err.splitlines() == [
-        f"told {first.id}",
+        f"told {first}",
         "crash hook tracker failed (before): RuntimeError('tracker down')",
     ]
 
-    [second] = store.claim("vanished", ["default"], 1, lease=0.01)
-    assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second.id]
+    second = vanished(store)
+    assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second]
     assert len(told.read_text().splitlines()) == 1
 
     # without --url, the queue is the app's own (as for `heartq worker`)
     here = CRASH_RECORDER.replace("heartq.App()", f"heartq.App({heartq.url!r})")
     (heartq.cwd / "crash_recorder_here.py").write_text(here)
-    [third] = store.claim("vanished", ["default"], 1, lease=0.01)
+    third = vanished(store)
     run = heartq("reap", "--app", "crash_recorder_here:app", "--json", url=None)
-    assert [job["job_id"] for job in run.json()["reclaimed"]] == [third.id]
-    assert json.loads(told.read_text().splitlines()[-1])[0] == third.id
+    assert [job["job_id"] for job in run.json()["reclaimed"]] == [third]
+    assert json.loads(told.read_text().splitlines()[-1])[0] == third
     bad = heartq("reap", "--app", "no_such_module:app")
     assert bad.code != 0 and "no_such_module" in bad.err and len(bad.err.splitlines()) == 1
 

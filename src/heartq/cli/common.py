@@ -118,11 +118,18 @@ def store_for(url: str | None, *, existing: bool = False) -> Store:
     `existing=True` for the commands that only look at or act on what is there (lists,
     `jobs show`, `stats`, `dlq purge`, ...): a SQLite file that does not exist is then an
     error naming its absolute path, instead of a new empty queue created wherever the
-    command happened to run (and a misleading "no jobs")."""
+    command happened to run (and a misleading "no jobs").
+
+    Closed when the command ends (its click context closes, on an error too): its
+    sessions end cleanly, and a command run inside a longer-lived process (a test's,
+    through `click.testing.CliRunner`) leaves no connection or pool thread behind."""
     resolved = resolve_url(url)
     if existing:
         require_existing_sqlite(resolved)
     store = open_store(resolved)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(store.close)
     store.migrate()
     return store
 
