@@ -47,6 +47,14 @@ def _taken_over(store: Store, t0: float) -> tuple[Lease, float]:
     return old, now + 1
 
 
+def _taken_back(store: Store, t0: float) -> tuple[Lease, float]:
+    """... and w1 itself claimed it again: the same worker, a newer attempt (only the
+    execution id tells the stale write from the current one)."""
+    old, now = _reaped(store, t0)
+    assert claim_one(store, "w1", now, lease=600).execution_id == old.execution_id + 1
+    return old, now + 1
+
+
 def _finished_by_another(store: Store, t0: float) -> tuple[Lease, float]:
     """... and w2 finished it."""
     old, now = _taken_over(store, t0)
@@ -86,6 +94,7 @@ def _issued_again(store: Store, t0: float) -> tuple[Lease, float]:
 SETUPS: dict[str, Callable[[Store, float], tuple[Lease, float]]] = {
     "reaped": _reaped,
     "taken-over": _taken_over,
+    "taken-back-by-the-same-worker": _taken_back,
     "finished-by-another": _finished_by_another,
     "stale-worker-then-taken": _stale_worker,
     "older-token": _older_token,
