@@ -14,13 +14,15 @@ narrows it (PostgreSQL: a fresh schema per database in the run's own database, f
 name here and a branch in `fresh_url` and `migrated_urls`.
 
 Each guarantee is tested once, at the level where it lives: every store operation on every
-backend in tests/conformance (and the real processes of tests/integration); the layers
-above the store (`LAYERS`: the command line, the worker in-process, the dashboard), whose
-fixtures take `backend` too, on the run's first backend only (`LAYER_BACKENDS`), unless a
-test is marked `on_every_backend`: what that layer does differently by backend (NOTIFY
-wake-ups and listened cancels, liveness locks, a caller's own connection, PostgreSQL's
-pool). `HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every layer test on both,
-unchanged. `only_on(...)` keeps a test to some backends. One more, not in the default run:
+backend in tests/conformance; the layers above the store (`LAYERS`: the command line, the
+worker in-process, the dashboard, real worker processes), whose fixtures take `backend`
+too, on the run's first backend only (`LAYER_BACKENDS`), unless a test is marked
+`on_every_backend`: what that layer does differently by backend (NOTIFY wake-ups and
+listened cancels, liveness locks and the reclaim of a killed or frozen worker, a caller's
+own connection, an outage as each database shows it, PostgreSQL's pool).
+`HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every layer test on both, unchanged.
+`only_on(...)` keeps a test to some backends (tests/integration/test_postgres.py,
+test_pooler.py: what only PostgreSQL has). One more, not in the default run:
 `pgbouncer`, PostgreSQL reached through a PgBouncer in transaction mode
 (`tests/pgbouncer_harness.py`, one per test process) with `?pooler=transaction`
 (`HEARTQ_TEST_BACKENDS=pgbouncer pytest tests/conformance`: every store operation
@@ -64,10 +66,10 @@ LAYER_BACKENDS = [
 ]
 """The backends a test of a layer above the store runs on: the run's first by default."""
 
-LAYERS = frozenset({"cli", "dashboard", "runtime"})
+LAYERS = frozenset({"cli", "dashboard", "integration", "runtime"})
 """The directories of tests/ whose tests run on `LAYER_BACKENDS` (unless marked
-`on_every_backend`): presentation and orchestration over the store, whose every operation
-runs on every backend in tests/conformance."""
+`on_every_backend`): presentation and orchestration over the store, in-process or as real
+worker processes, whose every store operation runs on every backend in tests/conformance."""
 
 on_every_backend = pytest.mark.on_every_backend
 """For a test of a layer (`LAYERS`) whose behaviour differs by backend: it runs on every

@@ -3,15 +3,29 @@
 Each test gets a `Harness` on a fresh directory (`tmp_path`) holding:
 
 - `tasks.py`, the app the workers run (`heartq.App()` without a URL: `--url` gives it);
-- a fresh queue, read by the test through `heartq.store.open_store`: once per backend
-  (the `backend` fixture of `tests/conftest.py`, `HEARTQ_TEST_BACKENDS` narrows it), a
-  SQLite file `heartq.db` or a fresh schema on the session's PostgreSQL server
-  (`pg_schemas`: migrated ahead of the test, dropped after it);
+- a fresh queue of the test's backend (the `backend` fixture of `tests/conftest.py`), read
+  by the test through `heartq.store.open_store`: a SQLite file `heartq.db` or a fresh
+  schema on the session's PostgreSQL server (`pg_schemas`: migrated ahead of the test,
+  dropped after it);
 - one log file per worker (`worker-N.log`, stdout and stderr, JSON events).
 
-Every test runs unchanged on both backends where the guarantee is backend-neutral; what
-differs (how to block the database, how to freeze a worker outside a transaction) is a
-`Harness` method with one branch per backend. PostgreSQL-only tests use `only_on`.
+Backends: these tests are a layer over the store (tests/conftest.py, `LAYERS`), whose
+every operation runs on both backends in tests/conformance, so a test here runs on the
+run's first backend (SQLite) unless it is marked `on_every_backend`: what real processes
+do differently by backend. Those are the liveness locks and the reclaim of a killed,
+frozen or restarted worker (a session advisory lock and its grace on PostgreSQL, a lock
+file on SQLite: test_worker_crash.py, the restarted worker's crash hook), listened
+cancels (NOTIFY on PostgreSQL, the pulse's read on SQLite: test_pulse.py), an outage as
+each database shows it (row locks, the file's write lock: test_self_fencing.py), a task's
+transaction on the queue's database (test_transactional.py), concurrent claims by id
+(test_nats_transport.py) and the store's statements counted per tick
+(test_heartbeat_cost.py). What only PostgreSQL has (NOTIFY wake-ups, a server stopped,
+frozen or unreachable, the pool and a pooler) is `only_on("postgres")`: test_postgres.py,
+test_pooler.py, test_partitions.py, test_database_bad_days.py; what only SQLite has
+(its file's faults), test_sqlite_faults.py. `HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres`
+runs every test on both, unchanged: each runs on either backend, and what differs (how to
+block the database, how to freeze a worker outside a transaction) is a `Harness` method
+with one branch per backend.
 
 Workers are real processes, `python -m heartq worker tasks:app --url ... --log-format json`,
 each in its own session so that teardown can kill it and every process it started (the

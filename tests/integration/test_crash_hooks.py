@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from heartq.model import NewJob
+from tests.conftest import on_every_backend
 
 from .conftest import RECONCILIATION_ONLY, STEADY, Harness
 
@@ -123,6 +124,7 @@ def test_a_dead_childs_attempt_is_told_by_its_parent(harness: Harness) -> None:
     assert told[buried]["dead_reason"] == harness.job(buried)["dead_reason"]
 
 
+@on_every_backend  # at startup on SQLite, after the grace on PostgreSQL
 def test_a_restarted_worker_tells_what_its_dead_incarnation_held(harness: Harness) -> None:
     """Reconciliation: at startup on SQLite (a free lock file is a dead process), from
     the pending reconciliation once the grace passed on PostgreSQL; either way in the

@@ -1,6 +1,7 @@
 """The heartbeat and the pulse cost the same few statements per tick whatever the number
 of running jobs (docs/DESIGN.md step 3 and "The pulse": O(1) statements per tick), on
-every backend (`store`: the per-backend fixture of `tests/conftest.py`)."""
+every backend (`store`: the per-backend fixture of `tests/conftest.py`; each backend
+sends statements of its own)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from heartq.worker.attempt import RunningJob
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger
 from heartq.worker.pulse import Pulse
+from tests.conftest import on_every_backend
 
 WORKER = "w-cost"
 LEASE = 30.0
@@ -94,6 +96,7 @@ def count_pulse(store: Store, statements: list[str], runs: list[RunningJob]) -> 
     return list(statements)
 
 
+@on_every_backend  # each backend's own statements, counted
 def test_one_tick_costs_the_same_statements_for_1_or_200_jobs(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,7 +5,8 @@ installs signal handlers, closes or replaces stdout and stderr, leaves a non-dae
 thread running, forks. Each ends as an outcome of its attempt (or, where the process
 itself died, a crash found as crashes are); the worker keeps logging and running jobs,
 and a SIGTERM still stops it, within its bound. The process pool's children run each
-case too, so every case is seen on every pool and both backends here."""
+case too, so every case is seen on every pool here (on one backend: what the task does
+to its process is the runtime's, whatever the database)."""
 
 from __future__ import annotations
 

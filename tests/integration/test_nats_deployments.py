@@ -4,10 +4,12 @@ Before schema v9 every deployment used the stream `HEARTQ` and the consumers
 `HEARTQ_<queue>`: two queues on one server shared a consumer, so each worker acked the
 other's wake-ups (its jobs then waited for a backstop claim or the sweeper, ~10 s), and a
 worker needing a longer ack_wait than the consumer the other deployment made exited at
-start. Here two real deployments (two SQLite files; two schemas of one PostgreSQL
-database) run real workers against one server: with default settings their names
-differ, each runs its own jobs at transport speed, and neither exits. The workers'
-settings differ on purpose (ack_wait 60 s and 240 s) so a shared consumer would show.
+start. Here two real deployments (two SQLite files; on PostgreSQL, with
+`HEARTQ_TEST_LAYER_BACKENDS`, two schemas of one database, each with a deployment id of
+its own as tests/conformance/test_deployment.py shows) run real workers against one
+server: with default settings their names differ, each runs its own jobs at transport
+speed, and neither exits. The workers' settings differ on purpose (ack_wait 60 s and
+240 s) so a shared consumer would show.
 
 Latency is asserted loosely: under `LATE` (5 s) per job, where a stolen wake-up waits
 for the backstop or the sweeper (10 s), so the figure a loaded 2-core machine cannot

@@ -18,6 +18,7 @@ import heartq
 from heartq.transport.nats import NatsTransport
 from heartq.transport.settings import DEFAULT_SWEEP_INTERVAL
 from tests import nats_harness
+from tests.conftest import on_every_backend
 
 from .conftest import Harness, parse_ts
 from .test_worker_crash import LEASE, REAP_INTERVAL, SLACK
@@ -119,6 +120,7 @@ def test_thousand_jobs_on_three_workers_each_succeed_once(
     assert sum(claimed) == 1000 and min(claimed) > 0, claimed
 
 
+@on_every_backend  # claims by id racing across processes: row locks, or the file's write lock
 def test_a_job_published_five_times_runs_once(harness: Harness, transport_url: str) -> None:
     for _ in range(2):
         harness.start_worker("--transport", transport_url, settings=CALM)

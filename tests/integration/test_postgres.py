@@ -1,8 +1,9 @@
 """What only PostgreSQL has, with real worker processes: LISTEN/NOTIFY wake-ups, liveness
 locks that are session advisory locks, and a whole server that goes away.
 
-Every other guarantee runs on both backends in the other files (`harness` is per backend);
-these tests run on PostgreSQL only. Tests that stop a server use a `PrivateCluster` of
+The other files test the rest on SQLite, and on both backends where real processes behave
+differently by backend (`on_every_backend`, tests/integration/conftest.py); these tests
+run on PostgreSQL only. Tests that stop a server use a `PrivateCluster` of
 their own, never the shared server.
 """
 

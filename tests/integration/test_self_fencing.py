@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from heartq.model import NewJob
+from tests.conftest import on_every_backend
 from tests.support import wait_for
 
 from .conftest import Harness, WorkerProc, only_on, parse_ts
@@ -124,6 +125,7 @@ def wait_untrusted(
     return events[0]
 
 
+@on_every_backend  # an outage as each database shows it: row locks, the file's write lock
 def test_worker_fences_itself_when_the_database_is_unreachable(harness: Harness) -> None:
     run_outage(harness, "--concurrency", "1")
 

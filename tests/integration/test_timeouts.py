@@ -5,8 +5,8 @@ Why this file exists: a pulse (progress coalesced once a second, cancels seen wi
 second) merged with the per-attempt retry policy (`policy.for_attempt`) once let a
 `chaos_timeout` job, which returns a value as soon as `ctx.cancelled` lets it, be recorded
 `succeeded`, with far fewer `timed_out` executions than usual. These tests are the guard
-rail for its rebuild: real `heartq worker` processes, on both backends and every pool,
-running tasks that overrun their timeout in each way a task can:
+rail for its rebuild: real `heartq worker` processes, on every pool, running tasks that
+overrun their timeout in each way a task can:
 
 - `ignore`: never looks at its ctx (sleeps past the deadline, then returns a value);
 - `polite`: polls `ctx.cancelled` and *returns a value* once told (the chaos shape; the

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import on_every_backend
+
 from .conftest import Harness
 
 pytestmark = pytest.mark.slow
@@ -20,6 +22,7 @@ def ledger_table(harness: Harness) -> str:
     return name
 
 
+@on_every_backend  # a task's transaction on the queue's own database
 @pytest.mark.parametrize("pool", ["process", "thread"])
 def test_a_process_killed_inside_the_transaction_leaves_nothing(
     harness: Harness, pool: str

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE
+from tests.conftest import on_every_backend
 
 from .conftest import RECONCILIATION_ONLY, Harness, WorkerProc, parse_ts
 
@@ -32,6 +33,7 @@ def owner_and_other(
     return owner, other
 
 
+@on_every_backend  # a dead process's liveness lock: advisory, or a lock file
 def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Harness) -> None:
     workers = two_workers(harness)
     job_id = harness.enqueue("hold_first", {"seconds": 60})
@@ -60,6 +62,7 @@ def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Ha
     assert other.alive()
 
 
+@on_every_backend  # a frozen process still holds its liveness lock: advisory, or a lock file
 def test_sigstopped_worker_is_fenced_out_and_its_late_completion_lands_nothing(
     harness: Harness,
 ) -> None:
@@ -155,6 +158,7 @@ def test_job_that_kills_every_worker_goes_dead_after_max_retries(harness: Harnes
     assert not harness.started_file(job_id, 4).exists()
 
 
+@on_every_backend  # at once on SQLite, after the grace on PostgreSQL
 def test_restart_under_the_same_name_reclaims_at_once(harness: Harness) -> None:
     """A worker restarted under its name takes back what its dead incarnation held,
     without waiting for a lease or a probe: at once on SQLite (a free lock file is a
@@ -184,6 +188,7 @@ def test_restart_under_the_same_name_reclaims_at_once(harness: Harness) -> None:
     assert harness.worker_row(first.id)["status"] == "inactive"
 
 
+@on_every_backend  # a dead process's liveness lock at default settings: advisory, or a lock file
 def test_sigkill_at_default_settings_recovers_through_the_liveness_lock(
     harness: Harness,
 ) -> None:
