@@ -338,18 +338,19 @@ def test_a_replayed_dependency_is_not_counted_twice(store: Store, t0: float) -> 
 
 
 def test_dependency_results_are_read_in_order(store: Store, t0: float) -> None:
+    """In the order `depends_on` gave them, which here is neither the ids' order nor its
+    reverse (nor the order they ended in)."""
     ids = [enqueue_one(store, t0, task=f"m{i}", args={"i": i}) for i in range(3)]
-    callback = enqueue_one(
-        store, t0, depends_on=tuple(reversed(ids)), dependency_results=True, task="cb"
-    )
+    order = (ids[1], ids[2], ids[0])
+    callback = enqueue_one(store, t0, depends_on=order, dependency_results=True, task="cb")
     for i in range(3):
         job = claim_one(store, "w1", t0 + 1 + i)
         store.finish([succeeded(job, str(job.args["i"] * 10))], now=t0 + 1 + i)
     claimed = claim_one(store, "w1", t0 + 10)
     assert claimed.id == callback and claimed.dependency_results
     assert [(e.job_id, e.result) for e in store.dependency_results(callback)] == [
-        (ids[2], 20),
         (ids[1], 10),
+        (ids[2], 20),
         (ids[0], 0),
     ]
 
