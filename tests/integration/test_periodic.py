@@ -20,6 +20,13 @@ SCHEDULED = TASKS_SOURCE + textwrap.dedent(
 )
 
 
+BEFORE = 5
+"""Ticks (one a second) made before the ticker is killed: enough for three workers to race
+for each, not more (each costs the test a second)."""
+AFTER = 3
+"""Ticks made after the kill, by the workers left."""
+
+
 def ticks(h: Harness) -> list[int]:
     """The tick (ms since the epoch) of every job the schedule made, sorted."""
     keys = [j["unique_key"] for j in h.store.list_jobs(limit=1000) if j["task"] == "beat"]
@@ -34,15 +41,15 @@ def test_three_workers_make_one_job_per_tick_and_survive_the_ticker_dying(
     workers = [h.start_worker(wait=False) for _ in range(3)]
     for worker in workers:
         h.wait_started(worker)
-    h.wait_for(lambda: len(ticks(h)) >= 10, 40, "ten ticks", lambda: ticks(h))
+    h.wait_for(lambda: len(ticks(h)) >= BEFORE, 40, f"{BEFORE} ticks", lambda: ticks(h))
     (schedule,) = h.store.list_schedules()
     ticker = h.by_id(schedule["updated_by"])  # the worker that enqueued the last tick
     ticker.kill()
     at_kill = ticks(h)[-1]
     h.wait_for(
-        lambda: len([t for t in ticks(h) if t > at_kill]) >= 3,
+        lambda: len([t for t in ticks(h) if t > at_kill]) >= AFTER,
         20,
-        "three more ticks after the ticker died",
+        f"{AFTER} more ticks after the ticker died",
         lambda: ticks(h),
     )
     for worker in workers:
