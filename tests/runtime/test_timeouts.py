@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import threading
 import time
 import uuid
@@ -131,7 +132,6 @@ class Recorder:
         self._lock = threading.Lock()
         ledger = worker.ledger
         real_ended, real_force = ledger.attempt_ended, ledger.force
-        real_put, real_get = ledger.outcomes.put, ledger.outcomes.get
 
         def report(run: RunningJob, end: AttemptEnd) -> None:
             with self._lock:
@@ -153,26 +153,28 @@ class Recorder:
             real_ended(run, end)
             reported_twice()
 
-        def put(item: Any, *args: Any, **kwargs: Any) -> None:
-            if item is not None:
-                run, finish = item
-                with self._lock:
-                    self.queued.setdefault(run.job.lease, []).append(finish)
-            real_put(item, *args, **kwargs)
+        recorder = self
 
-        def get(*args: Any, **kwargs: Any) -> Any:
-            item = real_get(*args, **kwargs)
-            if not self.gate_passed:  # the first batch only; later ones are not held
-                self.both_reported.wait(GATE)
-                self.gate_passed = True
-            return item
+        class Outcomes(queue.SimpleQueue[Any]):
+            def put(self, item: Any, *args: Any, **kwargs: Any) -> None:
+                if item is not None:
+                    run, finish = item
+                    with recorder._lock:
+                        recorder.queued.setdefault(run.job.lease, []).append(finish)
+                super().put(item, *args, **kwargs)
 
-        # Instance attributes: the pools, `Ledger.force` and the completer (which holds
-        # this very queue) all call through them.
+            def get(self, *args: Any, **kwargs: Any) -> Any:
+                item = super().get(*args, **kwargs)
+                if not recorder.gate_passed:  # the first batch only; later ones not held
+                    recorder.both_reported.wait(GATE)
+                    recorder.gate_passed = True
+                return item
+
+        # Instance attributes: the pools and `Ledger.force` call through them; the
+        # completer reads the ledger's queue of outcomes (before the worker runs: empty).
         ledger.attempt_ended = attempt_ended  # type: ignore[method-assign]
         ledger.force = force  # type: ignore[method-assign]
-        ledger.outcomes.put = put  # type: ignore[method-assign]
-        ledger.outcomes.get = get  # type: ignore[method-assign]
+        ledger.outcomes = Outcomes()
 
 
 @pytest.mark.parametrize("pool", ["thread", "process", "async"])

@@ -67,7 +67,6 @@ class Completer:
         self._worker_id = ledger.worker_id
         self._flush_interval = flush_interval
         self._batch_size = batch_size
-        self._queue = ledger.outcomes
         self._thread = threading.Thread(target=self._loop, name="heartq-completer", daemon=True)
         self._stopping = threading.Event()
         self.batches = 0
@@ -78,7 +77,7 @@ class Completer:
     def stop(self, deadline: float, force: threading.Event | None = None) -> None:
         """Save what is queued, retrying until it landed, the `deadline` (monotonic) passed
         or `force` was set; then stop. What is left unsaved stays in the ledger."""
-        self._queue.put(None)
+        self._ledger.outcomes.put(None)
         while self._thread.is_alive() and not (force is not None and force.is_set()):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -90,7 +89,7 @@ class Completer:
     def _loop(self) -> None:
         done = False
         while not done:
-            first = self._queue.get()
+            first = self._ledger.outcomes.get()
             if first is None:
                 return
             pending = [first]
@@ -113,10 +112,11 @@ class Completer:
         made it take the GIL) once per ended attempt. Returns whether the stop's sentinel
         came."""
         deadline = time.monotonic() + self._flush_interval
+        outcomes = self._ledger.outcomes
         while True:
             while len(pending) < self._batch_size:
                 try:
-                    item = self._queue.get_nowait()
+                    item = outcomes.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:

@@ -30,11 +30,10 @@ if they do, the code raised it, and it is retried like any exception.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +46,7 @@ from heartq.errors import (
     Permanent,
     StoreUnavailable,
 )
-from heartq.hooks import AttemptInfo
+from heartq.hooks import AttemptInfo, HookList
 from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end, judged, outcome_of, will_retry
 from heartq.model import JobStatus, Outcome
 
@@ -63,11 +62,22 @@ RESULTS_LONGEST_WAIT = 0.5
 """At most this long between re-reads."""
 
 
-def task_kwargs(task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
-    kwargs = dict(args)
-    if task.wants_ctx:
-        kwargs["ctx"] = ctx
-    return kwargs
+def needs_context(task: Task[Any, Any]) -> bool:
+    """Whether an attempt of `task` needs its `JobContext`: the task takes `ctx`, or its
+    app has attempt hooks (their `AttemptInfo` is read from it). Otherwise none is made:
+    a context and its copy of the job's meta were a tenth of a no-op job's time on its
+    pool thread."""
+    return task.wants_ctx or bool(task.app.hooks.attempt)
+
+
+def task_kwargs(
+    task: Task[Any, Any], ctx: JobContext | None, args: dict[str, Any]
+) -> dict[str, Any]:
+    """What the task is called with (`fn(**kwargs)`, which copies it: `args` is never
+    changed by the call)."""
+    if not task.wants_ctx:
+        return args
+    return {**args, "ctx": ctx}
 
 
 def call_args(run: RunningJob) -> dict[str, Any] | AttemptEnd:
@@ -127,17 +137,20 @@ def end_from_result(value: Any, limit: int) -> AttemptEnd:
         return AttemptEnd(Outcome.FAILED, error=error, permanent=True)
 
 
-@contextlib.contextmanager
-def _not_in_a_fork() -> Iterator[None]:
-    """Around a task's code: a task that forked (`os.fork()`, a `fork` start method)
-    comes back twice, and the copy, which holds the worker's connections and locks but
-    none of its threads, is not the attempt: it exits at once, before it could report an
-    outcome or write over the worker's database sessions."""
-    pid = os.getpid()
-    try:
-        yield
-    finally:
-        if os.getpid() != pid:
+class _NotInAFork:
+    """Around a task's code (`with _NotInAFork():`): a task that forked (`os.fork()`, a
+    `fork` start method) comes back twice, and the copy, which holds the worker's
+    connections and locks but none of its threads, is not the attempt: it exits at once,
+    before it could report an outcome or write over the worker's database sessions. A
+    class rather than a generator's context manager: it runs around every attempt."""
+
+    __slots__ = ("_pid",)
+
+    def __enter__(self) -> None:
+        self._pid = os.getpid()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if os.getpid() != self._pid:
             os._exit(0)
 
 
@@ -156,9 +169,9 @@ class _Raised:
 
 def _call_in_a_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """A sync task's call on the async pool's executor thread: a fork's copy exits
-    (`_not_in_a_fork`), and what it raises comes back as `_Raised`."""
+    (`_NotInAFork`), and what it raises comes back as `_Raised`."""
     try:
-        with _not_in_a_fork():
+        with _NotInAFork():
             return fn(**kwargs)
     except BaseException as exc:  # noqa: BLE001 - carried back, raised in the coroutine
         return _Raised(exc)
@@ -199,16 +212,21 @@ def end_from_call_error(
 
 
 def run_sync(
-    task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+    task: Task[Any, Any],
+    ctx: JobContext | None,
+    control: AttemptControl,
+    args: dict[str, Any],
+    limit: int,
 ) -> AttemptEnd:
     """Run a task to its end in this thread (an `async def` task gets its own loop),
     inside its app's attempt hooks. `control` is the attempt's (its ctx's) control:
-    whether a cancel was requested."""
-    hooked = AttemptHooks(task, ctx, args)
+    whether a cancel was requested. `ctx` None: the attempt needs none (`needs_context`),
+    so no hooks run around it."""
+    hooked = attempt_hooks(task, ctx, args)
     with hooked:
         try:
             kwargs = task_kwargs(task, ctx, args)
-            with _not_in_a_fork():
+            with _NotInAFork():
                 value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
             return hooked.ended(
@@ -218,17 +236,22 @@ def run_sync(
 
 
 async def run_async(
-    task: Task[Any, Any], ctx: JobContext, control: AttemptControl, args: dict[str, Any], limit: int
+    task: Task[Any, Any],
+    ctx: JobContext | None,
+    control: AttemptControl,
+    args: dict[str, Any],
+    limit: int,
 ) -> AttemptEnd:
     """Run a task in the current event loop (a sync task goes to a thread), inside its
     app's attempt hooks: they run in this asyncio task, so a context they set is the
-    task's (and the thread's of a sync task: `asyncio.to_thread` copies it)."""
-    hooked = AttemptHooks(task, ctx, args)
+    task's (and the thread's of a sync task: `asyncio.to_thread` copies it). `ctx` as
+    in `run_sync`."""
+    hooked = attempt_hooks(task, ctx, args)
     with hooked:
         try:
             kwargs = task_kwargs(task, ctx, args)
             if task.is_async:
-                with _not_in_a_fork():
+                with _NotInAFork():
                     value = await task.fn(**kwargs)
             else:
                 value = await asyncio.to_thread(_call_in_a_thread, task.fn, kwargs)
@@ -246,28 +269,50 @@ async def run_async(
         return hooked.ended(end_from_result(value, limit), control)
 
 
-class AttemptHooks:
-    """The app's attempt hooks around one attempt's code (`heartq.hooks`); nothing at all
-    for an app without them."""
+class _NoHooks:
+    """Around an attempt with no attempt hooks to run: nothing at all."""
 
-    def __init__(self, task: Task[Any, Any], ctx: JobContext, args: dict[str, Any]) -> None:
-        hooks = task.app.hooks.attempt
-        self._info = (
-            AttemptInfo(
-                job_id=ctx.job_id,
-                task=ctx.task,
-                queue=ctx.queue,
-                attempt=ctx.attempt,
-                execution_id=ctx.execution_id,
-                worker_id=ctx.worker_id,
-                args=MappingProxyType(args),
-                meta=ctx.meta,
-                max_retries=ctx.max_retries,
-            )
-            if hooks
-            else None
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def ended(
+        self, end: AttemptEnd, control: AttemptControl, exc: BaseException | None = None
+    ) -> AttemptEnd:
+        return end
+
+
+_NO_HOOKS = _NoHooks()
+
+
+def attempt_hooks(
+    task: Task[Any, Any], ctx: JobContext | None, args: dict[str, Any]
+) -> AttemptHooks | _NoHooks:
+    """What runs around one attempt's code: its app's attempt hooks, if it has any (and
+    the attempt a context: `needs_context` said so when its context was made)."""
+    if ctx is None or not task.app.hooks.attempt:
+        return _NO_HOOKS
+    return AttemptHooks(task.app.hooks.attempt, ctx, args)
+
+
+class AttemptHooks:
+    """The app's attempt hooks around one attempt's code (`heartq.hooks`)."""
+
+    def __init__(self, hooks: HookList[AttemptInfo], ctx: JobContext, args: dict[str, Any]) -> None:
+        self._info = AttemptInfo(
+            job_id=ctx.job_id,
+            task=ctx.task,
+            queue=ctx.queue,
+            attempt=ctx.attempt,
+            execution_id=ctx.execution_id,
+            worker_id=ctx.worker_id,
+            args=MappingProxyType(args),
+            meta=ctx.meta,
+            max_retries=ctx.max_retries,
         )
-        self._around = hooks.around([self._info] if self._info is not None else [])
+        self._around = hooks.around([self._info])
 
     def __enter__(self) -> None:
         self._around.__enter__()
@@ -280,10 +325,9 @@ class AttemptHooks:
     ) -> AttemptEnd:
         """Tell the hooks how the code ended (before their after parts run); returns `end`."""
         info = self._info
-        if info is not None:
-            cancel_requested = control.cancel_requested
-            info.outcome = outcome_of(end, cancel_requested)
-            info.exception = exc
-            info.error = end.error
-            info.will_retry = will_retry(info.attempt, info.max_retries, end, cancel_requested)
+        cancel_requested = control.cancel_requested
+        info.outcome = outcome_of(end, cancel_requested)
+        info.exception = exc
+        info.error = end.error
+        info.will_retry = will_retry(info.attempt, info.max_retries, end, cancel_requested)
         return end

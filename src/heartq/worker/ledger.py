@@ -118,7 +118,9 @@ class Ledger:
         self.concurrency = concurrency
         self._hold_limit = concurrency + MAX_UNSAVED  # attempts held at most (`free_slots`)
         self.pool: ExecutionPool | None = None  # set once the worker has made its pool
-        self.outcomes: queue.Queue[EndedAttempt | None] = queue.Queue()
+        self.outcomes: queue.SimpleQueue[EndedAttempt | None] = queue.SimpleQueue()
+        """Ended attempts for the completer (None: its stop). A `SimpleQueue`, whose put
+        and get run in C: every attempt passes through it once."""
         self.slot_freed = threading.Event()
         """Set when a slot frees up (or work may be waiting): wakes the fetch loop."""
         self.deadlines_changed = threading.Event()
@@ -275,10 +277,12 @@ class Ledger:
         unsaved, or waiting to be given back). Those are the database's repeat of a claim
         it forgot: given back unstarted (`to_release`), `claim_repeated` logged."""
         with self._lock:
-            if not (self._runs or self._code or self._untrusted):
-                return list(jobs)  # nothing held: nothing to repeat (the usual case)
-            held = (self._runs, self._code, self._untrusted)
-            repeats = [job for job in jobs if any(job.lease in h for h in held)]
+            runs, code, untrusted = self._runs, self._code, self._untrusted
+            repeats = [
+                job
+                for job in jobs
+                if job.lease in runs or job.lease in code or job.lease in untrusted
+            ]
             for job in repeats:
                 self._give_back[job.lease] = job
         if not repeats:
@@ -327,11 +331,12 @@ class Ledger:
         its slot."""
         if run.end(end):
             self._queue_outcome(run)
+        lease = run.job.lease
         with self._lock:
-            self._undecided.discard(run.job.lease)
-            freed = self._code.pop(run.job.lease, None) is not None
+            self._undecided.discard(lease)
+            freed = self._code.pop(lease, None) is not None
         if freed:
-            self.slot_freed.set()
+            self._wake_fetch()
 
     def force(self, run: RunningJob, end: AttemptEnd) -> None:
         """Decide an attempt's end without waiting for its code, then stop the code. Its
@@ -421,8 +426,17 @@ class Ledger:
             under_bound_again = len(self._runs) == self._hold_limit - 1
             none_left = not self._runs
         if dropped and (under_bound_again or none_left):
-            self.slot_freed.set()
+            self._wake_fetch()
         return dropped
+
+    def _wake_fetch(self) -> None:
+        """Wake the fetch loop, after the change it must see (a freed slot, a dropped
+        attempt) is made: at most once until it wakes. While `slot_freed` is set, the
+        loop has not cleared it yet, so it reads the ledger after this change anyway,
+        and no thread can be waiting on it (the set that raised it woke them all); an
+        `Event.set` takes its condition's lock and wakes nobody, once per attempt."""
+        if not self.slot_freed.is_set():
+            self.slot_freed.set()
 
     # -- self-fencing ------------------------------------------------------------------
     def mark_untrusted(self, run: RunningJob) -> None:

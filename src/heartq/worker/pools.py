@@ -32,7 +32,14 @@ from heartq.context import JobContext
 from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
-from heartq.worker.invoke import call_args, describe, end_from_exception, run_async, run_sync
+from heartq.worker.invoke import (
+    call_args,
+    describe,
+    end_from_exception,
+    needs_context,
+    run_async,
+    run_sync,
+)
 from heartq.worker.ledger import Ledger
 from heartq.worker.loop_watch import LoopWatch
 
@@ -121,7 +128,7 @@ class ThreadPool:
         elif isinstance(args, AttemptEnd):
             end = args
         else:
-            ctx = make_context(run, self._worker_id)
+            ctx = make_context(run, self._worker_id) if needs_context(run.task) else None
             end = run_sync(run.task, ctx, run, args, self._limit)
         self._ledger.attempt_ended(run, end)
 
@@ -219,7 +226,7 @@ class AsyncPool:
             elif isinstance(args, AttemptEnd):
                 end = args
             else:
-                ctx = make_context(run, self._worker_id)
+                ctx = make_context(run, self._worker_id) if needs_context(run.task) else None
                 end = await run_async(run.task, ctx, run, args or run.job.args, self._limit)
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
