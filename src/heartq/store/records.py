@@ -56,7 +56,7 @@ def claimed_jobs(
             id=r["id"],
             task=r["task"],
             queue=r["queue"],
-            args=json.loads(r["args"]),
+            args=_json_object(r["args"]),
             attempt=r["attempts"],
             execution_id=r["execution_id"],
             max_retries=r["max_retries"],
@@ -66,7 +66,7 @@ def claimed_jobs(
             lease_expires_at=r["lease_expires_at"],
             run_at=r["run_at"],
             chosen=r["chosen"],
-            meta=json.loads(r["meta"]) if r["meta"] else {},
+            meta=_json_object(r["meta"]),
             dependency_results=bool(r["dependency_results"]),
             sent_at=sent_at,
             priority=r["priority"],
@@ -74,6 +74,15 @@ def claimed_jobs(
         )
         for r in ordered
     ]
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    """A JSON object column (a job's arguments, its meta), a new `{}` without the decoder
+    when it is empty or absent, as most jobs' meta and many jobs' arguments are."""
+    if not text or text == "{}":
+        return {}
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
 
 
 def leases(rows: Iterable[Any]) -> set[Lease]:
