@@ -1,6 +1,7 @@
 """The job model: what a job, an attempt, a lease and a worker are, for every part of heartq.
 
-These are plain values (enums and frozen dataclasses), imported by the client API, the
+These are plain values (enums and frozen dataclasses; the two a worker makes for every
+job, `ClaimedJob` and `Finish`, read-only by convention), imported by the client API, the
 worker, the store, the maintenance services, the command line and the dashboard alike.
 This module imports nothing of heartq: it is the ground floor, so no import ever runs
 back up from the model to the parts that use it. The operations on these values are the
@@ -23,7 +24,6 @@ The vocabulary, once each:
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -301,8 +301,13 @@ class TaskPolicy:
     dont_retry_on: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClaimedJob:
+    """One attempt's job as a claim took it. Read-only by convention, not frozen (like
+    `Finish`): a worker makes one of each per job, and a frozen dataclass's `__init__`
+    sets each field through `object.__setattr__`, which made a no-op job's claimed job
+    (20 fields) cost twice as much to build as the claim's row to read."""
+
     id: str
     task: str
     queue: str
@@ -335,11 +340,12 @@ class ClaimedJob:
     """The shape of its waits between attempts (`heartq.lifecycle.retry.Backoff`): its
     task's, as the worker running it declares it (`heartq.policy.for_attempt`)."""
 
-    @functools.cached_property
-    def lease(self) -> Lease:
-        """Its fencing key, made once: a worker looks it up a dozen times per attempt
-        (each a dataclass to build and hash)."""
-        return Lease(self.id, self.execution_id, self.worker_id)
+    lease: Lease = field(init=False, repr=False, compare=False)
+    """Its fencing key, made once with the job: a worker looks it up a dozen times per
+    attempt (each a dataclass to build and hash)."""
+
+    def __post_init__(self) -> None:
+        self.lease = Lease(self.id, self.execution_id, self.worker_id)
 
 
 class Claim(list[ClaimedJob]):
@@ -400,9 +406,10 @@ class Renewal:
     progress: Progress | None = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Finish:
-    """The end of one attempt, as the worker decided it (see `heartq.lifecycle.fate`)."""
+    """The end of one attempt, as the worker decided it (see `heartq.lifecycle.fate`).
+    Read-only by convention, not frozen: one per job (`ClaimedJob` says why)."""
 
     lease: Lease
     outcome: Outcome

@@ -166,10 +166,10 @@ def test_claims_stop_while_too_many_ended_attempts_wait_for_their_outcomes_to_be
     assert ledger.free_slots() == 0  # ... yet nothing more may be claimed
     assert len(queued(ledger)) == 2 + MAX_UNSAVED  # every outcome waits for the completer
     ledger.slot_freed.clear()
-    ledger.saved(runs[0])
+    ledger.saved([runs[0]])
     assert ledger.slot_freed.is_set() and ledger.free_slots() == 1
     ledger.slot_freed.clear()
-    ledger.saved(runs[1])
+    ledger.saved([runs[1]])
     assert not ledger.slot_freed.is_set()  # woken once, when it got back under the bound
     assert ledger.free_slots() == 2  # never more than the slots
 

@@ -173,14 +173,16 @@ class Completer:
             return
         if answer is None:
             return  # stopped before it landed: the runs stay in the ledger, unsaved
-        lost = set(answer)
         self.batches += 1
+        if lost := set(answer):
+            for run, finish in batch:
+                if finish.lease in lost:
+                    self._ledger.lose(run, "result refused: the job was reclaimed")
+            batch = [(run, finish) for run, finish in batch if finish.lease not in lost]
+        self._ledger.saved(run for run, _ in batch)
+        debug = events.wanted(logging.DEBUG)
         for run, finish in batch:
-            if finish.lease in lost:
-                self._ledger.lose(run, "result refused: the job was reclaimed")
-            else:
-                self._ledger.saved(run)
-                report_saved(run, finish, self._worker_id)
+            report_saved(run, finish, self._worker_id, debug)
 
     def _save_committed(self, run: RunningJob, end: AttemptEnd) -> None:
         """A job its task completed in `ctx.transaction()`: save the result the code
@@ -194,7 +196,7 @@ class Completer:
         if not saved:  # its lease ran out first: readers were told it has no result
             self._ledger.lose(run, "result refused: the lease ran out after the commit")
             return
-        self._ledger.saved(run)
+        self._ledger.saved((run,))
         if end.outcome is Outcome.SUCCEEDED:
             report_saved(run, fate.succeeded(run.job, result), self._worker_id)
             return
@@ -263,9 +265,14 @@ class Completer:
                 self._on_crashed([reclaimed])
 
 
-def report_saved(run: RunningJob, finish: Finish, worker_id: str) -> None:
-    """Log what a saved outcome means for its job."""
-    if finish.status is JobStatus.SUCCEEDED and not events.wanted(logging.DEBUG):
+def report_saved(
+    run: RunningJob, finish: Finish, worker_id: str, debug: bool | None = None
+) -> None:
+    """Log what a saved outcome means for its job (a success at DEBUG only). `debug`:
+    whether DEBUG events go anywhere, asked once for a batch (None: asked here)."""
+    if finish.status is JobStatus.SUCCEEDED and not (
+        events.wanted(logging.DEBUG) if debug is None else debug
+    ):
         return
     fields: dict[str, Any] = {
         "job_id": run.job.id,

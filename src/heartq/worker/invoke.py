@@ -122,10 +122,16 @@ def describe(exc: BaseException) -> str:
         return f"{kind} (its traceback could not be formatted)"
 
 
+RETURNED_NONE = AttemptEnd(Outcome.SUCCEEDED, result_json=payload.NULL)
+"""The end of every attempt whose code returned None (most tasks): one value, shared."""
+
+
 def end_from_result(value: Any, limit: int) -> AttemptEnd:
     """A returned value as its attempt's end. Encoding runs the value's own code (a
     mapping's iteration, a float subclass's `__repr__`), which may raise anything: a value
     that cannot be stored fails its attempt for good (the same code would return it again)."""
+    if value is None and limit >= len(payload.NULL):
+        return RETURNED_NONE
     try:
         return AttemptEnd(
             Outcome.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)

@@ -67,7 +67,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from heartq import events
@@ -411,23 +411,29 @@ class Ledger:
         events.emit(events.JOB_CANCEL_REQUESTED, job_id=run.job.id, worker_id=self.worker_id)
         self.deadlines_changed.set()
 
-    def saved(self, run: RunningJob) -> None:
-        """The completer saved the attempt's outcome: the worker is done with it."""
-        self.drop(run)
+    def saved(self, runs: Iterable[RunningJob]) -> None:
+        """The completer saved these attempts' outcomes (a batch's, under one lock): the
+        worker is done with them."""
+        self._forget(runs)
 
     def drop(self, run: RunningJob) -> bool:
-        """Forget the attempt; False if it was already forgotten. The fetch loop is woken
-        when this brings the attempts held back under their bound (`free_slots`), and
-        when it forgets the last one: a burst run's own unsaved outcomes are the work it
-        waits for (the freed slot woke it before the save), so without this it slept a
-        whole poll interval after its last job before it could exit."""
+        """Forget the attempt; False if it was already forgotten."""
+        return self._forget((run,)) > 0
+
+    def _forget(self, runs: Iterable[RunningJob]) -> int:
+        """Forget attempts; how many were still held. The fetch loop is woken when this
+        brings the attempts held back under their bound (`free_slots`), and when it
+        forgets the last one: a burst run's own unsaved outcomes are the work it waits
+        for (the freed slot woke it before the save), so without this it slept a whole
+        poll interval after its last job before it could exit."""
         with self._lock:
-            dropped = self._runs.pop(run.job.lease, None) is not None
-            under_bound_again = len(self._runs) == self._hold_limit - 1
-            none_left = not self._runs
-        if dropped and (under_bound_again or none_left):
+            before = len(self._runs)
+            for run in runs:
+                self._runs.pop(run.job.lease, None)
+            after = len(self._runs)
+        if after < before and (before >= self._hold_limit > after or not after):
             self._wake_fetch()
-        return dropped
+        return before - after
 
     def _wake_fetch(self) -> None:
         """Wake the fetch loop, after the change it must see (a freed slot, a dropped
