@@ -39,7 +39,7 @@ from heartq.timeutil import iso
 def json_value(value: Any) -> Any:
     """A JSON column's value: decoded if the driver handed over text (both backends
     return JSON columns as text, exactly as stored), as is otherwise."""
-    if isinstance(value, str | bytes):
+    if isinstance(value, (str, bytes)):  # a tuple: `str | bytes` makes a union each call
         return json.loads(value)
     return value
 

@@ -63,26 +63,29 @@ class RunningJob:
         timeout = task.timeout if task else None
         self.deadline = self.started + timeout if timeout else None
         self.heartbeat_timeout = task.heartbeat_timeout if task else None
-        self.cancel_deadline: float | None = None
-        self._progress: Progress | None = None
-        self._checkpoint_json: str | None = None
-        self._has_checkpoint = False
-        self._report_version = 0  # bumped by every report of the task
-        self._written_version = 0  # the newest report a pulse stored
-        self._lost = False
-        self._cancel_requested = False
-        self._stopping = False
-        self._end: AttemptEnd | None = None
-        self.on_flags_changed: Callable[[RunningJob], None] | None = None
-        self.untrusted_reason = "its worker could not renew the lease in time and gave it up"
-        """Why its worker gives the attempt back if it stops trusting its lease
-        (`Ledger.mark_untrusted`): the reason in the crash context of its `interrupted`
-        execution."""
-        self._in_store = 0  # calls of the task's into the store under way (`in_store`)
-        self.transaction: TransactionState = TransactionState.NONE
-        """Where its task's `ctx.transaction()` stands: while it is open the database
-        alone decides whether the attempt still holds the job (its commit is fenced);
-        once it committed, the job is done and only the result remains to be saved."""
+
+    # What every attempt starts with, kept here rather than set on each new attempt (a
+    # worker makes one per job): an attempt's own value replaces one when it changes.
+    cancel_deadline: float | None = None
+    _progress: Progress | None = None
+    _checkpoint_json: str | None = None
+    _has_checkpoint = False
+    _report_version = 0  # bumped by every report of the task
+    _written_version = 0  # the newest report a pulse stored
+    _lost = False
+    _cancel_requested = False
+    _stopping = False
+    _end: AttemptEnd | None = None
+    on_flags_changed: Callable[[RunningJob], None] | None = None
+    untrusted_reason = "its worker could not renew the lease in time and gave it up"
+    """Why its worker gives the attempt back if it stops trusting its lease
+    (`Ledger.mark_untrusted`): the reason in the crash context of its `interrupted`
+    execution."""
+    _in_store = 0  # calls of the task's into the store under way (`in_store`)
+    transaction: TransactionState = TransactionState.NONE
+    """Where its task's `ctx.transaction()` stands: while it is open the database alone
+    decides whether the attempt still holds the job (its commit is fenced); once it
+    committed, the job is done and only the result remains to be saved."""
 
     @property
     def store(self) -> LeaseHolder:

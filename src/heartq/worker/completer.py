@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from heartq import events
 from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
-from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd, error_summary
+from heartq.lifecycle.fate import AttemptEnd, CrashedEnd, error_summary
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
@@ -96,12 +96,12 @@ class Completer:
             done = self._gather(pending)
             batch: list[Item] = []
             for run, end in pending:
-                if isinstance(end, CrashedEnd):
-                    self._record_crash(run, end.end.crash or {})
-                elif isinstance(end, CommittedEnd):
-                    self._save_committed(run, end.end)
-                else:
+                if isinstance(end, Finish):
                     batch.append((run, end))
+                elif isinstance(end, CrashedEnd):
+                    self._record_crash(run, end.end.crash or {})
+                else:  # a CommittedEnd
+                    self._save_committed(run, end.end)
             if batch:
                 self._flush(batch)
 

@@ -281,7 +281,7 @@ class Ledger:
             repeats = [
                 job
                 for job in jobs
-                if job.lease in runs or job.lease in code or job.lease in untrusted
+                if job.lease in runs or job.lease in code or (untrusted and job.lease in untrusted)
             ]
             for job in repeats:
                 self._give_back[job.lease] = job
