@@ -189,7 +189,7 @@ def decide(
 def outcome_of(end: AttemptEnd, cancel_requested: bool) -> Outcome:
     """The outcome an attempt's end is judged by: a failure after a cancel request is a
     cancel (see `decide`)."""
-    if end.outcome is Outcome.FAILED and cancel_requested:
+    if cancel_requested and end.outcome is Outcome.FAILED:
         return Outcome.CANCELLED
     return end.outcome
 

@@ -200,6 +200,8 @@ class RunningJob:
 
     def unwritten_report(self) -> tuple[int, Report] | None:
         """The task's latest report with its version, if no pulse has stored it yet."""
+        if not self._report_version:  # never reported (most tasks): nothing to take a lock for
+            return None
         with self._lock:
             if self._report_version <= self._written_version:
                 return None
@@ -266,19 +268,21 @@ class RunningJob:
         While its task's transaction commits (`COMMITTING`), no end is recorded: the
         commit decides (the job succeeded, or the commit failed and the code ends as it
         will); the worker forces its end again, if it must, once it knows."""
+        # The attempt's own flags are tested before the outcome: on Python 3.11 each read
+        # of an enum member off its class costs as much as the rest of this check.
         with self._lock:
             if self._end is not None or self.transaction is TransactionState.COMMITTING:
                 return False
             if (
-                end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
-                and self.deadline is not None
+                self.deadline is not None
+                and end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
                 and time.monotonic() >= self.deadline
                 and self.transaction is not TransactionState.COMMITTED
             ):
                 end = self.timed_out_end()
             if (
-                end.outcome is Outcome.SUCCEEDED
-                and self._cancel_requested
+                self._cancel_requested
+                and end.outcome is Outcome.SUCCEEDED
                 and self.transaction is not TransactionState.COMMITTED
             ):
                 end = AttemptEnd(

@@ -301,13 +301,14 @@ class Ledger:
     def claimed(self, *runs: RunningJob) -> None:
         """Claimed attempts (a claim's batch), about to start on the pool: one lock and
         one wake-up of the supervisor for the batch."""
-        for run in runs:
-            run.on_flags_changed = self._notify_pool
+        notify = self._notify_pool
         with self._lock:
             for run in runs:
-                self._runs[run.job.lease] = run
-                self._code[run.job.lease] = run
-                self._undecided.add(run.job.lease)
+                run.on_flags_changed = notify
+                lease = run.job.lease
+                self._runs[lease] = run
+                self._code[lease] = run
+                self._undecided.add(lease)
         if self._due_before_next_pass(runs):
             self.deadlines_changed.set()
 
