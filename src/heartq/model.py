@@ -301,12 +301,13 @@ class TaskPolicy:
     dont_retry_on: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class ClaimedJob:
     """One attempt's job as a claim took it. Read-only by convention, not frozen (like
     `Finish`): a worker makes one of each per job, and a frozen dataclass's `__init__`
     sets each field through `object.__setattr__`, which made a no-op job's claimed job
-    (20 fields) cost twice as much to build as the claim's row to read."""
+    (20 fields) cost twice as much to build as the claim's row to read. Slots, not a
+    `__dict__`: one object less to make and free per job."""
 
     id: str
     task: str
@@ -406,7 +407,7 @@ class Renewal:
     progress: Progress | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Finish:
     """The end of one attempt, as the worker decided it (see `heartq.lifecycle.fate`).
     Read-only by convention, not frozen: one per job (`ClaimedJob` says why)."""
