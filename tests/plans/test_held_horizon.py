@@ -29,6 +29,7 @@ BEATS = 10
 RUNNING = 50
 
 
+@pytest.mark.heavy
 @pytest.mark.xfail(
     strict=True,
     reason="issue 43: today's heartbeat rewrites its attempts' rows and the reap scan "
