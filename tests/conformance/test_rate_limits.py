@@ -14,7 +14,9 @@ import pytest
 from heartq.lifecycle.fate import AttemptEnd, decide, succeeded
 from heartq.model import ClaimedJob, NewJob, Outcome
 from heartq.store import Store
+from heartq.store.sql.keyed import RATE_CONTENDED_RETRY
 from tests.conformance.procs import PROCESSES, rate_claimer, run_processes
+from tests.conftest import only_on
 
 from .support import LEASE, new_job
 
@@ -206,6 +208,31 @@ def test_racing_claimers_never_start_more_than_the_limit(
     results = run_processes(rate_claimer, [(store_url, t0 + 1, "one-key")] * PROCESSES)
     claimed = [job_id for got in results for job_id in got]
     assert len(claimed) == 3 and len(set(claimed)) == 3 and set(claimed) <= set(ids)
+
+
+@only_on("postgres")
+def test_a_rate_key_held_by_a_claim_not_yet_committed_is_skipped_by_the_next(
+    store: Store, t0: float
+) -> None:
+    """PostgreSQL's claimers run at once, each counting a rate key's starts in its own
+    snapshot: a claim not yet committed is invisible to the next, which would count the
+    key's window as empty and start a second job past a limit of one. The first
+    claimer's lock on the key (held to its commit) makes the next skip the key instead,
+    and ask again soon. Two queues, so that the second claimer's own ranking of the key's
+    jobs does not already exclude the first one's pick (the racing test above rarely
+    meets this window)."""
+    store.enqueue([rated("k", limit=1, queue="a"), rated("k", limit=1, queue="b")], now=t0)
+    dialect: Any = store.dialect  # type: ignore[attr-defined]
+    with dialect.write() as conn:  # claimer A: its rated claim made, not yet committed
+        params = {"worker_id": "wa", "queues": ["a"], "limit": 1, "lease": LEASE,
+                  "now": t0 + 1, "ahead": False, "claimed": 0}  # fmt: skip
+        rows, _ = dialect.claim_limited(conn, params)
+        assert len(rows) == 1
+        meanwhile = store.claim("wb", ["b"], 5, LEASE, now=t0 + 1)  # claimer B
+        assert meanwhile == [] and meanwhile.rate_wait == RATE_CONTENDED_RETRY
+    assert len(store.list_jobs(status="running")) == 1
+    assert store.claim("wb", ["b"], 5, LEASE, now=t0 + 2) == []  # A's start, committed
+    assert len(store.claim("wb", ["b"], 5, LEASE, now=t0 + 12)) == 1
 
 
 def test_a_failed_rated_claim_never_strands_the_jobs_the_claim_took(
