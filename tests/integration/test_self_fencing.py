@@ -4,7 +4,7 @@ stops those attempts and never reports them (docs/DESIGN.md step 13).
 The outage blocks the worker's writes without touching anything shared. SQLite: the test
 holds the file's write lock (`BEGIN EXCLUSIVE`). PostgreSQL: the test holds row locks on
 the job and the worker row (`FOR UPDATE`), which the one heartbeat statement must take,
-so no renewal can commit. `test_postgres.py` also stops a whole (private) server."""
+so no renewal can commit. `test_postgres_outages.py` also stops a whole (private) server."""
 
 from __future__ import annotations
 
