@@ -28,7 +28,8 @@ from heartq.store import open_store
 from tests import pg_harness
 from tests.support import free_port, wait_for
 
-from .conftest import TASKS_SOURCE, Harness, WorkerProc, only_on, private_harness
+from .conftest import Harness, WorkerProc, only_on, private_harness
+from .worker_tasks import TASKS_SOURCE
 
 pytestmark = [only_on("postgres")]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 import textwrap
 
-from tests.integration.conftest import TASKS_SOURCE, Harness
+from tests.integration.conftest import Harness
+from tests.integration.worker_tasks import TASKS_SOURCE
 
 SCHEDULED = TASKS_SOURCE + textwrap.dedent(
     '''

@@ -37,7 +37,8 @@ import pytest
 import heartq
 from heartq.model import NewJob
 
-from .conftest import STEADY, TASKS_SOURCE, Harness
+from .conftest import STEADY, Harness
+from .worker_tasks import TASKS_SOURCE
 
 pytestmark = pytest.mark.slow
 
