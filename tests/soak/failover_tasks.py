@@ -24,6 +24,12 @@ import heartq
 
 LEDGER_ENV = "HEARTQ_FAILOVER_LEDGER"
 SIDE_ENV = "HEARTQ_FAILOVER_SIDE"
+TASK = "failover_job"
+SCHEMA = "heartq_failover"
+LEDGER = f"{SCHEMA}.failover_ledger"
+"""The names the runner (tests/soak/failover.py), its checks (failover_checks.py) and
+this app share: the task, the runner's schema, and the ledger table in it that the
+runner creates and names to the workers in `LEDGER_ENV`."""
 
 app = heartq.App()
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import BACKENDS
-from tests.soak.failover import FAST, FailoverConfig, format_report, run_failover
+from tests.soak.failover import FAST, FailoverConfig, run_failover
+from tests.soak.failover_checks import format_report
 
 pytestmark = [
     pytest.mark.heavy,
