@@ -1,4 +1,5 @@
-"""Helpers shared by the conformance tests: backend-neutral, through `Store` only."""
+"""Helpers shared by the conformance tests: backend-neutral, through `Store` only (but
+`keyed_claim_held_open`, a PostgreSQL claimer caught between its statements)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,22 @@ def claim_one(
     claimed = store.claim(worker_id, list(queues), 1, lease, now=now)
     assert len(claimed) == 1, claimed
     return claimed[0]
+
+
+@contextmanager
+def keyed_claim_held_open(
+    store: Store, worker_id: str, queues: list[str], now: float
+) -> Iterator[list[Any]]:
+    """PostgreSQL: one claimer's keyed claim (`claim_limited`: its keys locked, a job with
+    a concurrency or a rate key claimed) made in a transaction held open for the block and
+    committed at its end. Its rows are what it claimed; another claim made in the block
+    sees nothing of it but its keys' locks, as a racing claimer would."""
+    dialect: Any = store.dialect  # type: ignore[attr-defined]
+    with dialect.write() as conn:
+        params = {"worker_id": worker_id, "queues": queues, "limit": 1, "lease": LEASE,
+                  "now": now, "ahead": False, "claimed": 0}  # fmt: skip
+        rows, _ = dialect.claim_limited(conn, params)
+        yield list(rows)
 
 
 def needs_liveness_locks(store: Store) -> None:

@@ -16,7 +16,7 @@ from heartq.store import Store
 from tests.conformance.procs import PROCESSES, limited_claimer, run_processes
 from tests.conftest import only_on
 
-from .support import LEASE, new_job
+from .support import LEASE, keyed_claim_held_open, new_job
 
 # PostgreSQL takes a key's claim lock by the key's name alone (an advisory lock, which
 # every schema of a database shares): tests in parallel processes that use the same key
@@ -117,11 +117,7 @@ def test_a_key_held_by_a_claim_not_yet_committed_is_skipped_by_the_next(
     skip the key instead. Two queues, so that the second claimer's own ranking of the
     key's jobs does not already exclude the first one's pick."""
     store.enqueue([keyed("k", limit=1, queue="a"), keyed("k", limit=1, queue="b")], now=t0)
-    dialect: Any = store.dialect  # type: ignore[attr-defined]
-    with dialect.write() as conn:  # claimer A: its keyed claim made, not yet committed
-        params = {"worker_id": "wa", "queues": ["a"], "limit": 1, "lease": LEASE,
-                  "now": t0 + 1, "ahead": False, "claimed": 0}  # fmt: skip
-        rows, _ = dialect.claim_limited(conn, params)
+    with keyed_claim_held_open(store, "wa", ["a"], t0 + 1) as rows:  # claimer A
         assert len(rows) == 1
         assert store.claim("wb", ["b"], 5, LEASE, now=t0 + 1) == []  # claimer B, meanwhile
     assert running_by_key(store) == {"k": 1}

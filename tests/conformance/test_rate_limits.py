@@ -18,7 +18,7 @@ from heartq.store.sql.keyed import RATE_CONTENDED_RETRY
 from tests.conformance.procs import PROCESSES, rate_claimer, run_processes
 from tests.conftest import only_on
 
-from .support import LEASE, new_job
+from .support import LEASE, keyed_claim_held_open, new_job
 
 # PostgreSQL takes a key's claim lock by the key's name alone (an advisory lock, which
 # every schema of a database shares): tests in parallel processes that use the same key
@@ -222,11 +222,7 @@ def test_a_rate_key_held_by_a_claim_not_yet_committed_is_skipped_by_the_next(
     jobs does not already exclude the first one's pick (the racing test above rarely
     meets this window)."""
     store.enqueue([rated("k", limit=1, queue="a"), rated("k", limit=1, queue="b")], now=t0)
-    dialect: Any = store.dialect  # type: ignore[attr-defined]
-    with dialect.write() as conn:  # claimer A: its rated claim made, not yet committed
-        params = {"worker_id": "wa", "queues": ["a"], "limit": 1, "lease": LEASE,
-                  "now": t0 + 1, "ahead": False, "claimed": 0}  # fmt: skip
-        rows, _ = dialect.claim_limited(conn, params)
+    with keyed_claim_held_open(store, "wa", ["a"], t0 + 1) as rows:  # claimer A
         assert len(rows) == 1
         meanwhile = store.claim("wb", ["b"], 5, LEASE, now=t0 + 1)  # claimer B
         assert meanwhile == [] and meanwhile.rate_wait == RATE_CONTENDED_RETRY
