@@ -231,6 +231,25 @@ def test_a_rate_key_held_by_a_claim_not_yet_committed_is_skipped_by_the_next(
     assert len(store.claim("wb", ["b"], 5, LEASE, now=t0 + 12)) == 1
 
 
+@only_on("postgres")
+def test_a_concurrency_key_a_rated_claim_holds_is_skipped_by_the_next(
+    store: Store, t0: float
+) -> None:
+    """A job with both keys obeys both: the rated claim locks the concurrency keys of
+    its jobs too. Two rate keys with room, one concurrency slot: while claimer A's claim
+    of one job is not yet committed, claimer B, whose own rate key is free, must skip
+    the shared concurrency key rather than count its slot as free."""
+    both = {"concurrency_key": "c", "concurrency_limit": 1}
+    store.enqueue([rated("r1", limit=5, queue="a", **both)], now=t0)
+    store.enqueue([rated("r2", limit=5, queue="b", **both)], now=t0)
+    with keyed_claim_held_open(store, "wa", ["a"], t0 + 1) as rows:  # claimer A
+        assert len(rows) == 1
+        meanwhile = store.claim("wb", ["b"], 5, LEASE, now=t0 + 1)  # claimer B
+        assert meanwhile == [] and meanwhile.rate_wait == RATE_CONTENDED_RETRY
+    assert len(store.list_jobs(status="running")) == 1
+    assert store.claim("wb", ["b"], 5, LEASE, now=t0 + 2) == []  # A's job holds the slot
+
+
 def test_a_failed_rated_claim_never_strands_the_jobs_the_claim_took(
     store: Store, t0: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
