@@ -46,6 +46,7 @@ leases.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -65,7 +66,7 @@ from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
-from heartq.model import Outcome, Reclaimed, WorkerInfo
+from heartq.model import Outcome, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
@@ -153,6 +154,10 @@ class Worker:
         self._stop_requested_at: float | None = None
         self._force_stop = threading.Event()
         self.health = StoreHealth(self.id)
+        # The app's crash hooks for the attempts this worker ends as crashed (its
+        # maintenance, its startup reconciliation, its completer for a child that died),
+        # run here, since the process that ran each attempt can run nothing more.
+        self._crashed = functools.partial(run_crash_hooks, app.hooks.crash)
         self.claimer = Claimer(
             self.id,
             app,
@@ -228,12 +233,6 @@ class Worker:
         if self.prefetch:
             return ClaimAheadFetch(self.claimer, self.ledger, self.prefetch)
         return ClaimFetch(self.claimer, self.ledger)
-
-    def _crashed(self, reclaimed: list[Reclaimed]) -> None:
-        """This worker ended attempts it found crashed (its maintenance, its startup
-        reconciliation, its completer for a child that died): the app's crash hooks, here,
-        since the process that ran each attempt can run nothing more."""
-        run_crash_hooks(self.app.hooks.crash, reclaimed)
 
     def _idle(self, seconds: float) -> None:
         """Wait for a wake-up (a slot freed, a stop) for at most `seconds`."""
