@@ -108,6 +108,10 @@ class Claimer:
         self.store: Store = app.store
         self.ledger = ledger
         self.settings = settings
+        # Derived from the settings (properties of `Settings`), read once: a worker's
+        # settings never change while it runs, and the claim is the hot path.
+        self.lease = settings.lease_seconds
+        self.trust_window = settings.trust_window
         self.health = health
         self.queues = tuple(queues)
         self._stop = stop
@@ -128,9 +132,7 @@ class Claimer:
         sent_at = time.monotonic()
         try:
             slots = self.ledger.free_slots if for_slots else 0
-            jobs = self.store.claim(
-                self.id, self.queues, slots, self.settings.lease_seconds, ahead=ahead
-            )
+            jobs = self.store.claim(self.id, self.queues, slots, self.lease, ahead=ahead)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
@@ -152,7 +154,7 @@ class Claimer:
         sent_at = time.monotonic()
         try:
             leases = [job.lease for job in jobs]
-            started = set(self.store.start_ahead(leases, self.settings.lease_seconds))
+            started = set(self.store.start_ahead(leases, self.lease))
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             self.ledger.buffer(jobs)
             level = self.health.failed(exc, "claim")
@@ -216,13 +218,12 @@ class Claimer:
         from repeats when they were buffered)."""
         if not jobs:
             return
-        s = self.settings
         pool = self.ledger.pool
         assert pool is not None
         runs: list[RunningJob] = []
         unknown: list[RunningJob] = []
         tell = events.wanted(logging.DEBUG)
-        trust_window, max_payload_bytes = s.trust_window, s.max_payload_bytes
+        trust_window, max_payload_bytes = self.trust_window, self.settings.max_payload_bytes
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
@@ -243,7 +244,7 @@ class Claimer:
                     attempt=job.attempt,
                     execution_id=job.execution_id,
                     worker_id=self.id,
-                    latency=max(0.0, job.lease_expires_at - s.lease_seconds - job.run_at),
+                    latency=max(0.0, job.lease_expires_at - self.lease - job.run_at),
                 )
             (runs if task is not None else unknown).append(run)
         self.ledger.claimed(*runs, *unknown)

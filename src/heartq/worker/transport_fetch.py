@@ -64,7 +64,7 @@ class TransportFetch:
         self.store = claimer.store
         self.worker_id = claimer.id
         self.queues = list(claimer.queues)
-        self.lease = claimer.settings.lease_seconds
+        self.lease = claimer.lease
         self.wait = min(claimer.settings.poll_interval, FETCH_WAIT_MAX)
         self.ack_wait = ack_wait
         self._free_slots = ledger.free_slots
