@@ -167,6 +167,21 @@ def clean_text(text: str | None) -> str | None:
     return text.replace(NUL, "\\x00")
 
 
+MAX_ERROR_CHARS = 16_000
+"""Errors (tracebacks) are stored truncated to this many characters."""
+
+
+def clip_error(text: str | None) -> str | None:
+    """An error's text as stored, whoever ended the attempt: cleaned (`clean_text`) and,
+    if longer than `MAX_ERROR_CHARS`, cut in the middle (a recursion's traceback can be
+    megabytes): its start and its end say most."""
+    text = clean_text(text)
+    if text is None or len(text) <= MAX_ERROR_CHARS:
+        return text
+    half = MAX_ERROR_CHARS // 2
+    return text[:half] + "\n... [truncated] ...\n" + text[-half:]
+
+
 def check_text(what: str, value: str) -> str:
     """Text heartq stores as given (names, keys, who cancelled): without NUL, which
     PostgreSQL's text type refuses and SQLite's JSON functions cut, so a value is refused

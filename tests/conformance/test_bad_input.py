@@ -15,6 +15,7 @@ from heartq.errors import ConfigError, PayloadError
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, Progress, Renewal
 from heartq.payload import (
+    MAX_ERROR_CHARS,
     MAX_JSON_DEPTH,
     MAX_NAME_CHARS,
     clean_text,
@@ -215,6 +216,20 @@ def test_hostile_strings_round_trip_through_results(store: Store, t0: float, tex
     store.finish([succeeded(second, json.dumps([text]))], now=t0 + 3)
     assert store.get_job(job_id)["result"] == [text]
     assert decode(json.dumps(text)) == text
+
+
+def test_a_huge_error_is_stored_as_its_two_ends(store: Store, t0: float) -> None:
+    """A traceback of megabytes (a recursion, a huge repr) is kept as its start and its
+    end, where the failing call and the exception are, whoever built the finish: the
+    store clips what the worker's fate did not."""
+    error = "first line\n" + "x" * 1_000_000 + "\nValueError: the last line"
+    job_id = store.enqueue([NewJob(task="t", args_json="{}", max_retries=0)], now=t0)[0]
+    job = claim_one(store, "w1", t0)
+    store.finish([dataclasses.replace(failed(job, Outcome.FAILED, "x"), error=error)], now=t0 + 1)
+    stored = store.get_job(job_id)["error"]
+    assert len(stored) < MAX_ERROR_CHARS + 40
+    assert stored.startswith("first line\n") and stored.endswith("ValueError: the last line")
+    assert "[truncated]" in stored
 
 
 # -- numbers no backend can store are refused at the door ---------------------------------

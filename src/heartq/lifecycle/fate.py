@@ -31,10 +31,11 @@ that code, and retrying it as one only wastes the retries' waits before the same
   after `WAIT_FOR_TASK` doubling with each wait up to `WAIT_FOR_TASK_MAX`, so a worker
   that knows it takes it, and one that does not claims it again rarely.
 
-What is kept of an attempt's error, whoever ended it (`clip_error`, `error_summary`): a
-traceback can be megabytes (a recursion, a huge repr); the database keeps its two ends,
-where the call that failed and the exception are. Operators read one line first (events,
-`dead_reason`, `heartq dlq list`): the traceback's last line.
+What is kept of an attempt's error, whoever ended it: a traceback can be megabytes (a
+recursion, a huge repr); the database keeps its two ends, where the call that failed and
+the exception are (`payload.clip_error`, applied again by the store to every error it
+writes). Operators read one line first (events, `dead_reason`, `heartq dlq list`): the
+traceback's last line (`error_summary`).
 
 What a job becomes when the end of its attempt lands in the store (`finished_status`,
 `released_status`, `attempts_after`). The worker decides an attempt's fate (`decide`)
@@ -74,7 +75,7 @@ from heartq.lifecycle.retry import (
     retries_left,
 )
 from heartq.model import ClaimedJob, Finish, JobStatus, Outcome, Report
-from heartq.payload import clean_text
+from heartq.payload import clip_error
 
 WAIT_FOR_TASK = 5.0
 """A job of a task its worker does not know, declared by another, waits 5 s (+/-25 %)
@@ -82,8 +83,6 @@ before it may be claimed again: time for a worker that knows it to take it."""
 WAIT_FOR_TASK_MAX = 300.0
 """The wait doubles with each one (5, 10, 20 s ...) up to 5 minutes: a job that waits for
 days costs a claim every 5 minutes, not a busy loop."""
-MAX_ERROR_CHARS = 16_000
-"""Errors (tracebacks) are stored truncated to this many characters."""
 NOT_COUNTED = frozenset({Outcome.INTERRUPTED, Outcome.RELEASED})
 """Outcomes of executions that do not count as attempts of the job."""
 
@@ -316,17 +315,7 @@ def dead_reason(
     return f"failed {attempts} attempts; last error: {last}"
 
 
-# -- what is kept of an error ----------------------------------------------------------
-def clip_error(text: str | None) -> str | None:
-    """`text` cleaned for storage (`clean_text`) and, if longer than `MAX_ERROR_CHARS`,
-    cut in the middle: its start and its end say most."""
-    text = clean_text(text)
-    if text is None or len(text) <= MAX_ERROR_CHARS:
-        return text
-    half = MAX_ERROR_CHARS // 2
-    return text[:half] + "\n... [truncated] ...\n" + text[-half:]
-
-
+# -- what an operator reads of an error ------------------------------------------------
 def error_summary(text: str | None) -> str:
     """The line of an error an operator reads first: a traceback's last line (the
     exception and its message), at most 300 characters."""

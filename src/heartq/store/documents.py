@@ -18,7 +18,6 @@ from typing import Any
 
 from heartq.errors import ConfigError, PayloadError
 from heartq.ids import new_job_id
-from heartq.lifecycle.fate import clip_error
 from heartq.lifecycle.retry import EXPONENTIAL
 from heartq.model import (
     DependencyFailure,
@@ -40,6 +39,7 @@ from heartq.payload import (
     check_rate,
     check_unique_key,
     clean_text,
+    clip_error,
 )
 
 
