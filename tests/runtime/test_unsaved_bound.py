@@ -48,7 +48,11 @@ def test_a_worker_holds_no_more_than_its_bound_while_its_outcomes_wait(
     observer = heartq.App(app.store.url)
     try:
         with observer.store.pool.transaction() as conn:
-            # Every finish waits for this lock, from the worker's first one on.
+            # Every finish waits for this lock, from the worker's first one on. The
+            # transaction sits idle while the worker fills up (over 10 s on a loaded
+            # machine): heartq's own idle-in-transaction timeout would end it, and the lock
+            # with it, before the count.
+            conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             conn.execute("LOCK TABLE ended_executions IN EXCLUSIVE MODE")
             with run_worker(app, concurrency=CONCURRENCY, **PATIENT):
                 wait_for(
