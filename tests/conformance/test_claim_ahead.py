@@ -109,7 +109,7 @@ def test_a_cancel_of_a_job_claimed_ahead_ends_it_cancelled_unstarted(
     store.cancel_job(job_id, now=t0 + 1, by="operator")
     answers = store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 2)
     assert answers == {job.lease: RenewStatus.CANCEL_REQUESTED}
-    assert store.cancel_requests("w1") == [job.lease]
+    assert store.cancel_requests("w1", [job.lease]) == [job.lease]
     assert store.start_ahead([job.lease], LEASE, now=t0 + 3) == []  # refused: never runs
     assert store.release([job.lease], now=t0 + 4) == []  # what the worker does with it
     after = store.get_job(job_id)

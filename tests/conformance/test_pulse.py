@@ -110,19 +110,28 @@ def test_an_empty_pulse_writes_nothing(store: Store, t0: float) -> None:
     assert store.pulse([], now=t0) == {}
 
 
-def test_cancel_requests_are_the_workers_own_running_jobs(store: Store, t0: float) -> None:
-    ids = [enqueue_one(store, t0) for _ in range(4)]
-    mine = [claim_one(store, "w1", t0) for _ in range(2)]
+def test_cancel_requests_are_those_of_the_attempts_asked_about(store: Store, t0: float) -> None:
+    """The read answers only for the leases it is given, each fenced on its execution and
+    on the worker that asks: a job of another worker, an attempt ended, an execution id
+    that is not the job's and a lease not asked about never come back."""
+    ids = [enqueue_one(store, t0) for _ in range(5)]
+    mine = [claim_one(store, "w1", t0) for _ in range(3)]
     theirs = claim_one(store, "w2", t0)
-    assert store.cancel_requests("w1") == []
+    held = [j.lease for j in mine]
+    assert store.cancel_requests("w1", held) == []
     for job_id in ids:
-        store.cancel_job(job_id, now=t0 + 1)  # the queued fourth is cancelled at once
-    assert store.get_job(ids[3])["status"] == JobStatus.CANCELLED
-    assert store.cancel_requests("w1") == sorted((j.lease for j in mine), key=lambda x: x.job_id)
-    assert store.cancel_requests("w2") == [theirs.lease]
-    assert store.cancel_requests("nobody") == []
+        store.cancel_job(job_id, now=t0 + 1)  # the queued fifth is cancelled at once
+    assert store.get_job(ids[4])["status"] == JobStatus.CANCELLED
+    assert store.cancel_requests("w1", held) == sorted(held, key=lambda x: x.job_id)
+    assert store.cancel_requests("w1", held[:2]) == sorted(held[:2], key=lambda x: x.job_id)
+    assert store.cancel_requests("w2", [theirs.lease]) == [theirs.lease]
+    assert store.cancel_requests("w1", [theirs.lease]) == []  # not w1's attempt
+    assert store.cancel_requests("nobody", held) == []
+    assert store.cancel_requests("w1", []) == []
+    other = Lease(mine[1].id, mine[1].execution_id + 1, "w1")  # not this execution
+    assert store.cancel_requests("w1", [other]) == []
     store.finish([succeeded(mine[0], None)], now=t0 + 2)  # ended: no longer asked of w1
-    assert store.cancel_requests("w1") == [mine[1].lease]
+    assert store.cancel_requests("w1", held) == sorted(held[1:], key=lambda x: x.job_id)
 
 
 def test_the_finish_saves_the_last_report(store: Store, t0: float) -> None:

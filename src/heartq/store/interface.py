@@ -153,9 +153,11 @@ class LeaseHolder(Clock, Protocol):
         renewed (stored), cancel requested (stored; stop the task) or lost."""
         ...
 
-    def cancel_requests(self, worker_id: str) -> list[Lease]:
-        """The running attempts of `worker_id` whose cancel was requested: one read for
-        the whole worker, what its pulse asks where no notification says so."""
+    def cancel_requests(self, worker_id: str, leases: Sequence[Lease]) -> list[Lease]:
+        """Those of `leases` (attempts `worker_id` holds) still running under it whose
+        cancel was requested: one read for the worker's attempts, what its pulse asks
+        where no notification says so. Each is looked up by its own key: the read costs
+        the same however many jobs the worker ran before (docs/DESIGN.md, "The pulse")."""
         ...
 
     def listen_cancels(

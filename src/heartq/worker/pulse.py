@@ -9,11 +9,19 @@ and the lease is left to the heartbeat: the pulse is about what people see, the 
 about who owns a job.
 
 Cancels: on PostgreSQL a cancel request NOTIFYs the worker running the job
-(`Store.listen_cancels`); the pulse then reads the worker's cancel requests (one read for
-all its jobs, `Store.cancel_requests`) at once. Where the database cannot notify
-(SQLite), it reads them every pulse while the worker holds any attempt. Either way a
-requested cancel reaches the ledger (`request_cancel`), which tells the task and gives it
-its grace, within about a second.
+(`Store.listen_cancels`); the pulse then reads the cancel requests of the attempts the
+worker holds (one read for all of them, each looked up by its own key:
+`Store.cancel_requests`) at once. Where the database cannot notify (SQLite), it reads
+them every pulse while the worker holds any attempt. Either way a requested cancel
+reaches the ledger (`request_cancel`), which tells the task and gives it its grace,
+within about a second.
+
+The read asks only about the attempts the ledger holds, so a job claimed before a
+notification but handed to the ledger after the read that followed it (its claim still
+on its way back, or being started from the buffer) would not be asked about: the pulse
+keeps the time of the notification it read for, and reads again, at its next tick, once
+the ledger holds a job whose claim was sent before that time and that no read since has
+asked about (`ClaimedJob.sent_at`).
 
 Abandoned code: the pulse also records in the worker's registry row how many attempts'
 code the worker has abandoned (`Ledger.abandoned`: their end decided, their code still
@@ -36,7 +44,7 @@ import time
 
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
-from heartq.model import PulseReport, RenewStatus
+from heartq.model import Lease, PulseReport, RenewStatus
 from heartq.store.interface import LeaseHolder, LivenessHandle
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
@@ -63,6 +71,11 @@ class Pulse:
         self._health = health or StoreHealth(ledger.worker_id)
         self._wake = threading.Event()
         self._cancel_heard = threading.Event()
+        self._heard_at = float("-inf")  # monotonic time of the latest notification
+        # Jobs claimed before `_heard_before` (the latest notification a read followed)
+        # are asked about by a read after it; `_asked` holds the leases such reads asked.
+        self._heard_before = float("-inf")
+        self._asked: set[Lease] = set()
         self._listener: LivenessHandle | None = None
         self._polls_cancels = True
         self.pulses = 0
@@ -99,6 +112,7 @@ class Pulse:
     def _on_cancel(self) -> None:
         """A cancel was requested of one of this worker's jobs (or one may have been
         missed): look at once, whatever the interval."""
+        self._heard_at = time.monotonic()  # before the flag: a tick that sees it sees this
         self._cancel_heard.set()
         self._wake.set()
 
@@ -110,8 +124,12 @@ class Pulse:
         if not held and not self._ledger.ahead():
             return  # a cancel heard now is kept for the job a claim is about to hand over
         self._write_reports(held)
-        if self._polls_cancels or self._cancel_heard.is_set():
+        heard = self._cancel_heard.is_set()
+        if heard:
             self._cancel_heard.clear()
+            self._heard_before = self._heard_at
+            self._asked = set()
+        if self._polls_cancels or heard or self._unasked(held):
             try:
                 self._read_cancels()
             except BaseException:
@@ -158,11 +176,26 @@ class Pulse:
             if answer is RenewStatus.CANCEL_REQUESTED:
                 self._ledger.request_cancel(run, self._cancel_grace)
 
+    def _unasked(self, held: list[RunningJob]) -> bool:
+        """Whether the ledger holds a job claimed before the latest notification a read
+        followed that no read since asked about (handed over after that read)."""
+        before, asked = self._heard_before, self._asked
+        if before == float("-inf"):
+            return False  # no notification yet
+        return any(
+            job.sent_at <= before and job.lease not in asked
+            for job in (*(run.job for run in held), *self._ledger.ahead())
+        )
+
     def _read_cancels(self) -> None:
         """The cancels requested of this worker's attempts, to the ledger. One the
-        ledger does not hold yet (claimed while the pulse ran) is asked about again at
-        the next pulse."""
-        requested = set(self._store.cancel_requests(self._worker_id))
+        ledger no longer holds as it was (its run ended, or it is being started from the
+        buffer) when the answer comes is asked about again at the next pulse."""
+        held = self._ledger.held()
+        leases = [run.job.lease for run in held] + [job.lease for job in self._ledger.ahead()]
+        requested = set(self._store.cancel_requests(self._worker_id, leases))
+        if not self._polls_cancels:
+            self._asked = set(leases)
         for run in self._ledger.held():
             if run.job.lease in requested:
                 requested.discard(run.job.lease)

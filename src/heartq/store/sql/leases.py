@@ -254,10 +254,18 @@ class LeaseOps:
                 rows += self._store_reports(conn, list(docs.values()), clock, worker_id)
         return records.renew_answers([r.lease for r in reports], rows)
 
-    def cancel_requests(self, worker_id: str) -> list[Lease]:
+    def cancel_requests(self, worker_id: str, leases: Sequence[Lease]) -> list[Lease]:
+        """The statement reads the jobs of `leases` by key; the answer is fenced on each
+        lease's execution here: only an attempt asked about is reported."""
+        if not leases:
+            return []
+        ids = self.d.array(sorted({lease.job_id for lease in leases}))
         with self.d.read() as conn:
-            rows = conn.execute(self.q.RUNNING_CANCELS, {"worker_id": worker_id}).fetchall()
-        return sorted(records.leases(rows), key=lambda lease: lease.job_id)
+            params = {"worker_id": worker_id, "ids": ids}
+            rows = conn.execute(self.q.RUNNING_CANCELS, params).fetchall()
+        asked = set(leases)
+        found = [lease for lease in records.leases(rows) if lease in asked]
+        return sorted(found, key=lambda lease: lease.job_id)
 
     def save_checkpoint(
         self, lease: Lease, checkpoint_json: str, now: float | None = None

@@ -98,9 +98,23 @@ WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
-# The running attempts of one worker whose cancel was requested (the partial index of
-# running jobs by worker): what a pulse reads where no notification says so at once.
+# Which of the attempts a worker holds had their cancel requested: what a pulse reads
+# when a notification says one was (or at every pulse where none can: a transaction-mode
+# pooler). The jobs of the leases it holds are looked up by their own keys, fenced on the
+# worker (and, by the caller, on each lease's execution), so the read walks only those
+# jobs' row versions: a read by worker, through the index of running jobs by worker,
+# walks under a held xmin horizon one dead entry per running version of every job that
+# worker ever ran (docs/design-notes/hot-path.md, "The rule"). One probe of the primary
+# key per id, whatever the statistics say: the LATERAL subquery's LIMIT keeps the tests
+# of worker, status and cancel out of it (in the same scan they match the predicate of
+# that index, which the planner then took), and a lookup per id leaves it no seq scan to
+# prefer (`id = ANY(...)` over 2,000 held leases read all 20,000 jobs instead).
 RUNNING_CANCELS = """
-SELECT id, execution_id FROM jobs
-WHERE worker_id = %(worker_id)s AND status = 'running' AND cancel_requested
+SELECT a.id, a.execution_id
+FROM unnest(%(ids)s::text[]) AS h(id)
+CROSS JOIN LATERAL (
+    SELECT j.id, j.execution_id, j.worker_id, j.status, j.cancel_requested
+    FROM jobs AS j WHERE j.id = h.id LIMIT 1
+) AS a
+WHERE a.worker_id = %(worker_id)s AND a.status = 'running' AND a.cancel_requested
 """

@@ -95,9 +95,15 @@ WHERE j.id = json_extract(r.value, '$.id')
 RETURNING id, execution_id, cancel_requested
 """
 
-# The running attempts of one worker whose cancel was requested (the partial index of
-# running jobs by worker): what a pulse reads every tick, SQLite having no notifications.
+# Which of the attempts a worker holds had their cancel requested: what its pulse reads
+# every tick, SQLite having no notifications. Their jobs are looked up by their own keys,
+# fenced on the worker (and, by the caller, on each lease's execution): see the
+# PostgreSQL statement of the same name (one model, whose read never walks the worker's
+# past jobs). The ids come as a JSON array of strings: a JSON object per lease, read
+# with `json_extract`, cost 2 to 20 ms at 2,000 leases on a busy machine, against 0.7 ms.
 RUNNING_CANCELS = """
-SELECT id, execution_id FROM heartq_jobs
-WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested
+SELECT j.id, j.execution_id
+FROM json_each(:ids) AS h
+JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1 ON j.id = h.value
+WHERE j.worker_id = :worker_id AND j.status = 'running' AND j.cancel_requested
 """
