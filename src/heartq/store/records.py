@@ -49,7 +49,10 @@ def claimed_jobs(
 ) -> list[ClaimedJob]:
     """The claimed jobs in claim order: best priority first, then oldest; `sent_at` is
     when the claim statement was sent (`ClaimedJob.sent_at`), `worker_id` the claimer
-    (part of each lease: not read back from the rows, the claim wrote it)."""
+    (part of each lease: not read back from the rows, the claim wrote it). The claim's
+    own ORDER BY priority DESC, run_at, id, to the id: Python compares `str` by code
+    point, which is the byte order of UTF-8, the order of ids in both databases
+    (PostgreSQL's `COLLATE "C"` since schema v23, SQLite's BINARY)."""
     ordered = sorted(rows, key=lambda r: (-r["priority"], r["run_at"], r["id"]))
     return [
         ClaimedJob(

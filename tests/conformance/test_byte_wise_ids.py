@@ -1,0 +1,169 @@
+"""Job ids compare byte by byte (schema v23 on PostgreSQL, `COLLATE "C"`; SQLite's BINARY
+collation always did): every column and index that holds a job id is "C" after the
+upgrade from v22, nothing in them is lost, and the orders the code relies on (the
+claim's tie on id, id order in SQL, Python's `sorted`) are one order on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from heartq.lifecycle.fate import succeeded
+from heartq.store import Store
+from heartq.store.postgres.store import PostgresStore
+from tests import pg_harness
+
+from .support import LEASE, SteeredMigrations, new_job, register
+
+IDS = ["job-a", "job-B", "job-e", "job-\u00e9", "job-Z", "job-_", "job-0", "job-\u00c9"]
+"""Caller ids that a language collation sorts otherwise than bytes do (case folded,
+accents second, punctuation ignored): "C" and SQLite give Python's `sorted`."""
+
+JOB_ID_COLUMNS = {
+    ("jobs", "id"),
+    ("ended_executions", "job_id"),
+    ("executions", "job_id"),
+    ("job_dependencies", "job_id"),
+    ("job_dependencies", "depends_on"),
+    ("job_tails", "job_id"),
+    ("job_tails", "tail"),
+    ("pruned_successes", "id"),
+    ("schedules", "last_job_id"),
+}
+"""Every PostgreSQL column that holds a job id (or a tail of one), tables and the view."""
+
+INDEXED = {
+    ("jobs_pkey", "id"),
+    ("jobs_claim_idx", "id"),
+    ("jobs_keyed_claim_idx", "id"),
+    ("jobs_rated_claim_idx", "id"),
+    ("executions_pkey", "job_id"),
+    ("job_dependencies_pkey", "job_id"),
+    ("job_dependencies_pkey", "depends_on"),
+    ("job_dependencies_depends_on_idx", "depends_on"),
+    ("job_tails_pkey", "job_id"),
+    ("job_tails_pkey", "tail"),
+    ("pruned_successes_pkey", "id"),
+}
+"""The indexes over them, each a key to compare byte-wise too."""
+
+
+def test_the_claim_breaks_ties_in_byte_order(store: Store) -> None:
+    """Jobs of one priority and run time are claimed in id order, and that order is
+    Python's `sorted` (code points, as bytes of UTF-8): one claim at a time (the claim's
+    own ORDER BY), then a batch (which store/records.py sorts again in Python); the
+    dashboard's pages, newest first, are the reverse."""
+    t0 = store.clock()
+    register(store, "w1", t0)
+    assert store.enqueue([new_job(id=job_id) for job_id in IDS], now=t0) == IDS
+    page = store.browse_jobs(limit=len(IDS)).jobs
+    assert [job["id"] for job in page] == sorted(IDS, reverse=True)
+    half = len(IDS) // 2
+    one_by_one = [store.claim("w1", ["default"], 1, LEASE, now=t0)[0].id for _ in range(half)]
+    batch = [job.id for job in store.claim("w1", ["default"], len(IDS), LEASE, now=t0)]
+    assert one_by_one + batch == sorted(IDS)
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    with pg_harness.schema_url(pg_server_url) as url:
+        yield url
+
+
+def _query(store: PostgresStore, sql: str) -> list[Any]:
+    with store.pool.transaction() as conn:
+        return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+
+
+def _collations(store: PostgresStore) -> dict[tuple[str, str], str]:
+    """(relation, column) -> collation, of every text column of the schema's tables,
+    views and indexes."""
+    rows = _query(
+        store,
+        "SELECT c.relname, a.attname, co.collname FROM pg_attribute AS a"
+        " JOIN pg_class AS c ON c.oid = a.attrelid"
+        " JOIN pg_collation AS co ON co.oid = a.attcollation"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0"
+        " AND NOT a.attisdropped AND a.atttypid = 'text'::regtype",
+    )
+    return {(r["relname"], r["attname"]): r["collname"] for r in rows}
+
+
+TABLES = ("jobs", "ended_executions", "job_dependencies", "job_tails", "pruned_successes")
+
+
+def _files(store: PostgresStore) -> dict[str, int]:
+    """Each table's and index's file: a new one after a rewrite or a rebuild."""
+    rows = _query(
+        store,
+        "SELECT relname, pg_relation_filenode(oid) AS f FROM pg_class"
+        " WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'i')",
+    )
+    return {r["relname"]: r["f"] for r in rows}
+
+
+def _contents(store: PostgresStore) -> dict[str, list[Any]]:
+    """What the tables and the view keyed by job ids hold."""
+    reads = {
+        "executions": "SELECT * FROM executions ORDER BY job_id, execution_id",
+        "edges": "SELECT * FROM job_dependencies ORDER BY job_id, depends_on",
+        "tails": "SELECT * FROM job_tails ORDER BY job_id",
+        "pruned": "SELECT * FROM pruned_successes ORDER BY id",
+        "jobs": "SELECT id, status, execution_id FROM jobs ORDER BY id",
+    }
+    return {name: [dict(row) for row in _query(store, sql)] for name, sql in reads.items()}
+
+
+def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A v22 queue with queued, running, finished and waiting jobs, edges, tails and a
+    pruned success: after migration 23 every job-id column and every index over one is
+    "C" (each index rebuilt, no table rewritten), the view `executions` shows the same
+    rows and keeps its grant, ids sort as bytes (not as a language collation would), and
+    the running attempt still finishes, releasing the job that waits for it."""
+    migrations = SteeredMigrations(pg_url, monkeypatch)
+    with migrations.store_before(23) as old:
+        assert isinstance(old, PostgresStore)
+        t0 = old.clock()
+        register(old, "w1", t0)
+        old.enqueue([new_job(id=job_id) for job_id in IDS], now=t0)
+        done, running = old.claim("w1", ["default"], 2, LEASE, now=t0)
+        assert old.finish([succeeded(done, "1")], now=t0) == []
+        (waiter,) = old.enqueue([new_job(depends_on=(running.id, done.id))], now=t0)
+        with old.pool.transaction() as conn:
+            conn.execute("INSERT INTO pruned_successes (id) VALUES ('job-pruned')")
+            conn.execute("GRANT SELECT ON executions TO PUBLIC")
+        before = _contents(old)
+        files = _files(old)
+        assert {_collations(old)[column] for column in JOB_ID_COLUMNS} == {"default"}
+
+    store = PostgresStore(pg_url)
+    try:
+        assert store.migrate() == 23
+        collations = _collations(store)
+        assert {column: collations[column] for column in JOB_ID_COLUMNS | INDEXED} == {
+            column: "C" for column in JOB_ID_COLUMNS | INDEXED
+        }
+        assert collations[("jobs", "task")] == "default"  # only job ids changed
+        assert _contents(store) == before
+        after = _files(store)
+        assert {t: after[t] for t in TABLES} == {t: files[t] for t in TABLES}  # no rewrite
+        assert all(after[index] != files[index] for index, _ in INDEXED)  # rebuilt
+        (grant,) = _query(store, "SELECT has_table_privilege('public', 'executions', 'SELECT')")
+        assert grant["has_table_privilege"]
+
+        ours = [r["id"] for r in _query(store, "SELECT id FROM jobs ORDER BY id") if r["id"] in IDS]
+        assert ours == sorted(IDS)
+        language = _query(
+            store, "SELECT id FROM jobs WHERE id LIKE 'job-%' ORDER BY id COLLATE \"en-x-icu\""
+        )
+        assert [r["id"] for r in language] != sorted(IDS)  # the ids tell the two apart
+
+        assert store.finish([succeeded(running, "2")], now=t0 + 1) == []
+        assert store.get_job(waiter)["status"] == "queued"
+        assert store.resolve_job_id(waiter[-8:]) == waiter
+    finally:
+        store.close()
