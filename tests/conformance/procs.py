@@ -5,7 +5,9 @@ names that only the parent process knows."""
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import random
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +16,13 @@ from heartq.model import DetectedBy
 from heartq.store import open_store
 
 PROCESSES = 4
-TIMEOUT = 60.0  # per result; the tests take seconds, this only bounds a hang
+TIMEOUT = 60.0
+"""Seconds without progress that count as a hang: no process reported its result or a
+round done (`_progress`). It bounds a hang, never the whole work: a bound on the whole
+(60 s for the first result) failed the 25 rounds of concurrent migrations, which took
+46-68 s beside a CPU burner (load 11-21 on 2 cores), by `queue.Empty` alone."""
+EXIT_GRACE = 5.0
+"""Seconds a process that exited has for its report to come through the queue."""
 
 
 def run_processes(
@@ -31,7 +39,11 @@ def run_processes(
     for process in processes:
         process.start()
     try:
-        gathered = dict(results.get(timeout=TIMEOUT) for _ in processes)
+        gathered = _gather(results, processes)
+    except BaseException:
+        for process in processes:  # a failure is known: the others need not finish
+            process.kill()
+        raise
     finally:
         for process in processes:
             process.join(timeout=TIMEOUT)
@@ -42,6 +54,45 @@ def run_processes(
     failures = {i: r for i, r in gathered.items() if isinstance(r, str)}
     assert not failures, failures
     return [gathered[i] for i in range(len(processes))]
+
+
+def _gather(results: Any, processes: list[Any]) -> dict[int, Any]:
+    """Each process's report, waiting as long as they make progress (`TIMEOUT`); a process
+    that exited without a report fails within `EXIT_GRACE`."""
+    gathered: dict[int, Any] = {}
+    last_progress = time.monotonic()
+    exited_at: dict[int, float] = {}
+    while len(gathered) < len(processes):
+        try:
+            index, result = results.get(timeout=1.0)
+        except queue.Empty:
+            index, result = None, _QUIET
+        now = time.monotonic()
+        if result is not _QUIET:
+            last_progress = now
+            if index is not None:
+                gathered[index] = result
+            continue
+        for i, process in enumerate(processes):
+            if i not in gathered and not process.is_alive():
+                since = exited_at.setdefault(i, now)
+                assert now - since < EXIT_GRACE, (
+                    f"process {i} exited with {process.exitcode} and no report"
+                )
+        assert now - last_progress < TIMEOUT, (
+            f"no progress in {TIMEOUT:.0f} s; reports from {sorted(gathered)}"
+        )
+    return gathered
+
+
+_QUIET = object()
+"""What `_gather` notes for a second with nothing from any process."""
+
+
+def _progress(results: Any) -> None:
+    """Tell the parent a round is done (the process is not hung): its wait lasts while
+    rounds go on (`TIMEOUT`)."""
+    results.put((None, None))
 
 
 def _report(index: int, results: Any, work: Callable[[], Any]) -> None:
@@ -103,6 +154,7 @@ def migrator(index: int, barrier: Any, results: Any, urls: list[str]) -> None:
                 versions.append(f"{type(exc).__name__}: {exc}")
             finally:
                 store.close()
+            _progress(results)
         return versions
 
     _report(index, results, work)

@@ -63,7 +63,15 @@ def test_racing_reapers_reclaim_each_job_once(store: Store, store_url: str, t0: 
         assert execution["crash"]["detected_by"] == "lease_expired"
 
 
+MIGRATE_TIMEOUT = 300
+"""The pytest-timeout of the concurrent migrations (120 s by default): their rounds are
+serialized by the migration lock, so their time grows with the machine's load (beside a
+CPU burner, 90 s of 120 at load 21 on 2 cores). A hang still fails within
+`procs.TIMEOUT` of the last round done."""
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_migrate_on_a_fresh_database(
     store_factory: Callable[[], Store], fresh_url: Callable[[], str]
 ) -> None:
@@ -87,6 +95,7 @@ def test_concurrent_migrate_on_a_fresh_database(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_upgrade_from_version_1(
     fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
