@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import statistics
 import sys
@@ -294,12 +293,12 @@ class Round:
         docs = [documents.finish_doc(r["id"], r["execution_id"], status="succeeded",
                                      outcome="succeeded") for r in rows]  # fmt: skip
         # `defer`: as a worker finishes on its own (no job here has dependents)
-        return {"finishes": json.dumps(docs), "now": None, "defer": True}
+        return {**q.FINISH_BATCH.pack(docs), "now": None, "defer": True}
 
     def heartbeat(self, rows: Rows) -> dict[str, Any]:
         renewals = [{"id": r["id"], "eid": r["execution_id"], "hp": False, "pv": None,
                      "ps": None, "pm": None} for r in rows]  # fmt: skip
-        return {"worker_id": self.scratch.worker.id, "renewals": json.dumps(renewals),
+        return {"worker_id": self.scratch.worker.id, **q.RENEWAL_BATCH.pack(renewals),
                 "lease": 30.0, "now": None, "abandoned": 0}  # fmt: skip
 
     async def cycles(self, driver: Driver, batch: int, count: int) -> None:
@@ -329,7 +328,7 @@ class Round:
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(count):
             doc = documents.new_job_doc(NewJob(task="noop", args_json="{}"))
-            params = {"jobs": json.dumps([doc]), "now": None, "channel": channel}
+            params = {**q.JOB_BATCH.pack([doc]), "now": None, "channel": channel}
             await self.timed(driver, "enqueue 1", q.INSERT_JOBS_WAKING, params)
         self.tally[driver.name].add("enqueue one at a time", count,
                                     time.perf_counter() - started,

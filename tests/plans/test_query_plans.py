@@ -7,7 +7,6 @@ key once per batch element instead of scanning the running jobs for each one.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from heartq.lifecycle.fate import succeeded
-from heartq.model import NewJob
+from heartq.model import NewJob, PulseReport, Renewal, Report
 from heartq.store import documents
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
@@ -163,11 +162,18 @@ def test_postgres_batch_locks_probe_the_primary_key(
                     conn.execute(FILL_QUEUED, {"n": 200_000})
                     conn.execute("VACUUM ANALYZE jobs")
             claimed = pg.claim("w", ["default"], 2000, lease=60)
-            leases = json.dumps([{"id": j.id, "eid": j.execution_id} for j in claimed[:10]])
+            leases = [j.lease for j in claimed[:10]]
             finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:10]]
-            params = {"finishes": json.dumps(finishes), "leases": leases, "renewals": leases,
-                      "reports": leases, "worker_id": "w", "lease": 60, "now": None,
-                      "defer": True}  # fmt: skip
+            params = {
+                **pg.dialect.batch("finishes", finishes),
+                **pg.dialect.batch("leases", [{"id": x.job_id, "eid": x.execution_id}
+                                              for x in leases]),
+                **pg.dialect.batch("renewals", [documents.renewal_doc(Renewal(x))
+                                                for x in leases]),
+                **pg.dialect.batch("reports", [documents.pulse_doc(PulseReport(x, Report()))
+                                               for x in leases]),
+                "worker_id": "w", "lease": 60, "now": None, "defer": True,
+            }  # fmt: skip
             with pg.pool.transaction() as conn:
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, params).fetchall()

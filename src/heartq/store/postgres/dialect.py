@@ -16,7 +16,6 @@ keyed claims that lock their keys. SQL: `queries/` (the module `q`); schema:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -124,6 +123,10 @@ class PostgresDialect:
     def array(self, values: Sequence[str]) -> list[str]:
         return list(values)
 
+    def batch(self, name: str, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """One typed array per field, read with `unnest` (`queries/batches.py`)."""
+        return q.BATCHES[name].pack(docs)
+
     def is_duplicate(self, exc: Exception) -> bool:
         return isinstance(exc, psycopg.errors.UniqueViolation)
 
@@ -140,7 +143,7 @@ class PostgresDialect:
             for d in docs
         ):
             return False
-        params = {"jobs": json.dumps(docs), "now": now, "channel": self.channels.wake}
+        params = {**self.batch("jobs", docs), "now": now, "channel": self.channels.wake}
         with self.pool.autocommit() as conn:
             conn.execute(q.INSERT_JOBS_WAKING, params)
         return True

@@ -166,6 +166,13 @@ class Dialect(Protocol):
         """A list of ids bound as one parameter (SQLite: JSON text; PostgreSQL: text[])."""
         ...
 
+    def batch(self, name: str, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """A batch statement's documents (`heartq.store.documents`) as its parameters,
+        `name` the batch it reads (`finishes`, `leases`, `renewals`, `reports`, `jobs`).
+        SQLite: the documents as one JSON text; PostgreSQL: one typed array per field
+        (`postgres/queries/batches.py`)."""
+        ...
+
     def is_duplicate(self, exc: Exception) -> bool:
         """Whether an error is a duplicate job id."""
         ...

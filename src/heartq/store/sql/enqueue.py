@@ -107,12 +107,12 @@ class EnqueueOps:
 
     def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
         """The statements that insert jobs without a unique key or dependencies: the whole
-        batch as one JSON parameter, or a lone job as the dialect binds it by value where
-        that is cheaper (`Dialect.lone_insert`)."""
+        batch as the dialect binds a batch (`Dialect.batch`), or a lone job as the dialect
+        binds it by value where that is cheaper (`Dialect.lone_insert`)."""
         lone = self.d.lone_insert(docs[0], clock) if len(docs) == 1 else None
         if lone is not None:
             return [lone]
-        return [(self.q.INSERT_JOBS, {"jobs": json.dumps(docs), "now": clock})]
+        return [(self.q.INSERT_JOBS, {**self.d.batch("jobs", docs), "now": clock})]
 
     def _borrowed_clock(self, docs: list[dict[str, Any]], now: float | None) -> float:
         """The time an enqueue into the caller's transaction dates its jobs from, read on

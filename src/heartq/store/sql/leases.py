@@ -30,7 +30,6 @@ gone. The roles that end jobs (`LeaseOps` here, `reclaim.py`, `admin.py`) each h
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -157,7 +156,7 @@ class LeaseOps:
             clock = self.d.clock(conn, now)
             for worker_id, group in _by_worker(leases, _itself):
                 params = {
-                    "leases": json.dumps([_lease_doc(x) for x in group]),
+                    **self.d.batch("leases", [_lease_doc(x) for x in group]),
                     "lease": lease,
                     "now": clock,
                     "worker_id": worker_id,
@@ -224,11 +223,11 @@ class LeaseOps:
         lease: float,
         now: float | None = None,
     ) -> dict[Lease, RenewStatus]:
-        payload = json.dumps([documents.renewal_doc(r) for r in renewals])
+        payload = self.d.batch("renewals", [documents.renewal_doc(r) for r in renewals])
         with self.d.write_renewal() as conn:
             params = {
+                **payload,
                 "worker_id": worker_id,
-                "renewals": payload,
                 "lease": lease,
                 "now": self.d.clock(conn, now),
             }
@@ -341,7 +340,7 @@ class LeaseOps:
         docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
         reports = {f.lease: documents.pulse_doc(PulseReport(f.lease, f.report))
                    for f in finishes if f.report is not None}  # fmt: skip
-        encoded = json.dumps(list(docs.values()))
+        encoded = self.d.batch("finishes", list(docs.values()))
         with self.d.write_each() as conn:
             clock = self.d.clock(conn, now)
             if reports:  # only the finishes that carry one: no cost for the others
@@ -362,7 +361,7 @@ class LeaseOps:
     ) -> Rows:
         """What tasks reported (`PULSE`), fenced: for a pulse, and just before a finish or
         a completion on the same connection, so the job ends showing its last step."""
-        params = {"reports": json.dumps(docs), "now": clock, "worker_id": worker_id}
+        params = {**self.d.batch("reports", docs), "now": clock, "worker_id": worker_id}
         return run(conn, self.q.PULSE, params)
 
     def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
@@ -372,8 +371,8 @@ class LeaseOps:
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
             for worker_id, group in _by_worker(leases, _itself):
-                payload = json.dumps([_lease_doc(x) for x in group])
-                params = {"leases": payload, "now": clock, "worker_id": worker_id}
+                payload = self.d.batch("leases", [_lease_doc(x) for x in group])
+                params = {**payload, "now": clock, "worker_id": worker_id}
                 rows += run(conn, self.q.RELEASE, params)
             # a job whose cancel was pending ends cancelled here: its dependents too
             self.d.announce_ended(conn, records.awaited_ends(rows))
@@ -410,25 +409,27 @@ class JobEnds:
         gives none, having read and locked the rows it finishes in this transaction)
         change, each one's execution row written, and the dependents of those that ended
         are released in the same transaction."""
-        landed, _ = self.finish_statement(conn, json.dumps(docs), clock, False, worker_id)
+        landed, _ = self.finish_statement(
+            conn, self.d.batch("finishes", docs), clock, False, worker_id
+        )
         return landed
 
     def finish_statement(
         self,
         conn: Any,
-        finishes: str,
+        finishes: dict[str, Any],
         clock: float | None,
         defer: bool,
         worker_id: str | None = None,
     ) -> tuple[set[Lease], set[Lease]]:
-        """`FINISH` of `finishes` (their documents as JSON text, encoded before the write
-        began: SQLite's write lock is not held for it), then the release of the
-        dependents of the jobs it ended; the leases that landed, and those it left alone
-        because their job has dependents (`defer`, for a FINISH that commits by itself: a
-        release in that one statement could miss an edge committed while it waited for a
-        row's lock, its snapshot being older; the caller finishes those in a transaction
-        of its own)."""
-        params = {"finishes": finishes, "now": clock, "defer": defer, "worker_id": worker_id}
+        """`FINISH` of `finishes` (their documents as the dialect binds them, `Dialect.batch`,
+        encoded before the write began: SQLite's write lock is not held for it), then the
+        release of the dependents of the jobs it ended; the leases that landed, and those
+        it left alone because their job has dependents (`defer`, for a FINISH that commits
+        by itself: a release in that one statement could miss an edge committed while it
+        waited for a row's lock, its snapshot being older; the caller finishes those in a
+        transaction of its own)."""
+        params = {**finishes, "now": clock, "defer": defer, "worker_id": worker_id}
         rows = run(conn, self.q.FINISH, params)
         landed = [r for r in rows if not r["deferred"]]
         self.d.announce_ended(conn, records.awaited_ends(landed))

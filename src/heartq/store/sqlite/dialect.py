@@ -103,6 +103,10 @@ class SQLiteDialect:
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))
 
+    def batch(self, name: str, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The documents as one JSON text, read with `json_each`."""
+        return {name: json.dumps(list(docs))}
+
     def is_duplicate(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 

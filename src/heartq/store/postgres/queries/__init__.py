@@ -8,13 +8,16 @@ Parameters are always bound; the only values written into the text are the const
 heartq's advisory lock keys (`common.py`). A tuple is several statements run in order in
 one transaction, the last one's rows being the answer (`store/sql/`).
 
-Batches travel as one JSON parameter read with `json_to_recordset`, so claim, heartbeat
-and finish are each ONE statement whatever the batch size.
+The hot batches (an enqueue's jobs, finishes, releases, renewals, reports) travel as
+typed arrays read with `unnest` (`batches.py`), the rarer ones (dependencies, task
+declarations) as one JSON parameter read with `json_to_recordset`: either way claim,
+heartbeat and finish are each ONE statement whatever the batch size.
 """
 
 from __future__ import annotations
 
 from heartq.store.postgres.queries.admin import *  # noqa: F403
+from heartq.store.postgres.queries.batches import *  # noqa: F403
 from heartq.store.postgres.queries.claim import *  # noqa: F403
 from heartq.store.postgres.queries.common import *  # noqa: F403
 from heartq.store.postgres.queries.declarations import *  # noqa: F403

@@ -3,6 +3,7 @@ with it), and a job with a unique key, inserted only if no job holds the key."""
 
 from __future__ import annotations
 
+from heartq.store.postgres.queries.batches import JOB_BATCH
 from heartq.store.postgres.queries.common import UNIQUE_NAMESPACE, T
 
 INSERT_JOBS = f"""
@@ -13,11 +14,7 @@ SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
        x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb
-FROM json_to_recordset(%(jobs)s::json) AS x(
-    id text, task text, queue text, args text, priority integer, delay float8,
-    max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
-    concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
-    rate_period float8, meta text)
+FROM {JOB_BATCH.rows("x")}
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/

@@ -3,13 +3,15 @@ worker that holds it (`_HELD_BY`), and locked in id order first (`_locked`)."""
 
 from __future__ import annotations
 
+from heartq.store.postgres.queries.batches import Batch
+
 # Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
 # they update them, and update only through it: two statements of one worker that touch
 # the same jobs (a heartbeat and a finish racing) then wait for each other instead of
 # each holding a row the other needs ("deadlock detected"). Fencing: only rows still
 # running under the execution the batch names, and claimed by the worker the statement
 # names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
-# (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status test), whatever the statistics say:
+# (`j.id = ANY(<the batch's ids>)`, no status test), whatever the statistics say:
 # with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
 # read through every running row (jobs_worker_idx) for each batch. A row of the batch's
 # execution that is no longer running is locked too, in the same id order, and left
@@ -32,14 +34,17 @@ from __future__ import annotations
 _HELD_BY = "(%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)"
 
 
-def _locked(batch: str, *columns: str) -> str:
-    """The `locked` CTE described above, over the CTE `batch` of leases (`id`, `eid`):
-    written once for every statement that changes a batch of a worker's rows. It has
-    `id`, `status` and the further `columns` (of `j`)."""
+def _locked(batch: Batch, alias: str, *columns: str, carry: tuple[str, ...] = ()) -> str:
+    """The `locked` CTE described above, over `batch` (its rows named `alias`): written
+    once for every statement that changes a batch of a worker's rows. It has `id`,
+    `status`, `execution_id` and the further `columns` (of `j`), and the batch's fields
+    `carry` as `<alias>_<key>`: the update then reads its batch from the locked rows
+    alone, joined to nothing else (no second pass over the batch, no hash join)."""
+    carried = tuple(f"{alias}.{key} AS {alias}_{key}" for key in carry)
     return f"""locked AS (
-    SELECT {", ".join(("j.id", "j.status", *columns))}
-    FROM jobs AS j JOIN {batch} ON j.id = {batch}.id AND j.execution_id = {batch}.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM {batch})) AND {_HELD_BY}
+    SELECT {", ".join(("j.id", "j.status", "j.execution_id", *columns, *carried))}
+    FROM jobs AS j JOIN {batch.rows(alias)} ON j.id = {alias}.id AND j.execution_id = {alias}.eid
+    WHERE j.id = ANY({batch.param("id")}) AND {_HELD_BY}
     ORDER BY j.id
     FOR UPDATE OF j
 )"""

@@ -9,6 +9,7 @@ the two to agreement."""
 
 from __future__ import annotations
 
+from heartq.store.postgres.queries.batches import FINISH_BATCH, LEASE_BATCH
 from heartq.store.postgres.queries.common import T
 from heartq.store.postgres.queries.fencing import _locked
 
@@ -17,43 +18,44 @@ from heartq.store.postgres.queries.fencing import _locked
 # execution keeps its own outcome (failed, timed_out, ...).
 # An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
 # does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
-_REQUEUE = "(f.status = 'queued' AND NOT j.cancel_requested)"
+_REQUEUE = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 
+# The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
+# execution rows read them there, and the batch is read once.
 FINISH = f"""
-WITH f AS (
-    SELECT * FROM json_to_recordset(%(finishes)s::json) AS f(
-        id text, eid bigint, status text, outcome text, result text, error text,
-        delay float8, keep boolean, dead_reason text, crash text, pending boolean)
-), {_locked("f", "j.execution_id", "j.has_dependents", "j.worker_id")}, landed AS (
+WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
+              carry=("status", "outcome", "result", "error", "delay", "keep", "dead_reason",
+                     "crash", "pending"))}, landed AS (
     UPDATE jobs AS j
-    SET status = CASE WHEN f.status = 'queued' AND j.cancel_requested
-                      THEN 'cancelled' ELSE f.status END,
-        run_at = CASE WHEN {_REQUEUE} AND NOT f.keep
-                      THEN {T} + make_interval(secs => f.delay) ELSE j.run_at END,
-        attempts = CASE WHEN f.outcome IN ('interrupted', 'released')
+    SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
+                      THEN 'cancelled' ELSE locked.f_status END,
+        run_at = CASE WHEN {_REQUEUE} AND NOT locked.f_keep
+                      THEN {T} + make_interval(secs => locked.f_delay) ELSE j.run_at END,
+        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
-        result = f.result::json,
-        error = coalesce(f.error, j.error),
-        dead_reason = f.dead_reason,
-        progress_value = CASE WHEN f.status = 'succeeded' AND j.progress_value IS NOT NULL
+        result = locked.f_result::json,
+        error = coalesce(locked.f_error, j.error),
+        dead_reason = locked.f_dead_reason,
+        progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
-        lease_expires_at = CASE WHEN f.pending THEN j.lease_expires_at END,
-        result_pending = coalesce(f.pending, false),
+        lease_expires_at = CASE WHEN locked.f_pending THEN j.lease_expires_at END,
+        result_pending = locked.f_pending,
         cancel_requested = false,
         updated_at = {T}
-    FROM f JOIN locked ON locked.id = f.id
-    WHERE j.id = f.id AND j.execution_id = f.eid AND locked.status = 'running'
-      AND NOT (%(defer)s AND j.has_dependents)
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
-              locked.worker_id AS ran_on, j.started_at, j.rate_key
+              locked.worker_id AS ran_on, j.started_at, j.rate_key,
+              locked.f_outcome, locked.f_error, locked.f_crash
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
-    SELECT landed.id, landed.execution_id, landed.ran_on, landed.started_at, {T},
-           f.outcome, f.error, f.crash::json, landed.rate_key
-    FROM f JOIN landed ON landed.id = f.id AND landed.execution_id = f.eid
+    SELECT id, execution_id, ran_on, started_at, {T}, f_outcome, f_error, f_crash::json,
+           rate_key
+    FROM landed
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
@@ -65,9 +67,7 @@ WHERE %(defer)s AND has_dependents AND status = 'running'
 # ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. The
 # attempt's execution row is written here, as FINISH writes it.
 RELEASE = f"""
-WITH l AS (
-    SELECT * FROM json_to_recordset(%(leases)s::json) AS l(id text, eid bigint)
-), {_locked("l", "j.worker_id")}, landed AS (
+WITH {_locked(LEASE_BATCH, "l", "j.worker_id")}, landed AS (
     UPDATE jobs AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
         attempts = greatest(j.attempts - 1, 0),
@@ -77,8 +77,9 @@ WITH l AS (
         finished_at = CASE WHEN j.cancel_requested THEN {T} END,
         cancel_requested = false,
         updated_at = {T}
-    FROM l JOIN locked ON locked.id = l.id
-    WHERE j.id = l.id AND j.execution_id = l.eid AND locked.status = 'running'
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running'
     RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
               locked.worker_id AS ran_on, j.started_at, j.rate_key
 ), closed AS (

@@ -4,6 +4,7 @@ every lease it holds), the start of jobs it claimed ahead, a result saved after
 
 from __future__ import annotations
 
+from heartq.store.postgres.queries.batches import LEASE_BATCH, RENEWAL_BATCH, REPORT_BATCH
 from heartq.store.postgres.queries.common import T, _secs
 from heartq.store.postgres.queries.fencing import _HELD_BY, _locked
 
@@ -12,24 +13,27 @@ from heartq.store.postgres.queries.fencing import _HELD_BY, _locked
 _CONTACT_SINCE = f"""CASE WHEN last_heartbeat_at < {T} - make_interval(secs => stale_after / 2)
         THEN {T} ELSE coalesce(contact_since, started_at) END"""
 
+# What a renewal or a report carries of its task's progress (`documents`: `hp`, has
+# progress; `pv`, `ps`, `pm`), read from the locked rows, and how it lands.
+_PROGRESS = ("hp", "pv", "ps", "pm")
+_PROGRESS_SET = """\
+progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END"""
+
 HEARTBEAT = f"""
 WITH touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
         contact_since = {_CONTACT_SINCE}
     WHERE id = %(worker_id)s
-), r AS (
-    SELECT * FROM json_to_recordset(%(renewals)s::json)
-        AS r(id text, eid bigint, hp boolean, pv float8, ps text, pm text)
-), {_locked("r")}
+), {_locked(RENEWAL_BATCH, "r", carry=_PROGRESS)}
 UPDATE jobs AS j
 SET lease_expires_at = {T} + {_secs("lease")},
     heartbeat_at = {T},
     updated_at = {T},
-    progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
-    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
-    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END
-FROM r JOIN locked ON locked.id = r.id
-WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
+    {_PROGRESS_SET}
+FROM locked
+WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
@@ -44,17 +48,15 @@ RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(wo
 # the lease and moves `started_at` to the real start. Locked in id order, as every
 # batch of a worker's rows is.
 START_AHEAD = f"""
-WITH s AS (
-    SELECT * FROM json_to_recordset(%(leases)s::json) AS s(id text, eid bigint)
-), {_locked("s")}
+WITH {_locked(LEASE_BATCH, "s")}
 UPDATE jobs AS j
 SET claimed_ahead = false,
     started_at = {T},
     heartbeat_at = {T},
     lease_expires_at = {T} + {_secs("lease")},
     updated_at = {T}
-FROM s JOIN locked ON locked.id = s.id
-WHERE j.id = s.id AND j.execution_id = s.eid AND locked.status = 'running'
+FROM locked
+WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
   AND j.claimed_ahead AND NOT j.cancel_requested
 RETURNING j.id, j.execution_id
 """
@@ -82,19 +84,14 @@ RETURNING cancel_requested
 # moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
 # checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
 PULSE = f"""
-WITH r AS (
-    SELECT * FROM json_to_recordset(%(reports)s::json) AS r(
-        id text, eid bigint, hp boolean, pv float8, ps text, pm text, hc boolean, cp text)
-), {_locked("r")}
+WITH {_locked(REPORT_BATCH, "r", carry=(*_PROGRESS, "hc", "cp"))}
 UPDATE jobs AS j
-SET progress_value = CASE WHEN r.hp THEN r.pv ELSE j.progress_value END,
-    progress_stage = CASE WHEN r.hp THEN r.ps ELSE j.progress_stage END,
-    progress_message = CASE WHEN r.hp THEN r.pm ELSE j.progress_message END,
-    checkpoint = CASE WHEN r.hc THEN r.cp::json ELSE j.checkpoint END,
+SET {_PROGRESS_SET},
+    checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
     heartbeat_at = {T},
     updated_at = {T}
-FROM r JOIN locked ON locked.id = r.id
-WHERE j.id = r.id AND j.execution_id = r.eid AND locked.status = 'running'
+FROM locked
+WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
 RETURNING j.id, j.execution_id, j.cancel_requested
 """
 
