@@ -11,7 +11,7 @@ from heartq.store.postgres.queries.batches import Batch
 # each holding a row the other needs ("deadlock detected"). Fencing: only rows still
 # running under the execution the batch names, and claimed by the worker the statement
 # names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
-# (`j.id = ANY(<the batch's ids>)`, no status test), whatever the statistics say:
+# (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status test), whatever the statistics say:
 # with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
 # read through every running row (jobs_worker_idx) for each batch. A row of the batch's
 # execution that is no longer running is locked too, in the same id order, and left
@@ -35,16 +35,22 @@ _HELD_BY = "(%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)"
 
 
 def _locked(batch: Batch, alias: str, *columns: str, carry: tuple[str, ...] = ()) -> str:
-    """The `locked` CTE described above, over `batch` (its rows named `alias`): written
-    once for every statement that changes a batch of a worker's rows. It has `id`,
-    `status`, `execution_id` and the further `columns` (of `j`), and the batch's fields
-    `carry` as `<alias>_<key>`: the update then reads its batch from the locked rows
-    alone, joined to nothing else (no second pass over the batch, no hash join)."""
+    """The CTE `alias` of `batch`'s rows, and the `locked` CTE described above over it:
+    written once for every statement that changes a batch of a worker's rows. `locked`
+    has `id`, `status`, `execution_id` and the further `columns` (of `j`), and the
+    batch's fields `carry` as `<alias>_<key>`: the update then reads its batch from the
+    locked rows alone, joined to nothing else (no second pass over the batch, no hash
+    join). The ids are given to the lock step as an array the planner cannot see into
+    (`ARRAY(SELECT ...)`): it probes the primary key whatever the batch's size and the
+    table's statistics (given the array itself, it read a small table whole and joined
+    each of its rows to every row of the batch)."""
     carried = tuple(f"{alias}.{key} AS {alias}_{key}" for key in carry)
-    return f"""locked AS (
+    return f"""{alias} AS (
+    SELECT * FROM {batch.rows(alias)}
+), locked AS (
     SELECT {", ".join(("j.id", "j.status", "j.execution_id", *columns, *carried))}
-    FROM jobs AS j JOIN {batch.rows(alias)} ON j.id = {alias}.id AND j.execution_id = {alias}.eid
-    WHERE j.id = ANY({batch.param("id")}) AND {_HELD_BY}
+    FROM jobs AS j JOIN {alias} ON j.id = {alias}.id AND j.execution_id = {alias}.eid
+    WHERE j.id = ANY(ARRAY(SELECT id FROM {alias})) AND {_HELD_BY}
     ORDER BY j.id
     FOR UPDATE OF j
 )"""
