@@ -23,6 +23,12 @@ from heartq.store.postgres.queries.batches import Batch
 # made it scan that whole index for each row of its batch: quadratic in the jobs a worker
 # holds, a heartbeat of minutes with a million queued (BENCHMARKS.md, 2026-11-24). Without
 # it, the primary key is the only way to the rows.
+# The update finds the locked rows by primary key again, not by the `ctid` the lock step
+# saw: a row another statement updated while this one waited for its lock (a heartbeat,
+# a cancel request) is locked in its newest version, which this statement's snapshot
+# does not see, so an update by that ctid matches nothing and the finish is lost (tried:
+# the update by ctid landed no row, by id it landed the row). By id, the update finds
+# the version its snapshot sees and follows it to the locked one.
 
 
 # The worker part of the fencing key (docs/DESIGN.md, "A failover that forgets a
