@@ -50,14 +50,15 @@ class Batch:
         return f"(SELECT {columns}\n    FROM unnest({arrays})\n    AS u({keys})) AS {alias}"
 
     def pack(self, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The parameters of `docs` (at least one): a list per field (psycopg binds a
-        list as an array), or, where every document has one value, None and that value."""
+        """The parameters of `docs`: a list per field (psycopg binds a list as an array),
+        or, where every document has one value, None and that value (no documents: no
+        ids, every other field None; a heartbeat of a worker without jobs)."""
         params: dict[str, Any] = {f"{self.name}_id": [doc["id"] for doc in docs]}
         for key, kind in self.fields[1:]:
             values = [doc[key] for doc in docs]
             if kind == "float8":  # an int among floats would change the array's type
                 values = [None if v is None else float(v) for v in values]
-            first = values[0]
+            first = values[0] if values else None
             same = all(v == first for v in values)
             params[f"{self.name}_{key}"] = None if same else values
             params[f"{self.name}_{key}_all"] = first if same else None
