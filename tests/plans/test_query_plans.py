@@ -186,7 +186,9 @@ def test_postgres_batch_locks_probe_the_primary_key(
             pg.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     locking = plan.split("CTE locked", 1)[1]
-    assert "Index Cond: (id = ANY" in locking, plan
+    probe = rf"Index Scan using jobs_pkey on jobs \w+ \(actual [^)]* loops={size}\)"
+    assert re.search(probe, locking), plan  # one probe of the primary key per batch row
+    assert "Index Cond: (id = " in locking, plan
     assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
 
 

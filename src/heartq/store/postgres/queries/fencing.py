@@ -11,7 +11,8 @@ from heartq.store.postgres.queries.batches import Batch
 # each holding a row the other needs ("deadlock detected"). Fencing: only rows still
 # running under the execution the batch names, and claimed by the worker the statement
 # names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
-# (`j.id = ANY(ARRAY(SELECT id FROM ...))`, no status test), whatever the statistics say:
+# (one lookup `j.id = <the batch row's id>` per batch row, no status test), whatever the
+# statistics say:
 # with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
 # read through every running row (jobs_worker_idx) for each batch. A row of the batch's
 # execution that is no longer running is locked too, in the same id order, and left
@@ -45,18 +46,21 @@ def _locked(batch: Batch, alias: str, *columns: str, carry: tuple[str, ...] = ()
     written once for every statement that changes a batch of a worker's rows. `locked`
     has `id`, `status`, `execution_id` and the further `columns` (of `j`), and the
     batch's fields `carry` as `<alias>_<key>`: the update then reads its batch from the
-    locked rows alone, joined to nothing else (no second pass over the batch, no hash
-    join). The ids are given to the lock step as an array the planner cannot see into
-    (`ARRAY(SELECT ...)`): it probes the primary key whatever the batch's size and the
-    table's statistics (given the array itself, it read a small table whole and joined
-    each of its rows to every row of the batch)."""
+    locked rows alone, joined to nothing else. Each row is found by one probe of the
+    primary key per batch row, in id order (a `LATERAL` lookup of the batch's rows
+    sorted by id, which locks as it goes): whatever the planner estimates of the batch
+    (a prepared statement's generic plan takes an array parameter for 10 rows; a join
+    of the batch with the rows it found then rescanned the whole batch for each row,
+    twice a finish's instructions at 100 jobs)."""
     carried = tuple(f"{alias}.{key} AS {alias}_{key}" for key in carry)
+    found = ", ".join(("j.id", "j.status", "j.execution_id", *columns))
     return f"""{alias} AS (
-    SELECT * FROM {batch.rows(alias)}
+    SELECT * FROM {batch.rows(alias)} ORDER BY id COLLATE "C"
 ), locked AS (
-    SELECT {", ".join(("j.id", "j.status", "j.execution_id", *columns, *carried))}
-    FROM jobs AS j JOIN {alias} ON j.id = {alias}.id AND j.execution_id = {alias}.eid
-    WHERE j.id = ANY(ARRAY(SELECT id FROM {alias})) AND {_HELD_BY}
-    ORDER BY j.id
-    FOR UPDATE OF j
+    SELECT j.*{"".join(f", {c}" for c in carried)}
+    FROM {alias} CROSS JOIN LATERAL (
+        SELECT {found} FROM jobs AS j
+        WHERE j.id = {alias}.id AND j.execution_id = {alias}.eid AND {_HELD_BY}
+        FOR UPDATE OF j
+    ) AS j
 )"""
