@@ -92,4 +92,6 @@ def test_the_pulses_cancel_read_stays_flat_under_a_held_horizon(pg_server_url: s
     assert heard == [held[3].lease]
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 2, (pinned, churned)  # not one per job
-    assert buffers_after <= buffers + 4, (pinned, churned)
+    # Buffers move by a few pages with what else the server does (47 -> 57 once beside a
+    # CPU burner); a walk of the 3,000 finished jobs' versions multiplies them (17 -> 189).
+    assert buffers_after <= 2 * buffers, (pinned, churned)
