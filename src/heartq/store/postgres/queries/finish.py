@@ -41,7 +41,7 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
         lease_expires_at = CASE WHEN locked.f_pending THEN j.lease_expires_at END,
-        result_pending = locked.f_pending,
+        result_pending = coalesce(locked.f_pending, false),
         cancel_requested = false,
         updated_at = {T}
     FROM locked
