@@ -30,6 +30,8 @@ from heartq.store.postgres.queries.batches import Batch
 # does not see, so an update by that ctid matches nothing and the finish is lost (tried:
 # the update by ctid landed no row, by id it landed the row). By id, the update finds
 # the version its snapshot sees and follows it to the locked one.
+# tests/plans/test_batch_locks.py pins the order (byte-wise, whatever order the batch
+# came in) and the probes under a prepared statement's generic plan.
 
 
 # The worker part of the fencing key (docs/DESIGN.md, "A failover that forgets a

@@ -1,0 +1,162 @@
+"""How PostgreSQL's batch statements take their row locks: in id order, byte-wise, and
+through the primary key under a prepared statement's generic plan too.
+
+Why both: a heartbeat and a finish of one worker touch the same jobs at once; if each
+locked in the order its batch came in, two batches with opposite orders would each hold
+a row the other needs ("deadlock detected", one of them lost). And a worker's batches
+run as prepared statements: after a few executions PostgreSQL may keep a generic plan,
+which estimates an array parameter at 10 rows whatever it holds; such a plan once
+rescanned the whole batch for each row it locked (twice a finish's instructions at 100
+jobs; caught by callgrind, not by a plan read with its parameters known)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from heartq.lifecycle.fate import succeeded
+from heartq.model import NewJob, PulseReport, Renewal, Report
+from heartq.store import documents
+from heartq.store.postgres import PostgresStore
+from heartq.store.postgres import queries as pg_q
+from heartq.store.postgres.connection import parse_url
+
+BATCHED = ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"]
+
+# Ids whose byte order differs from a linguistic collation's ("B" < "a" byte-wise).
+IDS = [f"{c}-{i:02d}" for i, c in enumerate("aBcDeFgHiJkLmNoPqRsTuVwXyZ")]
+
+
+@pytest.fixture
+def claimed(pg_schemas: Any) -> Iterator[tuple[PostgresStore, list[Any]]]:
+    """A migrated schema with `IDS` enqueued and claimed by worker `w`."""
+    url = str(pg_schemas.take())
+    pg = PostgresStore(url)
+    try:
+        pg.enqueue([NewJob("t", "{}", id=job_id) for job_id in IDS])
+        jobs = pg.claim("w", ["default"], len(IDS), lease=60)
+        assert sorted(j.lease.job_id for j in jobs) == sorted(IDS)
+        yield pg, jobs
+    finally:
+        pg.close()
+        pg_schemas.drop_behind(url)
+
+
+def _params(pg: PostgresStore, jobs: list[Any]) -> dict[str, Any]:
+    """Every batch statement's parameters, its batch in the order of `jobs`."""
+    leases = [j.lease for j in jobs]
+    batch = pg.dialect.batch
+    return {
+        **batch("finishes", [documents.attempt_finish_doc(succeeded(j, None)) for j in jobs]),
+        **batch("leases", [{"id": x.job_id, "eid": x.execution_id} for x in leases]),
+        **batch("renewals", [documents.renewal_doc(Renewal(x)) for x in leases]),
+        **batch("reports", [documents.pulse_doc(PulseReport(x, Report())) for x in leases]),
+        "worker_id": "w", "lease": 60, "now": None, "defer": True,
+    }  # fmt: skip
+
+
+def _connect(pg: PostgresStore, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection of its own to `pg`'s schema."""
+    conninfo, schema = parse_url(pg.dialect.url)
+    conn = psycopg.connect(conninfo, autocommit=autocommit)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    return conn
+
+
+def _wait_for_lock_wait(
+    pg: PostgresStore, pid: int, runner: threading.Thread, deadline: float
+) -> None:
+    with _connect(pg, autocommit=True) as conn:
+        while time.monotonic() < deadline and runner.is_alive():
+            row = conn.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+            ).fetchone()
+            if row and row[0] == "Lock":
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"the batch statement (pid {pid}) never waited for a row lock")
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_a_batch_locks_its_rows_in_byte_wise_id_order(
+    claimed: tuple[PostgresStore, list[Any]], name: str
+) -> None:
+    """A batch given in reverse order, stopped at a row another transaction holds, holds
+    exactly the rows before it byte-wise, none after: whatever order a batch comes in,
+    two batches over the same rows wait for each other instead of deadlocking."""
+    pg, jobs = claimed
+    ordered = sorted(IDS)  # Python's order is byte-wise, as "C" is
+    middle = ordered[len(ordered) // 2]
+    params = _params(pg, sorted(jobs, key=lambda j: j.lease.job_id, reverse=True))
+    with _connect(pg) as holder, _connect(pg) as batch:
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [middle])
+        pid = batch.info.backend_pid
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                batch.execute(getattr(pg_q, name), params)
+            except psycopg.Error as error:  # reported by the test's thread
+                failure.append(error)
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            _wait_for_lock_wait(pg, pid, runner, time.monotonic() + 30)
+            with _connect(pg) as probe:
+                free = {
+                    row[0]
+                    for row in probe.execute(
+                        "SELECT id FROM jobs WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED", [IDS]
+                    )
+                }
+                probe.rollback()
+        finally:
+            holder.rollback()
+            runner.join(30)
+        batch.rollback()
+    assert not failure, failure
+    held = set(IDS) - free - {middle}
+    assert held == set(ordered[: ordered.index(middle)])
+
+
+def _positional(statement: str) -> tuple[str, list[str]]:
+    """`statement` with its named placeholders as `$1`, `$2`, ..., and their names."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, statement).replace("%%", "%"), names
+
+
+@pytest.mark.parametrize("name", BATCHED)
+def test_a_batch_probes_the_primary_key_under_a_generic_plan(
+    claimed: tuple[PostgresStore, list[Any]], name: str
+) -> None:
+    """Prepared and forced to its generic plan, each batch statement still locks its rows
+    with one probe of the primary key per batch row (`loops` = the batch's size), and
+    reads no table whole."""
+    pg, jobs = claimed
+    params = _params(pg, jobs)
+    text, names = _positional(getattr(pg_q, name))
+    with _connect(pg) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(sql.SQL("PREPARE batch AS {}").format(sql.SQL(text)))
+        values = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
+        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE batch ({})").format(values)
+        plan = "\n".join(row[0] for row in conn.execute(explain))
+        conn.rollback()
+    locking = plan.split("CTE locked", 1)[1]
+    probe = rf"Index Scan using jobs_pkey on jobs \w+ \(actual [^)]* loops={len(jobs)}\)"
+    assert re.search(probe, locking), plan
+    assert "Seq Scan on jobs" not in plan, plan
