@@ -5,7 +5,11 @@ claim writes no execution row, and every end (a finish, a retry, a release, a re
 lease, a crash its worker saw) inserts the one row of the attempt, with its worker, its
 start and its end. Readers see what they saw before: `get_job` shows the running
 attempt open, made from the job row, then its closed row; exactly one row per attempt
-either way. A database upgraded while attempts run keeps them: each ends once."""
+either way. A database upgraded while attempts run keeps them: each ends once.
+
+The attempt that succeeds a job without a rate key writes no row (migration 24 on
+PostgreSQL, 23 on SQLite): its job's row records it, and the readers see it as before,
+once, also where an older worker wrote its row."""
 
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ def _crash(store: Store, job: ClaimedJob, t: float) -> None:
     assert store.crash_attempt(job.lease, crash, DetectedBy.CHILD_EXIT, now=t) is not None
 
 
+# How each end lands: its outcome, how late it is seen, whether it writes a row.
 ENDS: dict[str, tuple[Callable[[Store, ClaimedJob, float], None], str, float]] = {
     "finish": (_finish, "succeeded", 0.0),
     "retry": (_retry, "failed", 0.0),
@@ -79,7 +84,8 @@ def test_an_attempt_writes_its_execution_row_once_when_it_ends(
     assert (running["ended_at"], running["outcome"], running["error"]) == (None, None, None)
 
     ending(store, job, t0 + 2)
-    assert ended_rows(store, job_id) == [{"execution_id": 1, "worker_id": "w1", "outcome": outcome}]
+    row = {"execution_id": 1, "worker_id": "w1", "outcome": outcome}
+    assert ended_rows(store, job_id) == ([] if end == "finish" else [row])  # on its job's row
     (ended,) = store.get_job(job_id)["executions"]
     assert (ended["execution_id"], ended["worker_id"], ended["outcome"]) == (1, "w1", outcome)
     assert at(ended["started_at"], t0 + 1) and at(ended["ended_at"], t0 + 2 + late)
@@ -96,7 +102,36 @@ def test_a_retried_job_shows_every_attempt_once(store: Store, t0: float) -> None
     _finish(store, second, t0 + 11)
     shown = store.get_job(job_id)["executions"]
     assert [(e["execution_id"], e["outcome"]) for e in shown] == [(1, "failed"), (2, "succeeded")]
-    assert len(ended_rows(store, job_id)) == 2
+    assert [row["execution_id"] for row in ended_rows(store, job_id)] == [1]
+
+
+def test_a_success_with_a_rate_key_writes_its_row(store: Store, t0: float) -> None:
+    """A rate key's window counts its starts from the execution rows and the running
+    jobs, so the attempt that succeeds a rate-limited job still writes its row."""
+    job_id = enqueue_one(store, t0, rate_key="api", rate_limit=5, rate_period=60)
+    _finish(store, claim_one(store, "w1", t0 + 1), t0 + 2)
+    row = {"execution_id": 1, "worker_id": "w1", "outcome": "succeeded"}
+    assert ended_rows(store, job_id) == [row]
+    assert [e["execution_id"] for e in store.get_job(job_id)["executions"]] == [1]
+
+
+def test_a_success_an_older_worker_recorded_shows_once(store: Store, t0: float) -> None:
+    """A job that succeeded before the upgrade, or under a worker of the version before
+    (its finish writes the row), has its execution row: that row is shown, and the job's
+    own record of the same attempt is not shown a second time."""
+    job_id = enqueue_one(store, t0)
+    _finish(store, claim_one(store, "w1", t0 + 1), t0 + 2)
+    sqlite = "sqlite" in store.url
+    table, mark = ("heartq_ended_executions", "?") if sqlite else ("ended_executions", "%s")
+    started = "?" if sqlite else "to_timestamp(%s)"
+    with store._write() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            f"INSERT INTO {table} (job_id, execution_id, worker_id, started_at, ended_at, "
+            f"outcome) VALUES ({mark}, 1, 'w1', {started}, {started}, 'succeeded')",
+            (job_id, t0 + 1, t0 + 2),
+        )
+    (shown,) = store.get_job(job_id)["executions"]
+    assert (shown["execution_id"], shown["worker_id"], shown["outcome"]) == (1, "w1", "succeeded")
 
 
 def test_an_upgrade_keeps_the_attempts_running_across_it(

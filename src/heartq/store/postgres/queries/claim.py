@@ -8,6 +8,7 @@ from __future__ import annotations
 from heartq.store.postgres.queries.common import (
     CONCURRENCY_NAMESPACE,
     RATE_NAMESPACE,
+    RATE_STARTS,
     T_STATEMENT,
     _secs,
 )
@@ -161,7 +162,7 @@ WITH keys AS (
 # look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
 # starts within the period (`used`: its executions, ended or running) looked below
 # their limit. A claim's cost follows the number of keys, not their backlogs.
-# A key's starts are read from the `executions` view (migration 0017): ended attempts by
+# A key's starts are read from `RATE_STARTS` (common.py): ended attempts by
 # executions_rate_idx, running ones from their job rows by jobs_running_rate_idx (the
 # claim writes no execution row), so an attempt counts from its claim on.
 _RATE_KEYS = f"""keys AS (
@@ -205,7 +206,7 @@ _KEY_JOBS = f"""
 CLAIM_RATE_KEYS = f"""
 WITH RECURSIVE {_RATE_KEYS}, open AS MATERIALIZED (
     SELECT key FROM best
-    WHERE n > (SELECT count(*) FROM executions AS e
+    WHERE n > (SELECT count(*) FROM {RATE_STARTS} AS e
                WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
                  AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period))
     ORDER BY priority DESC, run_at, key
@@ -244,7 +245,7 @@ WITH candidates AS MATERIALIZED (
     ) AS c
 ), windows AS MATERIALIZED (
     SELECT g.key, g.period,
-           (SELECT count(*) FROM executions AS e
+           (SELECT count(*) FROM {RATE_STARTS} AS e
             WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
               AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
     FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
@@ -286,7 +287,7 @@ SELECT extract(epoch from min(nth.started_at + make_interval(secs => best.period
                           - {T_STATEMENT})::float8 AS wait
 FROM best
 CROSS JOIN LATERAL (
-    SELECT e.started_at FROM executions AS e
+    SELECT e.started_at FROM {RATE_STARTS} AS e
     WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
       AND e.started_at > {T_STATEMENT} - make_interval(secs => best.period)
     ORDER BY e.started_at DESC

@@ -43,6 +43,18 @@ pause) would otherwise date the new execution's start, and its lease, from befor
 freeze: before the previous execution of the job had even ended (I2)."""
 
 
+RATE_STARTS = """(
+    SELECT rate_key, started_at FROM ended_executions
+    UNION ALL
+    SELECT rate_key, started_at FROM jobs WHERE status = 'running'
+)"""
+"""The starts a rate window counts: every ended attempt's (a job with a rate key keeps its
+last attempt's execution row, migration 0024) and the running ones'. Read with `rate_key
+IS NOT NULL AND rate_key = <key>`, each side through its rate index
+(executions_rate_idx, jobs_running_rate_idx); the `executions` view would add the
+succeeded jobs' last attempts, which no index by rate key reaches."""
+
+
 def _secs(name: str) -> str:
     return f"make_interval(secs => %({name})s::float8)"
 

@@ -20,6 +20,12 @@ from heartq.store.postgres.queries.fencing import _locked
 # does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
 _REQUEUE = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 
+# The attempt that succeeds a job is recorded on the job's row, which holds all of it
+# (execution id, worker, start, finished_at; no error, no crash), and the `executions`
+# view shows it from there (migration 0024): no execution row, unless the job has a rate
+# key, whose window counts starts from the execution rows (`RATE_STARTS`).
+_ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS NULL)"
+
 # The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
 # execution rows read them there, and the batch is read once.
 FINISH = f"""
@@ -56,6 +62,7 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
     SELECT id, execution_id, ran_on, started_at, {T}, f_outcome, f_error, f_crash::json,
            rate_key
     FROM landed
+    WHERE NOT {_ON_ITS_JOB}
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL

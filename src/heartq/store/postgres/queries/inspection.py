@@ -4,7 +4,7 @@ job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T
+from heartq.store.postgres.queries.common import RATE_STARTS, T
 from heartq.store.postgres.queries.dependencies import HOLDER
 
 GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
@@ -38,7 +38,7 @@ LIMIT 1000
 # queued, and queued and due (`waiting`: what its limit may be holding back), its starts
 # within the period (`started`) and, when that is the limit, when the next one frees up
 # (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
-# rated claim index and the running jobs' index; the starts through the executions view.
+# rated claim index and the running jobs' index; the starts through `RATE_STARTS`.
 RATE_USAGE = f"""
 WITH live AS (
     SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
@@ -58,7 +58,7 @@ WITH live AS (
 ), starts AS (
     SELECT e.rate_key AS key, e.started_at,
            row_number() OVER (PARTITION BY e.rate_key ORDER BY e.started_at DESC) AS latest
-    FROM executions AS e
+    FROM {RATE_STARTS} AS e
     WHERE e.rate_key IS NOT NULL AND e.rate_key IN (SELECT key FROM groups)
       AND e.started_at > {T} - make_interval(secs => (SELECT max(period) FROM groups))
 )

@@ -11,7 +11,9 @@ from heartq.store.sqlite.queries.fencing import _HELD_BY
 # as they stand (the running attempt lives on its job's row: worker_id, started_at,
 # rate_key; migration 0017), fenced like the jobs they belong to (only those still
 # running under that execution): the jobs' statement then changes the same set, inside
-# the same write transaction, and answers which leases landed.
+# the same write transaction, and answers which leases landed. The attempt that
+# succeeds a job without a rate key writes none: the job's row records it (migration
+# 0023; `queries/finish.py` of PostgreSQL says why).
 CLOSE_EXECUTIONS = f"""
 INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                      outcome, error, crash, rate_key)
@@ -23,6 +25,8 @@ JOIN heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
   ON j.id = json_extract(f.value, '$.id')
  AND j.execution_id = json_extract(f.value, '$.eid') AND {_HELD_BY}
  AND j.status = 'running'
+WHERE NOT (json_extract(f.value, '$.status') = 'succeeded'
+           AND json_extract(f.value, '$.outcome') = 'succeeded' AND j.rate_key IS NULL)
 """
 
 # Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash,
