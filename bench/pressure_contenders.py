@@ -135,7 +135,10 @@ class Heartq(Contender):
     def workers(self, url: str, logs: Path, count: int, threads: int) -> WorkerProcesses:
         logs.mkdir(parents=True, exist_ok=True)
         (logs / "pressure_tasks.py").write_text(TASKS)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(logs), str(ROOT)]))
+        # This checkout's heartq (src/) before any installed one, as in the bench's own
+        # process: a worktree's run otherwise timed the venv's editable install.
+        path = [str(logs), str(ROOT / "src"), str(ROOT)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         command = [sys.executable, "-m", "heartq", "worker", "pressure_tasks:app",
                    "--url", url, "--concurrency", str(threads)]  # fmt: skip
         return _processes(command, env, logs, count)

@@ -55,6 +55,7 @@ pruned: a job enqueued then may still depend on it (docs/DESIGN.md, "Jobs that w
 jobs"). Three weeks past the default job retention, at about 130 bytes a job on
 PostgreSQL (40 on SQLite)."""
 DEFAULT_PRUNE_INTERVAL = 600.0
+DEFAULT_VACUUM_INTERVAL = 5.0
 """Defaults to pruning old rows every 10 minutes."""
 DEFAULT_POLL_INTERVAL = 1.0
 """Defaults to 1 s: how long an idle worker waits for work when no wake-up comes."""
@@ -213,6 +214,12 @@ class Settings:
     )
     prune_interval: float = setting(
         DEFAULT_PRUNE_INTERVAL, "Seconds between two prunes", _g(DEFAULT_PRUNE_INTERVAL)
+    )
+    vacuum_interval: float = setting(
+        DEFAULT_VACUUM_INTERVAL,
+        "Seconds between two light vacuums of the jobs table by a worker (PostgreSQL)",
+        _g(DEFAULT_VACUUM_INTERVAL),
+        zero_ok=True,  # 0: none, autovacuum alone
     )
     poll_interval: float = setting(
         DEFAULT_POLL_INTERVAL,

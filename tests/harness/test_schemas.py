@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from heartq.lifecycle.fate import succeeded
-from heartq.model import TaskPolicy
+from heartq.lifecycle.fate import failed, succeeded
+from heartq.model import Outcome, TaskPolicy
 from heartq.periodic import Schedule
 from heartq.store import open_store
 from heartq.store.postgres.store import PostgresStore
@@ -97,8 +97,8 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         enqueue_one(store, t0, depends_on=(first,))
         every = Schedule(name="beat", task="beat", every=10)
         tick(store, every, t0 + 1)
-        finish_one = claim_one(store, "w1", t0 + 20)
-        assert store.finish([succeeded(finish_one, "1")], now=t0 + 21) == []
+        retried = claim_one(store, "w1", t0 + 20)  # a failed attempt: its execution row
+        assert store.finish([failed(retried, Outcome.FAILED, "boom")], now=t0 + 21) == []
         with psycopg.connect(pg_server_url, autocommit=True) as conn:
             conn.execute("SELECT nextval(%s)", (f"{schema}.counter",))
         written = emptied.contents()

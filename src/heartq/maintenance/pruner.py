@@ -4,9 +4,15 @@ the succeeded ones in a trace that jobs enqueued later may depend on (forgotten 
 `success_trace_retention`, 30 days from their creation). Dead jobs stay until purged
 (`heartq dlq purge`), and so do the jobs they block, unless `blocked_retention` is set: a
 dead job that holds blocked jobs for longer cancels them. Event: `pruned`.
+
+And the vacuum of the jobs table between autovacuum's runs (`JobsVacuum`, every
+`vacuum_interval`, default 5 s, PostgreSQL): the space a finished job's dead row versions
+held is reused by the next jobs' rows instead of extending the table.
 """
 
 from __future__ import annotations
+
+import time
 
 from heartq import events
 from heartq.config import Settings
@@ -38,3 +44,29 @@ class Pruner:
                 events.PRUNED, workers=counts.workers, jobs=counts.jobs, blocked=counts.blocked
             )
         return counts.workers + counts.jobs + counts.blocked
+
+
+VACUUM_SHARE = 10.0
+"""A vacuum's next pass comes at least ten times its last pass's length after it: while
+another session holds the horizon back nothing can be removed, each pass reads every
+page written since, and the passes spread out instead of taking a worker's maintenance
+thread (or the server) over."""
+
+
+class JobsVacuum:
+    """Vacuums the jobs table every `interval` (`Administrator.vacuum_jobs`) unless any
+    worker or autovacuum did within it, or less often while a pass takes long
+    (`VACUUM_SHARE`)."""
+
+    name = "vacuum"
+
+    def __init__(self, store: Administrator, interval: float) -> None:
+        self.store = store
+        self.every = interval
+        self.interval = interval
+
+    def run_once(self) -> int:
+        started = time.monotonic()
+        self.store.vacuum_jobs(since=self.every)
+        self.interval = max(self.every, VACUUM_SHARE * (time.monotonic() - started))
+        return 0

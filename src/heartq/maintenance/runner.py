@@ -22,7 +22,7 @@ from typing import Protocol
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.config import Settings
-from heartq.maintenance.pruner import Pruner
+from heartq.maintenance.pruner import JobsVacuum, Pruner
 from heartq.maintenance.reclaimers import (
     Findings,
     LivenessProbe,
@@ -52,12 +52,15 @@ def default_services(store: Store, settings: Settings, worker_id: str) -> list[S
     """What every worker runs, each at its own interval. The reaper and the monitor judge
     as `worker_id`: only while it has been in unbroken contact with the database."""
     reap_every = settings.reap_interval_seconds
-    return [
+    services: list[Service] = [
         LivenessProbe(store, settings.liveness_interval, observer=worker_id),
         Reaper(store, settings.reap_batch, reap_every, observer=worker_id),
         WorkerMonitor(store, settings.stale_after_seconds, reap_every, observer=worker_id),
         Pruner(store, settings),
     ]
+    if settings.vacuum_interval > 0:
+        services.append(JobsVacuum(store, settings.vacuum_interval))
+    return services
 
 
 class MaintenanceRunner:

@@ -368,7 +368,14 @@ class Inspector(Protocol):
 
 
 class Administrator(Protocol):
-    """The pruning of what retention no longer keeps (`maintenance/pruner.py`)."""
+    """The pruning of what retention no longer keeps, and the vacuum of the jobs table
+    (`maintenance/pruner.py`)."""
+
+    def vacuum_jobs(self, since: float = 0.0) -> bool:
+        """Make the jobs table's dead row versions reusable now, unless it was vacuumed
+        within `since` seconds; False if it did not vacuum (nothing kept to vacuum, or a
+        vacuum that recent)."""
+        ...
 
     def prune(  # the succeeded jobs' ids kept: depended on until success_trace_retention
         self, worker_retention: float, job_retention: float, now: float | None = None,

@@ -120,6 +120,14 @@ class PostgresDialect:
         """`now` as given: the statements read `now()` themselves when it is None."""
         return now
 
+    def vacuum_jobs(self, since: float) -> bool:
+        with self.pool.autocommit() as conn:
+            row = conn.execute(q.VACUUM_DUE, {"since": since}).fetchone()
+            if row is None or not row["due"]:
+                return False
+            conn.execute(q.VACUUM_JOBS)
+        return True
+
     def array(self, values: Sequence[str]) -> list[str]:
         return list(values)
 

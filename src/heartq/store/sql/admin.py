@@ -132,6 +132,13 @@ class AdminOps:
             conn.execute(self.q.DELETE_JOBS, params)
 
     # -- pruning -------------------------------------------------------------------------
+    def vacuum_jobs(self, since: float = 0.0) -> bool:
+        """Give the jobs table's dead row versions back for reuse where the database
+        keeps them, unless it was vacuumed within `since` seconds: the dialect's
+        (`Dialect.vacuum_jobs`)."""
+        self.d.ensure_schema()
+        return self.d.vacuum_jobs(since)
+
     def prune(
         self,
         worker_retention: float,

@@ -162,6 +162,14 @@ class Dialect(Protocol):
         transaction's `now()`)."""
         ...
 
+    def vacuum_jobs(self, since: float) -> bool:
+        """Make the jobs table's dead row versions reusable now, unless it was vacuumed
+        within `since` seconds; True if this vacuumed it. PostgreSQL: a light vacuum
+        (`queries/admin.py`, `VACUUM_JOBS`, when `VACUUM_DUE`); SQLite: nothing to do
+        (False): it reuses the pages a delete or an update frees within its file and
+        keeps no dead row versions (one writer, no MVCC horizon)."""
+        ...
+
     def array(self, values: Sequence[str]) -> Any:
         """A list of ids bound as one parameter (SQLite: JSON text; PostgreSQL: text[])."""
         ...

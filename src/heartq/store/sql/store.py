@@ -133,6 +133,7 @@ class SqlStore:
     purge_dead = RoleMethod("admin", AdminOps.purge_dead)
     purge_dead_ids = RoleMethod("admin", AdminOps.purge_dead_ids)
     prune = RoleMethod("admin", AdminOps.prune)
+    vacuum_jobs = RoleMethod("admin", AdminOps.vacuum_jobs)
 
     def __init__(
         self,

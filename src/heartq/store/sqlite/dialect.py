@@ -100,6 +100,9 @@ class SQLiteDialect:
         """The database's time, read once: every statement of the transaction agrees."""
         return self.now(conn, now)
 
+    def vacuum_jobs(self, since: float) -> bool:
+        return False  # no dead row versions kept (`Dialect.vacuum_jobs`)
+
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))
 
