@@ -102,9 +102,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def _cache_bytecode() -> None:
     """Every process the run starts from now on (xdist's workers, and every `python -m
     heartq` command, worker and dashboard the tests start) reads heartq's bytecode from
-    the run's cache, compiled once (`tests.support.pytest_env`). Under
-    `PYTHONDONTWRITEBYTECODE` (set on some machines) each compiled heartq from source:
-    0.3-0.4 s of a core per process on this project's 2-core VM."""
+    the run's cache, compiled once (`tests.support.pytest_env`: `scripts/test`'s
+    `.venv/pycache`, else the run's own). Under `PYTHONDONTWRITEBYTECODE` (set on some
+    machines) each compiled heartq from source: 0.3-0.4 s of a core per process on this
+    project's 2-core VM."""
     cached = support.pytest_env(os.environ)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.update(cached)

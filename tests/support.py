@@ -117,11 +117,14 @@ def suite_command() -> list[str]:
 
 def pytest_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env`, for a pytest run a test starts (a user's suite, or this one on a selection):
-    Python's bytecode and pytest's assertion-rewritten modules cached in this run's
-    scratch directory (`PYTHONPYCACHEPREFIX`), never beside the sources. Under
-    `PYTHONDONTWRITEBYTECODE` (set on some machines), every such run compiled, and
-    rewrote the asserts of, each plugin it loads (hypothesis, heartq itself, xdist) from
-    source: 1-2 s of a core per process, 5-20 s per run on a busy 2-core machine."""
+    Python's bytecode and pytest's assertion-rewritten modules cached in the cache `env`
+    names already (`PYTHONPYCACHEPREFIX`: `scripts/test` gives `.venv/pycache`, which
+    pip's install filled with every dependency's bytecode), else in this run's scratch
+    directory; never beside the sources. Under `PYTHONDONTWRITEBYTECODE` (set on some
+    machines), every such run compiled, and rewrote the asserts of, each plugin it loads
+    (hypothesis, heartq itself, xdist) from source: 1-2 s of a core per process, 5-20 s
+    per run on a busy 2-core machine."""
     cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cached["PYTHONPYCACHEPREFIX"] = str(leftovers.scratch_dir() / "pycache")
+    if not cached.get("PYTHONPYCACHEPREFIX"):
+        cached["PYTHONPYCACHEPREFIX"] = str(leftovers.scratch_dir() / "pycache")
     return cached
