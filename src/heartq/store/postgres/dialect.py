@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from heartq.store.postgres import borrowed, schema
 from heartq.store.postgres import queries as q
@@ -84,6 +85,9 @@ class PostgresDialect:
 
     def write_each(self) -> contextlib.AbstractContextManager[Any]:
         return self.pool.autocommit()
+
+    def by_position(self, conn: Any) -> Any:
+        return conn.cursor(row_factory=tuple_row)
 
     def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
         return self.pool.transaction()
@@ -207,13 +211,13 @@ class PostgresDialect:
                     rows = list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
                 left = params["limit"] - len(rows)
                 if left <= 0:
-                    return rows, None
+                    return _by_position(rows), None
                 found = conn.execute(q.CLAIM_RATE_KEYS, dict(params, limit=left)).fetchall()
                 locked: dict[str, list[str]] = {"rate": [], "concurrency": list(keys)}
                 for row in found:
                     if row["locked"]:
                         locked[row["kind"]].append(row["key"])
-                return self.keyed.rated(
+                rows, wait = self.keyed.rated(
                     conn,
                     params,
                     rows,
@@ -221,6 +225,7 @@ class PostgresDialect:
                     contended=any(row["locked"] is False for row in found),
                     held=any(row["kind"] == "held" for row in found),
                 )
+                return _by_position(rows), wait
         except psycopg.Error:
             if conn.autocommit and params["claimed"]:
                 return [], None
@@ -235,3 +240,9 @@ class PostgresDialect:
 
     def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.task_scope(conn, self.pool.schema)
+
+
+def _by_position(rows: Rows) -> Rows:
+    """A keyed claim's rows, read as dicts with the other statements of its transaction,
+    as the claim's plain rows come (`by_position`): their values in column order."""
+    return [tuple(row.values()) for row in rows]

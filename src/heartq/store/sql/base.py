@@ -142,6 +142,13 @@ class Dialect(Protocol):
         a transaction of its own."""
         ...
 
+    def by_position(self, conn: Any) -> Any:
+        """Where to run a hot statement whose rows are read by position (a claim's,
+        `records.CLAIMED_COLUMNS`; a finish's): on `conn`, its rows tuples, not a dict
+        each (PostgreSQL: a cursor of `conn` with psycopg's tuple rows; SQLite: `conn`
+        itself, whose `sqlite3.Row`s read by position as well)."""
+        ...
+
     def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
         """For an enqueue of `jobs` jobs: one transaction, which the dialect may let small
         enqueues share with other writes where that saves commits (SQLite: one fsync)."""

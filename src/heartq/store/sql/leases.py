@@ -142,9 +142,10 @@ class LeaseOps:
         per-queue walks). No execution row is written at a claim: the running attempt
         lives on the job row, and its execution row is written when it ends."""
         one = set(queues)
+        on = self.d.by_position(conn)  # `records.claimed_jobs` reads the rows by position
         if len(one) == 1:
-            return run(conn, self.q.CLAIM_ONE_QUEUE, dict(params, queue=one.pop()))
-        return run(conn, self.q.CLAIM, params)
+            return run(on, self.q.CLAIM_ONE_QUEUE, dict(params, queue=one.pop()))
+        return run(on, self.q.CLAIM, params)
 
     def start_ahead(
         self, leases: Sequence[Lease], lease: float, now: float | None = None
@@ -187,7 +188,7 @@ class LeaseOps:
                 "now": self.d.clock(conn, now),
                 "ahead": False,  # a transport's worker claims no further than its slots
             }
-            rows = run(conn, self.q.CLAIM_IDS, params)
+            rows = run(self.d.by_position(conn), self.q.CLAIM_IDS, params)
         return records.claimed_jobs(rows, sent_at, worker_id)
 
     def due_for_publish(
@@ -430,12 +431,10 @@ class JobEnds:
         waited for a row's lock, its snapshot being older; the caller finishes those in a
         transaction of its own)."""
         params = {**finishes, "now": clock, "defer": defer, "worker_id": worker_id}
-        rows = run(conn, self.q.FINISH, params)
-        landed = [r for r in rows if not r["deferred"]]
-        self.d.announce_ended(conn, records.awaited_ends(landed))
-        failed = dependencies.failed_with_dependents(landed)
-        self.release_dependents(conn, dependencies.ended_with_dependents(landed), clock, failed)
-        return records.leases(landed), records.leases(r for r in rows if r["deferred"])
+        ended = records.finish_answers(run(self.d.by_position(conn), self.q.FINISH, params))
+        self.d.announce_ended(conn, ended.awaited)
+        self.release_dependents(conn, ended.with_dependents, clock, ended.failed_dependents)
+        return ended.landed, ended.deferred
 
     def release_dependents(
         self, conn: Any, ended: list[str], clock: float | None, failed: bool = True

@@ -82,6 +82,9 @@ class SQLiteDialect:
         those of the process's other threads (`SharedCommit`, `connection.py`)."""
         return self.pool.write(share=True)
 
+    def by_position(self, conn: Any) -> Any:
+        return conn
+
     def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
         """A small enqueue shares commits like the hot writes (`SharedCommit`): many
         threads enqueuing one job each pay one fsync for several. A large batch never
