@@ -17,6 +17,7 @@ its id.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ class Batch:
         assert fields[0] == ("id", "text"), "every batch is keyed by its job ids"
         self.name = name
         self.fields = fields
+        self._rest = [(key, kind, operator.itemgetter(key)) for key, kind in fields[1:]]
 
     def param(self, key: str) -> str:
         """The array parameter of one field, typed."""
@@ -53,17 +55,24 @@ class Batch:
         """The parameters of `docs`: a list per field (psycopg binds a list as an array),
         or, where every document has one value, None and that value (no documents: no
         ids, every other field None; a heartbeat of a worker without jobs)."""
-        params: dict[str, Any] = {f"{self.name}_id": [doc["id"] for doc in docs]}
-        for key, kind in self.fields[1:]:
-            values = [doc[key] for doc in docs]
+        # Each field's values read and compared in C (`itemgetter`, `list.count`): a
+        # finish of a no-op job packs 10 fields, and a loop in Python over them cost
+        # 0.7 us a job. (`count` tests identity before `==`: the one difference from
+        # `all(v == first ...)` is a NaN, which no batch field holds: `documents.py`
+        # refuses non-finite numbers.)
+        params: dict[str, Any] = {f"{self.name}_id": list(map(_ID, docs))}
+        for key, kind, getter in self._rest:
+            values = list(map(getter, docs))
             if kind == "float8":  # an int among floats would change the array's type
                 values = [None if v is None else float(v) for v in values]
             first = values[0] if values else None
-            same = all(v == first for v in values)
+            same = values.count(first) == len(values)
             params[f"{self.name}_{key}"] = None if same else values
             params[f"{self.name}_{key}_all"] = first if same else None
         return params
 
+
+_ID = operator.itemgetter("id")
 
 _LEASE = (("id", "text"), ("eid", "bigint"))
 _PROGRESS = (("hp", "boolean"), ("pv", "float8"), ("ps", "text"), ("pm", "text"))
