@@ -270,7 +270,37 @@ def finish_doc(
 
 
 def attempt_finish_doc(finish: Finish) -> dict[str, Any]:
-    """`finish_doc` for the end of an attempt as the worker decided it."""
+    """`finish_doc` for the end of an attempt as the worker decided it. One with no
+    error, dead reason, crash or retry delay (every success) is written out here, as
+    `finish_doc` would make it with nothing to check or clean: a finished job's document
+    is made once per job."""
+    delay = finish.retry_delay
+    if (
+        finish.error is None
+        and finish.dead_reason is None
+        and finish.crash is None
+        and delay.__class__ is float
+        and delay == 0.0
+    ):
+        return {
+            "id": finish.lease.job_id,
+            "eid": finish.lease.execution_id,
+            "status": str(finish.status),
+            "outcome": str(finish.outcome),
+            "result": finish.result_json,
+            "error": None,
+            "delay": 0.0,
+            "keep": False,
+            "dead_reason": None,
+            "crash": None,
+            "pending": False,
+        }
+    return _checked_finish_doc(finish)
+
+
+def _checked_finish_doc(finish: Finish) -> dict[str, Any]:
+    """`finish_doc` of `finish`, every field through its checks (what
+    `attempt_finish_doc` writes out must equal it: tests/lifecycle/test_finish_documents.py)."""
     return finish_doc(
         finish.lease.job_id,
         finish.lease.execution_id,
