@@ -87,7 +87,9 @@ class PostgresDialect:
         return self.pool.autocommit()
 
     def by_position(self, conn: Any) -> Any:
-        return conn.cursor(row_factory=tuple_row)
+        # Binary results: the claim's numbers and times come as their bytes, not as text
+        # each to parse (psycopg's float from text is a `strtod`).
+        return conn.cursor(row_factory=tuple_row, binary=True)
 
     def write_enqueue(self, jobs: int) -> contextlib.AbstractContextManager[Any]:
         return self.pool.transaction()
