@@ -60,16 +60,45 @@ class Batch:
         # 0.7 us a job. (`count` tests identity before `==`: the one difference from
         # `all(v == first ...)` is a NaN, which no batch field holds: `documents.py`
         # refuses non-finite numbers.)
-        params: dict[str, Any] = {f"{self.name}_id": list(map(_ID, docs))}
+        params: dict[str, Any] = {f"{self.name}_id": _text_array(list(map(_ID, docs)))}
         for key, kind, getter in self._rest:
             values = list(map(getter, docs))
             if kind == "float8":  # an int among floats would change the array's type
                 values = [None if v is None else float(v) for v in values]
             first = values[0] if values else None
             same = values.count(first) == len(values)
-            params[f"{self.name}_{key}"] = None if same else values
+            if same:
+                params[f"{self.name}_{key}"] = None
+            elif kind == "bigint":
+                params[f"{self.name}_{key}"] = _bigint_array(values)
+            else:
+                params[f"{self.name}_{key}"] = values
             params[f"{self.name}_{key}_all"] = first if same else None
         return params
+
+
+def _text_array(values: list[Any]) -> str | list[Any]:
+    """Strings as the text of a PostgreSQL array (`{"a","b"}`, each element quoted, `\\`
+    and `"` escaped), which the statement's `::text[]` reads as psycopg's list would
+    be: made by a few string operations in C, where psycopg dumps a list element by
+    element in Python (1 us a finished job, its id and its execution id). Anything but
+    strings without NUL (which PostgreSQL's text refuses) goes as the list, for psycopg
+    to bind or refuse as ever."""
+    try:
+        joined = "\0".join(values)
+    except TypeError:  # not all strings
+        return values
+    if not values or joined.count("\0") != len(values) - 1:
+        return values  # none (bound as ever), or a NUL inside an element
+    return '{"' + joined.replace("\\", "\\\\").replace('"', '\\"').replace("\0", '","') + '"}'
+
+
+def _bigint_array(values: list[Any]) -> str | list[Any]:
+    """Integers as the text of a PostgreSQL array (`{1,2}`): as `_text_array`, in C.
+    Anything but `int`s (None, a bool) goes as the list."""
+    if set(map(type, values)) != {int}:
+        return values
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 _ID = operator.itemgetter("id")
