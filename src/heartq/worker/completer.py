@@ -45,6 +45,10 @@ RETRY_BACKOFF = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 T = TypeVar("T")
 
+_SUCCEEDED = JobStatus.SUCCEEDED
+"""Read per saved job: a module name, not a read off the enum class (on Python 3.11 that
+goes through `EnumType.__getattr__`'s hook, 0.1 to 0.25 us)."""
+
 Item = tuple[RunningJob, Finish]
 
 
@@ -182,7 +186,8 @@ class Completer:
         self._ledger.saved(run for run, _ in batch)
         debug = events.wanted(logging.DEBUG)
         for run, finish in batch:
-            report_saved(run, finish, self._worker_id, debug)
+            if debug or finish.status is not _SUCCEEDED:  # else nothing to log
+                report_saved(run, finish, self._worker_id, debug)
 
     def _save_committed(self, run: RunningJob, end: AttemptEnd) -> None:
         """A job its task completed in `ctx.transaction()`: save the result the code
@@ -270,7 +275,7 @@ def report_saved(
 ) -> None:
     """Log what a saved outcome means for its job (a success at DEBUG only). `debug`:
     whether DEBUG events go anywhere, asked once for a batch (None: asked here)."""
-    if finish.status is JobStatus.SUCCEEDED and not (
+    if finish.status is _SUCCEEDED and not (
         events.wanted(logging.DEBUG) if debug is None else debug
     ):
         return

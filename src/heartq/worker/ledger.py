@@ -83,6 +83,10 @@ healthy worker of no-op jobs held up to 450 at once (one batch being saved while
 next gathers), so this bound only ever holds back a worker whose saves fall behind."""
 
 
+_SUCCEEDED = Outcome.SUCCEEDED
+_COMMITTED = TransactionState.COMMITTED
+
+
 class ExecutionPool(Protocol):
     """Where an attempt's code runs (`pools.py`, `process_pool.py`)."""
 
@@ -362,6 +366,12 @@ class Ledger:
         """Hand a decided attempt to the completer (or report its lease lost)."""
         end = run.ended
         assert end is not None  # as recorded: a success after a cancel request is cancelled
+        if end.outcome is _SUCCEEDED and run.transaction is not _COMMITTED:
+            # Most ends, first: the last branch below (one read of a member off its enum
+            # class per branch was 0.1 to 0.25 us on Python 3.11, `EnumType.__getattr__`)
+            finish = fate.decide(run.job, end, run.cancel_requested, run.report_to_save())
+            self.outcomes.put((run, finish))
+            return
         if run.transaction is TransactionState.COMMITTED:
             self.outcomes.put((run, CommittedEnd(end)))
         elif end.outcome is Outcome.LOST:
