@@ -4,8 +4,10 @@ docs/INTERFACE.md (`heartq jobs show --json`, `get_job`), shared by every backen
 A backend runs its own SQL; what its rows mean (a claimed job, a heartbeat's answers, why
 a worker was reclaimed, a job as the operator reads it) is decided here once, so the
 backends cannot drift apart. Rows are mappings (or `sqlite3.Row`s) with the columns the
-statements of the same name return in each backend, with the backend's own time type
-(epoch floats or datetimes) and JSON columns as text or already decoded (`json_value`).
+statements of the same name return in each backend (the claim's and the finish's, read
+once a job, by position: `CLAIMED_COLUMNS`, `finish_answers`), with the backend's own
+time type (epoch floats or datetimes) and JSON columns as text or already decoded
+(`json_value`).
 What goes the other way, the documents the batch statements read, is `documents.py`.
 """
 
