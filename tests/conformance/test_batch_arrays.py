@@ -14,7 +14,7 @@ from heartq.store.postgres.queries.batches import _bigint_array, _text_array
 
 from .support import LEASE, new_job, register
 
-IDS = ['a"b', "c\\d", "e,f", "{g}", "NULL", " h ", "i\\\"j", "k\\", "é", "x"]
+IDS = ['a"b', "c\\d", "e,f", "{g}", "NULL", " h ", "i\\\"j", "k\\", "é", "x", "null", "a\tb"]
 
 
 def test_ids_an_array_quotes_go_through_every_batch(store: Store) -> None:
@@ -36,6 +36,10 @@ def test_the_arrays_text() -> None:
     """What is not strings (integers) without NUL (and not None or a bool) goes as the
     list, for psycopg to bind or refuse as before."""
     assert _text_array(['a"b', "c\\d", "e,f"]) == '{"a\\"b","c\\\\d","e,f"}'
+    assert _text_array(["j-1", "j_2", "é"]) == "{j-1,j_2,é}"  # nothing to quote
+    for quoted in (["a", ""], ["", "a"], ["a", "", "b"], [""], ["a", "nUlL"], ["null"], ["a b"]):
+        assert _text_array(quoted).startswith('{"'), quoted
+    assert _text_array(["nulls", "anull"]) == "{nulls,anull}"
     assert _text_array(["a\0b", "c"]) == ["a\0b", "c"]
     assert _text_array([]) == []
     assert _text_array([1]) == [1]

@@ -18,6 +18,7 @@ its id.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,7 +91,15 @@ def _text_array(values: list[Any]) -> str | list[Any]:
         return values
     if not values or joined.count("\0") != len(values) - 1:
         return values  # none (bound as ever), or a NUL inside an element
+    if _NEEDS_QUOTES.search(joined) is None:  # the usual ids: no byte more than psycopg's
+        return "{" + joined.replace("\0", ",") + "}"
     return '{"' + joined.replace("\\", "\\\\").replace('"', '\\"').replace("\0", '","') + '"}'
+
+
+_NEEDS_QUOTES = re.compile(r'(?i)[",\\{}\s]|(?:^|\x00)(?:null)?(?:\x00|$)')
+"""Whether some element of NUL-joined strings must be quoted in an array's text (as
+psycopg quotes it): it holds a quote, a comma, a backslash, a brace or white space, or
+it is empty or the word NULL. Searched once over the joined elements."""
 
 
 def _bigint_array(values: list[Any]) -> str | list[Any]:
