@@ -115,9 +115,11 @@ def test_one_tick_costs_the_same_statements_for_1_or_200_jobs(
     with_progress = count_tick(store, statements, runs[1:])  # the heartbeat: renewals only
 
     assert len(one) == len(many) == len(with_progress), (one, many, with_progress)
-    assert len(many) <= 6, many  # BEGIN, clock, worker row, leases, COMMIT
+    assert len(many) <= 6, many  # BEGIN, clock, leases' changes, worker row, answer, COMMIT
     renewals = [s for s in many if JOBS_TABLE.search(s)]
-    assert len(renewals) == 1, renewals
+    # one write of what changed, and on SQLite the read of the answer (the lease is the
+    # worker's: an unchanged attempt's row is not written, so no UPDATE returns it)
+    assert len(renewals) <= 2, renewals
 
     # The progress of every job rides one pulse statement, whatever their number.
     pulse_one = count_pulse(store, statements, runs[:1])

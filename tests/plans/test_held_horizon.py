@@ -8,13 +8,13 @@ This holds a snapshot, claims and finishes jobs under it, and compares each stat
 counts (buffers touched, index entries its scans returned: `bench/held_leases.py`) with
 those it had when nothing had been claimed since the pin. Counts, not times.
 
-Today's statements fail it, and the test says so (`xfail`, strict: it must fail until
-the worker's lease lands, and fails the suite once it passes so that the mark goes):
-`HEARTBEAT` rewrites every attempt's row at each beat (their versions pile up under the
-pin: the attempts times the beats) and `SELECT_EXPIRED` range-scans `jobs_lease_idx`,
-which holds an entry for every job claimed since the pin. Measured there: 2,000 jobs and
-10 beats took the heartbeat of 50 attempts from 100 index entries to 1,206 and the reap
-scan from 0 to 2,000.
+The heartbeat renews its worker's row, and the reaper reads the workers past their lease
+and the detached attempts past their deadline (docs/DESIGN.md, "Leases and heartbeats"):
+flat. Before the lease was the worker's they failed it (the heartbeat rewrote every
+attempt's row at each beat; the reap scan walked `jobs_lease_idx`, an entry per job
+claimed since the pin): 2,000 jobs and 10 beats took the heartbeat of 50 attempts from
+100 index entries to 1,206 and the reap scan from 0 to 2,000. The reclaim of a dead
+worker's attempts still walks (`held_leases.WALK`, measured, not asserted).
 
 The pulse's cancel read passes (it looks up the attempts the worker holds by key): a
 test of the default suite, seconds long.
@@ -39,11 +39,6 @@ RUNNING = 50
 
 
 @pytest.mark.heavy
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 43: today's heartbeat rewrites its attempts' rows and the reap scan "
-    "walks jobs_lease_idx; flat once the lease is the worker's",
-)
 def test_the_heartbeat_and_the_reap_scan_stay_flat_under_a_held_horizon(
     pg_server_url: str,
 ) -> None:
@@ -55,6 +50,7 @@ def test_the_heartbeat_and_the_reap_scan_stay_flat_under_a_held_horizon(
     grown = {
         name: (churned[name][0] - pinned[name][0], churned[name][1] - pinned[name][1])
         for name in pinned
+        if name != held_leases.WALK  # the walk the design keeps: once per dead worker
     }
     for name, (buffers, entries) in grown.items():
         assert entries <= BEATS + 25, (name, grown, figures)

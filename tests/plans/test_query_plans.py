@@ -35,7 +35,13 @@ EXPECTED = {
     "CLOSE_RELEASED": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     # A job's attempts: the ended ones by their key, the running one by the job's.
     "GET_EXECUTIONS": "SEARCH heartq_ended_executions USING PRIMARY KEY (job_id=?)",
-    "SELECT_EXPIRED": "SEARCH j USING INDEX heartq_jobs_lease_idx (lease_expires_at<?)",
+    # The reap, by the worker's lease: workers past it, each one's attached attempts, and
+    # the detached attempts past their deadline, each through an index of its own.
+    "EXPIRED_WORKERS": "SEARCH heartq_workers USING INDEX heartq_workers_lease_idx",
+    "SELECT_LAPSED": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
+    "SELECT_DETACHED": "SEARCH j USING INDEX heartq_jobs_detached_idx (detached_until>? AND",
+    "RENEWED": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
+    "SWEEP": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "SELECT_WORKER_JOBS": "SEARCH j USING INDEX heartq_jobs_worker_idx (worker_id=?)",
     "PULSE": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     # The pulse's cancels: the attempts the worker holds, each by its own key.
@@ -67,7 +73,7 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     text = "; ".join(row[3] for row in plan)
     assert EXPECTED[name] in text, text
     if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE", "CLOSE_EXECUTIONS",
-                "RUNNING_CANCELS"):  # fmt: skip
+                "RUNNING_CANCELS", "RENEWED"):  # fmt: skip
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
     store.close()
 

@@ -193,12 +193,14 @@ def retry_rules_doc(policy: TaskPolicy) -> dict[str, Any] | None:
     return None if doc == RETRY_RULES_DEFAULT else doc
 
 
-def renewal_doc(renewal: Renewal) -> dict[str, Any]:
-    """One lease to renew; `PayloadError` for a progress value that is not finite."""
+def renewal_doc(renewal: Renewal, detach: bool = False) -> dict[str, Any]:
+    """One lease of a heartbeat: to renew (`dt` false), or to detach from its worker's
+    lease (`dt`); `PayloadError` for a progress value that is not finite."""
     return {
         "id": renewal.lease.job_id,
         "eid": renewal.lease.execution_id,
         **_progress_fields(renewal.progress),
+        "dt": detach,
     }
 
 

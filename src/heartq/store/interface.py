@@ -23,8 +23,8 @@ Conventions every implementation keeps:
   pass a value to drive the protocol without sleeping.
 - Every write on behalf of a running attempt is fenced on `(job_id, execution_id)` and
   `status = 'running'`. A write that matches no row changes nothing and is reported as lost.
-- Batches are one statement per batch (claim, heartbeat, finish, release), whatever their
-  size: the cost of a tick does not grow with the number of jobs.
+- Batches are one statement per batch (claim, heartbeat, finish, release), whatever
+  their size (the heartbeat writes one row, its worker's, whose lease is the attempts').
 - Reclaiming (reap, stale worker, dead process, restarted name) closes the execution as
   `crashed` with a crash context, and moves the job to `queued` with a backoff or to
   `dead`, in one transaction, so racing reclaimers reclaim each job exactly once.
@@ -130,10 +130,10 @@ class LeaseHolder(Clock, Protocol):
         database's time (a transport's sweeper publishes them)."""
         ...
 
-    def heartbeat(
-        self, worker_id: str, renewals: Sequence[Renewal], lease: float, now: float | None = None
-    ) -> dict[Lease, RenewStatus]:
-        """Renew the worker's registry row and every listed lease in one statement."""
+    def heartbeat(self, worker_id: str, renewals: Sequence[Renewal], lease: float,
+                  now: float | None = None, *, detach: Sequence[Lease] = (),
+                  sweep: bool = False) -> dict[Lease, RenewStatus]:  # fmt: skip
+        """Renew its row and lease (`detach`, `sweep`: DESIGN.md, "Leases and heartbeats")."""
         ...
 
     def record_abandoned(self, worker_id: str, count: int) -> None:

@@ -331,6 +331,13 @@ def execution_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _effective(row: Mapping[str, Any], effective: str, stored: str) -> Any:
+    """A running attempt's effective lease or last sign of life where the read joined its
+    worker's row for it (`GET_JOB`), else the job row's own column."""
+    keys = row.keys()  # a `sqlite3.Row`'s `in` tests its values, not its keys
+    return row[effective] if effective in keys else row[stored]
+
+
 def job_dict(
     row: Mapping[str, Any], executions: Iterable[Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -351,8 +358,8 @@ def job_dict(
         "finished_at": iso(row["finished_at"]),
         "worker_id": row["worker_id"],
         "execution_id": row["execution_id"],
-        "lease_expires_at": iso(row["lease_expires_at"]),
-        "heartbeat_at": iso(row["heartbeat_at"]),
+        "lease_expires_at": iso(_effective(row, "effective_lease", "lease_expires_at")),
+        "heartbeat_at": iso(_effective(row, "effective_heartbeat", "heartbeat_at")),
         "progress": {
             "value": row["progress_value"],
             "stage": row["progress_stage"],

@@ -134,6 +134,7 @@ class Claimer:
             slots = self.ledger.free_slots if for_slots else 0
             jobs = self.store.claim(self.id, self.queues, slots, self.lease, ahead=ahead)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
+            self.ledger.request_sweep()  # it may have committed, its answer lost
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
             self._stop.wait(CLAIM_RETRY_DELAY)
@@ -156,6 +157,7 @@ class Claimer:
             leases = [job.lease for job in jobs]
             started = set(self.store.start_ahead(leases, self.lease))
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
+            self.ledger.request_sweep()
             self.ledger.buffer(jobs)
             level = self.health.failed(exc, "claim")
             events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))

@@ -1,12 +1,15 @@
-"""The heartbeater: one storage statement per tick renews the worker and all its leases.
+"""The heartbeater: one storage statement per tick renews the worker's lease, which
+covers every attempt it holds (docs/DESIGN.md, "Leases and heartbeats").
 
-Each tick sends, for every attempt the worker still holds, its `(job_id, execution_id)`
-(what the tasks report is the pulse's to write, `pulse.py`), and for every job it
-claimed ahead and has not started (`Ledger.ahead`). The answer says per job:
-renewed (its trust window moves on), lost (someone reclaimed it: stop it, report
-nothing) or cancel requested. An attempt
-whose task declared `heartbeat_timeout` and has gone silent for longer is left out of the
-renewal, so its lease runs out and the reaper reclaims it though this worker is alive.
+Each tick names, for every attempt the worker still holds, its `(job_id, execution_id)`
+(what the tasks report is the pulse's to write, `pulse.py`), and every job it claimed
+ahead and has not started (`Ledger.ahead`). The answer says per job: renewed (its trust
+window moves on), lost (someone reclaimed it: stop it, report nothing) or cancel
+requested. An attempt whose task declared `heartbeat_timeout` and has gone silent for
+longer is named to detach instead, so its own lease runs out and the reaper reclaims it
+though this worker is alive; so is every lease the worker dropped without a written end
+(`Ledger.to_detach`), and after a claim that raised (its answer may be lost) the tick
+sweeps: every running attempt of this worker that it does not name is detached.
 
 How many attempts' code the worker has abandoned is the pulse's to record (`pulse.py`):
 within about a second of a change, not a heartbeat interval later.
@@ -94,10 +97,20 @@ class Heartbeater:
         ahead = self._ledger.ahead()  # claimed ahead, not started: leased all the same
         renewals = [Renewal(run.job.lease) for run in renewing]
         renewals += [Renewal(job.lease) for job in ahead]
+        # What the worker's lease must no longer cover: silent tasks' attempts, while
+        # held, and the leases the worker dropped; after a claim that raised, every
+        # attempt of this worker the database has and this beat does not name (`sweep`).
+        detach = [run.job.lease for run in held if run.is_silent(now)]
+        detach += self._ledger.to_detach()
+        sweep = self._ledger.take_sweep()
         sent_at = time.monotonic()
         try:
-            answers = self._store.heartbeat(self._worker_id, renewals, self._lease)
+            answers = self._store.heartbeat(
+                self._worker_id, renewals, self._lease, detach=detach, sweep=sweep
+            )
         except Exception as exc:  # noqa: BLE001 - a failed tick is retried on the next one
+            if sweep:
+                self._ledger.request_sweep()
             events.emit(
                 events.HEARTBEAT_FAILED,
                 self._health.failed(exc, "heartbeat"),
@@ -107,6 +120,7 @@ class Heartbeater:
             )
             return False
         self._health.succeeded("heartbeat", sent_at)
+        self._ledger.detach_landed(detach)
         self.ticks += 1
         self._ledger.last_renewal = sent_at
         for run in renewing:

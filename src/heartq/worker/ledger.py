@@ -149,6 +149,11 @@ class Ledger:
         # back unstarted (cancel requested, or refused at their start).
         self._ahead: dict[Lease, ClaimedJob] = {}
         self._give_back: dict[Lease, ClaimedJob] = {}
+        # The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): leases dropped
+        # without an end the database wrote, to detach from it with the next heartbeat
+        # that lands; and whether a claim raised since (its answer may be lost: `sweep`).
+        self._detach: dict[Lease, None] = {}
+        self._sweep = False
 
     # -- what the parts read -------------------------------------------------------------
     def running(self) -> list[RunningJob]:
@@ -397,8 +402,12 @@ class Ledger:
 
     def lose(self, run: RunningJob, reason: str) -> None:
         """The attempt's lease is gone (reclaimed, refused, untrusted): stop its code if it
-        still runs, report nothing of it, and log `lease_lost` once."""
+        still runs, report nothing of it, and log `lease_lost` once. The worker no longer
+        names it in its heartbeat, so it is detached from the worker's lease by the next
+        one (`to_detach`): where no end was written, the attempt's own lease runs out."""
         run.mark_lost()
+        with self._lock:
+            self._detach[run.job.lease] = None
         if run.ended is None:
             self.force(run, AttemptEnd(Outcome.LOST, error=reason))
             return
@@ -454,6 +463,31 @@ class Ledger:
         `Event.set` takes its condition's lock and wakes nobody, once per attempt."""
         if not self.slot_freed.is_set():
             self.slot_freed.set()
+
+    # -- the worker's lease ---------------------------------------------------------------
+    def to_detach(self) -> list[Lease]:
+        """Leases this worker dropped (`lose`) that its heartbeat must detach from its
+        lease: their attempt may still be running in the database, and no end of theirs
+        was written; until a heartbeat naming them lands (`detach_landed`)."""
+        with self._lock:
+            return list(self._detach)
+
+    def detach_landed(self, leases: Iterable[Lease]) -> None:
+        with self._lock:
+            for lease in leases:
+                self._detach.pop(lease, None)
+
+    def request_sweep(self) -> None:
+        """A claim raised: it may have committed with its answer lost, so the next
+        heartbeat detaches every running attempt of this worker it does not name."""
+        self._sweep = True
+
+    def take_sweep(self) -> bool:
+        """Whether a sweep is due (cleared: put it back with `request_sweep` if the
+        heartbeat that carried it failed)."""
+        with self._lock:
+            due, self._sweep = self._sweep, False
+        return due
 
     # -- self-fencing ------------------------------------------------------------------
     def mark_untrusted(self, run: RunningJob) -> None:

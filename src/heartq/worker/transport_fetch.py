@@ -187,6 +187,7 @@ class TransportFetch:
         try:
             jobs = self.store.claim_ids(self.worker_id, [i for i in named if i], self.lease)
         except Exception as exc:  # noqa: BLE001 - the database may blip: redeliver
+            self.claimer.ledger.request_sweep()  # it may have committed, its answer lost
             events.emit(
                 events.CLAIM_FAILED, logging.WARNING, worker_id=self.worker_id, error=str(exc)
             )

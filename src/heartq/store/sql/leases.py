@@ -223,8 +223,17 @@ class LeaseOps:
         renewals: Sequence[Renewal],
         lease: float,
         now: float | None = None,
+        *,
+        detach: Sequence[Lease] = (),
+        sweep: bool = False,
     ) -> dict[Lease, RenewStatus]:
-        payload = self.d.batch("renewals", [documents.renewal_doc(r) for r in renewals])
+        docs = [documents.renewal_doc(r) for r in renewals]
+        named = {r.lease for r in renewals}
+        docs += [
+            documents.renewal_doc(Renewal(x), detach=True) for x in dict.fromkeys(detach)
+            if x not in named
+        ]
+        payload = self.d.batch("renewals", docs)
         with self.d.write_renewal() as conn:
             params = {
                 **payload,
@@ -232,6 +241,8 @@ class LeaseOps:
                 "lease": lease,
                 "now": self.d.clock(conn, now),
             }
+            if sweep:  # a walk of the worker's running attempts: once per claim that raised
+                run(conn, self.q.SWEEP, params)
             rows = run(conn, self.q.HEARTBEAT, params)
         return records.renew_answers([r.lease for r in renewals], rows)
 

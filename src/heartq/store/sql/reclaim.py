@@ -89,12 +89,30 @@ class ReclaimOps:
             contact, own_threshold = self._contact(conn, clock, observer)
             if contact < own_threshold:
                 return []
-            rows = conn.execute(self.q.SELECT_EXPIRED, {"now": clock, "limit": limit}).fetchall()
+            walked, rows = self._lapsed(conn, clock, limit)
             given_up = run(conn, self.q.GIVE_UP_RESULTS, {"now": clock, "limit": limit})
             self.d.announce_ended(conn, records.awaited_ends(given_up))
-            return self._reclaim(
+            reclaimed = self._reclaim(
                 conn, clock, rows, detected_by, "lease expired", crash.detector(observer)
             )
+            for worker_id in walked:  # walked once: cleared if nothing of it runs attached
+                run(conn, self.q.CLEAR_WORKER_LEASE, {"worker_id": worker_id, "now": clock})
+            return reclaimed
+
+    def _lapsed(self, conn: Any, clock: float | None, limit: int) -> tuple[list[str], list[Any]]:
+        """The attempts whose effective lease ran out (docs/DESIGN.md, "Leases and
+        heartbeats"), up to `limit`: those left attached to a worker past its lease (the
+        workers walked, locked first), then those detached past their own deadline."""
+        params: dict[str, Any] = {"now": clock, "limit": limit}
+        walked = [str(r["id"]) for r in run(conn, self.q.EXPIRED_WORKERS, params)]
+        rows: list[Any] = []
+        for worker_id in walked:
+            left = dict(params, worker_id=worker_id, limit=limit - len(rows))
+            if left["limit"] > 0:
+                rows += run(conn, self.q.SELECT_LAPSED, left)
+        if len(rows) < limit:
+            rows += run(conn, self.q.SELECT_DETACHED, dict(params, limit=limit - len(rows)))
+        return walked, rows
 
     def reclaim_worker(
         self, worker_id: str, detected_by: str, reason: str, now: float | None = None

@@ -118,8 +118,9 @@ _PROGRESS = (("hp", "boolean"), ("pv", "float8"), ("ps", "text"), ("pm", "text")
 LEASE_BATCH = Batch("leases", *_LEASE)
 """Leases to start (`START_AHEAD`) or give back (`RELEASE`)."""
 
-RENEWAL_BATCH = Batch("renewals", *_LEASE, *_PROGRESS)
-"""A heartbeat's leases, each with the progress its task reported (`documents.renewal_doc`)."""
+RENEWAL_BATCH = Batch("renewals", *_LEASE, *_PROGRESS, ("dt", "boolean"))
+"""A heartbeat's leases, each with the progress its task reported, or to detach (`dt`:
+`documents.renewal_doc`)."""
 
 REPORT_BATCH = Batch("reports", *_LEASE, *_PROGRESS, ("hc", "boolean"), ("cp", "text"))
 """A pulse's reports (`documents.pulse_doc`)."""

@@ -23,13 +23,24 @@ from heartq.store.postgres.queries.common import (
 # execution_id, started_at, rate_key): its execution row is written once, complete, by
 # the statement that ends it (FINISH, RELEASE), and the `executions` view shows it open
 # meanwhile (migration 0017).
-_CLAIMED = f"""claimed AS (
+#
+# The attempt's lease is its worker's (docs/DESIGN.md, "Leases and heartbeats"): the row's
+# `lease_expires_at` is its floor, never renewed. The worker's row is read `FOR KEY SHARE`
+# (a heartbeat's update does not wait for it; a reaper's `FOR UPDATE` of the row, taken
+# before it walks the worker's attempts and clears its lease, does): a worker whose lease
+# is cleared, or without a row at all (a store used directly), covers nothing, so the
+# attempt is detached at its floor, and its worker's next heartbeat attaches it again.
+_CLAIMED = f"""holder AS (
+    SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
+), claimed AS (
     UPDATE jobs AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,
         attempts = j.attempts + 1,
         lease_expires_at = {T_STATEMENT} + {_secs("lease")},
+        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                              THEN {T_STATEMENT} + {_secs("lease")} END,
         heartbeat_at = {T_STATEMENT},
         started_at = {T_STATEMENT},
         updated_at = {T_STATEMENT},

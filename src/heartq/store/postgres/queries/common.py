@@ -60,3 +60,14 @@ def _secs(name: str) -> str:
 
 
 NOW = f"SELECT extract(epoch from {T})::float8 AS now"
+
+# The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): a running attempt's
+# effective lease is its own deadline once detached (`detached_until`), else the later of
+# its floor (the job row's `lease_expires_at`, set by its claim or its start) and its
+# worker's lease, which the heartbeat renews; and its last sign of life is the later of
+# its row's (claim, pulse, checkpoint) and, while attached, its worker's last heartbeat.
+# Over `j` (jobs) and `w` (its worker's row, LEFT JOINed: NULL without one).
+EFFECTIVE_LEASE = """CASE WHEN j.detached_until IS NOT NULL THEN j.detached_until
+         ELSE greatest(j.lease_expires_at, w.lease_expires_at) END"""
+EFFECTIVE_BEAT = """CASE WHEN j.detached_until IS NOT NULL THEN j.heartbeat_at
+         ELSE greatest(j.heartbeat_at, w.last_heartbeat_at) END"""

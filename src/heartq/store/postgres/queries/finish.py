@@ -26,6 +26,12 @@ _REQUEUE = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 # key, whose window counts starts from the execution rows (`RATE_STARTS`).
 _ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS NULL)"
 
+# A result still to come keeps the committing attempt's effective lease (the reaper
+# gives it up once that runs out, GIVE_UP_RESULTS): its own deadline if detached, else
+# the later of its floor and its worker's lease (docs/DESIGN.md, "Leases and heartbeats").
+_PENDING_LEASE = """coalesce(j.detached_until, greatest(j.lease_expires_at,
+            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id)))"""
+
 # The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
 # execution rows read them there, and the batch is read once.
 FINISH = f"""
@@ -46,8 +52,9 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
                               THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
         worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
-        lease_expires_at = CASE WHEN locked.f_pending THEN j.lease_expires_at END,
+        lease_expires_at = CASE WHEN locked.f_pending THEN {_PENDING_LEASE} END,
         result_pending = coalesce(locked.f_pending, false),
+        detached_until = NULL,
         cancel_requested = false,
         updated_at = {T}
     FROM locked
@@ -80,6 +87,7 @@ WITH {_locked(LEASE_BATCH, "l", "j.worker_id")}, landed AS (
         attempts = greatest(j.attempts - 1, 0),
         worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
         lease_expires_at = NULL,
+        detached_until = NULL,
         run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE {T} END,
         finished_at = CASE WHEN j.cancel_requested THEN {T} END,
         cancel_requested = false,

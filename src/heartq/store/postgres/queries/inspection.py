@@ -4,20 +4,27 @@ job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import RATE_STARTS, T
+from heartq.store.postgres.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE, RATE_STARTS, T
 from heartq.store.postgres.queries.dependencies import HOLDER
 
-GET_JOB = "SELECT * FROM jobs WHERE id = %(job_id)s"
+# With the running attempt's effective lease and last sign of life (docs/DESIGN.md,
+# "Leases and heartbeats"): its worker's row joined.
+GET_JOB = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE j.id = %(job_id)s
+"""
 
 GET_EXECUTIONS = "SELECT * FROM executions WHERE job_id = %(job_id)s ORDER BY execution_id"
 
 # `ahead` (true, false or null: either) tells running jobs claimed ahead from started ones.
-LIST_JOBS = """
-SELECT * FROM jobs
-WHERE (%(status)s::text IS NULL OR status = %(status)s)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
-  AND (%(ahead)s::boolean IS NULL OR claimed_ahead = %(ahead)s)
-ORDER BY created_at DESC, id DESC
+LIST_JOBS = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE (%(status)s::text IS NULL OR j.status = %(status)s)
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(ahead)s::boolean IS NULL OR j.claimed_ahead = %(ahead)s)
+ORDER BY j.created_at DESC, j.id DESC
 LIMIT %(limit)s
 """
 
@@ -126,14 +133,15 @@ million rows would be the full scan the window exists to avoid. For this read on
 
 _FLOOR = "SELECT id FROM jobs {where} ORDER BY id DESC LIMIT 1 OFFSET %(scan_offset)s"
 
-_PAGE = """
-SELECT * FROM jobs
-WHERE {where} id >= %(floor)s::text
-  AND (%(status)s::text IS NULL OR status = %(status)s)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
-  AND (%(task)s::text IS NULL OR task = %(task)s)
-  AND (%(ahead)s::boolean IS NULL OR claimed_ahead = %(ahead)s)
-ORDER BY id DESC LIMIT %(limit)s
+_PAGE = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE {{where}} j.id >= %(floor)s::text
+  AND (%(status)s::text IS NULL OR j.status = %(status)s)
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR j.task = %(task)s)
+  AND (%(ahead)s::boolean IS NULL OR j.claimed_ahead = %(ahead)s)
+ORDER BY j.id DESC LIMIT %(limit)s
 """
 
 BROWSE_FLOOR = (*_BY_INDEX, _FLOOR.format(where=""))
@@ -142,7 +150,7 @@ BROWSE_FLOOR_BEFORE = (*_BY_INDEX, _FLOOR.format(where="WHERE id < %(before)s::t
 
 BROWSE_JOBS = _PAGE.format(where="")
 
-BROWSE_JOBS_BEFORE = _PAGE.format(where="id < %(before)s::text AND")
+BROWSE_JOBS_BEFORE = _PAGE.format(where="j.id < %(before)s::text AND")
 
 # Jobs that ended, per minute: a range of the finished index (status, finished_at).
 FINISHED_PER_MINUTE = """

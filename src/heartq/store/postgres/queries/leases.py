@@ -1,5 +1,5 @@
-"""What a lease holder writes while its attempts run: the heartbeat (its worker's row and
-every lease it holds), the start of jobs it claimed ahead, a result saved after
+"""What a lease holder writes while its attempts run: the heartbeat (its worker's row, the
+lease of every attempt it holds attached), the start of jobs it claimed ahead, a result saved after
 `ctx.transaction()`, a checkpoint, the pulse, and the cancels its pulse reads."""
 
 from __future__ import annotations
@@ -21,20 +21,74 @@ progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value EN
     progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END"""
 
+# The heartbeat renews one row, its worker's: the lease of every attempt the worker holds
+# attached (docs/DESIGN.md, "Leases and heartbeats"). The rows it names are locked in id
+# order, as every batch of a worker's rows is, and read for the answer (renewed, lost,
+# cancel requested), but written only on a change: an attempt named detached is attached
+# again (its task spoke again in time, or its claim detached it), and a renewal that
+# carries progress lands it. Under a held xmin horizon the statement meets its worker
+# row's versions (one a beat), never one per attempt and beat (docs/BENCHMARKS.md, "The
+# heartbeat and the reap scan under a held horizon, counted").
+# What the worker no longer covers is detached at the effective lease it had before this
+# beat (`prior`), written once (`detached_until IS NULL`): the leases it names with `dt`
+# (silent tasks, attempts it dropped without a written or refused end). A worker without
+# a row renews each named attempt's own deadline instead (a store used directly): no
+# worker lease covers it.
+_DETACH = f"""detached_until = greatest(j.lease_expires_at, (SELECT lease_expires_at FROM prior)),
+        heartbeat_at = greatest(j.heartbeat_at, (SELECT last_heartbeat_at FROM prior)),
+        updated_at = {T}"""
+
 HEARTBEAT = f"""
-WITH touched AS (
+WITH prior AS MATERIALIZED (
+    SELECT lease_expires_at, last_heartbeat_at FROM workers WHERE id = %(worker_id)s
+), touched AS (
     UPDATE workers SET last_heartbeat_at = {T}, status = 'active', stopped_at = NULL,
-        contact_since = {_CONTACT_SINCE}
+        contact_since = {_CONTACT_SINCE}, lease_expires_at = {T} + {_secs("lease")}
     WHERE id = %(worker_id)s
-), {_locked(RENEWAL_BATCH, "r", carry=_PROGRESS)}
+    RETURNING id
+), {_locked(RENEWAL_BATCH, "r", "j.detached_until", "j.cancel_requested",
+              carry=(*_PROGRESS, "dt"))}, renewed AS (
+    UPDATE jobs AS j
+    SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
+                              ELSE {T} + {_secs("lease")} END,
+        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
+                            ELSE {T} END,
+        updated_at = {T},
+        {_PROGRESS_SET}
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND NOT locked.r_dt
+      AND (locked.r_hp OR locked.detached_until IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM touched))
+), detached AS (
+    UPDATE jobs AS j
+    SET {_DETACH}
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND locked.r_dt AND locked.detached_until IS NULL
+)
+SELECT id, execution_id, cancel_requested FROM locked
+WHERE status = 'running' AND NOT r_dt
+"""
+
+# A heartbeat's sweep (store/sql/ `heartbeat`, just before it, only after a claim of the
+# worker raised: its answer may be lost, the job running under the worker unknown to it):
+# every running attempt of the worker that the heartbeat names neither way is detached at
+# its effective lease, found through `jobs_worker_idx` once (a statement of its own, so
+# no beat without a sweep plans that walk; one locked elsewhere is being ended,
+# reclaimed or claimed: skipped, and named by the next beat if it is the worker's).
+SWEEP = f"""
+WITH prior AS MATERIALIZED (
+    SELECT lease_expires_at, last_heartbeat_at FROM workers WHERE id = %(worker_id)s
+)
 UPDATE jobs AS j
-SET lease_expires_at = {T} + {_secs("lease")},
-    heartbeat_at = {T},
-    updated_at = {T},
-    {_PROGRESS_SET}
-FROM locked
-WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
-RETURNING j.id, j.execution_id, j.cancel_requested
+SET {_DETACH}
+WHERE j.id IN (
+    SELECT s.id FROM jobs AS s
+    WHERE s.worker_id = %(worker_id)s AND s.status = 'running' AND s.detached_until IS NULL
+      AND NOT (s.id = ANY({RENEWAL_BATCH.param("id")}))
+    FOR UPDATE SKIP LOCKED
+)
 """
 
 # `abandoned`: attempts whose end the worker decided while their code still runs (its
@@ -44,8 +98,9 @@ RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(wo
 # The start of jobs a worker claimed ahead (its prefetch buffer), recorded before their
 # code runs: from here on a reclaim counts their attempt (docs/DESIGN.md, "Claim ahead").
 # Fenced like a heartbeat; a job whose cancel was requested is not started (its worker
-# releases it, which ends it 'cancelled' without counting an attempt). The start renews
-# the lease and moves `started_at` to the real start. Locked in id order, as every
+# releases it, which ends it 'cancelled' without counting an attempt). The start sets
+# the attempt's floor (and a detached one's deadline) anew and moves `started_at` to the
+# real start. Locked in id order, as every
 # batch of a worker's rows is.
 START_AHEAD = f"""
 WITH {_locked(LEASE_BATCH, "s")}
@@ -54,6 +109,8 @@ SET claimed_ahead = false,
     started_at = {T},
     heartbeat_at = {T},
     lease_expires_at = {T} + {_secs("lease")},
+    detached_until = CASE WHEN j.detached_until IS NOT NULL
+                          THEN greatest(j.detached_until, {T} + {_secs("lease")}) END,
     updated_at = {T}
 FROM locked
 WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'

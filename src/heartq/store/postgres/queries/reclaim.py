@@ -5,13 +5,20 @@ restarted worker's namesakes."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import LOCK_NAMESPACE, PROBE_KEY, T
+from heartq.store.postgres.queries.common import (
+    EFFECTIVE_BEAT,
+    EFFECTIVE_LEASE,
+    LOCK_NAMESPACE,
+    PROBE_KEY,
+    T,
+)
 from heartq.store.postgres.queries.fencing import _HELD_BY
 
-_RECLAIM_COLUMNS = """
+_RECLAIM_COLUMNS = f"""
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
        j.retry_backoff,
-       j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
+       j.retry_backoff_max, {EFFECTIVE_LEASE} AS lease_expires_at,
+       {EFFECTIVE_BEAT} AS heartbeat_at,
        j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
        j.started_at, j.args::text AS args, j.meta::text AS meta,
        (SELECT count(*) FROM ended_executions e
@@ -35,10 +42,47 @@ WHERE id IN (SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
 RETURNING id, status, awaited
 """
 
-SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
+# The reap (store/sql/ `reap_expired`), by the worker's lease (docs/DESIGN.md, "Leases and
+# heartbeats"): the workers past their lease, each locked `FOR UPDATE` by this statement
+# of its own (a claim reads the row `FOR KEY SHARE`, so none of that worker's claims
+# commits between the walk of its attempts and the clear of its lease; a worker whose row
+# a heartbeat is updating is alive: skipped) ...
+EXPIRED_WORKERS = f"""
+SELECT id FROM workers
+WHERE lease_expires_at < {T}
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+"""
+
+# ... then, in a statement of its own (a snapshot taken after the lock), each one's
+# attached attempts past their floor (its lease lapsed: their effective lease is the
+# floor), through `jobs_worker_idx` ...
+SELECT_LAPSED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.lease_expires_at < {T}
-ORDER BY j.lease_expires_at
+WHERE j.status = 'running' AND j.worker_id = %(worker_id)s AND j.detached_until IS NULL
+  AND j.lease_expires_at < {T}
+LIMIT %(limit)s
+FOR UPDATE OF j SKIP LOCKED
+"""
+
+# ... and the worker's lease cleared once nothing of it is left running attached (a row
+# skipped because locked, or with its floor still ahead, keeps it set: walked again at
+# the next reap), so a dead worker is walked once; a heartbeat sets it again.
+CLEAR_WORKER_LEASE = f"""
+UPDATE workers SET lease_expires_at = NULL
+WHERE id = %(worker_id)s AND lease_expires_at < {T}
+  AND NOT EXISTS (SELECT 1 FROM jobs AS j
+                  WHERE j.worker_id = %(worker_id)s AND j.status = 'running'
+                    AND j.detached_until IS NULL)
+"""
+
+# Detached attempts past their own deadline, through `jobs_detached_idx`: only running
+# detached rows have an entry, so the scan meets no finished job's.
+SELECT_DETACHED = f"""{_RECLAIM_COLUMNS}
+{_RECLAIM_FROM}
+WHERE j.status = 'running' AND j.detached_until IS NOT NULL AND j.detached_until < {T}
+ORDER BY j.detached_until
 LIMIT %(limit)s
 FOR UPDATE OF j SKIP LOCKED
 """

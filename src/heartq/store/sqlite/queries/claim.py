@@ -6,6 +6,9 @@ concurrency key, then jobs with a rate key, and how long a rate limit holds jobs
 
 from __future__ import annotations
 
+# The row's `lease_expires_at` is the attempt's floor; an attempt whose worker has no
+# lease (no row, or a lease the reaper cleared) is detached at it (see the PostgreSQL
+# statement; SQLite has one writer, so no reaper can clear the lease meanwhile).
 _CLAIM_SET = """
 UPDATE heartq_jobs
 SET status = 'running',
@@ -13,6 +16,8 @@ SET status = 'running',
     execution_id = execution_id + 1,
     attempts = attempts + 1,
     lease_expires_at = :now + :lease,
+    detached_until = CASE WHEN (SELECT w.lease_expires_at FROM heartq_workers AS w
+                                WHERE w.id = :worker_id) IS NULL THEN :now + :lease END,
     heartbeat_at = :now,
     started_at = :now,
     updated_at = :now,

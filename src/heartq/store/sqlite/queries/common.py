@@ -4,3 +4,11 @@
 from __future__ import annotations
 
 NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+
+# The worker's lease, as in the PostgreSQL dialect's `queries/common.py`. SQLite's
+# two-argument `max` is NULL when either is: a worker without a row (or a lease) counts
+# as the floor alone.
+EFFECTIVE_LEASE = """CASE WHEN j.detached_until IS NOT NULL THEN j.detached_until
+         ELSE max(j.lease_expires_at, coalesce(w.lease_expires_at, j.lease_expires_at)) END"""
+EFFECTIVE_BEAT = """CASE WHEN j.detached_until IS NOT NULL THEN j.heartbeat_at
+         ELSE max(j.heartbeat_at, coalesce(w.last_heartbeat_at, j.heartbeat_at)) END"""

@@ -55,8 +55,12 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                           THEN 1.0 ELSE j.progress_value END,
     finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
     worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
-    lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN j.lease_expires_at END,
+    lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN coalesce(
+        j.detached_until, max(j.lease_expires_at, coalesce(
+            (SELECT w.lease_expires_at FROM heartq_workers AS w WHERE w.id = j.worker_id),
+            j.lease_expires_at))) END,
     result_pending = coalesce(json_extract(f.value, '$.pending'), 0),
+    detached_until = NULL,
     cancel_requested = 0,
     updated_at = :now
 FROM json_each(:finishes) AS f
@@ -89,6 +93,7 @@ SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     attempts = max(j.attempts - 1, 0),
     worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
     lease_expires_at = NULL,
+    detached_until = NULL,
     run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE :now END,
     finished_at = CASE WHEN j.cancel_requested THEN :now END,
     cancel_requested = 0,

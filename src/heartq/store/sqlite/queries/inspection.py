@@ -5,20 +5,28 @@ job, jobs by a prefix or a tail of their id."""
 from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _starts
+from heartq.store.sqlite.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE
 from heartq.store.sqlite.queries.dependencies import HOLDER
 
-GET_JOB = "SELECT * FROM heartq_jobs WHERE id = :job_id"
+# With the running attempt's effective lease and last sign of life (see the PostgreSQL
+# statement).
+GET_JOB = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE j.id = :job_id
+"""
 
 GET_EXECUTIONS = """
 SELECT * FROM heartq_executions WHERE job_id = :job_id ORDER BY execution_id
 """
 
 # `:ahead` (true, false or null: either) tells running jobs claimed ahead from started ones.
-LIST_JOBS = """
-SELECT * FROM heartq_jobs
-WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
-  AND (:ahead IS NULL OR claimed_ahead = :ahead)
-ORDER BY created_at DESC, id DESC
+LIST_JOBS = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE (:status IS NULL OR j.status = :status) AND (:queue IS NULL OR j.queue = :queue)
+  AND (:ahead IS NULL OR j.claimed_ahead = :ahead)
+ORDER BY j.created_at DESC, j.id DESC
 LIMIT :limit
 """
 
@@ -48,7 +56,7 @@ WITH live AS (
     WHERE status = 'queued' AND rate_key IS NOT NULL
     UNION ALL
     SELECT rate_key, rate_limit, rate_period, status, run_at
-    FROM heartq_jobs INDEXED BY heartq_jobs_lease_idx
+    FROM heartq_jobs INDEXED BY heartq_jobs_running_rate_idx
     WHERE status = 'running' AND rate_key IS NOT NULL
 ), groups AS MATERIALIZED (
     SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
@@ -139,12 +147,13 @@ LIMIT 1
 # `:before IS NULL OR id < :before`); no floor is bound as '' (below every id).
 _FLOOR = "SELECT id FROM heartq_jobs {where} ORDER BY id DESC LIMIT 1 OFFSET :scan_offset"
 
-_PAGE = """
-SELECT * FROM heartq_jobs
-WHERE {where} id >= :floor
-  AND (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
-  AND (:task IS NULL OR task = :task) AND (:ahead IS NULL OR claimed_ahead = :ahead)
-ORDER BY id DESC LIMIT :limit
+_PAGE = f"""
+SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
+FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id AND j.status = 'running'
+WHERE {{where}} j.id >= :floor
+  AND (:status IS NULL OR j.status = :status) AND (:queue IS NULL OR j.queue = :queue)
+  AND (:task IS NULL OR j.task = :task) AND (:ahead IS NULL OR j.claimed_ahead = :ahead)
+ORDER BY j.id DESC LIMIT :limit
 """
 
 BROWSE_FLOOR = _FLOOR.format(where="")
@@ -153,7 +162,7 @@ BROWSE_FLOOR_BEFORE = _FLOOR.format(where="WHERE id < :before")
 
 BROWSE_JOBS = _PAGE.format(where="")
 
-BROWSE_JOBS_BEFORE = _PAGE.format(where="id < :before AND")
+BROWSE_JOBS_BEFORE = _PAGE.format(where="j.id < :before AND")
 
 # Jobs that ended, per minute: a range of the finished index (status, finished_at).
 FINISHED_PER_MINUTE = """

@@ -5,12 +5,14 @@ namesakes' lock files itself."""
 
 from __future__ import annotations
 
+from heartq.store.sqlite.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE
 from heartq.store.sqlite.queries.fencing import _HELD_BY
 
-_RECLAIM_COLUMNS = """
+_RECLAIM_COLUMNS = f"""
 SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
        j.retry_backoff,
-       j.retry_backoff_max, j.lease_expires_at, j.heartbeat_at,
+       j.retry_backoff_max, {EFFECTIVE_LEASE} AS lease_expires_at,
+       {EFFECTIVE_BEAT} AS heartbeat_at,
        j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
        j.started_at, j.args, j.meta,
        (SELECT count(*) FROM heartq_ended_executions e
@@ -32,11 +34,38 @@ WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_id
 RETURNING id, status, awaited
 """
 
-SELECT_EXPIRED = f"""{_RECLAIM_COLUMNS}
-FROM heartq_jobs AS j INDEXED BY heartq_jobs_lease_idx
+# The reap by the worker's lease, as in the PostgreSQL dialect (see it for the why;
+# SQLite has one writer: nothing to lock, no claim can commit meanwhile): the workers past
+# their lease, each one's attached attempts past their floor, its lease cleared once
+# nothing of it is left running attached, and detached attempts past their deadline.
+EXPIRED_WORKERS = """
+SELECT id FROM heartq_workers INDEXED BY heartq_workers_lease_idx
+WHERE lease_expires_at IS NOT NULL AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit
+"""
+
+SELECT_LAPSED = f"""{_RECLAIM_COLUMNS}
+FROM heartq_jobs AS j INDEXED BY heartq_jobs_worker_idx
 LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
-WHERE j.status = 'running' AND j.lease_expires_at < :now
-ORDER BY j.lease_expires_at
+WHERE j.status = 'running' AND j.worker_id = :worker_id AND j.detached_until IS NULL
+  AND j.lease_expires_at < :now
+LIMIT :limit
+"""
+
+CLEAR_WORKER_LEASE = """
+UPDATE heartq_workers SET lease_expires_at = NULL
+WHERE id = :worker_id AND lease_expires_at < :now
+  AND NOT EXISTS (SELECT 1 FROM heartq_jobs AS j INDEXED BY heartq_jobs_worker_idx
+                  WHERE j.worker_id = :worker_id AND j.status = 'running'
+                    AND j.detached_until IS NULL)
+"""
+
+SELECT_DETACHED = f"""{_RECLAIM_COLUMNS}
+FROM heartq_jobs AS j INDEXED BY heartq_jobs_detached_idx
+LEFT JOIN heartq_workers AS w ON w.id = j.worker_id
+WHERE j.status = 'running' AND j.detached_until IS NOT NULL AND j.detached_until < :now
+ORDER BY j.detached_until
 LIMIT :limit
 """
 

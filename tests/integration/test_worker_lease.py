@@ -1,0 +1,131 @@
+"""The worker's side of its lease (docs/DESIGN.md, "Leases and heartbeats"): its heartbeat
+renews one lease, its own, which covers every attempt it holds attached, so what it no
+longer holds must leave that cover: a lease its ledger drops without a written end is
+named to detach by the next tick, and a claim that raised (committed, its answer lost)
+makes the next tick sweep. Each is then reaped when its own lease runs out, while the
+worker beats on. (A silent task's attempt: tests/integration/test_hang_and_cancel.py.)
+On every backend: the statements are each backend's own."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import heartq
+from heartq.errors import StoreUnavailable
+from heartq.model import Claim, Lease, NewJob, Renewal, WorkerInfo
+from heartq.store.interface import Store
+from heartq.worker.attempt import RunningJob
+from heartq.worker.claimer import Claimer
+from heartq.worker.heartbeat import Heartbeater
+from heartq.worker.ledger import Ledger
+from heartq.worker.store_health import StoreHealth
+from tests.conftest import on_every_backend
+
+WORKER = "w-lease"
+LEASE = 30.0
+
+
+def _leased_worker(store: Store, jobs: int) -> None:
+    """`WORKER` registered and leased (one heartbeat), `jobs` jobs queued."""
+    store.register_worker(WorkerInfo(WORKER, "test-host", 1, ("default",), 4))
+    store.heartbeat(WORKER, [], LEASE)
+    store.enqueue([NewJob(task="t", args_json=json.dumps({"n": i})) for i in range(jobs)])
+
+
+def _beater(store: Store, ledger: Ledger) -> Heartbeater:
+    return Heartbeater(
+        store, ledger, interval=10.0, lease=LEASE, trust_window=25.0, cancel_grace=5.0
+    )
+
+
+def _reaped_while_it_beats(store: Store, named: Sequence[Lease]) -> set[str]:
+    """The jobs the reaper takes once every floor ran out, the worker beating on and
+    naming `named` (its lease covers those)."""
+    later = store.clock() + 2 * LEASE
+    store.heartbeat(WORKER, [Renewal(x) for x in named], LEASE, now=later)
+    return {r.job_id for r in store.reap_expired("lease_expired", now=later + 1)}
+
+
+@on_every_backend
+def test_a_lease_the_ledger_drops_is_detached_by_the_next_tick(store: Store) -> None:
+    """Trap 2: the ledger drops an attempt's lease (`lose`: untrusted, forced lost) and
+    reports nothing of it, so no end is written; the next tick names it to detach, and
+    it runs out on its own lease, not kept alive by its worker's."""
+    _leased_worker(store, 2)
+    sent_at = time.monotonic()
+    kept, dropped = (
+        RunningJob(job, None, store, claim_sent_at=sent_at, trust_window=25.0,
+                   max_payload_bytes=1 << 20)
+        for job in store.claim(WORKER, ["default"], 2, LEASE)
+    )  # fmt: skip
+    ledger = Ledger(WORKER, 2)
+    ledger.claimed(kept, dropped)
+    ledger.lose(dropped, "lease not renewed in time")
+    assert ledger.to_detach() == [dropped.job.lease]
+    assert _beater(store, ledger).tick()
+    assert ledger.to_detach() == []  # landed: named once
+    assert _reaped_while_it_beats(store, [kept.job.lease]) == {dropped.job.id}
+
+
+@on_every_backend
+def test_a_silent_attempt_is_detached_while_held(store: Store) -> None:
+    """Trap 2: a task silent past its `heartbeat_timeout` is left out of the renewals and
+    named to detach at every tick while the worker still holds it (before its trust
+    window ends and the supervisor drops it): it runs out on the lease it had then."""
+    _leased_worker(store, 2)
+    sent_at = time.monotonic()
+    spoke, silent = (
+        RunningJob(job, None, store, claim_sent_at=sent_at, trust_window=25.0,
+                   max_payload_bytes=1 << 20)
+        for job in store.claim(WORKER, ["default"], 2, LEASE)
+    )  # fmt: skip
+    silent.heartbeat_timeout = 0.0  # declared, and overrun at once
+    ledger = Ledger(WORKER, 2)
+    ledger.claimed(spoke, silent)
+    assert _beater(store, ledger).tick()
+    assert not silent.lost and ledger.to_detach() == []  # held: named from the ledger
+    assert _reaped_while_it_beats(store, [spoke.job.lease]) == {silent.job.id}
+
+
+class AnswerLost:
+    """A store whose claims commit and then lose their answer (the connection cut)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def claim(self, *args: Any, **kwargs: Any) -> Claim:
+        self.store.claim(*args, **kwargs)
+        raise StoreUnavailable("the connection was cut before the claim's answer came")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+@on_every_backend
+def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(store: Store) -> None:
+    """Trap 1: a claim that raised may have committed: its job runs under this worker,
+    which never heard of it, and its heartbeats would cover it for ever (stuck). The
+    claimer asks for a sweep; the next tick detaches what it does not name, and the
+    reaper takes it once its lease runs out."""
+    _leased_worker(store, 1)
+    app = heartq.App(store.url, lease=LEASE, heartbeat_interval=LEASE / 3)
+    stop = threading.Event()
+    stop.set()  # no pause after the failed claim
+    ledger = Ledger(WORKER, 1)
+    claimer = Claimer(
+        WORKER, app, ledger, settings=app.settings, health=StoreHealth(WORKER),
+        queues=["default"], stop=stop,
+    )  # fmt: skip
+    claimer.store = AnswerLost(store)  # type: ignore[assignment]
+    try:
+        assert claimer.claim(for_slots=True, ahead=0) is None
+        (running,) = store.list_jobs(status="running")
+        assert running["worker_id"] == WORKER
+        assert _beater(store, ledger).tick()
+        assert _reaped_while_it_beats(store, []) == {running["id"]}
+    finally:
+        app.close()
