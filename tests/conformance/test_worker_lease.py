@@ -121,6 +121,7 @@ def test_a_reaped_worker_is_walked_once_and_a_heartbeat_covers_it_again(
     it), and the worker's next heartbeat sets its lease and attaches what it names."""
     (gone,) = _beating_worker(store, t0, 1)
     assert _reaped(store, t0 + LEASE + 1) == {gone.id}
+    assert _worker_lease(store, "w1") is None  # walked: not again at every reap
     (late,) = _running(store, t0 + LEASE + 2, 1)
     assert _reaped(store, t0 + 2 * LEASE + 3) == {late.id}  # its floor ran out: detached
     (named,) = _running(store, t0 + 2 * LEASE + 4, 1)
@@ -128,6 +129,14 @@ def test_a_reaped_worker_is_walked_once_and_a_heartbeat_covers_it_again(
     store.heartbeat("w1", [Renewal(named.lease)], LEASE, now=beat)
     assert _reaped(store, t0 + 3 * LEASE + 5) == set()
     assert _reaped(store, beat + LEASE + 1) == {named.id}
+
+
+def _worker_lease(store: Store, worker_id: str) -> Any:
+    """The worker's lease as its row holds it (no reader shows it)."""
+    table = "heartq_workers" if "sqlite" in store.url else "workers"
+    with store._write() as conn:  # type: ignore[attr-defined]
+        sql = f"SELECT lease_expires_at AS lease FROM {table} WHERE id = '{worker_id}'"
+        return conn.execute(sql).fetchone()["lease"]
 
 
 def test_a_result_still_to_come_keeps_the_effective_lease(store: Store, t0: float) -> None:
