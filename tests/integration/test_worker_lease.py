@@ -36,6 +36,17 @@ def _leased_worker(store: Store, jobs: int) -> None:
     store.enqueue([NewJob(task="t", args_json=json.dumps({"n": i})) for i in range(jobs)])
 
 
+def _held_runs(store: Store, n: int) -> list[RunningJob]:
+    """`n` attempts `WORKER` (leased) claimed, as its ledger holds them."""
+    _leased_worker(store, n)
+    sent_at = time.monotonic()
+    return [
+        RunningJob(job, None, store, claim_sent_at=sent_at, trust_window=25.0,
+                   max_payload_bytes=1 << 20)
+        for job in store.claim(WORKER, ["default"], n, LEASE)
+    ]  # fmt: skip
+
+
 def _beater(store: Store, ledger: Ledger) -> Heartbeater:
     return Heartbeater(
         store, ledger, interval=10.0, lease=LEASE, trust_window=25.0, cancel_grace=5.0
@@ -55,13 +66,7 @@ def test_a_lease_the_ledger_drops_is_detached_by_the_next_tick(store: Store) -> 
     """Trap 2: the ledger drops an attempt's lease (`lose`: untrusted, forced lost) and
     reports nothing of it, so no end is written; the next tick names it to detach, and
     it runs out on its own lease, not kept alive by its worker's."""
-    _leased_worker(store, 2)
-    sent_at = time.monotonic()
-    kept, dropped = (
-        RunningJob(job, None, store, claim_sent_at=sent_at, trust_window=25.0,
-                   max_payload_bytes=1 << 20)
-        for job in store.claim(WORKER, ["default"], 2, LEASE)
-    )  # fmt: skip
+    kept, dropped = _held_runs(store, 2)
     ledger = Ledger(WORKER, 2)
     ledger.claimed(kept, dropped)
     ledger.lose(dropped, "lease not renewed in time")
@@ -76,13 +81,7 @@ def test_a_silent_attempt_is_detached_while_held(store: Store) -> None:
     """Trap 2: a task silent past its `heartbeat_timeout` is left out of the renewals and
     named to detach at every tick while the worker still holds it (before its trust
     window ends and the supervisor drops it): it runs out on the lease it had then."""
-    _leased_worker(store, 2)
-    sent_at = time.monotonic()
-    spoke, silent = (
-        RunningJob(job, None, store, claim_sent_at=sent_at, trust_window=25.0,
-                   max_payload_bytes=1 << 20)
-        for job in store.claim(WORKER, ["default"], 2, LEASE)
-    )  # fmt: skip
+    spoke, silent = _held_runs(store, 2)
     silent.heartbeat_timeout = 0.0  # declared, and overrun at once
     ledger = Ledger(WORKER, 2)
     ledger.claimed(spoke, silent)
