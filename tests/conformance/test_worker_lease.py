@@ -113,6 +113,19 @@ def test_an_attempt_without_a_worker_row_keeps_a_lease_of_its_own(store: Store, 
     assert _reaped(store, beat + LEASE + 1) == {renewed.id}
 
 
+def test_a_worker_is_not_pruned_while_an_attempt_of_it_runs(store: Store, t0: float) -> None:
+    """Trap 3, a pruned row: a worker stopped past the retention whose attempt still runs
+    attached keeps its row, so its lease still covers it until the reaper walks it; a
+    worker with nothing running goes."""
+    (job,) = _beating_worker(store, t0, 1)
+    register(store, "idle", t0)
+    for worker_id in ("w1", "idle"):
+        store.stop_worker(worker_id, now=t0 + 1)
+    store.prune(worker_retention=1.0, job_retention=1e9, now=t0 + 10)
+    assert {w["id"] for w in store.list_workers(include_all=True)} == {"w1"}
+    assert _reaped(store, t0 + LEASE + 1) == {job.id}
+
+
 def test_a_reaped_worker_is_walked_once_and_a_heartbeat_covers_it_again(
     store: Store, t0: float
 ) -> None:

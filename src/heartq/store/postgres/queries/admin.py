@@ -32,10 +32,13 @@ JOIN pg_database AS d ON d.datname = current_database()
 WHERE c.oid = 'jobs'::regclass
 """
 
+# A worker is kept while an attempt of it runs (its lease covers it until the reaper walks
+# it: without its row, an attempt left attached would be covered by nobody, never reaped).
 PRUNE_WORKERS = f"""
-DELETE FROM workers
-WHERE status IN ('inactive', 'stopped')
-  AND coalesce(stopped_at, last_heartbeat_at) < {T} - {_secs("retention")}
+DELETE FROM workers AS w
+WHERE w.status IN ('inactive', 'stopped')
+  AND coalesce(w.stopped_at, w.last_heartbeat_at) < {T} - {_secs("retention")}
+  AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.worker_id = w.id AND j.status = 'running')
 """
 
 SELECT_PRUNABLE_JOBS = f"""

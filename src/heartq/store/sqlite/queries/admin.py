@@ -3,10 +3,13 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 
 from __future__ import annotations
 
+# A worker is kept while an attempt of it runs (see the PostgreSQL statement).
 PRUNE_WORKERS = """
 DELETE FROM heartq_workers
 WHERE status IN ('inactive', 'stopped')
   AND coalesce(stopped_at, last_heartbeat_at) < :now - :retention
+  AND NOT EXISTS (SELECT 1 FROM heartq_jobs AS j INDEXED BY heartq_jobs_worker_idx
+                  WHERE j.worker_id = heartq_workers.id AND j.status = 'running')
 """
 
 SELECT_PRUNABLE_JOBS = """
