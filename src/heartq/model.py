@@ -361,12 +361,18 @@ class Claim(list[ClaimedJob]):
         jobs: Iterable[ClaimedJob] = (),
         rate_wait: float | None = None,
         ahead: Iterable[ClaimedJob] = (),
+        unanswered: bool = False,
     ) -> None:
         super().__init__(jobs)
         self.rate_wait = rate_wait
         self.ahead = list(ahead)
         """The jobs claimed ahead (`claim(ahead=...)`), in claim order: held under the
         lease, not started; `start_ahead` records their start before they run."""
+        self.unanswered = unanswered
+        """A statement of this claim raised after the others committed (the claim ahead,
+        on PostgreSQL): it may have committed too, its jobs running under the worker
+        unknown to it, so the worker's next heartbeat sweeps (docs/DESIGN.md, "Leases
+        and heartbeats")."""
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,37 @@ def test_a_claim_waits_for_the_reaper_that_clears_its_workers_lease(
     assert _reaped(store, t0 + LEASE + 1) == {job.id}
 
 
+@only_on("postgres")
+def test_a_claim_ahead_that_raised_after_the_slots_committed_asks_for_a_sweep(
+    store: Store, t0: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trap 1 inside one claim: on PostgreSQL the slots' statement commits alone, so a claim
+    ahead that raises after it hands the slots over rather than raising (they are the
+    worker's already); but that statement may have committed too, its answer lost. The
+    claim says so (`unanswered`), for its worker to sweep."""
+    register(store, "w1", t0)
+    store.heartbeat("w1", [], LEASE, now=t0)
+    for _ in range(2):
+        enqueue_one(store, t0)
+    leases: Any = store.leases  # type: ignore[attr-defined]
+    claim_rows = leases._claim_rows
+
+    def answer_lost(conn: Any, queues: Any, params: dict[str, Any]) -> Any:
+        rows = claim_rows(conn, queues, params)
+        if params["ahead"]:
+            raise ConnectionError("the connection was cut before the answer came")
+        return rows
+
+    monkeypatch.setattr(leases, "_claim_rows", answer_lost)
+    claim = store.claim("w1", ["default"], 1, LEASE, now=t0, ahead=1)
+    assert claim.unanswered and len(claim) == 1 and not claim.ahead
+    (slot,) = claim
+    (lost,) = [j for j in store.list_jobs(status="running") if j["id"] != slot.id]
+    store.heartbeat("w1", [Renewal(slot.lease)], LEASE, now=t0 + 1, sweep=True)
+    store.heartbeat("w1", [Renewal(slot.lease)], LEASE, now=t0 + LEASE - 1)
+    assert _reaped(store, t0 + LEASE + 1) == {lost["id"]}
+
+
 def _wait_for_a_lock_wait(store: Store, deadline: float = 20.0) -> None:
     """Until a claim waits for a lock (on the worker's row) in the store's database."""
     dialect: Any = store.dialect  # type: ignore[attr-defined]

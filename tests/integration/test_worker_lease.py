@@ -14,6 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 import heartq
 from heartq.errors import StoreUnavailable
 from heartq.model import Claim, Lease, NewJob, Renewal, WorkerInfo
@@ -93,19 +95,25 @@ def test_a_silent_attempt_is_detached_while_held(store: Store) -> None:
 class AnswerLost:
     """A store whose claims commit and then lose their answer (the connection cut)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, raises: bool = True) -> None:
         self.store = store
+        self.raises = raises  # else it answers, saying a statement of it went unanswered
 
     def claim(self, *args: Any, **kwargs: Any) -> Claim:
         self.store.claim(*args, **kwargs)
-        raise StoreUnavailable("the connection was cut before the claim's answer came")
+        if self.raises:
+            raise StoreUnavailable("the connection was cut before the claim's answer came")
+        return Claim(unanswered=True)  # as a claim ahead that raised after the slots'
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
 
 @on_every_backend
-def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(store: Store) -> None:
+@pytest.mark.parametrize("raises", [True, False], ids=["raised", "unanswered"])
+def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(
+    store: Store, raises: bool
+) -> None:
     """Trap 1: a claim that raised may have committed: its job runs under this worker,
     which never heard of it, and its heartbeats would cover it for ever (stuck). The
     claimer asks for a sweep; the next tick detaches what it does not name, and the
@@ -119,9 +127,10 @@ def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(store: Store) -
         WORKER, app, ledger, settings=app.settings, health=StoreHealth(WORKER),
         queues=["default"], stop=stop,
     )  # fmt: skip
-    claimer.store = AnswerLost(store)  # type: ignore[assignment]
+    claimer.store = AnswerLost(store, raises=raises)  # type: ignore[assignment]
     try:
-        assert claimer.claim(for_slots=True, ahead=0) is None
+        answer = claimer.claim(for_slots=True, ahead=0)
+        assert answer is None if raises else answer == []
         (running,) = store.list_jobs(status="running")
         assert running["worker_id"] == WORKER
         assert _beater(store, ledger).tick()

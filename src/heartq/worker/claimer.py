@@ -140,6 +140,8 @@ class Claimer:
             self._stop.wait(CLAIM_RETRY_DELAY)
             return None
         self.health.succeeded("claim", sent_at)
+        if jobs.unanswered:
+            self.ledger.request_sweep()
         self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
         self.start(jobs, sent_at)
         return jobs

@@ -118,6 +118,7 @@ class LeaseOps:
             # Ahead only once the slots are served, and only jobs without a key: a
             # keyed job held in a buffer would hold its key's running count or start.
             buffered: list[Any] = []
+            unanswered = False
             if ahead > 0 and (limit <= 0 or len(rows) >= limit):
                 try:
                     given = dict(params, limit=ahead, ahead=True)
@@ -129,10 +130,12 @@ class LeaseOps:
                     # the next claim. In one transaction, nothing was taken: raise.
                     if not (rows and self.d.statements_commit_alone):
                         raise
+                    unanswered = True  # it may have committed: the worker sweeps
         return Claim(
             records.claimed_jobs(rows, sent_at, worker_id),
             rate_wait,
             ahead=records.claimed_jobs(buffered, sent_at, worker_id),
+            unanswered=unanswered,
         )
 
     def _claim_rows(self, conn: Any, queues: Sequence[str], params: dict[str, Any]) -> Rows:
