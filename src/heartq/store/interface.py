@@ -1,12 +1,10 @@
 """The storage interface: every operation of the lease protocol, backend-neutral.
 
-Workers, maintenance services, the client API and the command line talk to the database
-only through `Store`. Both backends (SQLite and PostgreSQL) implement it with one shared
-SQL store (`store/sql/`) over each dialect's statements (`queries/`), and one
-conformance suite (`tests/conformance`) runs unchanged against every backend. Nothing
-outside a backend may assume which database is behind it; differences show up as
-capabilities (`supports_notify`, `liveness_grace`, `holds_liveness_lock`), never as `if
-backend == ...`.
+Workers, maintenance, the client API and the command line reach the database only
+through `Store`, which both backends implement with one shared SQL store (`store/sql/`)
+over each dialect's statements (`queries/`); one conformance suite (`tests/conformance`)
+runs unchanged against both. Differences show up as capabilities (`supports_notify`,
+`liveness_grace`, `holds_liveness_lock`), never as `if backend == ...`.
 
 `Store` is the whole interface: what `open_store` returns and what a caller that needs
 many parts of the store takes. A part of heartq that needs a few operations takes a
@@ -14,7 +12,7 @@ role, a narrow protocol of what its callers call, so it says what it needs and n
 `Enqueuer` (a schedule's ticks), `LeaseHolder` (a worker's parts that keep and end
 attempts, a transport's claims), `Reclaimer` (maintenance), `Registry` (workers as
 operators see them), `Inspector` (operators' reads, waiting for an end), `Administrator`
-(pruning). Times are the database's (`Clock`).
+(pruning, vacuum). Times are the database's (`Clock`).
 
 Conventions every implementation keeps:
 
@@ -368,14 +366,10 @@ class Inspector(Protocol):
 
 
 class Administrator(Protocol):
-    """The pruning of what retention no longer keeps, and the vacuum of the jobs table
-    (`maintenance/pruner.py`)."""
+    """The prune of what retention no longer keeps, the jobs table's vacuum (`maintenance/
+    pruner.py`; `vacuum_jobs`: True if it vacuumed, unless done within `since` seconds)."""
 
-    def vacuum_jobs(self, since: float = 0.0) -> bool:
-        """Make the jobs table's dead row versions reusable now, unless it was vacuumed
-        within `since` seconds; False if it did not vacuum (nothing kept to vacuum, or a
-        vacuum that recent)."""
-        ...
+    def vacuum_jobs(self, since: float = 0.0) -> bool: ...
 
     def prune(  # the succeeded jobs' ids kept: depended on until success_trace_retention
         self, worker_retention: float, job_retention: float, now: float | None = None,
