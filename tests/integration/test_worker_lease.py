@@ -137,3 +137,19 @@ def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(
         assert _reaped_while_it_beats(store, []) == {running["id"]}
     finally:
         app.close()
+
+
+@on_every_backend
+def test_a_worker_holds_its_lease_before_it_claims(harness: Any) -> None:
+    """A worker's first beat comes at its start, before its first claim: the attempts it
+    claims before the heartbeater's first tick (an interval later) are covered by its
+    lease, not detached one by one at their floors (a write and an index entry each)."""
+    slow_beats = {"--heartbeat-interval": "20", "--lease": "60"}
+    worker_id = harness.wait_started(harness.start_worker(settings=slow_beats, wait=False))
+    sqlite = harness.backend == "sqlite"
+    table, mark = ("heartq_workers", "?") if sqlite else ("workers", "%s")
+    with harness.store._write() as conn:
+        row = conn.execute(
+            f"SELECT lease_expires_at FROM {table} WHERE id = {mark}", (worker_id,)
+        ).fetchone()
+    assert row is not None and row["lease_expires_at"] is not None

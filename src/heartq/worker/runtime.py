@@ -331,6 +331,10 @@ class Worker:
             stale_after=s.stale_after_seconds,  # observers judge this worker by its own
         )
         wait.step("register", lambda: self.store.register_worker(info))
+        # Its lease from now, before it claims: the attempts claimed before the
+        # heartbeater's first tick (an interval from its start) are then covered by it,
+        # not detached one by one at their floors (an index entry and a write each).
+        wait.step("lease", lambda: self.store.heartbeat(self.id, [], s.lease_seconds))
         self._registered = True
         self.ledger.pool = self._make_pool()
         wait.step("declare_tasks", self._declare_tasks)
