@@ -14,7 +14,7 @@ import pytest
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
-from heartq.store import Store, open_store
+from heartq.store import Store, open_store, records
 
 LEASE = 30.0
 CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})
@@ -231,3 +231,28 @@ class SteeredMigrations:
                 yield old
         finally:
             self.all()
+
+
+def all_jobs(store: Store) -> dict[str, dict[str, Any]]:
+    """Every job with its executions, as `get_job` shows them (`records.job_dict`, but
+    its policy, dependencies and holder, which take more statements), in one statement
+    on the jobs table and the executions view every reader reads: for a test that checks
+    every job after every step (`get_job` is 4-6 round trips per job; this is one, on
+    PostgreSQL a statement of its own, without BEGIN and COMMIT)."""
+    sqlite = "sqlite" in store.url
+    prefix = "heartq_" if sqlite else ""
+    columns = ", ".join(f"e.{c} AS e_{c}" for c in sorted(EXECUTION_FIELDS))
+    dialect = store.dialect  # type: ignore[attr-defined]
+    with dialect.read() if sqlite else dialect.pool.autocommit() as conn:
+        rows = conn.execute(
+            f"SELECT j.*, {columns} FROM {prefix}jobs j LEFT JOIN {prefix}executions e"
+            " ON e.job_id = j.id ORDER BY j.id, e.execution_id"
+        ).fetchall()
+    jobs: dict[str, Any] = {}
+    executions: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        jobs.setdefault(row["id"], row)
+        runs = executions.setdefault(row["id"], [])
+        if row["e_execution_id"] is not None:
+            runs.append({c: row[f"e_{c}"] for c in EXECUTION_FIELDS})
+    return {job_id: records.job_dict(row, executions[job_id]) for job_id, row in jobs.items()}
