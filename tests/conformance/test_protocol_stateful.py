@@ -110,7 +110,8 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.store = type(self).make_store()
+        self._store = type(self).make_store()
+        self.fresh: dict[str, dict[str, Any]] | None = None  # `_all()`, if no store call since
         self.now = START
         self.generation = 0
         self.workers: list[str] = []
@@ -145,8 +146,15 @@ class ProtocolMachine(RuleBasedStateMachine):
     def _job(self, job_id: str) -> dict[str, Any]:
         return self._all()[job_id]
 
+    @property
+    def store(self) -> Store:
+        """The store under test: any call of it may change the jobs (`fresh` is gone)."""
+        self.fresh = None
+        return self._store
+
     def _all(self) -> dict[str, dict[str, Any]]:
-        return all_jobs(self.store)
+        self.fresh = all_jobs(self._store)
+        return self.fresh
 
     @staticmethod
     def _is_current(job: dict[str, Any], attempt: ClaimedJob) -> bool:
@@ -521,7 +529,8 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def protocol_invariants(self) -> None:
-        listed = self._all()
+        # what the step's last read found, if the store was not called since: the same rows
+        listed = self._all() if self.fresh is None else self.fresh
         assert set(listed) == set(self.max_retries), "a job appeared or disappeared"  # I6
         for job_id in sorted(listed):
             job = listed[job_id]
