@@ -235,24 +235,18 @@ class SteeredMigrations:
 
 def all_jobs(store: Store) -> dict[str, dict[str, Any]]:
     """Every job with its executions, as `get_job` shows them (`records.job_dict`, but
-    its policy, dependencies and holder, which take more statements), in one statement
-    on the jobs table and the executions view every reader reads: for a test that checks
-    every job after every step (`get_job` is 4-6 round trips per job; this is one, on
-    PostgreSQL a statement of its own, without BEGIN and COMMIT)."""
+    its policy, dependencies and holder, which take more statements), in two statements:
+    the store's own `LIST_JOBS` (the job rows with their effective lease) and the
+    executions view every reader reads. For a test that checks every job after every
+    step (`get_job` is 4-6 round trips per job); on PostgreSQL without BEGIN and COMMIT."""
     sqlite = "sqlite" in store.url
-    prefix = "heartq_" if sqlite else ""
-    columns = ", ".join(f"e.{c} AS e_{c}" for c in sorted(EXECUTION_FIELDS))
     dialect = store.dialect  # type: ignore[attr-defined]
+    params = {"status": None, "queue": None, "limit": 1_000_000, "ahead": None}
+    executions: dict[str, list[Any]] = {}
     with dialect.read() if sqlite else dialect.pool.autocommit() as conn:
-        rows = conn.execute(
-            f"SELECT j.*, {columns} FROM {prefix}jobs j LEFT JOIN {prefix}executions e"
-            " ON e.job_id = j.id ORDER BY j.id, e.execution_id"
-        ).fetchall()
-    jobs: dict[str, Any] = {}
-    executions: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        jobs.setdefault(row["id"], row)
-        runs = executions.setdefault(row["id"], [])
-        if row["e_execution_id"] is not None:
-            runs.append({c: row[f"e_{c}"] for c in EXECUTION_FIELDS})
-    return {job_id: records.job_dict(row, executions[job_id]) for job_id, row in jobs.items()}
+        rows = conn.execute(dialect.q.LIST_JOBS, params).fetchall()
+        for e in conn.execute(
+            f"SELECT * FROM {'heartq_' if sqlite else ''}executions ORDER BY job_id, execution_id"
+        ).fetchall():
+            executions.setdefault(e["job_id"], []).append(e)
+    return {r["id"]: records.job_dict(r, executions.get(r["id"], [])) for r in rows}

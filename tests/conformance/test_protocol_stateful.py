@@ -4,15 +4,13 @@ Three worker slots enqueue, claim, renew, finish, fail, crash (stop renewing: th
 gets a new worker and the old attempts turn into zombies), wake up from a pause and
 write with a stale lease, reap, mark stale workers, cancel and replay, while a fake clock
 (`now`, passed to every call) moves forward. After every step the invariants of docs/DESIGN.md
-are checked on every job, from one read of all the jobs and their executions (`all_jobs`:
-the table and the executions view that `get_job` reads, one statement; `get_job` per
-job and step made 15,000 calls of 4-6 round trips, most of the test's time); all jobs
-are read through `get_job` and `list_jobs` at the end of each example, and must agree:
+are checked on every job, from one read of all the jobs and their executions (`all_jobs`,
+two statements; `get_job` per job and step was 15,000 calls of 4-6 round trips); at the
+end of each example `get_job` and `list_jobs` must show every job the same:
 
 - I1 every job is terminal, queued, or running under a lease (with a worker);
 - I2 at most one execution of a job is open, and it is the running one's current one;
-- I3 a write with a stale lease is refused and changes nothing, no job anywhere
-  (checked in the rules);
+- I3 a write with a stale lease is refused and changes no job at all (in the rules);
 - I4 every ended execution has an outcome; a crashed one has its crash context;
 - I5 attempts <= max_retries + 1, a job past its retries is not queued, a dead job
   says why, attempts count exactly the counted executions since the last replay;
@@ -73,13 +71,10 @@ statement that read the database's own clock instead of the `now` it was given w
 decades off and break the model on the first example of every run, not now and then."""
 PROTOCOL_TIMEOUT = 600
 """Seconds this test may run (the suite's default, pyproject's `timeout`, is 120): its
-100 examples make about 100,000 database round trips, so its wall time follows the
-machine's load, 25-50 s on an idle 2-core machine and 80-120 s beside `pytest -n 2` and
-a benchmark. Past its limit pytest-timeout raises `Failed` inside whatever step is
-running; hypothesis takes that for a failing example, and that run, or its replay,
-differs from another run of the same choices that went on drawing: hypothesis reports
-`Flaky` ("The second run stopped drawing earlier than the first run"). The test turns
-that back into the timeout it was (`_timeout_in`)."""
+wall time follows the machine's load (PostgreSQL: 9-20 s at a load of 2-3 on 2 cores).
+Past its limit pytest-timeout raises `Failed` inside a step; hypothesis takes that for a
+failing example, its replay differs, and it reports `Flaky` ("The second run stopped
+drawing earlier than the first run"); `_timeout_in` turns that back into the timeout."""
 STATUSES = {str(s) for s in JobStatus}
 
 SETTINGS = settings(
@@ -125,7 +120,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if sys.exc_info()[1] is None:  # every step passed (not: a step is failing)
+            if sys.exc_info()[1] is None:  # not while a failing step's error propagates
                 self._readers_agree(self._all())
         finally:
             self.store.close()
@@ -153,8 +148,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         return self._store
 
     def _all(self) -> dict[str, dict[str, Any]]:
-        """Every job (`all_jobs`), read again only if the store was called since the last
-        read: the same rows otherwise (the test alone uses the store)."""
+        """Every job (`all_jobs`), read again only if the store was called since."""
         if self.fresh is None:
             self.fresh = all_jobs(self._store)
         return self.fresh
@@ -281,9 +275,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             worker_id, [Renewal(a.lease, progress) for a in attempts], RENEW_LEASE, now=self.now
         )
         assert set(answers) == {a.lease for a in attempts}
-        everything = self._all()
         for attempt in attempts:
-            after = everything[attempt.id]
+            after = self._job(attempt.id)  # one read for all (`_all`)
             if self._is_current(before[attempt.id], attempt):
                 assert answers[attempt.lease] in (RenewStatus.RENEWED, RenewStatus.CANCEL_REQUESTED)
                 # the worker's lease, renewed; never less than the attempt's floor
@@ -364,9 +357,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         attempts = list(self.held[worker_id].values())
         before = self._all()
         lost = self.store.release([a.lease for a in attempts], now=self.now)
-        everything = self._all()
         for attempt in attempts:
-            after = everything[attempt.id]
+            after = self._job(attempt.id)  # one read for all (`_all`)
             if self._is_current(before[attempt.id], attempt):
                 assert attempt.lease not in lost
                 cancel = before[attempt.id]["cancel_requested"]
@@ -440,10 +432,9 @@ class ProtocolMachine(RuleBasedStateMachine):
         assert set(ids) <= may
         if len(ids) < limit:
             assert must <= set(ids)
-        everything = self._all()
         for r in reclaimed:
             assert r.execution_id == before[r.job_id]["execution_id"]
-            after = everything[r.job_id]
+            after = self._job(r.job_id)
             assert after["status"] == r.status
             dead = before[r.job_id]["attempts"] > self.max_retries[r.job_id]
             if before[r.job_id]["cancel_requested"]:  # asked to stop: never run again
@@ -484,8 +475,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         everything = self._all()
         before = everything[job_id]
         answer = self.store.cancel_job(job_id, now=self.now)
-        now_all = self._all()
-        after = now_all[job_id]
+        after = self._job(job_id)
         if before["status"] == JobStatus.QUEUED:
             assert answer is CancelResult.CANCELLED
             assert after["status"] == JobStatus.CANCELLED
@@ -495,7 +485,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert after["lease_expires_at"] == before["lease_expires_at"]
         else:
             assert answer is CancelResult.ALREADY_FINISHED
-            assert now_all == everything
+            assert self._all() == everything
 
     @rule(pick=picks, everything=st.booleans())
     def replay(self, pick: int, everything: bool) -> None:
@@ -508,9 +498,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert self.store.replay_dead(replayed, now=self.now) == replayed
         else:
             return
-        everything = self._all()
         for job_id in replayed:
-            after = everything[job_id]
+            after = self._job(job_id)
             assert (after["status"], after["attempts"]) == (JobStatus.QUEUED, 0)
             self.replay_floor[job_id] = after["execution_id"]
 
@@ -520,9 +509,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # -- invariants ----------------------------------------------------------------------
     def _readers_agree(self, listed: dict[str, dict[str, Any]]) -> None:
-        """Every job, as `get_job` and `list_jobs` show it, is what the test's own read
-        (`all_jobs`) finds (at the end of an example): the invariants checked on that read
-        hold for what users read."""
+        """`get_job` and `list_jobs` show every job as the test's own read found it."""
         public = {j["id"]: j for j in self.store.list_jobs(limit=100_000)}
         assert set(public) == set(listed)
         for job_id in sorted(listed):
