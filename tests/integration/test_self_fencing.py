@@ -18,6 +18,8 @@ import psycopg
 import pytest
 
 from heartq.model import NewJob
+from heartq.store.postgres.queries import common as pg_q
+from heartq.store.sqlite.queries import common as sqlite_q
 from tests.conftest import on_every_backend
 from tests.support import wait_for
 
@@ -72,14 +74,17 @@ def run_outage(harness: Harness, *extra: str) -> None:
 
 @contextlib.contextmanager
 def block_writes(harness: Harness, worker: WorkerProc, job_id: str) -> Iterator[float]:
-    """Block every write the worker's heartbeat makes; yields the job's lease expiry (DB
-    clock, epoch seconds): nothing can renew it while the block holds, so it is final."""
+    """Block every write the worker's heartbeat makes; yields the job's effective lease
+    expiry (DB clock, epoch seconds: its worker's lease while attached, DESIGN.md,
+    "Leases and heartbeats"): nothing can renew it while the block holds, so it is final."""
     if harness.backend == "sqlite":
         blocker = sqlite3.connect(harness.db_path, timeout=10, isolation_level=None)
         try:
             blocker.execute("BEGIN EXCLUSIVE")
             (lease_expires_at,) = blocker.execute(
-                "SELECT lease_expires_at FROM heartq_jobs WHERE id = ?", (job_id,)
+                f"SELECT {sqlite_q.EFFECTIVE_LEASE} FROM heartq_jobs AS j"
+                " LEFT JOIN heartq_workers AS w ON w.id = j.worker_id WHERE j.id = ?",
+                (job_id,),
             ).fetchone()
             yield float(lease_expires_at)
         finally:
@@ -103,8 +108,9 @@ def lock_rows(blocker: psycopg.Connection[Any], worker_id: str, job_id: str) -> 
             "SELECT id FROM workers WHERE id = %s FOR UPDATE NOWAIT", (worker_id,)
         ).fetchone()
         row = blocker.execute(
-            "SELECT extract(epoch FROM lease_expires_at)::float8 FROM jobs"
-            " WHERE id = %s FOR UPDATE NOWAIT",
+            f"SELECT extract(epoch FROM {pg_q.EFFECTIVE_LEASE})::float8 FROM jobs AS j"
+            " LEFT JOIN workers AS w ON w.id = j.worker_id"
+            " WHERE j.id = %s FOR UPDATE OF j NOWAIT",
             (job_id,),
         ).fetchone()
     except psycopg.errors.LockNotAvailable:
