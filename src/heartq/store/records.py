@@ -53,8 +53,10 @@ CLAIMED_COLUMNS = (
 )  # fmt: skip
 """The columns of a claimed row, in the order every claim statement of both backends
 returns them: `claimed_jobs` reads them by position (a claim's rows come back as tuples,
-not a dict each: 2 us a job on PostgreSQL). tests/unit/test_claimed_columns.py holds each
-statement to it."""
+not a dict each: 2 us a job on PostgreSQL). tests/conformance/test_claimed_columns.py
+holds each statement to it."""
+
+_ID, _RUN_AT, _PRIORITY = (CLAIMED_COLUMNS.index(c) for c in ("id", "run_at", "priority"))
 
 
 def claimed_jobs(
@@ -67,7 +69,7 @@ def claimed_jobs(
     priority DESC, run_at, id, to the id: Python compares `str` by code point, which is
     the byte order of UTF-8, the order of ids in both databases (PostgreSQL's `COLLATE
     "C"` since schema v23, SQLite's BINARY)."""
-    ordered = sorted(rows, key=lambda r: (-r[12], r[11], r[0]))
+    ordered = sorted(rows, key=lambda r: (-r[_PRIORITY], r[_RUN_AT], r[_ID]))
     return [
         ClaimedJob(
             id=r[0],
@@ -86,7 +88,7 @@ def claimed_jobs(
             meta=_json_object(r[14]),
             dependency_results=bool(r[15]),
             sent_at=sent_at,
-            priority=r[12],
+            priority=r[_PRIORITY],
             worker_id=worker_id,
         )
         for r in ordered
@@ -331,13 +333,6 @@ def execution_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _effective(row: Mapping[str, Any], effective: str, stored: str) -> Any:
-    """A running attempt's effective lease or last sign of life where the read joined its
-    worker's row for it (`GET_JOB`), else the job row's own column."""
-    keys = row.keys()  # a `sqlite3.Row`'s `in` tests its values, not its keys
-    return row[effective] if effective in keys else row[stored]
-
-
 def job_dict(
     row: Mapping[str, Any], executions: Iterable[Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -358,8 +353,10 @@ def job_dict(
         "finished_at": iso(row["finished_at"]),
         "worker_id": row["worker_id"],
         "execution_id": row["execution_id"],
-        "lease_expires_at": iso(_effective(row, "effective_lease", "lease_expires_at")),
-        "heartbeat_at": iso(_effective(row, "effective_heartbeat", "heartbeat_at")),
+        # the attempt's effective lease and last sign of life, which every read of a job
+        # joins from its worker's row (`EFFECTIVE_LEASE`, `EFFECTIVE_BEAT`)
+        "lease_expires_at": iso(row["effective_lease"]),
+        "heartbeat_at": iso(row["effective_heartbeat"]),
         "progress": {
             "value": row["progress_value"],
             "stage": row["progress_stage"],
