@@ -38,6 +38,7 @@ JOB_ID_COLUMNS = {
 INDEXED = {
     ("jobs_pkey", "id"),
     ("jobs_claim_idx", "id"),
+    ("jobs_ready_idx", "id"),
     ("jobs_keyed_claim_idx", "id"),
     ("jobs_rated_claim_idx", "id"),
     ("executions_pkey", "job_id"),
@@ -126,12 +127,13 @@ def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
     rows and keeps its grant, ids sort as bytes (not as a language collation would), and
     the running attempt still finishes, releasing the job that waits for it."""
     migrations = SteeredMigrations(pg_url, monkeypatch)
-    # Today's claim and finish write the columns of migration 25 (the worker's lease),
-    # which changes no job id's collation: it is taken first, as a migration merged below
-    # the newest would be (test_deployment.py), and the upgrade runs 23 and 24.
-    migrations.only(lambda version: version <= 22 or version == 25)
+    # Today's statements write the columns of migrations 25 and 26 (the worker's lease,
+    # the ready log), which change no job id's collation: they are taken first, as
+    # migrations merged below the newest would be (test_deployment.py), and the upgrade
+    # runs 23 and 24.
+    migrations.only(lambda version: version <= 22 or version >= 25)
     with closing(open_store(pg_url)) as old:
-        assert old.migrate() == 25
+        assert old.migrate() == migrations.newest
         assert isinstance(old, PostgresStore)
         t0 = old.clock()
         register(old, "w1", t0)

@@ -15,7 +15,7 @@ from heartq.model import JobStatus, Outcome, TaskParameter, TaskPolicy
 from heartq.store import Store
 from tests.support import wait_for
 
-from .support import at, claim_one, enqueue_one, new_job, register
+from .support import LEASE, at, claim_one, enqueue_one, new_job, register
 
 CPU = TaskPolicy("crunch", "cpu", 2, 1, 0.5, 10.0, timeout=60.0, heartbeat_timeout=5.0)
 
@@ -32,6 +32,23 @@ def test_a_declaration_is_new_then_unchanged_then_changed(store: Store, t0: floa
     moved = TaskPolicy("crunch", "gpu", 2, 1, 0.5, 10.0, timeout=60.0, heartbeat_timeout=5.0)
     assert store.declare_tasks([moved], "w3", now=t0 + 2) == ["crunch"]
     assert store.task_policies()["crunch"].queue == "gpu"
+
+
+def test_a_job_rerouted_behind_its_new_queues_claims_is_claimed_there(
+    store: Store, t0: float
+) -> None:
+    """A queued job moved to a queue whose claims already took jobs enqueued after it
+    (on PostgreSQL, its new lane's frontier is past its place in the ready log) is
+    claimed from that queue."""
+    defaults = policy.defaults("crunch")
+    moved = enqueue_one(store, t0, task="crunch", **policy.resolve(defaults, None, None, None))
+    later = [enqueue_one(store, t0 + 1, queue="cpu", priority=2) for _ in range(3)]
+    assert sorted(j.id for j in store.claim("w1", ["cpu"], 10, LEASE, now=t0 + 2)) == sorted(
+        later
+    )
+    store.declare_tasks([CPU], "w1", now=t0 + 3)
+    assert store.reroute_jobs(["crunch"], now=t0 + 3) == 1
+    assert [j.id for j in store.claim("w1", ["cpu"], 10, LEASE, now=t0 + 4)] == [moved]
 
 
 def test_reroute_moves_what_the_caller_did_not_choose(store: Store, t0: float) -> None:

@@ -7,6 +7,7 @@ primary key's index for a tail."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 
 import psycopg
 import pytest
@@ -110,8 +111,13 @@ def test_the_migration_copies_the_tails_of_the_jobs_already_there(
     """A queue migrated from schema v18 has a tail for each job it held, and its tail
     index is gone."""
     migrations = SteeredMigrations(pg_url, monkeypatch)
-    with migrations.store_before(19) as old:
+    # Today's enqueue writes the columns of migration 26 (the ready log): it is taken
+    # first, as a migration merged below the newest would be (test_deployment.py).
+    migrations.only(lambda version: version < 19 or version == 26)
+    with closing(PostgresStore(pg_url)) as old:
+        assert old.migrate() == 26
         ids = old.enqueue([new_job() for _ in range(5)])
+    migrations.all()
     store = PostgresStore(pg_url)
     try:
         assert store.migrate() == migrations.newest

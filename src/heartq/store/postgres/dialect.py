@@ -134,6 +134,9 @@ class PostgresDialect:
             conn.execute(q.VACUUM_JOBS)
         return True
 
+    def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
+        return int(conn.execute(q.PRUNE_CLAIM_MARKS, {"now": clock}).rowcount)
+
     def array(self, values: Sequence[str]) -> list[str]:
         return list(values)
 

@@ -158,6 +158,7 @@ class AdminOps:
             clock = self.d.clock(conn, now)
             params = {"now": clock, "retention": worker_retention}
             workers = conn.execute(self.q.PRUNE_WORKERS, params).rowcount
+            self.d.prune_claim_marks(conn, clock)
             params = {"now": clock, "retention": job_retention, "limit": PRUNE_BATCH}
             ids = [r["id"] for r in conn.execute(self.q.SELECT_PRUNABLE_JOBS, params)]
             if ids and success_trace_retention > 0:

@@ -177,6 +177,12 @@ class Dialect(Protocol):
         keeps no dead row versions (one writer, no MVCC horizon)."""
         ...
 
+    def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
+        """Delete the claim marks a further one supersedes, a minute after they were made;
+        the number deleted. PostgreSQL: `PRUNE_CLAIM_MARKS` (`queries/admin.py`); SQLite:
+        none to delete (0): one writer at a time, its claim needs no frontier."""
+        ...
+
     def array(self, values: Sequence[str]) -> Any:
         """A list of ids bound as one parameter (SQLite: JSON text; PostgreSQL: text[])."""
         ...

@@ -106,6 +106,9 @@ class SQLiteDialect:
     def vacuum_jobs(self, since: float) -> bool:
         return False  # no dead row versions kept (`Dialect.vacuum_jobs`)
 
+    def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
+        return 0  # no claim marks (`Dialect.prune_claim_marks`)
+
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))
 

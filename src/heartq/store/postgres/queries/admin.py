@@ -15,6 +15,19 @@ from heartq.store.postgres.queries.common import T, _secs
 # to autovacuum), no truncation (which would take an exclusive lock), and never a wait
 # (SKIP_LOCKED: a vacuum under way, autovacuum's or another worker's, means nothing to do
 # now). A role that does not own the table gets a warning from PostgreSQL and no vacuum.
+# The marks of a lane's frontier a further one (or an equal one made later) supersedes,
+# a minute after they were made (store/sql/admin.py `prune`): a claim reads only its
+# lane's furthest mark, and one made by a claim still in flight is never past a minute.
+PRUNE_CLAIM_MARKS = f"""
+DELETE FROM claim_marks AS m
+WHERE m.made_at < {T} - interval '1 minute'
+  AND EXISTS (
+      SELECT 1 FROM claim_marks AS n
+      WHERE n.queue = m.queue AND n.priority = m.priority
+        AND (n.frontier_xid, n.frontier_id, n.made_at)
+            > (m.frontier_xid, m.frontier_id, m.made_at))
+"""
+
 VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
 
 # Whether a vacuum of the jobs table is due: not if it was vacuumed (by a worker or by
@@ -100,7 +113,7 @@ JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 REPLAY_DEAD = f"""
 UPDATE jobs
 SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
-    worker_id = NULL, cancel_requested = false, updated_at = {T}
+    worker_id = NULL, cancel_requested = false, ready_xid = NULL, updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs AS live

@@ -45,6 +45,7 @@ _CLAIMED = f"""holder AS (
         started_at = {T_STATEMENT},
         updated_at = {T_STATEMENT},
         claimed_ahead = %(ahead)s,
+        ready_xid = NULL,
         progress_value = NULL, progress_stage = NULL, progress_message = NULL
     FROM picked WHERE j.id = picked.id
     RETURNING j.*
@@ -57,35 +58,168 @@ SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
 FROM claimed
 """
 
-# Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
-CLAIM = f"""
-WITH picked AS (
-    SELECT c.id FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+# The ready log (migration 0026; docs/DESIGN.md, "The claim"): jobs enqueued runnable
+# and without a key, in the order of the transactions that enqueued them, lane by lane
+# (queue, priority). A claim reads each of its lanes from the lane's frontier, never from
+# the start: the entries of jobs claimed before it, dead but not removable while another
+# session holds the xmin horizon back, are never in its way.
+#
+# `lane`: its queues' lanes, each with its furthest mark (a backward walk of the marks'
+# index, whose newest entries are live). `seen`: what this statement's snapshot sees of
+# each lane, a window of `limit` + 32 entries: those of the transactions pending at the
+# mark (one probe each), then the range past the frontier. `logged`: the first of them no
+# other claim holds, still queued when locked, read by the row versions seen: a TID scan
+# (with `ready_xid IS NOT NULL` among its conditions, or by the primary key, the planner
+# read the whole log through its partial index instead). A row updated since is re-read
+# at its newest version and passed over if no longer queued.
+_LOGGED = f"""lane AS MATERIALIZED (
+    SELECT l.queue, l.priority,
+           coalesce(m.frontier_xid, '0'::xid8) AS frontier_xid,
+           coalesce(m.frontier_id, '') AS frontier_id,
+           coalesce(m.pending, '{{}}'::xid8[]) AS pending,
+           coalesce(m.made_at, '-infinity'::timestamptz) AS made_at
+    FROM lanes AS l
+    LEFT JOIN LATERAL (
+        SELECT c.frontier_xid, c.frontier_id, c.pending, c.made_at FROM claim_marks AS c
+        WHERE c.queue = l.queue AND c.priority = l.priority
+        ORDER BY c.frontier_xid DESC, c.frontier_id DESC
+        LIMIT 1
+    ) AS m ON true
+    WHERE l.queue = ANY(%(queues)s::text[])
+), snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), seen AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, e.ready_xid, e.id, e.row_id, true AS was_pending
+    FROM lane CROSS JOIN LATERAL unnest(lane.pending) AS p(xid)
+    CROSS JOIN LATERAL (
+        SELECT j.ready_xid, j.id, j.ctid AS row_id FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = p.xid
+        ORDER BY j.id
+        LIMIT %(limit)s + 32
+    ) AS e
+    UNION ALL
+    SELECT lane.queue, lane.priority, e.ready_xid, e.id, e.row_id, false
+    FROM lane CROSS JOIN LATERAL (
+        SELECT j.ready_xid, j.id, j.ctid AS row_id FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+        ORDER BY j.ready_xid, j.id
+        LIMIT %(limit)s + 32
+    ) AS e
+), logged AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at FROM jobs AS j
+    WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM seen)) AND j.status = 'queued'
+      AND j.run_at <= {T_STATEMENT}
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+)"""
+
+# After the claim picked: each lane's new frontier, just before the first entry it saw
+# and did not take (another claim holds it, or the limit left it), or, when it took all
+# it saw, the snapshot's xmax (nothing visible is left in the range; a transaction that
+# has not taken an id yet will get one past it). Pending: the transactions still running
+# (pg_snapshot_xip) below the new frontier, whose entries become visible when they
+# commit, and each old pending one that still runs or has entries this claim left. A
+# mark is appended when the claim took from the lane or the pending list changed, or at
+# most once a second when only the frontier moved (an idle poll writes nothing more).
+# Every mark is safe by itself, made from a snapshot that saw all it passes; the
+# furthest counts.
+_MARKED = f"""frontier AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, lane.frontier_xid AS old_xid,
+           lane.frontier_id AS old_id, lane.pending AS old_pending, lane.made_at,
+           CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
+                ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
+           CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
+               AS frontier_id,
+           EXISTS (SELECT 1 FROM picked AS k JOIN seen AS v ON v.id = k.id
+                   WHERE v.queue = lane.queue AND v.priority = lane.priority) AS took
+    FROM lane CROSS JOIN snap
+    LEFT JOIN LATERAL (
+        SELECT v.ready_xid, v.id FROM seen AS v
+        WHERE NOT v.was_pending AND v.queue = lane.queue AND v.priority = lane.priority
+          AND v.id NOT IN (SELECT id FROM picked)
+        ORDER BY v.ready_xid, v.id
+        LIMIT 1
+    ) AS b ON true
+    LEFT JOIN LATERAL (
+        SELECT v.ready_xid, v.id FROM seen AS v
+        WHERE NOT v.was_pending AND v.queue = lane.queue AND v.priority = lane.priority
+          AND (v.ready_xid, v.id) < (b.ready_xid, b.id)
+        ORDER BY v.ready_xid DESC, v.id DESC
+        LIMIT 1
+    ) AS t ON true
+), pending AS MATERIALIZED (
+    SELECT f.queue, f.priority,
+           coalesce(array_agg(x.xid ORDER BY x.xid) FILTER (WHERE x.xid IS NOT NULL),
+                    '{{}}'::xid8[]) AS pending
+    FROM frontier AS f CROSS JOIN snap
+    LEFT JOIN LATERAL (
+        SELECT p.xid FROM unnest(f.old_pending) AS p(xid)
+        WHERE p.xid IN (SELECT pg_snapshot_xip(snap.s))
+           OR EXISTS (SELECT 1 FROM seen AS v
+                      WHERE v.was_pending AND v.ready_xid = p.xid AND v.queue = f.queue
+                        AND v.priority = f.priority
+                        AND v.id NOT IN (SELECT id FROM picked))
+        UNION
+        SELECT r.xid FROM pg_snapshot_xip(snap.s) AS r(xid) WHERE r.xid < f.frontier_xid
+    ) AS x ON true
+    GROUP BY f.queue, f.priority
+), marked AS (
+    INSERT INTO claim_marks (queue, priority, frontier_xid, frontier_id, pending, made_at)
+    SELECT f.queue, f.priority, f.frontier_xid, f.frontier_id, p.pending, {T_STATEMENT}
+    FROM frontier AS f JOIN pending AS p ON p.queue = f.queue AND p.priority = f.priority
+    WHERE p.pending <> f.old_pending
+       OR ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
+           AND (f.took OR f.made_at < {T_STATEMENT} - interval '1 second'))
+)"""
+
+
+def _claim(due: str) -> str:
+    """A claim of jobs without a key: those of the ready log (`_LOGGED`) and those `due`
+    picked through `jobs_claim_idx` (delayed jobs, retries, jobs handed back, released
+    or replayed, in order of `run_at`: a job handed back keeps its place in line), the
+    best `limit` of both by priority, the due ones first within one. The rows either
+    locked and left are unlocked when the claim commits, milliseconds later."""
+    return f"""
+WITH {_LOGGED}, due AS MATERIALIZED ({due}
+), picked AS MATERIALIZED (
+    SELECT c.id FROM (
+        SELECT id, priority, run_at FROM due
+        UNION ALL
+        SELECT id, priority, run_at FROM logged
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s
+), {_MARKED}, {_CLAIMED}"""
+
+
+# Several queues: each queue's due jobs from its own ordered walk of the claim index
+# (`LATERAL`, one per queue, as the module's first comment says).
+CLAIM = _claim(f"""
+    SELECT c.id, c.priority, c.run_at FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-          AND queue = q.name
+          AND ready_xid IS NULL AND queue = q.name
           AND run_at <= {T_STATEMENT}
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %(limit)s
-), {_CLAIMED}"""
+    ) AS c""")
 
 # CLAIM for a worker of one queue (the usual case): one ordered walk of its claim index,
-# without CLAIM's per-queue LATERAL, its aggregate and its outer sort (0.87 -> 0.58 ms for
-# claims of 10 here, 1.23 -> 0.95 ms for claims of 30).
-CLAIM_ONE_QUEUE = f"""
-WITH picked AS (
-    SELECT id FROM jobs
+# without CLAIM's per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms
+# for claims of 30).
+CLAIM_ONE_QUEUE = _claim(f"""
+    SELECT id, priority, run_at FROM jobs
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND queue = %(queue)s AND run_at <= {T_STATEMENT}
+      AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), {_CLAIMED}"""
+    FOR UPDATE SKIP LOCKED""")
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency or a rate key, claimed as CLAIM does; a row another
@@ -103,15 +237,22 @@ WITH picked AS (
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
 # retried: `run_at` after `created_at`), were requeued since (reaped, released,
-# replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
+# replayed: `updated_at` after `created_at`), or have waited since `stale_before`. In two
+# parts, each on its own index: jobs of `jobs_claim_idx` (due ones, no `ready_xid`), and
+# those of the ready log, only ever stale (enqueued runnable, never requeued).
+_DUE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}"""
+
 DUE_FOR_PUBLISH = f"""
-SELECT id, queue FROM jobs
-WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-  AND queue = ANY(%(queues)s::text[])
-  AND run_at <= {T_STATEMENT}
-  AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
-       OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
-       OR run_at <= to_timestamp(%(stale_before)s::float8))
+(SELECT id, queue, run_at FROM jobs
+ WHERE {_DUE} AND ready_xid IS NULL
+   AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
+        OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
+        OR run_at <= to_timestamp(%(stale_before)s::float8))
+ UNION ALL
+ SELECT id, queue, run_at FROM jobs
+ WHERE {_DUE} AND ready_xid IS NOT NULL
+   AND run_at <= to_timestamp(%(stale_before)s::float8))
 ORDER BY run_at, id
 LIMIT %(limit)s
 """

@@ -53,11 +53,13 @@ _DECLARED_BACKOFF_MAX = (
     "CASE WHEN j.chosen & %(backoff_bit)s = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
 )
 
+# A job re-routed leaves the ready log (`ready_xid`): its place there was in its old
+# lane, and may be behind its new lane's frontier; it is a due job of its new queue.
 REROUTE_JOBS = f"""
 UPDATE jobs AS j
 SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
-    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = {T}
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, ready_xid = NULL, updated_at = {T}
 FROM tasks AS t
 WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name
   AND j.status IN ('queued', 'waiting', 'blocked')

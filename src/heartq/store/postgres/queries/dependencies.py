@@ -119,6 +119,7 @@ SET waiting_for = greatest(j.waiting_for - c.n, 0),
     run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
     finished_at = CASE WHEN {_FAILED} THEN {T} END,
     error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || {_WHY} ELSE j.error END,
+    ready_xid = NULL,
     updated_at = {T}
 FROM c JOIN locked ON locked.id = c.job_id
 WHERE j.id = c.job_id AND j.status IN ('waiting', 'blocked')

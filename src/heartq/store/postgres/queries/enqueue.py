@@ -6,22 +6,41 @@ from __future__ import annotations
 from heartq.store.postgres.queries.batches import JOB_BATCH
 from heartq.store.postgres.queries.common import UNIQUE_NAMESPACE, T
 
-INSERT_JOBS = f"""
-INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
-                  retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
-                  concurrency_limit, rate_key, rate_limit, rate_period, meta)
+# A job runnable now and without a concurrency or a rate key goes into the ready log
+# (migration 0026): the id of the transaction that enqueues it orders it in its lane,
+# which the same statement makes if it is new. A new lane's insert waits for another
+# enqueuer of that lane still in its transaction: once per (queue, priority), ever.
+_READY = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
+
+_NEW_JOBS = f"""x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")}),
+lane AS (
+    INSERT INTO lanes (queue, priority)
+    SELECT DISTINCT x.queue, x.priority FROM x WHERE {_READY}
+    ON CONFLICT DO NOTHING
+)"""
+
+_INSERT_NEW_JOBS = f"""INSERT INTO jobs (
+    id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+    retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
+    rate_key, rate_limit, rate_period, meta, ready_xid)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
-       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb
-FROM {JOB_BATCH.rows("x")}
+       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb,
+       CASE WHEN {_READY} THEN pg_current_xact_id() END
+FROM x"""
+
+INSERT_JOBS = f"""
+WITH {_NEW_JOBS}
+{_INSERT_NEW_JOBS}
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
 # `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
 # (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
 INSERT_JOBS_WAKING = f"""
-WITH inserted AS ({INSERT_JOBS.strip()}
+WITH {_NEW_JOBS}, inserted AS (
+{_INSERT_NEW_JOBS}
     RETURNING queue
 )
 SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled

@@ -1,0 +1,126 @@
+"""The claim of the ready log (PostgreSQL, schema v26; docs/DESIGN.md, "The claim"): it
+starts at its lane's frontier, so it costs the same whether or not PostgreSQL can vacuum,
+and the frontier never passes a job that may still become visible.
+
+A job enqueued runnable and without a key carries the id of its enqueuing transaction;
+a claim reads its lane past the furthest mark, whose pending list names the transactions
+that were running below it. Each test here fails if that breaks: the claim walking from
+the lane's start (flatness), a mark passing a transaction still in flight (a job never
+claimed), a mark kept from a claim that rolled back, marks never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from bench import held_leases
+from heartq.lifecycle.fate import succeeded
+from heartq.model import NewJob
+from heartq.store.postgres import PostgresStore
+from heartq.store.postgres import queries as pg_q
+from heartq.store.postgres.connection import parse_url
+from tests import pg_harness
+
+LEASE = 600.0
+
+
+@pytest.fixture
+def store(pg_server_url: str) -> Iterator[PostgresStore]:
+    with pg_harness.schema_url(pg_server_url) as url:
+        opened = PostgresStore(url)
+        try:
+            opened.migrate()
+            yield opened
+        finally:
+            opened.close()
+
+
+def _claim_params(limit: int) -> dict[str, Any]:
+    return {"worker_id": "w", "queue": "default", "queues": ["default"], "limit": limit,
+            "lease": LEASE, "now": None, "ahead": False}  # fmt: skip
+
+
+def _marks(store: PostgresStore) -> list[dict[str, Any]]:
+    with store.pool.transaction() as conn:
+        sql = "SELECT frontier_xid, frontier_id, pending FROM claim_marks ORDER BY made_at"
+        return list(conn.execute(sql).fetchall())
+
+
+def test_the_claim_stays_flat_under_a_held_horizon(store: PostgresStore) -> None:
+    """A claim of one job while another session holds a snapshot and an id, before and
+    after 3,000 jobs were claimed and finished under it: the same index entries and
+    buffers (within a few). The claim of `jobs_claim_idx` (every job before v26) walked an entry
+    for each job claimed since the pin: 3,000 more."""
+    store.enqueue([NewJob("t", "{}") for _ in range(3100)])
+    url = store.url
+    with psycopg.connect(parse_url(url)[0]) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT pg_current_xact_id()")  # a snapshot and an xid held
+        pinned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        for _ in range(6):
+            batch = store.claim("w", ["default"], 500, lease=LEASE)
+            assert len(batch) == 500
+            assert store.finish([succeeded(j, None) for j in batch]) == []
+        churned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        holder.rollback()
+    (buffers, entries), (buffers_after, entries_after) = pinned, churned
+    assert entries_after <= entries + 20, (pinned, churned)  # not one per job claimed
+    # Measured: 136 buffers and 35 entries, then 123 and 36; a walk from the lane's
+    # start (the claim's range not bounded by the frontier) 244 and 3,036.
+    assert buffers_after <= buffers + 50, (pinned, churned)
+
+
+def test_a_job_of_a_transaction_running_below_the_frontier_is_claimed_at_its_commit(
+    store: PostgresStore,
+) -> None:
+    """An application's transaction takes its id, then other jobs are enqueued and
+    claimed past it (the frontier moves beyond its id, which the mark lists as pending);
+    it enqueues a job and commits, later: the next claim takes that job. A frontier that
+    forgot the transactions running below it would never read it."""
+    conninfo, _ = parse_url(store.url)
+    with psycopg.connect(conninfo) as app:
+        row = app.execute("SELECT pg_current_xact_id()::text").fetchone()
+        assert row is not None
+        xid = row[0]  # its id, below everything after
+        store.enqueue([NewJob("t", "{}") for _ in range(3)])
+        assert len(store.claim("w", ["default"], 10, lease=LEASE)) == 3
+        assert store.claim("w", ["default"], 10, lease=LEASE) == []
+        mark = _marks(store)[-1]
+        assert int(mark["frontier_xid"]) > int(xid) and xid in mark["pending"], mark
+        (late,) = store.enqueue([NewJob("t", "{}")], connection=app)
+        app.commit()
+    assert [j.id for j in store.claim("w", ["default"], 10, lease=LEASE)] == [late]
+    assert xid not in _marks(store)[-1]["pending"]  # ended, its job taken: not probed
+
+
+def test_a_claim_that_rolled_back_moved_nothing(store: PostgresStore) -> None:
+    """The mark commits with the claim or not at all: a claim rolled back leaves the
+    frontier where it was, and its jobs are claimed by the next claim."""
+    ids = store.enqueue([NewJob("t", "{}") for _ in range(5)])
+    with store.pool.transaction() as conn:
+        taken = conn.execute(pg_q.CLAIM_ONE_QUEUE, _claim_params(3)).fetchall()
+        assert len(taken) == 3
+        conn.rollback()
+    assert _marks(store) == []
+    assert sorted(j.id for j in store.claim("w", ["default"], 10, lease=LEASE)) == sorted(ids)
+
+
+def test_superseded_marks_are_pruned_a_minute_after(store: PostgresStore) -> None:
+    """Each claim that took jobs appends a mark; the pruner deletes those a further
+    mark supersedes once a minute old, and keeps the furthest (which a claim reads)."""
+    t0 = store.clock()
+    store.enqueue([NewJob("t", "{}") for _ in range(4)], now=t0)
+    for i in range(4):
+        assert len(store.claim("w", ["default"], 1, lease=LEASE, now=t0 + i)) == 1
+    marks = _marks(store)
+    assert len(marks) >= 4
+    store.prune(3600.0, 3600.0, now=t0 + 30)
+    assert len(_marks(store)) == len(marks)  # none a minute old yet
+    store.prune(3600.0, 3600.0, now=t0 + 120)
+    assert _marks(store) == marks[-1:]
+    store.enqueue([NewJob("t", "{}")], now=t0 + 121)
+    assert len(store.claim("w", ["default"], 10, lease=LEASE, now=t0 + 121)) == 1
