@@ -81,14 +81,18 @@ def test_delay_sets_run_at_and_negative_delay_means_now(store: Store, t0: float)
     assert at(store.get_job(past)["run_at"], t0)
 
 
+# Enqueued oldest first, ties in id order: within a priority PostgreSQL claims a job
+# enqueued runnable in the order of the transactions that enqueued them (the ready log),
+# SQLite by `run_at` then id; here the two agree (tests/plans/test_ready_log.py: where
+# they do not).
 ORDER_CASES = [
     # (id, priority, enqueued at t0 + offset)
     ("neg-oldest", -1, -100.0),
-    ("p0-new", 0, -5.0),
-    ("p0-tie-b", 0, -10.0),
-    ("p0-tie-a", 0, -10.0),
-    ("p1-late", 1, 0.0),
     ("p0-old", 0, -20.0),
+    ("p0-tie-a", 0, -10.0),
+    ("p0-tie-b", 0, -10.0),
+    ("p0-new", 0, -5.0),
+    ("p1-late", 1, 0.0),
 ]
 EXPECTED_ORDER = ["p1-late", "p0-old", "p0-tie-a", "p0-tie-b", "p0-new", "neg-oldest"]
 

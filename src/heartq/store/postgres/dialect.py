@@ -53,6 +53,7 @@ class PostgresDialect:
         self.scripts = scripts  # the store's `migrations()`, asked when it migrates
         self.keyed = KeyedClaims(q)
         self.migrated = False
+        self.open = set[tuple[str, int]]()  # the lanes `open_lanes` made or found
 
     # -- schema and pool -----------------------------------------------------------------
     def migrate(self) -> int:
@@ -151,6 +152,21 @@ class PostgresDialect:
     def lone_insert(self, doc: dict[str, Any], clock: float | None) -> Step | None:
         """None: a lone job costs the batch statement no more than a statement of its own."""
         return None
+
+    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Each lane once per process: the enqueue's own insert of it stays the guarantee
+        (`INSERT_JOBS`), this only keeps it from waiting."""
+        lanes = {
+            (str(d["queue"]), int(d["priority"]))
+            for d in docs
+            if d["delay"] <= 0 and d["concurrency_key"] is None and d["rate_key"] is None
+        } - self.open
+        if not lanes:
+            return
+        queues, priorities = zip(*sorted(lanes), strict=True)
+        with self.pool.autocommit() as conn:
+            conn.execute(q.OPEN_LANES, {"queues": list(queues), "priorities": list(priorities)})
+        self.open |= lanes
 
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
         """Jobs without a unique key, an eta or dependencies: inserted, and their queues

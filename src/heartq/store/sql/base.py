@@ -217,6 +217,14 @@ class Dialect(Protocol):
         batch statement's JSON; None: the batch statement."""
         ...
 
+    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Before an enqueue into the caller's transaction: make the lanes its jobs enter
+        the ready log by, committed at once on a connection of heartq's own (PostgreSQL,
+        `OPEN_LANES`), so that the enqueue's own insert of a new lane does not hold its
+        row until the caller commits, every other enqueuer of the lane waiting on it;
+        SQLite: nothing (no ready log)."""
+        ...
+
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
         """Store jobs that need nothing but an insert (no unique key, no eta) and wake their
         queues in one statement that commits by itself, where the dialect has one. False,

@@ -56,6 +56,7 @@ class EnqueueOps:
         self.d.ensure_schema()
         if connection is not None:
             program = self._enqueue_steps(docs, self._borrowed_clock(docs, now))
+            self.d.open_lanes(docs)
             with self.d.borrow(connection) as conn:
                 return drive(conn, program)
         try:
@@ -78,6 +79,7 @@ class EnqueueOps:
             return []
         await asyncio.to_thread(self.d.ensure_schema)
         clock = await asyncio.to_thread(self._borrowed_clock, docs, None)
+        await asyncio.to_thread(self.d.open_lanes, docs)
         program = self._enqueue_steps(docs, clock)
         async with self.d.borrow_async(connection) as conn:
             return await drive_async(conn, program)

@@ -125,6 +125,9 @@ class SQLiteDialect:
         than parsing a JSON batch of one (measured)."""
         return (q.INSERT_JOB, dict(doc, now=clock))
 
+    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
+        return None  # no ready log (`Dialect.open_lanes`)
+
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
         """No such statement: the enqueue opens a transaction."""
         return False

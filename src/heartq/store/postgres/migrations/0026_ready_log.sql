@@ -31,17 +31,20 @@ CREATE TABLE IF NOT EXISTS lanes (
     PRIMARY KEY (queue, priority)
 );
 
--- Appended by a claim that moved its lane's frontier or changed its pending list, never
--- updated: a claim reads the furthest mark of a lane backwards from the index's end,
--- where the newest marks are, so the marks dead under a held horizon are never in its way.
--- The pruner deletes marks a minute old that a further one supersedes.
+-- Appended by a claim that took from its lane (or, at most once a second, moved its
+-- frontier or changed its pending list), never updated: a claim reads the furthest mark
+-- of a lane backwards from the index's end, where the newest marks are, so the marks
+-- dead under a held horizon are never in its way. `pending` lists the transactions that
+-- were running below the frontier, `pending_after` the id of the last entry of each
+-- taken so far. The pruner deletes marks a minute old that a further one supersedes.
 CREATE TABLE IF NOT EXISTS claim_marks (
     queue text NOT NULL,
     priority integer NOT NULL,
     frontier_xid xid8 NOT NULL,
     frontier_id text COLLATE "C" NOT NULL,
     pending xid8[] NOT NULL,
+    pending_after text[] COLLATE "C" NOT NULL,
     made_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS claim_marks_lane_idx
-    ON claim_marks (queue, priority, frontier_xid, frontier_id);
+    ON claim_marks (queue, priority, frontier_xid, frontier_id, made_at);

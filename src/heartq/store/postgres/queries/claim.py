@@ -65,115 +65,136 @@ FROM claimed
 # session holds the xmin horizon back, are never in its way.
 #
 # `lane`: its queues' lanes, each with its furthest mark (a backward walk of the marks'
-# index, whose newest entries are live). `seen`: what this statement's snapshot sees of
-# each lane, a window of `limit` + 32 entries: those of the transactions pending at the
-# mark (one probe each), then the range past the frontier. `logged`: the first of them no
-# other claim holds, still queued when locked, read by the row versions seen: a TID scan
-# (with `ready_xid IS NOT NULL` among its conditions, or by the primary key, the planner
-# read the whole log through its partial index instead). A row updated since is re-read
-# at its newest version and passed over if no longer queued.
-_LOGGED = f"""lane AS MATERIALIZED (
+# index, whose newest entries are live; a mark past this snapshot's xmax is from another
+# cluster's ids, a restore's, and ignored). `pend`: the transactions pending at the mark,
+# each with the id of its last entry taken. `logged`: per lane, the first runnable
+# entries no other claim holds, walked in order and locked (SKIP LOCKED) as the claim
+# index is walked: those of each pending transaction past its last one taken, then the
+# range past the frontier. A row changed since this snapshot is re-read at its newest
+# version and passed over unless it is still queued in this lane.
+_LOGGED = f"""snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), lane AS MATERIALIZED (
     SELECT l.queue, l.priority,
            coalesce(m.frontier_xid, '0'::xid8) AS frontier_xid,
            coalesce(m.frontier_id, '') AS frontier_id,
            coalesce(m.pending, '{{}}'::xid8[]) AS pending,
+           coalesce(m.pending_after, '{{}}'::text[]) AS pending_after,
            coalesce(m.made_at, '-infinity'::timestamptz) AS made_at
-    FROM lanes AS l
+    FROM lanes AS l CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT c.frontier_xid, c.frontier_id, c.pending, c.made_at FROM claim_marks AS c
+        SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
+        FROM claim_marks AS c
         WHERE c.queue = l.queue AND c.priority = l.priority
-        ORDER BY c.frontier_xid DESC, c.frontier_id DESC
+          AND c.frontier_xid <= pg_snapshot_xmax(snap.s)
+        ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
         LIMIT 1
     ) AS m ON true
     WHERE l.queue = ANY(%(queues)s::text[])
-), snap AS MATERIALIZED (
-    SELECT pg_current_snapshot() AS s
-), seen AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, e.ready_xid, e.id, e.row_id, true AS was_pending
-    FROM lane CROSS JOIN LATERAL unnest(lane.pending) AS p(xid)
-    CROSS JOIN LATERAL (
-        SELECT j.ready_xid, j.id, j.ctid AS row_id FROM jobs AS j
-        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = p.xid
+), pend AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, p.xid, p.after
+    FROM lane CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
+), logged AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, true AS was_pending
+    FROM pend CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.run_at <= {T_STATEMENT}
         ORDER BY j.id
-        LIMIT %(limit)s + 32
+        LIMIT %(limit)s
+        FOR UPDATE OF j SKIP LOCKED
     ) AS e
     UNION ALL
-    SELECT lane.queue, lane.priority, e.ready_xid, e.id, e.row_id, false
+    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, false
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.ready_xid, j.id, j.ctid AS row_id FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
           AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.run_at <= {T_STATEMENT}
         ORDER BY j.ready_xid, j.id
-        LIMIT %(limit)s + 32
+        LIMIT %(limit)s
+        FOR UPDATE OF j SKIP LOCKED
     ) AS e
-), logged AS MATERIALIZED (
-    SELECT j.id, j.priority, j.run_at FROM jobs AS j
-    WHERE j.ctid = ANY(ARRAY(SELECT row_id FROM seen)) AND j.status = 'queued'
-      AND j.run_at <= {T_STATEMENT}
-    ORDER BY j.priority DESC, j.run_at, j.id
-    LIMIT %(limit)s
-    FOR UPDATE OF j SKIP LOCKED
 )"""
 
-# After the claim picked: each lane's new frontier, just before the first entry it saw
-# and did not take (another claim holds it, or the limit left it), or, when it took all
-# it saw, the snapshot's xmax (nothing visible is left in the range; a transaction that
-# has not taken an id yet will get one past it). Pending: the transactions still running
-# (pg_snapshot_xip) below the new frontier, whose entries become visible when they
-# commit, and each old pending one that still runs or has entries this claim left. A
-# mark is appended when the claim took from the lane or the pending list changed, or at
-# most once a second when only the frontier moved (an idle poll writes nothing more).
-# Every mark is safe by itself, made from a snapshot that saw all it passes; the
-# furthest counts.
+# After the claim picked: each lane's new frontier, just before the first entry past the
+# old one that this claim did not take (another claim holds it, the limit left it, or it
+# is not due yet), or the snapshot's xmax when it took every one it sees (a transaction
+# that has not taken an id yet will get one past it). That first entry is found by a
+# walk over what this claim took (still queued in its own snapshot): no longer than the
+# claim. Pending: each old pending transaction that still runs or has an entry left,
+# after its last entry taken; and the transactions running now (pg_snapshot_xip) below
+# the new frontier, whose entries become visible when they commit. A mark is appended
+# when the claim took from the lane, or at most once a second when only the frontier or
+# the pending list changed (every running transaction of the cluster is in the list:
+# an idle poll would write one at each claim). Every mark is safe by itself, made from a
+# snapshot that saw all it passes; the furthest counts.
 _MARKED = f"""frontier AS MATERIALIZED (
     SELECT lane.queue, lane.priority, lane.frontier_xid AS old_xid,
-           lane.frontier_id AS old_id, lane.pending AS old_pending, lane.made_at,
+           lane.frontier_id AS old_id, lane.pending AS old_pending,
+           lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
                 ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
            CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
                AS frontier_id,
-           EXISTS (SELECT 1 FROM picked AS k JOIN seen AS v ON v.id = k.id
-                   WHERE v.queue = lane.queue AND v.priority = lane.priority) AS took
+           EXISTS (SELECT 1 FROM picked AS k
+                   WHERE k.ready_xid IS NOT NULL AND k.queue = lane.queue
+                     AND k.priority = lane.priority) AS took
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT v.ready_xid, v.id FROM seen AS v
-        WHERE NOT v.was_pending AND v.queue = lane.queue AND v.priority = lane.priority
-          AND v.id NOT IN (SELECT id FROM picked)
-        ORDER BY v.ready_xid, v.id
+        SELECT j.ready_xid, j.id FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.id NOT IN (SELECT id FROM picked)
+        ORDER BY j.ready_xid, j.id
         LIMIT 1
     ) AS b ON true
     LEFT JOIN LATERAL (
-        SELECT v.ready_xid, v.id FROM seen AS v
-        WHERE NOT v.was_pending AND v.queue = lane.queue AND v.priority = lane.priority
-          AND (v.ready_xid, v.id) < (b.ready_xid, b.id)
-        ORDER BY v.ready_xid DESC, v.id DESC
+        SELECT k.ready_xid, k.id FROM picked AS k
+        WHERE NOT k.was_pending AND k.queue = lane.queue AND k.priority = lane.priority
+          AND (k.ready_xid, k.id) < (b.ready_xid, b.id)
+        ORDER BY k.ready_xid DESC, k.id DESC
         LIMIT 1
     ) AS t ON true
 ), pending AS MATERIALIZED (
-    SELECT f.queue, f.priority,
-           coalesce(array_agg(x.xid ORDER BY x.xid) FILTER (WHERE x.xid IS NOT NULL),
-                    '{{}}'::xid8[]) AS pending
-    FROM frontier AS f CROSS JOIN snap
+    SELECT pend.queue, pend.priority, pend.xid,
+           coalesce((SELECT max(k.id) FROM picked AS k
+                     WHERE k.was_pending AND k.ready_xid = pend.xid
+                       AND k.queue = pend.queue AND k.priority = pend.priority
+                       AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
+    FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT p.xid FROM unnest(f.old_pending) AS p(xid)
-        WHERE p.xid IN (SELECT pg_snapshot_xip(snap.s))
-           OR EXISTS (SELECT 1 FROM seen AS v
-                      WHERE v.was_pending AND v.ready_xid = p.xid AND v.queue = f.queue
-                        AND v.priority = f.priority
-                        AND v.id NOT IN (SELECT id FROM picked))
-        UNION
-        SELECT r.xid FROM pg_snapshot_xip(snap.s) AS r(xid) WHERE r.xid < f.frontier_xid
-    ) AS x ON true
-    GROUP BY f.queue, f.priority
+        SELECT j.id FROM jobs AS j
+        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.id NOT IN (SELECT id FROM picked)
+        ORDER BY j.id
+        LIMIT 1
+    ) AS b ON true
+    WHERE b.id IS NOT NULL OR pend.xid IN (SELECT pg_snapshot_xip(snap.s))
+    UNION ALL
+    SELECT f.queue, f.priority, r.xid, ''
+    FROM frontier AS f CROSS JOIN snap CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
+    WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (
-    INSERT INTO claim_marks (queue, priority, frontier_xid, frontier_id, pending, made_at)
-    SELECT f.queue, f.priority, f.frontier_xid, f.frontier_id, p.pending, {T_STATEMENT}
-    FROM frontier AS f JOIN pending AS p ON p.queue = f.queue AND p.priority = f.priority
-    WHERE p.pending <> f.old_pending
-       OR ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
-           AND (f.took OR f.made_at < {T_STATEMENT} - interval '1 second'))
+    INSERT INTO claim_marks (queue, priority, frontier_xid, frontier_id, pending,
+                             pending_after, made_at)
+    SELECT f.queue, f.priority, f.frontier_xid, f.frontier_id,
+           coalesce(p.xids, '{{}}'), coalesce(p.afters, '{{}}'), {T_STATEMENT}
+    FROM frontier AS f
+    LEFT JOIN LATERAL (
+        SELECT array_agg(x.xid ORDER BY x.xid) AS xids,
+               array_agg(x.after ORDER BY x.xid) AS afters
+        FROM pending AS x WHERE x.queue = f.queue AND x.priority = f.priority
+    ) AS p ON true
+    WHERE f.took
+       OR (f.made_at < {T_STATEMENT} - interval '1 second'
+           AND ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
+                OR coalesce(p.xids, '{{}}') <> f.old_pending
+                OR coalesce(p.afters, '{{}}') <> f.old_after))
 )"""
 
 
@@ -181,15 +202,16 @@ def _claim(due: str) -> str:
     """A claim of jobs without a key: those of the ready log (`_LOGGED`) and those `due`
     picked through `jobs_claim_idx` (delayed jobs, retries, jobs handed back, released
     or replayed, in order of `run_at`: a job handed back keeps its place in line), the
-    best `limit` of both by priority, the due ones first within one. The rows either
-    locked and left are unlocked when the claim commits, milliseconds later."""
+    best `limit` of both by priority, then `run_at`, then id. The rows either locked and
+    left are unlocked when the claim commits, milliseconds later."""
     return f"""
 WITH {_LOGGED}, due AS MATERIALIZED ({due}
 ), picked AS MATERIALIZED (
-    SELECT c.id FROM (
-        SELECT id, priority, run_at FROM due
+    SELECT c.id, c.queue, c.priority, c.ready_xid, c.was_pending FROM (
+        SELECT id, queue, priority, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+        FROM due
         UNION ALL
-        SELECT id, priority, run_at FROM logged
+        SELECT id, queue, priority, run_at, ready_xid, was_pending FROM logged
     ) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
@@ -199,9 +221,10 @@ WITH {_LOGGED}, due AS MATERIALIZED ({due}
 # Several queues: each queue's due jobs from its own ordered walk of the claim index
 # (`LATERAL`, one per queue, as the module's first comment says).
 CLAIM = _claim(f"""
-    SELECT c.id, c.priority, c.run_at FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    SELECT c.id, c.queue, c.priority, c.run_at
+    FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs
+        SELECT id, queue, priority, run_at FROM jobs
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
           AND ready_xid IS NULL AND queue = q.name
           AND run_at <= {T_STATEMENT}
@@ -214,7 +237,7 @@ CLAIM = _claim(f"""
 # without CLAIM's per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms
 # for claims of 30).
 CLAIM_ONE_QUEUE = _claim(f"""
-    SELECT id, priority, run_at FROM jobs
+    SELECT id, queue, priority, run_at FROM jobs
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id

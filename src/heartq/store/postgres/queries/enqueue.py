@@ -35,6 +35,14 @@ WITH {_NEW_JOBS}
 {_INSERT_NEW_JOBS}
 """
 
+# The lanes an enqueue into a caller's transaction will enter, made beforehand on a
+# connection of heartq's own (store/sql/enqueue.py, `Dialect.open_lanes`), in one order.
+OPEN_LANES = """
+INSERT INTO lanes (queue, priority)
+SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[])
+ON CONFLICT DO NOTHING
+"""
+
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
 # `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
 # (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
