@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from bench import held_leases
 from heartq.lifecycle.fate import succeeded
@@ -25,6 +26,7 @@ from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
 from tests import pg_harness
+from tests.plans.test_batch_locks import _positional
 
 LEASE = 600.0
 
@@ -192,3 +194,31 @@ def test_an_enqueue_into_an_open_transaction_holds_up_no_other_enqueuer(
         app.rollback()
     other.join(timeout=20)
     assert finished_while_open and len(others) == 1
+
+
+@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
+def test_the_claims_generic_plan_walks_its_indexes(store: PostgresStore, name: str) -> None:
+    """A worker's claim is a prepared statement: after five runs PostgreSQL keeps its
+    generic plan when that costs about what the custom ones did (a claim of one queue
+    names its lanes by equality, so that it does: planning the statement took more than
+    running it). That plan, forced, walks the indexes as the custom one does and updates
+    the jobs it took through the primary key: no table read whole."""
+    store.enqueue([NewJob("t", "{}") for _ in range(3000)])
+    store.claim("w", ["default"], 10, lease=LEASE)  # a lane with a mark
+    params = dict(_claim_params(10), now=None)
+    text, names = _positional(getattr(pg_q, name))
+    conninfo, schema = parse_url(store.url)
+    with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        types = {"queues": "text[]", "queue": "text", "worker_id": "text", "limit": "int",
+                 "lease": "float8", "now": "float8", "ahead": "boolean"}  # fmt: skip
+        declared = sql.SQL(", ").join(sql.SQL(types[n]) for n in names)
+        conn.execute(sql.SQL("PREPARE claim ({}) AS {}").format(declared, sql.SQL(text)))
+        values = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
+        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE claim ({})").format(values)
+        plan = "\n".join(row[0] for row in conn.execute(explain))
+        conn.rollback()
+    assert "Seq Scan on jobs" not in plan, plan
+    assert "Index Scan using jobs_ready_idx" in plan and "jobs_claim_idx" in plan, plan
+    assert "Index Scan Backward using claim_marks_lane_idx" in plan, plan
+    assert "rows=10 loops=1" in plan.split("CTE claimed", 1)[1], plan
