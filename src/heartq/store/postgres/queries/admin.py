@@ -15,6 +15,8 @@ from heartq.store.postgres.queries.common import T, _secs
 # to autovacuum), no truncation (which would take an exclusive lock), and never a wait
 # (SKIP_LOCKED: a vacuum under way, autovacuum's or another worker's, means nothing to do
 # now). A role that does not own the table gets a warning from PostgreSQL and no vacuum.
+VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
+
 # The marks of a lane's frontier a further one (or an equal one made later) supersedes,
 # a minute after they were made (store/sql/admin.py `prune`): a claim reads only its
 # lane's furthest mark, and one made by a claim still in flight is never past a minute.
@@ -27,8 +29,6 @@ WHERE m.made_at < {T} - interval '1 minute'
         AND (n.frontier_xid, n.frontier_id, n.made_at)
             > (m.frontier_xid, m.frontier_id, m.made_at))
 """
-
-VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
 
 # Whether a vacuum of the jobs table is due: not if it was vacuumed (by a worker or by
 # autovacuum) within `since` seconds, since every worker runs the vacuum service and one

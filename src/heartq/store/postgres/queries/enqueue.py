@@ -8,8 +8,9 @@ from heartq.store.postgres.queries.common import UNIQUE_NAMESPACE, T
 
 # A job runnable now and without a concurrency or a rate key goes into the ready log
 # (migration 0026): the id of the transaction that enqueues it orders it in its lane,
-# which the same statement makes if it is new. A new lane's insert waits for another
-# enqueuer of that lane still in its transaction: once per (queue, priority), ever.
+# which the same statement makes if it is new (an enqueue into a caller's transaction
+# makes its lanes first, `OPEN_LANES`: its own insert of a new lane would hold the row,
+# and every other enqueuer of the lane, until the caller commits).
 _READY = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
 
 _NEW_JOBS = f"""x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")}),
