@@ -72,6 +72,18 @@ FROM claimed
 # index is walked: those of each pending transaction past its last one taken, then the
 # range past the frontier. A row changed since this snapshot is re-read at its newest
 # version and passed over unless it is still queued in this lane.
+# An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
+# transaction (`pend`) past the last one of it taken: what a claim walks to take entries,
+# and walks again to find the first it did not take (the new frontier; what is left of a
+# pending transaction). Each names `jobs_ready_idx`'s predicate, so the walk is of it.
+_PAST_FRONTIER = """j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)"""
+
+_PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after"""
+
+
 def _logged(lanes: str) -> str:
     """`_LOGGED` of the lanes `lanes` names (a condition on `l.queue`)."""
     return _LOGGED.replace("{lanes}", lanes)
@@ -103,8 +115,7 @@ _LOGGED = f"""snap AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, true AS was_pending
     FROM pend CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
-        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+        WHERE {_PENDING_LEFT}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.id
         LIMIT %(limit)s
@@ -114,9 +125,7 @@ _LOGGED = f"""snap AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, false
     FROM lane CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
-        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+        WHERE {_PAST_FRONTIER}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.ready_xid, j.id
         LIMIT %(limit)s
@@ -150,9 +159,7 @@ _MARKED = f"""frontier AS MATERIALIZED (
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.ready_xid, j.id FROM jobs AS j
-        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+        WHERE {_PAST_FRONTIER}
           AND j.id NOT IN (SELECT id FROM picked)
         ORDER BY j.ready_xid, j.id
         LIMIT 1
@@ -173,8 +180,7 @@ _MARKED = f"""frontier AS MATERIALIZED (
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.id FROM jobs AS j
-        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+        WHERE {_PENDING_LEFT}
           AND j.id NOT IN (SELECT id FROM picked)
         ORDER BY j.id
         LIMIT 1
@@ -268,18 +274,18 @@ WITH picked AS (
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`. In two
 # parts, each on its own index: jobs of `jobs_claim_idx` (due ones, no `ready_xid`), and
 # those of the ready log, only ever stale (enqueued runnable, never requeued).
-_DUE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+_PUBLISHABLE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}"""
 
 DUE_FOR_PUBLISH = f"""
 (SELECT id, queue, run_at FROM jobs
- WHERE {_DUE} AND ready_xid IS NULL
+ WHERE {_PUBLISHABLE} AND ready_xid IS NULL
    AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
         OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
         OR run_at <= to_timestamp(%(stale_before)s::float8))
  UNION ALL
  SELECT id, queue, run_at FROM jobs
- WHERE {_DUE} AND ready_xid IS NOT NULL
+ WHERE {_PUBLISHABLE} AND ready_xid IS NOT NULL
    AND run_at <= to_timestamp(%(stale_before)s::float8))
 ORDER BY run_at, id
 LIMIT %(limit)s
