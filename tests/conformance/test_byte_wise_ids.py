@@ -45,8 +45,7 @@ INDEXED = {
     ("job_dependencies_pkey", "job_id"),
     ("job_dependencies_pkey", "depends_on"),
     ("job_dependencies_depends_on_idx", "depends_on"),
-    ("job_tails_pkey", "job_id"),
-    ("job_tails_pkey", "tail"),
+    ("job_tails_tail_idx", "tail"),
     ("pruned_successes_pkey", "id"),
 }
 """The indexes over them, each a key to compare byte-wise too."""

@@ -200,7 +200,7 @@ ORDER BY id LIMIT %(limit)s
 """
 
 # A tail (ids made together share their start; their last characters are random): one
-# probe of job_tails' primary key on its last 8 characters (schema v19: the tails live
+# probe of job_tails' index of tails on its last 8 characters (schema v19: the tails live
 # apart from jobs, written once per job by triggers, so claims and finishes do not write
 # them again), then each job by its id, the whole tail checked on what it finds. No
 # ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the primary
