@@ -28,7 +28,7 @@ each contender in databases of its own. Phases, in order, each `--phase-seconds`
 Then the producer stops, the backlog drains (its time is reported), the workers stop,
 and the figures are read from the database (`bench/pressure_figures.py` says how):
 per phase, completions/s, pickup p50/p99 (heartq: `started_at - run_at`), queue depth, dead
-tuples, sizes, autovacuum runs; then bytes per finished job after a VACUUM and the free
+tuples, sizes, autovacuum runs, WAL a job; then bytes per finished job after a VACUUM and the free
 space by pgstattuple. A second, clean cell in a fresh database (`--storage-jobs` jobs at
 the offered rate) gives the storage of a clean run. Figures are printed (a table per
 cell, and Markdown with `--markdown`) and written as JSON with `--out`; never asserted.
@@ -250,7 +250,7 @@ def _database(server: str, name: str) -> str:
 
 HEADER = ("phase", "s", "offered", "enq/s", "done/s", "p50 ms", "p99 ms", "p99 last min",
           "depth end (max)", "dead end (max)", "table+idx MB", "autovacuum runs",
-          "horizon age", "load")  # fmt: skip
+          "horizon age", "load", "WAL B/job (full pages)")  # fmt: skip
 """The columns of a cell's table; dead tuples and sizes are of its queue's first table."""
 
 
@@ -267,8 +267,15 @@ def rows(record: Row) -> list[list[str]]:
             _num(p["pickup_p99_last_minute_ms"]),
             f"{p['depth_end']:,} ({p['depth_max']:,})", f"{p['dead_end']:,} ({p['dead_max']:,})",
             f"{size:.1f}", runs, f"{p['horizon_age_max']:,}", f"{p['load_max']:.1f}",
+            _wal(p),
         ])  # fmt: skip
     return out
+
+
+def _wal(phase: Row) -> str:
+    if phase.get("wal_bytes_per_job") is None:
+        return "-"
+    return f"{phase['wal_bytes_per_job']:,.0f} ({phase['wal_fpi_per_job']:.2f})"
 
 
 def _num(ms: float | None) -> str:

@@ -3,12 +3,14 @@
 - **Samples** every few seconds and at each phase's edges (`Sampler`): the queue's depth,
   and per table of the queue `pg_stat_user_tables`' live and dead tuples and autovacuum
   runs, the table's size and its indexes' size; the age of the oldest snapshot
-  (`backend_xmin`, in transactions: the held horizon, seen) and the load average.
+  (`backend_xmin`, in transactions: the held horizon, seen), the load average, and the
+  cluster's WAL bytes and full-page images so far (`pg_stat_wal`).
 - **Per phase, after the run** (`phase_figures`), from the rows' own times, on the
   server's clock: jobs enqueued (`created_at`) and completed (`finished_at`) in the
   phase's window, and the pickup, `started_at - run_at` (when the job became runnable
   to when its attempt started), of the jobs picked up in it: p50 and p99 over the
-  phase, and p99 over its last minute (what the issue's goal compares).
+  phase, and p99 over its last minute (what the issue's goal compares); the WAL bytes
+  and full-page images written in the phase per job completed.
 - **Storage** (`storage`), once the queue is drained and every worker stopped: a plain
   VACUUM of the queue's tables, then their total size (heap, indexes, TOAST) per
   finished job, and `pgstattuple`'s free space of each.
@@ -61,6 +63,13 @@ FROM pg_stat_activity WHERE datname = current_database()
 """
 
 
+WAL = "SELECT wal_bytes, wal_fpi FROM pg_stat_wal"
+"""The cluster's WAL written so far (PostgreSQL 14+), full-page images among it: a private
+cluster's, so all of it the cell's. A page's first change after a checkpoint is logged
+whole (8 KB): rows written into pages scattered over the table (space a vacuum gave
+back) cost a commit that much more to flush than rows appended page after page."""
+
+
 def clock(conn: psycopg.Connection[Any]) -> float:
     """The server's clock, epoch seconds: the phases' edges are on it, as the rows' times."""
     row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
@@ -95,9 +104,12 @@ class Sampler:
             rows = conn.execute(
                 TABLES, {"schema": subject.schema, "tables": list(subject.tables)}
             ).fetchall()
-            assert depth is not None and horizon is not None
+            wal = conn.execute(WAL).fetchone()
+            assert depth is not None and horizon is not None and wal is not None
             sample: Row = {
                 "t": float(horizon[1]),
+                "wal_bytes": int(wal[0]),
+                "wal_fpi": int(wal[1]),
                 "depth": int(depth[0]),
                 "horizon_age": int(horizon[0]),
                 "load": os.getloadavg()[0],
@@ -154,6 +166,9 @@ def phase_figures(
             if name in last["tables"] and name in first["tables"]
         },
         "producer_behind_s": phase.get("producer_behind_s", 0.0),
+        "wal_bytes_per_job": (last["wal_bytes"] - first["wal_bytes"]) / completed
+        if completed else None,
+        "wal_fpi_per_job": (last["wal_fpi"] - first["wal_fpi"]) / completed if completed else None,
     }
 
 
