@@ -27,6 +27,7 @@ from heartq.store import documents
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
+from tests.plans.prepared import positional
 
 BATCHED = ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"]
 
@@ -127,18 +128,6 @@ def test_a_batch_locks_its_rows_in_byte_wise_id_order(
     assert held == set(ordered[: ordered.index(middle)])
 
 
-def _positional(statement: str) -> tuple[str, list[str]]:
-    """`statement` with its named placeholders as `$1`, `$2`, ..., and their names."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return re.sub(r"%\((\w+)\)s", number, statement).replace("%%", "%"), names
-
-
 @pytest.mark.parametrize("name", BATCHED)
 def test_a_batch_probes_the_primary_key_under_a_generic_plan(
     claimed: tuple[PostgresStore, list[Any]], name: str
@@ -148,7 +137,7 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
     reads no table whole."""
     pg, jobs = claimed
     params = _params(pg, jobs)
-    text, names = _positional(getattr(pg_q, name))
+    text, names = positional(getattr(pg_q, name))
     with _connect(pg) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(sql.SQL("PREPARE batch AS {}").format(sql.SQL(text)))

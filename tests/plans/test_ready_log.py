@@ -26,7 +26,7 @@ from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
 from tests import pg_harness
-from tests.plans.test_batch_locks import _positional
+from tests.plans.prepared import positional
 
 LEASE = 600.0
 
@@ -206,7 +206,7 @@ def test_the_claims_generic_plan_walks_its_indexes(store: PostgresStore, name: s
     store.enqueue([NewJob("t", "{}") for _ in range(3000)])
     store.claim("w", ["default"], 10, lease=LEASE)  # a lane with a mark
     params = dict(_claim_params(10), now=None)
-    text, names = _positional(getattr(pg_q, name))
+    text, names = positional(getattr(pg_q, name))
     conninfo, schema = parse_url(store.url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
