@@ -64,10 +64,9 @@ FROM pg_stat_activity WHERE datname = current_database()
 
 
 WAL = "SELECT wal_bytes, wal_fpi FROM pg_stat_wal"
-"""The cluster's WAL written so far (PostgreSQL 14+), full-page images among it: a private
-cluster's, so all of it the cell's. A page's first change after a checkpoint is logged
-whole (8 KB): rows written into pages scattered over the table (space a vacuum gave
-back) cost a commit that much more to flush than rows appended page after page."""
+"""The cluster's WAL written so far (PostgreSQL 14+), and the full-page images among it (a
+page's first change after a checkpoint is logged whole, 8 KB): a private cluster's, so
+all of it the cell's. What a phase's commits had to flush, a job at a time."""
 
 
 def clock(conn: psycopg.Connection[Any]) -> float:
