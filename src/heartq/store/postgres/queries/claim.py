@@ -58,6 +58,18 @@ SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
 FROM claimed
 """
 
+# An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
+# transaction (`pend`) past the last one of it taken: what a claim walks to take entries,
+# and walks again to find the first it did not take (the new frontier; what is left of a
+# pending transaction). Each names `jobs_ready_idx`'s predicate, so the walk is of it.
+_PAST_FRONTIER = """j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)"""
+
+_PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after"""
+
+
 # The ready log (migration 0026; docs/DESIGN.md, "The claim"): jobs enqueued runnable
 # and without a key, in the order of the transactions that enqueued them, lane by lane
 # (queue, priority). A claim reads each of its lanes from the lane's frontier, never from
@@ -72,24 +84,9 @@ FROM claimed
 # index is walked: those of each pending transaction past its last one taken, then the
 # range past the frontier. A row changed since this snapshot is re-read at its newest
 # version and passed over unless it is still queued in this lane.
-# An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
-# transaction (`pend`) past the last one of it taken: what a claim walks to take entries,
-# and walks again to find the first it did not take (the new frontier; what is left of a
-# pending transaction). Each names `jobs_ready_idx`'s predicate, so the walk is of it.
-_PAST_FRONTIER = """j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)"""
-
-_PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after"""
-
-
 def _logged(lanes: str) -> str:
-    """`_LOGGED` of the lanes `lanes` names (a condition on `l.queue`)."""
-    return _LOGGED.replace("{lanes}", lanes)
-
-
-_LOGGED = f"""snap AS MATERIALIZED (
+    """The ready log's CTEs for the lanes `lanes` names (a condition on `l.queue`)."""
+    return f"""snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), lane AS MATERIALIZED (
     SELECT l.queue, l.priority,
@@ -107,7 +104,7 @@ _LOGGED = f"""snap AS MATERIALIZED (
         ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
         LIMIT 1
     ) AS m ON true
-    WHERE {{lanes}}
+    WHERE {lanes}
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, p.xid, p.after
     FROM lane CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
@@ -132,6 +129,7 @@ _LOGGED = f"""snap AS MATERIALIZED (
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
 )"""
+
 
 # After the claim picked: each lane's new frontier, just before the first entry past the
 # old one that this claim did not take (another claim holds it, the limit left it, or it
