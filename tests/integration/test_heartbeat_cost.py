@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-import psycopg
 import pytest
 
 from heartq.model import NewJob, Progress, WorkerInfo
@@ -22,6 +18,7 @@ from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import Ledger
 from heartq.worker.pulse import Pulse
 from tests.conftest import on_every_backend
+from tests.statement_trace import trace
 
 WORKER = "w-cost"
 LEASE = 30.0
@@ -29,28 +26,6 @@ LEASE = 30.0
 
 JOBS_TABLE = re.compile(r"\b(heartq_)?jobs\b")
 """The jobs table: `heartq_jobs` in SQLite, `jobs` in the PostgreSQL schema."""
-
-
-def trace(store: Store, record: Callable[[str], None], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Call `record(sql)` for every statement `store` sends from now on, from this thread
-    (the tick runs here)."""
-    if hasattr(store, "trace_statements"):  # SQLite: the store's own hook
-        store.trace_statements(record)
-        return
-    # PostgreSQL: every statement goes through a psycopg cursor. psycopg's implicit
-    # BEGIN/COMMIT are not counted; the pool's empty liveness check is left out, and so
-    # is what other threads of the process send (the test schemas made ahead of tests).
-    original = psycopg.Cursor.execute
-    mine = threading.get_ident()
-
-    def execute(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
-        text = query.as_string(self) if hasattr(query, "as_string") else query
-        text = text.decode() if isinstance(text, bytes) else str(text)
-        if text.strip() and threading.get_ident() == mine:
-            record(text)
-        return original(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", execute)
 
 
 def claim_runs(store: Store, n: int) -> list[RunningJob]:

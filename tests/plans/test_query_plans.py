@@ -27,6 +27,8 @@ EXPECTED = {
     # Rate-limited jobs: their own claim index, walked by key; a key's starts by executions' one.
     "CLAIM_RATED": "SEARCH j USING INDEX heartq_jobs_rated_claim_idx (rate_key=?)",
     "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
+    # Whether a keyed claim could find anything: a look at each keyed index's first entry.
+    "KEYED_QUEUED": "SEARCH heartq_jobs USING INDEX heartq_jobs_keyed_claim_idx (queue=?)",
     "RENEW": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
@@ -355,7 +357,9 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
                       "concurrency_keys": []}  # fmt: skip
             plans = {}
             with pg.pool.transaction() as conn:
-                for name in ("CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
+                names = ("KEYED_QUEUED", "CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS", "CLAIM_RATED",
+                         "RATE_WAIT")  # fmt: skip
+                for name in names:
                     explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                     rows = conn.execute(explain, params).fetchall()
                     plans[name] = "\n".join(r["QUERY PLAN"] for r in rows)
@@ -373,3 +377,8 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
         assert walked and max(walked) <= 10, plan  # per key: its best jobs, no more
         assert "Index Cond: (rate_key" in plan or "Index Cond: ((rate_key" in plan, plan
     assert "executions_rate_idx" in plans["RATE_WAIT"], plans["RATE_WAIT"]
+    # The probe whether a keyed claim could find anything: the first entry of each index.
+    probe = plans["KEYED_QUEUED"]
+    firsts = re.findall(r"(jobs_keyed_claim_idx|jobs_rated_claim_idx) on jobs.*?rows=(\d+)", probe)
+    assert sorted(index for index, _ in firsts) == ["jobs_keyed_claim_idx", "jobs_rated_claim_idx"]
+    assert all(int(n) <= 1 for _, n in firsts), probe

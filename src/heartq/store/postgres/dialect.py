@@ -213,8 +213,10 @@ class PostgresDialect:
         them, counts and claims. Concurrency keys first (`CLAIM_KEYS`, `CLAIM_KEYED`),
         then, slots left, rate keys with the concurrency keys of their jobs
         (`CLAIM_RATE_KEYS`, `CLAIM_RATED`), and the rate wait (`RATE_WAIT`) only when a
-        rate-limited job is runnable at all: an idle worker's poll pays one probe of
-        each empty index, in one transaction.
+        rate-limited job is runnable at all. First, in a statement of its own, whether a
+        keyed job is queued at all (`KeyedClaims.queued`): a claim of queues without one
+        (an idle worker's poll, or a claim of a queue that keeps up) pays that one round
+        trip, not the transaction's four.
 
         The claim's unkeyed jobs are committed by then (`write_each`): if this fails
         after some were taken, they are handed over all the same and the keyed jobs wait
@@ -225,6 +227,8 @@ class PostgresDialect:
         # the claim is one transaction already (a savepoint would only add 2 round trips).
         own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
         try:
+            if not self.keyed.queued(conn, params):  # one round trip, not the four below
+                return [], None
             with own:
                 keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
                 rows: Rows = []

@@ -28,9 +28,20 @@ class KeyedClaims:
     def __init__(self, q: ModuleType) -> None:
         self.q = q
 
+    def queued(self, conn: Any, params: dict[str, Any]) -> bool:
+        """Whether a job with a concurrency key is queued in these queues, or one with a
+        rate key in any (`KEYED_QUEUED`, the first entry of each partial index): if not,
+        the keyed claims would find nothing, and a claim that left slots free (nearly
+        every claim of a queue that keeps up) is spared them. A hint, read before any
+        key is locked: a keyed job queued just after it is claimed by the next claim,
+        as one queued just after the keyed claims would be."""
+        return bool(conn.execute(self.q.KEYED_QUEUED, params).fetchone()["queued"])
+
     def one_writer(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
         """`Dialect.claim_limited` of a database with one writer at a time (SQLite):
         nothing to lock, the statements in the claim's transaction."""
+        if not self.queued(conn, params):
+            return [], None
         rows = run(conn, self.q.CLAIM_KEYED, params)
         return self.rated(conn, params, rows)
 

@@ -289,6 +289,20 @@ ORDER BY run_at, id
 LIMIT %(limit)s
 """
 
+# Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
+# filled fewer than `limit`): a queued job with a concurrency key in these queues, or
+# with a rate key in any queue. One statement instead of the keyed claims' transaction of
+# four round trips, on the queues (most) that have no keyed job; the first entry of each
+# partial index, never a walk: a keyed job that is not due yet, or a rate-limited one of
+# another queue, answers yes and the claims below look closer.
+KEYED_QUEUED = """
+SELECT EXISTS (SELECT 1 FROM jobs
+               WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
+                 AND queue = ANY(%(queues)s::text[]))
+    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND rate_key IS NOT NULL)
+       AS queued
+"""
+
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
 # fewer than `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
 # looked below its limit, best job first, at most `limit` of them, each kept only if its

@@ -78,6 +78,18 @@ ORDER BY run_at, id
 LIMIT :limit
 """
 
+# Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
+# filled fewer than `limit`): a queued job with a concurrency key in these queues, or
+# with a rate key in any queue; the first entry of each partial index, never a walk.
+KEYED_QUEUED = """
+SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+               WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
+                 AND queue IN (SELECT value FROM json_each(:queues)))
+    OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+               WHERE status = 'queued' AND rate_key IS NOT NULL)
+       AS queued
+"""
+
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
 # fewer than `limit`): each key's runnable jobs in claim order, the first
 # `concurrency_limit - running` of them (each job's own limit; `running`: that key's
