@@ -39,12 +39,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import psycopg
@@ -179,6 +181,7 @@ def _phase(
     producer.behind_s = 0.0
     with _fault(url, subject, plan, kind):
         start = sampler.sample()["t"]
+        cpu_start = workers.cpu_seconds()
         print(f"{time.strftime('%H:%M:%S')} {kind}: {seconds:.0f} s at {rate:.0f} jobs/s",
               flush=True)  # fmt: skip
         deadline = time.monotonic() + seconds
@@ -187,8 +190,9 @@ def _phase(
                 raise RuntimeError(f"a worker exited during {kind}: {workers.exited()}")
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         end = sampler.sample()["t"]
+        cpu = workers.cpu_seconds() - cpu_start
     return {"name": kind, "rate": rate, "start": start, "end": end,
-            "producer_behind_s": producer.behind_s}  # fmt: skip
+            "producer_behind_s": producer.behind_s, "worker_cpu_s": cpu}  # fmt: skip
 
 
 @contextmanager
@@ -250,7 +254,7 @@ def _database(server: str, name: str) -> str:
 
 HEADER = ("phase", "s", "offered", "enq/s", "done/s", "p50 ms", "p99 ms", "p99 last min",
           "depth end (max)", "dead end (max)", "table+idx MB", "autovacuum runs",
-          "horizon age", "load", "WAL B/job (full pages)")  # fmt: skip
+          "horizon age", "load", "WAL B/job (full pages)", "worker CPU us/job")  # fmt: skip
 """The columns of a cell's table; dead tuples and sizes are of its queue's first table."""
 
 
@@ -267,7 +271,7 @@ def rows(record: Row) -> list[list[str]]:
             _num(p["pickup_p99_last_minute_ms"]),
             f"{p['depth_end']:,} ({p['depth_max']:,})", f"{p['dead_end']:,} ({p['dead_max']:,})",
             f"{size:.1f}", runs, f"{p['horizon_age_max']:,}", f"{p['load_max']:.1f}",
-            _wal(p),
+            _wal(p), _num(p.get("worker_cpu_us_per_job")),
         ])  # fmt: skip
     return out
 
@@ -333,7 +337,15 @@ def parse_phases(specs: list[str], seconds: float) -> tuple[tuple[str, float], .
     return tuple(phases)
 
 
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """A run stopped from outside (SIGTERM, as `timeout` or a CI job sends) unwinds as
+    Ctrl-C does: the cells' `finally` blocks stop the workers and the private cluster,
+    which would otherwise run on without a parent."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=Plan.rate, help="offered jobs/s")
     parser.add_argument("--phase-seconds", type=float, default=120.0)

@@ -168,6 +168,8 @@ def phase_figures(
         "wal_bytes_per_job": (last["wal_bytes"] - first["wal_bytes"]) / completed
         if completed else None,
         "wal_fpi_per_job": (last["wal_fpi"] - first["wal_fpi"]) / completed if completed else None,
+        "worker_cpu_us_per_job": phase["worker_cpu_s"] * 1e6 / completed
+        if completed and "worker_cpu_s" in phase else None,
     }
 
 
