@@ -27,7 +27,7 @@ from heartq.store import documents
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
-from tests.plans.prepared import positional
+from heartq.store.postgres.statements import positional
 
 BATCHED = ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"]
 

@@ -25,8 +25,8 @@ from heartq.model import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
+from heartq.store.postgres.statements import positional
 from tests import pg_harness
-from tests.plans.prepared import positional
 
 LEASE = 600.0
 

@@ -46,6 +46,7 @@ from heartq.store.postgres.refusals import (
     pooler_hint,
     refused_for_good,
 )
+from heartq.store.postgres.statements import NamedCursor
 from heartq.store.redaction import redact
 
 DEFAULT_SCHEMA = "heartq"
@@ -374,8 +375,9 @@ class ConnectionPool:
         transaction-mode pooler: no startup `options` (a pooler refuses or drops them;
         `_scope` sets the same for each transaction) and no prepared statements
         (`prepare_threshold=None`: a statement prepared on one server session is missing,
-        or already there, on the next)."""
-        kwargs: dict[str, Any] = {"row_factory": dict_row}
+        or already there, on the next). Cursors of `NamedCursor`: each statement's
+        placeholders converted once (`statements.py`)."""
+        kwargs: dict[str, Any] = {"row_factory": dict_row, "cursor_factory": NamedCursor}
         kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
             kwargs["prepare_threshold"] = None
