@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import psycopg._queries
 import pytest
+from psycopg import sql
 
 from heartq.lifecycle.fate import succeeded
 from heartq.model import NewJob
@@ -59,4 +60,7 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
         assert isinstance(conn.cursor(), NamedCursor)
         # A caller's statements with `%s` and a sequence of values work as with psycopg's.
         row = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = %s", ("succeeded",))
+        assert row.fetchone()["n"] == 3
+        composed = sql.SQL("SELECT count(*) AS n FROM {} WHERE status = %(s)s")
+        row = conn.execute(composed.format(sql.Identifier("jobs")), {"s": "succeeded"})
         assert row.fetchone()["n"] == 3

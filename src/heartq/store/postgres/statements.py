@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
 
@@ -41,8 +42,8 @@ def positional(statement: str) -> tuple[str, tuple[str | int, ...]]:
 
 class NamedCursor(psycopg.RawCursor[Any]):
     """A cursor that takes statements with `%(name)s` placeholders and a mapping of
-    values, or `%s` ones and a sequence, as psycopg's own `Cursor` does; anything else
-    (a statement without values, a composed one) as `RawCursor` does."""
+    values, or `%s` ones and a sequence, as psycopg's own `Cursor` does (a composed
+    statement too); a statement without values as `RawCursor` does."""
 
     def execute(
         self,
@@ -52,6 +53,8 @@ class NamedCursor(psycopg.RawCursor[Any]):
         prepare: bool | None = None,
         binary: bool | None = None,
     ) -> NamedCursor:
+        if params is not None and isinstance(query, sql.Composable):
+            query = query.as_string(self)  # placeholders, if any, are in its text
         if params is not None and isinstance(query, str):
             text, keys = positional(query)
             try:
