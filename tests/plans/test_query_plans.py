@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from heartq.lifecycle.fate import succeeded
-from heartq.model import NewJob, PulseReport, Renewal, Report
+from heartq.model import ClaimedJob, NewJob, PulseReport, Renewal, Report
 from heartq.store import documents
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
@@ -153,11 +154,32 @@ FROM generate_series(1, %(n)s) AS i
 """
 
 
+@pytest.fixture(scope="module", params=[False, True], ids=["unanalyzed", "analyzed-idle"])
+def running_batch(
+    pg_server_url: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[PostgresStore, list[ClaimedJob]]]:
+    """A store with 2,000 jobs just claimed, and the claimed jobs: statistics that lag
+    behind the burst of claims (`unanalyzed`), or taken while nothing ran (a `VACUUM
+    ANALYZE` of an idle backlog of 203,000 queued jobs, `analyzed-idle`). Built once a
+    module and process for each: the tests read plans in transactions they roll back."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.migrate()
+            pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            if request.param:  # the plan flipped between 100,000 and 200,000 rows here
+                with pg.pool.autocommit() as conn:
+                    conn.execute(FILL_QUEUED, {"n": 200_000})
+                    conn.execute("VACUUM ANALYZE jobs")
+            yield pg, pg.claim("w", ["default"], 2000, lease=60)
+        finally:
+            pg.close()
+
+
 @pytest.mark.parametrize("size", [10, 110])
-@pytest.mark.parametrize("analyzed", [False, True], ids=["unanalyzed", "analyzed-idle"])
 @pytest.mark.parametrize("name", ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"])
 def test_postgres_batch_locks_probe_the_primary_key(
-    pg_server_url: str, name: str, analyzed: bool, size: int
+    running_batch: tuple[PostgresStore, list[ClaimedJob]], name: str, size: int
 ) -> None:
     """Finish, release, heartbeat, pulse and the start of buffered jobs lock and update
     their batch's rows through the primary key, one probe per element, with statistics
@@ -171,34 +193,22 @@ def test_postgres_batch_locks_probe_the_primary_key(
     A batch of 110 (a finish of a worker at its 50 slots under a slow server) too: given
     the batch's ids as an array it could see into, the planner read the small table whole
     and joined each of its rows to every row of the batch."""
-    with pg_harness.schema_url(pg_server_url) as url:
-        pg = PostgresStore(url)
-        try:
-            pg.migrate()
-            pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
-            if analyzed:  # the plan flipped between 100,000 and 200,000 rows here
-                with pg.pool.autocommit() as conn:
-                    conn.execute(FILL_QUEUED, {"n": 200_000})
-                    conn.execute("VACUUM ANALYZE jobs")
-            claimed = pg.claim("w", ["default"], 2000, lease=60)
-            leases = [j.lease for j in claimed[:size]]
-            finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:size]]
-            params = {
-                **pg.dialect.batch("finishes", finishes),
-                **pg.dialect.batch("leases", [{"id": x.job_id, "eid": x.execution_id}
-                                              for x in leases]),
-                **pg.dialect.batch("renewals", [documents.renewal_doc(Renewal(x))
-                                                for x in leases]),
-                **pg.dialect.batch("reports", [documents.pulse_doc(PulseReport(x, Report()))
-                                               for x in leases]),
-                "worker_id": "w", "lease": 60, "now": None, "defer": True,
-            }  # fmt: skip
-            with pg.pool.transaction() as conn:
-                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
-                rows = conn.execute(explain, params).fetchall()
-                conn.rollback()
-        finally:
-            pg.close()
+    pg, claimed = running_batch
+    leases = [j.lease for j in claimed[:size]]
+    finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:size]]
+    params = {
+        **pg.dialect.batch("finishes", finishes),
+        **pg.dialect.batch("leases", [{"id": x.job_id, "eid": x.execution_id}
+                                      for x in leases]),
+        **pg.dialect.batch("renewals", [documents.renewal_doc(Renewal(x)) for x in leases]),
+        **pg.dialect.batch("reports", [documents.pulse_doc(PulseReport(x, Report()))
+                                       for x in leases]),
+        "worker_id": "w", "lease": 60, "now": None, "defer": True,
+    }  # fmt: skip
+    with pg.pool.transaction() as conn:
+        explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
+        rows = conn.execute(explain, params).fetchall()
+        conn.rollback()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     locking = plan.split("CTE locked", 1)[1]
     probe = rf"Index Scan using jobs_pkey on jobs \w+ \(actual [^)]* loops={size}\)"
