@@ -1,10 +1,8 @@
 """heartq's PostgreSQL statements go out with `$1` placeholders converted once per text
-(`store/postgres/statements.py`), never re-split at each call as psycopg does for a
+(`pg_store/postgres/statements.py`), never re-split at each call as psycopg does for a
 statement over 4 KiB (the claim's 7.7 KB, a quarter of a worker's Python time)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import psycopg
 import psycopg._queries
@@ -16,7 +14,6 @@ from heartq.model import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.statements import NamedCursor, positional
-from tests import pg_harness
 
 
 @pytest.mark.parametrize(
@@ -31,19 +28,8 @@ def test_placeholders_become_numbers(statement: str, expected: tuple[str, tuple[
     assert positional(statement) == expected
 
 
-@pytest.fixture
-def store(pg_server_url: str) -> Iterator[PostgresStore]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        opened = PostgresStore(url)
-        try:
-            opened.migrate()
-            yield opened
-        finally:
-            opened.close()
-
-
 def test_the_claim_and_the_finish_are_never_split_by_psycopg(
-    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+    pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert len(pg_q.CLAIM_ONE_QUEUE) > psycopg._queries.MAX_CACHED_STATEMENT_LENGTH
 
@@ -52,11 +38,11 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
 
     monkeypatch.setattr(psycopg._queries, "_query2pg_nocache", refused)
     monkeypatch.setattr(psycopg._queries, "_query2pg", refused)
-    store.enqueue([NewJob("t", "{}") for _ in range(3)])
-    claimed = store.claim("w", ["default"], 5, lease=30.0)
+    pg_store.enqueue([NewJob("t", "{}") for _ in range(3)])
+    claimed = pg_store.claim("w", ["default"], 5, lease=30.0)
     assert len(claimed) == 3
-    assert store.finish([succeeded(job, None) for job in claimed]) == []
-    with store.pool.transaction() as conn:
+    assert pg_store.finish([succeeded(job, None) for job in claimed]) == []
+    with pg_store.pool.transaction() as conn:
         assert isinstance(conn.cursor(), NamedCursor)
         # A caller's statements with `%s` and a sequence of values work as with psycopg's.
         row = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = %s", ("succeeded",))

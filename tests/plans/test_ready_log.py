@@ -12,7 +12,6 @@ claimed), a mark kept from a claim that rolled back, marks never pruned.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -26,20 +25,8 @@ from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
 from heartq.store.postgres.statements import positional
-from tests import pg_harness
 
 LEASE = 600.0
-
-
-@pytest.fixture
-def store(pg_server_url: str) -> Iterator[PostgresStore]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        opened = PostgresStore(url)
-        try:
-            opened.migrate()
-            yield opened
-        finally:
-            opened.close()
 
 
 def _claim_params(limit: int) -> dict[str, Any]:
@@ -47,27 +34,27 @@ def _claim_params(limit: int) -> dict[str, Any]:
             "lease": LEASE, "now": None, "ahead": False}  # fmt: skip
 
 
-def _marks(store: PostgresStore) -> list[dict[str, Any]]:
-    with store.pool.transaction() as conn:
+def _marks(pg_store: PostgresStore) -> list[dict[str, Any]]:
+    with pg_store.pool.transaction() as conn:
         sql = "SELECT frontier_xid, frontier_id, pending FROM claim_marks ORDER BY made_at"
         return list(conn.execute(sql).fetchall())
 
 
-def test_the_claim_stays_flat_under_a_held_horizon(store: PostgresStore) -> None:
+def test_the_claim_stays_flat_under_a_held_horizon(pg_store: PostgresStore) -> None:
     """A claim of one job while another session holds a snapshot and an id, before and
     after 3,000 jobs were claimed and finished under it: the same index entries and
     buffers (within a few). The claim of `jobs_claim_idx` (every job before v26) walked an entry
     for each job claimed since the pin: 3,000 more."""
-    store.enqueue([NewJob("t", "{}") for _ in range(3100)])
-    url = store.url
+    pg_store.enqueue([NewJob("t", "{}") for _ in range(3100)])
+    url = pg_store.url
     with psycopg.connect(parse_url(url)[0]) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")  # a snapshot and an xid held
         pinned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         for _ in range(6):
-            batch = store.claim("w", ["default"], 500, lease=LEASE)
+            batch = pg_store.claim("w", ["default"], 500, lease=LEASE)
             assert len(batch) == 500
-            assert store.finish([succeeded(j, None) for j in batch]) == []
+            assert pg_store.finish([succeeded(j, None) for j in batch]) == []
         churned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         holder.rollback()
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
@@ -78,28 +65,28 @@ def test_the_claim_stays_flat_under_a_held_horizon(store: PostgresStore) -> None
 
 
 def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """An application's transaction, pending at the frontier, enqueues 3,100 jobs in one
     batch and commits: each claim then reads its entries past the last one taken (the
     mark's `pending_after`), not from its first, so taking 3,000 of them under a pin
     leaves the next claim where it was. Without `pending_after` it walked 3,000 more."""
-    conninfo, _ = parse_url(store.url)
+    conninfo, _ = parse_url(pg_store.url)
     with psycopg.connect(conninfo) as app:
         app.execute("SELECT pg_current_xact_id()")
-        store.enqueue([NewJob("t", "{}")])
-        assert len(store.claim("w", ["default"], 10, lease=LEASE)) == 1  # now pending
-        store.enqueue([NewJob("t", "{}") for _ in range(3100)], connection=app)
+        pg_store.enqueue([NewJob("t", "{}")])
+        assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 1  # now pending
+        pg_store.enqueue([NewJob("t", "{}") for _ in range(3100)], connection=app)
         app.commit()
     with psycopg.connect(conninfo) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")
-        pinned = held_leases.measure(store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        pinned = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         for _ in range(6):
-            batch = store.claim("w", ["default"], 500, lease=LEASE)
+            batch = pg_store.claim("w", ["default"], 500, lease=LEASE)
             assert len(batch) == 500
-            assert store.finish([succeeded(j, None) for j in batch]) == []
-        churned = held_leases.measure(store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+            assert pg_store.finish([succeeded(j, None) for j in batch]) == []
+        churned = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         holder.rollback()
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 20, (pinned, churned)
@@ -107,86 +94,86 @@ def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
 
 
 def test_a_job_of_a_transaction_running_below_the_frontier_is_claimed_at_its_commit(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """An application's transaction takes its id, then other jobs are enqueued and
     claimed past it (the frontier moves beyond its id, which the mark lists as pending);
     it enqueues a job and commits, later: the next claim takes that job. A frontier that
     forgot the transactions running below it would never read it."""
-    conninfo, _ = parse_url(store.url)
+    conninfo, _ = parse_url(pg_store.url)
     with psycopg.connect(conninfo) as app:
         row = app.execute("SELECT pg_current_xact_id()::text").fetchone()
         assert row is not None
         xid = row[0]  # its id, below everything after
-        store.enqueue([NewJob("t", "{}") for _ in range(3)])
-        assert len(store.claim("w", ["default"], 10, lease=LEASE)) == 3
-        assert store.claim("w", ["default"], 10, lease=LEASE) == []
-        mark = _marks(store)[-1]
+        pg_store.enqueue([NewJob("t", "{}") for _ in range(3)])
+        assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 3
+        assert pg_store.claim("w", ["default"], 10, lease=LEASE) == []
+        mark = _marks(pg_store)[-1]
         assert int(mark["frontier_xid"]) > int(xid) and xid in mark["pending"], mark
-        (late,) = store.enqueue([NewJob("t", "{}")], connection=app)
+        (late,) = pg_store.enqueue([NewJob("t", "{}")], connection=app)
         app.commit()
-    assert [j.id for j in store.claim("w", ["default"], 10, lease=LEASE)] == [late]
-    assert xid not in _marks(store)[-1]["pending"]  # ended, its job taken: not probed
+    assert [j.id for j in pg_store.claim("w", ["default"], 10, lease=LEASE)] == [late]
+    assert xid not in _marks(pg_store)[-1]["pending"]  # ended, its job taken: not probed
 
 
-def test_a_claim_that_rolled_back_moved_nothing(store: PostgresStore) -> None:
+def test_a_claim_that_rolled_back_moved_nothing(pg_store: PostgresStore) -> None:
     """The mark commits with the claim or not at all: a claim rolled back leaves the
     frontier where it was, and its jobs are claimed by the next claim."""
-    ids = store.enqueue([NewJob("t", "{}") for _ in range(5)])
-    with store.pool.transaction() as conn:
+    ids = pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])
+    with pg_store.pool.transaction() as conn:
         taken = conn.execute(pg_q.CLAIM_ONE_QUEUE, _claim_params(3)).fetchall()
         assert len(taken) == 3
         conn.rollback()
-    assert _marks(store) == []
-    assert sorted(j.id for j in store.claim("w", ["default"], 10, lease=LEASE)) == sorted(ids)
+    assert _marks(pg_store) == []
+    assert sorted(j.id for j in pg_store.claim("w", ["default"], 10, lease=LEASE)) == sorted(ids)
 
 
-def test_superseded_marks_are_pruned_a_minute_after(store: PostgresStore) -> None:
+def test_superseded_marks_are_pruned_a_minute_after(pg_store: PostgresStore) -> None:
     """Each claim that took jobs appends a mark; the pruner deletes those a further
     mark supersedes once a minute old, and keeps the furthest (which a claim reads)."""
-    t0 = store.clock()
-    store.enqueue([NewJob("t", "{}") for _ in range(4)], now=t0)
+    t0 = pg_store.clock()
+    pg_store.enqueue([NewJob("t", "{}") for _ in range(4)], now=t0)
     for i in range(4):
-        assert len(store.claim("w", ["default"], 1, lease=LEASE, now=t0 + i)) == 1
-    marks = _marks(store)
+        assert len(pg_store.claim("w", ["default"], 1, lease=LEASE, now=t0 + i)) == 1
+    marks = _marks(pg_store)
     assert len(marks) >= 4
-    store.prune(3600.0, 3600.0, now=t0 + 30)
-    assert len(_marks(store)) == len(marks)  # none a minute old yet
-    store.prune(3600.0, 3600.0, now=t0 + 120)
-    assert _marks(store) == marks[-1:]
-    store.enqueue([NewJob("t", "{}")], now=t0 + 121)
-    assert len(store.claim("w", ["default"], 10, lease=LEASE, now=t0 + 121)) == 1
+    pg_store.prune(3600.0, 3600.0, now=t0 + 30)
+    assert len(_marks(pg_store)) == len(marks)  # none a minute old yet
+    pg_store.prune(3600.0, 3600.0, now=t0 + 120)
+    assert _marks(pg_store) == marks[-1:]
+    pg_store.enqueue([NewJob("t", "{}")], now=t0 + 121)
+    assert len(pg_store.claim("w", ["default"], 10, lease=LEASE, now=t0 + 121)) == 1
 
 
 def test_fresh_jobs_in_the_order_of_their_transactions_and_due_ones_by_run_at(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """Within a priority, a job handed back (no `ready_xid`: here as a job queued before
     v26) is claimed by its `run_at` before fresh jobs; fresh jobs in the order of the
     transactions that enqueued them, whatever their `run_at` (a later transaction dated
     earlier, as a transaction that began before it would date its jobs, comes after)."""
-    t0 = store.clock()
-    (first,) = store.enqueue([NewJob("t", "{}")], now=t0)
-    (second,) = store.enqueue([NewJob("t", "{}")], now=t0 - 10)
-    (back,) = store.enqueue([NewJob("t", "{}")], now=t0 - 5)
-    with store.pool.transaction() as conn:
+    t0 = pg_store.clock()
+    (first,) = pg_store.enqueue([NewJob("t", "{}")], now=t0)
+    (second,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 10)
+    (back,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 5)
+    with pg_store.pool.transaction() as conn:
         conn.execute("UPDATE jobs SET ready_xid = NULL WHERE id = %s", [back])
-    claimed = [store.claim("w", ["default"], 1, lease=LEASE, now=t0)[0].id for _ in range(3)]
+    claimed = [pg_store.claim("w", ["default"], 1, lease=LEASE, now=t0)[0].id for _ in range(3)]
     assert claimed == [back, first, second]
 
 
 def test_an_enqueue_into_an_open_transaction_holds_up_no_other_enqueuer(
-    store: PostgresStore,
+    pg_store: PostgresStore,
 ) -> None:
     """The first job of a lane enqueued into a caller's transaction that stays open: its
     lane was made beforehand on heartq's own connection, so another enqueue of that lane
     commits meanwhile instead of waiting on the lane's uncommitted row."""
-    conninfo, _ = parse_url(store.url)
+    conninfo, _ = parse_url(pg_store.url)
     others: list[str] = []
     with psycopg.connect(conninfo) as app:
-        store.enqueue([NewJob("t", "{}", queue="fresh")], connection=app)
+        pg_store.enqueue([NewJob("t", "{}", queue="fresh")], connection=app)
         other = threading.Thread(
-            target=lambda: others.extend(store.enqueue([NewJob("t", "{}", queue="fresh")]))
+            target=lambda: others.extend(pg_store.enqueue([NewJob("t", "{}", queue="fresh")]))
         )
         other.start()
         other.join(timeout=20)
@@ -197,17 +184,17 @@ def test_an_enqueue_into_an_open_transaction_holds_up_no_other_enqueuer(
 
 
 @pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
-def test_the_claims_generic_plan_walks_its_indexes(store: PostgresStore, name: str) -> None:
+def test_the_claims_generic_plan_walks_its_indexes(pg_store: PostgresStore, name: str) -> None:
     """A worker's claim is a prepared statement: after five runs PostgreSQL keeps its
     generic plan when that costs about what the custom ones did (a claim of one queue
     names its lanes by equality, so that it does: planning the statement took more than
     running it). That plan, forced, walks the indexes as the custom one does and updates
     the jobs it took through the primary key: no table read whole."""
-    store.enqueue([NewJob("t", "{}") for _ in range(3000)])
-    store.claim("w", ["default"], 10, lease=LEASE)  # a lane with a mark
+    pg_store.enqueue([NewJob("t", "{}") for _ in range(3000)])
+    pg_store.claim("w", ["default"], 10, lease=LEASE)  # a lane with a mark
     params = dict(_claim_params(10), now=None)
     text, names = positional(getattr(pg_q, name))
-    conninfo, schema = parse_url(store.url)
+    conninfo, schema = parse_url(pg_store.url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         types = {"queues": "text[]", "queue": "text", "worker_id": "text", "limit": "int",
