@@ -1,5 +1,5 @@
 """heartq's PostgreSQL statements go out with `$1` placeholders converted once per text
-(`pg_store/postgres/statements.py`), never re-split at each call as psycopg does for a
+(`store/postgres/statements.py`), never re-split at each call as psycopg does for a
 statement over 4 KiB (the claim's 7.7 KB, a quarter of a worker's Python time)."""
 
 from __future__ import annotations
