@@ -1,6 +1,6 @@
 """heartq's PostgreSQL statements go out with `$1` placeholders converted once per text
 (`store/postgres/statements.py`), never re-split at each call as psycopg does for a
-statement over 4 KiB (the claim's 7.7 KB, a quarter of a worker's Python time)."""
+statement over 4 KiB (the claim's 7.7 KB: 14 % of a worker's Python time at 500 jobs/s)."""
 
 from __future__ import annotations
 

@@ -3,11 +3,11 @@
 psycopg turns a statement's `%(name)s` placeholders into `$1`, `$2`, ... at every
 execute, and keeps the result only for statements of up to 4 KiB (its
 `MAX_CACHED_STATEMENT_LENGTH`): the claim (7.7 KB) and the finish (4.2 KB) were split by
-a regular expression at every call, a quarter of a worker's Python time at 500 jobs/s
-(py-spy `--gil`). heartq's statements are a fixed set of texts, so each is converted
-once here, and psycopg's `RawCursor` binds the values by position without reading the
-text again. Every connection heartq opens makes its cursors of `NamedCursor`; a
-caller's borrowed connection keeps its own.
+a regular expression at every call: 14 % of a worker's Python time at 500 jobs/s
+(py-spy `--gil`, psycopg's `_query2pg_nocache`). heartq's statements are a fixed set of
+texts, so each is converted once here, and psycopg's `RawCursor` binds the values by
+position without reading the text again. Every connection heartq opens makes its
+cursors of `NamedCursor`; a caller's borrowed connection keeps its own.
 """
 
 from __future__ import annotations
