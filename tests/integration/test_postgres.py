@@ -168,6 +168,33 @@ def test_a_living_worker_whose_lock_session_drops_is_not_taken_for_dead(
     assert worker.alive()
 
 
+def test_a_job_whose_end_the_server_lost_is_requeued_once_the_session_is_back(
+    harness: Harness,
+) -> None:
+    """A finish the worker saw acknowledged can be lost with the last commits of a server
+    (a standby promoted after asynchronous replication): the job is `running` under a
+    living worker that forgot it, and the worker's lease would cover it for as long as
+    it lives. Such a job here: one the test claims under the worker's id (its queue the
+    worker does not serve). A server that lost commits ended the worker's session, and
+    the session coming back makes the next heartbeat sweep: the job is detached and
+    requeued by the reaper once its lease runs out (without the sweep, it stays
+    `running` as long as the worker lives)."""
+    settings = {"--heartbeat-interval": "0.2", "--lease": "2", "--reap-interval": "0.2"}
+    worker = harness.start_worker(settings=settings)
+    wait_heartbeat(harness, worker)
+    job_id = harness.enqueue("hold", {"seconds": 1}, queue="elsewhere")
+    (forgotten,) = harness.store.claim(worker.id, ["elsewhere"], 1, lease=2.0)
+    assert forgotten.id == job_id
+
+    (holder,) = advisory_holders(harness, worker.id)
+    drop_session(harness, worker, holder)
+    harness.wait_for(lambda: worker.events("liveness_lock_restored"), 10, "the lock back")
+    job = harness.wait_status(job_id, "queued", 10)
+    (attempt,) = job["executions"]
+    assert attempt["outcome"] == "crashed" and attempt["worker_id"] == worker.id, attempt
+    assert worker.alive()
+
+
 def test_notify_wakeups_survive_the_loss_of_the_listen_session(harness: Harness) -> None:
     """LISTEN/NOTIFY keeps waking an idle worker after its LISTEN session drops."""
     worker = harness.start_worker(settings={"--poll-interval": "30"})

@@ -8,8 +8,9 @@ window moves on), lost (someone reclaimed it: stop it, report nothing) or cancel
 requested. An attempt whose task declared `heartbeat_timeout` and has gone silent for
 longer is named to detach instead, so its own lease runs out and the reaper reclaims it
 though this worker is alive; so is every lease the worker dropped without a written end
-(`Ledger.to_detach`), and after a claim that raised (its answer may be lost) the tick
-sweeps: every running attempt of this worker that it does not name is detached.
+(`Ledger.to_detach`), and after a claim that raised (its answer may be lost) or once the
+worker's session came back (its server may have lost an end: `liveness_events.py`) the
+tick sweeps: every running attempt of this worker that it does not name is detached.
 
 How many attempts' code the worker has abandoned is the pulse's to record (`pulse.py`):
 within about a second of a change, not a heartbeat interval later.
@@ -98,8 +99,9 @@ class Heartbeater:
         renewals = [Renewal(run.job.lease) for run in renewing]
         renewals += [Renewal(job.lease) for job in ahead]
         # What the worker's lease must no longer cover: silent tasks' attempts, while
-        # held, and the leases the worker dropped; after a claim that raised, every
-        # attempt of this worker the database has and this beat does not name (`sweep`).
+        # held, and the leases the worker dropped; after a claim that raised or a session
+        # that came back, every attempt of this worker the database has and this beat
+        # does not name (`sweep`).
         detach = [run.job.lease for run in held if run.is_silent(now)]
         detach += self._ledger.to_detach()
         sweep = self._ledger.take_sweep()

@@ -478,8 +478,10 @@ class Ledger:
                 self._detach.pop(lease, None)
 
     def request_sweep(self) -> None:
-        """A claim raised: it may have committed with its answer lost, so the next
-        heartbeat detaches every running attempt of this worker it does not name."""
+        """A claim raised (it may have committed with its answer lost), or the worker's
+        session came back (its server may have lost the last commits: `liveness_events`),
+        so the next heartbeat detaches every running attempt of this worker it does not
+        name."""
         self._sweep = True
 
     def take_sweep(self) -> bool:

@@ -4,6 +4,14 @@ On PostgreSQL the lock lives on a database session, which can end while the work
 on (a server restart, a network reset); the lock's watcher takes it again and reports
 both moments here. Events: `liveness_lock_lost` (warning, with the error that ended the
 session) and `liveness_lock_restored` (with `after`, seconds without the lock).
+
+A session that ended may have ended with its server, and a server that comes back may
+have lost its last commits (a standby promoted after asynchronous replication): a
+finish the worker saw acknowledged may be gone, its job `running` again under this
+worker, which no longer holds it and whose lease would cover it for as long as it
+lives. So a restored lock also asks for a sweep (`restored`): the next heartbeat
+detaches every running attempt of this worker it does not name, and the reaper takes
+those once their leases run out.
 """
 
 from __future__ import annotations
@@ -15,8 +23,11 @@ from heartq import events
 from heartq.model import LivenessChange
 
 
-def liveness_reporter(worker_id: str) -> Callable[[LivenessChange], None]:
-    """The `on_change` a worker gives `Store.liveness_hold`: logs each change."""
+def liveness_reporter(
+    worker_id: str, restored: Callable[[], None]
+) -> Callable[[LivenessChange], None]:
+    """The `on_change` a worker gives `Store.liveness_hold`: logs each change, and calls
+    `restored` when the lock is back (the worker's ledger asks for a sweep)."""
 
     def report(change: LivenessChange) -> None:
         if change.lost:
@@ -24,6 +35,7 @@ def liveness_reporter(worker_id: str) -> Callable[[LivenessChange], None]:
                 events.LIVENESS_LOCK_LOST, logging.WARNING, worker_id=worker_id, error=change.error
             )
         else:
+            restored()
             events.emit(events.LIVENESS_LOCK_RESTORED, worker_id=worker_id, after=change.after)
 
     return report

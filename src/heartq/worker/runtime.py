@@ -319,7 +319,9 @@ class Worker:
         wait.step("connect", self.store.reach)
         wait.step("migrate", self.store.migrate)
         self._liveness = wait.step(
-            "liveness_lock", lambda: self.store.liveness_hold(self.id, liveness_reporter(self.id))
+            "liveness_lock", lambda: self.store.liveness_hold(
+                self.id, liveness_reporter(self.id, self.ledger.request_sweep)
+            )
         )
         info = WorkerInfo(
             id=self.id,

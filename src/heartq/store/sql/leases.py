@@ -244,7 +244,7 @@ class LeaseOps:
                 "lease": lease,
                 "now": self.d.clock(conn, now),
             }
-            if sweep:  # a walk of the worker's running attempts: once per claim that raised
+            if sweep:  # a walk of the worker's running attempts: after a claim that raised
                 run(conn, self.q.SWEEP, params)
             rows = run(conn, self.q.HEARTBEAT, params)
         return records.renew_answers([r.lease for r in renewals], rows)

@@ -72,7 +72,8 @@ WHERE status = 'running' AND NOT r_dt
 """
 
 # A heartbeat's sweep (store/sql/ `heartbeat`, just before it, only after a claim of the
-# worker raised: its answer may be lost, the job running under the worker unknown to it):
+# worker raised: its answer may be lost, the job running under the worker unknown to it;
+# or after its session came back: its server may have lost an end, worker/liveness_events.py):
 # every running attempt of the worker that the heartbeat names neither way is detached at
 # its effective lease, found through `jobs_worker_idx` once (a statement of its own, so
 # no beat without a sweep plans that walk; one locked elsewhere is being ended,

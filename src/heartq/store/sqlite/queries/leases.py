@@ -70,8 +70,9 @@ WHERE NOT {_DT}
 HEARTBEAT = (RENEW, TOUCH_WORKER, RENEWED)
 
 # A heartbeat's sweep, just before it, only after a claim of the worker raised (its
-# answer may be lost): every running attempt of it that it names nowhere, once, through
-# the index of running jobs by worker, detached at the effective lease it has.
+# answer may be lost) or its session came back (worker/liveness_events.py): every running
+# attempt of it that it names nowhere, once, through the index of running jobs by
+# worker, detached at the effective lease it has.
 SWEEP = f"""
 UPDATE heartq_jobs AS j INDEXED BY heartq_jobs_worker_idx
 SET detached_until = {_PRIOR_LEASE}, heartbeat_at = {_PRIOR_BEAT}, updated_at = :now
