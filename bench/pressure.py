@@ -54,6 +54,7 @@ from psycopg import sql
 
 from bench import environment
 from bench import pressure_figures as figures
+from bench.fleet_stats import cpu_seconds
 from bench.pressure_contenders import Contender, Heartq, Pgqueuer
 from bench.pressure_load import Producer, Readers, SnapshotHolder, server_settings
 from bench.servers.postgres import PrivateCluster
@@ -181,7 +182,7 @@ def _phase(
     producer.behind_s = 0.0
     with _fault(url, subject, plan, kind):
         start = sampler.sample()["t"]
-        cpu_start = workers.cpu_seconds()
+        cpu_start = cpu_seconds(workers.pids)
         print(f"{time.strftime('%H:%M:%S')} {kind}: {seconds:.0f} s at {rate:.0f} jobs/s",
               flush=True)  # fmt: skip
         deadline = time.monotonic() + seconds
@@ -190,7 +191,7 @@ def _phase(
                 raise RuntimeError(f"a worker exited during {kind}: {workers.exited()}")
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
         end = sampler.sample()["t"]
-        cpu = workers.cpu_seconds() - cpu_start
+        cpu = cpu_seconds(workers.pids) - cpu_start
     return {"name": kind, "rate": rate, "start": start, "end": end,
             "producer_behind_s": producer.behind_s, "worker_cpu_s": cpu}  # fmt: skip
 

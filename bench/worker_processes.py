@@ -9,12 +9,9 @@ not a figure of the code working.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from pathlib import Path
-
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 class WorkerProcesses:
@@ -32,19 +29,6 @@ class WorkerProcesses:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
-
-    def cpu_seconds(self) -> float:
-        """The CPU (user and system) the living workers have used so far, with that of
-        their children they waited for (`/proc/PID/stat`): per job over a phase, a figure
-        the machine's other work cannot add to."""
-        ticks = 0
-        for pid in self.pids:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except FileNotFoundError:
-                continue
-            ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-        return ticks / TICK
 
     def exited(self) -> list[int]:
         """Exit codes of the workers that stopped on their own."""

@@ -21,13 +21,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from heartq.lifecycle.fate import succeeded
-from heartq.model import NewJob, PulseReport, Renewal, Report
-from heartq.store import documents
+from heartq.model import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
 from heartq.store.postgres.statements import positional
+from tests.plans.batches import batch_params
 
 BATCHED = ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"]
 
@@ -48,19 +47,6 @@ def claimed(pg_schemas: Any) -> Iterator[tuple[PostgresStore, list[Any]]]:
     finally:
         pg.close()
         pg_schemas.drop_behind(url)
-
-
-def _params(pg: PostgresStore, jobs: list[Any]) -> dict[str, Any]:
-    """Every batch statement's parameters, its batch in the order of `jobs`."""
-    leases = [j.lease for j in jobs]
-    batch = pg.dialect.batch
-    return {
-        **batch("finishes", [documents.attempt_finish_doc(succeeded(j, None)) for j in jobs]),
-        **batch("leases", [{"id": x.job_id, "eid": x.execution_id} for x in leases]),
-        **batch("renewals", [documents.renewal_doc(Renewal(x)) for x in leases]),
-        **batch("reports", [documents.pulse_doc(PulseReport(x, Report())) for x in leases]),
-        "worker_id": "w", "lease": 60, "now": None, "defer": True,
-    }  # fmt: skip
 
 
 def _connect(pg: PostgresStore, autocommit: bool = False) -> psycopg.Connection[Any]:
@@ -95,7 +81,7 @@ def test_a_batch_locks_its_rows_in_byte_wise_id_order(
     pg, jobs = claimed
     ordered = sorted(IDS)  # Python's order is byte-wise, as "C" is
     middle = ordered[len(ordered) // 2]
-    params = _params(pg, sorted(jobs, key=lambda j: j.lease.job_id, reverse=True))
+    params = batch_params(pg, sorted(jobs, key=lambda j: j.lease.job_id, reverse=True))
     with _connect(pg) as holder, _connect(pg) as batch:
         holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [middle])
         pid = batch.info.backend_pid
@@ -136,7 +122,7 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
     with one probe of the primary key per batch row (`loops` = the batch's size), and
     reads no table whole."""
     pg, jobs = claimed
-    params = _params(pg, jobs)
+    params = batch_params(pg, jobs)
     text, names = positional(getattr(pg_q, name))
     with _connect(pg) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from heartq.lifecycle.fate import succeeded
-from heartq.model import ClaimedJob, NewJob, PulseReport, Renewal, Report
-from heartq.store import documents
+from heartq.model import ClaimedJob, NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.sqlite import SQLiteStore
 from heartq.store.sqlite import queries as q
 from tests import pg_harness
+from tests.plans.batches import batch_params
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
@@ -194,17 +193,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
     the batch's ids as an array it could see into, the planner read the small table whole
     and joined each of its rows to every row of the batch."""
     pg, claimed = running_batch
-    leases = [j.lease for j in claimed[:size]]
-    finishes = [documents.attempt_finish_doc(succeeded(j, None)) for j in claimed[:size]]
-    params = {
-        **pg.dialect.batch("finishes", finishes),
-        **pg.dialect.batch("leases", [{"id": x.job_id, "eid": x.execution_id}
-                                      for x in leases]),
-        **pg.dialect.batch("renewals", [documents.renewal_doc(Renewal(x)) for x in leases]),
-        **pg.dialect.batch("reports", [documents.pulse_doc(PulseReport(x, Report()))
-                                       for x in leases]),
-        "worker_id": "w", "lease": 60, "now": None, "defer": True,
-    }  # fmt: skip
+    params = batch_params(pg, claimed[:size])
     with pg.pool.transaction() as conn:
         explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
         rows = conn.execute(explain, params).fetchall()
