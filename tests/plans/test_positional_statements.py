@@ -50,3 +50,15 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
         composed = sql.SQL("SELECT count(*) AS n FROM {} WHERE status = %(s)s")
         row = conn.execute(composed.format(sql.Identifier("jobs")), {"s": "succeeded"})
         assert row.fetchone()["n"] == 3
+
+
+def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: PostgresStore) -> None:
+    """Inside `ctx.transaction()` a task's code runs on heartq's connection: its
+    `executemany` with `%s` placeholders works as psycopg's, and heartq's cursors are
+    back once the block ends."""
+    with pg_store.pool.transaction() as conn:
+        with pg_store.dialect.task_scope(conn) as lent:
+            cursor = lent.cursor()
+            cursor.executemany("SELECT %s::int", [(1,), (2,)])
+            assert not isinstance(cursor, NamedCursor)
+        assert isinstance(conn.cursor(), NamedCursor)

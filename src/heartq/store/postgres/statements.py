@@ -7,7 +7,9 @@ a regular expression at every call: 14 % of a worker's Python time at 500 jobs/s
 (py-spy `--gil`, psycopg's `_query2pg_nocache`). heartq's statements are a fixed set of
 texts, so each is converted once here, and psycopg's `RawCursor` binds the values by
 position without reading the text again. Every connection heartq opens makes its
-cursors of `NamedCursor`; a caller's borrowed connection keeps its own.
+cursors of `NamedCursor`; a caller's borrowed connection keeps its own, and the one
+lent to a task's `ctx.transaction()` makes psycopg's own while the task has it
+(`borrowed.task_scope`).
 """
 
 from __future__ import annotations
