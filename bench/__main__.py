@@ -44,7 +44,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import environment, fleet, report, runs, services
+from bench import environment, fleet, fleet_setup, report, runs, services
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_OUT = ROOT / "docs" / "bench"
@@ -147,7 +147,7 @@ def main() -> int:
 def _fleet(quick: bool, rounds: int | None, out: Path, peers: Path) -> bool:
     """The fleet section (`--rounds`: its rounds, 2 by default): figures, chart and
     table; True if a check failed."""
-    sizes = fleet.QUICK if quick else fleet.FULL
+    sizes = fleet_setup.QUICK if quick else fleet_setup.FULL
     results = fleet.run(dataclasses.replace(sizes, rounds=rounds) if rounds else sizes)
     docs = out.resolve() == DOCS_OUT and not quick
     chart = ROOT / "docs" / "images" / "fleet.png" if docs else out / "fleet.png"

@@ -8,7 +8,7 @@ The `fleet` section of `python -m bench` (`--only fleet`), or on its own:
 Everything runs on a private cluster of its own (initdb in a temporary directory, fsync
 on, `max_connections` sized as docs/OPERATIONS.md says: 3 per worker plus 10 for the
 bench's own sessions, `pg_stat_statements` preloaded), never on the machine's shared
-server. Two parts:
+server. Three parts:
 
 - **Processing.** For each fleet (the small one, then the large one, `--rounds` times
   in alternating order), a fresh database: the workers start against an empty queue and,
@@ -19,10 +19,9 @@ server. Two parts:
   (`pg_stat_statements`), its p50/p99 from the server's sampled duration log
   (`bench/fleet_stats.py` says how), the peak of the database's connections (and per
   worker), and commits/s (`pg_stat_database.xact_commit`) over the run.
-- **Held.** The large fleet with jobs that sleep `--hold` seconds (10): once the slots
-  are full, `--window` seconds (60: two heartbeat intervals at the default 30 s) of what
-  a thousand running jobs cost: statements/s by statement, commits/s, and the CPU of the
-  server's processes and of the workers'.
+- **Sleeping** and **held**: the large fleet with jobs that wait on I/O
+  (`bench/fleet_io.py`): how close to slots / sleep it drains them, and what a thousand
+  running jobs cost.
 """
 
 from __future__ import annotations
@@ -35,81 +34,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from bench import fleet_io
+from bench import fleet_setup as setup
 from bench import fleet_stats as stats
+from bench.fleet_setup import CHECK, DONE, FULL, QUICK, ROOT, TASKS, WORKER_APP, M, Sizes
 from bench.servers.postgres import PrivateCluster
-from bench.worker_processes import WorkerProcesses
 from heartq.app import App
-
-ROOT = Path(__file__).resolve().parent.parent
-TASKS = """
-import time
-import heartq
-
-app = heartq.App()
-
-@app.task
-def noop() -> None:
-    return None
-
-@app.task
-def hold(seconds: float) -> None:
-    time.sleep(seconds)
-"""
-M = stats.MARK
-WORKER_APP = "heartq-fleet-worker"
-"""The workers' `application_name` (libpq's PGAPPNAME): their connections, not the bench's."""
-DONE = f"""{M} SELECT count(*) FROM heartq.jobs
-WHERE status = 'succeeded' AND finished_at IS NOT NULL"""
-CHECK = f"""{M}
-SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE status <> 'succeeded') AS other,
-       count(*) FILTER (WHERE attempts <> 1) AS retried,
-       (SELECT count(*) FROM heartq.executions) AS executions,
-       extract(epoch from max(finished_at) - min(started_at))::float8 AS span,
-       count(DISTINCT worker_id) AS workers_used
-FROM heartq.jobs
-"""
-
-
-@dataclass(frozen=True)
-class Sizes:
-    workers: int = 40
-    baseline: int = 4
-    concurrency: int = 25
-    jobs: int = 20_000
-    rounds: int = 2
-    hold: float = 10.0
-    window: float = 60.0
-    sample_rate: float = 0.2
-    """Share of statement executions the server logs with their duration."""
-    heartbeat_interval: float | None = None
-    """Workers' `--heartbeat-interval` (None: the default, 30 s)."""
-    prefetch: int = 0
-    """Workers' `--prefetch`: jobs each may claim ahead of its free slots (0: off, the
-    default). Whether larger claims help a large fleet, whose few free slots per worker
-    make small ones (they did not: BENCHMARKS.md, "A thousand slots")."""
-
-
-FULL = Sizes()
-QUICK = Sizes(
-    workers=3,
-    baseline=1,
-    concurrency=4,
-    jobs=300,
-    rounds=1,
-    hold=1.0,
-    window=3.0,
-    sample_rate=1.0,
-    heartbeat_interval=1.0,
-)
 
 
 def run(sizes: Sizes) -> dict[str, Any]:
@@ -127,23 +63,26 @@ def run(sizes: Sizes) -> dict[str, Any]:
     }
     cluster = PrivateCluster(settings)
     try:
-        _wait_for(cluster.url)
+        setup.wait_for(cluster.url)
         with psycopg.connect(cluster.url, autocommit=True) as admin:
             admin.execute("CREATE EXTENSION pg_stat_statements")
         with tempfile.TemporaryDirectory(prefix="heartq-fleet-") as tmp:
             scratch = Path(tmp)
             (scratch / "fleet_tasks.py").write_text(TASKS)
             fleets = [sizes.baseline, sizes.workers]
-            for number in range(sizes.rounds):
+            parts = sizes.parts.split(",")
+            for number in range(sizes.rounds if "processing" in parts else 0):
                 for workers in fleets if number % 2 == 0 else fleets[::-1]:
                     record = processing(cluster, scratch, workers, sizes, number + 1)
                     _say(record)
                     results["processing"].append(record)
                     results["failures"] += record["failures"]
-            held_record = held(cluster, scratch, sizes)
-            _say(held_record)
-            results["held"] = held_record
-            results["failures"] += held_record["failures"]
+            for name, part in (("sleeping", fleet_io.sleeping), ("held", fleet_io.held)):
+                if name in parts:
+                    record = part(cluster, scratch, sizes)
+                    _say(record)
+                    results[name] = record
+                    results["failures"] += record["failures"]
     finally:
         cluster.close()
     results["summary"] = summarize(results)
@@ -155,7 +94,7 @@ def processing(
 ) -> dict[str, Any]:
     """One fleet through `sizes.jobs` no-op jobs in a fresh database."""
     database = f"fleet_{workers}_{number}"
-    url = _database(cluster.url, database)
+    url = setup.database(cluster.url, database)
     record: dict[str, Any] = {
         "part": "processing",
         "round": number,
@@ -168,9 +107,9 @@ def processing(
     with (
         psycopg.connect(cluster.url, autocommit=True) as admin,
         psycopg.connect(url, autocommit=True) as watch,
-        _fleet(url, scratch, workers, sizes) as fleet,
+        setup.fleet(url, scratch, workers, sizes) as fleet,
     ):
-        _until(lambda: _active(watch) >= workers, 300, "every worker registered", fleet)
+        setup.until(lambda: setup.active(watch) >= workers, 300, "every worker registered", fleet)
         stats.reset_statements(admin)
         load = os.getloadavg()[0]
         peak = _Peak(cluster.url, database)
@@ -179,7 +118,7 @@ def processing(
         cpu = _CpuPerJob(postmaster, fleet.pids)
         started = time.monotonic()
         app.enqueue_many("noop", [{}] * sizes.jobs)
-        while _count(watch, DONE) < sizes.jobs:
+        while setup.count(watch, DONE) < sizes.jobs:
             polls += 1
             if time.monotonic() - started > 900 or fleet.failed():
                 raise RuntimeError(f"{workers} workers did not get through {sizes.jobs} jobs")
@@ -202,7 +141,7 @@ def processing(
     sampled = stats.sampled_claims(cluster.data, database)
     record |= {
         "rate": sizes.jobs / span,
-        "load_average": _load(load),
+        "load_average": setup.load(load),
         "span_s": span,
         "workers_used": int(used),
         "commits_per_s": (after - before - polls - 1) / elapsed,
@@ -218,62 +157,7 @@ def processing(
         },
         "top_statements": found[:6],
     }
-    _drop(cluster.url, database)
-    return record
-
-
-def held(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, Any]:
-    """What `workers x concurrency` running jobs of `hold` seconds cost over `window`."""
-    database = "fleet_held"
-    url = _database(cluster.url, database)
-    slots = sizes.workers * sizes.concurrency
-    jobs = int(slots * ((sizes.window + 120) / sizes.hold + 2))
-    record: dict[str, Any] = {
-        "part": "held",
-        "workers": sizes.workers,
-        "slots": slots,
-        "hold_s": sizes.hold,
-        "window_s": sizes.window,
-        "jobs_enqueued": jobs,
-    }
-    app = App(url)
-    app.migrate()
-    with (
-        psycopg.connect(cluster.url, autocommit=True) as admin,
-        psycopg.connect(url, autocommit=True) as watch,
-        _fleet(url, scratch, sizes.workers, sizes) as fleet,
-    ):
-        _until(lambda: _active(watch) >= sizes.workers, 300, "every worker registered", fleet)
-        for offset in range(0, jobs, 5000):
-            app.enqueue_many("hold", [{"seconds": sizes.hold}] * min(5000, jobs - offset))
-        _until(lambda: _running(watch) >= 0.98 * slots, 300, f"{slots} jobs running", fleet)
-        postmaster = cluster.postmaster_pid()
-        stats.reset_statements(admin)
-        before = stats.commits(admin, database)
-        server_cpu = stats.cpu_seconds(stats.server_pids(postmaster))
-        fleet_cpu = stats.cpu_seconds(fleet.pids)
-        started, lowest, polls = time.monotonic(), slots, 0
-        load = os.getloadavg()[0]
-        while (elapsed := time.monotonic() - started) < sizes.window:
-            lowest, polls = min(lowest, _running(watch)), polls + 1
-            time.sleep(min(1.0, max(0.0, sizes.window - elapsed)))
-        after = stats.commits(admin, database)
-        server_cpu = stats.cpu_seconds(stats.server_pids(postmaster)) - server_cpu
-        fleet_cpu = stats.cpu_seconds(fleet.pids) - fleet_cpu
-        found = stats.statements(admin, database)
-    record["failures"] = fleet.errors
-    app.close()
-    calls = sum(s["calls"] for s in found)
-    record |= {
-        "lowest_running": lowest,
-        "load_average": _load(load),
-        "statements_per_s": calls / elapsed,
-        "commits_per_s": (after - before - polls - 1) / elapsed,
-        "server_cpu_cores": server_cpu / elapsed,
-        "workers_cpu_cores": fleet_cpu / elapsed,
-        "by_statement": [s | {"per_s": s["calls"] / elapsed} for s in found[:12]],
-    }
-    _drop(cluster.url, database)
+    setup.drop(cluster.url, database)
     return record
 
 
@@ -348,6 +232,21 @@ def markdown(results: dict[str, Any]) -> str:
             f"fleets of a round run back to back): {each}; median **{summary['ratio']:.2f}** "
             "(goal 0.9)"
         )
+    z = results.get("sleeping")
+    if z and "rate" in z:
+        lines += [
+            "",
+            f"{z['jobs']:,} jobs of {z['sleep_s']:g} s on {z['slots']:,} slots "
+            f"({z['workers']} workers): {z['rate']:,.0f} jobs/s, **{z['of_ideal']:.2f}** of the "
+            f"ideal {z['ideal_rate']:,.0f} (goal 0.9); every slot filled "
+            f"{z['filled_s']:.2f} s after the first claim; a job's mean from its claim to its "
+            f"start {z['claim_to_start_ms']:.0f} ms, its sleep's overshoot "
+            f"{z['sleep_overshoot_ms']:.0f} ms, from its return to its recorded end "
+            f"{z['return_to_end_ms']:.0f} ms; slots idle between jobs "
+            f"{z['idle_share']:.1%} of the span; {z['claim']['jobs_per_claim']:.1f} jobs a "
+            f"claim; CPU a job {z['server_cpu_us_per_job']:.0f} µs server, "
+            f"{z['workers_cpu_us_per_job']:.0f} µs workers.",
+        ]
     h = results.get("held")
     if h and "statements_per_s" in h:
         lines += [
@@ -367,36 +266,6 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| `{s['kind']}` | {s['per_s']:,.2f} | {s['mean_ms']:.2f} | {rows:,.1f} |"
             )
     return "\n".join(lines)
-
-
-@contextmanager
-def _fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[WorkerProcesses]:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(scratch), str(ROOT)]), PGAPPNAME=WORKER_APP
-    )
-    command = [
-        sys.executable,
-        "-m",
-        "heartq",
-        "worker",
-        "fleet_tasks:app",
-        "--url",
-        url,
-        "--concurrency",
-        str(sizes.concurrency),
-        "--shutdown-timeout",
-        "0",
-    ]
-    if sizes.heartbeat_interval:
-        command += ["--heartbeat-interval", str(sizes.heartbeat_interval)]
-    if sizes.prefetch:
-        command += ["--prefetch", str(sizes.prefetch)]
-    logs = [scratch / f"{url.rsplit('/', 1)[1]}-w{i}.log" for i in range(workers)]
-    fleet = WorkerProcesses(command, env, logs)
-    try:
-        yield fleet
-    finally:
-        fleet.stop()
 
 
 class _Peak:
@@ -444,59 +313,6 @@ class _CpuPerJob:
         return server / jobs * 1e6, fleet / jobs * 1e6
 
 
-def _active(conn: psycopg.Connection[Any]) -> int:
-    return _count(conn, f"{M} SELECT count(*) FROM heartq.workers WHERE status = 'active'")
-
-
-def _running(conn: psycopg.Connection[Any]) -> int:
-    return _count(conn, f"{M} SELECT count(*) FROM heartq.jobs WHERE status = 'running'")
-
-
-def _count(conn: psycopg.Connection[Any], query: str) -> int:
-    row = conn.execute(query).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _until(
-    condition: Callable[[], bool], seconds: float, what: str, fleet: WorkerProcesses
-) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline or fleet.failed():
-            raise RuntimeError(f"fleet: not reached within {seconds:g} s: {what}")
-        time.sleep(0.2)
-
-
-def _database(server: str, name: str) -> str:
-    _drop(server, name)
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    return f"{server.rsplit('/', 1)[0]}/{name}"
-
-
-def _drop(server: str, name: str) -> None:
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _wait_for(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            psycopg.connect(url, connect_timeout=2).close()
-            return
-        except psycopg.Error:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _load(before: float) -> list[float]:
-    """The machine's 1-minute load average before and after a measurement: on a shared
-    machine, what says how far its absolute figures can be trusted."""
-    return [round(before, 1), round(os.getloadavg()[0], 1)]
-
-
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -511,6 +327,20 @@ def _dig(record: dict[str, Any], key: str) -> float:
 
 
 def _say(record: dict[str, Any]) -> None:
+    if record["part"] == "sleeping":
+        print(
+            f"fleet: {record['jobs']:,} jobs of {record['sleep_s']:g} s on {record['slots']:,} "
+            f"slots: {record['rate']:,.0f} jobs/s, {record['of_ideal']:.2f} of the ideal "
+            f"{record['ideal_rate']:,.0f}; slots filled in {record['filled_s']:.2f} s; a job's "
+            f"claim to start {record['claim_to_start_ms']:.0f} ms, sleep overshoot "
+            f"{record['sleep_overshoot_ms']:.0f} ms, return to end "
+            f"{record['return_to_end_ms']:.0f} ms; slots idle {record['idle_share']:.1%}; "
+            f"{record['claim']['jobs_per_claim']:.1f} jobs a claim; CPU a job "
+            f"{record['server_cpu_us_per_job']:.0f} µs server, "
+            f"{record['workers_cpu_us_per_job']:.0f} µs workers",
+            flush=True,
+        )
+        return
     if record["part"] == "held":
         print(
             f"fleet: {record['slots']} running jobs: {record['statements_per_s']:,.1f} "
@@ -553,6 +383,9 @@ def main() -> int:
     parser.add_argument("--hold", type=float)
     parser.add_argument("--window", type=float)
     parser.add_argument("--sample-rate", type=float)
+    parser.add_argument("--sleep", type=float, help="seconds each sleeping job waits (1)")
+    parser.add_argument("--sleeping-jobs", type=int, help="jobs the sleeping part drains")
+    parser.add_argument("--parts", help="comma-separated: processing,sleeping,held (all)")
     parser.add_argument("--prefetch", type=int, help="each worker's --prefetch (default 0)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "heartq-fleet")
     parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv")

@@ -111,8 +111,9 @@ def test_enqueue_one_benchmark_runs() -> None:
 @pytest.mark.timeout(300)
 def test_fleet_section_runs(tmp_path: Path) -> None:
     """`python -m bench --only fleet --quick`: both fleets get through every job once, the
-    server's claim statistics and its sampled durations are read, the held jobs' cost is
-    measured, and the chart is drawn (tiny fleets on a private cluster of its own)."""
+    server's claim statistics and its sampled durations are read, the sleeping jobs'
+    rate over the ideal and the held jobs' cost are measured, and the chart is drawn
+    (tiny fleets on a private cluster of its own)."""
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "bench", "--only", "fleet", "--quick", "--out", str(out)],
@@ -129,6 +130,10 @@ def test_fleet_section_runs(tmp_path: Path) -> None:
         assert run["server_cpu_us_per_job"] > 0 and run["workers_cpu_us_per_job"] > 0
         assert run["claim"]["calls"] > 0 and run["claim_sampled"]["n"] > 0
         assert run["claim_sampled"]["p99"] >= run["claim_sampled"]["p50"] > 0
+    sleeping = results["sleeping"]
+    assert 0 < sleeping["of_ideal"] <= 1.05 and sleeping["rate"] > 0
+    assert sleeping["claim_to_start_ms"] > 0 and sleeping["return_to_end_ms"] > 0
+    assert 0 <= sleeping["idle_share"] < 1 and sleeping["claim"]["calls"] > 0
     held = results["held"]
     assert held["lowest_running"] > 0 and held["statements_per_s"] > 0
     assert held["server_cpu_cores"] > 0
