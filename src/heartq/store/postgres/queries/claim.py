@@ -82,11 +82,12 @@ _PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority AND j.sta
 # each with the id of its last entry taken and whether this snapshot still sees it
 # running: then none of its entries can be visible here, and neither walk probes it (in
 # a fleet most pending transactions are claims and finishes in flight; two probes of
-# each at every claim cost 40 workers a third of the claim's buffers). `logged`: per lane, the first runnable
-# entries no other claim holds, walked in order and locked (SKIP LOCKED) as the claim
-# index is walked: those of each pending transaction past its last one taken, then the
-# range past the frontier. A row changed since this snapshot is re-read at its newest
-# version and passed over unless it is still queued in this lane.
+# each at every claim cost 40 workers a third of the claim's buffers). `logged`: per
+# lane, the first runnable entries no other claim holds, walked in order and locked
+# (SKIP LOCKED) as the claim index is walked: those of each pending transaction past its
+# last one taken, then the range past the frontier. A row changed since this snapshot
+# is re-read at its newest version and passed over unless it is still queued in this
+# lane.
 def _logged(lanes: str) -> str:
     """The ready log's CTEs for the lanes `lanes` names (a condition on `l.queue`)."""
     return f"""snap AS MATERIALIZED (
