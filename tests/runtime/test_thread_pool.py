@@ -6,10 +6,11 @@ before it starts new ones, and `close` ends them."""
 from __future__ import annotations
 
 import threading
+import time
 
 import heartq
 from heartq.worker.ledger import Ledger
-from heartq.worker.pools import ThreadPool
+from heartq.worker.pools import LONG_ATTEMPT, ThreadPool
 from tests.support import wait_for
 
 from .test_ledger_slots import attempt
@@ -44,6 +45,44 @@ def test_each_attempt_of_a_batch_runs_at_once_on_its_own_thread_and_threads_are_
             wait_for(lambda: ledger.executing() == 0, timeout=20, what="every attempt ended")
             let_go.clear()
         assert len(pool._threads) == 8  # the second batch ran on the first one's threads
+    finally:
+        let_go.set()
+        pool.close()
+    for thread in pool._threads:
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+@tasks.task
+def naps() -> None:
+    """Runs longer than a thread's wake-up (`LONG_ATTEMPT`), then blocks like `blocks`."""
+    time.sleep(LONG_ATTEMPT * 2)
+    entered.append(threading.current_thread().name)
+    let_go.wait(30)
+
+
+def test_attempts_of_a_task_that_ran_long_each_get_a_thread_called_at_once() -> None:
+    """Once an attempt of a task ran `LONG_ATTEMPT` or more, a batch of that task has a
+    thread called for each attempt by `start` itself, not by a chain of wake-ups (each
+    waiting for a core on a busy machine): the threads exist when `start` returns."""
+    let_go.clear()
+    entered.clear()
+    ledger = Ledger("w", concurrency=16)
+    pool = ThreadPool(ledger, max_payload_bytes=1 << 20)
+    ledger.pool = pool
+    try:
+        first = attempt("first", task=naps)
+        ledger.claimed(first)
+        pool.start([first])
+        wait_for(lambda: len(entered) == 1, timeout=20, what="the first attempt inside")
+        let_go.set()
+        wait_for(lambda: ledger.executing() == 0, timeout=20, what="the first attempt ended")
+        let_go.clear()
+        runs = [attempt(f"job-{i}", task=naps) for i in range(16)]
+        ledger.claimed(*runs)
+        pool.start(runs)
+        assert len(pool._threads) == 16  # one idle, fifteen started by `start`
+        wait_for(lambda: len(entered) == 17, timeout=20, what="every attempt inside")
     finally:
         let_go.set()
         pool.close()

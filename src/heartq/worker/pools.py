@@ -24,6 +24,7 @@ import asyncio
 import collections
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +45,9 @@ from heartq.worker.ledger import Ledger
 from heartq.worker.loop_watch import LoopWatch
 
 POOL_NAMES = ("thread", "process", "async")
+LONG_ATTEMPT = 0.001
+"""An attempt that runs this long (seconds) outlasts the wake-up of a thread: its task's
+next attempts each get a thread called at once (`ThreadPool`)."""
 
 
 def make_context(run: RunningJob, worker_id: str) -> JobContext:
@@ -86,7 +90,14 @@ class ThreadPool:
     abandoned attempt never holds up the next one), and yet a batch of short attempts is
     run by the few threads that reach the queue while it lasts, not by a wake-up of a
     thread per attempt (each a system call and a handover of the GIL: 5 us of a no-op
-    job's 70, one worker on PostgreSQL)."""
+    job's 70, one worker on PostgreSQL).
+
+    Attempts of a task whose last attempt here ran `LONG_ATTEMPT` or more each get a
+    thread called at once instead: each needs a thread of its own anyway, and on a busy
+    machine each wake-up of a chain waits for a core before it calls the next. 40
+    workers x 25 on 2 cores drained 1-second jobs at 0.76 of the ideal rate by the chain
+    and 0.80 with a thread called for each (medians of 5 and 4 runs; BENCHMARKS.md, "A
+    thousand slots")."""
 
     def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
         self._ledger = ledger
@@ -96,22 +107,26 @@ class ThreadPool:
         self._queued: collections.deque[RunningJob] = collections.deque()
         self._idle: list[threading.Lock] = []
         """Each idle thread's parking lock, held: released to call that thread."""
-        self._calling = False
-        """A thread was called to the queue and has not reached it yet: no other is."""
+        self._calling = 0
+        """Threads called to the queue that have not reached it yet."""
+        self._long: set[str] = set()
+        """Tasks whose last attempt here ran `LONG_ATTEMPT` or more."""
         self._closing = False
         self._threads: list[threading.Thread] = []
 
     def start(self, runs: Sequence[RunningJob]) -> None:
         with self._lock:
             self._queued.extend(runs)
-            self._call_one()
+            long = sum(run.job.task in self._long for run in runs)
+            for _ in range(max(long - self._calling, 1)):
+                self._call_one()
 
     def _call_one(self) -> None:
-        """Under the lock: call a thread to the queue if attempts wait in it and none is
-        on its way already (whoever takes an attempt calls the next)."""
-        if self._calling or not self._queued:
+        """Under the lock: call a thread to the queue if more attempts wait in it than
+        threads are on their way (whoever takes an attempt calls the next)."""
+        if self._calling >= len(self._queued):
             return
-        self._calling = True
+        self._calling += 1
         if self._idle:
             self._idle.pop().release()
             return
@@ -128,7 +143,8 @@ class ThreadPool:
         while True:
             with self._lock:
                 if called:
-                    self._calling = called = False
+                    self._calling -= 1
+                    called = False
                 run = self._queued.popleft() if self._queued else None
                 if run is not None:
                     self._call_one()  # attempts still wait: the next thread, first
@@ -159,7 +175,12 @@ class ThreadPool:
             end = args
         else:
             ctx = make_context(run, self._worker_id) if needs_context(run.task) else None
+            began = time.monotonic()
             end = run_sync(run.task, ctx, run, args, self._limit)
+            if time.monotonic() - began >= LONG_ATTEMPT:
+                self._long.add(run.job.task)
+            else:
+                self._long.discard(run.job.task)
         self._ledger.attempt_ended(run, end)
 
     def stop(self, run: RunningJob) -> None:
