@@ -45,9 +45,10 @@ from heartq.worker.ledger import Ledger
 from heartq.worker.loop_watch import LoopWatch
 
 POOL_NAMES = ("thread", "process", "async")
-LONG_ATTEMPT = 0.001
-"""An attempt that runs this long (seconds) outlasts the wake-up of a thread: its task's
-next attempts each get a thread called at once (`ThreadPool`)."""
+LONG_ATTEMPT = 0.1
+"""An attempt that runs this long (seconds) outlasts the wake-up of a thread by far, even
+on a busy machine: its task's next attempts each get a thread called at once
+(`ThreadPool`)."""
 
 
 def make_context(run: RunningJob, worker_id: str) -> JobContext:
@@ -96,8 +97,10 @@ class ThreadPool:
     thread called at once instead: each needs a thread of its own anyway, and on a busy
     machine each wake-up of a chain waits for a core before it calls the next. 40
     workers x 25 on 2 cores drained 1-second jobs at 0.76 of the ideal rate by the chain
-    and 0.80 with a thread called for each (medians of 5 and 4 runs; BENCHMARKS.md, "A
-    thousand slots")."""
+    and 0.81 with a thread called for each (medians of 5 runs, 0.68-0.81, and of 8,
+    0.75-0.83; BENCHMARKS.md, "A thousand slots"). Long is 100 ms: at 1 ms, no-op
+    attempts preempted on that busy machine counted as long, and the wake-ups they
+    then cost took the fleet's no-op jobs from about 6,100 to 4,400 a second."""
 
     def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
         self._ledger = ledger
@@ -108,7 +111,8 @@ class ThreadPool:
         self._idle: list[threading.Lock] = []
         """Each idle thread's parking lock, held: released to call that thread."""
         self._calling = 0
-        """Threads called to the queue that have not reached it yet."""
+        """Threads called to the queue that have not reached it yet: more than one only
+        for the attempts of long tasks."""
         self._long: set[str] = set()
         """Tasks whose last attempt here ran `LONG_ATTEMPT` or more."""
         self._closing = False
@@ -117,15 +121,18 @@ class ThreadPool:
     def start(self, runs: Sequence[RunningJob]) -> None:
         with self._lock:
             self._queued.extend(runs)
-            long = sum(run.job.task in self._long for run in runs)
-            for _ in range(max(long - self._calling, 1)):
-                self._call_one()
+            for _ in range(sum(run.job.task in self._long for run in runs) - self._calling):
+                self._call()
+            self._call_next()
 
-    def _call_one(self) -> None:
-        """Under the lock: call a thread to the queue if more attempts wait in it than
-        threads are on their way (whoever takes an attempt calls the next)."""
-        if self._calling >= len(self._queued):
-            return
+    def _call_next(self) -> None:
+        """Under the lock: call a thread to the queue if attempts wait in it and none is
+        on its way already (whoever takes an attempt calls the next)."""
+        if not self._calling and self._queued:
+            self._call()
+
+    def _call(self) -> None:
+        """Under the lock: call an idle thread to the queue, or a new one."""
         self._calling += 1
         if self._idle:
             self._idle.pop().release()
@@ -139,7 +146,7 @@ class ThreadPool:
     def _serve(self) -> None:
         park = threading.Lock()
         park.acquire()
-        called = True  # started by `_call_one`
+        called = True  # started by `_call`
         while True:
             with self._lock:
                 if called:
@@ -147,13 +154,13 @@ class ThreadPool:
                     called = False
                 run = self._queued.popleft() if self._queued else None
                 if run is not None:
-                    self._call_one()  # attempts still wait: the next thread, first
+                    self._call_next()  # attempts still wait: the next thread, first
                 elif self._closing:
                     return
                 else:
                     self._idle.append(park)
             if run is None:
-                park.acquire()  # until `_call_one` or `close` releases it
+                park.acquire()  # until `_call` or `close` releases it
                 called = True
                 continue
             try:
