@@ -104,12 +104,8 @@ def processing(
     }
     app = App(url)
     app.migrate()
-    with (
-        psycopg.connect(cluster.url, autocommit=True) as admin,
-        psycopg.connect(url, autocommit=True) as watch,
-        setup.fleet(url, scratch, workers, sizes) as fleet,
-    ):
-        setup.until(lambda: setup.active(watch) >= workers, 300, "every worker registered", fleet)
+    with setup.registered(cluster.url, url, scratch, workers, sizes) as session:
+        admin, watch, fleet = session.admin, session.watch, session.workers
         stats.reset_statements(admin)
         load = os.getloadavg()[0]
         peak = _Peak(cluster.url, database)
@@ -234,19 +230,7 @@ def markdown(results: dict[str, Any]) -> str:
         )
     z = results.get("sleeping")
     if z and "rate" in z:
-        lines += [
-            "",
-            f"{z['jobs']:,} jobs of {z['sleep_s']:g} s on {z['slots']:,} slots "
-            f"({z['workers']} workers): {z['rate']:,.0f} jobs/s, **{z['of_ideal']:.2f}** of the "
-            f"ideal {z['ideal_rate']:,.0f} (goal 0.9); every slot filled "
-            f"{z['filled_s']:.2f} s after the first claim; a job's mean from its claim to its "
-            f"start {z['claim_to_start_ms']:.0f} ms, its sleep's overshoot "
-            f"{z['sleep_overshoot_ms']:.0f} ms, from its return to its recorded end "
-            f"{z['return_to_end_ms']:.0f} ms; slots idle between jobs "
-            f"{z['idle_share']:.1%} of the span; {z['claim']['jobs_per_claim']:.1f} jobs a "
-            f"claim; CPU a job {z['server_cpu_us_per_job']:.0f} µs server, "
-            f"{z['workers_cpu_us_per_job']:.0f} µs workers.",
-        ]
+        lines += ["", fleet_io.sleeping_line(z)]
     h = results.get("held")
     if h and "statements_per_s" in h:
         lines += [
@@ -328,18 +312,7 @@ def _dig(record: dict[str, Any], key: str) -> float:
 
 def _say(record: dict[str, Any]) -> None:
     if record["part"] == "sleeping":
-        print(
-            f"fleet: {record['jobs']:,} jobs of {record['sleep_s']:g} s on {record['slots']:,} "
-            f"slots: {record['rate']:,.0f} jobs/s, {record['of_ideal']:.2f} of the ideal "
-            f"{record['ideal_rate']:,.0f}; slots filled in {record['filled_s']:.2f} s; a job's "
-            f"claim to start {record['claim_to_start_ms']:.0f} ms, sleep overshoot "
-            f"{record['sleep_overshoot_ms']:.0f} ms, return to end "
-            f"{record['return_to_end_ms']:.0f} ms; slots idle {record['idle_share']:.1%}; "
-            f"{record['claim']['jobs_per_claim']:.1f} jobs a claim; CPU a job "
-            f"{record['server_cpu_us_per_job']:.0f} µs server, "
-            f"{record['workers_cpu_us_per_job']:.0f} µs workers",
-            flush=True,
-        )
+        print(f"fleet: {fleet_io.sleeping_line(record)}", flush=True)
         return
     if record["part"] == "held":
         print(

@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from bench import fleet_setup as setup
 from bench import fleet_stats as stats
 from bench.fleet_setup import CHECK, DONE, Sizes
@@ -45,14 +43,8 @@ def held(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, Any]
     }
     app = App(url)
     app.migrate()
-    with (
-        psycopg.connect(cluster.url, autocommit=True) as admin,
-        psycopg.connect(url, autocommit=True) as watch,
-        setup.fleet(url, scratch, sizes.workers, sizes) as fleet,
-    ):
-        setup.until(
-            lambda: setup.active(watch) >= sizes.workers, 300, "every worker registered", fleet
-        )
+    with setup.registered(cluster.url, url, scratch, sizes.workers, sizes) as session:
+        admin, watch, fleet = session.admin, session.watch, session.workers
         for offset in range(0, jobs, 5000):
             app.enqueue_many("hold", [{"seconds": sizes.hold}] * min(5000, jobs - offset))
         setup.until(
@@ -120,13 +112,8 @@ def sleeping(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, 
     }
     app = App(url)
     app.migrate()
-    with (
-        psycopg.connect(cluster.url, autocommit=True) as admin,
-        psycopg.connect(url, autocommit=True) as watch,
-        setup.fleet(url, scratch, sizes.workers, sizes) as fleet,
-    ):
-        registered = "every worker registered"
-        setup.until(lambda: setup.active(watch) >= sizes.workers, 300, registered, fleet)
+    with setup.registered(cluster.url, url, scratch, sizes.workers, sizes) as session:
+        admin, watch, fleet = session.admin, session.watch, session.workers
         stats.reset_statements(admin)
         postmaster = cluster.postmaster_pid()
         server_cpu = stats.cpu_seconds(stats.server_pids(postmaster))
@@ -169,3 +156,19 @@ def sleeping(cluster: PrivateCluster, scratch: Path, sizes: Sizes) -> dict[str, 
     }
     setup.drop(cluster.url, database)
     return record
+
+
+def sleeping_line(z: dict[str, Any]) -> str:
+    """The sleeping part's figures as one sentence (printed, and in the markdown)."""
+    return (
+        f"{z['jobs']:,} jobs of {z['sleep_s']:g} s on {z['slots']:,} slots "
+        f"({z['workers']} workers): {z['rate']:,.0f} jobs/s, **{z['of_ideal']:.2f}** of the "
+        f"ideal {z['ideal_rate']:,.0f} (goal 0.9); every slot filled "
+        f"{z['filled_s']:.2f} s after the first claim; a job's mean from its claim to its "
+        f"start {z['claim_to_start_ms']:.0f} ms, its sleep's overshoot "
+        f"{z['sleep_overshoot_ms']:.0f} ms, from its return to its recorded end "
+        f"{z['return_to_end_ms']:.0f} ms; slots idle between jobs "
+        f"{z['idle_share']:.1%} of the span; {z['claim']['jobs_per_claim']:.1f} jobs a "
+        f"claim; CPU a job {z['server_cpu_us_per_job']:.0f} µs server, "
+        f"{z['workers_cpu_us_per_job']:.0f} µs workers."
+    )

@@ -122,6 +122,31 @@ def fleet(url: str, scratch: Path, workers: int, sizes: Sizes) -> Iterator[Worke
         fleet.stop()
 
 
+@dataclass
+class Session:
+    """A fleet at work on a fresh database, with the bench's two connections to it."""
+
+    admin: psycopg.Connection[Any]
+    """The cluster's maintenance database: statement statistics, commits."""
+    watch: psycopg.Connection[Any]
+    """The fleet's database: the bench's reads of its jobs and workers."""
+    workers: WorkerProcesses
+
+
+@contextmanager
+def registered(
+    server: str, url: str, scratch: Path, workers: int, sizes: Sizes
+) -> Iterator[Session]:
+    """`workers` worker processes on `url`, once every one has registered."""
+    with (
+        psycopg.connect(server, autocommit=True) as admin,
+        psycopg.connect(url, autocommit=True) as watch,
+        fleet(url, scratch, workers, sizes) as processes,
+    ):
+        until(lambda: active(watch) >= workers, 300, "every worker registered", processes)
+        yield Session(admin, watch, processes)
+
+
 def active(conn: psycopg.Connection[Any]) -> int:
     return count(conn, f"{M} SELECT count(*) FROM heartq.workers WHERE status = 'active'")
 

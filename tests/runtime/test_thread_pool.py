@@ -5,8 +5,10 @@ before it starts new ones, and `close` ends them."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import heartq
 from heartq.worker.ledger import Ledger
@@ -27,12 +29,27 @@ def blocks() -> None:
     let_go.wait(30)
 
 
-def test_each_attempt_of_a_batch_runs_at_once_on_its_own_thread_and_threads_are_reused() -> None:
+@contextlib.contextmanager
+def running_pool(concurrency: int) -> Iterator[tuple[Ledger, ThreadPool]]:
+    """A ledger of `concurrency` slots and its thread pool; after the test, every attempt
+    let go and every thread of the pool ended."""
     let_go.clear()
-    ledger = Ledger("w", concurrency=8)
+    entered.clear()
+    ledger = Ledger("w", concurrency=concurrency)
     pool = ThreadPool(ledger, max_payload_bytes=1 << 20)
     ledger.pool = pool
     try:
+        yield ledger, pool
+    finally:
+        let_go.set()
+        pool.close()
+    for thread in pool._threads:
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def test_each_attempt_of_a_batch_runs_at_once_on_its_own_thread_and_threads_are_reused() -> None:
+    with running_pool(8) as (ledger, pool):
         for batch in range(2):
             entered.clear()
             runs = [attempt(f"job-{batch}-{i}", task=blocks) for i in range(8)]
@@ -45,12 +62,6 @@ def test_each_attempt_of_a_batch_runs_at_once_on_its_own_thread_and_threads_are_
             wait_for(lambda: ledger.executing() == 0, timeout=20, what="every attempt ended")
             let_go.clear()
         assert len(pool._threads) == 8  # the second batch ran on the first one's threads
-    finally:
-        let_go.set()
-        pool.close()
-    for thread in pool._threads:
-        thread.join(10)
-        assert not thread.is_alive()
 
 
 @tasks.task
@@ -65,12 +76,7 @@ def test_attempts_of_a_task_that_ran_long_each_get_a_thread_called_at_once() -> 
     """Once an attempt of a task ran `LONG_ATTEMPT` or more, a batch of that task has a
     thread called for each attempt by `start` itself, not by a chain of wake-ups (each
     waiting for a core on a busy machine): the threads exist when `start` returns."""
-    let_go.clear()
-    entered.clear()
-    ledger = Ledger("w", concurrency=16)
-    pool = ThreadPool(ledger, max_payload_bytes=1 << 20)
-    ledger.pool = pool
-    try:
+    with running_pool(16) as (ledger, pool):
         first = attempt("first", task=naps)
         ledger.claimed(first)
         pool.start([first])
@@ -83,9 +89,3 @@ def test_attempts_of_a_task_that_ran_long_each_get_a_thread_called_at_once() -> 
         pool.start(runs)
         assert len(pool._threads) == 16  # one idle, fifteen started by `start`
         wait_for(lambda: len(entered) == 17, timeout=20, what="every attempt inside")
-    finally:
-        let_go.set()
-        pool.close()
-    for thread in pool._threads:
-        thread.join(10)
-        assert not thread.is_alive()
