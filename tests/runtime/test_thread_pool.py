@@ -1,7 +1,8 @@
 """The thread pool runs every attempt of a batch on a thread of its own at once, whatever
 the attempts before it do, though threads are called to its queue one at a time (each
-one that takes an attempt calls the next before it runs its own); it reuses idle threads
-before it starts new ones, and `close` ends them."""
+one that takes an attempt calls the next before it runs its own), but for the attempts
+of a task known to run long, which each get a thread called at once; it reuses idle
+threads before it starts new ones, and `close` ends them."""
 
 from __future__ import annotations
 

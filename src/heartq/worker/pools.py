@@ -97,8 +97,8 @@ class ThreadPool:
     thread called at once instead: each needs a thread of its own anyway, and on a busy
     machine each wake-up of a chain waits for a core before it calls the next. 40
     workers x 25 on 2 cores drained 1-second jobs at 0.76 of the ideal rate by the chain
-    and 0.81 with a thread called for each (medians of 5 runs, 0.68-0.81, and of 8,
-    0.75-0.83; BENCHMARKS.md, "A thousand slots"). Long is 100 ms: at 1 ms, no-op
+    (median of 5 runs, 0.68-0.81) and 0.82 with a thread called for each (median of 3,
+    0.81-0.82; BENCHMARKS.md, "A thousand slots"). Long is 100 ms: at 1 ms, no-op
     attempts preempted on that busy machine counted as long, and the wake-ups they
     then cost took the fleet's no-op jobs from about 6,100 to 4,400 a second."""
 
