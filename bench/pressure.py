@@ -39,14 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import psycopg
@@ -58,6 +56,7 @@ from bench.fleet_stats import cpu_seconds
 from bench.pressure_contenders import Contender, Heartq, Pgqueuer
 from bench.pressure_load import Producer, Readers, SnapshotHolder, server_settings
 from bench.servers.postgres import PrivateCluster
+from bench.sigterm import unwind_on_sigterm
 from bench.worker_processes import WorkerProcesses
 
 PHASES = ("clean", "held", "readers", "high", "recovery")
@@ -338,15 +337,8 @@ def parse_phases(specs: list[str], seconds: float) -> tuple[tuple[str, float], .
     return tuple(phases)
 
 
-def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """A run stopped from outside (SIGTERM, as `timeout` or a CI job sends) unwinds as
-    Ctrl-C does: the cells' `finally` blocks stop the workers and the private cluster,
-    which would otherwise run on without a parent."""
-    raise SystemExit(128 + signum)
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=Plan.rate, help="offered jobs/s")
     parser.add_argument("--phase-seconds", type=float, default=120.0)

@@ -119,6 +119,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.sigterm import unwind_on_sigterm
 from tests.soak.chaos_config import SERVER_SETTINGS, ChaosConfig
 from tests.soak.chaos_links import parse_families
 from tests.soak.chaos_report import format_report
@@ -171,6 +172,7 @@ def run_chaos(config: ChaosConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(
         prog="python -m tests.soak.chaos",
         description=__doc__,

@@ -70,6 +70,7 @@ from typing import Any
 
 import psycopg
 
+from bench.sigterm import unwind_on_sigterm
 from heartq.store import open_store
 from heartq.store.postgres.advisory_locks import LIVENESS_RESTART_QUIET, LOCK_NAMESPACE
 from tests import leftovers
@@ -499,15 +500,8 @@ def run_failover(config: FailoverConfig) -> dict[str, Any]:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _stop_on_sigterm(signum: int, frame: object) -> None:
-    """A run stopped from outside (SIGTERM, as `timeout` sends) unwinds as Ctrl-C does:
-    `run_failover`'s `finally` blocks stop the workers and the clusters (its workers
-    were left running, retrying a server that was gone)."""
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    unwind_on_sigterm()
     parser = argparse.ArgumentParser(
         prog="python -m tests.soak.failover",
         description=__doc__,
