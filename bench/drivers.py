@@ -91,7 +91,7 @@ class HeartqPool(Driver):
 def _connect_kwargs(url: str) -> tuple[str, dict[str, Any]]:
     """heartq's conninfo and connection options (search_path, timeouts, dict rows)."""
     pool = ConnectionPool(url)
-    return pool.conninfo, pool.connect_kwargs
+    return pool.conninfo, dict(pool.connect_kwargs)
 
 
 class Psycopg(Driver):
@@ -100,6 +100,8 @@ class Psycopg(Driver):
 
     async def open(self, url: str) -> None:
         conninfo, kwargs = _connect_kwargs(url)
+        if self.prepared:  # `%(name)b` is psycopg's own: heartq's cursor binds `%(name)s`
+            kwargs["cursor_factory"] = psycopg.Cursor
         self.conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
         _configure(self.conn)
         self.texts: dict[str, str] = {}
@@ -131,6 +133,7 @@ class PsycopgAsync(Driver):
 
     async def open(self, url: str) -> None:
         conninfo, kwargs = _connect_kwargs(url)
+        kwargs["cursor_factory"] = psycopg.AsyncCursor  # heartq's cursor is a sync one
         self.conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **kwargs)
         for name in ("json", "jsonb"):
             from psycopg.types.string import TextLoader
@@ -288,16 +291,17 @@ class Round:
         return {"worker_id": self.scratch.worker.id, "queue": "default", "limit": limit,
                 "lease": 30.0, "now": None, "ahead": False}  # fmt: skip
 
-    @staticmethod
-    def finish(rows: Rows) -> dict[str, Any]:
+    def finish(self, rows: Rows) -> dict[str, Any]:
         docs = [documents.finish_doc(r["id"], r["execution_id"], status="succeeded",
                                      outcome="succeeded") for r in rows]  # fmt: skip
-        # `defer`: as a worker finishes on its own (no job here has dependents)
-        return {**q.FINISH_BATCH.pack(docs), "now": None, "defer": True}
+        # `defer`: as a worker finishes on its own (no job here has dependents); fenced on
+        # the worker that claimed them, as a worker's finish is
+        return {"worker_id": self.scratch.worker.id, **q.FINISH_BATCH.pack(docs),
+                "now": None, "defer": True}  # fmt: skip
 
     def heartbeat(self, rows: Rows) -> dict[str, Any]:
         renewals = [{"id": r["id"], "eid": r["execution_id"], "hp": False, "pv": None,
-                     "ps": None, "pm": None} for r in rows]  # fmt: skip
+                     "ps": None, "pm": None, "dt": False} for r in rows]  # fmt: skip
         return {"worker_id": self.scratch.worker.id, **q.RENEWAL_BATCH.pack(renewals),
                 "lease": 30.0, "now": None, "abandoned": 0}  # fmt: skip
 
