@@ -43,8 +43,9 @@ import psycopg
 from bench import fleet_io
 from bench import fleet_setup as setup
 from bench import fleet_stats as stats
-from bench.fleet_setup import CHECK, DONE, FULL, QUICK, ROOT, TASKS, WORKER_APP, M, Sizes
+from bench.fleet_setup import CHECK, DONE, FULL, QUICK, ROOT, WORKER_APP, M, Sizes
 from bench.servers.postgres import PrivateCluster
+from bench.worker_processes import TASKS
 from heartq.app import App
 
 

@@ -19,22 +19,6 @@ from bench import fleet_stats as stats
 from bench.worker_processes import WorkerProcesses
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = """
-import time
-import heartq
-
-app = heartq.App()
-
-@app.task
-def noop() -> None:
-    return None
-
-@app.task
-def hold(seconds: float) -> list[float]:
-    began = time.time()
-    time.sleep(seconds)
-    return [began, time.time()]
-"""
 M = stats.MARK
 WORKER_APP = "heartq-fleet-worker"
 """The workers' `application_name` (libpq's PGAPPNAME): their connections, not the bench's."""

@@ -25,19 +25,10 @@ import psycopg
 
 from bench.pressure_figures import Subject
 from bench.pressure_load import WORKER_APP
-from bench.worker_processes import WorkerProcesses
+from bench.worker_processes import TASKS, WorkerProcesses
 from heartq.app import App
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = """
-import heartq
-
-app = heartq.App()
-
-@app.task
-def noop() -> None:
-    return None
-"""
 
 HEARTQ = Subject(
     name="heartq",

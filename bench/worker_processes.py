@@ -13,6 +13,26 @@ import signal
 import subprocess
 from pathlib import Path
 
+TASKS = """
+import time
+import heartq
+
+app = heartq.App()
+
+@app.task
+def noop() -> None:
+    return None
+
+@app.task
+def hold(seconds: float) -> list[float]:
+    began = time.time()
+    time.sleep(seconds)
+    return [began, time.time()]
+"""
+"""The benchmarks' workers' tasks module (each writes it where its workers import it):
+`noop`, and `hold`, which sleeps and returns when it began and ended (`bench.fleet_io`
+reads where a slot's time went from those)."""
+
 
 class WorkerProcesses:
     """One process of `command` per log in `logs`, started now, with `env`."""
