@@ -37,8 +37,10 @@ cell, and Markdown with `--markdown`) and written as JSON with `--out`; never as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -84,8 +86,10 @@ QUICK = Plan(rate=40.0, phases=tuple((name, 8.0) for name in PHASES), workers=1,
              threads=4, sample_every=2.0, storage_jobs=400, drain_seconds=120.0)  # fmt: skip
 
 
-def run(plan: Plan, contenders: list[Contender]) -> Row:
-    """Each contender's cells on one private cluster: the figures as a JSON-able dict."""
+def run(plan: Plan, contenders: list[Contender], logs: Path | None = None) -> Row:
+    """Each contender's cells on one private cluster: the figures as a JSON-able dict.
+    With `logs`, the server's log and the workers' are copied there at the end (a stall
+    is read from them: checkpoints, lock waits, autovacuum's passes)."""
     settings = server_settings()
     results: Row = {
         "plan": asdict(plan),
@@ -105,7 +109,13 @@ def run(plan: Plan, contenders: list[Contender]) -> Row:
                     clean = (("clean", plan.storage_jobs / plan.rate),)
                     results["cells"].append(cell(cluster, scratch, contender, "storage", plan,
                                                  clean))  # fmt: skip
+            if logs is not None:
+                shutil.copytree(scratch, logs / "workers", dirs_exist_ok=True)
     finally:
+        if logs is not None:
+            logs.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(cluster.root / "log", logs / "postgres.log")
         cluster.close()
     results["load_at_end"] = list(os.getloadavg())
     return results
@@ -254,7 +264,8 @@ def _database(server: str, name: str) -> str:
 
 HEADER = ("phase", "s", "offered", "enq/s", "done/s", "p50 ms", "p99 ms", "p99 last min",
           "depth end (max)", "dead end (max)", "table+idx MB", "autovacuum runs",
-          "horizon age", "load", "WAL B/job (full pages)", "worker CPU us/job")  # fmt: skip
+          "horizon age", "load", "WAL B/job (full pages)", "WAL flushes/s (ms)",
+          "worker CPU us/job")  # fmt: skip
 """The columns of a cell's table; dead tuples and sizes are of its queue's first table."""
 
 
@@ -271,7 +282,7 @@ def rows(record: Row) -> list[list[str]]:
             _num(p["pickup_p99_last_minute_ms"]),
             f"{p['depth_end']:,} ({p['depth_max']:,})", f"{p['dead_end']:,} ({p['dead_max']:,})",
             f"{size:.1f}", runs, f"{p['horizon_age_max']:,}", f"{p['load_max']:.1f}",
-            _wal(p), _num(p.get("worker_cpu_us_per_job")),
+            _wal(p), _flushes(p), _num(p.get("worker_cpu_us_per_job")),
         ])  # fmt: skip
     return out
 
@@ -280,6 +291,12 @@ def _wal(phase: Row) -> str:
     if phase.get("wal_bytes_per_job") is None:
         return "-"
     return f"{phase['wal_bytes_per_job']:,.0f} ({phase['wal_fpi_per_job']:.2f})"
+
+
+def _flushes(phase: Row) -> str:
+    if phase.get("wal_syncs_per_s") is None:
+        return "-"
+    return f"{phase['wal_syncs_per_s']:,.0f} ({_num(phase.get('wal_sync_mean_ms'))})"
 
 
 def _num(ms: float | None) -> str:
@@ -356,6 +373,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: the code path")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--logs", type=Path, help="keep the server's and workers' logs here")
     args = parser.parse_args()
     plan = QUICK if args.quick else Plan(
         rate=args.rate, phases=parse_phases(args.phases, args.phase_seconds),
@@ -366,7 +384,7 @@ def main() -> None:
         Heartq() if name == "heartq" else Pgqueuer(environment.peers_python(args.venv))
         for name in args.contenders
     ]
-    results = run(plan, contenders)
+    results = run(plan, contenders, args.logs)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     if args.markdown:

@@ -63,10 +63,13 @@ FROM pg_stat_activity WHERE datname = current_database()
 """
 
 
-WAL = "SELECT wal_bytes, wal_fpi FROM pg_stat_wal"
+WAL = "SELECT wal_bytes, wal_fpi, wal_sync, wal_sync_time FROM pg_stat_wal"
 """The cluster's WAL written so far (PostgreSQL 14+), and the full-page images among it (a
 page's first change after a checkpoint is logged whole, 8 KB): a private cluster's, so
-all of it the cell's. What a phase's commits had to flush, a job at a time."""
+all of it the cell's. What a phase's commits had to flush, a job at a time. And its
+flushes to disk and the milliseconds they took (`track_wal_io_timing`, set by
+`server_settings`): a commit waits for its flush, so a pickup, which runs from the
+enqueue's statement to the claim's, carries the enqueue's flush whole."""
 
 
 def clock(conn: psycopg.Connection[Any]) -> float:
@@ -109,6 +112,8 @@ class Sampler:
                 "t": float(horizon[1]),
                 "wal_bytes": int(wal[0]),
                 "wal_fpi": int(wal[1]),
+                "wal_syncs": int(wal[2]),
+                "wal_sync_ms": float(wal[3]),
                 "depth": int(depth[0]),
                 "horizon_age": int(horizon[0]),
                 "load": os.getloadavg()[0],
@@ -168,6 +173,9 @@ def phase_figures(
         "wal_bytes_per_job": (last["wal_bytes"] - first["wal_bytes"]) / completed
         if completed else None,
         "wal_fpi_per_job": (last["wal_fpi"] - first["wal_fpi"]) / completed if completed else None,
+        "wal_syncs_per_s": (last["wal_syncs"] - first["wal_syncs"]) / seconds,
+        "wal_sync_mean_ms": (last["wal_sync_ms"] - first["wal_sync_ms"]) / syncs
+        if (syncs := last["wal_syncs"] - first["wal_syncs"]) else None,
         "worker_cpu_us_per_job": phase["worker_cpu_s"] * 1e6 / completed
         if completed and "worker_cpu_s" in phase else None,
     }

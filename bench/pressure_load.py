@@ -145,7 +145,9 @@ class Readers:
 def server_settings() -> dict[str, Any]:
     """The private cluster's settings: the harness's `postgres.conf` (autovacuum at
     PostgreSQL's defaults, written out; fsync and synchronous commit on), with
-    `max_connections` left at its default 100 (a few workers here, not 4 replicas)."""
+    `max_connections` left at its default 100 (a few workers here, not 4 replicas); the
+    WAL flushes timed (`track_wal_io_timing`: two clock reads a flush), and checkpoints
+    and lock waits over a second logged."""
     return {
         "fsync": "on",
         "synchronous_commit": "on",
@@ -162,4 +164,7 @@ def server_settings() -> dict[str, Any]:
         "autovacuum_vacuum_threshold": "50",
         "autovacuum_analyze_threshold": "50",
         "log_autovacuum_min_duration": "0",
+        "track_wal_io_timing": "on",  # a measure, not a load: the flushes' times
+        "log_checkpoints": "on",  # and what a stall is read from (`--logs`)
+        "log_lock_waits": "on",
     }
