@@ -54,11 +54,15 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
 
 def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: PostgresStore) -> None:
     """Inside `ctx.transaction()` a task's code runs on heartq's connection: its
-    `executemany` with `%s` placeholders works as psycopg's, and heartq's cursors are
-    back once the block ends."""
+    `executemany` with `%s` placeholders works as psycopg's, its prepared statements get
+    PostgreSQL's own choice of plans (heartq's sessions force the generic ones), and
+    heartq's cursors are back once the block ends."""
+    mode = "SELECT current_setting('plan_cache_mode') AS mode"
     with pg_store.pool.transaction() as conn:
+        assert conn.execute(mode).fetchone()["mode"] == "force_generic_plan"
         with pg_store.dialect.task_scope(conn) as lent:
             cursor = lent.cursor()
             cursor.executemany("SELECT %s::int", [(1,), (2,)])
             assert not isinstance(cursor, NamedCursor)
+            assert cursor.execute(mode).fetchone()["mode"] == "auto"
         assert isinstance(conn.cursor(), NamedCursor)

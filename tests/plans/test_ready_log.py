@@ -242,3 +242,27 @@ def test_the_claims_generic_plan_walks_its_indexes(pg_store: PostgresStore, name
     assert "Index Scan using jobs_ready_idx" in plan and "jobs_claim_idx" in plan, plan
     assert "Index Scan Backward using claim_marks_lane_idx" in plan, plan
     assert "rows=10 loops=1" in plan.split("CTE claimed", 1)[1], plan
+
+
+def test_heartqs_sessions_keep_the_claims_generic_plan(pg_store: PostgresStore) -> None:
+    """heartq's sessions run with `plan_cache_mode = force_generic_plan`. PostgreSQL keeps
+    a prepared statement's generic plan only while its estimate stays near the custom
+    plans', and plans it again at every run otherwise: the claim of several queues
+    (`queue = ANY(...)`, an array its generic plan cannot see) was estimated far above
+    them, and the one-queue claim crossed over with the statistics a held horizon's
+    release left (a claim 2 ms longer, every pickup with it: BENCHMARKS.md, "With the
+    ready log"). The plans `tests/plans` pins are the generic ones. Ten claims of two
+    queues on one pooled session: each run once psycopg prepared the statement (from
+    its 6th) is generic."""
+    pg_store.enqueue([NewJob("t", "{}", queue=q) for q in ("a", "b") for _ in range(20)])
+    params = dict(_claim_params(1), queues=["a", "b"])
+    with pg_store.pool.transaction() as conn:
+        for _ in range(10):
+            assert len(conn.execute(pg_q.CLAIM, params).fetchall()) == 1
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE NOT from_sql AND statement LIKE %s",
+            ("%claim_marks%",),
+        ).fetchall()
+        conn.rollback()
+    assert plans == [{"generic_plans": 5, "custom_plans": 0}], plans

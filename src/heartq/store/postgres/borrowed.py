@@ -83,11 +83,12 @@ async def borrowed_async(
 
 @contextlib.contextmanager
 def task_scope(conn: psycopg.Connection[Any], schema: str) -> Iterator[psycopg.Connection[Any]]:
-    """heartq's own connection, lent to a task with PostgreSQL's default search path and
-    psycopg's own cursors (heartq's `NamedCursor` binds by position, which a task's
-    `executemany`, `copy` or `stream` with `%s` placeholders would not survive); its own
-    again (heartq's schema, its cursors) once the task's block ended without an error."""
-    conn.execute(q.DEFAULT_SEARCH_PATH)
+    """heartq's own connection, lent to a task with PostgreSQL's defaults for the task's
+    transaction (the search path, the plan cache's mode: `TASK_DEFAULTS`) and psycopg's
+    own cursors (heartq's `NamedCursor` binds by position, which a task's `executemany`,
+    `copy` or `stream` with `%s` placeholders would not survive); its own again
+    (heartq's schema, its cursors) once the task's block ended without an error."""
+    conn.execute(q.TASK_DEFAULTS)
     ours = conn.cursor_factory
     conn.cursor_factory = psycopg.Cursor
     try:

@@ -369,14 +369,25 @@ class ConnectionPool:
     @property
     def connect_kwargs(self) -> dict[str, Any]:
         """What every connection of the pool is opened with: the schema's search path,
-        the idle transaction timeout, and `CONNECT_TIMEOUT` unless the URL sets
+        the idle transaction timeout, generic plans for prepared statements, and
+        `CONNECT_TIMEOUT` unless the URL sets
         `connect_timeout` (per host: with a multi-host URL, a host that does not answer at
         all costs that long at every connection before the next host is tried). Behind a
         transaction-mode pooler: no startup `options` (a pooler refuses or drops them;
         `_scope` sets the same for each transaction) and no prepared statements
         (`prepare_threshold=None`: a statement prepared on one server session is missing,
         or already there, on the next). Cursors of `NamedCursor`: each statement's
-        placeholders converted once (`statements.py`)."""
+        placeholders converted once (`statements.py`).
+
+        Generic plans (`plan_cache_mode = force_generic_plan`): psycopg prepares a
+        statement at its 5th run, and PostgreSQL then keeps its generic plan only while
+        the plan's estimate stays near the custom plans'. Otherwise it plans the
+        statement again at every run: the claim of several queues always, and the
+        one-queue claim once the statistics taken after a held horizon's release tipped
+        it over, 2 ms more a claim and in every job's pickup (BENCHMARKS.md, "With the
+        ready log"). heartq's statements are written for their generic plans, which
+        `tests/plans` pins. A task lent the connection gets PostgreSQL's own choice back
+        for its transaction (`borrowed.task_scope`)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row, "cursor_factory": NamedCursor}
         kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
@@ -384,7 +395,8 @@ class ConnectionPool:
         else:
             kwargs["options"] = (
                 f"-c search_path={self.schema} "
-                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS} "
+                "-c plan_cache_mode=force_generic_plan"
             )
         if "connect_timeout" not in self._given:
             kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)

@@ -10,8 +10,12 @@ SEARCH_PATH = "SELECT current_setting('search_path') AS search_path"
 
 SET_SEARCH_PATH = "SELECT set_config('search_path', %(search_path)s, true)"
 
-DEFAULT_SEARCH_PATH = """
-SELECT set_config('search_path', boot_val, true) FROM pg_settings WHERE name = 'search_path'
+# A connection lent to a task (`borrowed.task_scope`) gets PostgreSQL's defaults for the
+# task's transaction: the search path, and the plan cache's own choice between generic
+# and custom plans (heartq's sessions force the generic ones: `connection.py`).
+TASK_DEFAULTS = """
+SELECT set_config('search_path', boot_val, true), set_config('plan_cache_mode', 'auto', true)
+FROM pg_settings WHERE name = 'search_path'
 """
 
 # Behind a transaction-mode pooler, the first statement of every transaction: what a
