@@ -17,13 +17,15 @@ id: what `CLAIM`'s update writes), the claims of the rest, then the finishes of 
 of a pair over the difference of its jobs: what a backend pays once (its start, its
 first look at each table and index) cancels out, as in `bench.cost`.
 
-A heap-only claim on today's table needs what the claim changes to be in no index: `status` leaves every
-index predicate for a column that says the same of a job at rest (a running job counts
-as queued there, `rest`), `jobs_worker_idx` goes (a dead worker's attempts would have to
-be found another way), the pending results' index is keyed by id, and the claim keeps
-`ready_xid`. Then an update is heap-only only if the new version fits on the row's page:
-at fillfactor 90 a page keeps room for few of its rows' new versions, so the shape is
-counted at 90 and at 50 (docs/design-notes/hot-path.md, issue 44's prototype).
+A heap-only claim on today's table needs what the claim changes to be in no index:
+`status` leaves every index predicate for a column that says the same of a job at rest
+(a running job counts as queued there, `rest`), `jobs_worker_idx` goes (a dead worker's
+attempts would have to be found another way), the pending results' index is keyed by
+id, and the claim keeps `ready_xid`. The design's split keeps the claim off the job row
+(a narrow ready entry and a lease) and leaves the row's indexes nothing its end changes.
+An update is heap-only only if the new version fits on the row's page: at fillfactor
+85-90 a page keeps room for few of its rows' new versions, so each reshaped table is
+counted at 50 too (issue 44's prototype).
 """
 
 from __future__ import annotations

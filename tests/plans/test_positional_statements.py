@@ -56,7 +56,7 @@ def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: Postg
     """Inside `ctx.transaction()` a task's code runs on heartq's connection: its
     `executemany` with `%s` placeholders works as psycopg's, its prepared statements get
     PostgreSQL's own choice of plans (heartq's sessions force the generic ones), and
-    heartq's cursors are back once the block ends."""
+    heartq's cursors and plans are back once the block ends."""
     mode = "SELECT current_setting('plan_cache_mode') AS mode"
     with pg_store.pool.transaction() as conn:
         assert conn.execute(mode).fetchone()["mode"] == "force_generic_plan"
@@ -66,3 +66,4 @@ def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: Postg
             assert not isinstance(cursor, NamedCursor)
             assert cursor.execute(mode).fetchone()["mode"] == "auto"
         assert isinstance(conn.cursor(), NamedCursor)
+        assert conn.execute(mode).fetchone()["mode"] == "force_generic_plan"

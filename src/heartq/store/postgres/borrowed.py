@@ -87,7 +87,8 @@ def task_scope(conn: psycopg.Connection[Any], schema: str) -> Iterator[psycopg.C
     transaction (the search path, the plan cache's mode: `TASK_DEFAULTS`) and psycopg's
     own cursors (heartq's `NamedCursor` binds by position, which a task's `executemany`,
     `copy` or `stream` with `%s` placeholders would not survive); its own again
-    (heartq's schema, its cursors) once the task's block ended without an error."""
+    (heartq's schema, its plans, its cursors: `TASK_DONE`) once the task's block ended
+    without an error."""
     conn.execute(q.TASK_DEFAULTS)
     ours = conn.cursor_factory
     conn.cursor_factory = psycopg.Cursor
@@ -95,4 +96,4 @@ def task_scope(conn: psycopg.Connection[Any], schema: str) -> Iterator[psycopg.C
         yield conn
     finally:
         conn.cursor_factory = ours
-    conn.execute(q.SET_SEARCH_PATH, {"search_path": schema})
+    conn.execute(q.TASK_DONE, {"search_path": schema})

@@ -18,6 +18,13 @@ SELECT set_config('search_path', boot_val, true), set_config('plan_cache_mode', 
 FROM pg_settings WHERE name = 'search_path'
 """
 
+# ...and heartq's own again once the task's block ended, for what heartq writes after it
+# in that transaction (the attempt's end, committed with the task's writes).
+TASK_DONE = (
+    "SELECT set_config('search_path', %(search_path)s, true),"
+    " set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
+
 # Behind a transaction-mode pooler, the first statement of every transaction: what a
 # direct connection sets at its start (`-c search_path=... -c
 # idle_in_transaction_session_timeout=...`), for this transaction only, since the next
