@@ -109,6 +109,25 @@ def test_enqueue_one_benchmark_runs() -> None:
 @pytest.mark.bench
 @pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
+def test_row_writes_counts_every_shape() -> None:
+    """`bench.row_writes` counts each shape's two writes under callgrind (400 jobs): a
+    figure for each, and the split's claim cheaper than today's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.row_writes", "--jobs", "400"],
+        cwd=ROOT, capture_output=True, text=True, timeout=290,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    claims = {
+        line[:36].strip(): float(line[36:].split()[0].rstrip("k"))
+        for line in done.stdout.splitlines()[2:]
+    }
+    assert len(claims) == 5 and all(k > 0 for k in claims.values()), done.stdout
+    assert claims["split: ready, leases, one end (50)"] < claims["today (fillfactor 90)"]
+
+
+@pytest.mark.bench
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(300)
 def test_fleet_section_runs(tmp_path: Path) -> None:
     """`python -m bench --only fleet --quick`: both fleets get through every job once, the
     server's claim statistics and its sampled durations are read, the sleeping jobs'
