@@ -380,7 +380,7 @@ class ConnectionPool:
         placeholders converted once (`statements.py`).
 
         Generic plans (`plan_cache_mode = force_generic_plan`): psycopg prepares a
-        statement at its 5th run, and PostgreSQL then keeps its generic plan only while
+        statement after its 5th run, and PostgreSQL then keeps its generic plan only while
         the plan's estimate stays near the custom plans'. Otherwise it plans the
         statement again at every run: the claim of several queues always, and the
         one-queue claim once the statistics taken after a held horizon's release tipped
