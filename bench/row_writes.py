@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from bench.cost.cluster import ensure_valgrind
 from bench.servers.postgres import PrivateCluster
@@ -179,27 +180,31 @@ SHAPES = {
 
 
 def _array(ids: list[str]) -> str:
+    """The ids written into the script: a single-user backend reads plain text, with no
+    parameters (they are this module's own digits, never outside input)."""
     return "ARRAY[" + ",".join(f"'{i}'" for i in ids) + "]::text[]"
 
 
 def prepare(cluster: PrivateCluster, database: str, shape: Shape, jobs: int) -> None:
     with psycopg.connect(cluster.url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{database}"')
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     url = cluster.url.rsplit("/", 1)[0] + f"/{database}"
     App(url).migrate()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET search_path = heartq")
-        conn.execute(f"ALTER TABLE jobs SET (fillfactor = {shape.fillfactor})")
+        conn.execute(
+            sql.SQL("ALTER TABLE jobs SET (fillfactor = {})").format(sql.Literal(shape.fillfactor))
+        )
         conn.execute(FILL, (jobs,))
         if shape.changes:
-            for statement in (shape.changes % {"jobs": jobs}).split(";"):
+            for statement in shape.changes.split(";"):
                 if statement.strip():
-                    conn.execute(statement)
+                    conn.execute(statement, {"jobs": jobs} if "%(jobs)s" in statement else None)
         conn.execute("VACUUM ANALYZE jobs")
 
 
 PLANS = "SET enable_seqscan = off;\nSET enable_hashjoin = off;\n"
-"""Before every script: each batch's rows found by key, whatever a 2,000-job table's
+"""Before every script: each batch's rows found by key, whatever a small table's
 statistics suggest (a hash join over a sequential scan is not what the hot statements
 do: tests/plans pins their probes)."""
 
