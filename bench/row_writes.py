@@ -31,7 +31,6 @@ counted at 50 too (issue 44's prototype).
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from bench.cost.cluster import ensure_valgrind
+from bench.cost.cluster import TOTALS, ensure_valgrind
 from bench.servers.postgres import PrivateCluster
 from bench.sigterm import unwind_on_sigterm
 from heartq.app import App
@@ -218,11 +217,10 @@ def instructions(cluster: PrivateCluster, database: str, script: str, name: str)
          str(cluster.bin / "postgres"), "--single", "-D", str(cluster.data), database],
         input=script.encode(), check=True, capture_output=True,
     )  # fmt: skip
-    text = Path(out).read_text(errors="replace")
-    found = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
-    if found is None:
+    found = TOTALS.findall(Path(out).read_bytes())
+    if not found:
         raise RuntimeError(f"no total in {out}")
-    return int(found.group(1))
+    return int(found[-1])
 
 
 def main() -> None:

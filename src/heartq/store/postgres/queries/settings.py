@@ -19,11 +19,12 @@ FROM pg_settings WHERE name = 'search_path'
 """
 
 # ...and heartq's own again once the task's block ended, for what heartq writes after it
-# in that transaction (the attempt's end, committed with the task's writes).
-TASK_DONE = (
-    "SELECT set_config('search_path', %(search_path)s, true),"
-    " set_config('plan_cache_mode', 'force_generic_plan', true)"
-)
+# in that transaction (the attempt's end, committed with the task's writes): its schema,
+# and the session's own plan cache mode (`reset_val`: what its startup options set).
+TASK_DONE = """
+SELECT set_config('search_path', %(search_path)s, true), set_config(name, reset_val, true)
+FROM pg_settings WHERE name = 'plan_cache_mode'
+"""
 
 # Behind a transaction-mode pooler, the first statement of every transaction: what a
 # direct connection sets at its start (`-c search_path=... -c
