@@ -132,8 +132,9 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
     one server session shared by two clients, the other client's next preparation finds
     it there: `DuplicatePreparedStatement`, as workers met it. heartq's connections in
     this mode prepare nothing: two stores sharing that one session run the same
-    statements 60 times each, alternately, without an error. And heartq's usual startup
-    options are refused by the pooler: without the mode it says at once what to set."""
+    statements 60 times each, alternately, without an error, each transaction with
+    heartq's settings. And heartq's usual startup options are refused by the pooler:
+    without the mode it says at once what to set."""
     with pgbouncer(pooled.server, pool_size=1) as single:
         database = urlsplit(pooled.direct).path.lstrip("/")
         plain = [psycopg.connect(single.url(database), autocommit=True) for _ in range(2)]
@@ -163,6 +164,14 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
                     assert store.get_job(job_id)["status"] == "queued"
                     assert store.claim(f"w{k}", ["default"], 1, 30)
             assert len(set(job_ids)) == 120
+            # Each transaction sets what a direct session's startup options would: the
+            # planner's settings too (docs/DESIGN.md, "Plans that cannot turn").
+            with stores[0].pool.transaction() as conn:
+                row = conn.execute(
+                    "SELECT current_setting('jit') AS jit, current_setting('enable_seqscan')"
+                    " AS seqscan, current_setting('enable_bitmapscan') AS bitmapscan"
+                ).fetchone()
+            assert row == {"jit": "off", "seqscan": "off", "bitmapscan": "off"}, row
         finally:
             for store in stores:
                 store.close()

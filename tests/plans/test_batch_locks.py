@@ -118,19 +118,19 @@ def test_a_batch_locks_its_rows_in_byte_wise_id_order(
 def test_a_batch_probes_the_primary_key_under_a_generic_plan(
     claimed: tuple[PostgresStore, list[Any]], name: str
 ) -> None:
-    """Prepared and forced to its generic plan, each batch statement still locks its rows
-    with one probe of the primary key per batch row (`loops` = the batch's size), and
-    reads no table whole."""
+    """Prepared on one of heartq's own sessions (its generic plan forced, its planner's
+    settings), each batch statement still locks its rows with one probe of the primary
+    key per batch row (`loops` = the batch's size), and reads no table whole."""
     pg, jobs = claimed
     params = batch_params(pg, jobs)
     text, names = positional(getattr(pg_q, name))
-    with _connect(pg) as conn:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
+    with pg.pool.transaction() as conn:
         conn.execute(sql.SQL("PREPARE batch AS {}").format(sql.SQL(text)))
         values = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
         explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE batch ({})").format(values)
-        plan = "\n".join(row[0] for row in conn.execute(explain))
+        plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(explain))
         conn.rollback()
+        conn.execute("DEALLOCATE batch")
     locking = plan.split("CTE locked", 1)[1]
     probe = rf"Index Scan using jobs_pkey on jobs \w+ \(actual [^)]* loops={len(jobs)}\)"
     assert re.search(probe, locking), plan

@@ -54,16 +54,21 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
 
 def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: PostgresStore) -> None:
     """Inside `ctx.transaction()` a task's code runs on heartq's connection: its
-    `executemany` with `%s` placeholders works as psycopg's, its prepared statements get
-    PostgreSQL's own choice of plans (heartq's sessions force the generic ones), and
-    heartq's cursors and plans are back once the block ends."""
-    mode = "SELECT current_setting('plan_cache_mode') AS mode"
+    `executemany` with `%s` placeholders works as psycopg's, its statements get
+    PostgreSQL's own choices of plans (heartq's sessions force the generic ones, and turn
+    JIT, sequential and bitmap scans off), and heartq's cursors and planner settings are
+    back once the block ends."""
+    mode = ("SELECT current_setting('plan_cache_mode') AS mode, current_setting('jit') AS jit,"
+            " current_setting('enable_seqscan') AS seqscan,"
+            " current_setting('enable_bitmapscan') AS bitmapscan")  # fmt: skip
+    ours = {"mode": "force_generic_plan", "jit": "off", "seqscan": "off", "bitmapscan": "off"}
     with pg_store.pool.transaction() as conn:
-        assert conn.execute(mode).fetchone()["mode"] == "force_generic_plan"
+        assert conn.execute(mode).fetchone() == ours
         with pg_store.dialect.task_scope(conn) as lent:
             cursor = lent.cursor()
             cursor.executemany("SELECT %s::int", [(1,), (2,)])
             assert not isinstance(cursor, NamedCursor)
-            assert cursor.execute(mode).fetchone()["mode"] == "auto"
+            defaults = {"mode": "auto", "jit": "on", "seqscan": "on", "bitmapscan": "on"}
+            assert cursor.execute(mode).fetchone() == defaults
         assert isinstance(conn.cursor(), NamedCursor)
-        assert conn.execute(mode).fetchone()["mode"] == "force_generic_plan"
+        assert conn.execute(mode).fetchone() == ours

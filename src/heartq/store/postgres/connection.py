@@ -369,7 +369,8 @@ class ConnectionPool:
     @property
     def connect_kwargs(self) -> dict[str, Any]:
         """What every connection of the pool is opened with: the schema's search path,
-        the idle transaction timeout, generic plans for prepared statements, and
+        the idle transaction timeout, generic plans for prepared statements, the planner's
+        settings, and
         `CONNECT_TIMEOUT` unless the URL sets
         `connect_timeout` (per host: with a multi-host URL, a host that does not answer at
         all costs that long at every connection before the next host is tried). Behind a
@@ -386,17 +387,22 @@ class ConnectionPool:
         one-queue claim once the statistics taken after a held horizon's release tipped
         it over, 2 ms more a claim and in every job's pickup (BENCHMARKS.md, "With the
         ready log"). heartq's statements are written for their generic plans, which
-        `tests/plans` pins. A task lent the connection gets PostgreSQL's own choice back
-        for its transaction (`borrowed.task_scope`)."""
+        `tests/plans` pins.
+
+        The planner's settings (`queries/settings.py`, `PLANNER`: no JIT, no sequential
+        or bitmap scans): the plans of heartq's statements do not turn with the
+        statistics (DESIGN.md, "Plans that cannot turn"). A task lent the connection gets
+        PostgreSQL's own choices back for its transaction (`borrowed.task_scope`)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row, "cursor_factory": NamedCursor}
         kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
             kwargs["prepare_threshold"] = None
         else:
+            planner = " ".join(f"-c {name}={value}" for name, value in q.PLANNER.items())
             kwargs["options"] = (
                 f"-c search_path={self.schema} "
                 f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS} "
-                "-c plan_cache_mode=force_generic_plan"
+                f"-c plan_cache_mode=force_generic_plan {planner}"
             )
         if "connect_timeout" not in self._given:
             kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)

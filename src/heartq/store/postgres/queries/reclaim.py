@@ -38,7 +38,7 @@ GIVE_UP_RESULTS = f"""
 UPDATE jobs SET result_pending = false, lease_expires_at = NULL, updated_at = {T}
 WHERE id IN (SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
              ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-  AND result_pending AND lease_expires_at < {T}
+  AND (result_pending AND lease_expires_at < {T}) IS TRUE
 RETURNING id, status, awaited
 """
 
@@ -71,7 +71,7 @@ FOR UPDATE OF j SKIP LOCKED
 # the next reap), so a dead worker is walked once; a heartbeat sets it again.
 CLEAR_WORKER_LEASE = f"""
 UPDATE workers SET lease_expires_at = NULL
-WHERE id = %(worker_id)s AND lease_expires_at < {T}
+WHERE id = %(worker_id)s AND (lease_expires_at < {T}) IS TRUE
   AND NOT EXISTS (SELECT 1 FROM jobs AS j
                   WHERE j.worker_id = %(worker_id)s AND j.status = 'running'
                     AND j.detached_until IS NULL)

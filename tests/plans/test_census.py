@@ -1,0 +1,163 @@
+"""The plan census (`census.py`): no hot statement's plan turns with the statistics.
+
+One queue is taken through the states a production queue goes through, each with the
+statistics it would have: empty, then 1,000, 100,000 and 1,000,000 jobs queued (fresh
+ones in the ready log, due ones in the claim index), each before PostgreSQL analyzed
+the table (its statistics those of the state before) and after; several queues; a burst
+drained (statistics of the backlog, then analyzed); the table pruned; a held xmin
+horizon. In each, heartq's own store runs every hot statement (`census.WATCHED`) as a
+worker, the reaper and the pruner do, and each run is explained twice: on the generic
+plan a worker's session prepares, and planned for its values (a transaction-mode
+pooler's case). The checks:
+
+- **no plan turns**: each statement walks the same relations through the same indexes
+  in every state (`Plan.walks`), and those pinned in `census/NAME.txt` (written anew
+  with `HEARTQ_CENSUS_WRITE=1`, so a change shows in review);
+- **no compilation**: no plan is JIT-compiled, though the census asks for it at any cost;
+- **cost by what is taken**: the buffers a statement reads in each state stay within
+  twice those it read with 1,000 jobs queued (plus 60): a claim of ten reads what ten
+  cost, whatever is queued. The held horizon is left out of this one (its dead
+  versions cost the lease statements what `test_held_horizon.py` bounds).
+
+With PostgreSQL's defaults (JIT on, sequential and bitmap scans allowed) and the index
+of running jobs by worker as it was before schema v28, this census found 47 turns,
+among them claims that read a whole table, keyed claims that read every running job per
+key, and JIT at every statement.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from heartq.lifecycle.fate import succeeded
+from heartq.store.postgres import PostgresStore
+from heartq.store.postgres.connection import parse_url
+from tests import pg_harness
+from tests.plans import census
+
+GOLDEN = Path(__file__).parent / "census"
+REFERENCE = "1,000 queued, analyzed"
+HORIZON = "1,000,000 queued, horizon held"
+
+
+def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch) -> None:
+    """The queue through its states, the census recorded in each."""
+    exercise = census.Exercise(store)
+
+    def sql(*statements: str) -> None:
+        with store.pool.autocommit() as conn:
+            for statement in statements:
+                conn.execute(statement)  # type: ignore[arg-type]
+
+    def fill(count: int, queue: str = "default", ready: bool = True) -> None:
+        with store.pool.autocommit() as conn:
+            census.fill(conn, count, queue, ready)
+
+    def state(name: str) -> None:
+        exercise.run()  # the state's first run pays what its change left (dead entries)
+        with record.recording(name, mp):
+            exercise.run()
+
+    state("empty")
+    sql("ANALYZE")
+    state("empty, analyzed")
+    fill(1000)
+    state("1,000 queued, statistics of none")
+    sql("ANALYZE")
+    state(REFERENCE)
+    fill(99_000)
+    state("100,000 queued, statistics of 1,000")
+    sql("ANALYZE")
+    state("100,000 queued, analyzed")
+    fill(100_000, ready=False)
+    state("100,000 due, statistics of fresh ones")
+    sql("ANALYZE")
+    state("100,000 due, analyzed")
+    fill(20_000, queue="other")
+    fill(20_000, queue="other", ready=False)
+    state("several queues")
+    # The burst drained: every queued job of both queues succeeded (finished later than
+    # the pruner's retention reaches), the table vacuumed as autovacuum would.
+    sql("UPDATE jobs SET status = 'succeeded', finished_at = now() + interval '1 day',"
+        " ready_xid = NULL WHERE status = 'queued' AND queue IN ('default', 'other')",
+        "VACUUM jobs")  # fmt: skip
+    fill(1000)
+    state("a burst drained, statistics of the backlog")
+    sql("ANALYZE")
+    state("a burst drained, analyzed")
+    sql("DELETE FROM jobs WHERE status = 'succeeded'", "VACUUM ANALYZE")
+    state("pruned")
+    fill(1_000_000)
+    state("1,000,000 queued, statistics of the pruned table")
+    sql("ANALYZE")
+    state("1,000,000 queued, analyzed")
+    with psycopg.connect(parse_url(store.url)[0]) as held:
+        held.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        held.execute("SELECT pg_current_xact_id()")  # a snapshot and an id held
+        for _ in range(20):
+            batch = store.claim(census.WORKER, ["default"], 500, lease=census.LEASE)
+            store.finish([succeeded(job, None) for job in batch])
+        state(HORIZON)
+        held.rollback()
+
+
+@pytest.fixture(scope="module")
+def taken(pg_server_url: str) -> Iterator[census.Census]:
+    """The census of every state (built once: about 20 s, most of it the million jobs)."""
+    record = census.Census()
+    mp = pytest.MonkeyPatch()
+    with pg_harness.schema_url(pg_server_url) as url:
+        store = PostgresStore(url)
+        try:
+            store.migrate()
+            _states(store, record, mp)
+        finally:
+            store.close()
+    yield record
+
+
+def _golden(name: str, plans: list[census.Plan]) -> str:
+    lines = [f"# {name}: the walks of its plans in every state (tests/plans/test_census.py)"]
+    for mode in census.MODES:
+        for case in sorted({p.case for p in plans if p.mode == mode}):
+            walks = next(p.walks for p in plans if (p.mode, p.case) == (mode, case))
+            lines += [f"{mode}, case {case}:", *(f"  {walk}" for walk in walks)]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_plan_census(taken: census.Census) -> None:
+    """Every hot statement seen in both modes; its walks the same in every state and as
+    pinned; nothing JIT-compiled; its buffers bounded by what it took."""
+    by_name: dict[str, list[census.Plan]] = {}
+    for plans in taken.plans.values():
+        for plan in plans:
+            by_name.setdefault(plan.name, []).append(plan)
+    problems = [f"{n}: never sent" for n in census.WATCHED if n not in by_name]
+    reference = {(p.name, p.mode, p.case): p.buffers for p in taken.plans[REFERENCE]}
+    for name, plans in sorted(by_name.items()):
+        golden = GOLDEN / f"{name}.txt"
+        expected = _golden(name, plans)
+        if os.environ.get("HEARTQ_CENSUS_WRITE"):
+            golden.write_text(expected)
+        elif not golden.exists() or golden.read_text() != expected:
+            problems.append(f"{name}: its walks are not those pinned in {golden.name}:\n"
+                            f"{expected}")  # fmt: skip
+    for state, plans in taken.plans.items():
+        for plan in plans:
+            first = next(p for p in by_name[plan.name]
+                         if (p.mode, p.case) == (plan.mode, plan.case))  # fmt: skip
+            if plan.walks != first.walks:
+                problems.append(f"{plan.name} ({plan.mode}) turned in {state!r}:\n"
+                                f"  {first.walks}\n  {plan.walks}\n{plan.shape}")  # fmt: skip
+            if plan.jit:
+                problems.append(f"{plan.name} ({plan.mode}) JIT-compiled in {state!r}")
+            bound = 2 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + 60
+            if state != HORIZON and plan.buffers > bound:
+                problems.append(f"{plan.name} ({plan.mode}) read {plan.buffers} buffers in"
+                                f" {state!r}, over {bound}:\n{plan.shape}")  # fmt: skip
+    assert not problems, "\n".join(problems)
