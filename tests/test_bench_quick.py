@@ -109,6 +109,22 @@ def test_enqueue_one_benchmark_runs() -> None:
 @pytest.mark.bench
 @pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
+def test_backlog_measures_every_cell(pg_server_url: str) -> None:
+    """`bench.backlog` on tiny backlogs: a rate for each backend, state and fleet, and
+    the table of ratios."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.backlog", "--backlogs", "600", "1200", "--count", "200",
+         "--workers", "2", "--server", pg_server_url.split("?")[0]],
+        cwd=ROOT, capture_output=True, text=True, timeout=290,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "**" in line]
+    assert len(rows) == 8, done.stdout  # 2 backends x 2 states x 2 fleets
+
+
+@pytest.mark.bench
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(300)
 def test_row_writes_counts_every_shape() -> None:
     """`bench.row_writes` counts each shape's two writes under callgrind (400 jobs): a
     figure for each, and the split's claim cheaper than today's."""
