@@ -62,7 +62,8 @@ DROP_LOCK_TIMEOUT = "5s"
 schema to the next sweep."""
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether a server answers at `url` (within 2 s)."""
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
             conn.execute("SELECT 1")
@@ -85,7 +86,7 @@ def _given_url() -> str | None:
     override = os.environ.get("HEARTQ_TEST_PG_URL")
     if override:
         return override
-    return SHARED_URL if _answers(SHARED_URL) else None
+    return SHARED_URL if answers(SHARED_URL) else None
 
 
 @contextlib.contextmanager
@@ -98,7 +99,7 @@ def server_url() -> Iterator[str]:
     cluster = PrivateCluster()
     try:
         deadline = time.monotonic() + 30
-        while not _answers(cluster.url):
+        while not answers(cluster.url):
             if time.monotonic() > deadline:
                 raise RuntimeError("the private PostgreSQL cluster did not start")
             time.sleep(0.1)

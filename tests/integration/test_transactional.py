@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import on_every_backend
+from tests.conftest import on_every_backend, only_on
 
 from .conftest import Harness
 
@@ -49,3 +49,20 @@ def test_a_process_killed_inside_the_transaction_leaves_nothing(
 def winner(job: dict[str, object]) -> int:
     (succeeded,) = [e for e in job["executions"] if e["outcome"] == "succeeded"]  # type: ignore[attr-defined]
     return int(succeeded["execution_id"])
+
+
+@only_on("postgres")
+def test_tasks_enqueuing_in_their_transactions_fill_every_slot(harness: Harness) -> None:
+    """Eight tasks at concurrency 4, at the default pool size (2), each enqueuing a job
+    into a new lane of the ready log inside its `ctx.transaction()`: the enqueue needs
+    no second pooled connection (its clock read on the task's own, the lane made aside
+    when none is free), so no task waits for one another holds. Each waited for a pooled
+    connection to read the clock and make the lane, while the others held both in their
+    transactions: after 8 s one of eight had succeeded, its peers' leases lost."""
+    harness.start_worker("--concurrency", "4")
+    jobs = [harness.enqueue("enqueue_in_transaction", {"priority": p}) for p in range(8)]
+    # each result lands just after the commit that succeeded its job: wait for it
+    children = [harness.wait_job(job, lambda j: j["result"], 30, "its result")["result"]
+                for job in jobs]  # fmt: skip
+    for child in children:
+        harness.wait_status(child, "succeeded", 30)

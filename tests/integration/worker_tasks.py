@@ -226,6 +226,17 @@ TASKS_SOURCE = textwrap.dedent(
         return ident(ctx)
 
 
+    @app.task
+    def enqueue_in_transaction(ctx, priority):
+        """Enqueues a `quick` job into the lane of `priority` (a new one: its lane is made
+        on the way) inside its ctx.transaction(), and holds the block a moment, as tasks
+        whose transactions overlap do."""
+        with ctx.transaction() as conn:
+            child = app.enqueue("quick", {"value": priority}, priority=priority, connection=conn)
+            time.sleep(0.2)
+        return child
+
+
     class Unprintable(Exception):
         def __str__(self):
             raise RuntimeError("no text")

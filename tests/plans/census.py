@@ -68,13 +68,13 @@ WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'i'
 @dataclass(frozen=True)
 class Plan:
     """One run of a watched statement under EXPLAIN (ANALYZE), reduced. `case`: which
-    of the statement's runs in its state's exercise this is (the exercise sends some
-    statements several times, with other values: a claim of a queue of keyed jobs only,
-    say), the same in every state."""
+    of the statement's runs in its state's exercise this is, the same in every state:
+    the queues and the worker it ran for (the exercise sends some statements for several,
+    a claim of a queue of keyed jobs only, say), and its place among the runs for those."""
 
     name: str
     mode: str
-    case: int
+    case: str
     shape: str
     jit: bool
     buffers: int
@@ -92,6 +92,7 @@ class Plan:
             relation = line.split("relation=", 1)[1].split()[0]
             index = line.split("index=", 1)[1].split()[0] if "index=" in line else None
             how = ("seq" if "Seq Scan" in line else "bitmap" if "Bitmap" in line
+                   else "whole" if " whole " in line
                    else "backward" if "scan=Backward" in line else "index")  # fmt: skip
             if "ModifyTable" in line or "Insert" in line:
                 continue
@@ -101,9 +102,12 @@ class Plan:
 
 def _shape(node: dict[str, Any], depth: int = 0) -> Iterator[str]:
     """The plan tree's nodes, one line each, indented by depth: what a plan that turned
-    would change (a node, a relation, an index, a direction), not what the statistics
-    move (costs, rows) or what the values change (conditions)."""
+    would change (a node, a relation, an index, a direction, whether an index scan is a
+    search or a walk of the whole index), not what the statistics move (costs, rows) or
+    what the values change (the conditions themselves)."""
     parts = [node.get("Parent Relationship", ""), node["Node Type"]]
+    if "Index Name" in node and "Index Cond" not in node:
+        parts.append("whole")
     for key in ("Subplan Name", "CTE Name", "Join Type", "Strategy", "Scan Direction",
                 "Relation Name", "Index Name"):  # fmt: skip
         if key in node and node[key] not in ("Forward", "Inner", "Plain"):
@@ -141,7 +145,7 @@ def explain(conn: psycopg.Connection[Any], text: str, values: list[Any], mode: s
     document = next(iter(rows[0].values()))
     top = (json.loads(document) if isinstance(document, str) else document)[0]
     return Plan(
-        name="", mode=mode, case=0, shape="\n".join(_shape(top["Plan"])), jit="JIT" in top,
+        name="", mode=mode, case="", shape="\n".join(_shape(top["Plan"])), jit="JIT" in top,
         buffers=after["buffers"] - before["buffers"],
         entries=after["entries"] - before["entries"],
     )  # fmt: skip
@@ -153,6 +157,7 @@ class Census:
     def __init__(self) -> None:
         self.plans: dict[str, list[Plan]] = {}
         self.state = ""
+        self.jit_available = True
         self._texts = {getattr(pg_q, n): n for n in WATCHED if isinstance(getattr(pg_q, n), str)}
 
     @contextlib.contextmanager
@@ -174,7 +179,7 @@ class Census:
                     values = [params[key] for key in keys]
                     for mode in MODES:
                         plan = explain(cursor.connection, text, values, mode)
-                        census.record(name, plan)
+                        census.record(name, plan, _case(params))
                 finally:
                     busy = False
             return original(cursor, query, params, **kwargs)
@@ -183,12 +188,19 @@ class Census:
             patch.setattr(NamedCursor, "execute", execute)
             yield
 
-    def record(self, name: str, plan: Plan) -> None:
-        """Keep `plan` as the next case of `name` in this state."""
+    def record(self, name: str, plan: Plan, case: str) -> None:
+        """Keep `plan` as the next run of `name` for `case` in this state."""
         plans = self.plans.setdefault(self.state, [])
-        case = sum(p.name == name and p.mode == plan.mode for p in plans)
-        plans.append(Plan(name, plan.mode, case, plan.shape, plan.jit, plan.buffers,
-                          plan.entries))  # fmt: skip
+        place = sum(p.name == name and p.mode == plan.mode and p.case.startswith(f"{case} #")
+                    for p in plans)  # fmt: skip
+        plans.append(Plan(name, plan.mode, f"{case} #{place}", plan.shape, plan.jit,
+                          plan.buffers, plan.entries))  # fmt: skip
+
+
+def _case(params: Any) -> str:
+    """What a run was for: its queues and its worker, where its values name them."""
+    named = [params[key] for key in ("queue", "queues", "worker_id") if key in params]
+    return " ".join(",".join(v) if isinstance(v, list) else str(v) for v in named) or "-"
 
 
 # A backlog written as `App.enqueue_many` writes it, by the thousand a statement: runnable

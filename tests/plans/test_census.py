@@ -13,10 +13,12 @@ pooler's case). The checks:
 - **no plan turns**: each statement walks the same relations through the same indexes
   in every state (`Plan.walks`), and those pinned in `census/NAME.txt` (written anew
   with `HEARTQ_CENSUS_WRITE=1`, so a change shows in review);
-- **no compilation**: no plan is JIT-compiled, though the census asks for it at any cost;
+- **no compilation**: no plan is JIT-compiled, though the census asks for it at any cost
+  (where the server has JIT: Debian's packages do, `pgserver`'s wheel does not);
 - **cost by what is taken**: the buffers a statement reads in each state stay within
-  twice those it read with 1,000 jobs queued (plus 60): a claim of ten reads what ten
-  cost, whatever is queued. The held horizon is left out of this one (its dead
+  three times those it read with 1,000 jobs queued (plus 200): a claim of ten reads
+  what ten cost, whatever is queued (a plan that reads a table or an index whole reads
+  thousands). The held horizon is left out of this one (its dead
   versions cost the lease statements what `test_held_horizon.py` bounds).
 
 With PostgreSQL's defaults (JIT on, sequential and bitmap scans allowed) and the index
@@ -28,6 +30,7 @@ key, and JIT at every statement.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +40,7 @@ import pytest
 from heartq.lifecycle.fate import succeeded
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres.connection import parse_url
-from tests import pg_harness
+from tests import pg_harness, support
 from tests.plans import census
 
 GOLDEN = Path(__file__).parent / "census"
@@ -59,10 +62,16 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
             census.fill(conn, count, queue, ready)
 
     def state(name: str) -> None:
+        began = time.monotonic()
         exercise.run()  # the state's first run pays what its change left (dead entries)
         with record.recording(name, mp):
             exercise.run()
+        print(f"census: {name}: {time.monotonic() - began:.1f} s", flush=True)
 
+    # Statistics and vacuums only where a state says: autovacuum's would fall at random
+    # moments, and a statement's buffers with them (the dead entries a vacuum removes).
+    tables = ("jobs", "ended_executions", "claim_marks", "lanes", "workers")
+    sql(*(f"ALTER TABLE {table} SET (autovacuum_enabled = false)" for table in tables))
     state("empty")
     sql("ANALYZE")
     state("empty, analyzed")
@@ -107,17 +116,27 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
 
 
 @pytest.fixture(scope="module")
-def taken(pg_server_url: str) -> Iterator[census.Census]:
-    """The census of every state (built once: about 20 s, most of it the million jobs)."""
+def taken() -> Iterator[census.Census]:
+    """The census of every state (built once: about 20 s, most of it the million jobs),
+    on a private cluster: no other session's transactions in the marks' pending lists
+    (every one running in the cluster is listed, and probed once it ended), no other
+    run's load in the statements' buffers."""
     record = census.Census()
     mp = pytest.MonkeyPatch()
-    with pg_harness.schema_url(pg_server_url) as url:
-        store = PostgresStore(url)
+    cluster = pg_harness.PrivateCluster()
+    try:
+        support.wait_for(lambda: pg_harness.answers(cluster.url), 30, "the private cluster")
+        with psycopg.connect(cluster.url) as conn:
+            row = conn.execute("SELECT pg_jit_available()").fetchone()
+        record.jit_available = bool(row and row[0])
+        store = PostgresStore(f"{cluster.url}?schema=census")
         try:
             store.migrate()
             _states(store, record, mp)
         finally:
             store.close()
+    finally:
+        cluster.close()
     yield record
 
 
@@ -130,6 +149,7 @@ def _golden(name: str, plans: list[census.Plan]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.timeout(600)  # building the states takes 30 s on a quiet machine
 def test_the_plan_census(taken: census.Census) -> None:
     """Every hot statement seen in both modes; its walks the same in every state and as
     pinned; nothing JIT-compiled; its buffers bounded by what it took."""
@@ -156,8 +176,10 @@ def test_the_plan_census(taken: census.Census) -> None:
                                 f"  {first.walks}\n  {plan.walks}\n{plan.shape}")  # fmt: skip
             if plan.jit:
                 problems.append(f"{plan.name} ({plan.mode}) JIT-compiled in {state!r}")
-            bound = 2 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + 60
+            bound = 3 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + 200
             if state != HORIZON and plan.buffers > bound:
                 problems.append(f"{plan.name} ({plan.mode}) read {plan.buffers} buffers in"
                                 f" {state!r}, over {bound}:\n{plan.shape}")  # fmt: skip
+    if not taken.jit_available:
+        problems = [p for p in problems if "JIT" not in p]  # nothing to compile with
     assert not problems, "\n".join(problems)

@@ -84,6 +84,10 @@ T seconds (a failover, a restart) its next attempt came up to T seconds after th
 was back: 2.5 s after a 4 s failover here, up to ~30 s after a 30 s one. Bounded so, a
 worker finds the new primary within about a second of its promotion, whatever the
 outage lasted (`tests/integration/test_failover.py`)."""
+ASIDE_WAIT = 0.05
+"""Seconds `ConnectionPool.aside` waits for a pooled connection before it opens one of its
+own: enough for one coming back from a statement, never a task's transaction."""
+
 POOL_BUSY_WAIT_MAX = 60.0
 """Seconds at most a caller waits for a pooled connection while the pool's connections
 are busy, not broken. psycopg_pool gives up after its timeout (`CONNECT_TIMEOUT`, 5 s)
@@ -501,6 +505,45 @@ class ConnectionPool:
         lasts only as long as its transaction."""
         with self._connection(autocommit=not self.pooler.transaction) as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[psycopg.Connection[Any]]:
+        """`autocommit()` for a statement that must never wait on the pool: a pooled
+        connection if one is idle now, else one of its own, opened for it and closed after
+        (`Dialect.open_lanes`). Its callers may hold a pooled connection themselves (a task
+        enqueuing in its `ctx.transaction()`): had every holder waited for another, at the
+        default pool size two such tasks waited on each other until the pool's timeout."""
+        pool = self._get_pool()
+        try:
+            conn = pool.getconn(timeout=ASIDE_WAIT)
+        except PoolTimeout:
+            own = self._connect_aside()
+            try:
+                yield own
+            finally:
+                close_quietly(own)
+            return
+        try:
+            with conn:
+                conn.autocommit = not self.pooler.transaction
+                if self.pooler.transaction:
+                    self._scope(conn)
+                yield conn
+                conn.autocommit = False
+        finally:
+            pool.putconn(conn)
+
+    def _connect_aside(self) -> psycopg.Connection[Any]:
+        """A connection outside the pool for `aside`, configured as the pool's are."""
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True, **self.connect_kwargs)
+        except psycopg.Error as exc:
+            raise translate(exc, self.url, connecting=True) from None
+        _configure(conn)
+        if self.pooler.transaction:
+            conn.autocommit = False
+            self._scope(conn)
+        return conn
 
     @contextlib.contextmanager
     def _connection(self, autocommit: bool) -> Iterator[psycopg.Connection[Any]]:

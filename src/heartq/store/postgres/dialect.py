@@ -53,7 +53,6 @@ class PostgresDialect:
         self.scripts = scripts  # the store's `migrations()`, asked when it migrates
         self.keyed = KeyedClaims(q)
         self.migrated = False
-        self.open = set[tuple[str, int]]()  # the lanes `open_lanes` made or found
 
     # -- schema and pool -----------------------------------------------------------------
     def migrate(self) -> int:
@@ -135,6 +134,15 @@ class PostgresDialect:
             conn.execute(q.VACUUM_JOBS)
         return True
 
+    def prune_lanes(self, idle: float) -> int:
+        with self.pool.transaction() as conn:
+            idle_lanes = conn.execute(q.IDLE_LANES, {"idle": idle, "now": None}).fetchall()
+            if not idle_lanes:
+                return 0
+            params = {"queues": [r["queue"] for r in idle_lanes],
+                      "priorities": [r["priority"] for r in idle_lanes]}  # fmt: skip
+            return int(conn.execute(q.DELETE_EMPTY_LANES, params).rowcount)
+
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         return int(conn.execute(q.PRUNE_CLAIM_MARKS, {"now": clock}).rowcount)
 
@@ -153,20 +161,15 @@ class PostgresDialect:
         """None: a lone job costs the batch statement no more than a statement of its own."""
         return None
 
-    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
-        """Each lane once per process: the enqueue's own insert of it stays the guarantee
-        (`INSERT_JOBS`), this only keeps it from waiting."""
-        lanes = {
-            (str(d["queue"]), int(d["priority"]))
-            for d in docs
-            if d["delay"] <= 0 and d["concurrency_key"] is None and d["rate_key"] is None
-        } - self.open
-        if not lanes:
-            return
-        queues, priorities = zip(*sorted(lanes), strict=True)
-        with self.pool.autocommit() as conn:
-            conn.execute(q.OPEN_LANES, {"queues": list(queues), "priorities": list(priorities)})
-        self.open |= lanes
+    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+        """A lane is pruned only under its lock exclusive: held here, shared, it stays
+        until the caller's transaction ends."""
+        return [(q.ENTER_LANES, _lanes_params(lanes))] if lanes else []
+
+    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
+        if lanes:
+            with self.pool.aside() as conn:
+                conn.execute(q.OPEN_LANES, _lanes_params(lanes))
 
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:
         """Jobs without a unique key, an eta or dependencies: inserted, and their queues
@@ -271,3 +274,8 @@ def _by_position(rows: Rows) -> Rows:
     """A keyed claim's rows, read as dicts with the other statements of its transaction,
     as the claim's plain rows come (`by_position`): their values in column order."""
     return [tuple(row.values()) for row in rows]
+
+
+def _lanes_params(lanes: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """Lanes as the statements bind them: an array of queues, one of priorities."""
+    return {"queues": [lane[0] for lane in lanes], "priorities": [lane[1] for lane in lanes]}

@@ -31,6 +31,10 @@ MAX_DEAD_AGE = 1000 * 365 * 86400.0
 answer is the same, and the database's dates stay in range (PostgreSQL refuses an
 interval of 1e300 seconds, or `inf`)."""
 PRUNE_BATCH = 10_000
+
+LANE_IDLE = 10.0
+"""Seconds a lane of the ready log must have gone without a claim taking from it before
+it is pruned (if empty): a lane emptied now and then, between bursts, is kept."""
 """Finished jobs deleted per prune pass, so one pass never holds locks for long."""
 
 
@@ -135,8 +139,10 @@ class AdminOps:
     def vacuum_jobs(self, since: float = 0.0) -> bool:
         """Give the jobs table's dead row versions back for reuse where the database
         keeps them, unless it was vacuumed within `since` seconds: the dialect's
-        (`Dialect.vacuum_jobs`)."""
+        (`Dialect.vacuum_jobs`); and, at each call, prune the ready log's lanes that
+        emptied (`Dialect.prune_lanes`), so that claims walk only lanes with work."""
         self.d.ensure_schema()
+        self.d.prune_lanes(LANE_IDLE)
         return self.d.vacuum_jobs(since)
 
     def prune(
@@ -154,6 +160,7 @@ class AdminOps:
         ago (0: none kept); with `blocked_retention`, the jobs a dead job has blocked
         for longer are cancelled."""
         self.d.ensure_schema()
+        self.d.prune_lanes(LANE_IDLE)
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
             params = {"now": clock, "retention": worker_retention}

@@ -177,6 +177,12 @@ class Dialect(Protocol):
         keeps no dead row versions (one writer, no MVCC horizon)."""
         ...
 
+    def prune_lanes(self, idle: float) -> int:
+        """Delete the lanes of the ready log no claim took from for `idle` seconds and that
+        have nothing left, in a transaction of their own; the number deleted. PostgreSQL:
+        `IDLE_LANES`, then `DELETE_EMPTY_LANES` (`queries/admin.py`); SQLite: none (0)."""
+        ...
+
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         """Delete the claim marks a further one supersedes, a minute after they were made;
         the number deleted. PostgreSQL: `PRUNE_CLAIM_MARKS` (`queries/admin.py`); SQLite:
@@ -217,12 +223,18 @@ class Dialect(Protocol):
         batch statement's JSON; None: the batch statement."""
         ...
 
-    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
-        """Before an enqueue into the caller's transaction: make the lanes its jobs enter
-        the ready log by, committed at once on a connection of heartq's own (PostgreSQL,
-        `OPEN_LANES`), so that the enqueue's own insert of a new lane does not hold its
-        row until the caller commits, every other enqueuer of the lane waiting on it;
-        SQLite: nothing (no ready log)."""
+    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+        """An enqueue into the caller's transaction, before its jobs: the statements that
+        hold the ready log's `lanes` (queue, priority) its jobs enter until the caller's
+        transaction ends, so that none is pruned meanwhile (PostgreSQL: `ENTER_LANES`);
+        SQLite: none (no ready log)."""
+        ...
+
+    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
+        """...then make the new ones, committed at once on a connection of heartq's own
+        that never waits on the pool (PostgreSQL: `OPEN_LANES`, on `ConnectionPool.aside`):
+        so the enqueue's insert makes no lane (`INSERT_ENTERED_JOBS`), and no other
+        enqueuer of a new lane waits for the caller's commit; SQLite: nothing."""
         ...
 
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:

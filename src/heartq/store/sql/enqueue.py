@@ -29,7 +29,6 @@ from heartq.store.sql.base import (
     Dialect,
     Program,
     Step,
-    current_time,
     database_time,
     drive,
     drive_async,
@@ -55,10 +54,10 @@ class EnqueueOps:
             return []
         self.d.ensure_schema()
         if connection is not None:
-            program = self._enqueue_steps(docs, self._borrowed_clock(docs, now))
-            self.d.open_lanes(docs)
             with self.d.borrow(connection) as conn:
-                return drive(conn, program)
+                dated = drive(conn, self._enter(docs, now))
+                self.d.open_lanes(ready_lanes(docs))
+                return drive(conn, self._enqueue_steps(docs, dated))
         try:
             if self.d.insert_and_wake(docs, now):
                 return [str(d["id"]) for d in docs]
@@ -78,14 +77,13 @@ class EnqueueOps:
         if not docs:
             return []
         await asyncio.to_thread(self.d.ensure_schema)
-        clock = await asyncio.to_thread(self._borrowed_clock, docs, None)
-        await asyncio.to_thread(self.d.open_lanes, docs)
-        program = self._enqueue_steps(docs, clock)
         async with self.d.borrow_async(connection) as conn:
-            return await drive_async(conn, program)
+            clock = await drive_async(conn, self._enter(docs, None))
+            await asyncio.to_thread(self.d.open_lanes, ready_lanes(docs))
+            return await drive_async(conn, self._enqueue_steps(docs, clock))
 
     def _store_jobs(
-        self, docs: list[dict[str, Any]], clock: float | None
+        self, docs: list[dict[str, Any]], clock: float | None, entered: bool = False
     ) -> Program[list[str]]:
         """The statements that store `docs`, and each job's id as the caller gets it. Jobs
         without a unique key or dependencies in one batch; jobs with dependencies, or that
@@ -96,7 +94,7 @@ class EnqueueOps:
         waited = dependencies.waited_for(docs)
         linked = {str(d["id"]) for d in docs if dependencies.is_linked(d, waited)}
         plain = [d for d in docs if d["unique_key"] is None and d["id"] not in linked]
-        insert = self._insert_steps(plain, clock) if plain else []
+        insert = self._insert_steps(plain, clock, entered) if plain else []
         if linked:
             yield from dependencies.store(self.q, docs, self.d.array, clock, insert, waited)
         else:
@@ -107,22 +105,32 @@ class EnqueueOps:
                 doc["id"] = rows[0]["id"]  # the new job's, or the one found
         return [str(d["id"]) for d in docs]
 
-    def _insert_steps(self, docs: list[dict[str, Any]], clock: float | None) -> list[Step]:
+    def _insert_steps(
+        self, docs: list[dict[str, Any]], clock: float | None, entered: bool
+    ) -> list[Step]:
         """The statements that insert jobs without a unique key or dependencies: the whole
         batch as the dialect binds a batch (`Dialect.batch`), or a lone job as the dialect
-        binds it by value where that is cheaper (`Dialect.lone_insert`)."""
+        binds it by value where that is cheaper (`Dialect.lone_insert`). `entered`: in a
+        caller's transaction, whose lanes `_enter` held and `Dialect.open_lanes` made."""
         lone = self.d.lone_insert(docs[0], clock) if len(docs) == 1 else None
         if lone is not None:
             return [lone]
-        return [(self.q.INSERT_JOBS, {**self.d.batch("jobs", docs), "now": clock})]
+        insert = self.q.INSERT_ENTERED_JOBS if entered else self.q.INSERT_JOBS
+        return [(insert, {**self.d.batch("jobs", docs), "now": clock})]
 
-    def _borrowed_clock(self, docs: list[dict[str, Any]], now: float | None) -> float:
-        """The time an enqueue into the caller's transaction dates its jobs from, read on
-        a connection of heartq's own (the caller's transaction may be old, and its `now()`
-        with it), its etas turned into delays by it."""
-        clock = now if now is not None else current_time(self.d)
-        self._delay_until_eta(None, docs, clock)
-        return clock
+    def _enter(self, docs: list[dict[str, Any]], now: float | None) -> Program[float]:
+        """The start of an enqueue into the caller's transaction: the time its jobs date
+        from, read on the caller's connection as the database's current time (the
+        caller's transaction may be old, and its `now()` with it; a connection of
+        heartq's own would have to be free: a task enqueuing in its `ctx.transaction()`
+        holds one), its etas turned into delays by it; then the lanes its jobs enter the
+        ready log by, held until the caller's transaction ends (`Dialect.lane_steps`)."""
+        if now is None:
+            rows = yield (self.q.WALL_CLOCK, {})
+            now = float(rows[0]["now"])
+        self._delay_until_eta(None, docs, now)
+        yield from each(self.d.lane_steps(ready_lanes(docs)))
+        return now
 
     def _enqueue_steps(
         self, docs: list[dict[str, Any]], clock: float
@@ -130,7 +138,7 @@ class EnqueueOps:
         """An enqueue into the caller's transaction, as statements: the wake-ups first (a
         NOTIFY is delivered by the caller's commit, and only by it), then the jobs."""
         yield from each(self.d.wake_steps({str(d["queue"]) for d in docs}))
-        return (yield from self._store_jobs(docs, clock))
+        return (yield from self._store_jobs(docs, clock, entered=True))
 
     def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
         """A job given an `eta` waits from now until then, by the database's clock (an eta
@@ -221,3 +229,13 @@ class EnqueueOps:
             rows = run(conn, self.q.REROUTE_JOBS, params)
             wake(self.d, conn, {r["queue"] for r in rows})
         return len(rows)
+
+
+def ready_lanes(docs: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
+    """The lanes (queue, priority) of the ready log that jobs enter: those runnable now and
+    without a concurrency or a rate key (the dialects' `_READY`), in one order."""
+    return sorted({
+        (str(d["queue"]), int(d["priority"]))
+        for d in docs
+        if d["delay"] <= 0 and d["concurrency_key"] is None and d["rate_key"] is None
+    })  # fmt: skip

@@ -106,6 +106,9 @@ class SQLiteDialect:
     def vacuum_jobs(self, since: float) -> bool:
         return False  # no dead row versions kept (`Dialect.vacuum_jobs`)
 
+    def prune_lanes(self, idle: float) -> int:
+        return 0  # no ready log (`Dialect.prune_lanes`)
+
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         return 0  # no claim marks (`Dialect.prune_claim_marks`)
 
@@ -125,7 +128,10 @@ class SQLiteDialect:
         than parsing a JSON batch of one (measured)."""
         return (q.INSERT_JOB, dict(doc, now=clock))
 
-    def open_lanes(self, docs: Sequence[dict[str, Any]]) -> None:
+    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+        return []  # no ready log (`Dialect.lane_steps`)
+
+    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
         return None  # no ready log (`Dialect.open_lanes`)
 
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:

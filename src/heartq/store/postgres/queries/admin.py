@@ -3,7 +3,8 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T, _secs
+from heartq.store.postgres.queries.claim import HAS_WORK, LATEST_MARK
+from heartq.store.postgres.queries.common import LANE_NAMESPACE, T, _secs, lane_key
 
 # The jobs table's space given back for reuse, between autovacuum's runs (at most one a
 # minute per database: its naptime). A job's row is written three times (enqueue, claim,
@@ -20,6 +21,8 @@ VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
 # The marks of a lane's frontier a further one (or an equal one made later) supersedes,
 # a minute after they were made (store/sql/admin.py `prune`): a claim reads only its
 # lane's furthest mark, and one made by a claim still in flight is never past a minute.
+# The further one is looked for by a probe of the marks' index per mark (`OFFSET 0`
+# keeps the look a subquery: turned into a join, it read the whole index per mark).
 PRUNE_CLAIM_MARKS = f"""
 DELETE FROM claim_marks AS m
 WHERE m.made_at < {T} - interval '1 minute'
@@ -27,7 +30,41 @@ WHERE m.made_at < {T} - interval '1 minute'
       SELECT 1 FROM claim_marks AS n
       WHERE n.queue = m.queue AND n.priority = m.priority
         AND (n.frontier_xid, n.frontier_id, n.made_at)
-            > (m.frontier_xid, m.frontier_id, m.made_at))
+            > (m.frontier_xid, m.frontier_id, m.made_at)
+      OFFSET 0)
+"""
+
+# The lanes that emptied (store/sql/admin.py `vacuum_jobs`, `prune`), in two statements of
+# one transaction. First the lanes no claim took from for `idle` seconds (their furthest
+# mark older, or none), each kept only if its lane lock could be taken exclusive: none
+# while a transaction that entered the lane runs (every enqueue holds it shared until it
+# commits), and none can enter it until this one commits.
+IDLE_LANES = f"""
+WITH snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), idle AS MATERIALIZED (
+    SELECT l.queue, l.priority FROM lanes AS l CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+    WHERE m.made_at < {T} - make_interval(secs => %(idle)s::float8)
+)
+SELECT queue, priority FROM idle
+WHERE pg_try_advisory_xact_lock({LANE_NAMESPACE}, {lane_key("queue", "priority")})
+"""
+
+# Then, with a snapshot taken after the locks (it sees every enqueue into these lanes
+# committed, and none can commit during it), those that have no work deleted. Their
+# marks stay: an enqueue that makes a lane again finds its furthest mark, whose pending
+# transactions a claim still probes.
+DELETE_EMPTY_LANES = f"""
+WITH snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), empty AS MATERIALIZED (
+    SELECT l.queue, l.priority
+    FROM unnest(%(queues)s::text[], %(priorities)s::integer[]) AS l(queue, priority)
+    CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+    WHERE NOT {HAS_WORK}
+)
+DELETE FROM lanes AS l USING empty AS e
+WHERE l.queue = e.queue AND l.priority = e.priority
 """
 
 # Whether a vacuum of the jobs table is due: not if it was vacuumed (by a worker or by

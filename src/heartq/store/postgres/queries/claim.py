@@ -70,15 +70,53 @@ _PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority AND j.sta
           AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after"""
 
 
+# A lane's furthest mark (`l`: a row of `lanes`; `snap`: the claim's snapshot), its
+# values where none was made yet: a backward walk of the marks' index, whose newest
+# entries are live; a mark past the snapshot's xmax is from another cluster's ids, a
+# restore's, and ignored.
+LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
+           coalesce(c.frontier_id, '') AS frontier_id,
+           coalesce(c.pending, '{}'::xid8[]) AS pending,
+           coalesce(c.pending_after, '{}'::text[]) AS pending_after,
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
+        FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
+            FROM claim_marks AS c
+            WHERE c.queue = l.queue AND c.priority = l.priority
+              AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
+            ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
+            LIMIT 1
+        ) AS c ON true"""
+
+# Whether lane `l` with its mark `m` has work this snapshot can see: an entry past the
+# frontier, or an entry of a transaction pending at the mark that has ended since (each
+# a probe of its own, LATERAL: a join of the pending list with the lane's entries read
+# every entry of the lane from its start).
+HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
+                   WHERE j.queue = l.queue AND j.priority = l.priority
+                     AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
+        OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
+                   CROSS JOIN LATERAL (
+                       SELECT 1 FROM jobs AS j
+                       WHERE j.queue = l.queue AND j.priority = l.priority
+                         AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                         AND j.ready_xid = p.xid AND j.id > p.after
+                       LIMIT 1
+                   ) AS e
+                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))"""
+
+
 # The ready log (migration 0026; docs/DESIGN.md, "The claim"): jobs enqueued runnable
 # and without a key, in the order of the transactions that enqueued them, lane by lane
 # (queue, priority). A claim reads each of its lanes from the lane's frontier, never from
 # the start: the entries of jobs claimed before it, dead but not removable while another
 # session holds the xmin horizon back, are never in its way.
 #
-# `lane`: its queues' lanes, each with its furthest mark (a backward walk of the marks'
-# index, whose newest entries are live; a mark past this snapshot's xmax is from another
-# cluster's ids, a restore's, and ignored). `pend`: the transactions pending at the mark,
+# `lane`: its queues' lanes that have work (`HAS_WORK`), highest priority first, at most
+# `limit` of them (each has an entry to take: no claim needs more), each with its
+# furthest mark (`LATEST_MARK`); the others are passed over, a probe or two each, until
+# the pruner removes the empty ones (`IDLE_LANES`). `pend`: the transactions pending at the mark,
 # each with the id of its last entry taken and whether this snapshot still sees it
 # running: then none of its entries can be visible here, and neither walk probes it (in
 # a fleet most pending transactions are claims and finishes in flight; two probes of
@@ -93,22 +131,13 @@ def _logged(lanes: str) -> str:
     return f"""snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), lane AS MATERIALIZED (
-    SELECT l.queue, l.priority,
-           coalesce(m.frontier_xid, '0'::xid8) AS frontier_xid,
-           coalesce(m.frontier_id, '') AS frontier_id,
-           coalesce(m.pending, '{{}}'::xid8[]) AS pending,
-           coalesce(m.pending_after, '{{}}'::text[]) AS pending_after,
-           coalesce(m.made_at, '-infinity'::timestamptz) AS made_at
-    FROM lanes AS l CROSS JOIN snap
-    LEFT JOIN LATERAL (
-        SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
-        FROM claim_marks AS c
-        WHERE c.queue = l.queue AND c.priority = l.priority
-          AND c.frontier_xid <= pg_snapshot_xmax(snap.s)
-        ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
-        LIMIT 1
-    ) AS m ON true
-    WHERE {lanes}
+    SELECT l.queue, l.priority, m.frontier_xid, m.frontier_id, m.pending, m.pending_after,
+           m.made_at
+    FROM (SELECT l.queue, l.priority FROM lanes AS l WHERE {lanes}
+          ORDER BY l.priority DESC) AS l
+    CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+    WHERE {HAS_WORK}
+    LIMIT %(limit)s
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
@@ -355,7 +384,7 @@ WITH keys AS (
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
 ), picked AS (
     SELECT j.id FROM jobs AS j
-    WHERE j.id IN (SELECT id FROM ranked WHERE rank <= concurrency_limit - running)
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))
       AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s
@@ -477,7 +506,7 @@ WITH candidates AS MATERIALIZED (
     FROM within_slots WHERE concurrency_key IS NULL OR place <= free
 ), picked AS (
     SELECT j.id FROM jobs AS j
-    WHERE j.id IN (SELECT id FROM ranked WHERE rank <= room) AND j.status = 'queued'
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= room)) AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -34,6 +34,18 @@ RATE_NAMESPACE = 0x4852
 """First key of the transaction locks a claim of jobs with a rate key takes (the second
 is a hash of the key): its own namespace, so a rate key never meets a concurrency key."""
 
+LANE_NAMESPACE = 0x484C
+"""First key of the transaction locks on a lane of the ready log (the second is
+`LANE_KEY`'s hash): every enqueue into a lane holds one shared until it commits, and the
+lane is pruned only under one exclusive, so never while a transaction that entered it
+runs (docs/DESIGN.md, "The claim")."""
+
+
+def lane_key(queue: str, priority: str) -> str:
+    """The second key of a lane's lock, for the SQL expressions `queue` and `priority`:
+    a hash of the schema's name and the lane's."""
+    return f"hashtext(current_schema() || '/' || {queue} || '/' || {priority}::text)"
+
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 
 T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"
@@ -60,6 +72,10 @@ def _secs(name: str) -> str:
 
 
 NOW = f"SELECT extract(epoch from {T})::float8 AS now"
+
+# The server's current time on a caller's connection, whose transaction may be old
+# (store/sql/enqueue.py: an enqueue into it dates its jobs from now, not from its start).
+WALL_CLOCK = "SELECT extract(epoch from clock_timestamp())::float8 AS now"
 
 # The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): a running attempt's
 # effective lease is its own deadline once detached (`detached_until`), else the later of

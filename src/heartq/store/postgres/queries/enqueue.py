@@ -4,19 +4,25 @@ with it), and a job with a unique key, inserted only if no job holds the key."""
 from __future__ import annotations
 
 from heartq.store.postgres.queries.batches import JOB_BATCH
-from heartq.store.postgres.queries.common import UNIQUE_NAMESPACE, T
+from heartq.store.postgres.queries.common import LANE_NAMESPACE, UNIQUE_NAMESPACE, T, lane_key
 
 # A job runnable now and without a concurrency or a rate key goes into the ready log
-# (migration 0026): the id of the transaction that enqueues it orders it in its lane,
-# which the same statement makes if it is new (an enqueue into a caller's transaction
-# makes its lanes first, `OPEN_LANES`: its own insert of a new lane would hold the row,
-# and every other enqueuer of the lane, until the caller commits).
+# (migration 0026): the id of the transaction that enqueues it orders it in its lane.
+# The enqueue holds each lane it enters under a shared transaction lock (`LANE_NAMESPACE`)
+# until it commits, and then makes the lane if it is new: a lane is pruned, once empty,
+# only under the same lock exclusive (`PRUNE_LANES`), so never from under an enqueue in
+# flight, and an enqueue that waited for a prune makes the lane again.
 _READY = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
 
 _NEW_JOBS = f"""x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")}),
+entered AS MATERIALIZED (
+    SELECT e.queue, e.priority,
+           pg_advisory_xact_lock_shared({LANE_NAMESPACE}, {lane_key("e.queue", "e.priority")})
+    FROM (SELECT DISTINCT x.queue, x.priority FROM x WHERE {_READY}) AS e
+),
 lane AS (
     INSERT INTO lanes (queue, priority)
-    SELECT DISTINCT x.queue, x.priority FROM x WHERE {_READY}
+    SELECT queue, priority FROM entered
     ON CONFLICT DO NOTHING
 )"""
 
@@ -36,12 +42,27 @@ WITH {_NEW_JOBS}
 {_INSERT_NEW_JOBS}
 """
 
-# The lanes an enqueue into a caller's transaction will enter, made beforehand on a
-# connection of heartq's own (store/sql/enqueue.py, `Dialect.open_lanes`), in one order.
+# An enqueue into a caller's transaction (store/sql/enqueue.py): first its lanes' shared
+# locks, in the caller's transaction (`ENTER_LANES`); then the lanes made, committed at
+# once on a connection of heartq's own (`OPEN_LANES`: a new lane made in the caller's
+# transaction would hold its row, and every other enqueuer of the lane waiting on it,
+# until the caller commits); then the jobs, which neither lock nor make a lane
+# (`INSERT_ENTERED_JOBS`: a REPEATABLE READ transaction older than the lane cannot even
+# see it, and its insert of the lane would fail to serialize).
+ENTER_LANES = f"""
+SELECT pg_advisory_xact_lock_shared({LANE_NAMESPACE}, {lane_key("l.queue", "l.priority")})
+FROM unnest(%(queues)s::text[], %(priorities)s::integer[]) AS l(queue, priority)
+"""
+
 OPEN_LANES = """
 INSERT INTO lanes (queue, priority)
 SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[])
 ON CONFLICT DO NOTHING
+"""
+
+INSERT_ENTERED_JOBS = f"""
+WITH x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")})
+{_INSERT_NEW_JOBS}
 """
 
 # INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/

@@ -28,7 +28,13 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
        (SELECT t.retry_rules::text FROM tasks AS t WHERE t.name = j.task) AS retry_rules
 """
 
-_RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
+# Each job's worker found by its key, one probe a job (a subquery of its own: joined as a
+# table, with statistics that called `workers` small, the planner read the whole index of
+# workers for every job instead: docs/DESIGN.md, "Plans that cannot turn").
+_RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
+    SELECT w.lease_expires_at, w.last_heartbeat_at FROM workers AS w
+    WHERE w.id = j.worker_id LIMIT 1
+) AS w ON true"""
 
 # Results still to come whose committing attempt's lease ran out (its worker died, froze or
 # lost the database between the commit and the save): given up, by a reaper in contact
@@ -36,8 +42,8 @@ _RECLAIM_FROM = "FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id"
 # that comes later is refused (SAVE_RESULT needs `result_pending`).
 GIVE_UP_RESULTS = f"""
 UPDATE jobs SET result_pending = false, lease_expires_at = NULL, updated_at = {T}
-WHERE id IN (SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
-             ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
+                     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
   AND (result_pending AND lease_expires_at < {T}) IS TRUE
 RETURNING id, status, awaited
 """

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
 
+# The current time on a caller's connection (`julianday('now')` is it in any transaction).
+WALL_CLOCK = "SELECT (julianday('now') - 2440587.5) * 86400.0 AS now"
+
 # The worker's lease, as in the PostgreSQL dialect's `queries/common.py`. SQLite's
 # two-argument `max` is NULL when either is: a worker without a row (or a lease) counts
 # as the floor alone.

@@ -34,6 +34,10 @@ SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
 FROM json_each(:jobs) AS x
 """
 
+# An enqueue into a caller's transaction inserts the same way: there is no ready log, so
+# no lane to enter first (the PostgreSQL dialect's INSERT_ENTERED_JOBS makes none).
+INSERT_ENTERED_JOBS = INSERT_JOBS
+
 # A job with a unique key (store/sql/ `enqueue`), bound by value. SQLite has one writer
 # at a time, so nothing can come between the look (a job holding the key: queued or
 # running, or finished within `unique_for`) and the insert. The partial unique index is
