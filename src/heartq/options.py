@@ -30,17 +30,16 @@ Dependency = str | Pipeline
 `enqueue` returns (`heartq.chain`, `heartq.group`: the job depends on its `tail`)."""
 
 
-class EnqueueOptions(TypedDict, total=False):
-    """What a caller may choose for an enqueue; an option left out (or None) is left to
-    the task's policy. What each means, its default and its check: `OPTIONS`."""
+class StepOptions(TypedDict, total=False):
+    """What a caller may choose for a step of a pipeline (`Signature.set`): every enqueue
+    option but the unique key's (`NOT_FOR_STEPS`). An option left out (or None) is left
+    to the task's policy. What each means, its default and its check: `OPTIONS`."""
 
     queue: str | None
     priority: int | None
     delay: float | None
     eta: datetime | None
     max_retries: int | None
-    unique_key: UniqueKey
-    unique_for: float | None
     concurrency_key: str | None
     concurrency_limit: int | None
     rate_key: str | None
@@ -48,7 +47,21 @@ class EnqueueOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
     depends_on: Sequence[Dependency] | Dependency | None
     on_dependency_failure: str | None
+
+
+class EnqueueOptions(StepOptions, total=False):
+    """What a caller may choose for an enqueue: a step's options and a unique key's."""
+
+    unique_key: UniqueKey
+    unique_for: float | None
     on_conflict: str | None
+
+
+NOT_FOR_STEPS = ("unique_key", "unique_for", "on_conflict")
+"""The options a pipeline's step does not take. A pipeline's jobs are laid out before
+they are stored, each waiting for the ids of the steps before it; a step whose unique
+key another job holds would be answered by that job's id and never stored, and the steps
+after it would wait for a job that does not exist."""
 
 
 ON_CONFLICT = ("return", "raise")
