@@ -172,8 +172,46 @@ def test_an_empty_queue_name_in_queues_is_a_usage_error(heartq: HeartqCli) -> No
         errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
         assert errors == [
             f"Error: Invalid value for '--queues': {value!r} holds an empty queue name: give "
-            "names separated by commas, like default,emails"
+            "queue names separated by commas, like default,emails"
         ], run.explain()
     assert [job["status"] for job in heartq.json("jobs", "list")] == ["queued"]
     heartq("worker", "tasks:app", "--burst", "--queues", " default , cpu ").ok()
     assert [job["status"] for job in heartq.json("jobs", "list")] == ["succeeded"]
+
+
+def test_an_on_conflict_the_api_refuses_is_a_usage_error(heartq: HeartqCli) -> None:
+    """`--on-conflict explode`, `RAISE` or `''` is refused as `on_conflict=` is by the
+    Python API (exit 2, one line, nothing stored), never taken for `return`; the words
+    are `heartq.options.OPTIONS`' choices, as written."""
+    first = heartq.enqueue("ok", "--unique-key", "k")
+    typed = ["explode", "RAISE", ""]
+    enqueue = ["enqueue", "ok", "--unique-key", "k", "--on-conflict"]
+    runs = heartq.many([[*enqueue, t] for t in typed])
+    for value, run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert errors == [
+            f"Error: Invalid value for '--on-conflict': {value!r} is not one of 'return', "
+            "'raise'."
+        ], run.explain()
+        assert run.out == "", run.explain()
+    assert [job["id"] for job in heartq.json("jobs", "list")] == [first]
+    assert heartq(*enqueue, "return").ok().out.strip() == first
+
+
+def test_an_empty_id_in_depends_on_is_a_usage_error(heartq: HeartqCli) -> None:
+    """`--depends-on ID,` (a trailing comma), `a,,b`, `''`: refused as `--queues` refuses
+    an empty name (`comma_separated`, one rule for both), not read as fewer ids."""
+    first = heartq.add("ok")
+    typed = [f"{first},", f"{first},,{first}", "", " , "]
+    runs = heartq.many([["enqueue", "ok", "--depends-on", t] for t in typed])
+    for value, run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert errors == [
+            f"Error: Invalid value for '--depends-on': {value!r} holds an empty job id: give "
+            "job ids separated by commas, like 04206418,7c2a91e0"
+        ], run.explain()
+    assert [job["id"] for job in heartq.json("jobs", "list")] == [first]
+    then = heartq.enqueue("ok", "--depends-on", f" {first[-8:]} ")
+    assert [d["id"] for d in heartq.job(then)["depends_on"]] == [first]

@@ -94,6 +94,19 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+def comma_separated(value: str, what: str, example: str) -> list[str]:
+    """A list typed as one option, separated by commas (`--queues a,b`, `--depends-on
+    ID,ID`), spaces around each item dropped. An empty item (`''`, `a,,b`, a trailing
+    comma) is refused (`ValueError`, its message for a usage error), never skipped:
+    whoever typed it meant something there, maybe a variable that expanded to nothing."""
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise ValueError(
+            f"{value!r} holds an empty {what}: give {what}s separated by commas, like {example}"
+        )
+    return items
+
+
 DEFAULT_LIST_LIMIT = 100
 """Defaults to listing the 100 newest jobs."""
 
