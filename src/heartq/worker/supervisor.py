@@ -5,11 +5,11 @@ self-fencing. It sleeps until the earliest deadline of any running attempt (or u
 ledger says a deadline changed) and then:
 
 - an attempt whose lease was not renewed within the trust window is stopped and never
-  reported: another worker may hold its job by now (self-fencing). If its task declared
-  `heartbeat_timeout` and went silent, that is why (a hang); otherwise the worker could
-  not reach the database, and the attempt is marked untrusted, to be given back once it
-  can;
-- an attempt past its task's `timeout` ends `timed_out`;
+  reported: another worker may hold its job by now (self-fencing). The worker could not
+  reach the database: the attempt is marked untrusted, to be given back once it can;
+- an attempt past its task's `timeout`, or whose task went silent past its
+  `heartbeat_timeout` (a hang: no `ctx.heartbeat()` in time), ends `timed_out`, saved by
+  the completer like any end (its worker is alive and holds the lease);
 - an attempt that did not stop within its cancel grace ends `cancelled`.
 
 Events: `leases_untrusted` (error), `maintenance_failed` (service `supervisor`).
@@ -68,7 +68,7 @@ class Supervisor:
         for run in self._ledger.running():
             if run.ended is None and run.transaction not in SETTLED:
                 trust = run.trusted_until if run.transaction is TransactionState.NONE else None
-                for moment in (trust, run.deadline, run.cancel_deadline):
+                for moment in (trust, run.deadline, run.silent_at, run.cancel_deadline):
                     if moment is not None:
                         wait = min(wait, moment - now)
         return max(MIN_WAIT, wait)
@@ -82,11 +82,12 @@ class Supervisor:
                 continue  # decided, or its job completed by its task's transaction
             # An open ctx.transaction() is not fenced here: its commit is, in the database.
             if run.trusted_until <= now and run.transaction is TransactionState.NONE:
-                if not run.is_silent(now):
-                    untrusted.append(run)
-                self._fence(run, now)
+                untrusted.append(run)
+                self._fence(run)
             elif run.deadline is not None and now >= run.deadline:
                 self._ledger.force(run, run.timed_out_end())
+            elif run.is_silent(now):
+                self._ledger.force(run, run.silent_end())
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
                 self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
         if untrusted:
@@ -100,11 +101,7 @@ class Supervisor:
                 trust_window=self._trust_window,
             )
 
-    def _fence(self, run: RunningJob, now: float) -> None:
+    def _fence(self, run: RunningJob) -> None:
         """Stop an attempt whose lease this worker no longer trusts."""
-        if run.is_silent(now):
-            error = f"task silent for over {run.heartbeat_timeout:g} s (heartbeat_timeout)"
-        else:
-            error = "lease not renewed in time"
-            self._ledger.mark_untrusted(run)
-        self._ledger.force(run, AttemptEnd(Outcome.LOST, error=error))
+        self._ledger.mark_untrusted(run)
+        self._ledger.force(run, AttemptEnd(Outcome.LOST, error="lease not renewed in time"))
