@@ -215,3 +215,51 @@ def test_an_empty_id_in_depends_on_is_a_usage_error(heartq: HeartqCli) -> None:
     assert [job["id"] for job in heartq.json("jobs", "list")] == [first]
     then = heartq.enqueue("ok", "--depends-on", f" {first[-8:]} ")
     assert [d["id"] for d in heartq.job(then)["depends_on"]] == [first]
+
+
+@on_every_backend  # past the bound: an OverflowError on SQLite, a database error on PostgreSQL
+def test_an_integer_past_what_the_database_holds_is_a_usage_error(heartq: HeartqCli) -> None:
+    """Every integer option reads one bound, the 32-bit range every integer heartq hands
+    the database lies in (`payload.check_int`, `heartq.cli.common.Count`): past it, a
+    usage error in one line naming the option, on every backend alike, nothing run or
+    stored; not `unexpected error: OverflowError` on SQLite and `integer out of range`
+    from PostgreSQL, nor a worker started with a concurrency no database can count."""
+    heartq.add("ok")
+    huge = "99999999999999999999"
+    typed = [
+        (["jobs", "list", "--limit", huge], "--limit", "1<=x<=2147483647"),
+        (["dlq", "list", "--limit", huge], "--limit", "1<=x<=2147483647"),
+        (["worker", "tasks:app", "--burst", "--concurrency", "99999999999"], "--concurrency",
+         "1<=x<=2147483647"),
+        (["worker", "tasks:app", "--burst", "--prefetch", "99999999999"], "--prefetch",
+         "0<=x<=2147483647"),
+        (["enqueue", "ok", "--priority", str(2**40)], "--priority",
+         "-2147483648<=x<=2147483647"),
+        (["enqueue", "ok", "--max-retries", str(2**31)], "--max-retries", "0<=x<=2147483647"),
+        (["enqueue", "ok", "--concurrency-key", "k", "--concurrency-limit", str(2**31)],
+         "--concurrency-limit", "1<=x<=2147483647"),
+    ]  # fmt: skip
+    runs = heartq.many([args for args, _, _ in typed])
+    for (_args, option, bound), run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and errors[0].startswith(f"Error: Invalid value for '{option}': ")
+        assert errors[0].endswith(f" is not in the range {bound}."), run.explain()
+    assert [job["status"] for job in heartq.json("jobs", "list", "--limit", "2147483647")] == [
+        "queued"
+    ]
+
+
+def test_a_worker_s_counts_past_what_the_database_holds_are_refused() -> None:
+    """The API reads the same bound: `Worker(concurrency=...)`, `prefetch` from the
+    argument or `HEARTQ_PREFETCH`, `reap_batch`."""
+    import heartq
+    from heartq.worker import Worker
+
+    app = heartq.App("sqlite:///never-opened.db")
+    with pytest.raises(heartq.ConfigError, match="concurrency must be between 1 and 2147483647"):
+        Worker(app, concurrency=2**40)
+    with pytest.raises(heartq.ConfigError, match="prefetch must be between 0 and 2147483647"):
+        heartq.App(prefetch=2**40)
+    with pytest.raises(heartq.ConfigError, match="reap_batch must be between 1 and 2147483647"):
+        heartq.App(reap_batch=2**31)

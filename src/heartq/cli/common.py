@@ -107,6 +107,17 @@ def comma_separated(value: str, what: str, example: str) -> list[str]:
     return items
 
 
+class Count(click.IntRange):
+    """An integer option (`--limit`, `--concurrency`, `--prefetch`, `--priority`, ...):
+    from `minimum` to the 32-bit maximum, as every integer heartq hands the database
+    (`payload.check_int`). Anything past it is a usage error (exit 2) in one line,
+    `Invalid value for '--limit': 99999999999999999999 is not in the range
+    1<=x<=2147483647.`, not an overflow of SQLite's or PostgreSQL's own."""
+
+    def __init__(self, minimum: int = payload.INT32[0]) -> None:
+        super().__init__(min=minimum, max=payload.INT32[1])
+
+
 DEFAULT_LIST_LIMIT = 100
 """Defaults to listing the 100 newest jobs."""
 
@@ -114,7 +125,7 @@ DEFAULT_LIST_LIMIT = 100
 def limit_option(fn: F) -> F:
     return click.option(
         "--limit",
-        type=click.IntRange(min=1),
+        type=Count(1),
         default=DEFAULT_LIST_LIMIT,
         show_default=True,
         help="At most this many jobs, newest first.",

@@ -13,7 +13,7 @@ import click
 
 from heartq import payload
 from heartq.app import App
-from heartq.cli.common import F, Seconds, comma_separated, print_json, url_option
+from heartq.cli.common import Count, F, Seconds, comma_separated, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import AlreadyEnqueued, ConfigError, JobNotFound, TaskNotDeclaredWarning
 from heartq.options import OPTIONS, Option, eta_problem, parse_eta
@@ -105,7 +105,7 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
     """How the command line reads an option's value: its kind, bounded below by its
     minimum (a bad value is a usage error, exit 2); None: text."""
     if option.kind is int:
-        return click.INT if option.minimum is None else click.IntRange(min=option.minimum)
+        return Count() if option.minimum is None else Count(option.minimum)
     if option.kind is float:
         return Seconds(min=option.minimum)
     if option.kind is datetime:

@@ -17,6 +17,7 @@ from click.core import ParameterSource
 
 from heartq.cli.common import (
     EXIT_OPERATIONAL,
+    Count,
     EnvOption,
     F,
     Seconds,
@@ -43,7 +44,7 @@ def setting_options(fn: F) -> F:
     for name, described in reversed(worker_options()):
         env = f"; env {described.env}" if described.env else ""
         kind: click.IntRange | Seconds = (
-            click.IntRange(min=0 if described.zero_ok else 1)
+            Count(0 if described.zero_ok else 1)
             if described.whole
             else Seconds(min=0, min_open=not described.zero_ok)
         )
@@ -80,7 +81,7 @@ def queue_names(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Jobs run at once.",

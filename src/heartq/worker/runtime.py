@@ -128,8 +128,7 @@ class Worker:
     ) -> None:
         if pool not in POOL_NAMES:
             raise ValueError(f"pool must be one of {', '.join(POOL_NAMES)}, got {pool!r}")
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        payload.check_int("concurrency", concurrency, minimum=1)
         if otel:
             tracing.instrument(app)
         self.otel = otel
