@@ -266,10 +266,10 @@ class PostgresDialect:
 
     # -- the caller's connections --------------------------------------------------------
     def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
-        return borrowed.borrowed(connection, self.pool.schema)
+        return borrowed.borrowed(connection, self.pool.schema, self.url)
 
     def borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
-        return borrowed.borrowed_async(connection, self.pool.schema)
+        return borrowed.borrowed_async(connection, self.pool.schema, self.url)
 
     def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.task_scope(conn, self.pool.schema)
