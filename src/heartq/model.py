@@ -233,6 +233,7 @@ class JobEnd:
     dead_reason: str | None = None
     result_pending: bool = False  # completed in its task's transaction; result to come
     held_by: JobEnd | None = None
+    cancelled_by: str | None = None  # who asked for its cancel, as stored
 
     @property
     def ended(self) -> bool:

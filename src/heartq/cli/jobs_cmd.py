@@ -99,6 +99,16 @@ def show_command(job_id: str, url: str | None, as_json: bool) -> None:
         console.print(line, soft_wrap=True)
 
 
+CANCEL_REQUESTED = (
+    "its worker tells the task within about a second (ctx.cancelled; ctx.heartbeat() "
+    "raises Cancelled), and ends the attempt after a grace of at most 5 s if the task "
+    "does not stop by itself"
+)
+"""What a cancel of a running job does, as an operator reads it (`jobs cancel`, the
+dashboard's notice): the worker hears of it within about a second, but a task that never
+looks stops only at the grace's end (min(5 s, the heartbeat interval))."""
+
+
 @jobs_group.command("cancel")
 @click.argument("job_id", metavar="ID")
 @url_option
@@ -115,9 +125,6 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
     if result is CancelResult.CANCELLED:
         click.echo(f"cancelled job {job_id} (it had not started: it will not run)")
     elif result is CancelResult.CANCEL_REQUESTED:
-        click.echo(
-            f"cancel requested for job {job_id}: its worker stops it within about a "
-            "second (at its next heartbeat at the latest)"
-        )
+        click.echo(f"cancel requested for job {job_id}: {CANCEL_REQUESTED}")
     else:
         click.echo(f"job {job_id} already finished ({status}): nothing to cancel")

@@ -27,6 +27,12 @@ from heartq.model import Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
+FORCED_CANCEL = (
+    "cancelled (forced): the task did not stop within the cancel grace, so its worker "
+    "ended the attempt"
+)
+"""The error of an attempt its worker ended after a cancel's grace (`Cancelled` is what
+the task would have raised had it stopped itself)."""
 MIN_WAIT = 0.005
 SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
 """An attempt whose task's transaction commits or committed: its commit decides, not a
@@ -89,7 +95,7 @@ class Supervisor:
             elif run.is_silent(now):
                 self._ledger.force(run, run.silent_end())
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
-                self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
+                self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error=FORCED_CANCEL))
         if untrusted:
             last = self._ledger.last_renewal
             events.emit(
