@@ -136,13 +136,16 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
-def store_for(url: str | None, *, existing: bool = False) -> Store:
+def store_for(url: str | None, *, existing: bool = False, reading: bool = False) -> Store:
     """The queue at `url` (else `HEARTQ_URL`, else `sqlite:///heartq.db`), migrated.
 
     `existing=True` for the commands that only look at or act on what is there (lists,
     `jobs show`, `stats`, `dlq purge`, ...): a SQLite file that does not exist is then an
     error naming its absolute path, instead of a new empty queue created wherever the
-    command happened to run (and a misleading "no jobs").
+    command happened to run (and a misleading "no jobs"). `reading=True` for those that
+    only look (`jobs list|show|watch`, `workers`, `tasks`, `stats`, `periodic`, `dlq
+    list`): a SQLite file they may read but not write is read (an up-to-date schema
+    needs no write), not refused.
 
     Closed when the command ends (its click context closes, on an error too): its
     sessions end cleanly, and a command run inside a longer-lived process (a test's,
@@ -150,7 +153,7 @@ def store_for(url: str | None, *, existing: bool = False) -> Store:
     resolved = resolve_url(url)
     if existing:
         require_existing_sqlite(resolved)
-    store = open_store(resolved)
+    store = open_store(resolved, reading=reading)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(store.close)

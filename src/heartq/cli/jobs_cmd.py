@@ -38,7 +38,7 @@ def list_command(
     url: str | None, status: str | None, queue: str | None, limit: int, as_json: bool
 ) -> None:
     """The newest jobs, with their state and attempts."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     jobs = inspect_jobs.list_jobs(store, status=status, queue=queue, limit=limit)
     if as_json:
         print_json(jobs)
@@ -88,7 +88,7 @@ def _tries(job: dict[str, Any]) -> str:
 @json_option
 def show_command(job_id: str, url: str | None, as_json: bool) -> None:
     """One job: its state, arguments, result or error, and the timeline of its attempts."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     job = job_detail(store, store.resolve_job_id(job_id))
     if as_json:
         print_json(job)

@@ -202,7 +202,7 @@ def rate_summary(key: dict[str, Any]) -> str:
 @json_option
 def stats_command(url: str | None, as_json: bool) -> None:
     """Jobs by queue and state, workers, the longest wait, the dead-letter queue."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     stats = collect_stats(store)
     if as_json:
         print_json(stats)

@@ -21,7 +21,7 @@ from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 @json_option
 def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     """Workers and what they hold (only active ones unless --all)."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     workers = fleet.workers(store, include_all=include_all)
     if as_json:
         print_json(workers)
