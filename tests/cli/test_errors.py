@@ -146,7 +146,10 @@ def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: He
 def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli) -> None:
     """`HEARTQ_LEASE=-3 heartq worker ...`: one line naming the variable (not click's
     "Invalid value for '--lease'", an option nobody typed), for every variable a worker
-    reads; typed as an option, the same value is the option's usage error."""
+    reads; typed as an option, the same value is the option's usage error. The app's
+    module imports fine up to its `heartq.App()`, which refuses the variable: said as it
+    is, with the line that met it, not blamed on the import (`cannot import APP ...:
+    module 'tasks' failed to import: ConfigError: ...`)."""
     variables = [*env_variables().values(), "HEARTQ_STARTUP_TIMEOUT", "HEARTQ_TRANSPORT"]
     if heartq.url.startswith("postgresql"):
         variables.append("HEARTQ_POOL_SIZE")  # read for PostgreSQL only
@@ -156,6 +159,12 @@ def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli
         run.fails(1)
         assert variable in run.err, run.explain()
         assert "Invalid value" not in run.err and "'-3'" in run.err, run.explain()
+        assert "cannot import APP" not in run.err and "failed to import" not in run.err
+    lease = runs[variables.index("HEARTQ_LEASE")].err.strip()
+    assert lease == (
+        "heartq: error: HEARTQ_LEASE must be a positive number of seconds, got '-3' (raised "
+        "by tasks.py, line 10, while importing APP 'tasks:app')"
+    )
     typed = heartq(*worker, "--lease", "-3").fails(2)
     assert "Invalid value for '--lease'" in typed.err, typed.explain()
 

@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -188,6 +189,22 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
+def _raised_at(exc: BaseException, ref: str) -> str:
+    """Where in the app's code a heartq refusal came from while APP was imported (`raised
+    by tasks.py, line 3, while importing APP 'tasks:app'`): the module imported fine up to
+    that line, which is heartq's call (`heartq.App()` reading `HEARTQ_LEASE=-3`), so the
+    error is said as it is, not blamed on the import."""
+    package = os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep
+    caller = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(package):
+            caller = (name, line)
+    if caller is None:
+        return f"while importing APP {ref!r}"
+    return f"raised by {os.path.basename(caller[0])}, line {caller[1]}, while importing APP {ref!r}"
+
+
 def load_app(ref: str) -> App:
     """`module:attribute` or `module` (then its attribute `app`), imported with the working
     directory on the import path. Errors name the module and say why."""
@@ -200,6 +217,8 @@ def load_app(ref: str) -> App:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except ConfigError as exc:  # heartq's own refusal (a HEARTQ_* variable, a setting)
+        raise ConfigError(f"{exc} ({_raised_at(exc, ref)})") from exc
     except Exception as exc:
         raise ConfigError(
             f"cannot import APP {ref!r}: module {module_name!r} failed to import: "
