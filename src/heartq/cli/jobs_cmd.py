@@ -46,8 +46,8 @@ def list_command(
     now = store.clock()
     console = render.make_console()
     if not jobs:
-        what = " ".join(x for x in (status, f"in queue {queue!r}" if queue else None) if x)
-        console.print(f"no {what + ' ' if what else ''}jobs")
+        where = f" in queue {queue!r}" if queue else ""
+        console.print(f"no {status + ' ' if status else ''}jobs{where}")
         return
     console.print(jobs_table(jobs, now, console.width))
     if len(jobs) == limit:
