@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sqlite3
 import sys
 import time
@@ -10,6 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeVar
+
+import pytest
 
 from bench.servers import free_port as free_port  # the tests' servers' ports too
 from heartq.config import env_variables
@@ -128,3 +132,14 @@ def pytest_env(env: Mapping[str, str]) -> dict[str, str]:
     if not cached.get("PYTHONPYCACHEPREFIX"):
         cached["PYTHONPYCACHEPREFIX"] = str(leftovers.scratch_dir() / "pycache")
     return cached
+
+
+def without_dac_override() -> list[str]:
+    """The command that runs a process as root without the capabilities that let root
+    ignore file modes (so a file's `chmod 0444` holds for it); skips the test unless it
+    runs as root with `setpriv`."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, "--inh-caps", caps, "--bounding-set", caps]

@@ -44,7 +44,7 @@ from heartq.options import EnqueueOptions, Options
 from heartq.periodic import MakeTickJobs, Schedule
 from heartq.pipelines import Signature
 from heartq.policy import DEFAULT_QUEUE
-from heartq.producer import Producer
+from heartq.producer import Producer, Waker
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
 from heartq.transport import open_transport, resolve_transport
@@ -491,10 +491,10 @@ class App:
         return self.store.replay_dead(list(job_ids))
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
-    def subscribe_wakeup(self, event: threading.Event) -> None:
-        """Set `event` after every enqueue through this app (a worker in this process
-        then claims at once instead of at its next poll)."""
-        self.producer.subscribe_wakeup(event)
+    def subscribe_wakeup(self, waker: Waker) -> None:
+        """Tell `waker` of every enqueue through this app: a worker in this process then
+        claims at once instead of at its next poll, and when a delayed job falls due."""
+        self.producer.subscribe_wakeup(waker)
 
-    def unsubscribe_wakeup(self, event: threading.Event) -> None:
-        self.producer.unsubscribe_wakeup(event)
+    def unsubscribe_wakeup(self, waker: Waker) -> None:
+        self.producer.unsubscribe_wakeup(waker)

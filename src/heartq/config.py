@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
+from heartq import payload
 from heartq.errors import ConfigError
 
 DEFAULT_URL = "sqlite:///heartq.db"
@@ -187,7 +188,10 @@ class Settings:
         f"{STALE_HEARTBEATS:g} heartbeats, at least the lease",
     )
     reap_batch: int = setting(
-        DEFAULT_REAP_BATCH, "Expired leases reclaimed per statement", str(DEFAULT_REAP_BATCH)
+        DEFAULT_REAP_BATCH,
+        "Expired leases reclaimed per statement",
+        str(DEFAULT_REAP_BATCH),
+        whole=True,
     )
     worker_retention: float = setting(
         DEFAULT_WORKER_RETENTION,
@@ -275,6 +279,8 @@ class Settings:
         count = self.prefetch
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ConfigError(f"prefetch must be a whole number, 0 or more, got {self.prefetch!r}")
+        payload.check_int("prefetch", count, minimum=0)  # claimed ahead: a database integer
+        payload.check_int("reap_batch", self.reap_batch, minimum=1)
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
         ):

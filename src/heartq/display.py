@@ -8,6 +8,12 @@ from datetime import datetime
 from typing import Any
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 attempt`, `2 attempts`: a count and its noun as English says them (`words`: a
+    plural not made with an s, `1 dependency`, `2 dependencies`)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 def epoch_of(value: str | None) -> float | None:
     """An ISO-8601 time from the store (`...Z`) as seconds since the epoch."""
     if not value:

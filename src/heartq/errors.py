@@ -230,12 +230,29 @@ class JobDead(HeartqError):
 
 
 class JobCancelled(HeartqError):
-    """`App.result()`: the job was cancelled before it could finish."""
+    """`App.result()`: the job was cancelled before it could finish. Its message is one
+    line: who asked (`cancelled_by`, as stored) and how the job ended, from the last line
+    of its `error` (the traceback of the `Cancelled` heartq raised in its code says only
+    that its task stopped at the request, and is kept whole in `.error`)."""
 
-    def __init__(self, job_id: str, error: str | None) -> None:
-        super().__init__(f"job {job_id} was cancelled" + (f": {error}" if error else ""))
+    def __init__(self, job_id: str, error: str | None, cancelled_by: str | None = None) -> None:
+        said = f"job {job_id} was cancelled" + (f" by {cancelled_by}" if cancelled_by else "")
+        last = _last_line(error)
+        if last.startswith(f"{Cancelled.__module__}.{Cancelled.__qualname__}:"):
+            said += ": its task stopped at the request"
+        elif last and last != "cancelled":
+            said += f": {last}"
+        super().__init__(said)
         self.job_id = job_id
         self.error = error
+        self.cancelled_by = cancelled_by
+
+
+def _last_line(text: str | None) -> str:
+    """The last line of a stored error (a traceback's: its exception), at most 300
+    characters."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 class ResultTimeout(HeartqError, TimeoutError):

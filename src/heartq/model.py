@@ -196,6 +196,15 @@ class Pipeline:
 
     @property
     def last(self) -> str:
+        """The last job of `tail`; an `IndexError` that says why for a pipeline that
+        stored none (an empty group without a callback, done at once: there is no job to
+        wait for, and no result but the `[]` a step after it would take)."""
+        if not self.tail:
+            raise IndexError(
+                "this pipeline stored no job (an empty group without a callback is done at "
+                "once): it has no last job to wait for; its result, for a step after it, "
+                "is []"
+            )
         return self.tail[-1]
 
 
@@ -224,6 +233,7 @@ class JobEnd:
     dead_reason: str | None = None
     result_pending: bool = False  # completed in its task's transaction; result to come
     held_by: JobEnd | None = None
+    cancelled_by: str | None = None  # who asked for its cancel, as stored
 
     @property
     def ended(self) -> bool:

@@ -30,17 +30,16 @@ Dependency = str | Pipeline
 `enqueue` returns (`heartq.chain`, `heartq.group`: the job depends on its `tail`)."""
 
 
-class EnqueueOptions(TypedDict, total=False):
-    """What a caller may choose for an enqueue; an option left out (or None) is left to
-    the task's policy. What each means, its default and its check: `OPTIONS`."""
+class StepOptions(TypedDict, total=False):
+    """What a caller may choose for a step of a pipeline (`Signature.set`): every enqueue
+    option but the unique key's (`NOT_FOR_STEPS`). An option left out (or None) is left
+    to the task's policy. What each means, its default and its check: `OPTIONS`."""
 
     queue: str | None
     priority: int | None
     delay: float | None
     eta: datetime | None
     max_retries: int | None
-    unique_key: UniqueKey
-    unique_for: float | None
     concurrency_key: str | None
     concurrency_limit: int | None
     rate_key: str | None
@@ -48,7 +47,21 @@ class EnqueueOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
     depends_on: Sequence[Dependency] | Dependency | None
     on_dependency_failure: str | None
+
+
+class EnqueueOptions(StepOptions, total=False):
+    """What a caller may choose for an enqueue: a step's options and a unique key's."""
+
+    unique_key: UniqueKey
+    unique_for: float | None
     on_conflict: str | None
+
+
+NOT_FOR_STEPS = ("unique_key", "unique_for", "on_conflict")
+"""The options a pipeline's step does not take. A pipeline's jobs are laid out before
+they are stored, each waiting for the ids of the steps before it; a step whose unique
+key another job holds would be answered by that job's id and never stored, and the steps
+after it would wait for a job that does not exist."""
 
 
 ON_CONFLICT = ("return", "raise")
@@ -93,7 +106,8 @@ def eta_problem(value: datetime) -> str | None:
 @dataclass(frozen=True)
 class Option:
     """One option of an enqueue: its `name` (an `EnqueueOptions` key), the `kind` of its
-    value, what it means (`help`), its `minimum` (numbers), how its default reads
+    value, what it means (`help`), its `minimum` (numbers), the words it takes
+    (`choices`: `heartq enqueue` offers those and no other), how its default reads
     (`shown_default`; None: it has none worth saying), and its `check` of one value
     (`ConfigError` naming it)."""
 
@@ -104,6 +118,7 @@ class Option:
     minimum: int | None = None
     metavar: str | None = None
     shown_default: str | None = None
+    choices: tuple[str, ...] | None = None
 
     @property
     def flag(self) -> str:
@@ -164,10 +179,12 @@ def _depends_on(option: Option, value: Any) -> None:
         dependency_ids(value)
 
 
-def _on_failure(option: Option, value: Any) -> None:
-    if value is not None and value not in DependencyFailure.__members__.values():
-        choices = ", ".join(repr(f.value) for f in DependencyFailure)
-        raise ConfigError(f"on_dependency_failure must be one of {choices}, got {value!r}")
+def _choice(option: Option, value: Any) -> None:
+    """One of the option's `choices`, as written (`RAISE` is not `raise`)."""
+    choices = option.choices or ()
+    if value is not None and value not in choices:
+        listed = ", ".join(repr(choice) for choice in choices)
+        raise ConfigError(f"{option.name} must be one of {listed}, got {value!r}")
 
 
 def dependency_ids(value: Sequence[Dependency] | Dependency) -> list[str]:
@@ -180,11 +197,6 @@ def dependency_ids(value: Sequence[Dependency] | Dependency) -> list[str]:
     for item in items:
         flat.extend(item.tail if isinstance(item, Pipeline) else [item])
     return payload.check_dependencies(flat)
-
-
-def _on_conflict(option: Option, value: Any) -> None:
-    if value is not None and value not in ON_CONFLICT:
-        raise ConfigError(f"on_conflict must be 'return' or 'raise', got {value!r}")
 
 
 def _paired(option: Option, value: Any) -> None:
@@ -231,7 +243,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "on_conflict", str,
         "With --unique-key, when a job holds the key: answer its id (return) or fail "
-        "naming it (raise)", _on_conflict, metavar="return|raise", shown_default="return",
+        "naming it (raise)", _choice, metavar="return|raise", shown_default="return",
+        choices=ON_CONFLICT,
     ),
     Option(
         "concurrency_key", str,
@@ -269,8 +282,9 @@ OPTIONS: tuple[Option, ...] = (
         "on_dependency_failure", str,
         "With --depends-on: what a dependency that ends dead does to this job: block it "
         "until that dependency is replayed (`heartq dlq replay`), cancel it, or run it "
-        "anyway (a cancelled dependency cancels it, unless it runs anyway)", _on_failure,
+        "anyway (a cancelled dependency cancels it, unless it runs anyway)", _choice,
         metavar="block|cancel|run", shown_default="block",
+        choices=tuple(failure.value for failure in DependencyFailure),
     ),
 )  # fmt: skip
 """Every option, in the order signatures and `heartq enqueue --help` list them."""

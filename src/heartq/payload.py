@@ -297,7 +297,11 @@ def check_duration(name: str, value: float | None, *, allow_zero: bool = False) 
 
 
 def check_int(name: str, value: int | None, *, minimum: int = INT32[0]) -> None:
-    """An integer (not a bool) between `minimum` and the 32-bit maximum."""
+    """An integer (not a bool) between `minimum` and the 32-bit maximum: every integer
+    heartq stores or hands the database (a priority, a retry count, a concurrency
+    limit, a worker's concurrency, a claim's limit or buffer, a list's limit) is one, so
+    none reaches it as an overflow on one backend and passes on the other. The command
+    line's integer options read the same bound (`heartq.cli.common.Count`)."""
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool):

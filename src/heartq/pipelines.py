@@ -34,7 +34,7 @@ from heartq import arguments
 from heartq.errors import ConfigError
 from heartq.ids import new_job_id
 from heartq.model import Pipeline
-from heartq.options import EnqueueOptions, Options
+from heartq.options import NOT_FOR_STEPS, EnqueueOptions, Options, StepOptions
 from heartq.producer import EnqueuingApp, Made, RegisteredTask
 
 
@@ -57,10 +57,19 @@ class Signature:
         self.kwargs = dict(kwargs or {})
         self.options: EnqueueOptions = options or {}
         self.result_taken = takes_result
+        refused = [name for name in NOT_FOR_STEPS if name in self.options]
+        if refused:
+            raise ConfigError(
+                f"Signature.set() takes any enqueue option but {', '.join(NOT_FOR_STEPS)}, "
+                f"got {refused[0]}: a step answered by the id of a job holding its key "
+                "would not be stored, and the steps after it would wait for it for ever "
+                "(enqueue that job alone, then the pipeline with .set(depends_on=[its id]))"
+            )
         Options.given("Signature.set", self.options)  # checked now: says where
 
-    def set(self, **options: Unpack[EnqueueOptions]) -> Signature:
-        """This signature with these enqueue options (`heartq.options`) as well."""
+    def set(self, **options: Unpack[StepOptions]) -> Signature:
+        """This signature with these enqueue options (`heartq.options`) as well: any
+        but a unique key's (`NOT_FOR_STEPS`)."""
         merged: EnqueueOptions = {**self.options, **options}
         return Signature(self.task, self.args, self.kwargs, merged, self.result_taken)
 

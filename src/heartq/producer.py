@@ -38,9 +38,11 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import math
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -124,6 +126,20 @@ class Made(NamedTuple):
     resolved: dict[str, Any]
 
 
+class Waker(Protocol):
+    """A worker of this process that hears of its app's enqueues (`subscribe_wakeup`):
+    told when jobs are runnable now, and when a delayed one falls due
+    (`heartq.worker.wakeups.DueWakeups`)."""
+
+    def set(self) -> None:
+        """Jobs were enqueued runnable now."""
+        ...
+
+    def due_in(self, seconds: float) -> None:
+        """A job was enqueued that falls due `seconds` from now (a delay, an eta)."""
+        ...
+
+
 class Producer:
     """Makes an app's jobs and stores them (see the module's docstring), and wakes the
     workers of this process that subscribed to its enqueues."""
@@ -131,7 +147,7 @@ class Producer:
     def __init__(self, app: EnqueuingApp) -> None:
         self.app = app
         self._lock = threading.Lock()
-        self._wakeups: list[threading.Event] = []
+        self._wakeups: list[Waker] = []
 
     # -- making jobs ---------------------------------------------------------------------
     def check_args(self, task_name: str, args: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -379,7 +395,7 @@ class Producer:
                 if notice is not None:
                     notices.append(notice)
         if wake:
-            self.wake_local_workers()
+            self.wake_local_workers(jobs)
         return notices
 
     def _not_declared(
@@ -413,19 +429,38 @@ class Producer:
             task_name,
         )
 
-    # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
-    def subscribe_wakeup(self, event: threading.Event) -> None:
+    # -- local wake-ups: a worker in this process starts at once on its own enqueues, ----
+    # -- and when its delayed ones fall due ----------------------------------------------
+    def subscribe_wakeup(self, waker: Waker) -> None:
         with self._lock:
-            self._wakeups.append(event)
+            self._wakeups.append(waker)
 
-    def unsubscribe_wakeup(self, event: threading.Event) -> None:
+    def unsubscribe_wakeup(self, waker: Waker) -> None:
         with self._lock:
-            if event in self._wakeups:
-                self._wakeups.remove(event)
+            if waker in self._wakeups:
+                self._wakeups.remove(waker)
 
-    def wake_local_workers(self) -> None:
-        for event in list(self._wakeups):
-            event.set()
+    def wake_local_workers(self, jobs: Sequence[NewJob]) -> None:
+        """Tell this process's workers of `jobs`, just stored: at once if any is runnable
+        now, and when the soonest delayed one falls due (a job that waits for others
+        is released by their end, not by a clock)."""
+        if not self._wakeups:
+            return
+        now = time.time()
+        runnable, soonest = False, math.inf
+        for job in jobs:
+            if job.depends_on:
+                continue
+            delay = job.delay if job.run_at is None else job.run_at - now
+            if delay > 0:
+                soonest = min(soonest, delay)
+            else:
+                runnable = True
+        for waker in list(self._wakeups):
+            if runnable:
+                waker.set()
+            if soonest < math.inf:
+                waker.due_in(soonest)
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -40,7 +40,7 @@ def outcome(end: JobEnd) -> Any:
         return end.result
     if end.status is JobStatus.DEAD:
         raise JobDead(end.job_id, end.error, end.dead_reason)
-    raise JobCancelled(end.job_id, end.error)
+    raise JobCancelled(end.job_id, end.error, end.cancelled_by)
 
 
 class Pace:

@@ -146,7 +146,10 @@ def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: He
 def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli) -> None:
     """`HEARTQ_LEASE=-3 heartq worker ...`: one line naming the variable (not click's
     "Invalid value for '--lease'", an option nobody typed), for every variable a worker
-    reads; typed as an option, the same value is the option's usage error."""
+    reads; typed as an option, the same value is the option's usage error. The app's
+    module imports fine up to its `heartq.App()`, which refuses the variable: said as it
+    is, with the line that met it, not blamed on the import (`cannot import APP ...:
+    module 'tasks' failed to import: ConfigError: ...`)."""
     variables = [*env_variables().values(), "HEARTQ_STARTUP_TIMEOUT", "HEARTQ_TRANSPORT"]
     if heartq.url.startswith("postgresql"):
         variables.append("HEARTQ_POOL_SIZE")  # read for PostgreSQL only
@@ -156,6 +159,12 @@ def test_a_bad_variable_is_named_by_the_worker_whichever_it_is(heartq: HeartqCli
         run.fails(1)
         assert variable in run.err, run.explain()
         assert "Invalid value" not in run.err and "'-3'" in run.err, run.explain()
+        assert "cannot import APP" not in run.err and "failed to import" not in run.err
+    lease = runs[variables.index("HEARTQ_LEASE")].err.strip()
+    assert lease == (
+        "heartq: error: HEARTQ_LEASE must be a positive number of seconds, got '-3' (raised "
+        "by tasks.py, line 10, while importing APP 'tasks:app')"
+    )
     typed = heartq(*worker, "--lease", "-3").fails(2)
     assert "Invalid value for '--lease'" in typed.err, typed.explain()
 
@@ -172,8 +181,94 @@ def test_an_empty_queue_name_in_queues_is_a_usage_error(heartq: HeartqCli) -> No
         errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
         assert errors == [
             f"Error: Invalid value for '--queues': {value!r} holds an empty queue name: give "
-            "names separated by commas, like default,emails"
+            "queue names separated by commas, like default,emails"
         ], run.explain()
     assert [job["status"] for job in heartq.json("jobs", "list")] == ["queued"]
     heartq("worker", "tasks:app", "--burst", "--queues", " default , cpu ").ok()
     assert [job["status"] for job in heartq.json("jobs", "list")] == ["succeeded"]
+
+
+def test_an_on_conflict_the_api_refuses_is_a_usage_error(heartq: HeartqCli) -> None:
+    """`--on-conflict explode`, `RAISE` or `''` is refused as `on_conflict=` is by the
+    Python API (exit 2, one line, nothing stored), never taken for `return`; the words
+    are `heartq.options.OPTIONS`' choices, as written."""
+    first = heartq.enqueue("ok", "--unique-key", "k")
+    typed = ["explode", "RAISE", ""]
+    enqueue = ["enqueue", "ok", "--unique-key", "k", "--on-conflict"]
+    runs = heartq.many([[*enqueue, t] for t in typed])
+    for value, run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert errors == [
+            f"Error: Invalid value for '--on-conflict': {value!r} is not one of 'return', "
+            "'raise'."
+        ], run.explain()
+        assert run.out == "", run.explain()
+    assert [job["id"] for job in heartq.json("jobs", "list")] == [first]
+    assert heartq(*enqueue, "return").ok().out.strip() == first
+
+
+def test_an_empty_id_in_depends_on_is_a_usage_error(heartq: HeartqCli) -> None:
+    """`--depends-on ID,` (a trailing comma), `a,,b`, `''`: refused as `--queues` refuses
+    an empty name (`comma_separated`, one rule for both), not read as fewer ids."""
+    first = heartq.add("ok")
+    typed = [f"{first},", f"{first},,{first}", "", " , "]
+    runs = heartq.many([["enqueue", "ok", "--depends-on", t] for t in typed])
+    for value, run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert errors == [
+            f"Error: Invalid value for '--depends-on': {value!r} holds an empty job id: give "
+            "job ids separated by commas, like 04206418,7c2a91e0"
+        ], run.explain()
+    assert [job["id"] for job in heartq.json("jobs", "list")] == [first]
+    then = heartq.enqueue("ok", "--depends-on", f" {first[-8:]} ")
+    assert [d["id"] for d in heartq.job(then)["depends_on"]] == [first]
+
+
+@on_every_backend  # past the bound: an OverflowError on SQLite, a database error on PostgreSQL
+def test_an_integer_past_what_the_database_holds_is_a_usage_error(heartq: HeartqCli) -> None:
+    """Every integer option reads one bound, the 32-bit range every integer heartq hands
+    the database lies in (`payload.check_int`, `heartq.cli.common.Count`): past it, a
+    usage error in one line naming the option, on every backend alike, nothing run or
+    stored; not `unexpected error: OverflowError` on SQLite and `integer out of range`
+    from PostgreSQL, nor a worker started with a concurrency no database can count."""
+    heartq.add("ok")
+    huge = "99999999999999999999"
+    typed = [
+        (["jobs", "list", "--limit", huge], "--limit", "1<=x<=2147483647"),
+        (["dlq", "list", "--limit", huge], "--limit", "1<=x<=2147483647"),
+        (["worker", "tasks:app", "--burst", "--concurrency", "99999999999"], "--concurrency",
+         "1<=x<=2147483647"),
+        (["worker", "tasks:app", "--burst", "--prefetch", "99999999999"], "--prefetch",
+         "0<=x<=2147483647"),
+        (["enqueue", "ok", "--priority", str(2**40)], "--priority",
+         "-2147483648<=x<=2147483647"),
+        (["enqueue", "ok", "--max-retries", str(2**31)], "--max-retries", "0<=x<=2147483647"),
+        (["enqueue", "ok", "--concurrency-key", "k", "--concurrency-limit", str(2**31)],
+         "--concurrency-limit", "1<=x<=2147483647"),
+    ]  # fmt: skip
+    runs = heartq.many([args for args, _, _ in typed])
+    for (_args, option, bound), run in zip(typed, runs, strict=True):
+        run.fails(2)
+        errors = [line for line in run.err.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and errors[0].startswith(f"Error: Invalid value for '{option}': ")
+        assert errors[0].endswith(f" is not in the range {bound}."), run.explain()
+    assert [job["status"] for job in heartq.json("jobs", "list", "--limit", "2147483647")] == [
+        "queued"
+    ]
+
+
+def test_a_worker_s_counts_past_what_the_database_holds_are_refused() -> None:
+    """The API reads the same bound: `Worker(concurrency=...)`, `prefetch` from the
+    argument or `HEARTQ_PREFETCH`, `reap_batch`."""
+    import heartq
+    from heartq.worker import Worker
+
+    app = heartq.App("sqlite:///never-opened.db")
+    with pytest.raises(heartq.ConfigError, match="concurrency must be between 1 and 2147483647"):
+        Worker(app, concurrency=2**40)
+    with pytest.raises(heartq.ConfigError, match="prefetch must be between 0 and 2147483647"):
+        heartq.App(prefetch=2**40)
+    with pytest.raises(heartq.ConfigError, match="reap_batch must be between 1 and 2147483647"):
+        heartq.App(reap_batch=2**31)

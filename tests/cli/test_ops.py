@@ -107,7 +107,7 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
     assert_fits(run.out)
     # aged 100 s on the database clock; the command itself may take seconds on a loaded
     # machine: any age from 1m40s up to 3m is the ghost's, not a fresh worker's
-    pattern = r"worker ghost-1 marked inactive: no heartbeat for (\d+)m(\d+)s \(1 jobs reclaimed\)"
+    pattern = r"worker ghost-1 marked inactive: no heartbeat for (\d+)m(\d+)s \(1 job reclaimed\)"
     found = re.search(pattern, run.out)
     assert found, run.out
     assert 100 <= int(found[1]) * 60 + int(found[2]) < 180, run.out

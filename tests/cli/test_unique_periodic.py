@@ -79,7 +79,7 @@ def test_periodic_lists_schedules_with_last_and_next_run(
     assert "periodic schedule 'nightly'" in shown
     stats = heartq.json("stats")["periodic"]
     assert stats["schedules"] == 1 and stats["next_tick_in"] is not None
-    assert "1 schedules, next tick in" in heartq("stats").ok().out
+    assert "1 schedule, next tick in" in heartq("stats").ok().out
 
 
 def test_periodic_says_never_for_a_schedule_that_has_not_run(
@@ -106,7 +106,7 @@ def test_enqueue_with_a_concurrency_key_and_stats(heartq: HeartqCli) -> None:
     assert concurrency["keys"] == 1 and concurrency["queued"] == 3
     assert concurrency["busiest"] == [{"key": "tenant:7", "running": 0, "queued": 3, "limit": 2}]
     text = heartq("stats").ok().out
-    assert "1 keys with live jobs, 0 at their limit, 3 keyed jobs waiting" in text
+    assert "1 key with live jobs, 0 at their limit, 3 keyed jobs waiting" in text
     run = heartq("enqueue", "ok", "--concurrency-key", "tenant:7").fails(1)
     assert "concurrency" in run.err and "\n" not in run.err.strip()
 
@@ -124,7 +124,7 @@ def test_enqueue_with_a_rate_key_stats_and_tasks(heartq: HeartqCli) -> None:
          "next_start_in": None, "waiting": 3, "queued": 3, "running": 0}
     ]  # fmt: skip
     text = heartq("stats").ok().out
-    assert "1 keys with live jobs, 0 at their limit, 3 due jobs waiting" in text
+    assert "1 key with live jobs, 0 at their limit, 3 due jobs waiting" in text
     assert "(busiest: api:7 2/m: 0 started)" in text
     for bad, why in ((("--rate-limit", "2/m"), "needs a rate_key"),
                      (("--rate-key", "k", "--rate-limit", "2 a minute"), "N/PERIOD"),

@@ -166,7 +166,7 @@ FINISH_CASES = [
         JobStatus.DEAD,
         Outcome.FAILED,
         error="Traceback...\nValueError: boom",
-        dead_reason_starts="failed 1 attempts; last error: ValueError: boom",
+        dead_reason_starts="failed 1 attempt; last error: ValueError: boom",
     ),
     FinishCase(
         "timed-out-dead",

@@ -159,11 +159,11 @@ def test_dead_reason_after_replay_counts_only_the_new_attempts(store: Store, t0:
     job_id = enqueue_one(store, t0, max_retries=0)
     job = claim_one(store, "w1", t0)
     store.crash_attempt(job.lease, {"reason": "oom"}, DetectedBy.CHILD_EXIT, now=t0 + 1)
-    assert "crashed 1 workers in 1 attempts" in store.get_job(job_id)["dead_reason"]
+    assert "crashed 1 worker in 1 attempt" in store.get_job(job_id)["dead_reason"]
     store.replay_dead([job_id], now=t0 + 2)
     job = claim_one(store, "w2", t0 + 2)
     store.crash_attempt(job.lease, {"reason": "oom"}, DetectedBy.CHILD_EXIT, now=t0 + 3)
-    assert "crashed 1 workers in 1 attempts" in store.get_job(job_id)["dead_reason"]
+    assert "crashed 1 worker in 1 attempt" in store.get_job(job_id)["dead_reason"]
 
 
 # -- retries due now (heartq.testing's drain) ---------------------------------------------

@@ -261,7 +261,7 @@ def test_crash_attempt_of_the_last_attempt_buries_the_job(store: Store, t0: floa
     assert reclaimed is not None and reclaimed.status == JobStatus.DEAD
     after = store.get_job(job_id)
     assert after["status"] == JobStatus.DEAD
-    assert after["dead_reason"] and "crashed 1 workers" in after["dead_reason"]
+    assert after["dead_reason"] and "crashed 1 worker in 1 attempt" in after["dead_reason"]
 
 
 def test_mark_stale_workers(store: Store, t0: float) -> None:

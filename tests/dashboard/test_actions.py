@@ -77,14 +77,15 @@ def test_cancel_a_running_job_asks_its_worker(store: Store, dashboard: Dashboard
     back = act(client, f"/jobs/{job_id[:10]}/cancel", f"/jobs/{job_id}")  # by its start
 
     assert back == f"/jobs/{job_id}?notice=cancel_requested"
-    assert notice(page(client.get(back))).startswith("Cancel requested: its worker stops")
+    assert notice(page(client.get(back))).startswith("Cancel requested: its worker tells the task")
     job = store.get_job(job_id)
     assert job["status"] == "running" and job["cancel_requested"]
     # once asked, the page offers no second cancel
     assert "Cancel this job" not in page(client.get(f"/jobs/{job_id}"))
     again = act(client, f"/jobs/{job_id}/cancel", f"/jobs/{job_id}")
     assert notice(page(client.get(again))) == (
-        "Cancel requested: its worker stops the job within about a second."
+        "Cancel requested: its worker tells the task within about a second, and ends the "
+        "attempt after a grace of at most 5 s if the task does not stop by itself."
     )
 
 

@@ -391,3 +391,34 @@ def test_a_read_only_dashboard_shows_no_action(site: Site, page: Page) -> None:
     )
     assert refused.status == 403 and "read-only" in refused.text()
     assert site.cli.job(job_id)["status"] == "queued"
+
+
+def test_a_refused_actions_page_does_not_read_itself_again(site: Site, page: Page) -> None:
+    """The answer to a refused POST (403: read-only) is a page a GET never showed: it is
+    not re-read every `--refresh` seconds (it was, by GET, at the action's URL: a 405
+    every time), while the pages a GET showed still are."""
+    site.start_dashboard()
+    job_id = site.cli.add("hold", {"seconds": 1.0})
+    action = f"/jobs/{job_id}/cancel"
+    asked: list[tuple[str, str]] = []
+    page.on("request", lambda request: asked.append((request.method, request.url)))
+    page.goto(site.url(f"/jobs/{job_id}"))
+    live = page.locator("main#live")
+    expect(live).to_have_attribute("hx-trigger", f"every {LIVE}s")  # a GET's page: re-read
+    # A form the user sends (a stale page's button): the browser shows the 403 page.
+    page.evaluate(
+        """(action) => {
+            const form = document.createElement("form");
+            form.method = "post";
+            form.action = action;
+            document.body.appendChild(form);
+            form.submit();
+        }""",
+        action,
+    )
+    expect(page.get_by_role("alert")).to_contain_text("read-only")
+    expect(live).not_to_have_attribute("hx-trigger", re.compile(".*"))
+    expect(live).not_to_have_attribute("hx-get", re.compile(".*"))
+    shoot(page, "refused")
+    assert ("GET", site.url(action)) not in asked
+    assert site.cli.job(job_id)["status"] == "queued"

@@ -349,6 +349,7 @@ class Harness:
         max_retries: int = 3,
         retry_backoff: float = 0.0,
         queue: str = "default",
+        delay: float = 0.0,
     ) -> str:
         """Queue a job (retrying at once by default, so tests need not wait out a backoff)."""
         job = NewJob(
@@ -358,6 +359,7 @@ class Harness:
             max_retries=max_retries,
             retry_backoff=retry_backoff,
             retry_backoff_max=max(retry_backoff, 1.0),
+            delay=delay,
         )
         return self.store.enqueue([job])[0]
 

@@ -212,7 +212,7 @@ def test_every_screen_shows_buffered_jobs_as_claimed_ahead_not_running(
     [row] = [w for w in json.loads(heartq(harness, "workers", "--json")) if w["id"] == worker.id]
     assert (row["running"], row["claimed_ahead"], row["concurrency"]) == (1, 2, 1), row
     text = heartq(harness, "workers")
-    assert "running 1 of 1 slots, 2 claimed ahead" in text, text
+    assert "running 1 of 1 slot, 2 claimed ahead" in text, text
     assert re.search(rf"{worker.id}.*\s1/1\s+2\s+0\s", text), text
 
     # heartq jobs list: the shown state, and filters by it
@@ -244,7 +244,7 @@ def test_every_screen_shows_buffered_jobs_as_claimed_ahead_not_running(
     stats = json.loads(heartq(harness, "stats", "--json"))
     assert (stats["totals"]["running"], stats["totals"]["claimed"]) == (1, 2), stats
     assert (stats["workers"]["running_jobs"], stats["workers"]["claimed_ahead_jobs"]) == (1, 2)
-    assert "running 1 of 1 slots, 2 claimed ahead" in heartq(harness, "stats")
+    assert "running 1 of 1 slot, 2 claimed ahead" in heartq(harness, "stats")
 
     # the worker's metrics
     samples = harness.wait_for(lambda: scrape(port), WAIT, "the metrics server")

@@ -1,4 +1,4 @@
-"""A task that hangs is reclaimed though its worker lives (docs/DESIGN.md step 4), and a cancel
+"""A task that hangs times out on its live worker (docs/DESIGN.md step 4), and a cancel
 request stops a running task on the thread and the async pool."""
 
 from __future__ import annotations
@@ -12,26 +12,32 @@ from .conftest import STEADY, Harness
 pytestmark = pytest.mark.slow
 
 
-def test_deadlocked_task_is_reclaimed_while_its_worker_lives(harness: Harness) -> None:
-    # STEADY: a 4 s lease, so only the task's silence (not a loaded machine's late
-    # renewal) can end this attempt; the worker stops renewing it after 0.5 s of silence.
-    worker = harness.start_worker(settings=STEADY)
-    # `deadlock` declares heartbeat_timeout=0.5, blocks forever and never heartbeats.
+def test_a_silent_task_times_out_on_its_live_worker(harness: Harness) -> None:
+    """A task past its `heartbeat_timeout` (`deadlock`: 0.5 s, it blocks for ever and never
+    heartbeats) is ended by its own worker, which is alive and says why: `timed_out`,
+    "silent for over 0.5 s", counted as a failure of the task's (its retry would wait
+    its backoff), within about its silence, not once a lease ran out and a reaper took
+    it as a crash (`crashed 1 workers in 1 attempts; last: lease expired`)."""
+    # A 30 s lease: only the worker's own supervisor can end the attempt in time.
+    worker = harness.start_worker(settings={**STEADY, "--lease": "30"})
     job_id = harness.enqueue("deadlock", max_retries=0)
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "the task to start")
 
     dead = harness.wait_status(job_id, "dead", 10)
     (execution,) = dead["executions"]
-    assert execution["outcome"] == "crashed"
-    assert execution["worker_id"] == worker.id
-    assert execution["crash"]["detected_by"] == "lease_expired"
-    assert execution["crash"]["worker_id"] == worker.id
+    silence = "silent for over 0.5 s: the task did not call ctx.heartbeat() within its "
+    silence += "heartbeat_timeout"
+    assert execution["outcome"] == "timed_out"
+    assert execution["worker_id"] == worker.id and execution["crash"] is None
+    assert execution["error"] == silence
+    assert dead["dead_reason"] == f"timed out on its only attempt; {silence}"
+    (timed_out,) = worker.job_events("job_timed_out", job_id)
+    assert timed_out["error"] == silence
+    assert not worker.job_events("lease_lost", job_id)
 
     # The worker itself was never suspected: alive, active, heartbeating, still working.
     assert worker.alive()
     assert not worker.events("worker_deactivated")
-    lost = worker.job_events("lease_lost", job_id)
-    assert lost and "heartbeat_timeout" in lost[0]["reason"]
     row = harness.worker_row(worker.id)
     assert row["status"] == "active"
     beat = row["last_heartbeat_at"]

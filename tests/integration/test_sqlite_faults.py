@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from heartq.errors import StoreUnavailable
+from tests.support import without_dac_override
 
 from .conftest import Harness, WorkerProc
 
@@ -265,15 +266,6 @@ def test_sigterm_on_a_full_disk_saves_what_it_can_once_space_is_freed(
     assert h.sql("SELECT status FROM heartq_workers WHERE id = ?", (worker.id,)) == [("stopped",)]
     assert statuses(h) == {"queued": 2}  # released or handed back: none running
     assert integrity(h) == "ok"
-
-
-def without_dac_override() -> list[str]:
-    """Run as root without the capabilities that let root ignore file modes."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv")
-    caps = "-dac_override,-dac_read_search"
-    return [setpriv, "--inh-caps", caps, "--bounding-set", caps]
 
 
 def test_read_only_file_under_a_running_worker(sqlite_harness: Harness) -> None:

@@ -78,20 +78,6 @@ def test_a_lease_the_ledger_drops_is_detached_by_the_next_tick(store: Store) -> 
     assert _reaped_while_it_beats(store, [kept.job.lease]) == {dropped.job.id}
 
 
-@on_every_backend
-def test_a_silent_attempt_is_detached_while_held(store: Store) -> None:
-    """Trap 2: a task silent past its `heartbeat_timeout` is left out of the renewals and
-    named to detach at every tick while the worker still holds it (before its trust
-    window ends and the supervisor drops it): it runs out on the lease it had then."""
-    spoke, silent = _held_runs(store, 2)
-    silent.heartbeat_timeout = 0.0  # declared, and overrun at once
-    ledger = Ledger(WORKER, 2)
-    ledger.claimed(spoke, silent)
-    assert _beater(store, ledger).tick()
-    assert not silent.lost and ledger.to_detach() == []  # held: named from the ledger
-    assert _reaped_while_it_beats(store, [spoke.job.lease]) == {silent.job.id}
-
-
 class AnswerLost:
     """A store whose claims commit and then lose their answer (the connection cut)."""
 

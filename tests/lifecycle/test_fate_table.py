@@ -106,3 +106,21 @@ def test_lifecycle_decides_as_the_table_says(
     end: str, retries_left: bool, told: bool, on_row: bool
 ) -> None:
     assert lifecycle(end, retries_left, told, on_row) == design(end, retries_left, told, on_row)
+
+
+def test_a_dead_reason_counts_as_english() -> None:
+    """One attempt, one worker: singular (it said "crashed 1 workers in 1 attempts")."""
+    from heartq.lifecycle.fate import dead_reason
+    from heartq.model import Outcome
+
+    crash = dead_reason(Outcome.CRASHED, 1, "lease expired", crashes=1)
+    assert crash == "crashed 1 worker in 1 attempt; last: lease expired"
+    assert dead_reason(Outcome.CRASHED, 2, "x", crashes=2).startswith("crashed 2 workers in 2 ")
+    assert dead_reason(Outcome.CRASHED, 3, "x", crashes=1) == (
+        "retries exhausted after 3 attempts (1 crashed); last: x"
+    )
+    assert dead_reason(Outcome.TIMED_OUT, 1, "timed out after 2 s") == (
+        "timed out on its only attempt; timed out after 2 s"
+    )
+    assert dead_reason(Outcome.TIMED_OUT, 4, "t").startswith("timed out on the last of 4 ")
+    assert dead_reason(Outcome.FAILED, 1, "E: x") == "failed 1 attempt; last error: E: x"

@@ -329,3 +329,51 @@ def test_checkpoint_is_handed_to_the_next_attempt(app, run_worker) -> None:
         wait_status(app, job_id, "succeeded")
     assert seen == [None, {"done": 7}]
     assert app.get_job(job_id)["result"] == {"done": 7}
+
+
+def test_job_cancelled_says_in_one_line_who_cancelled_and_how_it_ended(
+    app: heartq.App, run_worker
+) -> None:
+    """`app.result()` of a cancelled job raises `JobCancelled` whose message is one line:
+    who asked (the job's `cancelled_by`) and how the job ended, never the traceback of
+    heartq's own frames that stopped the task (kept whole in `.error`)."""
+    started = threading.Event()
+    release = threading.Event()
+
+    @app.task(max_retries=0)
+    def polite(ctx: heartq.JobContext) -> None:
+        started.set()
+        while True:
+            ctx.heartbeat()  # raises heartq.Cancelled once told
+            time.sleep(0.01)
+
+    @app.task(max_retries=0)
+    def deaf() -> None:
+        started.set()
+        release.wait(30)  # never looks: ended after the cancel grace
+
+    queued = polite.options(delay=3600).enqueue()
+    app.cancel(queued, by="ops-bot")
+    ended = {"queued": (queued, "ops-bot: cancelled before it ran")}
+    with run_worker(app):
+        for name, task in (("polite", polite), ("deaf", deaf)):
+            started.clear()
+            job_id = task.enqueue()
+            assert started.wait(10), f"{name} did not start"
+            assert app.cancel(job_id, by=f"cancel of {name}") == "cancel_requested"
+            how = (
+                "its task stopped at the request"
+                if name == "polite"
+                else "cancelled (forced): the task did not stop within the cancel grace, so "
+                "its worker ended the attempt"
+            )
+            ended[name] = (job_id, f"cancel of {name}: {how}")
+            wait_status(app, job_id, "cancelled")
+        release.set()
+    for name, (job_id, said) in ended.items():
+        with pytest.raises(heartq.JobCancelled) as raised:
+            app.result(job_id, timeout=5)
+        assert str(raised.value) == f"job {job_id} was cancelled by {said}", name
+        assert raised.value.cancelled_by == said.partition(":")[0]
+        if name == "polite":  # the whole story stays in `.error`
+            assert "heartq.errors.Cancelled" in (raised.value.error or "")

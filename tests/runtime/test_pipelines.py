@@ -105,8 +105,28 @@ def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:
     assert len(app.store.list_jobs()) == before
     with pytest.raises(heartq.ConfigError):
         heartq.chain()
-    with pytest.raises(heartq.ConfigError):
-        t["add"].s(1).set(depends_on=["x"], unique_key="k")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("unique_key", "x"), ("unique_for", 5.0), ("on_conflict", "raise")]
+)
+def test_a_step_takes_no_unique_key(app: heartq.App, option: str, value: object) -> None:
+    """A step answered by the id of the job holding its key would not be stored, and the
+    steps after it would wait for it: such a chain, enqueued twice, named as its `last` a
+    job that never was. `Signature.set` refuses the unique key's options (its type says
+    so too: `StepOptions`), in one line, and nothing is stored."""
+    t = _tasks(app)
+    set_options: Any = t["add"].s(1, 2).set
+    with pytest.raises(heartq.ConfigError) as refused:
+        heartq.chain(set_options(**{option: value}), t["add"].s(3)).enqueue()
+    said = str(refused.value)
+    assert said.startswith(
+        "Signature.set() takes any enqueue option but unique_key, unique_for, on_conflict, "
+        f"got {option}: a step answered by the id of a job holding its key would not be "
+        "stored"
+    )
+    assert "\n" not in said
+    assert app.store.list_jobs() == []
 
 
 def test_a_pipeline_warns_once_per_task_not_declared(app: heartq.App) -> None:

@@ -156,6 +156,12 @@ def test_an_empty_group_without_a_callback_is_done_at_once(app: heartq.App) -> N
     t = _tasks(app)
     nothing = heartq.group().enqueue()  # no app to find, nothing to store
     assert nothing == heartq.Pipeline(ids=(), tail=())
+    with pytest.raises(IndexError) as no_last:  # it says why, not "tuple index out of range"
+        _ = nothing.last
+    assert str(no_last.value) == (
+        "this pipeline stored no job (an empty group without a callback is done at once): it "
+        "has no last job to wait for; its result, for a step after it, is []"
+    )
     assert heartq.chain(heartq.group(), heartq.group()).enqueue().ids == ()
     then = t["add"].options(depends_on=nothing).enqueue(7)
     assert app.get_job(then)["status"] == "queued"

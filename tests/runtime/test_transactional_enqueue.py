@@ -144,7 +144,32 @@ def test_connections_heartq_cannot_enqueue_through_are_refused(
         with pytest.raises(ConfigError, match="its transaction failed"):
             app.enqueue("noop", connection=failed)
         autocommit.close()
+        _another_database_is_refused(app)
     assert _count(app, "noop") == 0
+
+
+def _another_database_is_refused(app: heartq.App) -> None:
+    """A connection to another database of the server (without heartq's schema): one
+    line naming both, not `UndefinedTable: relation "lanes" does not exist`; the caller's
+    transaction goes on (heartq only read)."""
+    conninfo, schema = parse_url(app.store.url)
+    refused = (
+        f"the connection is on database 'postgres', where schema '{schema}' holds no heartq "
+        f"queue: open it on the queue's database ("
+    )
+    with psycopg.connect(conninfo, dbname="postgres") as elsewhere:
+        with pytest.raises(ConfigError) as raised:
+            app.enqueue("noop", connection=elsewhere)
+        assert str(raised.value).startswith(refused)
+        assert elsewhere.execute("SELECT 1").fetchone() == (1,)  # still usable
+
+    async def in_asyncio() -> None:
+        async with await psycopg.AsyncConnection.connect(conninfo, dbname="postgres") as conn:
+            with pytest.raises(ConfigError) as raised:
+                await app.enqueue_async("noop", connection=conn)
+            assert str(raised.value).startswith(refused)
+
+    asyncio.run(in_asyncio())
 
 
 def raise_rollback(conn: psycopg.Connection[Any]) -> None:

@@ -108,7 +108,7 @@ def test_on_conflict_raise_names_the_holder_and_stores_nothing(app: heartq.App) 
     assert report.options(unique_key="day:3", on_conflict="raise").enqueue(day=3) != first
     with pytest.raises(ConfigError, match="on_conflict needs a unique_key"):
         report.options(on_conflict="raise").enqueue(day=4)
-    with pytest.raises(ConfigError, match="on_conflict must be 'return' or 'raise'"):
+    with pytest.raises(ConfigError, match="on_conflict must be one of 'return', 'raise', got"):
         report.options(unique_key="k", on_conflict="ignore").enqueue(day=4)
 
 

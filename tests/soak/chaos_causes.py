@@ -110,8 +110,6 @@ class CrashCauses:
             return "sigkill", kills[worker_id]
         proc = self.run.by_id(worker_id)
         run = self.run
-        if run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
-            return "silent_task", None  # its own doing, whatever else happened meanwhile
         during = [(kind, o[0]) for o, kind in zip(run.outages, run.outage_kinds, strict=True)]
         if proc is not None:
             for kind in ("partition", "slow_link"):

@@ -26,7 +26,7 @@ What the checker adds (`HeldHorizons.check`), besides every invariant as in any 
   or within a lease and a reap interval after (a renewal that came too late shows up to
   then), must be explained by another injected fault on its worker or the server, by
   `chaos_causes.CrashCauses.cause`'s rules (a kill, a stop, its sessions terminated, a
-  server outage, a cut or slow link, its own silent task). One that no other fault
+  server outage, a cut or slow link). One that no other fault
   explains is a violation: the held horizon, or what it slowed, cost a live worker its
   lease. The same executions outside every hold are counted beside (the machine's own
   load can make a heartbeat late, and that baseline says how often).

@@ -25,7 +25,8 @@ Kinds (the runner picks them, seeded):
 - `chaos_permanent`: raises `heartq.Permanent`: dead at once, no retry.
 - `chaos_timeout`: overruns its `timeout`: `timed_out` attempts, then dead.
 - `chaos_silent`: declares `heartbeat_timeout` and stays silent on its first attempt, so
-  its lease runs out under a live worker (the reaper reclaims it); later attempts return.
+  its live worker times it out (`timed_out`, retried after its backoff); later attempts
+  return.
 - `chaos_async`: an `async def` task (native on the async pool, its own loop elsewhere).
 - `chaos_child_crash` (queue `proc`, process pool only): attempt 1 SIGKILLs its own child.
 - `chaos_proc_long` (queue `proc`): `chaos_long` in a child process, the target of the
@@ -252,7 +253,7 @@ def overrun(ctx: heartq.JobContext, n: int) -> dict[str, Any]:
 def silent(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_silent"):
         if ctx.attempt == 1:
-            pause(ctx, 4.0)  # no heartbeat: its lease runs out under a live worker
+            pause(ctx, 4.0)  # no heartbeat: its worker times it out after 0.5 s
         effect(ctx, hold_ms)  # attempt 1, fenced out by then: rolled back, LeaseLost
         return ident(ctx, n=n)
 

@@ -265,7 +265,7 @@ def test_a_drain_does_not_tick_periodic_schedules(app: heartq.App) -> None:
 def test_bad_arguments_are_one_clear_line(app: heartq.App) -> None:
     with pytest.raises(TypeError, match=r"queues is a list of names, e\.g\. \['a'\]"):
         drain(app, queues="a")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="concurrency must be a positive integer"):
+    with pytest.raises(ValueError, match="concurrency must be between 1 and 2147483647, got 0"):
         drain(app, concurrency=0)
     with pytest.raises(heartq.ConfigError, match="timeout"):
         drain(app, timeout=-1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -121,6 +122,27 @@ def test_a_bad_server_stops_the_run_in_one_line_without_its_password(tmp_path: P
         "postgresql:// server URL, got 'mysql://app:***@db/q'"
     ) in done.stderr
     assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_a_database_that_does_not_exist_stops_the_run_once_in_one_line(
+    tmp_path: Path, pg_server_url: str
+) -> None:
+    """`--heartq-url` naming a database the server does not have (or a wrong password,
+    nothing listening): the first test that asks for a queue there stops the run, in one
+    line, the password hidden; not every test failing with the same traceback."""
+    parts = urlsplit(pg_server_url)
+    user = (parts.username or "postgres") + ":s3cret"
+    netloc = f"{user}@{parts.hostname}:{parts.port or 5432}"
+    missing = urlunsplit(parts._replace(netloc=netloc, path="/hqt_no_such_database"))
+    seen = {"SEEN_FILE": str(tmp_path / "seen.txt")}
+    done = run_pytest(_project(tmp_path), "--heartq-url", missing, env=seen)
+    said = done.stdout + done.stderr
+    assert done.returncode == 4, said  # as a bad URL: the run cannot go on
+    assert "no tests ran" in done.stdout, said
+    stops = [line for line in said.splitlines() if "heartq: --heartq-url" in line]
+    assert len(stops) == 1, said
+    assert 'database "hqt_no_such_database" does not exist' in stops[0], said
+    assert "s3cret" not in said and "Traceback" not in said and "Error" not in done.stdout
 
 
 def test_a_bad_app_fails_the_tests_that_use_it_in_one_line(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -94,6 +95,30 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+def comma_separated(value: str, what: str, example: str) -> list[str]:
+    """A list typed as one option, separated by commas (`--queues a,b`, `--depends-on
+    ID,ID`), spaces around each item dropped. An empty item (`''`, `a,,b`, a trailing
+    comma) is refused (`ValueError`, its message for a usage error), never skipped:
+    whoever typed it meant something there, maybe a variable that expanded to nothing."""
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise ValueError(
+            f"{value!r} holds an empty {what}: give {what}s separated by commas, like {example}"
+        )
+    return items
+
+
+class Count(click.IntRange):
+    """An integer option (`--limit`, `--concurrency`, `--prefetch`, `--priority`, ...):
+    from `minimum` to the 32-bit maximum, as every integer heartq hands the database
+    (`payload.check_int`). Anything past it is a usage error (exit 2) in one line,
+    `Invalid value for '--limit': 99999999999999999999 is not in the range
+    1<=x<=2147483647.`, not an overflow of SQLite's or PostgreSQL's own."""
+
+    def __init__(self, minimum: int = payload.INT32[0]) -> None:
+        super().__init__(min=minimum, max=payload.INT32[1])
+
+
 DEFAULT_LIST_LIMIT = 100
 """Defaults to listing the 100 newest jobs."""
 
@@ -101,7 +126,7 @@ DEFAULT_LIST_LIMIT = 100
 def limit_option(fn: F) -> F:
     return click.option(
         "--limit",
-        type=click.IntRange(min=1),
+        type=Count(1),
         default=DEFAULT_LIST_LIMIT,
         show_default=True,
         help="At most this many jobs, newest first.",
@@ -112,13 +137,16 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
-def store_for(url: str | None, *, existing: bool = False) -> Store:
+def store_for(url: str | None, *, existing: bool = False, reading: bool = False) -> Store:
     """The queue at `url` (else `HEARTQ_URL`, else `sqlite:///heartq.db`), migrated.
 
     `existing=True` for the commands that only look at or act on what is there (lists,
     `jobs show`, `stats`, `dlq purge`, ...): a SQLite file that does not exist is then an
     error naming its absolute path, instead of a new empty queue created wherever the
-    command happened to run (and a misleading "no jobs").
+    command happened to run (and a misleading "no jobs"). `reading=True` for those that
+    only look (`jobs list|show|watch`, `workers`, `tasks`, `stats`, `periodic`, `dlq
+    list`): a SQLite file they may read but not write is read (an up-to-date schema
+    needs no write), not refused.
 
     Closed when the command ends (its click context closes, on an error too): its
     sessions end cleanly, and a command run inside a longer-lived process (a test's,
@@ -126,7 +154,7 @@ def store_for(url: str | None, *, existing: bool = False) -> Store:
     resolved = resolve_url(url)
     if existing:
         require_existing_sqlite(resolved)
-    store = open_store(resolved)
+    store = open_store(resolved, reading=reading)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.call_on_close(store.close)
@@ -161,6 +189,22 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
+def _raised_at(exc: BaseException, ref: str) -> str:
+    """Where in the app's code a heartq refusal came from while APP was imported (`raised
+    by tasks.py, line 3, while importing APP 'tasks:app'`): the module imported fine up to
+    that line, which is heartq's call (`heartq.App()` reading `HEARTQ_LEASE=-3`), so the
+    error is said as it is, not blamed on the import."""
+    package = os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep
+    caller = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(package):
+            caller = (name, line)
+    if caller is None:
+        return f"while importing APP {ref!r}"
+    return f"raised by {os.path.basename(caller[0])}, line {caller[1]}, while importing APP {ref!r}"
+
+
 def load_app(ref: str) -> App:
     """`module:attribute` or `module` (then its attribute `app`), imported with the working
     directory on the import path. Errors name the module and say why."""
@@ -173,6 +217,8 @@ def load_app(ref: str) -> App:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except ConfigError as exc:  # heartq's own refusal (a HEARTQ_* variable, a setting)
+        raise ConfigError(f"{exc} ({_raised_at(exc, ref)})") from exc
     except Exception as exc:
         raise ConfigError(
             f"cannot import APP {ref!r}: module {module_name!r} failed to import: "

@@ -36,7 +36,7 @@ def dlq_group() -> None:
 @json_option
 def list_command(url: str | None, queue: str | None, limit: int, as_json: bool) -> None:
     """Dead jobs, newest first, with why they died."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     jobs = store.list_jobs(status=JobStatus.DEAD.value, queue=queue, limit=limit)
     if as_json:
         print_json(jobs)

@@ -13,10 +13,9 @@ import click
 
 from heartq import payload
 from heartq.app import App
-from heartq.cli.common import F, Seconds, print_json, url_option
+from heartq.cli.common import Count, F, Seconds, comma_separated, print_json, url_option
 from heartq.config import resolve_url
 from heartq.errors import AlreadyEnqueued, ConfigError, JobNotFound, TaskNotDeclaredWarning
-from heartq.model import DependencyFailure
 from heartq.options import OPTIONS, Option, eta_problem, parse_eta
 
 
@@ -106,7 +105,7 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
     """How the command line reads an option's value: its kind, bounded below by its
     minimum (a bad value is a usage error, exit 2); None: text."""
     if option.kind is int:
-        return click.INT if option.minimum is None else click.IntRange(min=option.minimum)
+        return Count() if option.minimum is None else Count(option.minimum)
     if option.kind is float:
         return Seconds(min=option.minimum)
     if option.kind is datetime:
@@ -115,15 +114,16 @@ def click_type(option: Option) -> click.ParamType[Any] | None:
         return JSON_OBJECT
     if option.kind is list:
         return JOB_IDS
-    if option.name == "on_dependency_failure":
-        return click.Choice([f.value for f in DependencyFailure])
+    if option.choices is not None:  # as written: `RAISE` is not `raise`, nor `''` anything
+        return click.Choice(option.choices)
     return None
 
 
 class JobIds(click.ParamType[list[str]]):
-    """`--depends-on ID,ID`: job ids, comma-separated (each may be shortened, as
-    `heartq jobs show` takes them: resolved against the queue before the enqueue; a
-    succeeded job since pruned by its whole id)."""
+    """`--depends-on ID,ID`: job ids, comma-separated (`comma_separated`: an empty one
+    is a usage error, as in `--queues`), each full or shortened as `heartq jobs show`
+    takes them (resolved against the queue before the enqueue; a succeeded job since
+    pruned by its whole id)."""
 
     name = "ids"
 
@@ -132,10 +132,10 @@ class JobIds(click.ParamType[list[str]]):
     ) -> list[str]:
         if isinstance(value, list):
             return value
-        ids = [part.strip() for part in str(value).split(",") if part.strip()]
-        if not ids:
-            self.fail("give at least one job id", param, ctx)
-        return ids
+        try:
+            return comma_separated(str(value), "job id", "04206418,7c2a91e0")
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 JOB_IDS = JobIds()

@@ -105,8 +105,8 @@ def dependency_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
     status; what a failed dependency does to it, and whether it takes their results."""
     rows: list[tuple[str, str | Text]] = []
     depends_on = job.get("depends_on") or []
-    if job["status"] in (JobStatus.WAITING, JobStatus.BLOCKED):
-        pending = [d for d in depends_on if d.get("ended") is None]
+    pending = [d for d in depends_on if d.get("ended") is None]
+    if job["status"] in (JobStatus.WAITING, JobStatus.BLOCKED) and pending:
         rows.append(("waits for", _links(pending, f"{len(pending)} of {len(depends_on)}: ")))
     holder = job.get("blocked_by")
     if holder:

@@ -38,7 +38,7 @@ def list_command(
     url: str | None, status: str | None, queue: str | None, limit: int, as_json: bool
 ) -> None:
     """The newest jobs, with their state and attempts."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     jobs = inspect_jobs.list_jobs(store, status=status, queue=queue, limit=limit)
     if as_json:
         print_json(jobs)
@@ -46,8 +46,8 @@ def list_command(
     now = store.clock()
     console = render.make_console()
     if not jobs:
-        what = " ".join(x for x in (status, f"in queue {queue!r}" if queue else None) if x)
-        console.print(f"no {what + ' ' if what else ''}jobs")
+        where = f" in queue {queue!r}" if queue else ""
+        console.print(f"no {status + ' ' if status else ''}jobs{where}")
         return
     console.print(jobs_table(jobs, now, console.width))
     if len(jobs) == limit:
@@ -88,7 +88,7 @@ def _tries(job: dict[str, Any]) -> str:
 @json_option
 def show_command(job_id: str, url: str | None, as_json: bool) -> None:
     """One job: its state, arguments, result or error, and the timeline of its attempts."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     job = job_detail(store, store.resolve_job_id(job_id))
     if as_json:
         print_json(job)
@@ -97,6 +97,16 @@ def show_command(job_id: str, url: str | None, as_json: bool) -> None:
     console.print(job_view(job, store.clock()))
     for line in last_error(job):
         console.print(line, soft_wrap=True)
+
+
+CANCEL_REQUESTED = (
+    "its worker tells the task within about a second (ctx.cancelled; ctx.heartbeat() "
+    "raises Cancelled), and ends the attempt after a grace of at most 5 s if the task "
+    "does not stop by itself"
+)
+"""What a cancel of a running job does, as an operator reads it (`jobs cancel`, the
+dashboard's notice): the worker hears of it within about a second, but a task that never
+looks stops only at the grace's end (min(5 s, the heartbeat interval))."""
 
 
 @jobs_group.command("cancel")
@@ -115,9 +125,6 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
     if result is CancelResult.CANCELLED:
         click.echo(f"cancelled job {job_id} (it had not started: it will not run)")
     elif result is CancelResult.CANCEL_REQUESTED:
-        click.echo(
-            f"cancel requested for job {job_id}: its worker stops it within about a "
-            "second (at its next heartbeat at the latest)"
-        )
+        click.echo(f"cancel requested for job {job_id}: {CANCEL_REQUESTED}")
     else:
         click.echo(f"job {job_id} already finished ({status}): nothing to cancel")

@@ -23,6 +23,7 @@ from heartq.cli.common import (
     url_typed,
 )
 from heartq.config import Settings
+from heartq.display import plural
 from heartq.hooks import run_crash_hooks
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import SHOWN_STATUSES
@@ -138,7 +139,7 @@ def reap_command(
         )
         console.print(
             f"worker {worker['id']} marked inactive: {how} "
-            f"({len(worker['job_ids'])} jobs reclaimed)"
+            f"({plural(len(worker['job_ids']), 'job')} reclaimed)"
         )
     jobs = report["reclaimed"]
     if not jobs:
@@ -202,7 +203,7 @@ def rate_summary(key: dict[str, Any]) -> str:
 @json_option
 def stats_command(url: str | None, as_json: bool) -> None:
     """Jobs by queue and state, workers, the longest wait, the dead-letter queue."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     stats = collect_stats(store)
     if as_json:
         print_json(stats)
@@ -225,7 +226,7 @@ def stats_command(url: str | None, as_json: bool) -> None:
     else:
         console.print("no jobs")
     w = stats["workers"]
-    workers = f"{w['active']} active, running {w['running_jobs']} of {w['slots']} slots"
+    workers = f"{w['active']} active, running {w['running_jobs']} of {plural(w['slots'], 'slot')}"
     if w["claimed_ahead_jobs"]:
         workers += f", {w['claimed_ahead_jobs']} claimed ahead"
     if w["max_heartbeat_age"] is not None:
@@ -254,15 +255,16 @@ def stats_command(url: str | None, as_json: bool) -> None:
     else:
         rows.append(("longest wait", "-  (no job waiting to run)"))
     if stats["scheduled"]:
-        rows.append(("scheduled", f"{stats['scheduled']} queued jobs wait for their run_at"))
+        waits = "waits for its" if stats["scheduled"] == 1 else "wait for their"
+        rows.append(("scheduled", f"{plural(stats['scheduled'], 'queued job')} {waits} run_at"))
     c = stats["concurrency"]
     if c["keys"]:
         busiest = ", ".join(f"{k['key']} {k['running']}/{k['limit']}" for k in c["busiest"])
         rows.append(
             (
                 "concurrency",
-                f"{c['keys']} keys with live jobs, {c['at_limit']} at their limit, "
-                f"{c['queued']} keyed jobs waiting (busiest: {busiest})",
+                f"{plural(c['keys'], 'key')} with live jobs, {c['at_limit']} at their limit, "
+                f"{plural(c['queued'], 'keyed job')} waiting (busiest: {busiest})",
             )
         )
     r = stats["rate_limits"]
@@ -271,14 +273,15 @@ def stats_command(url: str | None, as_json: bool) -> None:
         rows.append(
             (
                 "rate limits",
-                f"{r['keys']} keys with live jobs, {r['at_limit']} at their limit, "
-                f"{r['waiting']} due jobs waiting (busiest: {busiest})",
+                f"{plural(r['keys'], 'key')} with live jobs, {r['at_limit']} at their limit, "
+                f"{plural(r['waiting'], 'due job')} waiting (busiest: {busiest})",
             )
         )
     p = stats["periodic"]
     if p["schedules"]:
         when = "-" if p["next_tick_in"] is None else f"in {display.fmt_seconds(p['next_tick_in'])}"
-        rows.append(("periodic", f"{p['schedules']} schedules, next tick {when} (heartq periodic)"))
+        schedules = plural(p["schedules"], "schedule")
+        rows.append(("periodic", f"{schedules}, next tick {when} (heartq periodic)"))
     dead = Text(f"{stats['dead']} dead job{'s' * (stats['dead'] != 1)}")
     if stats["dead"]:
         dead.stylize("bold red")

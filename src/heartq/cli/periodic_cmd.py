@@ -38,7 +38,7 @@ def schedule_dict(row: dict[str, Any]) -> dict[str, Any]:
 @json_option
 def periodic_command(url: str | None, as_json: bool) -> None:
     """Periodic schedules with their last and next run, and the last tick's job."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     schedules = [schedule_dict(row) for row in store.list_schedules()]
     if as_json:
         print_json(schedules)

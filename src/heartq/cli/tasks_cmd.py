@@ -50,7 +50,7 @@ def backoff_text(task: dict[str, Any]) -> str:
 @json_option
 def tasks_command(url: str | None, as_json: bool) -> None:
     """Tasks declared by workers, with the queue and policy their jobs take."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     tasks = [task_dict(p) for p in store.task_policies().values()]
     if as_json:
         print_json(tasks)

@@ -93,7 +93,7 @@ def watch_command(job_id: str, interval: float, url: str | None, as_json: bool) 
     """Follow a job live until it ends; exit 0 if it succeeded, 1 if it died, was
     cancelled or is blocked by a dead dependency. --json prints the job as `jobs show
     --json` once it has ended."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     job_id = store.resolve_job_id(job_id)
     job = read(store, job_id)
     console = render.make_console()

@@ -17,9 +17,11 @@ from click.core import ParameterSource
 
 from heartq.cli.common import (
     EXIT_OPERATIONAL,
+    Count,
     EnvOption,
     F,
     Seconds,
+    comma_separated,
     load_app,
     url_option,
     url_typed,
@@ -42,7 +44,7 @@ def setting_options(fn: F) -> F:
     for name, described in reversed(worker_options()):
         env = f"; env {described.env}" if described.env else ""
         kind: click.IntRange | Seconds = (
-            click.IntRange(min=0 if described.zero_ok else 1)
+            Count(0 if described.zero_ok else 1)
             if described.whole
             else Seconds(min=0, min_open=not described.zero_ok)
         )
@@ -56,22 +58,16 @@ def setting_options(fn: F) -> F:
 
 
 def queue_names(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
-    """`--queues a,b` as names (spaces around each dropped); None when not given (the
-    app's queues). An empty name (`--queues ''`, `a,,b`, a trailing comma) is a usage
-    error, not the app's queues instead: whoever typed it meant some queue, maybe a
-    variable that expanded to nothing, and a worker of other queues would run jobs
-    nobody asked it to."""
+    """`--queues a,b` as names (`comma_separated`); None when not given (the app's
+    queues). An empty name (`--queues ''`, `a,,b`, a trailing comma) is a usage error,
+    not the app's queues instead: a worker of other queues would run jobs nobody asked
+    it to."""
     if value is None:
         return None
-    names = [name.strip() for name in value.split(",")]
-    if not all(names):
-        raise click.BadParameter(
-            f"{value!r} holds an empty queue name: give names separated by commas, "
-            "like default,emails",
-            ctx,
-            param,
-        )
-    return names
+    try:
+        return comma_separated(value, "queue name", "default,emails")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.command("worker")
@@ -85,7 +81,7 @@ def queue_names(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=Count(1),
     default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Jobs run at once.",

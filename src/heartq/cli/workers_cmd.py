@@ -9,6 +9,7 @@ from rich.text import Text
 
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.display import plural
 from heartq.inspect import fleet
 from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 
@@ -21,7 +22,7 @@ from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 @json_option
 def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     """Workers and what they hold (only active ones unless --all)."""
-    store = store_for(url, existing=True)
+    store = store_for(url, existing=True, reading=True)
     workers = fleet.workers(store, include_all=include_all)
     if as_json:
         print_json(workers)
@@ -52,7 +53,7 @@ def workers_command(include_all: bool, url: str | None, as_json: bool) -> None:
     slots = sum(w["concurrency"] for w in active)
     ahead = sum(w["claimed_ahead"] for w in active)
     console.print(
-        f"{len(active)} active, running {running} of {slots} slots"
+        f"{len(active)} active, running {running} of {plural(slots, 'slot')}"
         f"{f', {ahead} claimed ahead' if ahead else ''}; "
         "HEARTBEAT is the age of the last heartbeat",
         style="dim",

@@ -56,7 +56,8 @@ SECURITY_HEADERS = {
 }
 NOTICES = {
     "cancelled": "Cancelled: the job had not started and will not run.",
-    "cancel_requested": "Cancel requested: its worker stops the job within about a second.",
+    "cancel_requested": "Cancel requested: its worker tells the task within about a second, "
+    "and ends the attempt after a grace of at most 5 s if the task does not stop by itself.",
     "already_finished": "The job had already finished: nothing to cancel.",
     "replayed": "Requeued {n} dead job(s).",
     "nothing_replayed": "Nothing was requeued: the jobs chosen are no longer dead.",

@@ -65,6 +65,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from heartq.display import plural
 from heartq.errors import UnknownTask
 from heartq.lifecycle.retry import (
     Backoff,
@@ -313,13 +314,16 @@ def dead_reason(
     last = error_summary(error)
     if permanent:
         return f"permanent failure: {last}" if last else "permanent failure"
+    tries = plural(attempts, "attempt")
     if outcome is Outcome.CRASHED and crashes >= attempts:
-        return f"crashed {crashes} workers in {attempts} attempts; last: {last}"
+        return f"crashed {plural(crashes, 'worker')} in {tries}; last: {last}"
     if outcome is Outcome.CRASHED:
-        return f"retries exhausted after {attempts} attempts ({crashes} crashed); last: {last}"
+        return f"retries exhausted after {tries} ({crashes} crashed); last: {last}"
+    if outcome is Outcome.TIMED_OUT and attempts == 1:
+        return f"timed out on its only attempt; {last}"
     if outcome is Outcome.TIMED_OUT:
-        return f"timed out on the last of {attempts} attempts; {last}"
-    return f"failed {attempts} attempts; last error: {last}"
+        return f"timed out on the last of {tries}; {last}"
+    return f"failed {tries}; last error: {last}"
 
 
 # -- what an operator reads of an error ------------------------------------------------

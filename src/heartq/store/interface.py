@@ -500,9 +500,12 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
         statement for all of them, `pulse`.)"""
         ...
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
-        """Call `on_wake()` when jobs become available; None if the backend cannot tell
-        (`supports_notify` False: workers then poll)."""
+    def listen(
+        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
+    ) -> LivenessHandle | None:
+        """Call `on_wake()` when jobs become available, and `on_due(seconds)` when delayed
+        jobs are enqueued (the soonest falls due in `seconds`); None if the backend cannot
+        tell (`supports_notify` False: workers then poll)."""
         ...
 
     # -- reclaiming

@@ -317,6 +317,7 @@ def job_end(job_id: str, row: Any) -> JobEnd:
         dead_reason=row["dead_reason"],
         result_pending=bool(row["result_pending"]),
         held_by=held_by,
+        cancelled_by=row["cancelled_by"],
     )
 
 

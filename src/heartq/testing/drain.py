@@ -107,8 +107,7 @@ def drain(
     attempts unchanged). `concurrency`: attempts at once (1: one after the other, in the
     order a worker claims them). `DrainTimeout` after `timeout` seconds."""
     payload.check_duration("timeout", timeout)
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    payload.check_int("concurrency", concurrency, minimum=1)
     return _Drain(
         app, _queues(app, queues), concurrency=concurrency, run_retries_now=run_retries_now
     ).run(timeout)

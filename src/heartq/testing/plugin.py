@@ -67,13 +67,38 @@ def _server(config: pytest.Config) -> str | None:
     return config.getoption("heartq_url", None) or os.environ.get(ENV_TEST_URL) or None
 
 
+@pytest.fixture(scope="session")
+def _heartq_server(request: pytest.FixtureRequest) -> str | None:
+    """The server test queues are made on (None: SQLite files), once it answered: the
+    first test that asks for a queue there connects once, and a server that does not
+    answer (a database that does not exist, a wrong password, nothing listening) stops
+    the run there in one line, the password hidden, rather than failing every test with
+    the same traceback. Checked at the first use, not at startup: a run that uses none of
+    the fixtures connects to nothing. (A session fixture: set up before any test's own,
+    so the run stops before a test has begun.)"""
+    server = _server(request.config)
+    if server is None:
+        return None
+    from heartq.errors import StoreUnavailable
+    from heartq.store import open_store
+
+    store = open_store(server)
+    try:
+        store.reach()
+    except StoreUnavailable as exc:
+        pytest.exit(f"heartq: --heartq-url / ${ENV_TEST_URL}: {exc}", returncode=4)
+    finally:
+        store.close()
+    return server
+
+
 @pytest.fixture
 def heartq_app_for(
-    request: pytest.FixtureRequest, tmp_path: Path
+    _heartq_server: str | None, tmp_path: Path
 ) -> Iterator[Callable[[App], App]]:
     """`heartq_app_for(app)` points `app` at a fresh queue for this test and returns it;
     after the test, its URL and transport are put back and the queue removed."""
-    server = _server(request.config)
+    server = _heartq_server
     counter = itertools.count()
     with contextlib.ExitStack() as stack:
 
@@ -104,9 +129,9 @@ def heartq_app(
 
 
 @pytest.fixture
-def heartq_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def heartq_url(_heartq_server: str | None, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh queue of its own for this test, removed after."""
-    with fresh_queue_url(_server(request.config), tmp_path / "heartq-url") as url:
+    with fresh_queue_url(_heartq_server, tmp_path / "heartq-url") as url:
         yield url
 
 

@@ -225,14 +225,31 @@ class RunningJob:
         with self._lock:
             self._written_version = max(self._written_version, version)
 
-    def is_silent(self, now: float) -> bool:
-        """True when the task declared a `heartbeat_timeout` and overran it (a hang).
-        Never while it waits on the store (`in_store`), nor once its end is decided: its
-        code is done, and its outcome waits for the completer (a busy pool, a slow link),
-        whose finish needs the lease renewed until it lands."""
+    @property
+    def silent_at(self) -> float | None:
+        """When the task overruns its `heartbeat_timeout` unless it reports meanwhile (a
+        hang): a deadline of the supervisor's, like `deadline`. None without one, while
+        it waits on the store (`in_store`: in contact, not silent; its silence counts
+        again from the wait's end), and once its end is decided."""
         if self.heartbeat_timeout is None or self._in_store or self._end is not None:
-            return False
-        return now - self.last_touch > self.heartbeat_timeout
+            return None
+        return self.last_touch + self.heartbeat_timeout
+
+    def is_silent(self, now: float) -> bool:
+        """True when the task declared a `heartbeat_timeout` and overran it (`silent_at`)."""
+        silent_at = self.silent_at
+        return silent_at is not None and now > silent_at
+
+    def silent_end(self) -> AttemptEnd:
+        """How an attempt whose task went silent past its `heartbeat_timeout` ends: timed
+        out, as one past its `timeout` (its code hangs: a failure of the task, retried
+        after its backoff; not a crash, whose first is retried at once since a worker
+        died), by its own worker, which is alive and says why."""
+        return AttemptEnd(
+            Outcome.TIMED_OUT,
+            error=f"silent for over {self.heartbeat_timeout:g} s: the task did not call "
+            "ctx.heartbeat() within its heartbeat_timeout",
+        )
 
     def mark_lost(self) -> None:
         changed = not self._lost

@@ -48,6 +48,8 @@ T = TypeVar("T")
 _SUCCEEDED = JobStatus.SUCCEEDED
 """Read per saved job: a module name, not a read off the enum class (on Python 3.11 that
 goes through `EnumType.__getattr__`'s hook, 0.1 to 0.25 us)."""
+_QUEUED = JobStatus.QUEUED
+_RELEASED = Outcome.RELEASED
 
 Item = tuple[RunningJob, Finish]
 
@@ -62,11 +64,15 @@ class Completer:
         batch_size: int = DEFAULT_BATCH_SIZE,
         health: StoreHealth | None = None,
         on_crashed: Callable[[list[Reclaimed]], None] | None = None,
+        on_retry: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
         self._health = health or StoreHealth(ledger.worker_id)
         self._on_crashed = on_crashed
         """Told of a child's attempt it closed as crashed (the worker's crash hooks)."""
+        self._on_retry = on_retry
+        """Told of each retry it saved that waits out a backoff: in how many seconds it
+        falls due (the fetch loop wakes then: `wakeups.py`)."""
         self._ledger = ledger
         self._worker_id = ledger.worker_id
         self._flush_interval = flush_interval
@@ -188,6 +194,18 @@ class Completer:
         for run, finish in batch:
             if debug or finish.status is not _SUCCEEDED:  # else nothing to log
                 report_saved(run, finish, self._worker_id, debug)
+                self._retry_saved(finish)
+
+    def _retry_saved(self, finish: Finish) -> None:
+        """Tell `on_retry` of a retry that waits out a backoff (not a job given back for
+        a worker that knows its task: another worker's to claim)."""
+        if (
+            finish.status is _QUEUED
+            and finish.retry_delay > 0
+            and finish.outcome is not _RELEASED
+            and self._on_retry is not None
+        ):
+            self._on_retry(finish.retry_delay)
 
     def _save_committed(self, run: RunningJob, end: AttemptEnd) -> None:
         """A job its task completed in `ctx.transaction()`: save the result the code
@@ -266,6 +284,8 @@ class Completer:
         )
         if reclaimed is not None:
             events.report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
+            if reclaimed.status is _QUEUED and reclaimed.retry_delay > 0 and self._on_retry:
+                self._on_retry(reclaimed.retry_delay)
             if self._on_crashed is not None:
                 self._on_crashed([reclaimed])
 

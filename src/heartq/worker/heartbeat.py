@@ -5,12 +5,13 @@ Each tick names, for every attempt the worker still holds, its `(job_id, executi
 (what the tasks report is the pulse's to write, `pulse.py`), and every job it claimed
 ahead and has not started (`Ledger.ahead`). The answer says per job: renewed (its trust
 window moves on), lost (someone reclaimed it: stop it, report nothing) or cancel
-requested. An attempt whose task declared `heartbeat_timeout` and has gone silent for
-longer is named to detach instead, so its own lease runs out and the reaper reclaims it
-though this worker is alive; so is every lease the worker dropped without a written end
-(`Ledger.to_detach`), and after a claim that raised (its answer may be lost) or once the
-worker's session came back (its server may have lost an end: `liveness_events.py`) the
-tick sweeps: every running attempt of this worker that it does not name is detached.
+requested. Every lease the worker dropped without a written end (`Ledger.to_detach`) is
+named to detach instead, so its own lease runs out and the reaper reclaims it; and
+after a claim that raised (its answer may be lost) or once the worker's session came
+back (its server may have lost an end: `liveness_events.py`) the tick sweeps: every
+running attempt of this worker that it does not name is detached. (A task silent past
+its `heartbeat_timeout` is renewed until its worker's supervisor ends it `timed_out`,
+saved like any end: `supervisor.py`.)
 
 How many attempts' code the worker has abandoned is the pulse's to record (`pulse.py`):
 within about a second of a change, not a heartbeat interval later.
@@ -92,18 +93,14 @@ class Heartbeater:
 
     def tick(self) -> bool:
         """Renew once. Returns False if the database could not be reached."""
-        now = time.monotonic()
-        held = self._ledger.held()
-        renewing = [run for run in held if not run.is_silent(now)]
+        renewing = self._ledger.held()
         ahead = self._ledger.ahead()  # claimed ahead, not started: leased all the same
         renewals = [Renewal(run.job.lease) for run in renewing]
         renewals += [Renewal(job.lease) for job in ahead]
-        # What the worker's lease must no longer cover: silent tasks' attempts, while
-        # held, and the leases the worker dropped; after a claim that raised or a session
-        # that came back, every attempt of this worker the database has and this beat
-        # does not name (`sweep`).
-        detach = [run.job.lease for run in held if run.is_silent(now)]
-        detach += self._ledger.to_detach()
+        # What the worker's lease must no longer cover: the leases the worker dropped;
+        # after a claim that raised or a session that came back, every attempt of this
+        # worker the database has and this beat does not name (`sweep`).
+        detach = self._ledger.to_detach()
         sweep = self._ledger.take_sweep()
         sent_at = time.monotonic()
         try:
@@ -146,7 +143,6 @@ class Heartbeater:
             worker_id=self._worker_id,
             renewed=len(renewing),
             ahead=len(ahead),
-            silent=len(held) - len(renewing),
         )
         return True
 

@@ -322,16 +322,18 @@ class Ledger:
             self.deadlines_changed.set()
 
     def _due_before_next_pass(self, runs: Sequence[RunningJob]) -> bool:
-        """Whether a new attempt has a deadline (its trust window, its timeout) before
-        the supervisor's next pass at the latest: only then is it woken (a wake-up per
-        claim, and its pass over every attempt, cost a busy worker a tenth of its time).
-        Its next pass comes within `supervisor_passes_within` of now, and it sees these
-        attempts then, as they are in the ledger already."""
+        """Whether a new attempt has a deadline (its trust window, its timeout, its
+        silence's) before the supervisor's next pass at the latest: only then is it woken
+        (a wake-up per claim, and its pass over every attempt, cost a busy worker a tenth
+        of its time). Its next pass comes within `supervisor_passes_within` of now, and it
+        sees these attempts then, as they are in the ledger already."""
         if self.supervisor_passes_within is None:
             return True
         horizon = time.monotonic() + self.supervisor_passes_within
         return any(
-            run.trusted_until < horizon or (run.deadline is not None and run.deadline < horizon)
+            run.trusted_until < horizon
+            or (run.deadline is not None and run.deadline < horizon)
+            or (run.heartbeat_timeout is not None and run.started + run.heartbeat_timeout < horizon)
             for run in runs
         )
 

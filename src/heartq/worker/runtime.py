@@ -9,7 +9,9 @@ through the ledger (`ledger.py`), never by calling each other:
   ahead, whose start is recorded in the database first; or a transport's messages,
   `transport_fetch.py`), then sleeps until a slot frees up, an enqueue wakes it (its
   own process, or PostgreSQL's NOTIFY), or the poll interval passes (sooner when the
-  claim said a job its rate limit held back may start before then).
+  claim said a job its rate limit held back may start before then, or when a job the
+  worker knows of falls due: a retry it scheduled, a delayed job enqueued in its
+  process or, on PostgreSQL, by any: `wakeups.py`).
 - supervisor (`supervisor.py`): wakes at the earliest deadline of any running attempt:
   hard timeouts, cancel grace periods, and self-fencing (an attempt whose lease could not
   be renewed within the trust window is stopped and never reported). Apart from the
@@ -66,7 +68,7 @@ from heartq.maintenance.reconcile import PendingReconciliation, reconcile
 from heartq.maintenance.runner import MaintenanceRunner, Service, default_services
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
-from heartq.model import Outcome, WorkerInfo
+from heartq.model import Outcome, Reclaimed, WorkerInfo
 from heartq.store.interface import LivenessHandle
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
@@ -83,6 +85,7 @@ from heartq.worker.startup import StartupStopped, StartupWait, check_startup_tim
 from heartq.worker.store_health import StoreHealth
 from heartq.worker.supervisor import Supervisor
 from heartq.worker.transport_fetch import TransportFetch
+from heartq.worker.wakeups import DueWakeups
 
 MAX_CANCEL_GRACE = 5.0
 """A cancelled attempt gets at most 5 s (or one heartbeat interval) to stop by itself."""
@@ -125,8 +128,7 @@ class Worker:
     ) -> None:
         if pool not in POOL_NAMES:
             raise ValueError(f"pool must be one of {', '.join(POOL_NAMES)}, got {pool!r}")
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        payload.check_int("concurrency", concurrency, minimum=1)
         if otel:
             tracing.instrument(app)
         self.otel = otel
@@ -150,6 +152,7 @@ class Worker:
         self._app_ref = app_ref
         self.ledger = Ledger(self.id, concurrency)
         self._wake = self.ledger.slot_freed  # also set by enqueues and NOTIFY
+        self.due = DueWakeups(self._wake)  # and when a job it knows of falls due
         self._stop_requested = threading.Event()
         self._stop_requested_at: float | None = None
         self._force_stop = threading.Event()
@@ -187,7 +190,11 @@ class Worker:
             health=self.health,
         )
         self.completer = Completer(
-            self.store, self.ledger, health=self.health, on_crashed=self._crashed
+            self.store,
+            self.ledger,
+            health=self.health,
+            on_crashed=self._crashed,
+            on_retry=self.due.due_in,
         )
         self._hand_back = HandBack(
             self.id,
@@ -212,7 +219,7 @@ class Worker:
             self.id,
             found_work=self._wake,
             on_failure=self.health.failed,
-            on_requeued=self._fetch.on_requeued,
+            on_requeued=self._requeued,
             on_reclaimed=self._crashed,
         )
         self._liveness: LivenessHandle | None = None
@@ -233,6 +240,16 @@ class Worker:
         if self.prefetch:
             return ClaimAheadFetch(self.claimer, self.ledger, self.prefetch)
         return ClaimFetch(self.claimer, self.ledger)
+
+    def _requeued(self, jobs: list[Reclaimed]) -> None:
+        """Jobs this worker's maintenance put back in the queue: a retry waiting out its
+        backoff falls due at a moment the fetch loop wakes for; and the fetch strategy
+        hears of them if it must (a transport publishes them)."""
+        for job in jobs:
+            if job.retry_delay > 0:
+                self.due.due_in(job.retry_delay)
+        if self._fetch.on_requeued is not None:
+            self._fetch.on_requeued(jobs)
 
     def _idle(self, seconds: float) -> None:
         """Wait for a wake-up (a slot freed, a stop) for at most `seconds`."""
@@ -295,7 +312,7 @@ class Worker:
                 if burst and done.claimed == 0 and not self._pending():
                     break
                 if done.idle is not None:
-                    self._wake.wait(done.idle)
+                    self._wake.wait(self.due.sleep_for(done.idle))
                     self._wake.clear()
         finally:
             self._shutdown()
@@ -376,9 +393,9 @@ class Worker:
         ):
             part.start()
         self._fetch.prepare(self._stop_requested)
-        self.app.subscribe_wakeup(self._wake)
+        self.app.subscribe_wakeup(self.due)
         if self.store.supports_notify:
-            self._listener = self.store.listen(self._wake.set)
+            self._listener = self.store.listen(self._wake.set, on_due=self.due.due_in)
         self.app.hooks.worker_start.run(self._hook_info())
         self.started.set()
 
@@ -420,7 +437,7 @@ class Worker:
         if self._registered:  # else there is no row, and maybe no database to tell
             with contextlib.suppress(Exception):
                 self.store.stop_worker(self.id)
-        self.app.unsubscribe_wakeup(self._wake)
+        self.app.unsubscribe_wakeup(self.due)
 
     def _make_pool(self) -> ExecutionPool:
         limit = self.settings.max_payload_bytes
@@ -435,7 +452,7 @@ class Worker:
 
     # -- shutdown ----------------------------------------------------------------------
     def _shutdown(self) -> None:
-        self.app.unsubscribe_wakeup(self._wake)
+        self.app.unsubscribe_wakeup(self.due)
         if self._listener is not None:
             self._listener.release()
         self._wait_for_running()

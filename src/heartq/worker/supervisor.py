@@ -5,11 +5,11 @@ self-fencing. It sleeps until the earliest deadline of any running attempt (or u
 ledger says a deadline changed) and then:
 
 - an attempt whose lease was not renewed within the trust window is stopped and never
-  reported: another worker may hold its job by now (self-fencing). If its task declared
-  `heartbeat_timeout` and went silent, that is why (a hang); otherwise the worker could
-  not reach the database, and the attempt is marked untrusted, to be given back once it
-  can;
-- an attempt past its task's `timeout` ends `timed_out`;
+  reported: another worker may hold its job by now (self-fencing). The worker could not
+  reach the database: the attempt is marked untrusted, to be given back once it can;
+- an attempt past its task's `timeout`, or whose task went silent past its
+  `heartbeat_timeout` (a hang: no `ctx.heartbeat()` in time), ends `timed_out`, saved by
+  the completer like any end (its worker is alive and holds the lease);
 - an attempt that did not stop within its cancel grace ends `cancelled`.
 
 Events: `leases_untrusted` (error), `maintenance_failed` (service `supervisor`).
@@ -27,6 +27,12 @@ from heartq.model import Outcome
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
+FORCED_CANCEL = (
+    "cancelled (forced): the task did not stop within the cancel grace, so its worker "
+    "ended the attempt"
+)
+"""The error of an attempt its worker ended after a cancel's grace (`Cancelled` is what
+the task would have raised had it stopped itself)."""
 MIN_WAIT = 0.005
 SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
 """An attempt whose task's transaction commits or committed: its commit decides, not a
@@ -68,7 +74,7 @@ class Supervisor:
         for run in self._ledger.running():
             if run.ended is None and run.transaction not in SETTLED:
                 trust = run.trusted_until if run.transaction is TransactionState.NONE else None
-                for moment in (trust, run.deadline, run.cancel_deadline):
+                for moment in (trust, run.deadline, run.silent_at, run.cancel_deadline):
                     if moment is not None:
                         wait = min(wait, moment - now)
         return max(MIN_WAIT, wait)
@@ -82,13 +88,14 @@ class Supervisor:
                 continue  # decided, or its job completed by its task's transaction
             # An open ctx.transaction() is not fenced here: its commit is, in the database.
             if run.trusted_until <= now and run.transaction is TransactionState.NONE:
-                if not run.is_silent(now):
-                    untrusted.append(run)
-                self._fence(run, now)
+                untrusted.append(run)
+                self._fence(run)
             elif run.deadline is not None and now >= run.deadline:
                 self._ledger.force(run, run.timed_out_end())
+            elif run.is_silent(now):
+                self._ledger.force(run, run.silent_end())
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
-                self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error="cancelled (forced)"))
+                self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error=FORCED_CANCEL))
         if untrusted:
             last = self._ledger.last_renewal
             events.emit(
@@ -100,11 +107,7 @@ class Supervisor:
                 trust_window=self._trust_window,
             )
 
-    def _fence(self, run: RunningJob, now: float) -> None:
+    def _fence(self, run: RunningJob) -> None:
         """Stop an attempt whose lease this worker no longer trusts."""
-        if run.is_silent(now):
-            error = f"task silent for over {run.heartbeat_timeout:g} s (heartbeat_timeout)"
-        else:
-            error = "lease not renewed in time"
-            self._ledger.mark_untrusted(run)
-        self._ledger.force(run, AttemptEnd(Outcome.LOST, error=error))
+        self._ledger.mark_untrusted(run)
+        self._ledger.force(run, AttemptEnd(Outcome.LOST, error="lease not renewed in time"))

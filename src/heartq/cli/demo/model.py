@@ -114,5 +114,3 @@ def short_id(job_id: str) -> str:
     return job_id.replace("-", "")[-8:]
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"

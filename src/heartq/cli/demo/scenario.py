@@ -35,11 +35,11 @@ from heartq.cli.demo.model import (
     Event,
     Kill,
     Orphan,
-    plural,
     short_id,
 )
 from heartq.demo_tasks import DEMO_QUEUE, DEMO_TASK, STAGES
 from heartq.demo_tasks import app as demo_app
+from heartq.display import plural
 from heartq.errors import JobNotFound
 from heartq.store import Store, open_store
 

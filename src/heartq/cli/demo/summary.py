@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heartq import display
-from heartq.cli.demo.model import DETECTED_BY_LABELS, Kill, plural
+from heartq.cli.demo.model import DETECTED_BY_LABELS, Kill
 from heartq.cli.demo.scenario import Scenario
+from heartq.display import plural
 from heartq.store import redact
 
 

@@ -56,12 +56,25 @@ def _cursor(connection: Any) -> Any:
     return cursor
 
 
+def _search_path(found: dict[str, Any], schema: str, queue: str) -> str:
+    """The caller's search path, to put back; a `ConfigError` when the connection is on a
+    database where heartq's schema holds no queue (another database than the queue's)."""
+    if not found["has_queue"]:
+        raise ConfigError(
+            f"the connection is on database {found['database']!r}, where schema {schema!r} "
+            f"holds no heartq queue: open it on the queue's database ({queue})"
+        )
+    return str(found["search_path"])
+
+
 @contextlib.contextmanager
-def borrowed(connection: Any, schema: str) -> Iterator[psycopg.Cursor[Any]]:
-    """A cursor of the caller's `psycopg.Connection` that sees heartq's schema."""
+def borrowed(connection: Any, schema: str, queue: str) -> Iterator[psycopg.Cursor[Any]]:
+    """A cursor of the caller's `psycopg.Connection` that sees heartq's schema (`queue`:
+    the queue's URL as an error may show it)."""
     _check(connection, psycopg.Connection, "a psycopg.Connection")
     with _cursor(connection) as cursor:
-        previous = cursor.execute(q.SEARCH_PATH).fetchone()["search_path"]
+        found = cursor.execute(q.CALLERS_CONNECTION, {"schema": schema}).fetchone()
+        previous = _search_path(found, schema, queue)
         cursor.execute(q.SET_SEARCH_PATH, {"search_path": schema})
         yield cursor
         cursor.execute(q.SET_SEARCH_PATH, {"search_path": previous})
@@ -69,13 +82,13 @@ def borrowed(connection: Any, schema: str) -> Iterator[psycopg.Cursor[Any]]:
 
 @contextlib.asynccontextmanager
 async def borrowed_async(
-    connection: Any, schema: str
+    connection: Any, schema: str, queue: str
 ) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
     """`borrowed` for a `psycopg.AsyncConnection`."""
     _check(connection, psycopg.AsyncConnection, "a psycopg.AsyncConnection")
     async with _cursor(connection) as cursor:
-        await cursor.execute(q.SEARCH_PATH)
-        previous = (await cursor.fetchone())["search_path"]
+        await cursor.execute(q.CALLERS_CONNECTION, {"schema": schema})
+        previous = _search_path(await cursor.fetchone(), schema, queue)
         await cursor.execute(q.SET_SEARCH_PATH, {"search_path": schema})
         yield cursor
         await cursor.execute(q.SET_SEARCH_PATH, {"search_path": previous})

@@ -179,7 +179,12 @@ class PostgresDialect:
             for d in docs
         ):
             return False
-        params = {**self.batch("jobs", docs), "now": now, "channel": self.channels.wake}
+        params = {
+            **self.batch("jobs", docs),
+            "now": now,
+            "channel": self.channels.wake,
+            "due_channel": self.channels.due,
+        }
         with self.pool.autocommit() as conn:
             conn.execute(q.INSERT_JOBS_WAKING, params)
         return True
@@ -187,6 +192,9 @@ class PostgresDialect:
     def wake_steps(self, queues: Iterable[str]) -> list[Step]:
         channel = self.channels.wake
         return [(q.NOTIFY, {"channel": channel, "queue": x}) for x in sorted(set(queues))]
+
+    def due_steps(self, seconds: float) -> list[Step]:
+        return [(q.NOTIFY_DUE, {"channel": self.channels.due, "seconds": seconds})]
 
     def announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
         """In the ending transaction; or, after a `finish` whose statement committed by
@@ -261,10 +269,10 @@ class PostgresDialect:
 
     # -- the caller's connections --------------------------------------------------------
     def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
-        return borrowed.borrowed(connection, self.pool.schema)
+        return borrowed.borrowed(connection, self.pool.schema, self.url)
 
     def borrow_async(self, connection: Any) -> contextlib.AbstractAsyncContextManager[Any]:
-        return borrowed.borrowed_async(connection, self.pool.schema)
+        return borrowed.borrowed_async(connection, self.pool.schema, self.url)
 
     def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.task_scope(conn, self.pool.schema)

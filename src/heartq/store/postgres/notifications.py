@@ -20,15 +20,23 @@ from heartq.store.postgres.session import LastingSession
 
 @dataclass(frozen=True)
 class Channels:
-    """The NOTIFY channels of one schema: jobs runnable, awaited jobs ended, cancels."""
+    """The NOTIFY channels of one schema: jobs runnable, awaited jobs ended, cancels, and
+    delayed jobs enqueued (`due`: the payload says in how many seconds the soonest of
+    them falls due, so idle workers wake then, not at their next poll)."""
 
     wake: str
     ends: str
     cancel: str
+    due: str
 
     @classmethod
     def of(cls, schema: str) -> Channels:
-        return cls(f"heartq_{schema}", f"heartq_{schema}_ended", f"heartq_{schema}_cancel")
+        return cls(
+            f"heartq_{schema}",
+            f"heartq_{schema}_ended",
+            f"heartq_{schema}_cancel",
+            f"heartq_{schema}_due",
+        )
 
 
 class NotifyListeners:
@@ -38,9 +46,22 @@ class NotifyListeners:
         self.sessions = sessions
         self.channels = channels
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
-        """Wake the caller whenever jobs are enqueued or replayed in this schema."""
-        return self._listen(self.channels.wake, lambda _payload: on_wake())
+    def listen(
+        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
+    ) -> LivenessHandle | None:
+        """Wake the caller whenever jobs are enqueued or replayed in this schema, and tell
+        `on_due` in how many seconds a delayed job enqueued falls due."""
+        woken = self._listen(self.channels.wake, lambda _payload: on_wake())
+        if woken is None or on_due is None:
+            return woken
+
+        def heard(payload: str | None) -> None:
+            seconds = _seconds(payload)
+            if seconds is not None:
+                on_due(seconds)
+
+        due = self._listen(self.channels.due, heard)
+        return woken if due is None else _Handles(woken, due)
 
     def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
         """Tell the caller which awaited jobs of this schema ended (payload: the job id)."""
@@ -66,3 +87,25 @@ class NotifyListeners:
             handle = self.sessions.get().listen(channel, on_notify)
             if handle is not None:
                 return handle
+
+
+def _seconds(payload: str | None) -> float | None:
+    """A due notification's payload (seconds), or None: a session reopened (nothing
+    heard), or a payload not a number (never from heartq)."""
+    if payload is None:
+        return None
+    try:
+        return float(payload)
+    except ValueError:
+        return None
+
+
+class _Handles:
+    """Several LISTENs released together."""
+
+    def __init__(self, *handles: LivenessHandle) -> None:
+        self._handles = handles
+
+    def release(self) -> None:
+        for handle in self._handles:
+            handle.release()

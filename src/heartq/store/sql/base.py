@@ -209,6 +209,11 @@ class Dialect(Protocol):
         hears)."""
         ...
 
+    def due_steps(self, seconds: float) -> list[Step]:
+        """The statements that tell idle workers a delayed job falls due in `seconds`, so
+        they wake then rather than at their next poll (none: nobody hears)."""
+        ...
+
     def announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
         """Tell waiters (`App.result`) that these jobs ended (or nobody: they poll)."""
         ...
@@ -333,7 +338,9 @@ class Liveness(Protocol):
 class Listeners(Protocol):
     """A dialect's notifications, heard on a lasting session (None: the caller polls)."""
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None: ...
+    def listen(
+        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
+    ) -> LivenessHandle | None: ...
 
     def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None: ...
 

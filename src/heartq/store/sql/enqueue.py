@@ -65,7 +65,8 @@ class EnqueueOps:
                 clock = self.d.clock(conn, now)
                 self._delay_until_eta(conn, docs, clock)
                 ids = drive(conn, self._store_jobs(docs, clock))
-                wake(self.d, conn, {str(d["queue"]) for d in docs})
+                for statement, params in self._wake_steps(docs):
+                    run(conn, statement, params)
         except Exception as exc:
             if self.d.is_duplicate(exc):
                 raise DuplicateJob(f"a job with one of these ids already exists: {exc}") from None
@@ -137,8 +138,17 @@ class EnqueueOps:
     ) -> Program[list[str]]:
         """An enqueue into the caller's transaction, as statements: the wake-ups first (a
         NOTIFY is delivered by the caller's commit, and only by it), then the jobs."""
-        yield from each(self.d.wake_steps({str(d["queue"]) for d in docs}))
+        yield from each(self._wake_steps(docs))
         return (yield from self._store_jobs(docs, clock, entered=True))
+
+    def _wake_steps(self, docs: list[dict[str, Any]]) -> list[Step]:
+        """What tells idle workers of these jobs (their etas already delays): the queues
+        of those runnable now (or waiting for others, released by their end), and when
+        the soonest delayed one falls due."""
+        queues = {str(d["queue"]) for d in docs if d["delay"] <= 0 or "depends_on" in d}
+        delays = [float(d["delay"]) for d in docs if d["delay"] > 0 and "depends_on" not in d]
+        steps = self.d.wake_steps(queues) if queues else []
+        return steps + (self.d.due_steps(min(delays)) if delays else [])
 
     def _delay_until_eta(self, conn: Any, docs: list[dict[str, Any]], clock: float | None) -> None:
         """A job given an `eta` waits from now until then, by the database's clock (an eta

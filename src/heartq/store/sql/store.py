@@ -218,8 +218,10 @@ class SqlStore:
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         return self.liveness.free(worker_ids)
 
-    def listen(self, on_wake: Callable[[], None]) -> LivenessHandle | None:
-        return None if self.listeners is None else self.listeners.listen(on_wake)
+    def listen(
+        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
+    ) -> LivenessHandle | None:
+        return None if self.listeners is None else self.listeners.listen(on_wake, on_due)
 
     def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
         return None if self.listeners is None else self.listeners.listen_ends(on_end)

@@ -157,8 +157,13 @@ class ConnectionPool:
         path: Path,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: str = DEFAULT_SYNCHRONOUS,
+        *,
+        reading: bool = False,
     ) -> None:
         self.path = path
+        self.reading = reading
+        """Only reads are asked of it (the command line's read commands): a file it may
+        not write is opened for reading (`_open_to_read`) rather than refused."""
         self.busy_timeout = busy_timeout
         self.synchronous = SYNCHRONOUS[synchronous]
         self._local = threading.local()
@@ -239,6 +244,8 @@ class ConnectionPool:
             return len(self._by_thread)
 
     def _open(self) -> sqlite3.Connection:
+        if self.reading and self.path.is_file() and not os.access(self.path, os.W_OK):
+            return self._open_to_read()
         check_location(self.path)
         if self._opened_once and not self.path.exists():
             raise faults.file_gone(self.path, "was deleted")
@@ -265,6 +272,38 @@ class ConnectionPool:
         self._opened_once = True
         if self.trace:
             conn.set_trace_callback(self._on_statement)
+        return conn
+
+    def _open_to_read(self) -> sqlite3.Connection:
+        """A file this process may read but not write, opened to read (`mode=ro`), never
+        making a file beside it: SQLite would make the missing `-shm` file with the
+        database's modes, read-only, and no writer could use the database once it is
+        writable again. So with a `-shm` file SQLite reads through it; without one, and
+        without a write-ahead log holding commits, the file alone holds every commit and is
+        read as it is (`immutable=1`: no locks, no `-shm`); a log with commits but no
+        `-shm` file (a writer that died) cannot be read safely, and is refused."""
+        if not os.access(self.path, os.R_OK):
+            raise StoreRefused(f"cannot read SQLite database {self.path}: permission denied")
+        shm, wal = Path(f"{self.path}-shm"), Path(f"{self.path}-wal")
+        if shm.exists():
+            mode = "ro"
+        elif wal.exists() and wal.stat().st_size > 0:
+            raise faults.read_only(self.path)
+        else:
+            mode = "ro&immutable=1"
+        try:
+            conn = sqlite3.connect(
+                f"{self.path.absolute().as_uri()}?mode={mode}",
+                uri=True,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        self._opened_once = True
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:

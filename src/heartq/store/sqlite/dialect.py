@@ -142,6 +142,10 @@ class SQLiteDialect:
         """None: no cross-process notifications; workers poll."""
         return []
 
+    def due_steps(self, seconds: float) -> list[Step]:
+        """None: no cross-process notifications; workers poll."""
+        return []
+
     def announce_ended(self, conn: Any, job_ids: Sequence[str]) -> None:
         """Nobody hears: waiters poll."""
 

@@ -48,15 +48,16 @@ def is_disk_full(exc: BaseException) -> bool:
 def disk_full(path: Path) -> StoreUnavailable:
     return StoreUnavailable(
         f"SQLite database {path}: the disk is full ({_size(free_bytes(path))} free); "
-        "heartq retries and resumes by itself once space is freed",
+        "nothing can be written until space is freed (a worker waits, and resumes by "
+        "itself)",
         DISK_FULL,
     )
 
 
 def read_only(path: Path) -> StoreUnavailable:
     return StoreUnavailable(
-        f"SQLite database {path} is read-only; heartq retries and resumes by itself once "
-        "the file (and its directory) is writable again",
+        f"SQLite database {path} is read-only: nothing can be written until the file (and "
+        "its directory) is writable again (a worker waits, and resumes by itself)",
         READ_ONLY,
     )
 

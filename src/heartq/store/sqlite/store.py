@@ -31,7 +31,9 @@ from heartq.store.sqlite.liveness import LockFileLiveness
 class SQLiteStore(SqlStore):
     """`Store` on a SQLite file. Thread-safe: each thread uses its own connection."""
 
-    def __init__(self, url: str, *, busy_timeout: float | None = None) -> None:
+    def __init__(
+        self, url: str, *, busy_timeout: float | None = None, reading: bool = False
+    ) -> None:
         self.path: Path = path_from_url(url)
         options = options_from_url(url)
         timeout = busy_timeout if busy_timeout is not None else options.busy_timeout
@@ -39,6 +41,7 @@ class SQLiteStore(SqlStore):
             self.path,
             DEFAULT_BUSY_TIMEOUT if timeout is None else timeout,
             options.synchronous,
+            reading=reading,
         )
         dialect = SQLiteDialect(self.pool, url, self.path, lambda: self.migrations())
         super().__init__(dialect, LockFileLiveness(dialect, self.path), None)

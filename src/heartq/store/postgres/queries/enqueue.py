@@ -65,15 +65,21 @@ WITH x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")})
 {_INSERT_NEW_JOBS}
 """
 
-# INSERT_JOBS and the wake-up of every queue it filled in one statement (store/sql/
-# `_insert_and_wake`): committed by itself, one round trip for an enqueue instead of four
-# (BEGIN, insert, NOTIFY, COMMIT). A notification is sent at commit, as NOTIFY's is.
+# INSERT_JOBS and the wake-up of every queue it filled with jobs runnable now in one
+# statement (store/sql/ `_insert_and_wake`): committed by itself, one round trip for an
+# enqueue instead of four (BEGIN, insert, NOTIFY, COMMIT); and, for delayed jobs, one
+# notification on the due channel saying in how many seconds the soonest falls due
+# (`NOTIFY_DUE`). A notification is sent at commit, as NOTIFY's is.
 INSERT_JOBS_WAKING = f"""
 WITH {_NEW_JOBS}, inserted AS (
 {_INSERT_NEW_JOBS}
-    RETURNING queue
+    RETURNING queue, run_at > created_at AS later
 )
-SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted) AS filled
+SELECT pg_notify(%(channel)s, queue) FROM (SELECT DISTINCT queue FROM inserted WHERE NOT later)
+    AS filled
+UNION ALL
+SELECT pg_notify(%(due_channel)s, min(x.delay)::text) FROM x WHERE x.delay > 0
+HAVING count(*) > 0
 """
 
 # A job with a unique key (store/sql/ `enqueue`), bound by value. Enqueuers of one key

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
 
+# Delayed jobs enqueued: idle workers wake when the soonest falls due (payload: seconds).
+NOTIFY_DUE = "SELECT pg_notify(%(channel)s, %(seconds)s::float8::text)"
+
 NOTIFY_ENDED = "SELECT pg_notify(%(channel)s, id) FROM unnest(%(ids)s::text[]) AS id"
 
 # A cancel requested: the worker running the job hears it at once (payload: its id).

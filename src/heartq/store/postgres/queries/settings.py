@@ -6,7 +6,13 @@ from __future__ import annotations
 
 # Search paths on connections heartq does not own, or lends (store/postgres/borrowed.py):
 # local to the transaction, so an error cannot leak them past it.
-SEARCH_PATH = "SELECT current_setting('search_path') AS search_path"
+# What heartq reads of a caller's connection before its statements run there: the search
+# path (put back after), the database it is on, and whether heartq's schema has a queue
+# there (its jobs table): a connection to another database is refused in one line.
+CALLERS_CONNECTION = """
+SELECT current_setting('search_path') AS search_path, current_database() AS database,
+       to_regclass(format('%%I.jobs', %(schema)s::text)) IS NOT NULL AS has_queue
+"""
 
 SET_SEARCH_PATH = "SELECT set_config('search_path', %(search_path)s, true)"
 

@@ -193,7 +193,7 @@ MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT aw
 # A blocked job's end for its waiter is the dead job that holds it (HOLDER).
 JOB_END = f"""
 SELECT j.status, j.result, j.error, j.dead_reason, j.result_pending,
-       h.id AS holder, h.error AS holder_error, h.dead_reason AS holder_dead_reason
+       j.cancelled_by, h.id AS holder, h.error AS holder_error, h.dead_reason AS holder_dead_reason
 FROM heartq_jobs AS j LEFT JOIN ({HOLDER}) AS h ON 1
 WHERE j.id = :job_id
 """
