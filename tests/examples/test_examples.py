@@ -223,7 +223,7 @@ def test_django_view_enqueues_in_its_transaction_and_the_worker_command_runs(
     """The example's queue is in Django's own database (a SQLite file): the view's task
     is written in its transaction (a rolled-back report leaves no job), and `manage.py
     heartq_worker --burst` runs it. heartq.contrib.django itself is tested on both
-    databases, and Django 6.1, in tests/django."""
+    databases, and Django 6.1, in tests/with_django."""
     workdir = copy_example("django", tmp_path)
     database = tmp_path / "django.sqlite3"
     env = {

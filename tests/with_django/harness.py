@@ -1,4 +1,4 @@
-"""A running Django site for the tests: the test project (tests/django/project) on one
+"""A running Django site for the tests: the test project (tests/with_django/project) on one
 database (a SQLite file, or PostgreSQL: Django's tables in a schema of the run's
 database, heartq's queue in another), in one Django environment (`environments`), with
 `manage.py migrate` run, a `manage.py heartq_worker` running beside it, and the project's
@@ -27,8 +27,8 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 from psycopg import sql
 
-from tests.django.environments import Flavor
 from tests.support import wait_for
+from tests.with_django.environments import Flavor
 
 PROJECT = Path(__file__).resolve().with_name("project")
 WORKER_SETTINGS = [

@@ -1,7 +1,7 @@
 """heartq behind Django's own tasks framework (heartq.contrib.django), on a real Django
-project (tests/django/project) driven through Django's API only: Django 6.1 from the
+project (tests/with_django/project) driven through Django's API only: Django 6.1 from the
 package index and the django-tasks backport on the oldest Django it supports, each on
-SQLite and on PostgreSQL (tests/django/conftest.py), the tasks run by
+SQLite and on PostgreSQL (tests/with_django/conftest.py), the tasks run by
 `manage.py heartq_worker` processes.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.django.harness import PROJECT, Site, wait_until
+from tests.with_django.harness import PROJECT, Site, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""manage.py of the test project (tests/django/project)."""
+"""manage.py of the test project (tests/with_django/project)."""
 
 import os
 import sys

@@ -1,7 +1,7 @@
 """Drives the test project through Django's API, inside a process of its own (Django's
 settings are process-global, and Django 6 runs under another Python than the suite's).
 
-The test harness (tests/django/harness.py) starts it once per site and sends it one
+The test harness (tests/with_django/harness.py) starts it once per site and sends it one
 JSON object per line, `{"op": NAME, "args": {...}}`; it answers one line each,
 `{"ok": VALUE}` or `{"error": "Type: message", "traceback": ...}`. Answers go to the
 standard output it started with; anything else printed goes to stderr.

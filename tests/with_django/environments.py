@@ -1,4 +1,4 @@
-"""The two Django environments the suite runs its Django project in (tests/django):
+"""The two Django environments the suite runs its Django project in (tests/with_django):
 
 - `backport`: the suite's own Python and virtual environment, whose Django is the oldest
   the django-tasks backport supports (pyproject's dev dependencies: Django 4.2 and
@@ -10,7 +10,7 @@
   pytest-django. It is remade when its recipe changes (pyproject.toml, the requirements
   here); a lock keeps the suite's processes from making it twice.
 
-`python -m tests.django.environments` makes it ahead (scripts/test does, before pytest),
+`python -m tests.with_django.environments` makes it ahead (scripts/test does, before pytest),
 so the suite's own time never includes the install.
 """
 

@@ -1,5 +1,5 @@
 """The Django site fixture: one site per Django environment and database for a module
-(tests/django/harness.py), shared by its tests. pytest orders a module's tests by the
+(tests/with_django/harness.py), shared by its tests. pytest orders a module's tests by the
 site they take, so each site is set up once per test process that runs its tests."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.django import environments
-from tests.django.harness import Site, postgres_site, sqlite_site
+from tests.with_django import environments
+from tests.with_django.harness import Site, postgres_site, sqlite_site
 
 SITES = [
     pytest.param(("django61", "sqlite"), id="django61-sqlite"),

@@ -1,5 +1,5 @@
 """The test project's settings: a Django site whose tasks run on heartq, on the database
-and queues the test harness names in `DJANGO_SITE` (JSON: tests/django/harness.py).
+and queues the test harness names in `DJANGO_SITE` (JSON: tests/with_django/harness.py).
 
 Two task backends: `default`, the queue in Django's own database (an enqueue joins the
 view's transaction), and `elsewhere`, a queue in another database (an enqueue waits for
