@@ -208,21 +208,22 @@ class TaskQueue:
         return chosen
 
     # -- enqueue -------------------------------------------------------------------------
-    def enqueue(self, name: str, job_args: dict[str, Any], options: dict[str, Any]) -> tuple[
-        str, Any
-    ]:
-        """Store one job (see the module's docstring for where); its id, and the on-commit
-        callback's holder of the final id (None when stored now)."""
+    def enqueue(
+        self, name: str, job_args: dict[str, Any], options: dict[str, Any]
+    ) -> tuple[str, PendingEnqueue | None]:
+        """Store one job, its arguments bound already (`Task.bind`), as heartq's own
+        `Task.enqueue` does (see the module's docstring for where); its id, and the
+        on-commit callback's holder of the final id (None when stored now)."""
         app = self.ready_app()
+        chosen = Options.given("Task.enqueue", options)
         connection = connections[self.database]
         if self.at_once or not _in_transaction(connection):
-            return app.enqueue(name, job_args, **options), None
+            return app.producer.enqueue(name, [job_args], chosen)[0], None
         if self.in_django_database:
             connection.ensure_connection()
             raw = connection.connection
             if database.joinable(connection.vendor, raw):
-                return app.enqueue(name, job_args, connection=raw, **options), None
-        chosen = Options.given("Task.enqueue", options)
+                return app.producer.enqueue(name, [job_args], chosen, raw)[0], None
         made = app.producer.make(name, [job_args], chosen)
         job_id = str(made.jobs[0].id)
         pending = PendingEnqueue(job_id)
