@@ -102,14 +102,16 @@ def test_the_documentations_tasks_run_on_the_worker(site: Site) -> None:
 
 def test_priorities_order_the_runs(site: Site) -> None:
     """Jobs of higher priority run first (one slot, jobs waiting in a queue no worker was
-    claiming); `manage.py heartq_worker --burst` exits once they are done."""
+    claiming); `manage.py heartq_worker --burst` exits once they are done. On one site its
+    process pool runs them: each child sets Django up itself."""
     only_on(site, "django61-sqlite", "backport-postgres")
     ids = {
         priority: enqueued(site, f"/ordered/{priority}/", {"label": f"p{priority}"})
         for priority in (0, -100, 100, 5)
     }
+    pool = "process" if site.name == "django61-sqlite" else "thread"
     site.manage("heartq_worker", "--queues", "ordered", "--concurrency", "1", "--burst",
-                "--poll-interval", "0.05")  # fmt: skip
+                "--poll-interval", "0.05", "--pool", pool)  # fmt: skip
     results = {r["id"]: r for r in site.call("wait", ids=list(ids.values()), timeout=10)}
     assert all(r["status"] == "SUCCESSFUL" for r in results.values()), results
     by_start = sorted(ids, key=lambda p: moment(results[ids[p]]["started_at"]))
@@ -159,7 +161,7 @@ def test_a_killed_worker_s_task_runs_again_elsewhere(site: Site, tmp_path: Path)
         "heartq.contrib.django.errors.AttemptCrashed"
     ], ended
     assert ended["errors"][0]["class"] == "AttemptCrashed"
-    limit = 10.0 if site.database["engine"] == "postgresql" else 5.0  # 3 s grace on PostgreSQL
+    limit = 12.0 if site.database["engine"] == "postgresql" else 8.0  # 3 s grace on PostgreSQL
     assert recovered < limit, recovered
 
 
