@@ -53,14 +53,16 @@ def test_the_documentations_tasks_run_on_the_worker(site: Site) -> None:
     """Tasks from Django's documentation, enqueued from views, run by the worker: their
     results refreshed to SUCCESSFUL with their return values; a deferred one not started
     before its `run_after`; an async one (enqueued by an async view's `aenqueue`); one
-    that takes the context; a failing one FAILED with an error per attempt."""
+    that takes the context; a failing one FAILED with an error per attempt (its retries
+    a `@task` keyword), another with its retries from the backend's OPTIONS."""
     email = enqueued(site, "/email/", {"to": ["ada@example.org"]})
     later = site.call("post", path="/email/later/", data={"to": "bob@example.org", "seconds": 1})
     assert later["status"] == 202, later
     context = enqueued(site, "/email/context/", {"to": "cy@example.org"})
     words = enqueued(site, "/words/", {"text": "one two three"})
     refund = enqueued(site, "/fail/", {"order": 7})
-    ids = [email, later["json"]["id"], context, words, refund]
+    declined = enqueued(site, "/decline/", {"order": 8})
+    ids = [email, later["json"]["id"], context, words, refund, declined]
     results = {r["id"]: r for r in site.call("wait", ids=ids)}
 
     sent = results[email]
@@ -92,6 +94,9 @@ def test_the_documentations_tasks_run_on_the_worker(site: Site) -> None:
          "last_line": "LookupError: no payment for order 7"},
     ] * 2  # fmt: skip
     assert failed["is_finished"] and failed["finished_at"] is not None
+    once = results[declined]  # max_retries=0, from the backend's OPTIONS["TASKS"]
+    assert (once["status"], once["attempts"], once["args"]) == ("FAILED", 1, [8]), once
+    assert [e["last_line"] for e in once["errors"]] == ["ValueError: card declined for order 8"]
 
     assert sorted(site.call("outbox")) == ["ada@example.org", "bob@example.org", "cy@example.org"]
     assert site.call("read_async", result_id=words) == results[words]

@@ -55,7 +55,7 @@ TASKS = {
         "OPTIONS": {
             "SCHEMA": SITE.get("queue_schema"),
             "SETTINGS": SITE.get("heartq_settings", {}),
-            "TASKS": {"shop.tasks.flaky_report": {"max_retries": 1, "retry_backoff": 0}},
+            "TASKS": {"shop.tasks.charge": {"max_retries": 0}},  # heartq's, by OPTIONS
         },
     },
     "elsewhere": {

@@ -12,6 +12,7 @@ urlpatterns = [
     path("ordered/<str:priority>/", views.ordered),
     path("fail/", views.fail),
     path("crash/", views.crash),
+    path("decline/", views.decline),
     path("orders/", views.create_order),
     path("orders/broken/", views.create_order_then_fail),
     path("login/", views.login_page),

@@ -47,6 +47,12 @@ def refund(order_id):
     raise LookupError(f"no payment for order {order_id}")
 
 
+@task
+def charge(order_id):
+    """No retry: `max_retries=0` is the backend's OPTIONS for this task (site_settings)."""
+    raise ValueError(f"card declined for order {order_id}")
+
+
 @task(takes_context=True, queue_name="crashy")
 def slow_once(context, marker):
     """The first attempt marks that it started, then hangs (its worker is SIGKILLed);

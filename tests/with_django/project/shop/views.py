@@ -50,6 +50,10 @@ def fail(request):
     return answer(tasks.refund.enqueue(order_id=int(request.POST["order"])))
 
 
+def decline(request):
+    return answer(tasks.charge.enqueue(int(request.POST["order"])))
+
+
 def crash(request):
     return answer(tasks.slow_once.enqueue(marker=request.POST["marker"]))
 
