@@ -69,12 +69,6 @@ def queue_for(alias: str, params: Mapping[str, Any]) -> TaskQueue:
         return queue
 
 
-def known_queues() -> list[TaskQueue]:
-    """Every queue this process made (the test helpers re-point them)."""
-    with _queues_lock:
-        return list(_queues.values())
-
-
 class TaskQueue:
     """One backend alias's queue (see the module's docstring)."""
 

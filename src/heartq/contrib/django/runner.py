@@ -10,10 +10,11 @@ read from the job as it stands, so `context.attempt` is heartq's attempt number 
 `heartbeat_timeout`, save a checkpoint, report progress).
 
 Around each attempt, as Django does around a request: `close_old_connections()` before
-and after (a worker's threads live for days; a connection past `CONN_MAX_AGE` or broken
-by a database restart is replaced), and the framework's `task_started` and
-`task_finished` signals, the latter with the attempt's outcome (a FAILED attempt may
-still be retried: the stored job then reads READY).
+and after a sync task (a worker's threads live for days; a connection past
+`CONN_MAX_AGE` or broken by a database restart is replaced; an async task's ORM calls
+run in `sync_to_async`'s threads, not the event loop's), and the framework's
+`task_started` and `task_finished` signals, the latter with the attempt's outcome (a
+FAILED attempt may still be retried: the stored job then reads READY).
 """
 
 from __future__ import annotations
