@@ -92,6 +92,30 @@ def test_driver_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(120)
+def test_django_enqueue_benchmark_runs_and_leaves_nothing(pg_server_url: str) -> None:
+    """`python -m bench.django_enqueue`: every variant on SQLite and PostgreSQL, the
+    backend's overhead a task printed, the scratch schema dropped."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.django_enqueue", "--jobs", "20", "--rounds", "1",
+         "--postgres", pg_server_url],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for variant in ("heartq", "django", "heartq in atomic()", "django in atomic()"):
+        assert done.stdout.count(f"| {variant} |") == 2, done.stdout
+    found = re.search(r"scratch schema (bench_django_\w+)", done.stdout)
+    assert found
+    import psycopg
+
+    with psycopg.connect(pg_server_url) as conn:
+        left = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (found.group(1),)
+        ).fetchall()
+    assert left == [], "the scratch schema was dropped"
+
+
+@pytest.mark.bench
 @pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(120)
 def test_enqueue_one_benchmark_runs() -> None:

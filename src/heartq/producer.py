@@ -334,6 +334,26 @@ class Producer:
         workers hear of them when it commits (PostgreSQL's NOTIFY), or at their next poll
         (SQLite)."""
         made = self.make(task_name, args_list, options)
+        return self._store_made(made, args_list, options, connection)
+
+    def enqueue_made(
+        self,
+        made: Made,
+        args_list: list[dict[str, Any]],
+        options: Options,
+        connection: Any = None,
+    ) -> list[str]:
+        """Store jobs `make` made earlier, with the ids chosen then, as `enqueue` stores
+        its own: for a caller that must name a job before it is stored (a framework that
+        stores it at its transaction's commit: `heartq.contrib.django`). The ids answered
+        are those ids, or those of the jobs holding their unique keys by then."""
+        stored, notices = self._store_made(made, args_list, options, connection)
+        _warn_caller(notices)
+        return stored
+
+    def _store_made(
+        self, made: Made, args_list: list[dict[str, Any]], options: Options, connection: Any
+    ) -> tuple[list[str], list[TaskNotDeclaredWarning]]:
         refuse_collisions(made.jobs)
         stored = self._write(made.jobs, args_list, connection)
         notices = self._settle([made], made.jobs, stored, wake=connection is None)

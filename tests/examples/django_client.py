@@ -3,6 +3,7 @@ docs/examples/django (Django's settings are process-global, so the test process 
 sets Django up). Prints one JSON object.
 
     python django_client.py create    # migrate, POST /reports/, and a rolled-back create
+                                      # (its task's job must roll back with it)
     python django_client.py show ID   # GET /reports/ID/
 """
 

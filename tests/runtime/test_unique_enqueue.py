@@ -129,3 +129,26 @@ def test_a_batch_whose_jobs_differ_under_one_key_is_refused(app: heartq.App) -> 
     assert _jobs(app) == []
     same = app.enqueue_many("report", [{"day": 1}, {"day": 1}], unique_key="nightly")
     assert same[0] == same[1] and len(_jobs(app)) == 1
+
+
+def test_jobs_made_first_are_stored_under_their_ids(app: heartq.App) -> None:
+    """`Producer.enqueue_made`: jobs made earlier (`make`: ids chosen then) stored later
+    under those ids, as a framework storing at its transaction's commit needs
+    (heartq.contrib.django); a unique key held by then answers the holder instead."""
+    from heartq.options import Options
+
+    @app.task
+    def report(ctx: heartq.JobContext, day: int) -> None:
+        """A job of one day."""
+
+    plain = Options()
+    made = app.producer.make("report", [{"day": 1}], plain)
+    assert app.store.list_jobs(limit=10) == []  # made, not stored
+    assert app.producer.enqueue_made(made, [{"day": 1}], plain) == [made.jobs[0].id]
+    assert app.get_job(str(made.jobs[0].id))["args"] == {"day": 1}
+
+    keyed = Options(unique_key="day:2")
+    holder = app.enqueue("report", {"day": 2}, unique_key="day:2")
+    late = app.producer.make("report", [{"day": 2}], keyed)
+    assert app.producer.enqueue_made(late, [{"day": 2}], keyed) == [holder]
+    assert len(_jobs(app)) == 2

@@ -179,7 +179,7 @@ def test_a_suite_that_uses_none_of_it_sees_nothing(tmp_path: Path) -> None:
     section = listed.split("fixtures defined from heartq.testing.plugin", 1)[1].splitlines()[1:]
     ends = next(i for i, line in enumerate(section) if line.startswith("---"))
     names = sorted(line.split()[0] for line in section[:ends] if line[:1].isalpha())
-    assert names == ["heartq_app", "heartq_app_for", "heartq_url"], section
+    assert names == ["heartq_app", "heartq_app_for", "heartq_django_app", "heartq_url"], section
 
     off = run_pytest(project, "-p", "no:heartq", "--fixtures")
     assert "heartq.testing.plugin" not in off.stdout and off.returncode == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 
@@ -90,8 +91,15 @@ cli.add_command(demo_command)
 
 def main(argv: Sequence[str] | None = None) -> None:
     args, debug = hoist_debug(list(sys.argv[1:] if argv is None else argv))
+    run(cli, args, prog_name="heartq", debug=debug)
+
+
+def run(command: click.Command, args: list[str], *, prog_name: str, debug: bool) -> NoReturn:
+    """Run a command and exit, its errors turned into exit codes and one line (a
+    traceback with `debug`): `heartq`, and the commands made of its own elsewhere
+    (`manage.py heartq_worker`, heartq.contrib.django)."""
     try:
-        code = cli.main(args=args, prog_name="heartq", standalone_mode=False)
+        code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("heartq: aborted", err=True)
         sys.exit(130)

@@ -10,6 +10,8 @@ and the `heartq_app` ini key. `-p no:heartq` turns it off.
   fresh queue; without the key, a new `heartq.App()` with no tasks (register them in the
   test). Override it in a conftest.py to hand out your app another way.
 - `heartq_url`: the URL of another fresh queue (a queue of its own, not the app's).
+- `heartq_django_app`: a Django project's heartq task backend `default` on a fresh queue,
+  its app (`heartq.contrib.django.testing.fresh_queue`; pytest-django sets Django up).
 
 Where the queues are: a SQLite file in the test's `tmp_path` (kept after a failure, as
 pytest keeps `tmp_path`), or, when `--heartq-url` (else the `HEARTQ_TEST_URL`
@@ -27,10 +29,8 @@ from pathlib import Path
 import pytest
 
 from heartq.app import App
-from heartq.testing.queues import fresh_queue_url, server_kind, use_fresh_queue
+from heartq.testing.queues import ENV_TEST_URL, fresh_queue_url, server_kind, use_fresh_queue
 
-ENV_TEST_URL = "HEARTQ_TEST_URL"
-"""Where test queues are made when `--heartq-url` is not given."""
 INI_APP = "heartq_app"
 
 
@@ -146,3 +146,13 @@ def _load(ref: str) -> App:
         pytest.fail(f"heartq: ini {INI_APP} = {ref!r}: {exc}", pytrace=False)
 
 
+
+
+@pytest.fixture
+def heartq_django_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
+    """The Django task backend `default` (heartq's) on a fresh queue for this test: its
+    app, for `heartq.testing`'s functions (`heartq.contrib.django.testing`)."""
+    from heartq.contrib.django.testing import fresh_queue
+
+    with fresh_queue("default", _server(request.config), tmp_path / "heartq-django") as app:
+        yield app

@@ -25,6 +25,9 @@ from heartq.app import App
 from heartq.errors import ConfigError, StoreUnavailable
 from heartq.store import redact, redact_text
 
+ENV_TEST_URL = "HEARTQ_TEST_URL"
+"""Where test queues are made when no server is named (`--heartq-url` for the pytest
+plugin)."""
 SCHEMA_PREFIX = "heartq_test_"
 """A test's PostgreSQL schema is named `heartq_test_` and 16 random hex digits."""
 DROP_CONNECT_TIMEOUT = 5

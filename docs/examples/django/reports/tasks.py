@@ -1,22 +1,22 @@
-"""The heartq app and tasks of the Django example. They use the ORM, so a worker runs
-them inside Django: `python manage.py run_heartq_worker`."""
+"""The example's task, written against Django's tasks framework: heartq runs it, in
+`python manage.py heartq_worker`."""
 
 from __future__ import annotations
 
 import heartq
-from django.conf import settings
-from django.db import close_old_connections
+
+try:
+    from django.tasks import task
+except ImportError:  # before Django 6.0: the django-tasks backport
+    from django_tasks import task
 
 from reports.models import Report
 
-app = heartq.App(settings.HEARTQ_URL)
 
-
-@app.task(max_retries=3)
+@task(max_retries=3)  # a heartq option, as one of @task's keywords
 def count_words(report_id: int) -> int:
     """Fill in the report's word count. The job carries the row's id, not its data:
     the worker reads the row as committed."""
-    close_old_connections()  # what Django does per request: a worker thread lives long
     try:
         report = Report.objects.get(pk=report_id)
     except Report.DoesNotExist:

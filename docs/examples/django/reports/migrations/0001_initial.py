@@ -21,6 +21,7 @@ class Migration(migrations.Migration):
                 ("title", models.CharField(max_length=200)),
                 ("text", models.TextField()),
                 ("words", models.IntegerField(null=True)),
+                ("task_id", models.CharField(blank=True, max_length=36)),
             ],
         ),
     ]

@@ -1,0 +1,111 @@
+"""heartq's options, as a Django task carries them: which go with the task's definition
+(`@task(max_retries=5, timeout=60)` on Django 6.1 and the backport, or the backend's
+`OPTIONS`), which with one enqueue (`task.using(depends_on=[...])`), and why any other
+word is refused, in one line (`InvalidTask`), where it is written.
+
+Django's own words are never doubled: a task's queue is Django's `queue_name`, its
+priority Django's `priority`, its start Django's `run_after`, its name its function's
+path; heartq's words for them are refused with the Django word to use instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from heartq.contrib.django.compat import InvalidTask
+
+DEFINITION = (
+    "max_retries",
+    "retry_backoff",
+    "retry_backoff_max",
+    "retry_schedule",
+    "retry_jitter",
+    "retry_on",
+    "dont_retry_on",
+    "timeout",
+    "heartbeat_timeout",
+    "concurrency_key",
+    "concurrency_limit",
+    "rate_limit",
+    "rate_key",
+    "unique_key",
+    "unique_for",
+    "on_conflict",
+)
+"""What `@task(...)` and the backend's `OPTIONS` take of heartq's task options (each as
+`@app.task` takes it: docs/INTERFACE.md). `concurrency_key`, `rate_key` and `unique_key`
+are templates of the job's arguments (`"report:{report_id}"`), filled at each enqueue."""
+
+REGISTERED = DEFINITION[:13]
+"""The definition options heartq's task itself takes (`@app.task`); the others
+(`unique_key`, `unique_for`, `on_conflict`) go with each enqueue."""
+
+ENQUEUE = (
+    "max_retries",
+    "unique_key",
+    "unique_for",
+    "on_conflict",
+    "concurrency_key",
+    "concurrency_limit",
+    "rate_key",
+    "rate_limit",
+    "meta",
+    "depends_on",
+    "on_dependency_failure",
+)
+"""What `task.using(...)` takes besides Django's own words: heartq's enqueue options
+(docs/INTERFACE.md), for the jobs that task enqueues. Keys here are literal keys."""
+
+DJANGO_WORDS = {
+    "queue": "a task's queue is Django's queue_name (@task(queue_name=...) or "
+    "task.using(queue_name=...))",
+    "delay": "a task's first start is Django's run_after: task.using(run_after=...)",
+    "eta": "a task's first start is Django's run_after: task.using(run_after=...)",
+    "name": "a heartq task is named after its function's path (module.function)",
+    "connection": "an enqueue joins the transaction open on Django's connection by itself "
+    "(docs/INTEGRATIONS.md#django)",
+}
+"""heartq's words Django has its own for, and what to write instead."""
+
+
+def refuse_definition_words(names: Iterable[str], where: str) -> None:
+    """`InvalidTask` for the first word of `names` a task's definition cannot carry;
+    `where` says where it was written (`@task()`, `OPTIONS['TASK_OPTIONS']`)."""
+    for name in names:
+        if name in DEFINITION:
+            continue
+        if name in DJANGO_WORDS:
+            why = DJANGO_WORDS[name]
+        elif name in ENQUEUE:
+            why = f"it belongs to one enqueue: task.using({name}=...)"
+        else:
+            why = f"heartq's task options are {', '.join(DEFINITION)}"
+        raise InvalidTask(f"{where} got {name!r}, which the heartq backend cannot carry: {why}")
+
+
+def refuse_enqueue_words(names: Iterable[str]) -> None:
+    """`InvalidTask` for the first word of `names` one enqueue cannot carry."""
+    for name in names:
+        if name in ENQUEUE:
+            continue
+        if name in DJANGO_WORDS:
+            why = DJANGO_WORDS[name]
+        elif name in DEFINITION:
+            why = f"it is part of the task's definition: @task({name}=...)"
+        else:
+            why = (
+                "task.using() takes Django's priority, queue_name, run_after, backend, "
+                f"and heartq's {', '.join(ENQUEUE)}"
+            )
+        raise InvalidTask(
+            f"task.using() got {name!r}, which the heartq backend cannot carry: {why}"
+        )
+
+
+def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of a task's definition, later layers winning; None means not given."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        out.update({name: value for name, value in layer.items() if value is not None})
+    return out

@@ -1,0 +1,70 @@
+"""The shop's tasks: those of Django's documentation on tasks (an email to users, the
+same with the task's context, deferred and prioritised enqueues of them), an async one,
+one that fails, one whose first attempt hangs until its worker is killed, and one that
+marks an order. Written against Django's API only; heartq's options as `@task` keywords
+(Django 6.1 and the backport pass them to the backend) or the backend's OPTIONS
+(`site_settings.TASKS`)."""
+
+import asyncio
+import time
+from pathlib import Path
+
+from django.core.mail import send_mail
+from django.db.models import F
+
+try:
+    from django.tasks import task
+except ImportError:  # the django-tasks backport, before Django 6
+    from django_tasks import task
+
+from shop.models import Order
+
+
+@task
+def email_users(emails, subject, message):
+    return send_mail(subject=subject, message=message, from_email=None, recipient_list=emails)
+
+
+@task(takes_context=True)
+def email_users_with_context(context, emails, subject, message):
+    sent = send_mail(subject=subject, message=message, from_email=None, recipient_list=emails)
+    return {"attempt": context.attempt, "id": context.task_result.id, "sent": sent}
+
+
+@task
+async def count_words(text):
+    await asyncio.sleep(0)
+    return len(text.split())
+
+
+@task(queue_name="ordered")
+def record(label):
+    return label
+
+
+@task(max_retries=1, retry_backoff=0)
+def refund(order_id):
+    raise LookupError(f"no payment for order {order_id}")
+
+
+@task
+def charge(order_id):
+    """No retry: `max_retries=0` is the backend's OPTIONS for this task (site_settings)."""
+    raise ValueError(f"card declined for order {order_id}")
+
+
+@task(takes_context=True, queue_name="crashy")
+def slow_once(context, marker):
+    """The first attempt marks that it started, then hangs (its worker is SIGKILLed);
+    the next one returns at once."""
+    if context.attempt == 1:
+        Path(marker).write_text(context.task_result.worker_ids[-1])
+        time.sleep(120)
+    context.heartq.heartbeat(progress=1.0, stage="done")  # heartq's own JobContext
+    return {"attempt": context.attempt, "heartq_attempt": context.heartq.attempt}
+
+
+@task
+def mark_processed(order_id):
+    Order.objects.filter(pk=order_id).update(processed=F("processed") + 1)
+    return Order.objects.get(pk=order_id).processed
