@@ -104,10 +104,15 @@ class CrashCauses:
                 return "task_killed_own_child", None
             return None, None
         worker_id = crash.get("worker_id")
-        # PostgreSQL's now() is its transaction's start: a probe that began just before
-        # the kill may date its detection a little earlier
-        if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
-            return "sigkill", kills[worker_id]
+        # A worker id is one process's, killed at most once: every attempt of it detected
+        # after the kill is the kill's, whenever it began (a claim the worker sent just
+        # before the kill, which a busy server ran just after it, is dated after it: seen
+        # when the kill follows a commit that woke the worker for the jobs it released,
+        # `chaos_commits`). PostgreSQL's now() is its transaction's start: a probe that
+        # began just before the kill may date its detection a little earlier.
+        kill = kills.get(worker_id or "")
+        if kill is not None and kill <= at + CLOCK_TOLERANCE:
+            return "sigkill", kill
         proc = self.run.by_id(worker_id)
         run = self.run
         if run.kind_of[job_id] == "chaos_silent" and how == "lease_expired":
