@@ -24,13 +24,13 @@ pytestmark = [pytest.mark.slow, on_every_backend]
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_worker_killed_between_the_commit_and_the_return(harness: Harness, pool: str) -> None:
     worker = harness.start_worker("--pool", pool, "--concurrency", "4", settings=STEADY)
-    members = [
-        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "handed", "hand": True})),
-        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "returned"})),
-        NewJob(task="quick", args_json=json.dumps({"value": 3})),
-    ]
-    ids = [f"m{i}" for i in range(len(members))]
-    jobs = [NewJob(**{**m.__dict__, "id": job_id}) for m, job_id in zip(members, ids, strict=True)]
+    ids = ["m0", "m1", "m2"]
+    jobs = [
+        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "handed", "hand": True}),
+               id=ids[0]),
+        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "returned"}), id=ids[1]),
+        NewJob(task="quick", args_json=json.dumps({"value": 3}), id=ids[2]),
+    ]  # fmt: skip
     callback = NewJob(
         task="collect", args_json="{}", id="cb", depends_on=tuple(ids), dependency_results=True
     )

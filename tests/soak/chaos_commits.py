@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -51,7 +52,7 @@ def mark(job: NewJob, rng: random.Random) -> NewJob:
         args["hand"] = True
     if rng.random() < KILL_SHARE:
         args["kill"] = True
-    return NewJob(**{**job.__dict__, "args_json": json.dumps(args)})
+    return dataclasses.replace(job, args_json=json.dumps(args))
 
 
 class AfterCommitKills:
