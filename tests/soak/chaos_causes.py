@@ -125,9 +125,14 @@ class CrashCauses:
             if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
                 twinned = [t for t in proc.twinned_at if began <= t <= at]
                 return "twin", (max(twinned) if twinned else None)
-            during += [("sigstop", t) for t in proc.frozen_at]
             during += [("pg_terminate", t) for t in proc.terminated_backends_at]
-        during = [(k, t) for k, t in during if began <= t <= at + CLOCK_TOLERANCE]
+            # a stopped worker begins nothing: an attempt of it that began before the
+            # thaw was in flight when it stopped (a claim it sent just before, which the
+            # server ran later, is dated after the stop)
+            during += [("sigstop", t) for t, thaw in proc.freezes()
+                       if t <= at + CLOCK_TOLERANCE and began <= thaw + CLOCK_TOLERANCE]
+        during = [(k, t) for k, t in during
+                  if k == "sigstop" or began <= t <= at + CLOCK_TOLERANCE]  # fmt: skip
         if during:
             return max(during, key=lambda kt: kt[1])
         if proc is not None and run.links.slow_at(proc.slot, at):
