@@ -5,7 +5,7 @@ effects with it. What the task returns after the block is saved a moment later; 
 that save never comes (its worker died, froze or lost the database between the commit
 and the save, and a reaper gave the result up once the committing attempt's lease ran
 out), or the task's code failed after the commit, the job succeeded without a result.
-Its row says why (`result_lost`, schema v28), and readers are told:
+Its row says why (`result_lost`, schema v29), and readers are told:
 
 - `App.result()` raises `heartq.ResultLost` (its `.reason`);
 - a job that takes the result (a group's callback, a step made with `takes_result()`)

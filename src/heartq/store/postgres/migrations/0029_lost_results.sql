@@ -1,4 +1,4 @@
--- heartq schema v28 (PostgreSQL): a result that was lost says so.
+-- heartq schema v29 (PostgreSQL): a result that was lost says so.
 -- A job its task completed inside ctx.transaction() is succeeded at that commit; what the
 -- task returns after is saved a moment later (result_pending, v16). When that save never
 -- comes (its worker died, froze or lost the database in between: GIVE_UP_RESULTS), or
