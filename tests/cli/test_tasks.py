@@ -24,7 +24,7 @@ def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
     run = heartq.burst("--name", "declarer")
     [worker] = heartq.json("workers", "--all")
     tasks = {t["name"]: t for t in heartq.json("tasks")}
-    assert set(tasks) == {"ok", "boom", "die", "cpu_sum", "slow"}, run.explain()
+    assert set(tasks) == {"ok", "boom", "die", "loses_its_result", "cpu_sum", "slow"}, run.explain()
     for task in tasks.values():
         assert set(task) == TASK_FIELDS
         assert task["declared_by"] == worker["id"]
