@@ -25,6 +25,7 @@ from heartq.errors import (
     LeaseLost,
     PayloadError,
     Permanent,
+    ResultLost,
     ResultTimeout,
     StoreBusy,
     StoreRefused,
@@ -34,6 +35,7 @@ from heartq.errors import (
     UnknownTask,
 )
 from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
+from heartq.lost_results import LostResult, is_lost_result
 from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
 from heartq.version import __version__
@@ -69,10 +71,12 @@ __all__ = [
     "JobNotFound",
     "JobStatus",
     "LeaseLost",
+    "LostResult",
     "Outcome",
     "PayloadError",
     "Permanent",
     "Pipeline",
+    "ResultLost",
     "ResultTimeout",
     "Settings",
     "Signature",
@@ -89,6 +93,7 @@ __all__ = [
     "__version__",
     "chain",
     "group",
+    "is_lost_result",
 ]
 
 

@@ -10,8 +10,9 @@ older one. A cancel requested of the job is seen here within about a second too.
 
 `with ctx.transaction() as conn:` lends the task a transaction on the queue's own
 database: its writes and its job's completion commit together, fenced by the execution
-id, so the effects land exactly once however often the code runs (docs/DESIGN.md,
-"Effects exactly once").
+id, so the effects land exactly once however often the code runs, and with them the
+result the task hands to the commit (`ctx.commit_result`; docs/DESIGN.md, "Effects
+exactly once").
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class AttemptControl(Protocol):
 
     def open_transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction for the task's writes that completes its job when it commits."""
+        ...
+
+    def commit_result(self, value: Any) -> None:
+        """Keep `value` (encoded now: `PayloadError` if it cannot be stored) as the result
+        the open transaction's commit stores with the job's completion; `RuntimeError`
+        outside the block."""
         ...
 
 
@@ -165,11 +172,25 @@ class JobContext:
         succeeded in the same transaction, fenced by this attempt's execution id; if the
         attempt no longer holds the job, everything rolls back, the task's writes
         included, and `heartq.LeaseLost` is raised. An exception inside the block rolls
-        everything back and is the attempt's outcome as usual. Once per attempt; what the
-        task returns afterwards is saved as the result. Do not commit or roll back `conn`
-        yourself."""
+        everything back and is the attempt's outcome as usual. Once per attempt. The
+        result: hand it to the commit inside the block (`return ctx.commit_result(value)`),
+        so it lands with the effects; else what the task returns afterwards is saved a
+        moment after the commit, and lost if its worker dies in between (`app.result()`
+        then raises `heartq.ResultLost`, a callback receives a `heartq.LostResult`). Do
+        not commit or roll back `conn` yourself."""
         self._raise_if_stopped()
         return TaskTransaction(self._control)
+
+    def commit_result(self, value: Any) -> Any:
+        """Inside `with ctx.transaction()`: hand `value` to the transaction's commit, which
+        stores it as the job's result with the completion and the task's writes (all of
+        them land, or none). Returns `value`, so the block can end with
+        `return ctx.commit_result(value)`. The job's result is then the value handed (the
+        last, if handed more than once), whatever the task returns afterwards; it is never
+        lost, whenever the worker dies. `PayloadError` at once for a value that cannot be
+        stored (not JSON, over `max_payload_bytes`); `RuntimeError` outside the block."""
+        self._control.commit_result(value)
+        return value
 
     def _raise_if_stopped(self) -> None:
         if self._control.lost:

@@ -19,6 +19,7 @@ Hierarchy::
     ├── Cancelled            a cancel was requested for the running job
     ├── JobDead              `App.result`: the job ended in the dead-letter queue
     ├── JobCancelled         `App.result`: the job was cancelled
+    ├── ResultLost           `App.result`: the job succeeded, but its result was lost
     └── ResultTimeout        `App.result`: the job did not end in time (also a TimeoutError)
 
     Permanent                raised by task code: skip retries, go to the dead-letter queue
@@ -253,6 +254,18 @@ def _last_line(text: str | None) -> str:
     characters."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
+
+
+class ResultLost(HeartqError):
+    """`App.result()`: the job succeeded (its task's transaction committed it, its effects
+    with it), but its result was lost: its worker stopped between that commit and the save
+    of what the task returned after it, or the code failed after the commit (`.reason`).
+    A task that hands its result to the commit (`ctx.commit_result`) never loses it."""
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(f"job {job_id} succeeded, but its result was lost: {reason}")
+        self.job_id = job_id
+        self.reason = reason
 
 
 class ResultTimeout(HeartqError, TimeoutError):

@@ -88,8 +88,9 @@ once, marked as a recovery (`recovery`: detected_by and reason; `published` fals
 to the sweeper)."""
 JOB_ENDED_AFTER_COMMIT: Final = "job_ended_after_commit"
 """A task's `ctx.transaction()` committed its job (succeeded, effects saved), then its code
-failed, timed out or was stopped: the job stays succeeded, without a result; fields:
-job_id, task, worker_id, ended, error."""
+failed, timed out or was stopped: the job stays succeeded, with the result the task handed
+to the commit (`result` "committed") or with its result lost (`result` "lost":
+`App.result` raises `ResultLost`); fields: job_id, task, worker_id, ended, error, result."""
 DASHBOARD_STARTED: Final = "dashboard_started"
 """`heartq dashboard` serves: `address`, `url` (password redacted), `actions` (read-only,
 actions allowed, actions need the token)."""

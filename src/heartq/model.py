@@ -234,6 +234,8 @@ class JobEnd:
     result_pending: bool = False  # completed in its task's transaction; result to come
     held_by: JobEnd | None = None
     cancelled_by: str | None = None  # who asked for its cancel, as stored
+    result_lost: str | None = None
+    """Why a succeeded job has no result (`heartq.lost_results`); None: it has its own."""
 
     @property
     def ended(self) -> bool:
@@ -247,8 +249,9 @@ class JobEnd:
 class DependencyEnd:
     """One dependency of a job whose task takes their results (a group's callback), as
     its worker reads it before the call: its status (None: no such job any more), its
-    result, and whether that result is still to come (`pending`: its task completed it
-    inside `ctx.transaction()` and saves what it returned just after)."""
+    result, whether that result is still to come (`pending`: its task completed it
+    inside `ctx.transaction()` and saves what it returned just after), and why it was
+    lost (`lost`: the result was given up, or went with its pruned job)."""
 
     job_id: str
     status: JobStatus | None
@@ -256,6 +259,7 @@ class DependencyEnd:
     pending: bool = False
     as_value: bool = False
     """Its result is passed as it is, not as an item of a list (`NewJob.one_result`)."""
+    lost: str | None = None
 
 
 @dataclass(frozen=True)

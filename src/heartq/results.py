@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from heartq.errors import JobCancelled, JobDead, ResultTimeout
+from heartq.errors import JobCancelled, JobDead, ResultLost, ResultTimeout
 from heartq.model import JobEnd, JobStatus
 from heartq.store.interface import Inspector, LivenessHandle
 
@@ -32,11 +32,15 @@ costs at most that)."""
 
 def outcome(end: JobEnd) -> Any:
     """The result of an ended job, or the error that says why there is none: for a job a
-    dead job holds (blocked, itself or a job it waits for), that dead job's own error."""
+    dead job holds (blocked, itself or a job it waits for), that dead job's own error;
+    for a job that succeeded without its result (lost after its task's transaction
+    committed it: `heartq.lost_results`), `ResultLost`, never a bare None."""
     if end.held_by is not None:
         root = end.held_by
         raise JobDead(root.job_id, root.error, root.dead_reason, blocked=end.job_id)
     if end.status is JobStatus.SUCCEEDED:
+        if end.result_lost is not None:
+            raise ResultLost(end.job_id, end.result_lost)
         return end.result
     if end.status is JobStatus.DEAD:
         raise JobDead(end.job_id, end.error, end.dead_reason)

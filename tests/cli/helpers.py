@@ -86,6 +86,13 @@ TASKS_SOURCE = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+    @app.task
+    def loses_its_result(ctx):
+        with ctx.transaction():
+            pass
+        raise ValueError("after the commit")
+
+
     @app.task(queue="cpu", max_retries=1, retry_backoff=0.1)
     def cpu_sum(numbers=()):
         return sum(numbers)

@@ -290,6 +290,18 @@ def test_jobs_show_human_draws_the_timeline(heartq: HeartqCli) -> None:
     assert "last error" in out and "Traceback" in out  # the stored traceback, unwrapped
 
 
+def test_jobs_show_says_a_result_was_lost(heartq: HeartqCli) -> None:
+    """Succeeded at its transaction's commit, its code failed after: no result, and
+    `jobs show` says why rather than showing none."""
+    job_id = heartq.add("loses_its_result", max_retries=0)
+    heartq.burst()
+    job = heartq.json("jobs", "show", job_id)
+    assert (job["status"], job["result"]) == ("succeeded", None)
+    assert job["result_lost"].endswith("committed the job: ValueError: after the commit")
+    out = heartq("jobs", "show", job_id).ok().out
+    assert re.search(r"result\s+lost: the task's code ended failed after its transaction", out)
+
+
 def test_jobs_show_crash_context_of_a_killed_child(heartq: HeartqCli) -> None:
     job_id = heartq.add("die", max_retries=0)
     heartq.burst("--pool", "process", "--concurrency", "1")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from heartq import lost_results
 from heartq.errors import DependencyNotFound
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
@@ -51,9 +52,11 @@ def test_a_pruned_success_counts_as_a_succeeded_dependency(store: Store, t0: flo
     run_to_end(store, t0 + 2 * DAY + 1)  # `then`
     run_to_end(store, t0 + 2 * DAY + 2)  # `first`
     assert store.get_job(last)["status"] == JobStatus.QUEUED
-    # a job that takes results gets None for it: its result went with it
+    # a job that takes results is told its result is lost: it went with the job
     taker = enqueue_one(store, t0, depends_on=(done,), dependency_results=True)
-    assert [(e.status, e.result) for e in store.dependency_results(taker)] == [(None, None)]
+    assert [(e.status, e.result, e.lost) for e in store.dependency_results(taker)] == [
+        (None, None, lost_results.PRUNED)
+    ]
 
 
 def test_an_id_that_never_succeeded_is_still_not_found(store: Store, t0: float) -> None:

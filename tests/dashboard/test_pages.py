@@ -17,7 +17,7 @@ from heartq.dashboard import create_app
 from heartq.inspect.stats import collect_stats
 from heartq.model import DetectedBy, JobStatus, Progress, Renewal
 from heartq.store import Store
-from tests.conformance.support import claim_one, enqueue_one, new_job, register
+from tests.conformance.support import LEASE, claim_one, enqueue_one, new_job, register
 from tests.conftest import on_every_backend
 from tests.dashboard.support import (
     Dashboard,
@@ -338,6 +338,14 @@ def test_a_finished_jobs_page_shows_its_result_or_its_error(
     assert '<span class="status status-dead">dead</span>' in text
     assert "ValueError: no luck" in text and "Why dead" in text
     assert 'data-testid="result"' not in text
+    lost = enqueue_one(store, now)  # succeeded in its task's transaction, its result lost
+    with store.completing(claim(store, lost, now).lease):
+        pass
+    store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now + 2 * LEASE)
+    text = page(client.get(f"/jobs/{lost}"))
+    assert '<span class="status status-succeeded">succeeded</span>' in text
+    assert 'data-testid="result"' not in text
+    assert '<pre data-testid="result-lost">its worker stopped after' in text
 
 
 def test_workers_shows_those_alive_and_with_all_the_stopped_ones_too(

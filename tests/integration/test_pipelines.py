@@ -71,12 +71,20 @@ def test_a_callback_runs_once_with_every_result_though_a_member_was_killed(
 
 
 def test_a_process_pool_callback_gets_results_saved_after_the_commit(harness: Harness) -> None:
+    """Two members return their results after their commit (saved after it by the
+    parent); a third hands its result to the commit in its child (the parent, told so,
+    has nothing left to save)."""
     harness.start_worker("--pool", "process", settings=STEADY)
-    group = [("commit_then_return", {"value": "a"}), ("commit_then_return", {"value": "b"})]
-    *_, callback = enqueue_group(harness, group, "tx")
+    group = [
+        ("commit_then_return", {"value": "a"}),
+        ("commit_then_return", {"value": "b"}),
+        ("commit_and_wait", {"value": "c", "hand": True, "seconds": 0}),
+    ]
+    *members, callback = enqueue_group(harness, group, "tx")
     done = harness.wait_status(callback, "succeeded", 60)
-    assert done["result"] == {"label": "tx", "results": ["a", "b"]}
+    assert done["result"] == {"label": "tx", "results": ["a", "b", "c"]}
     assert collected(harness, callback) == [f"collected-{callback}-1"]
+    assert harness.job(members[2])["result_lost"] is None
 
 
 def test_a_step_takes_the_result_of_the_attempt_that_landed_never_a_superseded_one(

@@ -91,6 +91,21 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
+    def commit_and_wait(ctx, value, hand=False, seconds=60.0):
+        """Completes its job in its own transaction, handing it `value` as its result if
+        `hand` (`ctx.commit_result`), tells the test (`committed-<job>-<execution>`), then
+        waits `seconds` (for the test to kill its worker) before it returns `value`."""
+        with ctx.transaction():
+            if hand:
+                ctx.commit_result(value)
+        mark(f"committed-{ctx.job_id}-{ctx.execution_id}", str(os.getpid()))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+        return value
+
+
+    @app.task
     def hold(ctx, seconds=60.0):
         """Every attempt holds for `seconds` (or until stopped)."""
         started(ctx)

@@ -68,7 +68,11 @@ What one run does:
    for the one before, result-passing chains (`chaos_add` steps, each taking the previous
    step's result), and blocked-and-replayed pipelines (a `chaos_fixable` root that ends
    dead, blocking its steps, until the runner fixes and replays it a seeded delay later;
-   `tests/soak/chaos_pipes.py`), enqueued in the same batch as their dependencies.
+   `tests/soak/chaos_pipes.py`), enqueued in the same batch as their dependencies. Half
+   of the pipelines' members and steps hand their result to their transaction's commit
+   (`ctx.commit_result`), and 15 % have their worker SIGKILLed between the commit and
+   the return (`tests/soak/chaos_commits.py`: the task writes a `committed` line and
+   waits; the runner reads it within 0.1 s and kills, as a `sigkill` fault).
    Every second a monitor reads the running jobs: one held by a worker the runner killed
    longer than `lease + reap interval + --slack` ago (plus, for each server outage in
    between, its length and a lease) is a zombie (I1).
@@ -86,15 +90,17 @@ What one run does:
    ended cancelled (`dependency_failed`), one whose dependency is dead or blocked is
    blocked (and a dead job is at its root), one whose dependencies all succeeded is
    neither; every callback that succeeded received every member's
-   result, from the attempt that succeeded, in order, and wrote its effect once; every
-   result-passing step took the previous step's succeeded attempt's result, once (its
-   value is the plan's); every job a replay found blocked was released and ran to its
-   end, none is left blocked by a root that was replayed and succeeded. Rate
-   limits: no window of the period held more starts of the rated key than its limit. A
-   succeeded job with
-   no result is accepted for those kinds (its worker died between the commit and saving
-   the result) and counted as "results lost after the commit". Then the figures are
-   printed (and written as JSON with --json-out).
+   result, from the attempt that succeeded, in order, or the lost-result marker exactly
+   where a member's result is lost (never None in its place), and wrote its effect once;
+   every result-passing step took the previous step's succeeded attempt's result (or the
+   marker), once (its value is the plan's); every job a replay found blocked was
+   released and ran to its end, none is left blocked by a root that was replayed and
+   succeeded. Rate limits: no window of the period held more starts of the rated key
+   than its limit. A succeeded job with no result must say it lost it (`result_lost`),
+   and is accepted for those kinds (its worker died between the commit and saving the
+   result), counted as "results lost after the commit"; a result handed to the commit
+   is never lost; `app.result()` raises `ResultLost` for each lost one. Then the
+   figures are printed (and written as JSON with --json-out).
 
 Exit status 0 when every invariant held, 1 otherwise (the violations are listed); with
 --strict, anomalies (jobs taken from live workers) fail the run too.
@@ -105,7 +111,9 @@ Exit status 0 when every invariant held, 1 otherwise (the violations are listed)
 # monitor, drain), `chaos_faults` (the `process` family; its held horizons in
 # `chaos_horizon`, with their check), `chaos_links` (failover,
 # partition, slow-link), `chaos_hostile` (hostile task code), `chaos_workers` and
-# `chaos_records` (the worker processes; the side file and the ledger), then the oracle:
+# `chaos_records` (the worker processes; the side file and the ledger), `chaos_commits`
+# (results between a commit and a return: the plan's share, the kills, their check),
+# then the oracle:
 # `chaos_checks` (I1-I6 and the other checks), `chaos_causes` (each crash's cause, the
 # anomalies) and `chaos_report` (the figures, printed and as JSON).
 

@@ -104,10 +104,15 @@ class CrashCauses:
                 return "task_killed_own_child", None
             return None, None
         worker_id = crash.get("worker_id")
-        # PostgreSQL's now() is its transaction's start: a probe that began just before
-        # the kill may date its detection a little earlier
-        if worker_id in kills and began <= kills[worker_id] <= at + CLOCK_TOLERANCE:
-            return "sigkill", kills[worker_id]
+        # A worker id is one process's, killed at most once: every attempt of it detected
+        # after the kill is the kill's, whenever it began (a claim the worker sent just
+        # before the kill, which a busy server ran just after it, is dated after it: seen
+        # when the kill follows a commit that woke the worker for the jobs it released,
+        # `chaos_commits`). PostgreSQL's now() is its transaction's start: a probe that
+        # began just before the kill may date its detection a little earlier.
+        kill = kills.get(worker_id or "")
+        if kill is not None and kill <= at + CLOCK_TOLERANCE:
+            return "sigkill", kill
         proc = self.run.by_id(worker_id)
         run = self.run
         during = [(kind, o[0]) for o, kind in zip(run.outages, run.outage_kinds, strict=True)]
@@ -118,9 +123,14 @@ class CrashCauses:
             if how == "reconciliation" and any(t <= at for t in proc.twinned_at):
                 twinned = [t for t in proc.twinned_at if began <= t <= at]
                 return "twin", (max(twinned) if twinned else None)
-            during += [("sigstop", t) for t in proc.frozen_at]
             during += [("pg_terminate", t) for t in proc.terminated_backends_at]
-        during = [(k, t) for k, t in during if began <= t <= at + CLOCK_TOLERANCE]
+            # a stopped worker begins nothing: an attempt of it that began before the
+            # thaw was in flight when it stopped (a claim it sent just before, which the
+            # server ran later, is dated after the stop)
+            during += [("sigstop", t) for t, thaw in proc.freezes()
+                       if t <= at + CLOCK_TOLERANCE and began <= thaw + CLOCK_TOLERANCE]
+        during = [(k, t) for k, t in during
+                  if k == "sigstop" or began <= t <= at + CLOCK_TOLERANCE]  # fmt: skip
         if during:
             return max(during, key=lambda kt: kt[1])
         if proc is not None and run.links.slow_at(proc.slot, at):

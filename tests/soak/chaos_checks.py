@@ -1,9 +1,10 @@
 """The chaos runner's oracle (`tests/soak/chaos.py`, step 6): docs/DESIGN.md's invariants
 I1-I6 checked against the database after the run, effects exactly once against the
 ledger, at-least-once and fencing against the side file the attempts wrote, crash hooks,
-pipelines' dependencies (result-passing and replayed ones: `chaos_pipes`), rate limits,
-and the workers' registry; the hostile family adds its own
-(`chaos_hostile.HostileFamily.check`). A violation fails the run."""
+pipelines' dependencies (result-passing and replayed ones: `chaos_pipes`), results
+between a commit and a return (`chaos_commits`), rate limits, and the workers' registry;
+the hostile family adds its own (`chaos_hostile.HostileFamily.check`). A violation fails
+the run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from heartq.errors import JobNotFound
 from tests.soak.chaos_causes import CrashCauses
+from tests.soak.chaos_commits import check_after_commit, taken
 from tests.soak.chaos_config import (
     CLOCK_TOLERANCE,
     DETECTORS,
@@ -43,6 +45,7 @@ class Checker:
         self.crash_hooks: dict[str, int] = {}
         self.pipelines: dict[str, int] = {}
         self.result_chains: dict[str, int] = {}
+        self.after_commit: dict[str, int] = {}
         self.replays: dict[str, int] = {}
         self.rate: dict[str, int] = {}
         self.losses: Counter[str] = Counter()
@@ -91,6 +94,7 @@ class Checker:
         self.check_crash_hooks()
         self.check_dependencies()
         self.result_chains = check_result_chains(self)
+        self.after_commit = check_after_commit(self)
         self.replays = check_replays(self)
         self.check_rate_limit()
         self.check_ledger()
@@ -162,10 +166,13 @@ class Checker:
             result = job["result"] or {}
             if len(succeeded) != 1 or last is None or last["outcome"] != "succeeded":
                 self.fail(f"I3: {where} succeeded executions {len(succeeded)}, last {last}")
-            elif job["result"] is None and kind in LEDGER_KINDS:
+            elif job["result_lost"] is not None and kind in LEDGER_KINDS:
                 # its transaction committed, then its worker died before saving the result
-                # (the ledger check says whether its effect is there, once)
+                # (the ledger check says whether its effect is there, once; `chaos_commits`
+                # that its readers were told)
                 self.results_lost.append(job_id)
+            elif job["result"] is None and kind in LEDGER_KINDS:
+                self.fail(f"I3: {where} has no result, and does not say it lost it")
             elif (
                 result.get("job") != job_id
                 or result.get("eid") != last["execution_id"]
@@ -222,7 +229,7 @@ class Checker:
         if kind in ("chaos_permanent", "chaos_timeout") and status == "succeeded":
             self.fail(f"{where} succeeded, which its task never does")
         attempt_returned = (job["result"] or {}).get("att", 0)
-        if job["result"] is None:  # a result lost after the commit: the side file says
+        if job["result_lost"] is not None:  # lost after the commit: the side file says
             attempt_returned = run.side.starts.get((job_id, job["execution_id"]), {}).get("att", 0)
         if (
             kind == "chaos_flaky"
@@ -234,7 +241,7 @@ class Checker:
             # Fencing of checkpoints: the attempt that succeeded wrote the last one, so a
             # checkpoint written later by a fenced-out attempt would show here.
             result, checkpoint = job["result"] or {}, job["checkpoint"] or {}
-            if job["result"] is None:  # lost after the commit: at least the last step's
+            if job["result_lost"] is not None:  # lost after the commit: the last step's
                 if checkpoint.get("step") != run.args_of[job_id]["steps"]:
                     self.fail(f"I3: {where} checkpoint {checkpoint} is not the last step")
             elif result.get("resumed_from", 0) < result.get("steps", 0) and (
@@ -304,13 +311,16 @@ class Checker:
                 counts["callbacks_succeeded"] += 1
                 if job["result"] is None:
                     continue  # lost after its commit: the ledger holds its effect to once
-                expected = [
-                    None if self.jobs[d]["result"] is None else [d, self.jobs[d]["result"]["eid"]]
-                    for d in deps
-                ]
-                if job["result"].get("got") != expected:
-                    self.fail(f"dependencies: {where} received {job['result'].get('got')}, "
+                # every member's result, from its succeeded attempt, or the lost-result
+                # marker exactly where it is lost: never None in its place
+                expected = [taken(self, d) for d in deps]
+                got = job["result"].get("got")
+                if not isinstance(got, list) or got != expected or None in got:
+                    self.fail(f"dependencies: {where} received {got}, "
                               f"expected {expected}")  # fmt: skip
+                told = sum(1 for g in got or [] if g and g[0] == "lost")
+                counts["callbacks_told_a_result_was_lost"] += bool(told)
+                counts["lost_results_told_to_callbacks"] += told
         self.pipelines = dict(sorted(counts.items()))
 
     def check_rate_limit(self) -> None:
@@ -362,11 +372,13 @@ class Checker:
             if job["status"] == "succeeded":
                 key = (job_id, job["execution_id"])
                 how = side.ends.get(key, {}).get("how")
-                # a worker killed after its task's transaction committed leaves no result,
-                # and its attempt no end line, or the error its child met telling the dead
-                # parent (BrokenPipeError); the ledger check holds its effect to once
-                lost = job["result"] is None and self.run.kind_of[job_id] in LEDGER_KINDS
-                if key not in side.starts or (how != "return" and not lost):
+                # a worker killed after its task's transaction committed leaves its result
+                # lost (or, handed to the commit, saved with it), and its attempt no end
+                # line, or the error its child met telling the dead parent
+                # (BrokenPipeError); the ledger check holds its effect to once
+                lost = job["result_lost"] is not None and self.run.kind_of[job_id] in LEDGER_KINDS
+                handed = bool(side.committed.get(key, {}).get("hand"))
+                if key not in side.starts or (how != "return" and not lost and not handed):
                     self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
 
     def check_crash_hooks(self) -> None:

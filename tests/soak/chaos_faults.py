@@ -40,8 +40,11 @@ class ProcessFaults:
 
     def fault_sigkill(self) -> None:
         proc = self.pick_target("sigkill")
-        if proc is None:
-            return
+        if proc is not None:
+            self.sigkill(proc)
+
+    def sigkill(self, proc: WorkerProc, detail: dict[str, Any] | None = None) -> None:
+        """SIGKILL `proc`; a replacement starts in its slot 0-1 s later."""
         at = time.time()
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
@@ -49,8 +52,8 @@ class ProcessFaults:
         proc.state = "exited"
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.popen.wait(5)
-        self.run.faults.append(Fault("sigkill", at, proc.number, proc.id))
-        self.run.say(f"SIGKILL worker #{proc.number} ({proc.id})")
+        self.run.faults.append(Fault("sigkill", at, proc.number, proc.id, detail or {}))
+        self.run.say(f"SIGKILL worker #{proc.number} ({proc.id}) {detail or ''}")
         delay = 0.0 if self.run.rng.random() < 0.5 else self.run.rng.uniform(0.1, 1.0)
         self.run.after(delay, lambda: self.run.restart_slot(proc.slot))
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from heartq.ids import new_job_id
 from heartq.model import NewJob
+from tests.soak.chaos_commits import mark
 from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
 from tests.soak.chaos_pipes import make_replayed, make_result_chain
 from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD
@@ -105,9 +106,11 @@ def job_plan(config: ChaosConfig) -> list[NewJob]:
 
 
 def _member(n: int, rng: random.Random, depends_on: tuple[str, ...] = ()) -> NewJob:
+    """A group's member or a chain's step: some hand their result to their commit, some
+    are killed between the commit and the return (`chaos_commits.mark`)."""
     kinds, weights = list(MEMBER_WEIGHTS), list(MEMBER_WEIGHTS.values())
     job = make_job(rng.choices(kinds, weights)[0], n, rng)
-    return dataclasses.replace(job, id=new_job_id(), depends_on=depends_on)
+    return mark(dataclasses.replace(job, id=new_job_id(), depends_on=depends_on), rng)
 
 
 def make_group(size: int, n: int, rng: random.Random) -> list[NewJob]:

@@ -1,5 +1,6 @@
 """What the chaos tasks leave for the checker besides the queue: the side file (a line
-per attempt start and end, and per crash hook call) and the ledger (a row per effect,
+per attempt start and end, per crash hook call, and per commit an attempt waits after
+to be killed) and the ledger (a row per effect,
 written in the transaction that completes a job: `chaos_tasks.effect`)."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class SideLog:
         self.ends: dict[tuple[str, int], dict[str, Any]] = {}
         self.crashes: list[dict[str, Any]] = []
         """What the workers' crash hooks were told, a line each (duplicates kept)."""
+        self.committed: dict[tuple[str, int], dict[str, Any]] = {}
+        """Attempts given `kill` whose transaction committed (`chaos_commits`)."""
         self.bad_lines = 0
 
     def poll(self) -> None:
@@ -47,6 +50,9 @@ class SideLog:
                 self.crashes.append(doc)
                 continue
             key = (doc["job"], int(doc["eid"]))
+            if doc["e"] == "committed":
+                self.committed[key] = doc
+                continue
             (self.starts if doc["e"] == "start" else self.ends)[key] = doc
 
     def open_attempts(self, task: str) -> list[dict[str, Any]]:

@@ -95,6 +95,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         "crash_hooks": checker.crash_hooks,
         "pipelines": checker.pipelines,
         "result_chains": checker.result_chains,
+        "after_commit": checker.after_commit,
         "replays": checker.replays,
         "rate_limited": checker.rate,
         "i2_timestamp_inversions": {
@@ -287,6 +288,7 @@ def format_report(fig: dict[str, Any]) -> str:
         f"(untold: {fig['crash_hooks']['untold']}; none twice, each a crashed one)",
         f"  pipelines     {fig['pipelines']}",
         f"  result chains {fig['result_chains']}",
+        f"  after commit  {fig['after_commit']}",
         f"  replays       {fig['replays']}",
         f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
         "database's clock)",

@@ -26,6 +26,7 @@ from heartq.errors import DependencyNotFound, JobNotFound
 from heartq.model import NewJob
 from heartq.store import Store, open_store
 from tests.soak.chaos_checks import Checker
+from tests.soak.chaos_commits import AfterCommitKills
 from tests.soak.chaos_config import (
     APP_REF,
     FAULT_KINDS,
@@ -136,6 +137,7 @@ class ChaosRun:
         self.horizons = HeldHorizons(self) if config.backend == "postgres" else None
         self.hostile = HostileFamily(self) if config.hostile else None
         self.replays = Replays(self)
+        self.commits = AfterCommitKills(self)
         self.env[FIXED_ENV] = str(self.replays.fixed_dir)
 
     # -- logging ----------------------------------------------------------------------
@@ -340,6 +342,7 @@ class ChaosRun:
         next_fault = start + self.schedule.uniform(0.3, 1.0) * c.fault_interval
         self.links.start_chaos(start)
         next_monitor = start + 1.0
+        next_kill_poll = start
         # with a private cluster, one restart falls at a seeded moment of the chaos's first
         # half whatever the draws (a short run might draw none); more come as drawn
         first_restart = start + random.Random(f"restart-{c.seed}").uniform(0.2, 0.5) * c.duration
@@ -378,6 +381,9 @@ class ChaosRun:
                 self.replays.poll()
                 self.side.poll()
                 next_monitor = now + 1.0
+            if now >= next_kill_poll:
+                self.commits.poll()
+                next_kill_poll = now + 0.1
             time.sleep(0.02)
         self.links.end_chaos()
         deadline = time.monotonic() + 60
@@ -489,6 +495,7 @@ class ChaosRun:
         while True:
             self.refresh_workers()
             self.run_timers()
+            self.commits.poll()
             for slot in range(self.config.workers):
                 self.restart_slot(slot)
             if time.monotonic() >= next_check:
@@ -502,8 +509,9 @@ class ChaosRun:
             time.sleep(0.05)
 
     def drained(self) -> bool:
-        """Every job terminal (or blocked by a dead dependency), and no worker the runner
-        saw die still marked active."""
+        """Every job terminal (or blocked by a dead dependency), no worker the runner saw
+        die still marked active, and no result still to come (a job its transaction
+        completed, whose result its worker saves after or a reaper gives up)."""
         if self.pg_down:
             return False
         try:
@@ -513,7 +521,18 @@ class ChaosRun:
             return False
         if any(status not in SETTLED for _q, status, _n in counts) or self.replays.pending():
             return False
-        return not any(p.id in active for p in self.procs if not p.alive())
+        if any(p.id in active for p in self.procs if not p.alive()):
+            return False
+        try:
+            return not self.results_to_come()
+        except TRANSIENT:
+            return False
+
+    def results_to_come(self) -> list[str]:
+        """Succeeded jobs whose result is still to come (`result_pending`)."""
+        done = self.store.list_jobs(status="succeeded", limit=10_000_000)
+        bare = [j["id"] for j in done if j["result"] is None and j["result_lost"] is None]
+        return [job_id for job_id in bare if self.store.job_end(job_id).result_pending]
 
     def stop_all(self) -> None:
         for proc in self.procs:

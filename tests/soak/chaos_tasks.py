@@ -16,6 +16,13 @@ the transaction open that long after the insert (a second statement, then a slee
 faults land inside transactions too. Without `HEARTQ_CHAOS_LEDGER` nothing is written and
 the job completes as usual.
 
+Results between the commit and the return (`tests/soak/chaos_commits.py`): a pipeline's
+member or step given `hand` hands its result to the commit (`ctx.commit_result`), so it
+lands with the effect; one given `kill` appends a `committed` line once its transaction
+committed and then waits (at most `KILL_WAIT` seconds) for the runner to SIGKILL its
+worker before it returns. Killed without handing it, its result is lost: a reaper gives
+it up, and what takes it receives the lost-result marker (`heartq.LostResult`).
+
 Kinds (the runner picks them, seeded):
 
 - `chaos_short`: returns within a few tens of milliseconds.
@@ -34,7 +41,8 @@ Kinds (the runner picks them, seeded):
 - `chaos_rated`: `chaos_short` under a rate limit the runner gives each job (its key
   `RATE_KEY`, `RATE_LIMIT` starts per `RATE_PERIOD` seconds), held to it across the fleet.
 - `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
-  their results in order, and returns which attempt produced each.
+  their results in order, and returns which attempt produced each (`["lost", job]` for
+  a result lost after its commit).
 
 Every crash hook call (`@app.hooks.crash`, run by the worker that ended a crashed attempt)
 appends a line too: the runner checks that each names a crashed execution, told once.
@@ -74,6 +82,9 @@ RATE_PERIOD = 1.0
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 FIXED_ENV = "HEARTQ_CHAOS_FIXED"
 PROC_QUEUE = "proc"
+KILL_WAIT = 3.0
+"""Seconds a task given `kill` waits after its commit for the runner to kill its worker
+(it returns if none came: the runner was draining, or the worker was being stopped)."""
 
 app = heartq.App()
 
@@ -155,27 +166,54 @@ def _write_effect(conn: Any, table: str, ctx: heartq.JobContext) -> None:
     conn.execute(f"SELECT count(*) FROM {table} WHERE job_id = {mark}", (ctx.job_id,))
 
 
-def effect(ctx: heartq.JobContext, hold_ms: int = 0) -> None:
-    """The job's effect, one ledger row, committed with the job's completion; the
-    transaction stays open `hold_ms` after the insert."""
+def effect(
+    ctx: heartq.JobContext,
+    hold_ms: int = 0,
+    result: Any = None,
+    hand: bool = False,
+    kill: bool = False,
+) -> Any:
+    """The job's effect, one ledger row, committed with the job's completion (and with
+    `result`, if `hand`); the transaction stays open `hold_ms` after the insert. With
+    `kill`, the attempt then waits for the runner to kill its worker. Returns `result`."""
     table = os.environ.get(LEDGER_ENV)
     if not table:
-        return
+        return result
     with ctx.transaction() as conn:
         _write_effect(conn, table, ctx)
         if hold_ms:
             time.sleep(hold_ms / 1000)
+        if hand:
+            ctx.commit_result(result)
+    if kill:
+        record("committed", ctx, hand=hand)
+        pause(ctx, KILL_WAIT)
+    return result
 
 
-async def effect_async(ctx: heartq.JobContext, hold_ms: int = 0) -> None:
+async def effect_async(
+    ctx: heartq.JobContext,
+    hold_ms: int = 0,
+    result: Any = None,
+    hand: bool = False,
+    kill: bool = False,
+) -> Any:
     """`effect` for an async task (`async with`)."""
     table = os.environ.get(LEDGER_ENV)
     if not table:
-        return
+        return result
     async with ctx.transaction() as conn:
         _write_effect(conn, table, ctx)
         if hold_ms:
             await asyncio.sleep(hold_ms / 1000)
+        if hand:
+            ctx.commit_result(result)
+    if kill:
+        record("committed", ctx, hand=hand)
+        deadline = time.monotonic() + KILL_WAIT
+        while not ctx.cancelled and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    return result
 
 
 def pause(ctx: heartq.JobContext, seconds: float) -> None:
@@ -189,15 +227,28 @@ def pause(ctx: heartq.JobContext, seconds: float) -> None:
 
 
 @app.task(name="chaos_short")
-def short(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
+def short(
+    ctx: heartq.JobContext,
+    n: int,
+    ms: int = 10,
+    hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
+) -> dict[str, Any]:
     with attempt(ctx, "chaos_short"):
         time.sleep(ms / 1000)
-        effect(ctx, hold_ms)
-        return ident(ctx, n=n)
+        return effect(ctx, hold_ms, ident(ctx, n=n), hand, kill)
 
 
 def _long(
-    ctx: heartq.JobContext, task: str, n: int, steps: int, step_s: float, hold_ms: int
+    ctx: heartq.JobContext,
+    task: str,
+    n: int,
+    steps: int,
+    step_s: float,
+    hold_ms: int,
+    hand: bool = False,
+    kill: bool = False,
 ) -> Any:
     with attempt(ctx, task):
         start = int((ctx.checkpoint or {}).get("step", 0))
@@ -209,31 +260,49 @@ def _long(
                 message=f"{step + 1}/{steps}",
                 checkpoint={"step": step + 1, "eid": ctx.execution_id},
             )
-        effect(ctx, hold_ms)
-        return ident(ctx, n=n, resumed_from=start, steps=steps)
+        result = ident(ctx, n=n, resumed_from=start, steps=steps)
+        return effect(ctx, hold_ms, result, hand, kill)
 
 
 @app.task(name="chaos_long", heartbeat_timeout=5.0)
 def long(
-    ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15, hold_ms: int = 0
+    ctx: heartq.JobContext,
+    n: int,
+    steps: int = 8,
+    step_s: float = 0.15,
+    hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
 ) -> Any:
-    return _long(ctx, "chaos_long", n, steps, step_s, hold_ms)
+    return _long(ctx, "chaos_long", n, steps, step_s, hold_ms, hand, kill)
 
 
 @app.task(name="chaos_proc_long", queue=PROC_QUEUE, heartbeat_timeout=5.0)
 def proc_long(
-    ctx: heartq.JobContext, n: int, steps: int = 8, step_s: float = 0.15, hold_ms: int = 0
+    ctx: heartq.JobContext,
+    n: int,
+    steps: int = 8,
+    step_s: float = 0.15,
+    hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
 ) -> Any:
-    return _long(ctx, "chaos_proc_long", n, steps, step_s, hold_ms)
+    return _long(ctx, "chaos_proc_long", n, steps, step_s, hold_ms, hand, kill)
 
 
 @app.task(name="chaos_flaky")
-def flaky(ctx: heartq.JobContext, n: int, fail_times: int = 1, hold_ms: int = 0) -> dict[str, Any]:
+def flaky(
+    ctx: heartq.JobContext,
+    n: int,
+    fail_times: int = 1,
+    hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
+) -> dict[str, Any]:
     with attempt(ctx, "chaos_flaky"):
         if ctx.attempt <= fail_times:
             raise RuntimeError(f"flaky job {n} fails attempt {ctx.attempt} of {fail_times}")
-        effect(ctx, hold_ms)
-        return ident(ctx, n=n)
+        return effect(ctx, hold_ms, ident(ctx, n=n), hand, kill)
 
 
 @app.task(name="chaos_permanent")
@@ -260,21 +329,27 @@ def silent(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, Any]:
 
 @app.task(name="chaos_async")
 async def async_job(
-    ctx: heartq.JobContext, n: int, ms: int = 50, hold_ms: int = 0
+    ctx: heartq.JobContext,
+    n: int,
+    ms: int = 50,
+    hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
 ) -> dict[str, Any]:
     with attempt(ctx, "chaos_async"):
         await asyncio.sleep(ms / 1000)
-        await effect_async(ctx, hold_ms)
-        return ident(ctx, n=n)
+        result = ident(ctx, n=n)
+        return await effect_async(ctx, hold_ms, result, hand, kill)
 
 
 @app.task(name="chaos_child_crash", queue=PROC_QUEUE)
-def child_crash(ctx: heartq.JobContext, n: int, hold_ms: int = 0) -> dict[str, Any]:
+def child_crash(
+    ctx: heartq.JobContext, n: int, hold_ms: int = 0, hand: bool = False, kill: bool = False
+) -> dict[str, Any]:
     with attempt(ctx, "chaos_child_crash"):
         if ctx.attempt == 1:
             os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
-        effect(ctx, hold_ms)
-        return ident(ctx, n=n)
+        return effect(ctx, hold_ms, ident(ctx, n=n), hand, kill)
 
 
 @app.task(name="chaos_rated")
@@ -291,20 +366,32 @@ def fan_in(
 ) -> dict[str, Any]:
     """A group's callback (`depends_on` its members, `dependency_results`): it receives
     the members' results in order and returns, for each, the attempt that produced it
-    (`[job, eid]`, None for a member without a result), so the runner can hold every
-    callback to every result, exactly once."""
+    (`[job, eid]`; `["lost", job]` for a result lost after its commit, the marker
+    `heartq.LostResult`; None for a member without a result, which must never be), so
+    the runner can hold every callback to every result, exactly once."""
     with attempt(ctx, "chaos_fan_in"):
-        got = [None if r is None else [r.get("job"), r.get("eid")] for r in results]
+        got = [_producer(r) for r in results]
         effect(ctx, hold_ms)
         return ident(ctx, n=n, got=got)
 
 
+def _producer(result: Any) -> Any:
+    """Whose attempt a result taken came from: `[job, eid]`, `["lost", job]` for the
+    lost-result marker, None for None."""
+    if heartq.is_lost_result(result):
+        return ["lost", result["job_id"]]
+    if result is None:
+        return None
+    return [result.get("job"), result.get("eid")]
+
+
 def _value_of(prev: Any) -> tuple[Any, Any]:
-    """The value a step adds to, and `[job, eid]` of the attempt that produced it (None
-    for both when the previous result was lost after its commit; None for the attempt
-    when it is the chain's start, given as an argument)."""
-    if prev is None:
-        return None, None
+    """The value a step adds to, and `[job, eid]` of the attempt that produced it (for
+    a previous result lost after its commit, `heartq.LostResult`: no value, and
+    `["lost", job]`; None for both if it were None, which must never be; None for the
+    attempt when it is the chain's start, given as an argument)."""
+    if prev is None or heartq.is_lost_result(prev):
+        return None, _producer(prev)
     got = [prev["job"], prev.get("eid")] if "job" in prev else None  # the chain's start
     return prev.get("value"), got
 
@@ -318,6 +405,8 @@ def add(
     ms: int = 10,
     fail_times: int = 0,
     hold_ms: int = 0,
+    hand: bool = False,
+    kill: bool = False,
 ) -> dict[str, Any]:
     """A result-passing step: the previous step's result (or the chain's start, a
     `{"value": ...}` given as an argument) plus `k`; `got` names the attempt whose result
@@ -328,8 +417,8 @@ def add(
         if ctx.attempt <= fail_times:
             raise RuntimeError(f"add step {n} fails attempt {ctx.attempt} of {fail_times}")
         value, got = _value_of(prev)
-        effect(ctx, hold_ms)
-        return ident(ctx, n=n, value=None if value is None else value + k, got=got)
+        result = ident(ctx, n=n, value=None if value is None else value + k, got=got)
+        return effect(ctx, hold_ms, result, hand, kill)
 
 
 @app.task(name="chaos_fixable")

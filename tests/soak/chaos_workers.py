@@ -41,6 +41,11 @@ class WorkerProc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def freezes(self) -> list[tuple[float, float]]:
+        """Each SIGSTOP the runner sent it and the SIGCONT that ended it (inf: none)."""
+        ends = sorted([*self.thawed_at, math.inf])
+        return [(start, min(e for e in ends if e >= start)) for start in self.frozen_at]
+
     def frozen_during(self, at: float) -> bool:
         """True if the runner had this worker stopped (SIGSTOP) at wall-clock `at`."""
         ends = [*self.thawed_at, math.inf]

@@ -58,6 +58,8 @@ def test_invariants_hold_under_chaos(backend: str) -> None:
     assert ledger["jobs_with_effect"] == ledger["succeeded_jobs_of_ledger_kinds"] > 0, report
     # Result-passing steps were held to the plan's values, and a dead root was replayed.
     assert figures["result_chains"].get("steps_checked", 0) > 0, report
+    # Members and steps handed their results to their commit (chaos_commits)
+    assert figures["after_commit"].get("succeeded_handed", 0) > 0, report
     assert figures["replays"].get("replayed", 0) >= 1, report
     if private:
         assert faults["pg_restart"] >= 1, report

@@ -62,6 +62,32 @@ def test_run_commits_a_task_transaction(app: heartq.App) -> None:
     assert run(count) == 42
 
 
+def test_run_returns_a_result_handed_to_the_commit_and_raises_for_one_lost(
+    app: heartq.App,
+) -> None:
+    """A task that hands its result to its transaction's commit keeps it whatever its
+    code does after; one whose code fails after a commit that carried no result has none:
+    `run` raises what the code raised, and the report says the result was lost."""
+    app.migrate()
+
+    @app.task
+    def total(ctx: heartq.JobContext, hand: bool) -> int:
+        with ctx.transaction() as conn:
+            row = conn.execute("SELECT 41 + 1 AS n").fetchone()
+            n = int(row["n"] if isinstance(row, dict) else row[0])
+            if hand:
+                ctx.commit_result(n)
+        raise ValueError("after the commit")
+
+    assert run(total, hand=True) == 42
+    with pytest.raises(ValueError, match="after the commit") as caught:
+        run(total, hand=False)
+    (note,) = caught.value.__notes__
+    assert "[succeeded] -> succeeded: result lost (the task's code ended failed" in note
+    (lost,) = [j for j in enqueued(app, total, status="any") if j.args == {"hand": False}]
+    assert "ValueError: after the commit" in app.get_job(lost.id)["result_lost"]
+
+
 def test_run_raises_what_the_code_raised_and_leaves_the_job_as_the_attempt_did(
     app: heartq.App,
 ) -> None:

@@ -72,6 +72,8 @@ def job_view(job: dict[str, Any], now: float) -> Group:
         rows.append(("checkpoint", display.compact_json(job["checkpoint"], 2000)))
     if job.get("result") is not None:
         rows.append(("result", display.compact_json(job["result"], 2000)))
+    if job.get("result_lost"):  # succeeded, its result lost after its transaction's commit
+        rows.append(("result", Text(f"lost: {job['result_lost']}", style="yellow")))
     if job.get("dead_reason"):
         rows.append(("dead reason", Text(job["dead_reason"], style="red")))
     if job["status"] == JobStatus.CANCELLED:

@@ -167,20 +167,26 @@ class LeaseHolder(Clock, Protocol):
         ...
 
     def completing(
-        self, lease: Lease, report: Callable[[], Report | None] | None = None
+        self,
+        lease: Lease,
+        report: Callable[[], Report | None] | None = None,
+        result: Callable[[], str | None] | None = None,
     ) -> contextlib.AbstractContextManager[Any]:
         """A write transaction lent to a task (`ctx.transaction()`): it writes its effects
         on the connection given; when the block ends the job is completed `succeeded` in
         the same transaction, fenced on the lease, with what the task last reported
-        (`report()`, asked then); if this attempt no longer holds the job, everything
-        rolls back and `LeaseLost` is raised. What the task reports after the commit is
-        not stored (its job is no longer running)."""
+        (`report()`, asked then) and the result it handed to the commit (`result()`, its
+        JSON, asked then; None: none, the result is saved after, `save_result`); if this
+        attempt no longer holds the job, everything rolls back and `LeaseLost` is raised.
+        What the task reports after the commit is not stored (its job is no longer
+        running)."""
         ...
 
-    def save_result(self, lease: Lease, result_json: str | None) -> bool:
-        """Store the result of a job its task completed in `completing` (None: its code
-        failed after the commit), fenced on the lease and the result still pending;
-        waiters (`App.result`) are told. Whether it landed."""
+    def save_result(self, lease: Lease, result_json: str | None, lost: str | None = None) -> bool:
+        """Store the result of a job its task completed in `completing` without handing it
+        one (or, `lost`, why it has none: its code failed after the commit), fenced on the
+        lease and the result still pending; waiters (`App.result`) are told. Whether it
+        landed."""
         ...
 
     def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
@@ -201,7 +207,8 @@ class LeaseHolder(Clock, Protocol):
     def dependency_results(self, job_id: str) -> list[DependencyEnd]:
         """What a job that takes its dependencies' results (`ClaimedJob.dependency_results`)
         receives: each dependency whose result it takes, in order, its status, result,
-        whether it is passed as it is and whether it is still to come. One read."""
+        whether it is passed as it is, whether it is still to come and why it was lost
+        (`lost`). One read."""
         ...
 
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from heartq import rates
+from heartq import lost_results, rates
 from heartq.errors import LeaseLost
 from heartq.lifecycle.retry import DEFAULT_BACKOFF, SCHEDULES, Backoff
 from heartq.model import (
@@ -289,12 +289,17 @@ def awaited_ends(rows: Iterable[Any]) -> list[str]:
 
 
 def dependency_end(row: Any) -> DependencyEnd:
+    """A dependency as `DEPENDENCY_RESULTS` reads it. One whose job is gone although its
+    edge was counted a success (pruned by retention since, or before the edge was
+    written) lost its result with it."""
+    gone = row["status"] is None and row["ended"] == JobStatus.SUCCEEDED
     return DependencyEnd(
         job_id=row["id"],
         status=None if row["status"] is None else JobStatus(row["status"]),
         result=json_value(row["result"]),
         pending=bool(row["pending"]),
         as_value=bool(row["as_value"]),
+        lost=lost_results.PRUNED if gone else row["lost"],
     )
 
 
@@ -318,6 +323,7 @@ def job_end(job_id: str, row: Any) -> JobEnd:
         result_pending=bool(row["result_pending"]),
         held_by=held_by,
         cancelled_by=row["cancelled_by"],
+        result_lost=row["result_lost"],
     )
 
 
@@ -365,6 +371,7 @@ def job_dict(
         },
         "checkpoint": json_value(row["checkpoint"]),
         "result": json_value(row["result"]),
+        "result_lost": row["result_lost"],
         "error": row["error"],
         "dead_reason": row["dead_reason"],
         "cancel_requested": bool(row["cancel_requested"]),

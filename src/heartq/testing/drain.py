@@ -34,7 +34,7 @@ from typing import Any, ParamSpec
 from heartq import events, payload, policy
 from heartq.app import App, BoundTask, Task
 from heartq.display import epoch_of
-from heartq.errors import JobNotFound
+from heartq.errors import JobNotFound, ResultLost
 from heartq.hooks import AttemptInfo
 from heartq.model import TERMINAL_STATUSES, JobStatus, Outcome
 from heartq.options import Options
@@ -119,8 +119,10 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
     `task.options(...)`), then one attempt of it runs on a real worker in this process,
     with a real `JobContext` (`ctx.heartbeat`, `ctx.checkpoint`, `ctx.meta`,
     `ctx.transaction()` on the app's database). Returns the result as stored (after its
-    JSON round trip); if the attempt failed, raises what its code raised (with a note
-    naming the job), else `AttemptFailed` (timed out, cancelled, a result not JSON).
+    JSON round trip); if the attempt failed, or its code failed after its transaction
+    committed the job without its result (the result is lost), raises what its code
+    raised (with a note naming the job), else `AttemptFailed` (timed out, cancelled, a
+    result not JSON), or `heartq.ResultLost` (a result lost otherwise).
 
     The job runs in a queue of its own (`heartq-testing-run-...`, as `ctx.queue` says),
     so nothing else due runs with it; after a failure it stays as the attempt left it
@@ -172,9 +174,11 @@ def _run(task: Task[Any, Any] | BoundTask[Any], attempt: int, args: Any, kwargs:
         app, [queue], concurrency=1, run_retries_now=False, one_attempt=True, grace=timeout
     ).run(timeout)
     job = report.job(job_id)
-    if job.status is JobStatus.SUCCEEDED:
+    if job.status is JobStatus.SUCCEEDED and job.result_lost is None:
         return job.result
     raised = job.exception
+    if raised is None and job.result_lost is not None:  # stopped after its commit
+        raise ResultLost(job.id, job.result_lost)
     if raised is None:
         raise AttemptFailed(job)
     if not isinstance(raised, Exception):
@@ -417,6 +421,7 @@ class _Drain:
                     attempts=tuple(attempts),
                     status=status,
                     result=doc["result"],
+                    result_lost=doc["result_lost"],
                     error=doc["error"],
                     dead_reason=doc["dead_reason"],
                     run_at=doc["run_at"] if status is JobStatus.QUEUED else None,

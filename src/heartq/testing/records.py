@@ -112,8 +112,9 @@ class Attempt:
 @dataclass(frozen=True)
 class JobRun:
     """A job a drain ran: its attempts during the drain, and where it stands after
-    (`status`; `result` once succeeded; `error` and `dead_reason` after failures;
-    `run_at` when its retry is due, if it waits out a backoff)."""
+    (`status`; `result` once succeeded, or `result_lost`, why it has none: its code
+    failed after its `ctx.transaction()` committed the job; `error` and `dead_reason`
+    after failures; `run_at` when its retry is due, if it waits out a backoff)."""
 
     id: str
     task: str
@@ -126,6 +127,7 @@ class JobRun:
     error: str | None = None
     dead_reason: str | None = None
     run_at: str | None = None
+    result_lost: str | None = None
 
     @property
     def outcomes(self) -> list[str]:
@@ -140,7 +142,9 @@ class JobRun:
     def __str__(self) -> str:
         head = f"{self.id}  {call_text(self.task, self.args)}  queue={self.queue}"
         ends = ", ".join(self.outcomes) or "no attempt"
-        if self.status is JobStatus.SUCCEEDED:
+        if self.status is JobStatus.SUCCEEDED and self.result_lost is not None:
+            tail = f": result lost ({last_line(self.result_lost, SHOWN_VALUE * 2)})"
+        elif self.status is JobStatus.SUCCEEDED:
             tail = f": result {compact_json(self.result, SHOWN_VALUE)}"
         elif self.status is JobStatus.DEAD:
             tail = f": {self.dead_reason}"

@@ -36,7 +36,8 @@ class TransactionState(enum.Enum):
     OPEN = "open"  # the task's ctx.transaction() block runs; its commit is fenced
     COMMITTING = "committing"  # the block ended before the attempt's end was decided:
     # its commit is under way and decides (a forced end waits for it)
-    COMMITTED = "committed"  # the job is succeeded; its result is saved after
+    COMMITTED = "committed"  # the job is succeeded; its result was committed with it
+    # (`result_committed`) or is saved after
 
 
 # A no-op job's path reads these members through module names: on Python 3.11, each
@@ -91,7 +92,12 @@ class RunningJob:
     transaction: TransactionState = TransactionState.NONE
     """Where its task's `ctx.transaction()` stands: while it is open the database alone
     decides whether the attempt still holds the job (its commit is fenced); once it
-    committed, the job is done and only the result remains to be saved."""
+    committed, the job is done and only the result remains to be saved, unless the task
+    handed it to the commit (`result_committed`)."""
+    _handed_json: str | None = None  # the result the task hands to its commit, encoded
+    result_committed = False
+    """The task's transaction committed its result with the job (`ctx.commit_result`):
+    nothing is left to save."""
 
     @property
     def store(self) -> LeaseHolder:
@@ -131,14 +137,27 @@ class RunningJob:
         self.transaction = TransactionState.OPEN
         try:
             with self._waiting_on_store(
-                self._store.completing(self.job.lease, self.last_report)
+                self._store.completing(self.job.lease, self.last_report, self._handed)
             ) as conn:
                 yield conn
                 self._begin_commit()
         except BaseException:
             self.transaction = TransactionState.NONE
+            self._handed_json = None
             raise
-        self.mark_committed()
+        self.mark_committed(self._handed_json is not None)
+
+    def commit_result(self, value: Any) -> None:
+        if self.transaction is not TransactionState.OPEN:
+            raise RuntimeError(
+                "ctx.commit_result() hands a result to the commit of ctx.transaction(): "
+                "call it inside the block"
+            )
+        self._handed_json = payload.encode(value, what="result", limit=self._limit)
+
+    def _handed(self) -> str | None:
+        """The result handed to the commit, as the completion stores it (None: none)."""
+        return self._handed_json
 
     @contextlib.contextmanager
     def in_store(self) -> Iterator[None]:
@@ -182,8 +201,10 @@ class RunningJob:
                 raise LeaseLost(self.job.id, self.job.execution_id)
             self.transaction = TransactionState.COMMITTING
 
-    def mark_committed(self) -> None:
-        """The job was completed in its task's transaction (here, or in a child)."""
+    def mark_committed(self, with_result: bool = False) -> None:
+        """The job was completed in its task's transaction (here, or in a child), with the
+        result the task handed to the commit (`with_result`) or without."""
+        self.result_committed = with_result
         self.transaction = TransactionState.COMMITTED
 
     def save_checkpoint_json(self, checkpoint_json: str) -> None:

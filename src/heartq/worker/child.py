@@ -1,7 +1,9 @@
 """The child side of the process pool: runs one attempt, talks to its parent over a pipe.
 
 Messages, child to parent: `("touch", progress | None)`, `("checkpoint", json)` (answered
-by `("checkpoint", "ok" | "lost" | error text)`), `("done", AttemptEnd fields)`.
+by `("checkpoint", "ok" | "lost" | error text)`), `("transaction", state, with_result)`
+(where its `ctx.transaction()` stands; committed with the result the task handed to the
+commit, or not), `("done", AttemptEnd fields)`.
 Parent to child: `("flags", lost, cancel_requested)`. The child dies with its parent: it
 asks the kernel for SIGKILL when the parent goes (Linux), and exits when the pipe closes.
 """
@@ -58,6 +60,9 @@ class ChildControl:
         self._report = Report()
         """What the task last reported, also kept here: its `ctx.transaction()` saves it
         with the completion it commits (the parent's copy is fenced out by then)."""
+        self._open = False
+        self._handed: str | None = None
+        """The result the task handed to its transaction's commit, encoded."""
 
     def _send(self, message: tuple[Any, ...]) -> None:
         with self._send_lock:
@@ -90,17 +95,28 @@ class ChildControl:
         renewing a job that is done and saves the result the child then returns."""
         if self.lost:
             raise LeaseLost(self._lease.job_id, self._lease.execution_id)
-        self._send(("transaction", TransactionState.OPEN.value))
+        self._send(("transaction", TransactionState.OPEN.value, False))
         store = open_store(self._url)
+        self._open = True
         try:
-            with store.completing(self._lease, self._last_report) as conn:
+            with store.completing(self._lease, self._last_report, lambda: self._handed) as conn:
                 yield conn
         except BaseException:
-            self._send(("transaction", TransactionState.NONE.value))
+            self._handed = None
+            self._send(("transaction", TransactionState.NONE.value, False))
             raise
         finally:
+            self._open = False
             store.close()
-        self._send(("transaction", TransactionState.COMMITTED.value))
+        self._send(("transaction", TransactionState.COMMITTED.value, self._handed is not None))
+
+    def commit_result(self, value: Any) -> None:
+        if not self._open:
+            raise RuntimeError(
+                "ctx.commit_result() hands a result to the commit of ctx.transaction(): "
+                "call it inside the block"
+            )
+        self._handed = payload.encode(value, what="result", limit=self._limit)
 
     def _last_report(self) -> Report | None:
         return None if self._report.empty else self._report

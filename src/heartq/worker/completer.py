@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from heartq import events
+from heartq import events, lost_results
 from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
 from heartq.lifecycle.fate import AttemptEnd, CrashedEnd, error_summary
@@ -208,20 +208,28 @@ class Completer:
             self._on_retry(finish.retry_delay)
 
     def _save_committed(self, run: RunningJob, end: AttemptEnd) -> None:
-        """A job its task completed in `ctx.transaction()`: save the result the code
-        returned after (fenced on the job being succeeded under this execution), or say
-        that the code failed after its transaction had committed the job."""
+        """A job its task completed in `ctx.transaction()`: nothing to save if the task
+        handed its result to the commit; else save the result the code returned after
+        (fenced on the job being succeeded under this execution, its result pending), or
+        why it has none: the code failed after its transaction had committed the job."""
         lease = run.job.lease
-        result = end.result_json if end.outcome is Outcome.SUCCEEDED else None
-        saved = self._retrying(lambda: self._store.save_result(lease, result), 1)
-        if saved is None:
-            return  # stopped before it landed: waiters stop waiting when its lease ends
-        if not saved:  # its lease ran out first: readers were told it has no result
-            self._ledger.lose(run, "result refused: the lease ran out after the commit")
-            return
-        self._ledger.saved((run,))
-        if end.outcome is Outcome.SUCCEEDED:
-            report_saved(run, fate.succeeded(run.job, result), self._worker_id)
+        succeeded = end.outcome is Outcome.SUCCEEDED
+        if run.result_committed:  # landed with the commit; what the code did after: not kept
+            self._ledger.saved((run,))
+        else:
+            result = end.result_json if succeeded else None
+            lost = None if succeeded else lost_results.failed_after_commit(
+                end.outcome.value, error_summary(end.error)
+            )  # fmt: skip
+            saved = self._retrying(lambda: self._store.save_result(lease, result, lost), 1)
+            if saved is None:
+                return  # stopped before it landed: waiters stop waiting when its lease ends
+            if not saved:  # its lease ran out first: readers were told its result is lost
+                self._ledger.lose(run, "result refused: the lease ran out after the commit")
+                return
+            self._ledger.saved((run,))
+        if succeeded:
+            report_saved(run, fate.succeeded(run.job, end.result_json), self._worker_id)
             return
         events.emit(
             events.JOB_ENDED_AFTER_COMMIT,
@@ -231,6 +239,7 @@ class Completer:
             worker_id=self._worker_id,
             ended=end.outcome.value,
             error=error_summary(end.error),
+            result="committed" if run.result_committed else "lost",
         )
 
     def _still_held(self, batch: list[Item]) -> list[Item]:

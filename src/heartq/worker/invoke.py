@@ -10,13 +10,14 @@ result as it is (or the list of a group's results). Its worker reads them once, 
 before it calls the task (`call_args`: one read, only for such jobs; every other job is
 called with its arguments as they are); each is the result its job's landed attempt
 saved (the fenced finish), never one of an attempt superseded. One wait: a dependency
-its task completed inside `ctx.transaction()` is succeeded at that commit (which
-released this job), and its result is saved a moment after (`result_pending`). The read
-then says the result is still to come, and is made again (20 ms, doubling to 0.5 s)
-until it came, or a reaper gave it up once the lease of the attempt that committed it
-ran out (its worker died between the two: the job succeeded with no result, and the
-callback gets None for it, as `App.result` would; a save after that is refused, so the
-None stays true). Where it runs: in the attempt's own thread (a thread-pool attempt),
+its task completed inside `ctx.transaction()` without handing it its result
+(`ctx.commit_result`) is succeeded at that commit (which released this job), and its
+result is saved a moment after (`result_pending`). The read then says the result is
+still to come, and is made again (20 ms, doubling to 0.5 s) until it came, or a reaper
+gave it up once the lease of the attempt that committed it ran out (its worker died
+between the two): the result is lost, and the callback gets a `heartq.LostResult` in its
+place, never a bare None (`App.result` raises `ResultLost`); a save after that is
+refused, so "lost" stays true. Where it runs: in the attempt's own thread (a thread-pool attempt),
 off the event loop (async), or in a thread that then starts the child (process pool),
 never in the fetch loop.
 
@@ -48,7 +49,8 @@ from heartq.errors import (
 )
 from heartq.hooks import AttemptInfo, HookList
 from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end, judged, outcome_of, will_retry
-from heartq.model import JobStatus, Outcome
+from heartq.lost_results import LostResult
+from heartq.model import DependencyEnd, JobStatus, Outcome
 
 if TYPE_CHECKING:
     from heartq.app import Task
@@ -98,17 +100,24 @@ def call_args(run: RunningJob) -> dict[str, Any] | AttemptEnd:
 
 
 def _dependency_results(run: RunningJob) -> Any:
-    """The results the job takes (None for a dependency that did not succeed, or is
-    gone): the one passed as it is, or the list of them in order, once none is still to
-    come, or the attempt was stopped meanwhile."""
+    """The results the job takes (a `LostResult` for one that was lost, None for a
+    dependency that did not succeed): the one passed as it is, or the list of them in
+    order, once none is still to come, or the attempt was stopped meanwhile."""
     wait = RESULTS_FIRST_WAIT
     while True:
         ends = run.store.dependency_results(run.job.id)
         if not any(end.pending for end in ends) or run.ended is not None or run.lost:
-            results = [end.result if end.status is JobStatus.SUCCEEDED else None for end in ends]
+            results = [_taken(end) for end in ends]
             return results[0] if ends and ends[0].as_value else results
         time.sleep(wait)
         wait = min(wait * 2, RESULTS_LONGEST_WAIT)
+
+
+def _taken(end: DependencyEnd) -> Any:
+    """What a job that takes `end`'s result receives for it."""
+    if end.lost is not None:
+        return LostResult(end.job_id, end.lost)
+    return end.result if end.status is JobStatus.SUCCEEDED else None
 
 
 def describe(exc: BaseException) -> str:

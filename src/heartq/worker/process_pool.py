@@ -184,7 +184,11 @@ class ProcessPool:
             with self._lock, contextlib.suppress(OSError):
                 conn.send(("checkpoint", answer))
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
-            run.transaction = TransactionState(message[1])
+            state = TransactionState(message[1])
+            if state is TransactionState.COMMITTED:  # with the result handed to it, or not
+                run.mark_committed(bool(message[2]))
+            else:
+                run.transaction = state
         elif kind == "done":
             _, outcome, result_json, error, permanent, cannot_run, away = message
             why = None if cannot_run is None else CannotRun(cannot_run)

@@ -297,24 +297,32 @@ class LeaseOps:
 
     @contextlib.contextmanager
     def completing(
-        self, lease: Lease, report: Callable[[], Report | None] | None = None
+        self,
+        lease: Lease,
+        report: Callable[[], Report | None] | None = None,
+        result: Callable[[], str | None] | None = None,
     ) -> Iterator[Any]:
         """A transaction for a task's own writes that also ends its job `succeeded`, fenced:
         the task writes its effects on the connection it is given; when the block ends,
         the job is completed in the same transaction if this attempt still holds it, else
         everything rolls back, the task's writes included, and `LeaseLost` is raised.
         `report()`, asked when the block ends, is what the task last reported (what it
-        reported inside the block included), saved with the completion."""
-        doc = documents.finish_doc(
-            lease.job_id,
-            lease.execution_id,
-            status=JobStatus.SUCCEEDED.value,
-            outcome=Outcome.SUCCEEDED.value,
-            result_pending=True,  # what the task returns after; waiters wait for it
-        )
+        reported inside the block included), saved with the completion; `result()`, asked
+        then too, the JSON of the result the task handed to the commit, stored with it
+        (None: none was handed; what the task returns after is saved after, and the job
+        carries `result_pending` until then)."""
         with self.d.write() as conn:
             with self.d.task_scope(conn) as task_conn:
                 yield task_conn
+            handed = None if result is None else result()
+            doc = documents.finish_doc(
+                lease.job_id,
+                lease.execution_id,
+                status=JobStatus.SUCCEEDED.value,
+                outcome=Outcome.SUCCEEDED.value,
+                result=handed,
+                result_pending=handed is None,  # what the task returns after: waited for
+            )
             last = None if report is None else report()
             if last is not None:
                 pulse = documents.pulse_doc(PulseReport(lease, last))
@@ -325,13 +333,14 @@ class LeaseOps:
             if lease not in self.ends.apply_finishes(conn, [doc], clock, lease.worker_id):
                 raise LeaseLost(lease.job_id, lease.execution_id)
 
-    def save_result(self, lease: Lease, result_json: str | None) -> bool:
+    def save_result(self, lease: Lease, result_json: str | None, lost: str | None = None) -> bool:
         with self.d.write() as conn:
             params = {
                 "job_id": lease.job_id,
                 "execution_id": lease.execution_id,
                 "worker_id": lease.worker_id,
                 "result": result_json,
+                "lost": lost,
                 "now": self.d.clock(conn, None),
             }
             rows = conn.execute(self.q.SAVE_RESULT, params).fetchall()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from heartq import lost_results
 from heartq.lifecycle import crash
 from heartq.lifecycle.crash import HeldJob, after, crash_context, ended_by
 from heartq.lifecycle.fate import attempts_after, released_status
@@ -90,7 +91,8 @@ class ReclaimOps:
             if contact < own_threshold:
                 return []
             walked, rows = self._lapsed(conn, clock, limit)
-            given_up = run(conn, self.q.GIVE_UP_RESULTS, {"now": clock, "limit": limit})
+            lost = {"now": clock, "limit": limit, "reason": lost_results.AFTER_COMMIT}
+            given_up = run(conn, self.q.GIVE_UP_RESULTS, lost)
             self.d.announce_ended(conn, records.awaited_ends(given_up))
             reclaimed = self._reclaim(
                 conn, clock, rows, detected_by, "lease expired", crash.detector(observer)

@@ -119,11 +119,12 @@ WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.statu
 RETURNING j.id, j.execution_id
 """
 
-# The result of a job its task already completed inside `ctx.transaction()` (the job keeps
-# its worker once it succeeded: fenced like the completion).
+# The result of a job its task already completed inside `ctx.transaction()` (or why it
+# has none: `lost`, its code failed after the commit; the job keeps its worker once it
+# succeeded: fenced like the completion).
 SAVE_RESULT = f"""
-UPDATE jobs AS j SET result = %(result)s::json, result_pending = false, lease_expires_at = NULL,
-                updated_at = {T}
+UPDATE jobs AS j SET result = %(result)s::json, result_lost = %(lost)s, result_pending = false,
+                lease_expires_at = NULL, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
   AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited

@@ -38,10 +38,11 @@ _RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
 
 # Results still to come whose committing attempt's lease ran out (its worker died, froze or
 # lost the database between the commit and the save): given up, by a reaper in contact
-# (store/sql/ `reap_expired`), so that "no result" is final for every reader and a save
-# that comes later is refused (SAVE_RESULT needs `result_pending`).
+# (store/sql/ `reap_expired`), so that "lost" (`result_lost`: `reason`) is final for every
+# reader and a save that comes later is refused (SAVE_RESULT needs `result_pending`).
 GIVE_UP_RESULTS = f"""
-UPDATE jobs SET result_pending = false, lease_expires_at = NULL, updated_at = {T}
+UPDATE jobs SET result_pending = false, lease_expires_at = NULL, result_lost = %(reason)s,
+                updated_at = {T}
 WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
                      ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
   AND (result_pending AND lease_expires_at < {T}) IS TRUE

@@ -198,12 +198,14 @@ LIMIT 1
 
 # What a job with `dependency_results` receives: the dependencies whose results it takes
 # (not those it only waits for, `result_as` 'none'; an edge written before v21 has none
-# said: an item), in order, each one's result, whether it is passed as it is (`value`)
-# and whether it is still to come (completed in its task's transaction, saved after: as
-# JOB_END says).
+# said: an item), in order, each one's result, whether it is passed as it is (`value`),
+# whether it is still to come (completed in its task's transaction, saved after: as
+# JOB_END says) or lost (`lost`: why; a job gone, pruned, whose edge `ended` a success
+# lost it too: `records.dependency_end`).
 DEPENDENCY_RESULTS = """
 SELECT d.depends_on AS id, e.status, e.result,
-       coalesce(e.result_pending, 0) AS pending, d.result_as IS 'value' AS as_value
+       coalesce(e.result_pending, 0) AS pending, d.result_as IS 'value' AS as_value,
+       e.result_lost AS lost, d.ended
 FROM heartq_job_dependencies AS d LEFT JOIN heartq_jobs AS e ON e.id = d.depends_on
 WHERE d.job_id = :job_id AND d.result_as IS NOT 'none'
 ORDER BY d.position

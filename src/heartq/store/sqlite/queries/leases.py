@@ -102,10 +102,11 @@ WHERE j.id = json_extract(s.value, '$.id')
 RETURNING id, execution_id
 """
 
-# The result of a job its task already completed inside `ctx.transaction()`.
+# The result of a job its task already completed inside `ctx.transaction()` (or why it
+# has none: `lost`, its code failed after the commit).
 SAVE_RESULT = f"""
-UPDATE heartq_jobs AS j SET result = :result, result_pending = 0, lease_expires_at = NULL,
-                       updated_at = :now
+UPDATE heartq_jobs AS j SET result = :result, result_lost = :lost, result_pending = 0,
+                       lease_expires_at = NULL, updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
   AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited

@@ -24,10 +24,11 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
 
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
 
-# Results still to come whose committing attempt's lease ran out: given up (see the
-# PostgreSQL dialect).
+# Results still to come whose committing attempt's lease ran out: given up, lost for
+# `reason` (see the PostgreSQL dialect).
 GIVE_UP_RESULTS = """
-UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, updated_at = :now
+UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, result_lost = :reason,
+                       updated_at = :now
 WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_idx
              WHERE result_pending AND lease_expires_at < :now
              ORDER BY lease_expires_at LIMIT :limit)

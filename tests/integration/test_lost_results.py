@@ -1,0 +1,63 @@
+"""A worker SIGKILLed between its task's commit and its return (docs/DESIGN.md, "Effects
+exactly once"): a task that handed its result to the commit (`ctx.commit_result`) keeps
+it, and a group's callback receives it; one that did not loses it, and says so: its
+callback receives the documented marker (`heartq.LostResult`, stored in the callback's
+own result as its JSON), never a None in its place, and `app.result()` raises
+`heartq.ResultLost`. Real worker processes on both backends, the thread pool (the task
+runs in the killed process) and the process pool (in a child of it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import heartq
+from heartq.model import NewJob
+from tests.conftest import on_every_backend
+
+from .conftest import STEADY, Harness
+
+pytestmark = [pytest.mark.slow, on_every_backend]
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_worker_killed_between_the_commit_and_the_return(harness: Harness, pool: str) -> None:
+    worker = harness.start_worker("--pool", pool, "--concurrency", "4", settings=STEADY)
+    ids = ["m0", "m1", "m2"]
+    jobs = [
+        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "handed", "hand": True}),
+               id=ids[0]),
+        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "returned"}), id=ids[1]),
+        NewJob(task="quick", args_json=json.dumps({"value": 3}), id=ids[2]),
+    ]  # fmt: skip
+    callback = NewJob(
+        task="collect", args_json="{}", id="cb", depends_on=tuple(ids), dependency_results=True
+    )
+    harness.store.enqueue([*jobs, callback])
+    for job_id in ids[:2]:
+        harness.wait_for(
+            lambda j=job_id: harness.path(f"committed-{j}-1").exists(), 30, f"{job_id}'s commit"
+        )
+    assert [harness.job(j)["status"] for j in ids[:2]] == ["succeeded", "succeeded"]
+    worker.kill()  # between the commit and the return of both
+    harness.start_worker("--pool", pool, settings=STEADY)
+
+    done = harness.wait_status("cb", "succeeded", 60)
+    handed, lost, quick = done["result"]["results"]
+    assert handed == "handed" and quick["value"] == 3
+    assert heartq.is_lost_result(lost) and lost["job_id"] == ids[1]
+    assert "before saving what the task returned" in lost["reason"]
+    app = heartq.App(harness.url)
+    try:
+        assert app.result(ids[0], timeout=10) == "handed"
+        with pytest.raises(heartq.ResultLost, match="its result was lost") as error:
+            app.result(ids[1], timeout=10)
+        assert error.value.job_id == ids[1]
+    finally:
+        app.close()
+    for job_id in ids[:2]:  # once each, by the killed worker: never run again
+        outcomes = [e["outcome"] for e in harness.job(job_id)["executions"]]
+        assert outcomes == ["succeeded"], (job_id, outcomes)
+    assert harness.job(ids[1])["result_lost"] == lost["reason"]
+    assert harness.job(ids[0])["result_lost"] is None
