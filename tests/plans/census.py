@@ -208,7 +208,10 @@ def _case(params: Any) -> str:
 # ones (no `ready_xid`: delayed, retried or handed back), each statement a transaction of
 # its own. Ids sort as heartq's do (by creation), in its UUID's shape.
 _FILL = """
-WITH lane AS (INSERT INTO lanes VALUES (%(queue)s, 0) ON CONFLICT DO NOTHING),
+WITH lane AS (
+    INSERT INTO lanes SELECT %(queue)s, p FROM generate_series(0, %(lanes)s::int - 1) AS p
+    WHERE %(ready)s ON CONFLICT DO NOTHING
+),
 n AS (SELECT i, lpad(to_hex(%(base)s::bigint + i), 30, '0') AS h
       FROM generate_series(1, %(count)s::int) AS i)
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries,
@@ -216,8 +219,8 @@ INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries,
                   ready_xid)
 SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'
        || substr(h, 16, 3) || '-' || substr(h, 19, 12),
-       't', %(queue)s, '{}', 0, 'queued', now() - interval '1 second', 3, 5, 300, 15,
-       now(), now(), CASE WHEN %(ready)s THEN pg_current_xact_id() END
+       't', %(queue)s, '{}', i %% %(lanes)s::int, 'queued', now() - interval '1 second', 3,
+       5, 300, 15, now(), now(), CASE WHEN %(ready)s THEN pg_current_xact_id() END
 FROM n
 """
 
@@ -225,12 +228,14 @@ _serials = itertools.count(1)
 
 
 def fill(conn: psycopg.Connection[Any], count: int, queue: str = "default",
-         ready: bool = True) -> None:  # fmt: skip
-    """`count` queued jobs in `queue` (autocommit `conn`), 10,000 a transaction."""
+         ready: bool = True, lanes: int = 1) -> None:  # fmt: skip
+    """`count` queued jobs in `queue` (autocommit `conn`), 10,000 a transaction, their
+    priorities 0 to `lanes` - 1 in turn (so, when `ready`, in that many lanes)."""
     for first in range(0, count, 10_000):
         base = next(_serials) * 10**12
         n = min(10_000, count - first)
-        conn.execute(_FILL, {"queue": queue, "base": base, "count": n, "ready": ready})
+        params = {"queue": queue, "base": base, "count": n, "ready": ready, "lanes": lanes}
+        conn.execute(_FILL, params)
 
 
 WORKER = "census-worker"

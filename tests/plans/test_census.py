@@ -3,8 +3,8 @@
 One queue is taken through the states a production queue goes through, each with the
 statistics it would have: empty, then 1,000, 100,000 and 1,000,000 jobs queued (fresh
 ones in the ready log, due ones in the claim index), each before PostgreSQL analyzed
-the table (its statistics those of the state before) and after; several queues; a burst
-drained (statistics of the backlog, then analyzed); the table pruned; a held xmin
+the table (its statistics those of the state before) and after; several queues; 300
+lanes with work; a burst drained (statistics of the backlog, then analyzed); the table pruned; a held xmin
 horizon. In each, heartq's own store runs every hot statement (`census.WATCHED`) as a
 worker, the reaper and the pruner do, and each run is explained twice: on the generic
 plan a worker's session prepares, and planned for its values (a transaction-mode
@@ -57,9 +57,9 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
             for statement in statements:
                 conn.execute(statement)  # type: ignore[arg-type]
 
-    def fill(count: int, queue: str = "default", ready: bool = True) -> None:
+    def fill(count: int, queue: str = "default", ready: bool = True, lanes: int = 1) -> None:
         with store.pool.autocommit() as conn:
-            census.fill(conn, count, queue, ready)
+            census.fill(conn, count, queue, ready, lanes)
 
     def state(name: str) -> None:
         began = time.monotonic()
@@ -90,6 +90,8 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     fill(20_000, queue="other")
     fill(20_000, queue="other", ready=False)
     state("several queues")
+    fill(3000, lanes=300)
+    state("300 lanes")
     # The burst drained: every queued job of both queues succeeded (finished later than
     # the pruner's retention reaches), the table vacuumed as autovacuum would.
     sql("UPDATE jobs SET status = 'succeeded', finished_at = now() + interval '1 day',"
