@@ -37,6 +37,7 @@ import psycopg
 import pytest
 
 from heartq.errors import StoreUnavailable
+from heartq.model import NewJob
 from heartq.store import open_store
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
@@ -129,7 +130,46 @@ def test_a_worker_whose_idle_connections_were_terminated_starts_the_next_job_at_
     print(f"{count} sessions terminated: the next job started {took:.3f} s later")
     assert took < NEXT_JOB_WITHIN, (took, worker.log_tail())
     assert not worker.events("store_unavailable", part="claim")
+    # psycopg_pool's warning for each dead connection is not among the JSON events.
+    assert "discarding closed connection" not in worker.log_text()
     harness.wait_for(lambda: worker.events("liveness_lock_restored"), 5, "the lock back")
+    assert worker.alive()
+
+
+def test_a_worker_whose_claim_was_terminated_in_flight_claims_again_at_once(
+    harness: Harness,
+) -> None:
+    """The server ends the worker's sessions while its claim runs (held here by the
+    test's lock on the jobs table, so that it is surely in flight): the claim fails
+    with the server's reason, and the next one goes at once. The job the test
+    enqueued in the lock's transaction starts within `NEXT_JOB_WITHIN` of the
+    termination, not after the claim's retry pause and the poll interval."""
+    worker = harness.start_worker(settings=DEFAULTS)
+    warm = harness.enqueue("quick")  # the worker has claimed and finished once
+    harness.wait_status(warm, "succeeded", 10)
+    name = harness.app_name(harness.workers.index(worker))
+    with harness.pg_connect(autocommit=False) as lock:
+        lock.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        harness.wait_for(  # its next poll's claim waits behind the lock
+            lambda: harness.sql(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock' AND query LIKE %s",
+                (name, "%WITH snap AS MATERIALIZED%"),  # the claim's start
+            ),
+            10,
+            "a claim waiting for the lock",
+        )
+        count, terminated_at = terminate_sessions(harness, worker)
+        (job_id,) = harness.store.enqueue(
+            [NewJob(task="quick", args_json="{}", queue="default")], connection=lock
+        )
+        harness.wait_for(lambda: worker.events("claim_failed"), 5, "the claim's failure")
+        lock.commit()  # the job and the table at once
+    took = started_after(harness, job_id, terminated_at)
+    print(f"claim terminated in flight ({count} sessions): the next job {took:.3f} s later")
+    assert took < NEXT_JOB_WITHIN, (took, worker.log_tail())
+    (failed,) = worker.events("claim_failed")[:1]
+    assert "terminating connection" in failed["error"], failed
     assert worker.alive()
 
 
