@@ -21,8 +21,9 @@ each database shows it (row locks, the file's write lock: test_self_fencing.py),
 transaction on the queue's database (test_transactional.py), concurrent claims by id
 (test_nats_transport.py) and the store's statements counted per tick
 (test_heartbeat_cost.py). What only PostgreSQL has (NOTIFY wake-ups, a server stopped,
-frozen or unreachable, the pool and a pooler) is `only_on("postgres")`: test_postgres.py,
-test_postgres_outages.py, test_pooler.py, test_partitions.py, test_database_bad_days.py;
+frozen or unreachable, sessions the server ended, the pool and a pooler) is
+`only_on("postgres")`: test_postgres.py, test_postgres_outages.py,
+test_terminated_sessions.py, test_pooler.py, test_partitions.py, test_database_bad_days.py;
 what only SQLite has (its file's faults), test_sqlite_faults.py.
 `HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every test on both, unchanged: each runs
 on either backend, and what differs (how to block the database, how to freeze a worker

@@ -45,7 +45,9 @@ from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
 CLAIM_RETRY_DELAY = 1.0
-"""After a failed claim (database unreachable), wait this long before the next one."""
+"""After a claim that failed when the one before it had failed too (the database is
+unreachable), wait this long before the next one. The first failure after a claim that
+went well is tried again at once (`Claimer._failed`)."""
 RATE_WAKE_MARGIN = 0.005
 """A worker whose claim said when a rate-limited job may start wakes this much after it:
 the next claim's statement time is then past the moment the start frees up."""
@@ -115,6 +117,7 @@ class Claimer:
         self.health = health
         self.queues = tuple(queues)
         self._stop = stop
+        self._failing = False  # the last claim (or start) failed
 
     def release_given_back(self) -> None:
         """Give back what waits to be given back (buffered jobs whose cancel was
@@ -127,18 +130,16 @@ class Claimer:
         """One claim statement: for the free slots if `for_slots` (counted again once the
         claim has the database in hand: those freed while it waited, SQLite's write lock
         behind a finish, are filled too), and up to `ahead` jobs more into the buffer.
-        Starts what it claimed. None if the database did not answer (after a pause of
-        `CLAIM_RETRY_DELAY`, or until a stop)."""
+        Starts what it claimed. None if the database did not answer (`_failed`: the
+        next claim may go at once)."""
         sent_at = time.monotonic()
         try:
             slots = self.ledger.free_slots if for_slots else 0
             jobs = self.store.claim(self.id, self.queues, slots, self.lease, ahead=ahead)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
-            self.ledger.request_sweep()  # it may have committed, its answer lost
-            level = self.health.failed(exc, "claim")
-            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
-            self._stop.wait(CLAIM_RETRY_DELAY)
+            self._failed(exc)
             return None
+        self._failing = False
         self.health.succeeded("claim", sent_at)
         if jobs.unanswered:
             self.ledger.request_sweep()
@@ -159,17 +160,31 @@ class Claimer:
             leases = [job.lease for job in jobs]
             started = set(self.store.start_ahead(leases, self.lease))
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
-            self.ledger.request_sweep()
             self.ledger.buffer(jobs)
-            level = self.health.failed(exc, "claim")
-            events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
-            self._stop.wait(CLAIM_RETRY_DELAY)
+            self._failed(exc)
             return -1
+        self._failing = False
         self.health.succeeded("claim", sent_at)
         self.ledger.give_back([j for j in jobs if j.lease not in started])
         runs = [j for j in jobs if j.lease in started]
         self._launch(runs, sent_at)  # trusted from the start's statement, which renewed
         return len(runs)
+
+    def _failed(self, exc: Exception) -> None:
+        """A claim or a start the database did not answer (it may have committed, its
+        answer lost: the next heartbeat sweeps). The first failure after one that went
+        well is most often the claim's connection ended under it (the server terminated
+        the worker's sessions, a reset, a failover): the next claim takes a sound
+        connection, or waits for one up to the pool's timeout while the server is away,
+        so it goes at once. A failure after a failure pauses `CLAIM_RETRY_DELAY` (or
+        until a stop): the database is away, and a fault that fails at once (a full
+        disk) must not spin."""
+        self.ledger.request_sweep()
+        level = self.health.failed(exc, "claim")
+        events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
+        if self._failing:
+            self._stop.wait(CLAIM_RETRY_DELAY)
+        self._failing = True
 
     def release_ahead(self, jobs: list[ClaimedJob]) -> int | None:
         """Give back jobs claimed ahead that will not run here, no attempt counted (a
@@ -295,8 +310,8 @@ class ClaimFetch:
         if left <= 0 and ahead <= 0:
             return self._round(started, full=free > 0)
         jobs = self.claimer.claim(for_slots=left > 0, ahead=ahead)
-        if jobs is None:  # the database did not answer (the claimer waited a moment)
-            return self._round(started, full=False)
+        if jobs is None:  # the database did not answer: claim again (the claimer paused
+            return Round(claimed=started)  # if it must), not after the poll interval
         filled = free > 0 and started + len(jobs) >= free
         return self._round(started + len(jobs) + len(jobs.ahead), filled, jobs.rate_wait)
 
@@ -322,8 +337,8 @@ class ClaimAheadFetch(ClaimFetch):
         started = 0
         if free > 0 and self.ledger.buffered():
             started = self.claimer.start_ahead(free)
-            if started < 0:  # the database did not answer: wait as after a failed claim
-                return self._round(0, full=False)
+            if started < 0:  # the database did not answer: as after a failed claim
+                return Round()
         buffered = self.ledger.buffered()
         refill = free - started > 0 or buffered <= self.prefetch // 2
         return self._claim(free, started, self.prefetch - buffered if refill else 0)

@@ -22,9 +22,7 @@ import logging
 import os
 import random
 import re
-import select
 import threading
-import time
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -38,7 +36,9 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
+from heartq.store.postgres import checkout
 from heartq.store.postgres import queries as q
+from heartq.store.postgres.checkout import Checkouts
 from heartq.store.postgres.pooler import Pooler, resolve_pooler
 from heartq.store.postgres.refusals import (
     POOLER_HINT,
@@ -87,22 +87,6 @@ outage lasted (`tests/integration/test_failover.py`)."""
 ASIDE_WAIT = 0.05
 """Seconds `ConnectionPool.aside` waits for a pooled connection before it opens one of its
 own: enough for one coming back from a statement, never a task's transaction."""
-
-POOL_BUSY_WAIT_MAX = 60.0
-"""Seconds at most a caller waits for a pooled connection while the pool's connections
-are busy, not broken. psycopg_pool gives up after its timeout (`CONNECT_TIMEOUT`, 5 s)
-whatever the reason; over a slow link (200 ms each way) a worker at concurrency 10 whose
-tasks use `ctx.transaction()` kept its 2 connections busy for longer than that, and its
-tasks failed "no connection within 5 s" as if the server were away. A caller waits on
-while connections keep coming back to the pool (`_checkout`); a pool whose connections
-are stuck (a partition, a frozen server) still fails after `CONNECT_TIMEOUT`."""
-CHECK_IDLE_AFTER = 1.0
-"""Seconds a pooled connection may sit unused before the pool checks it with a round trip
-on its way out. Checking every checkout doubled the round trips of the hot path (a claim
-or a finish is one statement); a connection used less than a second ago is checked
-without one: a server that ended its session (a restart, `pg_terminate_backend`) has
-written to its socket, so the pool checks, and replaces, a connection with anything to
-read."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 SESSION_KEEPALIVES: dict[str, int] = {
@@ -145,8 +129,11 @@ class _QuietConnectionFailures(logging.Filter):
 
     When the server is unreachable the pool logs a warning for every attempt (about ten
     before its 5 s timeout) and heartq then raises `StoreUnavailable`, whose message now
-    carries the last attempt's reason: one line where there were eleven. Warnings of
-    other pools in the process, and every other pool message, pass untouched."""
+    carries the last attempt's reason: one line where there were eleven. Likewise its
+    warning for each dead connection it was given back (`discarding closed connection`,
+    a line of text among a worker's JSON events for every session the server ended):
+    heartq reports that state itself (`store_unavailable`). Warnings of other pools in
+    the process, and every other pool message, pass untouched."""
 
     MESSAGES = frozenset(
         {
@@ -154,6 +141,7 @@ class _QuietConnectionFailures(logging.Filter):
             "reconnection attempt in pool %r failed after %s sec",
         }
     )
+    DISCARDED = "discarding closed connection: %s"
 
     def __init__(self) -> None:
         super().__init__()
@@ -161,7 +149,11 @@ class _QuietConnectionFailures(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if record.msg not in self.MESSAGES or not isinstance(args, tuple) or not args:
+        if not isinstance(args, tuple) or not args:
+            return True
+        if record.msg == self.DISCARDED:
+            return args[0] not in checkout.pooled
+        if record.msg not in self.MESSAGES:
             return True
         pool = self.pools.get(str(args[0]))
         if pool is None:
@@ -329,22 +321,9 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
         conn.adapters.register_loader(name, TextLoader)
 
 
-def _check_if_idle(conn: psycopg.Connection[Any]) -> None:
-    """The pool's check: a round trip for a connection unused for `CHECK_IDLE_AFTER` or
-    with something unread (an idle pooled session hears nothing unless it was ended)."""
-    idle = time.monotonic() - _last_used.get(conn, 0.0) >= CHECK_IDLE_AFTER
-    if idle or _has_input(conn):
-        psycopg_pool.ConnectionPool.check_connection(conn)
-
-
-def _has_input(conn: psycopg.Connection[Any]) -> bool:
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
-    return bool(poller.poll(0))
-
-
-_last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
-"""When each pooled connection last ended a transaction (monotonic)."""
+def _configure_pooled(conn: psycopg.Connection[Any]) -> None:
+    _configure(conn)
+    checkout.adopt(conn)
 
 
 class ConnectionPool:
@@ -362,7 +341,7 @@ class ConnectionPool:
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
         self._opening = threading.Lock()
-        self._returned = 0  # connections given back in working order (`_checkout`)
+        self._checkouts = Checkouts(CONNECT_TIMEOUT)
         self._reached = False
         self.last_connect_error: str | None = None
         """Why the pool's last connection attempt failed (its warning is not logged)."""
@@ -478,8 +457,7 @@ class ConnectionPool:
             min_size=1,
             max_size=self._size,
             kwargs=self.connect_kwargs,
-            configure=_configure,
-            check=_check_if_idle,
+            configure=_configure_pooled,
             timeout=CONNECT_TIMEOUT,
             reconnect_timeout=POOL_RECONNECT_WINDOW,
             max_idle=POOL_MAX_IDLE,
@@ -514,9 +492,8 @@ class ConnectionPool:
         enqueuing in its `ctx.transaction()`): had every holder waited for another, at the
         default pool size two such tasks waited on each other until the pool's timeout."""
         pool = self._get_pool()
-        try:
-            conn = pool.getconn(timeout=ASIDE_WAIT)
-        except PoolTimeout:
+        conn = self._checkouts.take_idle(pool, ASIDE_WAIT)
+        if conn is None:
             own = self._connect_aside()
             try:
                 yield own
@@ -530,6 +507,10 @@ class ConnectionPool:
                     self._scope(conn)
                 yield conn
                 conn.autocommit = False
+            self._checkouts.went_well(conn)
+        except BaseException:
+            self._checkouts.went_wrong(conn)
+            raise
         finally:
             pool.putconn(conn)
 
@@ -559,7 +540,6 @@ class ConnectionPool:
                     if autocommit:
                         with contextlib.suppress(psycopg.Error):  # a broken session
                             conn.autocommit = False  # is discarded by the pool anyway
-                _last_used[conn] = time.monotonic()
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate(exc, self.url, self.last_connect_error) from exc
         if self.last_connect_error is not None:
@@ -567,26 +547,17 @@ class ConnectionPool:
 
     @contextlib.contextmanager
     def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
-        """psycopg_pool's `connection()`, waiting longer for a busy pool: a wait that
-        timed out while other connections came back to the pool from work that went
-        well is a queue, not an outage, and goes on (up to `POOL_BUSY_WAIT_MAX`); while
-        the server is away nothing goes well, and a waiter fails after the pool's 5 s."""
+        """A sound pooled connection (`checkout.py`), in a block that commits or rolls
+        back, and goes back to the pool."""
         pool = self._get_pool()
-        began = time.monotonic()
-        while True:
-            returned = self._returned
-            try:
-                conn = pool.getconn()
-                break
-            except PoolTimeout:
-                if self._returned == returned or time.monotonic() - began >= POOL_BUSY_WAIT_MAX:
-                    raise
+        conn = self._checkouts.take(pool)
         try:
             with conn:
                 yield conn
-            # In working order: a queue moves. One given back after an error (the server
-            # away?) is no reason for a waiter to wait on.
-            self._returned += 1
+            self._checkouts.went_well(conn)
+        except BaseException:
+            self._checkouts.went_wrong(conn)
+            raise
         finally:
             pool.putconn(conn)
 
