@@ -4,11 +4,11 @@ One queue is taken through the states a production queue goes through, each with
 statistics it would have: empty, then 1,000, 100,000 and 1,000,000 jobs queued (fresh
 ones in the ready log, due ones in the claim index), each before PostgreSQL analyzed
 the table (its statistics those of the state before) and after; several queues; 300
-lanes with work; a burst drained (statistics of the backlog, then analyzed); the table pruned; a held xmin
-horizon. In each, heartq's own store runs every hot statement (`census.WATCHED`) as a
-worker, the reaper and the pruner do, and each run is explained twice: on the generic
-plan a worker's session prepares, and planned for its values (a transaction-mode
-pooler's case). The checks:
+lanes with work; a burst drained (statistics of the backlog, then analyzed); the table
+pruned; a held xmin horizon. In each, heartq's own store runs every hot statement
+(`census.WATCHED`) as a worker, the reaper and the pruner do, and each run is explained
+twice: on the generic plan a worker's session prepares, and planned for its values (a
+transaction-mode pooler's case). The checks:
 
 - **no plan turns**: each statement walks the same relations through the same indexes
   in every state (`Plan.walks`), and those pinned in `census/NAME.txt` (written anew
