@@ -9,11 +9,14 @@ filled, one worker (thread pool x 50) and then
 first handler entry (stamped as in `python -m bench`) until `--count` jobs are committed
 succeeded (polled every 0.2 s), then stopped with SIGTERM; then `ANALYZE` (what
 autovacuum runs on a table that grew by a tenth: no VACUUM) and the same two again.
-Each rate is printed with its ratio to the first backlog's in the same state and
-fleet; never asserted here (tests/integration/test_backlog_statistics.py asserts the
-analyzed backlog's rate on PostgreSQL):
+Each cell is measured `--rounds` times (fresh workers each time, the queue topped up
+before each) and its median kept; each median is printed with its ratio to the first
+backlog's in the same state and fleet; never asserted here
+(tests/integration/test_backlog_statistics.py asserts the analyzed backlog's rate on
+PostgreSQL):
 
-    .venv/bin/python -m bench.backlog --backlogs 100000 1000000 --count 20000 --workers 4
+    .venv/bin/python -m bench.backlog --backlogs 100000 1000000 --count 20000 --workers 4 \
+        --rounds 3
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -154,13 +158,18 @@ def run_backlog(backend: str, backlog: int, args: argparse.Namespace) -> dict[Ce
                else f"{args.server}?schema={schema}")  # fmt: skip
         try:
             for cell in cells:
-                fill(url, backlog)
                 if cell.analyzed and not any(c.analyzed for c in rates):
+                    fill(url, backlog)
                     analyze(url)
-                rates[cell] = drain(url, args.count, cell.workers, scratch)
+                rounds = []
+                for _ in range(args.rounds):
+                    fill(url, backlog)
+                    rounds.append(drain(url, args.count, cell.workers, scratch))
+                rates[cell] = statistics.median(rounds)
                 state = "analyzed" if cell.analyzed else "as filled"
                 print(f"{cell.backend:<10} {cell.backlog:>9,} queued, {state:<9}, "
-                      f"{cell.workers} worker(s): {rates[cell]:,.0f} jobs/s", flush=True)
+                      f"{cell.workers} worker(s): {rates[cell]:,.0f} jobs/s (rounds: "
+                      + ", ".join(f"{r:,.0f}" for r in rounds) + ")", flush=True)
         finally:
             if backend != "sqlite":
                 with psycopg.connect(args.server, autocommit=True) as conn:
@@ -173,6 +182,7 @@ def main() -> None:
     parser.add_argument("--backlogs", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=4, help="the larger fleet's size")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements a cell (median)")
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--analyze", choices=["no", "yes", "both"], default="both",
                         help="ANALYZE after the first cells: without, with, or both")  # fmt: skip

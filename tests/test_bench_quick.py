@@ -138,7 +138,7 @@ def test_backlog_measures_every_cell(pg_server_url: str) -> None:
     the table of ratios."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.backlog", "--backlogs", "600", "1200", "--count", "200",
-         "--workers", "2", "--server", pg_server_url.split("?")[0]],
+         "--workers", "2", "--rounds", "1", "--server", pg_server_url.split("?")[0]],
         cwd=ROOT, capture_output=True, text=True, timeout=290,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
