@@ -29,13 +29,14 @@ from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
 from heartq.store.sql.base import Rows, Step
 from heartq.store.sql.keyed import KeyedClaims
+from heartq.store.sql.statements import Statements
 
 
 class PostgresDialect:
     """`Dialect` (`store/sql/base.py`) on a PostgreSQL schema. Thread-safe: every call
     takes a pooled connection."""
 
-    q = q
+    q: Statements = q
     statements_commit_alone = True  # `write_each` commits each statement by itself
 
     def __init__(

@@ -47,16 +47,15 @@ import contextlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 from heartq.errors import ConfigError
 from heartq.model import LivenessChange
 from heartq.store.interface import LivenessHandle
+from heartq.store.sql.statements import Statement, Statements
 
 # -- programs of statements ----------------------------------------------------------------
 
-Statement = str | tuple[str, ...]
 """A statement, or several run in order (the last one's rows are its rows)."""
 Step = tuple[Statement, dict[str, Any]]
 """A statement with its parameters."""
@@ -112,7 +111,7 @@ class Dialect(Protocol):
     """One database's way of running the store's statements (see the module docstring)."""
 
     @property
-    def q(self) -> ModuleType:
+    def q(self) -> Statements:
         """The dialect's statements module."""
         ...
 

@@ -40,12 +40,12 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, TypeVar
 
 from heartq.errors import ConfigError, DependencyNotFound
 from heartq.model import TERMINAL_STATUSES, JobStatus
 from heartq.store.sql.base import Program, Step, each
+from heartq.store.sql.statements import Statements
 
 T = TypeVar("T")
 
@@ -94,7 +94,7 @@ def failed_with_dependents(rows: Sequence[Any]) -> bool:
 
 
 def release(
-    q: ModuleType, ids: list[str], array: Any, clock: float | None, failed: bool = True
+    q: Statements, ids: list[str], array: Any, clock: float | None, failed: bool = True
 ) -> Program[Released]:
     """Release the waiting (and blocked) dependents of the jobs `ids` (just ended, in this
     transaction): queued once their last dependency ended and none holds them; blocked by
@@ -118,7 +118,7 @@ def release(
 
 
 def propagate(
-    q: ModuleType, ids: list[str], array: Any, clock: float | None, done: Released
+    q: Statements, ids: list[str], array: Any, clock: float | None, done: Released
 ) -> Program[None]:
     """The jobs `ids` (not ended, their status changed in this transaction) may have
     become blocked or stopped being so: the edges of their dependents say whether each
@@ -135,7 +135,7 @@ def propagate(
 
 
 def shift(
-    q: ModuleType,
+    q: Statements,
     holders: Mapping[str, int],
     waiting: Mapping[str, int],
     clock: float | None,
@@ -156,7 +156,7 @@ def shift(
     return list(rows)
 
 
-def unblock(q: ModuleType, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
+def unblock(q: Statements, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
     """The dead jobs `ids` were replayed (queued again, in this transaction): the jobs
     they blocked wait for them again (`REOPEN_HELD_EDGES`: the edge is counted again when
     they end), waiting unless another dependency holds them, and so on down."""
@@ -170,7 +170,7 @@ def unblock(q: ModuleType, ids: list[str], array: Any, clock: float | None) -> P
 
 
 def cancel_held(
-    q: ModuleType, ids: list[str], array: Any, clock: float | None, why: str
+    q: Statements, ids: list[str], array: Any, clock: float | None, why: str
 ) -> Program[Released]:
     """Cancel the blocked jobs that the dead jobs `ids` hold by their own edge (`why`: the
     dead job `was purged`, or `was not replayed within ...`), then release their
@@ -184,7 +184,7 @@ def cancel_held(
 
 
 def store(
-    q: ModuleType,
+    q: Statements,
     docs: list[dict[str, Any]],
     array: Any,
     clock: float | None,

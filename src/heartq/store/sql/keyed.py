@@ -11,10 +11,10 @@ left, and how long until a rate-limited job held back may start (`rated`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
 from heartq.store.sql.base import Rows, run
+from heartq.store.sql.statements import Statements
 
 RATE_CONTENDED_RETRY = 0.05
 """Seconds after which a claimer that found a rate key with room held by another claimer
@@ -25,7 +25,7 @@ asks again: that claim commits within milliseconds, and the next look sees what 
 class KeyedClaims:
     """The keyed claim's statements over one dialect's `q`."""
 
-    def __init__(self, q: ModuleType) -> None:
+    def __init__(self, q: Statements) -> None:
         self.q = q
 
     def queued(self, conn: Any, params: dict[str, Any]) -> bool:

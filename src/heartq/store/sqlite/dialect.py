@@ -23,6 +23,7 @@ from typing import Any
 
 from heartq.store.sql.base import Rows, Step, no_async_connection
 from heartq.store.sql.keyed import KeyedClaims
+from heartq.store.sql.statements import Statements
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
@@ -32,7 +33,7 @@ class SQLiteDialect:
     """`Dialect` (`store/sql/base.py`) on a SQLite file. Thread-safe: each thread uses
     its own connection."""
 
-    q = q
+    q: Statements = q
     statements_commit_alone = False  # `write_each` is one transaction, shared or not
 
     def __init__(

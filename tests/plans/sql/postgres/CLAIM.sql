@@ -1,0 +1,174 @@
+WITH snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), lane AS MATERIALIZED (
+    SELECT l.queue, l.priority, m.frontier_xid, m.frontier_id, m.pending, m.pending_after,
+           m.made_at
+    FROM (SELECT l.queue, l.priority FROM lanes AS l WHERE l.queue = ANY(%(queues)s::text[])
+          ORDER BY l.priority DESC) AS l
+    CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
+           coalesce(c.frontier_id, '') AS frontier_id,
+           coalesce(c.pending, '{}'::xid8[]) AS pending,
+           coalesce(c.pending_after, '{}'::text[]) AS pending_after,
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
+        FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
+            FROM claim_marks AS c
+            WHERE c.queue = l.queue AND c.priority = l.priority
+              AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
+            ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
+            LIMIT 1
+        ) AS c ON true) AS m
+    WHERE (EXISTS (SELECT 1 FROM jobs AS j
+                   WHERE j.queue = l.queue AND j.priority = l.priority
+                     AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
+        OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
+                   CROSS JOIN LATERAL (
+                       SELECT 1 FROM jobs AS j
+                       WHERE j.queue = l.queue AND j.priority = l.priority
+                         AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                         AND j.ready_xid = p.xid AND j.id > p.after
+                       LIMIT 1
+                   ) AS e
+                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))
+    LIMIT %(limit)s
+), pend AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, p.xid, p.after,
+           NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
+    FROM lane CROSS JOIN snap
+    CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
+), logged AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, true AS was_pending
+    FROM pend CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY j.id
+        LIMIT %(limit)s
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+    WHERE NOT pend.running
+    UNION ALL
+    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, false
+    FROM lane CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY j.ready_xid, j.id
+        LIMIT %(limit)s
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+), due AS MATERIALIZED (
+    SELECT c.id, c.queue, c.priority, c.run_at
+    FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL (
+        SELECT id, queue, priority, run_at FROM jobs
+        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+          AND ready_xid IS NULL AND queue = q.name
+          AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+), picked AS MATERIALIZED (
+    SELECT c.id, c.queue, c.priority, c.ready_xid, c.was_pending FROM (
+        SELECT id, queue, priority, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+        FROM due
+        UNION ALL
+        SELECT id, queue, priority, run_at, ready_xid, was_pending FROM logged
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s
+), frontier AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, lane.frontier_xid AS old_xid,
+           lane.frontier_id AS old_id, lane.pending AS old_pending,
+           lane.pending_after AS old_after, lane.made_at,
+           CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
+                ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
+           CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
+               AS frontier_id,
+           EXISTS (SELECT 1 FROM picked AS k
+                   WHERE k.ready_xid IS NOT NULL AND k.queue = lane.queue
+                     AND k.priority = lane.priority) AS took
+    FROM lane CROSS JOIN snap
+    LEFT JOIN LATERAL (
+        SELECT j.ready_xid, j.id FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.id NOT IN (SELECT id FROM picked)
+        ORDER BY j.ready_xid, j.id
+        LIMIT 1
+    ) AS b ON true
+    LEFT JOIN LATERAL (
+        SELECT k.ready_xid, k.id FROM picked AS k
+        WHERE NOT k.was_pending AND k.queue = lane.queue AND k.priority = lane.priority
+          AND (k.ready_xid, k.id) < (b.ready_xid, b.id)
+        ORDER BY k.ready_xid DESC, k.id DESC
+        LIMIT 1
+    ) AS t ON true
+), pending AS MATERIALIZED (
+    SELECT pend.queue, pend.priority, pend.xid,
+           coalesce((SELECT max(k.id) FROM picked AS k
+                     WHERE k.was_pending AND k.ready_xid = pend.xid
+                       AND k.queue = pend.queue AND k.priority = pend.priority
+                       AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
+    FROM pend CROSS JOIN snap
+    LEFT JOIN LATERAL (
+        SELECT j.id FROM jobs AS j
+        WHERE NOT pend.running AND j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.id NOT IN (SELECT id FROM picked)
+        ORDER BY j.id
+        LIMIT 1
+    ) AS b ON true
+    WHERE b.id IS NOT NULL OR pend.running
+    UNION ALL
+    SELECT f.queue, f.priority, r.xid, ''
+    FROM frontier AS f CROSS JOIN snap CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
+    WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
+), marked AS (
+    INSERT INTO claim_marks (queue, priority, frontier_xid, frontier_id, pending,
+                             pending_after, made_at)
+    SELECT f.queue, f.priority, f.frontier_xid, f.frontier_id,
+           coalesce(p.xids, '{}'), coalesce(p.afters, '{}'), coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FROM frontier AS f
+    LEFT JOIN LATERAL (
+        SELECT array_agg(x.xid ORDER BY x.xid) AS xids,
+               array_agg(x.after ORDER BY x.xid) AS afters
+        FROM pending AS x WHERE x.queue = f.queue AND x.priority = f.priority
+    ) AS p ON true
+    WHERE f.took
+       OR (f.made_at < coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) - interval '1 second'
+           AND ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
+                OR coalesce(p.xids, '{}') <> f.old_pending
+                OR coalesce(p.afters, '{}') <> f.old_after))
+), holder AS (
+    SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
+), claimed AS (
+    UPDATE jobs AS j
+    SET status = 'running',
+        worker_id = %(worker_id)s,
+        execution_id = j.execution_id + 1,
+        attempts = j.attempts + 1,
+        lease_expires_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8),
+        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                              THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+        heartbeat_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        claimed_ahead = %(ahead)s,
+        ready_xid = NULL,
+        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING j.*
+)
+SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
+       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
+       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
+       dependency_results
+FROM claimed

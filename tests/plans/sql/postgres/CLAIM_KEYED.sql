@@ -1,0 +1,45 @@
+WITH keys AS (
+    SELECT k.key, (SELECT count(*) FROM jobs AS r
+                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                     AND r.concurrency_key = k.key) AS running
+    FROM unnest(%(keys)s::text[]) AS k(key)
+), ranked AS (
+    SELECT c.id, c.priority, c.run_at, c.concurrency_limit, keys.running,
+           row_number() OVER (PARTITION BY c.concurrency_key
+                              ORDER BY c.priority DESC, c.run_at, c.id) AS rank
+    FROM jobs AS c JOIN keys ON c.concurrency_key = keys.key
+    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
+      AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+), picked AS (
+    SELECT j.id FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))
+      AND j.status = 'queued'
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), holder AS (
+    SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
+), claimed AS (
+    UPDATE jobs AS j
+    SET status = 'running',
+        worker_id = %(worker_id)s,
+        execution_id = j.execution_id + 1,
+        attempts = j.attempts + 1,
+        lease_expires_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8),
+        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                              THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+        heartbeat_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        claimed_ahead = %(ahead)s,
+        ready_xid = NULL,
+        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING j.*
+)
+SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
+       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
+       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
+       dependency_results
+FROM claimed

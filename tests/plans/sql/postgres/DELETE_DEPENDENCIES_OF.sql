@@ -1,0 +1,1 @@
+DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])

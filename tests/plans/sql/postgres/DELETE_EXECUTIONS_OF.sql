@@ -1,0 +1,1 @@
+DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])

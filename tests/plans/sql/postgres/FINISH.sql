@@ -1,0 +1,50 @@
+WITH f AS (
+    SELECT * FROM (SELECT u.id, coalesce(u.eid, %(finishes_eid_all)s::bigint) AS eid, coalesce(u.status, %(finishes_status_all)s::text) AS status, coalesce(u.outcome, %(finishes_outcome_all)s::text) AS outcome, coalesce(u.result, %(finishes_result_all)s::text) AS result, coalesce(u.error, %(finishes_error_all)s::text) AS error, coalesce(u.delay, %(finishes_delay_all)s::float8) AS delay, coalesce(u.keep, %(finishes_keep_all)s::boolean) AS keep, coalesce(u.dead_reason, %(finishes_dead_reason_all)s::text) AS dead_reason, coalesce(u.crash, %(finishes_crash_all)s::text) AS crash, coalesce(u.pending, %(finishes_pending_all)s::boolean) AS pending
+    FROM unnest(%(finishes_id)s::text[], %(finishes_eid)s::bigint[], %(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[])
+    AS u(id, eid, status, outcome, result, error, delay, keep, dead_reason, crash, pending)) AS f ORDER BY id COLLATE "C"
+), locked AS (
+    SELECT j.*, f.status AS f_status, f.outcome AS f_outcome, f.result AS f_result, f.error AS f_error, f.delay AS f_delay, f.keep AS f_keep, f.dead_reason AS f_dead_reason, f.crash AS f_crash, f.pending AS f_pending
+    FROM f CROSS JOIN LATERAL (
+        SELECT j.id, j.status, j.execution_id, j.has_dependents, j.worker_id FROM jobs AS j
+        WHERE j.id = f.id AND j.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
+        FOR UPDATE OF j
+    ) AS j
+), landed AS (
+    UPDATE jobs AS j
+    SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
+                      THEN 'cancelled' ELSE locked.f_status END,
+        run_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) AND NOT locked.f_keep
+                      THEN coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => locked.f_delay) ELSE j.run_at END,
+        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released')
+                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        result = locked.f_result::json,
+        error = coalesce(locked.f_error, j.error),
+        dead_reason = locked.f_dead_reason,
+        progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
+                              THEN 1.0 ELSE j.progress_value END,
+        finished_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) THEN NULL ELSE coalesce(to_timestamp(%(now)s::float8), now()) END,
+        worker_id = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) THEN NULL ELSE j.worker_id END,
+        lease_expires_at = CASE WHEN locked.f_pending THEN coalesce(j.detached_until, greatest(j.lease_expires_at,
+            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id))) END,
+        result_pending = coalesce(locked.f_pending, false),
+        detached_until = NULL,
+        cancel_requested = false,
+        updated_at = coalesce(to_timestamp(%(now)s::float8), now())
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND NOT (%(defer)s AND j.has_dependents)
+    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
+              locked.worker_id AS ran_on, j.started_at, j.rate_key,
+              locked.f_outcome, locked.f_error, locked.f_crash
+), closed AS (
+    INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
+                                  outcome, error, crash, rate_key)
+    SELECT id, execution_id, ran_on, started_at, coalesce(to_timestamp(%(now)s::float8), now()), f_outcome, f_error, f_crash::json,
+           rate_key
+    FROM landed
+    WHERE NOT (status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS NULL)
+)
+SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
+UNION ALL
+SELECT id, execution_id, status, false, true, true FROM locked
+WHERE %(defer)s AND has_dependents AND status = 'running'

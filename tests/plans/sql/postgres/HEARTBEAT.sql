@@ -1,0 +1,45 @@
+WITH prior AS MATERIALIZED (
+    SELECT lease_expires_at, last_heartbeat_at FROM workers WHERE id = %(worker_id)s
+), touched AS (
+    UPDATE workers SET last_heartbeat_at = coalesce(to_timestamp(%(now)s::float8), now()), status = 'active', stopped_at = NULL,
+        contact_since = CASE WHEN last_heartbeat_at < coalesce(to_timestamp(%(now)s::float8), now()) - make_interval(secs => stale_after / 2)
+        THEN coalesce(to_timestamp(%(now)s::float8), now()) ELSE coalesce(contact_since, started_at) END, lease_expires_at = coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => %(lease)s::float8)
+    WHERE id = %(worker_id)s
+    RETURNING id
+), r AS (
+    SELECT * FROM (SELECT u.id, coalesce(u.eid, %(renewals_eid_all)s::bigint) AS eid, coalesce(u.hp, %(renewals_hp_all)s::boolean) AS hp, coalesce(u.pv, %(renewals_pv_all)s::float8) AS pv, coalesce(u.ps, %(renewals_ps_all)s::text) AS ps, coalesce(u.pm, %(renewals_pm_all)s::text) AS pm, coalesce(u.dt, %(renewals_dt_all)s::boolean) AS dt
+    FROM unnest(%(renewals_id)s::text[], %(renewals_eid)s::bigint[], %(renewals_hp)s::boolean[], %(renewals_pv)s::float8[], %(renewals_ps)s::text[], %(renewals_pm)s::text[], %(renewals_dt)s::boolean[])
+    AS u(id, eid, hp, pv, ps, pm, dt)) AS r ORDER BY id COLLATE "C"
+), locked AS (
+    SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.dt AS r_dt
+    FROM r CROSS JOIN LATERAL (
+        SELECT j.id, j.status, j.execution_id, j.detached_until, j.cancel_requested FROM jobs AS j
+        WHERE j.id = r.id AND j.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
+        FOR UPDATE OF j
+    ) AS j
+), renewed AS (
+    UPDATE jobs AS j
+    SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
+                              ELSE coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => %(lease)s::float8) END,
+        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
+                            ELSE coalesce(to_timestamp(%(now)s::float8), now()) END,
+        updated_at = coalesce(to_timestamp(%(now)s::float8), now()),
+        progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value END,
+    progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
+    progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND NOT locked.r_dt
+      AND (locked.r_hp OR locked.detached_until IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM touched))
+), detached AS (
+    UPDATE jobs AS j
+    SET detached_until = greatest(j.lease_expires_at, (SELECT lease_expires_at FROM prior)),
+        heartbeat_at = greatest(j.heartbeat_at, (SELECT last_heartbeat_at FROM prior)),
+        updated_at = coalesce(to_timestamp(%(now)s::float8), now())
+    FROM locked
+    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
+      AND locked.status = 'running' AND locked.r_dt AND locked.detached_until IS NULL
+)
+SELECT id, execution_id, cancel_requested FROM locked
+WHERE status = 'running' AND NOT r_dt

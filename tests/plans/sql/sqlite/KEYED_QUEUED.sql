@@ -1,0 +1,6 @@
+SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+               WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
+                 AND queue IN (SELECT value FROM json_each(:queues)))
+    OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+               WHERE status = 'queued' AND rate_key IS NOT NULL)
+       AS queued

@@ -1,0 +1,30 @@
+WITH RECURSIVE keys(key) AS (
+    SELECT (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE status = 'queued' AND rate_key IS NOT NULL ORDER BY rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.rate_key FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > keys.key
+            ORDER BY j.rate_key LIMIT 1)
+    FROM keys WHERE keys.key IS NOT NULL
+), best AS MATERIALIZED (
+    SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    FROM keys JOIN heartq_jobs AS b ON b.id = (
+        SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
+        WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = keys.key
+          AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
+        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+    WHERE keys.key IS NOT NULL
+)
+SELECT min(started_at + period - :now) AS wait FROM (
+    SELECT started_at, n, period,
+           row_number() OVER (PARTITION BY key ORDER BY started_at DESC) AS latest
+    FROM (SELECT best.key, best.n, best.period, e.started_at FROM best
+        JOIN heartq_ended_executions AS e INDEXED BY heartq_executions_rate_idx
+          ON e.rate_key = best.key AND e.started_at > :now - best.period
+        UNION ALL
+        SELECT best.key, best.n, best.period, r.started_at FROM best
+        JOIN heartq_jobs AS r INDEXED BY heartq_jobs_running_rate_idx
+          ON r.status = 'running' AND r.rate_key IS NOT NULL AND r.rate_key = best.key
+         AND r.started_at > :now - best.period)
+)
+WHERE latest = n
