@@ -492,27 +492,20 @@ class ConnectionPool:
         enqueuing in its `ctx.transaction()`): had every holder waited for another, at the
         default pool size two such tasks waited on each other until the pool's timeout."""
         pool = self._get_pool()
-        conn = self._checkouts.take_idle(pool, ASIDE_WAIT)
-        if conn is None:
+        taken = self._checkouts.take_idle(pool, ASIDE_WAIT)
+        if taken is None:
             own = self._connect_aside()
             try:
                 yield own
             finally:
                 close_quietly(own)
             return
-        try:
-            with conn:
-                conn.autocommit = not self.pooler.transaction
-                if self.pooler.transaction:
-                    self._scope(conn)
-                yield conn
-                conn.autocommit = False
-            self._checkouts.went_well(conn)
-        except BaseException:
-            self._checkouts.went_wrong(conn)
-            raise
-        finally:
-            pool.putconn(conn)
+        with self._lent(pool, taken) as conn:
+            conn.autocommit = not self.pooler.transaction
+            if self.pooler.transaction:
+                self._scope(conn)
+            yield conn
+            conn.autocommit = False
 
     def _connect_aside(self) -> psycopg.Connection[Any]:
         """A connection outside the pool for `aside`, configured as the pool's are."""
@@ -550,7 +543,16 @@ class ConnectionPool:
         """A sound pooled connection (`checkout.py`), in a block that commits or rolls
         back, and goes back to the pool."""
         pool = self._get_pool()
-        conn = self._checkouts.take(pool)
+        with self._lent(pool, self._checkouts.take(pool)) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _lent(
+        self, pool: psycopg_pool.ConnectionPool[Any], conn: psycopg.Connection[Any]
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """`conn`, taken from `pool`, in a block that commits or rolls back; then back to
+        the pool, how it went noted (`checkout.py`: a connection that broke in use makes
+        the others idle since then checked before their next use)."""
         try:
             with conn:
                 yield conn
