@@ -396,7 +396,7 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
         before = _indexes(old) if sqlite else set()
     with closing(open_store(url)) as new:
         assert new.migrate() >= 22
-        if sqlite:  # as they were, but for those a later migration changed (0024)
+        if sqlite:  # as they were, but for those a later migration changed (0025)
             assert _indexes(new) == before - {"heartq_jobs_lease_idx"} | {
                 "heartq_jobs_detached_idx"
             }

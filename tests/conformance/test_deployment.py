@@ -88,6 +88,7 @@ def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
     message = str(refused.value)
     assert "\n" not in message
     assert f"migration {every[-1][0]}," in message and f"(schema {every[-2][0]})" in message
+    assert message.endswith("run that version here too (docs/UPGRADING.md)")
     migrations.all()
     with closing(open_store(url)) as same:
         assert same.migrate() == every[-1][0]  # nothing changed: the current one carries on

@@ -7,9 +7,9 @@ start and its end. Readers see what they saw before: `get_job` shows the running
 attempt open, made from the job row, then its closed row; exactly one row per attempt
 either way. A database upgraded while attempts run keeps them: each ends once.
 
-The attempt that succeeds a job without a rate key writes no row (migration 24 on
-PostgreSQL, 23 on SQLite): its job's row records it, and the readers see it as before,
-once, also where an older worker wrote its row."""
+The attempt that succeeds a job without a rate key writes no row (migration 24): its
+job's row records it, and the readers see it as before, once, also where an older worker
+wrote its row."""
 
 from __future__ import annotations
 

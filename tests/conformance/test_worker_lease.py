@@ -275,17 +275,16 @@ def test_leases_of_a_batch_beyond_the_named_are_untouched(store: Store, t0: floa
 def test_the_upgrade_detaches_every_running_attempt_at_its_lease(
     fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A queue of the schema before the worker's lease (PostgreSQL v24, SQLite v23) with two
-    attempts running, each leased on its own row as that schema's heartbeat renewed it:
-    after the migration (25, 24) each keeps the lease it had, detached at it. The one a
-    worker of this version names in its heartbeat is attached again and finishes; the
-    other is reaped once its lease runs out, not before."""
+    """A queue of the schema before the worker's lease (v24) with two attempts running,
+    each leased on its own row as that schema's heartbeat renewed it: after the migration
+    (25) each keeps the lease it had, detached at it. The one a worker of this version
+    names in its heartbeat is attached again and finishes; the other is reaped once its
+    lease runs out, not before."""
     url = fresh_url()
-    version = 24 if url.startswith("sqlite") else 25
     migrations = SteeredMigrations(url, monkeypatch)
     # Every migration but the worker's lease: today's enqueue writes the columns of the
     # later ones (the ready log), taken first as migrations merged below it would be.
-    migrations.only(lambda v: v != version)
+    migrations.only(lambda v: v != 25)
     with closing(open_store(url)) as old:
         old.migrate()
         t0 = old.clock()

@@ -404,7 +404,7 @@ def refuse_unknown_versions(scripts: Sequence[tuple[int, str]], applied: set[int
         raise ConfigError(
             f"the queue's schema has migration {', '.join(map(str, unknown))}, which this"
             f" heartq (schema {max(known, default=0)}) does not know: a newer heartq migrated"
-            " it; run that version here too (docs/OPERATIONS.md, upgrading)"
+            " it; run that version here too (docs/UPGRADING.md)"
         )
 
 

@@ -13,7 +13,7 @@ from heartq.store.sqlite.queries.fencing import _HELD_BY
 # running under that execution): the jobs' statement then changes the same set, inside
 # the same write transaction, and answers which leases landed. The attempt that
 # succeeds a job without a rate key writes none: the job's row records it (migration
-# 0023; `queries/finish.py` of PostgreSQL says why).
+# 0024; `queries/finish.py` of PostgreSQL says why).
 CLOSE_EXECUTIONS = f"""
 INSERT INTO heartq_ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                      outcome, error, crash, rate_key)

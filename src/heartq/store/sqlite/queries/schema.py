@@ -17,3 +17,7 @@ SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heartq_schema_migra
 """
 
 RECORD_MIGRATION = "INSERT INTO heartq_schema_migrations VALUES (:version, :now)"
+
+# A version recorded under SQLite's old numbering, given the number of the one line
+# (`store/sqlite/schema.py`, `OLD_NUMBERS`); its row keeps the time it was applied.
+RENUMBER_MIGRATION = "UPDATE heartq_schema_migrations SET version = :new WHERE version = :old"

@@ -1,8 +1,8 @@
--- heartq schema v23 (SQLite): the attempt that succeeds a job is recorded on its job row.
--- See the PostgreSQL migration 0024 for what it is for. A job with a rate key keeps its
--- execution row (the rate window counts starts from heartq_ended_executions and the
--- running jobs). The view shows the same attempts as before; a job that succeeded before
--- this version is shown from its execution row, once.
+-- heartq schema v24 (SQLite): the attempt that succeeds a job is recorded on its job row.
+-- See the PostgreSQL migration of the same number for what it is for. A job with a rate
+-- key keeps its execution row (the rate window counts starts from heartq_ended_executions
+-- and the running jobs). The view shows the same attempts as before; a job that succeeded
+-- before this version is shown from its execution row, once.
 DROP VIEW heartq_executions;
 CREATE VIEW heartq_executions AS
 SELECT job_id, execution_id, worker_id, started_at, ended_at, outcome, error, crash, rate_key

@@ -1,5 +1,5 @@
--- heartq schema v24 (SQLite): the lease of a running attempt is its worker's.
--- See the PostgreSQL migration 0025 for what each part is for.
+-- heartq schema v25 (SQLite): the lease of a running attempt is its worker's.
+-- See the PostgreSQL migration of the same number for what each part is for.
 -- Runs once, in the migration's BEGIN IMMEDIATE transaction with its version row.
 ALTER TABLE heartq_workers ADD COLUMN lease_expires_at REAL;
 ALTER TABLE heartq_jobs ADD COLUMN detached_until REAL;

@@ -1,0 +1,6 @@
+-- heartq schema v15 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- records whether each worker holds a liveness lock: one behind a connection pooler in
+-- transaction mode has no session to hold it on. A SQLite worker always holds its lock
+-- file (the kernel frees it when the process is gone), so every worker holds one.
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").

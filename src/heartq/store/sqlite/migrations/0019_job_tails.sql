@@ -1,0 +1,5 @@
+-- heartq schema v19 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- moves the tails of job ids (v12's index) into a table of their own; SQLite keeps
+-- neither (v12).
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").

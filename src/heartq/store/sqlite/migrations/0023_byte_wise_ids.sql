@@ -1,0 +1,5 @@
+-- heartq schema v23 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- makes job ids compare byte by byte (`COLLATE "C"`); SQLite's always did (its BINARY
+-- collation, the default of every column since v1).
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").

@@ -1,0 +1,7 @@
+-- heartq schema v26 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- adds the ready log, so that a claim under a held xmin horizon does not walk the dead
+-- entries of the jobs claimed before it (docs/DESIGN.md, "The claim"). SQLite keeps no
+-- dead row versions (one writer at a time, no MVCC horizon): a claimed job leaves the
+-- claim index when its claim commits, and the claim needs no frontier.
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").

@@ -1,0 +1,5 @@
+-- heartq schema v27 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- indexes job_tails by the tail alone and sets the jobs table's fillfactor; SQLite has
+-- no job_tails (v12) and no fillfactor (a page is filled as rows come).
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").
