@@ -29,21 +29,13 @@ from typing import (
 from heartq import ids, payload
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
-from heartq.definition import TaskDefinition
+from heartq.definition import TaskDefinition, TaskOptions
 from heartq.errors import ConfigError
 from heartq.hooks import Hooks
-from heartq.lifecycle.retry import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_RETRY_BACKOFF,
-    DEFAULT_RETRY_BACKOFF_MAX,
-    EXPONENTIAL,
-    ExceptionClasses,
-)
 from heartq.model import CancelResult
 from heartq.options import EnqueueOptions, Options
 from heartq.periodic import MakeTickJobs, Schedule
 from heartq.pipelines import Signature
-from heartq.policy import DEFAULT_QUEUE
 from heartq.producer import Producer, Waker
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
@@ -61,7 +53,9 @@ class Task(TaskDefinition, Generic[P, R]):
     takes (checked here, typed from the function); `task.options(delay=5).enqueue(...)`
     chooses options; calling the task runs the function here, as plain Python."""
 
-    def __init__(self, app: App, fn: Callable[..., Any], **options: Any) -> None:
+    def __init__(
+        self, app: App, fn: Callable[..., Any], **options: Unpack[TaskOptions]
+    ) -> None:
         """`options`: those of `App.task`, checked by `TaskDefinition`."""
         super().__init__(fn, **options)
         self.app = app
@@ -246,50 +240,10 @@ class App:
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
-    def task(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str = DEFAULT_QUEUE,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        timeout: float | None = None,
-        heartbeat_timeout: float | None = None,
-        retry_backoff: float = DEFAULT_RETRY_BACKOFF,
-        retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
-        priority: int = 0,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-        retry_on: ExceptionClasses = None,
-        dont_retry_on: ExceptionClasses = None,
-        retry_schedule: str = EXPONENTIAL,
-        retry_jitter: bool = True,
-    ) -> TaskDecorator: ...
+    def task(self, fn: None = None, /, **options: Unpack[TaskOptions]) -> TaskDecorator: ...
 
     def task(
-        self,
-        fn: Callable[..., Any] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str = DEFAULT_QUEUE,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        timeout: float | None = None,
-        heartbeat_timeout: float | None = None,
-        retry_backoff: float = DEFAULT_RETRY_BACKOFF,
-        retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
-        priority: int = 0,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-        retry_on: ExceptionClasses = None,
-        dont_retry_on: ExceptionClasses = None,
-        retry_schedule: str = EXPONENTIAL,
-        retry_jitter: bool = True,
+        self, fn: Callable[..., Any] | None = None, /, **options: Unpack[TaskOptions]
     ) -> Task[Any, Any] | TaskDecorator:
         """Register a function (sync or `async def`) as a task. Its name defaults to the
         function's `__name__`; a second task with the same name is an error. A `ctx`
@@ -310,26 +264,7 @@ class App:
         exact waits) shape the waits between attempts. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
-            task: Task[Any, Any] = Task(
-                self,
-                func,
-                name=name or func.__name__,
-                queue=queue,
-                max_retries=max_retries,
-                timeout=timeout,
-                heartbeat_timeout=heartbeat_timeout,
-                retry_backoff=retry_backoff,
-                retry_backoff_max=retry_backoff_max,
-                priority=priority,
-                concurrency_key=concurrency_key,
-                concurrency_limit=concurrency_limit,
-                rate_limit=rate_limit,
-                rate_key=rate_key,
-                retry_on=retry_on,
-                dont_retry_on=dont_retry_on,
-                retry_schedule=retry_schedule,
-                retry_jitter=retry_jitter,
-            )
+            task: Task[Any, Any] = Task(self, func, **options)
             if task.name in self.tasks:
                 raise ConfigError(f"a task named {task.name!r} is already registered")
             self.tasks[task.name] = task

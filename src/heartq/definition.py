@@ -11,12 +11,52 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from heartq import arguments, payload, rates
 from heartq.errors import ConfigError
-from heartq.lifecycle.retry import EXPONENTIAL, Backoff, ExceptionClasses, RetryOn
+from heartq.lifecycle.retry import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF_MAX,
+    EXPONENTIAL,
+    Backoff,
+    ExceptionClasses,
+    RetryOn,
+)
 from heartq.model import TaskPolicy
+from heartq.policy import DEFAULT_QUEUE
+
+
+class TaskOptions(TypedDict, total=False):
+    """A task's options, written once: `App.task(...)` takes them (`**options`), the
+    Django backend passes them through, `TaskDefinition` checks each and gives the ones
+    left out their defaults (`App.task`'s docstring says what each does)."""
+
+    name: str
+    """Defaults to the function's `__name__`."""
+    queue: str
+    """Defaults to `default`."""
+    max_retries: int
+    """Defaults to 3: attempts after the first."""
+    timeout: float | None
+    heartbeat_timeout: float | None
+    retry_backoff: float
+    """Defaults to 5 s."""
+    retry_backoff_max: float
+    """Defaults to an hour."""
+    priority: int
+    """Defaults to 0; higher runs first."""
+    concurrency_key: str | None
+    concurrency_limit: int | None
+    rate_limit: str | None
+    rate_key: str | None
+    retry_on: ExceptionClasses
+    dont_retry_on: ExceptionClasses
+    retry_schedule: str
+    """Defaults to exponential."""
+    retry_jitter: bool
+    """Defaults to True."""
 
 
 class TaskDefinition:
@@ -24,27 +64,25 @@ class TaskDefinition:
     `ConfigError` where the task is defined). Calling it runs the function here, as
     plain Python. `heartq.Task` is this with the app it belongs to."""
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str,
-        queue: str,
-        max_retries: int,
-        timeout: float | None,
-        heartbeat_timeout: float | None,
-        retry_backoff: float,
-        retry_backoff_max: float,
-        priority: int,
-        concurrency_key: str | None = None,
-        concurrency_limit: int | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-        retry_on: ExceptionClasses = None,
-        dont_retry_on: ExceptionClasses = None,
-        retry_schedule: str = EXPONENTIAL,
-        retry_jitter: bool = True,
-    ) -> None:
+    def __init__(self, fn: Callable[..., Any], **options: Unpack[TaskOptions]) -> None:
+        unknown = sorted(set(options) - set(TaskOptions.__annotations__))
+        if unknown:  # a TypedDict is a type checker's: a misspelt option still arrives
+            raise ConfigError(
+                f"unknown task option {unknown[0]!r}; a task takes "
+                + ", ".join(TaskOptions.__annotations__)
+            )
+        name = options.get("name") or str(getattr(fn, "__name__", ""))
+        queue = options.get("queue", DEFAULT_QUEUE)
+        max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
+        timeout = options.get("timeout")
+        heartbeat_timeout = options.get("heartbeat_timeout")
+        retry_backoff = options.get("retry_backoff", DEFAULT_RETRY_BACKOFF)
+        retry_backoff_max = options.get("retry_backoff_max", DEFAULT_RETRY_BACKOFF_MAX)
+        priority = options.get("priority", 0)
+        concurrency_key = options.get("concurrency_key")
+        concurrency_limit = options.get("concurrency_limit")
+        rate_limit = options.get("rate_limit")
+        rate_key = options.get("rate_key")
         self.fn = fn
         self.name = payload.check_name("task", name)
         self.queue = payload.check_name("queue", queue)
@@ -77,9 +115,10 @@ class TaskDefinition:
                 raise ConfigError(f"{name}: rate_key needs a rate_limit, like rate_limit='10/s'")
             payload.check_key("rate_key", rate_key)
             arguments.template_fields(rate_key, f"{name}: rate_key", self.signature)
-        self.retry_rule = RetryOn.of(retry_on, dont_retry_on)
+        self.retry_rule = RetryOn.of(options.get("retry_on"), options.get("dont_retry_on"))
         """Which exceptions of its code are worth another attempt (judged by the worker)."""
-        self.backoff = Backoff(retry_schedule, retry_jitter)
+        self.backoff = Backoff(options.get("retry_schedule", EXPONENTIAL),
+                               options.get("retry_jitter", True))  # fmt: skip
         """The shape of its waits between attempts (exponential, linear, constant; jitter)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = arguments.describe(self.signature)

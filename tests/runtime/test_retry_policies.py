@@ -144,3 +144,10 @@ def test_bad_retry_options_are_refused_at_definition(app: heartq.App) -> None:
         app.task(retry_on=("TimeoutError",))(lambda: None)  # type: ignore[arg-type]
     with pytest.raises(heartq.ConfigError, match=r"^retry_jitter must be True or False"):
         app.task(retry_jitter="no")(lambda: None)  # type: ignore[arg-type]
+
+
+def test_a_misspelt_task_option_is_refused_in_one_line(app: heartq.App) -> None:
+    """The options are written once, as a TypedDict a type checker reads: the definition
+    refuses one it does not know, naming those it takes, rather than ignore it."""
+    with pytest.raises(heartq.ConfigError, match=r"^unknown task option 'max_retry'; a task"):
+        app.task(max_retry=3)(lambda: None)  # type: ignore[call-overload]

@@ -87,18 +87,19 @@ def ended_by(detected_by: str) -> Outcome:
 
 def after(job: HeldJob, outcome: Outcome, crash: Mapping[str, Any]) -> Verdict:
     """The verdict on a job whose attempt ended `outcome` (`ended_by`), with its crash
-    context `crash`."""
+    context `crash`: cancelled if its cancel was requested (the user asked to stop it:
+    it is not run again, whatever ended the attempt), else as `after_interruption` or
+    `after_crash` say."""
+    if job.cancel_requested:
+        return Verdict(JobStatus.CANCELLED)
     if outcome is Outcome.INTERRUPTED:
         return after_interruption(job, crash)
     return after_crash(job, crash)
 
 
 def after_crash(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
-    """A crashed attempt's job: cancelled (its cancel was requested), retried (at once
-    after a first crash, after the backoff from the second), or dead once its retries
-    are spent."""
-    if job.cancel_requested:  # the user asked to stop it: do not run it again
-        return Verdict(JobStatus.CANCELLED)
+    """A crashed attempt's job (no cancel requested): retried (at once after a first
+    crash, after the backoff from the second), or dead once its retries are spent."""
     # crashes since the last replay: never more than the attempts counted since
     crashes = min(job.crashes + 1, job.attempts)
     plan = plan_retry(
@@ -121,12 +122,10 @@ def after_crash(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
 
 
 def after_interruption(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
-    """An interrupted attempt's job: cancelled (its cancel was requested), requeued at
-    once in its place (the attempt is not counted), or dead once its attempts were
-    interrupted more than `MAX_INTERRUPTIONS` times."""
+    """An interrupted attempt's job (no cancel requested): requeued at once in its place
+    (the attempt is not counted), or dead once its attempts were interrupted more than
+    `MAX_INTERRUPTIONS` times."""
     interruptions = job.interruptions + 1
-    if job.cancel_requested:
-        return Verdict(JobStatus.CANCELLED)
     if interruptions > MAX_INTERRUPTIONS:
         reason = (
             f"interrupted {interruptions} times: its workers kept losing the database; "

@@ -337,17 +337,21 @@ def error_summary(text: str | None) -> str:
 
 
 # -- how a fate lands in the store -----------------------------------------------------
+def cancel_wins(status: JobStatus, cancel_requested: bool) -> JobStatus:
+    """A job about to be queued again (a retry, a requeue, a release) whose cancel was
+    requested is cancelled instead: the request is honoured, never lost to a retry."""
+    return JobStatus.CANCELLED if status is JobStatus.QUEUED and cancel_requested else status
+
+
 def finished_status(finish: Finish, cancel_requested: bool) -> JobStatus:
     """The job's status once `finish` lands on a row whose `cancel_requested` is as given."""
-    if finish.status is JobStatus.QUEUED and cancel_requested:
-        return JobStatus.CANCELLED
-    return finish.status
+    return cancel_wins(finish.status, cancel_requested)
 
 
 def released_status(cancel_requested: bool) -> JobStatus:
     """The job's status once a release of its attempt lands (the worker gives it back,
     unstarted or at shutdown): queued again, or cancelled if a cancel was requested."""
-    return JobStatus.CANCELLED if cancel_requested else JobStatus.QUEUED
+    return cancel_wins(JobStatus.QUEUED, cancel_requested)
 
 
 def attempts_after(attempts: int, outcome: Outcome) -> int:
