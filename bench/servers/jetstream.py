@@ -106,12 +106,13 @@ def server_address(private: type[PrivateNats] = PrivateNats) -> Iterator[str]:
 def delete_stream(url: str, deployment: str | None = None) -> None:
     """Delete the stream a test's transport URL names (`stream=`), or without one the
     stream of `deployment` (a queue database's id); its consumers go with it."""
+    from heartq.event_stream import EventStream
     from heartq.transport.nats import NatsTransport
     from heartq.transport.settings import NatsOptions
 
     if deployment is None and NatsOptions.parse(url).stream is None:
         raise ValueError(f"{url} names no stream: say whose deployment's to delete")
-    transport = NatsTransport(url, lambda: deployment or "unused")
+    transport = NatsTransport(url, lambda: deployment or "unused", EventStream())
     try:
         deadline = time.monotonic() + 5
         while not transport.available and time.monotonic() < deadline:

@@ -31,6 +31,7 @@ from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.definition import TaskDefinition, TaskOptions
 from heartq.errors import ConfigError
+from heartq.event_stream import EventStream
 from heartq.hooks import Hooks
 from heartq.model import CancelResult
 from heartq.options import EnqueueOptions, Options
@@ -164,9 +165,13 @@ class App:
         self._store_pid = -1
         self._lock = threading.Lock()
         self._waiters = EndWaiters(lambda: self.store)
-        self.hooks = Hooks()
+        self.events = EventStream()
+        """This app's events, each told once to its subscribers: the log, a worker's
+        metrics, your listeners (`app.events.subscribe(listener)`; `heartq.event_stream`)."""
+        self.hooks: Hooks = self.events.hooks
         """Code of yours around every enqueue, attempt, and a worker's start and stop
-        (`heartq.hooks`): `@app.hooks.attempt`, `@app.hooks.enqueue` ..."""
+        (`heartq.hooks`): `@app.hooks.attempt`, `@app.hooks.enqueue` ... The hooks are
+        subscribers of this app's events too (`app.events.hooks`)."""
         self.producer = Producer(self)
         """Makes and stores this app's jobs, for every way in (`heartq.producer`)."""
 
@@ -189,7 +194,9 @@ class App:
             return None
         with self._lock:
             if self._transport is None or self._transport_pid != os.getpid():
-                self._transport = open_transport(self.transport_url, self._deployment_id)
+                self._transport = open_transport(
+                    self.transport_url, self._deployment_id, self.events
+                )
                 self._transport_pid = os.getpid()
             return self._transport
 

@@ -9,7 +9,7 @@ loop computes after each pass), whether the first pass waits one interval first,
 event wakes it early, and how long `stop()` waits for a pass under way.
 
 This module sits below `worker/` and `maintenance/`, so it imports nothing of heartq
-but `heartq.events`.
+but the events' stream (for its type).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from heartq import events
+if TYPE_CHECKING:
+    from heartq.event_stream import EventStream
 
 
 def _error_level(exc: Exception) -> int:
@@ -29,16 +30,18 @@ def _error_level(exc: Exception) -> int:
 
 @dataclass(frozen=True)
 class FailureLog:
-    """How a failed pass is logged: `event` with `fields`, then `error=describe(exc)`, at
-    `level(exc)` (a loop may log a known database state lower, as `StoreHealth` says)."""
+    """How a failed pass is told to the worker's `events`: `event` with `fields`, then
+    `error=describe(exc)`, at `level(exc)` (a loop may log a known database state lower,
+    as `StoreHealth` says)."""
 
+    events: EventStream
     event: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     level: Callable[[Exception], int] = _error_level
     describe: Callable[[Exception], str] = repr
 
     def emit(self, exc: Exception) -> None:
-        events.emit(self.event, self.level(exc), **self.fields, error=self.describe(exc))
+        self.events.emit(self.event, self.level(exc), **self.fields, error=self.describe(exc))
 
 
 class BackgroundLoop:

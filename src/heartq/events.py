@@ -1,8 +1,15 @@
-"""Structured log events with stable names, so operators can grep and alert on them.
+"""Structured events with stable names, so operators can grep and alert on them.
 
-Every event is logged on the `heartq` logger with the event name as the message and its
-fields in `record.heartq_fields`. `configure_logging("json")` prints one JSON object per
-line (`{"ts", "level", "event", ...fields}`); `"text"` prints `event key=value ...`.
+Each app has one stream of them (`app.events`, `heartq.event_stream.EventStream`): every
+event is emitted once, to the stream of the app whose worker, enqueue or hook it tells
+of, and its subscribers hear it there: the log (`log_event`, subscribed to every stream),
+a worker's Prometheus metrics, a test's drain, a user's own listeners. Two apps in one
+process each have theirs and hear only their own events.
+
+The log: every event is logged on the `heartq` logger with the event name as the
+message and its fields in `record.heartq_fields`. `configure_logging("json")` prints one
+JSON object per line (`{"ts", "level", "event", ...fields}`); `"text"` prints `event
+key=value ...`.
 
 Names are part of the public interface: add new ones, never rename.
 
@@ -10,14 +17,8 @@ Levels: what operators alert on (crashes, lost leases, dead jobs, stale workers,
 is logged at WARNING or ERROR; the lifecycle of workers at INFO; the events of every job
 that simply ran (`job_claimed`, `job_succeeded`) and every heartbeat at DEBUG, since
 formatting and writing them was a third of a busy worker's CPU (py-spy, no-op jobs).
-`heartq worker --log-level debug` shows them; listeners (metrics) hear every event
-whatever the level.
-
-Reclaimed jobs and stale or dead workers are told the same way by every finder
-(`report_reclaimed`, `report_stale_workers`): the maintenance services, startup
-reconciliation, and the worker's own heartbeater and completer when they hand an attempt
-back, so an operator's alert on `job_dead` or `worker_deactivated` sees the same fields
-(`detected_by` among them) whoever found it.
+`heartq worker --log-level debug` shows them; other subscribers (metrics) hear every
+event whatever the level.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Final, TextIO
-
-from heartq.model import JobStatus, Reclaimed, StaleWorker
+import warnings
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, TextIO
 
 logger = logging.getLogger("heartq")
 logger.addHandler(logging.NullHandler())  # a library's events show where the app sends them
@@ -121,36 +121,64 @@ EVENT_LOOP_RESUMED: Final = "event_loop_resumed"
 """The loop that `event_loop_blocked` told of turns again, after `blocked_for` seconds
 held by `job_id`."""
 
-Listener = Callable[[str, dict[str, Any]], None]
-_listeners: list[Listener] = []
+
+class Event(NamedTuple):
+    """One event as its stream's subscribers hear it: its `name` (one of the names
+    above), its logging `level`, and its `fields` (the same dict for every subscriber:
+    read it, never change it)."""
+
+    name: str
+    level: int
+    fields: dict[str, Any]
 
 
-def add_listener(listener: Listener) -> None:
-    """Call `listener(event, fields)` for every event (metrics hook in here)."""
-    _listeners.append(listener)
+Listener = Callable[[Event], None]
+"""A subscriber of an app's events (`app.events.subscribe`)."""
 
 
-def remove_listener(listener: Listener) -> None:
-    if listener in _listeners:
-        _listeners.remove(listener)
+def log_event(event: Event) -> None:
+    """The log's subscriber, on every stream: `event` on the `heartq` logger, at its
+    level, its fields in `record.heartq_fields` (the formatters below write them)."""
+    logger.log(event.level, event.name, extra={"heartq_fields": event.fields})
 
 
-def wanted(level: int) -> bool:
-    """Whether an event at `level` goes anywhere (a listener, or the log): the hot path
-    builds a per-job event's fields only then (a no-op job's DEBUG events cost a tenth
-    of a busy worker's time to build and drop)."""
-    return bool(_listeners) or logger.isEnabledFor(level)
+def log_wants(level: int) -> bool:
+    """Whether the log takes events at `level` (the `heartq` logger's level, as
+    `configure_logging` or the application set it): the hot path builds a per-job
+    event's fields only when some subscriber wants them."""
+    return logger.isEnabledFor(level)
 
 
-def emit(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log `event` with `fields` and tell the listeners; cheap when nobody listens."""
-    for listener in _listeners:
-        try:
-            listener(event, fields)
-        except Exception:
-            logger.debug("event listener failed", exc_info=True)
-    if logger.isEnabledFor(level):
-        logger.log(level, event, extra={"heartq_fields": fields})
+# -- deprecated: listeners of every app of the process ----------------------------------
+ProcessListener = Callable[[str, dict[str, Any]], None]
+_process_listeners: tuple[ProcessListener, ...] = ()
+
+
+def add_listener(listener: ProcessListener) -> None:
+    """Deprecated: call `listener(event, fields)` for every event of every app of this
+    process until `remove_listener`. Subscribe to the app whose events you want instead
+    (`app.events.subscribe(listener)`, where a listener takes one `Event`); a tool that
+    wants every event of the process can read the `heartq` logger."""
+    warnings.warn(
+        "heartq.events.add_listener is deprecated: subscribe to an app's events with "
+        "app.events.subscribe(listener) (the listener takes one heartq.Event)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    global _process_listeners
+    _process_listeners = (*_process_listeners, listener)
+
+
+def remove_listener(listener: ProcessListener) -> None:
+    """Deprecated with `add_listener`: stop calling `listener` (nothing if it is not
+    listening)."""
+    global _process_listeners
+    _process_listeners = tuple(known for known in _process_listeners if known != listener)
+
+
+def process_listeners() -> tuple[ProcessListener, ...]:
+    """The deprecated listeners of every app (`add_listener`), for the streams to tell."""
+    return _process_listeners
 
 
 class JsonFormatter(logging.Formatter):
@@ -232,52 +260,3 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(level)
     logger.propagate = False
-
-
-# -- reclaims, told the same way by every finder ----------------------------------------
-def report_reclaimed(reclaimed: Sequence[Reclaimed], detected_by: str) -> None:
-    for job in reclaimed:
-        if job.status is JobStatus.DEAD:
-            emit(
-                JOB_DEAD,
-                logging.WARNING,
-                job_id=job.job_id,
-                task=job.task,
-                attempt=job.attempts,
-                reason=job.dead_reason,
-                detected_by=detected_by,
-            )
-        else:
-            emit(
-                JOB_REENQUEUED,
-                job_id=job.job_id,
-                task=job.task,
-                attempt=job.attempts,
-                retry_in=round(job.retry_delay, 3),
-                previous_worker_id=job.worker_id,
-                detected_by=detected_by,
-            )
-
-
-def report_stale_workers(workers: Sequence[StaleWorker], detected_by: str) -> None:
-    for worker in workers:
-        emit(
-            WORKER_DEACTIVATED,
-            logging.WARNING,
-            worker_id=worker.id,
-            name=worker.name,
-            heartbeat_age=round(worker.heartbeat_age, 3),
-            detected_by=detected_by,
-            jobs=len(worker.reclaimed),
-        )
-        if worker.reclaimed:
-            emit(
-                ORPHANED_JOBS_DETECTED,
-                logging.WARNING,
-                worker_id=worker.id,
-                count=len(worker.reclaimed),
-                job_ids=[j.job_id for j in worker.reclaimed],
-                detected_by=detected_by,
-                heartbeat_age=round(worker.heartbeat_age, 3),
-            )
-        report_reclaimed(worker.reclaimed, detected_by)

@@ -16,10 +16,13 @@ Why generators rather than a pair of callbacks: what a hook opens before (a span
 context variable, a timer) is closed after in the same frame, and for an attempt in the
 same thread or asyncio task as the task's code, so a context it sets is the code's context.
 
-Hooks observe; they decide nothing. A hook that raises (before or after) is logged
-(`hook_failed`) and skipped: the job is still enqueued, the attempt still runs, its outcome
-and result are what the code made them. The one thing a hook may change is an enqueued
-job's `meta` (a JSON object kept with the job, given to each attempt as `ctx.meta`).
+Hooks are one kind of subscriber of the app's event stream (`app.events.hooks` is
+`app.hooks`: `heartq.event_stream`), the kind that runs around what it observes, where it
+runs. Hooks observe; they decide nothing. A hook that raises (before or after) is told
+to the app's stream (`hook_failed`, so logged) and skipped: the job is still enqueued,
+the attempt still runs, its outcome and result are what the code made them. The one
+thing a hook may change is an enqueued job's `meta` (a JSON object kept with the job,
+given to each attempt as `ctx.meta`).
 
 Order: hooks run in the order they were registered before, and in the reverse order after
 (as nested `with` blocks would), so the first registered wraps all the others.
@@ -44,7 +47,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from heartq import events, payload
 from heartq.model import JobStatus, NewJob, Outcome, Reclaimed
@@ -54,6 +57,12 @@ Subject = TypeVar("Subject")
 _NOTHING = contextlib.nullcontext()
 Hook = Callable[[Subject], "Generator[None, None, None] | None"]
 """A hook: a plain function (runs before) or a generator function (runs around)."""
+
+
+class Emit(Protocol):
+    """Where a hook's failure is told: its app's stream (`EventStream.emit`)."""
+
+    def __call__(self, event: str, level: int = ..., /, **fields: Any) -> None: ...
 
 
 @dataclass
@@ -153,10 +162,11 @@ class WorkerHookInfo:
 
 
 class HookList(Generic[Subject]):
-    """The hooks of one kind, in registration order."""
+    """The hooks of one kind, in registration order; a hook's failure is told to `emit`."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, emit: Emit) -> None:
         self.kind = kind
+        self._emit = emit
         self._hooks: list[Hook[Subject]] = []
 
     def __call__(self, hook: Hook[Subject]) -> Hook[Subject]:
@@ -214,9 +224,9 @@ class HookList(Generic[Subject]):
                 next(made)
                 return cast("Generator[None, None, None]", made)
         except StopIteration:
-            _failed(self.kind, hook, "before", "the hook returned without yielding")
+            self.failed(hook, "before", "the hook returned without yielding")
         except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
-            _failed(self.kind, hook, "before", repr(exc))
+            self.failed(hook, "before", repr(exc))
         return None
 
     def _after(self, hook: Hook[Subject], generator: Generator[None, None, None]) -> None:
@@ -225,35 +235,36 @@ class HookList(Generic[Subject]):
         except StopIteration:
             return
         except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
-            _failed(self.kind, hook, "after", repr(exc))
+            self.failed(hook, "after", repr(exc))
             return
         generator.close()
-        _failed(self.kind, hook, "after", "the hook yielded more than once")
+        self.failed(hook, "after", "the hook yielded more than once")
 
-
-def _failed(kind: str, hook: Callable[..., Any], stage: str, error: str) -> None:
-    events.emit(
-        events.HOOK_FAILED,
-        logging.ERROR,
-        kind=kind,
-        hook=getattr(hook, "__qualname__", repr(hook)),
-        stage=stage,
-        error=error,
-    )
+    def failed(self, hook: Callable[..., Any], stage: str, error: str) -> None:
+        """Tell `hook_failed` of `hook` (or of what ran it) to the app's stream."""
+        self._emit(
+            events.HOOK_FAILED,
+            logging.ERROR,
+            kind=self.kind,
+            hook=getattr(hook, "__qualname__", repr(hook)),
+            stage=stage,
+            error=error,
+        )
 
 
 class Hooks:
     """An app's hooks (`app.hooks`): `enqueue`, `attempt`, `crash`, `worker_start`,
     `worker_stop`, each a decorator that registers a hook. Register them where the app is
     made (at import of its module): a process pool's child imports that module, and so has
-    them too."""
+    them too. Made by the app's stream (`EventStream.hooks`), whose `emit` hears their
+    failures."""
 
-    def __init__(self) -> None:
-        self.enqueue: HookList[EnqueueInfo] = HookList("enqueue")
-        self.attempt: HookList[AttemptInfo] = HookList("attempt")
-        self.crash: HookList[CrashInfo] = HookList("crash")
-        self.worker_start: HookList[WorkerHookInfo] = HookList("worker_start")
-        self.worker_stop: HookList[WorkerHookInfo] = HookList("worker_stop")
+    def __init__(self, emit: Emit) -> None:
+        self.enqueue: HookList[EnqueueInfo] = HookList("enqueue", emit)
+        self.attempt: HookList[AttemptInfo] = HookList("attempt", emit)
+        self.crash: HookList[CrashInfo] = HookList("crash", emit)
+        self.worker_start: HookList[WorkerHookInfo] = HookList("worker_start", emit)
+        self.worker_stop: HookList[WorkerHookInfo] = HookList("worker_stop", emit)
 
 
 class EnqueueRun:
@@ -298,22 +309,21 @@ def hooked_enqueue(
     ]
     with hooks.around(infos):
         try:
-            yield EnqueueRun(
-                [_with_meta(job, info, limit) for job, info in zip(jobs, infos, strict=True)], infos
-            )
+            pairs = zip(jobs, infos, strict=True)
+            yield EnqueueRun([_with_meta(hooks, job, info, limit) for job, info in pairs], infos)
         except BaseException as exc:
             for info in infos:
                 info.exception = exc
             raise
 
 
-def _with_meta(job: NewJob, info: EnqueueInfo, limit: int) -> NewJob:
+def _with_meta(hooks: HookList[EnqueueInfo], job: NewJob, info: EnqueueInfo, limit: int) -> NewJob:
     """The job with the meta its hooks left; a meta they broke is logged and the job keeps
     the meta it had (a hook never costs a job)."""
     try:
         meta_json = payload.encode_meta(info.meta, limit=limit)
     except Exception as exc:  # noqa: BLE001 - a hook's error is logged, never the job's
-        _failed("enqueue", _with_meta, "before", f"meta left unusable: {exc}")
+        hooks.failed(_with_meta, "before", f"meta left unusable: {exc}")
         return job
     return job if meta_json == job.meta_json else dataclasses.replace(job, meta_json=meta_json)
 
@@ -331,7 +341,7 @@ def run_crash_hooks(hooks: HookList[CrashInfo], reclaimed: Sequence[Reclaimed]) 
         try:  # a crash that cannot be described is logged; the others are still told
             info = _crash_info(job)
         except Exception as exc:  # noqa: BLE001 - never the finder's error, nor the next crash's
-            _failed("crash", run_crash_hooks, "before", f"job {job.job_id}: {exc!r}")
+            hooks.failed(run_crash_hooks, "before", f"job {job.job_id}: {exc!r}")
             continue
         hooks.run(info)
 

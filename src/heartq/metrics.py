@@ -1,10 +1,12 @@
 """Prometheus metrics of one worker process: `heartq worker APP --metrics-port PORT`.
 
-Counters and histograms are driven by the structured events (`heartq.events`): every
-event a worker emits (claims, outcomes, reclaims, heartbeats, lost leases) moves a
-counter, so metrics and logs never disagree. Gauges are read at scrape time: the jobs
-by queue and state from the store (the same figures as `heartq stats`), and this worker's
-heartbeat age and running jobs from the worker itself.
+Counters and histograms are driven by the structured events (`heartq.events`): the
+metrics subscribe to the worker's app's event stream (`worker.events`), where every
+event the worker emits (claims, outcomes, reclaims, heartbeats, lost leases) moves a
+counter, so metrics and logs, subscribers of the same stream, never disagree. Gauges
+are read at scrape time: the jobs by queue and state from the store (the same figures as
+`heartq stats`), and this worker's heartbeat age and running jobs from the worker
+itself.
 
 Label values come from task and queue names, which users choose; each label keeps at most
 `MAX_LABEL_VALUES` distinct values and reports the rest as `_other`, so a producer that
@@ -262,7 +264,7 @@ class WorkerMetrics:
         self._define_histograms(self.registry)
         self.reader = SerialReader()
         self.registry.register(ScrapeCollector(worker, self.reader))
-        events.add_listener(self.on_event)
+        worker.events.subscribe(self.on_event)
 
     def _define_job_counters(self, r: CollectorRegistry) -> None:
         tq = ["task", "queue"]
@@ -331,9 +333,10 @@ class WorkerMetrics:
         )
 
     def close(self) -> None:
-        events.remove_listener(self.on_event)
+        self.worker.events.unsubscribe(self.on_event)
 
-    def on_event(self, event: str, fields: dict[str, Any]) -> None:
+    def on_event(self, heard: events.Event) -> None:
+        event, fields = heard.name, heard.fields
         task = self._task(fields.get("task"))
         queue_name = self._queue(fields.get("queue"))
         detected_by = str(fields.get("detected_by") or "")
@@ -390,7 +393,7 @@ def start_metrics_server(port: int, worker: Worker, host: str = DEFAULT_HOST) ->
     except OSError as exc:
         metrics.close()
         raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
-    events.emit(
+    worker.events.emit(
         events.METRICS_SERVER_STARTED,
         worker_id=worker.id,
         host=host,

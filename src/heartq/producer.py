@@ -57,6 +57,7 @@ from heartq.periodic import TICK_UNIQUE_FOR, Schedule
 from heartq.store import Store
 
 if TYPE_CHECKING:
+    from heartq.event_stream import EventStream
     from heartq.transport.nats import NatsTransport
 
 
@@ -87,7 +88,7 @@ class RegisteredTask(Protocol):
 
 class EnqueuingApp(Protocol):
     """An app (`heartq.App`), as its producer reads it: the tasks registered there, its
-    settings and hooks, its store and transport (read at each enqueue: the command line
+    settings, events and hooks, its store and transport (read at each enqueue: the command line
     points an app at another queue), and the producer itself."""
 
     @property
@@ -98,6 +99,9 @@ class EnqueuingApp(Protocol):
 
     @property
     def settings(self) -> Settings: ...
+
+    @property
+    def events(self) -> EventStream: ...
 
     @property
     def hooks(self) -> Hooks: ...
@@ -429,7 +433,7 @@ class Producer:
         if stored and store.task_policies([task_name]):
             store.reroute_jobs([task_name], job_ids=stored)
             return None
-        events.emit(
+        self.app.events.emit(
             events.TASK_NOT_DECLARED,
             logging.WARNING,
             task=task_name,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from heartq.errors import StoreUnavailable
+from heartq.event_stream import EventStream
 from heartq.hooks import CrashInfo, HookList, run_crash_hooks
 from heartq.maintenance.reclaimers import PassCutShort, Reaper, reclaim_pass
 from heartq.maintenance.runner import MaintenanceRunner
@@ -26,7 +27,7 @@ from .support import LEASE, claim_one, enqueue_one, register
 
 
 def _recorder() -> tuple[HookList[CrashInfo], list[CrashInfo]]:
-    hooks: HookList[CrashInfo] = HookList("crash")
+    hooks = EventStream().hooks.crash
     seen: list[CrashInfo] = []
     hooks(seen.append)
     return hooks, seen
@@ -107,7 +108,7 @@ def test_a_failing_hook_is_logged_and_the_next_one_still_runs(store: Store, t0: 
     job = claim_one(store, "w1", t0, lease=600)
     reclaimed = store.crash_attempt(job.lease, {"reason": "x"}, DetectedBy.CHILD_EXIT, now=t0 + 1)
     assert reclaimed is not None
-    hooks: HookList[CrashInfo] = HookList("crash")
+    hooks = EventStream().hooks.crash
     told: list[str] = []
 
     def broken(info: CrashInfo) -> None:
@@ -160,13 +161,11 @@ def test_a_reaper_pass_cut_short_still_tells_the_crashes_it_ended(store: Store, 
         once.set()
         return logging.WARNING
 
-    reaper = Reaper(_LostAtRound(store, 2), batch=1, interval=0.05)  # type: ignore[arg-type]
-    runner = MaintenanceRunner(
-        [reaper],
-        "w-observer",
-        on_failure=failed,
-        on_reclaimed=lambda r: told.extend(j.job_id for j in r),
-    )
+    stream = EventStream()
+    stream.hooks.crash(lambda info: told.append(info.job_id))
+    lost = _LostAtRound(store, 2)
+    reaper = Reaper(lost, stream, batch=1, interval=0.05)  # type: ignore[arg-type]
+    runner = MaintenanceRunner([reaper], "w-observer", stream, on_failure=failed)
     runner.start()
     try:
         wait_for(once.is_set, 10, what="the pass to fail")
@@ -184,7 +183,8 @@ def test_heartq_reaps_pass_cut_short_carries_what_landed(store: Store, t0: float
     and the database's error as its cause."""
     job_ids = _two_expired(store, t0)
     with pytest.raises(PassCutShort) as cut:
-        reclaim_pass(_LostAtRound(store, 2), stale_after=3600, batch=1)  # type: ignore[arg-type]
+        lost = _LostAtRound(store, 2)
+        reclaim_pass(lost, EventStream(), stale_after=3600, batch=1)  # type: ignore[arg-type]
     assert isinstance(cut.value.cause, StoreUnavailable)
     (reaped,) = cut.value.found.reclaimed()
     assert reaped.job_id in job_ids and reaped.outcome == "crashed"

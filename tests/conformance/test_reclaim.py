@@ -9,6 +9,7 @@ import pytest
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import cancelled, succeeded
 from heartq.maintenance.reconcile import reconcile
 from heartq.model import (
@@ -439,11 +440,12 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
     liveness lock). A namesake without a lock is gone and loses its jobs."""
     needs_liveness_locks(store)
     seen: list[tuple[str, dict]] = []
+    stream = EventStream()
 
-    def listen(event: str, fields: dict) -> None:
-        seen.append((event, fields))
+    @stream.subscribe
+    def listen(event: events.Event) -> None:
+        seen.append((event.name, event.fields))
 
-    events.add_listener(listen)
     register(store, "live", t0, name="host-a")
     register(store, "gone", t0, name="host-a")
     for _ in range(4):
@@ -453,7 +455,7 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
     handle = store.liveness_hold("live")
     try:
         register(store, "new", t0 + 5, name="host-a")
-        first = reconcile(store, "host-a", "new", now=t0 + 5)
+        first = reconcile(store, "host-a", "new", stream, now=t0 + 5)
         reclaimed = first.reclaimed or judged(store, "host-a", "new", t0 + 5).reclaimed
 
         assert sorted(r.job_id for r in reclaimed) == sorted(j.id for j in gone_jobs)
@@ -474,7 +476,6 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
         assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 9).reclaimed == []
     finally:
         handle.release()
-        events.remove_listener(listen)
     # once its process is gone (lock released), the next reconciliation takes them. The
     # release closes the lock's session when nothing else uses it, and the server frees
     # the lock when that backend has exited, moments later (longer on a loaded machine):

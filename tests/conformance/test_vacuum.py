@@ -14,6 +14,7 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from heartq.config import Settings
+from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import succeeded
 from heartq.maintenance.pruner import VACUUM_SHARE, JobsVacuum
 from heartq.maintenance.runner import default_services
@@ -136,6 +137,6 @@ def test_a_long_pass_spreads_the_next_ones_out(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("interval", [5.0, 0.0])
 def test_the_vacuum_runs_unless_set_to_zero(store: Store, interval: float) -> None:
-    services = default_services(store, Settings(vacuum_interval=interval), "w")
+    services = default_services(store, Settings(vacuum_interval=interval), "w", EventStream())
     names = [service.name for service in services]
     assert ("vacuum" in names) == (interval > 0), names

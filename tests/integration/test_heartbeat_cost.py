@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from heartq.event_stream import EventStream
 from heartq.model import NewJob, Progress, WorkerInfo
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
@@ -42,7 +43,7 @@ def claim_runs(store: Store, n: int) -> list[RunningJob]:
 
 
 def count_tick(store: Store, statements: list[str], runs: list[RunningJob]) -> list[str]:
-    ledger = Ledger(WORKER, len(runs))
+    ledger = Ledger(WORKER, len(runs), EventStream())
     for run in runs:
         ledger.claimed(run)
     beater = Heartbeater(
@@ -62,7 +63,7 @@ def count_tick(store: Store, statements: list[str], runs: list[RunningJob]) -> l
 def count_pulse(store: Store, statements: list[str], runs: list[RunningJob]) -> list[str]:
     """The statements of one pulse over `runs` (not started: it reads cancels itself, as
     on SQLite)."""
-    ledger = Ledger(WORKER, len(runs))
+    ledger = Ledger(WORKER, len(runs), EventStream())
     ledger.claimed(*runs)
     pulse = Pulse(store, ledger, interval=1.0, cancel_grace=5.0)
     statements.clear()

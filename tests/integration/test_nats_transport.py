@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 import heartq
+from heartq.event_stream import EventStream
 from heartq.transport.nats import NatsTransport
 from heartq.transport.settings import DEFAULT_SWEEP_INTERVAL
 from tests import nats_harness
@@ -78,7 +79,7 @@ def statuses(harness: Harness) -> dict[str, int]:
 
 def connected(url: str, harness: Harness) -> NatsTransport:
     """A transport of the harness's deployment (its consumers' names carry its id)."""
-    transport = NatsTransport(url, harness.store.deployment_id)
+    transport = NatsTransport(url, harness.store.deployment_id, EventStream())
     deadline = time.monotonic() + 10
     while not transport.available:
         assert time.monotonic() < deadline, "the NATS server did not answer"

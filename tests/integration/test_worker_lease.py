@@ -18,6 +18,7 @@ import pytest
 
 import heartq
 from heartq.errors import StoreUnavailable
+from heartq.event_stream import EventStream
 from heartq.model import Claim, Lease, NewJob, Renewal, WorkerInfo
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
@@ -69,7 +70,7 @@ def test_a_lease_the_ledger_drops_is_detached_by_the_next_tick(store: Store) -> 
     reports nothing of it, so no end is written; the next tick names it to detach, and
     it runs out on its own lease, not kept alive by its worker's."""
     kept, dropped = _held_runs(store, 2)
-    ledger = Ledger(WORKER, 2)
+    ledger = Ledger(WORKER, 2, EventStream())
     ledger.claimed(kept, dropped)
     ledger.lose(dropped, "lease not renewed in time")
     assert ledger.to_detach() == [dropped.job.lease]
@@ -108,9 +109,9 @@ def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(
     app = heartq.App(store.url, lease=LEASE, heartbeat_interval=LEASE / 3)
     stop = threading.Event()
     stop.set()  # no pause after the failed claim
-    ledger = Ledger(WORKER, 1)
+    ledger = Ledger(WORKER, 1, app.events)
     claimer = Claimer(
-        WORKER, app, ledger, settings=app.settings, health=StoreHealth(WORKER),
+        WORKER, app, ledger, settings=app.settings, health=StoreHealth(WORKER, app.events),
         queues=["default"], stop=stop,
     )  # fmt: skip
     claimer.store = AnswerLost(store, raises=raises)  # type: ignore[assignment]

@@ -17,7 +17,7 @@ def test_result_is_saved_after_the_database_was_locked(tmp_path: Path, run_worke
     app = heartq.App(f"sqlite:///{db}?busy_timeout=0.05", heartbeat_interval=0.2, lease=3.0)
     go = threading.Event()
     seen: list[tuple[str, dict]] = []
-    events.add_listener(lambda name, fields: seen.append((name, fields)))
+    app.events.subscribe(lambda event: seen.append((event.name, event.fields)))
 
     @app.task
     def work() -> str:
@@ -40,4 +40,3 @@ def test_result_is_saved_after_the_database_was_locked(tmp_path: Path, run_worke
     job = app.get_job(job_id)
     assert job["status"] == "succeeded" and job["result"] == "done"
     assert [e["outcome"] for e in job["executions"]] == ["succeeded"]
-    events._listeners.clear()

@@ -87,9 +87,10 @@ def test_the_pruner_cancels_jobs_blocked_past_the_blocked_retention(
     t = _pipeline_tasks(app, tmp_path / "never")
     first, then = heartq.chain(t["fetch"].s("u"), t["double"].s(3)).enqueue().ids
     drain(app)
-    assert Pruner(app.store, Settings()).run_once() == 0  # unset: kept while it is dead
+    assert Pruner(app.store, Settings(), app.events).run_once() == 0  # unset: kept while dead
     with caplog.at_level(logging.INFO, logger="heartq"):
-        wait_for(lambda: Pruner(app.store, settings).run_once(), what="the blocked retention")
+        pruner = Pruner(app.store, settings, app.events)
+        wait_for(lambda: pruner.run_once(), what="the blocked retention")
     job = app.get_job(then)
     assert job["status"] == "cancelled"
     why = f"dependency_failed: job {first} ended dead and was not replayed within 0.05 s"

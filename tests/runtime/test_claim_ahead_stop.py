@@ -27,13 +27,13 @@ def test_a_stop_counts_only_the_buffered_jobs_it_really_gave_back(
 
     stopped: list[dict[str, Any]] = []
 
-    def hear(event: str, fields: dict[str, Any]) -> None:
-        if event == events.WORKER_STOPPED:
-            stopped.append(fields)
+    def hear(event: events.Event) -> None:
+        if event.name == events.WORKER_STOPPED:
+            stopped.append(event.fields)
 
     holder = app.enqueue("hold", {}, priority=9)
     ahead = [app.enqueue("quick", {}, priority=5) for _ in range(3)]
-    events.add_listener(hear)
+    app.events.subscribe(hear)
     try:
         # a slow heartbeat: the worker does not learn of the reclaim before its stop
         with run_worker(
@@ -50,7 +50,7 @@ def test_a_stop_counts_only_the_buffered_jobs_it_really_gave_back(
             taken = app.store.reclaim_worker(worker.id, DetectedBy.LIVENESS_LOCK, "test")
             assert {r.job_id for r in taken} == {holder, *ahead}
     finally:
-        events.remove_listener(hear)
+        app.events.unsubscribe(hear)
     assert stopped and stopped[-1]["released"] == 0, stopped  # all four were lost
     for job_id in ahead:
         job = app.get_job(job_id)

@@ -48,8 +48,8 @@ def test_a_failed_claim_is_tried_again_at_once_then_once_a_second(store: Store) 
     app = heartq.App(store.url, poll_interval=30.0)  # a sleep after a failure would show
     failing = Failing(store)
     claimer = Claimer(
-        WORKER, app, Ledger(WORKER, 1), settings=app.settings, health=StoreHealth(WORKER),
-        queues=["default"], stop=threading.Event(),
+        WORKER, app, Ledger(WORKER, 1, app.events), settings=app.settings,
+        health=StoreHealth(WORKER, app.events), queues=["default"], stop=threading.Event(),
     )  # fmt: skip
     claimer.store = failing  # type: ignore[assignment]
     fetch = ClaimFetch(claimer, claimer.ledger)

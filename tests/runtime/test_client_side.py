@@ -34,16 +34,18 @@ def _fast(app: heartq.App) -> dict[str, Any]:
 
 
 @pytest.fixture
-def heard() -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """Every event emitted during the test."""
+def heard(app: heartq.App, producer: heartq.App) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Every event of the worker's app and of the producer's during the test."""
     seen: list[tuple[str, dict[str, Any]]] = []
 
-    def listen(event: str, fields: dict[str, Any]) -> None:
-        seen.append((event, fields))
+    def listen(event: events.Event) -> None:
+        seen.append((event.name, event.fields))
 
-    events.add_listener(listen)
+    for each in (app, producer):
+        each.events.subscribe(listen)
     yield seen
-    events.remove_listener(listen)
+    for each in (app, producer):
+        each.events.unsubscribe(listen)
 
 
 def register_cpu_tasks(app: heartq.App, calls: list[str]) -> None:

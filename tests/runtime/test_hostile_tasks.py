@@ -123,12 +123,12 @@ def test_whatever_a_task_raises_or_returns_is_its_outcome(
     cases = cases_for(pool)
     guarded: list[dict[str, Any]] = []  # the pools' guard is for heartq's faults, not these
 
-    def hear(event: str, fields: dict[str, Any]) -> None:
-        if event == events.MAINTENANCE_FAILED and fields.get("service") == "pool":
-            guarded.append(fields)
+    def hear(event: events.Event) -> None:
+        if event.name == events.MAINTENANCE_FAILED and event.fields.get("service") == "pool":
+            guarded.append(event.fields)
 
     ids = {label: app.enqueue(task, {"kind": kind}) for label, task, kind in cases}
-    events.add_listener(hear)
+    app.events.subscribe(hear)
     try:
         with run_worker(app, pool=pool, concurrency=CONCURRENCY) as worker:
             jobs = settle(app, ids)
@@ -144,7 +144,7 @@ def test_whatever_a_task_raises_or_returns_is_its_outcome(
                 what="every slot free",
             )
     finally:
-        events.remove_listener(hear)
+        app.events.unsubscribe(hear)
 
 
 def test_a_task_left_on_the_loop_cannot_stop_the_async_pool(
@@ -183,9 +183,9 @@ def test_a_blocked_event_loop_is_told_and_its_attempt_times_out(
     told: list[tuple[str, dict[str, Any]]] = []
     hold = threading.Event()
 
-    def hear(event: str, fields: dict[str, Any]) -> None:
-        if event in (events.EVENT_LOOP_BLOCKED, events.EVENT_LOOP_RESUMED):
-            told.append((event, fields))
+    def hear(event: events.Event) -> None:
+        if event.name in (events.EVENT_LOOP_BLOCKED, events.EVENT_LOOP_RESUMED):
+            told.append((event.name, event.fields))
 
     @app.task(timeout=1, max_retries=0)
     async def blocks() -> None:
@@ -197,7 +197,7 @@ def test_a_blocked_event_loop_is_told_and_its_attempt_times_out(
             await asyncio.sleep(0.05)
         return "done"
 
-    events.add_listener(hear)
+    app.events.subscribe(hear)
     try:
         with run_worker(app, pool="async", concurrency=CONCURRENCY):
             other = app.enqueue("patient", {})
@@ -223,7 +223,7 @@ def test_a_blocked_event_loop_is_told_and_its_attempt_times_out(
             assert done["status"] == "succeeded" and len(done["executions"]) == 1
     finally:
         hold.set()
-        events.remove_listener(hear)
+        app.events.unsubscribe(hear)
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -235,9 +235,9 @@ def test_what_raises_past_the_task_ends_its_attempt_and_is_logged(
     failed, logs `maintenance_failed` (`service=pool`) naming the job, and goes on."""
     told: list[dict[str, Any]] = []
 
-    def hear(event: str, fields: dict[str, Any]) -> None:
-        if event == events.MAINTENANCE_FAILED and fields.get("service") == "pool":
-            told.append(fields)
+    def hear(event: events.Event) -> None:
+        if event.name == events.MAINTENANCE_FAILED and event.fields.get("service") == "pool":
+            told.append(event.fields)
 
     @app.hooks.attempt
     def interrupting(attempt: heartq.AttemptInfo) -> Any:
@@ -253,7 +253,7 @@ def test_what_raises_past_the_task_ends_its_attempt_and_is_logged(
     def ordinary(n: int) -> int:
         return n
 
-    events.add_listener(hear)
+    app.events.subscribe(hear)
     try:
         job_id = app.enqueue("guarded", {})
         with run_worker(app, pool=pool, concurrency=CONCURRENCY) as worker:
@@ -265,4 +265,4 @@ def test_what_raises_past_the_task_ends_its_attempt_and_is_logged(
             assert all(j["status"] == "succeeded" for j in settle(app, later).values())
             wait_for(lambda: worker.ledger.free_slots() == CONCURRENCY, 10, what="slots free")
     finally:
-        events.remove_listener(hear)
+        app.events.unsubscribe(hear)

@@ -12,6 +12,7 @@ from typing import Any
 
 import heartq
 from heartq.context import JobContext
+from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
@@ -78,7 +79,7 @@ def attempt(job_id: str, execution_id: int = 1, task: Any = None) -> RunningJob:
 
 
 def ledger_with(*runs: RunningJob, concurrency: int = 2) -> tuple[Ledger, StubbornPool]:
-    ledger = Ledger("w", concurrency)
+    ledger = Ledger("w", concurrency, EventStream())
     pool = StubbornPool()
     ledger.pool = pool
     ledger.claimed(*runs)
@@ -176,7 +177,7 @@ def test_claims_stop_while_too_many_ended_attempts_wait_for_their_outcomes_to_be
 
 def test_the_async_pool_frees_the_slot_when_the_cancelled_coroutine_really_finishes():
     run = attempt("swallow", task=swallows_its_cancel)
-    ledger = Ledger("w", 1)
+    ledger = Ledger("w", 1, EventStream())
     pool = AsyncPool(ledger, 1 << 20)
     ledger.pool = pool
     try:
@@ -205,7 +206,7 @@ def test_a_new_attempt_wakes_the_supervisor_only_for_a_deadline_before_its_next_
     seconds: a claimed attempt whose deadlines all come later needs no wake-up (one per
     claim was a tenth of a busy worker's time); one with an earlier deadline (a short
     timeout, a short trust window) wakes it at once."""
-    ledger = Ledger("w", 4)
+    ledger = Ledger("w", 4, EventStream())
     ledger.supervisor_passes_within = 1.0
     ledger.claimed(attempt("no-timeout"))  # trust window 60 s, no timeout
     assert not ledger.deadlines_changed.is_set()
@@ -222,6 +223,6 @@ def test_a_new_attempt_wakes_the_supervisor_only_for_a_deadline_before_its_next_
     assert ledger.deadlines_changed.is_set()
 
     ledger.deadlines_changed.clear()
-    unset = Ledger("w", 4)  # a ledger no supervisor set: every attempt wakes
+    unset = Ledger("w", 4, EventStream())  # a ledger no supervisor set: every attempt wakes
     unset.claimed(attempt("any"))
     assert unset.deadlines_changed.is_set()

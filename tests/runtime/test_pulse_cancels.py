@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 
+from heartq.event_stream import EventStream
 from heartq.model import ClaimedJob, NewJob
 from heartq.store import Store
 from heartq.worker.attempt import RunningJob
@@ -23,7 +24,7 @@ pytestmark = on_every_backend  # PostgreSQL hears cancels (LISTEN); SQLite reads
 
 
 def test_a_cancel_heard_before_the_ledger_holds_the_job_is_kept(store: Store) -> None:
-    ledger = Ledger(WORKER, 2)
+    ledger = Ledger(WORKER, 2, EventStream())
     pulse = Pulse(store, ledger, interval=60.0, cancel_grace=5.0)  # ticks when woken
     pulse.start()  # PostgreSQL: listens for this worker's cancels
     try:
@@ -56,7 +57,7 @@ def test_a_cancel_of_a_job_handed_over_after_the_read_is_kept(store: Store) -> N
     attempt when it read, but not yet the cancelled job (claimed before the notification,
     handed over after that read), reads again once it holds it. The pulse listens, but
     its loop is not started: only the test ticks it."""
-    ledger = Ledger(WORKER, 2)
+    ledger = Ledger(WORKER, 2, EventStream())
     pulse = Pulse(store, ledger, interval=60.0, cancel_grace=5.0)
     pulse._listener = store.listen_cancels(WORKER, pulse._on_cancel)
     pulse._polls_cancels = pulse._listener is None

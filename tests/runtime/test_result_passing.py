@@ -222,11 +222,11 @@ def test_the_pruner_keeps_the_trace_for_the_app_s_success_trace_retention(
     t = _tasks(app)
     kept = t["add"].enqueue(1)
     drain(app)
-    Pruner(app.store, replace(app.settings, job_retention=0.001)).run_once()
+    Pruner(app.store, replace(app.settings, job_retention=0.001), app.events).run_once()
     assert app.get_job(app.enqueue("add", {"x": 1}, depends_on=[kept]))["status"] == "queued"
     dropped = t["add"].enqueue(2)
     drain(app)
     settings = replace(app.settings, job_retention=0.001, success_trace_retention=0)
-    Pruner(app.store, settings).run_once()
+    Pruner(app.store, settings, app.events).run_once()
     with pytest.raises(heartq.DependencyNotFound):
         app.enqueue("add", {"x": 2}, depends_on=[dropped])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
 from heartq.worker.attempt import RunningJob
@@ -60,7 +61,7 @@ def test_code_whose_end_came_before_it_started_is_stopped(
     (tmp_path / f"{name}.py").write_text(HANGS)
     monkeypatch.syspath_prepend(str(tmp_path))
     tasks = __import__(name)
-    ledger = Ledger("test-worker", concurrency=1)
+    ledger = Ledger("test-worker", concurrency=1, events=EventStream())
     limit = 1 << 20
     if pool == "process":
         task = tasks.app.tasks["hangs"]

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 import heartq
+from heartq.event_stream import EventStream
 from heartq.worker.ledger import Ledger
 from heartq.worker.pools import LONG_ATTEMPT, ThreadPool
 from tests.support import wait_for
@@ -36,7 +37,7 @@ def running_pool(concurrency: int) -> Iterator[tuple[Ledger, ThreadPool]]:
     let go and every thread of the pool ended."""
     let_go.clear()
     entered.clear()
-    ledger = Ledger("w", concurrency=concurrency)
+    ledger = Ledger("w", concurrency=concurrency, events=EventStream())
     pool = ThreadPool(ledger, max_payload_bytes=1 << 20)
     ledger.pool = pool
     try:

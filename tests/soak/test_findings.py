@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.store.postgres.connection import parse_url
@@ -74,7 +75,7 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
     Stopping the lost one must not stop the new one. It did: the async and process pools
     kept attempts by job id, so the chaos runs saw async jobs `cancelled` that nobody
     cancelled (fixed: keyed by lease, job id and execution id)."""
-    ledger = Ledger("w", 2)
+    ledger = Ledger("w", 2, EventStream())
     pool: ExecutionPool
     if pool_name == "async":
         pool = AsyncPool(ledger, 1 << 20)

@@ -10,6 +10,7 @@ import click
 from heartq import events
 from heartq.cli.common import Seconds, store_for, url_option
 from heartq.errors import ConfigError
+from heartq.event_stream import EventStream
 from heartq.store import redact
 
 DEFAULT_HOST = "127.0.0.1"
@@ -58,7 +59,10 @@ def dashboard_command(
             "pip install 'heartq[dashboard]'"
         ) from None
     store = store_for(url, existing=True)
-    app = create_app(store, allow_actions=allow_actions, token=token, refresh=refresh)
+    stream = EventStream()  # no app here: its own, which logs
+    app = create_app(
+        store, allow_actions=allow_actions, token=token, refresh=refresh, events=stream
+    )
     mode = Guard(allow_actions=allow_actions, token=token or None).mode.value
     if host not in LOCAL_HOSTS and allow_actions and not token:
         click.echo(
@@ -70,7 +74,7 @@ def dashboard_command(
     port = listening.getsockname()[1]  # --port 0: the one the system chose
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"heartq dashboard on http://{shown}:{port}/ ({mode}; {redact(store.url)})")
-    events.emit(events.DASHBOARD_STARTED, address=f"{shown}:{port}", url=redact(store.url),
+    stream.emit(events.DASHBOARD_STARTED, address=f"{shown}:{port}", url=redact(store.url),
                 actions=mode)  # fmt: skip
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     # Ctrl-C is the way to stop it: exit 0, as uvicorn.run has it.

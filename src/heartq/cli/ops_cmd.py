@@ -11,7 +11,6 @@ import click
 from rich.text import Text
 
 from heartq import display, events
-from heartq.app import App
 from heartq.cli import render
 from heartq.cli.common import (
     Seconds,
@@ -24,7 +23,7 @@ from heartq.cli.common import (
 )
 from heartq.config import Settings
 from heartq.display import plural
-from heartq.hooks import run_crash_hooks
+from heartq.event_stream import EventStream
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import SHOWN_STATUSES
 from heartq.inspect.stats import collect_stats
@@ -118,14 +117,13 @@ def reap_command(
         url = app.url  # as for `heartq worker`: a typed --url beats the app's own
     store = store_for(url, existing=True)
     threshold = stale_after if stale_after is not None else settings.stale_after_seconds
+    stream = app.events if app is not None else EventStream()  # no app: no hooks to run
     try:
-        found = reclaim_pass(store, threshold, settings.reap_batch)
+        found = reclaim_pass(store, stream, threshold, settings.reap_batch)
     except PassCutShort as cut:  # what landed is told before the error's one line
-        if app is not None:
-            _tell_crashes(app, cut.found)
+        _tell_crashes(stream, cut.found)
         raise cut.cause from None
-    if app is not None:
-        _tell_crashes(app, found)
+    _tell_crashes(stream, found)
     report = reap_report(found)
     if as_json:
         print_json(report)
@@ -164,22 +162,22 @@ def reap_command(
     )
 
 
-def _tell_crashes(app: App, found: Findings) -> None:
-    """APP's crash hooks for what the pass ended crashed. What they print goes to stderr
-    (stdout is the report, `--json`'s included); a hook that failed is one line there too,
-    since this command keeps heartq's events to itself."""
+def _tell_crashes(stream: EventStream, found: Findings) -> None:
+    """APP's crash hooks (its stream's) for what the pass ended crashed. What they print
+    goes to stderr (stdout is the report, `--json`'s included); a hook that failed is one
+    line there too, since this command keeps heartq's events to itself."""
     failures: list[dict[str, Any]] = []
 
-    def heard(event: str, fields: dict[str, Any]) -> None:
-        if event == events.HOOK_FAILED:
-            failures.append(fields)
+    def heard(event: events.Event) -> None:
+        if event.name == events.HOOK_FAILED:
+            failures.append(event.fields)
 
-    events.add_listener(heard)
+    stream.subscribe(heard)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            run_crash_hooks(app.hooks.crash, found.reclaimed())
+            stream.crashed(found.reclaimed())
     finally:
-        events.remove_listener(heard)
+        stream.unsubscribe(heard)
     for failure in failures:
         click.echo(
             f"crash hook {failure['hook']} failed ({failure['stage']}): {failure['error']}",

@@ -37,6 +37,7 @@ from heartq.dashboard.security import (
     csrf_token,
 )
 from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
+from heartq.event_stream import EventStream
 from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 from heartq.model import CancelResult, JobStatus
@@ -69,10 +70,12 @@ NOTICES = {
 
 
 class Dashboard:
-    """One dashboard over one store: its templates, guard and routes."""
+    """One dashboard over one store: its templates, guard and routes; its actions told to
+    `events`."""
 
-    def __init__(self, store: Store, guard: Guard, refresh: float) -> None:
+    def __init__(self, store: Store, guard: Guard, refresh: float, events: EventStream) -> None:
         self.store = store
+        self.events = events
         self.reads = views.OverviewReads.of(store)
         self.guard = guard
         self.refresh = refresh
@@ -208,7 +211,7 @@ class Dashboard:
         ref = _typed(request.path_params["job_id"], "a job id")
         job_id = await run_in_threadpool(self.store.resolve_job_id, ref)
         result = await run_in_threadpool(self.store.cancel_job, job_id, by=_requester(request))
-        _audit(request, "cancel", [job_id], result=result.value)
+        self._audit(request, "cancel", [job_id], result=result.value)
         notice = {
             CancelResult.CANCELLED: "cancelled",
             CancelResult.CANCEL_REQUESTED: "cancel_requested",
@@ -223,7 +226,7 @@ class Dashboard:
             raise Refused(400, "tick the dead jobs to replay first")
         chosen = [_typed(job_id, "a job id") for job_id in chosen]
         replayed = await run_in_threadpool(self.store.replay_dead, list(dict.fromkeys(chosen)))
-        _audit(request, "replay", replayed)
+        self._audit(request, "replay", replayed)
         return _back(request, "/dlq", "replayed" if replayed else "nothing_replayed", replayed)
 
     async def purge(self, request: Request) -> Response:
@@ -231,14 +234,14 @@ class Dashboard:
         older = form.get("older_than")
         older_than = _float(older) if isinstance(older, str) and older.strip() else None
         purged = await run_in_threadpool(self.store.purge_dead_ids, older_than=older_than)
-        _audit(request, "purge", purged)
+        self._audit(request, "purge", purged)
         return _back(request, "/dlq", "purged", purged)
 
     async def sign_in(self, request: Request) -> Response:
         form = await request.form()
         self.guard.check_sign_in(request, _text(form.get(CSRF_FIELD)))
         if not self.guard.token_matches(_text(form.get("token")) or ""):
-            _audit(request, "sign_in_refused", [])
+            self._audit(request, "sign_in_refused", [])
             raise Refused(403, "wrong token")
         response = _back(request, "/", "signed_in")
         response.set_cookie(
@@ -258,6 +261,17 @@ class Dashboard:
         response.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
         return response
 
+    def _audit(self, request: Request, action: str, job_ids: list[str], **fields: Any) -> None:
+        """Tell an action taken here (or refused) as `dashboard_action`."""
+        self.events.emit(
+            events.DASHBOARD_ACTION,
+            logging.WARNING if action.endswith("refused") else logging.INFO,
+            action=action,
+            job_ids=job_ids,
+            client=request.client.host if request.client else None,
+            **fields,
+        )
+
     # -- errors ------------------------------------------------------------------------
     async def on_refused(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
@@ -276,17 +290,25 @@ def create_app(
     allow_actions: bool = False,
     token: str | None = None,
     refresh: float = DEFAULT_REFRESH,
+    events: EventStream | None = None,
 ) -> Starlette:
     """The dashboard as an ASGI app, to serve with `heartq dashboard` or to mount in an
     application's own server (`Mount("/heartq", create_app(url))`).
 
     `url`: the queue (else `HEARTQ_URL`, else `sqlite:///heartq.db`), or a `Store`.
-    Read-only unless `allow_actions` or a `token` (that action requests must carry)."""
+    Read-only unless `allow_actions` or a `token` (that action requests must carry).
+    `events`: where its actions are told (`dashboard_action`): an app's stream
+    (`app.events`), else one of its own, which logs them."""
     if refresh <= 0:
         raise ValueError(f"refresh must be a positive number of seconds, got {refresh!r}")
     store = url if isinstance(url, Store) else open_store(resolve_url(url))
     store.migrate()
-    board = Dashboard(store, Guard(allow_actions=allow_actions, token=token or None), refresh)
+    board = Dashboard(
+        store,
+        Guard(allow_actions=allow_actions, token=token or None),
+        refresh,
+        events if events is not None else EventStream(),
+    )
     static = resources.files("heartq.dashboard").joinpath("static")
     routes = [
         Route("/", board.overview, name="overview"),
@@ -335,17 +357,6 @@ def _back(request: Request, path: str, notice: str, done: list[str] | None = Non
 def _requester(request: Request) -> str:
     client = request.client.host if request.client else "unknown"
     return ids.requester(f"heartq dashboard (from {client})")
-
-
-def _audit(request: Request, action: str, job_ids: list[str], **fields: Any) -> None:
-    events.emit(
-        events.DASHBOARD_ACTION,
-        logging.WARNING if action.endswith("refused") else logging.INFO,
-        action=action,
-        job_ids=job_ids,
-        client=request.client.host if request.client else None,
-        **fields,
-    )
 
 
 def _text(value: object) -> str | None:

@@ -37,7 +37,8 @@ that only changes jobs still running under the execution it read.
   one thread (`heartq.background`); a failing pass is logged (`maintenance_failed`) and
   retried at the next interval. `default_services`: the four every worker runs.
 
-How reclaimed jobs and dead workers are logged is `heartq.events` (`report_reclaimed`,
-`report_stale_workers`), shared with the worker, which reports the attempts it hands
-back itself the same way.
+Each service tells what it finds to the worker's event stream (`heartq.event_stream`),
+reclaimed jobs and dead workers the same way as the worker tells the attempts it hands
+back itself (`EventStream.reclaimed`, `stale_workers`); the runner then runs the crash
+hooks of what a pass reclaimed (`EventStream.crashed`).
 """

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import time
 
-from heartq import events
 from heartq.config import Settings
+from heartq.event_stream import EventStream
+from heartq.events import PRUNED
 from heartq.store.interface import Administrator
 
 
 class Pruner:
-    """Deletes inactive/stopped workers and succeeded/cancelled jobs past retention."""
+    """Deletes inactive/stopped workers and succeeded/cancelled jobs past retention, and
+    tells `events` what it deleted."""
 
     name = "pruner"
 
-    def __init__(self, store: Administrator, settings: Settings) -> None:
+    def __init__(self, store: Administrator, settings: Settings, events: EventStream) -> None:
         self.store = store
+        self.events = events
         self.interval = settings.prune_interval
         self.worker_retention = settings.worker_retention
         self.job_retention = settings.job_retention
@@ -40,8 +43,8 @@ class Pruner:
             blocked_retention=self.blocked_retention,
         )
         if counts.workers or counts.jobs or counts.blocked:
-            events.emit(
-                events.PRUNED, workers=counts.workers, jobs=counts.jobs, blocked=counts.blocked
+            self.events.emit(
+                PRUNED, workers=counts.workers, jobs=counts.jobs, blocked=counts.blocked
             )
         return counts.workers + counts.jobs + counts.blocked
 

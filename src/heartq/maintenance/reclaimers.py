@@ -25,8 +25,9 @@ The monitor and the reaper judge as their worker (`observer`): only while it has
 unbroken contact with the database for a staleness threshold, because after a pause of
 the database every heartbeat and lease looks old. Each pass returns what it found and
 reclaimed (`Findings`): the runner tells the worker's fetch loop, the transport and the
-crash hooks of it, and `heartq reap` prints it. How reclaimed jobs and dead workers are
-logged is `heartq.events` (`report_reclaimed`), shared with the worker's own hand-backs.
+crash hooks of it, and `heartq reap` prints it. Reclaimed jobs and dead workers are
+told to the app's stream as each pass finds them, the same way the worker's own
+hand-backs tell theirs (`EventStream.reclaimed`, `stale_workers`).
 
 One module for the three, not one each: they are one idea (find the attempts whose
 worker can no longer report them; the store closes them, `Reclaimer`), a few lines each
@@ -42,7 +43,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from heartq import events
+from heartq.event_stream import EventStream
+from heartq.events import STALE_JOBS_DETECTED
 from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
 from heartq.store.interface import Reclaimer
 
@@ -118,15 +120,20 @@ class LivenessProbe:
     name = "liveness_probe"
 
     def __init__(
-        self, store: Reclaimer, interval: float = 0.0, observer: str | None = None
+        self,
+        store: Reclaimer,
+        events: EventStream,
+        interval: float = 0.0,
+        observer: str | None = None,
     ) -> None:
         self.store = store
+        self.events = events
         self.interval = interval
         self.observer = observer
 
     def run_once(self) -> Findings:
         dead = self.store.liveness_probe(DetectedBy.LIVENESS_LOCK, observer=self.observer)
-        events.report_stale_workers(dead, DetectedBy.LIVENESS_LOCK)
+        self.events.stale_workers(dead, DetectedBy.LIVENESS_LOCK)
         return Findings(workers=[(w, DetectedBy.LIVENESS_LOCK) for w in dead])
 
     def run_until_sure(self) -> Findings:
@@ -150,11 +157,13 @@ class WorkerMonitor:
     def __init__(
         self,
         store: Reclaimer,
+        events: EventStream,
         stale_after: float,
         interval: float = 0.0,
         observer: str | None = None,
     ) -> None:
         self.store = store
+        self.events = events
         self.stale_after = stale_after
         self.interval = interval
         self.observer = observer
@@ -163,7 +172,7 @@ class WorkerMonitor:
         stale = self.store.mark_stale_workers(
             self.stale_after, DetectedBy.STALE_WORKER, observer=self.observer
         )
-        events.report_stale_workers(stale, DetectedBy.STALE_WORKER)
+        self.events.stale_workers(stale, DetectedBy.STALE_WORKER)
         return Findings(workers=[(w, DetectedBy.STALE_WORKER) for w in stale])
 
 
@@ -173,9 +182,15 @@ class Reaper:
     name = "reaper"
 
     def __init__(
-        self, store: Reclaimer, batch: int, interval: float = 0.0, observer: str | None = None
+        self,
+        store: Reclaimer,
+        events: EventStream,
+        batch: int,
+        interval: float = 0.0,
+        observer: str | None = None,
     ) -> None:
         self.store = store
+        self.events = events
         self.batch = batch
         self.interval = interval
         self.observer = observer
@@ -188,14 +203,14 @@ class Reaper:
                     DetectedBy.LEASE_EXPIRED, self.batch, observer=self.observer
                 )
             if reclaimed:
-                events.emit(
-                    events.STALE_JOBS_DETECTED,
+                self.events.emit(
+                    STALE_JOBS_DETECTED,
                     logging.WARNING,
                     count=len(reclaimed),
                     job_ids=[j.job_id for j in reclaimed],
                     detected_by=DetectedBy.LEASE_EXPIRED.value,
                 )
-                events.report_reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
+                self.events.reclaimed(reclaimed, DetectedBy.LEASE_EXPIRED)
             found.expired += reclaimed
             if len(reclaimed) < self.batch:
                 break
@@ -203,15 +218,16 @@ class Reaper:
 
 
 # -- `heartq reap` -----------------------------------------------------------------------
-def reclaim_pass(store: Reclaimer, stale_after: float, batch: int) -> Findings:
+def reclaim_pass(store: Reclaimer, events: EventStream, stale_after: float, batch: int) -> Findings:
     """One pass of every reclaimer, in the order a worker's would find things (liveness
-    probe, worker monitor, reaper), emitting the same events; for `heartq reap`. Each
-    commits on its own: a failing one raises `PassCutShort` with what the others took."""
+    probe, worker monitor, reaper), telling `events` the same events; for `heartq reap`.
+    Each commits on its own: a failing one raises `PassCutShort` with what the others
+    took."""
     found = Findings()
     with landed_before(found):
-        found += LivenessProbe(store).run_until_sure()
+        found += LivenessProbe(store, events).run_until_sure()
     with landed_before(found):
-        found += WorkerMonitor(store, stale_after).run_once()
+        found += WorkerMonitor(store, events, stale_after).run_once()
     with landed_before(found):
-        found += Reaper(store, batch).run_once()
+        found += Reaper(store, events, batch).run_once()
     return found

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 
-from heartq import events
+from heartq.event_stream import EventStream
+from heartq.events import NAMESAKE_ALIVE, RECONCILIATION_COMPLETE
 from heartq.maintenance.reclaimers import GRACE_SLACK, Findings
 from heartq.model import DetectedBy, Reconciliation
 from heartq.store.interface import Reclaimer
@@ -26,19 +27,20 @@ def reconcile(
     store: Reclaimer,
     name: str,
     worker_id: str,
+    events: EventStream,
     stale_after: float | None = None,
     now: float | None = None,
 ) -> Reconciliation:
-    """Reclaim the jobs of gone workers named `name` (other than `worker_id`), and log
-    what was found. `stale_after`: the silence after which a namesake that recorded no
+    """Reclaim the jobs of gone workers named `name` (other than `worker_id`), and tell
+    `events` what was found. `stale_after`: the silence after which a namesake that recorded no
     threshold of its own counts as gone. `now`: for tests, as everywhere in the store."""
     done = store.reclaim_by_name(
         name, worker_id, DetectedBy.RECONCILIATION, now=now, stale_after=stale_after
     )
-    events.report_reclaimed(done.reclaimed, DetectedBy.RECONCILIATION)
+    events.reclaimed(done.reclaimed, DetectedBy.RECONCILIATION)
     for namesake in done.alive:
         events.emit(
-            events.NAMESAKE_ALIVE,
+            NAMESAKE_ALIVE,
             logging.WARNING,
             name=name,
             worker_id=worker_id,
@@ -47,7 +49,7 @@ def reconcile(
             reason="another live worker uses this name: its jobs are left to it",
         )
     events.emit(
-        events.RECONCILIATION_COMPLETE,
+        RECONCILIATION_COMPLETE,
         worker_id=worker_id,
         name=name,
         reclaimed=len(done.reclaimed),
@@ -66,11 +68,17 @@ class PendingReconciliation:
     name = "reconciliation"
 
     def __init__(
-        self, store: Reclaimer, name: str, worker_id: str, stale_after: float | None = None
+        self,
+        store: Reclaimer,
+        name: str,
+        worker_id: str,
+        events: EventStream,
+        stale_after: float | None = None,
     ) -> None:
         self.store = store
         self.namesake = name
         self.worker_id = worker_id
+        self.events = events
         self.stale_after = stale_after
         self.interval = store.liveness_grace + GRACE_SLACK
         self.pending = True
@@ -78,6 +86,6 @@ class PendingReconciliation:
     def run_once(self) -> Findings:
         if not self.pending:
             return Findings()
-        done = reconcile(self.store, self.namesake, self.worker_id, self.stale_after)
+        done = reconcile(self.store, self.namesake, self.worker_id, self.events, self.stale_after)
         self.pending = bool(done.suspected)
         return Findings(reconciled=done.reclaimed)

@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.config import Settings
+from heartq.event_stream import EventStream
+from heartq.events import MAINTENANCE_FAILED
 from heartq.maintenance.pruner import JobsVacuum, Pruner
 from heartq.maintenance.reclaimers import (
     Findings,
@@ -48,15 +49,18 @@ class Service(Protocol):
         ...
 
 
-def default_services(store: Store, settings: Settings, worker_id: str) -> list[Service]:
-    """What every worker runs, each at its own interval. The reaper and the monitor judge
-    as `worker_id`: only while it has been in unbroken contact with the database."""
+def default_services(
+    store: Store, settings: Settings, worker_id: str, events: EventStream
+) -> list[Service]:
+    """What every worker runs, each at its own interval, telling what it finds to the
+    worker's `events`. The reaper and the monitor judge as `worker_id`: only while it has
+    been in unbroken contact with the database."""
     reap_every = settings.reap_interval_seconds
     services: list[Service] = [
-        LivenessProbe(store, settings.liveness_interval, observer=worker_id),
-        Reaper(store, settings.reap_batch, reap_every, observer=worker_id),
-        WorkerMonitor(store, settings.stale_after_seconds, reap_every, observer=worker_id),
-        Pruner(store, settings),
+        LivenessProbe(store, events, settings.liveness_interval, observer=worker_id),
+        Reaper(store, events, settings.reap_batch, reap_every, observer=worker_id),
+        WorkerMonitor(store, events, settings.stale_after_seconds, reap_every, observer=worker_id),
+        Pruner(store, settings, events),
     ]
     if settings.vacuum_interval > 0:
         services.append(JobsVacuum(store, settings.vacuum_interval))
@@ -65,26 +69,26 @@ def default_services(store: Store, settings: Settings, worker_id: str) -> list[S
 
 class MaintenanceRunner:
     """Runs each service at its own interval (with jitter) on one background thread.
-    Services may be added to `services` until `start()`."""
+    Services may be added to `services` until `start()`. Its failures, and the crash
+    hooks of what its passes reclaimed, go to the worker's `events`."""
 
     def __init__(
         self,
         services: Sequence[Service],
         worker_id: str,
+        events: EventStream,
         found_work: threading.Event | None = None,
         on_failure: Callable[[BaseException, str], int] | None = None,
         on_requeued: Callable[[list[Reclaimed]], None] | None = None,
-        on_reclaimed: Callable[[list[Reclaimed]], None] | None = None,
     ) -> None:
         self.services = list(services)
         self._worker_id = worker_id
+        self.events = events
         self._on_failure = on_failure
         """Told of each failed pass (the worker's `StoreHealth.failed`); returns the level
         of `maintenance_failed`, so a known database state is not logged every pass."""
         self._on_requeued = on_requeued
         """Told of the jobs a pass put back in the queue (a transport republishes them)."""
-        self._on_reclaimed = on_reclaimed
-        """Told of every job a pass took back (the worker runs the app's crash hooks)."""
         self._found_work = found_work or threading.Event()
         """Set after a pass that reclaimed jobs: they may be runnable at once, so the
         worker's fetch loop looks now instead of at its next poll."""
@@ -95,8 +99,7 @@ class MaintenanceRunner:
             wait=self._until_next,
             # Each service's failure is logged by `_run`; this is for the runner's own.
             failed=FailureLog(
-                events.MAINTENANCE_FAILED,
-                {"service": "maintenance", "worker_id": worker_id},
+                events, MAINTENANCE_FAILED, {"service": "maintenance", "worker_id": worker_id}
             ),
             join_timeout=JOIN_TIMEOUT,
         )
@@ -133,8 +136,9 @@ class MaintenanceRunner:
             self._failure_log(service.name).emit(exc)
 
     def _landed(self, found: Findings | int) -> None:
-        """Tell what a pass found: the fetch loop (work may be runnable now), the
-        transport (jobs to republish), the worker (crash hooks)."""
+        """Tell what a pass found (its events told as it went): the fetch loop (work may
+        be runnable now), the transport (jobs to republish), the crash hooks (run here:
+        the process that ran each attempt can run nothing more)."""
         if found:
             self._found_work.set()
         if isinstance(found, Findings) and found:
@@ -142,8 +146,7 @@ class MaintenanceRunner:
                 if self._on_requeued is not None and (requeued := found.requeued()):
                     self._on_requeued(requeued)
             finally:  # a failed republish costs no crash its hooks
-                if self._on_reclaimed is not None and (reclaimed := found.reclaimed()):
-                    self._on_reclaimed(reclaimed)
+                self.events.crashed(found.reclaimed())
 
     def _failure_log(self, name: str) -> FailureLog:
         """`maintenance_failed` for one service, at the level `on_failure` says (warning
@@ -153,7 +156,8 @@ class MaintenanceRunner:
             return logging.WARNING if self._on_failure is None else self._on_failure(exc, name)
 
         return FailureLog(
-            events.MAINTENANCE_FAILED,
+            self.events,
+            MAINTENANCE_FAILED,
             {"service": name, "worker_id": self._worker_id},
             level=level,
             describe=str,

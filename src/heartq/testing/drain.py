@@ -254,15 +254,16 @@ class _Recorder:
         self.retry_scheduled = threading.Event()
 
     def __enter__(self) -> _Recorder:
-        events.add_listener(self._hear)
+        self._app.events.subscribe(self._hear)
         self._app.hooks.attempt(self._around_attempt)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._app.hooks.attempt.remove(self._around_attempt)
-        events.remove_listener(self._hear)
+        self._app.events.unsubscribe(self._hear)
 
-    def _hear(self, event: str, fields: dict[str, Any]) -> None:
+    def _hear(self, heard: events.Event) -> None:
+        event, fields = heard.name, heard.fields
         if fields.get("worker_id") != self._worker.id:
             return
         if event == events.JOB_CLAIMED:

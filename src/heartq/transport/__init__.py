@@ -16,6 +16,7 @@ from heartq.errors import ConfigError
 from heartq.transport.settings import NatsOptions
 
 if TYPE_CHECKING:
+    from heartq.event_stream import EventStream
     from heartq.transport.nats import NatsTransport
 
 ENV_TRANSPORT = "HEARTQ_TRANSPORT"
@@ -34,15 +35,15 @@ def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None)
     return chosen
 
 
-def open_transport(url: str, deployment: Callable[[], str]) -> NatsTransport:
+def open_transport(url: str, deployment: Callable[[], str], events: EventStream) -> NatsTransport:
     """A connection to the transport at `url` (connecting in the background: an
     unreachable server never blocks the caller), for the deployment whose id
-    `deployment()` reads from its database (its NATS names carry it: docs/NATS.md).
-    Needs `pip install heartq[nats]`."""
+    `deployment()` reads from its database (its NATS names carry it: docs/NATS.md),
+    telling its app's `events` when it comes and goes. Needs `pip install heartq[nats]`."""
     try:
         from heartq.transport.nats import NatsTransport
     except ImportError as exc:  # nats-py missing
         raise ConfigError(
             f"the nats transport needs nats-py: pip install 'heartq[nats]' ({exc})"
         ) from None
-    return NatsTransport(url, deployment)
+    return NatsTransport(url, deployment, events)

@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 from nats.aio.client import Client
@@ -36,6 +36,9 @@ from heartq import events
 from heartq.errors import ConfigError
 from heartq.transport.names import NatsNames
 from heartq.transport.settings import MIN_ACK_WAIT, NatsOptions
+
+if TYPE_CHECKING:
+    from heartq.event_stream import EventStream
 
 T = TypeVar("T")
 
@@ -60,11 +63,13 @@ class NatsTransport:
     `deployment`: reads the queue database's deployment id (`Store.deployment_id`), which
     the default names carry. It is called once, on first use (a publish, a worker's
     prepare or fetch), not here: a worker opens its transport before its database
-    answers."""
+    answers. `events`: the app's stream, told when the server comes and goes and when a
+    worker's consumers are bound."""
 
-    def __init__(self, url: str, deployment: Callable[[], str]) -> None:
+    def __init__(self, url: str, deployment: Callable[[], str], events: EventStream) -> None:
         self.options = NatsOptions.parse(url)
         self._deployment = deployment
+        self.events = events
         self._names: NatsNames | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -131,9 +136,9 @@ class NatsTransport:
             return
         self._was_up = up
         if up:
-            events.emit(events.TRANSPORT_AVAILABLE, server=self.options.server)
+            self.events.emit(events.TRANSPORT_AVAILABLE, server=self.options.server)
         else:
-            events.emit(
+            self.events.emit(
                 events.TRANSPORT_UNAVAILABLE,
                 logging.WARNING,
                 server=self.options.server,
@@ -305,7 +310,7 @@ class NatsTransport:
             raise
         finally:
             if bound:
-                events.emit(
+                self.events.emit(
                     events.TRANSPORT_READY,
                     server=self.options.server,
                     deployment=names.deployment,

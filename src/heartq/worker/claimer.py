@@ -107,6 +107,7 @@ class Claimer:
     ) -> None:
         self.id = worker_id
         self.app = app
+        self.events = app.events
         self.store: Store = app.store
         self.ledger = ledger
         self.settings = settings
@@ -181,7 +182,7 @@ class Claimer:
         disk) must not spin."""
         self.ledger.request_sweep()
         level = self.health.failed(exc, "claim")
-        events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
+        self.events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
         if self._failing:
             self._stop.wait(CLAIM_RETRY_DELAY)
         self._failing = True
@@ -194,7 +195,7 @@ class Claimer:
         try:
             lost = set(self.store.release([job.lease for job in jobs]))
         except Exception as exc:  # noqa: BLE001 - retried; the lease covers them meanwhile
-            events.emit(
+            self.events.emit(
                 events.JOB_RELEASED,
                 self.health.failed(exc, "release"),
                 worker_id=self.id,
@@ -205,7 +206,7 @@ class Claimer:
         self.ledger.released_ahead(jobs)
         for job in jobs:
             if job.lease not in lost:
-                events.emit(events.JOB_RELEASED, job_id=job.id, worker_id=self.id, ahead=True)
+                self.events.emit(events.JOB_RELEASED, job_id=job.id, worker_id=self.id, ahead=True)
         return len(jobs) - len(lost)
 
     def idle_wait(self, rate_wait: float | None) -> float:
@@ -241,7 +242,7 @@ class Claimer:
         assert pool is not None
         runs: list[RunningJob] = []
         unknown: list[RunningJob] = []
-        tell = events.wanted(logging.DEBUG)
+        tell = self.events.wanted(logging.DEBUG)
         trust_window, max_payload_bytes = self.trust_window, self.settings.max_payload_bytes
         for job in jobs:
             task = self.app.tasks.get(job.task)
@@ -254,7 +255,7 @@ class Claimer:
                 max_payload_bytes=max_payload_bytes,
             )
             if tell:
-                events.emit(
+                self.events.emit(
                     events.JOB_CLAIMED,
                     logging.DEBUG,
                     job_id=job.id,

@@ -31,7 +31,7 @@ from heartq import events, lost_results
 from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
 from heartq.lifecycle.fate import AttemptEnd, CrashedEnd, error_summary
-from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport, Reclaimed
+from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import EndedAttempt, Ledger
@@ -63,13 +63,13 @@ class Completer:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         batch_size: int = DEFAULT_BATCH_SIZE,
         health: StoreHealth | None = None,
-        on_crashed: Callable[[list[Reclaimed]], None] | None = None,
         on_retry: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
-        self._health = health or StoreHealth(ledger.worker_id)
-        self._on_crashed = on_crashed
-        """Told of a child's attempt it closed as crashed (the worker's crash hooks)."""
+        self.events = ledger.events
+        """The worker's events: each outcome saved, and a child's attempt it closed as
+        crashed (its crash hooks too, run here: the child can run nothing more)."""
+        self._health = health or StoreHealth(ledger.worker_id, ledger.events)
         self._on_retry = on_retry
         """Told of each retry it saved that waits out a backoff: in how many seconds it
         falls due (the fetch loop wakes then: `wakeups.py`)."""
@@ -148,7 +148,7 @@ class Completer:
             except StoreUnavailable as exc:
                 delay = RETRY_BACKOFF[min(attempt, len(RETRY_BACKOFF) - 1)]
                 attempt += 1
-                events.emit(
+                self.events.emit(
                     events.COMPLETION_RETRY,
                     self._health.failed(exc, "completer"),
                     worker_id=self._worker_id,
@@ -190,10 +190,10 @@ class Completer:
                     self._ledger.lose(run, "result refused: the job was reclaimed")
             batch = [(run, finish) for run, finish in batch if finish.lease not in lost]
         self._ledger.saved(run for run, _ in batch)
-        debug = events.wanted(logging.DEBUG)
+        debug = self.events.wanted(logging.DEBUG)
         for run, finish in batch:
             if debug or finish.status is not _SUCCEEDED:  # else nothing to log
-                report_saved(run, finish, self._worker_id, debug)
+                self._report_saved(run, finish, debug)
                 self._retry_saved(finish)
 
     def _retry_saved(self, finish: Finish) -> None:
@@ -229,9 +229,9 @@ class Completer:
                 return
             self._ledger.saved((run,))
         if succeeded:
-            report_saved(run, fate.succeeded(run.job, end.result_json), self._worker_id)
+            self._report_saved(run, fate.succeeded(run.job, end.result_json))
             return
-        events.emit(
+        self.events.emit(
             events.JOB_ENDED_AFTER_COMMIT,
             logging.WARNING,
             job_id=run.job.id,
@@ -271,7 +271,7 @@ class Completer:
             reclaimed = landed[0]
         except Exception as exc:  # noqa: BLE001 - the lease will expire; the reaper finishes
             self._ledger.drop(run)
-            events.emit(
+            self.events.emit(
                 events.JOB_CRASHED,
                 logging.ERROR,
                 job_id=run.job.id,
@@ -280,7 +280,7 @@ class Completer:
             )
             return
         self._ledger.drop(run)
-        events.emit(
+        self.events.emit(
             events.JOB_CRASHED,
             logging.WARNING,
             job_id=run.job.id,
@@ -292,52 +292,49 @@ class Completer:
             exit_code=crash.get("exit_code"),
         )
         if reclaimed is not None:
-            events.report_reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
+            self.events.reclaimed([reclaimed], DetectedBy.CHILD_EXIT)
             if reclaimed.status is _QUEUED and reclaimed.retry_delay > 0 and self._on_retry:
                 self._on_retry(reclaimed.retry_delay)
-            if self._on_crashed is not None:
-                self._on_crashed([reclaimed])
+            self.events.crashed([reclaimed])
 
-
-def report_saved(
-    run: RunningJob, finish: Finish, worker_id: str, debug: bool | None = None
-) -> None:
-    """Log what a saved outcome means for its job (a success at DEBUG only). `debug`:
-    whether DEBUG events go anywhere, asked once for a batch (None: asked here)."""
-    if finish.status is _SUCCEEDED and not (
-        events.wanted(logging.DEBUG) if debug is None else debug
-    ):
-        return
-    fields: dict[str, Any] = {
-        "job_id": run.job.id,
-        "task": run.job.task,
-        "queue": run.job.queue,
-        "attempt": run.job.attempt,
-        "execution_id": run.job.execution_id,
-        "worker_id": worker_id,
-        "duration": round(run.elapsed, 6),
-    }
-    if finish.status is JobStatus.SUCCEEDED:
-        events.emit(events.JOB_SUCCEEDED, logging.DEBUG, **fields)
-        return
-    if finish.status is JobStatus.CANCELLED:
-        events.emit(events.JOB_CANCELLED, **fields)
-        return
-    error = error_summary(finish.error)
-    if finish.outcome is Outcome.RELEASED:  # its task is unknown here, declared elsewhere
-        events.emit(
-            events.JOB_WAITING_FOR_TASK,
-            logging.WARNING,
-            **fields,
-            error=error,
-            retry_in=round(finish.retry_delay, 3),
-        )
-        return
-    if finish.outcome is Outcome.TIMED_OUT:
-        events.emit(events.JOB_TIMED_OUT, logging.WARNING, **fields, error=error)
-    else:
-        events.emit(events.JOB_FAILED, logging.WARNING, **fields, error=error)
-    if finish.status is JobStatus.QUEUED:
-        events.emit(events.JOB_RETRY_SCHEDULED, **fields, retry_in=round(finish.retry_delay, 3))
-    else:
-        events.emit(events.JOB_DEAD, logging.WARNING, **fields, reason=finish.dead_reason)
+    def _report_saved(self, run: RunningJob, finish: Finish, debug: bool | None = None) -> None:
+        """Tell what a saved outcome means for its job (a success at DEBUG only). `debug`:
+        whether DEBUG events go anywhere, asked once for a batch (None: asked here)."""
+        tell = self.events
+        if finish.status is _SUCCEEDED and not (
+            tell.wanted(logging.DEBUG) if debug is None else debug
+        ):
+            return
+        fields: dict[str, Any] = {
+            "job_id": run.job.id,
+            "task": run.job.task,
+            "queue": run.job.queue,
+            "attempt": run.job.attempt,
+            "execution_id": run.job.execution_id,
+            "worker_id": self._worker_id,
+            "duration": round(run.elapsed, 6),
+        }
+        if finish.status is JobStatus.SUCCEEDED:
+            tell.emit(events.JOB_SUCCEEDED, logging.DEBUG, **fields)
+            return
+        if finish.status is JobStatus.CANCELLED:
+            tell.emit(events.JOB_CANCELLED, **fields)
+            return
+        error = error_summary(finish.error)
+        if finish.outcome is Outcome.RELEASED:  # its task is unknown here, declared elsewhere
+            tell.emit(
+                events.JOB_WAITING_FOR_TASK,
+                logging.WARNING,
+                **fields,
+                error=error,
+                retry_in=round(finish.retry_delay, 3),
+            )
+            return
+        if finish.outcome is Outcome.TIMED_OUT:
+            tell.emit(events.JOB_TIMED_OUT, logging.WARNING, **fields, error=error)
+        else:
+            tell.emit(events.JOB_FAILED, logging.WARNING, **fields, error=error)
+        if finish.status is JobStatus.QUEUED:
+            tell.emit(events.JOB_RETRY_SCHEDULED, **fields, retry_in=round(finish.retry_delay, 3))
+        else:
+            tell.emit(events.JOB_DEAD, logging.WARNING, **fields, reason=finish.dead_reason)

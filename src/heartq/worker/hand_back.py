@@ -60,6 +60,7 @@ class HandBack:
         self.id = worker_id
         self.store = store
         self.ledger = ledger
+        self.events = ledger.events
         self.claimer = claimer
         self.heartbeater = heartbeater
         self.health = health
@@ -100,7 +101,7 @@ class HandBack:
                     or self.force_stop.is_set()
                     or time.monotonic() >= deadline
                 )
-                events.emit(
+                self.events.emit(
                     events.JOB_RELEASED,
                     logging.WARNING if last_try else level,
                     worker_id=self.id,
@@ -119,7 +120,7 @@ class HandBack:
         for run in released:
             self.ledger.drop(run)
             if run.job.lease not in lost:
-                events.emit(events.JOB_RELEASED, job_id=run.job.id, worker_id=self.id)
+                self.events.emit(events.JOB_RELEASED, job_id=run.job.id, worker_id=self.id)
         return len(released) - len(lost)
 
     def release_buffer(self, deadline: float) -> int:

@@ -58,9 +58,10 @@ class Heartbeater:
         health: StoreHealth | None = None,
     ) -> None:
         self._store = store
-        self._health = health or StoreHealth(ledger.worker_id)
+        self._health = health or StoreHealth(ledger.worker_id, ledger.events)
         self._ledger = ledger
         self._worker_id = ledger.worker_id
+        self.events = ledger.events
         self._lease = lease
         self._trust_window = trust_window
         self._cancel_grace = cancel_grace
@@ -76,7 +77,7 @@ class Heartbeater:
             wait=self._next_wait,
             wait_first=True,
             wake=ledger.newly_untrusted,
-            failed=FailureLog(events.HEARTBEAT_FAILED, {"worker_id": self._worker_id}),
+            failed=FailureLog(self.events, events.HEARTBEAT_FAILED, {"worker_id": self._worker_id}),
             join_timeout=interval + 5,
         )
 
@@ -110,7 +111,7 @@ class Heartbeater:
         except Exception as exc:  # noqa: BLE001 - a failed tick is retried on the next one
             if sweep:
                 self._ledger.request_sweep()
-            events.emit(
+            self.events.emit(
                 events.HEARTBEAT_FAILED,
                 self._health.failed(exc, "heartbeat"),
                 worker_id=self._worker_id,
@@ -137,7 +138,7 @@ class Heartbeater:
             elif answer is RenewStatus.CANCEL_REQUESTED:
                 self._ledger.cancel_ahead(job)
         self.give_back_untrusted()
-        events.emit(
+        self.events.emit(
             events.HEARTBEAT,
             logging.DEBUG,
             worker_id=self._worker_id,
@@ -162,4 +163,4 @@ class Heartbeater:
                 return
             self._ledger.forget_untrusted(run)
             if reclaimed is not None:
-                events.report_reclaimed([reclaimed], DetectedBy.SELF_FENCE)
+                self.events.reclaimed([reclaimed], DetectedBy.SELF_FENCE)

@@ -71,6 +71,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from heartq import events
+from heartq.event_stream import EventStream
 from heartq.lifecycle import fate
 from heartq.lifecycle.fate import AttemptEnd, CommittedEnd, CrashedEnd
 from heartq.model import ClaimedJob, Finish, Lease, Outcome
@@ -115,10 +116,12 @@ its task's transaction succeeded the job; its result is left to save)."""
 
 
 class Ledger:
-    """The attempts of one worker. Thread-safe."""
+    """The attempts of one worker. Thread-safe. What befalls them (a lost lease, a cancel
+    requested, a repeated claim) is told to the worker's `events`."""
 
-    def __init__(self, worker_id: str, concurrency: int) -> None:
+    def __init__(self, worker_id: str, concurrency: int, events: EventStream) -> None:
         self.worker_id = worker_id
+        self.events = events
         self.concurrency = concurrency
         self._hold_limit = concurrency + MAX_UNSAVED  # attempts held at most (`free_slots`)
         self.pool: ExecutionPool | None = None  # set once the worker has made its pool
@@ -259,7 +262,7 @@ class Ledger:
             if buffered:
                 self._give_back[job.lease] = job
         if buffered:
-            events.emit(events.JOB_CANCEL_REQUESTED, job_id=job.id, worker_id=self.worker_id)
+            self.events.emit(events.JOB_CANCEL_REQUESTED, job_id=job.id, worker_id=self.worker_id)
             self.slot_freed.set()
 
     def lose_ahead(self, job: ClaimedJob, reason: str) -> None:
@@ -269,7 +272,7 @@ class Ledger:
                 self._ahead.pop(job.lease, None) or self._give_back.pop(job.lease, None)
             ) is not None
         if held:
-            events.emit(
+            self.events.emit(
                 events.LEASE_LOST,
                 logging.WARNING,
                 job_id=job.id,
@@ -297,7 +300,7 @@ class Ledger:
         if not repeats:
             return list(jobs)
         for job in repeats:
-            events.emit(
+            self.events.emit(
                 events.CLAIM_REPEATED,
                 logging.WARNING,
                 job_id=job.id,
@@ -415,7 +418,7 @@ class Ledger:
             return
         if not self.drop(run):
             return  # already reported
-        events.emit(
+        self.events.emit(
             events.LEASE_LOST,
             logging.WARNING,
             job_id=run.job.id,
@@ -430,7 +433,7 @@ class Ledger:
             return
         run.cancel_deadline = time.monotonic() + grace
         run.mark_cancel_requested()
-        events.emit(events.JOB_CANCEL_REQUESTED, job_id=run.job.id, worker_id=self.worker_id)
+        self.events.emit(events.JOB_CANCEL_REQUESTED, job_id=run.job.id, worker_id=self.worker_id)
         self.deadlines_changed.set()
 
     def saved(self, runs: Iterable[RunningJob]) -> None:

@@ -19,23 +19,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from heartq import events
+from heartq.event_stream import EventStream
+from heartq.events import LIVENESS_LOCK_LOST, LIVENESS_LOCK_RESTORED
 from heartq.model import LivenessChange
 
 
 def liveness_reporter(
-    worker_id: str, restored: Callable[[], None]
+    worker_id: str, restored: Callable[[], None], events: EventStream
 ) -> Callable[[LivenessChange], None]:
-    """The `on_change` a worker gives `Store.liveness_hold`: logs each change, and calls
-    `restored` when the lock is back (the worker's ledger asks for a sweep)."""
+    """The `on_change` a worker gives `Store.liveness_hold`: tells each change to the
+    worker's `events`, and calls `restored` when the lock is back (the worker's ledger
+    asks for a sweep)."""
 
     def report(change: LivenessChange) -> None:
         if change.lost:
             events.emit(
-                events.LIVENESS_LOCK_LOST, logging.WARNING, worker_id=worker_id, error=change.error
+                LIVENESS_LOCK_LOST, logging.WARNING, worker_id=worker_id, error=change.error
             )
         else:
             restored()
-            events.emit(events.LIVENESS_LOCK_RESTORED, worker_id=worker_id, after=change.after)
+            events.emit(LIVENESS_LOCK_RESTORED, worker_id=worker_id, after=change.after)
 
     return report

@@ -20,8 +20,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
+from heartq.event_stream import EventStream
+from heartq.events import EVENT_LOOP_BLOCKED, EVENT_LOOP_RESUMED, MAINTENANCE_FAILED
 from heartq.worker.attempt import RunningJob
 
 TURN = 0.1
@@ -34,14 +35,17 @@ still holds the loop."""
 
 
 class LoopWatch:
-    """Watches `loop`; `culprit(task)` is the attempt an asyncio task runs, if any."""
+    """Watches `loop`; `culprit(task)` is the attempt an asyncio task runs, if any. What
+    it sees is told to the worker's `events`."""
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         culprit: Callable[[asyncio.Task[None]], RunningJob | None],
         worker_id: str,
+        events: EventStream,
     ) -> None:
+        self.events = events
         self._loop = loop
         self._culprit = culprit
         self._worker_id = worker_id
@@ -52,7 +56,7 @@ class LoopWatch:
             self.look,
             wait=TURN,
             failed=FailureLog(
-                events.MAINTENANCE_FAILED, {"service": "loop_watch", "worker_id": worker_id}
+                events, MAINTENANCE_FAILED, {"service": "loop_watch", "worker_id": worker_id}
             ),
             join_timeout=1,
         )
@@ -77,15 +81,15 @@ class LoopWatch:
                 task = asyncio.current_task(self._loop)
                 run = self._culprit(task) if isinstance(task, asyncio.Task) else None
                 self._blocked = (self._turned, run)
-                self._tell(events.EVENT_LOOP_BLOCKED, run, held)
+                self._tell(EVENT_LOOP_BLOCKED, run, held)
         elif held < BLOCKED_AFTER:
             since, run = self._blocked
             self._blocked = None
-            self._tell(events.EVENT_LOOP_RESUMED, run, self._turned - since)
+            self._tell(EVENT_LOOP_RESUMED, run, self._turned - since)
 
     def _tell(self, event: str, run: RunningJob | None, held: float) -> None:
         job = run.job if run is not None else None
-        events.emit(
+        self.events.emit(
             event,
             logging.WARNING,
             worker_id=self._worker_id,

@@ -28,8 +28,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from heartq import events
 from heartq.context import JobContext
+from heartq.event_stream import EventStream
+from heartq.events import MAINTENANCE_FAILED
 from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
@@ -67,12 +68,13 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
     )
 
 
-def guarded_end(run: RunningJob, exc: BaseException) -> AttemptEnd:
+def guarded_end(run: RunningJob, exc: BaseException, events: EventStream) -> AttemptEnd:
     """The end of an attempt whose run raised past `run_sync`/`run_async`, which make all
     the task's own code raises its outcome: what raised here is heartq's (or a hook's),
-    so it is logged as an error, and the attempt fails like any exception."""
+    so it is told to the worker's `events` as an error, and the attempt fails like any
+    exception."""
     events.emit(
-        events.MAINTENANCE_FAILED,
+        MAINTENANCE_FAILED,
         logging.ERROR,
         service="pool",
         worker_id=run.job.worker_id,
@@ -105,6 +107,7 @@ class ThreadPool:
     def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
         self._ledger = ledger
         self._worker_id = ledger.worker_id
+        self.events = ledger.events
         self._limit = max_payload_bytes
         self._lock = threading.Lock()
         self._queued: collections.deque[RunningJob] = collections.deque()
@@ -169,7 +172,7 @@ class ThreadPool:
                 # `run_sync` makes whatever the task raises its outcome; this is the
                 # guard behind it (a hook, a dependency's results): the attempt still
                 # ends, and its slot comes back (a second end of it is ignored).
-                self._ledger.attempt_ended(run, guarded_end(run, exc))
+                self._ledger.attempt_ended(run, guarded_end(run, exc, self.events))
 
     def _run(self, run: RunningJob) -> None:
         if run.ended is not None:  # decided before a thread took it: its code never starts
@@ -211,6 +214,7 @@ class AsyncPool:
     def __init__(self, ledger: Ledger, max_payload_bytes: int) -> None:
         self._ledger = ledger
         self._worker_id = ledger.worker_id
+        self.events = ledger.events
         self._limit = max_payload_bytes
         self._loop = asyncio.new_event_loop()
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
@@ -219,7 +223,7 @@ class AsyncPool:
         self._loop.set_exception_handler(self._unhandled)
         self._thread = threading.Thread(target=self._serve, name="heartq-async-pool", daemon=True)
         self._thread.start()
-        self._watch = LoopWatch(self._loop, self._run_of, self._worker_id)
+        self._watch = LoopWatch(self._loop, self._run_of, self._worker_id, self.events)
         self._watch.start()
 
     def _serve(self) -> None:
@@ -232,8 +236,8 @@ class AsyncPool:
             try:
                 self._loop.run_forever()
             except BaseException as exc:  # noqa: BLE001 - nothing may end the pool's loop
-                events.emit(
-                    events.MAINTENANCE_FAILED,
+                self.events.emit(
+                    MAINTENANCE_FAILED,
                     logging.ERROR,
                     service="async_pool",
                     worker_id=self._worker_id,
@@ -245,8 +249,8 @@ class AsyncPool:
         nobody awaited it): one line, without the traceback asyncio's default handler
         formats wherever the task happens to be collected."""
         exc = context.get("exception")
-        events.emit(
-            events.MAINTENANCE_FAILED,
+        self.events.emit(
+            MAINTENANCE_FAILED,
             logging.WARNING,
             service="async_pool",
             worker_id=self._worker_id,
@@ -292,7 +296,7 @@ class AsyncPool:
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
         except BaseException as exc:  # noqa: BLE001 - the guard behind run_async, as above
-            end = guarded_end(run, exc)
+            end = guarded_end(run, exc, self.events)
         finally:
             self._tasks.pop(run.job.lease, None)
         self._ledger.attempt_ended(run, end)

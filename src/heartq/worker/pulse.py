@@ -67,8 +67,9 @@ class Pulse:
         self._store = store
         self._ledger = ledger
         self._worker_id = ledger.worker_id
+        self.events = ledger.events
         self._cancel_grace = cancel_grace
-        self._health = health or StoreHealth(ledger.worker_id)
+        self._health = health or StoreHealth(ledger.worker_id, ledger.events)
         self._wake = threading.Event()
         self._cancel_heard = threading.Event()
         self._heard_at = float("-inf")  # monotonic time of the latest notification
@@ -88,6 +89,7 @@ class Pulse:
             wait_first=True,
             wake=self._wake,
             failed=FailureLog(
+                self.events,
                 events.PULSE_FAILED,
                 {"worker_id": self._worker_id},
                 level=lambda exc: self._health.failed(exc, "pulse"),
@@ -150,7 +152,7 @@ class Pulse:
         try:
             self._write_reports(self._ledger.held())
         except Exception as exc:  # noqa: BLE001 - the release goes on; logged
-            events.emit(
+            self.events.emit(
                 events.PULSE_FAILED,
                 self._health.failed(exc, "pulse"),
                 worker_id=self._worker_id,

@@ -48,7 +48,6 @@ leases.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -61,7 +60,7 @@ from typing import Any
 from heartq import events, payload
 from heartq.app import App
 from heartq.config import DEFAULT_CONCURRENCY
-from heartq.hooks import WorkerHookInfo, run_crash_hooks
+from heartq.hooks import WorkerHookInfo
 from heartq.ids import new_worker_id
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.maintenance.reconcile import PendingReconciliation, reconcile
@@ -133,6 +132,8 @@ class Worker:
             tracing.instrument(app)
         self.otel = otel
         self.app = app
+        self.events = app.events
+        """Its app's event stream: every event of this worker is told there once."""
         self.settings = s = app.settings.with_overrides(**settings)
         self.startup_timeout = check_startup_timeout(startup_timeout)
         self.store = app.store
@@ -150,17 +151,13 @@ class Worker:
         self.prefetch = s.prefetch if app.transport is None else 0
         self.pool_name = pool
         self._app_ref = app_ref
-        self.ledger = Ledger(self.id, concurrency)
+        self.ledger = Ledger(self.id, concurrency, self.events)
         self._wake = self.ledger.slot_freed  # also set by enqueues and NOTIFY
         self.due = DueWakeups(self._wake)  # and when a job it knows of falls due
         self._stop_requested = threading.Event()
         self._stop_requested_at: float | None = None
         self._force_stop = threading.Event()
-        self.health = StoreHealth(self.id)
-        # The app's crash hooks for the attempts this worker ends as crashed (its
-        # maintenance, its startup reconciliation, its completer for a child that died),
-        # run here, since the process that ran each attempt can run nothing more.
-        self._crashed = functools.partial(run_crash_hooks, app.hooks.crash)
+        self.health = StoreHealth(self.id, self.events)
         self.claimer = Claimer(
             self.id,
             app,
@@ -193,7 +190,6 @@ class Worker:
             self.store,
             self.ledger,
             health=self.health,
-            on_crashed=self._crashed,
             on_retry=self.due.due_in,
         )
         self._hand_back = HandBack(
@@ -208,7 +204,7 @@ class Worker:
         self.supervisor = Supervisor(
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
-        services: list[Service] = default_services(self.store, s, self.id)
+        services: list[Service] = default_services(self.store, s, self.id, self.events)
         if periodic and app.schedules:  # each worker may enqueue the due ticks: no leader
             schedules = list(app.schedules.values())
             services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
@@ -217,10 +213,10 @@ class Worker:
         self.maintenance = MaintenanceRunner(
             services,
             self.id,
+            self.events,
             found_work=self._wake,
             on_failure=self.health.failed,
             on_requeued=self._requeued,
-            on_reclaimed=self._crashed,
         )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
@@ -262,7 +258,7 @@ class Worker:
         # Logged once for the graceful stop and once more when it turns forced: an
         # operator reading the log must see that the second signal was heard.
         if not self._stop_requested.is_set() or (force and not self._force_stop.is_set()):
-            events.emit(events.SHUTDOWN_REQUESTED, worker_id=self.id, force=force)
+            self.events.emit(events.SHUTDOWN_REQUESTED, worker_id=self.id, force=force)
         if force:
             self._force_stop.set()
         if not self._stop_requested.is_set():
@@ -276,7 +272,7 @@ class Worker:
         self._signals.install()
 
     def _on_signal(self, name: str, count: int) -> None:
-        events.emit(
+        self.events.emit(
             events.SIGNAL_RECEIVED, logging.WARNING, worker_id=self.id, signal=name, count=count
         )
         self.request_stop(force=count > 1)
@@ -299,7 +295,7 @@ class Worker:
             self._startup()
         except StartupStopped:
             self._abort_startup()
-            events.emit(events.WORKER_STOPPED, worker_id=self.id, released=0, started=False)
+            self.events.emit(events.WORKER_STOPPED, worker_id=self.id, released=0, started=False)
             return
         except BaseException:
             self._abort_startup()
@@ -326,19 +322,22 @@ class Worker:
         try:
             return self.store.has_pending(self.queues)
         except Exception as exc:  # noqa: BLE001 - the database may blip; ask again
-            events.emit(events.CLAIM_FAILED, logging.WARNING, worker_id=self.id, error=str(exc))
+            self.events.emit(
+                events.CLAIM_FAILED, logging.WARNING, worker_id=self.id, error=str(exc)
+            )
             return True
 
     def _startup(self) -> None:
         s = self.settings
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL))
-        wait = StartupWait(self.id, self._stop_requested, self.startup_timeout)
+        wait = StartupWait(self.id, self._stop_requested, self.startup_timeout, self.events)
         wait.step("connect", self.store.reach)
         wait.step("migrate", self.store.migrate)
         self._liveness = wait.step(
-            "liveness_lock", lambda: self.store.liveness_hold(
-                self.id, liveness_reporter(self.id, self.ledger.request_sweep)
-            )
+            "liveness_lock",
+            lambda: self.store.liveness_hold(
+                self.id, liveness_reporter(self.id, self.ledger.request_sweep, self.events)
+            ),
         )
         info = WorkerInfo(
             id=self.id,
@@ -357,7 +356,7 @@ class Worker:
         self._registered = True
         self.ledger.pool = self._make_pool()
         wait.step("declare_tasks", self._declare_tasks)
-        events.emit(
+        self.events.emit(
             events.WORKER_STARTED,
             worker_id=self.id,
             name=self.name,
@@ -377,12 +376,15 @@ class Worker:
         if self.name:
             name = self.name
             done = wait.step(
-                "reconcile", lambda: reconcile(self.store, name, self.id, s.stale_after_seconds)
+                "reconcile",
+                lambda: reconcile(self.store, name, self.id, self.events, s.stale_after_seconds),
             )
-            self._crashed(done.reclaimed)
+            self.events.crashed(done.reclaimed)  # here: the process that ran each can't
             if done.suspected:  # judged again once the grace has passed
                 self.maintenance.services.append(
-                    PendingReconciliation(self.store, name, self.id, s.stale_after_seconds)
+                    PendingReconciliation(
+                        self.store, name, self.id, self.events, s.stale_after_seconds
+                    )
                 )
         for part in (
             self.supervisor,
@@ -396,7 +398,7 @@ class Worker:
         self.app.subscribe_wakeup(self.due)
         if self.store.supports_notify:
             self._listener = self.store.listen(self._wake.set, on_due=self.due.due_in)
-        self.app.hooks.worker_start.run(self._hook_info())
+        self.events.hooks.worker_start.run(self._hook_info())
         self.started.set()
 
     def _declare_tasks(self) -> None:
@@ -406,7 +408,7 @@ class Worker:
         policies = [task.policy for task in self.app.tasks.values()]
         changed = self.store.declare_tasks(policies, self.id)
         rerouted = self.store.reroute_jobs(changed) if changed else 0
-        events.emit(
+        self.events.emit(
             events.TASKS_DECLARED,
             worker_id=self.id,
             tasks=sorted(p.name for p in policies),
@@ -461,7 +463,7 @@ class Worker:
             self.ledger.force(run, AttemptEnd(Outcome.RELEASED))
         deadline = self._save_deadline()
         if self.health.down and self._unsaved():
-            events.emit(
+            self.events.emit(
                 events.SHUTDOWN_SAVING,
                 logging.WARNING,
                 worker_id=self.id,
@@ -480,10 +482,10 @@ class Worker:
         self.supervisor.stop()
         if self.ledger.pool is not None:
             self.ledger.pool.close()
-        self.app.hooks.worker_stop.run(self._hook_info())
+        self.events.hooks.worker_stop.run(self._hook_info())
         unsaved = self._unsaved()
         if unsaved:
-            events.emit(
+            self.events.emit(
                 events.SHUTDOWN_UNSAVED,
                 logging.ERROR,
                 worker_id=self.id,
@@ -496,7 +498,7 @@ class Worker:
             self._mark_stopped()
         if self._liveness is not None:
             self._liveness.release()
-        events.emit(
+        self.events.emit(
             events.WORKER_STOPPED,
             worker_id=self.id,
             released=released,
@@ -524,7 +526,9 @@ class Worker:
         try:
             self.store.stop_worker(self.id)
         except Exception as exc:  # noqa: BLE001 - the liveness probe will mark it inactive
-            events.emit(events.WORKER_STOPPED, logging.WARNING, worker_id=self.id, error=str(exc))
+            self.events.emit(
+                events.WORKER_STOPPED, logging.WARNING, worker_id=self.id, error=str(exc)
+            )
 
     def _wait_for_running(self) -> None:
         """Let running attempts finish, for up to `shutdown_timeout` (not after a second

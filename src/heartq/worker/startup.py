@@ -21,10 +21,13 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from heartq import events
 from heartq.errors import ConfigError, StoreRefused, StoreUnavailable
+
+if TYPE_CHECKING:
+    from heartq.event_stream import EventStream
 
 T = TypeVar("T")
 
@@ -51,10 +54,14 @@ def check_startup_timeout(value: float | None) -> float | None:
 
 
 class StartupWait:
-    """Runs the steps of one worker's startup, each until the database lets it through."""
+    """Runs the steps of one worker's startup, each until the database lets it through;
+    each wait told to the worker's `events`."""
 
-    def __init__(self, worker_id: str, stop: threading.Event, timeout: float | None) -> None:
+    def __init__(
+        self, worker_id: str, stop: threading.Event, timeout: float | None, events: EventStream
+    ) -> None:
         self.worker_id = worker_id
+        self.events = events
         self.stop = stop
         self.timeout = timeout
         self.started = time.monotonic()
@@ -86,7 +93,7 @@ class StartupWait:
                         f"(startup_timeout): {error}"
                     )
                 wait = min(wait, left)
-            events.emit(
+            self.events.emit(
                 events.WAITING_FOR_DATABASE,
                 logging.WARNING,
                 worker_id=self.worker_id,

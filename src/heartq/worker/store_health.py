@@ -18,13 +18,16 @@ import time
 
 from heartq import events
 from heartq.errors import StoreUnavailable
+from heartq.event_stream import EventStream
 
 
 class StoreHealth:
-    """What one worker knows of its database's state. Thread-safe."""
+    """What one worker knows of its database's state, each change told to its `events`.
+    Thread-safe."""
 
-    def __init__(self, worker_id: str) -> None:
+    def __init__(self, worker_id: str, events: EventStream) -> None:
         self._worker_id = worker_id
+        self.events = events
         self._lock = threading.Lock()
         self._reason: str | None = None
         self._since = 0.0
@@ -43,7 +46,7 @@ class StoreHealth:
                 self._since = time.monotonic()
             self._reason = exc.reason
         if changed:
-            events.emit(
+            self.events.emit(
                 events.STORE_UNAVAILABLE,
                 logging.ERROR,
                 worker_id=self._worker_id,
@@ -66,7 +69,7 @@ class StoreHealth:
             reason, self._reason = self._reason, None
             down_for = time.monotonic() - self._since
         if reason is not None:
-            events.emit(
+            self.events.emit(
                 events.STORE_RECOVERED,
                 worker_id=self._worker_id,
                 reason=reason,

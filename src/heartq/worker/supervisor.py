@@ -43,6 +43,7 @@ deadline (a commit that fails leaves the state `NONE`, and deadlines apply again
 class Supervisor:
     def __init__(self, ledger: Ledger, *, idle_wait: float, trust_window: float) -> None:
         self._ledger = ledger
+        self.events = ledger.events
         self._idle_wait = idle_wait
         ledger.supervisor_passes_within = idle_wait  # see `wait_time`: never longer
         self._trust_window = trust_window
@@ -55,6 +56,7 @@ class Supervisor:
             wait=self.wait_time,
             wake=ledger.deadlines_changed,
             failed=FailureLog(
+                self.events,
                 events.MAINTENANCE_FAILED,
                 {"service": "supervisor", "worker_id": ledger.worker_id},
             ),
@@ -98,7 +100,7 @@ class Supervisor:
                 self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error=FORCED_CANCEL))
         if untrusted:
             last = self._ledger.last_renewal
-            events.emit(
+            self.events.emit(
                 events.LEASES_UNTRUSTED,
                 logging.ERROR,
                 worker_id=self._ledger.worker_id,

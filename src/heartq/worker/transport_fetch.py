@@ -63,6 +63,7 @@ class TransportFetch:
         self.database = ClaimFetch(claimer, ledger)
         self.store = claimer.store
         self.worker_id = claimer.id
+        self.events = claimer.events
         self.queues = list(claimer.queues)
         self.lease = claimer.lease
         self.wait = min(claimer.settings.poll_interval, FETCH_WAIT_MAX)
@@ -89,7 +90,7 @@ class TransportFetch:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - made on first fetch instead
-            events.emit(
+            self.events.emit(
                 events.TRANSPORT_UNAVAILABLE,
                 logging.WARNING,
                 server=transport.options.server,
@@ -128,7 +129,7 @@ class TransportFetch:
         for reason, jobs in by_reason.items():
             published = self.transport.publish([(j.job_id, j.queue) for j in jobs], reason)
             for job in jobs:
-                events.emit(
+                self.events.emit(
                     events.JOB_REPUBLISHED,
                     logging.DEBUG if published else logging.WARNING,
                     job_id=job.job_id,
@@ -188,7 +189,7 @@ class TransportFetch:
             jobs = self.store.claim_ids(self.worker_id, [i for i in named if i], self.lease)
         except Exception as exc:  # noqa: BLE001 - the database may blip: redeliver
             self.claimer.ledger.request_sweep()  # it may have committed, its answer lost
-            events.emit(
+            self.events.emit(
                 events.CLAIM_FAILED, logging.WARNING, worker_id=self.worker_id, error=str(exc)
             )
             self.transport.nak(messages)
@@ -203,7 +204,7 @@ class TransportFetch:
             self.claim_again_in(0.0)
         for job_id, queue in named.items():
             if job_id not in claimed:
-                events.emit(
+                self.events.emit(
                     events.JOB_SKIPPED_ACTIVE_ELSEWHERE,
                     logging.DEBUG,
                     job_id=job_id,

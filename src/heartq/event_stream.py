@@ -1,0 +1,172 @@
+"""An app's event stream (`app.events`): each event told once, to every subscriber of it.
+
+Whatever an app's workers, enqueues and hooks have to tell (the names of
+`heartq.events`) is emitted once, to the stream of that app, and its subscribers hear
+it there, each in the order it subscribed:
+
+- the log (`heartq.events.log_event`), subscribed when the stream is made: the `heartq`
+  logger, where `heartq worker --log-format` (`configure_logging`) or the application's
+  own logging configuration sends it;
+- a worker's Prometheus metrics (`heartq worker --metrics-port`, `heartq.metrics`);
+- `heartq.testing`'s drain, `heartq reap --app`, a user's own listeners
+  (`app.events.subscribe(listener)`: `listener(event)` with one `heartq.Event`).
+
+Hooks are the stream's other kind of subscriber (`stream.hooks`, which is `app.hooks`):
+code that runs around what it observes, where it runs (an enqueue, an attempt in its
+thread or child process, a crash in the worker that found it), the user's own and
+OpenTelemetry's (`heartq.otel.instrument`). A hook that fails is an event of the same
+stream (`hook_failed`).
+
+Two apps in one process have two streams: each hears only its own app's events. A
+process-wide listener is the deprecated `heartq.events.add_listener`; what the whole
+process logs is the `heartq` logger.
+
+Why subscribers on the app rather than one list for the process: an embedding program,
+or a test, with two apps (two queues, two databases) tells their events apart without
+filtering by worker id, and a listener goes with the app that owns it (Oban's telemetry
+is one stream its logger, its error reporter and users all subscribe to).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from heartq import events
+from heartq.events import Event, Listener
+from heartq.hooks import Hooks, run_crash_hooks
+from heartq.model import JobStatus, Reclaimed, StaleWorker
+
+logger = events.logger
+
+Wants = Callable[[int], bool]
+"""Whether a subscriber wants the events of a logging level (None: every event)."""
+
+
+class EventStream:
+    """One app's events and their subscribers (see the module's docstring). A stream of
+    no app (the dashboard, `heartq reap` without `--app`) has the log alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribers: tuple[tuple[Listener, Wants | None], ...] = (
+            (events.log_event, events.log_wants),
+        )
+        self.hooks = Hooks(self.emit)
+        """The hooks that observe this stream's app (`app.hooks`, `heartq.hooks`)."""
+
+    # -- subscribers -----------------------------------------------------------------------
+    def subscribe(self, listener: Listener, *, wants: Wants | None = None) -> Listener:
+        """Call `listener(event)` for every event of this stream from now on (usable as a
+        decorator); returns it unchanged. `wants(level)`: whether it wants the events of
+        that logging level (the log's is the `heartq` logger's level); without it, every
+        event, DEBUG ones included. A listener runs in the thread that emits (a worker's
+        fetch loop, heartbeat, completer, maintenance): keep it quick and thread-safe.
+        One that raises is skipped, never the emitter's error."""
+        if not callable(listener):
+            raise TypeError(f"an event listener must be callable, got {listener!r}")
+        with self._lock:
+            self._subscribers = (*self._subscribers, (listener, wants))
+        return listener
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop calling `listener` (its first subscription); `ValueError` if it is not
+        subscribed. `heartq.events.log_event` unsubscribed: this app's events are not
+        logged. The subscribers are replaced, not changed in place: an event being told
+        meanwhile reaches them as they were."""
+        with self._lock:
+            for index, (known, _) in enumerate(self._subscribers):
+                if known == listener:
+                    self._subscribers = self._subscribers[:index] + self._subscribers[index + 1 :]
+                    return
+        raise ValueError(f"{listener!r} is not subscribed to these events")
+
+    def __len__(self) -> int:
+        """How many subscriptions the stream has, the log's included."""
+        return len(self._subscribers)
+
+    def wanted(self, level: int) -> bool:
+        """Whether an event at `level` reaches any subscriber: the hot path builds a
+        per-job event's fields only then (a no-op job's DEBUG events cost a tenth of a
+        busy worker's time to build and drop)."""
+        return any(wants is None or wants(level) for _, wants in self._subscribers) or bool(
+            events.process_listeners()
+        )
+
+    # -- telling ---------------------------------------------------------------------------
+    def emit(self, name: str, level: int = logging.INFO, /, **fields: Any) -> None:
+        """Tell event `name` with `fields` to every subscriber that wants `level`; cheap
+        when none does."""
+        told = Event(name, level, fields)
+        for listener, wants in self._subscribers:
+            if wants is not None and not wants(level):
+                continue
+            try:
+                listener(told)
+            except Exception:  # a subscriber's error is never the emitter's
+                logger.debug("event listener failed", exc_info=True)
+        for legacy in events.process_listeners():
+            try:
+                legacy(name, fields)
+            except Exception:
+                logger.debug("event listener failed", exc_info=True)
+
+    def reclaimed(self, reclaimed: Sequence[Reclaimed], detected_by: str) -> None:
+        """Jobs taken back from attempts their workers can no longer report, told the
+        same way by every finder (the maintenance services, startup reconciliation, the
+        worker's heartbeater and completer when they hand an attempt back), so an
+        operator's alert on `job_dead` sees the same fields (`detected_by` among them)
+        whoever found it."""
+        for job in reclaimed:
+            if job.status is JobStatus.DEAD:
+                self.emit(
+                    events.JOB_DEAD,
+                    logging.WARNING,
+                    job_id=job.job_id,
+                    task=job.task,
+                    attempt=job.attempts,
+                    reason=job.dead_reason,
+                    detected_by=detected_by,
+                )
+            else:
+                self.emit(
+                    events.JOB_REENQUEUED,
+                    job_id=job.job_id,
+                    task=job.task,
+                    attempt=job.attempts,
+                    retry_in=round(job.retry_delay, 3),
+                    previous_worker_id=job.worker_id,
+                    detected_by=detected_by,
+                )
+
+    def stale_workers(self, workers: Sequence[StaleWorker], detected_by: str) -> None:
+        """Workers found dead or stale, and the jobs taken from them (`reclaimed`)."""
+        for worker in workers:
+            self.emit(
+                events.WORKER_DEACTIVATED,
+                logging.WARNING,
+                worker_id=worker.id,
+                name=worker.name,
+                heartbeat_age=round(worker.heartbeat_age, 3),
+                detected_by=detected_by,
+                jobs=len(worker.reclaimed),
+            )
+            if worker.reclaimed:
+                self.emit(
+                    events.ORPHANED_JOBS_DETECTED,
+                    logging.WARNING,
+                    worker_id=worker.id,
+                    count=len(worker.reclaimed),
+                    job_ids=[j.job_id for j in worker.reclaimed],
+                    detected_by=detected_by,
+                    heartbeat_age=round(worker.heartbeat_age, 3),
+                )
+            self.reclaimed(worker.reclaimed, detected_by)
+
+    def crashed(self, reclaimed: Sequence[Reclaimed]) -> None:
+        """The crash hooks of the attempts of `reclaimed` that crashed (`run_crash_hooks`),
+        run by the finder once what it found is told and its requeued jobs are on their
+        way (a hook waits for nothing, a requeued job waits for its hooks)."""
+        run_crash_hooks(self.hooks.crash, reclaimed)
