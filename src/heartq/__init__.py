@@ -34,6 +34,8 @@ from heartq.errors import (
     TaskNotDeclaredWarning,
     UnknownTask,
 )
+from heartq.event_stream import EventStream
+from heartq.events import Event
 from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
 from heartq.lost_results import LostResult, is_lost_result
 from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
@@ -62,6 +64,8 @@ __all__ = [
     "DependencyNotFound",
     "DuplicateJob",
     "EnqueueInfo",
+    "Event",
+    "EventStream",
     "Group",
     "HeartqError",
     "Hooks",

@@ -1,7 +1,8 @@
 """OpenTelemetry tracing: a span for every enqueue and every attempt, one trace from the
 caller's request through each attempt of its job (`pip install 'heartq[otel]'`).
 
-`instrument(app)` registers three of the app's hooks (`heartq.hooks`), nothing else:
+`instrument(app)` registers three of the app's hooks (`heartq.hooks`: subscribers of
+the app's event stream, `app.events.hooks`), nothing else:
 
 - an enqueue hook: a PRODUCER span `send <queue>` per job, whose context is written into
   the job's `meta` under `META_KEY` by OpenTelemetry's propagator (W3C `traceparent` and
