@@ -91,18 +91,21 @@ class EventStream:
         """Whether an event at `level` reaches any subscriber: the hot path builds a
         per-job event's fields only then (a no-op job's DEBUG events cost a tenth of a
         busy worker's time to build and drop)."""
-        return any(wants is None or wants(level) for _, wants in self._subscribers) or bool(
-            events.process_listeners()
-        )
+        for _, wants in self._subscribers:
+            if wants is None or wants(level):
+                return True
+        return bool(events.process_listeners())
 
     # -- telling ---------------------------------------------------------------------------
     def emit(self, name: str, level: int = logging.INFO, /, **fields: Any) -> None:
         """Tell event `name` with `fields` to every subscriber that wants `level`; cheap
         when none does."""
-        told = Event(name, level, fields)
+        told: Event | None = None  # made for the first subscriber that wants it
         for listener, wants in self._subscribers:
             if wants is not None and not wants(level):
                 continue
+            if told is None:
+                told = Event(name, level, fields)
             try:
                 listener(told)
             except Exception:  # a subscriber's error is never the emitter's

@@ -142,11 +142,10 @@ def log_event(event: Event) -> None:
     logger.log(event.level, event.name, extra={"heartq_fields": event.fields})
 
 
-def log_wants(level: int) -> bool:
-    """Whether the log takes events at `level` (the `heartq` logger's level, as
-    `configure_logging` or the application set it): the hot path builds a per-job
-    event's fields only when some subscriber wants them."""
-    return logger.isEnabledFor(level)
+log_wants: Callable[[int], bool] = logger.isEnabledFor
+"""Whether the log takes events at a level (the `heartq` logger's, as `configure_logging`
+or the application set it): the hot path builds a per-job event's fields only when some
+subscriber wants them. The logger's own method: asked for every event."""
 
 
 # -- deprecated: listeners of every app of the process ----------------------------------
