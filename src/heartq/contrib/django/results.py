@@ -43,12 +43,13 @@ from heartq.contrib.django.compat import (
 )
 from heartq.contrib.django.errors import AttemptCrashed
 from heartq.contrib.django.task import HeartqTask
+from heartq.lifecycle.fate import NOT_COUNTED
 
 POSITIONAL_META = "django.args"
 """The job's meta key naming the arguments Django's caller passed by position (a job
 stores its arguments by name), so a result gives them back as `args`."""
-NOT_ATTEMPTS = frozenset({"released", "interrupted"})
-"""Executions heartq does not count as attempts."""
+NOT_ATTEMPTS = frozenset(outcome.value for outcome in NOT_COUNTED)
+"""Executions heartq does not count as attempts (`heartq.lifecycle.fate.NOT_COUNTED`)."""
 TRACEBACK_HEAD = "Traceback (most recent call last):"
 _CLASS_PATH = re.compile(r"[A-Za-z_][\w.]*")
 _GROUP_LINE = re.compile(r"^\s*\| (?P<head>[A-Za-z_][\w.]*)(?::|$)")
