@@ -118,3 +118,73 @@ def test_no_module_of_heartq_imports_itself_back() -> None:
         for cycle in cycles
     ]
     assert not cycles, "import cycles among heartq's modules:\n" + "\n".join(described)
+
+
+SEAM = {"heartq.store.sql.base", "heartq.store.sql.statements"}
+"""What a dialect's package may import of the shared SQL store: the seam's protocols, types
+and helpers (`Dialect`, `Liveness`, `Step`, the migration helpers) and the names of the
+statements. Never a role (`leases`, `keyed`, `reclaim`, ...): a dialect answers, the
+shared code decides, and nothing calls back up across the seam."""
+WIRING = "store"
+"""...but for each backend's `store.py`, which builds `SqlStore` over the backend's parts
+(down the seam, as `open_store` does)."""
+
+
+def _crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Every import across the seam against its direction: a module of a dialect's package
+    importing a module of `store/sql/` beyond the seam, or a module of `store/sql/`
+    importing a dialect's package."""
+    dialects = ("heartq.store.postgres", "heartq.store.sqlite")
+    shared = "heartq.store.sql"
+    found = []
+    for module, imported in sorted(graph.items()):
+        if module.startswith(dialects):
+            allowed = SEAM | ({f"{shared}.store"} if module.endswith(f".{WIRING}") else set())
+            found += [
+                f"{module} -> {other}"
+                for other in sorted(imported)
+                if other.startswith(f"{shared}.") and other not in allowed
+            ]
+        elif module.startswith(f"{shared}.") or module == shared:
+            backward = [other for other in sorted(imported) if other.startswith(dialects)]
+            found += [f"{module} -> {other}" for other in backward]
+    return found
+
+
+def test_a_crossing_of_the_seam_is_found(tmp_path: Path) -> None:
+    """The reading itself, on a package laid out as heartq's store is: a dialect importing
+    a role (even deferred), and a role importing a dialect, are each found; the seam's own
+    modules and the backend's wiring are not."""
+    root = tmp_path / "heartq" / "store"
+    for folder in ("sql", "postgres", "sqlite"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root.parent / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    sources = {
+        "sql/base.py": "",
+        "sql/statements.py": "",
+        "sql/keyed.py": "from heartq.store.sql import base\n",
+        "sql/leases.py": "from heartq.store.sql.keyed import claim\n",
+        "sql/store.py": "from heartq.store.sql import leases\n",
+        "sql/reclaim.py": "def f():\n    from heartq.store.sqlite import liveness\n",
+        "postgres/dialect.py": "def f():\n    from heartq.store.sql.keyed import claim\n",
+        "postgres/store.py": "from heartq.store.sql.store import SqlStore\n",
+        "sqlite/liveness.py": "from heartq.store.sql.base import Dialect\n",
+        "sqlite/store.py": "from heartq.store.sql import store\n",
+    }
+    for name, text in sources.items():
+        (root / name).write_text(text)
+    assert _crossings(_graph(tmp_path)) == [
+        "heartq.store.postgres.dialect -> heartq.store.sql.keyed",
+        "heartq.store.sql.reclaim -> heartq.store.sqlite.liveness",
+    ]
+
+
+def test_no_dialect_calls_back_into_the_shared_store() -> None:
+    """A dialect's package (`store/postgres/`, `store/sqlite/`) reaches nothing of
+    `store/sql/` but the seam (`base.py`, `statements.py`), and the shared store imports no
+    dialect: every dialect method is a leaf, the keyed claim's logic included
+    (`store/sql/keyed.py`), so a claim's road runs one way, down."""
+    crossings = _crossings(_graph())
+    assert not crossings, "imports across the store's seam:\n" + "\n".join(crossings)

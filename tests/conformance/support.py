@@ -15,6 +15,7 @@ from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
 from heartq.store import Store, open_store, records
+from heartq.store.sql.keyed import claim_keyed
 
 LEASE = 30.0
 CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})
@@ -97,15 +98,15 @@ def claim_one(
 def keyed_claim_held_open(
     store: Store, worker_id: str, queues: list[str], now: float
 ) -> Iterator[list[Any]]:
-    """PostgreSQL: one claimer's keyed claim (`claim_limited`: its keys locked, a job with
-    a concurrency or a rate key claimed) made in a transaction held open for the block and
-    committed at its end. Its rows are what it claimed; another claim made in the block
+    """PostgreSQL: one claimer's keyed claim (`keyed.claim_keyed`: its keys locked, a job
+    with a concurrency or a rate key claimed) made in a transaction held open for the block
+    and committed at its end. Its rows are what it claimed; another claim made in the block
     sees nothing of it but its keys' locks, as a racing claimer would."""
     dialect: Any = store.dialect  # type: ignore[attr-defined]
     with dialect.write() as conn:
         params = {"worker_id": worker_id, "queues": queues, "limit": 1, "lease": LEASE,
                   "now": now, "ahead": False, "claimed": 0}  # fmt: skip
-        rows, _ = dialect.claim_limited(conn, params)
+        rows, _ = claim_keyed(dialect, conn, params)
         yield list(rows)
 
 

@@ -9,8 +9,9 @@ operations are written once in `store/sql/`; this object holds what PostgreSQL d
 own way there: pooled connections (`connection.py`), statements that read the
 transaction's clock, lists bound as arrays, `NOTIFY` on enqueue, end and cancel (heard by
 `notifications.py`), the heartbeat on the worker's lasting session (`session.py`), and
-keyed claims that lock their keys. SQL: `queries/` (the module `q`); schema:
-`schema.py` and `migrations/`; liveness locks: `liveness.py`.
+the keys a keyed claim locks (the claim itself is `store/sql/keyed.py`'s). Each method
+answers and calls nothing of `store/sql/` back. SQL: `queries/` (the module `q`);
+schema: `schema.py` and `migrations/`; liveness locks: `liveness.py`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
-from heartq.store.sql.base import Rows, Step
-from heartq.store.sql.keyed import KeyedClaims
+from heartq.store.sql.base import LockedRateKeys, Step
 from heartq.store.sql.statements import Statements
 
 
@@ -52,7 +52,6 @@ class PostgresDialect:
         self.sessions = sessions
         self.channels = channels
         self.scripts = scripts  # the store's `migrations()`, asked when it migrates
-        self.keyed = KeyedClaims(q)
         self.migrated = False
 
     # -- schema and pool -----------------------------------------------------------------
@@ -216,57 +215,31 @@ class PostgresDialect:
             params = {"channel": self.channels.cancel, "worker_id": worker_id}
             conn.execute(q.NOTIFY_CANCEL, params)
 
-    # -- keyed claims --------------------------------------------------------------------
-    def claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
-        """In one transaction (READ COMMITTED, many claimers), each kind of key in two
-        statements: the keys of the first runnable jobs are locked for the transaction,
-        those another claimer holds skipped; then a new statement, whose snapshot is
-        taken after the locks and so sees every claim of those keys committed before
-        them, counts and claims. Concurrency keys first (`CLAIM_KEYS`, `CLAIM_KEYED`),
-        then, slots left, rate keys with the concurrency keys of their jobs
-        (`CLAIM_RATE_KEYS`, `CLAIM_RATED`), and the rate wait (`RATE_WAIT`) only when a
-        rate-limited job is runnable at all. First, in a statement of its own, whether a
-        keyed job is queued at all (`KeyedClaims.queued`): a claim of queues without one
-        (an idle worker's poll, or a claim of a queue that keeps up) pays that one round
-        trip, not the transaction's four.
+    # -- keyed claims: the keys locked (what is claimed with them: `store/sql/keyed.py`) --
+    def own_transaction(self, conn: Any) -> contextlib.AbstractContextManager[Any] | None:
+        """A transaction where `conn` commits each statement by itself (`write_each`);
+        behind a transaction-mode pooler the claim is one transaction already (a savepoint
+        would only add 2 round trips): None."""
+        return conn.transaction() if conn.autocommit else None
 
-        The claim's unkeyed jobs are committed by then (`write_each`): if this fails
-        after some were taken, they are handed over all the same and the keyed jobs wait
-        for the next claim (which raises the error if it persists, once nothing unkeyed
-        is left to take)."""
-        # The keys' locks last until the claim commits: a transaction of its own where
-        # the claim's statements commit by themselves; behind a transaction-mode pooler
-        # the claim is one transaction already (a savepoint would only add 2 round trips).
-        own = conn.transaction() if conn.autocommit else contextlib.nullcontext()
-        try:
-            if not self.keyed.queued(conn, params):  # one round trip, not the four below
-                return [], None
-            with own:
-                keys = [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
-                rows: Rows = []
-                if keys:
-                    rows = list(conn.execute(q.CLAIM_KEYED, dict(params, keys=keys)).fetchall())
-                left = params["limit"] - len(rows)
-                if left <= 0:
-                    return _by_position(rows), None
-                found = conn.execute(q.CLAIM_RATE_KEYS, dict(params, limit=left)).fetchall()
-                locked: dict[str, list[str]] = {"rate": [], "concurrency": list(keys)}
-                for row in found:
-                    if row["locked"]:
-                        locked[row["kind"]].append(row["key"])
-                rows, wait = self.keyed.rated(
-                    conn,
-                    params,
-                    rows,
-                    keys=locked,
-                    contended=any(row["locked"] is False for row in found),
-                    held=any(row["kind"] == "held" for row in found),
-                )
-                return _by_position(rows), wait
-        except psycopg.Error:
-            if conn.autocommit and params["claimed"]:
-                return [], None
-            raise
+    def lock_concurrency_keys(self, conn: Any, params: dict[str, Any]) -> list[str]:
+        """`CLAIM_KEYS`: READ COMMITTED and many claimers at once, so the keys of the first
+        runnable jobs are locked for the transaction before their jobs are counted."""
+        return [row["key"] for row in conn.execute(q.CLAIM_KEYS, params).fetchall()]
+
+    def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> LockedRateKeys:
+        """`CLAIM_RATE_KEYS`: the open rate keys and the concurrency keys of their first
+        jobs, each with whether its lock was taken, and a `held` row when any
+        rate-limited job is runnable here at all."""
+        found = conn.execute(q.CLAIM_RATE_KEYS, params).fetchall()
+        return LockedRateKeys(
+            rate=[row["key"] for row in found if row["kind"] == "rate" and row["locked"]],
+            concurrency=[
+                row["key"] for row in found if row["kind"] == "concurrency" and row["locked"]
+            ],
+            contended=any(row["locked"] is False for row in found),
+            held=any(row["kind"] == "held" for row in found),
+        )
 
     # -- the caller's connections --------------------------------------------------------
     def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
@@ -277,12 +250,6 @@ class PostgresDialect:
 
     def task_scope(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         return borrowed.task_scope(conn, self.pool.schema)
-
-
-def _by_position(rows: Rows) -> Rows:
-    """A keyed claim's rows, read as dicts with the other statements of its transaction,
-    as the claim's plain rows come (`by_position`): their values in column order."""
-    return [tuple(row.values()) for row in rows]
 
 
 def _lanes_params(lanes: Sequence[tuple[str, int]]) -> dict[str, Any]:

@@ -11,7 +11,10 @@ never knows which connection it runs on.
 
 A backend is a dialect object (`PostgresDialect`, `SQLiteDialect`) that the roles of
 `store/sql/` hold, never a subclass that overrides them: a role's operation reads top to
-bottom in its own module and calls the dialect where the database decides. What a
+bottom in its own module and asks the dialect where the database decides. Every member
+of a dialect is a leaf: it answers (a transaction, a value, its own statement's rows)
+and never calls back into `store/sql/`, whose modules a dialect's package does not
+import but for this one and `statements.py` (tests/test_import_graph.py). What a
 dialect provides (`Dialect`):
 
 - `q`: its statements module, with the same names in both dialects (`CLAIM`,
@@ -22,14 +25,17 @@ dialect provides (`Dialect`):
 - transactions: `write`, `read`, `write_each` (the hot one-statement writes: PostgreSQL
   commits each statement by itself, `statements_commit_alone`), `write_enqueue` (SQLite
   lets small enqueues share a commit), `write_renewal` (PostgreSQL's heartbeat rides the
-  worker's lasting session);
+  worker's lasting session), `own_transaction` (a keyed claim's, where its connection
+  commits each statement by itself);
 - the clock (`now`: the database's time as a number; `clock`: what its statements take
   as `now`), lists bound as one parameter (`array`), duplicate ids (`is_duplicate`);
 - wake-ups and announcements (`wake_steps`, `announce_ended`, `announce_cancel`:
   PostgreSQL's NOTIFYs; SQLite has none, its workers and waiters poll);
-- the few strategies that truly differ: `claim_limited` (PostgreSQL locks the keys it
-  claims, SQLite has one writer), `insert_and_wake` (PostgreSQL's one round trip),
-  `lone_insert` (SQLite binds one job by value);
+- the few things that truly differ: the keys a keyed claim locks
+  (`lock_concurrency_keys`, `lock_rate_keys`: PostgreSQL's many claimers lock them,
+  SQLite's one writer locks none; what is claimed with them is `keyed.py`'s),
+  `insert_and_wake` (PostgreSQL's one round trip), `lone_insert` (SQLite binds one job
+  by value);
 - the caller's connections (`borrow`, `borrow_async`, `task_scope`), and its schema
   (`migrate`, `ensure_schema`), pool (`reach`, `resize_pool`) and `close`.
 
@@ -247,11 +253,25 @@ class Dialect(Protocol):
         having done nothing: the caller opens a transaction."""
         ...
 
-    def claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
-        """Claimed jobs with a concurrency key, then, slots left, with a rate key, never
-        beyond their limits; and the seconds until a runnable rate-limited job held back
-        may start (None: none is). `params["claimed"]`: how many jobs without a key this
-        claim took already (`keyed.KeyedClaims` has the halves both dialects share)."""
+    def own_transaction(self, conn: Any) -> contextlib.AbstractContextManager[Any] | None:
+        """A transaction of its own on `conn`, for statements whose transaction locks must
+        last until they all commit (a keyed claim's keys), where `conn` commits each
+        statement by itself (PostgreSQL's `write_each`: the statements run before on it
+        are committed already); None where `conn` is in a transaction (SQLite;
+        PostgreSQL behind a transaction-mode pooler)."""
+        ...
+
+    def lock_concurrency_keys(self, conn: Any, params: dict[str, Any]) -> list[str] | None:
+        """The concurrency keys of runnable jobs this claim may take, each locked for the
+        transaction (at most `params["limit"]`; a key another claimer holds is skipped):
+        the keys `CLAIM_KEYED` then claims. None: nothing to lock, one writer at a time
+        (SQLite: `CLAIM_KEYED` takes every key)."""
+        ...
+
+    def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> LockedRateKeys | None:
+        """The rate keys with room this claim may take, and the concurrency keys of their
+        jobs, each locked for the transaction, as `CLAIM_RATED` takes them. None: nothing
+        to lock, one writer at a time (SQLite: `CLAIM_RATED` takes every key)."""
         ...
 
     def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
@@ -286,6 +306,19 @@ class Dialect(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LockedRateKeys:
+    """What `Dialect.lock_rate_keys` locked for a claim's transaction: the rate keys with
+    room, the concurrency keys of their first jobs, whether a key with room was held by
+    another claimer (`contended`: ask again soon) and whether any rate-limited job is
+    runnable here at all (`held`: only then is `RATE_WAIT` asked)."""
+
+    rate: list[str]
+    concurrency: list[str]
+    contended: bool
+    held: bool
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ byte per job. `due_for_publish` is a read,
 kept beside `claim_ids` because it selects exactly what a transport's messages will ask
 `claim_ids` to take. `crash_attempt` is called by lease holders too (it is part of the
 `LeaseHolder` protocol), but it lives in `reclaim.py`: it is a reclaim of one attempt
-(the same plan, fenced write and wake-up). What the dialect decides is called on
-`self.d` (its transactions, clock and keyed claim: `Dialect` in `base.py`); the rest of
-each operation is here, top to bottom.
+(the same plan, fenced write and wake-up). What the dialect decides is asked of
+`self.d` (its transactions, clock and how it binds a list: `Dialect` in `base.py`); the
+rest of each operation is here, top to bottom, but the claim's keyed half (`keyed.py`).
 
 A job's end is written once here whoever ends it (`JobEnds`): the fenced finish and the
 release of the ended jobs' dependents. The worker's finish, a completion inside the
@@ -50,6 +50,7 @@ from heartq.model import (
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import Dialect, Program, Rows, database_time, drive, run, wake
+from heartq.store.sql.keyed import claim_keyed
 
 T = TypeVar("T")
 
@@ -113,7 +114,7 @@ class LeaseOps:
                 rows = self._claim_rows(conn, queues, params)
                 if len(rows) < limit:  # slots left: keyed jobs may take them
                     limited = dict(params, limit=limit - len(rows), claimed=len(rows))
-                    more, rate_wait = self.d.claim_limited(conn, limited)
+                    more, rate_wait = claim_keyed(self.d, conn, limited)
                     rows += more
             # Ahead only once the slots are served, and only jobs without a key: a
             # keyed job held in a buffer would hold its key's running count or start.

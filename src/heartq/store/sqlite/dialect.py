@@ -8,8 +8,9 @@ connections (`connection.py`), hot writes and small enqueues that share a commit
 (`SharedCommit` in `connection.py`), the clock taken once per transaction, lists bound as
 JSON, a lone job bound by value, keyed claims without locks (one writer), and no
 notifications (its workers and waiters poll; an enqueue in a worker's own process wakes
-it at once, `App`'s local wake-ups). SQL: `queries/` (the module `q`); schema:
-`schema.py` and `migrations/`; liveness locks: `liveness.py`.
+it at once, `App`'s local wake-ups). Each method answers and calls nothing of
+`store/sql/` back. SQL: `queries/` (the module `q`); schema: `schema.py` and
+`migrations/`; liveness locks: `liveness.py`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.store.sql.base import Rows, Step, no_async_connection
-from heartq.store.sql.keyed import KeyedClaims
+from heartq.store.sql.base import Step, no_async_connection
 from heartq.store.sql.statements import Statements
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
@@ -47,7 +47,6 @@ class SQLiteDialect:
         self.url = url
         self.path = path
         self.scripts = scripts  # the store's `migrations()`, asked when it migrates
-        self.keyed = KeyedClaims(q)
         self.migrated = False
 
     # -- schema and pool -----------------------------------------------------------------
@@ -153,11 +152,19 @@ class SQLiteDialect:
     def announce_cancel(self, conn: Any, worker_ids: Sequence[str]) -> None:
         """Nobody hears: a worker's pulse reads its cancels every tick."""
 
-    # -- keyed claims --------------------------------------------------------------------
-    def claim_limited(self, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
-        """One writer at a time: nothing to lock, the statements in the claim's
-        transaction."""
-        return self.keyed.one_writer(conn, params)
+    # -- keyed claims: one writer at a time, nothing to lock ------------------------------
+    def own_transaction(self, conn: Any) -> None:
+        """None: the claim is one `BEGIN IMMEDIATE` transaction already."""
+        return None
+
+    def lock_concurrency_keys(self, conn: Any, params: dict[str, Any]) -> None:
+        """None: no other claimer can count a key's jobs while this one holds the write
+        lock, so every key goes."""
+        return None
+
+    def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> None:
+        """None: as `lock_concurrency_keys`."""
+        return None
 
     # -- the caller's connections --------------------------------------------------------
     def borrow(self, connection: Any) -> contextlib.AbstractContextManager[Any]:
