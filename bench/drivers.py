@@ -208,7 +208,7 @@ class Scratch:
         self.url = f"{server}{'&' if '?' in server else '?'}schema={self.schema}"
         self.backlog = backlog
         self.store = open_store(self.url)
-        self.store.migrate()
+        self.store.link.migrate()
         self.worker = WorkerInfo(id=f"drivers-{uuid.uuid4().hex[:8]}", hostname="bench",
                                  pid=0, queues=("default",), concurrency=100)  # fmt: skip
         self.store.register_worker(self.worker)
@@ -230,7 +230,7 @@ class Scratch:
             missing -= count
 
     def close(self) -> None:
-        self.store.close()
+        self.store.link.close()
         self.admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
             sql.Identifier(self.schema)))  # fmt: skip
         self.admin.close()

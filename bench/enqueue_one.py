@@ -107,7 +107,7 @@ def statements(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
     from heartq.store import documents, open_store
     from heartq.store.sqlite import queries as q
 
-    open_store(f"sqlite:///{path}").migrate()
+    open_store(f"sqlite:///{path}").link.migrate()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     # the document the store itself writes for a plain job (every column it inserts)
@@ -132,13 +132,13 @@ def store(path: Path, jobs: int, synchronous: str) -> tuple[float, float]:
     from heartq.store import open_store
 
     opened = open_store(_url(path, synchronous))
-    opened.migrate()
+    opened.link.migrate()
     opened.enqueue([NewJob(task="noop", args_json="{}")])  # the connection opened
     timer = Timer(jobs)
     for _ in range(jobs):
         opened.enqueue([NewJob(task="noop", args_json="{}")])
     figures = timer.done()
-    opened.close()
+    opened.link.close()
     return figures
 
 

@@ -142,7 +142,7 @@ def run(url: str, jobs: int, running: int, lease: float, beats: int) -> dict[str
     store = PostgresStore(url)
     figures: dict[str, Counts] = {}
     try:
-        store.migrate()
+        store.link.migrate()
         for worker_id in (HOLDER, CHURN):  # registered, leased: their claims attached
             store.register_worker(WorkerInfo(worker_id, "bench", 0, ("default",), 1))
             store.heartbeat(worker_id, [], lease)
@@ -170,7 +170,7 @@ def run(url: str, jobs: int, running: int, lease: float, beats: int) -> dict[str
             conn.execute("VACUUM workers")
         take("released")
     finally:
-        store.close()
+        store.link.close()
     return figures
 
 

@@ -83,7 +83,7 @@ def ceiling(url: str, batch: int, jobs: int) -> float:
     """Jobs/s of heartq's claim + fenced finish statements in a loop, `batch` at a time."""
     store = open_store(url)
     try:
-        store.migrate()
+        store.link.migrate()
         store.enqueue([NewJob(task="noop", args_json="{}") for _ in range(jobs)])
         worker = WorkerInfo(id=f"ceiling-{uuid.uuid4().hex[:8]}", hostname="bench",
                             pid=0, queues=("default",), concurrency=batch)  # fmt: skip
@@ -97,7 +97,7 @@ def ceiling(url: str, batch: int, jobs: int) -> float:
             done += len(claimed)
         return done / (time.perf_counter() - started)
     finally:
-        store.close()
+        store.link.close()
 
 
 def _with_database(server: str, database: str) -> str:

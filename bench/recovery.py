@@ -72,7 +72,7 @@ def one_round(root: Path, url: str, worker_args: list[str], env_extra: dict[str,
     ]  # fmt: skip
     store = open_store(url)
     try:
-        store.migrate()
+        store.link.migrate()
         wait_for(lambda: len(store.list_workers()) == 2, 30, "two workers")
         pids = {w["id"]: w["pid"] for w in store.list_workers()}
         import recovery_tasks  # type: ignore[import-not-found]
@@ -101,7 +101,7 @@ def one_round(root: Path, url: str, worker_args: list[str], env_extra: dict[str,
                 proc.wait(timeout=40)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        store.close()
+        store.link.close()
 
 
 def drop_schema(url: str, schema: str) -> None:

@@ -46,7 +46,7 @@ def main() -> None:
         url = args.url or f"sqlite:///{Path(tmp) / 'scale.db'}"
         app = App(url)
         store = app.store
-        store.migrate()
+        store.link.migrate()
         started = time.perf_counter()
         batch = 10_000
         middle = ""  # a job halfway through the table, where a deep page of the list starts

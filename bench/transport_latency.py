@@ -71,7 +71,7 @@ def run(backend: str, mode: str, jobs: int, address: str, server: str) -> dict[s
         directory = Path(tmp)
         (directory / "tasks.py").write_text(TASKS)
         store = open_store(url)
-        store.migrate()
+        store.link.migrate()
         transport = f"{address}?{jetstream.names()}" if mode == "nats" else None
         argv = [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", url]
         argv += ["--concurrency", "4", "--poll-interval", "1", "--log-level", "warning"]
@@ -105,7 +105,7 @@ def run(backend: str, mode: str, jobs: int, address: str, server: str) -> dict[s
             worker.terminate()
             worker.wait(30)
             app.close()
-            store.close()
+            store.link.close()
             if transport:
                 jetstream.delete_stream(transport)
     latencies.sort()

@@ -163,12 +163,11 @@ def store_before(url: str, to: int) -> PostgresStore:
     """heartq as it was before migration `to`: a store that knows the migrations below it
     only."""
 
-    class Before(PostgresStore):
-        def migrations(self) -> list[tuple[int, str]]:
-            scripts = migration_scripts("heartq.store.postgres")
-            return [(version, script) for version, script in scripts if version < to]
-
-    return Before(url)
+    store = PostgresStore(url)
+    scripts = migration_scripts("heartq.store.postgres")
+    earlier = [(version, script) for version, script in scripts if version < to]
+    store.dialect.migrations = lambda: earlier  # type: ignore[method-assign]
+    return store
 
 
 def fill(url: str, schema: str, jobs: int) -> float:
@@ -223,7 +222,7 @@ def works(url: str) -> bool:
         finished = store.finish([succeeded(job, "1") for job in claimed]) == []
         return finished and [job.id for job in claimed] == [job_id]
     finally:
-        store.close()
+        store.link.close()
 
 
 def one_round(cluster: PrivateCluster, number: int, jobs: int, to: int) -> Round:
@@ -231,19 +230,19 @@ def one_round(cluster: PrivateCluster, number: int, jobs: int, to: int) -> Round
     url = f"{cluster.url}?schema={schema}"
     old = store_before(url, to)
     try:
-        version_before = old.migrate()
+        version_before = old.link.migrate()
     finally:
-        old.close()
+        old.link.close()
     fill_seconds = fill(cluster.url, schema, jobs)
     rows, sizes = census(cluster.url, schema)
     wal_start = wal_position(cluster.url)
     started = time.monotonic()
     new = PostgresStore(url)
     try:
-        version_after = new.migrate()
+        version_after = new.link.migrate()
         migrate_seconds = time.monotonic() - started
     finally:
-        new.close()
+        new.link.close()
     wal_bytes = wal_position(cluster.url) - wal_start
     return Round(jobs, fill_seconds, rows, sizes, migrate_seconds, wal_bytes, version_before,
                  version_after, works(url))  # fmt: skip

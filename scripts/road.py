@@ -195,7 +195,7 @@ def main() -> None:
         folder = Path(name)
         url = f"sqlite:///{folder / 'q.db'}"
         tasks = load(folder, url)
-        tasks.app.store.migrate()
+        tasks.app.store.link.migrate()
         enqueue_to_finish(tasks)
         death_to_reclaim(tasks, folder, url)
         tasks.app.close()

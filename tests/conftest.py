@@ -274,8 +274,8 @@ def migrated_urls(
                 return url
             url = fresh_url()
             made = open_store(url)
-            made.migrate()
-            made.close()
+            made.link.migrate()
+            made.link.close()
             return url
 
         yield make
@@ -300,9 +300,9 @@ def store_url(fresh_url: Callable[[], str], request: pytest.FixtureRequest) -> s
 def store(migrated_url: str) -> Iterator[Store]:
     """A migrated `Store` on a fresh database, closed after the test."""
     opened = open_store(migrated_url)
-    opened.migrate()  # up to date already: read, not written
+    opened.link.migrate()  # up to date already: read, not written
     yield opened
-    opened.close()
+    opened.link.close()
 
 
 @pytest.fixture
@@ -313,13 +313,13 @@ def store_factory(migrated_urls: Callable[[], str]) -> Iterator[Callable[[], Sto
 
     def make() -> Store:
         opened = open_store(migrated_urls())
-        opened.migrate()  # up to date already: read, not written
+        opened.link.migrate()  # up to date already: read, not written
         made.append(opened)
         return opened
 
     yield make
     for opened in made:
-        opened.close()
+        opened.link.close()
 
 
 @pytest.fixture
@@ -341,17 +341,17 @@ def empty_stores(
 
     def make() -> Store:
         while handed:
-            handed.pop().close()  # its sessions, and their locks and LISTENs, end here
+            handed.pop().link.close()  # its sessions, and their locks and LISTENs, end here
         if emptied is None:
             handed.append(store_factory())
         else:
             opened = open_store(emptied.empty())
-            opened.migrate()  # up to date already: read, not written
+            opened.link.migrate()  # up to date already: read, not written
             handed.append(opened)
         return handed[-1]
 
     yield make
     while handed:
-        handed.pop().close()
+        handed.pop().link.close()
     if emptied is not None:
         emptied.close()

@@ -215,11 +215,11 @@ class SchemaStock:
         store = open_store(url)
         # every migration, whatever a test running meanwhile made the class return
         every = migration_scripts(type(store).__module__.rsplit(".", 1)[0])
-        store.migrations = lambda: every  # type: ignore[method-assign]
+        store.dialect.migrations = lambda: every  # type: ignore[attr-defined]
         try:
-            store.migrate()
+            store.link.migrate()
         finally:
-            store.close()
+            store.link.close()
         return url
 
     def _next(self) -> tuple[str, str | None] | None:

@@ -15,8 +15,8 @@ from heartq.store.interface import Store
 def trace(store: Store, record: Callable[[str], None], monkeypatch: pytest.MonkeyPatch) -> None:
     """Call `record(sql)` for every statement `store` sends from now on, from this thread
     (the calls under test run here)."""
-    if hasattr(store, "trace_statements"):  # SQLite: the store's own hook
-        store.trace_statements(record)
+    if hasattr(store.link, "trace_statements"):  # SQLite: the link's own hook
+        store.link.trace_statements(record)
         return
     # PostgreSQL: every statement goes through a psycopg cursor. psycopg's implicit
     # BEGIN/COMMIT are not counted; the pool's empty liveness check is left out, and so

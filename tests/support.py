@@ -8,7 +8,8 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final, TypeVar
@@ -17,6 +18,7 @@ import pytest
 
 from bench.servers import free_port as free_port  # the tests' servers' ports too
 from heartq.config import env_variables
+from heartq.store import Store, open_store
 from tests import leftovers
 
 T = TypeVar("T")
@@ -70,6 +72,16 @@ def worker_env(settings: Mapping[str, float]) -> dict[str, str]:
     poll and liveness intervals have none) stay at their defaults."""
     variables = env_variables()
     return {variables[k]: f"{v:g}" for k, v in settings.items() if k in variables}
+
+
+@contextmanager
+def opened(store: str | Store) -> Iterator[Store]:
+    """A store (one opened for the URL `store`), its link closed when the block ends."""
+    made = open_store(store) if isinstance(store, str) else store
+    try:
+        yield made
+    finally:
+        made.link.close()
 
 
 def wait_for(

@@ -45,11 +45,11 @@ def test_the_transaction_mode_sends_no_startup_options_and_prepares_nothing() ->
 
 def test_a_store_behind_the_pooler_holds_no_lock_and_polls() -> None:
     store = PostgresStore(f"{URL}&pooler=transaction")
-    assert (store.holds_liveness_lock, store.supports_notify) == (False, False)
+    assert (store.link.holds_liveness_lock, store.link.supports_notify) == (False, False)
     direct = PostgresStore(f"{URL}&pooler=transaction&direct_url={quote(DIRECT, safe='')}")
-    assert (direct.holds_liveness_lock, direct.supports_notify) == (True, True)
+    assert (direct.link.holds_liveness_lock, direct.link.supports_notify) == (True, True)
     plain = PostgresStore(URL)
-    assert (plain.holds_liveness_lock, plain.supports_notify) == (True, True)
+    assert (plain.link.holds_liveness_lock, plain.link.supports_notify) == (True, True)
 
 
 def test_the_environment_sets_the_mode_and_the_url_wins(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -203,7 +203,7 @@ class App:
     def _deployment_id(self) -> str:
         """The queue database's deployment id, for the transport's names (read on its
         first use, from whichever database the app points at then)."""
-        return self.store.deployment_id()
+        return self.store.link.deployment_id()
 
     def use_transport(self, url: str | None) -> None:
         """Use another transport, or none (the command line's `--transport`)."""
@@ -219,7 +219,7 @@ class App:
         self._waiters.close()
         with self._lock:
             if self._store is not None and self._store_pid == os.getpid():
-                self._store.close()
+                self._store.link.close()
             self._store = None
             if self._transport is not None and self._transport_pid == os.getpid():
                 self._transport.close()
@@ -227,13 +227,13 @@ class App:
             self.url = url
 
     def migrate(self) -> int:
-        return self.store.migrate()
+        return self.store.link.migrate()
 
     def close(self) -> None:
         self._waiters.close()
         with self._lock:
             if self._store is not None and self._store_pid == os.getpid():
-                self._store.close()
+                self._store.link.close()
             self._store = None
             if self._transport is not None and self._transport_pid == os.getpid():
                 self._transport.close()

@@ -19,7 +19,8 @@ from typing import Any
 
 from heartq.errors import JobCancelled, JobDead, ResultLost, ResultTimeout
 from heartq.model import JobEnd, JobStatus
-from heartq.store.interface import Inspector, LivenessHandle
+from heartq.store.interface import Inspector
+from heartq.store.link import LivenessHandle
 
 FIRST_POLL = 0.02
 """Seconds before the first re-read of a job nobody announces the end of."""
@@ -83,7 +84,7 @@ class EndWaiters:
         """Register `wake` for the job's end; whether ends are announced."""
         with self._lock:
             if self._announced is None:
-                self._listener = self._store().listen_ends(self._on_end)
+                self._listener = self._store().link.listen_ends(self._on_end)
                 self._announced = self._listener is not None
             self._waiting.setdefault(job_id, []).append(wake)
             return self._announced

@@ -42,8 +42,8 @@ def cli_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ite
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'q.db'}"  # tmp_path is absolute: sqlite:////tmp/...
         created = open_store(url)
-        created.migrate()
-        created.close()
+        created.link.migrate()
+        created.link.close()
         yield url
     elif backend == "postgres":
         schemas = request.getfixturevalue("pg_schemas")
@@ -58,9 +58,9 @@ def cli_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ite
 def store(cli_url: str) -> Iterator[Store]:
     """The test's queue, opened in the test process."""
     opened = open_store(cli_url)
-    opened.migrate()
+    opened.link.migrate()
     yield opened
-    opened.close()
+    opened.link.close()
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ def test_demo_on_a_given_url_keeps_the_story_in_the_database(tmp_path: Path) -> 
             assert final["worker_id"] != killed["id"]
             assert final["execution_id"] > execution["execution_id"]
     finally:
-        store.close()
+        store.link.close()
 
 
 def test_demo_needs_a_survivor(tmp_path: Path) -> None:

@@ -563,7 +563,7 @@ def test_enqueue_depends_on_a_succeeded_job_since_pruned(heartq: HeartqCli) -> N
     try:
         assert store.prune(1, 1, now=store.clock() + 10).jobs == 1
     finally:
-        store.close()
+        store.link.close()
     then = heartq("enqueue", "ok", "--depends-on", done).ok().out.strip()
     job = heartq.json("jobs", "show", then)
     assert job["status"] == "queued" and job["depends_on"][0]["ended"] == "succeeded"

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from heartq.model import WorkerInfo
 from heartq.store import Store
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from tests.cli.helpers import HeartqCli, assert_fits, wait_for
 
 WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurrency",
@@ -22,7 +22,7 @@ WORKER_FIELDS = {"id", "name", "hostname", "pid", "status", "queues", "concurren
 def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
     """A worker whose last heartbeat is `age` seconds old: alive (its liveness lock is
     held, here) but silent, as if frozen or cut off."""
-    handle = store.liveness_hold(worker_id)
+    handle = store.link.liveness_hold(worker_id)
     info = WorkerInfo(id=worker_id, hostname="elsewhere", pid=1, queues=("default",),
                       concurrency=2, name="ghost")  # fmt: skip
     store.register_worker(info, now=store.clock() - age)

@@ -115,7 +115,7 @@ def claimer(index: int, barrier: Any, results: Any, url: str, now: float) -> Non
             if not claimed:
                 break
             got.extend(c.id for c in claimed)
-        store.close()
+        store.link.close()
         return got
 
     _report(index, results, work)
@@ -134,7 +134,7 @@ def reaper(index: int, barrier: Any, results: Any, url: str, now: float) -> None
             if not batch:
                 break
             got.extend((r.job_id, r.execution_id) for r in batch)
-        store.close()
+        store.link.close()
         return got
 
     _report(index, results, work)
@@ -149,11 +149,11 @@ def migrator(index: int, barrier: Any, results: Any, urls: list[str]) -> None:
             store = open_store(url)
             barrier.wait(TIMEOUT)
             try:
-                versions.append(store.migrate())
+                versions.append(store.link.migrate())
             except Exception as exc:  # noqa: BLE001 - reported to the parent
                 versions.append(f"{type(exc).__name__}: {exc}")
             finally:
-                store.close()
+                store.link.close()
             _progress(results)
         return versions
 
@@ -210,7 +210,7 @@ def limited_claimer(
                 store.finish([succeeded(c, None) for c in done], now=now)
             if not claimed and not held and not store.list_jobs(status="queued", limit=1):
                 break
-        store.close()
+        store.link.close()
         return got, most
 
     _report(index, results, work)
@@ -232,7 +232,7 @@ def rate_claimer(index: int, barrier: Any, results: Any, url: str, now: float, k
             claimed = store.claim(f"w{index}", ["default"], rng.randint(1, 3), 600, now=now)
             got.extend(c.id for c in claimed)
             store.finish([succeeded(c, None) for c in claimed], now=now)
-        store.close()
+        store.link.close()
         return got
 
     _report(index, results, work)

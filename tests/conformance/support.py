@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +14,9 @@ import pytest
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
-from heartq.store import Store, open_store, records
+from heartq.store import Store, records
 from heartq.store.sql.keyed import claim_keyed
+from tests.support import opened
 
 LEASE = 30.0
 CRASH_KEYS = frozenset({"worker_id", "last_heartbeat_at", "detected_at", "detected_by", "reason"})
@@ -114,7 +115,7 @@ def needs_liveness_locks(store: Store) -> None:
     """Skip a test of liveness locks on a store whose workers hold none (PostgreSQL behind a
     transaction-mode pooler without a direct URL: `HEARTQ_TEST_BACKENDS=pgbouncer`); what
     such workers get instead is tested in test_lockless.py."""
-    if not store.holds_liveness_lock:
+    if not store.link.holds_liveness_lock:
         pytest.skip("this store's workers hold no liveness lock (test_lockless.py)")
 
 
@@ -181,7 +182,7 @@ def known_bug(request: Any, backend: str, reasons: dict[str, str], *, when: bool
 def insert_version_1_job(store: Store, run_at: float) -> str:
     """A queued job as version 1 of the schema stores it (today's enqueue writes columns
     that later versions added); returns its id."""
-    sqlite = "sqlite" in store.url
+    sqlite = "sqlite" in store.link.url
     table = "heartq_jobs" if sqlite else "jobs"
     t = repr(run_at) if sqlite else f"to_timestamp({run_at!r})"
     with store._write() as conn:  # type: ignore[attr-defined]
@@ -199,9 +200,9 @@ class SteeredMigrations:
     older heartq), `all()` back to today's. The monkeypatch undoes it at the test's end."""
 
     def __init__(self, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        with closing(open_store(url)) as store:
-            self.dialect = type(store)
-            self.every = store.migrations()
+        with opened(url) as store:
+            self.dialect = type(store.dialect)  # type: ignore[attr-defined]
+            self.every = store.dialect.migrations()
         self.url = url
         self._monkeypatch = monkeypatch
 
@@ -227,8 +228,8 @@ class SteeredMigrations:
         older = max(v for v, _ in self.every if v < version)  # a backend may skip numbers
         self.only(lambda v: v <= older)
         try:
-            with closing(open_store(self.url)) as old:
-                assert old.migrate() == older
+            with opened(self.url) as old:
+                assert old.link.migrate() == older
                 yield old
         finally:
             self.all()
@@ -240,7 +241,7 @@ def all_jobs(store: Store) -> dict[str, dict[str, Any]]:
     the store's own `LIST_JOBS` (the job rows with their effective lease) and the
     executions view every reader reads. For a test that checks every job after every
     step (`get_job` is 4-6 round trips per job); on PostgreSQL without BEGIN and COMMIT."""
-    sqlite = "sqlite" in store.url
+    sqlite = "sqlite" in store.link.url
     dialect = store.dialect  # type: ignore[attr-defined]
     params = {"status": None, "queue": None, "limit": 1_000_000, "ahead": None}
     executions: dict[str, list[Any]] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import closing
 from typing import Any
 
 import psycopg
@@ -17,8 +16,9 @@ import pytest
 
 from heartq.lifecycle.fate import failed
 from heartq.model import CancelResult, JobStatus, Outcome
-from heartq.store import Store, documents, open_store
+from heartq.store import Store, documents
 from heartq.store.postgres.connection import parse_url
+from tests.support import opened
 
 from .support import (
     LEASE,
@@ -273,7 +273,7 @@ def test_a_waiter_is_told_when_the_job_it_awaits_is_blocked(store: Store, t0: fl
 
     a, _, c = chain(store, t0, 3)
     assert not store.await_end(c).ended
-    handle = store.listen_ends(on_end)
+    handle = store.link.listen_ends(on_end)
     try:
         die(store, t0 + 1)
         if handle is not None:
@@ -394,8 +394,8 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
             )
             conn.execute(f"UPDATE {jobs} SET has_dependents = true WHERE id = '{dependency}'")
         before = _indexes(old) if sqlite else set()
-    with closing(open_store(url)) as new:
-        assert new.migrate() >= 22
+    with opened(url) as new:
+        assert new.link.migrate() >= 22
         if sqlite:  # as they were, but for those a later migration changed (0025)
             assert _indexes(new) == before - {"heartq_jobs_lease_idx"} | {
                 "heartq_jobs_detached_idx"

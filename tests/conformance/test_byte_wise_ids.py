@@ -6,15 +6,15 @@ claim's tie on id, id order in SQL, Python's `sorted`) are one order on both bac
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import closing
 from typing import Any
 
 import pytest
 
 from heartq.lifecycle.fate import succeeded
-from heartq.store import Store, open_store
+from heartq.store import Store
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
+from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, new_job, register
 
@@ -74,7 +74,7 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
 
 
 def _query(store: PostgresStore, sql: str) -> list[Any]:
-    with store.pool.transaction() as conn:
+    with store.link.pool.transaction() as conn:
         return conn.execute(sql).fetchall()  # type: ignore[arg-type]
 
 
@@ -131,8 +131,8 @@ def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
     # migrations merged below the newest would be (test_deployment.py), and the upgrade
     # runs 23 and 24.
     migrations.only(lambda version: version <= 22 or version >= 25)
-    with closing(open_store(pg_url)) as old:
-        assert old.migrate() == migrations.newest
+    with opened(pg_url) as old:
+        assert old.link.migrate() == migrations.newest
         assert isinstance(old, PostgresStore)
         t0 = old.clock()
         register(old, "w1", t0)
@@ -140,7 +140,7 @@ def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
         done, running = old.claim("w1", ["default"], 2, LEASE, now=t0)
         assert old.finish([succeeded(done, "1")], now=t0) == []
         (waiter,) = old.enqueue([new_job(depends_on=(running.id, done.id))], now=t0)
-        with old.pool.transaction() as conn:
+        with old.link.pool.transaction() as conn:
             conn.execute("INSERT INTO pruned_successes (id) VALUES ('job-pruned')")
             conn.execute("GRANT SELECT ON executions TO PUBLIC")
         before = _contents(old)
@@ -150,7 +150,7 @@ def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
 
     store = PostgresStore(pg_url)
     try:
-        assert store.migrate() == migrations.newest
+        assert store.link.migrate() == migrations.newest
         collations = _collations(store)
         assert {column: collations[column] for column in JOB_ID_COLUMNS | INDEXED} == {
             column: "C" for column in JOB_ID_COLUMNS | INDEXED
@@ -179,4 +179,4 @@ def test_the_upgrade_from_v22_makes_every_job_id_byte_wise(
         assert store.get_job(waiter)["status"] == "queued"
         assert store.resolve_job_id(waiter[-8:]) == waiter
     finally:
-        store.close()
+        store.link.close()

@@ -77,7 +77,7 @@ def test_concurrent_migrate_on_a_fresh_database(
 ) -> None:
     """Four processes migrate the same fresh database at once, on 25 fresh databases
     in a row (a race that is lost only now and then still shows)."""
-    reference = store_factory().migrate()  # the version a lone migrate reaches
+    reference = store_factory().link.migrate()  # the version a lone migrate reaches
     urls = [fresh_url() for _ in range(25)]
 
     per_process = procs.run_processes(procs.migrator, [(urls,)] * procs.PROCESSES)
@@ -87,11 +87,11 @@ def test_concurrent_migrate_on_a_fresh_database(
     for url in urls:
         store = open_store(url)
         try:
-            assert store.migrate() == reference
+            assert store.link.migrate() == reference
             (job_id,) = store.enqueue([new_job()])
             assert store.get_job(job_id)["status"] == JobStatus.QUEUED
         finally:
-            store.close()
+            store.link.close()
 
 
 @pytest.mark.slow
@@ -103,17 +103,17 @@ def test_concurrent_upgrade_from_version_1(
     databases in a row: each migration runs once, and every process ends at the latest."""
     urls = [fresh_url() for _ in range(10)]
     first = open_store(urls[0])
-    dialect = type(first)
-    every = first.migrations()
-    first.close()
+    dialect = type(first.dialect)  # type: ignore[attr-defined]
+    every = first.dialect.migrations()
+    first.link.close()
     monkeypatch.setattr(dialect, "migrations", lambda self: every[:1])
     for url in urls:
         old = open_store(url)
         try:
-            assert old.migrate() == 1
+            assert old.link.migrate() == 1
             insert_version_1_job(old, 0.0)
         finally:
-            old.close()
+            old.link.close()
     monkeypatch.setattr(dialect, "migrations", lambda self: every)
 
     per_process = procs.run_processes(procs.migrator, [(urls,)] * procs.PROCESSES)
@@ -124,7 +124,7 @@ def test_concurrent_upgrade_from_version_1(
     for url in urls:
         store = open_store(url)
         try:
-            assert store.migrate() == latest
+            assert store.link.migrate() == latest
             assert [j["status"] for j in store.list_jobs()] == [JobStatus.QUEUED]
         finally:
-            store.close()
+            store.link.close()

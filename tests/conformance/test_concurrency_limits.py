@@ -162,7 +162,7 @@ def test_a_failed_keyed_claim_never_strands_the_jobs_the_claim_took(
     running under a worker that does not know it holds it. The keyed step's first
     statement (`step`) is the probe whether any keyed job is queued; then its claims."""
     dialect = "postgres" if type(store).__name__.startswith("Postgres") else "sqlite"
-    pooled = dialect == "postgres" and store.pool.pooler.transaction  # type: ignore[attr-defined]
+    pooled = dialect == "postgres" and store.link.pool.pooler.transaction  # type: ignore[attr-defined]
     queries = importlib.import_module(f"heartq.store.{dialect}.queries")
     broken = "SELECT key FROM no_such_table"
     claims = "CLAIM_KEYS" if dialect == "postgres" else "CLAIM_KEYED"

@@ -148,8 +148,8 @@ def test_ends_of_awaited_jobs_are_announced_where_the_backend_can(
         heard.append(job_id)
         got.set()
 
-    handle = store.listen_ends(on_end)
-    if not store.supports_notify:
+    handle = store.link.listen_ends(on_end)
+    if not store.link.supports_notify:
         assert handle is None  # waiters poll
         return
     assert handle is not None

@@ -178,7 +178,7 @@ def connect(store: Store, store_url: str) -> Iterator[Any]:
 
     def make() -> Any:
         if store_url.startswith("sqlite"):
-            conn: Any = sqlite3.connect(store.path)  # type: ignore[attr-defined]
+            conn: Any = sqlite3.connect(store.link.path)  # type: ignore[attr-defined]
         else:
             conn = psycopg.connect(parse_url(store_url)[0])
         opened.append(conn)
@@ -408,9 +408,8 @@ def _fail_edge_updates(store: Store, backend: str) -> None:
 
 def _let_edge_updates_be(store: Store) -> None:
     with store._write() as conn:  # type: ignore[attr-defined]
-        conn.execute(
-            "DROP TRIGGER fail_release" + ("" if "sqlite" in store.url else " ON job_dependencies")
-        )
+        on = "" if "sqlite" in store.link.url else " ON job_dependencies"
+        conn.execute("DROP TRIGGER fail_release" + on)
 
 
 def test_a_finish_whose_release_fails_does_not_land(store: Store, t0: float, backend: str) -> None:
@@ -506,7 +505,7 @@ def test_an_enqueue_that_waited_for_an_end_sees_the_job_ended(
         enqueuer.join(30)
         assert not enqueuer.is_alive()
     finally:
-        other.close()
+        other.link.close()
     assert statuses(store, first, enqueued[0]) == ["succeeded", "queued"]
 
 

@@ -7,33 +7,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from contextlib import closing
 
 import pytest
 
 from heartq.errors import ConfigError
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
+from tests.support import opened
 
 from .support import SteeredMigrations, insert_version_1_job
 
 
 def test_made_once_and_kept(store: Store, store_url: str) -> None:
-    made = store.deployment_id()
+    made = store.link.deployment_id()
     assert re.fullmatch(r"[0-9a-f]{16}", made), made
-    store.migrate()
-    assert store.deployment_id() == made
+    store.link.migrate()
+    assert store.link.deployment_id() == made
     other = open_store(store_url)
     try:
-        assert other.migrate() == store.migrate()
-        assert other.deployment_id() == made
+        assert other.link.migrate() == store.link.migrate()
+        assert other.link.deployment_id() == made
     finally:
-        other.close()
+        other.link.close()
 
 
 def test_every_database_has_its_own(store_factory: Callable[[], Store]) -> None:
     """Two SQLite files; on PostgreSQL two schemas of one database (two deployments)."""
-    made = {store_factory().deployment_id() for _ in range(3)}
+    made = {store_factory().link.deployment_id() for _ in range(3)}
     assert len(made) == 3
 
 
@@ -45,12 +45,12 @@ def test_an_upgraded_database_gets_one(
     url = fresh_url()
     with SteeredMigrations(url, monkeypatch).store_before(9) as old:
         job_id = insert_version_1_job(old, old.clock())  # today's enqueue writes newer columns
-    with closing(open_store(url)) as upgraded:
-        assert upgraded.migrate() >= 9
-        made = upgraded.deployment_id()
+    with opened(url) as upgraded:
+        assert upgraded.link.migrate() >= 9
+        made = upgraded.link.deployment_id()
         assert re.fullmatch(r"[0-9a-f]{16}", made), made
         assert upgraded.get_job(job_id)["status"] == JobStatus.QUEUED
-        assert upgraded.migrate() >= 9 and upgraded.deployment_id() == made
+        assert upgraded.link.migrate() >= 9 and upgraded.link.deployment_id() == made
 
 
 def test_a_migration_merged_below_the_newest_still_runs(
@@ -63,12 +63,12 @@ def test_a_migration_merged_below_the_newest_still_runs(
     migrations = SteeredMigrations(url, monkeypatch)
     assert [version for version, _ in migrations.every if version == 9], "no migration 0009"
     migrations.only(lambda version: version != 9)
-    with closing(open_store(url)) as early:
-        assert early.migrate() == migrations.newest
+    with opened(url) as early:
+        assert early.link.migrate() == migrations.newest
     migrations.all()
-    with closing(open_store(url)) as later:
-        assert later.migrate() == migrations.newest
-        assert re.fullmatch(r"[0-9a-f]{16}", later.deployment_id())  # 0009 made it
+    with opened(url) as later:
+        assert later.link.migrate() == migrations.newest
+        assert re.fullmatch(r"[0-9a-f]{16}", later.link.deployment_id())  # 0009 made it
 
 
 def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
@@ -80,15 +80,15 @@ def test_a_schema_a_newer_heartq_migrated_is_refused_in_one_line(
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
     every = migrations.every
-    with closing(open_store(url)) as first:
-        assert first.migrate() == every[-1][0]
+    with opened(url) as first:
+        assert first.link.migrate() == every[-1][0]
     migrations.only(lambda version: version < every[-1][0])
-    with closing(open_store(url)) as older, pytest.raises(ConfigError) as refused:
-        older.migrate()
+    with opened(url) as older, pytest.raises(ConfigError) as refused:
+        older.link.migrate()
     message = str(refused.value)
     assert "\n" not in message
     assert f"migration {every[-1][0]}," in message and f"(schema {every[-2][0]})" in message
     assert message.endswith("run that version here too (docs/UPGRADING.md)")
     migrations.all()
-    with closing(open_store(url)) as same:
-        assert same.migrate() == every[-1][0]  # nothing changed: the current one carries on
+    with opened(url) as same:
+        assert same.link.migrate() == every[-1][0]  # nothing changed: the current one carries on

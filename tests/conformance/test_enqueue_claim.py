@@ -138,7 +138,7 @@ def test_a_callable_limit_is_read_once_the_claim_has_the_database(
         return 4
 
     assert len(store.claim("w1", ["default"], free_slots, LEASE, now=t0)) == 4
-    assert locked_at_read == [store.url.startswith("sqlite")]
+    assert locked_at_read == [store.link.url.startswith("sqlite")]
     assert len(store.claim("w1", ["default"], lambda: 0, LEASE, now=t0)) == 0
     assert len(store.claim("w1", ["default"], lambda: 100, LEASE, now=t0)) == 6
 
@@ -146,9 +146,9 @@ def test_a_callable_limit_is_read_once_the_claim_has_the_database(
 def _sqlite_write_locked(store: Store) -> bool:
     """Whether another connection is refused SQLite's write lock at once (False for
     PostgreSQL, which has none)."""
-    if not store.url.startswith("sqlite"):
+    if not store.link.url.startswith("sqlite"):
         return False
-    other = sqlite3.connect(store.url.removeprefix("sqlite:///"), timeout=0)
+    other = sqlite3.connect(store.link.url.removeprefix("sqlite:///"), timeout=0)
     try:
         other.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:

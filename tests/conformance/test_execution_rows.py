@@ -14,21 +14,21 @@ wrote its row."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import closing
 from typing import Any
 
 import pytest
 
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import ClaimedJob, DetectedBy, Outcome
-from heartq.store import Store, open_store
+from heartq.store import Store
+from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, at, claim_one, enqueue_one, insert_version_1_job
 
 
 def ended_rows(store: Store, job_id: str) -> list[dict[str, Any]]:
     """The rows of the table the ends write (not the view every reader reads)."""
-    sqlite = "sqlite" in store.url
+    sqlite = "sqlite" in store.link.url
     table = "heartq_ended_executions" if sqlite else "ended_executions"
     mark = "?" if sqlite else "%s"
     with store._write() as conn:  # type: ignore[attr-defined]
@@ -121,7 +121,7 @@ def test_a_success_an_older_worker_recorded_shows_once(store: Store, t0: float) 
     own record of the same attempt is not shown a second time."""
     job_id = enqueue_one(store, t0)
     _finish(store, claim_one(store, "w1", t0 + 1), t0 + 2)
-    sqlite = "sqlite" in store.url
+    sqlite = "sqlite" in store.link.url
     table, mark = ("heartq_ended_executions", "?") if sqlite else ("ended_executions", "%s")
     started = "?" if sqlite else "to_timestamp(%s)"
     with store._write() as conn:  # type: ignore[attr-defined]
@@ -144,7 +144,7 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
     with SteeredMigrations(url, monkeypatch).store_before(17) as old:
         t0 = float(int(old.clock()))
         job_id = insert_version_1_job(old, t0)
-        sqlite = "sqlite" in old.url
+        sqlite = "sqlite" in old.link.url
         jobs, executions = (
             ("heartq_jobs", "heartq_executions") if sqlite else ("jobs", "executions")
         )
@@ -161,8 +161,8 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
                 f"{t(t0 + 2)}, 'failed', 'boom'), ('{job_id}', 2, 'w1', {t(t0 + 5)}, NULL, "
                 "NULL, NULL)"
             )
-    with closing(open_store(url)) as new:  # today's heartq
-        assert new.migrate() >= 17
+    with opened(url) as new:  # today's heartq
+        assert new.link.migrate() >= 17
         shown = new.get_job(job_id)["executions"]
         assert [(e["execution_id"], e["worker_id"], e["outcome"]) for e in shown] == [
             (1, "w0", "failed"), (2, "w1", None)

@@ -7,7 +7,6 @@ primary key's index for a tail."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import closing
 
 import psycopg
 import pytest
@@ -17,6 +16,7 @@ from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, WorkerInfo
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
+from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, new_job
 
@@ -30,16 +30,16 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url)
-    store.migrate()
+    store.link.migrate()
     yield store
-    store.close()
+    store.link.close()
 
 
 WORKER = WorkerInfo(id="w1", hostname="h", pid=1, queues=("default",), concurrency=10)
 
 
 def tails(store: PostgresStore) -> set[tuple[str, str]]:
-    with store.pool.transaction() as conn:
+    with store.link.pool.transaction() as conn:
         rows = conn.execute("SELECT tail, job_id FROM job_tails").fetchall()
     return {(row["tail"], row["job_id"]) for row in rows}
 
@@ -85,8 +85,8 @@ def test_deleted_jobs_take_their_tails_with_them(pg: PostgresStore) -> None:
     with pytest.raises(JobNotFound):
         pg.resolve_job_id(doomed[-8:])
 
-    schema = pg.schema
-    database = pg.url.rsplit("?schema=", 1)[0]
+    schema = pg.link.schema
+    database = pg.link.url.rsplit("?schema=", 1)[0]
     with psycopg.connect(database, autocommit=True) as other:
         assert schema not in str(other.execute("SHOW search_path").fetchone())
         jobs = psycopg.sql.SQL("DELETE FROM {}.jobs").format(psycopg.sql.Identifier(schema))
@@ -114,17 +114,17 @@ def test_the_migration_copies_the_tails_of_the_jobs_already_there(
     # Today's enqueue writes the columns of migration 26 (the ready log): it is taken
     # first, as a migration merged below the newest would be (test_deployment.py).
     migrations.only(lambda version: version < 19 or version == 26)
-    with closing(PostgresStore(pg_url)) as old:
-        assert old.migrate() == 26
+    with opened(PostgresStore(pg_url)) as old:
+        assert old.link.migrate() == 26
         ids = old.enqueue([new_job() for _ in range(5)])
     migrations.all()
     store = PostgresStore(pg_url)
     try:
-        assert store.migrate() == migrations.newest
+        assert store.link.migrate() == migrations.newest
         assert tails(store) == expected(ids)
         assert store.resolve_job_id(ids[2][-8:]) == ids[2]
-        with store.pool.transaction() as conn:
+        with store.link.pool.transaction() as conn:
             index = conn.execute("SELECT to_regclass('jobs_id_tail_idx') AS i").fetchone()
         assert index["i"] is None
     finally:
-        store.close()
+        store.link.close()

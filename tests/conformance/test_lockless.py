@@ -44,12 +44,12 @@ def stores(
         urls = (store_url, f"{store_url}&pooler=transaction")
     locking, lockless = (open_store(url) for url in urls)
     try:
-        locking.migrate()
-        lockless.migrate()
+        locking.link.migrate()
+        lockless.link.migrate()
         yield locking, lockless
     finally:
-        locking.close()
-        lockless.close()
+        locking.link.close()
+        lockless.link.close()
 
 
 @pytest.fixture
@@ -61,12 +61,12 @@ def test_a_store_behind_a_transaction_pooler_holds_no_lock_and_cannot_listen(
     stores: tuple[Store, Store],
 ) -> None:
     locking, lockless = stores
-    assert (locking.holds_liveness_lock, locking.supports_notify) == (True, True)
-    assert (lockless.holds_liveness_lock, lockless.supports_notify) == (False, False)
-    lockless.liveness_hold("pooled").release()  # nothing held, nothing to release
-    assert lockless.listen(lambda: None) is None
-    assert lockless.listen_ends(lambda _job_id: None) is None
-    assert lockless.listen_cancels("pooled", lambda: None) is None
+    assert (locking.link.holds_liveness_lock, locking.link.supports_notify) == (True, True)
+    assert (lockless.link.holds_liveness_lock, lockless.link.supports_notify) == (False, False)
+    lockless.link.liveness_hold("pooled").release()  # nothing held, nothing to release
+    assert lockless.link.listen(lambda: None) is None
+    assert lockless.link.listen_ends(lambda _job_id: None) is None
+    assert lockless.link.listen_cancels("pooled", lambda: None) is None
 
 
 def test_the_probes_leave_a_worker_without_a_lock_alone(
@@ -85,7 +85,7 @@ def test_the_probes_leave_a_worker_without_a_lock_alone(
     for _ in range(3):
         enqueue_one(locking, t0)
     jobs = {w: claim_one(locking, w, t0, lease=600) for w in ("pooled", "holding", "gone")}
-    handles = [lockless.liveness_hold("pooled"), locking.liveness_hold("holding")]
+    handles = [lockless.link.liveness_hold("pooled"), locking.link.liveness_hold("holding")]
     try:
         assert locking.liveness_free(["pooled", "holding", "gone"]) == ["gone"]
         assert lockless.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 1) == []

@@ -19,12 +19,12 @@ import pytest
 
 from heartq.errors import ConfigError
 from heartq.model import Finish, JobStatus, Lease, NewJob, Outcome
-from heartq.store import open_store
 from heartq.store.sql.base import migration_scripts
 from heartq.store.sqlite import schema as sqlite_schema
-from heartq.store.sqlite.store import SQLiteStore
+from heartq.store.sqlite.dialect import SQLiteDialect
 from tests.conformance import procs
 from tests.conftest import only_on
+from tests.support import opened
 
 from .support import SteeredMigrations, claim_one, register
 
@@ -171,22 +171,22 @@ def test_an_old_sqlite_queue_is_renumbered_once_and_carries_on(
     carried = {new_numbers[OLD_SQLITE_NAMES[old]]: at for old, at in before.items()}
 
     url = f"sqlite:///{path}"
-    with closing(open_store(url)) as store:
-        assert store.migrate() == NEWEST
+    with opened(url) as store:
+        assert store.link.migrate() == NEWEST
     after = _recorded(path)
     assert set(after) == set(range(1, NEWEST + 1))
     assert {number: after[number] for number in carried} == carried
     ran = {number for number, at in after.items() if at > max(before.values())}
     assert ran == set(after) - set(carried)
     fresh = Path(fresh_url().removeprefix("sqlite:///"))
-    with closing(open_store(f"sqlite:///{fresh}")) as made:
-        made.migrate()
+    with opened(f"sqlite:///{fresh}") as made:
+        made.link.migrate()
     assert _schema(path) == _schema(fresh)
     assert _query(path, f"SELECT {KEPT_COLUMNS} FROM heartq_jobs ORDER BY id") == jobs_before
     assert _query(path, "SELECT id FROM heartq_deployment") == [deployment]
 
-    with closing(open_store(url)) as store:
-        assert store.migrate() == NEWEST
+    with opened(url) as store:
+        assert store.link.migrate() == NEWEST
         assert _recorded(path) == after  # once: nothing renumbered or run again
         assert {job: store.get_job(job)["status"] for job in JOBS} == {
             "job-succeeded": "succeeded",
@@ -218,14 +218,14 @@ def test_an_upgrade_that_fails_keeps_the_old_numbers_until_it_succeeds(
     before = _recorded(path)
     every = migration_scripts("heartq.store.sqlite")
     failing = [*every, (30, "-- heartq schema v30 (SQLite): fails\nSELECT * FROM nowhere;")]
-    monkeypatch.setattr(SQLiteStore, "migrations", lambda _store: failing)
-    with closing(open_store(f"sqlite:///{path}")) as store, pytest.raises(Exception) as failed:
-        store.migrate()
+    monkeypatch.setattr(SQLiteDialect, "migrations", lambda _store: failing)
+    with opened(f"sqlite:///{path}") as store, pytest.raises(Exception) as failed:
+        store.link.migrate()
     assert "nowhere" in str(failed.value)
     assert _recorded(path) == before
-    monkeypatch.setattr(SQLiteStore, "migrations", lambda _store: every)
-    with closing(open_store(f"sqlite:///{path}")) as store:
-        assert store.migrate() == NEWEST
+    monkeypatch.setattr(SQLiteDialect, "migrations", lambda _store: every)
+    with opened(f"sqlite:///{path}") as store:
+        assert store.link.migrate() == NEWEST
     assert _recorded(path)[25] == before[24] and _recorded(path)[24] == before[23]
 
 
@@ -267,13 +267,13 @@ def test_a_heartq_of_the_old_numbering_is_refused_by_a_renumbered_queue(
     neither numbering has is refused in one line too, not migrated."""
     path = _old_queue(29, tmp_path)
     url = f"sqlite:///{path}"
-    with closing(open_store(url)) as store:
-        assert store.migrate() == NEWEST
+    with opened(url) as store:
+        assert store.link.migrate() == NEWEST
     renumbered = _recorded(path)
     old_line = [(number, "SELECT 1;") for number in OLD_SQLITE_NAMES]
-    monkeypatch.setattr(SQLiteStore, "migrations", lambda _store: old_line)
-    with closing(open_store(url)) as old, pytest.raises(ConfigError) as refused:
-        old.migrate()
+    monkeypatch.setattr(SQLiteDialect, "migrations", lambda _store: old_line)
+    with opened(url) as old, pytest.raises(ConfigError) as refused:
+        old.link.migrate()
     message = str(refused.value)
     assert "\n" not in message
     assert "has migration 12, 15, 19, 25, 26, 27, 28, which this heartq (schema 29)" in message
@@ -285,8 +285,8 @@ def test_a_heartq_of_the_old_numbering_is_refused_by_a_renumbered_queue(
     with closing(sqlite3.connect(strange)) as conn, conn:
         conn.execute("INSERT INTO heartq_schema_migrations VALUES (31, 0)")
     left = _recorded(strange)
-    with closing(open_store(f"sqlite:///{strange}")) as store, pytest.raises(ConfigError) as odd:
-        store.migrate()
+    with opened(f"sqlite:///{strange}") as store, pytest.raises(ConfigError) as odd:
+        store.link.migrate()
     assert "\n" not in str(odd.value) and "migration 31 but not 12" in str(odd.value)
     assert _recorded(strange) == left
 
@@ -302,8 +302,8 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
     migrations.only(lambda number: number <= version)
-    with closing(open_store(url)) as old:
-        assert old.migrate() == version
+    with opened(url) as old:
+        assert old.link.migrate() == version
         t0 = old.clock()
         register(old, "w1", t0)
         ids = old.enqueue([NewJob("t", "{}") for _ in range(3)], now=t0)
@@ -311,8 +311,8 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
         before = _pg_rows(old, "SELECT version, applied_at FROM schema_migrations")
         jobs = _pg_rows(old, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id")
     migrations.all()
-    with closing(open_store(url)) as store:
-        assert store.migrate() == NEWEST
+    with opened(url) as store:
+        assert store.link.migrate() == NEWEST
         after = _pg_rows(store, "SELECT version, applied_at FROM schema_migrations")
         assert dict(after) == dict(before) | {
             number: dict(after)[number] for number in range(version + 1, NEWEST + 1)
@@ -323,10 +323,10 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
         done = Finish(running.lease, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
         assert store.finish([done], now=t0 + 2) == []
         assert {store.get_job(job_id)["status"] for job_id in ids} == {"succeeded", "queued"}
-        assert store.migrate() == NEWEST
+        assert store.link.migrate() == NEWEST
         assert _pg_rows(store, "SELECT version, applied_at FROM schema_migrations") == after
 
 
 def _pg_rows(store: Any, sql: str) -> list[tuple[Any, ...]]:
-    with store.pool.transaction() as conn:
+    with store.link.pool.transaction() as conn:
         return [tuple(row.values()) for row in conn.execute(sql).fetchall()]

@@ -469,19 +469,19 @@ def test_too_short_or_unknown(store: Store, t0: float) -> None:
 
 def test_migrate_twice_is_a_no_op(store: Store, store_url: str, t0: float) -> None:
     job_id = enqueue_one(store, t0)
-    version = store.migrate()
+    version = store.link.migrate()
     assert isinstance(version, int) and version >= 1
-    assert store.migrate() == version
+    assert store.link.migrate() == version
     other = open_store(store_url)
     try:
-        assert other.migrate() == version
+        assert other.link.migrate() == version
         assert other.get_job(job_id)["status"] == JobStatus.QUEUED
     finally:
-        other.close()
+        other.link.close()
     assert store.get_job(job_id)["status"] == JobStatus.QUEUED
 
 
 def test_url_is_safe_to_print(store: Store, store_url: str) -> None:
-    assert isinstance(store.url, str) and store.url
-    assert isinstance(store.supports_notify, bool)
+    assert isinstance(store.link.url, str) and store.link.url
+    assert isinstance(store.link.supports_notify, bool)
     assert isinstance(store.clock(), float)

@@ -159,7 +159,7 @@ def test_a_restarted_namesake_judges_silence_as_the_monitor_does(store: Store, t
     store.register_worker(info, now=t0)
     enqueue_one(store, t0)
     held = Renewal(claim_one(store, "steady", t0, lease=60).lease)
-    handle = store.liveness_hold("steady")  # alive: its lock held all along
+    handle = store.link.liveness_hold("steady")  # alive: its lock held all along
     try:
         twin = WorkerInfo(id="twin", hostname="test-host", pid=2, queues=("default",),
                           concurrency=4, name="host-a", stale_after=STALE)  # fmt: skip

@@ -123,7 +123,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             if sys.exc_info()[1] is None:  # not while a failing step's error propagates
                 self._readers_agree(self._all())
         finally:
-            self.store.close()
+            self.store.link.close()
 
     # -- helpers -------------------------------------------------------------------------
     def _holding(self) -> bool:

@@ -130,6 +130,6 @@ def test_an_enqueue_that_waited_for_a_prune_finds_the_trace(
         enqueuer.join(30)
         assert not pruner.is_alive() and not enqueuer.is_alive()
     finally:
-        other.close()
+        other.link.close()
     assert counts == [1]
     assert store.get_job(enqueued[0])["status"] == JobStatus.QUEUED

@@ -177,13 +177,13 @@ def test_listen_cancels_hears_the_owning_workers_cancel(store: Store, t0: float)
     """Where the database can notify, a cancel request reaches the worker running the
     job at once (and only it); elsewhere `listen_cancels` says it cannot tell."""
     heard = threading.Event()
-    handle = store.listen_cancels("w1", heard.set)
-    if not store.supports_notify:
+    handle = store.link.listen_cancels("w1", heard.set)
+    if not store.link.supports_notify:
         assert handle is None
         return
     assert handle is not None
     other = threading.Event()
-    other_handle = store.listen_cancels("w2", other.set)
+    other_handle = store.link.listen_cancels("w2", other.set)
     try:
         job_id = enqueue_one(store, t0)
         claim_one(store, "w1", t0)
@@ -209,8 +209,8 @@ def test_listen_ends_hears_an_awaited_jobs_end(store: Store, t0: float) -> None:
             heard.append(job_id)
             announced.set()
 
-    handle = store.listen_ends(on_end)
-    if not store.supports_notify:
+    handle = store.link.listen_ends(on_end)
+    if not store.link.supports_notify:
         assert handle is None
         return
     assert handle is not None

@@ -410,25 +410,25 @@ def test_upgrade_from_schema_1_adds_stale_after(
 ) -> None:
     """Migration 2 upgrades a database of version 1 that already holds jobs, once."""
     older = open_store(store_url)
-    dialect = type(older)
-    every = older.migrations()
+    dialect = type(older.dialect)  # type: ignore[attr-defined]
+    every = older.dialect.migrations()
     monkeypatch.setattr(dialect, "migrations", lambda self: every[:1])
     try:
-        assert older.migrate() == 1
+        assert older.link.migrate() == 1
         t0 = float(math.floor(older.clock()))
         job_id = insert_version_1_job(older, t0)
     finally:
-        older.close()
+        older.link.close()
     monkeypatch.setattr(dialect, "migrations", lambda self: every)
     newer = open_store(store_url)
     try:
-        assert newer.migrate() == every[-1][0] >= 2
-        assert newer.migrate() == every[-1][0]  # again: nothing to do
+        assert newer.link.migrate() == every[-1][0] >= 2
+        assert newer.link.migrate() == every[-1][0]  # again: nothing to do
         _register_with(newer, "w1", t0, 300.0)
         assert claim_one(newer, "w1", t0).id == job_id
         assert newer.mark_stale_workers(90, DetectedBy.STALE_WORKER, now=t0 + 100) == []
     finally:
-        newer.close()
+        newer.link.close()
 
 
 # -- reconciliation leaves a live namesake alone --------------------------------------------
@@ -452,7 +452,7 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
         enqueue_one(store, t0)
     live_jobs = store.claim("live", ["default"], 2, 600, now=t0)
     gone_jobs = store.claim("gone", ["default"], 2, 600, now=t0)
-    handle = store.liveness_hold("live")
+    handle = store.link.liveness_hold("live")
     try:
         register(store, "new", t0 + 5, name="host-a")
         first = reconcile(store, "host-a", "new", stream, now=t0 + 5)
@@ -513,7 +513,7 @@ def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
     )
     enqueue_one(store, t0)
     job = claim_one(store, "silent", t0, lease=600)
-    handle = store.liveness_hold("silent")
+    handle = store.link.liveness_hold("silent")
     try:
         assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 29).reclaimed == []
         (reclaimed,) = store.reclaim_by_name(
@@ -529,7 +529,7 @@ def test_reclaim_by_name_falls_back_to_the_given_stale_after(store: Store, t0: f
     register(store, "frozen", t0, name="host-a")  # recorded no threshold of its own
     enqueue_one(store, t0)
     job = claim_one(store, "frozen", t0, lease=600)
-    handle = store.liveness_hold("frozen")
+    handle = store.link.liveness_hold("frozen")
     try:
         assert (
             store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 500).reclaimed == []
@@ -569,7 +569,7 @@ def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
         assert [r.job_id for r in first.reclaimed] == [job.id]
         return
     assert (first.reclaimed, first.suspected) == ([], ["blinking"])
-    handle = store.liveness_hold("blinking")  # its lock is back
+    handle = store.link.liveness_hold("blinking")  # its lock is back
     try:
         later = store.reclaim_by_name(
             "host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 5 + store.liveness_grace

@@ -47,7 +47,7 @@ def test_an_edge_written_before_v21_passes_its_result_as_an_item(store: Store, t
     the column, NULL): each passes its result as an item, as it did then."""
     a, b = (enqueue_one(store, t0, task="m", args={"n": n}) for n in (1, 2))
     callback = enqueue_one(store, t0, depends_on=(a, b), dependency_results=True)
-    table = "heartq_job_dependencies" if "sqlite" in store.url else "job_dependencies"
+    table = "heartq_job_dependencies" if "sqlite" in store.link.url else "job_dependencies"
     with store._write() as conn:  # type: ignore[attr-defined]
         conn.execute(f"UPDATE {table} SET result_as = NULL WHERE job_id = '{callback}'")
     _succeed_all(store, t0 + 1, 2)

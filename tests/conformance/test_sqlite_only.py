@@ -34,9 +34,9 @@ def _error_opening(path: Path | str) -> StoreUnavailable:
     store = open_store(f"sqlite:///{path}")
     try:
         with pytest.raises(StoreUnavailable) as raised:
-            store.migrate()
+            store.link.migrate()
     finally:
-        store.close()
+        store.link.close()
     message = str(raised.value)
     assert "\n" not in message, "one line"
     assert str(path) in message, "names the file"
@@ -91,8 +91,8 @@ def test_read_only_directory(read_only_dir: Path) -> None:
         message = str(_error_opening(path))
     else:
         store = open_store(f"sqlite:///{path}")
-        scripts = store.migrations()  # type: ignore[attr-defined]
-        store.migrations = lambda: scripts  # type: ignore[attr-defined]
+        scripts = store.dialect.migrations()  # type: ignore[attr-defined]
+        store.dialect.migrations = lambda: scripts  # type: ignore[attr-defined]
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
@@ -102,7 +102,7 @@ def test_read_only_directory(read_only_dir: Path) -> None:
                 os.setgid(65534)
                 os.setuid(65534)
                 try:
-                    store.migrate()
+                    store.link.migrate()
                     text = "no error"
                 except StoreUnavailable as exc:
                     text = f"StoreUnavailable: {exc}"
@@ -134,17 +134,17 @@ def test_synchronous_from_the_url_on_every_connection(
     """FULL (2) unless the URL asks for NORMAL (1), on every thread's connection."""
     store = open_store(f"sqlite:///{tmp_path / 'q.db'}{query}")
     try:
-        store.migrate()
-        seen = [store.pool.get().execute("PRAGMA synchronous").fetchone()[0]]  # type: ignore[attr-defined]
+        store.link.migrate()
+        seen = [store.link.pool.get().execute("PRAGMA synchronous").fetchone()[0]]  # type: ignore[attr-defined]
         other = threading.Thread(
             target=lambda: seen.append(
-                store.pool.get().execute("PRAGMA synchronous").fetchone()[0]  # type: ignore[attr-defined]
+                store.link.pool.get().execute("PRAGMA synchronous").fetchone()[0]  # type: ignore[attr-defined]
             )
         )
         other.start()
         other.join()
     finally:
-        store.close()
+        store.link.close()
     assert seen == [level, level]
 
 
@@ -201,7 +201,7 @@ def test_an_acknowledged_enqueue_survives_a_process_crash(tmp_path: Path, query:
         for job_id in acknowledged:
             assert store.get_job(job_id)["status"] == "queued", job_id
     finally:
-        store.close()
+        store.link.close()
 
 
 def _locked_by_another_connection(path: Path) -> sqlite3.Connection:
@@ -219,10 +219,10 @@ def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path:
     path = tmp_path / "q.db"
     store = open_store(f"sqlite:///{path}?busy_timeout=20")
     try:
-        store.migrate()
+        store.link.migrate()
         begins: list[str] = []
-        store.pool.trace.append(lambda sql: begins.append(sql) if "BEGIN" in sql else None)
-        store.pool.enable_trace()
+        store.link.pool.trace.append(lambda sql: begins.append(sql) if "BEGIN" in sql else None)
+        store.link.pool.enable_trace()
         other = _locked_by_another_connection(path)
 
         def free_after_three_tries() -> None:
@@ -238,10 +238,10 @@ def test_a_writer_waits_out_another_process_write_lock_in_short_pauses(tmp_path:
         freer.join()
         assert len(begins) >= 3, begins
         assert store.get_job(job_id)["status"] == "queued"
-        with store.pool.read() as conn:  # a read waits in SQLite's busy handler again
+        with store.link.pool.read() as conn:  # a read waits in SQLite's busy handler again
             assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 20_000
     finally:
-        store.close()
+        store.link.close()
 
 
 def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
     path = tmp_path / "q.db"
     store = open_store(f"sqlite:///{path}?busy_timeout=0.3")
     try:
-        store.migrate()
+        store.link.migrate()
         other = _locked_by_another_connection(path)
         started = time.monotonic()
         with pytest.raises(StoreBusy, match="locked by another process"):
@@ -259,11 +259,11 @@ def test_a_writer_gives_up_after_its_busy_timeout(tmp_path: Path) -> None:
         assert time.monotonic() - started >= 0.3
         other.execute("ROLLBACK")
         other.close()
-        with store.pool.read() as conn:
+        with store.link.pool.read() as conn:
             assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 300
         assert store.list_jobs() == []
     finally:
-        store.close()
+        store.link.close()
 
 
 def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_path: Path) -> None:
@@ -288,7 +288,7 @@ def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_pa
         text=True,
     )
     try:
-        store.migrate()
+        store.link.migrate()
         t0 = store.clock()
         here = socket.gethostname()  # a lock file is judged on its own host only
         register(store, "dead", t0, hostname=here)
@@ -297,7 +297,7 @@ def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_pa
         enqueue_one(store, t0)
         (gone,) = store.claim("dead", ["default"], 1, 600, now=t0)
         (kept,) = store.claim("live", ["default"], 1, 600, now=t0)
-        live = store.liveness_hold("live")
+        live = store.link.liveness_hold("live")
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         assert store.liveness_probe(DetectedBy.LIVENESS_LOCK, now=t0 + 1) == []  # held
 
@@ -314,4 +314,4 @@ def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_pa
     finally:
         holder.kill()
         holder.wait(10)
-        store.close()
+        store.link.close()

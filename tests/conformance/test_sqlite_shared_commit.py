@@ -207,11 +207,11 @@ def test_a_write_left_open_for_a_waiter_that_gave_up_commits_by_itself(
 def sqlite_store(tmp_path: Path) -> Iterator[SQLiteStore]:
     store = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     assert isinstance(store, SQLiteStore)
-    store.migrate()
-    with store.pool.write() as conn:
+    store.link.migrate()
+    with store.link.pool.write() as conn:
         conn.execute("CREATE TABLE rows (name TEXT PRIMARY KEY)")
     yield store
-    store.close()
+    store.link.close()
 
 
 def _enqueue(store: SQLiteStore, *jobs: NewJob) -> Write:
@@ -241,7 +241,7 @@ class _Outside(_Thread):
 def _meet_enqueue(store: SQLiteStore, first: Write, enqueue: Write) -> tuple[_Thread, _Thread]:
     """`_meet` with an enqueue as the second write: the first, a hot write, ends only once
     the enqueue waits for the lock as a write that may share."""
-    pool = store.pool
+    pool = store.link.pool
     second = _Outside(pool, enqueue)
 
     def first_then_wait(conn: sqlite3.Connection) -> None:
@@ -258,11 +258,11 @@ def _meet_enqueue(store: SQLiteStore, first: Write, enqueue: Write) -> tuple[_Th
 
 
 def test_a_small_enqueue_shares_the_commit_of_a_hot_write(sqlite_store: SQLiteStore) -> None:
-    commits = _commits(sqlite_store.pool)
+    commits = _commits(sqlite_store.link.pool)
     job_id = "0190d2a4-0000-7000-8000-000000000001"
     first, enqueue = _meet_enqueue(sqlite_store, _insert("a"), _enqueue(sqlite_store, _job(job_id)))
     assert first.raised is None and enqueue.raised is None
-    assert _names(sqlite_store.pool) == {"a"}
+    assert _names(sqlite_store.link.pool) == {"a"}
     assert sqlite_store.get_job(job_id)["status"] == "queued"
     assert len(commits) == 1, commits
 
@@ -273,14 +273,14 @@ def test_a_duplicate_enqueue_that_shared_fails_alone(sqlite_store: SQLiteStore) 
     first, enqueue = _meet_enqueue(sqlite_store, _insert("a"), _enqueue(sqlite_store, _job(job_id)))
     assert first.raised is None
     assert isinstance(enqueue.raised, DuplicateJob), enqueue.raised
-    assert _names(sqlite_store.pool) == {"a"}
+    assert _names(sqlite_store.link.pool) == {"a"}
     assert len(sqlite_store.list_jobs()) == 1
 
 
 def test_a_large_enqueue_never_joins(sqlite_store: SQLiteStore) -> None:
     """A batch above SHARED_ENQUEUE_JOBS meeting a transaction a hot write left open
     commits that one first, then its own."""
-    pool = sqlite_store.pool
+    pool = sqlite_store.link.pool
     commits = _commits(pool)
     with _a_hot_write_waiting(pool):
         first = _Thread(pool, _insert("a"))

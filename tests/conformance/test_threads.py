@@ -52,7 +52,7 @@ def test_threads_that_end_do_not_leak_connections(store: Store, t0: float) -> No
     # one live connection at a time (plus a pool's spare ones), never one per thread
     assert peak - baseline <= 12, f"{peak - baseline} more fds after 50 threads"
     assert len(store.list_jobs(limit=100)) == 50
-    store.close()
+    store.link.close()
     assert _open_fds() <= baseline, "close() closes every connection"
 
 

@@ -27,7 +27,7 @@ from heartq.store.postgres.queries import admin as admin_queries
 
 def _vacuums(store: PostgresStore) -> int:
     """How many vacuums of the jobs table PostgreSQL counted (reported as each ends)."""
-    with store.pool.autocommit() as conn:
+    with store.link.pool.autocommit() as conn:
         row = conn.execute(
             "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
         ).fetchone()
@@ -43,7 +43,7 @@ def test_a_vacuum_pass_vacuums_the_jobs_table(store: Store) -> None:
     if not isinstance(store, PostgresStore):
         assert store.vacuum_jobs() is False  # SQLite: nothing kept to vacuum
         return
-    with store.pool.autocommit() as conn:  # no autovacuum to skip this one's table
+    with store.link.pool.autocommit() as conn:  # no autovacuum to skip this one's table
         conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
     store.enqueue([NewJob("t", "{}")])
     (job,) = store.claim("w", ["default"], 1, lease=60)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import closing
 from typing import Any
 
 import pytest
 
 from heartq.model import ClaimedJob, Finish, JobStatus, Lease, Outcome, Renewal, RenewStatus
-from heartq.store import Store, open_store
+from heartq.store import Store
 from tests.conftest import only_on
+from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, at, claim_one, enqueue_one, register
 
@@ -146,7 +146,7 @@ def test_a_reaped_worker_is_walked_once_and_a_heartbeat_covers_it_again(
 
 def _worker_lease(store: Store, worker_id: str) -> Any:
     """The worker's lease as its row holds it (no reader shows it)."""
-    table = "heartq_workers" if "sqlite" in store.url else "workers"
+    table = "heartq_workers" if "sqlite" in store.link.url else "workers"
     with store._write() as conn:  # type: ignore[attr-defined]
         sql = f"SELECT lease_expires_at AS lease FROM {table} WHERE id = '{worker_id}'"
         return conn.execute(sql).fetchone()["lease"]
@@ -201,7 +201,7 @@ def test_a_claim_waits_for_the_reaper_that_clears_its_workers_lease(
     enqueue_one(store, t0)
     dialect: Any = store.dialect  # type: ignore[attr-defined]
     claimed: list[ClaimedJob] = []
-    with closing(open_store(store.url)) as other, dialect.write() as reaper:
+    with opened(store.link.url) as other, dialect.write() as reaper:
         # the reaper's transaction, between its lock of the worker's row and its commit
         reaper.execute("SELECT id FROM workers WHERE id = 'w1' FOR UPDATE")
         reaper.execute("UPDATE workers SET lease_expires_at = NULL WHERE id = 'w1'")
@@ -285,15 +285,15 @@ def test_the_upgrade_detaches_every_running_attempt_at_its_lease(
     # Every migration but the worker's lease: today's enqueue writes the columns of the
     # later ones (the ready log), taken first as migrations merged below it would be.
     migrations.only(lambda v: v != 25)
-    with closing(open_store(url)) as old:
-        old.migrate()
+    with opened(url) as old:
+        old.link.migrate()
         t0 = old.clock()
         register(old, "w1", t0)
         ids = sorted(enqueue_one(old, t0) for _ in range(2))
         _claim_as_before(old, ids, "w1", t0)
     migrations.all()
-    with closing(open_store(url)) as store:
-        assert store.migrate() == migrations.newest
+    with opened(url) as store:
+        assert store.link.migrate() == migrations.newest
         named, left = (Lease(job_id, 1, "w1") for job_id in ids)
         assert at(store.get_job(left.job_id)["lease_expires_at"], t0 + LEASE)
         assert _reaped(store, t0 + LEASE - 1) == set()
@@ -307,7 +307,7 @@ def test_the_upgrade_detaches_every_running_attempt_at_its_lease(
 
 def _claim_as_before(store: Store, ids: list[str], worker_id: str, now: float) -> None:
     """The claim of the statements before the worker's lease: on each job's own row."""
-    sqlite = "sqlite" in store.url
+    sqlite = "sqlite" in store.link.url
     table = "heartq_jobs" if sqlite else "jobs"
     t = repr(now) if sqlite else f"to_timestamp({now!r})"
     lease = repr(now + LEASE) if sqlite else f"to_timestamp({now + LEASE!r})"

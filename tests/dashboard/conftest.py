@@ -34,4 +34,4 @@ def dashboard(store_url: str, store: Store) -> Iterator[Callable[..., TestClient
     yield make
     for client in made:
         client.close()
-        client.app.state.store.close()  # type: ignore[attr-defined]
+        client.app.state.store.link.close()  # type: ignore[attr-defined]

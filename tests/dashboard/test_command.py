@@ -106,8 +106,8 @@ def sqlite_queue(tmp_path: Path) -> str:
     """A migrated SQLite queue: binding does not differ by backend."""
     url = f"sqlite:///{tmp_path / 'q.db'}"
     made = open_store(url)
-    made.migrate()
-    made.close()
+    made.link.migrate()
+    made.link.close()
     return url
 
 

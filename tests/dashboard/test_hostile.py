@@ -217,4 +217,4 @@ def test_no_page_shows_the_database_password(password_url: str) -> None:
             assert SECRET not in text
     finally:
         client.close()
-        store.close()
+        store.link.close()

@@ -467,4 +467,4 @@ def test_mounted_under_a_prefix_every_link_and_redirect_keeps_it(
             assert located(found) == f"/heartq/jobs/{job_id}"
             assert client.get("/heartq/static/dashboard.js").status_code == 200
     finally:
-        board.state.store.close()
+        board.state.store.link.close()

@@ -40,8 +40,8 @@ the outer test interrupts it as soon as the note is written)."""
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_holds_what_tests_make(store_url: str, tmp_path: Path) -> None:
     store = open_store(store_url)
-    store.migrate()  # the schema exists from here on
-    store.close()
+    store.link.migrate()  # the schema exists from here on
+    store.link.close()
     (tmp_path / "tasks.py").write_text("import heartq\n\napp = heartq.App()\n")
     worker = subprocess.Popen(
         [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", store_url],

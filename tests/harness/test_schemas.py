@@ -13,7 +13,7 @@ from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import Outcome, TaskPolicy
 from heartq.periodic import Schedule
 from heartq.store import open_store
-from heartq.store.postgres.store import PostgresStore
+from heartq.store.postgres.dialect import PostgresDialect
 from tests import pg_harness
 from tests.conformance.support import claim_one, enqueue_one, register
 from tests.conformance.test_periodic import tick
@@ -41,10 +41,11 @@ def test_each_schema_is_fresh_migrated_and_dropped_behind(pg_server_url: str) ->
             assert _exists(pg_server_url, url, "schema_migrations")  # before any store opens
             store = open_store(url)
             try:
-                assert store.migrate() == store.migrations()[-1][0]  # up to date already
+                newest = store.dialect.migrations()[-1][0]  # type: ignore[attr-defined]
+                assert store.link.migrate() == newest  # up to date already
                 assert store.list_jobs() == [] and store.list_workers(include_all=True) == []
             finally:
-                store.close()
+                store.link.close()
         stock.drop_behind(taken[0])
         wait_for(lambda: not _exists(pg_server_url, taken[0]), 30, "the drop behind")
         wait_for(lambda: len(stock.ready()) == 2, 30, "two more made ahead")
@@ -59,9 +60,9 @@ def test_each_schema_is_fresh_migrated_and_dropped_behind(pg_server_url: str) ->
 def test_a_test_that_patches_the_migrations_meanwhile_changes_no_schema_made_ahead(
     pg_server_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Some tests make the store class return only the first migrations (to test an
+    """Some tests make the dialect class return only the first migrations (to test an
     upgrade), while the stock's thread makes schemas for the tests after them."""
-    monkeypatch.setattr(PostgresStore, "migrations", lambda self: [])
+    monkeypatch.setattr(PostgresDialect, "migrations", lambda self: [])
     stock = pg_harness.SchemaStock(pg_server_url, ahead=1)
     try:
         wait_for(lambda: stock.ready(), 30, "a schema made ahead")
@@ -86,7 +87,7 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
     emptied = pg_harness.EmptiedSchema(url)
     store = open_store(url)
     try:
-        deployment = store.deployment_id()
+        deployment = store.link.deployment_id()
         t0 = 1_000_000_000.0
         register(store, "w1", t0)
         enqueue_one(store, t0)  # run, then pruned: its id is kept in pruned_successes
@@ -105,18 +106,18 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         assert [t for t, rows in emptied.migrated.items() if not rows and not written[t]] == []
         assert written != emptied.migrated
     finally:
-        store.close()
+        store.link.close()
     try:
         assert emptied.empty() == url
         assert emptied.contents() == emptied.migrated
         again = open_store(url)
         try:
-            assert again.migrate() == again.migrations()[-1][0]
+            assert again.link.migrate() == again.dialect.migrations()[-1][0]
             assert again.list_jobs() == [] and again.list_workers(include_all=True) == []
             assert again.list_schedules() == [] and again.task_policies() == {}
-            assert again.deployment_id() == deployment
+            assert again.link.deployment_id() == deployment
         finally:
-            again.close()
+            again.link.close()
     finally:
         emptied.close()
         pg_schemas.drop_behind(url)

@@ -197,7 +197,7 @@ class Harness:
             self.pg_conninfo, self.schema = parse_url(url)
         (directory / "tasks.py").write_text(TASKS_SOURCE)
         self.store = open_store(self.url)
-        self.store.migrate()
+        self.store.link.migrate()
         self.workers: list[WorkerProc] = []
         self.launcher: list[str] = []  # a command that runs the worker (e.g. setpriv ...)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
@@ -339,7 +339,7 @@ class Harness:
                     os.killpg(worker.pid, sig)  # the worker and its children
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.popen.wait(10)
-        self.store.close()
+        self.store.link.close()
 
     # -- jobs --------------------------------------------------------------------------
     def enqueue(

@@ -73,13 +73,13 @@ def queues(pg_server_url: str) -> Iterator[tuple[str, str]]:
         for url in (analyzed, fresh):
             store = PostgresStore(url)
             try:
-                store.migrate()
-                with store.pool.autocommit() as conn:
+                store.link.migrate()
+                with store.link.pool.autocommit() as conn:
                     census.fill(conn, BACKLOG, queue="default")
                     if url == analyzed:
                         conn.execute("ANALYZE jobs")
             finally:
-                store.close()
+                store.link.close()
         yield analyzed, fresh
 
 

@@ -276,4 +276,4 @@ def test_every_screen_shows_buffered_jobs_as_claimed_ahead_not_running(
             assert re.search(r'data-testid="total-claimed".*?<span class="n">2</span>', page)
             assert re.search(r'data-testid="total-running".*?<span class="n">1</span>', page)
         finally:
-            client.app.state.store.close()  # type: ignore[attr-defined]
+            client.app.state.store.link.close()  # type: ignore[attr-defined]

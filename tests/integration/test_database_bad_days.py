@@ -83,7 +83,7 @@ def test_a_worker_started_on_a_full_server_waits_for_a_free_connection(
     full = {"max_connections": "6", "superuser_reserved_connections": "0"}
     with private_harness(tmp_path, full) as (harness, cluster):
         job_id = harness.enqueue("quick", {"value": 7})
-        harness.store.close()  # its pool would free a connection by itself after a while
+        harness.store.link.close()  # its pool would free a connection by itself after a while
         taken: list[psycopg.Connection[tuple[object, ...]]] = []
         try:
             while len(taken) <= 10 and not _full(cluster.url, taken):
@@ -156,9 +156,9 @@ def refused_quickly(url: str, tmp_path: Path, secret: str | None = None) -> str:
     store = open_store(url)
     started = time.monotonic()
     with pytest.raises(StoreRefused) as refused:
-        store.migrate()
+        store.link.migrate()
     assert time.monotonic() - started < 2.5  # not after the 5 s connect timeout
-    store.close()
+    store.link.close()
 
     popen, log = heartq_worker(tmp_path, url)
     code = popen.wait(20)

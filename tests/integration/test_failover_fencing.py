@@ -19,7 +19,6 @@ same token on both backends in the default suite.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -38,11 +37,11 @@ from heartq.model import (
     RenewStatus,
     Report,
 )
-from heartq.store import Store, open_store
+from heartq.store import Store
 from tests.conformance.support import new_job, register
 from tests.conftest import BACKENDS
 from tests.pg_replication import StreamingPair
-from tests.support import wait_for
+from tests.support import opened, wait_for
 
 pytestmark = [
     pytest.mark.heavy,
@@ -82,8 +81,8 @@ def answered(call: Callable[[], T]) -> T:
 def test_an_execution_id_issued_again_fences_out_the_forgotten_claim(
     pair: StreamingPair,
 ) -> None:
-    with contextlib.closing(open_store(pair.url(schema="heartq_failover_fencing"))) as store:
-        store.migrate()
+    with opened(pair.url(schema="heartq_failover_fencing")) as store:
+        store.link.migrate()
         for worker_id in ("w1", "w2"):
             register(store, worker_id, store.clock())
         (job_id,) = store.enqueue([new_job("task")])

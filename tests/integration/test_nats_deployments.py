@@ -131,7 +131,7 @@ def test_default_names_differ_and_neither_steals_nor_exits(
         a, b = start_pair(url, harness, other)
         second = ready(other, b)  # first: this is the worker that used to exit
         got = [ready(harness, a), second]
-        ids = [harness.store.deployment_id(), other.store.deployment_id()]
+        ids = [harness.store.link.deployment_id(), other.store.link.deployment_id()]
         for event, deployment in zip(got, ids, strict=True):
             assert event["deployment"] == deployment
             assert event["stream"] == f"HEARTQ_{deployment}"
@@ -145,7 +145,7 @@ def test_default_names_differ_and_neither_steals_nor_exits(
             assert not worker.events("transport_unavailable"), worker.log_tail()
     finally:
         for deployment in (harness, other):
-            nats_harness.delete_stream(url, deployment.store.deployment_id())
+            nats_harness.delete_stream(url, deployment.store.link.deployment_id())
 
 
 def test_a_stream_shared_on_purpose_keeps_subjects_and_consumers_apart(
@@ -186,7 +186,7 @@ def test_subjects_shared_on_purpose_leave_the_second_deployment_polling(
         )
         assert b.alive(), b.log_tail()
         assert "not unique" in refused[0]["error"], refused
-        assert "HEARTQ_" + other.store.deployment_id() in refused[0]["error"], refused
+        assert "HEARTQ_" + other.store.link.deployment_id() in refused[0]["error"], refused
 
         run_in_turn(url, [harness, other])  # the second by polling, every second
         for worker in (a, b):

@@ -79,7 +79,7 @@ def statuses(harness: Harness) -> dict[str, int]:
 
 def connected(url: str, harness: Harness) -> NatsTransport:
     """A transport of the harness's deployment (its consumers' names carry its id)."""
-    transport = NatsTransport(url, harness.store.deployment_id, EventStream())
+    transport = NatsTransport(url, harness.store.link.deployment_id, EventStream())
     deadline = time.monotonic() + 10
     while not transport.available:
         assert time.monotonic() < deadline, "the NATS server did not answer"

@@ -223,9 +223,9 @@ def test_a_heartbeat_does_not_queue_for_a_busy_pool(harness: Harness) -> None:
     store = PostgresStore(harness.url, pool_size=1)
     try:
         worker_id = "busy-pool-worker"
-        handle = store.liveness_hold(worker_id)
+        handle = store.link.liveness_hold(worker_id)
         assert handle is not None
-        with store.pool.transaction() as held:  # the pool's one connection
+        with store.link.pool.transaction() as held:  # the pool's one connection
             held.execute("SELECT 1")
             began = time.monotonic()
             store.heartbeat(worker_id, [], 3.0)
@@ -233,7 +233,7 @@ def test_a_heartbeat_does_not_queue_for_a_busy_pool(harness: Harness) -> None:
         assert took < 2.0, took
         handle.release()
     finally:
-        store.close()
+        store.link.close()
 
 
 @pytest.mark.soak
@@ -259,11 +259,11 @@ def test_a_busy_pool_is_a_queue_not_an_outage(harness: Harness) -> None:
     connections never come back still fails after its timeout (the outage tests)."""
     store = PostgresStore(harness.url, pool_size=1)
     try:
-        store.pool.reach()
+        store.link.pool.reach()
         holding = threading.Barrier(2)
 
         def hold(seconds: float, first: bool) -> None:
-            with store.pool.transaction() as conn:
+            with store.link.pool.transaction() as conn:
                 conn.execute("SELECT 1")
                 if first:
                     holding.wait(5)
@@ -277,19 +277,19 @@ def test_a_busy_pool_is_a_queue_not_an_outage(harness: Harness) -> None:
         holding.wait(5)
         ahead[1].start()  # queued behind the first: it gets the connection at ~3 s
         harness.wait_for(  # so that it queues first (the pool serves in order)
-            lambda: store.pool._get_pool().get_stats().get("requests_waiting", 0) >= 1,
+            lambda: store.link.pool._get_pool().get_stats().get("requests_waiting", 0) >= 1,
             5,
             "the second holder to queue",
         )
         began = time.monotonic()
-        with store.pool.transaction() as conn:  # third in line: at ~6 s, past 5 s
+        with store.link.pool.transaction() as conn:  # third in line: at ~6 s, past 5 s
             conn.execute("SELECT 1")
         waited = time.monotonic() - began
         for thread in ahead:
             thread.join(10)
         assert waited > 5.0, waited  # it did outwait the pool's own timeout
     finally:
-        store.close()
+        store.link.close()
 
 
 class KernelLink:

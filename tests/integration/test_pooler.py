@@ -151,11 +151,11 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
 
         url = single.url(of=pooled.direct)
         with pytest.raises(StoreRefused, match=r"pooler=transaction"):
-            open_store(url).reach()
+            open_store(url).link.reach()
         stores = [open_store(f"{url}&pooler=transaction") for _ in range(2)]
         try:
             for store in stores:
-                store.migrate()
+                store.link.migrate()
             job_ids = []
             for n in range(60):
                 for k, store in enumerate(stores):
@@ -166,7 +166,7 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
             assert len(set(job_ids)) == 120
             # Each transaction sets what a direct session's startup options would: the
             # planner's settings too (docs/DESIGN.md, "Plans that cannot turn").
-            with stores[0].pool.transaction() as conn:
+            with stores[0].link.pool.transaction() as conn:
                 row = conn.execute(
                     "SELECT current_setting('jit') AS jit, current_setting('enable_seqscan')"
                     " AS seqscan, current_setting('enable_bitmapscan') AS bitmapscan"
@@ -174,7 +174,7 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
             assert row == {"jit": "off", "seqscan": "off", "bitmapscan": "off"}, row
         finally:
             for store in stores:
-                store.close()
+                store.link.close()
 
 
 def _one_line_naming_the_setting(text: str) -> None:

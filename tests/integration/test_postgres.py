@@ -24,7 +24,7 @@ import pytest
 
 from heartq.model import DetectedBy, JobStatus, NewJob, WorkerInfo
 from heartq.store import open_store
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from heartq.store.postgres.advisory_locks import (
     LIVENESS_GRACE,
     LIVENESS_RESTART_QUIET,
@@ -239,15 +239,15 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
     store = probe_store(harness)
     handles: list[LivenessHandle] = []
     try:
-        store.liveness_restart_quiet = 0.0  # whatever the server's uptime
+        store.link.liveness_restart_quiet = 0.0  # whatever the server's uptime
         t0 = float(math.floor(store.clock()))
         jobs = {w: running(store, w, t0) for w in ("gone", "alive", "flappy")}
-        handles.append(store.liveness_hold("alive"))
+        handles.append(store.link.liveness_hold("alive"))
         probe = DetectedBy.LIVENESS_LOCK
 
         assert store.liveness_probe(probe, now=t0) == []
         assert store.liveness_suspects() == {"gone": t0, "flappy": t0}
-        flappy = store.liveness_hold("flappy")  # back, in time
+        flappy = store.link.liveness_hold("flappy")  # back, in time
         assert store.liveness_probe(probe, now=t0 + 1) == []
         assert store.liveness_suspects() == {"gone": t0}
         flappy.release()  # and gone again: freed on the session "alive" still holds
@@ -270,7 +270,7 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
     finally:
         for handle in handles:
             handle.release()
-        store.close()
+        store.link.close()
 
 
 def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
@@ -285,15 +285,15 @@ def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
     handles: list[LivenessHandle] = []
     try:
         for store in (first, second):
-            store.liveness_restart_quiet = 0.0  # whatever the server's uptime
+            store.link.liveness_restart_quiet = 0.0  # whatever the server's uptime
         t0 = float(math.floor(first.clock()))
         jobs = {w: running(first, w, t0) for w in (gone, back)}
         probe = DetectedBy.LIVENESS_LOCK
 
         assert first.liveness_probe(probe, now=t0) == []
         assert second.liveness_suspects() == {gone: t0, back: t0}
-        first.close()  # the prober that saw them first is gone
-        handles.append(second.liveness_hold(back))  # and one of them came back meanwhile
+        first.link.close()  # the prober that saw them first is gone
+        handles.append(second.link.liveness_hold(back))  # and one of them came back meanwhile
         assert second.liveness_probe(probe, now=t0 + 1) == []
         assert second.liveness_suspects() == {gone: t0}
         handles.pop().release()  # gone again: its grace starts over
@@ -307,7 +307,7 @@ def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
     finally:
         for handle in handles:
             handle.release()
-        second.close()
+        second.link.close()
 
 
 def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
@@ -323,15 +323,15 @@ def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
         t0 = float(math.floor(store.clock()))
         job_id = running(store, "gone", t0)
         probe = DetectedBy.LIVENESS_LOCK
-        assert store.liveness_restart_quiet == LIVENESS_RESTART_QUIET
-        store.liveness_restart_quiet = 0.0
+        assert store.link.liveness_restart_quiet == LIVENESS_RESTART_QUIET
+        store.link.liveness_restart_quiet = 0.0
         assert store.liveness_probe(probe, now=t0) == []
         assert store.liveness_suspects() == {"gone": t0}
 
-        store.liveness_restart_quiet = 1e9  # as if the server had just started
+        store.link.liveness_restart_quiet = 1e9  # as if the server had just started
         assert store.liveness_probe(probe, now=t0 + 10) == []
         assert store.liveness_suspects() == {}
-        store.liveness_restart_quiet = 0.0
+        store.link.liveness_restart_quiet = 0.0
         assert store.liveness_probe(probe, now=t0 + 20) == []
         assert store.liveness_suspects() == {"gone": t0 + 20}
 
@@ -345,7 +345,7 @@ def test_no_probe_right_after_a_server_start_nor_while_another_probe_runs(
         assert (dead.id, [r.job_id for r in dead.reclaimed]) == ("gone", [job_id])
     finally:
         other.close()
-        store.close()
+        store.link.close()
 
 
 def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
@@ -358,9 +358,9 @@ def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
     suspected; afterwards it probes as before."""
     store = probe_store(harness)
     mine, gone = f"mine-{harness.schema}", f"gone-{harness.schema}"  # lock keys are global
-    handle = store.liveness_hold(mine)
+    handle = store.link.liveness_hold(mine)
     try:
-        store.liveness_restart_quiet = 2.0
+        store.link.liveness_restart_quiet = 2.0
         probe = DetectedBy.LIVENESS_LOCK
         t0 = float(math.floor(store.clock()))
         job_id = running(store, gone, t0)
@@ -377,12 +377,12 @@ def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
         assert store.liveness_suspects() == {gone: t0}
         assert store.get_job(job_id)["status"] == JobStatus.RUNNING
 
-        time.sleep(max(0.0, reopened_at + store.liveness_restart_quiet - time.monotonic()))
+        time.sleep(max(0.0, reopened_at + store.link.liveness_restart_quiet - time.monotonic()))
         (dead,) = store.liveness_probe(probe, now=t0 + 20)
         assert (dead.id, [r.job_id for r in dead.reclaimed]) == (gone, [job_id])
     finally:
         handle.release()
-        store.close()
+        store.link.close()
 
 
 # -- read-only roles and unreachable servers ------------------------------------------------
@@ -404,7 +404,7 @@ def test_an_idle_lasting_session_applies_each_new_listen_at_once(harness: Harnes
     its pipe: ten LISTENs in a row on an idle session take far less than the waits for
     the next ping (up to half a second each) they took without the knock."""
     store = cast(PostgresStore, open_store(harness.url))
-    sessions = LastingSession(store.pool.connect)
+    sessions = LastingSession(store.link.pool.connect)
     try:
         session = sessions.get()
         handles = [session.listen("heartq_knock_0", lambda payload: None)]  # opened
@@ -417,7 +417,7 @@ def test_an_idle_lasting_session_applies_each_new_listen_at_once(harness: Harnes
             handle.release()
     finally:
         sessions.close()
-        store.close()
+        store.link.close()
     assert elapsed < 2.0, f"ten LISTENs took {elapsed:.2f} s"
 
 
@@ -430,15 +430,15 @@ def test_a_connection_lent_for_single_statements_comes_back_transactional(
     joiner = "&" if "?" in harness.url else "?"
     store = cast(PostgresStore, open_store(f"{harness.url}{joiner}pool_size=1"))
     try:  # one pooled session: the same one both times
-        with store.pool.autocommit() as conn:
+        with store.link.pool.autocommit() as conn:
             assert conn.autocommit
             pid = conn.info.backend_pid
-        with pytest.raises(RuntimeError), store.pool.transaction() as conn:
+        with pytest.raises(RuntimeError), store.link.pool.transaction() as conn:
             assert conn.info.backend_pid == pid and not conn.autocommit
             conn.execute("CREATE TABLE rolled_back (x int)")
             raise RuntimeError("the block fails")
     finally:
-        store.close()
+        store.link.close()
     assert harness.sql(f"SELECT to_regclass('{harness.schema}.rolled_back')") == [(None,)]
 
 
@@ -461,10 +461,10 @@ def test_a_read_only_role_can_read_an_up_to_date_schema(harness: Harness) -> Non
         assert '"queued"' in done.stdout, done.stdout
         store = open_store(url)
         try:
-            assert store.migrate() == cast(PostgresStore, harness.store).migrate()
+            assert store.link.migrate() == cast(PostgresStore, harness.store).link.migrate()
             assert store.count_jobs() == harness.store.count_jobs()
         finally:
-            store.close()
+            store.link.close()
     finally:
         harness.sql(f"DROP OWNED BY {role}")
         harness.sql(f"DROP ROLE {role}")

@@ -42,7 +42,7 @@ def test_the_pool_reaches_a_server_back_from_a_long_outage_at_once(backend: str)
     cluster = pg_harness.PrivateCluster()
     store = open_store(f"{cluster.url}?schema=heartq_pool")
     try:
-        store.migrate()
+        store.link.migrate()
         cluster.stop("immediate")
         down_at = time.monotonic()
         while time.monotonic() < down_at + LONG_OUTAGE:  # callers meet the outage meanwhile
@@ -61,7 +61,7 @@ def test_the_pool_reaches_a_server_back_from_a_long_outage_at_once(backend: str)
         print(f"the pool reached the server {took:.2f} s after it was back")
         assert took < 2.0, took
     finally:
-        store.close()
+        store.link.close()
         cluster.close()
 
 

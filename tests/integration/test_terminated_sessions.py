@@ -193,7 +193,7 @@ def test_once_a_pooled_connection_is_found_dead_the_others_are_checked_before_us
     store = cast(PostgresStore, open_store(f"{cluster.url}?schema=heartq_pool&pool_size=2"))
     quiet_pid = 0
     try:
-        pool = store.pool
+        pool = store.link.pool
         with pool.transaction() as quiet_conn:
             quiet_pid = backend_pid(quiet_conn)
             with pool.transaction() as other_conn:  # the pool grows to its second
@@ -227,5 +227,5 @@ def test_once_a_pooled_connection_is_found_dead_the_others_are_checked_before_us
         with contextlib.suppress(ProcessLookupError):
             if quiet_pid:
                 os.kill(quiet_pid, signal.SIGCONT)
-        store.close()
+        store.link.close()
         cluster.close()

@@ -106,7 +106,7 @@ def test_a_claim_whose_answer_was_lost_is_swept_by_the_next_tick(
     claimer asks for a sweep; the next tick detaches what it does not name, and the
     reaper takes it once its lease runs out."""
     _leased_worker(store, 1)
-    app = heartq.App(store.url, lease=LEASE, heartbeat_interval=LEASE / 3)
+    app = heartq.App(store.link.url, lease=LEASE, heartbeat_interval=LEASE / 3)
     stop = threading.Event()
     stop.set()  # no pause after the failed claim
     ledger = Ledger(WORKER, 1, app.events)

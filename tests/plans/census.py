@@ -293,7 +293,7 @@ class Exercise:
         store.prune(worker_retention=3600.0, job_retention=0.0, now=later)
 
     def _queued_ids(self, count: int) -> list[str]:
-        with self.store.pool.transaction() as conn:
+        with self.store.link.pool.transaction() as conn:
             rows = conn.execute(
                 "SELECT id FROM jobs WHERE queue = 'default' AND status = 'queued'"
                 " ORDER BY id DESC LIMIT %(n)s", {"n": count}

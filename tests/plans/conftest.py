@@ -16,7 +16,7 @@ def pg_store(pg_server_url: str) -> Iterator[PostgresStore]:
     with pg_harness.schema_url(pg_server_url) as url:
         opened = PostgresStore(url)
         try:
-            opened.migrate()
+            opened.link.migrate()
             yield opened
         finally:
-            opened.close()
+            opened.link.close()

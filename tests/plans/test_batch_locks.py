@@ -45,7 +45,7 @@ def claimed(pg_schemas: Any) -> Iterator[tuple[PostgresStore, list[Any]]]:
         assert sorted(j.lease.job_id for j in jobs) == sorted(IDS)
         yield pg, jobs
     finally:
-        pg.close()
+        pg.link.close()
         pg_schemas.drop_behind(url)
 
 
@@ -124,7 +124,7 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
     pg, jobs = claimed
     params = batch_params(pg, jobs)
     text, names = positional(getattr(pg_q, name))
-    with pg.pool.transaction() as conn:
+    with pg.link.pool.transaction() as conn:
         conn.execute(sql.SQL("PREPARE batch AS {}").format(sql.SQL(text)))
         values = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
         explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE batch ({})").format(values)

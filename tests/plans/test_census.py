@@ -53,12 +53,12 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     exercise = census.Exercise(store)
 
     def sql(*statements: str) -> None:
-        with store.pool.autocommit() as conn:
+        with store.link.pool.autocommit() as conn:
             for statement in statements:
                 conn.execute(statement)  # type: ignore[arg-type]
 
     def fill(count: int, queue: str = "default", ready: bool = True, lanes: int = 1) -> None:
-        with store.pool.autocommit() as conn:
+        with store.link.pool.autocommit() as conn:
             census.fill(conn, count, queue, ready, lanes)
 
     def state(name: str) -> None:
@@ -107,7 +107,7 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     state("1,000,000 queued, statistics of the pruned table")
     sql("ANALYZE")
     state("1,000,000 queued, analyzed")
-    with psycopg.connect(parse_url(store.url)[0]) as held:
+    with psycopg.connect(parse_url(store.link.url)[0]) as held:
         held.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         held.execute("SELECT pg_current_xact_id()")  # a snapshot and an id held
         for _ in range(20):
@@ -133,10 +133,10 @@ def taken() -> Iterator[census.Census]:
         record.jit_available = bool(row and row[0])
         store = PostgresStore(f"{cluster.url}?schema=census")
         try:
-            store.migrate()
+            store.link.migrate()
             _states(store, record, mp)
         finally:
-            store.close()
+            store.link.close()
     finally:
         cluster.close()
     yield record

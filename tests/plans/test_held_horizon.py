@@ -67,7 +67,7 @@ def test_the_pulses_cancel_read_stays_flat_under_a_held_horizon(pg_server_url: s
     with pg_harness.schema_url(pg_server_url) as url:
         store = PostgresStore(url)
         try:
-            store.migrate()
+            store.link.migrate()
             store.enqueue([NewJob("t", "{}") for _ in range(3010)])  # the index depth, now
             held = store.claim("w", ["default"], 10, lease=600)
             store.cancel_job(held[3].id)
@@ -84,7 +84,7 @@ def test_the_pulses_cancel_read_stays_flat_under_a_held_horizon(pg_server_url: s
                 heard = store.cancel_requests("w", [j.lease for j in held])
                 holder.rollback()
         finally:
-            store.close()
+            store.link.close()
     assert heard == [held[3].lease]
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 2, (pinned, churned)  # not one per job

@@ -26,7 +26,7 @@ def _claim_params(limit: int) -> dict[str, Any]:
 
 
 def _count(pg_store: PostgresStore, table: str) -> int:
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         row = conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()  # type: ignore[arg-type]
     assert row is not None
     return int(row["n"])
@@ -49,10 +49,11 @@ def test_an_idle_claim_costs_the_same_however_many_lanes_emptied(
     _emptied_lanes(pg_store, lanes)
     assert pg_store.dialect.prune_lanes(idle=0.0) == lanes
     assert _count(pg_store, "lanes") == 0
-    with pg_store.pool.autocommit() as conn:  # as autovacuum soon does, a small table
+    with pg_store.link.pool.autocommit() as conn:  # as autovacuum soon does, a small table
         conn.execute("VACUUM lanes")
     marks = _count(pg_store, "claim_marks")
-    buffers, entries = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(10))
+    params = _claim_params(10)
+    buffers, entries = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, params)
     for _ in range(10):
         assert pg_store.claim("w", ["default"], 10, lease=LEASE) == []
     assert _count(pg_store, "claim_marks") == marks
@@ -68,7 +69,7 @@ def test_a_claim_walks_only_the_lanes_it_takes_from(pg_store: PostgresStore, lan
     pg_store.enqueue([NewJob("t", "{}", priority=p) for p in range(lanes)])
     taken = pg_store.claim("w", ["default"], 1, lease=LEASE)
     assert [j.priority for j in taken] == [lanes - 1]  # the highest priority first
-    buffers, _ = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(10))
+    buffers, _ = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(10))
     # Measured: 257 buffers with one lane (one job left: nothing), 423 with 1,000.
     assert buffers <= 600, buffers
 
@@ -83,7 +84,7 @@ def test_a_lane_that_emptied_goes_and_comes_back_with_its_next_job(
     (waiting,) = pg_store.enqueue([NewJob("t", "{}", priority=7)])
     assert pg_store.dialect.prune_lanes(idle=3600.0) == 0  # all taken from lately
     assert pg_store.dialect.prune_lanes(idle=0.0) == 3
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         left = conn.execute("SELECT queue, priority FROM lanes").fetchall()
     assert left == [{"queue": "default", "priority": 7}]
     (again,) = pg_store.enqueue([NewJob("t", "{}", priority=1)])
@@ -97,7 +98,7 @@ def test_a_lane_is_never_pruned_from_under_an_enqueue_in_flight(pg_store: Postgr
     transaction commits. Pruned from under it, the job would wait in a lane no claim
     reads until another enqueue made the lane again."""
     _emptied_lanes(pg_store, 1)
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     with psycopg.connect(conninfo) as app:
         (job,) = pg_store.enqueue([NewJob("t", "{}")], connection=app)
         assert pg_store.dialect.prune_lanes(idle=0.0) == 0
@@ -111,7 +112,7 @@ def test_a_repeatable_read_caller_enqueues_into_a_new_lane(pg_store: PostgresSto
     job enters (made, committed, on heartq's own connection) enqueues and commits: its
     insert makes no lane of its own, which that snapshot cannot see (it failed every time
     to serialize: `could not serialize access due to concurrent update`)."""
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     with psycopg.connect(conninfo) as app:
         app.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         app.execute("SELECT 1")  # the snapshot, taken before the lane exists

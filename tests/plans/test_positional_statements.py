@@ -42,7 +42,7 @@ def test_the_claim_and_the_finish_are_never_split_by_psycopg(
     claimed = pg_store.claim("w", ["default"], 5, lease=30.0)
     assert len(claimed) == 3
     assert pg_store.finish([succeeded(job, None) for job in claimed]) == []
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         assert isinstance(conn.cursor(), NamedCursor)
         # A caller's statements with `%s` and a sequence of values work as with psycopg's.
         row = conn.execute("SELECT count(*) AS n FROM jobs WHERE status = %s", ("succeeded",))
@@ -62,7 +62,7 @@ def test_a_task_gets_psycopgs_own_cursors_on_the_lent_connection(pg_store: Postg
             " current_setting('enable_seqscan') AS seqscan,"
             " current_setting('enable_bitmapscan') AS bitmapscan")  # fmt: skip
     ours = {"mode": "force_generic_plan", "jit": "off", "seqscan": "off", "bitmapscan": "off"}
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         assert conn.execute(mode).fetchone() == ours
         with pg_store.dialect.task_scope(conn) as lent:
             cursor = lent.cursor()

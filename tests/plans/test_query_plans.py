@@ -68,16 +68,16 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
-    store.migrate()
+    store.link.migrate()
     sql = getattr(q, name)
     params = dict.fromkeys(re.findall(r":(\w+)", sql), "[]")
-    plan = store.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+    plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     text = "; ".join(row[3] for row in plan)
     assert EXPECTED[name] in text, text
     if name in ("RENEW", "FINISH_JOBS", "RELEASE_JOBS", "PULSE", "CLOSE_EXECUTIONS",
                 "RUNNING_CANCELS", "RENEWED"):  # fmt: skip
         assert text.startswith("SCAN"), f"the batch must be the outer loop: {text}"
-    store.close()
+    store.link.close()
 
 
 @pytest.mark.parametrize("analyzed", [False, True])
@@ -88,8 +88,8 @@ def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyze
     index (59 ms a claim with 100,000 queued, against 0.3 ms)."""
     path = tmp_path / "plans.db"
     store = SQLiteStore(f"sqlite:///{path}")
-    store.migrate()
-    store.close()
+    store.link.migrate()
+    store.link.close()
     if analyzed:
         with sqlite3.connect(path) as conn:
             conn.execute("ANALYZE")
@@ -121,18 +121,18 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(6000)])
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 conn.execute("UPDATE jobs SET ready_xid = NULL WHERE right(id, 1) < '8'")
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 params = {"worker_id": "w", "queues": ["q0", "q1"], "queue": "q0",
                           "limit": 10, "lease": 60, "ahead": False}  # fmt: skip
                 explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, dict(params, now=None)).fetchall()
                 conn.rollback()
         finally:
-            pg.close()
+            pg.link.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     walks = re.findall(r"Index Scan using (jobs_claim_idx|jobs_ready_idx) .*rows=(\d+).*\n"
                        r"\s+Index Cond: (.*)", plan)  # fmt: skip
@@ -164,15 +164,15 @@ def running_batch(
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             if request.param:  # the plan flipped between 100,000 and 200,000 rows here
-                with pg.pool.autocommit() as conn:
+                with pg.link.pool.autocommit() as conn:
                     conn.execute(FILL_QUEUED, {"n": 200_000})
                     conn.execute("VACUUM ANALYZE jobs")
             yield pg, pg.claim("w", ["default"], 2000, lease=60)
         finally:
-            pg.close()
+            pg.link.close()
 
 
 @pytest.mark.parametrize("size", [10, 110])
@@ -194,7 +194,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
     and joined each of its rows to every row of the batch."""
     pg, claimed = running_batch
     params = batch_params(pg, claimed[:size])
-    with pg.pool.transaction() as conn:
+    with pg.link.pool.transaction() as conn:
         explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
         rows = conn.execute(explain, params).fetchall()
         conn.rollback()
@@ -217,15 +217,15 @@ def test_postgres_a_release_reads_only_the_edges_of_the_jobs_that_ended(
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             firsts = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             pg.enqueue([NewJob("t", "{}", depends_on=(f,)) for f in firsts])
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 explain = "EXPLAIN (COSTS OFF) " + getattr(pg_q, name)
                 rows = conn.execute(explain, {"ids": firsts[:10], "now": None}).fetchall()
                 conn.rollback()
         finally:
-            pg.close()
+            pg.link.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     assert "Seq Scan on job_dependencies" not in plan, plan
     assert "job_dependencies_depends_on_idx" in plan, plan
@@ -241,11 +241,11 @@ def test_postgres_a_shortened_id_is_found_by_index(pg_server_url: str, analyzed:
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             ids = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             wanted = ids[1234]
             plans = []
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 if analyzed:
                     conn.execute("ANALYZE jobs")
                     conn.execute("ANALYZE job_tails")
@@ -259,7 +259,7 @@ def test_postgres_a_shortened_id_is_found_by_index(pg_server_url: str, analyzed:
                     rows = conn.execute(explain, params).fetchall()
                     plans.append("\n".join(r["QUERY PLAN"] for r in rows))
         finally:
-            pg.close()
+            pg.link.close()
     by_tail, by_start = plans
     assert "Index Cond: (tail =" in by_tail and "job_tails_tail_idx" in by_tail, by_tail
     assert "Index Cond: (id = t.job_id)" in by_tail and "jobs_pkey" in by_tail, by_tail
@@ -281,21 +281,21 @@ def test_postgres_running_cancels_probes_the_held_leases(
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             if analyzed:
-                with pg.pool.autocommit() as conn:
+                with pg.link.pool.autocommit() as conn:
                     conn.execute("VACUUM ANALYZE jobs")
             held = pg.claim("w", ["default"], 2000, lease=60)
             plans = []
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 for some in (held[:10], held):
                     params = {"worker_id": "w", "ids": [j.id for j in some]}
                     explain = "EXPLAIN (ANALYZE, COSTS OFF) " + pg_q.RUNNING_CANCELS
                     rows = conn.execute(explain, params).fetchall()
                     plans.append("\n".join(row["QUERY PLAN"] for row in rows))
         finally:
-            pg.close()
+            pg.link.close()
     for plan in plans:
         assert "Index Cond: (id = h.id)" in plan and "jobs_pkey" in plan, plan
         assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
@@ -309,12 +309,12 @@ def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             ids = pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             params = {"status": "dead", "queue": None, "task": None, "ahead": None,
                       "before": ids[-1], "limit": 51, "scan_offset": 499}  # fmt: skip
             plans = []
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 *setup, floor_of = pg_q.BROWSE_FLOOR_BEFORE
                 for statement in setup:
                     conn.execute(statement)
@@ -325,7 +325,7 @@ def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -
                     rows = conn.execute(explain, dict(params, floor=row["id"])).fetchall()
                     plans.append("\n".join(r["QUERY PLAN"] for r in rows))
         finally:
-            pg.close()
+            pg.link.close()
     for plan in plans:
         assert "Index" in plan and "jobs_pkey" in plan and "Seq Scan" not in plan, plan
         assert "Sort" not in plan, plan
@@ -342,7 +342,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
     with pg_harness.schema_url(pg_server_url) as url:
         pg = PostgresStore(url)
         try:
-            pg.migrate()
+            pg.link.migrate()
             rated = [NewJob("t", "{}", rate_key=f"k{i % 20}", rate_limit=3, rate_period=60.0)
                      for i in range(20_000)]  # fmt: skip
             for first in range(0, len(rated), 5000):
@@ -355,7 +355,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
                       "rate_keys": [f"k{i}" for i in range(10, 20)],
                       "concurrency_keys": []}  # fmt: skip
             plans = {}
-            with pg.pool.transaction() as conn:
+            with pg.link.pool.transaction() as conn:
                 names = ("KEYED_QUEUED", "CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS", "CLAIM_RATED",
                          "RATE_WAIT")  # fmt: skip
                 for name in names:
@@ -364,7 +364,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
                     plans[name] = "\n".join(r["QUERY PLAN"] for r in rows)
                 conn.rollback()
         finally:
-            pg.close()
+            pg.link.close()
     for plan in plans.values():
         assert "Seq Scan on jobs" not in plan and "Seq Scan on ended_executions" not in plan, plan
         assert "Sort Key: jobs" not in plan, plan  # never a sort of the backlog

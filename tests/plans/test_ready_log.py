@@ -35,7 +35,7 @@ def _claim_params(limit: int) -> dict[str, Any]:
 
 
 def _marks(pg_store: PostgresStore) -> list[dict[str, Any]]:
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         sql = "SELECT frontier_xid, frontier_id, pending FROM claim_marks ORDER BY made_at"
         return list(conn.execute(sql).fetchall())
 
@@ -46,7 +46,7 @@ def test_the_claim_stays_flat_under_a_held_horizon(pg_store: PostgresStore) -> N
     buffers (within a few). The claim of `jobs_claim_idx` (every job before v26) walked an entry
     for each job claimed since the pin: 3,000 more."""
     pg_store.enqueue([NewJob("t", "{}") for _ in range(3100)])
-    url = pg_store.url
+    url = pg_store.link.url
     with psycopg.connect(parse_url(url)[0]) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")  # a snapshot and an xid held
@@ -71,7 +71,7 @@ def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
     batch and commits: each claim then reads its entries past the last one taken (the
     mark's `pending_after`), not from its first, so taking 3,000 of them under a pin
     leaves the next claim where it was. Without `pending_after` it walked 3,000 more."""
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     with psycopg.connect(conninfo) as app:
         app.execute("SELECT pg_current_xact_id()")
         pg_store.enqueue([NewJob("t", "{}")])
@@ -81,12 +81,12 @@ def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
     with psycopg.connect(conninfo) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")
-        pinned = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        pinned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         for _ in range(6):
             batch = pg_store.claim("w", ["default"], 500, lease=LEASE)
             assert len(batch) == 500
             assert pg_store.finish([succeeded(j, None) for j in batch]) == []
-        churned = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        churned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
         holder.rollback()
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 20, (pinned, churned)
@@ -100,7 +100,7 @@ def test_a_job_of_a_transaction_running_below_the_frontier_is_claimed_at_its_com
     claimed past it (the frontier moves beyond its id, which the mark lists as pending);
     it enqueues a job and commits, later: the next claim takes that job. A frontier that
     forgot the transactions running below it would never read it."""
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     with psycopg.connect(conninfo) as app:
         row = app.execute("SELECT pg_current_xact_id()::text").fetchone()
         assert row is not None
@@ -124,10 +124,10 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
     it ended. Probing every one at every claim (two index descents each) cost 40 workers
     x 25 on 2 cores about 250 buffers a claim of 8 jobs (BENCHMARKS.md, "A thousand
     slots")."""
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])
     assert len(pg_store.claim("w", ["default"], 1, lease=LEASE)) == 1
-    alone = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+    alone = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
     assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 4
     sessions = [psycopg.connect(conninfo) for _ in range(30)]
     try:
@@ -139,7 +139,7 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
         pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])  # a frontier past them
         assert len(pg_store.claim("w", ["default"], 1, lease=LEASE)) == 1
         assert set(xids) <= set(_marks(pg_store)[-1]["pending"])
-        crowded = held_leases.measure(pg_store.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        crowded = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
     finally:
         for session in sessions:
             session.close()
@@ -153,7 +153,7 @@ def test_a_claim_that_rolled_back_moved_nothing(pg_store: PostgresStore) -> None
     """The mark commits with the claim or not at all: a claim rolled back leaves the
     frontier where it was, and its jobs are claimed by the next claim."""
     ids = pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         taken = conn.execute(pg_q.CLAIM_ONE_QUEUE, _claim_params(3)).fetchall()
         assert len(taken) == 3
         conn.rollback()
@@ -189,7 +189,7 @@ def test_fresh_jobs_in_the_order_of_their_transactions_and_due_ones_by_run_at(
     (first,) = pg_store.enqueue([NewJob("t", "{}")], now=t0)
     (second,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 10)
     (back,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 5)
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         conn.execute("UPDATE jobs SET ready_xid = NULL WHERE id = %s", [back])
     claimed = [pg_store.claim("w", ["default"], 1, lease=LEASE, now=t0)[0].id for _ in range(3)]
     assert claimed == [back, first, second]
@@ -201,7 +201,7 @@ def test_an_enqueue_into_an_open_transaction_holds_up_no_other_enqueuer(
     """The first job of a lane enqueued into a caller's transaction that stays open: its
     lane was made beforehand on heartq's own connection, so another enqueue of that lane
     commits meanwhile instead of waiting on the lane's uncommitted row."""
-    conninfo, _ = parse_url(pg_store.url)
+    conninfo, _ = parse_url(pg_store.link.url)
     others: list[str] = []
     with psycopg.connect(conninfo) as app:
         pg_store.enqueue([NewJob("t", "{}", queue="fresh")], connection=app)
@@ -227,7 +227,7 @@ def test_the_claims_generic_plan_walks_its_indexes(pg_store: PostgresStore, name
     pg_store.claim("w", ["default"], 10, lease=LEASE)  # a lane with a mark
     params = dict(_claim_params(10), now=None)
     text, names = positional(getattr(pg_q, name))
-    conninfo, schema = parse_url(pg_store.url)
+    conninfo, schema = parse_url(pg_store.link.url)
     with psycopg.connect(conninfo, options=f"-c search_path={schema}") as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         types = {"queues": "text[]", "queue": "text", "worker_id": "text", "limit": "int",
@@ -256,7 +256,7 @@ def test_heartqs_sessions_keep_the_claims_generic_plan(pg_store: PostgresStore) 
     its 6th) is generic."""
     pg_store.enqueue([NewJob("t", "{}", queue=q) for q in ("a", "b") for _ in range(20)])
     params = dict(_claim_params(1), queues=["a", "b"])
-    with pg_store.pool.transaction() as conn:
+    with pg_store.link.pool.transaction() as conn:
         for _ in range(10):
             assert len(conn.execute(pg_q.CLAIM, params).fetchall()) == 1
         plans = conn.execute(

@@ -54,7 +54,7 @@ def test_a_task_waiting_on_a_busy_pool_is_not_silent(
                 pass
         return {"execution_id": ctx.execution_id}
 
-    reaper_app = heartq.App(app.store.url)
+    reaper_app = heartq.App(app.store.link.url)
     try:
         with (
             run_worker(app, pool_size=1, **SETTINGS),
@@ -62,7 +62,7 @@ def test_a_task_waiting_on_a_busy_pool_is_not_silent(
         ):
             job_id = patient.enqueue()
             assert started.wait(15), "the task did not start"
-            with app.store.pool.transaction() as conn:  # the worker's only connection
+            with app.store.link.pool.transaction() as conn:  # the worker's only connection
                 conn.execute("SELECT 1")
                 go.set()
                 time.sleep(HOLD)  # the busy pool: the test's load, not a wait for a result

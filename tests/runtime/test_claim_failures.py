@@ -45,7 +45,7 @@ class Failing:
 def test_a_failed_claim_is_tried_again_at_once_then_once_a_second(store: Store) -> None:
     store.register_worker(WorkerInfo(WORKER, "test-host", 1, ("default",), 1))
     store.heartbeat(WORKER, [], 30.0)
-    app = heartq.App(store.url, poll_interval=30.0)  # a sleep after a failure would show
+    app = heartq.App(store.link.url, poll_interval=30.0)  # a sleep after a failure would show
     failing = Failing(store)
     claimer = Claimer(
         WORKER, app, Ledger(WORKER, 1, app.events), settings=app.settings,

@@ -173,9 +173,9 @@ def test_depends_on_through_every_way_in(app: heartq.App) -> None:
 def test_a_pipeline_in_the_callers_transaction(app: heartq.App) -> None:
     t = _tasks(app)
     app.migrate()
-    url = app.store.url
+    url = app.store.link.url
     if url.startswith("sqlite"):
-        conn: Any = sqlite3.connect(app.store.path)  # type: ignore[attr-defined]
+        conn: Any = sqlite3.connect(app.store.link.path)  # type: ignore[attr-defined]
     else:
         conn = psycopg.connect(parse_url(url)[0])
     try:
@@ -205,13 +205,13 @@ def test_cancelling_a_waiting_step_cancels_the_rest(app: heartq.App) -> None:
 def test_depends_on_in_an_asyncio_connections_transaction(app: heartq.App) -> None:
     """The enqueue's program of statements runs on a `psycopg.AsyncConnection` too: the
     dependency locked and checked there, the job waiting once the transaction commits."""
-    if app.store.url.startswith("sqlite"):
+    if app.store.link.url.startswith("sqlite"):
         pytest.skip("SQLite takes no asyncio connection")
     t = _tasks(app)
     first = t["add"].enqueue(1)
 
     async def main() -> tuple[str, str]:
-        conninfo = parse_url(app.store.url)[0]
+        conninfo = parse_url(app.store.link.url)[0]
         async with await psycopg.AsyncConnection.connect(conninfo) as conn:
             async with conn.transaction():
                 then = await app.enqueue_async("add", {"x": 2}, depends_on=[first], connection=conn)

@@ -32,7 +32,7 @@ def test_a_cancel_heard_before_the_ledger_holds_the_job_is_kept(store: Store) ->
         sent_at = time.monotonic()
         (job,) = store.claim(WORKER, ["default"], 1, 30.0)
         store.cancel_job(job_id, by="test")
-        if store.supports_notify:  # heard, and woke a pulse while nothing is held
+        if store.link.supports_notify:  # heard, and woke a pulse while nothing is held
             wait_for(lambda: pulse._cancel_heard.is_set(), 10, "the cancel notification")
         pulse.tick()  # a pulse while the ledger holds nothing yet
         run = RunningJob(
@@ -59,7 +59,7 @@ def test_a_cancel_of_a_job_handed_over_after_the_read_is_kept(store: Store) -> N
     its loop is not started: only the test ticks it."""
     ledger = Ledger(WORKER, 2, EventStream())
     pulse = Pulse(store, ledger, interval=60.0, cancel_grace=5.0)
-    pulse._listener = store.listen_cancels(WORKER, pulse._on_cancel)
+    pulse._listener = store.link.listen_cancels(WORKER, pulse._on_cancel)
     pulse._polls_cancels = pulse._listener is None
     try:
         store.enqueue([NewJob(task="t", args_json=json.dumps({})) for _ in range(2)])
@@ -67,7 +67,7 @@ def test_a_cancel_of_a_job_handed_over_after_the_read_is_kept(store: Store) -> N
         first, second = store.claim(WORKER, ["default"], 2, 30.0)
         ledger.claimed(other := _run(store, first, sent_at))
         store.cancel_job(second.id, by="test")
-        if store.supports_notify:
+        if store.link.supports_notify:
             wait_for(lambda: pulse._cancel_heard.is_set(), 10, "the cancel notification")
         pulse.tick()  # asks about `first` only
         assert not other.cancel_requested

@@ -26,12 +26,12 @@ class Effects:
     its rows from a task's transaction (`?` on SQLite, `%s` on PostgreSQL)."""
 
     def __init__(self, app: heartq.App) -> None:
-        self.backend = "sqlite" if app.store.url.startswith("sqlite") else "postgres"
+        self.backend = "sqlite" if app.store.link.url.startswith("sqlite") else "postgres"
         self.table = f"payments_{uuid.uuid4().hex[:12]}"
         if self.backend == "postgres":
             # In the test's schema, not public: it goes with the schema, even after a run
             # that was killed (tests/leftovers.py), as no table left in public would.
-            self.table = f"{parse_url(app.store.url)[1]}.{self.table}"
+            self.table = f"{parse_url(app.store.link.url)[1]}.{self.table}"
         self.mark = PLACEHOLDER[self.backend]
         self.app = app
 
@@ -59,9 +59,9 @@ class PlainConnection:
         self.app = app
 
     def __enter__(self) -> Any:
-        url = self.app.store.url
+        url = self.app.store.link.url
         if url.startswith("sqlite"):
-            self.conn: Any = sqlite3.connect(self.app.store.path)  # type: ignore[attr-defined]
+            self.conn: Any = sqlite3.connect(self.app.store.link.path)  # type: ignore[attr-defined]
         else:
             self.conn = psycopg.connect(parse_url(url)[0])
         return self.conn

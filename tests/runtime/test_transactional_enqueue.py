@@ -33,9 +33,9 @@ def connect(app: heartq.App) -> Iterator[Any]:
     opened: list[Any] = []
 
     def make() -> Any:
-        url = app.store.url
+        url = app.store.link.url
         if url.startswith("sqlite"):
-            conn: Any = sqlite3.connect(app.store.path)  # type: ignore[attr-defined]
+            conn: Any = sqlite3.connect(app.store.link.path)  # type: ignore[attr-defined]
         else:
             conn = psycopg.connect(parse_url(url)[0], options=own_schema(app))
         opened.append(conn)
@@ -48,7 +48,7 @@ def connect(app: heartq.App) -> Iterator[Any]:
 
 def own_schema(app: heartq.App) -> str:
     """PostgreSQL: the application's tables go in the test's schema (dropped after it)."""
-    return f"-c search_path={parse_url(app.store.url)[1]}"
+    return f"-c search_path={parse_url(app.store.link.url)[1]}"
 
 
 @pytest.fixture
@@ -117,12 +117,12 @@ def test_connections_heartq_cannot_enqueue_through_are_refused(
 
     with pytest.raises(ConfigError, match="not str"):
         noop.options(connection="postgresql://nowhere").enqueue()
-    if app.store.url.startswith("sqlite"):
+    if app.store.link.url.startswith("sqlite"):
         elsewhere = sqlite3.connect(tmp_path / "other.db")
         with pytest.raises(ConfigError, match="open the connection on the queue's file"):
             app.enqueue("noop", connection=elsewhere)
         elsewhere.close()
-        autocommit = sqlite3.connect(app.store.path, isolation_level=None)  # type: ignore[attr-defined]
+        autocommit = sqlite3.connect(app.store.link.path, isolation_level=None)  # type: ignore[attr-defined]
         with pytest.raises(ConfigError, match="autocommit mode with no open transaction"):
             app.enqueue("noop", connection=autocommit)
         autocommit.execute("BEGIN")
@@ -130,7 +130,7 @@ def test_connections_heartq_cannot_enqueue_through_are_refused(
         autocommit.execute("ROLLBACK")
         autocommit.close()
     else:
-        autocommit = psycopg.connect(parse_url(app.store.url)[0], autocommit=True)
+        autocommit = psycopg.connect(parse_url(app.store.link.url)[0], autocommit=True)
         with pytest.raises(ConfigError, match="autocommit mode with no open transaction"):
             app.enqueue("noop", connection=autocommit)
         with autocommit.transaction():
@@ -152,7 +152,7 @@ def _another_database_is_refused(app: heartq.App) -> None:
     """A connection to another database of the server (without heartq's schema): one
     line naming both, not `UndefinedTable: relation "lanes" does not exist`; the caller's
     transaction goes on (heartq only read)."""
-    conninfo, schema = parse_url(app.store.url)
+    conninfo, schema = parse_url(app.store.link.url)
     refused = (
         f"the connection is on database 'postgres', where schema '{schema}' holds no heartq "
         f"queue: open it on the queue's database ("
@@ -184,7 +184,7 @@ def test_async_enqueue_in_an_asyncio_connection(app: heartq.App) -> None:
     def notify(user: str) -> None:
         """Never runs."""
 
-    if app.store.url.startswith("sqlite"):
+    if app.store.link.url.startswith("sqlite"):
 
         class FakeAsync:  # the shape of an asyncio connection, for the refusal only
             async def execute(self, *_: Any) -> None:
@@ -196,7 +196,7 @@ def test_async_enqueue_in_an_asyncio_connection(app: heartq.App) -> None:
         return
 
     async def main() -> tuple[list[str], list[str]]:
-        conninfo = parse_url(app.store.url)[0]
+        conninfo = parse_url(app.store.link.url)[0]
         async with await psycopg.AsyncConnection.connect(conninfo) as conn:
             async with conn.transaction(force_rollback=True):
                 lost = [await notify.options(connection=conn).enqueue_async(user="a")]
@@ -216,9 +216,9 @@ def test_async_enqueue_in_an_asyncio_connection(app: heartq.App) -> None:
 
 def test_sqlalchemy_passes_its_driver_connection(app: heartq.App, orders: None) -> None:
     """docs/INTEGRATIONS.md, "Enqueue in your own transaction": SQLAlchemy 2."""
-    url = app.store.url
+    url = app.store.link.url
     if url.startswith("sqlite"):
-        engine = sqlalchemy.create_engine(f"sqlite:///{app.store.path}")  # type: ignore[attr-defined]
+        engine = sqlalchemy.create_engine(f"sqlite:///{app.store.link.path}")  # type: ignore[attr-defined]
     else:
         engine = sqlalchemy.create_engine(
             parse_url(url)[0].replace("postgresql://", "postgresql+psycopg://", 1),
@@ -285,8 +285,8 @@ def test_django_passes_its_connection(app: heartq.App, orders: None) -> None:
     """docs/INTEGRATIONS.md, "Enqueue in your own transaction": Django's
     `connection.connection` inside `transaction.atomic()` (in a process of its own:
     Django's settings are process-global)."""
-    url = app.store.url
-    db = str(app.store.path) if url.startswith("sqlite") else parse_url(url)[0]  # type: ignore[attr-defined]
+    url = app.store.link.url
+    db = str(app.store.link.path) if url.startswith("sqlite") else parse_url(url)[0]  # type: ignore[attr-defined]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
     done = subprocess.run(
         [

@@ -43,9 +43,9 @@ def test_every_python_path_answers_the_live_job(app: heartq.App) -> None:
 @on_every_backend  # the caller's own connection
 def test_a_transactional_enqueue_with_a_key(app: heartq.App) -> None:
     app.migrate()
-    url = app.store.url
+    url = app.store.link.url
     if url.startswith("sqlite"):
-        conn: Any = sqlite3.connect(app.store.path)  # type: ignore[attr-defined]
+        conn: Any = sqlite3.connect(app.store.link.path)  # type: ignore[attr-defined]
     else:
         conn = psycopg.connect(parse_url(url)[0])
     try:

@@ -45,9 +45,9 @@ def test_a_worker_holds_no_more_than_its_bound_while_its_outcomes_wait(
 
     total = BOUND + 300
     app.enqueue_many(quick.name, [{}] * total)
-    observer = heartq.App(app.store.url)
+    observer = heartq.App(app.store.link.url)
     try:
-        with observer.store.pool.transaction() as conn:
+        with observer.store.link.pool.transaction() as conn:
             # Every finish waits for this lock, from the worker's first one on. The
             # transaction sits idle while the worker fills up (over 10 s on a loaded
             # machine): heartq's own idle-in-transaction timeout would end it, and the lock

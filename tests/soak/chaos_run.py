@@ -93,7 +93,7 @@ class ChaosRun:
         self.schema = schema
         self.cluster = cluster
         self.store: Store = open_store(url)
-        self.store.migrate()
+        self.store.link.migrate()
         self.ledger = Ledger(config.backend, url, schema)
         self.ledger.create()
         self.outages: list[list[float]] = []  # [stopped at, answering again at (or inf)]
@@ -565,7 +565,7 @@ class ChaosRun:
         if self._pg is not None:
             with contextlib.suppress(Exception):
                 self._pg.close()
-        self.store.close()
+        self.store.link.close()
 
     # -- the oracle -------------------------------------------------------------------
     def check_and_report(self, drained: bool) -> dict[str, Any]:

@@ -193,7 +193,7 @@ class FailoverRun:
         for stale in (self.enqueued_path, self.stop_path, self.side_path):  # a kept --workdir
             stale.unlink(missing_ok=True)
         self.store = open_store(self.url)
-        self.store.migrate()
+        self.store.link.migrate()
         with self.connect() as conn:
             columns = "job_id text, execution_id bigint, worker_id text, run text"
             conn.execute(f"CREATE TABLE {LEDGER} ({columns})")
@@ -474,7 +474,7 @@ class FailoverRun:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
-        self.store.close()
+        self.store.link.close()
 
 
 def run_failover(config: FailoverConfig) -> dict[str, Any]:

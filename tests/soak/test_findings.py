@@ -160,7 +160,7 @@ def test_a_worker_frozen_mid_transaction_does_not_stop_recovery(
             # Lock first, then register, as a worker starts: a registered worker whose lock
             # is free is what a probe tries (and holds for that moment: this hold failed
             # once in CI, taken in that moment).
-            liveness = run.store.liveness_hold(frozen)
+            liveness = run.store.link.liveness_hold(frozen)
             run.store.register_worker(WorkerInfo(frozen, "host", os.getpid(), ("x",), 1))
             locker.execute(
                 f"UPDATE {schema}.workers SET last_heartbeat_at = last_heartbeat_at WHERE id = %s",

@@ -157,8 +157,8 @@ def store_for(url: str | None, *, existing: bool = False, reading: bool = False)
     store = open_store(resolved, reading=reading)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
-        ctx.call_on_close(store.close)
-    store.migrate()
+        ctx.call_on_close(store.link.close)
+    store.link.migrate()
     return store
 
 

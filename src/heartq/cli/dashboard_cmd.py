@@ -73,8 +73,8 @@ def dashboard_command(
     listening = listen(host, port)
     port = listening.getsockname()[1]  # --port 0: the one the system chose
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"heartq dashboard on http://{shown}:{port}/ ({mode}; {redact(store.url)})")
-    stream.emit(events.DASHBOARD_STARTED, address=f"{shown}:{port}", url=redact(store.url),
+    click.echo(f"heartq dashboard on http://{shown}:{port}/ ({mode}; {redact(store.link.url)})")
+    stream.emit(events.DASHBOARD_STARTED, address=f"{shown}:{port}", url=redact(store.link.url),
                 actions=mode)  # fmt: skip
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     # Ctrl-C is the way to stop it: exit 0, as uvicorn.run has it.

@@ -68,11 +68,11 @@ def hoist_debug(args: list[str]) -> tuple[list[str], bool]:
 def migrate(url: str | None, as_json: bool) -> None:
     """Create or upgrade the schema (also done on first use)."""
     store = store_for(url)
-    version = store.migrate()
+    version = store.link.migrate()
     if as_json:
-        print_json({"url": redact(store.url), "version": version})
+        print_json({"url": redact(store.link.url), "version": version})
     else:
-        click.echo(f"schema at version {version} ({redact(store.url)})")
+        click.echo(f"schema at version {version} ({redact(store.link.url)})")
 
 
 cli.add_command(worker_command)

@@ -102,7 +102,7 @@ class Dashboard:
             mode=self.guard.mode.value,
             needs_token=self.guard.token is not None,
             refresh=self.refresh,
-            store_url=redact(self.store.url),
+            store_url=redact(self.store.link.url),
             notice=notice.format(n=_int(request.query_params.get("n"))),
             statuses=views.STATUSES,
             **context,
@@ -302,7 +302,7 @@ def create_app(
     if refresh <= 0:
         raise ValueError(f"refresh must be a positive number of seconds, got {refresh!r}")
     store = url if isinstance(url, Store) else open_store(resolve_url(url))
-    store.migrate()
+    store.link.migrate()
     board = Dashboard(
         store,
         Guard(allow_actions=allow_actions, token=token or None),

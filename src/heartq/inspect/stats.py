@@ -53,7 +53,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
     schedules = store.list_schedules()
     next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
     return {
-        "url": redact(store.url),
+        "url": redact(store.link.url),
         "jobs": by_queue,
         "totals": dict(totals, all=sum(totals.values())),
         "workers": {

@@ -1,14 +1,19 @@
-"""The storage interface: every operation of the lease protocol, backend-neutral.
+"""The storage interface: every queue operation of the lease protocol, backend-neutral.
 
 Workers, maintenance, the client API and the command line reach the database only
 through `Store`, which both backends implement with one shared SQL store (`store/sql/`)
 over each dialect's statements (`queries/`); one conformance suite (`tests/conformance`)
-runs unchanged against both. Differences show up as capabilities (`supports_notify`,
-`liveness_grace`, `holds_liveness_lock`), never as `if backend == ...`.
+runs unchanged against both. Differences show up as capabilities (`Link.supports_notify`,
+`liveness_grace`, `Link.holds_liveness_lock`), never as `if backend == ...`.
 
-`Store` is the whole interface: what `open_store` returns and what a caller that needs
-many parts of the store takes. A part of heartq that needs a few operations takes a
-role, a narrow protocol of what its callers call, so it says what it needs and no more:
+`Store` is the queue operations, each an explicit method that a worker, an app or an
+operator calls: what `open_store` returns and what a caller that needs many of them
+takes. What keeps a process connected is not an operation on the queue and lives on an
+object of its own, `Store.link` (`Link`, `store/link.py`): reaching the database,
+migrating its schema, the pool, the liveness lock a worker holds for its life, the
+notifications it listens to, and closing it all. A part of heartq that needs a few
+operations takes a role, a narrow protocol of what its callers call, so it says what it
+needs and no more:
 `Enqueuer` (a schedule's ticks), `LeaseHolder` (a worker's parts that keep and end
 attempts, a transport's claims), `Reclaimer` (maintenance), `Registry` (workers as
 operators see them), `Inspector` (operators' reads, waiting for an end), `Administrator`
@@ -44,7 +49,6 @@ from heartq.model import (
     JobEnd,
     JobPage,
     Lease,
-    LivenessChange,
     NewJob,
     PruneCounts,
     PulseReport,
@@ -59,12 +63,7 @@ from heartq.model import (
     TickPlan,
     WorkerInfo,
 )
-
-
-class LivenessHandle(Protocol):
-    """Held by a live worker; the OS or the database drops it the instant the process dies."""
-
-    def release(self) -> None: ...
+from heartq.store.link import Link
 
 
 class Clock(Protocol):
@@ -106,6 +105,11 @@ class LeaseHolder(Clock, Protocol):
     """What a worker's parts take to keep and end its attempts (heartbeat, pulse,
     completer, a running attempt, the shutdown's hand-back), and a transport's worker and
     sweeper to claim by id. The claim by queue is the runtime's, which has the `Store`."""
+
+    @property
+    def link(self) -> Link:
+        """Where a worker's pulse hears its cancels (`Link.listen_cancels`)."""
+        ...
 
     def claim_ids(
         self, worker_id: str, ids: Sequence[str], lease: float, now: float | None = None
@@ -156,14 +160,6 @@ class LeaseHolder(Clock, Protocol):
         cancel was requested: one read for the worker's attempts, what its pulse asks
         where no notification says so. Each is looked up by its own key: the read costs
         the same however many jobs the worker ran before (docs/DESIGN.md, "The pulse")."""
-        ...
-
-    def listen_cancels(
-        self, worker_id: str, on_cancel: Callable[[], None]
-    ) -> LivenessHandle | None:
-        """Call `on_cancel()` when a cancel is requested of a job `worker_id` runs (or
-        such a request may have been missed); None if the backend cannot tell (its pulse
-        then reads `cancel_requests` every tick)."""
         ...
 
     def completing(
@@ -217,9 +213,11 @@ class Reclaimer(Protocol):
     workers whose liveness lock is free, a restarted worker's namesakes (the maintenance
     services, `heartq reap`, a worker's startup reconciliation)."""
 
-    # Seconds a worker's liveness lock must stay free, on consecutive probes, before a
-    # probe believes the worker dead (0: the first free reading is believed).
-    liveness_grace: float
+    @property
+    def liveness_grace(self) -> float:
+        """Seconds a worker's liveness lock must stay free, on consecutive probes, before
+        a probe believes the worker dead (0: the first free reading is believed)."""
+        ...
 
     def reap_expired(
         self,
@@ -304,6 +302,11 @@ class Inspector(Protocol):
     """Reading jobs for an operator (`inspect/`) and waiting for a job's end
     (`App.result`): nothing here changes a job."""
 
+    @property
+    def link(self) -> Link:
+        """Where a waiter hears that awaited jobs ended (`Link.listen_ends`)."""
+        ...
+
     def list_jobs(
         self, status: str | None = None, queue: str | None = None, limit: int = 100,
         claimed_ahead: bool | None = None,
@@ -356,19 +359,13 @@ class Inspector(Protocol):
         ...
 
     def await_end(self, job_id: str) -> JobEnd:
-        """Mark the job awaited (its end will be announced to `listen_ends`) and return
-        where it stands now. Raises `JobNotFound`."""
+        """Mark the job awaited (its end will be announced to `Link.listen_ends`) and
+        return where it stands now. Raises `JobNotFound`."""
         ...
 
     def job_end(self, job_id: str) -> JobEnd:
         """Where the job stands now (a cheap read; for a blocked job, the dead job that
         holds it). Raises `JobNotFound`."""
-        ...
-
-    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
-        """Call `on_end(job_id)` when an awaited job ends, `on_end(None)` when ends may
-        have been missed (the session was re-opened); None if the backend cannot tell
-        (waiters then poll)."""
         ...
 
 
@@ -386,32 +383,12 @@ class Administrator(Protocol):
 
 @runtime_checkable
 class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol):
-    """Every operation of the protocol in docs/DESIGN.md: the roles above, and what no
-    caller takes alone, declared here by role."""
+    """Every queue operation of the protocol in docs/DESIGN.md: the roles above, and what
+    no caller takes alone, declared here by role; and the link they run over."""
 
-    # -- lifecycle: opening, migrating and closing (`App`, a worker's runtime, a command)
-    url: str  # with any password redacted: safe to print and log
-
-    def migrate(self) -> int:
-        """Create or upgrade the schema; safe from many processes at once. Returns the version."""
-        ...
-
-    def deployment_id(self) -> str:
-        """The id `migrate` made once for this database (a PostgreSQL schema), never
-        changed: what names its NATS stream, subjects and consumers, so two deployments
-        sharing a NATS server never meet (docs/NATS.md, "Names")."""
-        ...
-
-    def close(self) -> None: ...
-
-    def reach(self) -> None:
-        """One attempt to reach the database, at once. Raises `StoreRefused` (or
-        `ConfigError`) for what waiting will not fix, `StoreUnavailable` for what may pass
-        (down, full, starting up, locked). A worker waits for its database with it."""
-        ...
-
-    def resize_pool(self, size: int) -> None:
-        """At most `size` pooled connections from now on (nothing to do without a pool)."""
+    @property
+    def link(self) -> Link:
+        """The pool, the sessions, the listeners, the schema and `close`."""
         ...
 
     # -- putting work in: jobs (`App`), and the declarations of the tasks a worker runs
@@ -460,8 +437,6 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
         ...
 
     # -- taking, keeping and ending attempts
-    supports_notify: bool  # True when enqueues wake idle workers on other hosts
-
     def claim(
         self,
         worker_id: str,
@@ -507,37 +482,18 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
         statement for all of them, `pulse`.)"""
         ...
 
-    def listen(
-        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
-    ) -> LivenessHandle | None:
-        """Call `on_wake()` when jobs become available, and `on_due(seconds)` when delayed
-        jobs are enqueued (the soonest falls due in `seconds`); None if the backend cannot
-        tell (`supports_notify` False: workers then poll)."""
-        ...
-
     # -- reclaiming
-    # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
-    # pooler without a direct URL; such workers are found by heartbeats and leases).
-    holds_liveness_lock: bool
-
     def reclaim_worker(
         self, worker_id: str, detected_by: str, reason: str, now: float | None = None
     ) -> list[Reclaimed]:
         """Reclaim every job a (dead) worker holds, and mark the worker inactive."""
         ...
 
-    # -- workers' presence: a worker's row from its start to its stop, and its liveness lock
+    # -- workers' presence: a worker's row from its start to its stop (its liveness lock
+    # is the link's: `Link.liveness_hold`)
     def register_worker(self, info: WorkerInfo, now: float | None = None) -> None: ...
 
     def stop_worker(self, worker_id: str, now: float | None = None) -> None: ...
-
-    def liveness_hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle:
-        """Take this worker's liveness lock; keep the handle for the worker's life.
-        `on_change` hears when a lock that lives on a database session is lost with its
-        session and taken again (never for a lock the OS holds)."""
-        ...
 
     # -- reading the queue (the command line, the dashboard, a burst worker's last look)
     def get_job(self, job_id: str) -> dict[str, Any]:

@@ -84,11 +84,11 @@ def _heartq_server(request: pytest.FixtureRequest) -> str | None:
 
     store = open_store(server)
     try:
-        store.reach()
+        store.link.reach()
     except StoreUnavailable as exc:
         pytest.exit(f"heartq: --heartq-url / ${ENV_TEST_URL}: {exc}", returncode=4)
     finally:
-        store.close()
+        store.link.close()
     return server
 
 

@@ -60,7 +60,7 @@ class NatsRefused(RuntimeError):
 class NatsTransport:
     """A JetStream connection on its own event loop thread (module docstring).
 
-    `deployment`: reads the queue database's deployment id (`Store.deployment_id`), which
+    `deployment`: reads the queue database's deployment id (`Link.deployment_id`), which
     the default names carry. It is called once, on first use (a publish, a worker's
     prepare or fetch), not here: a worker opens its transport before its database
     answers. `events`: the app's stream, told when the server comes and goes and when a

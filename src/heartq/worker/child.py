@@ -107,7 +107,7 @@ class ChildControl:
             raise
         finally:
             self._open = False
-            store.close()
+            store.link.close()
         self._send(("transaction", TransactionState.COMMITTED.value, self._handed is not None))
 
     def commit_result(self, value: Any) -> None:

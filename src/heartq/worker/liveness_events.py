@@ -27,7 +27,7 @@ from heartq.model import LivenessChange
 def liveness_reporter(
     worker_id: str, restored: Callable[[], None], events: EventStream
 ) -> Callable[[LivenessChange], None]:
-    """The `on_change` a worker gives `Store.liveness_hold`: tells each change to the
+    """The `on_change` a worker gives `Link.liveness_hold`: tells each change to the
     worker's `events`, and calls `restored` when the lock is back (the worker's ledger
     asks for a sweep)."""
 

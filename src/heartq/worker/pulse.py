@@ -9,7 +9,7 @@ and the lease is left to the heartbeat: the pulse is about what people see, the 
 about who owns a job.
 
 Cancels: on PostgreSQL a cancel request NOTIFYs the worker running the job
-(`Store.listen_cancels`); the pulse then reads the cancel requests of the attempts the
+(`Link.listen_cancels`); the pulse then reads the cancel requests of the attempts the
 worker holds (one read for all of them, each looked up by its own key:
 `Store.cancel_requests`) at once. Where the database cannot notify (SQLite), it reads
 them every pulse while the worker holds any attempt. Either way a requested cancel
@@ -45,7 +45,8 @@ import time
 from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.model import Lease, PulseReport, RenewStatus
-from heartq.store.interface import LeaseHolder, LivenessHandle
+from heartq.store.interface import LeaseHolder
+from heartq.store.link import LivenessHandle
 from heartq.worker.attempt import RunningJob
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
@@ -101,7 +102,7 @@ class Pulse:
     def start(self) -> None:
         """Listen for cancels where the database can tell, then start pulsing. Called
         before the worker claims anything, so no cancel of a job it holds is missed."""
-        self._listener = self._store.listen_cancels(self._worker_id, self._on_cancel)
+        self._listener = self._store.link.listen_cancels(self._worker_id, self._on_cancel)
         self._polls_cancels = self._listener is None
         self._loop.start()
 

@@ -68,7 +68,7 @@ from heartq.maintenance.runner import MaintenanceRunner, Service, default_servic
 from heartq.maintenance.scheduler import Scheduler
 from heartq.maintenance.sweeper import Sweeper
 from heartq.model import Outcome, Reclaimed, WorkerInfo
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
 from heartq.worker.claimer import ClaimAheadFetch, Claimer, ClaimFetch, Fetch
@@ -138,7 +138,7 @@ class Worker:
         self.startup_timeout = check_startup_timeout(startup_timeout)
         self.store = app.store
         if s.pool_size is not None and s.pool_size != app.settings.pool_size:
-            self.store.resize_pool(s.pool_size)
+            self.store.link.resize_pool(s.pool_size)
         self.id = new_worker_id()
         self.name = None if name is None else payload.check_text("worker name", name)
         self.queues = tuple(
@@ -331,11 +331,11 @@ class Worker:
         s = self.settings
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL))
         wait = StartupWait(self.id, self._stop_requested, self.startup_timeout, self.events)
-        wait.step("connect", self.store.reach)
-        wait.step("migrate", self.store.migrate)
+        wait.step("connect", self.store.link.reach)
+        wait.step("migrate", self.store.link.migrate)
         self._liveness = wait.step(
             "liveness_lock",
-            lambda: self.store.liveness_hold(
+            lambda: self.store.link.liveness_hold(
                 self.id, liveness_reporter(self.id, self.ledger.request_sweep, self.events)
             ),
         )
@@ -363,15 +363,15 @@ class Worker:
             queues=list(self.queues),
             concurrency=self.concurrency,
             pool=self.pool_name,
-            url=self.store.url,
+            url=self.store.link.url,
             heartbeat_interval=s.heartbeat_interval,
             lease=s.lease_seconds,
             reap_interval=s.reap_interval_seconds,
-            liveness="lock" if self.store.holds_liveness_lock else "heartbeats",
+            liveness="lock" if self.store.link.holds_liveness_lock else "heartbeats",
             recovery_within=s.recovery_within(
-                self.store.holds_liveness_lock, self.store.liveness_grace
+                self.store.link.holds_liveness_lock, self.store.liveness_grace
             ),
-            wakeups="notify" if self.store.supports_notify else "poll",
+            wakeups="notify" if self.store.link.supports_notify else "poll",
         )
         if self.name:
             name = self.name
@@ -396,8 +396,8 @@ class Worker:
             part.start()
         self._fetch.prepare(self._stop_requested)
         self.app.subscribe_wakeup(self.due)
-        if self.store.supports_notify:
-            self._listener = self.store.listen(self._wake.set, on_due=self.due.due_in)
+        if self.store.link.supports_notify:
+            self._listener = self.store.link.listen(self._wake.set, on_due=self.due.due_in)
         self.events.hooks.worker_start.run(self._hook_info())
         self.started.set()
 
@@ -449,7 +449,7 @@ class Worker:
             from heartq.worker.process_pool import ProcessPool, locate_app
 
             app_ref = self._app_ref or locate_app(self.app)
-            return ProcessPool(self.ledger, app_ref, limit, self.store.url, otel=self.otel)
+            return ProcessPool(self.ledger, app_ref, limit, self.store.link.url, otel=self.otel)
         return ThreadPool(self.ledger, limit)
 
     # -- shutdown ----------------------------------------------------------------------

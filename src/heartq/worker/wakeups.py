@@ -14,7 +14,7 @@ worker often knows the moment:
   its subscribers, `Waker.due_in`);
 - on PostgreSQL, a job enqueued with a delay by any other process: the enqueue's
   NOTIFY on the schema's due channel carries how long until it falls due
-  (`Listeners.listen`'s `on_due`).
+  (`Link.listen`'s `on_due`).
 
 `DueWakeups` keeps those moments (on this process's monotonic clock, each from when the
 worker heard of it, so never before the database's `run_at`) and shortens the fetch

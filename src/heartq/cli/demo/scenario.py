@@ -112,7 +112,7 @@ class Scenario:
     # -- the run -----------------------------------------------------------------------
     def run(self, show: Callable[[], None]) -> None:
         """Run the demo, calling `show()` at every tick. Raises `DemoFailed`."""
-        self.store.migrate()
+        self.store.link.migrate()
         self.fleet.start(self.workers_wanted)
         self.note(
             f"started {len(self.workers)} workers "
@@ -310,7 +310,7 @@ class Scenario:
             self.fleet.stop(graceful)
         finally:
             with contextlib.suppress(Exception):
-                self.store.close()
+                self.store.link.close()
             with contextlib.suppress(Exception):
                 demo_app.close()
             if not keep:

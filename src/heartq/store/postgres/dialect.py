@@ -11,13 +11,14 @@ transaction's clock, lists bound as arrays, `NOTIFY` on enqueue, end and cancel 
 `notifications.py`), the heartbeat on the worker's lasting session (`session.py`), and
 the keys a keyed claim locks (the claim itself is `store/sql/keyed.py`'s). Each method
 answers and calls nothing of `store/sql/` back. SQL: `queries/` (the module `q`);
-schema: `schema.py` and `migrations/`; liveness locks: `liveness.py`.
+schema: `schema.py` and `migrations/`; liveness locks: `liveness.py`; the pool, the
+lasting session and its LISTENs, as the store's `Link`: `link.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -28,7 +29,7 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
-from heartq.store.sql.base import LockedRateKeys, Step
+from heartq.store.sql.base import LockedRateKeys, Step, migration_scripts
 from heartq.store.sql.statements import Statements
 
 
@@ -40,41 +41,29 @@ class PostgresDialect:
     statements_commit_alone = True  # `write_each` commits each statement by itself
 
     def __init__(
-        self,
-        pool: ConnectionPool,
-        url: str,
-        sessions: LastingSession,
-        channels: Channels,
-        scripts: Callable[[], list[tuple[int, str]]],
+        self, pool: ConnectionPool, url: str, sessions: LastingSession, channels: Channels
     ) -> None:
         self.pool = pool
         self.url = url
         self.sessions = sessions
         self.channels = channels
-        self.scripts = scripts  # the store's `migrations()`, asked when it migrates
         self.migrated = False
 
-    # -- schema and pool -----------------------------------------------------------------
+    # -- schema --------------------------------------------------------------------------
+    def migrations(self) -> list[tuple[int, str]]:
+        """This dialect's schema migrations, oldest first: `(version, script)` (a test
+        steers which of them `migrate` runs by replacing this method)."""
+        return migration_scripts("heartq.store.postgres")
+
     def migrate(self) -> int:
-        version = schema.migrate(self.pool, self.pool.schema, self.scripts())
+        """Bring the schema up to date (`Link.migrate`); its version."""
+        version = schema.migrate(self.pool, self.pool.schema, self.migrations())
         self.migrated = True
         return version
 
     def ensure_schema(self) -> None:
         if not self.migrated:
             self.migrate()
-
-    def reach(self) -> None:
-        """One connection attempt of its own: its failure is known at once (the pool
-        would retry in the background until its timeout)."""
-        self.pool.reach()
-
-    def resize_pool(self, size: int) -> None:
-        self.pool.resize(size)
-
-    def close(self) -> None:
-        self.sessions.close()
-        self.pool.close()
 
     # -- transactions --------------------------------------------------------------------
     def write(self) -> contextlib.AbstractContextManager[Any]:

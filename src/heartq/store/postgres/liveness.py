@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from heartq.model import LivenessChange
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
 from heartq.store.postgres.pooler import NoLock

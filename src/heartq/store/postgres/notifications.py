@@ -4,7 +4,7 @@ session.
 Why apart from the dialect: sending is SQL (a `NOTIFY` in the transaction that enqueues,
 ends or cancels: `PostgresDialect`), hearing is not: a LISTEN lives on a session that
 stays open, shared with the liveness locks (`session.py`). Behind a transaction-mode
-pooler without a direct URL there is no such session: the store has no `Listeners`
+pooler without a direct URL there is no such session: the store's link has no listeners
 (workers poll for jobs, their pulse reads cancels, `App.result` re-reads), and the
 NOTIFYs enqueues send still wake whoever listens on a direct session.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from heartq.store.postgres.session import LastingSession
 
 
@@ -40,7 +40,8 @@ class Channels:
 
 
 class NotifyListeners:
-    """`Listeners` on the store's lasting session."""
+    """LISTENs on the store's lasting session: what `PostgresLink.listen`, `listen_ends` and
+    `listen_cancels` answer with."""
 
     def __init__(self, sessions: LastingSession, channels: Channels) -> None:
         self.sessions = sessions

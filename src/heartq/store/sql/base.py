@@ -37,27 +37,26 @@ dialect provides (`Dialect`):
   `insert_and_wake` (PostgreSQL's one round trip), `lone_insert` (SQLite binds one job
   by value);
 - the caller's connections (`borrow`, `borrow_async`, `task_scope`), and its schema
-  (`migrate`, `ensure_schema`), pool (`reach`, `resize_pool`) and `close`.
+  migrated before first use (`ensure_schema`).
 
 What is not SQL-shaped lives in the dialect package's own objects: its liveness locks
 (`Liveness`: lock files, advisory locks on a lasting session; it finds the dead, the
-reclaimer reclaims them) and its notifications
-(`Listeners`: LISTEN on that session). Why this cut: a dialect's author reads this module
-to know what to write, a reader of an operation finds it in one role module, and the
-dialect stays small because everything the two databases agree on is written once.
+reclaimer reclaims them) and its link (`Link` in `store/link.py`: the pool, the
+lasting session and its LISTENs, the store's `close`). Why this cut: a dialect's author
+reads this module to know what to write, a reader of an operation finds it in one role
+module, and the dialect stays small because everything the two databases agree on is
+written once.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
 from heartq.errors import ConfigError
-from heartq.model import LivenessChange
-from heartq.store.interface import LivenessHandle
 from heartq.store.sql.statements import Statement, Statements
 
 # -- programs of statements ----------------------------------------------------------------
@@ -119,11 +118,6 @@ class Dialect(Protocol):
     @property
     def q(self) -> Statements:
         """The dialect's statements module."""
-        ...
-
-    @property
-    def url(self) -> str:
-        """The database's URL, with any password redacted."""
         ...
 
     @property
@@ -289,23 +283,10 @@ class Dialect(Protocol):
         on it, with the database's own defaults for the task's names."""
         ...
 
-    def migrate(self) -> int:
-        """Bring the schema up to date; its version."""
-        ...
-
     def ensure_schema(self) -> None:
-        """`migrate` once per store, before its first use."""
+        """Bring the schema up to date once per store, before its first use (the backend's
+        `Link.migrate` does it on demand)."""
         ...
-
-    def reach(self) -> None:
-        """One attempt to reach the database, at once."""
-        ...
-
-    def resize_pool(self, size: int) -> None:
-        """At most `size` pooled connections (nothing to do without a pool)."""
-        ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -332,15 +313,12 @@ class FoundDead:
 
 
 class Liveness(Protocol):
-    """A dialect's liveness locks: held by each live worker, free once its process is gone
-    (a lock file the kernel frees; a session advisory lock the server frees)."""
+    """A dialect's liveness locks as the reclaimer asks them: held by each live worker
+    (through the store's `Link.liveness_hold`), free once its process is gone (a lock
+    file the kernel frees; a session advisory lock the server frees)."""
 
     grace: float
     """Seconds a lock must stay free before a probe believes the worker dead."""
-
-    def hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle: ...
 
     def dead(self, now: float | None = None) -> contextlib.AbstractContextManager[FoundDead | None]:
         """The active workers whose lock is free (for `grace`), in a write transaction
@@ -367,20 +345,6 @@ class Liveness(Protocol):
         ...
 
 
-class Listeners(Protocol):
-    """A dialect's notifications, heard on a lasting session (None: the caller polls)."""
-
-    def listen(
-        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
-    ) -> LivenessHandle | None: ...
-
-    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None: ...
-
-    def listen_cancels(
-        self, worker_id: str, on_cancel: Callable[[], None]
-    ) -> LivenessHandle | None: ...
-
-
 def wake(dialect: Dialect, conn: Any, queues: Iterable[str]) -> None:
     """Tell idle workers that jobs are runnable in `queues`, in `conn`'s transaction."""
     for statement, params in dialect.wake_steps(queues):
@@ -396,6 +360,14 @@ def current_time(dialect: Dialect) -> float:
     """The database's current time, read in a transaction of its own (`Store.clock`)."""
     with dialect.read() as conn:
         return dialect.now(conn, None)
+
+
+def deployment_id(dialect: Dialect) -> str:
+    """The id the schema's first migration made for this database (`Link.deployment_id`)."""
+    dialect.ensure_schema()
+    with dialect.read() as conn:
+        row = conn.execute(dialect.q.DEPLOYMENT_ID).fetchone()
+    return str(row["id"])
 
 
 def no_async_connection(dialect: str, connection: Any) -> ConfigError:

@@ -1,216 +1,234 @@
-"""`SqlStore`: the one `Store` over SQL, a facade over the roles, each holding one dialect.
+"""`SqlStore`: the one `Store` over SQL, each operation an explicit method that says which
+role answers it.
 
-Why a facade and not a class built of mixins: each role (`enqueue.py`, `leases.py`,
-`reclaim.py`, `registry.py`, `inspection.py`, `admin.py`) is a plain class that takes
-the dialect and reads top to bottom; this is the one place that builds them and says
-which role answers which call of `Store`. A database is a `Dialect` (its
-transactions, clock and statements), a `Liveness` (its liveness locks) and, where it has
-notifications, `Listeners`, made by its package (`PostgresStore`, `SQLiteStore`), which
-overrides nothing here.
+Why a class of one-line methods over plain role classes: each role (`enqueue.py`,
+`leases.py`, `reclaim.py`, `registry.py`, `inspection.py`, `admin.py`) is a plain class
+that holds the dialect and reads top to bottom, and this is the one place that builds
+them and says, for every call of `Store`, where it goes: `store.claim` is
+`SqlStore.claim`, which is `LeaseOps.claim` (`leases.py`), whose keyed half is
+`keyed.claim_keyed`. A database is a `Dialect` (its transactions, clock and statements),
+a `Liveness` (its liveness locks, as the reclaimer asks them) and a `Link` (its pool,
+sessions, notifications, schema and close: `store.link`, made by the backend's package,
+`PostgresStore` and `SQLiteStore`, which override nothing here).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any
 
-from heartq.model import Lease, LivenessChange
-from heartq.store.interface import LivenessHandle
-from heartq.store.sql.admin import AdminOps
-from heartq.store.sql.base import (
-    Dialect,
-    Listeners,
-    Liveness,
-    current_time,
-    migration_scripts,
+from heartq.config import DEFAULT_SUCCESS_TRACE_RETENTION
+from heartq.model import (
+    CancelResult,
+    Claim,
+    ClaimedJob,
+    DependencyEnd,
+    Finish,
+    JobCount,
+    JobEnd,
+    JobPage,
+    Lease,
+    NewJob,
+    PruneCounts,
+    PulseReport,
+    QueueWait,
+    Reclaimed,
+    Reconciliation,
+    Renewal,
+    RenewStatus,
+    Report,
+    StaleWorker,
+    TaskPolicy,
+    TickPlan,
+    WorkerInfo,
 )
+from heartq.store.link import Link
+from heartq.store.sql.admin import AdminOps
+from heartq.store.sql.base import Dialect, Liveness, current_time
 from heartq.store.sql.enqueue import EnqueueOps
 from heartq.store.sql.inspection import InspectOps
 from heartq.store.sql.leases import LeaseOps
 from heartq.store.sql.reclaim import ReclaimOps
 from heartq.store.sql.registry import RegistryOps
 
-P = ParamSpec("P")
-R = TypeVar("R")
-T = TypeVar("T")
-
-
-class RoleMethod(Generic[R, P, T]):
-    """A `Store` operation of `SqlStore`, answered by the method of the same name of the
-    role held at `role`: `claim = RoleMethod("leases", LeaseOps.claim)` is the store's
-    `claim`, typed as `LeaseOps.claim` is. A method of the class, not only of each store,
-    so that `SqlStore.claim(store, ...)` works as for any method."""
-
-    def __init__(self, role: str, method: Callable[Concatenate[R, P], T]) -> None:
-        self.role = role
-        self.name = method.__name__
-        self.__doc__ = method.__doc__
-
-    @overload
-    def __get__(self, store: None, owner: type[Any]) -> Callable[Concatenate[Any, P], T]: ...
-
-    @overload
-    def __get__(self, store: object, owner: type[Any]) -> Callable[P, T]: ...
-
-    def __get__(self, store: object | None, owner: type[Any]) -> Callable[..., T]:
-        if store is None:
-            return functools.partial(_call, self.role, self.name)
-        answer: Callable[..., T] = getattr(getattr(store, self.role), self.name)
-        return answer
-
-
-def _call(role: str, name: str, store: Any, *args: Any, **kwargs: Any) -> Any:
-    """`RoleMethod` read from the class: the role's method called for `store`."""
-    return getattr(getattr(store, role), name)(*args, **kwargs)
-
 
 class SqlStore:
-    """`Store` over one dialect: each operation answered by its role (the `RoleMethod`s
-    below, grouped by role), the lifecycle by the dialect, liveness locks and
-    notifications by the backend's own objects."""
+    """`Store` over one dialect: each operation answered by its role, the liveness locks'
+    answers by the backend's `Liveness`; what is not a queue operation is `link`'s."""
 
-    # -- putting work in
-    enqueue = RoleMethod("enqueuing", EnqueueOps.enqueue)
-    enqueue_async = RoleMethod("enqueuing", EnqueueOps.enqueue_async)
-    list_schedules = RoleMethod("enqueuing", EnqueueOps.list_schedules)
-    tick_schedule = RoleMethod("enqueuing", EnqueueOps.tick_schedule)
-
-    task_policies = RoleMethod("enqueuing", EnqueueOps.task_policies)
-    declare_tasks = RoleMethod("enqueuing", EnqueueOps.declare_tasks)
-    reroute_jobs = RoleMethod("enqueuing", EnqueueOps.reroute_jobs)
-
-    # -- taking, keeping and ending leases
-    claim = RoleMethod("leases", LeaseOps.claim)
-    start_ahead = RoleMethod("leases", LeaseOps.start_ahead)
-    claim_ids = RoleMethod("leases", LeaseOps.claim_ids)
-    due_for_publish = RoleMethod("leases", LeaseOps.due_for_publish)
-    heartbeat = RoleMethod("leases", LeaseOps.heartbeat)
-    record_abandoned = RoleMethod("leases", LeaseOps.record_abandoned)
-    pulse = RoleMethod("leases", LeaseOps.pulse)
-    cancel_requests = RoleMethod("leases", LeaseOps.cancel_requests)
-    save_checkpoint = RoleMethod("leases", LeaseOps.save_checkpoint)
-    completing = RoleMethod("leases", LeaseOps.completing)
-    save_result = RoleMethod("leases", LeaseOps.save_result)
-    finish = RoleMethod("leases", LeaseOps.finish)
-    release = RoleMethod("leases", LeaseOps.release)
-
-    # -- reclaiming
-    reap_expired = RoleMethod("reclaiming", ReclaimOps.reap_expired)
-    reclaim_worker = RoleMethod("reclaiming", ReclaimOps.reclaim_worker)
-    reclaim_by_name = RoleMethod("reclaiming", ReclaimOps.reclaim_by_name)
-    crash_attempt = RoleMethod("reclaiming", ReclaimOps.crash_attempt)  # a holder's, as a reclaim
-    mark_stale_workers = RoleMethod("reclaiming", ReclaimOps.mark_stale_workers)
-    liveness_probe = RoleMethod("reclaiming", ReclaimOps.liveness_probe)
-
-    # -- the registry
-    register_worker = RoleMethod("registry", RegistryOps.register_worker)
-    stop_worker = RoleMethod("registry", RegistryOps.stop_worker)
-    list_workers = RoleMethod("registry", RegistryOps.list_workers)
-
-    # -- reading
-    get_job = RoleMethod("inspection", InspectOps.get_job)
-    resolve_job_id = RoleMethod("inspection", InspectOps.resolve_job_id)
-    dependency_results = RoleMethod("inspection", InspectOps.dependency_results)
-    await_end = RoleMethod("inspection", InspectOps.await_end)
-    job_end = RoleMethod("inspection", InspectOps.job_end)
-    list_jobs = RoleMethod("inspection", InspectOps.list_jobs)
-    browse_jobs = RoleMethod("inspection", InspectOps.browse_jobs)
-    finished_per_minute = RoleMethod("inspection", InspectOps.finished_per_minute)
-    count_jobs = RoleMethod("inspection", InspectOps.count_jobs)
-    job_counts = RoleMethod("inspection", InspectOps.job_counts)
-    has_pending = RoleMethod("inspection", InspectOps.has_pending)
-    concurrency_usage = RoleMethod("inspection", InspectOps.concurrency_usage)
-    rate_usage = RoleMethod("inspection", InspectOps.rate_usage)
-    queue_waits = RoleMethod("inspection", InspectOps.queue_waits)
-
-    # -- an operator's writes
-    cancel_job = RoleMethod("admin", AdminOps.cancel_job)
-    replay_dead = RoleMethod("admin", AdminOps.replay_dead)
-    retry_now = RoleMethod("admin", AdminOps.retry_now)
-    start_at_attempt = RoleMethod("admin", AdminOps.start_at_attempt)
-    purge_dead = RoleMethod("admin", AdminOps.purge_dead)
-    purge_dead_ids = RoleMethod("admin", AdminOps.purge_dead_ids)
-    prune = RoleMethod("admin", AdminOps.prune)
-    vacuum_jobs = RoleMethod("admin", AdminOps.vacuum_jobs)
-
-    def __init__(
-        self,
-        dialect: Dialect,
-        liveness: Liveness,
-        listeners: Listeners | None,
-        *,
-        holds_liveness_lock: bool = True,
-    ) -> None:
+    def __init__(self, dialect: Dialect, liveness: Liveness, link: Link) -> None:
         self.dialect = dialect
         self.liveness = liveness
-        self.listeners = listeners
-        self.q = dialect.q
-        self.url = dialect.url
-        self.supports_notify = listeners is not None
-        self.holds_liveness_lock = holds_liveness_lock
-        """Whether this store's workers hold a liveness lock (recorded with each worker:
-        False behind a transaction-mode pooler without a direct URL, whose workers have
-        no session to hold one and are judged by heartbeats and leases alone)."""
-
+        self.link = link
         self.enqueuing = EnqueueOps(dialect)
         self.leases = LeaseOps(dialect)
         self.reclaiming = ReclaimOps(dialect, liveness)
-        self.registry = RegistryOps(dialect, holds_liveness_lock)
+        self.registry = RegistryOps(dialect, link.holds_liveness_lock)
         self.inspection = InspectOps(dialect, self.enqueuing)
         self.admin = AdminOps(dialect)
-        # Each operation bound once to its role's method: a call goes straight to the role
-        # (the `RoleMethod`s give the class its methods, their types and documentation).
-        for name, answered in vars(SqlStore).items():
-            if isinstance(answered, RoleMethod):
-                setattr(self, name, answered.__get__(self, type(self)))
-
-    # -- lifecycle -----------------------------------------------------------------------
-    def migrations(self) -> list[tuple[int, str]]:
-        """This dialect's schema migrations, oldest first: `(version, script)` (what its
-        dialect's `migrate` runs: a test steers it by replacing this method)."""
-        return migration_scripts(type(self).__module__.rsplit(".", 1)[0])
-
-    def migrate(self) -> int:
-        return self.dialect.migrate()
-
-    def ensure_schema(self) -> None:
-        self.dialect.ensure_schema()
-
-    def reach(self) -> None:
-        self.dialect.reach()
-
-    def resize_pool(self, size: int) -> None:
-        self.dialect.resize_pool(size)
-
-    def close(self) -> None:
-        self.dialect.close()
 
     def clock(self) -> float:
         return current_time(self.dialect)
 
-    def deployment_id(self) -> str:
-        self.dialect.ensure_schema()
-        with self.dialect.read() as conn:
-            row = conn.execute(self.q.DEPLOYMENT_ID).fetchone()
-        return str(row["id"])
+    # -- putting work in: `enqueue.py` ---------------------------------------------------
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
+    ) -> list[str]:
+        return self.enqueuing.enqueue(jobs, now, connection)
 
-    # -- liveness locks and notifications: the dialect package's own objects -------------
+    async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
+        return await self.enqueuing.enqueue_async(jobs, connection)
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        return self.enqueuing.list_schedules()
+
+    def tick_schedule(
+        self,
+        name: str,
+        task: str,
+        spec: str,
+        plan: Callable[[float | None, float], TickPlan],
+        make_jobs: Callable[[Sequence[float]], Sequence[NewJob]],
+        by: str,
+        now: float | None = None,
+    ) -> list[str]:
+        return self.enqueuing.tick_schedule(name, task, spec, plan, make_jobs, by, now)
+
+    def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
+        return self.enqueuing.task_policies(names)
+
+    def declare_tasks(
+        self, policies: Sequence[TaskPolicy], worker_id: str, now: float | None = None
+    ) -> list[str]:
+        return self.enqueuing.declare_tasks(policies, worker_id, now)
+
+    def reroute_jobs(
+        self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
+    ) -> int:
+        return self.enqueuing.reroute_jobs(names, now, job_ids)
+
+    # -- taking, keeping and ending leases: `leases.py` ----------------------------------
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int | Callable[[], int],
+        lease: float,
+        now: float | None = None,
+        ahead: int = 0,
+    ) -> Claim:
+        return self.leases.claim(worker_id, queues, limit, lease, now, ahead)
+
+    def start_ahead(
+        self, leases: Sequence[Lease], lease: float, now: float | None = None
+    ) -> list[Lease]:
+        return self.leases.start_ahead(leases, lease, now)
+
+    def claim_ids(
+        self, worker_id: str, ids: Sequence[str], lease: float, now: float | None = None
+    ) -> list[ClaimedJob]:
+        return self.leases.claim_ids(worker_id, ids, lease, now)
+
+    def due_for_publish(
+        self,
+        queues: Sequence[str],
+        since: float,
+        stale_before: float,
+        limit: int,
+        now: float | None = None,
+    ) -> tuple[list[tuple[str, str]], float]:
+        return self.leases.due_for_publish(queues, since, stale_before, limit, now)
+
+    def heartbeat(self, worker_id: str, renewals: Sequence[Renewal], lease: float,
+                  now: float | None = None, *, detach: Sequence[Lease] = (),
+                  sweep: bool = False) -> dict[Lease, RenewStatus]:  # fmt: skip
+        return self.leases.heartbeat(worker_id, renewals, lease, now, detach=detach, sweep=sweep)
+
+    def record_abandoned(self, worker_id: str, count: int) -> None:
+        self.leases.record_abandoned(worker_id, count)
+
+    def pulse(
+        self, reports: Sequence[PulseReport], now: float | None = None
+    ) -> dict[Lease, RenewStatus]:
+        return self.leases.pulse(reports, now)
+
+    def cancel_requests(self, worker_id: str, leases: Sequence[Lease]) -> list[Lease]:
+        return self.leases.cancel_requests(worker_id, leases)
+
+    def save_checkpoint(
+        self, lease: Lease, checkpoint_json: str, now: float | None = None
+    ) -> RenewStatus:
+        return self.leases.save_checkpoint(lease, checkpoint_json, now)
+
+    def completing(
+        self,
+        lease: Lease,
+        report: Callable[[], Report | None] | None = None,
+        result: Callable[[], str | None] | None = None,
+    ) -> contextlib.AbstractContextManager[Any]:
+        return self.leases.completing(lease, report, result)
+
+    def save_result(self, lease: Lease, result_json: str | None, lost: str | None = None) -> bool:
+        return self.leases.save_result(lease, result_json, lost)
+
+    def finish(self, finishes: Sequence[Finish], now: float | None = None) -> list[Lease]:
+        return self.leases.finish(finishes, now)
+
+    def release(self, leases: Sequence[Lease], now: float | None = None) -> list[Lease]:
+        return self.leases.release(leases, now)
+
+    # -- reclaiming: `reclaim.py`, and the backend's liveness locks ----------------------
+    def reap_expired(
+        self,
+        detected_by: str,
+        limit: int = 100,
+        now: float | None = None,
+        observer: str | None = None,
+    ) -> list[Reclaimed]:
+        return self.reclaiming.reap_expired(detected_by, limit, now, observer)
+
+    def reclaim_worker(
+        self, worker_id: str, detected_by: str, reason: str, now: float | None = None
+    ) -> list[Reclaimed]:
+        return self.reclaiming.reclaim_worker(worker_id, detected_by, reason, now)
+
+    def reclaim_by_name(
+        self,
+        name: str,
+        except_worker_id: str,
+        detected_by: str,
+        now: float | None = None,
+        stale_after: float | None = None,
+    ) -> Reconciliation:
+        return self.reclaiming.reclaim_by_name(
+            name, except_worker_id, detected_by, now, stale_after
+        )
+
+    def crash_attempt(  # a lease holder's (a child process died), a reclaim of one attempt
+        self, lease: Lease, crash: dict[str, Any], detected_by: str, now: float | None = None
+    ) -> Reclaimed | None:
+        return self.reclaiming.crash_attempt(lease, crash, detected_by, now)
+
+    def mark_stale_workers(
+        self,
+        stale_after: float,
+        detected_by: str,
+        now: float | None = None,
+        observer: str | None = None,
+    ) -> list[StaleWorker]:
+        return self.reclaiming.mark_stale_workers(stale_after, detected_by, now, observer)
+
+    def liveness_probe(
+        self, detected_by: str, now: float | None = None, observer: str | None = None
+    ) -> list[StaleWorker]:
+        return self.reclaiming.liveness_probe(detected_by, now, observer)
+
     @property
     def liveness_grace(self) -> float:
         """Seconds a worker's liveness lock must stay free before a probe believes it
         dead (0: a free lock is a dead process)."""
         return self.liveness.grace
-
-    @liveness_grace.setter
-    def liveness_grace(self, seconds: float) -> None:
-        self.liveness.grace = seconds
-
-    def liveness_hold(
-        self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
-    ) -> LivenessHandle:
-        return self.liveness.hold(worker_id, on_change)
 
     def liveness_suspects(self) -> dict[str, float]:
         return self.liveness.suspects()
@@ -218,20 +236,119 @@ class SqlStore:
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         return self.liveness.free(worker_ids)
 
-    def listen(
-        self, on_wake: Callable[[], None], on_due: Callable[[float], None] | None = None
-    ) -> LivenessHandle | None:
-        return None if self.listeners is None else self.listeners.listen(on_wake, on_due)
+    # -- the registry: `registry.py` -----------------------------------------------------
+    def register_worker(self, info: WorkerInfo, now: float | None = None) -> None:
+        self.registry.register_worker(info, now)
 
-    def listen_ends(self, on_end: Callable[[str | None], None]) -> LivenessHandle | None:
-        return None if self.listeners is None else self.listeners.listen_ends(on_end)
+    def stop_worker(self, worker_id: str, now: float | None = None) -> None:
+        self.registry.stop_worker(worker_id, now)
 
-    def listen_cancels(
-        self, worker_id: str, on_cancel: Callable[[], None]
-    ) -> LivenessHandle | None:
-        if self.listeners is None:
-            return None
-        return self.listeners.listen_cancels(worker_id, on_cancel)
+    def list_workers(self, include_all: bool = False) -> list[dict[str, Any]]:
+        return self.registry.list_workers(include_all)
+
+    # -- reading: `inspection.py` --------------------------------------------------------
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        return self.inspection.get_job(job_id)
+
+    def resolve_job_id(self, ref: str) -> str:
+        return self.inspection.resolve_job_id(ref)
+
+    def dependency_results(self, job_id: str) -> list[DependencyEnd]:
+        return self.inspection.dependency_results(job_id)
+
+    def await_end(self, job_id: str) -> JobEnd:
+        return self.inspection.await_end(job_id)
+
+    def job_end(self, job_id: str) -> JobEnd:
+        return self.inspection.job_end(job_id)
+
+    def list_jobs(
+        self, status: str | None = None, queue: str | None = None, limit: int = 100,
+        claimed_ahead: bool | None = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        return self.inspection.list_jobs(status, queue, limit, claimed_ahead)
+
+    def browse_jobs(
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        scan: int = 10_000,
+        claimed_ahead: bool | None = None,
+    ) -> JobPage:
+        return self.inspection.browse_jobs(status, queue, task, before, limit, scan, claimed_ahead)
+
+    def finished_per_minute(
+        self, minutes: int = 60, now: float | None = None
+    ) -> list[tuple[float, str, int]]:
+        return self.inspection.finished_per_minute(minutes, now)
+
+    def count_jobs(self) -> list[tuple[str, str, int]]:
+        return self.inspection.count_jobs()
+
+    def job_counts(self) -> list[JobCount]:
+        return self.inspection.job_counts()
+
+    def has_pending(
+        self, queues: Sequence[str], now: float | None = None, retries: bool = True
+    ) -> bool:
+        return self.inspection.has_pending(queues, now, retries)
+
+    def concurrency_usage(self) -> list[dict[str, Any]]:
+        return self.inspection.concurrency_usage()
+
+    def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
+        return self.inspection.rate_usage(now)
+
+    def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
+        return self.inspection.queue_waits(now)
+
+    # -- an operator's writes, pruning: `admin.py` ---------------------------------------
+    def cancel_job(
+        self, job_id: str, now: float | None = None, by: str | None = None
+    ) -> CancelResult:
+        return self.admin.cancel_job(job_id, now, by)
+
+    def replay_dead(
+        self, job_ids: Sequence[str] | None = None, now: float | None = None
+    ) -> list[str]:
+        return self.admin.replay_dead(job_ids, now)
+
+    def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
+        return self.admin.retry_now(queues, now)
+
+    def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
+        return self.admin.start_at_attempt(job_id, attempt, now)
+
+    def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
+        return self.admin.purge_dead(older_than, now)
+
+    def purge_dead_ids(
+        self, older_than: float | None = None, now: float | None = None, dry_run: bool = False
+    ) -> list[str]:
+        return self.admin.purge_dead_ids(older_than, now, dry_run)
+
+    def vacuum_jobs(self, since: float = 0.0) -> bool:
+        return self.admin.vacuum_jobs(since)
+
+    def prune(
+        self,
+        worker_retention: float,
+        job_retention: float,
+        now: float | None = None,
+        *,
+        success_trace_retention: float = DEFAULT_SUCCESS_TRACE_RETENTION,
+        blocked_retention: float | None = None,
+    ) -> PruneCounts:
+        return self.admin.prune(
+            worker_retention,
+            job_retention,
+            now,
+            success_trace_retention=success_trace_retention,
+            blocked_retention=blocked_retention,
+        )
 
     # -- for the tests that write rows directly ------------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:

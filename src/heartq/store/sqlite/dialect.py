@@ -10,7 +10,8 @@ JSON, a lone job bound by value, keyed claims without locks (one writer), and no
 notifications (its workers and waiters poll; an enqueue in a worker's own process wakes
 it at once, `App`'s local wake-ups). Each method answers and calls nothing of
 `store/sql/` back. SQL: `queries/` (the module `q`); schema: `schema.py` and
-`migrations/`; liveness locks: `liveness.py`.
+`migrations/`; liveness locks: `liveness.py`; the connections as the store's `Link`:
+`link.py`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.store.sql.base import Step, no_async_connection
+from heartq.store.sql.base import Step, migration_scripts, no_async_connection
 from heartq.store.sql.statements import Statements
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
@@ -36,39 +37,27 @@ class SQLiteDialect:
     q: Statements = q
     statements_commit_alone = False  # `write_each` is one transaction, shared or not
 
-    def __init__(
-        self,
-        pool: ConnectionPool,
-        url: str,
-        path: Path,
-        scripts: Callable[[], list[tuple[int, str]]],
-    ) -> None:
+    def __init__(self, pool: ConnectionPool, url: str, path: Path) -> None:
         self.pool = pool
         self.url = url
         self.path = path
-        self.scripts = scripts  # the store's `migrations()`, asked when it migrates
         self.migrated = False
 
-    # -- schema and pool -----------------------------------------------------------------
+    # -- schema --------------------------------------------------------------------------
+    def migrations(self) -> list[tuple[int, str]]:
+        """This dialect's schema migrations, oldest first: `(version, script)` (a test
+        steers which of them `migrate` runs by replacing this method)."""
+        return migration_scripts("heartq.store.sqlite")
+
     def migrate(self) -> int:
-        version = schema.migrate(self.pool, self.scripts())
+        """Bring the schema up to date (`Link.migrate`); its version."""
+        version = schema.migrate(self.pool, self.migrations())
         self.migrated = True
         return version
 
     def ensure_schema(self) -> None:
         if not self.migrated:
             self.migrate()
-
-    def reach(self) -> None:
-        """A read transaction that runs nothing (opens the connection)."""
-        with self.read():
-            pass
-
-    def resize_pool(self, size: int) -> None:
-        """No pool to resize: one connection per thread."""
-
-    def close(self) -> None:
-        self.pool.close()
 
     # -- transactions --------------------------------------------------------------------
     def write(self) -> contextlib.AbstractContextManager[Any]:

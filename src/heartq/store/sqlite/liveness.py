@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from heartq.model import LivenessChange
-from heartq.store.interface import LivenessHandle
+from heartq.store.link import LivenessHandle
 from heartq.store.sql.base import Dialect, FoundDead
 from heartq.store.sqlite import queries as q
 
