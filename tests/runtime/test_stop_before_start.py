@@ -13,9 +13,11 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import heartq
 from heartq.event_stream import EventStream
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import ClaimedJob, Outcome
@@ -114,3 +116,23 @@ def test_code_whose_end_came_before_it_started_is_stopped(
         ledger.pool.close()
     assert reported[0] is Outcome.TIMED_OUT
     assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
+
+
+def test_a_process_pool_hands_its_children_the_url_with_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child opens the store for its task's `ctx.transaction()` with the URL its pool
+    got: the one given, password and all (`Link.given_url`), never the redacted one that
+    logs print (`Link.url`), with which a server that checks passwords refuses it."""
+    seen: list[str] = []
+
+    class Recording:
+        def __init__(self, ledger: Any, app_ref: str, limit: int, url: str, **_: Any) -> None:
+            seen.append(url)
+
+    monkeypatch.setattr("heartq.worker.process_pool.ProcessPool", Recording)
+    url = "postgresql://app:s3cret@127.0.0.1:5432/q?schema=jobs"  # nothing is opened
+    app = heartq.App(url)
+    worker = heartq.Worker(app, pool="process", app_ref="tasks:app")
+    worker._make_pool()
+    assert seen == [url] and "s3cret" not in app.store.link.url

@@ -28,6 +28,10 @@ class Link(Protocol):
     module docstring)."""
 
     url: str  # with any password redacted: safe to print and log
+    # The URL as given, its secrets with it: only for the worker's own processes (a
+    # process pool's children open the store for a task's `ctx.transaction()`), never
+    # printed or logged.
+    given_url: str
     supports_notify: bool  # True when enqueues wake idle workers on other hosts
     # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
     # pooler without a direct URL; such workers are found by heartbeats and leases).

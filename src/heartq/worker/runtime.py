@@ -449,7 +449,8 @@ class Worker:
             from heartq.worker.process_pool import ProcessPool, locate_app
 
             app_ref = self._app_ref or locate_app(self.app)
-            return ProcessPool(self.ledger, app_ref, limit, self.store.link.url, otel=self.otel)
+            url = self.store.link.given_url  # its password too: children connect with it
+            return ProcessPool(self.ledger, app_ref, limit, url, otel=self.otel)
         return ThreadPool(self.ledger, limit)
 
     # -- shutdown ----------------------------------------------------------------------

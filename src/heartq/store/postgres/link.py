@@ -44,6 +44,7 @@ class PostgresLink:
         self.liveness = liveness
         self.listeners = listeners
         self.url = dialect.url
+        self.given_url = pool.url
         self.schema = pool.schema
         self.supports_notify = listeners is not None
         self.holds_liveness_lock = pool.sessions

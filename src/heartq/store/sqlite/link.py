@@ -36,6 +36,7 @@ class SQLiteLink:
         self.dialect = dialect
         self.liveness = liveness
         self.url = dialect.url
+        self.given_url = dialect.url  # a file's URL holds no secret
         self.path: Path = dialect.path
 
     def reach(self) -> None:
