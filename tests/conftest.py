@@ -28,6 +28,10 @@ test_pooler.py: what only PostgreSQL has). One more, not in the default run:
 (`HEARTQ_TEST_BACKENDS=pgbouncer pytest tests/conformance`: every store operation
 through the pooler; tests/integration/test_pooler.py covers it in the default run).
 
+Logic that needs no database (the worker's ledger, claimer and completer) is tested
+without one as well, in tests/unit, over a fake of the store interface and with every
+database connection refused: beside the tests above, never instead of them.
+
 The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
 at its start it removes what killed runs left, at its end what it left itself
 (`tests/leftovers.py`).
