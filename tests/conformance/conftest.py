@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import math
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 
 from heartq.store import Store
+from heartq.store.postgres.connection import parse_url
 
 
 @pytest.fixture
@@ -14,3 +19,21 @@ def t0(store: Store) -> float:
     """A base time from the database's clock, in whole seconds so that times compare
     exactly in ISO-8601 (millisecond) form. Tests add to it and pass it as `now=`."""
     return float(math.floor(store.clock()))
+
+
+@pytest.fixture
+def connect(store: Store, store_url: str) -> Iterator[Any]:
+    """A connection of the application's own on the queue's database, not autocommit."""
+    opened: list[Any] = []
+
+    def make() -> Any:
+        if store_url.startswith("sqlite"):
+            conn: Any = sqlite3.connect(store.link.path)  # type: ignore[attr-defined]
+        else:
+            conn = psycopg.connect(parse_url(store_url)[0])
+        opened.append(conn)
+        return conn
+
+    yield make
+    for conn in opened:
+        conn.close()

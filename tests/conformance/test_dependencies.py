@@ -5,20 +5,16 @@ transaction."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from heartq.errors import ConfigError, DependencyNotFound, LeaseLost
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import CancelResult, DetectedBy, JobStatus, Outcome, Renewal, TaskPolicy
 from heartq.store import Store, documents, open_store
-from heartq.store.postgres.connection import parse_url
 
 from .support import LEASE, at, claim_one, enqueue_one, new_job, register
 
@@ -169,24 +165,6 @@ def test_a_job_may_depend_on_jobs_of_its_batch(store: Store, t0: float) -> None:
     assert statuses(store, "job-then", "job-last") == ["queued", "waiting"]
     run_to_end(store, t0 + 2)
     assert status(store, "job-last") == JobStatus.QUEUED
-
-
-@pytest.fixture
-def connect(store: Store, store_url: str) -> Iterator[Any]:
-    """A connection of the application's own on the queue's database, not autocommit."""
-    opened: list[Any] = []
-
-    def make() -> Any:
-        if store_url.startswith("sqlite"):
-            conn: Any = sqlite3.connect(store.link.path)  # type: ignore[attr-defined]
-        else:
-            conn = psycopg.connect(parse_url(store_url)[0])
-        opened.append(conn)
-        return conn
-
-    yield make
-    for conn in opened:
-        conn.close()
 
 
 def test_a_job_may_depend_on_a_job_of_the_same_transaction(

@@ -83,8 +83,7 @@ def test_delay_sets_run_at_and_negative_delay_means_now(store: Store, t0: float)
 
 # Enqueued oldest first, ties in id order: within a priority PostgreSQL claims a job
 # enqueued runnable in the order of the transactions that enqueued them (the ready log),
-# SQLite by `run_at` then id; here the two agree (tests/plans/test_ready_log.py: where
-# they do not).
+# SQLite by `run_at` then id; here the two agree (test_ready_log.py: where they do not).
 ORDER_CASES = [
     # (id, priority, enqueued at t0 + offset)
     ("neg-oldest", -1, -100.0),

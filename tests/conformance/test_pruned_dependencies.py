@@ -19,7 +19,7 @@ from heartq.store.postgres.connection import parse_url
 from tests.support import wait_for
 
 from .support import enqueue_one, new_job
-from .test_dependencies import connect, run_to_end  # noqa: F401 (connect: a fixture)
+from .test_dependencies import run_to_end
 
 DAY = 86400.0
 
@@ -98,7 +98,7 @@ def test_an_enqueue_that_waited_for_a_prune_finds_the_trace(
     store: Store,
     t0: float,
     backend: str,
-    connect: Any,  # noqa: F811
+    connect: Any,
     store_url: str,
 ) -> None:
     """PostgreSQL: the prune deletes a dependency while an enqueue waits for its row

@@ -1,21 +1,20 @@
-"""The lanes of the ready log (PostgreSQL; docs/DESIGN.md, "The claim"): a claim walks
-only lanes with work, at most as many as it takes, highest priority first; a lane that
-emptied goes away, never from under an enqueue in flight; an enqueue into a caller's
-transaction needs nothing its snapshot cannot see.
+"""What the lanes of the ready log cost (PostgreSQL; docs/DESIGN.md, "The claim"): a claim
+walks only lanes with work, at most as many as it takes, highest priority first, and an
+idle claim reads as much with 1,000 lanes emptied and pruned as with one. That a pruned
+lane takes its next job, that none is pruned from under an enqueue in flight and that a
+REPEATABLE READ caller enqueues into a new lane is tests/conformance/test_ready_log.py's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 
 from bench import held_leases
 from heartq.model import NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
-from heartq.store.postgres.connection import parse_url
 
 LEASE = 600.0
 
@@ -74,48 +73,3 @@ def test_a_claim_walks_only_the_lanes_it_takes_from(pg_store: PostgresStore, lan
     assert buffers <= 600, buffers
 
 
-def test_a_lane_that_emptied_goes_and_comes_back_with_its_next_job(
-    pg_store: PostgresStore,
-) -> None:
-    """The pruner deletes the lanes no claim took from lately that have nothing left,
-    and keeps one with a job waiting; an enqueue makes a pruned lane again, and the next
-    claim takes its job from the lane's last frontier on."""
-    _emptied_lanes(pg_store, 3)
-    (waiting,) = pg_store.enqueue([NewJob("t", "{}", priority=7)])
-    assert pg_store.dialect.prune_lanes(idle=3600.0) == 0  # all taken from lately
-    assert pg_store.dialect.prune_lanes(idle=0.0) == 3
-    with pg_store.link.pool.transaction() as conn:
-        left = conn.execute("SELECT queue, priority FROM lanes").fetchall()
-    assert left == [{"queue": "default", "priority": 7}]
-    (again,) = pg_store.enqueue([NewJob("t", "{}", priority=1)])
-    claimed = pg_store.claim("w", ["default"], 10, lease=LEASE)
-    assert sorted(j.id for j in claimed) == sorted([waiting, again])
-
-
-def test_a_lane_is_never_pruned_from_under_an_enqueue_in_flight(pg_store: PostgresStore) -> None:
-    """An application's transaction enqueues into an empty lane and has not committed:
-    the pruner leaves the lane (the enqueue holds it), and the job is claimed once the
-    transaction commits. Pruned from under it, the job would wait in a lane no claim
-    reads until another enqueue made the lane again."""
-    _emptied_lanes(pg_store, 1)
-    conninfo, _ = parse_url(pg_store.link.url)
-    with psycopg.connect(conninfo) as app:
-        (job,) = pg_store.enqueue([NewJob("t", "{}")], connection=app)
-        assert pg_store.dialect.prune_lanes(idle=0.0) == 0
-        app.commit()
-    assert pg_store.dialect.prune_lanes(idle=0.0) == 0  # a job waits in it now
-    assert [j.id for j in pg_store.claim("w", ["default"], 10, lease=LEASE)] == [job]
-
-
-def test_a_repeatable_read_caller_enqueues_into_a_new_lane(pg_store: PostgresStore) -> None:
-    """A caller's REPEATABLE READ transaction whose snapshot is older than the lane its
-    job enters (made, committed, on heartq's own connection) enqueues and commits: its
-    insert makes no lane of its own, which that snapshot cannot see (it failed every time
-    to serialize: `could not serialize access due to concurrent update`)."""
-    conninfo, _ = parse_url(pg_store.link.url)
-    with psycopg.connect(conninfo) as app:
-        app.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        app.execute("SELECT 1")  # the snapshot, taken before the lane exists
-        (job,) = pg_store.enqueue([NewJob("t", "{}", queue="fresh", priority=3)], connection=app)
-        app.commit()
-    assert [j.id for j in pg_store.claim("w", ["fresh"], 10, lease=LEASE)] == [job]

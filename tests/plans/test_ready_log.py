@@ -1,17 +1,20 @@
-"""The claim of the ready log (PostgreSQL, schema v26; docs/DESIGN.md, "The claim"): it
-starts at its lane's frontier, so it costs the same whether or not PostgreSQL can vacuum,
-and the frontier never passes a job that may still become visible.
+"""What the claim of the ready log costs (PostgreSQL, schema v26; docs/DESIGN.md, "The
+claim"): it starts at its lane's frontier, so it costs the same whether or not
+PostgreSQL can vacuum, and its generic plan walks its indexes.
 
 A job enqueued runnable and without a key carries the id of its enqueuing transaction;
 a claim reads its lane past the furthest mark, whose pending list names the transactions
-that were running below it. Each test here fails if that breaks: the claim walking from
-the lane's start (flatness), a mark passing a transaction still in flight (a job never
-claimed), a mark kept from a claim that rolled back, marks never pruned.
+that were running below it. Each test here fails if the claim's cost breaks: a walk from
+the lane's start (index entries and buffers growing with the jobs claimed under a held
+horizon), a pending transaction probed at every claim, a plan that reads a table whole.
+What the claim must do, whatever it costs (a frontier that never passes a job that may
+still become visible, a claim rolled back that moves nothing, the order of fresh and
+handed-back jobs, marks pruned), is tests/conformance/test_ready_log.py's, on every backend
+where it applies.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import psycopg
@@ -93,29 +96,6 @@ def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
     assert buffers_after <= buffers + 50, (pinned, churned)
 
 
-def test_a_job_of_a_transaction_running_below_the_frontier_is_claimed_at_its_commit(
-    pg_store: PostgresStore,
-) -> None:
-    """An application's transaction takes its id, then other jobs are enqueued and
-    claimed past it (the frontier moves beyond its id, which the mark lists as pending);
-    it enqueues a job and commits, later: the next claim takes that job. A frontier that
-    forgot the transactions running below it would never read it."""
-    conninfo, _ = parse_url(pg_store.link.url)
-    with psycopg.connect(conninfo) as app:
-        row = app.execute("SELECT pg_current_xact_id()::text").fetchone()
-        assert row is not None
-        xid = row[0]  # its id, below everything after
-        pg_store.enqueue([NewJob("t", "{}") for _ in range(3)])
-        assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 3
-        assert pg_store.claim("w", ["default"], 10, lease=LEASE) == []
-        mark = _marks(pg_store)[-1]
-        assert int(mark["frontier_xid"]) > int(xid) and xid in mark["pending"], mark
-        (late,) = pg_store.enqueue([NewJob("t", "{}")], connection=app)
-        app.commit()
-    assert [j.id for j in pg_store.claim("w", ["default"], 10, lease=LEASE)] == [late]
-    assert xid not in _marks(pg_store)[-1]["pending"]  # ended, its job taken: not probed
-
-
 def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresStore) -> None:
     """Thirty other sessions hold a transaction with an id open (a fleet's claims and
     finishes in flight), below the frontier, so the mark lists each as pending: a claim
@@ -147,73 +127,6 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
     assert entries_crowded <= entries + 5, (alone, crowded)
     # Measured: 98 buffers alone and with thirty pending (158 when each was probed).
     assert buffers_crowded <= buffers + 20, (alone, crowded)
-
-
-def test_a_claim_that_rolled_back_moved_nothing(pg_store: PostgresStore) -> None:
-    """The mark commits with the claim or not at all: a claim rolled back leaves the
-    frontier where it was, and its jobs are claimed by the next claim."""
-    ids = pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])
-    with pg_store.link.pool.transaction() as conn:
-        taken = conn.execute(pg_q.CLAIM_ONE_QUEUE, _claim_params(3)).fetchall()
-        assert len(taken) == 3
-        conn.rollback()
-    assert _marks(pg_store) == []
-    assert sorted(j.id for j in pg_store.claim("w", ["default"], 10, lease=LEASE)) == sorted(ids)
-
-
-def test_superseded_marks_are_pruned_a_minute_after(pg_store: PostgresStore) -> None:
-    """Each claim that took jobs appends a mark; the pruner deletes those a further
-    mark supersedes once a minute old, and keeps the furthest (which a claim reads)."""
-    t0 = pg_store.clock()
-    pg_store.enqueue([NewJob("t", "{}") for _ in range(4)], now=t0)
-    for i in range(4):
-        assert len(pg_store.claim("w", ["default"], 1, lease=LEASE, now=t0 + i)) == 1
-    marks = _marks(pg_store)
-    assert len(marks) >= 4
-    pg_store.prune(3600.0, 3600.0, now=t0 + 30)
-    assert len(_marks(pg_store)) == len(marks)  # none a minute old yet
-    pg_store.prune(3600.0, 3600.0, now=t0 + 120)
-    assert _marks(pg_store) == marks[-1:]
-    pg_store.enqueue([NewJob("t", "{}")], now=t0 + 121)
-    assert len(pg_store.claim("w", ["default"], 10, lease=LEASE, now=t0 + 121)) == 1
-
-
-def test_fresh_jobs_in_the_order_of_their_transactions_and_due_ones_by_run_at(
-    pg_store: PostgresStore,
-) -> None:
-    """Within a priority, a job handed back (no `ready_xid`: here as a job queued before
-    v26) is claimed by its `run_at` before fresh jobs; fresh jobs in the order of the
-    transactions that enqueued them, whatever their `run_at` (a later transaction dated
-    earlier, as a transaction that began before it would date its jobs, comes after)."""
-    t0 = pg_store.clock()
-    (first,) = pg_store.enqueue([NewJob("t", "{}")], now=t0)
-    (second,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 10)
-    (back,) = pg_store.enqueue([NewJob("t", "{}")], now=t0 - 5)
-    with pg_store.link.pool.transaction() as conn:
-        conn.execute("UPDATE jobs SET ready_xid = NULL WHERE id = %s", [back])
-    claimed = [pg_store.claim("w", ["default"], 1, lease=LEASE, now=t0)[0].id for _ in range(3)]
-    assert claimed == [back, first, second]
-
-
-def test_an_enqueue_into_an_open_transaction_holds_up_no_other_enqueuer(
-    pg_store: PostgresStore,
-) -> None:
-    """The first job of a lane enqueued into a caller's transaction that stays open: its
-    lane was made beforehand on heartq's own connection, so another enqueue of that lane
-    commits meanwhile instead of waiting on the lane's uncommitted row."""
-    conninfo, _ = parse_url(pg_store.link.url)
-    others: list[str] = []
-    with psycopg.connect(conninfo) as app:
-        pg_store.enqueue([NewJob("t", "{}", queue="fresh")], connection=app)
-        other = threading.Thread(
-            target=lambda: others.extend(pg_store.enqueue([NewJob("t", "{}", queue="fresh")]))
-        )
-        other.start()
-        other.join(timeout=20)
-        finished_while_open = not other.is_alive()
-        app.rollback()
-    other.join(timeout=20)
-    assert finished_while_open and len(others) == 1
 
 
 @pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
