@@ -420,8 +420,12 @@ def test_a_reclaim_whose_release_fails_does_not_land(store: Store, t0: float, ba
     assert statuses(store, first, then) == ["dead", "blocked"]
 
 
-def _wait_until_blocked_by(watcher: Any, pid: int) -> None:
-    """Until some session waits for a lock the session `pid` holds (30 s at most)."""
+def _wait_until_blocked_by(watcher: Any, holder: Any) -> None:
+    """Until some session waits for a lock `holder`'s transaction holds (30 s at most).
+    The server's pid is asked in that transaction: behind a pooler the client's
+    `backend_pid` is the pooler's, not the server session's."""
+    row = holder.execute("SELECT pg_backend_pid() AS pid").fetchone()
+    pid = row["pid"] if isinstance(row, dict) else row[0]  # a store's rows are dicts
     deadline = time.monotonic() + 30
     while True:
         query = "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
@@ -451,7 +455,7 @@ def test_a_finish_that_waited_for_an_enqueue_releases_its_dependent(
     lost: list[Any] = []
     finisher = threading.Thread(target=lambda: lost.extend(store.finish([succeeded(job, "1")])))
     finisher.start()
-    _wait_until_blocked_by(connect(), conn.info.backend_pid)
+    _wait_until_blocked_by(connect(), conn)
     assert status(store, first) == JobStatus.RUNNING
     conn.commit()
     finisher.join(30)
@@ -479,7 +483,7 @@ def test_an_enqueue_that_waited_for_an_end_sees_the_job_ended(
             doc = documents.attempt_finish_doc(succeeded(job, "1"))
             assert store._apply_finishes(conn, [doc], None) == {job.lease}  # type: ignore[attr-defined]
             enqueuer.start()
-            _wait_until_blocked_by(connect(), conn.info.backend_pid)
+            _wait_until_blocked_by(connect(), conn)
         enqueuer.join(30)
         assert not enqueuer.is_alive()
     finally:

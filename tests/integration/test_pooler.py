@@ -37,7 +37,7 @@ import psycopg
 import pytest
 
 import heartq
-from heartq.errors import StoreRefused
+from heartq.errors import JobNotFound, StoreRefused
 from heartq.model import CancelResult, NewJob
 from heartq.store import open_store
 from heartq.store.postgres.connection import parse_url
@@ -280,8 +280,8 @@ def test_without_the_setting_prepared_statements_on_another_session_name_it(
             assert "Traceback" not in each.log_text()
 
 
-def _job(args: dict[str, Any]) -> NewJob:
-    return NewJob(task="quick", args_json=json.dumps(args))
+def _job(args: dict[str, Any], queue: str = "default") -> NewJob:
+    return NewJob(task="quick", args_json=json.dumps(args), queue=queue)
 
 
 # -- workers ---------------------------------------------------------------------------------
@@ -440,6 +440,38 @@ def test_a_task_s_transaction_commits_with_its_job_through_the_pooler(pooled: Po
     done = harness.wait_job(job_id, lambda j: j["result"], 30, "the job's result")
     assert [e["outcome"] for e in done["executions"]] == ["crashed", "succeeded"]
     assert harness.sql(f"SELECT job_id, execution_id FROM {table}") == [(job_id, 2)]
+
+
+def test_an_enqueue_in_the_caller_s_transaction_opens_its_queue_through_the_pooler(
+    pooled: Pooled,
+) -> None:
+    """An application's transaction through the pooler enqueues into a queue new to the
+    database: the queue's lane is made and committed on a connection of heartq's own,
+    aside (one transaction behind the pooler, its schema set first), while the caller's
+    transaction, older than the lane (REPEATABLE READ) or not, goes on. Committed, each
+    job is claimed; rolled back, none is queued. Behind the pooler the aside connection
+    once changed its autocommit inside a transaction, and never committed."""
+    conninfo, _ = parse_url(pooled.harness.url)
+    store = open_store(pooled.harness.url)
+    try:
+        store.link.migrate()
+        kept: dict[str, str] = {}
+        for isolation in ("READ COMMITTED", "REPEATABLE READ"):
+            queue = f"fresh_{isolation.split()[0].lower()}"
+            with psycopg.connect(conninfo, prepare_threshold=None) as app:
+                app.execute(f"BEGIN ISOLATION LEVEL {isolation}")
+                app.execute("SELECT 1")  # the caller's snapshot, before the lane
+                (kept[queue],) = store.enqueue([_job({}, queue=queue)], connection=app)
+            with psycopg.connect(conninfo, prepare_threshold=None) as app:
+                app.execute("BEGIN")
+                (dropped,) = store.enqueue([_job({}, queue=f"{queue}_undone")], connection=app)
+                app.rollback()
+            with pytest.raises(JobNotFound):
+                store.get_job(dropped)
+        for queue, job_id in kept.items():
+            assert [job.id for job in store.claim("w1", [queue], 5, 30)] == [job_id]
+    finally:
+        store.link.close()
 
 
 def test_heartq_commands_work_through_the_pooler(pooled: Pooled) -> None:

@@ -494,29 +494,34 @@ class ConnectionPool:
         pool = self._get_pool()
         taken = self._checkouts.take_idle(pool, ASIDE_WAIT)
         if taken is None:
-            own = self._connect_aside()
-            try:
+            with self._connect_aside() as own:  # committed, then closed
+                if self.pooler.transaction:
+                    self._scope(own)
                 yield own
-            finally:
-                close_quietly(own)
             return
         with self._lent(pool, taken) as conn:
-            conn.autocommit = not self.pooler.transaction
-            if self.pooler.transaction:
+            if self.pooler.transaction:  # one transaction, its scope first
                 self._scope(conn)
-            yield conn
-            conn.autocommit = False
+                yield conn
+                return
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                with contextlib.suppress(psycopg.Error):  # a broken session is discarded
+                    conn.autocommit = False
 
     def _connect_aside(self) -> psycopg.Connection[Any]:
-        """A connection outside the pool for `aside`, configured as the pool's are."""
+        """A connection outside the pool for `aside`, configured as the pool's are: each
+        statement commits by itself, or behind a transaction-mode pooler the block is one
+        transaction (`_scope` sets its schema), committed when it ends."""
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=True, **self.connect_kwargs)
+            conn = psycopg.connect(
+                self.conninfo, autocommit=not self.pooler.transaction, **self.connect_kwargs
+            )
         except psycopg.Error as exc:
             raise translate(exc, self.url, connecting=True) from None
         _configure(conn)
-        if self.pooler.transaction:
-            conn.autocommit = False
-            self._scope(conn)
         return conn
 
     @contextlib.contextmanager
