@@ -81,7 +81,7 @@ def main() -> None:
         claim_many = timed(claim_10_of_3_queues, repeat=200)
         renewals = [Renewal(j.lease) for j in held[:200]]
         beat = timed(lambda: store.heartbeat("bench", renewals, 60))
-        reap = timed(lambda: store.reap_expired(DetectedBy.LEASE_EXPIRED, 100))
+        reap = timed(lambda: store.reclaim_expired(DetectedBy.LEASE_EXPIRED, 100))
         counts = timed(store.count_jobs, repeat=5)
         # the dashboard's reads: a page of the job list (first, deep, a filter nothing
         # matches, which reads its whole window), and the overview's chart

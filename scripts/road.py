@@ -48,7 +48,7 @@ TASKS = textwrap.dedent(
     import time
     import heartq
 
-    app = heartq.App(URL, heartbeat_interval=0.1, lease=1.0, reap_interval=0.1,
+    app = heartq.App(URL, heartbeat_interval=0.1, lease=1.0, reclaim_interval=0.1,
                      liveness_interval=0.1, poll_interval=0.02, shutdown_timeout=2.0)
 
     @app.task()

@@ -30,7 +30,7 @@ FAST: Final[Mapping[str, float]] = MappingProxyType(
     {
         "heartbeat_interval": 0.2,
         "lease": 0.6,
-        "reap_interval": 0.3,
+        "reclaim_interval": 0.3,
         "liveness_interval": 0.2,
         "poll_interval": 0.05,
     }

@@ -1,7 +1,7 @@
 """heartq: a job queue that loses no job and leaves none stuck.
 
 Each running job is held on a lease its worker renews by heartbeat; a job whose lease
-lapses is requeued with its crash context kept; every write of a worker is fenced by an
+lapses is reclaimed with its crash context kept; every write of a worker is fenced by an
 execution id; retries are bounded and the rest go to a dead-letter queue.
 """
 

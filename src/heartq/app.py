@@ -427,9 +427,9 @@ class App:
         return self.store.cancel_job(job_id, by=by or ids.requester("app.cancel"))
 
     def replay(self, *job_ids: str) -> list[str]:
-        """Requeue these dead jobs, as `heartq dlq replay` does (attempts reset, history
+        """Replay these dead jobs, as `heartq dlq replay` does (attempts reset, history
         kept); the jobs they blocked wait for them again, and run once they succeed. The
-        ids requeued: a job that is not dead is left as it is."""
+        ids replayed: a job that is not dead is left as it is."""
         return self.store.replay_dead(list(job_ids))
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----

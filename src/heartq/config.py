@@ -3,14 +3,18 @@
 Every duration is in seconds (a float, so tests and demos can run the whole protocol in
 fractions of a second). Resolution order for each setting: the explicit argument, then the
 environment (`HEARTQ_URL`, and each setting's `Setting.env`: `HEARTQ_HEARTBEAT_INTERVAL`,
-`HEARTQ_LEASE`, `HEARTQ_REAP_INTERVAL`), then the default below.
+`HEARTQ_LEASE`, `HEARTQ_RECLAIM_INTERVAL`), then the default below.
 
 Each field of `Settings` is declared once, with its default, its help, its variable and
 whether `heartq worker` offers it as an option (`setting`): the command's options are
 made from these declarations, so a default is never typed twice.
 
 Derived defaults keep the ratios of docs/DESIGN.md when only the heartbeat is set: the lease is
-3 heartbeats, the reap interval one heartbeat, a worker is stale after 3 missed heartbeats.
+3 heartbeats, the reclaim interval one heartbeat, a worker is stale after 3 missed heartbeats.
+
+A setting whose name changed (one word for each thing: docs/DESIGN.md, "Words") keeps
+its old name, and its old variable, for a release (`RENAMED_SETTINGS`, `RENAMED_ENV`):
+given either, it still sets the new one, with a `DeprecationWarning`.
 
 Two ways take a job from a silent worker: its lease expires, or its registry row goes
 stale and the monitor reclaims everything it holds. A worker must stop trusting its
@@ -22,11 +26,13 @@ DESIGN's 3 heartbeats at the default ratio, never shorter than the lease.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Final
 
 from heartq import payload
 from heartq.errors import ConfigError
@@ -44,7 +50,7 @@ DEFAULT_PULSE_INTERVAL = 1.0
 tasks report is written, and cancels are looked for, about once a second."""
 DEFAULT_LIVENESS_INTERVAL = 1.0
 """Defaults to 1 s between two probes of the workers' liveness locks."""
-DEFAULT_REAP_BATCH = 100
+DEFAULT_RECLAIM_BATCH = 100
 """Defaults to reclaiming at most 100 expired leases per statement."""
 DEFAULT_WORKER_RETENTION = 7 * 86400.0
 """Defaults to keeping inactive and stopped worker rows for 7 days."""
@@ -162,11 +168,11 @@ class Settings:
         env="HEARTQ_LEASE",
         worker_option=True,
     )
-    reap_interval: float | None = setting(
+    reclaim_interval: float | None = setting(
         None,
-        "Seconds between reaper passes",
+        "Seconds between passes of the lease reclaimer and the worker monitor",
         "1 heartbeat",
-        env="HEARTQ_REAP_INTERVAL",
+        env="HEARTQ_RECLAIM_INTERVAL",
         worker_option=True,
     )
     pulse_interval: float | None = setting(
@@ -187,10 +193,10 @@ class Settings:
         "Seconds of silence after which a worker is stale",
         f"{STALE_HEARTBEATS:g} heartbeats, at least the lease",
     )
-    reap_batch: int = setting(
-        DEFAULT_REAP_BATCH,
+    reclaim_batch: int = setting(
+        DEFAULT_RECLAIM_BATCH,
         "Expired leases reclaimed per statement",
-        str(DEFAULT_REAP_BATCH),
+        str(DEFAULT_RECLAIM_BATCH),
         whole=True,
     )
     worker_retention: float = setting(
@@ -280,7 +286,7 @@ class Settings:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ConfigError(f"prefetch must be a whole number, 0 or more, got {self.prefetch!r}")
         payload.check_int("prefetch", count, minimum=0)  # claimed ahead: a database integer
-        payload.check_int("reap_batch", self.reap_batch, minimum=1)
+        payload.check_int("reclaim_batch", self.reclaim_batch, minimum=1)
         if self.pool_size is not None and (
             not isinstance(self.pool_size, int) or self.pool_size < 1
         ):
@@ -309,8 +315,26 @@ class Settings:
         return min(chosen, self.heartbeat_interval)
 
     @property
+    def reclaim_interval_seconds(self) -> float:
+        if self.reclaim_interval is not None:
+            return self.reclaim_interval
+        return self.heartbeat_interval
+
+    # -- deprecated names (`RENAMED_SETTINGS`) ------------------------------------------
+    @property
+    def reap_interval(self) -> float | None:
+        _warn_renamed("reap_interval", stacklevel=3)
+        return self.reclaim_interval
+
+    @property
+    def reap_batch(self) -> int:
+        _warn_renamed("reap_batch", stacklevel=3)
+        return self.reclaim_batch
+
+    @property
     def reap_interval_seconds(self) -> float:
-        return self.reap_interval if self.reap_interval is not None else self.heartbeat_interval
+        _warn_renamed("reap_interval_seconds", stacklevel=3)
+        return self.reclaim_interval_seconds
 
     @property
     def stale_after_seconds(self) -> float:
@@ -328,11 +352,11 @@ class Settings:
         defaults: 1 s on SQLite, 4 s on PostgreSQL, 120 s behind a transaction-mode pooler
         without a direct URL): its lock, once free for the store's `grace`, at the next
         probe; without a lock, its silence past its stale threshold, at a peer's next
-        monitor pass (every reap interval). Told in `worker_started`, so an operator sees
+        monitor pass (every reclaim interval). Told in `worker_started`, so an operator sees
         what a pooled worker's missing lock costs before a crash shows it."""
         if holds_lock:
             return grace + self.liveness_interval
-        return self.stale_after_seconds + self.reap_interval_seconds
+        return self.stale_after_seconds + self.reclaim_interval_seconds
 
     @property
     def safety_margin_seconds(self) -> float:
@@ -347,7 +371,7 @@ class Settings:
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with the given (non-None) settings replaced."""
-        clean = {k: v for k, v in overrides.items() if v is not None}
+        clean = {k: v for k, v in renamed_settings(overrides, 4).items() if v is not None}
         unknown = set(clean) - {f.name for f in fields(self)}
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
@@ -356,7 +380,8 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from `HEARTQ_*` variables, with explicit overrides taking precedence."""
-        env = os.environ if environ is None else environ
+        env = renamed_env(os.environ if environ is None else environ)
+        overrides = renamed_settings(overrides, 3)
         values: dict[str, Any] = {}
         env_settings = env_variables()
         described = {f.name: setting_of(f) for f in fields(cls)}
@@ -413,3 +438,75 @@ def worker_options() -> list[tuple[str, Setting]]:
         if described is not None and described.worker_option:
             out.append((f.name, described))
     return out
+
+
+# -- deprecated names ---------------------------------------------------------------------
+RENAMED_SETTINGS: Final = {
+    "reap_interval": "reclaim_interval",
+    "reap_batch": "reclaim_batch",
+    "reap_interval_seconds": "reclaim_interval_seconds",
+}
+"""Old setting name -> its name (kept for a release, then removed)."""
+RENAMED_ENV: Final = {"HEARTQ_REAP_INTERVAL": "HEARTQ_RECLAIM_INTERVAL"}
+"""Old environment variable -> its name (kept for a release, then removed)."""
+
+
+def _warn_renamed(old: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"the setting {old!r} is deprecated: use {RENAMED_SETTINGS[old]!r}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def renamed_settings(given: Mapping[str, Any], stacklevel: int = 3) -> dict[str, Any]:
+    """`given` with each old setting name (`RENAMED_SETTINGS`) under its new one, with a
+    `DeprecationWarning`; both given (and set) is a `ConfigError`."""
+    out = dict(given)
+    for old, new in RENAMED_SETTINGS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if value is None:
+            continue
+        _warn_renamed(old, stacklevel + 1)
+        if out.get(new) is not None:
+            raise ConfigError(f"{old} and {new} are the same setting: give {new} alone")
+        out[new] = value
+    return out
+
+
+def renamed_env(environ: Mapping[str, str]) -> Mapping[str, str]:
+    """`environ` with each old variable (`RENAMED_ENV`) that is set read as its new one,
+    unless that one is set too, with a `DeprecationWarning`."""
+    old_set = [old for old in RENAMED_ENV if environ.get(old)]
+    if not old_set:
+        return environ
+    out = dict(environ)
+    for old in old_set:
+        new = RENAMED_ENV[old]
+        warnings.warn(
+            f"the variable {old} is deprecated: set {new}"
+            + (f" ({new} is set too and wins)" if environ.get(new) else ""),
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        if not environ.get(new):
+            out[new] = environ[old]
+    return out
+
+
+def _settings_init_taking_old_names() -> None:
+    """`Settings(reap_interval=...)` still works (a `DeprecationWarning`): the generated
+    `__init__`, behind one that renames the old keywords."""
+    init = Settings.__init__
+
+    def __init__(self: Settings, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **renamed_settings(kwargs, 3))
+
+    __init__.__doc__ = init.__doc__
+    __init__.__signature__ = inspect.signature(init)  # type: ignore[attr-defined]
+    setattr(Settings, "__init__", __init__)  # noqa: B010 - a method mypy won't let be assigned
+
+
+_settings_init_taking_old_names()

@@ -8,7 +8,7 @@ it there, each in the order it subscribed:
   logger, where `heartq worker --log-format` (`configure_logging`) or the application's
   own logging configuration sends it;
 - a worker's Prometheus metrics (`heartq worker --metrics-port`, `heartq.metrics`);
-- `heartq.testing`'s drain, `heartq reap --app`, a user's own listeners
+- `heartq.testing`'s drain, `heartq reclaim --app`, a user's own listeners
   (`app.events.subscribe(listener)`: `listener(event)` with one `heartq.Event`).
 
 Hooks are the stream's other kind of subscriber (`stream.hooks`, which is `app.hooks`):
@@ -31,44 +31,56 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from heartq import events
 from heartq.events import Event, Listener
 from heartq.hooks import Hooks, run_crash_hooks
-from heartq.model import JobStatus, Reclaimed, StaleWorker
+from heartq.model import DeactivatedWorker, JobStatus, Reclaimed
 
 logger = events.logger
 
 Wants = Callable[[int], bool]
 """Whether a subscriber wants the events of a logging level (None: every event)."""
+Heard = Callable[[Event], "Event | None"]
+"""What a subscriber by name hears of an event: the event, as it knows it, or None."""
 
 
 class EventStream:
     """One app's events and their subscribers (see the module's docstring). A stream of
-    no app (the dashboard, `heartq reap` without `--app`) has the log alone."""
+    no app (the dashboard, `heartq reclaim` without `--app`) has the log alone."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._subscribers: tuple[tuple[Listener, Wants | None], ...] = (
-            (events.log_event, events.log_wants),
+        self._subscribers: tuple[tuple[Listener, Wants | None, Heard | None], ...] = (
+            (events.log_event, events.log_wants, None),
         )
         self.hooks = Hooks(self.emit)
         """The hooks that observe this stream's app (`app.hooks`, `heartq.hooks`)."""
 
     # -- subscribers -----------------------------------------------------------------------
-    def subscribe(self, listener: Listener, *, wants: Wants | None = None) -> Listener:
+    def subscribe(
+        self,
+        listener: Listener,
+        *,
+        wants: Wants | None = None,
+        names: Iterable[str] | None = None,
+    ) -> Listener:
         """Call `listener(event)` for every event of this stream from now on (usable as a
         decorator); returns it unchanged. `wants(level)`: whether it wants the events of
         that logging level (the log's is the `heartq` logger's level); without it, every
-        event, DEBUG ones included. A listener runs in the thread that emits (a worker's
+        event, DEBUG ones included. `names`: only the events of these names. A name that
+        changed (`heartq.events.RENAMED_EVENTS`) is still heard by its old name, with a
+        `DeprecationWarning` here. A listener runs in the thread that emits (a worker's
         fetch loop, heartbeat, completer, maintenance): keep it quick and thread-safe.
         One that raises is skipped, never the emitter's error."""
         if not callable(listener):
             raise TypeError(f"an event listener must be callable, got {listener!r}")
+        heard = None if names is None else _named(names)
         with self._lock:
-            self._subscribers = (*self._subscribers, (listener, wants))
+            self._subscribers = (*self._subscribers, (listener, wants, heard))
         return listener
 
     def unsubscribe(self, listener: Listener) -> None:
@@ -77,7 +89,7 @@ class EventStream:
         logged. The subscribers are replaced, not changed in place: an event being told
         meanwhile reaches them as they were."""
         with self._lock:
-            for index, (known, _) in enumerate(self._subscribers):
+            for index, (known, _, _) in enumerate(self._subscribers):
                 if known == listener:
                     self._subscribers = self._subscribers[:index] + self._subscribers[index + 1 :]
                     return
@@ -91,7 +103,7 @@ class EventStream:
         """Whether an event at `level` reaches any subscriber: the hot path builds a
         per-job event's fields only then (a no-op job's DEBUG events cost a tenth of a
         busy worker's time to build and drop)."""
-        for _, wants in self._subscribers:
+        for _, wants, _ in self._subscribers:
             if wants is None or wants(level):
                 return True
         return bool(events.process_listeners())
@@ -101,13 +113,16 @@ class EventStream:
         """Tell event `name` with `fields` to every subscriber that wants `level`; cheap
         when none does."""
         told: Event | None = None  # made for the first subscriber that wants it
-        for listener, wants in self._subscribers:
+        for listener, wants, heard in self._subscribers:
             if wants is not None and not wants(level):
                 continue
             if told is None:
                 told = Event(name, level, fields)
             try:
-                listener(told)
+                if heard is None:
+                    listener(told)
+                elif (as_heard := heard(told)) is not None:
+                    listener(as_heard)
             except Exception:  # a subscriber's error is never the emitter's
                 logger.debug("event listener failed", exc_info=True)
         for legacy in events.process_listeners():
@@ -135,7 +150,7 @@ class EventStream:
                 )
             else:
                 self.emit(
-                    events.JOB_REENQUEUED,
+                    events.JOB_RECLAIMED,
                     job_id=job.job_id,
                     task=job.task,
                     attempt=job.attempts,
@@ -144,8 +159,9 @@ class EventStream:
                     detected_by=detected_by,
                 )
 
-    def stale_workers(self, workers: Sequence[StaleWorker], detected_by: str) -> None:
-        """Workers found dead or stale, and the jobs taken from them (`reclaimed`)."""
+    def deactivated(self, workers: Sequence[DeactivatedWorker], detected_by: str) -> None:
+        """Workers found gone or stale and marked inactive, and the jobs taken from them
+        (`reclaim_detected`, then each as `reclaimed` tells it)."""
         for worker in workers:
             self.emit(
                 events.WORKER_DEACTIVATED,
@@ -158,18 +174,53 @@ class EventStream:
             )
             if worker.reclaimed:
                 self.emit(
-                    events.ORPHANED_JOBS_DETECTED,
+                    events.RECLAIM_DETECTED,
                     logging.WARNING,
-                    worker_id=worker.id,
                     count=len(worker.reclaimed),
                     job_ids=[j.job_id for j in worker.reclaimed],
                     detected_by=detected_by,
+                    worker_id=worker.id,
                     heartbeat_age=round(worker.heartbeat_age, 3),
                 )
             self.reclaimed(worker.reclaimed, detected_by)
 
+    def stale_workers(self, workers: Sequence[DeactivatedWorker], detected_by: str) -> None:
+        """Deprecated name of `deactivated`."""
+        warnings.warn(
+            "EventStream.stale_workers is deprecated: use EventStream.deactivated",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.deactivated(workers, detected_by)
+
     def crashed(self, reclaimed: Sequence[Reclaimed]) -> None:
         """The crash hooks of the attempts of `reclaimed` that crashed (`run_crash_hooks`),
-        run by the finder once what it found is told and its requeued jobs are on their
-        way (a hook waits for nothing, a requeued job waits for its hooks)."""
+        run by the finder once what it found is told and its jobs queued again are on
+        their way (a hook waits for nothing, a job queued again waits for its hooks)."""
         run_crash_hooks(self.hooks.crash, reclaimed)
+
+
+def _named(names: Iterable[str]) -> Heard:
+    """The filter of a subscriber by `names`: each old name (`RENAMED_EVENTS`) hears the
+    events of its new one that it would have told, under the old name."""
+    wanted = {names} if isinstance(names, str) else set(names)
+    renamed: dict[str, list[events.RenamedEvent]] = {}
+    for name in sorted(wanted & events.RENAMED_EVENTS.keys()):
+        became = events.RENAMED_EVENTS[name]
+        warnings.warn(
+            f"the event {name!r} is deprecated: subscribe to {became.new!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        renamed.setdefault(became.new, []).append(became)
+        wanted.discard(name)
+
+    def heard(event: Event) -> Event | None:
+        if event.name in wanted:
+            return event
+        for became in renamed.get(event.name, ()):
+            if became.accepts(event.fields):
+                return event._replace(name=became.old)
+        return None
+
+    return heard

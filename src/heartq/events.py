@@ -11,7 +11,12 @@ message and its fields in `record.heartq_fields`. `configure_logging("json")` pr
 JSON object per line (`{"ts", "level", "event", ...fields}`); `"text"` prints `event
 key=value ...`.
 
-Names are part of the public interface: add new ones, never rename.
+Names are part of the public interface: add new ones; a name that had to change (one
+word for each thing, docs/DESIGN.md, "Words") keeps its old one as a deprecated alias
+for a release (`RENAMED_EVENTS`): a listener that subscribes by the old name
+(`app.events.subscribe(listener, names=[...])`) still hears the event under it, with a
+`DeprecationWarning` when it subscribes, and the old constant of this module still reads
+(with a warning).
 
 Levels: what operators alert on (crashes, lost leases, dead jobs, stale workers, errors)
 is logged at WARNING or ERROR; the lifecycle of workers at INFO; the events of every job
@@ -30,6 +35,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TextIO
 
 logger = logging.getLogger("heartq")
@@ -47,12 +53,18 @@ JOB_CANCELLED: Final = "job_cancelled"
 JOB_TIMED_OUT: Final = "job_timed_out"
 JOB_CRASHED: Final = "job_crashed"
 JOB_RELEASED: Final = "job_released"
-JOB_REENQUEUED: Final = "job_reenqueued"
+JOB_RECLAIMED: Final = "job_reclaimed"
+"""A job taken back from an attempt whose holder is gone, queued again (one taken back
+dead is `job_dead`, with the same `detected_by`); fields: job_id, task, attempt,
+retry_in, previous_worker_id, detected_by."""
 LEASE_LOST: Final = "lease_lost"
 CLAIM_REPEATED: Final = "claim_repeated"
 LEASES_UNTRUSTED: Final = "leases_untrusted"
-STALE_JOBS_DETECTED: Final = "stale_jobs_detected"
-ORPHANED_JOBS_DETECTED: Final = "orphaned_jobs_detected"
+RECLAIM_DETECTED: Final = "reclaim_detected"
+"""A maintenance pass found jobs whose holder is gone and took them back (each then told
+as `job_reclaimed` or `job_dead`): count, job_ids, detected_by (`DetectedBy`: which
+mechanism found them), and where a worker was found gone with them, its worker_id and
+heartbeat_age."""
 RECONCILIATION_COMPLETE: Final = "reconciliation_complete"
 HEARTBEAT_FAILED: Final = "heartbeat_failed"
 PULSE_FAILED: Final = "pulse_failed"
@@ -120,6 +132,54 @@ heartbeats go on, and its `timeout` still ends it."""
 EVENT_LOOP_RESUMED: Final = "event_loop_resumed"
 """The loop that `event_loop_blocked` told of turns again, after `blocked_for` seconds
 held by `job_id`."""
+
+
+# -- deprecated names --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RenamedEvent:
+    """An event name that changed: `old` is still heard by a listener that subscribes by
+    it, as the events of `new` that `told` accepts (None: all of them)."""
+
+    old: str
+    new: str
+    told: Callable[[dict[str, Any]], bool] | None = None
+
+    def accepts(self, fields: dict[str, Any]) -> bool:
+        return self.told is None or self.told(fields)
+
+
+RENAMED_EVENTS: Final = {
+    renamed.old: renamed
+    for renamed in (
+        RenamedEvent("job_reenqueued", JOB_RECLAIMED),
+        # told by the lease reclaimer: no worker was found gone with the jobs
+        RenamedEvent("stale_jobs_detected", RECLAIM_DETECTED, lambda f: "worker_id" not in f),
+        # told with a worker found gone (liveness lock, staleness)
+        RenamedEvent("orphaned_jobs_detected", RECLAIM_DETECTED, lambda f: "worker_id" in f),
+    )
+}
+"""Old event name -> what it became (kept for a release, then removed)."""
+
+_RENAMED_CONSTANTS = {
+    "JOB_REENQUEUED": ("job_reenqueued", "JOB_RECLAIMED"),
+    "STALE_JOBS_DETECTED": ("stale_jobs_detected", "RECLAIM_DETECTED"),
+    "ORPHANED_JOBS_DETECTED": ("orphaned_jobs_detected", "RECLAIM_DETECTED"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The old constants, each its old name (what a listener subscribed by it hears),
+    with a `DeprecationWarning`."""
+    if name in _RENAMED_CONSTANTS:
+        old, new = _RENAMED_CONSTANTS[name]
+        warnings.warn(
+            f"heartq.events.{name} ({old!r}) is deprecated: use heartq.events.{new} "
+            f"({globals()[new]!r})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return old
+    raise AttributeError(f"module 'heartq.events' has no attribute {name!r}")
 
 
 class Event(NamedTuple):

@@ -29,7 +29,7 @@ Order: hooks run in the order they were registered before, and in the reverse or
 
 An attempt whose worker or child process died runs no attempt hook after: nothing is left
 to run it. The crash hooks (`@app.hooks.crash`) are for that: they run in the process
-that found the crash and ended the attempt (a worker's reaper, monitor or liveness probe,
+that found the crash and ended the attempt (a worker's lease reclaimer, monitor or liveness probe,
 its startup reconciliation, or the process pool's parent of a child that died), once per
 crashed attempt, after the commit that ended it. Fenced like every reclaim: of racing
 reclaimers only the one whose write landed runs them (at most once: a reclaimer that dies

@@ -3,7 +3,7 @@
 A job its task completed inside `ctx.transaction()` succeeded at that commit, its
 effects with it. What the task returns after the block is saved a moment later; when
 that save never comes (its worker died, froze or lost the database between the commit
-and the save, and a reaper gave the result up once the committing attempt's lease ran
+and the save, and a lease reclaimer gave the result up once the committing attempt's lease ran
 out), or the task's code failed after the commit, the job succeeded without a result.
 Its row says why (`result_lost`, schema v29), and readers are told:
 
@@ -34,7 +34,7 @@ AFTER_COMMIT = (
     "its worker stopped after the task's transaction committed the job, before saving "
     "what the task returned (the attempt's lease ran out)"
 )
-"""Why a result given up by a reaper (`GIVE_UP_RESULTS`) is lost."""
+"""Why a result given up by a lease reclaimer (`GIVE_UP_RESULTS`) is lost."""
 PRUNED = "its job was pruned (success retention) before this job read its result"
 """Why a dependency's result gone with its job is lost."""
 

@@ -18,9 +18,9 @@ Metrics (all prefixed `heartq_`):
   `jobs_failed_total{task,queue}` (raised or timed out), `jobs_timed_out_total{task,queue}`,
   `jobs_retried_total{task,queue}` (a retry was scheduled after a failure),
   `jobs_cancelled_total{task,queue}`, `jobs_crashed_total{task}` (a child process died),
-  `jobs_dead_total{task}` (into the dead-letter queue, by this worker or its reaper),
+  `jobs_dead_total{task}` (into the dead-letter queue, by this worker or its maintenance),
   `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
-  requeued or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
+  queued again or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
   `leases_lost_total`, `heartbeat_failures_total`, `maintenance_failures_total{service}`.
 - `rate_limited_jobs{key}`: queued, due jobs of each rate key with live jobs (what its
   limit holds back once reached).
@@ -290,7 +290,7 @@ class WorkerMetrics:
         )
         self.reclaimed = Counter(
             "heartq_jobs_reclaimed",
-            "Jobs taken back from a crashed or expired attempt (requeued or dead).",
+            "Jobs taken back from a crashed or expired attempt (queued again or dead).",
             ["task", "detected_by"],
             registry=r,
         )
@@ -364,7 +364,7 @@ class WorkerMetrics:
             self.dead.labels(task).inc()
             if detected_by:
                 self.reclaimed.labels(task, detected_by).inc()
-        elif event == events.JOB_REENQUEUED:
+        elif event == events.JOB_RECLAIMED:
             self.reclaimed.labels(task, detected_by).inc()
         elif event == events.WORKER_DEACTIVATED:
             self.deactivations.labels(detected_by).inc()

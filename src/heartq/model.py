@@ -18,7 +18,7 @@ The vocabulary, once each:
 - `NewJob` (to enqueue), `ClaimedJob` (an attempt starting), `Claim` (what one claim
   took, and how long rate limits hold the rest back), `Finish` (an attempt's end as the
   worker decided it), `Reclaimed` (an attempt ended by someone else: a crash).
-- `WorkerInfo`, `StaleWorker`, `LiveNamesake`, `Reconciliation`: the worker registry.
+- `WorkerInfo`, `DeactivatedWorker`, `LiveNamesake`, `Reconciliation`: the worker registry.
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ class WorkerInfo:
 
 
 @dataclass(frozen=True)
-class StaleWorker:
+class DeactivatedWorker:
     id: str
     name: str | None
     heartbeat_age: float

@@ -161,8 +161,8 @@ class _Tracing:
     def crash(self, crashed: CrashInfo) -> None:
         """The `process <queue>` span of an attempt that crashed, made by the worker that
         found the crash: from the attempt's start to the crash's detection (now, for
-        either if unknown), ERROR. The detection, not the hook's run: a reaper's hooks run
-        once its pass ended, `heartq reap`'s when the operator ran it."""
+        either if unknown), ERROR. The detection, not the hook's run: a lease reclaimer's hooks run
+        once its pass ended, `heartq reclaim`'s when the operator ran it."""
         started = crashed.started_at
         span = self._process_span(crashed, start_time=_ns(started))
         detected = crashed.crash.get("detected_at")

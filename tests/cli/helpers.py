@@ -179,7 +179,7 @@ process shows the warnings a process would, on its stderr, not pytest's."""
 @contextmanager
 def _put_back() -> Iterator[None]:
     """Undo what a command may change in the process: the working directory, `sys.path`,
-    and every logger's handlers, level and flags (`heartq reap` quiets heartq's events
+    and every logger's handlers, level and flags (`heartq reclaim` quiets heartq's events
     with a handler of its own)."""
     cwd, path = os.getcwd(), list(sys.path)
     loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]

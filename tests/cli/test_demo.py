@@ -86,7 +86,7 @@ def test_demo_recovers_the_killed_workers_jobs_and_cleans_up(tmp_path: Path) -> 
     assert proc.returncode == 0, _explain(proc)
     _assert_recovered(proc.stdout)
     assert "worker demo-worker-" in proc.stdout and "killed (SIGKILL) holding" in proc.stdout
-    assert "orphaned job" in proc.stdout
+    assert "held job" in proc.stdout
     assert "survivors stopped with SIGTERM; temporary files removed" in proc.stdout
     assert wall < 60, f"the demo took {wall:.1f} s"
     assert _processes_mentioning(str(tmp_path)) == []

@@ -43,7 +43,7 @@ def test_dlq_list(heartq: HeartqCli) -> None:
 def test_dlq_replay_ids_and_all(heartq: HeartqCli) -> None:
     first, second, third = make_dead(heartq, 3)
     out = heartq("dlq", "replay", first).ok().out
-    assert out.splitlines() == ["requeued 1 dead job:", f"  {first}"]
+    assert out.splitlines() == ["replayed 1 dead job:", f"  {first}"]
     job = heartq.json("jobs", "show", first)
     assert (job["status"], job["attempts"]) == ("queued", 0)
     assert len(job["executions"]) == 1  # the history is kept
@@ -58,7 +58,7 @@ def test_dlq_replay_reports_ids_not_found_or_not_dead(heartq: HeartqCli) -> None
     queued = heartq.add("ok", delay=60)
     tail = dead.replace("-", "")[-8:].upper()  # as `heartq demo` prints it, upper-cased
     run = heartq("dlq", "replay", tail, "missing-id", queued).fails(1, one_line=False)
-    assert run.out.splitlines() == ["requeued 1 dead job:", f"  {dead}"]
+    assert run.out.splitlines() == ["replayed 1 dead job:", f"  {dead}"]
     assert run.err.splitlines() == [
         "heartq: error: no job with id 'missing-id'",
         f"heartq: error: job {queued} is queued, not dead: not replayed",

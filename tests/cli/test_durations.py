@@ -27,7 +27,7 @@ def test_every_duration_option_refuses_what_is_no_duration(heartq: HeartqCli) ->
         (["dlq", "purge", "--older-than", "1e400", "-y"], "--older-than", FINITE, "1e400"),
         (["dlq", "purge", "--older-than", "1e9", "-y"], "--older-than", TEN_YEARS, "1e9"),
         (["jobs", "watch", "01234567", "--interval", "nan"], "--interval", FINITE, "nan"),
-        (["reap", "--stale-after", "inf"], "--stale-after", FINITE, "inf"),
+        (["reclaim", "--stale-after", "inf"], "--stale-after", FINITE, "inf"),
         (["dashboard", "--refresh", "nan", "--url", missing], "--refresh", FINITE, "nan"),
         (["worker", "tasks:app", "--lease", "1e400", "--burst"], "--lease", FINITE, "1e400"),
         (["enqueue", "ok", "--delay", "nan"], "--delay", FINITE, "nan"),

@@ -22,7 +22,7 @@ COMMANDS = [
     ["dlq", "list"],
     ["dlq", "replay", "--all"],
     ["dlq", "purge"],
-    ["reap"],
+    ["reclaim"],
     ["stats", "--json"],
     ["periodic"],
     ["worker", "tasks:app", "--burst"],
@@ -30,7 +30,7 @@ COMMANDS = [
 """One invocation of every command that opens the queue."""
 
 READ_COMMANDS = {
-    "jobs list", "jobs show", "workers", "dlq list", "reap", "stats", "migrate", "periodic",
+    "jobs list", "jobs show", "workers", "dlq list", "reclaim", "stats", "migrate", "periodic",
 }  # fmt: skip
 
 
@@ -47,7 +47,7 @@ def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Comma
 def test_every_command_takes_url_and_every_read_command_json() -> None:
     commands = leaf_commands(cli)
     interface = {"migrate", "worker", "enqueue", "jobs list", "jobs show", "jobs cancel",
-                 "workers", "dlq list", "dlq replay", "dlq purge", "reap", "stats"}  # fmt: skip
+                 "workers", "dlq list", "dlq replay", "dlq purge", "reclaim", "stats"}  # fmt: skip
     assert interface <= set(commands)
     for name, command in commands.items():
         options = {opt for param in command.params for opt in param.opts}
@@ -136,7 +136,7 @@ def test_a_bad_setting_in_the_environment_is_one_line_not_a_traceback(heartq: He
     """`HEARTQ_LEASE=abc` is refused by the commands that use the settings, in one line;
     the others work (importing the command line must not read the settings)."""
     heartq("workers", HEARTQ_LEASE="abc").ok()
-    run = heartq("reap", HEARTQ_LEASE="abc").fails(1)
+    run = heartq("reclaim", HEARTQ_LEASE="abc").fails(1)
     assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
     run = heartq("worker", "tasks:app", "--burst", HEARTQ_LEASE="abc").fails(1)
     assert "HEARTQ_LEASE must be a number of seconds" in run.err, run.err
@@ -261,7 +261,7 @@ def test_an_integer_past_what_the_database_holds_is_a_usage_error(heartq: Heartq
 
 def test_a_worker_s_counts_past_what_the_database_holds_are_refused() -> None:
     """The API reads the same bound: `Worker(concurrency=...)`, `prefetch` from the
-    argument or `HEARTQ_PREFETCH`, `reap_batch`."""
+    argument or `HEARTQ_PREFETCH`, `reclaim_batch`."""
     import heartq
     from heartq.worker import Worker
 
@@ -270,5 +270,5 @@ def test_a_worker_s_counts_past_what_the_database_holds_are_refused() -> None:
         Worker(app, concurrency=2**40)
     with pytest.raises(heartq.ConfigError, match="prefetch must be between 0 and 2147483647"):
         heartq.App(prefetch=2**40)
-    with pytest.raises(heartq.ConfigError, match="reap_batch must be between 1 and 2147483647"):
-        heartq.App(reap_batch=2**31)
+    with pytest.raises(heartq.ConfigError, match="reclaim_batch must be between 1 and 2147483647"):
+        heartq.App(reclaim_batch=2**31)

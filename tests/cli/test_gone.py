@@ -1,5 +1,5 @@
 """A SIGKILLed worker, no other worker running: the read commands tell it is gone (its
-liveness lock is free) and reclaim nothing; `heartq reap` does."""
+liveness lock is free) and reclaim nothing; `heartq reclaim` does."""
 
 from __future__ import annotations
 
@@ -28,19 +28,19 @@ def test_read_commands_tell_a_dead_worker_from_a_live_one(
     wait_for(lambda: heartq.json("jobs", "show", job_id)["worker_gone"], what="the lock free")
 
     shown = heartq("jobs", "show", job_id).ok().out
-    assert re.search(r"status\s+running \(worker gone: its process is dead; its jobs are", shown)
-    assert "reclaimed by the next reaper or `heartq reap`" in shown
+    assert re.search(r"status\s+running \(worker gone: its process is gone; its jobs are", shown)
+    assert "reclaimed by the next maintenance pass or `heartq reclaim`" in shown
     table = heartq("workers", "--all").ok().out
     assert re.search(rf"{listed['id']}\s.*\sgone\s", table), table
     assert "0 active, running 0 of 0 slots" in table
-    assert "1 gone, holding 1 job: its process is dead" in table
+    assert "1 gone, holding 1 job: its process is gone" in table
     stats = heartq.json("stats")
     assert stats["workers"]["active"] == 0 and stats["workers"]["slots"] == 0
     assert (stats["workers"]["gone"], stats["workers"]["gone_running_jobs"]) == (1, 1)
-    assert "1 worker holding 1 job: its process is dead" in heartq("stats").ok().out
+    assert "1 worker holding 1 job: its process is gone" in heartq("stats").ok().out
     # read only: the job is still the dead worker's until a reaper reclaims it
     assert heartq.job(job_id)["status"] == "running"
-    reaped = heartq.json("reap")
+    reaped = heartq.json("reclaim")
     assert [j["job_id"] for j in reaped["reclaimed"]] == [job_id]
     after = heartq.json("jobs", "show", job_id)
     assert after["status"] == "queued" and after["worker_gone"] is None

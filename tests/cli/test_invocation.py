@@ -57,11 +57,11 @@ def test_a_bad_setting_is_one_line_from_the_commands_that_use_it(heartq: HeartqC
     for args in (["jobs", "list"], ["jobs", "show", job_id], ["stats"], ["workers", "--all"],
                  ["dlq", "list"], ["tasks"]):  # fmt: skip
         heartq(*args, HEARTQ_LEASE="1").ok()  # they do not use the timings
-    for args in (["enqueue", "ok"], ["worker", "tasks:app", "--burst"], ["reap"]):
+    for args in (["enqueue", "ok"], ["worker", "tasks:app", "--burst"], ["reclaim"]):
         run = heartq(*args, HEARTQ_LEASE="1").fails(1)
         assert "lease (1 s) must be longer than heartbeat_interval" in run.err, run.explain()
         assert "HEARTQ_LEASE=1" in run.err, run.explain()
-    run = heartq("reap", HEARTQ_HEARTBEAT_INTERVAL="soon").fails(1)
+    run = heartq("reclaim", HEARTQ_HEARTBEAT_INTERVAL="soon").fails(1)
     assert "HEARTQ_HEARTBEAT_INTERVAL must be a number of seconds, got 'soon'" in run.err
 
 
@@ -75,7 +75,7 @@ READ_COMMANDS = [
     ["dlq", "list"],
     ["dlq", "replay", "--all"],
     ["dlq", "purge", "--yes"],
-    ["reap"],
+    ["reclaim"],
 ]
 
 
@@ -149,7 +149,7 @@ def test_a_command_run_in_the_tests_process_leaves_nothing_behind(
 ) -> None:
     """What a command opened (its store, a PostgreSQL pool's connections and threads, a
     SQLite file) is closed when it ends, an error's included; what it changed in the
-    process (environment, working directory, import path, loggers: `heartq reap` gives
+    process (environment, working directory, import path, loggers: `heartq reclaim` gives
     heartq's logger a handler when it has none) is put back. (No store of the test's own
     is open: SQLite keeps a closed connection's file open while another connection of
     the process holds a lock on it.)"""
@@ -169,7 +169,7 @@ def test_a_command_run_in_the_tests_process_leaves_nothing_behind(
 
     before, threads, files = state(), threading.active_count(), open_files()
     job_id = heartq.in_process("enqueue", "ok").ok().out.strip()
-    for args in (["jobs", "list"], ["jobs", "show", job_id], ["stats"], ["reap"], ["workers"],
+    for args in (["jobs", "list"], ["jobs", "show", job_id], ["stats"], ["reclaim"], ["workers"],
                  ["dlq", "list"], ["tasks"], ["periodic"], ["migrate"],
                  ["jobs", "show", "no-such-job"],
                  ["--debug", "jobs", "show", "no-such-job"]):  # fmt: skip

@@ -434,7 +434,7 @@ def test_a_crashed_attempt_lasts_until_its_last_sign_of_life(
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait(timeout=10)
     wait_for(lambda: heartq.json("jobs", "show", job_id)["worker_gone"], what="the lock free")
-    heartq("reap").ok()
+    heartq("reclaim").ok()
     *before, ex = heartq.json("jobs", "show", job_id)["executions"]
     # (on a loaded machine a worker may miss its renewals and give an attempt back first:
     # interrupted, not counted, run again)

@@ -1,4 +1,4 @@
-"""`heartq workers`, `heartq reap` and `heartq stats`."""
+"""`heartq workers`, `heartq reclaim` and `heartq stats`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def ghost(store: Store, worker_id: str, age: float) -> LivenessHandle:
 
 def vanished(store: Store) -> str:
     """A job claimed by a worker that vanished, its 10 ms lease over by the database's
-    clock when this returns (`heartq reap` reclaims what expired before it looked, and a
+    clock when this returns (`heartq reclaim` reclaims what expired before it looked, and a
     command run in the test's process may look within those 10 ms)."""
     [claimed] = store.claim("vanished", ["default"], 1, lease=0.01)
     expires = datetime.fromisoformat(store.get_job(claimed.id)["lease_expires_at"]).timestamp()
@@ -67,17 +67,17 @@ def test_workers_of_a_stopped_and_a_live_worker(
     both = heartq("workers", "--all").ok().out
     assert "burst-1" in both and "stopped" in both
 
-    # Killed outright: `heartq reap` finds it through its liveness lock at once.
+    # Killed outright: `heartq reclaim` finds it through its liveness lock at once.
     os.killpg(workers[0].pid, signal.SIGKILL)
     workers[0].wait(timeout=10)
-    report = heartq.json("reap")
+    report = heartq.json("reclaim")
     [gone] = report["workers_deactivated"]
     assert (gone["id"], gone["detected_by"], gone["job_ids"]) == (live["id"], "liveness_lock",
                                                                   [job_id])  # fmt: skip
     [job] = report["reclaimed"]
     assert (job["job_id"], job["status"], job["detected_by"]) == (job_id, "queued",
                                                                   "liveness_lock")  # fmt: skip
-    assert report["requeued"] == 1 and report["dead"] == 0
+    assert report["queued"] == 1 and report["dead"] == 0
     assert heartq.json("workers") == []
     shown = heartq.json("jobs", "show", job_id)
     crash = shown["executions"][0]["crash"]
@@ -85,14 +85,14 @@ def test_workers_of_a_stopped_and_a_live_worker(
     assert crash["worker_id"] == live["id"]
 
 
-def test_reap_with_nothing_to_do(heartq: HeartqCli) -> None:
-    out = heartq("reap").ok().out
-    assert out.strip() == "nothing to reap: no expired lease, no stale or dead worker"
-    assert heartq.json("reap") == {"workers_deactivated": [], "reclaimed": [], "requeued": 0,
-                                   "dead": 0}  # fmt: skip
+def test_reclaim_with_nothing_to_do(heartq: HeartqCli) -> None:
+    out = heartq("reclaim").ok().out
+    assert out.strip() == "nothing to reclaim: no expired lease, no stale or gone worker"
+    assert heartq.json("reclaim") == {"workers_deactivated": [], "reclaimed": [], "queued": 0,
+                                      "dead": 0, "requeued": 0}  # fmt: skip
 
 
-def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) -> None:
+def test_reclaim_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) -> None:
     expired = heartq.add("ok", max_retries=0)
     assert vanished(store) == expired
     held = heartq.add("ok")
@@ -101,7 +101,7 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
     assert claimed.id == held
 
     try:
-        run = heartq("reap", "--stale-after", "30").ok()
+        run = heartq("reclaim", "--stale-after", "30").ok()
     finally:
         handle.release()
     assert_fits(run.out)
@@ -113,7 +113,7 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
     assert 100 <= int(found[1]) * 60 + int(found[2]) < 180, run.out
     assert re.search(rf"{held}\s+ok\s+stale_worker\s+queued, retry in \d", run.out), run.out
     assert re.search(rf"{expired}\s+ok\s+lease_expired\s+dead", run.out), run.out
-    assert "reclaimed 2 jobs: 1 requeued, 1 dead" in run.out
+    assert "reclaimed 2 jobs: 1 queued again, 1 dead" in run.out
     assert run.err == ""  # the events go to listeners, not to stderr
 
     dead = heartq.json("jobs", "show", expired)
@@ -125,7 +125,7 @@ def test_reap_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store) ->
     out = heartq("jobs", "show", expired).ok().out
     assert "crash: lease expired" in out and "detected by: lease_expired" in out
     assert "worker: vanished" not in out  # the execution's own worker is shown once
-    assert heartq.json("reap")["reclaimed"] == []
+    assert heartq.json("reclaim")["reclaimed"] == []
 
 
 CRASH_RECORDER = """
@@ -151,7 +151,7 @@ def tracker(crash):
 """
 
 
-def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) -> None:
+def test_reclaim_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) -> None:
     """`heartq reap --app APP` tells APP's crash hooks what it ended crashed, as a
     worker's reaper does; without `--app`, no hook runs (it loads no app). What a hook
     prints goes to stderr, so `--json` stays JSON, and a hook that failed is one line
@@ -161,7 +161,7 @@ def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) 
     heartq.add("ok")
     heartq.add("ok")
     first = vanished(store)
-    run = heartq("reap", "--app", "crash_recorder:app", "--json").ok()
+    run = heartq("reclaim", "--app", "crash_recorder:app", "--json").ok()
     assert [job["job_id"] for job in run.json()["reclaimed"]] == [first]
     [(job_id, detected_by, worker_id)] = [
         json.loads(line) for line in told.read_text().splitlines()
@@ -173,17 +173,17 @@ def test_reap_with_an_app_runs_its_crash_hooks(heartq: HeartqCli, store: Store) 
     ]
 
     second = vanished(store)
-    assert [job["job_id"] for job in heartq.json("reap")["reclaimed"]] == [second]
+    assert [job["job_id"] for job in heartq.json("reclaim")["reclaimed"]] == [second]
     assert len(told.read_text().splitlines()) == 1
 
     # without --url, the queue is the app's own (as for `heartq worker`)
     here = CRASH_RECORDER.replace("heartq.App()", f"heartq.App({heartq.url!r})")
     (heartq.cwd / "crash_recorder_here.py").write_text(here)
     third = vanished(store)
-    run = heartq("reap", "--app", "crash_recorder_here:app", "--json", url=None)
+    run = heartq("reclaim", "--app", "crash_recorder_here:app", "--json", url=None)
     assert [job["job_id"] for job in run.json()["reclaimed"]] == [third]
     assert json.loads(told.read_text().splitlines()[-1])[0] == third
-    bad = heartq("reap", "--app", "no_such_module:app")
+    bad = heartq("reclaim", "--app", "no_such_module:app")
     assert bad.code != 0 and "no_such_module" in bad.err and len(bad.err.splitlines()) == 1
 
 

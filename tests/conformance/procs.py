@@ -130,7 +130,8 @@ def reaper(index: int, barrier: Any, results: Any, url: str, now: float) -> None
         got: list[tuple[str, int]] = []
         barrier.wait(TIMEOUT)
         while True:
-            batch = store.reap_expired(DetectedBy.LEASE_EXPIRED, limit=rng.randint(1, 50), now=now)
+            limit = rng.randint(1, 50)
+            batch = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, limit=limit, now=now)
             if not batch:
                 break
             got.extend((r.job_id, r.execution_id) for r in batch)

@@ -42,7 +42,7 @@ def test_jobs_claimed_ahead_are_renewed_by_the_heartbeat(store: Store, t0: float
     answers = store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + LEASE - 1)
     assert answers == {job.lease: RenewStatus.RENEWED}
     # renewed: not expired at the first lease's end
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1) == []
 
 
 def test_a_dead_workers_jobs_claimed_ahead_go_back_uncounted(store: Store, t0: float) -> None:
@@ -81,7 +81,7 @@ def test_an_expired_lease_of_a_job_claimed_ahead_counts_no_attempt(
     register(store, "w1", t0)
     (job_id,) = _enqueue(store, t0, 1)
     (job,) = store.claim("w1", ["default"], 0, LEASE, now=t0, ahead=1).ahead
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
     assert reclaimed.job_id == job_id and reclaimed.status is JobStatus.QUEUED
     after = store.get_job(job_id)
     assert after["status"] == JobStatus.QUEUED and after["attempts"] == 0
@@ -139,7 +139,7 @@ def test_start_ahead_is_fenced_and_starts_once(store: Store, t0: float) -> None:
     started = store.get_job(two.id)
     assert started["claimed_ahead"] is False
     # the start renews the lease from the moment it is recorded
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1) == []
 
 
 def test_graceful_release_of_jobs_claimed_ahead_counts_no_attempt(

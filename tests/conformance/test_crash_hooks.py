@@ -17,7 +17,7 @@ import pytest
 from heartq.errors import StoreUnavailable
 from heartq.event_stream import EventStream
 from heartq.hooks import CrashInfo, HookList, run_crash_hooks
-from heartq.maintenance.reclaimers import PassCutShort, Reaper, reclaim_pass
+from heartq.maintenance.reclaimers import LeaseReclaimer, PassCutShort, reclaim_pass
 from heartq.maintenance.runner import MaintenanceRunner
 from heartq.model import DetectedBy, JobStatus, Reclaimed
 from heartq.store import Store
@@ -88,7 +88,7 @@ def test_an_expired_lease_is_a_crash_and_an_interruption_is_not(store: Store, t0
     interrupted = enqueue_one(store, t0)
     untrusted = claim_one(store, "w2", t0, lease=600)
 
-    reaped = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    reaped = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     fenced = store.crash_attempt(
         untrusted.lease,
         {"reason": "lease could not be renewed"},
@@ -129,11 +129,11 @@ class _LostAtRound:
         self._n = n
         self.calls = 0
 
-    def reap_expired(self, *args: Any, **kwargs: Any) -> list[Reclaimed]:
+    def reclaim_expired(self, *args: Any, **kwargs: Any) -> list[Reclaimed]:
         self.calls += 1
         if self.calls >= self._n:
             raise StoreUnavailable("the database went away", reason="down")
-        return self._store.reap_expired(*args, **kwargs)
+        return self._store.reclaim_expired(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -164,7 +164,7 @@ def test_a_reaper_pass_cut_short_still_tells_the_crashes_it_ended(store: Store, 
     stream = EventStream()
     stream.hooks.crash(lambda info: told.append(info.job_id))
     lost = _LostAtRound(store, 2)
-    reaper = Reaper(lost, stream, batch=1, interval=0.05)  # type: ignore[arg-type]
+    reaper = LeaseReclaimer(lost, stream, batch=1, interval=0.05)  # type: ignore[arg-type]
     runner = MaintenanceRunner([reaper], "w-observer", stream, on_failure=failed)
     runner.start()
     try:
@@ -178,7 +178,7 @@ def test_a_reaper_pass_cut_short_still_tells_the_crashes_it_ended(store: Store, 
 
 
 def test_heartq_reaps_pass_cut_short_carries_what_landed(store: Store, t0: float) -> None:
-    """`heartq reap`'s pass (probe, monitor, reaper: each its own commit) failing at the
+    """`heartq reclaim`'s pass (probe, monitor, reaper: each its own commit) failing at the
     reaper's second round raises `PassCutShort` with the job the first round reclaimed,
     and the database's error as its cause."""
     job_ids = _two_expired(store, t0)
@@ -196,7 +196,7 @@ def test_a_crash_that_cannot_be_described_costs_the_others_nothing(
     """One reclaimed attempt whose stored arguments do not decode: logged as `hook_failed`
     naming its job, and the next crash is still told."""
     job_ids = _two_expired(store, t0)
-    reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED)
+    reclaimed = store.reclaim_expired(DetectedBy.LEASE_EXPIRED)
     assert sorted(r.job_id for r in reclaimed) == sorted(job_ids)
     broken = dataclasses.replace(reclaimed[0], args_json="{not json")
     hooks, seen = _recorder()

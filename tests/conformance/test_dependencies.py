@@ -228,7 +228,7 @@ def test_a_completion_that_lost_its_lease_releases_nothing(store: Store, t0: flo
     a = enqueue_one(store, t0)
     b = enqueue_one(store, t0, depends_on=(a,))
     job = claim_one(store, "w1", t0 + 1, lease=5)
-    store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     with pytest.raises(LeaseLost), store.completing(job.lease):
         pass
     assert status(store, b) == JobStatus.WAITING
@@ -258,7 +258,7 @@ def test_a_reaper_that_buries_a_job_blocks_its_dependents(store: Store, t0: floa
     retried = enqueue_one(store, t0)  # a first crash requeues: its dependents keep waiting
     c = enqueue_one(store, t0, depends_on=(retried,))
     store.claim("w1", ["default"], 10, 5, now=t0 + 1)
-    reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    reclaimed = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     assert {r.job_id: r.status for r in reclaimed} == {a: "dead", retried: "queued"}
     assert statuses(store, b, c) == ["blocked", "waiting"]
 
@@ -413,10 +413,10 @@ def test_a_reclaim_whose_release_fails_does_not_land(store: Store, t0: float, ba
     claim_one(store, "w1", t0 + 1, lease=5)
     _fail_edge_updates(store, backend)
     with pytest.raises(Exception, match="injected"):
-        store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+        store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     assert statuses(store, first, then) == ["running", "waiting"]
     _let_edge_updates_be(store)
-    assert len(store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)) == 1
+    assert len(store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)) == 1
     assert statuses(store, first, then) == ["dead", "blocked"]
 
 
@@ -543,7 +543,7 @@ def test_a_result_given_up_by_a_reaper_is_final(store: Store) -> None:
         pass
     assert store.dependency_results(b)[0].pending  # still to come: nobody gave it up
     assert store.job_end(a).result_pending
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []  # no running job reclaimed
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED) == []  # no running job reclaimed
     (end,) = store.dependency_results(b)
     assert end.status is JobStatus.SUCCEEDED and not end.pending and end.result is None
     assert not store.job_end(a).result_pending
@@ -560,5 +560,5 @@ def test_a_result_saved_past_its_lease_before_any_reaper_lands(store: Store) -> 
     with store.completing(job.lease):
         pass
     assert store.save_result(job.lease, '{"n": 1}')
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED) == []
     assert store.get_job(a)["result"] == {"n": 1} and not store.job_end(a).result_pending

@@ -213,7 +213,7 @@ def test_execution_id_increments_with_every_attempt(store: Store, t0: float) -> 
 
     second = claim_one(store, "w2", t0 + 2)
     assert (second.execution_id, second.attempt) == (2, 2)
-    (reclaimed,) = store.reap_expired("lease_expired", now=t0 + 2 + LEASE + 1)
+    (reclaimed,) = store.reclaim_expired("lease_expired", now=t0 + 2 + LEASE + 1)
     assert reclaimed.job_id == job_id
 
     third = claim_one(store, "w3", t0 + 100)
@@ -249,6 +249,6 @@ def test_checkpoint_is_handed_to_the_next_claim(store: Store, t0: float) -> None
     store.heartbeat("w2", [Renewal(second.lease)], LEASE, now=t0 + 5)
 
     # a crash (lease expired) hands the checkpoint on too
-    store.reap_expired("lease_expired", now=t0 + 5 + LEASE + 1)
+    store.reclaim_expired("lease_expired", now=t0 + 5 + LEASE + 1)
     third = claim_one(store, "w3", t0 + 1000)
     assert third.checkpoint == {"done": 20}

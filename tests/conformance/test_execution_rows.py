@@ -52,7 +52,7 @@ def _release(store: Store, job: ClaimedJob, t: float) -> None:
 
 
 def _reap(store: Store, job: ClaimedJob, t: float) -> None:
-    assert len(store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t + LEASE)) == 1
+    assert len(store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t + LEASE)) == 1
 
 
 def _crash(store: Store, job: ClaimedJob, t: float) -> None:
@@ -168,7 +168,7 @@ def test_an_upgrade_keeps_the_attempts_running_across_it(
             (1, "w0", "failed"), (2, "w1", None)
         ]  # fmt: skip
         assert len(ended_rows(new, job_id)) == 1
-        (reclaimed,) = new.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 6 + LEASE)
+        (reclaimed,) = new.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 6 + LEASE)
         assert (reclaimed.job_id, reclaimed.execution_id) == (job_id, 2)
         shown = new.get_job(job_id)["executions"]
         assert [(e["execution_id"], e["outcome"]) for e in shown] == [(1, "failed"), (2, "crashed")]

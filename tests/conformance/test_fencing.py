@@ -35,7 +35,7 @@ def _reaped(store: Store, t0: float) -> tuple[Lease, float]:
     """w1's attempt expired and was reclaimed: the job is queued again."""
     enqueue_one(store, t0, retry_backoff=0.0)
     old = claim_one(store, "w1", t0).lease
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
     assert reclaimed.job_id == old.job_id
     return old, t0 + LEASE + 2
 

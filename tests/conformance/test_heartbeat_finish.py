@@ -36,7 +36,7 @@ def test_heartbeat_renews_the_lease_and_the_worker(store: Store, t0: float) -> N
     assert after["status"] == JobStatus.RUNNING
     assert at(worker(store, "w1")["last_heartbeat_at"], t0 + 20)
     # a renewed lease is not reaped where the first one would have been
-    assert store.reap_expired("lease_expired", now=t0 + LEASE + 1) == []
+    assert store.reclaim_expired("lease_expired", now=t0 + LEASE + 1) == []
 
 
 def test_heartbeat_without_jobs_touches_the_worker(store: Store, t0: float) -> None:
@@ -87,7 +87,7 @@ def test_heartbeat_answers_lost_for_a_reclaimed_job(store: Store, t0: float) -> 
     enqueue_one(store, t0)
     a = claim_one(store, "w1", t0, lease=10)
     b = claim_one(store, "w1", t0, lease=100)
-    (reclaimed,) = store.reap_expired("lease_expired", now=t0 + 11)
+    (reclaimed,) = store.reclaim_expired("lease_expired", now=t0 + 11)
     assert reclaimed.job_id == a.id
     answers = store.heartbeat("w1", [Renewal(a.lease), Renewal(b.lease)], 100, now=t0 + 12)
     assert answers == {a.lease: RenewStatus.LOST, b.lease: RenewStatus.RENEWED}
@@ -337,7 +337,7 @@ def test_an_attempt_that_would_retry_ends_a_cancel_requested_job(
     assert execution["outcome"] == outcome  # the attempt keeps its own outcome
     assert execution["error"] == "ValueError: boom"
     assert store.claim("w2", ["default"], 10, LEASE, now=t0 + 1000) == []
-    assert store.reap_expired("lease_expired", now=t0 + 1000) == []
+    assert store.reclaim_expired("lease_expired", now=t0 + 1000) == []
 
 
 def test_a_released_cancel_requested_job_is_cancelled(store: Store, t0: float) -> None:

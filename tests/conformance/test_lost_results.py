@@ -33,7 +33,7 @@ def test_a_result_handed_to_the_commit_lands_with_it(store: Store) -> None:
     assert (dep.status, dep.result, dep.pending, dep.lost) == (JobStatus.SUCCEEDED, {"n": 1},
                                                               False, None)  # fmt: skip
     # nothing left for a reaper to give up, nor for a save to write over
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED) == []
     assert not store.save_result(job.lease, '{"n": 2}')
     done = store.get_job(a)
     assert (done["result"], done["result_lost"]) == ({"n": 1}, None)
@@ -58,7 +58,7 @@ def test_a_result_given_up_by_a_reaper_is_lost_for_every_reader(store: Store) ->
     with store.completing(job.lease, result=lambda: None):  # none handed: saved after
         pass
     assert store.job_end(a).result_pending
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED) == []
     end = store.job_end(a)
     assert end.ended and end.result_lost == lost_results.AFTER_COMMIT
     with pytest.raises(ResultLost, match="its result was lost: its worker stopped") as lost:

@@ -103,7 +103,7 @@ def test_a_cancel_request_survives_the_death_of_the_worker(store: Store, t0: flo
     job_id = enqueue_one(store, t0, retry_backoff=0.0)
     claim_one(store, "w1", t0)
     assert store.cancel_job(job_id, now=t0 + 1) is CancelResult.CANCEL_REQUESTED
-    store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
+    store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
     after = store.get_job(job_id)
     if after["status"] == JobStatus.CANCELLED:
         return
@@ -121,7 +121,7 @@ def test_replay_dead_keeps_the_history(store: Store, t0: float) -> None:
     first = claim_one(store, "w1", t0)
     store.finish([failed(first, Outcome.FAILED, "boom 1")], now=t0 + 1)
     claim_one(store, "w2", t0 + 2)
-    (buried,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 2 + LEASE + 1)
+    (buried,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 2 + LEASE + 1)
     assert buried.status == JobStatus.DEAD
     dead = store.get_job(job_id)
 
@@ -285,7 +285,7 @@ def test_get_job_shape(store: Store, t0: float) -> None:
     first = claim_one(store, "w1", t0)
     store.heartbeat("w1", [Renewal(first.lease, Progress(0.5, "clone", "cloning"))], LEASE, now=t0)
     store.save_checkpoint(first.lease, '{"done": 10}', now=t0 + 1)
-    store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
+    store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + LEASE + 1)
     second = claim_one(store, "w1", t0 + LEASE + 2)
     store.finish([succeeded(second, '{"files": 120}')], now=t0 + LEASE + 3)
 

@@ -54,7 +54,7 @@ def test_after_a_pause_an_observer_judges_nobody_until_it_has_seen_a_full_thresh
 
     # `b` is 20 s silent, but `a` could not have heard it: no verdict, no reaping.
     assert store.mark_stale_workers(STALE, DetectedBy.STALE_WORKER, now=t0 + 26, observer="a") == []
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 26, observer="a") == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 26, observer="a") == []
     assert worker(store, "b")["status"] == "active"
 
     _beat(store, "b", t0 + 27, held)  # `b` was alive all along: its lease is renewed
@@ -78,12 +78,12 @@ def test_an_observer_cut_off_right_now_judges_nobody(store: Store, t0: float) ->
     job_id, _ = _fleet_through_a_pause(store, t0)
     now = t0 + 40  # `a` last heard of at t0 + 26: over half its threshold ago
     assert store.mark_stale_workers(STALE, DetectedBy.STALE_WORKER, now=now, observer="a") == []
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now, observer="a") == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now, observer="a") == []
     assert store.get_job(job_id)["status"] == JobStatus.RUNNING
 
 
 def test_without_an_observer_the_verdict_is_immediate(store: Store, t0: float) -> None:
-    """`heartq reap` is an operator's explicit act: it judges at once, as before."""
+    """`heartq reclaim` is an operator's explicit act: it judges at once, as before."""
     job_id, _ = _fleet_through_a_pause(store, t0)
     (stale,) = store.mark_stale_workers(STALE, DetectedBy.STALE_WORKER, now=t0 + 26)
     assert stale.id == "b" and [r.job_id for r in stale.reclaimed] == [job_id]
@@ -96,7 +96,7 @@ def test_a_reaper_in_steady_contact_reaps_as_before(store: Store, t0: float) -> 
     claim_one(store, "b", t0, lease=LEASE)
     for t in range(3, 19, 3):
         _beat(store, "a", t0 + t)  # `b` never renews its job
-    (reaped,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 18, observer="a")
+    (reaped,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 18, observer="a")
     assert reaped.job_id == job_id
 
 

@@ -426,7 +426,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         running = [j for j in before.values() if j["status"] == JobStatus.RUNNING]
         must = {j["id"] for j in running if epoch(j["lease_expires_at"]) < self.now}
         may = {j["id"] for j in running if epoch(j["lease_expires_at"]) <= self.now}
-        reclaimed = self.store.reap_expired(DetectedBy.LEASE_EXPIRED, limit=limit, now=self.now)
+        reclaimed = self.store.reclaim_expired(DetectedBy.LEASE_EXPIRED, limit=limit, now=self.now)
         ids = [r.job_id for r in reclaimed]
         assert len(ids) == len(set(ids)) <= limit
         assert set(ids) <= may

@@ -66,7 +66,7 @@ def test_a_pulse_is_fenced(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0)
     old = claim_one(store, "w1", t0, lease=10)
     store.pulse([PulseReport(old.lease, checkpoint({"done": 1}))], now=t0 + 1)
-    store.reap_expired("lease_expired", now=t0 + 11)
+    store.reclaim_expired("lease_expired", now=t0 + 11)
     new = claim_one(store, "w2", t0 + 12)
     stale = PulseReport(old.lease, Report(Progress(0.9), json.dumps({"done": 99}), True))
     ghost = PulseReport(Lease("no-such-job", 1), Report(Progress(0.1)))
@@ -91,7 +91,7 @@ def test_a_report_is_a_sign_of_life_that_a_crash_runs_to(store: Store, t0: float
         RenewStatus.RENEWED
     )
     assert at(store.get_job(job_id)["heartbeat_at"], t0 + 4)
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 12)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 12)
     assert at(reclaimed.crash["job_heartbeat_at"], t0 + 4)
     (crashed,) = timed(store.get_job(job_id)["executions"])
     assert (crashed["duration"], crashed["detection_delay"]) == (4.0, 8.0)

@@ -55,8 +55,8 @@ def test_reap_reclaims_an_expired_lease_with_its_crash_context(store: Store, t0:
     job = claim_one(store, "w1", t0)
     store.heartbeat("w1", [Renewal(job.lease)], LEASE, now=t0 + 10)
 
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE - 1) == []
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE + 1)
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE - 1) == []
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10 + LEASE + 1)
 
     assert isinstance(reclaimed, Reclaimed)
     assert reclaimed.job_id == job_id
@@ -91,7 +91,7 @@ def test_a_reclaimed_job_keeps_its_place_ahead_of_newer_jobs(store: Store, t0: f
     first = enqueue_one(store, t0)
     claim_one(store, "w1", t0, lease=10)
     newer = [enqueue_one(store, t0 + 1 + i) for i in range(3)]
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
     assert reclaimed.job_id == first
     claimed = store.claim("w2", ["default"], 4, LEASE, now=t0 + 20)
     assert [j.id for j in claimed] == [first, *newer]
@@ -101,10 +101,10 @@ def test_from_the_second_crash_a_reclaimed_job_waits_its_backoff(store: Store, t
     """A job that keeps killing its workers is slowed down, then stopped by max_retries."""
     job_id = enqueue_one(store, t0)  # retry_backoff 5 s by default
     claim_one(store, "w1", t0, lease=10)
-    (first,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
+    (first,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 20)
     assert first.retry_delay == 0.0
     claim_one(store, "w2", t0 + 20, lease=10)
-    (second,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 40)
+    (second,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 40)
     assert second.status == JobStatus.QUEUED
     # the backoff of a second failed attempt: 10 s, +/- 25 % jitter
     assert 7.5 <= second.retry_delay <= 12.5
@@ -120,12 +120,12 @@ def test_reap_leaves_unexpired_and_other_jobs_alone(store: Store, t0: float) -> 
     done = enqueue_one(store, t0)
     store.finish([succeeded(claim_one(store, "w1", t0), None)], now=t0)
     queued = enqueue_one(store, t0)
-    reclaimed = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50)
+    reclaimed = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50)
     assert [r.job_id for r in reclaimed] == [short]
     assert store.get_job(long)["status"] == JobStatus.RUNNING
     assert store.get_job(queued)["status"] == JobStatus.QUEUED
     assert store.get_job(done)["status"] == JobStatus.SUCCEEDED
-    assert store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50) == []
+    assert store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 50) == []
 
 
 def test_a_job_that_crashes_every_worker_goes_dead(store: Store, t0: float) -> None:
@@ -135,7 +135,7 @@ def test_a_job_that_crashes_every_worker_goes_dead(store: Store, t0: float) -> N
         job = claim_one(store, f"w{n}", now)
         assert job.attempt == n
         now += LEASE + 1
-        (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now)
+        (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now)
         assert reclaimed.attempts == n
         if n < 4:
             assert reclaimed.status == JobStatus.QUEUED
@@ -157,7 +157,8 @@ def test_reap_respects_its_batch_limit(store: Store, t0: float) -> None:
         enqueue_one(store, t0)
     store.claim("w1", ["default"], 5, 10, now=t0)
     later = t0 + 11
-    sizes = [len(store.reap_expired(DetectedBy.LEASE_EXPIRED, limit=2, now=later)) for _ in "abcd"]
+    expired = DetectedBy.LEASE_EXPIRED
+    sizes = [len(store.reclaim_expired(expired, limit=2, now=later)) for _ in "abcd"]
     assert sizes == [2, 2, 1, 0]
     assert all(j["status"] == JobStatus.QUEUED for j in store.list_jobs())
 

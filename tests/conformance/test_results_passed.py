@@ -81,7 +81,7 @@ def test_a_superseded_attempt_s_result_never_reaches_the_dependent(store: Store,
         store, t0, depends_on=(a,), dependency_results=True, results_of=(a,), one_result=True
     )
     stale = claim_one(store, "w1", t0 + 1, lease=5)
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     assert reclaimed.job_id == a
     current = claim_one(store, "w2", t0 + 11)
     assert current.id == a and current.execution_id > stale.execution_id

@@ -40,7 +40,7 @@ def _crash(store: Store, worker_id: str, now: float) -> float:
     """Claim the job, let its lease run out, reap it: the reclaimed retry delay."""
     register(store, worker_id, now)
     claim_one(store, worker_id, now)
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now + LEASE + 1)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now + LEASE + 1)
     assert reclaimed.status == JobStatus.QUEUED
     return reclaimed.retry_delay
 

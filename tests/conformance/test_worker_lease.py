@@ -34,7 +34,7 @@ def _running(store: Store, t0: float, n: int, worker_id: str = "w1") -> list[Cla
 
 
 def _reaped(store: Store, now: float) -> set[str]:
-    return {r.job_id for r in store.reap_expired("lease_expired", now=now)}
+    return {r.job_id for r in store.reclaim_expired("lease_expired", now=now)}
 
 
 def _beating_worker(store: Store, t0: float, n: int) -> list[ClaimedJob]:
@@ -163,9 +163,9 @@ def test_a_result_still_to_come_keeps_the_effective_lease(store: Store, t0: floa
         with store.completing(job.lease):
             pass
     assert at(store.get_job(early.id)["lease_expires_at"], beat + LEASE)
-    store.reap_expired("lease_expired", now=t0 + LEASE + 1)  # past the floor only
+    store.reclaim_expired("lease_expired", now=t0 + LEASE + 1)  # past the floor only
     assert store.save_result(early.lease, "1")  # not given up
-    store.reap_expired("lease_expired", now=beat + LEASE + 1)
+    store.reclaim_expired("lease_expired", now=beat + LEASE + 1)
     assert not store.save_result(late.lease, "2")  # given up
 
 
@@ -182,7 +182,7 @@ def test_a_crash_context_shows_the_effective_lease_and_the_workers_beat(
     shown = store.get_job(job.id)
     assert at(shown["lease_expires_at"], beat + LEASE)
     assert at(shown["heartbeat_at"], beat)
-    (reaped,) = store.reap_expired("lease_expired", now=beat + LEASE + 1)
+    (reaped,) = store.reclaim_expired("lease_expired", now=beat + LEASE + 1)
     assert at(reaped.crash["lease_expires_at"], beat + LEASE)
     assert at(reaped.crash["job_heartbeat_at"], beat)
 

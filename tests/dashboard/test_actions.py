@@ -126,7 +126,7 @@ def test_replay_the_ticked_dead_jobs(
 
     assert back == "/dlq?notice=replayed&n=2"
     text = page(client.get(back))
-    assert notice(text) == "Requeued 2 dead job(s)."
+    assert notice(text) == "Replayed 2 dead job(s)."
     assert rows(text) == [second]
     assert [store.get_job(j)["status"] for j in (first, second, third)] == [
         "queued", "dead", "queued"
@@ -148,13 +148,13 @@ def test_a_rows_replay_button_replays_that_job_alone(
     back = act(client, "/dlq/replay", "/dlq", one=second, job_id=[first])
 
     assert back == "/dlq?notice=replayed&n=1"
-    assert notice(page(client.get(back))) == "Requeued 1 dead job(s)."
+    assert notice(page(client.get(back))) == "Replayed 1 dead job(s)."
     assert store.get_job(second)["status"] == "queued"
     assert store.get_job(first)["status"] == "dead"
     # replayed already: nothing left to requeue
     again = act(client, "/dlq/replay", "/dlq", one=second)
     assert again == "/dlq?notice=nothing_replayed&n=0"
-    assert notice(page(client.get(again))).startswith("Nothing was requeued")
+    assert notice(page(client.get(again))).startswith("Nothing was replayed")
 
 
 def test_a_blocked_jobs_page_names_the_dead_job_that_holds_it_and_replays_it(

@@ -260,7 +260,7 @@ def test_a_killed_workers_job_shows_the_crash_and_the_recovery(site: Site, page:
 def test_a_killed_workers_job_shows_its_worker_gone_until_reaped(site: Site, page: Page) -> None:
     """As `heartq jobs show` says it (tests/cli/test_gone.py): a running job whose worker
     was SIGKILLed, with no other worker to reclaim it, shows its worker gone on its page,
-    live, without a reload; once `heartq reap` requeued it, no more."""
+    live, without a reload; once `heartq reclaim` requeued it, no more."""
     doomed = site.start_worker("--concurrency", "1")
     site.start_dashboard()
     job_id = site.cli.add("hold", {"seconds": 60.0})
@@ -280,7 +280,7 @@ def test_a_killed_workers_job_shows_its_worker_gone_until_reaped(site: Site, pag
     assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
     shoot(page, "job-worker-gone")
 
-    site.cli("reap").ok()
+    site.cli("reclaim").ok()
     expect(page.locator("h1 .status-queued")).to_have_count(1, timeout=WAIT_MS)
     expect(gone).to_have_count(0)
     assert site.cli.json("jobs", "show", job_id)["worker_gone"] is None
@@ -327,7 +327,7 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
     page.goto(site.url("/dlq"))
     shoot(page, "dlq")
     page.locator(f"tr[data-job='{job_id}']").get_by_test_id("replay-one").click()
-    expect(page.get_by_role("status")).to_contain_text("Requeued 1 dead job(s)")
+    expect(page.get_by_role("status")).to_contain_text("Replayed 1 dead job(s)")
     # its second attempt's row shows from its start (open, from the job row): wait for
     # that attempt to end, not for the row
     wait_for(
@@ -341,7 +341,7 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
 
     page.goto(site.url(f"/jobs/{blocked}"))  # signed in: its page replays the dead job
     page.get_by_test_id("replay-holder").click()
-    expect(page.get_by_role("status")).to_contain_text("Requeued 1 dead job(s)")
+    expect(page.get_by_role("status")).to_contain_text("Replayed 1 dead job(s)")
     wait_for(lambda: len(site.cli.job(job_id)["executions"]) == 3, what="a third attempt")
 
 

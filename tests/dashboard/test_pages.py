@@ -296,7 +296,7 @@ def test_a_jobs_page_shows_its_arguments_progress_checkpoint_and_crashed_attempt
         retry_backoff=0.0,
     )  # fmt: skip
     claim(store, job_id, now - 100, "w-first")
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now - 60)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now - 60)
     assert reclaimed.status == JobStatus.QUEUED
     register(store, "w-second", now - 50)
     second = claim_one(store, "w-second", now - 50, lease=3600.0)
@@ -341,7 +341,7 @@ def test_a_finished_jobs_page_shows_its_result_or_its_error(
     lost = enqueue_one(store, now)  # succeeded in its task's transaction, its result lost
     with store.completing(claim(store, lost, now).lease):
         pass
-    store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now + 2 * LEASE)
+    store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now + 2 * LEASE)
     text = page(client.get(f"/jobs/{lost}"))
     assert '<span class="status status-succeeded">succeeded</span>' in text
     assert 'data-testid="result"' not in text

@@ -78,7 +78,7 @@ def test_a_crashed_attempt_lasts_as_long_on_the_dashboard_as_in_jobs_show(
     job_id = enqueue_one(store, now - 100, task="resize", retry_backoff=0.0)
     first = claim(store, job_id, now - 100, "w-lost")
     store.heartbeat("w-lost", [Renewal(first.lease)], 30.0, now=now - 90)  # its last word
-    (reclaimed,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=now - 50)
+    (reclaimed,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=now - 50)
     assert reclaimed.status == JobStatus.QUEUED
     register(store, "w-next", now - 40)
     second = claim_one(store, "w-next", now - 40, lease=3600.0)

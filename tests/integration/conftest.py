@@ -69,7 +69,7 @@ STEADY: dict[str, str | None] = {**support.worker_flags(support.STEADY)}
 RECONCILIATION_ONLY: dict[str, str | None] = {
     "--heartbeat-interval": "10",
     "--lease": "30",
-    "--reap-interval": "10",
+    "--reclaim-interval": "10",
     "--liveness-interval": "3600",
 }
 """Slow heartbeats, a 30 s lease and no liveness probing: within seconds only a restarted

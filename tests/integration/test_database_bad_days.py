@@ -281,7 +281,7 @@ FLEET = 40
 FLEET_SETTINGS: dict[str, str | None] = {
     "--heartbeat-interval": "1",
     "--lease": "3",
-    "--reap-interval": "1",
+    "--reclaim-interval": "1",
     "--liveness-interval": "1",
     "--poll-interval": "0.5",
 }

@@ -33,10 +33,10 @@ from .conftest import Harness, WorkerProc, parse_ts
 
 pytestmark = pytest.mark.slow
 
-SHORT: dict[str, str | None] = {"--poll-interval": "1", "--lease": "4", "--reap-interval": "1"}
+SHORT: dict[str, str | None] = {"--poll-interval": "1", "--lease": "4", "--reclaim-interval": "1"}
 """Database polling only every second (a backstop claim every 10 s while the transport is
 up); consumers made with ack_wait max(60, 2 x 5) = 60 s."""
-LONG: dict[str, str | None] = {"--poll-interval": "1", "--lease": "90", "--reap-interval": "30"}
+LONG: dict[str, str | None] = {"--poll-interval": "1", "--lease": "90", "--reclaim-interval": "30"}
 """The default lease and reap interval (90 + 30 s): this worker needs ack_wait 240 s, so a
 consumer the SHORT deployment made (60 s) would make it exit."""
 ROUNDS = 8

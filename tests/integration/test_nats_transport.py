@@ -22,7 +22,7 @@ from tests import nats_harness
 from tests.conftest import on_every_backend
 
 from .conftest import Harness, parse_ts
-from .test_worker_crash import LEASE, REAP_INTERVAL, SLACK
+from .test_worker_crash import LEASE, RECLAIM_INTERVAL, SLACK
 
 SWEEP = DEFAULT_SWEEP_INTERVAL
 
@@ -35,7 +35,7 @@ CALM = {
     **SLOW_POLL,
     "--heartbeat-interval": "1",
     "--lease": "4",
-    "--reap-interval": "1",
+    "--reclaim-interval": "1",
     "--liveness-interval": "0.5",
 }
 """For the tests that count executions (the 1,000 jobs, the server stopped mid-run): on a
@@ -177,17 +177,17 @@ def test_sigkill_mid_job_is_recovered_through_the_database(
     owner = harness.by_id(harness.job(job_id)["worker_id"])
     killed_at = owner.kill()
 
-    done = harness.wait_status(job_id, "succeeded", LEASE + REAP_INTERVAL + 15)
+    done = harness.wait_status(job_id, "succeeded", LEASE + RECLAIM_INTERVAL + 15)
     first, second = done["executions"]
     assert first["outcome"] == "crashed"
     detected_after = parse_ts(first["crash"]["detected_at"]) - killed_at
-    assert detected_after <= LEASE + REAP_INTERVAL + SLACK, detected_after
+    assert detected_after <= LEASE + RECLAIM_INTERVAL + SLACK, detected_after
     assert second["outcome"] == "succeeded"
     assert second["worker_id"] != owner.id
     # Run again within lease + reap interval (and one sweep), not after the message's
     # ack_wait (60 s) nor the workers' database backstop (10 s).
     rerun_after = parse_ts(second["started_at"]) - killed_at
-    assert rerun_after <= LEASE + REAP_INTERVAL + SWEEP + SLACK, rerun_after
+    assert rerun_after <= LEASE + RECLAIM_INTERVAL + SWEEP + SLACK, rerun_after
     survivor = next(w for w in workers if w is not owner)
     assert survivor.alive()
     # the survivor's reclaim published the job again at once, marked as a recovery

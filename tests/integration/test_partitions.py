@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.slow, only_on("postgres")]
 PARTITION: dict[str, str | None] = {
     "--heartbeat-interval": "0.5",
     "--lease": "3",
-    "--reap-interval": "0.5",
+    "--reclaim-interval": "0.5",
     "--liveness-interval": "0.2",
     "--poll-interval": "0.1",
 }

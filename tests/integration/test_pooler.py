@@ -51,7 +51,7 @@ pytestmark = [pytest.mark.slow, only_on("postgres")]
 POOLED: dict[str, str | None] = {
     "--heartbeat-interval": "0.5",
     "--lease": "2",
-    "--reap-interval": "0.5",
+    "--reclaim-interval": "0.5",
     "--liveness-interval": "0.2",
     "--poll-interval": "0.1",
 }
@@ -64,12 +64,11 @@ never take a live worker for dead: a margin a loaded 2-core machine does not eat
 
 QUIET_EVENTS = (
     "worker_deactivated",
-    "orphaned_jobs_detected",
-    "stale_jobs_detected",
+    "reclaim_detected",
     "lease_lost",
     "leases_untrusted",
     "heartbeat_failed",
-    "job_reenqueued",
+    "job_reclaimed",
 )
 """Events that would mean a live worker was taken for dead, or nearly."""
 
@@ -504,7 +503,7 @@ def test_heartq_commands_work_through_the_pooler(pooled: Pooled) -> None:
     assert json.loads(heartq_cmd("jobs", "show", held, "--json"))["status"] == "running"
     assert worker.id in heartq_cmd("workers")
     assert json.loads(heartq_cmd("stats", "--json"))
-    heartq_cmd("reap")
+    heartq_cmd("reclaim")
     heartq_cmd("jobs", "cancel", held)
     harness.wait_status(held, "cancelled", 15)
     heartq_cmd("dlq", "list")
@@ -525,7 +524,7 @@ def test_with_a_direct_url_a_pooled_worker_keeps_its_lock_and_its_wakeups(
     timings: dict[str, str | None] = {
         "--heartbeat-interval": "1",
         "--lease": "90",  # stale after 90 s too: only the lock can find a death soon
-        "--reap-interval": "30",
+        "--reclaim-interval": "30",
         "--liveness-interval": None,  # 1 s, the default
         "--poll-interval": "30",
     }

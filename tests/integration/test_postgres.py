@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.slow, only_on("postgres")]
 DEFAULTS: dict[str, str | None] = {
     "--heartbeat-interval": None,
     "--lease": None,
-    "--reap-interval": None,
+    "--reclaim-interval": None,
     "--liveness-interval": None,
 }
 """The defaults: 30 s heartbeats, a 90 s lease, 30 s reaps, a 1 s liveness probe."""
@@ -144,7 +144,7 @@ def test_a_living_worker_whose_lock_session_drops_is_not_taken_for_dead(
 ) -> None:
     """A worker that lives and heartbeats keeps its jobs, even if the session holding its
     liveness lock drops: it must hold its lock again before a probe can take it."""
-    settings = {"--heartbeat-interval": "0.2", "--lease": "30", "--reap-interval": "10"}
+    settings = {"--heartbeat-interval": "0.2", "--lease": "30", "--reclaim-interval": "10"}
     worker = harness.start_worker(settings=settings)  # liveness probe every 0.2 s
     job_id = harness.enqueue("hold", {"seconds": 120})
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "the job to start")
@@ -180,7 +180,7 @@ def test_a_job_whose_end_the_server_lost_is_requeued_once_the_session_is_back(
     the session coming back makes the next heartbeat sweep: the job is detached and
     requeued by the reaper once its lease runs out (without the sweep, it stays
     `running` as long as the worker lives)."""
-    settings = {"--heartbeat-interval": "0.2", "--lease": "2", "--reap-interval": "0.2"}
+    settings = {"--heartbeat-interval": "0.2", "--lease": "2", "--reclaim-interval": "0.2"}
     worker = harness.start_worker(settings=settings)
     wait_heartbeat(harness, worker)
     job_id = harness.enqueue("hold", {"seconds": 1}, queue="elsewhere")
@@ -490,7 +490,7 @@ def test_a_server_restart_takes_no_living_workers_jobs_and_notify_wakes_again(
     probe in the first `LIVENESS_RESTART_QUIET`, then the grace), and NOTIFY wakes it
     again (its poll interval here is 30 s)."""
     with private_harness(tmp_path) as (harness, cluster):
-        settings = {"--heartbeat-interval": "0.2", "--lease": "30", "--reap-interval": "10",
+        settings = {"--heartbeat-interval": "0.2", "--lease": "30", "--reclaim-interval": "10",
                     "--poll-interval": "30"}  # fmt: skip
         worker = harness.start_worker("--concurrency", "4", settings=settings)
         job_id = harness.enqueue("hold", {"seconds": 120})

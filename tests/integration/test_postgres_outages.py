@@ -107,7 +107,7 @@ def outage(cluster: pg_harness.PrivateCluster, how: str) -> Iterator[None]:
                 os.kill(pid, signal.SIGCONT)
 
 
-ISSUE_SETTINGS = {"--heartbeat-interval": "0.3", "--lease": "1.5", "--reap-interval": "0.3"}
+ISSUE_SETTINGS = {"--heartbeat-interval": "0.3", "--lease": "1.5", "--reclaim-interval": "0.3"}
 """The fast settings a user tried the freeze with: stale after 0.9 s, trust window 1.25 s."""
 FREEZE = 4.0
 
@@ -213,7 +213,7 @@ def test_a_task_whose_transaction_cannot_reach_the_server_spends_no_retry(
     with private_harness(tmp_path) as (harness, cluster):
         table = f"{harness.schema}.ledger"
         harness.sql(f"CREATE TABLE {table} (job_id text NOT NULL, execution_id integer NOT NULL)")
-        settings = {"--heartbeat-interval": "60", "--lease": "180", "--reap-interval": "60"}
+        settings = {"--heartbeat-interval": "60", "--lease": "180", "--reclaim-interval": "60"}
         worker = harness.start_worker("--pool", pool, settings=settings)
         job_id = harness.enqueue("ledger_write", {"table": table, "wait_first": True},
                                  max_retries=0)  # fmt: skip
@@ -234,7 +234,7 @@ def test_a_task_whose_transaction_cannot_reach_the_server_spends_no_retry(
         assert crash["detected_by"] == "self_fence", crash
         assert crash["reason"] == "its task could not reach the queue's database", crash
         assert done["attempts"] == 1 and done["result"]["attempt"] == 1, done
-        requeued = worker.job_events("job_reenqueued", job_id)
+        requeued = worker.job_events("job_reclaimed", job_id)
         assert requeued and time.monotonic() - back_at < 30.0  # the next heartbeat: ~60 s
         assert harness.sql(f"SELECT execution_id FROM {table}") == [(2,)]
         assert not worker.job_events("job_failed", job_id)

@@ -9,7 +9,7 @@ from .conftest import Harness, parse_ts
 
 pytestmark = pytest.mark.slow
 
-LONG_LEASE = {"--heartbeat-interval": "1", "--lease": "30", "--reap-interval": "10"}
+LONG_LEASE = {"--heartbeat-interval": "1", "--lease": "30", "--reclaim-interval": "10"}
 """A 30 s lease: a reclaim within a second or two can only come from the child's exit."""
 
 

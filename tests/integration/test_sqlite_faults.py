@@ -33,7 +33,7 @@ from .conftest import Harness, WorkerProc
 
 pytestmark = pytest.mark.slow
 
-PROTOCOL = {"--heartbeat-interval": "0.3", "--lease": "1.5", "--reap-interval": "0.3"}
+PROTOCOL = {"--heartbeat-interval": "0.3", "--lease": "1.5", "--reclaim-interval": "0.3"}
 """The issue's fast settings: trust window 1.25 s."""
 DISK_SIZE = "2m"
 SMALL_WAL = 64 * 1024

@@ -56,7 +56,7 @@ with a claim in flight."""
 DEFAULTS: dict[str, str | None] = {
     "--heartbeat-interval": None,
     "--lease": None,
-    "--reap-interval": None,
+    "--reclaim-interval": None,
     "--liveness-interval": None,
     "--poll-interval": None,
 }

@@ -16,7 +16,7 @@ from .conftest import RECONCILIATION_ONLY, Harness, WorkerProc, parse_ts
 pytestmark = pytest.mark.slow
 
 LEASE = 0.6
-REAP_INTERVAL = 0.3
+RECLAIM_INTERVAL = 0.3
 SLACK = 1.5
 """Scheduling slack on a loaded 2-core machine, on top of a protocol bound."""
 
@@ -42,7 +42,7 @@ def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Ha
 
     killed_at = owner.kill()
 
-    done = harness.wait_status(job_id, "succeeded", LEASE + REAP_INTERVAL + 10)
+    done = harness.wait_status(job_id, "succeeded", LEASE + RECLAIM_INTERVAL + 10)
     first, second = done["executions"]
     assert first["outcome"] == "crashed"
     assert first["worker_id"] == owner.id
@@ -52,7 +52,7 @@ def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Ha
     assert crash["detected_by"] in ("liveness_lock", "lease_expired", "stale_worker")
     # I1: the job left `running` within lease + reap interval of the death.
     detected_after = parse_ts(crash["detected_at"]) - killed_at
-    assert detected_after <= LEASE + REAP_INTERVAL + SLACK, detected_after
+    assert detected_after <= LEASE + RECLAIM_INTERVAL + SLACK, detected_after
 
     assert second["outcome"] == "succeeded"
     assert second["worker_id"] == other.id
@@ -195,7 +195,7 @@ def test_sigkill_at_default_settings_recovers_through_the_liveness_lock(
     defaults = {
         "--heartbeat-interval": None,
         "--lease": None,
-        "--reap-interval": None,
+        "--reclaim-interval": None,
         "--liveness-interval": None,
     }
     victim = harness.start_worker(settings=defaults)

@@ -61,7 +61,7 @@ def _reaped_while_it_beats(store: Store, named: Sequence[Lease]) -> set[str]:
     naming `named` (its lease covers those)."""
     later = store.clock() + 2 * LEASE
     store.heartbeat(WORKER, [Renewal(x) for x in named], LEASE, now=later)
-    return {r.job_id for r in store.reap_expired("lease_expired", now=later + 1)}
+    return {r.job_id for r in store.reclaim_expired("lease_expired", now=later + 1)}
 
 
 @on_every_backend

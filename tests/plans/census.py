@@ -289,7 +289,7 @@ class Exercise:
         lapsed = store.claim(GONE, ["default"], 3, lease=0.001)
         store.heartbeat(GONE, [], 0.001, detach=[job.lease for job in lapsed[:1]])
         later = self.store.clock() + 5
-        store.reap_expired("lease", now=later)
+        store.reclaim_expired("lease", now=later)
         store.prune(worker_retention=3600.0, job_retention=0.0, now=later)
 
     def _queued_ids(self, count: int) -> list[str]:

@@ -143,11 +143,11 @@ def test_unknown_job_id_is_a_clear_not_found(app: heartq.App) -> None:
 
 def test_settings_derive_from_the_heartbeat_and_validate() -> None:
     s = Settings(heartbeat_interval=2)
-    assert (s.lease_seconds, s.reap_interval_seconds, s.stale_after_seconds) == (6, 2, 6)
+    assert (s.lease_seconds, s.reclaim_interval_seconds, s.stale_after_seconds) == (6, 2, 6)
     assert s.trust_window == pytest.approx(5.0)
     defaults = Settings()
     assert (defaults.heartbeat_interval, defaults.lease_seconds) == (30, 90)
-    assert (defaults.reap_interval_seconds, defaults.liveness_interval) == (30, 1)
+    assert (defaults.reclaim_interval_seconds, defaults.liveness_interval) == (30, 1)
     with pytest.raises(heartq.ConfigError, match="must be longer than heartbeat_interval"):
         Settings(heartbeat_interval=1, lease=1)
     with pytest.raises(heartq.ConfigError, match="must be a positive number"):
@@ -170,9 +170,9 @@ def test_settings_and_url_come_from_the_environment(monkeypatch, tmp_path) -> No
     monkeypatch.setenv("HEARTQ_HEARTBEAT_INTERVAL", "0.5")
     monkeypatch.setenv("HEARTQ_LEASE", "2")
     monkeypatch.setenv("HEARTQ_URL", f"sqlite:///{tmp_path / 'env.db'}")
-    app = heartq.App(reap_interval=0.25)
+    app = heartq.App(reclaim_interval=0.25)
     assert app.settings.heartbeat_interval == 0.5 and app.settings.lease_seconds == 2
-    assert app.settings.reap_interval_seconds == 0.25
+    assert app.settings.reclaim_interval_seconds == 0.25
     assert app.url.endswith("env.db")
     monkeypatch.setenv("HEARTQ_LEASE", "soon")
     with pytest.raises(heartq.ConfigError, match="HEARTQ_LEASE must be a number"):

@@ -27,7 +27,7 @@ from tests.support import wait_for
 
 from .conftest import WorkerThread
 
-SETTINGS = {"heartbeat_interval": 0.1, "lease": 1.2, "reap_interval": 0.1}
+SETTINGS = {"heartbeat_interval": 0.1, "lease": 1.2, "reclaim_interval": 0.1}
 """Trust window 1.0 s, lease 1.2 s: the test holds the pool for longer than both."""
 HOLD = 2.5
 """Seconds the test keeps the worker's one pooled connection: past the lease, within

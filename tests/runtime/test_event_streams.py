@@ -112,7 +112,7 @@ def test_each_event_of_a_jobs_life_is_told_once_to_every_subscriber(
             (events.JOB_CLAIMED, dead, 1),
             (events.JOB_FAILED, dead, 1),
             (events.JOB_DEAD, dead, 1),
-            (events.JOB_REENQUEUED, reclaimed, 1),
+            (events.JOB_RECLAIMED, reclaimed, 1),
             (events.JOB_CLAIMED, reclaimed, 2),
             (events.JOB_SUCCEEDED, reclaimed, 2),
         ]
@@ -131,7 +131,7 @@ def test_each_event_of_a_jobs_life_is_told_once_to_every_subscriber(
         assert counted("heartq_jobs_claimed_total", labels) == claims, task
     assert counted("heartq_jobs_failed_total", {"task": "flaky", "queue": "default"}) == 1
     assert counted("heartq_jobs_dead_total", {"task": "hopeless"}) == 1
-    (found_by,) = [f["detected_by"] for n, f in heard if n == events.JOB_REENQUEUED]
+    (found_by,) = [f["detected_by"] for n, f in heard if n == events.JOB_RECLAIMED]
     reclaims = {"task": "orphan", "detected_by": found_by}
     assert counted("heartq_jobs_reclaimed_total", reclaims) == 1
 

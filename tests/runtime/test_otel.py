@@ -231,7 +231,7 @@ def test_a_crashed_attempt_gets_its_span_from_the_worker_that_found_it(
 
 def test_a_crash_told_late_ends_its_span_at_its_detection(app: heartq.App, spans: Spans) -> None:
     """The crash hooks may run well after the crash was found and ended (a reaper's pass
-    of many rounds, `heartq reap --app` run later): the span ends at the detection the
+    of many rounds, `heartq reclaim --app` run later): the span ends at the detection the
     crash context records, not when the hook ran."""
     heartq.otel.instrument(app, tracer_provider=spans.provider)
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

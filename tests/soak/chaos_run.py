@@ -164,7 +164,7 @@ class ChaosRun:
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency), "--prefetch", str(c.prefetch),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
-            "--reap-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
+            "--reclaim-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
             "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
             "--log-format", "json", "--log-level", "debug",
         ]  # fmt: skip

@@ -75,7 +75,7 @@ def test_due_for_publish_finds_a_job_requeued_since_and_not_a_new_one(store: Sto
     (reaped,) = store.enqueue([NewJob("t", "{}")], now=t0)
     assert len(store.claim_ids("w1", [reaped], 5.0, now=t0 + 1)) == 1
     (new,) = store.enqueue([NewJob("t", "{}")], now=t0 + 6)
-    (back,) = store.reap_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
+    (back,) = store.reclaim_expired(DetectedBy.LEASE_EXPIRED, now=t0 + 10)
     assert back.status is JobStatus.QUEUED
     job = store.get_job(reaped)
     assert job["run_at"] == job["created_at"]  # its place in line: only `updated_at` moved

@@ -62,9 +62,9 @@ def test_a_bad_transport_url_is_refused_before_any_job_is_stored(
 def test_ack_wait_must_outlast_lease_and_reap() -> None:
     options = NatsOptions.parse("nats://h:1?stream=S&prefix=p.q&ack_wait=100")
     assert options.server == "nats://h:1"
-    assert options.ack_wait_for(lease=60, reap_interval=30) == 100
+    assert options.ack_wait_for(lease=60, reclaim_interval=30) == 100
     with pytest.raises(ConfigError, match=r"ack_wait \(100 s\) must be longer"):
-        options.ack_wait_for(lease=90, reap_interval=30)
+        options.ack_wait_for(lease=90, reclaim_interval=30)
     assert NatsOptions.parse("nats://h:1").ack_wait_for(90, 30) == 240
 
 

@@ -273,7 +273,7 @@ def test_a_crash_is_closed_at_once_with_its_last_report_and_told(heard: Heard) -
     [told] = heard.of("job_crashed")
     assert (told["reason"], told["signal"]) == ("child exited", 9)
     assert [c.job_id for c in s.crashed] == ["crashed"] and s.retries == [2.5]  # its hooks
-    assert heard.of("job_reenqueued")[0]["detected_by"] == DetectedBy.CHILD_EXIT
+    assert heard.of("job_reclaimed")[0]["detected_by"] == DetectedBy.CHILD_EXIT
 
 
 def test_a_crash_of_an_attempt_already_reclaimed_is_dropped_untold_to_the_hooks(
@@ -294,7 +294,7 @@ def test_a_crash_the_store_refuses_is_left_to_the_reaper(heard: Heard) -> None:
     s.run()
     assert s.ledger.running() == [] and s.crashed == []
     [told] = heard.of("job_crashed")
-    assert "the reaper will" in told["error"]
+    assert "the lease reclaimer will" in told["error"]
 
 
 # -- jobs their task's transaction completed ---------------------------------------------

@@ -32,7 +32,7 @@ from tests.with_django.environments import Flavor
 
 PROJECT = Path(__file__).resolve().with_name("project")
 WORKER_SETTINGS = [
-    "--heartbeat-interval", "0.2", "--lease", "4", "--reap-interval", "0.3",
+    "--heartbeat-interval", "0.2", "--lease", "4", "--reclaim-interval", "0.3",
     "--liveness-interval", "0.2", "--poll-interval", "0.1", "--shutdown-timeout", "5",
 ]  # fmt: skip
 """`heartq worker` options for the site's workers, typed on `manage.py heartq_worker`'s

@@ -78,9 +78,9 @@ def dead_jobs_view(jobs: list[dict[str, Any]], now: float) -> Group:
 def replay_command(
     job_ids: tuple[str, ...], replay_all: bool, url: str | None, as_json: bool
 ) -> None:
-    """Requeue dead jobs (the given IDs, or --all), keeping their history.
+    """Replay dead jobs (the given IDs, or --all), keeping their history.
 
-    Exits 1 when some of the given IDs are unknown or not dead; the others are requeued.
+    Exits 1 when some of the given IDs are unknown or not dead; the others are replayed.
     """
     if replay_all and job_ids:
         raise click.UsageError("give job IDs or --all, not both")
@@ -119,7 +119,7 @@ def replay_command(
     else:
         if replayed:
             noun = "job" if len(replayed) == 1 else "jobs"
-            click.echo(f"requeued {len(replayed)} dead {noun}:")
+            click.echo(f"replayed {len(replayed)} dead {noun}:")
             for job_id in replayed:
                 click.echo(f"  {job_id}")
         elif replay_all:

@@ -19,10 +19,11 @@ from heartq.cli.common import (
 )
 from heartq.cli.dashboard_cmd import dashboard_command
 from heartq.cli.demo import demo_command
+from heartq.cli.deprecated import command_alias
 from heartq.cli.dlq_cmd import dlq_group
 from heartq.cli.enqueue_cmd import enqueue_command
 from heartq.cli.jobs_cmd import jobs_group
-from heartq.cli.ops_cmd import reap_command, stats_command
+from heartq.cli.ops_cmd import reclaim_command, stats_command
 from heartq.cli.periodic_cmd import periodic_command
 from heartq.cli.tasks_cmd import tasks_command
 from heartq.cli.watch_cmd import watch_command
@@ -83,7 +84,8 @@ cli.add_command(jobs_group)
 cli.add_command(workers_command)
 cli.add_command(tasks_command)
 cli.add_command(dlq_group)
-cli.add_command(reap_command)
+cli.add_command(reclaim_command)
+cli.add_command(command_alias(reclaim_command, "reap"))
 cli.add_command(stats_command)
 cli.add_command(periodic_command)
 cli.add_command(demo_command)

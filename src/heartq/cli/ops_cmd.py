@@ -1,4 +1,4 @@
-"""`heartq reap` (one maintenance pass, by hand) and `heartq stats` (the queue at a glance)."""
+"""`heartq reclaim` (one maintenance pass, by hand) and `heartq stats` (the queue at a glance)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import SHOWN_STATUSES
 from heartq.inspect.stats import collect_stats
 from heartq.maintenance.reclaimers import Findings, PassCutShort, reclaim_pass
-from heartq.model import DetectedBy, JobStatus, Reclaimed, StaleWorker
+from heartq.model import DeactivatedWorker, DetectedBy, JobStatus, Reclaimed
 
 
 def _quiet_events() -> None:
@@ -39,23 +39,27 @@ def _quiet_events() -> None:
         logger.addHandler(logging.NullHandler())
 
 
-# -- reap --------------------------------------------------------------------------------
+# -- reclaim -----------------------------------------------------------------------------
 
 
-def reap_report(found: Findings) -> dict[str, Any]:
-    """What one reclaim pass did, as `heartq reap --json` prints it."""
+def reclaim_report(found: Findings) -> dict[str, Any]:
+    """What one reclaim pass did, as `heartq reclaim --json` prints it: the workers
+    marked inactive, the jobs reclaimed, how many of them are `queued` again and how
+    many `dead` (`requeued`: the deprecated name of `queued`, kept for a release)."""
     workers = [_worker_doc(w, detected_by) for w, detected_by in found.workers]
     jobs = [_job_doc(j, detected_by) for w, detected_by in found.workers for j in w.reclaimed]
     jobs += [_job_doc(j, DetectedBy.LEASE_EXPIRED) for j in found.expired]
+    queued = sum(1 for j in jobs if j["status"] == JobStatus.QUEUED)
     return {
         "workers_deactivated": workers,
         "reclaimed": jobs,
-        "requeued": sum(1 for j in jobs if j["status"] == JobStatus.QUEUED),
+        "queued": queued,
         "dead": sum(1 for j in jobs if j["status"] == JobStatus.DEAD),
+        "requeued": queued,
     }
 
 
-def _worker_doc(worker: StaleWorker, detected_by: str) -> dict[str, Any]:
+def _worker_doc(worker: DeactivatedWorker, detected_by: str) -> dict[str, Any]:
     return {
         "id": worker.id,
         "name": worker.name,
@@ -80,7 +84,7 @@ def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
     }
 
 
-@click.command("reap")
+@click.command("reclaim")
 @url_option
 @click.option(
     "--stale-after",
@@ -99,16 +103,16 @@ def _job_doc(job: Reclaimed, detected_by: str) -> dict[str, Any]:
     default=None,
     help=(
         "Run APP's crash hooks (module:attribute) for the attempts this pass ends crashed, "
-        "as a worker's reaper does; the queue is APP's unless --url is typed."
+        "as a worker's maintenance does; the queue is APP's unless --url is typed."
     ),
 )
 @json_option
-def reap_command(
+def reclaim_command(
     url: str | None, stale_after: float | None, app_ref: str | None, as_json: bool
 ) -> None:
-    """Reclaim now what crashed: expired leases, stale workers, dead worker processes.
+    """Reclaim now what crashed: expired leases, stale workers, gone worker processes.
 
-    Every worker does this on its own every reap interval; this is one pass by hand.
+    Every worker does this on its own every reclaim interval; this is one pass by hand.
     """
     _quiet_events()
     settings = Settings.from_env()
@@ -119,12 +123,12 @@ def reap_command(
     threshold = stale_after if stale_after is not None else settings.stale_after_seconds
     stream = app.events if app is not None else EventStream()  # no app: no hooks to run
     try:
-        found = reclaim_pass(store, stream, threshold, settings.reap_batch)
+        found = reclaim_pass(store, stream, threshold, settings.reclaim_batch)
     except PassCutShort as cut:  # what landed is told before the error's one line
         _tell_crashes(stream, cut.found)
         raise cut.cause from None
     _tell_crashes(stream, found)
-    report = reap_report(found)
+    report = reclaim_report(found)
     if as_json:
         print_json(report)
         return
@@ -142,7 +146,7 @@ def reap_command(
     jobs = report["reclaimed"]
     if not jobs:
         if not report["workers_deactivated"]:
-            console.print("nothing to reap: no expired lease, no stale or dead worker")
+            console.print("nothing to reclaim: no expired lease, no stale or gone worker")
         return
     t = render.table("JOB", "TASK", "DETECTED BY", "NOW")
     for job in jobs:
@@ -158,7 +162,7 @@ def reap_command(
     console.print(t)
     console.print(
         f"reclaimed {len(jobs)} job{'s' * (len(jobs) != 1)}: "
-        f"{report['requeued']} requeued, {report['dead']} dead"
+        f"{report['queued']} queued again, {report['dead']} dead"
     )
 
 

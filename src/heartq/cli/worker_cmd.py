@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -26,6 +25,7 @@ from heartq.cli.common import (
     url_option,
     url_typed,
 )
+from heartq.cli.deprecated import RENAMED_OPTIONS, option_alias, renamed_values
 from heartq.config import DEFAULT_CONCURRENCY, ENV_OTEL, resolve_url, worker_options
 from heartq.events import LOG_LEVELS, configure_logging
 from heartq.worker import Worker
@@ -54,6 +54,9 @@ def setting_options(fn: F) -> F:
             default=None,
             help=f"{described.help} [{described.shown_default}{env}].",
         )(fn)
+        for old, new in RENAMED_OPTIONS.items():
+            if new == "--" + name.replace("_", "-"):
+                fn = option_alias(old, new, kind)(fn)
     return fn
 
 
@@ -169,7 +172,7 @@ def worker_command(
     A worker killed outright (SIGKILL, OOM) has its jobs run again by the others within
     about 1 s on SQLite and 4 s on PostgreSQL (its liveness lock). Behind a pooler in
     transaction mode (?pooler=transaction) it holds no lock: its jobs wait for its stale
-    threshold plus a reap interval: 90-120 s at the defaults, 4 heartbeat intervals at
+    threshold plus a reclaim interval: 90-120 s at the defaults, 4 heartbeat intervals at
     most (a shorter --heartbeat-interval shortens it), unless a direct URL
     (?direct_url=, HEARTQ_DIRECT_URL) gives it its lock back. worker_started logs the
     bound (recovery_within, seconds).
@@ -189,7 +192,7 @@ def worker_command(
     if transport and typed("transport"):
         app.use_transport(transport)
     # A setting not typed is the app's (which read its variable, if it has one) or None.
-    typed_settings: dict[str, Any] = {n: v for n, v in settings.items() if typed(n)}
+    typed_settings = renamed_values({n: v for n, v in settings.items() if typed(n)})
     worker = Worker(
         app,
         queues=queues,

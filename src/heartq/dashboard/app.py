@@ -60,8 +60,8 @@ NOTICES = {
     "cancel_requested": "Cancel requested: its worker tells the task within about a second, "
     "and ends the attempt after a grace of at most 5 s if the task does not stop by itself.",
     "already_finished": "The job had already finished: nothing to cancel.",
-    "replayed": "Requeued {n} dead job(s).",
-    "nothing_replayed": "Nothing was requeued: the jobs chosen are no longer dead.",
+    "replayed": "Replayed {n} dead job(s).",
+    "nothing_replayed": "Nothing was replayed: the jobs chosen are no longer dead.",
     "purged": "Purged {n} dead job(s) for good.",
     "signed_in": "Signed in: actions are allowed.",
     "signed_out": "Signed out.",

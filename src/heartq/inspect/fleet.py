@@ -11,7 +11,9 @@ from typing import Any
 from heartq import display
 from heartq.store.interface import Registry
 
-GONE_HINT = "its process is dead; its jobs are reclaimed by the next reaper or `heartq reap`"
+GONE_HINT = (
+    "its process is gone; its jobs are reclaimed by the next maintenance pass or `heartq reclaim`"
+)
 """What `gone` means, in every command that shows it."""
 
 CLAIMED_AHEAD_HINT = (
@@ -51,7 +53,7 @@ def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[s
 
 def with_liveness(store: Registry, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The workers plus `gone`: True for an `active` worker whose liveness lock is free
-    (its process died and no reaper has reclaimed its jobs yet). Read only: the command
+    (its process died and no lease reclaimer has reclaimed its jobs yet). Read only: the command
     that shows it reclaims nothing."""
     active = [w["id"] for w in workers if w["status"] == "active"]
     gone = set(store.liveness_free(active))

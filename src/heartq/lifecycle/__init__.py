@@ -2,7 +2,7 @@
 
 Every way an attempt can end meets its job's policy here, and only here, whoever closes
 the attempt: the worker that ran it (its completer), or a reclaimer on any backend (the
-reaper, a liveness probe, startup reconciliation, the worker whose child died). So a job
+lease reclaimer, a liveness probe, startup reconciliation, the worker whose child died). So a job
 that raised, timed out, crashed its worker or lost its database is judged by one set of
 rules, with one retry policy and one wording of its `dead_reason`.
 

@@ -1,7 +1,7 @@
 """An attempt someone else ended: how it ended, what becomes of its job, and what is
 kept of it (its crash context).
 
-A reclaimer (the reaper, a liveness probe, a worker monitor, startup reconciliation, the
+A reclaimer (the lease reclaimer, a liveness probe, a worker monitor, startup reconciliation, the
 worker whose child died, a worker handing back what it stopped trusting) closes an
 attempt its worker can no longer report. How it ended depends on who found it
 (`ended_by`); what becomes of the job, on its policy and its history (`after`).
@@ -122,7 +122,7 @@ def after_crash(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
 
 
 def after_interruption(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
-    """An interrupted attempt's job (no cancel requested): requeued at once in its place
+    """An interrupted attempt's job (no cancel requested): queued again at once in its place
     (the attempt is not counted), or dead once its attempts were interrupted more than
     `MAX_INTERRUPTIONS` times."""
     interruptions = job.interruptions + 1
@@ -137,7 +137,7 @@ def after_interruption(job: HeldJob, crash: Mapping[str, Any]) -> Verdict:
 
 def detector(observer: str | None) -> dict[str, Any] | None:
     """What a crash context says of who found the crash: `detector`, the id of the worker
-    whose maintenance pass found it (none for an operator's `heartq reap`)."""
+    whose maintenance pass found it (none for an operator's `heartq reclaim`)."""
     return None if observer is None else {"detector": observer}
 
 

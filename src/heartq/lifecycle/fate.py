@@ -338,7 +338,7 @@ def error_summary(text: str | None) -> str:
 
 # -- how a fate lands in the store -----------------------------------------------------
 def cancel_wins(status: JobStatus, cancel_requested: bool) -> JobStatus:
-    """A job about to be queued again (a retry, a requeue, a release) whose cancel was
+    """A job about to be queued again (a retry, a reclaim, a release) whose cancel was
     requested is cancelled instead: the request is honoured, never lost to a retry."""
     return JobStatus.CANCELLED if status is JobStatus.QUEUED and cancel_requested else status
 

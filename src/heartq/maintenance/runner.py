@@ -6,7 +6,7 @@ The passes of one worker never overlap, so a pass stuck on the database holds up
 others (docs/RELIABILITY.md, finding 4: why no pass may wait on a row lock). A
 service's first pass comes at a random point of its first interval, each later one an
 interval (+/-`JITTER`) after the previous one ended, so a fleet started together does
-not reap in lockstep. A failing pass is logged (`maintenance_failed`, with the
+not reclaim in lockstep. A failing pass is logged (`maintenance_failed`, with the
 `service`) and retried at the service's next interval; the others run on as due.
 """
 
@@ -26,16 +26,16 @@ from heartq.events import MAINTENANCE_FAILED
 from heartq.maintenance.pruner import JobsVacuum, Pruner
 from heartq.maintenance.reclaimers import (
     Findings,
+    LeaseReclaimer,
     LivenessProbe,
     PassCutShort,
-    Reaper,
     WorkerMonitor,
 )
 from heartq.model import Reclaimed
 from heartq.store.interface import Store
 
 JITTER = 0.1
-"""Intervals vary by +/-10 % so a fleet started together does not reap in lockstep."""
+"""Intervals vary by +/-10 % so a fleet started together does not reclaim in lockstep."""
 JOIN_TIMEOUT = 10.0
 """`stop()` waits at most 10 s for a pass under way."""
 
@@ -53,13 +53,15 @@ def default_services(
     store: Store, settings: Settings, worker_id: str, events: EventStream
 ) -> list[Service]:
     """What every worker runs, each at its own interval, telling what it finds to the
-    worker's `events`. The reaper and the monitor judge as `worker_id`: only while it has
+    worker's `events`. The lease reclaimer and the monitor judge as `worker_id`: only while it has
     been in unbroken contact with the database."""
-    reap_every = settings.reap_interval_seconds
+    reclaim_every = settings.reclaim_interval_seconds
     services: list[Service] = [
         LivenessProbe(store, events, settings.liveness_interval, observer=worker_id),
-        Reaper(store, events, settings.reap_batch, reap_every, observer=worker_id),
-        WorkerMonitor(store, events, settings.stale_after_seconds, reap_every, observer=worker_id),
+        LeaseReclaimer(store, events, settings.reclaim_batch, reclaim_every, observer=worker_id),
+        WorkerMonitor(
+            store, events, settings.stale_after_seconds, reclaim_every, observer=worker_id
+        ),
         Pruner(store, settings, events),
     ]
     if settings.vacuum_interval > 0:
@@ -79,7 +81,7 @@ class MaintenanceRunner:
         events: EventStream,
         found_work: threading.Event | None = None,
         on_failure: Callable[[BaseException, str], int] | None = None,
-        on_requeued: Callable[[list[Reclaimed]], None] | None = None,
+        on_reclaimed: Callable[[list[Reclaimed]], None] | None = None,
     ) -> None:
         self.services = list(services)
         self._worker_id = worker_id
@@ -87,7 +89,7 @@ class MaintenanceRunner:
         self._on_failure = on_failure
         """Told of each failed pass (the worker's `StoreHealth.failed`); returns the level
         of `maintenance_failed`, so a known database state is not logged every pass."""
-        self._on_requeued = on_requeued
+        self._on_reclaimed = on_reclaimed
         """Told of the jobs a pass put back in the queue (a transport republishes them)."""
         self._found_work = found_work or threading.Event()
         """Set after a pass that reclaimed jobs: they may be runnable at once, so the
@@ -142,9 +144,9 @@ class MaintenanceRunner:
         if found:
             self._found_work.set()
         if isinstance(found, Findings) and found:
-            try:  # the requeued first: they wait for work, the hooks do not
-                if self._on_requeued is not None and (requeued := found.requeued()):
-                    self._on_requeued(requeued)
+            try:  # the jobs queued again first: they wait for work, the hooks do not
+                if self._on_reclaimed is not None and (queued := found.queued_again()):
+                    self._on_reclaimed(queued)
             finally:  # a failed republish costs no crash its hooks
                 self.events.crashed(found.reclaimed())
 

@@ -2,7 +2,7 @@
 the database holds and no message names yet (every `sweep_interval`).
 
 The database is the outbox: an enqueue publishes a wake-up after its commit, but a job
-that fell due later (delayed, retried), was put back (reaped, released, replayed) or
+that fell due later (delayed, retried), was put back (reclaimed, released, replayed) or
 whose publish failed is only in the database. Every worker sweeps its queues;
 duplicates are harmless, since a message only leads to a fenced claim by id
 (`heartq.worker.transport_fetch`). No event of its own: a publish that failed is tried again
@@ -29,7 +29,7 @@ by a transaction that began before that pass (its times then older) is not misse
 
 class Sweeper:
     """Maintenance service: publishes the jobs of this worker's queues that fell due
-    (delayed, retried), were requeued (reaped, released, replayed) since its last pass, and
+    (delayed, retried), were queued again (reclaimed, released, replayed) since its last pass, and
     every `republish_after` those still queued and runnable that long (a publish that
     failed, a message lost). Every worker sweeps: duplicates are harmless."""
 

@@ -5,7 +5,7 @@ backend builds those documents here, so what is validated or cleaned on the way 
 (names checked, NUL in free text escaped, numbers finite) is the same whatever the
 database. A value no backend can store is refused here with `PayloadError`, before any
 statement runs: Python's `json.dumps` would write NaN or Infinity, which is not JSON, and
-one such value would fail the whole batch statement it travels in (a reaper's batch, a
+one such value would fail the whole batch statement it travels in (a lease reclaimer's batch, a
 completer's batch), not just its own row.
 """
 
@@ -251,7 +251,7 @@ def finish_doc(
     result_pending: bool = False,
 ) -> dict[str, Any]:
     """One finished attempt, as the fenced finish statement reads it. `keep_place`: a
-    requeued job keeps its `run_at` (its place in line) instead of waiting `delay`.
+    job queued again keeps its `run_at` (its place in line) instead of waiting `delay`.
     `result_pending`: a job its task's transaction completed; its result comes after.
     `PayloadError` for a retry delay that is not finite or a crash context that is not
     strict JSON. (What the task last reported goes by the pulse statement, `pulse_doc`,

@@ -28,7 +28,7 @@ Conventions every implementation keeps:
   `status = 'running'`. A write that matches no row changes nothing and is reported as lost.
 - Batches are one statement per batch (claim, heartbeat, finish, release), whatever
   their size (the heartbeat writes one row, its worker's, whose lease is the attempts').
-- Reclaiming (reap, stale worker, dead process, restarted name) closes the execution as
+- Reclaiming (lease expired, stale worker, gone process, restarted name) closes the execution as
   `crashed` with a crash context, and moves the job to `queued` with a backoff or to
   `dead`, in one transaction, so racing reclaimers reclaim each job exactly once.
 """
@@ -43,6 +43,7 @@ from heartq.model import (
     CancelResult,
     Claim,
     ClaimedJob,
+    DeactivatedWorker,
     DependencyEnd,
     Finish,
     JobCount,
@@ -58,7 +59,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
     Report,
-    StaleWorker,
     TaskPolicy,
     TickPlan,
     WorkerInfo,
@@ -128,7 +128,7 @@ class LeaseHolder(Clock, Protocol):
         now: float | None = None,
     ) -> tuple[list[tuple[str, str]], float]:
         """`(job id, queue)` of queued, runnable, unkeyed jobs of `queues` that fell due or
-        were requeued after `since`, or are runnable since `stale_before`; and the
+        were queued again after `since`, or are runnable since `stale_before`; and the
         database's time (a transport's sweeper publishes them)."""
         ...
 
@@ -211,7 +211,7 @@ class LeaseHolder(Clock, Protocol):
 class Reclaimer(Protocol):
     """Reclaiming the jobs of holders that are gone: expired leases, silent workers,
     workers whose liveness lock is free, a restarted worker's namesakes (the maintenance
-    services, `heartq reap`, a worker's startup reconciliation)."""
+    services, `heartq reclaim`, a worker's startup reconciliation)."""
 
     @property
     def liveness_grace(self) -> float:
@@ -219,7 +219,7 @@ class Reclaimer(Protocol):
         a probe believes the worker dead (0: the first free reading is believed)."""
         ...
 
-    def reap_expired(
+    def reclaim_expired(
         self,
         detected_by: str,
         limit: int = 100,
@@ -230,7 +230,7 @@ class Reclaimer(Protocol):
         `limit` results still to come whose committing attempt's lease has expired (the
         job stays succeeded, with no result; a later save is refused).
 
-        With `observer` (the reaping worker's id), nothing is reaped unless that worker
+        With `observer` (the reclaiming worker's id), nothing is reclaimed unless that worker
         has been in unbroken contact with the database for its own `stale_after`: after a
         pause of the database every lease looks expired, and their holders need one
         heartbeat to renew them (docs/DESIGN.md, "A pause is not a death")."""
@@ -262,7 +262,7 @@ class Reclaimer(Protocol):
         detected_by: str,
         now: float | None = None,
         observer: str | None = None,
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         """Mark workers silent for longer than their own recorded `stale_after` (else the
         `stale_after` given here) inactive and reclaim their jobs.
 
@@ -273,7 +273,7 @@ class Reclaimer(Protocol):
 
     def liveness_probe(
         self, detected_by: str, now: float | None = None, observer: str | None = None
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         """Find active workers whose process is gone (lock free), reclaim their jobs;
         `observer`, the probing worker, is named in their crash context."""
         ...
@@ -281,7 +281,7 @@ class Reclaimer(Protocol):
     def liveness_suspects(self) -> dict[str, float]:
         """Workers this store instance found with a free lock, not yet for the whole
         `liveness_grace`: worker id -> database time it was first found free. A one-shot
-        caller (`heartq reap`) waits out the grace once and probes again."""
+        caller (`heartq reclaim`) waits out the grace once and probes again."""
         ...
 
 
@@ -294,7 +294,7 @@ class Registry(Clock, Protocol):
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         """Which of these active workers' liveness locks are free right now: their
         process is gone. Read only: nothing is reclaimed and no grace is waited out
-        (operator commands show such a worker as gone until a reaper reclaims it)."""
+        (operator commands show such a worker as gone until a lease reclaimer reclaims it)."""
         ...
 
 
@@ -540,7 +540,7 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None
     ) -> list[str]:
-        """Requeue dead jobs (all when `job_ids` is None), keeping their history; the jobs
+        """Replay dead jobs (all when `job_ids` is None), keeping their history; the jobs
         they blocked wait again."""
         ...
 

@@ -23,6 +23,7 @@ from heartq.lifecycle.retry import DEFAULT_BACKOFF, SCHEDULES, Backoff
 from heartq.model import (
     TERMINAL_STATUSES,
     ClaimedJob,
+    DeactivatedWorker,
     DependencyEnd,
     DetectedBy,
     JobEnd,
@@ -31,7 +32,6 @@ from heartq.model import (
     QueueWait,
     Reclaimed,
     RenewStatus,
-    StaleWorker,
     TaskParameter,
     TaskPolicy,
 )
@@ -176,8 +176,8 @@ def stale_reason(detected_by: str, heartbeat_age: float) -> str:
     return f"worker stale: no heartbeat for {heartbeat_age:.1f} s"
 
 
-def stale_worker(worker: Any, reclaimed: Sequence[Reclaimed]) -> StaleWorker:
-    return StaleWorker(
+def deactivated_worker(worker: Any, reclaimed: Sequence[Reclaimed]) -> DeactivatedWorker:
+    return DeactivatedWorker(
         worker["id"], worker["name"], float(worker["heartbeat_age"]), tuple(reclaimed)
     )
 

@@ -352,7 +352,7 @@ class NatsTransport:
         if have is not None and have < ack_wait:
             raise ConfigError(
                 f"NATS consumer {name} has ack_wait {have:g} s, shorter than the "
-                f"{ack_wait:g} s this worker needs (lease + reap interval, and more): "
+                f"{ack_wait:g} s this worker needs (lease + reclaim interval, and more): "
                 "delete it or raise its ack_wait"
             )
         self._subs[queue] = await js.pull_subscribe_bind(durable=name, stream=names.stream)

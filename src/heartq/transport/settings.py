@@ -4,8 +4,8 @@ refused (`ConfigError`, one line) where it is given (`App(transport=...)`, `--tr
 
 URL options (`nats://host:4222?stream=S&prefix=p.q&ack_wait=300`):
 `stream`, `prefix` (subjects; both default to the deployment's own: `names.py`),
-`ack_wait` (seconds; default `max(60, 2 * (lease + reap interval))`, refused at worker
-start unless longer than lease + reap interval), `republish_after` (seconds a job may
+`ack_wait` (seconds; default `max(60, 2 * (lease + reclaim interval))`, refused at worker
+start unless longer than lease + reclaim interval), `republish_after` (seconds a job may
 stay queued and runnable before the sweeper publishes it again, default 10),
 `sweep_interval` (default 1), `backstop` (seconds between database claims of a worker
 whose transport is up, for what no message names, e.g. jobs with a concurrency key;
@@ -67,15 +67,15 @@ class NatsOptions:
         """This URL's names for the deployment `deployment` (`stream=`/`prefix=` win)."""
         return NatsNames.derive(deployment, self.stream, self.prefix)
 
-    def ack_wait_for(self, lease: float, reap_interval: float) -> float:
+    def ack_wait_for(self, lease: float, reclaim_interval: float) -> float:
         """The consumer's ack_wait: a message unacked that long is delivered again, so it
         must outlast the longest a claimed job can be silent before the database takes it
-        back (lease + reap interval); anything shorter is refused."""
-        floor = lease + reap_interval
+        back (lease + reclaim interval); anything shorter is refused."""
+        floor = lease + reclaim_interval
         chosen = self.ack_wait if self.ack_wait is not None else max(MIN_ACK_WAIT, 2 * floor)
         if chosen <= floor:
             raise ConfigError(
-                f"transport ack_wait ({chosen:g} s) must be longer than lease + reap interval "
-                f"({lease:g} + {reap_interval:g} s)"
+                f"transport ack_wait ({chosen:g} s) must be longer than lease + reclaim interval "
+                f"({lease:g} + {reclaim_interval:g} s)"
             )
         return chosen

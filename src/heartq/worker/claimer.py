@@ -84,7 +84,7 @@ class Fetch(Protocol):
         ...
 
     @property
-    def on_requeued(self) -> Callable[[list[Reclaimed]], None] | None:
+    def on_reclaimed(self) -> Callable[[list[Reclaimed]], None] | None:
         """Told of the jobs the worker's maintenance put back in the queue, if this way
         of fetching must hear of them (a transport publishes them at once); None: the
         next claim finds them in the database."""
@@ -292,7 +292,7 @@ class ClaimFetch:
     """Fill the free slots with one database claim a round (backpressure: never more
     than the worker can run)."""
 
-    on_requeued: Callable[[list[Reclaimed]], None] | None = None
+    on_reclaimed: Callable[[list[Reclaimed]], None] | None = None
 
     def __init__(self, claimer: Claimer, ledger: Ledger) -> None:
         self.claimer = claimer

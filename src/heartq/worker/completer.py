@@ -166,7 +166,7 @@ class Completer:
         """Save a batch. A database that cannot be written is waited out (see the module
         docstring); any other failure is the data's, not the database's, so the batch is
         split and saved item by item, and an item that still fails is given up (its lease
-        then runs out and the reaper closes the attempt), never retried forever."""
+        then runs out and the lease reclaimer closes the attempt), never retried forever."""
         batch = self._still_held(batch)
         if not batch:
             return
@@ -269,14 +269,14 @@ class Completer:
             if landed is None:
                 return  # stopped first: the run stays in the ledger, unsaved
             reclaimed = landed[0]
-        except Exception as exc:  # noqa: BLE001 - the lease will expire; the reaper finishes
+        except Exception as exc:  # noqa: BLE001 - the lease will expire; the lease reclaimer finishes
             self._ledger.drop(run)
             self.events.emit(
                 events.JOB_CRASHED,
                 logging.ERROR,
                 job_id=run.job.id,
                 worker_id=self._worker_id,
-                error=f"could not record the crash ({exc}); the reaper will",
+                error=f"could not record the crash ({exc}); the lease reclaimer will",
             )
             return
         self._ledger.drop(run)

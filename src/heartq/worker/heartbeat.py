@@ -6,7 +6,7 @@ Each tick names, for every attempt the worker still holds, its `(job_id, executi
 ahead and has not started (`Ledger.ahead`). The answer says per job: renewed (its trust
 window moves on), lost (someone reclaimed it: stop it, report nothing) or cancel
 requested. Every lease the worker dropped without a written end (`Ledger.to_detach`) is
-named to detach instead, so its own lease runs out and the reaper reclaims it; and
+named to detach instead, so its own lease runs out and the lease reclaimer reclaims it; and
 after a claim that raised (its answer may be lost) or once the worker's session came
 back (its server may have lost an end: `liveness_events.py`) the tick sweeps: every
 running attempt of this worker that it does not name is detached. (A task silent past

@@ -13,7 +13,7 @@ saved (the fenced finish), never one of an attempt superseded. One wait: a depen
 its task completed inside `ctx.transaction()` without handing it its result
 (`ctx.commit_result`) is succeeded at that commit (which released this job), and its
 result is saved a moment after (`result_pending`). The read then says the result is
-still to come, and is made again (20 ms, doubling to 0.5 s) until it came, or a reaper
+still to come, and is made again (20 ms, doubling to 0.5 s) until it came, or a lease reclaimer
 gave it up once the lease of the attempt that committed it ran out (its worker died
 between the two): the result is lost, and the callback gets a `heartq.LostResult` in its
 place, never a bare None (`App.result` raises `ResultLost`); a save after that is

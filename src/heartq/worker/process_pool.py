@@ -29,7 +29,7 @@ from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
 
 KILL_WAIT = 5.0
-"""Seconds to wait for a killed child to be reaped."""
+"""seconds to wait for a killed child to be collected."""
 
 
 def _signal_name(number: int) -> str:

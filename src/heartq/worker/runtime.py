@@ -21,7 +21,7 @@ through the ledger (`ledger.py`), never by calling each other:
 - pulse (`pulse.py`): about once a second, one statement for what every task reported
   (progress, checkpoints); cancel requests looked for (PostgreSQL: when NOTIFYed).
 - completer (`completer.py`): saves ended attempts in fenced batches.
-- maintenance (`heartq/maintenance/`): reaper, worker monitor, liveness probe, pruner,
+- maintenance (`heartq/maintenance/`): lease reclaimer, worker monitor, liveness probe, pruner,
   the scheduler of the app's periodic schedules, and with a transport its sweeper.
 - signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
   (a handler running in the main thread must take no lock that thread may hold).
@@ -216,7 +216,7 @@ class Worker:
             self.events,
             found_work=self._wake,
             on_failure=self.health.failed,
-            on_requeued=self._requeued,
+            on_reclaimed=self._reclaimed,
         )
         self._liveness: LivenessHandle | None = None
         self._listener: LivenessHandle | None = None
@@ -228,7 +228,9 @@ class Worker:
         `services`; else claims ahead with `prefetch`; else claims for the free slots."""
         if self.transport is not None:
             s = self.settings
-            ack_wait = self.transport.options.ack_wait_for(s.lease_seconds, s.reap_interval_seconds)
+            ack_wait = self.transport.options.ack_wait_for(
+                s.lease_seconds, s.reclaim_interval_seconds
+            )
             services.append(Sweeper(self.transport, self.store, self.queues))
             return TransportFetch(
                 self.transport, self.claimer, self.ledger, ack_wait=ack_wait, idle=self._idle
@@ -237,15 +239,15 @@ class Worker:
             return ClaimAheadFetch(self.claimer, self.ledger, self.prefetch)
         return ClaimFetch(self.claimer, self.ledger)
 
-    def _requeued(self, jobs: list[Reclaimed]) -> None:
+    def _reclaimed(self, jobs: list[Reclaimed]) -> None:
         """Jobs this worker's maintenance put back in the queue: a retry waiting out its
         backoff falls due at a moment the fetch loop wakes for; and the fetch strategy
         hears of them if it must (a transport publishes them)."""
         for job in jobs:
             if job.retry_delay > 0:
                 self.due.due_in(job.retry_delay)
-        if self._fetch.on_requeued is not None:
-            self._fetch.on_requeued(jobs)
+        if self._fetch.on_reclaimed is not None:
+            self._fetch.on_reclaimed(jobs)
 
     def _idle(self, seconds: float) -> None:
         """Wait for a wake-up (a slot freed, a stop) for at most `seconds`."""
@@ -366,7 +368,7 @@ class Worker:
             url=self.store.link.url,
             heartbeat_interval=s.heartbeat_interval,
             lease=s.lease_seconds,
-            reap_interval=s.reap_interval_seconds,
+            reclaim_interval=s.reclaim_interval_seconds,
             liveness="lock" if self.store.link.holds_liveness_lock else "heartbeats",
             recovery_within=s.recovery_within(
                 self.store.link.holds_liveness_lock, self.store.liveness_grace

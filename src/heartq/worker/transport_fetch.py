@@ -5,7 +5,7 @@ what the database holds and no message names is a maintenance service
 
 Safety never depends on the transport: a message is acked only after the claim it led to
 committed (or found nothing to claim), a claim is the database's fenced `claim_ids`, and
-recovery (reaper, liveness probe, worker monitor) works on the database alone. When the
+recovery (lease reclaimer, liveness probe, worker monitor) works on the database alone. When the
 server is unreachable, and as a backstop, the worker's ordinary database claim
 (`ClaimFetch`) runs instead.
 
@@ -115,15 +115,15 @@ class TransportFetch:
         return claimed
 
     @property
-    def on_requeued(self) -> Callable[[list[Reclaimed]], None]:
+    def on_reclaimed(self) -> Callable[[list[Reclaimed]], None]:
         return self.republish
 
-    def republish(self, requeued: list[Reclaimed]) -> None:
-        """The reaper (or the monitor, or the probe) put jobs back in the queue: publish
+    def republish(self, reclaimed: list[Reclaimed]) -> None:
+        """The lease reclaimer (or the monitor, or the probe) put jobs back in the queue: publish
         them now, marked as recoveries with the reason, rather than at the sweeper's next
         pass. A publish that fails is left to the sweeper (the database is the outbox)."""
         by_reason: dict[str, list[Reclaimed]] = {}
-        for job in requeued:  # one publish per reason: a dead worker's jobs share theirs
+        for job in reclaimed:  # one publish per reason: a gone worker's jobs share theirs
             reason = f"{job.crash.get('detected_by')}: {job.crash.get('reason')}"
             by_reason.setdefault(reason, []).append(job)
         for reason, jobs in by_reason.items():

@@ -4,14 +4,14 @@ What it does, on the embedded SQLite default with nothing to install:
 
 1. Creates a temporary directory with a SQLite database (or uses `--url`).
 2. Starts `--workers` real worker processes (`python -m heartq worker
-   heartq.demo_tasks:app ...`) with demo timings: heartbeat 0.5 s, lease 1.5 s, reap
+   heartq.demo_tasks:app ...`) with demo timings: heartbeat 0.5 s, lease 1.5 s, reclaim
    0.5 s, liveness probe 0.25 s. Their JSON logs go to files in the temporary directory
    (`fleet.py`).
 3. Enqueues `--jobs` jobs of 2-5 s that report progress with `ctx.heartbeat(...)`.
 4. Waits until one worker holds several running jobs and kills it with a real SIGKILL.
-5. Shows the survivors finding the orphaned jobs (the liveness lock is the fast path,
+5. Shows the survivors finding the jobs the killed worker held (the liveness lock is the fast path,
    leases the backstop) and finishing them (`scenario.py`, shown by `live.py`), then a
-   summary read through the `Store` API: which jobs were orphaned, how they were
+   summary read through the `Store` API: which jobs it held, how they were
    detected and how long detection took (`summary.py`).
 6. Stops the survivors with SIGTERM and removes its processes and files (unless `--keep`).
 
@@ -91,7 +91,7 @@ def demo_command(url: str | None, n_jobs: int, n_workers: int, keep: bool, no_li
     """Watch heartq recover the jobs of a worker killed with SIGKILL.
 
     Starts worker processes on a temporary SQLite database, enqueues jobs, kills the
-    busiest worker with SIGKILL, and shows the survivors detecting the orphaned jobs and
+    busiest worker with SIGKILL, and shows the survivors detecting the jobs it held and
     finishing them. Exits 0 when every job succeeded and at least one was recovered.
     """
     # Imported here: the demo's tasks module makes an `App`, which reads `HEARTQ_*`; a bad

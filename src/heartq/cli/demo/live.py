@@ -115,7 +115,7 @@ class LiveView:
         )
         header.append(
             f"  (heartbeat {s.heartbeat_interval:g} s, lease {s.lease:g} s, "
-            f"reap {s.reap_interval:g} s, liveness {s.liveness_interval:g} s)",
+            f"reclaim {s.reclaim_interval:g} s, liveness {s.liveness_interval:g} s)",
             "dim",
         )
         return header
@@ -180,19 +180,21 @@ class LiveView:
         if job is None:
             return [short_id(job_id), "", "", "", ""]
         status, kill = job["status"], self.scenario.kill
-        orphaned = kill is not None and job_id in kill.held and kill.held[job_id].crash is not None
+        holder_gone = (
+            kill is not None and job_id in kill.held and kill.held[job_id].crash is not None
+        )
         label = status if wide else NARROW_LABELS.get(status, status)
         style = render.STATUS_STYLES.get(status, "")
-        if orphaned and status == "queued":
-            label, style = "requeued", "bold magenta"
+        if holder_gone and status == "queued":
+            label, style = "reclaimed", "bold magenta"
         elif kill is not None and status == "running" and job["worker_id"] == kill.worker.worker_id:
-            label, style = "orphaned", "bold red"
+            label, style = "holder gone", "bold red"
         bar = self.progress_bar(job, wide)
-        if wide and orphaned and status == "queued" and kill is not None:
+        if wide and holder_gone and status == "queued" and kill is not None:
             bar.append(f" (was {kill.worker.short})", "magenta")
         worker = self.scenario.short_of(job["worker_id"]) if status != "queued" else ""
         attempt = str(job["attempts"]) if job["attempts"] else ""
-        id_style = "bold magenta" if orphaned else ""
+        id_style = "bold magenta" if holder_gone else ""
         return [Text(short_id(job_id), id_style), Text(label, style), worker, attempt, bar]
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""What the demo works with: its timings, its workers, the kill and the orphans it follows."""
+"""What the demo works with: its timings, its workers, the kill and the jobs it held."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ JOB_SECONDS = (2.0, 5.0)
 
 DETECTED_BY_LABELS = {
     "liveness_lock": "liveness lock",
-    "lease_expired": "lease expiry (reaper)",
+    "lease_expired": "lease expiry (lease reclaimer)",
     "stale_worker": "stale heartbeat (worker monitor)",
     "reconciliation": "restart reconciliation",
     "child_exit": "child exit",
@@ -40,7 +40,7 @@ class DemoSettings:
 
     heartbeat_interval: float = 0.5
     lease: float = 1.5
-    reap_interval: float = 0.5
+    reclaim_interval: float = 0.5
     liveness_interval: float = 0.25
     poll_interval: float = 0.1
     concurrency: int = 4
@@ -51,7 +51,7 @@ class DemoSettings:
             "--concurrency": str(self.concurrency),
             "--heartbeat-interval": f"{self.heartbeat_interval:g}",
             "--lease": f"{self.lease:g}",
-            "--reap-interval": f"{self.reap_interval:g}",
+            "--reclaim-interval": f"{self.reclaim_interval:g}",
             "--liveness-interval": f"{self.liveness_interval:g}",
             "--poll-interval": f"{self.poll_interval:g}",
             "--shutdown-timeout": f"{self.shutdown_timeout:g}",
@@ -80,7 +80,7 @@ class DemoWorker:
 
 
 @dataclass
-class Orphan:
+class HeldJob:
     """A job the killed worker held: what it was doing, and how it was found."""
 
     job_id: str
@@ -104,7 +104,7 @@ class Kill:
     worker: DemoWorker
     at: float  # on the demo's monotonic clock
     db_time: float  # on the database's clock, to compare with crash contexts
-    held: dict[str, Orphan] = field(default_factory=dict)
+    held: dict[str, HeldJob] = field(default_factory=dict)
     inactive_seen: bool = False
     scanned: bool = False
 

@@ -33,8 +33,8 @@ from heartq.cli.demo.model import (
     DemoSettings,
     DemoWorker,
     Event,
+    HeldJob,
     Kill,
-    Orphan,
     short_id,
 )
 from heartq.demo_tasks import DEMO_QUEUE, DEMO_TASK, STAGES
@@ -198,7 +198,7 @@ class Scenario:
         if busy < several and not (waited > KILL_WAIT_MAX and busy > 0):
             return
         held = {
-            job_id: Orphan(job_id, row["progress"]["value"], row["progress"]["stage"] or None)
+            job_id: HeldJob(job_id, row["progress"]["value"], row["progress"]["stage"] or None)
             for job_id, row in self.jobs.items()
             if row["status"] == "running" and row["worker_id"] == victim.worker_id
         }
@@ -231,54 +231,54 @@ class Scenario:
             kill.scanned = True
             for job_id in self.job_ids:
                 if job_id not in kill.held and self.crash_of(job_id) is not None:
-                    kill.held[job_id] = Orphan(job_id)
+                    kill.held[job_id] = HeldJob(job_id)
 
     def _note_detections(self, kill: Kill) -> None:
-        """Note the orphans found since the last tick, by the mechanism that found them."""
-        fresh: dict[str, list[Orphan]] = {}
-        for orphan in kill.held.values():
-            if orphan.crash is not None or orphan.finished_first:
+        """Note the held jobs found since the last tick, by the mechanism that found them."""
+        fresh: dict[str, list[HeldJob]] = {}
+        for held in kill.held.values():
+            if held.crash is not None or held.finished_first:
                 continue
-            job = self.jobs.get(orphan.job_id)
+            job = self.jobs.get(held.job_id)
             if job is None or (
                 job["status"] == "running" and job["worker_id"] == kill.worker.worker_id
             ):
                 continue
-            orphan.crash = self.crash_of(orphan.job_id)
-            if orphan.crash is None:
-                orphan.finished_first = True
+            held.crash = self.crash_of(held.job_id)
+            if held.crash is None:
+                held.finished_first = True
                 continue
-            fresh.setdefault(str(orphan.crash.get("detected_by")), []).append(orphan)
+            fresh.setdefault(str(held.crash.get("detected_by")), []).append(held)
         for by, found in sorted(fresh.items()):
             self.note(
-                f"{plural(len(found), 'orphaned job')} detected via "
+                f"{plural(len(found), 'held job')} detected via "
                 f"{DETECTED_BY_LABELS.get(by, by)} after {self.detection_seconds(found[0]):.2f} s;"
-                " requeued in their place in line",
+                " queued again in their place in line",
                 "bold magenta",
             )
 
     def _follow_reruns(self, kill: Kill) -> None:
-        """Note which survivor picks each orphan up, and when all of them succeeded."""
-        for orphan in kill.held.values():
-            job = self.jobs.get(orphan.job_id)
-            if orphan.crash is None or job is None:
+        """Note which survivor picks each held up, and when all of them succeeded."""
+        for held in kill.held.values():
+            job = self.jobs.get(held.job_id)
+            if held.crash is None or job is None:
                 continue
             if (
-                orphan.rerun_by is None
+                held.rerun_by is None
                 and job["status"] == "running"
                 and job["worker_id"] != kill.worker.worker_id
             ):
-                orphan.rerun_by = self.name_of(job["worker_id"])
+                held.rerun_by = self.name_of(job["worker_id"])
                 done = (job.get("checkpoint") or {}).get("stages_done", 0)
                 resume = f", resuming after stage {STAGES[done - 1]}" if done > 0 else ""
                 self.note(
-                    f"job {short_id(orphan.job_id)} picked up by {orphan.rerun_by} "
+                    f"job {short_id(held.job_id)} picked up by {held.rerun_by} "
                     f"(attempt {job['attempts']}{resume})",
                     "cyan",
                 )
-            if not orphan.succeeded and job["status"] == "succeeded":
-                orphan.succeeded = True
-                orphan.rerun_by = orphan.rerun_by or self.name_of(job["worker_id"])
+            if not held.succeeded and job["status"] == "succeeded":
+                held.succeeded = True
+                held.rerun_by = held.rerun_by or self.name_of(job["worker_id"])
                 recovered = [o for o in kill.held.values() if o.crash is not None]
                 if all(o.succeeded for o in recovered):
                     self.note(f"all {len(recovered)} recovered jobs succeeded", "green")
@@ -299,9 +299,9 @@ class Scenario:
                 return dict(crash) if isinstance(crash, dict) else {}
         return None
 
-    def detection_seconds(self, orphan: Orphan) -> float:
-        assert self.kill is not None and orphan.crash is not None
-        detected = display.epoch_of(orphan.crash.get("detected_at"))
+    def detection_seconds(self, held: HeldJob) -> float:
+        assert self.kill is not None and held.crash is not None
+        detected = display.epoch_of(held.crash.get("detected_at"))
         return max(0.0, (detected or self.kill.db_time) - self.kill.db_time)
 
     # -- the end -----------------------------------------------------------------------

@@ -37,7 +37,7 @@ def summarize(scenario: Scenario, keep: bool) -> Summary:
     if kill is None:
         summary.lines.append("  no worker was killed")
     else:
-        summary.lines += orphan_lines(scenario, kill, recovered)
+        summary.lines += held_lines(scenario, kill, recovered)
         summary.lines += detection_lines(scenario, kill, recovered)
     ok_recovered = [job for job, _ in recovered if job["status"] == "succeeded"]
     summary.ok = len(succeeded) == len(jobs) and bool(ok_recovered)
@@ -78,23 +78,21 @@ def detection_delay(kill: Kill, crash: dict[str, Any]) -> float | None:
     return None if detected is None else max(0.0, detected - kill.db_time)
 
 
-def orphan_lines(
+def held_lines(
     scenario: Scenario, kill: Kill, recovered: list[tuple[dict[str, Any], dict[str, Any]]]
 ) -> list[str]:
-    """One line per orphaned job: where it was killed, who found it, how it ended."""
+    """One line per"held job" where it was killed, who found it, how it ended."""
     lines = [
         f"  {kill.worker.name} (pid {kill.worker.proc.pid}) was killed with SIGKILL "
-        f"at {kill.at - scenario.t0:.1f} s; {len(recovered)} of its jobs were orphaned:"
+        f"at {kill.at - scenario.t0:.1f} s; {len(recovered)} of its jobs were reclaimed:"
     ]
     for job, crash in recovered:
         delay = detection_delay(kill, crash)
         final = job["executions"][-1]
-        orphan = kill.held.get(job["id"])
+        held = kill.held.get(job["id"])
         at = ""
-        if orphan is not None and orphan.progress is not None:
-            at = f" at {int(orphan.progress * 100)}%" + (
-                f" ({orphan.stage})" if orphan.stage else ""
-            )
+        if held is not None and held.progress is not None:
+            at = f" at {int(held.progress * 100)}%" + (f" ({held.stage})" if held.stage else "")
         result = job.get("result") or {}
         resumed = result.get("resumed_at_stage") if isinstance(result, dict) else None
         lines.append(
@@ -109,7 +107,7 @@ def orphan_lines(
 def detection_lines(
     scenario: Scenario, kill: Kill, recovered: list[tuple[dict[str, Any], dict[str, Any]]]
 ) -> list[str]:
-    """How the orphans were detected, how long after the kill, against leases alone."""
+    """How the held jobs were detected, how long after the kill, against leases alone."""
     by: dict[str, list[float]] = {}
     for _, crash in recovered:
         delay = detection_delay(kill, crash)
@@ -129,8 +127,8 @@ def detection_lines(
     s = scenario.settings
     return [
         "  detection: " + "; ".join(parts),
-        f"  (leases alone would have taken up to {s.lease + s.reap_interval:g} s: "
-        f"lease {s.lease:g} s + reap interval {s.reap_interval:g} s)",
+        f"  (leases alone would have taken up to {s.lease + s.reclaim_interval:g} s: "
+        f"lease {s.lease:g} s + reclaim interval {s.reclaim_interval:g} s)",
     ]
 
 

@@ -72,7 +72,7 @@ URL does."""
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
 """Defaults to 10 s: the server ends a session that sits inside an open transaction that
 long. heartq's transactions last milliseconds; a client frozen mid-transaction (SIGSTOP,
-a VM pause, a partition) would otherwise keep its jobs' rows locked, and no reaper could
+a VM pause, a partition) would otherwise keep its jobs' rows locked, and no lease reclaimer could
 reclaim them until it woke."""
 CONNECT_TIMEOUT = 5.0
 POOL_RECONNECT_WINDOW = 2.0

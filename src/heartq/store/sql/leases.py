@@ -204,7 +204,7 @@ class LeaseOps:
         now: float | None = None,
     ) -> tuple[list[tuple[str, str]], float]:
         """For a transport's sweeper: `(job id, queue)` of the queued, runnable, unkeyed
-        jobs of `queues` that fell due or were requeued after `since`, or have been
+        jobs of `queues` that fell due or were queued again after `since`, or have been
         runnable since `stale_before` (database times), and the database's time now, the
         next pass's `since`."""
         self.d.ensure_schema()

@@ -30,13 +30,13 @@ from heartq.lifecycle import crash
 from heartq.lifecycle.crash import HeldJob, after, crash_context, ended_by
 from heartq.lifecycle.fate import attempts_after, released_status
 from heartq.model import (
+    DeactivatedWorker,
     JobStatus,
     Lease,
     LiveNamesake,
     Outcome,
     Reclaimed,
     Reconciliation,
-    StaleWorker,
 )
 from heartq.store import records
 from heartq.store.documents import finish_doc
@@ -66,18 +66,18 @@ class ReclaimOps:
         reason: str,
         extra: dict[str, Any] | None = None,
     ) -> list[Reclaimed]:
-        """Close each row's execution as crashed and requeue or bury its job, inside the
+        """Close each row's execution as crashed and queue again or bury its job, inside the
         caller's write transaction, fenced: exactly once whoever races."""
         if not rows:
             return []
         t = database_time(self.d, conn, clock)
         docs, decided = plan(rows, t, detected_by, reason, extra)
         landed = self.ends.apply_finishes(conn, docs, clock)
-        requeued = {row["queue"] for row, doc in zip(rows, docs, strict=True) if doc["keep"]}
-        wake(self.d, conn, requeued)  # runnable now: idle workers need not wait for a poll
+        queued = {row["queue"] for row, doc in zip(rows, docs, strict=True) if doc["keep"]}
+        wake(self.d, conn, queued)  # runnable now: idle workers need not wait for a poll
         return [r for r in decided if Lease(r.job_id, r.execution_id) in landed]
 
-    def reap_expired(
+    def reclaim_expired(
         self,
         detected_by: str,
         limit: int = 100,
@@ -180,7 +180,7 @@ class ReclaimOps:
         detected_by: str,
         now: float | None = None,
         observer: str | None = None,
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         self.d.ensure_schema()
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
@@ -193,7 +193,7 @@ class ReclaimOps:
 
     def _contact(self, conn: Any, clock: float | None, observer: str | None) -> tuple[float, float]:
         """How long `observer` has been in unbroken contact with the database, and its own
-        staleness threshold. No observer (an operator's `heartq reap`), or one not
+        staleness threshold. No observer (an operator's `heartq reclaim`), or one not
         registered: judged as always in contact."""
         row = None
         if observer is not None:
@@ -205,7 +205,7 @@ class ReclaimOps:
 
     def liveness_probe(
         self, detected_by: str, now: float | None = None, observer: str | None = None
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         """Reclaim the jobs of active workers whose liveness lock is free (for the
         dialect's grace), in the write transaction the dialect found them in, then let it
         clean up after them."""
@@ -225,7 +225,7 @@ class ReclaimOps:
         worker_ids: Sequence[str],
         detected_by: str,
         observer: str | None = None,
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         """Deactivate each worker found dead and reclaim its jobs; one another prober
         deactivated first is left to it."""
         found = []
@@ -243,12 +243,12 @@ class ReclaimOps:
         worker: Any,
         detected_by: str,
         observer: str | None = None,
-    ) -> StaleWorker:
+    ) -> DeactivatedWorker:
         rows = conn.execute(self.q.SELECT_WORKER_JOBS, {"worker_id": worker["id"]}).fetchall()
         reason = records.stale_reason(detected_by, float(worker["heartbeat_age"]))
         extra = crash.detector(observer)
         reclaimed = self._reclaim(conn, clock, rows, detected_by, reason, extra)
-        return records.stale_worker(worker, reclaimed)
+        return records.deactivated_worker(worker, reclaimed)
 
 
 RECLAIM_COLUMNS = (

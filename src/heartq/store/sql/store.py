@@ -23,6 +23,7 @@ from heartq.model import (
     CancelResult,
     Claim,
     ClaimedJob,
+    DeactivatedWorker,
     DependencyEnd,
     Finish,
     JobCount,
@@ -38,7 +39,6 @@ from heartq.model import (
     Renewal,
     RenewStatus,
     Report,
-    StaleWorker,
     TaskPolicy,
     TickPlan,
     WorkerInfo,
@@ -179,14 +179,14 @@ class SqlStore:
         return self.leases.release(leases, now)
 
     # -- reclaiming: `reclaim.py`, and the backend's liveness locks ----------------------
-    def reap_expired(
+    def reclaim_expired(
         self,
         detected_by: str,
         limit: int = 100,
         now: float | None = None,
         observer: str | None = None,
     ) -> list[Reclaimed]:
-        return self.reclaiming.reap_expired(detected_by, limit, now, observer)
+        return self.reclaiming.reclaim_expired(detected_by, limit, now, observer)
 
     def reclaim_worker(
         self, worker_id: str, detected_by: str, reason: str, now: float | None = None
@@ -216,12 +216,12 @@ class SqlStore:
         detected_by: str,
         now: float | None = None,
         observer: str | None = None,
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         return self.reclaiming.mark_stale_workers(stale_after, detected_by, now, observer)
 
     def liveness_probe(
         self, detected_by: str, now: float | None = None, observer: str | None = None
-    ) -> list[StaleWorker]:
+    ) -> list[DeactivatedWorker]:
         return self.reclaiming.liveness_probe(detected_by, now, observer)
 
     @property

@@ -82,8 +82,8 @@ JOIN pg_database AS d ON d.datname = current_database()
 WHERE c.oid = 'jobs'::regclass
 """
 
-# A worker is kept while an attempt of it runs (its lease covers it until the reaper walks
-# it: without its row, an attempt left attached would be covered by nobody, never reaped).
+# A worker is kept while an attempt of it runs (its lease covers it until the lease reclaimer walks
+# it: without its row, an attempt left attached would be covered by nobody, never reclaimed).
 PRUNE_WORKERS = f"""
 DELETE FROM workers AS w
 WHERE w.status IN ('inactive', 'stopped')

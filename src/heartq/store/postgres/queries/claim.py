@@ -26,7 +26,7 @@ from heartq.store.postgres.queries.common import (
 #
 # The attempt's lease is its worker's (docs/DESIGN.md, "Leases and heartbeats"): the row's
 # `lease_expires_at` is its floor, never renewed. The worker's row is read `FOR KEY SHARE`
-# (a heartbeat's update does not wait for it; a reaper's `FOR UPDATE` of the row, taken
+# (a heartbeat's update does not wait for it; a lease reclaimer's `FOR UPDATE` of the row, taken
 # before it walks the worker's attempts and clears its lease, does): a worker whose lease
 # is cleared, or without a row at all (a store used directly), covers nothing, so the
 # attempt is detached at its floor, and its worker's next heartbeat attaches it again.
@@ -304,10 +304,10 @@ WITH picked AS (
 
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
-# retried: `run_at` after `created_at`), were requeued since (reaped, released,
+# retried: `run_at` after `created_at`), were queued again since (reclaimed, released,
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`. In two
 # parts, each on its own index: jobs of `jobs_claim_idx` (due ones, no `ready_xid`), and
-# those of the ready log, only ever stale (enqueued runnable, never requeued).
+# those of the ready log, only ever stale (enqueued runnable, never queued again).
 _PUBLISHABLE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}"""
 

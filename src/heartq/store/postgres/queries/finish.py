@@ -18,7 +18,7 @@ from heartq.store.postgres.queries.fencing import _locked
 # execution keeps its own outcome (failed, timed_out, ...).
 # An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
 # does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
-_REQUEUE = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
+_QUEUED_AGAIN = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 
 # The attempt that succeeds a job is recorded on the job's row, which holds all of it
 # (execution id, worker, start, finished_at; no error, no crash), and the `executions`
@@ -26,7 +26,7 @@ _REQUEUE = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 # key, whose window counts starts from the execution rows (`RATE_STARTS`).
 _ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS NULL)"
 
-# A result still to come keeps the committing attempt's effective lease (the reaper
+# A result still to come keeps the committing attempt's effective lease (the lease reclaimer
 # gives it up once that runs out, GIVE_UP_RESULTS): its own deadline if detached, else
 # the later of its floor and its worker's lease (docs/DESIGN.md, "Leases and heartbeats").
 _PENDING_LEASE = """coalesce(j.detached_until, greatest(j.lease_expires_at,
@@ -41,7 +41,7 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
     UPDATE jobs AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
-        run_at = CASE WHEN {_REQUEUE} AND NOT locked.f_keep
+        run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT locked.f_keep
                       THEN {T} + make_interval(secs => locked.f_delay) ELSE j.run_at END,
         attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
@@ -50,8 +50,8 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
         dead_reason = locked.f_dead_reason,
         progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,
-        finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE {T} END,
-        worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
+        finished_at = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE {T} END,
+        worker_id = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE j.worker_id END,
         lease_expires_at = CASE WHEN locked.f_pending THEN {_PENDING_LEASE} END,
         result_pending = coalesce(locked.f_pending, false),
         detached_until = NULL,

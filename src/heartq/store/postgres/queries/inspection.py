@@ -180,7 +180,7 @@ UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
 """
 
 # A result still to come: saved by the attempt that committed its job, or given up by a
-# reaper once that attempt's lease ran out (GIVE_UP_RESULTS: `result_lost` says why):
+# lease reclaimer once that attempt's lease ran out (GIVE_UP_RESULTS: `result_lost` says why):
 # either is final. A blocked job's end for its waiter is the dead job that holds it (HOLDER).
 JOB_END = f"""
 SELECT j.status, j.result::text AS result, j.error, j.dead_reason, j.result_pending,

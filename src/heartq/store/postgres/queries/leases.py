@@ -28,7 +28,7 @@ progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value EN
 # again (its task spoke again in time, or its claim detached it), and a renewal that
 # carries progress lands it. Under a held xmin horizon the statement meets its worker
 # row's versions (one a beat), never one per attempt and beat (docs/BENCHMARKS.md, "The
-# heartbeat and the reap scan under a held horizon, counted").
+# heartbeat and the reclaim scan under a held horizon, counted").
 # What the worker no longer covers is detached at the effective lease it had before this
 # beat (`prior`), written once (`detached_until IS NULL`): the leases it names with `dt`
 # (silent tasks, attempts it dropped without a written or refused end). A worker without

@@ -37,8 +37,8 @@ _RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
 ) AS w ON true"""
 
 # Results still to come whose committing attempt's lease ran out (its worker died, froze or
-# lost the database between the commit and the save): given up, by a reaper in contact
-# (store/sql/ `reap_expired`), so that "lost" (`result_lost`: `reason`) is final for every
+# lost the database between the commit and the save): given up, by a lease reclaimer in contact
+# (store/sql/ `reclaim_expired`), so that "lost" (`result_lost`: `reason`) is final for every
 # reader and a save that comes later is refused (SAVE_RESULT needs `result_pending`).
 GIVE_UP_RESULTS = f"""
 UPDATE jobs SET result_pending = false, lease_expires_at = NULL, result_lost = %(reason)s,
@@ -49,7 +49,7 @@ WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE result_pending AND lease_expires_
 RETURNING id, status, awaited
 """
 
-# The reap (store/sql/ `reap_expired`), by the worker's lease (docs/DESIGN.md, "Leases and
+# The reclaim (store/sql/ `reclaim_expired`), by the worker's lease (docs/DESIGN.md, "Leases and
 # heartbeats"): the workers past their lease, each locked `FOR UPDATE` by this statement
 # of its own (a claim reads the row `FOR KEY SHARE`, so none of that worker's claims
 # commits between the walk of its attempts and the clear of its lease; a worker whose row
@@ -75,7 +75,7 @@ FOR UPDATE OF j SKIP LOCKED
 
 # ... and the worker's lease cleared once nothing of it is left running attached (a row
 # skipped because locked, or with its floor still ahead, keeps it set: walked again at
-# the next reap), so a dead worker is walked once; a heartbeat sets it again.
+# the next reclaim), so a dead worker is walked once; a heartbeat sets it again.
 CLEAR_WORKER_LEASE = f"""
 UPDATE workers SET lease_expires_at = NULL
 WHERE id = %(worker_id)s AND (lease_expires_at < {T}) IS TRUE

@@ -39,7 +39,7 @@ WHERE id = ANY(%(ids)s::text[]) AND status = 'active'
 # record one (older versions); and only by an observer in unbroken contact with the
 # database for at least that threshold (`contact`, from OBSERVER_CONTACT).
 # SKIP LOCKED: a worker frozen in the middle of its own heartbeat transaction keeps its
-# row locked; waiting for it would stall this whole maintenance pass (reaper and probe
+# row locked; waiting for it would stall this whole maintenance pass (lease reclaimer and probe
 # share its thread), so every other stale worker is handled and that one next time.
 DEACTIVATE_STALE = f"""
 UPDATE workers SET status = 'inactive', stopped_at = {T}, lock_free_since = NULL

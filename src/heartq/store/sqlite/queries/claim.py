@@ -7,8 +7,8 @@ concurrency key, then jobs with a rate key, and how long a rate limit holds jobs
 from __future__ import annotations
 
 # The row's `lease_expires_at` is the attempt's floor; an attempt whose worker has no
-# lease (no row, or a lease the reaper cleared) is detached at it (see the PostgreSQL
-# statement; SQLite has one writer, so no reaper can clear the lease meanwhile).
+# lease (no row, or a lease the lease reclaimer cleared) is detached at it (see the PostgreSQL
+# statement; SQLite has one writer, so no lease reclaimer can clear the lease meanwhile).
 _CLAIM_SET = """
 UPDATE heartq_jobs
 SET status = 'running',
@@ -64,7 +64,7 @@ CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
 
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
-# retried: `run_at` after `created_at`), were requeued since (reaped, released,
+# retried: `run_at` after `created_at`), were queued again since (reclaimed, released,
 # replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
 DUE_FOR_PUBLISH = """
 SELECT id, queue FROM heartq_jobs

@@ -31,19 +31,19 @@ WHERE NOT (json_extract(f.value, '$.status') = 'succeeded'
 
 # Each finish: {id, eid, status, outcome, result, error, delay, keep, dead_reason, crash,
 # pending}; what the task last reported goes by PULSE, just before, on the same connection;
-# `keep`: a requeued job keeps its run_at, its place in line (a first crash).
+# `keep`: a job queued again keeps its run_at, its place in line (a first crash).
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
 # An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
 # does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
-_REQUEUE = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
+_QUEUED_AGAIN = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
 
 FINISH_JOBS = f"""
 UPDATE heartq_jobs AS j INDEXED BY sqlite_autoindex_heartq_jobs_1
 SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel_requested
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
-    run_at = CASE WHEN {_REQUEUE} AND NOT json_extract(f.value, '$.keep')
+    run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
     attempts = CASE WHEN json_extract(f.value, '$.outcome') IN ('interrupted', 'released')
                     THEN max(j.attempts - 1, 0) ELSE j.attempts END,
@@ -53,8 +53,8 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
                                AND j.progress_value IS NOT NULL
                           THEN 1.0 ELSE j.progress_value END,
-    finished_at = CASE WHEN {_REQUEUE} THEN NULL ELSE :now END,
-    worker_id = CASE WHEN {_REQUEUE} THEN NULL ELSE j.worker_id END,
+    finished_at = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE :now END,
+    worker_id = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE j.worker_id END,
     lease_expires_at = CASE WHEN json_extract(f.value, '$.pending') THEN coalesce(
         j.detached_until, max(j.lease_expires_at, coalesce(
             (SELECT w.lease_expires_at FROM heartq_workers AS w WHERE w.id = j.worker_id),

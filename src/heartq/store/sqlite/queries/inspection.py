@@ -189,7 +189,7 @@ ORDER BY c.queue, c.status
 MARK_AWAITED = "UPDATE heartq_jobs SET awaited = 1 WHERE id = :job_id AND NOT awaited"
 
 # A result still to come: saved by the attempt that committed its job, or given up by a
-# reaper once that attempt's lease ran out (GIVE_UP_RESULTS: `result_lost` says why):
+# lease reclaimer once that attempt's lease ran out (GIVE_UP_RESULTS: `result_lost` says why):
 # either is final. A blocked job's end for its waiter is the dead job that holds it (HOLDER).
 JOB_END = f"""
 SELECT j.status, j.result, j.error, j.dead_reason, j.result_pending, j.result_lost,

@@ -35,7 +35,7 @@ WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_id
 RETURNING id, status, awaited
 """
 
-# The reap by the worker's lease, as in the PostgreSQL dialect (see it for the why;
+# The reclaim by the worker's lease, as in the PostgreSQL dialect (see it for the why;
 # SQLite has one writer: nothing to lock, no claim can commit meanwhile): the workers past
 # their lease, each one's attached attempts past their floor, its lease cleared once
 # nothing of it is left running attached, and detached attempts past their deadline.
