@@ -107,10 +107,10 @@ def statements(
     }
 
 
-WALK = "a dead worker's attempts"
+WALK = "a gone worker's attempts"
 """The walk the worker's lease keeps (docs/design-notes/hot-path.md, "What this design does
 not make flat"): the reclaim of a worker past its lease reads its running attempts through
-`jobs_worker_idx`, once per dead worker. Measured, not flat."""
+`jobs_worker_idx`, once per gone worker. Measured, not flat."""
 
 
 def churn(store: PostgresStore, jobs: int, beat: Any, beats: int) -> None:

@@ -19,7 +19,7 @@ first look at each table and index) cancels out, as in `bench.cost`.
 
 A heap-only claim on today's table needs what the claim changes to be in no index:
 `status` leaves every index predicate for a column that says the same of a job at rest
-(a running job counts as queued there, `rest`), `jobs_worker_idx` goes (a dead worker's
+(a running job counts as queued there, `rest`), `jobs_worker_idx` goes (a gone worker's
 attempts would have to be found another way), the pending results' index is keyed by
 id, and the claim keeps `ready_xid`. The design's split keeps the claim off the job row
 (a narrow ready entry and a lease) and leaves the row's indexes nothing its end changes.

@@ -37,7 +37,7 @@ FAST: Final[Mapping[str, float]] = MappingProxyType(
 )
 """The suites' sub-second protocol settings, as `Worker`/`App` keyword arguments (for a
 `heartq worker` process: `worker_flags`, `worker_argv`, `worker_env`): a 0.5 s trust
-window, a dead worker found within ~0.2 s, an idle worker looking every 50 ms. A test
+window, a gone worker found within ~0.2 s, an idle worker looking every 50 ms. A test
 that needs another value says which and why with `fast(...)`."""
 
 STEADY: Final[Mapping[str, float]] = MappingProxyType({**FAST, "lease": 4.0})

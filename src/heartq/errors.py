@@ -191,7 +191,7 @@ class LeaseLost(HeartqError):
     """This attempt no longer owns its job: it was reclaimed and another execution may hold it.
 
     Raised by fenced writes (`ctx.heartbeat`, checkpoint saves) whose `(job_id, execution_id)`
-    no longer matches a running job. Nothing of the stale attempt is stored.
+    no longer matches a running job. Nothing of the superseded attempt is stored.
     """
 
     def __init__(self, job_id: str, execution_id: int) -> None:

@@ -56,7 +56,10 @@ class Outcome(enum.StrEnum):
     INTERRUPTED = "interrupted"  # its worker lost the database; not counted as an attempt
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
-    RELEASED = "released"  # given back at graceful shutdown; not counted as an attempt
+    RELEASED = "released"
+    """The lease given back, not counted as an attempt: at a graceful shutdown, a job
+    claimed ahead and never started, or one whose task this worker does not know (then
+    its `Finish` waits for a worker that knows it: `Finish.waits_for_task`)."""
     LOST = "lost"
     """The worker's word only, never stored: its lease is gone or untrusted, so the worker
     reports nothing of the attempt; whoever took the job closes the execution (`crashed`
@@ -443,6 +446,10 @@ class Finish:
     report: Report | None = None
     """What its task last reported (progress, checkpoint), saved with the finish so a
     finished job shows its last step, and a retry starts from its last checkpoint."""
+    waits_for_task: bool = False
+    """Released (`Outcome.RELEASED`) because this worker does not know its task, which
+    another declared: the job waits `retry_delay` for a worker that knows it
+    (`job_waiting_for_task`), where any other release is a shutdown's."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class EndWaiters:
         with self._lock:
             listener, self._listener, self._announced = self._listener, None, None
         if listener is not None:
-            listener.release()
+            listener.close()
 
     def wait(self, job_id: str, timeout: float | None) -> Any:
         store = self._store()

@@ -38,7 +38,7 @@ def test_read_commands_tell_a_dead_worker_from_a_live_one(
     assert stats["workers"]["active"] == 0 and stats["workers"]["slots"] == 0
     assert (stats["workers"]["gone"], stats["workers"]["gone_running_jobs"]) == (1, 1)
     assert "1 worker holding 1 job: its process is gone" in heartq("stats").ok().out
-    # read only: the job is still the dead worker's until a reaper reclaims it
+    # read only: the job is still the gone worker's until a reaper reclaims it
     assert heartq.job(job_id)["status"] == "running"
     reaped = heartq.json("reclaim")
     assert [j["job_id"] for j in reaped["reclaimed"]] == [job_id]

@@ -103,7 +103,7 @@ def test_reclaim_expired_lease_and_stale_worker(heartq: HeartqCli, store: Store)
     try:
         run = heartq("reclaim", "--stale-after", "30").ok()
     finally:
-        handle.release()
+        handle.close()
     assert_fits(run.out)
     # aged 100 s on the database clock; the command itself may take seconds on a loaded
     # machine: any age from 1m40s up to 3m is the ghost's, not a fresh worker's

@@ -281,7 +281,7 @@ def test_a_waiter_is_told_when_the_job_it_awaits_is_blocked(store: Store, t0: fl
             assert heard == [c]  # b is blocked too, but nobody awaits it
     finally:
         if handle is not None:
-            handle.release()
+            handle.close()
     end = store.job_end(c)
     assert end.ended and end.held_by is not None and end.held_by.job_id == a
 

@@ -166,7 +166,7 @@ def test_ends_of_awaited_jobs_are_announced_where_the_backend_can(
         store.cancel_job(cancelled)
         wait_for(lambda: cancelled in heard, 5, "the cancel to be announced")
     finally:
-        handle.release()
+        handle.close()
 
 
 @pytest.mark.parametrize("bad", [float("nan"), -1.0])

@@ -210,7 +210,7 @@ def test_a_batch_refuses_only_its_stale_writes(store: Store, t0: float) -> None:
     old, now = _taken_over(store, t0)
     enqueue_one(store, now)
     fresh = claim_one(store, "w1", now)
-    stale_before = store.get_job(old.job_id)
+    waiting_since = store.get_job(old.job_id)
 
     lost = store.finish(
         [
@@ -222,7 +222,7 @@ def test_a_batch_refuses_only_its_stale_writes(store: Store, t0: float) -> None:
 
     assert lost == [old]
     assert store.get_job(fresh.id)["result"] == "fresh"
-    assert store.get_job(old.job_id) == stale_before
+    assert store.get_job(old.job_id) == waiting_since
 
 
 def test_a_result_is_saved_by_the_completing_worker_only(store: Store, t0: float) -> None:

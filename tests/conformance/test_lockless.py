@@ -63,7 +63,7 @@ def test_a_store_behind_a_transaction_pooler_holds_no_lock_and_cannot_listen(
     locking, lockless = stores
     assert (locking.link.holds_liveness_lock, locking.link.supports_notify) == (True, True)
     assert (lockless.link.holds_liveness_lock, lockless.link.supports_notify) == (False, False)
-    lockless.link.liveness_hold("pooled").release()  # nothing held, nothing to release
+    lockless.link.liveness_hold("pooled").close()  # nothing held, nothing to close
     assert lockless.link.listen(lambda: None) is None
     assert lockless.link.listen_ends(lambda _job_id: None) is None
     assert lockless.link.listen_cancels("pooled", lambda: None) is None
@@ -101,7 +101,7 @@ def test_the_probes_leave_a_worker_without_a_lock_alone(
         assert lockless.liveness_suspects() == {}
     finally:
         for handle in handles:
-            handle.release()
+            handle.close()
 
 
 def test_reconciliation_judges_a_namesake_without_a_lock_by_its_silence(

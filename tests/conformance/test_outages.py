@@ -173,4 +173,4 @@ def test_a_restarted_namesake_judges_silence_as_the_monitor_does(store: Store, t
         done = store.reclaim_by_name("host-a", "twin", DetectedBy.RECONCILIATION, now=t0 + 29)
         assert [r.job_id for r in done.reclaimed] == [held.lease.job_id]
     finally:
-        handle.release()
+        handle.close()

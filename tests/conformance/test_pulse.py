@@ -191,9 +191,9 @@ def test_listen_cancels_hears_the_owning_workers_cancel(store: Store, t0: float)
         assert heard.wait(10), "no cancel notification within 10 s"
         assert not other.is_set()
     finally:
-        handle.release()
+        handle.close()
         if other_handle is not None:
-            other_handle.release()
+            other_handle.close()
 
 
 def test_listen_ends_hears_an_awaited_jobs_end(store: Store, t0: float) -> None:
@@ -223,7 +223,7 @@ def test_listen_ends_hears_an_awaited_jobs_end(store: Store, t0: float) -> None:
         assert announced.wait(10), "no end notification within 10 s"
         assert heard == [awaited]  # announced in commit order: the unawaited end was not
     finally:
-        handle.release()
+        handle.close()
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])

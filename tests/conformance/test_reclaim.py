@@ -87,7 +87,7 @@ def test_reap_reclaims_an_expired_lease_with_its_crash_context(store: Store, t0:
 
 
 def test_a_reclaimed_job_keeps_its_place_ahead_of_newer_jobs(store: Store, t0: float) -> None:
-    """A job taken back from a dead worker runs before the jobs enqueued after it."""
+    """A job taken back from a gone worker runs before the jobs enqueued after it."""
     first = enqueue_one(store, t0)
     claim_one(store, "w1", t0, lease=10)
     newer = [enqueue_one(store, t0 + 1 + i) for i in range(3)]
@@ -476,7 +476,7 @@ def test_reclaim_by_name_leaves_a_live_namesake_its_jobs(store: Store, t0: float
         # and again: still nothing taken from the live one
         assert store.reclaim_by_name("host-a", "new", "reconciliation", now=t0 + 9).reclaimed == []
     finally:
-        handle.release()
+        handle.close()
     # once its process is gone (lock released), the next reconciliation takes them. The
     # release closes the lock's session when nothing else uses it, and the server frees
     # the lock when that backend has exited, moments later (longer on a loaded machine):
@@ -523,7 +523,7 @@ def test_reclaim_by_name_takes_a_namesake_silent_past_its_stale_after(
         assert reclaimed.job_id == job.id
         assert worker(store, "silent")["status"] == "inactive"
     finally:
-        handle.release()
+        handle.close()
 
 
 def test_reclaim_by_name_falls_back_to_the_given_stale_after(store: Store, t0: float) -> None:
@@ -546,7 +546,7 @@ def test_reclaim_by_name_falls_back_to_the_given_stale_after(store: Store, t0: f
         ).reclaimed
         assert reclaimed.job_id == job.id
     finally:
-        handle.release()
+        handle.close()
 
 
 def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
@@ -557,7 +557,7 @@ def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
     second) keeps its jobs when a twin with its name starts in that moment: the twin
     suspects it, and finds its lock held again when it judges once more, after the
     grace. (The chaos runs' finding 6: reconciliation believed a free lock at once.)
-    Where a free lock is a dead process (SQLite's lock files), there is no moment.
+    Where a free lock is a gone process (SQLite's lock files), there is no moment.
     Its worker's name is its own: liveness locks are keyed by worker id in every schema
     of a database, and other tests hold "live" in theirs meanwhile."""
     needs_liveness_locks(store)
@@ -580,4 +580,4 @@ def test_reclaim_by_name_waits_out_a_lock_down_for_less_than_the_grace(
         assert store.get_job(job.id)["status"] == JobStatus.RUNNING
         assert worker(store, "blinking")["status"] == "active"
     finally:
-        handle.release()
+        handle.close()

@@ -270,7 +270,7 @@ def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_pa
     """A worker whose process died (SIGKILL: the kernel freed its lock file, the file
     stays) is found by the liveness probe, its job queued again in the probe's
     transaction, and its lock file removed once that committed, so the lock files do
-    not pile up with every dead worker; a live worker keeps its job and its lock file."""
+    not pile up with every gone worker; a live worker keeps its job and its lock file."""
     path = tmp_path / "q.db"
     store = open_store(f"sqlite:///{path}")
     holder = subprocess.Popen(
@@ -310,7 +310,7 @@ def test_the_probe_reclaims_a_dead_workers_jobs_and_removes_its_lock_file(tmp_pa
         assert store.get_job(gone.id)["status"] == JobStatus.QUEUED
         assert store.get_job(kept.id)["status"] == JobStatus.RUNNING
         assert sorted(p.name for p in lock_dir(path).iterdir()) == ["live.lock"]
-        live.release()
+        live.close()
     finally:
         holder.kill()
         holder.wait(10)

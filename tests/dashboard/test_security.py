@@ -20,7 +20,7 @@ READ_ONLY = (
     "this dashboard is read-only: start it with --allow-actions or --token "
     "(or HEARTQ_DASHBOARD_TOKEN) to act on jobs"
 )
-STALE_CSRF = "refused: the form's CSRF token is missing or stale (reload the page and retry)"
+STALE_CSRF = "refused: the form's CSRF token is missing or expired (reload the page and retry)"
 FOREIGN = "refused: the request came from another site (Origin)"
 NEEDS_TOKEN = "actions need the dashboard's token: sign in with it first"
 

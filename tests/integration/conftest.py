@@ -73,7 +73,7 @@ RECONCILIATION_ONLY: dict[str, str | None] = {
     "--liveness-interval": "3600",
 }
 """Slow heartbeats, a 30 s lease and no liveness probing: within seconds only a restarted
-namesake's reconciliation can take back what a dead worker held."""
+namesake's reconciliation can take back what a gone worker held."""
 
 STARTUP_TIMEOUT = 20.0
 

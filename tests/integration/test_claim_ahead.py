@@ -95,7 +95,7 @@ def test_a_buffered_job_that_kills_its_worker_has_its_attempt_counted(harness: H
     worker = prefetching(harness, 2)
     harness.wait_for(lambda: not worker.alive(), WAIT, "the task to kill its worker")
     assert not harness.started_file(behind, 1).exists()
-    other = harness.start_worker(settings=STEADY)  # finds the dead worker's jobs
+    other = harness.start_worker(settings=STEADY)  # finds the gone worker's jobs
 
     killed = harness.wait_status(killer, "dead", WAIT)  # its one attempt was counted
     assert killed["attempts"] == 1

@@ -126,7 +126,7 @@ def test_a_dead_childs_attempt_is_told_by_its_parent(harness: Harness) -> None:
 
 @on_every_backend  # at startup on SQLite, after the grace on PostgreSQL
 def test_a_restarted_worker_tells_what_its_dead_incarnation_held(harness: Harness) -> None:
-    """Reconciliation: at startup on SQLite (a free lock file is a dead process), from
+    """Reconciliation: at startup on SQLite (a free lock file is a gone process), from
     the pending reconciliation once the grace passed on PostgreSQL; either way in the
     new incarnation, once."""
     record = _with_crash_hook(harness)

@@ -231,7 +231,7 @@ def test_a_heartbeat_does_not_queue_for_a_busy_pool(harness: Harness) -> None:
             store.heartbeat(worker_id, [], 3.0)
             took = time.monotonic() - began
         assert took < 2.0, took
-        handle.release()
+        handle.close()
     finally:
         store.link.close()
 

@@ -55,7 +55,7 @@ POOLED: dict[str, str | None] = {
     "--liveness-interval": "0.2",
     "--poll-interval": "0.1",
 }
-"""Without a lock, a dead worker is found by its silence: stale after 2 s (the lease; 4
+"""Without a lock, a gone worker is found by its silence: stale after 2 s (the lease; 4
 heartbeats), looked for every 0.5 s. Trust window 1.67 s."""
 
 STEADY_POOLED: dict[str, str | None] = {**POOLED, "--lease": "4"}

@@ -95,9 +95,9 @@ def test_sigkill_frees_the_session_advisory_lock_and_the_probe_finds_it(
 ) -> None:
     """At default settings (90 s lease, 30 s reaps) a SIGKILLed worker's job is back in
     a few seconds: its liveness lock is a session advisory lock, which PostgreSQL drops
-    when the dead process's connection closes, and the probe finds it in one query. The
+    when the gone process's connection closes, and the probe finds it in one query. The
     probe believes a free lock once it stayed free for `LIVENESS_GRACE` (a dropped session
-    is not a dead process), so that is about the grace plus one probe interval."""
+    is not a gone process), so that is about the grace plus one probe interval."""
     victim = harness.start_worker(settings=DEFAULTS)
     job_id = harness.enqueue("hold", {"seconds": 120})
     harness.wait_for(lambda: harness.started_file(job_id, 1).exists(), 10, "attempt 1 to start")
@@ -250,7 +250,7 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
         flappy = store.link.liveness_hold("flappy")  # back, in time
         assert store.liveness_probe(probe, now=t0 + 1) == []
         assert store.liveness_suspects() == {"gone": t0}
-        flappy.release()  # and gone again: freed on the session "alive" still holds
+        flappy.close()  # and gone again: freed on the session "alive" still holds
         assert not advisory_holders(harness, "flappy")
         assert advisory_holders(harness, "alive")
         assert store.liveness_probe(probe, now=t0 + LIVENESS_GRACE - 0.5) == []
@@ -269,7 +269,7 @@ def test_the_probe_believes_a_free_lock_only_once_it_stayed_free_for_the_grace(
         assert workers == {"gone": "inactive", "alive": "active", "flappy": "active"}
     finally:
         for handle in handles:
-            handle.release()
+            handle.close()
         store.link.close()
 
 
@@ -277,8 +277,8 @@ def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
     harness: Harness,
 ) -> None:
     """Probers take turns (one at a time per database), die, freeze and restart: a lock
-    free for the whole grace is a dead worker though no single prober watched it all
-    along. (The chaos run's dead workers waited for their leases: each new prober began
+    free for the whole grace is a gone worker though no single prober watched it all
+    along. (The chaos run's gone workers waited for their leases: each new prober began
     the grace again.) Suspicions live in the database, seen by every store instance."""
     first, second = probe_store(harness), probe_store(harness)
     gone, back = f"gone-{harness.schema}", f"back-{harness.schema}"  # lock keys are global
@@ -296,7 +296,7 @@ def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
         handles.append(second.link.liveness_hold(back))  # and one of them came back meanwhile
         assert second.liveness_probe(probe, now=t0 + 1) == []
         assert second.liveness_suspects() == {gone: t0}
-        handles.pop().release()  # gone again: its grace starts over
+        handles.pop().close()  # gone again: its grace starts over
         # its session closed with it: the server frees the lock as that backend exits,
         # a moment after the client let go (on a loaded machine, after the next probe)
         harness.wait_for(lambda: not advisory_holders(harness, back), 10, "the lock freed")
@@ -306,7 +306,7 @@ def test_the_grace_spans_the_probes_of_every_worker_not_one_probers_memory(
         assert second.get_job(jobs[back])["status"] == JobStatus.RUNNING
     finally:
         for handle in handles:
-            handle.release()
+            handle.close()
         second.link.close()
 
 
@@ -381,7 +381,7 @@ def test_no_probe_from_a_process_whose_own_lock_session_was_just_reopened(
         (dead,) = store.liveness_probe(probe, now=t0 + 20)
         assert (dead.id, [r.job_id for r in dead.reclaimed]) == (gone, [job_id])
     finally:
-        handle.release()
+        handle.close()
         store.link.close()
 
 
@@ -414,7 +414,7 @@ def test_an_idle_lasting_session_applies_each_new_listen_at_once(harness: Harnes
         elapsed = time.monotonic() - started
         for handle in handles:
             assert handle is not None
-            handle.release()
+            handle.close()
     finally:
         sessions.close()
         store.link.close()

@@ -33,7 +33,7 @@ def owner_and_other(
     return owner, other
 
 
-@on_every_backend  # a dead process's liveness lock: advisory, or a lock file
+@on_every_backend  # a gone process's liveness lock: advisory, or a lock file
 def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Harness) -> None:
     workers = two_workers(harness)
     job_id = harness.enqueue("hold_first", {"seconds": 60})
@@ -162,7 +162,7 @@ def test_job_that_kills_every_worker_goes_dead_after_max_retries(harness: Harnes
 def test_restart_under_the_same_name_reclaims_at_once(harness: Harness) -> None:
     """A worker restarted under its name takes back what its dead incarnation held,
     without waiting for a lease or a probe: at once on SQLite (a free lock file is a
-    dead process), once its lock has stayed free for the grace on PostgreSQL (a free
+    gone process), once its lock has stayed free for the grace on PostgreSQL (a free
     session lock may be a dropped session under a live worker, finding 6)."""
     first = harness.start_worker("--name", "pod-1", settings=RECONCILIATION_ONLY)
     job_id = harness.enqueue("hold_first", {"seconds": 120})
@@ -188,7 +188,7 @@ def test_restart_under_the_same_name_reclaims_at_once(harness: Harness) -> None:
     assert harness.worker_row(first.id)["status"] == "inactive"
 
 
-@on_every_backend  # a dead process's liveness lock at default settings: advisory, or a lock file
+@on_every_backend  # a gone process's liveness lock at default settings: advisory, or a lock file
 def test_sigkill_at_default_settings_recovers_through_the_liveness_lock(
     harness: Harness,
 ) -> None:
@@ -219,7 +219,7 @@ def test_sigkill_at_default_settings_recovers_through_the_liveness_lock(
     harness.wait_for(moved, 10, "the jobs to run on the survivor")
     back_after = time.time() - killed_at
     # PostgreSQL believes a free lock once it stayed free for LIVENESS_GRACE (a dropped
-    # session is not a dead process): grace + a probe or two.
+    # session is not a gone process): grace + a probe or two.
     bound = 3.0 if harness.backend == "sqlite" else LIVENESS_GRACE + 3.0
     assert back_after < bound, back_after  # where the 90 s lease would take 90-120 s
     for job_id in job_ids:

@@ -50,7 +50,7 @@ def test_the_heartbeat_and_the_reap_scan_stay_flat_under_a_held_horizon(
     grown = {
         name: (churned[name][0] - pinned[name][0], churned[name][1] - pinned[name][1])
         for name in pinned
-        if name != held_leases.WALK  # the walk the design keeps: once per dead worker
+        if name != held_leases.WALK  # the walk the design keeps: once per gone worker
     }
     for name, (buffers, entries) in grown.items():
         assert entries <= BEATS + 25, (name, grown, figures)

@@ -58,7 +58,7 @@ EXPECTED = {
     "JOBS_BY_PREFIX": "USING INDEX sqlite_autoindex_heartq_jobs_1 (id>? AND id<?)",
     "JOBS_BY_SUFFIX": "SCAN heartq_jobs USING COVERING INDEX sqlite_autoindex_heartq_jobs_1",
     # A job's dependents, found by the edges' index: a release reads no other edge.
-    "RELEASE_DEPENDENTS": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
+    "SETTLE_DEPENDENTS": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
     "END_DEPENDENCY_EDGES": "SEARCH d USING INDEX heartq_job_dependencies_depends_on_idx",
     # A drain's look at waiting jobs reads only them.
     "HAS_PENDING": "SEARCH w USING INDEX heartq_jobs_waiting_idx (queue=?)",
@@ -206,7 +206,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
     assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
 
 
-@pytest.mark.parametrize("name", ["RELEASE_DEPENDENTS", "END_DEPENDENCY_EDGES"])
+@pytest.mark.parametrize("name", ["SETTLE_DEPENDENTS", "END_DEPENDENCY_EDGES"])
 def test_postgres_a_release_reads_only_the_edges_of_the_jobs_that_ended(
     pg_server_url: str, name: str
 ) -> None:

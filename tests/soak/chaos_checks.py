@@ -82,7 +82,7 @@ class Checker:
                 self.jobs[job_id] = store.get_job(job_id)
             except JobNotFound:
                 self.fail(f"I6: job {job_id} not found")
-        # I1 during the run: no job of a dead worker stayed running past the bound.
+        # I1 during the run: no job of a gone worker stayed running past the bound.
         for text in run.zombies.values():
             self.fail(f"I1: {text}")
         if not drained:
@@ -125,7 +125,7 @@ class Checker:
             elif status == "running":
                 proc = run.by_id(job["worker_id"])
                 if proc is None or proc.killed_at is not None:
-                    self.fail(f"I1: {where} running under a dead worker {job['worker_id']}")
+                    self.fail(f"I1: {where} running under a gone worker {job['worker_id']}")
             elif status not in ("queued", "waiting"):
                 self.fail(f"I1: {where} has an unknown status")
         # I2/I3: execution ids strictly increase; at most one open execution, the current

@@ -118,7 +118,7 @@ class ChaosConfig:
     """The share of standalone jobs replaced by hostile ones (tests/soak/chaos_hostile.py)."""
     drain_timeout: float = 60.0
     slack: float = 5.0
-    """Scheduling slack on top of lease + reap interval before a dead worker's job is a
+    """Scheduling slack on top of lease + reap interval before a gone worker's job is a
     zombie (a loaded 2-core machine delays every process)."""
     pg_url: str | None = None
     """A PostgreSQL server to create this run's schema on (default: tests/pg_harness)."""

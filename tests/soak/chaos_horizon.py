@@ -31,7 +31,7 @@ What the checker adds (`HeldHorizons.check`), besides every invariant as in any 
   lease. The same executions outside every hold are counted beside (the machine's own
   load can make a heartbeat late, and that baseline says how often).
 - **Nothing stuck after the release**: the drain that follows the last release must
-  end with every job terminal (I1, as in any run), and no running job of a dead worker
+  end with every job terminal (I1, as in any run), and no running job of a gone worker
   outlives the zombie bound while a horizon is held (the monitor, I1).
 
 The figures (`figures`): the holds (how long, how many ended by a server outage), the

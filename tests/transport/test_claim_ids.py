@@ -70,7 +70,7 @@ def test_due_for_publish_finds_a_job_requeued_since_and_not_a_new_one(store: Sto
     no message left, so the sweeper publishes it: its `updated_at` is after `since`,
     though a reaped job keeps its `run_at` (its place in line). A job enqueued since,
     whose enqueue published it already, is not published again (its `updated_at` is its
-    `created_at`) until it has waited `republish_after` (`stale_before`)."""
+    `created_at`) until it has waited `republish_after` (`waiting_since`)."""
     t0 = float(math.floor(store.clock()))
     (reaped,) = store.enqueue([NewJob("t", "{}")], now=t0)
     assert len(store.claim_ids("w1", [reaped], 5.0, now=t0 + 1)) == 1

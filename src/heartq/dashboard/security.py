@@ -122,7 +122,7 @@ def check_csrf(request: Request, form_csrf: str | None) -> None:
     sent = form_csrf or request.headers.get("x-csrf-token")
     if not cookie or not sent or not hmac.compare_digest(cookie.encode(), sent.encode()):
         raise Refused(
-            403, "refused: the form's CSRF token is missing or stale (reload the page and retry)"
+            403, "refused: the form's CSRF token is missing or expired (reload the page and retry)"
         )
 
 

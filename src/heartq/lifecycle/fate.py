@@ -292,7 +292,12 @@ def waiting_for_task(job: ClaimedJob, error: str) -> Finish:
     waits = max(0, job.execution_id - job.attempt)
     delay = backoff_delay(waits + 1, WAIT_FOR_TASK, WAIT_FOR_TASK_MAX)
     return Finish(
-        job.lease, Outcome.RELEASED, JobStatus.QUEUED, error=clip_error(error), retry_delay=delay
+        job.lease,
+        Outcome.RELEASED,
+        JobStatus.QUEUED,
+        error=clip_error(error),
+        retry_delay=delay,
+        waits_for_task=True,
     )
 
 

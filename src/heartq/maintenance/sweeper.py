@@ -29,8 +29,8 @@ by a transaction that began before that pass (its times then older) is not misse
 
 class Sweeper:
     """Maintenance service: publishes the jobs of this worker's queues that fell due
-    (delayed, retried), were queued again (reclaimed, released, replayed) since its last pass, and
-    every `republish_after` those still queued and runnable that long (a publish that
+    (delayed, retried), were queued again (reclaimed, released, replayed) since its last
+    pass, and every `republish_after` those still queued and runnable that long (a publish that
     failed, a message lost). Every worker sweeps: duplicates are harmless."""
 
     name = "transport_sweeper"
@@ -41,7 +41,7 @@ class Sweeper:
         self.queues = list(queues)
         self.interval = transport.options.sweep_interval
         self._since: float | None = None
-        self._stale_due = 0.0
+        self._long_waiting_due = 0.0
 
     def run_once(self) -> int:
         if not self.transport.available:
@@ -49,14 +49,14 @@ class Sweeper:
         republish_after = self.transport.options.republish_after
         if self._since is None:
             self._since = self.store.clock() - republish_after
-        stale = time.monotonic() >= self._stale_due
+        long_waiting = time.monotonic() >= self._long_waiting_due
         now = self.store.clock()
-        stale_before = now - republish_after if stale else 0.0
+        waiting_since = now - republish_after if long_waiting else 0.0
         jobs, now = self.store.due_for_publish(
-            self.queues, self._since - SINCE_OVERLAP, stale_before, SWEEP_LIMIT
+            self.queues, self._since - SINCE_OVERLAP, waiting_since, SWEEP_LIMIT
         )
         if self.transport.publish(jobs):
             self._since = now
-            if stale:
-                self._stale_due = time.monotonic() + republish_after
+            if long_waiting:
+                self._long_waiting_due = time.monotonic() + republish_after
         return 0  # publishing is not work for this worker's fetch loop to look for

@@ -123,12 +123,12 @@ class LeaseHolder(Clock, Protocol):
         self,
         queues: Sequence[str],
         since: float,
-        stale_before: float,
+        waiting_since: float,
         limit: int,
         now: float | None = None,
     ) -> tuple[list[tuple[str, str]], float]:
         """`(job id, queue)` of queued, runnable, unkeyed jobs of `queues` that fell due or
-        were queued again after `since`, or are runnable since `stale_before`; and the
+        were queued again after `since`, or are runnable since `waiting_since`; and the
         database's time (a transport's sweeper publishes them)."""
         ...
 
@@ -216,7 +216,7 @@ class Reclaimer(Protocol):
     @property
     def liveness_grace(self) -> float:
         """Seconds a worker's liveness lock must stay free, on consecutive probes, before
-        a probe believes the worker dead (0: the first free reading is believed)."""
+        a probe believes the worker gone (0: the first free reading is believed)."""
         ...
 
     def reclaim_expired(
@@ -532,7 +532,7 @@ class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        """Cancel a queued, waiting or blocked job at once (its dependents are released
+        """Cancel a queued, waiting or blocked job at once (its dependents are settled
         from it in the same transaction), or request a running job's cancel; `by` (who
         asked) is kept with the job as `cancelled_by`."""
         ...

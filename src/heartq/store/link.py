@@ -20,7 +20,7 @@ from heartq.model import LivenessChange
 class LivenessHandle(Protocol):
     """Held by a live worker; the OS or the database drops it the instant the process dies."""
 
-    def release(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class Link(Protocol):

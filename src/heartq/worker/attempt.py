@@ -5,7 +5,7 @@ heartbeater renews it, the pulse writes what its task reported, the supervisor t
 out or fences it, the completer saves it (with the task's last report).
 Its end is decided once (`end()` is first-wins): whoever comes first, the task returning
 or the worker forcing a timeout, a cancel or a lost lease, decides the outcome, and any
-later end of the same attempt is ignored. That is what makes a stale attempt harmless
+later end of the same attempt is ignored. That is what makes a superseded attempt harmless
 inside the worker, as fencing does in the database. How it ended is an `AttemptEnd`
 (`heartq.lifecycle.fate`); what becomes of the job then, `heartq.lifecycle`.
 """
@@ -294,7 +294,7 @@ class RunningJob:
             self.on_flags_changed(self)
 
     def end(self, end: AttemptEnd) -> bool:
-        """Record how the attempt ended; False if it had already ended (this one is stale).
+        """Record how the attempt ended; False if it had already ended (this one came late).
         Read what was recorded from `ended`: it may differ from `end`.
 
         A value returned once the code was told of a cancel request is what the cancel cut

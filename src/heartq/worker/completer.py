@@ -49,7 +49,6 @@ _SUCCEEDED = JobStatus.SUCCEEDED
 """Read per saved job: a module name, not a read off the enum class (on Python 3.11 that
 goes through `EnumType.__getattr__`'s hook, 0.1 to 0.25 us)."""
 _QUEUED = JobStatus.QUEUED
-_RELEASED = Outcome.RELEASED
 
 Item = tuple[RunningJob, Finish]
 
@@ -202,7 +201,7 @@ class Completer:
         if (
             finish.status is _QUEUED
             and finish.retry_delay > 0
-            and finish.outcome is not _RELEASED
+            and not finish.waits_for_task
             and self._on_retry is not None
         ):
             self._on_retry(finish.retry_delay)
@@ -321,7 +320,7 @@ class Completer:
             tell.emit(events.JOB_CANCELLED, **fields)
             return
         error = error_summary(finish.error)
-        if finish.outcome is Outcome.RELEASED:  # its task is unknown here, declared elsewhere
+        if finish.waits_for_task:  # its task is unknown here, declared elsewhere
             tell.emit(
                 events.JOB_WAITING_FOR_TASK,
                 logging.WARNING,

@@ -342,7 +342,7 @@ class Ledger:
 
     def attempt_ended(self, run: RunningJob, end: AttemptEnd) -> None:
         """An attempt's code ended (its pool reports it, once per attempt): this decides
-        its end unless the worker already did (`force`: then `end` is stale), and frees
+        its end unless the worker already did (`force`: then `end` comes late), and frees
         its slot."""
         if run.end(end):
             self._queue_outcome(run)
@@ -358,7 +358,7 @@ class Ledger:
         slot stays in use until its pool reports the code ended (`attempt_ended`).
 
         The end is recorded first: telling the code (the flags notify its pool, which may
-        cancel it on another thread) makes it end too, and that later end must be stale."""
+        cancel it on another thread) makes it end too, and that later end must come late."""
         if run.end(end):
             self._queue_outcome(run)
             with self._lock:

@@ -1,7 +1,7 @@
 """The process pool: each attempt in its own child process, watched by its parent.
 
 Children are started from a `forkserver` (fast, and they do not inherit the worker's
-liveness lock, so a child outliving its parent cannot keep a dead worker looking alive).
+liveness lock, so a child outliving its parent cannot keep a gone worker looking alive).
 The parent heartbeats for its children: they only send progress and checkpoints up the
 pipe. When a child dies without reporting (SIGKILL, OOM kill, segfault, `os._exit`), the
 parent closes its execution as `crashed` at once, with the exit code or signal.

@@ -108,7 +108,7 @@ class Pulse:
 
     def stop(self) -> None:
         if self._listener is not None:
-            self._listener.release()
+            self._listener.close()
             self._listener = None
         self._loop.stop()
 

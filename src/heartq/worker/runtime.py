@@ -434,7 +434,7 @@ class Worker:
         for handle in (self._listener, self._liveness):
             if handle is not None:
                 with contextlib.suppress(Exception):
-                    handle.release()
+                    handle.close()
         if self.ledger.pool is not None:
             with contextlib.suppress(Exception):
                 self.ledger.pool.close()
@@ -459,7 +459,7 @@ class Worker:
     def _shutdown(self) -> None:
         self.app.unsubscribe_wakeup(self.due)
         if self._listener is not None:
-            self._listener.release()
+            self._listener.close()
         self._wait_for_running()
         leftover = [run for run in self.ledger.running() if run.ended is None]
         for run in leftover:
@@ -500,7 +500,7 @@ class Worker:
         else:
             self._mark_stopped()
         if self._liveness is not None:
-            self._liveness.release()
+            self._liveness.close()
         self.events.emit(
             events.WORKER_STOPPED,
             worker_id=self.id,

@@ -10,7 +10,7 @@ on a new session, and the probe (`AdvisoryLiveness.dead`, `liveness.py`) waits f
 stay free for `LIVENESS_GRACE` before it reclaims. Since when a lock has been found free
 is kept in the worker's row (`workers.lock_free_since`), not in a prober's memory: in a
 fleet whose workers die, freeze and restart, and whose probes take turns (`PROBE_KEY`),
-no single prober may watch a lock for the whole grace, and a dead worker whose jobs only
+no single prober may watch a lock for the whole grace, and a gone worker whose jobs only
 the probe could reclaim would wait for its lease.
 """
 
@@ -24,7 +24,7 @@ from heartq.store.postgres import queries as q
 
 LIVENESS_GRACE = 3.0
 """Defaults to 3 s: how long a worker's liveness lock must stay free, on consecutive
-probes (database time), before the probe takes the worker for dead. A session that
+probes (database time), before the probe takes the worker for gone. A session that
 dropped under a living worker is taken again well within it (`LOCK_CHECK_INTERVAL`)."""
 LIVENESS_RESTART_QUIET = 3 * LIVENESS_GRACE
 """Defaults to 9 s (3 x `LIVENESS_GRACE`): no liveness probe while the server has been up

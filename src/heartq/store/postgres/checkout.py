@@ -3,9 +3,9 @@
 psycopg_pool can check each connection on its way out (its `check`), but it treats a
 failed check as a sign the server is away: it waits before it tries the next connection
 (nothing after the first failure, then 1 s, 2 s, 4 s ... up to its 5 s timeout). A
-failed check says only that this one connection is dead, and a server that ended one
+failed check says only that this one connection is broken, and a server that ended one
 session of a process (`pg_terminate_backend`, an administrator clearing a role's
-sessions) usually ended them all: every connection waiting in the pool is dead, each is
+sessions) usually ended them all: every connection waiting in the pool is broken, each is
 handed out in turn, and each costs a longer wait. With the server up the whole time, a
 worker whose sessions were terminated claimed nothing for about a second with 2 pooled
 connections, and with 8 (`pool_size=8`) a caller failed "no connection within 5 s",
@@ -130,7 +130,7 @@ class Checkouts:
         """Whether `conn` may be handed out. A round trip checks a connection unused for
         `CHECK_IDLE_AFTER`, one with something unread (an idle pooled session hears
         nothing unless the server ended it), and one last used before another of the
-        pool was found dead (at its check or in use): the server may have ended every
+        pool was found broken (at its check or in use): the server may have ended every
         session of the process, and a session it is ending may not have said so yet
         (its process is signalled at once, but writes its last words only when next
         scheduled: tens of milliseconds on a busy machine). A round trip cannot pass

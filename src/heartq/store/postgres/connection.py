@@ -541,7 +541,7 @@ class ConnectionPool:
         except (psycopg.Error, PoolTimeout) as exc:
             raise translate(exc, self.url, self.last_connect_error) from exc
         if self.last_connect_error is not None:
-            self.last_connect_error = None  # connected since: the reason is stale
+            self.last_connect_error = None  # connected since: the reason is out of date
 
     @contextlib.contextmanager
     def _checkout(self) -> Iterator[psycopg.Connection[Any]]:

@@ -87,7 +87,7 @@ class PostgresDialect:
     def write_renewal(self) -> Iterator[Any]:
         """The heartbeat rides the worker's lasting session (`SharedSession.lend`), not
         the pool, whose connections a busy worker on a slow link keeps busy for seconds
-        (the heartbeat waited for one, timed out, and the worker looked dead); the pool
+        (the heartbeat waited for one, timed out, and the worker looked gone); the pool
         while that session is down or behind a transaction-mode pooler (no search path
         on a direct session)."""
         session = self.sessions.current

@@ -5,7 +5,7 @@ Why an object of its own and not store hooks: a liveness lock is a session advis
 (`advisory_locks.py`, which says why a free lock is believed only after a grace), held
 on a session that lives as long as the worker (`session.py`), not a statement of a
 transaction; the SQL store only asks it, through `Liveness` (`store/sql/base.py`), which
-workers' locks stayed free for the grace (`dead`: the probe reclaims their jobs in the
+workers' locks stayed free for the grace (`gone`: the probe reclaims their jobs in the
 transaction it opens) and whether a namesake's lock is free.
 Behind a transaction-mode pooler without a direct URL workers hold none (`NoLock`,
 recorded in their row so no probe tries it).
@@ -23,7 +23,7 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE, LIVENESS_RESTART_QUIET
 from heartq.store.postgres.pooler import NoLock
 from heartq.store.postgres.session import LastingSession
-from heartq.store.sql.base import Dialect, FoundDead
+from heartq.store.sql.base import Dialect, FoundGone
 
 
 class AdvisoryLiveness:
@@ -49,15 +49,15 @@ class AdvisoryLiveness:
                 return handle
 
     @contextlib.contextmanager
-    def dead(self, now: float | None = None) -> Iterator[FoundDead | None]:
+    def gone(self, now: float | None = None) -> Iterator[FoundGone | None]:
         """The active workers whose liveness lock stayed free on consecutive probes
         spanning `grace` (`LIVENESS_GRACE`) of database time (`now` if given), in the
         probe's write transaction; a worker found holding its lock again is forgotten.
 
         Why not at the first free lock: a free lock means the lock's session is gone, and a
-        dropped session is not a dead process. A server restart, a failover, a network
+        dropped session is not a gone process. A server restart, a failover, a network
         reset, `idle_session_timeout` or `pg_terminate_backend` ends the session under a
-        living worker, which keeps heartbeating; taken for dead at once, it would lose its
+        living worker, which keeps heartbeating; taken for gone at once, it would lose its
         jobs at every probe until they died of spent attempts. Its `AdvisoryLivenessLock`
         takes the lock again within about a second. After a restart every lock is free at
         once, so there is no probe at all while the server has been up for less than
@@ -95,7 +95,7 @@ class AdvisoryLiveness:
             at = float(start["now"])
             free = conn.execute(q.PROBE_LIVENESS, {"now": now}).fetchall()
             dead = [r["id"] for r in free if at - float(r["free_since"]) >= self.grace]
-            yield FoundDead(conn, now, dead)
+            yield FoundGone(conn, now, dead)
 
     def lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
         """Startup reconciliation believes a free lock as the probes do: once it has been

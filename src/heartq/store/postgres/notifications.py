@@ -102,11 +102,11 @@ def _seconds(payload: str | None) -> float | None:
 
 
 class _Handles:
-    """Several LISTENs released together."""
+    """Several LISTENs closed together."""
 
     def __init__(self, *handles: LivenessHandle) -> None:
         self._handles = handles
 
-    def release(self) -> None:
+    def close(self) -> None:
         for handle in self._handles:
-            handle.release()
+            handle.close()

@@ -92,7 +92,7 @@ def resolve_pooler(
 
 class NoLock:
     """The liveness "lock" of a worker that holds none (behind a transaction-mode pooler
-    without a direct URL): nothing to release; its heartbeats speak for it."""
+    without a direct URL): nothing to close; its heartbeats speak for it."""
 
-    def release(self) -> None:
+    def close(self) -> None:
         """Nothing is held."""

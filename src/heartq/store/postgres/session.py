@@ -84,7 +84,7 @@ class LastingSession:
 class SharedSession:
     """One session, its thread, and what its users want of it.
 
-    Users attach with `hold_lock` and `listen` and detach with the handle's `release`;
+    Users attach with `hold_lock` and `listen` and detach with the handle's `close`;
     the last one to detach closes the session (`closed` turns True, and a store opens a
     new `SharedSession` for the next user)."""
 
@@ -165,7 +165,7 @@ class SharedSession:
         Why: a worker's heartbeat is what tells the fleet it lives. Through the pool it
         queued behind the worker's claims and finishes, and over a slow link (400 ms a
         round trip) the pool's two connections were busy long enough for heartbeats to
-        time out waiting for one: a live worker looked dead. The session is idle but for
+        time out waiting for one: a live worker looked gone. The session is idle but for
         a ping every `LOCK_CHECK_INTERVAL`."""
         loan = _Loan()
         with self._mutex:
@@ -235,16 +235,16 @@ class SharedSession:
             self._thread = threading.Thread(target=self._run, name="heartq-pg-session", daemon=True)
             self._thread.start()
 
-    def _release_lock(self, worker_id: str) -> None:
+    def _unlock(self, worker_id: str) -> None:
         with self._mutex:
             if self._locks.pop(worker_id, None) is None:
                 return
             self._lost_at.pop(worker_id, None)
             generation = self._want()
         if not self._close_if_unused():
-            self._wait_applied(generation)  # unlocked when release() returns
+            self._wait_applied(generation)  # unlocked when close() returns
 
-    def _release_channel(self, channel: str, on_notify: OnNotify) -> None:
+    def _unlisten(self, channel: str, on_notify: OnNotify) -> None:
         with self._mutex:
             users = self._channels.get(channel, [])
             if on_notify in users:
@@ -484,23 +484,23 @@ class _Loan:
 
 
 class _LockHandle:
-    """A worker's liveness lock on the shared session; `release()` frees it."""
+    """A worker's liveness lock on the shared session; `close()` frees it."""
 
     def __init__(self, session: SharedSession, worker_id: str) -> None:
         self.session = session
         self.worker_id = worker_id
 
-    def release(self) -> None:
-        self.session._release_lock(self.worker_id)
+    def close(self) -> None:
+        self.session._unlock(self.worker_id)
 
 
 class _ChannelHandle:
-    """A LISTEN on the shared session; `release()` stops it."""
+    """A LISTEN on the shared session; `close()` stops it."""
 
     def __init__(self, session: SharedSession, channel: str, on_notify: OnNotify) -> None:
         self.session = session
         self._channel = channel
         self._on_notify = on_notify
 
-    def release(self) -> None:
-        self.session._release_channel(self._channel, self._on_notify)
+    def close(self) -> None:
+        self.session._unlisten(self._channel, self._on_notify)

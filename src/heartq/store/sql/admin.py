@@ -5,10 +5,10 @@ waiting retries due now (a test's drain) or a job start at a later attempt (a te
 Why together: each is asked for by a person, a test or a retention setting, never by the
 protocol of an attempt (a cancel of a running job only requests it: its worker ends
 it), and the deletions share `_delete_jobs` (a job's executions and the edges of what it
-waited for, then the job). A cancel of a queued, waiting or blocked job releases its
+waited for, then the job). A cancel of a queued, waiting or blocked job settles its
 dependents in the same transaction, as every end of a job does (`dependencies.py`); a
-replay releases the jobs its dead job blocked; a dead job purged, or past the blocked
-retention, cancels the jobs it blocked (nothing else would release them).
+replay unblocks the jobs its dead job blocked; a dead job purged, or past the blocked
+retention, cancels the jobs it blocked (nothing else would settle them).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class AdminOps:
             if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING, JobStatus.BLOCKED):
                 rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
                 self.d.announce_ended(conn, records.awaited_ends(rows))
-                self.ends.release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
+                self.ends.settle_dependents(conn, dependencies.ended_with_dependents(rows), clock)
                 return CancelResult.CANCELLED
             if row["status"] == JobStatus.RUNNING:
                 holders = conn.execute(self.q.REQUEST_CANCEL, params).fetchall()
@@ -121,7 +121,7 @@ class AdminOps:
 
     def _cancel_held(self, conn: Any, dead: list[str], clock: float | None, why: str) -> int:
         """Cancel the blocked jobs the dead jobs `dead` hold (`dependencies.cancel_held`):
-        those jobs will not be replayed, so nothing else would ever release them. How many
+        those jobs will not be replayed, so nothing else would ever settle them. How many
         it cancelled (not counting those cancelled down from them)."""
         if not dead:
             return 0

@@ -4,7 +4,7 @@ what a dialect provides, and the schema helpers every dialect migrates with.
 Programs of statements are how a store operation is written once and run on any
 connection (heartq's own, a caller's borrowed one, or a caller's asyncio one). An
 operation that needs the rows of one statement to write the next (an enqueue that checks
-dependencies, a finish that releases dependents) is a generator: it yields each `Step`
+dependencies, a finish that settles dependents) is a generator: it yields each `Step`
 (a statement and its parameters), gets that statement's rows sent back, and returns its
 answer (`Program`). `drive` and `drive_async` run one on a connection; the logic itself
 never knows which connection it runs on.
@@ -123,7 +123,7 @@ class Dialect(Protocol):
     @property
     def statements_commit_alone(self) -> bool:
         """Whether `write_each` commits each statement by itself (PostgreSQL): then the
-        worker's finish leaves jobs with dependents to a transaction that releases them."""
+        worker's finish leaves jobs with dependents to a transaction that settles them."""
         ...
 
     def write(self) -> contextlib.AbstractContextManager[Any]:
@@ -303,8 +303,8 @@ class LockedRateKeys:
 
 
 @dataclass(frozen=True)
-class FoundDead:
-    """The workers a liveness probe found dead, in the write transaction that found them:
+class FoundGone:
+    """The workers a liveness probe found gone, in the write transaction that found them:
     their jobs are reclaimed in it (`ReclaimOps.liveness_probe`)."""
 
     conn: Any
@@ -318,9 +318,9 @@ class Liveness(Protocol):
     file the kernel frees; a session advisory lock the server frees)."""
 
     grace: float
-    """Seconds a lock must stay free before a probe believes the worker dead."""
+    """Seconds a lock must stay free before a probe believes the worker gone."""
 
-    def dead(self, now: float | None = None) -> contextlib.AbstractContextManager[FoundDead | None]:
+    def gone(self, now: float | None = None) -> contextlib.AbstractContextManager[FoundGone | None]:
         """The active workers whose lock is free (for `grace`), in a write transaction
         that the reclaim of their jobs runs in before it commits; None: no probe now."""
         ...

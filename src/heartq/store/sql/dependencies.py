@@ -1,19 +1,19 @@
-"""Jobs that wait for jobs: the edges an enqueue writes, and the release of a job's
+"""Jobs that wait for jobs: the edges an enqueue writes, and the settling of a job's
 dependents, which every place a job can end runs in the transaction that ends it.
 
-Why one module: a dependent must be released exactly once, whoever ends its dependency
+Why one module: a dependent must be settled exactly once, whoever ends its dependency
 (the worker's finish, a completion inside the task's transaction, a release with a
 cancel pending, a cancel, every reclaimer), and the enqueue that writes the edges must
 agree with all of them on who sees whom. Both halves of that agreement are here:
 
 - The enqueue (`store`) locks every dependency it names (`LOCK_DEPENDENCIES`: each row
   locked in id order and marked `has_dependents`), then inserts the jobs and their edges,
-  then releases at once the edges whose dependency had already ended, as its end would
+  then settles at once the edges whose dependency had already ended, as its end would
   have. A dependency not found among the jobs is looked up in the trace of pruned
   successes (`pruned_successes`, written by the prune that deleted it): found there, it
   counts as succeeded at once (its edge is written ended); not found there either, it is
   `DependencyNotFound` before anything is inserted.
-- The end of a job with `has_dependents` runs `release` after the statement that ended it,
+- The end of a job with `has_dependents` runs `settle` after the statement that ended it,
   as a statement of its own in the same transaction: on PostgreSQL its snapshot is taken
   after the ended rows were locked, so it sees every edge committed before, and an enqueue
   that comes after waits for the lock and finds the job ended. (The worker's one-statement
@@ -54,8 +54,8 @@ DEPENDENTS_SHOWN = 1000
 
 
 @dataclass
-class Released:
-    """What releases did: the queues that got runnable jobs (to wake), and the awaited
+class Settled:
+    """What settling did: the queues that got runnable jobs (to wake), and the awaited
     jobs they cancelled or blocked (to announce: a blocked job's waiter has its answer,
     the dead job that holds it)."""
 
@@ -65,7 +65,7 @@ class Released:
     """The blocked jobs `cancel_held` cancelled (not those cancelled down from them)."""
 
     def add(self, rows: Sequence[Any]) -> None:
-        """Count the jobs a release statement changed (`id`, `queue`, `status`,
+        """Count the jobs a settling statement changed (`id`, `queue`, `status`,
         `awaited`)."""
         self.queues.update(r["queue"] for r in rows if r["status"] == JobStatus.QUEUED)
         self.awaited_ends.extend(
@@ -74,40 +74,40 @@ class Released:
 
 
 ANNOUNCED = frozenset({JobStatus.CANCELLED, JobStatus.BLOCKED})
-"""The statuses a release gives that a waiter is told of."""
+"""The statuses settling gives that a waiter is told of."""
 
 
 def ended_with_dependents(rows: Sequence[Any]) -> list[str]:
     """The jobs among rows an ending statement changed (with `status` and
-    `has_dependents`) that ended and have dependents: the ones to release from. Jobs
+    `has_dependents`) that ended and have dependents: the ones to settle from. Jobs
     without dependents cost nothing more."""
     return [r["id"] for r in rows if r["has_dependents"] and r["status"] in TERMINAL_STATUSES]
 
 
 def failed_with_dependents(rows: Sequence[Any]) -> bool:
     """Whether any of the ended jobs with dependents among `rows` did not succeed: only
-    then can their release block or unblock a job (`release`'s `failed`)."""
+    then can settling their dependents block or unblock a job (`settle`'s `failed`)."""
     return any(
         r["has_dependents"] and r["status"] in TERMINAL_STATUSES - {JobStatus.SUCCEEDED}
         for r in rows
     )
 
 
-def release(
+def settle(
     q: Statements, ids: list[str], array: Any, clock: float | None, failed: bool = True
-) -> Program[Released]:
-    """Release the waiting (and blocked) dependents of the jobs `ids` (just ended, in this
+) -> Program[Settled]:
+    """Settle the waiting (and blocked) dependents of the jobs `ids` (just ended, in this
     transaction): queued once their last dependency ended and none holds them; blocked by
     one that ended dead (those that block on failure), cancelled by one that ended
     cancelled (or dead, those that cancel), unless they run anyway; and so on down: a
-    cancelled dependent's own dependents are released from it in turn, and a job that
+    cancelled dependent's own dependents are settled from it in turn, and a job that
     became blocked or stopped being blocked tells its dependents (`propagate`), a
-    statement per level. `failed`: some of `ids` did not succeed (a release of successes
+    statement per level. `failed`: some of `ids` did not succeed (settling after successes
     only can neither block nor unblock: it spares the statement that would look)."""
-    done = Released()
+    done = Settled()
     while ids:
         params = {"ids": array(ids), "now": clock}
-        rows = yield (q.RELEASE_DEPENDENTS, params)
+        rows = yield (q.SETTLE_DEPENDENTS, params)
         yield (q.END_DEPENDENCY_EDGES, params)
         done.add(rows)
         if failed:
@@ -118,7 +118,7 @@ def release(
 
 
 def propagate(
-    q: Statements, ids: list[str], array: Any, clock: float | None, done: Released
+    q: Statements, ids: list[str], array: Any, clock: float | None, done: Settled
 ) -> Program[None]:
     """The jobs `ids` (not ended, their status changed in this transaction) may have
     become blocked or stopped being so: the edges of their dependents say whether each
@@ -139,7 +139,7 @@ def shift(
     holders: Mapping[str, int],
     waiting: Mapping[str, int],
     clock: float | None,
-    done: Released,
+    done: Settled,
 ) -> Program[list[Any]]:
     """Move the `holders` and `waiting_for` of waiting and blocked jobs by these
     differences (`SHIFT_HOLDERS`): blocked while a dependency holds one, else waiting.
@@ -156,11 +156,11 @@ def shift(
     return list(rows)
 
 
-def unblock(q: Statements, ids: list[str], array: Any, clock: float | None) -> Program[Released]:
+def unblock(q: Statements, ids: list[str], array: Any, clock: float | None) -> Program[Settled]:
     """The dead jobs `ids` were replayed (queued again, in this transaction): the jobs
     they blocked wait for them again (`REOPEN_HELD_EDGES`: the edge is counted again when
     they end), waiting unless another dependency holds them, and so on down."""
-    done = Released()
+    done = Settled()
     edges = yield (q.REOPEN_HELD_EDGES, {"ids": array(ids)})
     reopened = Counter(r["job_id"] for r in edges)
     less = {job_id: -n for job_id, n in reopened.items()}
@@ -171,13 +171,13 @@ def unblock(q: Statements, ids: list[str], array: Any, clock: float | None) -> P
 
 def cancel_held(
     q: Statements, ids: list[str], array: Any, clock: float | None, why: str
-) -> Program[Released]:
+) -> Program[Settled]:
     """Cancel the blocked jobs that the dead jobs `ids` hold by their own edge (`why`: the
-    dead job `was purged`, or `was not replayed within ...`), then release their
+    dead job `was purged`, or `was not replayed within ...`), then settle their
     dependents from them as from any cancel."""
     rows = yield (q.CANCEL_HELD, {"ids": array(ids), "now": clock, "why": why})
     cancelled = ended_with_dependents(rows)
-    done = (yield from release(q, cancelled, array, clock)) if cancelled else Released()
+    done = (yield from settle(q, cancelled, array, clock)) if cancelled else Settled()
     done.awaited_ends.extend(r["id"] for r in rows if r["awaited"])
     done.held_cancelled.extend(r["id"] for r in rows)
     return done
@@ -196,7 +196,7 @@ def store(
     else not found is `DependencyNotFound`, nothing inserted), then the
     plain jobs (`insert_plain`, the dialect's usual statements), the linked ones (waiting,
     blocked by a blocked dependency, or in `waited`: waited for by others of the batch)
-    and their edges; then the edges whose dependency had already ended are released at
+    and their edges; then the edges whose dependency had already ended are settled at
     once, and the jobs of the batch born blocked tell their dependents of the batch."""
     in_batch = {str(d["id"]) for d in docs}
     wanted = [dep for d in docs for dep in d.get("depends_on", ())]
@@ -220,9 +220,9 @@ def store(
     linked, edges = _linked(docs, waited, pruned, blocked)
     yield (q.INSERT_LINKED_JOBS, {"jobs": json.dumps(linked), "now": clock})
     yield (q.INSERT_DEPENDENCIES, {"edges": json.dumps(edges)})
-    done = Released()
+    done = Settled()
     if ended:
-        done = yield from release(q, ended, array, clock)
+        done = yield from settle(q, ended, array, clock)
     held = [doc["id"] for doc in linked if doc["holders"] and doc["has_dependents"]]
     yield from propagate(q, held, array, clock, done)
 

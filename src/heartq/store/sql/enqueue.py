@@ -143,7 +143,7 @@ class EnqueueOps:
 
     def _wake_steps(self, docs: list[dict[str, Any]]) -> list[Step]:
         """What tells idle workers of these jobs (their etas already delays): the queues
-        of those runnable now (or waiting for others, released by their end), and when
+        of those runnable now (or waiting for others, settled by their end), and when
         the soonest delayed one falls due."""
         queues = {str(d["queue"]) for d in docs if d["delay"] <= 0 or "depends_on" in d}
         delays = [float(d["delay"]) for d in docs if d["delay"] > 0 and "depends_on" not in d]

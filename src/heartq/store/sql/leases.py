@@ -18,9 +18,9 @@ kept beside `claim_ids` because it selects exactly what a transport's messages w
 rest of each operation is here, top to bottom, but the claim's keyed half (`keyed.py`).
 
 A job's end is written once here whoever ends it (`JobEnds`): the fenced finish and the
-release of the ended jobs' dependents. The worker's finish, a completion inside the
+settling of the ended jobs' dependents. The worker's finish, a completion inside the
 task's transaction, a release with a cancel pending, an operator's cancel and every
-reclaimer end jobs, and a dependent must be released exactly once whichever of them ended
+reclaimer end jobs, and a dependent must be settled exactly once whichever of them ended
 its dependency (`dependencies.py`). Why here: `FINISH` is a lease's fenced end, the
 same statement whether its holder writes it or a reclaimer writes it for a holder that is
 gone. The roles that end jobs (`LeaseOps` here, `reclaim.py`, `admin.py`) each hold one
@@ -199,13 +199,13 @@ class LeaseOps:
         self,
         queues: Sequence[str],
         since: float,
-        stale_before: float,
+        waiting_since: float,
         limit: int,
         now: float | None = None,
     ) -> tuple[list[tuple[str, str]], float]:
         """For a transport's sweeper: `(job id, queue)` of the queued, runnable, unkeyed
         jobs of `queues` that fell due or were queued again after `since`, or have been
-        runnable since `stale_before` (database times), and the database's time now, the
+        runnable since `waiting_since` (database times), and the database's time now, the
         next pass's `since`."""
         self.d.ensure_schema()
         with self.d.read() as conn:
@@ -214,7 +214,7 @@ class LeaseOps:
             params = {
                 "queues": self.d.array(list(queues)),
                 "since": since,
-                "stale_before": stale_before,
+                "waiting_since": waiting_since,
                 "limit": limit,
                 "now": clock,
             }
@@ -328,7 +328,7 @@ class LeaseOps:
             if last is not None:
                 pulse = documents.pulse_doc(PulseReport(lease, last))
                 self._store_reports(conn, [pulse], self.d.clock(conn, None), lease.worker_id)
-            # its dependents are released here, in the task's transaction: a callback
+            # its dependents are settled here, in the task's transaction: a callback
             # that takes results waits for this one's (`result_pending`) when it starts
             clock = self.d.clock(conn, None)
             if lease not in self.ends.apply_finishes(conn, [doc], clock, lease.worker_id):
@@ -372,7 +372,7 @@ class LeaseOps:
                 self._store_reports(conn, list(reports.values()), clock, worker_id)
             defer = self.d.statements_commit_alone
             landed, deferred = self.ends.finish_statement(conn, encoded, clock, defer, worker_id)
-        if deferred:  # jobs with dependents: finished and released in one transaction
+        if deferred:  # jobs with dependents: finished and settled in one transaction
             with self.d.write() as conn:
                 clock = self.d.clock(conn, now)
                 again = [docs[x] for x in deferred]
@@ -401,7 +401,7 @@ class LeaseOps:
                 rows += run(conn, self.q.RELEASE, params)
             # a job whose cancel was pending ends cancelled here: its dependents too
             self.d.announce_ended(conn, records.awaited_ends(rows))
-            self.ends.release_dependents(conn, dependencies.ended_with_dependents(rows), clock)
+            self.ends.settle_dependents(conn, dependencies.ended_with_dependents(rows), clock)
         landed = records.leases(rows)
         return [lease for lease in leases if lease not in landed]
 
@@ -433,7 +433,7 @@ class JobEnds:
         (and, `worker_id` given, under that worker: a lease holder's write; a reclaimer
         gives none, having read and locked the rows it finishes in this transaction)
         change, each one's execution row written, and the dependents of those that ended
-        are released in the same transaction."""
+        are settled in the same transaction."""
         landed, _ = self.finish_statement(
             conn, self.d.batch("finishes", docs), clock, False, worker_id
         )
@@ -449,30 +449,30 @@ class JobEnds:
     ) -> tuple[set[Lease], set[Lease]]:
         """`FINISH` of `finishes` (their documents as the dialect binds them, `Dialect.batch`,
         encoded before the write began: SQLite's write lock is not held for it), then the
-        release of the dependents of the jobs it ended; the leases that landed, and those
+        settling of the dependents of the jobs it ended; the leases that landed, and those
         it left alone because their job has dependents (`defer`, for a FINISH that commits
-        by itself: a release in that one statement could miss an edge committed while it
+        by itself: settling in that one statement could miss an edge committed while it
         waited for a row's lock, its snapshot being older; the caller finishes those in a
         transaction of its own)."""
         params = {**finishes, "now": clock, "defer": defer, "worker_id": worker_id}
         ended = records.finish_answers(run(self.d.by_position(conn), self.q.FINISH, params))
         self.d.announce_ended(conn, ended.awaited)
-        self.release_dependents(conn, ended.with_dependents, clock, ended.failed_dependents)
+        self.settle_dependents(conn, ended.with_dependents, clock, ended.failed_dependents)
         return ended.landed, ended.deferred
 
-    def release_dependents(
+    def settle_dependents(
         self, conn: Any, ended: list[str], clock: float | None, failed: bool = True
     ) -> None:
-        """Release the waiting dependents of jobs that just ended in this transaction
-        (`dependencies.release`; `failed`: some of them did not succeed). Nothing at all
+        """Settle the waiting dependents of jobs that just ended in this transaction
+        (`dependencies.settle`; `failed`: some of them did not succeed). Nothing at all
         when none of them has dependents."""
         if ended:
-            self.apply(conn, dependencies.release(self.q, ended, self.d.array, clock, failed))
+            self.apply(conn, dependencies.settle(self.q, ended, self.d.array, clock, failed))
 
     def apply(
-        self, conn: Any, program: Program[dependencies.Released]
-    ) -> dependencies.Released:
-        """Run a program that moves dependents (a release, the unblocking of a replay, the
+        self, conn: Any, program: Program[dependencies.Settled]
+    ) -> dependencies.Settled:
+        """Run a program that moves dependents (a settling, the unblocking of a replay, the
         cancel of blocked jobs), then wake the queues that got runnable jobs and announce
         the awaited jobs it cancelled or blocked; what it did."""
         done = drive(conn, program)

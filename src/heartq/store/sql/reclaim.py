@@ -1,5 +1,5 @@
 """Reclaiming the jobs of attempts whose holder is gone: expired leases, workers gone
-silent, workers whose liveness lock is free (each dialect's `Liveness.dead` finds them,
+silent, workers whose liveness lock is free (each dialect's `Liveness.gone` finds them,
 in the transaction `liveness_probe` reclaims them in), earlier workers of a restarted
 worker's name, and one attempt its own worker saw crash.
 
@@ -55,7 +55,7 @@ class ReclaimOps:
         self.d = dialect
         self.q = dialect.q
         self.ends = JobEnds(dialect)
-        self.locks = locks  # who is dead by the liveness locks, how a namesake's is judged
+        self.locks = locks  # who is gone by the liveness locks, how a namesake's is judged
 
     def _reclaim(
         self,
@@ -209,16 +209,16 @@ class ReclaimOps:
         """Reclaim the jobs of active workers whose liveness lock is free (for the
         dialect's grace), in the write transaction the dialect found them in, then let it
         clean up after them."""
-        with self.locks.dead(now) as found:
+        with self.locks.gone(now) as found:
             if found is None:
                 return []
-            stale = self._reclaim_dead(
+            gone = self._reclaim_gone(
                 found.conn, found.clock, found.worker_ids, detected_by, observer
             )
         self.locks.forget(found.worker_ids)
-        return stale
+        return gone
 
-    def _reclaim_dead(
+    def _reclaim_gone(
         self,
         conn: Any,
         clock: float | None,
@@ -226,7 +226,7 @@ class ReclaimOps:
         detected_by: str,
         observer: str | None = None,
     ) -> list[DeactivatedWorker]:
-        """Deactivate each worker found dead and reclaim its jobs; one another prober
+        """Deactivate each worker found gone and reclaim its jobs; one another prober
         deactivated first is left to it."""
         found = []
         for worker_id in worker_ids:

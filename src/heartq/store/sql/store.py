@@ -134,11 +134,11 @@ class SqlStore:
         self,
         queues: Sequence[str],
         since: float,
-        stale_before: float,
+        waiting_since: float,
         limit: int,
         now: float | None = None,
     ) -> tuple[list[tuple[str, str]], float]:
-        return self.leases.due_for_publish(queues, since, stale_before, limit, now)
+        return self.leases.due_for_publish(queues, since, waiting_since, limit, now)
 
     def heartbeat(self, worker_id: str, renewals: Sequence[Renewal], lease: float,
                   now: float | None = None, *, detach: Sequence[Lease] = (),
@@ -227,7 +227,7 @@ class SqlStore:
     @property
     def liveness_grace(self) -> float:
         """Seconds a worker's liveness lock must stay free before a probe believes it
-        dead (0: a free lock is a dead process)."""
+        gone (0: a free lock is a gone process)."""
         return self.liveness.grace
 
     def liveness_suspects(self) -> dict[str, float]:

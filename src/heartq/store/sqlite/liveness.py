@@ -3,7 +3,7 @@ process on the same host; and how the store uses them.
 
 A live worker holds an exclusive `flock` on `<db>.workers/<worker_id>.lock` for its whole
 life. The kernel drops the lock the instant the process dies (SIGKILL, OOM kill,
-segfault), so any process on the machine can tell a dead worker from a live one with one
+segfault), so any process on the machine can tell a gone worker from a live one with one
 non-blocking lock attempt. `flock` (not `fcntl`/`lockf`) because its locks belong to the
 open file, so a probe from the same process as a live worker still sees the lock as taken.
 
@@ -11,9 +11,9 @@ The lock only speeds detection up. Leases stay the truth: a worker that is wrong
 suspected is harmless, because fencing refuses its writes.
 
 Why an object of its own and not store hooks: a lock file is not SQL. The SQL store asks
-it, through `Liveness` (`store/sql/base.py`), which workers' locks are free (`dead`: the
+it, through `Liveness` (`store/sql/base.py`), which workers' locks are free (`gone`: the
 probe reclaims their jobs in the transaction it opens), whether a namesake's lock is
-free, and to clean up after the workers it reclaimed. A free `flock` is a dead process
+free, and to clean up after the workers it reclaimed. A free `flock` is a gone process
 (the kernel dropped it), so there is no grace.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from heartq.model import LivenessChange
 from heartq.store.link import LivenessHandle
-from heartq.store.sql.base import Dialect, FoundDead
+from heartq.store.sql.base import Dialect, FoundGone
 from heartq.store.sqlite import queries as q
 
 
@@ -40,7 +40,7 @@ class LockFileLiveness:
     def __init__(self, dialect: Dialect, path: Path) -> None:
         self.d = dialect
         self.path = path
-        self.grace = 0.0  # a free flock is a dead process: the kernel dropped it
+        self.grace = 0.0  # a free flock is a gone process: the kernel dropped it
 
     def hold(
         self, worker_id: str, on_change: Callable[[LivenessChange], None] | None = None
@@ -50,15 +50,15 @@ class LockFileLiveness:
         return FileLivenessLock(self.path, worker_id)
 
     @contextlib.contextmanager
-    def dead(self, now: float | None = None) -> Iterator[FoundDead | None]:
+    def gone(self, now: float | None = None) -> Iterator[FoundGone | None]:
         """This host's active workers whose lock file is free, in a write transaction
         (None, and no transaction, when there is none)."""
-        dead = [w for w in self._here() if is_dead(self.path, w)]
+        dead = [w for w in self._here() if is_gone(self.path, w)]
         if not dead:
             yield None
             return
         with self.d.write() as conn:
-            yield FoundDead(conn, self.d.clock(conn, now), dead)
+            yield FoundGone(conn, self.d.clock(conn, now), dead)
 
     def suspects(self) -> dict[str, float]:
         """None: a free lock file is believed at once."""
@@ -70,21 +70,21 @@ class LockFileLiveness:
         if not worker_ids:
             return []
         here = set(self._here())
-        return [w for w in worker_ids if w in here and is_dead(self.path, w)]
+        return [w for w in worker_ids if w in here and is_gone(self.path, w)]
 
     def lock_free(self, namesake: Mapping[str, Any]) -> bool:
         """No lock file: nothing says it is alive."""
-        return is_dead(self.path, namesake["id"]) is not False
+        return is_gone(self.path, namesake["id"]) is not False
 
     def note_locks(
         self, conn: Any, clock: float | None, free: Sequence[str], held: Sequence[str]
     ) -> None:
-        """Nothing to note: a free lock file is a dead process, with no grace to wait."""
+        """Nothing to note: a free lock file is a gone process, with no grace to wait."""
 
     def forget(self, worker_ids: Sequence[str]) -> None:
         """Remove the lock files of reclaimed workers whose lock is free."""
         for worker_id in worker_ids:
-            if is_dead(self.path, worker_id):
+            if is_gone(self.path, worker_id):
                 forget_lock_file(self.path, worker_id)
 
     def _here(self) -> list[str]:
@@ -106,7 +106,7 @@ def _lock_path(db_path: Path, worker_id: str) -> Path:
 
 
 class FileLivenessLock:
-    """Held by a live worker; `release()` on a clean stop."""
+    """Held by a live worker; `close()` on a clean stop."""
 
     def __init__(self, db_path: Path, worker_id: str) -> None:
         self.path = _lock_path(db_path, worker_id)
@@ -114,7 +114,7 @@ class FileLivenessLock:
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
-    def release(self) -> None:
+    def close(self) -> None:
         if self._fd is None:
             return
         with contextlib.suppress(OSError):
@@ -123,7 +123,7 @@ class FileLivenessLock:
         self._fd = None
 
 
-def is_dead(db_path: Path, worker_id: str) -> bool | None:
+def is_gone(db_path: Path, worker_id: str) -> bool | None:
     """True if the worker's lock can be taken (its process is gone), False if held,
     None if there is no lock file to judge by."""
     path = _lock_path(db_path, worker_id)
@@ -144,6 +144,6 @@ def is_dead(db_path: Path, worker_id: str) -> bool | None:
 
 
 def forget_lock_file(db_path: Path, worker_id: str) -> None:
-    """Remove a dead worker's lock file once its jobs are reclaimed."""
+    """Remove a gone worker's lock file once its jobs are reclaimed."""
     with contextlib.suppress(OSError):
         _lock_path(db_path, worker_id).unlink()

@@ -305,9 +305,9 @@ WITH picked AS (
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
 # retried: `run_at` after `created_at`), were queued again since (reclaimed, released,
-# replayed: `updated_at` after `created_at`), or have waited since `stale_before`. In two
+# replayed: `updated_at` after `created_at`), or have waited since `waiting_since`. In two
 # parts, each on its own index: jobs of `jobs_claim_idx` (due ones, no `ready_xid`), and
-# those of the ready log, only ever stale (enqueued runnable, never queued again).
+# those of the ready log, only ever long waiting (enqueued runnable, never queued again).
 _PUBLISHABLE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}"""
 
@@ -316,11 +316,11 @@ DUE_FOR_PUBLISH = f"""
  WHERE {_PUBLISHABLE} AND ready_xid IS NULL
    AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
         OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
-        OR run_at <= to_timestamp(%(stale_before)s::float8))
+        OR run_at <= to_timestamp(%(waiting_since)s::float8))
  UNION ALL
  SELECT id, queue, run_at FROM jobs
  WHERE {_PUBLISHABLE} AND ready_xid IS NOT NULL
-   AND run_at <= to_timestamp(%(stale_before)s::float8))
+   AND run_at <= to_timestamp(%(waiting_since)s::float8))
 ORDER BY run_at, id
 LIMIT %(limit)s
 """

@@ -1,5 +1,5 @@
 """Jobs that wait for jobs (store/sql/dependencies.py): the jobs and edges an enqueue
-writes, the release of a job's dependents in the transaction that ends it, and what a
+writes, the settling of a job's dependents in the transaction that ends it, and what a
 job's dependencies and dependents are."""
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def _locked(ids: str) -> str:
 # END_DEPENDENCY_EDGES) and cancels one that cancels; a cancelled one cancels both; a job
 # that runs anyway counts either as satisfied. An edge that held the job (its dependency
 # was blocked, and is now cancelled) holds it no more (`unheld`). The dependents are
-# locked in id order first (as FINISH locks its rows), so two releases of jobs with
+# locked in id order first (as FINISH locks its rows), so two settlings of jobs with
 # common dependents wait for each other instead of deadlocking; a row another transaction
-# is releasing is waited for, then re-read (READ COMMITTED): two dependencies ending at
+# is settling is waited for, then re-read (READ COMMITTED): two dependencies ending at
 # once each count once, and `holders` moves by differences for the same reason.
 # END_DEPENDENCY_EDGES then marks the edges.
 _BLOCKS = "j.on_dependency_failure = 'block'"
@@ -94,9 +94,9 @@ _FAILED = f"{_WHY} IS NOT NULL AND j.on_dependency_failure IS DISTINCT FROM 'run
 
 _HOLDERS = f"j.holders - c.unheld + CASE WHEN {_BLOCKS} THEN c.dead ELSE 0 END"
 
-_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0 AND {_HOLDERS} <= 0"
+_SATISFIED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0 AND {_HOLDERS} <= 0"
 
-RELEASE_DEPENDENTS = f"""
+SETTLE_DEPENDENTS = f"""
 WITH c AS (
     SELECT d.job_id, count(*)::integer AS n,
            count(*) FILTER (WHERE e.status = 'dead')::integer AS dead,
@@ -114,9 +114,9 @@ UPDATE jobs AS j
 SET waiting_for = greatest(j.waiting_for - c.n, 0),
     holders = {_HOLDERS},
     status = CASE WHEN {_FAILED} THEN 'cancelled'
-                  WHEN {_RELEASED} THEN 'queued'
+                  WHEN {_SATISFIED} THEN 'queued'
                   WHEN {_HOLDERS} > 0 THEN 'blocked' ELSE 'waiting' END,
-    run_at = CASE WHEN {_RELEASED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
+    run_at = CASE WHEN {_SATISFIED} THEN greatest(j.run_at, {T}) ELSE j.run_at END,
     finished_at = CASE WHEN {_FAILED} THEN {T} END,
     error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || {_WHY} ELSE j.error END,
     ready_xid = NULL,
@@ -127,7 +127,7 @@ RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 """
 
 # An edge counted holds its job when its dependency ended dead and the job, blocking on
-# failure, is blocked by it (RELEASE_DEPENDENTS counted it in `holders`, under the lock
+# failure, is blocked by it (SETTLE_DEPENDENTS counted it in `holders`, under the lock
 # this transaction holds on the job).
 END_DEPENDENCY_EDGES = """
 UPDATE job_dependencies AS d
@@ -180,8 +180,8 @@ RETURNING d.job_id
 """
 
 # The blocked jobs that dead jobs (`ids`: purged, or dead past the blocked retention) hold
-# by their own edge, cancelled: they could only be released by a replay that will not
-# come. Their dependents are released from them as from any cancel.
+# by their own edge, cancelled: they could only be unblocked by a replay that will not
+# come. Their dependents are settled from them as from any cancel.
 CANCEL_HELD = f"""
 WITH h AS (
     SELECT d.job_id, min(d.depends_on) AS holder FROM job_dependencies AS d

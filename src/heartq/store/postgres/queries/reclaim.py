@@ -1,5 +1,5 @@
 """Reclaiming (store/sql/reclaim.py): the running rows a reclaimer takes (expired
-leases, a dead worker's jobs, a restarted name's, one crashed attempt) with the columns
+leases, a gone worker's jobs, a restarted name's, one crashed attempt) with the columns
 its `plan` reads, results given up with their attempt's lease, and a
 restarted worker's namesakes."""
 
@@ -75,7 +75,7 @@ FOR UPDATE OF j SKIP LOCKED
 
 # ... and the worker's lease cleared once nothing of it is left running attached (a row
 # skipped because locked, or with its floor still ahead, keeps it set: walked again at
-# the next reclaim), so a dead worker is walked once; a heartbeat sets it again.
+# the next reclaim), so a gone worker is walked once; a heartbeat sets it again.
 CLEAR_WORKER_LEASE = f"""
 UPDATE workers SET lease_expires_at = NULL
 WHERE id = %(worker_id)s AND (lease_expires_at < {T}) IS TRUE

@@ -65,7 +65,7 @@ CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
 # retried: `run_at` after `created_at`), were queued again since (reclaimed, released,
-# replayed: `updated_at` after `created_at`), or have waited since `stale_before`.
+# replayed: `updated_at` after `created_at`), or have waited since `waiting_since`.
 DUE_FOR_PUBLISH = """
 SELECT id, queue FROM heartq_jobs
 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
@@ -73,7 +73,7 @@ WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND run_at <= :now
   AND ((run_at > :since AND run_at > created_at)
        OR (updated_at > :since AND updated_at > created_at)
-       OR run_at <= :stale_before)
+       OR run_at <= :waiting_since)
 ORDER BY run_at, id
 LIMIT :limit
 """

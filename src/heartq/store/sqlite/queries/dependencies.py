@@ -1,5 +1,5 @@
 """Jobs that wait for jobs (store/sql/dependencies.py): the jobs and edges an enqueue
-writes, the release of a job's dependents in the transaction that ends it, and what a
+writes, the settling of a job's dependents in the transaction that ends it, and what a
 job's dependencies and dependents are."""
 
 from __future__ import annotations
@@ -76,16 +76,16 @@ _FAILED = f"{_WHY} IS NOT NULL AND j.on_dependency_failure IS NOT 'run'"
 
 _HOLDERS = f"j.holders - c.unheld + CASE WHEN {_BLOCKS} THEN c.dead ELSE 0 END"
 
-_RELEASED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0 AND {_HOLDERS} <= 0"
+_SATISFIED = f"NOT ({_FAILED}) AND j.waiting_for - c.n <= 0 AND {_HOLDERS} <= 0"
 
-RELEASE_DEPENDENTS = f"""
+SETTLE_DEPENDENTS = f"""
 UPDATE heartq_jobs AS j
 SET waiting_for = max(j.waiting_for - c.n, 0),
     holders = {_HOLDERS},
     status = CASE WHEN {_FAILED} THEN 'cancelled'
-                  WHEN {_RELEASED} THEN 'queued'
+                  WHEN {_SATISFIED} THEN 'queued'
                   WHEN {_HOLDERS} > 0 THEN 'blocked' ELSE 'waiting' END,
-    run_at = CASE WHEN {_RELEASED} THEN max(j.run_at, :now) ELSE j.run_at END,
+    run_at = CASE WHEN {_SATISFIED} THEN max(j.run_at, :now) ELSE j.run_at END,
     finished_at = CASE WHEN {_FAILED} THEN :now END,
     error = CASE WHEN {_FAILED} THEN 'dependency_failed: job ' || {_WHY} ELSE j.error END,
     updated_at = :now
@@ -105,7 +105,7 @@ RETURNING id, queue, status, awaited, has_dependents
 """
 
 # An edge counted holds its job when its dependency ended dead and the job, blocking on
-# failure, is blocked by it (RELEASE_DEPENDENTS counted it in `holders`).
+# failure, is blocked by it (SETTLE_DEPENDENTS counted it in `holders`).
 END_DEPENDENCY_EDGES = """
 UPDATE heartq_job_dependencies AS d
 SET ended = e.status,
@@ -156,8 +156,8 @@ RETURNING job_id
 """
 
 # The blocked jobs that dead jobs (`ids`: purged, or dead past the blocked retention) hold
-# by their own edge, cancelled: they could only be released by a replay that will not
-# come. Their dependents are released from them as from any cancel.
+# by their own edge, cancelled: they could only be unblocked by a replay that will not
+# come. Their dependents are settled from them as from any cancel.
 CANCEL_HELD = """
 UPDATE heartq_jobs AS j
 SET status = 'cancelled', finished_at = :now, updated_at = :now,
