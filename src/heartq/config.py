@@ -35,7 +35,7 @@ from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, Final
 
 from heartq import payload
-from heartq.errors import ConfigError
+from heartq.errors import ConfigError, RenamedWarning
 
 DEFAULT_URL = "sqlite:///heartq.db"
 """Defaults to a SQLite file `heartq.db` in the working directory."""
@@ -454,7 +454,7 @@ RENAMED_ENV: Final = {"HEARTQ_REAP_INTERVAL": "HEARTQ_RECLAIM_INTERVAL"}
 def _warn_renamed(old: str, stacklevel: int) -> None:
     warnings.warn(
         f"the setting {old!r} is deprecated: use {RENAMED_SETTINGS[old]!r}",
-        DeprecationWarning,
+        RenamedWarning,
         stacklevel=stacklevel,
     )
 
@@ -488,7 +488,7 @@ def renamed_env(environ: Mapping[str, str]) -> Mapping[str, str]:
         warnings.warn(
             f"the variable {old} is deprecated: set {new}"
             + (f" ({new} is set too and wins)" if environ.get(new) else ""),
-            DeprecationWarning,
+            RenamedWarning,
             stacklevel=4,
         )
         if not environ.get(new):

@@ -71,6 +71,13 @@ class BadArguments(HeartqError, TypeError):
     whose parameters differ) is dead at its first attempt with this reason."""
 
 
+class RenamedWarning(DeprecationWarning):
+    """Warned when a name heartq renamed is used (a setting, a variable, an event, an
+    attribute: docs/DESIGN.md, "Words", lists them): it still works, for a release. A
+    `DeprecationWarning`, which `heartq`'s commands show (a worker started with an old
+    variable says so on stderr)."""
+
+
 class TaskNotDeclaredWarning(UserWarning):
     """Warned (`warnings.warn`) by an enqueue of a task that neither the enqueuing program
     registers nor any worker has declared yet: its jobs were stored with the default

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from heartq import events
+from heartq.errors import RenamedWarning
 from heartq.events import Event, Listener
 from heartq.hooks import Hooks, run_crash_hooks
 from heartq.model import DeactivatedWorker, JobStatus, Reclaimed
@@ -188,7 +189,7 @@ class EventStream:
         """Deprecated name of `deactivated`."""
         warnings.warn(
             "EventStream.stale_workers is deprecated: use EventStream.deactivated",
-            DeprecationWarning,
+            RenamedWarning,
             stacklevel=2,
         )
         self.deactivated(workers, detected_by)
@@ -209,7 +210,7 @@ def _named(names: Iterable[str]) -> Heard:
         became = events.RENAMED_EVENTS[name]
         warnings.warn(
             f"the event {name!r} is deprecated: subscribe to {became.new!r}",
-            DeprecationWarning,
+            RenamedWarning,
             stacklevel=3,
         )
         renamed.setdefault(became.new, []).append(became)

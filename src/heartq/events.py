@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TextIO
 
+from heartq.errors import RenamedWarning
+
 logger = logging.getLogger("heartq")
 logger.addHandler(logging.NullHandler())  # a library's events show where the app sends them
 
@@ -175,7 +177,7 @@ def __getattr__(name: str) -> Any:
         warnings.warn(
             f"heartq.events.{name} ({old!r}) is deprecated: use heartq.events.{new} "
             f"({globals()[new]!r})",
-            DeprecationWarning,
+            RenamedWarning,
             stacklevel=2,
         )
         return old

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -29,7 +30,7 @@ from heartq.cli.tasks_cmd import tasks_command
 from heartq.cli.watch_cmd import watch_command
 from heartq.cli.worker_cmd import worker_command
 from heartq.cli.workers_cmd import workers_command
-from heartq.errors import HeartqError
+from heartq.errors import HeartqError, RenamedWarning
 from heartq.store import redact
 from heartq.version import __version__
 
@@ -100,6 +101,7 @@ def run(command: click.Command, args: list[str], *, prog_name: str, debug: bool)
     """Run a command and exit, its errors turned into exit codes and one line (a
     traceback with `debug`): `heartq`, and the commands made of its own elsewhere
     (`manage.py heartq_worker`, heartq.contrib.django)."""
+    warnings.simplefilter("default", RenamedWarning)  # an old name says so, on stderr
     try:
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
