@@ -13,7 +13,7 @@ Derived defaults keep the ratios of docs/DESIGN.md when only the heartbeat is se
 3 heartbeats, the reclaim interval one heartbeat, a worker is stale after 3 missed heartbeats.
 
 A setting whose name changed (one word for each thing: docs/DESIGN.md, "Words") keeps
-its old name, and its old variable, for a release (`RENAMED_SETTINGS`, `RENAMED_ENV`):
+its old name, and its old variable, for one version (`RENAMED_SETTINGS`, `RENAMED_ENV`):
 given either, it still sets the new one, with a `DeprecationWarning`.
 
 Two ways take a job from a silent worker: its lease expires, or its registry row goes
@@ -446,9 +446,9 @@ RENAMED_SETTINGS: Final = {
     "reap_batch": "reclaim_batch",
     "reap_interval_seconds": "reclaim_interval_seconds",
 }
-"""Old setting name -> its name (kept for a release, then removed)."""
+"""Old setting name -> its name (kept for one version, then removed)."""
 RENAMED_ENV: Final = {"HEARTQ_REAP_INTERVAL": "HEARTQ_RECLAIM_INTERVAL"}
-"""Old environment variable -> its name (kept for a release, then removed)."""
+"""Old environment variable -> its name (kept for one version, then removed)."""
 
 
 def _warn_renamed(old: str, stacklevel: int) -> None:

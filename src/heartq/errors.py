@@ -73,7 +73,7 @@ class BadArguments(HeartqError, TypeError):
 
 class RenamedWarning(DeprecationWarning):
     """Warned when a name heartq renamed is used (a setting, a variable, an event, an
-    attribute: docs/DESIGN.md, "Words", lists them): it still works, for a release. A
+    attribute: docs/DESIGN.md, "Words", lists them): it still works, for one version. A
     `DeprecationWarning`, which `heartq`'s commands show (a worker started with an old
     variable says so on stderr)."""
 

@@ -13,7 +13,7 @@ key=value ...`.
 
 Names are part of the public interface: add new ones; a name that had to change (one
 word for each thing, docs/DESIGN.md, "Words") keeps its old one as a deprecated alias
-for a release (`RENAMED_EVENTS`): a listener that subscribes by the old name
+for one version (`RENAMED_EVENTS`): a listener that subscribes by the old name
 (`app.events.subscribe(listener, names=[...])`) still hears the event under it, with a
 `DeprecationWarning` when it subscribes, and the old constant of this module still reads
 (with a warning).
@@ -160,7 +160,7 @@ RENAMED_EVENTS: Final = {
         RenamedEvent("orphaned_jobs_detected", RECLAIM_DETECTED, lambda f: "worker_id" in f),
     )
 }
-"""Old event name -> what it became (kept for a release, then removed)."""
+"""Old event name -> what it became (kept for one version, then removed)."""
 
 _RENAMED_CONSTANTS = {
     "JOB_REENQUEUED": ("job_reenqueued", "JOB_RECLAIMED"),

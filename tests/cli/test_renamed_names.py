@@ -1,5 +1,5 @@
 """Every public name renamed so that each thing has one word (docs/DESIGN.md, "Words")
-still works under its old name for a release, and says it is deprecated: the command
+still works under its old name for one version, and says it is deprecated: the command
 `heartq reap` and the option `heartq worker --reap-interval` (real processes: a line on
 stderr), the variable `HEARTQ_REAP_INTERVAL` and the settings `reap_interval`,
 `reap_batch` (a `DeprecationWarning`, shown by the commands), the events

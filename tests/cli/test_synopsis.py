@@ -20,7 +20,7 @@ GLOBAL = {"--help", "--url"}
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     found: dict[str, click.Command] = {}
     for name, command in group.commands.items():
-        if command.hidden:  # an old name kept for a release (heartq.cli.deprecated)
+        if command.hidden:  # an old name kept for one version (heartq.cli.deprecated)
             continue
         if isinstance(command, click.Group):
             found.update(_commands(command, f"{prefix}{name} "))

@@ -37,7 +37,7 @@ SHORT: dict[str, str | None] = {"--poll-interval": "1", "--lease": "4", "--recla
 """Database polling only every second (a backstop claim every 10 s while the transport is
 up); consumers made with ack_wait max(60, 2 x 5) = 60 s."""
 LONG: dict[str, str | None] = {"--poll-interval": "1", "--lease": "90", "--reclaim-interval": "30"}
-"""The default lease and reap interval (90 + 30 s): this worker needs ack_wait 240 s, so a
+"""The default lease and reclaim interval (90 + 30 s): this worker needs ack_wait 240 s, so a
 consumer the SHORT deployment made (60 s) would make it exit."""
 ROUNDS = 8
 LATE = 5.0

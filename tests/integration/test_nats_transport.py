@@ -184,7 +184,7 @@ def test_sigkill_mid_job_is_recovered_through_the_database(
     assert detected_after <= LEASE + RECLAIM_INTERVAL + SLACK, detected_after
     assert second["outcome"] == "succeeded"
     assert second["worker_id"] != owner.id
-    # Run again within lease + reap interval (and one sweep), not after the message's
+    # Run again within lease + reclaim interval (and one sweep), not after the message's
     # ack_wait (60 s) nor the workers' database backstop (10 s).
     rerun_after = parse_ts(second["started_at"]) - killed_at
     assert rerun_after <= LEASE + RECLAIM_INTERVAL + SWEEP + SLACK, rerun_after
@@ -245,7 +245,7 @@ def test_an_ack_wait_shorter_than_lease_and_reap_is_refused(
 ) -> None:
     worker = harness.start_worker("--transport", f"{transport_url}&ack_wait=0.5", wait=False)
     assert worker.wait_exit(20) != 0
-    assert "ack_wait (0.5 s) must be longer than lease + reap interval" in worker.log_text()
+    assert "ack_wait (0.5 s) must be longer than lease + reclaim interval" in worker.log_text()
 
 
 def test_no_server_at_start_workers_poll_then_use_it_when_it_comes(harness: Harness) -> None:

@@ -7,7 +7,7 @@ What a transaction-mode pool takes away, and what the tests hold heartq to inste
 - server-side prepared statements (`DuplicatePreparedStatement`, the failure this mode
   fixes: reproduced with plain psycopg first);
 - the session advisory lock: a worker is judged by its heartbeats and leases alone, so a
-  SIGKILLed worker's jobs come back after its stale threshold plus a reap interval
+  SIGKILLed worker's jobs come back after its stale threshold plus a reclaim interval
   (measured), and a live worker is never taken for dead while many workers share fewer
   server sessions than they are;
 - LISTEN: idle workers poll, the pulse reads cancels, `App.result` re-reads;
@@ -317,7 +317,7 @@ def test_a_sigkilled_worker_s_jobs_come_back_after_its_stale_threshold(
 ) -> None:
     """No lock tells that a pooled worker died: its jobs come back once it has been
     silent past its stale threshold (2 s here: the lease) and a peer's monitor looks
-    (every reap interval, 0.5 s): about 2 to 2.5 s after its last heartbeat, found as
+    (every reclaim interval, 0.5 s): about 2 to 2.5 s after its last heartbeat, found as
     `stale_worker` (or its lease, at the same moment)."""
     harness = pooled.harness
     victim = harness.start_worker(settings=POOLED)
@@ -351,7 +351,7 @@ def test_a_pooled_worker_tells_at_startup_how_long_its_death_would_go_unseen(
     pooled: Pooled,
 ) -> None:
     """At the default timings a pooled worker without a direct URL holds no lock, so a
-    death of its process is seen only after its stale threshold plus a reap interval: it
+    death of its process is seen only after its stale threshold plus a reclaim interval: it
     says so when it starts (`recovery_within`, 120 s), where an operator reads it before a
     crash shows it. One given a direct URL holds its lock there: 4 s (the 3 s grace and a
     1 s probe interval), as without a pooler."""

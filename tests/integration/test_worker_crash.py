@@ -50,7 +50,7 @@ def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Ha
     assert crash["worker_id"] == owner.id
     assert crash["last_heartbeat_at"] is not None
     assert crash["detected_by"] in ("liveness_lock", "lease_expired", "stale_worker")
-    # I1: the job left `running` within lease + reap interval of the death.
+    # I1: the job left `running` within lease + reclaim interval of the death.
     detected_after = parse_ts(crash["detected_at"]) - killed_at
     assert detected_after <= LEASE + RECLAIM_INTERVAL + SLACK, detected_after
 

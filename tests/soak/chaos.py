@@ -16,7 +16,7 @@ What one run does:
    queue's database (SQLite: the queue's file; PostgreSQL: the run's schema, named in
    full and handed to the tasks in `HEARTQ_CHAOS_LEDGER`), without a unique constraint.
 2. `--workers` real `heartq worker tests.soak.chaos_tasks:app` processes, each in its own
-   session, with sub-second protocol settings (heartbeat 0.3 s, lease 1.5 s, reap 0.5 s,
+   session, with sub-second protocol settings (heartbeat 0.3 s, lease 1.5 s, reclaim 0.5 s,
    liveness probe 0.25 s). Slot 0 (and every third) runs the process pool and also serves
    the `proc` queue, the next the thread pool, the next the async pool. Each slot has a
    stable `--name`; a replacement keeps it or takes a new one (seeded coin).
@@ -51,7 +51,7 @@ What one run does:
      vacuum can remove nothing that dies meanwhile; then rolls back (released at the
      drain if still held). One falls at a seeded moment of the first 40 % of the chaos
      whatever the draws, more as drawn. The checker adds: no attempt given up (crashed or
-     interrupted) while one was held, or a lease and a reap interval after, unless
+     interrupted) while one was held, or a lease and a reclaim interval after, unless
      another fault explains it (`tests/soak/chaos_horizon.py`);
    - `cancel`: an operator cancels one of the 20 jobs enqueued last.
    Those are the `process` family, the default of `--faults`. The others (PostgreSQL;
@@ -74,7 +74,7 @@ What one run does:
    the return (`tests/soak/chaos_commits.py`: the task writes a `committed` line and
    waits; the runner reads it within 0.1 s and kills, as a `sigkill` fault).
    Every second a monitor reads the running jobs: one held by a worker the runner killed
-   longer than `lease + reap interval + --slack` ago (plus, for each server outage in
+   longer than `lease + reclaim interval + --slack` ago (plus, for each server outage in
    between, its length and a lease) is a zombie (I1).
 5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
    waits until every job is terminal; then every worker is stopped with SIGTERM.
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-interval", type=float, default=defaults.fault_interval)
     parser.add_argument("--heartbeat", type=float, default=defaults.heartbeat)
     parser.add_argument("--lease", type=float, default=defaults.lease)
-    parser.add_argument("--reap", type=float, default=defaults.reap)
+    parser.add_argument("--reclaim", type=float, default=defaults.reclaim)
     parser.add_argument("--liveness", type=float, default=defaults.liveness)
     parser.add_argument(
         "--pipelines",
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         fault_interval=args.fault_interval,
         heartbeat=args.heartbeat,
         lease=args.lease,
-        reap=args.reap,
+        reclaim=args.reclaim,
         liveness=args.liveness,
         drain_timeout=args.drain_timeout,
         pipelines=args.pipelines,

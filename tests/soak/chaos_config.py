@@ -70,7 +70,7 @@ class ChaosConfig:
     """Jobs each worker claims ahead of its free slots (`heartq worker --prefetch`)."""
     heartbeat: float = 0.3
     lease: float = 1.5
-    reap: float = 0.5
+    reclaim: float = 0.5
     liveness: float = 0.25
     poll: float = 0.1
     shutdown_timeout: float = 1.0
@@ -118,7 +118,7 @@ class ChaosConfig:
     """The share of standalone jobs replaced by hostile ones (tests/soak/chaos_hostile.py)."""
     drain_timeout: float = 60.0
     slack: float = 5.0
-    """Scheduling slack on top of lease + reap interval before a gone worker's job is a
+    """Scheduling slack on top of lease + reclaim interval before a gone worker's job is a
     zombie (a loaded 2-core machine delays every process)."""
     pg_url: str | None = None
     """A PostgreSQL server to create this run's schema on (default: tests/pg_harness)."""
@@ -131,7 +131,7 @@ class ChaosConfig:
 
     @property
     def zombie_bound(self) -> float:
-        return self.lease + self.reap + self.slack
+        return self.lease + self.reclaim + self.slack
 
 
 @dataclass

@@ -23,7 +23,7 @@ What the checker adds (`HeldHorizons.check`), besides every invariant as in any 
   looked silent: `stale_worker`; the liveness probe or a reconciliation took it) or its
   own worker closes it `interrupted` (`self_fence`: it could not renew in time and
   stopped trusting the lease). Every such execution detected while a horizon was held,
-  or within a lease and a reap interval after (a renewal that came too late shows up to
+  or within a lease and a reclaim interval after (a renewal that came too late shows up to
   then), must be explained by another injected fault on its worker or the server, by
   `chaos_causes.CrashCauses.cause`'s rules (a kill, a stop, its sessions terminated, a
   server outage, a cut or slow link). One that no other fault
@@ -203,7 +203,7 @@ class HeldHorizons:
         if not self.holds:
             return
         run = self.run
-        after = run.config.lease + run.config.reap
+        after = run.config.lease + run.config.reclaim
         kills, child_kills = checker.crashes.kill_times()
         for job_id, job in checker.jobs.items():
             for e in job["executions"]:
@@ -230,7 +230,7 @@ class HeldHorizons:
         """What the holds were and what ran beside them."""
         if not self.holds:
             return {}
-        after = self.run.config.lease + self.run.config.reap
+        after = self.run.config.lease + self.run.config.reclaim
         started = sum(
             1
             for job in checker.jobs.values()

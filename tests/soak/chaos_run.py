@@ -164,7 +164,7 @@ class ChaosRun:
             "--name", name, "--pool", pool, "--queues", queues,
             "--concurrency", str(c.concurrency), "--prefetch", str(c.prefetch),
             "--heartbeat-interval", f"{c.heartbeat:g}", "--lease", f"{c.lease:g}",
-            "--reclaim-interval", f"{c.reap:g}", "--liveness-interval", f"{c.liveness:g}",
+            "--reclaim-interval", f"{c.reclaim:g}", "--liveness-interval", f"{c.liveness:g}",
             "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
             "--log-format", "json", "--log-level", "debug",
         ]  # fmt: skip
@@ -291,7 +291,7 @@ class ChaosRun:
     # -- monitoring -------------------------------------------------------------------
     def monitor(self) -> None:
         """I1 while the run goes on: a running job is held by a live worker of this run, or
-        by one that died less than lease + reap interval (+ slack) ago."""
+        by one that died less than lease + reclaim interval (+ slack) ago."""
         if self.pg_down:
             return
         try:

@@ -144,7 +144,7 @@ class FailoverConfig:
     carry_on_timeout: float = 60.0
     drain_timeout: float = 240.0
     """Asynchronous at heartq's defaults, a lost finish waits for its lease (90 s) and a
-    reap (30 s) before its job runs again."""
+    reclaim interval (30 s) before its job runs again."""
     workdir: str | None = None
     verbose: bool = True
 

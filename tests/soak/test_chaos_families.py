@@ -101,7 +101,7 @@ def test_slow_links() -> None:
     (docs/RELIABILITY.md, "Failover, partitions and slow links in the chaos runner": 23
     jobs in 20 minutes with 16 workers, 1,821 before), so that part is an expected
     failure until none is left."""
-    figures, report = run(faults="slow-link", heartbeat=1.0, lease=6.0, reap=0.5)
+    figures, report = run(faults="slow-link", heartbeat=1.0, lease=6.0, reclaim=0.5)
     assert figures["ok"], report
     faults = figures["faults"]
     assert isinstance(faults, dict) and faults["slow_link"] >= 2, report

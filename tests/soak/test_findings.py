@@ -139,7 +139,7 @@ def test_a_worker_frozen_mid_transaction_does_not_stop_recovery(
 ) -> None:
     """A worker stopped (SIGSTOP, a VM pause, a partition) between its heartbeat
     statement and its COMMIT keeps its `workers` row locked. Another worker is SIGKILLed
-    meanwhile: its jobs must still leave `running` within lease + reap interval (I1).
+    meanwhile: its jobs must still leave `running` within lease + reclaim interval (I1).
 
     They did not: every worker's monitor waited on that row lock (DEACTIVATE_STALE), and
     the reaper and the liveness probe share its thread (fixed in c59fee0: SKIP LOCKED)."""
@@ -174,7 +174,7 @@ def test_a_worker_frozen_mid_transaction_does_not_stop_recovery(
             time.sleep(config.lease + 1.0)  # the frozen worker is stale by now
             os.kill(doomed.pid, signal.SIGKILL)
             killed_at = time.monotonic()
-            bound = config.lease + config.reap + 3.0
+            bound = config.lease + config.reclaim + 3.0
             while any(run.store.get_job(i)["status"] == "running" for i in ids):
                 if time.monotonic() - killed_at > bound:
                     with psycopg.connect(parse_url(url)[0]) as conn:

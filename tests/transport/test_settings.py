@@ -1,5 +1,5 @@
 """The transport's settings: off unless asked for (nats-py not even imported), a URL that
-says what it means, and an ack_wait that outlasts lease + reap interval."""
+says what it means, and an ack_wait that outlasts lease + reclaim interval."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Old names of commands and options, kept for a release once renamed (one word for each
+"""Old names of commands and options, kept for one version once renamed (one word for each
 thing: docs/DESIGN.md, "Words"): each still works as its new name does, and says once,
 on stderr, that it is deprecated and what to type instead. Hidden from `--help`, so
 nobody starts using them."""

@@ -45,7 +45,7 @@ def _quiet_events() -> None:
 def reclaim_report(found: Findings) -> dict[str, Any]:
     """What one reclaim pass did, as `heartq reclaim --json` prints it: the workers
     marked inactive, the jobs reclaimed, how many of them are `queued` again and how
-    many `dead` (`requeued`: the deprecated name of `queued`, kept for a release)."""
+    many `dead` (`requeued`: the deprecated name of `queued`, kept for one version)."""
     workers = [_worker_doc(w, detected_by) for w, detected_by in found.workers]
     jobs = [_job_doc(j, detected_by) for w, detected_by in found.workers for j in w.reclaimed]
     jobs += [_job_doc(j, DetectedBy.LEASE_EXPIRED) for j in found.expired]
