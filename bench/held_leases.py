@@ -1,4 +1,4 @@
-"""The lease statements under a held xmin horizon: what the heartbeat and the reaper's
+"""The lease statements under a held xmin horizon: what the heartbeat and the lease reclaimer's
 scan read, in buffers and index entries, before and after jobs are claimed and finished
 while another session pins the horizon (issue 43; docs/design-notes/hot-path.md, "What
 goes wrong today").
@@ -7,8 +7,8 @@ On a fresh database of `--url`'s server: `--running` jobs are claimed by one wor
 stay running (the heartbeat renews them); another connection then opens a REPEATABLE
 READ transaction and holds its snapshot and transaction id; `--jobs` more are enqueued,
 claimed and finished by heartq's own statements under it (50 a batch, each claimed with
-a lease that has expired when the reap scan is measured, as the leases of every job
-claimed over a lease before a reap have), the holder's heartbeat committed `--beats`
+a lease that has expired when the reclaim scan is measured, as the leases of every job
+claimed over a lease before a reclaim have), the holder's heartbeat committed `--beats`
 times in between, as a worker's would. Each measured statement runs under `EXPLAIN
 (ANALYZE)` in a transaction that is rolled back: the buffers it touched in the queue's
 tables and indexes (`pg_stat_get_xact_blocks_fetched`: hit or read, planning included),
@@ -96,14 +96,14 @@ def statements(
     store: PostgresStore, held: list[Lease], lease: float
 ) -> dict[str, tuple[str, dict[str, Any]]]:
     """The measured statements with their parameters: the holder's heartbeat of its
-    running jobs, and the reaper's two scans (workers past their lease; detached attempts
+    running jobs, and the lease reclaimer's two scans (workers past their lease; detached attempts
     past their deadline). Each must stay flat."""
     docs = [documents.renewal_doc(Renewal(x)) for x in held]
     beat = {"worker_id": HOLDER, "lease": lease, "now": None}
     return {
         "heartbeat": (pg_q.HEARTBEAT, {**store.dialect.batch("renewals", docs), **beat}),
-        "reap: workers": (pg_q.EXPIRED_WORKERS, {"now": None, "limit": 100}),
-        "reap: detached": (pg_q.SELECT_DETACHED, {"now": None, "limit": 100}),
+        "reclaim: workers": (pg_q.EXPIRED_WORKERS, {"now": None, "limit": 100}),
+        "reclaim: detached": (pg_q.SELECT_DETACHED, {"now": None, "limit": 100}),
     }
 
 

@@ -1,6 +1,6 @@
 """Recovery time at DEFAULT settings: from SIGKILL of a worker to its job running again.
 
-Starts two real worker processes (default heartbeat, lease, reap and liveness settings;
+Starts two real worker processes (default heartbeat, lease, reclaim and liveness settings;
 concurrency 2, so the survivor has a free slot), enqueues one long job, SIGKILLs the
 worker that runs it, and measures on the database's clock how long until the job's next
 attempt started on the survivor. Run:
@@ -11,7 +11,7 @@ attempt started on the survivor. Run:
 for the run in front of `--postgres` (bench/servers/pgbouncer.py), with
 `?pooler=transaction`: they hold no liveness lock, so a death is found by staleness.
 `--direct`: with `--pooler`, they get the server as their direct URL (lock and LISTEN
-there). `--heartbeat S`: the workers' heartbeat interval (lease, reap interval and stale
+there). `--heartbeat S`: the workers' heartbeat interval (lease, reclaim interval and stale
 threshold follow it; default 30 s).
 
 Figures are printed, never asserted.

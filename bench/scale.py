@@ -1,4 +1,4 @@
-"""Claim, heartbeat and reap latency with a large table (default: one million jobs).
+"""Claim, heartbeat and reclaim latency with a large table (default: one million jobs).
 
 Fills a queue with N jobs (most of them finished, as in a long-lived queue, plus a
 backlog of queued ones), then times the protocol's hot statements. Run:
@@ -81,7 +81,7 @@ def main() -> None:
         claim_many = timed(claim_10_of_3_queues, repeat=200)
         renewals = [Renewal(j.lease) for j in held[:200]]
         beat = timed(lambda: store.heartbeat("bench", renewals, 60))
-        reap = timed(lambda: store.reclaim_expired(DetectedBy.LEASE_EXPIRED, 100))
+        rec = timed(lambda: store.reclaim_expired(DetectedBy.LEASE_EXPIRED, 100))
         counts = timed(store.count_jobs, repeat=5)
         # the dashboard's reads: a page of the job list (first, deep, a filter nothing
         # matches, which reads its whole window), and the overview's chart
@@ -99,7 +99,7 @@ def main() -> None:
             f"max {claim_many[2]:.2f}"
         )
         print(f"heartbeat 200     median {beat[0]:.2f} ms, p99 {beat[1]:.2f}, max {beat[2]:.2f}")
-        print(f"reap (none due)   median {reap[0]:.2f} ms, p99 {reap[1]:.2f}, max {reap[2]:.2f}")
+        print(f"reclaim, none due median {rec[0]:.2f} ms, p99 {rec[1]:.2f}, max {rec[2]:.2f}")
         print(f"count_jobs        median {counts[0]:.1f} ms (full GROUP BY, for stats)")
         print(f"jobs page 1       median {first_page[0]:.2f} ms, max {first_page[2]:.2f}")
         print(f"jobs page, middle median {deep_page[0]:.2f} ms, max {deep_page[2]:.2f}")
