@@ -1,4 +1,4 @@
-"""Jobs blocked by a dead dependency (docs/DESIGN.md, "Jobs that wait for jobs"): a dead
+"""Jobs blocked by a dead dependency (docs/design/pipelines.md, "Jobs that wait for jobs"): a dead
 dependency blocks what waits for it, naming itself, and what waits for a blocked job in
 turn; a replay from the dead-letter queue puts them back to waiting and its success runs
 them; a cancel, a purge of the dead job or the blocked retention end them. Every test
@@ -335,7 +335,7 @@ DEPENDENT_FATE = {
     ("blocked", "cancel"): ("blocked", "waiting"),
     ("blocked", "run"): ("blocked", "waiting"),
 }
-"""docs/DESIGN.md's table of what a dependency's end does to a job that waits for it."""
+"""docs/design/pipelines.md's table of what a dependency's end does to a job that waits for it."""
 
 
 @pytest.mark.parametrize(("ended", "policy"), sorted(DEPENDENT_FATE))
