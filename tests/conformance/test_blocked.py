@@ -308,7 +308,7 @@ def test_a_replay_that_waits_for_another_death_keeps_the_job_blocked(
         assert store._apply_finishes(conn, [doc], None) == {job.lease}  # type: ignore[attr-defined]
         replayer.start()
         with psycopg.connect(parse_url(store_url)[0]) as watcher:
-            _wait_until_blocked_by(watcher, conn.info.backend_pid)
+            _wait_until_blocked_by(watcher, conn)
     replayer.join(30)
     assert not replayer.is_alive() and replayed == [a1]
     assert consistent(store, a1, a2, d) == ["queued", "dead", "blocked"]
