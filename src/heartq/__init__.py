@@ -38,7 +38,7 @@ from heartq.event_stream import EventStream
 from heartq.events import Event
 from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
 from heartq.lost_results import LostResult, is_lost_result
-from heartq.model import CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
+from heartq.model import AttemptRef, CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
 from heartq.version import __version__
 
@@ -54,6 +54,7 @@ __all__ = [
     "AlreadyEnqueued",
     "App",
     "AttemptInfo",
+    "AttemptRef",
     "BadArguments",
     "CancelResult",
     "Cancelled",

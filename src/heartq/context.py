@@ -24,7 +24,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
-from heartq.model import Progress
+from heartq.model import AttemptRef, NamesAnAttempt, Progress
 from heartq.payload import check_text
 
 _MISSING: Any = object()
@@ -94,29 +94,21 @@ class TaskTransaction:
         return self.__exit__(exc_type, exc, tb)
 
 
-class JobContext:
-    """Passed to a task that has a parameter named `ctx`."""
+class JobContext(NamesAnAttempt):
+    """Passed to a task that has a parameter named `ctx`: its attempt (`ref`, and its
+    `job_id`, `task`, `queue`, `attempt`, `execution_id`, `worker_id`), checkpoint,
+    retries and metadata, and the calls that reach its worker."""
 
     def __init__(
         self,
+        ref: AttemptRef,
         *,
-        job_id: str,
-        attempt: int,
-        execution_id: int,
-        worker_id: str,
-        task: str,
-        queue: str,
         checkpoint: Any,
         control: AttemptControl,
         max_retries: int = 0,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self.job_id = job_id
-        self.attempt = attempt
-        self.execution_id = execution_id
-        self.worker_id = worker_id
-        self.task = task
-        self.queue = queue
+        self.ref = ref
         self.checkpoint = checkpoint
         self.max_retries = max_retries
         """Retries after the first attempt: `attempt > max_retries` is the last one."""

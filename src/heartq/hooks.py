@@ -50,7 +50,7 @@ from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from heartq import events, payload
-from heartq.model import JobStatus, NewJob, Outcome, Reclaimed
+from heartq.model import AttemptRef, JobStatus, NamesAnAttempt, NewJob, Outcome, Reclaimed
 from heartq.timeutil import utc
 
 Subject = TypeVar("Subject")
@@ -81,18 +81,15 @@ class EnqueueInfo:
 
 
 @dataclass
-class AttemptInfo:
+class AttemptInfo(NamesAnAttempt):
     """One attempt, for the attempt hooks, in the thread, asyncio task or child process
-    that runs its code. After: `outcome` (as the code ended it: `succeeded`, `failed`,
-    `cancelled`...), `exception` (what the code raised, if it did), `error` (its
-    traceback text) and `will_retry` (the job runs again after this failure)."""
+    that runs its code: `ref` (and its `job_id`, `task`, `queue`, `attempt`,
+    `execution_id`, `worker_id`), its arguments and metadata. After: `outcome` (as the
+    code ended it: `succeeded`, `failed`, `cancelled`...), `exception` (what the code
+    raised, if it did), `error` (its traceback text) and `will_retry` (the job runs again
+    after this failure)."""
 
-    job_id: str
-    task: str
-    queue: str
-    attempt: int
-    execution_id: int
-    worker_id: str
+    ref: AttemptRef
     args: Mapping[str, Any]
     meta: Mapping[str, Any]
     max_retries: int
@@ -103,26 +100,22 @@ class AttemptInfo:
 
 
 @dataclass(frozen=True)
-class CrashInfo:
+class CrashInfo(NamesAnAttempt):
     """One attempt that crashed, for the crash hooks: its worker or its process pool child
     died, or its lease expired (its worker froze or lost its host), so its code could not
     report its end. Run in the process that ended it: on that worker's maintenance
     thread, its completer thread (a process pool child that died) or its main thread (its
     startup reconciliation), possibly two at once: keep a hook quick and thread-safe.
 
-    `worker_id` is the worker that held the attempt (not the one running the hook);
+    `ref` names the attempt (and its `job_id`, `task`, `queue`, `attempt`,
+    `execution_id`, `worker_id`: the worker that held it, not the one running the hook);
     `crash` is the crash context stored with the attempt (`reason`, `detected_by`,
     `detected_at`, `last_heartbeat_at`, a child's `signal` and `exit_code`...), as
     `heartq jobs show` prints it. `status` is what became of the job: `queued` again
     (`will_retry`, after `retry_in` seconds), `dead` (`dead_reason`) or `cancelled` (its
     cancel was requested)."""
 
-    job_id: str
-    task: str
-    queue: str
-    attempt: int
-    execution_id: int
-    worker_id: str | None
+    ref: AttemptRef
     args: Mapping[str, Any]
     meta: Mapping[str, Any]
     started_at: datetime | None
@@ -350,12 +343,7 @@ def _crash_info(job: Reclaimed) -> CrashInfo:
     args = payload.decode(job.args_json)
     meta = payload.decode(job.meta_json)
     return CrashInfo(
-        job_id=job.job_id,
-        task=job.task,
-        queue=job.queue,
-        attempt=job.attempts,
-        execution_id=job.execution_id,
-        worker_id=job.worker_id,
+        job.ref,
         args=MappingProxyType(args if isinstance(args, dict) else {}),
         meta=MappingProxyType(meta if isinstance(meta, dict) else {}),
         started_at=utc(job.started_at),

@@ -124,6 +124,59 @@ class Lease:
     worker_id: str | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptRef:
+    """Which attempt of which job: the one value that names an attempt to everything
+    that tells of it (the task's `JobContext`, the attempt hooks' `AttemptInfo`, the
+    crash hooks' `CrashInfo`), made where the attempt is known (`ClaimedJob.ref`,
+    `Reclaimed.ref`) and handed on, never copied field by field. `worker_id`: the worker
+    that holds, or held, the attempt."""
+
+    job_id: str
+    task: str
+    queue: str
+    attempt: int
+    execution_id: int
+    worker_id: str | None
+
+    @property
+    def lease(self) -> Lease:
+        """The attempt's fencing key."""
+        return Lease(self.job_id, self.execution_id, self.worker_id)
+
+
+class NamesAnAttempt:
+    """`job_id`, `task`, `queue`, `attempt`, `execution_id` and `worker_id` read from the
+    holder's `ref` (`AttemptRef`): the views of an attempt keep their flat names for
+    their readers while holding one value."""
+
+    ref: AttemptRef
+
+    @property
+    def job_id(self) -> str:
+        return self.ref.job_id
+
+    @property
+    def task(self) -> str:
+        return self.ref.task
+
+    @property
+    def queue(self) -> str:
+        return self.ref.queue
+
+    @property
+    def attempt(self) -> int:
+        return self.ref.attempt
+
+    @property
+    def execution_id(self) -> int:
+        return self.ref.execution_id
+
+    @property
+    def worker_id(self) -> str | None:
+        return self.ref.worker_id
+
+
 @dataclass(frozen=True)
 class NewJob:
     """A job to insert, its policy resolved (`heartq.policy.resolve`). `chosen` says which
@@ -362,6 +415,14 @@ class ClaimedJob:
     def __post_init__(self) -> None:
         self.lease = Lease(self.id, self.execution_id, self.worker_id)
 
+    @property
+    def ref(self) -> AttemptRef:
+        """This attempt's identity (`AttemptRef`), for its context and hooks: made when
+        asked, not with every claimed job."""
+        return AttemptRef(
+            self.id, self.task, self.queue, self.attempt, self.execution_id, self.worker_id
+        )
+
 
 class Claim(list[ClaimedJob]):
     """What a claim took: the claimed jobs in claim order (a list, as ever), and
@@ -467,6 +528,13 @@ class Reclaimed:
     args_json: str | None = None
     meta_json: str | None = None
     """The job's arguments and meta as stored (JSON text), for the crash hooks."""
+
+    @property
+    def ref(self) -> AttemptRef:
+        """The ended attempt's identity (`AttemptRef`): `attempts` counts it."""
+        return AttemptRef(
+            self.job_id, self.task, self.queue, self.attempts, self.execution_id, self.worker_id
+        )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import pytest
 
 import heartq
 from heartq.config import Settings
+from heartq.model import AttemptRef
 from heartq.worker import Worker
 
 
@@ -25,7 +26,7 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "App", "JobContext", "LeaseLost", "Cancelled", "Permanent", "Task", "Worker",
         "Settings", "HeartqError", "ConfigError", "PayloadError", "UnknownTask", "JobNotFound",
         "StoreUnavailable", "StoreBusy", "StoreRefused", "DuplicateJob", "CancelResult",
-        "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "CrashInfo",
+        "JobStatus", "Outcome", "Hooks", "EnqueueInfo", "AttemptInfo", "CrashInfo", "AttemptRef",
         "WorkerHookInfo", "TaskNotDeclared", "TaskDecorator", "JobDead", "JobCancelled",
         "ResultTimeout", "BadArguments", "TaskNotDeclaredWarning", "Signature", "Chain",
         "Group", "chain", "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
@@ -281,7 +282,7 @@ def test_progress_must_be_a_finite_number(value) -> None:
         def save_checkpoint(self, checkpoint: object) -> None: ...
 
     ctx = JobContext(
-        job_id="j", attempt=1, execution_id=1, worker_id="w", task="t", queue="q",
+        AttemptRef("j", "t", "q", attempt=1, execution_id=1, worker_id="w"),
         checkpoint=None, control=Control(),
     )  # fmt: skip
     with pytest.raises(TypeError, match="progress must be a finite number"):

@@ -239,9 +239,8 @@ def test_a_crash_told_late_ends_its_span_at_its_detection(app: heartq.App, spans
     crash = {"reason": "lease expired", "detected_by": "lease_expired",
              "detected_at": iso(detected)}  # fmt: skip
     told = heartq.CrashInfo(
-        job_id="j", task="resize", queue="media", attempt=1, execution_id=1,
-        worker_id="gone", args={}, meta={}, started_at=started, crash=crash,
-        status=heartq.JobStatus.QUEUED,
+        heartq.AttemptRef("j", "resize", "media", attempt=1, execution_id=1, worker_id="gone"),
+        args={}, meta={}, started_at=started, crash=crash, status=heartq.JobStatus.QUEUED,
     )  # fmt: skip
     app.hooks.crash.run(told)
     (span,) = spans.named("process media")

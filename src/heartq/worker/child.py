@@ -26,7 +26,7 @@ from heartq import events, payload
 from heartq.context import JobContext
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
-from heartq.model import Lease, Outcome, Progress, Report
+from heartq.model import AttemptRef, Lease, Outcome, Progress, Report
 from heartq.store import open_store
 from heartq.worker import tracing
 from heartq.worker.attempt import TransactionState
@@ -149,26 +149,21 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
     events.keep_last_resort()  # a task that closes stderr must not break a library's log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    lease = Lease(job["id"], job["execution_id"], job["worker_id"])  # fenced on its worker too
-    control = ChildControl(conn, limit, lease, job["url"])
+    ref: AttemptRef = job["ref"]
+    control = ChildControl(conn, limit, ref.lease, job["url"])  # fenced on its worker too
     threading.Thread(target=control.listen, daemon=True).start()
     try:
-        task = resolve_task(app_ref, job["task"])
+        task = resolve_task(app_ref, ref.task)
     except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
         end = AttemptEnd(Outcome.FAILED, error=f"cannot import {app_ref}: {exc!r}")
     else:
         if task is not None and job["otel"]:
             tracing.instrument(task.app)  # its parent did: the same imports work here
         if task is None:
-            end = unknown_task_end(job["task"])
+            end = unknown_task_end(ref.task)
         else:
             ctx = JobContext(
-                job_id=job["id"],
-                attempt=job["attempt"],
-                execution_id=job["execution_id"],
-                worker_id=job["worker_id"],
-                task=job["task"],
-                queue=job["queue"],
+                ref,
                 checkpoint=job["checkpoint"],
                 control=control,
                 max_retries=job["max_retries"],

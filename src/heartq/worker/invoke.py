@@ -331,12 +331,7 @@ class AttemptHooks:
 
     def __init__(self, hooks: HookList[AttemptInfo], ctx: JobContext, args: dict[str, Any]) -> None:
         self._info = AttemptInfo(
-            job_id=ctx.job_id,
-            task=ctx.task,
-            queue=ctx.queue,
-            attempt=ctx.attempt,
-            execution_id=ctx.execution_id,
-            worker_id=ctx.worker_id,
+            ctx.ref,
             args=MappingProxyType(args),
             meta=ctx.meta,
             max_retries=ctx.max_retries,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -55,12 +56,7 @@ on a busy machine: its task's next attempts each get a thread called at once
 def make_context(run: RunningJob, worker_id: str) -> JobContext:
     job = run.job
     return JobContext(
-        job_id=job.id,
-        attempt=job.attempt,
-        execution_id=job.execution_id,
-        worker_id=worker_id,
-        task=job.task,
-        queue=job.queue,
+        dataclasses.replace(job.ref, worker_id=worker_id),
         checkpoint=job.checkpoint,
         control=run,
         max_retries=job.max_retries,

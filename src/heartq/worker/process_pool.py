@@ -10,6 +10,7 @@ parent closes its execution as `crashed` at once, with the exit code or signal.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import signal
 import sys
@@ -98,16 +99,11 @@ class ProcessPool:
             self._ledger.attempt_ended(run, args)
             return
         fields = {
-            "id": job.id,
-            "task": job.task,
-            "queue": job.queue,
+            "ref": dataclasses.replace(job.ref, worker_id=self._worker_id),
             "args": args,
-            "attempt": job.attempt,
-            "execution_id": job.execution_id,
             "checkpoint": job.checkpoint,
             "max_retries": job.max_retries,
             "meta": dict(job.meta),
-            "worker_id": self._worker_id,
             "url": self._url,  # a child opens the store only for ctx.transaction()
             "otel": self._otel,
         }
