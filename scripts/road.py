@@ -13,7 +13,7 @@
 
 The script's own reads that wait for each road's end (`get_job`, on the main thread) are
 not traced. It prints each road's modules in the order they first ran and how many times the road
-came back to a module it had left (the package map in docs/DESIGN.md names them). The
+came back to a module it had left (the package map in docs/design/words-and-map.md names them). The
 figures are the issue's "short road" measure; nothing here is a test.
 """
 

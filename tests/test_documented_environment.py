@@ -1,5 +1,5 @@
 """Every `HEARTQ_*` variable heartq reads is in docs/INTERFACE.md's table of the
-environment (the one list: DESIGN and OPERATIONS point there), and every variable the
+environment (the one list: the design pages and OPERATIONS point there), and every variable the
 pages name exists: read by heartq, or by its own test suite and benchmarks, or click's
 shell completion (`_HEARTQ_COMPLETE`). A page that names one heartq does not read (a
 setting without a variable) sends its reader after nothing."""
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUOTED = re.compile(r"""["'](HEARTQ_[A-Z_]+)["']""")
 NAMED = re.compile(r"\b_?HEARTQ_[A-Z_]+\b")
 PAGES = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md")],
+    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "design").glob("*.md")],
     key=str,
 )
 """The pages that describe heartq as it is (the history pages record what was)."""

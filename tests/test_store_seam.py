@@ -1,6 +1,6 @@
 """The store's seam as a newcomer greps it: `Store` is queue operations only, each written
 out as a method of `SqlStore` that names the role answering it; what keeps a process
-connected is `Store.link`'s (`Link`); and the figures docs/DESIGN.md gives for them are
+connected is `Store.link`'s (`Link`); and the figures docs/design/backends.md gives are
 the code's. No database: these read the classes.
 """
 
@@ -16,7 +16,7 @@ from heartq.store.link import Link
 from heartq.store.sql.base import Dialect
 from heartq.store.sql.store import SqlStore
 
-DESIGN = Path(__file__).resolve().parents[1] / "docs" / "DESIGN.md"
+BACKENDS = Path(__file__).resolve().parents[1] / "docs" / "design" / "backends.md"
 
 
 def _members(protocol: type) -> set[str]:
@@ -59,13 +59,14 @@ def test_every_operation_is_a_method_written_out() -> None:
 
 
 def test_designs_figures_are_the_codes() -> None:
-    """DESIGN's "Backends" gives `Store`'s methods and the dialect's members: they are the
-    code's (a method added or moved changes the page with it)."""
-    text = DESIGN.read_text()
+    """The design's "Backends" (docs/design/backends.md) gives `Store`'s methods and the
+    dialect's members: they are the code's (a method added or moved changes the page with
+    it)."""
+    text = BACKENDS.read_text()
     store = re.search(r"`Store`\s+is\s+(\d+)\s+methods", text)
     link = re.search(r"`Link`'s\s+(\d+)\s+members", text)
     dialect = re.search(r"`Dialect`\s+has\s+(\d+)\s+members", text)
-    assert store and link and dialect, "DESIGN's Backends names the seam's figures"
+    assert store and link and dialect, "docs/design/backends.md names the seam's figures"
     assert int(store.group(1)) == len(_methods(Store))
     assert int(link.group(1)) == len(_members(Link))
     assert int(dialect.group(1)) == len(_members(Dialect))

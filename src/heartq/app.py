@@ -296,7 +296,7 @@ class App:
         now). `catch_up` says what runs after a time no worker ran: `latest` (one run for
         the missed ticks), `all` (each, at most 1000), `none`. `name` defaults to the
         task's. Every worker of this app enqueues the due ticks; the database makes each
-        tick one job (docs/DESIGN.md, "Periodic jobs"). Bad schedules raise
+        tick one job (docs/design/policies.md, "Periodic jobs"). Bad schedules raise
         `ConfigError` here, at import."""
 
         def register(task: Task[P, R]) -> Task[P, R]:

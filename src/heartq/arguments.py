@@ -267,7 +267,7 @@ def fill_template(
     """A key template (`concurrency_key`, `rate_key`: `"tenant:{tenant}"`) filled from a
     job's arguments, and the function's `defaults` for those it leaves out. None when an
     argument it reads is None or absent (a task taking `**kwargs`): the job is in no
-    group, so it has no key and that limit does not apply to it (docs/DESIGN.md, "Keys
+    group, so it has no key and that limit does not apply to it (docs/design/limits.md, "Keys
     from templates"). `TypeError` naming the argument when its value is not known here:
     left to a default that lives with the task's code (an enqueue by name, whose
     `defaults` are `declared_defaults`; None: the task's parameters are not known)."""

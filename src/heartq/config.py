@@ -9,19 +9,20 @@ Each field of `Settings` is declared once, with its default, its help, its varia
 whether `heartq worker` offers it as an option (`setting`): the command's options are
 made from these declarations, so a default is never typed twice.
 
-Derived defaults keep the ratios of docs/DESIGN.md when only the heartbeat is set: the lease is
-3 heartbeats, the reclaim interval one heartbeat, a worker is stale after 3 missed heartbeats.
+Derived defaults keep the ratios of docs/design/protocol.md ("Defaults and why") when only the
+heartbeat is set: the lease is 3 heartbeats, the reclaim interval one heartbeat, a worker is stale
+after 3 missed heartbeats.
 
-A setting whose name changed (one word for each thing: docs/DESIGN.md, "Words") keeps
-its old name, and its old variable, for one version (`RENAMED_SETTINGS`, `RENAMED_ENV`):
-given either, it still sets the new one, with a `DeprecationWarning`.
+A setting whose name changed (one word for each thing: docs/design/words-and-map.md,
+"Words") keeps its old name, and its old variable, for one version (`RENAMED_SETTINGS`,
+`RENAMED_ENV`): given either, it still sets the new one, with a `DeprecationWarning`.
 
 Two ways take a job from a silent worker: its lease expires, or its registry row goes
 stale and the monitor reclaims everything it holds. A worker must stop trusting its
 leases before the *earlier* of the two, so the trust window is
 `min(lease, stale_after) - safety_margin`. And since a user who sets a long lease means
 to tolerate long pauses, `stale_after` defaults to `max(3 heartbeats, lease)`: equal to
-DESIGN's 3 heartbeats at the default ratio, never shorter than the lease.
+the design's 3 heartbeats at the default ratio, never shorter than the lease.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ DEFAULT_JOB_RETENTION = 7 * 86400.0
 """Defaults to keeping succeeded and cancelled jobs for 7 days (dead jobs stay until purged)."""
 DEFAULT_SUCCESS_TRACE_RETENTION = 30 * 86400.0
 """Defaults to remembering, for 30 days from its creation, the id of a succeeded job once
-pruned: a job enqueued then may still depend on it (docs/DESIGN.md, "Jobs that wait for
+pruned: a job enqueued then may still depend on it (docs/design/pipelines.md, "Jobs that wait for
 jobs"). Three weeks past the default job retention, at about 130 bytes a job on
 PostgreSQL (40 on SQLite)."""
 DEFAULT_PRUNE_INTERVAL = 600.0
@@ -71,7 +72,7 @@ DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 """Defaults to 1 MiB: the largest JSON encoding of a job's arguments, result or checkpoint."""
 DEFAULT_PREFETCH = 0
-"""Jobs a worker claims ahead of its free slots (docs/DESIGN.md, "Claim ahead"): none."""
+"""Jobs a worker claims ahead of its free slots (docs/design/claim.md, "Claim ahead"): none."""
 DEFAULT_CONCURRENCY = 10
 """Defaults to 10 jobs at once per worker."""
 SAFETY_MARGIN_FRACTION = 1.0 / 6.0

@@ -11,7 +11,7 @@ older one. A cancel requested of the job is seen here within about a second too.
 `with ctx.transaction() as conn:` lends the task a transaction on the queue's own
 database: its writes and its job's completion commit together, fenced by the execution
 id, so the effects land exactly once however often the code runs, and with them the
-result the task hands to the commit (`ctx.commit_result`; docs/DESIGN.md, "Effects
+result the task hands to the commit (`ctx.commit_result`; docs/design/pipelines.md, "Effects
 exactly once").
 """
 

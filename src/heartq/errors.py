@@ -73,9 +73,9 @@ class BadArguments(HeartqError, TypeError):
 
 class RenamedWarning(DeprecationWarning):
     """Warned when a name heartq renamed is used (a setting, a variable, an event, an
-    attribute: docs/DESIGN.md, "Words", lists them): it still works, for one version. A
-    `DeprecationWarning`, which `heartq`'s commands show (a worker started with an old
-    variable says so on stderr)."""
+    attribute: docs/INTERFACE.md, "Renamed names", lists them): it still
+    works, for one version. A `DeprecationWarning`, which `heartq`'s commands show (a
+    worker started with an old variable says so on stderr)."""
 
 
 class TaskNotDeclaredWarning(UserWarning):

@@ -12,7 +12,7 @@ JSON object per line (`{"ts", "level", "event", ...fields}`); `"text"` prints `e
 key=value ...`.
 
 Names are part of the public interface: add new ones; a name that had to change (one
-word for each thing, docs/DESIGN.md, "Words") keeps its old one as a deprecated alias
+word for each thing, docs/design/words-and-map.md, "Words") keeps its old one as a deprecated alias
 for one version (`RENAMED_EVENTS`): a listener that subscribes by the old name
 (`app.events.subscribe(listener, names=[...])`) still hears the event under it, with a
 `DeprecationWarning` when it subscribes, and the old constant of this module still reads
@@ -97,7 +97,7 @@ JOB_WAITING_FOR_TASK: Final = "job_waiting_for_task"
 job was given back (not counted as an attempt) for a worker that knows the task, runnable
 again in `retry_in` seconds; `error` says which task."""
 JOB_REPUBLISHED: Final = "job_republished"
-"""Transport: a job the reaper, monitor or probe put back in the queue was published at
+"""Transport: a job the lease reclaimer, monitor or probe put back in the queue was published at
 once, marked as a recovery (`recovery`: detected_by and reason; `published` false: left
 to the sweeper)."""
 JOB_ENDED_AFTER_COMMIT: Final = "job_ended_after_commit"

@@ -18,7 +18,7 @@ Its row says why (`result_lost`, schema v29), and readers are told:
 
 A task that hands its result to the commit (`return ctx.commit_result(value)` inside the
 block) never loses it: the result lands with the effects, in the same transaction
-(docs/DESIGN.md, "Effects exactly once").
+(docs/design/pipelines.md, "Effects exactly once").
 
 Imports nothing of heartq: the store, the worker and the app all read it.
 """

@@ -110,8 +110,8 @@ class Lease:
     """The fencing key of one attempt: its job, its execution id and the worker that
     claimed it. Every write of the attempt's holder (a renewal, a pulse, a checkpoint, a
     finish, a release, a completion, a crash it reports) matches only a job still running
-    under that execution *and* that worker (docs/DESIGN.md, "A failover that forgets a
-    claim"): a database that forgot a claim (a failover to an asynchronous standby, a
+    under that execution *and* that worker (docs/design/database-bad-days.md, "A failover that
+    forgets a claim"): a database that forgot a claim (a failover to an asynchronous standby, a
     restore) issues its execution id again, but never to the same worker process, whose
     id is fresh (`heartq.ids.new_worker_id`); a worker handed a lease it still holds an
     attempt of gives that claim back unstarted (`Ledger.set_apart_repeats`).
@@ -432,7 +432,7 @@ class Claim(list[ClaimedJob]):
     `rate_wait`, seconds until a runnable job that a rate limit held back may start (None:
     no rate limit held one back). A worker that did not fill its slots sleeps that long
     rather than a whole poll interval, and no shorter: a limited backlog costs it no
-    claims in between (docs/DESIGN.md, "Rate limits")."""
+    claims in between (docs/design/limits.md, "Rate limits")."""
 
     def __init__(
         self,
@@ -449,7 +449,7 @@ class Claim(list[ClaimedJob]):
         self.unanswered = unanswered
         """A statement of this claim raised after the others committed (the claim ahead,
         on PostgreSQL): it may have committed too, its jobs running under the worker
-        unknown to it, so the worker's next heartbeat sweeps (docs/DESIGN.md, "Leases
+        unknown to it, so the worker's next heartbeat sweeps (docs/design/leases.md, "Leases
         and heartbeats")."""
 
 

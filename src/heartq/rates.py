@@ -5,7 +5,7 @@ there and never reaches the database; the store keeps the count and the period.
 
 The form is `N/PERIOD`: `N` a whole number of starts, `PERIOD` a unit (`s`, `m`, `h`)
 with an optional multiplier before it (`3/10s`, `500/15m`, `2/1.5h`), without spaces.
-How the limit is enforced is the claim's: docs/DESIGN.md, "Rate limits".
+How the limit is enforced is the claim's: docs/design/limits.md, "Rate limits".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every public name renamed so that each thing has one word (docs/DESIGN.md, "Words")
+"""Every public name renamed so that each thing has one word (docs/design/words-and-map.md, "Words")
 still works under its old name for one version, and says it is deprecated: the command
 `heartq reap` and the option `heartq worker --reap-interval` (real processes: a line on
 stderr), the variable `HEARTQ_REAP_INTERVAL` and the settings `reap_interval`,

@@ -1,4 +1,4 @@
-"""Jobs blocked by a dead dependency (docs/DESIGN.md, "Jobs that wait for jobs"): a dead
+"""Jobs blocked by a dead dependency (docs/design/pipelines.md, "Jobs that wait for jobs"): a dead
 dependency blocks what waits for it, naming itself, and what waits for a blocked job in
 turn; a replay from the dead-letter queue puts them back to waiting and its success runs
 them; a cancel, a purge of the dead job or the blocked retention end them. Every test
@@ -308,7 +308,7 @@ def test_a_replay_that_waits_for_another_death_keeps_the_job_blocked(
         assert store._apply_finishes(conn, [doc], None) == {job.lease}  # type: ignore[attr-defined]
         replayer.start()
         with psycopg.connect(parse_url(store_url)[0]) as watcher:
-            _wait_until_blocked_by(watcher, conn.info.backend_pid)
+            _wait_until_blocked_by(watcher, conn)
     replayer.join(30)
     assert not replayer.is_alive() and replayed == [a1]
     assert consistent(store, a1, a2, d) == ["queued", "dead", "blocked"]
@@ -335,7 +335,7 @@ DEPENDENT_FATE = {
     ("blocked", "cancel"): ("blocked", "waiting"),
     ("blocked", "run"): ("blocked", "waiting"),
 }
-"""docs/DESIGN.md's table of what a dependency's end does to a job that waits for it."""
+"""docs/design/pipelines.md's table of what a dependency's end does to a job that waits for it."""
 
 
 @pytest.mark.parametrize(("ended", "policy"), sorted(DEPENDENT_FATE))

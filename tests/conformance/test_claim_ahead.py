@@ -1,7 +1,7 @@
 """Claim ahead (a worker's prefetch buffer), at the store: jobs claimed ahead are leased
 and renewed like running ones, but until their start is recorded (`start_ahead`) a
 reclaim gives them back with no attempt counted and no crash recorded; a started one
-counts its attempt. docs/DESIGN.md, "Claim ahead"."""
+counts its attempt. docs/design/claim.md, "Claim ahead"."""
 
 from __future__ import annotations
 

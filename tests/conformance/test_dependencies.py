@@ -1,4 +1,4 @@
-"""Jobs that wait for jobs (docs/DESIGN.md, "Jobs that wait for jobs"): the `waiting`
+"""Jobs that wait for jobs (docs/design/pipelines.md, "Jobs that wait for jobs"): the `waiting`
 state, its release when every dependency succeeded, the cancel that a failed dependency
 cascades, and every place a job can end releasing its dependents in the same
 transaction."""
@@ -440,7 +440,7 @@ def _wait_until_blocked_by(watcher: Any, holder: Any) -> None:
 def test_a_finish_that_waited_for_an_enqueue_releases_its_dependent(
     store: Store, t0: float, backend: str, connect: Any
 ) -> None:
-    """PostgreSQL's race (docs/DESIGN.md, "Jobs that wait for jobs"): a transaction that
+    """PostgreSQL's race (docs/design/pipelines.md, "Jobs that wait for jobs"): a transaction that
     enqueues a dependent holds its dependency's row lock; the worker's one-statement
     finish of that dependency waits for it, and its snapshot, older than the enqueue's
     commit, cannot see the new edge. It must still release the dependent: it finds the

@@ -1,7 +1,7 @@
 """Fencing (I3): a write that carries an old execution_id changes nothing, and neither
 does one that carries the current execution id under another worker (a database that
-forgot a claim issues its execution id again: docs/DESIGN.md, "A failover that forgets a
-claim"; the real failover is tests/integration/test_failover_fencing.py).
+forgot a claim issues its execution id again: docs/design/database-bad-days.md, "A failover that
+forgets a claim"; the real failover is tests/integration/test_failover_fencing.py).
 
 Each stale write is tried against each way a lease can go stale; the job is compared
 whole (get_job, executions included) before and after. The same writes with the current

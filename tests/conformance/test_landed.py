@@ -9,7 +9,7 @@ first attempt, a later one, one claimed ahead. The statements restate two of the
 rules in SQL (a retry after a cancel request ends the job cancelled; interrupted and
 released attempts are not counted: `lifecycle.fate`'s landing rules), so that they hold inside the
 fenced write: this is what keeps the two from drifting apart. tests/lifecycle/ holds the
-model to the table of docs/DESIGN.md without a database."""
+model to the table of docs/design/job-states.md without a database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A result handed to the commit, and a result lost (docs/DESIGN.md, "Effects exactly
+"""A result handed to the commit, and a result lost (docs/design/pipelines.md, "Effects exactly
 once"): a task's transaction that carries its result (`completing(..., result=)`)
 stores it with the completion, so no reader ever waits for it and no reaper gives it up;
 a result that is lost all the same (given up by a reaper once the committing attempt's

@@ -1,6 +1,6 @@
-"""The database's bad days at the storage level (docs/DESIGN.md, "A pause is not a death"
-and "Infrastructure faults do not spend retries"): an observer judges silence only while
-it has itself been in unbroken contact with the database, and an attempt its worker gave
+"""The database's bad days at the storage level (docs/design/database-bad-days.md, "A pause is
+not a death" and "Infrastructure faults do not spend retries"): an observer judges silence only
+while it has itself been in unbroken contact with the database, and an attempt its worker gave
 up for want of the database is `interrupted`, not counted against `max_retries`."""
 
 from __future__ import annotations

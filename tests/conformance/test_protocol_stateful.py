@@ -3,10 +3,10 @@
 Three worker slots enqueue, claim, renew, finish, fail, crash (stop renewing: the slot
 gets a new worker and the old attempts turn into zombies), wake up from a pause and
 write with a stale lease, reap, mark stale workers, cancel and replay, while a fake clock
-(`now`, passed to every call) moves forward. After every step the invariants of docs/DESIGN.md
-are checked on every job, from one read of all the jobs and their executions (`all_jobs`,
-two statements; `get_job` per job and step was 15,000 calls of 4-6 round trips); at the
-end of each example `get_job` and `list_jobs` must show every job the same:
+(`now`, passed to every call) moves forward. After every step the invariants of
+docs/design/protocol.md are checked on every job, from one read of all the jobs and their
+executions (`all_jobs`, two statements; `get_job` per job and step was 15,000 calls of 4-6 round
+trips); at the end of each example `get_job` and `list_jobs` must show every job the same:
 
 - I1 every job is terminal, queued, or running under a lease (with a worker);
 - I2 at most one execution of a job is open, and it is the running one's current one;

@@ -1,4 +1,4 @@
-"""A dependency that succeeded and was since pruned (docs/DESIGN.md, "Jobs that wait for
+"""A dependency that succeeded and was since pruned (docs/design/pipelines.md, "Jobs that wait for
 jobs"): the prune keeps a trace of the succeeded jobs it deletes, so a job enqueued later
 may still depend on one (RQ counts a deleted finished dependency as met); an id that
 never named a succeeded job is still `DependencyNotFound`, and the trace forgets an id

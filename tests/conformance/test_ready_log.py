@@ -1,5 +1,5 @@
 """What any correct claim does with jobs enqueued by transactions that overlap it:
-PostgreSQL's ready log (docs/DESIGN.md, "The claim") and SQLite's claim index alike.
+PostgreSQL's ready log (docs/design/claim.md, "The claim") and SQLite's claim index alike.
 
 A claim rolled back moves nothing; a job handed back (released, retried) keeps its place
 in line by its `run_at` among fresh jobs; a lane (queue, priority) that emptied and was

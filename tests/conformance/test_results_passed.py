@@ -1,4 +1,4 @@
-"""Which results a job that takes them receives, and how (docs/DESIGN.md, "Jobs that
+"""Which results a job that takes them receives, and how (docs/design/pipelines.md, "Jobs that
 wait for jobs"): each edge says whether its dependency's result is passed as it is, as an
 item of a list, or not at all (only waited for), and what is passed is what the
 dependency's landed attempt saved, never a superseded attempt's."""

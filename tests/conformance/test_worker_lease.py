@@ -1,4 +1,4 @@
-"""The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): the heartbeat renews its
+"""The worker's lease (docs/design/leases.md, "Leases and heartbeats"): the heartbeat renews its
 worker's row, whose lease covers every attempt it holds attached; a job row's
 `lease_expires_at` is its attempt's floor; a detached attempt has a deadline of its own.
 What the build had to settle (docs/design-notes/hot-path.md, "The worker's lease on

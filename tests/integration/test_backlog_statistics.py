@@ -1,5 +1,5 @@
 """A worker started after PostgreSQL analyzed a backlog drains it as fast as one started
-before (docs/DESIGN.md, "Plans that cannot turn").
+before (docs/design/claim.md, "Plans that cannot turn").
 
 The statistics of an analyzed backlog raise a generic plan's estimated cost (a LIMIT
 given as a parameter is taken for a tenth of the rows): a worker of two queues, whose

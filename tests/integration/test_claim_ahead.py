@@ -3,7 +3,7 @@ killed worker held in its buffer go back with no attempt counted, one whose code
 counts its attempt (a job that kills its worker cannot loop for ever), a graceful stop
 releases the buffer, a cancel of a buffered job ends it cancelled without running it,
 and every screen (the command line, `--json` included, the dashboard, the metrics) shows
-a buffered job as claimed ahead, not running (docs/DESIGN.md, "Claim ahead")."""
+a buffered job as claimed ahead, not running (docs/design/claim.md, "Claim ahead")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A failover that forgets a claim: the fencing token of the forgotten attempt is not the
-token of the attempt the new primary hands the job to (docs/DESIGN.md, "A failover that
-forgets a claim").
+token of the attempt the new primary hands the job to (docs/design/database-bad-days.md, "A
+failover that forgets a claim").
 
 A private primary streams asynchronously to a hot standby (`tests/pg_replication.py`).
 The standby is cut off, worker w1 claims a job on the primary (the commit returns: the

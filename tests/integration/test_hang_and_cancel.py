@@ -1,4 +1,4 @@
-"""A task that hangs times out on its live worker (docs/DESIGN.md step 4), and a cancel
+"""A task that hangs times out on its live worker (docs/design/protocol.md step 4), and a cancel
 request stops a running task on the thread and the async pool."""
 
 from __future__ import annotations

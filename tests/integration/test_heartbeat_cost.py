@@ -1,6 +1,6 @@
 """The heartbeat and the pulse cost the same few statements per tick whatever the number
-of running jobs (docs/DESIGN.md step 3 and "The pulse": O(1) statements per tick), on
-every backend (`store`: the per-backend fixture of `tests/conftest.py`; each backend
+of running jobs (docs/design/protocol.md step 3 and leases.md, "The pulse": O(1) statements per
+tick), on every backend (`store`: the per-backend fixture of `tests/conftest.py`; each backend
 sends statements of its own)."""
 
 from __future__ import annotations

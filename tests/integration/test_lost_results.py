@@ -1,4 +1,4 @@
-"""A worker SIGKILLed between its task's commit and its return (docs/DESIGN.md, "Effects
+"""A worker SIGKILLed between its task's commit and its return (docs/design/pipelines.md, "Effects
 exactly once"): a task that handed its result to the commit (`ctx.commit_result`) keeps
 it, and a group's callback receives it; one that did not loses it, and says so: its
 callback receives the documented marker (`heartq.LostResult`, stored in the callback's

@@ -1,6 +1,6 @@
 """Periodic schedules served by real worker processes: each tick one job across the
 fleet, none doubled, none skipped while a worker lives, and no leader whose death stops
-the schedule (docs/DESIGN.md, "Periodic jobs")."""
+the schedule (docs/design/policies.md, "Periodic jobs")."""
 
 from __future__ import annotations
 

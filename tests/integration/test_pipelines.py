@@ -1,4 +1,4 @@
-"""Pipelines run by real worker processes (docs/DESIGN.md, "Jobs that wait for jobs"): a
+"""Pipelines run by real worker processes (docs/design/pipelines.md, "Jobs that wait for jobs"): a
 group's callback runs once, after every member, with every result, even when a member's
 worker is SIGKILLed mid-run; a chain's step that takes the previous step's result gets
 the one its landed attempt saved, never a superseded attempt's."""

@@ -164,7 +164,7 @@ def test_prepared_statements_broke_through_the_pooler_and_no_longer_do(
                     assert store.claim(f"w{k}", ["default"], 1, 30)
             assert len(set(job_ids)) == 120
             # Each transaction sets what a direct session's startup options would: the
-            # planner's settings too (docs/DESIGN.md, "Plans that cannot turn").
+            # planner's settings too (docs/design/claim.md, "Plans that cannot turn").
             with stores[0].link.pool.transaction() as conn:
                 row = conn.execute(
                     "SELECT current_setting('jit') AS jit, current_setting('enable_seqscan')"

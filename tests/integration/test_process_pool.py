@@ -1,5 +1,5 @@
 """Process pool: a child that dies (SIGKILL, segfault) is closed as `crashed` at once with
-its signal, and the worker survives it (docs/DESIGN.md step 14)."""
+its signal, and the worker survives it (docs/design/protocol.md step 14)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Self-fencing: a worker that cannot renew stops trusting its leases before they expire,
-stops those attempts and never reports them (docs/DESIGN.md step 13).
+stops those attempts and never reports them (docs/design/protocol.md step 13).
 
 The outage blocks the worker's writes without touching anything shared. SQLite: the test
 holds the file's write lock (`BEGIN EXCLUSIVE`). PostgreSQL: the test holds row locks on
@@ -75,7 +75,7 @@ def run_outage(harness: Harness, *extra: str) -> None:
 @contextlib.contextmanager
 def block_writes(harness: Harness, worker: WorkerProc, job_id: str) -> Iterator[float]:
     """Block every write the worker's heartbeat makes; yields the job's effective lease
-    expiry (DB clock, epoch seconds: its worker's lease while attached, DESIGN.md,
+    expiry (DB clock, epoch seconds: its worker's lease while attached, design/leases.md,
     "Leases and heartbeats"): nothing can renew it while the block holds, so it is final."""
     if harness.backend == "sqlite":
         blocker = sqlite3.connect(harness.db_path, timeout=10, isolation_level=None)

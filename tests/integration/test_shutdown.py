@@ -1,6 +1,6 @@
 """Graceful shutdown on SIGTERM: stop claiming, wait up to the shutdown timeout, release
 the rest with no attempt counted, mark the worker stopped; a second signal skips the wait
-(docs/DESIGN.md step 15)."""
+(docs/design/protocol.md step 15)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`ctx.transaction()` with real worker processes: the task's writes and its job's
 completion commit together, so a process killed between its writes and the commit
-leaves neither, and the next attempt's land exactly once (docs/DESIGN.md, "Effects
+leaves neither, and the next attempt's land exactly once (docs/design/pipelines.md, "Effects
 exactly once")."""
 
 from __future__ import annotations

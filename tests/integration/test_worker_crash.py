@@ -1,5 +1,6 @@
 """A worker process that dies or freezes mid-job: its job is found, reclaimed and finished
-elsewhere, with the story kept in the executions (docs/DESIGN.md steps 5, 7, 9, 11, 12; I1-I4)."""
+elsewhere, with the story kept in the executions (docs/design/protocol.md steps 5, 7, 9, 11, 12;
+I1-I4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker's side of its lease (docs/DESIGN.md, "Leases and heartbeats"): its heartbeat
+"""The worker's side of its lease (docs/design/leases.md, "Leases and heartbeats"): its heartbeat
 renews one lease, its own, which covers every attempt it holds attached, so what it no
 longer holds must leave that cover: a lease its ledger drops without a written end is
 named to detach by the next tick, and a claim that raised (committed, its answer lost)

@@ -1,1 +1,2 @@
-"""heartq.lifecycle on its own, without a database: a job's fate as docs/DESIGN.md states it."""
+"""heartq.lifecycle on its own, without a database: a job's fate as docs/design/job-states.md
+states it."""

@@ -34,7 +34,7 @@ which is also how a task that could not reach the database is given back."""
 
 UNSTARTED = "claimed_ahead_unstarted"
 """A job claimed ahead whose start was never recorded, reclaimed: outcome `released`,
-saved by FINISH with its status `queued` (docs/DESIGN.md, "Claim ahead")."""
+saved by FINISH with its status `queued` (docs/design/claim.md, "Claim ahead")."""
 
 RELEASED = "released"
 """An attempt given back at shutdown: RELEASE."""

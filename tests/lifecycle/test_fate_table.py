@@ -1,5 +1,5 @@
-"""A job's fate, as docs/DESIGN.md tabulates it ("Outcomes": how an attempt ended -> the
-job afterwards; "whatever the outcome, a job whose cancel was requested ends cancelled
+"""A job's fate, as docs/design/job-states.md tabulates it ("An execution": how an attempt ended
+-> the job afterwards; "whatever the outcome, a job whose cancel was requested ends cancelled
 instead of being queued again"), held against heartq.lifecycle without a database: every
 way an attempt ends, with retries left or none, a cancel told to the worker or not, a
 cancel on the job's row or not -> the job's status, and whether the attempt counts.
@@ -49,7 +49,7 @@ store turns only a retry into a cancel: that job can end dead."""
 
 
 def design(end: str, retries_left: bool, told: bool, on_row: bool) -> tuple[str, bool]:
-    """What docs/DESIGN.md says becomes of the job, and whether the attempt counts."""
+    """What docs/design/job-states.md says becomes of the job, and whether the attempt counts."""
     if told and end in CANCELLED_WHEN_TOLD:
         return "cancelled", True
     with_retries, without, counted = NO_CANCEL[end]

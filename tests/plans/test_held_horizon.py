@@ -9,7 +9,7 @@ counts (buffers touched, index entries its scans returned: `bench/held_leases.py
 those it had when nothing had been claimed since the pin. Counts, not times.
 
 The heartbeat renews its worker's row, and the reaper reads the workers past their lease
-and the detached attempts past their deadline (docs/DESIGN.md, "Leases and heartbeats"):
+and the detached attempts past their deadline (docs/design/leases.md, "Leases and heartbeats"):
 flat. Before the lease was the worker's they failed it (the heartbeat rewrote every
 attempt's row at each beat; the reap scan walked `jobs_lease_idx`, an entry per job
 claimed since the pin): 2,000 jobs and 10 beats took the heartbeat of 50 attempts from

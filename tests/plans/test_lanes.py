@@ -1,4 +1,4 @@
-"""What the lanes of the ready log cost (PostgreSQL; docs/DESIGN.md, "The claim"): a claim
+"""What the lanes of the ready log cost (PostgreSQL; docs/design/claim.md, "The claim"): a claim
 walks only lanes with work, at most as many as it takes, highest priority first, and an
 idle claim reads as much with 1,000 lanes emptied and pruned as with one. That a pruned
 lane takes its next job, that none is pruned from under an enqueue in flight and that a

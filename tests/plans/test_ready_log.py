@@ -1,4 +1,4 @@
-"""What the claim of the ready log costs (PostgreSQL, schema v26; docs/DESIGN.md, "The
+"""What the claim of the ready log costs (PostgreSQL, schema v26; docs/design/claim.md, "The
 claim"): it starts at its lane's frontier, so it costs the same whether or not
 PostgreSQL can vacuum, and its generic plan walks its indexes.
 

@@ -1,4 +1,4 @@
-"""A failed step blocks the rest of its pipeline instead of destroying it (docs/DESIGN.md,
+"""A failed step blocks the rest of its pipeline instead of destroying it (docs/design/pipelines.md,
 "Jobs that wait for jobs"): the waiter of the pipeline's last job hears the root cause,
 the blocked jobs show in `heartq.testing`, and a replay of the failed step, once its
 cause is fixed, runs the rest through a real worker."""

@@ -1,7 +1,7 @@
 """A task hands its result to its transaction's commit (`ctx.commit_result`): the result
 lands with the effects and the job's completion, in one transaction; and a result lost
 all the same says so, `ResultLost` from `app.result()` and a `heartq.LostResult` to a
-callback, never a bare None (docs/DESIGN.md, "Effects exactly once"). In-process pools
+callback, never a bare None (docs/design/pipelines.md, "Effects exactly once"). In-process pools
 here, on both backends (a task's transaction on the queue's own database); a real worker
 killed between the commit and the return: tests/integration/test_lost_results.py."""
 

@@ -1,5 +1,6 @@
 """A claim the database forgot, repeated to the worker that made it: two attempts of one
-worker never share a fencing key (docs/DESIGN.md, "A failover that forgets a claim").
+worker never share a fencing key (docs/design/database-bad-days.md, "A failover that forgets a
+claim").
 
 A database that forgets a claim issues its execution id again (PostgreSQL: a failover
 to an asynchronous standby, tests/integration/test_failover_fencing.py). Here SQLite's

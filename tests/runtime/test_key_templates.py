@@ -3,7 +3,7 @@ whose template reads an argument that is None or absent has no key and is not he
 that limit (as BullMQ leaves a job without its group key); an argument whose value the
 enqueuing program cannot know (a default in code it does not have) is refused, naming
 the template and the argument; a template that reads no parameter of its task is refused
-where the task is defined (docs/DESIGN.md, "Keys from templates")."""
+where the task is defined (docs/design/limits.md, "Keys from templates")."""
 
 from __future__ import annotations
 

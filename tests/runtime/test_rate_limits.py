@@ -1,7 +1,7 @@
 """Rate limits from the Python API to a running worker: `@app.task(rate_limit=...)` and
 `rate_key=` on every enqueue path, bad specs refused in one line, and a worker that
 neither polls while a limit holds nor waits its whole poll interval when a start frees
-up sooner (docs/DESIGN.md, "Rate limits")."""
+up sooner (docs/design/limits.md, "Rate limits")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pipelines that pass results (`Signature.takes_result`), groups that may be empty, and
 `depends_on` a succeeded job since pruned, through the client API and a real worker
-(`heartq.testing.drain`), on both backends (docs/DESIGN.md, "Jobs that wait for jobs")."""
+(`heartq.testing.drain`), on both backends (docs/design/pipelines.md, "Jobs that wait for jobs")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`ctx.transaction()`: a task's own writes and its job's completion in one transaction,
-fenced by the execution id, so the effects land exactly once (docs/DESIGN.md, "Effects
+fenced by the execution id, so the effects land exactly once (docs/design/pipelines.md, "Effects
 exactly once"). In-process pools here, both backends; the process pool and real crashes
 are in tests/integration/test_transactional.py, the exactly-once ledger under faults in
 the chaos runner."""

@@ -78,7 +78,7 @@ What one run does:
    between, its length and a lease) is a zombie (I1).
 5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
    waits until every job is terminal; then every worker is stopped with SIGTERM.
-6. The invariants (docs/DESIGN.md I1-I6) are checked against the database (`Store.get_job`,
+6. The invariants (docs/design/protocol.md I1-I6) are checked against the database (`Store.get_job`,
    `list_jobs`, `list_workers`) and the side file the tasks append to (a line per attempt
    start and end; on PostgreSQL an execution dated up to `CLOCK_TOLERANCE` before the
    previous one ended is a `now()` inversion, counted, not an I2 violation); effects

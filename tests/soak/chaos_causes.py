@@ -141,8 +141,8 @@ class CrashCauses:
         self, job_id: str, execution: dict[str, Any], crash: dict[str, Any], cause: str | None
     ) -> None:
         """A job taken from a worker that was alive and well. The liveness probe must only
-        take a gone worker's jobs (DESIGN protocol 8), startup reconciliation only a dead
-        or stale namesake's (a frozen one may be stale). One round of liveness reclaims
+        take a gone worker's jobs (docs/design/protocol.md step 11), startup reconciliation only
+        a gone or stale namesake's (a frozen one may be stale). One round of liveness reclaims
         right after the runner terminated a worker's sessions is expected: its session,
         so its lock, did die."""
         proc = self.run.by_id(crash.get("worker_id"))

@@ -1,5 +1,5 @@
-"""The chaos runner's oracle (`tests/soak/chaos.py`, step 6): docs/DESIGN.md's invariants
-I1-I6 checked against the database after the run, effects exactly once against the
+"""The chaos runner's oracle (`tests/soak/chaos.py`, step 6): docs/design/protocol.md's
+invariants I1-I6 checked against the database after the run, effects exactly once against the
 ledger, at-least-once and fencing against the side file the attempts wrote, crash hooks,
 pipelines' dependencies (result-passing and replayed ones: `chaos_pipes`), results
 between a commit and a return (`chaos_commits`), rate limits, and the workers' registry;
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 class Checker:
-    """docs/DESIGN.md's invariants and the other checks, read from the database, the side
+    """docs/design/protocol.md's invariants and the other checks, read from the database, the side
     file and the ledger after the run (the figures: `chaos_report`)."""
 
     def __init__(self, run: ChaosRun) -> None:
@@ -364,7 +364,7 @@ class Checker:
             elif e["worker_id"] != doc["wid"] and within(doc.get("t"), windows):
                 # its claim was lost and the job claimed again under the same execution
                 # id by another worker, whose id in the fence shuts this attempt out
-                # (DESIGN.md, "A failover that forgets a claim")
+                # (design/database-bad-days.md, "A failover that forgets a claim")
                 self.losses["execution_ids_issued_again"] += 1
             elif e["worker_id"] != doc["wid"]:
                 self.fail(f"I3: attempt {key} ran on {doc['wid']}, issued to {e['worker_id']}")

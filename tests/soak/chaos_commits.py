@@ -1,5 +1,5 @@
 """Results between a task's commit and its return, under the chaos runner
-(`tests/soak/chaos.py`, steps 3, 4 and 6; docs/DESIGN.md, "Effects exactly once").
+(`tests/soak/chaos.py`, steps 3, 4 and 6; docs/design/pipelines.md, "Effects exactly once").
 
 - The plan (`mark`): the pipelines' members and steps of the kinds that can
   (`HANDING_KINDS`) hand their result to their transaction's commit (`hand`, half of

@@ -338,7 +338,7 @@ class HostileFamily:
     ) -> None:
         """A `released` attempt is not counted: only a stopping worker may release one it
         started. A job claimed ahead (`--prefetch`) and never started goes back uncounted
-        whoever gives it back, whenever (docs/DESIGN.md, "Claim ahead"): its worker when
+        whoever gives it back, whenever (docs/design/claim.md, "Claim ahead"): its worker when
         it stops or when the start is refused, a reclaim when its worker died or froze."""
         interrupted = 0
         for e in job["executions"]:

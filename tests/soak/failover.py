@@ -138,7 +138,8 @@ class FailoverConfig:
     """Shorter than `outage`: every attempt running when the primary stops ends before
     the promotion, so none that a lost claim started can complete on the new primary
     (tests/integration/test_failover_fencing.py provokes that one: such an attempt is
-    fenced out by its worker's id, docs/DESIGN.md "A failover that forgets a claim")."""
+    fenced out by its worker's id, docs/design/database-bad-days.md "A failover that forgets a
+    claim")."""
     long_every: int = 10
     max_retries: int = 0
     carry_on_timeout: float = 60.0

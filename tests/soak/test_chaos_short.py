@@ -4,7 +4,7 @@ Real worker processes (process, thread and async pools) under SIGKILL, SIGSTOP b
 lease, SIGTERM, killed child processes, operator cancels and, on PostgreSQL, terminated
 database sessions, the server restarted (a private cluster of the run's own) and its
 xmin horizon held by another session's idle REPEATABLE READ transaction; then the
-queue drains and docs/DESIGN.md's I1-I6 are checked against the database, and every
+queue drains and docs/design/protocol.md's I1-I6 are checked against the database, and every
 succeeded job's effect (a ledger row written in its completing transaction) is there
 exactly once (see `tests/soak/chaos.py`). The seed is fixed, so the fault schedule is the same
 on every run; the timing is not, and the invariants must hold whatever it is.

@@ -332,7 +332,7 @@ def test_the_release_check_exempts_only_attempts_that_never_started(tmp_path: Pa
     """The hostile family's PostgreSQL run with `--prefetch 4` (seed 702) reported a job
     "released uncounted by worker ..., which was not stopped": a job claimed ahead and
     never started goes back uncounted whenever it is given back (its worker's start
-    refused, a gone worker's buffer reclaimed), as docs/DESIGN.md "Claim ahead" says. The
+    refused, a gone worker's buffer reclaimed), as docs/design/claim.md "Claim ahead" says. The
     check now exempts exactly those: a released attempt its worker handed to a pool
     (`job_claimed` in its log) or whose code started (the side file) still needs a stop."""
     config = ChaosConfig(backend="sqlite", verbose=False, hostile=0.1)

@@ -1,5 +1,5 @@
 """Old names of commands and options, kept for one version once renamed (one word for each
-thing: docs/DESIGN.md, "Words"): each still works as its new name does, and says once,
+thing: docs/design/words-and-map.md, "Words"): each still works as its new name does, and says once,
 on stderr, that it is deprecated and what to type instead. Hidden from `--help`, so
 nobody starts using them."""
 

@@ -2,7 +2,7 @@
 shown `claimed`, not `running`.
 
 A worker started with `--prefetch N` holds up to N jobs in a buffer ahead of its free
-slots (docs/DESIGN.md, "Claim ahead"). In the database such a job is `running` under the
+slots (docs/design/claim.md, "Claim ahead"). In the database such a job is `running` under the
 worker's lease, like a started one (the same heartbeat renews it, every reclaim and
 cancel finds it), and only its column `claimed_ahead` says its code has not started.
 The protocol needs it `running`; an operator needs to know it is not: shown as running,

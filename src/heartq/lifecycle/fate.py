@@ -55,7 +55,7 @@ Those functions are these rules as the model says them; tests/conformance/test_l
 walks every way an attempt can end that reaches FINISH or RELEASE (the worker's, a
 reclaimer's, a release), under each policy and cancel state, through `decide` or
 `crash.after`, these, and each dialect's statements, and fails on any disagreement;
-tests/lifecycle/test_fate_table.py holds them to docs/DESIGN.md's table.
+tests/lifecycle/test_fate_table.py holds them to docs/design/job-states.md's table.
 """
 
 from __future__ import annotations

@@ -135,7 +135,8 @@ class LeaseHolder(Clock, Protocol):
     def heartbeat(self, worker_id: str, renewals: Sequence[Renewal], lease: float,
                   now: float | None = None, *, detach: Sequence[Lease] = (),
                   sweep: bool = False) -> dict[Lease, RenewStatus]:  # fmt: skip
-        """Renew its row and lease (`detach`, `sweep`: DESIGN.md, "Leases and heartbeats")."""
+        """Renew its row and lease (`detach`, `sweep`: design/leases.md, "Leases and
+        heartbeats")."""
         ...
 
     def record_abandoned(self, worker_id: str, count: int) -> None:
@@ -159,7 +160,7 @@ class LeaseHolder(Clock, Protocol):
         """Those of `leases` (attempts `worker_id` holds) still running under it whose
         cancel was requested: one read for the worker's attempts, what its pulse asks
         where no notification says so. Each is looked up by its own key: the read costs
-        the same however many jobs the worker ran before (docs/DESIGN.md, "The pulse")."""
+        the same however many jobs the worker ran before (docs/design/leases.md, "The pulse")."""
         ...
 
     def completing(
@@ -233,7 +234,7 @@ class Reclaimer(Protocol):
         With `observer` (the reclaiming worker's id), nothing is reclaimed unless that worker
         has been in unbroken contact with the database for its own `stale_after`: after a
         pause of the database every lease looks expired, and their holders need one
-        heartbeat to renew them (docs/DESIGN.md, "A pause is not a death")."""
+        heartbeat to renew them (docs/design/database-bad-days.md, "A pause is not a death")."""
         ...
 
     def reclaim_by_name(
@@ -383,7 +384,7 @@ class Administrator(Protocol):
 
 @runtime_checkable
 class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol):
-    """Every queue operation of the protocol in docs/DESIGN.md: the roles above, and what
+    """Every queue operation of the protocol in docs/design/protocol.md: the roles above, and what
     no caller takes alone, declared here by role; and the link they run over."""
 
     @property

@@ -12,7 +12,7 @@ until woken):
 - `ClaimAheadFetch`: with `prefetch` N, a freed slot takes the best job claimed ahead
   (the ledger's buffer), its start recorded in the database before its code runs
   (`start_ahead`: from then on a crash counts the attempt), and a claim also refills
-  the buffer once it is down to half (docs/DESIGN.md, "Claim ahead").
+  the buffer once it is down to half (docs/design/claim.md, "Claim ahead").
 - `TransportFetch` (`transport_fetch.py`): a transport's messages name the jobs to
   claim; a `ClaimFetch` runs when the transport cannot deliver, and as its backstop.
 

@@ -1,5 +1,5 @@
 """The heartbeater: one storage statement per tick renews the worker's lease, which
-covers every attempt it holds (docs/DESIGN.md, "Leases and heartbeats").
+covers every attempt it holds (docs/design/leases.md, "Leases and heartbeats").
 
 Each tick names, for every attempt the worker still holds, its `(job_id, execution_id)`
 (what the tasks report is the pulse's to write, `pulse.py`), and every job it claimed

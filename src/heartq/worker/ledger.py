@@ -35,7 +35,7 @@ queued for the completer at once. Deciding an end and freeing a slot are two thi
   the database answers. Their code may or may not still run (it may then also be
   abandoned).
 
-Jobs claimed ahead (`--prefetch`, docs/DESIGN.md "Claim ahead") wait in the ledger's
+Jobs claimed ahead (`--prefetch`, docs/design/claim.md "Claim ahead") wait in the ledger's
 buffer (`buffer`, `ahead`, `take_ahead`) before they are attempts: their code has not
 started, so they take no slot and no deadline applies; the heartbeater renews their
 leases with the others and reports those lost (`lose_ahead`) or cancelled
@@ -47,8 +47,8 @@ a claim (a failover to an asynchronous standby) issues the same execution id aga
 may issue it to the same worker. Two attempts of one worker under one fencing key could
 each renew and finish the other's claim, so the new claim is set apart before it starts
 (`set_apart_repeats`) and given back unstarted like a buffered job the worker must not
-run; the next claim of the job takes a new execution id (docs/DESIGN.md, "A failover
-that forgets a claim").
+run; the next claim of the job takes a new execution id (docs/design/database-bad-days.md, "A
+failover that forgets a claim").
 
 Slots are not the only bound on claims: the worker holds at most `concurrency +
 MAX_UNSAVED` attempts whose outcome is not saved yet, running or ended (`free_slots`).
@@ -152,7 +152,7 @@ class Ledger:
         # back unstarted (cancel requested, or refused at their start).
         self._ahead: dict[Lease, ClaimedJob] = {}
         self._give_back: dict[Lease, ClaimedJob] = {}
-        # The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): leases dropped
+        # The worker's lease (docs/design/leases.md, "Leases and heartbeats"): leases dropped
         # without an end the database wrote, to detach from it with the next heartbeat
         # that lands; and whether a claim raised since (its answer may be lost: `sweep`).
         self._detach: dict[Lease, None] = {}

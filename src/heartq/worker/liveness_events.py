@@ -10,7 +10,7 @@ have lost its last commits (a standby promoted after asynchronous replication): 
 finish the worker saw acknowledged may be gone, its job `running` again under this
 worker, which no longer holds it and whose lease would cover it for as long as it
 lives. So a restored lock also asks for a sweep (`restored`): the next heartbeat
-detaches every running attempt of this worker it does not name, and the reaper takes
+detaches every running attempt of this worker it does not name, and the lease reclaimer takes
 those once their leases run out.
 """
 

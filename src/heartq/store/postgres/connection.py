@@ -374,7 +374,7 @@ class ConnectionPool:
 
         The planner's settings (`queries/settings.py`, `PLANNER`: no JIT, no sequential
         or bitmap scans): the plans of heartq's statements do not turn with the
-        statistics (DESIGN.md, "Plans that cannot turn"). A task lent the connection gets
+        statistics (design/claim.md, "Plans that cannot turn"). A task lent the connection gets
         PostgreSQL's own choices back for its transaction (`borrowed.task_scope`)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row, "cursor_factory": NamedCursor}
         kwargs.update(tcp_kwargs(self._given))

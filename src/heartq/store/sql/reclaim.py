@@ -102,7 +102,7 @@ class ReclaimOps:
             return reclaimed
 
     def _lapsed(self, conn: Any, clock: float | None, limit: int) -> tuple[list[str], list[Any]]:
-        """The attempts whose effective lease ran out (docs/DESIGN.md, "Leases and
+        """The attempts whose effective lease ran out (docs/design/leases.md, "Leases and
         heartbeats"), up to `limit`: those left attached to a worker past its lease (the
         workers walked, locked first), then those detached past their own deadline."""
         params: dict[str, Any] = {"now": clock, "limit": limit}
@@ -337,7 +337,7 @@ def _unstarted(
     reason: str,
     extra: Mapping[str, Any] | None,
 ) -> Reclaimed:
-    """A job its worker claimed ahead and never started (docs/DESIGN.md, "Claim ahead"):
+    """A job its worker claimed ahead and never started (docs/design/claim.md, "Claim ahead"):
     back in the queue in its place, its attempt not counted and no crash recorded (its
     code never ran, so it cannot be what killed the worker); 'cancelled' if its cancel
     was requested. The crash context is kept for the log only."""

@@ -2,14 +2,14 @@
 -- began. A worker whose own heartbeats paused for over half its staleness threshold (the
 -- database froze, the network dropped) was as blind as the workers it would judge; it
 -- judges none of them silent, and reaps no lease, until it has itself been in contact for
--- a full threshold again (docs/DESIGN.md, "A pause is not a death").
+-- a full threshold again (docs/design/database-bad-days.md, "A pause is not a death").
 -- Nullable with no default: a catalog-only change; NULL reads as started_at.
 
 ALTER TABLE workers ADD COLUMN IF NOT EXISTS contact_since timestamptz;
 
 -- An attempt given up because its worker could not reach the database ends
 -- 'interrupted': the job was not at fault, so it does not count against max_retries
--- (docs/DESIGN.md, "Infrastructure faults do not spend retries"). NOT VALID: every
+-- (docs/design/database-bad-days.md, "Infrastructure faults do not spend retries"). NOT VALID: every
 -- existing row already satisfies the wider check, so no table scan is needed.
 ALTER TABLE executions DROP CONSTRAINT IF EXISTS executions_outcome_check;
 ALTER TABLE executions ADD CONSTRAINT executions_outcome_check CHECK (outcome IS NULL OR outcome IN
@@ -27,5 +27,5 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS result_pending boolean NOT NULL DEFAUL
 
 -- Since when liveness probes have found the worker's liveness lock free (database time),
 -- NULL while it is held: kept here rather than in each prober's memory, so the grace a
--- free lock must last spans the probes of every worker (docs/DESIGN.md, liveness).
+-- free lock must last spans the probes of every worker (docs/design/protocol.md, step 11).
 ALTER TABLE workers ADD COLUMN IF NOT EXISTS lock_free_since timestamptz;

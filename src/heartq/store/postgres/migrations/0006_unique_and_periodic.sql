@@ -1,7 +1,7 @@
 -- heartq schema v6 (PostgreSQL): unique jobs and periodic schedules.
 --
 -- `unique_key`: while a job with a key is queued or running, an enqueue with the same key
--- returns that job instead of storing another (docs/DESIGN.md, "Unique jobs"). The
+-- returns that job instead of storing another (docs/design/policies.md, "Unique jobs"). The
 -- enqueue serializes on a transaction advisory lock of the key, then looks, then
 -- inserts; the partial unique index below is the backstop that makes two live jobs with
 -- one key impossible whatever path wrote them. Jobs without a key enter neither index.

@@ -1,7 +1,7 @@
 -- heartq schema v7 (PostgreSQL): per-key concurrency limits.
 --
 -- `concurrency_key`, `concurrency_limit`: at most `concurrency_limit` jobs with the same
--- key run at once (docs/DESIGN.md, "Concurrency limits"), enforced by the claim. Nullable,
+-- key run at once (docs/design/limits.md, "Concurrency limits"), enforced by the claim. Nullable,
 -- no default: catalog-only changes. Jobs without a key (NULL) are claimed as before, by
 -- the claim index, which now holds only them: a backlog of keyed jobs whose keys are
 -- busy is never walked by the plain claim. Keyed jobs have an index of their own, and

@@ -2,7 +2,7 @@
 --
 -- `abandoned`: attempts whose end the worker decided (timed out, cancelled after its
 -- grace, lease lost) while their code still runs: a thread cannot be killed, so it keeps
--- its slot until it returns (docs/DESIGN.md, "Choosing a pool"). Written by each
+-- its slot until it returns (docs/design/leases.md, "Choosing a pool"). Written by each
 -- heartbeat (the worker row's update it already makes), shown by `heartq workers`.
 -- 0 for workers of older versions, which do not report it.
 -- A constant default: a catalog-only change, no table rewrite.

@@ -8,7 +8,7 @@
 -- a busy table, whose pages are seldom all-visible). Its cost, measured: one more entry
 -- per row version of a job (enqueue, claim, finish), about 15 % more WAL for a claim and
 -- a finish, and a page image per index page touched after each checkpoint (the tails
--- are random). SQLite has no such index: docs/DESIGN.md, "Shortened job ids".
+-- are random). SQLite has no such index: docs/design/events-and-dashboard.md, "Shortened job ids".
 -- Built in the migration's transaction, as every index here: writes to jobs wait while
 -- it is built.
 CREATE INDEX IF NOT EXISTS jobs_id_tail_idx ON jobs (right(id, 8));

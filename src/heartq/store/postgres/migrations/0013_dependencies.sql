@@ -1,4 +1,4 @@
--- heartq schema v13 (PostgreSQL): jobs that wait for jobs (docs/DESIGN.md, "Jobs that
+-- heartq schema v13 (PostgreSQL): jobs that wait for jobs (docs/design/pipelines.md, "Jobs that
 -- wait for jobs").
 --
 -- `waiting`: a job enqueued with `depends_on` waits in this status until every

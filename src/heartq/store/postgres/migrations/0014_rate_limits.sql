@@ -1,7 +1,7 @@
 -- heartq schema v14 (PostgreSQL): rate limits across the fleet.
 --
 -- `rate_key`, `rate_limit`, `rate_period`: at most `rate_limit` attempts of jobs with the
--- same key start in any `rate_period` seconds (docs/DESIGN.md, "Rate limits"), enforced by
+-- same key start in any `rate_period` seconds (docs/design/limits.md, "Rate limits"), enforced by
 -- the claim. Nullable, no default: catalog-only changes. The starts are the executions
 -- themselves: each execution of a limited job records its key, and the claim counts a
 -- key's executions started within the period through `executions_rate_idx`, which only

@@ -1,4 +1,4 @@
--- heartq schema v22 (PostgreSQL): jobs blocked by a dead dependency (docs/DESIGN.md,
+-- heartq schema v22 (PostgreSQL): jobs blocked by a dead dependency (docs/design/pipelines.md,
 -- "Jobs that wait for jobs").
 --
 -- `blocked`: a job whose dependency ended dead (and that blocks on failure,

@@ -1,5 +1,5 @@
 -- heartq schema v25 (PostgreSQL): the lease of a running attempt is its worker's
--- (docs/DESIGN.md, "Leases and heartbeats"; docs/design-notes/hot-path.md, "The
+-- (docs/design/leases.md, "Leases and heartbeats"; docs/design-notes/hot-path.md, "The
 -- worker's lease on today's jobs table").
 --
 -- The heartbeat renews one row, its worker's (`workers.lease_expires_at`), not every

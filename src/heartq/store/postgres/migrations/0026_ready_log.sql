@@ -1,5 +1,5 @@
 -- heartq schema v26 (PostgreSQL): the ready log, claimed from a stored frontier
--- (docs/DESIGN.md, "The claim"; docs/design-notes/hot-path.md, "The ready log on
+-- (docs/design/claim.md, "The claim"; docs/design-notes/hot-path.md, "The ready log on
 -- today's jobs table").
 --
 -- Under a held xmin horizon, each job claimed left the entry of its queued version at

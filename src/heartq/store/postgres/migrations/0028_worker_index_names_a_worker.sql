@@ -1,6 +1,6 @@
 -- heartq schema v28 (PostgreSQL): the index of running jobs by worker holds the running
 -- jobs of a named worker, and only a statement that names a worker can walk it
--- (docs/DESIGN.md, "Plans that cannot turn").
+-- (docs/design/claim.md, "Plans that cannot turn").
 --
 -- Every running job has its worker, so the index holds the same entries as before. But
 -- its predicate was `status = 'running'` alone, which every read of running jobs

@@ -5,6 +5,6 @@
 -- the task's code failed after the commit, the job keeps no result. result_lost holds
 -- why, so that a reader tells a lost result from a task's own None: App.result() raises
 -- heartq.ResultLost and a callback receives a heartq.LostResult in its place
--- (docs/DESIGN.md, "Effects exactly once"). NULL for every other job: adding the column
+-- (docs/design/pipelines.md, "Effects exactly once"). NULL for every other job: adding the column
 -- rewrites nothing, and no index names it.
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS result_lost text;

@@ -24,7 +24,7 @@ from heartq.store.postgres.queries.common import (
 # the statement that ends it (FINISH, RELEASE), and the `executions` view shows it open
 # meanwhile (migration 0017).
 #
-# The attempt's lease is its worker's (docs/DESIGN.md, "Leases and heartbeats"): the row's
+# The attempt's lease is its worker's (docs/design/leases.md, "Leases and heartbeats"): the row's
 # `lease_expires_at` is its floor, never renewed. The worker's row is read `FOR KEY SHARE`
 # (a heartbeat's update does not wait for it; a lease reclaimer's `FOR UPDATE` of the row, taken
 # before it walks the worker's attempts and clears its lease, does): a worker whose lease
@@ -107,7 +107,7 @@ HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))"""
 
 
-# The ready log (migration 0026; docs/DESIGN.md, "The claim"): jobs enqueued runnable
+# The ready log (migration 0026; docs/design/claim.md, "The claim"): jobs enqueued runnable
 # and without a key, in the order of the transactions that enqueued them, lane by lane
 # (queue, priority). A claim reads each of its lanes from the lane's frontier, never from
 # the start: the entries of jobs claimed before it, dead but not removable while another

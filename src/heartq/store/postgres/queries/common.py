@@ -38,7 +38,7 @@ LANE_NAMESPACE = 0x484C
 """First key of the transaction locks on a lane of the ready log (the second is
 `LANE_KEY`'s hash): every enqueue into a lane holds one shared until it commits, and the
 lane is pruned only under one exclusive, so never while a transaction that entered it
-runs (docs/DESIGN.md, "The claim")."""
+runs (docs/design/claim.md, "The claim")."""
 
 
 def lane_key(queue: str, priority: str) -> str:
@@ -77,7 +77,7 @@ NOW = f"SELECT extract(epoch from {T})::float8 AS now"
 # (store/sql/enqueue.py: an enqueue into it dates its jobs from now, not from its start).
 WALL_CLOCK = "SELECT extract(epoch from clock_timestamp())::float8 AS now"
 
-# The worker's lease (docs/DESIGN.md, "Leases and heartbeats"): a running attempt's
+# The worker's lease (docs/design/leases.md, "Leases and heartbeats"): a running attempt's
 # effective lease is its own deadline once detached (`detached_until`), else the later of
 # its floor (the job row's `lease_expires_at`, set by its claim or its start) and its
 # worker's lease, which the heartbeat renews; and its last sign of life is the later of

@@ -34,7 +34,7 @@ from heartq.store.postgres.queries.batches import Batch
 # came in) and the probes under a prepared statement's generic plan.
 
 
-# The worker part of the fencing key (docs/DESIGN.md, "A failover that forgets a
+# The worker part of the fencing key (docs/design/database-bad-days.md, "A failover that forgets a
 # claim"): the lease holder's writes name their worker, and match only a job that worker
 # claimed, so an execution id a database issued again after forgetting a claim fences
 # out the attempt of the forgotten one. `worker_id` NULL: a reclaimer, which read and

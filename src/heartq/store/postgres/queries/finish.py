@@ -28,7 +28,7 @@ _ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS
 
 # A result still to come keeps the committing attempt's effective lease (the lease reclaimer
 # gives it up once that runs out, GIVE_UP_RESULTS): its own deadline if detached, else
-# the later of its floor and its worker's lease (docs/DESIGN.md, "Leases and heartbeats").
+# the later of its floor and its worker's lease (docs/design/leases.md, "Leases and heartbeats").
 _PENDING_LEASE = """coalesce(j.detached_until, greatest(j.lease_expires_at,
             (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id)))"""
 

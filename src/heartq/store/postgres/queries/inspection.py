@@ -7,7 +7,7 @@ from __future__ import annotations
 from heartq.store.postgres.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE, RATE_STARTS, T
 from heartq.store.postgres.queries.dependencies import HOLDER
 
-# With the running attempt's effective lease and last sign of life (docs/DESIGN.md,
+# With the running attempt's effective lease and last sign of life (docs/design/leases.md,
 # "Leases and heartbeats"): its worker's row joined.
 GET_JOB = f"""
 SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat

@@ -22,7 +22,7 @@ progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value EN
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END"""
 
 # The heartbeat renews one row, its worker's: the lease of every attempt the worker holds
-# attached (docs/DESIGN.md, "Leases and heartbeats"). The rows it names are locked in id
+# attached (docs/design/leases.md, "Leases and heartbeats"). The rows it names are locked in id
 # order, as every batch of a worker's rows is, and read for the answer (renewed, lost,
 # cancel requested), but written only on a change: an attempt named detached is attached
 # again (its task spoke again in time, or its claim detached it), and a renewal that
@@ -97,7 +97,7 @@ WHERE j.id IN (
 RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(worker_id)s"
 
 # The start of jobs a worker claimed ahead (its prefetch buffer), recorded before their
-# code runs: from here on a reclaim counts their attempt (docs/DESIGN.md, "Claim ahead").
+# code runs: from here on a reclaim counts their attempt (docs/design/claim.md, "Claim ahead").
 # Fenced like a heartbeat; a job whose cancel was requested is not started (its worker
 # releases it, which ends it 'cancelled' without counting an attempt). The start sets
 # the attempt's floor (and a detached one's deadline) anew and moves `started_at` to the

@@ -30,7 +30,7 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
 
 # Each job's worker found by its key, one probe a job (a subquery of its own: joined as a
 # table, with statistics that called `workers` small, the planner read the whole index of
-# workers for every job instead: docs/DESIGN.md, "Plans that cannot turn").
+# workers for every job instead: docs/design/claim.md, "Plans that cannot turn").
 _RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
     SELECT w.lease_expires_at, w.last_heartbeat_at FROM workers AS w
     WHERE w.id = j.worker_id LIMIT 1
@@ -49,11 +49,11 @@ WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE result_pending AND lease_expires_
 RETURNING id, status, awaited
 """
 
-# The reclaim (store/sql/ `reclaim_expired`), by the worker's lease (docs/DESIGN.md, "Leases and
-# heartbeats"): the workers past their lease, each locked `FOR UPDATE` by this statement
-# of its own (a claim reads the row `FOR KEY SHARE`, so none of that worker's claims
-# commits between the walk of its attempts and the clear of its lease; a worker whose row
-# a heartbeat is updating is alive: skipped) ...
+# The reclaim (store/sql/ `reclaim_expired`), by the worker's lease
+# (docs/design/leases.md, "Leases and heartbeats"): the workers past their lease, each
+# locked `FOR UPDATE` by this statement of its own (a claim reads the row `FOR KEY
+# SHARE`, so none of that worker's claims commits between the walk of its attempts and
+# the clear of its lease; a worker whose row a heartbeat is updating is alive: skipped) ...
 EXPIRED_WORKERS = f"""
 SELECT id FROM workers
 WHERE lease_expires_at < {T}

@@ -16,7 +16,7 @@ SELECT current_setting('search_path') AS search_path, current_database() AS data
 
 SET_SEARCH_PATH = "SELECT set_config('search_path', %(search_path)s, true)"
 
-# The planner settings of heartq's own sessions (docs/DESIGN.md, "Plans that cannot
+# The planner settings of heartq's own sessions (docs/design/claim.md, "Plans that cannot
 # turn"): set at a direct session's start (`connection.py`, startup options), and behind
 # a transaction-mode pooler by each transaction's first statement (`TRANSACTION_SCOPE`).
 # No JIT: PostgreSQL compiles a statement whose estimated cost passes `jit_above_cost` at

@@ -1,7 +1,7 @@
 -- heartq schema v5 (SQLite), outages. When each worker's current unbroken run of heartbeats
 -- began. A worker whose own heartbeats paused for over half its staleness threshold was as
 -- blind as the workers it would judge; it judges none of them silent, and reaps no lease,
--- until it has itself been in contact for a full threshold again (docs/DESIGN.md, "A
+-- until it has itself been in contact for a full threshold again (docs/design/database-bad-days.md, "A
 -- pause is not a death"). NULL reads as started_at.
 -- Runs once, in the migration's BEGIN IMMEDIATE transaction with its version row.
 
@@ -9,7 +9,7 @@ ALTER TABLE heartq_workers ADD COLUMN contact_since REAL;
 
 -- An attempt given up because its worker could not reach the database ends
 -- 'interrupted': the job was not at fault, so it does not count against max_retries
--- (docs/DESIGN.md, "Infrastructure faults do not spend retries"). SQLite cannot alter a
+-- (docs/design/database-bad-days.md, "Infrastructure faults do not spend retries"). SQLite cannot alter a
 -- CHECK constraint: the table is rebuilt (its only index is the primary key).
 CREATE TABLE heartq_executions_v5 (
     job_id       TEXT NOT NULL,

@@ -2,7 +2,7 @@
 -- Runs once, in the migration's BEGIN IMMEDIATE transaction with its version row.
 --
 -- `unique_key`: while a job with a key is queued or running, an enqueue with the same key
--- returns that job instead of storing another (docs/DESIGN.md, "Unique jobs"). SQLite has
+-- returns that job instead of storing another (docs/design/policies.md, "Unique jobs"). SQLite has
 -- one writer at a time, so the enqueue's look-then-insert is atomic; the partial unique
 -- index below is the backstop that makes two live jobs with one key impossible whatever
 -- path wrote them. Jobs without a key enter neither index.

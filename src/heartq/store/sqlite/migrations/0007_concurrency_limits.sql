@@ -2,7 +2,7 @@
 -- Runs once, in the migration's BEGIN IMMEDIATE transaction with its version row.
 --
 -- `concurrency_key`, `concurrency_limit`: at most `concurrency_limit` jobs with the same
--- key run at once (docs/DESIGN.md, "Concurrency limits"), enforced by the claim. Jobs
+-- key run at once (docs/design/limits.md, "Concurrency limits"), enforced by the claim. Jobs
 -- without a key (NULL) are claimed as before, by the claim index, which now holds only
 -- them: a backlog of keyed jobs whose keys are busy is never walked by the plain claim.
 -- Keyed jobs have an index of their own, and running keyed jobs one to count them by key.

@@ -1,7 +1,7 @@
 -- heartq schema v12 (SQLite): nothing to do. PostgreSQL's migration of the same number
 -- indexes the tail of each job id, so that a shortened id is one probe. SQLite has no such
 -- index: a lookup by tail reads every id from the primary key's index, and an index of
--- random tails would cost each enqueue a dirtied page in the WAL (docs/DESIGN.md,
+-- random tails would cost each enqueue a dirtied page in the WAL (docs/design/events-and-dashboard.md,
 -- "Shortened job ids").
 -- Recorded all the same, so that each number names one change on both backends
 -- (docs/UPGRADING.md, "One line of schema numbers").

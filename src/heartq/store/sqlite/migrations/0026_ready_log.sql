@@ -1,6 +1,6 @@
 -- heartq schema v26 (SQLite): nothing to do. PostgreSQL's migration of the same number
 -- adds the ready log, so that a claim under a held xmin horizon does not walk the dead
--- entries of the jobs claimed before it (docs/DESIGN.md, "The claim"). SQLite keeps no
+-- entries of the jobs claimed before it (docs/design/claim.md, "The claim"). SQLite keeps no
 -- dead row versions (one writer at a time, no MVCC horizon): a claimed job leaves the
 -- claim index when its claim commits, and the claim needs no frontier.
 -- Recorded all the same, so that each number names one change on both backends

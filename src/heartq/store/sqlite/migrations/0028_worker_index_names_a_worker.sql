@@ -1,6 +1,6 @@
 -- heartq schema v28 (SQLite): nothing to do. PostgreSQL's migration of the same number
 -- keeps its planner from walking the index of running jobs by worker to count a
--- concurrency key's running jobs (docs/DESIGN.md, "Plans that cannot turn"). SQLite's
+-- concurrency key's running jobs (docs/design/claim.md, "Plans that cannot turn"). SQLite's
 -- statements name the index they walk (`INDEXED BY heartq_jobs_key_running_idx`).
 -- Recorded all the same, so that each number names one change on both backends
 -- (docs/UPGRADING.md, "One line of schema numbers").

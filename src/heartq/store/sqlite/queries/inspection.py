@@ -212,7 +212,7 @@ ORDER BY id LIMIT :limit
 # index has them, so the inner query reads every id from the primary key's index (its
 # covering scan, never the rows: about 0.2 s per million jobs), and only the matches are
 # read whole. An index of tails would cost every enqueue a write at a random place:
-# docs/DESIGN.md, "Shortened job ids".
+# docs/design/events-and-dashboard.md, "Shortened job ids".
 JOBS_BY_SUFFIX = """
 SELECT id, task, status FROM heartq_jobs
 WHERE id IN (SELECT id FROM heartq_jobs WHERE substr(id, -:n) = :suffix LIMIT :limit)
