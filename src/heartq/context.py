@@ -24,7 +24,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
-from heartq.model import AttemptRef, NamesAnAttempt, Progress
+from heartq.model import AttemptRef, NamesARunningAttempt, Progress
 from heartq.payload import check_text
 
 _MISSING: Any = object()
@@ -94,7 +94,7 @@ class TaskTransaction:
         return self.__exit__(exc_type, exc, tb)
 
 
-class JobContext(NamesAnAttempt):
+class JobContext(NamesARunningAttempt):
     """Passed to a task that has a parameter named `ctx`: its attempt (`ref`, and its
     `job_id`, `task`, `queue`, `attempt`, `execution_id`, `worker_id`), checkpoint,
     retries and metadata, and the calls that reach its worker."""

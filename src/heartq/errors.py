@@ -219,7 +219,7 @@ class JobDead(HeartqError):
     """`App.result()`: the job used up its attempts (or failed permanently) and is dead;
     or, asked for a job that waits for it (`blocked`, down a pipeline), the dead job that
     holds it: `job_id` and `error` are the dead job's own, `blocked` the job asked for
-    (None when it is the dead job itself). Replaying the dead job releases the blocked."""
+    (None when it is the dead job itself). Replaying the dead job unblocks them."""
 
     def __init__(
         self,

@@ -15,8 +15,8 @@ Names are part of the public interface: add new ones; a name that had to change 
 word for each thing, docs/design/words-and-map.md, "Words") keeps its old one as a deprecated alias
 for one version (`RENAMED_EVENTS`): a listener that subscribes by the old name
 (`app.events.subscribe(listener, names=[...])`) still hears the event under it, with a
-`DeprecationWarning` when it subscribes, and the old constant of this module still reads
-(with a warning).
+`DeprecationWarning` when it subscribes, and the old constant of this module still reads,
+with a warning, as the new name (what the events carry).
 
 Levels: what operators alert on (crashes, lost leases, dead jobs, stale workers, errors)
 is logged at WARNING or ERROR; the lifecycle of workers at INFO; the events of every job
@@ -36,7 +36,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
 
 from heartq.errors import RenamedWarning
 
@@ -163,25 +163,27 @@ RENAMED_EVENTS: Final = {
 """Old event name -> what it became (kept for one version, then removed)."""
 
 _RENAMED_CONSTANTS = {
-    "JOB_REENQUEUED": ("job_reenqueued", "JOB_RECLAIMED"),
-    "STALE_JOBS_DETECTED": ("stale_jobs_detected", "RECLAIM_DETECTED"),
-    "ORPHANED_JOBS_DETECTED": ("orphaned_jobs_detected", "RECLAIM_DETECTED"),
+    "JOB_REENQUEUED": "JOB_RECLAIMED",
+    "STALE_JOBS_DETECTED": "RECLAIM_DETECTED",
+    "ORPHANED_JOBS_DETECTED": "RECLAIM_DETECTED",
 }
 
+if not TYPE_CHECKING:  # the type checker still refuses a misspelt name of this module
 
-def __getattr__(name: str) -> Any:
-    """The old constants, each its old name (what a listener subscribed by it hears),
-    with a `DeprecationWarning`."""
-    if name in _RENAMED_CONSTANTS:
-        old, new = _RENAMED_CONSTANTS[name]
-        warnings.warn(
-            f"heartq.events.{name} ({old!r}) is deprecated: use heartq.events.{new} "
-            f"({globals()[new]!r})",
-            RenamedWarning,
-            stacklevel=2,
-        )
-        return old
-    raise AttributeError(f"module 'heartq.events' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """The old constants, with a `DeprecationWarning`: each is the new name, so a
+        listener that compares `event.name` with it still matches the events it meant
+        (a listener that subscribes by an old name as text hears them under it)."""
+        if name in _RENAMED_CONSTANTS:
+            new = _RENAMED_CONSTANTS[name]
+            warnings.warn(
+                f"heartq.events.{name} is deprecated: use heartq.events.{new} "
+                f"({globals()[new]!r})",
+                RenamedWarning,
+                stacklevel=2,
+            )
+            return globals()[new]
+        raise AttributeError(f"module 'heartq.events' has no attribute {name!r}")
 
 
 class Event(NamedTuple):

@@ -50,7 +50,15 @@ from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from heartq import events, payload
-from heartq.model import AttemptRef, JobStatus, NamesAnAttempt, NewJob, Outcome, Reclaimed
+from heartq.model import (
+    AttemptRef,
+    JobStatus,
+    NamesAnAttempt,
+    NamesARunningAttempt,
+    NewJob,
+    Outcome,
+    Reclaimed,
+)
 from heartq.timeutil import utc
 
 Subject = TypeVar("Subject")
@@ -81,7 +89,7 @@ class EnqueueInfo:
 
 
 @dataclass
-class AttemptInfo(NamesAnAttempt):
+class AttemptInfo(NamesARunningAttempt):
     """One attempt, for the attempt hooks, in the thread, asyncio task or child process
     that runs its code: `ref` (and its `job_id`, `task`, `queue`, `attempt`,
     `execution_id`, `worker_id`), its arguments and metadata. After: `outcome` (as the

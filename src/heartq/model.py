@@ -131,7 +131,7 @@ class Lease:
 class AttemptRef:
     """Which attempt of which job: the one value that names an attempt to everything
     that tells of it (the task's `JobContext`, the attempt hooks' `AttemptInfo`, the
-    crash hooks' `CrashInfo`), made where the attempt is known (`ClaimedJob.ref`,
+    crash hooks' `CrashInfo`), made where the attempt is known (`ClaimedJob.ref_for`,
     `Reclaimed.ref`) and handed on, never copied field by field. `worker_id`: the worker
     that holds, or held, the attempt."""
 
@@ -178,6 +178,18 @@ class NamesAnAttempt:
     @property
     def worker_id(self) -> str | None:
         return self.ref.worker_id
+
+
+class NamesARunningAttempt(NamesAnAttempt):
+    """`NamesAnAttempt` for an attempt a worker runs now: its `worker_id` is that
+    worker's (a `JobContext`, an `AttemptInfo`)."""
+
+    @property
+    def worker_id(self) -> str:
+        worker_id = self.ref.worker_id
+        if worker_id is None:  # made by `ClaimedJob.ref_for`, which always names one
+            raise ValueError(f"attempt {self.ref.job_id} names no worker")
+        return worker_id
 
 
 @dataclass(frozen=True)
@@ -418,12 +430,11 @@ class ClaimedJob:
     def __post_init__(self) -> None:
         self.lease = Lease(self.id, self.execution_id, self.worker_id)
 
-    @property
-    def ref(self) -> AttemptRef:
-        """This attempt's identity (`AttemptRef`), for its context and hooks: made when
-        asked, not with every claimed job."""
+    def ref_for(self, worker_id: str) -> AttemptRef:
+        """This attempt's identity as `worker_id` runs it (`AttemptRef`), for its context
+        and hooks: made when asked, not with every claimed job."""
         return AttemptRef(
-            self.id, self.task, self.queue, self.attempt, self.execution_id, self.worker_id
+            self.id, self.task, self.queue, self.attempt, self.execution_id, worker_id
         )
 
 

@@ -15,7 +15,7 @@ result is its first parameter: a signature's or chain's result as it is, a group
 list of its members' results (with a callback: the callback's result). Each member of a
 group after a step takes that step's result if it says so.
 
-Why nothing more is needed: each job's waiting, its release and a failure's cascade are
+Why nothing more is needed: each job's waiting, its settling and a failure's cascade are
 the store's (`store/sql/dependencies.py`), in the transaction that ends each dependency;
 a job that takes results is flagged `dependency_results`, its edges say which results
 it takes and how (`NewJob.results_of`, `one_result`), and its worker reads them, as the

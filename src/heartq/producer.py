@@ -272,7 +272,7 @@ class Producer:
         stays queued, and delayed jobs when due). Jobs with a concurrency key are left to
         the database claim, which counts their key; transactional enqueues
         (`connection=`) to the sweeper, as their commit is the caller's; jobs with
-        dependencies too (the sweeper publishes them once released). A job with a rate
+        dependencies too (the sweeper publishes them once settled). A job with a rate
         key is published as a wake-up only: the claim by id never takes it, so the worker
         that hears it claims from the database at once, which counts its key."""
         transport = self.app.transport

@@ -86,6 +86,9 @@ def test_worker_reap_interval_still_sets_the_reclaim_interval(heartq: HeartqCli)
     assert "deprecated" not in new.err
     shown = heartq("worker", "--help", url=None).ok().out
     assert "--reclaim-interval" in shown and "--reap-interval" not in shown
+    both = heartq("worker", "tasks:app", "--burst", "--reap-interval", "0.7",
+                  "--reclaim-interval", "0.6").fails(2)  # fmt: skip
+    assert "--reap-interval and --reclaim-interval both given" in both.err
 
 
 def test_the_old_variable_still_sets_the_reclaim_interval(heartq: HeartqCli) -> None:
@@ -213,8 +216,9 @@ def test_the_old_constants_and_method_still_work_and_warn() -> None:
         ("STALE_JOBS_DETECTED", "stale_jobs_detected", events.RECLAIM_DETECTED),
         ("ORPHANED_JOBS_DETECTED", "orphaned_jobs_detected", events.RECLAIM_DETECTED),
     ):
-        with pytest.warns(DeprecationWarning, match=f"heartq.events.{old} .* use .*{new}"):
-            assert getattr(events, old) == value
+        warned = f"heartq.events.{old} is deprecated: use .*{new}"
+        with pytest.warns(DeprecationWarning, match=warned):
+            assert getattr(events, old) == new  # an `event.name ==` comparison still matches
         assert events.RENAMED_EVENTS[value].new == new
     stream = EventStream()
     heard: list[events.Event] = []

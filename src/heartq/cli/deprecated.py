@@ -56,12 +56,15 @@ def option_alias(old: str, new: str, kind: Any) -> Callable[[F], F]:
 
 
 def renamed_values(given: dict[str, Any]) -> dict[str, Any]:
-    """A command's values with each old option's under its new name (a value typed under
-    the new name wins)."""
+    """A command's values with each old option's under its new name; both typed is a
+    usage error, as both given to `Settings` is a `ConfigError`."""
     out = dict(given)
     for old, new in RENAMED_OPTIONS.items():
         old_key, new_key = old[2:].replace("-", "_"), new[2:].replace("-", "_")
         value = out.pop(old_key, None)
-        if value is not None and out.get(new_key) is None:
-            out[new_key] = value
+        if value is None:
+            continue
+        if out.get(new_key) is not None:
+            raise click.UsageError(f"{old} and {new} both given: use {new} alone")
+        out[new_key] = value
     return out

@@ -20,7 +20,7 @@ from heartq.cli.common import (
 )
 from heartq.cli.dashboard_cmd import dashboard_command
 from heartq.cli.demo import demo_command
-from heartq.cli.deprecated import command_alias
+from heartq.cli.deprecated import RENAMED_COMMANDS, command_alias
 from heartq.cli.dlq_cmd import dlq_group
 from heartq.cli.enqueue_cmd import enqueue_command
 from heartq.cli.jobs_cmd import jobs_group
@@ -86,10 +86,11 @@ cli.add_command(workers_command)
 cli.add_command(tasks_command)
 cli.add_command(dlq_group)
 cli.add_command(reclaim_command)
-cli.add_command(command_alias(reclaim_command, "reap"))
 cli.add_command(stats_command)
 cli.add_command(periodic_command)
 cli.add_command(demo_command)
+for old_name, new_name in RENAMED_COMMANDS.items():
+    cli.add_command(command_alias(cli.commands[new_name], old_name))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -101,7 +102,8 @@ def run(command: click.Command, args: list[str], *, prog_name: str, debug: bool)
     """Run a command and exit, its errors turned into exit codes and one line (a
     traceback with `debug`): `heartq`, and the commands made of its own elsewhere
     (`manage.py heartq_worker`, heartq.contrib.django)."""
-    warnings.simplefilter("default", RenamedWarning)  # an old name says so, on stderr
+    if not sys.warnoptions:  # an old name says so, on stderr, unless -W said otherwise
+        warnings.simplefilter("default", RenamedWarning)
     try:
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:

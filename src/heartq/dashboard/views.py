@@ -173,7 +173,7 @@ def workers_view(
 ) -> list[dict[str, Any]]:
     """The registry's workers with their heartbeat ages (by the database's clock), and
     `gone` for an active worker whose process is dead (its liveness lock is free) but
-    whose jobs no lease reclaimer has reclaimed yet."""
+    whose jobs no maintenance pass has reclaimed yet."""
     now = store.clock() if now is None else now
     rows = fleet.workers(store, include_all=include_all, now=now)
     for row in rows:

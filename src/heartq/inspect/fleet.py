@@ -53,7 +53,7 @@ def with_heartbeat_age(workers: list[dict[str, Any]], now: float) -> list[dict[s
 
 def with_liveness(store: Registry, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The workers plus `gone`: True for an `active` worker whose liveness lock is free
-    (its process died and no lease reclaimer has reclaimed its jobs yet). Read only: the command
+    (its process died and no maintenance pass has reclaimed its jobs yet). Read only: the command
     that shows it reclaims nothing."""
     active = [w["id"] for w in workers if w["status"] == "active"]
     gone = set(store.liveness_free(active))

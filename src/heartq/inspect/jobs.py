@@ -17,7 +17,7 @@ from heartq.store.interface import Inspector, Registry
 def with_worker_liveness(store: Registry, job: dict[str, Any]) -> dict[str, Any]:
     """The job (shown) plus `worker_gone`: for a job its worker holds (running or claimed
     ahead), whether that worker's liveness lock is free (the process died; the job is
-    held only until a lease reclaimer reclaims it); null for any other job. Read only."""
+    held only until a maintenance pass reclaims it); null for any other job. Read only."""
     gone = None
     if job["status"] in HELD and job.get("worker_id"):
         gone = bool(store.liveness_free([job["worker_id"]]))

@@ -7,7 +7,7 @@ died holding jobs; the store reclaims those at once instead of leaving them to t
 keeps its jobs. Where a free lock is believed only after a grace (PostgreSQL: a session
 dropped under a live worker looks free for a moment), a namesake found with its lock
 free is suspected, not judged: `PendingReconciliation` judges it again once the grace
-has passed. Events: `job_reenqueued`/`job_dead` per job taken back (with the detector
+has passed. Events: `job_reclaimed`/`job_dead` per job taken back (with the detector
 `reconciliation`), `namesake_alive` (warning) per live namesake, and
 `reconciliation_complete`.
 """
@@ -63,7 +63,7 @@ class PendingReconciliation:
     """A maintenance service for the namesakes startup reconciliation suspected: it
     reconciles again every `liveness_grace` (plus a little) until none is suspected any
     more, then does nothing. Without it a restarted worker whose probes are slow or off
-    (`--liveness-interval`) would leave a dead namesake's jobs to their leases."""
+    (`--liveness-interval`) would leave a gone namesake's jobs to their leases."""
 
     name = "reconciliation"
 

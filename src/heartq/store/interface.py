@@ -295,7 +295,7 @@ class Registry(Clock, Protocol):
     def liveness_free(self, worker_ids: Sequence[str]) -> list[str]:
         """Which of these active workers' liveness locks are free right now: their
         process is gone. Read only: nothing is reclaimed and no grace is waited out
-        (operator commands show such a worker as gone until a lease reclaimer reclaims it)."""
+        (operator commands show such a worker as gone until a maintenance pass reclaims it)."""
         ...
 
 

@@ -117,7 +117,7 @@ class FinishAnswers:
         self.awaited: list[str] = []
         """The ended jobs someone waits for (`awaited_ends`)."""
         self.with_dependents: list[str] = []
-        """The ended jobs with dependents to release (`ended_with_dependents`)."""
+        """The ended jobs with dependents to settle (`ended_with_dependents`)."""
         self.failed_dependents = False
         """Whether one of those did not succeed (`failed_with_dependents`)."""
 
@@ -402,7 +402,7 @@ def job_dict(
 def linked_job_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     """One of a job's dependencies or dependents (`get_job`): its id, task and status
     (None: the job was pruned or purged since), how the dependency ended as its
-    dependent's release counted it (`ended`: None while it has not), and whether the
+    dependent's settling counted it (`ended`: None while it has not), and whether the
     dependency holds its dependent blocked (`holds`: it is dead, or blocked itself)."""
     return {
         "id": row["id"], "task": row["task"], "status": row["status"], "ended": row["ended"],

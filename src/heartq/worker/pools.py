@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import logging
 import threading
 import time
@@ -56,7 +55,7 @@ on a busy machine: its task's next attempts each get a thread called at once
 def make_context(run: RunningJob, worker_id: str) -> JobContext:
     job = run.job
     return JobContext(
-        dataclasses.replace(job.ref, worker_id=worker_id),
+        job.ref_for(worker_id),
         checkpoint=job.checkpoint,
         control=run,
         max_retries=job.max_retries,

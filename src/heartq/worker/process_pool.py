@@ -10,7 +10,6 @@ parent closes its execution as `crashed` at once, with the exit code or signal.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import multiprocessing
 import signal
 import sys
@@ -99,7 +98,7 @@ class ProcessPool:
             self._ledger.attempt_ended(run, args)
             return
         fields = {
-            "ref": dataclasses.replace(job.ref, worker_id=self._worker_id),
+            "ref": job.ref_for(self._worker_id),
             "args": args,
             "checkpoint": job.checkpoint,
             "max_retries": job.max_retries,

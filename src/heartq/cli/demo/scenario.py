@@ -258,7 +258,7 @@ class Scenario:
             )
 
     def _follow_reruns(self, kill: Kill) -> None:
-        """Note which survivor picks each held up, and when all of them succeeded."""
+        """Note which survivor picks each held job up, and when all of them succeeded."""
         for held in kill.held.values():
             job = self.jobs.get(held.job_id)
             if held.crash is None or job is None:

@@ -81,7 +81,7 @@ def detection_delay(kill: Kill, crash: dict[str, Any]) -> float | None:
 def held_lines(
     scenario: Scenario, kill: Kill, recovered: list[tuple[dict[str, Any], dict[str, Any]]]
 ) -> list[str]:
-    """One line per"held job" where it was killed, who found it, how it ended."""
+    """One line per held job: where it was killed, who found it, how it ended."""
     lines = [
         f"  {kill.worker.name} (pid {kill.worker.proc.pid}) was killed with SIGKILL "
         f"at {kill.at - scenario.t0:.1f} s; {len(recovered)} of its jobs were reclaimed:"

@@ -6,7 +6,7 @@ keeps for its life (`session.py`, shared with its LISTENs); the server frees it 
 instant that session ends, which is when the process dies. But a session can also end
 under a living worker (a server restart or failover, a network reset,
 `idle_session_timeout`, `pg_terminate_backend`), so the session's thread takes it again
-on a new session, and the probe (`AdvisoryLiveness.dead`, `liveness.py`) waits for a lock to
+on a new session, and the probe (`AdvisoryLiveness.gone`, `liveness.py`) waits for a lock to
 stay free for `LIVENESS_GRACE` before it reclaims. Since when a lock has been found free
 is kept in the worker's row (`workers.lock_free_since`), not in a prober's memory: in a
 fleet whose workers die, freeze and restart, and whose probes take turns (`PROBE_KEY`),
@@ -37,7 +37,7 @@ LOCK_CHECK_INTERVAL = 0.5
 """Defaults to 0.5 s between two checks of the session that holds a worker's liveness lock
 (and between two attempts to take the lock again once a new session is open)."""
 RELEASE_TIMEOUT = 2.0
-"""Seconds `release()` waits for a session's thread to stop (it closes its session)."""
+"""Seconds `close()` waits for a session's thread to stop (it closes its session)."""
 
 LOCK_NAMESPACE = q.LOCK_NAMESPACE
 PROBE_NAMESPACE = q.PROBE_NAMESPACE

@@ -81,7 +81,7 @@ class Checkouts:
         self._broken_at = 0.0  # when a connection last broke in use (monotonic)
 
     def take(self, pool: psycopg_pool.ConnectionPool[Any]) -> Conn:
-        """A sound connection of `pool` (`sound`), dead ones discarded on the way. A wait
+        """A sound connection of `pool` (`sound`), broken ones discarded on the way. A wait
         that timed out while other connections came back to the pool from work that went
         well is a queue, not an outage, and goes on (up to `BUSY_WAIT_MAX`); while the
         server is away nothing goes well, and a caller fails after `timeout`
@@ -104,7 +104,7 @@ class Checkouts:
                 raise PoolTimeout(f"no sound connection within {self.timeout:g} s")
 
     def take_idle(self, pool: psycopg_pool.ConnectionPool[Any], wait: float) -> Conn | None:
-        """A sound connection of `pool` if one comes within `wait` seconds (dead ones
+        """A sound connection of `pool` if one comes within `wait` seconds (broken ones
         discarded on the way), else None."""
         while True:
             try:

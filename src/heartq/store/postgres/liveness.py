@@ -94,8 +94,8 @@ class AdvisoryLiveness:
                 return
             at = float(start["now"])
             free = conn.execute(q.PROBE_LIVENESS, {"now": now}).fetchall()
-            dead = [r["id"] for r in free if at - float(r["free_since"]) >= self.grace]
-            yield FoundGone(conn, now, dead)
+            gone = [r["id"] for r in free if at - float(r["free_since"]) >= self.grace]
+            yield FoundGone(conn, now, gone)
 
     def lock_free(self, namesake: Mapping[str, Any]) -> bool | None:
         """Startup reconciliation believes a free lock as the probes do: once it has been
@@ -130,7 +130,7 @@ class AdvisoryLiveness:
         """Active workers among `worker_ids` whose advisory lock is free at this instant
         (tried inside a transaction, so released at once). A session that dropped under
         a living worker shows free for the second its watcher needs to take it again:
-        callers only report it; the probe (`dead`) alone reclaims, after the grace."""
+        callers only report it; the probe (`gone`) alone reclaims, after the grace."""
         if not worker_ids:
             return []
         self.d.ensure_schema()

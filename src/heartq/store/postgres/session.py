@@ -149,7 +149,7 @@ class SharedSession:
         """True while this session is down after it dropped, and for `within` seconds
         after it was opened again: a time when other processes' sessions to the same
         server may well be reopening too (a failover or a restart ends them all), so a
-        free lock says little (`AdvisoryLiveness.dead`)."""
+        free lock says little (`AdvisoryLiveness.gone`)."""
         with self._mutex:
             if self._dropped:
                 return True

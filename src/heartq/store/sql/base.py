@@ -40,7 +40,7 @@ dialect provides (`Dialect`):
   migrated before first use (`ensure_schema`).
 
 What is not SQL-shaped lives in the dialect package's own objects: its liveness locks
-(`Liveness`: lock files, advisory locks on a lasting session; it finds the dead, the
+(`Liveness`: lock files, advisory locks on a lasting session; it finds the gone, the
 reclaimer reclaims them) and its link (`Link` in `store/link.py`: the pool, the
 lasting session and its LISTENs, the store's `close`). Why this cut: a dialect's author
 reads this module to know what to write, a reader of an operation finds it in one role

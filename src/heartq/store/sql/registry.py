@@ -2,7 +2,7 @@
 stop (`stop_worker`), and the list operators read (`list_workers`).
 
 Why apart: these are the registry's writes that reclaim nothing, and its one read.
-Deactivating a worker found silent, dead or restarted is a reclaim (`reclaim.py`); a
+Deactivating a worker found silent, gone or restarted is a reclaim (`reclaim.py`); a
 worker's row is renewed by its heartbeat, with its leases (`leases.py`); gone workers
 are pruned with finished jobs (`admin.py`); liveness locks are each dialect's own (lock
 files, advisory locks), in its `liveness.py`.

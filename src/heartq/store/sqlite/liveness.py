@@ -53,12 +53,12 @@ class LockFileLiveness:
     def gone(self, now: float | None = None) -> Iterator[FoundGone | None]:
         """This host's active workers whose lock file is free, in a write transaction
         (None, and no transaction, when there is none)."""
-        dead = [w for w in self._here() if is_gone(self.path, w)]
-        if not dead:
+        gone = [w for w in self._here() if is_gone(self.path, w)]
+        if not gone:
             yield None
             return
         with self.d.write() as conn:
-            yield FoundGone(conn, self.d.clock(conn, now), dead)
+            yield FoundGone(conn, self.d.clock(conn, now), gone)
 
     def suspects(self) -> dict[str, float]:
         """None: a free lock file is believed at once."""

@@ -146,7 +146,7 @@ RETURNING worker_id
 JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 
 # A dead job whose unique key another live job holds stays dead (the key holds). Those
-# with dependents release the jobs they blocked (store/sql/dependencies.py `unblock`).
+# with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = f"""
 UPDATE jobs
 SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,

@@ -66,7 +66,7 @@ RETURNING worker_id
 JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
 
 # A dead job whose unique key another live job holds stays dead (the key holds). Those
-# with dependents release the jobs they blocked (store/sql/dependencies.py `unblock`).
+# with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = """
 UPDATE heartq_jobs
 SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
