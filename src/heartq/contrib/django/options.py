@@ -72,35 +72,45 @@ DJANGO_WORDS = {
 def refuse_definition_words(names: Iterable[str], where: str) -> None:
     """`InvalidTask` for the first word of `names` a task's definition cannot carry;
     `where` says where it was written (`@task()`, `OPTIONS['TASK_OPTIONS']`)."""
-    for name in names:
-        if name in DEFINITION:
-            continue
-        if name in DJANGO_WORDS:
-            why = DJANGO_WORDS[name]
-        elif name in ENQUEUE:
-            why = f"it belongs to one enqueue: task.using({name}=...)"
-        else:
-            why = f"heartq's task options are {', '.join(DEFINITION)}"
-        raise InvalidTask(f"{where} got {name!r}, which the heartq backend cannot carry: {why}")
+    _refuse(
+        names, where, DEFINITION, ENQUEUE,
+        elsewhere="it belongs to one enqueue: task.using({name}=...)",
+        known=f"heartq's task options are {', '.join(DEFINITION)}",
+    )  # fmt: skip
 
 
 def refuse_enqueue_words(names: Iterable[str]) -> None:
     """`InvalidTask` for the first word of `names` one enqueue cannot carry."""
+    _refuse(
+        names, "task.using()", ENQUEUE, DEFINITION,
+        elsewhere="it is part of the task's definition: @task({name}=...)",
+        known="task.using() takes Django's priority, queue_name, run_after, backend, "
+        f"and heartq's {', '.join(ENQUEUE)}",
+    )  # fmt: skip
+
+
+def _refuse(
+    names: Iterable[str],
+    where: str,
+    carried: Iterable[str],
+    other: Iterable[str],
+    *,
+    elsewhere: str,
+    known: str,
+) -> None:
+    """`InvalidTask` for the first of `names` not in `carried`, saying why: Django's own
+    reason for its words, where a word of the `other` place goes (`elsewhere`, its
+    `{name}` filled in), else what `where` takes (`known`)."""
     for name in names:
-        if name in ENQUEUE:
+        if name in carried:
             continue
         if name in DJANGO_WORDS:
             why = DJANGO_WORDS[name]
-        elif name in DEFINITION:
-            why = f"it is part of the task's definition: @task({name}=...)"
+        elif name in other:
+            why = elsewhere.format(name=name)
         else:
-            why = (
-                "task.using() takes Django's priority, queue_name, run_after, backend, "
-                f"and heartq's {', '.join(ENQUEUE)}"
-            )
-        raise InvalidTask(
-            f"task.using() got {name!r}, which the heartq backend cannot carry: {why}"
-        )
+            why = known
+        raise InvalidTask(f"{where} got {name!r}, which the heartq backend cannot carry: {why}")
 
 
 def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:

@@ -251,14 +251,7 @@ class ConnectionPool:
             raise faults.file_gone(self.path, "was deleted")
         mode = "rw" if self._opened_once else "rwc"
         try:
-            conn = sqlite3.connect(
-                f"{self.path.absolute().as_uri()}?mode={mode}",
-                uri=True,
-                timeout=self.busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-                cached_statements=256,
-            )
+            conn = self._connect(mode, cached_statements=256)
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from None
         try:
@@ -273,6 +266,18 @@ class ConnectionPool:
         if self.trace:
             conn.set_trace_callback(self._on_statement)
         return conn
+
+    def _connect(self, mode: str, cached_statements: int = 128) -> sqlite3.Connection:
+        """The file opened in `mode` (a URI's `mode=`) with what every connection of this
+        file shares: the busy timeout, autocommit, no same-thread check."""
+        return sqlite3.connect(
+            f"{self.path.absolute().as_uri()}?mode={mode}",
+            uri=True,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=cached_statements,
+        )
 
     def _open_to_read(self) -> sqlite3.Connection:
         """A file this process may read but not write, opened to read (`mode=ro`), never
@@ -292,13 +297,7 @@ class ConnectionPool:
         else:
             mode = "ro&immutable=1"
         try:
-            conn = sqlite3.connect(
-                f"{self.path.absolute().as_uri()}?mode={mode}",
-                uri=True,
-                timeout=self.busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
+            conn = self._connect(mode)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         except sqlite3.Error as exc:
