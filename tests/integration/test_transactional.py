@@ -59,7 +59,10 @@ def test_tasks_enqueuing_in_their_transactions_fill_every_slot(harness: Harness)
     when none is free), so no task waits for one another holds. Each waited for a pooled
     connection to read the clock and make the lane, while the others held both in their
     transactions: after 8 s one of eight had succeeded, its peers' leases lost."""
-    harness.start_worker("--concurrency", "4")
+    # A 4 s lease (the suites' steady one): a task's result is saved after its commit,
+    # within the committing attempt's lease, and the 0.6 s of FAST is shorter than a
+    # loaded machine may take to hand the completer a connection the tasks also use.
+    harness.start_worker("--concurrency", "4", settings={"--lease": "4"})
     jobs = [harness.enqueue("enqueue_in_transaction", {"priority": p}) for p in range(8)]
     # each result lands just after the commit that succeeded its job: wait for it
     children = [harness.wait_job(job, lambda j: j["result"], 30, "its result")["result"]
