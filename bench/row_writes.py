@@ -25,7 +25,10 @@ id, and the claim keeps `ready_xid`. The design's split keeps the claim off the 
 (a narrow ready entry and a lease) and leaves the row's indexes nothing its end changes.
 An update is heap-only only if the new version fits on the row's page: at fillfactor
 85-90 a page keeps room for few of its rows' new versions, so each reshaped table is
-counted at 50 too (issue 44's prototype).
+counted at 50 too (issue 44's prototype). The split with the job's end appended as a
+narrow row of its own leaves the wide row one version, at fillfactor 100 (and its
+claim may delete its ready entry rather than mark it): docs/design-notes/hot-path.md,
+"The end appended".
 """
 
 from __future__ import annotations
@@ -107,6 +110,36 @@ update, at the end, can be heap-only), a ready entry consumed by a heap-only upd
 a narrow lease inserted by the claim and deleted by the finish."""
 
 
+APPENDED_END = SPLIT + """;
+CREATE TABLE job_ends (
+    job_id text COLLATE "C" PRIMARY KEY, execution_id bigint NOT NULL,
+    status text NOT NULL, worker_id text NOT NULL, started_at timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL, attempts integer NOT NULL, result json, error text
+);
+"""
+"""The split, with the wide row never updated: the job's end is a narrow row of its own
+(appended by the finish, in the statement that deletes the lease), so the job row keeps
+the one version its enqueue wrote, at fillfactor 100."""
+
+
+def appended_finishes(ids: list[str]) -> str:
+    """The leases deleted and each job's end appended: the wide row untouched."""
+    return "".join(
+        "WITH gone AS (DELETE FROM heartq.leases WHERE job_id = "
+        f"ANY({_array(ids[k:k + BATCH])}) RETURNING job_id, execution_id, worker_id, "
+        "claimed_at) INSERT INTO heartq.job_ends SELECT job_id, execution_id, 'succeeded', "
+        "worker_id, claimed_at, now(), 1, 'null' FROM gone;\n"
+        for k in range(0, len(ids), BATCH)
+    )
+
+
+def consuming_claims(ids: list[str]) -> str:
+    """The ready entries deleted (not marked) and the leases inserted."""
+    return split_claims(ids).replace(
+        "UPDATE heartq.ready SET consumed = true WHERE", "DELETE FROM heartq.ready WHERE"
+    )
+
+
 def claims(ids: list[str], clears_ready: bool) -> str:
     """One line a statement (the single-user backend ends a statement at a newline)."""
     ready = "ready_xid = NULL, " if clears_ready else ""
@@ -175,6 +208,10 @@ SHAPES = {
     ),
     "split: ready, leases, one end (85)": Shape(85, SPLIT, split_claims, split_finishes),
     "split: ready, leases, one end (50)": Shape(50, SPLIT, split_claims, split_finishes),
+    "split, the end appended (100)": Shape(100, APPENDED_END, split_claims, appended_finishes),
+    "split, entry deleted, end appended": Shape(
+        100, APPENDED_END, consuming_claims, appended_finishes
+    ),
 }
 
 
