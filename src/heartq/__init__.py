@@ -40,6 +40,7 @@ from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookI
 from heartq.lost_results import LostResult, is_lost_result
 from heartq.model import AttemptRef, CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
 from heartq.pipelines import Chain, Group, Signature, chain, group
+from heartq.queue_controls import QueueControl
 from heartq.version import __version__
 
 if _typing.TYPE_CHECKING:
@@ -81,6 +82,7 @@ __all__ = [
     "PayloadError",
     "Permanent",
     "Pipeline",
+    "QueueControl",
     "ResultLost",
     "ResultTimeout",
     "Settings",

@@ -11,6 +11,7 @@ pipeline, a schedule's tick) makes and stores its jobs through the app's produce
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +27,7 @@ from typing import (
     overload,
 )
 
-from heartq import ids, payload
+from heartq import events, ids, payload
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.definition import TaskDefinition, TaskOptions
@@ -38,6 +39,7 @@ from heartq.options import EnqueueOptions, Options
 from heartq.periodic import MakeTickJobs, Schedule
 from heartq.pipelines import Signature
 from heartq.producer import Producer, Waker
+from heartq.queue_controls import QueueControl
 from heartq.results import EndWaiters
 from heartq.store import Store, open_store, redact
 from heartq.transport import open_transport, resolve_transport
@@ -431,6 +433,54 @@ class App:
         kept); the jobs they blocked wait for them again, and run once they succeed. The
         ids replayed: a job that is not dead is left as it is."""
         return self.store.replay_dead(list(job_ids))
+
+    # -- queues controlled while workers run (heartq.queue_controls) --------------------
+    def pause_queue(self, queue: str, by: str | None = None) -> QueueControl:
+        """Pause `queue` on every worker within about a second, and on every worker
+        started later, until `resume_queue`: none of its jobs starts; running ones
+        finish, queued ones keep their place. `by`: who asked (default: the OS user,
+        host and pid)."""
+        return self._control(queue, paused=True, by=by or ids.requester("app.pause_queue"))
+
+    def resume_queue(self, queue: str, by: str | None = None) -> QueueControl:
+        """Let `queue`'s jobs start again after `pause_queue`."""
+        return self._control(queue, paused=False, by=by or ids.requester("app.resume_queue"))
+
+    def scale_queue(
+        self, queue: str, concurrency: int | None, by: str | None = None
+    ) -> QueueControl:
+        """Cap how many of `queue`'s jobs EACH worker runs at once, within about a second
+        (None: no cap, each worker's own concurrency; 0 holds the queue like a pause).
+        Jobs over the cap that already run finish; none starts until the queue is under
+        it."""
+        by = by or ids.requester("app.scale_queue")
+        return self._control(queue, scale=True, concurrency=concurrency, by=by)
+
+    def queue_controls(self) -> dict[str, QueueControl]:
+        """Every controlled queue's stored controls, by queue."""
+        return self.store.queue_controls()
+
+    def _control(
+        self,
+        queue: str,
+        *,
+        by: str,
+        paused: bool | None = None,
+        scale: bool = False,
+        concurrency: int | None = None,
+    ) -> QueueControl:
+        control = self.store.set_queue_control(
+            queue, paused=paused, scale=scale, concurrency=concurrency, by=by
+        )
+        self.events.emit(
+            events.QUEUE_CONTROLLED,
+            logging.INFO,
+            queue=control.queue,
+            paused=control.paused,
+            concurrency=control.concurrency,
+            by=by,
+        )
+        return control
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
     def subscribe_wakeup(self, waker: Waker) -> None:

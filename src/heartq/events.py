@@ -126,6 +126,15 @@ WAITING_FOR_DATABASE: Final = "waiting_for_database"
 tries again after `retry_in` seconds; fields: worker_id, step, attempt, waited, retry_in,
 error."""
 
+QUEUE_CONTROLLED: Final = "queue_controlled"
+"""An operator paused, resumed or scaled a queue through `App.pause_queue`,
+`resume_queue` or `scale_queue` (the command line and the dashboard use them): `queue`,
+`paused`, `concurrency` (each worker's cap; null: none), `by`."""
+QUEUE_CONTROL_SEEN: Final = "queue_control_seen"
+"""A worker read a change of one of its queues' controls and obeys it from now on
+(within about a second of the change): `worker_id`, `queue`, `paused`, `concurrency`.
+Also told at a worker's start for each of its queues that is paused or capped."""
+
 EVENT_LOOP_BLOCKED: Final = "event_loop_blocked"
 """The async pool's event loop has not turned for `blocked_for` seconds (at least a
 second): the coroutine of `job_id` (`task`, `execution_id`; null when no attempt's

@@ -32,6 +32,9 @@ Metrics (all prefixed `heartq_`):
 - `store_up`: 1 when the scrape could read the store, else 0.
 - `worker_heartbeat_age_seconds`: since this worker's last successful heartbeat (since
   the metrics started, before the first one).
+- `queue_paused{queue}` (1 while paused), `queue_worker_limit{queue}` (a capped queue's
+  jobs this worker may run at once): each of the worker's queues as it last read their
+  controls (`heartq queues`), within about a second of a change.
 - `worker_running_jobs` (attempts started, not yet saved), `worker_claimed_ahead_jobs`
   (held in its buffer, not started), `worker_concurrency`,
   `worker_info{worker_id,name,pool,queues}`.
@@ -221,6 +224,7 @@ class ScrapeCollector(Collector):
         yield ahead
         concurrency.add_metric([], self._worker.concurrency)
         yield concurrency
+        yield from self._controls()
         info = InfoMetricFamily("heartq_worker", "This worker process.")
         info.add_metric(
             [],
@@ -232,6 +236,28 @@ class ScrapeCollector(Collector):
             },
         )
         yield info
+
+    def _controls(self) -> Iterator[GaugeMetricFamily]:
+        """What this worker obeys of its queues' controls, as it last read them
+        (`heartq.worker.controls`): no read of its own."""
+        paused = GaugeMetricFamily(
+            "heartq_queue_paused",
+            "1 while an operator has paused the queue, as this worker last read it.",
+            labels=["queue"],
+        )
+        capped = GaugeMetricFamily(
+            "heartq_queue_worker_limit",
+            "The jobs of the queue this worker may run at once, where an operator capped it.",
+            labels=["queue"],
+        )
+        controls = self._worker.controls
+        for queue_name in self._worker.queues if controls.known else ():
+            control = controls.control(queue_name)
+            paused.add_metric([queue_name], 1 if control.paused else 0)
+            if control.concurrency is not None:
+                capped.add_metric([queue_name], control.concurrency)
+        yield paused
+        yield capped
 
     def _rate_waiting(self, rated: list[dict[str, Any]]) -> GaugeMetricFamily:
         """Due jobs waiting per rate key (`heartq.inspect.limits`, as `heartq stats` and

@@ -89,3 +89,30 @@ def test_metrics_port_in_use_is_one_clear_error(heartq: HeartqCli) -> None:
         run = heartq("worker", "tasks:app", "--burst", "--metrics-port", str(port))
     run.fails(1)
     assert f"cannot serve metrics on 0.0.0.0:{port}" in run.err
+
+
+def test_a_paused_and_scaled_queue_shows_in_its_workers_metrics(
+    heartq: HeartqCli, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    port = free_port()
+    workers.append(heartq.start_worker("--metrics-port", str(port)))
+
+    def read() -> Samples | None:
+        samples = scrape(port)
+        found = samples and value(samples, "heartq_queue_paused", queue="default") is not None
+        return samples if found else None
+
+    samples = wait_for(read, timeout=20, what="the worker's first read of its controls")
+    assert value(samples, "heartq_queue_paused", queue="default") == 0
+    assert value(samples, "heartq_queue_worker_limit", queue="default") is None
+    heartq("queues", "pause", "default").ok()
+    heartq("queues", "scale", "default", "--concurrency", "3").ok()
+
+    def obeyed() -> Samples | None:
+        samples = scrape(port)
+        if samples and value(samples, "heartq_queue_worker_limit", queue="default") == 3:
+            return samples
+        return None
+
+    samples = wait_for(obeyed, timeout=20, what="the worker to read the controls")
+    assert value(samples, "heartq_queue_paused", queue="default") == 1

@@ -276,7 +276,8 @@ def test_a_heartq_of_the_old_numbering_is_refused_by_a_renumbered_queue(
         old.link.migrate()
     message = str(refused.value)
     assert "\n" not in message
-    assert "has migration 12, 15, 19, 25, 26, 27, 28, which this heartq (schema 29)" in message
+    unknown = ", ".join(map(str, [12, 15, 19, 25, 26, 27, 28, *range(30, NEWEST + 1)]))
+    assert f"has migration {unknown}, which this heartq (schema 29)" in message
     assert _recorded(path) == renumbered
     monkeypatch.undo()
 

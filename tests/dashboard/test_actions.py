@@ -137,9 +137,7 @@ def test_replay_the_ticked_dead_jobs(
     ]
 
 
-def test_a_rows_replay_button_replays_that_job_alone(
-    store: Store, dashboard: Dashboard
-) -> None:
+def test_a_rows_replay_button_replays_that_job_alone(store: Store, dashboard: Dashboard) -> None:
     now = store.clock()
     first, second = dead_job(store, now - 2), dead_job(store, now - 1)
     client = dashboard(allow_actions=True)
@@ -240,3 +238,42 @@ def test_purge_older_than_ten_years_purges_nothing(store: Store, dashboard: Dash
     client = dashboard(allow_actions=True)
     assert act(client, "/dlq/purge", "/dlq", older_than="315360000") == "/dlq?notice=purged&n=0"
     assert store.get_job(job_id)["status"] == "dead"
+
+
+def test_a_queue_paused_scaled_and_resumed(
+    store: Store, dashboard: Dashboard, caplog: pytest.LogCaptureFixture
+) -> None:
+    enqueue_one(store, store.clock())
+    client = dashboard(allow_actions=True)
+    assert 'data-queue="default"' in page(client.get("/queues"))
+    with caplog.at_level(logging.INFO, logger="heartq"):
+        assert act(client, "/queues/default/pause", "/queues") == "/queues?notice=paused"
+        back = act(client, "/queues/default/scale", "/queues", concurrency="3")
+    assert back == "/queues?notice=scaled"
+    control = store.queue_controls()["default"]
+    assert (control.paused, control.concurrency) == (True, 3)
+    assert (control.changed_by or "").startswith("heartq dashboard (from testclient) by ")
+    text = page(client.get(back))
+    assert notice(text) == "Scaled: each worker obeys the new cap within about a second."
+    assert 'data-state="paused"' in text and 'data-cap="3"' in text
+    assert 'data-testid="paused-default"' in page(client.get("/"))
+    assert act(client, "/queues/default/resume", "/queues") == "/queues?notice=resumed"
+    act(client, "/queues/default/scale", "/queues", concurrency="")
+    control = store.queue_controls()["default"]
+    assert (control.paused, control.concurrency) == (False, None)
+    assert [(a["action"], a["queue"]) for a in audited(caplog)] == [
+        ("pause", "default"),
+        ("scale", "default"),
+    ]
+
+
+def test_a_bad_cap_is_refused_and_changes_nothing(store: Store, dashboard: Dashboard) -> None:
+    enqueue_one(store, store.clock())
+    client = dashboard(allow_actions=True)
+    text = page(client.get("/queues"))
+    for typed in ("-1", "many"):
+        answer = client.post(
+            "/queues/default/scale", data={"_csrf": csrf(text), "concurrency": typed}
+        )
+        assert answer.status_code == 400, answer.text
+    assert store.queue_controls() == {}

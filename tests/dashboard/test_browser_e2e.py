@@ -32,7 +32,7 @@ from tests.support import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.one_at_a_time("browser")]
 
-HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 1\">'\""
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 1">\'"'
 LIVE = 0.5
 """The dashboards here re-read their pages every half second."""
 WAIT_MS = 20_000
@@ -174,9 +174,7 @@ def not_pwned(page: Page) -> None:
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
 
-def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(
-    site: Site, page: Page
-) -> None:
+def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(site: Site, page: Page) -> None:
     site.start_worker("--concurrency", "2")
     site.start_dashboard()
     # 12 s: the overview's checks come first, and beside a CPU burner they took over the 6
@@ -422,3 +420,33 @@ def test_a_refused_actions_page_does_not_read_itself_again(site: Site, page: Pag
     shoot(page, "refused")
     assert ("GET", site.url(action)) not in asked
     assert site.cli.job(job_id)["status"] == "queued"
+
+
+def test_a_queue_is_paused_scaled_and_resumed_from_its_page(site: Site, page: Page) -> None:
+    """A worker runs the queue's jobs; paused from the page, it starts none (a job
+    enqueued meanwhile stays queued), scaled, then resumed: the job runs."""
+    site.start_dashboard("--allow-actions")
+    site.start_worker()
+    page.goto(site.url("/queues"))
+    row = page.get_by_test_id("queues").locator("tr[data-queue='default']")
+    expect(row).to_contain_text("active")
+    row.get_by_test_id("pause").click()
+    expect(page.get_by_role("status")).to_contain_text("Paused")
+    expect(row.locator("[data-state]")).to_have_attribute("data-state", "paused")
+    wait_for(
+        lambda: any(
+            "queue_control_seen" in log.read_text() for log in site.cli.cwd.glob("worker-*")
+        ),
+        timeout=20,
+        what="the worker to obey the pause",
+    )
+    held = site.cli.add("hold", {"seconds": 0.1})
+    row.locator("input[name='concurrency']").fill("2")
+    row.get_by_test_id("scale").click()
+    expect(page.get_by_role("status")).to_contain_text("Scaled")
+    expect(row.locator("[data-cap]")).to_have_attribute("data-cap", "2")
+    shoot(page, "queues-paused")
+    assert site.cli.job(held)["status"] == "queued"
+    row.get_by_test_id("resume").click()
+    expect(page.get_by_role("status")).to_contain_text("Resumed")
+    wait_for(lambda: site.cli.job(held)["status"] == "succeeded", timeout=20, what="the job")

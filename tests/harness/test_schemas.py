@@ -98,6 +98,7 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         enqueue_one(store, t0, depends_on=(first,))
         every = Schedule(name="beat", task="beat", every=10)
         tick(store, every, t0 + 1)
+        store.set_queue_control("q", paused=True, scale=False, concurrency=None, by="op")
         retried = claim_one(store, "w1", t0 + 20)  # a failed attempt: its execution row
         assert store.finish([failed(retried, Outcome.FAILED, "boom")], now=t0 + 21) == []
         with psycopg.connect(pg_server_url, autocommit=True) as conn:

@@ -31,6 +31,7 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "ResultTimeout", "BadArguments", "TaskNotDeclaredWarning", "Signature", "Chain",
         "Group", "chain", "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
         "AlreadyEnqueued", "ResultLost", "LostResult", "is_lost_result", "Event", "EventStream",
+        "QueueControl",
         "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented

@@ -284,6 +284,10 @@ def stats_command(url: str | None, as_json: bool) -> None:
         when = "-" if p["next_tick_in"] is None else f"in {display.fmt_seconds(p['next_tick_in'])}"
         schedules = plural(p["schedules"], "schedule")
         rows.append(("periodic", f"{schedules}, next tick {when} (heartq periodic)"))
+    if stats["paused_queues"] or stats["capped_queues"]:
+        held = [f"{q} paused" for q in stats["paused_queues"]]
+        held += [f"{q} at most {n} a worker" for q, n in sorted(stats["capped_queues"].items())]
+        rows.append(("controlled", Text(", ".join(held) + "  (heartq queues)", style="yellow")))
     dead = Text(f"{stats['dead']} dead job{'s' * (stats['dead'] != 1)}")
     if stats["dead"]:
         dead.stylize("bold red")

@@ -36,7 +36,13 @@ from heartq.dashboard.security import (
     Refused,
     csrf_token,
 )
-from heartq.errors import AmbiguousJobId, HeartqError, JobNotFound, StoreUnavailable
+from heartq.errors import (
+    AmbiguousJobId,
+    ConfigError,
+    HeartqError,
+    JobNotFound,
+    StoreUnavailable,
+)
 from heartq.event_stream import EventStream
 from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
@@ -63,6 +69,10 @@ NOTICES = {
     "replayed": "Replayed {n} dead job(s).",
     "nothing_replayed": "Nothing was replayed: the jobs chosen are no longer dead.",
     "purged": "Purged {n} dead job(s) for good.",
+    "paused": "Paused: no job of the queue starts until it is resumed; every worker obeys "
+    "within about a second.",
+    "resumed": "Resumed: the queue's jobs start again.",
+    "scaled": "Scaled: each worker obeys the new cap within about a second.",
     "signed_in": "Signed in: actions are allowed.",
     "signed_out": "Signed out.",
 }
@@ -192,6 +202,9 @@ class Dashboard:
             limit=views.DLQ_LIMIT,
         )
 
+    def queues(self, request: Request) -> Response:
+        return self.page(request, "queues.html", queues=views.queues_view(self.store))
+
     def login(self, request: Request) -> Response:
         if self.guard.token is None:
             return self.error(request, 404, "this dashboard has no token to sign in with")
@@ -236,6 +249,30 @@ class Dashboard:
         purged = await run_in_threadpool(self.store.purge_dead_ids, older_than=older_than)
         self._audit(request, "purge", purged)
         return _back(request, "/dlq", "purged", purged)
+
+    async def control(self, request: Request) -> Response:
+        """Pause, resume or scale a queue (`heartq queues`), as the form's path says."""
+        form = await self._form(request)
+        queue = _typed(request.path_params["queue"], "a queue name")
+        action = request.url.path.rsplit("/", 1)[-1]
+        change: dict[str, Any] = {"paused": None, "scale": False, "concurrency": None}
+        if action in ("pause", "resume"):
+            change["paused"] = action == "pause"
+        else:
+            typed = (_text(form.get("concurrency")) or "").strip()
+            change.update(scale=True, concurrency=_cap(typed))
+        try:
+            control = await run_in_threadpool(
+                lambda: self.store.set_queue_control(queue, by=_requester(request), **change)
+            )
+        except ConfigError as exc:
+            raise Refused(400, str(exc)) from None
+        self._audit(
+            request, action, [], queue=queue, paused=control.paused, concurrency=control.concurrency
+        )
+        return _back(
+            request, "/queues", {"pause": "paused", "resume": "resumed"}.get(action, "scaled")
+        )
 
     async def sign_in(self, request: Request) -> Response:
         form = await request.form()
@@ -320,6 +357,11 @@ def create_app(
         Route("/dlq", board.dlq, name="dlq"),
         Route("/dlq/replay", board.replay, methods=["POST"], name="replay"),
         Route("/dlq/purge", board.purge, methods=["POST"], name="purge"),
+        Route("/queues", board.queues, name="queues"),
+        *(
+            Route(f"/queues/{{queue:path}}/{action}", board.control, methods=["POST"])
+            for action in ("pause", "resume", "scale")
+        ),
         Route("/login", board.login, name="login"),
         Route("/login", board.sign_in, methods=["POST"], name="sign_in"),
         Route("/logout", board.sign_out, methods=["POST"], name="sign_out"),
@@ -377,6 +419,17 @@ def _typed(value: str, what: str) -> str:
     if "\x00" in value:
         raise Refused(400, f"{what} cannot contain NUL characters")
     return value
+
+
+def _cap(value: str) -> int | None:
+    """A queue's cap as typed: blank or `none` lifts it; else a whole number, 0 or more
+    (the store says what is wrong with a negative one)."""
+    if value.lower() in ("", "none"):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise Refused(400, f"jobs at once: {value!r} is not a whole number") from None
 
 
 def _float(value: str) -> float:

@@ -19,6 +19,7 @@ from heartq import display
 from heartq.inspect import fleet
 from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.limits import limits_in_use
+from heartq.inspect.queues import queue_overview
 from heartq.inspect.states import HELD, SHOWN_STATUSES
 from heartq.inspect.stats import count_totals, jobs_by_queue
 from heartq.model import JobCount
@@ -122,6 +123,7 @@ def overview(store: Store, reads: OverviewReads) -> dict[str, Any]:
         "concurrency": limits.concurrency,
         "rate_limits": [rate_view(r) for r in limits.rate],
         "schedules": schedules_view(store, now),
+        "paused": {q for q, c in store.queue_controls().items() if c.paused},
     }
 
 
@@ -180,6 +182,19 @@ def workers_view(
         row["heartbeat_ago"] = display.fmt_ago(row["last_heartbeat_at"], now)
         row["started_ago"] = display.fmt_ago(row["started_at"], now)
         row["stopped_ago"] = display.fmt_ago(row["stopped_at"], now)
+    return rows
+
+
+def queues_view(store: Store) -> list[dict[str, Any]]:
+    """`heartq queues`' rows (`heartq.inspect.queues`), with how long ago each control
+    changed."""
+    now = store.clock()
+    rows = queue_overview(store)
+    for row in rows:
+        changed = row["changed_at"]
+        row["changed_ago"] = (
+            None if changed is None else display.fmt_seconds(max(0.0, now - changed))
+        )
     return rows
 
 

@@ -1,5 +1,6 @@
 """The queue at a glance: jobs by queue and state, the workers' capacity, the longest
-wait, concurrency and rate limits (`heartq.inspect.limits`), the dead-letter queue.
+wait, concurrency and rate limits (`heartq.inspect.limits`), the queues an operator
+paused or capped (`heartq.queue_controls`), the dead-letter queue.
 `heartq stats` prints it, the worker's metrics endpoint exports the job counts, and the
 dashboard's overview draws the same counts."""
 
@@ -50,6 +51,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
     )
     scheduled = sum(w.scheduled for w in waits.values())
     limits = limits_in_use(store).summary()
+    controls = store.queue_controls()
     schedules = store.list_schedules()
     next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
     return {
@@ -73,6 +75,10 @@ def collect_stats(store: Store) -> dict[str, Any]:
         "oldest_queued_job": None if oldest is None else oldest.oldest_job_id,
         "scheduled": scheduled,
         "dead": totals[JobStatus.DEAD],
+        "paused_queues": sorted(q for q, c in controls.items() if c.paused),
+        "capped_queues": {
+            q: c.concurrency for q, c in controls.items() if c.concurrency is not None
+        },
         "concurrency": limits["concurrency"],
         "rate_limits": limits["rate_limits"],
         "periodic": {

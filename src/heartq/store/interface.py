@@ -63,6 +63,7 @@ from heartq.model import (
     TickPlan,
     WorkerInfo,
 )
+from heartq.queue_controls import QueueControl
 from heartq.store.link import Link
 
 
@@ -382,8 +383,34 @@ class Administrator(Protocol):
     ) -> PruneCounts: ...  # fmt: skip
 
 
+class QueueController(Protocol):
+    """Queues an operator controls while workers run (`heartq.queue_controls`): written
+    by an operator, read by every worker of a queue once a second."""
+
+    def set_queue_control(
+        self,
+        queue: str,
+        *,
+        paused: bool | None,
+        scale: bool,
+        concurrency: int | None,
+        by: str,
+        now: float | None = None,
+    ) -> QueueControl:
+        """Pause or resume `queue` (`paused`; None: as it was) and, if `scale`, cap each
+        worker's share of it at `concurrency` (None: no cap). Answers what is now stored."""
+        ...
+
+    def queue_controls(self, queues: Sequence[str] | None = None) -> dict[str, QueueControl]:
+        """The stored controls of `queues` (of every controlled queue when None), by
+        queue; a queue never controlled has none."""
+        ...
+
+
 @runtime_checkable
-class Store(Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, Protocol):
+class Store(
+    Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, QueueController, Protocol
+):
     """Every queue operation of the protocol in docs/design/protocol.md: the roles above, and what
     no caller takes alone, declared here by role; and the link they run over."""
 

@@ -41,6 +41,7 @@ from heartq.lifecycle.fate import unknown_task_end
 from heartq.model import Claim, ClaimedJob, Reclaimed
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
+from heartq.worker.controls import QueueControls
 from heartq.worker.ledger import Ledger
 from heartq.worker.store_health import StoreHealth
 
@@ -119,11 +120,15 @@ class Claimer:
         self.queues = tuple(queues)
         self._stop = stop
         self._failing = False  # the last claim (or start) failed
+        self.controls: QueueControls | None = None
+        """The operator's controls of its queues, once the worker reads them."""
 
     def release_given_back(self) -> None:
         """Give back what waits to be given back (buffered jobs whose cancel was
-        requested or whose start was refused, repeats of a forgotten claim): first thing
-        in every round of the fetch loop, whatever the strategy."""
+        requested or whose start was refused, repeats of a forgotten claim, jobs of a
+        queue paused since): first thing in every round of the fetch loop, whatever the
+        strategy."""
+        self.give_back_held_back()
         if self.ledger.to_release():
             self.release_ahead(self.ledger.to_release())
 
@@ -134,12 +139,18 @@ class Claimer:
         Starts what it claimed. None if the database did not answer (`_failed`: the
         next claim may go at once)."""
         sent_at = time.monotonic()
+        if self.controls is not None and not self.controls.open(self.queues):
+            return self._claim_controlled(for_slots, ahead, sent_at)
         try:
             slots = self.ledger.free_slots if for_slots else 0
             jobs = self.store.claim(self.id, self.queues, slots, self.lease, ahead=ahead)
         except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
             self._failed(exc)
             return None
+        return self._claimed(jobs, sent_at)
+
+    def _claimed(self, jobs: Claim, sent_at: float) -> Claim:
+        """Start what a claim took (and buffer what it took ahead)."""
         self._failing = False
         self.health.succeeded("claim", sent_at)
         if jobs.unanswered:
@@ -147,6 +158,48 @@ class Claimer:
         self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
         self.start(jobs, sent_at)
         return jobs
+
+    def _claim_controlled(self, for_slots: bool, ahead: int, sent_at: float) -> Claim | None:
+        """`claim` while an operator controls some of this worker's queues
+        (`controls.QueueControls.plan`): a statement per group of queues, each capped
+        queue's for its room, the free slots shared in order; claimed ahead only from the
+        queues under no control. What the groups before a failed one took is started."""
+        assert self.controls is not None
+        running = (run.job.queue for run in self.ledger.running())
+        groups = self.controls.plan(self.queues, running)
+        free = self.ledger.free_slots() if for_slots else 0
+        taken: list[ClaimedJob] = []
+        buffered: list[ClaimedJob] = []
+        waits: list[float] = []
+        unanswered = False
+        for group in groups:
+            limit = free if group.limit is None else min(group.limit, free)
+            more = ahead if group.limit is None else 0
+            if limit <= 0 and more <= 0:
+                continue
+            try:
+                part = self.store.claim(self.id, group.queues, limit, self.lease, ahead=more)
+            except Exception as exc:  # noqa: BLE001 - the database may blip; try again soon
+                self._failed(exc)
+                if taken or buffered:
+                    self._claimed(Claim(taken, None, buffered, True), sent_at)
+                return None
+            free -= len(part)
+            taken.extend(part)
+            buffered.extend(part.ahead)
+            waits.extend(w for w in (part.rate_wait,) if w is not None)
+            unanswered = unanswered or part.unanswered
+        jobs = Claim(taken, min(waits) if waits else None, buffered, unanswered)
+        return self._claimed(jobs, sent_at)
+
+    def give_back_held_back(self) -> None:
+        """Give back the jobs claimed ahead of queues an operator has since paused or
+        scaled, unstarted, no attempt counted (`controls.QueueControls.held_back`)."""
+        if self.controls is None:
+            return
+        held = [job for job in self.ledger.ahead() if self.controls.held_back(job.queue)]
+        if held:
+            self.ledger.give_back(held)
 
     def start_ahead(self, free: int) -> int:
         """Start up to `free` buffered jobs, best first: their start recorded in one

@@ -73,6 +73,7 @@ from heartq.worker import tracing
 from heartq.worker.attempt import RunningJob
 from heartq.worker.claimer import ClaimAheadFetch, Claimer, ClaimFetch, Fetch
 from heartq.worker.completer import Completer
+from heartq.worker.controls import QueueControls
 from heartq.worker.hand_back import HandBack
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
@@ -167,6 +168,15 @@ class Worker:
             queues=self.queues,
             stop=self._stop_requested,
         )
+        self.controls = QueueControls(
+            self.store,
+            self.queues,
+            self.events,
+            self.id,
+            interval=s.pulse_seconds,
+            wake=self._wake.set,
+        )
+        self.claimer.controls = self.controls
         self._signals = SignalRelay(self._on_signal)
         self.started = threading.Event()
         cancel_grace = min(MAX_CANCEL_GRACE, s.heartbeat_interval)
@@ -317,12 +327,16 @@ class Worker:
 
     def _pending(self) -> bool:
         """Whether a burst run must keep going: an attempt of its own still runs or waits
-        in its buffer, or the database holds work of its queues (a failed read counts as
-        work: try again)."""
+        in its buffer, or the database holds work of its queues but those an operator
+        paused, whose jobs wait for their resume (a failed read counts as work: try
+        again)."""
         if self.ledger.running() or self.ledger.ahead():
             return True
         try:
-            return self.store.has_pending(self.queues)
+            if not self.controls.known:
+                return True
+            queues = [q for q in self.queues if not self.controls.control(q).holds_back]
+            return bool(queues) and self.store.has_pending(queues)
         except Exception as exc:  # noqa: BLE001 - the database may blip; ask again
             self.events.emit(
                 events.CLAIM_FAILED, logging.WARNING, worker_id=self.id, error=str(exc)
@@ -392,6 +406,7 @@ class Worker:
             self.supervisor,
             self.heartbeater,
             self.pulse,
+            self.controls,
             self.completer,
             self.maintenance,
         ):
@@ -424,6 +439,7 @@ class Worker:
         for stop in (
             self.heartbeater.stop,
             self.pulse.stop,
+            self.controls.stop,
             self.maintenance.stop,
             self.supervisor.stop,
         ):
@@ -481,6 +497,7 @@ class Worker:
         self._hand_back.give_back_untrusted(deadline)
         self.heartbeater.stop()
         self.pulse.stop()
+        self.controls.stop()
         self.maintenance.stop()
         self.supervisor.stop()
         if self.ledger.pool is not None:

@@ -163,10 +163,15 @@ class TransportFetch:
         if free <= 0:
             self._idle(self.wait)  # a slot freeing up sets the wake-up event
             return True
-        queue = self.queues[self._next_queue % len(self.queues)]
+        fetchable = self._fetchable()
+        if not fetchable:  # every queue paused: the database claim obeys too
+            self._idle(self.wait)
+            return True
+        queue, cap = fetchable[self._next_queue % len(fetchable)]
         self._next_queue += 1
+        free = free if cap is None else min(free, cap)
         try:
-            messages = self.transport.fetch(queue, free, self.wait / len(self.queues))
+            messages = self.transport.fetch(queue, free, self.wait / len(fetchable))
         except Exception:  # noqa: BLE001 - unreachable: the database claim runs instead
             self._failing = True
             return False
@@ -175,6 +180,17 @@ class TransportFetch:
             return not burst
         self._claim(messages)
         return True
+
+    def _fetchable(self) -> list[tuple[str, int | None]]:
+        """The queues to fetch from now, each with the most its cap lets this worker
+        take (None: its free slots): those an operator paused are left in the stream
+        (`heartq.worker.controls`)."""
+        controls = self.claimer.controls
+        if controls is None or controls.open(self.queues):
+            return [(queue, None) for queue in self.queues]
+        running = (run.job.queue for run in self.claimer.ledger.running())
+        groups = controls.plan(self.queues, running)
+        return [(queue, group.limit) for group in groups for queue in group.queues]
 
     def _claim(self, messages: list[Msg]) -> None:
         named: dict[str, str] = {}

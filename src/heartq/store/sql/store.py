@@ -43,9 +43,11 @@ from heartq.model import (
     TickPlan,
     WorkerInfo,
 )
+from heartq.queue_controls import QueueControl
 from heartq.store.link import Link
 from heartq.store.sql.admin import AdminOps
 from heartq.store.sql.base import Dialect, Liveness, current_time
+from heartq.store.sql.controls import ControlOps
 from heartq.store.sql.enqueue import EnqueueOps
 from heartq.store.sql.inspection import InspectOps
 from heartq.store.sql.leases import LeaseOps
@@ -67,6 +69,7 @@ class SqlStore:
         self.registry = RegistryOps(dialect, link.holds_liveness_lock)
         self.inspection = InspectOps(dialect, self.enqueuing)
         self.admin = AdminOps(dialect)
+        self.controls = ControlOps(dialect)
 
     def clock(self) -> float:
         return current_time(self.dialect)
@@ -349,6 +352,24 @@ class SqlStore:
             success_trace_retention=success_trace_retention,
             blocked_retention=blocked_retention,
         )
+
+    # -- queues an operator controls: `controls.py` --------------------------------------
+    def set_queue_control(
+        self,
+        queue: str,
+        *,
+        paused: bool | None,
+        scale: bool,
+        concurrency: int | None,
+        by: str,
+        now: float | None = None,
+    ) -> QueueControl:
+        return self.controls.set_queue_control(
+            queue, paused=paused, scale=scale, concurrency=concurrency, by=by, now=now
+        )
+
+    def queue_controls(self, queues: Sequence[str] | None = None) -> dict[str, QueueControl]:
+        return self.controls.queue_controls(queues)
 
     # -- for the tests that write rows directly ------------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:

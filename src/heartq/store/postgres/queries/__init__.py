@@ -20,6 +20,7 @@ from heartq.store.postgres.queries.admin import *  # noqa: F403
 from heartq.store.postgres.queries.batches import *  # noqa: F403
 from heartq.store.postgres.queries.claim import *  # noqa: F403
 from heartq.store.postgres.queries.common import *  # noqa: F403
+from heartq.store.postgres.queries.controls import *  # noqa: F403
 from heartq.store.postgres.queries.declarations import *  # noqa: F403
 from heartq.store.postgres.queries.dependencies import *  # noqa: F403
 from heartq.store.postgres.queries.enqueue import *  # noqa: F403

@@ -20,6 +20,7 @@ from __future__ import annotations
 from heartq.store.sqlite.queries.admin import *  # noqa: F403
 from heartq.store.sqlite.queries.claim import *  # noqa: F403
 from heartq.store.sqlite.queries.common import *  # noqa: F403
+from heartq.store.sqlite.queries.controls import *  # noqa: F403
 from heartq.store.sqlite.queries.declarations import *  # noqa: F403
 from heartq.store.sqlite.queries.dependencies import *  # noqa: F403
 from heartq.store.sqlite.queries.enqueue import *  # noqa: F403
