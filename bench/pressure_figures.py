@@ -13,7 +13,8 @@
   and full-page images written in the phase per job completed.
 - **Storage** (`storage`), once the queue is drained and every worker stopped: a plain
   VACUUM of the queue's tables, then their total size (heap, indexes, TOAST) per
-  finished job, and `pgstattuple`'s free space of each.
+  finished job, and `pgstattuple`'s free space of each (`bench.table_storage`, which
+  `bench.cost` measures with too).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
+
+from bench import table_storage
 
 Row = dict[str, Any]
 
@@ -195,33 +197,13 @@ def _ms(seconds: float | None) -> float | None:
 
 def storage(conn: psycopg.Connection[Any], subject: Subject) -> Row:
     """Bytes per finished job after a plain VACUUM of the queue's tables, and each
-    table's free space by `pgstattuple` (contrib; created here if missing). Run with no
-    worker left and no snapshot held, so the VACUUM removes every dead version."""
-    conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    table's free space by `pgstattuple` (`bench.table_storage`). Run with no worker left
+    and no snapshot held, so the VACUUM removes every dead version."""
     row = conn.execute(subject.finished).fetchone()
     finished = int(row[0]) if row else 0
-    tables: dict[str, Row] = {}
-    for name in subject.tables:
-        table = sql.Identifier(subject.schema, name)
-        conn.execute(sql.SQL("VACUUM {}").format(table))
-        total = conn.execute(
-            "SELECT pg_total_relation_size(%s::regclass), pg_table_size(%s::regclass), "
-            "pg_indexes_size(%s::regclass)",
-            (f"{subject.schema}.{name}",) * 3,
-        ).fetchone()
-        free = conn.execute(
-            sql.SQL("SELECT free_percent, dead_tuple_percent, tuple_count "
-                    "FROM pgstattuple({})").format(sql.Literal(f"{subject.schema}.{name}"))
-        ).fetchone()  # fmt: skip
-        assert total is not None and free is not None
-        tables[name] = {
-            "total_bytes": int(total[0]),
-            "table_bytes": int(total[1]),
-            "index_bytes": int(total[2]),
-            "free_percent": float(free[0]),
-            "dead_tuple_percent": float(free[1]),
-            "tuples": int(free[2]),
-        }
+    names = list(subject.tables)
+    table_storage.vacuum(conn, subject.schema, names)
+    tables = table_storage.measure(conn, subject.schema, names)
     total_bytes = sum(t["total_bytes"] for t in tables.values())
     return {
         "finished_jobs": finished,
