@@ -2,18 +2,42 @@
 
 The jobs and the workers are `heartq_side.py`'s: the same no-op task (an `async def`
 one with `--pool async`), `heartq worker --burst` processes with every guarantee on and
-all settings but the pool, slots and prefetch at their defaults.
+all settings but the pool, slots and prefetch at their defaults (`flow`: the same
+processes without `--burst`, stopped by SIGTERM once every job has finished).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
+from typing import Any, LiteralString
 
+import psycopg
 from heartq_side import TASKS
-from phases import batches, phase_arguments
+from phases import batches, paced, phase_arguments, wait_until
+
+
+def flow(app: Any, task: str, args: Namespace, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Once the workers are up, `--jobs` jobs at `--rate` a second; once every one has
+    finished, the workers stopped."""
+    with psycopg.connect(args.url, autocommit=True) as conn:
+
+        def count(query: LiteralString) -> int:
+            row = conn.execute(query).fetchone()
+            return int(row[0]) if row else 0
+
+        up = "SELECT count(*) FROM heartq.workers WHERE status = 'active'"
+        wait_until(lambda: count(up) >= len(procs), args.timeout, "the workers up")
+        for size in paced(args.jobs, args.rate):
+            app.enqueue_many(task, [{}] * size)
+        done = "SELECT count(*) FROM heartq.jobs WHERE finished_at IS NOT NULL"
+        wait_until(lambda: count(done) >= args.jobs, args.timeout, "every job finished")
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
 
 
 def main() -> None:
@@ -36,16 +60,18 @@ def main() -> None:
                 app.enqueue(task)
             else:
                 app.enqueue_many(task, [{}] * size)
-    elif args.phase == "work":
+    elif args.phase in ("work", "flow"):
         here = str(Path(__file__).parent)
         path = [str(root), here, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         command = [
             sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", args.url,
-            "--burst", "--concurrency", str(args.concurrency), "--prefetch", str(args.prefetch),
-            "--pool", args.pool,
+            "--concurrency", str(args.concurrency), "--prefetch", str(args.prefetch),
+            "--pool", args.pool, *(["--burst"] if args.phase == "work" else []),
         ]  # fmt: skip
         procs = [subprocess.Popen(command, cwd=root, env=env) for _ in range(args.workers)]
+        if args.phase == "flow":
+            flow(app, task, args, procs)
         for proc in procs:
             if proc.wait(args.timeout) != 0:
                 raise SystemExit(f"a worker exited with {proc.returncode}")
