@@ -23,9 +23,16 @@ timer (heartq's liveness probe, pgqueuer's heartbeat and log aggregation) weighs
 the table takes only the instructions from those rounds, every other count from the
 native ones (the JSON keeps both).
 
+Between the native rounds and the CPU, the storage (`bench.cost.storage`, unless
+`--no-storage`): per contender, what its schema grew a finished job after a burst of N
+jobs drained and after a steady flow (`--flow-jobs` at `--flow-rate` a second), each as
+the drain left it and after a plain VACUUM, with each table's free space
+(`pgstattuple`). `--storage-only` measures that alone.
+
     .venv/bin/python -m bench.cost --quick        # N = 2,000: about 10 minutes
     .venv/bin/python -m bench.cost                # N = 20,000
     .venv/bin/python -m bench.cost --jobs 5000 --no-callgrind --cpu ''
+    .venv/bin/python -m bench.cost --storage-only --quick   # the storage alone: 2 minutes
 
 Prints the table (docs/BENCHMARKS.md shows it) and writes the figures, with the details
 behind them (statements, tables, WAL by type and relation, every round), to `--out`.
@@ -43,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu_per_job, environment
-from bench.cost import report
+from bench.cost import report, storage
 from bench.cost.cluster import CostCluster
 from bench.cost.relay import CountingRelay
 from bench.cost.rounds import CONTENDERS, LINEUP, ROOT, Contender, Rounds
@@ -66,6 +73,13 @@ def main() -> int:
         help="contenders whose workers' CPU a job is measured ('' for none)",
     )
     parser.add_argument("--no-callgrind", action="store_true", help="count without instructions")
+    parser.add_argument("--no-storage", action="store_true", help="no burst and flow for storage")
+    parser.add_argument("--storage-only", action="store_true",
+                        help="only the storage's burst and flow (no rounds, CPU, callgrind)")
+    parser.add_argument("--flow-jobs", type=int,
+                        help="jobs of the storage's steady flow (default: N, at most 10,000)")
+    parser.add_argument("--flow-rate", type=float, default=200.0,
+                        help="jobs a second of the storage's steady flow")  # fmt: skip
     parser.add_argument("--callgrind-jobs", type=int,
                         help="N of the rounds under callgrind (default: --jobs)")  # fmt: skip
     parser.add_argument(
@@ -75,10 +89,14 @@ def main() -> int:
                         "/tmp/heartq-cost-quick.json with --quick)")  # fmt: skip
     args = parser.parse_args()
     jobs = args.jobs or (2_000 if args.quick else 20_000)
-    out = args.out or (Path("/tmp/heartq-cost-quick.json") if args.quick
+    if args.storage_only and args.no_storage:
+        parser.error("--storage-only and --no-storage: nothing to do")
+    out = args.out or (Path("/tmp/heartq-cost-storage.json") if args.storage_only
+                       else Path("/tmp/heartq-cost-quick.json") if args.quick
                        else ROOT / "docs" / "bench" / "cost.json")  # fmt: skip
     counted = [LINEUP[n] for n in filter(None, args.count.split(","))]
-    timed = [LINEUP[n] for n in filter(None, args.cpu.split(","))]
+    timed = [] if args.storage_only else [LINEUP[n] for n in filter(None, args.cpu.split(","))]
+    flow_jobs = args.flow_jobs or min(jobs, 10_000)
     python = {False: Path(sys.executable)}
     if any(c.peer for c in counted + timed):
         python[True] = environment.peers_python(args.venv)
@@ -87,7 +105,7 @@ def main() -> int:
         "command": "python -m bench.cost " + shlex.join(sys.argv[1:]),
         "jobs": [jobs, 2 * jobs],
         "batch": args.batch,
-        "callgrind": not args.no_callgrind,
+        "callgrind": not args.no_callgrind and not args.storage_only,
         "enqueue_title": "enqueue, one at a time"
         if args.batch == 1
         else f"enqueue, batches of {args.batch}",
@@ -99,9 +117,14 @@ def main() -> int:
     try:
         results["postgresql"] = cluster.server_version()
         rounds = Rounds(cluster, relay, python, args.batch)
-        results["raw"], results["per_job"] = rounds.both_sizes(counted, jobs)
+        if not args.storage_only:
+            results["raw"], results["per_job"] = rounds.both_sizes(counted, jobs)
+        if not args.no_storage:
+            rate = args.flow_rate
+            results["storage_jobs"] = {"burst": jobs, "flow": flow_jobs, "flow_rate": rate}
+            results["storage"] = storage.measure(rounds, counted, jobs, flow_jobs, rate)
         results["cpu"] = {c.name: _cpu(c, cluster, python, jobs) for c in timed}
-        if not args.no_callgrind:
+        if results["callgrind"]:
             cluster.with_callgrind(cluster.root / "callgrind")
             under = args.callgrind_jobs or jobs
             results["callgrind_jobs"] = [under, 2 * under]

@@ -1,5 +1,5 @@
-"""`bench.cost`'s figures per job, and the table it prints (Markdown, as BENCHMARKS.md
-shows it).
+"""`bench.cost`'s figures per job, and the tables it prints (Markdown, as BENCHMARKS.md
+shows them).
 
 A figure per job is marginal: (the round of 2N jobs - the round of N) / N, so what a
 phase pays once (connections, start-up, the workers' registration, the last empty poll)
@@ -60,7 +60,66 @@ def _ratio(ours: dict[str, float], theirs: dict[str, float], names: tuple[str, .
 
 def markdown(results: dict[str, Any]) -> str:
     """The per-job tables: each phase's counts side by side (with the first contender
-    over the last where there are two or more), then the workers' side."""
+    over the last where there are two or more), then the workers' side, then the storage
+    (`storage_markdown`); each where the run measured it."""
+    parts = [counts_markdown(results)] if results.get("per_job") else []
+    if results.get("storage"):
+        parts.append(storage_markdown(results))
+    return "\n\n".join(parts)
+
+
+def storage_markdown(results: dict[str, Any]) -> str:
+    """What a finished job left in each contender's schema: a row for the schema and one
+    for each table that grew, a column for each shape (burst, flow) as the drain left it
+    and after a VACUUM, each cell its bytes a job (heap, TOAST, indexes) and, for a
+    table, its heap's (with TOAST and maps) and that heap's free space and dead tuples."""
+    shapes = results["storage_jobs"]
+    titles = {
+        "burst": f"burst of {shapes['burst']:,}",
+        "flow": f"flow of {shapes['flow']:,} at {shapes['flow_rate']:,.0f}/s",
+    }
+    header = ["B a finished job (heap B: free % / dead %)"] + [
+        f"{titles[shape]}, {when}" for shape in titles for when in ("drained", "vacuumed")
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, shapes_of in results["storage"].items():
+        cells = [f"**{_bytes(shapes_of[s][w]['bytes_per_job'])}**"
+                 for s in titles for w in ("drained", "vacuumed")]  # fmt: skip
+        lines.append(f"| **{results['labels'][name]}**, its schema | " + " | ".join(cells) + " |")
+        grown = {
+            table
+            for shape in shapes_of.values()
+            for table, t in shape["drained"]["tables"].items()
+            if t["total_bytes"] > 0
+        }
+        for table in sorted(grown, key=lambda t: -shapes_of["burst"]["drained"]["tables"][t]
+                            ["total_bytes"]):  # fmt: skip
+            cells = [_table_cell(shapes_of[s][w]["tables"].get(table))
+                     for s in titles for w in ("drained", "vacuumed")]  # fmt: skip
+            lines.append(f"| {table} | " + " | ".join(cells) + " |")
+    flows = ", ".join(
+        f"{results['labels'][n]} {s['flow']['depth_max']:,} at most"
+        for n, s in results["storage"].items()
+    )
+    lines += ["", "Growth from the schema as set up (and vacuumed), over the jobs finished; "
+              "autovacuum off, VACUUM plain; heap: pg_table_size (with TOAST, free space and "
+              f"visibility maps). Queue depth sampled in the flow: {flows}."]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _bytes(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _table_cell(table: dict[str, Any] | None) -> str:
+    if table is None:
+        return "-"
+    return (f"{_bytes(table['bytes_per_job'])} (heap {_bytes(table['table_bytes_per_job'])}: "
+            f"{table['free_percent']:.0f} / {table['dead_tuple_percent']:.0f})")  # fmt: skip
+
+
+def counts_markdown(results: dict[str, Any]) -> str:
+    """The counted rounds' tables (and the workers' side)."""
     labels = results["labels"]
     names = list(results["per_job"])
     header = ["per job", *(labels[n] for n in names)]

@@ -10,9 +10,11 @@ until the backends of the step before have exited.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from bench.cost import waldump
 from bench.cost.cluster import CostCluster, Meter, Snapshot
 from bench.cost.relay import CountingRelay
 from bench.cost.report import per_job as per_job_of
+from bench.pressure_contenders import HEARTQ, PGQUEUER
+from bench.pressure_figures import Subject
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CONTENDERS = ROOT / "bench" / "contenders"
@@ -43,6 +47,7 @@ class Contender:
     side: str  # its side script, for bench.cpu_per_job
     side_options: tuple[str, ...]
     match: str  # a substring of its workers' command line
+    subject: Subject  # its schema, and how its finished jobs and its depth are read
     under_callgrind: tuple[str, ...] = ()  # more options for its phases there
 
 
@@ -52,14 +57,14 @@ LINEUP = {
         Contender("heartq-thread", "heartq thread x 50", "heartq_phases.py",
                   ("--pool", "thread", "--concurrency", "50"), False, "heartq_side.py",
                   ("--backend", "postgresql", "--pool", "thread", "--concurrency", "50"),
-                  "heartq worker"),
+                  "heartq worker", HEARTQ),
         Contender("heartq-async", "heartq async x 100", "heartq_phases.py",
                   ("--pool", "async", "--concurrency", "100"), False, "heartq_side.py",
                   ("--backend", "postgresql", "--pool", "async", "--concurrency", "100"),
-                  "heartq worker"),
+                  "heartq worker", HEARTQ),
         Contender("pgqueuer", "pgqueuer batch 100", "pgqueuer_phases.py",
                   ("--claim", "100"), True, "pgqueuer_side.py", ("--batch", "100"),
-                  "pgqueuer_side.py --work", ("--heartbeat-timeout", "300")),
+                  "pgqueuer_side.py --work", PGQUEUER, ("--heartbeat-timeout", "300")),
     )
 }  # fmt: skip
 
@@ -109,6 +114,26 @@ def phase_figures(
     }
 
 
+@contextlib.contextmanager
+def fresh_database(cluster: CostCluster, database: str) -> Iterator[Path]:
+    """A new, empty `database` on `cluster` (dropped first if a run left it; the WAL
+    checkpointed, so a round's holds no full-page image of what came before), and a
+    scratch directory; both removed at the end."""
+    named = sql.Identifier(database)
+    admin = cluster.url_for("postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
+        conn.execute("CHECKPOINT")
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(named))
+    scratch = Path(tempfile.mkdtemp(prefix="heartq-cost-"))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
+
+
 def run_quietly(command: list[str]) -> None:
     """Run a phase; its workers' logs are shown only if it fails."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -154,25 +179,16 @@ class Rounds:
     def run(self, contender: Contender, jobs: int) -> dict[str, Any]:
         """One round of `jobs`: both phases' figures."""
         database = f"cost_{contender.name.replace('-', '_')}"
-        named = sql.Identifier(database)
-        admin = self.cluster.url_for("postgres")
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
-            conn.execute("CHECKPOINT")
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(named))
-        direct = self.cluster.url_for(database)
-        relayed = self.cluster.url_for(database, port=self.relay.port)
-        scratch = Path(tempfile.mkdtemp(prefix="heartq-cost-"))
-        meter = Meter(self.cluster, database, self.relay)
-        try:
-            run_quietly(self.command(contender, "setup", direct, scratch, jobs))
-            commands = {p: self.command(contender, p, relayed, scratch, jobs) for p in PHASES}
-            return {p: self.phase(meter, commands[p], jobs, scratch) for p in PHASES}
-        finally:
-            meter.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(named))
+        with fresh_database(self.cluster, database) as scratch:
+            direct = self.cluster.url_for(database)
+            relayed = self.cluster.url_for(database, port=self.relay.port)
+            meter = Meter(self.cluster, database, self.relay)
+            try:
+                run_quietly(self.command(contender, "setup", direct, scratch, jobs))
+                commands = {p: self.command(contender, p, relayed, scratch, jobs) for p in PHASES}
+                return {p: self.phase(meter, commands[p], jobs, scratch) for p in PHASES}
+            finally:
+                meter.close()
 
     def phase(self, meter: Meter, command: list[str], jobs: int, scratch: Path) -> dict[str, Any]:
         meter.settle()
