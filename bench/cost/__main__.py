@@ -24,12 +24,12 @@ the table takes only the instructions from those rounds, every other count from 
 native ones (the JSON keeps both).
 
 Between the native rounds and the CPU, the storage (`bench.cost.storage`, unless
-`--no-storage`): per contender, what its schema grew a finished job after a burst of N
-jobs drained and after a steady flow (`--flow-jobs` at `--flow-rate` a second), each as
-the drain left it and after a plain VACUUM, with each table's free space
-(`pgstattuple`). `--storage-only` measures that alone.
+`--no-storage`): per contender of `--count`, what its schema grew a finished job after
+a burst of N jobs drained and after a steady flow (`--flow-jobs` at `--flow-rate` a
+second), each as the drain left it and after a plain VACUUM, with each table's free
+space (`pgstattuple`). `--storage-only` measures that alone.
 
-    .venv/bin/python -m bench.cost --quick        # N = 2,000: about 10 minutes
+    .venv/bin/python -m bench.cost --quick        # N = 2,000: 10-15 minutes
     .venv/bin/python -m bench.cost                # N = 20,000
     .venv/bin/python -m bench.cost --jobs 5000 --no-callgrind --cpu ''
     .venv/bin/python -m bench.cost --storage-only --quick   # the storage alone: 2 minutes
@@ -86,7 +86,8 @@ def main() -> int:
         "--venv", type=Path, default=ROOT / ".bench-venv", help="the peers' environment"
     )
     parser.add_argument("--out", type=Path, help="the JSON file (default docs/bench/cost.json; "
-                        "/tmp/heartq-cost-quick.json with --quick)")  # fmt: skip
+                        "/tmp/heartq-cost-quick.json with --quick, /tmp/heartq-cost-storage.json "
+                        "with --storage-only)")  # fmt: skip
     args = parser.parse_args()
     jobs = args.jobs or (2_000 if args.quick else 20_000)
     if args.storage_only and args.no_storage:
