@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from heartq import lost_results
 from heartq.model import ClaimedJob, Finish, JobStatus, Lease, Outcome, Renewal, RenewStatus
 from heartq.store import Store
 from tests.conftest import only_on
@@ -167,6 +168,41 @@ def test_a_result_still_to_come_keeps_the_effective_lease(store: Store, t0: floa
     assert store.save_result(early.lease, "1")  # not given up
     store.reclaim_expired("lease_expired", now=beat + LEASE + 1)
     assert not store.save_result(late.lease, "2")  # given up
+
+
+def test_a_result_still_to_come_lives_while_its_worker_beats(store: Store, t0: float) -> None:
+    """A result still to come is covered by its worker's lease as its attempt was: the
+    worker's heartbeats after the commit keep it past the lease the attempt had at the
+    commit (a save held up that long, a completer waiting for a pooled connection, is no
+    death), and the reaper gives it up once that lease runs out (its worker stopped
+    beating: died, froze, lost the database). One committed while detached keeps its own
+    deadline, which nothing renews after the commit: given up at it, though its worker
+    beats on."""
+    for worker_id in ("w1", "w2"):
+        register(store, worker_id, t0)
+        store.heartbeat(worker_id, [], LEASE, now=t0)
+    kept, late, detached = _running(store, t0, 3)
+    (lapsed,) = _running(store, t0, 1, worker_id="w2")
+    first = t0 + LEASE - 1  # detaches `detached` at the lease it had: t0 + LEASE
+    named = [Renewal(kept.lease), Renewal(late.lease)]
+    store.heartbeat("w1", named, LEASE, now=first, detach=[detached.lease])
+    store.heartbeat("w2", [Renewal(lapsed.lease)], LEASE, now=first)
+    for job in (kept, late, detached, lapsed):
+        with store.completing(job.lease):
+            pass
+    second = first + LEASE - 1  # w1 beats on (naming nothing: its attempts are done); w2 not
+    store.heartbeat("w1", [], LEASE, now=second)
+    store.reclaim_expired("lease_expired", now=t0 + LEASE + 1)
+    assert not store.save_result(detached.lease, "3")  # its own deadline: given up
+    store.reclaim_expired("lease_expired", now=first + LEASE + 1)  # past the commit's lease
+    assert not store.save_result(lapsed.lease, "4")  # w2's lease ran out: given up
+    assert store.save_result(kept.lease, "1")  # w1's beats kept it
+    assert store.job_end(late.id).result_pending
+    store.reclaim_expired("lease_expired", now=second + LEASE + 1)  # w1 stopped beating
+    assert not store.save_result(late.lease, "2")
+    lost = [store.get_job(job.id)["result_lost"] for job in (kept, late, detached, lapsed)]
+    assert lost[0] is None and store.get_job(kept.id)["result"] == 1
+    assert lost[1:] == [lost_results.AFTER_COMMIT] * 3
 
 
 def test_a_crash_context_shows_the_effective_lease_and_the_workers_beat(

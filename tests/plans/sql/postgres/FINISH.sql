@@ -27,7 +27,7 @@ WITH f AS (
         lease_expires_at = CASE WHEN locked.f_pending THEN coalesce(j.detached_until, greatest(j.lease_expires_at,
             (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id))) END,
         result_pending = coalesce(locked.f_pending, false),
-        detached_until = NULL,
+        detached_until = CASE WHEN locked.f_pending THEN j.detached_until END,
         cancel_requested = false,
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked

@@ -26,9 +26,12 @@ _QUEUED_AGAIN = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 # key, whose window counts starts from the execution rows (`RATE_STARTS`).
 _ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS NULL)"
 
-# A result still to come keeps the committing attempt's effective lease (the lease reclaimer
-# gives it up once that runs out, GIVE_UP_RESULTS): its own deadline if detached, else
-# the later of its floor and its worker's lease (docs/design/leases.md, "Leases and heartbeats").
+# A result still to come keeps the committing attempt's lease (the lease reclaimer gives
+# it up once that runs out, GIVE_UP_RESULTS): its effective lease at the commit on the
+# row (its own deadline if detached, else the later of its floor and its worker's lease:
+# docs/design/leases.md, "Leases and heartbeats"), and `detached_until` kept if detached
+# (not renewed any more) so that an attached one's lease is read through its worker's,
+# which its heartbeats go on renewing until the save.
 _PENDING_LEASE = """coalesce(j.detached_until, greatest(j.lease_expires_at,
             (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id)))"""
 
@@ -54,7 +57,7 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
         worker_id = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE j.worker_id END,
         lease_expires_at = CASE WHEN locked.f_pending THEN {_PENDING_LEASE} END,
         result_pending = coalesce(locked.f_pending, false),
-        detached_until = NULL,
+        detached_until = CASE WHEN locked.f_pending THEN j.detached_until END,
         cancel_requested = false,
         updated_at = {T}
     FROM locked

@@ -124,7 +124,7 @@ RETURNING j.id, j.execution_id
 # succeeded: fenced like the completion).
 SAVE_RESULT = f"""
 UPDATE jobs AS j SET result = %(result)s::json, result_lost = %(lost)s, result_pending = false,
-                lease_expires_at = NULL, updated_at = {T}
+                lease_expires_at = NULL, detached_until = NULL, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
   AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited

@@ -36,17 +36,34 @@ _RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
     WHERE w.id = j.worker_id LIMIT 1
 ) AS w ON true"""
 
-# Results still to come whose committing attempt's lease ran out (its worker died, froze or
-# lost the database between the commit and the save): given up, by a lease reclaimer in contact
-# (store/sql/ `reclaim_expired`), so that "lost" (`result_lost`: `reason`) is final for every
-# reader and a save that comes later is refused (SAVE_RESULT needs `result_pending`).
+# Results still to come whose committing attempt's lease really ran out (its worker died,
+# froze or lost the database between the commit and the save): given up, by a lease
+# reclaimer in contact (store/sql/ `reclaim_expired`), so that "lost" (`result_lost`:
+# `reason`) is final for every reader and a save that comes later is refused (SAVE_RESULT
+# needs `result_pending`). That lease is the attempt's effective lease, read now, as every
+# reader reads it (docs/design/leases.md, "Leases and heartbeats"): FINISH left the one it
+# had at the commit on the row (`lease_expires_at`) and its `detached_until` if detached.
+# An attached attempt's is its worker's as long as that worker's heartbeats renew it: the
+# worker still holds the attempt until its completer saved the result, and a save held
+# up longer than a lease (a completer waiting for a pooled connection) is no death. A
+# detached attempt's is its own deadline, which nothing renews after the commit (no beat
+# names a committed attempt). The value at the commit is a floor of the one now (a
+# worker's lease only moves on, or is cleared once run out), so the partial index of
+# pending results (`jobs_pending_result_idx`: only those few rows) finds the candidates
+# past it, and only those look their worker up: one probe each by its key, a scalar
+# subquery (a `NOT EXISTS` there was planned as a hash of every leased worker).
+_RESULT_LAPSED = f"""(j.result_pending AND j.lease_expires_at < {T}
+       AND coalesce(j.detached_until, greatest(j.lease_expires_at, (
+               SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id LIMIT 1
+           ))) < {T})"""
+
 GIVE_UP_RESULTS = f"""
-UPDATE jobs SET result_pending = false, lease_expires_at = NULL, result_lost = %(reason)s,
-                updated_at = {T}
-WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE result_pending AND lease_expires_at < {T}
-                     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
-  AND (result_pending AND lease_expires_at < {T}) IS TRUE
-RETURNING id, status, awaited
+UPDATE jobs AS j SET result_pending = false, lease_expires_at = NULL, detached_until = NULL,
+                     result_lost = %(reason)s, updated_at = {T}
+WHERE j.id = ANY(ARRAY(SELECT j.id FROM jobs AS j WHERE {_RESULT_LAPSED}
+                       ORDER BY j.lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
+  AND {_RESULT_LAPSED} IS TRUE
+RETURNING j.id, j.status, j.awaited
 """
 
 # The reclaim (store/sql/ `reclaim_expired`), by the worker's lease

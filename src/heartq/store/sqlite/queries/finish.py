@@ -60,7 +60,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
             (SELECT w.lease_expires_at FROM heartq_workers AS w WHERE w.id = j.worker_id),
             j.lease_expires_at))) END,
     result_pending = coalesce(json_extract(f.value, '$.pending'), 0),
-    detached_until = NULL,
+    detached_until = CASE WHEN json_extract(f.value, '$.pending') THEN j.detached_until END,
     cancel_requested = 0,
     updated_at = :now
 FROM json_each(:finishes) AS f

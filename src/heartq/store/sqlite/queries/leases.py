@@ -106,7 +106,7 @@ RETURNING id, execution_id
 # has none: `lost`, its code failed after the commit).
 SAVE_RESULT = f"""
 UPDATE heartq_jobs AS j SET result = :result, result_lost = :lost, result_pending = 0,
-                       lease_expires_at = NULL, updated_at = :now
+                       lease_expires_at = NULL, detached_until = NULL, updated_at = :now
 WHERE id = :job_id AND execution_id = :execution_id AND status = 'succeeded'
   AND result_pending AND {_HELD_BY}
 RETURNING id, status, awaited

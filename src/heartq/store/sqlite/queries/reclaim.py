@@ -24,14 +24,20 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
 
 _RECLAIM_FROM = "FROM heartq_jobs AS j LEFT JOIN heartq_workers AS w ON w.id = j.worker_id"
 
-# Results still to come whose committing attempt's lease ran out: given up, lost for
-# `reason` (see the PostgreSQL dialect).
+# Results still to come whose committing attempt's lease really ran out (its effective
+# lease read now: a detached attempt's own deadline, else its worker's lease, which its
+# heartbeats renew until the save, past the value the row kept at the commit): given up,
+# lost for `reason` (see the PostgreSQL dialect for the why). Candidates through the
+# partial index of pending results; each one's worker by its key.
 GIVE_UP_RESULTS = """
-UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, result_lost = :reason,
-                       updated_at = :now
-WHERE id IN (SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_pending_result_idx
-             WHERE result_pending AND lease_expires_at < :now
-             ORDER BY lease_expires_at LIMIT :limit)
+UPDATE heartq_jobs SET result_pending = 0, lease_expires_at = NULL, detached_until = NULL,
+                       result_lost = :reason, updated_at = :now
+WHERE id IN (SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_pending_result_idx
+             WHERE j.result_pending AND j.lease_expires_at < :now
+               AND coalesce(j.detached_until, max(j.lease_expires_at, coalesce(
+                       (SELECT w.lease_expires_at FROM heartq_workers AS w
+                        WHERE w.id = j.worker_id), j.lease_expires_at))) < :now
+             ORDER BY j.lease_expires_at LIMIT :limit)
 RETURNING id, status, awaited
 """
 
