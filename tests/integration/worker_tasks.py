@@ -94,13 +94,14 @@ TASKS_SOURCE = textwrap.dedent(
     def commit_and_wait(ctx, value, hand=False, seconds=60.0):
         """Completes its job in its own transaction, handing it `value` as its result if
         `hand` (`ctx.commit_result`), tells the test (`committed-<job>-<execution>`), then
-        waits `seconds` (for the test to kill its worker) before it returns `value`."""
+        waits `seconds` (for the test to kill its worker) or until the test says go
+        (`go-<job>`) before it returns `value`."""
         with ctx.transaction():
             if hand:
                 ctx.commit_result(value)
         mark(f"committed-{ctx.job_id}-{ctx.execution_id}", str(os.getpid()))
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (HERE / f"go-{ctx.job_id}").exists():
             time.sleep(0.02)
         return value
 
