@@ -59,9 +59,10 @@ def test_tasks_enqueuing_in_their_transactions_fill_every_slot(harness: Harness)
     when none is free), so no task waits for one another holds. Each waited for a pooled
     connection to read the clock and make the lane, while the others held both in their
     transactions: after 8 s one of eight had succeeded, its peers' leases lost."""
-    # A 4 s lease (the suites' steady one): a task's result is saved after its commit,
-    # within the committing attempt's lease, and the 0.6 s of FAST is shorter than a
-    # loaded machine may take to hand the completer a connection the tasks also use.
+    # A 4 s lease (the suites' steady one): this test is not about lease timing. Its
+    # tasks' results are saved after their commits, by a completer that may wait for a
+    # connection the tasks also use, longer on a loaded machine than FAST's 0.6 s: kept
+    # while the worker beats (test_lost_results.py), but a late beat lapses a 0.6 s lease.
     harness.start_worker("--concurrency", "4", settings={"--lease": "4"})
     jobs = [harness.enqueue("enqueue_in_transaction", {"priority": p}) for p in range(8)]
     # each result lands just after the commit that succeeded its job: wait for it
