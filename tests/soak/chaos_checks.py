@@ -48,6 +48,7 @@ class Checker:
         self.after_commit: dict[str, int] = {}
         self.replays: dict[str, int] = {}
         self.rate: dict[str, int] = {}
+        self.pauses: dict[str, float] = {}
         self.losses: Counter[str] = Counter()
         """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
         self.lost_ids: set[str] = set()
@@ -97,6 +98,7 @@ class Checker:
         self.after_commit = check_after_commit(self)
         self.replays = check_replays(self)
         self.check_rate_limit()
+        run.pauses.check(self)
         self.check_ledger()
         self.check_workers(workers)
         if run.hostile is not None:

@@ -39,7 +39,7 @@ OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
-    "horizon", "cancel", "failover", "partition", "slow_link",
+    "horizon", "cancel", "pause", "failover", "partition", "slow_link",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
 PG_FAULTS = ("pg_terminate", "pg_restart", "horizon", "failover")
@@ -87,12 +87,13 @@ class ChaosConfig:
             "horizon": 1.0,
             "cancel": 1.5,
             "twin": 1.0,
+            "pause": 0.7,
         }
     )
     faults: str = "process"
     """The fault families (`chaos_links.FAMILIES`, joined by commas): `process` (the kinds
     of `fault_weights`: worker signals, sessions, server restarts, held horizons,
-    cancels), `failover`, `partition`, `slow-link` (PostgreSQL only; see
+    cancels, queues paused), `failover`, `partition`, `slow-link` (PostgreSQL only; see
     tests/soak/chaos_links.py)."""
     replication: str = "sync"
     """`failover`: the standby's replication, `sync` or `async`."""

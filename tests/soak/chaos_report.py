@@ -98,6 +98,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         "after_commit": checker.after_commit,
         "replays": checker.replays,
         "rate_limited": checker.rate,
+        "paused": checker.pauses,
         "i2_timestamp_inversions": {
             "n": len(checker.inversions),
             "max_s": round(max((d for d, _ in checker.inversions), default=0.0), 4),

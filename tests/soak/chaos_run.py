@@ -43,6 +43,7 @@ from tests.soak.chaos_faults import ProcessFaults
 from tests.soak.chaos_horizon import HeldHorizons
 from tests.soak.chaos_hostile import HostileFamily, mix_hostile
 from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights
+from tests.soak.chaos_pauses import QueuePauses
 from tests.soak.chaos_pipes import Replays
 from tests.soak.chaos_plan import job_plan
 from tests.soak.chaos_records import Ledger, SideLog
@@ -134,6 +135,7 @@ class ChaosRun:
         self.timeline: dict[str, float] = {}
         self.links = LinkFaults(self, pair)
         self.process_faults = ProcessFaults(self)
+        self.pauses = QueuePauses(self)
         self.horizons = HeldHorizons(self) if config.backend == "postgres" else None
         self.hostile = HostileFamily(self) if config.hostile else None
         self.replays = Replays(self)
@@ -258,6 +260,8 @@ class ChaosRun:
         family: Any = self.links if kind in LINK_FAULTS else self.process_faults
         if kind == "horizon":
             family = self.horizons
+        if kind == "pause":
+            family = self.pauses
         getattr(family, f"fault_{kind}")()
 
     def pg(self) -> Any:
@@ -386,6 +390,7 @@ class ChaosRun:
                 next_kill_poll = now + 0.1
             time.sleep(0.02)
         self.links.end_chaos()
+        self.pauses.resume_all()
         deadline = time.monotonic() + 60
         while not self.try_enqueue(plan[self.plan_pos :]):
             if time.monotonic() > deadline:

@@ -139,8 +139,11 @@ class Claimer:
         Starts what it claimed. None if the database did not answer (`_failed`: the
         next claim may go at once)."""
         sent_at = time.monotonic()
-        if self.controls is not None and not self.controls.open(self.queues):
-            return self._claim_controlled(for_slots, ahead, sent_at)
+        if self.controls is not None:
+            if not self.controls.fresh():
+                return Claim()
+            if not self.controls.open(self.queues):
+                return self._claim_controlled(for_slots, ahead, sent_at)
         try:
             slots = self.ledger.free_slots if for_slots else 0
             jobs = self.store.claim(self.id, self.queues, slots, self.lease, ahead=ahead)
@@ -150,9 +153,11 @@ class Claimer:
         return self._claimed(jobs, sent_at)
 
     def _claimed(self, jobs: Claim, sent_at: float) -> Claim:
-        """Start what a claim took (and buffer what it took ahead)."""
+        """Start what a claim took (and buffer what it took ahead), but what it took of a
+        queue paused meanwhile (`_paused_meanwhile`)."""
         self._failing = False
         self.health.succeeded("claim", sent_at)
+        jobs = self.without_paused(jobs)
         if jobs.unanswered:
             self.ledger.request_sweep()
         self.ledger.buffer(self._set_apart_repeats(jobs.ahead))
@@ -192,11 +197,30 @@ class Claimer:
         jobs = Claim(taken, min(waits) if waits else None, buffered, unanswered)
         return self._claimed(jobs, sent_at)
 
+    def without_paused(self, jobs: Claim) -> Claim:
+        """`jobs` (a claim's, or a transport's claim by id) but those of queues an
+        operator paused while the claim was on its way (as a read within the last
+        interval says: `QueueControls.held_back_now`), which are given back unstarted,
+        no attempt counted (the fetch loop's next round releases them; the heartbeat
+        renews them until then). A claim that found nothing reads nothing."""
+        if self.controls is None or not (jobs or jobs.ahead):
+            return jobs
+        paused = self.controls.held_back_now()
+        taken = [*jobs, *jobs.ahead]
+        back = taken if paused is None else [job for job in taken if job.queue in paused]
+        if not back:
+            return jobs
+        self.ledger.give_back(back)
+        kept = [job for job in jobs if job not in back]
+        ahead = [job for job in jobs.ahead if job not in back]
+        return Claim(kept, jobs.rate_wait, ahead, jobs.unanswered)
+
     def give_back_held_back(self) -> None:
         """Give back the jobs claimed ahead of queues an operator has since paused or
         scaled, unstarted, no attempt counted (`controls.QueueControls.held_back`)."""
         if self.controls is None:
             return
+        self.controls.fresh()  # a start obeys a read at most a few intervals old
         held = [job for job in self.ledger.ahead() if self.controls.held_back(job.queue)]
         if held:
             self.ledger.give_back(held)

@@ -15,13 +15,16 @@ job finishes, a queued job keeps its place, and nothing is reclaimed because of 
 
 Until the first read has answered, the worker claims nothing: a worker started while a
 queue is paused must not start one of its jobs before it learns so. A read that fails
-later keeps the last answer (the claim would fail too while the database is away).
+later keeps the last answer (the claim would fail too while the database is away). A
+claim never trusts an answer older than `STALE_AFTER` reads' worth (`fresh`): a worker
+frozen past a pause (SIGSTOP, a VM paused) reads again before its first claim after.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +37,9 @@ from heartq.store.interface import QueueController
 
 JOIN_TIMEOUT = 5.0
 """`stop()` waits at most 5 s for a read under way."""
+STALE_AFTER = 3
+"""A claim reads the controls itself when the last answer is older than this many
+intervals (the loop was held up: the process frozen, the database slow)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class QueueControls:
         self._wake = wake
         self._lock = threading.Lock()
         self._known: dict[str, QueueControl] | None = None  # None: not read yet
+        self._read_at = float("-inf")  # monotonic time the last read was sent
+        self._interval = interval
         self._failed = FailureLog(
             events_,
             events.MAINTENANCE_FAILED,
@@ -100,9 +108,11 @@ class QueueControls:
     def refresh(self) -> None:
         """Read the controls of this worker's queues; tell each change it sees, and wake
         the fetch loop when a queue may be claimed more than before."""
+        sent_at = time.monotonic()
         found = self._store.queue_controls(self._queues)
         with self._lock:
             before, self._known = self._known, found
+            self._read_at = max(self._read_at, sent_at)
         if before is None:
             changed = [c for c in found.values() if c.holds_back or c.concurrency is not None]
             self._tell(changed)
@@ -116,6 +126,38 @@ class QueueControls:
         if changed:
             self._tell(changed)
             self._wake()
+
+    def fresh(self) -> bool:
+        """Make sure the answer a claim obeys is recent: read now if the last read is
+        older than `STALE_AFTER` intervals. False if that read failed (claim nothing
+        this round: the database is away, or slow)."""
+        with self._lock:
+            stale = time.monotonic() - self._read_at > STALE_AFTER * self._interval
+        if not stale:
+            return True
+        try:
+            self.refresh()
+        except Exception as exc:  # noqa: BLE001 - the fetch loop tries again next round
+            self._failed.emit(exc)
+            return False
+        return True
+
+    def held_back_now(self) -> set[str] | None:
+        """The queues held back (paused, or capped at 0) as a read sent within the last
+        interval found them, reading now if the last read is older (the loop was held
+        up): what a claim's jobs are checked against before they start, so a job starts
+        only if such a read found its queue open. None if that read failed."""
+        with self._lock:
+            read_at = self._read_at
+        if read_at < time.monotonic() - self._interval:
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - the claim's jobs are given back
+                self._failed.emit(exc)
+                return None
+        with self._lock:
+            known = self._known or {}
+        return {queue for queue, control in known.items() if control.holds_back}
 
     def _tell(self, changed: Iterable[QueueControl]) -> None:
         for control in changed:

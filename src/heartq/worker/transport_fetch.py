@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from heartq import events
 from heartq.errors import ConfigError
-from heartq.model import Reclaimed
+from heartq.model import Claim, Reclaimed
 from heartq.worker.claimer import Claimer, ClaimFetch, Round
 from heartq.worker.ledger import Ledger
 
@@ -186,6 +186,8 @@ class TransportFetch:
         take (None: its free slots): those an operator paused are left in the stream
         (`heartq.worker.controls`)."""
         controls = self.claimer.controls
+        if controls is not None and not controls.fresh():
+            return []
         if controls is None or controls.open(self.queues):
             return [(queue, None) for queue in self.queues]
         running = (run.job.queue for run in self.claimer.ledger.running())
@@ -211,7 +213,7 @@ class TransportFetch:
             self.transport.nak(messages)
             self._idle(1.0)
             return
-        self.claimer.start(jobs, sent_at)
+        self.claimer.start(self.claimer.without_paused(Claim(jobs)), sent_at)
         self.transport.ack(messages)  # the claim committed: the database owns the rest
         claimed = {job.id for job in jobs}
         if any(job_id not in claimed for job_id in named if job_id):
