@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 
 QUEUES = ("default", PROC_QUEUE)
 MARGIN = 3.0
-"""Seconds after a pause is stored within which a start is still allowed: a pulse (0.3 s
-in the runner's settings) for every worker to read it, a claim's or a start's check
-against a read at most three pulses old, and the dispatch of what a claim took to a
-thread, an event loop or a new child process on a loaded 2-core machine."""
+"""Seconds after a pause is stored within which a start is still allowed: a claim's or a
+start's check against a read at most two or three pulses old (0.3 s each in the
+runner's settings), and the dispatch of what a claim took to a thread, an event loop or
+a new child process on a loaded 2-core machine."""
 RESUME_RETRY = 0.5
 
 

@@ -144,12 +144,14 @@ class QueueControls:
 
     def held_back_now(self) -> set[str] | None:
         """The queues held back (paused, or capped at 0) as a read sent within the last
-        interval found them, reading now if the last read is older (the loop was held
-        up): what a claim's jobs are checked against before they start, so a job starts
-        only if such a read found its queue open. None if that read failed."""
+        two intervals found them, reading now if the last read is older (the loop was
+        held up): what a claim's jobs are checked against before they start, so a job
+        starts only if such a read found its queue open. Two, not one: the loop's own
+        reads come an interval plus their round trip apart, and a claim must not read
+        again between them. None if that read failed."""
         with self._lock:
             read_at = self._read_at
-        if read_at < time.monotonic() - self._interval:
+        if read_at < time.monotonic() - 2 * self._interval:
             try:
                 self.refresh()
             except Exception as exc:  # noqa: BLE001 - the claim's jobs are given back
