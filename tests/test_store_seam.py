@@ -52,7 +52,7 @@ def test_every_operation_is_a_method_written_out() -> None:
         if inspect.isfunction(defined):
             body = inspect.getsource(defined)
             assert re.search(
-                r"self\.(enqueuing|leases|reclaiming|registry|inspection|admin|controls|liveness)\."
+                r"self\.(enqueuing|leases|reclaiming|registry|inspection|admin|controls|schedules|liveness)\."
                 r"|current_time\(self\.dialect\)",
                 body,
             ), name

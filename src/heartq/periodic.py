@@ -58,9 +58,15 @@ class Schedule:
     args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tz: str = "UTC"
     catch_up: str = "latest"
+    queue: str | None = None
+    """The queue of its ticks' jobs (None: the task's). Runtime schedules only
+    (`heartq.runtime_schedules`); a code schedule's jobs take their task's queue."""
 
     def __post_init__(self) -> None:
         payload.check_name("schedule", self.name)
+        payload.check_name("task", self.task)
+        if self.queue is not None:
+            payload.check_name("queue", self.queue)
         if (self.cron is None) == (self.every is None):
             raise ConfigError(
                 f"schedule {self.name!r}: give either cron= or every=, not "

@@ -305,7 +305,11 @@ class Producer:
         the sweeper publishes them)."""
         made = []
         for tick in ticks:
-            options = Options(unique_key=schedule.tick_key(tick), unique_for=TICK_UNIQUE_FOR)
+            key = schedule.tick_key(tick)
+            if schedule.queue is None:  # the task's queue
+                options = Options(unique_key=key, unique_for=TICK_UNIQUE_FOR)
+            else:
+                options = Options(unique_key=key, unique_for=TICK_UNIQUE_FOR, queue=schedule.queue)
             (job,) = self.make(schedule.task, [dict(schedule.args)], options).jobs
             made.append(dataclasses.replace(job, schedule=schedule.name))
         with self.storing(made, [dict(schedule.args) for _ in made], publish=False) as run:

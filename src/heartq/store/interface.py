@@ -36,7 +36,7 @@ Conventions every implementation keeps:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from heartq.model import (
@@ -80,9 +80,11 @@ class Enqueuer(Clock, Protocol):
     (`maintenance/scheduler.py`)."""
 
     def list_schedules(self) -> list[dict[str, Any]]:
-        """The periodic schedules workers have run, by name: `name`, `task`, `spec`,
-        `last_tick`, `next_tick` (seconds since the epoch, or None), `last_job_id`,
-        `updated_at`, `updated_by`."""
+        """The periodic schedules workers have run or an operator added, by name: `name`,
+        `task`, `spec`, `last_tick`, `next_tick` (seconds since the epoch, or None),
+        `last_job_id`, `last_job_status`, `updated_at`, `updated_by` (the last tick),
+        `definition` (a runtime schedule's, `heartq.runtime_schedules`; None: declared in
+        code), `paused`, `changed_at`, `changed_by` (an operator's last change)."""
         ...
 
     def tick_schedule(
@@ -94,11 +96,18 @@ class Enqueuer(Clock, Protocol):
         make_jobs: Callable[[Sequence[float]], Sequence[NewJob]],
         by: str,
         now: float | None = None,
+        *,
+        runtime: bool = False,
+        paused: bool = False,
     ) -> list[str]:
         """Enqueue a schedule's due ticks, once across the fleet: with the schedule's row
         locked, `plan(last_tick, now)` says which ticks are due (by the database's clock),
         `make_jobs(ticks)` makes their jobs (each with its tick's unique key), and the row
-        moves on, all in one transaction. Returns the ids of the ticks' jobs."""
+        moves on, all in one transaction. Returns the ids of the ticks' jobs. A code
+        schedule's row is made at its first tick, and its tick drops a runtime definition
+        of its name (code wins); a `runtime` schedule's tick does nothing once its row is
+        gone or taken by code. Nothing is done either when the row's `paused` is not the
+        caller's (changed since it read it: its next pass plans again)."""
         ...
 
 
@@ -407,9 +416,48 @@ class QueueController(Protocol):
         ...
 
 
+class ScheduleEditor(Protocol):
+    """Periodic schedules an operator adds, changes, pauses and removes while workers run
+    (`heartq.runtime_schedules`): written in the schedules' rows the scheduler reads."""
+
+    def save_schedule(
+        self,
+        name: str,
+        task: str,
+        spec: str,
+        definition: Mapping[str, Any],
+        *,
+        paused: bool,
+        replace: bool,
+        by: str,
+        now: float | None = None,
+    ) -> bool:
+        """Store a runtime schedule (True: added; False: an existing runtime one
+        replaced, with `replace`). `ConfigError` for the name of a code schedule, or of an
+        existing runtime one without `replace`; nothing written then."""
+        ...
+
+    def remove_schedule(self, name: str, now: float | None = None) -> bool:
+        """Remove a runtime schedule (False: there was none). `ConfigError` for a
+        schedule declared in code."""
+        ...
+
+    def pause_schedule(self, name: str, paused: bool, by: str, now: float | None = None) -> bool:
+        """Pause or resume a schedule, runtime or code (False: no such row)."""
+        ...
+
+
 @runtime_checkable
 class Store(
-    Enqueuer, LeaseHolder, Reclaimer, Registry, Inspector, Administrator, QueueController, Protocol
+    Enqueuer,
+    LeaseHolder,
+    Reclaimer,
+    Registry,
+    Inspector,
+    Administrator,
+    QueueController,
+    ScheduleEditor,
+    Protocol,
 ):
     """Every queue operation of the protocol in docs/design/protocol.md: the roles above, and what
     no caller takes alone, declared here by role; and the link they run over."""

@@ -164,7 +164,7 @@ class EnqueueOps:
         self.d.ensure_schema()
         with self.d.read() as conn:
             rows = conn.execute(self.q.LIST_SCHEDULES).fetchall()
-        return [dict(row) for row in rows]
+        return [_schedule_row(row) for row in rows]
 
     def tick_schedule(
         self,
@@ -175,13 +175,19 @@ class EnqueueOps:
         make_jobs: Callable[[Sequence[float]], Sequence[NewJob]],
         by: str,
         now: float | None = None,
+        *,
+        runtime: bool = False,
+        paused: bool = False,
     ) -> list[str]:
         self.d.ensure_schema()
         with self.d.write() as conn:
             clock = self.d.clock(conn, now)
             params: dict[str, Any] = {"name": name, "task": task, "spec": spec, "now": clock}
-            conn.execute(self.q.ENSURE_SCHEDULE, params)
+            if not runtime:  # a code schedule's row is made at its first tick
+                conn.execute(self.q.ENSURE_SCHEDULE, params)
             row = conn.execute(self.q.LOCK_SCHEDULE, params).fetchone()
+            if row is None or bool(row["paused"]) != paused or (runtime and not row["runtime"]):
+                return []  # removed, paused or resumed, or taken by code meanwhile
             last = None if row["last_tick"] is None else float(row["last_tick"])
             due = plan(last, database_time(self.d, conn, clock))
             docs = [documents.new_job_doc(job) for job in make_jobs(due.ticks)]
@@ -191,6 +197,7 @@ class EnqueueOps:
                 next_tick=due.next_tick,
                 last_job_id=ids[-1] if ids else None,
                 by=by,
+                runtime=runtime,  # a code schedule's tick drops a runtime definition
             )
             conn.execute(self.q.UPDATE_SCHEDULE, params)
             if docs:
@@ -239,6 +246,15 @@ class EnqueueOps:
             rows = run(conn, self.q.REROUTE_JOBS, params)
             wake(self.d, conn, {r["queue"] for r in rows})
         return len(rows)
+
+
+def _schedule_row(row: Any) -> dict[str, Any]:
+    """A row of `list_schedules`: the definition as an object (SQLite stores its text)."""
+    found = dict(row)
+    if isinstance(found["definition"], str):
+        found["definition"] = json.loads(found["definition"])
+    found["paused"] = bool(found["paused"])
+    return found
 
 
 def ready_lanes(docs: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:

@@ -15,7 +15,7 @@ sessions, notifications, schema and close: `store.link`, made by the backend's p
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heartq.config import DEFAULT_SUCCESS_TRACE_RETENTION
@@ -53,6 +53,7 @@ from heartq.store.sql.inspection import InspectOps
 from heartq.store.sql.leases import LeaseOps
 from heartq.store.sql.reclaim import ReclaimOps
 from heartq.store.sql.registry import RegistryOps
+from heartq.store.sql.schedules import ScheduleOps
 
 
 class SqlStore:
@@ -70,6 +71,7 @@ class SqlStore:
         self.inspection = InspectOps(dialect, self.enqueuing)
         self.admin = AdminOps(dialect)
         self.controls = ControlOps(dialect)
+        self.schedules = ScheduleOps(dialect)
 
     def clock(self) -> float:
         return current_time(self.dialect)
@@ -95,8 +97,13 @@ class SqlStore:
         make_jobs: Callable[[Sequence[float]], Sequence[NewJob]],
         by: str,
         now: float | None = None,
+        *,
+        runtime: bool = False,
+        paused: bool = False,
     ) -> list[str]:
-        return self.enqueuing.tick_schedule(name, task, spec, plan, make_jobs, by, now)
+        return self.enqueuing.tick_schedule(
+            name, task, spec, plan, make_jobs, by, now, runtime=runtime, paused=paused
+        )
 
     def task_policies(self, names: Sequence[str] | None = None) -> dict[str, TaskPolicy]:
         return self.enqueuing.task_policies(names)
@@ -370,6 +377,29 @@ class SqlStore:
 
     def queue_controls(self, queues: Sequence[str] | None = None) -> dict[str, QueueControl]:
         return self.controls.queue_controls(queues)
+
+    # -- runtime schedules an operator edits: `schedules.py` -------------------------------
+    def save_schedule(
+        self,
+        name: str,
+        task: str,
+        spec: str,
+        definition: Mapping[str, Any],
+        *,
+        paused: bool,
+        replace: bool,
+        by: str,
+        now: float | None = None,
+    ) -> bool:
+        return self.schedules.save_schedule(
+            name, task, spec, definition, paused=paused, replace=replace, by=by, now=now
+        )
+
+    def remove_schedule(self, name: str, now: float | None = None) -> bool:
+        return self.schedules.remove_schedule(name, now)
+
+    def pause_schedule(self, name: str, paused: bool, by: str, now: float | None = None) -> bool:
+        return self.schedules.pause_schedule(name, paused, by, now)
 
     # -- for the tests that write rows directly ------------------------------------------
     def _write(self) -> contextlib.AbstractContextManager[Any]:
