@@ -27,7 +27,7 @@ from typing import (
     overload,
 )
 
-from heartq import events, ids, payload
+from heartq import events, ids, payload, runtime_schedules
 from heartq.config import Settings, resolve_url
 from heartq.context import JobContext
 from heartq.definition import TaskDefinition, TaskOptions
@@ -481,6 +481,72 @@ class App:
             by=by,
         )
         return control
+
+    # -- periodic schedules added while workers run (heartq.runtime_schedules) ----------
+    def add_schedule(
+        self,
+        name: str,
+        task: str,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        args: Mapping[str, Any] | None = None,
+        tz: str = "UTC",
+        catch_up: str = "latest",
+        queue: str | None = None,
+        paused: bool = False,
+        replace: bool = False,
+        by: str | None = None,
+    ) -> bool:
+        """Run `task` (any name: registered here or not) on a schedule stored in the
+        database, as `@app.periodic` does in code: every worker with `periodic` on runs it
+        within about a second, without a restart, each tick one job across the fleet.
+        `cron`/`every`/`args`/`tz`/`catch_up` as `periodic`; `queue`: its jobs' queue
+        (None: the task's). True: added; False: a runtime schedule of that name replaced
+        (`replace=True`; else `ConfigError`). A name this app or the fleet declares in
+        code is refused: code wins. Bad input raises `ConfigError` here, nothing stored."""
+        if name in self.schedules:
+            raise ConfigError(
+                f"schedule {name!r} is declared in code (@app.periodic): a runtime "
+                "schedule cannot take its name"
+            )
+        schedule = runtime_schedules.build(
+            name, task, cron=cron, every=every, args=args, tz=tz, catch_up=catch_up, queue=queue
+        )
+        self.producer.check_args(task, schedule.args)  # a task registered here: its args
+        by = by or ids.requester("app.add_schedule")
+        added = runtime_schedules.add(self.store, schedule, paused=paused, replace=replace, by=by)
+        self._schedule_changed(name, "added" if added else "replaced", by)
+        return added
+
+    def remove_schedule(self, name: str, by: str | None = None) -> bool:
+        """Remove a runtime schedule: no tick after the workers' next pass (about a
+        second). False: there was none. A code schedule is refused (`ConfigError`):
+        remove it from the code, or pause it."""
+        removed = self.store.remove_schedule(name)
+        if removed:
+            self._schedule_changed(name, "removed", by or ids.requester("app.remove_schedule"))
+        return removed
+
+    def pause_schedule(self, name: str, by: str | None = None) -> bool:
+        """Pause a schedule, runtime or code, on every worker within about a second: its
+        ticks pass without a job until `resume_schedule` (which starts at the next tick,
+        not catching the pause up). False: no such schedule (a code schedule has one
+        once a worker ran it)."""
+        return self._pause(name, True, by or ids.requester("app.pause_schedule"))
+
+    def resume_schedule(self, name: str, by: str | None = None) -> bool:
+        """Let a paused schedule's ticks enqueue again, from its next tick."""
+        return self._pause(name, False, by or ids.requester("app.resume_schedule"))
+
+    def _pause(self, name: str, paused: bool, by: str) -> bool:
+        done = self.store.pause_schedule(name, paused, by)
+        if done:
+            self._schedule_changed(name, "paused" if paused else "resumed", by)
+        return done
+
+    def _schedule_changed(self, name: str, change: str, by: str) -> None:
+        self.events.emit(events.SCHEDULE_CHANGED, logging.INFO, schedule=name, change=change, by=by)
 
     # -- local wake-ups: a worker in this process starts at once on its own enqueues ----
     def subscribe_wakeup(self, waker: Waker) -> None:

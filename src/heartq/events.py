@@ -135,6 +135,17 @@ QUEUE_CONTROL_SEEN: Final = "queue_control_seen"
 (within about a second of the change): `worker_id`, `queue`, `paused`, `concurrency`.
 Also told at a worker's start for each of its queues that is paused or capped."""
 
+SCHEDULE_CHANGED: Final = "schedule_changed"
+"""An operator added, replaced, removed, paused or resumed a periodic schedule through
+`App.add_schedule`, `remove_schedule`, `pause_schedule` or `resume_schedule` (the command
+line and the dashboard use them): `schedule`, `change` (`added`, `replaced`, `removed`,
+`paused`, `resumed`), `by`."""
+SCHEDULE_SKIPPED: Final = "schedule_skipped"
+"""A worker's scheduler does not run a runtime schedule (told once per schedule and
+reason): a code schedule of the same name runs instead, its stored definition is not one
+heartq can read, or its jobs could not be made (its task refuses its args): `worker_id`,
+`schedule`, `reason`."""
+
 EVENT_LOOP_BLOCKED: Final = "event_loop_blocked"
 """The async pool's event loop has not turned for `blocked_for` seconds (at least a
 second): the coroutine of `job_id` (`task`, `execution_id`; null when no attempt's

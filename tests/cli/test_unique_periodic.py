@@ -94,7 +94,7 @@ def test_periodic_says_never_for_a_schedule_that_has_not_run(
     (row,) = heartq.json("periodic")
     assert (row["last_run"], row["last_job_id"]) == (None, None) and row["next_run"]
     (line,) = [line for line in heartq("periodic").ok().out.splitlines() if "hourly" in line]
-    assert line.split()[4:6] == ["never", "in"], line  # SCHEDULE TASK SPEC (2 words) LAST NEXT
+    assert line.split()[5:7] == ["never", "in"], line  # SCHEDULE TASK SPEC (2 words) FROM LAST
 
 
 def test_enqueue_with_a_concurrency_key_and_stats(heartq: HeartqCli) -> None:

@@ -25,7 +25,7 @@ from heartq.cli.dlq_cmd import dlq_group
 from heartq.cli.enqueue_cmd import enqueue_command
 from heartq.cli.jobs_cmd import jobs_group
 from heartq.cli.ops_cmd import reclaim_command, stats_command
-from heartq.cli.periodic_cmd import periodic_command
+from heartq.cli.periodic_cmd import periodic_group
 from heartq.cli.queues_cmd import queues_group
 from heartq.cli.tasks_cmd import tasks_command
 from heartq.cli.watch_cmd import watch_command
@@ -89,7 +89,7 @@ cli.add_command(dlq_group)
 cli.add_command(reclaim_command)
 cli.add_command(stats_command)
 cli.add_command(queues_group)
-cli.add_command(periodic_command)
+cli.add_command(periodic_group)
 cli.add_command(demo_command)
 for old_name, new_name in RENAMED_COMMANDS.items():
     cli.add_command(command_alias(cli.commands[new_name], old_name))

@@ -10,6 +10,7 @@ seconds; jinja2 autoescapes every value (job arguments and errors are anyone's t
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -25,7 +26,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from heartq import display, events, ids, payload
+from heartq import display, events, ids, payload, runtime_schedules
 from heartq.config import resolve_url
 from heartq.dashboard import views
 from heartq.dashboard.security import (
@@ -73,6 +74,10 @@ NOTICES = {
     "within about a second.",
     "resumed": "Resumed: the queue's jobs start again.",
     "scaled": "Scaled: each worker obeys the new cap within about a second.",
+    "schedule_added": "Schedule stored: every worker runs it within about a second.",
+    "schedule_removed": "Schedule removed: no tick after the workers' next pass.",
+    "schedule_paused": "Schedule paused: its ticks pass without a job until resumed.",
+    "schedule_resumed": "Schedule resumed from its next tick.",
     "signed_in": "Signed in: actions are allowed.",
     "signed_out": "Signed out.",
 }
@@ -205,6 +210,11 @@ class Dashboard:
     def queues(self, request: Request) -> Response:
         return self.page(request, "queues.html", queues=views.queues_view(self.store))
 
+    def schedules(self, request: Request) -> Response:
+        now = self.store.clock()
+        rows = views.schedules_view(self.store, now)
+        return self.page(request, "schedules.html", schedules=rows)
+
     def login(self, request: Request) -> Response:
         if self.guard.token is None:
             return self.error(request, 404, "this dashboard has no token to sign in with")
@@ -273,6 +283,54 @@ class Dashboard:
         return _back(
             request, "/queues", {"pause": "paused", "resume": "resumed"}.get(action, "scaled")
         )
+
+    async def add_schedule(self, request: Request) -> Response:
+        """Store a runtime schedule (`heartq periodic add`) from the form."""
+        form = await self._form(request)
+        field = {k: (_text(form.get(k)) or "").strip() for k in ("name", "task", "when", "args")}
+        queue = (_text(form.get("queue")) or "").strip() or None
+        try:
+            args = json.loads(field["args"]) if field["args"] else None
+        except ValueError as exc:
+            raise Refused(400, f"args: not JSON: {exc}") from None
+        when = field["when"]
+        spec: dict[str, Any] = {"cron": when} if not _number(when) else {"every": float(when)}
+        try:
+            schedule = runtime_schedules.build(
+                field["name"], field["task"], args=args, queue=queue, **spec
+            )
+            replace = form.get("replace") is not None
+            await run_in_threadpool(
+                lambda: runtime_schedules.add(
+                    self.store, schedule, replace=replace, by=_requester(request)
+                )
+            )
+        except ConfigError as exc:
+            raise Refused(400, str(exc)) from None
+        self._audit(request, "schedule_add", [], schedule=schedule.name, spec=schedule.spec)
+        return _back(request, "/schedules", "schedule_added")
+
+    async def change_schedule(self, request: Request) -> Response:
+        """Pause, resume or remove a schedule, as the form's path says."""
+        await self._form(request)
+        name = _typed(request.path_params["name"], "a schedule name")
+        action = request.url.path.rsplit("/", 1)[-1]
+        by = _requester(request)
+
+        def change() -> bool:
+            if action == "remove":
+                return self.store.remove_schedule(name)
+            return self.store.pause_schedule(name, action == "pause", by)
+
+        try:
+            done = await run_in_threadpool(change)
+        except ConfigError as exc:
+            raise Refused(400, str(exc)) from None
+        if not done:
+            raise Refused(404, f"no schedule named {name!r}")
+        self._audit(request, f"schedule_{action}", [], schedule=name)
+        notice = {"remove": "schedule_removed", "pause": "schedule_paused"}
+        return _back(request, "/schedules", notice.get(action, "schedule_resumed"))
 
     async def sign_in(self, request: Request) -> Response:
         form = await request.form()
@@ -362,6 +420,12 @@ def create_app(
             Route(f"/queues/{{queue:path}}/{action}", board.control, methods=["POST"])
             for action in ("pause", "resume", "scale")
         ),
+        Route("/schedules", board.schedules, name="schedules"),
+        Route("/schedules/add", board.add_schedule, methods=["POST"]),
+        *(
+            Route(f"/schedules/{{name:path}}/{action}", board.change_schedule, methods=["POST"])
+            for action in ("pause", "resume", "remove")
+        ),
         Route("/login", board.login, name="login"),
         Route("/login", board.sign_in, methods=["POST"], name="sign_in"),
         Route("/logout", board.sign_out, methods=["POST"], name="sign_out"),
@@ -430,6 +494,15 @@ def _cap(value: str) -> int | None:
         return int(value)
     except ValueError:
         raise Refused(400, f"jobs at once: {value!r} is not a whole number") from None
+
+
+def _number(value: str) -> bool:
+    """Whether a schedule's `when` as typed is seconds (`every`) rather than a cron."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _float(value: str) -> float:

@@ -215,9 +215,11 @@ class Worker:
             self.ledger, idle_wait=s.poll_interval, trust_window=s.trust_window
         )
         services: list[Service] = default_services(self.store, s, self.id, self.events)
-        if periodic and app.schedules:  # each worker may enqueue the due ticks: no leader
+        if periodic:  # each worker may enqueue the due ticks, code and runtime: no leader
             schedules = list(app.schedules.values())
-            services.append(Scheduler(schedules, app.make_tick_jobs, self.store, self.id))
+            services.append(
+                Scheduler(schedules, app.make_tick_jobs, self.store, self.id, self.events)
+            )
         self.transport = app.transport
         self._fetch = self._choose_fetch(services)  # before the runner copies the services
         self.maintenance = MaintenanceRunner(
