@@ -73,3 +73,26 @@ def test_a_runtime_schedule_ticks_once_across_three_workers_changes_and_stops(
     assert all(w.alive() for w in workers)
     tickers = {s["updated_by"] for s in h.store.list_schedules()}
     assert tickers <= {w.id for w in workers}
+
+
+def last_tick_ms(h: Harness, name: str) -> int:
+    (row,) = [r for r in h.store.list_schedules() if r["name"] == name]
+    return round((row["last_tick"] or 0) * 1000)
+
+
+def test_a_paused_schedule_makes_no_job_and_resumes_at_its_next_tick(
+    harness: Harness, app: heartq.App
+) -> None:
+    h = harness
+    h.start_worker()
+    app.add_schedule("rt", "ident", every=1)
+    h.wait_for(lambda: ticks(h, "rt"), 20, "a tick of rt")
+    assert app.pause_schedule("rt") is True
+    paused = round(h.store.clock() * 1000)
+    # its last tick moving on twice proves the scheduler passed it, paused, with no job
+    h.wait_for(lambda: last_tick_ms(h, "rt") >= paused + 2000, 20, "2 ticks passed paused")
+    assert max(ticks(h, "rt")) <= paused, (paused, ticks(h, "rt"))
+    passed = last_tick_ms(h, "rt")  # the resume plans from here on, or from later
+    assert app.resume_schedule("rt") is True
+    h.wait_for(lambda: max(ticks(h, "rt")) > passed, 20, "a tick after the resume")
+    assert not [t for t in ticks(h, "rt") if paused < t <= passed]  # the pause not caught up

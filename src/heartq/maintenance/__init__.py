@@ -15,9 +15,10 @@ every interval.
 - `pruner.py`, `Pruner`, every `prune_interval` (default 10 min): inactive/stopped
   workers and succeeded/cancelled jobs past their retention (7 days) are deleted; dead
   jobs stay until purged. Event: `pruned`.
-- `scheduler.py`, `Scheduler`, when the app has `@app.periodic` schedules, every quarter
-  of the shortest schedule's period (between 0.05 and 1 s): the due ticks, each
-  enqueued once across the fleet. No event of its own.
+- `scheduler.py`, `Scheduler`, on every worker with `periodic` on, every quarter of the
+  shortest schedule's period (between 0.05 and 1 s; 1 s with none): the due ticks of
+  the app's `@app.periodic` schedules and of the fleet's runtime ones (read each pass),
+  each enqueued once across the fleet. Event: `schedule_skipped`.
 - `sweeper.py`, `Sweeper`, with a transport, every `sweep_interval` (default 1 s): jobs
   due, queued again, or queued long that no message names, published. No event of its own.
 - `reconcile.py`, `reconcile` once at startup (a worker with a `--name`), then

@@ -22,7 +22,8 @@ through the ledger (`ledger.py`), never by calling each other:
   (progress, checkpoints); cancel requests looked for (PostgreSQL: when NOTIFYed).
 - completer (`completer.py`): saves ended attempts in fenced batches.
 - maintenance (`heartq/maintenance/`): lease reclaimer, worker monitor, liveness probe, pruner,
-  the scheduler of the app's periodic schedules, and with a transport its sweeper.
+  the scheduler of the app's and the queue's runtime periodic schedules, and with a
+  transport its sweeper.
 - signals (`signals.py`): acts on SIGTERM/SIGINT, which the handler only hands over
   (a handler running in the main thread must take no lock that thread may hold).
 - the pool's threads, event loop or child processes.
@@ -108,8 +109,9 @@ class Worker:
     `StoreUnavailable` (None, the default: as long as it takes, until told to stop).
     `otel`: trace the app's jobs with OpenTelemetry (`heartq.otel.instrument`), here and
     in each process-pool child (`ConfigError` if opentelemetry-api is not installed).
-    `periodic`: enqueue the app's periodic schedules' ticks (True, the default; a test's
-    drain runs none: `heartq.testing`).
+    `periodic`: enqueue the ticks of the app's periodic schedules and of the runtime
+    ones stored in the queue (True, the default; a test's drain runs none:
+    `heartq.testing`).
     `pool_size` (a setting, like the timings): PostgreSQL's pooled connections."""
 
     def __init__(
