@@ -270,7 +270,9 @@ class App:
         ends the job dead at once, like `heartq.Permanent`. `retry_schedule`
         (`"exponential"`, `"linear"`: `retry_backoff * attempt`, `"constant"`:
         `retry_backoff`, each capped at `retry_backoff_max`) and `retry_jitter` (False: the
-        exact waits) shape the waits between attempts. A bad one raises `ConfigError` here."""
+        exact waits) shape the waits between attempts. `max_snoozes` (100): a job's first
+        that many snoozes (`heartq.Snooze`, raised or returned by its code) are not counted
+        as attempts; each one after is a failed attempt. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task: Task[Any, Any] = Task(self, func, **options)

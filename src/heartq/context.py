@@ -24,6 +24,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
 from heartq.errors import Cancelled, LeaseLost
+from heartq.lifecycle.retry import DEFAULT_MAX_SNOOZES
 from heartq.model import AttemptRef, NamesARunningAttempt, Progress
 from heartq.payload import check_text
 
@@ -97,7 +98,7 @@ class TaskTransaction:
 class JobContext(NamesARunningAttempt):
     """Passed to a task that has a parameter named `ctx`: its attempt (`ref`, and its
     `job_id`, `task`, `queue`, `attempt`, `execution_id`, `worker_id`), checkpoint,
-    retries and metadata, and the calls that reach its worker."""
+    retries, snoozes and metadata, and the calls that reach its worker."""
 
     def __init__(
         self,
@@ -107,11 +108,19 @@ class JobContext(NamesARunningAttempt):
         control: AttemptControl,
         max_retries: int = 0,
         meta: Mapping[str, Any] | None = None,
+        snoozes: int = 0,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
     ) -> None:
         self.ref = ref
         self.checkpoint = checkpoint
         self.max_retries = max_retries
         """Retries after the first attempt: `attempt > max_retries` is the last one."""
+        self.snoozes = snoozes
+        """How many times the job snoozed (`heartq.Snooze`) before this attempt, since it
+        was enqueued or replayed: while `snoozes < max_snoozes`, a snooze is not counted
+        as an attempt."""
+        self.max_snoozes = max_snoozes
+        """Its task's bound on snoozes not counted (`max_snoozes`)."""
         self.meta: Mapping[str, Any] = MappingProxyType(dict(meta or {}))
         """The job's metadata (`meta=` at enqueue, what enqueue hooks added), read-only."""
         self._control = control

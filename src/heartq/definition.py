@@ -17,6 +17,7 @@ from heartq import arguments, payload, rates
 from heartq.errors import ConfigError
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_SNOOZES,
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_RETRY_BACKOFF_MAX,
     EXPONENTIAL,
@@ -57,6 +58,8 @@ class TaskOptions(TypedDict, total=False):
     """Defaults to exponential."""
     retry_jitter: bool
     """Defaults to True."""
+    max_snoozes: int
+    """Defaults to 100: a job's snoozes (`heartq.Snooze`) not counted as attempts."""
 
 
 class TaskDefinition:
@@ -74,6 +77,7 @@ class TaskDefinition:
         name = options.get("name") or str(getattr(fn, "__name__", ""))
         queue = options.get("queue", DEFAULT_QUEUE)
         max_retries = options.get("max_retries", DEFAULT_MAX_RETRIES)
+        max_snoozes = options.get("max_snoozes", DEFAULT_MAX_SNOOZES)
         timeout = options.get("timeout")
         heartbeat_timeout = options.get("heartbeat_timeout")
         retry_backoff = options.get("retry_backoff", DEFAULT_RETRY_BACKOFF)
@@ -87,12 +91,16 @@ class TaskDefinition:
         self.name = payload.check_name("task", name)
         self.queue = payload.check_name("queue", queue)
         payload.check_int("max_retries", max_retries, minimum=0)
+        payload.check_int("max_snoozes", max_snoozes, minimum=0)
         payload.check_int("priority", priority)
         payload.check_duration("timeout", timeout)
         payload.check_duration("heartbeat_timeout", heartbeat_timeout)
         payload.check_duration("retry_backoff", retry_backoff, allow_zero=True)
         payload.check_duration("retry_backoff_max", retry_backoff_max, allow_zero=True)
         self.max_retries = max_retries
+        self.max_snoozes = max_snoozes
+        """A job's first `max_snoozes` snoozes are not counted as attempts; each one
+        after is a failed attempt (its worker's own bound: not declared)."""
         self.timeout = timeout
         self.heartbeat_timeout = heartbeat_timeout
         self.retry_backoff = retry_backoff
@@ -150,6 +158,7 @@ class TaskDefinition:
             retry_jitter=self.backoff.jitter,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
+            max_snoozes=self.max_snoozes,
         )
 
     @property

@@ -23,16 +23,20 @@ Hierarchy::
     └── ResultTimeout        `App.result`: the job did not end in time (also a TimeoutError)
 
     Permanent                raised by task code: skip retries, go to the dead-letter queue
+    Snooze                   raised (or returned) by task code: too early, run again later,
+                             not counted as an attempt
 
     TaskNotDeclaredWarning   a warning (`warnings.warn`): a job of a task no worker has
                              declared yet was stored with the defaults
 
-`Permanent` is deliberately not a `HeartqError`: it is the user's signal to heartq,
-not heartq's to the user.
+`Permanent` and `Snooze` are deliberately not `HeartqError`s: they are the user's
+signals to heartq, not heartq's to the user.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 from collections.abc import Sequence
 
 from heartq.model import JobMatch
@@ -213,6 +217,37 @@ class Cancelled(HeartqError):
 
 class Permanent(Exception):
     """Raise (or subclass) in a task to fail the job at once, with no retry."""
+
+
+class Snooze(Exception):
+    """Raise (or return) in a task when it is too early to do its work (an API answered
+    429 with Retry-After, a file is not there yet): the job is queued again, runnable
+    `seconds` from now (a number, or a `datetime.timedelta`), and the attempt is not
+    counted against `max_retries`; its execution is recorded `snoozed`, with `reason`.
+
+    Bounded: a job's first `max_snoozes` snoozes (a task option, 100 by default) are
+    free; a snooze past them is a failed attempt (counted, retried after the same delay
+    while retries are left, else the job is dead), so a job cannot snooze forever
+    unnoticed. `ctx.snoozes` says how many times the job snoozed so far. `ConfigError`
+    (here, in the task: its attempt fails) for a delay that is not a finite number of
+    seconds from 0."""
+
+    def __init__(self, seconds: float | datetime.timedelta, reason: str | None = None) -> None:
+        if isinstance(seconds, datetime.timedelta):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ConfigError(f"Snooze takes a number of seconds, got {seconds!r}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ConfigError(f"Snooze takes a finite number of seconds from 0, got {seconds!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise ConfigError(f"Snooze's reason is text (a str), got {reason!r}")
+        self.seconds = float(seconds)
+        self.reason = reason
+        super().__init__(self.seconds, reason)
+
+    def __str__(self) -> str:
+        said = f"snoozed for {self.seconds:g} s"
+        return f"{said}: {self.reason}" if self.reason else said
 
 
 class JobDead(HeartqError):

@@ -55,6 +55,12 @@ JOB_CANCELLED: Final = "job_cancelled"
 JOB_TIMED_OUT: Final = "job_timed_out"
 JOB_CRASHED: Final = "job_crashed"
 JOB_RELEASED: Final = "job_released"
+JOB_SNOOZED: Final = "job_snoozed"
+"""Its task said it is too early (`heartq.Snooze`): the job is queued again, runnable in
+`retry_in` seconds, the attempt not counted; `snoozes` is how many times the job snoozed
+(this one included), `max_snoozes` its task's bound on those not counted (a snooze past it
+is told as `job_failed`), `reason` what the task said. INFO: a snooze is the task's own
+plan, not a fault."""
 JOB_RECLAIMED: Final = "job_reclaimed"
 """A job taken back from an attempt whose holder is gone, queued again (one taken back
 dead is `job_dead`, with the same `detected_by`); fields: job_id, task, attempt,

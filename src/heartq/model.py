@@ -60,6 +60,10 @@ class Outcome(enum.StrEnum):
     """The lease given back, not counted as an attempt: at a graceful shutdown, a job
     claimed ahead and never started, or one whose task this worker does not know (then
     its `Finish` waits for a worker that knows it: `Finish.waits_for_task`)."""
+    SNOOZED = "snoozed"
+    """The task said it is too early (`heartq.Snooze`): the job is queued again after
+    the delay it asked for, not counted as an attempt, while the job has snoozed fewer
+    than its task's `max_snoozes` times (a snooze past that is a `FAILED` attempt)."""
     LOST = "lost"
     """The worker's word only, never stored: its lease is gone or untrusted, so the worker
     reports nothing of the attempt; whoever took the job closes the execution (`crashed`
@@ -381,6 +385,9 @@ class TaskPolicy:
     retry_jitter: bool = True
     retry_on: tuple[str, ...] | None = None
     dont_retry_on: tuple[str, ...] = ()
+    max_snoozes: int = 100
+    """Snoozes of a job not counted as attempts (`heartq.Snooze`); the worker's own, not
+    declared (`heartq.lifecycle.retry.DEFAULT_MAX_SNOOZES`)."""
 
 
 @dataclass(slots=True)
@@ -422,6 +429,11 @@ class ClaimedJob:
     retry_jitter: bool = True
     """The shape of its waits between attempts (`heartq.lifecycle.retry.Backoff`): its
     task's, as the worker running it declares it (`heartq.policy.for_attempt`)."""
+    snoozes: int = 0
+    """How many times the job snoozed (`heartq.Snooze`) since it was enqueued or
+    replayed: its `snoozes` column, as the claim read it."""
+    max_snoozes: int = 100
+    """Its task's bound on snoozes not counted as attempts (`heartq.policy.for_attempt`)."""
 
     lease: Lease = field(init=False, repr=False, compare=False)
     """Its fencing key, made once with the job: a worker looks it up a dozen times per

@@ -68,7 +68,8 @@ PROCESS: Final = "process"
 ERROR_OUTCOMES: Final = frozenset(
     {Outcome.FAILED, Outcome.TIMED_OUT, Outcome.CRASHED, Outcome.INTERRUPTED, Outcome.LOST}
 )
-"""Outcomes whose span ends with status ERROR (a cancel or a release is not an error)."""
+"""Outcomes whose span ends with status ERROR (a cancel, a release or a snooze within
+its task's bound is not an error)."""
 CHILD_FLUSH_MILLIS: Final = 5000
 """How long a child process waits for its spans to be exported after each attempt: a
 process pool's child ends with `os._exit`, which runs no exit handler, so a batching span

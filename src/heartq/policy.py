@@ -177,8 +177,9 @@ class RateChoice:
 
 def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
     """The claimed job with the running worker's own task policy for every retry option
-    its caller did not choose, and its task's shape of waits (a caller does not choose
-    that) (None: the worker does not know the task; the job keeps what it was stored with)."""
+    its caller did not choose, and its task's shape of waits and bound on snoozes (a
+    caller does not choose those) (None: the worker does not know the task; the job keeps
+    what it was stored with)."""
     if policy is None:
         return job
     backoff_chosen = bool(job.chosen & RETRY_BACKOFF)
@@ -186,9 +187,9 @@ def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
     retry_backoff = job.retry_backoff if backoff_chosen else policy.retry_backoff
     retry_backoff_max = job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max
     schedule, jitter = policy.retry_schedule, policy.retry_jitter
-    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter) == (
+    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, policy.max_snoozes) == (
         job.max_retries, job.retry_backoff, job.retry_backoff_max, job.retry_schedule,
-        job.retry_jitter,
+        job.retry_jitter, job.max_snoozes,
     ):  # fmt: skip
         return job  # the usual case, stored as declared: no copy (8 us a job)
     return dataclasses.replace(
@@ -198,6 +199,7 @@ def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
         retry_backoff_max=retry_backoff_max,
         retry_schedule=schedule,
         retry_jitter=jitter,
+        max_snoozes=policy.max_snoozes,
     )
 
 

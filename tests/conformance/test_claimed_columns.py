@@ -52,4 +52,5 @@ def test_a_claimed_job_carries_each_column(store: Store, t0: float) -> None:
     assert claimed.lease_expires_at == pytest.approx(t0 + 30)
     assert claimed.chosen == 5
     assert claimed.checkpoint is None and claimed.dependency_results is False
+    assert claimed.snoozes == 0
     assert claimed.worker_id == "w1" and claimed.lease.worker_id == "w1"

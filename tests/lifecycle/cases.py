@@ -4,6 +4,8 @@ fate table here (tests/lifecycle/test_fate_table.py) and each dialect's statemen
 
 from __future__ import annotations
 
+import dataclasses
+
 from heartq.lifecycle import crash
 from heartq.lifecycle.fate import AttemptEnd, CannotRun, decide
 from heartq.model import ClaimedJob, DetectedBy, Finish, JobStatus, Outcome
@@ -17,9 +19,15 @@ WORKER_ENDS = {
     "bad_arguments": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.ARGUMENTS),
     "not_declared": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.TASK_NOT_DECLARED),
     "task_elsewhere": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.TASK_ELSEWHERE),
+    "snoozed": AttemptEnd(Outcome.SNOOZED, error="snoozed for 5 s", snooze_for=5.0),
+    "snoozed_past_bound": AttemptEnd(Outcome.SNOOZED, error="snoozed for 5 s", snooze_for=5.0),
 }
 """Every way the worker can end an attempt whose fate it decides (`fate.decide`), saved
 by FINISH."""
+
+AT_THE_BOUND = frozenset({"snoozed_past_bound"})
+"""Ends of a job that has snoozed its task's `max_snoozes` times already (a snooze now is
+a failed attempt)."""
 
 RECLAIMED_ENDS = {
     "crashed": (DetectedBy.CHILD_EXIT, 0),
@@ -46,6 +54,8 @@ def fate(job: ClaimedJob, end: str, told: bool, on_row: bool) -> Finish:
     cancel), or a reclaimer's, which reads the cancel on the row it holds (`on_row`). Not a
     release at shutdown: that is `released_status`."""
     if end in WORKER_ENDS:
+        if end in AT_THE_BOUND:
+            job = dataclasses.replace(job, snoozes=job.max_snoozes)
         return decide(job, WORKER_ENDS[end], told)
     if end == UNSTARTED:
         return Finish(job.lease, Outcome.RELEASED, JobStatus.QUEUED)

@@ -27,6 +27,8 @@ NO_CANCEL = {
     "bad_arguments": ("dead", "dead", True),
     "not_declared": ("dead", "dead", True),
     "task_elsewhere": ("queued", "queued", False),  # waits for a worker that knows the task
+    "snoozed": ("queued", "queued", False),  # after the delay its task asked for
+    "snoozed_past_bound": ("queued", "dead", True),  # past max_snoozes: a failed attempt
     "crashed": ("queued", "dead", True),
     "interrupted": ("queued", "queued", False),
     "interrupted_21st": ("dead", "dead", False),
@@ -36,10 +38,11 @@ NO_CANCEL = {
 """The job afterwards when no cancel was requested."""
 
 CANCELLED_WHEN_TOLD = frozenset(
-    {"failed", "permanent", "bad_arguments", "not_declared", "task_elsewhere"}
-)
+    {"failed", "permanent", "bad_arguments", "not_declared", "task_elsewhere", "snoozed",
+     "snoozed_past_bound"}
+)  # fmt: skip
 """The ends the worker makes `cancelled` (a counted attempt) when it had told the task of
-a cancel: a failure after a cancel request is a cancel."""
+a cancel: a failure, or a snooze, after a cancel request is a cancel."""
 
 CANCELLED_WHEN_RECLAIMED = frozenset(RECLAIMED_ENDS)
 """The ends a reclaimer decides, reading the cancel on the row it holds: a job whose cancel

@@ -19,11 +19,16 @@ A job's states (`JobStatus`) and the moves an attempt's end makes::
                                 |                                  dead after 20
                                 +-- released (not counted)      -> queued (shutdown; the
                                 |                                  store's release statement)
+                                +-- snoozed (not counted)       -> queued after the delay
+                                |                                  its task asked for
+                                |                                  (`heartq.Snooze`); past
+                                |                                  `max_snoozes`, a failed
+                                |                                  attempt instead
                                 +-- cancelled                   -> cancelled; so is a job
                                                                    whose attempt failed,
-                                                                   crashed, was interrupted
-                                                                   or released after a
-                                                                   cancel request
+                                                                   snoozed, crashed, was
+                                                                   interrupted or released
+                                                                   after a cancel request
 
 How one attempt ended is an `Outcome` (`heartq.model`), the same word in the worker, the
 store, the events and the docs; `Outcome.LOST` ("the lease is gone: report nothing") is

@@ -17,6 +17,11 @@ worker's ledger then routes it by who decides the job's fate:
   (`database_away`): given back once the database answers, `interrupted` and not counted,
   as an untrusted attempt is.
 
+A task that said it is too early (`heartq.Snooze`, raised or returned) is not a failure
+either: its job is queued again after the delay it asked for, `snoozed` and not counted,
+while the job has snoozed fewer than its task's `max_snoozes` times (`ClaimedJob.snoozes`,
+a column the finish counts up); a snooze past that bound is a failed attempt (`snoozed`).
+
 The worker's fates and those of the attempts someone else ended follow the same retry
 policy and word the same `dead_reason`s.
 
@@ -49,7 +54,9 @@ must hold in the same statement that fences the write:
   honoured, never lost to a retry (the execution keeps its own outcome);
 - an attempt that did not run the task's code to an end of its own is not counted: an
   `interrupted` one (its worker lost the database) and a `released` one (given back at
-  shutdown, for a worker that knows its task, or claimed ahead and never started).
+  shutdown, for a worker that knows its task, or claimed ahead and never started); nor
+  is a `snoozed` one (its task said it is too early: the worker decided it was within
+  the task's bound, `snoozed`, and the statement also counts the job's snoozes).
 
 Those functions are these rules as the model says them; tests/conformance/test_landed.py
 walks every way an attempt can end that reaches FINISH or RELEASE (the worker's, a
@@ -84,7 +91,7 @@ before it may be claimed again: time for a worker that knows it to take it."""
 WAIT_FOR_TASK_MAX = 300.0
 """The wait doubles with each one (5, 10, 20 s ...) up to 5 minutes: a job that waits for
 days costs a claim every 5 minutes, not a busy loop."""
-NOT_COUNTED = frozenset({Outcome.INTERRUPTED, Outcome.RELEASED})
+NOT_COUNTED = frozenset({Outcome.INTERRUPTED, Outcome.RELEASED, Outcome.SNOOZED})
 """Outcomes of executions that do not count as attempts of the job."""
 
 
@@ -116,6 +123,9 @@ class AttemptEnd:
     permanent: bool = False
     crash: dict[str, Any] | None = None
     cannot_run: CannotRun | None = None
+    snooze_for: float | None = None
+    """`SNOOZED`: the seconds its task asked to wait before the job runs again
+    (`heartq.Snooze`)."""
     database_away: bool = False
     """The code raised `StoreUnavailable`: the queue's database could not be reached or
     written (its `ctx.transaction()` could not begin or commit: a failover, a restart, a
@@ -187,19 +197,28 @@ def decide(
 
 
 def outcome_of(end: AttemptEnd, cancel_requested: bool) -> Outcome:
-    """The outcome an attempt's end is judged by: a failure after a cancel request is a
-    cancel (see `decide`)."""
-    if cancel_requested and end.outcome is Outcome.FAILED:
+    """The outcome an attempt's end is judged by: a failure, or a snooze, after a cancel
+    request is a cancel (see `decide`): the task was told to stop, and it stopped."""
+    if cancel_requested and end.outcome in (Outcome.FAILED, Outcome.SNOOZED):
         return Outcome.CANCELLED
     return end.outcome
 
 
-def will_retry(attempt: int, max_retries: int, end: AttemptEnd, cancel_requested: bool) -> bool:
+def will_retry(
+    attempt: int,
+    max_retries: int,
+    end: AttemptEnd,
+    cancel_requested: bool,
+    snooze_is_free: bool = True,
+) -> bool:
     """Whether the job runs again after this end of its attempt number `attempt` (as its
-    worker ends it; the attempt hooks' `will_retry`)."""
+    worker ends it; the attempt hooks' `will_retry`). `snooze_is_free`: the job has
+    snoozed fewer times than its task's `max_snoozes` (a snooze now is not counted)."""
     outcome = outcome_of(end, cancel_requested)
     if outcome is Outcome.FAILED and end.database_away:
         return True  # given back, not counted: it runs again in its place
+    if outcome is Outcome.SNOOZED:
+        return snooze_is_free or retries_left(attempt, max_retries)
     if outcome not in (Outcome.FAILED, Outcome.TIMED_OUT) or end.cannot_run is not None:
         return False  # an attempt that could not run is not retried (`cannot_run`)
     return retries_left(attempt, max_retries, permanent=end.permanent)
@@ -218,6 +237,8 @@ def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
         return succeeded(job, end.result_json)
     if outcome is Outcome.CANCELLED:
         return cancelled(job, end.error)
+    if outcome is Outcome.SNOOZED:
+        return snoozed(job, end.snooze_for or 0.0, end.error)
     if outcome is Outcome.FAILED and end.cannot_run is not None:
         return cannot_run(job, end.cannot_run, end.error or "")
     outcome = Outcome.TIMED_OUT if outcome is Outcome.TIMED_OUT else Outcome.FAILED
@@ -269,6 +290,33 @@ def failed(
     )
 
 
+def snoozed(job: ClaimedJob, delay: float, reason: str | None = None) -> Finish:
+    """Its task said it is too early (`heartq.Snooze`): the job is queued again, runnable
+    `delay` seconds from now. Within its task's bound (the job has snoozed fewer than
+    `max_snoozes` times) the attempt is `snoozed`, not counted, and its execution keeps
+    what the task said (`reason`: "snoozed for 30 s: ..."). Past it, the snooze is a
+    failed attempt, counted like any: queued again after the same delay while retries
+    are left, else dead (`failed 4 attempts; last error: ... past its max_snoozes`)."""
+    said = reason or f"snoozed for {delay:g} s"
+    if job.snoozes < job.max_snoozes:
+        return Finish(
+            job.lease, Outcome.SNOOZED, JobStatus.QUEUED, error=clip_error(said), retry_delay=delay
+        )
+    error = (
+        f"{said}\nSnoozedTooOften: the job had snoozed {plural(job.snoozes, 'time')} "
+        f"already (its task's max_snoozes): this snooze counts as a failed attempt"
+    )
+    if retries_left(job.attempt, job.max_retries):
+        return Finish(job.lease, Outcome.FAILED, JobStatus.QUEUED, error=error, retry_delay=delay)
+    return Finish(
+        job.lease,
+        Outcome.FAILED,
+        JobStatus.DEAD,
+        error=error,
+        dead_reason=dead_reason(Outcome.FAILED, job.attempt, error),
+    )
+
+
 def cannot_run(job: ClaimedJob, why: CannotRun, error: str) -> Finish:
     """An attempt that could not run its task's code (`why`): dead at once when no retry
     can change that, else waiting for a worker that knows the task (`waiting_for_task`)."""
@@ -287,9 +335,10 @@ def waiting_for_task(job: ClaimedJob, error: str) -> Finish:
     """Give the job back for a worker that knows its task: `released`, so not counted as
     an attempt, and runnable again after a wait that doubles with each execution of the
     job that was not counted (these waits, shutdown releases, interruptions: the
-    difference between its execution id and its attempts), so the worker that does not
+    difference between its execution id and its attempts, less its snoozes), so the
+    worker that does not
     know the task claims it again rarely."""
-    waits = max(0, job.execution_id - job.attempt)
+    waits = max(0, job.execution_id - job.attempt - job.snoozes)
     delay = backoff_delay(waits + 1, WAIT_FOR_TASK, WAIT_FOR_TASK_MAX)
     return Finish(
         job.lease,

@@ -30,6 +30,9 @@ from heartq.errors import ConfigError, Permanent
 
 DEFAULT_MAX_RETRIES = 3
 """Defaults to 3: at most 4 attempts, then the dead-letter queue."""
+DEFAULT_MAX_SNOOZES = 100
+"""Defaults to 100: a job's first 100 snoozes (`heartq.Snooze`) are not counted as
+attempts; each one after is a failed attempt."""
 DEFAULT_RETRY_BACKOFF = 5.0
 """Defaults to 5 s before the first retry, then 10 s, 20 s, ..."""
 DEFAULT_RETRY_BACKOFF_MAX = 3600.0

@@ -49,7 +49,7 @@ def json_value(value: Any) -> Any:
 CLAIMED_COLUMNS = (
     "id", "task", "queue", "args", "attempts", "execution_id", "max_retries",
     "retry_backoff", "retry_backoff_max", "checkpoint", "lease_expires_at", "run_at",
-    "priority", "chosen", "meta", "dependency_results",
+    "priority", "chosen", "meta", "dependency_results", "snoozes",
 )  # fmt: skip
 """The columns of a claimed row, in the order every claim statement of both backends
 returns them: `claimed_jobs` reads them by position (a claim's rows come back as tuples,
@@ -87,6 +87,7 @@ def claimed_jobs(
             chosen=r[13],
             meta=_json_object(r[14]),
             dependency_results=bool(r[15]),
+            snoozes=r[16],
             sent_at=sent_at,
             priority=r[_PRIORITY],
             worker_id=worker_id,
@@ -351,6 +352,7 @@ def job_dict(
         "args": json_value(row["args"]),
         "priority": row["priority"],
         "attempts": row["attempts"],
+        "snoozes": row["snoozes"],
         "max_retries": row["max_retries"],
         "retry_backoff": row["retry_backoff"],
         "retry_backoff_max": row["retry_backoff_max"],

@@ -304,7 +304,7 @@ class RunningJob:
         value returned before the worker heard of the cancel still succeeds. A job its
         task's own transaction completed stays completed.
 
-        An attempt whose code ends (returns or raises) after its deadline overran its
+        An attempt whose code ends (returns, raises or snoozes) after its deadline overran its
         timeout, whether or not the supervisor has come by yet (it runs on its own thread
         and may be late on a loaded machine): it ends `timed_out`, as the supervisor
         would have ended it, so a timeout never depends on that thread's timing.
@@ -319,7 +319,7 @@ class RunningJob:
                 return False
             if (
                 self.deadline is not None
-                and end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+                and end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SNOOZED)
                 and time.monotonic() >= self.deadline
                 and self.transaction is not TransactionState.COMMITTED
             ):

@@ -168,12 +168,14 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 control=control,
                 max_retries=job["max_retries"],
                 meta=job["meta"],
+                snoozes=job["snoozes"][0],
+                max_snoozes=job["snoozes"][1],
             )
             end = run_sync(task, ctx, control, job["args"], limit)
     why = None if end.cannot_run is None else end.cannot_run.value
     control._send(
         ("done", end.outcome.value, end.result_json, end.error, end.permanent, why,
-         end.database_away)
+         end.database_away, end.snooze_for)
     )  # fmt: skip
     control.reported = True
     conn.close()

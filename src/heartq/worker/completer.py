@@ -319,6 +319,16 @@ class Completer:
         if finish.status is JobStatus.CANCELLED:
             tell.emit(events.JOB_CANCELLED, **fields)
             return
+        if finish.outcome is Outcome.SNOOZED:  # too early, its task said: not counted
+            tell.emit(
+                events.JOB_SNOOZED,
+                **fields,
+                retry_in=round(finish.retry_delay, 3),
+                snoozes=run.job.snoozes + 1,
+                max_snoozes=run.job.max_snoozes,
+                reason=finish.error,
+            )
+            return
         error = error_summary(finish.error)
         if finish.waits_for_task:  # its task is unknown here, declared elsewhere
             tell.emit(

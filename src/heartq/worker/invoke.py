@@ -45,6 +45,7 @@ from heartq.errors import (
     LeaseLost,
     PayloadError,
     Permanent,
+    Snooze,
     StoreUnavailable,
 )
 from heartq.hooks import AttemptInfo, HookList
@@ -138,7 +139,9 @@ RETURNED_NONE = AttemptEnd(Outcome.SUCCEEDED, result_json=payload.NULL)
 def end_from_result(value: Any, limit: int) -> AttemptEnd:
     """A returned value as its attempt's end. Encoding runs the value's own code (a
     mapping's iteration, a float subclass's `__repr__`), which may raise anything: a value
-    that cannot be stored fails its attempt for good (the same code would return it again)."""
+    that cannot be stored fails its attempt for good (the same code would return it again).
+    A returned `heartq.Snooze` is a snooze, as if raised: it is no JSON, so it is told
+    apart only once its encoding failed (the hot path pays nothing for it)."""
     if value is None and limit >= len(payload.NULL):
         return RETURNED_NONE
     try:
@@ -146,10 +149,20 @@ def end_from_result(value: Any, limit: int) -> AttemptEnd:
             Outcome.SUCCEEDED, result_json=payload.encode(value, what="result", limit=limit)
         )
     except PayloadError as exc:
+        if isinstance(value, Snooze):
+            return snoozed_end(value)
         return AttemptEnd(Outcome.FAILED, error=f"PayloadError: {exc}", permanent=True)
     except BaseException as exc:  # noqa: BLE001 - the value's own code raised
+        if isinstance(value, Snooze):
+            return snoozed_end(value)
         error = f"PayloadError: result could not be encoded\n{describe(exc)}"
         return AttemptEnd(Outcome.FAILED, error=error, permanent=True)
+
+
+def snoozed_end(snooze: Snooze) -> AttemptEnd:
+    """How an attempt whose task raised or returned `snooze` ends: `snoozed`, with the
+    delay it asked for and what it said (one line, no traceback: not an error)."""
+    return AttemptEnd(Outcome.SNOOZED, error=str(snooze), snooze_for=snooze.seconds)
 
 
 _pid = os.getpid()
@@ -220,6 +233,8 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
     text = describe(exc)
     if isinstance(exc, LeaseLost):
         return AttemptEnd(Outcome.LOST, error=text)
+    if isinstance(exc, Snooze):
+        return snoozed_end(exc)
     if isinstance(exc, Cancelled | asyncio.CancelledError) and cancel_requested:
         return AttemptEnd(Outcome.CANCELLED, error=text)
     if isinstance(exc, StoreUnavailable) and not cancel_requested:
@@ -261,7 +276,7 @@ def run_sync(
             return hooked.ended(
                 end_from_call_error(exc, task, args, control.cancel_requested), control, exc
             )
-        return hooked.ended(end_from_result(value, limit), control)
+        return hooked.ended(end_from_result(value, limit), control, returned=value)
 
 
 async def run_async(
@@ -295,7 +310,7 @@ async def run_async(
             return hooked.ended(
                 end_from_call_error(exc, task, args, control.cancel_requested), control, exc
             )
-        return hooked.ended(end_from_result(value, limit), control)
+        return hooked.ended(end_from_result(value, limit), control, returned=value)
 
 
 class _NoHooks:
@@ -308,7 +323,11 @@ class _NoHooks:
         pass
 
     def ended(
-        self, end: AttemptEnd, control: AttemptControl, exc: BaseException | None = None
+        self,
+        end: AttemptEnd,
+        control: AttemptControl,
+        exc: BaseException | None = None,
+        returned: Any = None,
     ) -> AttemptEnd:
         return end
 
@@ -336,6 +355,7 @@ class AttemptHooks:
             meta=ctx.meta,
             max_retries=ctx.max_retries,
         )
+        self._snooze_is_free = ctx.snoozes < ctx.max_snoozes
         self._around = hooks.around([self._info])
 
     def __enter__(self) -> None:
@@ -345,13 +365,25 @@ class AttemptHooks:
         self._around.__exit__(*exc_info)
 
     def ended(
-        self, end: AttemptEnd, control: AttemptControl, exc: BaseException | None = None
+        self,
+        end: AttemptEnd,
+        control: AttemptControl,
+        exc: BaseException | None = None,
+        returned: Any = None,
     ) -> AttemptEnd:
-        """Tell the hooks how the code ended (before their after parts run); returns `end`."""
+        """Tell the hooks how the code ended (before their after parts run); returns `end`.
+        `returned`: what the code returned (a `heartq.Snooze` it returned is told as the
+        attempt's `exception`, as if raised)."""
         info = self._info
         cancel_requested = control.cancel_requested
+        if exc is None and end.snooze_for is not None and isinstance(returned, Snooze):
+            exc = returned
         info.outcome = outcome_of(end, cancel_requested)
+        if info.outcome is Outcome.SNOOZED and not self._snooze_is_free:
+            info.outcome = Outcome.FAILED  # past its task's max_snoozes: a failed attempt
         info.exception = exc
         info.error = end.error
-        info.will_retry = will_retry(info.attempt, info.max_retries, end, cancel_requested)
+        info.will_retry = will_retry(
+            info.attempt, info.max_retries, end, cancel_requested, self._snooze_is_free
+        )
         return end

@@ -60,6 +60,8 @@ def make_context(run: RunningJob, worker_id: str) -> JobContext:
         control=run,
         max_retries=job.max_retries,
         meta=job.meta,
+        snoozes=job.snoozes,
+        max_snoozes=job.max_snoozes,
     )
 
 

@@ -102,6 +102,7 @@ class ProcessPool:
             "args": args,
             "checkpoint": job.checkpoint,
             "max_retries": job.max_retries,
+            "snoozes": (job.snoozes, job.max_snoozes),
             "meta": dict(job.meta),
             "url": self._url,  # a child opens the store only for ctx.transaction()
             "otel": self._otel,
@@ -185,10 +186,16 @@ class ProcessPool:
             else:
                 run.transaction = state
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run, away = message
+            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for = message
             why = None if cannot_run is None else CannotRun(cannot_run)
             return AttemptEnd(
-                Outcome(outcome), result_json, error, permanent, cannot_run=why, database_away=away
+                Outcome(outcome),
+                result_json,
+                error,
+                permanent,
+                cannot_run=why,
+                snooze_for=snooze_for,
+                database_away=away,
             )
         return None
 

@@ -15,10 +15,13 @@ WITH f AS (
                       THEN 'cancelled' ELSE locked.f_status END,
         run_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) AND NOT locked.f_keep
                       THEN coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => locked.f_delay) ELSE j.run_at END,
-        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released')
+        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released', 'snoozed')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        snoozes = CASE WHEN locked.f_outcome = 'snoozed' THEN j.snoozes + 1
+                       ELSE j.snoozes END,
         result = locked.f_result::json,
-        error = coalesce(locked.f_error, j.error),
+        error = CASE WHEN locked.f_outcome = 'snoozed' THEN j.error
+                     ELSE coalesce(locked.f_error, j.error) END,
         dead_reason = locked.f_dead_reason,
         progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,

@@ -15,10 +15,14 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
     run_at = CASE WHEN (json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested) AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
-    attempts = CASE WHEN json_extract(f.value, '$.outcome') IN ('interrupted', 'released')
+    attempts = CASE WHEN json_extract(f.value, '$.outcome')
+                         IN ('interrupted', 'released', 'snoozed')
                     THEN max(j.attempts - 1, 0) ELSE j.attempts END,
+    snoozes = CASE WHEN json_extract(f.value, '$.outcome') = 'snoozed' THEN j.snoozes + 1
+                   ELSE j.snoozes END,
     result = json_extract(f.value, '$.result'),
-    error = coalesce(json_extract(f.value, '$.error'), j.error),
+    error = CASE WHEN json_extract(f.value, '$.outcome') = 'snoozed' THEN j.error
+                 ELSE coalesce(json_extract(f.value, '$.error'), j.error) END,
     dead_reason = json_extract(f.value, '$.dead_reason'),
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
                                AND j.progress_value IS NOT NULL

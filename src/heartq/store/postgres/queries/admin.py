@@ -145,12 +145,14 @@ RETURNING worker_id
 
 JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 
-# A dead job whose unique key another live job holds stays dead (the key holds). Those
+# A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
+# whose unique key another live job holds stays dead (the key holds). Those
 # with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = f"""
 UPDATE jobs
-SET status = 'queued', attempts = 0, run_at = {T}, dead_reason = NULL, finished_at = NULL,
-    worker_id = NULL, cancel_requested = false, ready_xid = NULL, updated_at = {T}
+SET status = 'queued', attempts = 0, snoozes = 0, run_at = {T}, dead_reason = NULL,
+    finished_at = NULL, worker_id = NULL, cancel_requested = false, ready_xid = NULL,
+    updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs AS live
@@ -158,11 +160,12 @@ WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
 RETURNING id, queue, has_dependents
 """
 
-# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
-# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+# Retries and snoozes due now (heartq.testing's drain): only run_at moves; attempts,
+# snoozes, retry count and backoff stay. A job waiting out a retry is queued with an attempt
+# counted, one waiting out a snooze with a snooze counted (as HAS_PENDING).
 RETRY_NOW = f"""
 UPDATE jobs SET run_at = {T}, updated_at = {T}
-WHERE status = 'queued' AND attempts > 0 AND run_at > {T}
+WHERE status = 'queued' AND (attempts > 0 OR snoozes > 0) AND run_at > {T}
   AND queue = ANY(%(queues)s::text[])
 RETURNING id, queue
 """

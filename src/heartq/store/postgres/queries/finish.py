@@ -4,7 +4,7 @@ job's transaction.
 
 Their `CASE` expressions restate two rules of `heartq.lifecycle.fate` (how a fate lands)
 inside the fenced write: a retry after a cancel request ends the job cancelled, and
-interrupted and released attempts are not counted. tests/conformance/test_landed.py holds
+interrupted, released and snoozed attempts are not counted. tests/conformance/test_landed.py holds
 the two to agreement."""
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from heartq.store.postgres.queries.fencing import _locked
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
-# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
-# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
+# An attempt ended `interrupted` (its worker lost the database), `released` (its worker
+# does not know its task: heartq.lifecycle.fate) or `snoozed` (its task said it is too
+# early, within its bound) is not counted as an attempt; a snooze is counted in `snoozes`
+# (the claim hands the count to the worker, which judges the bound), and what the task
+# said of it is its execution's, not the job's last error.
 _QUEUED_AGAIN = "(locked.f_status = 'queued' AND NOT j.cancel_requested)"
 
 # The attempt that succeeds a job is recorded on the job's row, which holds all of it
@@ -46,10 +49,13 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
                       THEN 'cancelled' ELSE locked.f_status END,
         run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT locked.f_keep
                       THEN {T} + make_interval(secs => locked.f_delay) ELSE j.run_at END,
-        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released')
+        attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released', 'snoozed')
                         THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        snoozes = CASE WHEN locked.f_outcome = 'snoozed' THEN j.snoozes + 1
+                       ELSE j.snoozes END,
         result = locked.f_result::json,
-        error = coalesce(locked.f_error, j.error),
+        error = CASE WHEN locked.f_outcome = 'snoozed' THEN j.error
+                     ELSE coalesce(locked.f_error, j.error) END,
         dead_reason = locked.f_dead_reason,
         progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,

@@ -89,23 +89,25 @@ GROUP BY queue
 """
 
 # Running anywhere, runnable, or (with :retries) queued after an attempt: a retry waiting
-# out its backoff; or waiting (jobs_waiting_idx) for a dependency, in any queue, that is
-# one of those or waits itself. A waiting job whose dependencies are all in these queues
-# adds nothing: its release commits with their ends, so one snapshot sees them pending or
-# it queued.
+# out its backoff, or a snooze its delay; or waiting (jobs_waiting_idx) for a dependency,
+# in any queue, that is one of those or waits itself. A waiting job whose dependencies are
+# all in these queues adds nothing: its release commits with their ends, so one snapshot
+# sees them pending or it queued.
 HAS_PENDING = f"""
 SELECT EXISTS (
     SELECT 1 FROM jobs
     WHERE queue = ANY(%(queues)s::text[])
       AND (status = 'running'
-           OR (status = 'queued' AND (run_at <= {T} OR (%(retries)s AND attempts > 0))))
+           OR (status = 'queued'
+               AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))))
 ) OR EXISTS (
     SELECT 1 FROM jobs AS w
     JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
     JOIN jobs AS e ON e.id = d.depends_on
     WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
       AND (e.status IN ('running', 'waiting')
-           OR (e.status = 'queued' AND (e.run_at <= {T} OR (%(retries)s AND e.attempts > 0))))
+           OR (e.status = 'queued'
+               AND (e.run_at <= {T} OR (%(retries)s AND (e.attempts > 0 OR e.snoozes > 0)))))
 ) AS pending
 """
 

@@ -65,12 +65,13 @@ RETURNING worker_id
 
 JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
 
-# A dead job whose unique key another live job holds stays dead (the key holds). Those
+# A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
+# whose unique key another live job holds stays dead (the key holds). Those
 # with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
 REPLAY_DEAD = """
 UPDATE heartq_jobs
-SET status = 'queued', attempts = 0, run_at = :now, dead_reason = NULL, finished_at = NULL,
-    worker_id = NULL, cancel_requested = 0, updated_at = :now
+SET status = 'queued', attempts = 0, snoozes = 0, run_at = :now, dead_reason = NULL,
+    finished_at = NULL, worker_id = NULL, cancel_requested = 0, updated_at = :now
 WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM heartq_jobs AS live
@@ -78,11 +79,12 @@ WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
 RETURNING id, queue, has_dependents
 """
 
-# Retries due now (heartq.testing's drain): only run_at moves; attempts, retry count and
-# backoff stay. A job waiting out a retry is queued with an attempt counted (as HAS_PENDING).
+# Retries and snoozes due now (heartq.testing's drain): only run_at moves; attempts,
+# snoozes, retry count and backoff stay. A job waiting out a retry is queued with an attempt
+# counted, one waiting out a snooze with a snooze counted (as HAS_PENDING).
 RETRY_NOW = """
 UPDATE heartq_jobs SET run_at = :now, updated_at = :now
-WHERE status = 'queued' AND attempts > 0 AND run_at > :now
+WHERE status = 'queued' AND (attempts > 0 OR snoozes > 0) AND run_at > :now
   AND queue IN (SELECT value FROM json_each(:queues))
 RETURNING id, queue
 """

@@ -35,8 +35,10 @@ WHERE NOT (json_extract(f.value, '$.status') = 'succeeded'
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
 # execution keeps its own outcome (failed, timed_out, ...).
-# An attempt ended `interrupted` (its worker lost the database) or `released` (its worker
-# does not know its task: heartq.lifecycle.fate) is not counted as an attempt.
+# An attempt ended `interrupted` (its worker lost the database), `released` (its worker
+# does not know its task: heartq.lifecycle.fate) or `snoozed` (its task said it is too
+# early, within its bound) is not counted as an attempt; a snooze is counted in `snoozes`,
+# and what the task said of it is its execution's, not the job's last error.
 _QUEUED_AGAIN = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
 
 FINISH_JOBS = f"""
@@ -45,10 +47,14 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
                   THEN 'cancelled' ELSE json_extract(f.value, '$.status') END,
     run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT json_extract(f.value, '$.keep')
                   THEN :now + json_extract(f.value, '$.delay') ELSE j.run_at END,
-    attempts = CASE WHEN json_extract(f.value, '$.outcome') IN ('interrupted', 'released')
+    attempts = CASE WHEN json_extract(f.value, '$.outcome')
+                         IN ('interrupted', 'released', 'snoozed')
                     THEN max(j.attempts - 1, 0) ELSE j.attempts END,
+    snoozes = CASE WHEN json_extract(f.value, '$.outcome') = 'snoozed' THEN j.snoozes + 1
+                   ELSE j.snoozes END,
     result = json_extract(f.value, '$.result'),
-    error = coalesce(json_extract(f.value, '$.error'), j.error),
+    error = CASE WHEN json_extract(f.value, '$.outcome') = 'snoozed' THEN j.error
+                 ELSE coalesce(json_extract(f.value, '$.error'), j.error) END,
     dead_reason = json_extract(f.value, '$.dead_reason'),
     progress_value = CASE WHEN json_extract(f.value, '$.status') = 'succeeded'
                                AND j.progress_value IS NOT NULL
