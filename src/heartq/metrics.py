@@ -17,7 +17,10 @@ Metrics (all prefixed `heartq_`):
 - `jobs_claimed_total{task,queue}`, `jobs_succeeded_total{task,queue}`,
   `jobs_failed_total{task,queue}` (raised or timed out), `jobs_timed_out_total{task,queue}`,
   `jobs_retried_total{task,queue}` (a retry was scheduled after a failure),
-  `jobs_cancelled_total{task,queue}`, `jobs_crashed_total{task}` (a child process died),
+  `jobs_cancelled_total{task,queue}`, `jobs_snoozed_total{task,queue}` (its task said
+  it is too early, `heartq.Snooze`: not counted as an attempt; a snooze past the task's
+  `max_snoozes` counts in `jobs_failed_total`), `jobs_crashed_total{task}` (a child
+  process died),
   `jobs_dead_total{task}` (into the dead-letter queue, by this worker or its maintenance),
   `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
   queued again or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
@@ -25,7 +28,7 @@ Metrics (all prefixed `heartq_`):
 - `rate_limited_jobs{key}`: queued, due jobs of each rate key with live jobs (what its
   limit holds back once reached).
 - `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
-- `job_duration_seconds{task}`: how long attempts ran (succeeded or failed).
+- `job_duration_seconds{task}`: how long attempts ran (succeeded, failed or snoozed).
 - `jobs{queue,status}`: jobs in the store by shown state (every state of every queue
   that has jobs): `claimed` counts the jobs claimed ahead (`--prefetch`, not started),
   `running` those started (`heartq.inspect.states`).
@@ -308,6 +311,12 @@ class WorkerMetrics:
             "heartq_jobs_retried", "Retries scheduled after a failure.", tq, registry=r
         )
         self.cancelled = Counter("heartq_jobs_cancelled", "Attempts cancelled.", tq, registry=r)
+        self.snoozed = Counter(
+            "heartq_jobs_snoozed",
+            "Attempts whose task snoozed, not counted (heartq.Snooze within max_snoozes).",
+            tq,
+            registry=r,
+        )
         self.crashed = Counter(
             "heartq_jobs_crashed", "Attempts whose child process died.", ["task"], registry=r
         )
@@ -383,6 +392,9 @@ class WorkerMetrics:
             self.cancelled.labels(task, queue_name).inc()
         elif event == events.JOB_RETRY_SCHEDULED:
             self.retried.labels(task, queue_name).inc()
+        elif event == events.JOB_SNOOZED:
+            self.snoozed.labels(task, queue_name).inc()
+            self._observe_duration(task, fields)
         elif event == events.JOB_CRASHED:
             if "task" in fields:  # the other form says the crash could not be recorded
                 self.crashed.labels(task).inc()

@@ -99,6 +99,13 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     @app.task
+    def snoozes_once(ctx):
+        if ctx.snoozes == 0:
+            raise heartq.Snooze(0.2, "not yet")
+        return "awake"
+
+
+    @app.task
     def slow(ctx, seconds=30.0):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not ctx.cancelled:

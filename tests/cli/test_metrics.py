@@ -42,6 +42,7 @@ def test_worker_metrics_move_while_it_works(
     boom = heartq.add("boom", max_retries=0)
     heartq.add("ok", {"n": 20}, depends_on=[boom])  # blocked once boom is dead
     slow = heartq.add("slow", {"seconds": 1.0})
+    heartq.add("snoozes_once")
     port = free_port()
     worker = heartq.start_worker("--metrics-port", str(port))
     workers.append(worker)
@@ -51,6 +52,8 @@ def test_worker_metrics_move_while_it_works(
         if samples is None:
             return None
         done = value(samples, "heartq_jobs_succeeded_total", task="ok", queue="default") == 6
+        woke = value(samples, "heartq_jobs_succeeded_total", task="snoozes_once", queue="default")
+        done = done and woke == 1
         renewed = (value(samples, "heartq_lease_renewals_total") or 0) > 0
         return samples if done and renewed else None
 
@@ -59,10 +62,12 @@ def test_worker_metrics_move_while_it_works(
     assert value(samples, "heartq_jobs_claimed_total", task="ok", **tq) == 6
     assert value(samples, "heartq_jobs_claimed_total", task="slow", **tq) == 1
     assert value(samples, "heartq_jobs_failed_total", task="boom", **tq) == 1
+    assert value(samples, "heartq_jobs_snoozed_total", task="snoozes_once", **tq) == 1
+    assert value(samples, "heartq_jobs_failed_total", task="snoozes_once", **tq) is None
     assert value(samples, "heartq_jobs_dead_total", task="boom") == 1
-    assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 8
+    assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 10
     assert value(samples, "heartq_job_duration_seconds_count", task="ok") == 6
-    assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 6
+    assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 7
     assert value(samples, "heartq_rate_limited_jobs", key="api") == 2
     assert value(samples, "heartq_jobs", queue="default", status="dead") == 1
     assert value(samples, "heartq_jobs", queue="default", status="blocked") == 1

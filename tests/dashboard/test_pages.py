@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from heartq.dashboard import create_app
 from heartq.inspect.stats import collect_stats
+from heartq.lifecycle import fate
 from heartq.model import DetectedBy, JobStatus, Progress, Renewal
 from heartq.store import Store
 from tests.conformance.support import LEASE, claim_one, enqueue_one, new_job, register
@@ -346,6 +347,19 @@ def test_a_finished_jobs_page_shows_its_result_or_its_error(
     assert '<span class="status status-succeeded">succeeded</span>' in text
     assert 'data-testid="result"' not in text
     assert '<pre data-testid="result-lost">its worker stopped after' in text
+
+
+def test_a_snoozed_jobs_page_shows_its_snoozes(store: Store, dashboard: Dashboard) -> None:
+    now = store.clock()
+    job_id = enqueue_one(store, now)
+    snoozed = fate.snoozed(claim(store, job_id, now), 30.0, "snoozed for 30 s: 429 from the API")
+    assert store.finish([snoozed], now=now + 1) == []
+    text = page(dashboard().get(f"/jobs/{job_id}"))
+    assert '<span class="status status-queued">queued</span>' in text
+    assert re.search(r'data-testid="snoozes">1, not counted as attempts', text)
+    assert re.findall(r'data-outcome="(\w+)"', text) == ["snoozed"]
+    assert '<span class="status status-snoozed">snoozed</span>' in text
+    assert "snoozed for 30 s: 429 from the API" in text
 
 
 def test_workers_shows_those_alive_and_with_all_the_stopped_ones_too(

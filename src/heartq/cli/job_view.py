@@ -32,6 +32,7 @@ def job_view(job: dict[str, Any], now: float) -> Group:
         ("task", job["task"]),
         ("status", status),
         ("attempts", f"{job['attempts']} of at most {job['max_retries'] + 1}"),
+        *snooze_rows(job),
         *policy_rows(job),
         ("created", _when(job.get("created_at"), now)),
     ]
@@ -237,6 +238,15 @@ CRASH_KEYS = (
 )
 
 
+def snooze_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    """How many times the job snoozed (`heartq.Snooze`), if it did: none of those within
+    its task's `max_snoozes` is counted in its attempts."""
+    snoozes = job.get("snoozes") or 0
+    if not snoozes:
+        return []
+    return [("snoozes", f"{snoozes}, not counted as attempts")]
+
+
 def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
     """Each attempt, oldest first: outcome, when, how long, where, and why it ended."""
     if not executions:
@@ -280,6 +290,8 @@ def timeline(executions: list[dict[str, Any]], now: float) -> list[Text]:
         crash = ex.get("crash")
         if outcome == "cancelled":
             out.append(Text(f"      stopped by {CANCELLED_BY}"))
+        elif outcome == "snoozed":  # what its task said: not an error
+            out.append(Text(f"      {display.last_line(ex.get('error') or 'snoozed')}"))
         elif ex.get("error") and not crash:
             out.append(Text(f"      error: {display.last_line(ex['error'])}"))
         if crash:

@@ -38,6 +38,7 @@ STATUS_STYLES = {
     "crashed": "bold red",
     "timed_out": "red",
     "released": "dim",
+    "snoozed": "yellow",
     "active": "green",
     "stopped": "dim",
     "inactive": "red",

@@ -15,11 +15,16 @@ by default): with `run_retries_now`, each retry the worker schedules is made due
 it, the worker is stopped once nothing it can run is left (nothing running here, nothing
 runnable now), so a retry waiting out its backoff stays queued and is reported so.
 
-What ran is heard as it happens, of the drain's own worker only: the `job_claimed` and
-`job_retry_scheduled` events (heartq's stable event names), and an attempt hook,
-registered for the drain alone, that keeps the exception object each attempt's code
-raised (the stored error is its text). The periodic scheduler is left out of the drain's
-worker: a schedule's tick falling due during a drain must not make a test flaky.
+A snooze (`heartq.Snooze`) is steered as a retry: with `run_retries_now` its delay is
+cut short too (its job snoozes until its task's `max_snoozes`, then each snooze is a failed
+attempt, so the drain still ends); without it, the snoozed job stays queued.
+
+What ran is heard as it happens, of the drain's own worker only: the `job_claimed`,
+`job_retry_scheduled` and `job_snoozed` events (heartq's stable event names), and an
+attempt hook, registered for the drain alone, that keeps the exception object each
+attempt's code raised (the stored error is its text; a `Snooze` it returned is kept as
+raised). The periodic scheduler is left out of the drain's worker: a schedule's tick
+falling due during a drain must not make a test flaky.
 """
 
 from __future__ import annotations
@@ -101,11 +106,13 @@ def drain(
     this process, jobs that those jobs enqueue included, and return what ran and how each
     ended.
 
-    Without `run_retries_now`, a job that failed and waits out its retry's backoff stays
-    queued (its `JobRun.status` is `queued`, `run_at` its retry). With it, every retry is
-    due at once, so each job runs until it succeeds or is dead (its policy's count of
-    attempts unchanged). `concurrency`: attempts at once (1: one after the other, in the
-    order a worker claims them). `DrainTimeout` after `timeout` seconds."""
+    Without `run_retries_now`, a job that failed and waits out its retry's backoff, or
+    snoozed (`heartq.Snooze`: its attempt's outcome `snoozed`), stays queued (its
+    `JobRun.status` is `queued`, `run_at` its retry). With it, every retry and every
+    snooze is due at once, so each job runs until it succeeds or is dead (its policy's
+    count of attempts and its task's `max_snoozes` unchanged). `concurrency`: attempts
+    at once (1: one after the other, in the order a worker claims them). `DrainTimeout`
+    after `timeout` seconds."""
     payload.check_duration("timeout", timeout)
     payload.check_int("concurrency", concurrency, minimum=1)
     return _Drain(
@@ -121,7 +128,8 @@ def run(task: Task[P, Any] | BoundTask[P], /, *args: P.args, **kwargs: P.kwargs)
     `ctx.transaction()` on the app's database). Returns the result as stored (after its
     JSON round trip); if the attempt failed, or its code failed after its transaction
     committed the job without its result (the result is lost), raises what its code
-    raised (with a note naming the job), else `AttemptFailed` (timed out, cancelled, a
+    raised (with a note naming the job; a `heartq.Snooze` it raised or returned: the job
+    is queued, `snoozed`), else `AttemptFailed` (timed out, cancelled, a
     result not JSON), or `heartq.ResultLost` (a result lost otherwise).
 
     The job runs in a queue of its own (`heartq-testing-run-...`, as `ctx.queue` says),
@@ -270,7 +278,7 @@ class _Recorder:
             with self._lock:
                 attempts = self.claims.setdefault(fields["job_id"], [])
                 attempts.append((fields["execution_id"], fields["attempt"]))
-        elif event == events.JOB_RETRY_SCHEDULED:
+        elif event in (events.JOB_RETRY_SCHEDULED, events.JOB_SNOOZED):
             self.retry_scheduled.set()
 
     def _around_attempt(self, attempt: AttemptInfo) -> Generator[None, None, None]:
@@ -426,6 +434,7 @@ class _Drain:
                     error=doc["error"],
                     dead_reason=doc["dead_reason"],
                     run_at=doc["run_at"] if status is JobStatus.QUEUED else None,
+                    snoozes=doc["snoozes"],
                 )
             )
         return DrainReport(runs)

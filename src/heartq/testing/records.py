@@ -114,7 +114,9 @@ class JobRun:
     """A job a drain ran: its attempts during the drain, and where it stands after
     (`status`; `result` once succeeded, or `result_lost`, why it has none: its code
     failed after its `ctx.transaction()` committed the job; `error` and `dead_reason`
-    after failures; `run_at` when its retry is due, if it waits out a backoff)."""
+    after failures; `run_at` when its retry is due, if it waits out a backoff or a
+    snooze; `snoozes`, how many times it snoozed, none counted as attempts while within
+    its task's `max_snoozes`)."""
 
     id: str
     task: str
@@ -128,6 +130,7 @@ class JobRun:
     dead_reason: str | None = None
     run_at: str | None = None
     result_lost: str | None = None
+    snoozes: int = 0
 
     @property
     def outcomes(self) -> list[str]:
