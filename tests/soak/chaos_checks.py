@@ -25,11 +25,16 @@ from tests.soak.chaos_config import (
     within,
 )
 from tests.soak.chaos_pipes import check_replays, check_result_chains
-from tests.soak.chaos_tasks import RATE_KEY, RATE_LIMIT, RATE_PERIOD
+from tests.soak.chaos_tasks import RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
 
 if TYPE_CHECKING:
     from tests.soak.chaos_run import ChaosRun
 
+
+SNOOZE_ROUNDING = 0.002
+"""Seconds a run after a snooze may seem to start early: the end of the snooze and the
+start after it are read as ISO times to the millisecond (the claim itself never takes a
+job before its `run_at`, set by the same statement as that end)."""
 
 class Checker:
     """docs/design/protocol.md's invariants and the other checks, read from the database, the side
@@ -207,7 +212,7 @@ class Checker:
         # retries (or was Permanent, or interrupted past the separate limit).
         # A replayed job's attempts count again from its replay (its history is kept).
         since = run.replays.since(job_id)
-        uncounted = ("released", "interrupted")
+        uncounted = ("released", "interrupted", "snoozed")
         counted = [e for e in execs if e["outcome"] not in uncounted and e["execution_id"] > since]
         if job["attempts"] != len(counted):
             self.fail(f"I5: {where} attempts {job['attempts']} but {len(counted)} counted runs")
@@ -221,6 +226,7 @@ class Checker:
                 ("permanent failure", "interrupted ")
             ):
                 self.fail(f"I5: {where} dead after {job['attempts']} attempts: {reason}")
+        self.check_snoozes(job_id, job, where)
         # What each kind may end as (the tasks' own contract).
         if (
             status == "cancelled"
@@ -251,6 +257,45 @@ class Checker:
                 or checkpoint.get("step") != result.get("steps")
             ):
                 self.fail(f"I3: {where} checkpoint {checkpoint} not from its last attempt")
+
+    def check_snoozes(self, job_id: str, job: dict[str, Any], where: str) -> None:
+        """Snoozes: the job's count is its snoozed executions since its last replay, at
+        most its task's bound; a snooze past the bound is a failed attempt, and only past
+        it; nothing ran again before the delay its task asked for; a `chaos_snoozy` that
+        succeeded was handed the count it had (`ctx.snoozes`, read by the claim) and had
+        snoozed as many times as it was told."""
+        since = self.run.replays.since(job_id)
+        execs = [e for e in job["executions"] if e["execution_id"] > since]
+        snoozed = [e for e in execs if e["outcome"] == "snoozed"]
+        kind = self.run.kind_of[job_id]
+        bound = SNOOZE_BOUND if kind == "chaos_snoozy" else 0
+        if job["snoozes"] != len(snoozed) or job["snoozes"] > bound:
+            self.fail(f"snoozes: {where} counts {job['snoozes']}, ran {len(snoozed)} snoozed "
+                      f"(bound {bound})")  # fmt: skip
+        if kind != "chaos_snoozy":
+            return
+        args = self.run.args_of[job_id]
+        before = 0
+        for e in execs:
+            said = (e["error"] or "").startswith("snoozed for")
+            if e["outcome"] == "failed" and said and before < bound:
+                self.fail(f"snoozes: {where} execution {e['execution_id']} failed a "
+                          f"snooze within its bound ({before} of {bound})")  # fmt: skip
+            before += e["outcome"] == "snoozed"
+        for prev, after in itertools.pairwise(execs):
+            ended, started = parse_ts(prev["ended_at"]), parse_ts(after["started_at"])
+            if (prev["error"] or "").startswith("snoozed for") and ended and started:
+                early = ended + args["snooze_s"] - SNOOZE_ROUNDING - started
+                if early > 0:
+                    self.fail(f"snoozes: {where} execution {after['execution_id']} started "
+                              f"{early:.3f} s before its snooze ended")  # fmt: skip
+        if job["status"] == "succeeded" and job["result_lost"] is None:
+            handed = (job["result"] or {}).get("snoozes")
+            if handed != job["snoozes"] or handed != min(args["snoozes"], bound):
+                self.fail(f"snoozes: {where} was handed {handed} snoozes, counts "
+                          f"{job['snoozes']}, was told {args['snoozes']}")  # fmt: skip
+        if job["status"] == "succeeded" and args["snoozes"] > bound:
+            self.fail(f"snoozes: {where} succeeded, though it snoozes past its bound")
 
     def dependency_failed(self, job_id: str) -> list[str]:
         """Those of the job's dependencies that ended dead or cancelled, or are blocked."""

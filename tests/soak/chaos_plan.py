@@ -15,7 +15,7 @@ from heartq.model import NewJob
 from tests.soak.chaos_commits import mark
 from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
 from tests.soak.chaos_pipes import make_replayed, make_result_chain
-from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD
+from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
 
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
@@ -28,6 +28,7 @@ KIND_WEIGHTS: dict[str, float] = {
     "chaos_silent": 3,
     "chaos_child_crash": 6,
     "chaos_proc_long": 8,
+    "chaos_snoozy": 5,
 }
 
 
@@ -46,6 +47,12 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
     elif kind == "chaos_flaky":
         args["fail_times"] = rng.randint(1, 2)
+    elif kind == "chaos_snoozy":
+        # within its task's bound (then it succeeds), or past it: its snoozes then fail
+        # its attempts until it is dead
+        args["snoozes"] = rng.choice((1, 2, SNOOZE_BOUND, SNOOZE_BOUND + 10))
+        args["snooze_s"] = round(rng.uniform(0.02, 0.3), 3)
+        max_retries = 2
     elif kind == "chaos_async":
         args["ms"] = rng.randint(10, 100)
     elif kind == "chaos_timeout":

@@ -38,6 +38,10 @@ Kinds (the runner picks them, seeded):
 - `chaos_child_crash` (queue `proc`, process pool only): attempt 1 SIGKILLs its own child.
 - `chaos_proc_long` (queue `proc`): `chaos_long` in a child process, the target of the
   runner's "kill a child" fault.
+- `chaos_snoozy`: snoozes (`heartq.Snooze(snooze_s)`) until the job has snoozed
+  `snoozes` times, then returns, naming in its result the snoozes it was handed
+  (`ctx.snoozes`); one given more `snoozes` than its task's `max_snoozes`
+  (`SNOOZE_BOUND`) snoozes on, each snooze past the bound a failed attempt, until dead.
 - `chaos_rated`: `chaos_short` under a rate limit the runner gives each job (its key
   `RATE_KEY`, `RATE_LIMIT` starts per `RATE_PERIOD` seconds), held to it across the fleet.
 - `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
@@ -82,6 +86,8 @@ RATE_PERIOD = 1.0
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 FIXED_ENV = "HEARTQ_CHAOS_FIXED"
 PROC_QUEUE = "proc"
+SNOOZE_BOUND = 3
+"""`chaos_snoozy`'s `max_snoozes`: its fourth snooze is a failed attempt."""
 KILL_WAIT = 3.0
 """Seconds a task given `kill` waits after its commit for the runner to kill its worker
 (it returns if none came: the runner was draining, or the worker was being stopped)."""
@@ -350,6 +356,16 @@ def child_crash(
         if ctx.attempt == 1:
             os.kill(os.getpid(), signal.SIGKILL)  # the process pool's child dies
         return effect(ctx, hold_ms, ident(ctx, n=n), hand, kill)
+
+
+@app.task(name="chaos_snoozy", max_snoozes=SNOOZE_BOUND)
+def snoozy(
+    ctx: heartq.JobContext, n: int, snoozes: int = 1, snooze_s: float = 0.1, hold_ms: int = 0
+) -> dict[str, Any]:
+    with attempt(ctx, "chaos_snoozy"):
+        if ctx.snoozes < snoozes:
+            raise heartq.Snooze(snooze_s, f"job {n}: {ctx.snoozes + 1} of {snoozes}")
+        return effect(ctx, hold_ms, ident(ctx, n=n, snoozes=ctx.snoozes))
 
 
 @app.task(name="chaos_rated")
