@@ -158,7 +158,6 @@ class TaskDefinition:
             retry_jitter=self.backoff.jitter,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
-            max_snoozes=self.max_snoozes,
         )
 
     @property

@@ -385,9 +385,6 @@ class TaskPolicy:
     retry_jitter: bool = True
     retry_on: tuple[str, ...] | None = None
     dont_retry_on: tuple[str, ...] = ()
-    max_snoozes: int = 100
-    """Snoozes of a job not counted as attempts (`heartq.Snooze`); the worker's own, not
-    declared (`heartq.lifecycle.retry.DEFAULT_MAX_SNOOZES`)."""
 
 
 @dataclass(slots=True)
@@ -433,7 +430,9 @@ class ClaimedJob:
     """How many times the job snoozed (`heartq.Snooze`) since it was enqueued or
     replayed: its `snoozes` column, as the claim read it."""
     max_snoozes: int = 100
-    """Its task's bound on snoozes not counted as attempts (`heartq.policy.for_attempt`)."""
+    """Its task's bound on snoozes not counted as attempts, as the worker running it
+    defines the task (`heartq.policy.for_attempt`; not declared: only the worker reads
+    it), 100 if it does not know the task (`heartq.lifecycle.retry.DEFAULT_MAX_SNOOZES`)."""
 
     lease: Lease = field(init=False, repr=False, compare=False)
     """Its fencing key, made once with the job: a worker looks it up a dozen times per

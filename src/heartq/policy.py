@@ -23,6 +23,7 @@ from heartq import arguments, rates
 from heartq.errors import ConfigError
 from heartq.lifecycle.retry import (
     DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_SNOOZES,
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_RETRY_BACKOFF_MAX,
 )
@@ -175,11 +176,14 @@ class RateChoice:
         return {"rate_key": key, "rate_limit": self.limit.count, "rate_period": self.limit.period}
 
 
-def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
+def for_attempt(
+    job: ClaimedJob, policy: TaskPolicy | None, max_snoozes: int = DEFAULT_MAX_SNOOZES
+) -> ClaimedJob:
     """The claimed job with the running worker's own task policy for every retry option
     its caller did not choose, and its task's shape of waits and bound on snoozes (a
     caller does not choose those) (None: the worker does not know the task; the job keeps
-    what it was stored with)."""
+    what it was stored with). `max_snoozes`: the task's, as this worker defines it (not
+    declared)."""
     if policy is None:
         return job
     backoff_chosen = bool(job.chosen & RETRY_BACKOFF)
@@ -187,7 +191,7 @@ def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
     retry_backoff = job.retry_backoff if backoff_chosen else policy.retry_backoff
     retry_backoff_max = job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max
     schedule, jitter = policy.retry_schedule, policy.retry_jitter
-    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, policy.max_snoozes) == (
+    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, max_snoozes) == (
         job.max_retries, job.retry_backoff, job.retry_backoff_max, job.retry_schedule,
         job.retry_jitter, job.max_snoozes,
     ):  # fmt: skip
@@ -199,7 +203,7 @@ def for_attempt(job: ClaimedJob, policy: TaskPolicy | None) -> ClaimedJob:
         retry_backoff_max=retry_backoff_max,
         retry_schedule=schedule,
         retry_jitter=jitter,
-        max_snoozes=policy.max_snoozes,
+        max_snoozes=max_snoozes,
     )
 
 

@@ -32,6 +32,7 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
         "Group", "chain", "group", "Pipeline", "DependencyFailure", "DependencyNotFound",
         "AlreadyEnqueued", "ResultLost", "LostResult", "is_lost_result", "Event", "EventStream",
         "QueueControl",
+        "Snooze",
         "__version__",
     }  # fmt: skip
     assert set(heartq.__all__) == documented

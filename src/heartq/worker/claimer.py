@@ -324,7 +324,7 @@ class Claimer:
         for job in jobs:
             task = self.app.tasks.get(job.task)
             run = RunningJob(
-                policy.for_attempt(job, task.policy if task else None),
+                policy.for_attempt(job, task.policy, task.max_snoozes) if task else job,
                 task,
                 self.store,
                 claim_sent_at=max(sent_at, job.sent_at),
