@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 TERMINAL = {str(s) for s in TERMINAL_STATUSES}
 OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
-NOT_COUNTED = ("released", "interrupted")
+NOT_COUNTED = ("released", "interrupted", "snoozed")
 CLOCK_TOLERANCE = 0.25
 """Seconds an execution may be dated before the previous one ended: PostgreSQL dates both
 by `now()`, the start of their transactions (as in tests/soak/chaos.py)."""
