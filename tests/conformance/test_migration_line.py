@@ -217,7 +217,8 @@ def test_an_upgrade_that_fails_keeps_the_old_numbers_until_it_succeeds(
     path = _old_queue(24, tmp_path)
     before = _recorded(path)
     every = migration_scripts("heartq.store.sqlite")
-    failing = [*every, (30, "-- heartq schema v30 (SQLite): fails\nSELECT * FROM nowhere;")]
+    later = NEWEST + 1
+    failing = [*every, (later, f"-- heartq schema v{later}: fails\nSELECT * FROM nowhere;")]
     monkeypatch.setattr(SQLiteDialect, "migrations", lambda _store: failing)
     with opened(f"sqlite:///{path}") as store, pytest.raises(Exception) as failed:
         store.link.migrate()
@@ -284,11 +285,11 @@ def test_a_heartq_of_the_old_numbering_is_refused_by_a_renumbered_queue(
     (tmp_path / "strange").mkdir()
     strange = _old_queue(24, tmp_path / "strange")
     with closing(sqlite3.connect(strange)) as conn, conn:
-        conn.execute("INSERT INTO heartq_schema_migrations VALUES (31, 0)")
+        conn.execute("INSERT INTO heartq_schema_migrations VALUES (?, 0)", (NEWEST + 1,))
     left = _recorded(strange)
     with opened(f"sqlite:///{strange}") as store, pytest.raises(ConfigError) as odd:
         store.link.migrate()
-    assert "\n" not in str(odd.value) and "migration 31 but not 12" in str(odd.value)
+    assert "\n" not in str(odd.value) and f"migration {NEWEST + 1} but not 12" in str(odd.value)
     assert _recorded(strange) == left
 
 
@@ -330,7 +331,7 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
 
 def _claim_as_of_old(store: Any, worker_id: str, now: float) -> Lease:
     """One job put under `worker_id`'s lease on a schema of an older version, as its
-    claim did (today's claim reads a column it has not: `snoozes`, v30)."""
+    claim did (today's claim reads a column it has not: `snoozes`, v31)."""
     with store.link.pool.transaction() as conn:
         row = conn.execute(
             """UPDATE jobs SET status = 'running', worker_id = %(w)s,
