@@ -331,7 +331,7 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
 
 def _claim_as_of_old(store: Any, worker_id: str, now: float) -> Lease:
     """One job put under `worker_id`'s lease on a schema of an older version, as its
-    claim did (today's claim reads a column it has not: `snoozes`, v31)."""
+    claim did (today's claim reads a column it has not: `snoozes`, v32)."""
     with store.link.pool.transaction() as conn:
         row = conn.execute(
             """UPDATE jobs SET status = 'running', worker_id = %(w)s,

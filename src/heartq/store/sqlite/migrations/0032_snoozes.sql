@@ -1,4 +1,4 @@
--- heartq schema v31 (SQLite): jobs that snooze.
+-- heartq schema v32 (SQLite): jobs that snooze.
 -- See the PostgreSQL migration of the same number for what it is for.
 -- Runs once, in the migration's BEGIN IMMEDIATE transaction with its version row.
 --

@@ -1,4 +1,4 @@
--- heartq schema v31 (PostgreSQL): jobs that snooze.
+-- heartq schema v32 (PostgreSQL): jobs that snooze.
 -- A task that finds it is too early (an API answered 429 with Retry-After, a file is not
 -- there yet) raises or returns heartq.Snooze(seconds): its job is queued again, runnable
 -- after that delay, and the attempt is not counted against max_retries. Its execution
