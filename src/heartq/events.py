@@ -52,6 +52,10 @@ JOB_FAILED: Final = "job_failed"
 JOB_RETRY_SCHEDULED: Final = "job_retry_scheduled"
 JOB_DEAD: Final = "job_dead"
 JOB_CANCELLED: Final = "job_cancelled"
+JOB_EXPIRED: Final = "job_expired"
+"""A job not started by its expiry (`expires=`) ended cancelled without running, no
+attempt counted (WARNING); fields: job_id, task, queue, attempt, execution_id, worker_id,
+duration, reason (how late it was)."""
 JOB_TIMED_OUT: Final = "job_timed_out"
 JOB_CRASHED: Final = "job_crashed"
 JOB_RELEASED: Final = "job_released"

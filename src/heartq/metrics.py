@@ -21,6 +21,8 @@ Metrics (all prefixed `heartq_`):
   it is too early, `heartq.Snooze`: not counted as an attempt; a snooze past the task's
   `max_snoozes` counts in `jobs_failed_total`), `jobs_crashed_total{task}` (a child
   process died),
+  `jobs_expired_total{task,queue}` (not started by their expiry, ended cancelled
+  without running: counted as cancelled too),
   `jobs_dead_total{task}` (into the dead-letter queue, by this worker or its maintenance),
   `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
   queued again or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
@@ -317,6 +319,9 @@ class WorkerMetrics:
             tq,
             registry=r,
         )
+        self.expired = Counter(
+            "heartq_jobs_expired", "Jobs not started by their expiry, not run.", tq, registry=r
+        )
         self.crashed = Counter(
             "heartq_jobs_crashed", "Attempts whose child process died.", ["task"], registry=r
         )
@@ -390,6 +395,9 @@ class WorkerMetrics:
             self._observe_duration(task, fields)
         elif event == events.JOB_CANCELLED:
             self.cancelled.labels(task, queue_name).inc()
+        elif event == events.JOB_EXPIRED:  # cancelled, and why
+            self.cancelled.labels(task, queue_name).inc()
+            self.expired.labels(task, queue_name).inc()
         elif event == events.JOB_RETRY_SCHEDULED:
             self.retried.labels(task, queue_name).inc()
         elif event == events.JOB_SNOOZED:

@@ -238,6 +238,10 @@ class NewJob:
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""
+    expires_in: float | None = None
+    """Seconds from the enqueue (on the database's clock) by which the job must have
+    started (`expires=`); a job claimed later ends cancelled without running, no attempt
+    counted. None: it never expires."""
     depends_on: tuple[str, ...] = ()
     """Jobs this one waits for (`waiting`) until each has succeeded: existing jobs, or
     jobs of the same batch or transaction. Empty: it is `queued` at once."""
@@ -433,6 +437,11 @@ class ClaimedJob:
     """Its task's bound on snoozes not counted as attempts, as the worker running it
     defines the task (`heartq.policy.for_attempt`; not declared: only the worker reads
     it), 100 if it does not know the task (`heartq.lifecycle.retry.DEFAULT_MAX_SNOOZES`)."""
+    expires_by: float | None = None
+    """This process's monotonic time past which the job may not start (its `expires_at`
+    less the claim's statement time, from `sent_at`: no clock of this host compared with
+    the database's); None: it never expires. A job claimed ahead is judged when it would
+    start (`heartq.worker.claimer`)."""
 
     lease: Lease = field(init=False, repr=False, compare=False)
     """Its fencing key, made once with the job: a worker looks it up a dozen times per

@@ -39,6 +39,7 @@ class StepOptions(TypedDict, total=False):
     priority: int | None
     delay: float | None
     eta: datetime | None
+    expires: float | datetime | None
     max_retries: int | None
     concurrency_key: str | None
     concurrency_limit: int | None
@@ -164,6 +165,28 @@ def _eta(option: Option, value: datetime | None) -> None:
         raise ConfigError(f"{option.name} {problem}")
 
 
+def _expires(option: Option, value: float | datetime | None) -> None:
+    """A positive number of seconds from the enqueue, or an aware time (one already past
+    expires the job at once: a race with the clock is no mistake of the caller's)."""
+    if value is None:
+        return
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ConfigError(
+                f"{option.name} must be timezone-aware (e.g. datetime.now(timezone.utc)), "
+                f"got the naive {value.isoformat()}"
+            )
+        problem = payload.duration_problem(max(value.timestamp() - time.time(), 0.0))
+        if problem is not None:
+            raise ConfigError(f"{option.name} {problem} ahead, got {value.isoformat()}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{option.name} must be seconds from now or an aware datetime, got {value!r}"
+        )
+    payload.check_duration(option.name, value, allow_zero=False)
+
+
 def _unique_key(option: Option, value: UniqueKey) -> None:
     if value is not None and not callable(value):
         payload.check_unique_key(value)
@@ -225,6 +248,12 @@ OPTIONS: tuple[Option, ...] = (
         "When the job may first run: ISO 8601 with its UTC offset, 2026-12-01T09:00:00+01:00 "
         "(seconds may have a fraction; Z for UTC)", _eta,
         metavar="TIME",
+    ),
+    Option(
+        "expires", float,
+        "Seconds from now (Python: or an aware datetime) by which the job must have "
+        "started: a job not started by then ends cancelled without running, not late",
+        _expires, metavar="S",
     ),
     Option(
         "max_retries", int, "Retries after the first attempt", _int,
@@ -355,6 +384,18 @@ class Options:
     def on_dependency_failure(self) -> DependencyFailure:
         chosen = self.chosen.get("on_dependency_failure")
         return DependencyFailure(chosen) if chosen else DependencyFailure.BLOCK
+
+    @property
+    def expires_in(self) -> float | None:
+        """Seconds from now by which the job must have started (`expires`), or None: an
+        aware time as seconds from this process's clock (the store dates it from the
+        database's, as it does a delay)."""
+        expires = self.chosen.get("expires")
+        if expires is None:
+            return None
+        if isinstance(expires, datetime):
+            return expires.timestamp() - time.time()
+        return float(expires)
 
     @property
     def run_at(self) -> float | None:

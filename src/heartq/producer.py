@@ -200,6 +200,7 @@ class Producer:
                 **rate.for_job(args),
                 **resolved,
                 meta_json=meta_json,
+                expires_in=options.expires_in,
                 depends_on=options.depends_on,
                 on_dependency_failure=options.on_dependency_failure,
             )

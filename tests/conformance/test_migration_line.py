@@ -62,6 +62,11 @@ the last at that version."""
 
 JOBS = ("job-succeeded", "job-dead", "job-running", "job-waiting", "job-later", "job-queued")
 KEPT_COLUMNS = "id, task, queue, args, priority, status, run_at, attempts, result, error"
+TODAYS_COLUMNS = (32, 33)
+"""The migrations whose columns today's enqueue and claim write (32: the snoozes the
+claim reads; 33: the expiry), taken before the rest by a test that writes an older
+schema's jobs through today's store, as a migration merged below the newest would be
+(test_job_tails.py)."""
 HERE = Path(__file__).parent
 
 
@@ -303,9 +308,9 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
     the time it was applied, and its jobs."""
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
-    migrations.only(lambda number: number <= version)
+    migrations.only(lambda number: number <= version or number in TODAYS_COLUMNS)
     with opened(url) as old:
-        assert old.link.migrate() == version
+        assert old.link.migrate() == max(version, *TODAYS_COLUMNS)
         t0 = old.clock()
         register(old, "w1", t0)
         ids = old.enqueue([NewJob("t", "{}") for _ in range(3)], now=t0)
@@ -320,7 +325,11 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
             number: dict(after)[number] for number in range(version + 1, NEWEST + 1)
         }
         assert sorted(dict(after)) == list(range(1, NEWEST + 1))
-        assert all(at > max(dict(before).values()) for number, at in after if number > version)
+        assert all(
+            at > max(dict(before).values())
+            for number, at in after
+            if number > version and number not in TODAYS_COLUMNS
+        )
         assert _pg_rows(store, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id") == jobs
         done = Finish(running, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
         assert store.finish([done], now=t0 + 2) == []

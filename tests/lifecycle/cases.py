@@ -21,6 +21,7 @@ WORKER_ENDS = {
     "task_elsewhere": AttemptEnd(Outcome.FAILED, error="x", cannot_run=CannotRun.TASK_ELSEWHERE),
     "snoozed": AttemptEnd(Outcome.SNOOZED, error="snoozed for 5 s", snooze_for=5.0),
     "snoozed_past_bound": AttemptEnd(Outcome.SNOOZED, error="snoozed for 5 s", snooze_for=5.0),
+    "expired": AttemptEnd(Outcome.FAILED, error="expired: x", cannot_run=CannotRun.EXPIRED),
 }
 """Every way the worker can end an attempt whose fate it decides (`fate.decide`), saved
 by FINISH."""

@@ -29,6 +29,7 @@ NO_CANCEL = {
     "task_elsewhere": ("queued", "queued", False),  # waits for a worker that knows the task
     "snoozed": ("queued", "queued", False),  # after the delay its task asked for
     "snoozed_past_bound": ("queued", "dead", True),  # past max_snoozes: a failed attempt
+    "expired": ("cancelled", "cancelled", False),  # past its expiry: never run, not counted
     "crashed": ("queued", "dead", True),
     "interrupted": ("queued", "queued", False),
     "interrupted_21st": ("dead", "dead", False),

@@ -15,6 +15,7 @@ from heartq.cli import render
 from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import CLAIMED, HELD
+from heartq.lifecycle.fate import EXPIRED_PREFIX
 from heartq.model import JobStatus
 
 ERROR_LINES = 20
@@ -68,6 +69,9 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     progress = _progress(job.get("progress") or {})
     if progress:
         rows.append(("progress", progress))
+    expired = str(job.get("error") or "").startswith(EXPIRED_PREFIX)
+    if job.get("expires_at") and not expired:
+        rows.append(("expires", _when(job["expires_at"], now)))
     rows.append(("args", display.compact_json(job.get("args"), 2000)))
     if job.get("checkpoint") is not None:
         rows.append(("checkpoint", display.compact_json(job["checkpoint"], 2000)))
@@ -77,7 +81,10 @@ def job_view(job: dict[str, Any], now: float) -> Group:
         rows.append(("result", Text(f"lost: {job['result_lost']}", style="yellow")))
     if job.get("dead_reason"):
         rows.append(("dead reason", Text(job["dead_reason"], style="red")))
-    if job["status"] == JobStatus.CANCELLED:
+    if job["status"] == JobStatus.CANCELLED and expired:
+        when = job.get("expires_at")
+        rows.append(("cancelled", Text(f"expired: not started by {when}, never run", "yellow")))
+    elif job["status"] == JobStatus.CANCELLED:
         ran = bool(job.get("executions"))
         failed = str(job.get("error") or "")
         who = job.get("cancelled_by") or (

@@ -22,7 +22,8 @@ from heartq.inspect.limits import limits_in_use
 from heartq.inspect.queues import queue_overview
 from heartq.inspect.states import HELD, SHOWN_STATUSES
 from heartq.inspect.stats import count_totals, jobs_by_queue
-from heartq.model import JobCount
+from heartq.lifecycle.fate import EXPIRED_PREFIX
+from heartq.model import JobCount, JobStatus
 from heartq.store import Store
 from heartq.store.interface import Inspector, Registry
 from heartq.timeutil import iso
@@ -214,6 +215,9 @@ def job_row(job: dict[str, Any], now: float) -> dict[str, Any]:
     job["error_line"] = display.last_line(job["error"], TEXT_CUT)
     job["dead_reason_short"] = _cut(job["dead_reason"])
     job["lease_left"] = lease_left(job, now)
+    job["expired"] = job["status"] == JobStatus.CANCELLED and str(
+        job.get("error") or ""
+    ).startswith(EXPIRED_PREFIX)
     return job
 
 

@@ -34,7 +34,10 @@ that code, and retrying it as one only wastes the retries' waits before the same
 - a task this worker does not know but some worker has declared (another version, in a
   rolling deploy or a rollback): given back, not counted as an attempt, runnable again
   after `WAIT_FOR_TASK` doubling with each wait up to `WAIT_FOR_TASK_MAX`, so a worker
-  that knows it takes it, and one that does not claims it again rarely.
+  that knows it takes it, and one that does not claims it again rarely;
+- a job past its expiry (`expires=`) when it would start: `cancelled` at once, its
+  execution `released` (not counted as an attempt), the error saying it expired
+  (`expired`); its dependents follow it as they follow any cancelled job.
 
 What is kept of an attempt's error, whoever ended it: a traceback can be megabytes (a
 recursion, a huge repr); the database keeps its two ends, where the call that failed and
@@ -108,6 +111,8 @@ class CannotRun(enum.Enum):
     TASK_ELSEWHERE = "task_elsewhere"
     """This worker does not know the task, but a worker has declared it (another
     version, another deployment), or the worker could not read whether one had."""
+    EXPIRED = "expired"
+    """The job was not started by its expiry (`expires=`): it must not run late."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,17 @@ def unknown_task_end(task: str, declared: bool | None = None) -> AttemptEnd:
     nothing is buried on a guess)."""
     why = CannotRun.TASK_NOT_DECLARED if declared is False else CannotRun.TASK_ELSEWHERE
     return AttemptEnd(Outcome.FAILED, error=f"UnknownTask: {UnknownTask(task)}", cannot_run=why)
+
+
+EXPIRED_PREFIX = "expired:"
+"""How the error of a job that expired unstarted begins (`expired_end`)."""
+
+
+def expired_end(late: float) -> AttemptEnd:
+    """How an attempt of a job past its expiry ends, `late` seconds past it when it
+    would have started: none of its code runs (`CannotRun.EXPIRED`; `expired`)."""
+    error = f"{EXPIRED_PREFIX} not started by its expiry ({max(late, 0.0):.3f} s past it), not run"
+    return AttemptEnd(Outcome.FAILED, error=error, cannot_run=CannotRun.EXPIRED)
 
 
 def bad_arguments_end(error: BaseException) -> AttemptEnd:
@@ -232,6 +248,8 @@ _SUCCEEDED_STATUS = JobStatus.SUCCEEDED
 
 
 def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
+    if end.cannot_run is CannotRun.EXPIRED:  # cancelled either way, and never counted
+        return expired(job, end.error or EXPIRED_PREFIX)
     outcome = outcome_of(end, cancel_requested)
     if outcome is _SUCCEEDED:
         return succeeded(job, end.result_json)
@@ -329,6 +347,19 @@ def cannot_run(job: ClaimedJob, why: CannotRun, error: str) -> Finish:
         error=clip_error(error) or "",
         dead_reason=cannot_run_reason(why, job.task, error),
     )
+
+
+def expired(job: ClaimedJob, error: str) -> Finish:
+    """A job past its expiry when it would start: `cancelled`, never run, its execution
+    `released` so no attempt is counted (FINISH takes back the one its claim counted).
+    Its dependents are settled as for any cancelled job."""
+    return Finish(job.lease, Outcome.RELEASED, JobStatus.CANCELLED, error=clip_error(error))
+
+
+def is_expiry(finish: Finish) -> bool:
+    """Whether `finish` is a job's expiry (`expired`): no other fate a worker decides
+    cancels a job with an execution that is not counted."""
+    return finish.outcome is Outcome.RELEASED and finish.status is JobStatus.CANCELLED
 
 
 def waiting_for_task(job: ClaimedJob, error: str) -> Finish:

@@ -94,6 +94,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         **check_concurrency(job.concurrency_key, job.concurrency_limit),
         **check_rate(job.rate_key, job.rate_limit, job.rate_period),
         "meta": job.meta_json,
+        "expires_in": None if job.expires_in is None else _finite("expires", job.expires_in),
     }
     if job.depends_on or job.dependency_results:
         doc.update(_dependency_fields(job, str(doc["id"])))

@@ -49,7 +49,7 @@ def json_value(value: Any) -> Any:
 CLAIMED_COLUMNS = (
     "id", "task", "queue", "args", "attempts", "execution_id", "max_retries",
     "retry_backoff", "retry_backoff_max", "checkpoint", "lease_expires_at", "run_at",
-    "priority", "chosen", "meta", "dependency_results", "snoozes",
+    "priority", "chosen", "meta", "dependency_results", "snoozes", "expires_in",
 )  # fmt: skip
 """The columns of a claimed row, in the order every claim statement of both backends
 returns them: `claimed_jobs` reads them by position (a claim's rows come back as tuples,
@@ -88,6 +88,7 @@ def claimed_jobs(
             meta=_json_object(r[14]),
             dependency_results=bool(r[15]),
             snoozes=r[16],
+            expires_by=None if r[17] is None else sent_at + r[17],
             sent_at=sent_at,
             priority=r[_PRIORITY],
             worker_id=worker_id,
@@ -391,6 +392,7 @@ def job_dict(
             else rates.format_rate(int(row["rate_limit"]), float(row["rate_period"]))
         ),
         "meta": json_value(row["meta"]) or {},
+        "expires_at": iso(row["expires_at"]),
         "waiting_for": row["waiting_for"],
         "holders": row["holders"],
         "on_dependency_failure": row["on_dependency_failure"],

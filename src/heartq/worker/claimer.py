@@ -19,7 +19,9 @@ until woken):
 The statements are the `Claimer`'s, one place whichever strategy asks. What was claimed
 is started on the pool here, whichever way it came (a claim, the buffer, or a
 transport's message: `TransportFetch` calls `start`); what will not run here is given
-back with no attempt counted (`release_ahead`).
+back with no attempt counted (`release_ahead`). A job past its expiry (`expires=`) when
+it reaches the pool, by whichever way, is ended there without running (`_end_expired`):
+a job that expired while it waited in the buffer is judged at its start, not its claim.
 
 Strategies and statements share this module, not two: a job's road from its claim to
 its code then runs through one module fewer (`scripts/road.py`).
@@ -37,7 +39,7 @@ from typing import Protocol
 from heartq import events, policy
 from heartq.app import App
 from heartq.config import Settings
-from heartq.lifecycle.fate import unknown_task_end
+from heartq.lifecycle.fate import expired_end, unknown_task_end
 from heartq.model import Claim, ClaimedJob, Reclaimed
 from heartq.store.interface import Store
 from heartq.worker.attempt import RunningJob
@@ -319,6 +321,8 @@ class Claimer:
         assert pool is not None
         runs: list[RunningJob] = []
         unknown: list[RunningJob] = []
+        expired: list[tuple[RunningJob, float]] = []
+        now = time.monotonic()
         tell = self.events.wanted(logging.DEBUG)
         trust_window, max_payload_bytes = self.trust_window, self.settings.max_payload_bytes
         for job in jobs:
@@ -343,12 +347,23 @@ class Claimer:
                     worker_id=self.id,
                     latency=max(0.0, job.lease_expires_at - self.lease - job.run_at),
                 )
-            (runs if task is not None else unknown).append(run)
-        self.ledger.claimed(*runs, *unknown)
+            if job.expires_by is not None and job.expires_by <= now:
+                expired.append((run, now - job.expires_by))
+            else:
+                (runs if task is not None else unknown).append(run)
+        self.ledger.claimed(*runs, *unknown, *(run for run, _ in expired))
+        if expired:
+            self._end_expired(expired)
         if unknown:
             self._end_unknown(unknown)
         if runs:
             pool.start(runs)
+
+    def _end_expired(self, expired: list[tuple[RunningJob, float]]) -> None:
+        """End the attempts of jobs past their expiry, each with how late it is, without
+        running anything: cancelled, not counted (`heartq.lifecycle.fate.expired`)."""
+        for run, late in expired:
+            self.ledger.attempt_ended(run, expired_end(late))
 
     def _end_unknown(self, runs: list[RunningJob]) -> None:
         """End the attempts of tasks this app does not register, without running

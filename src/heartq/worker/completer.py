@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from heartq import events, lost_results
 from heartq.errors import StoreUnavailable
 from heartq.lifecycle import fate
-from heartq.lifecycle.fate import AttemptEnd, CrashedEnd, error_summary
+from heartq.lifecycle.fate import AttemptEnd, CrashedEnd, error_summary, is_expiry
 from heartq.model import DetectedBy, Finish, JobStatus, Outcome, PulseReport
 from heartq.store.interface import LeaseHolder
 from heartq.worker.attempt import RunningJob
@@ -317,7 +317,10 @@ class Completer:
             tell.emit(events.JOB_SUCCEEDED, logging.DEBUG, **fields)
             return
         if finish.status is JobStatus.CANCELLED:
-            tell.emit(events.JOB_CANCELLED, **fields)
+            if is_expiry(finish):
+                tell.emit(events.JOB_EXPIRED, logging.WARNING, **fields, reason=finish.error)
+            else:
+                tell.emit(events.JOB_CANCELLED, **fields)
             return
         if finish.outcome is Outcome.SNOOZED:  # too early, its task said: not counted
             tell.emit(

@@ -165,5 +165,6 @@ SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
        retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
        extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
        extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
-       dependency_results, snoozes
+       dependency_results, snoozes,
+       extract(epoch from expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
 FROM claimed

@@ -83,4 +83,4 @@ WHERE id IN (
 )
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,
-          dependency_results, snoozes
+          dependency_results, snoozes, expires_at - :now AS expires_in

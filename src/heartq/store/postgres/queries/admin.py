@@ -148,11 +148,12 @@ JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
 # A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
 # whose unique key another live job holds stays dead (the key holds). Those
 # with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
+# A replay is an operator's ask to run the job now: its expiry (`expires=`) is dropped.
 REPLAY_DEAD = f"""
 UPDATE jobs
 SET status = 'queued', attempts = 0, snoozes = 0, run_at = {T}, dead_reason = NULL,
     finished_at = NULL, worker_id = NULL, cancel_requested = false, ready_xid = NULL,
-    updated_at = {T}
+    expires_at = NULL, updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs AS live

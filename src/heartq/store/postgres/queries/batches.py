@@ -158,6 +158,7 @@ JOB_BATCH = Batch(
     ("rate_limit", "integer"),
     ("rate_period", "float8"),
     ("meta", "text"),
+    ("expires_in", "float8"),
 )
 """New jobs without a unique key or dependencies (`documents.new_job_doc`)."""
 

@@ -29,11 +29,12 @@ lane AS (
 _INSERT_NEW_JOBS = f"""INSERT INTO jobs (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
     retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
-    rate_key, rate_limit, rate_period, meta, ready_xid)
+    rate_key, rate_limit, rate_period, meta, expires_at, ready_xid)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
        x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb,
+       {T} + make_interval(secs => x.expires_in),
        CASE WHEN {_READY} THEN pg_current_xact_id() END
 FROM x"""
 
@@ -94,12 +95,14 @@ LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(uniq
 INSERT_UNIQUE_JOB = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
-                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta)
+                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta,
+                  expires_at)
 SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
        {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
        %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
        %(concurrency_key)s, %(concurrency_limit)s::integer, %(rate_key)s,
-       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb
+       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb,
+       {T} + make_interval(secs => %(expires_in)s::float8)
 WHERE NOT EXISTS (
     SELECT 1 FROM jobs
     WHERE unique_key = %(unique_key)s

@@ -68,10 +68,12 @@ JOB_STATUS = "SELECT status FROM heartq_jobs WHERE id = :job_id"
 # A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
 # whose unique key another live job holds stays dead (the key holds). Those
 # with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
+# A replay is an operator's ask to run the job now: its expiry (`expires=`) is dropped.
 REPLAY_DEAD = """
 UPDATE heartq_jobs
 SET status = 'queued', attempts = 0, snoozes = 0, run_at = :now, dead_reason = NULL,
-    finished_at = NULL, worker_id = NULL, cancel_requested = 0, updated_at = :now
+    finished_at = NULL, worker_id = NULL, cancel_requested = 0, expires_at = NULL,
+    updated_at = :now
 WHERE status = 'dead' AND (:all OR id IN (SELECT value FROM json_each(:ids)))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM heartq_jobs AS live

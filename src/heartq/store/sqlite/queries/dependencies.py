@@ -13,7 +13,7 @@ INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_re
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                          concurrency_key, concurrency_limit, rate_key, rate_limit,
                          rate_period, meta, has_dependents, waiting_for, holders,
-                         on_dependency_failure, dependency_results)
+                         on_dependency_failure, dependency_results, expires_at)
 SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.status'),
@@ -26,7 +26,8 @@ SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.meta'), json_extract(x.value, '$.has_dependents'),
        json_extract(x.value, '$.waiting_for'), json_extract(x.value, '$.holders'),
        json_extract(x.value, '$.on_dependency_failure'),
-       json_extract(x.value, '$.dependency_results')
+       json_extract(x.value, '$.dependency_results'),
+       :now + json_extract(x.value, '$.expires_in')
 FROM json_each(:jobs) AS x
 """
 
