@@ -270,9 +270,13 @@ class App:
         ends the job dead at once, like `heartq.Permanent`. `retry_schedule`
         (`"exponential"`, `"linear"`: `retry_backoff * attempt`, `"constant"`:
         `retry_backoff`, each capped at `retry_backoff_max`) and `retry_jitter` (False: the
-        exact waits) shape the waits between attempts. `max_snoozes` (100): a job's first
-        that many snoozes (`heartq.Snooze`, raised or returned by its code) are not counted
-        as attempts; each one after is a failed attempt. A bad one raises `ConfigError` here."""
+        exact waits) shape the waits between attempts; `retry_intervals` (`[1, 10, 60]`:
+        the wait after each failed attempt, the last repeated) replaces them, and
+        `retry_delay` (`fn(attempt, exc)` returning seconds or None), asked by the worker
+        running the attempt, comes before all of them (its failure falls back to them,
+        logged as `retry_delay_failed`). `max_snoozes` (100): a job's first that many
+        snoozes (`heartq.Snooze`, raised or returned by its code) are not counted as
+        attempts; each one after is a failed attempt. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task: Task[Any, Any] = Task(self, func, **options)

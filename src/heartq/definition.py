@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from heartq import arguments, payload, rates
@@ -23,7 +23,10 @@ from heartq.lifecycle.retry import (
     EXPONENTIAL,
     Backoff,
     ExceptionClasses,
+    RetryDelay,
     RetryOn,
+    check_retry_delay,
+    retry_intervals,
 )
 from heartq.model import TaskPolicy
 from heartq.policy import DEFAULT_QUEUE
@@ -57,9 +60,15 @@ class TaskOptions(TypedDict, total=False):
     retry_schedule: str
     """Defaults to exponential."""
     retry_jitter: bool
-    """Defaults to True."""
+    """Defaults to True (False with `retry_intervals`: the waits as listed)."""
     max_snoozes: int
     """Defaults to 100: a job's snoozes (`heartq.Snooze`) not counted as attempts."""
+    retry_intervals: Sequence[float] | None
+    """The wait after each failed attempt in turn, the last repeated: replaces
+    `retry_backoff`, `retry_backoff_max` and `retry_schedule`."""
+    retry_delay: RetryDelay | None
+    """`fn(attempt, exc)`: the wait before the next attempt, asked by the worker where the
+    code raised; None (or a failure of its own): the task's other rules."""
 
 
 class TaskDefinition:
@@ -125,9 +134,13 @@ class TaskDefinition:
             arguments.template_fields(rate_key, f"{name}: rate_key", self.signature)
         self.retry_rule = RetryOn.of(options.get("retry_on"), options.get("dont_retry_on"))
         """Which exceptions of its code are worth another attempt (judged by the worker)."""
-        self.backoff = Backoff(options.get("retry_schedule", EXPONENTIAL),
-                               options.get("retry_jitter", True))  # fmt: skip
-        """The shape of its waits between attempts (exponential, linear, constant; jitter)."""
+        self.backoff = _backoff(name, options)
+        """The shape of its waits between attempts (exponential, linear, constant, or its
+        explicit intervals; jitter)."""
+        delay = options.get("retry_delay")
+        self.retry_delay = None if delay is None else check_retry_delay(delay)
+        """Its function of (attempt, exc) giving the wait before a retry, or None: asked by
+        the worker running an attempt whose code raised (`heartq.worker.invoke`)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = arguments.describe(self.signature)
         self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
@@ -156,6 +169,7 @@ class TaskDefinition:
             rate_key=self.rate_key,
             retry_schedule=self.backoff.schedule,
             retry_jitter=self.backoff.jitter,
+            retry_intervals=self.backoff.intervals,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
         )
@@ -191,3 +205,20 @@ class TaskDefinition:
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.queue}>"
+
+
+REPLACED_BY_INTERVALS = ("retry_backoff", "retry_backoff_max", "retry_schedule")
+"""The options `retry_intervals` replaces: giving both is a mistake, said at definition."""
+
+
+def _backoff(name: str, options: TaskOptions) -> Backoff:
+    """A task's shape of waits from its options: its `retry_intervals` (exact, unless it
+    asks for `retry_jitter=True`), else its `retry_schedule` (jitter by default)."""
+    given = options.get("retry_intervals")
+    if given is None:
+        schedule = options.get("retry_schedule", EXPONENTIAL)
+        return Backoff(schedule, options.get("retry_jitter", True))
+    clash = [option for option in REPLACED_BY_INTERVALS if option in options]
+    if clash:
+        raise ConfigError(f"{name}: retry_intervals replaces {clash[0]}: give one or the other")
+    return Backoff(jitter=options.get("retry_jitter", False), intervals=retry_intervals(given))

@@ -50,6 +50,10 @@ JOB_CLAIMED: Final = "job_claimed"
 JOB_SUCCEEDED: Final = "job_succeeded"
 JOB_FAILED: Final = "job_failed"
 JOB_RETRY_SCHEDULED: Final = "job_retry_scheduled"
+RETRY_DELAY_FAILED: Final = "retry_delay_failed"
+"""A task's `retry_delay` raised or answered no number of seconds, so the wait before the
+retry followed its other rules (`retry_intervals`, the schedule): job_id, task, attempt,
+worker_id, error, retry_in."""
 JOB_DEAD: Final = "job_dead"
 JOB_CANCELLED: Final = "job_cancelled"
 JOB_EXPIRED: Final = "job_expired"

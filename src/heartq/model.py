@@ -368,9 +368,9 @@ class TaskPolicy:
     `parameters` (None: not declared, by a worker of a version before they were), against
     which an enqueue by name is checked. `rate_limit` (a spec, `"100/m"`) and `rate_key`
     (a template of the job's arguments; None: the task's name) limit its starts.
-    `retry_schedule` and `retry_jitter` shape its waits between attempts, `retry_on` (None:
-    every exception) and `dont_retry_on` name the exceptions worth another attempt
-    (`heartq.lifecycle.retry`)."""
+    `retry_schedule` and `retry_jitter` (or `retry_intervals`) shape its waits between
+    attempts, `retry_on` (None: every exception) and `dont_retry_on` name the exceptions
+    worth another attempt (`heartq.lifecycle.retry`)."""
 
     name: str
     queue: str
@@ -389,6 +389,8 @@ class TaskPolicy:
     retry_jitter: bool = True
     retry_on: tuple[str, ...] | None = None
     dont_retry_on: tuple[str, ...] = ()
+    retry_intervals: tuple[float, ...] | None = None
+    """The task's explicit waits after each failed attempt (None: `retry_schedule`'s)."""
 
 
 @dataclass(slots=True)
@@ -428,6 +430,7 @@ class ClaimedJob:
     """The worker that claimed it: part of its lease, the fencing key."""
     retry_schedule: str = "exponential"
     retry_jitter: bool = True
+    retry_intervals: tuple[float, ...] | None = None
     """The shape of its waits between attempts (`heartq.lifecycle.retry.Backoff`): its
     task's, as the worker running it declares it (`heartq.policy.for_attempt`)."""
     snoozes: int = 0

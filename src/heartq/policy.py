@@ -73,6 +73,7 @@ DECLARED_FIELDS = (
     "retry_jitter",
     "retry_on",
     "dont_retry_on",
+    "retry_intervals",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 
@@ -190,10 +191,10 @@ def for_attempt(
     max_retries = job.max_retries if job.chosen & MAX_RETRIES else policy.max_retries
     retry_backoff = job.retry_backoff if backoff_chosen else policy.retry_backoff
     retry_backoff_max = job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max
-    schedule, jitter = policy.retry_schedule, policy.retry_jitter
-    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, max_snoozes) == (
+    schedule, jitter, intervals = policy.retry_schedule, policy.retry_jitter, policy.retry_intervals
+    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, intervals, max_snoozes) == (
         job.max_retries, job.retry_backoff, job.retry_backoff_max, job.retry_schedule,
-        job.retry_jitter, job.max_snoozes,
+        job.retry_jitter, job.retry_intervals, job.max_snoozes,
     ):  # fmt: skip
         return job  # the usual case, stored as declared: no copy (8 us a job)
     return dataclasses.replace(
@@ -204,6 +205,7 @@ def for_attempt(
         retry_schedule=schedule,
         retry_jitter=jitter,
         max_snoozes=max_snoozes,
+        retry_intervals=intervals,
     )
 
 

@@ -30,10 +30,14 @@ def test_retry_rules_are_declared_and_read_back(store: Store, t0: float) -> None
     assert (policy.retry_schedule, policy.retry_jitter) == ("linear", False)
     assert policy.retry_on == ("TimeoutError", "app.errors.Flaky")
     assert policy.dont_retry_on == ("KeyError",)
-    _declare(store, t0 + 1)  # a new declaration without rules: back to the defaults
+    assert policy.retry_intervals is None
+    _declare(store, t0 + 1, retry_intervals=(1.0, 10.0, 60.5), retry_jitter=False)
+    policy = store.task_policies(["resize"])["resize"]
+    assert (policy.retry_intervals, policy.retry_jitter) == ((1.0, 10.0, 60.5), False)
+    _declare(store, t0 + 2)  # a new declaration without rules: back to the defaults
     policy = store.task_policies(["resize"])["resize"]
     assert (policy.retry_schedule, policy.retry_jitter) == ("exponential", True)
-    assert (policy.retry_on, policy.dont_retry_on) == (None, ())
+    assert (policy.retry_on, policy.dont_retry_on, policy.retry_intervals) == (None, (), None)
 
 
 def _crash(store: Store, worker_id: str, now: float) -> float:
@@ -49,7 +53,8 @@ def _crash(store: Store, worker_id: str, now: float) -> float:
     ("rules", "second_wait"),
     [({"retry_schedule": "constant", "retry_jitter": False}, BASE),
      ({"retry_schedule": "linear", "retry_jitter": False}, 2 * BASE),
-     ({"retry_schedule": "exponential", "retry_jitter": False}, 2 * BASE)],
+     ({"retry_schedule": "exponential", "retry_jitter": False}, 2 * BASE),
+     ({"retry_intervals": (3.0, 250.0), "retry_jitter": False}, 250.0)],  # not capped
 )  # fmt: skip
 def test_a_crashed_job_waits_its_tasks_declared_schedule(
     store: Store, t0: float, rules: dict[str, object], second_wait: float

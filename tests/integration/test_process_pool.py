@@ -1,11 +1,17 @@
 """Process pool: a child that dies (SIGKILL, segfault) is closed as `crashed` at once with
-its signal, and the worker survives it (docs/design/protocol.md step 14)."""
+its signal, and the worker survives it (docs/design/protocol.md step 14); a task's
+`retry_delay` is asked in the child, where the exception is, and its answer crosses."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
+from tests.conftest import on_every_backend
+
 from .conftest import Harness, parse_ts
+from .worker_tasks import TASKS_SOURCE
 
 pytestmark = pytest.mark.slow
 
@@ -59,3 +65,33 @@ def test_arguments_that_cannot_bind_are_dead_at_once_in_a_child_too(harness: Har
         "got an unexpected keyword argument 'valeu'"
     )
     assert worker.alive()
+
+
+RETRY_DELAY_TASKS = textwrap.dedent(
+    """
+
+    def partner_wait(attempt, exc):
+        mark(f"asked-{attempt}", f"{os.getpid()} {type(exc).__name__}")
+        return 60.0 * attempt + 0.25
+
+
+    @app.task(max_retries=2, retry_delay=partner_wait)
+    def refused(ctx):
+        started(ctx)
+        raise ConnectionError("partner down")
+    """
+)
+
+
+@on_every_backend
+def test_retry_delay_is_asked_in_the_child_and_its_wait_kept(harness: Harness) -> None:
+    harness.path("tasks.py").write_text(TASKS_SOURCE + RETRY_DELAY_TASKS)
+    harness.start_worker("--pool", "process", settings=LONG_LEASE)
+    job_id = harness.enqueue("refused", {})
+    job = harness.wait_job(
+        job_id, lambda j: j["status"] == "queued" and j["attempts"] == 1, 20, "a retry"
+    )
+    wait = parse_ts(job["run_at"]) - parse_ts(job["executions"][-1]["ended_at"])
+    assert wait == pytest.approx(60.25, abs=0.002)  # the function's, not the job's backoff
+    child_pid = harness.started_file(job_id, 1).read_text()
+    assert harness.path("asked-1").read_text() == f"{child_pid} ConnectionError"

@@ -1,6 +1,7 @@
 """A task's retry policy through a real worker: which exceptions are retried
-(`retry_on`, `dont_retry_on`, also for jobs enqueued by name), and the exact waits of a
-constant or linear schedule without jitter."""
+(`retry_on`, `dont_retry_on`, also for jobs enqueued by name), the exact waits of a
+constant or linear schedule without jitter, explicit `retry_intervals`, and a
+`retry_delay` function asked by the worker (its failures falling back, and told)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from datetime import datetime
 import pytest
 
 import heartq
+from heartq.event_stream import Event
+from tests.conftest import on_every_backend
 from tests.support import wait_for
 
 from .test_outcomes import wait_status
@@ -151,3 +154,112 @@ def test_a_misspelt_task_option_is_refused_in_one_line(app: heartq.App) -> None:
     refuses one it does not know, naming those it takes, rather than ignore it."""
     with pytest.raises(heartq.ConfigError, match=r"^unknown task option 'max_retry'; a task"):
         app.task(max_retry=3)(lambda: None)  # type: ignore[call-overload]
+
+
+@on_every_backend  # the intervals are declared, and read back, on each backend
+def test_retry_intervals_wait_as_listed_the_last_repeated(app: heartq.App, run_worker) -> None:
+    @app.task(max_retries=4, retry_intervals=[30, 90, 45])
+    def always_fails() -> None:
+        raise Flaky("no")
+
+    job_id = always_fails.enqueue()
+    seen = []
+    with run_worker(app):
+        for attempt in (1, 2, 3, 4):
+            seen.append(_wait_after(app, job_id, attempt))
+            app.store.retry_now(["default"])
+        wait_status(app, job_id, "dead")
+        declared = app.store.task_policies()["always_fails"]
+    assert seen == pytest.approx([30.0, 90.0, 45.0, 45.0], abs=0.002)  # exact: no jitter
+    assert (declared.retry_intervals, declared.retry_jitter) == ((30.0, 90.0, 45.0), False)
+    assert app.get_job(job_id)["attempts"] == 5  # max_retries=4: five attempts in all
+
+
+class RateLimited(Exception):
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"429, retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+@on_every_backend  # enqueued by name from a client without the task's code
+def test_retry_delay_is_asked_by_the_worker_and_falls_back_when_it_fails(
+    app: heartq.App, run_worker
+) -> None:
+    """The function is the task definition's, in the worker that runs the attempt: the
+    client that enqueued the job by name has no code of it. An answer of None, an
+    exception of its own or an answer that is no wait leaves the wait to the task's
+    intervals; the last two are told (`retry_delay_failed`)."""
+    asked: list[tuple[int, str]] = []
+
+    def wait(attempt: int, exc: BaseException) -> float | None:
+        asked.append((attempt, type(exc).__name__))
+        if isinstance(exc, RateLimited):
+            return exc.retry_after * attempt
+        if isinstance(exc, KeyError):
+            raise RuntimeError("no rule for this one")
+        if isinstance(exc, LookupError):
+            return float("nan")
+        return None
+
+    @app.task(name="call_partner", max_retries=2, retry_intervals=[40], retry_delay=wait)
+    def call_partner(kind: str) -> None:
+        raise {
+            "busy": RateLimited(7.0),
+            "other": ValueError("bad"),
+            "broken": KeyError("id"),
+            "nan": IndexError("0"),
+        }[kind]
+
+    told: list[Event] = []
+    app.events.subscribe(told.append, names=["retry_delay_failed"])
+    kinds = ("busy", "other", "broken", "nan")
+    with run_worker(app):
+        wait_for(lambda: "call_partner" in app.store.task_policies(), 10, what="declared")
+        client = heartq.App(app.url)
+        try:
+            ids = {kind: client.enqueue("call_partner", {"kind": kind}) for kind in kinds}
+        finally:
+            client.close()
+        first = {kind: _wait_after(app, ids[kind], 1) for kind in kinds}
+        app.store.retry_now(["default"])
+        second = {kind: _wait_after(app, ids[kind], 2) for kind in kinds}
+        app.store.retry_now(["default"])  # every one waits out its second backoff now
+        for job_id in ids.values():
+            wait_status(app, job_id, "dead")
+    assert first == pytest.approx({"busy": 7.0, "other": 40, "broken": 40, "nan": 40}, abs=0.002)
+    assert second == pytest.approx({"busy": 14.0, "other": 40, "broken": 40, "nan": 40}, abs=0.002)
+    # asked after attempts 1 and 2 (retries left), never after the last one
+    raised = ("RateLimited", "ValueError", "KeyError", "IndexError")
+    assert sorted(asked) == sorted((n, name) for n in (1, 2) for name in raised)
+    failed = {e.fields["job_id"]: e.fields for e in told}
+    assert set(failed) == {ids["broken"], ids["nan"]}
+    assert failed[ids["broken"]]["error"] == "retry_delay raised RuntimeError: no rule for this one"
+    assert failed[ids["nan"]]["error"] == (
+        "retry_delay returned nan, which is not a finite number of seconds, zero or more"
+    )
+    assert failed[ids["nan"]]["retry_in"] == 40.0
+
+
+def test_bad_retry_intervals_and_delays_are_refused_in_one_line(app: heartq.App) -> None:
+    refusals = [
+        ({"retry_intervals": []}, "retry_intervals must be a non-empty list of seconds, like "
+         "[1, 10, 60], got []"),
+        ({"retry_intervals": 60}, "retry_intervals must be a non-empty list of seconds, like "
+         "[1, 10, 60], got 60"),
+        ({"retry_intervals": [1, -5]}, "retry_intervals must be seconds, like [1, 10, 60]: -5 "
+         "is not a finite number of seconds, zero or more"),
+        ({"retry_intervals": [1, "10"]}, "retry_intervals must be seconds, like [1, 10, 60]: "
+         "'10' is not a number"),
+        ({"retry_intervals": [1], "retry_backoff": 5}, "t: retry_intervals replaces "
+         "retry_backoff: give one or the other"),
+        ({"retry_intervals": [1], "retry_schedule": "linear"}, "t: retry_intervals replaces "
+         "retry_schedule: give one or the other"),
+        ({"retry_delay": 10}, "retry_delay must be a function of (attempt, exc) that returns "
+         "seconds or None, like lambda attempt, exc: 10 * attempt; 10 is not callable"),
+    ]  # fmt: skip
+    for options, message in refusals:
+        with pytest.raises(heartq.ConfigError) as refused:
+            app.task(name="t", **options)(lambda: None)
+        assert str(refused.value) == message
+    with pytest.raises(heartq.ConfigError, match=r"does not take \(attempt, exc\)$"):
+        app.task(retry_delay=lambda attempt: 1.0)(lambda: None)  # type: ignore[arg-type]

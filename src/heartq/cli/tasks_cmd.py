@@ -30,14 +30,20 @@ def rate_text(task: dict[str, Any]) -> str:
 
 
 def backoff_text(task: dict[str, Any]) -> str:
-    """A declared backoff as the table shows it: `5s-1h`, or `5s-1h linear, exact`, and
-    the exceptions its filter retries or not (`retry_on TimeoutError`)."""
-    text = f"{display.fmt_seconds(task['retry_backoff'])}-"
-    text += display.fmt_seconds(task["retry_backoff_max"])
-    if task["retry_schedule"] != "exponential":
-        text += f" {task['retry_schedule']}"
-    if not task["retry_jitter"]:
-        text += " exact"
+    """A declared backoff as the table shows it: `5s-1h`, or `5s-1h linear, exact`, or
+    explicit intervals (`1s,10s,1m`, `~` before them with jitter), and the exceptions its
+    filter retries or not (`retry_on TimeoutError`)."""
+    intervals = task.get("retry_intervals")
+    if intervals:
+        text = "~" if task["retry_jitter"] else ""
+        text += ",".join(display.fmt_seconds(wait) for wait in intervals)
+    else:
+        text = f"{display.fmt_seconds(task['retry_backoff'])}-"
+        text += display.fmt_seconds(task["retry_backoff_max"])
+        if task["retry_schedule"] != "exponential":
+            text += f" {task['retry_schedule']}"
+        if not task["retry_jitter"]:
+            text += " exact"
     if task["retry_on"] is not None:
         text += f"; retry_on {', '.join(task['retry_on'])}"
     if task["dont_retry_on"]:

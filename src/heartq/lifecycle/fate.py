@@ -131,6 +131,13 @@ class AttemptEnd:
     snooze_for: float | None = None
     """`SNOOZED`: the seconds its task asked to wait before the job runs again
     (`heartq.Snooze`)."""
+    retry_delay: float | None = None
+    """The wait before the next attempt its task's `retry_delay` function gave (asked
+    where the code raised, in whichever process: `heartq.worker.invoke`); None: the
+    task's other rules (`retry_intervals`, the schedule) decide."""
+    retry_delay_error: str | None = None
+    """Why the task's `retry_delay` gave no wait (it raised, or returned no number of
+    seconds): the other rules decided, and the worker logs `retry_delay_failed`."""
     database_away: bool = False
     """The code raised `StoreUnavailable`: the queue's database could not be reached or
     written (its `ctx.transaction()` could not begin or commit: a failover, a restart, a
@@ -260,7 +267,9 @@ def _decide(job: ClaimedJob, end: AttemptEnd, cancel_requested: bool) -> Finish:
     if outcome is Outcome.FAILED and end.cannot_run is not None:
         return cannot_run(job, end.cannot_run, end.error or "")
     outcome = Outcome.TIMED_OUT if outcome is Outcome.TIMED_OUT else Outcome.FAILED
-    return failed(job, outcome, end.error or "failed", permanent=end.permanent)
+    return failed(
+        job, outcome, end.error or "failed", permanent=end.permanent, delay=end.retry_delay
+    )
 
 
 def succeeded(job: ClaimedJob, result_json: str | None) -> Finish:
@@ -282,21 +291,24 @@ def failed(
     *,
     permanent: bool = False,
     crash: dict[str, Any] | None = None,
+    delay: float | None = None,
 ) -> Finish:
     """An attempt that raised (`FAILED`), overran its timeout (`TIMED_OUT`) or whose child
-    process died (`CRASHED`): retry with backoff, or dead once retries are spent."""
+    process died (`CRASHED`): retry with backoff (`delay`, its task's `retry_delay`'s
+    answer, when it gave one), or dead once retries are spent."""
     plan = plan_retry(
         job.attempt,
         job.max_retries,
         job.retry_backoff,
         job.retry_backoff_max,
         permanent=permanent,
-        backoff=Backoff(job.retry_schedule, job.retry_jitter),
+        backoff=Backoff(job.retry_schedule, job.retry_jitter, job.retry_intervals),
     )
     error = clip_error(error) or ""
     if plan.decision is RetryDecision.RETRY:
+        wait = plan.delay if delay is None else delay
         return Finish(
-            job.lease, outcome, JobStatus.QUEUED, error=error, retry_delay=plan.delay, crash=crash
+            job.lease, outcome, JobStatus.QUEUED, error=error, retry_delay=wait, crash=crash
         )
     return Finish(
         job.lease,

@@ -5,7 +5,10 @@ beyond the first, the job is dead. The delay before a retry follows the task's `
 by default it grows exponentially (`base * 2**(attempt-1)`), capped at `cap`, with +/-25 %
 jitter so that a fleet of jobs that failed together does not retry together; a task may
 choose a linear (`base * attempt`) or constant (`base`) schedule, and no jitter (waits
-exactly as the schedule says).
+exactly as the schedule says), or explicit `intervals` (the wait after each failed
+attempt in turn, the last one repeated; no cap), which replace the schedule and its
+numbers. A task's `retry_delay` function, asked where its code raised (the worker), comes
+before all of these (`heartq.worker.invoke`); what it cannot answer falls back here.
 
 Which exceptions are worth retrying is the task's `RetryOn`: an exception its code raised
 that the task's `dont_retry_on` names, or that its `retry_on` (when given) does not, ends
@@ -22,8 +25,10 @@ reading a row stored before backoffs were checked all use the same numbers.
 from __future__ import annotations
 
 import enum
+import inspect
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from heartq.errors import ConfigError, Permanent
@@ -56,6 +61,10 @@ class Backoff:
 
     schedule: str = EXPONENTIAL
     jitter: bool = True
+    intervals: tuple[float, ...] | None = None
+    """The task's `retry_intervals` (None: the schedule's): the wait after failed attempt
+    n is `intervals[n-1]`, the last repeated for the attempts after; `base` and `cap` do
+    not apply."""
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -67,6 +76,8 @@ class Backoff:
     def raw(self, attempt: int, base: float) -> float:
         """The wait after failed attempt number `attempt` (1-based), before its cap and jitter."""
         n = max(attempt, 1)
+        if self.intervals:
+            return self.intervals[min(n, len(self.intervals)) - 1]
         if self.schedule == CONSTANT:
             return base
         if self.schedule == LINEAR:
@@ -76,6 +87,86 @@ class Backoff:
 
 DEFAULT_BACKOFF = Backoff()
 """Exponential, with jitter: what a task that chooses nothing gets."""
+
+MAX_WAIT = 10 * 365 * 86400.0
+"""The longest wait a retry may be given: ten years, as for any duration (`payload`)."""
+INTERVALS_EXAMPLE = "like [1, 10, 60]"
+
+
+def retry_intervals(value: object) -> tuple[float, ...]:
+    """A task's `retry_intervals` as given (a non-empty list or tuple of seconds, each
+    finite, not negative, at most ten years) as a tuple of floats; `ConfigError` in one
+    line for anything else."""
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigError(
+            f"retry_intervals must be a non-empty list of seconds, {INTERVALS_EXAMPLE}, "
+            f"got {value!r}"
+        )
+    for seconds in value:
+        problem = wait_problem(seconds)
+        if problem is not None:
+            raise ConfigError(
+                f"retry_intervals must be seconds, {INTERVALS_EXAMPLE}: {seconds!r} {problem}"
+            )
+    return tuple(float(seconds) for seconds in value)
+
+
+def wait_problem(value: object) -> str | None:
+    """What makes `value` no wait before a retry, said after it, or None: a number (not
+    a bool), finite, not negative, at most `MAX_WAIT`."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "is not a number"
+    if not math.isfinite(value) or value < 0:
+        return "is not a finite number of seconds, zero or more"
+    if value > MAX_WAIT:
+        return "is more than ten years"
+    return None
+
+
+RetryDelay = Callable[[int, BaseException], float | None]
+"""A task's `retry_delay`: called with the number of the attempt that failed (1 for the
+first) and the exception its code raised, it returns the seconds to wait before the next
+attempt, or None for the task's other rules (`retry_intervals`, else the schedule)."""
+
+
+def check_retry_delay(value: object) -> RetryDelay:
+    """A task's `retry_delay` as given: a function that takes (attempt, exc);
+    `ConfigError` in one line for anything else."""
+    problem = "is not callable"
+    if callable(value):
+        try:
+            inspect.signature(value).bind(1, Exception())
+        except TypeError:
+            problem = "does not take (attempt, exc)"
+        except ValueError:  # a builtin without a signature: it is its caller's to know
+            return value
+        else:
+            return value
+    raise ConfigError(
+        f"retry_delay must be a function of (attempt, exc) that returns seconds or None, "
+        f"like lambda attempt, exc: 10 * attempt; {value!r} {problem}"
+    )
+
+
+def asked_delay(
+    fn: RetryDelay, attempt: int, exc: BaseException
+) -> tuple[float | None, str | None]:
+    """The wait a task's `retry_delay` gives after failed attempt `attempt` whose code
+    raised `exc`: (seconds, None); (None, None) when it returns None (the task's other
+    rules decide); (None, why) when it raised or returned no wait (the other rules
+    decide too, and the worker logs `why`: a bug in a backoff function must not cost the
+    job its retries)."""
+    try:
+        value = fn(attempt, exc)
+    except Exception as error:  # noqa: BLE001 - the task's own code: told, then the default
+        said = " ".join(str(error).split())[:200]
+        return None, f"retry_delay raised {type(error).__name__}: {said}"
+    if value is None:
+        return None, None
+    problem = wait_problem(value)
+    if problem is not None:
+        return None, f"retry_delay returned {value!r}, which {problem}"
+    return float(value), None
 
 
 ExceptionClasses = type[BaseException] | Sequence[type[BaseException]] | None
@@ -156,7 +247,10 @@ def backoff_delay(
     rng: random.Random | None = None,
     backoff: Backoff = DEFAULT_BACKOFF,
 ) -> float:
-    """Seconds to wait after failed attempt number `attempt` (1-based), by `backoff`."""
+    """Seconds to wait after failed attempt number `attempt` (1-based), by `backoff`
+    (explicit intervals are not capped: each is a wait the task stated)."""
+    if backoff.intervals:
+        cap = math.inf
     raw = min(cap, backoff.raw(attempt, base))
     if not backoff.jitter:
         return max(0.0, raw)

@@ -184,13 +184,17 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
 
 def retry_rules_doc(policy: TaskPolicy) -> dict[str, Any] | None:
     """A declaration's `retry_rules` column: None for the defaults (so a declaration of
-    an older version and one that chose nothing read alike)."""
-    doc = {
+    an older version and one that chose nothing read alike); `intervals` only for a task
+    that gave `retry_intervals` (a version before them reads the rest, and waits by the
+    schedule)."""
+    doc: dict[str, Any] = {
         "schedule": policy.retry_schedule,
         "jitter": policy.retry_jitter,
         "retry_on": None if policy.retry_on is None else list(policy.retry_on),
         "dont_retry_on": list(policy.dont_retry_on),
     }
+    if policy.retry_intervals is not None:  # only when given: an older reader ignores it
+        doc["intervals"] = list(policy.retry_intervals)
     return None if doc == RETRY_RULES_DEFAULT else doc
 
 

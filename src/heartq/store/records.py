@@ -19,7 +19,7 @@ from typing import Any
 
 from heartq import lost_results, rates
 from heartq.errors import LeaseLost
-from heartq.lifecycle.retry import DEFAULT_BACKOFF, SCHEDULES, Backoff
+from heartq.lifecycle.retry import DEFAULT_BACKOFF, SCHEDULES, Backoff, wait_problem
 from heartq.model import (
     TERMINAL_STATUSES,
     ClaimedJob,
@@ -237,11 +237,13 @@ def retry_rules(value: Any) -> dict[str, Any]:
         return {}
     schedule, jitter = doc.get("schedule"), doc.get("jitter")
     retry_on, dont_retry_on = doc.get("retry_on"), doc.get("dont_retry_on")
+    intervals = doc.get("intervals")
     if not (
         schedule in SCHEDULES
         and isinstance(jitter, bool)
         and (retry_on is None or _names(retry_on))
         and _names(dont_retry_on)
+        and (intervals is None or _waits(intervals))
     ):
         return {}
     return {
@@ -249,6 +251,7 @@ def retry_rules(value: Any) -> dict[str, Any]:
         "retry_jitter": jitter,
         "retry_on": None if retry_on is None else tuple(retry_on),
         "dont_retry_on": tuple(dont_retry_on or ()),
+        "retry_intervals": None if intervals is None else tuple(map(float, intervals)),
     }
 
 
@@ -256,12 +259,16 @@ def _names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
+def _waits(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(wait_problem(w) is None for w in value)
+
+
 def backoff(value: Any) -> Backoff:
     """The shape of waits a reclaimed job's task declared (its `retry_rules` column)."""
     rules = retry_rules(value)
     if not rules:
         return DEFAULT_BACKOFF
-    return Backoff(rules["retry_schedule"], rules["retry_jitter"])
+    return Backoff(rules["retry_schedule"], rules["retry_jitter"], rules["retry_intervals"])
 
 
 def task_parameters(value: Any) -> tuple[TaskParameter, ...] | None:

@@ -3,7 +3,8 @@
 Messages, child to parent: `("touch", progress | None)`, `("checkpoint", json)` (answered
 by `("checkpoint", "ok" | "lost" | error text)`), `("transaction", state, with_result)`
 (where its `ctx.transaction()` stands; committed with the result the task handed to the
-commit, or not), `("done", AttemptEnd fields)`.
+commit, or not), `("done", AttemptEnd fields)` (with the wait its task's `retry_delay`
+gave: the exception it was asked about exists only here).
 Parent to child: `("flags", lost, cancel_requested)`. The child dies with its parent: it
 asks the kernel for SIGKILL when the parent goes (Linux), and exits when the pipe closes.
 """
@@ -30,7 +31,7 @@ from heartq.model import AttemptRef, Lease, Outcome, Progress, Report
 from heartq.store import open_store
 from heartq.worker import tracing
 from heartq.worker.attempt import TransactionState
-from heartq.worker.invoke import run_sync
+from heartq.worker.invoke import Attempt, run_sync
 
 PR_SET_PDEATHSIG = 1
 
@@ -171,11 +172,12 @@ def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) 
                 snoozes=job["snoozes"][0],
                 max_snoozes=job["snoozes"][1],
             )
-            end = run_sync(task, ctx, control, job["args"], limit)
+            attempt = Attempt(ref.attempt, job["max_retries"])
+            end = run_sync(task, ctx, control, job["args"], limit, attempt)
     why = None if end.cannot_run is None else end.cannot_run.value
     control._send(
         ("done", end.outcome.value, end.result_json, end.error, end.permanent, why,
-         end.database_away, end.snooze_for)
+         end.database_away, end.snooze_for, end.retry_delay, end.retry_delay_error)
     )  # fmt: skip
     control.reported = True
     conn.close()

@@ -31,12 +31,13 @@ if they do, the code raised it, and it is retried like any exception.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import traceback
 from collections.abc import Callable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from heartq import arguments, payload
 from heartq.errors import (
@@ -50,6 +51,7 @@ from heartq.errors import (
 )
 from heartq.hooks import AttemptInfo, HookList
 from heartq.lifecycle.fate import AttemptEnd, bad_arguments_end, judged, outcome_of, will_retry
+from heartq.lifecycle.retry import RetryDelay, asked_delay
 from heartq.lost_results import LostResult
 from heartq.model import DependencyEnd, JobStatus, Outcome
 
@@ -242,17 +244,52 @@ def end_from_exception(exc: BaseException, cancel_requested: bool) -> AttemptEnd
     return AttemptEnd(Outcome.FAILED, error=text, permanent=isinstance(exc, Permanent))
 
 
+class Attempt(NamedTuple):
+    """Which attempt of its job a call is, as its task's `retry_delay` is asked: its
+    number (1 for the first) and the job's `max_retries` in force."""
+
+    number: int
+    max_retries: int
+
+
 def end_from_call_error(
-    exc: BaseException, task: Task[Any, Any], args: dict[str, Any], cancel_requested: bool
+    exc: BaseException,
+    task: Task[Any, Any],
+    args: dict[str, Any],
+    cancel_requested: bool,
+    attempt: Attempt,
 ) -> AttemptEnd:
     """What the call of a task raised, as its attempt's end: a `TypeError` of arguments
     that cannot bind is `bad_arguments_end`, anything else `end_from_exception`, judged
-    by the task's `retry_on`/`dont_retry_on` (`judged`)."""
+    by the task's `retry_on`/`dont_retry_on` (`judged`), with the wait its `retry_delay`
+    gives (`delayed`)."""
     if isinstance(exc, TypeError):
         refused = arguments.refusal(task.name, task.signature, args)
         if refused is not None:
             return bad_arguments_end(refused)
-    return judged(end_from_exception(exc, cancel_requested), exc, task.retry_rule)
+    end = judged(end_from_exception(exc, cancel_requested), exc, task.retry_rule)
+    if task.retry_delay is None:
+        return end
+    return delayed(end, exc, task.retry_delay, attempt, cancel_requested)
+
+
+def delayed(
+    end: AttemptEnd, exc: BaseException, fn: RetryDelay, attempt: Attempt, cancel_requested: bool
+) -> AttemptEnd:
+    """`end` with the wait before its retry that its task's `retry_delay` gives for `exc`,
+    asked here because only the process where the code raised holds the exception (a
+    process-pool child sends the answer up with the end). Asked only of a failure that
+    will be retried; a timeout, a crash or a reclaim raised nothing to ask about, so
+    the task's other rules decide those, as they do when the function raises or answers
+    no wait (`retry_delay_error`, logged by the worker)."""
+    if end.outcome is not Outcome.FAILED or end.database_away:
+        return end
+    if not will_retry(attempt.number, attempt.max_retries, end, cancel_requested):
+        return end
+    wait, error = asked_delay(fn, attempt.number, exc)
+    if wait is None and error is None:
+        return end
+    return dataclasses.replace(end, retry_delay=wait, retry_delay_error=error)
 
 
 def run_sync(
@@ -261,11 +298,12 @@ def run_sync(
     control: AttemptControl,
     args: dict[str, Any],
     limit: int,
+    attempt: Attempt,
 ) -> AttemptEnd:
     """Run a task to its end in this thread (an `async def` task gets its own loop),
     inside its app's attempt hooks. `control` is the attempt's (its ctx's) control:
     whether a cancel was requested. `ctx` None: the attempt needs none (`needs_context`),
-    so no hooks run around it."""
+    so no hooks run around it. `attempt`: which one it is (for its `retry_delay`)."""
     hooked = attempt_hooks(task, ctx, args)
     with hooked:
         try:
@@ -274,7 +312,9 @@ def run_sync(
                 value = asyncio.run(task.fn(**kwargs)) if task.is_async else task.fn(**kwargs)
         except BaseException as exc:  # noqa: BLE001 - everything a task raises is its outcome
             return hooked.ended(
-                end_from_call_error(exc, task, args, control.cancel_requested), control, exc
+                end_from_call_error(exc, task, args, control.cancel_requested, attempt),
+                control,
+                exc,
             )
         return hooked.ended(end_from_result(value, limit), control, returned=value)
 
@@ -285,6 +325,7 @@ async def run_async(
     control: AttemptControl,
     args: dict[str, Any],
     limit: int,
+    attempt: Attempt,
 ) -> AttemptEnd:
     """Run a task in the current event loop (a sync task goes to a thread), inside its
     app's attempt hooks: they run in this asyncio task, so a context they set is the
@@ -308,7 +349,9 @@ async def run_async(
                 )
                 raise
             return hooked.ended(
-                end_from_call_error(exc, task, args, control.cancel_requested), control, exc
+                end_from_call_error(exc, task, args, control.cancel_requested, attempt),
+                control,
+                exc,
             )
         return hooked.ended(end_from_result(value, limit), control, returned=value)
 

@@ -395,7 +395,23 @@ class Ledger:
             self.lose(run, run.untrusted_reason)
         elif end.outcome is not Outcome.RELEASED:  # shutdown releases those together
             finish = fate.decide(run.job, end, run.cancel_requested, run.report_to_save())
+            if end.retry_delay_error is not None:
+                self._retry_delay_failed(run, end.retry_delay_error, finish.retry_delay)
             self.outcomes.put((run, finish))
+
+    def _retry_delay_failed(self, run: RunningJob, error: str, wait: float) -> None:
+        """Tell that a task's `retry_delay` gave no wait (it raised, or answered no number
+        of seconds), so its other rules did: `retry_delay_failed`, once per attempt."""
+        self.events.emit(
+            events.RETRY_DELAY_FAILED,
+            logging.WARNING,
+            job_id=run.job.id,
+            task=run.job.task,
+            attempt=run.job.attempt,
+            worker_id=self.worker_id,
+            error=error,
+            retry_in=round(wait, 3),
+        )
 
     def refused(self, run: RunningJob, reason: str) -> None:
         """A fenced write of the attempt's worker (a renewal, a pulse) matched no job: the

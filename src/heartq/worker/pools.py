@@ -35,6 +35,7 @@ from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
 from heartq.model import Lease, Outcome
 from heartq.worker.attempt import RunningJob
 from heartq.worker.invoke import (
+    Attempt,
     call_args,
     describe,
     end_from_exception,
@@ -183,7 +184,8 @@ class ThreadPool:
         else:
             ctx = make_context(run, self._worker_id) if needs_context(run.task) else None
             began = time.monotonic()
-            end = run_sync(run.task, ctx, run, args, self._limit)
+            attempt = Attempt(run.job.attempt, run.job.max_retries)
+            end = run_sync(run.task, ctx, run, args, self._limit, attempt)
             if time.monotonic() - began >= LONG_ATTEMPT:
                 self._long.add(run.job.task)
             else:
@@ -289,7 +291,10 @@ class AsyncPool:
                 end = args
             else:
                 ctx = make_context(run, self._worker_id) if needs_context(run.task) else None
-                end = await run_async(run.task, ctx, run, args or run.job.args, self._limit)
+                attempt = Attempt(run.job.attempt, run.job.max_retries)
+                end = await run_async(
+                    run.task, ctx, run, args or run.job.args, self._limit, attempt
+                )
         except asyncio.CancelledError:
             end = AttemptEnd(Outcome.CANCELLED, error="cancelled by the worker")
         except BaseException as exc:  # noqa: BLE001 - the guard behind run_async, as above

@@ -186,17 +186,15 @@ class ProcessPool:
             else:
                 run.transaction = state
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for = message
+            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for, delay, why_not = (
+                message
+            )
             why = None if cannot_run is None else CannotRun(cannot_run)
             return AttemptEnd(
-                Outcome(outcome),
-                result_json,
-                error,
-                permanent,
-                cannot_run=why,
-                snooze_for=snooze_for,
+                Outcome(outcome), result_json, error, permanent, cannot_run=why,
+                snooze_for=snooze_for, retry_delay=delay, retry_delay_error=why_not,
                 database_away=away,
-            )
+            )  # fmt: skip
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:
