@@ -16,7 +16,9 @@ failed before any of the task's code ran, and no retry can change that).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -283,3 +285,23 @@ def fill_template(
                 f"this program does not have: pass {name}= (None: no key)"
             )
     return template.format(**values)
+
+
+UNIQUE_ARGS_PREFIX = "args:"
+"""How a key derived from a job's task and arguments starts (`unique_args_key`)."""
+
+
+def unique_args_key(task: str, args_json: str) -> str:
+    """The unique key of a job of `task` whose stored arguments are `args_json` (the JSON
+    object an enqueue stores): `args:TASK:SHA256`, the SHA-256 (hex) of the arguments'
+    canonical JSON (object keys sorted at every level, no spaces, UTF-8, strings as
+    written). The same for the same arguments however they were given (positionally or
+    by name, in any order, from any program and either backend, today and after an
+    upgrade: nothing in it depends on the process); different for any argument that
+    differs as JSON (`1` and `1.0`, `[1]` and `1`, an argument left to its default and
+    the same value given)."""
+    canonical = json.dumps(
+        json.loads(args_json), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return f"{UNIQUE_ARGS_PREFIX}{task}:{digest}"

@@ -66,6 +66,12 @@ class TaskOptions(TypedDict, total=False):
     retry_intervals: Sequence[float] | None
     """The wait after each failed attempt in turn, the last repeated: replaces
     `retry_backoff`, `retry_backoff_max` and `retry_schedule`."""
+    unique: bool
+    """Defaults to False. True: each job an enqueue makes is keyed by the task and its
+    arguments (`heartq.arguments.unique_args_key`), declared, so enqueues by name are too."""
+    unique_for: float | None
+    """With `unique`: a job with the same arguments that finished within this many
+    seconds answers too (None: only one queued or running)."""
     retry_delay: RetryDelay | None
     """`fn(attempt, exc)`: the wait before the next attempt, asked by the worker where the
     code raised; None (or a failure of its own): the task's other rules."""
@@ -141,6 +147,14 @@ class TaskDefinition:
         self.retry_delay = None if delay is None else check_retry_delay(delay)
         """Its function of (attempt, exc) giving the wait before a retry, or None: asked by
         the worker running an attempt whose code raised (`heartq.worker.invoke`)."""
+        self.unique = options.get("unique", False)
+        """Its jobs are keyed by their task and arguments, within `unique_for` seconds."""
+        self.unique_for = options.get("unique_for")
+        if not isinstance(self.unique, bool):
+            raise ConfigError(f"{name}: unique must be True or False, got {self.unique!r}")
+        payload.check_duration(f"{name}: unique_for", self.unique_for, allow_zero=True)
+        if self.unique_for is not None and not self.unique:
+            raise ConfigError(f"{name}: unique_for needs unique=True: the window of which key?")
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = arguments.describe(self.signature)
         self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
@@ -170,6 +184,8 @@ class TaskDefinition:
             retry_schedule=self.backoff.schedule,
             retry_jitter=self.backoff.jitter,
             retry_intervals=self.backoff.intervals,
+            unique=self.unique,
+            unique_for=self.unique_for,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
         )

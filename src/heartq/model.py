@@ -391,6 +391,10 @@ class TaskPolicy:
     dont_retry_on: tuple[str, ...] = ()
     retry_intervals: tuple[float, ...] | None = None
     """The task's explicit waits after each failed attempt (None: `retry_schedule`'s)."""
+    unique: bool = False
+    """Its jobs are keyed by their task and arguments (`heartq.arguments.unique_args_key`),
+    with the window `unique_for` (None: while one is queued or running)."""
+    unique_for: float | None = None
 
 
 @dataclass(slots=True)

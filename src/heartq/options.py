@@ -54,11 +54,12 @@ class EnqueueOptions(StepOptions, total=False):
     """What a caller may choose for an enqueue: a step's options and a unique key's."""
 
     unique_key: UniqueKey
+    unique: bool | None
     unique_for: float | None
     on_conflict: str | None
 
 
-NOT_FOR_STEPS = ("unique_key", "unique_for", "on_conflict")
+NOT_FOR_STEPS = ("unique_key", "unique", "unique_for", "on_conflict")
 """The options a pipeline's step does not take. A pipeline's jobs are laid out before
 they are stored, each waiting for the ids of the steps before it; a step whose unique
 key another job holds would be answered by that job's id and never stored, and the steps
@@ -192,6 +193,11 @@ def _unique_key(option: Option, value: UniqueKey) -> None:
         payload.check_unique_key(value)
 
 
+def _flag(option: Option, value: bool | None) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{option.name} must be True or False, got {value!r}")
+
+
 def _meta(option: Option, value: Mapping[str, Any] | None) -> None:
     if value is not None:
         payload.check_meta(value)
@@ -265,14 +271,22 @@ OPTIONS: tuple[Option, ...] = (
         _unique_key, metavar="KEY",
     ),
     Option(
+        "unique", bool,
+        "Key the job by its task and arguments (args:TASK:SHA-256 of their canonical JSON): "
+        "while a job with the same arguments is queued or running, print its id and store "
+        "nothing; --no-unique opts out of a task declared unique=True",
+        _flag,
+    ),
+    Option(
         "unique_for", float,
-        "With --unique-key: a job with the key that finished within S seconds counts too",
+        "With --unique-key or --unique: a job with the key that finished within S seconds "
+        "counts too",
         _seconds, minimum=0, metavar="S",
     ),
     Option(
         "on_conflict", str,
-        "With --unique-key, when a job holds the key: answer its id (return) or fail "
-        "naming it (raise)", _choice, metavar="return|raise", shown_default="return",
+        "With --unique-key or --unique, when a job holds the key: answer its id (return) "
+        "or fail naming it (raise)", _choice, metavar="return|raise", shown_default="return",
         choices=ON_CONFLICT,
     ),
     Option(
@@ -322,25 +336,49 @@ NAMES = frozenset(option.name for option in OPTIONS)
 
 
 def check_together(chosen: EnqueueOptions) -> None:
-    """The rules between options: `eta` or `delay`, `unique_for` only with a
-    `unique_key`, `concurrency_key` and `concurrency_limit` together or neither,
+    """The rules between options: `eta` or `delay`, `unique_key` or `unique=True`,
+    `unique_for` and `on_conflict` not with `unique=False` (and only with a key: the
+    caller's, or its task's `unique=True`, which the producer knows: `needs_a_key`),
+    `concurrency_key` and `concurrency_limit` together or neither,
     `rate_limit` only with a `rate_key` (a key alone takes the task's limit),
     `depends_on` without a `unique_key` (an enqueue that answers another job's id would
     leave the dependencies to a job never stored), `on_dependency_failure` only with
     dependencies."""
     if chosen.get("eta") is not None and chosen.get("delay"):
         raise ConfigError("give either delay or eta, not both")
-    if chosen.get("unique_for") is not None and chosen.get("unique_key") is None:
-        raise ConfigError("unique_for needs a unique_key: the window of which key?")
-    if chosen.get("on_conflict") is not None and chosen.get("unique_key") is None:
-        raise ConfigError("on_conflict needs a unique_key: a conflict over which key?")
-    if chosen.get("depends_on") and chosen.get("unique_key") is not None:
-        raise ConfigError("depends_on cannot be combined with unique_key")
+    derived = chosen.get("unique") is True
+    if derived and chosen.get("unique_key") is not None:
+        raise ConfigError(
+            "give unique=True (a key from the task and its arguments) or a unique_key, not both"
+        )
+    keyed = derived or chosen.get("unique_key") is not None
+    if chosen.get("unique") is False:
+        for option in ("unique_for", "on_conflict"):
+            if chosen.get(option) is not None:
+                raise ConfigError(f"{option} needs a key, and unique=False asks for none")
+    if chosen.get("depends_on") and keyed:
+        key = "unique=True" if derived else "unique_key"
+        raise ConfigError(f"depends_on cannot be combined with {key}")
     payload.check_concurrency(chosen.get("concurrency_key"), chosen.get("concurrency_limit"))
     if chosen.get("rate_limit") is not None and chosen.get("rate_key") is None:
         raise ConfigError(
             "rate_limit needs a rate_key: the limit of which key? (a task's own limit is "
             "declared with @app.task(rate_limit=...))"
+        )
+
+
+def needs_a_key(chosen: EnqueueOptions) -> None:
+    """`ConfigError` for `unique_for` or `on_conflict` chosen for jobs that get no unique
+    key: neither the caller's (`unique_key`, `unique=True`) nor their task's."""
+    if chosen.get("unique_for") is not None:
+        raise ConfigError(
+            "unique_for needs a unique_key or unique=True (here, or declared by the task): "
+            "the window of which key?"
+        )
+    if chosen.get("on_conflict") is not None:
+        raise ConfigError(
+            "on_conflict needs a unique_key or unique=True (here, or declared by the task): "
+            "a conflict over which key?"
         )
 
 

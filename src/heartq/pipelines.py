@@ -229,7 +229,7 @@ def _made(app: EnqueuingApp, part: _Part, args: dict[str, Any]) -> Made:
     those first, in their order, which is the order the worker passes them in."""
     sig = part.signature
     options = Options.given("Signature.set", sig.options)
-    made = app.producer.make(sig.task.name, [args], options, bound=True)
+    made = app.producer.make(sig.task.name, [args], options, bound=True, step=True)
     (job,) = made.jobs
     taken = part.results_of or ()
     placed = dataclasses.replace(

@@ -74,6 +74,8 @@ DECLARED_FIELDS = (
     "retry_on",
     "dont_retry_on",
     "retry_intervals",
+    "unique",
+    "unique_for",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 

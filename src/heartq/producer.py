@@ -52,7 +52,7 @@ from heartq.config import Settings
 from heartq.errors import AlreadyEnqueued, ConfigError, TaskNotDeclared, TaskNotDeclaredWarning
 from heartq.hooks import EnqueueRun, Hooks, hooked_enqueue
 from heartq.model import NewJob, TaskPolicy
-from heartq.options import Options
+from heartq.options import Options, needs_a_key
 from heartq.periodic import TICK_UNIQUE_FOR, Schedule
 from heartq.store import Store
 
@@ -170,10 +170,12 @@ class Producer:
         args_list: list[dict[str, Any]],
         options: Options,
         bound: bool = False,
+        step: bool = False,
     ) -> Made:
         """The jobs to store, one per arguments, with the task's policy resolved.
         `bound`: the arguments were bound against the task's function already (a
-        pipeline's signature; a task registered here always is)."""
+        pipeline's signature; a task registered here always is). `step`: the jobs are a
+        pipeline's, which a task's `unique=True` does not key (`_uniqueness`)."""
         payload.check_name("task", task_name)
         task_policy, declared = self._policy_for(task_name)
         task = self.app.tasks.get(task_name)
@@ -187,25 +189,31 @@ class Producer:
         meta_json = payload.encode_meta(chosen.get("meta") or {}, limit=limit)
         defaults = task.defaults if task else arguments.declared_defaults(task_policy.parameters)
         rate = policy.RateChoice.of(task_name, task_policy, chosen, defaults)
-        jobs = [
-            NewJob(
-                id=ids.new_job_id(),  # its own: an answer that differs is a key's holder
-                task=task_name,
-                args_json=payload.encode_args(args, limit=limit),
-                delay=float(chosen.get("delay") or 0.0),
-                run_at=options.run_at,
-                unique_key=options.key_for(args),
-                unique_for=chosen.get("unique_for"),
-                **self._concurrency(task, options, args),
-                **rate.for_job(args),
-                **resolved,
-                meta_json=meta_json,
-                expires_in=options.expires_in,
-                depends_on=options.depends_on,
-                on_dependency_failure=options.on_dependency_failure,
+        derived, unique_for = _uniqueness(task_policy, options, step)
+        jobs = []
+        for args in args_list:
+            args_json = payload.encode_args(args, limit=limit)
+            key = options.key_for(args)
+            if derived:
+                key = arguments.unique_args_key(task_name, args_json)
+            jobs.append(
+                NewJob(
+                    id=ids.new_job_id(),  # its own: an answer that differs is a key's holder
+                    task=task_name,
+                    args_json=args_json,
+                    delay=float(chosen.get("delay") or 0.0),
+                    run_at=options.run_at,
+                    unique_key=key,
+                    unique_for=unique_for,
+                    **self._concurrency(task, options, args),
+                    **rate.for_job(args),
+                    **resolved,
+                    meta_json=meta_json,
+                    expires_in=options.expires_in,
+                    depends_on=options.depends_on,
+                    on_dependency_failure=options.on_dependency_failure,
+                )
             )
-            for args in args_list
-        ]
         return Made(task_name, jobs, declared, resolved)
 
     def _policy_for(self, task_name: str) -> tuple[TaskPolicy, bool]:
@@ -507,6 +515,28 @@ def _warn_caller(notices: Sequence[Warning]) -> None:
 
 
 # -- unique keys ------------------------------------------------------------------------
+def _uniqueness(task_policy: TaskPolicy, options: Options, step: bool) -> tuple[bool, float | None]:
+    """Whether an enqueue's jobs are keyed by their task and arguments
+    (`arguments.unique_args_key`), and the window of their keys (`unique_for`). The
+    caller's word first: its `unique_key` (never derived), or `unique=True`/`False`;
+    else the task's declared `unique=True` keys the jobs of a plain enqueue, not those
+    that wait for others (`depends_on`, a pipeline's `step`: an enqueue answered by
+    another job's id would leave what waits for it to a job never stored). The window is
+    the caller's `unique_for`, else the task's."""
+    chosen = options.chosen
+    window = chosen.get("unique_for")
+    if chosen.get("unique_key") is not None:
+        return False, window
+    unique = chosen.get("unique")
+    if unique is None:
+        unique = task_policy.unique and not step and not options.depends_on
+    if not unique:
+        needs_a_key(chosen)
+    if window is None and unique and task_policy.unique:
+        window = task_policy.unique_for
+    return bool(unique), window
+
+
 def refuse_collisions(jobs: Sequence[NewJob]) -> None:
     """`ConfigError` for a batch in which jobs that differ share a unique key."""
     first: dict[str, tuple[int, NewJob]] = {}

@@ -10,7 +10,8 @@ from tests.cli.helpers import HeartqCli, assert_fits
 TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
                "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
                "declared_by", "parameters", "rate_limit", "rate_key", "retry_schedule",
-               "retry_jitter", "retry_on", "dont_retry_on", "retry_intervals"}  # fmt: skip
+               "retry_jitter", "retry_on", "dont_retry_on", "retry_intervals", "unique",
+               "unique_for"}  # fmt: skip
 
 
 def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:
@@ -46,7 +47,7 @@ def test_each_declared_task_with_its_policy(heartq: HeartqCli) -> None:
     assert (ok["retry_schedule"], ok["retry_jitter"], ok["retry_on"], ok["dont_retry_on"]) == (
         "exponential", True, None, [],
     )  # fmt: skip
-    assert ok["retry_intervals"] is None
+    assert (ok["retry_intervals"], ok["unique"], ok["unique_for"]) == (None, False, None)
 
     out = heartq("tasks").ok().out
     assert_fits(out)

@@ -45,6 +45,17 @@ def test_enqueue_says_when_a_job_already_holds_the_key(heartq: HeartqCli) -> Non
     )
 
 
+def test_enqueue_unique_keys_the_job_by_its_arguments(heartq: HeartqCli) -> None:
+    first = heartq.enqueue("ok", "--unique", "--args", '{"value": {"b": 1, "a": [2]}}')
+    again = heartq("enqueue", "ok", "--unique", "--args", '{"value": {"a": [2], "b": 1}}').ok()
+    assert again.out.strip() == first
+    assert again.err.strip().startswith(f"heartq: job {first} already holds unique key 'args:ok:")
+    assert heartq.enqueue("ok", "--unique", "--args", '{"value": 3}') != first
+    assert heartq.enqueue("ok", "--args", '{"value": {"a": [2], "b": 1}}') != first  # unkeyed
+    run = heartq("enqueue", "ok", "--unique", "--unique-key", "k").fails(1)
+    assert "give unique=True (a key from the task and its arguments) or a unique_key" in run.err
+
+
 def test_unique_for_without_a_key_is_refused_in_one_line(heartq: HeartqCli) -> None:
     run = heartq("enqueue", "ok", "--unique-for", "5").fails(1)
     assert "unique_for needs a unique_key" in run.err

@@ -108,7 +108,8 @@ def test_a_pipeline_is_one_transaction(app: heartq.App) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "value"), [("unique_key", "x"), ("unique_for", 5.0), ("on_conflict", "raise")]
+    ("option", "value"),
+    [("unique_key", "x"), ("unique", True), ("unique_for", 5.0), ("on_conflict", "raise")],
 )
 def test_a_step_takes_no_unique_key(app: heartq.App, option: str, value: object) -> None:
     """A step answered by the id of the job holding its key would not be stored, and the
@@ -121,12 +122,31 @@ def test_a_step_takes_no_unique_key(app: heartq.App, option: str, value: object)
         heartq.chain(set_options(**{option: value}), t["add"].s(3)).enqueue()
     said = str(refused.value)
     assert said.startswith(
-        "Signature.set() takes any enqueue option but unique_key, unique_for, on_conflict, "
+        "Signature.set() takes any enqueue option but unique_key, unique, unique_for, "
+        "on_conflict, "
         f"got {option}: a step answered by the id of a job holding its key would not be "
         "stored"
     )
     assert "\n" not in said
     assert app.store.list_jobs() == []
+
+
+def test_a_step_of_a_unique_task_is_not_keyed(app: heartq.App) -> None:
+    """A task's `unique=True` keys its plain enqueues, never a pipeline's steps, nor a job
+    that waits for others: the same chain enqueued twice is stored twice."""
+
+    @app.task(unique=True)
+    def export(part: int) -> int:
+        return part
+
+    first = heartq.chain(export.s(1), export.s(2)).enqueue(app)
+    second = heartq.chain(export.s(1), export.s(2)).enqueue(app)
+    assert set(first.ids).isdisjoint(second.ids)
+    waiting = export.options(depends_on=[first.last]).enqueue(1)
+    assert waiting not in first.ids
+    assert all(job["unique_key"] is None for job in app.store.list_jobs(limit=10))
+    keyed = export.enqueue(7)
+    assert app.get_job(keyed)["unique_key"].startswith("args:export:")
 
 
 def test_a_pipeline_warns_once_per_task_not_declared(app: heartq.App) -> None:

@@ -177,6 +177,10 @@ def enqueue_options(fn: F) -> F:
     """`--queue`, `--priority`, ...: an option for each of `heartq.options.OPTIONS`, with
     its help and default as written there."""
     for option in reversed(OPTIONS):
+        if option.kind is bool:  # `--unique/--no-unique`: neither given is None
+            flags = f"{option.flag}/--no-{option.flag[2:]}"
+            fn = click.option(flags, default=None, help=option.help_text)(fn)
+            continue
         fn = click.option(
             option.flag,
             type=click_type(option),
@@ -218,15 +222,18 @@ def enqueue_command(
     The job takes the options its task's workers declared (queue, priority, retries,
     backoff) unless given here. A task no worker has declared yet is queued with the
     defaults, with a warning; its job moves to the task's queue and policy as soon as a
-    worker declares it (--strict refuses it instead). With --unique-key, a job with that
-    key still queued or running (or finished within --unique-for) is answered instead,
-    and a line on stderr says so (--on-conflict raise: an error, exit status 1)."""
+    worker declares it (--strict refuses it instead). With --unique-key (or --unique: a
+    key from the task and the arguments), a job with that key still queued or running
+    (or finished within --unique-for) is answered instead, and a line on stderr says so
+    (--on-conflict raise: an error, exit status 1). A task declared unique=True keys its
+    jobs by their arguments without --unique (its holder's id answered quietly);
+    --no-unique stores one anyway."""
     args = parse_args_json(read_args_text(args_text))
     app = App(resolve_url(url), strict_tasks=strict)
     try:
         if options.get("depends_on"):
             options["depends_on"] = [_dependency(app, ref) for ref in options["depends_on"]]
-        keyed = options.get("unique_key") is not None
+        keyed = options.get("unique_key") is not None or options.get("unique") is True
         quiet = keyed and options.get("on_conflict") != "raise"
         held: AlreadyEnqueued | None = None
         with warnings.catch_warnings(record=True) as heard:

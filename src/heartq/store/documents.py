@@ -179,6 +179,7 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
         "rate_limit": policy.rate_limit,
         "rate_key": policy.rate_key,
         "retry_rules": retry_rules_doc(policy),
+        "uniqueness": {"unique_for": policy.unique_for} if policy.unique else None,
     }
 
 

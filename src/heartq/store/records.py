@@ -222,7 +222,24 @@ def task_policy(row: Any) -> TaskPolicy:
         rate_limit=row["rate_limit"],
         rate_key=row["rate_key"],
         **retry_rules(row["retry_rules"]),
+        **uniqueness(row["uniqueness"]),
     )
+
+
+def uniqueness(value: Any) -> dict[str, Any]:
+    """A declaration's `uniqueness` column as `TaskPolicy` fields: `unique` and its
+    `unique_for`; not unique when it has none (a task that keys nothing, a worker of an
+    older version) or holds what this version cannot read."""
+    try:
+        doc = json_value(value)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    window = doc.get("unique_for")
+    if window is not None and wait_problem(window) is not None:
+        return {}
+    return {"unique": True, "unique_for": None if window is None else float(window)}
 
 
 def retry_rules(value: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key,
-       retry_rules
+       retry_rules, uniqueness
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -15,14 +15,15 @@ ORDER BY name
 DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
-                          declared_by, parameters, rate_limit, rate_key, retry_rules)
+                          declared_by, parameters, rate_limit, rate_key, retry_rules,
+                          uniqueness)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
        :now, :worker_id, json_extract(x.value, '$.parameters'),
        json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key'),
-       json_extract(x.value, '$.retry_rules')
+       json_extract(x.value, '$.retry_rules'), json_extract(x.value, '$.uniqueness')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
@@ -30,7 +31,8 @@ ON CONFLICT (name) DO UPDATE SET
     timeout = excluded.timeout, heartbeat_timeout = excluded.heartbeat_timeout,
     declared_at = excluded.declared_at, declared_by = excluded.declared_by,
     parameters = excluded.parameters, rate_limit = excluded.rate_limit,
-    rate_key = excluded.rate_key, retry_rules = excluded.retry_rules
+    rate_key = excluded.rate_key, retry_rules = excluded.retry_rules,
+    uniqueness = excluded.uniqueness
 """
 
 # Queued, waiting and blocked jobs of these tasks take the declaration for every option
