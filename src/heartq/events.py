@@ -62,6 +62,10 @@ attempt counted (WARNING); fields: job_id, task, queue, attempt, execution_id, w
 duration, reason (how late it was)."""
 JOB_TIMED_OUT: Final = "job_timed_out"
 JOB_CRASHED: Final = "job_crashed"
+CHILD_RECYCLED: Final = "child_recycled"
+"""A process-pool child that may run several attempts (`max_jobs_per_child`) reported
+its last and exits: worker_id, pid, jobs (the attempts it ran), rss (its resident
+memory in bytes after the last), reason (`max_jobs_per_child`, `max_memory_per_child`)."""
 JOB_RELEASED: Final = "job_released"
 JOB_SNOOZED: Final = "job_snoozed"
 """Its task said it is too early (`heartq.Snooze`): the job is queued again, runnable in

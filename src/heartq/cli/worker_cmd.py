@@ -98,6 +98,21 @@ def queue_names(ctx: click.Context, param: click.Parameter, value: str | None) -
     "cancels it at its next await, thread cannot stop it (it keeps its slot until it "
     "returns).",
 )
+@click.option(
+    "--max-jobs-per-child",
+    type=Count(0),
+    default=None,
+    help="With --pool process: reuse each child for up to N attempts, then replace it "
+    "(0: no limit) [1, a child per attempt; no limit with --max-memory-per-child].",
+)
+@click.option(
+    "--max-memory-per-child",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MIB",
+    default=None,
+    help="With --pool process: replace a child once its resident memory after an attempt "
+    "passes this many MiB (its attempt is reported first) [no ceiling].",
+)
 @click.option("--name", default=None, help="Stable name (pod or host name) for reconciliation.")
 @setting_options
 @click.option(
@@ -156,6 +171,8 @@ def worker_command(
     queues: list[str] | None,
     concurrency: int,
     pool: str,
+    max_jobs_per_child: int | None,
+    max_memory_per_child: float | None,
     name: str | None,
     startup_timeout: float | None,
     transport: str | None,
@@ -198,6 +215,8 @@ def worker_command(
         queues=queues,
         concurrency=concurrency,
         pool=pool,
+        max_jobs_per_child=max_jobs_per_child,
+        max_memory_per_child=max_memory_per_child,
         name=name,
         app_ref=app_ref if ":" in app_ref else f"{app_ref}:app",
         startup_timeout=startup_timeout,

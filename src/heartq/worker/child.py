@@ -1,12 +1,23 @@
-"""The child side of the process pool: runs one attempt, talks to its parent over a pipe.
+"""The child side of the process pool: runs attempts its parent sends, one at a time,
+and talks to its parent over a pipe.
 
-Messages, child to parent: `("touch", progress | None)`, `("checkpoint", json)` (answered
-by `("checkpoint", "ok" | "lost" | error text)`), `("transaction", state, with_result)`
-(where its `ctx.transaction()` stands; committed with the result the task handed to the
-commit, or not), `("done", AttemptEnd fields)` (with the wait its task's `retry_delay`
-gave: the exception it was asked about exists only here).
-Parent to child: `("flags", lost, cancel_requested)`. The child dies with its parent: it
-asks the kernel for SIGKILL when the parent goes (Linux), and exits when the pipe closes.
+A child runs one attempt and exits, unless its worker reuses children
+(`--max-jobs-per-child N`): then it waits for the next attempt after each, until the
+parent says an attempt is its last (the child exits once it has reported it) or tells
+it to exit (its memory passed the ceiling, the pool closes). It reports each attempt's
+end, with its resident memory then, before anything else: a recycled child never takes
+its last job with it.
+
+Messages, parent to child: `("job", fields, last)`, `("flags", job_id, execution_id,
+lost, cancel_requested)` (for that attempt only: one that comes late, after its attempt
+ended, is ignored), `("checkpoint", "ok" | "lost" | error text)` (the answer to the
+child's), `("exit",)`. Child to parent: `("touch", progress | None)`, `("checkpoint",
+json)`, `("transaction", state, with_result)` (where its `ctx.transaction()` stands;
+committed with the result the task handed to the commit, or not), `("done", AttemptEnd
+fields, rss)` (with the wait its task's `retry_delay` gave: the exception it was asked
+about exists only here; `rss`: the child's resident memory in bytes, or None).
+The child dies with its parent: it asks the kernel for SIGKILL when the parent goes
+(Linux), and exits when the pipe closes.
 """
 
 from __future__ import annotations
@@ -16,6 +27,8 @@ import ctypes
 import dataclasses
 import importlib
 import os
+import queue
+import resource
 import signal
 import sys
 import threading
@@ -45,19 +58,18 @@ def _die_with_parent() -> None:
 class ChildControl:
     """`AttemptControl` over the pipe to the parent worker."""
 
-    def __init__(self, conn: Connection, limit: int, lease: Lease, url: str) -> None:
+    def __init__(
+        self, conn: Connection, limit: int, lease: Lease, url: str, send_lock: threading.Lock
+    ) -> None:
         self._conn = conn
         self._limit = limit
         self._lease = lease
         self._url = url
-        self._send_lock = threading.Lock()
+        self._send_lock = send_lock
         self._reply = threading.Condition()
         self._answer: str | None = None
         self.lost = False
         self.cancel_requested = False
-        self.reported = False
-        """The attempt's end was sent and the pipe closed by `child_main`: a listener
-        that then finds the pipe closed has nothing to say (it once printed a traceback)."""
         self._report = Report()
         """What the task last reported, also kept here: its `ctx.transaction()` saves it
         with the completion it commits (the parent's copy is fenced out by then)."""
@@ -122,20 +134,15 @@ class ChildControl:
     def _last_report(self) -> Report | None:
         return None if self._report.empty else self._report
 
-    def listen(self) -> None:
-        """Runs in a thread: apply the parent's messages; exit if the parent is gone."""
-        try:
-            while True:
-                message = self._conn.recv()
-                if message[0] == "flags":
-                    self.lost, self.cancel_requested = bool(message[1]), bool(message[2])
-                elif message[0] == "checkpoint":
-                    with self._reply:
-                        self._answer = message[1]
-                        self._reply.notify_all()
-        except (EOFError, OSError, TypeError):  # TypeError: the pipe closed under recv
-            if not self.reported:  # the parent is gone before the attempt's end reached it
-                os._exit(70)
+    def runs(self, job_id: str, execution_id: int) -> bool:
+        """Whether this is the attempt of that job and execution (flags name theirs)."""
+        return (job_id, execution_id) == (self._lease.job_id, self._lease.execution_id)
+
+    def answer(self, text: str) -> None:
+        """The parent's answer to this attempt's checkpoint."""
+        with self._reply:
+            self._answer = text
+            self._reply.notify_all()
 
 
 def resolve_task(app_ref: str, task_name: str) -> Any:
@@ -145,39 +152,126 @@ def resolve_task(app_ref: str, task_name: str) -> Any:
     return app.tasks.get(task_name)
 
 
-def child_main(conn: Connection, app_ref: str, job: dict[str, Any], limit: int) -> None:
+def rss_bytes() -> int | None:
+    """This process's resident memory now, in bytes: Linux's `/proc/self/statm`, else
+    the peak the kernel reports (`ru_maxrss`, which only grows), else None."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (OSError, ValueError):
+        return None
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
+class Child:
+    """One child: its pipe, the attempt it runs now (`control`), and the jobs its parent
+    sends, which its listener thread hands to the main thread (`jobs`; None: exit)."""
+
+    def __init__(self, conn: Connection, app_ref: str, limit: int) -> None:
+        self.conn = conn
+        self.app_ref = app_ref
+        self.limit = limit
+        self.send_lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[tuple[dict[str, Any], bool] | None] = queue.SimpleQueue()
+        self.control: ChildControl | None = None
+        self._flags_lock = threading.Lock()
+        self._early: dict[tuple[str, int], tuple[bool, bool]] = {}
+        """Flags that came for an attempt before it started here (its parent tells a
+        child of a cancel or a lost lease as soon as it sent the job)."""
+        self.running = False
+        """An attempt runs and has not reported: a pipe that closes now means the parent
+        is gone before it heard the end, so the child exits at once (`listen`)."""
+        self.instrumented = False
+
+    def listen(self) -> None:
+        """Runs in a thread: apply the parent's messages; exit if the parent is gone."""
+        try:
+            while True:
+                message = self.conn.recv()
+                kind, control = message[0], self.control
+                if kind == "job":
+                    self.jobs.put((message[1], bool(message[2])))
+                elif kind == "exit":
+                    self.jobs.put(None)
+                elif kind == "flags":
+                    self._flags(message[1], message[2], bool(message[3]), bool(message[4]))
+                elif kind == "checkpoint" and control is not None:
+                    control.answer(message[1])
+        except (EOFError, OSError, TypeError):  # TypeError: the pipe closed under recv
+            if self.running:  # the parent is gone before the attempt's end reached it
+                os._exit(70)
+            self.jobs.put(None)  # idle, or the last end sent: nothing to say (it once
+            # printed a traceback)
+
+    def _flags(self, job_id: str, execution_id: int, lost: bool, cancel: bool) -> None:
+        with self._flags_lock:
+            control = self.control
+            if control is not None and control.runs(job_id, execution_id):
+                control.lost, control.cancel_requested = lost, cancel
+            else:  # its attempt is to come (one long gone is never asked for)
+                self._early = {(job_id, execution_id): (lost, cancel)}
+
+    def run(self, job: dict[str, Any]) -> AttemptEnd:
+        """One attempt of the job its parent sent."""
+        ref: AttemptRef = job["ref"]
+        control = ChildControl(self.conn, self.limit, ref.lease, job["url"], self.send_lock)
+        with self._flags_lock:
+            self.control = control  # fenced on its worker too
+            early = self._early.pop((ref.job_id, ref.execution_id), None)
+            if early is not None:
+                control.lost, control.cancel_requested = early
+        try:
+            task = resolve_task(self.app_ref, ref.task)
+        except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
+            return AttemptEnd(Outcome.FAILED, error=f"cannot import {self.app_ref}: {exc!r}")
+        if task is None:
+            return unknown_task_end(ref.task)
+        if job["otel"] and not self.instrumented:
+            tracing.instrument(task.app)  # its parent did: the same imports work here
+            self.instrumented = True
+        ctx = JobContext(
+            ref,
+            checkpoint=job["checkpoint"],
+            control=control,
+            max_retries=job["max_retries"],
+            meta=job["meta"],
+            snoozes=job["snoozes"][0],
+            max_snoozes=job["snoozes"][1],
+        )
+        attempt = Attempt(ref.attempt, job["max_retries"])
+        return run_sync(task, ctx, control, job["args"], self.limit, attempt)
+
+    def report(self, end: AttemptEnd) -> None:
+        """Send the attempt's end, and the child's memory after it, to the parent."""
+        why = None if end.cannot_run is None else end.cannot_run.value
+        message = (
+            "done", end.outcome.value, end.result_json, end.error, end.permanent, why,
+            end.database_away, end.snooze_for, end.retry_delay, end.retry_delay_error,
+            rss_bytes(),
+        )  # fmt: skip
+        with self.send_lock:
+            self.conn.send(message)
+        self.running = False
+        self.control = None
+
+
+def child_main(conn: Connection, app_ref: str, limit: int) -> None:
+    """A child's life: the attempts its parent sends, each reported, until the one its
+    parent said is its last, or its parent tells it to exit."""
     _die_with_parent()
     events.keep_last_resort()  # a task that closes stderr must not break a library's log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    ref: AttemptRef = job["ref"]
-    control = ChildControl(conn, limit, ref.lease, job["url"])  # fenced on its worker too
-    threading.Thread(target=control.listen, daemon=True).start()
-    try:
-        task = resolve_task(app_ref, ref.task)
-    except Exception as exc:  # noqa: BLE001 - an import error is the attempt's outcome
-        end = AttemptEnd(Outcome.FAILED, error=f"cannot import {app_ref}: {exc!r}")
-    else:
-        if task is not None and job["otel"]:
-            tracing.instrument(task.app)  # its parent did: the same imports work here
-        if task is None:
-            end = unknown_task_end(ref.task)
-        else:
-            ctx = JobContext(
-                ref,
-                checkpoint=job["checkpoint"],
-                control=control,
-                max_retries=job["max_retries"],
-                meta=job["meta"],
-                snoozes=job["snoozes"][0],
-                max_snoozes=job["snoozes"][1],
-            )
-            attempt = Attempt(ref.attempt, job["max_retries"])
-            end = run_sync(task, ctx, control, job["args"], limit, attempt)
-    why = None if end.cannot_run is None else end.cannot_run.value
-    control._send(
-        ("done", end.outcome.value, end.result_json, end.error, end.permanent, why,
-         end.database_away, end.snooze_for, end.retry_delay, end.retry_delay_error)
-    )  # fmt: skip
-    control.reported = True
+    child = Child(conn, app_ref, limit)
+    threading.Thread(target=child.listen, daemon=True).start()
+    while (sent := child.jobs.get()) is not None:
+        job, last = sent
+        child.running = True
+        child.report(child.run(job))
+        if last:
+            break
     conn.close()

@@ -8,8 +8,8 @@
   task code at once than its concurrency.
 - `async`: one event loop thread runs every attempt as an asyncio task; a cancel, a
   timeout or a lost lease cancels the task, whose slot frees once the coroutine finishes.
-- `process`: each attempt in a child process (see `process_pool`); a stop kills it, and
-  its slot frees once the child is gone.
+- `process`: each attempt in a child process (see `process_pool`; children may be
+  reused, `ChildLimits`); a stop kills it, and its slot frees once the child is gone.
 
 Every pool reports each attempt's end exactly once, when its code really ended
 (`Ledger.attempt_ended`).
@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from heartq import payload
 from heartq.context import JobContext
+from heartq.errors import ConfigError
 from heartq.event_stream import EventStream
 from heartq.events import MAINTENANCE_FAILED
 from heartq.lifecycle.fate import AttemptEnd, unknown_task_end
@@ -51,6 +55,47 @@ LONG_ATTEMPT = 0.1
 """An attempt that runs this long (seconds) outlasts the wake-up of a thread by far, even
 on a busy machine: its task's next attempts each get a thread called at once
 (`ThreadPool`)."""
+
+
+MIB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildLimits:
+    """When a process-pool child exits (Celery's `max_tasks_per_child`,
+    `max_memory_per_child`): after `jobs` attempts (0: no limit; 1, the default: a child
+    per attempt), or once its resident memory after an attempt passes `memory` bytes
+    (None: no ceiling). A child is reused only when `jobs` is not 1."""
+
+    jobs: int = 1
+    memory: int | None = None
+
+    @classmethod
+    def of(cls, pool: str, jobs: int | None, memory_mib: float | None) -> ChildLimits:
+        """From a worker's `max_jobs_per_child` (None: 1, or no limit with a memory
+        ceiling) and `max_memory_per_child` (MiB); `ConfigError` in one line for a bad
+        value, or for either with a pool other than `process`."""
+        if jobs is not None:
+            payload.check_int("max_jobs_per_child", jobs, minimum=0)
+        if memory_mib is not None and (
+            not isinstance(memory_mib, int | float)
+            or isinstance(memory_mib, bool)
+            or not math.isfinite(memory_mib)
+            or memory_mib <= 0
+        ):
+            raise ConfigError(
+                f"max_memory_per_child must be a positive number of megabytes (MiB), "
+                f"got {memory_mib!r}"
+            )
+        if pool != "process" and (jobs is not None or memory_mib is not None):
+            given = "max_jobs_per_child" if jobs is not None else "max_memory_per_child"
+            raise ConfigError(
+                f"{given} recycles process-pool children: it needs pool='process' "
+                f"(--pool process), got pool={pool!r}"
+            )
+        if jobs is None:
+            jobs = 1 if memory_mib is None else 0
+        return cls(jobs, None if memory_mib is None else int(memory_mib * MIB))
 
 
 def make_context(run: RunningJob, worker_id: str) -> JobContext:

@@ -1,15 +1,27 @@
-"""The process pool: each attempt in its own child process, watched by its parent.
+"""The process pool: each attempt in a child process, watched by its parent.
 
 Children are started from a `forkserver` (fast, and they do not inherit the worker's
 liveness lock, so a child outliving its parent cannot keep a gone worker looking alive).
 The parent heartbeats for its children: they only send progress and checkpoints up the
 pipe. When a child dies without reporting (SIGKILL, OOM kill, segfault, `os._exit`), the
 parent closes its execution as `crashed` at once, with the exit code or signal.
+
+A child runs one attempt and exits (`ChildLimits.jobs` 1, the default: nothing a task leaves
+behind, a leak, a global, a thread, reaches the next). A worker may reuse its children
+instead (Celery's `max_tasks_per_child`, `max_memory_per_child`): a child that reported
+its attempt waits, idle, for the next one, until it has run `ChildLimits.jobs`
+attempts (told with its last one, it exits once it reported it) or its resident memory
+after an attempt passes `ChildLimits.memory` bytes (told to exit then). Either way the
+attempt it just ran was reported first, and handed to the worker like any other; the next attempt
+takes an idle child, or starts a new one. A child that was stopped (a timeout, a
+cancel) is killed, never reused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import multiprocessing
 import signal
 import sys
@@ -18,6 +30,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from heartq import events
 from heartq.app import App
 from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.fate import AttemptEnd, CannotRun
@@ -27,6 +40,7 @@ from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
+from heartq.worker.pools import ChildLimits
 
 KILL_WAIT = 5.0
 """seconds to wait for a killed child to be collected."""
@@ -55,9 +69,40 @@ def locate_app(app: App) -> str:
     raise ValueError("cannot tell which module defines this app; pass app_ref='module:attr'")
 
 
+
+
+ONE_PER_ATTEMPT = ChildLimits()
+"""The default: a child per attempt."""
+
+
+@dataclasses.dataclass
+class Child:
+    """A child process of the pool and the parent's end of its pipe; `jobs`: the
+    attempts sent to it so far."""
+
+    process: Any
+    conn: Connection
+    jobs: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """How a child's attempt ended, as it reported it, and its resident memory then."""
+
+    end: AttemptEnd
+    rss: int | None
+
+
 class ProcessPool:
     def __init__(
-        self, ledger: Ledger, app_ref: str, max_payload_bytes: int, url: str, *, otel: bool = False
+        self,
+        ledger: Ledger,
+        app_ref: str,
+        max_payload_bytes: int,
+        url: str,
+        *,
+        otel: bool = False,
+        limits: ChildLimits = ONE_PER_ATTEMPT,
     ) -> None:
         self._ledger = ledger
         self._otel = otel  # each child instruments its app too (heartq.worker.tracing)
@@ -65,6 +110,7 @@ class ProcessPool:
         self._worker_id = ledger.worker_id
         self._app_ref = app_ref
         self._limit = max_payload_bytes
+        self._limits = limits
         method = (
             "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         )
@@ -78,8 +124,20 @@ class ProcessPool:
             preload = ["heartq.worker.child", store, module]
             self._mp.set_forkserver_preload([*preload, tracing.OTEL_MODULE] if otel else preload)
         # by lease, not job id: a worker may hold a lost attempt and a newer one of a job
-        self._children: dict[Lease, tuple[Any, Connection]] = {}
+        self._children: dict[Lease, Child] = {}
+        self._idle: list[Child] = []
+        """Children that reported their attempt and wait for another (reuse only)."""
+        self._closed = False
         self._lock = threading.Lock()
+
+    @property
+    def reuses(self) -> bool:
+        """Whether a child may run more than one attempt."""
+        return self._limits.jobs != 1
+
+    def _last(self, child: Child) -> bool:
+        """Whether the attempt just sent to `child` is its last by count."""
+        return 0 < self._limits.jobs <= child.jobs
 
     def start(self, runs: Sequence[RunningJob]) -> None:
         for run in runs:
@@ -107,17 +165,9 @@ class ProcessPool:
             "url": self._url,  # a child opens the store only for ctx.transaction()
             "otel": self._otel,
         }
-        parent_conn, child_conn = self._mp.Pipe()
-        process = self._mp.Process(
-            target=child_main,
-            args=(child_conn, self._app_ref, fields, self._limit),
-            name=f"heartq-child-{job.id}",
-            daemon=True,
-        )
-        process.start()
-        child_conn.close()
+        child = self._send(job.id, fields)
         with self._lock:
-            self._children[job.lease] = (process, parent_conn)
+            self._children[job.lease] = child
         # Starting a child takes a while (longer on a loaded machine, and a claim's batch
         # starts one child after another), and a stop or a flag that came meanwhile found
         # no child: kill it or tell it now. The worker records an end, and sets the flags,
@@ -128,44 +178,135 @@ class ProcessPool:
             self.notify(run)
         threading.Thread(
             target=self._watch,
-            args=(run, process, parent_conn),
+            args=(run, child),
             name=f"heartq-watch-{job.id}",
             daemon=True,
         ).start()
 
-    def _watch(self, run: RunningJob, process: Any, conn: Connection) -> None:
-        end: AttemptEnd | None = None
-        try:
-            while end is None:
-                ready = wait([conn, process.sentinel], timeout=1.0)
-                if conn in ready:
-                    try:
-                        end = self._handle(run, conn, conn.recv())
-                    except (EOFError, OSError):
-                        pass
-                    else:
-                        continue
-                if process.sentinel in ready or not process.is_alive():
-                    while end is None and conn.poll():  # drain what it sent before dying
-                        try:
-                            end = self._handle(run, conn, conn.recv())
-                        except (EOFError, OSError):
-                            break
-                    if end is None:
-                        process.join(KILL_WAIT)
-                        end = self._crash_end(process)
-        finally:
-            process.join(KILL_WAIT)
-            if process.is_alive():  # it reported, but what its task left (a non-daemon
-                with contextlib.suppress(Exception):  # thread) holds its exit: it goes
-                    process.kill()
-                process.join(KILL_WAIT)
-            with self._lock:
-                self._children.pop(run.job.lease, None)
-            conn.close()
-        self._ledger.attempt_ended(run, end)
+    def _send(self, job_id: str, fields: dict[str, Any]) -> Child:
+        """The child that runs this attempt, the job sent to it: an idle one, else a new
+        one. An idle child found dead, or whose pipe is gone, is let go for another."""
+        while (child := self._take_idle()) is not None:
+            child.jobs += 1
+            try:
+                child.conn.send(("job", fields, self._last(child)))
+            except (OSError, ValueError):
+                self._retire(child, kill=True)
+                continue
+            return child
+        parent_conn, child_conn = self._mp.Pipe()
+        process = self._mp.Process(
+            target=child_main,
+            args=(child_conn, self._app_ref, self._limit),
+            name=f"heartq-child-{job_id}",
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()
+        child = Child(process, parent_conn, jobs=1)
+        # cannot fail for a new child: the pipe's buffer holds it until the child reads
+        parent_conn.send(("job", fields, self._last(child)))
+        return child
 
-    def _handle(self, run: RunningJob, conn: Connection, message: Any) -> AttemptEnd | None:
+    def _take_idle(self) -> Child | None:
+        """An idle child still alive (one that died idle is collected), or None."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                child = self._idle.pop()
+            if child.process.is_alive():
+                return child
+            self._retire(child, kill=True)
+
+    def _watch(self, run: RunningJob, child: Child) -> None:
+        """Until the attempt ends: then the child waits for another, or goes, before
+        the end is handed to the worker (which frees the slot: a slot's child is never
+        two processes at once)."""
+        done = self._wait_done(run, child)
+        with self._lock:
+            self._children.pop(run.job.lease, None)
+        if done is None:  # it died (or was killed) before it reported
+            self._retire(child, kill=True)
+            self._ledger.attempt_ended(run, self._crash_end(child.process))
+            return
+        why_not = self._why_not_again(child, done)
+        if why_not is not None or not self._keep(child):
+            if why_not is not None and self.reuses:
+                self._ledger.events.emit(
+                    events.CHILD_RECYCLED,
+                    logging.INFO,
+                    worker_id=self._worker_id,
+                    pid=child.process.pid,
+                    jobs=child.jobs,
+                    rss=done.rss,
+                    reason=why_not,
+                )
+            self._retire(child, kill=False)
+        self._ledger.attempt_ended(run, done.end)
+
+    def _wait_done(self, run: RunningJob, child: Child) -> Done | None:
+        """What the child reported of this attempt, or None if it died first."""
+        process, conn = child.process, child.conn
+        while True:
+            ready = wait([conn, process.sentinel], timeout=1.0)
+            if conn in ready:
+                try:
+                    done = self._handle(run, conn, conn.recv())
+                except (EOFError, OSError):
+                    pass
+                else:
+                    if done is not None:
+                        return done
+                    continue
+            if process.sentinel in ready or not process.is_alive():
+                while conn.poll():  # drain what it sent before dying
+                    try:
+                        done = self._handle(run, conn, conn.recv())
+                    except (EOFError, OSError):
+                        break
+                    if done is not None:
+                        return done
+                process.join(KILL_WAIT)
+                return None
+
+    def _why_not_again(self, child: Child, done: Done) -> str | None:
+        """Why the child runs no other attempt, or None: it may."""
+        if self._last(child):
+            return "max_jobs_per_child"
+        ceiling = self._limits.memory
+        if ceiling is not None and done.rss is not None and done.rss > ceiling:
+            return "max_memory_per_child"
+        return None
+
+    def _keep(self, child: Child) -> bool:
+        """Put a child that may run another attempt with the idle ones (False: the pool
+        is closing)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._idle.append(child)
+            return True
+
+    def _retire(self, child: Child, *, kill: bool) -> None:
+        """Let a child go: told to exit (it has reported; told already if that was its
+        last), then collected; killed if it does not exit (a task left a non-daemon
+        thread that holds its exit), or at once (`kill`)."""
+        process = child.process
+        if kill:
+            with contextlib.suppress(Exception):
+                process.kill()
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                child.conn.send(("exit",))
+        process.join(KILL_WAIT)
+        if process.is_alive():
+            with contextlib.suppress(Exception):
+                process.kill()
+            process.join(KILL_WAIT)
+        child.conn.close()
+
+    def _handle(self, run: RunningJob, conn: Connection, message: Any) -> Done | None:
         kind = message[0]
         if kind == "touch":
             run.touch(None if message[1] is None else Progress(*message[1]))
@@ -186,15 +327,16 @@ class ProcessPool:
             else:
                 run.transaction = state
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for, delay, why_not = (
+            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for, delay, why_not, rss = (
                 message
             )
             why = None if cannot_run is None else CannotRun(cannot_run)
-            return AttemptEnd(
+            end = AttemptEnd(
                 Outcome(outcome), result_json, error, permanent, cannot_run=why,
                 snooze_for=snooze_for, retry_delay=delay, retry_delay_error=why_not,
                 database_away=away,
             )  # fmt: skip
+            return Done(end, rss)
         return None
 
     def _crash_end(self, process: Any) -> AttemptEnd:
@@ -212,18 +354,22 @@ class ProcessPool:
             child = self._children.get(run.job.lease)
         if child is not None:
             with contextlib.suppress(Exception):
-                child[0].kill()
+                child.process.kill()
 
     def notify(self, run: RunningJob) -> None:
+        lease = run.job.lease
         with self._lock:
-            child = self._children.get(run.job.lease)
+            child = self._children.get(lease)
             if child is not None:
                 with contextlib.suppress(OSError):
-                    child[1].send(("flags", run.lost, run.cancel_requested))
+                    flags = (lease.job_id, lease.execution_id, run.lost, run.cancel_requested)
+                    child.conn.send(("flags", *flags))
 
     def close(self) -> None:
         with self._lock:
-            children = list(self._children.values())
-        for process, _ in children:
+            self._closed = True
+            children = [*self._children.values(), *self._idle]
+            self._idle.clear()
+        for child in children:
             with contextlib.suppress(Exception):
-                process.kill()
+                child.process.kill()

@@ -79,7 +79,7 @@ from heartq.worker.hand_back import HandBack
 from heartq.worker.heartbeat import Heartbeater
 from heartq.worker.ledger import ExecutionPool, Ledger
 from heartq.worker.liveness_events import liveness_reporter
-from heartq.worker.pools import POOL_NAMES, AsyncPool, ThreadPool
+from heartq.worker.pools import MIB, POOL_NAMES, AsyncPool, ChildLimits, ThreadPool
 from heartq.worker.pulse import Pulse
 from heartq.worker.signals import SignalRelay
 from heartq.worker.startup import StartupStopped, StartupWait, check_startup_timeout
@@ -112,6 +112,9 @@ class Worker:
     `periodic`: enqueue the ticks of the app's periodic schedules and of the runtime
     ones stored in the queue (True, the default; a test's drain runs none:
     `heartq.testing`).
+    `max_jobs_per_child`, `max_memory_per_child` (MiB): with `pool="process"`, reuse
+    children, each until it ran that many attempts (0: no limit) or its memory after one
+    passed the ceiling (`heartq.worker.pools.ChildLimits`; by default a child per attempt).
     `pool_size` (a setting, like the timings): PostgreSQL's pooled connections."""
 
     def __init__(
@@ -126,10 +129,13 @@ class Worker:
         startup_timeout: float | None = None,
         otel: bool = False,
         periodic: bool = True,
+        max_jobs_per_child: int | None = None,
+        max_memory_per_child: float | None = None,
         **settings: Any,
     ) -> None:
         if pool not in POOL_NAMES:
             raise ValueError(f"pool must be one of {', '.join(POOL_NAMES)}, got {pool!r}")
+        self.child_limits = ChildLimits.of(pool, max_jobs_per_child, max_memory_per_child)
         payload.check_int("concurrency", concurrency, minimum=1)
         if otel:
             tracing.instrument(app)
@@ -383,6 +389,7 @@ class Worker:
             queues=list(self.queues),
             concurrency=self.concurrency,
             pool=self.pool_name,
+            **self._child_fields(),
             url=self.store.link.url,
             heartbeat_interval=s.heartbeat_interval,
             lease=s.lease_seconds,
@@ -463,6 +470,14 @@ class Worker:
                 self.store.stop_worker(self.id)
         self.app.unsubscribe_wakeup(self.due)
 
+    def _child_fields(self) -> dict[str, Any]:
+        """What `worker_started` says of a process pool that reuses its children."""
+        limits = self.child_limits
+        if limits.jobs == 1:
+            return {}
+        memory = None if limits.memory is None else limits.memory / MIB
+        return {"max_jobs_per_child": limits.jobs, "max_memory_per_child": memory}
+
     def _make_pool(self) -> ExecutionPool:
         limit = self.settings.max_payload_bytes
         if self.pool_name == "async":
@@ -472,7 +487,9 @@ class Worker:
 
             app_ref = self._app_ref or locate_app(self.app)
             url = self.store.link.given_url  # its password too: children connect with it
-            return ProcessPool(self.ledger, app_ref, limit, url, otel=self.otel)
+            return ProcessPool(
+                self.ledger, app_ref, limit, url, otel=self.otel, limits=self.child_limits
+            )
         return ThreadPool(self.ledger, limit)
 
     # -- shutdown ----------------------------------------------------------------------
