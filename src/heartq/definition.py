@@ -42,7 +42,8 @@ class TaskOptions(TypedDict, total=False):
     queue: str
     """Defaults to `default`."""
     max_retries: int
-    """Defaults to 3: attempts after the first."""
+    """Defaults to 3: attempts after the first, so 4 in all (BullMQ's `attempts` and
+    Oban's `max_attempts` count the first: theirs minus one)."""
     timeout: float | None
     heartbeat_timeout: float | None
     retry_backoff: float
@@ -50,7 +51,8 @@ class TaskOptions(TypedDict, total=False):
     retry_backoff_max: float
     """Defaults to an hour."""
     priority: int
-    """Defaults to 0; higher runs first."""
+    """Defaults to 0; higher runs first (the reverse of BullMQ, Oban and Celery on
+    Redis: negate theirs)."""
     concurrency_key: str | None
     concurrency_limit: int | None
     rate_limit: str | None

@@ -244,7 +244,12 @@ def _rate(option: Option, value: str | None) -> None:
 
 OPTIONS: tuple[Option, ...] = (
     Option("queue", str, "Queue", _name, shown_default=f"the task's, else {DEFAULT_QUEUE}"),
-    Option("priority", int, "Higher runs first", _int, shown_default=f"{DEFAULT_PRIORITY}"),
+    Option(
+        "priority", int,
+        "Higher runs first: the reverse of BullMQ, Oban and Celery on Redis, where lower "
+        "does (negate theirs: their 1 is -1 here)", _int,
+        shown_default=f"{DEFAULT_PRIORITY}",
+    ),
     Option(
         "delay", float, "Seconds before the job may run", _seconds,
         minimum=0, metavar="S", shown_default="0",
@@ -262,7 +267,9 @@ OPTIONS: tuple[Option, ...] = (
         _expires, metavar="S",
     ),
     Option(
-        "max_retries", int, "Retries after the first attempt", _int,
+        "max_retries", int,
+        "Retries after the first attempt: 3 means 4 attempts in all (BullMQ's attempts and "
+        "Oban's max_attempts count the first: give theirs minus one)", _int,
         minimum=0, metavar="N", shown_default=f"the task's, else {DEFAULT_MAX_RETRIES}",
     ),
     Option(

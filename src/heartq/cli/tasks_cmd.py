@@ -55,7 +55,11 @@ def backoff_text(task: dict[str, Any]) -> str:
 @url_option
 @json_option
 def tasks_command(url: str | None, as_json: bool) -> None:
-    """Tasks declared by workers, with the queue and policy their jobs take."""
+    """Tasks declared by workers, with the queue and policy their jobs take.
+
+    PRIO: higher runs first (the reverse of BullMQ, Oban and Celery on Redis). RETRIES:
+    retries after the first attempt, so 3 is 4 attempts (BullMQ's attempts and Oban's
+    max_attempts count the first)."""
     store = store_for(url, existing=True, reading=True)
     tasks = [task_dict(p) for p in store.task_policies().values()]
     if as_json:
