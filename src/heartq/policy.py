@@ -194,7 +194,8 @@ def for_attempt(
     retry_backoff = job.retry_backoff if backoff_chosen else policy.retry_backoff
     retry_backoff_max = job.retry_backoff_max if backoff_chosen else policy.retry_backoff_max
     schedule, jitter, intervals = policy.retry_schedule, policy.retry_jitter, policy.retry_intervals
-    if (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, intervals, max_snoozes) == (
+    chosen = (max_retries, retry_backoff, retry_backoff_max, schedule, jitter, intervals)
+    if (*chosen, max_snoozes) == (
         job.max_retries, job.retry_backoff, job.retry_backoff_max, job.retry_schedule,
         job.retry_jitter, job.retry_intervals, job.max_snoozes,
     ):  # fmt: skip

@@ -69,8 +69,6 @@ def locate_app(app: App) -> str:
     raise ValueError("cannot tell which module defines this app; pass app_ref='module:attr'")
 
 
-
-
 ONE_PER_ATTEMPT = ChildLimits()
 """The default: a child per attempt."""
 
@@ -327,9 +325,19 @@ class ProcessPool:
             else:
                 run.transaction = state
         elif kind == "done":
-            _, outcome, result_json, error, permanent, cannot_run, away, snooze_for, delay, why_not, rss = (
-                message
-            )
+            (
+                _,
+                outcome,
+                result_json,
+                error,
+                permanent,
+                cannot_run,
+                away,
+                snooze_for,
+                delay,
+                why_not,
+                rss,
+            ) = message
             why = None if cannot_run is None else CannotRun(cannot_run)
             end = AttemptEnd(
                 Outcome(outcome), result_json, error, permanent, cannot_run=why,
