@@ -108,6 +108,10 @@ TRANSPORT_READY: Final = "transport_ready"
 """Transport: a worker bound its consumers (`consumers`) on its deployment's `stream`
 (`subjects`, `deployment`: the id stored in the queue's database), at start or once the
 server answers again."""
+TRANSPORT_STREAM_MISMATCH: Final = "transport_stream_mismatch"
+"""Transport: the deployment's `stream` exists with settings other than the transport
+URL gives (`differences`: replicas, storage, limits, each with the URL's word); heartq
+uses it as it is (it changes nothing on a stream it did not make)."""
 JOB_SKIPPED_ACTIVE_ELSEWHERE: Final = "job_skipped_active_elsewhere"
 TASK_NOT_DECLARED: Final = "task_not_declared"
 JOB_WAITING_FOR_TASK: Final = "job_waiting_for_task"

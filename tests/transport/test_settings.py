@@ -119,3 +119,87 @@ def test_names_nats_cannot_take_are_refused_in_one_line(query: str, message: str
     with pytest.raises(ConfigError, match=message) as refused:
         NatsOptions.parse(f"nats://h:1?{query}")
     assert "\n" not in str(refused.value)
+
+
+def test_a_server_list_is_taken_whole() -> None:
+    """A cluster's nodes, comma-separated: each one handed to the client (nats-py takes
+    a list, never a comma-separated string: it refused the whole URL after the worker
+    had started, which then polled the database for good)."""
+    options = NatsOptions.parse("nats://n1:4222,n2:4223,nats://n3?stream=S")
+    assert options.urls == ["nats://n1:4222", "nats://n2:4223", "nats://n3:4222"]
+    assert options.server == "nats://n1:4222,nats://n2:4223,nats://n3:4222"
+    assert options.stream == "S"
+    tls = NatsOptions.parse("tls://a:1,b:2")
+    assert tls.urls == ["tls://a:1", "tls://b:2"]
+
+
+def test_credentials_are_shared_and_never_shown() -> None:
+    options = NatsOptions.parse("nats://app:s3cret@n1:4222,n2:4222,other@n3:4222")
+    assert options.urls == [
+        "nats://app:s3cret@n1:4222",
+        "nats://app:s3cret@n2:4222",
+        "nats://other@n3:4222",
+    ]
+    assert "s3cret" not in options.server
+    assert options.server.startswith("nats://app:***@n1:4222,")
+    with pytest.raises(ConfigError) as refused:
+        NatsOptions.parse("nats://app:s3cret@n1:4222,n2:port")
+    assert "s3cret" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("nats://n1:4222,,n2:4222", "empty entry"),
+        ("nats://n1:4222,", "empty entry"),
+        ("nats://n1:4222,n2:x", r"transport server 'nats://n2:x' has no valid port"),
+        ("nats://n1:4222,http://n2:1", r"'http://n2:1' must be nats:// or tls://"),
+        ("nats://n1:4222/db", "must be host:port, nothing after it"),
+        ("nats://:4222", "has no host"),
+    ],
+)
+def test_a_server_list_heartq_cannot_use_is_refused_in_one_line(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        NatsOptions.parse(url)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ConfigError, match=message):
+        heartq.App("sqlite:///:memory:", transport=url)
+
+
+def test_stream_and_client_settings() -> None:
+    plain = NatsOptions.parse("nats://h:1")
+    assert plain.stream_settings() == {}  # nothing to compare with an existing stream
+    assert (plain.connect_timeout, plain.reconnect_wait, plain.randomize) == (1.0, 0.5, True)
+    chosen = NatsOptions.parse(
+        "nats://h:1?replicas=3&storage=memory&max_age=3600&max_msgs=1000&max_bytes=1048576"
+        "&reconnect_wait=0.2&connect_timeout=2&ping_interval=5&max_outstanding_pings=3"
+        "&randomize=false"
+    )
+    assert chosen.stream_settings() == {
+        "replicas": 3,
+        "storage": "memory",
+        "max_age": 3600.0,
+        "max_msgs": 1000,
+        "max_bytes": 1048576,
+    }
+    assert (chosen.reconnect_wait, chosen.connect_timeout, chosen.ping_interval) == (0.2, 2, 5)
+    assert (chosen.max_outstanding_pings, chosen.randomize) == (3, False)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("replicas=7", "replicas must be 1 to 5"),
+        ("replicas=2.5", "replicas must be a whole number"),
+        ("replicas=0", "replicas must be positive"),
+        ("storage=disk", "storage must be file or memory"),
+        ("max_age=-1", "max_age must be positive"),
+        ("max_msgs=lots", "max_msgs must be a whole number"),
+        ("randomize=maybe", "randomize must be true or false"),
+        ("ping_interval=", "ping_interval must be a number of seconds"),
+    ],
+)
+def test_stream_and_client_settings_heartq_cannot_use_are_refused(query: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        NatsOptions.parse(f"nats://h:1?{query}")
+    assert "\n" not in str(refused.value)

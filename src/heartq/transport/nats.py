@@ -28,14 +28,14 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
-from nats.js.errors import Error as JetStreamError
+from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
 from heartq import events
 from heartq.errors import ConfigError
 from heartq.transport.names import NatsNames
 from heartq.transport.settings import MIN_ACK_WAIT, NatsOptions
+from heartq.transport.stream import NatsRefused, ensure_stream, reason
 
 if TYPE_CHECKING:
     from heartq.event_stream import EventStream
@@ -47,14 +47,6 @@ CALL_TIMEOUT = 5.0
 FIRST_CONNECT_WAIT = 2.0
 """A new transport's first publish waits up to 2 s for the first connection attempt (an
 app's first enqueue comes right after it opened the transport); later ones never wait."""
-RECONNECT_WAIT = 0.5
-"""Seconds between two attempts to reach the server, first connection included."""
-
-
-class NatsRefused(RuntimeError):
-    """The server answers but will not take this deployment's stream or consumer (a
-    name in the URL that clashes with another deployment's, or with a stream of an
-    earlier version): the worker says why and polls the database, it does not exit."""
 
 
 class NatsTransport:
@@ -81,6 +73,7 @@ class NatsTransport:
         self._subs: dict[str, JetStreamContext.PullSubscription] = {}
         self._ensured: set[str] = set()
         self._stream_ready = False
+        self._mismatch_said: set[str] = set()
         self._ack_wait: float | None = None
         self._closed = False
         self._was_up: bool | None = None
@@ -92,12 +85,16 @@ class NatsTransport:
         """Try until connected (or closed); nats-py then reconnects by itself."""
         while not self._closed:
             try:
+                options = self.options
                 self._nc = await nats.connect(
-                    servers=[self.options.server],
+                    servers=options.urls,
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,
-                    reconnect_time_wait=RECONNECT_WAIT,
-                    connect_timeout=1,
+                    reconnect_time_wait=options.reconnect_wait,
+                    connect_timeout=options.connect_timeout,
+                    ping_interval=options.ping_interval,
+                    max_outstanding_pings=options.max_outstanding_pings,
+                    dont_randomize=not options.randomize,
                     error_cb=self._on_error,
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
@@ -109,7 +106,7 @@ class NatsTransport:
             except Exception as exc:  # noqa: BLE001 - unreachable: tell once, try again
                 self._report(False, str(exc) or type(exc).__name__)
                 self._first_attempt.set()
-                await asyncio.sleep(RECONNECT_WAIT)
+                await asyncio.sleep(self.options.reconnect_wait)
 
     async def _on_error(self, exc: Exception) -> None:
         """nats-py reports every failed attempt here, and keeps trying by itself (also
@@ -236,55 +233,23 @@ class NatsTransport:
         await asyncio.gather(*sends)
 
     async def _ensure_stream(self, js: JetStreamContext, names: NatsNames) -> None:
-        """Create the stream when missing (its settings are then the operator's); on a
-        stream that exists without this deployment's subjects, add them (`_join`)."""
+        """Create the stream when missing, with the URL's stream settings; use one that
+        exists as it is, saying once how it differs from them (`stream.py`)."""
         if self._stream_ready:
             return
-        try:
-            info = await js.stream_info(names.stream)
-        except NotFoundError:
-            refused: Exception | None = None
-            try:
-                await js.add_stream(
-                    StreamConfig(
-                        name=names.stream,
-                        description=f"heartq wake-ups, deployment {names.deployment}",
-                        subjects=[names.subjects],
-                        retention=RetentionPolicy.WORK_QUEUE,
-                    )
-                )
-            except Exception as exc:  # noqa: BLE001 - or made by another process meanwhile
-                refused = exc
-            try:
-                info = await js.stream_info(names.stream)
-            except NotFoundError:
-                raise NatsRefused(
-                    f"NATS refused stream {names.stream} for subjects {names.subjects}: "
-                    f"{_reason(refused)}"
-                ) from None
-        if names.subjects not in (info.config.subjects or []):
-            await self._join(js, names, info.config)
-        self._stream_ready = True
-
-    @staticmethod
-    async def _join(js: JetStreamContext, names: NatsNames, config: StreamConfig) -> None:
-        """A stream named in the URL (`stream=`) and made by another deployment, or by
-        the operator: add this deployment's subjects to it, unless it takes them already
-        (a wider subject of its own). Deployments that share a stream on purpose thus
-        keep their own subjects and consumers."""
-        try:
-            holder: str | None = await js.find_stream_name_by_subject(names.subjects)
-        except NotFoundError:
-            holder = None
-        if holder == names.stream:
-            return
-        if holder is not None:
-            raise NatsRefused(
-                f"NATS subjects {names.subjects} belong to stream {holder}, not "
-                f"{names.stream}: set prefix= to subjects of this deployment's own"
+        differ = await ensure_stream(js, names, self.options.stream_settings())
+        if differ and names.stream not in self._mismatch_said:
+            self._mismatch_said.add(names.stream)
+            self.events.emit(
+                events.TRANSPORT_STREAM_MISMATCH,
+                logging.WARNING,
+                server=self.options.server,
+                stream=names.stream,
+                differences=differ,
+                action="heartq uses the stream as it is: change it (nats stream edit) "
+                "or delete it for heartq to make it anew",
             )
-        config.subjects = [*(config.subjects or []), names.subjects]
-        await js.update_stream(config)
+        self._stream_ready = True
 
     # -- consuming ---------------------------------------------------------------------
     def prepare(self, queues: Sequence[str], ack_wait: float) -> None:
@@ -346,7 +311,7 @@ class NatsTransport:
                 info = await js.consumer_info(names.stream, name)
             except NotFoundError:
                 raise NatsRefused(
-                    f"NATS refused consumer {name} on stream {names.stream}: {_reason(refused)}"
+                    f"NATS refused consumer {name} on stream {names.stream}: {reason(refused)}"
                 ) from None
         have = info.config.ack_wait
         if have is not None and have < ack_wait:
@@ -406,10 +371,3 @@ class NatsTransport:
         if js is not None:
             with contextlib.suppress(NotFoundError):
                 self._call(js.delete_stream(self.names.stream))
-
-
-def _reason(exc: Exception | None) -> str:
-    """NATS's own words for a refusal (its description), else the error's."""
-    if isinstance(exc, JetStreamError) and exc.description:
-        return exc.description
-    return str(exc) if exc is not None else "not found after creating it"
