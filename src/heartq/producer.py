@@ -294,7 +294,7 @@ class Producer:
             and job.concurrency_key is None
             and not job.depends_on
         ]
-        transport.publish(due)
+        transport.publish_later(due)
 
     def _write(
         self, jobs: list[NewJob], args_list: Sequence[Mapping[str, Any]], connection: Any

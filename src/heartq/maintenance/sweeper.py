@@ -25,13 +25,18 @@ SWEEP_LIMIT = 1000
 SINCE_OVERLAP = 1.0
 """Each pass looks this many seconds behind the previous one's time too: a job committed
 by a transaction that began before that pass (its times then older) is not missed."""
+CATCH_UP_AFTER = 1.0
+"""After a publish of this process failed, the next pass publishes every job runnable
+for this long (not `republish_after`): its wake-up may be the one that failed."""
 
 
 class Sweeper:
     """Maintenance service: publishes the jobs of this worker's queues that fell due
     (delayed, retried), were queued again (reclaimed, released, replayed) since its last
     pass, and every `republish_after` those still queued and runnable that long (a publish that
-    failed, a message lost). Every worker sweeps: duplicates are harmless."""
+    failed, a message lost); after a publish of this process failed (`publish_failures`
+    grew), at the next pass those runnable for `CATCH_UP_AFTER`. Every worker sweeps:
+    duplicates are harmless."""
 
     name = "transport_sweeper"
 
@@ -42,6 +47,7 @@ class Sweeper:
         self.interval = transport.options.sweep_interval
         self._since: float | None = None
         self._long_waiting_due = 0.0
+        self._failures_seen = transport.publish_failures
 
     def run_once(self) -> int:
         if not self.transport.available:
@@ -49,14 +55,19 @@ class Sweeper:
         republish_after = self.transport.options.republish_after
         if self._since is None:
             self._since = self.store.clock() - republish_after
-        long_waiting = time.monotonic() >= self._long_waiting_due
+        failures = self.transport.publish_failures
+        catch_up = failures != self._failures_seen  # a publish of this process failed
+        long_waiting = catch_up or time.monotonic() >= self._long_waiting_due
         now = self.store.clock()
-        waiting_since = now - republish_after if long_waiting else 0.0
+        waiting_since = 0.0
+        if long_waiting:
+            waiting_since = now - (CATCH_UP_AFTER if catch_up else republish_after)
         jobs, now = self.store.due_for_publish(
             self.queues, self._since - SINCE_OVERLAP, waiting_since, SWEEP_LIMIT
         )
         if self.transport.publish(jobs):
             self._since = now
+            self._failures_seen = failures
             if long_waiting:
                 self._long_waiting_due = time.monotonic() + republish_after
         return 0  # publishing is not work for this worker's fetch loop to look for

@@ -17,10 +17,13 @@ The URL's options (stream and subjects, ack_wait, sweeping): `settings.py`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +37,7 @@ from nats.js.errors import NotFoundError
 from heartq import events
 from heartq.errors import ConfigError
 from heartq.transport.names import NatsNames
+from heartq.transport.publisher import Publisher, Wakeup
 from heartq.transport.settings import MIN_ACK_WAIT, NatsOptions
 from heartq.transport.stream import NatsRefused, ensure_stream, reason
 
@@ -43,10 +47,25 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CALL_TIMEOUT = 5.0
-"""The longest a caller waits for one round of calls to the server (publish acks, admin)."""
+"""The longest a caller waits for one round of calls to the server (admin)."""
 FIRST_CONNECT_WAIT = 2.0
-"""A new transport's first publish waits up to 2 s for the first connection attempt (an
-app's first enqueue comes right after it opened the transport); later ones never wait."""
+"""A new transport's first synchronous publish (a worker's sweeper, a recovery) waits up
+to 2 s for the first connection attempt; later ones never wait. An enqueue's wake-ups
+never wait: they are published in the background (`publisher.py`)."""
+CLOSE_FLUSH = 2.0
+"""`close` (and the end of the program) waits up to 2 s for the wake-ups handed to the
+background publisher to be sent, when connected: a script that enqueues and exits has
+its jobs woken, not left to the sweeper."""
+
+_open: weakref.WeakSet[NatsTransport] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Send what the transports still hold before the interpreter ends (their threads
+    are daemons: they would just stop)."""
+    for transport in list(_open):
+        transport.flush(CLOSE_FLUSH)
 
 
 class NatsTransport:
@@ -78,7 +97,19 @@ class NatsTransport:
         self._closed = False
         self._was_up: bool | None = None
         self._first_attempt = threading.Event()
+        self.publish_failures = 0
+        """How many background publishes failed (or were dropped) so far: a worker's
+        sweeper that sees it grow publishes what waits at once (`Sweeper`)."""
+        self._publisher = Publisher(
+            self._loop,
+            self._send,
+            lambda: self.available,
+            max_age=self.options.republish_after,
+            on_failed=self._publish_failed,
+        )
         self._connecting = asyncio.run_coroutine_threadsafe(self._connect(), self._loop)
+        asyncio.run_coroutine_threadsafe(self._publisher.run(), self._loop)
+        _open.add(self)
 
     # -- connection --------------------------------------------------------------------
     async def _connect(self) -> None:
@@ -158,10 +189,25 @@ class NatsTransport:
             future.cancel()
             raise
 
+    def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the background publisher to send what it holds (the
+        first connection attempt included: a script's first enqueue opened the
+        transport); at once once it is known unreachable: it would only wait for it."""
+        if self._closed or self._publisher.wait_idle(0):
+            return True
+        deadline = time.monotonic() + timeout
+        self._first_attempt.wait(timeout)
+        if not self.available:
+            return False
+        return self._publisher.wait_idle(max(0.0, deadline - time.monotonic()))
+
     def close(self) -> None:
-        """Drain nothing (messages not acked are delivered again: harmless) and stop."""
+        """Send the enqueues' wake-ups still held (`CLOSE_FLUSH`), drain nothing else
+        (messages not acked are delivered again: harmless) and stop."""
         if self._closed:
             return
+        self.flush(CLOSE_FLUSH)
+        _open.discard(self)
         self._closed = True
         self._was_up = False
         nc = self._nc
@@ -197,6 +243,47 @@ class NatsTransport:
         return self._names
 
     # -- publishing --------------------------------------------------------------------
+    def publish_later(self, jobs: Sequence[tuple[str, str]]) -> None:
+        """Hand `(job_id, queue)` wake-ups to the background publisher and return at
+        once (an enqueue, right after its commit: `publisher.py`). Never raises: a
+        wake-up not sent is the sweeper's."""
+        if not jobs:
+            return
+        try:
+            names = self.names
+        except Exception:  # noqa: BLE001 - the database is the outbox
+            self._publish_failed()
+            return
+        now = time.monotonic()
+        self._publisher.put(
+            [
+                Wakeup(names.subject(queue), _body(job_id, queue, None), names.stream, now)
+                for job_id, queue in jobs
+            ]
+        )
+
+    def _publish_failed(self) -> None:
+        self.publish_failures += 1
+
+    async def _send(self, batch: Sequence[Wakeup]) -> list[bool]:
+        """The background publisher's round: the stream made if need be, then every
+        wake-up published at once; one answer each."""
+        js = self._js
+        if js is None:
+            return [False] * len(batch)
+        try:
+            await asyncio.wait_for(self._ensure_stream(js, self.names), CALL_TIMEOUT)
+        except Exception:  # noqa: BLE001 - tried again with the wake-ups
+            return [False] * len(batch)
+        sent = await asyncio.gather(
+            *(js.publish(w.subject, w.body, stream=w.stream) for w in batch),
+            return_exceptions=True,
+        )
+        answers = [not isinstance(answer, BaseException) for answer in sent]
+        if not all(answers):
+            self._stream_ready = False  # deleted meanwhile? looked at again next round
+        return answers
+
     def publish(self, jobs: Sequence[tuple[str, str]], recovery: str | None = None) -> bool:
         """Publish `(job_id, queue)` wake-ups, acked by the stream; False (never an
         exception) when not connected or any failed: the jobs are safe in the database
@@ -211,6 +298,8 @@ class NatsTransport:
             self._call(self._publish(self.names, jobs, recovery))
             return True
         except Exception:  # noqa: BLE001 - the database is the outbox
+            self._stream_ready = False  # deleted meanwhile? looked at again next time
+            self._publish_failed()
             return False
 
     async def _publish(
@@ -220,14 +309,7 @@ class NatsTransport:
         assert js is not None
         await self._ensure_stream(js, names)
         sends = [
-            js.publish(
-                names.subject(queue),
-                json.dumps(
-                    {"job_id": job_id, "queue": queue}
-                    | ({} if recovery is None else {"recovery": recovery})
-                ).encode(),
-                stream=names.stream,
-            )
+            js.publish(names.subject(queue), _body(job_id, queue, recovery), stream=names.stream)
             for job_id, queue in jobs
         ]
         await asyncio.gather(*sends)
@@ -371,3 +453,9 @@ class NatsTransport:
         if js is not None:
             with contextlib.suppress(NotFoundError):
                 self._call(js.delete_stream(self.names.stream))
+
+
+def _body(job_id: str, queue: str, recovery: str | None) -> bytes:
+    """A wake-up: the job's id and queue (and why it is back, for a recovery)."""
+    fields = {"job_id": job_id, "queue": queue}
+    return json.dumps(fields | ({} if recovery is None else {"recovery": recovery})).encode()
