@@ -34,6 +34,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,10 @@ TASKS = textwrap.dedent(
         time.sleep(ms / 1000)
     """
 )
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def client_ports(pid: int) -> set[int]:
@@ -111,7 +116,9 @@ class Producer:
             self.stop.wait(1.0 / self.rate)
 
 
-def run(fault: str, nats: bool, rate: float, warmup: float, after: float) -> dict[str, Any]:
+def run(
+    fault: str, nats: bool, rate: float, warmup: float, after: float, keep: Path | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, PrivateCluster.running() as cluster:
         directory = Path(tmp)
         (directory / "tasks.py").write_text(TASKS)
@@ -120,7 +127,7 @@ def run(fault: str, nats: bool, rate: float, warmup: float, after: float) -> dic
         store.link.migrate()
         transport = f"{cluster.servers}?{jetstream.names()}&replicas=3" if nats else None
         argv = [sys.executable, "-m", "heartq", "worker", "tasks:app", "--url", url]
-        argv += ["--concurrency", "4", "--poll-interval", "1", "--log-level", "info"]
+        argv += ["--concurrency", "4", "--poll-interval", "1", "--log-level", "debug"]
         argv += ["--log-format", "json"]
         if transport:
             argv += ["--transport", transport]
@@ -171,6 +178,11 @@ def run(fault: str, nats: bool, rate: float, warmup: float, after: float) -> dic
             app.close()
             store.link.close()
         logs = [(directory / f"worker-{n}.log").read_text() for n in range(3)]
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for n, log in enumerate(logs):
+                (keep / f"worker-{n}.log").write_text(log)
+            (keep / "fault.json").write_text(json.dumps({"at": fault_wall}))
     calls = {"enqueue": producer.one, "enqueue_many": producer.many}
     return _figures(jobs, fault_wall, fault_at, calls, victim.name, logs)
 
@@ -211,10 +223,18 @@ def _figures(
         f"{name}_max": max((s for began, s in made if began >= fault_at - 1), default=0.0)
         for name, made in calls.items()
     }
-    said = {
-        name: sum(log.count(f'"event": "{name}"') for log in logs)
-        for name in ("transport_degraded", "transport_unavailable", "transport_resumed")
-    }
+    said: list[str] = []
+    for n, log in enumerate(logs):
+        for line in log.splitlines():
+            if '"event": "transport_' not in line:
+                continue
+            event = json.loads(line)
+            at = _ts(event["ts"]) - fault_wall
+            what = event.get("reason") or event.get("error") or ""
+            if "degraded_for" in event:
+                what += f" after {event['degraded_for']:.2f} s"
+            said.append(f"{at:+6.2f} w{n} {event['event'][10:]} {what}".rstrip())
+    said.sort(key=lambda line: float(line.split()[0]))
     return {
         "victim": victim,
         "jobs": len(jobs),
@@ -237,10 +257,15 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--after", type=float, default=25.0, help="seconds run after the fault")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="copy the workers' logs (debug) here")
     args = parser.parse_args()
-    for _ in range(args.runs):
-        found = run(args.fault, not args.no_nats, args.rate, args.warmup, args.after)
+    for n in range(args.runs):
+        keep = args.keep / str(n) if args.keep else None
+        found = run(args.fault, not args.no_nats, args.rate, args.warmup, args.after, keep)
+        said = found.pop("events")
         print(json.dumps({"fault": args.fault, "nats": not args.no_nats, **found}), flush=True)
+        for line in said:
+            print("   ", line, flush=True)
     return 0
 
 

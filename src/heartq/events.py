@@ -108,6 +108,14 @@ TRANSPORT_READY: Final = "transport_ready"
 """Transport: a worker bound its consumers (`consumers`) on its deployment's `stream`
 (`subjects`, `deployment`: the id stored in the queue's database), at start or once the
 server answers again."""
+TRANSPORT_DEGRADED: Final = "transport_degraded"
+"""Transport: connected, but NATS does not deliver to this worker (`reason`: a short word;
+`detail`: what happened, in NATS's words where it said any): a stream electing its
+leader, a consumer or a node that does not answer. The worker claims from the database at
+once and then at its poll interval; `transport_resumed` when NATS delivers again."""
+TRANSPORT_RESUMED: Final = "transport_resumed"
+"""Transport: NATS delivers to this worker again, after `degraded_for` seconds (`reason`:
+the last one); it catches up from the database what NATS may have missed."""
 TRANSPORT_STREAM_MISMATCH: Final = "transport_stream_mismatch"
 """Transport: the deployment's `stream` exists with settings other than the transport
 URL gives (`differences`: replicas, storage, limits, each with the URL's word); heartq

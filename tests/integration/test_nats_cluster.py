@@ -1,12 +1,18 @@
 """The NATS transport on a private three-node JetStream cluster (docs/NATS.md, "Running
-on a cluster"): the transport URL's server list and the stream's replicas honoured.
+on a cluster"): the transport URL's server list and the stream's replicas honoured, and
+the faults a cluster has (a node frozen, the stream leader's node killed) under steady
+load: the workers claim from the database while NATS does not deliver, say so, and
+every job runs once, its effect written once.
 
 Each test starts its own cluster (`tests/nats_harness.PrivateCluster`: three
 `nats-server` processes on free ports, routes between them, removed after); never the
-shared server on 4222, since nodes are killed and frozen here."""
+shared server on 4222, since nodes are killed and frozen here. The long runs (a node
+frozen 10 s, a leader lost) are `heavy`; the default suite has a short freeze."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +22,7 @@ from heartq.events import Event
 from heartq.transport.settings import NatsOptions
 from tests import nats_harness
 
-from .conftest import Harness
+from .conftest import Harness, WorkerProc, parse_ts
 from .test_nats_transport import CALM, all_succeeded_once
 
 pytestmark = pytest.mark.slow
@@ -80,3 +86,130 @@ def test_replicas_a_single_server_cannot_hold_are_refused_in_natss_words(
         job_id = harness.enqueue("quick")
         harness.wait_status(job_id, "succeeded", 20)
         assert worker.alive()
+
+
+POLL = float(CALM["--poll-interval"] or 1)
+"""The workers' poll interval: without NATS a job waits up to this for its claim."""
+
+
+class Load:
+    """Enqueues `ledger_write` jobs at a steady pace on a thread of the test's (`rate`
+    a second, every fifth call an `enqueue_many` of 10), keeping each call's duration;
+    each job writes one row (job, execution) into `table` in its transaction."""
+
+    def __init__(self, harness: Harness, transport: str, table: str, rate: float = 20) -> None:
+        self.app = heartq.App(harness.url, transport=transport)
+        self.table = table
+        self.rate = rate
+        self.calls: list[tuple[float, float, int]] = []
+        """(began, seconds, jobs) of each enqueue call, by the monotonic clock."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.app.close()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            began = time.monotonic()
+            if n % 5:
+                self.app.enqueue("ledger_write", {"table": self.table})
+                count = 1
+            else:
+                self.app.enqueue_many("ledger_write", [{"table": self.table}] * 10)
+                count = 10
+            self.calls.append((began, time.monotonic() - began, count))
+            self._stop.wait(1 / self.rate)
+
+    def slowest(self, since: float, at_least: int = 1) -> float:
+        """The longest enqueue call of `at_least` jobs that began after `since`."""
+        return max((s for b, s, n in self.calls if b >= since and n >= at_least), default=0)
+
+
+def ledger(harness: Harness) -> str:
+    name = "effects"
+    harness.sql(f"CREATE TABLE {name} (job_id text NOT NULL, execution_id integer NOT NULL)")
+    return name
+
+
+def waits(harness: Harness, since: float, until: float) -> list[float]:
+    """Enqueue-to-start (the database's clock) of the jobs created between the two
+    wall-clock times."""
+    rows = harness.sql(
+        "SELECT j.created_at, min(e.started_at) FROM heartq_jobs AS j "
+        "JOIN heartq_executions AS e ON e.job_id = j.id GROUP BY j.id"
+    )
+    return [float(s) - float(c) for c, s in rows if since <= float(c) <= until]
+
+
+def every_effect_once(harness: Harness, table: str) -> int:
+    """Every job succeeded with one execution, its row written once; how many jobs."""
+    count = int(harness.sql("SELECT count(*) FROM heartq_jobs")[0][0])
+    all_succeeded_once(harness, count, 90)
+    rows = harness.sql(f"SELECT job_id, count(*) FROM {table} GROUP BY job_id")
+    assert len(rows) == count, (len(rows), count)
+    assert all(int(n) == 1 for _job, n in rows), [r for r in rows if int(r[1]) != 1][:5]
+    return count
+
+
+def said_degraded(worker: WorkerProc, since: float) -> list[dict[str, object]]:
+    """The worker's `transport_degraded` events after the wall-clock time `since`."""
+    return [e for e in worker.events("transport_degraded") if parse_ts(str(e["ts"])) >= since]
+
+
+def freeze_the_workers_node(
+    harness: Harness,
+    cluster: nats_harness.PrivateCluster,
+    seconds: float,
+    workers: int,
+    after: float = 1.0,
+) -> tuple[float, float, Load]:
+    """`workers` workers all on node n1 (listed first, `randomize=false`), the load's
+    app on n2; n1 frozen `seconds` under the load, which goes on `after` seconds more.
+    The freeze's wall-clock start and end, and the load (finished)."""
+    names = f"{nats_harness.names()}&replicas=3&randomize=false"
+    n1, n2, n3 = (node.address for node in cluster.nodes)
+    on_n1 = f"{n1},{n2},{n3}?{names}"
+    table = ledger(harness)
+    started = [
+        harness.start_worker("--transport", on_n1, settings=CALM, wait=False)
+        for _ in range(workers)
+    ]
+    for worker in started:
+        harness.wait_started(worker)
+        harness.wait_for(lambda w=worker: w.events("transport_ready"), 20, "consumers bound")
+    with Load(harness, f"{n2},{n3},{n1}?{names}", table) as load:
+        harness.wait_for(lambda: len(load.calls) > 10, 20, "the load to run")
+        frozen_at = time.time()
+        cluster.node("n1").freeze()
+        harness.wait_for(lambda: time.time() > frozen_at + seconds, seconds + 5, "the freeze")
+        cluster.node("n1").thaw()
+        thawed_at = time.time()
+        harness.wait_for(lambda: time.time() > thawed_at + after, after + 5, "the load after")
+    return frozen_at, thawed_at, load
+
+
+def test_a_short_freeze_its_workers_claim_from_the_database_and_say_so(
+    harness: Harness, cluster: nats_harness.PrivateCluster
+) -> None:
+    """The node both workers are connected to frozen 3 s (SIGSTOP: its sockets open,
+    nothing answered): they run jobs from the database within about a second, say so
+    (`transport_degraded`), and every job runs once. Before: they saw an empty queue
+    for the whole freeze, claimed from the database only at their 10 s backstop, and
+    said nothing."""
+    frozen_at, thawed_at, _load = freeze_the_workers_node(harness, cluster, 3, workers=2)
+    for worker in harness.workers:
+        said = said_degraded(worker, frozen_at)
+        assert said, worker.log_tail()
+        assert parse_ts(str(said[0]["ts"])) - frozen_at < 2.5, said[0]
+    during = waits(harness, frozen_at, thawed_at)
+    assert during and max(during) < POLL + 1.5, sorted(during)[-5:]
+    every_effect_once(harness, "effects")

@@ -275,3 +275,18 @@ def test_no_server_at_start_workers_poll_then_use_it_when_it_comes(harness: Harn
         all_succeeded_once(harness, 40, 10)
     finally:
         server.close()
+
+
+def test_a_job_no_wake_up_names_is_claimed_after_stale_after(
+    harness: Harness, transport_url: str
+) -> None:
+    """A job in the database whose wake-up never came (lost, or published by nobody: the
+    harness writes it straight into the database) is claimed by an idle worker once it
+    has waited `stale_after` (2 s), not at the backstop or the sweeper's republish
+    (10 s each)."""
+    worker = harness.start_worker("--transport", transport_url, settings=CALM)
+    harness.wait_for(lambda: worker.events("transport_ready"), 20, "consumers bound")
+    job_id = harness.enqueue("quick")
+    done = harness.wait_status(job_id, "succeeded", 30)
+    waited = parse_ts(done["executions"][0]["started_at"]) - parse_ts(done["created_at"])
+    assert 1.5 < waited < 4.0, waited

@@ -67,7 +67,7 @@ def test_an_enqueue_answers_at_once_with_the_server_frozen(
             assert took < 0.5, took  # 5.0 s before: the publish's ack awaited
             publisher = app.transport
             assert publisher is not None
-            wait_for(lambda: publisher.publish_failures > 0, 10, "the publish to time out")
+            wait_for(lambda: publisher.catch_ups > 0, 10, "the publish to time out")
         finally:
             server.proc.send_signal(signal.SIGCONT)
         # Published once the server answers: by the publisher's retry (no sweeper here).
@@ -130,7 +130,8 @@ def test_after_a_failed_publish_the_sweeper_publishes_what_waits_at_once(
         assert server.proc is not None
         server.proc.send_signal(signal.SIGSTOP)
         try:
-            assert not transport.publish([("not-a-job", "default")])
+            failed = lambda: not transport.publish([("not-a-job", "default")])  # noqa: E731
+            wait_for(failed, 10, "a publish to fail")
         finally:
             server.proc.send_signal(signal.SIGCONT)
         wait_for(lambda: time.time() - enqueued >= CATCH_UP_AFTER, 5, "the jobs to wait 1 s")

@@ -184,6 +184,7 @@ def test_stream_and_client_settings() -> None:
     }
     assert (chosen.reconnect_wait, chosen.connect_timeout, chosen.ping_interval) == (0.2, 2, 5)
     assert (chosen.max_outstanding_pings, chosen.randomize) == (3, False)
+    assert (plain.stale_after, NatsOptions.parse("nats://h:1?stale_after=0").stale_after) == (2, 0)
 
 
 @pytest.mark.parametrize(
@@ -197,6 +198,8 @@ def test_stream_and_client_settings() -> None:
         ("max_msgs=lots", "max_msgs must be a whole number"),
         ("randomize=maybe", "randomize must be true or false"),
         ("ping_interval=", "ping_interval must be a number of seconds"),
+        ("backstop=0", "backstop must be positive"),
+        ("stale_after=-1", "stale_after must be positive"),
     ],
 )
 def test_stream_and_client_settings_heartq_cannot_use_are_refused(query: str, message: str) -> None:

@@ -26,17 +26,18 @@ SINCE_OVERLAP = 1.0
 """Each pass looks this many seconds behind the previous one's time too: a job committed
 by a transaction that began before that pass (its times then older) is not missed."""
 CATCH_UP_AFTER = 1.0
-"""After a publish of this process failed, the next pass publishes every job runnable
-for this long (not `republish_after`): its wake-up may be the one that failed."""
+"""After a publish of this process failed, or its worker came back to NATS, the next pass
+publishes every job runnable for this long (not `republish_after`): its wake-up may be
+one that failed, or that NATS lost meanwhile."""
 
 
 class Sweeper:
     """Maintenance service: publishes the jobs of this worker's queues that fell due
     (delayed, retried), were queued again (reclaimed, released, replayed) since its last
-    pass, and every `republish_after` those still queued and runnable that long (a publish that
-    failed, a message lost); after a publish of this process failed (`publish_failures`
-    grew), at the next pass those runnable for `CATCH_UP_AFTER`. Every worker sweeps:
-    duplicates are harmless."""
+    pass, and every `republish_after` those still queued and runnable that long (a publish
+    that failed, a message lost); after a publish of this process failed, or its worker
+    came back to NATS (`catch_ups` grew), at the next pass those runnable for
+    `CATCH_UP_AFTER`. Every worker sweeps: duplicates are harmless."""
 
     name = "transport_sweeper"
 
@@ -47,7 +48,7 @@ class Sweeper:
         self.interval = transport.options.sweep_interval
         self._since: float | None = None
         self._long_waiting_due = 0.0
-        self._failures_seen = transport.publish_failures
+        self._failures_seen = transport.catch_ups
 
     def run_once(self) -> int:
         if not self.transport.available:
@@ -55,8 +56,8 @@ class Sweeper:
         republish_after = self.transport.options.republish_after
         if self._since is None:
             self._since = self.store.clock() - republish_after
-        failures = self.transport.publish_failures
-        catch_up = failures != self._failures_seen  # a publish of this process failed
+        failures = self.transport.catch_ups
+        catch_up = failures != self._failures_seen  # a publish failed, NATS came back
         long_waiting = catch_up or time.monotonic() >= self._long_waiting_due
         now = self.store.clock()
         waiting_since = 0.0

@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -30,16 +31,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
 from heartq import events
-from heartq.errors import ConfigError
+from heartq.transport.consuming import Consumers
+from heartq.transport.health import Unanswered
 from heartq.transport.names import NatsNames
 from heartq.transport.publisher import Publisher, Wakeup
-from heartq.transport.settings import MIN_ACK_WAIT, NatsOptions
-from heartq.transport.stream import NatsRefused, ensure_stream, reason
+from heartq.transport.settings import NatsOptions
+from heartq.transport.stream import ensure_stream
 
 if TYPE_CHECKING:
     from heartq.event_stream import EventStream
@@ -47,7 +49,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 CALL_TIMEOUT = 5.0
-"""The longest a caller waits for one round of calls to the server (admin)."""
+"""The longest a call that makes something on the server waits (a stream, a consumer)."""
+QUICK_TIMEOUT = 1.0
+"""The longest a publish waits for the stream's ack, and a check for its answer."""
+PUBLISH_WAIT = 2.0
+"""The longest a synchronous publish (a worker's sweeper, a recovery) keeps its caller."""
+SERVER_CHECK_TIMEOUT = 0.5
+"""A server that does not answer a request within this is taken for frozen: the client
+moves to another (`suspect_server`)."""
+SERVER_CHECK_EVERY = 2.0
+"""The server is checked at most this often."""
 FIRST_CONNECT_WAIT = 2.0
 """A new transport's first synchronous publish (a worker's sweeper, a recovery) waits up
 to 2 s for the first connection attempt; later ones never wait. An enqueue's wake-ups
@@ -89,17 +100,22 @@ class NatsTransport:
         self._thread.start()
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
-        self._subs: dict[str, JetStreamContext.PullSubscription] = {}
-        self._ensured: set[str] = set()
+        self._admin: JetStreamContext | None = None
+        self._consumers: Consumers | None = None
         self._stream_ready = False
         self._mismatch_said: set[str] = set()
-        self._ack_wait: float | None = None
+        self.stream_seen = 0.0
+        """When the stream last answered (a publish acked, a check): monotonic."""
+        self._checking = False
+        self._checked_at = -SERVER_CHECK_EVERY
+        self._disconnect_reason = "disconnected"
         self._closed = False
         self._was_up: bool | None = None
         self._first_attempt = threading.Event()
-        self.publish_failures = 0
-        """How many background publishes failed (or were dropped) so far: a worker's
-        sweeper that sees it grow publishes what waits at once (`Sweeper`)."""
+        self.catch_ups = 0
+        """How many times a publish failed (or a wake-up was dropped), or a worker came
+        back to NATS, so far: a worker's sweeper that sees it grow publishes at its next
+        pass what waits (`Sweeper`), rather than after `republish_after`."""
         self._publisher = Publisher(
             self._loop,
             self._send,
@@ -130,7 +146,8 @@ class NatsTransport:
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
                 )
-                self._js = self._nc.jetstream(timeout=CALL_TIMEOUT)
+                self._js = self._nc.jetstream(timeout=QUICK_TIMEOUT)
+                self._admin = self._nc.jetstream(timeout=CALL_TIMEOUT)
                 self._report(True)
                 self._first_attempt.set()
                 return
@@ -150,12 +167,13 @@ class NatsTransport:
 
     async def _on_disconnected(self) -> None:
         if not self._closed:  # a close is no outage
-            self._report(False, "disconnected")
+            reason, self._disconnect_reason = self._disconnect_reason, "disconnected"
+            self._report(False, reason)
 
     async def _on_reconnected(self) -> None:
-        self._subs.clear()  # rebound on next use: the server may have lost its state
-        self._ensured.clear()
-        self._stream_ready = False
+        self._stream_ready = False  # looked at again: the server may have lost its state
+        if self._consumers is not None:
+            self._consumers.reconnected()
         self._report(True)
 
     def _report(self, up: bool, error: str = "") -> None:
@@ -181,7 +199,9 @@ class NatsTransport:
         nc = self._nc
         return nc is not None and nc.is_connected and not self._closed
 
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT) -> T:
+        """Run `coro` on the transport's loop and wait at most `timeout` for it
+        (`TimeoutError` past it, the coroutine cancelled)."""
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return future.result(timeout)
@@ -213,9 +233,9 @@ class NatsTransport:
         nc = self._nc
         if nc is not None:
             with contextlib.suppress(Exception):
-                self._call(nc.close(), 2.0)
+                self.call(nc.close(), 2.0)
         with contextlib.suppress(Exception):
-            self._call(self._end_tasks(), 2.0)
+            self.call(self._end_tasks(), 2.0)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=2.0)
         if not self._thread.is_alive():
@@ -263,16 +283,20 @@ class NatsTransport:
         )
 
     def _publish_failed(self) -> None:
-        self.publish_failures += 1
+        self.request_catch_up()
+
+    def request_catch_up(self) -> None:
+        """Wake-ups may be missing: the sweeper publishes what waits at its next pass."""
+        self.catch_ups += 1
 
     async def _send(self, batch: Sequence[Wakeup]) -> list[bool]:
         """The background publisher's round: the stream made if need be, then every
         wake-up published at once; one answer each."""
-        js = self._js
-        if js is None:
+        if self._js is None or self._admin is None:
             return [False] * len(batch)
+        js = self._js
         try:
-            await asyncio.wait_for(self._ensure_stream(js, self.names), CALL_TIMEOUT)
+            await self._ensure_stream(self.names)
         except Exception:  # noqa: BLE001 - tried again with the wake-ups
             return [False] * len(batch)
         sent = await asyncio.gather(
@@ -280,8 +304,12 @@ class NatsTransport:
             return_exceptions=True,
         )
         answers = [not isinstance(answer, BaseException) for answer in sent]
-        if not all(answers):
+        if all(answers):
+            self.stream_seen = time.monotonic()
+        else:
             self._stream_ready = False  # deleted meanwhile? looked at again next round
+            if any(isinstance(a, asyncio.TimeoutError) for a in sent):
+                self.suspect_server()
         return answers
 
     def publish(self, jobs: Sequence[tuple[str, str]], recovery: str | None = None) -> bool:
@@ -295,7 +323,7 @@ class NatsTransport:
         if not self.available:
             return False
         try:
-            self._call(self._publish(self.names, jobs, recovery))
+            self.call(self._publish(self.names, jobs, recovery), PUBLISH_WAIT)
             return True
         except Exception:  # noqa: BLE001 - the database is the outbox
             self._stream_ready = False  # deleted meanwhile? looked at again next time
@@ -305,21 +333,22 @@ class NatsTransport:
     async def _publish(
         self, names: NatsNames, jobs: Sequence[tuple[str, str]], recovery: str | None
     ) -> None:
-        js = self._js
-        assert js is not None
-        await self._ensure_stream(js, names)
+        js, _ = self.jetstream()
+        await self._ensure_stream(names)
         sends = [
             js.publish(names.subject(queue), _body(job_id, queue, recovery), stream=names.stream)
             for job_id, queue in jobs
         ]
         await asyncio.gather(*sends)
+        self.stream_seen = time.monotonic()
 
-    async def _ensure_stream(self, js: JetStreamContext, names: NatsNames) -> None:
+    async def _ensure_stream(self, names: NatsNames) -> None:
         """Create the stream when missing, with the URL's stream settings; use one that
         exists as it is, saying once how it differs from them (`stream.py`)."""
         if self._stream_ready:
             return
-        differ = await ensure_stream(js, names, self.options.stream_settings())
+        js, admin = self.jetstream()
+        differ = await ensure_stream(js, admin, names, self.options.stream_settings())
         if differ and names.stream not in self._mismatch_said:
             self._mismatch_said.add(names.stream)
             self.events.emit(
@@ -333,108 +362,110 @@ class NatsTransport:
             )
         self._stream_ready = True
 
-    # -- consuming ---------------------------------------------------------------------
+    # -- consuming (a worker's: `consuming.py`) -----------------------------------------
+    def consumers(self, queues: Sequence[str], ack_wait: float) -> Consumers:
+        """This worker's consumers of `queues`, watched from now on (made once)."""
+        if self._consumers is None:
+            self._consumers = Consumers(self, queues, ack_wait)
+            self._consumers.start()
+        return self._consumers
+
     def prepare(self, queues: Sequence[str], ack_wait: float) -> None:
-        """Create the stream and each queue's durable consumer when missing, refusing a
-        consumer whose ack_wait is not `ack_wait` or longer (ConfigError). Raises when
-        the server cannot be reached."""
-        self._ack_wait = ack_wait
-        self._call(self._prepare(self.names, list(queues), ack_wait))
+        """Create the stream and each queue's durable consumer when missing, now,
+        refusing a consumer whose ack_wait is not `ack_wait` or longer (ConfigError).
+        Raises when the server cannot be reached or refuses them."""
+        self.consumers(queues, ack_wait).bind_now()
 
-    async def _prepare(self, names: NatsNames, queues: list[str], ack_wait: float) -> None:
-        js = self._js
-        if js is None or not self.available:
-            raise ConnectionError("not connected")
-        bound: list[str] = []
-        try:
-            await self._ensure_stream(js, names)
-            for queue in queues:
-                if queue not in self._ensured:
-                    await self._bind(js, names, queue, ack_wait)
-                    bound.append(names.durable(queue))
-        except BaseException:
-            self._stream_ready = False  # looked at again next time: it may have changed
-            raise
-        finally:
-            if bound:
-                self.events.emit(
-                    events.TRANSPORT_READY,
-                    server=self.options.server,
-                    deployment=names.deployment,
-                    stream=names.stream,
-                    subjects=names.subjects,
-                    consumers=bound,
-                )
-
-    async def _bind(
-        self, js: JetStreamContext, names: NatsNames, queue: str, ack_wait: float
-    ) -> None:
-        """Bind to the queue's consumer, made when missing; one made with a shorter
-        ack_wait (by this deployment's workers: the name carries its id) is refused."""
-        name = names.durable(queue)
-        try:
-            info = await js.consumer_info(names.stream, name)
-        except NotFoundError:
-            refused: Exception | None = None
-            try:
-                await js.add_consumer(
-                    names.stream,
-                    ConsumerConfig(
-                        durable_name=name,
-                        description=f"heartq deployment {names.deployment}, queue {queue}",
-                        ack_policy=AckPolicy.EXPLICIT,
-                        ack_wait=ack_wait,
-                        filter_subject=names.subject(queue),
-                    ),
-                )
-            except Exception as exc:  # noqa: BLE001 - or another worker made it meanwhile
-                refused = exc
-            try:
-                info = await js.consumer_info(names.stream, name)
-            except NotFoundError:
-                raise NatsRefused(
-                    f"NATS refused consumer {name} on stream {names.stream}: {reason(refused)}"
-                ) from None
-        have = info.config.ack_wait
-        if have is not None and have < ack_wait:
-            raise ConfigError(
-                f"NATS consumer {name} has ack_wait {have:g} s, shorter than the "
-                f"{ack_wait:g} s this worker needs (lease + reclaim interval, and more): "
-                "delete it or raise its ack_wait"
-            )
-        self._subs[queue] = await js.pull_subscribe_bind(durable=name, stream=names.stream)
-        self._ensured.add(queue)
+    def health(self) -> tuple[str, str] | None:
+        """Why NATS does not deliver to this worker now (`consuming.py`), or None."""
+        if self._consumers is None:
+            return ("binding", "no consumers yet")
+        return self._consumers.health()
 
     def fetch(self, queue: str, limit: int, timeout: float) -> list[Msg]:
-        """Up to `limit` messages of `queue`, waiting up to `timeout` for the first.
-        Raises when the server cannot be reached, or will not take this deployment's
-        consumer (the caller falls back to polling)."""
-        names = self.names
-        return self._call(self._fetch(names, queue, limit, timeout), timeout + CALL_TIMEOUT)
-
-    async def _fetch(self, names: NatsNames, queue: str, limit: int, timeout: float) -> list[Msg]:
-        if queue not in self._subs:
-            await self._prepare(names, [queue], self._ack_wait or MIN_ACK_WAIT)
-        try:
-            return await self._subs[queue].fetch(limit, timeout=timeout)
-        except TimeoutError:  # nats.errors.TimeoutError is one too
-            return []
+        """Up to `limit` messages of `queue`, waiting up to `timeout` for the first (and
+        `PULL_GRACE` for JetStream's answer). Raises `Unanswered` when NATS does not
+        deliver (the caller claims from the database)."""
+        if self._consumers is None:
+            raise Unanswered("binding", "no consumers yet")
+        return self._consumers.fetch(queue, limit, timeout)
 
     def ack(self, messages: Sequence[Msg]) -> None:
         """Ack, best effort: a lost ack only means the message comes back (harmless)."""
-        if messages:
-            with contextlib.suppress(Exception):
-                self._call(self._settle(messages, nak=False))
+        if self._consumers is not None:
+            self._consumers.settle(messages, nak=False)
 
     def nak(self, messages: Sequence[Msg]) -> None:
         """Ask for redelivery now (the claim failed: the database was unreachable)."""
-        if messages:
-            with contextlib.suppress(Exception):
-                self._call(self._settle(messages, nak=True))
+        if self._consumers is not None:
+            self._consumers.settle(messages, nak=True)
 
-    @staticmethod
-    async def _settle(messages: Sequence[Msg], nak: bool) -> None:
-        await asyncio.gather(*(m.nak() if nak else m.ack() for m in messages))
+    # -- what `consuming.py` uses ------------------------------------------------------
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
+    def connected(self) -> bool:
+        """`available`, as read on the transport's loop."""
+        return self.available
+
+    def client(self) -> Client:
+        assert self._nc is not None
+        return self._nc
+
+    def jetstream(self) -> tuple[JetStreamContext, JetStreamContext]:
+        """The quick context (1 s: publishes, probes) and the admin one (creations)."""
+        assert self._js is not None and self._admin is not None
+        return self._js, self._admin
+
+    async def check_stream(self) -> None:
+        """Whether the stream answers (its leader, on a cluster), made (or joined) first
+        when it has not been yet, or is gone; raises what kept it from answering."""
+        if self._stream_ready:
+            js, _ = self.jetstream()
+            try:
+                await js.stream_info(self.names.stream)
+            except NotFoundError:
+                self._stream_ready = False  # deleted: made again
+        await self._ensure_stream(self.names)
+        self.stream_seen = time.monotonic()
+
+    def suspect_server(self) -> None:
+        """Something did not answer: check the server this client is connected to, and
+        move to another one when it answers nothing (a frozen node keeps its socket open:
+        nats-py would notice only after its pings, minutes later)."""
+        self._loop.call_soon_threadsafe(self._schedule_server_check)
+
+    def _schedule_server_check(self) -> None:
+        now = time.monotonic()
+        if self._checking or now - self._checked_at < SERVER_CHECK_EVERY or self._closed:
+            return
+        self._checking = True
+        self._checked_at = now
+        self._loop.create_task(self._check_server())
+
+    async def _check_server(self) -> None:
+        """A request nobody listens to: a live server answers "no responders" at once."""
+        try:
+            nc = self._nc
+            if nc is None or not nc.is_connected:
+                return
+            try:
+                await nc.request(f"_HEARTQ.PING.{os.getpid()}", b"", timeout=SERVER_CHECK_TIMEOUT)
+            except NoRespondersError:
+                return  # it answers: the trouble is JetStream's (a leader), not the link
+            except TimeoutError:  # nats-py's is one too
+                current = nc.connected_url
+                where = f"{current.hostname}:{current.port}" if current else "its server"
+                self._disconnect_reason = (
+                    f"{where} did not answer within {SERVER_CHECK_TIMEOUT:g} s: reconnecting"
+                )
+                await nc.force_reconnect()
+            except Exception:  # noqa: BLE001 - a check, nothing more
+                return
+        finally:
+            self._checking = False
 
     # -- tests and tools ---------------------------------------------------------------
     def backlog(self, queue: str) -> int:
@@ -444,7 +475,7 @@ class NatsTransport:
         if js is None:
             raise ConnectionError("not connected")
         names = self.names
-        info = self._call(js.consumer_info(names.stream, names.durable(queue)))
+        info = self.call(js.consumer_info(names.stream, names.durable(queue)))
         return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
 
     def delete_stream(self) -> None:
@@ -452,7 +483,7 @@ class NatsTransport:
         js = self._js
         if js is not None:
             with contextlib.suppress(NotFoundError):
-                self._call(js.delete_stream(self.names.stream))
+                self.call(js.delete_stream(self.names.stream))
 
 
 def _body(job_id: str, queue: str, recovery: str | None) -> bytes:

@@ -11,7 +11,9 @@ optional (docs/NATS.md, "Settings"):
   `republish_after` (seconds a job may stay queued and runnable before the sweeper
   publishes it again, default 10), `sweep_interval` (default 1), `backstop` (seconds
   between database claims of a worker whose transport is up, for what no message names,
-  e.g. jobs with a concurrency key; default 10);
+  e.g. jobs with a concurrency key; default 10), `stale_after` (seconds a job may wait
+  runnable, while a worker has free slots and NATS brings it nothing, before that worker
+  claims from the database: its wake-up was lost; default 2, 0: never);
 - the client's connection: `connect_timeout` (1), `reconnect_wait` (0.5),
   `ping_interval` (120, nats-py's), `max_outstanding_pings` (2), `randomize` (`true`:
   servers tried in random order; `false`: in the URL's);
@@ -35,6 +37,7 @@ from heartq.transport.servers import Server, parse_servers
 DEFAULT_REPUBLISH_AFTER = 10.0
 DEFAULT_SWEEP_INTERVAL = 1.0
 DEFAULT_BACKSTOP = 10.0
+DEFAULT_STALE_AFTER = 2.0
 MIN_ACK_WAIT = 60.0
 MAX_REPLICAS = 5
 """JetStream's own bound on a stream's replicas."""
@@ -45,12 +48,14 @@ _SECONDS = (
     "republish_after",
     "sweep_interval",
     "backstop",
+    "stale_after",
     "connect_timeout",
     "reconnect_wait",
     "ping_interval",
     "max_age",
 )
 _COUNTS = ("max_outstanding_pings", "replicas", "max_msgs", "max_bytes")
+_ZERO_OK = ("stale_after",)
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
@@ -67,6 +72,8 @@ class NatsOptions:
     republish_after: float = DEFAULT_REPUBLISH_AFTER
     sweep_interval: float = DEFAULT_SWEEP_INTERVAL
     backstop: float = DEFAULT_BACKSTOP
+    stale_after: float = DEFAULT_STALE_AFTER
+    """0: never (the backstop alone)."""
     connect_timeout: float = 1.0
     reconnect_wait: float = 0.5
     ping_interval: float = 120.0
@@ -146,13 +153,14 @@ class NatsOptions:
 
 
 def _number(name: str, text: str, kind: type[float] | type[int]) -> Any:
-    """A positive number of seconds (`float`) or a positive whole number (`int`)."""
+    """A positive number of seconds (`float`) or a positive whole number (`int`); 0 too
+    for `stale_after` (off)."""
     try:
         value = kind(text)
     except ValueError:
         what = "a number of seconds" if kind is float else "a whole number"
         raise ConfigError(f"transport {name} must be {what}, got {text!r}") from None
-    if not value > 0:
+    if not (value > 0 or (value == 0 and name in _ZERO_OK)):
         raise ConfigError(f"transport {name} must be positive")
     return value
 

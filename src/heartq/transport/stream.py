@@ -47,15 +47,16 @@ def stream_config(names: NatsNames, settings: dict[str, Any]) -> StreamConfig:
 
 
 async def ensure_stream(
-    js: JetStreamContext, names: NatsNames, settings: dict[str, Any]
+    js: JetStreamContext, admin: JetStreamContext, names: NatsNames, settings: dict[str, Any]
 ) -> list[str]:
     """Make the stream when missing; on one that exists without this deployment's
     subjects, add them (`_join`). The differences between an existing stream and the
-    URL's stream settings, in words (empty when none, or when made here). Each call
-    waits as long as `js`'s timeout: the caller bounds the whole."""
+    URL's stream settings, in words (empty when none, or when made here). Looking waits
+    as long as `js`'s timeout, making as long as `admin`'s: the caller bounds the whole."""
     try:
         info = await js.stream_info(names.stream)
     except NotFoundError:
+        js = admin  # what follows makes or changes the stream
         refused: Exception | None = None
         try:
             await js.add_stream(stream_config(names, settings))
@@ -71,7 +72,7 @@ async def ensure_stream(
         if refused is None:
             return []
     if names.subjects not in (info.config.subjects or []):
-        await _join(js, names, info.config)
+        await _join(admin, names, info.config)
     return differences(info, settings)
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from heartq import events
 from heartq.errors import ConfigError
 from heartq.model import Claim, Reclaimed
+from heartq.transport.health import Unanswered
 from heartq.worker.claimer import Claimer, ClaimFetch, Round
 from heartq.worker.ledger import Ledger
 
@@ -40,6 +41,11 @@ FETCH_WAIT_MAX = 0.5
 interrupt a fetch) is heard within that."""
 CONNECT_WAIT = 2.0
 """At startup, a transport gets 2 s to answer before the worker starts polling instead."""
+STALE_CHECK_EVERY = 1.0
+"""An idle worker on NATS asks the database at most this often whether a job waits that
+no wake-up brought (`TransportFetch._missed`)."""
+NEVER = 365 * 86400.0
+"""Seconds ahead: a `since` for `due_for_publish` that finds nothing fallen due."""
 
 
 class TransportFetch:
@@ -47,7 +53,16 @@ class TransportFetch:
 
     `ack_wait` (`NatsOptions.ack_wait_for`) is checked when the worker is built: a
     message must not come back while the job it led to may still run. `idle` is the
-    worker's wait for a wake-up (a freed slot, a stop)."""
+    worker's wait for a wake-up (a freed slot, a stop).
+
+    Whether NATS delivers is the transport's `health`, read before each round without
+    waiting (`heartq.transport.consuming`): while it names a reason (the stream electing
+    a leader, a consumer or a node that does not answer, a disconnection) the worker is
+    *degraded* and claims from the database at once and then at its poll interval, as
+    without a transport, and says so once (`transport_degraded`, with the reason); when
+    NATS answers again it says that too (`transport_resumed`) and catches up: it claims
+    from the database whenever a pull brings nothing until a database claim finds
+    nothing, and its sweeper publishes what waits."""
 
     def __init__(
         self,
@@ -72,13 +87,20 @@ class TransportFetch:
         self._idle = idle
         self._next_queue = 0
         self._backstop_due = time.monotonic() + transport.options.backstop
-        self._failing = False
+        self._degraded: tuple[str, str] | None = None
+        """Why NATS does not deliver, while it does not (None: it does)."""
+        self._degraded_at = 0.0
+        self._announced = False
+        self._catching_up = False
+        self._stale_check_due = 0.0
 
     def prepare(self, stop: threading.Event) -> None:
-        """Create the stream and consumers if the server answers within a moment; if not,
-        the worker starts anyway (polling the database) and they are made when it does.
-        A consumer whose ack_wait is too short is refused here (ConfigError)."""
+        """Start watching the consumers, and bind them now if the server answers within
+        a moment; if not, the worker starts anyway (claiming from the database) and the
+        watch binds them when it does. A consumer whose ack_wait is too short is refused
+        here (ConfigError)."""
         transport = self.transport
+        transport.consumers(self.queues, self.ack_wait)
         deadline = time.monotonic() + CONNECT_WAIT
         while not transport.available and time.monotonic() < deadline:
             if stop.wait(0.05):
@@ -89,7 +111,9 @@ class TransportFetch:
             transport.prepare(self.queues, self.ack_wait)
         except ConfigError:
             raise
-        except Exception as exc:  # noqa: BLE001 - made on first fetch instead
+        except Exception as exc:  # noqa: BLE001 - bound by the watch instead
+            self._degraded, self._degraded_at = ("binding", str(exc)), time.monotonic()
+            self._announced = True  # said here, in NATS's words
             self.events.emit(
                 events.TRANSPORT_UNAVAILABLE,
                 logging.WARNING,
@@ -98,14 +122,22 @@ class TransportFetch:
             )
 
     def round(self, burst: bool) -> Round:
-        """The transport's round, else (unreachable, the backstop due, or nothing came
-        in a burst run, which must then learn whether its queues are drained) a database
-        claim; after which the loop goes back to a delivering transport at once, and
-        to the database within the claim's `rate_wait` (rate-limited jobs come from the
-        database: `claim_again_in`)."""
-        if self.step(burst):
-            return Round(busy=True)
+        """The transport's round when it delivers, else (degraded, the backstop due, or
+        nothing came in a burst run, which must then learn whether its queues are
+        drained, or while catching up) a database claim; after which the loop goes back
+        to a delivering transport at once, and to the database within the claim's
+        `rate_wait` (rate-limited jobs come from the database: `claim_again_in`)."""
+        trouble = self.transport.health()
+        if trouble is None:
+            if self._degraded is not None:
+                self._resume()
+            if self.step(burst):
+                return Round(busy=True)
+        else:
+            self._degrade(trouble)
         claimed = self.database.round(burst)
+        if self._catching_up and claimed.claimed == 0 and not claimed.busy:
+            self._catching_up = False  # the database holds nothing more for us
         if claimed.busy:
             return claimed
         if claimed.rate_wait is not None:
@@ -113,6 +145,41 @@ class TransportFetch:
         if self.delivering:
             return replace(claimed, idle=None)  # back to the transport at once
         return claimed
+
+    def _degrade(self, trouble: tuple[str, str]) -> None:
+        """NATS does not deliver: say why, once (a disconnection is the transport's
+        `transport_unavailable`), and claim from the database meanwhile."""
+        if self._degraded is None:
+            self._degraded_at = time.monotonic()
+            self._announced = False
+        self._degraded = trouble
+        word, detail = trouble
+        if not self._announced and word != "disconnected":
+            self._announced = True
+            self.events.emit(
+                events.TRANSPORT_DEGRADED,
+                logging.WARNING,
+                worker_id=self.worker_id,
+                server=self.transport.options.server,
+                reason=word,
+                detail=detail,
+                fallback="claiming from the database at once, then every poll interval, "
+                "until NATS answers",
+            )
+
+    def _resume(self) -> None:
+        """NATS delivers again: say so, and catch up what it may have missed."""
+        assert self._degraded is not None
+        self.events.emit(
+            events.TRANSPORT_RESUMED,
+            worker_id=self.worker_id,
+            server=self.transport.options.server,
+            reason=self._degraded[0],
+            degraded_for=round(time.monotonic() - self._degraded_at, 3),
+        )
+        self._degraded = None
+        self._catching_up = True
+        self.transport.request_catch_up()
 
     @property
     def on_reclaimed(self) -> Callable[[list[Reclaimed]], None]:
@@ -146,17 +213,18 @@ class TransportFetch:
 
     @property
     def delivering(self) -> bool:
-        """Whether the transport delivers now: connected, and its last fetch worked. A
-        server that answers but refuses this deployment's consumer (docs/NATS.md, "Names")
-        is not delivering: the worker then waits its poll interval between database
-        claims, as without a transport, instead of asking again at once."""
-        return self.transport.available and not self._failing
+        """Whether the transport delivers now. A server that answers but refuses this
+        deployment's consumer (docs/NATS.md, "Names"), or a stream or consumer that
+        does not answer, is not delivering: the worker then waits its poll interval
+        between database claims, as without a transport, instead of asking again at
+        once."""
+        return self._degraded is None and self.transport.health() is None
 
     def step(self, burst: bool) -> bool:
         """One round through the transport. False: `round` claims from the database
-        this round instead (transport unreachable, the backstop is due, or nothing came
-        in a burst run, which must then learn whether its queues are drained)."""
-        if not self.transport.available or time.monotonic() >= self._backstop_due:
+        this round instead (the backstop is due, NATS met trouble, or nothing came in a
+        burst run or while catching up)."""
+        if time.monotonic() >= self._backstop_due:
             self._backstop_due = time.monotonic() + self.transport.options.backstop
             return False
         free = self._free_slots()
@@ -172,12 +240,12 @@ class TransportFetch:
         free = free if cap is None else min(free, cap)
         try:
             messages = self.transport.fetch(queue, free, self.wait / len(fetchable))
-        except Exception:  # noqa: BLE001 - unreachable: the database claim runs instead
-            self._failing = True
+        except Unanswered as exc:  # the database claim runs instead, at once
+            if exc.reason != "slow":  # one pull unanswered: a claim, not yet an episode
+                self._degrade((exc.reason, exc.detail))
             return False
-        self._failing = False
         if not messages:
-            return not burst
+            return not burst and not self._catching_up and not self._missed()
         self._claim(messages)
         return True
 
@@ -193,6 +261,27 @@ class TransportFetch:
         running = (run.job.queue for run in self.claimer.ledger.running())
         groups = controls.plan(self.queues, running)
         return [(queue, group.limit) for group in groups for queue in group.queues]
+
+    def _missed(self) -> bool:
+        """Whether a job waits that NATS did not deliver: a pull brought nothing to a
+        worker with free slots, yet a job has been queued and runnable `stale_after`.
+        Its wake-up was lost (a stream that acked it, then re-elected its leader and
+        delivered nothing for seconds; a publish that failed in another process): the
+        database claims it now rather than at the backstop. Asked at most every
+        `STALE_CHECK_EVERY` (one read, LIMIT 1), and never with `stale_after` 0."""
+        stale_after = self.transport.options.stale_after
+        now = time.monotonic()
+        if not stale_after or now < self._stale_check_due:
+            return False
+        self._stale_check_due = now + STALE_CHECK_EVERY
+        try:
+            clock = self.store.clock()
+            found, _ = self.store.due_for_publish(
+                self.queues, clock + NEVER, clock - stale_after, 1
+            )
+        except Exception:  # noqa: BLE001 - the database may blip: the backstop stays
+            return False
+        return bool(found)
 
     def _claim(self, messages: list[Msg]) -> None:
         named: dict[str, str] = {}
