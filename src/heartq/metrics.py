@@ -27,6 +27,10 @@ Metrics (all prefixed `heartq_`):
   `jobs_reclaimed_total{task,detected_by}` (taken back from a crashed or expired attempt:
   queued again or dead), `worker_deactivations_total{detected_by}`, `lease_renewals_total`,
   `leases_lost_total`, `heartbeat_failures_total`, `maintenance_failures_total{service}`.
+- `claims_total{queue,path}`: the path each claim took: `nats` (a transport's wake-up,
+  claimed by id), `database` (a database claim), `skipped` (a wake-up whose job was
+  taken elsewhere, finished, not due or keyed: nothing claimed);
+  `transport_degraded_total{reason}`: episodes of NATS not delivering to this worker.
 - `rate_limited_jobs{key}`: queued, due jobs of each rate key with live jobs (what its
   limit holds back once reached).
 - `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
@@ -290,6 +294,8 @@ class WorkerMetrics:
         self._task = BoundedLabel()
         self._queue = BoundedLabel()
         self._service = BoundedLabel(20)
+        self._path = BoundedLabel(10)
+        self._reason = BoundedLabel(20)
         self._define_job_counters(self.registry)
         self._define_worker_counters(self.registry)
         self._define_histograms(self.registry)
@@ -355,6 +361,19 @@ class WorkerMetrics:
             ["service"],
             registry=r,
         )
+        self.claim_paths = Counter(
+            "heartq_claims",
+            "Claims by the path they took: nats (a wake-up claimed by id), database, "
+            "skipped (a wake-up whose job was taken elsewhere: nothing claimed).",
+            ["queue", "path"],
+            registry=r,
+        )
+        self.degraded = Counter(
+            "heartq_transport_degraded",
+            "Episodes of NATS not delivering to this worker, by reason.",
+            ["reason"],
+            registry=r,
+        )
 
     def _define_histograms(self, r: CollectorRegistry) -> None:
         self.claim_latency = Histogram(
@@ -382,6 +401,7 @@ class WorkerMetrics:
         detected_by = str(fields.get("detected_by") or "")
         if event == events.JOB_CLAIMED:
             self.claimed.labels(task, queue_name).inc()
+            self.claim_paths.labels(queue_name, self._path(fields.get("via"))).inc()
             latency = fields.get("latency")
             if isinstance(latency, int | float):
                 self.claim_latency.labels(queue_name).observe(max(0.0, latency))
@@ -424,6 +444,10 @@ class WorkerMetrics:
             self.heartbeat_failures.inc()
         elif event == events.MAINTENANCE_FAILED:
             self.maintenance_failures.labels(self._service(fields.get("service"))).inc()
+        elif event == events.JOB_SKIPPED_ACTIVE_ELSEWHERE:
+            self.claim_paths.labels(queue_name, "skipped").inc()
+        elif event == events.TRANSPORT_DEGRADED:
+            self.degraded.labels(self._reason(fields.get("reason"))).inc()
 
     def _observe_duration(self, task: str, fields: dict[str, Any]) -> None:
         duration = fields.get("duration")

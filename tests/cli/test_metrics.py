@@ -66,6 +66,7 @@ def test_worker_metrics_move_while_it_works(
     assert value(samples, "heartq_jobs_failed_total", task="snoozes_once", **tq) is None
     assert value(samples, "heartq_jobs_dead_total", task="boom") == 1
     assert value(samples, "heartq_claim_latency_seconds_count", **tq) == 10
+    assert value(samples, "heartq_claims_total", path="database", **tq) == 10  # no transport
     assert value(samples, "heartq_job_duration_seconds_count", task="ok") == 6
     assert value(samples, "heartq_jobs", queue="default", status="succeeded") == 7
     assert value(samples, "heartq_rate_limited_jobs", key="api") == 2

@@ -165,6 +165,17 @@ def said_degraded(worker: WorkerProc, since: float) -> list[dict[str, object]]:
     return [e for e in worker.events("transport_degraded") if parse_ts(str(e["ts"])) >= since]
 
 
+def from_database(worker: WorkerProc, since: float) -> float:
+    """When the worker first claimed from the database after `since` (wall clock)."""
+    claims = [
+        parse_ts(str(e["ts"]))
+        for e in worker.events("job_claimed", via="database")
+        if parse_ts(str(e["ts"])) >= since
+    ]
+    assert claims, worker.log_tail()
+    return min(claims)
+
+
 def freeze_the_workers_node(
     harness: Harness,
     cluster: nats_harness.PrivateCluster,
@@ -210,6 +221,7 @@ def test_a_short_freeze_its_workers_claim_from_the_database_and_say_so(
         said = said_degraded(worker, frozen_at)
         assert said, worker.log_tail()
         assert parse_ts(str(said[0]["ts"])) - frozen_at < 2.5, said[0]
+        assert from_database(worker, frozen_at) - frozen_at < 2.0
     during = waits(harness, frozen_at, thawed_at)
     assert during and max(during) < POLL + 1.5, sorted(during)[-5:]
     every_effect_once(harness, "effects")

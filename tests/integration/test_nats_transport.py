@@ -290,3 +290,39 @@ def test_a_job_no_wake_up_names_is_claimed_after_stale_after(
     done = harness.wait_status(job_id, "succeeded", 30)
     waited = parse_ts(done["executions"][0]["started_at"]) - parse_ts(done["created_at"])
     assert 1.5 < waited < 4.0, waited
+
+
+def test_the_path_of_each_claim_is_told_and_counted(
+    harness: Harness, transport_url: str
+) -> None:
+    """`job_claimed` says which path a claim took (`via`), and the worker's metrics count
+    them (`heartq_claims_total{path}`): through NATS, through the database, and the
+    wake-ups that claimed nothing (skipped)."""
+    from tests.cli.test_metrics import scrape, value
+    from tests.support import free_port
+
+    port = free_port()
+    worker = harness.start_worker(
+        "--transport", transport_url, "--metrics-port", str(port), settings=CALM
+    )
+    harness.wait_for(lambda: worker.events("transport_ready"), 20, "consumers bound")
+    app = heartq.App(harness.url, transport=transport_url)
+    try:
+        ids = app.enqueue_many("quick", [{"value": n} for n in range(5)])
+        all_succeeded_once(harness, 5, 30)
+        transport = app.transport
+        assert transport is not None
+        assert transport.publish([(ids[0], "default")])  # a duplicate: claims nothing
+        harness.wait_for(lambda: worker.events("job_skipped_active_elsewhere"), 20, "a skip")
+    finally:
+        app.close()
+    assert {e["via"] for e in worker.events("job_claimed")} == {"nats"}
+    samples = harness.wait_for(
+        lambda: (s := scrape(port)) and value(s, "heartq_claims_total", queue="default",
+                                              path="skipped") and s,
+        20,
+        "the metrics",
+    )  # fmt: skip
+    assert value(samples, "heartq_claims_total", queue="default", path="nats") == 5
+    assert value(samples, "heartq_claims_total", queue="default", path="skipped") == 1
+    assert value(samples, "heartq_claims_total", queue="default", path="database") is None

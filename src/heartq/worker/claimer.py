@@ -307,12 +307,14 @@ class Claimer:
             self.release_ahead(self.ledger.to_release())  # failed: retried next pass
         return fresh
 
-    def start(self, jobs: list[ClaimedJob], sent_at: float) -> None:
+    def start(self, jobs: list[ClaimedJob], sent_at: float, via: str = "database") -> None:
         """Run claimed jobs on the pool (from a database claim or a transport's), but
-        those the database handed over again (`_set_apart_repeats`)."""
-        self._launch(self._set_apart_repeats(jobs) if jobs else jobs, sent_at)
+        those the database handed over again (`_set_apart_repeats`). `via`: the path
+        the claim took (`job_claimed`'s field: `database`, or `nats` for a claim by id
+        of jobs a transport's wake-ups named)."""
+        self._launch(self._set_apart_repeats(jobs) if jobs else jobs, sent_at, via)
 
-    def _launch(self, jobs: list[ClaimedJob], sent_at: float) -> None:
+    def _launch(self, jobs: list[ClaimedJob], sent_at: float, via: str = "database") -> None:
         """Run jobs on the pool: claimed just now, or taken from the buffer (set apart
         from repeats when they were buffered)."""
         if not jobs:
@@ -346,6 +348,7 @@ class Claimer:
                     execution_id=job.execution_id,
                     worker_id=self.id,
                     latency=max(0.0, job.lease_expires_at - self.lease - job.run_at),
+                    via=via,
                 )
             if job.expires_by is not None and job.expires_by <= now:
                 expired.append((run, now - job.expires_by))

@@ -302,7 +302,7 @@ class TransportFetch:
             self.transport.nak(messages)
             self._idle(1.0)
             return
-        self.claimer.start(self.claimer.without_paused(Claim(jobs)), sent_at)
+        self.claimer.start(self.claimer.without_paused(Claim(jobs)), sent_at, via="nats")
         self.transport.ack(messages)  # the claim committed: the database owns the rest
         claimed = {job.id for job in jobs}
         if any(job_id not in claimed for job_id in named if job_id):
