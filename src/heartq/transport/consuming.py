@@ -110,6 +110,7 @@ class Consumers:
         self._config_errors: dict[str, ConfigError] = {}
         self._silences: dict[str, int] = {}
         self._watch: asyncio.Task[None] | None = None
+        self._checks: asyncio.Lock | None = None
         self._nudge: asyncio.Event | None = None
 
     # -- the fetch loop's side (its thread) ------------------------------------------
@@ -232,7 +233,13 @@ class Consumers:
 
     async def _check_all(self) -> None:
         """The stream (unless a publish was acked within `WATCH_INTERVAL`), then every
-        queue not known good."""
+        queue not known good; one check at a time (the watch's, and `bind_now`'s)."""
+        if self._checks is None:
+            self._checks = asyncio.Lock()
+        async with self._checks:
+            await self._check_all_now()
+
+    async def _check_all_now(self) -> None:
         if not self.t.connected:
             return
         fresh = time.monotonic() - self.t.stream_seen < WATCH_INTERVAL

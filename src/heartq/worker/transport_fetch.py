@@ -267,8 +267,10 @@ class TransportFetch:
         worker with free slots, yet a job has been queued and runnable `stale_after`.
         Its wake-up was lost (a stream that acked it, then re-elected its leader and
         delivered nothing for seconds; a publish that failed in another process): the
-        database claims it now rather than at the backstop. Asked at most every
-        `STALE_CHECK_EVERY` (one read, LIMIT 1), and never with `stale_after` 0."""
+        database claims it now rather than at the backstop, and goes on claiming
+        whenever a pull brings nothing until a claim finds nothing (catching up).
+        Asked at most every `STALE_CHECK_EVERY` (one read, LIMIT 1), and never with
+        `stale_after` 0."""
         stale_after = self.transport.options.stale_after
         now = time.monotonic()
         if not stale_after or now < self._stale_check_due:
@@ -281,6 +283,8 @@ class TransportFetch:
             )
         except Exception:  # noqa: BLE001 - the database may blip: the backstop stays
             return False
+        if found:
+            self._catching_up = True  # wake-ups are missing: the database until it is dry
         return bool(found)
 
     def _claim(self, messages: list[Msg]) -> None:
