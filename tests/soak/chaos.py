@@ -2,7 +2,7 @@
 
     python -m tests.soak.chaos --backend sqlite|postgres --duration S --workers N \
         --jobs N --seed N [--private-pg] [--json-out PATH] [--workdir DIR] [--strict] \
-        [--faults process|failover|partition|slow-link[,...]] [--replication sync|async] \
+        [--faults process|failover|partition|slow-link|nats[,...]] [--replication sync|async] \
         [--hostile FRACTION]
 
 What one run does:
@@ -60,7 +60,11 @@ What one run does:
    a new standby rejoined), `partition` (every worker through a `FaultProxy` of its own,
    one cut off for seconds, then healed) and `slow-link` (200 ms each way on some
    workers' proxies). With asynchronous replication what a failover lost inside its
-   window is counted, not failed (`chaos_links.LinkFaults.loss_windows`).
+   window is counted, not failed (`chaos_links.LinkFaults.loss_windows`). And `nats`
+   (either backend; `tests/soak/chaos_nats.py`): the workers take their wake-ups from a
+   private three-node JetStream cluster (three replicas), whose stream leader's node is
+   SIGKILLed (`nats_leader`) or one node SIGSTOPped (`nats_freeze`) for seconds; the
+   report adds how long the jobs around each fault waited.
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
@@ -147,7 +151,7 @@ def run_chaos(config: ChaosConfig) -> dict[str, Any]:
         with contextlib.ExitStack() as stack:
             cluster = pair = None
             families = parse_families(config.faults)
-            if families != ("process",) and config.backend != "postgres":
+            if set(families) - {"process", "nats"} and config.backend != "postgres":
                 raise SystemExit("--faults failover, partition and slow-link need PostgreSQL")
             if "failover" in families:
                 from tests.pg_replication import StreamingPair
@@ -212,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         "--faults",
         default=defaults.faults,
         help="fault families, joined by commas: process (worker signals, sessions, server "
-        "restarts, held horizons, cancels), failover, partition, slow-link (PostgreSQL)",
+        "restarts, held horizons, cancels), failover, partition, slow-link (PostgreSQL), "
+        "nats (a three-node JetStream cluster: its stream leader killed, a node frozen)",
     )
     parser.add_argument(
         "--replication",

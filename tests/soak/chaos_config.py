@@ -39,7 +39,8 @@ OUTCOMES = {str(o) for o in STORED_OUTCOMES}
 DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
-    "horizon", "cancel", "pause", "failover", "partition", "slow_link",
+    "horizon", "cancel", "pause", "failover", "partition", "slow_link", "nats_leader",
+    "nats_freeze",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
 PG_FAULTS = ("pg_terminate", "pg_restart", "horizon", "failover")

@@ -22,6 +22,7 @@ from tests.soak.chaos_config import (
 from tests.soak.chaos_horizon import horizon_report
 from tests.soak.chaos_hostile import hostile_report
 from tests.soak.chaos_links import family_weights
+from tests.soak.chaos_nats import nats_report
 from tests.soak.chaos_records import SideLog
 from tests.soak.chaos_tasks import RATE_PERIOD
 from tests.soak.chaos_workers import read_events
@@ -129,6 +130,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         **link_figures(checker),
         **(run.horizons.figures(checker) if run.horizons is not None else {}),
         **(run.hostile.figures() if run.hostile is not None else {}),
+        **(run.nats.figures(checker) if run.nats is not None else {}),
         "anomalies": list(run.anomalies),
         "violations": list(checker.v),
         "ok": not checker.v,
@@ -279,6 +281,7 @@ def format_report(fig: dict[str, Any]) -> str:
         ),
         f"  reclaims      {fig['reclaims_by_detected_by']}",
         *link_report(fig),
+        *nats_report(fig),
         *horizon_report(fig),
         *hostile_report(fig),
         f"  ledger        {led['rows']} rows, {led['jobs_with_effect']} jobs with an effect of "

@@ -43,6 +43,7 @@ from tests.soak.chaos_faults import ProcessFaults
 from tests.soak.chaos_horizon import HeldHorizons
 from tests.soak.chaos_hostile import HostileFamily, mix_hostile
 from tests.soak.chaos_links import LINK_FAULTS, LinkFaults, family_weights
+from tests.soak.chaos_nats import NATS_FAULTS, NatsFamily
 from tests.soak.chaos_pauses import QueuePauses
 from tests.soak.chaos_pipes import Replays
 from tests.soak.chaos_plan import job_plan
@@ -134,6 +135,7 @@ class ChaosRun:
         self.env.pop("PYTHONFAULTHANDLER", None)
         self.timeline: dict[str, float] = {}
         self.links = LinkFaults(self, pair)
+        self.nats = NatsFamily(self) if "nats" in self.links.families else None
         self.process_faults = ProcessFaults(self)
         self.pauses = QueuePauses(self)
         self.horizons = HeldHorizons(self) if config.backend == "postgres" else None
@@ -169,6 +171,7 @@ class ChaosRun:
             "--reclaim-interval", f"{c.reclaim:g}", "--liveness-interval", f"{c.liveness:g}",
             "--poll-interval", f"{c.poll:g}", "--shutdown-timeout", f"{c.shutdown_timeout:g}",
             "--log-format", "json", "--log-level", "debug",
+            *(self.nats.worker_args() if self.nats is not None else []),
         ]  # fmt: skip
         env = dict(self.env, PGAPPNAME=app_name)
         log_path = self.dir / f"worker-{number}.log"
@@ -262,6 +265,8 @@ class ChaosRun:
             family = self.horizons
         if kind == "pause":
             family = self.pauses
+        if kind in NATS_FAULTS:
+            family = self.nats
         getattr(family, f"fault_{kind}")()
 
     def pg(self) -> Any:
@@ -391,6 +396,8 @@ class ChaosRun:
             time.sleep(0.02)
         self.links.end_chaos()
         self.pauses.resume_all()
+        if self.nats is not None:
+            self.nats.end_chaos()
         deadline = time.monotonic() + 60
         while not self.try_enqueue(plan[self.plan_pos :]):
             if time.monotonic() > deadline:
@@ -477,6 +484,8 @@ class ChaosRun:
     def enqueue(self, jobs: list[NewJob]) -> None:
         ids = self.store.enqueue(jobs) if jobs else []
         acked = time.time()
+        if self.nats is not None:
+            self.nats.published(ids, jobs, acked)
         self.plan_pos += len(jobs)
         for job_id, job in zip(ids, jobs, strict=True):
             self.acked_at[job_id] = acked
@@ -567,6 +576,8 @@ class ChaosRun:
         if self.horizons is not None:
             self.horizons.close()
         self.links.close()
+        if self.nats is not None:
+            self.nats.close()
         if self._pg is not None:
             with contextlib.suppress(Exception):
                 self._pg.close()

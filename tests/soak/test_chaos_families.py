@@ -1,6 +1,7 @@
 """The chaos runner's network fault families, short: a failover (synchronous, then
 asynchronous replication), partitions and slow links, each a short run of real workers
-on PostgreSQL (`tests/soak/chaos.py --faults ...`, `tests/soak/chaos_links.py`).
+on PostgreSQL (`tests/soak/chaos.py --faults ...`, `tests/soak/chaos_links.py`), and the
+NATS family's three-node cluster hurt under the workers (`tests/soak/chaos_nats.py`).
 
 Each run checks every invariant itself (I1-I6, effects exactly once, pipelines, rate
 limits); here: that the faults really happened and did what they say (a failover was
@@ -23,11 +24,8 @@ from tests.soak.chaos import run_chaos
 from tests.soak.chaos_config import ChaosConfig
 from tests.soak.chaos_report import format_report
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(240),
-    pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+postgres_only = pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL only")
 
 SHORT = ChaosConfig(
     backend="postgres",
@@ -53,6 +51,7 @@ def run(**changes: Any) -> tuple[dict[str, Any], str]:
 # failover loses nothing acknowledged and spends no retry; tests/integration/
 # test_partitions.py).
 @pytest.mark.soak
+@postgres_only
 @pytest.mark.parametrize("replication", ["sync", "async"])
 def test_failover_mid_run(replication: str) -> None:
     """The primary dies under the fleet and its standby is promoted, more than once:
@@ -76,6 +75,7 @@ def test_failover_mid_run(replication: str) -> None:
 
 
 @pytest.mark.soak
+@postgres_only
 def test_partitions() -> None:
     """Workers cut off from the database for seconds (their sockets open, nothing
     flowing): their jobs run elsewhere, they carry on after the heal, and no worker is
@@ -93,6 +93,7 @@ def test_partitions() -> None:
 
 
 @pytest.mark.soak  # about 50 s: the slow slots start, claim and drain slowly
+@postgres_only
 def test_slow_links() -> None:
     """200 ms each way on a quarter of the workers all run long and on others for
     seconds at a time: every invariant holds. A live worker taken for dead on a slow
@@ -107,3 +108,20 @@ def test_slow_links() -> None:
     assert isinstance(faults, dict) and faults["slow_link"] >= 2, report
     if figures["anomalies"]:
         pytest.xfail(f"a live worker on a slow link taken for dead: {figures['anomalies'][0]}")
+
+
+@pytest.mark.soak
+def test_a_nats_cluster_hurt_under_the_workers() -> None:
+    """The workers on a private three-node JetStream cluster whose stream leader is
+    killed and whose nodes freeze, on SQLite: every invariant holds, and no job
+    enqueued around a NATS fault waited much longer than the stale check allows (a lost
+    wake-up claimed from the database within `stale_after` and a check). Beside the
+    process faults: docs/RELIABILITY.md's ten-minute run."""
+    figures, report = run(backend="sqlite", faults="nats", fault_interval=2.0)
+    assert figures["ok"], report
+    faults = figures["faults"]
+    assert isinstance(faults, dict), report
+    assert faults["nats_leader"] + faults["nats_freeze"] >= 2, report
+    nats = figures["nats"]
+    assert isinstance(nats, dict) and nats["wake_ups"] > 0, report
+    assert all(f["max_wait_s"] < 5.0 for f in nats["faults"]), report
