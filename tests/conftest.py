@@ -32,6 +32,8 @@ Logic that needs no database (the worker's ledger, claimer and completer) is tes
 without one as well, in tests/unit, over a fake of the store interface and with every
 database connection refused: beside the tests above, never instead of them.
 
+Tests marked `long(SECONDS)` start first under xdist (`tests/long_first.py`).
+
 The run itself: the first Ctrl-C stops it, teardowns included (`tests/interrupt.py`);
 at its start it removes what killed runs left, at its end what it left itself
 (`tests/leftovers.py`).
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from heartq.store import Store, open_store
-from tests import leftovers, support
+from tests import leftovers, long_first, support
 from tests.interrupt import FirstInterrupt
 
 if TYPE_CHECKING:
@@ -113,6 +115,23 @@ def _cache_bytecode() -> None:
     cached = support.pytest_env(os.environ)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.update(cached)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's: each worker process's input, from the controller
+def pytest_configure_node(node: Any) -> None:
+    """Tell the worker processes whether the run steals work (`--dist worksteal`): they run
+    with `dist` set to "no" themselves."""
+    node.workerinput["steals_work"] = node.config.getvalue("dist") == "worksteal"
+
+
+@pytest.hookimpl(trylast=True)  # after the deselections (-m, -k) and fixtures' own order
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist's work stealing, each process orders the collection so that the tests
+    marked `long(SECONDS)` start first, at the fronts of the processes' shares
+    (`tests/long_first.py`): none starts late and ends the run alone."""
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get("steals_work"):
+        items[:] = long_first.ordered(items, int(workerinput["workercount"]))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around pytest-timeout's clock

@@ -70,6 +70,7 @@ CPU burner, 90 s of 120 at load 21 on 2 cores). A hang still fails within
 `procs.TIMEOUT` of the last round done."""
 
 
+@pytest.mark.long(14)
 @pytest.mark.slow
 @pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_migrate_on_a_fresh_database(
@@ -94,6 +95,7 @@ def test_concurrent_migrate_on_a_fresh_database(
             store.link.close()
 
 
+@pytest.mark.long(14)
 @pytest.mark.slow
 @pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_upgrade_from_version_1(

@@ -587,6 +587,7 @@ def _timeout_in(error: BaseException) -> BaseException | None:
     return None
 
 
+@pytest.mark.long(30)
 @pytest.mark.timeout(PROTOCOL_TIMEOUT)
 def test_protocol_invariants_hold(empty_stores: Callable[[], Store]) -> None:
     machine = type("Protocol", (ProtocolMachine,), {"make_store": staticmethod(empty_stores)})

@@ -21,6 +21,7 @@ EXAMPLE = ROOT / "docs" / "examples" / "testing"
 SNIPPET = re.compile(r"```(?:python|ini)\n# (docs/examples/\S+)\n(.*?)```", re.DOTALL)
 
 
+@pytest.mark.long(12)
 @pytest.mark.parametrize("database", BACKENDS)
 def test_the_example_suite_passes(
     database: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -366,6 +366,7 @@ def test_a_pooled_worker_tells_at_startup_how_long_its_death_would_go_unseen(
     assert (started["liveness"], started["recovery_within"]) == ("lock", 3.0 + 1.0)
 
 
+@pytest.mark.long(20)
 def test_live_workers_are_never_taken_for_dead_while_sharing_one_server_session(
     backend: str, pg_server_url: str, tmp_path: Path
 ) -> None:
@@ -473,6 +474,7 @@ def test_an_enqueue_in_the_caller_s_transaction_opens_its_queue_through_the_pool
         store.link.close()
 
 
+@pytest.mark.long(15)
 def test_heartq_commands_work_through_the_pooler(pooled: Pooled) -> None:
     """The operator's commands, given the pooler's URL and `HEARTQ_POOLER=transaction`
     (the environment variable: the URL does not say), each exit 0."""

@@ -482,6 +482,7 @@ def test_an_unreachable_server_is_one_line_with_its_reason(backend: str) -> None
 
 
 # -- a server restart: liveness locks and NOTIFY come back ---------------------------------
+@pytest.mark.long(17)
 def test_a_server_restart_takes_no_living_workers_jobs_and_notify_wakes_again(
     backend: str, tmp_path: Path
 ) -> None:

@@ -162,6 +162,7 @@ def _golden(name: str, plans: list[census.Plan]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.long(50)
 @pytest.mark.timeout(600)  # building the states takes 30 s on a quiet machine
 def test_the_plan_census(taken: census.Census) -> None:
     """Every hot statement seen in both modes; its walks the same in every state and as
