@@ -217,6 +217,7 @@ def run_django(
     return done
 
 
+@pytest.mark.long(10)
 def test_django_view_enqueues_in_its_transaction_and_the_worker_command_runs(
     tmp_path: Path,
 ) -> None:

@@ -201,6 +201,7 @@ def test_worker_fences_itself_when_the_server_goes_away(
         assert harness.wait_status(following, "succeeded", 10)["result"]["worker_id"] == worker.id
 
 
+@pytest.mark.long(10)
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_task_whose_transaction_cannot_reach_the_server_spends_no_retry(
     backend: str, tmp_path: Path, pool: str
