@@ -129,7 +129,9 @@ def test_a_graceful_stop_releases_the_buffer_uncounted(harness: Harness) -> None
 
 
 def test_a_cancelled_buffered_job_ends_cancelled_and_never_runs(harness: Harness) -> None:
-    holding = enqueue(harness, "hold", 9, {"seconds": 60})
+    # held past any run of the screens below (a loaded 2-core machine took 63 s for them
+    # once, and the buffer started); the teardown kills the worker, not waiting for it
+    holding = enqueue(harness, "hold", 9, {"seconds": 600})
     ahead = [enqueue(harness, "quick", 5 - n) for n in range(2)]
     worker = prefetching(harness, 2)
     harness.wait_for(lambda: harness.started_file(holding, 1).exists(), WAIT, "the first start")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,11 @@ def test_the_documentations_tasks_run_on_the_worker(site: Site) -> None:
 
     deferred = results[later["json"]["id"]]
     assert deferred["status"] == "SUCCESSFUL", deferred
-    assert moment(deferred["started_at"]) >= moment(later["json"]["run_after"])
+    # heartq's times are to the millisecond, Django's run_after to the microsecond
+    run_after = moment(later["json"]["run_after"]).replace(microsecond=0) + timedelta(
+        milliseconds=moment(later["json"]["run_after"]).microsecond // 1000
+    )
+    assert moment(deferred["started_at"]) >= run_after
 
     with_context = results[context]
     assert with_context["status"] == "SUCCESSFUL", with_context
