@@ -148,17 +148,20 @@ class QueueControls:
         held up): what a claim's jobs are checked against before they start, so a job
         starts only if such a read found its queue open. Two, not one: the loop's own
         reads come an interval plus their round trip apart, and a claim must not read
-        again between them. None if that read failed."""
+        again between them. A read that fails leaves the last answer (the claim that asks
+        has just reached the database: its jobs are not given back for a blip); None
+        only if no read ever answered."""
         with self._lock:
             read_at = self._read_at
         if read_at < time.monotonic() - 2 * self._interval:
             try:
                 self.refresh()
-            except Exception as exc:  # noqa: BLE001 - the claim's jobs are given back
+            except Exception as exc:  # noqa: BLE001 - the last answer stands meanwhile
                 self._failed.emit(exc)
-                return None
         with self._lock:
-            known = self._known or {}
+            if self._known is None:
+                return None
+            known = self._known
         return {queue for queue, control in known.items() if control.holds_back}
 
     def _tell(self, changed: Iterable[QueueControl]) -> None:
