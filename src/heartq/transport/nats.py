@@ -7,11 +7,14 @@ by every worker of that deployment and queue, explicit ack. A message is `{"job_
 "queue"}`: a wake-up, never a right to run.
 
 nats-py is asyncio; heartq's worker and `App.enqueue` are threads. So a transport owns an
-event loop on a daemon thread and every call is a bounded wait on it: an unreachable or
-slow server costs a caller at most its timeout, and when not connected, nothing (publish
-answers False at once; the database is the outbox, the sweeper publishes later).
+event loop on a daemon thread and every call is a bounded wait on it: an unreachable,
+frozen or electing server costs a caller at most its timeout, and when not connected,
+nothing (the database is the outbox, the sweeper publishes later). An enqueue waits for
+nothing at all: its wake-ups go to the background publisher (`publisher.py`). A worker's
+pulls, acks and the watch of its consumers are `consuming.py`'s; a server that answers
+nothing is left for another node of the list (`suspect_server`).
 
-The URL's options (stream and subjects, ack_wait, sweeping): `settings.py`.
+The URL's servers and options: `servers.py`, `settings.py`; the stream: `stream.py`.
 """
 
 from __future__ import annotations
@@ -366,6 +369,8 @@ class NatsTransport:
     def consumers(self, queues: Sequence[str], ack_wait: float) -> Consumers:
         """This worker's consumers of `queues`, watched from now on (made once)."""
         if self._consumers is None:
+            with contextlib.suppress(Exception):  # read here, not on the loop's thread
+                _ = self.names  # (the watch reads it again once the database answers)
             self._consumers = Consumers(self, queues, ack_wait)
             self._consumers.start()
         return self._consumers
