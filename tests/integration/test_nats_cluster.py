@@ -217,6 +217,7 @@ def freeze_the_workers_node(
     return frozen_at, thawed_at, load
 
 
+@pytest.mark.long(11)
 def test_a_short_freeze_its_workers_claim_from_the_database_and_say_so(
     harness: Harness, cluster: nats_harness.PrivateCluster
 ) -> None:
@@ -244,6 +245,7 @@ def starts_stalled(harness: Harness, since: float, until: float) -> float:
 
 
 @pytest.mark.heavy
+@pytest.mark.long(21)
 @pytest.mark.timeout(240)
 def test_a_node_frozen_10_s_its_workers_run_jobs_from_the_database(
     harness: Harness, cluster: nats_harness.PrivateCluster
@@ -266,6 +268,7 @@ def test_a_node_frozen_10_s_its_workers_run_jobs_from_the_database(
 
 
 @pytest.mark.heavy
+@pytest.mark.long(22)
 @pytest.mark.timeout(240)
 def test_the_stream_leader_killed_under_load_costs_no_job_more_than_2_s(
     harness: Harness, cluster: nats_harness.PrivateCluster
