@@ -143,10 +143,12 @@ def test_a_stopped_child_is_killed_and_never_reused(harness: Harness) -> None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, killed and not yet collected, does not)."""
+    """Whether a process runs (a zombie, killed and not yet collected, does not). A
+    process reaped while its stat is read fails the read with ESRCH
+    (`ProcessLookupError`), not only `FileNotFoundError`: both say it is gone."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
 
 
