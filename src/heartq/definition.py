@@ -57,6 +57,11 @@ class TaskOptions(TypedDict, total=False):
     concurrency_limit: int | None
     rate_limit: str | None
     rate_key: str | None
+    fair_key: str | None
+    """A template like `concurrency_key`'s: its jobs' share of their queue's slots
+    (`App.task`)."""
+    fair_weight: float | None
+    """With `fair_key`: its keys' weight (None: 1)."""
     retry_on: ExceptionClasses
     dont_retry_on: ExceptionClasses
     retry_schedule: str
@@ -104,6 +109,8 @@ class TaskDefinition:
         concurrency_limit = options.get("concurrency_limit")
         rate_limit = options.get("rate_limit")
         rate_key = options.get("rate_key")
+        fair_key = options.get("fair_key")
+        fair_weight = options.get("fair_weight")
         self.fn = fn
         self.name = payload.check_name("task", name)
         self.queue = payload.check_name("queue", queue)
@@ -130,6 +137,10 @@ class TaskDefinition:
             arguments.template_fields(concurrency_key, f"{name}: concurrency_key", self.signature)
         else:
             payload.check_concurrency(None, concurrency_limit)
+        payload.check_fair(fair_key, fair_weight)
+        self.fair_key, self.fair_weight = fair_key, fair_weight
+        if fair_key is not None:
+            arguments.template_fields(fair_key, f"{name}: fair_key", self.signature)
         self.rate_limit = (
             None if rate_limit is None else rates.parse_rate(rate_limit, f"{name}: rate_limit")
         )
@@ -212,6 +223,13 @@ class TaskDefinition:
             self.name, "concurrency_key", self.concurrency_key, args, self.defaults
         )
         return (None, None) if key is None else (key, self.concurrency_limit)
+
+    def fair_key_for(self, args: Mapping[str, Any]) -> str | None:
+        """The fairness key this task declares for a job with these arguments, as
+        `concurrency_for` fills its key (None: the job joins the share without a key)."""
+        if self.fair_key is None:
+            return None
+        return arguments.fill_template(self.name, "fair_key", self.fair_key, args, self.defaults)
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job arguments for this call; `TypeError` naming a wrong or missing one."""

@@ -235,6 +235,11 @@ class NewJob:
     rate_key: str | None = None
     rate_limit: int | None = None
     rate_period: float | None = None
+    fair_key: str | None = None
+    """Its share of its queue's slots (`heartq.store.sql.fair`): among runnable jobs of
+    one priority, claims take keys in turn, in proportion to `fair_weight` (None: 1);
+    None: the one share of jobs without a key."""
+    fair_weight: float | None = None
     meta_json: str | None = None
     """The job's metadata, a JSON object (the caller's `meta=`, what enqueue hooks
     added), or None for none."""

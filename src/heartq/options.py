@@ -45,6 +45,8 @@ class StepOptions(TypedDict, total=False):
     concurrency_limit: int | None
     rate_key: str | None
     rate_limit: str | None
+    fair_key: str | None
+    fair_weight: float | None
     meta: Mapping[str, Any] | None
     depends_on: Sequence[Dependency] | Dependency | None
     on_dependency_failure: str | None
@@ -242,6 +244,13 @@ def _rate(option: Option, value: str | None) -> None:
         rates.parse_rate(value, option.name)
 
 
+def _weight(option: Option, value: float | None) -> None:
+    """Checked with its key, the enqueue's or its task's (`payload.check_fair`), except
+    its number."""
+    if value is not None:
+        payload.check_fair("-", value)
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("queue", str, "Queue", _name, shown_default=f"the task's, else {DEFAULT_QUEUE}"),
     Option(
@@ -316,6 +325,18 @@ OPTIONS: tuple[Option, ...] = (
         "rate_limit", str,
         "With --rate-key: starts per period for its jobs, like 10/s, 100/m, 5/h or 3/10s",
         _rate, metavar="N/PERIOD",
+    ),
+    Option(
+        "fair_key", str,
+        "Its share of the queue: among runnable jobs of one priority, claims take keys "
+        "in turn (jobs without a key are one share), so one key's flood does not hold "
+        "the others back",
+        _key, metavar="KEY",
+    ),
+    Option(
+        "fair_weight", float,
+        "With a fair key (the enqueue's or its task's): the key's share in proportion "
+        "to the others' weights", _weight, metavar="W", shown_default="1",
     ),
     Option(
         "meta", dict,

@@ -256,6 +256,33 @@ def check_concurrency(key: str | None, limit: int | None) -> dict[str, Any]:
     return {"concurrency_key": key, "concurrency_limit": limit}
 
 
+MAX_FAIR_WEIGHT = 1000.0
+"""The largest weight a fairness key may have: a key 1,000 times another's share is as
+far as a claim of 50 slots can tell apart."""
+
+
+def check_fair(key: str | None, weight: float | None) -> dict[str, Any]:
+    """A job's fairness key and weight: the key as a unique key is, the weight (only with
+    a key) a finite number from 0.001 to `MAX_FAIR_WEIGHT` (None: 1)."""
+    if key is None:
+        if weight is not None:
+            raise ConfigError("fair_weight needs a fair_key: the weight of which share?")
+        return {"fair_key": None, "fair_weight": None}
+    check_key("fair_key", key)
+    if weight is not None:
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+            or not 0.001 <= weight <= MAX_FAIR_WEIGHT
+        ):
+            raise ConfigError(
+                f"fair_weight must be a number from 0.001 to {MAX_FAIR_WEIGHT:g}, got {weight!r}"
+            )
+        weight = float(weight)
+    return {"fair_key": key, "fair_weight": weight}
+
+
 def check_rate(key: str | None, limit: int | None, period: float | None) -> dict[str, Any]:
     """A job's rate key, limit and period, all or none: the key as a unique key is, the
     limit a whole number of starts and the period seconds within `heartq.rates`' bounds

@@ -83,6 +83,11 @@ class RegisteredTask(Protocol):
 
     def concurrency_for(self, args: Mapping[str, Any]) -> tuple[str | None, int | None]: ...
 
+    def fair_key_for(self, args: Mapping[str, Any]) -> str | None: ...
+
+    @property
+    def fair_weight(self) -> float | None: ...
+
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
 
 
@@ -206,6 +211,7 @@ class Producer:
                     unique_key=key,
                     unique_for=unique_for,
                     **self._concurrency(task, options, args),
+                    **self._fairness(task, options, args),
                     **rate.for_job(args),
                     **resolved,
                     meta_json=meta_json,
@@ -257,6 +263,22 @@ class Producer:
         else:
             key, limit = None, None
         return payload.check_concurrency(key, limit)
+
+    @staticmethod
+    def _fairness(
+        task: RegisteredTask | None, options: Options, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A job's fairness key and weight: the enqueue's, else its task's (a task
+        registered here: the template filled from its arguments, and its weight)."""
+        chosen = options.chosen
+        key = chosen.get("fair_key")
+        weight = chosen.get("fair_weight")
+        if task is not None:
+            if key is None:
+                key = task.fair_key_for(args)
+            if weight is None and key is not None:
+                weight = task.fair_weight
+        return payload.check_fair(key, weight)
 
     # -- the one sequence every store of new jobs goes through ---------------------------
     @contextlib.contextmanager

@@ -42,6 +42,8 @@ def job_view(job: dict[str, Any], now: float) -> Group:
     if job.get("concurrency_key") is not None:
         limit = job.get("concurrency_limit")
         rows.append(("concurrency", f"key {job['concurrency_key']!r}, at most {limit} at once"))
+    if job.get("fair_key") is not None:
+        rows.append(("fair share", f"key {job['fair_key']!r}, weight {job['fair_weight']:g}"))
     if job.get("rate_key") is not None:
         rows.append(("rate limit", f"key {job['rate_key']!r}, at most {job['rate_limit']} starts"))
     if job.get("meta"):

@@ -35,6 +35,7 @@ from heartq.payload import (
     check_concurrency,
     check_dependencies,
     check_duration,
+    check_fair,
     check_name,
     check_rate,
     check_unique_key,
@@ -93,6 +94,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
         "schedule": None if job.schedule is None else check_name("schedule", job.schedule),
         **check_concurrency(job.concurrency_key, job.concurrency_limit),
         **check_rate(job.rate_key, job.rate_limit, job.rate_period),
+        **check_fair(job.fair_key, job.fair_weight),
         "meta": job.meta_json,
         "expires_in": None if job.expires_in is None else _finite("expires", job.expires_in),
     }

@@ -415,6 +415,10 @@ def job_dict(
             if row["rate_key"] is None
             else rates.format_rate(int(row["rate_limit"]), float(row["rate_period"]))
         ),
+        "fair_key": row["fair_key"],
+        "fair_weight": (
+            None if row["fair_key"] is None else float(row["fair_weight"] or 1.0)
+        ),
         "meta": json_value(row["meta"]) or {},
         "expires_at": iso(row["expires_at"]),
         "waiting_for": row["waiting_for"],

@@ -30,7 +30,7 @@ from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
 from heartq.store.sql.base import LockedRateKeys, Step, migration_scripts
-from heartq.store.sql.statements import Statements
+from heartq.store.sql.statements import FairStatements, Statements
 
 
 class PostgresDialect:
@@ -39,6 +39,7 @@ class PostgresDialect:
 
     q: Statements = q
     statements_commit_alone = True  # `write_each` commits each statement by itself
+    fair: FairStatements | None = None  # not yet: its enqueue refuses a fairness key
 
     def __init__(
         self, pool: ConnectionPool, url: str, sessions: LastingSession, channels: Channels

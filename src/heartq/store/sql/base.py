@@ -57,7 +57,7 @@ from importlib import resources
 from typing import Any, Protocol, TypeVar
 
 from heartq.errors import ConfigError
-from heartq.store.sql.statements import Statement, Statements
+from heartq.store.sql.statements import FairStatements, Statement, Statements
 
 # -- programs of statements ----------------------------------------------------------------
 
@@ -260,6 +260,13 @@ class Dialect(Protocol):
         transaction (at most `params["limit"]`; a key another claimer holds is skipped):
         the keys `CLAIM_KEYED` then claims. None: nothing to lock, one writer at a time
         (SQLite: `CLAIM_KEYED` takes every key)."""
+        ...
+
+    @property
+    def fair(self) -> FairStatements | None:
+        """The statements of a claim by fair shares (`store/sql/fair.py`), or None where
+        the claim does not take fairness keys in turn yet (PostgreSQL: its enqueue
+        refuses a job with one)."""
         ...
 
     def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> LockedRateKeys | None:

@@ -1,6 +1,8 @@
 """Claiming jobs with a concurrency or a rate key: the slots a claim's jobs without a key
 left free, filled without ever running more of a key's attempts than its concurrency
-limit, nor starting more within its period than its rate limit.
+limit, nor starting more within its period than its rate limit; and, first, where a job
+with a fairness key waits (SQLite), the claim by fair shares (`fair.py`), which gives the
+jobs without a key their one share.
 
 Why apart from `leases.py`: the claim of jobs without a key is one statement; this half
 is a transaction of its own with locks, four statements and a wait to work out, and it
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from heartq.store.sql import fair
 from heartq.store.sql.base import Dialect, LockedRateKeys, Rows, run
 
 RATE_CONTENDED_RETRY = 0.05
@@ -50,8 +53,22 @@ def claim_keyed(d: Dialect, conn: Any, params: dict[str, Any]) -> tuple[Rows, fl
     the claim's, and nothing was taken."""
     own = d.own_transaction(conn)  # the keys' locks last until the claim commits
     try:
-        if not queued(d, conn, params):  # one round trip, not the four below
+        # Whether a job with a concurrency key is queued in these queues, one with a rate
+        # key in any, or one with a fairness key in these (`KEYED_QUEUED`, the first entry
+        # of each partial index): if not, the claims below would find nothing, and a claim
+        # that left slots free (nearly every claim of a queue that keeps up) is spared
+        # them. A hint, read before any key is locked: a keyed job queued just after it is
+        # claimed by the next claim, as one queued just after the keyed claims would be.
+        found = conn.execute(d.q.KEYED_QUEUED, params).fetchone()
+        if not found["queued"]:  # one round trip, not the four below
             return [], None
+        shared: Rows = []
+        if found["fair"] and d.fair is not None:  # SQLite's one writer: fair shares
+            shared = fair.claim(d.fair, conn, d.by_position(conn), params)
+            if len(shared) >= params["limit"]:
+                return shared, None
+            left = params["limit"] - len(shared)
+            params = dict(params, limit=left, claimed=params["claimed"] + len(shared))
         with own or contextlib.nullcontext():
             keys = d.lock_concurrency_keys(conn, params)
             rows: Rows = []
@@ -59,23 +76,14 @@ def claim_keyed(d: Dialect, conn: Any, params: dict[str, Any]) -> tuple[Rows, fl
                 given = params if keys is None else dict(params, keys=keys)
                 rows = run(d.by_position(conn), d.q.CLAIM_KEYED, given)
             if len(rows) >= params["limit"]:
-                return rows, None
+                return shared + rows, None
             locked = d.lock_rate_keys(conn, dict(params, limit=params["limit"] - len(rows)))
-            return _rated(d, conn, params, rows, keys or [], locked)
+            rows, wait = _rated(d, conn, params, rows, keys or [], locked)
+            return shared + rows, wait
     except Exception:
         if own is not None and params["claimed"]:
             return [], None
         raise
-
-
-def queued(d: Dialect, conn: Any, params: dict[str, Any]) -> bool:
-    """Whether a job with a concurrency key is queued in these queues, or one with a rate
-    key in any (`KEYED_QUEUED`, the first entry of each partial index): if not, the keyed
-    claims would find nothing, and a claim that left slots free (nearly every claim of a
-    queue that keeps up) is spared them. A hint, read before any key is locked: a keyed
-    job queued just after it is claimed by the next claim, as one queued just after the
-    keyed claims would be."""
-    return bool(conn.execute(d.q.KEYED_QUEUED, params).fetchone()["queued"])
 
 
 def _rated(

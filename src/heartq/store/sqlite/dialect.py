@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from heartq.store.sql.base import Step, migration_scripts, no_async_connection
-from heartq.store.sql.statements import Statements
+from heartq.store.sql.statements import FairStatements, Statements
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
+from heartq.store.sqlite.queries import fair
 
 
 class SQLiteDialect:
@@ -36,6 +37,7 @@ class SQLiteDialect:
 
     q: Statements = q
     statements_commit_alone = False  # `write_each` is one transaction, shared or not
+    fair: FairStatements | None = fair  # one writer: the allotment read and written at once
 
     def __init__(self, pool: ConnectionPool, url: str, path: Path) -> None:
         self.pool = pool
@@ -96,7 +98,11 @@ class SQLiteDialect:
         return False  # no dead row versions kept (`Dialect.vacuum_jobs`)
 
     def prune_lanes(self, idle: float) -> int:
-        return 0  # no ready log (`Dialect.prune_lanes`)
+        """No ready log (`Dialect.prune_lanes`); the fair shares no claim served for
+        `idle` seconds are forgotten (`store/sql/fair.py`)."""
+        with self.write() as conn:
+            conn.execute(fair.PRUNE_FAIR_SHARES, {"idle": idle, "now": self.clock(conn, None)})
+        return 0
 
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         return 0  # no claim marks (`Dialect.prune_claim_marks`)

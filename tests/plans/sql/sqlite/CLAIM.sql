@@ -14,8 +14,11 @@ SET status = 'running',
 WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL
       AND queue IN (SELECT value FROM json_each(:queues))
-      AND run_at <= :now
+      AND run_at <= :now AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                  AND fair_key IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues)))
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )

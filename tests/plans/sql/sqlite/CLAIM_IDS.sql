@@ -13,6 +13,7 @@ SET status = 'running',
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL AND run_at <= :now
+  AND fair_key IS NULL
 
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,

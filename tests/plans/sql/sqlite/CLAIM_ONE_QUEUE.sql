@@ -14,7 +14,10 @@ SET status = 'running',
 WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND queue = :queue AND run_at <= :now
+      AND fair_key IS NULL
+      AND queue = :queue AND run_at <= :now AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                  AND fair_key IS NOT NULL AND queue = :queue)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )

@@ -3,4 +3,9 @@ SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
                  AND queue IN (SELECT value FROM json_each(:queues)))
     OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
                WHERE status = 'queued' AND rate_key IS NOT NULL)
-       AS queued
+    OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                  AND fair_key IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues))) AS queued,
+    EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                  AND fair_key IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues))) AS fair

@@ -337,7 +337,8 @@ SELECT EXISTS (SELECT 1 FROM jobs
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
                  AND queue = ANY(%(queues)s::text[]))
     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND rate_key IS NOT NULL)
-       AS queued
+       AS queued,
+       false AS fair
 """
 
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled

@@ -31,12 +31,26 @@ RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_back
           dependency_results, snoozes, expires_at - :now AS expires_in
 """
 
-# Jobs without a concurrency key or a rate key only: the claim index holds nothing else.
+# Whether a job with a fairness key waits in the claim's queues (the first entry of its
+# index): then the claim of jobs without a key takes nothing, and the claim by fair shares
+# (`queries/fair.py`, after KEYED_QUEUED says so) gives them their one share.
+def _fair_waits(queues: str = "queue IN (SELECT value FROM json_each(:queues))") -> str:
+    """That test, for the claim's queues (`queues`: a condition on `queue`)."""
+    return f"""EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                  AND fair_key IS NOT NULL AND {queues})"""
+
+
+_FAIR_WAITS = _fair_waits()
+
+# Jobs without a concurrency, a rate or a fairness key only: the claim index holds nothing
+# else, and none is taken here while a job with a fairness key waits (`_FAIR_WAITS`).
 CLAIM = f"""{_CLAIM_SET}WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL
       AND queue IN (SELECT value FROM json_each(:queues))
-      AND run_at <= :now
+      AND run_at <= :now AND NOT {_FAIR_WAITS}
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
@@ -49,17 +63,20 @@ CLAIM = f"""{_CLAIM_SET}WHERE id IN (
 CLAIM_ONE_QUEUE = f"""{_CLAIM_SET}WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND queue = :queue AND run_at <= :now
+      AND fair_key IS NULL
+      AND queue = :queue AND run_at <= :now AND NOT {_fair_waits("queue = :queue")}
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
-# runnable and without a concurrency or a rate key (a keyed job is left to CLAIM_KEYED or
-# CLAIM_RATED, which count its keys); a job running elsewhere, finished or unknown
-# matches nothing.
+# runnable and without a concurrency, a rate or a fairness key (a keyed job is left to
+# CLAIM_KEYED or CLAIM_RATED, which count its keys, and one with a fairness key to the
+# claim by fair shares, which takes its turn); a job running elsewhere, finished or
+# unknown matches nothing.
 CLAIM_IDS = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL AND run_at <= :now
+  AND fair_key IS NULL
 {_CLAIM_RETURNING}"""
 
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
@@ -81,13 +98,14 @@ LIMIT :limit
 # Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
 # filled fewer than `limit`): a queued job with a concurrency key in these queues, or
 # with a rate key in any queue; the first entry of each partial index, never a walk.
-KEYED_QUEUED = """
+KEYED_QUEUED = f"""
 SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
                  AND queue IN (SELECT value FROM json_each(:queues)))
     OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
                WHERE status = 'queued' AND rate_key IS NOT NULL)
-       AS queued
+    OR {_FAIR_WAITS} AS queued,
+    {_FAIR_WAITS} AS fair
 """
 
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled

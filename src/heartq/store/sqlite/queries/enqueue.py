@@ -8,20 +8,21 @@ INSERT_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                          concurrency_key, concurrency_limit, rate_key, rate_limit,
-                         rate_period, meta, expires_at)
+                         rate_period, fair_key, fair_weight, meta, expires_at)
 VALUES (:id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
         :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :concurrency_key,
-        :concurrency_limit, :rate_key, :rate_limit, :rate_period, :meta, :now + :expires_in)
+        :concurrency_limit, :rate_key, :rate_limit, :rate_period, :fair_key, :fair_weight,
+        :meta, :now + :expires_in)
 """
 
 # Each job: {id, task, queue, args, priority, delay, max_retries, retry_backoff,
 # retry_backoff_max, chosen, concurrency_key, concurrency_limit, rate_key, rate_limit,
-# rate_period, meta, expires_in} (store/documents.py)
+# rate_period, fair_key, fair_weight, meta, expires_in} (store/documents.py)
 INSERT_JOBS = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                          concurrency_key, concurrency_limit, rate_key, rate_limit,
-                         rate_period, meta, expires_at)
+                         rate_period, fair_key, fair_weight, meta, expires_at)
 SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        json_extract(x.value, '$.queue'), json_extract(x.value, '$.args'),
        json_extract(x.value, '$.priority'), 'queued', :now + json_extract(x.value, '$.delay'),
@@ -30,6 +31,7 @@ SELECT json_extract(x.value, '$.id'), json_extract(x.value, '$.task'),
        :now, :now, json_extract(x.value, '$.concurrency_key'),
        json_extract(x.value, '$.concurrency_limit'), json_extract(x.value, '$.rate_key'),
        json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_period'),
+       json_extract(x.value, '$.fair_key'), json_extract(x.value, '$.fair_weight'),
        json_extract(x.value, '$.meta'), :now + json_extract(x.value, '$.expires_in')
 FROM json_each(:jobs) AS x
 """
@@ -47,11 +49,12 @@ INSERT_UNIQUE_JOB = """
 INSERT INTO heartq_jobs (id, task, queue, args, priority, status, run_at, max_retries,
                          retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                          unique_key, schedule, concurrency_key, concurrency_limit,
-                         rate_key, rate_limit, rate_period, meta, expires_at)
+                         rate_key, rate_limit, rate_period, fair_key, fair_weight, meta,
+                         expires_at)
 SELECT :id, :task, :queue, :args, :priority, 'queued', :now + :delay, :max_retries,
        :retry_backoff, :retry_backoff_max, :chosen, :now, :now, :unique_key, :schedule,
-       :concurrency_key, :concurrency_limit, :rate_key, :rate_limit, :rate_period, :meta,
-       :now + :expires_in
+       :concurrency_key, :concurrency_limit, :rate_key, :rate_limit, :rate_period,
+       :fair_key, :fair_weight, :meta, :now + :expires_in
 WHERE NOT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE unique_key = :unique_key

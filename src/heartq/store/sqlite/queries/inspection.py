@@ -81,10 +81,14 @@ ORDER BY g.waiting DESC, g.queued DESC, g.key
 """
 # fmt: on
 
-# Queued jobs are in one of three indexes: without a concurrency or a rate key, with a
-# concurrency key only, with a rate key.
+# Queued jobs are in one of four indexes: without any key, with a fairness key only, with
+# a concurrency key only, with a rate key.
 _CLAIM_INDEXES = (
-    ("heartq_jobs_claim_idx", "concurrency_key IS NULL AND rate_key IS NULL"),
+    ("heartq_jobs_claim_idx", "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NULL"),
+    (
+        "heartq_jobs_fair_claim_idx",
+        "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NOT NULL",
+    ),
     ("heartq_jobs_keyed_claim_idx", "concurrency_key IS NOT NULL AND rate_key IS NULL"),
     ("heartq_jobs_rated_claim_idx", "rate_key IS NOT NULL"),
 )
