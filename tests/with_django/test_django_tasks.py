@@ -7,6 +7,7 @@ SQLite and on PostgreSQL (tests/with_django/conftest.py), the tasks run by
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import time
 from datetime import datetime, timedelta
@@ -198,6 +199,56 @@ def test_an_enqueue_commits_with_the_transaction(site: Site) -> None:
     assert site.call("processed", order_id=made["json"]["order"]) == 1
 
 
+def attempts_logged(log: Path) -> list[tuple[int, float]]:
+    """The attempts a task noted in `log` (`shop.tasks._note_attempt`): number, start."""
+    lines = log.read_text().split("\n") if log.exists() else []
+    return [(int(n), float(t)) for n, t in (line.split() for line in lines if line)]
+
+
+def test_heartq_s_newer_options_reach_a_django_task(site: Site, tmp_path: Path) -> None:
+    """heartq's newer task options as a Django task takes the others, run by real
+    workers: `retry_intervals` in `@task()` (its attempts that far apart, not 5 s of
+    backoff), `retry_delay` from the backend's `OPTIONS['TASKS']`, `unique=True` (one
+    queued job per arguments; `using(unique=False)` opts out), `expires` with `using()`
+    (a job not started in time never runs), `max_snoozes` (the second snooze counts)."""
+    only_on(site, "django61-sqlite", "backport-postgres")
+    flaky_log, paced_log = tmp_path / "flaky", tmp_path / "paced"
+    flaky = site.call("enqueue", task="flaky", kwargs={"log": str(flaky_log)})["id"]
+    paced = site.call("enqueue", task="paced", kwargs={"log": str(paced_log)})["id"]
+    snoozy = site.call("enqueue", task="too_early", args=["the file"])["id"]
+
+    acme = [site.call("enqueue", task="refresh", args=["acme"])["id"] for _ in range(2)]
+    globex = site.call("enqueue", task="refresh", args=["globex"])["id"]
+    again = site.call("enqueue", task="refresh", args=["acme"], using={"unique": False})["id"]
+    assert acme[0] == acme[1] and len({acme[0], globex, again}) == 3
+    enqueued_at = time.monotonic()
+    expiring = site.call("enqueue", task="stamp", args=["late"], using={"expires": 0.5})["id"]
+    lasting = site.call("enqueue", task="stamp", args=["kept"], using={"expires": 600})["id"]
+    wait_until(lambda: time.monotonic() > enqueued_at + 0.6, 5, "the expiry to pass")
+    site.manage("heartq_worker", "--queues", "parked", "--concurrency", "1", "--burst",
+                "--poll-interval", "0.05")  # fmt: skip
+    parked = {r["id"]: r for r in site.call("wait", ids=[*acme[:1], globex, again, expiring,
+                                                         lasting], timeout=10)}  # fmt: skip
+    assert [parked[i]["return_value"] for i in (acme[0], globex, again, lasting)] == [
+        "acme", "globex", "acme", "kept"], parked  # fmt: skip
+    late = parked[expiring]
+    assert (late["status"], late["attempts"], late["started_at"]) == ("FAILED", 0, None), late
+    assert [e["class"] for e in late["errors"]] == ["JobCancelled"], late
+    assert "expired" in late["errors"][0]["last_line"], late
+
+    ended = {r["id"]: r for r in site.call("wait", ids=[flaky, paced, snoozy], timeout=30)}
+    assert (ended[flaky]["status"], ended[flaky]["attempts"]) == ("FAILED", 3), ended[flaky]
+    starts = [t for _, t in attempts_logged(flaky_log)]
+    waits = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert len(waits) == 2 and 0.3 <= waits[0] < 2.0 <= waits[1], waits
+    assert (ended[paced]["status"], ended[paced]["attempts"]) == ("FAILED", 2), ended[paced]
+    first, second = (t for _, t in attempts_logged(paced_log))
+    assert 1.5 <= second - first < 3.5, second - first  # not 5 s +- 25 % of backoff
+    snoozed = ended[snoozy]
+    assert (snoozed["status"], snoozed["attempts"]) == ("FAILED", 1), snoozed
+    assert "max_snoozes" in snoozed["errors"][0]["last_line"], snoozed
+
+
 def test_capability_flags_and_refusals(site: Site) -> None:
     """Every capability flag is true (each is exercised by the tests above); what the
     backend cannot carry is refused where it is written, in one line."""
@@ -223,6 +274,11 @@ def test_capability_flags_and_refusals(site: Site) -> None:
     assert "'ctx'" in refused["ctx_parameter"][1]
     assert "@task(timeout=...)" in refused["using_definition_word"][1]
     assert "unique_for" in refused["using_bad_value"][1]
+    assert "not both" in refused["unique_twice"][1]
+    assert "retry_intervals replaces retry_backoff" in refused["intervals_and_backoff"][1]
+    assert "unique_for needs a unique_key or unique=True" in refused["window_of_no_key"][1]
+    assert "retry_delay" in refused["bad_retry_delay"][1]
+    assert "expires" in refused["using_bad_expiry"][1]
 
 
 def test_the_dashboard_is_behind_the_staff_login(site: Site) -> None:

@@ -133,6 +133,11 @@ def read_async(result_id):
     return asyncio.run(read())
 
 
+def enqueue(task, args=(), kwargs=None, using=None):
+    """`tasks.TASK.using(**using).enqueue(*args, **kwargs)`, described."""
+    return described(getattr(tasks, task).using(**(using or {})).enqueue(*args, **(kwargs or {})))
+
+
 def outbox():
     """The recipients of every email sent (the file-based backend's files)."""
     from django.conf import settings
@@ -216,13 +221,22 @@ REFUSALS = {
     "using_definition_word": "@task()\ndef f(x): pass\nf.using(timeout=5)",
     "using_bad_value": "@task()\ndef f(x): pass\nf.using(unique_for=-1)",
     "using_priority_out_of_range": "@task()\ndef f(x): pass\nf.using(priority=-101)",
+    "unique_twice": "@task(unique=True, unique_key='k:{x}')\ndef f(x): pass",
+    "intervals_and_backoff": "@task(retry_intervals=[1], retry_backoff=2)\ndef f(x): pass",
+    "window_of_no_key": "@task(unique_for=5)\ndef f(x): pass",
+    "bad_retry_delay": "@task(retry_delay=5)\ndef f(x): pass",
+    "using_bad_expiry": "@task()\ndef f(x): pass\nf.using(expires=0)",
 }
 ACCEPTED = (
     "@task(max_retries=2, timeout=5, heartbeat_timeout=60, retry_schedule='constant', "
     "retry_jitter=False, unique_key='k:{x}', unique_for=5, rate_limit='5/s', "
     "rate_key='r:{x}', concurrency_key='c:{x}', concurrency_limit=2, retry_on=(ValueError,))\n"
     "def f(x): pass\n"
-    "f.using(depends_on=[], meta={'a': 1}, unique_key='literal', on_conflict='raise')"
+    "f.using(depends_on=[], meta={'a': 1}, unique_key='literal', on_conflict='raise')\n"
+    "@task(retry_intervals=[1, 5], retry_delay=lambda attempt, exc: None, max_snoozes=3, "
+    "unique=True, unique_for=60)\n"
+    "def g(x): pass\n"
+    "g.using(expires=30, unique=False)"
 )
 
 
@@ -276,8 +290,8 @@ def dashboard(who, path, method="get"):
 
 OPERATIONS = {
     fn.__name__: fn
-    for fn in (post, result, wait, read_async, outbox, processed, transactions, failed_view,
-               refusals, flags, dashboard)
+    for fn in (post, result, wait, read_async, enqueue, outbox, processed, transactions,
+               failed_view, refusals, flags, dashboard)
 }  # fmt: skip
 
 

@@ -48,14 +48,25 @@ else:
             "OPTIONS": {"options": f"-c search_path={SITE['database']['schema']}"},
         }
     }
+
+
+def retry_after(attempt, exc):
+    """The wait before a retry of `shop.tasks.paced`: 1.5 s after a timeout (heartq's
+    `retry_delay`, given by the backend's OPTIONS)."""
+    return 1.5 if isinstance(exc, TimeoutError) else None
+
+
 TASKS = {
     "default": {
         "BACKEND": "heartq.contrib.django.HeartqBackend",
-        "QUEUES": ["default", "ordered", "crashy"],
+        "QUEUES": ["default", "ordered", "crashy", "parked"],
         "OPTIONS": {
             "SCHEMA": SITE.get("queue_schema"),
             "SETTINGS": SITE.get("heartq_settings", {}),
-            "TASKS": {"shop.tasks.charge": {"max_retries": 0}},  # heartq's, by OPTIONS
+            "TASKS": {  # heartq's options, by OPTIONS
+                "shop.tasks.charge": {"max_retries": 0},
+                "shop.tasks.paced": {"retry_delay": retry_after},
+            },
         },
     },
     "elsewhere": {

@@ -21,14 +21,18 @@ DEFINITION = (
     "retry_backoff_max",
     "retry_schedule",
     "retry_jitter",
+    "retry_intervals",
+    "retry_delay",
     "retry_on",
     "dont_retry_on",
     "timeout",
     "heartbeat_timeout",
+    "max_snoozes",
     "concurrency_key",
     "concurrency_limit",
     "rate_limit",
     "rate_key",
+    "unique",
     "unique_key",
     "unique_for",
     "on_conflict",
@@ -37,12 +41,30 @@ DEFINITION = (
 `@app.task` takes it: docs/INTERFACE.md). `concurrency_key`, `rate_key` and `unique_key`
 are templates of the job's arguments (`"report:{report_id}"`), filled at each enqueue."""
 
-REGISTERED = DEFINITION[:13]
+REGISTERED = tuple(
+    name for name in DEFINITION if name not in ("unique_key", "unique_for", "on_conflict")
+)
 """The definition options heartq's task itself takes (`@app.task`); the others
-(`unique_key`, `unique_for`, `on_conflict`) go with each enqueue."""
+(`unique_key`, `unique_for`, `on_conflict`) go with each enqueue, but for `unique_for`
+of a task declared `unique=True`, which is the declaration's."""
+
+REPLACING = {
+    "retry_intervals": ("retry_backoff", "retry_backoff_max", "retry_schedule"),
+    "retry_backoff": ("retry_intervals",),
+    "retry_backoff_max": ("retry_intervals",),
+    "retry_schedule": ("retry_intervals",),
+    "unique": ("unique_key",),
+    "unique_key": ("unique",),
+}
+"""Words that say the same thing another way: one given in a later layer of a task's
+options (`@task()` after `OPTIONS['TASKS']` after `OPTIONS['TASK_OPTIONS']`) replaces the
+others given in an earlier one (a task's `retry_intervals` over the backend's
+`retry_backoff`), where heartq would refuse both (two in one layer are still refused)."""
 
 ENQUEUE = (
     "max_retries",
+    "expires",
+    "unique",
     "unique_key",
     "unique_for",
     "on_conflict",
@@ -114,8 +136,13 @@ def _refuse(
 
 
 def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of a task's definition, later layers winning; None means not given."""
+    """The options of a task's definition, later layers winning, a word of a later layer
+    replacing its other spellings in earlier ones (`REPLACING`); None means not given."""
     out: dict[str, Any] = {}
     for layer in layers:
-        out.update({name: value for name, value in layer.items() if value is not None})
+        given = {name: value for name, value in layer.items() if value is not None}
+        for name in given:
+            for replaced in REPLACING.get(name, ()):
+                out.pop(replaced, None)
+        out.update(given)
     return out

@@ -39,7 +39,7 @@ from heartq.contrib.django.results import POSITIONAL_META
 from heartq.contrib.django.runner import runner_for
 from heartq.contrib.django.task import HeartqTask
 from heartq.errors import ConfigError
-from heartq.options import Options
+from heartq.options import Options, needs_a_key
 
 BACKEND_OPTIONS = frozenset(
     {"DATABASE", "URL", "SCHEMA", "SETTINGS", "TASK_OPTIONS", "TASKS", "MODULES"}
@@ -149,17 +149,24 @@ class TaskQueue:
     def _register(self, name: str, task: HeartqTask) -> Task[Any, Any]:
         _refuse_signature(name, task)
         chosen = merged(self.task_options, self.per_task.get(name, {}), task.definition_options)
+        declared = {k: v for k, v in chosen.items() if k in REGISTERED}
+        per_enqueue = {k: v for k, v in chosen.items() if k in PER_ENQUEUE}
+        if chosen.get("unique") is True and "unique_for" in per_enqueue:
+            declared["unique_for"] = per_enqueue.pop("unique_for")  # the declared key's window
         try:
-            registered = self.app.task(
-                name=name,
-                queue=task.queue_name,
-                priority=task.priority,
-                **{k: v for k, v in chosen.items() if k in REGISTERED},
-            )(runner_for(task))
             template = chosen.get("unique_key")
+            if template is not None and chosen.get("unique") is True:
+                raise ConfigError(
+                    "give unique=True (a key from the task and its arguments) or a "
+                    "unique_key, not both"
+                )
+            registered = self.app.task(
+                name=name, queue=task.queue_name, priority=task.priority, **declared
+            )(runner_for(task))
             if template is not None:
                 arguments.template_fields(template, f"{name}: unique_key", registered.signature)
-            per_enqueue = {k: v for k, v in chosen.items() if k in PER_ENQUEUE}
+            elif chosen.get("unique") is not True:
+                needs_a_key(Options(**per_enqueue).chosen)  # unique_for, on_conflict: of which key?
             Options(**{**per_enqueue, "unique_key": template and "a key"})
         except ConfigError as exc:
             self.app.tasks.pop(name, None)
@@ -174,8 +181,9 @@ class TaskQueue:
     ) -> dict[str, Any]:
         """heartq's options of one enqueue of `task` (a copy made by `using()` may differ
         from the definition): its queue and priority where they differ from the task's
-        own, `run_after` as `eta`, the definition's unique key (a template) and the
-        options chosen with `using()`, and the names of the arguments passed by
+        own, `run_after` as `eta`, the definition's unique key (a template, unless
+        `using()` chose `unique` or a `unique_key`) and the options chosen with `using()`
+        (an `expires` among them), and the names of the arguments passed by
         position in the job's meta."""
         definition = self.definitions[registered.name]
         chosen: dict[str, Any] = {}
@@ -186,6 +194,12 @@ class TaskQueue:
         if task.run_after is not None:
             chosen["eta"] = _aware(task.run_after)
         per_enqueue = dict(self._per_enqueue[registered.name])
+        caller_key = {k: task.enqueue_options.get(k) for k in ("unique", "unique_key")}
+        if any(value is not None for value in caller_key.values()):
+            per_enqueue.pop("unique_key", None)  # the caller's word on the key wins
+            if caller_key["unique"] is False:  # no key, so no window or conflict of one
+                per_enqueue.pop("unique_for", None)
+                per_enqueue.pop("on_conflict", None)
         template = per_enqueue.pop("unique_key", None)
         if template is not None:
             defaults = registered.defaults

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from heartq.contrib.django.compat import InvalidTask, Task
 from heartq.contrib.django.options import refuse_definition_words, refuse_enqueue_words
 from heartq.errors import ConfigError
@@ -36,14 +38,19 @@ class HeartqTask(Task):  # type: ignore[misc]  # Django's Task is untyped
     retry_backoff_max: float | None = None
     retry_schedule: str | None = None
     retry_jitter: bool | None = None
+    retry_intervals: Any = dataclasses.field(default=None, hash=False)
+    """A list of waits (not hashed: a list is not hashable)."""
+    retry_delay: Any = None
     retry_on: Any = None
     dont_retry_on: Any = None
     timeout: float | None = None
     heartbeat_timeout: float | None = None
+    max_snoozes: int | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     rate_limit: str | None = None
     rate_key: str | None = None
+    unique: bool | None = None
     unique_key: str | None = None
     unique_for: float | None = None
     on_conflict: str | None = None
@@ -63,8 +70,12 @@ class HeartqTask(Task):  # type: ignore[misc]  # Django's Task is untyped
         """Django's `using()`, which also takes heartq's options of one enqueue
         (`heartq.contrib.django.options.ENQUEUE`): `task.using(depends_on=[result.id])`,
         each checked here (`InvalidTask`, one line); their combination is checked with the
-        task's own at the enqueue (`ConfigError`)."""
+        task's own at the enqueue (`ConfigError`). A naive `expires` time is in the
+        current time zone, as Django takes a naive `run_after` without `USE_TZ`."""
         refuse_enqueue_words(options)
+        expires = options.get("expires")
+        if isinstance(expires, datetime) and timezone.is_naive(expires):
+            options["expires"] = timezone.make_aware(expires)
         for option in OPTIONS:
             if option.name in options:
                 try:

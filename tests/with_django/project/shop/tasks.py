@@ -1,9 +1,10 @@
 """The shop's tasks: those of Django's documentation on tasks (an email to users, the
 same with the task's context, deferred and prioritised enqueues of them), an async one,
-one that fails, one whose first attempt hangs until its worker is killed, and one that
-marks an order. Written against Django's API only; heartq's options as `@task` keywords
-(Django 6.1 and the backport pass them to the backend) or the backend's OPTIONS
-(`site_settings.TASKS`)."""
+one that fails, one whose first attempt hangs until its worker is killed, one that
+marks an order, and those that take heartq's newer options (retry waits stated outright,
+uniqueness by arguments, a bound on snoozes). Written against Django's API only;
+heartq's options as `@task` keywords (Django 6.1 and the backport pass them to the
+backend) or the backend's OPTIONS (`site_settings.TASKS`)."""
 
 import asyncio
 import time
@@ -68,3 +69,43 @@ def slow_once(context, marker):
 def mark_processed(order_id):
     Order.objects.filter(pk=order_id).update(processed=F("processed") + 1)
     return Order.objects.get(pk=order_id).processed
+
+
+def _note_attempt(log, attempt):
+    """One line per attempt in `log`: its number and when it started."""
+    with open(log, "a") as file:
+        file.write(f"{attempt} {time.time()}\n")
+
+
+@task(takes_context=True, max_retries=2, retry_intervals=[0.3, 2.0])
+def flaky(context, log):
+    """Fails every attempt, its retries after the waits listed."""
+    _note_attempt(log, context.attempt)
+    raise OSError("the share is not mounted")
+
+
+@task(takes_context=True, max_retries=1)
+def paced(context, log):
+    """Fails every attempt; its wait before a retry is `site_settings.retry_after`'s,
+    given by the backend's OPTIONS."""
+    _note_attempt(log, context.attempt)
+    raise TimeoutError("upstream slow")
+
+
+@task(queue_name="parked", unique=True)
+def refresh(account):
+    """Keyed by its arguments: one queued job per account."""
+    return account
+
+
+@task(queue_name="parked")
+def stamp(label):
+    return label
+
+
+@task(max_snoozes=1, max_retries=0)
+def too_early(label):
+    """Always too early: its first snooze is free, its second a failed attempt."""
+    from heartq import Snooze
+
+    raise Snooze(0.1, reason=f"{label} not there yet")
