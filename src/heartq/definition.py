@@ -197,6 +197,7 @@ class TaskDefinition:
             retry_schedule=self.backoff.schedule,
             retry_jitter=self.backoff.jitter,
             retry_intervals=self.backoff.intervals,
+            retry_delay=self.retry_delay is not None,
             unique=self.unique,
             unique_for=self.unique_for,
             retry_on=retry_on,

@@ -396,6 +396,10 @@ class TaskPolicy:
     dont_retry_on: tuple[str, ...] = ()
     retry_intervals: tuple[float, ...] | None = None
     """The task's explicit waits after each failed attempt (None: `retry_schedule`'s)."""
+    retry_delay: bool = False
+    """The task has a `retry_delay` function, which its worker asks first for the wait
+    before a retry (the function is the worker's; what is declared is that it has one,
+    so `heartq jobs show` can say who decides)."""
     unique: bool = False
     """Its jobs are keyed by their task and arguments (`heartq.arguments.unique_args_key`),
     with the window `unique_for` (None: while one is queued or running)."""

@@ -74,6 +74,7 @@ DECLARED_FIELDS = (
     "retry_on",
     "dont_retry_on",
     "retry_intervals",
+    "retry_delay",
     "unique",
     "unique_for",
 )
@@ -214,8 +215,12 @@ def for_attempt(
 
 def sources(job: Mapping[str, Any], chosen: int, declared: TaskPolicy | None) -> dict[str, Any]:
     """The policy in force for a job, each part with where it comes from (the caller,
-    the task's declaration, or the defaults while the task is not declared)."""
+    the task's declaration, or the defaults while the task is not declared). The shape
+    of its waits (`retry_schedule`, `retry_jitter`, `retry_intervals`, and whether a
+    `retry_delay` function decides first) is always its task's."""
     task_or_default = TASK if declared is not None else DEFAULTS
+    shape = declared if declared is not None else defaults(str(job.get("task", "")))
+    intervals = shape.retry_intervals
 
     def part(name: str, value: Any) -> dict[str, Any]:
         bit = CHOSEN_BITS.get(name, 0)
@@ -231,5 +236,9 @@ def sources(job: Mapping[str, Any], chosen: int, declared: TaskPolicy | None) ->
         "heartbeat_timeout": part(
             "heartbeat_timeout", declared.heartbeat_timeout if declared else None
         ),
+        "retry_schedule": part("retry_schedule", shape.retry_schedule),
+        "retry_jitter": part("retry_jitter", shape.retry_jitter),
+        "retry_intervals": part("retry_intervals", intervals and list(intervals)),
+        "retry_delay": part("retry_delay", shape.retry_delay),
         "declared": declared is not None,
     }

@@ -16,6 +16,7 @@ from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import CLAIMED, HELD
 from heartq.lifecycle.fate import EXPIRED_PREFIX
+from heartq.lifecycle.retry import CONSTANT, EXPONENTIAL, LINEAR, Backoff
 from heartq.model import JobStatus
 
 ERROR_LINES = 20
@@ -177,18 +178,74 @@ def policy_rows(job: dict[str, Any]) -> list[tuple[str, str | Text]]:
     def seconds(value: float | None) -> str:
         return "none" if value is None else display.fmt_seconds(value)
 
-    backoff = (
-        f"{seconds(parts['retry_backoff']['value'])}, doubling up to "
-        f"{seconds(parts['retry_backoff_max']['value'])}"
-    )
+    stated = parts.get("retry_intervals", {}).get("value") or parts.get("retry_delay", {}).get(
+        "value"
+    )  # the task's own words decide, whatever the caller chose of the base and cap
     return [
         row("queue", "queue", str(parts["queue"]["value"])),
         row("priority", "priority", str(parts["priority"]["value"])),
         row("max retries", "max_retries", str(parts["max_retries"]["value"])),
-        row("retry backoff", "retry_backoff", backoff),
+        row(
+            "retry backoff",
+            "retry_intervals" if stated else "retry_backoff",
+            backoff_text(job, parts),
+        ),
         row("timeout", "timeout", seconds(parts["timeout"]["value"])),
         row("heartbeat timeout", "heartbeat_timeout", seconds(parts["heartbeat_timeout"]["value"])),
     ]
+
+
+def backoff_text(job: dict[str, Any], parts: dict[str, Any]) -> str:
+    """The wait before a retry as the worker will decide it: the task's `retry_delay`
+    function first (its answer unknown here), else its `retry_intervals`, else the job's
+    base and cap by the task's schedule; for a job that may still be retried, the wait
+    if its next attempt to end fails (`about` with jitter), or that none is left."""
+    value: dict[str, Any] = {
+        name: (part or {}).get("value") for name, part in parts.items() if name != "declared"
+    }
+    intervals = value.get("retry_intervals")
+    backoff = Backoff(
+        value.get("retry_schedule") or EXPONENTIAL,
+        bool(value.get("retry_jitter", True)),
+        None if not intervals else tuple(intervals),
+    )
+    base, cap = float(value["retry_backoff"]), float(value["retry_backoff_max"])
+    if backoff.intervals:
+        waits = ", ".join(display.fmt_seconds(wait) for wait in backoff.intervals)
+        repeated = ", the last repeated" if len(backoff.intervals) > 1 else ", each time"
+        shape = f"retry_intervals {waits}{repeated}"
+    elif backoff.schedule == CONSTANT:
+        shape = f"{display.fmt_seconds(base)} each time"
+    elif backoff.schedule == LINEAR:
+        shape = f"{display.fmt_seconds(base)} more each time, up to {display.fmt_seconds(cap)}"
+    else:
+        shape = f"{display.fmt_seconds(base)}, doubling up to {display.fmt_seconds(cap)}"
+    if job["status"] in FINISHED:
+        if value.get("retry_delay"):
+            return f"by the task's retry_delay function; when it answers None, {shape}"
+        return shape
+    attempt = job["attempts"] if job["status"] in HELD else job["attempts"] + 1
+    if attempt > job["max_retries"]:
+        return f"{shape}; none after attempt {attempt}: no retry left"
+    wait = backoff.raw(attempt, base)
+    wait = wait if backoff.intervals else min(wait, cap)
+    about = "about " if backoff.jitter else ""
+    then = f"{about}{display.fmt_seconds(wait)}"
+    if value.get("retry_delay"):
+        return (
+            f"by the task's retry_delay function if attempt {attempt} fails; when it "
+            f"answers None, {then} ({shape})"
+        )
+    if backoff.intervals:
+        return f"{then} if attempt {attempt} fails ({shape})"
+    return f"{shape}: {then} if attempt {attempt} fails"
+
+
+FINISHED = frozenset(
+    status.value
+    for status in (JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.BLOCKED)
+)
+"""The statuses of a job that is retried no more (a replay starts it again)."""
 
 
 DEPENDENCY_FAILED = "dependency_failed:"

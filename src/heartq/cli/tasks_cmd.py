@@ -31,8 +31,9 @@ def rate_text(task: dict[str, Any]) -> str:
 
 def backoff_text(task: dict[str, Any]) -> str:
     """A declared backoff as the table shows it: `5s-1h`, or `5s-1h linear, exact`, or
-    explicit intervals (`1s,10s,1m`, `~` before them with jitter), and the exceptions its
-    filter retries or not (`retry_on TimeoutError`)."""
+    explicit intervals (`1s,10s,1m`, `~` before them with jitter), after `retry_delay,
+    else` for a task whose function decides first, and the exceptions its filter
+    retries or not (`retry_on TimeoutError`)."""
     intervals = task.get("retry_intervals")
     if intervals:
         text = "~" if task["retry_jitter"] else ""
@@ -44,6 +45,8 @@ def backoff_text(task: dict[str, Any]) -> str:
             text += f" {task['retry_schedule']}"
         if not task["retry_jitter"]:
             text += " exact"
+    if task.get("retry_delay"):
+        text = f"retry_delay, else {text}"
     if task["retry_on"] is not None:
         text += f"; retry_on {', '.join(task['retry_on'])}"
     if task["dont_retry_on"]:

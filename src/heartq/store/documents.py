@@ -189,7 +189,7 @@ def retry_rules_doc(policy: TaskPolicy) -> dict[str, Any] | None:
     """A declaration's `retry_rules` column: None for the defaults (so a declaration of
     an older version and one that chose nothing read alike); `intervals` only for a task
     that gave `retry_intervals` (a version before them reads the rest, and waits by the
-    schedule)."""
+    schedule); `delay` (true) only for a task with a `retry_delay` function, likewise."""
     doc: dict[str, Any] = {
         "schedule": policy.retry_schedule,
         "jitter": policy.retry_jitter,
@@ -198,6 +198,8 @@ def retry_rules_doc(policy: TaskPolicy) -> dict[str, Any] | None:
     }
     if policy.retry_intervals is not None:  # only when given: an older reader ignores it
         doc["intervals"] = list(policy.retry_intervals)
+    if policy.retry_delay:
+        doc["delay"] = True
     return None if doc == RETRY_RULES_DEFAULT else doc
 
 

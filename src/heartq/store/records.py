@@ -254,13 +254,14 @@ def retry_rules(value: Any) -> dict[str, Any]:
         return {}
     schedule, jitter = doc.get("schedule"), doc.get("jitter")
     retry_on, dont_retry_on = doc.get("retry_on"), doc.get("dont_retry_on")
-    intervals = doc.get("intervals")
+    intervals, delay = doc.get("intervals"), doc.get("delay", False)
     if not (
         schedule in SCHEDULES
         and isinstance(jitter, bool)
         and (retry_on is None or _names(retry_on))
         and _names(dont_retry_on)
         and (intervals is None or _waits(intervals))
+        and isinstance(delay, bool)
     ):
         return {}
     return {
@@ -269,6 +270,7 @@ def retry_rules(value: Any) -> dict[str, Any]:
         "retry_on": None if retry_on is None else tuple(retry_on),
         "dont_retry_on": tuple(dont_retry_on or ()),
         "retry_intervals": None if intervals is None else tuple(map(float, intervals)),
+        "retry_delay": delay,
     }
 
 
