@@ -276,7 +276,9 @@ class App:
         running the attempt, comes before all of them (its failure falls back to them,
         logged as `retry_delay_failed`). `max_snoozes` (100): a job's first that many
         snoozes (`heartq.Snooze`, raised or returned by its code) are not counted as
-        attempts; each one after is a failed attempt. A bad one raises `ConfigError` here."""
+        attempts; each one after is a failed attempt. `expires` (seconds; none by default):
+        each of its jobs must have started within that long of when it was first due,
+        unless its enqueue gives its own `expires`. A bad one raises `ConfigError` here."""
 
         def register(func: Callable[..., Any]) -> Task[Any, Any]:
             task: Task[Any, Any] = Task(self, func, **options)

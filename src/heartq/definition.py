@@ -82,6 +82,11 @@ class TaskOptions(TypedDict, total=False):
     retry_delay: RetryDelay | None
     """`fn(attempt, exc)`: the wait before the next attempt, asked by the worker where the
     code raised; None (or a failure of its own): the task's other rules."""
+    expires: float | None
+    """Defaults to None (no expiry). Seconds: each job of the task must have started
+    within that long of when it was first due (its enqueue, or its `delay`/`eta`), else it
+    ends cancelled, never run; an enqueue's own `expires=` wins. Declared, so enqueues by
+    name take it too."""
 
 
 class TaskDefinition:
@@ -168,6 +173,10 @@ class TaskDefinition:
         payload.check_duration(f"{name}: unique_for", self.unique_for, allow_zero=True)
         if self.unique_for is not None and not self.unique:
             raise ConfigError(f"{name}: unique_for needs unique=True: the window of which key?")
+        self.expires = options.get("expires")
+        """Seconds after its first due time by which each of its jobs must have started
+        (None: no expiry), unless its enqueue gives its own `expires`."""
+        payload.check_duration(f"{name}: expires", self.expires)
         self.is_async = inspect.iscoroutinefunction(fn)
         self.parameters = arguments.describe(self.signature)
         self.wants_ctx = arguments.CONTEXT_PARAMETER in inspect.signature(fn).parameters
@@ -200,6 +209,7 @@ class TaskDefinition:
             retry_delay=self.retry_delay is not None,
             unique=self.unique,
             unique_for=self.unique_for,
+            expires=self.expires,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
         )

@@ -404,6 +404,9 @@ class TaskPolicy:
     """Its jobs are keyed by their task and arguments (`heartq.arguments.unique_args_key`),
     with the window `unique_for` (None: while one is queued or running)."""
     unique_for: float | None = None
+    expires: float | None = None
+    """Seconds after a job's first due time by which it must have started, given to each
+    job an enqueue makes without an `expires` of its own (None: no expiry)."""
 
 
 @dataclass(slots=True)

@@ -273,7 +273,7 @@ OPTIONS: tuple[Option, ...] = (
         "expires", float,
         "Seconds from now (Python: or an aware datetime) by which the job must have "
         "started: a job not started by then ends cancelled without running, not late",
-        _expires, metavar="S",
+        _expires, metavar="S", shown_default="the task's, else none",
     ),
     Option(
         "max_retries", int,

@@ -77,6 +77,7 @@ DECLARED_FIELDS = (
     "retry_delay",
     "unique",
     "unique_for",
+    "expires",
 )
 """What a declaration says: two declarations that agree on these are the same."""
 

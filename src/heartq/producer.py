@@ -195,6 +195,7 @@ class Producer:
         defaults = task.defaults if task else arguments.declared_defaults(task_policy.parameters)
         rate = policy.RateChoice.of(task_name, task_policy, chosen, defaults)
         derived, unique_for = _uniqueness(task_policy, options, step)
+        expires_in = _expiry(task_policy, options)
         jobs = []
         for args in args_list:
             args_json = payload.encode_args(args, limit=limit)
@@ -215,7 +216,7 @@ class Producer:
                     **rate.for_job(args),
                     **resolved,
                     meta_json=meta_json,
-                    expires_in=options.expires_in,
+                    expires_in=expires_in,
                     depends_on=options.depends_on,
                     on_dependency_failure=options.on_dependency_failure,
                 )
@@ -534,6 +535,19 @@ def _warn_caller(notices: Sequence[Warning]) -> None:
         while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
             frame, level = frame.f_back, level + 1
         warnings.warn(warning, stacklevel=level)
+
+
+# -- expiry -----------------------------------------------------------------------------
+def _expiry(task_policy: TaskPolicy, options: Options) -> float | None:
+    """Seconds from now by which an enqueue's jobs must have started: the caller's
+    `expires`, else the task's own, counted from when the jobs are first due (their
+    `delay` or `eta`: a task's expiry says how late a job may start, and a job the
+    caller put off on purpose is not late yet), else none."""
+    if options.expires_in is not None or task_policy.expires is None:
+        return options.expires_in
+    run_at = options.run_at
+    due_in = float(options.chosen.get("delay") or 0.0) if run_at is None else run_at - time.time()
+    return max(due_in, 0.0) + task_policy.expires
 
 
 # -- unique keys ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ TASK_FIELDS = {"name", "queue", "priority", "max_retries", "retry_backoff",
                "retry_backoff_max", "timeout", "heartbeat_timeout", "declared_at",
                "declared_by", "parameters", "rate_limit", "rate_key", "retry_schedule",
                "retry_jitter", "retry_on", "dont_retry_on", "retry_intervals",
-               "retry_delay", "unique", "unique_for"}  # fmt: skip
+               "retry_delay", "unique", "unique_for", "expires"}  # fmt: skip
 
 
 def test_before_any_worker_says_what_a_job_by_name_takes(heartq: HeartqCli) -> None:

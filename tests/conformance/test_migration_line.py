@@ -82,6 +82,12 @@ def _files(backend: str) -> dict[int, str]:
 
 
 NEWEST = max(_files("sqlite"))
+HELD = frozenset({35})
+"""Numbers held for a change on its way from another branch, whose later neighbour came
+first: the line has a gap there until it lands (a database that took the later one
+still runs it then: `missing_migrations`)."""
+NUMBERS = sorted(_files("sqlite"))
+"""Every number of the line, oldest first."""
 
 
 def _script(backend: str, number: int) -> str:
@@ -101,7 +107,7 @@ def test_each_number_names_one_change_on_both_backends() -> None:
     has statements (a change nobody needs is not a migration)."""
     postgres, sqlite = _files("postgres"), _files("sqlite")
     assert sqlite == postgres
-    assert sorted(postgres) == list(range(1, max(postgres) + 1))
+    assert sorted(postgres) == sorted(set(range(1, max(postgres) + 1)) - HELD)
     for number in postgres:
         for backend, label in (("postgres", "PostgreSQL"), ("sqlite", "SQLite")):
             header = _script(backend, number).splitlines()[0]
@@ -120,7 +126,7 @@ def test_the_old_numbers_are_translated_only_for_a_file_of_the_old_numbering() -
     old_24 = {*range(1, 12), 13, 14, 16, 17, 18, 20, 21, 22, 23, 24}
     assert sqlite_schema.one_line(old_24) == old_24 - {23} | {25}
     assert sqlite_schema.one_line(old_24 | {29}) == old_24 - {23} | {25, 29}
-    assert sqlite_schema.one_line(set(range(1, NEWEST + 1))) == set(range(1, NEWEST + 1))
+    assert sqlite_schema.one_line(set(NUMBERS)) == set(NUMBERS)
     assert sqlite_schema.one_line(set(range(1, 12))) == set(range(1, 12))
     assert sqlite_schema.one_line(set()) == set()
     with pytest.raises(ConfigError) as refused:
@@ -179,7 +185,7 @@ def test_an_old_sqlite_queue_is_renumbered_once_and_carries_on(
     with opened(url) as store:
         assert store.link.migrate() == NEWEST
     after = _recorded(path)
-    assert set(after) == set(range(1, NEWEST + 1))
+    assert set(after) == set(NUMBERS)
     assert {number: after[number] for number in carried} == carried
     ran = {number for number, at in after.items() if at > max(before.values())}
     assert ran == set(after) - set(carried)
@@ -256,7 +262,7 @@ def test_processes_that_upgrade_an_old_queue_at_once_renumber_it_once(
         assert versions == [NEWEST] * len(urls)
     for path in paths:
         after = _recorded(path)
-        assert set(after) == set(range(1, NEWEST + 1))
+        assert set(after) == set(NUMBERS)
         assert (after[24], after[25]) == (before[23], before[24])
 
 
@@ -282,7 +288,7 @@ def test_a_heartq_of_the_old_numbering_is_refused_by_a_renumbered_queue(
         old.link.migrate()
     message = str(refused.value)
     assert "\n" not in message
-    unknown = ", ".join(map(str, [12, 15, 19, 25, 26, 27, 28, *range(30, NEWEST + 1)]))
+    unknown = ", ".join(map(str, [12, 15, 19, 25, 26, 27, 28, *(n for n in NUMBERS if n >= 30)]))
     assert f"has migration {unknown}, which this heartq (schema 29)" in message
     assert _recorded(path) == renumbered
     monkeypatch.undo()
@@ -322,9 +328,9 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
         assert store.link.migrate() == NEWEST
         after = _pg_rows(store, "SELECT version, applied_at FROM schema_migrations")
         assert dict(after) == dict(before) | {
-            number: dict(after)[number] for number in range(version + 1, NEWEST + 1)
+            number: dict(after)[number] for number in NUMBERS if number > version
         }
-        assert sorted(dict(after)) == list(range(1, NEWEST + 1))
+        assert sorted(dict(after)) == NUMBERS
         assert all(
             at > max(dict(before).values())
             for number, at in after

@@ -209,8 +209,9 @@ def test_heartq_s_newer_options_reach_a_django_task(site: Site, tmp_path: Path) 
     """heartq's newer task options as a Django task takes the others, run by real
     workers: `retry_intervals` in `@task()` (its attempts that far apart, not 5 s of
     backoff), `retry_delay` from the backend's `OPTIONS['TASKS']`, `unique=True` (one
-    queued job per arguments; `using(unique=False)` opts out), `expires` with `using()`
-    (a job not started in time never runs), `max_snoozes` (the second snooze counts)."""
+    queued job per arguments; `using(unique=False)` opts out), `expires` in `@task()`
+    and `using()` (a job not started in time never runs; the enqueue's wins),
+    `max_snoozes` (the second snooze counts)."""
     only_on(site, "django61-sqlite", "backport-postgres")
     flaky_log, paced_log = tmp_path / "flaky", tmp_path / "paced"
     flaky = site.call("enqueue", task="flaky", kwargs={"log": str(flaky_log)})["id"]
@@ -224,17 +225,18 @@ def test_heartq_s_newer_options_reach_a_django_task(site: Site, tmp_path: Path) 
     enqueued_at = time.monotonic()
     expiring = site.call("enqueue", task="stamp", args=["late"], using={"expires": 0.5})["id"]
     lasting = site.call("enqueue", task="stamp", args=["kept"], using={"expires": 600})["id"]
-    wait_until(lambda: time.monotonic() > enqueued_at + 0.6, 5, "the expiry to pass")
+    soon = site.call("enqueue", task="stamp_soon", args=["late too"])["id"]  # @task(expires=)
+    wait_until(lambda: time.monotonic() > enqueued_at + 0.8, 5, "the expiries to pass")
     site.manage("heartq_worker", "--queues", "parked", "--concurrency", "1", "--burst",
                 "--poll-interval", "0.05")  # fmt: skip
     parked = {r["id"]: r for r in site.call("wait", ids=[*acme[:1], globex, again, expiring,
-                                                         lasting], timeout=10)}  # fmt: skip
+                                                         lasting, soon], timeout=10)}  # fmt: skip
     assert [parked[i]["return_value"] for i in (acme[0], globex, again, lasting)] == [
         "acme", "globex", "acme", "kept"], parked  # fmt: skip
-    late = parked[expiring]
-    assert (late["status"], late["attempts"], late["started_at"]) == ("FAILED", 0, None), late
-    assert [e["class"] for e in late["errors"]] == ["JobCancelled"], late
-    assert "expired" in late["errors"][0]["last_line"], late
+    for late in (parked[expiring], parked[soon]):
+        assert (late["status"], late["attempts"], late["started_at"]) == ("FAILED", 0, None), late
+        assert [e["class"] for e in late["errors"]] == ["JobCancelled"], late
+        assert "expired" in late["errors"][0]["last_line"], late
 
     ended = {r["id"]: r for r in site.call("wait", ids=[flaky, paced, snoozy], timeout=30)}
     assert (ended[flaky]["status"], ended[flaky]["attempts"]) == ("FAILED", 3), ended[flaky]
@@ -279,6 +281,7 @@ def test_capability_flags_and_refusals(site: Site) -> None:
     assert "unique_for needs a unique_key or unique=True" in refused["window_of_no_key"][1]
     assert "retry_delay" in refused["bad_retry_delay"][1]
     assert "expires" in refused["using_bad_expiry"][1]
+    assert "expires" in refused["bad_expiry"][1]
 
 
 def test_the_dashboard_is_behind_the_staff_login(site: Site) -> None:

@@ -182,6 +182,7 @@ def task_doc(policy: TaskPolicy) -> dict[str, Any]:
         "rate_key": policy.rate_key,
         "retry_rules": retry_rules_doc(policy),
         "uniqueness": {"unique_for": policy.unique_for} if policy.unique else None,
+        "expires": None if policy.expires is None else _seconds("expires", policy.expires),
     }
 
 

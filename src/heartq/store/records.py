@@ -223,7 +223,16 @@ def task_policy(row: Any) -> TaskPolicy:
         rate_key=row["rate_key"],
         **retry_rules(row["retry_rules"]),
         **uniqueness(row["uniqueness"]),
+        expires=_expiry(row["expires"]),
     )
+
+
+def _expiry(value: Any) -> float | None:
+    """A declaration's `expires` column: seconds, or None (none declared, a worker of a
+    version before task expiries, or a value no duration check would pass)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value < float("inf") else None
 
 
 def uniqueness(value: Any) -> dict[str, Any]:

@@ -225,6 +225,7 @@ REFUSALS = {
     "intervals_and_backoff": "@task(retry_intervals=[1], retry_backoff=2)\ndef f(x): pass",
     "window_of_no_key": "@task(unique_for=5)\ndef f(x): pass",
     "bad_retry_delay": "@task(retry_delay=5)\ndef f(x): pass",
+    "bad_expiry": "@task(expires=-1)\ndef f(x): pass",
     "using_bad_expiry": "@task()\ndef f(x): pass\nf.using(expires=0)",
 }
 ACCEPTED = (
@@ -234,7 +235,7 @@ ACCEPTED = (
     "def f(x): pass\n"
     "f.using(depends_on=[], meta={'a': 1}, unique_key='literal', on_conflict='raise')\n"
     "@task(retry_intervals=[1, 5], retry_delay=lambda attempt, exc: None, max_snoozes=3, "
-    "unique=True, unique_for=60)\n"
+    "unique=True, unique_for=60, expires=300)\n"
     "def g(x): pass\n"
     "g.using(expires=30, unique=False)"
 )

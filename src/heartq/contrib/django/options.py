@@ -28,6 +28,7 @@ DEFINITION = (
     "timeout",
     "heartbeat_timeout",
     "max_snoozes",
+    "expires",
     "concurrency_key",
     "concurrency_limit",
     "rate_limit",

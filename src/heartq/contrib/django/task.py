@@ -46,6 +46,7 @@ class HeartqTask(Task):  # type: ignore[misc]  # Django's Task is untyped
     timeout: float | None = None
     heartbeat_timeout: float | None = None
     max_snoozes: int | None = None
+    expires: float | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     rate_limit: str | None = None

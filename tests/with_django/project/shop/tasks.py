@@ -103,6 +103,12 @@ def stamp(label):
     return label
 
 
+@task(queue_name="parked", expires=0.5)
+def stamp_soon(label):
+    """Its jobs must start within half a second of their enqueue."""
+    return label
+
+
 @task(max_snoozes=1, max_retries=0)
 def too_early(label):
     """Always too early: its first snooze is free, its second a failed attempt."""

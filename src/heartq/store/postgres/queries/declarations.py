@@ -10,7 +10,7 @@ TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, extract(epoch from declared_at)::float8 AS declared_at, declared_by,
        parameters, rate_limit, rate_key, retry_rules::text AS retry_rules,
-       uniqueness::text AS uniqueness
+       uniqueness::text AS uniqueness, expires
 FROM tasks WHERE %(all)s OR name = ANY(%(names)s::text[])
 ORDER BY name
 """
@@ -18,14 +18,14 @@ ORDER BY name
 DECLARE_TASKS = f"""
 INSERT INTO tasks AS t (name, queue, priority, max_retries, retry_backoff, retry_backoff_max,
                         timeout, heartbeat_timeout, declared_at, declared_by, parameters,
-                        rate_limit, rate_key, retry_rules, uniqueness)
+                        rate_limit, rate_key, retry_rules, uniqueness, expires)
 SELECT x.name, x.queue, x.priority, x.max_retries, x.retry_backoff, x.retry_backoff_max,
        x.timeout, x.heartbeat_timeout, {T}, %(worker_id)s, x.parameters, x.rate_limit,
-       x.rate_key, x.retry_rules, x.uniqueness
+       x.rate_key, x.retry_rules, x.uniqueness, x.expires
 FROM json_to_recordset(%(tasks)s::json) AS x(
     name text, queue text, priority integer, max_retries integer, retry_backoff float8,
     retry_backoff_max float8, timeout float8, heartbeat_timeout float8, parameters json,
-    rate_limit text, rate_key text, retry_rules json, uniqueness json)
+    rate_limit text, rate_key text, retry_rules json, uniqueness json, expires float8)
 ON CONFLICT (name) DO UPDATE SET
     queue = EXCLUDED.queue, priority = EXCLUDED.priority, max_retries = EXCLUDED.max_retries,
     retry_backoff = EXCLUDED.retry_backoff, retry_backoff_max = EXCLUDED.retry_backoff_max,
@@ -33,7 +33,7 @@ ON CONFLICT (name) DO UPDATE SET
     declared_at = EXCLUDED.declared_at, declared_by = EXCLUDED.declared_by,
     parameters = EXCLUDED.parameters, rate_limit = EXCLUDED.rate_limit,
     rate_key = EXCLUDED.rate_key, retry_rules = EXCLUDED.retry_rules,
-    uniqueness = EXCLUDED.uniqueness
+    uniqueness = EXCLUDED.uniqueness, expires = EXCLUDED.expires
 """
 
 # Queued, waiting and blocked jobs of these tasks take the declaration for every option

@@ -7,7 +7,7 @@ from __future__ import annotations
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
        heartbeat_timeout, declared_at, declared_by, parameters, rate_limit, rate_key,
-       retry_rules, uniqueness
+       retry_rules, uniqueness, expires
 FROM heartq_tasks WHERE :all OR name IN (SELECT value FROM json_each(:names))
 ORDER BY name
 """
@@ -16,14 +16,15 @@ DECLARE_TASKS = """
 INSERT INTO heartq_tasks (name, queue, priority, max_retries, retry_backoff,
                           retry_backoff_max, timeout, heartbeat_timeout, declared_at,
                           declared_by, parameters, rate_limit, rate_key, retry_rules,
-                          uniqueness)
+                          uniqueness, expires)
 SELECT json_extract(x.value, '$.name'), json_extract(x.value, '$.queue'),
        json_extract(x.value, '$.priority'), json_extract(x.value, '$.max_retries'),
        json_extract(x.value, '$.retry_backoff'), json_extract(x.value, '$.retry_backoff_max'),
        json_extract(x.value, '$.timeout'), json_extract(x.value, '$.heartbeat_timeout'),
        :now, :worker_id, json_extract(x.value, '$.parameters'),
        json_extract(x.value, '$.rate_limit'), json_extract(x.value, '$.rate_key'),
-       json_extract(x.value, '$.retry_rules'), json_extract(x.value, '$.uniqueness')
+       json_extract(x.value, '$.retry_rules'), json_extract(x.value, '$.uniqueness'),
+       json_extract(x.value, '$.expires')
 FROM json_each(:tasks) AS x WHERE true
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, max_retries = excluded.max_retries,
@@ -32,7 +33,7 @@ ON CONFLICT (name) DO UPDATE SET
     declared_at = excluded.declared_at, declared_by = excluded.declared_by,
     parameters = excluded.parameters, rate_limit = excluded.rate_limit,
     rate_key = excluded.rate_key, retry_rules = excluded.retry_rules,
-    uniqueness = excluded.uniqueness
+    uniqueness = excluded.uniqueness, expires = excluded.expires
 """
 
 # Queued, waiting and blocked jobs of these tasks take the declaration for every option
