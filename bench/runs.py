@@ -38,6 +38,9 @@ class Contender:
     """heartq: its setting for short jobs, the one that matches pgqueuer's (an `async def`
     no-op on the async pool, `SHORT_JOBS_CONCURRENCY` slots, so that a claim takes as
     many jobs as pgqueuer's batch); else a plain function on a thread pool of 50."""
+    fair_keys: int = 0
+    """heartq: its jobs spread over this many fairness keys, in turn (`fair_key`: the
+    claim takes them in turns); 0: no key, as every other run."""
     before: Path | None = None
     """heartq: the checkout of an earlier heartq whose `src` this run imports instead of
     the installed one (`--before`), so that a change is timed against its base in the
@@ -49,11 +52,15 @@ class Contender:
         ahead = f", prefetch {self.prefetch}" if self.prefetch else ""
         short = f", async x {SHORT_JOBS_CONCURRENCY}" if self.short_jobs else ""
         before = " (before)" if self.before else ""
-        return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}"
+        fair = f", {self.fair_keys} fairness keys" if self.fair_keys else ""
+        return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}{fair}"
 
 
 PREFETCH = 50
 """heartq's claim-ahead runs: a buffer as deep as the workers' concurrency (50)."""
+FAIR_KEYS = 20
+"""heartq's runs with fairness on: each job has one of this many keys, in turn, so every
+claim takes its slots from several keys' lanes (PostgreSQL) or shares (SQLite)."""
 SHORT_JOBS_CONCURRENCY = 100
 """heartq's short-job runs: as many slots as pgqueuer's batch_size (its best, 100): a
 worker claims at most its free slots, pgqueuer at most its batch."""
@@ -65,6 +72,7 @@ LINEUP = [
     Contender("heartq", "postgresql", 2, peer=False, prefetch=PREFETCH),
     Contender("heartq", "postgresql", 1, peer=False, short_jobs=True),
     Contender("heartq", "postgresql", 2, peer=False, short_jobs=True),
+    Contender("heartq", "postgresql", 2, peer=False, fair_keys=FAIR_KEYS),
     Contender("pgqueuer", "postgresql", 1),
     Contender("pgqueuer", "postgresql", 2),
     Contender("procrastinate", "postgresql", 2),
@@ -72,6 +80,7 @@ LINEUP = [
     Contender("heartq", "sqlite", 2, peer=False),
     Contender("heartq", "sqlite", 2, peer=False, prefetch=PREFETCH),
     Contender("heartq", "sqlite", 2, peer=False, short_jobs=True),
+    Contender("heartq", "sqlite", 2, peer=False, fair_keys=FAIR_KEYS),
     Contender("huey", "sqlite", 2),
     Contender("rq", "redis", 2),
 ]
@@ -139,6 +148,8 @@ def _run_contender_once(
             command += ["--prefetch", str(contender.prefetch)]
         if contender.short_jobs:
             command += ["--concurrency", str(SHORT_JOBS_CONCURRENCY), "--pool", "async"]
+        if contender.fair_keys:
+            command += ["--fair-keys", str(contender.fair_keys)]
         env = None
         if contender.before is not None:
             env = {**os.environ, "PYTHONPATH": str(contender.before / "src")}

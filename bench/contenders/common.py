@@ -64,6 +64,9 @@ def arguments(description: str) -> argparse.Namespace:
                              "(peers ignore it)")  # fmt: skip
     parser.add_argument("--prefetch", type=int, default=0,
                         help="heartq: jobs claimed ahead per worker (peers ignore it)")  # fmt: skip
+    parser.add_argument("--fair-keys", type=int, default=0,
+                        help="heartq: jobs spread over this many fairness keys (peers "
+                             "ignore it)")  # fmt: skip
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL admin URL: a database of the contender's own is "
                              "created there and dropped after")  # fmt: skip

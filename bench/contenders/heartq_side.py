@@ -39,6 +39,10 @@ TASKS = textwrap.dedent(
     @app.task
     async def async_noop() -> None:
         stamps.entered()
+
+    @app.task(fair_key="key-{key}")
+    def fair_noop(key: int) -> None:
+        stamps.entered()
     """
 )
 LAST_COMPLETION = {
@@ -88,11 +92,20 @@ def main() -> None:
         app.use_url(url)
         app.migrate()
         task = "async_noop" if args.pool == "async" else "noop"
-        single = timed(lambda: [app.enqueue(task) for _ in range(args.single)])
+        keys = max(args.fair_keys, 1)
+
+        def job_args(n: int) -> dict[str, int]:
+            return {"key": n % keys} if args.fair_keys else {}
+
+        if args.fair_keys:
+            task = "fair_noop"
+        single = timed(lambda: [app.enqueue(task, job_args(n)) for n in range(args.single)])
         rest = args.jobs - args.single
         batched = timed(
             lambda: [
-                app.enqueue_many(task, [{}] * min(args.batch, rest - offset))
+                app.enqueue_many(
+                    task, [job_args(n) for n in range(offset, min(rest, offset + args.batch))]
+                )
                 for offset in range(0, rest, args.batch)
             ]
         )
@@ -116,7 +129,8 @@ def main() -> None:
             jobs=args.jobs, workers=args.workers, batch=args.batch,
             settings=f"{processes(args.workers)}, {args.pool} pool x {args.concurrency}, burst"
             + (", async def task" if args.pool == "async" else "")
-            + (f", prefetch {args.prefetch}" if args.prefetch else ""),
+            + (f", prefetch {args.prefetch}" if args.prefetch else "")
+            + (f", {args.fair_keys} fairness keys" if args.fair_keys else ""),
             enqueue_single=rate(args.single, single), enqueue_batch=rate(rest, batched),
             process=rate(processed, last - bench_tasks.stamps.first_entry()),
             processed=processed,

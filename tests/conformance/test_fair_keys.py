@@ -1,27 +1,16 @@
-"""Fairness keys as each backend stores and claims them (`heartq.store.sql.fair`): on
-SQLite a claim takes a queue's keys in turn, the jobs without a key one share, higher
-priorities first, each key's jobs in order, and a share that comes back after a pause
-earns no credit for it; PostgreSQL's claim does not take turns yet, so its enqueue
-refuses a key in one line and stores nothing. Through real workers:
-tests/integration/test_fair_shares.py."""
+"""Fairness keys as each backend stores and claims them (SQLite: `heartq.store.sql.fair`;
+PostgreSQL: its ready log's lanes, `queries/claim.py`): a claim takes a queue's keys in
+turn, the jobs without a key one share, higher priorities first, each key's jobs in
+order, and a share that comes back after a pause earns no credit for it. Through real
+workers: tests/integration/test_fair_shares.py."""
 
 from __future__ import annotations
 
 import collections
 
-import pytest
-
-from heartq.errors import ConfigError
 from heartq.store import Store
 
 from .support import new_job, register
-
-
-@pytest.fixture
-def fair_store(store: Store, backend: str) -> Store:
-    if backend != "sqlite":
-        pytest.skip("fair shares are claimed on SQLite only so far")
-    return store
 
 
 def _keys(store: Store, t0: float, limit: int) -> list[str | None]:
@@ -30,66 +19,57 @@ def _keys(store: Store, t0: float, limit: int) -> list[str | None]:
     return [doc["fair_key"] for doc in found if doc is not None]
 
 
-def test_postgres_refuses_a_key_and_stores_nothing(store: Store, backend: str, t0: float) -> None:
-    if backend == "sqlite":
-        pytest.skip("SQLite takes fairness keys in turn")
-    with pytest.raises(ConfigError, match="fair_key") as refused:
-        store.enqueue([new_job(), new_job(fair_key="a")], now=t0)
-    assert "\n" not in str(refused.value)
-    assert store.list_jobs() == []
-
-
-def test_the_key_and_weight_are_stored(fair_store: Store, t0: float) -> None:
-    (keyed, plain) = fair_store.enqueue(
+def test_the_key_and_weight_are_stored(store: Store, t0: float) -> None:
+    (keyed, plain) = store.enqueue(
         [new_job(fair_key="acct:1", fair_weight=2.5), new_job()], now=t0
     )
-    doc = fair_store.get_job(keyed)
+    doc = store.get_job(keyed)
     assert doc is not None and (doc["fair_key"], doc["fair_weight"]) == ("acct:1", 2.5)
-    other = fair_store.get_job(plain)
+    other = store.get_job(plain)
     assert other is not None and (other["fair_key"], other["fair_weight"]) == (None, None)
 
 
-def test_a_claim_takes_the_keys_in_turn(fair_store: Store, t0: float) -> None:
-    register(fair_store, "w1", t0)
-    fair_store.enqueue([new_job(fair_key="a", run_at=t0 - 9) for _ in range(30)], now=t0 - 10)
-    fair_store.enqueue([new_job(fair_key="b", run_at=t0 - 5) for _ in range(3)], now=t0 - 10)
-    fair_store.enqueue([new_job(run_at=t0 - 5) for _ in range(3)], now=t0 - 10)
-    taken = collections.Counter(_keys(fair_store, t0, 6))
+def test_a_claim_takes_the_keys_in_turn(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="a") for _ in range(30)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="b") for _ in range(3)], now=t0 - 9)
+    store.enqueue([new_job() for _ in range(3)], now=t0 - 8)
+    taken = collections.Counter(_keys(store, t0, 6))
     assert taken == {"a": 2, "b": 2, None: 2}
     # the next claim goes on from there: b and the unkeyed share have one left each
-    taken = collections.Counter(_keys(fair_store, t0, 6))
+    taken = collections.Counter(_keys(store, t0, 6))
     assert taken == {"a": 4, "b": 1, None: 1}
 
 
-def test_a_higher_priority_goes_first_whatever_its_key(fair_store: Store, t0: float) -> None:
-    register(fair_store, "w1", t0)
-    fair_store.enqueue([new_job(fair_key="a", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)
-    fair_store.enqueue(
+def test_a_higher_priority_goes_first_whatever_its_key(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="a", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)
+    store.enqueue(
         [new_job(fair_key="a", priority=5, run_at=t0 - 1) for _ in range(3)], now=t0 - 10
     )
-    fair_store.enqueue([new_job(fair_key="b", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)
-    claimed = fair_store.claim("w1", ["default"], 4, 30.0, now=t0)
-    docs = [fair_store.get_job(job.id) for job in claimed]
+    store.enqueue([new_job(fair_key="b", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)
+    claimed = store.claim("w1", ["default"], 4, 30.0, now=t0)
+    docs = [store.get_job(job.id) for job in claimed]
     priorities = [doc["priority"] for doc in docs if doc is not None]
     assert sorted(priorities, reverse=True) == [5, 5, 5, 0]
 
 
-def test_a_share_back_from_a_pause_earns_no_credit(fair_store: Store, t0: float) -> None:
-    register(fair_store, "w1", t0)
-    fair_store.enqueue([new_job(fair_key="a") for _ in range(2)], now=t0 - 10)
-    assert _keys(fair_store, t0, 2) == ["a", "a"]  # a alone: served 2
-    fair_store.enqueue([new_job(fair_key="b") for _ in range(40)], now=t0 - 10)
+def test_a_share_back_from_a_pause_earns_no_credit(store: Store, t0: float) -> None:
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="a") for _ in range(2)], now=t0 - 10)
+    assert _keys(store, t0, 2) == ["a", "a"]  # a alone: served 2
+    store.enqueue([new_job(fair_key="b") for _ in range(40)], now=t0 - 10)
     for _ in range(10):  # b alone now, 20 slots: its time runs far ahead of a's
-        assert set(_keys(fair_store, t0, 2)) == {"b"}
-    fair_store.enqueue([new_job(fair_key="a") for _ in range(40)], now=t0 - 10)
+        assert set(_keys(store, t0, 2)) == {"b"}
+    store.enqueue([new_job(fair_key="a") for _ in range(40)], now=t0 - 10)
     # a comes back at the queue's clock, not at its old time: the two share at once
-    assert collections.Counter(_keys(fair_store, t0, 10)) == {"a": 5, "b": 5}
+    assert collections.Counter(_keys(store, t0, 10)) == {"a": 5, "b": 5}
 
 
 def test_a_transport_claim_by_id_leaves_a_keyed_job_to_its_turn(
-    fair_store: Store, t0: float
+    store: Store, t0: float
 ) -> None:
-    register(fair_store, "w1", t0)
-    (keyed, plain) = fair_store.enqueue([new_job(fair_key="a"), new_job()], now=t0 - 1)
-    taken = fair_store.claim_ids("w1", [keyed, plain], 30.0, now=t0)
+    register(store, "w1", t0)
+    (keyed, plain) = store.enqueue([new_job(fair_key="a"), new_job()], now=t0 - 1)
+    taken = store.claim_ids("w1", [keyed, plain], 30.0, now=t0)
     assert [job.id for job in taken] == [plain]

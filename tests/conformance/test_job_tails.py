@@ -111,12 +111,12 @@ def test_the_migration_copies_the_tails_of_the_jobs_already_there(
     """A queue migrated from schema v18 has a tail for each job it held, and its tail
     index is gone."""
     migrations = SteeredMigrations(pg_url, monkeypatch)
-    # Today's enqueue writes the columns of migrations 26 (the ready log) and 33 (the
-    # expiry): they are taken first, as a migration merged below the newest would be
-    # (test_deployment.py).
-    migrations.only(lambda version: version < 19 or version in (26, 33))
+    # Today's enqueue writes the columns of migrations 26 (the ready log), 33 (the
+    # expiry), 35 (the fairness key) and 37 (the lanes by key): they are taken first, as
+    # a migration merged below the newest would be (test_deployment.py).
+    migrations.only(lambda version: version < 19 or version in (26, 33, 35, 37))
     with opened(PostgresStore(pg_url)) as old:
-        assert old.link.migrate() == 33
+        assert old.link.migrate() == 37
         ids = old.enqueue([new_job() for _ in range(5)])
     migrations.all()
     store = PostgresStore(pg_url)

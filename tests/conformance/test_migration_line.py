@@ -62,9 +62,10 @@ the last at that version."""
 
 JOBS = ("job-succeeded", "job-dead", "job-running", "job-waiting", "job-later", "job-queued")
 KEPT_COLUMNS = "id, task, queue, args, priority, status, run_at, attempts, result, error"
-TODAYS_COLUMNS = (32, 33)
+TODAYS_COLUMNS = (32, 33, 35, 37)
 """The migrations whose columns today's enqueue and claim write (32: the snoozes the
-claim reads; 33: the expiry), taken before the rest by a test that writes an older
+claim reads; 33: the expiry; 35: the fairness key; 37: the ready log's lanes by key),
+taken before the rest by a test that writes an older
 schema's jobs through today's store, as a migration merged below the newest would be
 (test_job_tails.py)."""
 HERE = Path(__file__).parent

@@ -1,8 +1,8 @@
-"""Fair shares through a real worker process (SQLite: PostgreSQL's claim does not take
-keys in turn yet, and its enqueue refuses a key, tests/conformance/test_fair_keys.py):
-one key's flood queued first does not hold back ten keys queued after it, each key gets
-its share of the slots while all have work, each key's jobs run in order, weights are
-honoured, and a key whose jobs wait on a rate limit holds no one back."""
+"""Fair shares through a real worker process, on both backends (SQLite's allotment in
+`store/sql/fair.py`, PostgreSQL's in its claim over the ready log's lanes): one key's
+flood queued first does not hold back ten keys queued after it, each key gets its share
+of the slots while all have work, each key's jobs run in order, weights are honoured,
+and a key whose jobs wait on a rate limit holds no one back."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from heartq.model import NewJob
+from tests.conftest import on_every_backend
 
 from .conftest import Harness
 from .worker_tasks import TASKS_SOURCE
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, on_every_backend]
 
 NOOP = textwrap.dedent(
     """
@@ -32,11 +33,18 @@ SLOTS = 10
 
 
 @pytest.fixture
-def sqlite_harness(harness: Harness) -> Harness:
-    if harness.backend != "sqlite":
-        pytest.skip("fair shares are claimed on SQLite only so far")
+def fair_harness(harness: Harness) -> Harness:
     harness.path("tasks.py").write_text(TASKS_SOURCE + NOOP)
     return harness
+
+
+def _jobs_table(harness: Harness) -> str:
+    return "jobs" if harness.backend == "postgres" else "heartq_jobs"
+
+
+def _p(harness: Harness) -> str:
+    """The driver's placeholder."""
+    return "%s" if harness.backend == "postgres" else "?"
 
 
 def _enqueue(harness: Harness, key: str, count: int, **extra: Any) -> None:
@@ -50,25 +58,30 @@ def _enqueue(harness: Harness, key: str, count: int, **extra: Any) -> None:
 
 def _started(harness: Harness) -> list[tuple[float, str, int]]:
     """Every started job (its claim's time, its key, its number), in claim order."""
+    at = "extract(epoch FROM started_at)" if harness.backend == "postgres" else "started_at"
     rows = harness.sql(
-        "SELECT started_at, fair_key, args FROM heartq_jobs WHERE started_at IS NOT NULL"
+        f"SELECT {at}, fair_key, args FROM {_jobs_table(harness)} WHERE started_at IS NOT NULL"
     )
-    found = [(float(at), key, json.loads(args)["n"]) for at, key, args in rows]
+    found = [
+        (float(at), key, (args if isinstance(args, dict) else json.loads(args))["n"])
+        for at, key, args in rows
+    ]
     return sorted(found)
 
 
 def _done(harness: Harness, keys: list[str], each: int) -> bool:
-    marks = ", ".join("?" for _ in keys)
+    marks = ", ".join(_p(harness) for _ in keys)
     (count,) = harness.sql(
-        f"SELECT count(*) FROM heartq_jobs WHERE status = 'succeeded' AND fair_key IN ({marks})",
+        f"SELECT count(*) FROM {_jobs_table(harness)}"
+        f" WHERE status = 'succeeded' AND fair_key IN ({marks})",
         keys,
     )[0]
     return bool(count == len(keys) * each)
 
 
 @pytest.mark.long(20)
-def test_a_flood_queued_first_holds_no_other_key_back(sqlite_harness: Harness) -> None:
-    harness = sqlite_harness
+def test_a_flood_queued_first_holds_no_other_key_back(fair_harness: Harness) -> None:
+    harness = fair_harness
     _enqueue(harness, "flood", 100_000)
     others = [f"account-{k}" for k in range(10)]
     for key in others:
@@ -97,8 +110,8 @@ def test_a_flood_queued_first_holds_no_other_key_back(sqlite_harness: Harness) -
         assert numbers == list(range(len(numbers))), key
 
 
-def test_weights_share_the_slots_in_proportion(sqlite_harness: Harness) -> None:
-    harness = sqlite_harness
+def test_weights_share_the_slots_in_proportion(fair_harness: Harness) -> None:
+    harness = fair_harness
     _enqueue(harness, "heavy", 600, fair_weight=3.0)
     _enqueue(harness, "light", 600)
     worker = harness.start_worker("--concurrency", str(SLOTS))
@@ -109,8 +122,8 @@ def test_weights_share_the_slots_in_proportion(sqlite_harness: Harness) -> None:
     assert abs(heavy / 400 - 0.75) <= 0.03, heavy
 
 
-def test_a_key_held_by_its_rate_limit_holds_no_one_back(sqlite_harness: Harness) -> None:
-    harness = sqlite_harness
+def test_a_key_held_by_its_rate_limit_holds_no_one_back(fair_harness: Harness) -> None:
+    harness = fair_harness
     _enqueue(harness, "limited", 200, rate_key="limited", rate_limit=1, rate_period=3600.0)
     others = [f"account-{k}" for k in range(5)]
     for key in others:
@@ -118,6 +131,7 @@ def test_a_key_held_by_its_rate_limit_holds_no_one_back(sqlite_harness: Harness)
     harness.start_worker("--concurrency", str(SLOTS))
     harness.wait_for(lambda: _done(harness, others, 40), 60, "the other keys' jobs to run")
     (started,) = harness.sql(
-        "SELECT count(*) FROM heartq_jobs WHERE fair_key = 'limited' AND started_at IS NOT NULL"
+        f"SELECT count(*) FROM {_jobs_table(harness)}"
+        " WHERE fair_key = 'limited' AND started_at IS NOT NULL"
     )[0]
     assert started == 1  # its rate limit: one start an hour

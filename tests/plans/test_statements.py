@@ -44,8 +44,6 @@ ONE_DIALECT = {
     # A PostgreSQL finish that commits by itself leaves jobs with dependents to a
     # transaction of their own; SQLite's finish is always in one.
     "FINISH": {"defer"},
-    # PostgreSQL's claim takes no turns yet, so its enqueue refuses a fairness key.
-    "ENQUEUE_UNIQUE": {"fair_key", "fair_weight"},
 }
 
 

@@ -29,7 +29,7 @@ from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import ConnectionPool, translate
 from heartq.store.postgres.notifications import Channels
 from heartq.store.postgres.session import LastingSession
-from heartq.store.sql.base import LockedRateKeys, Step, migration_scripts
+from heartq.store.sql.base import Lane, LockedRateKeys, Step, migration_scripts
 from heartq.store.sql.statements import FairStatements, Statements
 
 
@@ -39,7 +39,7 @@ class PostgresDialect:
 
     q: Statements = q
     statements_commit_alone = True  # `write_each` commits each statement by itself
-    fair: FairStatements | None = None  # not yet: its enqueue refuses a fairness key
+    fair: FairStatements | None = None  # CLAIM takes turns itself, lane by lane
 
     def __init__(
         self, pool: ConnectionPool, url: str, sessions: LastingSession, channels: Channels
@@ -129,9 +129,8 @@ class PostgresDialect:
             idle_lanes = conn.execute(q.IDLE_LANES, {"idle": idle, "now": None}).fetchall()
             if not idle_lanes:
                 return 0
-            params = {"queues": [r["queue"] for r in idle_lanes],
-                      "priorities": [r["priority"] for r in idle_lanes]}  # fmt: skip
-            return int(conn.execute(q.DELETE_EMPTY_LANES, params).rowcount)
+            lanes = [(r["queue"], r["priority"], r["fair_key"]) for r in idle_lanes]
+            return int(conn.execute(q.DELETE_EMPTY_LANES, _lanes_params(lanes)).rowcount)
 
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         return int(conn.execute(q.PRUNE_CLAIM_MARKS, {"now": clock}).rowcount)
@@ -151,12 +150,12 @@ class PostgresDialect:
         """None: a lone job costs the batch statement no more than a statement of its own."""
         return None
 
-    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+    def lane_steps(self, lanes: Sequence[Lane]) -> list[Step]:
         """A lane is pruned only under its lock exclusive: held here, shared, it stays
         until the caller's transaction ends."""
         return [(q.ENTER_LANES, _lanes_params(lanes))] if lanes else []
 
-    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
+    def open_lanes(self, lanes: Sequence[Lane]) -> None:
         if lanes:
             with self.pool.aside() as conn:
                 conn.execute(q.OPEN_LANES, _lanes_params(lanes))
@@ -242,6 +241,11 @@ class PostgresDialect:
         return borrowed.task_scope(conn, self.pool.schema)
 
 
-def _lanes_params(lanes: Sequence[tuple[str, int]]) -> dict[str, Any]:
-    """Lanes as the statements bind them: an array of queues, one of priorities."""
-    return {"queues": [lane[0] for lane in lanes], "priorities": [lane[1] for lane in lanes]}
+def _lanes_params(lanes: Sequence[Lane]) -> dict[str, Any]:
+    """Lanes as the statements bind them: an array of queues, one of priorities, one of
+    fairness keys ('' for none)."""
+    return {
+        "queues": [lane[0] for lane in lanes],
+        "priorities": [lane[1] for lane in lanes],
+        "keys": [lane[2] for lane in lanes],
+    }

@@ -109,6 +109,11 @@ async def drive_async(conn: Any, program: Program[T]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
+Lane = tuple[str, int, str]
+"""A lane of PostgreSQL's ready log: a queue, a priority and a fairness key ('' for the
+jobs without one)."""
+
+
 # -- what a dialect provides ---------------------------------------------------------------
 
 
@@ -185,7 +190,9 @@ class Dialect(Protocol):
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         """Delete the claim marks a further one supersedes, a minute after they were made;
         the number deleted. PostgreSQL: `PRUNE_CLAIM_MARKS` (`queries/admin.py`); SQLite:
-        none to delete (0): one writer at a time, its claim needs no frontier."""
+        its claim needs no frontier (one writer at a time), and what stands for the marks'
+        virtual times, the fair shares' (`store/sql/fair.py`), is deleted for the shares
+        no claim served for an hour."""
         ...
 
     def array(self, values: Sequence[str]) -> Any:
@@ -227,14 +234,14 @@ class Dialect(Protocol):
         batch statement's JSON; None: the batch statement."""
         ...
 
-    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+    def lane_steps(self, lanes: Sequence[Lane]) -> list[Step]:
         """An enqueue into the caller's transaction, before its jobs: the statements that
         hold the ready log's `lanes` (queue, priority) its jobs enter until the caller's
         transaction ends, so that none is pruned meanwhile (PostgreSQL: `ENTER_LANES`);
         SQLite: none (no ready log)."""
         ...
 
-    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
+    def open_lanes(self, lanes: Sequence[Lane]) -> None:
         """...then make the new ones, committed at once on a connection of heartq's own
         that never waits on the pool (PostgreSQL: `OPEN_LANES`, on `ConnectionPool.aside`):
         so the enqueue's insert makes no lane (`INSERT_ENTERED_JOBS`), and no other
@@ -264,9 +271,10 @@ class Dialect(Protocol):
 
     @property
     def fair(self) -> FairStatements | None:
-        """The statements of a claim by fair shares (`store/sql/fair.py`), or None where
-        the claim does not take fairness keys in turn yet (PostgreSQL: its enqueue
-        refuses a job with one)."""
+        """The statements of a claim by fair shares decided here (`store/sql/fair.py`:
+        SQLite, whose one writer reads, allots and writes in one transaction), or None
+        where the claim statement takes the keys in turn itself (PostgreSQL: its ready
+        log's lanes, `queries/claim.py`)."""
         ...
 
     def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> LockedRateKeys | None:

@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from heartq import policy
-from heartq.errors import ConfigError, DuplicateJob
+from heartq.errors import DuplicateJob
 from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents, records
 from heartq.store.sql import dependencies
 from heartq.store.sql.base import (
     Dialect,
+    Lane,
     Program,
     Step,
     database_time,
@@ -49,7 +50,7 @@ class EnqueueOps:
     def enqueue(
         self, jobs: Sequence[NewJob], now: float | None = None, connection: Any = None
     ) -> list[str]:
-        docs = self._docs(jobs)
+        docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
         self.d.ensure_schema()
@@ -74,7 +75,7 @@ class EnqueueOps:
         return ids
 
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
-        docs = self._docs(jobs)
+        docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
         await asyncio.to_thread(self.d.ensure_schema)
@@ -82,18 +83,6 @@ class EnqueueOps:
             clock = await drive_async(conn, self._enter(docs, None))
             await asyncio.to_thread(self.d.open_lanes, ready_lanes(docs))
             return await drive_async(conn, self._enqueue_steps(docs, clock))
-
-    def _docs(self, jobs: Sequence[NewJob]) -> list[dict[str, Any]]:
-        """The jobs' documents; `ConfigError` for a job with a fairness key where the
-        claim does not take keys in turn (`Dialect.fair`): it would run first in, first
-        out, which is what its key asks not to happen."""
-        docs = [documents.new_job_doc(job) for job in jobs]
-        if self.d.fair is None and any(d["fair_key"] is not None for d in docs):
-            raise ConfigError(
-                "fair_key: this backend does not take fairness keys in turn yet "
-                "(SQLite does; on PostgreSQL, leave fair_key out)"
-            )
-        return docs
 
     def _store_jobs(
         self, docs: list[dict[str, Any]], clock: float | None, entered: bool = False
@@ -269,11 +258,12 @@ def _schedule_row(row: Any) -> dict[str, Any]:
     return found
 
 
-def ready_lanes(docs: Sequence[dict[str, Any]]) -> list[tuple[str, int]]:
-    """The lanes (queue, priority) of the ready log that jobs enter: those runnable now and
-    without a concurrency or a rate key (the dialects' `_READY`), in one order."""
+def ready_lanes(docs: Sequence[dict[str, Any]]) -> list[Lane]:
+    """The lanes (queue, priority, fairness key) of the ready log that jobs enter: those
+    runnable now and without a concurrency or a rate key (the dialects' `_READY`), in one
+    order."""
     return sorted({
-        (str(d["queue"]), int(d["priority"]))
+        (str(d["queue"]), int(d["priority"]), str(d["fair_key"] or ""))
         for d in docs
         if d["delay"] <= 0 and d["concurrency_key"] is None and d["rate_key"] is None
     })  # fmt: skip

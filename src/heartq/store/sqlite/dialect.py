@@ -23,12 +23,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heartq.store.sql.base import Step, migration_scripts, no_async_connection
+from heartq.store.sql.base import Lane, Step, migration_scripts, no_async_connection
 from heartq.store.sql.statements import FairStatements, Statements
 from heartq.store.sqlite import borrowed, schema
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
 from heartq.store.sqlite.queries import fair
+
+FAIR_SHARE_IDLE = 3600.0
+"""Seconds after which a fair share no claim served is forgotten."""
 
 
 class SQLiteDialect:
@@ -98,14 +101,14 @@ class SQLiteDialect:
         return False  # no dead row versions kept (`Dialect.vacuum_jobs`)
 
     def prune_lanes(self, idle: float) -> int:
-        """No ready log (`Dialect.prune_lanes`); the fair shares no claim served for
-        `idle` seconds are forgotten (`store/sql/fair.py`)."""
-        with self.write() as conn:
-            conn.execute(fair.PRUNE_FAIR_SHARES, {"idle": idle, "now": self.clock(conn, None)})
-        return 0
+        return 0  # no ready log (`Dialect.prune_lanes`)
 
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
-        return 0  # no claim marks (`Dialect.prune_claim_marks`)
+        """No claim marks (`Dialect.prune_claim_marks`); what stands for them, the fair
+        shares' times, forgotten for the shares no claim served for `FAIR_SHARE_IDLE`
+        seconds (a share that comes back starts at its queue's clock anyway)."""
+        params = {"idle": FAIR_SHARE_IDLE, "now": self.clock(conn, clock)}
+        return int(conn.execute(fair.PRUNE_FAIR_SHARES, params).rowcount)
 
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))
@@ -123,10 +126,10 @@ class SQLiteDialect:
         than parsing a JSON batch of one (measured)."""
         return (q.INSERT_JOB, dict(doc, now=clock))
 
-    def lane_steps(self, lanes: Sequence[tuple[str, int]]) -> list[Step]:
+    def lane_steps(self, lanes: Sequence[Lane]) -> list[Step]:
         return []  # no ready log (`Dialect.lane_steps`)
 
-    def open_lanes(self, lanes: Sequence[tuple[str, int]]) -> None:
+    def open_lanes(self, lanes: Sequence[Lane]) -> None:
         return None  # no ready log (`Dialect.open_lanes`)
 
     def insert_and_wake(self, docs: list[dict[str, Any]], now: float | None) -> bool:

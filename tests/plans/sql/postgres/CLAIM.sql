@@ -1,47 +1,63 @@
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
-), lane AS MATERIALIZED (
-    SELECT l.queue, l.priority, m.frontier_xid, m.frontier_id, m.pending, m.pending_after,
-           m.made_at
-    FROM (SELECT l.queue, l.priority FROM lanes AS l WHERE l.queue = ANY(%(queues)s::text[])
+), working AS MATERIALIZED (
+    SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
+           m.pending_after, m.made_at, m.served, m.clock
+    FROM (SELECT l.queue, l.priority, l.fair_key FROM lanes AS l WHERE l.queue = ANY(%(queues)s::text[])
           ORDER BY l.priority DESC) AS l
     CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
            coalesce(c.frontier_id, '') AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
            coalesce(c.pending_after, '{}'::text[]) AS pending_after,
-           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at, c.served, c.clock
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at,
+                   c.served, c.clock
             FROM claim_marks AS c
-            WHERE c.queue = l.queue AND c.priority = l.priority
+            WHERE c.queue = l.queue AND c.priority = l.priority AND c.fair_key = l.fair_key
               AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
             ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
             LIMIT 1
         ) AS c ON true) AS m
     WHERE (EXISTS (SELECT 1 FROM jobs AS j
                    WHERE j.queue = l.queue AND j.priority = l.priority
+                     AND coalesce(j.fair_key, '') = l.fair_key
                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
         OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
+                         AND coalesce(j.fair_key, '') = l.fair_key
                          AND j.status = 'queued' AND j.ready_xid IS NOT NULL
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))
+    ORDER BY l.priority DESC
+    FETCH FIRST %(limit)s ROWS WITH TIES
+), clock AS MATERIALIZED (
+    SELECT w.queue, coalesce(max(w.clock), min(w.served), 0) AS clock
+    FROM working AS w GROUP BY w.queue
+), lane AS MATERIALIZED (
+    SELECT w.queue, w.priority, w.fair_key, w.frontier_xid, w.frontier_id, w.pending,
+           w.pending_after, w.made_at, c.clock, greatest(w.served, c.clock) AS start,
+           greatest(w.served, c.clock) - c.clock AS lag
+    FROM working AS w JOIN clock AS c ON c.queue = w.queue
+    ORDER BY w.priority DESC, greatest(w.served, c.clock) - c.clock, w.made_at, w.fair_key
     LIMIT %(limit)s
 ), pend AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, p.xid, p.after,
+    SELECT lane.queue, lane.priority, lane.fair_key, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
     FROM lane CROSS JOIN snap
     CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
 ), logged AS MATERIALIZED (
-    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, true AS was_pending
+    SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           true AS was_pending
     FROM pend CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
-        WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = pend.queue AND j.priority = pend.priority
+          AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY j.id
@@ -50,10 +66,12 @@ WITH snap AS MATERIALIZED (
     ) AS e
     WHERE NOT pend.running
     UNION ALL
-    SELECT e.id, e.queue, e.priority, e.run_at, e.ready_xid, false
+    SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           false
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.run_at, j.ready_xid FROM jobs AS j
-        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority
+          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
           AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
@@ -62,10 +80,10 @@ WITH snap AS MATERIALIZED (
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
 ), due AS MATERIALIZED (
-    SELECT c.id, c.queue, c.priority, c.run_at
+    SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, queue, priority, run_at FROM jobs
+        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM jobs
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
           AND ready_xid IS NULL AND queue = q.name
           AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
@@ -74,16 +92,28 @@ WITH snap AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) AS c
 ), picked AS MATERIALIZED (
-    SELECT c.id, c.queue, c.priority, c.ready_xid, c.was_pending FROM (
-        SELECT id, queue, priority, run_at, NULL::xid8 AS ready_xid, false AS was_pending
-        FROM due
-        UNION ALL
-        SELECT id, queue, priority, run_at, ready_xid, was_pending FROM logged
+    SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending
+    FROM (
+        SELECT c.*, row_number() OVER (PARTITION BY c.priority, c.fair_key
+                                       ORDER BY c.run_at, c.id) AS rank
+        FROM (
+            SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key, fair_weight,
+                   run_at, NULL::xid8 AS ready_xid, false AS was_pending
+            FROM due
+            UNION ALL
+            SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid, was_pending
+            FROM logged
+        ) AS c
     ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
+    LEFT JOIN LATERAL (
+        SELECT min(lane.lag) AS lag FROM lane
+        WHERE lane.priority = c.priority AND lane.fair_key = c.fair_key
+    ) AS share ON true
+    ORDER BY c.priority DESC, coalesce(share.lag, 0) + c.rank / coalesce(c.fair_weight, 1),
+             c.run_at, c.id
     LIMIT %(limit)s
 ), frontier AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.frontier_xid AS old_xid,
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.clock, lane.frontier_xid AS old_xid,
            lane.frontier_id AS old_id, lane.pending AS old_pending,
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
@@ -91,12 +121,17 @@ WITH snap AS MATERIALIZED (
            CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
-                   WHERE k.ready_xid IS NOT NULL AND k.queue = lane.queue
-                     AND k.priority = lane.priority) AS took
+                   WHERE k.queue = lane.queue AND k.priority = lane.priority
+                     AND k.fair_key = lane.fair_key) AS took,
+           lane.start + coalesce((SELECT sum(1.0 / coalesce(k.fair_weight, 1))
+                                  FROM picked AS k
+                                  WHERE k.queue = lane.queue AND k.priority = lane.priority
+                                    AND k.fair_key = lane.fair_key), 0) AS served
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.ready_xid, j.id FROM jobs AS j
-        WHERE j.queue = lane.queue AND j.priority = lane.priority AND j.status = 'queued'
+        WHERE j.queue = lane.queue AND j.priority = lane.priority
+          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
           AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
           AND j.id NOT IN (SELECT id FROM picked)
@@ -106,20 +141,22 @@ WITH snap AS MATERIALIZED (
     LEFT JOIN LATERAL (
         SELECT k.ready_xid, k.id FROM picked AS k
         WHERE NOT k.was_pending AND k.queue = lane.queue AND k.priority = lane.priority
-          AND (k.ready_xid, k.id) < (b.ready_xid, b.id)
+          AND k.fair_key = lane.fair_key AND (k.ready_xid, k.id) < (b.ready_xid, b.id)
         ORDER BY k.ready_xid DESC, k.id DESC
         LIMIT 1
     ) AS t ON true
 ), pending AS MATERIALIZED (
-    SELECT pend.queue, pend.priority, pend.xid,
+    SELECT pend.queue, pend.priority, pend.fair_key, pend.xid,
            coalesce((SELECT max(k.id) FROM picked AS k
                      WHERE k.was_pending AND k.ready_xid = pend.xid
                        AND k.queue = pend.queue AND k.priority = pend.priority
+                       AND k.fair_key = pend.fair_key
                        AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.id FROM jobs AS j
-        WHERE NOT pend.running AND j.queue = pend.queue AND j.priority = pend.priority AND j.status = 'queued'
+        WHERE NOT pend.running AND j.queue = pend.queue AND j.priority = pend.priority
+          AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
           AND j.id NOT IN (SELECT id FROM picked)
         ORDER BY j.id
@@ -127,19 +164,21 @@ WITH snap AS MATERIALIZED (
     ) AS b ON true
     WHERE b.id IS NOT NULL OR pend.running
     UNION ALL
-    SELECT f.queue, f.priority, r.xid, ''
+    SELECT f.queue, f.priority, f.fair_key, r.xid, ''
     FROM frontier AS f CROSS JOIN snap CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
     WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (
-    INSERT INTO claim_marks (queue, priority, frontier_xid, frontier_id, pending,
-                             pending_after, made_at)
-    SELECT f.queue, f.priority, f.frontier_xid, f.frontier_id,
-           coalesce(p.xids, '{}'), coalesce(p.afters, '{}'), coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    INSERT INTO claim_marks (queue, priority, fair_key, frontier_xid, frontier_id, pending,
+                             pending_after, made_at, served, clock)
+    SELECT f.queue, f.priority, f.fair_key, f.frontier_xid, f.frontier_id,
+           coalesce(p.xids, '{}'), coalesce(p.afters, '{}'), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), f.served,
+           greatest(f.clock, min(f.served) OVER (PARTITION BY f.queue))
     FROM frontier AS f
     LEFT JOIN LATERAL (
         SELECT array_agg(x.xid ORDER BY x.xid) AS xids,
                array_agg(x.after ORDER BY x.xid) AS afters
-        FROM pending AS x WHERE x.queue = f.queue AND x.priority = f.priority
+        FROM pending AS x
+        WHERE x.queue = f.queue AND x.priority = f.priority AND x.fair_key = f.fair_key
     ) AS p ON true
     WHERE f.took
        OR (f.made_at < coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) - interval '1 second'

@@ -1,7 +1,7 @@
 WITH picked AS (
     SELECT id FROM jobs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
-      AND rate_key IS NULL AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+      AND rate_key IS NULL AND fair_key IS NULL AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ), holder AS (

@@ -1,3 +1,3 @@
-INSERT INTO lanes (queue, priority)
-SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[])
+INSERT INTO lanes (queue, priority, fair_key)
+SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[], %(keys)s::text[])
 ON CONFLICT DO NOTHING

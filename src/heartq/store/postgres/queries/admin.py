@@ -28,7 +28,7 @@ DELETE FROM claim_marks AS m
 WHERE m.made_at < {T} - interval '1 minute'
   AND EXISTS (
       SELECT 1 FROM claim_marks AS n
-      WHERE n.queue = m.queue AND n.priority = m.priority
+      WHERE n.queue = m.queue AND n.priority = m.priority AND n.fair_key = m.fair_key
         AND (n.frontier_xid, n.frontier_id, n.made_at)
             > (m.frontier_xid, m.frontier_id, m.made_at)
       OFFSET 0)
@@ -43,11 +43,12 @@ IDLE_LANES = f"""
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), idle AS MATERIALIZED (
-    SELECT l.queue, l.priority FROM lanes AS l CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+    SELECT l.queue, l.priority, l.fair_key
+    FROM lanes AS l CROSS JOIN LATERAL ({LATEST_MARK}) AS m
     WHERE m.made_at < {T} - make_interval(secs => %(idle)s::float8)
 )
-SELECT queue, priority FROM idle
-WHERE pg_try_advisory_xact_lock({LANE_NAMESPACE}, {lane_key("queue", "priority")})
+SELECT queue, priority, fair_key FROM idle
+WHERE pg_try_advisory_xact_lock({LANE_NAMESPACE}, {lane_key("queue", "priority", "fair_key")})
 """
 
 # Then, with a snapshot taken after the locks (it sees every enqueue into these lanes
@@ -58,13 +59,14 @@ DELETE_EMPTY_LANES = f"""
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), empty AS MATERIALIZED (
-    SELECT l.queue, l.priority
-    FROM unnest(%(queues)s::text[], %(priorities)s::integer[]) AS l(queue, priority)
+    SELECT l.queue, l.priority, l.fair_key
+    FROM unnest(%(queues)s::text[], %(priorities)s::integer[], %(keys)s::text[])
+        AS l(queue, priority, fair_key)
     CROSS JOIN LATERAL ({LATEST_MARK}) AS m
     WHERE NOT {HAS_WORK}
 )
 DELETE FROM lanes AS l USING empty AS e
-WHERE l.queue = e.queue AND l.priority = e.priority
+WHERE l.queue = e.queue AND l.priority = e.priority AND l.fair_key = e.fair_key
 """
 
 # Whether a vacuum of the jobs table is due: not if it was vacuumed (by a worker or by

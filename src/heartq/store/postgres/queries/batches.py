@@ -157,6 +157,8 @@ JOB_BATCH = Batch(
     ("rate_key", "text"),
     ("rate_limit", "integer"),
     ("rate_period", "float8"),
+    ("fair_key", "text"),
+    ("fair_weight", "float8"),
     ("meta", "text"),
     ("expires_in", "float8"),
 )

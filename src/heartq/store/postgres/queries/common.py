@@ -41,10 +41,15 @@ lane is pruned only under one exclusive, so never while a transaction that enter
 runs (docs/design/claim.md, "The claim")."""
 
 
-def lane_key(queue: str, priority: str) -> str:
-    """The second key of a lane's lock, for the SQL expressions `queue` and `priority`:
-    a hash of the schema's name and the lane's."""
-    return f"hashtext(current_schema() || '/' || {queue} || '/' || {priority}::text)"
+def lane_key(queue: str, priority: str, fair_key: str) -> str:
+    """The second key of a lane's lock, for the SQL expressions `queue`, `priority` and
+    `fair_key` ('' for the jobs without one): a hash of the schema's name and the lane's
+    (a lane without a key hashes as lanes did before they had keys, so a worker of the
+    version before and one of this version lock the same lane alike)."""
+    return (
+        f"hashtext(current_schema() || '/' || {queue} || '/' || {priority}::text"
+        f" || CASE WHEN {fair_key} = '' THEN '' ELSE '/' || {fair_key} END)"
+    )
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 

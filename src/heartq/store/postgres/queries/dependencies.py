@@ -13,19 +13,22 @@ from heartq.store.postgres.queries.common import T, _secs
 INSERT_LINKED_JOBS = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
-                  concurrency_limit, rate_key, rate_limit, rate_period, meta, has_dependents,
-                  waiting_for, holders, on_dependency_failure, dependency_results, expires_at)
+                  concurrency_limit, rate_key, rate_limit, rate_period, fair_key, fair_weight,
+                  meta, has_dependents, waiting_for, holders, on_dependency_failure,
+                  dependency_results, expires_at)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
-       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb, x.has_dependents,
+       x.rate_key, x.rate_limit, x.rate_period, x.fair_key, x.fair_weight, x.meta::jsonb,
+       x.has_dependents,
        x.waiting_for, x.holders, x.on_dependency_failure, x.dependency_results,
        {T} + make_interval(secs => x.expires_in)
 FROM json_to_recordset(%(jobs)s::json) AS x(
     id text, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
     concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
-    rate_period float8, meta text, status text, has_dependents boolean, waiting_for integer,
+    rate_period float8, fair_key text, fair_weight float8, meta text, status text,
+    has_dependents boolean, waiting_for integer,
     holders integer, on_dependency_failure text, dependency_results boolean,
     expires_in float8)
 """

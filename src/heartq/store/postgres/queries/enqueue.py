@@ -7,7 +7,8 @@ from heartq.store.postgres.queries.batches import JOB_BATCH
 from heartq.store.postgres.queries.common import LANE_NAMESPACE, UNIQUE_NAMESPACE, T, lane_key
 
 # A job runnable now and without a concurrency or a rate key goes into the ready log
-# (migration 0026): the id of the transaction that enqueues it orders it in its lane.
+# (migration 0026): the id of the transaction that enqueues it orders it in its lane (its
+# queue, its priority and its fairness key, '' for none: migration 0037).
 # The enqueue holds each lane it enters under a shared transaction lock (`LANE_NAMESPACE`)
 # until it commits, and then makes the lane if it is new: a lane is pruned, once empty,
 # only under the same lock exclusive (`PRUNE_LANES`), so never from under an enqueue in
@@ -16,24 +17,26 @@ _READY = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
 
 _NEW_JOBS = f"""x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")}),
 entered AS MATERIALIZED (
-    SELECT e.queue, e.priority,
-           pg_advisory_xact_lock_shared({LANE_NAMESPACE}, {lane_key("e.queue", "e.priority")})
-    FROM (SELECT DISTINCT x.queue, x.priority FROM x WHERE {_READY}) AS e
+    SELECT e.queue, e.priority, e.fair_key,
+           pg_advisory_xact_lock_shared({LANE_NAMESPACE},
+                                        {lane_key("e.queue", "e.priority", "e.fair_key")})
+    FROM (SELECT DISTINCT x.queue, x.priority, coalesce(x.fair_key, '') AS fair_key
+          FROM x WHERE {_READY}) AS e
 ),
 lane AS (
-    INSERT INTO lanes (queue, priority)
-    SELECT queue, priority FROM entered
+    INSERT INTO lanes (queue, priority, fair_key)
+    SELECT queue, priority, fair_key FROM entered
     ON CONFLICT DO NOTHING
 )"""
 
 _INSERT_NEW_JOBS = f"""INSERT INTO jobs (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
     retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
-    rate_key, rate_limit, rate_period, meta, expires_at, ready_xid)
+    rate_key, rate_limit, rate_period, fair_key, fair_weight, meta, expires_at, ready_xid)
 SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
        {T} + make_interval(secs => x.delay), x.max_retries, x.retry_backoff,
        x.retry_backoff_max, x.chosen, {T}, {T}, x.concurrency_key, x.concurrency_limit,
-       x.rate_key, x.rate_limit, x.rate_period, x.meta::jsonb,
+       x.rate_key, x.rate_limit, x.rate_period, x.fair_key, x.fair_weight, x.meta::jsonb,
        {T} + make_interval(secs => x.expires_in),
        CASE WHEN {_READY} THEN pg_current_xact_id() END
 FROM x"""
@@ -51,13 +54,15 @@ WITH {_NEW_JOBS}
 # (`INSERT_ENTERED_JOBS`: a REPEATABLE READ transaction older than the lane cannot even
 # see it, and its insert of the lane would fail to serialize).
 ENTER_LANES = f"""
-SELECT pg_advisory_xact_lock_shared({LANE_NAMESPACE}, {lane_key("l.queue", "l.priority")})
-FROM unnest(%(queues)s::text[], %(priorities)s::integer[]) AS l(queue, priority)
+SELECT pg_advisory_xact_lock_shared({LANE_NAMESPACE},
+                                    {lane_key("l.queue", "l.priority", "l.fair_key")})
+FROM unnest(%(queues)s::text[], %(priorities)s::integer[], %(keys)s::text[])
+    AS l(queue, priority, fair_key)
 """
 
 OPEN_LANES = """
-INSERT INTO lanes (queue, priority)
-SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[])
+INSERT INTO lanes (queue, priority, fair_key)
+SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::integer[], %(keys)s::text[])
 ON CONFLICT DO NOTHING
 """
 
@@ -95,14 +100,14 @@ LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(uniq
 INSERT_UNIQUE_JOB = f"""
 INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
-                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period, meta,
-                  expires_at)
+                  concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period,
+                  fair_key, fair_weight, meta, expires_at)
 SELECT %(id)s, %(task)s, %(queue)s, %(args)s::json, %(priority)s, 'queued',
        {T} + make_interval(secs => %(delay)s::float8), %(max_retries)s, %(retry_backoff)s,
        %(retry_backoff_max)s, %(chosen)s, {T}, {T}, %(unique_key)s, %(schedule)s,
        %(concurrency_key)s, %(concurrency_limit)s::integer, %(rate_key)s,
-       %(rate_limit)s::integer, %(rate_period)s::float8, %(meta)s::jsonb,
-       {T} + make_interval(secs => %(expires_in)s::float8)
+       %(rate_limit)s::integer, %(rate_period)s::float8, %(fair_key)s,
+       %(fair_weight)s::float8, %(meta)s::jsonb, {T} + make_interval(secs => %(expires_in)s::float8)
 WHERE NOT EXISTS (
     SELECT 1 FROM jobs
     WHERE unique_key = %(unique_key)s

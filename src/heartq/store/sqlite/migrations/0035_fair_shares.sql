@@ -1,7 +1,7 @@
 -- heartq schema v35 (SQLite): fair shares. A job may carry a fairness key (`fair_key`,
 -- with its `fair_weight`): among a queue's runnable jobs of one priority, a claim takes
 -- keys in turn, in proportion to their weights, and jobs without a key form one share
--- (docs/design/claim.md, "Fair shares"). Runs once, in the migration's BEGIN IMMEDIATE
+-- (docs/design/limits.md, "Fair shares"). Runs once, in the migration's BEGIN IMMEDIATE
 -- transaction with its version row.
 ALTER TABLE heartq_jobs ADD COLUMN fair_key TEXT;
 ALTER TABLE heartq_jobs ADD COLUMN fair_weight REAL;
