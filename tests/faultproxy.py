@@ -12,6 +12,8 @@ then steers that proxy from its own process, at any moment:
         proxy.delay(up_ms=200, down_ms=200)   # a slow link, each direction
         proxy.reset_connections()         # RST to both ends (a NAT or firewall drop)
         proxy.close_connections()         # FIN to both ends
+        proxy.refuse()                    # RST now and to each new connection
+        proxy.heal()                      # ... until the heal
 
 One proxy is one link: every fault applies to every connection through it, current and
 future, so a fleet in which one worker is partitioned gives that worker a proxy of its
@@ -33,6 +35,10 @@ What each fault is, on the wire:
 - `reset_connections()`: every current connection is aborted with `SO_LINGER` 0, so
   both ends get a reset (ECONNRESET), as from a middlebox that dropped its state.
 - `close_connections()`: every current connection is closed cleanly (FIN to both ends).
+- `refuse()`: a partition both ends learn of at once: every current connection is reset,
+  and each one opened until `heal()` is reset as soon as it is accepted (never carried
+  to the server), as when a firewall between two hosts rejects their packets. Clients
+  that reconnect in a loop (a NATS server's routes) see the link down until the heal.
 
 What a user-space proxy cannot fake: TCP's own timers. The client's kernel talks to the
 proxy's kernel, which acknowledges every segment and answers every keepalive probe, and
@@ -207,6 +213,8 @@ class FaultProxy:
         self.stats = Stats()
         self.cut_at: float | None = None
         """`time.time()` of the cut in force, None while the link is whole."""
+        self.refused_at: float | None = None
+        """`time.time()` of the refusal in force (`refuse()`), None while none is."""
         self._delay_s = {"up": 0.0, "down": 0.0}
         self._links: set[_Link] = set()
         self._closing = False
@@ -288,6 +296,9 @@ class FaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.accepted += 1
         link = _Link(self, (reader, writer))
+        if self.refused_at is not None:  # refused: reset before anything is carried
+            link.abort()
+            return
         self._links.add(link)
         try:
             await link.run()
@@ -320,11 +331,13 @@ class FaultProxy:
         self._call(apply())
 
     def heal(self) -> None:
-        """Forward again: what was held during the cut goes first, in order."""
+        """Forward again (what was held during a cut goes first, in order) and accept
+        connections again after a `refuse()`."""
 
         async def apply() -> None:
             self._flowing.set()
             self.cut_at = None
+            self.refused_at = None
 
         self._call(apply())
 
@@ -365,6 +378,23 @@ class FaultProxy:
             return len(links)
 
         return self._call(apply())
+
+    def refuse(self) -> int:
+        """Reset (RST) every current connection and each new one until `heal()`;
+        returns how many were open."""
+
+        async def apply() -> int:
+            self.refused_at = time.time()
+            links = list(self._links)
+            for link in links:
+                link.abort()
+            return len(links)
+
+        return self._call(apply())
+
+    @property
+    def is_refusing(self) -> bool:
+        return self.refused_at is not None
 
     @property
     def open_connections(self) -> int:

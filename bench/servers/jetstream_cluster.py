@@ -11,6 +11,7 @@ so its clients see silence rather than a closed connection, as on a stalled VM.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -38,6 +39,10 @@ class Node:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen[bytes] | None = None
         self.frozen = False
+        self.advertise: str | None = None
+        """`host:port` the node tells its peers to route to (`cluster.advertise`), None:
+        its own route port. Peers connect there only for a node they have no route to
+        and no configured route for (NATS's route gossip)."""
 
     @property
     def address(self) -> str:
@@ -46,6 +51,7 @@ class Node:
     def config(self, routes: list[int]) -> str:
         """The node's configuration file: JetStream on, its routes to every node."""
         route_urls = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
+        advertise = f'  advertise: "{self.advertise}"\n' if self.advertise else ""
         return (
             f'server_name: "{self.name}"\n'
             f'listen: "127.0.0.1:{self.port}"\n'
@@ -55,6 +61,7 @@ class Node:
             f'  name: "{CLUSTER_NAME}"\n'
             f'  listen: "127.0.0.1:{self.route_port}"\n'
             f"  routes: [{route_urls}]\n"
+            f"{advertise}"
             f"}}\n"
         )
 
@@ -133,7 +140,7 @@ class PrivateCluster(PrivateServer):
         self.nodes = [Node(f"n{i + 1}", self.dir / f"n{i + 1}") for i in range(size)]
         try:
             for node in self.nodes:
-                node.start(self.routes)
+                node.start(self.routes_for(node))
             self.wait_ready()
         except BaseException:
             self.close()
@@ -148,11 +155,17 @@ class PrivateCluster(PrivateServer):
         """Every node's address, comma-separated: a transport URL's server list."""
         return ",".join(node.address for node in self.nodes)
 
+    def routes_for(self, node: Node) -> list[int]:
+        """The ports `node`'s routes name: every node's route port (a node skips its
+        own); a subclass may put something between the nodes."""
+        _ = node
+        return self.routes
+
     def node(self, name: str) -> Node:
         return next(node for node in self.nodes if node.name == name)
 
     def restart(self, node: Node) -> None:
-        node.start(self.routes)
+        node.start(self.routes_for(node))
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until every running node sees a JetStream meta leader (the cluster formed)."""
@@ -202,6 +215,17 @@ class PrivateCluster(PrivateServer):
                     if detail.get("name") == stream:
                         return int(detail.get("config", {}).get("num_replicas", 1))
         return None
+
+    def route_peers(self, node: Node) -> set[str]:
+        """The names of the nodes `node` has a route to now (its `routez`; a peer not
+        answering its own `varz` right now is named by its server id)."""
+        ids = {}
+        for other in self.nodes:
+            if other is not node and other.running and not other.frozen:
+                with contextlib.suppress(OSError):
+                    ids[other.monitor("varz")["server_id"]] = other.name
+        routes = node.monitor("routez").get("routes") or []
+        return {ids.get(r["remote_id"], r["remote_id"]) for r in routes}
 
     def close(self) -> None:
         for node in self.nodes:

@@ -175,6 +175,28 @@ def test_a_close_closes_both_ends(proxy: FaultProxy) -> None:
         assert sock.recv(1) == b""
 
 
+def test_a_refusal_resets_every_connection_until_the_heal(
+    proxy: FaultProxy, echo: EchoServer
+) -> None:
+    """`refuse()`: the open connection is reset, a new one is reset at once and never
+    reaches the server; after `heal()` a new one is carried again."""
+    with client(proxy) as sock:
+        round_trip(sock, b"x")
+        assert proxy.refuse() == 1
+        assert proxy.is_refusing
+        with pytest.raises(ConnectionResetError):
+            sock.recv(1)
+    with client(proxy) as late, pytest.raises((ConnectionResetError, BrokenPipeError)):
+        late.sendall(b"y")
+        assert late.recv(1) == b"", "a refused connection closed without a reset"
+    assert echo.accepted == 1
+    proxy.heal()
+    assert not proxy.is_refusing
+    with client(proxy) as sock:
+        round_trip(sock, b"z")
+    assert echo.accepted == 2
+
+
 def test_a_cut_does_not_close_a_postgresql_session(pg_server_url: str) -> None:
     """psycopg through a cut proxy waits (no error, its session still there on the
     server); once healed, its query's answer arrives."""
