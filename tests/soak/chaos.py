@@ -63,8 +63,9 @@ What one run does:
    window is counted, not failed (`chaos_links.LinkFaults.loss_windows`). And `nats`
    (either backend; `tests/soak/chaos_nats.py`): the workers take their wake-ups from a
    private three-node JetStream cluster (three replicas), whose stream leader's node is
-   SIGKILLed (`nats_leader`) or one node SIGSTOPped (`nats_freeze`) for seconds; the
-   report adds how long the jobs around each fault waited.
+   SIGKILLed (`nats_leader`), one node SIGSTOPped (`nats_freeze`) or one node cut off
+   from the others (`nats_partition`: its routes, each through a proxy, refused) for
+   seconds; the report adds how long the jobs around each fault waited.
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.faults,
         help="fault families, joined by commas: process (worker signals, sessions, server "
         "restarts, held horizons, cancels), failover, partition, slow-link (PostgreSQL), "
-        "nats (a three-node JetStream cluster: its stream leader killed, a node frozen)",
+        "nats (a three-node JetStream cluster: its stream leader killed, a node frozen, a "
+        "node cut off from the others)",
     )
     parser.add_argument(
         "--replication",

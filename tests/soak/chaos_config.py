@@ -40,7 +40,7 @@ DETECTORS = {str(d) for d in DetectedBy}
 FAULT_KINDS = (
     "sigkill", "sigstop", "sigterm", "twin", "kill_child", "pg_terminate", "pg_restart",
     "horizon", "cancel", "pause", "failover", "partition", "slow_link", "nats_leader",
-    "nats_freeze",
+    "nats_freeze", "nats_partition",
 )  # fmt: skip
 """Fault kinds, in the order the figures list them."""
 PG_FAULTS = ("pg_terminate", "pg_restart", "horizon", "failover")

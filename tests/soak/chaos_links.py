@@ -46,9 +46,10 @@ if TYPE_CHECKING:
 FAMILIES = ("process", "failover", "partition", "slow-link", "nats")
 """`--faults`: one family, or several joined by commas (not `failover` with a proxy
 family: a proxy stands in front of one server, the multi-host URL names two). `nats`:
-the workers on a three-node JetStream cluster, its nodes hurt (`chaos_nats.py`)."""
+the workers on a three-node JetStream cluster, its nodes hurt or cut off from each other
+(`chaos_nats.py`)."""
 FAMILY_WEIGHTS: dict[str, dict[str, float]] = {
-    "nats": {"nats_leader": 1.0, "nats_freeze": 1.0, "cancel": 0.3},
+    "nats": {"nats_leader": 1.0, "nats_freeze": 1.0, "nats_partition": 1.0, "cancel": 0.3},
     "failover": {"failover": 1.0, "cancel": 0.3},
     "partition": {"partition": 3.0, "cancel": 1.0},
     "slow-link": {"slow_link": 3.0, "cancel": 1.0},

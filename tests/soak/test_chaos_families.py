@@ -113,7 +113,8 @@ def test_slow_links() -> None:
 @pytest.mark.soak
 def test_a_nats_cluster_hurt_under_the_workers() -> None:
     """The workers on a private three-node JetStream cluster whose stream leader is
-    killed and whose nodes freeze, on SQLite: every invariant holds, and no job
+    killed, whose nodes freeze or are cut off from the others, on SQLite: every
+    invariant holds, each partition really cut its node's routes, and no job
     enqueued around a NATS fault waited much longer than the stale check allows (a lost
     wake-up claimed from the database within `stale_after` and a check). Beside the
     process faults: docs/RELIABILITY.md's ten-minute run."""
@@ -121,7 +122,8 @@ def test_a_nats_cluster_hurt_under_the_workers() -> None:
     assert figures["ok"], report
     faults = figures["faults"]
     assert isinstance(faults, dict), report
-    assert faults["nats_leader"] + faults["nats_freeze"] >= 2, report
+    assert faults["nats_leader"] + faults["nats_freeze"] + faults["nats_partition"] >= 2, report
     nats = figures["nats"]
     assert isinstance(nats, dict) and nats["wake_ups"] > 0, report
+    assert all(f.get("routes_at_heal", 0) == 0 for f in nats["faults"]), report
     assert all(f["max_wait_s"] < 5.0 for f in nats["faults"]), report
