@@ -422,11 +422,17 @@ class Checker:
                 # a worker killed after its task's transaction committed leaves its result
                 # lost (or, handed to the commit, saved with it), and its attempt no end
                 # line, or the error its child met telling the dead parent
-                # (BrokenPipeError); the ledger check holds its effect to once
+                # (BrokenPipeError); the ledger check holds its effect to once. Handed: by
+                # its arguments, not only its `committed` line (written by the attempts
+                # the plan kills, `kill`): a handing attempt killed with its worker for
+                # another one's after-commit kill wrote neither line
                 lost = job["result_lost"] is not None and self.run.kind_of[job_id] in LEDGER_KINDS
-                handed = bool(side.committed.get(key, {}).get("hand"))
+                handed = bool(side.committed.get(key, {}).get("hand")) or bool(
+                    self.run.args_of[job_id].get("hand")
+                )
                 if key not in side.starts or (how != "return" and not lost and not handed):
-                    self.fail(f"I3: job {job_id} result from attempt {key} that never returned")
+                    self.fail(f"I3: job {job_id} result from attempt {key} that never "
+                              f"returned (result lost: {job['result_lost']!r})")  # fmt: skip
 
     def check_crash_hooks(self) -> None:
         """Crash hooks: each call names an execution the database closed `crashed`, held
