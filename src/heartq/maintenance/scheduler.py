@@ -62,7 +62,7 @@ class Scheduler:
 
     def run_once(self) -> int:
         now = self.store.clock()
-        known = {row["name"]: row for row in self.store.list_schedules()}
+        known = {row["name"]: row for row in self.store.list_schedules(last_jobs=False)}
         runtime = self._runtime_schedules(known)
         self.interval = _interval([*self.schedules, *runtime])
         enqueued = 0

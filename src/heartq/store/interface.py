@@ -79,12 +79,14 @@ class Enqueuer(Clock, Protocol):
     """A schedule's ticks, once across the fleet: what a worker's scheduler takes
     (`maintenance/scheduler.py`)."""
 
-    def list_schedules(self) -> list[dict[str, Any]]:
+    def list_schedules(self, last_jobs: bool = True) -> list[dict[str, Any]]:
         """The periodic schedules workers have run or an operator added, by name: `name`,
         `task`, `spec`, `last_tick`, `next_tick` (seconds since the epoch, or None),
         `last_job_id`, `last_job_status`, `updated_at`, `updated_by` (the last tick),
         `definition` (a runtime schedule's, `heartq.runtime_schedules`; None: declared in
-        code), `paused`, `changed_at`, `changed_by` (an operator's last change)."""
+        code), `paused`, `changed_at`, `changed_by` (an operator's last change).
+        `last_jobs=False`: `last_job_status` None, read without touching the jobs table
+        (a worker's scheduler: a lock on that table holds none of its connections)."""
         ...
 
     def tick_schedule(

@@ -161,10 +161,11 @@ class EnqueueOps:
                     doc["delay"] = min(MAX_DURATION, max(0.0, doc["run_at"] - t))
 
     # -- periodic schedules --------------------------------------------------------------
-    def list_schedules(self) -> list[dict[str, Any]]:
+    def list_schedules(self, last_jobs: bool = True) -> list[dict[str, Any]]:
         self.d.ensure_schema()
+        statement = self.q.LIST_SCHEDULES if last_jobs else self.q.SCHEDULE_DEFINITIONS
         with self.d.read() as conn:
-            rows = conn.execute(self.q.LIST_SCHEDULES).fetchall()
+            rows = conn.execute(statement).fetchall()
         return [_schedule_row(row) for row in rows]
 
     def tick_schedule(

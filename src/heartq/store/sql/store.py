@@ -85,8 +85,8 @@ class SqlStore:
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
         return await self.enqueuing.enqueue_async(jobs, connection)
 
-    def list_schedules(self) -> list[dict[str, Any]]:
-        return self.enqueuing.list_schedules()
+    def list_schedules(self, last_jobs: bool = True) -> list[dict[str, Any]]:
+        return self.enqueuing.list_schedules(last_jobs)
 
     def tick_schedule(
         self,

@@ -39,6 +39,19 @@ FROM schedules AS s LEFT JOIN jobs AS j ON j.id = s.last_job_id
 ORDER BY s.name
 """
 
+# The same without the last tick's job: what a worker's scheduler reads at each pass. It
+# never touches `jobs`, so a lock on that table (a migration's, an operator's) holds no
+# pooled connection of the worker's waiting behind it, where its claim needs one.
+SCHEDULE_DEFINITIONS = """
+SELECT s.name, s.task, s.spec, extract(epoch from s.last_tick)::float8 AS last_tick,
+       extract(epoch from s.next_tick)::float8 AS next_tick, s.last_job_id,
+       NULL::text AS last_job_status, extract(epoch from s.updated_at)::float8 AS updated_at,
+       s.updated_by, s.definition, s.paused,
+       extract(epoch from s.changed_at)::float8 AS changed_at, s.changed_by
+FROM schedules AS s
+ORDER BY s.name
+"""
+
 # Runtime schedules (heartq.runtime_schedules): an operator's add, change, pause, removal.
 # The row is locked first, so an add and a code worker's first tick of one name, or two
 # adds, go one after the other and the later one sees the earlier.

@@ -32,6 +32,15 @@ FROM heartq_schedules AS s LEFT JOIN heartq_jobs AS j ON j.id = s.last_job_id
 ORDER BY s.name
 """
 
+# The same without the last tick's job: what a worker's scheduler reads at each pass.
+SCHEDULE_DEFINITIONS = """
+SELECT s.name, s.task, s.spec, s.last_tick, s.next_tick, s.last_job_id,
+       NULL AS last_job_status, s.updated_at, s.updated_by,
+       s.definition, s.paused, s.changed_at, s.changed_by
+FROM heartq_schedules AS s
+ORDER BY s.name
+"""
+
 # Runtime schedules (heartq.runtime_schedules): an operator's add, change, pause, removal,
 # each in a write transaction (SQLite's write lock: one after the other).
 SCHEDULE_FOR_CHANGE = """
