@@ -73,3 +73,45 @@ def test_a_transport_claim_by_id_leaves_a_keyed_job_to_its_turn(
     (keyed, plain) = store.enqueue([new_job(fair_key="a"), new_job()], now=t0 - 1)
     taken = store.claim_ids("w1", [keyed, plain], 30.0, now=t0)
     assert [job.id for job in taken] == [plain]
+
+
+def test_fair_usage_lists_each_queues_keys_busiest_first(
+    store: Store, backend: str, t0: float
+) -> None:
+    """What `heartq queues`, the dashboard and the metrics read (`Store.fair_usage`): per
+    queue and key that takes turns, its jobs queued and running and its weight. On
+    PostgreSQL no job carries a key yet (its enqueue refuses one): the answer is empty."""
+    register(store, "w1", t0, queues=("default", "other"))
+    store.enqueue([new_job(concurrency_key="c", concurrency_limit=2)], now=t0 - 10)
+    if backend != "sqlite":
+        store.enqueue([new_job() for _ in range(3)], now=t0 - 10)
+        store.claim("w1", ["default"], 2, 30.0, now=t0)
+        assert store.fair_usage() == []
+        return
+    store.enqueue([new_job(fair_key="flood", run_at=t0 - 9) for _ in range(30)], now=t0 - 10)
+    store.enqueue(
+        [new_job(fair_key="b", fair_weight=2.5, run_at=t0 - 5) for _ in range(3)], now=t0 - 10
+    )
+    store.enqueue([new_job(run_at=t0 - 5) for _ in range(3)], now=t0 - 10)
+    store.enqueue([new_job(queue="other", fair_key="z", fair_weight=0.5)], now=t0 - 10)
+    # a key's jobs with a concurrency key take no turns: not a fairness key's
+    store.enqueue([new_job(fair_key="held", concurrency_key="k", concurrency_limit=1)], now=t0 - 10)
+    taken = collections.Counter(_keys(store, t0, 6))
+    assert taken["flood"] and taken["b"]  # both took turns, b more often (its weight)
+    usage = [
+        (u["queue"], u["key"], u["queued"], u["running"], u["weight"]) for u in store.fair_usage()
+    ]
+    busiest = sorted(
+        [("default", "b", 3 - taken["b"], taken["b"], 2.5),
+         ("default", "flood", 30 - taken["flood"], taken["flood"], 1.0)],
+        key=lambda u: (-u[3], -u[2]),
+    )  # fmt: skip
+    assert usage == [*busiest, ("other", "z", 1, 0, 0.5)]
+    # each key's count stops where asked: the flood is not walked
+    counted = {u["key"]: u["queued"] for u in store.fair_usage(counted=5)}
+    assert counted == {"b": 3 - taken["b"], "flood": 5, "z": 1}
+    # a key whose jobs all run is still listed, at its running jobs' weight
+    store.claim("w1", ["other"], 1, 30.0, now=t0)
+    assert [u for u in store.fair_usage() if u["queue"] == "other"] == [
+        {"queue": "other", "key": "z", "queued": 0, "running": 1, "weight": 0.5}
+    ]

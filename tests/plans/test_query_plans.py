@@ -80,6 +80,29 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
     store.link.close()
 
 
+def test_sqlite_fair_usage_reads_keys_through_their_indexes(tmp_path: Path) -> None:
+    """`FAIR_USAGE` (`heartq queues`, the dashboard, the metrics) reads the jobs only
+    through the fair claim index (queued keyed jobs: a probe per queue and key, a count
+    bounded per key) and the running jobs' index: never a scan of the jobs, so a backlog
+    without keys, or a key's flood past the count, is not walked."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
+    store.link.migrate()
+    params = {"keys": 1000, "counted": 10_000}
+    plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + q.FAIR_USAGE, params).fetchall()
+    reads = [row[3] for row in plan if "heartq_jobs" in row[3]]
+    assert (
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=? AND fair_key>?)"
+        in reads
+    )
+    assert (
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=? AND fair_key=?)"
+        in reads
+    )
+    for read in reads:
+        assert "heartq_jobs_fair_claim_idx" in read or "heartq_jobs_worker_idx" in read, reads
+    store.link.close()
+
+
 @pytest.mark.parametrize("analyzed", [False, True])
 def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyzed: bool) -> None:
     """A one-queue claim reads the claim index in its order: no sort of the queue's

@@ -24,6 +24,7 @@ from heartq.cli.common import (
 from heartq.config import Settings
 from heartq.display import plural
 from heartq.event_stream import EventStream
+from heartq.inspect import fairness
 from heartq.inspect.fleet import GONE_HINT
 from heartq.inspect.states import SHOWN_STATUSES
 from heartq.inspect.stats import collect_stats
@@ -277,6 +278,20 @@ def stats_command(url: str | None, as_json: bool) -> None:
                 "rate limits",
                 f"{plural(r['keys'], 'key')} with live jobs, {r['at_limit']} at their limit, "
                 f"{plural(r['waiting'], 'due job')} waiting (busiest: {busiest})",
+            )
+        )
+    f = stats["fairness"]
+    if f["keys"]:
+        busiest = ", ".join(
+            f"{k['queue']}/{k['key']} {k['running']} running "
+            f"{fairness.queued_text(k['queued'])} queued"
+            for k in f["busiest"]
+        )
+        rows.append(
+            (
+                "fairness",
+                f"{plural(f['keys'], 'key')} in use in {plural(f['queues'], 'queue')}, "
+                f"{f['waiting']} with jobs waiting (busiest: {busiest}; heartq queues)",
             )
         )
     p = stats["periodic"]

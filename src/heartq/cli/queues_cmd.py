@@ -1,17 +1,20 @@
 """`heartq queues`: each queue with its jobs and workers, and what an operator decided
 of it; `heartq queues pause|resume|scale NAME` decides it, for every worker of the queue
-within about a second and for every worker started later (`heartq.queue_controls`)."""
+within about a second and for every worker started later (`heartq.queue_controls`).
+Under the queues, each one's busiest fairness keys (`heartq.inspect.fairness`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.text import Text
 
 from heartq import display, ids
 from heartq.cli import render
 from heartq.cli.common import json_option, print_json, store_for, url_option
+from heartq.inspect import fairness
 from heartq.inspect.queues import queue_overview
 
 
@@ -20,10 +23,10 @@ from heartq.inspect.queues import queue_overview
 @json_option
 @click.pass_context
 def queues_group(ctx: click.Context, url: str | None, as_json: bool) -> None:
-    """Queues: jobs waiting and running, workers, paused or scaled.
+    """Queues: jobs waiting and running, workers, paused or scaled, fairness keys.
 
     \b
-    heartq queues                          each queue at a glance
+    heartq queues                          each queue at a glance, its busiest fair keys
     heartq queues pause NAME               no job of NAME starts until resumed
     heartq queues resume NAME
     heartq queues scale NAME --concurrency 2   at most 2 of NAME's jobs per worker
@@ -43,8 +46,10 @@ def _show(url: str | None, as_json: bool) -> None:
         console.print("no queues: no jobs, no active workers, nothing controlled")
         return
     now = store.clock()
-    t = render.table("QUEUE", "STATE", "PER WORKER", "QUEUED", "RUNNING", "WORKERS", "CHANGED")
-    for column in t.columns[2:6]:
+    t = render.table(
+        "QUEUE", "STATE", "PER WORKER", "QUEUED", "RUNNING", "WORKERS", "FAIR KEYS", "CHANGED"
+    )
+    for column in t.columns[2:7]:
         column.justify = "right"
     for row in rows:
         t.add_row(
@@ -54,6 +59,7 @@ def _show(url: str | None, as_json: bool) -> None:
             str(row["queued"]),
             str(row["running"]),
             str(row["workers"]),
+            "-" if row["fair"] is None else str(row["fair"]["keys"]),
             _changed(row, now),
         )
     render.fit(t, console.width, shrink=("QUEUE", "CHANGED"))
@@ -61,6 +67,38 @@ def _show(url: str | None, as_json: bool) -> None:
     console.print(
         "PER WORKER: at most that many of the queue's jobs run at once on each worker "
         "(heartq queues scale)",
+        style="dim",
+    )
+    _fair_keys(console, rows)
+
+
+def _fair_keys(console: Console, rows: list[dict[str, Any]]) -> None:
+    """Each queue's busiest fairness keys (`fairness.SHOWN` of them), and how many more."""
+    fair = [row for row in rows if row["fair"] is not None]
+    if not fair:
+        return
+    t = render.table("QUEUE", "FAIR KEY", "QUEUED", "RUNNING", "WEIGHT")
+    for column in t.columns[2:]:
+        column.justify = "right"
+    for row in fair:
+        shown = row["fair"]["busiest"]
+        for key in shown:
+            t.add_row(
+                Text(row["queue"]),
+                Text(key["key"]),
+                fairness.queued_text(key["queued"], row["fair"]["counted"]),
+                str(key["running"]),
+                fairness.weight_text(key["weight"]),
+            )
+        more = row["fair"]["keys"] - len(shown)
+        if more:
+            t.add_row(Text(row["queue"]), Text(f"... {more} more", style="dim"), "", "", "")
+    render.fit(t, console.width, shrink=("QUEUE", "FAIR KEY"))
+    console.print()
+    console.print(t)
+    console.print(
+        "FAIR KEY: a queue's jobs of one priority are claimed taking these keys in turn, "
+        "in proportion to their weights; busiest first",
         style="dim",
     )
 

@@ -13,5 +13,7 @@ so that no two screens can disagree on a figure. Each screen keeps only its pres
   claimed ahead).
 - `heartq.inspect.limits`: the concurrency and rate keys in use, and which are at their
   limit.
+- `heartq.inspect.fairness`: each queue's fairness keys in use (jobs queued and running,
+  weight), the busiest first.
 - `heartq.inspect.stats`: jobs by queue and state, and the queue at a glance.
 """

@@ -1,5 +1,6 @@
 """The queue at a glance: jobs by queue and state, the workers' capacity, the longest
-wait, concurrency and rate limits (`heartq.inspect.limits`), the queues an operator
+wait, concurrency and rate limits (`heartq.inspect.limits`), fairness keys
+(`heartq.inspect.fairness`), the queues an operator
 paused or capped (`heartq.queue_controls`), the dead-letter queue.
 `heartq stats` prints it, the worker's metrics endpoint exports the job counts, and the
 dashboard's overview draws the same counts."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from heartq.inspect import fleet
+from heartq.inspect import fairness, fleet
 from heartq.inspect.limits import limits_in_use
 from heartq.inspect.states import SHOWN_STATUSES, shown_counts
 from heartq.model import JobCount, JobStatus
@@ -51,6 +52,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
     )
     scheduled = sum(w.scheduled for w in waits.values())
     limits = limits_in_use(store).summary()
+    fair = fairness.summary(fairness.fair_keys(store))
     controls = store.queue_controls()
     schedules = store.list_schedules()
     next_ticks = [s["next_tick"] for s in schedules if s["next_tick"] is not None]
@@ -81,6 +83,7 @@ def collect_stats(store: Store) -> dict[str, Any]:
         },
         "concurrency": limits["concurrency"],
         "rate_limits": limits["rate_limits"],
+        "fairness": fair,
         "periodic": {
             "schedules": len(schedules),
             "next_tick_in": None if not next_ticks else round(max(0.0, min(next_ticks) - now), 3),

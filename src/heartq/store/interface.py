@@ -371,6 +371,17 @@ class Inspector(Protocol):
         first, at most 1000. For `heartq stats` and the dashboard."""
         ...
 
+    def fair_usage(self, counted: int = 10_000) -> list[dict[str, Any]]:
+        """Per queue and fairness key with jobs queued or running that take turns (no
+        concurrency or rate key: `heartq.store.sql.fair`): `queue`, `key`, `queued`
+        (counted up to `counted`: a key at it may hold more), `running`, `weight` (its
+        next job's, as a claim reads it; 1.0 if none given); by queue, then most running,
+        then most queued. At most 1000 keys with jobs queued are read, each by an index
+        probe, and no backlog is walked past `counted`. Empty on PostgreSQL until its
+        claim takes turns (its enqueue refuses a key). For `heartq queues`, the
+        dashboard and the metrics (`heartq.inspect.fairness`)."""
+        ...
+
     def await_end(self, job_id: str) -> JobEnd:
         """Mark the job awaited (its end will be announced to `Link.listen_ends`) and
         return where it stands now. Raises `JobNotFound`."""

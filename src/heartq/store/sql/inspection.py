@@ -26,6 +26,10 @@ MIN_ID_PREFIX = 8
 prints: the last 8)."""
 AMBIGUOUS_SHOWN = 5
 """An ambiguous shortened id's error names at most 5 of the jobs it matches."""
+FAIR_KEYS_READ = 1000
+"""`fair_usage` reads at most 1000 fairness keys with jobs queued (by queue, then key)."""
+FAIR_COUNTED = 10_000
+"""`fair_usage` counts a key's queued jobs up to 10,000 (`heartq queues` shows 10000+)."""
 
 
 class InspectOps:
@@ -217,6 +221,18 @@ class InspectOps:
         with self.d.read() as conn:
             rows = conn.execute(self.q.RATE_USAGE, {"now": self.d.clock(conn, now)}).fetchall()
         return [records.rate_usage(row) for row in rows]
+
+    def fair_usage(self, counted: int = FAIR_COUNTED) -> list[dict[str, Any]]:
+        self.d.ensure_schema()
+        params = {"keys": FAIR_KEYS_READ, "counted": max(1, counted)}
+        with self.d.read() as conn:
+            rows = run(conn, self.q.FAIR_USAGE, params)
+        return [
+            {"queue": r["queue"], "key": r["key"], "queued": int(r["queued"]),
+             "running": int(r["running"]),
+             "weight": 1.0 if r["weight"] is None else float(r["weight"])}
+            for r in rows
+        ]  # fmt: skip
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         self.d.ensure_schema()

@@ -49,7 +49,7 @@ from heartq.store.sql.admin import AdminOps
 from heartq.store.sql.base import Dialect, Liveness, current_time
 from heartq.store.sql.controls import ControlOps
 from heartq.store.sql.enqueue import EnqueueOps
-from heartq.store.sql.inspection import InspectOps
+from heartq.store.sql.inspection import FAIR_COUNTED, InspectOps
 from heartq.store.sql.leases import LeaseOps
 from heartq.store.sql.reclaim import ReclaimOps
 from heartq.store.sql.registry import RegistryOps
@@ -311,6 +311,9 @@ class SqlStore:
 
     def rate_usage(self, now: float | None = None) -> list[dict[str, Any]]:
         return self.inspection.rate_usage(now)
+
+    def fair_usage(self, counted: int = FAIR_COUNTED) -> list[dict[str, Any]]:
+        return self.inspection.fair_usage(counted)
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:
         return self.inspection.queue_waits(now)

@@ -1,5 +1,5 @@
 """Reads: a job and its executions, lists and pages of jobs, counts, the use of
-concurrency and rate keys, queue waits, whether work is pending, the end of an awaited
+concurrency, rate and fairness keys, queue waits, whether work is pending, the end of an awaited
 job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
@@ -77,6 +77,22 @@ FROM groups AS g
 LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > {T} - make_interval(secs => g.period)
 GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
 ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+
+# Per fairness key with jobs queued or running (see the SQLite statement): PostgreSQL's
+# claim takes no turns yet and its enqueue refuses a key, so no job carries one and the
+# answer is empty. Only the running jobs are read, through their own index (few: a
+# fleet's slots); no index finds the queued keyed jobs without walking the backlog, so
+# they are not read until the claim that takes turns keeps them apart (`queued` 0).
+FAIR_USAGE = """
+SELECT queue, fair_key AS key, 0 AS queued, count(*)::integer AS running,
+       max(fair_weight) AS weight
+FROM jobs
+WHERE status = 'running' AND concurrency_key IS NULL AND rate_key IS NULL
+  AND fair_key IS NOT NULL
+GROUP BY queue, fair_key
+ORDER BY queue, running DESC, key
+LIMIT %(keys)s
 """
 
 QUEUE_WAITS = f"""

@@ -1,5 +1,5 @@
 """Reads: a job and its executions, lists and pages of jobs, counts, the use of
-concurrency and rate keys, queue waits, whether work is pending, the end of an awaited
+concurrency, rate and fairness keys, queue waits, whether work is pending, the end of an awaited
 job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
@@ -78,6 +78,64 @@ FROM groups AS g
 LEFT JOIN starts AS s ON s.key = g.key AND s.started_at > :now - g.period
 GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
 ORDER BY g.waiting DESC, g.queued DESC, g.key
+"""
+# fmt: on
+
+# The jobs of a fairness key that take turns (`heartq.store.sql.fair`): without a
+# concurrency or a rate key (those go to their own claims). Queued, they are exactly the
+# entries of heartq_jobs_fair_claim_idx.
+_TURNS = "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NOT NULL"
+_FAIR_QUEUED = f"status = 'queued' AND {_TURNS}"
+
+# Per fairness key with jobs queued or running (`heartq queues`, the dashboard, the
+# metrics): its queued jobs counted up to :counted, its running ones, and its weight (its
+# next job's, as a claim reads it; else its running jobs' largest). Nothing walks a
+# backlog: the queues and then each queue's keys are found by one probe each of the fair
+# claim index past the one before (a skip scan, at most :keys keys), each key's count
+# stops at :counted entries of that index, and the running jobs (few: a fleet's slots)
+# are read through their own index. So it costs a probe per key and at most :counted
+# entries per key, whatever the backlog.
+# fmt: off
+FAIR_USAGE = f"""
+WITH RECURSIVE q(queue) AS (
+    SELECT (SELECT queue FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+            WHERE {_FAIR_QUEUED} ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT queue FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+            WHERE {_FAIR_QUEUED} AND queue > q.queue ORDER BY queue LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+), k(queue, key) AS (
+    SELECT q.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = q.queue ORDER BY fair_key LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+    UNION ALL
+    SELECT k.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key > k.key
+                     ORDER BY fair_key LIMIT 1)
+    FROM k WHERE k.key IS NOT NULL
+    LIMIT :keys
+), waiting AS (
+    SELECT k.queue, k.key,
+           (SELECT count(*) FROM (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                                  WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key = k.key
+                                  LIMIT :counted)) AS queued,
+           (SELECT fair_weight FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+            WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key = k.key
+            ORDER BY priority DESC, run_at, id LIMIT 1) AS weight
+    FROM k WHERE k.key IS NOT NULL
+), running AS (
+    SELECT queue, fair_key AS key, count(*) AS running, max(fair_weight) AS weight
+    FROM heartq_jobs INDEXED BY heartq_jobs_worker_idx
+    WHERE status = 'running' AND {_TURNS}
+    GROUP BY queue, fair_key
+)
+SELECT queue, key, sum(queued) AS queued, sum(running) AS running,
+       coalesce(max(CASE WHEN queued > 0 THEN weight END), max(weight)) AS weight
+FROM (SELECT queue, key, queued, 0 AS running, weight FROM waiting
+      UNION ALL
+      SELECT queue, key, 0, running, weight FROM running)
+GROUP BY queue, key
+ORDER BY queue, sum(running) DESC, sum(queued) DESC, key
 """
 # fmt: on
 
