@@ -67,6 +67,9 @@ What one run does:
    from the others (`nats_partition`: its routes, each through a proxy, refused) for
    seconds; the report adds how long the jobs around each fault waited.
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
+   On SQLite a share of the standalone jobs (`--fair`, 30 %) carry a fairness key, 60 % of
+   them one flooding key and the rest four others (one weighted 2): claims take the keys
+   in turn (`tests/soak/chaos_fair.py`; PostgreSQL's enqueue refuses keys for now).
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
    them (`depends_on`) and receives their results, and chains of 2-4 steps each waiting
@@ -101,11 +104,13 @@ What one run does:
    marker), once (its value is the plan's); every job a replay found blocked was
    released and ran to its end, none is left blocked by a root that was replayed and
    succeeded. Rate limits: no window of the period held more starts of the rated key
-   than its limit. A succeeded job with no result must say it lost it (`result_lost`),
-   and is accepted for those kinds (its worker died between the commit and saving the
-   result), counted as "results lost after the commit"; a result handed to the commit
-   is never lost; `app.result()` raises `ResultLost` for each lost one. Then the
-   figures are printed (and written as JSON with --json-out).
+   than its limit. Fairness keys: each key's jobs were first claimed in its own order
+   (priority, then enqueue order; a retry or a reclaim goes back in line). A succeeded
+   job with no result must say it lost it (`result_lost`), and is accepted for those
+   kinds (its worker died between the commit and saving the result), counted as
+   "results lost after the commit"; a result handed to the commit is never lost;
+   `app.result()` raises `ResultLost` for each lost one. Then the figures are printed
+   (and written as JSON with --json-out).
 
 Exit status 0 when every invariant held, 1 otherwise (the violations are listed); with
 --strict, anomalies (jobs taken from live workers) fail the run too.
@@ -236,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--hostile", type=float, default=0.0, help="share of jobs that are hostile task code"
     )
+    parser.add_argument(
+        "--fair",
+        type=float,
+        default=defaults.fair,
+        help="share of standalone jobs with a fairness key (SQLite; tests/soak/chaos_fair.py)",
+    )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)
     parser.add_argument("--pg-url", default=None, help="PostgreSQL server for the schema")
@@ -266,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         drain_timeout=args.drain_timeout,
         pipelines=args.pipelines,
         hostile=args.hostile,
+        fair=args.fair,
         faults=args.faults,
         replication=args.replication,
         failover_outage=args.failover_outage,

@@ -2,7 +2,8 @@
 invariants I1-I6 checked against the database after the run, effects exactly once against the
 ledger, at-least-once and fencing against the side file the attempts wrote, crash hooks,
 pipelines' dependencies (result-passing and replayed ones: `chaos_pipes`), results
-between a commit and a return (`chaos_commits`), rate limits, and the workers' registry;
+between a commit and a return (`chaos_commits`), rate limits, queue pauses
+(`chaos_pauses`), each fairness key's order (`chaos_fair`), and the workers' registry;
 the hostile family adds its own (`chaos_hostile.HostileFamily.check`). A violation fails
 the run."""
 
@@ -13,6 +14,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from heartq.errors import JobNotFound
+from tests.soak import chaos_fair
 from tests.soak.chaos_causes import CrashCauses
 from tests.soak.chaos_commits import check_after_commit, taken
 from tests.soak.chaos_config import (
@@ -54,6 +56,7 @@ class Checker:
         self.replays: dict[str, int] = {}
         self.rate: dict[str, int] = {}
         self.pauses: dict[str, float] = {}
+        self.fair: dict[str, Any] = {}
         self.losses: Counter[str] = Counter()
         """What asynchronous failovers lost inside their loss windows (counted, not failed)."""
         self.lost_ids: set[str] = set()
@@ -104,6 +107,7 @@ class Checker:
         self.replays = check_replays(self)
         self.check_rate_limit()
         run.pauses.check(self)
+        chaos_fair.check(self)
         self.check_ledger()
         self.check_workers(workers)
         if run.hostile is not None:

@@ -1,7 +1,8 @@
 """The chaos runner's stream of jobs: `--jobs` jobs of mixed kinds, drawn from the seed,
 with pipelines (groups with their callback, chains; result-passing chains and
 blocked-and-replayed pipelines, `chaos_pipes`) among them (`tests/soak/chaos.py`,
-step 3; the hostile family's share: `chaos_hostile.mix_hostile`)."""
+step 3; the hostile family's share: `chaos_hostile.mix_hostile`; fairness keys on a
+share of the standalone jobs: `chaos_fair`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from heartq.ids import new_job_id
 from heartq.model import NewJob
 from tests.soak.chaos_commits import mark
 from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
+from tests.soak.chaos_fair import with_key
 from tests.soak.chaos_pipes import make_replayed, make_result_chain
 from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
 
@@ -93,6 +95,7 @@ def job_plan(config: ChaosConfig) -> list[NewJob]:
     """`config.jobs` jobs, dependencies before what waits for them (a batch of the plan
     holds a pipeline's callback only with or after its members)."""
     rng = random.Random(f"jobs-{config.seed}")
+    fair_rng = random.Random(f"fair-{config.seed}")  # its own stream: the plan is the same
     kinds, weights = list(KIND_WEIGHTS), list(KIND_WEIGHTS.values())
     plan: list[NewJob] = []
     while len(plan) < config.jobs:
@@ -108,7 +111,8 @@ def job_plan(config: ChaosConfig) -> list[NewJob]:
         elif left >= 2 and draw < share:
             plan += make_replayed(rng.randint(2, min(4, left)), n, rng)
         else:
-            plan.append(make_job(rng.choices(kinds, weights)[0], n, rng))
+            job = make_job(rng.choices(kinds, weights)[0], n, rng)
+            plan.append(with_key(job, config, fair_rng))
     return plan
 
 

@@ -100,6 +100,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         "replays": checker.replays,
         "rate_limited": checker.rate,
         "paused": checker.pauses,
+        "fair_keys": checker.fair,
         "i2_timestamp_inversions": {
             "n": len(checker.inversions),
             "max_s": round(max((d for d, _ in checker.inversions), default=0.0), 4),
@@ -296,6 +297,7 @@ def format_report(fig: dict[str, Any]) -> str:
         f"  replays       {fig['replays']}",
         f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
         "database's clock)",
+        f"  fair keys     {fig['fair_keys']} (each key's first claims in its order)",
         "  detection latency (detected_at - fault time), seconds:",
     ]
     for cause, s in lat.items():

@@ -17,10 +17,11 @@ from heartq.store import Store
 
 def queue_overview(store: Store) -> list[dict[str, Any]]:
     """Every queue that has jobs, is served by an active worker, was ever controlled or
-    has fairness keys in use, by name: `queue`, `paused`, `concurrency` (each worker's cap; None: none), `queued`,
-    `running` (claimed ahead included), `workers` (active, serving it), `changed_at`,
-    `changed_by` (the last control; None if never controlled), `fair` (its fairness
-    keys in use, as `fairness.fair_keys` reads them; None if none)."""
+    has fairness keys in use, by name: `queue`, `paused`, `concurrency` (each worker's
+    cap; None: none), `queued`, `running` (claimed ahead included), `workers` (active,
+    serving it), `changed_at`, `changed_by` (the last control; None if never
+    controlled), `fair` (its fairness keys in use, as `fairness.fair_keys` reads them;
+    None if none)."""
     by_queue = jobs_by_queue(store.job_counts())
     controls = store.queue_controls()
     fair = fair_keys(store)

@@ -1,0 +1,100 @@
+"""The chaos runner's fairness keys (`tests/soak/chaos.py`, step 3): a share of the
+plan's standalone jobs (`--fair`) carry a fairness key, most of them one flooding key,
+the rest a few others (one weighted 2), so a claim takes the keys in turn amid every
+fault (`heartq.store.sql.fair`). SQLite only: PostgreSQL's enqueue refuses a key until
+its claim takes turns (docs/design/claim.md, "Fair shares"), so on PostgreSQL no job
+gets one and the check has nothing to read.
+
+What is checked (`check`): each key's jobs were first claimed in their own order, the
+order a claim takes a key's jobs in (higher priority first, then enqueued first: the
+runner enqueues from one process, so its ids, like its enqueues, follow the plan). For
+two jobs A and B of one queue and key, A enqueued before B with a priority at least
+B's, A's first attempt must not have been claimed after B's: when B was claimed A was
+queued and runnable, ahead of it. Only first attempts count: a retry, a snooze or a
+reclaim puts a job back in line behind the others, as it should. Each attempt's claim
+time is its execution's `started_at` (set by the claim, in the claim's transaction, by
+SQLite's clock read under its one write lock, so claims are dated in their order); with
+`--prefetch` a start records a later time, so the check is left out then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import TYPE_CHECKING, Any
+
+from heartq.model import NewJob
+from tests.soak.chaos_config import ChaosConfig, parse_ts
+
+if TYPE_CHECKING:
+    from tests.soak.chaos_checks import Checker
+
+FLOOD = "flood"
+KEYS = {FLOOD: 1.0, "acct-1": 2.0, "acct-2": 1.0, "acct-3": 1.0, "acct-4": 1.0}
+"""The run's fairness keys and their weights."""
+OTHERS = sorted(set(KEYS) - {FLOOD})
+FLOOD_SHARE = 0.6
+"""Of the keyed jobs, the flooding key's share; the others share the rest evenly."""
+UNKEYED_KINDS = frozenset({"chaos_rated"})
+"""Kinds left without a key: a job with a rate key goes to the rated claim, which takes
+no turns."""
+
+
+def fair_keys_on(config: ChaosConfig) -> bool:
+    """Whether this run gives keys: SQLite only (PostgreSQL's enqueue refuses them until
+    its claim takes turns: then drop this test)."""
+    return config.fair > 0 and config.backend == "sqlite"
+
+
+def with_key(job: NewJob, config: ChaosConfig, rng: random.Random) -> NewJob:
+    """`job` with a fairness key and its weight, for `config.fair` of the standalone jobs
+    (none with a rate key, none on PostgreSQL). Drawn from its own stream (`rng`), so
+    the rest of the plan is the same with keys or without."""
+    draw, flood, other = rng.random(), rng.random(), rng.choice(OTHERS)
+    if not fair_keys_on(config) or job.task in UNKEYED_KINDS or draw >= config.fair:
+        return job
+    key = FLOOD if flood < FLOOD_SHARE else other
+    return dataclasses.replace(job, fair_key=key, fair_weight=KEYS[key])
+
+
+def _first_claim(job: dict[str, Any]) -> float | None:
+    execs = [e for e in job["executions"] if e["execution_id"] == 1]
+    return parse_ts(execs[0]["started_at"]) if execs else None
+
+
+def check(checker: Checker) -> None:
+    """Each key's first claims in its own order (the module says why that is the rule)."""
+    run = checker.run
+    by_share: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
+    for n, job_id in enumerate(run.enqueued):
+        job = checker.jobs.get(job_id)
+        if job is not None and job.get("fair_key") is not None:
+            by_share.setdefault((job["queue"], job["fair_key"]), []).append((n, job))
+    figures: dict[str, Any] = {"keys": len(by_share), "jobs": 0, "checked": False}
+    figures["per_key"] = {f"{q}/{k}": len(jobs) for (q, k), jobs in sorted(by_share.items())}
+    figures["jobs"] = sum(figures["per_key"].values())
+    checker.fair = figures
+    if run.config.prefetch:
+        return  # a start claimed ahead is dated when it starts, not when claimed
+    figures["checked"] = True
+    out_of_order = 0
+    for (queue, key), jobs in by_share.items():
+        # the latest first claim so far of the jobs enqueued before, per priority
+        latest: dict[int, tuple[float, str]] = {}
+        for _, job in jobs:  # in enqueue order
+            claimed = _first_claim(job)
+            priority = int(job["priority"])
+            ahead = [latest[p] for p in latest if p >= priority]
+            if claimed is not None and ahead:
+                at, before = max(ahead)
+                if at > claimed:
+                    out_of_order += 1
+                    checker.fail(
+                        f"fair: job {job['id']} of key {key} (queue {queue}, priority "
+                        f"{priority}) first claimed {at - claimed:.3f} s before job {before}, "
+                        "enqueued before it with a priority as high"
+                    )
+            held = latest.get(priority)
+            if claimed is not None and (held is None or claimed > held[0]):
+                latest[priority] = (claimed, job["id"])
+    figures["out_of_order"] = out_of_order
