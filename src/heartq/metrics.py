@@ -33,6 +33,10 @@ Metrics (all prefixed `heartq_`):
   `transport_degraded_total{reason}`: episodes of NATS not delivering to this worker.
 - `rate_limited_jobs{key}`: queued, due jobs of each rate key with live jobs (what its
   limit holds back once reached).
+- `fair_keys_waiting{queue}`, `fair_keys_running{queue}`: how many fairness keys have
+  jobs queued, and jobs running, in each queue (this worker's queues always, 0 without
+  keys; `heartq.inspect.fairness`). Never a label per key: an application may have a
+  key per customer; `heartq queues` and the dashboard name the busiest.
 - `claim_latency_seconds{queue}`: from when a job could run to when it was claimed.
 - `job_duration_seconds{task}`: how long attempts ran (succeeded, failed or snoozed).
 - `jobs{queue,status}`: jobs in the store by shown state (every state of every queue
@@ -65,6 +69,7 @@ from prometheus_client.registry import Collector
 
 from heartq import events
 from heartq.errors import ConfigError
+from heartq.inspect.fairness import keys_in_use
 from heartq.inspect.limits import limits_in_use
 from heartq.inspect.stats import jobs_by_queue
 
@@ -205,6 +210,7 @@ class ScrapeCollector(Collector):
             counts = self._reader.call(self._worker.store.job_counts)
             waits = self._reader.call(self._worker.store.queue_waits)
             rated = self._reader.call(lambda: limits_in_use(self._worker.store).rate)
+            fair = self._reader.call(lambda: keys_in_use(self._worker.store))
         except Exception as exc:  # noqa: BLE001 - a scrape reports the store down, no more
             logger.debug("metrics: cannot read the store: %s", exc)
             up.add_metric([], 0)
@@ -223,6 +229,7 @@ class ScrapeCollector(Collector):
                 oldest.add_metric([queue_name], wait.oldest_age or 0.0)
             yield oldest
             yield self._rate_waiting(rated)
+            yield from self._fair_keys(fair)
         yield up
         last = self._worker.last_renewal
         age.add_metric([], time.monotonic() - (self._since if last is None else last))
@@ -267,6 +274,26 @@ class ScrapeCollector(Collector):
                 capped.add_metric([queue_name], control.concurrency)
         yield paused
         yield capped
+
+    def _fair_keys(self, fair: dict[str, tuple[int, int]]) -> Iterator[GaugeMetricFamily]:
+        """Fairness keys with jobs waiting and running per queue (`keys_in_use`: a probe
+        per key, no backlog counted): as many series as queues, whatever the keys."""
+        waiting = GaugeMetricFamily(
+            "heartq_fair_keys_waiting",
+            "Fairness keys with jobs queued in the queue (claims take them in turn).",
+            labels=["queue"],
+        )
+        running = GaugeMetricFamily(
+            "heartq_fair_keys_running",
+            "Fairness keys with jobs running in the queue.",
+            labels=["queue"],
+        )
+        for queue_name in sorted({*self._worker.queues, *fair}):
+            keys_waiting, keys_running = fair.get(queue_name, (0, 0))
+            waiting.add_metric([queue_name], keys_waiting)
+            running.add_metric([queue_name], keys_running)
+        yield waiting
+        yield running
 
     def _rate_waiting(self, rated: list[dict[str, Any]]) -> GaugeMetricFamily:
         """Due jobs waiting per rate key (`heartq.inspect.limits`, as `heartq stats` and

@@ -450,3 +450,37 @@ def test_a_queue_is_paused_scaled_and_resumed_from_its_page(site: Site, page: Pa
     row.get_by_test_id("resume").click()
     expect(page.get_by_role("status")).to_contain_text("Resumed")
     wait_for(lambda: site.cli.job(held)["status"] == "succeeded", timeout=20, what="the job")
+
+
+def test_the_queues_page_shows_each_queues_fairness_keys(site: Site, page: Page) -> None:
+    """A worker of one slot runs one key's job while three keys wait (one a hostile
+    text): the queues page lists the keys, most running first, with their weights, and
+    the queue's count of keys leads to them."""
+    site.start_worker("--queues", "imports", "--concurrency", "1")
+    site.start_dashboard()
+    wait_for(
+        lambda: "imports" in site.cli("workers").ok().out, timeout=20, what="the worker to start"
+    )
+    for key, weight, n in (("acct:big", 1.0, 4), ("acct:2", 2.0, 2), (HOSTILE, 1.0, 1)):
+        for _ in range(n):
+            site.cli.add("hold", {"seconds": 60}, queue="imports", fair_key=key, fair_weight=weight)
+
+    def running() -> bool:
+        rows = {row["queue"]: row for row in site.cli("queues", "--json").json()}
+        fair = rows.get("imports", {}).get("fair") or {}
+        return fair.get("running") == 1
+
+    wait_for(running, timeout=20, what="one key's job to run")
+    page.goto(site.url("/queues"))
+    row = page.get_by_test_id("queues").locator("tr[data-queue='imports']")
+    expect(row.locator("[data-fair-keys]")).to_have_attribute("data-fair-keys", "3")
+    row.locator("[data-fair-keys] a").click()
+    assert page.url.endswith("#fair-0")
+    keys = page.locator("table[data-testid='fair-keys'][data-queue='imports']")
+    expect(keys.locator("tr[data-key]")).to_have_count(3)
+    first = keys.locator("tr[data-key]").first
+    expect(first.locator("td").nth(2)).to_have_text("1")  # most running first
+    expect(keys.locator("tr[data-key='acct:2'] td").nth(3)).to_have_text("2")
+    expect(keys).to_contain_text(HOSTILE)  # shown as text
+    not_pwned(page)
+    shoot(page, "queues-fair-keys")

@@ -482,3 +482,31 @@ def test_mounted_under_a_prefix_every_link_and_redirect_keeps_it(
             assert client.get("/heartq/static/dashboard.js").status_code == 200
     finally:
         board.state.store.link.close()
+
+
+@on_every_backend  # a store operation: each backend's SQL (PostgreSQL refuses keys)
+def test_the_queues_page_lists_each_queues_busiest_fairness_keys(
+    store: Store, dashboard: Dashboard, backend: str
+) -> None:
+    now = store.clock()
+    if backend != "sqlite":
+        store.enqueue([new_job(queue="imports")], now=now)
+        text = page(dashboard().get("/queues"))
+        assert 'data-fair-keys="0"' in text and 'data-testid="fair-keys"' not in text
+        return
+    store.enqueue([new_job(queue="imports", fair_key="acct:<big>") for _ in range(5)], now=now)
+    store.enqueue(
+        [new_job(queue="imports", fair_key="acct:2", fair_weight=2.5) for _ in range(2)], now=now
+    )
+    store.enqueue([new_job(queue="other", fair_key=f"k{n:02d}") for n in range(12)], now=now)
+    store.enqueue([new_job(queue="plain")], now=now)
+    register(store, "w1", now, queues=("imports",))
+    assert len(store.claim("w1", ["imports"], 1, LEASE, now=now)) == 1  # acct:2 (weight 2.5)
+    text = page(dashboard().get("/queues"))
+    assert 'data-fair-keys="2"' in text and 'data-fair-keys="12"' in text
+    assert 'data-fair-keys="0"' in text  # plain: no keys
+    table = text.split('data-testid="fair-keys" data-queue="imports"', 1)[1].split("</table>")[0]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in table.split("<tr")[2:]]
+    assert cells == [["acct:2", "1", "1", "2.5"], ["acct:&lt;big&gt;", "5", "0", "1"]], cells
+    other = text.split('data-testid="fair-keys" data-queue="other"', 1)[1].split("</table>")[0]
+    assert other.count("<tr data-key=") == 10 and "... 2 more" in other

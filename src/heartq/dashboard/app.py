@@ -45,6 +45,7 @@ from heartq.errors import (
     StoreUnavailable,
 )
 from heartq.event_stream import EventStream
+from heartq.inspect import fairness
 from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.fleet import ABANDONED_HINT, CLAIMED_AHEAD_HINT, GONE_HINT
 from heartq.model import CancelResult, JobStatus
@@ -208,7 +209,9 @@ class Dashboard:
         )
 
     def queues(self, request: Request) -> Response:
-        return self.page(request, "queues.html", queues=views.queues_view(self.store))
+        return self.page(
+            request, "queues.html", queues=views.queues_view(self.store), shown=fairness.SHOWN
+        )
 
     def schedules(self, request: Request) -> Response:
         now = self.store.clock()

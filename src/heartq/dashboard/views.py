@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from heartq import display
-from heartq.inspect import fleet
+from heartq.inspect import fairness, fleet
 from heartq.inspect.attempts import attempt_timing, shown_outcome
 from heartq.inspect.limits import limits_in_use
 from heartq.inspect.queues import queue_overview
@@ -188,14 +188,20 @@ def workers_view(
 
 def queues_view(store: Store) -> list[dict[str, Any]]:
     """`heartq queues`' rows (`heartq.inspect.queues`), with how long ago each control
-    changed."""
+    changed, and each queue's busiest fairness keys as shown (a count at what is
+    counted: `10000+`), under an anchor of their own (queue names are the users')."""
     now = store.clock()
     rows = queue_overview(store)
-    for row in rows:
+    for n, row in enumerate(rows):
         changed = row["changed_at"]
         row["changed_ago"] = (
             None if changed is None else display.fmt_seconds(max(0.0, now - changed))
         )
+        if row["fair"] is not None:
+            row["fair"]["anchor"] = f"fair-{n}"
+            for key in row["fair"]["busiest"]:
+                key["queued_text"] = fairness.queued_text(key["queued"], row["fair"]["counted"])
+                key["weight_text"] = fairness.weight_text(key["weight"])
     return rows
 
 
