@@ -97,8 +97,8 @@ def _fair_keys(console: Console, rows: list[dict[str, Any]]) -> None:
     console.print()
     console.print(t)
     console.print(
-        "FAIR KEY: a queue's jobs of one priority are claimed taking these keys in turn, "
-        "in proportion to their weights; busiest first",
+        "FAIR KEY: claims take a queue's keys in turn, by weight, among its jobs of one "
+        "priority; busiest first",
         style="dim",
     )
 
