@@ -43,8 +43,7 @@ def test_worker_metrics_move_while_it_works(
     heartq.add("ok", {"n": 20}, depends_on=[boom])  # blocked once boom is dead
     slow = heartq.add("slow", {"seconds": 1.0})
     heartq.add("snoozes_once")
-    fair = heartq.url.startswith("sqlite")  # PostgreSQL's enqueue refuses keys for now
-    for key in ("acct:1", "acct:2", "acct:2") if fair else ():  # a queue no worker serves
+    for key in ("acct:1", "acct:2", "acct:2"):  # in a queue no worker serves
         heartq.add("ok", {"n": 30}, queue="elsewhere", fair_key=key)
     port = free_port()
     worker = heartq.start_worker("--metrics-port", str(port))
@@ -80,9 +79,8 @@ def test_worker_metrics_move_while_it_works(
     # fairness keys counted per queue, never a series per key; the worker's queue's 0
     assert value(samples, "heartq_fair_keys_waiting", queue="default") == 0
     assert value(samples, "heartq_fair_keys_running", queue="default") == 0
-    if fair:
-        assert value(samples, "heartq_fair_keys_waiting", queue="elsewhere") == 2
-        assert value(samples, "heartq_fair_keys_running", queue="elsewhere") == 0
+    assert value(samples, "heartq_fair_keys_waiting", queue="elsewhere") == 2
+    assert value(samples, "heartq_fair_keys_running", queue="elsewhere") == 0
     assert not [name for name, labels in samples if name.startswith("heartq_fair") and
                 any(k == "key" for k, _ in labels)]  # fmt: skip
     assert value(samples, "heartq_worker_concurrency") == 10

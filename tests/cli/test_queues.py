@@ -46,16 +46,8 @@ def test_bad_input_is_one_line_and_writes_nothing(heartq: HeartqCli) -> None:
     assert heartq("queues", "--json").json() == []
 
 
-@on_every_backend  # PostgreSQL's enqueue refuses keys until its claim takes turns
-def test_each_queues_busiest_fairness_keys_are_listed(
-    heartq: HeartqCli, store: Store, backend: str
-) -> None:
-    if backend != "sqlite":
-        heartq.add("ok", {"n": 1}, queue="imports")
-        assert heartq("queues", "--json").json()[0]["fair"] is None
-        assert "FAIR KEY " not in heartq("queues").ok().out
-        assert heartq("stats", "--json").json()["fairness"]["keys"] == 0
-        return
+@on_every_backend  # each backend's statement (PostgreSQL: its ready log's lanes)
+def test_each_queues_busiest_fairness_keys_are_listed(heartq: HeartqCli, store: Store) -> None:
     for n in range(30):
         heartq.add("ok", {"n": n}, queue="imports", fair_key="acct:big")
     for n in range(3):
@@ -70,10 +62,12 @@ def test_each_queues_busiest_fairness_keys_are_listed(
     rows = {row["queue"]: row for row in heartq("queues", "--json").json()}
     assert rows["emails"]["fair"] is None
     fair = rows["imports"]["fair"]
-    assert (fair["keys"], fair["waiting"], fair["running"]) == (fairness.SHOWN + 2, 12, 1)
+    enqueued = {"acct:big": 30, "acct:small": 3}
+    taken = store.get_job(claimed[0].id)["fair_key"]  # the backends' turns may differ
+    waiting = fairness.SHOWN + 2 - (enqueued.get(taken, 1) == 1)
+    assert (fair["keys"], fair["waiting"], fair["running"]) == (fairness.SHOWN + 2, waiting, 1)
     assert fair["queued"] == 30 + 3 + fairness.SHOWN - 1
     assert len(fair["busiest"]) == fairness.SHOWN
-    enqueued = {"acct:big": 30, "acct:small": 3}
     weights = {"acct:small": 2.5}
     for key in fair["busiest"]:
         assert key["queued"] + key["running"] == enqueued.get(key["key"], 1), key
@@ -88,4 +82,4 @@ def test_each_queues_busiest_fairness_keys_are_listed(
     listed = text.split("FAIR KEY ", 1)[1]
     assert "acct:big" in listed and "2.5" in listed and "... 2 more" in listed
     said = heartq("stats").ok().out
-    assert "12 keys in use in 1 queue, 12 with jobs waiting" in said
+    assert f"12 keys in use in 1 queue, {waiting} with jobs waiting" in said

@@ -167,6 +167,30 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
         assert len(due) == 1, plan  # one walk of the index, in its order
 
 
+
+def test_postgres_fair_usage_counts_each_lane_through_the_ready_index(pg_server_url: str) -> None:
+    """`FAIR_USAGE` on PostgreSQL: the keys from the ready log's lanes, each lane's queued
+    jobs through the ready index's range of that lane, stopped at `counted`: a flood of
+    3,000 jobs of one key is read 10 entries deep, and no scan reads the table."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.link.migrate()
+            pg.enqueue([NewJob("t", "{}", fair_key="flood") for _ in range(3000)])
+            pg.enqueue([NewJob("t", "{}", fair_key=f"k{i}") for i in range(5)])
+            pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
+            with pg.link.pool.transaction() as conn:
+                explain = "EXPLAIN (ANALYZE, COSTS OFF) " + pg_q.FAIR_USAGE
+                rows = conn.execute(explain, {"keys": 1000, "counted": 10}).fetchall()
+            usage = {u["key"]: u["queued"] for u in pg.fair_usage(counted=10)}
+        finally:
+            pg.link.close()
+    plan = "\n".join(row["QUERY PLAN"] for row in rows)
+    assert usage == {"flood": 10, **{f"k{i}": 1 for i in range(5)}}
+    walks = re.findall(r"Index Scan using jobs_ready_idx .*rows=(\d+) loops=(\d+)", plan)
+    assert walks and all(int(n) <= 10 for n, _ in walks), plan
+    assert "Seq Scan on jobs" not in plan, plan
+
 FILL_QUEUED = """
 INSERT INTO jobs (id, task, queue, args, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, created_at, updated_at)

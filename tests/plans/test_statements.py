@@ -44,8 +44,6 @@ ONE_DIALECT = {
     # A PostgreSQL finish that commits by itself leaves jobs with dependents to a
     # transaction of their own; SQLite's finish is always in one.
     "FINISH": {"defer"},
-    # PostgreSQL does not read queued keyed jobs (none can be enqueued), so it counts none.
-    "FAIR_USAGE": {"counted"},
 }
 
 

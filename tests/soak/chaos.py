@@ -67,9 +67,9 @@ What one run does:
    from the others (`nats_partition`: its routes, each through a proxy, refused) for
    seconds; the report adds how long the jobs around each fault waited.
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too.
-   On SQLite a share of the standalone jobs (`--fair`, 30 %) carry a fairness key, 60 % of
-   them one flooding key and the rest four others (one weighted 2): claims take the keys
-   in turn (`tests/soak/chaos_fair.py`; PostgreSQL's enqueue refuses keys for now).
+   A share of the standalone jobs (`--fair`, 30 %) carry a fairness key, 60 % of them one
+   flooding key and the rest four others (one weighted 2): claims take the keys in turn
+   (`tests/soak/chaos_fair.py`).
    Pipelines ride in the same stream (`--pipelines`, the share of draws that make one):
    groups of 2-5 members of the kinds above whose callback (`chaos_fan_in`) waits for
    them (`depends_on`) and receives their results, and chains of 2-4 steps each waiting
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "--fair",
         type=float,
         default=defaults.fair,
-        help="share of standalone jobs with a fairness key (SQLite; tests/soak/chaos_fair.py)",
+        help="share of standalone jobs with a fairness key (tests/soak/chaos_fair.py)",
     )
     parser.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout)
     parser.add_argument("--slack", type=float, default=defaults.slack)

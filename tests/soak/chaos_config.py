@@ -120,7 +120,7 @@ class ChaosConfig:
     """The share of standalone jobs replaced by hostile ones (tests/soak/chaos_hostile.py)."""
     fair: float = 0.3
     """The share of standalone jobs given a fairness key, most of them one flooding key
-    (tests/soak/chaos_fair.py; SQLite only while PostgreSQL's enqueue refuses keys)."""
+    (tests/soak/chaos_fair.py)."""
     drain_timeout: float = 60.0
     slack: float = 5.0
     """Scheduling slack on top of lease + reclaim interval before a gone worker's job is a

@@ -17,11 +17,13 @@ def _job(job_id: str, key: str | None, claims: list[str], priority: int = 0) -> 
             "executions": execs}  # fmt: skip
 
 
-def _checked(jobs: list[dict[str, Any]], prefetch: int = 0) -> tuple[list[str], Any]:
+def _checked(
+    jobs: list[dict[str, Any]], prefetch: int = 0, backend: str = "sqlite"
+) -> tuple[list[str], Any]:
     failed: list[str] = []
-    run = SimpleNamespace(
-        enqueued=[j["id"] for j in jobs], config=SimpleNamespace(prefetch=prefetch)
-    )
+    links = SimpleNamespace(claim_windows=list, loss_windows=list)
+    config = SimpleNamespace(prefetch=prefetch, backend=backend)
+    run = SimpleNamespace(enqueued=[j["id"] for j in jobs], config=config, links=links)
     checker = SimpleNamespace(run=run, jobs={j["id"]: j for j in jobs}, fail=failed.append, fair={})
     chaos_fair.check(checker)  # type: ignore[arg-type]
     return failed, checker.fair
@@ -42,6 +44,7 @@ def test_a_keys_jobs_first_claimed_in_order_pass() -> None:
     ])  # fmt: skip
     assert failed == []
     assert figures == {"keys": 2, "jobs": 5, "checked": True, "out_of_order": 0,
+                       "within_clock_tolerance": 0,
                        "per_key": {"default/j": 1, "default/k": 4}}  # fmt: skip
 
 
@@ -58,3 +61,14 @@ def test_a_later_job_of_a_key_claimed_first_fails() -> None:
 def test_with_prefetch_the_order_is_not_checked() -> None:
     failed, figures = _checked([_job("a", "k", [t(300)]), _job("b", "k", [t(200)])], prefetch=2)
     assert failed == [] and figures["checked"] is False
+
+
+def test_on_postgresql_two_claims_at_once_may_be_dated_out_of_order() -> None:
+    """A claim statement dated at its start, skipping the rows another one locked: its
+    job is dated a little before the other's (counted), never a second (failed)."""
+    jobs = [_job("a", "k", [t(300)]), _job("b", "k", [t(200)]), _job("c", "k", [t(100)])]
+    failed, figures = _checked(jobs[:2], backend="postgres")
+    assert failed == [] and figures["within_clock_tolerance"] == 1
+    late = [_job("a", "k", ["2026-11-27T20:00:01.000Z"]), _job("b", "k", [t(200)])]
+    failed, figures = _checked(late, backend="postgres")
+    assert len(failed) == 1 and figures["out_of_order"] == 1

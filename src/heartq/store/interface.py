@@ -376,9 +376,10 @@ class Inspector(Protocol):
         concurrency or rate key: `heartq.store.sql.fair`): `queue`, `key`, `queued`
         (counted up to `counted`: a key at it may hold more), `running`, `weight` (its
         next job's, as a claim reads it; 1.0 if none given); by queue, then most running,
-        then most queued. At most 1000 keys with jobs queued are read, each by an index
-        probe, and no backlog is walked past `counted`. Empty on PostgreSQL until its
-        claim takes turns (its enqueue refuses a key). For `heartq queues`, the
+        then most queued. At most 1000 keys (PostgreSQL: ready-log lanes) with jobs
+        queued are read, each by an index probe, and no backlog is walked past
+        `counted`; on PostgreSQL a key's jobs that came back or were delayed are not
+        counted as queued (they wait outside the ready log). For `heartq queues`, the
         dashboard and the metrics (`heartq.inspect.fairness`)."""
         ...
 

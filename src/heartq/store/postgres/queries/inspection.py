@@ -79,20 +79,53 @@ GROUP BY g.key, g.n, g.period, g.running, g.queued, g.waiting
 ORDER BY g.waiting DESC, g.queued DESC, g.key
 """
 
-# Per fairness key with jobs queued or running (see the SQLite statement): PostgreSQL's
-# claim takes no turns yet and its enqueue refuses a key, so no job carries one and the
-# answer is empty. Only the running jobs are read, through their own index (few: a
-# fleet's slots); no index finds the queued keyed jobs without walking the backlog, so
-# they are not read until the claim that takes turns keeps them apart (`queued` 0).
+# Per fairness key with jobs queued or running (see the SQLite statement). The keys are
+# the ready log's lanes (`lanes`: a queue, a priority and a key; at most :keys of them
+# read), and each lane's queued jobs are counted through the ready index's range of that
+# lane, up to :counted, so a key's flood is not walked (under a held horizon the count
+# also steps over the entries its finished jobs left, as a claim past the frontier does
+# not). A key's jobs that came back or were delayed wait in the claim index, not in a
+# lane, and are not counted until they run. The weight: the first job's of the key's
+# highest lane with jobs. The running jobs (few: a fleet's slots) each worker's through
+# the running jobs' index (by worker: a plan that holds before statistics say otherwise).
 FAIR_USAGE = """
-SELECT queue, fair_key AS key, 0 AS queued, count(*)::integer AS running,
-       max(fair_weight) AS weight
-FROM jobs
-WHERE status = 'running' AND concurrency_key IS NULL AND rate_key IS NULL
-  AND fair_key IS NOT NULL
-GROUP BY queue, fair_key
-ORDER BY queue, running DESC, key
-LIMIT %(keys)s
+WITH lane AS MATERIALIZED (
+    SELECT l.queue, l.priority, l.fair_key AS key, w.queued, w.weight
+    FROM (SELECT queue, priority, fair_key FROM lanes WHERE fair_key <> ''
+          ORDER BY queue, fair_key, priority DESC LIMIT %(keys)s) AS l
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS queued,
+               (array_agg(j.fair_weight ORDER BY j.ready_xid, j.id))[1] AS weight
+        FROM (SELECT fair_weight, ready_xid, id FROM jobs
+              WHERE status = 'queued' AND ready_xid IS NOT NULL AND queue = l.queue
+                AND priority = l.priority AND coalesce(fair_key, '') = l.fair_key
+                AND concurrency_key IS NULL AND rate_key IS NULL
+              ORDER BY ready_xid, id
+              LIMIT %(counted)s) AS j
+    ) AS w
+    WHERE w.queued > 0
+), waiting AS (
+    SELECT queue, key, sum(queued)::integer AS queued,
+           (array_agg(weight ORDER BY priority DESC))[1] AS weight
+    FROM lane
+    GROUP BY queue, key
+), running AS (
+    SELECT j.queue, j.fair_key AS key, count(*)::integer AS running,
+           max(j.fair_weight) AS weight
+    FROM workers AS wk
+    CROSS JOIN LATERAL (
+        SELECT queue, fair_key, fair_weight FROM jobs
+        WHERE worker_id = wk.id AND status = 'running' AND concurrency_key IS NULL
+          AND rate_key IS NULL AND fair_key IS NOT NULL
+    ) AS j
+    GROUP BY j.queue, j.fair_key
+)
+SELECT coalesce(w.queue, r.queue) AS queue, coalesce(w.key, r.key) AS key,
+       coalesce(w.queued, 0) AS queued, coalesce(r.running, 0) AS running,
+       coalesce(w.weight, r.weight) AS weight
+FROM waiting AS w
+FULL JOIN running AS r ON r.queue = w.queue AND r.key = w.key
+ORDER BY 1, 4 DESC, 3 DESC, 2
 """
 
 QUEUE_WAITS = f"""
