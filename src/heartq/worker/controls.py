@@ -40,6 +40,8 @@ JOIN_TIMEOUT = 5.0
 STALE_AFTER = 3
 """A claim reads the controls itself when the last answer is older than this many
 intervals (the loop was held up: the process frozen, the database slow)."""
+IN_FLIGHT_WAIT = 30.0
+"""The longest a claim waits for a read already on its way before it reads itself."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,11 @@ class QueueControls:
         self._worker_id = worker_id
         self._wake = wake
         self._lock = threading.Lock()
+        self._answered = threading.Condition(self._lock)  # a read under way ended
         self._known: dict[str, QueueControl] | None = None  # None: not read yet
         self._read_at = float("-inf")  # monotonic time the last read was sent
+        self._answered_at = float("-inf")  # ... and answered
+        self._in_flight: float | None = None  # when the read under way was sent
         self._interval = interval
         self._failed = FailureLog(
             events_,
@@ -109,10 +114,21 @@ class QueueControls:
         """Read the controls of this worker's queues; tell each change it sees, and wake
         the fetch loop when a queue may be claimed more than before."""
         sent_at = time.monotonic()
-        found = self._store.queue_controls(self._queues)
         with self._lock:
+            self._in_flight = sent_at if self._in_flight is None else self._in_flight
+        try:
+            found = self._store.queue_controls(self._queues)
+        finally:
+            with self._answered:
+                if self._in_flight == sent_at:
+                    self._in_flight = None
+                self._answered.notify_all()
+        with self._lock:
+            if sent_at < self._read_at:
+                return  # a later read answered first: its answer stands
             before, self._known = self._known, found
-            self._read_at = max(self._read_at, sent_at)
+            self._read_at = sent_at
+            self._answered_at = time.monotonic()
         if before is None:
             changed = [c for c in found.values() if c.holds_back or c.concurrency is not None]
             self._tell(changed)
@@ -131,9 +147,7 @@ class QueueControls:
         """Make sure the answer a claim obeys is recent: read now if the last read is
         older than `STALE_AFTER` intervals. False if that read failed (claim nothing
         this round: the database is away, or slow)."""
-        with self._lock:
-            stale = time.monotonic() - self._read_at > STALE_AFTER * self._interval
-        if not stale:
+        if self._recent(STALE_AFTER * self._interval):
             return True
         try:
             self.refresh()
@@ -151,9 +165,7 @@ class QueueControls:
         again between them. A read that fails leaves the last answer (the claim that asks
         has just reached the database: its jobs are not given back for a blip); None
         only if no read ever answered."""
-        with self._lock:
-            read_at = self._read_at
-        if read_at < time.monotonic() - 2 * self._interval:
+        if not self._recent(2 * self._interval):
             try:
                 self.refresh()
             except Exception as exc:  # noqa: BLE001 - the last answer stands meanwhile
@@ -163,6 +175,23 @@ class QueueControls:
                 return None
             known = self._known
         return {queue for queue, control in known.items() if control.holds_back}
+
+    def _recent(self, age: float) -> bool:
+        """Whether an answer that came within `age` seconds is in hand, waiting for the
+        read under way, if one is, rather than sending another: over a slow or busy link
+        a read takes longer than an interval, and a claim that read again beside the
+        loop's would double the reads that queue for the worker's two connections (a
+        worker kept busy over a link of 400 ms round trips took its own heartbeats for
+        lost, 1 run in 3: tests/integration/test_partitions.py). Where a round trip takes
+        milliseconds, an answer's age is its read's, as before."""
+        with self._answered:
+            if self._answered_at >= time.monotonic() - age:
+                return True
+            if self._in_flight is None:
+                return False
+            sent_at = self._in_flight
+            self._answered.wait_for(lambda: self._in_flight != sent_at, timeout=IN_FLIGHT_WAIT)
+            return self._read_at >= sent_at
 
     def _tell(self, changed: Iterable[QueueControl]) -> None:
         for control in changed:
