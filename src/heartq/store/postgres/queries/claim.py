@@ -124,23 +124,22 @@ HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
 # (`LATEST_MARK`), highest priority first: at most `limit` of them and those of the last
 # one's priority (`WITH TIES`: every key of a priority has its turn); the others are
 # passed over, a probe or two each, until the pruner removes the empty ones
-# (`IDLE_LANES`). `clock`: each queue's virtual clock (docs/design/
-# limits.md, "Fair shares"), the furthest its lanes' marks recorded (each claim records
-# the least time the lanes it served reached): a lane behind it, or without a time,
-# starts there, so a key back from a pause earns no credit. `lane`: the lanes whose turn
-# comes first, highest priority first, then least far ahead of their clock (`lag`), then
-# the one whose last mark is oldest (a lane never served first: at a tie it would wait
-# for ever, its time always the clock's), at most `limit` of them (each has an entry to
-# take: no claim needs more). `pend`: the
-# transactions pending at the mark, each with the id of its last entry taken and whether
-# this snapshot still sees it running: then none of its entries can be visible here, and
-# neither walk probes it (in a fleet most pending transactions are claims and finishes in
-# flight; two probes of each at every claim cost 40 workers a third of the claim's
-# buffers). `logged`: per lane, the first runnable entries no other claim holds, walked in
-# order and locked (SKIP LOCKED) as the claim index is walked: those of each pending
-# transaction past its last one taken, then the range past the frontier. A row changed
-# since this snapshot is re-read at its newest version and passed over unless it is still
-# queued in this lane.
+# (`IDLE_LANES`). `clock`: each queue's virtual clock (docs/design/limits.md, "Fair
+# shares"), the furthest its lanes' marks recorded (each claim records the least time
+# the lanes it served reached): a lane behind it, or without a time, starts there, so a
+# key back from a pause earns no credit. `lane`: the lanes whose turn comes first,
+# highest priority first, then least far ahead of their clock (`lag`), then the one
+# whose last mark is oldest (a lane never served first: at a tie it would wait for ever,
+# its time always the clock's), at most `limit` of them (each has an entry to take: no
+# claim needs more). `pend`: the transactions pending at the mark, each with the id of
+# its last entry taken and whether this snapshot still sees it running: then none of its
+# entries can be visible here, and neither walk probes it (in a fleet most pending
+# transactions are claims and finishes in flight; two probes of each at every claim cost
+# 40 workers a third of the claim's buffers). `logged`: per lane, the first runnable
+# entries no other claim holds, walked in order and locked (SKIP LOCKED) as the claim
+# index is walked: those of each pending transaction past its last one taken, then the
+# range past the frontier. A row changed since this snapshot is re-read at its newest
+# version and passed over unless it is still queued in this lane.
 def _logged(lanes: str) -> str:
     """The ready log's CTEs for the lanes `lanes` names (a condition on `l.queue`)."""
     return f"""snap AS MATERIALIZED (
