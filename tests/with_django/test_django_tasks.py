@@ -211,7 +211,8 @@ def test_heartq_s_newer_options_reach_a_django_task(site: Site, tmp_path: Path) 
     backoff), `retry_delay` from the backend's `OPTIONS['TASKS']`, `unique=True` (one
     queued job per arguments; `using(unique=False)` opts out), `expires` in `@task()`
     and `using()` (a job not started in time never runs; the enqueue's wins),
-    `max_snoozes` (the second snooze counts)."""
+    `max_snoozes` (the second snooze counts: the first attempt's `task_finished` says
+    READY, the second's FAILED)."""
     only_on(site, "django61-sqlite", "backport-postgres")
     flaky_log, paced_log = tmp_path / "flaky", tmp_path / "paced"
     flaky = site.call("enqueue", task="flaky", kwargs={"log": str(flaky_log)})["id"]
@@ -249,6 +250,9 @@ def test_heartq_s_newer_options_reach_a_django_task(site: Site, tmp_path: Path) 
     snoozed = ended[snoozy]
     assert (snoozed["status"], snoozed["attempts"]) == ("FAILED", 1), snoozed
     assert "max_snoozes" in snoozed["errors"][0]["last_line"], snoozed
+    said = f"id={snoozy} path=shop.tasks.too_early state="  # the framework's task_finished
+    worker_log = site.main_worker.log()
+    assert (worker_log.count(said + "READY"), worker_log.count(said + "FAILED")) == (1, 1)
 
 
 def test_capability_flags_and_refusals(site: Site) -> None:

@@ -14,7 +14,11 @@ and after a sync task (a worker's threads live for days; a connection past
 `CONN_MAX_AGE` or broken by a database restart is replaced; an async task's ORM calls
 run in `sync_to_async`'s threads, not the event loop's), and the framework's
 `task_started` and `task_finished` signals, the latter with the attempt's outcome (a
-FAILED attempt may still be retried: the stored job then reads READY).
+FAILED attempt may still be retried: the stored job then reads READY). A task that
+raises or returns `heartq.Snooze` within its `max_snoozes` has not failed and has not
+finished: its attempt's `task_finished` says READY, as the job then reads, with no
+error added (a receiver counting attempts in flight still sees each one end); a snooze
+past the bound is a failed attempt and reads FAILED.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from heartq.contrib.django.compat import (
     task_started,
 )
 from heartq.contrib.django.task import HeartqTask
+from heartq.errors import Snooze
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +66,7 @@ def runner_for(task: HeartqTask) -> Callable[..., Any]:
         async def run_async(ctx: JobContext, **kwargs: Any) -> Any:
             result = await asyncio.to_thread(_started, task, ctx)
             call = task.func(*_context(task, result, ctx), **kwargs)
-            return await _finishing_async(task, result, call)
+            return await _finishing_async(task, result, ctx, call)
 
         runner: Callable[..., Any] = run_async
     else:
@@ -73,9 +78,9 @@ def runner_for(task: HeartqTask) -> Callable[..., Any]:
                 try:
                     value = task.func(*_context(task, result, ctx), **kwargs)
                 except BaseException as exc:
-                    _failed(task, result, exc)
+                    _ended_by(task, result, ctx, exc)
                     raise
-                _succeeded(task, result, value)
+                _ended_by(task, result, ctx, value)
                 return value
             finally:
                 close_old_connections()
@@ -101,14 +106,34 @@ def _started(task: HeartqTask, ctx: JobContext) -> Any:
     return result
 
 
-async def _finishing_async(task: HeartqTask, result: Any, call: Any) -> Any:
+async def _finishing_async(task: HeartqTask, result: Any, ctx: JobContext, call: Any) -> Any:
     try:
         value = await call
     except BaseException as exc:
-        await asyncio.to_thread(_failed, task, result, exc)
+        await asyncio.to_thread(_ended_by, task, result, ctx, exc)
         raise
-    await asyncio.to_thread(_succeeded, task, result, value)
+    await asyncio.to_thread(_ended_by, task, result, ctx, value)
     return value
+
+
+def _ended_by(task: HeartqTask, result: Any, ctx: JobContext, outcome: Any) -> None:
+    """`task_finished` for an attempt whose task returned or raised `outcome`."""
+    if isinstance(outcome, Snooze):
+        _snoozed(task, result, ctx, outcome)
+    elif isinstance(outcome, BaseException):
+        _failed(task, result, outcome)
+    else:
+        _succeeded(task, result, outcome)
+
+
+def _snoozed(task: HeartqTask, result: Any, ctx: JobContext, snooze: Snooze) -> None:
+    """A snooze within the job's `max_snoozes` leaves the job READY (the worker's own
+    reading of the bound, `ctx.snoozes` against `ctx.max_snoozes`); past it, a failure."""
+    if ctx.snoozes >= ctx.max_snoozes:
+        _failed(task, result, snooze)
+        return
+    object.__setattr__(result, "status", TaskResultStatus.READY)
+    task_finished.send(sender=type(task.get_backend()), task_result=result)
 
 
 def _succeeded(task: HeartqTask, result: Any, value: Any) -> None:
