@@ -149,6 +149,23 @@ def test_backlog_measures_every_cell(pg_server_url: str) -> None:
 @pytest.mark.bench
 @pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
 @pytest.mark.timeout(300)
+def test_fair_keys_counts_each_key_count(pg_server_url: str) -> None:
+    """`bench.fair_keys` on two key counts: a row per count and backend, PostgreSQL's
+    with its buffers and index entries counted."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.fair_keys", "--keys", "1", "30", "--claims", "3",
+         "--url", pg_server_url.split("?")[0]],
+        cwd=ROOT, capture_output=True, text=True, timeout=290,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = re.findall(r"^\| (1|30) \| ([\d,]+|-) \|", done.stdout, re.MULTILINE)
+    assert [(k, counted != "-") for k, counted in rows] == [
+        ("1", True), ("30", True), ("1", False), ("30", False)], done.stdout  # fmt: skip
+
+
+@pytest.mark.bench
+@pytest.mark.one_at_a_time("bench")  # one at a time: the first installs the peers
+@pytest.mark.timeout(300)
 def test_row_writes_counts_every_shape() -> None:
     """`bench.row_writes` counts each shape's two writes under callgrind (400 jobs): a
     figure for each, and the split's claim cheaper than today's."""
