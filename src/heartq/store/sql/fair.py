@@ -19,12 +19,12 @@ newcomer shares at once with a flood, instead of running alone until it has caug
 A worker of several queues compares their shares by how far each is ahead of its own
 queue's clock.
 
-Where: the decision is made here, from what the dialect's statements read (each share's
-first `limit` runnable jobs, its stored time, the queue's clock) and then written back
-(the chosen jobs claimed, the times stored), all in the claim's one transaction. SQLite
-has one writer, so nothing changes between the read and the write. PostgreSQL's claim
-does not take keys in turn yet (`Dialect.fair` is None there, and its enqueue refuses a
-job with a key, in one line, rather than run it first in, first out).
+Where: the decision is made here, from what one dialect statement reads (each share's
+first runnable jobs, as many as it could take, the shares' stored times, the queues'
+clocks), and written back (the chosen jobs claimed, the times stored), all in the
+claim's one transaction: four statements a claim, whatever the keys. SQLite has one
+writer, so nothing changes between the read and the write. PostgreSQL's claim takes keys in turn over its ready
+log's lanes instead (`Dialect.fair` is None there).
 
 Jobs with a concurrency or a rate key are claimed by their own claims (`keyed.py`),
 which take no turns: a key whose jobs all wait on a rate limit holds no one back.
@@ -32,8 +32,9 @@ which take no turns: a key whose jobs all wait on a rate limit holds no one back
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,25 +71,26 @@ class Allotment:
 
 def allot(shares: Sequence[Share], clocks: Mapping[str, float], limit: int) -> Allotment:
     """Give up to `limit` slots to `shares` (each with at least one job), as the module's
-    docstring says; `clocks`: each queue's stored clock (a queue without one: 0)."""
-    start = {id(s): _start(s, clocks.get(s.queue, 0.0)) for s in shares}
+    docstring says; `clocks`: each queue's stored clock (a queue without one: 0).
+
+    Each slot goes to the least next job by (its priority, highest first; its share's
+    virtual time once it ran, less its queue's clock; queue; key). Within a share both
+    only grow worse job after job (its jobs come in priority order), so the choice is a
+    merge of the shares' sequences: a heap of each share's next job, a slot costing a
+    pop and a push, not a look at every share."""
+    start = [_start(s, clocks.get(s.queue, 0.0)) for s in shares]
+    ahead = [start[n] - clocks.get(s.queue, 0.0) for n, s in enumerate(shares)]
+    heap = [_next(shares[n], ahead[n], n) for n in range(len(shares)) if shares[n].jobs]
+    heapq.heapify(heap)
     ids: list[str] = []
-    while len(ids) < limit:
-        heads = [s for s in shares if s.taken < len(s.jobs)]
-        if not heads:
-            break
-        top = max(s.jobs[s.taken][1] for s in heads)
-        best = min(
-            (s for s in heads if s.jobs[s.taken][1] == top),
-            key=lambda s: (
-                start[id(s)] - clocks.get(s.queue, 0.0) + (s.taken + 1) / s.weight,
-                s.queue,
-                s.key,
-            ),
-        )
-        ids.append(best.jobs[best.taken][0])
-        best.taken += 1
-    served = {(s.queue, s.key): start[id(s)] + s.taken / s.weight for s in shares}
+    while heap and len(ids) < limit:
+        n = heapq.heappop(heap)[-1]
+        share = shares[n]
+        ids.append(share.jobs[share.taken][0])
+        share.taken += 1
+        if share.taken < len(share.jobs):
+            heapq.heappush(heap, _next(share, ahead[n], n))
+    served = {(s.queue, s.key): start[n] + s.taken / s.weight for n, s in enumerate(shares)}
     changed: dict[str, float] = {}
     for queue in {s.queue for s in shares}:
         mine = [s for s in shares if s.queue == queue]
@@ -102,6 +104,13 @@ def allot(shares: Sequence[Share], clocks: Mapping[str, float], limit: int) -> A
     return Allotment(ids, took, changed)
 
 
+def _next(share: Share, ahead: float, n: int) -> tuple[int, float, str, str, int]:
+    """The heap's entry for `share`'s next job (the `n`th share, `ahead` of its queue's
+    clock at the claim's start): the least entry is the job `allot` gives a slot."""
+    return (-share.jobs[share.taken][1], ahead + (share.taken + 1) / share.weight,
+            share.queue, share.key, n)  # fmt: skip
+
+
 def _start(share: Share, clock: float) -> float:
     """Where a share's time starts at a claim: its stored time, but never behind its
     queue's clock (idle time earns no credit), and the clock for a share without one."""
@@ -109,24 +118,26 @@ def _start(share: Share, clock: float) -> float:
 
 
 def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows:
-    """The claimed rows (read by position, on `on`) of a claim by fair shares: each
-    share's first `limit` runnable jobs (the keys found by `FAIR_KEYS`, one probe each of
-    their index, then `FAIR_SHARE_JOBS` per key; `UNKEYED_SHARE_JOBS` for the jobs
-    without one), their stored times (`FAIR_TIMES`), the slots allotted (`allot`), the
-    chosen jobs claimed (`CLAIM_CHOSEN`) and the times stored (`STORE_FAIR_TIMES`).
-    Its cost grows with the keys that have jobs queued in these queues (a probe and a
-    read of at most `limit` entries each), not with their backlogs."""
+    """The claimed rows (read by position, on `on`) of a claim by fair shares: its
+    shares, their first runnable jobs and stored times, and the queues' clocks, read in
+    one statement (`FAIR_CANDIDATES`); the slots allotted (`allot`); the chosen jobs
+    claimed (`CLAIM_CHOSEN`) and the times stored (`STORE_FAIR_TIMES`). Its cost grows
+    with the keys that have jobs queued in these queues (a probe and a read of at most
+    `limit` index entries each) and the jobs it returns (about `limit`, and one or two a
+    share), not with their backlogs.
+
+    The statement reads each share only as many jobs as it could take (its `bound`, from
+    its weight and time): if a share took every job read and may have more (its bound
+    below `limit`), the slots might have been given differently with more of its jobs
+    in view, so the shares are read again, `limit` each, and allotted anew. Only then:
+    a share took more than its turn would give it (a higher priority, or others out of
+    jobs)."""
     limit = int(params["limit"])
-    shares = [_share(r, UNKEYED, r["queue"]) for r in _unkeyed(f, conn, params)]
-    for row in run(conn, f.FAIR_KEYS, params):
-        jobs = run(conn, f.FAIR_SHARE_JOBS, dict(params, queue=row["queue"], key=row["key"]))
-        if jobs:
-            shares.append(_keyed(row["queue"], row["key"], jobs))
-    shares = _merged(shares)
-    if not shares:
-        return []
-    clocks = _times(f, conn, shares)
+    shares, clocks, bounds = _candidates(run(conn, f.FAIR_CANDIDATES, dict(params, exact=0)))
     chosen = allot(shares, clocks, limit)
+    if any(s.taken == len(s.jobs) == bounds[(s.queue, s.key)] < limit for s in shares):
+        shares, clocks, _ = _candidates(run(conn, f.FAIR_CANDIDATES, dict(params, exact=1)))
+        chosen = allot(shares, clocks, limit)
     if not chosen.ids:
         return []
     rows = run(on, f.CLAIM_CHOSEN, dict(params, ids=json.dumps(chosen.ids)))
@@ -135,52 +146,30 @@ def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows
         "served": json.dumps([[q, k, t] for (q, k), t in chosen.served.items()]),
         "clocks": json.dumps([[q, t] for q, t in chosen.clocks.items()]),
     })  # fmt: skip
-    order = {job_id: n for n, job_id in enumerate(chosen.ids)}
-    return sorted(rows, key=lambda row: order[row[0]])
+    return rows  # in no order: a claim hands its jobs over in priority order, then oldest
 
 
-def _unkeyed(f: FairStatements, conn: Any, params: Mapping[str, Any]) -> Rows:
-    """The first `limit` runnable jobs without a fairness key of the claim's queues (id,
-    queue, priority), in the claim index's order."""
-    return run(conn, f.UNKEYED_SHARE_JOBS, params)
-
-
-def _share(row: Any, key: str, queue: str) -> Share:
-    return Share(queue, key, 1.0, [(row["id"], int(row["priority"]))])
-
-
-def _keyed(queue: str, key: str, jobs: Rows) -> Share:
-    """A key's share, its weight its first job's (the latest enqueue decides a key's
-    weight only as its jobs come up: a weight is a job's, read where it is taken)."""
-    weight = jobs[0]["fair_weight"]
-    return Share(
-        queue, key, 1.0 if weight is None else float(weight),
-        [(j["id"], int(j["priority"])) for j in jobs],
-    )  # fmt: skip
-
-
-def _merged(shares: Iterable[Share]) -> list[Share]:
-    """The unkeyed jobs of each queue gathered into that queue's one share."""
-    found: dict[tuple[str, str], Share] = {}
-    for share in shares:
-        held = found.get((share.queue, share.key))
-        if held is None:
-            found[(share.queue, share.key)] = share
-        else:
-            held.jobs.extend(share.jobs)
-    return list(found.values())
-
-
-def _times(f: FairStatements, conn: Any, shares: list[Share]) -> dict[str, float]:
-    """Each share's stored virtual time set on it; each queue's stored clock returned."""
-    given = json.dumps([[s.queue, s.key] for s in shares])
-    stored: dict[tuple[str, str], float] = {}
+def _candidates(
+    rows: Rows,
+) -> tuple[list[Share], dict[str, float], dict[tuple[str, str], int]]:
+    """The shares with jobs (their weights and stored times set), the queues' stored
+    clocks, and how many jobs of each share were read at most (its bound), from
+    `FAIR_CANDIDATES`' rows, read by position: (kind, queue, key, id, priority, run_at,
+    weight or clock, served, bound), a queue's clock (kind 0), then its shares (1), then
+    their jobs (2), each share's in its own order. A share's weight is its first job's
+    (the latest enqueue decides a key's weight only as its jobs come up: a weight is a
+    job's, read where it is taken); the jobs without a key (key `UNKEYED`) weigh 1."""
     clocks: dict[str, float] = {}
-    for row in run(conn, f.FAIR_TIMES, {"shares": given}):
-        if row["key"] is None:
-            clocks[row["queue"]] = float(row["served"])
+    shares: dict[tuple[str, str], Share] = {}
+    bounds: dict[tuple[str, str], int] = {}
+    for kind, queue, key, job_id, priority, _, value, served, bound in rows:
+        if kind == 0:
+            clocks[queue] = float(value)
+        elif kind == 1:
+            shares[(queue, key)] = Share(
+                queue, key, float(value), [], None if served is None else float(served)
+            )
+            bounds[(queue, key)] = int(bound)
         else:
-            stored[(row["queue"], row["key"])] = float(row["served"])
-    for share in shares:
-        share.served = stored.get((share.queue, share.key))
-    return clocks
+            shares[(queue, key)].jobs.append((job_id, int(priority)))
+    return [s for s in shares.values() if s.jobs], clocks, bounds

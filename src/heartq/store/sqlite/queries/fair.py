@@ -7,56 +7,104 @@ from __future__ import annotations
 from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
 
 # What every runnable job of a share is: queued, without a concurrency or a rate key
-# (those have their own claims), in the claim's queues. Named so that each statement
-# implies its index's predicate.
+# (those have their own claims), with a fairness key (`_KEYED`) or without (`_UNKEYED`).
+# Named so that each statement implies its index's predicate (the fair claim index's,
+# the claim index's).
 _KEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NOT NULL"""
+_UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL"""
 
-# The keys with jobs queued in these queues, each found by one probe of the index past
-# the one before (a skip scan: a key's backlog is jumped over, not read).
-FAIR_KEYS = f"""
-WITH RECURSIVE k(queue, key) AS (
-    SELECT q.value, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_KEYED} AND queue = q.value
+
+def _first(index: str, share: str) -> str:
+    """The ids (rowids) of the first `reach` runnable jobs of the share `b` of
+    `FAIR_CANDIDATES` (`share`: its condition on the index `index`), in its own order:
+    a walk of its range of the index, stopped there (no table read)."""
+    return f"""(SELECT rowid FROM heartq_jobs INDEXED BY {index}
+            WHERE {share} AND queue = b.queue AND run_at <= :now
+            ORDER BY priority DESC, run_at, id
+            LIMIT (SELECT n FROM reach))"""
+
+
+_KEYED_FIRST = _first("heartq_jobs_fair_claim_idx", f"{_KEYED} AND fair_key = b.key")
+_UNKEYED_FIRST = _first("heartq_jobs_claim_idx", _UNKEYED)
+
+# Everything a claim by fair shares decides on, in one statement, by `kind`: 0, the
+# claim's queues' stored clocks; 1, its shares (a queue and a key, '' for the queue's
+# jobs without one), each with its weight (its first runnable job's), its stored virtual
+# time, and `reach`, how many jobs of each share are read; 2, each share's first `reach`
+# runnable jobs (id, priority, run_at), in its own order.
+#
+# The shares: each queue's keys, found by one probe each of the fair claim index past
+# the key before (a skip scan: a key's backlog is jumped over, not read), and its jobs
+# without a key (the claim index). So the cost grows with the keys queued (a few probes
+# and at most `reach` index entries each), never with a backlog.
+#
+# `reach`: not `limit` jobs of every share, as many as one could take. Were every
+# share's jobs endless and of one priority, the claim would give each share about
+# `weight x (level - ahead)` slots (`ahead`: its time past its queue's clock), where
+# `level`, the virtual time the claim reaches, spreads the `limit` slots over the
+# shares' weights; rounded down for each share, the level is at most `count / weight`
+# higher. The most of those over the shares, and one more (`limit` at most), is read of
+# each (one bound for all: SQLite takes no LIMIT from an outer row). A share that took
+# every job read and may have more (fewer runnable jobs elsewhere, a higher priority)
+# could have taken more: then the shares are read again with `:exact`, `limit` each
+# (`store/sql/fair.py`).
+FAIR_CANDIDATES = f"""
+WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
+k(queue, key) AS (
+    SELECT q.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_KEYED} AND queue = q.queue
                      ORDER BY fair_key LIMIT 1)
-    FROM (SELECT DISTINCT value FROM json_each(:queues)) AS q
+    FROM q
     UNION ALL
     SELECT k.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                      WHERE {_KEYED} AND queue = k.queue AND fair_key > k.key
                      ORDER BY fair_key LIMIT 1)
     FROM k WHERE k.key IS NOT NULL
-)
-SELECT queue, key FROM k WHERE key IS NOT NULL
-"""
-
-# One key's first `limit` runnable jobs, in its own order.
-FAIR_SHARE_JOBS = f"""
-SELECT id, priority, fair_weight FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-WHERE {_KEYED} AND queue = :queue AND fair_key = :key AND run_at <= :now
-ORDER BY priority DESC, run_at, id
-LIMIT :limit
-"""
-
-# The first `limit` runnable jobs without a key, as the plain claim walks them.
-UNKEYED_SHARE_JOBS = """
-SELECT id, queue, priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-  AND fair_key IS NULL AND queue IN (SELECT value FROM json_each(:queues))
-  AND run_at <= :now
-ORDER BY priority DESC, run_at, id
-LIMIT :limit
-"""
-
-# The shares' stored virtual times ([queue, key] pairs), and their queues' clocks (key
-# NULL).
-FAIR_TIMES = """
-SELECT s.queue, s.fair_key AS key, s.served
-FROM json_each(:shares) AS x
-JOIN heartq_fair_shares AS s
-  ON s.queue = json_extract(x.value, '$[0]') AND s.fair_key = json_extract(x.value, '$[1]')
+),
+found(queue, key, weight) AS (
+    SELECT k.queue, k.key,
+           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+            WHERE {_KEYED} AND queue = k.queue AND fair_key = k.key AND run_at <= :now
+            ORDER BY priority DESC, run_at, id LIMIT 1)
+    FROM k WHERE k.key IS NOT NULL
+    UNION ALL
+    SELECT q.queue, '', (SELECT 1.0 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                         WHERE {_UNKEYED} AND queue = q.queue AND run_at <= :now LIMIT 1)
+    FROM q
+),
+shares(queue, key, weight, served, ahead) AS MATERIALIZED (
+    SELECT f.queue, f.key, f.weight, s.served,
+           max(coalesce(s.served, c.clock, 0.0), coalesce(c.clock, 0.0)) - coalesce(c.clock, 0.0)
+    FROM found AS f
+    LEFT JOIN heartq_fair_clocks AS c ON c.queue = f.queue
+    LEFT JOIN heartq_fair_shares AS s ON s.queue = f.queue AND s.fair_key = f.key
+    WHERE f.weight IS NOT NULL
+),
+level(at, spread) AS (
+    SELECT (:limit + sum(weight * ahead)) / sum(weight), count(*) / sum(weight) FROM shares
+),
+reach(n) AS MATERIALIZED (
+    SELECT CASE WHEN :exact THEN :limit
+                ELSE min(:limit, max(0, max(CAST(weight * (at + spread - ahead) AS INTEGER))) + 1)
+           END
+    FROM shares, level
+),
+b(queue, key) AS MATERIALIZED (SELECT queue, key FROM shares)
+SELECT 0 AS kind, c.queue, NULL, NULL, NULL, NULL, c.clock, NULL, NULL
+FROM q JOIN heartq_fair_clocks AS c ON c.queue = q.queue
 UNION ALL
-SELECT c.queue, NULL, c.clock FROM heartq_fair_clocks AS c
-WHERE c.queue IN (SELECT json_extract(value, '$[0]') FROM json_each(:shares))
+SELECT 1, queue, key, NULL, NULL, NULL, weight, served, n FROM shares, reach
+UNION ALL
+SELECT 2, b.queue, b.key, j.id, j.priority, j.run_at, NULL, NULL, NULL
+FROM b CROSS JOIN heartq_jobs AS j
+WHERE b.key <> '' AND j.rowid IN {_KEYED_FIRST}
+UNION ALL
+SELECT 2, b.queue, b.key, j.id, j.priority, j.run_at, NULL, NULL, NULL
+FROM b CROSS JOIN heartq_jobs AS j
+WHERE b.key = '' AND j.rowid IN {_UNKEYED_FIRST}
+ORDER BY 1, 2, 3, 5 DESC, 6, 4
 """
 
 # The jobs the allotment chose, claimed as every claim claims (still queued: SQLite has
