@@ -23,8 +23,8 @@ Where: the decision is made here, from what one dialect statement reads (each sh
 first runnable jobs, as many as it could take, the shares' stored times, the queues'
 clocks), and written back (the chosen jobs claimed, the times stored), all in the
 claim's one transaction: four statements a claim, whatever the keys. SQLite has one
-writer, so nothing changes between the read and the write. PostgreSQL's claim takes keys in turn over its ready
-log's lanes instead (`Dialect.fair` is None there).
+writer, so nothing changes between the read and the write. PostgreSQL's claim takes
+keys in turn over its ready log's lanes instead (`Dialect.fair` is None there).
 
 Jobs with a concurrency or a rate key are claimed by their own claims (`keyed.py`),
 which take no turns: a key whose jobs all wait on a rate limit holds no one back.
@@ -154,22 +154,26 @@ def _candidates(
 ) -> tuple[list[Share], dict[str, float], dict[tuple[str, str], int]]:
     """The shares with jobs (their weights and stored times set), the queues' stored
     clocks, and how many jobs of each share were read at most (its bound), from
-    `FAIR_CANDIDATES`' rows, read by position: (kind, queue, key, id, priority, run_at,
-    weight or clock, served, bound), a queue's clock (kind 0), then its shares (1), then
-    their jobs (2), each share's in its own order. A share's weight is its first job's
-    (the latest enqueue decides a key's weight only as its jobs come up: a weight is a
-    job's, read where it is taken); the jobs without a key (key `UNKEYED`) weigh 1."""
+    `FAIR_CANDIDATES`' rows, read by position, in any order: (kind, queue, key, id,
+    priority, run_at, weight or clock, served, bound), a queue's clock (kind 0), a
+    share (1), a job (2). A share's jobs are put in its own order here; its weight is
+    its first runnable job's (the latest enqueue decides a key's weight only as its jobs
+    come up: a weight is a job's, read where it is taken); the jobs without a key (key
+    `UNKEYED`) weigh 1."""
     clocks: dict[str, float] = {}
     shares: dict[tuple[str, str], Share] = {}
     bounds: dict[tuple[str, str], int] = {}
-    for kind, queue, key, job_id, priority, _, value, served, bound in rows:
-        if kind == 0:
-            clocks[queue] = float(value)
+    jobs: list[tuple[str, str, int, float, str]] = []
+    for kind, queue, key, job_id, priority, run_at, value, served, bound in rows:
+        if kind == 2:
+            jobs.append((queue, key, -priority, run_at, job_id))
         elif kind == 1:
-            shares[(queue, key)] = Share(
-                queue, key, float(value), [], None if served is None else float(served)
-            )
+            stored = None if served is None else float(served)
+            shares[(queue, key)] = Share(queue, key, float(value), [], stored)
             bounds[(queue, key)] = int(bound)
         else:
-            shares[(queue, key)].jobs.append((job_id, int(priority)))
+            clocks[queue] = float(value)
+    jobs.sort()
+    for queue, key, priority, _, job_id in jobs:
+        shares[(queue, key)].jobs.append((job_id, -priority))
     return [s for s in shares.values() if s.jobs], clocks, bounds

@@ -33,7 +33,8 @@ _UNKEYED_FIRST = _first("heartq_jobs_claim_idx", _UNKEYED)
 # claim's queues' stored clocks; 1, its shares (a queue and a key, '' for the queue's
 # jobs without one), each with its weight (its first runnable job's), its stored virtual
 # time, and `reach`, how many jobs of each share are read; 2, each share's first `reach`
-# runnable jobs (id, priority, run_at), in its own order.
+# runnable jobs (id, priority, run_at), in no order (sorted in Python: a fifth of the
+# statement's time when SQLite sorted them).
 #
 # The shares: each queue's keys, found by one probe each of the fair claim index past
 # the key before (a skip scan: a key's backlog is jumped over, not read), and its jobs
@@ -104,7 +105,6 @@ UNION ALL
 SELECT 2, b.queue, b.key, j.id, j.priority, j.run_at, NULL, NULL, NULL
 FROM b CROSS JOIN heartq_jobs AS j
 WHERE b.key = '' AND j.rowid IN {_UNKEYED_FIRST}
-ORDER BY 1, 2, 3, 5 DESC, 6, 4
 """
 
 # The jobs the allotment chose, claimed as every claim claims (still queued: SQLite has
