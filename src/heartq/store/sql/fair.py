@@ -126,12 +126,13 @@ def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows
     `limit` index entries each) and the jobs it returns (about `limit`, and one or two a
     share), not with their backlogs.
 
-    The statement reads each share only as many jobs as it could take (its `bound`, from
-    its weight and time): if a share took every job read and may have more (its bound
-    below `limit`), the slots might have been given differently with more of its jobs
-    in view, so the shares are read again, `limit` each, and allotted anew. Only then:
-    a share took more than its turn would give it (a higher priority, or others out of
-    jobs)."""
+    The statement reads each share only as many jobs as one could take (its `reach`,
+    from the shares' weights and times): if a share took every job read and may have
+    more (the reach below `limit`), the slots might have been given differently with
+    more of its jobs in view, so the shares are read again, `limit` each, and allotted
+    anew. Only then: a share took more than its turn would give it (a higher priority,
+    or others out of jobs); tests/conformance/test_sqlite_fair_reach.py holds the claim
+    to the allotment of shares read in full."""
     limit = int(params["limit"])
     shares, clocks, bounds = _candidates(run(conn, f.FAIR_CANDIDATES, dict(params, exact=0)))
     chosen = allot(shares, clocks, limit)
