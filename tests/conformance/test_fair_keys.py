@@ -66,6 +66,34 @@ def test_a_share_back_from_a_pause_earns_no_credit(store: Store, t0: float) -> N
     assert collections.Counter(_keys(store, t0, 10)) == {"a": 5, "b": 5}
 
 
+def test_more_keys_than_slots_each_take_a_turn_before_any_takes_two(
+    store: Store, t0: float
+) -> None:
+    """With more keys waiting than a claim has slots, the claims go round: every key's
+    first job is taken before any key's second, whatever the claims' size."""
+    register(store, "w1", t0)
+    keys = [f"k{n:02}" for n in range(30)]
+    store.enqueue([new_job(fair_key=key) for key in keys for _ in range(3)], now=t0 - 10)
+    taken: list[str | None] = []
+    for limit in (4, 1, 7, 2, 5, 4, 3, 4):
+        taken += _keys(store, t0, limit)
+    assert len(taken) == 30 and sorted(taken) == keys  # type: ignore[type-var]
+    taken = []
+    for limit in (6, 9, 1, 14):
+        taken += _keys(store, t0, limit)
+    assert sorted(taken) == keys  # type: ignore[type-var]
+
+
+def test_weights_hold_for_claims_of_one(store: Store, t0: float) -> None:
+    """A key of weight 3 takes three slots to another's one, even when each claim has a
+    single slot (a busy worker's)."""
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="heavy", fair_weight=3) for _ in range(40)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="light") for _ in range(40)], now=t0 - 10)
+    taken = [key for _ in range(40) for key in _keys(store, t0, 1)]
+    assert collections.Counter(taken) == {"heavy": 30, "light": 10}
+
+
 def test_a_transport_claim_by_id_leaves_a_keyed_job_to_its_turn(
     store: Store, t0: float
 ) -> None:

@@ -228,3 +228,25 @@ def test_superseded_marks_are_pruned_a_minute_after(store: Store, t0: float) -> 
     store.enqueue([new_job()], now=t0 + 121)
     assert len(claim_all(store, now=t0 + 121)) == 1
 
+
+
+@only_on("postgres")
+def test_superseded_turns_are_pruned_with_the_marks(store: Store, t0: float) -> None:
+    """Each claim that took from more than one lane of a tier appends where its turns
+    stand; the pruner keeps each tier's newest (which a claim reads) and deletes the
+    others once a minute old."""
+    store.enqueue([new_job(fair_key=key) for key in "ab" for _ in range(4)], now=t0)
+    for i in range(4):
+        assert len(store.claim("w", ["default"], 2, LEASE, now=t0 + i)) == 2
+
+    def turns() -> list[tuple[str, int]]:
+        with store.link.pool.transaction() as conn:  # type: ignore[attr-defined]
+            sql = "SELECT fair_key, remaining FROM claim_turns ORDER BY made_at"
+            return [(r["fair_key"], r["remaining"]) for r in conn.execute(sql).fetchall()]
+
+    made = turns()
+    assert made == [("b", 0)] * 4  # each claim of two: a, then b, whose turn is over
+    store.prune(3600.0, 3600.0, now=t0 + 30)
+    assert turns() == made  # none a minute old yet
+    store.prune(3600.0, 3600.0, now=t0 + 120)
+    assert turns() == made[-1:]

@@ -73,3 +73,22 @@ def test_a_claim_walks_only_the_lanes_it_takes_from(pg_store: PostgresStore, lan
     assert buffers <= 600, buffers
 
 
+
+
+@pytest.mark.parametrize("keys", [1, 1000])
+def test_a_claim_reads_the_keys_whose_turn_comes_not_every_key(
+    pg_store: PostgresStore, keys: int
+) -> None:
+    """With 1,000 fairness keys waiting (a lane each, analyzed), a claim of ten reads the
+    ten lanes whose turn comes next, as with one key; turns by virtual time read every
+    key's lane and mark: 5,174 buffers at 1,000 keys, 24,748 at 5,000
+    (`python -m bench.fair_keys`)."""
+    jobs = max(40, 2 * keys)
+    pg_store.enqueue([NewJob("t", "{}", fair_key=f"k{i % keys}") for i in range(jobs)])
+    with pg_store.link.pool.autocommit() as conn:
+        conn.execute("ANALYZE")
+    for _ in range(3):
+        assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 10
+    buffers, _ = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(10))
+    # Measured: 231 buffers with one key, 381 with 1,000.
+    assert buffers <= 600, buffers

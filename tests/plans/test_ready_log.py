@@ -80,16 +80,19 @@ def test_the_lanes_of_fairness_keys_stay_flat_under_a_held_horizon(
     """Fair shares (schema v37): with one key's flood and ten keys queued, a claim of one
     job while another session holds a snapshot and an id, before and after 3,000 jobs of
     them were claimed and finished under it, in turns: each lane starts at its own
-    frontier, so the same index entries and buffers (within a few) whatever was claimed
-    since the pin, the flood's and the others'."""
+    frontier, so the same index entries and buffers (within a few a lane) whatever was
+    claimed since the pin, the flood's and the others'. Taking turns in rotation, the
+    claim after the churn passes over the ten keys' emptied lanes, a probe or two each,
+    until the pruner removes them."""
     pg_store.enqueue([NewJob("t", "{}", fair_key="flood") for _ in range(3100)])
     for key in range(10):
         pg_store.enqueue([NewJob("t", "{}", fair_key=f"k{key}") for _ in range(50)])
     pinned, churned = _claimed_under_a_pin(pg_store)
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
-    assert entries_after <= entries + 20, (pinned, churned)  # not one per job claimed
-    # Measured: 198 buffers and 26 entries, then 185 and 27.
-    assert buffers_after <= buffers + 60, (pinned, churned)
+    assert entries_after <= entries + 3 * 11, (pinned, churned)  # not one per job claimed
+    # Measured: 157 buffers and 7 entries, then 215 and 29 (turns by virtual time, which
+    # read every lane at each claim: 198 and 26, then 185 and 27).
+    assert buffers_after <= buffers + 8 * 11, (pinned, churned)
 
 
 def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(

@@ -1,25 +1,74 @@
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), working AS MATERIALIZED (
-    SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
-           m.pending_after, m.made_at, m.served, m.clock
-    FROM (SELECT l.queue, l.priority, l.fair_key FROM lanes AS l WHERE l.queue = %(queue)s
-          ORDER BY l.priority DESC) AS l
-    CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
+    WITH RECURSIVE level(priority, queues) AS (
+        SELECT x.priority, array_agg(x.name) FROM (
+            SELECT q.name, x.priority, max(x.priority) OVER () AS top
+            FROM (SELECT %(queue)s::text) AS q(name) CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l WHERE l.queue = q.name
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS x
+        WHERE x.priority = x.top
+        GROUP BY x.priority
+        UNION ALL
+        SELECT n.priority, n.queues FROM level CROSS JOIN LATERAL (
+            SELECT x.priority, array_agg(x.name) AS queues FROM (
+                SELECT q.name, x.priority, max(x.priority) OVER () AS top
+                FROM (SELECT %(queue)s::text) AS q(name) CROSS JOIN LATERAL (
+                    SELECT l.priority FROM lanes AS l
+                    WHERE l.queue = q.name AND l.priority < level.priority
+                    ORDER BY l.priority DESC LIMIT 1
+                ) AS x
+            ) AS x
+            WHERE x.priority = x.top
+            GROUP BY x.priority
+        ) AS n
+    )
+    SELECT w.* FROM level
+    CROSS JOIN LATERAL (
+        SELECT w.* FROM unnest(level.queues) AS q(name)
+        CROSS JOIN LATERAL (
+            SELECT coalesce(c.fair_key, '') AS turn_key, coalesce(c.remaining, 0) AS remaining,
+                   CASE WHEN c.fair_key IS NULL THEN ''
+                        WHEN c.remaining > 0 THEN c.fair_key
+                        ELSE c.fair_key || chr(1) END AS start_key
+            FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+                SELECT c.fair_key, c.remaining FROM claim_turns AS c
+                WHERE c.queue = q.name AND c.priority = level.priority
+                ORDER BY c.made_at DESC
+                LIMIT 1
+            ) AS c ON true
+        ) AS t
+        CROSS JOIN LATERAL (
+            SELECT w.*, t.turn_key, t.remaining,
+                   row_number() OVER (ORDER BY w.part, w.fair_key) AS place
+            FROM (
+                SELECT l.queue, l.priority, l.fair_key, l.part, m.frontier_xid,
+                       m.frontier_id, m.pending, m.pending_after, m.made_at
+                FROM ((SELECT l.queue, l.priority, l.fair_key, 0 AS part FROM lanes AS l
+                       WHERE l.queue = q.name AND l.priority = level.priority
+                         AND l.fair_key >= t.start_key
+                       ORDER BY l.fair_key)
+                      UNION ALL
+                      (SELECT l.queue, l.priority, l.fair_key, 1 AS part FROM lanes AS l
+                       WHERE t.start_key > '' AND l.queue = q.name
+                         AND l.priority = level.priority AND l.fair_key < t.start_key
+                       ORDER BY l.fair_key)) AS l
+                CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
            coalesce(c.frontier_id, '') AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
            coalesce(c.pending_after, '{}'::text[]) AS pending_after,
-           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at, c.served, c.clock
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at,
-                   c.served, c.clock
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
             FROM claim_marks AS c
             WHERE c.queue = l.queue AND c.priority = l.priority AND c.fair_key = l.fair_key
               AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
             ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
             LIMIT 1
         ) AS c ON true) AS m
-    WHERE (EXISTS (SELECT 1 FROM jobs AS j
+                WHERE (EXISTS (SELECT 1 FROM jobs AS j
                    WHERE j.queue = l.queue AND j.priority = l.priority
                      AND coalesce(j.fair_key, '') = l.fair_key
                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
@@ -34,18 +83,15 @@ WITH snap AS MATERIALIZED (
                        LIMIT 1
                    ) AS e
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))
-    ORDER BY l.priority DESC
-    FETCH FIRST %(limit)s ROWS WITH TIES
-), clock AS MATERIALIZED (
-    SELECT w.queue, coalesce(max(w.clock), min(w.served), 0) AS clock
-    FROM working AS w GROUP BY w.queue
-), lane AS MATERIALIZED (
-    SELECT w.queue, w.priority, w.fair_key, w.frontier_xid, w.frontier_id, w.pending,
-           w.pending_after, w.made_at, c.clock, greatest(w.served, c.clock) AS start,
-           greatest(w.served, c.clock) - c.clock AS lag
-    FROM working AS w JOIN clock AS c ON c.queue = w.queue
-    ORDER BY w.priority DESC, greatest(w.served, c.clock) - c.clock, w.made_at, w.fair_key
+                LIMIT %(limit)s
+            ) AS w
+        ) AS w
+        ORDER BY w.place, w.queue
+        LIMIT %(limit)s
+    ) AS w
     LIMIT %(limit)s
+), lane AS MATERIALIZED (
+    SELECT * FROM working
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, lane.fair_key, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
@@ -87,28 +133,46 @@ WITH snap AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), picked AS MATERIALIZED (
-    SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending
+    SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending,
+           c.turn_key,
+           row_number() OVER (PARTITION BY c.queue, c.priority
+                              ORDER BY c.round DESC, c.place DESC, c.run_at DESC,
+                                       c.id DESC) = 1 AS last_of_tier,
+           c.quantum - c.carried
+               - count(*) OVER (PARTITION BY c.queue, c.priority, c.fair_key, c.round)
+               AS remaining
     FROM (
-        SELECT c.*, row_number() OVER (PARTITION BY c.priority, c.fair_key
-                                       ORDER BY c.run_at, c.id) AS rank
+        SELECT c.*,
+               CASE WHEN c.rank <= c.opening THEN c.quantum - c.opening ELSE 0 END AS carried,
+               CASE WHEN c.rank <= c.opening THEN 1
+                    ELSE 1 + ceil((c.rank - c.opening)::float8 / c.quantum) END AS round
         FROM (
-            SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key, fair_weight,
-                   run_at, NULL::xid8 AS ready_xid, false AS was_pending
-            FROM due
-            UNION ALL
-            SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid, was_pending
-            FROM logged
+            SELECT c.*, lane.turn_key, coalesce(lane.place, 0) AS place,
+                   CASE WHEN lane.fair_key = lane.turn_key AND lane.remaining > 0
+                        THEN least(lane.remaining, c.quantum)
+                        ELSE c.quantum END AS opening
+            FROM (
+                SELECT c.*, greatest(1, round(coalesce(c.fair_weight, 1)))::int AS quantum,
+                       row_number() OVER (PARTITION BY c.priority, c.fair_key
+                                          ORDER BY c.run_at, c.id) AS rank
+                FROM (
+                    SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
+                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+                    FROM due
+                    UNION ALL
+                    SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid,
+                           was_pending
+                    FROM logged
+                ) AS c
+            ) AS c
+            LEFT JOIN lane ON lane.queue = c.queue AND lane.priority = c.priority
+                          AND lane.fair_key = c.fair_key
         ) AS c
+        ORDER BY c.priority DESC, round, c.place, c.run_at, c.id
+        LIMIT %(limit)s
     ) AS c
-    LEFT JOIN LATERAL (
-        SELECT min(lane.lag) AS lag FROM lane
-        WHERE lane.priority = c.priority AND lane.fair_key = c.fair_key
-    ) AS share ON true
-    ORDER BY c.priority DESC, coalesce(share.lag, 0) + c.rank / coalesce(c.fair_weight, 1),
-             c.run_at, c.id
-    LIMIT %(limit)s
 ), frontier AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.fair_key, lane.clock, lane.frontier_xid AS old_xid,
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.frontier_xid AS old_xid,
            lane.frontier_id AS old_id, lane.pending AS old_pending,
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
@@ -117,11 +181,7 @@ WITH snap AS MATERIALIZED (
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
                    WHERE k.queue = lane.queue AND k.priority = lane.priority
-                     AND k.fair_key = lane.fair_key) AS took,
-           lane.start + coalesce((SELECT sum(1.0 / coalesce(k.fair_weight, 1))
-                                  FROM picked AS k
-                                  WHERE k.queue = lane.queue AND k.priority = lane.priority
-                                    AND k.fair_key = lane.fair_key), 0) AS served
+                     AND k.fair_key = lane.fair_key) AS took
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.ready_xid, j.id FROM jobs AS j
@@ -164,10 +224,9 @@ WITH snap AS MATERIALIZED (
     WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (
     INSERT INTO claim_marks (queue, priority, fair_key, frontier_xid, frontier_id, pending,
-                             pending_after, made_at, served, clock)
+                             pending_after, made_at)
     SELECT f.queue, f.priority, f.fair_key, f.frontier_xid, f.frontier_id,
-           coalesce(p.xids, '{}'), coalesce(p.afters, '{}'), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), f.served,
-           greatest(f.clock, min(f.served) OVER (PARTITION BY f.queue))
+           coalesce(p.xids, '{}'), coalesce(p.afters, '{}'), coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
     FROM frontier AS f
     LEFT JOIN LATERAL (
         SELECT array_agg(x.xid ORDER BY x.xid) AS xids,
@@ -180,6 +239,11 @@ WITH snap AS MATERIALIZED (
            AND ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
                 OR coalesce(p.xids, '{}') <> f.old_pending
                 OR coalesce(p.afters, '{}') <> f.old_after))
+), turned AS (
+    INSERT INTO claim_turns (queue, priority, fair_key, remaining, made_at)
+    SELECT k.queue, k.priority, k.fair_key, k.remaining, coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FROM picked AS k
+    WHERE k.last_of_tier AND k.turn_key IS NOT NULL AND (k.fair_key, k.turn_key) <> ('', '')
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (

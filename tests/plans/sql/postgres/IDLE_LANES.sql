@@ -6,10 +6,9 @@ WITH snap AS MATERIALIZED (
            coalesce(c.frontier_id, '') AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
            coalesce(c.pending_after, '{}'::text[]) AS pending_after,
-           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at, c.served, c.clock
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at,
-                   c.served, c.clock
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
             FROM claim_marks AS c
             WHERE c.queue = l.queue AND c.priority = l.priority AND c.fair_key = l.fair_key
               AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))

@@ -1,3 +1,11 @@
+WITH turns AS (
+    DELETE FROM claim_turns AS c
+    WHERE c.made_at < coalesce(to_timestamp(%(now)s::float8), now()) - interval '1 minute'
+      AND EXISTS (
+          SELECT 1 FROM claim_turns AS n
+          WHERE n.queue = c.queue AND n.priority = c.priority AND n.made_at > c.made_at
+          OFFSET 0)
+)
 DELETE FROM claim_marks AS m
 WHERE m.made_at < coalesce(to_timestamp(%(now)s::float8), now()) - interval '1 minute'
   AND EXISTS (

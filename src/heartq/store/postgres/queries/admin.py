@@ -22,8 +22,17 @@ VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
 # a minute after they were made (store/sql/admin.py `prune`): a claim reads only its
 # lane's furthest mark, and one made by a claim still in flight is never past a minute.
 # The further one is looked for by a probe of the marks' index per mark (`OFFSET 0`
-# keeps the look a subquery: turned into a join, it read the whole index per mark).
+# keeps the look a subquery: turned into a join, it read the whole index per mark). The
+# rows of where the turns stand go the same way: a claim reads only its tier's newest.
 PRUNE_CLAIM_MARKS = f"""
+WITH turns AS (
+    DELETE FROM claim_turns AS c
+    WHERE c.made_at < {T} - interval '1 minute'
+      AND EXISTS (
+          SELECT 1 FROM claim_turns AS n
+          WHERE n.queue = c.queue AND n.priority = c.priority AND n.made_at > c.made_at
+          OFFSET 0)
+)
 DELETE FROM claim_marks AS m
 WHERE m.made_at < {T} - interval '1 minute'
   AND EXISTS (

@@ -81,10 +81,9 @@ LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
            coalesce(c.frontier_id, '') AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
            coalesce(c.pending_after, '{}'::text[]) AS pending_after,
-           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at, c.served, c.clock
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at,
-                   c.served, c.clock
+            SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
             FROM claim_marks AS c
             WHERE c.queue = l.queue AND c.priority = l.priority AND c.fair_key = l.fair_key
               AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
@@ -120,49 +119,96 @@ HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
 # but not removable while another session holds the xmin horizon back, are never in its
 # way.
 #
-# `working`: its queues' lanes that have work (`HAS_WORK`), each with its furthest mark
-# (`LATEST_MARK`), highest priority first: at most `limit` of them and those of the last
-# one's priority (`WITH TIES`: every key of a priority has its turn); the others are
-# passed over, a probe or two each, until the pruner removes the empty ones
-# (`IDLE_LANES`). `clock`: each queue's virtual clock (docs/design/limits.md, "Fair
-# shares"), the furthest its lanes' marks recorded (each claim records the least time
-# the lanes it served reached): a lane behind it, or without a time, starts there, so a
-# key back from a pause earns no credit. `lane`: the lanes whose turn comes first,
-# highest priority first, then least far ahead of their clock (`lag`), then the one
-# whose last mark is oldest (a lane never served first: at a tie it would wait for ever,
-# its time always the clock's), at most `limit` of them (each has an entry to take: no
-# claim needs more). `pend`: the transactions pending at the mark, each with the id of
-# its last entry taken and whether this snapshot still sees it running: then none of its
-# entries can be visible here, and neither walk probes it (in a fleet most pending
-# transactions are claims and finishes in flight; two probes of each at every claim cost
-# 40 workers a third of the claim's buffers). `logged`: per lane, the first runnable
-# entries no other claim holds, walked in order and locked (SKIP LOCKED) as the claim
-# index is walked: those of each pending transaction past its last one taken, then the
-# range past the frontier. A row changed since this snapshot is re-read at its newest
-# version and passed over unless it is still queued in this lane.
-def _logged(lanes: str) -> str:
-    """The ready log's CTEs for the lanes `lanes` names (a condition on `l.queue`)."""
+# `tiers`: each of the claim's queues' priorities that have lanes, a probe of
+# `lanes_pkey` each (a walk down the priorities, not of the lanes). `turn`: where each
+# tier's rotation stands (docs/design/limits.md, "Fair shares"; migration 0038): the key
+# whose lane took last and how many jobs it took in its round, from the tier's newest
+# `claim_turns` row. `working`: each tier's lanes in rotation, from that key on and then
+# from the first key up to it (two ordered walks of `lanes_pkey`: an `Append` reads its
+# parts in order), each with its furthest mark (`LATEST_MARK`), those with work
+# (`HAS_WORK`), at most `limit` of them: a claim reads the lanes whose turn comes next,
+# never every key with work; lanes that emptied are passed over, a probe or two each,
+# until the pruner removes them (`IDLE_LANES`). `lane`: the `limit` lanes whose turn comes
+# first, highest priority first, then by their place in their tier's rotation (the
+# tiers of one priority side by side). `pend`: the transactions pending at the mark, each
+# with the id of its last entry taken and whether this snapshot still sees it running:
+# then none of its entries can be visible here, and neither walk probes it (in a fleet
+# most pending transactions are claims and finishes in flight; two probes of each at
+# every claim cost 40 workers a third of the claim's buffers). `logged`: per lane, the
+# first runnable entries no other claim holds, walked in order and locked (SKIP LOCKED)
+# as the claim index is walked: those of each pending transaction past its last one
+# taken, then the range past the frontier. A row changed since this snapshot is re-read
+# at its newest version and passed over unless it is still queued in this lane.
+def _logged(queues: str) -> str:
+    """The ready log's CTEs for the queues `queues` names (a query of their names)."""
     return f"""snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), working AS MATERIALIZED (
-    SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
-           m.pending_after, m.made_at, m.served, m.clock
-    FROM (SELECT l.queue, l.priority, l.fair_key FROM lanes AS l WHERE {lanes}
-          ORDER BY l.priority DESC) AS l
-    CROSS JOIN LATERAL ({LATEST_MARK}) AS m
-    WHERE {HAS_WORK}
-    ORDER BY l.priority DESC
-    FETCH FIRST %(limit)s ROWS WITH TIES
-), clock AS MATERIALIZED (
-    SELECT w.queue, coalesce(max(w.clock), min(w.served), 0) AS clock
-    FROM working AS w GROUP BY w.queue
-), lane AS MATERIALIZED (
-    SELECT w.queue, w.priority, w.fair_key, w.frontier_xid, w.frontier_id, w.pending,
-           w.pending_after, w.made_at, c.clock, greatest(w.served, c.clock) AS start,
-           greatest(w.served, c.clock) - c.clock AS lag
-    FROM working AS w JOIN clock AS c ON c.queue = w.queue
-    ORDER BY w.priority DESC, greatest(w.served, c.clock) - c.clock, w.made_at, w.fair_key
+    WITH RECURSIVE level(priority, queues) AS (
+        SELECT x.priority, array_agg(x.name) FROM (
+            SELECT q.name, x.priority, max(x.priority) OVER () AS top
+            FROM ({queues}) AS q(name) CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l WHERE l.queue = q.name
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS x
+        WHERE x.priority = x.top
+        GROUP BY x.priority
+        UNION ALL
+        SELECT n.priority, n.queues FROM level CROSS JOIN LATERAL (
+            SELECT x.priority, array_agg(x.name) AS queues FROM (
+                SELECT q.name, x.priority, max(x.priority) OVER () AS top
+                FROM ({queues}) AS q(name) CROSS JOIN LATERAL (
+                    SELECT l.priority FROM lanes AS l
+                    WHERE l.queue = q.name AND l.priority < level.priority
+                    ORDER BY l.priority DESC LIMIT 1
+                ) AS x
+            ) AS x
+            WHERE x.priority = x.top
+            GROUP BY x.priority
+        ) AS n
+    )
+    SELECT w.* FROM level
+    CROSS JOIN LATERAL (
+        SELECT w.* FROM unnest(level.queues) AS q(name)
+        CROSS JOIN LATERAL (
+            SELECT coalesce(c.fair_key, '') AS turn_key, coalesce(c.remaining, 0) AS remaining,
+                   CASE WHEN c.fair_key IS NULL THEN ''
+                        WHEN c.remaining > 0 THEN c.fair_key
+                        ELSE c.fair_key || chr(1) END AS start_key
+            FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+                SELECT c.fair_key, c.remaining FROM claim_turns AS c
+                WHERE c.queue = q.name AND c.priority = level.priority
+                ORDER BY c.made_at DESC
+                LIMIT 1
+            ) AS c ON true
+        ) AS t
+        CROSS JOIN LATERAL (
+            SELECT w.*, t.turn_key, t.remaining,
+                   row_number() OVER (ORDER BY w.part, w.fair_key) AS place
+            FROM (
+                SELECT l.queue, l.priority, l.fair_key, l.part, m.frontier_xid,
+                       m.frontier_id, m.pending, m.pending_after, m.made_at
+                FROM ((SELECT l.queue, l.priority, l.fair_key, 0 AS part FROM lanes AS l
+                       WHERE l.queue = q.name AND l.priority = level.priority
+                         AND l.fair_key >= t.start_key
+                       ORDER BY l.fair_key)
+                      UNION ALL
+                      (SELECT l.queue, l.priority, l.fair_key, 1 AS part FROM lanes AS l
+                       WHERE t.start_key > '' AND l.queue = q.name
+                         AND l.priority = level.priority AND l.fair_key < t.start_key
+                       ORDER BY l.fair_key)) AS l
+                CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+                WHERE {HAS_WORK}
+                LIMIT %(limit)s
+            ) AS w
+        ) AS w
+        ORDER BY w.place, w.queue
+        LIMIT %(limit)s
+    ) AS w
     LIMIT %(limit)s
+), lane AS MATERIALIZED (
+    SELECT * FROM working
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, lane.fair_key, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
@@ -207,7 +253,7 @@ def _logged(lanes: str) -> str:
 # an idle poll would write one at each claim). Every mark is safe by itself, made from a
 # snapshot that saw all it passes; the furthest counts.
 _MARKED = f"""frontier AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.fair_key, lane.clock, lane.frontier_xid AS old_xid,
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.frontier_xid AS old_xid,
            lane.frontier_id AS old_id, lane.pending AS old_pending,
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
@@ -216,11 +262,7 @@ _MARKED = f"""frontier AS MATERIALIZED (
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
                    WHERE k.queue = lane.queue AND k.priority = lane.priority
-                     AND k.fair_key = lane.fair_key) AS took,
-           lane.start + coalesce((SELECT sum(1.0 / coalesce(k.fair_weight, 1))
-                                  FROM picked AS k
-                                  WHERE k.queue = lane.queue AND k.priority = lane.priority
-                                    AND k.fair_key = lane.fair_key), 0) AS served
+                     AND k.fair_key = lane.fair_key) AS took
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.ready_xid, j.id FROM jobs AS j
@@ -258,10 +300,9 @@ _MARKED = f"""frontier AS MATERIALIZED (
     WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (
     INSERT INTO claim_marks (queue, priority, fair_key, frontier_xid, frontier_id, pending,
-                             pending_after, made_at, served, clock)
+                             pending_after, made_at)
     SELECT f.queue, f.priority, f.fair_key, f.frontier_xid, f.frontier_id,
-           coalesce(p.xids, '{{}}'), coalesce(p.afters, '{{}}'), {T_STATEMENT}, f.served,
-           greatest(f.clock, min(f.served) OVER (PARTITION BY f.queue))
+           coalesce(p.xids, '{{}}'), coalesce(p.afters, '{{}}'), {T_STATEMENT}
     FROM frontier AS f
     LEFT JOIN LATERAL (
         SELECT array_agg(x.xid ORDER BY x.xid) AS xids,
@@ -274,49 +315,76 @@ _MARKED = f"""frontier AS MATERIALIZED (
            AND ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
                 OR coalesce(p.xids, '{{}}') <> f.old_pending
                 OR coalesce(p.afters, '{{}}') <> f.old_after))
+), turned AS (
+    INSERT INTO claim_turns (queue, priority, fair_key, remaining, made_at)
+    SELECT k.queue, k.priority, k.fair_key, k.remaining, {T_STATEMENT}
+    FROM picked AS k
+    WHERE k.last_of_tier AND k.turn_key IS NOT NULL AND (k.fair_key, k.turn_key) <> ('', '')
 )"""
 
 
-def _claim(lanes: str, due: str) -> str:
-    """A claim of jobs without a key: those of the ready log (`_LOGGED`) and those `due`
-    picked through `jobs_claim_idx` (delayed jobs, retries, jobs handed back, released
-    or replayed, in order of `run_at`: a job handed back keeps its place in line), the
-    best `limit` of both: by priority, then by turns among the shares of that priority
-    (a fairness key's lanes, and the jobs without a key with the `due` ones: each share's
-    n-th job scores its lanes' least `lag` plus n over its weight; without keys there is
-    one share, so the order is `run_at`'s; a job of a key that is `due` takes its turn
-    with its key, but the due ones are read in `run_at`'s order, at most `limit`, before
-    any turn), then `run_at`, then id. The rows either
-    locked and left are unlocked when the claim commits, milliseconds later."""
+def _claim(queues: str, due: str) -> str:
+    """A claim of jobs without a concurrency or a rate key: those of the ready log
+    (`_logged`) and those `due` picked through `jobs_claim_idx` (delayed jobs, retries,
+    jobs handed back, released or replayed, in order of `run_at`: a job handed back keeps
+    its place in line), the best `limit` of both (`picked`): by priority, then by round
+    and place in the rotation of their tier (docs/design/limits.md, "Fair shares"), then
+    `run_at`, then id. A lane's turn is its weight's worth of jobs (`quantum`, at least
+    one): its `n`-th job is in round `ceil(n / quantum)`, or, for the lane the last claim
+    stopped in before its turn was over, in round 1 while its turn lasts. Without keys a
+    tier has one lane and a job's round is its rank, so the order is `run_at`'s. A job of
+    a key that is `due` takes its turn with its key; one whose lane is not among the
+    claim's (its key has nothing in the ready log) comes first in its round. Each tier
+    whose claim took from more than one lane appends where its turns stand (`turned`:
+    the last lane taken from and its jobs in that round). The rows locked and left are
+    unlocked when the claim commits, milliseconds later."""
     return f"""
-WITH {_logged(lanes)}, due AS MATERIALIZED ({due}
+WITH {_logged(queues)}, due AS MATERIALIZED ({due}
 ), picked AS MATERIALIZED (
-    SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending
+    SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending,
+           c.turn_key,
+           row_number() OVER (PARTITION BY c.queue, c.priority
+                              ORDER BY c.round DESC, c.place DESC, c.run_at DESC,
+                                       c.id DESC) = 1 AS last_of_tier,
+           c.quantum - c.carried
+               - count(*) OVER (PARTITION BY c.queue, c.priority, c.fair_key, c.round)
+               AS remaining
     FROM (
-        SELECT c.*, row_number() OVER (PARTITION BY c.priority, c.fair_key
-                                       ORDER BY c.run_at, c.id) AS rank
+        SELECT c.*,
+               CASE WHEN c.rank <= c.opening THEN c.quantum - c.opening ELSE 0 END AS carried,
+               CASE WHEN c.rank <= c.opening THEN 1
+                    ELSE 1 + ceil((c.rank - c.opening)::float8 / c.quantum) END AS round
         FROM (
-            SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key, fair_weight,
-                   run_at, NULL::xid8 AS ready_xid, false AS was_pending
-            FROM due
-            UNION ALL
-            SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid, was_pending
-            FROM logged
+            SELECT c.*, lane.turn_key, coalesce(lane.place, 0) AS place,
+                   CASE WHEN lane.fair_key = lane.turn_key AND lane.remaining > 0
+                        THEN least(lane.remaining, c.quantum)
+                        ELSE c.quantum END AS opening
+            FROM (
+                SELECT c.*, greatest(1, round(coalesce(c.fair_weight, 1)))::int AS quantum,
+                       row_number() OVER (PARTITION BY c.priority, c.fair_key
+                                          ORDER BY c.run_at, c.id) AS rank
+                FROM (
+                    SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
+                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+                    FROM due
+                    UNION ALL
+                    SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid,
+                           was_pending
+                    FROM logged
+                ) AS c
+            ) AS c
+            LEFT JOIN lane ON lane.queue = c.queue AND lane.priority = c.priority
+                          AND lane.fair_key = c.fair_key
         ) AS c
+        ORDER BY c.priority DESC, round, c.place, c.run_at, c.id
+        LIMIT %(limit)s
     ) AS c
-    LEFT JOIN LATERAL (
-        SELECT min(lane.lag) AS lag FROM lane
-        WHERE lane.priority = c.priority AND lane.fair_key = c.fair_key
-    ) AS share ON true
-    ORDER BY c.priority DESC, coalesce(share.lag, 0) + c.rank / coalesce(c.fair_weight, 1),
-             c.run_at, c.id
-    LIMIT %(limit)s
 ), {_MARKED}, {_CLAIMED}"""
 
 
 # Several queues: each queue's due jobs from its own ordered walk of the claim index
 # (`LATERAL`, one per queue, as the module's first comment says).
-CLAIM = _claim("l.queue = ANY(%(queues)s::text[])", f"""
+CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
@@ -332,7 +400,7 @@ CLAIM = _claim("l.queue = ANY(%(queues)s::text[])", f"""
 # CLAIM for a worker of one queue (the usual case): one ordered walk of its claim index,
 # without CLAIM's per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms
 # for claims of 30).
-CLAIM_ONE_QUEUE = _claim("l.queue = %(queue)s", f"""
+CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", f"""
     SELECT id, queue, priority, run_at, fair_key, fair_weight FROM jobs
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
