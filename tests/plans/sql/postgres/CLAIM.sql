@@ -45,7 +45,8 @@ WITH snap AS MATERIALIZED (
                    row_number() OVER (ORDER BY w.part, w.fair_key) AS place
             FROM (
                 SELECT l.queue, l.priority, l.fair_key, l.part, m.frontier_xid,
-                       m.frontier_id, m.pending, m.pending_after, m.made_at
+                       m.frontier_id, m.pending, m.pending_after, m.made_at,
+                       greatest(1, round(coalesce(head.weight, 1)))::int AS quantum
                 FROM ((SELECT l.queue, l.priority, l.fair_key, 0 AS part FROM lanes AS l
                        WHERE l.queue = q.name AND l.priority = level.priority
                          AND l.fair_key >= t.start_key
@@ -68,12 +69,16 @@ WITH snap AS MATERIALIZED (
             ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
             LIMIT 1
         ) AS c ON true) AS m
-                WHERE (EXISTS (SELECT 1 FROM jobs AS j
-                   WHERE j.queue = l.queue AND j.priority = l.priority
-                     AND coalesce(j.fair_key, '') = l.fair_key
-                     AND j.status = 'queued' AND j.ready_xid IS NOT NULL
-                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
-        OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
+                LEFT JOIN LATERAL (
+                    SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
+                    WHERE j.queue = l.queue AND j.priority = l.priority
+                      AND coalesce(j.fair_key, '') = l.fair_key
+                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
+                    ORDER BY j.ready_xid, j.id
+                    LIMIT 1
+                ) AS head ON true
+                WHERE head.found OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
@@ -82,7 +87,7 @@ WITH snap AS MATERIALIZED (
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e
-                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))
+                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap)))
                 LIMIT %(limit)s
             ) AS w
         ) AS w
@@ -90,14 +95,22 @@ WITH snap AS MATERIALIZED (
         LIMIT %(limit)s
     ) AS w
     LIMIT %(limit)s
+), opening AS MATERIALIZED (
+    SELECT w.*, CASE WHEN w.fair_key = w.turn_key AND w.remaining > 0
+                     THEN least(w.remaining, w.quantum) ELSE w.quantum END AS opening
+    FROM working AS w
 ), lane AS MATERIALIZED (
-    SELECT * FROM working
+    SELECT o.*,
+           least(%(limit)s, 2 * (o.opening + o.quantum * ceil(greatest(0,
+               %(limit)s - sum(o.opening) OVER (PARTITION BY o.priority))::float8
+               / sum(o.quantum) OVER (PARTITION BY o.priority))))::int AS reach
+    FROM opening AS o
 ), pend AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.fair_key, p.xid, p.after,
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
     FROM lane CROSS JOIN snap
     CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
-), logged AS MATERIALIZED (
+), pending_taken AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            true AS was_pending
     FROM pend CROSS JOIN LATERAL (
@@ -107,13 +120,13 @@ WITH snap AS MATERIALIZED (
           AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY j.id
-        LIMIT %(limit)s
+        LIMIT pend.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
     WHERE NOT pend.running
-    UNION ALL
+), walked AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false
+           false AS was_pending
     FROM lane CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
@@ -122,9 +135,44 @@ WITH snap AS MATERIALIZED (
           AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY j.ready_xid, j.id
-        LIMIT %(limit)s
+        LIMIT lane.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
+), further AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           false AS was_pending
+    FROM (SELECT %(limit)s - (SELECT count(*) FROM pending_taken)
+                 - (SELECT count(*) FROM walked) AS short) AS need
+    CROSS JOIN lane
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS taken, max(k.ready_xid) AS last_xid FROM walked AS k
+        WHERE k.queue = lane.queue AND k.priority = lane.priority
+          AND k.fair_key = lane.fair_key
+    ) AS w
+    CROSS JOIN LATERAL (
+        SELECT max(k.id) AS last_id FROM walked AS k
+        WHERE k.queue = lane.queue AND k.priority = lane.priority
+          AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
+    ) AS l
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE j.queue = lane.queue AND j.priority = lane.priority
+          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
+          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND (j.ready_xid, j.id) > (w.last_xid, l.last_id)
+          AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY j.ready_xid, j.id
+        LIMIT need.short
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+    WHERE need.short > 0 AND w.taken = lane.reach AND lane.reach < %(limit)s
+), logged AS MATERIALIZED (
+    SELECT * FROM pending_taken
+    UNION ALL
+    SELECT * FROM walked
+    UNION ALL
+    SELECT * FROM further
 ), due AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q

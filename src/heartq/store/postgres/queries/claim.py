@@ -92,15 +92,16 @@ LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
         ) AS c ON true"""
 
 # Whether lane `l` with its mark `m` has work this snapshot can see: an entry past the
-# frontier, or an entry of a transaction pending at the mark that has ended since (each
-# a probe of its own, LATERAL: a join of the pending list with the lane's entries read
-# every entry of the lane from its start).
-HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
+# frontier (`_PAST_WORK`), or an entry of a transaction pending at the mark that has
+# ended since (`_PENDING_WORK`: each a probe of its own, LATERAL: a join of the pending
+# list with the lane's entries read every entry of the lane from its start).
+_PAST_WORK = """EXISTS (SELECT 1 FROM jobs AS j
                    WHERE j.queue = l.queue AND j.priority = l.priority
                      AND coalesce(j.fair_key, '') = l.fair_key
                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
-                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
-        OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
+                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))"""
+
+_PENDING_WORK = """EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
@@ -109,7 +110,21 @@ HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e
-                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))"""
+                   WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap)))"""
+
+HAS_WORK = f"({_PAST_WORK}\n        OR {_PENDING_WORK})"
+
+# The claim's probe of a lane's first entry past its frontier: whether it has one, and
+# its weight (the lane's quantum, which bounds how far the claim walks the lane).
+_HEAD = """LEFT JOIN LATERAL (
+                    SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
+                    WHERE j.queue = l.queue AND j.priority = l.priority
+                      AND coalesce(j.fair_key, '') = l.fair_key
+                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
+                    ORDER BY j.ready_xid, j.id
+                    LIMIT 1
+                ) AS head ON true"""
 
 
 # The ready log (migration 0026; docs/design/claim.md, "The claim"): jobs enqueued runnable
@@ -119,26 +134,35 @@ HAS_WORK = """(EXISTS (SELECT 1 FROM jobs AS j
 # but not removable while another session holds the xmin horizon back, are never in its
 # way.
 #
-# `tiers`: each of the claim's queues' priorities that have lanes, a probe of
-# `lanes_pkey` each (a walk down the priorities, not of the lanes). `turn`: where each
-# tier's rotation stands (docs/design/limits.md, "Fair shares"; migration 0038): the key
-# whose lane took last and how many jobs it took in its round, from the tier's newest
-# `claim_turns` row. `working`: each tier's lanes in rotation, from that key on and then
-# from the first key up to it (two ordered walks of `lanes_pkey`: an `Append` reads its
-# parts in order), each with its furthest mark (`LATEST_MARK`), those with work
-# (`HAS_WORK`), at most `limit` of them: a claim reads the lanes whose turn comes next,
+# `working`: the claim's queues' priorities that have lanes, highest first (`level`: a
+# probe of `lanes_pkey` for each queue and priority, recursively, not a walk of the
+# lanes, each level with the queues that have it); for each queue of a level (a tier),
+# where its turns stand (docs/design/limits.md, "Fair shares"; migration 0038: the key
+# whose lane took last and how many jobs its turn has left, from the tier's newest
+# `claim_turns` row), then its lanes in rotation from there, after that key (or from it,
+# while its turn lasts) and then from the first key up to it (two ordered walks of
+# `lanes_pkey`: an `Append` reads its parts in order), each with its furthest mark
+# (`LATEST_MARK`) and its first entry past the frontier (`_HEAD`, whose weight is the
+# lane's quantum), those with work, at most `limit` in all, the tiers of a level side by
+# side by their place in their rotation: a claim reads the lanes whose turn comes next,
 # never every key with work; lanes that emptied are passed over, a probe or two each,
-# until the pruner removes them (`IDLE_LANES`). `lane`: the `limit` lanes whose turn comes
-# first, highest priority first, then by their place in their tier's rotation (the
-# tiers of one priority side by side). `pend`: the transactions pending at the mark, each
+# until the pruner removes them (`IDLE_LANES`). `lane`: each lane with what its turn
+# opens with and how far the claim walks it (`reach`): as far as its turns could take
+# were every lane of its priority full (its opening and its quantum each round the
+# claim's slots need), twice that, so a lane takes what a shorter one leaves, and never
+# more than `limit` (each lane walked `limit` deep, 20 keys' claim of 50 locked 1,000 rows
+# for 50 taken). `pend`: the transactions pending at the mark, each
 # with the id of its last entry taken and whether this snapshot still sees it running:
 # then none of its entries can be visible here, and neither walk probes it (in a fleet
 # most pending transactions are claims and finishes in flight; two probes of each at
 # every claim cost 40 workers a third of the claim's buffers). `logged`: per lane, the
-# first runnable entries no other claim holds, walked in order and locked (SKIP LOCKED)
-# as the claim index is walked: those of each pending transaction past its last one
-# taken, then the range past the frontier. A row changed since this snapshot is re-read
-# at its newest version and passed over unless it is still queued in this lane.
+# first runnable entries no other claim holds, up to its reach, walked in order and
+# locked (SKIP LOCKED) as the claim index is walked: those of each pending transaction
+# past its last one taken (`pending_taken`), then the range past the frontier (`walked`);
+# and when they fall short of the claim's slots (the other lanes of its priority ran
+# dry), the lanes walked to their reach go on past it for what is short (`further`). A
+# row changed since this snapshot is re-read at its newest version and passed over unless
+# it is still queued in this lane.
 def _logged(queues: str) -> str:
     """The ready log's CTEs for the queues `queues` names (a query of their names)."""
     return f"""snap AS MATERIALIZED (
@@ -188,7 +212,8 @@ def _logged(queues: str) -> str:
                    row_number() OVER (ORDER BY w.part, w.fair_key) AS place
             FROM (
                 SELECT l.queue, l.priority, l.fair_key, l.part, m.frontier_xid,
-                       m.frontier_id, m.pending, m.pending_after, m.made_at
+                       m.frontier_id, m.pending, m.pending_after, m.made_at,
+                       greatest(1, round(coalesce(head.weight, 1)))::int AS quantum
                 FROM ((SELECT l.queue, l.priority, l.fair_key, 0 AS part FROM lanes AS l
                        WHERE l.queue = q.name AND l.priority = level.priority
                          AND l.fair_key >= t.start_key
@@ -199,7 +224,8 @@ def _logged(queues: str) -> str:
                          AND l.priority = level.priority AND l.fair_key < t.start_key
                        ORDER BY l.fair_key)) AS l
                 CROSS JOIN LATERAL ({LATEST_MARK}) AS m
-                WHERE {HAS_WORK}
+                {_HEAD}
+                WHERE head.found OR {_PENDING_WORK}
                 LIMIT %(limit)s
             ) AS w
         ) AS w
@@ -207,14 +233,22 @@ def _logged(queues: str) -> str:
         LIMIT %(limit)s
     ) AS w
     LIMIT %(limit)s
+), opening AS MATERIALIZED (
+    SELECT w.*, CASE WHEN w.fair_key = w.turn_key AND w.remaining > 0
+                     THEN least(w.remaining, w.quantum) ELSE w.quantum END AS opening
+    FROM working AS w
 ), lane AS MATERIALIZED (
-    SELECT * FROM working
+    SELECT o.*,
+           least(%(limit)s, 2 * (o.opening + o.quantum * ceil(greatest(0,
+               %(limit)s - sum(o.opening) OVER (PARTITION BY o.priority))::float8
+               / sum(o.quantum) OVER (PARTITION BY o.priority))))::int AS reach
+    FROM opening AS o
 ), pend AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.fair_key, p.xid, p.after,
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,
            NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
     FROM lane CROSS JOIN snap
     CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
-), logged AS MATERIALIZED (
+), pending_taken AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            true AS was_pending
     FROM pend CROSS JOIN LATERAL (
@@ -222,21 +256,53 @@ def _logged(queues: str) -> str:
         WHERE {_PENDING_LEFT}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.id
-        LIMIT %(limit)s
+        LIMIT pend.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
     WHERE NOT pend.running
-    UNION ALL
+), walked AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false
+           false AS was_pending
     FROM lane CROSS JOIN LATERAL (
         SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
         WHERE {_PAST_FRONTIER}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.ready_xid, j.id
-        LIMIT %(limit)s
+        LIMIT lane.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
+), further AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           false AS was_pending
+    FROM (SELECT %(limit)s - (SELECT count(*) FROM pending_taken)
+                 - (SELECT count(*) FROM walked) AS short) AS need
+    CROSS JOIN lane
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS taken, max(k.ready_xid) AS last_xid FROM walked AS k
+        WHERE k.queue = lane.queue AND k.priority = lane.priority
+          AND k.fair_key = lane.fair_key
+    ) AS w
+    CROSS JOIN LATERAL (
+        SELECT max(k.id) AS last_id FROM walked AS k
+        WHERE k.queue = lane.queue AND k.priority = lane.priority
+          AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
+    ) AS l
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        WHERE {_PAST_FRONTIER}
+          AND (j.ready_xid, j.id) > (w.last_xid, l.last_id)
+          AND j.run_at <= {T_STATEMENT}
+        ORDER BY j.ready_xid, j.id
+        LIMIT need.short
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+    WHERE need.short > 0 AND w.taken = lane.reach AND lane.reach < %(limit)s
+), logged AS MATERIALIZED (
+    SELECT * FROM pending_taken
+    UNION ALL
+    SELECT * FROM walked
+    UNION ALL
+    SELECT * FROM further
 )"""
 
 
