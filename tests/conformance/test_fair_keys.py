@@ -1,5 +1,5 @@
 """Fairness keys as each backend stores and claims them (SQLite: `heartq.store.sql.fair`;
-PostgreSQL: its ready log's lanes, `queries/claim.py`): a claim takes a queue's keys in
+PostgreSQL: its ready log's lanes, `queries/ready_log.py`): a claim takes a queue's keys in
 turn, the jobs without a key one share, higher priorities first, each key's jobs in
 order, and a share that comes back after a pause earns no credit for it. Through real
 workers: tests/integration/test_fair_shares.py."""

@@ -274,7 +274,7 @@ class Dialect(Protocol):
         """The statements of a claim by fair shares decided here (`store/sql/fair.py`:
         SQLite, whose one writer reads, allots and writes in one transaction), or None
         where the claim statement takes the keys in turn itself (PostgreSQL: its ready
-        log's lanes, `queries/claim.py`)."""
+        log's lanes, `queries/ready_log.py`)."""
         ...
 
     def lock_rate_keys(self, conn: Any, params: dict[str, Any]) -> LockedRateKeys | None:

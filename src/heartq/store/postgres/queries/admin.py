@@ -3,8 +3,8 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.claim import HAS_WORK, LATEST_MARK
 from heartq.store.postgres.queries.common import LANE_NAMESPACE, T, _secs, lane_key
+from heartq.store.postgres.queries.ready_log import HAS_WORK, LATEST_MARK
 
 # The jobs table's space given back for reuse, between autovacuum's runs (at most one a
 # minute per database: its naptime). A job's row is written three times (enqueue, claim,
