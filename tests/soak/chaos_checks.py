@@ -92,8 +92,8 @@ class Checker:
             except JobNotFound:
                 self.fail(f"I6: job {job_id} not found")
         # I1 during the run: no job of a gone worker stayed running past the bound.
-        for text in run.zombies.values():
-            self.fail(f"I1: {text}")
+        for key, text in run.zombies.items():
+            self.fail(f"I1: {text}{self.zombie_end(key)}")
         if not drained:
             self.fail(f"I1: not drained within {run.config.drain_timeout:g} s")
         workers = {w["id"]: w for w in store.list_workers(include_all=True)}
@@ -115,6 +115,24 @@ class Checker:
         if run.horizons is not None:
             run.horizons.check(self)
         self.crashes.explain(self.jobs)
+
+    def zombie_end(self, key: tuple[str, int]) -> str:
+        """How a zombie's attempt left `running` in the end, as the database tells it: by
+        which detection, found by which worker, how long after its worker died. The
+        monitor only saw it still running; this says which reclaim came late (a run
+        leaves nothing else to tell it by once its schema is dropped)."""
+        job = self.jobs.get(key[0])
+        execs = [e for e in (job or {}).get("executions", []) if e["execution_id"] == key[1]]
+        if not execs or execs[0]["outcome"] is None:
+            return "; never ended"
+        crash = execs[0].get("crash") or {}
+        at, died = parse_ts(crash.get("detected_at")), self.run.zombie_deaths.get(key)
+        if at is None or died is None:
+            return f"; ended {execs[0]['outcome']}"
+        finder = self.run.by_id(crash.get("detector"))
+        by = f"worker #{finder.number}" if finder is not None else crash.get("detector")
+        return (f"; ended {execs[0]['outcome']} {at - died:.1f} s after the death, "
+                f"{crash.get('detected_by')} found by {by}")  # fmt: skip
 
     def check_job(
         self, job_id: str, job: dict[str, Any], drained: bool, workers: dict[str, Any]

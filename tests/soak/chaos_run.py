@@ -119,6 +119,9 @@ class ChaosRun:
         self.cancel_asked: dict[str, str] = {}
         self.deps_of: dict[str, list[str]] = {}
         self.zombies: dict[tuple[str, int], str] = {}
+        self.zombie_deaths: dict[tuple[str, int], float] = {}
+        """When each zombie's worker died (wall clock): the checker says how long after it
+        the job left `running`, and how."""
         self.violations: list[str] = []
         self.anomalies: list[str] = []
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -303,12 +306,14 @@ class ChaosRun:
         by one that died less than lease + reclaim interval (+ slack) ago."""
         if self.pg_down:
             return
+        # the time the read was sent: a job it finds running was running then, and on a
+        # loaded machine the answer may come a good part of a second later
+        now = time.time()
         try:
             running = self.store.list_jobs(status="running", limit=1_000_000)
         except TRANSIENT as exc:  # the server restarted: the next round reads again
             self.say(f"monitor skipped: {first_line(exc)}")
             return
-        now = time.time()
         for job in running:
             proc = self.by_id(job["worker_id"])
             key = (job["id"], int(job["execution_id"]))
@@ -323,6 +328,7 @@ class ChaosRun:
             died = proc.killed_at or proc.exited_at or now
             bound = self.config.zombie_bound + self.outage_overlap(died, now)
             if now - died > bound:
+                self.zombie_deaths[key] = died
                 self.zombies[key] = (
                     f"job {job['id']} execution {key[1]} still running {now - died:.1f} s "
                     f"after its worker #{proc.number} ({proc.id}) died "
