@@ -55,6 +55,10 @@ LEDGER_TABLE = "chaos_ledger"
 CLOCK_TOLERANCE = 0.25
 """Seconds a detection time may precede the fault it detects: PostgreSQL's `now()` is
 the start of the transaction, which may begin just before the fault it then sees."""
+START_SLACK = 10.0
+"""Seconds an attempt's code may take to begin once its start was decided (a process-pool
+child on a loaded machine: the worker's first one waits for its forkserver to start and
+import the app)."""
 POOLS = ("process", "thread", "async")
 """Slot i runs POOLS[i % 3]; process-pool slots also serve the `proc` queue."""
 

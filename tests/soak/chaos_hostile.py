@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from heartq.lifecycle.crash import MAX_INTERRUPTIONS
 from heartq.model import NewJob
-from tests.soak.chaos_config import CLOCK_TOLERANCE, TERMINAL, parse_ts
+from tests.soak.chaos_config import CLOCK_TOLERANCE, START_SLACK, TERMINAL, parse_ts
 from tests.soak.chaos_hostile_tasks import (
     BLOCK_TIMEOUT,
     CASES,
@@ -76,8 +76,6 @@ LINGER_BOUND = 20.0
 """Seconds a live worker may report abandoned attempts without a break: the longest any
 hostile case's code runs on after its end was decided (a fork's wait, a block) plus
 slack for a loaded machine."""
-START_SLACK = 10.0
-"""Seconds an attempt may take to start (a process-pool child on a loaded machine)."""
 KILL_STAMP = 1.0
 """Seconds the runner may take from stamping a SIGKILL's time to sending it (a loaded
 machine preempts it): a claim its worker made meanwhile is dated after the kill."""
