@@ -11,8 +11,11 @@ from typing import Any
 from tests.soak import chaos_fair
 
 
-def _job(job_id: str, key: str | None, claims: list[str], priority: int = 0) -> dict[str, Any]:
-    execs = [{"execution_id": n, "started_at": at} for n, at in enumerate(claims, 1)]
+def _job(
+    job_id: str, key: str | None, claims: list[str], priority: int = 0, worker: str = "w1"
+) -> dict[str, Any]:
+    execs = [{"execution_id": n, "started_at": at, "worker_id": worker}
+             for n, at in enumerate(claims, 1)]  # fmt: skip
     return {"id": job_id, "queue": "default", "fair_key": key, "priority": priority,
             "executions": execs}  # fmt: skip
 
@@ -44,7 +47,7 @@ def test_a_keys_jobs_first_claimed_in_order_pass() -> None:
     ])  # fmt: skip
     assert failed == []
     assert figures == {"keys": 2, "jobs": 5, "checked": True, "out_of_order": 0,
-                       "within_clock_tolerance": 0,
+                       "within_clock_tolerance": 0, "passed_over": 0,
                        "per_key": {"default/j": 1, "default/k": 4}}  # fmt: skip
 
 
@@ -71,4 +74,23 @@ def test_on_postgresql_two_claims_at_once_may_be_dated_out_of_order() -> None:
     assert failed == [] and figures["within_clock_tolerance"] == 1
     late = [_job("a", "k", ["2026-11-27T20:00:01.000Z"]), _job("b", "k", [t(200)])]
     failed, figures = _checked(late, backend="postgres")
+    assert len(failed) == 1 and figures["out_of_order"] == 1
+
+
+def test_on_postgresql_a_job_passed_over_while_another_claim_held_it_is_counted() -> None:
+    """A claim leaves locked the entries it walked and did not take; one running meanwhile
+    passes over them, and a later job of the key goes first by more than the tolerance
+    (seed 72: 0.53 s). Counted when another worker claimed within the tolerance of it;
+    failed when none did, as a claim ignoring the key's order would be."""
+    passed = [
+        _job("a", "k", ["2026-11-27T20:00:00.730Z"], worker="w3"),
+        _job("b", "k", [t(200)], worker="w2"),
+        _job("x", None, [t(150)], worker="w1"),  # the claim that held a, taking x
+    ]
+    failed, figures = _checked(passed, backend="postgres")
+    assert failed == [] and figures["passed_over"] == 1 and figures["out_of_order"] == 0
+    alone = [*passed[:2], _job("x", None, [t(150)], worker="w2")]  # b's own worker only
+    failed, figures = _checked(alone, backend="postgres")
+    assert len(failed) == 1 and figures["out_of_order"] == 1 and figures["passed_over"] == 0
+    failed, figures = _checked(passed, backend="sqlite")  # one writer: no such claim
     assert len(failed) == 1 and figures["out_of_order"] == 1
