@@ -83,7 +83,8 @@ What one run does:
    waits; the runner reads it within 0.1 s and kills, as a `sigkill` fault).
    Every second a monitor reads the running jobs: one held by a worker the runner killed
    longer than `lease + reclaim interval + --slack` ago (plus, for each server outage in
-   between, its length and a lease) is a zombie (I1).
+   between, its length and a lease, and the spans when no other worker was up to reclaim:
+   none had logged `worker_started`, or all were stopped) is a zombie (I1).
 5. Drain: faults stop, frozen workers continue, every slot gets a live worker, and the run
    waits until every job is terminal; then every worker is stopped with SIGTERM.
 6. The invariants (docs/design/protocol.md I1-I6) are checked against the database (`Store.get_job`,

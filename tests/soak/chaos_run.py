@@ -330,7 +330,9 @@ class ChaosRun:
     # -- monitoring -------------------------------------------------------------------
     def monitor(self) -> None:
         """I1 while the run goes on: a running job is held by a live worker of this run, or
-        by one that died less than lease + reclaim interval (+ slack) ago."""
+        by one that died less than lease + reclaim interval (+ slack) ago, not counting
+        the server's outages (`outage_overlap`) and the spans with no other worker up to
+        reclaim (`unwatched`)."""
         if self.pg_down:
             return
         # the time the read was sent: a job it finds running was running then, and on a
