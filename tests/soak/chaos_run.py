@@ -50,7 +50,7 @@ from tests.soak.chaos_plan import job_plan
 from tests.soak.chaos_records import Ledger, SideLog
 from tests.soak.chaos_report import figures
 from tests.soak.chaos_tasks import FIXED_ENV, LEDGER_ENV, LOG_ENV, PROC_QUEUE
-from tests.soak.chaos_workers import WorkerProc
+from tests.soak.chaos_workers import WorkerProc, unwatched
 
 
 @contextlib.contextmanager
@@ -289,33 +289,6 @@ class ChaosRun:
                 self._pg.close()
             self._pg = None
 
-    def unwatched(self, dead: WorkerProc, since: float, now: float) -> float:
-        """Seconds between `since` and `now` when no other worker of the run was up (its
-        `worker_started` logged, not yet killed or exited) and running (not SIGSTOPped):
-        added to the zombie bound, since no one can reclaim a job meanwhile. Under load
-        the runner's kills can outrun the replacements' startups and leave a fleet of
-        workers still importing (seed 72: the four replacements took 7.8-8.9 s to come
-        up)."""
-        watched: list[tuple[float, float]] = []
-        for proc in self.procs:
-            if proc is dead or proc.read_id() is None or proc.up_at is None:
-                continue
-            gone = proc.killed_at or proc.exited_at or (None if proc.alive() else now)
-            lo, hi = max(proc.up_at, since), min(gone or now, now)
-            for stop, thaw in proc.freezes():  # a frozen worker reclaims nothing
-                if lo < stop < hi:
-                    watched.append((lo, stop))
-                lo = max(lo, min(thaw, hi)) if stop <= hi else lo
-            if hi > lo:
-                watched.append((lo, hi))
-        covered, reach = 0.0, since
-        for lo, hi in sorted(watched):
-            lo = max(lo, reach)
-            if hi > lo:
-                covered += hi - lo
-                reach = hi
-        return max(0.0, now - since - covered)
-
     def outage_overlap(self, since: float, now: float) -> float:
         """Seconds the server was down between `since` and `now`, plus a lease for each
         outage in that span (workers trust their leases again only after the server is
@@ -332,7 +305,7 @@ class ChaosRun:
         """I1 while the run goes on: a running job is held by a live worker of this run, or
         by one that died less than lease + reclaim interval (+ slack) ago, not counting
         the server's outages (`outage_overlap`) and the spans with no other worker up to
-        reclaim (`unwatched`)."""
+        reclaim (`chaos_workers.unwatched`)."""
         if self.pg_down:
             return
         # the time the read was sent: a job it finds running was running then, and on a
@@ -358,7 +331,7 @@ class ChaosRun:
             bound = (
                 self.config.zombie_bound
                 + self.outage_overlap(died, now)
-                + self.unwatched(proc, died, now)
+                + unwatched(self.procs, proc, died, now)
             )
             if now - died > bound:
                 self.zombie_deaths[key] = died

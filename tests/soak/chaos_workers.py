@@ -73,6 +73,34 @@ class WorkerProc:
         return self.id
 
 
+def unwatched(procs: list[WorkerProc], dead: WorkerProc, since: float, now: float) -> float:
+    """Seconds between `since` and `now` when no worker of `procs` but `dead` was up (its
+    `worker_started` logged, not yet killed or exited) and running (not SIGSTOPped):
+    added to the zombie bound, since no one can reclaim a job meanwhile. Under load
+    the runner's kills can outrun the replacements' startups and leave a fleet of
+    workers still importing (seed 72: the four replacements took 7.8-8.9 s to come
+    up)."""
+    watched: list[tuple[float, float]] = []
+    for proc in procs:
+        if proc is dead or proc.read_id() is None or proc.up_at is None:
+            continue
+        gone = proc.killed_at or proc.exited_at or (None if proc.alive() else now)
+        lo, hi = max(proc.up_at, since), min(gone or now, now)
+        for stop, thaw in proc.freezes():  # a frozen worker reclaims nothing
+            if lo < stop < hi:
+                watched.append((lo, stop))
+            lo = max(lo, min(thaw, hi)) if stop <= hi else lo
+        if hi > lo:
+            watched.append((lo, hi))
+    covered, reach = 0.0, since
+    for lo, hi in sorted(watched):
+        lo = max(lo, reach)
+        if hi > lo:
+            covered += hi - lo
+            reach = hi
+    return max(0.0, now - since - covered)
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     found = []
     with contextlib.suppress(FileNotFoundError), open(path, errors="replace") as log:

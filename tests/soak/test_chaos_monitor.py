@@ -1,4 +1,4 @@
-"""The chaos runner's I1 monitor (`ChaosRun.unwatched`) on made-up fleets: the zombie bound
+"""The chaos runner's I1 monitor (`chaos_workers.unwatched`) on made-up fleets: the zombie bound
 counts from when another worker was up to reclaim. A worker launched but still starting
 (seed 72: 7.8-8.9 s under a load of 13), one killed, exited or SIGSTOPped reclaims
 nothing, so those spans are added to the bound; an up, running peer closes the gap."""
@@ -9,7 +9,7 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
-from tests.soak.chaos_run import ChaosRun
+from tests.soak.chaos_workers import unwatched
 
 
 def _proc(
@@ -28,8 +28,7 @@ def _proc(
 
 
 def _unwatched(procs: list[Any], dead: Any, since: float, now: float) -> float:
-    run = SimpleNamespace(procs=[dead, *procs])
-    return ChaosRun.unwatched(run, dead, since, now)  # type: ignore[arg-type]
+    return unwatched([dead, *procs], dead, since, now)
 
 
 def test_a_peer_up_and_running_all_along_leaves_no_gap() -> None:
