@@ -17,11 +17,11 @@ once (one skipping the rows the other locked) may be dated up to `CLOCK_TOLERANC
 of their order: counted apart, not failed.
 
 On PostgreSQL a job may also be passed over for longer: a claim locks (`SKIP LOCKED`)
-up to its limit of entries in each lane it walks and its limit of due jobs, takes its
-limit of them all, and leaves the others locked until it commits; a claim running
-meanwhile passes over those and may take a later job of the same key, and the job
-passed over waits for its key's next turn, a claim or several later
-(`queries/claim.py`, `_claim`; a run's witness: seed 72, 0.53 s). So a later job first
+entries of each lane it walks (as far as its turns could take, twice that) and its
+limit of due jobs, takes its limit of them all, and leaves the others locked until it
+commits; a claim running meanwhile passes over those and may take a later job of the
+same key, and the job passed over waits for its key's next turn, a claim or several
+later (`queries/ready_log.py`, `logged`; a run's witness: seed 72, 0.53 s). So a later job first
 claimed before an earlier one by more than the tolerance is counted apart as passed
 over (`passed_over`) when a claim of another worker was dated within
 `CLOCK_TOLERANCE` of it (the claim that held the earlier one is such a claim: it ran
