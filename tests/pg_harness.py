@@ -44,7 +44,8 @@ import psycopg
 from psycopg import sql
 
 from bench.servers import postgres
-from tests import leftovers
+from heartq.store.sql.base import migration_scripts
+from tests import leftovers, pg_template
 
 SHARED_URL = os.environ.get(
     "HEARTQ_TEST_PG_SHARED_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -157,8 +158,9 @@ class SchemaStock:
     """Migrated schemas made ahead of the tests that take them, and the schemas of tests
     that ended dropped behind them, by a thread of this process: a test then waits neither
     for its migration (0.05-0.2 s, seconds when other suites' DDL loads the server) nor
-    for its schema's drop. Each schema is fresh as ever: made by a migration of its own
-    for one test, and never handed out again.
+    for its schema's drop. Each schema is fresh as ever, for one test, never handed out
+    again: a copy of one that the migrations made (`tests/pg_template.py`: a fifth of a
+    migration's cost), or, where no copy can be made, made by a migration of its own.
 
     `take()` returns one (made on the spot if none is ready: the thread is behind, or
     could not make one, whose error the test then meets); `drop_behind(url)` once its
@@ -173,6 +175,11 @@ class SchemaStock:
         self._changed = threading.Condition()
         self._closing = False
         self._failed = False  # the thread's last migration failed: the tests make theirs
+        self._template: pg_template.Template | None = None
+        self._templated = False  # the template was tried: made, or none can be
+        self._templating = threading.Lock()
+        self._template_url: str | None = None
+        self._scripts = migration_scripts("heartq.store.postgres")
         self._thread = threading.Thread(
             target=self._run, name="heartq-tests schemas", daemon=True
         )
@@ -203,18 +210,36 @@ class SchemaStock:
         self._thread.join(60)
         with self._changed:
             left, self._ready, self._doomed = [*self._ready, *self._doomed], [], []
+        with self._templating:
+            left += [self._template_url] if self._template_url else []
         for url in left:
             with contextlib.suppress(psycopg.Error):
                 _drop_schema_of(url)
 
     def _make(self) -> str:
+        """A new migrated schema: a copy of this process's template (`tests/pg_template.py`),
+        made by a migration first; migrated itself where no template can be made."""
+        with self._templating:  # the thread's and a test's `take()`: one template
+            if not self._templated:
+                url = self._migrate()
+                self._template = pg_template.Template.made(url, self._scripts)
+                self._templated = True
+                if self._template is None:
+                    return url  # the first of the schemas each migrated
+                self._template_url = url  # never handed out; dropped by `close()`
+        if self._template is None:
+            return self._migrate()
+        url = _new_schema_url(self.base)
+        self._template.copy(url)
+        return url
+
+    def _migrate(self) -> str:
         from heartq.store import open_store
-        from heartq.store.sql.base import migration_scripts
 
         url = _new_schema_url(self.base)
         store = open_store(url)
         # every migration, whatever a test running meanwhile made the class return
-        every = migration_scripts(type(store).__module__.rsplit(".", 1)[0])
+        every = self._scripts
         store.dialect.migrations = lambda: every  # type: ignore[attr-defined]
         try:
             store.link.migrate()

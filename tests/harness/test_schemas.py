@@ -1,9 +1,12 @@
-"""The PostgreSQL schemas tests are handed (`tests/pg_harness.SchemaStock`): each made by
-a migration of its own ahead of its test, never handed out twice, dropped behind it, and
-none left when the stock closes; and one schema handed out again and again, emptied
-(`EmptiedSchema`), as its migration left it each time."""
+"""The PostgreSQL schemas tests are handed (`tests/pg_harness.SchemaStock`): each made
+ahead of its test (a copy of one the migrations made, `tests/pg_template.py`: the same
+schema), never handed out twice, dropped behind it, and none left when the stock closes;
+and one schema handed out again and again, emptied (`EmptiedSchema`), as its migration
+left it each time."""
 
 from __future__ import annotations
+
+import contextlib
 
 import psycopg
 import pytest
@@ -14,7 +17,8 @@ from heartq.model import Outcome, TaskPolicy
 from heartq.periodic import Schedule
 from heartq.store import open_store
 from heartq.store.postgres.dialect import PostgresDialect
-from tests import pg_harness
+from heartq.store.sql.base import migration_scripts
+from tests import pg_harness, pg_template
 from tests.conformance.support import claim_one, enqueue_one, register
 from tests.conformance.test_periodic import tick
 from tests.support import wait_for
@@ -29,6 +33,19 @@ def _exists(base: str, url: str, table: str | None = None) -> bool:
             return found is not None and found[0] is not None
         found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
         return found.fetchone() is not None
+
+
+def _columns(base: str, schema: str) -> list[tuple[str, int, bool]]:
+    """Every column slot of `schema`'s relations, a dropped column's among them (pg_dump
+    writes none of those): `(relation, number, dropped)`."""
+    with psycopg.connect(base) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, a.attnum, a.attisdropped FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND a.attnum > 0 ORDER BY 1, 2",
+            (schema,),
+        )
+        return [(str(r), int(n), bool(d)) for r, n, d in rows]
 
 
 def test_each_schema_is_fresh_migrated_and_dropped_behind(pg_server_url: str) -> None:
@@ -122,3 +139,53 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
     finally:
         emptied.close()
         pg_schemas.drop_behind(url)
+
+
+def test_a_copied_schema_is_the_schema_a_migration_makes(pg_server_url: str) -> None:
+    """`pg_template.Template.copy` makes what the migrations make: every catalog object
+    as pg_dump writes it (names aside), every table's rows, and a deployment id of its
+    own (each copy names a deployment, as each migrated schema does). A migration whose
+    result a copy misses (rows it writes, a dropped column's slot) fails here."""
+    with contextlib.ExitStack() as made:
+        urls = [made.enter_context(pg_harness.schema_url(pg_server_url)) for _ in range(4)]
+        template_url, migrated_url, *copies = urls
+        for url in (template_url, migrated_url):
+            store = open_store(url)
+            store.link.migrate()
+            store.link.close()
+        scripts = migration_scripts("heartq.store.postgres")
+        template = pg_template.Template.made(template_url, scripts)
+        assert template is not None, "no pg_dump here: every schema is migrated"
+        for url in copies:
+            template.copy(url)
+        names = [url.rsplit("?schema=", 1)[1] for url in urls]
+        ddl = {
+            url: (pg_template._dump(url) or "").replace(name, "SCHEMA")
+            for url, name in zip(urls, names, strict=True)
+        }
+        assert ddl[copies[0]] == ddl[migrated_url] == ddl[copies[1]]
+        assert "CREATE TABLE SCHEMA.jobs" in ddl[migrated_url]
+        slots = {url: _columns(pg_server_url, name) for url, name in zip(urls, names, strict=True)}
+        assert slots[copies[0]] == slots[migrated_url] == slots[copies[1]]  # dropped ones too
+        contents = {}
+        for url in urls[1:]:
+            emptied = pg_harness.EmptiedSchema(url)
+            try:
+                contents[url] = emptied.contents()
+            finally:
+                emptied.close()
+        ids = [rows.pop("deployment") for rows in contents.values()]
+        assert len({row[0] for rows in ids for row in rows}) == 3  # one each
+        for rows in contents.values():  # the versions, not when each schema took them
+            rows["schema_migrations"] = [row[:1] for row in rows["schema_migrations"]]
+        assert contents[copies[0]] == contents[migrated_url] == contents[copies[1]]
+        assert sorted(v for (v,) in contents[migrated_url]["schema_migrations"]) == [
+            v for v, _ in scripts
+        ]
+        for url in copies:
+            store = open_store(url)
+            try:
+                assert store.link.migrate() == scripts[-1][0]  # up to date: read only
+                assert store.list_jobs() == []
+            finally:
+                store.link.close()
