@@ -44,6 +44,7 @@ TASKS = textwrap.dedent(
     '''
     """The tasks the browser tests' workers run."""
 
+    import os
     import time
 
     import heartq
@@ -52,9 +53,14 @@ TASKS = textwrap.dedent(
 
 
     @app.task
-    def progress(ctx, seconds=6.0):
+    def progress(ctx, seconds=6.0, until=None):
+        """Progress moving to 1 over `seconds`, and on until the file `until` (if given)
+        is there: the test ends the job once it saw what it looks for."""
         start = time.monotonic()
-        while time.monotonic() - start < seconds and not ctx.cancelled:
+        while not ctx.cancelled and (
+            (until and not os.path.exists(until) and time.monotonic() - start < 120)
+            or (not until and time.monotonic() - start < seconds)
+        ):
             done = (time.monotonic() - start) / seconds
             ctx.heartbeat(progress=min(done, 1.0), stage="crunching", message="<b>step</b>")
             time.sleep(0.05)
@@ -177,9 +183,9 @@ def not_pwned(page: Page) -> None:
 def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(site: Site, page: Page) -> None:
     site.start_worker("--concurrency", "2")
     site.start_dashboard()
-    # 12 s: the overview's checks come first, and beside a CPU burner they took over the 6
-    # s this was, so the job page found the job done and its progress never moved again.
-    job_id = site.cli.add("progress", {"seconds": 12.0})
+    # Its progress moves over 12 s (the overview's checks come first, and beside a CPU
+    # burner they took over 6 s), and the job ends when the test has seen it move.
+    job_id = site.cli.add("progress", {"seconds": 12.0, "until": "progress-seen"})
     for n in range(3):
         site.cli.add("fail", {"text": f"{HOSTILE} #{n}"})
     wait_for(lambda: "limited" in {t["name"] for t in site.cli.json("tasks")}, what="tasks")
@@ -206,6 +212,7 @@ def test_the_overview_and_a_jobs_progress_move_while_a_worker_runs(site: Site, p
         arg=[first],
     )
     shoot(page, "job-running")
+    (site.cli.cwd / "progress-seen").touch()
     expect(page.locator("h1 .status")).to_have_text("succeeded", timeout=WAIT_MS)
     assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
     expect(page.get_by_test_id("result")).to_contain_text("<script>window.__pwned = 1</script>")
