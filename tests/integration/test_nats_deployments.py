@@ -78,16 +78,19 @@ def ready(harness: Harness, worker: WorkerProc) -> dict[str, Any]:
     return event
 
 
-def start_pair(url: str, first: Harness, second: Harness) -> tuple[WorkerProc, WorkerProc]:
+def start_pair(
+    url: str, first: Harness, second: Harness, polling: str = "1"
+) -> tuple[WorkerProc, WorkerProc]:
     """A SHORT worker on `first`, then, once its consumers exist (it makes them before
-    its first claim, so once it ran a job), a LONG one on `second`."""
+    its first claim, so once it ran a job), a LONG one on `second`, polling its database
+    every `polling` seconds."""
     a = first.start_worker("--transport", url, settings=SHORT)
     app = heartq.App(first.url, transport=url)
     try:
         first.wait_status(app.enqueue("quick"), "succeeded", 30)
     finally:
         app.close()
-    b = second.start_worker("--transport", url, settings=LONG)
+    b = second.start_worker("--transport", url, settings={**LONG, "--poll-interval": polling})
     return a, b
 
 
@@ -178,7 +181,8 @@ def test_subjects_shared_on_purpose_leave_the_second_deployment_polling(
     and its jobs still run."""
     url = f"{address}?{nats_harness.names()}"
     try:
-        a, b = start_pair(url, harness, other)
+        # the second refused, polling: every 0.2 s, as its rounds wait for each poll
+        a, b = start_pair(url, harness, other, polling="0.2")
         refused = other.wait_for(
             lambda: b.events("transport_unavailable") or not b.alive(),
             30,
@@ -188,7 +192,7 @@ def test_subjects_shared_on_purpose_leave_the_second_deployment_polling(
         assert "not unique" in refused[0]["error"], refused
         assert "HEARTQ_" + other.store.link.deployment_id() in refused[0]["error"], refused
 
-        run_in_turn(url, [harness, other])  # the second by polling, every second
+        run_in_turn(url, [harness, other])  # the second by polling
         for worker in (a, b):
             assert worker.alive(), worker.log_tail()
     finally:
