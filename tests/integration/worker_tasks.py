@@ -116,12 +116,13 @@ TASKS_SOURCE = textwrap.dedent(
         return ident(ctx)
 
 
-    def stubborn(ctx, seconds=0.0):
-        """Runs `seconds` ignoring ctx.cancelled (as code that cannot be stopped would);
-        records when its code began and ended (wall clock)."""
+    def stubborn(ctx, seconds=0.0, until=None):
+        """Runs `seconds` ignoring ctx.cancelled (as code that cannot be stopped would),
+        or, given `until`, until the test makes that file (`seconds` at most); records
+        when its code began and ended (wall clock)."""
         mark(f"began-{ctx.job_id}", repr(time.time()))
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (until and (HERE / until).exists()):
             time.sleep(0.02)
         mark(f"ended-{ctx.job_id}", repr(time.time()))
         return ident(ctx)
