@@ -182,7 +182,7 @@ class SchemaStock:
     that ended dropped behind them, by a thread of this process: a test then waits neither
     for its migration (0.05-0.2 s, seconds when other suites' DDL loads the server) nor
     for its schema's drop. Each schema is fresh as ever, for one test, never handed out
-    again: a copy of one that the migrations made (`tests/pg_template.py`: a fifth of a
+    again: a copy of one that the migrations made (`tests/pg_template.py`: a quarter of a
     migration's cost), or, where no copy can be made, made by a migration of its own.
 
     `take()` returns one (made on the spot if none is ready: the thread is behind, or
