@@ -19,7 +19,7 @@ from heartq.store import open_store
 from heartq.store.postgres.dialect import PostgresDialect
 from heartq.store.sql.base import migration_scripts
 from tests import pg_harness, pg_template
-from tests.conformance.support import claim_one, enqueue_one, register
+from tests.conformance.support import claim_one, enqueue_one, new_job, register
 from tests.conformance.test_periodic import tick
 from tests.support import wait_for
 
@@ -118,6 +118,9 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         store.set_queue_control("q", paused=True, scale=False, concurrency=None, by="op")
         retried = claim_one(store, "w1", t0 + 20)  # a failed attempt: its execution row
         assert store.finish([failed(retried, Outcome.FAILED, "boom")], now=t0 + 21) == []
+        # two fairness keys' jobs taken in one claim: where the turns stand (claim_turns)
+        store.enqueue([new_job(queue="fair", fair_key=key) for key in "ab"], now=t0)
+        assert len(store.claim("w1", ["fair"], 2, 30.0, now=t0 + 22)) == 2
         with psycopg.connect(pg_server_url, autocommit=True) as conn:
             conn.execute("SELECT nextval(%s)", (f"{schema}.counter",))
         written = emptied.contents()
