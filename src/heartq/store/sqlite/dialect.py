@@ -108,7 +108,7 @@ class SQLiteDialect:
         shares' times, forgotten for the shares no claim served for `FAIR_SHARE_IDLE`
         seconds (a share that comes back starts at its queue's clock anyway)."""
         params = {"idle": FAIR_SHARE_IDLE, "now": self.clock(conn, clock)}
-        return int(conn.execute(fair.PRUNE_FAIR_SHARES, params).rowcount)
+        return int(conn.execute(fair.PRUNE_FAIR_TURNS, params).rowcount)
 
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))

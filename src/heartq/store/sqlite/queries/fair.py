@@ -1,138 +1,153 @@
 """The statements of a claim by fair shares (`heartq.store.sql.fair`, which says how it
-decides). Not re-exported by `queries`: only this dialect has them so far
+takes turns). Not re-exported by `queries`: only this dialect has them
 (`Dialect.fair`), and the two dialects' `queries` hold the same names."""
 
 from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
 
-# What every runnable job of a share is: queued, without a concurrency or a rate key
+# What every runnable job of a lane is: queued, without a concurrency or a rate key
 # (those have their own claims), with a fairness key (`_KEYED`) or without (`_UNKEYED`).
-# Named so that each statement implies its index's predicate (the fair claim index's,
+# Named so that each statement implies its index's predicate (the fair turn index's,
 # the claim index's).
 _KEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NOT NULL"""
 _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL"""
 
-
-def _first(index: str, share: str) -> str:
-    """The ids (rowids) of the first `reach` runnable jobs of the share `b` of
-    `FAIR_CANDIDATES` (`share`: its condition on the index `index`), in its own order:
-    a walk of its range of the index, stopped there (no table read)."""
-    return f"""(SELECT rowid FROM heartq_jobs INDEXED BY {index}
-            WHERE {share} AND queue = b.queue AND run_at <= :now
-            ORDER BY priority DESC, run_at, id
-            LIMIT (SELECT n FROM reach))"""
-
-
-_KEYED_FIRST = _first("heartq_jobs_fair_claim_idx", f"{_KEYED} AND fair_key = b.key")
-_UNKEYED_FIRST = _first("heartq_jobs_claim_idx", _UNKEYED)
-
-# Everything a claim by fair shares decides on, in one statement, by `kind`: 0, the
-# claim's queues' stored clocks; 1, its shares (a queue and a key, '' for the queue's
-# jobs without one), each with its weight (its first runnable job's), its stored virtual
-# time, and `reach`, how many jobs of each share are read; 2, each share's first `reach`
-# runnable jobs (id, priority, run_at), in no order (sorted in Python: a fifth of the
-# statement's time when SQLite sorted them).
-#
-# The shares: each queue's keys, found by one probe each of the fair claim index past
-# the key before (a skip scan: a key's backlog is jumped over, not read), and its jobs
-# without a key (the claim index). So the cost grows with the keys queued (a few probes
-# and at most `reach` index entries each), never with a backlog.
-#
-# `reach`: not `limit` jobs of every share, as many as one could take. Were every
-# share's jobs endless and of one priority, the claim would give each share about
-# `weight x (level - ahead)` slots (`ahead`: its time past its queue's clock), where
-# `level`, the virtual time the claim reaches, spreads the `limit` slots over the
-# shares' weights; rounded down for each share, the level is at most `count / weight`
-# higher. The most of those over the shares, and one more (`limit` at most), is read of
-# each (one bound for all: SQLite takes no LIMIT from an outer row). A share that took
-# every job read and may have more (fewer runnable jobs elsewhere, a higher priority)
-# could have taken more: then the shares are read again with `:exact`, `limit` each
-# (`store/sql/fair.py`).
-FAIR_CANDIDATES = f"""
+# The claim's tiers (a queue and a priority with jobs that take turns, highest priority
+# first) and each tier's cursor (NULL: none stored). Each queue's priorities are found
+# by one probe each of the two indexes past the priority before (a skip scan: a
+# priority's keys and backlog are jumped over), so the cost grows with the priorities
+# queued, never with the keys or the jobs.
+FAIR_TIERS = f"""
 WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
-k(queue, key) AS (
-    SELECT q.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_KEYED} AND queue = q.queue
-                     ORDER BY fair_key LIMIT 1)
+kp(queue, priority) AS (
+    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+                     WHERE {_KEYED} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
     FROM q
     UNION ALL
-    SELECT k.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_KEYED} AND queue = k.queue AND fair_key > k.key
-                     ORDER BY fair_key LIMIT 1)
-    FROM k WHERE k.key IS NOT NULL
+    SELECT kp.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+                      WHERE {_KEYED} AND queue = kp.queue AND priority < kp.priority
+                      ORDER BY priority DESC LIMIT 1)
+    FROM kp WHERE kp.priority IS NOT NULL
 ),
-found(queue, key, weight) AS (
-    SELECT k.queue, k.key,
-           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_KEYED} AND queue = k.queue AND fair_key = k.key AND run_at <= :now
-            ORDER BY priority DESC, run_at, id LIMIT 1)
-    FROM k WHERE k.key IS NOT NULL
-    UNION ALL
-    SELECT q.queue, '', (SELECT 1.0 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-                         WHERE {_UNKEYED} AND queue = q.queue AND run_at <= :now LIMIT 1)
+up(queue, priority) AS (
+    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                     WHERE {_UNKEYED} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
     FROM q
+    UNION ALL
+    SELECT up.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                      WHERE {_UNKEYED} AND queue = up.queue AND priority < up.priority
+                      ORDER BY priority DESC LIMIT 1)
+    FROM up WHERE up.priority IS NOT NULL
 ),
-shares(queue, key, weight, served, ahead) AS MATERIALIZED (
-    SELECT f.queue, f.key, f.weight, s.served,
-           max(coalesce(s.served, c.clock, 0.0), coalesce(c.clock, 0.0)) - coalesce(c.clock, 0.0)
-    FROM found AS f
-    LEFT JOIN heartq_fair_clocks AS c ON c.queue = f.queue
-    LEFT JOIN heartq_fair_shares AS s ON s.queue = f.queue AND s.fair_key = f.key
-    WHERE f.weight IS NOT NULL
-),
-level(at, spread) AS (
-    SELECT (:limit + sum(weight * ahead)) / sum(weight), count(*) / sum(weight) FROM shares
-),
-reach(n) AS MATERIALIZED (
-    SELECT CASE WHEN :exact THEN :limit
-                ELSE min(:limit, max(0, max(CAST(weight * (at + spread - ahead) AS INTEGER))) + 1)
-           END
-    FROM shares, level
-),
-b(queue, key) AS MATERIALIZED (SELECT queue, key FROM shares)
-SELECT 0 AS kind, c.queue, NULL, NULL, NULL, NULL, c.clock, NULL, NULL
-FROM q JOIN heartq_fair_clocks AS c ON c.queue = q.queue
-UNION ALL
-SELECT 1, queue, key, NULL, NULL, NULL, weight, served, n FROM shares, reach
-UNION ALL
-SELECT 2, b.queue, b.key, j.id, j.priority, j.run_at, NULL, NULL, NULL
-FROM b CROSS JOIN heartq_jobs AS j
-WHERE b.key <> '' AND j.rowid IN {_KEYED_FIRST}
-UNION ALL
-SELECT 2, b.queue, b.key, j.id, j.priority, j.run_at, NULL, NULL, NULL
-FROM b CROSS JOIN heartq_jobs AS j
-WHERE b.key = '' AND j.rowid IN {_UNKEYED_FIRST}
+tiers(queue, priority) AS (
+    SELECT queue, priority FROM kp WHERE priority IS NOT NULL
+    UNION
+    SELECT queue, priority FROM up WHERE priority IS NOT NULL
+)
+SELECT t.queue, t.priority, c.turn_key, c.remaining
+FROM tiers AS t
+LEFT JOIN heartq_fair_turns AS c ON c.queue = t.queue AND c.priority = t.priority
+ORDER BY t.priority DESC, t.queue
 """
 
-# The jobs the allotment chose, claimed as every claim claims (still queued: SQLite has
-# one writer, so they are).
+# Whether a row of FAIR_LANES' walk is a lane of the rotation: a key (not the walk's
+# start when that is only where it starts, nor the '' that restarts it at the first key),
+# past the start (phase 1) or up to it (phase 2).
+_LANE = """({w}.key IS NOT NULL AND {w}.key <> '' AND CASE WHEN {w}.phase = 1
+          THEN {w}.key <> {w}.start OR {w}.incl
+          ELSE {w}.key < {w}.start OR (NOT {w}.incl AND {w}.key = {w}.start) END)"""
+
+# The lanes of one priority's tiers (:tiers, [[queue, start, from]]: the rotation starts
+# at the key `start`, itself included when `from` is 1) in rotation, at most :need keyed
+# lanes with a runnable job a tier: the keys past the start, then from the first key up
+# to the start (phase 2), each found by one probe of the fair turn index past the key
+# before (a skip scan) and its first runnable job's weight by one more (NULL: none due
+# yet, a lane passed over). The jobs without a key: one probe of the claim index a tier.
+# Rows: (queue, key, phase, weight), the unkeyed lane with key ''.
+FAIR_LANES = f"""
+WITH RECURSIVE t(queue, start, incl) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+    FROM json_each(:tiers)
+),
+w(queue, start, incl, phase, key, found) AS (
+    SELECT queue, start, incl, 1, start, 0 FROM t
+    UNION ALL
+    SELECT w.queue, w.start, w.incl,
+           CASE WHEN w.key IS NULL THEN 2 ELSE w.phase END,
+           CASE WHEN w.key IS NULL THEN ''
+                ELSE (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+                      WHERE {_KEYED} AND queue = w.queue AND priority = :priority
+                        AND fair_key > w.key ORDER BY fair_key LIMIT 1) END,
+           w.found + ({_LANE.format(w="w")} AND EXISTS (
+               SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+               WHERE {_KEYED} AND queue = w.queue AND priority = :priority
+                 AND fair_key = w.key AND run_at <= :now))
+    FROM w
+    WHERE (w.key IS NOT NULL OR w.phase = 1) AND w.found < :need
+      AND NOT (w.phase = 2 AND w.key <> ''
+               AND (w.key > w.start OR (w.incl AND w.key = w.start)))
+),
+lanes(queue, key, phase, weight) AS (
+    SELECT queue, key, phase,
+           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+            WHERE {_KEYED} AND queue = w.queue AND priority = :priority
+              AND fair_key = w.key AND run_at <= :now
+            ORDER BY run_at, id LIMIT 1)
+    FROM w WHERE {_LANE.format(w="w")}
+)
+SELECT queue, key, phase, weight FROM lanes WHERE weight IS NOT NULL
+UNION ALL
+SELECT t.queue, '', 0, 1.0 FROM t
+WHERE EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+              WHERE {_UNKEYED} AND queue = t.queue AND priority = :priority AND run_at <= :now)
+"""
+
+# Each lane's first :cap runnable jobs (:lanes, [[queue, key]], key '' for the jobs
+# without one) of one priority, in no order: a walk of its range of its index, stopped
+# there (no table read), and each job read by its rowid. One bound for all (SQLite takes
+# no LIMIT from an outer row): the most any lane's rounds in this claim can take.
+FAIR_JOBS = f"""
+WITH l(queue, key) AS MATERIALIZED (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:lanes)
+)
+SELECT l.queue, l.key, j.id, j.run_at
+FROM l CROSS JOIN heartq_jobs AS j
+WHERE l.key <> '' AND j.rowid IN (
+    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+    WHERE {_KEYED} AND queue = l.queue AND priority = :priority AND fair_key = l.key
+      AND run_at <= :now
+    ORDER BY run_at, id LIMIT :cap)
+UNION ALL
+SELECT l.queue, l.key, j.id, j.run_at
+FROM l CROSS JOIN heartq_jobs AS j
+WHERE l.key = '' AND j.rowid IN (
+    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+    WHERE {_UNKEYED} AND queue = l.queue AND priority = :priority AND run_at <= :now
+    ORDER BY run_at, id LIMIT :cap)
+"""
+
+# The jobs the turns chose, claimed as every claim claims (still queued: SQLite has one
+# writer, so they are).
 CLAIM_CHOSEN = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'queued'
 {_CLAIM_RETURNING}"""
 
-# The new virtual times ([queue, key, served]) and clocks ([queue, clock]).
-STORE_FAIR_TIMES = (
-    """
-INSERT INTO heartq_fair_shares (queue, fair_key, served, served_at)
+# The tiers' new cursors ([queue, priority, turn_key, remaining]).
+STORE_FAIR_TURNS = """
+INSERT INTO heartq_fair_turns (queue, priority, turn_key, remaining, turned_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-       json_extract(value, '$[2]'), :now
-FROM json_each(:served) WHERE true
-ON CONFLICT (queue, fair_key) DO UPDATE SET served = excluded.served,
-                                            served_at = excluded.served_at
-""",
-    """
-INSERT INTO heartq_fair_clocks (queue, clock)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-FROM json_each(:clocks) WHERE true
-ON CONFLICT (queue) DO UPDATE SET clock = excluded.clock
-""",
-)
+       json_extract(value, '$[2]'), json_extract(value, '$[3]'), :now
+FROM json_each(:turns) WHERE true
+ON CONFLICT (queue, priority) DO UPDATE SET turn_key = excluded.turn_key,
+                                            remaining = excluded.remaining,
+                                            turned_at = excluded.turned_at
+"""
 
-# Shares no claim served for `idle` seconds: their time is forgotten (a share that comes
-# back starts at its queue's clock, as it would anyway).
-PRUNE_FAIR_SHARES = """
-DELETE FROM heartq_fair_shares WHERE served_at < :now - :idle
+# Cursors no claim moved for `idle` seconds: forgotten (the tier starts from its first
+# lane again).
+PRUNE_FAIR_TURNS = """
+DELETE FROM heartq_fair_turns WHERE turned_at < :now - :idle
 """
