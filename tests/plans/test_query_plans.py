@@ -17,10 +17,14 @@ import pytest
 from heartq.model import ClaimedJob, NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
+from heartq.store.sql import fair
+from heartq.store.sql.base import run
+from heartq.store.sql.fair import Cursor
 from heartq.store.sqlite import SQLiteStore
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.queries import fair as fair_q
 from tests import pg_harness
+from tests.conformance.support import register
 from tests.plans.batches import batch_params
 
 EXPECTED = {
@@ -104,24 +108,21 @@ def test_sqlite_fair_usage_reads_keys_through_their_indexes(tmp_path: Path) -> N
     store.link.close()
 
 
-def _fair_read_steps(path: Path, flood: int) -> int:
-    """The virtual machine's steps (hundreds) of SQLite's read of a claim by fair shares
-    (`FAIR_CANDIDATES`, 50 slots) over five keys of ten jobs, ten jobs without a key,
-    and a key of `flood` jobs: the work done, counted, not timed."""
+def _fair_claim_steps(path: Path, keys: int) -> int:
+    """The virtual machine's steps (hundreds) of the reads of SQLite's claim by turns
+    (`FAIR_TIERS`, `FAIR_LANES`, `FAIR_JOBS`: a claim of 10) over `keys` keys of five
+    jobs each, ten jobs without a key, and a key of 10,000 jobs, after three claims (so
+    the cursor stands mid-rotation): the work done, counted, not timed."""
     store = SQLiteStore(f"sqlite:///{path}")
     store.link.migrate()
-    store.enqueue([NewJob("t", "{}", fair_key=f"k{n % 5}") for n in range(50)], now=0.0)
+    register(store, "w1", 0.0)
+    jobs = [NewJob("t", "{}", fair_key=f"k{n:05d}") for n in range(keys) for _ in range(5)]
+    store.enqueue(jobs, now=0.0)
     store.enqueue([NewJob("t", "{}") for _ in range(10)], now=0.0)
-    (first,) = store.enqueue([NewJob("t", "{}", fair_key="flood")], now=0.0)
+    store.enqueue([NewJob("t", "{}", fair_key="flood") for _ in range(10_000)], now=0.0)
+    for _ in range(3):
+        store.claim("w1", ["default"], 10, 30.0, now=1.0)
     conn = store.link.pool.get()
-    columns = [row[1] for row in conn.execute("PRAGMA table_info(heartq_jobs)")]
-    copied = ", ".join("printf('flood-%08d', n)" if c == "id" else c for c in columns)
-    conn.execute(
-        f"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < :more) "
-        f"INSERT INTO heartq_jobs ({', '.join(columns)}) "
-        f"SELECT {copied} FROM c, heartq_jobs WHERE heartq_jobs.id = :first",
-        {"more": flood - 1, "first": first},
-    )
     steps = [0]
 
     def step() -> int:
@@ -129,38 +130,48 @@ def _fair_read_steps(path: Path, flood: int) -> int:
         return 0
 
     conn.set_progress_handler(step, 100)
-    params = {"queues": '["default"]', "now": 1.0, "limit": 50, "exact": 0}
-    rows = conn.execute(fair_q.FAIR_CANDIDATES, params).fetchall()
+    params = {"queues": '["default"]', "now": 1.0, "limit": 10}
+    conn.execute("BEGIN")
+    try:
+        tiers = run(conn, fair_q.FAIR_TIERS, params)
+        cursors = {(q, p): None if k is None else Cursor(k, r) for q, p, k, r in tiers}
+        lanes = fair._lanes(fair_q, conn, params, 0, cursors, 10)
+        assert len(lanes) == 10
+        fair._jobs(fair_q, conn, params, 0, lanes, 1)
+    finally:
+        conn.execute("ROLLBACK")
     conn.set_progress_handler(None, 0)
-    assert {row[2] for row in rows if row[0] == 1} == {"", "flood", *(f"k{n}" for n in range(5))}
     store.link.close()
     return steps[0]
 
 
-def test_sqlite_fair_claim_reads_each_share_through_its_index(tmp_path: Path) -> None:
-    """SQLite's claim by fair shares reads the jobs only through the claim indexes (a
-    probe per key, a walk of each share's range stopped at its reach) and the jobs it
-    takes by their rowid: never a scan of the jobs, nor a window over the queue. So a
-    key with 100,000 jobs queued costs its read what one with 100 does."""
+def test_sqlite_fair_claim_reads_the_lanes_whose_turn_comes_next(tmp_path: Path) -> None:
+    """SQLite's claim by turns reads the jobs only through the claim indexes (a probe per
+    priority, a skip scan of the keys from the cursor stopped after the claim's slots of
+    lanes with work, a walk of each lane's range stopped at its reach) and the jobs it
+    takes by their rowid: never a scan of the jobs, nor of every key. So its reads cost
+    the same with 1,000 keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
-    params = {"queues": '["default"]', "now": 0.0, "limit": 50, "exact": 0}
-    explain = "EXPLAIN QUERY PLAN " + fair_q.FAIR_CANDIDATES
-    plan = store.link.pool.get().execute(explain, params).fetchall()
+    params = {"queues": '["default"]', "now": 0.0, "limit": 10, "priority": 0, "need": 10,
+              "tiers": "[]", "lanes": "[]", "cap": 1}  # fmt: skip
+    reads = []
+    for sql in (fair_q.FAIR_TIERS, fair_q.FAIR_LANES, fair_q.FAIR_JOBS):
+        plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+        reads += [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
     store.link.close()
-    reads = [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
     assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=? AND fair_key=?)"
-        in reads
-    )
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_turn_idx "
+        "(queue=? AND priority=? AND fair_key>?)" in reads
+    ), reads
     assert "SEARCH j USING INTEGER PRIMARY KEY (rowid=?)" in reads
     for read in reads:
         assert read.startswith("SEARCH") and (
-            "_claim_idx (queue=?" in read or "(rowid=?)" in read
+            "_claim_idx (queue=?" in read or "_turn_idx (queue=?" in read or "(rowid=?)" in read
         ), reads
-    small = _fair_read_steps(tmp_path / "small.db", 100)
-    flooded = _fair_read_steps(tmp_path / "flooded.db", 100_000)
-    assert flooded <= small + 2, (small, flooded)
+    few = _fair_claim_steps(tmp_path / "few.db", 10)
+    many = _fair_claim_steps(tmp_path / "many.db", 1000)
+    assert many <= few + 2, (few, many)
 
 
 @pytest.mark.parametrize("analyzed", [False, True])
