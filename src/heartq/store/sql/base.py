@@ -191,8 +191,8 @@ class Dialect(Protocol):
         """Delete the claim marks a further one supersedes, a minute after they were made;
         the number deleted. PostgreSQL: `PRUNE_CLAIM_MARKS` (`queries/admin.py`); SQLite:
         its claim needs no frontier (one writer at a time), and what stands for the marks'
-        virtual times, the fair shares' (`store/sql/fair.py`), is deleted for the shares
-        no claim served for an hour."""
+        turns, the tiers' cursors (`store/sql/fair.py`), is deleted for the tiers no claim
+        moved for an hour."""
         ...
 
     def array(self, values: Sequence[str]) -> Any:

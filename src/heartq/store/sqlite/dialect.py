@@ -31,7 +31,7 @@ from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
 from heartq.store.sqlite.queries import fair
 
 FAIR_SHARE_IDLE = 3600.0
-"""Seconds after which a fair share no claim served is forgotten."""
+"""Seconds after which a tier's fair turn cursor no claim moved is forgotten."""
 
 
 class SQLiteDialect:
@@ -104,9 +104,9 @@ class SQLiteDialect:
         return 0  # no ready log (`Dialect.prune_lanes`)
 
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
-        """No claim marks (`Dialect.prune_claim_marks`); what stands for them, the fair
-        shares' times, forgotten for the shares no claim served for `FAIR_SHARE_IDLE`
-        seconds (a share that comes back starts at its queue's clock anyway)."""
+        """No claim marks (`Dialect.prune_claim_marks`); what stands for them, the tiers'
+        fair turn cursors, forgotten for the tiers no claim moved for `FAIR_SHARE_IDLE`
+        seconds (a tier without one starts its rotation from its first lane)."""
         params = {"idle": FAIR_SHARE_IDLE, "now": self.clock(conn, clock)}
         return int(conn.execute(fair.PRUNE_FAIR_TURNS, params).rowcount)
 
