@@ -96,11 +96,13 @@ def test_sqlite_fair_usage_reads_keys_through_their_indexes(tmp_path: Path) -> N
     plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + q.FAIR_USAGE, params).fetchall()
     reads = [row[3] for row in plan if "heartq_jobs" in row[3]]
     assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=? AND fair_key>?)"
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
+        "(queue=? AND priority=? AND fair_key>?)"
         in reads
     )
     assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=? AND fair_key=?)"
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
+        "(queue=? AND priority=? AND fair_key=?)"
         in reads
     )
     for read in reads:
@@ -161,13 +163,13 @@ def test_sqlite_fair_claim_reads_the_lanes_whose_turn_comes_next(tmp_path: Path)
         reads += [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
     store.link.close()
     assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_turn_idx "
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
         "(queue=? AND priority=? AND fair_key>?)" in reads
     ), reads
     assert "SEARCH j USING INTEGER PRIMARY KEY (rowid=?)" in reads
     for read in reads:
         assert read.startswith("SEARCH") and (
-            "_claim_idx (queue=?" in read or "_turn_idx (queue=?" in read or "(rowid=?)" in read
+            "_claim_idx (queue=?" in read or "_claim_idx (queue=?" in read or "(rowid=?)" in read
         ), reads
     few = _fair_claim_steps(tmp_path / "few.db", 10)
     many = _fair_claim_steps(tmp_path / "many.db", 1000)
@@ -238,7 +240,6 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
         assert len(due) == 1, plan  # one walk of the index, in its order
 
 
-
 def test_postgres_fair_usage_counts_each_lane_through_the_ready_index(pg_server_url: str) -> None:
     """`FAIR_USAGE` on PostgreSQL: the keys from the ready log's lanes, each lane's queued
     jobs through the ready index's range of that lane, stopped at `counted`: a flood of
@@ -261,6 +262,7 @@ def test_postgres_fair_usage_counts_each_lane_through_the_ready_index(pg_server_
     walks = re.findall(r"Index Scan using jobs_ready_idx .*rows=(\d+) loops=(\d+)", plan)
     assert walks and all(int(n) <= 10 for n, _ in walks), plan
     assert "Seq Scan on jobs" not in plan, plan
+
 
 FILL_QUEUED = """
 INSERT INTO jobs (id, task, queue, args, status, run_at, max_retries, retry_backoff,

@@ -3,10 +3,11 @@
 -- the migration's BEGIN IMMEDIATE transaction with its version row.
 
 -- A tier (a queue and a priority) finds its keys in order from its cursor: one probe of
--- this index past the key before (a skip scan), each key's first runnable jobs a walk
--- of its range. The index of v35 (queue, key, priority, ...) stays for the inspection's
--- per-key counts and the plain claim's look for keyed jobs.
-CREATE INDEX heartq_jobs_fair_turn_idx
+-- the fair claim index past the key before (a skip scan), each key's first runnable jobs
+-- a walk of its range. So the index, v35's by queue and key, is now by queue, priority
+-- and key (one index of the keyed jobs, not two to write at each enqueue and claim).
+DROP INDEX heartq_jobs_fair_claim_idx;
+CREATE INDEX heartq_jobs_fair_claim_idx
     ON heartq_jobs (queue, priority DESC, fair_key, run_at, id)
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NOT NULL;

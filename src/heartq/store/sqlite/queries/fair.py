@@ -8,7 +8,7 @@ from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
 
 # What every runnable job of a lane is: queued, without a concurrency or a rate key
 # (those have their own claims), with a fairness key (`_KEYED`) or without (`_UNKEYED`).
-# Named so that each statement implies its index's predicate (the fair turn index's,
+# Named so that each statement implies its index's predicate (the fair claim index's,
 # the claim index's).
 _KEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NOT NULL"""
@@ -23,11 +23,11 @@ _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
 FAIR_TIERS = f"""
 WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
 kp(queue, priority) AS (
-    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                      WHERE {_KEYED} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
     FROM q
     UNION ALL
-    SELECT kp.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+    SELECT kp.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                       WHERE {_KEYED} AND queue = kp.queue AND priority < kp.priority
                       ORDER BY priority DESC LIMIT 1)
     FROM kp WHERE kp.priority IS NOT NULL
@@ -63,7 +63,7 @@ _LANE = """({w}.key IS NOT NULL AND {w}.key <> '' AND CASE WHEN {w}.phase = 1
 # The lanes of one priority's tiers (:tiers, [[queue, start, from]]: the rotation starts
 # at the key `start`, itself included when `from` is 1) in rotation, at most :need keyed
 # lanes with a runnable job a tier: the keys past the start, then from the first key up
-# to the start (phase 2), each found by one probe of the fair turn index past the key
+# to the start (phase 2), each found by one probe of the fair claim index past the key
 # before (a skip scan) and its first runnable job's weight by one more (NULL: none due
 # yet, a lane passed over). The jobs without a key: one probe of the claim index a tier.
 # Rows: (queue, key, phase, weight), the unkeyed lane with key ''.
@@ -78,11 +78,11 @@ w(queue, start, incl, phase, key, found) AS (
     SELECT w.queue, w.start, w.incl,
            CASE WHEN w.key IS NULL THEN 2 ELSE w.phase END,
            CASE WHEN w.key IS NULL THEN ''
-                ELSE (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+                ELSE (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                       WHERE {_KEYED} AND queue = w.queue AND priority = :priority
                         AND fair_key > w.key ORDER BY fair_key LIMIT 1) END,
            w.found + ({_LANE.format(w="w")} AND EXISTS (
-               SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+               SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                WHERE {_KEYED} AND queue = w.queue AND priority = :priority
                  AND fair_key = w.key AND run_at <= :now))
     FROM w
@@ -92,7 +92,7 @@ w(queue, start, incl, phase, key, found) AS (
 ),
 lanes(queue, key, phase, weight) AS (
     SELECT queue, key, phase,
-           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
             WHERE {_KEYED} AND queue = w.queue AND priority = :priority
               AND fair_key = w.key AND run_at <= :now
             ORDER BY run_at, id LIMIT 1)
@@ -116,7 +116,7 @@ WITH l(queue, key) AS MATERIALIZED (
 SELECT l.queue, l.key, j.id, j.run_at
 FROM l CROSS JOIN heartq_jobs AS j
 WHERE l.key <> '' AND j.rowid IN (
-    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_turn_idx
+    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
     WHERE {_KEYED} AND queue = l.queue AND priority = :priority AND fair_key = l.key
       AND run_at <= :now
     ORDER BY run_at, id LIMIT :cap)

@@ -87,6 +87,15 @@ ORDER BY g.waiting DESC, g.queued DESC, g.key
 _TURNS = "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NOT NULL"
 _FAIR_QUEUED = f"status = 'queued' AND {_TURNS}"
 
+# FAIR_USAGE's walk of the (queue, priority, key) of the fair claim index: the next key
+# of a row's priority, and the next priority of its queue (one probe each).
+_NEXT_KEY = f"""(SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority
+                       AND fair_key > k.key ORDER BY fair_key LIMIT 1)"""
+_NEXT_PRIORITY = f"""(SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority < k.priority
+                     ORDER BY priority DESC LIMIT 1)"""
+
 # Per fairness key with jobs queued or running (`heartq queues`, the dashboard, the
 # metrics): its queued jobs counted up to :counted, its running ones, and its weight (its
 # next job's, as a claim reads it; else its running jobs' largest). Nothing walks a
@@ -104,24 +113,35 @@ WITH RECURSIVE q(queue) AS (
     SELECT (SELECT queue FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
             WHERE {_FAIR_QUEUED} AND queue > q.queue ORDER BY queue LIMIT 1)
     FROM q WHERE q.queue IS NOT NULL
-), k(queue, key) AS (
-    SELECT q.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = q.queue ORDER BY fair_key LIMIT 1)
+), k(queue, priority, key) AS (
+    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = q.queue ORDER BY priority DESC LIMIT 1),
+           (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+            WHERE {_FAIR_QUEUED} AND queue = q.queue
+              AND priority = (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                              WHERE {_FAIR_QUEUED} AND queue = q.queue
+                              ORDER BY priority DESC LIMIT 1)
+            ORDER BY fair_key LIMIT 1)
     FROM q WHERE q.queue IS NOT NULL
     UNION ALL
-    SELECT k.queue, (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key > k.key
-                     ORDER BY fair_key LIMIT 1)
+    SELECT k.queue,
+           CASE WHEN {_NEXT_KEY} IS NOT NULL THEN k.priority ELSE {_NEXT_PRIORITY} END,
+           coalesce({_NEXT_KEY},
+                    (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = {_NEXT_PRIORITY}
+                     ORDER BY fair_key LIMIT 1))
     FROM k WHERE k.key IS NOT NULL
     LIMIT :keys
 ), waiting AS (
     SELECT k.queue, k.key,
            (SELECT count(*) FROM (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                                  WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key = k.key
+                                  WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority
+                                    AND fair_key = k.key
                                   LIMIT :counted)) AS queued,
            (SELECT fair_weight FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_FAIR_QUEUED} AND queue = k.queue AND fair_key = k.key
-            ORDER BY priority DESC, run_at, id LIMIT 1) AS weight
+            WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority AND fair_key = k.key
+            ORDER BY run_at, id LIMIT 1) AS weight,
+           k.priority
     FROM k WHERE k.key IS NOT NULL
 ), running AS (
     SELECT queue, fair_key AS key, count(*) AS running, max(fair_weight) AS weight
@@ -129,7 +149,7 @@ WITH RECURSIVE q(queue) AS (
     WHERE status = 'running' AND {_TURNS}
     GROUP BY queue, fair_key
 )
-SELECT queue, key, sum(queued) AS queued, sum(running) AS running,
+SELECT queue, key, min(sum(queued), :counted) AS queued, sum(running) AS running,
        coalesce(max(CASE WHEN queued > 0 THEN weight END), max(weight)) AS weight
 FROM (SELECT queue, key, queued, 0 AS running, weight FROM waiting
       UNION ALL
