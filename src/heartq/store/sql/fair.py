@@ -150,11 +150,17 @@ def allot(
 
 
 def rounds_for(lanes: Sequence[Lane], slots: int) -> int:
-    """The fewest rounds in which `lanes`, were their jobs endless, fill `slots`."""
-    rounds = 1
-    while sum(min(slots, lane.reach(rounds)) for lane in lanes) < slots:
-        rounds += 1
-    return rounds
+    """The fewest rounds in which `lanes`, were their jobs endless, fill `slots` (a
+    binary search: each round gives every lane at least one job, so `slots` rounds do)."""
+    turns = [(lane.opening, lane.quantum) for lane in lanes]
+    low, high = 1, max(1, slots)
+    while low < high:
+        mid = (low + high) // 2
+        if sum(min(slots, o + (mid - 1) * q) for o, q in turns) >= slots:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows:
@@ -186,7 +192,8 @@ def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows
         if not lanes:
             continue
         slots = limit - found
-        cap = max(min(slots, lane.reach(rounds_for(lanes, slots))) for lane in lanes)
+        rounds = rounds_for(lanes, slots)
+        cap = max(min(slots, lane.reach(rounds)) for lane in lanes)
         read = _jobs(f, conn, params, priority, lanes, cap)
         if read < slots and cap < slots and any(len(lane.jobs) == cap for lane in lanes):
             for lane in lanes:
