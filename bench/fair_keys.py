@@ -3,8 +3,9 @@
 key with at least two jobs (`max(2,000, 2 x keys)` jobs in all), one worker's claims of
 `--limit` taken from it.
 
-For each key count, a fresh store: on PostgreSQL a schema of its own on `--url`'s
-server, analyzed after the fill (what autovacuum does to a table that grew), three
+For each key count, a fresh store: on PostgreSQL a database of its own on `--url`'s
+server (`heartq_bench_fair_keys`, made again for each count and dropped at the end),
+analyzed after the fill (what autovacuum does to a table that grew), three
 claims made first (so marks exist), then the claim a one-queue worker sends
 (`CLAIM_ONE_QUEUE`) run once under `EXPLAIN (ANALYZE, BUFFERS)` and rolled back: the
 buffers it touched and the index entries its scans returned (`bench.held_leases.measure`:
@@ -26,13 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from bench import held_leases
 from heartq.model import NewJob
 from heartq.store.interface import Store
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.sqlite import SQLiteStore
-from tests import pg_harness
+
+DATABASE = "heartq_bench_fair_keys"
 
 LEASE = 600.0
 WORKER = "fair-keys-bench"
@@ -64,24 +68,24 @@ def _median_claim_ms(store: Store, limit: int, claims: int) -> float:
 
 
 def postgres_cell(server: str, keys: int, limit: int, claims: int) -> Cell:
-    """`keys` keys' jobs in a fresh schema of `server`, analyzed; the claim counted."""
-    with pg_harness.schema_url(server) as url:
-        store = PostgresStore(url)
-        try:
-            store.link.migrate()
-            _fill(store, keys)
-            with store.link.pool.autocommit() as conn:
-                conn.execute("ANALYZE")
-            for _ in range(3):
-                store.claim(WORKER, ["default"], limit, lease=LEASE)
-            params: dict[str, Any] = {
-                "worker_id": WORKER, "queue": "default", "queues": ["default"],
-                "limit": limit, "lease": LEASE, "now": None, "ahead": False,
-            }  # fmt: skip
-            buffers, entries = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, params)
-            return Cell(keys, buffers, entries, _median_claim_ms(store, limit, claims))
-        finally:
-            store.link.close()
+    """`keys` keys' jobs in a fresh database of `server`, analyzed; the claim counted."""
+    url = held_leases.fresh_database(server, DATABASE)
+    store = PostgresStore(url)
+    try:
+        store.link.migrate()
+        _fill(store, keys)
+        with store.link.pool.autocommit() as conn:
+            conn.execute("ANALYZE")
+        for _ in range(3):
+            store.claim(WORKER, ["default"], limit, lease=LEASE)
+        params: dict[str, Any] = {
+            "worker_id": WORKER, "queue": "default", "queues": ["default"],
+            "limit": limit, "lease": LEASE, "now": None, "ahead": False,
+        }  # fmt: skip
+        buffers, entries = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, params)
+        return Cell(keys, buffers, entries, _median_claim_ms(store, limit, claims))
+    finally:
+        store.link.close()
 
 
 def sqlite_cell(keys: int, limit: int, claims: int) -> Cell:
@@ -94,6 +98,12 @@ def sqlite_cell(keys: int, limit: int, claims: int) -> Cell:
             return Cell(keys, None, None, _median_claim_ms(store, limit, claims))
         finally:
             store.link.close()
+
+
+def drop_database(server: str) -> None:
+    """The bench's database on `server`, dropped."""
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
 
 
 def report(backend: str, cells: list[Cell]) -> None:
@@ -120,6 +130,7 @@ def main() -> None:
     for backend in args.backends:
         if backend == "postgres":
             cells = [postgres_cell(args.url, k, args.limit, args.claims) for k in args.keys]
+            drop_database(args.url)
         else:
             cells = [sqlite_cell(k, args.limit, args.claims) for k in args.keys]
         report(backend, cells)
