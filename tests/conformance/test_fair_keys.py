@@ -94,6 +94,25 @@ def test_weights_hold_for_claims_of_one(store: Store, t0: float) -> None:
     assert collections.Counter(taken) == {"heavy": 30, "light": 10}
 
 
+def test_a_key_of_two_queues_takes_its_turns_in_each(store: Store, t0: float) -> None:
+    """A claim of several queues (a process worker's, of `default` and `proc`) takes each
+    queue's turns apart: a key's lane of one queue is not held back behind the same
+    key's older backlog in another, its jobs first claimed only once that drained."""
+    register(store, "w1", t0, queues=("default", "other"))
+    store.enqueue([new_job(fair_key="a") for _ in range(20)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="b") for _ in range(20)], now=t0 - 9)
+    store.enqueue([new_job(queue="other", fair_key="a") for _ in range(20)], now=t0 - 8)
+    taken: collections.Counter[str] = collections.Counter()
+    for _ in range(8):
+        claimed = [store.get_job(job.id) for job in store.claim(
+            "w1", ["default", "other"], 4, 30.0, now=t0
+        )]  # fmt: skip
+        lanes = [f"{doc['queue']}/{doc['fair_key']}" for doc in claimed if doc is not None]
+        assert "other/a" in lanes  # each claim: a turn of the other queue's lane
+        taken.update(lanes)
+    assert taken == {"default/a": 12, "default/b": 12, "other/a": 8}
+
+
 def test_a_transport_claim_by_id_leaves_a_keyed_job_to_its_turn(
     store: Store, t0: float
 ) -> None:

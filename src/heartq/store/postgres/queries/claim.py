@@ -68,8 +68,12 @@ def _claim(queues: str, due: str) -> str:
     and place in the rotation of their tier (docs/design/limits.md, "Fair shares"), then
     `run_at`, then id. A lane's turn is its weight's worth of jobs (`quantum`, at least
     one): its `n`-th job is in round `ceil(n / quantum)`, or, for the lane the last claim
-    stopped in before its turn was over, in round 1 while its turn lasts. Without keys a
-    tier has one lane and a job's round is its rank, so the order is `run_at`'s. A job of
+    stopped in before its turn was over, in round 1 while its turn lasts. A key's rank is
+    counted in its own queue's lane: counted over the key's lanes of all the claim's
+    queues, one queue's backlog of the key took every early round and the key's jobs
+    of the claim's other queues waited behind it (a process worker's claim of `default`
+    and `proc` starved `proc`'s flood key). Without keys a tier has one lane and a
+    job's round is its rank, so the order is `run_at`'s, across the claim's queues too. A job of
     a key that is `due` takes its turn with its key; one whose lane is not among the
     claim's (its key has nothing in the ready log) comes first in its round. Each tier
     whose claim took from more than one lane appends where its turns stand (`turned`:
@@ -98,7 +102,9 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
                         ELSE c.quantum END AS opening
             FROM (
                 SELECT c.*, greatest(1, round(coalesce(c.fair_weight, 1)))::int AS quantum,
-                       row_number() OVER (PARTITION BY c.priority, c.fair_key
+                       row_number() OVER (PARTITION BY c.priority, c.fair_key,
+                                                       CASE WHEN c.fair_key <> ''
+                                                            THEN c.queue END
                                           ORDER BY c.run_at, c.id) AS rank
                 FROM (
                     SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
