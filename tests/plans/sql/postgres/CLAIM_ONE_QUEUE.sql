@@ -201,7 +201,9 @@ WITH snap AS MATERIALIZED (
                         ELSE c.quantum END AS opening
             FROM (
                 SELECT c.*, greatest(1, round(coalesce(c.fair_weight, 1)))::int AS quantum,
-                       row_number() OVER (PARTITION BY c.priority, c.fair_key
+                       row_number() OVER (PARTITION BY c.priority, c.fair_key,
+                                                       CASE WHEN c.fair_key <> ''
+                                                            THEN c.queue END
                                           ORDER BY c.run_at, c.id) AS rank
                 FROM (
                     SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
