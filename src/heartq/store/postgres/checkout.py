@@ -51,8 +51,8 @@ tasks failed "no connection within 5 s" as if the server were away. A caller wai
 while connections keep coming back to the pool in working order; a pool whose
 connections are stuck (a partition, a frozen server) still fails after the timeout."""
 
-_last_used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
-"""When each pooled connection last ended a transaction (monotonic)."""
+_last_used: weakref.WeakKeyDictionary[Conn, tuple[float, float]] = weakref.WeakKeyDictionary()
+"""When each pooled connection's last use that went well began and ended (monotonic)."""
 pooled: weakref.WeakSet[Conn] = weakref.WeakSet()
 """Every connection heartq's pools opened (`adopt`), so that psycopg_pool's warning for
 each one discarded closed is not logged: heartq reports the state of the database itself
@@ -134,11 +134,16 @@ class Checkouts:
         session of the process, and a session it is ending may not have said so yet
         (its process is signalled at once, but writes its last words only when next
         scheduled: tens of milliseconds on a busy machine). A round trip cannot pass
-        such a session: its process ends before it reads another query. A connection
-        that fails is closed, for the pool to replace."""
-        last_used = _last_used.get(conn, 0.0)
-        idle = time.monotonic() - last_used >= CHECK_IDLE_AFTER
-        if not idle and last_used > self._broken_at and not _has_input(conn):
+        such a session: its process ends before it reads another query. What vouches
+        for a connection is a use that began after the break, not one that ended after
+        it: a use under way when the server ended the session can still end well (its
+        answer was written before the process read its signal), and such a connection,
+        given back just after another was found broken, was handed out unchecked and
+        failed (a worker's claim, terminated in flight, failed twice and paused a
+        second). A connection that fails is closed, for the pool to replace."""
+        began, ended = _last_used.get(conn, (0.0, 0.0))
+        idle = time.monotonic() - ended >= CHECK_IDLE_AFTER
+        if not idle and began > self._broken_at and not _has_input(conn):
             return True
         try:
             psycopg_pool.ConnectionPool.check_connection(conn)
@@ -149,10 +154,11 @@ class Checkouts:
             return False
         return True
 
-    def went_well(self, conn: Conn) -> None:
-        """`conn`'s work went well and it goes back to the pool: a queue moves (one given
-        back after an error, the server away perhaps, is no reason to wait on)."""
-        _last_used[conn] = time.monotonic()
+    def went_well(self, conn: Conn, began: float) -> None:
+        """`conn`'s work, lent at `began` (monotonic), went well and it goes back to the
+        pool: a queue moves (one given back after an error, the server away perhaps, is
+        no reason to wait on)."""
+        _last_used[conn] = (began, time.monotonic())
         self._returned += 1
 
     def went_wrong(self, conn: Conn) -> None:

@@ -23,6 +23,7 @@ import os
 import random
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -557,11 +558,12 @@ class ConnectionPool:
     ) -> Iterator[psycopg.Connection[Any]]:
         """`conn`, taken from `pool`, in a block that commits or rolls back; then back to
         the pool, how it went noted (`checkout.py`: a connection that broke in use makes
-        the others idle since then checked before their next use)."""
+        the others lent before then checked before their next use)."""
+        began = time.monotonic()
         try:
             with conn:
                 yield conn
-            self._checkouts.went_well(conn)
+            self._checkouts.went_well(conn, began)
         except BaseException:
             self._checkouts.went_wrong(conn)
             raise
