@@ -72,8 +72,8 @@ WITH snap AS MATERIALIZED (
                 LEFT JOIN LATERAL (
                     SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
                     WHERE j.queue = l.queue AND j.priority = l.priority
-                      AND coalesce(j.fair_key, '') = l.fair_key
-                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
                       AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
                     ORDER BY j.ready_xid, j.id
                     LIMIT 1
@@ -82,8 +82,8 @@ WITH snap AS MATERIALIZED (
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
-                         AND coalesce(j.fair_key, '') = l.fair_key
-                         AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e
@@ -117,7 +117,8 @@ WITH snap AS MATERIALIZED (
         SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
         WHERE j.queue = pend.queue AND j.priority = pend.priority
           AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.ready_xid IS NOT NULL
+          AND j.ready_xid = pend.xid AND j.id > pend.after
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY j.id
         LIMIT pend.reach
@@ -267,7 +268,8 @@ WITH snap AS MATERIALIZED (
         SELECT j.id FROM jobs AS j
         WHERE NOT pend.running AND j.queue = pend.queue AND j.priority = pend.priority
           AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.ready_xid IS NOT NULL
+          AND j.ready_xid = pend.xid AND j.id > pend.after
           AND j.id NOT IN (SELECT id FROM picked)
         ORDER BY j.id
         LIMIT 1

@@ -19,15 +19,15 @@ WITH snap AS MATERIALIZED (
         ) AS c ON true) AS m
     WHERE NOT (EXISTS (SELECT 1 FROM jobs AS j
                    WHERE j.queue = l.queue AND j.priority = l.priority
-                     AND coalesce(j.fair_key, '') = l.fair_key
-                     AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
         OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
-                         AND coalesce(j.fair_key, '') = l.fair_key
-                         AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e

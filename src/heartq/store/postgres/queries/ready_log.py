@@ -8,18 +8,25 @@ from __future__ import annotations
 
 from heartq.store.postgres.queries.common import T_STATEMENT
 
+
+def _entry_of(lane: str) -> str:
+    """`j` is a queued entry of the ready log in lane `lane` (a row with the lane's queue,
+    priority and key): `jobs_ready_idx`'s predicate and its leading columns, so a walk
+    under it is of that index."""
+    return f"""j.queue = {lane}.queue AND j.priority = {lane}.priority
+          AND coalesce(j.fair_key, '') = {lane}.fair_key AND j.status = 'queued'
+          AND j.ready_xid IS NOT NULL"""
+
+
 # An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
 # transaction (`pend`) past the last one of it taken: what a claim walks to take entries,
 # and walks again to find the first it did not take (the new frontier; what is left of a
-# pending transaction). Each names `jobs_ready_idx`'s predicate, so the walk is of it.
-_PAST_FRONTIER = """j.queue = lane.queue AND j.priority = lane.priority
-          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
+# pending transaction).
+_PAST_FRONTIER = f"""{_entry_of("lane")}
           AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)"""
 
-_PENDING_LEFT = """j.queue = pend.queue AND j.priority = pend.priority
-          AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL AND j.ready_xid = pend.xid AND j.id > pend.after"""
+_PENDING_LEFT = f"""{_entry_of("pend")}
+          AND j.ready_xid = pend.xid AND j.id > pend.after"""
 
 
 # A lane's furthest mark (`l`: a row of `lanes`; `snap`: the claim's snapshot), its
@@ -44,18 +51,14 @@ LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
 # frontier (`_PAST_WORK`), or an entry of a transaction pending at the mark that has
 # ended since (`_PENDING_WORK`: each a probe of its own, LATERAL: a join of the pending
 # list with the lane's entries read every entry of the lane from its start).
-_PAST_WORK = """EXISTS (SELECT 1 FROM jobs AS j
-                   WHERE j.queue = l.queue AND j.priority = l.priority
-                     AND coalesce(j.fair_key, '') = l.fair_key
-                     AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+_PAST_WORK = f"""EXISTS (SELECT 1 FROM jobs AS j
+                   WHERE {_entry_of("l")}
                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))"""
 
-_PENDING_WORK = """EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
+_PENDING_WORK = f"""EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
                        SELECT 1 FROM jobs AS j
-                       WHERE j.queue = l.queue AND j.priority = l.priority
-                         AND coalesce(j.fair_key, '') = l.fair_key
-                         AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                       WHERE {_entry_of("l")}
                          AND j.ready_xid = p.xid AND j.id > p.after
                        LIMIT 1
                    ) AS e
@@ -65,11 +68,9 @@ HAS_WORK = f"({_PAST_WORK}\n        OR {_PENDING_WORK})"
 
 # The claim's probe of a lane's first entry past its frontier: whether it has one, and
 # its weight (the lane's quantum, which bounds how far the claim walks the lane).
-_HEAD = """LEFT JOIN LATERAL (
+_HEAD = f"""LEFT JOIN LATERAL (
                     SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
-                    WHERE j.queue = l.queue AND j.priority = l.priority
-                      AND coalesce(j.fair_key, '') = l.fair_key
-                      AND j.status = 'queued' AND j.ready_xid IS NOT NULL
+                    WHERE {_entry_of("l")}
                       AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
                     ORDER BY j.ready_xid, j.id
                     LIMIT 1
