@@ -87,11 +87,13 @@ def test_a_failed_claim_sweeps_goes_again_at_once_and_pauses_only_after_another(
     """The first failure after a claim that went well (most often its connection ended
     under it) is tried again at once; a failure after a failure pauses
     `CLAIM_RETRY_DELAY`: the database is away. Each may have committed with its answer
-    lost, so the next heartbeat sweeps; the database's state is told once."""
+    lost, so the next heartbeat sweeps; the database's state is told once, at the second
+    failure in a row (one connection ended under a claim is not the database away)."""
     p = parts(heard=heard)
     p.store.fail("claim", DOWN, DOWN)
     assert p.claimer.claim(for_slots=True, ahead=0) is None
     assert p.ledger.take_sweep() and p.stop.waits == []
+    assert heard.names().count("store_unavailable") == 0
     assert p.claimer.claim(for_slots=True, ahead=0) is None
     assert p.ledger.take_sweep() and p.stop.waits == [CLAIM_RETRY_DELAY]
     assert heard.names().count("claim_failed") == 2

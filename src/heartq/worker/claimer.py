@@ -258,9 +258,12 @@ class Claimer:
         connection, or waits for one up to the pool's timeout while the server is away,
         so it goes at once. A failure after a failure pauses `CLAIM_RETRY_DELAY` (or
         until a stop): the database is away, and a fault that fails at once (a full
-        disk) must not spin."""
+        disk) must not spin. Only a failure after a failure tells `health` (the
+        `store_unavailable` line at ERROR): a connection that ended under the claim and
+        a claim that went well at once after it is not the database away, and a line at
+        ERROR for it sent operators looking for an outage there was not."""
         self.ledger.request_sweep()
-        level = self.health.failed(exc, "claim")
+        level = self.health.failed(exc, "claim") if self._failing else self.health.level_of(exc)
         self.events.emit(events.CLAIM_FAILED, level, worker_id=self.id, error=str(exc))
         if self._failing:
             self._stop.wait(CLAIM_RETRY_DELAY)

@@ -36,10 +36,16 @@ class StoreHealth:
     def down(self) -> bool:
         return self._reason is not None
 
+    @staticmethod
+    def level_of(exc: BaseException) -> int:
+        """The level for a part's own event of failing with `exc`: DEBUG for a known
+        state of the database (`store_unavailable` says it), WARNING for anything else."""
+        return logging.DEBUG if isinstance(exc, StoreUnavailable) else logging.WARNING
+
     def failed(self, exc: BaseException, part: str) -> int:
         """Record a failure of `part`; returns the level for the part's own event."""
         if not isinstance(exc, StoreUnavailable):
-            return logging.WARNING
+            return self.level_of(exc)
         with self._lock:
             changed = exc.reason != self._reason
             if self._reason is None:
