@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -170,14 +169,6 @@ _pool_names = itertools.count(1)
 _pool_names_lock = threading.Lock()
 
 
-RECONNECT_DELAY_MIN = 0.1
-"""Defaults to 0.1 s before the second attempt to reopen a dropped session (the first
-one is immediate); the delay doubles, with jitter, up to `RECONNECT_DELAY_MAX`."""
-RECONNECT_DELAY_MAX = 2.0
-"""Defaults to 2 s at most between two attempts to reopen a dropped session: below the
-liveness grace (3 s), so a worker is back in time once the server answers again."""
-
-
 def first_line(exc: object) -> str:
     """The first line of an error's text (its type's name if it has none)."""
     text = str(exc).strip()
@@ -189,21 +180,6 @@ def close_quietly(conn: psycopg.Connection[Any] | None) -> None:
     if conn is not None:
         with contextlib.suppress(Exception):
             conn.close()
-
-
-class Backoff:
-    """Delays between attempts to reopen a session: none, then doubling with jitter."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._next = 0.0
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(max(2 * self._next, RECONNECT_DELAY_MIN), RECONNECT_DELAY_MAX)
-        return delay * random.uniform(0.75, 1.0)
 
 
 HEARTQ_PARAMETERS = ("schema", "pool_size", "pooler", "direct_url")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import select
 import threading
 import time
@@ -39,13 +40,36 @@ from heartq.errors import StoreUnavailable
 from heartq.model import LivenessChange
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.advisory_locks import LOCK_CHECK_INTERVAL, RELEASE_TIMEOUT
-from heartq.store.postgres.connection import Backoff, close_quietly, first_line
+from heartq.store.postgres.connection import close_quietly, first_line
 from heartq.store.postgres.refusals import pooler_hint
 
 Conn = psycopg.Connection[Any]
 OnChange = Callable[[LivenessChange], None]
 OnNotify = Callable[[str | None], None]
 T = TypeVar("T")
+
+RECONNECT_DELAY_MIN = 0.1
+"""Defaults to 0.1 s before the second attempt to reopen a dropped session (the first
+one is immediate); the delay doubles, with jitter, up to `RECONNECT_DELAY_MAX`."""
+RECONNECT_DELAY_MAX = 2.0
+"""Defaults to 2 s at most between two attempts to reopen a dropped session: below the
+liveness grace (3 s), so a worker is back in time once the server answers again."""
+
+
+class Backoff:
+    """Delays between attempts to reopen a session: none, then doubling with jitter."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(max(2 * self._next, RECONNECT_DELAY_MIN), RECONNECT_DELAY_MAX)
+        return delay * random.uniform(0.75, 1.0)
+
 
 APPLY_TIMEOUT = 5.0
 """Seconds a user waits for the thread to take its lock or LISTEN (the session may be
