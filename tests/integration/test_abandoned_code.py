@@ -44,6 +44,12 @@ def stamp(harness: Harness, name: str) -> float:
     return float(harness.path(name).read_text())
 
 
+SHOWN_WITHIN = 10.0
+"""Seconds from an abandoned attempt's end (or its code's return) until `heartq workers`
+shows it: the pulse (1 s) writes the count, each look is a `heartq workers` process of its
+own (a second or two on a loaded machine: 5.0 s seen beside other sessions, load 12), and
+the heartbeat that carried it before came 40 s apart (`PULSE_ONLY`)."""
+
 PULSE_ONLY = {"--heartbeat-interval": "40", "--lease": "120"}
 """No heartbeat within the test: what `heartq workers` shows of abandoned code within
 seconds was written by the worker's pulse (1 s), which writes the count when it changes
@@ -92,7 +98,7 @@ def test_an_abandoned_thread_holds_its_slot_until_its_code_returns(
     assert parse_ts(decided["finished_at"]) < first_ended
     assert worker.alive()
     if how == "timeout":  # within seconds both ways, and no heartbeat came between
-        assert shown < 4 and cleared < 4, (shown, cleared)
+        assert shown < SHOWN_WITHIN and cleared < SHOWN_WITHIN, (shown, cleared)
         assert len(worker.events("heartbeat")) == 0, worker.events("heartbeat")
 
 
