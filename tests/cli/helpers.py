@@ -217,7 +217,7 @@ def run_in_process(args: Sequence[str], cwd: Path, env: dict[str, str]) -> Run:
     an exception it lets out (`--debug`) printed with its traceback, exit status 1, as
     Python prints it."""
     environment: dict[str, str | None] = {k: None for k in os.environ if k.startswith("HEARTQ_")}
-    environment.update(COLUMNS=str(WIDTH), LINES=None, **env)
+    environment.update({"COLUMNS": str(WIDTH), "LINES": None, **env})  # env may widen it
     with _put_back(), CliRunner().isolation(env=environment) as (out, err, _):
         os.chdir(cwd)
         formatting.FORCED_WIDTH = None  # the isolation's 80, not $COLUMNS - 2 as in a process

@@ -58,6 +58,7 @@ from heartq.model import NewJob
 from heartq.store import open_store
 from heartq.store.postgres.connection import parse_url
 from tests import pg_harness, support
+from tests.cli.helpers import run_in_process
 from tests.conftest import only_on as only_on  # the integration tests' import
 from tests.integration.worker_tasks import TASKS_SOURCE
 
@@ -203,6 +204,18 @@ class Harness:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HEARTQ_")}
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env.pop("PYTHONFAULTHANDLER", None)  # a segfaulting child must just die
+
+    # -- the operator's commands -------------------------------------------------------
+    def heartq(self, *args: str, url: str | None = None, **env: str) -> str:
+        """`heartq ARGS --url URL` (the test's queue, or `url`) as an operator types it, at
+        200 columns: its stdout, the command having exited 0. Run in the test's process
+        (tests/cli/helpers.py, `run_in_process`: the real entry point with the real argv
+        and environment, in the test's directory), not `python -m heartq`: a Python start
+        and heartq's import each (0.5-1.5 s on a loaded 2-core machine) test nothing here;
+        tests/cli holds the command as a process. `url=""` gives no `--url` (`env` names
+        the queue)."""
+        typed = [*args, "--url", url or self.url] if url != "" else list(args)
+        return run_in_process(typed, self.dir, {"COLUMNS": "200", **env}).ok().out
 
     # -- workers -----------------------------------------------------------------------
     def start_worker(

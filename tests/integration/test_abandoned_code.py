@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -25,13 +23,8 @@ for)."""
 
 
 def workers_json(harness: Harness, *options: str) -> list[dict[str, Any]]:
-    """`heartq workers --json`, run as an operator runs it."""
-    argv = [sys.executable, "-m", "heartq", "workers", *options, "--json", "--url", harness.url]
-    done = subprocess.run(
-        argv, cwd=harness.dir, env=harness.env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout))
+    """`heartq workers --json`, as an operator types it."""
+    return list(json.loads(harness.heartq("workers", *options, "--json")))
 
 
 def abandoned(harness: Harness, worker: WorkerProc) -> int:

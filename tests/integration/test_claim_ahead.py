@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 import urllib.request
 from typing import Any
 
@@ -149,40 +147,6 @@ def test_a_cancelled_buffered_job_ends_cancelled_and_never_runs(harness: Harness
     assert worker.alive()
 
 
-def test_jobs_show_tells_a_buffered_job_from_a_started_one(harness: Harness) -> None:
-    holding = enqueue(harness, "hold", 9, {"seconds": 60})
-    (ahead,) = [enqueue(harness, "quick", 5)]
-    worker = prefetching(harness, 1)
-    harness.wait_for(lambda: harness.started_file(holding, 1).exists(), WAIT, "the first start")
-    harness.wait_for(lambda: buffered(harness, [ahead], worker.id), WAIT, "the buffer to fill")
-
-    def show(job_id: str) -> str:
-        argv = [sys.executable, "-m", "heartq", "jobs", "show", job_id, "--url", harness.url]
-        done = subprocess.run(
-            argv, cwd=harness.dir, env={**harness.env, "COLUMNS": "200"},
-            capture_output=True, text=True, timeout=WAIT, check=True,
-        )  # fmt: skip
-        return done.stdout
-
-    shown = show(ahead)
-    assert f"claimed ahead by {worker.id}" in shown, shown
-    assert "not yet" in shown, shown
-    started = show(holding)
-    assert "claimed ahead" not in started, started
-    assert worker.id in started
-
-
-def heartq(harness: Harness, *args: str) -> str:
-    """`heartq ARGS --url URL`, as an operator runs it: its stdout."""
-    argv = [sys.executable, "-m", "heartq", *args, "--url", harness.url]
-    done = subprocess.run(
-        argv, cwd=harness.dir, env={**harness.env, "COLUMNS": "200"},
-        capture_output=True, text=True, timeout=WAIT,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
     """The worker's metrics, by (name, labels); None while its server is not up."""
     try:
@@ -211,42 +175,43 @@ def test_every_screen_shows_buffered_jobs_as_claimed_ahead_not_running(
     harness.wait_for(lambda: buffered(harness, ahead, worker.id), WAIT, "the buffer to fill")
 
     # heartq workers: running and claimed ahead counted apart
-    [row] = [w for w in json.loads(heartq(harness, "workers", "--json")) if w["id"] == worker.id]
+    [row] = [w for w in json.loads(harness.heartq("workers", "--json")) if w["id"] == worker.id]
     assert (row["running"], row["claimed_ahead"], row["concurrency"]) == (1, 2, 1), row
-    text = heartq(harness, "workers")
+    text = harness.heartq("workers")
     assert "running 1 of 1 slot, 2 claimed ahead" in text, text
     assert re.search(rf"{worker.id}.*\s1/1\s+2\s+0\s", text), text
 
     # heartq jobs list: the shown state, and filters by it
-    listed = json.loads(heartq(harness, "jobs", "list", "--status", "running", "--json"))
+    listed = json.loads(harness.heartq("jobs", "list", "--status", "running", "--json"))
     assert [(j["id"], j["status"]) for j in listed] == [(holding, "running")]
-    listed = json.loads(heartq(harness, "jobs", "list", "--status", "claimed", "--json"))
+    listed = json.loads(harness.heartq("jobs", "list", "--status", "claimed", "--json"))
     assert sorted((j["id"], j["status"], j["claimed_ahead"]) for j in listed) == sorted(
         (job_id, "claimed", True) for job_id in ahead
     )
-    text = heartq(harness, "jobs", "list")
+    text = harness.heartq("jobs", "list")
     for job_id in ahead:
         assert re.search(rf"{job_id}\s+quick\s+claimed\s", text), text
     assert re.search(rf"{holding}\s+hold\s+running\s", text), text
 
     # heartq jobs show: claimed, not started, its attempt not running
-    shown = json.loads(heartq(harness, "jobs", "show", ahead[0], "--json"))
+    shown = json.loads(harness.heartq("jobs", "show", ahead[0], "--json"))
     assert shown["status"] == "claimed" and shown["claimed_ahead"] is True
     assert shown["worker_gone"] is False
     [attempt] = shown["executions"]
     assert attempt["claimed_ahead"] is True and attempt["duration"] is None
-    text = heartq(harness, "jobs", "show", ahead[0])
+    text = harness.heartq("jobs", "show", ahead[0])
     assert re.search(r"status\s+claimed", text) and "running" not in text, text
     assert f"claimed ahead by {worker.id}" in text and "not yet" in text, text
     assert "claimed ahead, not started" in text, text
-    text = heartq(harness, "jobs", "show", holding)
+    text = harness.heartq("jobs", "show", holding)
     assert re.search(r"status\s+running", text) and "running for" in text, text
+    assert "claimed ahead" not in text and worker.id in text, text
 
     # heartq stats
-    stats = json.loads(heartq(harness, "stats", "--json"))
+    stats = json.loads(harness.heartq("stats", "--json"))
     assert (stats["totals"]["running"], stats["totals"]["claimed"]) == (1, 2), stats
     assert (stats["workers"]["running_jobs"], stats["workers"]["claimed_ahead_jobs"]) == (1, 2)
-    assert "running 1 of 1 slot, 2 claimed ahead" in heartq(harness, "stats")
+    assert "running 1 of 1 slot, 2 claimed ahead" in harness.heartq("stats")
 
     # the worker's metrics
     samples = harness.wait_for(lambda: scrape(port), WAIT, "the metrics server")

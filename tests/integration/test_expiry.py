@@ -9,8 +9,6 @@ run late; a transport-less claim and the buffer go through the same check
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,14 +40,6 @@ def enqueue(
     return harness.store.enqueue([job])[0]
 
 
-def jobs_show(harness: Harness, job_id: str) -> str:
-    shown = subprocess.run(
-        [sys.executable, "-m", "heartq", "jobs", "show", job_id, "--url", harness.url],
-        capture_output=True, text=True, timeout=60, cwd=harness.dir, check=True,
-    )  # fmt: skip
-    return shown.stdout
-
-
 def test_an_expired_job_never_starts_and_one_still_in_time_runs(harness: Harness) -> None:
     worker = harness.start_worker(settings=STEADY)  # its tasks declared before the enqueue
     app = heartq.App(harness.url)
@@ -69,7 +59,7 @@ def test_an_expired_job_never_starts_and_one_still_in_time_runs(harness: Harness
     assert [e["outcome"] for e in gone["executions"]] == ["released"]
     harness.wait_for(lambda: worker.job_events("job_expired", expired), WAIT, "job_expired")
     assert not worker.job_events("job_expired", in_time)
-    assert "expired: not started by" in jobs_show(harness, expired)
+    assert "expired: not started by" in harness.heartq("jobs", "show", expired)
 
 
 def test_a_job_expiring_while_buffered_is_dropped_at_its_start(harness: Harness) -> None:

@@ -474,26 +474,15 @@ def test_an_enqueue_in_the_caller_s_transaction_opens_its_queue_through_the_pool
         store.link.close()
 
 
-@pytest.mark.long(15)
 def test_heartq_commands_work_through_the_pooler(pooled: Pooled) -> None:
     """The operator's commands, given the pooler's URL and `HEARTQ_POOLER=transaction`
     (the environment variable: the URL does not say), each exit 0."""
     harness = pooled.harness
     worker = harness.start_worker(settings=POOLED)
     url = pooled.bouncer.url(of=pooled.direct)
-    env = {**harness.env, "HEARTQ_URL": url, "HEARTQ_POOLER": "transaction"}
 
     def heartq_cmd(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "heartq", *args],
-            cwd=harness.dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
-        return done.stdout
+        return harness.heartq(*args, url="", HEARTQ_URL=url, HEARTQ_POOLER="transaction")
 
     heartq_cmd("migrate")
     job_id = heartq_cmd("enqueue", "quick", "--args", '{"value": 1}').strip()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -28,19 +26,6 @@ ONE_SECOND_PULSE = {**STEADY, "--heartbeat-interval": "1"}
 pulse is never longer than the heartbeat interval, FAST's 0.2 s)."""
 SEEN_WITHIN = 2.5
 """A pulse is 1 s; the rest is a loaded 2-core machine's slack."""
-
-
-def _cli(harness: Harness, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "heartq", "queues", *args, "--url", harness.url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=harness.dir,
-        env=harness.env,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def _seen(worker: WorkerProc, **match: Any) -> list[dict[str, Any]]:
@@ -65,7 +50,7 @@ def test_a_pause_reaches_every_worker_holds_across_a_restart_and_resumes(
         lambda: set(_statuses(harness, held).values()) == {"running"}, 30, "the held jobs to run"
     )
 
-    paused = json.loads(_cli(harness, "pause", "default", "--json"))
+    paused = json.loads(harness.heartq("queues", "pause", "default", "--json"))
     assert paused["paused"] is True
     paused_at = paused["changed_at"]  # stored: the database's clock, this machine's
     for worker in workers:
@@ -93,13 +78,13 @@ def test_a_pause_reaches_every_worker_holds_across_a_restart_and_resumes(
     )
     assert set(_statuses(harness, waiting).values()) == {"queued"}
 
-    assert "active" in _cli(harness, "resume", "default")
+    assert "active" in harness.heartq("queues", "resume", "default")
     harness.wait_for(
         lambda: set(_statuses(harness, waiting).values()) == {"succeeded"},
         30,
         "the queued jobs to run once resumed",
     )
-    shown = json.loads(_cli(harness, "--json"))
+    shown = json.loads(harness.heartq("queues", "--json"))
     assert [(q["queue"], q["paused"]) for q in shown] == [("default", False)]
 
 
