@@ -14,8 +14,9 @@ A producer enqueues no-op jobs at a fixed offered rate (`bench/pressure_load.py`
 `--workers` `heartq worker` processes at `--threads` slots each (every other setting at
 heartq's defaults) run them; with `--contenders ... pgqueuer`, the same cells run
 `--workers` pgqueuer processes at its defaults too (`bench/pressure_contenders.py`),
-each contender in databases of its own. Phases, in order, each `--phase-seconds` unless given as
-`name=seconds`:
+each contender in databases of its own. With `--fair-keys N`, heartq's jobs are spread
+over N fairness keys, each job the next key in turn (as `python -m bench --fair-keys`).
+Phases, in order, each `--phase-seconds` unless given as `name=seconds`:
 
 - `clean`: the baseline;
 - `held`: another session of the database holds a REPEATABLE READ snapshot and a
@@ -169,6 +170,7 @@ def cell(
                 f"{waiting} jobs still waiting or running, {odd} ended otherwise or retried"
             )
         record["storage"] = figures.storage(conn, subject)
+        record["fair_keys"] = figures.fair_keys(conn, subject)
     record["samples"] = sampler.samples
     _say(record)
     return record
@@ -370,6 +372,8 @@ def main() -> None:
                         default=["heartq"], help="pgqueuer runs in --venv")  # fmt: skip
     parser.add_argument("--venv", type=Path, default=ROOT / ".bench-venv",
                         help="the peers' environment (made if missing)")  # fmt: skip
+    parser.add_argument("--fair-keys", type=int, default=0,
+                        help="heartq: jobs over this many fairness keys, in turn")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny sizes: the code path")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -381,7 +385,9 @@ def main() -> None:
         sample_every=args.sample_every, storage_jobs=args.storage_jobs,
     )  # fmt: skip
     contenders: list[Contender] = [
-        Heartq() if name == "heartq" else Pgqueuer(environment.peers_python(args.venv))
+        Heartq(args.fair_keys)
+        if name == "heartq"
+        else Pgqueuer(environment.peers_python(args.venv))
         for name in args.contenders
     ]
     results = run(plan, contenders, args.logs)

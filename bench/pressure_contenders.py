@@ -23,6 +23,7 @@ from typing import IO, Any
 
 import psycopg
 
+from bench.contenders.common import FAIR_KEY, fair_key_args
 from bench.pressure_figures import Subject
 from bench.pressure_load import WORKER_APP
 from bench.worker_processes import TASKS, WorkerProcesses
@@ -55,6 +56,7 @@ SELECT count(*) FILTER (WHERE status IN ('queued', 'running')),
                          OR attempts > 1)
 FROM heartq.jobs
 """,
+    fair_keys="SELECT count(DISTINCT fair_key) FROM heartq.jobs",
 )
 
 PGQUEUER = Subject(
@@ -113,10 +115,17 @@ class Contender:
 
 
 class Heartq(Contender):
-    """heartq: `heartq worker` processes at `--threads` slots, its defaults otherwise."""
+    """heartq: `heartq worker` processes at `--threads` slots, its defaults otherwise;
+    with `fair_keys`, its jobs spread over that many fairness keys in turn (as
+    `python -m bench --fair-keys` spreads them: `fair_key_args`)."""
 
     subject = HEARTQ
-    settings = "heartq worker --concurrency THREADS (thread pool), defaults otherwise"
+
+    def __init__(self, fair_keys: int = 0) -> None:
+        self.fair_keys = fair_keys
+        self.settings = "heartq worker --concurrency THREADS (thread pool), defaults otherwise"
+        if fair_keys:
+            self.settings += f", {fair_keys} fairness keys"
 
     def install(self, url: str) -> None:
         app = App(url)
@@ -135,7 +144,7 @@ class Heartq(Contender):
         return _processes(command, env, logs, count)
 
     def enqueuer(self, url: str) -> HeartqEnqueue:
-        return HeartqEnqueue(url)
+        return HeartqEnqueue(url, self.fair_keys)
 
     def workers_up(self, conn: psycopg.Connection[Any]) -> int:
         row = conn.execute("SELECT count(*) FROM heartq.workers WHERE status = 'active'")
@@ -143,14 +152,28 @@ class Heartq(Contender):
         return int(found[0]) if found else 0
 
 
-class HeartqEnqueue:
-    """`App.enqueue_many` of `count` no-op jobs: one statement, one commit."""
+def fair_noop(key: int) -> None:
+    """The workers' `fair_noop` (`bench/worker_processes.py`), registered on the
+    enqueuing app too: an enqueue by name takes its key from the registered task."""
 
-    def __init__(self, url: str) -> None:
+
+class HeartqEnqueue:
+    """`App.enqueue_many` of `count` no-op jobs: one statement, one commit; with
+    `fair_keys`, the n-th job enqueued has the n-th key in turn."""
+
+    def __init__(self, url: str, fair_keys: int = 0) -> None:
         self._app = App(url)
+        self._app.task(fair_key=FAIR_KEY)(fair_noop)
+        self._keys = fair_keys
+        self._sent = 0
 
     def __call__(self, count: int) -> None:
-        self._app.enqueue_many("noop", [{}] * count)
+        if not self._keys:
+            self._app.enqueue_many("noop", [{}] * count)
+            return
+        first, self._sent = self._sent, self._sent + count
+        jobs = [fair_key_args(n, self._keys) for n in range(first, self._sent)]
+        self._app.enqueue_many("fair_noop", jobs)
 
     def close(self) -> None:
         self._app.close()

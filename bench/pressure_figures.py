@@ -50,6 +50,8 @@ class Subject:
     unfinished: str
     """Jobs not finished successfully once: (waiting or running, ended otherwise or
     retried) - what the run's check wants at zero."""
+    fair_keys: str = "SELECT 0"
+    """The fairness keys its jobs had (`--fair-keys`; 0 for a queue without them)."""
 
 
 TABLES = """
@@ -218,3 +220,10 @@ def unfinished(conn: psycopg.Connection[Any], subject: Subject) -> tuple[int, in
     row = conn.execute(subject.unfinished).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
+
+
+def fair_keys(conn: psycopg.Connection[Any], subject: Subject) -> int:
+    """The fairness keys its jobs had (0 for a run without them)."""
+    row = conn.execute(subject.fair_keys).fetchone()
+    assert row is not None
+    return int(row[0])

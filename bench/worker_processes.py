@@ -13,7 +13,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-TASKS = """
+from bench.contenders.common import FAIR_KEY
+
+TASKS = f"""
 import time
 import heartq
 
@@ -23,6 +25,10 @@ app = heartq.App()
 def noop() -> None:
     return None
 
+@app.task(fair_key={FAIR_KEY!r})
+def fair_noop(key: int) -> None:
+    return None
+
 @app.task
 def hold(seconds: float) -> list[float]:
     began = time.time()
@@ -30,8 +36,9 @@ def hold(seconds: float) -> list[float]:
     return [began, time.time()]
 """
 """The benchmarks' workers' tasks module (each writes it where its workers import it):
-`noop`, and `hold`, which sleeps and returns when it began and ended (`bench.fleet_io`
-reads where a slot's time went from those)."""
+`noop`; `fair_noop`, the no-op with a fairness key (`bench.pressure --fair-keys`); and
+`hold`, which sleeps and returns when it began and ended (`bench.fleet_io` reads where a
+slot's time went from those)."""
 
 
 class WorkerProcesses:

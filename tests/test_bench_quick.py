@@ -248,10 +248,32 @@ def test_pressure_runs_every_phase(tmp_path: Path) -> None:
         assert phases["readers"]["horizon_age_max"] > phases["clean"]["horizon_age_max"]
         assert phases["high"]["offered_rate"] == 1.5 * phases["clean"]["offered_rate"]
     for cell in cells:
-        assert cell["failures"] == []
+        assert cell["failures"] == [] and cell["fair_keys"] == 0
         assert cell["storage"]["finished_jobs"] == cell["enqueued"] > 0
         assert cell["storage"]["bytes_per_finished_job"] > 0
         assert all(0 <= t["free_percent"] < 100 for t in cell["storage"]["tables"].values())
+
+
+@pytest.mark.bench
+@pytest.mark.one_at_a_time("bench")
+@pytest.mark.timeout(600)
+def test_pressure_runs_with_fairness_keys(tmp_path: Path) -> None:
+    """`python -m bench.pressure --quick --fair-keys 3`: heartq's jobs carry the three
+    keys in turn (`fair_noop`), every phase's claims take them, and every job runs once."""
+    out = tmp_path / "pressure.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.pressure", "--quick", "--fair-keys", "3", "--out",
+         str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=560,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["cell"], c["fair_keys"]) for c in cells] == [("pressure", 3), ("storage", 3)]
+    for cell in cells:
+        assert "3 fairness keys" in cell["settings"]
+        assert cell["failures"] == []
+        assert cell["storage"]["finished_jobs"] == cell["enqueued"] > 0
+        assert all(p["completed_per_s"] > 0 for p in cell["phases"])
 
 
 @pytest.mark.bench

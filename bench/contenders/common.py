@@ -26,6 +26,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+FAIR_KEY = "key-{key}"
+"""heartq's fairness key template for `--fair-keys` runs: a job's key is its `key`
+argument (`fair_key_args`). Shared with `bench.pressure` (`bench/worker_processes.py`)."""
+
+
+def fair_key_args(n: int, keys: int) -> dict[str, int]:
+    """The arguments of the `n`-th job when jobs are spread over `keys` fairness keys,
+    each in turn (n mod keys), so every claim meets every key's lane; none when `keys`
+    is 0 (no fairness key)."""
+    return {"key": n % keys} if keys else {}
+
 
 @dataclass
 class Result:

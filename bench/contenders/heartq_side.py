@@ -18,7 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from common import Result, arguments, database_url, processes, rate, timed
+from common import Result, arguments, database_url, fair_key_args, processes, rate, timed
 
 import heartq
 
@@ -27,7 +27,7 @@ TASKS = textwrap.dedent(
     """
     import os
     import heartq
-    from common import Stamps
+    from common import FAIR_KEY, Stamps
 
     app = heartq.App()
     stamps = Stamps(os.environ["HEARTQ_BENCH_DIR"])
@@ -40,7 +40,7 @@ TASKS = textwrap.dedent(
     async def async_noop() -> None:
         stamps.entered()
 
-    @app.task(fair_key="key-{key}")
+    @app.task(fair_key=FAIR_KEY)
     def fair_noop(key: int) -> None:
         stamps.entered()
     """
@@ -92,13 +92,12 @@ def main() -> None:
         app.use_url(url)
         app.migrate()
         task = "async_noop" if args.pool == "async" else "noop"
-        keys = max(args.fair_keys, 1)
-
-        def job_args(n: int) -> dict[str, int]:
-            return {"key": n % keys} if args.fair_keys else {}
-
         if args.fair_keys:
             task = "fair_noop"
+
+        def job_args(n: int) -> dict[str, int]:
+            return fair_key_args(n, args.fair_keys)
+
         single = timed(lambda: [app.enqueue(task, job_args(n)) for n in range(args.single)])
         rest = args.jobs - args.single
         batched = timed(
