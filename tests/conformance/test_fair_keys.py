@@ -84,6 +84,17 @@ def test_more_keys_than_slots_each_take_a_turn_before_any_takes_two(
     assert sorted(taken) == keys  # type: ignore[type-var]
 
 
+def test_the_slots_short_keys_leave_go_to_the_others(store: Store, t0: float) -> None:
+    """A claim fills its slots when most keys have fewer jobs than their turns in it:
+    PostgreSQL walks each lane only as far as its turns could take, then the lanes walked
+    that far further for what the short ones left (`further`)."""
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key=f"k{n}") for n in range(10)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="long") for _ in range(100)], now=t0 - 9)
+    taken = collections.Counter(_keys(store, t0, 50))
+    assert taken == {**{f"k{n}": 1 for n in range(10)}, "long": 40}
+
+
 def test_weights_hold_for_claims_of_one(store: Store, t0: float) -> None:
     """A key of weight 3 takes three slots to another's one, even when each claim has a
     single slot (a busy worker's)."""

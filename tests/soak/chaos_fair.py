@@ -17,7 +17,7 @@ once (one skipping the rows the other locked) may be dated up to `CLOCK_TOLERANC
 of their order: counted apart, not failed.
 
 On PostgreSQL a job may also be passed over for longer: a claim locks (`SKIP LOCKED`)
-entries of each lane it walks (as far as its turns could take, twice that) and its
+entries of each lane it walks (as far as its turns could take) and its
 limit of due jobs, takes its limit of them all, and leaves the others locked until it
 commits; a claim running meanwhile passes over those and may take a later job of the
 same key, and the job passed over waits for its key's next turn, a claim or several

@@ -101,9 +101,9 @@ WITH snap AS MATERIALIZED (
     FROM working AS w
 ), lane AS MATERIALIZED (
     SELECT o.*,
-           least(%(limit)s, 2 * (o.opening + o.quantum * ceil(greatest(0,
+           least(%(limit)s, o.opening + o.quantum * ceil(greatest(0,
                %(limit)s - sum(o.opening) OVER (PARTITION BY o.priority))::float8
-               / sum(o.quantum) OVER (PARTITION BY o.priority))))::int AS reach
+               / sum(o.quantum) OVER (PARTITION BY o.priority)))::int AS reach
     FROM opening AS o
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,

@@ -99,9 +99,10 @@ _HEAD = f"""LEFT JOIN LATERAL (
 # until the pruner removes them (`IDLE_LANES`). `lane`: each lane with what its turn
 # opens with and how far the claim walks it (`reach`): as far as its turns could take
 # were every lane of its priority full (its opening and its quantum each round the
-# claim's slots need), twice that, so a lane takes what a shorter one leaves, and never
-# more than `limit` (each lane walked `limit` deep, 20 keys' claim of 50 locked 1,000 rows
-# for 50 taken). `pend`: the transactions pending at the mark, each
+# claim's slots need), never more than `limit`; what a shorter lane leaves, the others
+# take past their reach (`further`). Each entry walked is locked, a WAL record each: 20
+# keys' claim of 50 locked 1,000 rows with each lane walked `limit` deep, 120 with twice
+# its turns, 60 now. `pend`: the transactions pending at the mark, each
 # with the id of its last entry taken and whether this snapshot still sees it running:
 # then none of its entries can be visible here, and neither walk probes it (in a fleet
 # most pending transactions are claims and finishes in flight; two probes of each at
@@ -189,9 +190,9 @@ def logged(queues: str) -> str:
     FROM working AS w
 ), lane AS MATERIALIZED (
     SELECT o.*,
-           least(%(limit)s, 2 * (o.opening + o.quantum * ceil(greatest(0,
+           least(%(limit)s, o.opening + o.quantum * ceil(greatest(0,
                %(limit)s - sum(o.opening) OVER (PARTITION BY o.priority))::float8
-               / sum(o.quantum) OVER (PARTITION BY o.priority))))::int AS reach
+               / sum(o.quantum) OVER (PARTITION BY o.priority)))::int AS reach
     FROM opening AS o
 ), pend AS MATERIALIZED (
     SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,
