@@ -139,7 +139,7 @@ def _fair_claim_steps(path: Path, keys: int) -> int:
         cursors = {(q, p): None if k is None else Cursor(k, r) for q, p, k, r in tiers}
         lanes = fair._lanes(fair_q, conn, params, 0, cursors, 10)
         assert len(lanes) == 10
-        fair._jobs(fair_q, conn, params, 0, lanes, 1)
+        fair._jobs(fair_q, conn, params, 0, lanes, 1, {})
     finally:
         conn.execute("ROLLBACK")
     conn.set_progress_handler(None, 0)

@@ -84,9 +84,10 @@ class Lane:
 
     def round(self, n: int) -> int:
         """The round (1 first) of the lane's `n`th job (1 first) in this claim."""
-        if n <= self.opening:
+        opening = self.opening  # a property: read once (allot asks this of every job read)
+        if n <= opening:
             return 1
-        return 1 + -(-(n - self.opening) // self.quantum)
+        return 1 + -(-(n - opening) // self.quantum)
 
     def reach(self, rounds: int) -> int:
         """How many of the lane's jobs `rounds` rounds can take."""
@@ -184,6 +185,7 @@ def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows
         if int(priority) not in priorities:
             priorities.append(int(priority))
     window: list[Lane] = []
+    rowids: dict[str, int] = {}  # each job read: its rowid, by which it is claimed
     found = 0  # the jobs read in the window so far
     for priority in priorities:
         if found >= limit or len(window) >= limit:
@@ -194,17 +196,18 @@ def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows
         slots = limit - found
         rounds = rounds_for(lanes, slots)
         cap = max(min(slots, lane.reach(rounds)) for lane in lanes)
-        read = _jobs(f, conn, params, priority, lanes, cap)
+        read = _jobs(f, conn, params, priority, lanes, cap, rowids)
         if read < slots and cap < slots and any(len(lane.jobs) == cap for lane in lanes):
             for lane in lanes:
                 lane.jobs.clear()
-            read = _jobs(f, conn, params, priority, lanes, slots)
+            read = _jobs(f, conn, params, priority, lanes, slots, rowids)
         window.extend(lanes)
         found += read
     chosen = allot(window, cursors, limit)
     if not chosen.ids:
         return []
-    rows = run(on, f.CLAIM_CHOSEN, dict(params, ids=json.dumps(chosen.ids)))
+    chosen_rows = json.dumps([rowids[job_id] for job_id in chosen.ids])
+    rows = run(on, f.CLAIM_CHOSEN, dict(params, rowids=chosen_rows))
     if chosen.cursors:
         turns = [[q, p, c.key, c.remaining] for (q, p), c in chosen.cursors.items()]
         run(conn, f.STORE_FAIR_TURNS, {"now": params["now"], "turns": json.dumps(turns)})
@@ -252,13 +255,16 @@ def _jobs(
     priority: int,
     lanes: list[Lane],
     cap: int,
+    rowids: dict[str, int],
 ) -> int:
-    """Read each lane's first `cap` runnable jobs into it, in their order; how many."""
+    """Read each lane's first `cap` runnable jobs into it, in their order, and their
+    rowids into `rowids`; how many."""
     given = json.dumps([[lane.queue, lane.key] for lane in lanes])
     rows = run(conn, f.FAIR_JOBS, dict(params, priority=priority, lanes=given, cap=cap))
     at = {(lane.queue, lane.key): lane for lane in lanes}
-    for queue, key, job_id, run_at in rows:
+    for queue, key, job_id, run_at, rowid in rows:
         at[(queue, key)].jobs.append((job_id, float(run_at)))
+        rowids[job_id] = rowid
     for lane in lanes:
         lane.jobs.sort(key=lambda job: (job[1], job[0]))
     return len(rows)

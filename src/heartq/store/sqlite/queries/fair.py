@@ -106,14 +106,15 @@ WHERE EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
 """
 
 # Each lane's first :cap runnable jobs (:lanes, [[queue, key]], key '' for the jobs
-# without one) of one priority, in no order: a walk of its range of its index, stopped
-# there (no table read), and each job read by its rowid. One bound for all (SQLite takes
-# no LIMIT from an outer row): the most any lane's rounds in this claim can take.
+# without one) of one priority, rows (queue, key, id, run_at, rowid) in no order: a walk
+# of its range of its index, stopped there (no table read), and each job read by its
+# rowid. One bound for all (SQLite takes no LIMIT from an outer row): the most any lane's
+# rounds in this claim can take.
 FAIR_JOBS = f"""
 WITH l(queue, key) AS MATERIALIZED (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:lanes)
 )
-SELECT l.queue, l.key, j.id, j.run_at
+SELECT l.queue, l.key, j.id, j.run_at, j.rowid
 FROM l CROSS JOIN heartq_jobs AS j
 WHERE l.key <> '' AND j.rowid IN (
     SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
@@ -121,7 +122,7 @@ WHERE l.key <> '' AND j.rowid IN (
       AND run_at <= :now
     ORDER BY run_at, id LIMIT :cap)
 UNION ALL
-SELECT l.queue, l.key, j.id, j.run_at
+SELECT l.queue, l.key, j.id, j.run_at, j.rowid
 FROM l CROSS JOIN heartq_jobs AS j
 WHERE l.key = '' AND j.rowid IN (
     SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
@@ -129,9 +130,10 @@ WHERE l.key = '' AND j.rowid IN (
     ORDER BY run_at, id LIMIT :cap)
 """
 
-# The jobs the turns chose, claimed as every claim claims (still queued: SQLite has one
-# writer, so they are).
-CLAIM_CHOSEN = f"""{_CLAIM_SET}WHERE id IN (SELECT value FROM json_each(:ids))
+# The jobs the turns chose (:rowids, as FAIR_JOBS gave them in this transaction), claimed
+# as every claim claims (still queued: SQLite has one writer, so they are). By rowid, not
+# id: a seek of the table, not of the id's index then the table.
+CLAIM_CHOSEN = f"""{_CLAIM_SET}WHERE rowid IN (SELECT value FROM json_each(:rowids))
   AND status = 'queued'
 {_CLAIM_RETURNING}"""
 
