@@ -41,6 +41,24 @@ def test_a_claim_takes_the_keys_in_turn(store: Store, t0: float) -> None:
     assert taken == {"a": 4, "b": 1, None: 1}
 
 
+def test_once_the_keys_are_served_a_claim_takes_the_jobs_without_one_as_before(
+    store: Store, t0: float
+) -> None:
+    """A claim that found a fairness key waiting asks that first the next time (SQLite:
+    the claim of jobs without a key, which takes nothing while one waits, is skipped);
+    once the keyed jobs are gone, the next claim takes the others in full, in order, and
+    the keyed jobs' turns resume when keyed jobs come back."""
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="a") for _ in range(2)], now=t0 - 10)
+    plain = store.enqueue([new_job() for _ in range(6)], now=t0 - 9)
+    assert collections.Counter(_keys(store, t0, 2)) == {"a": 1, None: 1}
+    assert collections.Counter(_keys(store, t0, 2)) == {"a": 1, None: 1}
+    claimed = store.claim("w1", ["default"], 3, 30.0, now=t0)
+    assert [job.id for job in claimed] == plain[2:5]
+    store.enqueue([new_job(fair_key="b") for _ in range(2)], now=t0 - 8)
+    assert collections.Counter(_keys(store, t0, 2)) == {"b": 1, None: 1}
+
+
 def test_a_higher_priority_goes_first_whatever_its_key(store: Store, t0: float) -> None:
     register(store, "w1", t0)
     store.enqueue([new_job(fair_key="a", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)

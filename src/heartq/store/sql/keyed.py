@@ -29,7 +29,9 @@ asks again: that claim commits within milliseconds, and the next look sees what 
 (and then the exact wait, or the room left)."""
 
 
-def claim_keyed(d: Dialect, conn: Any, params: dict[str, Any]) -> tuple[Rows, float | None]:
+def claim_keyed(
+    d: Dialect, conn: Any, params: dict[str, Any], found: Any = None
+) -> tuple[Rows, float | None]:
     """Claimed jobs with a concurrency key, then, slots left, with a rate key, never beyond
     their limits; and the seconds until a runnable rate-limited job held back may start
     (None: none is). `params` are the claim's, `limit` the slots its jobs without a key
@@ -50,7 +52,8 @@ def claim_keyed(d: Dialect, conn: Any, params: dict[str, Any]) -> tuple[Rows, fl
     taken, they are handed over all the same and the keyed jobs wait for the next claim
     (which raises the error if it persists, once nothing unkeyed is left to take). In
     one transaction (SQLite; PostgreSQL behind a transaction-mode pooler) the error is
-    the claim's, and nothing was taken."""
+    the claim's, and nothing was taken. `found`: `KEYED_QUEUED`'s row if the claim asked
+    it already (SQLite's, which notes whether a fairness key waits: `LeaseOps.claim`)."""
     own = d.own_transaction(conn)  # the keys' locks last until the claim commits
     try:
         # Whether a job with a concurrency key is queued in these queues, one with a rate
@@ -59,7 +62,8 @@ def claim_keyed(d: Dialect, conn: Any, params: dict[str, Any]) -> tuple[Rows, fl
         # that left slots free (nearly every claim of a queue that keeps up) is spared
         # them. A hint, read before any key is locked: a keyed job queued just after it is
         # claimed by the next claim, as one queued just after the keyed claims would be.
-        found = conn.execute(d.q.KEYED_QUEUED, params).fetchone()
+        if found is None:
+            found = conn.execute(d.q.KEYED_QUEUED, params).fetchone()
         if not found["queued"]:  # one round trip, not the four below
             return [], None
         shared: Rows = []
