@@ -13,6 +13,13 @@ rule). Every other test keeps its place in the collection order, so a module's t
 together in one share (its module-scoped fixtures made once). Each xdist process orders its
 own collection the same way (xdist checks they are the same), knowing the run's number of
 processes; nothing changes outside xdist or under another `--dist`.
+
+Tests that share a costly module-scoped fixture value (a Django site: its processes and
+migrations, 2.5-6 s) are marked `long(SECONDS, together=NAME)`, SECONDS being what the
+group takes as a whole: they lead a share as one block, in collection order. Left where
+the collection put them (tests/with_django, the back of the last share) the steals took
+them first, a tail at a time, and a site cut by a steal was set up again in the process
+that took the rest: about twice a site a run.
 """
 
 from __future__ import annotations
@@ -50,19 +57,37 @@ def seconds(item: Marked) -> float | None:
     return float(mark.args[0] if mark.args else mark.kwargs["seconds"])
 
 
+def together(item: Marked) -> str | None:
+    """The name of the block a test's `long` mark puts it in (`together=NAME`), or None."""
+    mark = item.get_closest_marker("long")
+    return None if mark is None else mark.kwargs.get("together")
+
+
 def ordered(items: Sequence[T], processes: int) -> list[T]:
-    """`items` in the order that starts each `long` test at the front of a share."""
+    """`items` in the order that starts each `long` test (or block of tests marked long
+    together) at the front of a share."""
     sizes = shares(len(items), processes)
-    timed = [(seconds(item), place) for place, item in enumerate(items)]
-    longest = sorted((-s, place) for s, place in timed if s is not None)
+    blocks: dict[object, list[int]] = {}
+    timed: dict[object, float] = {}
+    for place, item in enumerate(items):
+        taken = seconds(item)
+        if taken is not None:
+            key = together(item) or place
+            blocks.setdefault(key, []).append(place)
+            timed[key] = taken
+    longest = sorted(blocks, key=lambda key: (-timed[key], blocks[key][0]))
     heads: list[list[int]] = [[] for _ in sizes]
     load = [0.0] * len(sizes)
-    for minus_s, place in longest:
-        room = [i for i, size in enumerate(sizes) if len(heads[i]) < size]
+    for key in longest:
+        block = blocks[key]
+        room = [i for i, size in enumerate(sizes) if len(heads[i]) + len(block) <= size]
+        if not room:
+            continue  # a block no share can hold: left in place
         share = min(room, key=lambda i: (load[i], i))
-        heads[share].append(place)
-        load[share] -= minus_s
-    rest = iter(place for s, place in timed if s is None)
+        heads[share] += block
+        load[share] += timed[key]
+    placed = {place for head in heads for place in head}
+    rest = iter(place for place in range(len(items)) if place not in placed)
     order: list[int] = []
     for head, size in zip(heads, sizes, strict=True):
         order += head

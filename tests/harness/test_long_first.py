@@ -60,10 +60,13 @@ def test_work_stealing_first_hands_out_contiguous_shares_of_these_sizes(
 class Item:
     name: str
     seconds: float | None = None
+    together: str | None = None
 
     def get_closest_marker(self, name: str) -> pytest.Mark | None:
         if name != "long" or self.seconds is None:
             return None
+        if self.together is not None:
+            return pytest.mark.long(self.seconds, together=self.together).mark
         return pytest.mark.long(self.seconds).mark
 
 
@@ -77,6 +80,26 @@ def test_long_tests_lead_the_shares_longest_first_the_rest_in_place() -> None:
     # and 5 to the second (65 | 65).
     rest = [f"t{i}" for i in (0, 1, 2, 4, 6, 7, 8, 9, 10, 13, 14, 15, 16, 18)]
     assert order == ["t5", "t12", *rest[:8], "t17", "t11", "t3", "t19", *rest[8:]]
+
+
+def test_tests_marked_long_together_lead_a_share_as_one_block_in_their_order() -> None:
+    """A block (a Django site's tests, say) is one long test of its SECONDS: it never
+    spans two shares, its tests keep their order, and a block no share has room for stays
+    in place."""
+    items = [Item(f"t{i}") for i in range(20)]
+    for place in (14, 15, 16, 17):
+        items[place].seconds, items[place].together = 40, "site a"
+    for place in (18, 19):
+        items[place].seconds, items[place].together = 20, "site b"
+    items[2].seconds = 30
+    order = [item.name for item in ordered(items, 2)]
+    # 40 to the first share, 30 to the second, 20 to the second (40 | 50).
+    rest = [f"t{i}" for i in (0, 1, *range(3, 14))]
+    assert order == ["t14", "t15", "t16", "t17", *rest[:6], "t2", "t18", "t19", *rest[6:]]
+    huge = [Item(f"t{i}", 10, "huge" if i < 6 else None) for i in range(10)]
+    # Shares of 5 and 5: the block of 6 stays in place, t6 to t9 lead the shares in turn.
+    expected = [f"t{i}" for i in (6, 8, 0, 1, 2, 7, 9, 3, 4, 5)]
+    assert [item.name for item in ordered(huge, 2)] == expected
 
 
 def test_an_order_keeps_every_test_once_whatever_the_processes() -> None:

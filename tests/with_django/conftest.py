@@ -1,21 +1,34 @@
 """The Django site fixture: one site per Django environment and database for a module
 (tests/with_django/harness.py), shared by its tests. pytest orders a module's tests by the
-site they take, so each site is set up once per test process that runs its tests."""
+site they take, so each site is set up once per test process that runs its tests; under
+xdist's work stealing a site's tests lead a process's share as one block (`long(SECONDS,
+together=SITE)`, tests/long_first.py), so that one process runs them all."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.with_django import environments
 from tests.with_django.harness import Site, postgres_site, sqlite_site
 
+
+def _site(flavor: str, database: str, seconds: float) -> Any:
+    """A site's parameter, its tests marked to run as one block of about `seconds` (its
+    set-up and its tests, skips included: 6-19 s measured, tests/with_django alone at -n 2;
+    only the tests' order is read from it)."""
+    name = f"{flavor}-{database}"
+    return pytest.param((flavor, database), id=name,
+                        marks=pytest.mark.long(seconds, together=name))  # fmt: skip
+
+
 SITES = [
-    pytest.param(("django61", "sqlite"), id="django61-sqlite"),
-    pytest.param(("django61", "postgres"), id="django61-postgres"),
-    pytest.param(("backport", "sqlite"), id="backport-sqlite"),
-    pytest.param(("backport", "postgres"), id="backport-postgres"),
+    _site("django61", "sqlite", 15),
+    _site("django61", "postgres", 20),
+    _site("backport", "sqlite", 6),
+    _site("backport", "postgres", 18),
 ]
 
 
