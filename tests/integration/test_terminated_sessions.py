@@ -204,16 +204,18 @@ def backend_pid(conn: psycopg.Connection[Any]) -> int:
     return int(row["pid"])
 
 
-@pytest.mark.parametrize("found", ["at its check", "in use"])
+@pytest.mark.parametrize("found", ["at its check", "in use", "in use, still open"])
 def test_once_a_pooled_connection_is_found_dead_the_others_are_checked_before_use(
     backend: str, found: str
 ) -> None:
     """Two pooled connections, both used just now, their sessions ended by the server;
     the backend of one (`quiet`) is held stopped, so it has not said so yet. The other
     one is found dead first, at its check (it had the server's last words on its
-    socket) or in use (taken before the server ended it). The next caller is not handed
-    `quiet` unchecked, to fail as soon as its backend runs: its round trip meets the
-    end, and the caller gets a new connection."""
+    socket) or in use (taken before the server ended it): closed by then, or, as libpq
+    may leave it for a moment after handing over the server's last words, still open
+    (`still open`: the error raised while it is). The next caller is not handed `quiet`
+    unchecked, to fail as soon as its backend runs: its round trip meets the end, and
+    the caller gets a new connection."""
     cluster = pg_harness.PrivateCluster()
     store = cast(PostgresStore, open_store(f"{cluster.url}?schema=heartq_pool&pool_size=2"))
     quiet_pid = 0
@@ -243,6 +245,12 @@ def test_once_a_pooled_connection_is_found_dead_the_others_are_checked_before_us
                     assert conn.pgconn.backend_pid == other_pid
                     end_both()
                     conn.execute("SELECT 1")
+            elif found == "in use, still open":
+                with pytest.raises(StoreUnavailable), pool.transaction() as conn:
+                    assert conn.pgconn.backend_pid == other_pid
+                    end_both()
+                    assert not conn.closed  # nothing read since: it looks open
+                    raise psycopg.errors.AdminShutdown("terminating connection")
             else:
                 end_both()
             threading.Timer(0.5, os.kill, (quiet_pid, signal.SIGCONT)).start()

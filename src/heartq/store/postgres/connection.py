@@ -540,8 +540,8 @@ class ConnectionPool:
             with conn:
                 yield conn
             self._checkouts.went_well(conn, began)
-        except BaseException:
-            self._checkouts.went_wrong(conn)
+        except BaseException as exc:
+            self._checkouts.went_wrong(conn, exc)
             raise
         finally:
             pool.putconn(conn)
