@@ -56,10 +56,13 @@ def charge(order_id):
 
 @task(takes_context=True, queue_name="crashy")
 def slow_once(context, marker):
-    """The first attempt marks that it started, then hangs (its worker is SIGKILLed);
-    the next one returns at once."""
+    """The first attempt marks that it started (its worker's id, written whole before the
+    file appears: a test that saw the file while it was being written read it empty),
+    then hangs (its worker is SIGKILLed); the next one returns at once."""
     if context.attempt == 1:
-        Path(marker).write_text(context.task_result.worker_ids[-1])
+        written = Path(f"{marker}.part")
+        written.write_text(context.task_result.worker_ids[-1])
+        written.rename(marker)
         time.sleep(120)
     context.heartq.heartbeat(progress=1.0, stage="done")  # heartq's own JobContext
     return {"attempt": context.attempt, "heartq_attempt": context.heartq.attempt}
