@@ -15,33 +15,31 @@ _KEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
 _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL"""
 
+
+def _priorities(cte: str, index: str, jobs: str) -> str:
+    """The CTE `cte(queue, priority)`: each queue's priorities that have `jobs`, highest
+    first, one probe of `index` past the priority before each (a skip scan: a priority's
+    keys and backlog are jumped over); a NULL priority ends a queue's walk."""
+    return f"""{cte}(queue, priority) AS (
+    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY {index}
+                     WHERE {jobs} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
+    FROM q
+    UNION ALL
+    SELECT {cte}.queue, (SELECT priority FROM heartq_jobs INDEXED BY {index}
+                      WHERE {jobs} AND queue = {cte}.queue AND priority < {cte}.priority
+                      ORDER BY priority DESC LIMIT 1)
+    FROM {cte} WHERE {cte}.priority IS NOT NULL
+),"""
+
+
 # The claim's tiers (a queue and a priority with jobs that take turns, highest priority
 # first) and each tier's cursor (NULL: none stored). Each queue's priorities are found
-# by one probe each of the two indexes past the priority before (a skip scan: a
-# priority's keys and backlog are jumped over), so the cost grows with the priorities
-# queued, never with the keys or the jobs.
+# by one probe each of the two indexes past the priority before (`_priorities`), so the
+# cost grows with the priorities queued, never with the keys or the jobs.
 FAIR_TIERS = f"""
 WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
-kp(queue, priority) AS (
-    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_KEYED} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
-    FROM q
-    UNION ALL
-    SELECT kp.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                      WHERE {_KEYED} AND queue = kp.queue AND priority < kp.priority
-                      ORDER BY priority DESC LIMIT 1)
-    FROM kp WHERE kp.priority IS NOT NULL
-),
-up(queue, priority) AS (
-    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-                     WHERE {_UNKEYED} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
-    FROM q
-    UNION ALL
-    SELECT up.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-                      WHERE {_UNKEYED} AND queue = up.queue AND priority < up.priority
-                      ORDER BY priority DESC LIMIT 1)
-    FROM up WHERE up.priority IS NOT NULL
-),
+{_priorities("kp", "heartq_jobs_fair_claim_idx", _KEYED)}
+{_priorities("up", "heartq_jobs_claim_idx", _UNKEYED)}
 tiers(queue, priority) AS (
     SELECT queue, priority FROM kp WHERE priority IS NOT NULL
     UNION
