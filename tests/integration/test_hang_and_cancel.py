@@ -31,7 +31,10 @@ def test_a_silent_task_times_out_on_its_live_worker(harness: Harness) -> None:
     assert execution["worker_id"] == worker.id and execution["crash"] is None
     assert execution["error"] == silence
     assert dead["dead_reason"] == f"timed out on its only attempt; {silence}"
-    (timed_out,) = worker.job_events("job_timed_out", job_id)
+    # The worker logs the end once it is committed: the status can be read first.
+    (timed_out,) = harness.wait_for(
+        lambda: worker.job_events("job_timed_out", job_id), 5, "the worker to log the end"
+    )
     assert timed_out["error"] == silence
     assert not worker.job_events("lease_lost", job_id)
 
