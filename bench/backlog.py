@@ -122,7 +122,7 @@ def analyze(url: str) -> None:
         return
     base, schema = url.split("?schema=")
     with psycopg.connect(base, autocommit=True) as pg:
-        pg.execute(f"ANALYZE {schema}.jobs")  # type: ignore[arg-type]
+        pg.execute(f"ANALYZE {schema}.job_documents")  # type: ignore[arg-type]
 
 
 SUCCEEDED = "status = 'succeeded' AND finished_at IS NOT NULL"

@@ -220,8 +220,8 @@ class Scratch:
         """Finished rows gone and vacuumed, the backlog back to its size: every turn
         starts from the same table."""
         self.admin.execute("DELETE FROM ended_executions")
-        self.admin.execute("DELETE FROM jobs WHERE status <> 'queued'")
-        self.admin.execute("VACUUM (ANALYZE) jobs, ended_executions")
+        self.admin.execute("DELETE FROM job_documents WHERE status <> 'queued'")
+        self.admin.execute("VACUUM (ANALYZE) job_documents, ended_executions")
         row = self.admin.execute("SELECT count(*) FROM jobs").fetchone()
         missing = self.backlog - int(row[0] if row else 0)
         while missing > 0:

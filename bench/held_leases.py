@@ -166,7 +166,7 @@ def run(url: str, jobs: int, running: int, lease: float, beats: int) -> dict[str
             holder.rollback()
         options = f"-c search_path={schema}"
         with psycopg.connect(conninfo, autocommit=True, options=options) as conn:
-            conn.execute("VACUUM jobs")
+            conn.execute("VACUUM job_documents")
             conn.execute("VACUUM workers")
         take("released")
     finally:

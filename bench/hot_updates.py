@@ -34,7 +34,7 @@ import psycopg
 from heartq.app import App
 
 DATABASE = "heartq_bench_hot"
-TABLES = ("jobs", "executions", "ended_executions")
+TABLES = ("job_documents", "executions", "ended_executions")
 TASKS = """
 import asyncio
 import heartq
@@ -131,7 +131,8 @@ def main() -> None:
         app.migrate()
         if args.fillfactor is not None:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f"ALTER TABLE heartq.jobs SET (fillfactor = {int(args.fillfactor)})")
+                fillfactor = int(args.fillfactor)
+                conn.execute(f"ALTER TABLE heartq.job_documents SET (fillfactor = {fillfactor})")
         with tempfile.TemporaryDirectory(prefix="heartq-hot-") as tmp:
             (Path(tmp) / "hot_tasks.py").write_text(TASKS)
             run(url, Path(tmp), app, args.jobs, args.long, args.seconds)

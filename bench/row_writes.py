@@ -52,30 +52,30 @@ BATCH = 50
 
 _REST = "CASE WHEN status = 'running' THEN 'queued' ELSE status END"
 HEAP_ONLY_CLAIM = f"""
-ALTER TABLE jobs ADD COLUMN rest text GENERATED ALWAYS AS ({_REST}) STORED;
+ALTER TABLE job_documents ADD COLUMN rest text GENERATED ALWAYS AS ({_REST}) STORED;
 DROP INDEX jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_idx,
     jobs_detached_idx, jobs_finished_idx, jobs_key_running_idx, jobs_keyed_claim_idx,
     jobs_rated_claim_idx, jobs_ready_idx, jobs_running_rate_idx, jobs_unique_live_idx,
     jobs_waiting_idx;
-CREATE INDEX jobs_claim_idx ON jobs (queue, priority DESC, run_at, id)
+CREATE INDEX jobs_claim_idx ON job_documents (queue, priority DESC, run_at, id)
     WHERE rest = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND ready_xid IS NULL;
-CREATE INDEX jobs_ready_idx ON jobs (queue, priority, ready_xid, id)
+CREATE INDEX jobs_ready_idx ON job_documents (queue, priority, ready_xid, id)
     WHERE rest = 'queued' AND ready_xid IS NOT NULL;
-CREATE INDEX jobs_keyed_claim_idx ON jobs (queue, priority DESC, run_at, id)
+CREATE INDEX jobs_keyed_claim_idx ON job_documents (queue, priority DESC, run_at, id)
     WHERE rest = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL;
-CREATE INDEX jobs_rated_claim_idx ON jobs (rate_key, priority DESC, run_at, id)
+CREATE INDEX jobs_rated_claim_idx ON job_documents (rate_key, priority DESC, run_at, id)
     WHERE rest = 'queued' AND rate_key IS NOT NULL;
-CREATE INDEX jobs_dead_idx ON jobs (queue, created_at) WHERE rest = 'dead';
-CREATE INDEX jobs_finished_idx ON jobs (rest, finished_at) WHERE finished_at IS NOT NULL;
-CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (unique_key)
+CREATE INDEX jobs_dead_idx ON job_documents (queue, created_at) WHERE rest = 'dead';
+CREATE INDEX jobs_finished_idx ON job_documents (rest, finished_at) WHERE finished_at IS NOT NULL;
+CREATE UNIQUE INDEX jobs_unique_live_idx ON job_documents (unique_key)
     WHERE unique_key IS NOT NULL AND rest = 'queued';
-CREATE INDEX jobs_waiting_idx ON jobs (queue) WHERE rest = 'waiting';
-CREATE INDEX jobs_pending_result_idx ON jobs (id) WHERE result_pending;
+CREATE INDEX jobs_waiting_idx ON job_documents (queue) WHERE rest = 'waiting';
+CREATE INDEX jobs_pending_result_idx ON job_documents (id) WHERE result_pending;
 """
 
 FILL = """
-INSERT INTO jobs (id, task, queue, args, status, run_at, max_retries, retry_backoff,
+INSERT INTO job_documents (id, task, queue, args, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, created_at, updated_at, ready_xid)
 SELECT lpad(i::text, 36, '0'), 'noop', 'default', '[]', 'queued', now(), 3, 1, 60,
        now(), now(), pg_current_xact_id()
@@ -87,7 +87,7 @@ DROP INDEX jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_i
     jobs_detached_idx, jobs_finished_idx, jobs_key_running_idx, jobs_keyed_claim_idx,
     jobs_rated_claim_idx, jobs_ready_idx, jobs_running_rate_idx, jobs_unique_live_idx,
     jobs_waiting_idx, jobs_unique_key_idx;
-CREATE INDEX jobs_dead_idx ON jobs (queue, created_at) WHERE dead_reason IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON job_documents (queue, created_at) WHERE dead_reason IS NOT NULL;
 CREATE TABLE ready (
     lane integer NOT NULL, enq_xid xid8 NOT NULL, seq bigint NOT NULL,
     job_id text COLLATE "C" NOT NULL, execution_id bigint NOT NULL,
@@ -144,7 +144,7 @@ def claims(ids: list[str], clears_ready: bool) -> str:
     """One line a statement (the single-user backend ends a statement at a newline)."""
     ready = "ready_xid = NULL, " if clears_ready else ""
     return "".join(
-        "UPDATE heartq.jobs SET status = 'running', worker_id = 'w1', "
+        "UPDATE heartq.job_documents SET status = 'running', worker_id = 'w1', "
         "execution_id = execution_id + 1, attempts = attempts + 1, "
         "lease_expires_at = now() + interval '30 s', heartbeat_at = now(), "
         f"started_at = now(), updated_at = now(), claimed_ahead = false, {ready}"
@@ -155,7 +155,7 @@ def claims(ids: list[str], clears_ready: bool) -> str:
 
 def finishes(ids: list[str]) -> str:
     return "".join(
-        "UPDATE heartq.jobs SET status = 'succeeded', finished_at = now(), "
+        "UPDATE heartq.job_documents SET status = 'succeeded', finished_at = now(), "
         "result = 'null', updated_at = now(), lease_expires_at = NULL, "
         "result_pending = false "
         f"WHERE id = ANY({_array(ids[k:k + BATCH])}) AND execution_id = 1;\n"
@@ -180,10 +180,10 @@ def split_finishes(ids: list[str]) -> str:
     return "".join(
         "WITH gone AS (DELETE FROM heartq.leases WHERE job_id = "
         f"ANY({_array(ids[k:k + BATCH])}) RETURNING job_id, execution_id, worker_id, "
-        "claimed_at) UPDATE heartq.jobs AS j SET status = 'succeeded', finished_at = now(), "
-        "result = 'null', updated_at = now(), attempts = 1, execution_id = g.execution_id, "
-        "worker_id = g.worker_id, started_at = g.claimed_at FROM gone AS g "
-        "WHERE j.id = g.job_id;\n"
+        "claimed_at) UPDATE heartq.job_documents AS j SET status = 'succeeded', "
+        "finished_at = now(), result = 'null', updated_at = now(), attempts = 1, "
+        "execution_id = g.execution_id, worker_id = g.worker_id, started_at = g.claimed_at "
+        "FROM gone AS g WHERE j.id = g.job_id;\n"
         for k in range(0, len(ids), BATCH)
     )
 
@@ -229,14 +229,16 @@ def prepare(cluster: PrivateCluster, database: str, shape: Shape, jobs: int) -> 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET search_path = heartq")
         conn.execute(
-            sql.SQL("ALTER TABLE jobs SET (fillfactor = {})").format(sql.Literal(shape.fillfactor))
+            sql.SQL("ALTER TABLE job_documents SET (fillfactor = {})").format(
+                sql.Literal(shape.fillfactor)
+            )
         )
         conn.execute(FILL, (jobs,))
         if shape.changes:
             for statement in shape.changes.split(";"):
                 if statement.strip():
                     conn.execute(statement, {"jobs": jobs} if "%(jobs)s" in statement else None)
-        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_documents")
 
 
 PLANS = "SET enable_seqscan = off;\nSET enable_hashjoin = off;\n"

@@ -23,6 +23,7 @@ IDS = ["job-a", "job-B", "job-e", "job-\u00e9", "job-Z", "job-_", "job-0", "job-
 accents second, punctuation ignored): "C" and SQLite give Python's `sorted`."""
 
 JOB_ID_COLUMNS = {
+    ("job_documents", "id"),
     ("jobs", "id"),
     ("ended_executions", "job_id"),
     ("executions", "job_id"),
@@ -33,7 +34,7 @@ JOB_ID_COLUMNS = {
     ("pruned_successes", "id"),
     ("schedules", "last_job_id"),
 }
-"""Every PostgreSQL column that holds a job id (or a tail of one), tables and the view."""
+"""Every PostgreSQL column that holds a job id (or a tail of one), tables and views."""
 
 INDEXED = {
     ("jobs_pkey", "id"),
@@ -92,7 +93,7 @@ def _collations(store: PostgresStore) -> dict[tuple[str, str], str]:
     return {(r["relname"], r["attname"]): r["collname"] for r in rows}
 
 
-TABLES = ("jobs", "ended_executions", "job_dependencies", "job_tails", "pruned_successes")
+TABLES = ("job_documents", "ended_executions", "job_dependencies", "job_tails", "pruned_successes")
 
 
 def _files(store: PostgresStore) -> dict[str, int]:

@@ -89,7 +89,8 @@ def test_deleted_jobs_take_their_tails_with_them(pg: PostgresStore) -> None:
     database = pg.link.url.rsplit("?schema=", 1)[0]
     with psycopg.connect(database, autocommit=True) as other:
         assert schema not in str(other.execute("SHOW search_path").fetchone())
-        jobs = psycopg.sql.SQL("DELETE FROM {}.jobs").format(psycopg.sql.Identifier(schema))
+        table = psycopg.sql.Identifier(schema, "job_documents")
+        jobs = psycopg.sql.SQL("DELETE FROM {}").format(table)
         other.execute(jobs)
     assert tails(pg) == set()
 
@@ -112,11 +113,12 @@ def test_the_migration_copies_the_tails_of_the_jobs_already_there(
     index is gone."""
     migrations = SteeredMigrations(pg_url, monkeypatch)
     # Today's enqueue writes the columns of migrations 26 (the ready log), 33 (the
-    # expiry), 35 (the fairness key) and 37 (the lanes by key): they are taken first, as
+    # expiry), 35 (the fairness key), 37 (the lanes by key) and 39 (the jobs table by its new
+    # name): they are taken first, as
     # a migration merged below the newest would be (test_deployment.py).
-    migrations.only(lambda version: version < 19 or version in (26, 33, 35, 37))
+    migrations.only(lambda version: version < 19 or version in (26, 33, 35, 37, 39))
     with opened(PostgresStore(pg_url)) as old:
-        assert old.link.migrate() == 37
+        assert old.link.migrate() == 39
         ids = old.enqueue([new_job() for _ in range(5)])
     migrations.all()
     store = PostgresStore(pg_url)

@@ -110,7 +110,7 @@ def test_an_enqueue_that_waited_for_a_prune_finds_the_trace(
     run_to_end(store, t0 + 1)
     holder, watcher = connect(), connect()
     schema = parse_url(store_url)[1]
-    holder.execute(f"SELECT id FROM {schema}.jobs WHERE id = %s FOR UPDATE", (done,))
+    holder.execute(f"SELECT id FROM {schema}.job_documents WHERE id = %s FOR UPDATE", (done,))
     counts: list[int] = []
     pruner = threading.Thread(
         target=lambda: counts.append(store.prune(DAY, DAY, now=t0 + 2 * DAY).jobs)

@@ -29,7 +29,7 @@ def _vacuums(store: PostgresStore) -> int:
     """How many vacuums of the jobs table PostgreSQL counted (reported as each ends)."""
     with store.link.pool.autocommit() as conn:
         row = conn.execute(
-            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'job_documents'::regclass"
         ).fetchone()
     assert row is not None
     return int(row["vacuum_count"])
@@ -44,7 +44,7 @@ def test_a_vacuum_pass_vacuums_the_jobs_table(store: Store) -> None:
         assert store.vacuum_jobs() is False  # SQLite: nothing kept to vacuum
         return
     with store.link.pool.autocommit() as conn:  # no autovacuum to skip this one's table
-        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = off)")
+        conn.execute("ALTER TABLE job_documents SET (autovacuum_enabled = off)")
     store.enqueue([NewJob("t", "{}")])
     (job,) = store.claim("w", ["default"], 1, lease=60)
     assert store.finish([succeeded(job, None)]) == []
@@ -67,7 +67,8 @@ def test_a_role_that_may_not_vacuum_the_jobs_table_does_not_try(store: Store) ->
         admin.execute(SQL("CREATE ROLE {} LOGIN").format(role))
         try:
             admin.execute(SQL("GRANT USAGE ON SCHEMA {} TO {}").format(Identifier(schema), role))
-            admin.execute(SQL("GRANT ALL ON {}.jobs TO {}").format(Identifier(schema), role))
+            table = Identifier(schema, "job_documents")
+            admin.execute(SQL("GRANT ALL ON {} TO {}").format(table, role))
             with psycopg.connect(conninfo, user=name) as conn:
                 conn.execute(SQL("SET search_path TO {}").format(Identifier(schema)))
                 row = conn.execute(admin_queries.VACUUM_DUE, {"since": 0.0}).fetchone()

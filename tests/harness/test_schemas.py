@@ -167,7 +167,7 @@ def test_a_copied_schema_is_the_schema_a_migration_makes(pg_server_url: str) -> 
             for url, name in zip(urls, names, strict=True)
         }
         assert ddl[copies[0]] == ddl[migrated_url] == ddl[copies[1]]
-        assert "CREATE TABLE SCHEMA.jobs" in ddl[migrated_url]
+        assert "CREATE TABLE SCHEMA.job_documents" in ddl[migrated_url]
         slots = {url: _columns(pg_server_url, name) for url, name in zip(urls, names, strict=True)}
         assert slots[copies[0]] == slots[migrated_url] == slots[copies[1]]  # dropped ones too
         contents = {}

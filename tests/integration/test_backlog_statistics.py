@@ -77,7 +77,7 @@ def queues(pg_server_url: str) -> Iterator[tuple[str, str]]:
                 with store.link.pool.autocommit() as conn:
                     census.fill(conn, BACKLOG, queue="default")
                     if url == analyzed:
-                        conn.execute("ANALYZE jobs")
+                        conn.execute("ANALYZE job_documents")
             finally:
                 store.link.close()
         yield analyzed, fresh

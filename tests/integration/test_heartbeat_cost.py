@@ -25,7 +25,7 @@ WORKER = "w-cost"
 LEASE = 30.0
 
 
-JOBS_TABLE = re.compile(r"\b(heartq_)?jobs\b")
+JOBS_TABLE = re.compile(r"\b(heartq_jobs|jobs|job_documents)\b")
 """The jobs table: `heartq_jobs` in SQLite, `jobs` in the PostgreSQL schema."""
 
 

@@ -214,7 +214,7 @@ WITH lane AS (
 ),
 n AS (SELECT i, lpad(to_hex(%(base)s::bigint + i), 30, '0') AS h
       FROM generate_series(1, %(count)s::int) AS i)
-INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries,
+INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
                   retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                   ready_xid)
 SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'

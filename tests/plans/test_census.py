@@ -81,7 +81,7 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
 
     # Statistics and vacuums only where a state says: autovacuum's would fall at random
     # moments, and a statement's buffers with them (the dead entries a vacuum removes).
-    tables = ("jobs", "ended_executions", "claim_marks", "lanes", "workers")
+    tables = ("job_documents", "ended_executions", "claim_marks", "lanes", "workers")
     sql(*(f"ALTER TABLE {table} SET (autovacuum_enabled = false)" for table in tables))
     state("empty")
     sql("ANALYZE")
@@ -105,14 +105,14 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     state("300 lanes")
     # The burst drained: every queued job of both queues succeeded (finished later than
     # the pruner's retention reaches), the table vacuumed as autovacuum would.
-    sql("UPDATE jobs SET status = 'succeeded', finished_at = now() + interval '1 day',"
+    sql("UPDATE job_documents SET status = 'succeeded', finished_at = now() + interval '1 day',"
         " ready_xid = NULL WHERE status = 'queued' AND queue IN ('default', 'other')",
-        "VACUUM jobs")  # fmt: skip
+        "VACUUM job_documents")  # fmt: skip
     fill(1000)
     state("a burst drained, statistics of the backlog")
     sql("ANALYZE")
     state("a burst drained, analyzed")
-    sql("DELETE FROM jobs WHERE status = 'succeeded'", "VACUUM ANALYZE")
+    sql("DELETE FROM job_documents WHERE status = 'succeeded'", "VACUUM ANALYZE")
     state("pruned")
     fill(1_000_000)
     state("1,000,000 queued, statistics of the pruned table")

@@ -220,7 +220,7 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
             pg.link.migrate()
             pg.enqueue([NewJob("t", "{}", queue=f"q{i % 3}") for i in range(6000)])
             with pg.link.pool.transaction() as conn:
-                conn.execute("UPDATE jobs SET ready_xid = NULL WHERE right(id, 1) < '8'")
+                conn.execute("UPDATE job_documents SET ready_xid = NULL WHERE right(id, 1) < '8'")
             with pg.link.pool.transaction() as conn:
                 params = {"worker_id": "w", "queues": ["q0", "q1"], "queue": "q0",
                           "limit": 10, "lease": 60, "ahead": False}  # fmt: skip
@@ -261,11 +261,11 @@ def test_postgres_fair_usage_counts_each_lane_through_the_ready_index(pg_server_
     assert usage == {"flood": 10, **{f"k{i}": 1 for i in range(5)}}
     walks = re.findall(r"Index Scan using jobs_ready_idx .*rows=(\d+) loops=(\d+)", plan)
     assert walks and all(int(n) <= 10 for n, _ in walks), plan
-    assert "Seq Scan on jobs" not in plan, plan
+    assert "Seq Scan on job_documents" not in plan, plan
 
 
 FILL_QUEUED = """
-INSERT INTO jobs (id, task, queue, args, status, run_at, max_retries, retry_backoff,
+INSERT INTO job_documents (id, task, queue, args, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, created_at, updated_at)
 SELECT 'fill-' || lpad(i::text, 8, '0'), 't', 'default', '{}', 'queued', now(), 3, 5, 300,
        now(), now()
@@ -289,7 +289,7 @@ def running_batch(
             if request.param:  # the plan flipped between 100,000 and 200,000 rows here
                 with pg.link.pool.autocommit() as conn:
                     conn.execute(FILL_QUEUED, {"n": 200_000})
-                    conn.execute("VACUUM ANALYZE jobs")
+                    conn.execute("VACUUM ANALYZE job_documents")
             yield pg, pg.claim("w", ["default"], 2000, lease=60)
         finally:
             pg.link.close()
@@ -320,10 +320,10 @@ def test_postgres_batch_locks_probe_the_primary_key(
         conn.rollback()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     locking = plan.split("CTE locked", 1)[1]
-    probe = rf"Index Scan using jobs_pkey on jobs \w+ \(actual [^)]* loops={size}\)"
+    probe = rf"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* loops={size}\)"
     assert re.search(probe, locking), plan  # one probe of the primary key per batch row
     assert "Index Cond: (id = " in locking, plan
-    assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
+    assert "jobs_worker_idx" not in plan and "Seq Scan on job_documents" not in plan, plan
 
 
 @pytest.mark.parametrize("name", ["SETTLE_DEPENDENTS", "END_DEPENDENCY_EDGES"])
@@ -367,7 +367,7 @@ def test_postgres_a_shortened_id_is_found_by_index(pg_server_url: str, analyzed:
             plans = []
             with pg.link.pool.transaction() as conn:
                 if analyzed:
-                    conn.execute("ANALYZE jobs")
+                    conn.execute("ANALYZE job_documents")
                     conn.execute("ANALYZE job_tails")
                 for statement, params in (
                     (pg_q.JOBS_BY_SUFFIX, {"suffix": wanted[-12:], "tail": wanted[-8:],
@@ -405,7 +405,7 @@ def test_postgres_running_cancels_probes_the_held_leases(
             pg.enqueue([NewJob("t", "{}") for _ in range(3000)])
             if analyzed:
                 with pg.link.pool.autocommit() as conn:
-                    conn.execute("VACUUM ANALYZE jobs")
+                    conn.execute("VACUUM ANALYZE job_documents")
             held = pg.claim("w", ["default"], 2000, lease=60)
             plans = []
             with pg.link.pool.transaction() as conn:
@@ -418,7 +418,7 @@ def test_postgres_running_cancels_probes_the_held_leases(
             pg.link.close()
     for plan in plans:
         assert "Index Cond: (id = h.id)" in plan and "jobs_pkey" in plan, plan
-        assert "jobs_worker_idx" not in plan and "Seq Scan on jobs" not in plan, plan
+        assert "jobs_worker_idx" not in plan and "Seq Scan on job_documents" not in plan, plan
 
 
 def test_postgres_browse_reads_a_window_of_the_primary_key(pg_server_url: str) -> None:
@@ -486,18 +486,21 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
         finally:
             pg.link.close()
     for plan in plans.values():
-        assert "Seq Scan on jobs" not in plan and "Seq Scan on ended_executions" not in plan, plan
-        assert "Sort Key: jobs" not in plan, plan  # never a sort of the backlog
+        assert "Seq Scan on job_documents" not in plan, plan
+        assert "Seq Scan on ended_executions" not in plan, plan
+        assert "Sort Key: job_documents" not in plan, plan  # never a sort of the backlog
     plain = plans["CLAIM_ONE_QUEUE"]
     assert "jobs_claim_idx" in plain and "jobs_rated_claim_idx" not in plain, plain
     for name in ("CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
         plan = plans[name]
-        walked = [int(n) for n in re.findall(r"jobs_rated_claim_idx on jobs.*?rows=(\d+)", plan)]
+        read = r"jobs_rated_claim_idx on job_documents.*?rows=(\d+)"
+        walked = [int(n) for n in re.findall(read, plan)]
         assert walked and max(walked) <= 10, plan  # per key: its best jobs, no more
         assert "Index Cond: (rate_key" in plan or "Index Cond: ((rate_key" in plan, plan
     assert "executions_rate_idx" in plans["RATE_WAIT"], plans["RATE_WAIT"]
     # The probe whether a keyed claim could find anything: the first entry of each index.
     probe = plans["KEYED_QUEUED"]
-    firsts = re.findall(r"(jobs_keyed_claim_idx|jobs_rated_claim_idx) on jobs.*?rows=(\d+)", probe)
+    first = r"(jobs_keyed_claim_idx|jobs_rated_claim_idx) on job_documents.*?rows=(\d+)"
+    firsts = re.findall(first, probe)
     assert sorted(index for index, _ in firsts) == ["jobs_keyed_claim_idx", "jobs_rated_claim_idx"]
     assert all(int(n) <= 1 for _, n in firsts), probe

@@ -114,7 +114,8 @@ WITH snap AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            true AS was_pending
     FROM pend CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE j.queue = pend.queue AND j.priority = pend.priority
           AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
@@ -129,7 +130,8 @@ WITH snap AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            false AS was_pending
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
           AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
@@ -156,7 +158,8 @@ WITH snap AS MATERIALIZED (
           AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
     ) AS l
     CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
           AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
           AND j.ready_xid IS NOT NULL
@@ -178,7 +181,7 @@ WITH snap AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM jobs
+        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
           AND ready_xid IS NULL AND queue = q.name
           AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
@@ -304,7 +307,7 @@ WITH snap AS MATERIALIZED (
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,

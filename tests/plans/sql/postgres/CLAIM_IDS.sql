@@ -1,5 +1,5 @@
 WITH picked AS (
-    SELECT id FROM jobs
+    SELECT id FROM job_documents
     WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
       AND rate_key IS NULL AND fair_key IS NULL AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
     ORDER BY id
@@ -7,7 +7,7 @@ WITH picked AS (
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,

@@ -11,7 +11,7 @@ WITH keys AS (
     WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
 ), picked AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))
       AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -20,7 +20,7 @@ WITH keys AS (
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,

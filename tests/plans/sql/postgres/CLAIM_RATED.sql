@@ -40,7 +40,7 @@ WITH candidates AS MATERIALIZED (
            row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
     FROM within_slots WHERE concurrency_key IS NULL OR place <= free
 ), picked AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= room)) AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s
@@ -48,7 +48,7 @@ WITH candidates AS MATERIALIZED (
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,

@@ -1,1 +1,1 @@
-DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])
+DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])

@@ -5,12 +5,12 @@ WITH f AS (
 ), locked AS (
     SELECT j.*, f.status AS f_status, f.outcome AS f_outcome, f.result AS f_result, f.error AS f_error, f.delay AS f_delay, f.keep AS f_keep, f.dead_reason AS f_dead_reason, f.crash AS f_crash, f.pending AS f_pending
     FROM f CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.has_dependents, j.worker_id FROM jobs AS j
+        SELECT j.id, j.status, j.execution_id, j.has_dependents, j.worker_id FROM job_documents AS j
         WHERE j.id = f.id AND j.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
         FOR UPDATE OF j
     ) AS j
 ), landed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
         run_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) AND NOT locked.f_keep

@@ -13,12 +13,12 @@ WITH prior AS MATERIALIZED (
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.dt AS r_dt
     FROM r CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.detached_until, j.cancel_requested FROM jobs AS j
+        SELECT j.id, j.status, j.execution_id, j.detached_until, j.cancel_requested FROM job_documents AS j
         WHERE j.id = r.id AND j.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
         FOR UPDATE OF j
     ) AS j
 ), renewed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
                               ELSE coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => %(lease)s::float8) END,
         heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
@@ -33,7 +33,7 @@ WITH prior AS MATERIALIZED (
       AND (locked.r_hp OR locked.detached_until IS NOT NULL
            OR NOT EXISTS (SELECT 1 FROM touched))
 ), detached AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET detached_until = greatest(j.lease_expires_at, (SELECT lease_expires_at FROM prior)),
         heartbeat_at = greatest(j.heartbeat_at, (SELECT last_heartbeat_at FROM prior)),
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())

@@ -13,7 +13,7 @@ lane AS (
     SELECT queue, priority, fair_key FROM entered
     ON CONFLICT DO NOTHING
 ), inserted AS (
-INSERT INTO jobs (
+INSERT INTO job_documents (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
     retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
     rate_key, rate_limit, rate_period, fair_key, fair_weight, meta, expires_at, ready_xid)

@@ -5,12 +5,12 @@ WITH r AS (
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.hc AS r_hc, r.cp AS r_cp
     FROM r CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id FROM jobs AS j
+        SELECT j.id, j.status, j.execution_id FROM job_documents AS j
         WHERE j.id = r.id AND j.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
         FOR UPDATE OF j
     ) AS j
 )
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value END,
     progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END,

@@ -5,12 +5,12 @@ WITH l AS (
 ), locked AS (
     SELECT j.*
     FROM l CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.worker_id FROM jobs AS j
+        SELECT j.id, j.status, j.execution_id, j.worker_id FROM job_documents AS j
         WHERE j.id = l.id AND j.execution_id = l.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
         FOR UPDATE OF j
     ) AS j
 ), landed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
         attempts = greatest(j.attempts - 1, 0),
         worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,

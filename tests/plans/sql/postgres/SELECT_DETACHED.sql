@@ -12,7 +12,7 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
         WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions,
        (SELECT t.retry_rules::text FROM tasks AS t WHERE t.name = j.task) AS retry_rules
 
-FROM jobs AS j LEFT JOIN LATERAL (
+FROM job_documents AS j LEFT JOIN LATERAL (
     SELECT w.lease_expires_at, w.last_heartbeat_at FROM workers AS w
     WHERE w.id = j.worker_id LIMIT 1
 ) AS w ON true

@@ -5,12 +5,12 @@ WITH s AS (
 ), locked AS (
     SELECT j.*
     FROM s CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id FROM jobs AS j
+        SELECT j.id, j.status, j.execution_id FROM job_documents AS j
         WHERE j.id = s.id AND j.execution_id = s.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
         FOR UPDATE OF j
     ) AS j
 )
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET claimed_ahead = false,
     started_at = coalesce(to_timestamp(%(now)s::float8), now()),
     heartbeat_at = coalesce(to_timestamp(%(now)s::float8), now()),

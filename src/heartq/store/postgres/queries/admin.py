@@ -16,7 +16,7 @@ from heartq.store.postgres.queries.ready_log import HAS_WORK, LATEST_MARK
 # to autovacuum), no truncation (which would take an exclusive lock), and never a wait
 # (SKIP_LOCKED: a vacuum under way, autovacuum's or another worker's, means nothing to do
 # now). A role that does not own the table gets a warning from PostgreSQL and no vacuum.
-VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) jobs"
+VACUUM_JOBS = "VACUUM (SKIP_LOCKED, INDEX_CLEANUP OFF, TRUNCATE OFF) job_documents"
 
 # The marks of a lane's frontier a further one (or an equal one made later) supersedes,
 # a minute after they were made (store/sql/admin.py `prune`): a claim reads only its
@@ -90,7 +90,7 @@ SELECT (pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE'))
 FROM pg_class AS c
 JOIN pg_stat_user_tables AS s ON s.relid = c.oid
 JOIN pg_database AS d ON d.datname = current_database()
-WHERE c.oid = 'jobs'::regclass
+WHERE c.oid = 'job_documents'::regclass
 """
 
 # A worker is kept while an attempt of it runs (its lease covers it until the lease reclaimer walks
@@ -110,7 +110,7 @@ LIMIT %(limit)s
 
 # Locked: a replay of one waits for the purge, or the purge for it (then it is not dead).
 SELECT_PURGEABLE_DEAD = f"""
-SELECT id FROM jobs
+SELECT id FROM job_documents
 WHERE status = 'dead'
   AND (%(older_than)s::float8 IS NULL OR finished_at < {T} - {_secs("older_than")})
 FOR UPDATE
@@ -122,7 +122,7 @@ DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s:
 # them, and show the dependency gone.
 DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
 
-DELETE_JOBS = "DELETE FROM jobs WHERE id = ANY(%(ids)s::text[])"
+DELETE_JOBS = "DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])"
 
 # The trace of pruned successes (migration 0021): the ids of the succeeded jobs a prune
 # is about to delete, so a job enqueued later may still depend on them
@@ -142,33 +142,33 @@ WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
 """
 
 CANCEL_QUEUED = f"""
-UPDATE jobs SET status = 'cancelled', finished_at = {T}, updated_at = {T},
+UPDATE job_documents SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s
 WHERE id = %(job_id)s AND status IN ('queued', 'waiting', 'blocked')
 RETURNING id, status, awaited, has_dependents
 """
 
 REQUEST_CANCEL = f"""
-UPDATE jobs SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
+UPDATE job_documents SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
 WHERE id = %(job_id)s AND status = 'running'
 RETURNING worker_id
 """
 
-JOB_STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s FOR UPDATE"
+JOB_STATUS = "SELECT status FROM job_documents WHERE id = %(job_id)s FOR UPDATE"
 
 # A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
 # whose unique key another live job holds stays dead (the key holds). Those
 # with dependents unblock the jobs they blocked (store/sql/dependencies.py `unblock`).
 # A replay is an operator's ask to run the job now: its expiry (`expires=`) is dropped.
 REPLAY_DEAD = f"""
-UPDATE jobs
+UPDATE job_documents
 SET status = 'queued', attempts = 0, snoozes = 0, run_at = {T}, dead_reason = NULL,
     finished_at = NULL, worker_id = NULL, cancel_requested = false, ready_xid = NULL,
     expires_at = NULL, updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs AS live
-      WHERE live.unique_key = jobs.unique_key AND live.status IN ('queued', 'running')))
+      WHERE live.unique_key = job_documents.unique_key AND live.status IN ('queued', 'running')))
 RETURNING id, queue, has_dependents
 """
 
@@ -176,7 +176,7 @@ RETURNING id, queue, has_dependents
 # snoozes, retry count and backoff stay. A job waiting out a retry is queued with an attempt
 # counted, one waiting out a snooze with a snooze counted (as HAS_PENDING).
 RETRY_NOW = f"""
-UPDATE jobs SET run_at = {T}, updated_at = {T}
+UPDATE job_documents SET run_at = {T}, updated_at = {T}
 WHERE status = 'queued' AND (attempts > 0 OR snoozes > 0) AND run_at > {T}
   AND queue = ANY(%(queues)s::text[])
 RETURNING id, queue
@@ -185,7 +185,7 @@ RETURNING id, queue
 # A later attempt first (heartq.testing.run_attempt): a queued job never claimed counts
 # its earlier attempts and executions as made, so its next claim is attempt %(attempt)s.
 START_AT_ATTEMPT = f"""
-UPDATE jobs
+UPDATE job_documents
 SET attempts = %(attempt)s - 1, execution_id = %(attempt)s - 1, updated_at = {T}
 WHERE id = %(id)s AND status = 'queued' AND execution_id = 0
 RETURNING id

@@ -34,7 +34,7 @@ from heartq.store.postgres.queries.ready_log import MARKED, logged
 _CLAIMED = f"""holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), claimed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = 'running',
         worker_id = %(worker_id)s,
         execution_id = j.execution_id + 1,
@@ -131,7 +131,7 @@ CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM jobs
+        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
           AND ready_xid IS NULL AND queue = q.name
           AND run_at <= {T_STATEMENT}
@@ -144,7 +144,7 @@ CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
 # without CLAIM's per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms
 # for claims of 30).
 CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", f"""
-    SELECT id, queue, priority, run_at, fair_key, fair_weight FROM jobs
+    SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id
@@ -158,7 +158,7 @@ CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", f"""
 # finished or unknown.
 CLAIM_IDS = f"""
 WITH picked AS (
-    SELECT id FROM jobs
+    SELECT id FROM job_documents
     WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
       AND rate_key IS NULL AND fair_key IS NULL AND run_at <= {T_STATEMENT}
     ORDER BY id
@@ -247,7 +247,7 @@ WITH keys AS (
     WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
 ), picked AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))
       AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -369,7 +369,7 @@ WITH candidates AS MATERIALIZED (
            row_number() OVER (PARTITION BY rate_key ORDER BY priority DESC, run_at, id) AS rank
     FROM within_slots WHERE concurrency_key IS NULL OR place <= free
 ), picked AS (
-    SELECT j.id FROM jobs AS j
+    SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= room)) AND j.status = 'queued'
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s

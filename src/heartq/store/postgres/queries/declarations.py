@@ -58,7 +58,7 @@ _DECLARED_BACKOFF_MAX = (
 # A job re-routed leaves the ready log (`ready_xid`): its place there was in its old
 # lane, and may be behind its new lane's frontier; it is a due job of its new queue.
 REROUTE_JOBS = f"""
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, ready_xid = NULL, updated_at = {T}

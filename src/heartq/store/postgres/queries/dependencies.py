@@ -11,7 +11,8 @@ from heartq.store.postgres.queries.common import T, _secs
 # number of them blocked already) and those of the same batch that others wait for
 # (`has_dependents`). Plain jobs keep INSERT_JOBS: they pay nothing.
 INSERT_LINKED_JOBS = f"""
-INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
+                  retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, concurrency_key,
                   concurrency_limit, rate_key, rate_limit, rate_period, fair_key, fair_weight,
                   meta, has_dependents, waiting_for, holders, on_dependency_failure,
@@ -40,12 +41,12 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
 # from the answer.
 LOCK_DEPENDENCIES = """
 WITH locked AS (
-    SELECT id, status, has_dependents FROM jobs
+    SELECT id, status, has_dependents FROM job_documents
     WHERE id = ANY(%(ids)s::text[])
     ORDER BY id
     FOR UPDATE
 ), marked AS (
-    UPDATE jobs SET has_dependents = true
+    UPDATE job_documents SET has_dependents = true
     WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
 )
 SELECT id, status FROM locked
@@ -72,7 +73,8 @@ def _locked(ids: str) -> str:
     """The jobs whose ids `ids` selects, locked in id order (as FINISH locks its rows): two
     statements that change common jobs wait for each other instead of deadlocking."""
     return (
-        f"SELECT j.id FROM jobs AS j WHERE j.id = ANY(ARRAY({ids})) ORDER BY j.id FOR UPDATE OF j"
+        f"SELECT j.id FROM job_documents AS j WHERE j.id = ANY(ARRAY({ids}))"
+        " ORDER BY j.id FOR UPDATE OF j"
     )
 
 
@@ -115,7 +117,7 @@ WITH c AS (
       AND e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
 ), locked AS ({_locked("SELECT job_id FROM c")})
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET waiting_for = greatest(j.waiting_for - c.n, 0),
     holders = {_HOLDERS},
     status = CASE WHEN {_FAILED} THEN 'cancelled'
@@ -164,7 +166,7 @@ WITH s AS (
     SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id text, holders integer,
                                                             waiting integer)
 ), locked AS ({_locked("SELECT id FROM s")})
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET holders = j.holders + s.holders, waiting_for = j.waiting_for + s.waiting,
     status = CASE WHEN j.holders + s.holders > 0 THEN 'blocked' ELSE 'waiting' END,
     updated_at = {T}
@@ -194,7 +196,7 @@ WITH h AS (
       AND d.holds
     GROUP BY d.job_id
 ), locked AS ({_locked("SELECT job_id FROM h")})
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET status = 'cancelled', finished_at = {T}, updated_at = {T},
     error = 'dependency_failed: job ' || h.holder || ' ended dead and ' || %(why)s
 FROM h JOIN locked ON locked.id = h.job_id
@@ -205,10 +207,10 @@ RETURNING j.id, j.status, j.awaited, j.has_dependents
 # The dead jobs that hold blocked jobs and died before the blocked retention, locked (a
 # replay of one waits, or is waited for and seen).
 EXPIRED_HOLDERS = f"""
-SELECT id FROM jobs
+SELECT id FROM job_documents
 WHERE status = 'dead' AND finished_at < {T} - {_secs("retention")}
   AND has_dependents
-  AND EXISTS (SELECT 1 FROM job_dependencies AS d WHERE d.depends_on = jobs.id
+  AND EXISTS (SELECT 1 FROM job_dependencies AS d WHERE d.depends_on = job_documents.id
               AND d.ended = 'dead' AND d.holds)
 LIMIT %(limit)s
 FOR UPDATE

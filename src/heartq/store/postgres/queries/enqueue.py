@@ -29,7 +29,7 @@ lane AS (
     ON CONFLICT DO NOTHING
 )"""
 
-_INSERT_NEW_JOBS = f"""INSERT INTO jobs (
+_INSERT_NEW_JOBS = f"""INSERT INTO job_documents (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
     retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
     rate_key, rate_limit, rate_period, fair_key, fair_weight, meta, expires_at, ready_xid)
@@ -98,7 +98,8 @@ HAVING count(*) > 0
 LOCK_UNIQUE = f"SELECT pg_advisory_xact_lock({UNIQUE_NAMESPACE}, hashtext(%(unique_key)s))"
 
 INSERT_UNIQUE_JOB = f"""
-INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
+INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
+                  retry_backoff,
                   retry_backoff_max, chosen, created_at, updated_at, unique_key, schedule,
                   concurrency_key, concurrency_limit, rate_key, rate_limit, rate_period,
                   fair_key, fair_weight, meta, expires_at)

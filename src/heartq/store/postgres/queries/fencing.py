@@ -61,7 +61,7 @@ def _locked(batch: Batch, alias: str, *columns: str, carry: tuple[str, ...] = ()
 ), locked AS (
     SELECT j.*{"".join(f", {c}" for c in carried)}
     FROM {alias} CROSS JOIN LATERAL (
-        SELECT {found} FROM jobs AS j
+        SELECT {found} FROM job_documents AS j
         WHERE j.id = {alias}.id AND j.execution_id = {alias}.eid AND {_HELD_BY}
         FOR UPDATE OF j
     ) AS j

@@ -44,7 +44,7 @@ FINISH = f"""
 WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
               carry=("status", "outcome", "result", "error", "delay", "keep", "dead_reason",
                      "crash", "pending"))}, landed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
         run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT locked.f_keep
@@ -91,7 +91,7 @@ WHERE %(defer)s AND has_dependents AND status = 'running'
 # attempt's execution row is written here, as FINISH writes it.
 RELEASE = f"""
 WITH {_locked(LEASE_BATCH, "l", "j.worker_id")}, landed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
         attempts = greatest(j.attempts - 1, 0),
         worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,

@@ -227,7 +227,7 @@ ORDER BY c.queue, c.status
 
 # Someone waits for this job's end (`App.result`): its end will be announced.
 MARK_AWAITED = """
-UPDATE jobs SET awaited = true WHERE id = %(job_id)s AND NOT awaited
+UPDATE job_documents SET awaited = true WHERE id = %(job_id)s AND NOT awaited
 """
 
 # A result still to come: saved by the attempt that committed its job, or given up by a

@@ -48,7 +48,7 @@ WITH prior AS MATERIALIZED (
     RETURNING id
 ), {_locked(RENEWAL_BATCH, "r", "j.detached_until", "j.cancel_requested",
               carry=(*_PROGRESS, "dt"))}, renewed AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
                               ELSE {T} + {_secs("lease")} END,
         heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
@@ -61,7 +61,7 @@ WITH prior AS MATERIALIZED (
       AND (locked.r_hp OR locked.detached_until IS NOT NULL
            OR NOT EXISTS (SELECT 1 FROM touched))
 ), detached AS (
-    UPDATE jobs AS j
+    UPDATE job_documents AS j
     SET {_DETACH}
     FROM locked
     WHERE j.id = locked.id AND j.execution_id = locked.execution_id
@@ -82,10 +82,10 @@ SWEEP = f"""
 WITH prior AS MATERIALIZED (
     SELECT lease_expires_at, last_heartbeat_at FROM workers WHERE id = %(worker_id)s
 )
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET {_DETACH}
 WHERE j.id IN (
-    SELECT s.id FROM jobs AS s
+    SELECT s.id FROM job_documents AS s
     WHERE s.worker_id = %(worker_id)s AND s.status = 'running' AND s.detached_until IS NULL
       AND NOT (s.id = ANY({RENEWAL_BATCH.param("id")}))
     FOR UPDATE SKIP LOCKED
@@ -105,7 +105,7 @@ RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(wo
 # batch of a worker's rows is.
 START_AHEAD = f"""
 WITH {_locked(LEASE_BATCH, "s")}
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET claimed_ahead = false,
     started_at = {T},
     heartbeat_at = {T},
@@ -123,7 +123,8 @@ RETURNING j.id, j.execution_id
 # has none: `lost`, its code failed after the commit; the job keeps its worker once it
 # succeeded: fenced like the completion).
 SAVE_RESULT = f"""
-UPDATE jobs AS j SET result = %(result)s::json, result_lost = %(lost)s, result_pending = false,
+UPDATE job_documents AS j
+SET result = %(result)s::json, result_lost = %(lost)s, result_pending = false,
                 lease_expires_at = NULL, detached_until = NULL, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'succeeded'
   AND result_pending AND {_HELD_BY}
@@ -131,7 +132,8 @@ RETURNING id, status, awaited
 """
 
 SAVE_CHECKPOINT = f"""
-UPDATE jobs AS j SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
+UPDATE job_documents AS j
+SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
 WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
   AND {_HELD_BY}
 RETURNING cancel_requested
@@ -144,7 +146,7 @@ RETURNING cancel_requested
 # checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
 PULSE = f"""
 WITH {_locked(REPORT_BATCH, "r", carry=(*_PROGRESS, "hc", "cp"))}
-UPDATE jobs AS j
+UPDATE job_documents AS j
 SET {_PROGRESS_SET},
     checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
     heartbeat_at = {T},

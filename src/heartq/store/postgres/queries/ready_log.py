@@ -203,7 +203,8 @@ def logged(queues: str) -> str:
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            true AS was_pending
     FROM pend CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE {_PENDING_LEFT}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.id
@@ -215,7 +216,8 @@ def logged(queues: str) -> str:
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            false AS was_pending
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE {_PAST_FRONTIER}
           AND j.run_at <= {T_STATEMENT}
         ORDER BY j.ready_xid, j.id
@@ -239,7 +241,8 @@ def logged(queues: str) -> str:
           AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
     ) AS l
     CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid FROM jobs AS j
+        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
+        FROM job_documents AS j
         WHERE {_PAST_FRONTIER}
           AND (j.ready_xid, j.id) > (w.last_xid, l.last_id)
           AND j.run_at <= {T_STATEMENT}

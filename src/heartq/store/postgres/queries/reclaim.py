@@ -31,7 +31,7 @@ SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_ret
 # Each job's worker found by its key, one probe a job (a subquery of its own: joined as a
 # table, with statistics that called `workers` small, the planner read the whole index of
 # workers for every job instead: docs/design/claim.md, "Plans that cannot turn").
-_RECLAIM_FROM = """FROM jobs AS j LEFT JOIN LATERAL (
+_RECLAIM_FROM = """FROM job_documents AS j LEFT JOIN LATERAL (
     SELECT w.lease_expires_at, w.last_heartbeat_at FROM workers AS w
     WHERE w.id = j.worker_id LIMIT 1
 ) AS w ON true"""
@@ -58,9 +58,10 @@ _RESULT_LAPSED = f"""(j.result_pending AND j.lease_expires_at < {T}
            ))) < {T})"""
 
 GIVE_UP_RESULTS = f"""
-UPDATE jobs AS j SET result_pending = false, lease_expires_at = NULL, detached_until = NULL,
+UPDATE job_documents AS j
+SET result_pending = false, lease_expires_at = NULL, detached_until = NULL,
                      result_lost = %(reason)s, updated_at = {T}
-WHERE j.id = ANY(ARRAY(SELECT j.id FROM jobs AS j WHERE {_RESULT_LAPSED}
+WHERE j.id = ANY(ARRAY(SELECT j.id FROM job_documents AS j WHERE {_RESULT_LAPSED}
                        ORDER BY j.lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
   AND {_RESULT_LAPSED} IS TRUE
 RETURNING j.id, j.status, j.awaited

@@ -1,0 +1,7 @@
+-- heartq schema v39 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- renames its jobs table `job_documents` and makes `jobs` a view of it, the first step
+-- of the narrow lease row (docs/design-notes/hot-path.md, "The build, in stages"), which
+-- keeps a running attempt off the job's row under a held xmin horizon. SQLite keeps no
+-- dead row versions, and its one-row store stays as it is.
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").
