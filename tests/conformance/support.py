@@ -179,7 +179,7 @@ def known_bug(request: Any, backend: str, reasons: dict[str, str], *, when: bool
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-def insert_version_1_job(store: Store, run_at: float) -> str:
+def insert_version_1_job(store: Store, run_at: float, job_id: str = "v1job") -> str:
     """A queued job as version 1 of the schema stores it (today's enqueue writes columns
     that later versions added); returns its id."""
     sqlite = "sqlite" in store.link.url
@@ -188,26 +188,10 @@ def insert_version_1_job(store: Store, run_at: float) -> str:
     with store._write() as conn:  # type: ignore[attr-defined]
         conn.execute(
             f"INSERT INTO {table} (id, task, queue, args, status, run_at, max_retries, "
-            "retry_backoff, retry_backoff_max, created_at, updated_at) VALUES ('v1job', "
+            f"retry_backoff, retry_backoff_max, created_at, updated_at) VALUES ('{job_id}', "
             f"'task', 'default', '{{}}', 'queued', {t}, 3, 5, 3600, {t}, {t})"
         )
-    return "v1job"
-
-
-JOBS_RENAMED = 39
-"""PostgreSQL's migration that renames the jobs table `job_documents` and makes `jobs` a
-view of it (`0039_job_documents.sql`): today's statements write the table by its new
-name, so a test that writes an older schema through today's store takes it first."""
-
-
-TABLE_NAMED = re.compile(r"\bjobs\b")
-"""The jobs table named in a migration's script."""
-
-
-def _jobs_view(script: str) -> str | None:
-    """The statement of `script` that makes the view `jobs`, if it has one."""
-    found = re.search(r"^CREATE OR REPLACE VIEW jobs AS .*?;$", script, re.M | re.S)
-    return found.group(0) if found else None
+    return job_id
 
 
 class SteeredMigrations:
@@ -221,7 +205,6 @@ class SteeredMigrations:
             self.every = store.dialect.migrations()
         self.url = url
         self._monkeypatch = monkeypatch
-        self._taken_with_rename: set[int] | None = None
 
     @property
     def newest(self) -> int:
@@ -229,27 +212,10 @@ class SteeredMigrations:
 
     def only(self, keep: Callable[[int], bool]) -> None:
         kept = [m for m in self.every if keep(m[0])]
-        renames = "postgres" in self.dialect.__module__ and keep(JOBS_RENAMED)
-        self._taken_with_rename = {v for v, _ in kept} if renames else None
         self._monkeypatch.setattr(self.dialect, "migrations", lambda _store: kept)
 
     def all(self) -> None:
-        """Back to every migration. A PostgreSQL migration from before the jobs table was
-        renamed (`JOBS_RENAMED`) that runs after the rename, because `only` took the
-        rename first, names the table by its new name, and runs with the view `jobs`
-        dropped (a view keeps the columns it was made with, and holds their types) and
-        made again after it, as the newest migration taken made it."""
         every = self.every
-        kept = self._taken_with_rename
-        if kept is not None:
-            views = [_jobs_view(script) for v, script in every if v in kept]
-            view = [made for made in views if made][-1]
-            every = [
-                (v, script if v >= JOBS_RENAMED or v in kept
-                 else "\n".join(("DROP VIEW jobs;", TABLE_NAMED.sub("job_documents", script),
-                                  view)))
-                for v, script in every
-            ]
         self._monkeypatch.setattr(self.dialect, "migrations", lambda _store: every)
 
     @contextmanager

@@ -26,7 +26,7 @@ from tests.conformance import procs
 from tests.conftest import only_on
 from tests.support import opened
 
-from .support import SteeredMigrations, claim_one, register
+from .support import SteeredMigrations, claim_one, insert_version_1_job, register
 
 OLD_SQLITE_NAMES = {
     1: "initial",
@@ -62,13 +62,6 @@ the last at that version."""
 
 JOBS = ("job-succeeded", "job-dead", "job-running", "job-waiting", "job-later", "job-queued")
 KEPT_COLUMNS = "id, task, queue, args, priority, status, run_at, attempts, result, error"
-TODAYS_COLUMNS = (32, 33, 35, 37, 39)
-"""The migrations whose columns today's enqueue and claim write (32: the snoozes the
-claim reads; 33: the expiry; 35: the fairness key; 37: the ready log's lanes by key; 39:
-the jobs table by its new name, `job_documents`),
-taken before the rest by a test that writes an older
-schema's jobs through today's store, as a migration merged below the newest would be
-(test_job_tails.py)."""
 HERE = Path(__file__).parent
 
 
@@ -118,7 +111,7 @@ def test_each_number_names_one_change_on_both_backends() -> None:
             assert "nothing to do" in _script("sqlite", number), number
             assert _statements(_script("postgres", number)), number
     empty = {number for number in sqlite if not _statements(_script("sqlite", number))}
-    assert empty == {12, 15, 19, 23, 26, 27, 28, 39}
+    assert empty == {12, 15, 19, 23, 26, 27, 28, 39, 40}
 
 
 def test_the_old_numbers_are_translated_only_for_a_file_of_the_old_numbering() -> None:
@@ -316,12 +309,11 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
     the time it was applied, and its jobs."""
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
-    migrations.only(lambda number: number <= version or number in TODAYS_COLUMNS)
+    migrations.only(lambda number: number <= version)
     with opened(url) as old:
-        assert old.link.migrate() == max(version, *TODAYS_COLUMNS)
-        t0 = old.clock()
-        register(old, "w1", t0)
-        ids = old.enqueue([NewJob("t", "{}") for _ in range(3)], now=t0)
+        assert old.link.migrate() == version
+        t0 = old.clock()  # the jobs as that heartq wrote them: today's write newer tables
+        ids = [insert_version_1_job(old, t0, f"job-{n}") for n in range(3)]
         running = _claim_as_of_old(old, "w1", t0 + 1)
         before = _pg_rows(old, "SELECT version, applied_at FROM schema_migrations")
         jobs = _pg_rows(old, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id")
@@ -336,7 +328,7 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
         assert all(
             at > max(dict(before).values())
             for number, at in after
-            if number > version and number not in TODAYS_COLUMNS
+            if number > version
         )
         assert _pg_rows(store, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id") == jobs
         done = Finish(running, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
@@ -348,14 +340,14 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
 
 def _claim_as_of_old(store: Any, worker_id: str, now: float) -> Lease:
     """One job put under `worker_id`'s lease on a schema of an older version, as its
-    claim did (today's claim reads a column it has not: `snoozes`, v32)."""
+    claim did: on the job's own row."""
     with store.link.pool.transaction() as conn:
         row = conn.execute(
-            """UPDATE job_documents SET status = 'running', worker_id = %(w)s,
+            """UPDATE jobs SET status = 'running', worker_id = %(w)s,
                    execution_id = execution_id + 1, attempts = attempts + 1,
                    lease_expires_at = to_timestamp(%(now)s) + interval '600 seconds',
                    started_at = to_timestamp(%(now)s), heartbeat_at = to_timestamp(%(now)s),
-                   updated_at = to_timestamp(%(now)s), ready_xid = NULL
+                   updated_at = to_timestamp(%(now)s)
                WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1)
                RETURNING id, execution_id""",
             {"w": worker_id, "now": now},

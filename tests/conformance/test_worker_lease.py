@@ -22,7 +22,15 @@ from heartq.store import Store
 from tests.conftest import only_on
 from tests.support import opened
 
-from .support import LEASE, SteeredMigrations, at, claim_one, enqueue_one, register
+from .support import (
+    LEASE,
+    SteeredMigrations,
+    at,
+    claim_one,
+    enqueue_one,
+    insert_version_1_job,
+    register,
+)
 
 
 def _running(store: Store, t0: float, n: int, worker_id: str = "w1") -> list[ClaimedJob]:
@@ -318,18 +326,18 @@ def test_the_upgrade_detaches_every_running_attempt_at_its_lease(
     lease runs out, not before."""
     url = fresh_url()
     migrations = SteeredMigrations(url, monkeypatch)
-    # Every migration but the worker's lease: today's enqueue writes the columns of the
-    # later ones (the ready log), taken first as migrations merged below it would be.
-    migrations.only(lambda v: v != 25)
+    # The rows as v24's statements wrote them (today's write tables v24 has not), then
+    # every migration in its order: the ones after 25 carry the detached attempts on.
+    migrations.only(lambda v: v < 25)
     with opened(url) as old:
         old.link.migrate()
         t0 = old.clock()
-        register(old, "w1", t0)
-        ids = sorted(enqueue_one(old, t0) for _ in range(2))
+        ids = [insert_version_1_job(old, t0, job_id) for job_id in ("job-a", "job-b")]
         _claim_as_before(old, ids, "w1", t0)
     migrations.all()
     with opened(url) as store:
         assert store.link.migrate() == migrations.newest
+        register(store, "w1", t0)
         named, left = (Lease(job_id, 1, "w1") for job_id in ids)
         assert at(store.get_job(left.job_id)["lease_expires_at"], t0 + LEASE)
         assert _reaped(store, t0 + LEASE - 1) == set()

@@ -120,7 +120,8 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         assert store.finish([failed(retried, Outcome.FAILED, "boom")], now=t0 + 21) == []
         # two fairness keys' jobs taken in one claim: where the turns stand (claim_turns)
         store.enqueue([new_job(queue="fair", fair_key=key) for key in "ab"], now=t0)
-        assert len(store.claim("w1", ["fair"], 2, 30.0, now=t0 + 22)) == 2
+        assert len(store.claim("w1", ["fair"], 2, 30.0, now=t0 + 22)) == 2  # leases held
+        enqueue_one(store, t0, queue="later")  # left queued: its entry of the ready log
         with psycopg.connect(pg_server_url, autocommit=True) as conn:
             conn.execute("SELECT nextval(%s)", (f"{schema}.counter",))
         written = emptied.contents()

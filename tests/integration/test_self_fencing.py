@@ -3,7 +3,7 @@ stops those attempts and never reports them (docs/design/protocol.md step 13).
 
 The outage blocks the worker's writes without touching anything shared. SQLite: the test
 holds the file's write lock (`BEGIN EXCLUSIVE`). PostgreSQL: the test holds row locks on
-the job and the worker row (`FOR UPDATE`), which the one heartbeat statement must take,
+the job's lease and the worker row (`FOR UPDATE`), which the one heartbeat statement must take,
 so no renewal can commit. `test_postgres_outages.py` also stops a whole (private) server."""
 
 from __future__ import annotations
@@ -101,16 +101,16 @@ def block_writes(harness: Harness, worker: WorkerProc, job_id: str) -> Iterator[
 
 
 def lock_rows(blocker: psycopg.Connection[Any], worker_id: str, job_id: str) -> float | None:
-    """Lock the worker row and the job row; None if a heartbeat holds one right now (it
+    """Lock the worker row and the job's lease; None if a heartbeat holds one right now (it
     locks both in one statement, in no set order: waiting could deadlock with it)."""
     try:
         blocker.execute(
             "SELECT id FROM workers WHERE id = %s FOR UPDATE NOWAIT", (worker_id,)
         ).fetchone()
         row = blocker.execute(
-            f"SELECT extract(epoch FROM {pg_q.EFFECTIVE_LEASE})::float8 FROM jobs AS j"
+            f"SELECT extract(epoch FROM {pg_q.EFFECTIVE_LEASE})::float8 FROM leases AS j"
             " LEFT JOIN workers AS w ON w.id = j.worker_id"
-            " WHERE j.id = %s FOR UPDATE OF j NOWAIT",
+            " WHERE j.job_id = %s FOR UPDATE OF j NOWAIT",
             (job_id,),
         ).fetchone()
     except psycopg.errors.LockNotAvailable:

@@ -83,7 +83,7 @@ def test_a_batch_locks_its_rows_in_byte_wise_id_order(
     middle = ordered[len(ordered) // 2]
     params = batch_params(pg, sorted(jobs, key=lambda j: j.lease.job_id, reverse=True))
     with _connect(pg) as holder, _connect(pg) as batch:
-        holder.execute("SELECT 1 FROM job_documents WHERE id = %s FOR UPDATE", [middle])
+        holder.execute("SELECT 1 FROM leases WHERE job_id = %s FOR UPDATE", [middle])
         pid = batch.info.backend_pid
         failure: list[BaseException] = []
 
@@ -101,7 +101,7 @@ def test_a_batch_locks_its_rows_in_byte_wise_id_order(
                 free = {
                     row[0]
                     for row in probe.execute(
-                        "SELECT id FROM job_documents WHERE id = ANY(%s)"
+                        "SELECT job_id FROM leases WHERE job_id = ANY(%s)"
                         " FOR UPDATE SKIP LOCKED",
                         [IDS],
                     )
@@ -134,6 +134,7 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
         conn.rollback()
         conn.execute("DEALLOCATE batch")
     locking = plan.split("CTE locked", 1)[1]
-    probe = rf"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* loops={len(jobs)}\)"
-    assert re.search(probe, locking), plan
-    assert "Seq Scan on job_documents" not in plan, plan
+    for key in ("leases_pkey on leases", "jobs_pkey on job_documents"):  # the lease, its job
+        probe = rf"Index Scan using {key} \w+ \(actual [^)]* loops={len(jobs)}\)"
+        assert re.search(probe, locking), plan
+    assert "Seq Scan on job_documents" not in plan and "Seq Scan on leases" not in plan, plan

@@ -230,10 +230,10 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
         finally:
             pg.link.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
-    walks = re.findall(r"Index Scan using (jobs_claim_idx|jobs_ready_idx) .*rows=(\d+).*\n"
+    walks = re.findall(r"Index Scan using (jobs_claim_idx|ready_pkey) .*rows=(\d+).*\n"
                        r"\s+Index Cond: (.*)", plan)  # fmt: skip
     due = [int(n) for index, n, _ in walks if index == "jobs_claim_idx"]
-    logged = [int(n) for index, n, _ in walks if index == "jobs_ready_idx"]
+    logged = [int(n) for index, n, _ in walks if index == "ready_pkey"]
     assert all(cond.startswith("((queue = ") and "ANY" not in cond for _, _, cond in walks), plan
     assert due and max(due) <= 10 and logged and max(logged) <= 10 + 32, plan
     if name == "CLAIM_ONE_QUEUE":
@@ -259,7 +259,7 @@ def test_postgres_fair_usage_counts_each_lane_through_the_ready_index(pg_server_
             pg.link.close()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     assert usage == {"flood": 10, **{f"k{i}": 1 for i in range(5)}}
-    walks = re.findall(r"Index Scan using jobs_ready_idx .*rows=(\d+) loops=(\d+)", plan)
+    walks = re.findall(r"Index Scan using ready_pkey .*rows=(\d+) loops=(\d+)", plan)
     assert walks and all(int(n) <= 10 for n, _ in walks), plan
     assert "Seq Scan on job_documents" not in plan, plan
 

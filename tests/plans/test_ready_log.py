@@ -180,7 +180,7 @@ def test_the_claims_generic_plan_walks_its_indexes(pg_store: PostgresStore, name
         plan = "\n".join(row[0] for row in conn.execute(explain))
         conn.rollback()
     assert "Seq Scan on job_documents" not in plan, plan
-    assert "Index Scan using jobs_ready_idx" in plan and "jobs_claim_idx" in plan, plan
+    assert "Index Scan using ready_pkey" in plan and "jobs_claim_idx" in plan, plan
     assert "Index Scan Backward using claim_marks_lane_idx" in plan, plan
     assert "rows=10 loops=1" in plan.split("CTE claimed", 1)[1], plan
 

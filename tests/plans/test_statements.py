@@ -44,6 +44,9 @@ ONE_DIALECT = {
     # A PostgreSQL finish that commits by itself leaves jobs with dependents to a
     # transaction of their own; SQLite's finish is always in one.
     "FINISH": {"defer"},
+    # PostgreSQL's sweep detaches lease rows, which keep no time of their last change;
+    # SQLite's one job row keeps `updated_at`.
+    "SWEEP": {"now"},
 }
 
 

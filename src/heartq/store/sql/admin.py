@@ -52,9 +52,10 @@ class AdminOps:
     ) -> CancelResult:
         self.d.ensure_schema()
         with self.d.write() as conn:
-            row = conn.execute(self.q.JOB_STATUS, {"job_id": job_id}).fetchone()
-            if row is None:
+            found = run(conn, self.q.JOB_STATUS, {"job_id": job_id})
+            if not found:
                 raise JobNotFound(job_id)
+            row = found[0]
             who = None if by is None else check_text("by", by)
             clock = self.d.clock(conn, now)
             params = {"job_id": job_id, "now": clock, "by": who}

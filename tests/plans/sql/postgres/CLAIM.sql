@@ -70,21 +70,19 @@ WITH snap AS MATERIALIZED (
             LIMIT 1
         ) AS c ON true) AS m
                 LEFT JOIN LATERAL (
-                    SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
+                    SELECT true AS found, j.fair_weight AS weight FROM ready AS j
                     WHERE j.queue = l.queue AND j.priority = l.priority
-          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
-                    ORDER BY j.ready_xid, j.id
+          AND j.fair_key = l.fair_key
+                      AND (j.ready_xid, j.job_id) > (m.frontier_xid, m.frontier_id)
+                    ORDER BY j.ready_xid, j.job_id
                     LIMIT 1
                 ) AS head ON true
                 WHERE head.found OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
-                       SELECT 1 FROM jobs AS j
+                       SELECT 1 FROM ready AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
-          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-                         AND j.ready_xid = p.xid AND j.id > p.after
+          AND j.fair_key = l.fair_key
+                         AND j.ready_xid = p.xid AND j.job_id > p.after
                        LIMIT 1
                    ) AS e
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap)))
@@ -112,38 +110,38 @@ WITH snap AS MATERIALIZED (
     CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
 ), pending_taken AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           true AS was_pending
+           true AS was_pending, e.entry
     FROM pend CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE j.queue = pend.queue AND j.priority = pend.priority
-          AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND j.ready_xid = pend.xid AND j.id > pend.after
+          AND j.fair_key = pend.fair_key
+          AND j.ready_xid = pend.xid AND j.job_id > pend.after
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY j.id
+        ORDER BY j.job_id
         LIMIT pend.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
     WHERE NOT pend.running
 ), walked AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false AS was_pending
+           false AS was_pending, e.entry
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
-          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.fair_key = lane.fair_key
+          AND (j.ready_xid, j.job_id) > (lane.frontier_xid, lane.frontier_id)
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY j.ready_xid, j.id
+        ORDER BY j.ready_xid, j.job_id
         LIMIT lane.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
 ), further AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false AS was_pending
+           false AS was_pending, e.entry
     FROM (SELECT %(limit)s - (SELECT count(*) FROM pending_taken)
                  - (SELECT count(*) FROM walked) AS short) AS need
     CROSS JOIN lane
@@ -158,15 +156,15 @@ WITH snap AS MATERIALIZED (
           AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
     ) AS l
     CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
-          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
-          AND (j.ready_xid, j.id) > (w.last_xid, l.last_id)
+          AND j.fair_key = lane.fair_key
+          AND (j.ready_xid, j.job_id) > (lane.frontier_xid, lane.frontier_id)
+          AND (j.ready_xid, j.job_id) > (w.last_xid, l.last_id)
           AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY j.ready_xid, j.id
+        ORDER BY j.ready_xid, j.job_id
         LIMIT need.short
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
@@ -191,7 +189,7 @@ WITH snap AS MATERIALIZED (
     ) AS c
 ), picked AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending,
-           c.turn_key,
+           c.entry, c.turn_key,
            row_number() OVER (PARTITION BY c.queue, c.priority
                               ORDER BY c.round DESC, c.place DESC, c.run_at DESC,
                                        c.id DESC) = 1 AS last_of_tier,
@@ -216,11 +214,12 @@ WITH snap AS MATERIALIZED (
                                           ORDER BY c.run_at, c.id) AS rank
                 FROM (
                     SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
-                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending,
+                           NULL::tid AS entry
                     FROM due
                     UNION ALL
                     SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid,
-                           was_pending
+                           was_pending, entry
                     FROM logged
                 ) AS c
             ) AS c
@@ -243,13 +242,12 @@ WITH snap AS MATERIALIZED (
                      AND k.fair_key = lane.fair_key) AS took
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT j.ready_xid, j.id FROM jobs AS j
+        SELECT j.ready_xid, j.job_id AS id FROM ready AS j
         WHERE j.queue = lane.queue AND j.priority = lane.priority
-          AND coalesce(j.fair_key, '') = lane.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)
-          AND j.id NOT IN (SELECT id FROM picked)
-        ORDER BY j.ready_xid, j.id
+          AND j.fair_key = lane.fair_key
+          AND (j.ready_xid, j.job_id) > (lane.frontier_xid, lane.frontier_id)
+          AND j.job_id NOT IN (SELECT id FROM picked)
+        ORDER BY j.ready_xid, j.job_id
         LIMIT 1
     ) AS b ON true
     LEFT JOIN LATERAL (
@@ -268,13 +266,12 @@ WITH snap AS MATERIALIZED (
                        AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT j.id FROM jobs AS j
+        SELECT j.job_id AS id FROM ready AS j
         WHERE NOT pend.running AND j.queue = pend.queue AND j.priority = pend.priority
-          AND coalesce(j.fair_key, '') = pend.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-          AND j.ready_xid = pend.xid AND j.id > pend.after
-          AND j.id NOT IN (SELECT id FROM picked)
-        ORDER BY j.id
+          AND j.fair_key = pend.fair_key
+          AND j.ready_xid = pend.xid AND j.job_id > pend.after
+          AND j.job_id NOT IN (SELECT id FROM picked)
+        ORDER BY j.job_id
         LIMIT 1
     ) AS b ON true
     WHERE b.id IS NOT NULL OR pend.running
@@ -306,28 +303,29 @@ WITH snap AS MATERIALIZED (
     WHERE k.last_of_tier AND k.turn_key IS NOT NULL AND (k.fair_key, k.turn_key) <> ('', '')
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), claimed AS (
+), taken AS (
+    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), running AS (
     UPDATE job_documents AS j
-    SET status = 'running',
-        worker_id = %(worker_id)s,
-        execution_id = j.execution_id + 1,
-        attempts = j.attempts + 1,
-        lease_expires_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8),
-        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
-                              THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
-        heartbeat_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        claimed_ahead = %(ahead)s,
-        ready_xid = NULL,
-        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE entry IS NULL))
+), claimed AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
+                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+           %(ahead)s
+    FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING j.*
+    RETURNING *
 )
-SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
-       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
-       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
-       dependency_results, snoozes,
-       extract(epoch from expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
-FROM claimed
+SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
+       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
+       j.meta::text AS meta, j.dependency_results, j.snoozes,
+       extract(epoch from j.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
+FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id

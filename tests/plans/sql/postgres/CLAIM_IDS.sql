@@ -1,33 +1,60 @@
-WITH picked AS (
-    SELECT id FROM job_documents
-    WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
-      AND rate_key IS NULL AND fair_key IS NULL AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-    ORDER BY id
-    FOR UPDATE SKIP LOCKED
+WITH named AS MATERIALIZED (
+    SELECT DISTINCT unnest(%(ids)s::text[]) AS id
+), logged AS MATERIALIZED (
+    SELECT r.id, r.entry FROM named AS x
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.queue, d.priority, d.ready_xid FROM job_documents AS d
+        WHERE d.id = x.id AND d.ready_xid IS NOT NULL AND d.status = 'queued'
+          AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
+          AND d.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        LIMIT 1
+    ) AS d
+    CROSS JOIN LATERAL (
+        SELECT r.job_id AS id, r.ctid AS entry FROM ready AS r
+        WHERE r.queue = d.queue AND r.priority = d.priority AND r.fair_key = ''
+          AND r.ready_xid = d.ready_xid AND r.job_id = d.id
+        FOR UPDATE OF r SKIP LOCKED
+    ) AS r
+    ORDER BY r.id
+), due AS MATERIALIZED (
+    SELECT d.id FROM named AS x
+    CROSS JOIN LATERAL (
+        SELECT d.id FROM job_documents AS d
+        WHERE d.id = x.id AND d.status = 'queued' AND d.ready_xid IS NULL
+          AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
+          AND d.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        FOR UPDATE OF d SKIP LOCKED
+    ) AS d
+    ORDER BY d.id
+), picked AS (
+    SELECT id, entry FROM logged
+    UNION ALL
+    SELECT id, NULL::tid FROM due
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), claimed AS (
+), taken AS (
+    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), running AS (
     UPDATE job_documents AS j
-    SET status = 'running',
-        worker_id = %(worker_id)s,
-        execution_id = j.execution_id + 1,
-        attempts = j.attempts + 1,
-        lease_expires_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8),
-        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
-                              THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
-        heartbeat_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        claimed_ahead = %(ahead)s,
-        ready_xid = NULL,
-        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE entry IS NULL))
+), claimed AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
+                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+           %(ahead)s
+    FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING j.*
+    RETURNING *
 )
-SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
-       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
-       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
-       dependency_results, snoozes,
-       extract(epoch from expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
-FROM claimed
+SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
+       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
+       j.meta::text AS meta, j.dependency_results, j.snoozes,
+       extract(epoch from j.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
+FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id

@@ -3,7 +3,7 @@ WITH candidates AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
                concurrency_limit 
-        FROM jobs
+        FROM job_documents
         WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
           AND queue = ANY(%(queues)s::text[]) AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY priority DESC, run_at, id
@@ -14,13 +14,13 @@ WITH candidates AS MATERIALIZED (
            (SELECT count(*) FROM (
     SELECT rate_key, started_at FROM ended_executions
     UNION ALL
-    SELECT rate_key, started_at FROM jobs WHERE status = 'running'
+    SELECT rate_key, started_at FROM job_documents WHERE status = 'running'
 ) AS e
             WHERE e.rate_key IS NOT NULL AND e.rate_key = g.key
               AND e.started_at > coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) - make_interval(secs => g.period)) AS used
     FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
 ), slots AS MATERIALIZED (
-    SELECT k.key, (SELECT count(*) FROM jobs AS r
+    SELECT k.key, (SELECT count(*) FROM job_documents AS r
                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                      AND r.concurrency_key = k.key) AS running
     FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
@@ -47,28 +47,27 @@ WITH candidates AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), claimed AS (
+), running AS (
     UPDATE job_documents AS j
-    SET status = 'running',
-        worker_id = %(worker_id)s,
-        execution_id = j.execution_id + 1,
-        attempts = j.attempts + 1,
-        lease_expires_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8),
-        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
-                              THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
-        heartbeat_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        claimed_ahead = %(ahead)s,
-        ready_xid = NULL,
-        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING j.*
+), claimed AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
+                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+           %(ahead)s
+    FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING *
 )
-SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
-       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
-       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
-       dependency_results, snoozes,
-       extract(epoch from expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
-FROM claimed
+SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
+       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
+       j.meta::text AS meta, j.dependency_results, j.snoozes,
+       extract(epoch from j.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
+FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id

@@ -1,9 +1,9 @@
 WITH RECURSIVE keys AS (
-    (SELECT rate_key AS key FROM jobs
+    (SELECT rate_key AS key FROM job_documents
      WHERE status = 'queued' AND rate_key IS NOT NULL
      ORDER BY rate_key LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.rate_key FROM jobs AS j
+    SELECT (SELECT j.rate_key FROM job_documents AS j
             WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
             ORDER BY j.rate_key LIMIT 1)
     FROM keys AS k WHERE k.key IS NOT NULL
@@ -11,7 +11,7 @@ WITH RECURSIVE keys AS (
     SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
     FROM keys AS k
     CROSS JOIN LATERAL (
-        SELECT priority, run_at, rate_limit, rate_period FROM jobs
+        SELECT priority, run_at, rate_limit, rate_period FROM job_documents
         WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
           AND queue = ANY(%(queues)s::text[]) AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY priority DESC, run_at, id
@@ -22,7 +22,7 @@ WITH RECURSIVE keys AS (
     WHERE n > (SELECT count(*) FROM (
     SELECT rate_key, started_at FROM ended_executions
     UNION ALL
-    SELECT rate_key, started_at FROM jobs WHERE status = 'running'
+    SELECT rate_key, started_at FROM job_documents WHERE status = 'running'
 ) AS e
                WHERE e.rate_key IS NOT NULL AND e.rate_key = best.key
                  AND e.started_at > coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) - make_interval(secs => best.period))
@@ -32,7 +32,7 @@ WITH RECURSIVE keys AS (
     SELECT DISTINCT c.concurrency_key AS key
     FROM open AS o
     CROSS JOIN LATERAL (SELECT concurrency_key 
-        FROM jobs
+        FROM job_documents
         WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = o.key
           AND queue = ANY(%(queues)s::text[]) AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
         ORDER BY priority DESC, run_at, id

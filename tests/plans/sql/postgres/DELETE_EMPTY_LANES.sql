@@ -17,18 +17,16 @@ WITH snap AS MATERIALIZED (
             ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
             LIMIT 1
         ) AS c ON true) AS m
-    WHERE NOT (EXISTS (SELECT 1 FROM jobs AS j
+    WHERE NOT (EXISTS (SELECT 1 FROM ready AS j
                    WHERE j.queue = l.queue AND j.priority = l.priority
-          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))
+          AND j.fair_key = l.fair_key
+                     AND (j.ready_xid, j.job_id) > (m.frontier_xid, m.frontier_id))
         OR EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
-                       SELECT 1 FROM jobs AS j
+                       SELECT 1 FROM ready AS j
                        WHERE j.queue = l.queue AND j.priority = l.priority
-          AND coalesce(j.fair_key, '') = l.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL
-                         AND j.ready_xid = p.xid AND j.id > p.after
+          AND j.fair_key = l.fair_key
+                         AND j.ready_xid = p.xid AND j.job_id > p.after
                        LIMIT 1
                    ) AS e
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap))))

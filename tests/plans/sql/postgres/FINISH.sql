@@ -5,10 +5,13 @@ WITH f AS (
 ), locked AS (
     SELECT j.*, f.status AS f_status, f.outcome AS f_outcome, f.result AS f_result, f.error AS f_error, f.delay AS f_delay, f.keep AS f_keep, f.dead_reason AS f_dead_reason, f.crash AS f_crash, f.pending AS f_pending
     FROM f CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.has_dependents, j.worker_id FROM job_documents AS j
-        WHERE j.id = f.id AND j.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
-        FOR UPDATE OF j
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, d.has_dependents, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.job_id = f.id AND l.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+        FOR UPDATE OF l
     ) AS j
+), ended AS (
+    DELETE FROM leases
+    WHERE job_id = ANY(ARRAY(SELECT id FROM locked WHERE NOT (%(defer)s AND has_dependents)))
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -16,7 +19,12 @@ WITH f AS (
         run_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) AND NOT locked.f_keep
                       THEN coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => locked.f_delay) ELSE j.run_at END,
         attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released', 'snoozed')
-                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+                        THEN greatest(locked.attempts - 1, 0) ELSE locked.attempts END,
+        execution_id = locked.execution_id,
+        started_at = locked.started_at,
+        heartbeat_at = locked.heartbeat_at,
+        claimed_ahead = locked.claimed_ahead,
+        ready_xid = NULL,
         snoozes = CASE WHEN locked.f_outcome = 'snoozed' THEN j.snoozes + 1
                        ELSE j.snoozes END,
         result = locked.f_result::json,
@@ -26,19 +34,18 @@ WITH f AS (
         progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) THEN NULL ELSE coalesce(to_timestamp(%(now)s::float8), now()) END,
-        worker_id = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) THEN NULL ELSE j.worker_id END,
-        lease_expires_at = CASE WHEN locked.f_pending THEN coalesce(j.detached_until, greatest(j.lease_expires_at,
-            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id))) END,
+        worker_id = CASE WHEN (locked.f_status = 'queued' AND NOT j.cancel_requested) THEN NULL ELSE locked.worker_id END,
+        lease_expires_at = CASE WHEN locked.f_pending THEN coalesce(locked.detached_until, greatest(locked.lease_expires_at,
+            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = locked.worker_id))) END,
         result_pending = coalesce(locked.f_pending, false),
-        detached_until = CASE WHEN locked.f_pending THEN j.detached_until END,
+        detached_until = CASE WHEN locked.f_pending THEN locked.detached_until END,
         cancel_requested = false,
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND NOT (%(defer)s AND j.has_dependents)
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
-              locked.worker_id AS ran_on, j.started_at, j.rate_key,
-              locked.f_outcome, locked.f_error, locked.f_crash
+    WHERE j.id = locked.id AND NOT (%(defer)s AND locked.has_dependents)
+    RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
+              j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
+              j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -50,4 +57,4 @@ WITH f AS (
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
 SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND has_dependents AND status = 'running'
+WHERE %(defer)s AND has_dependents

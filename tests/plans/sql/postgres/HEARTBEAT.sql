@@ -13,33 +13,32 @@ WITH prior AS MATERIALIZED (
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.dt AS r_dt
     FROM r CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.detached_until, j.cancel_requested FROM job_documents AS j
-        WHERE j.id = r.id AND j.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
-        FOR UPDATE OF j
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.detached_until, d.cancel_requested FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.job_id = r.id AND l.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+        FOR UPDATE OF l
     ) AS j
 ), renewed AS (
-    UPDATE job_documents AS j
+    UPDATE leases AS l
     SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
                               ELSE coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => %(lease)s::float8) END,
-        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
-                            ELSE coalesce(to_timestamp(%(now)s::float8), now()) END,
-        updated_at = coalesce(to_timestamp(%(now)s::float8), now()),
+        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN l.heartbeat_at
+                            ELSE coalesce(to_timestamp(%(now)s::float8), now()) END
+    WHERE l.job_id = ANY(ARRAY(
+        SELECT id FROM locked
+        WHERE NOT r_dt AND (detached_until IS NOT NULL OR NOT EXISTS (SELECT 1 FROM touched))))
+), progressed AS (
+    UPDATE job_documents AS j
+    SET updated_at = coalesce(to_timestamp(%(now)s::float8), now()),
         progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value END,
     progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND NOT locked.r_dt
-      AND (locked.r_hp OR locked.detached_until IS NOT NULL
-           OR NOT EXISTS (SELECT 1 FROM touched))
+    WHERE j.id = locked.id AND NOT locked.r_dt AND locked.r_hp
 ), detached AS (
-    UPDATE job_documents AS j
-    SET detached_until = greatest(j.lease_expires_at, (SELECT lease_expires_at FROM prior)),
-        heartbeat_at = greatest(j.heartbeat_at, (SELECT last_heartbeat_at FROM prior)),
-        updated_at = coalesce(to_timestamp(%(now)s::float8), now())
-    FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND locked.r_dt AND locked.detached_until IS NULL
+    UPDATE leases AS l
+    SET detached_until = greatest(l.lease_expires_at, (SELECT lease_expires_at FROM prior)),
+        heartbeat_at = greatest(l.heartbeat_at, (SELECT last_heartbeat_at FROM prior))
+    WHERE l.job_id = ANY(ARRAY(SELECT id FROM locked WHERE r_dt AND detached_until IS NULL))
 )
 SELECT id, execution_id, cancel_requested FROM locked
 WHERE status = 'running' AND NOT r_dt

@@ -12,6 +12,11 @@ lane AS (
     INSERT INTO lanes (queue, priority, fair_key)
     SELECT queue, priority, fair_key FROM entered
     ON CONFLICT DO NOTHING
+), entries AS (
+    INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at, fair_weight)
+    SELECT x.queue, x.priority, coalesce(x.fair_key, ''), pg_current_xact_id(), x.id,
+           coalesce(to_timestamp(%(now)s::float8), now()) + make_interval(secs => x.delay), x.fair_weight
+    FROM x WHERE x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL
 ), inserted AS (
 INSERT INTO job_documents (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,

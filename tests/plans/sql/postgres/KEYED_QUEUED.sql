@@ -1,6 +1,6 @@
-SELECT EXISTS (SELECT 1 FROM jobs
+SELECT EXISTS (SELECT 1 FROM job_documents
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
                  AND queue = ANY(%(queues)s::text[]))
-    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND rate_key IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM job_documents WHERE status = 'queued' AND rate_key IS NOT NULL)
        AS queued,
        false AS fair

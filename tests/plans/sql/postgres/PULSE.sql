@@ -5,18 +5,20 @@ WITH r AS (
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.hc AS r_hc, r.cp AS r_cp
     FROM r CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id FROM job_documents AS j
-        WHERE j.id = r.id AND j.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
-        FOR UPDATE OF j
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.job_id = r.id AND l.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+        FOR UPDATE OF l
     ) AS j
+), beat AS (
+    UPDATE leases AS l SET heartbeat_at = coalesce(to_timestamp(%(now)s::float8), now())
+    WHERE l.job_id = ANY(ARRAY(SELECT id FROM locked))
 )
 UPDATE job_documents AS j
 SET progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value END,
     progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END,
     checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
-    heartbeat_at = coalesce(to_timestamp(%(now)s::float8), now()),
     updated_at = coalesce(to_timestamp(%(now)s::float8), now())
 FROM locked
-WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
-RETURNING j.id, j.execution_id, j.cancel_requested
+WHERE j.id = locked.id
+RETURNING j.id, locked.execution_id, j.cancel_requested

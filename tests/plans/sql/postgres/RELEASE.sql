@@ -1,19 +1,26 @@
-WITH l AS (
+WITH g AS (
     SELECT * FROM (SELECT u.id, coalesce(u.eid, %(leases_eid_all)s::bigint) AS eid
     FROM unnest(%(leases_id)s::text[], %(leases_eid)s::bigint[])
-    AS u(id, eid)) AS l ORDER BY id COLLATE "C"
+    AS u(id, eid)) AS g ORDER BY id COLLATE "C"
 ), locked AS (
     SELECT j.*
-    FROM l CROSS JOIN LATERAL (
-        SELECT j.id, j.status, j.execution_id, j.worker_id FROM job_documents AS j
-        WHERE j.id = l.id AND j.execution_id = l.eid AND (%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)
-        FOR UPDATE OF j
+    FROM g CROSS JOIN LATERAL (
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.job_id = g.id AND l.execution_id = g.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+        FOR UPDATE OF l
     ) AS j
+), ended AS (
+    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM locked))
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
-        attempts = greatest(j.attempts - 1, 0),
-        worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
+        attempts = greatest(locked.attempts - 1, 0),
+        execution_id = locked.execution_id,
+        started_at = locked.started_at,
+        heartbeat_at = locked.heartbeat_at,
+        claimed_ahead = locked.claimed_ahead,
+        ready_xid = NULL,
+        worker_id = CASE WHEN j.cancel_requested THEN locked.worker_id END,
         lease_expires_at = NULL,
         detached_until = NULL,
         run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE coalesce(to_timestamp(%(now)s::float8), now()) END,
@@ -21,10 +28,10 @@ WITH l AS (
         cancel_requested = false,
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running'
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
-              locked.worker_id AS ran_on, j.started_at, j.rate_key
+    WHERE j.id = locked.id
+    RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
+              j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
+              j.rate_key
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, rate_key)

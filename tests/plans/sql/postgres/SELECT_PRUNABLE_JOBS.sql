@@ -1,3 +1,3 @@
-SELECT id FROM jobs
+SELECT id FROM job_documents
 WHERE status IN ('succeeded', 'cancelled') AND finished_at < coalesce(to_timestamp(%(now)s::float8), now()) - make_interval(secs => %(retention)s::float8)
 LIMIT %(limit)s

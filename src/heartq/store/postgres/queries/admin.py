@@ -99,11 +99,11 @@ PRUNE_WORKERS = f"""
 DELETE FROM workers AS w
 WHERE w.status IN ('inactive', 'stopped')
   AND coalesce(w.stopped_at, w.last_heartbeat_at) < {T} - {_secs("retention")}
-  AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.worker_id = w.id AND j.status = 'running')
+  AND NOT EXISTS (SELECT 1 FROM leases AS l WHERE l.worker_id = w.id)
 """
 
 SELECT_PRUNABLE_JOBS = f"""
-SELECT id FROM jobs
+SELECT id FROM job_documents
 WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("retention")}
 LIMIT %(limit)s
 """
@@ -129,7 +129,7 @@ DELETE_JOBS = "DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])"
 # (store/sql/dependencies.py). An id pruned again (a store's test reuses ids) stays once.
 RECORD_PRUNED_SUCCESSES = """
 INSERT INTO pruned_successes (id)
-SELECT id FROM jobs WHERE id = ANY(%(ids)s::text[]) AND status = 'succeeded'
+SELECT id FROM job_documents WHERE id = ANY(%(ids)s::text[]) AND status = 'succeeded'
 ON CONFLICT DO NOTHING
 """
 
@@ -141,20 +141,45 @@ WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
              LIMIT %(limit)s)
 """
 
+# A job of the ready log leaves it: its entry is deleted (JOB_STATUS locked it).
 CANCEL_QUEUED = f"""
+WITH entry AS (
+    DELETE FROM ready AS r USING job_documents AS d
+    WHERE d.id = %(job_id)s AND r.queue = d.queue AND r.priority = d.priority
+      AND r.fair_key = coalesce(d.fair_key, '') AND r.ready_xid = d.ready_xid
+      AND r.job_id = d.id
+)
 UPDATE job_documents SET status = 'cancelled', finished_at = {T}, updated_at = {T},
-                error = 'cancelled before it ran', cancelled_by = %(by)s
+                error = 'cancelled before it ran', cancelled_by = %(by)s, ready_xid = NULL
 WHERE id = %(job_id)s AND status IN ('queued', 'waiting', 'blocked')
+  AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(job_id)s)
 RETURNING id, status, awaited, has_dependents
 """
 
 REQUEST_CANCEL = f"""
-UPDATE job_documents SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
-WHERE id = %(job_id)s AND status = 'running'
-RETURNING worker_id
+UPDATE job_documents AS j SET cancel_requested = true, updated_at = {T}, cancelled_by = %(by)s
+FROM leases AS l
+WHERE j.id = %(job_id)s AND l.job_id = j.id
+RETURNING l.worker_id
 """
 
-JOB_STATUS = "SELECT status FROM job_documents WHERE id = %(job_id)s FOR UPDATE"
+# A job's status for a cancel, with what decides it locked in the order every writer
+# takes them (docs/design-notes/hot-path.md, stage 1): its entry of the ready log (a
+# claim in flight holds it: this waits, then finds it gone), its lease (an end in
+# flight holds it), then the document, read in a statement of its own whose snapshot
+# sees what those locks waited for. Locked, the answer holds for the transaction: a
+# queued job of the log cannot be claimed, a running one cannot end. A due job claimed
+# between the lease's lock and the document's is seen running (its document says so).
+JOB_STATUS = (
+    """SELECT 1 FROM ready AS r JOIN job_documents AS d ON r.queue = d.queue
+       AND r.priority = d.priority AND r.fair_key = coalesce(d.fair_key, '')
+       AND r.ready_xid = d.ready_xid AND r.job_id = d.id
+       WHERE d.id = %(job_id)s FOR UPDATE OF r""",
+    "SELECT 1 FROM leases WHERE job_id = %(job_id)s FOR UPDATE",
+    """SELECT CASE WHEN l.job_id IS NULL THEN d.status ELSE 'running' END AS status
+       FROM job_documents AS d LEFT JOIN leases AS l ON l.job_id = d.id
+       WHERE d.id = %(job_id)s FOR UPDATE OF d""",
+)
 
 # A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
 # whose unique key another live job holds stays dead (the key holds). Those
@@ -167,7 +192,7 @@ SET status = 'queued', attempts = 0, snoozes = 0, run_at = {T}, dead_reason = NU
     expires_at = NULL, updated_at = {T}
 WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
   AND (unique_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM jobs AS live
+      SELECT 1 FROM job_documents AS live
       WHERE live.unique_key = job_documents.unique_key AND live.status IN ('queued', 'running')))
 RETURNING id, queue, has_dependents
 """
@@ -188,5 +213,6 @@ START_AT_ATTEMPT = f"""
 UPDATE job_documents
 SET attempts = %(attempt)s - 1, execution_id = %(attempt)s - 1, updated_at = {T}
 WHERE id = %(id)s AND status = 'queued' AND execution_id = 0
+  AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(id)s)
 RETURNING id
 """

@@ -14,51 +14,69 @@ from heartq.store.postgres.queries.common import (
 )
 from heartq.store.postgres.queries.ready_log import MARKED, logged
 
+
 # Each queue's best runnable jobs come from its own ordered walk of the claim index
 # (`LATERAL`, one per queue): `queue = ANY(...)` with this ORDER BY would read and sort
 # every queued row of those queues at each claim, so the claim would slow down with the
 # backlog. Up to `limit` rows per queue are locked and the best `limit` of them taken;
 # the others are unlocked when the claim commits, milliseconds later.
-# What every claim does with the jobs it `picked` (a CTE of ids before this): they run
-# under a new execution. The running attempt lives on the job row alone (worker_id,
-# execution_id, started_at, rate_key): its execution row is written once, complete, by
-# the statement that ends it (FINISH, RELEASE), and the `executions` view shows it open
-# meanwhile (migration 0017).
+# What every claim does with the jobs it `picked` (a CTE of ids before this, with the
+# ready log's `ready_xid` where it has a column for it): they run under a new execution,
+# each on a lease row of its own (`leases`: its execution id, worker, attempts, start,
+# floor; docs/design-notes/hot-path.md, stage 1). A job of the ready log leaves the log
+# (its entry deleted) and its document is not written: it stays as its enqueue wrote it,
+# and the `jobs` view says `running` while its lease is there. A due job's document is
+# marked `running` (what takes it out of its claim index, and `started_at` is what the
+# running jobs' rate index reads). The attempt's execution row is written once, complete,
+# by the statement that ends it (FINISH, RELEASE), and the `executions` view shows it
+# open meanwhile (its lease).
 #
-# The attempt's lease is its worker's (docs/design/leases.md, "Leases and heartbeats"): the row's
-# `lease_expires_at` is its floor, never renewed. The worker's row is read `FOR KEY SHARE`
-# (a heartbeat's update does not wait for it; a lease reclaimer's `FOR UPDATE` of the row, taken
-# before it walks the worker's attempts and clears its lease, does): a worker whose lease
-# is cleared, or without a row at all (a store used directly), covers nothing, so the
-# attempt is detached at its floor, and its worker's next heartbeat attaches it again.
-_CLAIMED = f"""holder AS (
+# The attempt's lease is its worker's (docs/design/leases.md, "Leases and heartbeats"): the
+# lease row's `lease_expires_at` is its floor, never renewed. The worker's row is read
+# `FOR KEY SHARE` (a heartbeat's update does not wait for it; a lease reclaimer's `FOR
+# UPDATE` of the row, taken before it walks the worker's attempts and clears its lease,
+# does): a worker whose lease is cleared, or without a row at all (a store used
+# directly), covers nothing, so the attempt is detached at its floor, and its worker's
+# next heartbeat attaches it again.
+def _claimed(logged: bool) -> str:
+    """The CTEs that put the `picked` jobs under their leases, and the claim's answer.
+    `logged`: `picked` has the ready log's `entry` (the row of `ready` the claim locked,
+    by its `ctid`: an entry is never updated, so the version locked is the one to
+    delete, and a delete by `ctid` is a probe whatever the statistics say), and those
+    with an entry are taken from the log; else every picked job is a due one whose
+    document the claim locked."""
+    due = "SELECT id FROM picked WHERE entry IS NULL" if logged else "SELECT id FROM picked"
+    taken = """taken AS (
+    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), """ if logged else ""
+    return f"""holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), claimed AS (
+), {taken}running AS (
     UPDATE job_documents AS j
-    SET status = 'running',
-        worker_id = %(worker_id)s,
-        execution_id = j.execution_id + 1,
-        attempts = j.attempts + 1,
-        lease_expires_at = {T_STATEMENT} + {_secs("lease")},
-        detached_until = CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
-                              THEN {T_STATEMENT} + {_secs("lease")} END,
-        heartbeat_at = {T_STATEMENT},
-        started_at = {T_STATEMENT},
-        updated_at = {T_STATEMENT},
-        claimed_ahead = %(ahead)s,
-        ready_xid = NULL,
-        progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    SET status = 'running', started_at = {T_STATEMENT}, updated_at = {T_STATEMENT},
+        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY({due}))
+), claimed AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
+                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, {T_STATEMENT},
+           {T_STATEMENT} + {_secs("lease")}, {T_STATEMENT},
+           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                THEN {T_STATEMENT} + {_secs("lease")} END,
+           %(ahead)s
+    FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING j.*
+    RETURNING *
 )
-SELECT id, task, queue, args::text AS args, attempts, execution_id, max_retries,
-       retry_backoff, retry_backoff_max, checkpoint::text AS checkpoint,
-       extract(epoch from lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from run_at)::float8 AS run_at, priority, chosen, meta::text AS meta,
-       dependency_results, snoozes,
-       extract(epoch from expires_at - {T_STATEMENT})::float8 AS expires_in
-FROM claimed
+SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
+       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
+       j.meta::text AS meta, j.dependency_results, j.snoozes,
+       extract(epoch from j.expires_at - {T_STATEMENT})::float8 AS expires_in
+FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id
 """
+
 
 def _claim(queues: str, due: str) -> str:
     """A claim of jobs without a concurrency or a rate key: those of the ready log
@@ -83,7 +101,7 @@ def _claim(queues: str, due: str) -> str:
 WITH {logged(queues)}, due AS MATERIALIZED ({due}
 ), picked AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending,
-           c.turn_key,
+           c.entry, c.turn_key,
            row_number() OVER (PARTITION BY c.queue, c.priority
                               ORDER BY c.round DESC, c.place DESC, c.run_at DESC,
                                        c.id DESC) = 1 AS last_of_tier,
@@ -108,11 +126,12 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
                                           ORDER BY c.run_at, c.id) AS rank
                 FROM (
                     SELECT id, queue, priority, coalesce(fair_key, '') AS fair_key,
-                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending
+                           fair_weight, run_at, NULL::xid8 AS ready_xid, false AS was_pending,
+                           NULL::tid AS entry
                     FROM due
                     UNION ALL
                     SELECT id, queue, priority, fair_key, fair_weight, run_at, ready_xid,
-                           was_pending
+                           was_pending, entry
                     FROM logged
                 ) AS c
             ) AS c
@@ -122,7 +141,7 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
         ORDER BY c.priority DESC, round, c.place, c.run_at, c.id
         LIMIT %(limit)s
     ) AS c
-), {MARKED}, {_CLAIMED}"""
+), {MARKED}, {_claimed(logged=True)}"""
 
 
 # Several queues: each queue's due jobs from its own ordered walk of the claim index
@@ -153,17 +172,48 @@ CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", f"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency, a rate or a fairness key (one with a fairness key
-# waits for its turn in CLAIM), claimed as CLAIM does; a row another
-# claimer is taking right now is skipped (it is active elsewhere), as is a job running,
-# finished or unknown.
+# waits for its turn in CLAIM), claimed as CLAIM does: a job of the ready log by its entry
+# (found by the key its document holds; gone once a claim took it), a due one by its
+# document; a row another claimer is taking right now is skipped (it is active
+# elsewhere), as is a job running, finished or unknown. Each document is found by its
+# key, one probe an id (`LATERAL`, not pulled up: its `LIMIT`, its lock); its keys'
+# absence is written `num_nonnulls(...) = 0`, which the planner cannot match with the
+# claim index's predicate: with `id = ANY(...)` and plain tests, statistics of a fresh
+# backlog made it walk that index instead of probing the key.
 CLAIM_IDS = f"""
-WITH picked AS (
-    SELECT id FROM job_documents
-    WHERE id = ANY(%(ids)s::text[]) AND status = 'queued' AND concurrency_key IS NULL
-      AND rate_key IS NULL AND fair_key IS NULL AND run_at <= {T_STATEMENT}
-    ORDER BY id
-    FOR UPDATE SKIP LOCKED
-), {_CLAIMED}"""
+WITH named AS MATERIALIZED (
+    SELECT DISTINCT unnest(%(ids)s::text[]) AS id
+), logged AS MATERIALIZED (
+    SELECT r.id, r.entry FROM named AS x
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.queue, d.priority, d.ready_xid FROM job_documents AS d
+        WHERE d.id = x.id AND d.ready_xid IS NOT NULL AND d.status = 'queued'
+          AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
+          AND d.run_at <= {T_STATEMENT}
+        LIMIT 1
+    ) AS d
+    CROSS JOIN LATERAL (
+        SELECT r.job_id AS id, r.ctid AS entry FROM ready AS r
+        WHERE r.queue = d.queue AND r.priority = d.priority AND r.fair_key = ''
+          AND r.ready_xid = d.ready_xid AND r.job_id = d.id
+        FOR UPDATE OF r SKIP LOCKED
+    ) AS r
+    ORDER BY r.id
+), due AS MATERIALIZED (
+    SELECT d.id FROM named AS x
+    CROSS JOIN LATERAL (
+        SELECT d.id FROM job_documents AS d
+        WHERE d.id = x.id AND d.status = 'queued' AND d.ready_xid IS NULL
+          AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
+          AND d.run_at <= {T_STATEMENT}
+        FOR UPDATE OF d SKIP LOCKED
+    ) AS d
+    ORDER BY d.id
+), picked AS (
+    SELECT id, entry FROM logged
+    UNION ALL
+    SELECT id, NULL::tid FROM due
+), {_claimed(logged=True)}"""
 
 # What a transport's sweeper (re)publishes (store/sql/ `due_for_publish`): queued,
 # runnable, unkeyed jobs of its queues that fell due since its last pass (delayed and
@@ -175,14 +225,14 @@ _PUBLISHABLE = f"""status = 'queued' AND concurrency_key IS NULL AND rate_key IS
       AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}"""
 
 DUE_FOR_PUBLISH = f"""
-(SELECT id, queue, run_at FROM jobs
+(SELECT id, queue, run_at FROM job_documents
  WHERE {_PUBLISHABLE} AND ready_xid IS NULL
    AND ((run_at > to_timestamp(%(since)s::float8) AND run_at > created_at)
         OR (updated_at > to_timestamp(%(since)s::float8) AND updated_at > created_at)
         OR run_at <= to_timestamp(%(waiting_since)s::float8))
  UNION ALL
- SELECT id, queue, run_at FROM jobs
- WHERE {_PUBLISHABLE} AND ready_xid IS NOT NULL
+ SELECT job_id, queue, run_at FROM ready
+ WHERE queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
    AND run_at <= to_timestamp(%(waiting_since)s::float8))
 ORDER BY run_at, id
 LIMIT %(limit)s
@@ -195,10 +245,10 @@ LIMIT %(limit)s
 # partial index, never a walk: a keyed job that is not due yet, or a rate-limited one of
 # another queue, answers yes and the claims below look closer.
 KEYED_QUEUED = """
-SELECT EXISTS (SELECT 1 FROM jobs
+SELECT EXISTS (SELECT 1 FROM job_documents
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
                  AND queue = ANY(%(queues)s::text[]))
-    OR EXISTS (SELECT 1 FROM jobs WHERE status = 'queued' AND rate_key IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM job_documents WHERE status = 'queued' AND rate_key IS NOT NULL)
        AS queued,
        false AS fair
 """
@@ -214,12 +264,12 @@ WITH candidates AS MATERIALIZED (
     SELECT k.key FROM (
         SELECT concurrency_key AS key, max(priority) AS priority, min(run_at) AS run_at,
                max(concurrency_limit) AS most
-        FROM jobs
+        FROM job_documents
         WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
           AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
         GROUP BY concurrency_key
     ) AS k
-    WHERE k.most > (SELECT count(*) FROM jobs AS r
+    WHERE k.most > (SELECT count(*) FROM job_documents AS r
                     WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                       AND r.concurrency_key = k.key)
     ORDER BY k.priority DESC, k.run_at, k.key
@@ -235,7 +285,7 @@ WHERE pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
 # of them (each job's own limit); the best `limit` of those, claimed as CLAIM does.
 CLAIM_KEYED = f"""
 WITH keys AS (
-    SELECT k.key, (SELECT count(*) FROM jobs AS r
+    SELECT k.key, (SELECT count(*) FROM job_documents AS r
                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                      AND r.concurrency_key = k.key) AS running
     FROM unnest(%(keys)s::text[]) AS k(key)
@@ -243,7 +293,7 @@ WITH keys AS (
     SELECT c.id, c.priority, c.run_at, c.concurrency_limit, keys.running,
            row_number() OVER (PARTITION BY c.concurrency_key
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
-    FROM jobs AS c JOIN keys ON c.concurrency_key = keys.key
+    FROM job_documents AS c JOIN keys ON c.concurrency_key = keys.key
     WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
       AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
 ), picked AS (
@@ -253,7 +303,7 @@ WITH keys AS (
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), {_CLAIMED}"""
+), {_claimed(logged=False)}"""
 
 # The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
 # one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
@@ -265,11 +315,11 @@ WITH keys AS (
 # executions_rate_idx, running ones from their job rows by jobs_running_rate_idx (the
 # claim writes no execution row), so an attempt counts from its claim on.
 _RATE_KEYS = f"""keys AS (
-    (SELECT rate_key AS key FROM jobs
+    (SELECT rate_key AS key FROM job_documents
      WHERE status = 'queued' AND rate_key IS NOT NULL
      ORDER BY rate_key LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.rate_key FROM jobs AS j
+    SELECT (SELECT j.rate_key FROM job_documents AS j
             WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
             ORDER BY j.rate_key LIMIT 1)
     FROM keys AS k WHERE k.key IS NOT NULL
@@ -277,7 +327,7 @@ _RATE_KEYS = f"""keys AS (
     SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
     FROM keys AS k
     CROSS JOIN LATERAL (
-        SELECT priority, run_at, rate_limit, rate_period FROM jobs
+        SELECT priority, run_at, rate_limit, rate_period FROM job_documents
         WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
           AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
         ORDER BY priority DESC, run_at, id
@@ -288,7 +338,7 @@ _RATE_KEYS = f"""keys AS (
 # The runnable jobs of a rate key, best first (`rate_key = <key>`): a walk of its part of
 # jobs_rated_claim_idx, at most `limit` of them (no claim takes more).
 _KEY_JOBS = f"""
-        FROM jobs
+        FROM job_documents
         WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = {{key}}
           AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
         ORDER BY priority DESC, run_at, id
@@ -349,7 +399,7 @@ WITH candidates AS MATERIALIZED (
               AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
     FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
 ), slots AS MATERIALIZED (
-    SELECT k.key, (SELECT count(*) FROM jobs AS r
+    SELECT k.key, (SELECT count(*) FROM job_documents AS r
                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
                      AND r.concurrency_key = k.key) AS running
     FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
@@ -374,7 +424,7 @@ WITH candidates AS MATERIALIZED (
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), {_CLAIMED}"""
+), {_claimed(logged=False)}"""
 
 # How long until a runnable rate-limited job of these queues may start, in seconds (None:
 # none is held back by its rate key): per key (with its best job's limit), the start that

@@ -63,13 +63,15 @@ freeze: before the previous execution of the job had even ended (I2)."""
 RATE_STARTS = """(
     SELECT rate_key, started_at FROM ended_executions
     UNION ALL
-    SELECT rate_key, started_at FROM jobs WHERE status = 'running'
+    SELECT rate_key, started_at FROM job_documents WHERE status = 'running'
 )"""
 """The starts a rate window counts: every ended attempt's (a job with a rate key keeps its
 last attempt's execution row, migration 0024) and the running ones'. Read with `rate_key
 IS NOT NULL AND rate_key = <key>`, each side through its rate index
 (executions_rate_idx, jobs_running_rate_idx); the `executions` view would add the
-succeeded jobs' last attempts, which no index by rate key reaches."""
+succeeded jobs' last attempts, which no index by rate key reaches. A running job with a
+rate key was claimed by the rated claim, which marks its document `running` with its
+start (never through the ready log): its document says so exactly."""
 
 
 def _secs(name: str) -> str:

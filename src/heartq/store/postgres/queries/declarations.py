@@ -55,19 +55,37 @@ _DECLARED_BACKOFF_MAX = (
     "CASE WHEN j.chosen & %(backoff_bit)s = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
 )
 
-# A job re-routed leaves the ready log (`ready_xid`): its place there was in its old
-# lane, and may be behind its new lane's frontier; it is a due job of its new queue.
+# A job re-routed leaves the ready log (its entry deleted, `ready_xid` cleared): its
+# place there was in its old lane, and may be behind its new lane's frontier; it is a due
+# job of its new queue. A job of the log whose entry is gone is running (a claim took it,
+# or is taking it: the delete waits for that claim) and is left as it is, as every
+# running job is.
+_REROUTED = f"""SELECT j.id, j.queue, j.priority, coalesce(j.fair_key, '') AS fair_key,
+           j.ready_xid
+    FROM job_documents AS j JOIN tasks AS t ON j.task = t.name
+    WHERE t.name = ANY(%(names)s::text[])
+      AND j.status IN ('queued', 'waiting', 'blocked')
+      AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
+      AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
+          IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
+                            {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})"""
+
 REROUTE_JOBS = f"""
+WITH target AS MATERIALIZED (
+    {_REROUTED}
+), moved AS (
+    DELETE FROM ready AS r USING target AS x
+    WHERE x.ready_xid IS NOT NULL AND r.queue = x.queue AND r.priority = x.priority
+      AND r.fair_key = x.fair_key AND r.ready_xid = x.ready_xid AND r.job_id = x.id
+    RETURNING r.job_id
+)
 UPDATE job_documents AS j
 SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
     retry_backoff_max = {_DECLARED_BACKOFF_MAX}, ready_xid = NULL, updated_at = {T}
 FROM tasks AS t
-WHERE t.name = ANY(%(names)s::text[]) AND j.task = t.name
-  AND j.status IN ('queued', 'waiting', 'blocked')
-  AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
-  AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
-      IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
-                        {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
+WHERE j.task = t.name AND j.status IN ('queued', 'waiting', 'blocked')
+  AND j.id IN (SELECT id FROM target WHERE ready_xid IS NULL
+               UNION ALL SELECT job_id FROM moved)
 RETURNING j.id, j.queue
 """

@@ -8,7 +8,9 @@ from heartq.store.postgres.queries.common import LANE_NAMESPACE, UNIQUE_NAMESPAC
 
 # A job runnable now and without a concurrency or a rate key goes into the ready log
 # (migration 0026): the id of the transaction that enqueues it orders it in its lane (its
-# queue, its priority and its fairness key, '' for none: migration 0037).
+# queue, its priority and its fairness key, '' for none: migration 0037). Its entry is a
+# row of `ready` (migration 0040, `_ENTRIES`), and its document keeps the same
+# `ready_xid`, the key of its entry.
 # The enqueue holds each lane it enters under a shared transaction lock (`LANE_NAMESPACE`)
 # until it commits, and then makes the lane if it is new: a lane is pruned, once empty,
 # only under the same lock exclusive (`PRUNE_LANES`), so never from under an enqueue in
@@ -29,6 +31,13 @@ lane AS (
     ON CONFLICT DO NOTHING
 )"""
 
+_ENTRIES = f"""entries AS (
+    INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at, fair_weight)
+    SELECT x.queue, x.priority, coalesce(x.fair_key, ''), pg_current_xact_id(), x.id,
+           {T} + make_interval(secs => x.delay), x.fair_weight
+    FROM x WHERE {_READY}
+)"""
+
 _INSERT_NEW_JOBS = f"""INSERT INTO job_documents (
     id, task, queue, args, priority, status, run_at, max_retries, retry_backoff,
     retry_backoff_max, chosen, created_at, updated_at, concurrency_key, concurrency_limit,
@@ -42,7 +51,7 @@ SELECT x.id, x.task, x.queue, x.args::json, x.priority, 'queued',
 FROM x"""
 
 INSERT_JOBS = f"""
-WITH {_NEW_JOBS}
+WITH {_NEW_JOBS}, {_ENTRIES}
 {_INSERT_NEW_JOBS}
 """
 
@@ -67,7 +76,7 @@ ON CONFLICT DO NOTHING
 """
 
 INSERT_ENTERED_JOBS = f"""
-WITH x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")})
+WITH x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")}), {_ENTRIES}
 {_INSERT_NEW_JOBS}
 """
 
@@ -77,7 +86,7 @@ WITH x AS MATERIALIZED (SELECT * FROM {JOB_BATCH.rows("b")})
 # notification on the due channel saying in how many seconds the soonest falls due
 # (`NOTIFY_DUE`). A notification is sent at commit, as NOTIFY's is.
 INSERT_JOBS_WAKING = f"""
-WITH {_NEW_JOBS}, inserted AS (
+WITH {_NEW_JOBS}, {_ENTRIES}, inserted AS (
 {_INSERT_NEW_JOBS}
     RETURNING queue, run_at > created_at AS later
 )

@@ -40,29 +40,55 @@ from heartq.store.postgres.queries.batches import Batch
 # out the attempt of the forgotten one. `worker_id` NULL: a reclaimer, which read and
 # locked the rows it finishes in its own transaction (or a lease made without its
 # worker), fenced on the execution alone. One parameter per statement: no byte per job.
-_HELD_BY = "(%(worker_id)s::text IS NULL OR j.worker_id = %(worker_id)s::text)"
+def held_by(alias: str) -> str:
+    """The fence on the worker, over `alias` (a lease, or a document that keeps its last
+    attempt's worker). `IS NOT DISTINCT FROM`, not `=` (the same where the worker is
+    given): no index serves it, so a statement that finds its attempt by key cannot be
+    planned through the leases' index by worker instead (a plan made while the table
+    looked empty walked all of a worker's leases for each row of its batch)."""
+    return (
+        f"(%(worker_id)s::text IS NULL OR {alias}.worker_id IS NOT DISTINCT FROM"
+        " %(worker_id)s::text)"
+    )
 
 
-def _locked(batch: Batch, alias: str, *columns: str, carry: tuple[str, ...] = ()) -> str:
+_HELD_BY = held_by("j")
+
+
+def _locked(
+    batch: Batch,
+    alias: str,
+    *columns: str,
+    carry: tuple[str, ...] = (),
+    lock_document: bool = False,
+) -> str:
     """The CTE `alias` of `batch`'s rows, and the `locked` CTE described above over it:
-    written once for every statement that changes a batch of a worker's rows. `locked`
-    has `id`, `status`, `execution_id` and the further `columns` (of `j`), and the
-    batch's fields `carry` as `<alias>_<key>`: the update then reads its batch from the
-    locked rows alone, joined to nothing else. Each row is found by one probe of the
-    primary key per batch row, in id order (a `LATERAL` lookup of the batch's rows
-    sorted by id, which locks as it goes): whatever the planner estimates of the batch
-    (a prepared statement's generic plan takes an array parameter for 10 rows; a join
-    of the batch with the rows it found then rescanned the whole batch for each row,
-    twice a finish's instructions at 100 jobs)."""
+    written once for every statement that changes a batch of a worker's rows. What is
+    locked is each attempt's lease (`l`, schema v40: a running attempt is a lease; its
+    document `d` is read, not locked: a write of it follows the lease's lock, and reads
+    the document's newest version as it updates it). `locked` has `id`, `status`
+    (`running`: only running attempts have a lease), `execution_id` and the further
+    `columns` (of `l` and `d`), and the batch's fields `carry` as `<alias>_<key>`: the
+    update then reads its batch from the locked rows alone, joined to nothing else. Each
+    row is found by one probe of the primary key per batch row, in id order (a `LATERAL`
+    lookup of the batch's rows sorted by id, which locks as it goes): whatever the
+    planner estimates of the batch (a prepared statement's generic plan takes an array
+    parameter for 10 rows; a join of the batch with the rows it found then rescanned the
+    whole batch for each row, twice a finish's instructions at 100 jobs).
+    `lock_document`: each document is share-locked after its lease, so that what the
+    statement reads of it is its newest version (an operator's cancel request, written
+    under the lease's lock, is seen by a start that waited for that lock)."""
     carried = tuple(f"{alias}.{key} AS {alias}_{key}" for key in carry)
-    found = ", ".join(("j.id", "j.status", "j.execution_id", *columns))
+    found = ", ".join(
+        ("l.job_id AS id", "'running'::text AS status", "l.execution_id", *columns)
+    )
     return f"""{alias} AS (
     SELECT * FROM {batch.rows(alias)} ORDER BY id COLLATE "C"
 ), locked AS (
     SELECT j.*{"".join(f", {c}" for c in carried)}
     FROM {alias} CROSS JOIN LATERAL (
-        SELECT {found} FROM job_documents AS j
-        WHERE j.id = {alias}.id AND j.execution_id = {alias}.eid AND {_HELD_BY}
-        FOR UPDATE OF j
+        SELECT {found} FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.job_id = {alias}.id AND l.execution_id = {alias}.eid AND {held_by("l")}
+        FOR UPDATE OF l{" FOR SHARE OF d" if lock_document else ""}
     ) AS j
 )"""

@@ -35,22 +35,43 @@ _ON_ITS_JOB = "(status = 'succeeded' AND f_outcome = 'succeeded' AND rate_key IS
 # docs/design/leases.md, "Leases and heartbeats"), and `detached_until` kept if detached
 # (not renewed any more) so that an attached one's lease is read through its worker's,
 # which its heartbeats go on renewing until the save.
-_PENDING_LEASE = """coalesce(j.detached_until, greatest(j.lease_expires_at,
-            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = j.worker_id)))"""
+_PENDING_LEASE = """coalesce(locked.detached_until, greatest(locked.lease_expires_at,
+            (SELECT w.lease_expires_at FROM workers AS w WHERE w.id = locked.worker_id)))"""
+
+# The running attempt, as its lease holds it, read with the lease's lock: what the end
+# writes on the document as the attempt's record (and the pending result's lease).
+_ATTEMPT = ("l.worker_id", "l.attempts", "l.started_at", "l.heartbeat_at", "l.lease_expires_at",
+            "l.detached_until", "l.claimed_ahead")
+
+# The attempt's record on the document, from its lease (the lease itself is deleted).
+_RECORD = """execution_id = locked.execution_id,
+        started_at = locked.started_at,
+        heartbeat_at = locked.heartbeat_at,
+        claimed_ahead = locked.claimed_ahead,
+        ready_xid = NULL"""
 
 # The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
-# execution rows read them there, and the batch is read once.
+# execution rows read them there, and the batch is read once. The lease is deleted, and
+# the document written once, with the attempt's record (`_RECORD`) and its end. Whether a
+# job is deferred (it has dependents, and the caller settles those apart) is read once,
+# with the lease's lock (`locked.has_dependents`), so that a job is either ended here or
+# answered deferred, never neither: a dependent enqueued meanwhile, which marks the
+# document, is seen by the update's RETURNING (its newest version) and settled.
 FINISH = f"""
-WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
+WITH {_locked(FINISH_BATCH, "f", "d.has_dependents", *_ATTEMPT,
               carry=("status", "outcome", "result", "error", "delay", "keep", "dead_reason",
-                     "crash", "pending"))}, landed AS (
+                     "crash", "pending"))}, ended AS (
+    DELETE FROM leases
+    WHERE job_id = ANY(ARRAY(SELECT id FROM locked WHERE NOT (%(defer)s AND has_dependents)))
+), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
         run_at = CASE WHEN {_QUEUED_AGAIN} AND NOT locked.f_keep
                       THEN {T} + make_interval(secs => locked.f_delay) ELSE j.run_at END,
         attempts = CASE WHEN locked.f_outcome IN ('interrupted', 'released', 'snoozed')
-                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+                        THEN greatest(locked.attempts - 1, 0) ELSE locked.attempts END,
+        {_RECORD},
         snoozes = CASE WHEN locked.f_outcome = 'snoozed' THEN j.snoozes + 1
                        ELSE j.snoozes END,
         result = locked.f_result::json,
@@ -60,18 +81,17 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
         progress_value = CASE WHEN locked.f_status = 'succeeded' AND j.progress_value IS NOT NULL
                               THEN 1.0 ELSE j.progress_value END,
         finished_at = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE {T} END,
-        worker_id = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE j.worker_id END,
+        worker_id = CASE WHEN {_QUEUED_AGAIN} THEN NULL ELSE locked.worker_id END,
         lease_expires_at = CASE WHEN locked.f_pending THEN {_PENDING_LEASE} END,
         result_pending = coalesce(locked.f_pending, false),
-        detached_until = CASE WHEN locked.f_pending THEN j.detached_until END,
+        detached_until = CASE WHEN locked.f_pending THEN locked.detached_until END,
         cancel_requested = false,
         updated_at = {T}
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND NOT (%(defer)s AND j.has_dependents)
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
-              locked.worker_id AS ran_on, j.started_at, j.rate_key,
-              locked.f_outcome, locked.f_error, locked.f_crash
+    WHERE j.id = locked.id AND NOT (%(defer)s AND locked.has_dependents)
+    RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
+              j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
+              j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -83,18 +103,21 @@ WITH {_locked(FINISH_BATCH, "f", "j.has_dependents", "j.worker_id",
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
 SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND has_dependents AND status = 'running'
+WHERE %(defer)s AND has_dependents
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
 # ends 'cancelled' instead (run_at and worker_id kept), so it never runs again. The
 # attempt's execution row is written here, as FINISH writes it.
 RELEASE = f"""
-WITH {_locked(LEASE_BATCH, "l", "j.worker_id")}, landed AS (
+WITH {_locked(LEASE_BATCH, "g", *_ATTEMPT)}, ended AS (
+    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM locked))
+), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
-        attempts = greatest(j.attempts - 1, 0),
-        worker_id = CASE WHEN j.cancel_requested THEN j.worker_id END,
+        attempts = greatest(locked.attempts - 1, 0),
+        {_RECORD},
+        worker_id = CASE WHEN j.cancel_requested THEN locked.worker_id END,
         lease_expires_at = NULL,
         detached_until = NULL,
         run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE {T} END,
@@ -102,10 +125,10 @@ WITH {_locked(LEASE_BATCH, "l", "j.worker_id")}, landed AS (
         cancel_requested = false,
         updated_at = {T}
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running'
-    RETURNING j.id, j.execution_id, j.status, j.awaited, j.has_dependents,
-              locked.worker_id AS ran_on, j.started_at, j.rate_key
+    WHERE j.id = locked.id
+    RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
+              j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
+              j.rate_key
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, rate_key)

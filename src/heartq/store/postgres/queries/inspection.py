@@ -28,13 +28,14 @@ ORDER BY j.created_at DESC, j.id DESC
 LIMIT %(limit)s
 """
 
-# Per concurrency key with live jobs (`heartq stats`): busiest first.
+# Per concurrency key with live jobs (`heartq stats`): busiest first. A keyed job is
+# never in the ready log: its claim marks its document `running`, which says so exactly.
 CONCURRENCY_USAGE = """
 SELECT concurrency_key AS key,
        sum(CASE WHEN status = 'running' THEN 1 ELSE 0 END)::integer AS running,
        sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END)::integer AS queued,
        max(concurrency_limit) AS max_limit
-FROM jobs
+FROM job_documents
 WHERE concurrency_key IS NOT NULL AND status IN ('queued', 'running')
 GROUP BY concurrency_key
 ORDER BY running DESC, queued DESC, concurrency_key
@@ -45,13 +46,15 @@ LIMIT 1000
 # queued, and queued and due (`waiting`: what its limit may be holding back), its starts
 # within the period (`started`) and, when that is the limit, when the next one frees up
 # (`next_start_in`: the `n`-th latest start leaves the window). The live jobs through the
-# rated claim index and the running jobs' index; the starts through `RATE_STARTS`.
+# rated claim index and the running jobs' index (of the documents, which say exactly
+# what a rate-limited job is doing: its claim marks them); the starts through
+# `RATE_STARTS`.
 RATE_USAGE = f"""
 WITH live AS (
-    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM job_documents
     WHERE status = 'queued' AND rate_key IS NOT NULL
     UNION ALL
-    SELECT rate_key, rate_limit, rate_period, status, run_at FROM jobs
+    SELECT rate_key, rate_limit, rate_period, status, run_at FROM job_documents
     WHERE status = 'running' AND rate_key IS NOT NULL
 ), groups AS MATERIALIZED (
     SELECT rate_key AS key, rate_limit AS n, rate_period AS period,
@@ -81,13 +84,13 @@ ORDER BY g.waiting DESC, g.queued DESC, g.key
 
 # Per fairness key with jobs queued or running (see the SQLite statement). The keys are
 # the ready log's lanes (`lanes`: a queue, a priority and a key; at most :keys of them
-# read), and each lane's queued jobs are counted through the ready index's range of that
-# lane, up to :counted, so a key's flood is not walked (under a held horizon the count
-# also steps over the entries its finished jobs left, as a claim past the frontier does
-# not). A key's jobs that came back or were delayed wait in the claim index, not in a
-# lane, and are not counted until they run. The weight: the first job's of the key's
-# highest lane with jobs. The running jobs (few: a fleet's slots) each worker's through
-# the running jobs' index (by worker: a plan that holds before statistics say otherwise).
+# read), and each lane's queued jobs are counted through its range of `ready`'s key, up
+# to :counted, so a key's flood is not walked (under a held horizon the count also steps
+# over the entries its claimed jobs left, as a claim past the frontier does not). A key's
+# jobs that came back or were delayed wait in the claim index, not in a lane, and are not
+# counted until they run. The weight: the first job's of the key's highest lane with
+# jobs. The running jobs (few: a fleet's slots) each worker's leases, through their index
+# by worker (a plan that holds before statistics say otherwise), with their documents.
 FAIR_USAGE = """
 WITH lane AS MATERIALIZED (
     SELECT l.queue, l.priority, l.fair_key AS key, w.queued, w.weight
@@ -96,11 +99,9 @@ WITH lane AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT count(*)::integer AS queued,
                (array_agg(j.fair_weight ORDER BY j.ready_xid, j.id))[1] AS weight
-        FROM (SELECT fair_weight, ready_xid, id FROM jobs
-              WHERE status = 'queued' AND ready_xid IS NOT NULL AND queue = l.queue
-                AND priority = l.priority AND coalesce(fair_key, '') = l.fair_key
-                AND concurrency_key IS NULL AND rate_key IS NULL
-              ORDER BY ready_xid, id
+        FROM (SELECT fair_weight, ready_xid, job_id AS id FROM ready
+              WHERE queue = l.queue AND priority = l.priority AND fair_key = l.fair_key
+              ORDER BY ready_xid, job_id
               LIMIT %(counted)s) AS j
     ) AS w
     WHERE w.queued > 0
@@ -114,9 +115,10 @@ WITH lane AS MATERIALIZED (
            max(j.fair_weight) AS weight
     FROM workers AS wk
     CROSS JOIN LATERAL (
-        SELECT queue, fair_key, fair_weight FROM jobs
-        WHERE worker_id = wk.id AND status = 'running' AND concurrency_key IS NULL
-          AND rate_key IS NULL AND fair_key IS NOT NULL
+        SELECT d.queue, d.fair_key, d.fair_weight
+        FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        WHERE l.worker_id = wk.id AND d.concurrency_key IS NULL AND d.rate_key IS NULL
+          AND d.fair_key IS NOT NULL
     ) AS j
     GROUP BY j.queue, j.fair_key
 )
@@ -141,16 +143,21 @@ GROUP BY queue
 # out its backoff, or a snooze its delay; or waiting (jobs_waiting_idx) for a dependency,
 # in any queue, that is one of those or waits itself. A waiting job whose dependencies are
 # all in these queues adds nothing: its release commits with their ends, so one snapshot
-# sees them pending or it queued.
+# sees them pending or it queued. Running: a lease; queued: an entry of the ready log, or a
+# document queued outside it (`ready_xid` NULL: a document of the log says `queued`
+# while its job runs).
 HAS_PENDING = f"""
 SELECT EXISTS (
-    SELECT 1 FROM jobs
-    WHERE queue = ANY(%(queues)s::text[])
-      AND (status = 'running'
-           OR (status = 'queued'
-               AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))))
+    SELECT 1 FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+    WHERE d.queue = ANY(%(queues)s::text[])
 ) OR EXISTS (
-    SELECT 1 FROM jobs AS w
+    SELECT 1 FROM ready WHERE queue = ANY(%(queues)s::text[]) AND run_at <= {T}
+) OR EXISTS (
+    SELECT 1 FROM job_documents
+    WHERE queue = ANY(%(queues)s::text[]) AND status = 'queued' AND ready_xid IS NULL
+      AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))
+) OR EXISTS (
+    SELECT 1 FROM job_documents AS w
     JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
     JOIN jobs AS e ON e.id = d.depends_on
     WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
@@ -207,7 +214,7 @@ BROWSE_JOBS_BEFORE = _PAGE.format(where="j.id < %(before)s::text AND")
 FINISHED_PER_MINUTE = """
 SELECT (floor(extract(epoch from finished_at) / 60) * 60)::float8 AS minute, status,
        count(*)::integer AS n
-FROM jobs
+FROM job_documents
 WHERE status IN ('succeeded', 'dead', 'cancelled')
   AND finished_at >= to_timestamp(%(since)s::float8)
 GROUP BY 1, 2 ORDER BY 1, 2

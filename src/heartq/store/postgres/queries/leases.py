@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from heartq.store.postgres.queries.batches import LEASE_BATCH, RENEWAL_BATCH, REPORT_BATCH
 from heartq.store.postgres.queries.common import T, _secs
-from heartq.store.postgres.queries.fencing import _HELD_BY, _locked
+from heartq.store.postgres.queries.fencing import _HELD_BY, _locked, held_by
 
 # A heartbeat that comes over half the worker's staleness threshold after its previous
 # one ends a pause in its contact with the database: its unbroken contact starts again.
@@ -34,9 +34,8 @@ progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_value EN
 # (silent tasks, attempts it dropped without a written or refused end). A worker without
 # a row renews each named attempt's own deadline instead (a store used directly): no
 # worker lease covers it.
-_DETACH = f"""detached_until = greatest(j.lease_expires_at, (SELECT lease_expires_at FROM prior)),
-        heartbeat_at = greatest(j.heartbeat_at, (SELECT last_heartbeat_at FROM prior)),
-        updated_at = {T}"""
+_DETACH = """detached_until = greatest(l.lease_expires_at, (SELECT lease_expires_at FROM prior)),
+        heartbeat_at = greatest(l.heartbeat_at, (SELECT last_heartbeat_at FROM prior))"""
 
 HEARTBEAT = f"""
 WITH prior AS MATERIALIZED (
@@ -46,26 +45,26 @@ WITH prior AS MATERIALIZED (
         contact_since = {_CONTACT_SINCE}, lease_expires_at = {T} + {_secs("lease")}
     WHERE id = %(worker_id)s
     RETURNING id
-), {_locked(RENEWAL_BATCH, "r", "j.detached_until", "j.cancel_requested",
+), {_locked(RENEWAL_BATCH, "r", "l.detached_until", "d.cancel_requested",
               carry=(*_PROGRESS, "dt"))}, renewed AS (
-    UPDATE job_documents AS j
+    UPDATE leases AS l
     SET detached_until = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN NULL
                               ELSE {T} + {_secs("lease")} END,
-        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN j.heartbeat_at
-                            ELSE {T} END,
-        updated_at = {T},
+        heartbeat_at = CASE WHEN EXISTS (SELECT 1 FROM touched) THEN l.heartbeat_at
+                            ELSE {T} END
+    WHERE l.job_id = ANY(ARRAY(
+        SELECT id FROM locked
+        WHERE NOT r_dt AND (detached_until IS NOT NULL OR NOT EXISTS (SELECT 1 FROM touched))))
+), progressed AS (
+    UPDATE job_documents AS j
+    SET updated_at = {T},
         {_PROGRESS_SET}
     FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND NOT locked.r_dt
-      AND (locked.r_hp OR locked.detached_until IS NOT NULL
-           OR NOT EXISTS (SELECT 1 FROM touched))
+    WHERE j.id = locked.id AND NOT locked.r_dt AND locked.r_hp
 ), detached AS (
-    UPDATE job_documents AS j
+    UPDATE leases AS l
     SET {_DETACH}
-    FROM locked
-    WHERE j.id = locked.id AND j.execution_id = locked.execution_id
-      AND locked.status = 'running' AND locked.r_dt AND locked.detached_until IS NULL
+    WHERE l.job_id = ANY(ARRAY(SELECT id FROM locked WHERE r_dt AND detached_until IS NULL))
 )
 SELECT id, execution_id, cancel_requested FROM locked
 WHERE status = 'running' AND NOT r_dt
@@ -82,14 +81,14 @@ SWEEP = f"""
 WITH prior AS MATERIALIZED (
     SELECT lease_expires_at, last_heartbeat_at FROM workers WHERE id = %(worker_id)s
 )
-UPDATE job_documents AS j
+UPDATE leases AS l
 SET {_DETACH}
-WHERE j.id IN (
-    SELECT s.id FROM job_documents AS s
-    WHERE s.worker_id = %(worker_id)s AND s.status = 'running' AND s.detached_until IS NULL
-      AND NOT (s.id = ANY({RENEWAL_BATCH.param("id")}))
+WHERE l.job_id = ANY(ARRAY(
+    SELECT s.job_id FROM leases AS s
+    WHERE s.worker_id = %(worker_id)s AND s.detached_until IS NULL
+      AND NOT (s.job_id = ANY({RENEWAL_BATCH.param("id")}))
     FOR UPDATE SKIP LOCKED
-)
+))
 """
 
 # `abandoned`: attempts whose end the worker decided while their code still runs (its
@@ -104,19 +103,17 @@ RECORD_ABANDONED = "UPDATE workers SET abandoned = %(abandoned)s WHERE id = %(wo
 # real start. Locked in id order, as every
 # batch of a worker's rows is.
 START_AHEAD = f"""
-WITH {_locked(LEASE_BATCH, "s")}
-UPDATE job_documents AS j
+WITH {_locked(LEASE_BATCH, "s", "d.cancel_requested", lock_document=True)}
+UPDATE leases AS l
 SET claimed_ahead = false,
     started_at = {T},
     heartbeat_at = {T},
     lease_expires_at = {T} + {_secs("lease")},
-    detached_until = CASE WHEN j.detached_until IS NOT NULL
-                          THEN greatest(j.detached_until, {T} + {_secs("lease")}) END,
-    updated_at = {T}
-FROM locked
-WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
-  AND j.claimed_ahead AND NOT j.cancel_requested
-RETURNING j.id, j.execution_id
+    detached_until = CASE WHEN l.detached_until IS NOT NULL
+                          THEN greatest(l.detached_until, {T} + {_secs("lease")}) END
+WHERE l.job_id = ANY(ARRAY(SELECT id FROM locked WHERE NOT cancel_requested))
+  AND l.claimed_ahead
+RETURNING l.job_id AS id, l.execution_id
 """
 
 # The result of a job its task already completed inside `ctx.transaction()` (or why it
@@ -132,11 +129,18 @@ RETURNING id, status, awaited
 """
 
 SAVE_CHECKPOINT = f"""
+WITH held AS (
+    SELECT l.job_id FROM leases AS l
+    WHERE l.job_id = %(job_id)s AND l.execution_id = %(execution_id)s AND {held_by("l")}
+    FOR UPDATE
+), beat AS (
+    UPDATE leases AS l SET heartbeat_at = {T} FROM held WHERE l.job_id = held.job_id
+)
 UPDATE job_documents AS j
-SET checkpoint = %(checkpoint)s::json, heartbeat_at = {T}, updated_at = {T}
-WHERE id = %(job_id)s AND execution_id = %(execution_id)s AND status = 'running'
-  AND {_HELD_BY}
-RETURNING cancel_requested
+SET checkpoint = %(checkpoint)s::json, updated_at = {T}
+FROM held
+WHERE j.id = held.job_id
+RETURNING j.cancel_requested
 """
 
 # The pulse: what running tasks reported (progress, checkpoint) since the last pulse, for
@@ -145,15 +149,17 @@ RETURNING cancel_requested
 # moves, so a crash's timing runs to it (heartq/inspect/attempts.py), as does a saved
 # checkpoint's. Each report: {id, eid, hp, pv, ps, pm, hc, cp}.
 PULSE = f"""
-WITH {_locked(REPORT_BATCH, "r", carry=(*_PROGRESS, "hc", "cp"))}
+WITH {_locked(REPORT_BATCH, "r", carry=(*_PROGRESS, "hc", "cp"))}, beat AS (
+    UPDATE leases AS l SET heartbeat_at = {T}
+    WHERE l.job_id = ANY(ARRAY(SELECT id FROM locked))
+)
 UPDATE job_documents AS j
 SET {_PROGRESS_SET},
     checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
-    heartbeat_at = {T},
     updated_at = {T}
 FROM locked
-WHERE j.id = locked.id AND j.execution_id = locked.execution_id AND locked.status = 'running'
-RETURNING j.id, j.execution_id, j.cancel_requested
+WHERE j.id = locked.id
+RETURNING j.id, locked.execution_id, j.cancel_requested
 """
 
 # Which of the attempts a worker holds had their cancel requested: what a pulse reads

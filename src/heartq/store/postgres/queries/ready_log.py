@@ -10,12 +10,11 @@ from heartq.store.postgres.queries.common import T_STATEMENT
 
 
 def _entry_of(lane: str) -> str:
-    """`j` is a queued entry of the ready log in lane `lane` (a row with the lane's queue,
-    priority and key): `jobs_ready_idx`'s predicate and its leading columns, so a walk
+    """`j` is an entry of the ready log (a row of `ready`) in lane `lane` (a row with the
+    lane's queue, priority and key): the leading columns of `ready`'s key, so a walk
     under it is of that index."""
     return f"""j.queue = {lane}.queue AND j.priority = {lane}.priority
-          AND coalesce(j.fair_key, '') = {lane}.fair_key AND j.status = 'queued'
-          AND j.ready_xid IS NOT NULL"""
+          AND j.fair_key = {lane}.fair_key"""
 
 
 # An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
@@ -23,10 +22,10 @@ def _entry_of(lane: str) -> str:
 # and walks again to find the first it did not take (the new frontier; what is left of a
 # pending transaction).
 _PAST_FRONTIER = f"""{_entry_of("lane")}
-          AND (j.ready_xid, j.id) > (lane.frontier_xid, lane.frontier_id)"""
+          AND (j.ready_xid, j.job_id) > (lane.frontier_xid, lane.frontier_id)"""
 
 _PENDING_LEFT = f"""{_entry_of("pend")}
-          AND j.ready_xid = pend.xid AND j.id > pend.after"""
+          AND j.ready_xid = pend.xid AND j.job_id > pend.after"""
 
 
 # A lane's furthest mark (`l`: a row of `lanes`; `snap`: the claim's snapshot), its
@@ -51,15 +50,15 @@ LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
 # frontier (`_PAST_WORK`), or an entry of a transaction pending at the mark that has
 # ended since (`_PENDING_WORK`: each a probe of its own, LATERAL: a join of the pending
 # list with the lane's entries read every entry of the lane from its start).
-_PAST_WORK = f"""EXISTS (SELECT 1 FROM jobs AS j
+_PAST_WORK = f"""EXISTS (SELECT 1 FROM ready AS j
                    WHERE {_entry_of("l")}
-                     AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id))"""
+                     AND (j.ready_xid, j.job_id) > (m.frontier_xid, m.frontier_id))"""
 
 _PENDING_WORK = f"""EXISTS (SELECT 1 FROM unnest(m.pending, m.pending_after) AS p(xid, after)
                    CROSS JOIN LATERAL (
-                       SELECT 1 FROM jobs AS j
+                       SELECT 1 FROM ready AS j
                        WHERE {_entry_of("l")}
-                         AND j.ready_xid = p.xid AND j.id > p.after
+                         AND j.ready_xid = p.xid AND j.job_id > p.after
                        LIMIT 1
                    ) AS e
                    WHERE pg_visible_in_snapshot(p.xid, (SELECT s FROM snap)))"""
@@ -69,10 +68,10 @@ HAS_WORK = f"({_PAST_WORK}\n        OR {_PENDING_WORK})"
 # The claim's probe of a lane's first entry past its frontier: whether it has one, and
 # its weight (the lane's quantum, which bounds how far the claim walks the lane).
 _HEAD = f"""LEFT JOIN LATERAL (
-                    SELECT true AS found, j.fair_weight AS weight FROM jobs AS j
+                    SELECT true AS found, j.fair_weight AS weight FROM ready AS j
                     WHERE {_entry_of("l")}
-                      AND (j.ready_xid, j.id) > (m.frontier_xid, m.frontier_id)
-                    ORDER BY j.ready_xid, j.id
+                      AND (j.ready_xid, j.job_id) > (m.frontier_xid, m.frontier_id)
+                    ORDER BY j.ready_xid, j.job_id
                     LIMIT 1
                 ) AS head ON true"""
 
@@ -201,32 +200,34 @@ def logged(queues: str) -> str:
     CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
 ), pending_taken AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           true AS was_pending
+           true AS was_pending, e.entry
     FROM pend CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE {_PENDING_LEFT}
           AND j.run_at <= {T_STATEMENT}
-        ORDER BY j.id
+        ORDER BY j.job_id
         LIMIT pend.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
     WHERE NOT pend.running
 ), walked AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false AS was_pending
+           false AS was_pending, e.entry
     FROM lane CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE {_PAST_FRONTIER}
           AND j.run_at <= {T_STATEMENT}
-        ORDER BY j.ready_xid, j.id
+        ORDER BY j.ready_xid, j.job_id
         LIMIT lane.reach
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
 ), further AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false AS was_pending
+           false AS was_pending, e.entry
     FROM (SELECT %(limit)s - (SELECT count(*) FROM pending_taken)
                  - (SELECT count(*) FROM walked) AS short) AS need
     CROSS JOIN lane
@@ -241,12 +242,13 @@ def logged(queues: str) -> str:
           AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
     ) AS l
     CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid
-        FROM job_documents AS j
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
         WHERE {_PAST_FRONTIER}
-          AND (j.ready_xid, j.id) > (w.last_xid, l.last_id)
+          AND (j.ready_xid, j.job_id) > (w.last_xid, l.last_id)
           AND j.run_at <= {T_STATEMENT}
-        ORDER BY j.ready_xid, j.id
+        ORDER BY j.ready_xid, j.job_id
         LIMIT need.short
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
@@ -285,10 +287,10 @@ MARKED = f"""frontier AS MATERIALIZED (
                      AND k.fair_key = lane.fair_key) AS took
     FROM lane CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT j.ready_xid, j.id FROM jobs AS j
+        SELECT j.ready_xid, j.job_id AS id FROM ready AS j
         WHERE {_PAST_FRONTIER}
-          AND j.id NOT IN (SELECT id FROM picked)
-        ORDER BY j.ready_xid, j.id
+          AND j.job_id NOT IN (SELECT id FROM picked)
+        ORDER BY j.ready_xid, j.job_id
         LIMIT 1
     ) AS b ON true
     LEFT JOIN LATERAL (
@@ -307,10 +309,10 @@ MARKED = f"""frontier AS MATERIALIZED (
                        AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
-        SELECT j.id FROM jobs AS j
+        SELECT j.job_id AS id FROM ready AS j
         WHERE NOT pend.running AND {_PENDING_LEFT}
-          AND j.id NOT IN (SELECT id FROM picked)
-        ORDER BY j.id
+          AND j.job_id NOT IN (SELECT id FROM picked)
+        ORDER BY j.job_id
         LIMIT 1
     ) AS b ON true
     WHERE b.id IS NOT NULL OR pend.running

@@ -14,24 +14,32 @@ from heartq.store.postgres.queries.common import (
 )
 from heartq.store.postgres.queries.fencing import _HELD_BY
 
+# A running attempt is its lease (`j`: the effective lease and beat read its columns),
+# with its job's document (`d`).
 _RECLAIM_COLUMNS = f"""
-SELECT j.id, j.execution_id, j.worker_id, j.task, j.queue, j.attempts, j.max_retries,
-       j.retry_backoff,
-       j.retry_backoff_max, {EFFECTIVE_LEASE} AS lease_expires_at,
+SELECT j.job_id AS id, j.execution_id, j.worker_id, d.task, d.queue, j.attempts,
+       d.max_retries, d.retry_backoff,
+       d.retry_backoff_max, {EFFECTIVE_LEASE} AS lease_expires_at,
        {EFFECTIVE_BEAT} AS heartbeat_at,
-       j.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
-       j.started_at, j.args::text AS args, j.meta::text AS meta,
+       d.cancel_requested, j.claimed_ahead, w.last_heartbeat_at AS worker_heartbeat_at,
+       j.started_at, d.args::text AS args, d.meta::text AS meta,
        (SELECT count(*) FROM ended_executions e
-        WHERE e.job_id = j.id AND e.outcome = 'crashed')::integer AS crashes,
+        WHERE e.job_id = j.job_id AND e.outcome = 'crashed')::integer AS crashes,
        (SELECT count(*) FROM ended_executions e
-        WHERE e.job_id = j.id AND e.outcome = 'interrupted')::integer AS interruptions,
-       (SELECT t.retry_rules::text FROM tasks AS t WHERE t.name = j.task) AS retry_rules
+        WHERE e.job_id = j.job_id AND e.outcome = 'interrupted')::integer AS interruptions,
+       (SELECT t.retry_rules::text FROM tasks AS t WHERE t.name = d.task) AS retry_rules
 """
 
-# Each job's worker found by its key, one probe a job (a subquery of its own: joined as a
-# table, with statistics that called `workers` small, the planner read the whole index of
-# workers for every job instead: docs/design/claim.md, "Plans that cannot turn").
-_RECLAIM_FROM = """FROM job_documents AS j LEFT JOIN LATERAL (
+# Each lease's document and worker found by their keys, one probe a lease each (a
+# subquery of its own: joined as a table, with statistics that called `workers` small,
+# the planner read the whole index of workers for every job instead, and with leases and
+# documents analyzed empty it merged the two primary keys, read whole:
+# docs/design/claim.md, "Plans that cannot turn").
+_RECLAIM_FROM = """FROM leases AS j CROSS JOIN LATERAL (
+    SELECT d.task, d.queue, d.max_retries, d.retry_backoff, d.retry_backoff_max,
+           d.cancel_requested, d.args, d.meta
+    FROM job_documents AS d WHERE d.id = j.job_id LIMIT 1
+) AS d LEFT JOIN LATERAL (
     SELECT w.lease_expires_at, w.last_heartbeat_at FROM workers AS w
     WHERE w.id = j.worker_id LIMIT 1
 ) AS w ON true"""
@@ -85,7 +93,7 @@ FOR UPDATE SKIP LOCKED
 # floor), through `jobs_worker_idx` ...
 SELECT_LAPSED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.worker_id = %(worker_id)s AND j.detached_until IS NULL
+WHERE j.worker_id = %(worker_id)s AND j.detached_until IS NULL
   AND j.lease_expires_at < {T}
 LIMIT %(limit)s
 FOR UPDATE OF j SKIP LOCKED
@@ -97,16 +105,15 @@ FOR UPDATE OF j SKIP LOCKED
 CLEAR_WORKER_LEASE = f"""
 UPDATE workers SET lease_expires_at = NULL
 WHERE id = %(worker_id)s AND (lease_expires_at < {T}) IS TRUE
-  AND NOT EXISTS (SELECT 1 FROM jobs AS j
-                  WHERE j.worker_id = %(worker_id)s AND j.status = 'running'
-                    AND j.detached_until IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM leases AS j
+                  WHERE j.worker_id = %(worker_id)s AND j.detached_until IS NULL)
 """
 
 # Detached attempts past their own deadline, through `jobs_detached_idx`: only running
 # detached rows have an entry, so the scan meets no finished job's.
 SELECT_DETACHED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.detached_until IS NOT NULL AND j.detached_until < {T}
+WHERE j.detached_until IS NOT NULL AND j.detached_until < {T}
 ORDER BY j.detached_until
 LIMIT %(limit)s
 FOR UPDATE OF j SKIP LOCKED
@@ -114,7 +121,7 @@ FOR UPDATE OF j SKIP LOCKED
 
 SELECT_WORKER_JOBS = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.worker_id = %(worker_id)s
+WHERE j.worker_id = %(worker_id)s
 FOR UPDATE OF j SKIP LOCKED
 """
 
@@ -137,7 +144,7 @@ WITH namesakes AS MATERIALIZED (
     FROM workers AS w
     WHERE w.name = %(name)s AND w.id <> %(except_id)s
       AND (w.status = 'active'
-           OR EXISTS (SELECT 1 FROM jobs AS j WHERE j.worker_id = w.id AND j.status = 'running'))
+           OR EXISTS (SELECT 1 FROM leases AS j WHERE j.worker_id = w.id))
 )
 SELECT id, name, extract(epoch from {T} - last_heartbeat_at)::float8 AS heartbeat_age,
        coalesce(last_heartbeat_at < {T} - make_interval(
@@ -164,13 +171,13 @@ WHERE id = ANY(%(free)s::text[]) OR (id = ANY(%(held)s::text[]) AND lock_free_si
 
 SELECT_NAME_JOBS = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.worker_id = ANY(%(ids)s::text[])
+WHERE j.worker_id = ANY(%(ids)s::text[])
 FOR UPDATE OF j SKIP LOCKED
 """
 
 SELECT_ONE_RUNNING = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
-WHERE j.status = 'running' AND j.id = %(job_id)s AND j.execution_id = %(execution_id)s
+WHERE j.job_id = %(job_id)s AND j.execution_id = %(execution_id)s
   AND {_HELD_BY}
 FOR UPDATE OF j
 """

@@ -71,12 +71,10 @@ FROM workers WHERE id = %(worker_id)s
 LIST_WORKERS = """
 SELECT w.id, w.name, w.hostname, w.pid, w.status, w.queues::text AS queues, w.concurrency,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       (SELECT count(*) FROM jobs j
-        WHERE j.worker_id = w.id AND j.status = 'running' AND NOT j.claimed_ahead)::integer
-           AS running,
-       (SELECT count(*) FROM jobs j
-        WHERE j.worker_id = w.id AND j.status = 'running' AND j.claimed_ahead)::integer
-           AS claimed_ahead,
+       (SELECT count(*) FROM leases AS l
+        WHERE l.worker_id = w.id AND NOT l.claimed_ahead)::integer AS running,
+       (SELECT count(*) FROM leases AS l
+        WHERE l.worker_id = w.id AND l.claimed_ahead)::integer AS claimed_ahead,
        CASE WHEN w.status = 'active' THEN w.abandoned ELSE 0 END AS abandoned
 FROM workers AS w
 WHERE (%(include_all)s OR w.status = 'active')

@@ -1,0 +1,7 @@
+-- heartq schema v40 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- puts a running attempt on a narrow row of its own and the ready log in a table of its
+-- own, so that a claim does not write a new version of the job's wide row
+-- (docs/design-notes/hot-path.md, "The build, in stages"). SQLite keeps no dead row
+-- versions, and its one-row store stays as it is.
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").
