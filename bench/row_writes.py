@@ -1,7 +1,9 @@
 """What the two writes of a job's row cost the server, in instructions: the claim's
 update and the finish's update, counted apart from everything else a claim and a finish
-do (finding the jobs, locking them, their plans), for today's `jobs` table and for the
-shapes docs/design-notes/hot-path.md weighs (`SHAPES`).
+do (finding the jobs, locking them, their plans), for the jobs table as schema v39 wrote
+it (both on the job's row) and for the shapes docs/design-notes/hot-path.md weighs
+(`SHAPES`; schema v40 built its split: the real `ready` and `leases` make way for the
+scratch shape's).
 
     .venv/bin/python -m bench.row_writes              # 4,000 jobs, about 2 minutes
     .venv/bin/python -m bench.row_writes --jobs 400   # the code path
@@ -53,7 +55,7 @@ BATCH = 50
 _REST = "CASE WHEN status = 'running' THEN 'queued' ELSE status END"
 HEAP_ONLY_CLAIM = f"""
 ALTER TABLE job_documents ADD COLUMN rest text GENERATED ALWAYS AS ({_REST}) STORED;
-DROP INDEX jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_idx,
+DROP INDEX IF EXISTS jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_idx,
     jobs_detached_idx, jobs_finished_idx, jobs_key_running_idx, jobs_keyed_claim_idx,
     jobs_rated_claim_idx, jobs_ready_idx, jobs_running_rate_idx, jobs_unique_live_idx,
     jobs_waiting_idx;
@@ -83,7 +85,9 @@ FROM generate_series(1, %s) AS i
 """
 
 SPLIT = """
-DROP INDEX jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_idx,
+DROP VIEW jobs, executions;
+DROP TABLE ready, leases;
+DROP INDEX IF EXISTS jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, jobs_dead_idx,
     jobs_detached_idx, jobs_finished_idx, jobs_key_running_idx, jobs_keyed_claim_idx,
     jobs_rated_claim_idx, jobs_ready_idx, jobs_running_rate_idx, jobs_unique_live_idx,
     jobs_waiting_idx, jobs_unique_key_idx;
@@ -199,7 +203,9 @@ class Shape:
 
 
 SHAPES = {
-    "today (fillfactor 90)": Shape(90, "", lambda ids: claims(ids, True), finishes),
+    "v39: both on the row (fillfactor 90)": Shape(
+        90, "", lambda ids: claims(ids, True), finishes
+    ),
     "heap-only claim, fillfactor 90": Shape(
         90, HEAP_ONLY_CLAIM, lambda ids: claims(ids, False), finishes
     ),
