@@ -204,7 +204,8 @@ def _case(params: Any) -> str:
 
 
 # A backlog written as `App.enqueue_many` writes it, by the thousand a statement: runnable
-# jobs without a key in the ready log (`ready_xid`, the enqueuing transaction's), or due
+# jobs without a key in the ready log (`ready_xid`, the enqueuing transaction's, and an
+# entry of `ready` each), or due
 # ones (no `ready_xid`: delayed, retried or handed back), each statement a transaction of
 # its own. Ids sort as heartq's do (by creation), in its UUID's shape.
 _FILL = """
@@ -213,15 +214,20 @@ WITH lane AS (
     WHERE %(ready)s ON CONFLICT DO NOTHING
 ),
 n AS (SELECT i, lpad(to_hex(%(base)s::bigint + i), 30, '0') AS h
-      FROM generate_series(1, %(count)s::int) AS i)
-INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
-                  retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
-                  ready_xid)
-SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'
-       || substr(h, 16, 3) || '-' || substr(h, 19, 12),
-       't', %(queue)s, '{}', i %% %(lanes)s::int, 'queued', now() - interval '1 second', 3,
-       5, 300, 15, now(), now(), CASE WHEN %(ready)s THEN pg_current_xact_id() END
-FROM n
+      FROM generate_series(1, %(count)s::int) AS i),
+made AS (
+    INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
+                      retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
+                      ready_xid)
+    SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'
+           || substr(h, 16, 3) || '-' || substr(h, 19, 12),
+           't', %(queue)s, '{}', i %% %(lanes)s::int, 'queued', now() - interval '1 second',
+           3, 5, 300, 15, now(), now(), CASE WHEN %(ready)s THEN pg_current_xact_id() END
+    FROM n
+    RETURNING id, queue, priority, ready_xid, run_at
+)
+INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)
+SELECT queue, priority, '', ready_xid, id, run_at FROM made WHERE ready_xid IS NOT NULL
 """
 
 _serials = itertools.count(1)

@@ -81,7 +81,8 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
 
     # Statistics and vacuums only where a state says: autovacuum's would fall at random
     # moments, and a statement's buffers with them (the dead entries a vacuum removes).
-    tables = ("job_documents", "ended_executions", "claim_marks", "lanes", "workers")
+    tables = ("job_documents", "leases", "ready", "ended_executions", "claim_marks", "lanes",
+              "workers")
     sql(*(f"ALTER TABLE {table} SET (autovacuum_enabled = false)" for table in tables))
     state("empty")
     sql("ANALYZE")
@@ -107,7 +108,8 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     # the pruner's retention reaches), the table vacuumed as autovacuum would.
     sql("UPDATE job_documents SET status = 'succeeded', finished_at = now() + interval '1 day',"
         " ready_xid = NULL WHERE status = 'queued' AND queue IN ('default', 'other')",
-        "VACUUM job_documents")  # fmt: skip
+        "DELETE FROM ready WHERE queue IN ('default', 'other')",
+        "VACUUM job_documents, ready")  # fmt: skip
     fill(1000)
     state("a burst drained, statistics of the backlog")
     sql("ANALYZE")

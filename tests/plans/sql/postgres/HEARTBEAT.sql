@@ -33,7 +33,8 @@ WITH prior AS MATERIALIZED (
     progress_stage = CASE WHEN locked.r_hp THEN locked.r_ps ELSE j.progress_stage END,
     progress_message = CASE WHEN locked.r_hp THEN locked.r_pm ELSE j.progress_message END
     FROM locked
-    WHERE j.id = locked.id AND NOT locked.r_dt AND locked.r_hp
+    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
+      AND NOT locked.r_dt AND locked.r_hp
 ), detached AS (
     UPDATE leases AS l
     SET detached_until = greatest(l.lease_expires_at, (SELECT lease_expires_at FROM prior)),

@@ -20,5 +20,5 @@ SET progress_value = CASE WHEN locked.r_hp THEN locked.r_pv ELSE j.progress_valu
     checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
     updated_at = coalesce(to_timestamp(%(now)s::float8), now())
 FROM locked
-WHERE j.id = locked.id
+WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
 RETURNING j.id, locked.execution_id, j.cancel_requested

@@ -28,7 +28,7 @@ WITH g AS (
         cancel_requested = false,
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
-    WHERE j.id = locked.id
+    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key

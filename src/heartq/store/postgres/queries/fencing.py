@@ -30,6 +30,10 @@ from heartq.store.postgres.queries.batches import Batch
 # does not see, so an update by that ctid matches nothing and the finish is lost (tried:
 # the update by ctid landed no row, by id it landed the row). By id, the update finds
 # the version its snapshot sees and follows it to the locked one.
+# A write of the locked rows names them by key too (`= ANY(ARRAY(SELECT id FROM
+# locked))`, beside a document's join with `locked` for the batch's fields): joined
+# alone, with statistics that lag (a table analyzed empty, then filled), the planner
+# merged the sorted batch with a walk of the whole primary key.
 # tests/plans/test_batch_locks.py pins the order (byte-wise, whatever order the batch
 # came in) and the probes under a prepared statement's generic plan.
 

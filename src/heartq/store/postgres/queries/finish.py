@@ -88,7 +88,8 @@ WITH {_locked(FINISH_BATCH, "f", "d.has_dependents", *_ATTEMPT,
         cancel_requested = false,
         updated_at = {T}
     FROM locked
-    WHERE j.id = locked.id AND NOT (%(defer)s AND locked.has_dependents)
+    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
+      AND NOT (%(defer)s AND locked.has_dependents)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
@@ -125,7 +126,7 @@ WITH {_locked(LEASE_BATCH, "g", *_ATTEMPT)}, ended AS (
         cancel_requested = false,
         updated_at = {T}
     FROM locked
-    WHERE j.id = locked.id
+    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key

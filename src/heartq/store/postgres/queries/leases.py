@@ -60,7 +60,8 @@ WITH prior AS MATERIALIZED (
     SET updated_at = {T},
         {_PROGRESS_SET}
     FROM locked
-    WHERE j.id = locked.id AND NOT locked.r_dt AND locked.r_hp
+    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
+      AND NOT locked.r_dt AND locked.r_hp
 ), detached AS (
     UPDATE leases AS l
     SET {_DETACH}
@@ -158,7 +159,7 @@ SET {_PROGRESS_SET},
     checkpoint = CASE WHEN locked.r_hc THEN locked.r_cp::json ELSE j.checkpoint END,
     updated_at = {T}
 FROM locked
-WHERE j.id = locked.id
+WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
 RETURNING j.id, locked.execution_id, j.cancel_requested
 """
 
