@@ -23,9 +23,10 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from bench.servers.postgres import PrivateCluster
 from heartq.lifecycle.fate import succeeded
@@ -136,6 +137,21 @@ UPDATE jobs SET has_dependents = true
 WHERE id IN (SELECT depends_on FROM job_dependencies)
 """
 
+# Queued jobs of the ready log (schema v26 on: runnable, without a key, in their lane
+# by the enqueuing transaction's id), the newest ones: what a migration that copies the
+# ready log (v40) copies.
+FILL_READY = """
+WITH lane AS (
+    INSERT INTO lanes (queue, priority) VALUES ('default', 0) ON CONFLICT DO NOTHING
+)
+INSERT INTO jobs (id, task, queue, args, priority, status, run_at, max_retries,
+                  retry_backoff, retry_backoff_max, created_at, updated_at, ready_xid)
+SELECT pg_temp.jid(%(base)s + (%(jobs)s + i) * 20, %(jobs)s + i), 'tasks.send_email',
+       'default', json_build_object('user_id', i %% 100000), 0, 'queued', now(), 3, 5, 3600,
+       now(), now(), pg_current_xact_id()
+FROM generate_series(1, %(ready)s::bigint) AS i
+"""
+
 # The trace of succeeded jobs the pruner deleted: a tenth as many, older than the jobs.
 FILL_PRUNED = """
 INSERT INTO pruned_successes (id)
@@ -170,12 +186,23 @@ def store_before(url: str, to: int) -> PostgresStore:
     return store
 
 
-def fill(url: str, schema: str, jobs: int) -> float:
-    """The schema's tables filled (see the statements above) in one transaction, then
-    vacuumed, analysed and checkpointed; the seconds it took."""
+def table_of(conn: psycopg.Connection[Any], schema: str, table: str) -> str:
+    """The table `table` names in `schema`: the jobs are `job_documents` from schema v39
+    on (`jobs` is a view of it then)."""
+    if table != "jobs":
+        return table
+    cursor = conn.cursor(row_factory=tuple_row)
+    found = cursor.execute("SELECT to_regclass(%s)", (f"{schema}.job_documents",)).fetchone()
+    return "job_documents" if found and found[0] is not None else table
+
+
+def fill(url: str, schema: str, jobs: int, ready: int) -> float:
+    """The schema's tables filled (see the statements above) in one transaction, with
+    `ready` more queued jobs in the ready log, then vacuumed, analysed and
+    checkpointed; the seconds it took."""
     started = time.monotonic()
     base = int(time.time() * 1000) - jobs * 20 - 3_600_000
-    params = {"base": base, "jobs": jobs, "pruned": jobs // 10}
+    params = {"base": base, "jobs": jobs, "pruned": jobs // 10, "ready": ready}
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("SET search_path = {}").format(psycopg.sql.Identifier(schema)))
         with conn.transaction():
@@ -183,8 +210,11 @@ def fill(url: str, schema: str, jobs: int) -> float:
             for statement in (FILL_JOBS, FILL_EXECUTIONS, FILL_EDGES, MARK_DEPENDED_ON,
                               FILL_PRUNED):  # fmt: skip
                 conn.execute(statement, params)
+            if ready:
+                conn.execute(FILL_READY, params)
         for table in TABLES:
-            conn.execute(psycopg.sql.SQL("VACUUM ANALYZE {}").format(psycopg.sql.Identifier(table)))
+            name = psycopg.sql.Identifier(table_of(conn, schema, table))
+            conn.execute(psycopg.sql.SQL("VACUUM ANALYZE {}").format(name))
         conn.execute("CHECKPOINT")
     return time.monotonic() - started
 
@@ -200,7 +230,7 @@ def census(url: str, schema: str) -> tuple[dict[str, int], dict[str, int]]:
             rows[table] = int(count.fetchone()["n"])  # type: ignore[index]
             size = conn.execute(
                 "SELECT pg_total_relation_size(%(t)s::regclass) AS b",
-                {"t": f"{schema}.{table}"},
+                {"t": f"{schema}.{table_of(conn, schema, table)}"},
             )
             sizes[table] = int(size.fetchone()["b"])  # type: ignore[index]
     return rows, sizes
@@ -225,7 +255,7 @@ def works(url: str) -> bool:
         store.link.close()
 
 
-def one_round(cluster: PrivateCluster, number: int, jobs: int, to: int) -> Round:
+def one_round(cluster: PrivateCluster, number: int, jobs: int, to: int, ready: int) -> Round:
     schema = f"upgrade_{number}"
     url = f"{cluster.url}?schema={schema}"
     old = store_before(url, to)
@@ -233,7 +263,7 @@ def one_round(cluster: PrivateCluster, number: int, jobs: int, to: int) -> Round
         version_before = old.link.migrate()
     finally:
         old.link.close()
-    fill_seconds = fill(cluster.url, schema, jobs)
+    fill_seconds = fill(cluster.url, schema, jobs, ready)
     rows, sizes = census(cluster.url, schema)
     wal_start = wal_position(cluster.url)
     started = time.monotonic()
@@ -255,6 +285,10 @@ def main() -> None:
         "--to", type=int, default=23, help="the migration timed (from the one before)"
     )
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--ready", type=int, default=0,
+        help="queued jobs of the ready log added to the fill (from --to 27 on)",
+    )
     parser.add_argument("--quick", action="store_true", help="20,000 jobs: the code path")
     parser.add_argument("--json", action="store_true", help="print each round as JSON too")
     args = parser.parse_args()
@@ -269,7 +303,7 @@ def main() -> None:
         print(f"upgrade: PostgreSQL {server[0]}, database collation {server[1]},"  # type: ignore[index]
               f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
         for number in range(1, args.rounds + 1):
-            result = one_round(cluster, number, jobs, args.to)
+            result = one_round(cluster, number, jobs, args.to, args.ready)
             rows = ", ".join(f"{t} {n:,}" for t, n in result.rows.items())
             mb = sum(result.bytes_before.values()) / 1e6
             print(f"round {number}: v{result.version_before} -> v{result.version_after},"
