@@ -143,19 +143,31 @@ GROUP BY queue
 # out its backoff, or a snooze its delay; or waiting (jobs_waiting_idx) for a dependency,
 # in any queue, that is one of those or waits itself. A waiting job whose dependencies are
 # all in these queues adds nothing: its release commits with their ends, so one snapshot
-# sees them pending or it queued. Running: a lease; queued: an entry of the ready log, or a
-# document queued outside it (`ready_xid` NULL: a document of the log says `queued`
-# while its job runs).
+# sees them pending or it queued. Each part is read where its state is held, through an
+# index whose predicate it matches (a test the planner cannot fit to one reads a whole
+# index here, where sequential scans are off): running, the leases, each with its
+# document by key; queued in the ready log, its entries by queue; queued outside it (a
+# document of the log says `queued` while its job runs), the plain, keyed and rated
+# claim indexes.
+_QUEUED_HERE = f"""status = 'queued' AND queue = ANY(%(queues)s::text[])
+          AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))"""
+
 HAS_PENDING = f"""
 SELECT EXISTS (
-    SELECT 1 FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+    SELECT 1 FROM leases AS l CROSS JOIN LATERAL (
+        SELECT d.queue FROM job_documents AS d WHERE d.id = l.job_id LIMIT 1
+    ) AS d
     WHERE d.queue = ANY(%(queues)s::text[])
 ) OR EXISTS (
     SELECT 1 FROM ready WHERE queue = ANY(%(queues)s::text[]) AND run_at <= {T}
 ) OR EXISTS (
     SELECT 1 FROM job_documents
-    WHERE queue = ANY(%(queues)s::text[]) AND status = 'queued' AND ready_xid IS NULL
-      AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))
+    WHERE concurrency_key IS NULL AND rate_key IS NULL AND ready_xid IS NULL AND {_QUEUED_HERE}
+) OR EXISTS (
+    SELECT 1 FROM job_documents
+    WHERE concurrency_key IS NOT NULL AND rate_key IS NULL AND {_QUEUED_HERE}
+) OR EXISTS (
+    SELECT 1 FROM job_documents WHERE rate_key IS NOT NULL AND {_QUEUED_HERE}
 ) OR EXISTS (
     SELECT 1 FROM job_documents AS w
     JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
