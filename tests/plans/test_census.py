@@ -164,6 +164,14 @@ def _golden(name: str, plans: list[census.Plan]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SLACK = 250
+"""Buffers a statement may read in any state over three times what it read in the
+reference state. A claim's in the state of 300 lanes is what it reads lane by lane (up to
+its limit, never the backlog): 704 of v39's at a reference of 185, 652-664 of v40's at
+141-153 (its claim reads fewer in every state, its reference most: 200 was then too
+little, 2026-11-28)."""
+
+
 @pytest.mark.long(50)
 @pytest.mark.timeout(600)  # building the states takes 30 s on a quiet machine
 def test_the_plan_census(taken: census.Census) -> None:
@@ -192,7 +200,7 @@ def test_the_plan_census(taken: census.Census) -> None:
                                 f"  {first.walks}\n  {plan.walks}\n{plan.shape}")  # fmt: skip
             if plan.jit:
                 problems.append(f"{plan.name} ({plan.mode}) JIT-compiled in {state!r}")
-            bound = 3 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + 200
+            bound = 3 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + SLACK
             if state != HORIZON and plan.buffers > bound:
                 problems.append(f"{plan.name} ({plan.mode}) read {plan.buffers} buffers in"
                                 f" {state!r}, over {bound}:\n{plan.shape}")  # fmt: skip

@@ -321,10 +321,10 @@ def test_postgres_batch_locks_probe_the_primary_key(
         conn.rollback()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
     locking = plan.split("CTE locked", 1)[1]
-    probe = rf"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* loops={size}\)"
-    assert re.search(probe, locking), plan  # one probe of the primary key per batch row
-    assert "Index Cond: (id = " in locking, plan
-    assert "jobs_worker_idx" not in plan and "Seq Scan on job_documents" not in plan, plan
+    probe = rf"Index Scan using leases_pkey on leases \w+ \(actual [^)]* loops={size}\)"
+    assert re.search(probe, locking), plan  # one probe of the leases' key per batch row
+    assert "Index Cond: (job_id = " in locking, plan
+    assert "leases_worker_idx" not in plan and "Seq Scan on job_documents" not in plan, plan
 
 
 @pytest.mark.parametrize("name", ["SETTLE_DEPENDENTS", "END_DEPENDENCY_EDGES"])

@@ -24,22 +24,27 @@ WITH keys AS (
     SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
         ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+), docs AS MATERIALIZED (
+    SELECT j.id, j.task, j.queue, j.args, j.execution_id, j.attempts, j.max_retries,
+           j.retry_backoff, j.retry_backoff_max, j.checkpoint, j.run_at, j.priority, j.chosen,
+           j.meta, j.dependency_results, j.snoozes, j.expires_at
+    FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 ), claimed AS (
     INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
                         lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
-    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+    SELECT d.id, d.execution_id + 1, %(worker_id)s, d.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
            coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
            CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
                 THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
            %(ahead)s
-    FROM job_documents AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING *
+    FROM docs AS d
+    RETURNING job_id, execution_id, attempts, lease_expires_at
 )
-SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
-       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,
+       d.retry_backoff, d.retry_backoff_max, d.checkpoint::text AS checkpoint,
        extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
-       j.meta::text AS meta, j.dependency_results, j.snoozes,
-       extract(epoch from j.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
-FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id
+       extract(epoch from d.run_at)::float8 AS run_at, d.priority, d.chosen,
+       d.meta::text AS meta, d.dependency_results, d.snoozes,
+       extract(epoch from d.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
+FROM claimed AS c JOIN docs AS d ON d.id = c.job_id

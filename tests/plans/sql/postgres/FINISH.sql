@@ -5,13 +5,10 @@ WITH f AS (
 ), locked AS (
     SELECT j.*, f.status AS f_status, f.outcome AS f_outcome, f.result AS f_result, f.error AS f_error, f.delay AS f_delay, f.keep AS f_keep, f.dead_reason AS f_dead_reason, f.crash AS f_crash, f.pending AS f_pending
     FROM f CROSS JOIN LATERAL (
-        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, d.has_dependents, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l
         WHERE l.job_id = f.id AND l.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
         FOR UPDATE OF l
     ) AS j
-), ended AS (
-    DELETE FROM leases
-    WHERE job_id = ANY(ARRAY(SELECT id FROM locked WHERE NOT (%(defer)s AND has_dependents)))
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -43,10 +40,12 @@ WITH f AS (
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
     WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
-      AND NOT (%(defer)s AND locked.has_dependents)
+      AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
+), ended AS (
+    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM landed))
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -58,4 +57,4 @@ WITH f AS (
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
 SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND has_dependents
+WHERE %(defer)s AND id NOT IN (SELECT id FROM landed)

@@ -5,7 +5,7 @@ WITH r AS (
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.hc AS r_hc, r.cp AS r_cp
     FROM r CROSS JOIN LATERAL (
-        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id FROM leases AS l
         WHERE l.job_id = r.id AND l.execution_id = r.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
         FOR UPDATE OF l
     ) AS j

@@ -5,7 +5,7 @@ WITH g AS (
 ), locked AS (
     SELECT j.*
     FROM g CROSS JOIN LATERAL (
-        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l
         WHERE l.job_id = g.id AND l.execution_id = g.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
         FOR UPDATE OF l
     ) AS j

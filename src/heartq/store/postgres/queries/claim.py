@@ -39,7 +39,8 @@ from heartq.store.postgres.queries.ready_log import MARKED, logged
 # directly), covers nothing, so the attempt is detached at its floor, and its worker's
 # next heartbeat attaches it again.
 def _claimed(logged: bool) -> str:
-    """The CTEs that put the `picked` jobs under their leases, and the claim's answer.
+    """The CTEs that put the `picked` jobs under their leases, and the claim's answer
+    (each document read once, by key: `docs`, for the leases and the answer).
     `logged`: `picked` has the ready log's `entry` (the row of `ready` the claim locked,
     by its `ctid`: an entry is never updated, so the version locked is the one to
     delete, and a delete by `ctid` is a probe whatever the statistics say), and those
@@ -56,25 +57,30 @@ def _claimed(logged: bool) -> str:
     SET status = 'running', started_at = {T_STATEMENT}, updated_at = {T_STATEMENT},
         ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
     WHERE j.id = ANY(ARRAY({due}))
+), docs AS MATERIALIZED (
+    SELECT j.id, j.task, j.queue, j.args, j.execution_id, j.attempts, j.max_retries,
+           j.retry_backoff, j.retry_backoff_max, j.checkpoint, j.run_at, j.priority, j.chosen,
+           j.meta, j.dependency_results, j.snoozes, j.expires_at
+    FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 ), claimed AS (
     INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
                         lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
-    SELECT j.id, j.execution_id + 1, %(worker_id)s, j.attempts + 1, {T_STATEMENT},
+    SELECT d.id, d.execution_id + 1, %(worker_id)s, d.attempts + 1, {T_STATEMENT},
            {T_STATEMENT} + {_secs("lease")}, {T_STATEMENT},
            CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
                 THEN {T_STATEMENT} + {_secs("lease")} END,
            %(ahead)s
-    FROM job_documents AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING *
+    FROM docs AS d
+    RETURNING job_id, execution_id, attempts, lease_expires_at
 )
-SELECT j.id, j.task, j.queue, j.args::text AS args, c.attempts, c.execution_id, j.max_retries,
-       j.retry_backoff, j.retry_backoff_max, j.checkpoint::text AS checkpoint,
+SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,
+       d.retry_backoff, d.retry_backoff_max, d.checkpoint::text AS checkpoint,
        extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from j.run_at)::float8 AS run_at, j.priority, j.chosen,
-       j.meta::text AS meta, j.dependency_results, j.snoozes,
-       extract(epoch from j.expires_at - {T_STATEMENT})::float8 AS expires_in
-FROM claimed AS c JOIN job_documents AS j ON j.id = c.job_id
+       extract(epoch from d.run_at)::float8 AS run_at, d.priority, d.chosen,
+       d.meta::text AS meta, d.dependency_results, d.snoozes,
+       extract(epoch from d.expires_at - {T_STATEMENT})::float8 AS expires_in
+FROM claimed AS c JOIN docs AS d ON d.id = c.job_id
 """
 
 

@@ -69,8 +69,9 @@ def _locked(
     """The CTE `alias` of `batch`'s rows, and the `locked` CTE described above over it:
     written once for every statement that changes a batch of a worker's rows. What is
     locked is each attempt's lease (`l`, schema v40: a running attempt is a lease; its
-    document `d` is read, not locked: a write of it follows the lease's lock, and reads
-    the document's newest version as it updates it). `locked` has `id`, `status`
+    document `d`, joined only where a column of it is asked for, is read, not locked: a
+    write of it follows the lease's lock, and reads the document's newest version as it
+    updates it). `locked` has `id`, `status`
     (`running`: only running attempts have a lease), `execution_id` and the further
     `columns` (of `l` and `d`), and the batch's fields `carry` as `<alias>_<key>`: the
     update then reads its batch from the locked rows alone, joined to nothing else. Each
@@ -86,12 +87,14 @@ def _locked(
     found = ", ".join(
         ("l.job_id AS id", "'running'::text AS status", "l.execution_id", *columns)
     )
+    document = lock_document or any(column.startswith("d.") for column in columns)
+    joined = " JOIN job_documents AS d ON d.id = l.job_id" if document else ""
     return f"""{alias} AS (
     SELECT * FROM {batch.rows(alias)} ORDER BY id COLLATE "C"
 ), locked AS (
     SELECT j.*{"".join(f", {c}" for c in carried)}
     FROM {alias} CROSS JOIN LATERAL (
-        SELECT {found} FROM leases AS l JOIN job_documents AS d ON d.id = l.job_id
+        SELECT {found} FROM leases AS l{joined}
         WHERE l.job_id = {alias}.id AND l.execution_id = {alias}.eid AND {held_by("l")}
         FOR UPDATE OF l{" FOR SHARE OF d" if lock_document else ""}
     ) AS j

@@ -52,18 +52,15 @@ _RECORD = """execution_id = locked.execution_id,
 
 # The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
 # execution rows read them there, and the batch is read once. The lease is deleted, and
-# the document written once, with the attempt's record (`_RECORD`) and its end. Whether a
-# job is deferred (it has dependents, and the caller settles those apart) is read once,
-# with the lease's lock (`locked.has_dependents`), so that a job is either ended here or
-# answered deferred, never neither: a dependent enqueued meanwhile, which marks the
-# document, is seen by the update's RETURNING (its newest version) and settled.
+# the document written once, with the attempt's record (`_RECORD`) and its end; the lease
+# of each job whose document was written is deleted. Whether a job is deferred (it has
+# dependents, and the caller settles those apart) is read by the update, from the
+# document's newest version: a job not written is answered deferred, so each is either
+# ended here or deferred, never neither.
 FINISH = f"""
-WITH {_locked(FINISH_BATCH, "f", "d.has_dependents", *_ATTEMPT,
+WITH {_locked(FINISH_BATCH, "f", *_ATTEMPT,
               carry=("status", "outcome", "result", "error", "delay", "keep", "dead_reason",
-                     "crash", "pending"))}, ended AS (
-    DELETE FROM leases
-    WHERE job_id = ANY(ARRAY(SELECT id FROM locked WHERE NOT (%(defer)s AND has_dependents)))
-), landed AS (
+                     "crash", "pending"))}, landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
@@ -89,10 +86,12 @@ WITH {_locked(FINISH_BATCH, "f", "d.has_dependents", *_ATTEMPT,
         updated_at = {T}
     FROM locked
     WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
-      AND NOT (%(defer)s AND locked.has_dependents)
+      AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
+), ended AS (
+    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM landed))
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -104,7 +103,7 @@ WITH {_locked(FINISH_BATCH, "f", "d.has_dependents", *_ATTEMPT,
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
 SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND has_dependents
+WHERE %(defer)s AND id NOT IN (SELECT id FROM landed)
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
