@@ -111,8 +111,8 @@ _HEAD = f"""LEFT JOIN LATERAL (
 # past its last one taken (`pending_taken`), then the range past the frontier (`walked`);
 # and when they fall short of the claim's slots (the other lanes of its priority ran
 # dry), the lanes walked to their reach go on past it for what is short (`further`). A
-# row changed since this snapshot is re-read at its newest version and passed over unless
-# it is still queued in this lane.
+# row deleted since this snapshot (another claim took it, a cancel or a re-route removed
+# it) cannot be locked, and is passed over: entries are never updated.
 def logged(queues: str) -> str:
     """The ready log's CTEs for the queues `queues` names (a query of their names)."""
     return f"""snap AS MATERIALIZED (
