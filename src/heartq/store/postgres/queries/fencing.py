@@ -5,30 +5,23 @@ from __future__ import annotations
 
 from heartq.store.postgres.queries.batches import Batch
 
-# Heartbeat, finish and release lock their job rows in id order (the `locked` CTE) before
-# they update them, and update only through it: two statements of one worker that touch
-# the same jobs (a heartbeat and a finish racing) then wait for each other instead of
-# each holding a row the other needs ("deadlock detected"). Fencing: only rows still
-# running under the execution the batch names, and claimed by the worker the statement
-# names (`_HELD_BY`), are changed. The lock step finds its rows by primary key alone
-# (one lookup `j.id = <the batch row's id>` per batch row, no status test), whatever the
-# statistics say:
-# with `status = 'running'` there, a table whose statistics lag (a burst of claims) was
-# read through every running row (jobs_worker_idx) for each batch. A row of the batch's
-# execution that is no longer running is locked too, in the same id order, and left
-# unchanged: whether it runs is read from the locked row
-# (`locked.status`, the row as locked, which nobody else can change before the update),
-# never tested on `j` in the update. With `j.status = 'running'` there, the update's own
-# conditions matched the predicate of the partial index of running jobs, and statistics
-# taken while nothing ran (a VACUUM ANALYZE of an idle backlog: the index looked empty)
-# made it scan that whole index for each row of its batch: quadratic in the jobs a worker
-# holds, a heartbeat of minutes with a million queued (BENCHMARKS.md, 2026-11-24). Without
-# it, the primary key is the only way to the rows.
-# The update finds the locked rows by primary key again, not by the `ctid` the lock step
-# saw: a row another statement updated while this one waited for its lock (a heartbeat,
-# a cancel request) is locked in its newest version, which this statement's snapshot
-# does not see, so an update by that ctid matches nothing and the finish is lost (tried:
-# the update by ctid landed no row, by id it landed the row). By id, the update finds
+# Heartbeat, finish, release, pulse and the start of claimed-ahead jobs lock their
+# attempts' leases in id order (the `locked` CTE) before they write, and write only what
+# it locked: two statements of one worker that touch the same jobs (a heartbeat and a
+# finish racing) then wait for each other instead of each holding a row the other needs
+# ("deadlock detected"). Fencing: only leases of the execution the batch names, held by
+# the worker the statement names (`held_by`), are locked; an attempt that ended or was
+# taken has no such lease, and its batch row changes nothing. The lock step finds each
+# lease by its key alone (one lookup `l.job_id = <the batch row's id>` per batch row),
+# whatever the statistics say: a test the planner can fit to another index (the
+# worker's, a status's predicate on the jobs table before schema v40) made it walk that
+# index for each row of a batch, quadratic in the jobs a worker holds once statistics
+# lagged (a heartbeat of minutes with a million queued: BENCHMARKS.md, 2026-11-24).
+# The writes find the locked rows by key again, not by the `ctid` the lock step saw: a
+# row another statement updated while this one waited for its lock (a heartbeat, a
+# cancel request) is locked in its newest version, which this statement's snapshot
+# does not see, so a write by that ctid matches nothing and the finish is lost (tried:
+# the update by ctid landed no row, by id it landed the row). By key, the write finds
 # the version its snapshot sees and follows it to the locked one.
 # A write of the locked rows names them by key too (`= ANY(ARRAY(SELECT id FROM
 # locked))`, beside a document's join with `locked` for the batch's fields): joined

@@ -75,7 +75,7 @@ WHERE status = 'running' AND NOT r_dt
 # worker raised: its answer may be lost, the job running under the worker unknown to it;
 # or after its session came back: its server may have lost an end, worker/liveness_events.py):
 # every running attempt of the worker that the heartbeat names neither way is detached at
-# its effective lease, found through `jobs_worker_idx` once (a statement of its own, so
+# its effective lease, found through `leases_worker_idx` once (a statement of its own, so
 # no beat without a sweep plans that walk; one locked elsewhere is being ended,
 # reclaimed or claimed: skipped, and named by the next beat if it is the worker's).
 SWEEP = f"""

@@ -90,7 +90,7 @@ FOR UPDATE SKIP LOCKED
 
 # ... then, in a statement of its own (a snapshot taken after the lock), each one's
 # attached attempts past their floor (its lease lapsed: their effective lease is the
-# floor), through `jobs_worker_idx` ...
+# floor), through `leases_worker_idx` ...
 SELECT_LAPSED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
 WHERE j.worker_id = %(worker_id)s AND j.detached_until IS NULL
@@ -109,8 +109,8 @@ WHERE id = %(worker_id)s AND (lease_expires_at < {T}) IS TRUE
                   WHERE j.worker_id = %(worker_id)s AND j.detached_until IS NULL)
 """
 
-# Detached attempts past their own deadline, through `jobs_detached_idx`: only running
-# detached rows have an entry, so the scan meets no finished job's.
+# Detached attempts past their own deadline, through `leases_detached_idx`: only detached
+# leases have an entry, so the scan meets no attached attempt's.
 SELECT_DETACHED = f"""{_RECLAIM_COLUMNS}
 {_RECLAIM_FROM}
 WHERE j.detached_until IS NOT NULL AND j.detached_until < {T}
