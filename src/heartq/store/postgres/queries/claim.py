@@ -20,8 +20,8 @@ from heartq.store.postgres.queries.ready_log import MARKED, logged
 # every queued row of those queues at each claim, so the claim would slow down with the
 # backlog. Up to `limit` rows per queue are locked and the best `limit` of them taken;
 # the others are unlocked when the claim commits, milliseconds later.
-# What every claim does with the jobs it `picked` (a CTE of ids before this, with the
-# ready log's `ready_xid` where it has a column for it): they run under a new execution,
+# What every claim does with the jobs it `picked` (a CTE of ids before this, with each
+# one's entry of the ready log where it came from there): they run under a new execution,
 # each on a lease row of its own (`leases`: its execution id, worker, attempts, start,
 # floor; docs/design-notes/hot-path.md, stage 1). A job of the ready log leaves the log
 # (its entry deleted) and its document is not written: it stays as its enqueue wrote it,
