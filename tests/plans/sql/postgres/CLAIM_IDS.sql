@@ -3,7 +3,7 @@ WITH named AS MATERIALIZED (
 ), logged AS MATERIALIZED (
     SELECT r.id, r.entry FROM named AS x
     CROSS JOIN LATERAL (
-        SELECT d.id, d.queue, d.priority, d.ready_xid FROM job_documents AS d
+        SELECT d.id, d.queue, d.priority, d.fair_key, d.ready_xid FROM job_documents AS d
         WHERE d.id = x.id AND d.ready_xid IS NOT NULL AND d.status = 'queued'
           AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
           AND d.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
@@ -11,7 +11,8 @@ WITH named AS MATERIALIZED (
     ) AS d
     CROSS JOIN LATERAL (
         SELECT r.job_id AS id, r.ctid AS entry FROM ready AS r
-        WHERE r.queue = d.queue AND r.priority = d.priority AND r.fair_key = ''
+        WHERE r.queue = d.queue AND r.priority = d.priority
+          AND r.fair_key = coalesce(d.fair_key, '')
           AND r.ready_xid = d.ready_xid AND r.job_id = d.id
         FOR UPDATE OF r SKIP LOCKED
     ) AS r

@@ -4,7 +4,7 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 from __future__ import annotations
 
 from heartq.store.postgres.queries.common import LANE_NAMESPACE, T, _secs, lane_key
-from heartq.store.postgres.queries.ready_log import HAS_WORK, LATEST_MARK
+from heartq.store.postgres.queries.ready_log import HAS_WORK, LATEST_MARK, entry_of
 
 # The jobs table's space given back for reuse, between autovacuum's runs (at most one a
 # minute per database: its naptime). A job's row is written three times (enqueue, claim,
@@ -145,9 +145,7 @@ WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
 CANCEL_QUEUED = f"""
 WITH entry AS (
     DELETE FROM ready AS r USING job_documents AS d
-    WHERE d.id = %(job_id)s AND r.queue = d.queue AND r.priority = d.priority
-      AND r.fair_key = coalesce(d.fair_key, '') AND r.ready_xid = d.ready_xid
-      AND r.job_id = d.id
+    WHERE d.id = %(job_id)s AND {entry_of("r", "d")}
 )
 UPDATE job_documents SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s, ready_xid = NULL
@@ -171,9 +169,7 @@ RETURNING l.worker_id
 # queued job of the log cannot be claimed, a running one cannot end. A due job claimed
 # between the lease's lock and the document's is seen running (its document says so).
 JOB_STATUS = (
-    """SELECT 1 FROM ready AS r JOIN job_documents AS d ON r.queue = d.queue
-       AND r.priority = d.priority AND r.fair_key = coalesce(d.fair_key, '')
-       AND r.ready_xid = d.ready_xid AND r.job_id = d.id
+    f"""SELECT 1 FROM ready AS r JOIN job_documents AS d ON {entry_of("r", "d")}
        WHERE d.id = %(job_id)s FOR UPDATE OF r""",
     "SELECT 1 FROM leases WHERE job_id = %(job_id)s FOR UPDATE",
     """SELECT CASE WHEN l.job_id IS NULL THEN d.status ELSE 'running' END AS status

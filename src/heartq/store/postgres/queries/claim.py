@@ -12,7 +12,7 @@ from heartq.store.postgres.queries.common import (
     T_STATEMENT,
     _secs,
 )
-from heartq.store.postgres.queries.ready_log import MARKED, logged
+from heartq.store.postgres.queries.ready_log import MARKED, entry_of, logged
 
 
 # Each queue's best runnable jobs come from its own ordered walk of the claim index
@@ -192,7 +192,7 @@ WITH named AS MATERIALIZED (
 ), logged AS MATERIALIZED (
     SELECT r.id, r.entry FROM named AS x
     CROSS JOIN LATERAL (
-        SELECT d.id, d.queue, d.priority, d.ready_xid FROM job_documents AS d
+        SELECT d.id, d.queue, d.priority, d.fair_key, d.ready_xid FROM job_documents AS d
         WHERE d.id = x.id AND d.ready_xid IS NOT NULL AND d.status = 'queued'
           AND num_nonnulls(d.fair_key, d.concurrency_key, d.rate_key) = 0
           AND d.run_at <= {T_STATEMENT}
@@ -200,8 +200,7 @@ WITH named AS MATERIALIZED (
     ) AS d
     CROSS JOIN LATERAL (
         SELECT r.job_id AS id, r.ctid AS entry FROM ready AS r
-        WHERE r.queue = d.queue AND r.priority = d.priority AND r.fair_key = ''
-          AND r.ready_xid = d.ready_xid AND r.job_id = d.id
+        WHERE {entry_of("r", "d")}
         FOR UPDATE OF r SKIP LOCKED
     ) AS r
     ORDER BY r.id

@@ -4,6 +4,7 @@ whose caller did not choose (`REROUTE_JOBS`)."""
 from __future__ import annotations
 
 from heartq.store.postgres.queries.common import T
+from heartq.store.postgres.queries.ready_log import entry_of
 
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
@@ -60,8 +61,7 @@ _DECLARED_BACKOFF_MAX = (
 # job of its new queue. A job of the log whose entry is gone is running (a claim took it,
 # or is taking it: the delete waits for that claim) and is left as it is, as every
 # running job is.
-_REROUTED = f"""SELECT j.id, j.queue, j.priority, coalesce(j.fair_key, '') AS fair_key,
-           j.ready_xid
+_REROUTED = f"""SELECT j.id, j.queue, j.priority, j.fair_key, j.ready_xid
     FROM job_documents AS j JOIN tasks AS t ON j.task = t.name
     WHERE t.name = ANY(%(names)s::text[])
       AND j.status IN ('queued', 'waiting', 'blocked')
@@ -75,8 +75,7 @@ WITH target AS MATERIALIZED (
     {_REROUTED}
 ), moved AS (
     DELETE FROM ready AS r USING target AS x
-    WHERE x.ready_xid IS NOT NULL AND r.queue = x.queue AND r.priority = x.priority
-      AND r.fair_key = x.fair_key AND r.ready_xid = x.ready_xid AND r.job_id = x.id
+    WHERE x.ready_xid IS NOT NULL AND {entry_of("r", "x")}
     RETURNING r.job_id
 )
 UPDATE job_documents AS j

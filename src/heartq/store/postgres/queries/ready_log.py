@@ -17,6 +17,16 @@ def _entry_of(lane: str) -> str:
           AND j.fair_key = {lane}.fair_key"""
 
 
+def entry_of(entry: str, document: str) -> str:
+    """`entry` (a row of `ready`) is the entry of `document` (a job's document, or a row
+    with its id, queue, priority, fairness key and `ready_xid`): the entry's whole key,
+    which the document keeps (a writer of a queued job finds its entry by it, one probe,
+    without an index of its own)."""
+    return f"""{entry}.queue = {document}.queue AND {entry}.priority = {document}.priority
+          AND {entry}.fair_key = coalesce({document}.fair_key, '')
+          AND {entry}.ready_xid = {document}.ready_xid AND {entry}.job_id = {document}.id"""
+
+
 # An entry of the ready log past its lane's frontier (`lane`), and an entry of a pending
 # transaction (`pend`) past the last one of it taken: what a claim walks to take entries,
 # and walks again to find the first it did not take (the new frontier; what is left of a
