@@ -53,7 +53,10 @@ def test_a_partition_drops_a_nodes_routes_until_the_heal(cluster: ProxiedCluster
     # NATS tries a lost configured route again every second: two attempts, both refused
     wait_for(lambda: accepted(cluster) >= tried + 2, 5, "the nodes to try n3 again")
     assert peers(cluster) == cut  # still cut: no route around the proxies
-    assert carried(cluster) == 1  # n1-n2 only
+    # n1-n2 only: a refused route's proxy connection closes a moment after the node
+    # dropped it (2 seen once beside a CPU burner), so the count is waited for, not read
+    wait_for(lambda: carried(cluster) == 1, 5, "n1-n2 alone through the proxies",
+             diagnostics=lambda: f"carried: {carried(cluster)}")  # fmt: skip
 
     cluster.heal()
     routes(WHOLE, 10, "every route back")
