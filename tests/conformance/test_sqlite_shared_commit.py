@@ -157,6 +157,20 @@ def test_a_commit_that_fails_fails_every_write_that_shared_it(pool: ConnectionPo
     assert _names(pool) == {"after"}
 
 
+def test_a_write_that_joins_checks_the_file_as_one_that_begins(pool: ConnectionPool) -> None:
+    """A transaction left open before the file went bad was checked when it began; a
+    write joining it later is checked again, or it would land through a descriptor of a
+    file that is gone (or read-only) and tell the worker the database came back."""
+    def first_then_delete(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO rows (name) VALUES ('a')")
+        pool.path.unlink()
+
+    first, second = _meet(pool, first_then_delete, _insert("b"))
+    assert first.raised is None, first.raised  # begun while the file was there
+    assert isinstance(second.raised, StoreUnavailable), second.raised
+    assert second.raised.reason == "file_gone"
+
+
 def test_a_write_that_does_not_share_never_joins(pool: ConnectionPool) -> None:
     """An enqueue, say, meeting a transaction a hot write left open commits that one for
     its writes, then writes in a transaction of its own."""

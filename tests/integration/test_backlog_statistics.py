@@ -9,7 +9,9 @@ compiled its claim at every run (about a second here: the issue's 270 jobs a sec
 instead of 19,000). Two real workers run side by side, each on a queue of its own with
 100,000 jobs, one analyzed and one not; what each finishes is counted over the same
 stretch (the one on the fresh backlog finishing 20,000 more, once both finished 2,000),
-so the machine's load weighs on both alike.
+so the machine's load weighs on both alike. The analyzed one must finish at least half
+as many: the cliff was 0.014 of the fresh one's rate; two workers side by side on a
+loaded machine came out 0.80 of each other at worst (a full suite beside it).
 """
 
 from __future__ import annotations
@@ -106,4 +108,4 @@ def test_a_worker_drains_an_analyzed_backlog_as_fast(
             worker.wait(30)
     analyzed, fresh = (a - b for a, b in zip(after, before, strict=True))
     print(f"finished in the same stretch: analyzed {analyzed}, fresh {fresh}")
-    assert fresh > 0 and analyzed >= 0.8 * fresh, (analyzed, fresh)
+    assert fresh > 0 and analyzed >= 0.5 * fresh, (analyzed, fresh)

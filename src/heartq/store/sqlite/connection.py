@@ -11,8 +11,9 @@ The file can go bad under a running process, and a connection would not notice: 
 opened before a `chmod` keeps writing, and one whose file was deleted keeps writing to
 the deleted copy, which vanishes with the last process holding it. So every write
 transaction first checks that the path still names the file its connection opened and
-that the file is writable (`_check_file`: one `stat` and one `access`); if not, nothing is
-written and the write fails with `StoreUnavailable` (`faults.py`). A file replaced under
+that the file is writable (`_check_file`: one `stat` and one `access`), and so does every
+hot write that joins a transaction left open; if not, nothing is written and the write
+fails with `StoreUnavailable` (`faults.py`). A file replaced under
 the process (restored by an operator) is reopened by every thread at its next use. Once a
 file was opened, it is never created again: a deleted database is not silently replaced
 by an empty one. A nearly full disk is the WAL guard's (`wal.py`).
@@ -131,8 +132,9 @@ class SharedCommit:
     Only the thread that holds the pool's write lock touches it; `done` tells the writes
     that left it open that it ended, and `failure` why it did not commit (None: it did)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, identity: tuple[int, int]) -> None:
         self.conn = conn
+        self.identity = identity  # the file `conn` opened: what a write joining it checks
         self.pid = os.getpid()  # a forked child never touches its parent's transaction
         self.writes = 1
         self.done = threading.Event()
@@ -209,16 +211,16 @@ class ConnectionPool:
         with contextlib.suppress(sqlite3.Error):
             conn.close()
 
-    def _check_file(self) -> None:
-        """Refuse to write unless the path still names the writable file this thread's
-        connection opened (see the module docstring)."""
+    def _check_file(self, identity: tuple[int, int]) -> None:
+        """Refuse to write unless the path still names the writable file `identity` (of
+        the connection that writes: see the module docstring)."""
         try:
             now = _identity(self.path)
         except FileNotFoundError:
             raise faults.file_gone(self.path, "was deleted") from None
         except OSError:
             return  # cannot tell: let SQLite say
-        if now != self._local.identity:
+        if now != identity:
             self._generation += 1
             raise faults.file_gone(self.path, "was replaced by another file") from None
         if not os.access(self.path, os.W_OK):
@@ -390,6 +392,11 @@ class ConnectionPool:
         left, self._open_shared = self._open_shared, None
         if left is not None and left.open_to(os.getpid()):
             if share:
+                try:  # checked like a transaction that begins: the file may have gone bad
+                    self._check_file(left.identity)  # since the writes that left it began
+                except BaseException:
+                    self._end(left)
+                    raise
                 left.writes += 1
                 return left, True
             self._end(left)
@@ -402,12 +409,12 @@ class ConnectionPool:
             self.wal.write_failed(exc)
             raise translate(exc, self.path) from None
         try:
-            self._check_file()
+            self._check_file(self._local.identity)
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        return SharedCommit(conn), False
+        return SharedCommit(conn, self._local.identity), False
 
     def _failed(self, shared: SharedCommit, joined: bool, exc: BaseException) -> None:
         """A write's statements failed: undo them (all of the transaction for the write
