@@ -5,7 +5,9 @@ private PostgreSQL cluster, `bench.cost.cluster`), each round an enqueue phase (
 `--batch` jobs) and a work phase (2 worker processes until the queue is empty). Per
 phase it counts:
 
-- statements (pg_stat_statements, top level), buffers hit and dirtied (the same);
+- statements (pg_stat_statements, top level), the times they were planned (`plans`: a
+  statement is planned at each run until psycopg prepares it on its connection), buffers
+  hit and dirtied (the same);
 - round trips and bytes each way (every contender connection goes through a counting
   TCP relay, `bench.cost.relay`);
 - WAL bytes and records, by record type and relation, B-tree entries and heap LOCK
@@ -33,6 +35,8 @@ space (`pgstattuple`). `--storage-only` measures that alone.
     .venv/bin/python -m bench.cost                # N = 20,000
     .venv/bin/python -m bench.cost --jobs 5000 --no-callgrind --cpu ''
     .venv/bin/python -m bench.cost --storage-only --quick   # the storage alone: 2 minutes
+    .venv/bin/python -m bench.cost --quick --no-storage --cpu '' --count heartq-thread \
+        --keep-callgrind /tmp/cg    # then callgrind_annotate --inclusive=yes each file
 
 Prints the table (docs/BENCHMARKS.md shows it) and writes the figures, with the details
 behind them (statements, tables, WAL by type and relation, every round), to `--out`.
@@ -80,6 +84,9 @@ def main() -> int:
                         help="jobs of the storage's steady flow (default: N, at most 10,000)")
     parser.add_argument("--flow-rate", type=float, default=200.0,
                         help="jobs a second of the storage's steady flow")  # fmt: skip
+    parser.add_argument("--keep-callgrind", type=Path, metavar="DIR",
+                        help="keep each phase's callgrind files in DIR/<contender>-<N>-<phase> "
+                        "(callgrind_annotate says where the instructions went)")
     parser.add_argument("--callgrind-jobs", type=int,
                         help="N of the rounds under callgrind (default: --jobs)")  # fmt: skip
     parser.add_argument(
@@ -117,7 +124,7 @@ def main() -> int:
     relay = CountingRelay(cluster.port)
     try:
         results["postgresql"] = cluster.server_version()
-        rounds = Rounds(cluster, relay, python, args.batch)
+        rounds = Rounds(cluster, relay, python, args.batch, args.keep_callgrind)
         if not args.storage_only:
             results["raw"], results["per_job"] = rounds.both_sizes(counted, jobs)
         if not args.no_storage:

@@ -43,6 +43,7 @@ SETTINGS = {
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.track": "top",
     "pg_stat_statements.max": "10000",
+    "pg_stat_statements.track_planning": "on",  # `plans`: a statement planned again
     "autovacuum": "off",
     "max_parallel_workers_per_gather": "0",
     "jit": "off",
@@ -150,6 +151,13 @@ class CostCluster(PrivateCluster):
             for path in self.callgrind_dir.glob("callgrind.out.*"):
                 path.unlink()
 
+    def move_callgrind(self, into: Path) -> None:
+        """Move the callgrind files written since `clear_callgrind` into `into` (made)."""
+        if self.callgrind_dir is not None:
+            into.mkdir(parents=True, exist_ok=True)
+            for path in self.callgrind_dir.glob("callgrind.out.*"):
+                path.rename(into / path.name)
+
     def callgrind_total(self) -> int | None:
         """Instructions in the callgrind files written since `clear_callgrind` (None when
         not under callgrind). A live backend has written none yet."""
@@ -222,8 +230,8 @@ class Meter:
     def statements(self) -> list[dict[str, Any]]:
         """The contender's statements in this database since the last reset."""
         cursor = self.conn.execute(
-            "SELECT query, calls, rows, shared_blks_hit, shared_blks_read, shared_blks_dirtied,"
-            " shared_blks_written, wal_records, wal_bytes::bigint"
+            "SELECT query, calls, plans, rows, shared_blks_hit, shared_blks_read,"
+            " shared_blks_dirtied, shared_blks_written, wal_records, wal_bytes::bigint"
             " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
             " WHERE datname = current_database())"
             " AND userid = (SELECT oid FROM pg_roles WHERE rolname = %s) ORDER BY calls DESC",

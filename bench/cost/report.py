@@ -12,7 +12,7 @@ from typing import Any
 
 ROWS = [
     ("server instructions", ("server_instructions",), "k"),
-    ("statements / round trips", ("statements", "round_trips"), "2"),
+    ("statements / plans / round trips", ("statements", "plans", "round_trips"), "2"),
     ("bytes client -> server / back", ("bytes_sent", "bytes_received"), "0"),
     ("WAL bytes / records", ("wal_bytes", "wal_records"), "0/1"),
     ("B-tree entries", ("btree_entries",), "1"),

@@ -88,6 +88,7 @@ def phase_figures(
             rows = [r + d for r, d in zip(rows, delta, strict=True)]
     figures = {
         "statements": sum(s["calls"] for s in statements),
+        "plans": sum(s["plans"] for s in statements),
         "round_trips": traffic.round_trips,
         "bytes_sent": traffic.sent,
         "bytes_received": traffic.received,
@@ -146,9 +147,15 @@ class Rounds:
     the peers'."""
 
     def __init__(
-        self, cluster: CostCluster, relay: CountingRelay, python: dict[bool, Path], batch: int
+        self,
+        cluster: CostCluster,
+        relay: CountingRelay,
+        python: dict[bool, Path],
+        batch: int,
+        keep_callgrind: Path | None = None,
     ) -> None:
         self.cluster, self.relay, self.python, self.batch = cluster, relay, python, batch
+        self.keep_callgrind = keep_callgrind  # each phase's callgrind files moved under it
 
     def both_sizes(
         self, contenders: list[Contender], jobs: int
@@ -186,11 +193,19 @@ class Rounds:
             try:
                 run_quietly(self.command(contender, "setup", direct, scratch, jobs))
                 commands = {p: self.command(contender, p, relayed, scratch, jobs) for p in PHASES}
-                return {p: self.phase(meter, commands[p], jobs, scratch) for p in PHASES}
+                return {
+                    p: self.phase(meter, commands[p], jobs, scratch, f"{contender.name}-{jobs}-{p}")
+                    for p in PHASES
+                }
             finally:
                 meter.close()
 
-    def phase(self, meter: Meter, command: list[str], jobs: int, scratch: Path) -> dict[str, Any]:
+    def phase(
+        self, meter: Meter, command: list[str], jobs: int, scratch: Path, name: str
+    ) -> dict[str, Any]:
+        """One phase's figures; under callgrind with `keep_callgrind`, its backends' files
+        are kept in a directory `name` there (for `callgrind_annotate`: where the
+        instructions go, by function)."""
         meter.settle()
         self.cluster.clear_callgrind()
         meter.reset_statements()
@@ -200,6 +215,8 @@ class Rounds:
         after = meter.snapshot()
         statements = meter.statements()
         instructions = self.cluster.callgrind_total()
+        if self.keep_callgrind is not None:
+            self.cluster.move_callgrind(self.keep_callgrind / name)
         records = scratch / "wal.txt"
         waldump.dump(
             self.cluster.waldump, self.cluster.data / "pg_wal", before.lsn, after.lsn, records
