@@ -34,9 +34,13 @@ TASKS_SOURCE = textwrap.dedent(
 
 
     def mark(name, text=""):
-        """Tell the test something happened: a file in the test's directory."""
+        """Tell the test something happened: a file in the test's directory, there only
+        once its text is (written aside, then renamed: a test that waits for the file
+        and reads it never reads it empty)."""
         path = HERE / name
-        path.write_text(text)
+        aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        aside.write_text(text)
+        os.replace(aside, path)
 
 
     def ident(ctx, **extra):
