@@ -59,6 +59,33 @@ def test_once_the_keys_are_served_a_claim_takes_the_jobs_without_one_as_before(
     assert collections.Counter(_keys(store, t0, 2)) == {"b": 1, None: 1}
 
 
+def test_a_key_that_comes_after_claims_in_order_takes_its_turn_at_once(
+    store: Store, t0: float
+) -> None:
+    """A claim of one queue whose jobs have no key takes them in order (PostgreSQL:
+    `CLAIM_IN_ORDER`, without the turns' machinery); the first claim after a job with a
+    key is queued there takes turns (the claim in order saw the key's lane with work,
+    took nothing and said so)."""
+    register(store, "w1", t0)
+    plain = store.enqueue([new_job() for _ in range(6)], now=t0 - 10)
+    assert [job.id for job in store.claim("w1", ["default"], 2, 30.0, now=t0)] == plain[:2]
+    store.enqueue([new_job(fair_key="a") for _ in range(2)], now=t0 - 5)
+    assert collections.Counter(_keys(store, t0, 2)) == {"a": 1, None: 1}
+
+
+def test_a_keyed_job_come_due_takes_its_turn_after_claims_in_order(
+    store: Store, t0: float
+) -> None:
+    """The same for a job with a key that was delayed (no lane of the ready log: the
+    claim in order saw it among the due jobs): due later than every job without a key,
+    it still takes its turn in the first claim after it came due."""
+    register(store, "w1", t0)
+    plain = store.enqueue([new_job() for _ in range(6)], now=t0 - 10)
+    assert [job.id for job in store.claim("w1", ["default"], 2, 30.0, now=t0)] == plain[:2]
+    store.enqueue([new_job(fair_key="a", run_at=t0 + 5)], now=t0)
+    assert collections.Counter(_keys(store, t0 + 10, 2)) == {"a": 1, None: 1}
+
+
 def test_a_higher_priority_goes_first_whatever_its_key(store: Store, t0: float) -> None:
     register(store, "w1", t0)
     store.enqueue([new_job(fair_key="a", run_at=t0 - 9) for _ in range(5)], now=t0 - 10)

@@ -63,7 +63,7 @@ def claim_rolled_back(store: Store, limit: int) -> int:
               "limit": limit, "lease": LEASE, "ahead": False}  # fmt: skip
     with pytest.raises(RolledBack) as rolled, dialect.write() as conn:
         params["now"] = dialect.clock(conn, None)
-        taken = run(dialect.by_position(conn), dialect.q.CLAIM_ONE_QUEUE, params)
+        taken = run(dialect.by_position(conn), dialect.q.CLAIM_IN_ORDER, params)
         raise RolledBack(len(taken))
     return int(rolled.value.args[0])
 

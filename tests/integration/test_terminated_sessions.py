@@ -39,7 +39,7 @@ import pytest
 from heartq.errors import StoreUnavailable
 from heartq.model import NewJob
 from heartq.store import open_store
-from heartq.store.postgres.queries.claim import CLAIM_ONE_QUEUE, KEYED_QUEUED
+from heartq.store.postgres.queries.claim import CLAIM_IN_ORDER, KEYED_QUEUED
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
 from tests.support import wait_for
@@ -101,14 +101,14 @@ def opening(statement: str) -> str:
     return statement[: statement.index("%")]
 
 
-CLAIM_STATEMENTS = (opening(CLAIM_ONE_QUEUE), opening(KEYED_QUEUED))
-"""The statements of an idle worker's claim (one queue, nothing running), in order: the
-claim proper, then, since it filled fewer than its limit, the check for keyed jobs
-(`store/sql/keyed.py`), each a round trip of its own. A lock taken between the two
-holds the claim at the second: under load (8-20) 3 lock moments in 80 did, and a wait
-for the first alone timed out after 10 s. Their openings, not `WITH snap AS
-MATERIALIZED` alone, which the vacuum service's `IDLE_LANES` and `DELETE_EMPTY_LANES`
-open with too."""
+CLAIM_STATEMENTS = (opening(CLAIM_IN_ORDER), opening(KEYED_QUEUED))
+"""The statements of an idle worker's claim (one queue, no fairness key, nothing
+running), in order: the claim proper (in order), then, since it filled fewer than its
+limit, the check for keyed jobs (`store/sql/keyed.py`), each a round trip of its own. A
+lock taken between the two holds the claim at the second: under load (8-20) 3 lock
+moments in 80 did, and a wait for the first alone timed out after 10 s. Their openings,
+not `WITH snap AS MATERIALIZED` alone, which the vacuum service's `IDLE_LANES` and
+`DELETE_EMPTY_LANES` open with too."""
 
 
 def claim_waiting(harness: Harness, worker: WorkerProc) -> bool:

@@ -36,10 +36,11 @@ from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.statements import NamedCursor, positional
 
 WATCHED = (
-    # The claim: plain jobs of one queue and of several, a transport's claim by ids, the
-    # look for keyed jobs, the keyed and rate-limited claims, the start of buffered jobs.
-    "CLAIM_ONE_QUEUE", "CLAIM", "CLAIM_IDS", "KEYED_QUEUED", "CLAIM_KEYS", "CLAIM_KEYED",
-    "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT", "START_AHEAD",
+    # The claim: plain jobs of one queue (in order, and taking turns) and of several, a
+    # transport's claim by ids, the look for keyed jobs, the keyed and rate-limited
+    # claims, the start of buffered jobs.
+    "CLAIM_IN_ORDER", "CLAIM_ONE_QUEUE", "CLAIM", "CLAIM_IDS", "KEYED_QUEUED", "CLAIM_KEYS",
+    "CLAIM_KEYED", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT", "START_AHEAD",
     # Holding and ending leases.
     "HEARTBEAT", "SWEEP", "PULSE", "RUNNING_CANCELS", "FINISH", "RELEASE",
     # The reaper.
@@ -273,7 +274,13 @@ class Exercise:
         store = self.store
         store.enqueue([NewJob("t", "{}") for _ in range(3)])
         store.heartbeat(WORKER, [], LEASE)
-        held = list(store.claim(WORKER, ["default"], 10, lease=LEASE))
+        held = list(store.claim(WORKER, ["default"], 10, lease=LEASE))  # in order
+        # A job with a fairness key: the claim in order says turns are due, and the claim
+        # with turns takes the slots; the next claims of the queue try in order again.
+        store.enqueue([NewJob("t", "{}", fair_key="census")])
+        store.leases.turns_until.clear()
+        held += store.claim(WORKER, ["default"], 10, lease=LEASE)
+        store.leases.turns_until.clear()
         held += store.claim(WORKER, ["default", "other"], 10, lease=LEASE)
         held += store.claim(WORKER, ["keyed"], 10, lease=LEASE)
         held += store.claim(WORKER, ["held"], 5, lease=LEASE)

@@ -172,6 +172,16 @@ its limit, never the backlog): 704 of v39's at a reference of 185, 652-664 of v4
 little, 2026-11-28)."""
 
 
+STANDS_IN_FOR = {"CLAIM_IN_ORDER": "CLAIM_ONE_QUEUE"}
+"""Statements held to the bound of the one they stand in for, where that is larger. A
+run is matched with the reference state's by its place among the exercise's runs, and
+the claim in order's second run of `default` answers there that turns are due (23
+buffers: the key's lane is met first), while in the state of 300 lanes the key's lane
+lies below ten lanes of higher priorities and that run takes ten jobs (506-515 buffers,
+2026-11-28). A run that took jobs is what the claim with turns' reference is (154-166
+buffers, as the claim in order's first run)."""
+
+
 @pytest.mark.long(50)
 @pytest.mark.timeout(600)  # building the states takes 30 s on a quiet machine
 def test_the_plan_census(taken: census.Census) -> None:
@@ -196,11 +206,14 @@ def test_the_plan_census(taken: census.Census) -> None:
             first = next(p for p in by_name[plan.name]
                          if (p.mode, p.case) == (plan.mode, plan.case))  # fmt: skip
             if plan.walks != first.walks:
-                problems.append(f"{plan.name} ({plan.mode}) turned in {state!r}:\n"
+                problems.append(f"{plan.name} ({plan.mode}, {plan.case}) turned in {state!r}:\n"
                                 f"  {first.walks}\n  {plan.walks}\n{plan.shape}")  # fmt: skip
             if plan.jit:
                 problems.append(f"{plan.name} ({plan.mode}) JIT-compiled in {state!r}")
-            bound = 3 * reference.get((plan.name, plan.mode, plan.case), plan.buffers) + SLACK
+            read = reference.get((plan.name, plan.mode, plan.case), plan.buffers)
+            stands_in = [b for (n, m, _), b in reference.items()
+                         if (n, m) == (STANDS_IN_FOR.get(plan.name), plan.mode)]  # fmt: skip
+            bound = 3 * max([read, *stands_in]) + SLACK
             if state != HORIZON and plan.buffers > bound:
                 problems.append(f"{plan.name} ({plan.mode}) read {plan.buffers} buffers in"
                                 f" {state!r}, over {bound}:\n{plan.shape}")  # fmt: skip

@@ -52,7 +52,7 @@ def test_an_idle_claim_costs_the_same_however_many_lanes_emptied(
         conn.execute("VACUUM lanes")
     marks = _count(pg_store, "claim_marks")
     params = _claim_params(10)
-    buffers, entries = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, params)
+    buffers, entries = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, params)
     for _ in range(10):
         assert pg_store.claim("w", ["default"], 10, lease=LEASE) == []
     assert _count(pg_store, "claim_marks") == marks
@@ -68,7 +68,7 @@ def test_a_claim_walks_only_the_lanes_it_takes_from(pg_store: PostgresStore, lan
     pg_store.enqueue([NewJob("t", "{}", priority=p) for p in range(lanes)])
     taken = pg_store.claim("w", ["default"], 1, lease=LEASE)
     assert [j.priority for j in taken] == [lanes - 1]  # the highest priority first
-    buffers, _ = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(10))
+    buffers, _ = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, _claim_params(10))
     # Measured: 257 buffers with one lane (one job left: nothing), 423 with 1,000.
     assert buffers <= 600, buffers
 

@@ -203,7 +203,7 @@ def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyze
     assert "TEMP B-TREE" not in text and "ANY(" not in text, text
 
 
-@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
+@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER"])
 def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str) -> None:
     """With several queues, the claim walks each one's claim index in priority order and
     stops at `limit` (LATERAL per queue): `queue = ANY(...)` would read every queued row
@@ -237,7 +237,7 @@ def test_postgres_claim_walks_each_queue_in_order(pg_server_url: str, name: str)
     logged = [int(n) for index, n, _ in walks if index == "ready_pkey"]
     assert all(cond.startswith("((queue = ") and "ANY" not in cond for _, _, cond in walks), plan
     assert due and max(due) <= 10 and logged and max(logged) <= 10 + 32, plan
-    if name == "CLAIM_ONE_QUEUE":
+    if name != "CLAIM":
         assert len(due) == 1, plan  # one walk of the index, in its order
 
 
@@ -477,8 +477,8 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
                       "concurrency_keys": []}  # fmt: skip
             plans = {}
             with pg.link.pool.transaction() as conn:
-                names = ("KEYED_QUEUED", "CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS", "CLAIM_RATED",
-                         "RATE_WAIT")  # fmt: skip
+                names = ("KEYED_QUEUED", "CLAIM_IN_ORDER", "CLAIM_ONE_QUEUE", "CLAIM_RATE_KEYS",
+                         "CLAIM_RATED", "RATE_WAIT")  # fmt: skip
                 for name in names:
                     explain = "EXPLAIN (ANALYZE, COSTS OFF) " + getattr(pg_q, name)
                     rows = conn.execute(explain, params).fetchall()
@@ -490,8 +490,9 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
         assert "Seq Scan on job_documents" not in plan, plan
         assert "Seq Scan on ended_executions" not in plan, plan
         assert "Sort Key: job_documents" not in plan, plan  # never a sort of the backlog
-    plain = plans["CLAIM_ONE_QUEUE"]
-    assert "jobs_claim_idx" in plain and "jobs_rated_claim_idx" not in plain, plain
+    for name in ("CLAIM_IN_ORDER", "CLAIM_ONE_QUEUE"):
+        plain = plans[name]
+        assert "jobs_claim_idx" in plain and "jobs_rated_claim_idx" not in plain, plain
     for name in ("CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
         plan = plans[name]
         read = r"jobs_rated_claim_idx on job_documents.*?rows=(\d+)"

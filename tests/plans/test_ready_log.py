@@ -43,19 +43,20 @@ def _marks(pg_store: PostgresStore) -> list[dict[str, Any]]:
         return list(conn.execute(sql).fetchall())
 
 
-def _claimed_under_a_pin(pg_store: PostgresStore) -> tuple[Any, Any]:
-    """A claim of one job measured (buffers, index entries) while another session holds
-    a snapshot and an id, before and after 3,000 jobs were claimed and finished under it."""
+def _claimed_under_a_pin(pg_store: PostgresStore, claim: str) -> tuple[Any, Any]:
+    """A claim of one job (`claim`, the statement's text) measured (buffers, index
+    entries) while another session holds a snapshot and an id, before and after 3,000 jobs
+    were claimed and finished under it."""
     url = pg_store.link.url
     with psycopg.connect(parse_url(url)[0]) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")  # a snapshot and an xid held
-        pinned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        pinned = held_leases.measure(url, claim, _claim_params(1))
         for _ in range(6):
             batch = pg_store.claim("w", ["default"], 500, lease=LEASE)
             assert len(batch) == 500
             assert pg_store.finish([succeeded(j, None) for j in batch]) == []
-        churned = held_leases.measure(url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        churned = held_leases.measure(url, claim, _claim_params(1))
         holder.rollback()
     return pinned, churned
 
@@ -66,7 +67,7 @@ def test_the_claim_stays_flat_under_a_held_horizon(pg_store: PostgresStore) -> N
     buffers (within a few). The claim of `jobs_claim_idx` (every job before v26) walked an entry
     for each job claimed since the pin: 3,000 more."""
     pg_store.enqueue([NewJob("t", "{}") for _ in range(3100)])
-    pinned, churned = _claimed_under_a_pin(pg_store)
+    pinned, churned = _claimed_under_a_pin(pg_store, pg_q.CLAIM_IN_ORDER)
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 20, (pinned, churned)  # not one per job claimed
     # Measured: 119 buffers and 5 entries, then 102 and 6; a walk from the lane's start
@@ -87,7 +88,7 @@ def test_the_lanes_of_fairness_keys_stay_flat_under_a_held_horizon(
     pg_store.enqueue([NewJob("t", "{}", fair_key="flood") for _ in range(3100)])
     for key in range(10):
         pg_store.enqueue([NewJob("t", "{}", fair_key=f"k{key}") for _ in range(50)])
-    pinned, churned = _claimed_under_a_pin(pg_store)
+    pinned, churned = _claimed_under_a_pin(pg_store, pg_q.CLAIM_ONE_QUEUE)
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 3 * 11, (pinned, churned)  # not one per job claimed
     # Measured: 157 buffers and 7 entries, then 215 and 29 (turns by virtual time, which
@@ -112,12 +113,12 @@ def test_a_pending_transactions_big_batch_stays_flat_under_a_held_horizon(
     with psycopg.connect(conninfo) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT pg_current_xact_id()")
-        pinned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        pinned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, _claim_params(1))
         for _ in range(6):
             batch = pg_store.claim("w", ["default"], 500, lease=LEASE)
             assert len(batch) == 500
             assert pg_store.finish([succeeded(j, None) for j in batch]) == []
-        churned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        churned = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, _claim_params(1))
         holder.rollback()
     (buffers, entries), (buffers_after, entries_after) = pinned, churned
     assert entries_after <= entries + 20, (pinned, churned)
@@ -135,7 +136,7 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
     conninfo, _ = parse_url(pg_store.link.url)
     pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])
     assert len(pg_store.claim("w", ["default"], 1, lease=LEASE)) == 1
-    alone = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+    alone = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, _claim_params(1))
     assert len(pg_store.claim("w", ["default"], 10, lease=LEASE)) == 4
     sessions = [psycopg.connect(conninfo) for _ in range(30)]
     try:
@@ -147,7 +148,7 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
         pg_store.enqueue([NewJob("t", "{}") for _ in range(5)])  # a frontier past them
         assert len(pg_store.claim("w", ["default"], 1, lease=LEASE)) == 1
         assert set(xids) <= set(_marks(pg_store)[-1]["pending"])
-        crowded = held_leases.measure(pg_store.link.url, pg_q.CLAIM_ONE_QUEUE, _claim_params(1))
+        crowded = held_leases.measure(pg_store.link.url, pg_q.CLAIM_IN_ORDER, _claim_params(1))
     finally:
         for session in sessions:
             session.close()
@@ -157,7 +158,7 @@ def test_transactions_still_running_cost_the_claim_nothing(pg_store: PostgresSto
     assert buffers_crowded <= buffers + 20, (alone, crowded)
 
 
-@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE"])
+@pytest.mark.parametrize("name", ["CLAIM", "CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER"])
 def test_the_claims_generic_plan_walks_its_indexes(pg_store: PostgresStore, name: str) -> None:
     """A worker's claim is a prepared statement: after five runs PostgreSQL keeps its
     generic plan when that costs about what the custom ones did (a claim of one queue

@@ -76,6 +76,13 @@ def _lease_doc(lease: Lease) -> dict[str, Any]:
     return {"id": lease.job_id, "eid": lease.execution_id}
 
 
+TURNS_HELD = 5.0
+"""Seconds a claim of one queue takes turns after the claim in order found a job with a
+fairness key waiting there (`LeaseOps.turns_until`): while keys keep coming, the claim in
+order is tried once in that long, not before every claim; once they have gone, it is
+back within that long."""
+
+
 class LeaseOps:
     """The lease holder's operations of `SqlStore` (`LeaseHolder` in `store/interface.py`)."""
 
@@ -89,6 +96,12 @@ class LeaseOps:
         next asks that first (`KEYED_QUEUED`), and skips the claim of jobs without a key,
         which takes nothing while one waits. A hint: a statement fewer inside the write
         lock while keyed jobs wait, at worst one more when the last has gone."""
+        self.turns_until: dict[str, float] = {}
+        """Per queue, until when (`time.monotonic`) a claim of it alone takes turns at
+        once (`CLAIM_ONE_QUEUE`), without first trying the claim in order
+        (`CLAIM_IN_ORDER`, which answered that a job with a fairness key waits, and took
+        nothing). A hint: while keyed jobs keep coming, one statement more every
+        `TURNS_HELD` seconds; once they have gone, the claim in order again within as long."""
 
     def claim(
         self,
@@ -163,13 +176,24 @@ class LeaseOps:
         """The claimed rows of jobs with neither a concurrency nor a rate key. A worker of
         one queue claims through `CLAIM_ONE_QUEUE`, a walk of that queue's claim index in
         its order (no sort of the backlog; on PostgreSQL a third cheaper than `CLAIM`'s
-        per-queue walks). No execution row is written at a claim: the running attempt
-        lives on the job row, and its execution row is written when it ends."""
+        per-queue walks), and first through `CLAIM_IN_ORDER`, the same without the turns
+        of fair shares, unless that said lately that a job with a fairness key waits
+        (`turns_until`): it then took nothing, and the claim with turns takes the slots.
+        No execution row is written at a claim: the running attempt lives on its lease
+        (PostgreSQL) or its job row (SQLite), and its execution row is written when it
+        ends."""
         one = set(queues)
         on = self.d.by_position(conn)  # `records.claimed_jobs` reads the rows by position
-        if len(one) == 1:
-            return run(on, self.q.CLAIM_ONE_QUEUE, dict(params, queue=one.pop()))
-        return run(on, self.q.CLAIM, params)
+        if len(one) != 1:
+            return run(on, self.q.CLAIM, params)
+        queue = one.pop()
+        params = dict(params, queue=queue)
+        if self.turns_until.get(queue, 0.0) <= time.monotonic():
+            rows = run(on, self.q.CLAIM_IN_ORDER, params)
+            if not rows or rows[-1][0] is not None:
+                return rows
+            self.turns_until[queue] = time.monotonic() + TURNS_HELD
+        return run(on, self.q.CLAIM_ONE_QUEUE, params)
 
     def start_ahead(
         self, leases: Sequence[Lease], lease: float, now: float | None = None

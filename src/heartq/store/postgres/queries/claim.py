@@ -12,7 +12,14 @@ from heartq.store.postgres.queries.common import (
     T_STATEMENT,
     _secs,
 )
-from heartq.store.postgres.queries.ready_log import MARKED, entry_of, logged
+from heartq.store.postgres.queries.ready_log import (
+    LOGGED_IN_ORDER,
+    MARKED,
+    TURNED,
+    entry_of,
+    logged,
+)
+from heartq.store.records import CLAIMED_COLUMNS
 
 
 # Each queue's best runnable jobs come from its own ordered walk of the claim index
@@ -38,14 +45,15 @@ from heartq.store.postgres.queries.ready_log import MARKED, entry_of, logged
 # does): a worker whose lease is cleared, or without a row at all (a store used
 # directly), covers nothing, so the attempt is detached at its floor, and its worker's
 # next heartbeat attaches it again.
-def _claimed(logged: bool) -> str:
+def _claimed(logged: bool, turns: str = "") -> str:
     """The CTEs that put the `picked` jobs under their leases, and the claim's answer
     (each document read once, by key: `docs`, for the leases and the answer).
     `logged`: `picked` has the ready log's `entry` (the row of `ready` the claim locked,
     by its `ctid`: an entry is never updated, so the version locked is the one to
     delete, and a delete by `ctid` is a probe whatever the statistics say), and those
     with an entry are taken from the log; else every picked job is a due one whose
-    document the claim locked."""
+    document the claim locked. `turns`: a condition under which the claim took nothing
+    because turns are due (`CLAIM_IN_ORDER`), said by one more row, of NULLs only."""
     due = "SELECT id FROM picked WHERE entry IS NULL" if logged else "SELECT id FROM picked"
     taken = """taken AS (
     DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
@@ -80,8 +88,18 @@ SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, 
        extract(epoch from d.run_at)::float8 AS run_at, d.priority, d.chosen,
        d.meta::text AS meta, d.dependency_results, d.snoozes,
        extract(epoch from d.expires_at - {T_STATEMENT})::float8 AS expires_in
-FROM claimed AS c JOIN docs AS d ON d.id = c.job_id
+FROM claimed AS c JOIN docs AS d ON d.id = c.job_id{_turns_due(turns)}
 """
+
+
+def _turns_due(turns: str) -> str:
+    """The row that says the claim took nothing because turns are due (`turns`, a
+    condition), as many columns as a claimed job's, each NULL; nothing without one."""
+    if not turns:
+        return ""
+    return f"""
+UNION ALL
+SELECT {", ".join(["NULL"] * len(CLAIMED_COLUMNS))} WHERE {turns}"""
 
 
 def _claim(queues: str, due: str) -> str:
@@ -147,7 +165,7 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
         ORDER BY c.priority DESC, round, c.place, c.run_at, c.id
         LIMIT %(limit)s
     ) AS c
-), {MARKED}, {_claimed(logged=True)}"""
+), {MARKED}, {TURNED}, {_claimed(logged=True)}"""
 
 
 # Several queues: each queue's due jobs from its own ordered walk of the claim index
@@ -168,13 +186,44 @@ CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
 # CLAIM for a worker of one queue (the usual case): one ordered walk of its claim index,
 # without CLAIM's per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms
 # for claims of 30).
-CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", f"""
+_DUE_OF_ONE_QUEUE = f"""
     SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED""")
+    FOR UPDATE SKIP LOCKED"""
+
+CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", _DUE_OF_ONE_QUEUE)
+
+# CLAIM_ONE_QUEUE where no job of the queue has a fairness key (the usual case: store/sql/
+# `_claim_rows` tries it first): the same jobs in the same order, without the turns'
+# machinery (`ready_log.LOGGED_IN_ORDER`: no rotation, no quantum, no rounds, no turn
+# appended), a third fewer instructions a job claimed (docs/BENCHMARKS.md, "The claim
+# in order"). Without keys a tier has one lane and a job's round is its rank, so
+# CLAIM's order is priority, then `run_at`, then id: `picked` sorts by that alone. Where
+# a lane of the queue with a key has work, or a due job has a key (`turns_due`), it takes
+# nothing (what it locked is let go at its commit) and answers one row of NULLs: the
+# caller claims with CLAIM_ONE_QUEUE, which takes the turns.
+CLAIM_IN_ORDER = f"""
+WITH {LOGGED_IN_ORDER}, due AS MATERIALIZED ({_DUE_OF_ONE_QUEUE}
+), turns_due AS MATERIALIZED (
+    SELECT (SELECT found FROM keyed_lane)
+           OR EXISTS (SELECT 1 FROM due WHERE fair_key IS NOT NULL) AS found
+), picked AS MATERIALIZED (
+    SELECT c.id, c.queue, c.priority, c.fair_key, c.ready_xid, c.was_pending, c.entry
+    FROM (
+        SELECT id, queue, priority, '' AS fair_key, run_at, NULL::xid8 AS ready_xid,
+               false AS was_pending, NULL::tid AS entry
+        FROM due
+        UNION ALL
+        SELECT id, queue, priority, fair_key, run_at, ready_xid, was_pending, entry
+        FROM logged
+    ) AS c
+    WHERE NOT (SELECT found FROM turns_due)
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s
+), {MARKED}, {_claimed(logged=True, turns="(SELECT found FROM turns_due)")}"""
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency, a rate or a fairness key (one with a fairness key

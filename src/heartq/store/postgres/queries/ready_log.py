@@ -1,8 +1,9 @@
 """The ready log's part of the claim (migrations 0026, 0037, 0038; docs/design/claim.md,
 "The claim", and docs/design/limits.md, "Fair shares"): which lanes a claim reads and in
-what turn, the entries it walks and locks from each lane's frontier (`logged`), and the
-marks and turns it appends after picking (`MARKED`). `queries/claim.py` composes them
-with the due jobs and the claim's update; the pruner reads `LATEST_MARK` and `HAS_WORK`."""
+what turn, the entries it walks and locks from each lane's frontier (`logged`, and
+`LOGGED_IN_ORDER` for one queue without fairness keys), and the marks and turns it
+appends after picking (`MARKED`, `TURNED`). `queries/claim.py` composes them with the due
+jobs and the claim's update; the pruner reads `LATEST_MARK` and `HAS_WORK`."""
 
 from __future__ import annotations
 
@@ -84,6 +85,45 @@ _HEAD = f"""LEFT JOIN LATERAL (
                     ORDER BY j.ready_xid, j.job_id
                     LIMIT 1
                 ) AS head ON true"""
+
+
+# The walks of a claim's lanes (`lane`: each lane with its mark and its `reach`), as `logged`
+# tells below: `pend`, the transactions pending at each lane's mark; `pending_taken`, the
+# entries of those that ended, past the last one taken; `walked`, the range past the
+# frontier. Each walk locks what it takes (SKIP LOCKED), at most its lane's reach.
+_WALKS = f"""pend AS MATERIALIZED (
+    SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,
+           NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
+    FROM lane CROSS JOIN snap
+    CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
+), pending_taken AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           true AS was_pending, e.entry
+    FROM pend CROSS JOIN LATERAL (
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
+        WHERE {_PENDING_LEFT}
+          AND j.run_at <= {T_STATEMENT}
+        ORDER BY j.job_id
+        LIMIT pend.reach
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+    WHERE NOT pend.running
+), walked AS MATERIALIZED (
+    SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
+           false AS was_pending, e.entry
+    FROM lane CROSS JOIN LATERAL (
+        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
+               j.ctid AS entry
+        FROM ready AS j
+        WHERE {_PAST_FRONTIER}
+          AND j.run_at <= {T_STATEMENT}
+        ORDER BY j.ready_xid, j.job_id
+        LIMIT lane.reach
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+"""
 
 
 # The ready log (migration 0026; docs/design/claim.md, "The claim"): jobs enqueued runnable
@@ -203,39 +243,7 @@ def logged(queues: str) -> str:
                %(limit)s - sum(o.opening) OVER (PARTITION BY o.priority))::float8
                / sum(o.quantum) OVER (PARTITION BY o.priority)))::int AS reach
     FROM opening AS o
-), pend AS MATERIALIZED (
-    SELECT lane.queue, lane.priority, lane.fair_key, lane.reach, p.xid, p.after,
-           NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
-    FROM lane CROSS JOIN snap
-    CROSS JOIN LATERAL unnest(lane.pending, lane.pending_after) AS p(xid, after)
-), pending_taken AS MATERIALIZED (
-    SELECT e.id, e.queue, e.priority, pend.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           true AS was_pending, e.entry
-    FROM pend CROSS JOIN LATERAL (
-        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
-               j.ctid AS entry
-        FROM ready AS j
-        WHERE {_PENDING_LEFT}
-          AND j.run_at <= {T_STATEMENT}
-        ORDER BY j.job_id
-        LIMIT pend.reach
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS e
-    WHERE NOT pend.running
-), walked AS MATERIALIZED (
-    SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
-           false AS was_pending, e.entry
-    FROM lane CROSS JOIN LATERAL (
-        SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
-               j.ctid AS entry
-        FROM ready AS j
-        WHERE {_PAST_FRONTIER}
-          AND j.run_at <= {T_STATEMENT}
-        ORDER BY j.ready_xid, j.job_id
-        LIMIT lane.reach
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS e
-), further AS MATERIALIZED (
+), {_WALKS}), further AS MATERIALIZED (
     SELECT e.id, e.queue, e.priority, lane.fair_key, e.fair_weight, e.run_at, e.ready_xid,
            false AS was_pending, e.entry
     FROM (SELECT %(limit)s - (SELECT count(*) FROM pending_taken)
@@ -269,6 +277,52 @@ def logged(queues: str) -> str:
     SELECT * FROM walked
     UNION ALL
     SELECT * FROM further
+)"""
+
+
+# The ready log of one queue whose lanes have no fairness key (`CLAIM_IN_ORDER`, the
+# usual case): the same walks as `logged`'s, without the turns. `working`: the queue's
+# priorities that have lanes, highest first (`level`: a probe of `lanes_pkey` each,
+# recursively, as `logged` finds them), and each one's lanes with work (`HAS_WORK`), at
+# most `limit` in all; each lane walked as far as `limit` (`reach`: with one lane a
+# priority, what `logged`'s turns give it too, so `further` has nothing to add). A
+# priority's lanes with a key come before its lane without one, so one with work is met
+# first (`keyed_lane`): then `lane` is empty and the claim takes nothing (its caller
+# claims again with the turns, `logged`). Written as one walk of the queue's lanes in
+# the order of their key, the plan of PostgreSQL's default settings read every lane with
+# its mark and sorted them (a claim of 10 over 1,000 priorities: 4,271 buffers, against
+# 367 so, and 430 for `logged`'s).
+LOGGED_IN_ORDER = f"""snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), working AS MATERIALIZED (
+    WITH RECURSIVE level(priority) AS (
+        (SELECT l.priority FROM lanes AS l WHERE l.queue = %(queue)s
+         ORDER BY l.priority DESC LIMIT 1)
+        UNION ALL
+        SELECT x.priority FROM level CROSS JOIN LATERAL (
+            SELECT l.priority FROM lanes AS l
+            WHERE l.queue = %(queue)s AND l.priority < level.priority
+            ORDER BY l.priority DESC LIMIT 1
+        ) AS x
+    )
+    SELECT w.* FROM level CROSS JOIN LATERAL (
+        SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
+               m.pending_after, m.made_at, %(limit)s::int AS reach
+        FROM lanes AS l
+        CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+        WHERE l.queue = %(queue)s AND l.priority = level.priority AND {HAS_WORK}
+        ORDER BY l.fair_key DESC
+        LIMIT %(limit)s
+    ) AS w
+    LIMIT %(limit)s
+), keyed_lane AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM working WHERE fair_key <> '') AS found
+), lane AS MATERIALIZED (
+    SELECT w.* FROM working AS w WHERE NOT (SELECT found FROM keyed_lane)
+), {_WALKS}), logged AS MATERIALIZED (
+    SELECT * FROM pending_taken
+    UNION ALL
+    SELECT * FROM walked
 )"""
 
 
@@ -347,7 +401,11 @@ MARKED = f"""frontier AS MATERIALIZED (
            AND ((f.frontier_xid, f.frontier_id) <> (f.old_xid, f.old_id)
                 OR coalesce(p.xids, '{{}}') <> f.old_pending
                 OR coalesce(p.afters, '{{}}') <> f.old_after))
-), turned AS (
+)"""
+
+# Where the turns of each tier stand after a claim that took turns (`logged`): the lane
+# taken from last and what its turn has left.
+TURNED = f"""turned AS (
     INSERT INTO claim_turns (queue, priority, fair_key, remaining, made_at)
     SELECT k.queue, k.priority, k.fair_key, k.remaining, {T_STATEMENT}
     FROM picked AS k
