@@ -58,3 +58,35 @@ def test_a_job_claimed_past_the_margin_fails() -> None:
 def test_a_job_whose_code_began_far_into_the_pause_fails_whenever_claimed() -> None:
     failed, _ = _checked([("stuck", "default", -0.2, MARGIN + START_SLACK + 0.5)])
     assert len(failed) == 1 and "job stuck" in failed[0]
+
+
+def test_a_pause_resumed_before_the_drain_keeps_its_time_when_its_end_comes() -> None:
+    """The drain resumes every queue (`resume_all`) ahead of a pause's scheduled end; the
+    scheduled resume that comes after must not move the pause's end past it: it held
+    the drain's first claims of the queue to a pause no longer stored."""
+    stored: list[bool] = []
+
+    def set_queue_control(queue: str, **kwargs: Any) -> Any:
+        stored.append(kwargs["paused"])
+        return SimpleNamespace(changed_at=PAUSED_AT + 2.2 * len(stored))
+
+    run = SimpleNamespace(
+        store=SimpleNamespace(set_queue_control=set_queue_control),
+        links=SimpleNamespace(db_lock=_NoLock()),
+        say=lambda text: None,
+    )
+    pauses = QueuePauses(run)  # type: ignore[arg-type]
+    pause = Pause("default", PAUSED_AT)
+    pauses.pauses.append(pause)
+    pauses.resume_all()
+    assert pause.resumed_at == PAUSED_AT + 2.2
+    assert pauses.resume(pause)  # its scheduled end, after the drain began
+    assert pause.resumed_at == PAUSED_AT + 2.2 and stored == [False]
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
