@@ -24,17 +24,17 @@ import argparse
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
-from bench.cost.cluster import TOTALS, ensure_valgrind
+from bench.cost.cluster import single_user_instructions
 from bench.servers.postgres import PrivateCluster
 from bench.sigterm import unwind_on_sigterm
 from heartq.app import App
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.queries.settings import PLANNER
+from heartq.store.postgres.statements import positional
 
 CLAIMS = ("CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER")
 """The claims of one queue: with the turns of fair shares, and in order (what a worker of
@@ -69,18 +69,11 @@ def script(name: str, claims: int) -> str:
     """The single-user backend's input: heartq's session settings, `name` prepared with
     typed parameters, then run `claims` times (`-j`: a statement ends at `;` and a blank
     line)."""
-    names: list[str] = []
-
-    def parameter(found: re.Match[str]) -> str:
-        if found.group(1) not in names:
-            names.append(found.group(1))
-        return f"${names.index(found.group(1)) + 1}"
-
-    body = re.sub(r"%\((\w+)\)s", parameter, getattr(pg_q, name)).replace("%%", "%")
+    body, names = positional(getattr(pg_q, name))
     settings = {"search_path": "heartq", "plan_cache_mode": "force_generic_plan", **PLANNER}
     lines = [f"SET {key} = {value};" for key, value in settings.items()]
-    lines.append(f"PREPARE claim({', '.join(TYPES[n] for n in names)}) AS {body};")
-    lines += [f"EXECUTE claim({', '.join(VALUES[n] for n in names)});"] * claims
+    lines.append(f"PREPARE claim({', '.join(TYPES[str(n)] for n in names)}) AS {body};")
+    lines += [f"EXECUTE claim({', '.join(VALUES[str(n)] for n in names)});"] * claims
     return "\n\n".join(lines) + "\n\n"
 
 
@@ -88,20 +81,13 @@ def instructions(cluster: PrivateCluster, database: str, text: str) -> tuple[int
     """The instructions one single-user backend spends on `text`, start-up included, and
     those it spends printing the rows it answers."""
     out = cluster.root / f"callgrind.{database}"
-    done = subprocess.run(
-        [*cluster.prefix, ensure_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}",
-         str(cluster.bin / "postgres"), "--single", "-j", "-D", str(cluster.data), database],
-        input=text.encode(), capture_output=True, check=True,
-    )  # fmt: skip
-    if b"ERROR:" in done.stdout + done.stderr:
-        raise RuntimeError((done.stdout + done.stderr).decode()[-2000:])
-    total = TOTALS.findall(Path(out).read_bytes())
+    total = single_user_instructions(cluster, database, text, out, paragraphs=True)
     annotate = shutil.which("callgrind_annotate") or "callgrind_annotate"
     listing = subprocess.run(
         [annotate, "--inclusive=yes", str(out)], capture_output=True, check=True
     ).stdout
     printed = PRINTING.findall(listing)
-    return int(total[-1]), int(printed[0].replace(b",", b"")) if printed else 0
+    return total, int(printed[0].replace(b",", b"")) if printed else 0
 
 
 def main() -> None:

@@ -36,15 +36,13 @@ claim may delete its ready entry rather than mark it): docs/design-notes/hot-pat
 from __future__ import annotations
 
 import argparse
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
-from bench.cost.cluster import TOTALS, ensure_valgrind
+from bench.cost.cluster import single_user_instructions
 from bench.servers.postgres import PrivateCluster
 from bench.sigterm import unwind_on_sigterm
 from heartq.app import App
@@ -256,16 +254,7 @@ do: tests/plans pins their probes)."""
 def instructions(cluster: PrivateCluster, database: str, script: str, name: str) -> int:
     """The instructions one single-user backend spends on `script`, start-up included."""
     out = cluster.root / f"callgrind.{name}"
-    script = PLANS + script
-    subprocess.run(
-        [*cluster.prefix, ensure_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out}",
-         str(cluster.bin / "postgres"), "--single", "-D", str(cluster.data), database],
-        input=script.encode(), check=True, capture_output=True,
-    )  # fmt: skip
-    found = TOTALS.findall(Path(out).read_bytes())
-    if not found:
-        raise RuntimeError(f"no total in {out}")
-    return int(found[-1])
+    return single_user_instructions(cluster, database, PLANS + script, out)
 
 
 def main() -> None:

@@ -72,6 +72,25 @@ def ensure_valgrind() -> str:
     return shutil.which("valgrind") or "valgrind"
 
 
+def single_user_instructions(
+    cluster: PrivateCluster, database: str, script: str, out: Path, *, paragraphs: bool = False
+) -> int:
+    """The instructions one single-user backend (`postgres --single`, the cluster stopped)
+    spends on `script` over `database` under callgrind, start-up included; its callgrind
+    file is `out`. A statement's error raises. `paragraphs`: a statement ends at `;` and
+    a blank line (`-j`: statements over several lines), not at each line's end."""
+    command = [*cluster.prefix, ensure_valgrind(), "--tool=callgrind",
+               f"--callgrind-out-file={out}", str(cluster.bin / "postgres"), "--single",
+               *(["-j"] if paragraphs else []), "-D", str(cluster.data), database]  # fmt: skip
+    done = subprocess.run(command, input=script.encode(), check=True, capture_output=True)
+    if b"ERROR:" in done.stdout + done.stderr:  # a statement failed: its figure would be short
+        raise RuntimeError((done.stdout + done.stderr).decode(errors="replace")[-2000:])
+    found = TOTALS.findall(out.read_bytes())
+    if not found:
+        raise RuntimeError(f"no total in {out}")
+    return int(found[-1])
+
+
 class CostCluster(PrivateCluster):
     """A PrivateCluster with `SETTINGS`, started natively or under callgrind."""
 
