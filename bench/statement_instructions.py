@@ -1,0 +1,229 @@
+"""What the hot statements of one queue cost the server, in instructions a job: each
+claim a worker of one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`) and the
+finish of what it claimed (`FINISH`), run alone, so that two shapes of a statement
+compare without the rest of a job's work (the heartbeat, the timers, the other
+statement) or the noise of a fleet.
+
+    .venv/bin/python -m bench.statement_instructions              # 4,000 jobs, 2 minutes
+    .venv/bin/python -m bench.statement_instructions --jobs 400   # the code path
+
+On a private PostgreSQL cluster (`autovacuum` off), one database with heartq's schema and
+N jobs queued in the ready log (one lane, no key: the common case, and the bench's) is
+copied once a claim and a round; for the finish, once more with every job claimed in
+order by one worker (the real statement, through psycopg) and copied once a round. The
+cluster is then stopped and each copy served by one single-user backend (`postgres
+--single`) under `valgrind --tool=callgrind`, with heartq's session settings (generic
+plans, its planner settings): the statement prepared, then run as a worker runs it,
+batches of 50 (claims of 50; finishes of 50 succeeded no-op jobs, in the order they were
+claimed), a quarter of the jobs in one round and all of them in the other; a figure is
+the difference of the two rounds over the difference of their jobs, so the backend's
+start and first reads cancel out. A single-user backend prints each row it answers
+(`debugtup`, about 46 k instructions a claimed job's row of 18 columns, the same for
+every claim): the figures are given with it and without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from bench.cost.cluster import single_user_instructions
+from bench.servers.postgres import PrivateCluster
+from bench.sigterm import unwind_on_sigterm
+from heartq.app import App
+from heartq.store.postgres import queries as pg_q
+from heartq.store.postgres.queries.batches import FINISH_BATCH
+from heartq.store.postgres.queries.settings import PLANNER
+from heartq.store.postgres.statements import positional
+
+CLAIMS = ("CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER")
+"""The claims of one queue: with the turns of fair shares, and in order (what a worker of
+a queue without fairness keys sends)."""
+
+STATEMENTS = (*CLAIMS, "FINISH")
+"""What is measured: the claims, and the finish of the jobs claimed."""
+
+BATCH = 50
+"""Jobs a statement takes or ends."""
+
+WORKER = "w1"
+"""The worker that claims and finishes (it has no row in `workers`)."""
+
+CLAIM_TYPES = {"queue": "text", "limit": "int", "now": "float8", "lease": "float8",
+               "worker_id": "text", "ahead": "boolean"}  # fmt: skip
+CLAIM_VALUES = {"queue": "default", "limit": BATCH, "now": None, "lease": 600.0,
+                "worker_id": WORKER, "ahead": False}  # fmt: skip
+"""The claim's parameters, as a worker of `default` sends them."""
+
+FINISH_TYPES = {
+    **{f"finishes_{key}": f"{kind}[]" for key, kind in FINISH_BATCH.fields},
+    **{f"finishes_{key}_all": kind for key, kind in FINISH_BATCH.fields[1:]},
+    "worker_id": "text", "now": "float8", "defer": "boolean",
+}  # fmt: skip
+FINISH_VALUES = {
+    **{f"finishes_{key}": None for key, _ in FINISH_BATCH.fields},
+    **{f"finishes_{key}_all": None for key, _ in FINISH_BATCH.fields[1:]},
+    "finishes_status_all": "succeeded", "finishes_outcome_all": "succeeded",
+    "finishes_result_all": "null", "finishes_delay_all": 0.0, "finishes_keep_all": False,
+    "finishes_pending_all": False, "worker_id": WORKER, "now": None, "defer": True,
+}  # fmt: skip
+"""The finish's parameters but the batch's ids and execution ids: a no-op job's success,
+as a worker's finish sends it (`defer`: a statement that commits by itself)."""
+
+FILL = """
+INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)
+SELECT queue, priority, '', ready_xid, id, run_at FROM job_documents
+"""
+DOCUMENTS = """
+INSERT INTO lanes (queue, priority) VALUES ('default', 0);
+INSERT INTO job_documents (id, task, queue, args, status, run_at, max_retries, retry_backoff,
+                           retry_backoff_max, chosen, created_at, updated_at, ready_xid)
+SELECT lpad(i::text, 36, '0'), 'noop', 'default', '{}', 'queued', now() - interval '1 s',
+       3, 1, 60, 15, now(), now(), pg_current_xact_id()
+FROM generate_series(1, %(jobs)s) AS i
+"""
+
+PRINTING = re.compile(rb"^\s*([\d,]+) .*:debugtup ", re.MULTILINE)
+
+
+def literal(value: object) -> str:
+    """`value` as an SQL literal of the script (None, a bool, a number, a text)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def script(name: str, runs: list[dict[str, object]], types: dict[str, str]) -> str:
+    """The single-user backend's input: heartq's session settings, `name` prepared with
+    typed parameters, then run once with each of `runs`' parameters (`-j`: a statement
+    ends at `;` and a blank line)."""
+    body, names = positional(getattr(pg_q, name))
+    settings = {"search_path": "heartq", "plan_cache_mode": "force_generic_plan", **PLANNER}
+    lines = [f"SET {key} = {value};" for key, value in settings.items()]
+    lines.append(f"PREPARE hot({', '.join(types[str(n)] for n in names)}) AS {body};")
+    lines += [f"EXECUTE hot({', '.join(literal(run[str(n)]) for n in names)});" for run in runs]
+    return "\n\n".join(lines) + "\n\n"
+
+
+def claims(count: int) -> list[dict[str, object]]:
+    """`count` claims of `BATCH`, as a worker of `default` sends them."""
+    return [CLAIM_VALUES] * count
+
+
+def finishes(claimed: list[tuple[str, int]]) -> Callable[[int], list[dict[str, object]]]:
+    """The finishes of the first `count` batches of `claimed` (ids and execution ids, in
+    the order they were claimed)."""
+
+    def batches(count: int) -> list[dict[str, object]]:
+        runs = []
+        for start in range(0, count * BATCH, BATCH):
+            batch = claimed[start : start + BATCH]
+            ids = "{" + ",".join(job for job, _ in batch) + "}"
+            executions = "{" + ",".join(str(execution) for _, execution in batch) + "}"
+            runs.append({**FINISH_VALUES, "finishes_id": ids, "finishes_eid": executions})
+        return runs
+
+    return batches
+
+
+def claim_all(url: str) -> list[tuple[str, int]]:
+    """Every queued job claimed in order by `WORKER`, with the real statement: the ids
+    and execution ids, in the order they were claimed."""
+    claimed: list[tuple[str, int]] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET search_path = heartq")
+        while rows := conn.execute(pg_q.CLAIM_IN_ORDER, CLAIM_VALUES).fetchall():
+            claimed += [(str(row[0]), int(row[5])) for row in rows if row[0] is not None]
+            if rows[0][0] is None:
+                raise RuntimeError("the claim in order handed over to the turns")
+    return claimed
+
+
+def instructions(
+    cluster: PrivateCluster, database: str, text: str, keep: Path | None
+) -> tuple[int, int]:
+    """The instructions one single-user backend spends on `text`, start-up included, and
+    those it spends printing the rows it answers; its callgrind file copied into `keep`."""
+    out = cluster.root / f"callgrind.{database}"
+    total = single_user_instructions(cluster, database, text, out, paragraphs=True)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, keep / out.name)
+    annotate = shutil.which("callgrind_annotate") or "callgrind_annotate"
+    listing = subprocess.run(
+        [annotate, "--inclusive=yes", str(out)], capture_output=True, check=True
+    ).stdout
+    printed = PRINTING.findall(listing)
+    return total, int(printed[0].replace(b",", b"")) if printed else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=4_000)
+    parser.add_argument("--keep-callgrind", type=Path, metavar="DIR",
+                        help="copy each run's callgrind file here (callgrind_annotate)")
+    args = parser.parse_args()
+    unwind_on_sigterm()
+    rounds = (args.jobs // BATCH // 4, args.jobs // BATCH)
+    cluster = PrivateCluster({"autovacuum": "off", "shared_buffers": "256MB"})
+    try:
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE queued")
+        base = cluster.url.rsplit("/", 1)[0]
+        app = App(f"{base}/queued")
+        app.migrate()
+        app.close()
+        with psycopg.connect(f"{base}/queued", autocommit=True) as conn:
+            conn.execute("SET search_path = heartq")
+            for statement in DOCUMENTS.split(";"):
+                conn.execute(statement, {"jobs": args.jobs})  # type: ignore[arg-type]
+            conn.execute(FILL)
+            conn.execute("VACUUM ANALYZE")
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE claimed TEMPLATE queued")
+        claimed = claim_all(f"{base}/claimed")
+        with psycopg.connect(f"{base}/claimed", autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+        runs = {name: (claims, CLAIM_TYPES, "queued") for name in CLAIMS}
+        runs["FINISH"] = (finishes(claimed), FINISH_TYPES, "claimed")
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            for name, (_, _, template) in runs.items():
+                for count in rounds:
+                    copy = sql.Identifier(f"{name.lower()}_{count}")
+                    admin.execute(
+                        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                            copy, sql.Identifier(template)
+                        )
+                    )
+        cluster.stop()
+        print(f"statement_instructions: {args.jobs:,} jobs, batches of {BATCH}; a job")
+        print(f"{'statement':<18} {'all':>9} {'printing':>9} {'statement':>9}")
+        for name, (make, types, _) in runs.items():
+            (a, a_printed), (b, b_printed) = (
+                instructions(
+                    cluster, f"{name.lower()}_{count}", script(name, make(count), types),
+                    args.keep_callgrind,
+                )
+                for count in rounds
+            )
+            jobs = (rounds[1] - rounds[0]) * BATCH
+            every, printing = (b - a) / jobs, (b_printed - a_printed) / jobs
+            print(f"{name:<18} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
+                  f" {(every - printing) / 1e3:>8.1f}k")  # fmt: skip
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()
