@@ -38,6 +38,7 @@ from bench.cost.cluster import single_user_instructions
 from bench.servers.postgres import PrivateCluster
 from bench.sigterm import unwind_on_sigterm
 from heartq.app import App
+from heartq.store.documents import finish_doc
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.queries.batches import FINISH_BATCH
 from heartq.store.postgres.queries.settings import PLANNER
@@ -67,15 +68,9 @@ FINISH_TYPES = {
     **{f"finishes_{key}_all": kind for key, kind in FINISH_BATCH.fields[1:]},
     "worker_id": "text", "now": "float8", "defer": "boolean",
 }  # fmt: skip
-FINISH_VALUES = {
-    **{f"finishes_{key}": None for key, _ in FINISH_BATCH.fields},
-    **{f"finishes_{key}_all": None for key, _ in FINISH_BATCH.fields[1:]},
-    "finishes_status_all": "succeeded", "finishes_outcome_all": "succeeded",
-    "finishes_result_all": "null", "finishes_delay_all": 0.0, "finishes_keep_all": False,
-    "finishes_pending_all": False, "worker_id": WORKER, "now": None, "defer": True,
-}  # fmt: skip
-"""The finish's parameters but the batch's ids and execution ids: a no-op job's success,
-as a worker's finish sends it (`defer`: a statement that commits by itself)."""
+FINISH_VALUES = {"worker_id": WORKER, "now": None, "defer": True}
+"""The finish's parameters beside its batch (`defer`: a statement that commits by itself,
+as a worker's finish is)."""
 
 FILL = """
 INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)
@@ -94,13 +89,16 @@ PRINTING = re.compile(rb"^\s*([\d,]+) .*:debugtup ", re.MULTILINE)
 
 
 def literal(value: object) -> str:
-    """`value` as an SQL literal of the script (None, a bool, a number, a text)."""
+    """`value` as an SQL literal of the script (None, a bool, a number, a text, a list of
+    them; the statement casts each to its parameter's type)."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
+    if isinstance(value, list):  # a field whose values differ in a batch
+        return "ARRAY[" + ", ".join(map(literal, value)) + "]"
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -123,15 +121,18 @@ def claims(count: int) -> list[dict[str, object]]:
 
 def finishes(claimed: list[tuple[str, int]]) -> Callable[[int], list[dict[str, object]]]:
     """The finishes of the first `count` batches of `claimed` (ids and execution ids, in
-    the order they were claimed)."""
+    the order they were claimed), each a no-op job's success packed as a worker packs it
+    (`FINISH_BATCH.pack`: a field with one value in the whole batch travels once)."""
 
     def batches(count: int) -> list[dict[str, object]]:
         runs = []
         for start in range(0, count * BATCH, BATCH):
-            batch = claimed[start : start + BATCH]
-            ids = "{" + ",".join(job for job, _ in batch) + "}"
-            executions = "{" + ",".join(str(execution) for _, execution in batch) + "}"
-            runs.append({**FINISH_VALUES, "finishes_id": ids, "finishes_eid": executions})
+            docs = [
+                finish_doc(job, execution, status="succeeded", outcome="succeeded",
+                           result="null")
+                for job, execution in claimed[start : start + BATCH]
+            ]  # fmt: skip
+            runs.append({**FINISH_VALUES, **FINISH_BATCH.pack(docs)})
         return runs
 
     return batches

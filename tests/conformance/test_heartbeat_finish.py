@@ -259,6 +259,48 @@ def test_finish_many_in_one_call(store: Store, t0: float) -> None:
     assert store.finish([], now=t0 + 2) == []
 
 
+@pytest.mark.parametrize("live_first", [True, False])
+def test_a_finish_of_two_attempts_of_one_job_lands_the_live_one(
+    store: Store, t0: float, live_first: bool
+) -> None:
+    """A worker whose attempt was taken from it (its lease ran out) and which claimed the
+    job again ends both in one call: the live attempt lands with its own result, the
+    taken one is answered lost, whichever comes first in the batch."""
+    job_id = enqueue_one(store, t0)
+    first = claim_one(store, "w1", t0, lease=10)
+    (reclaimed,) = store.reclaim_expired("lease_expired", now=t0 + 11)
+    assert reclaimed.job_id == job_id
+    second = claim_one(store, "w1", t0 + 12, lease=100)
+    assert second.id == job_id and second.lease != first.lease
+    ends = [succeeded(second, "2"), succeeded(first, "1")]
+    lost = store.finish(ends if live_first else ends[::-1], now=t0 + 13)
+    assert lost == [first.lease]
+    after = store.get_job(job_id)
+    assert after["status"] == JobStatus.SUCCEEDED and after["result"] == 2
+    assert after["execution_id"] == second.lease.execution_id
+
+
+def test_a_batch_of_mixed_ends_writes_each_its_own(store: Store, t0: float) -> None:
+    """A batch whose finishes differ in every field (a success, a failure retried, one
+    that dies, one of a later attempt) writes each job its own end: the finish reads each
+    lease's fields from the batch by its job id."""
+    ids = [enqueue_one(store, t0, max_retries=1) for _ in range(3)]
+    retried = claim_one(store, "w1", t0)
+    assert store.finish([failed(retried, Outcome.FAILED, "once", delay=0)], now=t0 + 1) == []
+    jobs = {job.id: job for job in store.claim("w1", ["default"], 3, LEASE, now=t0 + 2)}
+    assert set(jobs) == set(ids) and jobs[retried.id].lease.execution_id == 2
+    ok, bad = (job_id for job_id in ids if job_id != retried.id)
+    ends = [succeeded(jobs[ok], "7"), failed(jobs[bad], Outcome.FAILED, "boom", delay=60),
+            failed(jobs[retried.id], Outcome.FAILED, "again", delay=0)]  # fmt: skip
+    assert store.finish(ends, now=t0 + 3) == []
+    assert store.get_job(ok)["status"] == JobStatus.SUCCEEDED
+    assert store.get_job(ok)["result"] == 7
+    assert store.get_job(bad)["status"] == JobStatus.QUEUED
+    assert store.get_job(bad)["error"] == "boom"
+    assert store.get_job(retried.id)["status"] == JobStatus.DEAD
+    assert store.get_job(retried.id)["error"] == "again"
+
+
 def test_finish_a_cancel_requested_job_as_cancelled(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0)
     job = claim_one(store, "w1", t0)

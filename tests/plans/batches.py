@@ -3,6 +3,7 @@ pulse, start of buffered jobs), for the plan tests that run them by hand."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,3 +25,34 @@ def batch_params(pg: PostgresStore, jobs: Sequence[ClaimedJob]) -> dict[str, Any
         **batch("reports", [documents.pulse_doc(PulseReport(x, Report())) for x in leases]),
         "worker_id": "w", "lease": 60, "now": None, "defer": True,
     }  # fmt: skip
+
+
+def assert_probes_the_keys(name: str, plan: str, size: int) -> None:
+    """The plan (EXPLAIN ANALYZE) of batch statement `name` over `size` leases locks them
+    with one probe of their key a batch row: a lock step (`locked`) that looks each one
+    up (an index scan run once a row), or the finish's delete (`ended`), one scan of the
+    key by the batch's ids (`= ANY`, which descends once an id). Those that read the
+    document in their lock step (the heartbeat, the start of claimed-ahead jobs) probe
+    its key too, and the finish writes each document by one probe of its key. The batch
+    itself is read once (a join that read it again for each lease was quadratic)."""
+    assert not re.search(r"Function Scan on \w+ \(actual [^)]* loops=(?!1\))", plan), plan
+    if name == "FINISH":
+        deleting = _section(plan, "ended")
+        probe = rf"Index Scan using leases_pkey on leases \w+ \(actual [^)]* rows={size} loops=1\)"
+        assert re.search(probe, deleting), plan
+        assert re.search(r"Index Cond: \((\w+\.)?job_id = ANY", deleting), plan
+        writing = _section(plan, "landed")
+        probe = rf"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* loops={size}\)"
+        assert re.search(probe, writing), plan
+        return
+    locking = plan.split("CTE locked", 1)[1]
+    joined = name in ("HEARTBEAT", "START_AHEAD")  # they read of the document in the lock
+    for key in ("leases_pkey on leases", *(("jobs_pkey on job_documents",) if joined else ())):
+        probe = rf"Index Scan using {key} \w+ \(actual [^)]* loops={size}\)"
+        assert re.search(probe, locking), plan
+    assert re.search(r"Index Cond: \((\w+\.)?job_id = ", locking), plan
+
+
+def _section(plan: str, cte: str) -> str:
+    """The lines of `plan` under its CTE `cte`, up to the next CTE's."""
+    return re.split(r"\n\s*CTE \w+\n", plan.split(f"CTE {cte}\n", 1)[1], maxsplit=1)[0]

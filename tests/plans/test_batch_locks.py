@@ -11,7 +11,6 @@ jobs; caught by callgrind, not by a plan read with its parameters known)."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.connection import parse_url
 from heartq.store.postgres.statements import positional
-from tests.plans.batches import batch_params
+from tests.plans.batches import assert_probes_the_keys, batch_params
 
 BATCHED = ["FINISH", "RELEASE", "HEARTBEAT", "PULSE", "START_AHEAD"]
 
@@ -122,7 +121,7 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
 ) -> None:
     """Prepared on one of heartq's own sessions (its generic plan forced, its planner's
     settings), each batch statement still locks its rows with one probe of the primary
-    key per batch row (`loops` = the batch's size), and reads no table whole."""
+    key per batch row (`assert_probes_the_keys`), and reads no table whole."""
     pg, jobs = claimed
     params = batch_params(pg, jobs)
     text, names = positional(getattr(pg_q, name))
@@ -133,9 +132,5 @@ def test_a_batch_probes_the_primary_key_under_a_generic_plan(
         plan = "\n".join(row["QUERY PLAN"] for row in conn.execute(explain))
         conn.rollback()
         conn.execute("DEALLOCATE batch")
-    locking = plan.split("CTE locked", 1)[1]
-    joined = name in ("HEARTBEAT", "START_AHEAD")  # they read of the document in the lock
-    for key in ("leases_pkey on leases", *(("jobs_pkey on job_documents",) if joined else ())):
-        probe = rf"Index Scan using {key} \w+ \(actual [^)]* loops={len(jobs)}\)"
-        assert re.search(probe, locking), plan
+    assert_probes_the_keys(name, plan, len(jobs))
     assert "Seq Scan on job_documents" not in plan and "Seq Scan on leases" not in plan, plan

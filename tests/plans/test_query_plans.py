@@ -25,7 +25,7 @@ from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.queries import fair as fair_q
 from tests import pg_harness
 from tests.conformance.support import register
-from tests.plans.batches import batch_params
+from tests.plans.batches import assert_probes_the_keys, batch_params
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
@@ -320,10 +320,7 @@ def test_postgres_batch_locks_probe_the_primary_key(
         rows = conn.execute(explain, params).fetchall()
         conn.rollback()
     plan = "\n".join(row["QUERY PLAN"] for row in rows)
-    locking = plan.split("CTE locked", 1)[1]
-    probe = rf"Index Scan using leases_pkey on leases \w+ \(actual [^)]* loops={size}\)"
-    assert re.search(probe, locking), plan  # one probe of the leases' key per batch row
-    assert "Index Cond: (job_id = " in locking, plan
+    assert_probes_the_keys(name, plan, size)
     assert "leases_worker_idx" not in plan and "Seq Scan on job_documents" not in plan, plan
 
 

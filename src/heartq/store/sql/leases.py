@@ -68,6 +68,34 @@ def _by_worker(items: Sequence[T], lease: Callable[[T], Lease]) -> list[tuple[st
     return list(groups.items())
 
 
+def _each_job_once(items: list[T], job: Callable[[T], str]) -> list[list[T]]:
+    """`items`, finishes of distinct attempts, in batches that name each job once:
+    PostgreSQL's `FINISH` reads each deleted lease's finish from its batch by job id
+    (`Batch.at`). One batch as a rule; where a worker ends two attempts of one job at
+    once (the first was taken from it, and it claimed the job again), the later one goes
+    in a batch after."""
+    if len({job(item) for item in items}) == len(items):
+        return [items]
+    batches: list[list[T]] = []
+    named: list[set[str]] = []
+    for item in items:
+        place = next((i for i, ids in enumerate(named) if job(item) not in ids), len(named))
+        if place == len(named):
+            batches.append([])
+            named.append(set())
+        batches[place].append(item)
+        named[place].add(job(item))
+    return batches
+
+
+def _finish_job(finish: Finish) -> str:
+    return finish.lease.job_id
+
+
+def _doc_job(doc: dict[str, Any]) -> str:
+    return str(doc["id"])
+
+
 def _itself(lease: Lease) -> Lease:
     return lease
 
@@ -397,15 +425,18 @@ class LeaseOps:
             return []
         lost: list[Lease] = []
         for worker_id, group in _by_worker(finishes, _finish_lease):
-            lost += self._finish_batch(worker_id, group, now)
+            # one finish a lease (the last one wins): a statement that read a lease's
+            # finish from a batch that names it twice would apply either one
+            last = list({f.lease: f for f in group}.values())
+            for batch in _each_job_once(last, _finish_job):
+                lost += self._finish_batch(worker_id, batch, now)
         return lost
 
     def _finish_batch(
         self, worker_id: str | None, finishes: Sequence[Finish], now: float | None
     ) -> list[Lease]:
-        """`finish` of one worker's attempts: the leases that did not land."""
-        # one document per lease (the last one wins): an UPDATE ... FROM a batch that names
-        # a row twice would apply either one, perhaps a different one to each table
+        """`finish` of one worker's attempts, one a lease and one a job: the leases that did
+        not land."""
         docs = {f.lease: documents.attempt_finish_doc(f) for f in finishes}
         reports = {f.lease: documents.pulse_doc(PulseReport(f.lease, f.report))
                    for f in finishes if f.report is not None}  # fmt: skip
@@ -478,9 +509,12 @@ class JobEnds:
         gives none, having read and locked the rows it finishes in this transaction)
         change, each one's execution row written, and the dependents of those that ended
         are settled in the same transaction."""
-        landed, _ = self.finish_statement(
-            conn, self.d.batch("finishes", docs), clock, False, worker_id
-        )
+        landed: set[Lease] = set()
+        for batch in _each_job_once(docs, _doc_job):
+            ended, _ = self.finish_statement(
+                conn, self.d.batch("finishes", batch), clock, False, worker_id
+            )
+            landed |= ended
         return landed
 
     def finish_statement(

@@ -1,14 +1,20 @@
-WITH f AS (
-    SELECT * FROM (SELECT u.id, coalesce(u.eid, %(finishes_eid_all)s::bigint) AS eid, coalesce(u.status, %(finishes_status_all)s::text) AS status, coalesce(u.outcome, %(finishes_outcome_all)s::text) AS outcome, coalesce(u.result, %(finishes_result_all)s::text) AS result, coalesce(u.error, %(finishes_error_all)s::text) AS error, coalesce(u.delay, %(finishes_delay_all)s::float8) AS delay, coalesce(u.keep, %(finishes_keep_all)s::boolean) AS keep, coalesce(u.dead_reason, %(finishes_dead_reason_all)s::text) AS dead_reason, coalesce(u.crash, %(finishes_crash_all)s::text) AS crash, coalesce(u.pending, %(finishes_pending_all)s::boolean) AS pending
-    FROM unnest(%(finishes_id)s::text[], %(finishes_eid)s::bigint[], %(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[])
-    AS u(id, eid, status, outcome, result, error, delay, keep, dead_reason, crash, pending)) AS f ORDER BY id COLLATE "C"
+WITH ended AS (
+    DELETE FROM leases AS l
+    WHERE l.job_id = ANY(%(finishes_id)s::text[])
+      AND l.execution_id = coalesce((%(finishes_eid)s::bigint[])[array_position(%(finishes_id)s::text[], l.job_id)], %(finishes_eid_all)s::bigint) AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+    RETURNING l.job_id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.lease_expires_at, l.heartbeat_at, l.detached_until, l.claimed_ahead
 ), locked AS (
-    SELECT j.*, f.status AS f_status, f.outcome AS f_outcome, f.result AS f_result, f.error AS f_error, f.delay AS f_delay, f.keep AS f_keep, f.dead_reason AS f_dead_reason, f.crash AS f_crash, f.pending AS f_pending
-    FROM f CROSS JOIN LATERAL (
-        SELECT l.job_id AS id, 'running'::text AS status, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at, l.lease_expires_at, l.detached_until, l.claimed_ahead FROM leases AS l
-        WHERE l.job_id = f.id AND l.execution_id = f.eid AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
-        FOR UPDATE OF l
-    ) AS j
+    SELECT e.job_id AS id, e.*,
+           coalesce((%(finishes_status)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_status_all)s::text) AS f_status,
+           coalesce((%(finishes_outcome)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_outcome_all)s::text) AS f_outcome,
+           coalesce((%(finishes_result)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_result_all)s::text) AS f_result,
+           coalesce((%(finishes_error)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_error_all)s::text) AS f_error,
+           coalesce((%(finishes_delay)s::float8[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_delay_all)s::float8) AS f_delay,
+           coalesce((%(finishes_keep)s::boolean[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_keep_all)s::boolean) AS f_keep,
+           coalesce((%(finishes_dead_reason)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_dead_reason_all)s::text) AS f_dead_reason,
+           coalesce((%(finishes_crash)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_crash_all)s::text) AS f_crash,
+           coalesce((%(finishes_pending)s::boolean[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_pending_all)s::boolean) AS f_pending
+    FROM ended AS e
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -39,13 +45,14 @@ WITH f AS (
         cancel_requested = false,
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
-    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
-      AND NOT (%(defer)s AND j.has_dependents)
+    WHERE j.id = locked.id AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
-), ended AS (
-    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM landed))
+), restored AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead FROM ended WHERE %(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed)
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -56,5 +63,5 @@ WITH f AS (
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
-SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND id NOT IN (SELECT id FROM landed)
+SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE %(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed)

@@ -38,6 +38,15 @@ class Batch:
         """The array parameter of one field, typed."""
         return f"%({self.name}_{key})s::{dict(self.fields)[key]}[]"
 
+    def at(self, key: str, row: str) -> str:
+        """One field of the batch's row whose id is `row` (an SQL expression): read from
+        its array at that id's place (`array_position`, a walk of the ids' array, made
+        only where the field's values differ: subscripting a NULL array is NULL without
+        its subscript evaluated), or the value all share. The batch names each id once."""
+        kind = dict(self.fields)[key]
+        place = f"array_position({self.param('id')}, {row})"
+        return f"coalesce(({self.param(key)})[{place}], %({self.name}_{key}_all)s::{kind})"
+
     def rows(self, alias: str) -> str:
         """The batch as a FROM item named `alias`, one row per document, its columns
         named by the keys."""

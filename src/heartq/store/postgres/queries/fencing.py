@@ -6,9 +6,10 @@ from __future__ import annotations
 from heartq.store.postgres.queries.batches import Batch
 
 # Heartbeat, finish, release, pulse and the start of claimed-ahead jobs lock their
-# attempts' leases in id order (the `locked` CTE) before they write, and write only what
-# it locked: two statements of one worker that touch the same jobs (a heartbeat and a
-# finish racing) then wait for each other instead of each holding a row the other needs
+# attempts' leases in id order before they write (the `locked` CTE; the finish's delete of
+# the leases is its lock step, `finish.py`), and write only what they locked: two
+# statements of one worker that touch the same jobs (a heartbeat and a finish racing)
+# then wait for each other instead of each holding a row the other needs
 # ("deadlock detected"). Fencing: only leases of the execution the batch names, held by
 # the worker the statement names (`held_by`), are locked; an attempt that ended or was
 # taken has no such lease, and its batch row changes nothing. The lock step finds each
@@ -60,7 +61,8 @@ def _locked(
     lock_document: bool = False,
 ) -> str:
     """The CTE `alias` of `batch`'s rows, and the `locked` CTE described above over it:
-    written once for every statement that changes a batch of a worker's rows. What is
+    written once for every statement that changes a batch of a worker's rows but the
+    finish (which deletes them). What is
     locked is each attempt's lease (`l`, schema v40: a running attempt is a lease; its
     document `d`, joined only where a column of it is asked for, is read, not locked: a
     write of it follows the lease's lock, and reads the document's newest version as it

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from heartq.store.postgres.queries.batches import FINISH_BATCH, LEASE_BATCH
 from heartq.store.postgres.queries.common import T
-from heartq.store.postgres.queries.fencing import _locked
+from heartq.store.postgres.queries.fencing import _locked, held_by
 
 # An attempt that would be retried (status 'queued') while a cancel was requested ends the
 # job as 'cancelled' instead: the request is honoured, never lost to a retry. The
@@ -50,17 +50,46 @@ _RECORD = """execution_id = locked.execution_id,
         claimed_ahead = locked.claimed_ahead,
         ready_xid = NULL"""
 
-# The finishes' fields ride on the locked rows (`_locked`'s `carry`): the update and the
-# execution rows read them there, and the batch is read once. The lease is deleted, and
-# the document written once, with the attempt's record (`_RECORD`) and its end; the lease
-# of each job whose document was written is deleted. Whether a job is deferred (it has
-# dependents, and the caller settles those apart) is read by the update, from the
-# document's newest version: a job not written is answered deferred, so each is either
-# ended here or deferred, never neither.
+# What the finish of each deleted lease says (its status, outcome, result, ...), read from
+# the batch by the lease's job id (`Batch.at`): no join of the batch with the leases, whose
+# plan could read the whole batch again for each lease.
+_FINISHED = ",\n           ".join(
+    f"{FINISH_BATCH.at(key, 'e.job_id')} AS f_{key}" for key, _ in FINISH_BATCH.fields[2:]
+)
+
+# A lease's columns, in its table's order: what a deferred finish puts back.
+_LEASE = ("job_id", "execution_id", "worker_id", "attempts", "started_at", "lease_expires_at",
+          "heartbeat_at", "detached_until", "claimed_ahead")
+
+# A lease the finish deleted whose document it did not write (its job has dependents):
+# looked for only where fewer documents were written than leases deleted (a test of two
+# counts, made once: the usual finish builds no set of the ids written).
+_DEFERRED = """%(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed)"""
+
+# The finish deletes each attempt's lease first, and that delete is its lock step: the
+# leases found by the batch's ids through their key (`= ANY`: one probe an id, in the
+# key's order, so a finish and a heartbeat of one worker lock in the same order, byte-wise,
+# whatever order the batch came in: tests/plans/test_batch_locks.py), fenced on the
+# execution and the worker, a lease that moved meanwhile re-read after its lock. Each
+# deleted lease's finish is read from the batch (`locked`), and the document written
+# once, with the attempt's record (`_RECORD`) and its end. Whether a job is deferred (it
+# has dependents, and the caller settles those apart) is read by the update, from the
+# document's newest version (a dependent's enqueue that committed while this statement
+# waited for the document's lock is seen); a job not written is deferred: its lease is
+# put back as it was (`restored`: a key deleted by this statement can be inserted again),
+# so each job is either ended here or deferred with its lease, never neither.
 FINISH = f"""
-WITH {_locked(FINISH_BATCH, "f", *_ATTEMPT,
-              carry=("status", "outcome", "result", "error", "delay", "keep", "dead_reason",
-                     "crash", "pending"))}, landed AS (
+WITH ended AS (
+    DELETE FROM leases AS l
+    WHERE l.job_id = ANY({FINISH_BATCH.param("id")})
+      AND l.execution_id = {FINISH_BATCH.at("eid", "l.job_id")} AND {held_by("l")}
+    RETURNING {", ".join(f"l.{column}" for column in _LEASE)}
+), locked AS (
+    SELECT e.job_id AS id, e.*,
+           {_FINISHED}
+    FROM ended AS e
+), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
                       THEN 'cancelled' ELSE locked.f_status END,
@@ -85,13 +114,13 @@ WITH {_locked(FINISH_BATCH, "f", *_ATTEMPT,
         cancel_requested = false,
         updated_at = {T}
     FROM locked
-    WHERE j.id = locked.id AND j.id = ANY(ARRAY(SELECT id FROM locked))
-      AND NOT (%(defer)s AND j.has_dependents)
+    WHERE j.id = locked.id AND NOT (%(defer)s AND j.has_dependents)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
-), ended AS (
-    DELETE FROM leases WHERE job_id = ANY(ARRAY(SELECT id FROM landed))
+), restored AS (
+    INSERT INTO leases ({", ".join(_LEASE)})
+    SELECT {", ".join(_LEASE)} FROM ended WHERE {_DEFERRED}
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -102,8 +131,7 @@ WITH {_locked(FINISH_BATCH, "f", *_ATTEMPT,
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
-SELECT id, execution_id, status, false, true, true FROM locked
-WHERE %(defer)s AND id NOT IN (SELECT id FROM landed)
+SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE {_DEFERRED}
 """
 
 # Released jobs go back to the queue, no attempt counted; one whose cancel was requested
