@@ -1,10 +1,10 @@
-"""What the hot statements of one queue cost the server, in instructions a job: each
-claim a worker of one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`) and the
-finish of what it claimed (`FINISH`), run alone, so that two shapes of a statement
-compare without the rest of a job's work (the heartbeat, the timers, the other
-statement) or the noise of a fleet.
+"""What the hot statements cost the server, in instructions a job: each claim a worker of
+one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`) or of two (`CLAIM`,
+`CLAIM_QUEUES_IN_ORDER`) and the finish of what it claimed (`FINISH`), run alone, so
+that two shapes of a statement compare without the rest of a job's work (the heartbeat,
+the timers, the other statement) or the noise of a fleet.
 
-    .venv/bin/python -m bench.statement_instructions              # 4,000 jobs, 2 minutes
+    .venv/bin/python -m bench.statement_instructions              # 4,000 jobs, 3 minutes
     .venv/bin/python -m bench.statement_instructions --jobs 400   # the code path
 
 On a private PostgreSQL cluster (`autovacuum` off), one database with heartq's schema and
@@ -44,9 +44,10 @@ from heartq.store.postgres.queries.batches import FINISH_BATCH
 from heartq.store.postgres.queries.settings import PLANNER
 from heartq.store.postgres.statements import positional
 
-CLAIMS = ("CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER")
-"""The claims of one queue: with the turns of fair shares, and in order (what a worker of
-a queue without fairness keys sends)."""
+CLAIMS = ("CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER", "CLAIM", "CLAIM_QUEUES_IN_ORDER")
+"""The claims of one queue and of two (`default`, whose jobs are queued, and `proc`, empty,
+as a process worker's): with the turns of fair shares, and in order (what a worker of
+queues without fairness keys sends)."""
 
 STATEMENTS = (*CLAIMS, "FINISH")
 """What is measured: the claims, and the finish of the jobs claimed."""
@@ -57,11 +58,12 @@ BATCH = 50
 WORKER = "w1"
 """The worker that claims and finishes (it has no row in `workers`)."""
 
-CLAIM_TYPES = {"queue": "text", "limit": "int", "now": "float8", "lease": "float8",
-               "worker_id": "text", "ahead": "boolean"}  # fmt: skip
-CLAIM_VALUES = {"queue": "default", "limit": BATCH, "now": None, "lease": 600.0,
-                "worker_id": WORKER, "ahead": False}  # fmt: skip
-"""The claim's parameters, as a worker of `default` sends them."""
+CLAIM_TYPES = {"queue": "text", "queues": "text[]", "limit": "int", "now": "float8",
+               "lease": "float8", "worker_id": "text", "ahead": "boolean"}  # fmt: skip
+CLAIM_VALUES = {"queue": "default", "queues": ["default", "proc"], "limit": BATCH,
+                "now": None, "lease": 600.0, "worker_id": WORKER, "ahead": False}  # fmt: skip
+"""The claim's parameters, as a worker of `default` (and `proc`, for a claim of several)
+sends them."""
 
 FINISH_TYPES = {
     **{f"finishes_{key}": f"{kind}[]" for key, kind in FINISH_BATCH.fields},
@@ -209,7 +211,7 @@ def main() -> None:
                     )
         cluster.stop()
         print(f"statement_instructions: {args.jobs:,} jobs, batches of {BATCH}; a job")
-        print(f"{'statement':<18} {'all':>9} {'printing':>9} {'statement':>9}")
+        print(f"{'statement':<22} {'all':>9} {'printing':>9} {'statement':>9}")
         for name, (make, types, _) in runs.items():
             (a, a_printed), (b, b_printed) = (
                 instructions(
@@ -220,7 +222,7 @@ def main() -> None:
             )
             jobs = (rounds[1] - rounds[0]) * BATCH
             every, printing = (b - a) / jobs, (b_printed - a_printed) / jobs
-            print(f"{name:<18} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
+            print(f"{name:<22} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
                   f" {(every - printing) / 1e3:>8.1f}k")  # fmt: skip
     finally:
         cluster.close()

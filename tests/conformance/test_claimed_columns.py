@@ -13,7 +13,8 @@ from heartq.store.sql.store import SqlStore
 
 from .support import new_job, register
 
-CLAIMS = ["CLAIM", "CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER", "CLAIM_IDS", "CLAIM_KEYED", "CLAIM_RATED"]
+CLAIMS = ["CLAIM", "CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER", "CLAIM_QUEUES_IN_ORDER", "CLAIM_IDS",
+          "CLAIM_KEYED", "CLAIM_RATED"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CLAIMS)

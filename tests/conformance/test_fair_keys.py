@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import collections
 
+import pytest
+
 from heartq.store import Store
 
 from .support import new_job, register
 
 
-def _keys(store: Store, t0: float, limit: int) -> list[str | None]:
-    claimed = store.claim("w1", ["default"], limit, 30.0, now=t0)
+def _keys(
+    store: Store, t0: float, limit: int, queues: tuple[str, ...] = ("default",)
+) -> list[str | None]:
+    claimed = store.claim("w1", list(queues), limit, 30.0, now=t0)
     found = [store.get_job(job.id) for job in claimed]
     return [doc["fair_key"] for doc in found if doc is not None]
 
@@ -59,31 +63,53 @@ def test_once_the_keys_are_served_a_claim_takes_the_jobs_without_one_as_before(
     assert collections.Counter(_keys(store, t0, 2)) == {"b": 1, None: 1}
 
 
+WORKERS_QUEUES = [("default",), ("default", "other")]
+"""A worker of one queue, and of several (PostgreSQL: `CLAIM_IN_ORDER`, and
+`CLAIM_QUEUES_IN_ORDER`; with turns `CLAIM_ONE_QUEUE` and `CLAIM`)."""
+
+
+@pytest.mark.parametrize("queues", WORKERS_QUEUES)
 def test_a_key_that_comes_after_claims_in_order_takes_its_turn_at_once(
-    store: Store, t0: float
+    store: Store, t0: float, queues: tuple[str, ...]
 ) -> None:
-    """A claim of one queue whose jobs have no key takes them in order (PostgreSQL:
-    `CLAIM_IN_ORDER`, without the turns' machinery); the first claim after a job with a
-    key is queued there takes turns (the claim in order saw the key's lane with work,
-    took nothing and said so)."""
+    """A claim of queues whose jobs have no key takes them in order (PostgreSQL: without
+    the turns' machinery); the first claim after a job with a key is queued there takes
+    turns (the claim in order saw the key's lane with work, took nothing and said so)."""
     register(store, "w1", t0)
     plain = store.enqueue([new_job() for _ in range(6)], now=t0 - 10)
-    assert [job.id for job in store.claim("w1", ["default"], 2, 30.0, now=t0)] == plain[:2]
-    store.enqueue([new_job(fair_key="a") for _ in range(2)], now=t0 - 5)
-    assert collections.Counter(_keys(store, t0, 2)) == {"a": 1, None: 1}
+    assert [job.id for job in store.claim("w1", list(queues), 2, 30.0, now=t0)] == plain[:2]
+    store.enqueue([new_job(fair_key="a", queue=queues[-1]) for _ in range(2)], now=t0 - 5)
+    assert collections.Counter(_keys(store, t0, 2, queues)) == {"a": 1, None: 1}
 
 
+@pytest.mark.parametrize("queues", WORKERS_QUEUES)
 def test_a_keyed_job_come_due_takes_its_turn_after_claims_in_order(
-    store: Store, t0: float
+    store: Store, t0: float, queues: tuple[str, ...]
 ) -> None:
     """The same for a job with a key that was delayed (no lane of the ready log: the
     claim in order saw it among the due jobs): due later than every job without a key,
     it still takes its turn in the first claim after it came due."""
     register(store, "w1", t0)
     plain = store.enqueue([new_job() for _ in range(6)], now=t0 - 10)
-    assert [job.id for job in store.claim("w1", ["default"], 2, 30.0, now=t0)] == plain[:2]
-    store.enqueue([new_job(fair_key="a", run_at=t0 + 5)], now=t0)
-    assert collections.Counter(_keys(store, t0 + 10, 2)) == {"a": 1, None: 1}
+    assert [job.id for job in store.claim("w1", list(queues), 2, 30.0, now=t0)] == plain[:2]
+    store.enqueue([new_job(fair_key="a", queue=queues[-1], run_at=t0 + 5)], now=t0)
+    assert collections.Counter(_keys(store, t0 + 10, 2, queues)) == {"a": 1, None: 1}
+
+
+@pytest.mark.parametrize("queues", WORKERS_QUEUES)
+def test_a_claim_in_order_takes_the_queues_jobs_by_priority_then_age(
+    store: Store, t0: float, queues: tuple[str, ...]
+) -> None:
+    """Without keys, a claim takes its queues' jobs by priority, then oldest first,
+    across the queues, due and fresh alike."""
+    register(store, "w1", t0)
+    spread = [queues[n % len(queues)] for n in range(6)]
+    made = [store.enqueue([new_job(queue=q, run_at=t0 - 60 + n)], now=t0 - 60 + n)[0]
+            for n, q in enumerate(spread)]  # fmt: skip
+    urgent = store.enqueue([new_job(queue=queues[-1], priority=3)], now=t0 - 1)
+    due = store.enqueue([new_job(queue=queues[0], run_at=t0 - 58.5)], now=t0 - 70)
+    claimed = [job.id for job in store.claim("w1", list(queues), 5, 30.0, now=t0)]
+    assert claimed == [*urgent, *made[:2], *due, made[2]]
 
 
 def test_a_higher_priority_goes_first_whatever_its_key(store: Store, t0: float) -> None:

@@ -36,11 +36,12 @@ from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.statements import NamedCursor, positional
 
 WATCHED = (
-    # The claim: plain jobs of one queue (in order, and taking turns) and of several, a
+    # The claim: plain jobs of one queue and of several (in order, and taking turns), a
     # transport's claim by ids, the look for keyed jobs, the keyed and rate-limited
     # claims, the start of buffered jobs.
-    "CLAIM_IN_ORDER", "CLAIM_ONE_QUEUE", "CLAIM", "CLAIM_IDS", "KEYED_QUEUED", "CLAIM_KEYS",
-    "CLAIM_KEYED", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT", "START_AHEAD",
+    "CLAIM_IN_ORDER", "CLAIM_ONE_QUEUE", "CLAIM_QUEUES_IN_ORDER", "CLAIM", "CLAIM_IDS",
+    "KEYED_QUEUED", "CLAIM_KEYS", "CLAIM_KEYED", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT",
+    "START_AHEAD",
     # Holding and ending leases.
     "HEARTBEAT", "SWEEP", "PULSE", "RUNNING_CANCELS", "FINISH", "RELEASE",
     # The reaper.
@@ -281,7 +282,11 @@ class Exercise:
         store.leases.turns_until.clear()
         held += store.claim(WORKER, ["default"], 10, lease=LEASE)
         store.leases.turns_until.clear()
-        held += store.claim(WORKER, ["default", "other"], 10, lease=LEASE)
+        held += store.claim(WORKER, ["default", "other"], 10, lease=LEASE)  # in order
+        store.enqueue([NewJob("t", "{}", queue="other", fair_key="census")])
+        store.leases.turns_until.clear()
+        held += store.claim(WORKER, ["default", "other"], 10, lease=LEASE)  # with turns
+        store.leases.turns_until.clear()
         held += store.claim(WORKER, ["keyed"], 10, lease=LEASE)
         held += store.claim(WORKER, ["held"], 5, lease=LEASE)
         ahead = store.claim(WORKER, ["default"], 1, lease=LEASE, ahead=4)

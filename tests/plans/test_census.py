@@ -172,7 +172,7 @@ its limit, never the backlog): 704 of v39's at a reference of 185, 652-664 of v4
 little, 2026-11-28)."""
 
 
-STANDS_IN_FOR = {"CLAIM_IN_ORDER": "CLAIM_ONE_QUEUE"}
+STANDS_IN_FOR = {"CLAIM_IN_ORDER": "CLAIM_ONE_QUEUE", "CLAIM_QUEUES_IN_ORDER": "CLAIM"}
 """Statements held to the bound of the one they stand in for, where that is larger. A
 run is matched with the reference state's by its place among the exercise's runs, and
 the claim in order's second run of `default` answers there that turns are due (23

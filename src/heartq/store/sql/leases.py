@@ -105,8 +105,8 @@ def _lease_doc(lease: Lease) -> dict[str, Any]:
 
 
 TURNS_HELD = 5.0
-"""Seconds a claim of one queue takes turns after the claim in order found a job with a
-fairness key waiting there (`LeaseOps.turns_until`): while keys keep coming, the claim in
+"""Seconds a claim of a worker's queues takes turns after the claim in order found a job
+with a fairness key waiting there (`LeaseOps.turns_until`): while keys keep coming, the claim in
 order is tried once in that long, not before every claim; once they have gone, it is
 back within that long."""
 
@@ -124,12 +124,13 @@ class LeaseOps:
         next asks that first (`KEYED_QUEUED`), and skips the claim of jobs without a key,
         which takes nothing while one waits. A hint: a statement fewer inside the write
         lock while keyed jobs wait, at worst one more when the last has gone."""
-        self.turns_until: dict[str, float] = {}
-        """Per queue, until when (`time.monotonic`) a claim of it alone takes turns at
-        once (`CLAIM_ONE_QUEUE`), without first trying the claim in order
-        (`CLAIM_IN_ORDER`, which answered that a job with a fairness key waits, and took
-        nothing). A hint: while keyed jobs keep coming, one statement more every
-        `TURNS_HELD` seconds; once they have gone, the claim in order again within as long."""
+        self.turns_until: dict[tuple[str, ...], float] = {}
+        """Per set of queues claimed (their names, sorted), until when (`time.monotonic`)
+        a claim of them takes turns at once (`CLAIM_ONE_QUEUE`, `CLAIM`), without first
+        trying the claim in order (`CLAIM_IN_ORDER`, `CLAIM_QUEUES_IN_ORDER`, which
+        answered that a job with a fairness key waits, and took nothing). A hint: while
+        keyed jobs keep coming, one statement more every `TURNS_HELD` seconds; once they
+        have gone, the claim in order again within as long."""
 
     def claim(
         self,
@@ -204,24 +205,26 @@ class LeaseOps:
         """The claimed rows of jobs with neither a concurrency nor a rate key. A worker of
         one queue claims through `CLAIM_ONE_QUEUE`, a walk of that queue's claim index in
         its order (no sort of the backlog; on PostgreSQL a third cheaper than `CLAIM`'s
-        per-queue walks), and first through `CLAIM_IN_ORDER`, the same without the turns
-        of fair shares, unless that said lately that a job with a fairness key waits
-        (`turns_until`): it then took nothing, and the claim with turns takes the slots.
+        per-queue walks), one of several through `CLAIM`; and first through
+        `CLAIM_IN_ORDER` or `CLAIM_QUEUES_IN_ORDER`, the same without the turns of fair
+        shares, unless that said lately that a job with a fairness key waits in those
+        queues (`turns_until`): it then took nothing, and the claim with turns takes the
+        slots.
         No execution row is written at a claim: the running attempt lives on its lease
         (PostgreSQL) or its job row (SQLite), and its execution row is written when it
         ends."""
-        one = set(queues)
+        named = tuple(sorted(set(queues)))
         on = self.d.by_position(conn)  # `records.claimed_jobs` reads the rows by position
-        if len(one) != 1:
-            return run(on, self.q.CLAIM, params)
-        queue = one.pop()
-        params = dict(params, queue=queue)
-        if self.turns_until.get(queue, 0.0) <= time.monotonic():
-            rows = run(on, self.q.CLAIM_IN_ORDER, params)
+        one = len(named) == 1
+        if one:
+            params = dict(params, queue=named[0])
+        if self.turns_until.get(named, 0.0) <= time.monotonic():
+            in_order = self.q.CLAIM_IN_ORDER if one else self.q.CLAIM_QUEUES_IN_ORDER
+            rows = run(on, in_order, params)
             if not rows or rows[-1][0] is not None:
                 return rows
-            self.turns_until[queue] = time.monotonic() + TURNS_HELD
-        return run(on, self.q.CLAIM_ONE_QUEUE, params)
+            self.turns_until[named] = time.monotonic() + TURNS_HELD
+        return run(on, self.q.CLAIM_ONE_QUEUE if one else self.q.CLAIM, params)
 
     def start_ahead(
         self, leases: Sequence[Lease], lease: float, now: float | None = None

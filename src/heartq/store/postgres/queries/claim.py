@@ -1,5 +1,6 @@
 """The claim: runnable jobs put under a worker's lease, each as a new execution. Plain
-jobs (`CLAIM`, `CLAIM_ONE_QUEUE`, a transport's `CLAIM_IDS`), then jobs with a
+jobs (`CLAIM`, `CLAIM_ONE_QUEUE`, and where no fairness key waits `CLAIM_QUEUES_IN_ORDER`
+and `CLAIM_IN_ORDER`; a transport's `CLAIM_IDS`), then jobs with a
 concurrency key, then jobs with a rate key, and how long a rate limit holds jobs back
 (`RATE_WAIT`)."""
 
@@ -14,6 +15,7 @@ from heartq.store.postgres.queries.common import (
 )
 from heartq.store.postgres.queries.ready_log import (
     LOGGED_IN_ORDER,
+    LOGGED_QUEUES_IN_ORDER,
     MARKED,
     TURNED,
     entry_of,
@@ -168,9 +170,9 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
 ), {MARKED}, {TURNED}, {_claimed(logged=True)}"""
 
 
-# Several queues: each queue's due jobs from its own ordered walk of the claim index
+# The due jobs of several queues: each queue's from its own ordered walk of the claim index
 # (`LATERAL`, one per queue, as the module's first comment says).
-CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
+_DUE_OF_QUEUES = f"""
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
@@ -181,7 +183,10 @@ CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", f"""
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
-    ) AS c""")
+    ) AS c"""
+
+# Several queues.
+CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", _DUE_OF_QUEUES)
 
 # The due jobs of one queue: one ordered walk of its claim index, without CLAIM's
 # per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms for claims of
@@ -197,17 +202,17 @@ _DUE_OF_ONE_QUEUE = f"""
 # CLAIM for a worker of one queue (the usual case).
 CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", _DUE_OF_ONE_QUEUE)
 
-# CLAIM_ONE_QUEUE where no job of the queue has a fairness key (the usual case: store/sql/
-# `_claim_rows` tries it first): the same jobs in the same order, without the turns'
-# machinery (`ready_log.LOGGED_IN_ORDER`: no rotation, no quantum, no rounds, no turn
-# appended), a third fewer instructions a job claimed (docs/BENCHMARKS.md, "The claim
-# in order"). Without keys a tier has one lane and a job's round is its rank, so
-# CLAIM's order is priority, then `run_at`, then id: `picked` sorts by that alone. Where
-# a lane of the queue with a key has work, or a due job has a key (`turns_due`), it takes
-# nothing (what it locked is let go at its commit) and answers one row of NULLs: the
-# caller claims with CLAIM_ONE_QUEUE, which takes the turns.
-CLAIM_IN_ORDER = f"""
-WITH {LOGGED_IN_ORDER}, due AS MATERIALIZED ({_DUE_OF_ONE_QUEUE}
+def _claim_in_order(logged_in_order: str, due: str) -> str:
+    """A claim without the turns of fair shares (`logged_in_order`: the ready log's CTEs
+    without them; `due`: the due jobs' walk), where no job of its queues has a fairness
+    key: the same jobs in the same order as the claim with turns (without keys a tier has
+    one lane and a job's round is its rank, so CLAIM's order is priority, then `run_at`,
+    then id: `picked` sorts by that alone), a third fewer instructions a job claimed
+    (docs/BENCHMARKS.md, "The claim in order"). Where a lane of its queues with a key has
+    work, or a due job has a key (`turns_due`), it takes nothing (what it locked is let go
+    at its commit) and answers one row of NULLs: the caller claims with the turns."""
+    return f"""
+WITH {logged_in_order}, due AS MATERIALIZED ({due}
 ), turns_due AS MATERIALIZED (
     SELECT (SELECT found FROM keyed_lane)
            OR EXISTS (SELECT 1 FROM due WHERE fair_key IS NOT NULL) AS found
@@ -225,6 +230,16 @@ WITH {LOGGED_IN_ORDER}, due AS MATERIALIZED ({_DUE_OF_ONE_QUEUE}
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
 ), {MARKED}, {_claimed(logged=True, turns="(SELECT found FROM turns_due)")}"""
+
+
+# CLAIM_ONE_QUEUE where no job of the queue has a fairness key (the usual case: store/sql/
+# `_claim_rows` tries it first; `ready_log.LOGGED_IN_ORDER`: no rotation, no quantum, no
+# rounds, no turn appended).
+CLAIM_IN_ORDER = _claim_in_order(LOGGED_IN_ORDER, _DUE_OF_ONE_QUEUE)
+
+# CLAIM where no job of the queues has a fairness key (a worker of several queues, as a
+# process worker's `default` and `proc`).
+CLAIM_QUEUES_IN_ORDER = _claim_in_order(LOGGED_QUEUES_IN_ORDER, _DUE_OF_QUEUES)
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency, a rate or a fairness key (one with a fairness key

@@ -283,8 +283,8 @@ def logged(queues: str) -> str:
 # The ready log of one queue whose lanes have no fairness key (`CLAIM_IN_ORDER`, the
 # usual case): the same walks as `logged`'s, without the turns. `working`: the queue's
 # priorities that have lanes, highest first (`level`: a probe of `lanes_pkey` each,
-# recursively, as `logged` finds them), and each one's lanes with work (`HAS_WORK`), at
-# most `limit` in all; each lane walked as far as `limit` (`reach`: with one lane a
+# recursively, as `logged` finds them), and each one's lanes with work (`_LANES_WITH_WORK`),
+# at most `limit` in all; each lane walked as far as `limit` (`reach`: with one lane a
 # priority, what `logged`'s turns give it too, so `further` has nothing to add). A
 # priority's lanes with a key come before its lane without one, so one with work is met
 # first (`keyed_lane`): then `lane` is empty and the claim takes nothing (its caller
@@ -292,6 +292,29 @@ def logged(queues: str) -> str:
 # the order of their key, the plan of PostgreSQL's default settings read every lane with
 # its mark and sorted them (a claim of 10 over 1,000 priorities: 4,271 buffers, against
 # 367 so, and 430 for `logged`'s).
+def _lanes_with_work(queue: str) -> str:
+    """The lanes of `queue` (an SQL expression) at `level.priority` with work, each with
+    its mark and its reach, keyed ones first, at most `limit`."""
+    return f"""
+        SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
+               m.pending_after, m.made_at, %(limit)s::int AS reach
+        FROM lanes AS l
+        CROSS JOIN LATERAL ({LATEST_MARK}) AS m
+        WHERE l.queue = {queue} AND l.priority = level.priority AND {HAS_WORK}
+        ORDER BY l.fair_key DESC
+        LIMIT %(limit)s"""
+
+
+_IN_ORDER = f"""keyed_lane AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM working WHERE fair_key <> '') AS found
+), lane AS MATERIALIZED (
+    SELECT w.* FROM working AS w WHERE NOT (SELECT found FROM keyed_lane)
+), {_WALKS}), logged AS MATERIALIZED (
+    SELECT * FROM pending_taken
+    UNION ALL
+    SELECT * FROM walked
+)"""
+
 LOGGED_IN_ORDER = f"""snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), working AS MATERIALIZED (
@@ -305,25 +328,49 @@ LOGGED_IN_ORDER = f"""snap AS MATERIALIZED (
             ORDER BY l.priority DESC LIMIT 1
         ) AS x
     )
+    SELECT w.* FROM level CROSS JOIN LATERAL ({_lanes_with_work("%(queue)s")}
+    ) AS w
+    LIMIT %(limit)s
+), {_IN_ORDER}"""
+
+# The same for a worker of several queues (`CLAIM_QUEUES_IN_ORDER`): a level is a
+# priority some of the queues have lanes at, the highest first (each step the highest
+# below the last among the queues' next ones, a probe of `lanes_pkey` a queue), and its
+# lanes with work are each queue's, keyed ones first across the queues.
+LOGGED_QUEUES_IN_ORDER = f"""snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), working AS MATERIALIZED (
+    WITH RECURSIVE level(priority) AS (
+        SELECT n.priority FROM (
+            SELECT max(x.priority) AS priority
+            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l WHERE l.queue = q.name
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS n
+        WHERE n.priority IS NOT NULL
+        UNION ALL
+        SELECT n.priority FROM level CROSS JOIN LATERAL (
+            SELECT max(x.priority) AS priority
+            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l
+                WHERE l.queue = q.name AND l.priority < level.priority
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS n
+        WHERE n.priority IS NOT NULL
+    )
     SELECT w.* FROM level CROSS JOIN LATERAL (
-        SELECT l.queue, l.priority, l.fair_key, m.frontier_xid, m.frontier_id, m.pending,
-               m.pending_after, m.made_at, %(limit)s::int AS reach
-        FROM lanes AS l
-        CROSS JOIN LATERAL ({LATEST_MARK}) AS m
-        WHERE l.queue = %(queue)s AND l.priority = level.priority AND {HAS_WORK}
-        ORDER BY l.fair_key DESC
+        SELECT w.* FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+        CROSS JOIN LATERAL ({_lanes_with_work("q.name")}
+        ) AS w
+        ORDER BY w.fair_key DESC
         LIMIT %(limit)s
     ) AS w
     LIMIT %(limit)s
-), keyed_lane AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM working WHERE fair_key <> '') AS found
-), lane AS MATERIALIZED (
-    SELECT w.* FROM working AS w WHERE NOT (SELECT found FROM keyed_lane)
-), {_WALKS}), logged AS MATERIALIZED (
-    SELECT * FROM pending_taken
-    UNION ALL
-    SELECT * FROM walked
-)"""
+), {_IN_ORDER}"""
 
 
 # After the claim picked: each lane's new frontier, just before the first entry past the

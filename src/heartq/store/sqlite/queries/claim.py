@@ -69,11 +69,12 @@ CLAIM_ONE_QUEUE = f"""{_CLAIM_SET}WHERE id IN (
     LIMIT :limit
 ){_CLAIM_RETURNING}"""
 
-# PostgreSQL's claim of one queue without turns, tried first (store/sql/ `_claim_rows`).
-# SQLite's claims take no turns (the claim by fair shares is one of its own, `fair.py`,
-# after KEYED_QUEUED says a job with a fairness key waits), so CLAIM_ONE_QUEUE is it; it
-# never answers that turns are due.
+# PostgreSQL's claims without turns, tried first (store/sql/ `_claim_rows`). SQLite's
+# claims take no turns (the claim by fair shares is one of its own, `fair.py`, after
+# KEYED_QUEUED says a job with a fairness key waits), so CLAIM_ONE_QUEUE and CLAIM are
+# they; they never answer that turns are due.
 CLAIM_IN_ORDER = CLAIM_ONE_QUEUE
+CLAIM_QUEUES_IN_ORDER = CLAIM
 
 # The jobs a transport's messages name (store/sql/ `claim_ids`): only those still queued,
 # runnable and without a concurrency, a rate or a fairness key (a keyed job is left to
