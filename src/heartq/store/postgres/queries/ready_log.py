@@ -280,18 +280,6 @@ def logged(queues: str) -> str:
 )"""
 
 
-# The ready log of one queue whose lanes have no fairness key (`CLAIM_IN_ORDER`, the
-# usual case): the same walks as `logged`'s, without the turns. `working`: the queue's
-# priorities that have lanes, highest first (`level`: a probe of `lanes_pkey` each,
-# recursively, as `logged` finds them), and each one's lanes with work (`_LANES_WITH_WORK`),
-# at most `limit` in all; each lane walked as far as `limit` (`reach`: with one lane a
-# priority, what `logged`'s turns give it too, so `further` has nothing to add). A
-# priority's lanes with a key come before its lane without one, so one with work is met
-# first (`keyed_lane`): then `lane` is empty and the claim takes nothing (its caller
-# claims again with the turns, `logged`). Written as one walk of the queue's lanes in
-# the order of their key, the plan of PostgreSQL's default settings read every lane with
-# its mark and sorted them (a claim of 10 over 1,000 priorities: 4,271 buffers, against
-# 367 so, and 430 for `logged`'s).
 def _lanes_with_work(queue: str) -> str:
     """The lanes of `queue` (an SQL expression) at `level.priority` with work, each with
     its mark and its reach, keyed ones first, at most `limit`."""
@@ -305,6 +293,8 @@ def _lanes_with_work(queue: str) -> str:
         LIMIT %(limit)s"""
 
 
+# A claim in order's lanes after `working`: none where one of them has a key (the claim
+# then takes nothing and says so), else each walked as `logged`'s are.
 _IN_ORDER = f"""keyed_lane AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM working WHERE fair_key <> '') AS found
 ), lane AS MATERIALIZED (
@@ -315,6 +305,18 @@ _IN_ORDER = f"""keyed_lane AS MATERIALIZED (
     SELECT * FROM walked
 )"""
 
+# The ready log of one queue whose lanes have no fairness key (`CLAIM_IN_ORDER`, the
+# usual case): the same walks as `logged`'s, without the turns. `working`: the queue's
+# priorities that have lanes, highest first (`level`: a probe of `lanes_pkey` each,
+# recursively, as `logged` finds them), and each one's lanes with work (`_lanes_with_work`),
+# at most `limit` in all; each lane walked as far as `limit` (`reach`: with one lane a
+# priority, what `logged`'s turns give it too, so `further` has nothing to add). A
+# priority's lanes with a key come before its lane without one, so one with work is met
+# first (`keyed_lane`): then `lane` is empty and the claim takes nothing (its caller
+# claims again with the turns, `logged`). Written as one walk of the queue's lanes in
+# the order of their key, the plan of PostgreSQL's default settings read every lane with
+# its mark and sorted them (a claim of 10 over 1,000 priorities: 4,271 buffers, against
+# 367 so, and 430 for `logged`'s).
 LOGGED_IN_ORDER = f"""snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), working AS MATERIALIZED (
