@@ -1,6 +1,7 @@
 """What the hot statements cost the server, in instructions a job: each claim a worker of
-one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`) or of two (`CLAIM`,
-`CLAIM_QUEUES_IN_ORDER`) and the finish of what it claimed (`FINISH`), run alone, so
+one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`; and `CLAIM_ONE_QUEUE` where the
+jobs are spread over 20 fairness keys) or of two (`CLAIM`, `CLAIM_QUEUES_IN_ORDER`) and
+the finish of what it claimed (`FINISH`), run alone, so
 that two shapes of a statement compare without the rest of a job's work (the heartbeat,
 the timers, the other statement) or the noise of a fleet.
 
@@ -86,6 +87,19 @@ SELECT lpad(i::text, 36, '0'), 'noop', 'default', '{}', 'queued', now() - interv
        3, 1, 60, 15, now(), now(), pg_current_xact_id()
 FROM generate_series(1, %(jobs)s) AS i
 """
+
+KEYS = 20
+"""Fairness keys of the keyed backlog (`CLAIM_ONE_QUEUE` over as many lanes), as in
+`python -m bench`'s fairness keys' cell."""
+
+KEYED = f"""
+UPDATE job_documents SET fair_key = 'k' || lpad((right(id, 6)::int % {KEYS})::text, 2, '0');
+INSERT INTO lanes (queue, priority, fair_key)
+SELECT DISTINCT 'default', 0, fair_key FROM job_documents;
+INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)
+SELECT queue, priority, fair_key, ready_xid, id, run_at FROM job_documents
+"""
+"""The keyed backlog: the same jobs spread over `KEYS` fairness keys, a lane each."""
 
 PRINTING = re.compile(rb"^\s*([\d,]+) .*:debugtup ", re.MULTILINE)
 
@@ -187,23 +201,30 @@ def main() -> None:
         app = App(f"{base}/queued")
         app.migrate()
         app.close()
-        with psycopg.connect(f"{base}/queued", autocommit=True) as conn:
-            conn.execute("SET search_path = heartq")
-            for statement in DOCUMENTS.split(";"):
-                conn.execute(statement, {"jobs": args.jobs})  # type: ignore[arg-type]
-            conn.execute(FILL)
-            conn.execute("VACUUM ANALYZE")
+        with psycopg.connect(cluster.url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE keyed TEMPLATE queued")
+        for database, fill in (("queued", FILL), ("keyed", KEYED)):
+            with psycopg.connect(f"{base}/{database}", autocommit=True) as conn:
+                conn.execute("SET search_path = heartq")
+                for statement in DOCUMENTS.split(";"):
+                    conn.execute(statement, {"jobs": args.jobs})  # type: ignore[arg-type]
+                for statement in fill.split(";"):
+                    conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute("VACUUM ANALYZE")
         with psycopg.connect(cluster.url, autocommit=True) as admin:
             admin.execute("CREATE DATABASE claimed TEMPLATE queued")
         claimed = claim_all(f"{base}/claimed")
         with psycopg.connect(f"{base}/claimed", autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
-        runs = {name: (claims, CLAIM_TYPES, "queued") for name in CLAIMS}
-        runs["FINISH"] = (finishes(claimed), FINISH_TYPES, "claimed")
+        # (what is printed, the statement, its runs, its parameters' types, the database)
+        runs = [(name, name, claims, CLAIM_TYPES, "queued") for name in CLAIMS]
+        runs.append((f"CLAIM_ONE_QUEUE, {KEYS} keys", "CLAIM_ONE_QUEUE", claims, CLAIM_TYPES,
+                     "keyed"))  # fmt: skip
+        runs.append(("FINISH", "FINISH", finishes(claimed), FINISH_TYPES, "claimed"))
         with psycopg.connect(cluster.url, autocommit=True) as admin:
-            for name, (_, _, template) in runs.items():
+            for number, (*_, template) in enumerate(runs):
                 for count in rounds:
-                    copy = sql.Identifier(f"{name.lower()}_{count}")
+                    copy = sql.Identifier(f"run{number}_{count}")
                     admin.execute(
                         sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
                             copy, sql.Identifier(template)
@@ -211,18 +232,18 @@ def main() -> None:
                     )
         cluster.stop()
         print(f"statement_instructions: {args.jobs:,} jobs, batches of {BATCH}; a job")
-        print(f"{'statement':<22} {'all':>9} {'printing':>9} {'statement':>9}")
-        for name, (make, types, _) in runs.items():
+        print(f"{'statement':<26} {'all':>9} {'printing':>9} {'statement':>9}")
+        for number, (label, name, make, types, _) in enumerate(runs):
             (a, a_printed), (b, b_printed) = (
                 instructions(
-                    cluster, f"{name.lower()}_{count}", script(name, make(count), types),
+                    cluster, f"run{number}_{count}", script(name, make(count), types),
                     args.keep_callgrind,
                 )
                 for count in rounds
             )
             jobs = (rounds[1] - rounds[0]) * BATCH
             every, printing = (b - a) / jobs, (b_printed - a_printed) / jobs
-            print(f"{name:<22} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
+            print(f"{label:<26} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
                   f" {(every - printing) / 1e3:>8.1f}k")  # fmt: skip
     finally:
         cluster.close()
