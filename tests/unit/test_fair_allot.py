@@ -10,8 +10,12 @@ from heartq.store.sql.fair import UNKEYED, Cursor, Lane, allot, rounds_for, star
 
 
 def _lane(key: str, count: int, weight: float = 1.0, queue: str = "q", priority: int = 0,
-          place: int = 0, continuing: int | None = None) -> Lane:  # fmt: skip
-    jobs = [(f"{queue}/{key}/{n:04d}", float(n)) for n in range(count)]
+          place: int = 0, continuing: int | None = None, first: int = 0,
+          most: int | None = None) -> Lane:  # fmt: skip
+    """A lane of `count` jobs, or of those from the `first` on, `most` of them (what a
+    claim's window reads of it)."""
+    last = count if most is None else min(count, first + most)
+    jobs = [(f"{queue}/{key}/{n:04d}", float(n)) for n in range(first, last)]
     return Lane(queue, priority, key, place, weight, jobs, continuing)
 
 
@@ -28,8 +32,7 @@ def _run(lanes: dict[str, tuple[int, float]], claims: int, limit: int) -> collec
         window = []
         for place, key in enumerate(order[:limit]):
             count, weight = lanes[key]
-            lane = _lane(key, count, weight, place=place)
-            lane.jobs = lane.jobs[taken[key] :][:limit]
+            lane = _lane(key, count, weight, place=place, first=taken[key], most=limit)
             if cursor is not None and cursor.key == key and cursor.remaining > 0:
                 lane.continuing = cursor.remaining
             window.append(lane)
