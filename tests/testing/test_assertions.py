@@ -1,6 +1,7 @@
-"""`enqueued`, `assert_enqueued`, `assert_not_enqueued` and `expect_enqueued`, on both
-backends: what they match (task, args and meta as subsets, queue, status, a count), how
-long `within` waits, and failure messages that list the queue so a test explains itself."""
+"""`enqueued`, `assert_enqueued`, `assert_not_enqueued` and `expect_enqueued`, on the
+backends of a layer (tests/testing/conftest.py; a caller's rolled-back transaction on
+both): what they match (task, args and meta as subsets, queue, status, a count), how long
+`within` waits, and failure messages that list the queue so a test explains itself."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from heartq.testing import (
     enqueued,
     expect_enqueued,
 )
+from tests.conftest import on_every_backend
 
 
 @pytest.fixture
@@ -162,6 +164,7 @@ def test_bad_arguments_say_what_is_wrong_in_one_line(app: heartq.App, tasks) -> 
     assert enqueued(app) == []
 
 
+@on_every_backend
 def test_a_rolled_back_enqueue_was_not_enqueued(app: heartq.App, tasks) -> None:
     """The database is the truth: an enqueue in a transaction that rolled back stored
     nothing, however far the code got."""

@@ -1,5 +1,6 @@
-"""`heartq.testing.drain`: every due job run by a real worker in this process, on both
-backends, and reported as the database stored it: successes, failures waiting out their
+"""`heartq.testing.drain`: every due job run by a real worker in this process, on the
+backends of a layer (tests/testing/conftest.py; a task's transaction and a wait on another
+worker on both), and reported as the database stored it: successes, failures waiting out their
 retry, retries made due at once, the dead-letter queue, `ctx.transaction()`,
 checkpoints handed to the next attempt, jobs enqueued by jobs, a timeout."""
 
@@ -15,6 +16,7 @@ import heartq
 from heartq.display import epoch_of
 from heartq.model import JobStatus, Outcome
 from heartq.testing import DrainTimeout, drain, enqueued
+from tests.conftest import on_every_backend
 
 
 def test_a_drain_runs_every_due_job_and_reports_it(app: heartq.App) -> None:
@@ -115,6 +117,7 @@ def test_permanent_failures_go_to_the_dead_letter_queue_at_once(app: heartq.App)
     assert isinstance(run.exception, heartq.Permanent)
 
 
+@on_every_backend
 def test_a_task_transaction_commits_its_effects_with_the_job(app: heartq.App) -> None:
     table = _table_in_queue_database(app, "effects")
 
@@ -320,6 +323,7 @@ def _values(app: heartq.App, table: str) -> list[int]:
         return [row[0] for row in conn.execute(f"SELECT value FROM {table}").fetchall()]
 
 
+@on_every_backend
 def test_a_drain_waits_for_a_job_whose_dependency_runs_elsewhere(app: heartq.App) -> None:
     """A waiting job is pending work while its dependency is (`Store.has_pending`): here
     the dependency runs on a worker of another queue, and the drain of `default` runs the

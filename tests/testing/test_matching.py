@@ -1,7 +1,8 @@
 """What `enqueued` and the assertions look at by default (jobs not ended), several
 statuses at once, nested subsets, refuting for a while, due times, assertions on
-arguments alone; and a drain that runs a pipeline step routed to another queue. On both
-backends, through `heartq.testing` as a user's suite calls it."""
+arguments alone; and a drain that runs a pipeline step routed to another queue. On the
+backends of a layer (tests/testing/conftest.py), through `heartq.testing` as a user's
+suite calls it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`heartq.testing.run`: one attempt of one job on a real worker, on both backends: its
+"""`heartq.testing.run`: one attempt of one job on a real worker, on the backends of a layer
+(tests/testing/conftest.py; a task's transaction on both): its
 result after the JSON round trip, what its code raised, a real `JobContext`, and nothing
 else run with it."""
 
@@ -12,6 +13,7 @@ import pytest
 import heartq
 from heartq.model import JobStatus
 from heartq.testing import AttemptFailed, drain, enqueued, run, run_attempt
+from tests.conftest import on_every_backend
 
 
 def test_run_returns_the_result_as_stored(app: heartq.App) -> None:
@@ -50,6 +52,7 @@ def test_run_gives_the_task_a_real_context(app: heartq.App) -> None:
     assert (stored["progress"]["stage"], stored["checkpoint"]) == ("half", {"n": 3})
 
 
+@on_every_backend
 def test_run_commits_a_task_transaction(app: heartq.App) -> None:
     app.migrate()
 
@@ -62,6 +65,7 @@ def test_run_commits_a_task_transaction(app: heartq.App) -> None:
     assert run(count) == 42
 
 
+@on_every_backend
 def test_run_returns_a_result_handed_to_the_commit_and_raises_for_one_lost(
     app: heartq.App,
 ) -> None:

@@ -1,4 +1,5 @@
-"""`heartq.testing` and a task that snoozes (`heartq.Snooze`), on both backends: a drain
+"""`heartq.testing` and a task that snoozes (`heartq.Snooze`), on the backends of a layer
+(tests/testing/conftest.py): a drain
 reports the attempt `snoozed` and leaves the job queued after its delay, not counted;
 `run_retries_now` cuts snoozes short as it does retries, through the task's bound to the
 dead-letter queue; `run` raises the `Snooze` the attempt raised or returned."""
