@@ -79,10 +79,13 @@ def test_the_entry_point_names_the_plugin() -> None:
     assert found.get("heartq") == "heartq.testing.plugin"
 
 
-@pytest.mark.parametrize("where", ["sqlite", "option", "environment"])
+@pytest.mark.parametrize("where", ["sqlite", "option"])
 def test_fixtures_give_each_test_a_fresh_queue(
     where: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """On SQLite, and on the server `--heartq-url` names (`$HEARTQ_TEST_URL` is the same
+    setting, read where the option is not given: test_a_bad_server_stops_the_run_in_one_
+    line_without_its_password shows the variable read)."""
     project = _project(tmp_path)
     seen = tmp_path / "seen.txt"
     env = {"SEEN_FILE": str(seen)}
@@ -90,10 +93,7 @@ def test_fixtures_give_each_test_a_fresh_queue(
     server = None
     if where != "sqlite":
         server = request.getfixturevalue("pg_server_url")
-        if where == "option":
-            args += ["--heartq-url", server]
-        else:
-            env["HEARTQ_TEST_URL"] = server
+        args += ["--heartq-url", server]
 
     done = run_pytest(project, *args, env=env)
 
@@ -114,8 +114,16 @@ def test_fixtures_give_each_test_a_fresh_queue(
     assert left == [], "a test schema was not dropped"
 
 
-def test_a_bad_server_stops_the_run_in_one_line_without_its_password(tmp_path: Path) -> None:
-    done = run_pytest(_project(tmp_path), "--heartq-url", "mysql://app:s3cret@db/q")
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_a_bad_server_stops_the_run_in_one_line_without_its_password(
+    where: str, tmp_path: Path
+) -> None:
+    """Given as `--heartq-url` or as `$HEARTQ_TEST_URL`: the one setting, read from either."""
+    bad = "mysql://app:s3cret@db/q"
+    if where == "option":
+        done = run_pytest(_project(tmp_path), "--heartq-url", bad)
+    else:
+        done = run_pytest(_project(tmp_path), env={"HEARTQ_TEST_URL": bad})
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
     assert (
         "heartq: --heartq-url / $HEARTQ_TEST_URL: a test queue is made on 'sqlite' or a "
