@@ -5,16 +5,18 @@ WITH ended AS (
     RETURNING l.job_id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.lease_expires_at, l.heartbeat_at, l.detached_until, l.claimed_ahead
 ), locked AS (
     SELECT e.job_id AS id, e.*,
-           coalesce((%(finishes_status)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_status_all)s::text) AS f_status,
-           coalesce((%(finishes_outcome)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_outcome_all)s::text) AS f_outcome,
-           coalesce((%(finishes_result)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_result_all)s::text) AS f_result,
-           coalesce((%(finishes_error)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_error_all)s::text) AS f_error,
-           coalesce((%(finishes_delay)s::float8[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_delay_all)s::float8) AS f_delay,
-           coalesce((%(finishes_keep)s::boolean[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_keep_all)s::boolean) AS f_keep,
-           coalesce((%(finishes_dead_reason)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_dead_reason_all)s::text) AS f_dead_reason,
-           coalesce((%(finishes_crash)s::text[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_crash_all)s::text) AS f_crash,
-           coalesce((%(finishes_pending)s::boolean[])[array_position(%(finishes_id)s::text[], e.job_id)], %(finishes_pending_all)s::boolean) AS f_pending
-    FROM ended AS e
+           coalesce((%(finishes_status)s::text[])[p.place], %(finishes_status_all)s::text) AS f_status,
+           coalesce((%(finishes_outcome)s::text[])[p.place], %(finishes_outcome_all)s::text) AS f_outcome,
+           coalesce((%(finishes_result)s::text[])[p.place], %(finishes_result_all)s::text) AS f_result,
+           coalesce((%(finishes_error)s::text[])[p.place], %(finishes_error_all)s::text) AS f_error,
+           coalesce((%(finishes_delay)s::float8[])[p.place], %(finishes_delay_all)s::float8) AS f_delay,
+           coalesce((%(finishes_keep)s::boolean[])[p.place], %(finishes_keep_all)s::boolean) AS f_keep,
+           coalesce((%(finishes_dead_reason)s::text[])[p.place], %(finishes_dead_reason_all)s::text) AS f_dead_reason,
+           coalesce((%(finishes_crash)s::text[])[p.place], %(finishes_crash_all)s::text) AS f_crash,
+           coalesce((%(finishes_pending)s::boolean[])[p.place], %(finishes_pending_all)s::boolean) AS f_pending
+    FROM ended AS e CROSS JOIN LATERAL (
+        SELECT CASE WHEN num_nonnulls(%(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[]) > 0 THEN array_position(%(finishes_id)s::text[], e.job_id) END AS place
+    ) AS p
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested

@@ -38,13 +38,23 @@ class Batch:
         """The array parameter of one field, typed."""
         return f"%({self.name}_{key})s::{dict(self.fields)[key]}[]"
 
-    def at(self, key: str, row: str) -> str:
-        """One field of the batch's row whose id is `row` (an SQL expression): read from
-        its array at that id's place (`array_position`, a walk of the ids' array, made
-        only where the field's values differ: subscripting a NULL array is NULL without
-        its subscript evaluated), or the value all share. The batch names each id once."""
+    def place(self, row: str, keys: Sequence[str]) -> str:
+        """The place in the batch of the row whose id is `row` (an SQL expression), for
+        `at` of the fields `keys`: found once (`array_position`, a walk of the ids'
+        array), and only where one of those fields' values differ in the batch (else
+        NULL: each is the value all share). The batch names each id once."""
+        arrays = ", ".join(self.param(key) for key in keys)
+        return (
+            f"CASE WHEN num_nonnulls({arrays}) > 0"
+            f" THEN array_position({self.param('id')}, {row}) END"
+        )
+
+    def at(self, key: str, place: str) -> str:
+        """One field of a batch row at `place` (an SQL expression: `place`'s, or the
+        row's place in the ids' array): read from its array, or the value all share.
+        Subscripting a NULL array is NULL without its subscript evaluated, so a place
+        written out is only looked for where the field's values differ."""
         kind = dict(self.fields)[key]
-        place = f"array_position({self.param('id')}, {row})"
         return f"coalesce(({self.param(key)})[{place}], %({self.name}_{key}_all)s::{kind})"
 
     def rows(self, alias: str) -> str:

@@ -51,11 +51,16 @@ _RECORD = """execution_id = locked.execution_id,
         ready_xid = NULL"""
 
 # What the finish of each deleted lease says (its status, outcome, result, ...), read from
-# the batch by the lease's job id (`Batch.at`): no join of the batch with the leases, whose
-# plan could read the whole batch again for each lease.
+# the batch at the lease's place in it (`Batch.place`, `Batch.at`): no join of the batch
+# with the leases, whose plan could read the whole batch again for each lease.
+_FINISHED_KEYS = tuple(key for key, _ in FINISH_BATCH.fields[2:])
 _FINISHED = ",\n           ".join(
-    f"{FINISH_BATCH.at(key, 'e.job_id')} AS f_{key}" for key, _ in FINISH_BATCH.fields[2:]
+    f"{FINISH_BATCH.at(key, 'p.place')} AS f_{key}" for key in _FINISHED_KEYS
 )
+
+# The place in the batch of lease `l`, for its execution id: looked for only where the
+# batch's execution ids differ (`Batch.at`).
+_PLACE_OF_LEASE = f"array_position({FINISH_BATCH.param('id')}, l.job_id)"
 
 # A lease's columns, in its table's order: what a deferred finish puts back.
 _LEASE = ("job_id", "execution_id", "worker_id", "attempts", "started_at", "lease_expires_at",
@@ -83,12 +88,14 @@ FINISH = f"""
 WITH ended AS (
     DELETE FROM leases AS l
     WHERE l.job_id = ANY({FINISH_BATCH.param("id")})
-      AND l.execution_id = {FINISH_BATCH.at("eid", "l.job_id")} AND {held_by("l")}
+      AND l.execution_id = {FINISH_BATCH.at("eid", _PLACE_OF_LEASE)} AND {held_by("l")}
     RETURNING {", ".join(f"l.{column}" for column in _LEASE)}
 ), locked AS (
     SELECT e.job_id AS id, e.*,
            {_FINISHED}
-    FROM ended AS e
+    FROM ended AS e CROSS JOIN LATERAL (
+        SELECT {FINISH_BATCH.place("e.job_id", _FINISHED_KEYS)} AS place
+    ) AS p
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
