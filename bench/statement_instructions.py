@@ -1,12 +1,14 @@
 """What the hot statements cost the server, in instructions a job: each claim a worker of
 one queue may send (`CLAIM_ONE_QUEUE`, `CLAIM_IN_ORDER`; and `CLAIM_ONE_QUEUE` where the
-jobs are spread over 20 fairness keys) or of two (`CLAIM`, `CLAIM_QUEUES_IN_ORDER`) and
-the finish of what it claimed (`FINISH`), run alone, so
+jobs are spread over 20 fairness keys, or over each `--keys` count) or of two (`CLAIM`,
+`CLAIM_QUEUES_IN_ORDER`) and the finish of what it claimed (`FINISH`), run alone, so
 that two shapes of a statement compare without the rest of a job's work (the heartbeat,
 the timers, the other statement) or the noise of a fleet.
 
     .venv/bin/python -m bench.statement_instructions              # 4,000 jobs, 3 minutes
     .venv/bin/python -m bench.statement_instructions --jobs 400   # the code path
+    .venv/bin/python -m bench.statement_instructions --only keys --keys 1 5 10 20 40
+    .venv/bin/python -m bench.statement_instructions --only IN_ORDER --batch 10
 
 On a private PostgreSQL cluster (`autovacuum` off), one database with heartq's schema and
 N jobs queued in the ready log (one lane, no key: the common case, and the bench's) is
@@ -88,18 +90,22 @@ SELECT lpad(i::text, 36, '0'), 'noop', 'default', '{}', 'queued', now() - interv
 FROM generate_series(1, %(jobs)s) AS i
 """
 
-KEYS = 20
-"""Fairness keys of the keyed backlog (`CLAIM_ONE_QUEUE` over as many lanes), as in
-`python -m bench`'s fairness keys' cell."""
+KEYS = (20,)
+"""Fairness keys of the keyed backlogs (`CLAIM_ONE_QUEUE` over as many lanes; `--keys`), as
+in `python -m bench`'s fairness keys' cell: what a lane a claim serves costs is the
+difference of two."""
 
-KEYED = f"""
-UPDATE job_documents SET fair_key = 'k' || lpad((right(id, 6)::int % {KEYS})::text, 2, '0');
+
+def keyed(keys: int) -> str:
+    """The keyed backlog: the same jobs spread over `keys` fairness keys, a lane each."""
+    width = len(str(max(keys - 1, 10)))
+    return f"""
+UPDATE job_documents SET fair_key = 'k' || lpad((right(id, 6)::int % {keys})::text, {width}, '0');
 INSERT INTO lanes (queue, priority, fair_key)
 SELECT DISTINCT 'default', 0, fair_key FROM job_documents;
 INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)
 SELECT queue, priority, fair_key, ready_xid, id, run_at FROM job_documents
 """
-"""The keyed backlog: the same jobs spread over `KEYS` fairness keys, a lane each."""
 
 PRINTING = re.compile(rb"^\s*([\d,]+) .*:debugtup ", re.MULTILINE)
 
@@ -130,23 +136,25 @@ def script(name: str, runs: list[dict[str, object]], types: dict[str, str]) -> s
     return "\n\n".join(lines) + "\n\n"
 
 
-def claims(count: int) -> list[dict[str, object]]:
-    """`count` claims of `BATCH`, as a worker of `default` sends them."""
-    return [CLAIM_VALUES] * count
+def claims(batch: int) -> Callable[[int], list[dict[str, object]]]:
+    """`count` claims of `batch`, as a worker of `default` sends them."""
+    return lambda count: [dict(CLAIM_VALUES, limit=batch)] * count
 
 
-def finishes(claimed: list[tuple[str, int]]) -> Callable[[int], list[dict[str, object]]]:
+def finishes(
+    claimed: list[tuple[str, int]], batch: int
+) -> Callable[[int], list[dict[str, object]]]:
     """The finishes of the first `count` batches of `claimed` (ids and execution ids, in
     the order they were claimed), each a no-op job's success packed as a worker packs it
     (`FINISH_BATCH.pack`: a field with one value in the whole batch travels once)."""
 
     def batches(count: int) -> list[dict[str, object]]:
         runs = []
-        for start in range(0, count * BATCH, BATCH):
+        for start in range(0, count * batch, batch):
             docs = [
                 finish_doc(job, execution, status="succeeded", outcome="succeeded",
                            result="null")
-                for job, execution in claimed[start : start + BATCH]
+                for job, execution in claimed[start : start + batch]
             ]  # fmt: skip
             runs.append({**FINISH_VALUES, **FINISH_BATCH.pack(docs)})
         return runs
@@ -188,11 +196,18 @@ def instructions(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=4_000)
+    parser.add_argument("--keys", type=int, nargs="+", default=list(KEYS), metavar="N",
+                        help="the keyed claim over N keys' lanes, for each N (default 20)")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help=f"jobs a statement takes or ends (default {BATCH})")
+    parser.add_argument("--only", nargs="+", metavar="TEXT",
+                        help="run only the statements whose label holds one of these")
     parser.add_argument("--keep-callgrind", type=Path, metavar="DIR",
                         help="copy each run's callgrind file here (callgrind_annotate)")
     args = parser.parse_args()
     unwind_on_sigterm()
-    rounds = (args.jobs // BATCH // 4, args.jobs // BATCH)
+    batch = args.batch
+    rounds = (args.jobs // batch // 4, args.jobs // batch)
     cluster = PrivateCluster({"autovacuum": "off", "shared_buffers": "256MB"})
     try:
         with psycopg.connect(cluster.url, autocommit=True) as admin:
@@ -202,8 +217,10 @@ def main() -> None:
         app.migrate()
         app.close()
         with psycopg.connect(cluster.url, autocommit=True) as admin:
-            admin.execute("CREATE DATABASE keyed TEMPLATE queued")
-        for database, fill in (("queued", FILL), ("keyed", KEYED)):
+            for keys in args.keys:
+                admin.execute(f"CREATE DATABASE keyed{keys} TEMPLATE queued")
+        fills = [("queued", FILL), *((f"keyed{keys}", keyed(keys)) for keys in args.keys)]
+        for database, fill in fills:
             with psycopg.connect(f"{base}/{database}", autocommit=True) as conn:
                 conn.execute("SET search_path = heartq")
                 for statement in DOCUMENTS.split(";"):
@@ -217,10 +234,12 @@ def main() -> None:
         with psycopg.connect(f"{base}/claimed", autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
         # (what is printed, the statement, its runs, its parameters' types, the database)
-        runs = [(name, name, claims, CLAIM_TYPES, "queued") for name in CLAIMS]
-        runs.append((f"CLAIM_ONE_QUEUE, {KEYS} keys", "CLAIM_ONE_QUEUE", claims, CLAIM_TYPES,
-                     "keyed"))  # fmt: skip
-        runs.append(("FINISH", "FINISH", finishes(claimed), FINISH_TYPES, "claimed"))
+        runs = [(name, name, claims(batch), CLAIM_TYPES, "queued") for name in CLAIMS]
+        runs += [(f"CLAIM_ONE_QUEUE, {keys} keys", "CLAIM_ONE_QUEUE", claims(batch),
+                  CLAIM_TYPES, f"keyed{keys}") for keys in args.keys]  # fmt: skip
+        runs.append(("FINISH", "FINISH", finishes(claimed, batch), FINISH_TYPES, "claimed"))
+        if args.only:
+            runs = [run for run in runs if any(text in run[0] for text in args.only)]
         with psycopg.connect(cluster.url, autocommit=True) as admin:
             for number, (*_, template) in enumerate(runs):
                 for count in rounds:
@@ -231,7 +250,7 @@ def main() -> None:
                         )
                     )
         cluster.stop()
-        print(f"statement_instructions: {args.jobs:,} jobs, batches of {BATCH}; a job")
+        print(f"statement_instructions: {args.jobs:,} jobs, batches of {batch}; a job")
         print(f"{'statement':<26} {'all':>9} {'printing':>9} {'statement':>9}")
         for number, (label, name, make, types, _) in enumerate(runs):
             (a, a_printed), (b, b_printed) = (
@@ -241,7 +260,7 @@ def main() -> None:
                 )
                 for count in rounds
             )
-            jobs = (rounds[1] - rounds[0]) * BATCH
+            jobs = (rounds[1] - rounds[0]) * batch
             every, printing = (b - a) / jobs, (b_printed - a_printed) / jobs
             print(f"{label:<26} {every / 1e3:>8.1f}k {printing / 1e3:>8.1f}k"
                   f" {(every - printing) / 1e3:>8.1f}k")  # fmt: skip
