@@ -5,8 +5,10 @@ transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from heartq.errors import ConfigError, DependencyNotFound, LeaseLost
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import CancelResult, DetectedBy, JobStatus, Outcome, Renewal, TaskPolicy
 from heartq.store import Store, documents, open_store
+from tests.support import wait_for
 
 from .support import LEASE, at, claim_one, enqueue_one, new_job, register
 
@@ -341,6 +344,61 @@ def test_has_pending_counts_a_job_waiting_for_work_elsewhere(store: Store, t0: f
     assert store.has_pending(["default"], now=t0 + 2)  # running elsewhere
     store.finish([failed(job, Outcome.FAILED, "boom", permanent=True)], now=t0 + 2)
     assert not store.has_pending(["default"], now=t0 + 3)  # cancelled: nothing left
+
+
+class _BeforeStatement:
+    """A connection whose first `execute` of `statement` runs `meanwhile(conn)` before
+    it: what another session does between a read's start and its statement."""
+
+    def __init__(self, conn: Any, statement: str, meanwhile: list[Callable[[Any], None]]):
+        self._conn = conn
+        self._statement = statement
+        self._meanwhile = meanwhile
+
+    def execute(self, sql: str, *params: Any) -> Any:
+        if sql is self._statement and self._meanwhile:
+            self._meanwhile.pop()(self._conn)
+        return self._conn.execute(sql, *params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_has_pending_sees_a_dependent_released_after_its_read_began(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dependent released by a finish that began after `has_pending`'s read had its
+    time (PostgreSQL: its transaction's `now()`, fixed at a BEGIN psycopg sends as a round
+    trip of its own; SQLite: a clock read before the statement) and committed before the
+    read's statement is runnable in that statement's snapshot, with a `run_at` (the
+    finish's own time) past the read's: it is pending all the same. A drain (or a burst
+    worker) told otherwise stopped with it queued, never to run (the flake of
+    test_callbacks_pass_results_on_and_take_a_step_s_result beside a CPU burner). Every
+    time here is the database's (no `now=`), as a worker's are."""
+    (a,) = store.enqueue([new_job(task="a")])
+    (b,) = store.enqueue([new_job(task="b", depends_on=(a,))])
+    (job,) = store.claim("w1", ["default"], 1, LEASE)
+    dialect: Any = store.dialect  # type: ignore[attr-defined]
+
+    def finish_a(conn: Any) -> None:
+        began = dialect.now(conn, None)  # the read's time (PostgreSQL: its BEGIN, now)
+        wait_for(lambda: store.clock() > began, 5.0, "the database's clock to move on")
+        assert store.finish([succeeded(job, "null")]) == []  # its own transaction
+
+    meanwhile = [finish_a]
+    reads = dialect.read
+
+    @contextlib.contextmanager
+    def read() -> Iterator[Any]:
+        with reads() as conn:
+            yield _BeforeStatement(conn, dialect.q.HAS_PENDING, meanwhile)
+
+    monkeypatch.setattr(dialect, "read", read)
+    pending = store.has_pending(["default"], retries=False)
+    monkeypatch.undo()
+    assert not meanwhile, "the read made no HAS_PENDING statement"
+    assert statuses(store, a, b) == ["succeeded", "queued"]
+    assert pending, f"job {b}, released and due, was not pending"
 
 
 def test_pruning_a_job_keeps_its_dependents_record(store: Store, t0: float) -> None:

@@ -610,7 +610,8 @@ class Store(
         out a retry's backoff: what `heartq worker --burst` waits for before it exits. A
         first attempt delayed into the future (`delay`, `eta`) is not waited for; with
         `retries=False`, nor is a retry (`heartq.testing.drain` leaves those queued). One
-        statement: one snapshot of the queue."""
+        statement: one snapshot of the queue, judged (without `now`) at a time read after
+        that snapshot, so a job it sees made runnable is due in it."""
         ...
 
     def queue_waits(self, now: float | None = None) -> dict[str, QueueWait]:

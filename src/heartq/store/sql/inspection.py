@@ -198,11 +198,9 @@ class InspectOps:
     ) -> bool:
         self.d.ensure_schema()
         with self.d.read() as conn:
-            params = {
-                "queues": self.d.array(list(queues)),
-                "now": self.d.clock(conn, now),
-                "retries": retries,
-            }
+            # `now` as given: without one, the statement reads the time after its snapshot
+            # (a time read before it could make a job released meanwhile look not due)
+            params = {"queues": self.d.array(list(queues)), "now": now, "retries": retries}
             row = conn.execute(self.q.HAS_PENDING, params).fetchone()
         return bool(row["pending"])
 

@@ -59,6 +59,16 @@ round trip of its own, so a worker frozen between BEGIN and its claim (a SIGSTOP
 pause) would otherwise date the new execution's start, and its lease, from before the
 freeze: before the previous execution of the job had even ended (I2)."""
 
+T_SNAPSHOT = "coalesce(to_timestamp(%(now)s::float8), (SELECT clock_timestamp()))"
+"""The time of a read that judges what is due in its own snapshot (`HAS_PENDING`), read
+once that snapshot is taken (an init plan: once a statement, and a bound an index can
+use). Not `now()`: its transaction's start, which psycopg's BEGIN, a round trip of its
+own, fixes before the statement's snapshot. A transaction that began after that BEGIN
+and committed before the snapshot dates what it made runnable (an enqueue, a dependent
+released) from its own `now()`, later: read against the BEGIN's time, that job was seen
+but not due, and a drain or a burst worker stopped with it queued. Every transaction the
+snapshot sees began before it, so its `now()` is never past this time."""
+
 
 RATE_STARTS = """(
     SELECT rate_key, started_at FROM ended_executions

@@ -4,7 +4,13 @@ job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE, RATE_STARTS, T
+from heartq.store.postgres.queries.common import (
+    EFFECTIVE_BEAT,
+    EFFECTIVE_LEASE,
+    RATE_STARTS,
+    T_SNAPSHOT,
+    T,
+)
 from heartq.store.postgres.queries.dependencies import HOLDER
 
 # With the running attempt's effective lease and last sign of life (docs/design/leases.md,
@@ -148,9 +154,10 @@ GROUP BY queue
 # index here, where sequential scans are off): running, the leases, each with its
 # document by key; queued in the ready log, its entries by queue; queued outside it (a
 # document of the log says `queued` while its job runs), the plain, keyed and rated
-# claim indexes.
+# claim indexes. Due is judged at a time read after the statement's snapshot
+# (`T_SNAPSHOT`), never before it: a job that snapshot sees runnable is due in it.
 _QUEUED_HERE = f"""status = 'queued' AND queue = ANY(%(queues)s::text[])
-          AND (run_at <= {T} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))"""
+          AND (run_at <= {T_SNAPSHOT} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))"""
 
 HAS_PENDING = f"""
 SELECT EXISTS (
@@ -159,7 +166,7 @@ SELECT EXISTS (
     ) AS d
     WHERE d.queue = ANY(%(queues)s::text[])
 ) OR EXISTS (
-    SELECT 1 FROM ready WHERE queue = ANY(%(queues)s::text[]) AND run_at <= {T}
+    SELECT 1 FROM ready WHERE queue = ANY(%(queues)s::text[]) AND run_at <= {T_SNAPSHOT}
 ) OR EXISTS (
     SELECT 1 FROM job_documents
     WHERE concurrency_key IS NULL AND rate_key IS NULL AND ready_xid IS NULL AND {_QUEUED_HERE}
@@ -175,7 +182,8 @@ SELECT EXISTS (
     WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
       AND (e.status IN ('running', 'waiting')
            OR (e.status = 'queued'
-               AND (e.run_at <= {T} OR (%(retries)s AND (e.attempts > 0 OR e.snoozes > 0)))))
+               AND (e.run_at <= {T_SNAPSHOT}
+                    OR (%(retries)s AND (e.attempts > 0 OR e.snoozes > 0)))))
 ) AS pending
 """
 

@@ -5,7 +5,7 @@ job, jobs by a prefix or a tail of their id."""
 from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _starts
-from heartq.store.sqlite.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE
+from heartq.store.sqlite.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE, NOW_IN_SNAPSHOT
 from heartq.store.sqlite.queries.dependencies import HOLDER
 
 # With the running attempt's effective lease and last sign of life (see the PostgreSQL
@@ -191,14 +191,16 @@ GROUP BY queue
 # out its backoff, or a snooze its delay; or waiting (heartq_jobs_waiting_idx) for a
 # dependency, in any queue, that is one of those or waits itself. A waiting job whose
 # dependencies are all in these queues adds nothing: its release commits with their ends,
-# so one snapshot sees them pending or it queued.
-HAS_PENDING = """
+# so one snapshot sees them pending or it queued. Due is judged at the statement's own
+# time (`NOW_IN_SNAPSHOT`).
+HAS_PENDING = f"""
 SELECT EXISTS (
     SELECT 1 FROM heartq_jobs
     WHERE queue IN (SELECT value FROM json_each(:queues))
       AND (status = 'running'
            OR (status = 'queued'
-               AND (run_at <= :now OR (:retries AND (attempts > 0 OR snoozes > 0)))))
+               AND (run_at <= {NOW_IN_SNAPSHOT}
+                    OR (:retries AND (attempts > 0 OR snoozes > 0)))))
 ) OR EXISTS (
     SELECT 1 FROM heartq_jobs AS w INDEXED BY heartq_jobs_waiting_idx
     JOIN heartq_job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
@@ -206,7 +208,8 @@ SELECT EXISTS (
     WHERE w.status = 'waiting' AND w.queue IN (SELECT value FROM json_each(:queues))
       AND (e.status IN ('running', 'waiting')
            OR (e.status = 'queued'
-               AND (e.run_at <= :now OR (:retries AND (e.attempts > 0 OR e.snoozes > 0)))))
+               AND (e.run_at <= {NOW_IN_SNAPSHOT}
+                    OR (:retries AND (e.attempts > 0 OR e.snoozes > 0)))))
 ) AS pending
 """
 
