@@ -49,6 +49,17 @@ not what such a test counts). Cancels, progress and wake-ups still travel at FAS
 a killed worker is still found at once through its liveness lock."""
 
 
+THOROUGH: Final = os.environ.get("HEARTQ_THOROUGH", "") not in ("", "0")
+"""`HEARTQ_THOROUGH=1`: the long variants of the suite's property tests (docs/TESTING.md,
+"heartq's own suite"), more examples each than the default run's (`examples`)."""
+
+
+def examples(default: int, thorough: int) -> int:
+    """A property test's count of examples: `default` in the default run, `thorough` under
+    `HEARTQ_THOROUGH=1`."""
+    return thorough if THOROUGH else default
+
+
 def fast(**changes: float | None) -> dict[str, float]:
     """FAST with `changes` (a setting changed to None is left to heartq's default)."""
     merged = {**FAST, **changes}

@@ -34,6 +34,7 @@ from hypothesis.stateful import (
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import Finish, Outcome
 from heartq.worker.claimer import ClaimAheadFetch, ClaimFetch
+from tests.support import examples
 
 from .fakes import DOWN, Parts, parts
 
@@ -129,7 +130,7 @@ class FetchMachine(RuleBasedStateMachine):
 
 
 FetchMachine.TestCase.settings = settings(
-    max_examples=100,
+    max_examples=examples(40, thorough=100),
     stateful_step_count=30,
     deadline=None,
     derandomize=True,

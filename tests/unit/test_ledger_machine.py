@@ -41,6 +41,7 @@ from heartq.model import ClaimedJob, Finish, Lease, Outcome
 from heartq.worker import ledger as ledger_module
 from heartq.worker.attempt import RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
+from tests.support import examples
 
 from .fakes import RecordingPool, attempt, job
 
@@ -380,7 +381,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 LedgerMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(50, thorough=150),
     stateful_step_count=40,
     deadline=None,
     derandomize=True,
