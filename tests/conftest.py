@@ -15,11 +15,12 @@ name here and a branch in `fresh_url` and `migrated_urls`.
 
 Each guarantee is tested once, at the level where it lives: every store operation on every
 backend in tests/conformance; the layers above the store (`LAYERS`: the command line, the
-worker in-process, `heartq.testing`, the dashboard, real worker processes), whose fixtures
-take `backend` too, on the run's first backend only (`LAYER_BACKENDS`), unless a test is marked
-`on_every_backend`: what that layer does differently by backend (NOTIFY wake-ups and
-listened cancels, liveness locks and the reclaim of a killed or frozen worker, a caller's
-own connection, an outage as each database shows it, PostgreSQL's pool).
+worker in-process, `heartq.testing`, the dashboard, real worker processes, the examples),
+whose fixtures take `backend` too, on the run's first backend only (`LAYER_BACKENDS`),
+unless a test is marked `on_every_backend`: what that layer does differently by backend
+(NOTIFY wake-ups and listened cancels, liveness locks and the reclaim of a killed or
+frozen worker, a caller's own connection, an outage as each database shows it,
+PostgreSQL's pool).
 `HEARTQ_TEST_LAYER_BACKENDS=sqlite,postgres` runs every layer test on both, unchanged.
 `only_on(...)` keeps a test to some backends (tests/integration/test_postgres.py,
 test_pooler.py: what only PostgreSQL has). One more, not in the default run:
@@ -72,12 +73,13 @@ LAYER_BACKENDS = [
 ]
 """The backends a test of a layer above the store runs on: the run's first by default."""
 
-LAYERS = frozenset({"cli", "dashboard", "integration", "runtime", "testing"})
+LAYERS = frozenset({"cli", "dashboard", "examples", "integration", "runtime", "testing"})
 """The directories of tests/ whose tests run on `LAYER_BACKENDS` (unless marked
 `on_every_backend`): presentation and orchestration over the store, in-process or as real
 worker processes (tests/testing: `heartq.testing`'s drain, run and assertions, over the
-worker in-process and the store's reads), whose every store operation runs on every
-backend in tests/conformance."""
+worker in-process and the store's reads; tests/examples: docs/examples run as their users
+run them, none of whose code depends on the backend), whose every store operation runs on
+every backend in tests/conformance."""
 
 on_every_backend = pytest.mark.on_every_backend
 """For a test of a layer (`LAYERS`) whose behaviour differs by backend: it runs on every

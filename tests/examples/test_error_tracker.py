@@ -1,7 +1,9 @@
 """The error-tracker example (docs/examples/sentry/sentry_reporting.py) with the real
 sentry-sdk, its default integrations on (so a failure that also reached Sentry another
-way, through heartq's logs, would show as a second event), through a real worker on both
-backends. Sentry's transport keeps the events in memory: nothing leaves the machine."""
+way, through heartq's logs, would show as a second event), through a real worker on the
+run's first backend (`tests/conftest.py`'s `LAYERS`: the crash hook's report is the same
+whichever backend found the crash). Sentry's transport keeps the events in memory:
+nothing leaves the machine."""
 
 from __future__ import annotations
 

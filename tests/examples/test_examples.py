@@ -1,5 +1,6 @@
-"""The integration examples in docs/examples, run as a user would run them, on a real
-SQLite file and on PostgreSQL, each with a real worker beside it:
+"""The integration examples in docs/examples, run as a user would run them, on the run's
+first backend (a layer over the store, `tests/conftest.py`'s `LAYERS`: a real SQLite file
+by default), each with a real worker beside it:
 
 - script: `heartq worker tasks:app` and `python enqueue_and_wait.py` in subprocesses;
 - fastapi: the app in this process through `TestClient` (lifespan included), a
@@ -44,7 +45,7 @@ STARTUP = 30.0
 
 @pytest.fixture
 def queue_url(fresh_url: Callable[[], str]) -> str:
-    """A fresh queue, once per backend (SQLite file in tmp_path, PostgreSQL schema)."""
+    """A fresh queue of the test's backend (SQLite file in tmp_path, PostgreSQL schema)."""
     return fresh_url()
 
 

@@ -1,6 +1,8 @@
 """docs/examples/testing, the user's test suite of docs/TESTING.md, run as its user runs
-it: `pytest` in a copy of the example (heartq's plugin loaded by its entry point), on
-SQLite and with `--heartq-url` on PostgreSQL. And the page quotes the example verbatim."""
+it: `pytest` in a copy of the example (heartq's plugin loaded by its entry point), on the
+run's first backend (`LAYER_BACKENDS`; PostgreSQL through `--heartq-url`): nothing in the
+example depends on the backend, and the plugin's `--heartq-url` is tested on PostgreSQL in
+tests/testing/test_plugin.py. And the page quotes the example verbatim."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BACKENDS
+from tests.conftest import LAYER_BACKENDS
 from tests.support import pytest_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +24,7 @@ SNIPPET = re.compile(r"```(?:python|ini)\n# (docs/examples/\S+)\n(.*?)```", re.D
 
 
 @pytest.mark.long(12)
-@pytest.mark.parametrize("database", BACKENDS)
+@pytest.mark.parametrize("database", LAYER_BACKENDS)
 def test_the_example_suite_passes(
     database: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
