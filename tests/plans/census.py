@@ -50,6 +50,9 @@ WATCHED = (
     # The pruner.
     "SELECT_PRUNABLE_JOBS", "RECORD_PRUNED_SUCCESSES", "DELETE_EXECUTIONS_OF",
     "DELETE_DEPENDENCIES_OF", "DELETE_JOBS", "PRUNE_CLAIM_MARKS",
+    # The drain's look for work left (`heartq worker --burst`, `drain`): for a queue with
+    # work, and for one with none (every part of it read to its end).
+    "HAS_PENDING",
     # The enqueue (INSERT_JOBS_WAKING; INSERT_JOBS, its twin without the wake-up, runs on
     # the caller's connection, whose cursors are not heartq's: the same plan).
     "INSERT_JOBS_WAKING",
@@ -300,6 +303,8 @@ class Exercise:
         store.pulse([PulseReport(lease, Report(progress=Progress(0.5))) for lease in leases])
         store.cancel_requests(WORKER, leases)
         half = len(held) // 2
+        store.has_pending(["default"])
+        store.has_pending(["idle"])
         store.finish([succeeded(job, None) for job in held[:half]])
         store.release(leases[half:])
         # The reaper: a worker whose lease ran out, with attempts attached and detached.

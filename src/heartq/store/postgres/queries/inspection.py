@@ -154,8 +154,13 @@ GROUP BY queue
 # index here, where sequential scans are off): running, the leases, each with its
 # document by key; queued in the ready log, its entries by queue; queued outside it (a
 # document of the log says `queued` while its job runs), the plain, keyed and rated
-# claim indexes. Due is judged at a time read after the statement's snapshot
-# (`T_SNAPSHOT`), never before it: a job that snapshot sees runnable is due in it.
+# claim indexes; waiting, the queues' waiting documents, each with its open edges and
+# each edge's job by their keys (`LATERAL`: joined plainly, the edges were walked whole
+# from their `depends_on` index, every edge not yet pruned). What a look with nothing to find reads
+# whole, pinned by the plan census: the leases (the running attempts of every queue: they
+# hold no queue) and the rated claim index (keyed by rate key, not queue). Due is judged
+# at a time read after the statement's snapshot (`T_SNAPSHOT`), never before it: a job
+# that snapshot sees runnable is due in it.
 _QUEUED_HERE = f"""status = 'queued' AND queue = ANY(%(queues)s::text[])
           AND (run_at <= {T_SNAPSHOT} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))"""
 
@@ -176,14 +181,18 @@ SELECT EXISTS (
 ) OR EXISTS (
     SELECT 1 FROM job_documents WHERE rate_key IS NOT NULL AND {_QUEUED_HERE}
 ) OR EXISTS (
-    SELECT 1 FROM job_documents AS w
-    JOIN job_dependencies AS d ON d.job_id = w.id AND d.ended IS NULL
-    JOIN jobs AS e ON e.id = d.depends_on
+    SELECT 1 FROM job_documents AS w CROSS JOIN LATERAL (
+        SELECT 1 FROM job_dependencies AS d CROSS JOIN LATERAL (
+            SELECT status, run_at, attempts, snoozes FROM jobs WHERE id = d.depends_on LIMIT 1
+        ) AS e
+        WHERE d.job_id = w.id AND d.ended IS NULL
+          AND (e.status IN ('running', 'waiting')
+               OR (e.status = 'queued'
+                   AND (e.run_at <= {T_SNAPSHOT}
+                        OR (%(retries)s AND (e.attempts > 0 OR e.snoozes > 0)))))
+        LIMIT 1
+    ) AS held
     WHERE w.status = 'waiting' AND w.queue = ANY(%(queues)s::text[])
-      AND (e.status IN ('running', 'waiting')
-           OR (e.status = 'queued'
-               AND (e.run_at <= {T_SNAPSHOT}
-                    OR (%(retries)s AND (e.attempts > 0 OR e.snoozes > 0)))))
 ) AS pending
 """
 
