@@ -1,7 +1,7 @@
 WITH ended AS (
     DELETE FROM leases AS l
     WHERE l.job_id = ANY(%(finishes_id)s::text[])
-      AND l.execution_id = coalesce((%(finishes_eid)s::bigint[])[array_position(%(finishes_id)s::text[], l.job_id)], %(finishes_eid_all)s::bigint) AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+      AND l.execution_id = coalesce((%(finishes_eid)s::bigint[])[CASE WHEN num_nonnulls(%(finishes_eid)s::bigint[]) > 0 THEN array_position(%(finishes_id)s::text[], l.job_id) END], %(finishes_eid_all)s::bigint) AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
     RETURNING l.job_id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.lease_expires_at, l.heartbeat_at, l.detached_until, l.claimed_ahead
 ), locked AS (
     SELECT e.job_id AS id, e.*,

@@ -59,8 +59,8 @@ _FINISHED = ",\n           ".join(
 )
 
 # The place in the batch of lease `l`, for its execution id: looked for only where the
-# batch's execution ids differ (`Batch.at`).
-_PLACE_OF_LEASE = f"array_position({FINISH_BATCH.param('id')}, l.job_id)"
+# batch's execution ids differ.
+_PLACE_OF_LEASE = FINISH_BATCH.place("l.job_id", ("eid",))
 
 # A lease's columns, in its table's order: what a deferred finish puts back.
 _LEASE = ("job_id", "execution_id", "worker_id", "attempts", "started_at", "lease_expires_at",
