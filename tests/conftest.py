@@ -58,6 +58,7 @@ from tests.interrupt import FirstInterrupt
 
 if TYPE_CHECKING:
     from tests.pg_harness import SchemaStock
+    from tests.sqlite_template import Template as SqliteTemplate
 
 BACKENDS = [
     name.strip()
@@ -285,12 +286,21 @@ def pg_schemas(pg_server_url: str) -> Iterator[SchemaStock]:
     stock.close()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> SqliteTemplate:
+    """This process's migrated SQLite file, copied for each test's migrated database."""
+    from tests.sqlite_template import Template
+
+    return Template(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture
 def migrated_urls(
     backend: str, fresh_url: Callable[[], str], request: pytest.FixtureRequest
 ) -> Iterator[Callable[[], str]]:
     """`migrated_urls()`: the URL of another fresh database of the current backend,
-    migrated (on PostgreSQL ahead of the test, by `pg_schemas`, and dropped behind it)."""
+    migrated (on PostgreSQL ahead of the test, by `pg_schemas`, and dropped behind it;
+    on SQLite a copy of `sqlite_template`'s file)."""
     with contextlib.ExitStack() as behind:
 
         def make() -> str:
@@ -300,6 +310,10 @@ def migrated_urls(
                 behind.callback(stock.drop_behind, url)
                 return url
             url = fresh_url()
+            if backend == "sqlite":
+                template = request.getfixturevalue("sqlite_template")
+                template.copy_to(Path(url.removeprefix("sqlite:///")))
+                return url
             made = open_store(url)
             made.link.migrate()
             made.link.close()
