@@ -17,6 +17,7 @@ import pytest
 from heartq.model import JobStatus
 from heartq.store import Store, open_store
 from tests.conformance import procs
+from tests.support import examples
 
 from .support import all_jobs, insert_version_1_job, new_job
 
@@ -71,16 +72,16 @@ CPU burner, 90 s of 120 at load 21 on 2 cores). A hang still fails within
 `procs.TIMEOUT` of the last round done."""
 
 
-@pytest.mark.long(14)
+@pytest.mark.long(8)
 @pytest.mark.slow
 @pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_migrate_on_a_fresh_database(
     store_factory: Callable[[], Store], fresh_url: Callable[[], str]
 ) -> None:
-    """Four processes migrate the same fresh database at once, on 25 fresh databases
-    in a row (a race that is lost only now and then still shows)."""
+    """Four processes migrate the same fresh database at once, on 8 fresh databases in a
+    row (25 under `HEARTQ_THOROUGH=1`: a race that is lost only now and then still shows)."""
     reference = store_factory().link.migrate()  # the version a lone migrate reaches
-    urls = [fresh_url() for _ in range(25)]
+    urls = [fresh_url() for _ in range(examples(8, 25))]
 
     per_process = procs.run_processes(procs.migrator, [(urls,)] * procs.PROCESSES)
 
@@ -96,15 +97,16 @@ def test_concurrent_migrate_on_a_fresh_database(
             store.link.close()
 
 
-@pytest.mark.long(14)
+@pytest.mark.long(5)
 @pytest.mark.slow
 @pytest.mark.timeout(MIGRATE_TIMEOUT)
 def test_concurrent_upgrade_from_version_1(
     fresh_url: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four processes upgrade the same database of version 1 (with jobs) at once, on 10
-    databases in a row: each migration runs once, and every process ends at the latest."""
-    urls = [fresh_url() for _ in range(10)]
+    """Four processes upgrade the same database of version 1 (with jobs) at once, on 4
+    databases in a row (10 under `HEARTQ_THOROUGH=1`): each migration runs once, and
+    every process ends at the latest."""
+    urls = [fresh_url() for _ in range(examples(4, 10))]
     first = open_store(urls[0])
     dialect = type(first.dialect)  # type: ignore[attr-defined]
     every = first.dialect.migrations()
