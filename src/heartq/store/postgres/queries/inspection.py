@@ -156,11 +156,11 @@ GROUP BY queue
 # document of the log says `queued` while its job runs), the plain, keyed and rated
 # claim indexes; waiting, the queues' waiting documents, each with its open edges and
 # each edge's job by their keys (`LATERAL`: joined plainly, the edges were walked whole
-# from their `depends_on` index, every edge not yet pruned). What a look with nothing to find reads
-# whole, pinned by the plan census: the leases (the running attempts of every queue: they
-# hold no queue) and the rated claim index (keyed by rate key, not queue). Due is judged
-# at a time read after the statement's snapshot (`T_SNAPSHOT`), never before it: a job
-# that snapshot sees runnable is due in it.
+# from their `depends_on` index, every edge not yet pruned). What a look with nothing to
+# find reads whole, pinned by the plan census: the leases (the running attempts of every
+# queue: they hold no queue) and the rated claim index (keyed by rate key, not queue).
+# Due is judged at a time read after the statement's snapshot (`T_SNAPSHOT`), never
+# before it: a job that snapshot sees runnable is due in it.
 _QUEUED_HERE = f"""status = 'queued' AND queue = ANY(%(queues)s::text[])
           AND (run_at <= {T_SNAPSHOT} OR (%(retries)s AND (attempts > 0 OR snoozes > 0)))"""
 
