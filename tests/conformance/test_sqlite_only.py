@@ -25,7 +25,7 @@ from heartq.errors import ConfigError, StoreBusy, StoreUnavailable
 from heartq.model import DetectedBy, JobStatus, NewJob
 from heartq.store import open_store
 from heartq.store.sqlite.liveness import lock_dir
-from tests.support import wait_for
+from tests.support import wait_for, without_dac_override
 
 from .support import enqueue_one, register
 
@@ -122,6 +122,59 @@ def test_read_only_directory(read_only_dir: Path) -> None:
         assert "\n" not in message and str(path) in message
     assert "not writable" in message
     assert not path.exists()
+
+
+MADE_READ_ONLY_AS_IT_OPENS = textwrap.dedent(
+    """
+    import sys, threading
+    from pathlib import Path
+    from heartq.errors import StoreUnavailable
+    from heartq.store.sqlite.connection import ConnectionPool
+
+    path = Path(sys.argv[1])
+    pool = ConnectionPool(path)
+    with pool.write() as conn:
+        conn.execute("CREATE TABLE rows (n INTEGER)")
+    connect = pool._connect
+
+    def made_read_only_meanwhile(mode, cached_statements=128):
+        path.chmod(0o444)  # after the pool looked at the file, before SQLite opens it
+        return connect(mode, cached_statements)
+
+    def writes():  # a thread's first writes, the first one opening its connection
+        for n in range(3):
+            try:
+                with pool.write() as conn:
+                    conn.execute("INSERT INTO rows (n) VALUES (?)", (n,))
+                print("landed")
+            except StoreUnavailable as exc:
+                print(exc.reason)
+            pool._connect = connect
+            path.chmod(0o644)
+
+    pool._connect = made_read_only_meanwhile
+    thread = threading.Thread(target=writes)
+    thread.start()
+    thread.join()
+    """
+)
+
+
+def test_a_file_made_read_only_as_a_thread_opens_it_is_written_once_writable(
+    tmp_path: Path,
+) -> None:
+    """SQLite opens a file it may not write read-only, without a word; a connection kept
+    so refused every write of its thread long after the file was writable again, and a
+    worker logged `store_unavailable` at each of that thread's passes, `store_recovered`
+    at each landing of the others'. The file is made read-only between the pool's look
+    at it and SQLite's open (the look after the open refuses the connection), and
+    writable again after the write: the next write lands. Run as root, the process runs
+    without the capabilities that let root ignore file modes."""
+    launcher = without_dac_override() if os.geteuid() == 0 else []
+    script = [sys.executable, "-c", MADE_READ_ONLY_AS_IT_OPENS, str(tmp_path / "q.db")]
+    done = subprocess.run([*launcher, *script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["read_only", "landed", "landed"]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,14 @@ the process (restored by an operator) is reopened by every thread at its next us
 file was opened, it is never created again: a deleted database is not silently replaced
 by an empty one. A nearly full disk is the WAL guard's (`wal.py`).
 
+SQLite opens a file it may not write read-only, without a word, and that connection
+refuses every write for good, even once the file is writable again. So a new connection
+is kept only if the file is still writable once it is open (`check_location`, before
+and after the open). A worker's threads open theirs at their first use, which can meet
+a `chmod`: a thread whose connection was kept read-only failed at each pass long after
+the outage, while the other threads' writes landed (`store_unavailable` and
+`store_recovered` in turn, for one outage).
+
 One commit for the hot writes of a process's threads that meet at SQLite's write lock
 (`write(share=True)`, `SharedCommit`). A worker writes from several threads: the fetch
 loop claims, the completer finishes, the heartbeater renews. On SQLite they queue for one
@@ -265,6 +273,12 @@ class ConnectionPool:
             conn.close()
             raise translate(exc, self.path) from None
         self._opened_once = True
+        if not self.reading:
+            try:  # made read-only since the look above, SQLite opened it read-only
+                check_location(self.path)
+            except BaseException:
+                conn.close()
+                raise
         if self.trace:
             conn.set_trace_callback(self._on_statement)
         return conn
