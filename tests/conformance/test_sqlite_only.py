@@ -131,7 +131,7 @@ MADE_READ_ONLY_AS_IT_OPENS = textwrap.dedent(
     from heartq.errors import StoreUnavailable
     from heartq.store.sqlite.connection import ConnectionPool
 
-    path = Path(sys.argv[1])
+    path, at_once = Path(sys.argv[1]), sys.argv[2] == "at_once"
     pool = ConnectionPool(path)
     with pool.write() as conn:
         conn.execute("CREATE TABLE rows (n INTEGER)")
@@ -139,7 +139,11 @@ MADE_READ_ONLY_AS_IT_OPENS = textwrap.dedent(
 
     def made_read_only_meanwhile(mode, cached_statements=128):
         path.chmod(0o444)  # after the pool looked at the file, before SQLite opens it
-        return connect(mode, cached_statements)
+        try:
+            return connect(mode, cached_statements)
+        finally:
+            if at_once:  # and writable again before the pool looks at it once more
+                path.chmod(0o644)
 
     def writes():  # a thread's first writes, the first one opening its connection
         for n in range(3):
@@ -160,19 +164,23 @@ MADE_READ_ONLY_AS_IT_OPENS = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("writable_again", ["after", "at_once"])
 def test_a_file_made_read_only_as_a_thread_opens_it_is_written_once_writable(
-    tmp_path: Path,
+    tmp_path: Path, writable_again: str
 ) -> None:
     """SQLite opens a file it may not write read-only, without a word; a connection kept
     so refused every write of its thread long after the file was writable again, and a
     worker logged `store_unavailable` at each of that thread's passes, `store_recovered`
     at each landing of the others'. The file is made read-only between the pool's look
-    at it and SQLite's open (the look after the open refuses the connection), and
-    writable again after the write: the next write lands. Run as root, the process runs
-    without the capabilities that let root ignore file modes."""
+    at it and SQLite's open, and writable again after the write (the look after the
+    open refuses the connection) or at once, before that look (SQLite refuses the
+    write, and the connection is reopened): either way the next write lands. Run as
+    root, the process runs without the capabilities that let root ignore file modes."""
     launcher = without_dac_override() if os.geteuid() == 0 else []
     script = [sys.executable, "-c", MADE_READ_ONLY_AS_IT_OPENS, str(tmp_path / "q.db")]
-    done = subprocess.run([*launcher, *script], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*launcher, *script, writable_again], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["read_only", "landed", "landed"]
 

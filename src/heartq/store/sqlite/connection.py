@@ -21,10 +21,12 @@ by an empty one. A nearly full disk is the WAL guard's (`wal.py`).
 SQLite opens a file it may not write read-only, without a word, and that connection
 refuses every write for good, even once the file is writable again. So a new connection
 is kept only if the file is still writable once it is open (`check_location`, before
-and after the open). A worker's threads open theirs at their first use, which can meet
-a `chmod`: a thread whose connection was kept read-only failed at each pass long after
-the outage, while the other threads' writes landed (`store_unavailable` and
-`store_recovered` in turn, for one outage).
+and after the open), and a write SQLite refuses as read-only has every thread reopen
+its connection at its next use (`_write_failed`: the file was made read-only and
+writable again between the open and the look after it). A worker's threads open theirs
+at their first use, which can meet a `chmod`: a thread whose connection was kept
+read-only failed at each pass long after the outage, while the other threads' writes
+landed (`store_unavailable` and `store_recovered` in turn, for one outage).
 
 One commit for the hot writes of a process's threads that meet at SQLite's write lock
 (`write(share=True)`, `SharedCommit`). A worker writes from several threads: the fetch
@@ -420,7 +422,7 @@ class ConnectionPool:
         try:
             self._begin_immediate(conn)
         except sqlite3.Error as exc:
-            self.wal.write_failed(exc)
+            self._write_failed(exc)
             raise translate(exc, self.path) from None
         try:
             self._check_file(self._local.identity)
@@ -436,7 +438,7 @@ class ConnectionPool:
         still commit), end the transaction and release the write lock."""
         conn = shared.conn
         if isinstance(exc, sqlite3.Error):
-            self.wal.write_failed(exc)
+            self._write_failed(exc)
         try:
             if joined and conn.in_transaction:  # some errors (a full disk) end it: lost
                 try:
@@ -450,6 +452,16 @@ class ConnectionPool:
         finally:
             self._write_lock.release()
 
+    def _write_failed(self, exc: BaseException) -> None:
+        """SQLite refused a write: the WAL guard is told (a full disk), and a refusal as
+        read-only, past `_check_file`'s look at a writable file, has every thread reopen
+        its connection at its next use. One was opened read-only: the file was made
+        read-only and writable again between SQLite's open and `_open`'s look after it."""
+        self.wal.write_failed(exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_READONLY:
+            self._generation += 1
+
     def _end(self, shared: SharedCommit) -> None:
         """Commit the transaction (or roll it back, if it failed) and tell the writes
         that left it open. Raises only what the WAL guard's look after a commit raises."""
@@ -459,7 +471,7 @@ class ConnectionPool:
                 try:
                     conn.execute("COMMIT")
                 except sqlite3.Error as exc:
-                    self.wal.write_failed(exc)
+                    self._write_failed(exc)
                     shared.failure = exc
             if shared.failure is not None:
                 with contextlib.suppress(sqlite3.Error):
