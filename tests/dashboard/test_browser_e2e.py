@@ -4,7 +4,8 @@ dashboard` process and real worker processes killed with real signals.
 What a user sees: the overview while a worker runs (with a rate limit holding jobs
 back), a job's progress moving without a reload, a killed worker's job showing the crash
 and its recovery in the timeline, a dead job replayed from the page, an action refused
-without the token, and hostile text that stays text. Screenshots of every page go to
+without the token, text typed in a field that the page's refreshes leave alone, and
+hostile text that stays text. Screenshots of every page go to
 test-artifacts/screenshots/.
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Dialog, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, Request, Route, expect
 
 from heartq.inspect.fleet import GONE_HINT
 from tests.browser_harness import launch_chromium, screenshot_dir
@@ -348,6 +349,47 @@ def test_a_dead_job_is_replayed_from_the_page_once_signed_in(site: Site, page: P
     page.get_by_test_id("replay-holder").click()
     expect(page.get_by_role("status")).to_contain_text("Replayed 1 dead job(s)")
     wait_for(lambda: len(site.cli.job(job_id)["executions"]) == 3, what="a third attempt")
+
+
+def test_typed_text_outlives_the_pages_refreshes(site: Site, page: Page) -> None:
+    """What a user typed in a live page's field stays there once focus moved on (to the
+    heading here; to the button as it is pressed): the page re-reads itself every
+    half second, and neither a refresh on its way as they typed nor one asked for after
+    lands over it. Then the form sends it. (Wiped, the sign-in page's `required` token
+    field was empty, and the browser refused to send the form, silently.)"""
+    site.start_dashboard("--token", "s3cret-token")
+    held: list[Route] = []
+
+    def hold_the_first_refresh(route: Route, request: Request) -> None:
+        if request.headers.get("hx-request") == "true" and not held:
+            held.append(route)  # answered below, once the user has typed
+        else:
+            route.continue_()
+
+    page.route("**/login", hold_the_first_refresh)
+    page.add_init_script(  # before the page's own scripts: no refresh goes uncounted
+        """document.addEventListener("htmx:beforeRequest", (event) => {
+            if (event.detail.elt.id === "live") window.__refreshes = (window.__refreshes || 0) + 1;
+        });"""
+    )
+    page.goto(site.url("/login"))
+
+    def refresh_held() -> bool:
+        page.evaluate("0")  # a round trip, in which Playwright hands the route over
+        return bool(held)
+
+    wait_for(refresh_held, what="the first refresh to be on its way")
+    token = page.get_by_label("Token")
+    token.fill("wrong")
+    page.get_by_role("heading", name="Sign in to act on jobs").click()
+    expect(token).not_to_be_focused()
+    asked = page.evaluate("window.__refreshes")
+    held[0].continue_()
+    # two more asked for (refused, or sent): htmx answered the held one before them
+    page.wait_for_function("([asked]) => window.__refreshes >= asked + 2", arg=[asked])
+    expect(token).to_have_value("wrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("wrong token")
 
 
 def test_a_queued_job_is_cancelled_from_its_page(site: Site, page: Page) -> None:
