@@ -220,8 +220,11 @@ class Scratch:
         """Finished rows gone and vacuumed, the backlog back to its size: every turn
         starts from the same table."""
         self.admin.execute("DELETE FROM ended_executions")
+        self.admin.execute("DELETE FROM job_documents AS d USING job_ends AS e"
+                           " WHERE e.job_id = d.id")  # fmt: skip
+        self.admin.execute("DELETE FROM job_ends")
         self.admin.execute("DELETE FROM job_documents WHERE status <> 'queued'")
-        self.admin.execute("VACUUM (ANALYZE) job_documents, ended_executions")
+        self.admin.execute("VACUUM (ANALYZE) job_documents, job_ends, ended_executions")
         row = self.admin.execute("SELECT count(*) FROM jobs").fetchone()
         missing = self.backlog - int(row[0] if row else 0)
         while missing > 0:

@@ -118,6 +118,9 @@ def test_an_emptied_schema_is_as_its_migration_left_it(
         store.set_queue_control("q", paused=True, scale=False, concurrency=None, by="op")
         retried = claim_one(store, "w1", t0 + 20)  # a failed attempt: its execution row
         assert store.finish([failed(retried, Outcome.FAILED, "boom")], now=t0 + 21) == []
+        enqueue_one(store, t0, queue="done")  # a success of the ready log: its end row
+        done = claim_one(store, "w1", t0 + 22, queues=("done",))
+        assert store.finish([succeeded(done, "0")], now=t0 + 23) == []
         # two fairness keys' jobs taken in one claim: where the turns stand (claim_turns)
         store.enqueue([new_job(queue="fair", fair_key=key) for key in "ab"], now=t0)
         assert len(store.claim("w1", ["fair"], 2, 30.0, now=t0 + 22)) == 2  # leases held

@@ -90,8 +90,8 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
 
     # Statistics and vacuums only where a state says: autovacuum's would fall at random
     # moments, and a statement's buffers with them (the dead entries a vacuum removes).
-    tables = ("job_documents", "leases", "ready", "ended_executions", "claim_marks", "lanes",
-              "workers")
+    tables = ("job_documents", "leases", "ready", "job_ends", "ended_executions", "claim_marks",
+              "lanes", "workers")
     sql(*(f"ALTER TABLE {table} SET (autovacuum_enabled = false)" for table in tables))
     state("empty")
     sql("ANALYZE")
@@ -114,16 +114,25 @@ def _states(store: PostgresStore, record: census.Census, mp: pytest.MonkeyPatch)
     fill(3000, lanes=300)
     state("300 lanes")
     # The burst drained: every queued job of both queues succeeded (finished later than
-    # the pruner's retention reaches), the table vacuumed as autovacuum would.
-    sql("UPDATE job_documents SET status = 'succeeded', finished_at = now() + interval '1 day',"
-        " ready_xid = NULL WHERE status = 'queued' AND queue IN ('default', 'other')",
+    # the pruner's retention reaches), the tables vacuumed as autovacuum would. A job of
+    # the ready log ends on a row of its own, its document left as it was; a due one on
+    # its document.
+    sql("INSERT INTO job_ends (job_id, status, execution_id, attempts, started_at,"
+        " heartbeat_at, finished_at, claimed_ahead)"
+        " SELECT id, 'succeeded', 1, 1, now(), now(), now() + interval '1 day', false"
+        " FROM job_documents WHERE status = 'queued' AND ready_xid IS NOT NULL"
+        " AND queue IN ('default', 'other')",
+        "UPDATE job_documents SET status = 'succeeded', finished_at = now() + interval '1 day'"
+        " WHERE status = 'queued' AND ready_xid IS NULL AND queue IN ('default', 'other')",
         "DELETE FROM ready WHERE queue IN ('default', 'other')",
-        "VACUUM job_documents, ready")  # fmt: skip
+        "VACUUM job_documents, ready, job_ends")  # fmt: skip
     fill(1000)
     state("a burst drained, statistics of the backlog")
     sql("ANALYZE")
     state("a burst drained, analyzed")
-    sql("DELETE FROM job_documents WHERE status = 'succeeded'", "VACUUM ANALYZE")
+    sql("DELETE FROM job_documents AS d USING job_ends AS e WHERE e.job_id = d.id",
+        "DELETE FROM job_ends", "DELETE FROM job_documents WHERE status = 'succeeded'",
+        "VACUUM ANALYZE")
     state("pruned")
     fill(REFILL)
     state(f"{REFILL:,} queued again, statistics of the pruned table")

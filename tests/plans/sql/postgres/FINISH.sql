@@ -17,6 +17,20 @@ WITH ended AS (
     FROM ended AS e CROSS JOIN LATERAL (
         SELECT CASE WHEN num_nonnulls(%(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[]) > 0 THEN array_position(%(finishes_id)s::text[], e.job_id) END AS place
     ) AS p
+), kept AS (
+    SELECT j.id, j.awaited FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked
+                           WHERE f_status = 'succeeded' AND f_pending IS NOT TRUE))
+      AND j.status = 'queued' AND NOT j.has_dependents AND j.unique_key IS NULL
+        AND j.rate_key IS NULL
+    FOR SHARE OF j
+), appended AS (
+    INSERT INTO job_ends (job_id, status, execution_id, worker_id, attempts, started_at,
+                          heartbeat_at, finished_at, claimed_ahead, result)
+    SELECT l.id, 'succeeded', l.execution_id, l.worker_id, l.attempts, l.started_at,
+           l.heartbeat_at, coalesce(to_timestamp(%(now)s::float8), now()), l.claimed_ahead, l.f_result::json
+    FROM locked AS l JOIN kept AS k ON k.id = l.id
+    RETURNING job_id, execution_id
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -48,13 +62,16 @@ WITH ended AS (
         updated_at = coalesce(to_timestamp(%(now)s::float8), now())
     FROM locked
     WHERE j.id = locked.id AND NOT (%(defer)s AND j.has_dependents)
+      AND locked.id NOT IN (SELECT id FROM kept)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
 ), restored AS (
     INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
-    SELECT job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead FROM ended WHERE %(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed)
+    SELECT job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead FROM ended WHERE %(defer)s
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+          < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -65,5 +82,10 @@ WITH ended AS (
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
-SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE %(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed)
+SELECT a.job_id, a.execution_id, 'succeeded', k.awaited, false, false
+FROM appended AS a JOIN kept AS k ON k.id = a.job_id
+UNION ALL
+SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE %(defer)s
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+          < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)

@@ -102,9 +102,16 @@ WHERE w.status IN ('inactive', 'stopped')
   AND NOT EXISTS (SELECT 1 FROM leases AS l WHERE l.worker_id = w.id)
 """
 
+# Successes and cancels past the retention: those ended on their documents, and those
+# ended on a row of their own (`job_ends`, read by when they ended).
 SELECT_PRUNABLE_JOBS = f"""
-SELECT id FROM job_documents
-WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("retention")}
+(SELECT id FROM job_documents
+ WHERE status IN ('succeeded', 'cancelled') AND finished_at < {T} - {_secs("retention")}
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT job_id FROM job_ends
+ WHERE finished_at < {T} - {_secs("retention")} AND status IN ('succeeded', 'cancelled')
+ LIMIT %(limit)s)
 LIMIT %(limit)s
 """
 
@@ -122,14 +129,21 @@ DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s:
 # them, and show the dependency gone.
 DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
 
-DELETE_JOBS = "DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])"
+# A job's end row goes with its document.
+DELETE_JOBS = """
+WITH ends AS (DELETE FROM job_ends WHERE job_id = ANY(%(ids)s::text[]))
+DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])
+"""
 
 # The trace of pruned successes (migration 0021): the ids of the succeeded jobs a prune
-# is about to delete, so a job enqueued later may still depend on them
-# (store/sql/dependencies.py). An id pruned again (a store's test reuses ids) stays once.
+# is about to delete (ended on their documents or on end rows, each read by its key), so
+# a job enqueued later may still depend on them (store/sql/dependencies.py). An id pruned
+# again (a store's test reuses ids) stays once.
 RECORD_PRUNED_SUCCESSES = """
 INSERT INTO pruned_successes (id)
 SELECT id FROM job_documents WHERE id = ANY(%(ids)s::text[]) AND status = 'succeeded'
+UNION ALL
+SELECT job_id FROM job_ends WHERE job_id = ANY(%(ids)s::text[]) AND status = 'succeeded'
 ON CONFLICT DO NOTHING
 """
 
@@ -151,6 +165,7 @@ UPDATE job_documents SET status = 'cancelled', finished_at = {T}, updated_at = {
                 error = 'cancelled before it ran', cancelled_by = %(by)s, ready_xid = NULL
 WHERE id = %(job_id)s AND status IN ('queued', 'waiting', 'blocked')
   AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(job_id)s)
+  AND NOT EXISTS (SELECT 1 FROM job_ends WHERE job_id = %(job_id)s)
 RETURNING id, status, awaited, has_dependents
 """
 
@@ -172,8 +187,10 @@ JOB_STATUS = (
     f"""SELECT 1 FROM ready AS r JOIN job_documents AS d ON {entry_of("r", "d")}
        WHERE d.id = %(job_id)s FOR UPDATE OF r""",
     "SELECT 1 FROM leases WHERE job_id = %(job_id)s FOR UPDATE",
-    """SELECT CASE WHEN l.job_id IS NULL THEN d.status ELSE 'running' END AS status
+    """SELECT CASE WHEN e.job_id IS NOT NULL THEN e.status
+                   WHEN l.job_id IS NOT NULL THEN 'running' ELSE d.status END AS status
        FROM job_documents AS d LEFT JOIN leases AS l ON l.job_id = d.id
+       LEFT JOIN job_ends AS e ON e.job_id = d.id
        WHERE d.id = %(job_id)s FOR UPDATE OF d""",
 )
 
@@ -210,5 +227,6 @@ UPDATE job_documents
 SET attempts = %(attempt)s - 1, execution_id = %(attempt)s - 1, updated_at = {T}
 WHERE id = %(id)s AND status = 'queued' AND execution_id = 0
   AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(id)s)
+  AND NOT EXISTS (SELECT 1 FROM job_ends WHERE job_id = %(id)s)
 RETURNING id
 """

@@ -35,13 +35,16 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
 """
 
 # The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
-# and marked `has_dependents`, with its status as it stands under the lock: a FINISH of
-# it waits for this transaction, or this waits for the FINISH and sees the job ended. A
-# row already marked is only locked (no new row version). A job not found is missing
-# from the answer.
-LOCK_DEPENDENCIES = """
+# and marked `has_dependents`, then each one's status read in a statement of its own,
+# whose snapshot is taken after the locks: a FINISH of it waits for this transaction
+# (writing the document, or share-locking it to append an end row: both wait for the
+# lock), or this waits for the FINISH and sees the job ended, on its document or its end
+# row. A row already marked is only locked (no new row version). A job not found is
+# missing from the answer.
+LOCK_DEPENDENCIES = (
+    """
 WITH locked AS (
-    SELECT id, status, has_dependents FROM job_documents
+    SELECT id, has_dependents FROM job_documents
     WHERE id = ANY(%(ids)s::text[])
     ORDER BY id
     FOR UPDATE
@@ -49,8 +52,10 @@ WITH locked AS (
     UPDATE job_documents SET has_dependents = true
     WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
 )
-SELECT id, status FROM locked
-"""
+SELECT id FROM locked
+""",
+    "SELECT id, status FROM jobs WHERE id = ANY(%(ids)s::text[])",
+)
 
 # The dependencies an enqueue names that are not jobs: those in the trace of pruned
 # successes (the pruner writes it as it deletes them) count as succeeded; the others are

@@ -1,6 +1,7 @@
 """The end of an attempt: `FINISH` (the fate its worker decided, or a reclaimer's) and
-`RELEASE` (given back, not counted), each writing the attempt's execution row in its
-job's transaction.
+`RELEASE` (given back, not counted), each writing the attempt's execution record in its
+job's transaction (an execution row, the job's document or, for most successes, the
+job's end row).
 
 Their `CASE` expressions restate two rules of `heartq.lifecycle.fate` (how a fate lands)
 inside the fenced write: a retry after a cancel request ends the job cancelled, and
@@ -69,16 +70,31 @@ _LEASE = ("job_id", "execution_id", "worker_id", "attempts", "started_at", "leas
 # A lease the finish deleted whose document it did not write (its job has dependents):
 # looked for only where fewer documents were written than leases deleted (a test of two
 # counts, made once: the usual finish builds no set of the ids written).
-_DEFERRED = """%(defer)s AND (SELECT count(*) FROM landed) < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed)"""
+_DEFERRED = """%(defer)s
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+          < (SELECT count(*) FROM ended)
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)"""
+
+# A success whose end is a row of its own (`job_ends`, schema v41), its document left as
+# its enqueue wrote it: a job its claim took from the ready log (its document still
+# `queued`: the lease said it ran), without dependents (a dependent's enqueue reads its
+# dependencies' status after locking their documents), a unique key (the live-key index
+# reads the document's status) or a result still to come (its save writes the document).
+# The documents are share-locked, which a dependent's enqueue (`LOCK_DEPENDENCIES`)
+# waits for or is waited for by: locked, a document is read as its newest version, so
+# a dependent committed meanwhile is seen and the job's end written on its document, as
+# every other end is.
+_APPENDABLE = """j.status = 'queued' AND NOT j.has_dependents AND j.unique_key IS NULL
+        AND j.rate_key IS NULL"""
 
 # The finish deletes each attempt's lease first, and that delete is its lock step: the
 # leases found by the batch's ids through their key (`= ANY`: one probe an id, in the
 # key's order, so a finish and a heartbeat of one worker lock in the same order, byte-wise,
 # whatever order the batch came in: tests/plans/test_batch_locks.py), fenced on the
 # execution and the worker, a lease that moved meanwhile re-read after its lock. Each
-# deleted lease's finish is read from the batch (`locked`), and the document written
-# once, with the attempt's record (`_RECORD`) and its end. Whether a job is deferred (it
+# deleted lease's finish is read from the batch (`locked`). A success that may end on a
+# row of its own (`_APPENDABLE`) appends it (`appended`); every other end writes the
+# document once, with the attempt's record (`_RECORD`) and its end. Whether a job is deferred (it
 # has dependents, and the caller settles those apart) is read by the update, from the
 # document's newest version (a dependent's enqueue that committed while this statement
 # waited for the document's lock is seen); a job not written is deferred: its lease is
@@ -96,6 +112,19 @@ WITH ended AS (
     FROM ended AS e CROSS JOIN LATERAL (
         SELECT {FINISH_BATCH.place("e.job_id", _FINISHED_KEYS)} AS place
     ) AS p
+), kept AS (
+    SELECT j.id, j.awaited FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM locked
+                           WHERE f_status = 'succeeded' AND f_pending IS NOT TRUE))
+      AND {_APPENDABLE}
+    FOR SHARE OF j
+), appended AS (
+    INSERT INTO job_ends (job_id, status, execution_id, worker_id, attempts, started_at,
+                          heartbeat_at, finished_at, claimed_ahead, result)
+    SELECT l.id, 'succeeded', l.execution_id, l.worker_id, l.attempts, l.started_at,
+           l.heartbeat_at, {T}, l.claimed_ahead, l.f_result::json
+    FROM locked AS l JOIN kept AS k ON k.id = l.id
+    RETURNING job_id, execution_id
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -122,6 +151,7 @@ WITH ended AS (
         updated_at = {T}
     FROM locked
     WHERE j.id = locked.id AND NOT (%(defer)s AND j.has_dependents)
+      AND locked.id NOT IN (SELECT id FROM kept)
     RETURNING j.id, locked.execution_id AS execution_id, j.status, j.awaited,
               j.has_dependents, locked.worker_id AS ran_on, locked.started_at AS started_at,
               j.rate_key, locked.f_outcome, locked.f_error, locked.f_crash
@@ -137,6 +167,9 @@ WITH ended AS (
     WHERE NOT {_ON_ITS_JOB}
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
+UNION ALL
+SELECT a.job_id, a.execution_id, 'succeeded', k.awaited, false, false
+FROM appended AS a JOIN kept AS k ON k.id = a.job_id
 UNION ALL
 SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE {_DEFERRED}
 """

@@ -239,13 +239,17 @@ BROWSE_JOBS = _PAGE.format(where="")
 
 BROWSE_JOBS_BEFORE = _PAGE.format(where="j.id < %(before)s::text AND")
 
-# Jobs that ended, per minute: a range of the finished index (status, finished_at).
+# Jobs that ended, per minute: a range of the documents' finished index (status,
+# finished_at) and one of the end rows' (finished_at).
 FINISHED_PER_MINUTE = """
 SELECT (floor(extract(epoch from finished_at) / 60) * 60)::float8 AS minute, status,
        count(*)::integer AS n
-FROM job_documents
-WHERE status IN ('succeeded', 'dead', 'cancelled')
-  AND finished_at >= to_timestamp(%(since)s::float8)
+FROM (SELECT finished_at, status FROM job_documents
+      WHERE status IN ('succeeded', 'dead', 'cancelled')
+        AND finished_at >= to_timestamp(%(since)s::float8)
+      UNION ALL
+      SELECT finished_at, status FROM job_ends
+      WHERE finished_at >= to_timestamp(%(since)s::float8)) AS ended
 GROUP BY 1, 2 ORDER BY 1, 2
 """
 
