@@ -33,8 +33,8 @@ def assert_probes_the_keys(name: str, plan: str, size: int) -> None:
     up (an index scan run once a row), or the finish's delete (`ended`), one scan of the
     key by the batch's ids (`= ANY`, which descends once an id). Those that read the
     document in their lock step (the heartbeat, the start of claimed-ahead jobs) probe
-    its key too, and the finish reads each document by the ids (writing none: no-op
-    successes end on rows of their own). The batch
+    its key too, and the finish reads each document by a probe of its key (writing none:
+    no-op successes end on rows of their own). The batch
     itself is read once (a join that read it again for each lease was quadratic)."""
     assert not re.search(r"Function Scan on \w+ \(actual [^)]* loops=(?!1\))", plan), plan
     if name == "FINISH":
@@ -43,15 +43,17 @@ def assert_probes_the_keys(name: str, plan: str, size: int) -> None:
         assert re.search(probe, deleting), plan
         assert re.search(r"Index Cond: \((\w+\.)?job_id = ANY", deleting), plan
         # The batch's no-op successes end on rows of their own: their documents are
-        # read (and share-locked) by one scan of the key by the ids, and never probed
+        # read (and share-locked) by one probe of their key each, and never probed
         # again by the update of the documents the other ends write.
         kept = _section(plan, "kept")
-        scan = r"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* "
-        assert re.search(rf"{scan}rows={size} loops=1\)", kept), plan
-        assert re.search(r"Index Cond: \((\w+\.)?id = ANY", kept), plan
+        probe = rf"Index Scan using jobs_pkey on job_documents \w+ \(actual [^)]* loops={size}\)"
+        assert re.search(probe, kept), plan
         writing = _section(plan, "landed")
         assert re.search(r"Index Scan using jobs_pkey on job_documents \w+ \(never executed\)",
                          writing), plan  # fmt: skip
+        # No two of its CTEs joined: a generic plan joins them by a nested loop that
+        # compares every row of one with every row of the other (a batch squared).
+        assert "Join Filter" not in plan, plan
         return
     locking = plan.split("CTE locked", 1)[1]
     joined = name in ("HEARTBEAT", "START_AHEAD")  # they read of the document in the lock

@@ -18,19 +18,18 @@ WITH ended AS (
         SELECT CASE WHEN num_nonnulls(%(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[]) > 0 THEN array_position(%(finishes_id)s::text[], e.job_id) END AS place
     ) AS p
 ), kept AS (
-    SELECT j.id, j.awaited FROM job_documents AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM locked
-                           WHERE f_status = 'succeeded' AND f_pending IS NOT TRUE))
-      AND j.status = 'queued' AND NOT j.has_dependents AND j.unique_key IS NULL
+    SELECT l.id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at,
+           l.claimed_ahead, l.f_result, j.awaited
+    FROM locked AS l JOIN job_documents AS j ON j.id = l.id
+    WHERE l.f_status = 'succeeded' AND l.f_pending IS NOT TRUE AND j.status = 'queued' AND NOT j.has_dependents AND j.unique_key IS NULL
         AND j.rate_key IS NULL
     FOR SHARE OF j
 ), appended AS (
     INSERT INTO job_ends (job_id, status, execution_id, worker_id, attempts, started_at,
                           heartbeat_at, finished_at, claimed_ahead, result)
-    SELECT l.id, 'succeeded', l.execution_id, l.worker_id, l.attempts, l.started_at,
-           l.heartbeat_at, coalesce(to_timestamp(%(now)s::float8), now()), l.claimed_ahead, l.f_result::json
-    FROM locked AS l JOIN kept AS k ON k.id = l.id
-    RETURNING job_id, execution_id
+    SELECT id, 'succeeded', execution_id, worker_id, attempts, started_at, heartbeat_at,
+           coalesce(to_timestamp(%(now)s::float8), now()), claimed_ahead, f_result::json
+    FROM kept
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -69,9 +68,9 @@ WITH ended AS (
 ), restored AS (
     INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
     SELECT job_id, execution_id, worker_id, attempts, started_at, lease_expires_at, heartbeat_at, detached_until, claimed_ahead FROM ended WHERE %(defer)s
-      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM kept)
           < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT id FROM kept)
 ), closed AS (
     INSERT INTO ended_executions (job_id, execution_id, worker_id, started_at, ended_at,
                                   outcome, error, crash, rate_key)
@@ -82,10 +81,9 @@ WITH ended AS (
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
-SELECT a.job_id, a.execution_id, 'succeeded', k.awaited, false, false
-FROM appended AS a JOIN kept AS k ON k.id = a.job_id
+SELECT id, execution_id, 'succeeded', awaited, false, false FROM kept
 UNION ALL
 SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE %(defer)s
-      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM kept)
           < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT id FROM kept)

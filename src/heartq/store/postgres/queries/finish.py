@@ -71,9 +71,9 @@ _LEASE = ("job_id", "execution_id", "worker_id", "attempts", "started_at", "leas
 # looked for only where fewer documents were written than leases deleted (a test of two
 # counts, made once: the usual finish builds no set of the ids written).
 _DEFERRED = """%(defer)s
-      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM appended)
+      AND (SELECT count(*) FROM landed) + (SELECT count(*) FROM kept)
           < (SELECT count(*) FROM ended)
-      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT job_id FROM appended)"""
+      AND job_id NOT IN (SELECT id FROM landed) AND job_id NOT IN (SELECT id FROM kept)"""
 
 # A success whose end is a row of its own (`job_ends`, schema v41), its document left as
 # its enqueue wrote it: a job its claim took from the ready log (its document still
@@ -113,18 +113,17 @@ WITH ended AS (
         SELECT {FINISH_BATCH.place("e.job_id", _FINISHED_KEYS)} AS place
     ) AS p
 ), kept AS (
-    SELECT j.id, j.awaited FROM job_documents AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM locked
-                           WHERE f_status = 'succeeded' AND f_pending IS NOT TRUE))
-      AND {_APPENDABLE}
+    SELECT l.id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at,
+           l.claimed_ahead, l.f_result, j.awaited
+    FROM locked AS l JOIN job_documents AS j ON j.id = l.id
+    WHERE l.f_status = 'succeeded' AND l.f_pending IS NOT TRUE AND {_APPENDABLE}
     FOR SHARE OF j
 ), appended AS (
     INSERT INTO job_ends (job_id, status, execution_id, worker_id, attempts, started_at,
                           heartbeat_at, finished_at, claimed_ahead, result)
-    SELECT l.id, 'succeeded', l.execution_id, l.worker_id, l.attempts, l.started_at,
-           l.heartbeat_at, {T}, l.claimed_ahead, l.f_result::json
-    FROM locked AS l JOIN kept AS k ON k.id = l.id
-    RETURNING job_id, execution_id
+    SELECT id, 'succeeded', execution_id, worker_id, attempts, started_at, heartbeat_at,
+           {T}, claimed_ahead, f_result::json
+    FROM kept
 ), landed AS (
     UPDATE job_documents AS j
     SET status = CASE WHEN locked.f_status = 'queued' AND j.cancel_requested
@@ -168,8 +167,7 @@ WITH ended AS (
 )
 SELECT id, execution_id, status, awaited, has_dependents, false AS deferred FROM landed
 UNION ALL
-SELECT a.job_id, a.execution_id, 'succeeded', k.awaited, false, false
-FROM appended AS a JOIN kept AS k ON k.id = a.job_id
+SELECT id, execution_id, 'succeeded', awaited, false, false FROM kept
 UNION ALL
 SELECT job_id, execution_id, 'running', false, true, true FROM ended WHERE {_DEFERRED}
 """
