@@ -22,7 +22,9 @@
 --
 -- Catalog changes only (an empty table, two views replaced): nothing is rewritten.
 -- Workers of the version before keep working across it (their finish writes the
--- document, which the view still reads where no end row is).
+-- document, which the view still reads where no end row is), except where their code
+-- enqueues jobs that depend on others: their enqueue reads a dependency's status on its
+-- document (docs/UPGRADING.md, "Schema v41").
 CREATE TABLE job_ends (
     job_id text COLLATE "C" PRIMARY KEY,
     status text NOT NULL,

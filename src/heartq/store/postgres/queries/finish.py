@@ -79,7 +79,9 @@ _DEFERRED = """%(defer)s
 # its enqueue wrote it: a job its claim took from the ready log (its document still
 # `queued`: the lease said it ran), without dependents (a dependent's enqueue reads its
 # dependencies' status after locking their documents), a unique key (the live-key index
-# reads the document's status) or a result still to come (its save writes the document).
+# reads the document's status), a rate key (its window counts the execution rows; such a
+# job's claim marks its document anyway) or a result still to come (its save writes the
+# document).
 # The documents are share-locked, which a dependent's enqueue (`LOCK_DEPENDENCIES`)
 # waits for or is waited for by: locked, a document is read as its newest version, so
 # a dependent committed meanwhile is seen and the job's end written on its document, as
