@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import CancelResult, JobStatus, Outcome
 from heartq.store import Store
+from heartq.store.postgres.connection import parse_url
 from tests import pg_harness
 from tests.support import opened
 
@@ -21,8 +23,14 @@ from .support import claim_one, enqueue_one, new_job
 
 
 @pytest.fixture
-def pg_store(pg_server_url: str) -> Iterator[Store]:
-    with pg_harness.schema_url(pg_server_url) as url, opened(url) as store:
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    with pg_harness.schema_url(pg_server_url) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_store(pg_url: str) -> Iterator[Store]:
+    with opened(pg_url) as store:
         yield store
 
 
@@ -116,4 +124,28 @@ def test_a_pruned_success_takes_its_end_row_with_it(pg_store: Store) -> None:
     assert pg_store.prune(3600.0, 10.0, now=t0 + 100).jobs == 1
     assert _end_row(pg_store, job_id) is None and _version(pg_store, job_id) is None
     (then,) = pg_store.enqueue([new_job("then", depends_on=(job_id,))], now=t0 + 101)
+    assert pg_store.get_job(then)["status"] == "queued"
+
+
+@pytest.mark.parametrize("since", ["claimed", "running"])
+def test_a_repeatable_read_enqueue_never_waits_on_a_job_that_ended_after_its_snapshot(
+    pg_store: Store, pg_url: str, since: str
+) -> None:
+    """A caller's REPEATABLE READ transaction took its snapshot while the dependency was
+    queued (then claimed) or running; it succeeded since, on an end row, which that
+    snapshot cannot see. The enqueue of a dependent in that transaction fails with a
+    serialization error (its entry or its lease was deleted after the snapshot), never
+    inserts a dependent that would wait for an end already past; retried, it is queued."""
+    t0 = float(int(pg_store.clock()))
+    first = enqueue_one(pg_store, t0)
+    job = claim_one(pg_store, "w1", t0 + 1) if since == "running" else None
+    with psycopg.connect(parse_url(pg_url)[0]) as caller:
+        caller.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        caller.execute("SELECT 1")  # the snapshot
+        job = job or claim_one(pg_store, "w1", t0 + 1)
+        assert pg_store.finish([succeeded(job, "1")], now=t0 + 2) == []
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            pg_store.enqueue([new_job("then", depends_on=(first,))], connection=caller)
+        caller.rollback()
+    (then,) = pg_store.enqueue([new_job("then", depends_on=(first,))], now=t0 + 3)
     assert pg_store.get_job(then)["status"] == "queued"

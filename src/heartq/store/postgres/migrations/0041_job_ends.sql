@@ -20,10 +20,8 @@
 -- live-key index reads the document's status), no result still to come (its save
 -- writes the document). Every other end writes the document as before.
 --
--- Catalog changes only (an empty table, two views replaced): nothing is rewritten.
--- Workers of the version before keep working across it (their finish writes the
--- document, which the view still reads where no end row is), except where their code
--- enqueues jobs that depend on others: their enqueue reads a dependency's status on its
+-- Catalog changes only (an empty table, two views replaced): nothing is rewritten. Stop
+-- the processes of the version before first: they read a succeeded job's status on its
 -- document (docs/UPGRADING.md, "Schema v41").
 CREATE TABLE job_ends (
     job_id text COLLATE "C" PRIMARY KEY,

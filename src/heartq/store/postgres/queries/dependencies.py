@@ -5,6 +5,7 @@ job's dependencies and dependents are."""
 from __future__ import annotations
 
 from heartq.store.postgres.queries.common import T, _secs
+from heartq.store.postgres.queries.ready_log import entry_of
 
 # Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
 # others (`status` 'waiting', `waiting_for` their number; 'blocked' with `holders`, the
@@ -34,14 +35,35 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     expires_in float8)
 """
 
-# The dependencies an enqueue names, each locked (in id order, as FINISH locks its rows)
-# and marked `has_dependents`, then each one's status read in a statement of its own,
-# whose snapshot is taken after the locks: a FINISH of it waits for this transaction
-# (writing the document, or share-locking it to append an end row: both wait for the
-# lock), or this waits for the FINISH and sees the job ended, on its document or its end
-# row. A row already marked is only locked (no new row version). A job not found is
-# missing from the answer.
+# The dependencies an enqueue names, locked in the order every writer of a job takes its
+# rows (the entry of the ready log, the lease, the document), each kind in id order, four
+# statements in the enqueue's transaction: the entries of those queued in the ready log
+# and the leases of those running, share-locked; then each document locked and marked
+# `has_dependents`; then each one's status, read in a snapshot taken after the locks. A
+# claim deletes the entry (a claim in flight is waited for; one after this skips the
+# entry until this commits), a FINISH deletes the lease and then writes the document or
+# share-locks it to append an end row. So either this locks first (the FINISH waits and
+# sees the mark on the document's newest version) or the claim and the FINISH do (this
+# waits, and reads the job running or ended, on its document or its end row). In a
+# caller's REPEATABLE READ transaction, an entry or a lease deleted by a transaction that
+# committed after its snapshot fails the lock with a serialization error (the caller
+# retries), as a document written after it does: a status read in that snapshot would
+# call an ended job queued or running and leave its dependent waiting. A row already
+# marked is only locked (no new row version). A job not found is missing from the answer.
 LOCK_DEPENDENCIES = (
+    f"""
+SELECT r.job_id FROM job_documents AS d
+CROSS JOIN LATERAL (
+    SELECT r.job_id FROM ready AS r WHERE {entry_of("r", "d")} FOR KEY SHARE OF r
+) AS r
+WHERE d.id = ANY(%(ids)s::text[]) AND d.ready_xid IS NOT NULL
+ORDER BY d.id
+""",
+    """
+SELECT job_id FROM leases WHERE job_id = ANY(%(ids)s::text[])
+ORDER BY job_id
+FOR KEY SHARE
+""",
     """
 WITH locked AS (
     SELECT id, has_dependents FROM job_documents
