@@ -30,10 +30,7 @@ import psycopg
 from psycopg import sql
 
 from bench.servers import postgres
-
-DEPLOYMENT_MIGRATION = 9
-"""The migration that writes the deployment id (`0009_deployment.sql`): run again on each
-copy, so that every copy names a deployment of its own, as every migrated schema does."""
+from tests.support import DEPLOYMENT_MIGRATION
 
 PG_DUMP_TIMEOUT = 60
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from heartq.store import open_store
 from heartq.store.sql.base import migration_scripts
-from tests.pg_template import DEPLOYMENT_MIGRATION
+from tests.support import DEPLOYMENT_MIGRATION
 
 FILE = "heartq.db"
 

@@ -21,6 +21,12 @@ from heartq.config import env_variables
 from heartq.store import Store, open_store
 from tests import leftovers
 
+DEPLOYMENT_MIGRATION = 9
+"""The migration that writes the deployment id (`0009_deployment.sql`, on both backends):
+run again on each copy of a migrated template (`tests/pg_template.py`,
+`tests/sqlite_template.py`), so that every copy names a deployment of its own, as every
+migrated schema does."""
+
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]

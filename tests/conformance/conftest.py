@@ -12,6 +12,15 @@ import pytest
 
 from heartq.store import Store
 from heartq.store.postgres.connection import parse_url
+from tests import pg_harness
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A schema of its own on the suite's PostgreSQL server, for the tests of PostgreSQL's
+    own tables (its migrations, its tails, its end rows), dropped after."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ claim's tie on id, id order in SQL, Python's `sorted`) are one order on both bac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from heartq.model import Finish, JobStatus, Lease, Outcome
 from heartq.store import Store
 from heartq.store.postgres.store import PostgresStore
-from tests import pg_harness
 from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, insert_version_1_job, new_job, register
@@ -66,12 +64,6 @@ def test_the_claim_breaks_ties_in_byte_order(store: Store) -> None:
     one_by_one = [store.claim("w1", ["default"], 1, LEASE, now=t0)[0].id for _ in range(half)]
     batch = [job.id for job in store.claim("w1", ["default"], len(IDS), LEASE, now=t0)]
     assert one_by_one + batch == sorted(IDS)
-
-
-@pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        yield url
 
 
 def _query(store: PostgresStore, sql: str) -> list[Any]:

@@ -6,7 +6,6 @@ before it run after it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -15,18 +14,11 @@ from psycopg.sql import SQL, Identifier
 from heartq.lifecycle.fate import succeeded
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres.connection import parse_url
-from tests import pg_harness
 from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, insert_version_1_job, register
 
 RENAME = 39
-
-
-@pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        yield url
 
 
 def test_the_rename_keeps_the_jobs_and_who_may_read_them(

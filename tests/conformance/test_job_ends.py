@@ -16,16 +16,9 @@ from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import CancelResult, JobStatus, Outcome
 from heartq.store import Store
 from heartq.store.postgres.connection import parse_url
-from tests import pg_harness
 from tests.support import opened
 
 from .support import claim_one, enqueue_one, new_job
-
-
-@pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        yield url
 
 
 @pytest.fixture

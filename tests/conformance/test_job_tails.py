@@ -16,16 +16,9 @@ from heartq.errors import AmbiguousJobId, JobNotFound
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, WorkerInfo
 from heartq.store.postgres.store import PostgresStore
-from tests import pg_harness
 from tests.support import opened
 
 from .support import LEASE, SteeredMigrations, insert_version_1_job, new_job
-
-
-@pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
-    with pg_harness.schema_url(pg_server_url) as url:
-        yield url
 
 
 @pytest.fixture
