@@ -155,6 +155,13 @@ WHERE id IN (SELECT id FROM pruned_successes WHERE id < %(before)s ORDER BY id
              LIMIT %(limit)s)
 """
 
+def _at_rest(job_id: str) -> str:
+    """The job whose id `job_id` binds is at rest, as its document says: no attempt runs
+    it (a lease) and it did not end on a row of its own (an end row, schema v41)."""
+    return f"""NOT EXISTS (SELECT 1 FROM leases WHERE job_id = {job_id})
+  AND NOT EXISTS (SELECT 1 FROM job_ends WHERE job_id = {job_id})"""
+
+
 # A job of the ready log leaves it: its entry is deleted (JOB_STATUS locked it).
 CANCEL_QUEUED = f"""
 WITH entry AS (
@@ -164,8 +171,7 @@ WITH entry AS (
 UPDATE job_documents SET status = 'cancelled', finished_at = {T}, updated_at = {T},
                 error = 'cancelled before it ran', cancelled_by = %(by)s, ready_xid = NULL
 WHERE id = %(job_id)s AND status IN ('queued', 'waiting', 'blocked')
-  AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(job_id)s)
-  AND NOT EXISTS (SELECT 1 FROM job_ends WHERE job_id = %(job_id)s)
+  AND {_at_rest("%(job_id)s")}
 RETURNING id, status, awaited, has_dependents
 """
 
@@ -179,19 +185,18 @@ RETURNING l.worker_id
 # A job's status for a cancel, with what decides it locked in the order every writer
 # takes them (docs/design-notes/hot-path.md, stage 1): its entry of the ready log (a
 # claim in flight holds it: this waits, then finds it gone), its lease (an end in
-# flight holds it), then the document, read in a statement of its own whose snapshot
-# sees what those locks waited for. Locked, the answer holds for the transaction: a
-# queued job of the log cannot be claimed, a running one cannot end. A due job claimed
-# between the lease's lock and the document's is seen running (its document says so).
+# flight holds it), then the document; the status then read from `jobs` (the one place
+# that says which of the document, the lease and the end row holds it) in a statement
+# of its own, whose snapshot sees what those locks waited for. Locked, the answer holds
+# for the transaction: a queued job of the log cannot be claimed, a running one cannot
+# end. A due job claimed between the lease's lock and the document's is seen running
+# (its document says so).
 JOB_STATUS = (
     f"""SELECT 1 FROM ready AS r JOIN job_documents AS d ON {entry_of("r", "d")}
        WHERE d.id = %(job_id)s FOR UPDATE OF r""",
     "SELECT 1 FROM leases WHERE job_id = %(job_id)s FOR UPDATE",
-    """SELECT CASE WHEN e.job_id IS NOT NULL THEN e.status
-                   WHEN l.job_id IS NOT NULL THEN 'running' ELSE d.status END AS status
-       FROM job_documents AS d LEFT JOIN leases AS l ON l.job_id = d.id
-       LEFT JOIN job_ends AS e ON e.job_id = d.id
-       WHERE d.id = %(job_id)s FOR UPDATE OF d""",
+    "SELECT 1 FROM job_documents WHERE id = %(job_id)s FOR UPDATE",
+    "SELECT status FROM jobs WHERE id = %(job_id)s",
 )
 
 # A replayed job starts over: attempts and snoozes from 0 (its history kept). A dead job
@@ -226,7 +231,6 @@ START_AT_ATTEMPT = f"""
 UPDATE job_documents
 SET attempts = %(attempt)s - 1, execution_id = %(attempt)s - 1, updated_at = {T}
 WHERE id = %(id)s AND status = 'queued' AND execution_id = 0
-  AND NOT EXISTS (SELECT 1 FROM leases WHERE job_id = %(id)s)
-  AND NOT EXISTS (SELECT 1 FROM job_ends WHERE job_id = %(id)s)
+  AND {_at_rest("%(id)s")}
 RETURNING id
 """
