@@ -54,8 +54,11 @@ WATCHED = (
     # work, and for one with none (every part of it read to its end).
     "HAS_PENDING",
     # The enqueue (INSERT_JOBS_WAKING; INSERT_JOBS, its twin without the wake-up, runs on
-    # the caller's connection, whose cursors are not heartq's: the same plan).
-    "INSERT_JOBS_WAKING",
+    # the caller's connection, whose cursors are not heartq's: the same plan), and the
+    # locks of a job's dependencies (one running, one queued) before its enqueue.
+    "INSERT_JOBS_WAKING", "LOCK_DEPENDENCIES",
+    # An operator's cancel of a queued job: its status, read under its rows' locks.
+    "JOB_STATUS",
 )  # fmt: skip
 """The hot statements, by their name in `heartq.store.postgres.queries`."""
 
@@ -163,7 +166,15 @@ class Census:
         self.plans: dict[str, list[Plan]] = {}
         self.state = ""
         self.jit_available = True
-        self._texts = {getattr(pg_q, n): n for n in WATCHED if isinstance(getattr(pg_q, n), str)}
+        # A statement of several texts (run in order, in one transaction) is watched part
+        # by part: each part's runs are told apart by their case ("step 2 of 4 ...").
+        self._texts: dict[str, tuple[str, str]] = {}
+        for name in WATCHED:
+            statement = getattr(pg_q, name)
+            parts = statement if isinstance(statement, tuple) else (statement,)
+            for step, text in enumerate(parts, 1):
+                label = f"step {step} of {len(parts)} " if len(parts) > 1 else ""
+                self._texts[text] = (name, label)
 
     @contextlib.contextmanager
     def recording(self, state: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -176,15 +187,16 @@ class Census:
 
         def execute(cursor: NamedCursor, query: Any, params: Any = None, **kwargs: Any) -> Any:
             nonlocal busy
-            name = census._texts.get(query) if isinstance(query, str) else None
-            if name is not None and params is not None and not busy:
+            watched = census._texts.get(query) if isinstance(query, str) else None
+            if watched is not None and params is not None and not busy:
                 busy = True
+                name, step = watched
                 try:
                     text, keys = positional(query)
                     values = [params[key] for key in keys]
                     for mode in MODES:
                         plan = explain(cursor.connection, text, values, mode)
-                        census.record(name, plan, _case(params))
+                        census.record(name, plan, step + _case(params))
                 finally:
                     busy = False
             return original(cursor, query, params, **kwargs)
@@ -302,6 +314,11 @@ class Exercise:
         store.heartbeat(WORKER, [Renewal(lease) for lease in leases], LEASE)
         store.pulse([PulseReport(lease, Report(progress=Progress(0.5))) for lease in leases])
         store.cancel_requests(WORKER, leases)
+        # A job that waits for a running one and a queued one, and the cancel of a queued
+        # one, in a queue of their own (no claim or drain look below reads it).
+        queued, cancelled = store.enqueue([NewJob("t", "{}", queue="waits")] * 2)
+        store.enqueue([NewJob("t", "{}", queue="waits", depends_on=(held[0].id, queued))])
+        store.cancel_job(cancelled)
         half = len(held) // 2
         store.has_pending(["default"])
         store.has_pending(["idle"])

@@ -76,7 +76,12 @@ WITH locked AS (
 )
 SELECT id FROM locked
 """,
-    "SELECT id, status FROM jobs WHERE id = ANY(%(ids)s::text[])",
+    # Each job read by its key (`LATERAL`, as `RUNNING_CANCELS`): with `id = ANY(...)`
+    # the view's leases and end rows, analyzed empty, were merged whole (the census).
+    """
+SELECT j.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
+CROSS JOIN LATERAL (SELECT id, status FROM jobs WHERE id = x.id LIMIT 1) AS j
+""",
 )
 
 # The dependencies an enqueue names that are not jobs: those in the trace of pruned

@@ -1,0 +1,1 @@
+SELECT status FROM heartq_jobs WHERE id = :job_id
