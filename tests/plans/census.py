@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from heartq.lifecycle.fate import succeeded
-from heartq.model import NewJob, Progress, PulseReport, Renewal, Report, WorkerInfo
+from heartq.lifecycle.fate import failed, succeeded
+from heartq.model import NewJob, Outcome, Progress, PulseReport, Renewal, Report, WorkerInfo
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.postgres.statements import NamedCursor, positional
@@ -57,6 +57,9 @@ WATCHED = (
     # the caller's connection, whose cursors are not heartq's: the same plan), and the
     # locks of a job's dependencies (one running, one queued) before its enqueue.
     "INSERT_JOBS_WAKING", "LOCK_DEPENDENCIES",
+    # A running job's dependent settled as the job ends, and the edge marked; a job
+    # blocked by a dead dependency, and its own dependent held by it.
+    "SETTLE_DEPENDENTS", "END_DEPENDENCY_EDGES", "SYNC_HOLDS", "SHIFT_HOLDERS",
     # An operator's cancel of a queued job: its status, read under its rows' locks.
     "JOB_STATUS",
 )  # fmt: skip
@@ -319,6 +322,12 @@ class Exercise:
         queued, cancelled = store.enqueue([NewJob("t", "{}", queue="waits")] * 2)
         store.enqueue([NewJob("t", "{}", queue="waits", depends_on=(held[0].id, queued))])
         store.cancel_job(cancelled)
+        # A chain whose first job dies: the second is blocked, the third held by it.
+        (first,) = store.enqueue([NewJob("t", "{}", queue="waits", max_retries=0)])
+        (second,) = store.enqueue([NewJob("t", "{}", queue="waits", depends_on=(first,))])
+        store.enqueue([NewJob("t", "{}", queue="waits", depends_on=(second,))])
+        store.finish([failed(job, Outcome.FAILED, "census")
+                      for job in store.claim_ids(WORKER, [first], LEASE)])  # fmt: skip
         half = len(held) // 2
         store.has_pending(["default"])
         store.has_pending(["idle"])

@@ -110,6 +110,28 @@ def _locked(ids: str) -> str:
     )
 
 
+def _edges_of(condition: str) -> str:
+    """The edges (`d`: job_id, depends_on, holds) of the dependencies `ids` that meet
+    `condition`, for a FROM list: each dependency's edges searched by its key
+    (`x.id`). Joined plainly (or with `id = ANY(...)`), a GROUP BY over them walked the
+    whole primary key, in its order, once the table was analyzed small (the census);
+    `OFFSET 0` keeps the search from being merged back into such a join."""
+    return f"""(SELECT DISTINCT unnest(%(ids)s::text[])) AS x(id)
+    CROSS JOIN LATERAL (
+        SELECT job_id, depends_on, holds FROM job_dependencies
+        WHERE depends_on = x.id AND {condition} OFFSET 0
+    ) AS d"""
+
+
+def _status_of(id_: str) -> str:
+    """The status of the job `id_` names, read by its key: a scalar subquery, run per
+    row, never merged into a join. The statements that update edges scan only the edges
+    (`depends_on = ANY(...)`, the one search their index allows) and read each edge's jobs
+    this way: joined to the jobs, the edges were walked whole once the census analyzed
+    the table small."""
+    return f"(SELECT status FROM jobs WHERE id = {id_} LIMIT 1)"
+
+
 # The waiting (or blocked) dependents of jobs that ended (`ids`), in the ending
 # transaction, in a statement of its own: its snapshot is taken after the ended rows were
 # locked, so it sees every edge committed before (LOCK_DEPENDENCIES waits for those
@@ -144,9 +166,9 @@ WITH c AS (
                AS failed,
            min(CASE WHEN e.status = 'cancelled' THEN d.depends_on || ' ended cancelled' END)
                AS cancelled
-    FROM job_dependencies AS d JOIN jobs AS e ON e.id = d.depends_on
-    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
-      AND e.status IN ('succeeded', 'dead', 'cancelled')
+    FROM {_edges_of("ended IS NULL")}
+    CROSS JOIN LATERAL (SELECT status FROM jobs WHERE id = x.id LIMIT 1) AS e
+    WHERE e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
 ), locked AS ({_locked("SELECT job_id FROM c")})
 UPDATE job_documents AS j
@@ -168,25 +190,29 @@ RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 # An edge counted holds its job when its dependency ended dead and the job, blocking on
 # failure, is blocked by it (SETTLE_DEPENDENTS counted it in `holders`, under the lock
 # this transaction holds on the job).
-END_DEPENDENCY_EDGES = """
+END_DEPENDENCY_EDGES = f"""
 UPDATE job_dependencies AS d
-SET ended = e.status,
-    holds = (e.status = 'dead' AND j.status = 'blocked' AND j.on_dependency_failure = 'block')
-FROM jobs AS e, jobs AS j
-WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended IS NULL
-  AND e.id = d.depends_on AND e.status IN ('succeeded', 'dead', 'cancelled')
-  AND j.id = d.job_id
+SET (ended, holds) = (
+    SELECT e.status,
+           coalesce(e.status = 'dead' AND j.status = 'blocked'
+                    AND j.on_dependency_failure = 'block', false)
+    FROM (SELECT status FROM jobs WHERE id = d.depends_on LIMIT 1) AS e
+    LEFT JOIN LATERAL (
+        SELECT status, on_dependency_failure FROM jobs WHERE id = d.job_id LIMIT 1
+    ) AS j ON true
+)
+WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+  AND {_status_of("d.depends_on")} IN ('succeeded', 'dead', 'cancelled')
 """
 
 # The edges of not-ended dependencies (`ids`, whose status this transaction changed, under
 # their locks) made to say whether each holds its job: it does while the dependency is
 # blocked. Each edge that changed, with its new `holds`: its job's `holders` move by one
 # (SHIFT_HOLDERS).
-SYNC_HOLDS = """
-UPDATE job_dependencies AS d SET holds = (x.status = 'blocked')
-FROM jobs AS x
-WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND x.id = d.depends_on
-  AND d.ended IS NULL AND d.holds <> (x.status = 'blocked')
+SYNC_HOLDS = f"""
+UPDATE job_dependencies AS d SET holds = NOT d.holds
+WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+  AND d.holds <> ({_status_of("d.depends_on")} = 'blocked')
 RETURNING d.job_id, d.holds
 """
 
@@ -210,11 +236,10 @@ RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 # A dead dependency replayed (`ids`, queued again): the edges by which it held its
 # blocked dependents are not counted any more (it will end again); each such job waits
 # for it once more (`waiting_for` + 1, `holders` - 1: SHIFT_HOLDERS).
-REOPEN_HELD_EDGES = """
+REOPEN_HELD_EDGES = f"""
 UPDATE job_dependencies AS d SET ended = NULL, holds = false
-FROM jobs AS j
-WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended = 'dead'
-  AND d.holds AND j.id = d.job_id AND j.status = 'blocked'
+WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended = 'dead' AND d.holds
+  AND {_status_of("d.job_id")} = 'blocked'
 RETURNING d.job_id
 """
 
@@ -223,9 +248,8 @@ RETURNING d.job_id
 # come. Their dependents are settled from them as from any cancel.
 CANCEL_HELD = f"""
 WITH h AS (
-    SELECT d.job_id, min(d.depends_on) AS holder FROM job_dependencies AS d
-    WHERE d.depends_on = ANY(ARRAY(SELECT unnest(%(ids)s::text[]))) AND d.ended = 'dead'
-      AND d.holds
+    SELECT d.job_id, min(d.depends_on) AS holder
+    FROM {_edges_of("ended = 'dead' AND holds")}
     GROUP BY d.job_id
 ), locked AS ({_locked("SELECT job_id FROM h")})
 UPDATE job_documents AS j
