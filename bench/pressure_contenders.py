@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEARTQ = Subject(
     name="heartq",
     schema="heartq",
-    tables=("job_documents", "leases", "ready", "job_ends", "ended_executions", "job_tails"),
+    tables=("job_documents", "leases", "ready", "job_ends", "ended_executions"),
     depth="SELECT count(*) FROM heartq.jobs WHERE status = 'queued'",
     window="""
 SELECT

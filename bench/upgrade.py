@@ -186,14 +186,25 @@ def store_before(url: str, to: int) -> PostgresStore:
     return store
 
 
-def table_of(conn: psycopg.Connection[Any], schema: str, table: str) -> str:
+def table_of(conn: psycopg.Connection[Any], schema: str, table: str) -> str | None:
     """The table `table` names in `schema`: the jobs are `job_documents` from schema v39
-    on (`jobs` is a view of it then)."""
-    if table != "jobs":
-        return table
+    on (`jobs` is a view of it then); None for a table the schema has not (or no longer:
+    `job_tails` until v42)."""
     cursor = conn.cursor(row_factory=tuple_row)
-    found = cursor.execute("SELECT to_regclass(%s)", (f"{schema}.job_documents",)).fetchone()
-    return "job_documents" if found and found[0] is not None else table
+    for name in ("job_documents", table) if table == "jobs" else (table,):
+        found = cursor.execute("SELECT to_regclass(%s)", (f"{schema}.{name}",)).fetchone()
+        if found and found[0] is not None:
+            return name
+    return None
+
+
+def written_to(statement: str, documents: str) -> str:
+    """`statement` writing the jobs' table `documents`: from schema v40 on `jobs` is a
+    view of several tables, which takes no INSERT or UPDATE. (A job these statements
+    fill as running has no lease row there: the migrations timed never read one.)"""
+    for verb in ("INSERT INTO", "UPDATE"):
+        statement = statement.replace(f"{verb} jobs ", f"{verb} {documents} ")
+    return statement
 
 
 def fill(url: str, schema: str, jobs: int, ready: int) -> float:
@@ -207,14 +218,14 @@ def fill(url: str, schema: str, jobs: int, ready: int) -> float:
         conn.execute(psycopg.sql.SQL("SET search_path = {}").format(psycopg.sql.Identifier(schema)))
         with conn.transaction():
             conn.execute(JOB_ID)
+            documents = table_of(conn, schema, "jobs") or "jobs"
             for statement in (FILL_JOBS, FILL_EXECUTIONS, FILL_EDGES, MARK_DEPENDED_ON,
-                              FILL_PRUNED):  # fmt: skip
-                conn.execute(statement, params)
-            if ready:
-                conn.execute(FILL_READY, params)
+                              FILL_PRUNED, *([FILL_READY] if ready else [])):  # fmt: skip
+                conn.execute(written_to(statement, documents), params)
         for table in TABLES:
-            name = psycopg.sql.Identifier(table_of(conn, schema, table))
-            conn.execute(psycopg.sql.SQL("VACUUM ANALYZE {}").format(name))
+            if (found := table_of(conn, schema, table)) is not None:
+                name = psycopg.sql.Identifier(found)
+                conn.execute(psycopg.sql.SQL("VACUUM ANALYZE {}").format(name))
         conn.execute("CHECKPOINT")
     return time.monotonic() - started
 
@@ -225,12 +236,14 @@ def census(url: str, schema: str) -> tuple[dict[str, int], dict[str, int]]:
     sizes: dict[str, int] = {}
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         for table in TABLES:
+            if (found := table_of(conn, schema, table)) is None:
+                continue
             name = psycopg.sql.Identifier(schema, table)
             count = conn.execute(psycopg.sql.SQL("SELECT count(*) AS n FROM {}").format(name))
             rows[table] = int(count.fetchone()["n"])  # type: ignore[index]
             size = conn.execute(
                 "SELECT pg_total_relation_size(%(t)s::regclass) AS b",
-                {"t": f"{schema}.{table_of(conn, schema, table)}"},
+                {"t": f"{schema}.{found}"},
             )
             sizes[table] = int(size.fetchone()["b"])  # type: ignore[index]
     return rows, sizes

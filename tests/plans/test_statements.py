@@ -37,7 +37,7 @@ ONE_DIALECT = {
     # them to the claim; SQLite's one writer needs no lock.
     "CLAIM_KEYED": {"keys"},
     "CLAIM_RATED": {"rate_keys", "concurrency_keys"},
-    # PostgreSQL looks a shortened id's tail up in `job_tails`; SQLite reads the ids.
+    # PostgreSQL probes its index of the documents' tails; SQLite reads the ids.
     "JOBS_BY_SUFFIX": {"tail"},
     # Whether the worker holds a session lock: SQLite's lock files are always held.
     "REGISTER_WORKER": {"liveness_lock"},

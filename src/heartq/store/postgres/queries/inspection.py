@@ -292,13 +292,12 @@ ORDER BY id LIMIT %(limit)s
 """
 
 # A tail (ids made together share their start; their last characters are random): one
-# probe of job_tails' index of tails on its last 8 characters (schema v19: the tails live
-# apart from jobs, written once per job by triggers, so claims and finishes do not write
-# them again), then each job by its id, the whole tail checked on what it finds. No
+# probe of the documents' index of tails on their last 8 characters (schema v42), the
+# whole tail checked on what it finds, each job's status read where the view reads it. No
 # ORDER BY: with LIMIT, a planner whose statistics lag would rather walk the primary
 # key in order (every job id) than sort the one or two rows the probe finds.
 JOBS_BY_SUFFIX = """
-SELECT j.id, j.task, j.status FROM job_tails AS t JOIN jobs AS j ON j.id = t.job_id
-WHERE t.tail = %(tail)s AND right(t.job_id, %(n)s) = %(suffix)s
+SELECT id, task, status FROM jobs
+WHERE right(id, 8) = %(tail)s AND right(id, %(n)s) = %(suffix)s
 LIMIT %(limit)s
 """

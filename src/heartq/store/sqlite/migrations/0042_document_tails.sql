@@ -1,0 +1,5 @@
+-- heartq schema v42 (SQLite): nothing to do. PostgreSQL's migration of the same number
+-- indexes a shortened id's tail on the job's document in place of its table of tails;
+-- SQLite never had that table (it reads the primary key's index for a tail).
+-- Recorded all the same, so that each number names one change on both backends
+-- (docs/UPGRADING.md, "One line of schema numbers").
