@@ -101,9 +101,12 @@ def test_the_migration_indexes_the_tails_of_the_jobs_already_there(
         assert store.link.migrate() == migrations.newest
         assert store.resolve_job_id(ids[2][-8:]) == ids[2]
         with store.link.pool.transaction() as conn:
+            # This schema's triggers: other tests' schemas of older versions run beside.
             row = conn.execute(
                 "SELECT to_regclass('job_tails') AS t, to_regclass('job_documents_tail_idx') AS i,"
-                " (SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'job_tails%%') AS triggers"
+                " (SELECT count(*) FROM pg_trigger AS g JOIN pg_class AS c ON c.oid = g.tgrelid"
+                "  WHERE c.relnamespace = current_schema()::regnamespace"
+                "    AND g.tgname LIKE 'job_tails%%') AS triggers"
             ).fetchone()
         assert row is not None
         assert (row["t"], row["i"] is not None, row["triggers"]) == (None, True, 0)
