@@ -3,7 +3,7 @@ SET (ended, holds) = (
     SELECT e.status,
            coalesce(e.status = 'dead' AND j.status = 'blocked'
                     AND j.on_dependency_failure = 'block', false)
-    FROM (SELECT (SELECT status FROM jobs WHERE id = d.depends_on LIMIT 1) AS status) AS e
+    FROM (SELECT status FROM jobs WHERE id = d.depends_on LIMIT 1) AS e
     LEFT JOIN LATERAL (
         SELECT status, on_dependency_failure FROM jobs WHERE id = d.job_id LIMIT 1
     ) AS j ON true

@@ -11,7 +11,7 @@ WITH c AS (
         SELECT job_id, depends_on, holds FROM job_dependencies
         WHERE depends_on = x.id AND ended IS NULL OFFSET 0
     ) AS d
-    CROSS JOIN LATERAL (SELECT (SELECT status FROM jobs WHERE id = x.id LIMIT 1) AS status) AS e
+    CROSS JOIN LATERAL (SELECT status FROM jobs WHERE id = x.id LIMIT 1) AS e
     WHERE e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
 ), locked AS (SELECT j.id FROM job_documents AS j WHERE j.id = ANY(ARRAY(SELECT job_id FROM c)) ORDER BY j.id FOR UPDATE OF j)

@@ -124,11 +124,13 @@ def _edges_of(condition: str) -> str:
 
 
 def _status_of(id_: str) -> str:
-    """The status of the job `id_` names, read by its key: a scalar subquery, run per
-    row (or per dependency, in `_edges_of`'s FROM list), never merged into a join. The
-    statements that update edges scan only the edges (`depends_on = ANY(...)`, the one
-    search their index allows) and read each edge's jobs this way: joined to the jobs,
-    the edges were walked whole once the census analyzed the table small."""
+    """The status of the job `id_` names, read by its key, as a scalar subquery (run per
+    row, never merged into a join) or as a FROM item (`status`: its LIMIT keeps it from
+    being merged, so one read serves every reference; as `(SELECT (...) AS status)` each
+    reference read it again). The statements that update edges scan only the edges
+    (`depends_on = ANY(...)`, the one search their index allows) and read each edge's jobs
+    this way: joined to the jobs, the edges were walked whole once the census analyzed
+    the table small."""
     return f"(SELECT status FROM jobs WHERE id = {id_} LIMIT 1)"
 
 
@@ -167,7 +169,7 @@ WITH c AS (
            min(CASE WHEN e.status = 'cancelled' THEN d.depends_on || ' ended cancelled' END)
                AS cancelled
     FROM {_edges_of("ended IS NULL")}
-    CROSS JOIN LATERAL (SELECT {_status_of("x.id")} AS status) AS e
+    CROSS JOIN LATERAL {_status_of("x.id")} AS e
     WHERE e.status IN ('succeeded', 'dead', 'cancelled')
     GROUP BY d.job_id
 ), locked AS ({_locked("SELECT job_id FROM c")})
@@ -196,7 +198,7 @@ SET (ended, holds) = (
     SELECT e.status,
            coalesce(e.status = 'dead' AND j.status = 'blocked'
                     AND j.on_dependency_failure = 'block', false)
-    FROM (SELECT {_status_of("d.depends_on")} AS status) AS e
+    FROM {_status_of("d.depends_on")} AS e
     LEFT JOIN LATERAL (
         SELECT status, on_dependency_failure FROM jobs WHERE id = d.job_id LIMIT 1
     ) AS j ON true
