@@ -28,6 +28,7 @@ from bench.pressure_figures import Subject
 from bench.pressure_load import WORKER_APP
 from bench.worker_processes import TASKS, WorkerProcesses
 from heartq.app import App
+from heartq.store.postgres.queries.inspection import QUEUED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,9 @@ HEARTQ = Subject(
     name="heartq",
     schema="heartq",
     tables=("job_documents", "leases", "ready", "job_ends", "ended_executions"),
-    depth="SELECT count(*) FROM heartq.jobs WHERE status = 'queued'",
+    # Where queued jobs are held (as `heartq stats` reads them): through `jobs`, every
+    # sample read every job kept, a load on the machine that grew with the run.
+    depth=f"SELECT count(*) FROM ({QUEUED}) AS queued",
     window="""
 SELECT
   (SELECT count(*) FROM heartq.jobs

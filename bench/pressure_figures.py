@@ -89,7 +89,9 @@ class Sampler:
     def __init__(self, url: str, subject: Subject, every: float) -> None:
         self.subject = subject
         self.samples: list[Row] = []
-        self._conn = psycopg.connect(url, autocommit=True, application_name="pressure-sampler")
+        # The subject's schema first: its depth may name its tables unqualified.
+        self._conn = psycopg.connect(url, autocommit=True, application_name="pressure-sampler",
+                                     options=f"-c search_path={subject.schema}")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._every = every

@@ -7,6 +7,7 @@ key once per batch element instead of scanning the running jobs for each one.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from heartq.lifecycle.fate import succeeded
 from heartq.model import ClaimedJob, NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
@@ -502,3 +504,45 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
     firsts = re.findall(first, probe)
     assert sorted(index for index, _ in firsts) == ["jobs_keyed_claim_idx", "jobs_rated_claim_idx"]
     assert all(int(n) <= 1 for _, n in firsts), probe
+
+
+def test_postgres_how_long_queues_wait_reads_only_the_queued_jobs(pg_server_url: str) -> None:
+    """How long each queue's jobs wait (`heartq stats`, every worker's metrics) reads the
+    queued jobs where they are held, the ready log and the claim indexes, whatever is
+    kept of the jobs that ended: a success of the ready log keeps a document that says
+    `queued` (its end row says it ended), so a read of `jobs` by status read every job
+    kept, 3,000 here."""
+    with pg_harness.schema_url(pg_server_url) as url:
+        pg = PostgresStore(url)
+        try:
+            pg.link.migrate()
+            t0 = pg.clock()
+            register(pg, "w1", t0)
+            for _ in range(6):
+                pg.enqueue([NewJob("t", "{}") for _ in range(500)], now=t0)
+                done = pg.claim("w1", ["default"], 500, 60.0, now=t0)
+                assert pg.finish([succeeded(job, None) for job in done], now=t0) == []
+            (due,) = pg.enqueue([NewJob("t", "{}")], now=t0 - 5)
+            pg.enqueue([NewJob("t", "{}", delay=3600.0),
+                        NewJob("t", "{}", concurrency_key="k", concurrency_limit=1),
+                        NewJob("t", "{}", rate_key="r", rate_limit=1, rate_period=60.0)],
+                       now=t0)  # fmt: skip
+            with pg.link.pool.autocommit() as conn:
+                conn.execute("VACUUM ANALYZE")  # the ready log's entries taken: autovacuum's
+            read = {}
+            with pg.link.pool.transaction() as conn:
+                for name, params in (
+                    ("QUEUE_WAITS", {"now": t0}),
+                    ("OLDEST_RUNNABLE", {"queue": "default", "run_at": t0 - 5}),
+                ):
+                    explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + getattr(pg_q, name)
+                    (plan,) = conn.execute(explain, params).fetchone().values()
+                    top = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+                    read[name] = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+                conn.rollback()
+            waits = pg.queue_waits(now=t0)
+        finally:
+            pg.link.close()
+    assert all(buffers < 60 for buffers in read.values()), read
+    wait = waits["default"]
+    assert (wait.oldest_job_id, wait.scheduled) == (due, 1), wait

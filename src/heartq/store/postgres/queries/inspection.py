@@ -136,12 +136,31 @@ FULL JOIN running AS r ON r.queue = w.queue AND r.key = w.key
 ORDER BY 1, 4 DESC, 3 DESC, 2
 """
 
+# The queued jobs (queue, run_at, id), read where they are held: the ready log's entries
+# (an entry is deleted by the claim that takes its job), and the documents outside the
+# log through the claim index whose predicate each matches (plain, keyed, rated: the
+# rated one is keyed by rate key, so a queue's read reads it whole; it holds only queued
+# rated jobs). Through `jobs`, a read of queued jobs read every job kept: a success of
+# the ready log keeps a document that says `queued` beside the end row that says it
+# ended, so the view's status is no column an index can serve.
+QUEUED = """
+SELECT queue, run_at, job_id AS id FROM ready
+UNION ALL
+SELECT queue, run_at, id FROM job_documents
+WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+  AND ready_xid IS NULL
+UNION ALL
+SELECT queue, run_at, id FROM job_documents
+WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
+UNION ALL
+SELECT queue, run_at, id FROM job_documents WHERE status = 'queued' AND rate_key IS NOT NULL
+"""
+
 QUEUE_WAITS = f"""
 SELECT queue,
        extract(epoch from min(run_at) FILTER (WHERE run_at <= {T}))::float8 AS oldest_run_at,
        count(*) FILTER (WHERE run_at > {T})::integer AS scheduled
-FROM jobs
-WHERE status = 'queued'
+FROM ({QUEUED}) AS queued
 GROUP BY queue
 """
 
@@ -196,9 +215,9 @@ SELECT EXISTS (
 ) AS pending
 """
 
-OLDEST_RUNNABLE = """
-SELECT id FROM jobs
-WHERE status = 'queued' AND queue = %(queue)s
+OLDEST_RUNNABLE = f"""
+SELECT id FROM ({QUEUED}) AS queued
+WHERE queue = %(queue)s
   AND run_at <= to_timestamp(%(run_at)s::float8) + interval '1 millisecond'
 ORDER BY run_at, id
 LIMIT 1
