@@ -23,9 +23,9 @@ from .support import LEASE, SteeredMigrations, new_job
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url)
-    store.link.migrate()
-    yield store
-    store.link.close()
+    with opened(store):
+        store.link.migrate()
+        yield store
 
 
 WORKER = WorkerInfo(id="w1", hostname="h", pid=1, queues=("default",), concurrency=10)
