@@ -300,11 +300,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument(
         "--ready", type=int, default=0,
-        help="queued jobs of the ready log added to the fill (from --to 27 on)",
+        help="queued jobs of the ready log added to the fill (--to 27 to 40: from v40 on the"
+        " log's entries live in `ready`, which the fill does not write)",
     )
     parser.add_argument("--quick", action="store_true", help="20,000 jobs: the code path")
     parser.add_argument("--json", action="store_true", help="print each round as JSON too")
     args = parser.parse_args()
+    if args.ready and not 27 <= args.to <= 40:
+        parser.error("--ready fills the ready log of schemas v26 to v39 (--to 27 to 40)")
     jobs = 20_000 if args.quick else args.jobs
     cluster = PrivateCluster(SETTINGS)
     try:
