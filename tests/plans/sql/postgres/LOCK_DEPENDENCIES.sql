@@ -19,5 +19,5 @@ WITH locked AS (
     WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
 )
 SELECT id FROM locked;
-SELECT j.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
-CROSS JOIN LATERAL (SELECT id, status FROM jobs WHERE id = x.id LIMIT 1) AS j
+SELECT x.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
+CROSS JOIN LATERAL (SELECT status FROM jobs WHERE id = x.id LIMIT 1) AS j

@@ -35,6 +35,18 @@ FROM json_to_recordset(%(jobs)s::json) AS x(
     expires_in float8)
 """
 
+
+def _status_of(id_: str) -> str:
+    """The status of the job `id_` names, read by its key, as a scalar subquery (run per
+    row, never merged into a join) or as a FROM item (`status`: its LIMIT keeps it from
+    being merged, so one read serves every reference; as `(SELECT (...) AS status)` each
+    reference read it again). The statements that update edges scan only the edges
+    (`depends_on = ANY(...)`, the one search their index allows) and read each edge's jobs
+    this way: joined to the jobs, the edges were walked whole once the census analyzed
+    the table small."""
+    return f"(SELECT status FROM jobs WHERE id = {id_} LIMIT 1)"
+
+
 # The dependencies an enqueue names, locked in the order every writer of a job takes its
 # rows (the entry of the ready log, the lease, the document), each kind in id order, four
 # statements in the enqueue's transaction: the entries of those queued in the ready log
@@ -76,11 +88,11 @@ WITH locked AS (
 )
 SELECT id FROM locked
 """,
-    # Each job read by its key (`LATERAL`, as `RUNNING_CANCELS`): with `id = ANY(...)`
-    # the view's leases and end rows, analyzed empty, were merged whole (the census).
-    """
-SELECT j.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
-CROSS JOIN LATERAL (SELECT id, status FROM jobs WHERE id = x.id LIMIT 1) AS j
+    # Each job read by its key: with `id = ANY(...)` the view's leases and end rows,
+    # analyzed empty, were merged whole (the census). A job not found has no row.
+    f"""
+SELECT x.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
+CROSS JOIN LATERAL {_status_of("x.id")} AS j
 """,
 )
 
@@ -121,17 +133,6 @@ def _edges_of(condition: str) -> str:
         SELECT job_id, depends_on, holds FROM job_dependencies
         WHERE depends_on = x.id AND {condition} OFFSET 0
     ) AS d"""
-
-
-def _status_of(id_: str) -> str:
-    """The status of the job `id_` names, read by its key, as a scalar subquery (run per
-    row, never merged into a join) or as a FROM item (`status`: its LIMIT keeps it from
-    being merged, so one read serves every reference; as `(SELECT (...) AS status)` each
-    reference read it again). The statements that update edges scan only the edges
-    (`depends_on = ANY(...)`, the one search their index allows) and read each edge's jobs
-    this way: joined to the jobs, the edges were walked whole once the census analyzed
-    the table small."""
-    return f"(SELECT status FROM jobs WHERE id = {id_} LIMIT 1)"
 
 
 # The waiting (or blocked) dependents of jobs that ended (`ids`), in the ending
