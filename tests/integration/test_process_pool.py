@@ -1,10 +1,13 @@
 """Process pool: a child that dies (SIGKILL, segfault) is closed as `crashed` at once with
 its signal, and the worker survives it (docs/design/protocol.md step 14); a task's
-`retry_delay` is asked in the child, where the exception is, and its answer crosses."""
+`retry_delay` is asked in the child, where the exception is, and its answer crosses; a
+timeout is judged on the child's own clock, not on when its parent reads its report."""
 
 from __future__ import annotations
 
+import signal
 import textwrap
+import time
 
 import pytest
 
@@ -50,6 +53,40 @@ def test_dead_child_is_reclaimed_at_once_and_the_worker_lives_on(
     assert after["result"]["value"] == 7
     assert worker.alive()
     assert harness.worker_row(worker.id)["status"] == "active"
+
+
+def test_code_that_ended_in_time_is_not_timed_out_by_a_parent_that_read_it_late(
+    harness: Harness,
+) -> None:
+    """`stubborn_timed` (a 1 s `timeout`) runs 0.3 s in its child while the worker, its
+    parent, is SIGSTOPped until well past the deadline (a stopped or starved worker, as
+    the chaos runner's `sigstop` makes one). The code ended in time, so the attempt
+    succeeds: the deadline counts from when the child began the code, and the end is
+    judged at the time the child says its code ended, not when its parent got round to
+    reading it. (Judged at the read, and enforced by the supervisor, which also wakes
+    past the deadline, it ended `timed_out`.) The 30 s lease outlives the stop."""
+    worker = harness.start_worker("--pool", "process", settings=LONG_LEASE)
+    job_id = harness.enqueue("stubborn_timed", {"seconds": 0.3}, max_retries=0)
+    began, ended = harness.path(f"began-{job_id}"), harness.path(f"ended-{job_id}")
+    harness.wait_for(lambda: began.exists() and began.read_text(), 30, "the code to begin")
+    worker.signal(signal.SIGSTOP)
+    try:
+        harness.wait_for(ended.exists, 20, "the code to end while its worker is stopped")
+        over = float(began.read_text()) + 1.0 + 0.5  # the deadline, and some
+        harness.wait_for(lambda: time.time() > over, 5, "the deadline to pass")
+    finally:
+        worker.signal(signal.SIGCONT)
+    job = harness.wait_job(
+        job_id,
+        lambda j: j["status"] in ("succeeded", "dead"),
+        20,
+        "the job to end",
+    )
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == (
+        "succeeded",
+        ["succeeded"],
+    ), job["error"]
+    assert worker.alive()
 
 
 def test_arguments_that_cannot_bind_are_dead_at_once_in_a_child_too(harness: Harness) -> None:

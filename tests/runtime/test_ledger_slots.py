@@ -45,6 +45,8 @@ class StubbornPool:
     """A pool whose code cannot be stopped (the thread pool's case): it only records the
     stops; the test reports each attempt's end itself, as the pool's thread would."""
 
+    ends_timeouts = False
+
     def __init__(self) -> None:
         self.stopped: list[RunningJob] = []
 

@@ -1,9 +1,10 @@
-"""The worker's own path for a timeout, in-process: the supervisor's forced end wins.
+"""The worker's own path for a timeout, in-process: the forced end wins.
 
 A task that overruns its `timeout` is told to stop (`ctx.cancelled`; on the async pool
 its coroutine is cancelled too) and may then *return a value* at once: the chaos shape
 that was once recorded `succeeded`. The forced `timed_out` end was decided first
-(`Supervisor.supervise` -> `Ledger.force` -> `RunningJob.end`, first-wins), so the late
+(`Supervisor.supervise`, or the process pool's watching thread, -> `Ledger.force` ->
+`RunningJob.end`, first-wins), so the late
 return must be a stale end: no second outcome is queued for the completer, and the job
 ends `timed_out`, its result not kept.
 
@@ -232,11 +233,15 @@ def test_every_pool_lets_the_forced_timeout_win(
         lease = Lease(job_id, 1)
         ends = recorder.ends[lease]
         (run, forced), *late = ends
-        # The supervisor's end came first and is the one recorded, at the deadline the
-        # worker's task gave (not a policy's: the by-name job carries the defaults).
+        # The forced end (the supervisor's; the process pool's own, on its child's
+        # clock) came first and is the one recorded, at the deadline the worker's task
+        # gave (not a policy's: the by-name job carries the defaults), counted from when
+        # the code began: the attempt's start, or when its child said it began.
         assert forced is Outcome.TIMED_OUT, ends
         assert run.ended is not None and run.ended.outcome is Outcome.TIMED_OUT
-        assert run.deadline == pytest.approx(run.started + TIMEOUT)
+        began = run.began if pool == "process" else run.started
+        assert began is not None and began >= run.started
+        assert run.deadline == pytest.approx(began + TIMEOUT)
         assert run.job.max_retries == 0  # the task's, for the by-name job too
         # The attempt's code did end afterwards, on the same RunningJob (one record per
         # attempt: a pulse must not hand the pool or the supervisor a copy).

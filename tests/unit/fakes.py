@@ -380,6 +380,7 @@ class RecordingPool:
     """An execution pool that runs nothing: it records what it was asked (the test
     reports each attempt's end itself, as a pool's thread would)."""
 
+    ends_timeouts = False
     started: list[list[RunningJob]] = field(default_factory=list)
     stopped: list[RunningJob] = field(default_factory=list)
     notified: list[RunningJob] = field(default_factory=list)

@@ -144,6 +144,12 @@ class AttemptEnd:
     full disk). Not the job's fault, so not its failure: the worker gives the attempt back
     as it does one it stopped trusting (`interrupted`, not counted; the database decides
     whether a commit whose answer was lost landed)."""
+    ended_at: float | None = None
+    """When the code ended (`time.monotonic()`, one clock for every process of the host),
+    where that is not the moment the worker hears of it: a process-pool child's report,
+    which its parent may read late (it was stopped or starved meanwhile). The deadline is
+    judged at this time, so a late read does not time out code that ended in time. None:
+    now."""
 
 
 def judged(end: AttemptEnd, exc: BaseException, rule: RetryOn) -> AttemptEnd:

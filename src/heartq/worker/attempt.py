@@ -79,6 +79,9 @@ class RunningJob:
     _has_checkpoint = False
     _report_version = 0  # bumped by every report of the task
     _written_version = 0  # the newest report a pulse stored
+    began: float | None = None
+    """When its code began (`code_began`), where its pool says so (a process-pool child);
+    None: not said, or not yet."""
     _lost = False
     _cancel_requested = False
     _stopping = False
@@ -293,6 +296,24 @@ class RunningJob:
         if changed and self.on_flags_changed:
             self.on_flags_changed(self)
 
+    def allow_start(self, seconds: float) -> None:
+        """Its code starts in another process, later (a process-pool child): until
+        `code_began` says when, its deadline waits `seconds` more, so a slow start is not
+        taken for the task's time, yet a child that never begins is still ended."""
+        with self._lock:
+            if self.deadline is not None:
+                self.deadline += seconds
+
+    def code_began(self, at: float) -> None:
+        """Its code began at `at` (`time.monotonic()`, in whichever process of the host):
+        its `timeout` counts from then. A process-pool child says when (the time its
+        parent spent starting it, long on a loaded machine, is not the task's)."""
+        timeout = self.task.timeout if self.task else None
+        with self._lock:
+            self.began = at
+            if timeout:
+                self.deadline = at + timeout
+
     def end(self, end: AttemptEnd) -> bool:
         """Record how the attempt ended; False if it had already ended (this one came late).
         Read what was recorded from `ended`: it may differ from `end`.
@@ -307,7 +328,8 @@ class RunningJob:
         An attempt whose code ends (returns, raises or snoozes) after its deadline overran its
         timeout, whether or not the supervisor has come by yet (it runs on its own thread
         and may be late on a loaded machine): it ends `timed_out`, as the supervisor
-        would have ended it, so a timeout never depends on that thread's timing.
+        would have ended it, so a timeout never depends on that thread's timing. When the
+        code ended is `end.ended_at` where its pool knows it (a child's report), else now.
 
         While its task's transaction commits (`COMMITTING`), no end is recorded: the
         commit decides (the job succeeded, or the commit failed and the code ends as it
@@ -320,7 +342,7 @@ class RunningJob:
             if (
                 self.deadline is not None
                 and end.outcome in (Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SNOOZED)
-                and time.monotonic() >= self.deadline
+                and (time.monotonic() if end.ended_at is None else end.ended_at) >= self.deadline
                 and self.transaction is not TransactionState.COMMITTED
             ):
                 end = self.timed_out_end()

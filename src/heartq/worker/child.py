@@ -11,11 +11,13 @@ its last job with it.
 Messages, parent to child: `("job", fields, last)`, `("flags", job_id, execution_id,
 lost, cancel_requested)` (for that attempt only: one that comes late, after its attempt
 ended, is ignored), `("checkpoint", "ok" | "lost" | error text)` (the answer to the
-child's), `("exit",)`. Child to parent: `("touch", progress | None)`, `("checkpoint",
-json)`, `("transaction", state, with_result)` (where its `ctx.transaction()` stands;
+child's), `("exit",)`. Child to parent: `("began", monotonic time)` (its code begins: its
+timeout counts from then), `("touch", progress | None)`, `("checkpoint", json)`,
+`("transaction", state, with_result)` (where its `ctx.transaction()` stands;
 committed with the result the task handed to the commit, or not), `("done", AttemptEnd
 fields, rss)` (with the wait its task's `retry_delay` gave: the exception it was asked
-about exists only here; `rss`: the child's resident memory in bytes, or None).
+about exists only here; when its code ended, `time.monotonic()` being one clock for the
+host's processes; `rss`: the child's resident memory in bytes, or None).
 The child dies with its parent: it asks the kernel for SIGKILL when the parent goes
 (Linux), and exits when the pipe closes.
 """
@@ -32,6 +34,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
@@ -243,7 +246,10 @@ class Child:
             max_snoozes=job["snoozes"][1],
         )
         attempt = Attempt(ref.attempt, job["max_retries"])
-        return run_sync(task, ctx, control, job["args"], self.limit, attempt)
+        with self.send_lock:  # its parent's deadline counts from here
+            self.conn.send(("began", time.monotonic()))
+        end = run_sync(task, ctx, control, job["args"], self.limit, attempt)
+        return dataclasses.replace(end, ended_at=time.monotonic())
 
     def report(self, end: AttemptEnd) -> None:
         """Send the attempt's end, and the child's memory after it, to the parent."""
@@ -251,7 +257,7 @@ class Child:
         message = (
             "done", end.outcome.value, end.result_json, end.error, end.permanent, why,
             end.database_away, end.snooze_for, end.retry_delay, end.retry_delay_error,
-            rss_bytes(),
+            end.ended_at, rss_bytes(),
         )  # fmt: skip
         with self.send_lock:
             self.conn.send(message)

@@ -91,6 +91,12 @@ _COMMITTED = TransactionState.COMMITTED
 class ExecutionPool(Protocol):
     """Where an attempt's code runs (`pools.py`, `process_pool.py`)."""
 
+    ends_timeouts: bool
+    """Whether the pool ends its attempts at their `timeout` itself: the process pool,
+    whose child says when its code began and ended, so that a parent held up (stopped,
+    starved) judges on those times rather than on when it got round to it. Otherwise the
+    supervisor does (`supervised_deadline`)."""
+
     def start(self, runs: Sequence[RunningJob]) -> None:
         """Begin these attempts (a claim's batch, in one go: a pool that must hand work
         to another thread does it once); report each end with
@@ -324,6 +330,12 @@ class Ledger:
         if self._due_before_next_pass(runs):
             self.deadlines_changed.set()
 
+    def supervised_deadline(self, run: RunningJob) -> float | None:
+        """The timeout's deadline the supervisor enforces for `run`: None where its pool
+        ends timeouts itself (`ExecutionPool.ends_timeouts`)."""
+        pool = self.pool
+        return None if pool is not None and pool.ends_timeouts else run.deadline
+
     def _due_before_next_pass(self, runs: Sequence[RunningJob]) -> bool:
         """Whether a new attempt has a deadline (its trust window, its timeout, its
         silence's) before the supervisor's next pass at the latest: only then is it woken
@@ -335,7 +347,7 @@ class Ledger:
         horizon = time.monotonic() + self.supervisor_passes_within
         return any(
             run.trusted_until < horizon
-            or (run.deadline is not None and run.deadline < horizon)
+            or ((deadline := self.supervised_deadline(run)) is not None and deadline < horizon)
             or (run.heartbeat_timeout is not None and run.started + run.heartbeat_timeout < horizon)
             for run in runs
         )

@@ -26,6 +26,7 @@ import multiprocessing
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -41,9 +42,16 @@ from heartq.worker.child import child_main
 from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
 from heartq.worker.pools import ChildLimits
+from heartq.worker.supervisor import MIN_WAIT, SETTLED
 
 KILL_WAIT = 5.0
 """seconds to wait for a killed child to be collected."""
+CHILD_START = 30.0
+"""Seconds a child may take to begin an attempt's code (started from the forkserver,
+the app imported), beyond the task's `timeout`, before the attempt is ended
+`timed_out` anyway: the timeout itself counts from when the code began."""
+WATCH_WAIT = 1.0
+"""Seconds at most between two looks of a watching thread at its child."""
 
 
 def _signal_name(number: int) -> str:
@@ -92,6 +100,15 @@ class Done:
 
 
 class ProcessPool:
+    """Runs each attempt in a child process; ends its attempts' timeouts itself
+    (`ends_timeouts`): the child says when its code began (the deadline counts from
+    then) and when it ended (the end is judged at that time), so a parent held up,
+    SIGSTOPped or starved, by the time it reads a report does not time out code that
+    ended in time; and only the thread watching a child decides that it overran, after
+    it read all the child sent."""
+
+    ends_timeouts = True
+
     def __init__(
         self,
         ledger: Ledger,
@@ -163,6 +180,7 @@ class ProcessPool:
             "url": self._url,  # a child opens the store only for ctx.transaction()
             "otel": self._otel,
         }
+        run.allow_start(CHILD_START)
         child = self._send(job.id, fields)
         with self._lock:
             self._children[job.lease] = child
@@ -247,7 +265,10 @@ class ProcessPool:
         """What the child reported of this attempt, or None if it died first."""
         process, conn = child.process, child.conn
         while True:
-            ready = wait([conn, process.sentinel], timeout=1.0)
+            ready = wait([conn, process.sentinel], timeout=self._watch_wait(run))
+            if not ready:
+                self._end_if_overdue(run, conn)
+                continue
             if conn in ready:
                 try:
                     done = self._handle(run, conn, conn.recv())
@@ -267,6 +288,37 @@ class ProcessPool:
                         return done
                 process.join(KILL_WAIT)
                 return None
+
+    @staticmethod
+    def _watch_wait(run: RunningJob) -> float:
+        """How long to wait for the child before looking at the attempt's deadline."""
+        if run.deadline is None or run.ended is not None:
+            return WATCH_WAIT
+        return min(WATCH_WAIT, max(MIN_WAIT, run.deadline - time.monotonic()))
+
+    def _end_if_overdue(self, run: RunningJob, conn: Connection) -> None:
+        """End the attempt `timed_out` (its child is killed) if it passed its deadline
+        with nothing more from its child to read: a report waiting in the pipe is read
+        first, and says whether the code ended in time. A transaction that commits or
+        committed decides instead, as the supervisor leaves it to (`SETTLED`)."""
+        if (
+            run.deadline is None
+            or run.ended is not None
+            or run.transaction in SETTLED
+            or time.monotonic() < run.deadline
+            or conn.poll()
+        ):
+            return
+        if run.began is None:
+            timeout = run.task.timeout if run.task else None
+            end = AttemptEnd(
+                Outcome.TIMED_OUT,
+                error=f"timed out: its child process had not begun the task's code "
+                f"{CHILD_START + (timeout or 0):g} s after the attempt was claimed",
+            )
+        else:
+            end = run.timed_out_end()
+        self._ledger.force(run, end)
 
     def _why_not_again(self, child: Child, done: Done) -> str | None:
         """Why the child runs no other attempt, or None: it may."""
@@ -318,6 +370,8 @@ class ProcessPool:
                 answer = f"checkpoint not saved: {exc}"
             with self._lock, contextlib.suppress(OSError):
                 conn.send(("checkpoint", answer))
+        elif kind == "began":  # its code begins: the timeout counts from here
+            run.code_began(message[1])
         elif kind == "transaction":  # its ctx.transaction() opened, failed or committed
             state = TransactionState(message[1])
             if state is TransactionState.COMMITTED:  # with the result handed to it, or not
@@ -336,13 +390,14 @@ class ProcessPool:
                 snooze_for,
                 delay,
                 why_not,
+                ended_at,
                 rss,
             ) = message
             why = None if cannot_run is None else CannotRun(cannot_run)
             end = AttemptEnd(
                 Outcome(outcome), result_json, error, permanent, cannot_run=why,
                 snooze_for=snooze_for, retry_delay=delay, retry_delay_error=why_not,
-                database_away=away,
+                database_away=away, ended_at=ended_at,
             )  # fmt: skip
             return Done(end, rss)
         return None

@@ -7,7 +7,8 @@ ledger says a deadline changed) and then:
 - an attempt whose lease was not renewed within the trust window is stopped and never
   reported: another worker may hold its job by now (self-fencing). The worker could not
   reach the database: the attempt is marked untrusted, to be given back once it can;
-- an attempt past its task's `timeout`, or whose task went silent past its
+- an attempt past its task's `timeout` (unless its pool ends timeouts itself: the
+  process pool, on its child's clock), or whose task went silent past its
   `heartbeat_timeout` (a hang: no `ctx.heartbeat()` in time), ends `timed_out`, saved by
   the completer like any end (its worker is alive and holds the lease);
 - an attempt that did not stop within its cancel grace ends `cancelled`.
@@ -34,10 +35,10 @@ FORCED_CANCEL = (
 """The error of an attempt its worker ended after a cancel's grace (`Cancelled` is what
 the task would have raised had it stopped itself)."""
 MIN_WAIT = 0.005
+"""The supervisor sleeps at least 5 ms between two passes."""
 SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
 """An attempt whose task's transaction commits or committed: its commit decides, not a
 deadline (a commit that fails leaves the state `NONE`, and deadlines apply again)."""
-"""The supervisor sleeps at least 5 ms between two passes."""
 
 
 class Supervisor:
@@ -76,7 +77,8 @@ class Supervisor:
         for run in self._ledger.running():
             if run.ended is None and run.transaction not in SETTLED:
                 trust = run.trusted_until if run.transaction is TransactionState.NONE else None
-                for moment in (trust, run.deadline, run.silent_at, run.cancel_deadline):
+                deadline = self._ledger.supervised_deadline(run)
+                for moment in (trust, deadline, run.silent_at, run.cancel_deadline):
                     if moment is not None:
                         wait = min(wait, moment - now)
         return max(MIN_WAIT, wait)
@@ -88,11 +90,12 @@ class Supervisor:
         for run in self._ledger.running():
             if run.ended is not None or run.transaction in SETTLED:
                 continue  # decided, or its job completed by its task's transaction
+            deadline = self._ledger.supervised_deadline(run)
             # An open ctx.transaction() is not fenced here: its commit is, in the database.
             if run.trusted_until <= now and run.transaction is TransactionState.NONE:
                 untrusted.append(run)
                 self._fence(run)
-            elif run.deadline is not None and now >= run.deadline:
+            elif deadline is not None and now >= deadline:
                 self._ledger.force(run, run.timed_out_end())
             elif run.is_silent(now):
                 self._ledger.force(run, run.silent_end())
