@@ -80,15 +80,30 @@ def _add_ratios(contenders: list[dict[str, Any]]) -> None:
     # The peers are compared with heartq at its defaults (a thread pool, no claim ahead:
     # `ratio`), and with heartq at its setting for short jobs where the run has it
     # (`short_jobs_ratio`: an async task, as many slots as pgqueuer's batch); the prefetch
-    # runs are read against those in BENCHMARKS.md.
-    plain, short = {}, {}
+    # runs are read against those in BENCHMARKS.md. A fairness run is compared with the
+    # run of the same jobs' arguments without a fairness key (`fairness_ratio`), never
+    # with the peers.
+    plain, short, keyed = {}, {}, {}
     for c in contenders:
-        if c.get("contender") == "heartq" and "prefetch" not in str(c.get("settings")):
-            async_pool = "async pool" in str(c.get("settings"))
+        settings = str(c.get("settings"))
+        if c.get("contender") != "heartq" or "prefetch" in settings:
+            continue
+        if "no fairness" in settings:
+            keyed[(c["backend"], c["workers"])] = c
+        elif "fairness" not in settings:
+            async_pool = "async pool" in settings
             (short if async_pool else plain)[(c["backend"], c["workers"])] = c
     by_label = {(c["backend"], c["label"]): c for c in contenders}
     for entry in contenders:
-        if "contender" not in entry or entry["contender"] == "heartq":
+        if "contender" not in entry:
+            continue
+        if entry["contender"] == "heartq":
+            off = keyed.get((entry["backend"], entry["workers"]))
+            if off is not None and "fairness keys" in str(entry.get("settings")):
+                entry["fairness_heartq_setting"] = off["label"]
+                entry["fairness_ratio"] = {
+                    key: _ratio(entry[key]["median"], off[key]["median"]) for key, _ in MEASURES
+                }
             continue
         if entry["contender"] == BEFORE:  # `--before`: now / before, same settings
             now = by_label.get((entry["backend"], entry["label"].replace(" (before)", "")))
@@ -126,7 +141,8 @@ def markdown(results: dict[str, Any]) -> str:
         "them enqueued one at a time, the rest in batches of 100), contenders interleaved "
         "round by round. Processing is counted from the first handler entry to the last "
         "completion the library committed. Figures are jobs/s, min / median / max; a "
-        "ratio is heartq's median over the contender's (above 1: heartq is faster).",
+        "ratio is heartq's median over the contender's (above 1: heartq is faster); a "
+        "fairness run's, its median over the run of the same jobs without fairness keys.",
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in results["machine"].items()) + ".",
         "",
@@ -144,7 +160,7 @@ def markdown(results: dict[str, Any]) -> str:
             cells = [_cell(c[key]) for key, _ in MEASURES]
             against = "; ".join(
                 f"{ratio:.2f} (vs {c[prefix + 'heartq_setting']})"
-                for prefix in ("", "short_jobs_")
+                for prefix in ("", "short_jobs_", "fairness_")
                 if (ratio := c.get(prefix + "ratio", {}).get("process"))
             )
             lines.append(f"| {c['label']} | {c['version']} | {c['settings']} | "

@@ -41,6 +41,11 @@ class Contender:
     fair_keys: int = 0
     """heartq: its jobs spread over this many fairness keys, in turn (`fair_key`: the
     claim takes them in turns); 0: no key, as every other run."""
+    key_args: int = 0
+    """heartq: its jobs carry the arguments of a run over this many fairness keys
+    (`{"key": n}`) but its task has no fairness key: the run a fairness run is compared
+    with, so that the ratio is what taking turns costs, not what decoding an argument
+    costs (the plain runs' jobs have none)."""
     before: Path | None = None
     """heartq: the checkout of an earlier heartq whose `src` this run imports instead of
     the installed one (`--before`), so that a change is timed against its base in the
@@ -53,6 +58,8 @@ class Contender:
         short = f", async x {SHORT_JOBS_CONCURRENCY}" if self.short_jobs else ""
         before = " (before)" if self.before else ""
         fair = f", {self.fair_keys} fairness keys" if self.fair_keys else ""
+        if self.key_args:
+            fair = f", {self.key_args} keys' arguments, no fairness"
         return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}{fair}"
 
 
@@ -73,6 +80,7 @@ LINEUP = [
     Contender("heartq", "postgresql", 1, peer=False, short_jobs=True),
     Contender("heartq", "postgresql", 2, peer=False, short_jobs=True),
     Contender("heartq", "postgresql", 2, peer=False, fair_keys=FAIR_KEYS),
+    Contender("heartq", "postgresql", 2, peer=False, key_args=FAIR_KEYS),
     Contender("pgqueuer", "postgresql", 1),
     Contender("pgqueuer", "postgresql", 2),
     Contender("procrastinate", "postgresql", 2),
@@ -81,6 +89,7 @@ LINEUP = [
     Contender("heartq", "sqlite", 2, peer=False, prefetch=PREFETCH),
     Contender("heartq", "sqlite", 2, peer=False, short_jobs=True),
     Contender("heartq", "sqlite", 2, peer=False, fair_keys=FAIR_KEYS),
+    Contender("heartq", "sqlite", 2, peer=False, key_args=FAIR_KEYS),
     Contender("huey", "sqlite", 2),
     Contender("rq", "redis", 2),
 ]
@@ -150,6 +159,8 @@ def _run_contender_once(
             command += ["--concurrency", str(SHORT_JOBS_CONCURRENCY), "--pool", "async"]
         if contender.fair_keys:
             command += ["--fair-keys", str(contender.fair_keys)]
+        if contender.key_args:
+            command += ["--key-args", str(contender.key_args)]
         env = None
         if contender.before is not None:
             env = {**os.environ, "PYTHONPATH": str(contender.before / "src")}

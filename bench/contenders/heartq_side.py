@@ -43,6 +43,10 @@ TASKS = textwrap.dedent(
     @app.task(fair_key=FAIR_KEY)
     def fair_noop(key: int) -> None:
         stamps.entered()
+
+    @app.task
+    def keyed_noop(key: int) -> None:  # fair_noop's arguments, no fairness key
+        stamps.entered()
     """
 )
 LAST_COMPLETION = {
@@ -94,9 +98,11 @@ def main() -> None:
         task = "async_noop" if args.pool == "async" else "noop"
         if args.fair_keys:
             task = "fair_noop"
+        elif args.key_args:
+            task = "keyed_noop"
 
         def job_args(n: int) -> dict[str, int]:
-            return fair_key_args(n, args.fair_keys)
+            return fair_key_args(n, args.fair_keys or args.key_args)
 
         single = timed(lambda: [app.enqueue(task, job_args(n)) for n in range(args.single)])
         rest = args.jobs - args.single
@@ -129,7 +135,8 @@ def main() -> None:
             settings=f"{processes(args.workers)}, {args.pool} pool x {args.concurrency}, burst"
             + (", async def task" if args.pool == "async" else "")
             + (f", prefetch {args.prefetch}" if args.prefetch else "")
-            + (f", {args.fair_keys} fairness keys" if args.fair_keys else ""),
+            + (f", {args.fair_keys} fairness keys" if args.fair_keys else "")
+            + (f", {args.key_args} keys' arguments, no fairness" if args.key_args else ""),
             enqueue_single=rate(args.single, single), enqueue_batch=rate(rest, batched),
             process=rate(processed, last - bench_tasks.stamps.first_entry()),
             processed=processed,
