@@ -55,32 +55,55 @@ def test_dead_child_is_reclaimed_at_once_and_the_worker_lives_on(
     assert harness.worker_row(worker.id)["status"] == "active"
 
 
-def test_code_that_ended_in_time_is_not_timed_out_by_a_parent_that_read_it_late(
-    harness: Harness,
+BEATING_TASKS = textwrap.dedent(
+    """
+
+    @app.task(heartbeat_timeout=1.0, max_retries=0)
+    def beating(ctx, seconds):
+        \"\"\"Beats every 0.1 s for `seconds` (over its 1 s heartbeat_timeout), then
+        returns; records when its code began and ended (wall clock).\"\"\"
+        mark(f"began-{ctx.job_id}", repr(time.time()))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ctx.heartbeat()
+            time.sleep(0.1)
+        mark(f"ended-{ctx.job_id}", repr(time.time()))
+        return ident(ctx)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("task", "seconds", "bound"),
+    [("stubborn_timed", 0.3, 1.0), ("beating", 1.6, 1.6 + 1.0)],
+    ids=["timeout", "heartbeat_timeout"],
+)
+def test_code_that_kept_its_time_is_not_timed_out_by_a_parent_that_read_it_late(
+    harness: Harness, task: str, seconds: float, bound: float
 ) -> None:
-    """`stubborn_timed` (a 1 s `timeout`) runs 0.3 s in its child while the worker, its
-    parent, is SIGSTOPped until well past the deadline (a stopped or starved worker, as
-    the chaos runner's `sigstop` makes one). The code ended in time, so the attempt
-    succeeds: the deadline counts from when the child began the code, and the end is
-    judged at the time the child says its code ended, not when its parent got round to
-    reading it. (Judged at the read, and enforced by the supervisor, which also wakes
-    past the deadline, it ended `timed_out`.) The 30 s lease outlives the stop."""
+    """A child's code keeps its time while the worker, its parent, is SIGSTOPped until
+    well past when the attempt would have ended (a stopped or starved worker, as the
+    chaos runner's `sigstop` makes one): `stubborn_timed` runs 0.3 s of its 1 s
+    `timeout`; `beating` calls `ctx.heartbeat()` every 0.1 s for 1.6 s, under its 1 s
+    `heartbeat_timeout`. Each attempt succeeds: the timeouts count from when the child
+    began the code, and are judged at the times the child says it beat and ended, not
+    when its parent got round to reading them (judged at the read, and ended by the
+    supervisor, which wakes past them too, each ended `timed_out`). The 30 s lease
+    outlives the stop."""
+    harness.path("tasks.py").write_text(TASKS_SOURCE + BEATING_TASKS)
     worker = harness.start_worker("--pool", "process", settings=LONG_LEASE)
-    job_id = harness.enqueue("stubborn_timed", {"seconds": 0.3}, max_retries=0)
+    job_id = harness.enqueue(task, {"seconds": seconds}, max_retries=0)
     began, ended = harness.path(f"began-{job_id}"), harness.path(f"ended-{job_id}")
     harness.wait_for(lambda: began.exists() and began.read_text(), 30, "the code to begin")
     worker.signal(signal.SIGSTOP)
     try:
         harness.wait_for(ended.exists, 20, "the code to end while its worker is stopped")
-        over = float(began.read_text()) + 1.0 + 0.5  # the deadline, and some
-        harness.wait_for(lambda: time.time() > over, 5, "the deadline to pass")
+        over = float(began.read_text()) + bound + 0.5  # when it would have ended, and some
+        harness.wait_for(lambda: time.time() > over, 5, "that moment to pass")
     finally:
         worker.signal(signal.SIGCONT)
     job = harness.wait_job(
-        job_id,
-        lambda j: j["status"] in ("succeeded", "dead"),
-        20,
-        "the job to end",
+        job_id, lambda j: j["status"] in ("succeeded", "dead"), 20, "the job to end"
     )
     assert (job["status"], [e["outcome"] for e in job["executions"]]) == (
         "succeeded",

@@ -119,9 +119,12 @@ class RunningJob:
         shutdown): either way the task should stop, and `ctx.heartbeat()` says so."""
         return self._cancel_requested or self._stopping
 
-    def touch(self, progress: Progress | None) -> None:
+    def touch(self, progress: Progress | None, *, at: float | None = None) -> None:
+        """The task reported (`ctx.heartbeat()`): at `at` (`time.monotonic()`) where that
+        was in another process (a process-pool child's report, which its parent may read
+        late), else now."""
         with self._lock:
-            self.last_touch = time.monotonic()
+            self.last_touch = time.monotonic() if at is None else at
             if progress is not None:
                 self._progress = progress
                 self._report_version += 1
@@ -306,11 +309,13 @@ class RunningJob:
 
     def code_began(self, at: float) -> None:
         """Its code began at `at` (`time.monotonic()`, in whichever process of the host):
-        its `timeout` counts from then. A process-pool child says when (the time its
-        parent spent starting it, long on a loaded machine, is not the task's)."""
+        its `timeout`, and its silence (`heartbeat_timeout`), count from then. A
+        process-pool child says when (the time its parent spent starting it, long on a
+        loaded machine, is not the task's)."""
         timeout = self.task.timeout if self.task else None
         with self._lock:
             self.began = at
+            self.last_touch = max(self.last_touch, at)
             if timeout:
                 self.deadline = at + timeout
 

@@ -12,7 +12,7 @@ Messages, parent to child: `("job", fields, last)`, `("flags", job_id, execution
 lost, cancel_requested)` (for that attempt only: one that comes late, after its attempt
 ended, is ignored), `("checkpoint", "ok" | "lost" | error text)` (the answer to the
 child's), `("exit",)`. Child to parent: `("began", monotonic time)` (its code begins: its
-timeout counts from then), `("touch", progress | None)`, `("checkpoint", json)`,
+timeout counts from then), `("touch", progress | None, monotonic time)`, `("checkpoint", json)`,
 `("transaction", state, with_result)` (where its `ctx.transaction()` stands;
 committed with the result the task handed to the commit, or not), `("done", AttemptEnd
 fields, rss)` (with the wait its task's `retry_delay` gave: the exception it was asked
@@ -88,7 +88,7 @@ class ChildControl:
         fields = None if progress is None else (progress.value, progress.stage, progress.message)
         if progress is not None:
             self._report = dataclasses.replace(self._report, progress=progress)
-        self._send(("touch", fields))
+        self._send(("touch", fields, time.monotonic()))
 
     def save_checkpoint(self, checkpoint: Any) -> None:
         text = payload.encode(checkpoint, what="checkpoint", limit=self._limit)

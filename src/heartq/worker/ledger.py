@@ -92,10 +92,11 @@ class ExecutionPool(Protocol):
     """Where an attempt's code runs (`pools.py`, `process_pool.py`)."""
 
     ends_timeouts: bool
-    """Whether the pool ends its attempts at their `timeout` itself: the process pool,
-    whose child says when its code began and ended, so that a parent held up (stopped,
-    starved) judges on those times rather than on when it got round to it. Otherwise the
-    supervisor does (`supervised_deadline`)."""
+    """Whether the pool ends its attempts at their `timeout` and their silence's
+    (`heartbeat_timeout`) itself: the process pool, whose child says when its code began,
+    beat and ended, so that a parent held up (stopped, starved) judges on those times
+    rather than on when it got round to reading them. Otherwise the supervisor does
+    (`Ledger.pool_ends_timeouts`)."""
 
     def start(self, runs: Sequence[RunningJob]) -> None:
         """Begin these attempts (a claim's batch, in one go: a pool that must hand work
@@ -330,11 +331,11 @@ class Ledger:
         if self._due_before_next_pass(runs):
             self.deadlines_changed.set()
 
-    def supervised_deadline(self, run: RunningJob) -> float | None:
-        """The timeout's deadline the supervisor enforces for `run`: None where its pool
-        ends timeouts itself (`ExecutionPool.ends_timeouts`)."""
-        pool = self.pool
-        return None if pool is not None and pool.ends_timeouts else run.deadline
+    @property
+    def pool_ends_timeouts(self) -> bool:
+        """Whether the pool, not the supervisor, ends its attempts at their timeouts
+        (`ExecutionPool.ends_timeouts`)."""
+        return self.pool is not None and self.pool.ends_timeouts
 
     def _due_before_next_pass(self, runs: Sequence[RunningJob]) -> bool:
         """Whether a new attempt has a deadline (its trust window, its timeout, its
@@ -345,9 +346,11 @@ class Ledger:
         if self.supervisor_passes_within is None:
             return True
         horizon = time.monotonic() + self.supervisor_passes_within
+        if self.pool_ends_timeouts:  # only the trust windows are the supervisor's
+            return any(run.trusted_until < horizon for run in runs)
         return any(
             run.trusted_until < horizon
-            or ((deadline := self.supervised_deadline(run)) is not None and deadline < horizon)
+            or (run.deadline is not None and run.deadline < horizon)
             or (run.heartbeat_timeout is not None and run.started + run.heartbeat_timeout < horizon)
             for run in runs
         )

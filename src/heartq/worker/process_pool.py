@@ -291,25 +291,28 @@ class ProcessPool:
 
     @staticmethod
     def _watch_wait(run: RunningJob) -> float:
-        """How long to wait for the child before looking at the attempt's deadline."""
-        if run.deadline is None or run.ended is not None:
+        """How long to wait for the child before looking at the attempt's deadline and
+        its silence's."""
+        moments = [m for m in (run.deadline, run.silent_at) if m is not None]
+        if not moments or run.ended is not None:
             return WATCH_WAIT
-        return min(WATCH_WAIT, max(MIN_WAIT, run.deadline - time.monotonic()))
+        return min(WATCH_WAIT, max(MIN_WAIT, min(moments) - time.monotonic()))
 
     def _end_if_overdue(self, run: RunningJob, conn: Connection) -> None:
-        """End the attempt `timed_out` (its child is killed) if it passed its deadline
-        with nothing more from its child to read: a report waiting in the pipe is read
-        first, and says whether the code ended in time. A transaction that commits or
+        """End the attempt `timed_out` (its child is killed) if it passed its deadline,
+        or went silent past its `heartbeat_timeout`, with nothing more from its child to
+        read: what waits in the pipe is read first (a report says whether the code ended
+        in time, a heartbeat when the task last beat). A transaction that commits or
         committed decides instead, as the supervisor leaves it to (`SETTLED`)."""
-        if (
-            run.deadline is None
-            or run.ended is not None
-            or run.transaction in SETTLED
-            or time.monotonic() < run.deadline
-            or conn.poll()
-        ):
+        if run.ended is not None or run.transaction in SETTLED:
             return
-        if run.began is None:
+        now = time.monotonic()
+        late = run.deadline is not None and now >= run.deadline
+        if not (late or run.is_silent(now)) or conn.poll():
+            return
+        if not late:
+            end = run.silent_end()
+        elif run.began is None:
             timeout = run.task.timeout if run.task else None
             end = AttemptEnd(
                 Outcome.TIMED_OUT,
@@ -359,7 +362,7 @@ class ProcessPool:
     def _handle(self, run: RunningJob, conn: Connection, message: Any) -> Done | None:
         kind = message[0]
         if kind == "touch":
-            run.touch(None if message[1] is None else Progress(*message[1]))
+            run.touch(None if message[1] is None else Progress(*message[1]), at=message[2])
         elif kind == "checkpoint":
             try:
                 run.save_checkpoint_json(message[1])

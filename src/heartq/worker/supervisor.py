@@ -7,10 +7,10 @@ ledger says a deadline changed) and then:
 - an attempt whose lease was not renewed within the trust window is stopped and never
   reported: another worker may hold its job by now (self-fencing). The worker could not
   reach the database: the attempt is marked untrusted, to be given back once it can;
-- an attempt past its task's `timeout` (unless its pool ends timeouts itself: the
-  process pool, on its child's clock), or whose task went silent past its
+- an attempt past its task's `timeout`, or whose task went silent past its
   `heartbeat_timeout` (a hang: no `ctx.heartbeat()` in time), ends `timed_out`, saved by
-  the completer like any end (its worker is alive and holds the lease);
+  the completer like any end (its worker is alive and holds the lease), unless its pool
+  ends these itself (the process pool, on its child's clock);
 - an attempt that did not stop within its cancel grace ends `cancelled`.
 
 Events: `leases_untrusted` (error), `maintenance_failed` (service `supervisor`).
@@ -74,11 +74,12 @@ class Supervisor:
         """Seconds until the earliest deadline of any running attempt."""
         wait = self._idle_wait
         now = time.monotonic()
+        by_pool = self._ledger.pool_ends_timeouts
         for run in self._ledger.running():
             if run.ended is None and run.transaction not in SETTLED:
                 trust = run.trusted_until if run.transaction is TransactionState.NONE else None
-                deadline = self._ledger.supervised_deadline(run)
-                for moment in (trust, deadline, run.silent_at, run.cancel_deadline):
+                deadline, silent_at = (None, None) if by_pool else (run.deadline, run.silent_at)
+                for moment in (trust, deadline, silent_at, run.cancel_deadline):
                     if moment is not None:
                         wait = min(wait, moment - now)
         return max(MIN_WAIT, wait)
@@ -87,17 +88,17 @@ class Supervisor:
         """One pass: end every attempt past one of its deadlines."""
         now = time.monotonic()
         untrusted = []
+        by_pool = self._ledger.pool_ends_timeouts  # the timeouts are its pool's to end
         for run in self._ledger.running():
             if run.ended is not None or run.transaction in SETTLED:
                 continue  # decided, or its job completed by its task's transaction
-            deadline = self._ledger.supervised_deadline(run)
             # An open ctx.transaction() is not fenced here: its commit is, in the database.
             if run.trusted_until <= now and run.transaction is TransactionState.NONE:
                 untrusted.append(run)
                 self._fence(run)
-            elif deadline is not None and now >= deadline:
+            elif not by_pool and run.deadline is not None and now >= run.deadline:
                 self._ledger.force(run, run.timed_out_end())
-            elif run.is_silent(now):
+            elif not by_pool and run.is_silent(now):
                 self._ledger.force(run, run.silent_end())
             elif run.cancel_deadline is not None and now >= run.cancel_deadline:
                 self._ledger.force(run, AttemptEnd(Outcome.CANCELLED, error=FORCED_CANCEL))
