@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -88,6 +89,13 @@ def returns_late(ctx, marks):
     time.sleep(0.9)  # ignores ctx; returns 0.4 s after its deadline
     Path(marks, f"returned-{ctx.job_id}").write_text("")
     return {"late": True}
+
+
+@heartq_task
+def beats_without_pause(ctx):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ctx.heartbeat()  # no pause: its child's pipe is never empty for long
 
 
 @heartq_task
@@ -337,3 +345,38 @@ def test_a_timeout_shorter_than_the_poll_interval_is_enforced_on_time(
     execution = app.get_job(job_id)["executions"][0]
     assert execution["outcome"] == Outcome.TIMED_OUT, execution
     assert ended < 10.0, f"ended {ended:.1f} s after the enqueue"
+
+
+def test_a_child_that_beats_faster_than_its_parent_reads_is_still_timed_out(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process pool ends its timeouts once it read what its child sent, so that a
+    report or a beat waiting in the pipe is judged at its child's time. A task calling
+    `ctx.heartbeat()` in a loop without a pause, on a parent that reads its beats more
+    slowly (here 2 ms a beat, as a starved one might), never leaves the pipe empty:
+    waiting for it to be would end the attempt only when its code gives up (10 s). A
+    beat the child sent past its deadline ends it, a pipe's worth of beats later."""
+    real_touch = RunningJob.touch
+
+    def slow_touch(run: RunningJob, progress: Any, *, at: float | None = None) -> None:
+        if at is not None:  # a child's beat, read by its parent
+            time.sleep(0.002)
+        real_touch(run, progress, at=at)
+
+    monkeypatch.setattr(RunningJob, "touch", slow_touch)
+    app = tasks.app
+    job_id = app.enqueue("beats_without_pause")
+    worker = Worker(app, pool="process", app_ref=f"{tasks.__name__}:app", **SETTINGS)
+    with WorkerThread(worker):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
+    execution = job["executions"][0]
+    ran = _seconds(execution["ended_at"]) - _seconds(execution["started_at"])
+    assert ran < 8.0, ran  # ended at its 0.5 s timeout, not when its code gave up (10 s)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

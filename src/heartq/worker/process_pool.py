@@ -266,9 +266,6 @@ class ProcessPool:
         process, conn = child.process, child.conn
         while True:
             ready = wait([conn, process.sentinel], timeout=self._watch_wait(run))
-            if not ready:
-                self._end_if_overdue(run, conn)
-                continue
             if conn in ready:
                 try:
                     done = self._handle(run, conn, conn.recv())
@@ -277,7 +274,11 @@ class ProcessPool:
                 else:
                     if done is not None:
                         return done
+                    self._end_if_overdue(run, conn)
                     continue
+            if not ready:
+                self._end_if_overdue(run, conn)
+                continue
             if process.sentinel in ready or not process.is_alive():
                 while conn.poll():  # drain what it sent before dying
                     try:
@@ -302,13 +303,18 @@ class ProcessPool:
         """End the attempt `timed_out` (its child is killed) if it passed its deadline,
         or went silent past its `heartbeat_timeout`, with nothing more from its child to
         read: what waits in the pipe is read first (a report says whether the code ended
-        in time, a heartbeat when the task last beat). A transaction that commits or
-        committed decides instead, as the supervisor leaves it to (`SETTLED`)."""
+        in time, a heartbeat when the task last beat). A child that beat past its
+        deadline is late whatever it sent after (a task beating faster than its parent
+        reads never leaves the pipe empty). A transaction that commits or committed
+        decides instead, as the supervisor leaves it to (`SETTLED`)."""
         if run.ended is not None or run.transaction in SETTLED:
             return
         now = time.monotonic()
         late = run.deadline is not None and now >= run.deadline
-        if not (late or run.is_silent(now)) or conn.poll():
+        if not (late or run.is_silent(now)):
+            return
+        beat_late = late and run.deadline is not None and run.last_touch >= run.deadline
+        if conn.poll() and not beat_late:
             return
         if not late:
             end = run.silent_end()
