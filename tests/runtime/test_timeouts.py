@@ -40,6 +40,7 @@ from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import Finish, JobStatus, Lease, NewJob, Outcome
 from heartq.worker import Worker
 from heartq.worker.attempt import RunningJob
+from heartq.worker.process_pool import ProcessPool
 from heartq.worker.supervisor import Supervisor
 from tests import pg_harness
 from tests.support import STEADY, wait_for
@@ -89,6 +90,12 @@ def returns_late(ctx, marks):
     time.sleep(0.9)  # ignores ctx; returns 0.4 s after its deadline
     Path(marks, f"returned-{ctx.job_id}").write_text("")
     return {"late": True}
+
+
+@heartq_task
+def returns_in_time(ctx):
+    time.sleep(0.2)  # well within its timeout
+    return {"in_time": True}
 
 
 @heartq_task
@@ -376,6 +383,35 @@ def test_a_child_that_beats_faster_than_its_parent_reads_is_still_timed_out(
     execution = job["executions"][0]
     ran = _seconds(execution["ended_at"]) - _seconds(execution["started_at"])
     assert ran < 8.0, ran  # ended at its 0.5 s timeout, not when its code gave up (10 s)
+
+
+def test_a_child_slow_to_start_is_not_timed_out_for_it(
+    tasks: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process-pool child can take longer to start than its task's timeout (the
+    forkserver, the app's import, a loaded machine). The timeout counts from when the
+    child began the code, so a task that returns well within it succeeds however long
+    its child took to start (here 1.5 s, three timeouts, made so before the job is sent
+    to it). Counted from the claim, it ended `timed_out`."""
+    real_send = ProcessPool._send
+
+    def slow_start(pool: ProcessPool, job_id: str, fields: dict[str, Any]) -> Any:
+        time.sleep(3 * TIMEOUT)  # the child's start, slow
+        return real_send(pool, job_id, fields)
+
+    monkeypatch.setattr(ProcessPool, "_send", slow_start)
+    app = tasks.app
+    job_id = app.enqueue("returns_in_time")
+    worker = Worker(app, pool="process", app_ref=f"{tasks.__name__}:app", **SETTINGS)
+    with WorkerThread(worker):
+        wait_for(
+            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
+        )
+    job = app.get_job(job_id)
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == (
+        "succeeded",
+        ["succeeded"],
+    ), job["error"]
 
 
 def _seconds(stamp: str) -> float:

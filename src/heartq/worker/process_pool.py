@@ -48,8 +48,8 @@ KILL_WAIT = 5.0
 """seconds to wait for a killed child to be collected."""
 CHILD_START = 30.0
 """Seconds a child may take to begin an attempt's code (started from the forkserver,
-the app imported), beyond the task's `timeout`, before the attempt is ended
-`timed_out` anyway: the timeout itself counts from when the code began."""
+the app imported), beyond the task's `timeout` or `heartbeat_timeout`, before the attempt
+is ended `timed_out` anyway: each counts from when the code began."""
 WATCH_WAIT = 1.0
 """Seconds at most between two looks of a watching thread at its child."""
 
@@ -311,22 +311,21 @@ class ProcessPool:
             return
         now = time.monotonic()
         late = run.deadline is not None and now >= run.deadline
-        if not (late or run.is_silent(now)):
+        # Before its code began, its silence waits as its deadline does (`allow_start`).
+        silent = run.is_silent(now if run.began is not None else now - CHILD_START)
+        if not (late or silent):
             return
         beat_late = late and run.deadline is not None and run.last_touch >= run.deadline
         if conn.poll() and not beat_late:
             return
-        if not late:
-            end = run.silent_end()
-        elif run.began is None:
-            timeout = run.task.timeout if run.task else None
+        if run.began is None:
             end = AttemptEnd(
                 Outcome.TIMED_OUT,
                 error=f"timed out: its child process had not begun the task's code "
-                f"{CHILD_START + (timeout or 0):g} s after the attempt was claimed",
+                f"{CHILD_START:g} s past its timeout",
             )
         else:
-            end = run.timed_out_end()
+            end = run.timed_out_end() if late else run.silent_end()
         self._ledger.force(run, end)
 
     def _why_not_again(self, child: Child, done: Done) -> str | None:
