@@ -85,8 +85,9 @@ def test_stopping_a_lost_attempt_leaves_the_newer_attempt_of_its_job_alone(
         # the queue's URL serves ctx.transaction() in a child: unused by these attempts
         url = f"sqlite:///{tmp_path / 'unused.db'}"
         pool = ProcessPool(ledger, "tests.soak.chaos_tasks:app", 1 << 20, url)
-        old = attempt_of("chaos_timeout", {"n": 0}, 1)  # runs 10 s unless stopped
-        new = attempt_of("chaos_timeout", {"n": 0}, 2)
+        # runs 10 s unless stopped (no timeout: the pool would end it at one itself)
+        old = attempt_of("chaos_short", {"n": 0, "ms": 10_000}, 1)
+        new = attempt_of("chaos_short", {"n": 0, "ms": 10_000}, 2)
     ledger.pool = pool
 
     def ends() -> dict[int, AttemptEnd]:
