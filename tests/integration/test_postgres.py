@@ -164,7 +164,10 @@ def test_a_living_worker_whose_lock_session_drops_is_not_taken_for_dead(
     )
     assert harness.job(job_id)["execution_id"] == 1
     (lost,) = worker.events("liveness_lock_lost", worker_id=worker.id)
-    assert "terminat" in lost["error"], lost  # "terminating connection due to ..."
+    # The server's own words ("terminating connection due to administrator command"),
+    # or psycopg's when the socket closed before they were read (seen beside a CPU
+    # burner): either way the event says the session went.
+    assert "terminat" in lost["error"] or "connection is lost" in lost["error"], lost
     harness.wait_for(lambda: worker.events("liveness_lock_restored"), 5, "the restored event")
     assert worker.alive()
 
