@@ -371,14 +371,7 @@ def test_a_child_that_beats_faster_than_its_parent_reads_is_still_timed_out(
         real_touch(run, progress, at=at)
 
     monkeypatch.setattr(RunningJob, "touch", slow_touch)
-    app = tasks.app
-    job_id = app.enqueue("beats_without_pause")
-    worker = Worker(app, pool="process", app_ref=f"{tasks.__name__}:app", **SETTINGS)
-    with WorkerThread(worker):
-        wait_for(
-            lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
-        )
-    job = app.get_job(job_id)
+    job = _ended_on_the_process_pool(tasks, "beats_without_pause")
     assert (job["status"], [e["outcome"] for e in job["executions"]]) == ("dead", ["timed_out"])
     execution = job["executions"][0]
     ran = _seconds(execution["ended_at"]) - _seconds(execution["started_at"])
@@ -400,18 +393,24 @@ def test_a_child_slow_to_start_is_not_timed_out_for_it(
         return real_send(pool, job_id, fields)
 
     monkeypatch.setattr(ProcessPool, "_send", slow_start)
+    job = _ended_on_the_process_pool(tasks, "returns_in_time")
+    assert (job["status"], [e["outcome"] for e in job["executions"]]) == (
+        "succeeded",
+        ["succeeded"],
+    ), job["error"]
+
+
+def _ended_on_the_process_pool(tasks: ModuleType, task: str) -> dict[str, Any]:
+    """A job of `task` run by a worker of the process pool, as it is once it ended."""
     app = tasks.app
-    job_id = app.enqueue("returns_in_time")
+    job_id = app.enqueue(task)
     worker = Worker(app, pool="process", app_ref=f"{tasks.__name__}:app", **SETTINGS)
     with WorkerThread(worker):
         wait_for(
             lambda: app.get_job(job_id)["status"] in ("dead", "succeeded"), 30, "the job to end"
         )
-    job = app.get_job(job_id)
-    assert (job["status"], [e["outcome"] for e in job["executions"]]) == (
-        "succeeded",
-        ["succeeded"],
-    ), job["error"]
+    job: dict[str, Any] = app.get_job(job_id)
+    return job
 
 
 def _seconds(stamp: str) -> float:
