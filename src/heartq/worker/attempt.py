@@ -44,6 +44,10 @@ class TransactionState(enum.Enum):
 # read of a member off its enum class goes through `EnumType.__getattr__`'s hook (0.1 to
 # 0.25 us; a plain dict lookup on 3.12), a few of them per job.
 _COMMITTING = TransactionState.COMMITTING
+SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
+"""An attempt whose task's transaction commits or committed: its commit decides, not a
+deadline (a commit that fails leaves the state `NONE`, and deadlines apply again); read by
+whoever ends timeouts (the supervisor, the process pool)."""
 
 
 class RunningJob:

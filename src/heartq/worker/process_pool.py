@@ -37,12 +37,12 @@ from heartq.errors import LeaseLost, PayloadError
 from heartq.lifecycle.fate import AttemptEnd, CannotRun
 from heartq.model import Lease, Outcome, Progress
 from heartq.worker import tracing
-from heartq.worker.attempt import RunningJob, TransactionState
+from heartq.worker.attempt import SETTLED, RunningJob, TransactionState
 from heartq.worker.child import child_main
 from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
 from heartq.worker.pools import ChildLimits
-from heartq.worker.supervisor import MIN_WAIT, SETTLED
+from heartq.worker.supervisor import MIN_WAIT
 
 KILL_WAIT = 5.0
 """seconds to wait for a killed child to be collected."""
@@ -306,7 +306,7 @@ class ProcessPool:
         in time, a heartbeat when the task last beat). A child that beat past its
         deadline is late whatever it sent after (a task beating faster than its parent
         reads never leaves the pipe empty). A transaction that commits or committed
-        decides instead, as the supervisor leaves it to (`SETTLED`)."""
+        decides instead (`SETTLED`), as the supervisor leaves it to."""
         if run.ended is not None or run.transaction in SETTLED:
             return
         now = time.monotonic()

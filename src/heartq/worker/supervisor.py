@@ -25,7 +25,7 @@ from heartq import events
 from heartq.background import BackgroundLoop, FailureLog
 from heartq.lifecycle.fate import AttemptEnd
 from heartq.model import Outcome
-from heartq.worker.attempt import RunningJob, TransactionState
+from heartq.worker.attempt import SETTLED, RunningJob, TransactionState
 from heartq.worker.ledger import Ledger
 
 FORCED_CANCEL = (
@@ -36,9 +36,6 @@ FORCED_CANCEL = (
 the task would have raised had it stopped itself)."""
 MIN_WAIT = 0.005
 """The supervisor sleeps at least 5 ms between two passes."""
-SETTLED = frozenset({TransactionState.COMMITTING, TransactionState.COMMITTED})
-"""An attempt whose task's transaction commits or committed: its commit decides, not a
-deadline (a commit that fails leaves the state `NONE`, and deadlines apply again)."""
 
 
 class Supervisor:
