@@ -2,11 +2,11 @@
 
 `postgresql://user:pass@host:5432/db?schema=NAME&pool_size=N&pooler=transaction&direct_url=U`
 (`postgres://` too). `schema` (default `heartq`), `pool_size` (see `resolve_pool_size`),
-`pooler` and `direct_url` (`pooler.py`) are heartq's own; every other query parameter
-goes to libpq as is. Each connection runs with `search_path` set to that schema, so the
-SQL names tables plainly: a startup option, or behind a transaction-mode pooler the first
-statement of each transaction (`pooler.py`). JSON columns come back as text, exactly as
-stored, as in the SQLite backend.
+`pooler` and `direct_url` (`pooler.py`) and `claim_commit` (`claim_commit.py`) are
+heartq's own; every other query parameter goes to libpq as is. Each connection runs with
+`search_path` set to that schema, so the SQL names tables plainly: a startup option, or
+behind a transaction-mode pooler the first statement of each transaction (`pooler.py`).
+JSON columns come back as text, exactly as stored, as in the SQLite backend.
 
 The first use of a pool makes one connection attempt of its own
 (`ConnectionPool.reach`), so a refusal that waiting cannot fix (a wrong password, no such
@@ -36,7 +36,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
-from heartq.store.postgres import checkout
+from heartq.store.postgres import checkout, claim_commit
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.checkout import Checkouts
 from heartq.store.postgres.pooler import Pooler, resolve_pooler
@@ -182,7 +182,7 @@ def close_quietly(conn: psycopg.Connection[Any] | None) -> None:
             conn.close()
 
 
-HEARTQ_PARAMETERS = ("schema", "pool_size", "pooler", "direct_url")
+HEARTQ_PARAMETERS = ("schema", "pool_size", "pooler", "direct_url", "claim_commit")
 """Query parameters heartq reads itself and keeps from libpq."""
 
 
@@ -314,6 +314,11 @@ class ConnectionPool:
         """Through a transaction-mode pooler: no prepared statements, no startup options,
         each transaction scoped by its first statement, a lasting session only on the
         direct URL (`pooler.py`)."""
+        given = _heartq_parameters(url)[0]
+        asynchronous = claim_commit.resolve_claim_commit(given, self.pooler.transaction)
+        self.claim_async_after = claim_commit.DURABLE_AFTER_START if asynchronous else None
+        """Claims commit without waiting for their flush once the server has been up this
+        many seconds; None: they always wait (`claim_commit.py`). Read when the pool opens."""
         self._given = conninfo_to_dict(self.conninfo)
         self._pool: psycopg_pool.ConnectionPool[Any] | None = None
         self._size = resolve_pool_size(url, size)
@@ -352,7 +357,9 @@ class ConnectionPool:
         The planner's settings (`queries/settings.py`, `PLANNER`: no JIT, no sequential
         or bitmap scans): the plans of heartq's statements do not turn with the
         statistics (design/claim.md, "Plans that cannot turn"). A task lent the connection gets
-        PostgreSQL's own choices back for its transaction (`borrowed.task_scope`)."""
+        PostgreSQL's own choices back for its transaction (`borrowed.task_scope`).
+        With `claim_commit=async`, heartq's setting that lets a claim commit without
+        waiting for its flush (`claim_commit.py`)."""
         kwargs: dict[str, Any] = {"row_factory": dict_row, "cursor_factory": NamedCursor}
         kwargs.update(tcp_kwargs(self._given))
         if self.pooler.transaction:
@@ -364,6 +371,8 @@ class ConnectionPool:
                 f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS} "
                 f"-c plan_cache_mode=force_generic_plan {planner}"
             )
+            if self.claim_async_after is not None:
+                kwargs["options"] += " " + claim_commit.startup_option(self.claim_async_after)
         if "connect_timeout" not in self._given:
             kwargs["connect_timeout"] = int(CONNECT_TIMEOUT)
         return kwargs

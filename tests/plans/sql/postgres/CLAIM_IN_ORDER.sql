@@ -183,6 +183,10 @@ WITH snap AS MATERIALIZED (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), taken AS (
     DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), commit_mode AS MATERIALIZED (
+    SELECT CASE WHEN statement_timestamp() - pg_postmaster_start_time()
+                 >= make_interval(secs => current_setting('heartq.claim_async_after', true)::float8)
+            THEN set_config('synchronous_commit', 'off', true) END AS setting
 ), running AS (
     UPDATE job_documents AS j
     SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
@@ -202,7 +206,7 @@ WITH snap AS MATERIALIZED (
            CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
                 THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
            %(ahead)s
-    FROM docs AS d
+    FROM docs AS d CROSS JOIN commit_mode
     RETURNING job_id, execution_id, attempts, lease_expires_at
 )
 SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,

@@ -6,6 +6,7 @@ concurrency key, then jobs with a rate key, and how long a rate limit holds jobs
 
 from __future__ import annotations
 
+from heartq.store.postgres.claim_commit import SETTING
 from heartq.store.postgres.queries.common import (
     CONCURRENCY_NAMESPACE,
     RATE_NAMESPACE,
@@ -22,6 +23,16 @@ from heartq.store.postgres.queries.ready_log import (
     logged,
 )
 from heartq.store.records import CLAIMED_COLUMNS
+
+# A claim of jobs without a concurrency or a rate key (`logged`) commits without waiting
+# for its flush when its connection carries heartq's setting for it and the server has
+# been up that long (`claim_commit.py`): `set_config(..., true)` lasts for the statement's
+# own transaction, whose commit reads it. Without the setting the comparison is NULL and
+# nothing is set. Evaluated once (a materialized CTE joined to the leases' insert: with
+# nothing claimed it is never read, and an empty claim has nothing to flush).
+LAZY_COMMIT = f"""SELECT CASE WHEN statement_timestamp() - pg_postmaster_start_time()
+                 >= make_interval(secs => current_setting('{SETTING}', true)::float8)
+            THEN set_config('synchronous_commit', 'off', true) END"""
 
 
 # Each queue's best runnable jobs come from its own ordered walk of the claim index
@@ -60,9 +71,12 @@ def _claimed(logged: bool, turns: str = "") -> str:
     taken = """taken AS (
     DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
 ), """ if logged else ""
+    commit = f"""commit_mode AS MATERIALIZED (
+    {LAZY_COMMIT} AS setting
+), """ if logged else ""
     return f"""holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), {taken}running AS (
+), {taken}{commit}running AS (
     UPDATE job_documents AS j
     SET status = 'running', started_at = {T_STATEMENT}, updated_at = {T_STATEMENT},
         ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
@@ -81,7 +95,7 @@ def _claimed(logged: bool, turns: str = "") -> str:
            CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
                 THEN {T_STATEMENT} + {_secs("lease")} END,
            %(ahead)s
-    FROM docs AS d
+    FROM docs AS d{" CROSS JOIN commit_mode" if logged else ""}
     RETURNING job_id, execution_id, attempts, lease_expires_at
 )
 SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,
