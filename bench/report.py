@@ -72,6 +72,9 @@ def _values(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return spread(ok) if ok else {"error": records[0].get("error", "?")}
 
 
+CLAIMS_ASYNC = "claims not waiting for their flush"
+"""What a heartq run's settings say when its claims commit without waiting for their flush
+(`heartq_side.py --claim-commit async`)."""
 BEFORE = "heartq (before)"
 """The contender name of a `--before` run (bench/runs.py)."""
 
@@ -82,11 +85,12 @@ def _add_ratios(contenders: list[dict[str, Any]]) -> None:
     # (`short_jobs_ratio`: an async task, as many slots as pgqueuer's batch); the prefetch
     # runs are read against those in BENCHMARKS.md. A fairness run is compared with the
     # run of the same jobs' arguments without a fairness key (`fairness_ratio`), never
-    # with the peers.
+    # with the peers; a run whose claims do not wait for their flush with the same run
+    # whose claims do (`claim_commit_ratio`).
     plain, short, keyed = {}, {}, {}
     for c in contenders:
         settings = str(c.get("settings"))
-        if c.get("contender") != "heartq" or "prefetch" in settings:
+        if c.get("contender") != "heartq" or "prefetch" in settings or CLAIMS_ASYNC in settings:
             continue
         if "no fairness" in settings:
             keyed[(c["backend"], c["workers"])] = c
@@ -98,10 +102,18 @@ def _add_ratios(contenders: list[dict[str, Any]]) -> None:
         if "contender" not in entry:
             continue
         if entry["contender"] == "heartq":
+            settings = str(entry.get("settings"))
             off = keyed.get((entry["backend"], entry["workers"]))
-            if off is not None and "fairness keys" in str(entry.get("settings")):
-                entry["fairness_heartq_setting"] = off["label"]
-                entry["fairness_ratio"] = {
+            if CLAIMS_ASYNC in settings:
+                off = (short if "async pool" in settings else plain).get(
+                    (entry["backend"], entry["workers"])
+                )
+                prefix = "claim_commit_"
+            else:
+                prefix = "fairness_" if "fairness keys" in settings else ""
+            if off is not None and prefix:
+                entry[f"{prefix}heartq_setting"] = off["label"]
+                entry[f"{prefix}ratio"] = {
                     key: _ratio(entry[key]["median"], off[key]["median"]) for key, _ in MEASURES
                 }
             continue
@@ -160,7 +172,7 @@ def markdown(results: dict[str, Any]) -> str:
             cells = [_cell(c[key]) for key, _ in MEASURES]
             against = "; ".join(
                 f"{ratio:.2f} (vs {c[prefix + 'heartq_setting']})"
-                for prefix in ("", "short_jobs_", "fairness_")
+                for prefix in ("", "short_jobs_", "fairness_", "claim_commit_")
                 if (ratio := c.get(prefix + "ratio", {}).get("process"))
             )
             lines.append(f"| {c['label']} | {c['version']} | {c['settings']} | "

@@ -46,6 +46,9 @@ class Contender:
     (`{"key": n}`) but its task has no fairness key: the run a fairness run is compared
     with, so that the ratio is what taking turns costs, not what decoding an argument
     costs (the plain runs' jobs have none)."""
+    claims_async: bool = False
+    """heartq on PostgreSQL: its claims commit without waiting for their flush
+    (`?claim_commit=async`, opt-in); compared with the same run without."""
     before: Path | None = None
     """heartq: the checkout of an earlier heartq whose `src` this run imports instead of
     the installed one (`--before`), so that a change is timed against its base in the
@@ -60,7 +63,8 @@ class Contender:
         fair = f", {self.fair_keys} fairness keys" if self.fair_keys else ""
         if self.key_args:
             fair = f", {self.key_args} keys' arguments, no fairness"
-        return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}{fair}"
+        lazy = ", claims async" if self.claims_async else ""
+        return f"{self.name}{before}, {self.workers} {processes}{ahead}{short}{fair}{lazy}"
 
 
 PREFETCH = 50
@@ -81,6 +85,8 @@ LINEUP = [
     Contender("heartq", "postgresql", 2, peer=False, short_jobs=True),
     Contender("heartq", "postgresql", 2, peer=False, fair_keys=FAIR_KEYS),
     Contender("heartq", "postgresql", 2, peer=False, key_args=FAIR_KEYS),
+    Contender("heartq", "postgresql", 2, peer=False, claims_async=True),
+    Contender("heartq", "postgresql", 2, peer=False, short_jobs=True, claims_async=True),
     Contender("pgqueuer", "postgresql", 1),
     Contender("pgqueuer", "postgresql", 2),
     Contender("procrastinate", "postgresql", 2),
@@ -133,11 +139,12 @@ def _before(contender: Contender) -> dict[str, Any]:
 
 
 def with_before(lineup: list[Contender], checkout: Path) -> list[Contender]:
-    """The lineup with each heartq contender also run from `checkout`, right after it."""
+    """The lineup with each heartq contender also run from `checkout`, right after it
+    (but the runs of a choice an earlier heartq may not have: claims async)."""
     out: list[Contender] = []
     for contender in lineup:
         out.append(contender)
-        if contender.name == "heartq":
+        if contender.name == "heartq" and not contender.claims_async:
             out.append(replace(contender, before=checkout))
     return out
 
@@ -161,6 +168,8 @@ def _run_contender_once(
             command += ["--fair-keys", str(contender.fair_keys)]
         if contender.key_args:
             command += ["--key-args", str(contender.key_args)]
+        if contender.claims_async:
+            command += ["--claim-commit", "async"]
         env = None
         if contender.before is not None:
             env = {**os.environ, "PYTHONPATH": str(contender.before / "src")}

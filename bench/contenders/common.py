@@ -81,6 +81,9 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--key-args", type=int, default=0,
                         help="heartq: jobs with the arguments of --fair-keys N, without "
                              "a fairness key (what a fairness run is compared with)")  # fmt: skip
+    parser.add_argument("--claim-commit", choices=["flush", "async"], default="flush",
+                        help="heartq on PostgreSQL: async, its claims commit without "
+                             "waiting for their flush (peers ignore it)")  # fmt: skip
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL admin URL: a database of the contender's own is "
                              "created there and dropped after")  # fmt: skip

@@ -3,7 +3,8 @@
 Workers: `heartq worker --burst` processes with every guarantee on (leases renewed by
 heartbeat, an execution row per attempt, fenced completion), thread pool at
 `--concurrency` (`--pool async`: an `async def` no-op on the async pool), all other
-settings at their defaults. Last committed completion: the
+settings at their defaults (`--claim-commit async`: the workers' URL says
+`claim_commit=async`). Last committed completion: the
 latest `finished_at` of a succeeded job. `--backend sqlite` uses a file in `--dir`
 (WAL, synchronous=FULL); `--backend postgresql` a database of its own on `--server`.
 Run by `python -m bench`; alone:
@@ -86,6 +87,8 @@ def main() -> None:
     sys.path.insert(0, str(root))
     postgres = args.backend == "postgresql"
     url = database_url(args.server, DATABASE) if postgres else f"sqlite:///{root / 'q.db'}"
+    lazy = postgres and args.claim_commit == "async"
+    worker_url = url + ("&" if "?" in url else "?") + "claim_commit=async" if lazy else url
     if postgres:
         recreate(args.server)
     try:
@@ -118,7 +121,7 @@ def main() -> None:
         path = [str(root), here, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
         command = [
-            sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", url,
+            sys.executable, "-m", "heartq", "worker", "bench_tasks:app", "--url", worker_url,
             "--burst", "--concurrency", str(args.concurrency), "--prefetch", str(args.prefetch),
             "--pool", args.pool,
         ]  # fmt: skip
@@ -136,7 +139,8 @@ def main() -> None:
             + (", async def task" if args.pool == "async" else "")
             + (f", prefetch {args.prefetch}" if args.prefetch else "")
             + (f", {args.fair_keys} fairness keys" if args.fair_keys else "")
-            + (f", {args.key_args} keys' arguments, no fairness" if args.key_args else ""),
+            + (f", {args.key_args} keys' arguments, no fairness" if args.key_args else "")
+            + (", claims not waiting for their flush" if lazy else ""),
             enqueue_single=rate(args.single, single), enqueue_batch=rate(rest, batched),
             process=rate(processed, last - bench_tasks.stamps.first_entry()),
             processed=processed,
