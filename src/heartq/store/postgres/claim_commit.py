@@ -33,10 +33,10 @@ pooler, which drops startup options, `async` is refused.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from heartq.errors import ConfigError
+from heartq.store.postgres.pooler import choose
 
 ENV_CLAIM_COMMIT = "HEARTQ_CLAIM_COMMIT"
 """The environment variable that sets the claim's commit when the URL does not."""
@@ -56,14 +56,7 @@ def resolve_claim_commit(
     (`given`: `claim_commit`), else `HEARTQ_CLAIM_COMMIT`, else `flush`. One clear
     `ConfigError` for a value it does not know, or `async` behind a transaction-mode
     pooler (which drops the startup option that carries it)."""
-    env = os.environ if environ is None else environ
-    if "claim_commit" in given:
-        raw, where = given["claim_commit"], "the URL's claim_commit"
-    else:
-        raw, where = env.get(ENV_CLAIM_COMMIT, ""), ENV_CLAIM_COMMIT
-    mode = raw.strip().lower() or FLUSH
-    if mode not in MODES:
-        raise ConfigError(f"{where} must be one of {', '.join(MODES)}, got {raw!r}")
+    mode, where = choose(given, "claim_commit", ENV_CLAIM_COMMIT, MODES, FLUSH, environ)
     if mode == ASYNC and transaction_pooler:
         raise ConfigError(
             f"{where}=async needs sessions of the server's own (a startup option carries "

@@ -63,6 +63,28 @@ class Pooler:
         return not self.transaction or self.direct_url is not None
 
 
+def choose(
+    given: Mapping[str, str],
+    parameter: str,
+    variable: str,
+    modes: tuple[str, ...],
+    default: str,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
+    """`(mode, where it came from)` of a heartq URL parameter that names one of `modes`:
+    the URL's own (`given`), else the environment variable, in any case, else `default`;
+    the URL wins. One clear `ConfigError` for a mode it does not know."""
+    env = os.environ if environ is None else environ
+    if parameter in given:
+        raw, where = given[parameter], f"the URL's {parameter}"
+    else:
+        raw, where = env.get(variable, ""), variable
+    mode = raw.strip().lower() or default
+    if mode not in modes:
+        raise ConfigError(f"{where} must be one of {', '.join(modes)}, got {raw!r}")
+    return mode, where
+
+
 def resolve_pooler(
     given: Mapping[str, str], environ: Mapping[str, str] | None = None
 ) -> Pooler:
@@ -70,13 +92,7 @@ def resolve_pooler(
     else the environment; the URL wins. One clear `ConfigError` for a mode it does not
     know, or a direct URL without the transaction mode (it would be silently unused)."""
     env = os.environ if environ is None else environ
-    if "pooler" in given:
-        raw, where = given["pooler"], "the URL's pooler"
-    else:
-        raw, where = env.get(ENV_POOLER, ""), ENV_POOLER
-    mode = raw.strip().lower() or NONE
-    if mode not in MODES:
-        raise ConfigError(f"{where} must be one of {', '.join(MODES)}, got {raw!r}")
+    mode, _ = choose(given, "pooler", ENV_POOLER, MODES, NONE, env)
     if "direct_url" in given:
         direct, direct_where = given["direct_url"], "the URL's direct_url"
     else:
