@@ -13,7 +13,7 @@ that forgets a claim"): the job is queued again, the execution id is issued agai
 the fencing token `(job, execution, worker)` keeps the forgotten attempt from writing
 anything. What it costs: after a crash of the server (not a clean stop), the jobs claimed
 in its last moment run again, their first runs' results refused. So it is a choice, not
-the default. What it buys: two worker processes on 2 cores drained 20-30 % more no-op
+the default. What it buys: two worker processes on 2 cores drained 16-36 % more no-op
 jobs a second (BENCHMARKS.md, "A claim that does not wait for its flush"), every claim's
 flush no longer queued with the finishes' for the one WAL.
 
@@ -22,7 +22,7 @@ replays the WAL) would, with its claim forgotten each time, never have its attem
 counted. So a claim waits for its flush while the server has been up less than
 `DURABLE_AFTER_START` (`pg_postmaster_start_time()`, read by the statement): after each
 restart, that poison job's next claims are durable, and it is dead after its retries
-(I5 holds, with at most one attempt uncounted per restart).
+(only an attempt claimed on a server up that long can go uncounted).
 
 The choice rides on each pooled connection as a custom setting of heartq's own
 (`heartq.claim_async_after`, the seconds the server must have been up), a startup option
