@@ -42,7 +42,6 @@ from heartq.worker.child import child_main
 from heartq.worker.invoke import call_args
 from heartq.worker.ledger import Ledger
 from heartq.worker.pools import ChildLimits
-from heartq.worker.supervisor import MIN_WAIT
 
 KILL_WAIT = 5.0
 """seconds to wait for a killed child to be collected."""
@@ -52,6 +51,8 @@ the app imported), beyond the task's `timeout` or `heartbeat_timeout`, before th
 is ended `timed_out` anyway: each counts from when the code began."""
 WATCH_WAIT = 1.0
 """Seconds at most between two looks of a watching thread at its child."""
+WATCH_WAIT_MIN = 0.005
+"""...and at least, so that a deadline just past cannot spin the thread."""
 
 
 def _signal_name(number: int) -> str:
@@ -297,7 +298,7 @@ class ProcessPool:
         moments = [m for m in (run.deadline, run.silent_at) if m is not None]
         if not moments or run.ended is not None:
             return WATCH_WAIT
-        return min(WATCH_WAIT, max(MIN_WAIT, min(moments) - time.monotonic()))
+        return min(WATCH_WAIT, max(WATCH_WAIT_MIN, min(moments) - time.monotonic()))
 
     def _end_if_overdue(self, run: RunningJob, conn: Connection) -> None:
         """End the attempt `timed_out` (its child is killed) if it passed its deadline,
