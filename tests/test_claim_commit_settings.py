@@ -12,6 +12,7 @@ import pytest
 from heartq.errors import ConfigError
 from heartq.store.postgres.claim_commit import DURABLE_AFTER_START, ENV_CLAIM_COMMIT, SETTING
 from heartq.store.postgres.connection import ConnectionPool
+from heartq.store.postgres.store import PostgresStore
 
 URL = "postgresql://app:s3cret@db.example:5432/q?schema=jobs"
 
@@ -57,3 +58,9 @@ def test_a_bad_choice_is_one_clear_line_without_the_password(
     with pytest.raises(ConfigError, match=message) as refused:
         ConnectionPool(URL + suffix)
     assert "\n" not in str(refused.value) and "s3cret" not in str(refused.value)
+
+
+def test_the_link_says_which_for_the_workers_start_line() -> None:
+    """`worker_started`'s `claim_commit` field reads it."""
+    assert PostgresStore(URL).link.claim_commit == "flush"
+    assert PostgresStore(f"{URL}&claim_commit=async").link.claim_commit == "async"

@@ -36,6 +36,9 @@ class Link(Protocol):
     # Whether this store's workers hold a liveness lock (False: behind a transaction-mode
     # pooler without a direct URL; such workers are found by heartbeats and leases).
     holds_liveness_lock: bool
+    # `flush`: a claim is durable when it answers; `async`: a PostgreSQL claim of jobs
+    # without a concurrency or a rate key does not wait for its flush (`?claim_commit=`).
+    claim_commit: str
 
     def reach(self) -> None:
         """One attempt to reach the database, at once. Raises `StoreRefused` (or

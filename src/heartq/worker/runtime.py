@@ -399,6 +399,7 @@ class Worker:
                 self.store.link.holds_liveness_lock, self.store.liveness_grace
             ),
             wakeups="notify" if self.store.link.supports_notify else "poll",
+            claim_commit=self.store.link.claim_commit,
         )
         if self.name:
             name = self.name

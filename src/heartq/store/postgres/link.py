@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from heartq.model import LivenessChange
 from heartq.store.link import LivenessHandle
+from heartq.store.postgres import claim_commit
 from heartq.store.postgres.connection import ConnectionPool
 from heartq.store.postgres.dialect import PostgresDialect
 from heartq.store.postgres.liveness import AdvisoryLiveness
@@ -48,6 +49,8 @@ class PostgresLink:
         self.schema = pool.schema
         self.supports_notify = listeners is not None
         self.holds_liveness_lock = pool.sessions
+        lazy = pool.claim_async_after is not None
+        self.claim_commit = claim_commit.ASYNC if lazy else claim_commit.FLUSH
 
     def reach(self) -> None:
         """One connection attempt of its own: its failure is known at once (the pool

@@ -28,6 +28,7 @@ class SQLiteLink:
 
     supports_notify = False
     holds_liveness_lock = True  # a lock file, whatever the URL
+    claim_commit = "flush"  # each commit syncs its WAL (synchronous=FULL)
 
     def __init__(
         self, pool: ConnectionPool, dialect: SQLiteDialect, liveness: LockFileLiveness
