@@ -396,10 +396,11 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
         before = _indexes(old) if sqlite else set()
     with opened(url) as new:
         assert new.link.migrate() >= 22
-        if sqlite:  # as they were, but for those later migrations changed (0025, 0035)
+        if sqlite:  # as they were, but for those later migrations changed (0025, 0035, 0043)
             assert _indexes(new) == before - {"heartq_jobs_lease_idx"} | {
                 "heartq_jobs_detached_idx",
                 "heartq_jobs_fair_claim_idx",
+                "heartq_jobs_fair_due_idx",
             }
         assert consistent(new, "old-waiting") == ["waiting"]
         since = enqueue_one(new, t0, depends_on=(dependency,))

@@ -231,11 +231,12 @@ def test_fair_usage_lists_each_queues_keys_busiest_first(
         key=lambda u: (-u[3], -u[2]),
     )  # fmt: skip
     assert usage == [*busiest, ("other", "z", 1, 0, 0.5)]
-    # each key's count stops where asked: the flood is not walked
-    counted = {u["key"]: u["queued"] for u in store.fair_usage(counted=5)}
-    assert counted == {"b": 3 - taken["b"], "flood": 5, "z": 1}
+    assert not any(u["more"] for u in store.fair_usage())
+    # each key's count stops where asked, and says it may hold more: the flood is not walked
+    counted = {u["key"]: (u["queued"], u["more"]) for u in store.fair_usage(counted=5)}
+    assert counted == {"b": (3 - taken["b"], False), "flood": (5, True), "z": (1, False)}
     # a key whose jobs all run is still listed, at its running jobs' weight
     store.claim("w1", ["other"], 1, 30.0, now=t0)
     assert [u for u in store.fair_usage() if u["queue"] == "other"] == [
-        {"queue": "other", "key": "z", "queued": 0, "running": 1, "weight": 0.5}
+        {"queue": "other", "key": "z", "queued": 0, "running": 1, "more": False, "weight": 0.5}
     ]

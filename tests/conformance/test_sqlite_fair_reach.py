@@ -1,78 +1,74 @@
-"""SQLite's claim by turns reads only a window of lanes (at most the claim's slots, found
-by a skip scan from each tier's cursor) and each lane only as deep as its rounds in the
-claim can reach, reading again the slots deep when a lane might have had more. What it
-claims must be what `allot` gives over every lane with work, read in full by a plain
-query of the jobs and put in rotation from the stored cursors, before each claim of
-random mixes of keys, weights, priorities, delayed jobs, jobs without a key, two queues
-and claims of any size."""
+"""SQLite's claim by fair shares reads a bounded part of its indexes: each queue's line
+(`heartq_jobs_fair_claim_idx`, by tag) and its jobs without a key only `limit` entries
+deep, and the untagged jobs at most `TAGGED_AT_A_CLAIM`. What it claims must be what the
+rule gives over every queued job read in full by a plain query: the due untagged ones
+tagged (oldest first, each key from its finish or its tier's clock, a step of one over
+its weight each), the jobs without a key one share of each tier, all in the order of
+priority, then tag less the tier's clock, then id. Before each claim of random mixes
+of keys, weights, priorities, delayed jobs, jobs without a key, two queues and claims
+of any size."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
+import time
 from pathlib import Path
 
-from heartq.store.sql.fair import UNKEYED, Cursor, Lane, allot, start
-from heartq.store.sqlite import SQLiteStore
+import pytest
 
-from .support import new_job, register
+from heartq.store.sql.fair import TAGGED_AT_A_CLAIM, UNKEYED
+from heartq.store.sqlite import SQLiteStore
+from tests.support import opened
+
+from .support import SteeredMigrations, new_job, register
 
 T0 = 1_000_000.0
 QUEUES = ["a", "b"]
 
 
 def _expected(path: Path, limit: int) -> list[str]:
-    """The ids `allot` gives with every lane read apart, `limit` jobs deep."""
+    """The ids the rule gives, every queued job read apart."""
     with sqlite3.connect(path) as conn:
-        jobs = conn.execute(
-            "SELECT queue, priority, coalesce(fair_key, ?), id, run_at, fair_weight"
-            " FROM heartq_jobs WHERE status = 'queued' AND concurrency_key IS NULL"
-            " AND rate_key IS NULL AND run_at <= ? ORDER BY run_at, id",
-            (UNKEYED, T0),
-        ).fetchall()
-        cursors: dict[tuple[str, int], Cursor | None] = {
-            (q, p): Cursor(k, r)
-            for q, p, k, r in conn.execute(
-                "SELECT queue, priority, turn_key, remaining FROM heartq_fair_turns"
-            )
+        clocks = {(q, p): c for q, p, c in conn.execute("SELECT * FROM heartq_fair_clocks")}
+        finishes = {
+            (q, p, k): f for q, p, k, f in conn.execute("SELECT * FROM heartq_fair_finishes")
         }
-    lanes: dict[tuple[str, int, str], Lane] = {}
-    for queue, priority, key, job_id, run_at, weight in jobs:
-        lane = lanes.get((queue, priority, key))
-        if lane is None:
-            w = 1.0 if key == UNKEYED or weight is None else float(weight)
-            lane = lanes[(queue, priority, key)] = Lane(queue, priority, key, 0, w)
-        if len(lane.jobs) < limit:
-            lane.jobs.append((job_id, run_at))
-    window: list[Lane] = []
-    found = 0
-    for priority in sorted({p for _, p, _ in lanes}, reverse=True):
-        if found >= limit or len(window) >= limit:
-            break
-        tier: list[Lane] = []
-        for queue in QUEUES:
-            cursor = cursors.get((queue, priority))
-            key, incl = start(cursor)
-            keys = sorted(k for q, p, k in lanes if (q, p) == (queue, priority))
-            order = [k for k in keys if k > key or (incl and k == key)]
-            order += [k for k in keys if k < key or (not incl and k == key)]
-            for place, k in enumerate(order):
-                lane = lanes[(queue, priority, k)]
-                lane.place = place
-                if cursor is not None and cursor.key == k and cursor.remaining > 0:
-                    lane.continuing = cursor.remaining
-                tier.append(lane)
-        tier.sort(key=lambda lane: (lane.place, lane.queue))
-        tier = tier[: limit - len(window)]
-        window += tier
-        found += sum(len(lane.jobs) for lane in tier)
-    every = {(q, p): cursors.get((q, p)) for q, p, _ in lanes}
-    return allot(window, every, limit).ids
+        turns = "status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL"
+        untagged = conn.execute(
+            f"SELECT queue, priority, fair_key, fair_weight, id FROM heartq_jobs WHERE {turns}"
+            " AND fair_key IS NOT NULL AND fair_tag IS NULL AND run_at <= ?"
+            " ORDER BY run_at, id LIMIT ?",
+            (T0, TAGGED_AT_A_CLAIM),
+        ).fetchall()
+        tagged = conn.execute(
+            f"SELECT queue, priority, fair_tag, id FROM heartq_jobs WHERE {turns}"
+            " AND fair_key IS NOT NULL AND fair_tag IS NOT NULL"
+        ).fetchall()
+        plain = conn.execute(
+            f"SELECT queue, priority, id FROM heartq_jobs WHERE {turns} AND fair_key IS NULL"
+            " AND run_at <= ? ORDER BY run_at, id",
+            (T0,),
+        ).fetchall()
+    candidates = [(q, p, tag, job_id) for q, p, tag, job_id in tagged]
+    moved: dict[tuple[str, int, str], float] = {}
+    for queue, priority, key, weight, job_id in untagged:
+        at = (queue, priority, key)
+        start = moved.get(at, max(clocks.get((queue, priority), 0.0), finishes.get(at, 0.0)))
+        candidates.append((queue, priority, start, job_id))
+        moved[at] = start + 1.0 / (weight or 1.0)
+    shares: dict[tuple[str, int], int] = {}
+    for queue, priority, job_id in plain:
+        n = shares[(queue, priority)] = shares.get((queue, priority), 0) + 1
+        start = max(clocks.get((queue, priority), 0.0),
+                    finishes.get((queue, priority, UNKEYED), 0.0))  # fmt: skip
+        candidates.append((queue, priority, start + n - 1, job_id))
+    candidates.sort(key=lambda c: (-c[1], c[2] - clocks.get((c[0], c[1]), 0.0), c[3]))
+    return [c[3] for c in candidates[:limit]]
 
 
-def test_a_claim_takes_what_every_lane_read_whole_would_give(tmp_path: Path) -> None:
+def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> None:
     rng = random.Random(7)
-    reads: list[str] = []
     for scenario in range(16):
         path = tmp_path / f"fair{scenario}.db"
         store = SQLiteStore(f"sqlite:///{path}")
@@ -81,24 +77,21 @@ def test_a_claim_takes_what_every_lane_read_whole_would_give(tmp_path: Path) -> 
             register(store, "w1", T0, queues=tuple(QUEUES))
             for n in range(rng.randint(1, 12)):
                 weight = rng.choice([None, 0.5, 1.0, 2.0, 3.0])
+                late = rng.random() < 0.1
                 jobs = [
                     new_job(
                         fair_key=f"k{n}",
                         fair_weight=weight,
                         priority=rng.choice([0, 0, 0, 0, 5]),
-                        run_at=T0 + (100 if rng.random() < 0.1 else -rng.randint(1, 50)),
+                        run_at=T0 + 100 if late else rng.choice([None, T0 - rng.randint(1, 50)]),
                         queue=rng.choice(QUEUES),
                     )
                     for _ in range(rng.choice([1, 2, 5, 40]))
                 ]
-                store.enqueue(jobs, now=T0 - 100)
+                store.enqueue(jobs, now=T0 - 100 + n)
             unkeyed = [new_job(queue=rng.choice(QUEUES)) for _ in range(rng.choice([0, 3, 30]))]
             if unkeyed:
                 store.enqueue(unkeyed, now=T0 - 100)
-            store.link.pool.trace.append(
-                lambda sql: reads.append(sql) if "CROSS JOIN heartq_jobs AS j" in sql else None
-            )
-            store.link.pool.enable_trace()
             for _ in range(10):
                 limit = rng.choice([1, 2, 3, 7, 20])
                 expected = _expected(path, limit)
@@ -107,6 +100,68 @@ def test_a_claim_takes_what_every_lane_read_whole_would_give(tmp_path: Path) -> 
                 assert sorted(job.id for job in claimed) == sorted(expected), (scenario, limit)
         finally:
             store.link.close()
-    deep = [sql for sql in reads if "LIMIT 20)" in sql or "LIMIT 7)" in sql]
-    # lanes were read shallow (their rounds' reach) far more often than the slots deep
-    assert deep and len(reads) > 2 * len(deep), (len(reads), len(deep))
+
+
+def test_an_upgrade_puts_the_queued_jobs_in_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schema v43 tags the jobs that take turns already queued and due, each key's from 0
+    in its order (a step of one over its weight): a flood of one key queued before the
+    upgrade does not hold the others back after it. One due later is left to the claim
+    that finds it due."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    now = time.time()  # the migration judges what is due by the wall clock
+    rows = [(f"flood-{n:02d}", "flood", 1.0, now - 100 + n) for n in range(30)]
+    rows += [(f"{k}-{n}", k, 2.0 if k == "b" else None, now - 50 + n)
+             for k in ("b", "c") for n in range(3)]  # fmt: skip
+    rows.append(("later", "d", None, now + 3600))
+    with (
+        SteeredMigrations(url, monkeypatch).store_before(43) as old,
+        old._write() as conn,  # type: ignore[attr-defined]
+    ):
+        conn.executemany(
+            "INSERT INTO heartq_jobs (id, task, queue, args, status, run_at, max_retries,"
+            " retry_backoff, retry_backoff_max, created_at, updated_at, fair_key,"
+            " fair_weight) VALUES (?, 't', 'default', '{}', 'queued', ?, 3, 5, 3600, ?, ?,"
+            " ?, ?)",
+            [(i, run_at, run_at, run_at, key, w) for i, key, w, run_at in rows],
+        )
+    with opened(url) as new:
+        assert new.link.migrate() >= 43
+        register(new, "w1", now)
+        with sqlite3.connect(tmp_path / "old.db") as conn:
+            tags = dict(conn.execute("SELECT id, fair_tag FROM heartq_jobs").fetchall())
+            finishes = {k: f for _, _, k, f in conn.execute("SELECT * FROM heartq_fair_finishes")}
+        assert [tags[f"flood-{n:02d}"] for n in (0, 1, 29)] == [0.0, 1.0, 29.0]
+        assert [tags[f"b-{n}"] for n in range(3)] == [0.0, 0.5, 1.0]
+        assert tags["later"] is None
+        assert finishes == {"flood": 30.0, "b": 1.5, "c": 3.0}
+        claimed = new.claim("w1", ["default"], 6, 30.0, now=now)
+        # tags 0: b-0, c-0, flood-00; 0.5: b-1; 1: b-2, c-1 (then flood-01, by id)
+        assert sorted(job.id for job in claimed) == [
+            "b-0", "b-1", "b-2", "c-0", "c-1", "flood-00"
+        ]  # fmt: skip
+        later = new.claim("w1", ["default"], 30, 30.0, now=now + 3601)
+        assert "later" in {job.id for job in later}  # tagged once due, at the clock
+
+
+def test_a_job_queued_again_takes_its_place_behind_its_keys_line(tmp_path: Path) -> None:
+    """A claim clears its job's tag: a job given back (here released; a retry, a snooze
+    and a reclaim alike) is tagged by the claim that finds it due, at its key's finish,
+    behind the key's jobs already in line, not at its old place ahead of every key."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'again.db'}")
+    try:
+        register(store, "w1", T0)
+        store.enqueue([new_job(fair_key="a") for _ in range(5)], now=T0 - 10)
+        store.enqueue([new_job(fair_key="b") for _ in range(5)], now=T0 - 9)
+        (first,) = store.claim("w1", ["default"], 1, 30.0, now=T0)
+        assert store.get_job(first.id)["fair_key"] == "a"
+        with sqlite3.connect(tmp_path / "again.db") as conn:
+            (tag,) = conn.execute("SELECT fair_tag FROM heartq_jobs WHERE id = ?", (first.id,))
+        assert tag == (None,)  # cleared by its claim
+        assert store.release([first.lease], now=T0 + 1) == []
+        taken = [job.id for job in store.claim("w1", ["default"], 9, 30.0, now=T0 + 2)]
+        assert first.id not in taken and len(taken) == 9  # the others' turns first
+        assert [job.id for job in store.claim("w1", ["default"], 1, 30.0, now=T0 + 3)] == [first.id]
+    finally:
+        store.link.close()

@@ -489,14 +489,15 @@ def test_the_queues_page_lists_each_queues_busiest_fairness_keys(
     store: Store, dashboard: Dashboard
 ) -> None:
     now = store.clock()
-    store.enqueue([new_job(queue="imports", fair_key="acct:<big>") for _ in range(5)], now=now)
     store.enqueue(
         [new_job(queue="imports", fair_key="acct:2", fair_weight=2.5) for _ in range(2)], now=now
     )
+    store.enqueue([new_job(queue="imports", fair_key="acct:<big>") for _ in range(5)], now=now)
     store.enqueue([new_job(queue="other", fair_key=f"k{n:02d}") for n in range(12)], now=now)
     store.enqueue([new_job(queue="plain")], now=now)
     register(store, "w1", now, queues=("imports",))
-    assert len(store.claim("w1", ["imports"], 1, LEASE, now=now)) == 1  # acct:2 (weight 2.5)
+    # acct:2, first in key order and in line (enqueued first)
+    assert len(store.claim("w1", ["imports"], 1, LEASE, now=now)) == 1
     text = page(dashboard().get("/queues"))
     assert 'data-fair-keys="2"' in text and 'data-fair-keys="12"' in text
     assert 'data-fair-keys="0"' in text  # plain: no keys

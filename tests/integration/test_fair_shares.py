@@ -1,5 +1,5 @@
-"""Fair shares through a real worker process, on both backends (SQLite's allotment in
-`store/sql/fair.py`, PostgreSQL's in its claim over the ready log's lanes): one key's
+"""Fair shares through a real worker process, on both backends (SQLite's start tags in
+`store/sql/fair.py`, PostgreSQL's rotation in its claim over the ready log's lanes): one key's
 flood queued first does not hold back ten keys queued after it, each key gets its share
 of the slots while all have work, each key's jobs run in order, weights are honoured,
 and a key whose jobs wait on a rate limit holds no one back."""

@@ -20,8 +20,6 @@ from heartq.model import ClaimedJob, NewJob
 from heartq.store.postgres import PostgresStore
 from heartq.store.postgres import queries as pg_q
 from heartq.store.sql import fair
-from heartq.store.sql.base import run
-from heartq.store.sql.fair import Cursor
 from heartq.store.sqlite import SQLiteStore
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.queries import fair as fair_q
@@ -89,34 +87,29 @@ def test_sqlite_statement_uses_its_index(tmp_path: Path, name: str) -> None:
 
 def test_sqlite_fair_usage_reads_keys_through_their_indexes(tmp_path: Path) -> None:
     """`FAIR_USAGE` (`heartq queues`, the dashboard, the metrics) reads the jobs only
-    through the fair claim index (queued keyed jobs: a probe per queue and key, a count
-    bounded per key) and the running jobs' index: never a scan of the jobs, so a backlog
-    without keys, or a key's flood past the count, is not walked."""
+    through the fair claim index and the fair due index (each queue's line from its head,
+    a probe per queue, the walk bounded) and the running jobs' index: never a scan of the
+    jobs, so a backlog without keys, or a line past the count, is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
-    params = {"keys": 1000, "counted": 10_000}
+    params = {"keys": 1000, "counted": 10_000, "line": 10_000}
     plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + q.FAIR_USAGE, params).fetchall()
-    reads = [row[3] for row in plan if "heartq_jobs" in row[3]]
-    assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
-        "(queue=? AND priority=? AND fair_key>?)"
-        in reads
-    )
-    assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
-        "(queue=? AND priority=? AND fair_key=?)"
-        in reads
-    )
-    for read in reads:
-        assert "heartq_jobs_fair_claim_idx" in read or "heartq_jobs_worker_idx" in read, reads
+    reads = [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
+    assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)" in reads
+    assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_due_idx (queue=?)" in reads
+    for read in reads:  # a SCAN of an index here is a queue's first entry (LIMIT 1)
+        assert (
+            "USING INDEX heartq_jobs_fair_" in read or "heartq_jobs_worker_idx" in read
+            or "(rowid=?)" in read
+        ), reads
     store.link.close()
 
 
 def _fair_claim_steps(path: Path, keys: int) -> int:
-    """The virtual machine's steps (hundreds) of the reads of SQLite's claim by turns
-    (`FAIR_TIERS`, `FAIR_LANES`, `FAIR_JOBS`: a claim of 10) over `keys` keys of five
-    jobs each, ten jobs without a key, and a key of 10,000 jobs, after three claims (so
-    the cursor stands mid-rotation): the work done, counted, not timed."""
+    """The virtual machine's steps (hundreds) of SQLite's claim by turns (`fair.claim`:
+    the due untagged jobs tagged, a claim of 10 in tag order, the clocks moved), rolled
+    back, over `keys` keys of five jobs each, ten jobs without a key and a key of 10,000
+    jobs, after three claims: the work done, counted, not timed."""
     store = SQLiteStore(f"sqlite:///{path}")
     store.link.migrate()
     register(store, "w1", 0.0)
@@ -134,14 +127,11 @@ def _fair_claim_steps(path: Path, keys: int) -> int:
         return 0
 
     conn.set_progress_handler(step, 100)
-    params = {"queues": '["default"]', "now": 1.0, "limit": 10}
+    params = {"queues": '["default"]', "now": 1.0, "limit": 10, "worker_id": "w1",
+              "lease": 30.0, "ahead": False}  # fmt: skip
     conn.execute("BEGIN")
     try:
-        tiers = run(conn, fair_q.FAIR_TIERS, params)
-        cursors = {(q, p): None if k is None else Cursor(k, r) for q, p, k, r in tiers}
-        lanes = fair._lanes(fair_q, conn, params, 0, cursors, 10)
-        assert len(lanes) == 10
-        fair._jobs(fair_q, conn, params, 0, lanes, 1, {})
+        assert len(fair.claim(fair_q, conn, conn, params)) == 10
     finally:
         conn.execute("ROLLBACK")
     conn.set_progress_handler(None, 0)
@@ -149,29 +139,26 @@ def _fair_claim_steps(path: Path, keys: int) -> int:
     return steps[0]
 
 
-def test_sqlite_fair_claim_reads_the_lanes_whose_turn_comes_next(tmp_path: Path) -> None:
-    """SQLite's claim by turns reads the jobs only through the claim indexes (a probe per
-    priority, a skip scan of the keys from the cursor stopped after the claim's slots of
-    lanes with work, a walk of each lane's range stopped at its reach) and the jobs it
-    takes by their rowid: never a scan of the jobs, nor of every key. So its reads cost
-    the same with 1,000 keys waiting as with 10, and a key's flood is not walked."""
+def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
+    """SQLite's claim by turns reads the jobs only through the claim indexes (each
+    queue's line by tag and its jobs without a key, each from its head, stopped at the
+    claim's slots; the untagged jobs due, oldest first) and the jobs it takes by their
+    rowid: never a scan of the jobs, nor of every key. So it costs the same with 1,000
+    keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
-    params = {"queues": '["default"]', "now": 0.0, "limit": 10, "priority": 0, "need": 10,
-              "tiers": "[]", "lanes": "[]", "cap": 1}  # fmt: skip
+    params = {"queues": '["default"]', "now": 0.0, "limit": 10, "most": 1000}
     reads = []
-    for sql in (fair_q.FAIR_TIERS, fair_q.FAIR_LANES, fair_q.FAIR_JOBS):
+    for sql in (fair_q.TAG_DUE, fair_q.FAIR_CHOSEN):
         plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
         reads += [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
     store.link.close()
-    assert (
-        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx "
-        "(queue=? AND priority=? AND fair_key>?)" in reads
-    ), reads
+    assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)" in reads, reads
+    assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_due_idx (queue=? AND run_at<?)" in reads
     assert "SEARCH j USING INTEGER PRIMARY KEY (rowid=?)" in reads
     for read in reads:
         assert read.startswith("SEARCH") and (
-            "_claim_idx (queue=?" in read or "_claim_idx (queue=?" in read or "(rowid=?)" in read
+            "_idx (queue=?" in read or "(rowid=?)" in read
         ), reads
     few = _fair_claim_steps(tmp_path / "few.db", 10)
     many = _fair_claim_steps(tmp_path / "many.db", 1000)

@@ -22,13 +22,16 @@ from pathlib import Path
 import pytest
 
 from heartq.store.postgres import queries as pg
-from heartq.store.sql.statements import Statements
+from heartq.store.sql.statements import FairStatements, Statements
 from heartq.store.sqlite import queries as sqlite
+from heartq.store.sqlite.queries import fair as sqlite_fair
 from tests.plans.census import WATCHED
 
 GOLDEN = Path(__file__).parent / "sql"
 DIALECTS = {"postgres": pg, "sqlite": sqlite}
-HOT = sorted({*WATCHED, "INSERT_JOBS", "INSERT_ENTERED_JOBS", "IDLE_LANES",
+FAIR = sorted(n for n in dir(FairStatements) if n.isupper())
+"""SQLite's claim by fair shares (`Dialect.fair`): pinned like the hot statements."""
+HOT = sorted({*WATCHED, *FAIR, "INSERT_JOBS", "INSERT_ENTERED_JOBS", "IDLE_LANES",
               "DELETE_EMPTY_LANES", "ENTER_LANES", "OPEN_LANES"})  # fmt: skip
 NAMES = sorted(n for n in dir(Statements) if n.isupper())
 
@@ -47,6 +50,11 @@ ONE_DIALECT = {
     # PostgreSQL's sweep detaches lease rows, which keep no time of their last change;
     # SQLite's one job row keeps `updated_at`.
     "SWEEP": {"now"},
+    # Whether a job with a fairness key waits: SQLite also asks for one not tagged yet
+    # that is due (its claim by turns tags it); PostgreSQL's keyed jobs wait in lanes.
+    "KEYED_QUEUED": {"now"},
+    # SQLite reads each queue's line of turns this deep; PostgreSQL counts each lane.
+    "FAIR_USAGE": {"line"},
 }
 
 
@@ -59,8 +67,10 @@ def _text(statement: str | tuple[str, ...]) -> str:
 @pytest.mark.parametrize("name", HOT)
 def test_the_hot_statements_read_as_pinned(name: str, dialect: str) -> None:
     statement = getattr(DIALECTS[dialect], name, None)
+    if dialect == "sqlite" and name in FAIR:
+        statement = getattr(sqlite_fair, name)
     golden = GOLDEN / dialect / f"{name}.sql"
-    if statement is None:  # PostgreSQL only (the ready log's lanes, the wake-up)
+    if statement is None:  # one dialect's only (the ready log's lanes, the wake-up)
         assert not golden.exists(), f"{golden} pins a statement {dialect} has not"
         return
     if os.environ.get("HEARTQ_SQL_WRITE"):

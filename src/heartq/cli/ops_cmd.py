@@ -284,7 +284,7 @@ def stats_command(url: str | None, as_json: bool) -> None:
     if f["keys"]:
         busiest = ", ".join(
             f"{k['queue']}/{k['key']} {k['running']} running "
-            f"{fairness.queued_text(k['queued'])} queued"
+            f"{fairness.queued_text(k)} queued"
             for k in f["busiest"]
         )
         rows.append(

@@ -86,7 +86,7 @@ def _fair_keys(console: Console, rows: list[dict[str, Any]]) -> None:
             t.add_row(
                 Text(row["queue"]),
                 Text(key["key"]),
-                fairness.queued_text(key["queued"], row["fair"]["counted"]),
+                fairness.queued_text(key),
                 str(key["running"]),
                 fairness.weight_text(key["weight"]),
             )

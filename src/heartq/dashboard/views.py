@@ -200,7 +200,7 @@ def queues_view(store: Store) -> list[dict[str, Any]]:
         if row["fair"] is not None:
             row["fair"]["anchor"] = f"fair-{n}"
             for key in row["fair"]["busiest"]:
-                key["queued_text"] = fairness.queued_text(key["queued"], row["fair"]["counted"])
+                key["queued_text"] = fairness.queued_text(key)
                 key["weight_text"] = fairness.weight_text(key["weight"])
     return rows
 

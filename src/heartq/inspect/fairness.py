@@ -22,7 +22,7 @@ def fair_keys(store: Inspector, shown: int = SHOWN) -> dict[str, dict[str, Any]]
     `waiting` (keys with jobs queued), `running` (keys with jobs running), `queued` (their
     queued jobs, each key's counted up to `COUNTED`), `counted` (`COUNTED`), `busiest`
     (the first `shown` keys, most running then most queued first: `key`, `queued`,
-    `running`, `weight`). Queues without keys in use are absent."""
+    `more`, `running`, `weight`). Queues without keys in use are absent."""
     out: dict[str, dict[str, Any]] = {}
     for row in store.fair_usage(COUNTED):
         queue = out.setdefault(
@@ -35,7 +35,9 @@ def fair_keys(store: Inspector, shown: int = SHOWN) -> dict[str, dict[str, Any]]
         queue["running"] += row["running"] > 0
         queue["queued"] += row["queued"]
         if len(queue["busiest"]) < shown:
-            queue["busiest"].append({k: row[k] for k in ("key", "queued", "running", "weight")})
+            queue["busiest"].append(
+                {k: row[k] for k in ("key", "queued", "more", "running", "weight")}
+            )
     return out
 
 
@@ -64,9 +66,10 @@ def keys_in_use(store: Inspector) -> dict[str, tuple[int, int]]:
     return out
 
 
-def queued_text(queued: int, counted: int = COUNTED) -> str:
-    """A key's queued count as shown: `10000+` once it reached what is counted."""
-    return f"{queued}+" if queued >= counted else str(queued)
+def queued_text(key: dict[str, Any]) -> str:
+    """A key's queued count as shown (a row of `fair_usage` or of `busiest`): `10000+`
+    when it may hold more than was counted."""
+    return f"{key['queued']}+" if key["more"] else str(key["queued"])
 
 
 def weight_text(weight: float) -> str:

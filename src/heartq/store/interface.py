@@ -374,13 +374,14 @@ class Inspector(Protocol):
     def fair_usage(self, counted: int = 10_000) -> list[dict[str, Any]]:
         """Per queue and fairness key with jobs queued or running that take turns (no
         concurrency or rate key: `heartq.store.sql.fair`): `queue`, `key`, `queued`
-        (counted up to `counted`: a key at it may hold more), `running`, `weight` (its
-        next job's, as a claim reads it; 1.0 if none given); by queue, then most running,
-        then most queued. At most 1000 keys (PostgreSQL: ready-log lanes) with jobs
-        queued are read, each by an index probe, and no backlog is walked past
-        `counted`; on PostgreSQL a key's jobs that came back or were delayed are not
-        counted as queued (they wait outside the ready log). For `heartq queues`, the
-        dashboard and the metrics (`heartq.inspect.fairness`)."""
+        (counted up to `counted`), `more` (it may hold more than `queued`), `running`,
+        `weight` (its next job's, as a claim reads it; 1.0 if none given); by queue, then
+        most running, then most queued. At most 1000 keys are read, and no backlog is
+        walked: PostgreSQL counts each key's ready-log lanes up to `counted` (a key's
+        jobs that came back or were delayed wait outside the ready log, not counted);
+        SQLite reads each queue's line of turns 10,000 jobs deep (`FAIR_LINE_READ`: a
+        key's count is what lies there, `more` when the line goes on). For `heartq
+        queues`, the dashboard and the metrics (`heartq.inspect.fairness`)."""
         ...
 
     def await_end(self, job_id: str) -> JobEnd:

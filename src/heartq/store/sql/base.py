@@ -190,9 +190,9 @@ class Dialect(Protocol):
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
         """Delete the claim marks a further one supersedes, a minute after they were made;
         the number deleted. PostgreSQL: `PRUNE_CLAIM_MARKS` (`queries/admin.py`); SQLite:
-        its claim needs no frontier (one writer at a time), and what stands for the marks'
-        turns, the tiers' cursors (`store/sql/fair.py`), is deleted for the tiers no claim
-        moved for an hour."""
+        its claim needs no frontier (one writer at a time); what it deletes are the fair
+        shares' finishes their tier's clock has passed (`store/sql/fair.py`), which say
+        nothing any more."""
         ...
 
     def array(self, values: Sequence[str]) -> Any:
@@ -272,7 +272,7 @@ class Dialect(Protocol):
     @property
     def fair(self) -> FairStatements | None:
         """The statements of a claim by fair shares decided here (`store/sql/fair.py`:
-        SQLite, whose one writer reads, allots and writes in one transaction), or None
+        SQLite, whose one writer tags, reads and writes in one transaction), or None
         where the claim statement takes the keys in turn itself (PostgreSQL: its ready
         log's lanes, `queries/ready_log.py`)."""
         ...

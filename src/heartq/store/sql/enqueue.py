@@ -24,7 +24,7 @@ from heartq.errors import DuplicateJob
 from heartq.model import NewJob, TaskPolicy, TickPlan
 from heartq.payload import MAX_DURATION
 from heartq.store import documents, records
-from heartq.store.sql import dependencies
+from heartq.store.sql import dependencies, fair
 from heartq.store.sql.base import (
     Dialect,
     Lane,
@@ -92,7 +92,9 @@ class EnqueueOps:
         others of the batch depend on, as `dependencies.store` writes them (after it has
         locked and checked the dependencies outside the batch); then one step per job with
         a unique key, whose answer is the job holding the key (that one, or the one already
-        there): so a key met twice in one batch makes one job too."""
+        there): so a key met twice in one batch makes one job too. Last, where the claim
+        by fair shares is decided in `fair.py` (SQLite), the new jobs that take turns are
+        given their tags, so a flood enqueued first holds no later key back."""
         waited = dependencies.waited_for(docs)
         linked = {str(d["id"]) for d in docs if dependencies.is_linked(d, waited)}
         plain = [d for d in docs if d["unique_key"] is None and d["id"] not in linked]
@@ -105,6 +107,10 @@ class EnqueueOps:
             if doc["unique_key"] is not None:
                 rows = yield (self.q.ENQUEUE_UNIQUE, dict(doc, now=clock))
                 doc["id"] = rows[0]["id"]  # the new job's, or the one found
+        turns = [d for d in docs if fair.takes_turns(d)]
+        if turns and self.d.fair is not None:  # SQLite: their places in line, now
+            queues = self.d.array(sorted({str(d["queue"]) for d in turns}))
+            yield from fair.tagging(self.d.fair, queues, clock, len(turns))
         return [str(d["id"]) for d in docs]
 
     def _insert_steps(

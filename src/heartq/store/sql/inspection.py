@@ -30,6 +30,9 @@ FAIR_KEYS_READ = 1000
 """`fair_usage` reads at most 1000 fairness keys with jobs queued (by queue, then key)."""
 FAIR_COUNTED = 10_000
 """`fair_usage` counts a key's queued jobs up to 10,000 (`heartq queues` shows 10000+)."""
+FAIR_LINE_READ = 10_000
+"""SQLite's `fair_usage` reads each queue's line of turns 10,000 jobs deep (its keys and
+their counts are those of that part; PostgreSQL counts each key's lane apart)."""
 
 
 class InspectOps:
@@ -222,12 +225,12 @@ class InspectOps:
 
     def fair_usage(self, counted: int = FAIR_COUNTED) -> list[dict[str, Any]]:
         self.d.ensure_schema()
-        params = {"keys": FAIR_KEYS_READ, "counted": max(1, counted)}
+        params = {"keys": FAIR_KEYS_READ, "counted": max(1, counted), "line": FAIR_LINE_READ}
         with self.d.read() as conn:
             rows = run(conn, self.q.FAIR_USAGE, params)
         return [
             {"queue": r["queue"], "key": r["key"], "queued": int(r["queued"]),
-             "running": int(r["running"]),
+             "running": int(r["running"]), "more": bool(r["more"]),
              "weight": 1.0 if r["weight"] is None else float(r["weight"])}
             for r in rows
         ]  # fmt: skip

@@ -30,9 +30,6 @@ from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import SHARED_ENQUEUE_JOBS, ConnectionPool
 from heartq.store.sqlite.queries import fair
 
-FAIR_SHARE_IDLE = 3600.0
-"""Seconds after which a tier's fair turn cursor no claim moved is forgotten."""
-
 
 class SQLiteDialect:
     """`Dialect` (`store/sql/base.py`) on a SQLite file. Thread-safe: each thread uses
@@ -40,7 +37,7 @@ class SQLiteDialect:
 
     q: Statements = q
     statements_commit_alone = False  # `write_each` is one transaction, shared or not
-    fair: FairStatements | None = fair  # one writer: the allotment read and written at once
+    fair: FairStatements | None = fair  # one writer: tags read and written at once
 
     def __init__(self, pool: ConnectionPool, url: str, path: Path) -> None:
         self.pool = pool
@@ -104,11 +101,10 @@ class SQLiteDialect:
         return 0  # no ready log (`Dialect.prune_lanes`)
 
     def prune_claim_marks(self, conn: Any, clock: float | None) -> int:
-        """No claim marks (`Dialect.prune_claim_marks`); what stands for them, the tiers'
-        fair turn cursors, forgotten for the tiers no claim moved for `FAIR_SHARE_IDLE`
-        seconds (a tier without one starts its rotation from its first lane)."""
-        params = {"idle": FAIR_SHARE_IDLE, "now": self.clock(conn, clock)}
-        return int(conn.execute(fair.PRUNE_FAIR_TURNS, params).rowcount)
+        """No claim marks (`Dialect.prune_claim_marks`); what it deletes instead are the
+        fair shares' finishes their tier's clock has passed (a key's next job starts at
+        the clock then, with or without its row)."""
+        return int(conn.execute(fair.PRUNE_FAIR_FINISHES).rowcount)
 
     def array(self, values: Sequence[str]) -> str:
         return json.dumps(list(values))

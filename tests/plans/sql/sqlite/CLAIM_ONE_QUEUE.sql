@@ -10,14 +10,19 @@ SET status = 'running',
     started_at = :now,
     updated_at = :now,
     claimed_ahead = :ahead,
+    fair_tag = NULL,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 WHERE id IN (
     SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
     WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL
-      AND queue = :queue AND run_at <= :now AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                  AND fair_key IS NOT NULL AND queue = :queue)
+      AND queue = :queue AND run_at <= :now AND NOT (EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue = :queue)
+             OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue = :queue
+                   AND run_at <= :now))
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )

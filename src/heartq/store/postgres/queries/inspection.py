@@ -97,6 +97,7 @@ ORDER BY g.waiting DESC, g.queued DESC, g.key
 # counted until they run. The weight: the first job's of the key's highest lane with
 # jobs. The running jobs (few: a fleet's slots) each worker's leases, through their index
 # by worker (a plan that holds before statistics say otherwise), with their documents.
+# `more`: the key's count reached :counted, so it may hold more.
 FAIR_USAGE = """
 WITH lane AS MATERIALIZED (
     SELECT l.queue, l.priority, l.fair_key AS key, w.queued, w.weight
@@ -130,7 +131,7 @@ WITH lane AS MATERIALIZED (
 )
 SELECT coalesce(w.queue, r.queue) AS queue, coalesce(w.key, r.key) AS key,
        coalesce(w.queued, 0) AS queued, coalesce(r.running, 0) AS running,
-       coalesce(w.weight, r.weight) AS weight
+       coalesce(w.weight, r.weight) AS weight, coalesce(w.queued, 0) >= %(counted)s AS more
 FROM waiting AS w
 FULL JOIN running AS r ON r.queue = w.queue AND r.key = w.key
 ORDER BY 1, 4 DESC, 3 DESC, 2

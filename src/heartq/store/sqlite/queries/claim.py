@@ -9,6 +9,9 @@ from __future__ import annotations
 # The row's `lease_expires_at` is the attempt's floor; an attempt whose worker has no
 # lease (no row, or a lease the lease reclaimer cleared) is detached at it (see the PostgreSQL
 # statement; SQLite has one writer, so no lease reclaimer can clear the lease meanwhile).
+# A claimed job's fair share tag is cleared: whatever queues it again (a retry, a snooze,
+# a release, a reclaim) leaves it untagged, and the claim that finds it due tags it anew
+# (`heartq.store.sql.fair`).
 _CLAIM_SET = """
 UPDATE heartq_jobs
 SET status = 'running',
@@ -22,6 +25,7 @@ SET status = 'running',
     started_at = :now,
     updated_at = :now,
     claimed_ahead = :ahead,
+    fair_tag = NULL,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 """
 
@@ -31,14 +35,21 @@ RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_back
           dependency_results, snoozes, expires_at - :now AS expires_in
 """
 
-# Whether a job with a fairness key waits in the claim's queues (the first entry of its
-# index): then the claim of jobs without a key takes nothing, and the claim by fair shares
-# (`queries/fair.py`, after KEYED_QUEUED says so) gives them their one share.
+
+# Whether a job with a fairness key waits in the claim's queues: the first entry of the
+# fair claim index (tagged), or a runnable one of the fair due index (not tagged yet). Then
+# the claim of jobs without a key takes nothing, and the claim by fair shares
+# (`queries/fair.py`, after KEYED_QUEUED says so) tags the one and gives the jobs without
+# a key their one share.
 def _fair_waits(queues: str = "queue IN (SELECT value FROM json_each(:queues))") -> str:
     """That test, for the claim's queues (`queues`: a condition on `queue`)."""
-    return f"""EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                  AND fair_key IS NOT NULL AND {queues})"""
+    return f"""(EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND {queues})
+             OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND {queues}
+                   AND run_at <= :now))"""
 
 
 _FAIR_WAITS = _fair_waits()

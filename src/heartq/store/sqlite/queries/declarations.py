@@ -55,11 +55,15 @@ _DECLARED_BACKOFF_MAX = (
     "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
 )
 
+# A job moved to another queue or priority loses its fair share tag (a place in its old
+# tier's line): the next claim of its new tier tags it there.
 REROUTE_JOBS = f"""
 UPDATE heartq_jobs AS j
 SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
     max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
-    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now,
+    fair_tag = CASE WHEN (j.queue, j.priority) IS ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY})
+                    THEN j.fair_tag END
 FROM heartq_tasks AS t
 WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
   AND j.status IN ('queued', 'waiting', 'blocked')

@@ -6,148 +6,121 @@ from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
 
-# What every runnable job of a lane is: queued, without a concurrency or a rate key
-# (those have their own claims), with a fairness key (`_KEYED`) or without (`_UNKEYED`).
-# Named so that each statement implies its index's predicate (the fair claim index's,
-# the claim index's).
-_KEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+# What every job that takes turns is: queued, without a concurrency or a rate key (those
+# have their own claims), with a fairness key, tagged (`_TAGGED`, the fair claim index's
+# predicate) or not yet (`_UNTAGGED`, the fair due index's); and the jobs without a key
+# (`_UNKEYED`, the claim index's). Named so that each statement implies its index's
+# predicate.
+_TURNS = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NOT NULL"""
+_TAGGED = f"{_TURNS} AND fair_tag IS NOT NULL"
+_UNTAGGED = f"{_TURNS} AND fair_tag IS NULL"
 _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL"""
 
+# The start where a share's next job goes in its tier: the key's finish, unless the
+# tier's clock has passed it (then the clock: no credit for time without work). `c` is
+# the tier's row of heartq_fair_clocks, `f` the key's of heartq_fair_finishes.
+_START = "max(coalesce(c.clock, 0.0), coalesce(f.finish, 0.0))"
 
-def _priorities(cte: str, index: str, jobs: str) -> str:
-    """The CTE `cte(queue, priority)`: each queue's priorities that have `jobs`, highest
-    first, one probe of `index` past the priority before each (a skip scan: a priority's
-    keys and backlog are jumped over); a NULL priority ends a queue's walk."""
-    return f"""{cte}(queue, priority) AS (
-    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY {index}
-                     WHERE {jobs} AND queue = q.queue ORDER BY priority DESC LIMIT 1)
-    FROM q
+# The runnable jobs that take turns and have no tag, in :queues, oldest first, at most
+# :most, each given its start tag: the first of a key in this statement at `_START`, each
+# next one a step of one over its weight after the one before. Rows: each job tagged, with
+# its key's new finish (its tag plus its step), which `STORE_FINISHES` keeps.
+TAG_DUE = f"""
+WITH due AS MATERIALIZED (
+    SELECT rowid AS r, queue, priority, fair_key, run_at, id,
+           1.0 / coalesce(fair_weight, 1.0) AS step
+    FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+    WHERE {_UNTAGGED} AND queue IN (SELECT value FROM json_each(:queues)) AND run_at <= :now
+    ORDER BY run_at, id
+    LIMIT :most
+), tagged AS (
+    SELECT d.r, {_START} + coalesce(sum(d.step) OVER (
+               PARTITION BY d.queue, d.priority, d.fair_key ORDER BY d.run_at, d.id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0.0) AS tag
+    FROM due AS d
+    LEFT JOIN heartq_fair_clocks AS c ON c.queue = d.queue AND c.priority = d.priority
+    LEFT JOIN heartq_fair_finishes AS f
+      ON f.queue = d.queue AND f.priority = d.priority AND f.fair_key = d.fair_key
+)
+UPDATE heartq_jobs SET fair_tag = tagged.tag
+FROM tagged WHERE heartq_jobs.rowid = tagged.r
+RETURNING queue, priority, fair_key, fair_tag + 1.0 / coalesce(fair_weight, 1.0) AS finish
+"""
+
+# The first :limit jobs in the order of the turns, across :queues: per queue, its tagged
+# jobs in index order (priority, then tag), and its jobs without a key, whose share is
+# tagged here as a key's would be (the `n`th of a tier at `_START` + n - 1, over the key
+# ''); merged by priority, then by each tag less its tier's clock (so the tiers of several
+# queues go side by side, whatever their clocks), then id. Each queue's walks stop at
+# :limit entries (SQLite takes no LIMIT from an outer row: one bound for all). Rows
+# (rowid, queue, priority, tag, keyed), in claim order.
+FAIR_CHOSEN = f"""
+WITH q(queue) AS MATERIALIZED (SELECT DISTINCT value FROM json_each(:queues)),
+keyed AS (
+    SELECT j.rowid AS r, j.queue, j.priority, j.fair_tag AS tag, j.id
+    FROM q CROSS JOIN heartq_jobs AS j
+    WHERE j.rowid IN (
+        SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+        WHERE {_TAGGED} AND queue = q.queue
+        ORDER BY priority DESC, fair_tag, id LIMIT :limit)
+), plain AS (
+    SELECT j.rowid AS r, j.queue, j.priority, j.run_at, j.id
+    FROM q CROSS JOIN heartq_jobs AS j
+    WHERE j.rowid IN (
+        SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+        WHERE {_UNKEYED} AND queue = q.queue AND run_at <= :now
+        ORDER BY priority DESC, run_at, id LIMIT :limit)
+), shares AS (
+    SELECT r, queue, priority, tag, id, 1 AS keyed FROM keyed
     UNION ALL
-    SELECT {cte}.queue, (SELECT priority FROM heartq_jobs INDEXED BY {index}
-                      WHERE {jobs} AND queue = {cte}.queue AND priority < {cte}.priority
-                      ORDER BY priority DESC LIMIT 1)
-    FROM {cte} WHERE {cte}.priority IS NOT NULL
-),"""
-
-
-# The claim's tiers (a queue and a priority with jobs that take turns, highest priority
-# first) and each tier's cursor (NULL: none stored). Each queue's priorities are found
-# by one probe each of the two indexes past the priority before (`_priorities`), so the
-# cost grows with the priorities queued, never with the keys or the jobs.
-FAIR_TIERS = f"""
-WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
-{_priorities("kp", "heartq_jobs_fair_claim_idx", _KEYED)}
-{_priorities("up", "heartq_jobs_claim_idx", _UNKEYED)}
-tiers(queue, priority) AS (
-    SELECT queue, priority FROM kp WHERE priority IS NOT NULL
-    UNION
-    SELECT queue, priority FROM up WHERE priority IS NOT NULL
+    SELECT p.r, p.queue, p.priority,
+           {_START} + row_number() OVER (PARTITION BY p.queue, p.priority
+                                         ORDER BY p.run_at, p.id) - 1,
+           p.id, 0
+    FROM plain AS p
+    LEFT JOIN heartq_fair_clocks AS c ON c.queue = p.queue AND c.priority = p.priority
+    LEFT JOIN heartq_fair_finishes AS f
+      ON f.queue = p.queue AND f.priority = p.priority AND f.fair_key = ''
 )
-SELECT t.queue, t.priority, c.turn_key, c.remaining
-FROM tiers AS t
-LEFT JOIN heartq_fair_turns AS c ON c.queue = t.queue AND c.priority = t.priority
-ORDER BY t.priority DESC, t.queue
+SELECT s.r, s.queue, s.priority, s.tag, s.keyed
+FROM shares AS s
+LEFT JOIN heartq_fair_clocks AS c ON c.queue = s.queue AND c.priority = s.priority
+ORDER BY s.priority DESC, s.tag - coalesce(c.clock, 0.0), s.id
+LIMIT :limit
 """
 
-# Whether a row of FAIR_LANES' walk is a lane of the rotation: a key (not the walk's
-# start when that is only where it starts, nor the '' that restarts it at the first key),
-# past the start (phase 1) or up to it (phase 2).
-_LANE = """({w}.key IS NOT NULL AND {w}.key <> '' AND CASE WHEN {w}.phase = 1
-          THEN {w}.key <> {w}.start OR {w}.incl
-          ELSE {w}.key < {w}.start OR (NOT {w}.incl AND {w}.key = {w}.start) END)"""
-
-# The lanes of one priority's tiers (:tiers, [[queue, start, from]]: the rotation starts
-# at the key `start`, itself included when `from` is 1) in rotation, at most :need keyed
-# lanes with a runnable job a tier: the keys past the start, then from the first key up
-# to the start (phase 2), each found by one probe of the fair claim index past the key
-# before (a skip scan) and its first runnable job's weight by one more (NULL: none due
-# yet, a lane passed over). The jobs without a key: one probe of the claim index a tier.
-# Rows: (queue, key, phase, weight), the unkeyed lane with key ''.
-FAIR_LANES = f"""
-WITH RECURSIVE t(queue, start, incl) AS (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
-    FROM json_each(:tiers)
-),
-w(queue, start, incl, phase, key, found) AS (
-    SELECT queue, start, incl, 1, start, 0 FROM t
-    UNION ALL
-    SELECT w.queue, w.start, w.incl,
-           CASE WHEN w.key IS NULL THEN 2 ELSE w.phase END,
-           CASE WHEN w.key IS NULL THEN ''
-                ELSE (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                      WHERE {_KEYED} AND queue = w.queue AND priority = :priority
-                        AND fair_key > w.key ORDER BY fair_key LIMIT 1) END,
-           w.found + ({_LANE.format(w="w")} AND EXISTS (
-               SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-               WHERE {_KEYED} AND queue = w.queue AND priority = :priority
-                 AND fair_key = w.key AND run_at <= :now))
-    FROM w
-    WHERE (w.key IS NOT NULL OR w.phase = 1) AND w.found < :need
-      AND NOT (w.phase = 2 AND w.key <> ''
-               AND (w.key > w.start OR (w.incl AND w.key = w.start)))
-),
-lanes(queue, key, phase, weight) AS (
-    SELECT queue, key, phase,
-           (SELECT coalesce(fair_weight, 1.0) FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_KEYED} AND queue = w.queue AND priority = :priority
-              AND fair_key = w.key AND run_at <= :now
-            ORDER BY run_at, id LIMIT 1)
-    FROM w WHERE {_LANE.format(w="w")}
-)
-SELECT queue, key, phase, weight FROM lanes WHERE weight IS NOT NULL
-UNION ALL
-SELECT t.queue, '', 0, 1.0 FROM t
-WHERE EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-              WHERE {_UNKEYED} AND queue = t.queue AND priority = :priority AND run_at <= :now)
-"""
-
-# Each lane's first :cap runnable jobs (:lanes, [[queue, key]], key '' for the jobs
-# without one) of one priority, rows (queue, key, id, run_at, rowid) in no order: a walk
-# of its range of its index, stopped there (no table read), and each job read by its
-# rowid. One bound for all (SQLite takes no LIMIT from an outer row): the most any lane's
-# rounds in this claim can take.
-FAIR_JOBS = f"""
-WITH l(queue, key) AS MATERIALIZED (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:lanes)
-)
-SELECT l.queue, l.key, j.id, j.run_at, j.rowid
-FROM l CROSS JOIN heartq_jobs AS j
-WHERE l.key <> '' AND j.rowid IN (
-    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-    WHERE {_KEYED} AND queue = l.queue AND priority = :priority AND fair_key = l.key
-      AND run_at <= :now
-    ORDER BY run_at, id LIMIT :cap)
-UNION ALL
-SELECT l.queue, l.key, j.id, j.run_at, j.rowid
-FROM l CROSS JOIN heartq_jobs AS j
-WHERE l.key = '' AND j.rowid IN (
-    SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-    WHERE {_UNKEYED} AND queue = l.queue AND priority = :priority AND run_at <= :now
-    ORDER BY run_at, id LIMIT :cap)
-"""
-
-# The jobs the turns chose (:rowids, as FAIR_JOBS gave them in this transaction), claimed
-# as every claim claims (still queued: SQLite has one writer, so they are). By rowid, not
-# id: a seek of the table, not of the id's index then the table.
+# The jobs the turns chose (:rowids, as FAIR_CHOSEN gave them in this transaction),
+# claimed as every claim claims (still queued: SQLite has one writer, so they are). By
+# rowid, not id: a seek of the table, not of the id's index then the table.
 CLAIM_CHOSEN = f"""{_CLAIM_SET}WHERE rowid IN (SELECT value FROM json_each(:rowids))
   AND status = 'queued'
 {_CLAIM_RETURNING}"""
 
-# The tiers' new cursors ([queue, priority, turn_key, remaining]).
-STORE_FAIR_TURNS = """
-INSERT INTO heartq_fair_turns (queue, priority, turn_key, remaining, turned_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-       json_extract(value, '$[2]'), json_extract(value, '$[3]'), :now
-FROM json_each(:turns) WHERE true
-ON CONFLICT (queue, priority) DO UPDATE SET turn_key = excluded.turn_key,
-                                            remaining = excluded.remaining,
-                                            turned_at = excluded.turned_at
+# The tiers' clocks moved to the last tag a claim took there ([queue, priority, clock]);
+# a clock never goes back.
+STORE_CLOCKS = """
+INSERT INTO heartq_fair_clocks (queue, priority, clock)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+FROM json_each(:clocks) WHERE true
+ON CONFLICT (queue, priority) DO UPDATE SET clock = max(clock, excluded.clock)
 """
 
-# Cursors no claim moved for `idle` seconds: forgotten (the tier starts from its first
-# lane again).
-PRUNE_FAIR_TURNS = """
-DELETE FROM heartq_fair_turns WHERE turned_at < :now - :idle
+# The keys' new finishes ([queue, priority, key, finish]); a finish never goes back.
+STORE_FINISHES = """
+INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]')
+FROM json_each(:finishes) WHERE true
+ON CONFLICT (queue, priority, fair_key) DO UPDATE SET finish = max(finish, excluded.finish)
+"""
+
+# The finishes their tier's clock has passed: a key's next job starts at the clock then,
+# with or without its row.
+PRUNE_FAIR_FINISHES = """
+DELETE FROM heartq_fair_finishes
+WHERE finish <= (SELECT c.clock FROM heartq_fair_clocks AS c
+                 WHERE c.queue = heartq_fair_finishes.queue
+                   AND c.priority = heartq_fair_finishes.priority)
 """

@@ -82,67 +82,64 @@ ORDER BY g.waiting DESC, g.queued DESC, g.key
 # fmt: on
 
 # The jobs of a fairness key that take turns (`heartq.store.sql.fair`): without a
-# concurrency or a rate key (those go to their own claims). Queued, they are exactly the
-# entries of heartq_jobs_fair_claim_idx.
+# concurrency or a rate key (those go to their own claims). Queued, they are the entries
+# of heartq_jobs_fair_claim_idx (tagged, in the order of their turns) and of
+# heartq_jobs_fair_due_idx (not tagged yet).
 _TURNS = "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NOT NULL"
 _FAIR_QUEUED = f"status = 'queued' AND {_TURNS}"
 
-# FAIR_USAGE's walk of the (queue, priority, key) of the fair claim index: the next key
-# of a row's priority, and the next priority of its queue (one probe each).
-_NEXT_KEY = f"""(SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority
-                       AND fair_key > k.key ORDER BY fair_key LIMIT 1)"""
-_NEXT_PRIORITY = f"""(SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority < k.priority
-                     ORDER BY priority DESC LIMIT 1)"""
+
+def _fair_queues(cte: str, index: str, test: str) -> str:
+    """The CTE `cte(queue)`: the queues with an entry of `index`, one probe each past the
+    queue before (a skip scan)."""
+    return f"""{cte}(queue) AS (
+    SELECT (SELECT queue FROM heartq_jobs INDEXED BY {index}
+            WHERE {_FAIR_QUEUED} AND {test} ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT queue FROM heartq_jobs INDEXED BY {index}
+            WHERE {_FAIR_QUEUED} AND {test} AND queue > {cte}.queue ORDER BY queue LIMIT 1)
+    FROM {cte} WHERE {cte}.queue IS NOT NULL
+)"""
+
 
 # Per fairness key with jobs queued or running (`heartq queues`, the dashboard, the
-# metrics): its queued jobs counted up to :counted, its running ones, and its weight (its
-# next job's, as a claim reads it; else its running jobs' largest). Nothing walks a
-# backlog: the queues and then each queue's keys are found by one probe each of the fair
-# claim index past the one before (a skip scan, at most :keys keys), each key's count
-# stops at :counted entries of that index, and the running jobs (few: a fleet's slots)
-# are read through their own index. So it costs a probe per key and at most :counted
-# entries per key, whatever the backlog.
+# metrics): its queued jobs among the first :line of its queue's line (and as many of
+# those not tagged yet, oldest first), up to :counted; whether it may hold more (`more`:
+# its count reached :counted, or its queue's line was read only in part); its running
+# ones; and its weight (its next job's in line; else its running jobs' largest). Nothing
+# walks a backlog: the queues are found by one probe each of the two indexes past the
+# one before, each queue's line is read :line entries deep, and the running jobs (few:
+# a fleet's slots) through their own index; at most :keys keys. A key whose jobs all lie
+# further back in line than :line is not listed (the line interleaves the keys by their
+# weights, so each key with work has its first jobs near its head).
 # fmt: off
 FAIR_USAGE = f"""
-WITH RECURSIVE q(queue) AS (
-    SELECT (SELECT queue FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_FAIR_QUEUED} ORDER BY queue LIMIT 1)
+WITH RECURSIVE {_fair_queues("tq", "heartq_jobs_fair_claim_idx", "fair_tag IS NOT NULL")},
+{_fair_queues("uq", "heartq_jobs_fair_due_idx", "fair_tag IS NULL")},
+q(queue) AS (
+    SELECT queue FROM tq WHERE queue IS NOT NULL UNION SELECT queue FROM uq WHERE queue IS NOT NULL
+), line AS MATERIALIZED (
+    SELECT j.queue, j.fair_key AS key, j.fair_weight AS weight, j.priority, j.fair_tag AS tag
+    FROM q CROSS JOIN heartq_jobs AS j
+    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                      WHERE {_FAIR_QUEUED} AND fair_tag IS NOT NULL AND queue = q.queue
+                      ORDER BY priority DESC, fair_tag, id LIMIT :line)
     UNION ALL
-    SELECT (SELECT queue FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_FAIR_QUEUED} AND queue > q.queue ORDER BY queue LIMIT 1)
-    FROM q WHERE q.queue IS NOT NULL
-), k(queue, priority, key) AS (
-    SELECT q.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = q.queue ORDER BY priority DESC LIMIT 1),
-           (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_FAIR_QUEUED} AND queue = q.queue
-              AND priority = (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                              WHERE {_FAIR_QUEUED} AND queue = q.queue
-                              ORDER BY priority DESC LIMIT 1)
-            ORDER BY fair_key LIMIT 1)
-    FROM q WHERE q.queue IS NOT NULL
-    UNION ALL
-    SELECT k.queue,
-           CASE WHEN {_NEXT_KEY} IS NOT NULL THEN k.priority ELSE {_NEXT_PRIORITY} END,
-           coalesce({_NEXT_KEY},
-                    (SELECT fair_key FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                     WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = {_NEXT_PRIORITY}
-                     ORDER BY fair_key LIMIT 1))
-    FROM k WHERE k.key IS NOT NULL
-    LIMIT :keys
+    SELECT j.queue, j.fair_key, j.fair_weight, j.priority, NULL
+    FROM q CROSS JOIN heartq_jobs AS j
+    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                      WHERE {_FAIR_QUEUED} AND fair_tag IS NULL AND queue = q.queue
+                      ORDER BY run_at, id LIMIT :line)
+), cut AS (
+    SELECT queue FROM line GROUP BY queue, tag IS NULL HAVING count(*) >= :line
 ), waiting AS (
-    SELECT k.queue, k.key,
-           (SELECT count(*) FROM (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                                  WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority
-                                    AND fair_key = k.key
-                                  LIMIT :counted)) AS queued,
-           (SELECT fair_weight FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-            WHERE {_FAIR_QUEUED} AND queue = k.queue AND priority = k.priority AND fair_key = k.key
-            ORDER BY run_at, id LIMIT 1) AS weight,
-           k.priority
-    FROM k WHERE k.key IS NOT NULL
+    SELECT queue, key, count(*) AS queued, max(CASE WHEN place = 1 THEN weight END) AS weight,
+           count(*) >= :counted OR queue IN (SELECT queue FROM cut) AS more
+    FROM (SELECT queue, key, weight,
+                 row_number() OVER (PARTITION BY queue, key
+                                    ORDER BY priority DESC, tag IS NULL, tag) AS place
+          FROM line)
+    GROUP BY queue, key
 ), running AS (
     SELECT queue, fair_key AS key, count(*) AS running, max(fair_weight) AS weight
     FROM heartq_jobs INDEXED BY heartq_jobs_worker_idx
@@ -150,23 +147,23 @@ WITH RECURSIVE q(queue) AS (
     GROUP BY queue, fair_key
 )
 SELECT queue, key, min(sum(queued), :counted) AS queued, sum(running) AS running,
-       coalesce(max(CASE WHEN queued > 0 THEN weight END), max(weight)) AS weight
-FROM (SELECT queue, key, queued, 0 AS running, weight FROM waiting
+       coalesce(max(CASE WHEN queued > 0 THEN weight END), max(weight)) AS weight,
+       max(more) AS more
+FROM (SELECT queue, key, queued, 0 AS running, weight, more FROM waiting
       UNION ALL
-      SELECT queue, key, 0, running, weight FROM running)
+      SELECT queue, key, 0, running, weight, 0 FROM running)
 GROUP BY queue, key
 ORDER BY queue, sum(running) DESC, sum(queued) DESC, key
+LIMIT :keys
 """
 # fmt: on
 
-# Queued jobs are in one of four indexes: without any key, with a fairness key only, with
-# a concurrency key only, with a rate key.
+# Queued jobs are in one of five indexes: without any key, with a fairness key only
+# (tagged, or not yet), with a concurrency key only, with a rate key.
 _CLAIM_INDEXES = (
     ("heartq_jobs_claim_idx", "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NULL"),
-    (
-        "heartq_jobs_fair_claim_idx",
-        "concurrency_key IS NULL AND rate_key IS NULL AND fair_key IS NOT NULL",
-    ),
+    ("heartq_jobs_fair_claim_idx", f"{_TURNS} AND fair_tag IS NOT NULL"),
+    ("heartq_jobs_fair_due_idx", f"{_TURNS} AND fair_tag IS NULL"),
     ("heartq_jobs_keyed_claim_idx", "concurrency_key IS NOT NULL AND rate_key IS NULL"),
     ("heartq_jobs_rated_claim_idx", "rate_key IS NOT NULL"),
 )

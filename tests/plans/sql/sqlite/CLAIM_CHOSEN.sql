@@ -1,0 +1,20 @@
+UPDATE heartq_jobs
+SET status = 'running',
+    worker_id = :worker_id,
+    execution_id = execution_id + 1,
+    attempts = attempts + 1,
+    lease_expires_at = :now + :lease,
+    detached_until = CASE WHEN (SELECT w.lease_expires_at FROM heartq_workers AS w
+                                WHERE w.id = :worker_id) IS NULL THEN :now + :lease END,
+    heartbeat_at = :now,
+    started_at = :now,
+    updated_at = :now,
+    claimed_ahead = :ahead,
+    fair_tag = NULL,
+    progress_value = NULL, progress_stage = NULL, progress_message = NULL
+WHERE rowid IN (SELECT value FROM json_each(:rowids))
+  AND status = 'queued'
+
+RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
+          retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,
+          dependency_results, snoozes, expires_at - :now AS expires_in

@@ -1,0 +1,5 @@
+INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]')
+FROM json_each(:finishes) WHERE true
+ON CONFLICT (queue, priority, fair_key) DO UPDATE SET finish = max(finish, excluded.finish)
