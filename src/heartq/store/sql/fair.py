@@ -97,13 +97,17 @@ def advance(chosen: Sequence[Sequence[Any]]) -> tuple[dict[Tier, float], dict[Ti
     return clocks, finishes
 
 
-def claim(f: FairStatements, conn: Any, on: Any, params: dict[str, Any]) -> Rows:
+def claim(
+    f: FairStatements, conn: Any, on: Any, params: dict[str, Any], untagged: bool = True
+) -> Rows:
     """The claimed rows (read by position, on `on`) of a claim by turns: the due untagged
-    jobs tagged (`tagging`), the first `limit` jobs in tag order (`FAIR_CHOSEN`), claimed
-    (`CLAIM_CHOSEN`, which clears their tags), and the tiers' clocks and the unkeyed
-    shares' finishes moved (`advance`). Its cost grows with its slots and the tiers it
-    serves, not with the keys."""
-    drive(conn, tagging(f, params["queues"], params["now"], TAGGED_AT_A_CLAIM))
+    jobs tagged (`tagging`; skipped when `untagged` says none waits, as the dialect's
+    `KEYED_QUEUED` answers in the claim's transaction), the first `limit` jobs in tag
+    order (`FAIR_CHOSEN`), claimed (`CLAIM_CHOSEN`, which clears their tags), and the
+    tiers' clocks and the unkeyed shares' finishes moved (`advance`). Its cost grows with
+    its slots and the tiers it serves, not with the keys."""
+    if untagged:
+        drive(conn, tagging(f, params["queues"], params["now"], TAGGED_AT_A_CLAIM))
     chosen = run(conn, f.FAIR_CHOSEN, params)
     if not chosen:
         return []

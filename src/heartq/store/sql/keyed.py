@@ -68,7 +68,8 @@ def claim_keyed(
             return [], None
         shared: Rows = []
         if found["fair"] and d.fair is not None:  # SQLite's one writer: fair shares
-            shared = fair.claim(d.fair, conn, d.by_position(conn), params)
+            on = d.by_position(conn)
+            shared = fair.claim(d.fair, conn, on, params, untagged=bool(found["untagged"]))
             if len(shared) >= params["limit"]:
                 return shared, None
             left = params["limit"] - len(shared)

@@ -16,4 +16,8 @@ SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
              OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue IN (SELECT value FROM json_each(:queues))
-                   AND run_at <= :now)) AS fair
+                   AND run_at <= :now)) AS fair,
+    EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue IN (SELECT value FROM json_each(:queues))
+                   AND run_at <= :now) AS untagged

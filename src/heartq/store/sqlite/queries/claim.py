@@ -37,19 +37,24 @@ RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_back
 
 
 # Whether a job with a fairness key waits in the claim's queues: the first entry of the
-# fair claim index (tagged), or a runnable one of the fair due index (not tagged yet). Then
-# the claim of jobs without a key takes nothing, and the claim by fair shares
-# (`queries/fair.py`, after KEYED_QUEUED says so) tags the one and gives the jobs without
-# a key their one share.
+# fair claim index (tagged), or a runnable one of the fair due index (not tagged yet:
+# `_untagged_due`). Then the claim of jobs without a key takes nothing, and the claim by
+# fair shares (`queries/fair.py`, after KEYED_QUEUED says so) tags the one and gives the
+# jobs without a key their one share.
+def _untagged_due(queues: str) -> str:
+    """Whether a runnable job that takes turns waits untagged in the claim's queues."""
+    return f"""EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND {queues}
+                   AND run_at <= :now)"""
+
+
 def _fair_waits(queues: str = "queue IN (SELECT value FROM json_each(:queues))") -> str:
     """That test, for the claim's queues (`queues`: a condition on `queue`)."""
     return f"""(EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND {queues})
-             OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
-                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND {queues}
-                   AND run_at <= :now))"""
+             OR {_untagged_due(queues)})"""
 
 
 _FAIR_WAITS = _fair_waits()
@@ -115,7 +120,9 @@ LIMIT :limit
 
 # Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
 # filled fewer than `limit`): a queued job with a concurrency key in these queues, or
-# with a rate key in any queue; the first entry of each partial index, never a walk.
+# with a rate key in any queue, or with a fairness key in these (`fair`); the first entry
+# of each partial index, never a walk. `untagged`: whether the claim by fair shares has
+# jobs to tag first (`heartq.store.sql.fair`: without, it skips `TAG_DUE`).
 KEYED_QUEUED = f"""
 SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
@@ -123,7 +130,8 @@ SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
     OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
                WHERE status = 'queued' AND rate_key IS NOT NULL)
     OR {_FAIR_WAITS} AS queued,
-    {_FAIR_WAITS} AS fair
+    {_FAIR_WAITS} AS fair,
+    {_untagged_due("queue IN (SELECT value FROM json_each(:queues))")} AS untagged
 """
 
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
