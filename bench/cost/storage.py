@@ -68,7 +68,8 @@ def shape_figures(rounds: Rounds, contender: Contender, shape: str, jobs: int, r
                     run_quietly(rounds.command(contender, phase, url, scratch, jobs))
             else:
                 flow = [*rounds.command(contender, "flow", url, scratch, jobs), "--rate", str(rate)]
-                depth = _sampled(flow, cluster.url_for(database, user=METER), subject.depth)
+                meter = cluster.url_for(database, user=METER)
+                depth = _sampled(flow, meter, subject.depth, subject.schema)
             seconds = time.monotonic() - started
             _settle(conn)
             names = table_storage.tables(conn, subject.schema)
@@ -91,14 +92,16 @@ def shape_figures(rounds: Rounds, contender: Contender, shape: str, jobs: int, r
     return figures
 
 
-def _sampled(command: list[str], url: str, depth: str) -> list[int]:
+def _sampled(command: list[str], url: str, depth: str, schema: str) -> list[int]:
     """Run the flow's phase (failing as `run_quietly` does) while sampling the queue's
-    depth every 0.2 s from another connection."""
+    depth every 0.2 s from another connection, whose search path is the contender's
+    `schema` (the depth's statement names its tables unqualified)."""
     samples: list[int] = []
     stop = threading.Event()
 
     def sample() -> None:
-        with psycopg.connect(url, autocommit=True) as conn:
+        options = f"-c search_path={schema}"
+        with psycopg.connect(url, autocommit=True, options=options) as conn:
             while not stop.wait(0.2):
                 row = conn.execute(depth).fetchone()
                 samples.append(int(row[0]) if row else 0)

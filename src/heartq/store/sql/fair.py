@@ -72,7 +72,9 @@ def takes_turns(doc: dict[str, Any]) -> bool:
 def tagging(f: FairStatements, queues: str, now: float | None, most: int) -> Program[None]:
     """Tag the runnable untagged jobs that take turns in `queues` (a JSON array), oldest
     first, at most `most` (`TAG_DUE`), and keep their keys' new finishes
-    (`STORE_FINISHES`)."""
+    (`STORE_FINISHES`). Oldest first at an enqueue too (not its own jobs first, as an
+    insert that tagged them would): a delayed job of a key that fell due before the
+    enqueue keeps its place ahead of the key's new jobs."""
     rows = yield (f.TAG_DUE, {"queues": queues, "now": now, "most": most})
     finishes: dict[tuple[str, int, str], float] = {}
     for queue, priority, key, finish in rows:
