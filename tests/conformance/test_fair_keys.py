@@ -240,3 +240,17 @@ def test_fair_usage_lists_each_queues_keys_busiest_first(
     assert [u for u in store.fair_usage() if u["queue"] == "other"] == [
         {"queue": "other", "key": "z", "queued": 0, "running": 1, "more": False, "weight": 0.5}
     ]
+
+
+def test_a_key_whose_backlog_was_cancelled_owes_nothing_for_it(store: Store, t0: float) -> None:
+    """A key's queued jobs cancelled, its next job is served within a round of the keys,
+    not behind the place its cancelled backlog held (SQLite: the key's count of jobs in
+    line falls with each cancel, so its next job starts at the clock)."""
+    register(store, "w1", t0)
+    cancelled = store.enqueue([new_job(fair_key="a") for _ in range(30)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="b") for _ in range(30)], now=t0 - 9)
+    for job_id in cancelled:
+        store.cancel_job(job_id, now=t0 - 8)
+    (again,) = store.enqueue([new_job(fair_key="a")], now=t0 - 7)
+    taken = [job.id for _ in range(3) for job in store.claim("w1", ["default"], 1, 30.0, now=t0)]
+    assert again in taken, taken

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from heartq import policy
+from heartq.model import TaskPolicy
+from heartq.store.sql import inspection
 from heartq.store.sql.fair import TAGGED_AT_A_CLAIM, UNKEYED
 from heartq.store.sqlite import SQLiteStore
 from tests.support import opened
@@ -32,7 +35,8 @@ def _expected(path: Path, limit: int) -> list[str]:
     with sqlite3.connect(path) as conn:
         clocks = {(q, p): c for q, p, c in conn.execute("SELECT * FROM heartq_fair_clocks")}
         finishes = {
-            (q, p, k): f for q, p, k, f in conn.execute("SELECT * FROM heartq_fair_finishes")
+            (q, p, k): (f, n)
+            for q, p, k, f, n in conn.execute("SELECT * FROM heartq_fair_finishes")
         }
         turns = "status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL"
         untagged = conn.execute(
@@ -54,17 +58,39 @@ def _expected(path: Path, limit: int) -> list[str]:
     moved: dict[tuple[str, int, str], float] = {}
     for queue, priority, key, weight, job_id in untagged:
         at = (queue, priority, key)
-        start = moved.get(at, max(clocks.get((queue, priority), 0.0), finishes.get(at, 0.0)))
+        clock = clocks.get((queue, priority), 0.0)
+        finish, waiting = finishes.get(at, (0.0, 0))
+        start = moved.get(at, max(clock, finish) if waiting > 0 else clock)
         candidates.append((queue, priority, start, job_id))
         moved[at] = start + 1.0 / (weight or 1.0)
     shares: dict[tuple[str, int], int] = {}
     for queue, priority, job_id in plain:
         n = shares[(queue, priority)] = shares.get((queue, priority), 0) + 1
         start = max(clocks.get((queue, priority), 0.0),
-                    finishes.get((queue, priority, UNKEYED), 0.0))  # fmt: skip
+                    finishes.get((queue, priority, UNKEYED), (0.0, 0))[0])  # fmt: skip
         candidates.append((queue, priority, start + n - 1, job_id))
     candidates.sort(key=lambda c: (-c[1], c[2] - clocks.get((c[0], c[1]), 0.0), c[3]))
     return [c[3] for c in candidates[:limit]]
+
+
+def _counted(path: Path) -> dict[tuple[str, int, str], int]:
+    """Each key's count of its jobs in line, as its row of finishes keeps it."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT queue, priority, fair_key, waiting FROM heartq_fair_finishes"
+            " WHERE fair_key <> '' AND waiting > 0"
+        ).fetchall()
+    return {(q, p, k): n for q, p, k, n in rows}
+
+
+def _in_line(path: Path) -> dict[tuple[str, int, str], int]:
+    """Each key's jobs in line (queued and tagged), counted from the jobs."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT queue, priority, fair_key, count(*) FROM heartq_jobs"
+            " WHERE status = 'queued' AND fair_tag IS NOT NULL GROUP BY 1, 2, 3"
+        ).fetchall()
+    return {(q, p, k): n for q, p, k, n in rows}
 
 
 def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> None:
@@ -98,6 +124,7 @@ def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> Non
                 claimed = store.claim("w1", QUEUES, limit, 30.0, now=T0)
                 # the same jobs (a claim hands them over in priority order, then oldest)
                 assert sorted(job.id for job in claimed) == sorted(expected), (scenario, limit)
+                assert _counted(path) == _in_line(path), scenario
         finally:
             store.link.close()
 
@@ -131,11 +158,13 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
         register(new, "w1", now)
         with sqlite3.connect(tmp_path / "old.db") as conn:
             tags = dict(conn.execute("SELECT id, fair_tag FROM heartq_jobs").fetchall())
-            finishes = {k: f for _, _, k, f in conn.execute("SELECT * FROM heartq_fair_finishes")}
+            finishes = {
+                k: (f, n) for _, _, k, f, n in conn.execute("SELECT * FROM heartq_fair_finishes")
+            }
         assert [tags[f"flood-{n:02d}"] for n in (0, 1, 29)] == [0.0, 1.0, 29.0]
         assert [tags[f"b-{n}"] for n in range(3)] == [0.0, 0.5, 1.0]
         assert tags["later"] is None
-        assert finishes == {"flood": 30.0, "b": 1.5, "c": 3.0}
+        assert finishes == {"flood": (30.0, 30), "b": (1.5, 3), "c": (3.0, 3)}
         claimed = new.claim("w1", ["default"], 6, 30.0, now=now)
         # tags 0: b-0, c-0, flood-00; 0.5: b-1; 1: b-2, c-1 (then flood-01, by id)
         assert sorted(job.id for job in claimed) == [
@@ -163,5 +192,53 @@ def test_a_job_queued_again_takes_its_place_behind_its_keys_line(tmp_path: Path)
         taken = [job.id for job in store.claim("w1", ["default"], 9, 30.0, now=T0 + 2)]
         assert first.id not in taken and len(taken) == 9  # the others' turns first
         assert [job.id for job in store.claim("w1", ["default"], 1, 30.0, now=T0 + 3)] == [first.id]
+    finally:
+        store.link.close()
+
+
+def test_what_leaves_the_line_unclaimed_is_counted_out(tmp_path: Path) -> None:
+    """Each key's count of its jobs in line (its row of `heartq_fair_finishes`) follows
+    its jobs out of line without a claim too: a cancel, and a re-route to another queue
+    or priority (which clears the job's tag: its new tier tags it)."""
+    path = tmp_path / "out.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        register(store, "w1", T0)
+        follows = policy.resolve(policy.defaults("crunch"), None, None, None)
+        moved = store.enqueue(
+            [new_job(task="crunch", fair_key="a", **follows) for _ in range(4)], now=T0 - 10
+        )
+        kept = store.enqueue([new_job(fair_key="a") for _ in range(3)], now=T0 - 9)
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): 7}
+        store.cancel_job(kept[0], now=T0 - 8)
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): 6}
+        cpu = TaskPolicy("crunch", "cpu", 2, 1, 0.5, 10.0)
+        store.declare_tasks([cpu], "w1", now=T0 - 7)
+        assert store.reroute_jobs(["crunch"], now=T0 - 7) == len(moved)
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): 2}
+        taken = store.claim("w1", ["cpu"], 10, 30.0, now=T0)  # tagged in its new tier
+        assert sorted(job.id for job in taken) == sorted(moved)
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): 2}
+    finally:
+        store.link.close()
+
+
+def test_fair_usage_reads_each_priority_s_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fair_usage` reads each tier's line (a queue and a priority) apart, so a long line
+    at a high priority hides no key below it; a count read from a line read only in part
+    says it may be short (`more`), and so does a key with only running jobs there."""
+    monkeypatch.setattr(inspection, "FAIR_LINE_READ", 5)
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'usage.db'}")
+    try:
+        register(store, "w1", T0)
+        store.enqueue([new_job(fair_key="r") for _ in range(5)], now=T0 - 10)
+        assert len(store.claim("w1", ["default"], 1, 30.0, now=T0)) == 1  # r: one running
+        store.enqueue([new_job(fair_key="h", priority=5) for _ in range(6)], now=T0 - 9)
+        store.enqueue([new_job(fair_key="l") for _ in range(2)], now=T0 - 8)
+        usage = {u["key"]: (u["queued"], u["running"], u["more"]) for u in store.fair_usage()}
+        # h's line (priority 5) was cut at 5; priority 0's line (r 4, l 2) too
+        assert usage == {"h": (5, 0, True), "r": (3, 1, True), "l": (2, 0, True)}, usage
     finally:
         store.link.close()

@@ -143,8 +143,8 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
     """SQLite's claim by turns reads the jobs only through the claim indexes (each
     queue's line by tag and its jobs without a key, each from its head, stopped at the
     claim's slots; the untagged jobs due, oldest first) and the jobs it takes by their
-    rowid: never a scan of the jobs, nor of every key. So it costs the same with 1,000
-    keys waiting as with 10, and a key's flood is not walked."""
+    rowid: never a scan of the jobs, nor of every key. So it costs about the same with
+    1,000 keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
     params = {"queues": '["default"]', "now": 0.0, "limit": 10, "most": 1000}
@@ -162,7 +162,8 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
         ), reads
     few = _fair_claim_steps(tmp_path / "few.db", 10)
     many = _fair_claim_steps(tmp_path / "many.db", 1000)
-    assert many <= few + 2, (few, many)
+    # within a tenth: the keys' finishes, one row a key, are a B-tree a level deeper
+    assert many <= few * 1.1, (few, many)
 
 
 @pytest.mark.parametrize("analyzed", [False, True])

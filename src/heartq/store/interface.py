@@ -379,9 +379,9 @@ class Inspector(Protocol):
         most running, then most queued. At most 1000 keys are read, and no backlog is
         walked: PostgreSQL counts each key's ready-log lanes up to `counted` (a key's
         jobs that came back or were delayed wait outside the ready log, not counted);
-        SQLite reads each queue's line of turns 10,000 jobs deep (`FAIR_LINE_READ`: a
-        key's count is what lies there, `more` when the line goes on). For `heartq
-        queues`, the dashboard and the metrics (`heartq.inspect.fairness`)."""
+        SQLite reads each queue's lines of turns (one a priority) 10,000 jobs deep
+        (`FAIR_LINE_READ`: a key's count is what lies there, `more` when a line goes on).
+        For `heartq queues`, the dashboard and the metrics (`heartq.inspect.fairness`)."""
         ...
 
     def await_end(self, job_id: str) -> JobEnd:

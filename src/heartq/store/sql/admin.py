@@ -60,7 +60,7 @@ class AdminOps:
             clock = self.d.clock(conn, now)
             params = {"job_id": job_id, "now": clock, "by": who}
             if row["status"] in (JobStatus.QUEUED, JobStatus.WAITING, JobStatus.BLOCKED):
-                rows = conn.execute(self.q.CANCEL_QUEUED, params).fetchall()
+                rows = run(conn, self.q.CANCEL_QUEUED, params)
                 self.d.announce_ended(conn, records.awaited_ends(rows))
                 self.ends.settle_dependents(conn, dependencies.ended_with_dependents(rows), clock)
                 return CancelResult.CANCELLED

@@ -10,12 +10,15 @@ whatever their key.
 
 How (start-time fair queuing, as networks schedule packets): each job that takes turns
 is given its place in line, its start tag, when it becomes runnable: the first of its
-key at its key's finish, or at its tier's clock if that is further (a tier is a queue
-and a priority; its clock is the tag of the last job a claim took there), and each next
-one of the key one over its weight after the one before; the key's finish moves past
-its last tag. A claim takes the jobs in tag order, one walk of one index
-(`heartq_jobs_fair_claim_idx`), so its jobs lie together there whatever the number of
-keys, and moves its tiers' clocks to the last tags it took. A flood of 100,000 jobs of
+key at its key's finish if the key has jobs in line, unless its tier's clock is further
+(a tier is a queue and a priority; its clock is the tag of the last job a claim took
+there), at the clock if it has none (so a key whose backlog was cancelled owes nothing
+for it), and each next one of the key one over its weight after the one before; the
+key's finish moves past its last tag, and its count of jobs in line follows its jobs
+in (tagged) and out (claimed, cancelled, re-routed). A claim takes the jobs in tag
+order, one walk of one index (`heartq_jobs_fair_claim_idx`), so its jobs lie together
+there whatever the number of keys, and moves its tiers' clocks to the last tags it
+took. A flood of 100,000 jobs of
 one key gets the tags 0 ... 99,999; ten keys enqueued after it 0 ... 99 each, so the
 walk interleaves them; a key back from a pause starts at the clock: no credit for the
 time it had no work. The jobs without a key are one share tagged by the claim (the
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from heartq.store.sql.base import Program, Rows, drive, run
@@ -76,27 +80,40 @@ def tagging(f: FairStatements, queues: str, now: float | None, most: int) -> Pro
     insert that tagged them would): a delayed job of a key that fell due before the
     enqueue keeps its place ahead of the key's new jobs."""
     rows = yield (f.TAG_DUE, {"queues": queues, "now": now, "most": most})
-    finishes: dict[tuple[str, int, str], float] = {}
+    finishes: dict[tuple[str, int, str], tuple[float, int]] = {}
     for queue, priority, key, finish in rows:
         at = (str(queue), int(priority), str(key))
-        finishes[at] = max(float(finish), finishes.get(at, float(finish)))
+        last, count = finishes.get(at, (float(finish), 0))
+        finishes[at] = (max(float(finish), last), count + 1)
     if finishes:
-        given = [[q, p, k, finish] for (q, p, k), finish in finishes.items()]
+        given = [[q, p, k, finish, n] for (q, p, k), (finish, n) in finishes.items()]
         yield (f.STORE_FINISHES, {"finishes": json.dumps(given)})
 
 
-def advance(chosen: Sequence[Sequence[Any]]) -> tuple[dict[Tier, float], dict[Tier, float]]:
-    """What a claim of `chosen` (rows of `FAIR_CHOSEN`: rowid, queue, priority, tag,
-    keyed) moves: each tier's clock to the last tag it took there, and the finish of each
-    tier's share without a key past the last such job it took."""
-    clocks: dict[Tier, float] = {}
-    finishes: dict[Tier, float] = {}
-    for _, queue, priority, tag, keyed in chosen:
+@dataclass
+class Advance:
+    """What a claim of some jobs in tag order moves: each tier's clock to the last tag it
+    took there (`clocks`), the finish of each tier's share without a key past the last
+    such job it took (`shares`), and how many jobs of each key left its line (`left`)."""
+
+    clocks: dict[Tier, float] = field(default_factory=dict)
+    shares: dict[Tier, float] = field(default_factory=dict)
+    left: dict[tuple[str, int, str], int] = field(default_factory=dict)
+
+
+def advance(chosen: Sequence[Sequence[Any]]) -> Advance:
+    """What a claim of `chosen` (rows of `FAIR_CHOSEN`: rowid, queue, priority, key, tag)
+    moves (`Advance`)."""
+    moved = Advance()
+    for _, queue, priority, key, tag in chosen:
         tier = (str(queue), int(priority))
-        clocks[tier] = max(float(tag), clocks.get(tier, float(tag)))
-        if not keyed:
-            finishes[tier] = max(float(tag) + 1.0, finishes.get(tier, 0.0))
-    return clocks, finishes
+        moved.clocks[tier] = max(float(tag), moved.clocks.get(tier, float(tag)))
+        if key == UNKEYED:
+            moved.shares[tier] = max(float(tag) + 1.0, moved.shares.get(tier, 0.0))
+        else:
+            at = (*tier, str(key))
+            moved.left[at] = moved.left.get(at, 0) + 1
+    return moved
 
 
 def claim(
@@ -106,7 +123,8 @@ def claim(
     jobs tagged (`tagging`; skipped when `untagged` says none waits, as the dialect's
     `KEYED_QUEUED` answers in the claim's transaction), the first `limit` jobs in tag
     order (`FAIR_CHOSEN`), claimed (`CLAIM_CHOSEN`, which clears their tags), and the
-    tiers' clocks and the unkeyed shares' finishes moved (`advance`). Its cost grows with
+    tiers' clocks, the keys' jobs in line and the unkeyed shares' finishes moved
+    (`advance`). Its cost grows with
     its slots and the tiers it serves, not with the keys."""
     if untagged:
         drive(conn, tagging(f, params["queues"], params["now"], TAGGED_AT_A_CLAIM))
@@ -115,10 +133,13 @@ def claim(
         return []
     rowids = json.dumps([row[0] for row in chosen])
     rows = run(on, f.CLAIM_CHOSEN, dict(params, rowids=rowids))
-    clocks, finishes = advance(chosen)
-    given = [[q, p, clock] for (q, p), clock in clocks.items()]
-    run(conn, f.STORE_CLOCKS, {"clocks": json.dumps(given)})
-    if finishes:
-        shares = [[q, p, UNKEYED, finish] for (q, p), finish in finishes.items()]
+    moved = advance(chosen)
+    clocks = [[q, p, clock] for (q, p), clock in moved.clocks.items()]
+    run(conn, f.STORE_CLOCKS, {"clocks": json.dumps(clocks)})
+    if moved.left:
+        left = [[q, p, k, n] for (q, p, k), n in moved.left.items()]
+        run(conn, f.LEFT_LINE, {"left": json.dumps(left)})
+    if moved.shares:
+        shares = [[q, p, UNKEYED, finish, 0] for (q, p), finish in moved.shares.items()]
         run(conn, f.STORE_FINISHES, {"finishes": json.dumps(shares)})
     return rows  # in no order: a claim hands its jobs over in priority order, then oldest

@@ -31,7 +31,7 @@ FAIR_KEYS_READ = 1000
 FAIR_COUNTED = 10_000
 """`fair_usage` counts a key's queued jobs up to 10,000 (`heartq queues` shows 10000+)."""
 FAIR_LINE_READ = 10_000
-"""SQLite's `fair_usage` reads each queue's line of turns 10,000 jobs deep (its keys and
+"""SQLite's `fair_usage` reads each tier's line of turns 10,000 jobs deep (its keys and
 their counts are those of that part; PostgreSQL counts each key's lane apart)."""
 
 

@@ -51,19 +51,22 @@ CREATE TABLE heartq_fair_clocks (
     PRIMARY KEY (queue, priority)
 ) WITHOUT ROWID;
 
--- Each key's finish in its tier: its last tag plus one over its weight, where its next
--- job starts if the clock has not passed it (`fair_key` '' for the jobs without a key,
--- tagged at the claim). A finish the clock has passed says nothing: pruned.
+-- Each key's finish in its tier (its last tag plus one over its weight) and how many of
+-- its jobs are in line, tagged (`waiting`): while it has some, its next job starts at its
+-- finish if the clock has not passed it; with none, at the clock. `fair_key` '' is the
+-- jobs without a key, tagged at the claim from their finish. A row that says nothing
+-- any more is pruned.
 CREATE TABLE heartq_fair_finishes (
     queue TEXT NOT NULL,
     priority INTEGER NOT NULL,
     fair_key TEXT NOT NULL,
     finish REAL NOT NULL,
+    waiting INTEGER NOT NULL,
     PRIMARY KEY (queue, priority, fair_key)
 ) WITHOUT ROWID;
 
-INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish)
-SELECT queue, priority, fair_key, max(fair_tag + 1.0 / coalesce(fair_weight, 1.0))
+INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish, waiting)
+SELECT queue, priority, fair_key, max(fair_tag + 1.0 / coalesce(fair_weight, 1.0)), count(*)
 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL

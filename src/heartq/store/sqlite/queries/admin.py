@@ -3,6 +3,8 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 
 from __future__ import annotations
 
+from heartq.store.sqlite.queries.fair import left_line as _left_line
+
 # A worker is kept while an attempt of it runs (see the PostgreSQL statement).
 PRUNE_WORKERS = """
 DELETE FROM heartq_workers
@@ -50,12 +52,17 @@ WHERE id IN (SELECT id FROM heartq_pruned_successes WHERE id < :before ORDER BY 
              LIMIT :limit)
 """
 
-CANCEL_QUEUED = """
+# A job cancelled in line is counted out of its fairness key's line first (`queries/fair.py`):
+# its key's next job starts at the clock, not behind the jobs it no longer has.
+CANCEL_QUEUED = (
+    _left_line("heartq_jobs AS j", "j.id = :job_id"),
+    """
 UPDATE heartq_jobs SET status = 'cancelled', finished_at = :now, updated_at = :now,
                        error = 'cancelled before it ran', cancelled_by = :by
 WHERE id = :job_id AND status IN ('queued', 'waiting', 'blocked')
 RETURNING id, status, awaited, has_dependents
-"""
+""",
+)
 
 REQUEST_CANCEL = """
 UPDATE heartq_jobs SET cancel_requested = 1, updated_at = :now, cancelled_by = :by

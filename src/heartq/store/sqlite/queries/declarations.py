@@ -3,6 +3,8 @@ whose caller did not choose (`REROUTE_JOBS`)."""
 
 from __future__ import annotations
 
+from heartq.store.sqlite.queries.fair import left_line as _left_line
+
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
 TASK_POLICIES = """
 SELECT name, queue, priority, max_retries, retry_backoff, retry_backoff_max, timeout,
@@ -55,21 +57,29 @@ _DECLARED_BACKOFF_MAX = (
     "CASE WHEN j.chosen & :backoff_bit = 0 THEN t.retry_backoff_max ELSE j.retry_backoff_max END"
 )
 
-# A job moved to another queue or priority loses its fair share tag (a place in its old
-# tier's line): the next claim of its new tier tags it there.
-REROUTE_JOBS = f"""
-UPDATE heartq_jobs AS j
-SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
-    max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
-    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now,
-    fair_tag = CASE WHEN (j.queue, j.priority) IS ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY})
-                    THEN j.fair_tag END
-FROM heartq_tasks AS t
-WHERE t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
+# The jobs a declaration re-routes: its tasks' waiting jobs, all or those named, whose
+# queue, priority, retries or backoff it changes.
+_REROUTED = f"""t.name IN (SELECT value FROM json_each(:names)) AND j.task = t.name
   AND j.status IN ('queued', 'waiting', 'blocked')
   AND (:all OR j.id IN (SELECT value FROM json_each(:ids)))
   AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
       IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
-              {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})
+              {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})"""
+
+# A job moved to another queue or priority loses its fair share tag (a place in its old
+# tier's line), counted out of its key's line there first (`queries/fair.py`): the next
+# claim of its new tier tags it there.
+_NEW_TIER = f"(j.queue, j.priority) IS NOT ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY})"
+REROUTE_JOBS = (
+    _left_line("heartq_jobs AS j, heartq_tasks AS t", f"{_REROUTED} AND {_NEW_TIER}"),
+    f"""
+UPDATE heartq_jobs AS j
+SET queue = {_DECLARED_QUEUE}, priority = {_DECLARED_PRIORITY},
+    max_retries = {_DECLARED_RETRIES}, retry_backoff = {_DECLARED_BACKOFF},
+    retry_backoff_max = {_DECLARED_BACKOFF_MAX}, updated_at = :now,
+    fair_tag = CASE WHEN {_NEW_TIER} THEN NULL ELSE j.fair_tag END
+FROM heartq_tasks AS t
+WHERE {_REROUTED}
 RETURNING id, queue
-"""
+""",
+)

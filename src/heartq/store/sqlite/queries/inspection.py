@@ -103,35 +103,50 @@ def _fair_queues(cte: str, index: str, test: str) -> str:
 
 
 # Per fairness key with jobs queued or running (`heartq queues`, the dashboard, the
-# metrics): its queued jobs among the first :line of its queue's line (and as many of
-# those not tagged yet, oldest first), up to :counted; whether it may hold more (`more`:
-# its count reached :counted, or its queue's line was read only in part); its running
-# ones; and its weight (its next job's in line; else its running jobs' largest). Nothing
-# walks a backlog: the queues are found by one probe each of the two indexes past the
-# one before, each queue's line is read :line entries deep, and the running jobs (few:
-# a fleet's slots) through their own index; at most :keys keys. A key whose jobs all lie
-# further back in line than :line is not listed (the line interleaves the keys by their
-# weights, so each key with work has its first jobs near its head).
+# metrics): its queued jobs among the first :line of each of its queue's lines (a line a
+# priority, and the jobs not tagged yet, oldest first), up to :counted; whether it may
+# hold more (`more`: its count reached :counted, or a line of its queue was read only in
+# part); its running ones; and its weight (its next job's in line; else its running
+# jobs' largest). Nothing walks a backlog: the queues and each one's priorities are
+# found by one probe each of the indexes past the one before, each line is read :line
+# entries deep, and the running jobs (few: a fleet's slots) through their own index; at
+# most :keys keys. A key whose jobs all lie further back in its line than :line is not
+# listed (a line interleaves the keys by their weights, so each key with work has its
+# first jobs near its head).
 # fmt: off
 FAIR_USAGE = f"""
 WITH RECURSIVE {_fair_queues("tq", "heartq_jobs_fair_claim_idx", "fair_tag IS NOT NULL")},
 {_fair_queues("uq", "heartq_jobs_fair_due_idx", "fair_tag IS NULL")},
-q(queue) AS (
-    SELECT queue FROM tq WHERE queue IS NOT NULL UNION SELECT queue FROM uq WHERE queue IS NOT NULL
+tiers(queue, priority) AS (
+    SELECT tq.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                      WHERE {_FAIR_QUEUED} AND fair_tag IS NOT NULL AND queue = tq.queue
+                      ORDER BY priority DESC LIMIT 1)
+    FROM tq WHERE tq.queue IS NOT NULL
+    UNION ALL
+    SELECT t.queue, (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                     WHERE {_FAIR_QUEUED} AND fair_tag IS NOT NULL AND queue = t.queue
+                       AND priority < t.priority
+                     ORDER BY priority DESC LIMIT 1)
+    FROM tiers AS t WHERE t.priority IS NOT NULL
 ), line AS MATERIALIZED (
     SELECT j.queue, j.fair_key AS key, j.fair_weight AS weight, j.priority, j.fair_tag AS tag
-    FROM q CROSS JOIN heartq_jobs AS j
-    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                      WHERE {_FAIR_QUEUED} AND fair_tag IS NOT NULL AND queue = q.queue
-                      ORDER BY priority DESC, fair_tag, id LIMIT :line)
+    FROM tiers AS t CROSS JOIN heartq_jobs AS j
+    WHERE t.priority IS NOT NULL
+      AND j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                      WHERE {_FAIR_QUEUED} AND fair_tag IS NOT NULL AND queue = t.queue
+                        AND priority = t.priority
+                      ORDER BY fair_tag, id LIMIT :line)
     UNION ALL
     SELECT j.queue, j.fair_key, j.fair_weight, j.priority, NULL
-    FROM q CROSS JOIN heartq_jobs AS j
-    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
-                      WHERE {_FAIR_QUEUED} AND fair_tag IS NULL AND queue = q.queue
+    FROM uq CROSS JOIN heartq_jobs AS j
+    WHERE uq.queue IS NOT NULL
+      AND j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                      WHERE {_FAIR_QUEUED} AND fair_tag IS NULL AND queue = uq.queue
                       ORDER BY run_at, id LIMIT :line)
 ), cut AS (
-    SELECT queue FROM line GROUP BY queue, tag IS NULL HAVING count(*) >= :line
+    SELECT DISTINCT queue FROM (
+        SELECT queue FROM line GROUP BY queue, priority, tag IS NULL HAVING count(*) >= :line
+    )
 ), waiting AS (
     SELECT queue, key, count(*) AS queued, max(CASE WHEN place = 1 THEN weight END) AS weight,
            count(*) >= :counted OR queue IN (SELECT queue FROM cut) AS more
@@ -141,7 +156,8 @@ q(queue) AS (
           FROM line)
     GROUP BY queue, key
 ), running AS (
-    SELECT queue, fair_key AS key, count(*) AS running, max(fair_weight) AS weight
+    SELECT queue, fair_key AS key, count(*) AS running, max(fair_weight) AS weight,
+           queue IN (SELECT queue FROM cut) AS more
     FROM heartq_jobs INDEXED BY heartq_jobs_worker_idx
     WHERE status = 'running' AND {_TURNS}
     GROUP BY queue, fair_key
@@ -151,7 +167,7 @@ SELECT queue, key, min(sum(queued), :counted) AS queued, sum(running) AS running
        max(more) AS more
 FROM (SELECT queue, key, queued, 0 AS running, weight, more FROM waiting
       UNION ALL
-      SELECT queue, key, 0, running, weight, 0 FROM running)
+      SELECT queue, key, 0, running, weight, more FROM running)
 GROUP BY queue, key
 ORDER BY queue, sum(running) DESC, sum(queued) DESC, key
 LIMIT :keys
