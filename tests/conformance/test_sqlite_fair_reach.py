@@ -242,3 +242,22 @@ def test_fair_usage_reads_each_priority_s_line(
         assert usage == {"h": (5, 0, True), "r": (3, 1, True), "l": (2, 0, True)}, usage
     finally:
         store.link.close()
+
+
+def test_a_claim_tags_at_most_its_bound_of_jobs_come_due(tmp_path: Path) -> None:
+    """Jobs that take turns and fall due together (delayed, retried) are tagged by the
+    claims that find them due, oldest first, at most `TAGGED_AT_A_CLAIM` a claim: a
+    flood of them is tagged over a few claims, not in one held write lock."""
+    path = tmp_path / "due.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    try:
+        register(store, "w1", T0)
+        flood = TAGGED_AT_A_CLAIM + TAGGED_AT_A_CLAIM // 2
+        store.enqueue([new_job(fair_key="a", run_at=T0 - 1) for _ in range(flood)], now=T0 - 100)
+        assert _in_line(path) == {}  # delayed at their enqueue: not tagged
+        assert len(store.claim("w1", ["default"], 1, 30.0, now=T0)) == 1
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): TAGGED_AT_A_CLAIM - 1}
+        assert len(store.claim("w1", ["default"], 1, 30.0, now=T0)) == 1
+        assert _counted(path) == _in_line(path) == {("default", 0, "a"): flood - 2}
+    finally:
+        store.link.close()

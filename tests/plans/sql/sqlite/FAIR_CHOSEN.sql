@@ -5,7 +5,7 @@ keyed AS (
     WHERE j.rowid IN (
         SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue = q.queue
+      AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue = q.queue AND run_at <= :now
         ORDER BY priority DESC, fair_tag, id LIMIT :limit)
 ), plain AS (
     SELECT j.rowid AS r, j.queue, j.priority, j.run_at, j.id

@@ -69,7 +69,7 @@ keyed AS (
     FROM q CROSS JOIN heartq_jobs AS j
     WHERE j.rowid IN (
         SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-        WHERE {_TAGGED} AND queue = q.queue
+        WHERE {_TAGGED} AND queue = q.queue AND run_at <= :now
         ORDER BY priority DESC, fair_tag, id LIMIT :limit)
 ), plain AS (
     SELECT j.rowid AS r, j.queue, j.priority, j.run_at, j.id
