@@ -254,3 +254,36 @@ def test_a_key_whose_backlog_was_cancelled_owes_nothing_for_it(store: Store, t0:
     (again,) = store.enqueue([new_job(fair_key="a")], now=t0 - 7)
     taken = [job.id for _ in range(3) for job in store.claim("w1", ["default"], 1, 30.0, now=t0)]
     assert again in taken, taken
+
+
+def test_a_key_that_queues_one_job_at_a_time_takes_turns_with_a_backlog(
+    store: Store, t0: float
+) -> None:
+    """A key whose next job is queued only once its last one was claimed (a chain) takes
+    a turn each round beside a key with a backlog, no more: it owes the turns of the jobs
+    it ran, so its next job does not start where its last one did."""
+    register(store, "w1", t0)
+    store.enqueue([new_job(fair_key="b") for _ in range(20)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="a")], now=t0 - 10)
+    taken: list[str | None] = []
+    for n in range(12):
+        keys = _keys(store, t0, 1)
+        taken += keys
+        if keys == ["a"]:
+            store.enqueue([new_job(fair_key="a")], now=t0 - 9 + n * 0.01)
+    assert collections.Counter(taken) == {"a": 6, "b": 6}, taken
+
+
+def test_a_cancelled_backlog_holds_back_none_of_its_keys_next_jobs(
+    store: Store, t0: float
+) -> None:
+    """After a key's whole backlog is cancelled, each of its next jobs, enqueued one by
+    one, takes its turn within a round, not behind the place the backlog held."""
+    register(store, "w1", t0)
+    cancelled = store.enqueue([new_job(fair_key="a") for _ in range(30)], now=t0 - 10)
+    store.enqueue([new_job(fair_key="b") for _ in range(30)], now=t0 - 9)
+    for job_id in cancelled:
+        store.cancel_job(job_id, now=t0 - 8)
+    fresh = [store.enqueue([new_job(fair_key="a")], now=t0 - 7)[0] for _ in range(2)]
+    taken = [job.id for _ in range(5) for job in store.claim("w1", ["default"], 1, 30.0, now=t0)]
+    assert set(fresh) <= set(taken), taken

@@ -35,8 +35,10 @@ def _expected(path: Path, limit: int) -> list[str]:
     with sqlite3.connect(path) as conn:
         clocks = {(q, p): c for q, p, c in conn.execute("SELECT * FROM heartq_fair_clocks")}
         finishes = {
-            (q, p, k): (f, n)
-            for q, p, k, f, n in conn.execute("SELECT * FROM heartq_fair_finishes")
+            (q, p, k): f
+            for q, p, k, f in conn.execute(
+                "SELECT queue, priority, fair_key, finish FROM heartq_fair_finishes"
+            )
         }
         turns = "status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL"
         untagged = conn.execute(
@@ -58,16 +60,14 @@ def _expected(path: Path, limit: int) -> list[str]:
     moved: dict[tuple[str, int, str], float] = {}
     for queue, priority, key, weight, job_id in untagged:
         at = (queue, priority, key)
-        clock = clocks.get((queue, priority), 0.0)
-        finish, waiting = finishes.get(at, (0.0, 0))
-        start = moved.get(at, max(clock, finish) if waiting > 0 else clock)
+        start = moved.get(at, max(clocks.get((queue, priority), 0.0), finishes.get(at, 0.0)))
         candidates.append((queue, priority, start, job_id))
         moved[at] = start + 1.0 / (weight or 1.0)
     shares: dict[tuple[str, int], int] = {}
     for queue, priority, job_id in plain:
         n = shares[(queue, priority)] = shares.get((queue, priority), 0) + 1
         start = max(clocks.get((queue, priority), 0.0),
-                    finishes.get((queue, priority, UNKEYED), (0.0, 0))[0])  # fmt: skip
+                    finishes.get((queue, priority, UNKEYED), 0.0))  # fmt: skip
         candidates.append((queue, priority, start + n - 1, job_id))
     candidates.sort(key=lambda c: (-c[1], c[2] - clocks.get((c[0], c[1]), 0.0), c[3]))
     return [c[3] for c in candidates[:limit]]
@@ -159,7 +159,10 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
         with sqlite3.connect(tmp_path / "old.db") as conn:
             tags = dict(conn.execute("SELECT id, fair_tag FROM heartq_jobs").fetchall())
             finishes = {
-                k: (f, n) for _, _, k, f, n in conn.execute("SELECT * FROM heartq_fair_finishes")
+                k: (f, n)
+                for k, f, n in conn.execute(
+                    "SELECT fair_key, finish, waiting FROM heartq_fair_finishes"
+                )
             }
         assert [tags[f"flood-{n:02d}"] for n in (0, 1, 29)] == [0.0, 1.0, 29.0]
         assert [tags[f"b-{n}"] for n in range(3)] == [0.0, 0.5, 1.0]
@@ -237,9 +240,18 @@ def test_fair_usage_reads_each_priority_s_line(
         assert len(store.claim("w1", ["default"], 1, 30.0, now=T0)) == 1  # r: one running
         store.enqueue([new_job(fair_key="h", priority=5) for _ in range(6)], now=T0 - 9)
         store.enqueue([new_job(fair_key="l") for _ in range(2)], now=T0 - 8)
+        # the jobs not tagged yet (delayed) are one line a queue, whatever their priority
+        for priority in (0, 5):
+            store.enqueue(
+                [new_job(queue="other", fair_key="x", priority=priority, run_at=T0 + 60)
+                 for _ in range(3)],
+                now=T0 - 7,
+            )  # fmt: skip
         usage = {u["key"]: (u["queued"], u["running"], u["more"]) for u in store.fair_usage()}
-        # h's line (priority 5) was cut at 5; priority 0's line (r 4, l 2) too
-        assert usage == {"h": (5, 0, True), "r": (3, 1, True), "l": (2, 0, True)}, usage
+        # h's line (priority 5) was cut at 5; priority 0's line (r 4, l 2) too; x's at 5
+        assert usage == {
+            "h": (5, 0, True), "r": (3, 1, True), "l": (2, 0, True), "x": (5, 0, True)
+        }, usage  # fmt: skip
     finally:
         store.link.close()
 

@@ -108,6 +108,8 @@ class Checker:
         self.check_rate_limit()
         run.pauses.check(self)
         chaos_fair.check(self)
+        if run.config.backend == "sqlite":
+            chaos_fair.check_counts(self)
         self.check_ledger()
         self.check_workers(workers)
         if run.hostile is not None:

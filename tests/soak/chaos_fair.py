@@ -29,6 +29,9 @@ while this one walked, and took jobs of its own); failed when none was, as a cla
 that ignored the key's order would be. A first claim inside a failover's window, where
 a claim may be lost and issued again, is left out. With `--prefetch` a start records a
 later time, so the check is left out then.
+
+On SQLite also (`check_counts`): each key's kept count of its jobs in line is what the
+jobs say, after every cancel, pause, retry and kill the run made.
 """
 
 from __future__ import annotations
@@ -145,3 +148,23 @@ def check(checker: Checker) -> None:
     figures["out_of_order"] = out_of_order
     figures["within_clock_tolerance"] = within_tolerance
     figures["passed_over"] = passed_over
+
+
+# SQLite's count of each key's jobs in line (`heartq_fair_finishes.waiting`, kept by
+# every statement that tags a job or takes one out of line) against the jobs themselves.
+_COUNTED = "SELECT queue, priority, fair_key, waiting FROM heartq_fair_finishes WHERE waiting > 0"
+_IN_LINE = """SELECT queue, priority, fair_key, count(*) FROM heartq_jobs
+WHERE status = 'queued' AND fair_tag IS NOT NULL GROUP BY 1, 2, 3"""
+
+
+def check_counts(checker: Checker) -> None:
+    """On SQLite, after the run: each key's kept count of its jobs in line is the number
+    of its queued jobs that hold a tag (a count that drifted would give a key's next job
+    a wrong place: behind jobs it no longer has, or ahead of its own). After `check`."""
+    figures = checker.fair
+    conn = checker.run.store.link.pool.get()  # type: ignore[attr-defined]
+    counted = {tuple(row[:3]): row[3] for row in conn.execute(_COUNTED).fetchall()}
+    in_line = {tuple(row[:3]): row[3] for row in conn.execute(_IN_LINE).fetchall()}
+    figures["keys_in_line"] = len(in_line)
+    if counted != in_line:
+        checker.fail(f"fair: the keys' counts of jobs in line {counted} are not {in_line}")

@@ -10,12 +10,13 @@ whatever their key.
 
 How (start-time fair queuing, as networks schedule packets): each job that takes turns
 is given its place in line, its start tag, when it becomes runnable: the first of its
-key at its key's finish if the key has jobs in line, unless its tier's clock is further
-(a tier is a queue and a priority; its clock is the tag of the last job a claim took
-there), at the clock if it has none (so a key whose backlog was cancelled owes nothing
-for it), and each next one of the key one over its weight after the one before; the
-key's finish moves past its last tag, and its count of jobs in line follows its jobs
-in (tagged) and out (claimed, cancelled, re-routed). A claim takes the jobs in tag
+key at its key's finish, or at its tier's clock if that is further (a tier is a queue
+and a priority; its clock is the tag of the last job a claim took there), and each next
+one of the key one over its weight after the one before; the key's finish moves past
+its last tag. Each key's count of jobs in line follows them in (tagged) and out
+(claimed, cancelled, re-routed), and when its line empties its finish is pulled back to
+where its claimed jobs end: a key owes turns for the jobs it ran, not for a backlog it
+cancelled. A claim takes the jobs in tag
 order, one walk of one index (`heartq_jobs_fair_claim_idx`), so its jobs lie together
 there whatever the number of keys, and moves its tiers' clocks to the last tags it
 took. A flood of 100,000 jobs of
@@ -98,21 +99,25 @@ class Advance:
 
     clocks: dict[Tier, float] = field(default_factory=dict)
     shares: dict[Tier, float] = field(default_factory=dict)
-    left: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    left: dict[tuple[str, int, str], tuple[int, float]] = field(default_factory=dict)
+    """Per key: how many of its jobs were claimed, and where the last of them ends (its
+    tag plus its step)."""
 
 
 def advance(chosen: Sequence[Sequence[Any]]) -> Advance:
-    """What a claim of `chosen` (rows of `FAIR_CHOSEN`: rowid, queue, priority, key, tag)
-    moves (`Advance`)."""
+    """What a claim of `chosen` (rows of `FAIR_CHOSEN`: rowid, queue, priority, key, tag,
+    step) moves (`Advance`)."""
     moved = Advance()
-    for _, queue, priority, key, tag in chosen:
+    for _, queue, priority, key, tag, step in chosen:
         tier = (str(queue), int(priority))
+        end = float(tag) + float(step)
         moved.clocks[tier] = max(float(tag), moved.clocks.get(tier, float(tag)))
         if key == UNKEYED:
-            moved.shares[tier] = max(float(tag) + 1.0, moved.shares.get(tier, 0.0))
+            moved.shares[tier] = max(end, moved.shares.get(tier, 0.0))
         else:
             at = (*tier, str(key))
-            moved.left[at] = moved.left.get(at, 0) + 1
+            n, served = moved.left.get(at, (0, end))
+            moved.left[at] = (n + 1, max(served, end))
     return moved
 
 
@@ -137,7 +142,7 @@ def claim(
     clocks = [[q, p, clock] for (q, p), clock in moved.clocks.items()]
     run(conn, f.STORE_CLOCKS, {"clocks": json.dumps(clocks)})
     if moved.left:
-        left = [[q, p, k, n] for (q, p, k), n in moved.left.items()]
+        left = [[q, p, k, n, served] for (q, p, k), (n, served) in moved.left.items()]
         run(conn, f.LEFT_LINE, {"left": json.dumps(left)})
     if moved.shares:
         shares = [[q, p, UNKEYED, finish, 0] for (q, p), finish in moved.shares.items()]

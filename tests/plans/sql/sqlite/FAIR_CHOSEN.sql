@@ -1,6 +1,7 @@
 WITH q(queue) AS MATERIALIZED (SELECT DISTINCT value FROM json_each(:queues)),
 keyed AS (
-    SELECT j.rowid AS r, j.queue, j.priority, j.fair_key AS key, j.fair_tag AS tag, j.id
+    SELECT j.rowid AS r, j.queue, j.priority, j.fair_key AS key, j.fair_tag AS tag,
+           1.0 / coalesce(j.fair_weight, 1.0) AS step, j.id
     FROM q CROSS JOIN heartq_jobs AS j
     WHERE j.rowid IN (
         SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
@@ -16,18 +17,18 @@ keyed AS (
       AND fair_key IS NULL AND queue = q.queue AND run_at <= :now
         ORDER BY priority DESC, run_at, id LIMIT :limit)
 ), shares AS (
-    SELECT r, queue, priority, key, tag, id FROM keyed
+    SELECT r, queue, priority, key, tag, step, id FROM keyed
     UNION ALL
     SELECT p.r, p.queue, p.priority, '',
            max(coalesce(c.clock, 0.0), coalesce(f.finish, 0.0)) + row_number() OVER (PARTITION BY p.queue, p.priority
-                                               ORDER BY p.run_at, p.id) - 1,
-           p.id
+                                         ORDER BY p.run_at, p.id) - 1,
+           1.0, p.id
     FROM plain AS p
     LEFT JOIN heartq_fair_clocks AS c ON c.queue = p.queue AND c.priority = p.priority
     LEFT JOIN heartq_fair_finishes AS f
       ON f.queue = p.queue AND f.priority = p.priority AND f.fair_key = ''
 )
-SELECT s.r, s.queue, s.priority, s.key, s.tag
+SELECT s.r, s.queue, s.priority, s.key, s.tag, s.step
 FROM shares AS s
 LEFT JOIN heartq_fair_clocks AS c ON c.queue = s.queue AND c.priority = s.priority
 ORDER BY s.priority DESC, s.tag - coalesce(c.clock, 0.0), s.id

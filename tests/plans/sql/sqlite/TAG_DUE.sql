@@ -7,8 +7,7 @@ WITH due AS MATERIALIZED (
     ORDER BY run_at, id
     LIMIT :most
 ), tagged AS (
-    SELECT d.r, CASE WHEN coalesce(f.waiting, 0) > 0
-            THEN max(coalesce(c.clock, 0.0), f.finish) ELSE coalesce(c.clock, 0.0) END + coalesce(sum(d.step) OVER (
+    SELECT d.r, max(coalesce(c.clock, 0.0), coalesce(f.finish, 0.0)) + coalesce(sum(d.step) OVER (
                PARTITION BY d.queue, d.priority, d.fair_key ORDER BY d.run_at, d.id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0.0) AS tag
     FROM due AS d

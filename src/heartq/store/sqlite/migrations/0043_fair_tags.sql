@@ -51,22 +51,26 @@ CREATE TABLE heartq_fair_clocks (
     PRIMARY KEY (queue, priority)
 ) WITHOUT ROWID;
 
--- Each key's finish in its tier (its last tag plus one over its weight) and how many of
--- its jobs are in line, tagged (`waiting`): while it has some, its next job starts at its
--- finish if the clock has not passed it; with none, at the clock. `fair_key` '' is the
--- jobs without a key, tagged at the claim from their finish. A row that says nothing
--- any more is pruned.
+-- Each key's finish in its tier (its last tag plus one over its weight: its next job
+-- starts there, unless the clock has passed it), how many of its jobs are in line,
+-- tagged (`waiting`), and where its claimed jobs end (`served`: its last claimed tag
+-- plus its step). When its line empties, claimed or cancelled, its finish is pulled back
+-- to `served`: a key owes turns for the jobs it ran, not for those it cancelled.
+-- `fair_key` '' is the jobs without a key, tagged at the claim from their finish. A row
+-- that says nothing any more is pruned.
 CREATE TABLE heartq_fair_finishes (
     queue TEXT NOT NULL,
     priority INTEGER NOT NULL,
     fair_key TEXT NOT NULL,
     finish REAL NOT NULL,
     waiting INTEGER NOT NULL,
+    served REAL NOT NULL,
     PRIMARY KEY (queue, priority, fair_key)
 ) WITHOUT ROWID;
 
-INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish, waiting)
-SELECT queue, priority, fair_key, max(fair_tag + 1.0 / coalesce(fair_weight, 1.0)), count(*)
+INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish, waiting, served)
+SELECT queue, priority, fair_key, max(fair_tag + 1.0 / coalesce(fair_weight, 1.0)), count(*),
+       0.0
 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL

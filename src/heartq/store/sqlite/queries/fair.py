@@ -18,15 +18,14 @@ _UNTAGGED = f"{_TURNS} AND fair_tag IS NULL"
 _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL"""
 
-# The start where a key's next job goes in its tier: its finish while it has jobs in line
-# (`waiting`), unless the tier's clock has passed it; the clock once it has none (no
-# credit for time without work, and no debt for jobs that left the line unrun: a cancel
-# of a key's backlog does not hold its next job back behind it). `c` is the tier's row of
-# heartq_fair_clocks, `f` the key's of heartq_fair_finishes. The jobs without a key
-# (`_SHARE_START`, key ''), never tagged in line, start at their share's finish.
-_START = """CASE WHEN coalesce(f.waiting, 0) > 0
-            THEN max(coalesce(c.clock, 0.0), f.finish) ELSE coalesce(c.clock, 0.0) END"""
-_SHARE_START = "max(coalesce(c.clock, 0.0), coalesce(f.finish, 0.0))"
+# The start where a share's next job goes in its tier: its finish, unless the tier's
+# clock has passed it (then the clock: no credit for time without work). `c` is the
+# tier's row of heartq_fair_clocks, `f` the share's (a key's, or '' for the jobs without
+# one) of heartq_fair_finishes. A key's finish is pulled back to where its served jobs
+# end (`served`) whenever its line empties (`LEFT_LINE`, `left_line`): so a key whose
+# backlog was cancelled owes nothing for it, while one that ran its jobs owes their turns.
+_START = "max(coalesce(c.clock, 0.0), coalesce(f.finish, 0.0))"
+
 
 # The runnable jobs that take turns and have no tag, in :queues, oldest first, at most
 # :most, each given its start tag: the first of a key in this statement at `_START`, each
@@ -57,15 +56,17 @@ RETURNING queue, priority, fair_key, fair_tag + 1.0 / coalesce(fair_weight, 1.0)
 
 # The first :limit jobs in the order of the turns, across :queues: per queue, its tagged
 # jobs in index order (priority, then tag), and its jobs without a key, whose share is
-# tagged here as a key's would be (the `n`th of a tier at `_SHARE_START` + n - 1, over the
-# key ''); merged by priority, then by each tag less its tier's clock (so the tiers of
+# tagged here as a key's would be (the `n`th of a tier at `_START` + n - 1, over the key
+# ''); merged by priority, then by each tag less its tier's clock (so the tiers of
 # several queues go side by side, whatever their clocks), then id. Each queue's walks stop
 # at :limit entries (SQLite takes no LIMIT from an outer row: one bound for all). Rows
-# (rowid, queue, priority, key, tag), in claim order; the key '' for a job without one.
+# (rowid, queue, priority, key, tag, step), in claim order; the key '' for a job without
+# one.
 FAIR_CHOSEN = f"""
 WITH q(queue) AS MATERIALIZED (SELECT DISTINCT value FROM json_each(:queues)),
 keyed AS (
-    SELECT j.rowid AS r, j.queue, j.priority, j.fair_key AS key, j.fair_tag AS tag, j.id
+    SELECT j.rowid AS r, j.queue, j.priority, j.fair_key AS key, j.fair_tag AS tag,
+           1.0 / coalesce(j.fair_weight, 1.0) AS step, j.id
     FROM q CROSS JOIN heartq_jobs AS j
     WHERE j.rowid IN (
         SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
@@ -79,18 +80,18 @@ keyed AS (
         WHERE {_UNKEYED} AND queue = q.queue AND run_at <= :now
         ORDER BY priority DESC, run_at, id LIMIT :limit)
 ), shares AS (
-    SELECT r, queue, priority, key, tag, id FROM keyed
+    SELECT r, queue, priority, key, tag, step, id FROM keyed
     UNION ALL
     SELECT p.r, p.queue, p.priority, '',
-           {_SHARE_START} + row_number() OVER (PARTITION BY p.queue, p.priority
-                                               ORDER BY p.run_at, p.id) - 1,
-           p.id
+           {_START} + row_number() OVER (PARTITION BY p.queue, p.priority
+                                         ORDER BY p.run_at, p.id) - 1,
+           1.0, p.id
     FROM plain AS p
     LEFT JOIN heartq_fair_clocks AS c ON c.queue = p.queue AND c.priority = p.priority
     LEFT JOIN heartq_fair_finishes AS f
       ON f.queue = p.queue AND f.priority = p.priority AND f.fair_key = ''
 )
-SELECT s.r, s.queue, s.priority, s.key, s.tag
+SELECT s.r, s.queue, s.priority, s.key, s.tag, s.step
 FROM shares AS s
 LEFT JOIN heartq_fair_clocks AS c ON c.queue = s.queue AND c.priority = s.priority
 ORDER BY s.priority DESC, s.tag - coalesce(c.clock, 0.0), s.id
@@ -116,19 +117,24 @@ ON CONFLICT (queue, priority) DO UPDATE SET clock = max(clock, excluded.clock)
 # The keys' new finishes and how many of their jobs came into line ([queue, priority,
 # key, finish, jobs]); a finish never goes back.
 STORE_FINISHES = """
-INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish, waiting)
+INSERT INTO heartq_fair_finishes (queue, priority, fair_key, finish, waiting, served)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-       json_extract(value, '$[3]'), json_extract(value, '$[4]')
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), 0.0
 FROM json_each(:finishes) WHERE true
 ON CONFLICT (queue, priority, fair_key) DO UPDATE
 SET finish = max(finish, excluded.finish), waiting = waiting + excluded.waiting
 """
 
-# How many of each key's jobs left the line, claimed ([queue, priority, key, jobs]).
+# How many of each key's jobs left the line, claimed, and where its served jobs end
+# ([queue, priority, key, jobs, served]: the last tag claimed plus its step); a key whose
+# line empties has its finish there (`_START`).
 LEFT_LINE = """
-UPDATE heartq_fair_finishes AS f SET waiting = max(0, f.waiting - x.n)
+UPDATE heartq_fair_finishes AS f
+SET waiting = max(0, f.waiting - x.n), served = max(f.served, x.served),
+    finish = CASE WHEN f.waiting - x.n <= 0 THEN max(f.served, x.served) ELSE f.finish END
 FROM (SELECT json_extract(value, '$[0]') AS queue, json_extract(value, '$[1]') AS priority,
-             json_extract(value, '$[2]') AS fair_key, json_extract(value, '$[3]') AS n
+             json_extract(value, '$[2]') AS fair_key, json_extract(value, '$[3]') AS n,
+             json_extract(value, '$[4]') AS served
       FROM json_each(:left)) AS x
 WHERE f.queue = x.queue AND f.priority = x.priority AND f.fair_key = x.fair_key
 """
@@ -138,9 +144,12 @@ def left_line(source: str, jobs: str) -> str:
     """A statement that counts out of their keys' lines the tagged jobs a statement is
     about to take out of line without a claim (a cancel, a re-route), to run just before
     it in its transaction: the rows of `source` (`heartq_jobs AS j` and what else the
-    condition needs) that `jobs` selects."""
+    condition needs) that `jobs` selects. A key whose line empties so has its finish
+    pulled back to where its served jobs end: it owes nothing for jobs it never ran."""
     return f"""
-UPDATE heartq_fair_finishes AS f SET waiting = max(0, f.waiting - x.n)
+UPDATE heartq_fair_finishes AS f
+SET waiting = max(0, f.waiting - x.n),
+    finish = CASE WHEN f.waiting - x.n <= 0 THEN f.served ELSE f.finish END
 FROM (SELECT j.queue, j.priority, j.fair_key, count(*) AS n FROM {source}
       WHERE {jobs} AND j.status = 'queued' AND j.fair_tag IS NOT NULL
       GROUP BY j.queue, j.priority, j.fair_key) AS x
@@ -148,12 +157,12 @@ WHERE f.queue = x.queue AND f.priority = x.priority AND f.fair_key = x.fair_key
 """
 
 
-# The finishes that say nothing any more: a key's with no job in line (its next job
-# starts at the clock), the share without a key's once the clock passed it.
+# The finishes that say nothing any more: a share's with no job in line whose finish the
+# tier's clock has passed (its next job starts at the clock, with or without its row).
 PRUNE_FAIR_FINISHES = """
 DELETE FROM heartq_fair_finishes
 WHERE waiting <= 0
-  AND (fair_key <> '' OR finish <= (SELECT c.clock FROM heartq_fair_clocks AS c
-                                    WHERE c.queue = heartq_fair_finishes.queue
-                                      AND c.priority = heartq_fair_finishes.priority))
+  AND finish <= (SELECT c.clock FROM heartq_fair_clocks AS c
+                 WHERE c.queue = heartq_fair_finishes.queue
+                   AND c.priority = heartq_fair_finishes.priority)
 """

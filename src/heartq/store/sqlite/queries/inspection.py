@@ -145,7 +145,9 @@ tiers(queue, priority) AS (
                       ORDER BY run_at, id LIMIT :line)
 ), cut AS (
     SELECT DISTINCT queue FROM (
-        SELECT queue FROM line GROUP BY queue, priority, tag IS NULL HAVING count(*) >= :line
+        SELECT queue FROM line
+        GROUP BY queue, CASE WHEN tag IS NOT NULL THEN priority END, tag IS NULL
+        HAVING count(*) >= :line
     )
 ), waiting AS (
     SELECT queue, key, count(*) AS queued, max(CASE WHEN place = 1 THEN weight END) AS weight,
