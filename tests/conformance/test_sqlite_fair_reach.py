@@ -22,6 +22,7 @@ from heartq.model import TaskPolicy
 from heartq.store.sql import inspection
 from heartq.store.sql.fair import TAGGED_AT_A_CLAIM, UNKEYED
 from heartq.store.sqlite import SQLiteStore
+from tests.soak.chaos_fair import COUNTED, IN_LINE
 from tests.support import opened
 
 from .support import SteeredMigrations, new_job, register
@@ -75,22 +76,17 @@ def _expected(path: Path, limit: int) -> list[str]:
 
 def _counted(path: Path) -> dict[tuple[str, int, str], int]:
     """Each key's count of its jobs in line, as its row of finishes keeps it."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT queue, priority, fair_key, waiting FROM heartq_fair_finishes"
-            " WHERE fair_key <> '' AND waiting > 0"
-        ).fetchall()
-    return {(q, p, k): n for q, p, k, n in rows}
+    return _by_key(path, COUNTED)
 
 
 def _in_line(path: Path) -> dict[tuple[str, int, str], int]:
     """Each key's jobs in line (queued and tagged), counted from the jobs."""
+    return _by_key(path, IN_LINE)
+
+
+def _by_key(path: Path, statement: str) -> dict[tuple[str, int, str], int]:
     with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT queue, priority, fair_key, count(*) FROM heartq_jobs"
-            " WHERE status = 'queued' AND fair_tag IS NOT NULL GROUP BY 1, 2, 3"
-        ).fetchall()
-    return {(q, p, k): n for q, p, k, n in rows}
+        return {(q, p, k): n for q, p, k, n in conn.execute(statement).fetchall()}
 
 
 def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> None:

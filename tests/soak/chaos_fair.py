@@ -151,9 +151,11 @@ def check(checker: Checker) -> None:
 
 
 # SQLite's count of each key's jobs in line (`heartq_fair_finishes.waiting`, kept by
-# every statement that tags a job or takes one out of line) against the jobs themselves.
-_COUNTED = "SELECT queue, priority, fair_key, waiting FROM heartq_fair_finishes WHERE waiting > 0"
-_IN_LINE = """SELECT queue, priority, fair_key, count(*) FROM heartq_jobs
+# every statement that tags a job or takes one out of line) against the jobs themselves
+# (also read by tests/conformance/test_sqlite_fair_reach.py).
+COUNTED = """SELECT queue, priority, fair_key, waiting FROM heartq_fair_finishes
+WHERE fair_key <> '' AND waiting > 0"""
+IN_LINE = """SELECT queue, priority, fair_key, count(*) FROM heartq_jobs
 WHERE status = 'queued' AND fair_tag IS NOT NULL GROUP BY 1, 2, 3"""
 
 
@@ -163,8 +165,8 @@ def check_counts(checker: Checker) -> None:
     a wrong place: behind jobs it no longer has, or ahead of its own). After `check`."""
     figures = checker.fair
     conn = checker.run.store.link.pool.get()  # type: ignore[attr-defined]
-    counted = {tuple(row[:3]): row[3] for row in conn.execute(_COUNTED).fetchall()}
-    in_line = {tuple(row[:3]): row[3] for row in conn.execute(_IN_LINE).fetchall()}
+    counted = {tuple(row[:3]): row[3] for row in conn.execute(COUNTED).fetchall()}
+    in_line = {tuple(row[:3]): row[3] for row in conn.execute(IN_LINE).fetchall()}
     figures["keys_in_line"] = len(in_line)
     if counted != in_line:
         checker.fail(f"fair: the keys' counts of jobs in line {counted} are not {in_line}")
