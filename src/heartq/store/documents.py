@@ -103,6 +103,14 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
     return doc
 
 
+def runnable_unlimited(doc: Mapping[str, Any]) -> bool:
+    """Whether a new job (its document) is runnable at its enqueue and has neither a
+    concurrency nor a rate key (those wait for their own claims): what enters
+    PostgreSQL's ready log, and, with a fairness key, what SQLite's enqueue puts in line
+    (`store/sql/enqueue.py`, `store/sql/fair.py`)."""
+    return doc["delay"] <= 0 and doc["concurrency_key"] is None and doc["rate_key"] is None
+
+
 def _dependency_fields(job: NewJob, job_id: str) -> dict[str, Any]:
     """What a job with dependencies adds to its document (store/sql/dependencies.py): only
     such jobs carry these keys, so a plain enqueue's batch is as it was. `ConfigError` for

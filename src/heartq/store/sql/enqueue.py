@@ -272,5 +272,5 @@ def ready_lanes(docs: Sequence[dict[str, Any]]) -> list[Lane]:
     return sorted({
         (str(d["queue"]), int(d["priority"]), str(d["fair_key"] or ""))
         for d in docs
-        if d["delay"] <= 0 and d["concurrency_key"] is None and d["rate_key"] is None
+        if documents.runnable_unlimited(d)
     })  # fmt: skip

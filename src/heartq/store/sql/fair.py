@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from heartq.store import documents
 from heartq.store.sql.base import Program, Rows, drive, run
 from heartq.store.sql.statements import FairStatements
 
@@ -66,12 +67,7 @@ Tier = tuple[str, int]
 def takes_turns(doc: dict[str, Any]) -> bool:
     """Whether a new job (its document) is runnable at once and takes turns: a fairness
     key, no concurrency or rate key, no delay. Its enqueue tags it."""
-    return (
-        doc["fair_key"] is not None
-        and doc["concurrency_key"] is None
-        and doc["rate_key"] is None
-        and doc["delay"] <= 0
-    )
+    return doc["fair_key"] is not None and documents.runnable_unlimited(doc)
 
 
 def tagging(f: FairStatements, queues: str, now: float | None, most: int) -> Program[None]:

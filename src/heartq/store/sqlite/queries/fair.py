@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
 
+
 # What every job that takes turns is: queued, without a concurrency or a rate key (those
 # have their own claims), with a fairness key, tagged (`_TAGGED`, the fair claim index's
 # predicate) or not yet (`_UNTAGGED`, the fair due index's); and the jobs without a key
 # (`_UNKEYED`, the claim index's). Named so that each statement implies its index's
 # predicate.
-_TURNS = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND fair_key IS NOT NULL"""
-_TAGGED = f"{_TURNS} AND fair_tag IS NOT NULL"
-_UNTAGGED = f"{_TURNS} AND fair_tag IS NULL"
+def _turns(j: str = "") -> str:
+    """The predicate of a job that takes turns, its columns named through alias `j`."""
+    return f"""{j}status = 'queued' AND {j}concurrency_key IS NULL AND {j}rate_key IS NULL
+      AND {j}fair_key IS NOT NULL"""
+
+
+_TAGGED = f"{_turns()} AND fair_tag IS NOT NULL"
+_UNTAGGED = f"{_turns()} AND fair_tag IS NULL"
 _UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL"""
 
@@ -151,7 +156,7 @@ UPDATE heartq_fair_finishes AS f
 SET waiting = max(0, f.waiting - x.n),
     finish = CASE WHEN f.waiting - x.n <= 0 THEN f.served ELSE f.finish END
 FROM (SELECT j.queue, j.priority, j.fair_key, count(*) AS n FROM {source}
-      WHERE {jobs} AND j.status = 'queued' AND j.fair_tag IS NOT NULL
+      WHERE {jobs} AND {_turns("j.")} AND j.fair_tag IS NOT NULL
       GROUP BY j.queue, j.priority, j.fair_key) AS x
 WHERE f.queue = x.queue AND f.priority = x.priority AND f.fair_key = x.fair_key
 """
