@@ -18,8 +18,7 @@ WHERE id IN (
       AND fair_key IS NULL
       AND queue = :queue AND run_at <= :now AND NOT (EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue = :queue)
-             OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue = :queue) OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue = :queue
                    AND run_at <= :now))

@@ -49,12 +49,16 @@ def _untagged_due(queues: str) -> str:
                    AND run_at <= :now)"""
 
 
+def _tagged_waits(queues: str) -> str:
+    """Whether a job that takes turns waits tagged in the claim's queues."""
+    return f"""EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND {queues})"""
+
+
 def _fair_waits(queues: str = "queue IN (SELECT value FROM json_each(:queues))") -> str:
     """That test, for the claim's queues (`queues`: a condition on `queue`)."""
-    return f"""(EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
-                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                   AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND {queues})
-             OR {_untagged_due(queues)})"""
+    return f"({_tagged_waits(queues)} OR {_untagged_due(queues)})"
 
 
 _FAIR_WAITS = _fair_waits()
@@ -123,15 +127,18 @@ LIMIT :limit
 # with a rate key in any queue, or with a fairness key in these (`fair`); the first entry
 # of each partial index, never a walk. `untagged`: whether the claim by fair shares has
 # jobs to tag first (`heartq.store.sql.fair`: without, it skips `TAG_DUE`).
+_QUEUES = "queue IN (SELECT value FROM json_each(:queues))"
 KEYED_QUEUED = f"""
-SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
-               WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
-                 AND queue IN (SELECT value FROM json_each(:queues)))
-    OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
-               WHERE status = 'queued' AND rate_key IS NOT NULL)
-    OR {_FAIR_WAITS} AS queued,
-    {_FAIR_WAITS} AS fair,
-    {_untagged_due("queue IN (SELECT value FROM json_each(:queues))")} AS untagged
+WITH k AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                   WHERE status = 'queued' AND concurrency_key IS NOT NULL
+                     AND rate_key IS NULL AND {_QUEUES})
+        OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+                   WHERE status = 'queued' AND rate_key IS NOT NULL) AS keyed,
+        {_tagged_waits(_QUEUES)} AS tagged,
+        {_untagged_due(_QUEUES)} AS untagged
+)
+SELECT keyed OR tagged OR untagged AS queued, tagged OR untagged AS fair, untagged FROM k
 """
 
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
