@@ -14,6 +14,7 @@ harnesses subclass each one to put its directory under the test run's scratch di
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -22,10 +23,39 @@ from typing import Any, Self
 
 
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 free right now, for a server about to be started."""
-    with socket.socket() as sock:
+    """A TCP port of 127.0.0.1 free right now, for a server about to be started.
+
+    Taken below the kernel's ephemeral range, never from it: a port the kernel hands out
+    for `bind(0)` is one it also hands to outgoing connections, and between this pick and
+    the server's own bind (a three-node cluster starts its nodes one after another, each
+    connecting to the others) a connection of this run or another could take it, and the
+    server would exit with its address in use."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = PORTS_FROM + secrets.randbelow(low - PORTS_FROM)  # not `random`: a test may seed it
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # that range all taken: the kernel's pick, as a last resort
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+PORTS_FROM = 20000
+"""The least port `free_port` picks: above the well-known and most services' own."""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's setting; 32768 elsewhere),
+    at least 1,000 above `PORTS_FROM`."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, PORTS_FROM + 1000)
 
 
 class PrivateServer:
