@@ -58,6 +58,14 @@ def _ephemeral_low() -> int:
     return max(low, PORTS_FROM + 1000)
 
 
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a server's log (empty if it has none): what a failed
+    start says about itself, put in the error that reports it."""
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
 class PrivateServer:
     """What the private servers share: where their directory goes, and a block's server."""
 

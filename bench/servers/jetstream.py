@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.servers import PrivateServer, free_port
+from bench.servers import PrivateServer, free_port, log_tail
 
 SHARED = ("127.0.0.1", 4222)
 
@@ -64,7 +64,8 @@ class PrivateNats(PrivateServer):
         deadline = time.monotonic() + 20
         while _info("127.0.0.1", self.port) is None:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"nats-server did not start: {self.dir / 'server.log'}")
+                log = self.dir / "server.log"
+                raise RuntimeError(f"nats-server did not start: {log}\n{log_tail(log)}")
             time.sleep(0.05)
 
     def stop(self) -> None:

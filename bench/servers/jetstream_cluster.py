@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.servers import PrivateServer, free_port
+from bench.servers import PrivateServer, free_port, log_tail
 from bench.servers.jetstream import _info, nats_server_binary
 
 CLUSTER_NAME = "hqc"
@@ -77,7 +77,10 @@ class Node:
         deadline = time.monotonic() + 20
         while _info("127.0.0.1", self.port) is None:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"nats-server {self.name} did not start: {self.dir}")
+                raise RuntimeError(
+                    f"nats-server {self.name} did not start: {self.dir}\n"
+                    + log_tail(self.dir / "server.log")
+                )
             time.sleep(0.05)
 
     @property

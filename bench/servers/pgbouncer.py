@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bench.servers import PrivateServer, free_port
+from bench.servers import PrivateServer, free_port, log_tail
 
 START_TIMEOUT = 20.0
 """Seconds PgBouncer gets to answer after it was started."""
@@ -160,11 +160,9 @@ class PgBouncer(PrivateServer):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 30) -> str:
-        texts = []
-        for name in ("pgbouncer.log", "stderr.log"):
-            with contextlib.suppress(OSError):
-                texts += (self.dir / name).read_text(errors="replace").splitlines()[-lines:]
-        return "\n".join(texts)
+        return "\n".join(
+            log_tail(self.dir / name, lines) for name in ("pgbouncer.log", "stderr.log")
+        )
 
     # -- URLs and the admin console ----------------------------------------------------
     def url(self, database: str = "postgres", *, of: str | None = None, **params: str) -> str:
