@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import click
 from click import formatting
 from click.testing import CliRunner
 
@@ -146,6 +147,25 @@ class Run:
             assert lines and (len(lines) == 1 or not one_line), self.explain()
             assert all(line.startswith("heartq: error: ") for line in lines), self.explain()
         return self
+
+
+def leaf_commands(
+    group: click.Group, prefix: str = "", *, hidden: bool = True
+) -> dict[str, click.Command]:
+    """Every command of `group` that is not a group, by its full name (`jobs list`),
+    its subgroups' too, as click finds them (`heartq`'s are loaded when asked for);
+    without the hidden ones (old names kept for a version) unless `hidden`."""
+    found: dict[str, click.Command] = {}
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if command is None or (command.hidden and not hidden):
+            continue
+        if isinstance(command, click.Group):
+            found.update(leaf_commands(command, f"{prefix}{name} ", hidden=hidden))
+        else:
+            found[f"{prefix}{name}"] = command
+    return found
 
 
 def clean_env(**extra: str) -> dict[str, str]:

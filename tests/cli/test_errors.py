@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import click
 import pytest
 
 from heartq.cli.main import cli
 from heartq.config import env_variables
 from tests.cli.conftest import without_the_queue
-from tests.cli.helpers import HeartqCli
+from tests.cli.helpers import HeartqCli, leaf_commands
 from tests.conftest import LAYER_BACKENDS, on_every_backend
 
 COMMANDS = [
@@ -32,16 +31,6 @@ COMMANDS = [
 READ_COMMANDS = {
     "jobs list", "jobs show", "workers", "dlq list", "reclaim", "stats", "migrate", "periodic",
 }  # fmt: skip
-
-
-def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
-    found: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
-        if isinstance(command, click.Group):
-            found.update(leaf_commands(command, f"{prefix}{name} "))
-        else:
-            found[f"{prefix}{name}"] = command
-    return found
 
 
 def test_every_command_takes_url_and_every_read_command_json() -> None:

@@ -11,29 +11,18 @@ from pathlib import Path
 import click
 
 from heartq.cli.main import cli
+from tests.cli.helpers import leaf_commands
 
 INTERFACE = Path(__file__).resolve().parents[2] / "docs" / "INTERFACE.md"
 GLOBAL = {"--help", "--url"}
 """Options every command takes, said once before the synopsis."""
 
 
-def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
-    found: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
-        if command.hidden:  # an old name kept for one version (heartq.cli.deprecated)
-            continue
-        if isinstance(command, click.Group):
-            found.update(_commands(command, f"{prefix}{name} "))
-        else:
-            found[prefix + name] = command
-    return found
-
-
 def _synopses() -> dict[str, str]:
     """Each command's synopsis in INTERFACE.md, as written: the lines of a code block that
     start with `heartq COMMAND`, and those that continue them (indented)."""
     found: dict[str, str] = {}
-    names = sorted(_commands(cli), key=len, reverse=True)
+    names = sorted(leaf_commands(cli, hidden=False), key=len, reverse=True)
     current = None
     for line in INTERFACE.read_text().splitlines():
         if line.startswith("heartq "):
@@ -51,7 +40,7 @@ def _synopses() -> dict[str, str]:
 def test_the_synopsis_names_every_option_and_all_its_choices() -> None:
     synopses = _synopses()
     wrong: dict[str, list[str]] = {}
-    for name, command in sorted(_commands(cli).items()):
+    for name, command in sorted(leaf_commands(cli, hidden=False).items()):
         written = synopses.get(name, "")
         options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
         flags = {o for p in options for o in p.opts if o.startswith("--")} - GLOBAL

@@ -12,6 +12,7 @@ from heartq import display, ids
 from heartq.cli import render
 from heartq.cli.common import json_option, limit_option, print_json, store_for, url_option
 from heartq.cli.job_view import job_view, last_error
+from heartq.cli.watch_cmd import watch_command
 from heartq.inspect import jobs as inspect_jobs
 from heartq.inspect.jobs import job_detail
 from heartq.inspect.states import SHOWN_STATUSES, shown_status
@@ -128,3 +129,6 @@ def cancel_command(job_id: str, url: str | None, as_json: bool) -> None:
         click.echo(f"cancel requested for job {job_id}: {CANCEL_REQUESTED}")
     else:
         click.echo(f"job {job_id} already finished ({status}): nothing to cancel")
+
+
+jobs_group.add_command(watch_command)
