@@ -118,7 +118,8 @@ WITH snap AS MATERIALIZED (
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
                 ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
-           CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
+           CASE WHEN b.id IS NULL THEN ''
+                ELSE coalesce(t.id, lane.frontier_id) END
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
                    WHERE k.queue = lane.queue AND k.priority = lane.priority

@@ -3,7 +3,7 @@ and what is pruned and purged (old workers, old jobs with their executions and e
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import LANE_NAMESPACE, T, _secs, lane_key
+from heartq.store.postgres.queries.common import JOB_ID_ARRAY, LANE_NAMESPACE, T, _secs, lane_key
 from heartq.store.postgres.queries.ready_log import HAS_WORK, LATEST_MARK, entry_of
 
 # The jobs table's space given back for reuse, between autovacuum's runs (at most one a
@@ -123,27 +123,27 @@ WHERE status = 'dead'
 FOR UPDATE
 """
 
-DELETE_EXECUTIONS_OF = "DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])"
+DELETE_EXECUTIONS_OF = f"DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::{JOB_ID_ARRAY})"
 
 # A deleted job's own edges (what it waited for); the edges of its dependents stay with
 # them, and show the dependency gone.
-DELETE_DEPENDENCIES_OF = "DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])"
+DELETE_DEPENDENCIES_OF = f"DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::{JOB_ID_ARRAY})"
 
 # A job's end row goes with its document.
-DELETE_JOBS = """
-WITH ends AS (DELETE FROM job_ends WHERE job_id = ANY(%(ids)s::text[]))
-DELETE FROM job_documents WHERE id = ANY(%(ids)s::text[])
+DELETE_JOBS = f"""
+WITH ends AS (DELETE FROM job_ends WHERE job_id = ANY(%(ids)s::{JOB_ID_ARRAY}))
+DELETE FROM job_documents WHERE id = ANY(%(ids)s::{JOB_ID_ARRAY})
 """
 
 # The trace of pruned successes (migration 0021): the ids of the succeeded jobs a prune
 # is about to delete (ended on their documents or on end rows, each read by its key), so
 # a job enqueued later may still depend on them (store/sql/dependencies.py). An id pruned
 # again (a store's test reuses ids) stays once.
-RECORD_PRUNED_SUCCESSES = """
+RECORD_PRUNED_SUCCESSES = f"""
 INSERT INTO pruned_successes (id)
-SELECT id FROM job_documents WHERE id = ANY(%(ids)s::text[]) AND status = 'succeeded'
+SELECT id FROM job_documents WHERE id = ANY(%(ids)s::{JOB_ID_ARRAY}) AND status = 'succeeded'
 UNION ALL
-SELECT job_id FROM job_ends WHERE job_id = ANY(%(ids)s::text[]) AND status = 'succeeded'
+SELECT job_id FROM job_ends WHERE job_id = ANY(%(ids)s::{JOB_ID_ARRAY}) AND status = 'succeeded'
 ON CONFLICT DO NOTHING
 """
 
@@ -208,7 +208,7 @@ UPDATE job_documents
 SET status = 'queued', attempts = 0, snoozes = 0, run_at = {T}, dead_reason = NULL,
     finished_at = NULL, worker_id = NULL, cancel_requested = false, ready_xid = NULL,
     expires_at = NULL, updated_at = {T}
-WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::text[]))
+WHERE status = 'dead' AND (%(all)s OR id = ANY(%(ids)s::{JOB_ID_ARRAY}))
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM job_documents AS live
       WHERE live.unique_key = job_documents.unique_key AND live.status IN ('queued', 'running')))

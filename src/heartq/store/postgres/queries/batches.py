@@ -22,6 +22,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from heartq.store.postgres.queries.common import JOB_ID_TYPE
+
 
 class Batch:
     """Documents bound as one typed array per field (`<name>_<key>`), or, for a field
@@ -29,7 +31,7 @@ class Batch:
 
     def __init__(self, name: str, *fields: tuple[str, str]) -> None:
         """`fields`: (key in the documents, SQL type), the job id first."""
-        assert fields[0] == ("id", "text"), "every batch is keyed by its job ids"
+        assert fields[0] == ("id", JOB_ID_TYPE), "every batch is keyed by its job ids"
         self.name = name
         self.fields = fields
         self._rest = [(key, kind, operator.itemgetter(key)) for key, kind in fields[1:]]
@@ -131,7 +133,7 @@ def _bigint_array(values: list[Any]) -> str | list[Any]:
 
 _ID = operator.itemgetter("id")
 
-_LEASE = (("id", "text"), ("eid", "bigint"))
+_LEASE = (("id", JOB_ID_TYPE), ("eid", "bigint"))
 _PROGRESS = (("hp", "boolean"), ("pv", "float8"), ("ps", "text"), ("pm", "text"))
 
 LEASE_BATCH = Batch("leases", *_LEASE)
@@ -161,7 +163,7 @@ FINISH_BATCH = Batch(
 
 JOB_BATCH = Batch(
     "jobs",
-    ("id", "text"),
+    ("id", JOB_ID_TYPE),
     ("task", "text"),
     ("queue", "text"),
     ("args", "text"),

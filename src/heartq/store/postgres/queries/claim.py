@@ -9,6 +9,7 @@ from __future__ import annotations
 from heartq.store.postgres.claim_commit import SETTING
 from heartq.store.postgres.queries.common import (
     CONCURRENCY_NAMESPACE,
+    JOB_ID_ARRAY,
     RATE_NAMESPACE,
     RATE_STARTS,
     T_STATEMENT,
@@ -267,7 +268,7 @@ CLAIM_QUEUES_IN_ORDER = _claim_in_order(LOGGED_QUEUES_IN_ORDER, _DUE_OF_QUEUES)
 # backlog made it walk that index instead of probing the key.
 CLAIM_IDS = f"""
 WITH named AS MATERIALIZED (
-    SELECT DISTINCT unnest(%(ids)s::text[]) AS id
+    SELECT DISTINCT unnest(%(ids)s::{JOB_ID_ARRAY}) AS id
 ), logged AS MATERIALIZED (
     SELECT r.id, r.entry FROM named AS x
     CROSS JOIN LATERAL (

@@ -51,6 +51,20 @@ def lane_key(queue: str, priority: str, fair_key: str) -> str:
         f" || CASE WHEN {fair_key} = '' THEN '' ELSE '/' || {fair_key} END)"
     )
 
+
+JOB_ID_TYPE = "text"
+"""The SQL type of a job's id in the statements (a UUIDv7 as text: its columns are `text
+COLLATE "C"`, whose byte order is the ids' time order), where a parameter, a record's
+field or an array is read as job ids: named once, so a statement says which of its
+values are job ids and which are worker ids, queue names or keys."""
+
+JOB_ID_ARRAY = f"{JOB_ID_TYPE}[]"
+"""An array of job ids (`JOB_ID_TYPE`)."""
+
+BEFORE_EVERY_JOB_ID = "''"
+"""The job id that sorts before every one: a ready log mark's frontier and a pending
+transaction's last entry taken, before any entry."""
+
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 
 T_STATEMENT = "coalesce(to_timestamp(%(now)s::float8), statement_timestamp())"

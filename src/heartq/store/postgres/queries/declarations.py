@@ -3,7 +3,7 @@ whose caller did not choose (`REROUTE_JOBS`)."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T
+from heartq.store.postgres.queries.common import JOB_ID_ARRAY, T
 from heartq.store.postgres.queries.ready_log import entry_of
 
 # Task declarations (heartq.policy). `tasks` is a JSON array of TaskPolicy fields.
@@ -65,7 +65,7 @@ _REROUTED = f"""SELECT j.id, j.queue, j.priority, j.fair_key, j.ready_xid
     FROM job_documents AS j JOIN tasks AS t ON j.task = t.name
     WHERE t.name = ANY(%(names)s::text[])
       AND j.status IN ('queued', 'waiting', 'blocked')
-      AND (%(all)s OR j.id = ANY(%(ids)s::text[]))
+      AND (%(all)s OR j.id = ANY(%(ids)s::{JOB_ID_ARRAY}))
       AND (j.queue, j.priority, j.max_retries, j.retry_backoff, j.retry_backoff_max)
           IS DISTINCT FROM ({_DECLARED_QUEUE}, {_DECLARED_PRIORITY}, {_DECLARED_RETRIES},
                             {_DECLARED_BACKOFF}, {_DECLARED_BACKOFF_MAX})"""

@@ -4,7 +4,7 @@ job's dependencies and dependents are."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T, _secs
+from heartq.store.postgres.queries.common import JOB_ID_ARRAY, JOB_ID_TYPE, T, _secs
 from heartq.store.postgres.queries.ready_log import entry_of
 
 # Jobs that take part in dependencies (store/sql/dependencies.py): those that wait for
@@ -26,7 +26,7 @@ SELECT x.id, x.task, x.queue, x.args::json, x.priority, x.status,
        x.waiting_for, x.holders, x.on_dependency_failure, x.dependency_results,
        {T} + make_interval(secs => x.expires_in)
 FROM json_to_recordset(%(jobs)s::json) AS x(
-    id text, task text, queue text, args text, priority integer, delay float8,
+    id {JOB_ID_TYPE}, task text, queue text, args text, priority integer, delay float8,
     max_retries integer, retry_backoff float8, retry_backoff_max float8, chosen integer,
     concurrency_key text, concurrency_limit integer, rate_key text, rate_limit integer,
     rate_period float8, fair_key text, fair_weight float8, meta text, status text,
@@ -68,18 +68,18 @@ SELECT r.job_id FROM job_documents AS d
 CROSS JOIN LATERAL (
     SELECT r.job_id FROM ready AS r WHERE {entry_of("r", "d")} FOR KEY SHARE OF r
 ) AS r
-WHERE d.id = ANY(%(ids)s::text[]) AND d.ready_xid IS NOT NULL
+WHERE d.id = ANY(%(ids)s::{JOB_ID_ARRAY}) AND d.ready_xid IS NOT NULL
 ORDER BY d.id
 """,
-    """
-SELECT job_id FROM leases WHERE job_id = ANY(%(ids)s::text[])
+    f"""
+SELECT job_id FROM leases WHERE job_id = ANY(%(ids)s::{JOB_ID_ARRAY})
 ORDER BY job_id
 FOR KEY SHARE
 """,
-    """
+    f"""
 WITH locked AS (
     SELECT id, has_dependents FROM job_documents
-    WHERE id = ANY(%(ids)s::text[])
+    WHERE id = ANY(%(ids)s::{JOB_ID_ARRAY})
     ORDER BY id
     FOR UPDATE
 ), marked AS (
@@ -91,7 +91,7 @@ SELECT id FROM locked
     # Each job read by its key: with `id = ANY(...)` the view's leases and end rows,
     # analyzed empty, were merged whole (the census). A job not found has no row.
     f"""
-SELECT x.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
+SELECT x.id, j.status FROM unnest(%(ids)s::{JOB_ID_ARRAY}) AS x(id)
 CROSS JOIN LATERAL {_status_of("x.id")} AS j
 """,
 )
@@ -99,17 +99,18 @@ CROSS JOIN LATERAL {_status_of("x.id")} AS j
 # The dependencies an enqueue names that are not jobs: those in the trace of pruned
 # successes (the pruner writes it as it deletes them) count as succeeded; the others are
 # not found.
-PRUNED_SUCCESSES = "SELECT id FROM pruned_successes WHERE id = ANY(%(ids)s::text[])"
+PRUNED_SUCCESSES = f"SELECT id FROM pruned_successes WHERE id = ANY(%(ids)s::{JOB_ID_ARRAY})"
 
 # Each edge: {job_id, depends_on, position, ended, result_as, holds}; `ended` is set for a
 # dependency that succeeded and was pruned (counted at once), `result_as` for a job that
 # takes results (how this dependency's result reaches it: store/documents.py), `holds`
 # for a dependency blocked already.
-INSERT_DEPENDENCIES = """
+INSERT_DEPENDENCIES = f"""
 INSERT INTO job_dependencies (job_id, depends_on, position, ended, result_as, holds)
 SELECT x.job_id, x.depends_on, x.position, x.ended, x.result_as, x.holds
 FROM json_to_recordset(%(edges)s::json) AS x(
-    job_id text, depends_on text, position integer, ended text, result_as text, holds boolean)
+    job_id {JOB_ID_TYPE}, depends_on {JOB_ID_TYPE}, position integer, ended text, result_as text,
+    holds boolean)
 """
 
 
@@ -128,7 +129,7 @@ def _edges_of(condition: str) -> str:
     (`x.id`). Joined plainly (or with `id = ANY(...)`), a GROUP BY over them walked the
     whole primary key, in its order, once the table was analyzed small (the census);
     `OFFSET 0` keeps the search from being merged back into such a join."""
-    return f"""(SELECT DISTINCT unnest(%(ids)s::text[])) AS x(id)
+    return f"""(SELECT DISTINCT unnest(%(ids)s::{JOB_ID_ARRAY})) AS x(id)
     CROSS JOIN LATERAL (
         SELECT job_id, depends_on, holds FROM job_dependencies
         WHERE depends_on = x.id AND {condition} OFFSET 0
@@ -204,7 +205,7 @@ SET (ended, holds) = (
         SELECT status, on_dependency_failure FROM jobs WHERE id = d.job_id LIMIT 1
     ) AS j ON true
 )
-WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+WHERE d.depends_on = ANY(%(ids)s::{JOB_ID_ARRAY}) AND d.ended IS NULL
   AND {_status_of("d.depends_on")} IN ('succeeded', 'dead', 'cancelled')
 """
 
@@ -214,7 +215,7 @@ WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
 # (SHIFT_HOLDERS).
 SYNC_HOLDS = f"""
 UPDATE job_dependencies AS d SET holds = NOT d.holds
-WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+WHERE d.depends_on = ANY(%(ids)s::{JOB_ID_ARRAY}) AND d.ended IS NULL
   AND d.holds <> ({_status_of("d.depends_on")} = 'blocked')
 RETURNING d.job_id, d.holds
 """
@@ -224,7 +225,7 @@ RETURNING d.job_id, d.holds
 # order). Blocked while any dependency holds it, else waiting.
 SHIFT_HOLDERS = f"""
 WITH s AS (
-    SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id text, holders integer,
+    SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id {JOB_ID_TYPE}, holders integer,
                                                             waiting integer)
 ), locked AS ({_locked("SELECT id FROM s")})
 UPDATE job_documents AS j
@@ -241,7 +242,7 @@ RETURNING j.id, j.queue, j.status, j.awaited, j.has_dependents
 # for it once more (`waiting_for` + 1, `holders` - 1: SHIFT_HOLDERS).
 REOPEN_HELD_EDGES = f"""
 UPDATE job_dependencies AS d SET ended = NULL, holds = false
-WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended = 'dead' AND d.holds
+WHERE d.depends_on = ANY(%(ids)s::{JOB_ID_ARRAY}) AND d.ended = 'dead' AND d.holds
   AND {_status_of("d.job_id")} = 'blocked'
 RETURNING d.job_id
 """

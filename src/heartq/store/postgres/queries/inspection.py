@@ -7,6 +7,7 @@ from __future__ import annotations
 from heartq.store.postgres.queries.common import (
     EFFECTIVE_BEAT,
     EFFECTIVE_LEASE,
+    JOB_ID_TYPE,
     RATE_STARTS,
     T_SNAPSHOT,
     T,
@@ -243,7 +244,7 @@ _FLOOR = "SELECT id FROM jobs {where} ORDER BY id DESC LIMIT 1 OFFSET %(scan_off
 _PAGE = f"""
 SELECT j.*, {EFFECTIVE_LEASE} AS effective_lease, {EFFECTIVE_BEAT} AS effective_heartbeat
 FROM jobs AS j LEFT JOIN workers AS w ON w.id = j.worker_id AND j.status = 'running'
-WHERE {{where}} j.id >= %(floor)s::text
+WHERE {{where}} j.id >= %(floor)s::{JOB_ID_TYPE}
   AND (%(status)s::text IS NULL OR j.status = %(status)s)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
   AND (%(task)s::text IS NULL OR j.task = %(task)s)
@@ -253,11 +254,11 @@ ORDER BY j.id DESC LIMIT %(limit)s
 
 BROWSE_FLOOR = (*_BY_INDEX, _FLOOR.format(where=""))
 
-BROWSE_FLOOR_BEFORE = (*_BY_INDEX, _FLOOR.format(where="WHERE id < %(before)s::text"))
+BROWSE_FLOOR_BEFORE = (*_BY_INDEX, _FLOOR.format(where=f"WHERE id < %(before)s::{JOB_ID_TYPE}"))
 
 BROWSE_JOBS = _PAGE.format(where="")
 
-BROWSE_JOBS_BEFORE = _PAGE.format(where="j.id < %(before)s::text AND")
+BROWSE_JOBS_BEFORE = _PAGE.format(where=f"j.id < %(before)s::{JOB_ID_TYPE} AND")
 
 # Jobs that ended, per minute: a range of the documents' finished index (status,
 # finished_at) and one of the end rows' (finished_at).

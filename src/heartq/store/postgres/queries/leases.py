@@ -5,7 +5,7 @@ lease of every attempt it holds attached), the start of jobs it claimed ahead, a
 from __future__ import annotations
 
 from heartq.store.postgres.queries.batches import LEASE_BATCH, RENEWAL_BATCH, REPORT_BATCH
-from heartq.store.postgres.queries.common import T, _secs
+from heartq.store.postgres.queries.common import JOB_ID_ARRAY, T, _secs
 from heartq.store.postgres.queries.fencing import _HELD_BY, _locked, held_by
 
 # A heartbeat that comes over half the worker's staleness threshold after its previous
@@ -174,9 +174,9 @@ RETURNING j.id, locked.execution_id, j.cancel_requested
 # of worker, status and cancel out of it (in the same scan they match the predicate of
 # that index, which the planner then took), and a lookup per id leaves it no seq scan to
 # prefer (`id = ANY(...)` over 2,000 held leases read all 20,000 jobs instead).
-RUNNING_CANCELS = """
+RUNNING_CANCELS = f"""
 SELECT a.id, a.execution_id
-FROM unnest(%(ids)s::text[]) AS h(id)
+FROM unnest(%(ids)s::{JOB_ID_ARRAY}) AS h(id)
 CROSS JOIN LATERAL (
     SELECT j.id, j.execution_id, j.worker_id, j.status, j.cancel_requested
     FROM jobs AS j WHERE j.id = h.id LIMIT 1

@@ -7,7 +7,7 @@ jobs and the claim's update; the pruner reads `LATEST_MARK` and `HAS_WORK`."""
 
 from __future__ import annotations
 
-from heartq.store.postgres.queries.common import T_STATEMENT
+from heartq.store.postgres.queries.common import BEFORE_EVERY_JOB_ID, JOB_ID_ARRAY, T_STATEMENT
 
 
 def _entry_of(lane: str) -> str:
@@ -43,10 +43,10 @@ _PENDING_LEFT = f"""{_entry_of("pend")}
 # values where none was made yet: a backward walk of the marks' index, whose newest
 # entries are live; a mark past the snapshot's xmax is from another cluster's ids, a
 # restore's, and ignored.
-LATEST_MARK = """SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
-           coalesce(c.frontier_id, '') AS frontier_id,
-           coalesce(c.pending, '{}'::xid8[]) AS pending,
-           coalesce(c.pending_after, '{}'::text[]) AS pending_after,
+LATEST_MARK = f"""SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
+           coalesce(c.frontier_id, {BEFORE_EVERY_JOB_ID}) AS frontier_id,
+           coalesce(c.pending, '{{}}'::xid8[]) AS pending,
+           coalesce(c.pending_after, '{{}}'::{JOB_ID_ARRAY}) AS pending_after,
            coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
             SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
@@ -393,7 +393,8 @@ MARKED = f"""frontier AS MATERIALIZED (
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
                 ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
-           CASE WHEN b.id IS NULL THEN '' ELSE coalesce(t.id, lane.frontier_id) END
+           CASE WHEN b.id IS NULL THEN {BEFORE_EVERY_JOB_ID}
+                ELSE coalesce(t.id, lane.frontier_id) END
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
                    WHERE k.queue = lane.queue AND k.priority = lane.priority
@@ -430,7 +431,7 @@ MARKED = f"""frontier AS MATERIALIZED (
     ) AS b ON true
     WHERE b.id IS NOT NULL OR pend.running
     UNION ALL
-    SELECT f.queue, f.priority, f.fair_key, r.xid, ''
+    SELECT f.queue, f.priority, f.fair_key, r.xid, {BEFORE_EVERY_JOB_ID}
     FROM frontier AS f CROSS JOIN snap CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
     WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (
