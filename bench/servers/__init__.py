@@ -30,7 +30,7 @@ def free_port() -> int:
     the server's own bind (a three-node cluster starts its nodes one after another, each
     connecting to the others) a connection of this run or another could take it, and the
     server would exit with its address in use."""
-    low = _ephemeral_low()
+    low = ephemeral_low()
     for _ in range(200):
         port = PORTS_FROM + secrets.randbelow(low - PORTS_FROM)  # not `random`: a test may seed it
         with socket.socket() as sock:
@@ -48,7 +48,7 @@ PORTS_FROM = 20000
 """The least port `free_port` picks: above the well-known and most services' own."""
 
 
-def _ephemeral_low() -> int:
+def ephemeral_low() -> int:
     """The first port of the kernel's ephemeral range (Linux's setting; 32768 elsewhere),
     at least 1,000 above `PORTS_FROM`."""
     try:
