@@ -151,9 +151,10 @@ WITH snap AS MATERIALIZED (
           AND k.fair_key = lane.fair_key
     ) AS w
     CROSS JOIN LATERAL (
-        SELECT max(k.id) AS last_id FROM walked AS k
-        WHERE k.queue = lane.queue AND k.priority = lane.priority
-          AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
+        SELECT (SELECT k.id FROM walked AS k
+                WHERE k.queue = lane.queue AND k.priority = lane.priority
+                  AND k.fair_key = lane.fair_key AND k.ready_xid = w.last_xid
+                ORDER BY k.id DESC LIMIT 1) AS last_id
     ) AS l
     CROSS JOIN LATERAL (
         SELECT j.job_id AS id, j.queue, j.priority, j.fair_weight, j.run_at, j.ready_xid,
@@ -255,11 +256,12 @@ WITH snap AS MATERIALIZED (
     ) AS t ON true
 ), pending AS MATERIALIZED (
     SELECT pend.queue, pend.priority, pend.fair_key, pend.xid,
-           coalesce((SELECT max(k.id) FROM picked AS k
+           coalesce((SELECT k.id FROM picked AS k
                      WHERE k.was_pending AND k.ready_xid = pend.xid
                        AND k.queue = pend.queue AND k.priority = pend.priority
                        AND k.fair_key = pend.fair_key
-                       AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
+                       AND (b.id IS NULL OR k.id < b.id)
+                     ORDER BY k.id DESC LIMIT 1), pend.after) AS after
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.job_id AS id FROM ready AS j

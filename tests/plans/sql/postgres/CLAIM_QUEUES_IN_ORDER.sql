@@ -165,11 +165,12 @@ WITH snap AS MATERIALIZED (
     ) AS t ON true
 ), pending AS MATERIALIZED (
     SELECT pend.queue, pend.priority, pend.fair_key, pend.xid,
-           coalesce((SELECT max(k.id) FROM picked AS k
+           coalesce((SELECT k.id FROM picked AS k
                      WHERE k.was_pending AND k.ready_xid = pend.xid
                        AND k.queue = pend.queue AND k.priority = pend.priority
                        AND k.fair_key = pend.fair_key
-                       AND (b.id IS NULL OR k.id < b.id)), pend.after) AS after
+                       AND (b.id IS NULL OR k.id < b.id)
+                     ORDER BY k.id DESC LIMIT 1), pend.after) AS after
     FROM pend CROSS JOIN snap
     LEFT JOIN LATERAL (
         SELECT j.job_id AS id FROM ready AS j

@@ -252,9 +252,9 @@ RETURNING d.job_id
 # come. Their dependents are settled from them as from any cancel.
 CANCEL_HELD = f"""
 WITH h AS (
-    SELECT d.job_id, min(d.depends_on) AS holder
+    SELECT DISTINCT ON (d.job_id) d.job_id, d.depends_on AS holder
     FROM {_edges_of("ended = 'dead' AND holds")}
-    GROUP BY d.job_id
+    ORDER BY d.job_id, d.depends_on
 ), locked AS ({_locked("SELECT job_id FROM h")})
 UPDATE job_documents AS j
 SET status = 'cancelled', finished_at = {T}, updated_at = {T},
