@@ -27,6 +27,16 @@ run again on each copy of a migrated template (`tests/pg_template.py`,
 `tests/sqlite_template.py`), so that every copy names a deployment of its own, as every
 migrated schema does."""
 
+IMPORT_EVERY_COMMAND = (
+    "import click\n"
+    "from heartq.cli.main import cli\n"
+    "_ctx = click.Context(cli)\n"
+    "for _name in cli.list_commands(_ctx):\n"
+    "    cli.get_command(_ctx, _name)\n"
+)
+"""Python source that imports every `heartq` command's module (each loads when named):
+for a subprocess that checks what the whole command line imports."""
+
 T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]

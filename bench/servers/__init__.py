@@ -29,17 +29,23 @@ def free_port() -> int:
     for `bind(0)` is one it also hands to outgoing connections, and between this pick and
     the server's own bind (a three-node cluster starts its nodes one after another, each
     connecting to the others) a connection of this run or another could take it, and the
-    server would exit with its address in use."""
+    server would exit with its address in use. Never one this process handed out before
+    (a cluster picks its nine ports before any node binds one). Where the ephemeral range
+    leaves fewer than 1,000 ports above `PORTS_FROM`, the kernel's pick, as before."""
     low = ephemeral_low()
-    for _ in range(200):
-        port = PORTS_FROM + secrets.randbelow(low - PORTS_FROM)  # not `random`: a test may seed it
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    if low - PORTS_FROM >= 1000:
+        for _ in range(200):
+            port = PORTS_FROM + secrets.randbelow(low - PORTS_FROM)  # `random` may be seeded
+            if port in _handed_out:
                 continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
             return port
-    with socket.socket() as sock:  # that range all taken: the kernel's pick, as a last resort
+    with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
@@ -47,15 +53,16 @@ def free_port() -> int:
 PORTS_FROM = 20000
 """The least port `free_port` picks: above the well-known and most services' own."""
 
+_handed_out: set[int] = set()
+"""The ports `free_port` returned in this process."""
+
 
 def ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux's setting; 32768 elsewhere),
-    at least 1,000 above `PORTS_FROM`."""
+    """The first port of the kernel's ephemeral range (Linux's setting; 32768 elsewhere)."""
     try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        low = 32768
-    return max(low, PORTS_FROM + 1000)
+        return 32768
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

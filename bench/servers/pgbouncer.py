@@ -160,9 +160,8 @@ class PgBouncer(PrivateServer):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(
-            log_tail(self.dir / name, lines) for name in ("pgbouncer.log", "stderr.log")
-        )
+        tails = (log_tail(self.dir / name, lines) for name in ("pgbouncer.log", "stderr.log"))
+        return "\n".join(tail for tail in tails if tail)
 
     # -- URLs and the admin console ----------------------------------------------------
     def url(self, database: str = "postgres", *, of: str | None = None, **params: str) -> str:

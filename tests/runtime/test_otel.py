@@ -30,7 +30,7 @@ import heartq.otel
 from heartq.model import WorkerInfo
 from heartq.timeutil import iso
 from tests.otel_support import FILE_EXPORTER, read_spans
-from tests.support import wait_for
+from tests.support import IMPORT_EVERY_COMMAND, wait_for
 
 from .test_outcomes import wait_status
 
@@ -393,8 +393,9 @@ def test_tracing_is_opt_in_and_named(tmp_path: Path) -> None:
     """Without `instrument()` or `--otel`, nothing of OpenTelemetry is imported: the
     dependency stays optional, and an app that does not trace pays nothing for it."""
     code = (
-        "import sys, heartq, heartq.worker, heartq.cli.main\n"
-        f"app = heartq.App('sqlite:///{tmp_path / 'q.db'}')\n"
+        "import sys, heartq, heartq.worker\n"
+        + IMPORT_EVERY_COMMAND
+        + f"app = heartq.App('sqlite:///{tmp_path / 'q.db'}')\n"
         "heartq.Worker(app)\n"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'opentelemetry'], 'imported'\n"
     )

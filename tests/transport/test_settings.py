@@ -14,12 +14,14 @@ from heartq.errors import ConfigError
 from heartq.transport import resolve_transport
 from heartq.transport.names import token
 from heartq.transport.settings import NatsOptions
+from tests.support import IMPORT_EVERY_COMMAND
 
 
 def test_no_transport_imports_no_nats() -> None:
     code = (
-        "import sys, heartq, heartq.worker, heartq.cli.main\n"
-        "app = heartq.App('sqlite:///:memory:')\n"
+        "import sys, heartq, heartq.worker\n"
+        + IMPORT_EVERY_COMMAND
+        + "app = heartq.App('sqlite:///:memory:')\n"
         "assert app.transport is None\n"
         "assert not [m for m in sys.modules if m == 'nats' or m.startswith('nats.')]\n"
     )
