@@ -77,7 +77,7 @@ CREATE INDEX jobs_pending_result_idx ON job_documents (id) WHERE result_pending;
 FILL = """
 INSERT INTO job_documents (id, task, queue, args, status, run_at, max_retries, retry_backoff,
                   retry_backoff_max, created_at, updated_at, ready_xid)
-SELECT lpad(i::text, 36, '0'), 'noop', 'default', '[]', 'queued', now(), 3, 1, 60,
+SELECT lpad(to_hex(i), 32, '0')::uuid, 'noop', 'default', '[]', 'queued', now(), 3, 1, 60,
        now(), now(), pg_current_xact_id()
 FROM generate_series(1, %s) AS i
 """
@@ -92,17 +92,17 @@ DROP INDEX IF EXISTS jobs_worker_idx, jobs_pending_result_idx, jobs_claim_idx, j
 CREATE INDEX jobs_dead_idx ON job_documents (queue, created_at) WHERE dead_reason IS NOT NULL;
 CREATE TABLE ready (
     lane integer NOT NULL, enq_xid xid8 NOT NULL, seq bigint NOT NULL,
-    job_id text COLLATE "C" NOT NULL, execution_id bigint NOT NULL,
+    job_id uuid NOT NULL, execution_id bigint NOT NULL,
     attempts integer NOT NULL, consumed boolean NOT NULL DEFAULT false,
     PRIMARY KEY (lane, enq_xid, seq)
 ) WITH (fillfactor = 70);
 CREATE TABLE leases (
-    job_id text COLLATE "C" PRIMARY KEY, execution_id bigint NOT NULL,
+    job_id uuid PRIMARY KEY, execution_id bigint NOT NULL,
     worker_id text NOT NULL, claimed_at timestamptz NOT NULL,
     lease_expires_at timestamptz NOT NULL
 ) WITH (fillfactor = 80);
 CREATE INDEX leases_worker_idx ON leases (worker_id);
-INSERT INTO ready SELECT 1, '1', i, lpad(i::text, 36, '0'), 1, 0
+INSERT INTO ready SELECT 1, '1', i, lpad(to_hex(i), 32, '0')::uuid, 1, 0
 FROM generate_series(1, %(jobs)s) AS i;
 VACUUM ANALYZE ready;
 """
@@ -113,8 +113,9 @@ a narrow lease inserted by the claim and deleted by the finish."""
 
 
 APPENDED_END = SPLIT + """;
+DROP TABLE IF EXISTS job_ends;
 CREATE TABLE job_ends (
-    job_id text COLLATE "C" PRIMARY KEY, execution_id bigint NOT NULL,
+    job_id uuid PRIMARY KEY, execution_id bigint NOT NULL,
     status text NOT NULL, worker_id text NOT NULL, started_at timestamptz NOT NULL,
     finished_at timestamptz NOT NULL, attempts integer NOT NULL, result json, error text
 );
@@ -170,7 +171,7 @@ def split_claims(ids: list[str]) -> str:
     entry is numbered by its id: `SPLIT` fills them so)."""
     return "".join(
         "WITH taken AS (UPDATE heartq.ready SET consumed = true WHERE lane = 1 "
-        f"AND enq_xid = '1' AND seq BETWEEN {int(ids[k])} AND {int(ids[k:k + BATCH][-1])} "
+        f"AND enq_xid = '1' AND seq BETWEEN {int(ids[k], 16)} AND {int(ids[k:k + BATCH][-1], 16)} "
         "RETURNING job_id, execution_id) INSERT INTO heartq.leases "
         "SELECT job_id, execution_id, 'w1', now(), now() + interval '30 s' FROM taken;\n"
         for k in range(0, len(ids), BATCH)
@@ -222,7 +223,7 @@ SHAPES = {
 def _array(ids: list[str]) -> str:
     """The ids written into the script: a single-user backend reads plain text, with no
     parameters (they are this module's own digits, never outside input)."""
-    return "ARRAY[" + ",".join(f"'{i}'" for i in ids) + "]::text[]"
+    return "ARRAY[" + ",".join(f"'{i}'" for i in ids) + "]::uuid[]"
 
 
 def prepare(cluster: PrivateCluster, database: str, shape: Shape, jobs: int) -> None:
@@ -262,7 +263,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=4_000)
     args = parser.parse_args()
     unwind_on_sigterm()
-    ids = [str(i).zfill(36) for i in range(1, args.jobs + 1)]
+    ids = [f"{i:032x}" for i in range(1, args.jobs + 1)]  # as FILL makes them
     cluster = PrivateCluster({"autovacuum": "off", "shared_buffers": "256MB"})
     try:
         names = {shape: f"shape{n}" for n, shape in enumerate(SHAPES)}

@@ -85,7 +85,7 @@ DOCUMENTS = """
 INSERT INTO lanes (queue, priority) VALUES ('default', 0);
 INSERT INTO job_documents (id, task, queue, args, status, run_at, max_retries, retry_backoff,
                            retry_backoff_max, chosen, created_at, updated_at, ready_xid)
-SELECT lpad(i::text, 36, '0'), 'noop', 'default', '{}', 'queued', now() - interval '1 s',
+SELECT lpad(to_hex(i), 32, '0')::uuid, 'noop', 'default', '{}', 'queued', now() - interval '1 s',
        3, 1, 60, 15, now(), now(), pg_current_xact_id()
 FROM generate_series(1, %(jobs)s) AS i
 """
@@ -100,7 +100,9 @@ def keyed(keys: int) -> str:
     """The keyed backlog: the same jobs spread over `keys` fairness keys, a lane each."""
     width = len(str(max(keys - 1, 10)))
     return f"""
-UPDATE job_documents SET fair_key = 'k' || lpad((right(id, 6)::int % {keys})::text, {width}, '0');
+UPDATE job_documents
+SET fair_key = 'k' || lpad((('x' || right(id::text, 8))::bit(32)::int % {keys})::text,
+                          {width}, '0');
 INSERT INTO lanes (queue, priority, fair_key)
 SELECT DISTINCT 'default', 0, fair_key FROM job_documents;
 INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at)

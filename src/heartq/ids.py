@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import secrets
 import socket
 import threading
@@ -52,6 +53,33 @@ milliseconds (8 + 4), the version and a 12-bit counter (4), the variant and 62 r
 (4 + 12). So ids made together share their start, and their last 12 digits are random."""
 
 HEX_DIGITS = frozenset("0123456789abcdef")
+
+LEAST_JOB_ID = "00000000-0000-0000-0000-000000000000"
+"""The least job id (the nil UUID, `first_id_at(0)`): a floor below every id."""
+
+_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether `text` is a job id as heartq stores and prints one: a UUID in lower case
+    with its dashes (36 characters). PostgreSQL keeps ids as `uuid` and prints them so;
+    any other text names no job, and the store answers "not found" without asking (the
+    database would refuse it as the wrong type)."""
+    return len(text) == 36 and _JOB_ID.fullmatch(text) is not None
+
+
+def id_range(prefix: str) -> tuple[str, str] | None:
+    """The least and the greatest job id that start with `prefix` (lower case, dashes
+    where an id has them), or None if no id can: a shortened id looked up as a range of
+    the ids' index, as a `uuid` is compared by its value, not as text."""
+    layout = _dashed("0" * 32, ID_GROUPS)
+    if len(prefix) > len(layout) or any(
+        (c == "-") != (layout[i] == "-") or (c != "-" and c not in HEX_DIGITS)
+        for i, c in enumerate(prefix)
+    ):
+        return None
+    rest = layout[len(prefix) :]
+    return prefix + rest, prefix + rest.replace("0", "f")
 
 
 def typed_forms(typed: str) -> tuple[str, str]:

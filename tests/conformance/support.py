@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
+from heartq.ids import new_job_id
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
 from heartq.store import Store, records
@@ -74,6 +75,14 @@ def new_job(task: str = "task", args: dict[str, Any] | None = None, **options: A
         args_json=encode_args(args or {}, limit=DEFAULT_MAX_PAYLOAD_BYTES),
         **options,
     )
+
+
+def new_ids(count: int) -> list[str]:
+    """`count` job ids for a test to plant (a caller's own `NewJob.id`, a row written as
+    an older schema did, a job that was never stored): UUIDs as heartq makes them
+    (`heartq.ids.new_job_id`; a store refuses or does not find any other text), made in
+    sequence, so each sorts after the one before, as text and as PostgreSQL's `uuid`."""
+    return [new_job_id() for _ in range(count)]
 
 
 def enqueue_one(store: Store, now: float, **options: Any) -> str:
@@ -179,9 +188,10 @@ def known_bug(request: Any, backend: str, reasons: dict[str, str], *, when: bool
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-def insert_version_1_job(store: Store, run_at: float, job_id: str = "v1job") -> str:
+def insert_version_1_job(store: Store, run_at: float, job_id: str | None = None) -> str:
     """A queued job as version 1 of the schema stores it (today's enqueue writes columns
-    that later versions added); returns its id."""
+    that later versions added), its id `job_id` or a new one; returns its id."""
+    job_id = job_id or new_job_id()
     sqlite = "sqlite" in store.link.url
     table = "heartq_jobs" if sqlite else "jobs"
     t = repr(run_at) if sqlite else f"to_timestamp({run_at!r})"

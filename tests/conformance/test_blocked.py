@@ -26,6 +26,7 @@ from .support import (
     claim_one,
     enqueue_one,
     insert_version_1_job,
+    new_ids,
     new_job,
 )
 from .test_dependencies import _wait_until_blocked_by, run_to_end
@@ -184,17 +185,18 @@ def test_a_job_enqueued_after_its_dependency_died_is_blocked(store: Store, t0: f
     die(store, t0 + 1)
     late = enqueue_one(store, t0 + 2, task="late", depends_on=(a,))
     on_blocked = enqueue_one(store, t0 + 2, task="on_blocked", depends_on=(b,))
-    first = new_job("first", id="job-first", depends_on=(a,))
-    then = new_job("then", id="job-then", depends_on=("job-first",))
+    first_id, then_id = new_ids(2)
+    first = new_job("first", id=first_id, depends_on=(a,))
+    then = new_job("then", id=then_id, depends_on=(first_id,))
     store.enqueue([first, then], now=t0 + 2)  # a pipeline after it: blocked all along
-    ids = (late, on_blocked, "job-first", "job-then")
+    ids = (late, on_blocked, first_id, then_id)
     assert consistent(store, *ids) == ["blocked"] * 4
     assert {holder(store, job_id) for job_id in ids} == {a}
     assert store.get_job(b)["holders"] == 1  # the earlier dependent is not counted again
     store.replay_dead([a], now=t0 + 3)
     assert consistent(store, b, *ids) == ["waiting"] * 5
     run_to_end(store, t0 + 4)
-    assert consistent(store, b, late, "job-first") == ["queued"] * 3
+    assert consistent(store, b, late, first_id) == ["queued"] * 3
 
 
 def test_a_long_chain_blocks_and_unblocks_down_every_level(store: Store, t0: float) -> None:
@@ -377,20 +379,21 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
     with SteeredMigrations(url, monkeypatch).store_before(22) as old:
         t0 = float(int(old.clock()))
         dependency = insert_version_1_job(old, t0)
-        jobs, edges = ("heartq_jobs", "heartq_job_dependencies") if sqlite else (
-            "jobs", "job_dependencies"
+        (waiting,) = new_ids(1)
+        jobs, edges = (
+            ("heartq_jobs", "heartq_job_dependencies") if sqlite else ("jobs", "job_dependencies")
         )
         t = repr(t0) if sqlite else f"to_timestamp({t0!r})"
         with old._write() as conn:  # type: ignore[attr-defined]
             conn.execute(
                 f"INSERT INTO {jobs} (id, task, queue, args, status, run_at, max_retries, "
                 "retry_backoff, retry_backoff_max, created_at, updated_at, waiting_for, "
-                f"on_dependency_failure) VALUES ('old-waiting', 'task', 'default', '{{}}', "
+                f"on_dependency_failure) VALUES ('{waiting}', 'task', 'default', '{{}}', "
                 f"'waiting', {t}, 3, 5, 3600, {t}, {t}, 1, 'cancel')"
             )
             conn.execute(
                 f"INSERT INTO {edges} (job_id, depends_on, position) "
-                f"VALUES ('old-waiting', '{dependency}', 0)"
+                f"VALUES ('{waiting}', '{dependency}', 0)"
             )
             conn.execute(f"UPDATE {jobs} SET has_dependents = true WHERE id = '{dependency}'")
         before = _indexes(old) if sqlite else set()
@@ -402,11 +405,11 @@ def test_an_upgrade_keeps_waiting_jobs_with_their_policy(
                 "heartq_jobs_fair_claim_idx",
                 "heartq_jobs_fair_due_idx",
             }
-        assert consistent(new, "old-waiting") == ["waiting"]
+        assert consistent(new, waiting) == ["waiting"]
         since = enqueue_one(new, t0, depends_on=(dependency,))
         assert die(new, t0 + 1) == dependency
         assert new.get_job(dependency)["executions"][0]["outcome"] == "failed"
-        assert consistent(new, "old-waiting", since) == ["cancelled", "blocked"]
+        assert consistent(new, waiting, since) == ["cancelled", "blocked"]
         new.replay_dead([dependency], now=t0 + 2)
         run_to_end(new, t0 + 3)
         assert consistent(new, since) == ["queued"]

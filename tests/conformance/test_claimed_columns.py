@@ -11,7 +11,7 @@ import pytest
 from heartq.store import Store, records
 from heartq.store.sql.store import SqlStore
 
-from .support import new_job, register
+from .support import new_ids, new_job, register
 
 CLAIMS = ["CLAIM", "CLAIM_ONE_QUEUE", "CLAIM_IN_ORDER", "CLAIM_QUEUES_IN_ORDER", "CLAIM_IDS",
           "CLAIM_KEYED", "CLAIM_RATED"]  # fmt: skip
@@ -23,7 +23,7 @@ def test_every_claim_returns_the_claimed_columns_in_order(store: Store, name: st
     d = store.leases.d
     params: dict[str, Any] = {
         "worker_id": "w1", "queues": d.array(["default"]), "queue": "default",
-        "ids": d.array(["none"]), "keys": d.array(["k"]), "rate_keys": d.array(["r"]),
+        "ids": d.array(new_ids(1)), "keys": d.array(["k"]), "rate_keys": d.array(["r"]),
         "concurrency_keys": d.array([]), "limit": 1, "claimed": 0, "lease": 30.0,
         "ahead": False,
     }  # fmt: skip
@@ -39,13 +39,14 @@ def test_a_claimed_job_carries_each_column(store: Store, t0: float) -> None:
     """Every field read by position lands in its own place: columns of the same type
     (text, integers, floats) swapped would pass the statement's names only here."""
     register(store, "w1", t0)
+    (job_id,) = new_ids(1)
     job = new_job(
-        id="j1", task="t.one", queue="q1", args={"a": 1}, priority=7, max_retries=4,
+        id=job_id, task="t.one", queue="q1", args={"a": 1}, priority=7, max_retries=4,
         retry_backoff=1.5, retry_backoff_max=9.0, meta_json='{"m": 2}', run_at=t0 - 5, chosen=5,
     )  # fmt: skip
     store.enqueue([job], now=t0 - 5)
     (claimed,) = store.claim("w1", ["q1"], 1, 30.0, now=t0)
-    assert (claimed.id, claimed.task, claimed.queue) == ("j1", "t.one", "q1")
+    assert (claimed.id, claimed.task, claimed.queue) == (job_id, "t.one", "q1")
     assert claimed.args == {"a": 1} and claimed.meta == {"m": 2}
     assert (claimed.attempt, claimed.execution_id, claimed.priority) == (1, 1, 7)
     assert (claimed.max_retries, claimed.retry_backoff, claimed.retry_backoff_max) == (4, 1.5, 9.0)

@@ -19,7 +19,7 @@ from heartq.model import CancelResult, DetectedBy, JobStatus, Outcome, Renewal, 
 from heartq.store import Store, documents, open_store
 from tests.support import wait_for
 
-from .support import LEASE, at, claim_one, enqueue_one, new_job, register
+from .support import LEASE, at, claim_one, enqueue_one, new_ids, new_job, register
 
 FAILED_AT_ONCE = {"max_retries": 0}
 
@@ -133,12 +133,11 @@ def test_dependencies_already_ended_are_counted_at_the_enqueue(store: Store, t0:
 
 def test_a_missing_dependency_is_refused_and_nothing_stored(store: Store, t0: float) -> None:
     known = enqueue_one(store, t0)
+    never, nor = new_ids(2)  # ids as heartq makes them, of no job stored
     with pytest.raises(DependencyNotFound) as refused:
-        store.enqueue(
-            [new_job("x"), new_job("y", depends_on=(known, "no-such-job", "nor-this"))], now=t0
-        )
-    assert refused.value.job_ids == ["no-such-job", "nor-this"]
-    assert "no job 'no-such-job', 'nor-this'" in str(refused.value)
+        store.enqueue([new_job("x"), new_job("y", depends_on=(known, never, nor))], now=t0)
+    assert refused.value.job_ids == [never, nor]
+    assert f"no job '{never}', '{nor}'" in str(refused.value)
     assert isinstance(refused.value, ValueError)
     assert [j["id"] for j in store.list_jobs()] == [known]
 
@@ -158,16 +157,17 @@ def test_bad_dependency_options_are_refused(store: Store, t0: float) -> None:
 
 
 def test_a_job_may_depend_on_jobs_of_its_batch(store: Store, t0: float) -> None:
-    first = new_job("first", id="job-first")
-    then = new_job("then", id="job-then", depends_on=("job-first",))
-    last = new_job("last", id="job-last", depends_on=("job-then", "job-first"))
-    assert store.enqueue([last, then, first], now=t0) == ["job-last", "job-then", "job-first"]
-    assert statuses(store, "job-first", "job-then", "job-last") == ["queued", "waiting", "waiting"]
-    assert [d["id"] for d in store.get_job("job-last")["depends_on"]] == ["job-then", "job-first"]
+    first_id, then_id, last_id = new_ids(3)
+    first = new_job("first", id=first_id)
+    then = new_job("then", id=then_id, depends_on=(first_id,))
+    last = new_job("last", id=last_id, depends_on=(then_id, first_id))
+    assert store.enqueue([last, then, first], now=t0) == [last_id, then_id, first_id]
+    assert statuses(store, first_id, then_id, last_id) == ["queued", "waiting", "waiting"]
+    assert [d["id"] for d in store.get_job(last_id)["depends_on"]] == [then_id, first_id]
     run_to_end(store, t0 + 1)
-    assert statuses(store, "job-then", "job-last") == ["queued", "waiting"]
+    assert statuses(store, then_id, last_id) == ["queued", "waiting"]
     run_to_end(store, t0 + 2)
-    assert status(store, "job-last") == JobStatus.QUEUED
+    assert status(store, last_id) == JobStatus.QUEUED
 
 
 def test_a_job_may_depend_on_a_job_of_the_same_transaction(

@@ -11,7 +11,7 @@ from heartq.lifecycle.fate import failed
 from heartq.model import JobStatus, Outcome, Renewal
 from heartq.store import Store
 
-from .support import LEASE, at, claim_one, enqueue_one, new_job
+from .support import LEASE, at, claim_one, enqueue_one, new_ids, new_job
 
 
 def test_enqueue_one_stores_every_field(store: Store, t0: float) -> None:
@@ -49,29 +49,32 @@ def test_enqueue_many_returns_ids_in_order(store: Store, t0: float) -> None:
 
 
 def test_enqueue_keeps_a_caller_supplied_id(store: Store, t0: float) -> None:
-    assert store.enqueue([new_job(id="my-own-id")], now=t0) == ["my-own-id"]
-    assert store.get_job("my-own-id")["status"] == JobStatus.QUEUED
+    (own,) = new_ids(1)
+    assert store.enqueue([new_job(id=own)], now=t0) == [own]
+    assert store.get_job(own)["status"] == JobStatus.QUEUED
 
 
 def test_an_id_already_taken_is_a_duplicate_job(store: Store, t0: float) -> None:
     """Both enqueue paths (PostgreSQL's one-statement insert for plain jobs, the
     transaction for the others) say the same: `DuplicateJob`, nothing stored."""
-    store.enqueue([new_job(id="taken")], now=t0)
+    taken, fresh = new_ids(2)
+    store.enqueue([new_job(id=taken)], now=t0)
     with pytest.raises(DuplicateJob, match="already exists"):
-        store.enqueue([new_job(id="taken")], now=t0)
+        store.enqueue([new_job(id=taken)], now=t0)
     with pytest.raises(DuplicateJob, match="already exists"):
-        store.enqueue([new_job(id="fresh"), new_job(id="taken", run_at=t0 + 5)], now=t0)
-    assert [j["id"] for j in store.list_jobs()] == ["taken"]
+        store.enqueue([new_job(id=fresh), new_job(id=taken, run_at=t0 + 5)], now=t0)
+    assert [j["id"] for j in store.list_jobs()] == [taken]
 
 
 def test_enqueue_many_is_one_transaction(store: Store, t0: float) -> None:
     """A batch that cannot be stored whole stores nothing (here: an id already taken).
     Which error is not specified here: the point is that none of the batch lands."""
-    store.enqueue([new_job(id="taken")], now=t0)
-    batch = [new_job(id="fresh-1"), new_job(id="fresh-2"), new_job(id="taken")]
+    taken, *fresh = new_ids(3)
+    store.enqueue([new_job(id=taken)], now=t0)
+    batch = [new_job(id=fresh[0]), new_job(id=fresh[1]), new_job(id=taken)]
     with pytest.raises(Exception):  # noqa: B017 - any error; what matters is below
         store.enqueue(batch, now=t0)
-    assert [j["id"] for j in store.list_jobs()] == ["taken"]
+    assert [j["id"] for j in store.list_jobs()] == [taken]
 
 
 def test_delay_sets_run_at_and_negative_delay_means_now(store: Store, t0: float) -> None:
@@ -85,7 +88,7 @@ def test_delay_sets_run_at_and_negative_delay_means_now(store: Store, t0: float)
 # enqueued runnable in the order of the transactions that enqueued them (the ready log),
 # SQLite by `run_at` then id; here the two agree (test_ready_log.py: where they do not).
 ORDER_CASES = [
-    # (id, priority, enqueued at t0 + offset)
+    # (name, priority, enqueued at t0 + offset)
     ("neg-oldest", -1, -100.0),
     ("p0-old", 0, -20.0),
     ("p0-tie-a", 0, -10.0),
@@ -93,12 +96,17 @@ ORDER_CASES = [
     ("p0-new", 0, -5.0),
     ("p1-late", 1, 0.0),
 ]
-EXPECTED_ORDER = ["p1-late", "p0-old", "p0-tie-a", "p0-tie-b", "p0-new", "neg-oldest"]
+_NAMES = sorted(name for name, _, _ in ORDER_CASES)
+ID = dict(zip(_NAMES, new_ids(len(_NAMES)), strict=True))
+"""Each case's job id: made in the order of the names, so the ids sort as the names do."""
+EXPECTED_ORDER = [
+    ID[name] for name in ("p1-late", "p0-old", "p0-tie-a", "p0-tie-b", "p0-new", "neg-oldest")
+]
 
 
 def _enqueue_order_cases(store: Store, t0: float) -> None:
-    for job_id, priority, offset in ORDER_CASES:
-        store.enqueue([new_job(id=job_id, priority=priority)], now=t0 + offset)
+    for name, priority, offset in ORDER_CASES:
+        store.enqueue([new_job(id=ID[name], priority=priority)], now=t0 + offset)
 
 
 def test_claim_order_is_priority_desc_then_run_at_then_id(store: Store, t0: float) -> None:
@@ -123,9 +131,7 @@ def test_claim_limit(store: Store, t0: float) -> None:
     assert store.claim("w1", ["default"], 100, LEASE, now=t0) == []
 
 
-def test_a_callable_limit_is_read_once_the_claim_has_the_database(
-    store: Store, t0: float
-) -> None:
+def test_a_callable_limit_is_read_once_the_claim_has_the_database(store: Store, t0: float) -> None:
     """A worker passes its free slots as a callable: read once, inside the claim's write
     (on SQLite with the write lock held, so that slots freed while the claim waited for
     it are filled by this claim), and the claim takes that many."""

@@ -21,7 +21,7 @@ from heartq.model import (
 )
 from heartq.store import Store
 
-from .support import LEASE, at, claim_one, enqueue_one, register, worker
+from .support import LEASE, at, claim_one, enqueue_one, new_ids, register, worker
 
 
 def test_heartbeat_renews_the_lease_and_the_worker(store: Store, t0: float) -> None:
@@ -97,7 +97,7 @@ def test_heartbeat_answers_lost_for_a_reclaimed_job(store: Store, t0: float) -> 
 
 
 def test_heartbeat_answers_lost_for_an_unknown_job(store: Store, t0: float) -> None:
-    ghost = Lease("no-such-job", 1)
+    ghost = Lease(new_ids(1)[0], 1)  # an id as heartq makes them, of no job stored
     assert store.heartbeat("w1", [Renewal(ghost)], LEASE, now=t0) == {ghost: RenewStatus.LOST}
 
 

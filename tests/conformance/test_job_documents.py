@@ -50,7 +50,7 @@ def test_the_rename_keeps_the_jobs_and_who_may_read_them(
                 assert kinds == [("job_documents", "r"), ("jobs", "v")]
                 with psycopg.connect(conninfo, user=role) as reader:
                     table = Identifier(schema, "jobs")
-                    read = reader.execute(SQL("SELECT id, status FROM {}").format(table))
+                    read = reader.execute(SQL("SELECT id::text, status FROM {}").format(table))
                     assert read.fetchall() == [(ids[0], "queued")]
                 register(store, "w1", t0)
                 claimed = store.claim("w1", ["default"], 5, LEASE, now=t0 + 1)

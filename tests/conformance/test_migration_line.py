@@ -26,6 +26,7 @@ from tests.conformance import procs
 from tests.conftest import only_on
 from tests.support import opened
 
+from .old_sqlite.make import IDS
 from .support import SteeredMigrations, claim_one, insert_version_1_job, register
 
 OLD_SQLITE_NAMES = {
@@ -60,7 +61,8 @@ OLD_QUEUES = {16: "d4ba52e", 23: "db41a4b", 24: "82dc953", 29: "45376e9"}
 """The old queues kept (`old_sqlite/vN.sql`) and the commit of main whose heartq made each:
 the last at that version."""
 
-JOBS = ("job-succeeded", "job-dead", "job-running", "job-waiting", "job-later", "job-queued")
+JOBS = {IDS[what]: what for what in ("succeeded", "dead", "running", "waiting", "later", "queued")}
+"""The old queues' jobs (their ids, make.py's `IDS`), each by what it is."""
 KEPT_COLUMNS = "id, task, queue, args, priority, status, run_at, attempts, result, error"
 HERE = Path(__file__).parent
 
@@ -194,23 +196,23 @@ def test_an_old_sqlite_queue_is_renumbered_once_and_carries_on(
     with opened(url) as store:
         assert store.link.migrate() == NEWEST
         assert _recorded(path) == after  # once: nothing renumbered or run again
-        assert {job: store.get_job(job)["status"] for job in JOBS} == {
-            "job-succeeded": "succeeded",
-            "job-dead": "dead",
-            "job-running": "running",
-            "job-waiting": "waiting",
-            "job-later": "queued",
-            "job-queued": "queued",
+        assert {JOBS[job]: store.get_job(job)["status"] for job in JOBS} == {
+            "succeeded": "succeeded",
+            "dead": "dead",
+            "running": "running",
+            "waiting": "waiting",
+            "later": "queued",
+            "queued": "queued",
         }
-        assert store.get_job("job-succeeded")["result"] == "forty-two"
+        assert store.get_job(IDS["succeeded"])["result"] == "forty-two"
         t = store.clock()
-        done = Finish(Lease("job-running", 1, "w1"), Outcome.SUCCEEDED, JobStatus.SUCCEEDED)
+        done = Finish(Lease(IDS["running"], 1, "w1"), Outcome.SUCCEEDED, JobStatus.SUCCEEDED)
         assert store.finish([done], now=t) == []
-        assert store.get_job("job-waiting")["status"] == JobStatus.QUEUED
+        assert store.get_job(IDS["waiting"])["status"] == JobStatus.QUEUED
         register(store, "w2", t)
         (queued,) = store.enqueue([NewJob("new", "{}")], now=t)
         claimed = {claim_one(store, "w2", t + 1).id for _ in range(3)}
-        assert claimed == {"job-queued", "job-waiting", queued}
+        assert claimed == {IDS["queued"], IDS["waiting"], queued}
 
 
 @only_on("sqlite")
@@ -313,7 +315,7 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
     with opened(url) as old:
         assert old.link.migrate() == version
         t0 = old.clock()  # the jobs as that heartq wrote them: today's write newer tables
-        ids = [insert_version_1_job(old, t0, f"job-{n}") for n in range(3)]
+        ids = [insert_version_1_job(old, t0) for _ in range(3)]
         running = _claim_as_of_old(old, "w1", t0 + 1)
         before = _pg_rows(old, "SELECT version, applied_at FROM schema_migrations")
         jobs = _pg_rows(old, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id")
@@ -325,11 +327,7 @@ def test_a_postgresql_schema_keeps_its_numbers_and_carries_on(
             number: dict(after)[number] for number in NUMBERS if number > version
         }
         assert sorted(dict(after)) == NUMBERS
-        assert all(
-            at > max(dict(before).values())
-            for number, at in after
-            if number > version
-        )
+        assert all(at > max(dict(before).values()) for number, at in after if number > version)
         assert _pg_rows(store, f"SELECT {KEPT_COLUMNS} FROM jobs ORDER BY id") == jobs
         done = Finish(running, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
         assert store.finish([done], now=t0 + 2) == []

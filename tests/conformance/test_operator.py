@@ -31,6 +31,7 @@ from .support import (
     at,
     claim_one,
     enqueue_one,
+    new_ids,
     new_job,
     register,
 )
@@ -96,7 +97,7 @@ def test_cancel_job(
 
 def test_cancel_unknown_job(store: Store, t0: float) -> None:
     with pytest.raises(JobNotFound):
-        store.cancel_job("no-such-job", now=t0)
+        store.cancel_job(new_ids(1)[0], now=t0)  # an id as heartq makes them, never stored
 
 
 def test_a_cancel_request_survives_the_death_of_the_worker(store: Store, t0: float) -> None:
@@ -147,7 +148,7 @@ def test_replay_only_touches_dead_jobs(store: Store, t0: float) -> None:
     dead = [_job_in(store, t0, "dead") for _ in range(3)]
     others = [_job_in(store, t0, s) for s in ("queued", "running", "succeeded", "cancelled")]
     before = {job_id: store.get_job(job_id) for job_id in others}
-    assert store.replay_dead([*others, "no-such-job"], now=t0 + 1) == []
+    assert store.replay_dead([*others, *new_ids(1)], now=t0 + 1) == []  # and one never stored
     assert {job_id: store.get_job(job_id) for job_id in others} == before
     assert store.replay_dead([dead[0]], now=t0 + 1) == [dead[0]]
     assert sorted(store.replay_dead(None, now=t0 + 2)) == sorted(dead[1:])
@@ -169,9 +170,7 @@ def test_dead_reason_after_replay_counts_only_the_new_attempts(store: Store, t0:
 # -- retries due now (heartq.testing's drain) ---------------------------------------------
 
 
-def test_retry_now_makes_waiting_retries_due_and_keeps_their_count(
-    store: Store, t0: float
-) -> None:
+def test_retry_now_makes_waiting_retries_due_and_keeps_their_count(store: Store, t0: float) -> None:
     job_id = enqueue_one(store, t0, max_retries=2, retry_backoff=600.0)
     first = claim_one(store, "w1", t0)
     store.finish([failed(first, Outcome.FAILED, "boom")], now=t0 + 1)
@@ -388,10 +387,11 @@ def test_register_again_reactivates(store: Store, t0: float) -> None:
 
 
 def test_unknown_job(store: Store) -> None:
+    (never,) = new_ids(1)  # an id as heartq makes them, of no job stored
     with pytest.raises(JobNotFound) as raised:
-        store.get_job("no-such-job")
+        store.get_job(never)
     assert isinstance(raised.value, LookupError)
-    assert "no-such-job" in str(raised.value)
+    assert never in str(raised.value)
 
 
 # -- shortened ids, as operators type them ------------------------------------------------

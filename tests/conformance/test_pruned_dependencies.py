@@ -18,7 +18,7 @@ from heartq.store import Store, open_store
 from heartq.store.postgres.connection import parse_url
 from tests.support import wait_for
 
-from .support import enqueue_one, new_job
+from .support import enqueue_one, new_ids, new_job
 from .test_dependencies import run_to_end
 
 DAY = 86400.0
@@ -44,8 +44,9 @@ def test_a_pruned_success_counts_as_a_succeeded_dependency(store: Store, t0: flo
         {"id": done, "task": None, "status": None, "ended": "succeeded", "holds": False}
     ]
     # beside a dependency of its own batch: only that one is waited for
+    (in_batch,) = new_ids(1)
     _, last = store.enqueue(
-        [new_job("first", id="in-batch"), new_job("last", depends_on=("in-batch", done))],
+        [new_job("first", id=in_batch), new_job("last", depends_on=(in_batch, done))],
         now=t0 + 2 * DAY,
     )
     assert store.get_job(last)["waiting_for"] == 1
@@ -62,7 +63,8 @@ def test_a_pruned_success_counts_as_a_succeeded_dependency(store: Store, t0: flo
 def test_an_id_that_never_succeeded_is_still_not_found(store: Store, t0: float) -> None:
     done, cancelled = _pruned(store, t0)
     before = len(store.list_jobs())
-    for refused in (["never-stored"], [cancelled], [done, "never-stored"]):
+    (never,) = new_ids(1)  # an id as heartq makes them, of no job stored
+    for refused in ([never], [cancelled], [done, never]):
         with pytest.raises(DependencyNotFound) as error:
             enqueue_one(store, t0 + 2 * DAY, depends_on=tuple(refused))
         assert error.value.job_ids == [i for i in refused if i != done]

@@ -26,7 +26,7 @@ from heartq.model import (
 )
 from heartq.store import Store
 
-from .support import LEASE, at, claim_one, enqueue_one, register
+from .support import LEASE, at, claim_one, enqueue_one, new_ids, register
 
 
 def checkpoint(value: object) -> Report:
@@ -69,7 +69,7 @@ def test_a_pulse_is_fenced(store: Store, t0: float) -> None:
     store.reclaim_expired("lease_expired", now=t0 + 11)
     new = claim_one(store, "w2", t0 + 12)
     stale = PulseReport(old.lease, Report(Progress(0.9), json.dumps({"done": 99}), True))
-    ghost = PulseReport(Lease("no-such-job", 1), Report(Progress(0.1)))
+    ghost = PulseReport(Lease(new_ids(1)[0], 1), Report(Progress(0.1)))  # no job stored
     answers = store.pulse([stale, ghost], now=t0 + 13)
     assert answers == {old.lease: RenewStatus.LOST, ghost.lease: RenewStatus.LOST}
     stored = store.get_job(job_id)

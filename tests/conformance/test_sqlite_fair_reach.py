@@ -25,7 +25,7 @@ from heartq.store.sqlite import SQLiteStore
 from tests.soak.chaos_fair import COUNTED, IN_LINE
 from tests.support import opened
 
-from .support import SteeredMigrations, new_job, register
+from .support import SteeredMigrations, new_ids, new_job, register
 
 T0 = 1_000_000.0
 QUEUES = ["a", "b"]
@@ -138,6 +138,9 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
     rows += [(f"{k}-{n}", k, 2.0 if k == "b" else None, now - 50 + n)
              for k in ("b", "c") for n in range(3)]  # fmt: skip
     rows.append(("later", "d", None, now + 3600))
+    # each name a job id, in the names' order (the claim breaks a tie by id)
+    ids = dict(zip(sorted(r[0] for r in rows), new_ids(len(rows)), strict=True))
+    named = {job_id: name for name, job_id in ids.items()}
     with (
         SteeredMigrations(url, monkeypatch).store_before(43) as old,
         old._write() as conn,  # type: ignore[attr-defined]
@@ -147,13 +150,13 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
             " retry_backoff, retry_backoff_max, created_at, updated_at, fair_key,"
             " fair_weight) VALUES (?, 't', 'default', '{}', 'queued', ?, 3, 5, 3600, ?, ?,"
             " ?, ?)",
-            [(i, run_at, run_at, run_at, key, w) for i, key, w, run_at in rows],
+            [(ids[i], run_at, run_at, run_at, key, w) for i, key, w, run_at in rows],
         )
     with opened(url) as new:
         assert new.link.migrate() >= 43
         register(new, "w1", now)
         with sqlite3.connect(tmp_path / "old.db") as conn:
-            tags = dict(conn.execute("SELECT id, fair_tag FROM heartq_jobs").fetchall())
+            tags = {named[i]: t for i, t in conn.execute("SELECT id, fair_tag FROM heartq_jobs")}
             finishes = {
                 k: (f, n)
                 for k, f, n in conn.execute(
@@ -166,11 +169,11 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
         assert finishes == {"flood": (30.0, 30), "b": (1.5, 3), "c": (3.0, 3)}
         claimed = new.claim("w1", ["default"], 6, 30.0, now=now)
         # tags 0: b-0, c-0, flood-00; 0.5: b-1; 1: b-2, c-1 (then flood-01, by id)
-        assert sorted(job.id for job in claimed) == [
+        assert sorted(named[job.id] for job in claimed) == [
             "b-0", "b-1", "b-2", "c-0", "c-1", "flood-00"
         ]  # fmt: skip
         later = new.claim("w1", ["default"], 30, 30.0, now=now + 3601)
-        assert "later" in {job.id for job in later}  # tagged once due, at the clock
+        assert ids["later"] in {job.id for job in later}  # tagged once due, at the clock
 
 
 def test_a_job_queued_again_takes_its_place_behind_its_keys_line(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import json
 import pytest
 
 import heartq
+from heartq.ids import new_job_id
 from heartq.model import NewJob
 from tests.conftest import on_every_backend
 
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.slow, on_every_backend]
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_worker_killed_between_the_commit_and_the_return(harness: Harness, pool: str) -> None:
     worker = harness.start_worker("--pool", pool, "--concurrency", "4", settings=STEADY)
-    ids = ["m0", "m1", "m2"]
+    ids = [new_job_id() for _ in range(3)]
     jobs = [
         NewJob(task="commit_and_wait", args_json=json.dumps({"value": "handed", "hand": True}),
                id=ids[0]),
@@ -37,9 +38,9 @@ def test_a_worker_killed_between_the_commit_and_the_return(harness: Harness, poo
         NewJob(task="quick", args_json=json.dumps({"value": 3}), id=ids[2]),
     ]  # fmt: skip
     callback = NewJob(
-        task="collect", args_json="{}", id="cb", depends_on=tuple(ids), dependency_results=True
+        task="collect", args_json="{}", depends_on=tuple(ids), dependency_results=True
     )
-    harness.store.enqueue([*jobs, callback])
+    *_, callback_id = harness.store.enqueue([*jobs, callback])
     for job_id in ids[:2]:
         harness.wait_for(
             lambda j=job_id: harness.path(f"committed-{j}-1").exists(), 30, f"{job_id}'s commit"
@@ -48,7 +49,7 @@ def test_a_worker_killed_between_the_commit_and_the_return(harness: Harness, poo
     worker.kill()  # between the commit and the return of both
     harness.start_worker("--pool", pool, settings=STEADY)
 
-    done = harness.wait_status("cb", "succeeded", 60)
+    done = harness.wait_status(callback_id, "succeeded", 60)
     handed, lost, quick = done["result"]["results"]
     assert handed == "handed" and quick["value"] == 3
     assert heartq.is_lost_result(lost) and lost["job_id"] == ids[1]
@@ -79,7 +80,7 @@ def test_a_live_worker_keeps_a_result_saved_past_the_lease_of_its_commit(
     lands. (Before: given up once that lease ran out, `ResultLost` for a worker alive.)"""
     worker = harness.start_worker("--pool", pool, settings=STEADY)
     job_id = harness.store.enqueue([
-        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "late"}), id="late")
+        NewJob(task="commit_and_wait", args_json=json.dumps({"value": "late"}))
     ])[0]  # fmt: skip
     harness.wait_for(lambda: harness.path(f"committed-{job_id}-1").exists(), 30, "the commit")
     committed = harness.store.clock()

@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from heartq.ids import new_job_id
 from heartq.model import NewJob
 
 from .conftest import STEADY, Harness
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 def enqueue_group(harness: Harness, members: list[tuple[str, dict]], label: str) -> list[str]:
     """The members and their callback (`collect`) in one enqueue, as `heartq.group` makes
     them: the callback depends on every member and takes their results."""
-    ids = [f"{label}-member-{i}" for i in range(len(members))]
+    ids = [new_job_id() for _ in members]
     jobs = [
         NewJob(task=task, args_json=json.dumps(args), id=job_id, retry_backoff=0.0)
         for job_id, (task, args) in zip(ids, members, strict=True)
@@ -28,7 +29,6 @@ def enqueue_group(harness: Harness, members: list[tuple[str, dict]], label: str)
     callback = NewJob(
         task="collect",
         args_json=json.dumps({"label": label}),
-        id=f"{label}-callback",
         depends_on=tuple(ids),
         dependency_results=True,
     )

@@ -239,8 +239,8 @@ made AS (
     INSERT INTO job_documents (id, task, queue, args, priority, status, run_at, max_retries,
                       retry_backoff, retry_backoff_max, chosen, created_at, updated_at,
                       ready_xid)
-    SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'
-           || substr(h, 16, 3) || '-' || substr(h, 19, 12),
+    SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(h, 13, 3) || '-8'
+            || substr(h, 16, 3) || '-' || substr(h, 19, 12))::uuid,
            't', %(queue)s, '{}', i %% %(lanes)s::int, 'queued', now() - interval '1 second',
            3, 5, 300, 15, now(), now(), CASE WHEN %(ready)s THEN pg_current_xact_id() END
     FROM n

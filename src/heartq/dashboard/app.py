@@ -42,6 +42,7 @@ from heartq.errors import (
     ConfigError,
     HeartqError,
     JobNotFound,
+    PayloadError,
     StoreUnavailable,
 )
 from heartq.event_stream import EventStream
@@ -378,6 +379,8 @@ class Dashboard:
     async def on_store_error(self, request: Request, exc: Exception) -> Response:
         if isinstance(exc, JobNotFound | AmbiguousJobId):
             return self.error(request, 404, str(exc))
+        if isinstance(exc, PayloadError):  # what was asked cannot be (a page's start)
+            return self.error(request, 400, redact_text(str(exc)))
         status = 503 if isinstance(exc, StoreUnavailable) else 500
         return self.error(request, status, redact_text(f"the queue's database: {exc}"))
 

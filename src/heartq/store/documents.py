@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from heartq.errors import ConfigError, PayloadError
-from heartq.ids import new_job_id
+from heartq.ids import is_job_id, new_job_id
 from heartq.lifecycle.retry import EXPONENTIAL
 from heartq.model import (
     DependencyFailure,
@@ -78,7 +78,7 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
     negative delay means "now")."""
     delay = _finite("delay", job.delay)
     doc = {
-        "id": job.id or new_job_id(),
+        "id": new_job_id() if job.id is None else _job_id(job.id),
         "task": check_name("task", job.task),
         "queue": check_name("queue", job.queue),
         "args": job.args_json,
@@ -101,6 +101,17 @@ def new_job_doc(job: NewJob) -> dict[str, Any]:
     if job.depends_on or job.dependency_results:
         doc.update(_dependency_fields(job, str(doc["id"])))
     return doc
+
+
+def _job_id(job_id: str) -> str:
+    """A caller's own id for a new job: a UUID as heartq makes them (`ids.is_job_id`),
+    since PostgreSQL keeps ids as `uuid` and SQLite's must sort and look up alike."""
+    if not is_job_id(job_id):
+        raise PayloadError(
+            f"a job's id must be a UUID in lower case with its dashes (as "
+            f"heartq.ids.new_job_id makes one), got {job_id!r}"
+        )
+    return job_id
 
 
 def runnable_unlimited(doc: Mapping[str, Any]) -> bool:

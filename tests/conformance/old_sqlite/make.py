@@ -12,8 +12,9 @@ one of them has:
 
 What the queue holds: a worker, a job that succeeded with a result, one dead after a
 failure, one running (claimed, never finished), one that waits for it, one queued for
-later with a unique key, one queued now. Its ids are fixed; its times are the clock's
-when it was made.
+later with a unique key, one queued now. Its ids are fixed (`IDS`: UUIDs, as a store
+since schema v44 takes them; the dumps made earlier had ids like `job-dead`, replaced in
+their text by these); its times are the clock's when it was made.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ from pathlib import Path
 from heartq.lifecycle.fate import failed, succeeded
 from heartq.model import NewJob, Outcome, WorkerInfo
 from heartq.store import open_store
+
+IDS = {
+    "dead": "00000000-0000-7000-8000-000000000001",
+    "later": "00000000-0000-7000-8000-000000000002",
+    "queued": "00000000-0000-7000-8000-000000000003",
+    "running": "00000000-0000-7000-8000-000000000004",
+    "succeeded": "00000000-0000-7000-8000-000000000005",
+    "waiting": "00000000-0000-7000-8000-000000000006",
+}
+"""Each job's id by what it is (in the order of the names the earlier dumps gave them,
+`job-<what>`, so that the jobs sort as they did); test_migration_line.py names the same."""
 
 
 def make(out: Path) -> None:
@@ -46,26 +58,29 @@ def make(out: Path) -> None:
             store.register_worker(info, now=t0)
             store.enqueue(
                 [
-                    NewJob("succeeds", '{"n": 1}', id="job-succeeded", priority=3),
-                    NewJob("fails", '{"n": 2}', id="job-dead", priority=2, max_retries=0),
-                    NewJob("runs", '{"n": 3}', id="job-running", priority=1),
+                    NewJob("succeeds", '{"n": 1}', id=IDS["succeeded"], priority=3),
+                    NewJob("fails", '{"n": 2}', id=IDS["dead"], priority=2, max_retries=0),
+                    NewJob("runs", '{"n": 3}', id=IDS["running"], priority=1),
                 ],
                 now=t0,
             )
             store.enqueue(
-                [NewJob("waits", '{"n": 4}', id="job-waiting", depends_on=("job-running",))], now=t0
+                [NewJob("waits", '{"n": 4}', id=IDS["waiting"], depends_on=(IDS["running"],))],
+                now=t0,
             )
             later = 4102444800.0 - t0  # 2100: due in no test's lifetime, whenever it runs
             store.enqueue(
-                [NewJob("later", '{"n": 5}', id="job-later", delay=later, unique_key="once")],
+                [NewJob("later", '{"n": 5}', id=IDS["later"], delay=later, unique_key="once")],
                 now=t0,
             )
             done, dead, running = store.claim("w1", ["default"], 3, 30.0, now=t0 + 1)
-            assert (done.id, dead.id, running.id) == ("job-succeeded", "job-dead", "job-running")
+            assert [job.id for job in (done, dead, running)] == [
+                IDS["succeeded"], IDS["dead"], IDS["running"]
+            ]  # fmt: skip
             assert store.finish([succeeded(done, '"forty-two"')], now=t0 + 2) == []
             end = failed(dead, Outcome.FAILED, "ValueError: boom", permanent=True)
             assert store.finish([end], now=t0 + 2) == []
-            store.enqueue([NewJob("now", '{"n": 6}', id="job-queued")], now=t0 + 3)
+            store.enqueue([NewJob("now", '{"n": 6}', id=IDS["queued"])], now=t0 + 3)
         finally:
             store.close()
         with sqlite3.connect(path) as conn:

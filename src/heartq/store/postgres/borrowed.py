@@ -8,7 +8,7 @@ the transaction) and put back as it was. A task writing its effects on heartq's 
 connection gets PostgreSQL's default search path (`"$user", public`) for its own
 statements, so a table of its named like one of heartq's is its own, never heartq's.
 
-Rows read by column name and JSON columns come back as text, as on heartq's own
+Rows read by column name, JSON columns and job ids come back as text, as on heartq's own
 connections: a cursor of their own carries those adapters, the caller's connection is
 left as it was.
 """
@@ -22,10 +22,10 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.rows import dict_row
-from psycopg.types.string import TextLoader
 
 from heartq.errors import ConfigError
 from heartq.store.postgres import queries as q
+from heartq.store.postgres.adapters import register_loaders
 
 JOINABLE = (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
 """In a transaction, or idle with `autocommit` off (heartq's first statement begins the
@@ -51,8 +51,7 @@ def _check(connection: Any, kind: type[Any], what: str) -> None:
 
 def _cursor(connection: Any) -> Any:
     cursor = connection.cursor(row_factory=dict_row)
-    for name in ("json", "jsonb"):
-        cursor.adapters.register_loader(name, TextLoader)
+    register_loaders(cursor.adapters)
     return cursor
 
 

@@ -32,12 +32,12 @@ import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
-from psycopg.types.string import TextLoader
 from psycopg_pool import PoolTimeout
 
 from heartq.errors import ConfigError, PayloadError, StoreRefused, StoreUnavailable
 from heartq.store.postgres import checkout, claim_commit
 from heartq.store.postgres import queries as q
+from heartq.store.postgres.adapters import register_loaders
 from heartq.store.postgres.checkout import Checkouts
 from heartq.store.postgres.pooler import Pooler, resolve_pooler
 from heartq.store.postgres.refusals import (
@@ -294,8 +294,7 @@ def translate(
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
-    for name in ("json", "jsonb"):
-        conn.adapters.register_loader(name, TextLoader)
+    register_loaders(conn.adapters)
 
 
 def _configure_pooled(conn: psycopg.Connection[Any]) -> None:

@@ -11,7 +11,12 @@ import psycopg
 
 from heartq.store.postgres import queries as q
 from heartq.store.postgres.connection import ConnectionPool
-from heartq.store.sql.base import missing_migrations, refuse_unknown_versions, schema_version
+from heartq.store.sql.base import (
+    missing_migrations,
+    refuse_unknown_versions,
+    refused,
+    schema_version,
+)
 
 SCHEMA_RACE_TRIES = 3
 """Times a migration runs before its duplicate-key error is raised. Migrators of one
@@ -67,7 +72,10 @@ def _apply_once(pool: ConnectionPool, schema: str, scripts: list[tuple[int, str]
         conn.execute(q.MIGRATIONS_TABLE)
         applied = {int(r["version"]) for r in conn.execute(q.APPLIED_VERSIONS).fetchall()}
         for version, script in missing_migrations(scripts, applied):
-            conn.execute(script.encode())
+            try:
+                conn.execute(script.encode())
+            except psycopg.errors.RaiseException as exc:  # a migration refusing the data
+                raise refused(version, exc.diag.message_primary or str(exc)) from None
             conn.execute(q.RECORD_MIGRATION, {"version": version})
             applied.add(version)
     return applied

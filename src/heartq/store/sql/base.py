@@ -413,6 +413,12 @@ def missing_migrations(
     return [(version, script) for version, script in scripts if version not in applied]
 
 
+def refused(version: int, why: str) -> ConfigError:
+    """The error of a migration that refuses what the queue holds (it changed nothing:
+    each migration runs in the transaction that records it)."""
+    return ConfigError(f"the queue's schema cannot be migrated to v{version}: {why}")
+
+
 def refuse_unknown_versions(scripts: Sequence[tuple[int, str]], applied: set[int]) -> None:
     """Refuse a schema that a newer heartq migrated: its statements would run against
     tables it does not know (since schema v17 an older worker's claim inserts into what

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from heartq.errors import ConfigError, DependencyNotFound
+from heartq.ids import is_job_id
 from heartq.model import TERMINAL_STATUSES, JobStatus
 from heartq.store.sql.base import Program, Step, each
 from heartq.store.sql.statements import Statements
@@ -205,11 +206,12 @@ def store(
     pruned: set[str] = set()
     blocked: set[str] = set()
     if outside:
-        rows = yield (q.LOCK_DEPENDENCIES, {"ids": array(outside)})
+        asked = [dep for dep in outside if is_job_id(dep)]  # any other text names no job
+        rows = yield (q.LOCK_DEPENDENCIES, {"ids": array(asked)})
         found = {r["id"]: r["status"] for r in rows}
         gone = [dep for dep in dict.fromkeys(wanted) if dep in outside and dep not in found]
         if gone:
-            traced = yield (q.PRUNED_SUCCESSES, {"ids": array(gone)})
+            traced = yield (q.PRUNED_SUCCESSES, {"ids": array([d for d in gone if is_job_id(d)])})
             pruned = {r["id"] for r in traced}
             missing = [dep for dep in gone if dep not in pruned]
             if missing:

@@ -14,7 +14,7 @@ from typing import Any
 
 from heartq import policy
 from heartq.errors import AmbiguousJobId, JobNotFound
-from heartq.ids import typed_forms
+from heartq.ids import LEAST_JOB_ID, id_range, is_job_id, typed_forms
 from heartq.model import DependencyEnd, JobCount, JobEnd, JobMatch, JobPage, JobStatus, QueueWait
 from heartq.store import records
 from heartq.store.sql import dependencies
@@ -84,21 +84,17 @@ class InspectOps:
             raise JobNotFound(ref)
         prefix, suffix = typed_forms(text)
         with self.d.read() as conn:
-            for candidate in dict.fromkeys((text, text.lower())):
-                if conn.execute(self.q.JOB_ID, {"job_id": candidate}).fetchone():
-                    return candidate
+            whole = text.lower()
+            if is_job_id(whole) and conn.execute(self.q.JOB_ID, {"job_id": whole}).fetchone():
+                return whole
             if len(prefix.replace("-", "")) < MIN_ID_PREFIX:
                 hint = f"a shortened id needs at least {MIN_ID_PREFIX} characters"
                 raise JobNotFound(ref, hint if prefix else "")
             limit = AMBIGUOUS_SHOWN + 1
-            starts = {
-                "low": prefix,
-                "high": prefix[:-1] + chr(ord(prefix[-1]) + 1),
-                "n": len(prefix),
-                "limit": limit,
-            }
+            bounds = id_range(prefix)
+            starts = bounds and {"low": bounds[0], "high": bounds[1], "limit": limit}
             ends = {"suffix": suffix, "tail": suffix[-8:], "n": len(suffix), "limit": limit}
-            rows = [*run(conn, self.q.JOBS_BY_PREFIX, starts),
+            rows = [*(run(conn, self.q.JOBS_BY_PREFIX, starts) if starts else []),
                     *run(conn, self.q.JOBS_BY_SUFFIX, ends)]  # fmt: skip
         found = {r["id"]: JobMatch(r["id"], r["task"], r["status"]) for r in rows}
         matches = [found[job_id] for job_id in sorted(found)]
@@ -168,7 +164,7 @@ class InspectOps:
         with self.d.read() as conn:
             found = run(conn, floor_of, params)
             floor = found[0]["id"] if found else None  # None: the window reaches the start
-            rows = run(conn, page, dict(params, floor=floor or ""))
+            rows = run(conn, page, dict(params, floor=floor or LEAST_JOB_ID))
         if len(rows) > limit:  # one more than asked: the next page starts after the last
             rows = rows[:limit]
             next_before = rows[-1]["id"]

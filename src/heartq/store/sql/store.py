@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heartq.config import DEFAULT_SUCCESS_TRACE_RETENTION
+from heartq.errors import JobNotFound, PayloadError
+from heartq.ids import is_job_id
 from heartq.model import (
     CancelResult,
     Claim,
@@ -116,7 +118,7 @@ class SqlStore:
     def reroute_jobs(
         self, names: Sequence[str], now: float | None = None, job_ids: Sequence[str] | None = None
     ) -> int:
-        return self.enqueuing.reroute_jobs(names, now, job_ids)
+        return self.enqueuing.reroute_jobs(names, now, _ids_or_all(job_ids))
 
     # -- taking, keeping and ending leases: `leases.py` ----------------------------------
     def claim(
@@ -138,7 +140,7 @@ class SqlStore:
     def claim_ids(
         self, worker_id: str, ids: Sequence[str], lease: float, now: float | None = None
     ) -> list[ClaimedJob]:
-        return self.leases.claim_ids(worker_id, ids, lease, now)
+        return self.leases.claim_ids(worker_id, _job_ids(ids), lease, now)
 
     def due_for_publish(
         self,
@@ -258,19 +260,19 @@ class SqlStore:
 
     # -- reading: `inspection.py` --------------------------------------------------------
     def get_job(self, job_id: str) -> dict[str, Any]:
-        return self.inspection.get_job(job_id)
+        return self.inspection.get_job(_job_id(job_id))
 
     def resolve_job_id(self, ref: str) -> str:
         return self.inspection.resolve_job_id(ref)
 
     def dependency_results(self, job_id: str) -> list[DependencyEnd]:
-        return self.inspection.dependency_results(job_id)
+        return self.inspection.dependency_results(_job_id(job_id))
 
     def await_end(self, job_id: str) -> JobEnd:
-        return self.inspection.await_end(job_id)
+        return self.inspection.await_end(_job_id(job_id))
 
     def job_end(self, job_id: str) -> JobEnd:
-        return self.inspection.job_end(job_id)
+        return self.inspection.job_end(_job_id(job_id))
 
     def list_jobs(
         self, status: str | None = None, queue: str | None = None, limit: int = 100,
@@ -288,6 +290,8 @@ class SqlStore:
         scan: int = 10_000,
         claimed_ahead: bool | None = None,
     ) -> JobPage:
+        if before is not None and not is_job_id(before):
+            raise PayloadError(f"a page starts before a job id, not {before!r}")
         return self.inspection.browse_jobs(status, queue, task, before, limit, scan, claimed_ahead)
 
     def finished_per_minute(
@@ -322,18 +326,18 @@ class SqlStore:
     def cancel_job(
         self, job_id: str, now: float | None = None, by: str | None = None
     ) -> CancelResult:
-        return self.admin.cancel_job(job_id, now, by)
+        return self.admin.cancel_job(_job_id(job_id), now, by)
 
     def replay_dead(
         self, job_ids: Sequence[str] | None = None, now: float | None = None
     ) -> list[str]:
-        return self.admin.replay_dead(job_ids, now)
+        return self.admin.replay_dead(_ids_or_all(job_ids), now)
 
     def retry_now(self, queues: Sequence[str], now: float | None = None) -> list[str]:
         return self.admin.retry_now(queues, now)
 
     def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
-        return self.admin.start_at_attempt(job_id, attempt, now)
+        return is_job_id(job_id) and self.admin.start_at_attempt(job_id, attempt, now)
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
         return self.admin.purge_dead(older_than, now)
@@ -412,3 +416,25 @@ class SqlStore:
         self, conn: Any, docs: list[dict[str, Any]], clock: float | None
     ) -> set[Lease]:
         return self.leases.ends.apply_finishes(conn, docs, clock)
+
+
+# A job id from outside (an operator's, a caller's, a transport's message) that is not one
+# as heartq makes them (`ids.is_job_id`) names no job: answered here, on both backends,
+# without asking the database, which keeps ids as `uuid` on PostgreSQL and would refuse it.
+
+
+def _job_id(job_id: str) -> str:
+    """`job_id`, or `JobNotFound` if it is not a job id."""
+    if not is_job_id(job_id):
+        raise JobNotFound(job_id)
+    return job_id
+
+
+def _job_ids(job_ids: Sequence[str]) -> list[str]:
+    """The job ids among `job_ids`; the rest name no job."""
+    return [job_id for job_id in job_ids if is_job_id(job_id)]
+
+
+def _ids_or_all(job_ids: Sequence[str] | None) -> list[str] | None:
+    """`_job_ids`, where None means every job."""
+    return None if job_ids is None else _job_ids(job_ids)

@@ -27,7 +27,12 @@ from __future__ import annotations
 import sqlite3
 
 from heartq.errors import ConfigError
-from heartq.store.sql.base import missing_migrations, refuse_unknown_versions, schema_version
+from heartq.store.sql.base import (
+    missing_migrations,
+    refuse_unknown_versions,
+    refused,
+    schema_version,
+)
 from heartq.store.sqlite import queries as q
 from heartq.store.sqlite.connection import ConnectionPool
 
@@ -63,7 +68,10 @@ def migrate(pool: ConnectionPool, scripts: list[tuple[int, str]]) -> int:
         refuse_unknown_versions(scripts, applied)
         for version, script in missing_migrations(scripts, applied):
             for statement in _statements(script):
-                conn.execute(statement)
+                try:
+                    conn.execute(statement)
+                except sqlite3.IntegrityError as exc:  # a migration refusing the data
+                    raise refused(version, str(exc)) from None
             now = float(conn.execute(q.NOW).fetchone()[0])
             conn.execute(q.RECORD_MIGRATION, {"version": version, "now": now})
             applied.add(version)

@@ -1,5 +1,5 @@
 WITH named AS MATERIALIZED (
-    SELECT DISTINCT unnest(%(ids)s::text[]) AS id
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
 ), logged AS MATERIALIZED (
     SELECT r.id, r.entry FROM named AS x
     CROSS JOIN LATERAL (

@@ -30,9 +30,9 @@ WITH snap AS MATERIALIZED (
                m.pending_after, m.made_at, %(limit)s::int AS reach
         FROM lanes AS l
         CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
-           coalesce(c.frontier_id, '') AS frontier_id,
+           coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
-           coalesce(c.pending_after, '{}'::text[]) AS pending_after,
+           coalesce(c.pending_after, '{}'::uuid[]) AS pending_after,
            coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
             SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at
@@ -140,7 +140,7 @@ WITH snap AS MATERIALIZED (
            lane.pending_after AS old_after, lane.made_at,
            CASE WHEN b.id IS NULL THEN pg_snapshot_xmax(snap.s)
                 ELSE coalesce(t.ready_xid, lane.frontier_xid) END AS frontier_xid,
-           CASE WHEN b.id IS NULL THEN ''
+           CASE WHEN b.id IS NULL THEN '00000000-0000-0000-0000-000000000000'::uuid
                 ELSE coalesce(t.id, lane.frontier_id) END
                AS frontier_id,
            EXISTS (SELECT 1 FROM picked AS k
@@ -183,7 +183,7 @@ WITH snap AS MATERIALIZED (
     ) AS b ON true
     WHERE b.id IS NOT NULL OR pend.running
     UNION ALL
-    SELECT f.queue, f.priority, f.fair_key, r.xid, ''
+    SELECT f.queue, f.priority, f.fair_key, r.xid, '00000000-0000-0000-0000-000000000000'::uuid
     FROM frontier AS f CROSS JOIN snap CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
     WHERE r.xid < f.frontier_xid AND r.xid <> ALL(f.old_pending)
 ), marked AS (

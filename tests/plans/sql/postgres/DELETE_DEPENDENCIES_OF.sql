@@ -1,1 +1,1 @@
-DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::text[])
+DELETE FROM job_dependencies WHERE job_id = ANY(%(ids)s::uuid[])

@@ -5,9 +5,9 @@ WITH snap AS MATERIALIZED (
     FROM unnest(%(queues)s::text[], %(priorities)s::integer[], %(keys)s::text[])
         AS l(queue, priority, fair_key)
     CROSS JOIN LATERAL (SELECT coalesce(c.frontier_xid, '0'::xid8) AS frontier_xid,
-           coalesce(c.frontier_id, '') AS frontier_id,
+           coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS frontier_id,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
-           coalesce(c.pending_after, '{}'::text[]) AS pending_after,
+           coalesce(c.pending_after, '{}'::uuid[]) AS pending_after,
            coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
         FROM (SELECT 1) AS one LEFT JOIN LATERAL (
             SELECT c.frontier_xid, c.frontier_id, c.pending, c.pending_after, c.made_at

@@ -1,1 +1,1 @@
-DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::text[])
+DELETE FROM ended_executions WHERE job_id = ANY(%(ids)s::uuid[])

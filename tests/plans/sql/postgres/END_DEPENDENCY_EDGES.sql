@@ -8,5 +8,5 @@ SET (ended, holds) = (
         SELECT status, on_dependency_failure FROM jobs WHERE id = d.job_id LIMIT 1
     ) AS j ON true
 )
-WHERE d.depends_on = ANY(%(ids)s::text[]) AND d.ended IS NULL
+WHERE d.depends_on = ANY(%(ids)s::uuid[]) AND d.ended IS NULL
   AND (SELECT status FROM jobs WHERE id = d.depends_on LIMIT 1) IN ('succeeded', 'dead', 'cancelled')

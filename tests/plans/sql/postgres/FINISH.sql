@@ -1,7 +1,7 @@
 WITH ended AS (
     DELETE FROM leases AS l
-    WHERE l.job_id = ANY(%(finishes_id)s::text[])
-      AND l.execution_id = coalesce((%(finishes_eid)s::bigint[])[CASE WHEN num_nonnulls(%(finishes_eid)s::bigint[]) > 0 THEN array_position(%(finishes_id)s::text[], l.job_id) END], %(finishes_eid_all)s::bigint) AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
+    WHERE l.job_id = ANY(%(finishes_id)s::uuid[])
+      AND l.execution_id = coalesce((%(finishes_eid)s::bigint[])[CASE WHEN num_nonnulls(%(finishes_eid)s::bigint[]) > 0 THEN array_position(%(finishes_id)s::uuid[], l.job_id) END], %(finishes_eid_all)s::bigint) AND (%(worker_id)s::text IS NULL OR l.worker_id IS NOT DISTINCT FROM %(worker_id)s::text)
     RETURNING l.job_id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.lease_expires_at, l.heartbeat_at, l.detached_until, l.claimed_ahead
 ), locked AS (
     SELECT e.job_id AS id, e.*,
@@ -15,7 +15,7 @@ WITH ended AS (
            coalesce((%(finishes_crash)s::text[])[p.place], %(finishes_crash_all)s::text) AS f_crash,
            coalesce((%(finishes_pending)s::boolean[])[p.place], %(finishes_pending_all)s::boolean) AS f_pending
     FROM ended AS e CROSS JOIN LATERAL (
-        SELECT CASE WHEN num_nonnulls(%(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[]) > 0 THEN array_position(%(finishes_id)s::text[], e.job_id) END AS place
+        SELECT CASE WHEN num_nonnulls(%(finishes_status)s::text[], %(finishes_outcome)s::text[], %(finishes_result)s::text[], %(finishes_error)s::text[], %(finishes_delay)s::float8[], %(finishes_keep)s::boolean[], %(finishes_dead_reason)s::text[], %(finishes_crash)s::text[], %(finishes_pending)s::boolean[]) > 0 THEN array_position(%(finishes_id)s::uuid[], e.job_id) END AS place
     ) AS p
 ), kept AS (
     SELECT l.id, l.execution_id, l.worker_id, l.attempts, l.started_at, l.heartbeat_at,

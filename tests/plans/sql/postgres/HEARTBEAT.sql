@@ -8,8 +8,8 @@ WITH prior AS MATERIALIZED (
     RETURNING id
 ), r AS (
     SELECT * FROM (SELECT u.id, coalesce(u.eid, %(renewals_eid_all)s::bigint) AS eid, coalesce(u.hp, %(renewals_hp_all)s::boolean) AS hp, coalesce(u.pv, %(renewals_pv_all)s::float8) AS pv, coalesce(u.ps, %(renewals_ps_all)s::text) AS ps, coalesce(u.pm, %(renewals_pm_all)s::text) AS pm, coalesce(u.dt, %(renewals_dt_all)s::boolean) AS dt
-    FROM unnest(%(renewals_id)s::text[], %(renewals_eid)s::bigint[], %(renewals_hp)s::boolean[], %(renewals_pv)s::float8[], %(renewals_ps)s::text[], %(renewals_pm)s::text[], %(renewals_dt)s::boolean[])
-    AS u(id, eid, hp, pv, ps, pm, dt)) AS r ORDER BY id COLLATE "C"
+    FROM unnest(%(renewals_id)s::uuid[], %(renewals_eid)s::bigint[], %(renewals_hp)s::boolean[], %(renewals_pv)s::float8[], %(renewals_ps)s::text[], %(renewals_pm)s::text[], %(renewals_dt)s::boolean[])
+    AS u(id, eid, hp, pv, ps, pm, dt)) AS r ORDER BY id
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.dt AS r_dt
     FROM r CROSS JOIN LATERAL (

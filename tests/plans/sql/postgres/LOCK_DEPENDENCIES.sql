@@ -4,14 +4,14 @@ CROSS JOIN LATERAL (
           AND r.fair_key = coalesce(d.fair_key, '')
           AND r.ready_xid = d.ready_xid AND r.job_id = d.id FOR KEY SHARE OF r
 ) AS r
-WHERE d.id = ANY(%(ids)s::text[]) AND d.ready_xid IS NOT NULL
+WHERE d.id = ANY(%(ids)s::uuid[]) AND d.ready_xid IS NOT NULL
 ORDER BY d.id;
-SELECT job_id FROM leases WHERE job_id = ANY(%(ids)s::text[])
+SELECT job_id FROM leases WHERE job_id = ANY(%(ids)s::uuid[])
 ORDER BY job_id
 FOR KEY SHARE;
 WITH locked AS (
     SELECT id, has_dependents FROM job_documents
-    WHERE id = ANY(%(ids)s::text[])
+    WHERE id = ANY(%(ids)s::uuid[])
     ORDER BY id
     FOR UPDATE
 ), marked AS (
@@ -19,5 +19,5 @@ WITH locked AS (
     WHERE id IN (SELECT id FROM locked WHERE NOT has_dependents)
 )
 SELECT id FROM locked;
-SELECT x.id, j.status FROM unnest(%(ids)s::text[]) AS x(id)
+SELECT x.id, j.status FROM unnest(%(ids)s::uuid[]) AS x(id)
 CROSS JOIN LATERAL (SELECT status FROM jobs WHERE id = x.id LIMIT 1) AS j

@@ -1,7 +1,7 @@
 WITH r AS (
     SELECT * FROM (SELECT u.id, coalesce(u.eid, %(reports_eid_all)s::bigint) AS eid, coalesce(u.hp, %(reports_hp_all)s::boolean) AS hp, coalesce(u.pv, %(reports_pv_all)s::float8) AS pv, coalesce(u.ps, %(reports_ps_all)s::text) AS ps, coalesce(u.pm, %(reports_pm_all)s::text) AS pm, coalesce(u.hc, %(reports_hc_all)s::boolean) AS hc, coalesce(u.cp, %(reports_cp_all)s::text) AS cp
-    FROM unnest(%(reports_id)s::text[], %(reports_eid)s::bigint[], %(reports_hp)s::boolean[], %(reports_pv)s::float8[], %(reports_ps)s::text[], %(reports_pm)s::text[], %(reports_hc)s::boolean[], %(reports_cp)s::text[])
-    AS u(id, eid, hp, pv, ps, pm, hc, cp)) AS r ORDER BY id COLLATE "C"
+    FROM unnest(%(reports_id)s::uuid[], %(reports_eid)s::bigint[], %(reports_hp)s::boolean[], %(reports_pv)s::float8[], %(reports_ps)s::text[], %(reports_pm)s::text[], %(reports_hc)s::boolean[], %(reports_cp)s::text[])
+    AS u(id, eid, hp, pv, ps, pm, hc, cp)) AS r ORDER BY id
 ), locked AS (
     SELECT j.*, r.hp AS r_hp, r.pv AS r_pv, r.ps AS r_ps, r.pm AS r_pm, r.hc AS r_hc, r.cp AS r_cp
     FROM r CROSS JOIN LATERAL (

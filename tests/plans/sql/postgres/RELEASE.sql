@@ -1,7 +1,7 @@
 WITH g AS (
     SELECT * FROM (SELECT u.id, coalesce(u.eid, %(leases_eid_all)s::bigint) AS eid
-    FROM unnest(%(leases_id)s::text[], %(leases_eid)s::bigint[])
-    AS u(id, eid)) AS g ORDER BY id COLLATE "C"
+    FROM unnest(%(leases_id)s::uuid[], %(leases_eid)s::bigint[])
+    AS u(id, eid)) AS g ORDER BY id
 ), locked AS (
     SELECT j.*
     FROM g CROSS JOIN LATERAL (

@@ -1,5 +1,5 @@
 SELECT a.id, a.execution_id
-FROM unnest(%(ids)s::text[]) AS h(id)
+FROM unnest(%(ids)s::uuid[]) AS h(id)
 CROSS JOIN LATERAL (
     SELECT j.id, j.execution_id, j.worker_id, j.status, j.cancel_requested
     FROM jobs AS j WHERE j.id = h.id LIMIT 1

@@ -6,7 +6,7 @@ WITH c AS (
                AS failed,
            min(CASE WHEN e.status = 'cancelled' THEN d.depends_on || ' ended cancelled' END)
                AS cancelled
-    FROM (SELECT DISTINCT unnest(%(ids)s::text[])) AS x(id)
+    FROM (SELECT DISTINCT unnest(%(ids)s::uuid[])) AS x(id)
     CROSS JOIN LATERAL (
         SELECT job_id, depends_on, holds FROM job_dependencies
         WHERE depends_on = x.id AND ended IS NULL OFFSET 0

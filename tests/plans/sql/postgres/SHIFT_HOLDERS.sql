@@ -1,5 +1,5 @@
 WITH s AS (
-    SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id text, holders integer,
+    SELECT * FROM json_to_recordset(%(shifts)s::json) AS x(id uuid, holders integer,
                                                             waiting integer)
 ), locked AS (SELECT j.id FROM job_documents AS j WHERE j.id = ANY(ARRAY(SELECT id FROM s)) ORDER BY j.id FOR UPDATE OF j)
 UPDATE job_documents AS j

@@ -7,6 +7,6 @@ SET detached_until = greatest(l.lease_expires_at, (SELECT lease_expires_at FROM 
 WHERE l.job_id = ANY(ARRAY(
     SELECT s.job_id FROM leases AS s
     WHERE s.worker_id = %(worker_id)s AND s.detached_until IS NULL
-      AND NOT (s.job_id = ANY(%(renewals_id)s::text[]))
+      AND NOT (s.job_id = ANY(%(renewals_id)s::uuid[]))
     FOR UPDATE SKIP LOCKED
 ))

@@ -6,6 +6,8 @@ passes `now` (seconds since the epoch), which tests use to drive the protocol.
 
 from __future__ import annotations
 
+from heartq.ids import LEAST_JOB_ID
+
 LOCK_NAMESPACE = 0x4851
 """First key of heartq's advisory locks (the second is a hash of the worker id, or one of
 the keys below)."""
@@ -52,18 +54,19 @@ def lane_key(queue: str, priority: str, fair_key: str) -> str:
     )
 
 
-JOB_ID_TYPE = "text"
-"""The SQL type of a job's id in the statements (a UUIDv7 as text: its columns are `text
-COLLATE "C"`, whose byte order is the ids' time order), where a parameter, a record's
-field or an array is read as job ids: named once, so a statement says which of its
-values are job ids and which are worker ids, queue names or keys."""
+JOB_ID_TYPE = "uuid"
+"""The SQL type of a job's id (a UUIDv7, 16 bytes, ordered by its bytes as its text is
+by its hex digits, so by time; schema v44), where a parameter, a record's field or an
+array is read as job ids: named once, so a statement says which of its values are job
+ids and which are worker ids, queue names or keys. Rows read it as `str`
+(`postgres/adapters.py`)."""
 
 JOB_ID_ARRAY = f"{JOB_ID_TYPE}[]"
 """An array of job ids (`JOB_ID_TYPE`)."""
 
-BEFORE_EVERY_JOB_ID = "''"
-"""The job id that sorts before every one: a ready log mark's frontier and a pending
-transaction's last entry taken, before any entry."""
+BEFORE_EVERY_JOB_ID = f"'{LEAST_JOB_ID}'::{JOB_ID_TYPE}"
+"""The job id that sorts before every one (`ids.LEAST_JOB_ID`): a ready log mark's
+frontier and a pending transaction's last entry taken, before any entry."""
 
 T = "coalesce(to_timestamp(%(now)s::float8), now())"
 

@@ -85,7 +85,7 @@ def _locked(
     document = lock_document or any(column.startswith("d.") for column in columns)
     joined = " JOIN job_documents AS d ON d.id = l.job_id" if document else ""
     return f"""{alias} AS (
-    SELECT * FROM {batch.rows(alias)} ORDER BY id COLLATE "C"
+    SELECT * FROM {batch.rows(alias)} ORDER BY id
 ), locked AS (
     SELECT j.*{"".join(f", {c}" for c in carried)}
     FROM {alias} CROSS JOIN LATERAL (

@@ -304,11 +304,11 @@ WHERE j.id = %(job_id)s
 
 JOB_ID = "SELECT id FROM jobs WHERE id = %(job_id)s"
 
-# A prefix as a range of the primary key: `low <= id < high` is an index range scan; the
-# `left` test keeps it exact under a collation other than "C".
-JOBS_BY_PREFIX = """
+# A prefix as a range of the primary key: the least and the greatest id that start with
+# it (`ids.id_range`), an index range scan.
+JOBS_BY_PREFIX = f"""
 SELECT id, task, status FROM jobs
-WHERE id >= %(low)s AND id < %(high)s AND left(id, %(n)s) = %(low)s
+WHERE id BETWEEN %(low)s::{JOB_ID_TYPE} AND %(high)s::{JOB_ID_TYPE}
 ORDER BY id LIMIT %(limit)s
 """
 
@@ -319,6 +319,6 @@ ORDER BY id LIMIT %(limit)s
 # key in order (every job id) than sort the one or two rows the probe finds.
 JOBS_BY_SUFFIX = """
 SELECT id, task, status FROM jobs
-WHERE right(id, 8) = %(tail)s AND right(id, %(n)s) = %(suffix)s
+WHERE right(id::text, 8) = %(tail)s AND right(id::text, %(n)s) = %(suffix)s
 LIMIT %(limit)s
 """

@@ -10,7 +10,7 @@ NOTIFY = "SELECT pg_notify(%(channel)s, %(queue)s)"
 # Delayed jobs enqueued: idle workers wake when the soonest falls due (payload: seconds).
 NOTIFY_DUE = "SELECT pg_notify(%(channel)s, %(seconds)s::float8::text)"
 
-NOTIFY_ENDED = f"SELECT pg_notify(%(channel)s, id) FROM unnest(%(ids)s::{JOB_ID_ARRAY}) AS id"
+NOTIFY_ENDED = f"SELECT pg_notify(%(channel)s, id::text) FROM unnest(%(ids)s::{JOB_ID_ARRAY}) AS id"
 
 # A cancel requested: the worker running the job hears it at once (payload: its id).
 NOTIFY_CANCEL = "SELECT pg_notify(%(channel)s, %(worker_id)s)"

@@ -302,11 +302,11 @@ WHERE j.id = :job_id
 
 JOB_ID = "SELECT id FROM heartq_jobs WHERE id = :job_id"
 
-# A prefix as a range of the primary key: `low <= id < high` reads only the ids that
-# start with the prefix; the `substr` test keeps it exact whatever the collation.
+# A prefix as a range of the primary key: the least and the greatest id that start with
+# it (`ids.id_range`), so only the ids that do are read.
 JOBS_BY_PREFIX = """
 SELECT id, task, status FROM heartq_jobs
-WHERE id >= :low AND id < :high AND substr(id, 1, :n) = :low
+WHERE id BETWEEN :low AND :high
 ORDER BY id LIMIT :limit
 """
 

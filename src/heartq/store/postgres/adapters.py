@@ -1,0 +1,39 @@
+"""How heartq's rows read on PostgreSQL: JSON as its text, a job id as `str`.
+
+A job's JSON (its arguments, result, checkpoint, metadata) goes on to a worker or a
+reader as the text it is, never parsed and dumped again. A job id is a `uuid` on
+PostgreSQL and text on SQLite; the store's rows carry it as `str` on both, so nothing
+above the store knows the difference. psycopg would make a `uuid.UUID`: the loaders here
+read the server's text form as it is, and the binary form (16 bytes, which the claim's
+cursor reads) as the same text.
+"""
+
+from __future__ import annotations
+
+from psycopg.adapt import AdaptersMap, Loader
+from psycopg.pq import Format
+from psycopg.types.string import TextLoader
+
+from heartq.ids import ID_GROUPS
+
+
+class JobIdBinaryLoader(Loader):
+    """A `uuid` read in binary: its 16 bytes as the text the server prints (lower-case
+    hex digits with their dashes)."""
+
+    format = Format.BINARY
+
+    def load(self, data: bytes | bytearray | memoryview) -> str:
+        digits = bytes(data).hex()
+        parts, start = [], 0
+        for size in ID_GROUPS:
+            parts.append(digits[start : start + size])
+            start += size
+        return "-".join(parts)
+
+
+def register_loaders(adapters: AdaptersMap) -> None:
+    """Make `adapters` (a connection's or a cursor's) read JSON and job ids as text."""
+    for name in ("json", "jsonb", "uuid"):
+        adapters.register_loader(name, TextLoader)
+    adapters.register_loader("uuid", JobIdBinaryLoader)
