@@ -4,18 +4,22 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.sql import SQL, Identifier
 
 from heartq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from heartq.ids import new_job_id
 from heartq.model import ClaimedJob, NewJob, WorkerInfo
 from heartq.payload import encode_args
 from heartq.store import Store, records
+from heartq.store.postgres.connection import parse_url
 from heartq.store.sql.keyed import claim_keyed
 from tests.support import opened
 
@@ -262,3 +266,19 @@ def all_jobs(store: Store) -> dict[str, dict[str, Any]]:
         ).fetchall():
             executions.setdefault(e["job_id"], []).append(e)
     return {r["id"]: records.job_dict(r, executions.get(r["id"], [])) for r in rows}
+
+
+@contextmanager
+def reader_role(url: str) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+    """A login role of its own on the PostgreSQL server of `url` (a reporting role, granted
+    what the test grants it) and an autocommit connection of the server's owner to grant
+    with; the role dropped, with what it was granted, after the block."""
+    conninfo, _schema = parse_url(url)
+    role = f"heartq_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(SQL("CREATE ROLE {} LOGIN").format(Identifier(role)))
+        try:
+            yield admin, role
+        finally:
+            admin.execute(SQL("DROP OWNED BY {}").format(Identifier(role)))
+            admin.execute(SQL("DROP ROLE {}").format(Identifier(role)))

@@ -9,7 +9,6 @@ queue holding an id it could not keep as it is, and carries every other one over
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +32,7 @@ from .support import (
     new_ids,
     new_job,
     outcomes_of,
+    reader_role,
     register,
 )
 
@@ -340,63 +340,57 @@ def test_the_migration_keeps_every_job_and_who_may_read_them(
     that waits for it, and the queued jobs are claimed."""
     migrations = SteeredMigrations(pg_url, monkeypatch)
     conninfo, schema = parse_url(pg_url)
-    role = f"heartq_reader_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        admin.execute(SQL("CREATE ROLE {} LOGIN").format(Identifier(role)))
-        try:
-            with migrations.store_before(UUID_IDS) as old:
-                assert isinstance(old, PostgresStore)
-                t0 = float(int(old.clock()))
-                ids = _as_of_v43(old, t0)
-                before = [_rows(old, sql) for sql in AS_STORED]
-                admin.execute(SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                    Identifier(schema), Identifier(role)))  # fmt: skip
-                for view in ("jobs", "executions"):
-                    admin.execute(SQL("GRANT SELECT ON {} TO {}").format(
-                        Identifier(schema, view), Identifier(role)))  # fmt: skip
-            with opened(pg_url) as store:
-                assert isinstance(store, PostgresStore)
-                assert store.link.migrate() == migrations.newest >= UUID_IDS
-                kinds = _rows(
-                    store,
-                    "SELECT DISTINCT data_type FROM information_schema.columns"
-                    " WHERE table_schema = current_schema() AND (table_name, column_name) IN"
-                    " (('job_documents', 'id'), ('leases', 'job_id'), ('ready', 'job_id'),"
-                    "  ('job_ends', 'job_id'), ('job_dependencies', 'job_id'),"
-                    "  ('job_dependencies', 'depends_on'), ('jobs', 'id'),"
-                    "  ('executions', 'job_id'))",
-                )
-                assert kinds == [("uuid",)]
-                assert [_rows(store, sql) for sql in AS_STORED] == before
-                shown = {name: store.get_job(job_id) for name, job_id in ids.items()}
-                assert {name: job["status"] for name, job in shown.items()} == {
-                    "queued": "queued", "running": "running", "done": "succeeded",
-                    "waiting": "waiting",
-                }  # fmt: skip
-                assert shown["done"]["result"] == "ok"
-                assert outcomes_of(shown["done"]) == ["succeeded"]
-                assert outcomes_of(shown["running"]) == [None]
-                assert [d["id"] for d in shown["waiting"]["depends_on"]] == [ids["running"]]
-                with psycopg.connect(conninfo, user=role) as reader:
-                    jobs = reader.execute(
-                        SQL("SELECT id::text, status FROM {} ORDER BY id").format(
-                            Identifier(schema, "jobs")
-                        )
-                    ).fetchall()
-                    runs = reader.execute(
-                        SQL("SELECT job_id::text, outcome FROM {} ORDER BY job_id").format(
-                            Identifier(schema, "executions")
-                        )
-                    ).fetchall()
-                assert jobs == sorted((job_id, shown[n]["status"]) for n, job_id in ids.items())
-                assert (ids["running"], None) in runs
-                running = Lease(ids["running"], 1, "w1")
-                done = Finish(running, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
-                assert store.finish([done], now=t0 + 2) == []
-                assert store.get_job(ids["waiting"])["status"] == JobStatus.QUEUED
-                register(store, "w2", t0 + 3)
-                claimed = store.claim("w2", ["default"], 5, LEASE, now=t0 + 3)
-                assert sorted(job.id for job in claimed) == sorted([ids["queued"], ids["waiting"]])
-        finally:
-            admin.execute(SQL("DROP OWNED BY {}").format(Identifier(role)))
-            admin.execute(SQL("DROP ROLE {}").format(Identifier(role)))
+    with reader_role(pg_url) as (admin, role):
+        with migrations.store_before(UUID_IDS) as old:
+            assert isinstance(old, PostgresStore)
+            t0 = float(int(old.clock()))
+            ids = _as_of_v43(old, t0)
+            before = [_rows(old, sql) for sql in AS_STORED]
+            admin.execute(SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                Identifier(schema), Identifier(role)))  # fmt: skip
+            for view in ("jobs", "executions"):
+                admin.execute(SQL("GRANT SELECT ON {} TO {}").format(
+                    Identifier(schema, view), Identifier(role)))  # fmt: skip
+        with opened(pg_url) as store:
+            assert isinstance(store, PostgresStore)
+            assert store.link.migrate() == migrations.newest >= UUID_IDS
+            kinds = _rows(
+                store,
+                "SELECT DISTINCT data_type FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND (table_name, column_name) IN"
+                " (('job_documents', 'id'), ('leases', 'job_id'), ('ready', 'job_id'),"
+                "  ('job_ends', 'job_id'), ('job_dependencies', 'job_id'),"
+                "  ('job_dependencies', 'depends_on'), ('jobs', 'id'),"
+                "  ('executions', 'job_id'))",
+            )
+            assert kinds == [("uuid",)]
+            assert [_rows(store, sql) for sql in AS_STORED] == before
+            shown = {name: store.get_job(job_id) for name, job_id in ids.items()}
+            assert {name: job["status"] for name, job in shown.items()} == {
+                "queued": "queued", "running": "running", "done": "succeeded",
+                "waiting": "waiting",
+            }  # fmt: skip
+            assert shown["done"]["result"] == "ok"
+            assert outcomes_of(shown["done"]) == ["succeeded"]
+            assert outcomes_of(shown["running"]) == [None]
+            assert [d["id"] for d in shown["waiting"]["depends_on"]] == [ids["running"]]
+            with psycopg.connect(conninfo, user=role) as reader:
+                jobs = reader.execute(
+                    SQL("SELECT id::text, status FROM {} ORDER BY id").format(
+                        Identifier(schema, "jobs")
+                    )
+                ).fetchall()
+                runs = reader.execute(
+                    SQL("SELECT job_id::text, outcome FROM {} ORDER BY job_id").format(
+                        Identifier(schema, "executions")
+                    )
+                ).fetchall()
+            assert jobs == sorted((job_id, shown[n]["status"]) for n, job_id in ids.items())
+            assert (ids["running"], None) in runs
+            running = Lease(ids["running"], 1, "w1")
+            done = Finish(running, Outcome.SUCCEEDED, JobStatus.SUCCEEDED, result_json="1")
+            assert store.finish([done], now=t0 + 2) == []
+            assert store.get_job(ids["waiting"])["status"] == JobStatus.QUEUED
+            register(store, "w2", t0 + 3)
+            claimed = store.claim("w2", ["default"], 5, LEASE, now=t0 + 3)
+            assert sorted(job.id for job in claimed) == sorted([ids["queued"], ids["waiting"]])
