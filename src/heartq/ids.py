@@ -62,10 +62,11 @@ _JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 
 def is_job_id(text: str) -> bool:
     """Whether `text` is a job id as heartq stores and prints one: a UUID in lower case
-    with its dashes (36 characters). PostgreSQL keeps ids as `uuid` and prints them so;
-    any other text names no job, and the store answers "not found" without asking (the
-    database would refuse it as the wrong type)."""
-    return len(text) == 36 and _JOB_ID.fullmatch(text) is not None
+    with its dashes (36 characters), not the least one (`LEAST_JOB_ID`, the ready log's
+    "before every id"). PostgreSQL keeps ids as `uuid` and prints them so; any other text
+    names no job, and the store answers "not found" without asking (the database would
+    refuse it as the wrong type)."""
+    return len(text) == 36 and _JOB_ID.fullmatch(text) is not None and text != LEAST_JOB_ID
 
 
 def id_range(prefix: str) -> tuple[str, str] | None:

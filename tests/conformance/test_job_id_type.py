@@ -17,6 +17,7 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from heartq.errors import ConfigError, DependencyNotFound, JobNotFound, PayloadError
+from heartq.ids import LEAST_JOB_ID
 from heartq.lifecycle.fate import failed
 from heartq.model import Finish, JobStatus, Lease, Outcome
 from heartq.store import Store
@@ -107,10 +108,12 @@ def test_a_callers_id_that_is_not_a_job_id_is_refused(
 ) -> None:
     """A caller's own `NewJob.id` must be a job id as heartq makes one: another text (an
     upper-case or undashed UUID too, which PostgreSQL would store as another id) is
-    refused, and nothing of its batch is stored, on both enqueue paths (PostgreSQL's one
+    refused, and so is the nil UUID (the ready log's "before every id", which no claim
+    would pass), and nothing of its batch is stored, on both enqueue paths (PostgreSQL's one
     statement for plain jobs, the transaction for those with a unique key)."""
     kept, other = new_ids(2)
-    for refused in ("not-a-uuid", other.upper(), other.replace("-", ""), f"{{{other}}}"):
+    for refused in ("not-a-uuid", other.upper(), other.replace("-", ""), f"{{{other}}}",
+                    LEAST_JOB_ID):  # fmt: skip
         batch = [new_job(id=kept), new_job(id=refused, **options)]
         with pytest.raises(PayloadError, match="UUID") as error:
             store.enqueue(batch, now=t0)
@@ -208,8 +211,9 @@ def _id_type(store: PostgresStore) -> str:
         lambda: "not-a-uuid",
         lambda: new_ids(1)[0].upper(),  # PostgreSQL's `uuid` reads these two as another id
         lambda: new_ids(1)[0].replace("-", ""),
+        lambda: LEAST_JOB_ID,  # the ready log's "before every id"
     ],
-    ids=["text", "upper-case", "undashed"],
+    ids=["text", "upper-case", "undashed", "nil"],
 )
 def test_the_migration_refuses_an_id_that_is_not_a_uuid(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, planted: Callable[[], str]
@@ -233,7 +237,7 @@ def test_the_migration_refuses_an_id_that_is_not_a_uuid(
             store.link.migrate()
         assert str(refused.value) == (
             f"the queue's schema cannot be migrated to v{UUID_IDS}: job id {bad!r} is not a"
-            ' uuid (docs/UPGRADING.md, "Schema v44")'
+            ' uuid heartq can keep (docs/UPGRADING.md, "Schema v44")'
         )
         assert _version(store) == UUID_IDS - 1
         assert _id_type(store) == "text"
@@ -243,6 +247,27 @@ def test_the_migration_refuses_an_id_that_is_not_a_uuid(
         assert store.link.migrate() == migrations.newest >= UUID_IDS
         assert _id_type(store) == "uuid"
         assert store.get_job(good)["status"] == JobStatus.QUEUED
+
+
+def test_the_migration_names_an_operators_view_that_stops_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view of the operator's own on `jobs` stops the v44 migration (the views it reads
+    are made again): one line naming it, nothing changed; once dropped, it runs."""
+    migrations = SteeredMigrations(pg_url, monkeypatch)
+    with migrations.store_before(UUID_IDS) as old:
+        assert isinstance(old, PostgresStore)
+        with old.link.pool.transaction() as conn:
+            conn.execute("CREATE VIEW report_of_jobs AS SELECT id, status FROM jobs")
+    with opened(pg_url) as store:
+        assert isinstance(store, PostgresStore)
+        with pytest.raises(ConfigError, match=f"to v{UUID_IDS}: .*report_of_jobs"):
+            store.link.migrate()
+        assert _version(store) == UUID_IDS - 1
+        with store.link.pool.transaction() as conn:
+            conn.execute("DROP VIEW report_of_jobs")
+        assert store.link.migrate() == migrations.newest
+        assert _id_type(store) == "uuid"
 
 
 def test_the_sqlite_migration_refuses_an_id_that_is_not_a_uuid(

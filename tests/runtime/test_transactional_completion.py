@@ -17,6 +17,7 @@ import pytest
 import heartq
 from heartq.model import DetectedBy, JobStatus, NewJob
 from heartq.store.postgres.connection import parse_url
+from tests.conftest import on_every_backend
 
 PLACEHOLDER = {"sqlite": "?", "postgres": "%s"}
 
@@ -176,3 +177,25 @@ def test_once_per_attempt_and_a_failure_after_the_commit_keeps_the_job_succeeded
     done = app.get_job(job_id)
     assert [e["outcome"] for e in done["executions"]] == ["succeeded"]
     assert done["result"] is None and "RuntimeError: ctx.transaction()" in done["result_lost"]
+
+
+@on_every_backend
+def test_a_tasks_own_uuids_read_as_on_a_connection_of_its_own(
+    app: heartq.App, backend: str
+) -> None:
+    """heartq reads its job ids (PostgreSQL's `uuid`, schema v44) as `str`; the connection
+    it lends a task reads the task's own `uuid` values as psycopg does (`uuid.UUID`), in
+    text and in binary, and heartq's reads are `str` again once the block ended."""
+    if backend != "postgres":
+        pytest.skip("SQLite has no uuid type")
+    store = app.store
+    (job_id,) = store.enqueue([NewJob(task="pay", args_json="{}"), NewJob("pay", "{}")])[:1]
+    job = store.claim("w1", ["default"], 1, 60.0)[0]
+    made = uuid.uuid4()
+    with store.completing(job.lease) as conn:
+        assert conn.execute("SELECT %s::uuid AS u", [made]).fetchone()["u"] == made
+        with conn.cursor(binary=True) as cursor:
+            assert cursor.execute("SELECT %s::uuid AS u", [made]).fetchone()["u"] == made
+    assert store.get_job(job_id)["status"] == JobStatus.SUCCEEDED
+    (after,) = store.claim("w1", ["default"], 1, 60.0)  # a binary cursor's ids
+    assert isinstance(after.id, str) and after.id > job_id

@@ -66,9 +66,9 @@ def claimed_jobs(
     when the claim statement was sent (`ClaimedJob.sent_at`), `worker_id` the claimer
     (part of each lease: not read back from the rows, the claim wrote it). The rows are
     read by position, the columns of `CLAIMED_COLUMNS`. The claim's own ORDER BY
-    priority DESC, run_at, id, to the id: Python compares `str` by code point, which is
-    the byte order of UTF-8, the order of ids in both databases (PostgreSQL's `COLLATE
-    "C"` since schema v23, SQLite's BINARY)."""
+    priority DESC, run_at, id, to the id: Python compares `str` by code point, which for
+    a job id (a UUID in lower case with its dashes) is the order of ids in both databases
+    (PostgreSQL's `uuid`, by its bytes, since schema v44; SQLite's BINARY)."""
     ordered = sorted(rows, key=lambda r: (-r[_PRIORITY], r[_RUN_AT], r[_ID]))
     return [
         ClaimedJob(

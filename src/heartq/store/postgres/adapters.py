@@ -13,6 +13,7 @@ from __future__ import annotations
 from psycopg.adapt import AdaptersMap, Loader
 from psycopg.pq import Format
 from psycopg.types.string import TextLoader
+from psycopg.types.uuid import UUIDBinaryLoader, UUIDLoader
 
 from heartq.ids import ID_GROUPS
 
@@ -34,6 +35,20 @@ class JobIdBinaryLoader(Loader):
 
 def register_loaders(adapters: AdaptersMap) -> None:
     """Make `adapters` (a connection's or a cursor's) read JSON and job ids as text."""
-    for name in ("json", "jsonb", "uuid"):
+    for name in ("json", "jsonb"):
         adapters.register_loader(name, TextLoader)
+    read_uuids_as_job_ids(adapters)
+
+
+def read_uuids_as_job_ids(adapters: AdaptersMap) -> None:
+    """A `uuid` read as a job id: `str`, whether the server sends it as text or binary."""
+    adapters.register_loader("uuid", TextLoader)
     adapters.register_loader("uuid", JobIdBinaryLoader)
+
+
+def read_uuids_as_psycopg_does(adapters: AdaptersMap) -> None:
+    """A `uuid` read as psycopg reads it (`uuid.UUID`): what a task's own tables hold, on
+    heartq's connection lent to it (`borrowed.task_scope`), reads as on a connection of
+    the task's own."""
+    adapters.register_loader("uuid", UUIDLoader)
+    adapters.register_loader("uuid", UUIDBinaryLoader)

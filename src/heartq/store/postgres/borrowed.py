@@ -25,7 +25,11 @@ from psycopg.rows import dict_row
 
 from heartq.errors import ConfigError
 from heartq.store.postgres import queries as q
-from heartq.store.postgres.adapters import register_loaders
+from heartq.store.postgres.adapters import (
+    read_uuids_as_job_ids,
+    read_uuids_as_psycopg_does,
+    register_loaders,
+)
 
 JOINABLE = (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
 """In a transaction, or idle with `autocommit` off (heartq's first statement begins the
@@ -98,14 +102,17 @@ def task_scope(conn: psycopg.Connection[Any], schema: str) -> Iterator[psycopg.C
     """heartq's own connection, lent to a task with PostgreSQL's defaults for the task's
     transaction (the search path, the plan cache's mode: `TASK_DEFAULTS`) and psycopg's
     own cursors (heartq's `NamedCursor` binds by position, which a task's `executemany`,
-    `copy` or `stream` with `%s` placeholders would not survive); its own again
+    `copy` or `stream` with `%s` placeholders would not survive), and a `uuid` read as
+    psycopg reads it (its tables' own, not job ids); its own again
     (heartq's schema, its plans, its cursors: `TASK_DONE`) once the task's block ended
     without an error."""
     conn.execute(q.TASK_DEFAULTS)
     ours = conn.cursor_factory
     conn.cursor_factory = psycopg.Cursor
+    read_uuids_as_psycopg_does(conn.adapters)
     try:
         yield conn
     finally:
         conn.cursor_factory = ours
+        read_uuids_as_job_ids(conn.adapters)
     conn.execute(q.TASK_DONE, {"search_path": schema})

@@ -76,6 +76,9 @@ def _apply_once(pool: ConnectionPool, schema: str, scripts: list[tuple[int, str]
                 conn.execute(script.encode())
             except psycopg.errors.RaiseException as exc:  # a migration refusing the data
                 raise refused(version, exc.diag.message_primary or str(exc)) from None
+            except psycopg.errors.DependentObjectsStillExist as exc:  # an operator's view
+                why = f"{exc.diag.message_primary} ({exc.diag.message_detail})"
+                raise refused(version, why.replace("\n", "; ")) from None
             conn.execute(q.RECORD_MIGRATION, {"version": version})
             applied.add(version)
     return applied

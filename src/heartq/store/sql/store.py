@@ -337,7 +337,8 @@ class SqlStore:
         return self.admin.retry_now(queues, now)
 
     def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
-        return is_job_id(job_id) and self.admin.start_at_attempt(job_id, attempt, now)
+        text = str(job_id)
+        return is_job_id(text) and self.admin.start_at_attempt(text, attempt, now)
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
         return self.admin.purge_dead(older_than, now)
@@ -424,15 +425,17 @@ class SqlStore:
 
 
 def _job_id(job_id: str) -> str:
-    """`job_id`, or `JobNotFound` if it is not a job id."""
-    if not is_job_id(job_id):
-        raise JobNotFound(job_id)
-    return job_id
+    """`job_id` as text (a `uuid.UUID`, as an application may keep one, is its text), or
+    `JobNotFound` if it is not a job id."""
+    text = str(job_id)
+    if not is_job_id(text):
+        raise JobNotFound(text)
+    return text
 
 
 def _job_ids(job_ids: Sequence[str]) -> list[str]:
-    """The job ids among `job_ids`; the rest name no job."""
-    return [job_id for job_id in job_ids if is_job_id(job_id)]
+    """The job ids among `job_ids`, as text; the rest name no job."""
+    return [text for text in map(str, job_ids) if is_job_id(text)]
 
 
 def _ids_or_all(job_ids: Sequence[str] | None) -> list[str] | None:

@@ -8,9 +8,12 @@
 -- its hex digits, so ids still sort by time and every index keeps its order; statements
 -- that lock several jobs still lock them in id order.
 --
--- Every id heartq makes is a UUIDv7 and is kept as it was. An id that is not a UUID
--- (only a caller of the store's own `NewJob.id` could plant one) cannot be kept: the
--- migration refuses, naming one, and changes nothing.
+-- Every id heartq makes is a UUIDv7 and is kept as it was. An id that is not a UUID in
+-- lower case with its dashes, or is the nil UUID (the claim's marks' "before every id"),
+-- could only be a caller's own (the store's `NewJob.id`) and cannot be kept: the
+-- migration refuses, naming one, and changes nothing. A view of the operator's own on
+-- `jobs` or `executions` stops it too (PostgreSQL names it); so would a column's own
+-- grant on those views, which is not carried over (a table's grant is).
 --
 -- Every table that holds job ids is rewritten, and each index on them built again, under
 -- an ACCESS EXCLUSIVE lock until the migration commits: stop every worker first (docs/
@@ -33,9 +36,10 @@ BEGIN
         UNION ALL SELECT last_job_id FROM schedules WHERE last_job_id IS NOT NULL
     ) AS ids(id)
     WHERE id !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+       OR id = '00000000-0000-0000-0000-000000000000'  -- the marks' "before every id"
     LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'job id % is not a uuid (docs/UPGRADING.md, "Schema v44")',
+        RAISE EXCEPTION 'job id % is not a uuid heartq can keep (docs/UPGRADING.md, "Schema v44")',
             quote_literal(planted);
     END IF;
 END $$;
@@ -94,4 +98,14 @@ BEGIN
                                 ELSE '' END);
         END LOOP;
     END LOOP;
+END $$;
+
+-- A column whose type changes loses its statistics: a queue that holds jobs has them
+-- taken again (a new one is left never analyzed, as every migration before leaves it).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM job_documents) THEN
+        ANALYZE job_documents, leases, ready, job_ends, ended_executions, job_dependencies,
+            pruned_successes, claim_marks;
+    END IF;
 END $$;
