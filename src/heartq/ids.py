@@ -95,6 +95,12 @@ def typed_forms(typed: str) -> tuple[str, str]:
     return _dashed(text, ID_GROUPS), _dashed(text[::-1], ID_GROUPS[::-1])[::-1]
 
 
+def dashed_id(digits: str) -> str:
+    """A job id as printed from its 32 hex digits (`uuid.UUID(...).hex`, a `uuid`'s 16
+    bytes as hex): the dashes of `ID_GROUPS` put in."""
+    return _dashed(digits, ID_GROUPS)
+
+
 def _dashed(digits: str, groups: tuple[int, ...]) -> str:
     """`digits` cut into `groups` from the start, joined by dashes."""
     parts = []

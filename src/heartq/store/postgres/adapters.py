@@ -15,7 +15,7 @@ from psycopg.pq import Format
 from psycopg.types.string import TextLoader
 from psycopg.types.uuid import UUIDBinaryLoader, UUIDLoader
 
-from heartq.ids import ID_GROUPS
+from heartq.ids import dashed_id
 
 
 class JobIdBinaryLoader(Loader):
@@ -25,12 +25,7 @@ class JobIdBinaryLoader(Loader):
     format = Format.BINARY
 
     def load(self, data: bytes | bytearray | memoryview) -> str:
-        digits = bytes(data).hex()
-        parts, start = [], 0
-        for size in ID_GROUPS:
-            parts.append(digits[start : start + size])
-            start += size
-        return "-".join(parts)
+        return dashed_id(bytes(data).hex())
 
 
 def register_loaders(adapters: AdaptersMap) -> None:
