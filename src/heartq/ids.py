@@ -57,7 +57,7 @@ HEX_DIGITS = frozenset("0123456789abcdef")
 LEAST_JOB_ID = "00000000-0000-0000-0000-000000000000"
 """The least job id (the nil UUID, `first_id_at(0)`): a floor below every id."""
 
-_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_JOB_ID = re.compile("-".join(f"[0-9a-f]{{{size}}}" for size in ID_GROUPS))
 
 
 def is_job_id(text: str) -> bool:

@@ -211,7 +211,7 @@ def store(
         found = {r["id"]: r["status"] for r in rows}
         gone = [dep for dep in dict.fromkeys(wanted) if dep in outside and dep not in found]
         if gone:
-            traced = yield (q.PRUNED_SUCCESSES, {"ids": array([d for d in gone if is_job_id(d)])})
+            traced = yield (q.PRUNED_SUCCESSES, {"ids": array(sorted(set(asked) & set(gone)))})
             pruned = {r["id"] for r in traced}
             missing = [dep for dep in gone if dep not in pruned]
             if missing:

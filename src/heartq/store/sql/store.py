@@ -290,7 +290,7 @@ class SqlStore:
         scan: int = 10_000,
         claimed_ahead: bool | None = None,
     ) -> JobPage:
-        if before is not None and not is_job_id(before):
+        if before is not None and _as_job_id(before) is None:
             raise PayloadError(f"a page starts before a job id, not {before!r}")
         return self.inspection.browse_jobs(status, queue, task, before, limit, scan, claimed_ahead)
 
@@ -337,8 +337,8 @@ class SqlStore:
         return self.admin.retry_now(queues, now)
 
     def start_at_attempt(self, job_id: str, attempt: int, now: float | None = None) -> bool:
-        text = str(job_id)
-        return is_job_id(text) and self.admin.start_at_attempt(text, attempt, now)
+        known = _as_job_id(job_id)
+        return known is not None and self.admin.start_at_attempt(known, attempt, now)
 
     def purge_dead(self, older_than: float | None = None, now: float | None = None) -> int:
         return self.admin.purge_dead(older_than, now)
@@ -424,18 +424,24 @@ class SqlStore:
 # without asking the database, which keeps ids as `uuid` on PostgreSQL and would refuse it.
 
 
-def _job_id(job_id: str) -> str:
+def _as_job_id(job_id: str) -> str | None:
     """`job_id` as text (a `uuid.UUID`, as an application may keep one, is its text), or
-    `JobNotFound` if it is not a job id."""
+    None if it is not a job id."""
     text = str(job_id)
-    if not is_job_id(text):
-        raise JobNotFound(text)
-    return text
+    return text if is_job_id(text) else None
+
+
+def _job_id(job_id: str) -> str:
+    """`_as_job_id`, or `JobNotFound`."""
+    known = _as_job_id(job_id)
+    if known is None:
+        raise JobNotFound(str(job_id))
+    return known
 
 
 def _job_ids(job_ids: Sequence[str]) -> list[str]:
-    """The job ids among `job_ids`, as text; the rest name no job."""
-    return [text for text in map(str, job_ids) if is_job_id(text)]
+    """The job ids among `job_ids` (`_as_job_id`); the rest name no job."""
+    return [known for known in map(_as_job_id, job_ids) if known is not None]
 
 
 def _ids_or_all(job_ids: Sequence[str] | None) -> list[str] | None:
