@@ -6,12 +6,16 @@
 - `django61`: Django 6.1, which needs Python 3.12 or later while heartq supports 3.11: a
   virtual environment of its own under `.venv/django-6.1`, made once with a Python 3.12+
   of the machine (`HEARTQ_TEST_PYTHON312`, else `python3.12`/`python3.13` on the path,
-  else pyenv's), heartq installed from this checkout (editable) with Django 6.1 and
-  pytest-django. It is remade when its recipe changes (pyproject.toml, the requirements
+  else pyenv's), with heartq's dependencies (pyproject's own and its postgres and
+  dashboard extras'), Django 6.1 and pytest-django, and this checkout's `src` on its path
+  (a `.pth` file): heartq itself is not installed there, so making it never writes the
+  checkout's `src/heartq.egg-info`, and may run while the suite's own environment is
+  installed. It is remade when its recipe changes (pyproject.toml, the requirements
   here); a lock keeps the suite's processes from making it twice.
 
-`python -m tests.with_django.environments` makes it ahead (scripts/test does, before pytest),
-so the suite's own time never includes the install.
+`python3 -m tests.with_django.environments` makes it ahead (scripts/test does, beside the
+install of the suite's own environment), so the suite's own time never includes the
+install. It needs only the standard library.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import ROOT
-
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout (`tests.support` says the same, but imports what is not installed yet
+when scripts/test runs this module)."""
 DJANGO6_REQUIREMENTS = ("django>=6.1,<6.2", "pytest-django>=4.8")
-DJANGO6_EXTRAS = ".[postgres,dashboard]"
+DJANGO6_EXTRAS = ("postgres", "dashboard")
 DJANGO6_VENV = ROOT / ".venv" / "django-6.1"
 STAMP = "heartq-recipe"
 INSTALL_TIMEOUT = 600
@@ -78,7 +84,14 @@ def python312() -> str | None:
 
 def _recipe(interpreter: str) -> str:
     pyproject = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    return "\n".join([interpreter, DJANGO6_EXTRAS, *DJANGO6_REQUIREMENTS, pyproject])
+    return "\n".join([interpreter, *DJANGO6_EXTRAS, *DJANGO6_REQUIREMENTS, pyproject])
+
+
+def heartq_requirements() -> list[str]:
+    """heartq's own dependencies and those of `DJANGO6_EXTRAS`, as pyproject.toml lists them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    return [*project["dependencies"], *(need for name in DJANGO6_EXTRAS for need in extras[name])]
 
 
 def ensure_django6(interpreter: str) -> Path:
@@ -95,8 +108,13 @@ def ensure_django6(interpreter: str) -> Path:
         _run([interpreter, "-m", "venv", str(DJANGO6_VENV)])
         _run(
             [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "-e", DJANGO6_EXTRAS, *DJANGO6_REQUIREMENTS]
+             *heartq_requirements(), *DJANGO6_REQUIREMENTS]
         )  # fmt: skip
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=True,
+        ).stdout.strip()  # fmt: skip
+        (Path(site) / "heartq-checkout.pth").write_text(f"{ROOT / 'src'}\n")
         stamp.write_text(recipe)
     return python
 
