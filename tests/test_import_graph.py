@@ -4,12 +4,15 @@ writes: at module level, inside a function (a deferred import), and under
 
 A cycle is how a layer starts leaning on the one above it (pipelines on the app's
 private methods, issue 42); read from the source with `ast`, so the test imports
-nothing and sees imports that never run here.
+nothing and sees imports that never run here. Last, what does run: the modules the
+command line's start loads, in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +191,22 @@ def test_no_dialect_calls_back_into_the_shared_store() -> None:
     (`store/sql/keyed.py`), so a claim's road runs one way, down."""
     crossings = _crossings(_graph())
     assert not crossings, "imports across the store's seam:\n" + "\n".join(crossings)
+
+
+DEFERRED = ("heartq.app", "heartq.model", "heartq.worker", "asyncio", "cronsim", "rich")
+"""What `heartq`'s start (`heartq.cli.main`, before a command is named) does not load: each
+command loads what it uses, and a worker's or a command's start pays for nothing more
+(`heartq/__init__.py` exports its names lazily; the errors and the store's interface
+name the model in their annotations only)."""
+
+
+def test_the_command_line_starts_without_what_its_commands_load() -> None:
+    """In a fresh interpreter, as every `heartq` process starts."""
+    probe = (
+        "import sys, heartq.cli.main\n"
+        f"print([m for m in sys.modules if m.startswith({DEFERRED!r})])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -8,9 +8,6 @@ execution id; retries are bounded and the rest go to a dead-letter queue.
 import importlib as _importlib
 import typing as _typing
 
-from heartq.app import App, Task, TaskDecorator
-from heartq.config import Settings
-from heartq.context import JobContext
 from heartq.errors import (
     AlreadyEnqueued,
     BadArguments,
@@ -35,21 +32,56 @@ from heartq.errors import (
     TaskNotDeclaredWarning,
     UnknownTask,
 )
-from heartq.event_stream import EventStream
-from heartq.events import Event
-from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
-from heartq.lost_results import LostResult, is_lost_result
-from heartq.model import AttemptRef, CancelResult, DependencyFailure, JobStatus, Outcome, Pipeline
-from heartq.pipelines import Chain, Group, Signature, chain, group
-from heartq.queue_controls import QueueControl
 from heartq.version import __version__
 
 if _typing.TYPE_CHECKING:
+    from heartq.app import App, Task, TaskDecorator
+    from heartq.config import Settings
+    from heartq.context import JobContext
+    from heartq.event_stream import EventStream
+    from heartq.events import Event
+    from heartq.hooks import AttemptInfo, CrashInfo, EnqueueInfo, Hooks, WorkerHookInfo
+    from heartq.lost_results import LostResult, is_lost_result
+    from heartq.model import (
+        AttemptRef,
+        CancelResult,
+        DependencyFailure,
+        JobStatus,
+        Outcome,
+        Pipeline,
+    )
+    from heartq.pipelines import Chain, Group, Signature, chain, group
+    from heartq.queue_controls import QueueControl
     from heartq.worker import Worker
 
-_LAZY = {"Worker": "heartq.worker"}
-"""Public names imported on first use (`__getattr__`): a process that only enqueues (a
-web app) does not load the worker's runtime, its maintenance services and its transport."""
+_LAZY = {
+    name: module
+    for module, names in {
+        "heartq.app": ["App", "Task", "TaskDecorator"],
+        "heartq.config": ["Settings"],
+        "heartq.context": ["JobContext"],
+        "heartq.event_stream": ["EventStream"],
+        "heartq.events": ["Event"],
+        "heartq.hooks": ["AttemptInfo", "CrashInfo", "EnqueueInfo", "Hooks", "WorkerHookInfo"],
+        "heartq.lost_results": ["LostResult", "is_lost_result"],
+        "heartq.model": [
+            "AttemptRef",
+            "CancelResult",
+            "DependencyFailure",
+            "JobStatus",
+            "Outcome",
+            "Pipeline",
+        ],
+        "heartq.pipelines": ["Chain", "Group", "Signature", "chain", "group"],
+        "heartq.queue_controls": ["QueueControl"],
+        "heartq.worker": ["Worker"],
+    }.items()
+    for name in names
+}
+"""Public names imported on first use (`__getattr__`), all but the errors: a process that
+only enqueues (a web app) does not load the worker's runtime, its maintenance services and
+its transport; a process of the command line (`heartq.cli`, inside this package) does not
+pay at start-up for the app and the model before its command asks for them."""
 
 
 __all__ = [
@@ -108,5 +140,11 @@ __all__ = [
 
 def __getattr__(name: str) -> _typing.Any:
     if name in _LAZY:
-        return getattr(_importlib.import_module(_LAZY[name]), name)
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # once: the next lookup finds it without this hook
+        return value
     raise AttributeError(f"module 'heartq' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

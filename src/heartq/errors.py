@@ -38,8 +38,10 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from heartq.model import JobMatch
+if TYPE_CHECKING:  # for annotations only: every process imports the errors, not the model
+    from heartq.model import JobMatch
 
 
 class HeartqError(Exception):

@@ -24,8 +24,6 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronsim import CronSim, CronSimError
-
 from heartq import payload
 from heartq.errors import ConfigError
 from heartq.hooks import EnqueueRun
@@ -88,6 +86,10 @@ class Schedule:
         if self.cron is not None:
             if not isinstance(self.cron, str):
                 raise ConfigError(f"schedule {self.name!r}: cron must be a string")
+            # cronsim is imported where a cron schedule is read: a process (a worker, a
+            # command) whose apps have none does not pay for it at start-up.
+            from cronsim import CronSim, CronSimError
+
             try:
                 next(CronSim(self.cron, datetime.now(zone)))
             except (CronSimError, StopIteration) as exc:
@@ -130,6 +132,8 @@ class Schedule:
                 k -= 1
             return found
         assert self.cron is not None
+        from cronsim import CronSim
+
         start = datetime.fromtimestamp(now, self.zone) + timedelta(seconds=1)
         for moment in CronSim(self.cron, start, reverse=True):
             tick = moment.timestamp()
@@ -145,6 +149,8 @@ class Schedule:
         if self.every is not None:
             return (math.floor(now / self.every) + 1) * self.every
         assert self.cron is not None
+        from cronsim import CronSim
+
         return next(CronSim(self.cron, datetime.fromtimestamp(now, self.zone))).timestamp()
 
     def plan(self, last_tick: float | None, now: float) -> TickPlan:

@@ -33,7 +33,6 @@ its caller are decided here, around it:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -410,6 +409,10 @@ class Producer:
         """`enqueue` for asyncio code: its round trips off the event loop, or on an
         asyncio connection's own (a `psycopg.AsyncConnection`). The warning is given
         here, in the caller's coroutine, so it names the caller's line."""
+        # Imported here, on the event loop that runs this, where asyncio is loaded already:
+        # a process that never enqueues from asyncio code (a command) does not pay for it.
+        import asyncio
+
         if connection is None:
             stored, notices = await asyncio.to_thread(self._enqueue, task_name, args_list, options)
         elif not inspect.iscoroutinefunction(getattr(connection, "execute", None)):

@@ -10,7 +10,6 @@ async waiter never holds a thread while it waits: only its short reads go to a t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -127,6 +126,10 @@ class EndWaiters:
         return outcome(end)
 
     async def wait_async(self, job_id: str, timeout: float | None) -> Any:
+        # Imported here, on the event loop that runs this, where asyncio is loaded already:
+        # a process that never waits from asyncio code (a command) does not pay for it.
+        import asyncio
+
         store = self._store()
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()

@@ -12,16 +12,18 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
 from heartq import payload
-from heartq.app import App
 from heartq.config import check_url, resolve_url
 from heartq.errors import ConfigError
 from heartq.store import Store, open_store, redact_text
+
+if TYPE_CHECKING:
+    from heartq.app import App
 
 EXIT_OPERATIONAL = 1
 """The exit status of a command that failed for a reason outside its input (the
@@ -208,6 +210,10 @@ def _raised_at(exc: BaseException, ref: str) -> str:
 def load_app(ref: str) -> App:
     """`module:attribute` or `module` (then its attribute `app`), imported with the working
     directory on the import path. Errors name the module and say why."""
+    # Imported here, as each command's own module is (`heartq.cli.main.COMMANDS`): the
+    # commands that load no app do not pay for it at start-up.
+    from heartq.app import App
+
     module_name, _, attr = ref.partition(":")
     attr = attr or "app"
     if not module_name:

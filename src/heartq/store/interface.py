@@ -37,34 +37,36 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from heartq.model import (
-    CancelResult,
-    Claim,
-    ClaimedJob,
-    DeactivatedWorker,
-    DependencyEnd,
-    Finish,
-    JobCount,
-    JobEnd,
-    JobPage,
-    Lease,
-    NewJob,
-    PruneCounts,
-    PulseReport,
-    QueueWait,
-    Reclaimed,
-    Reconciliation,
-    Renewal,
-    RenewStatus,
-    Report,
-    TaskPolicy,
-    TickPlan,
-    WorkerInfo,
-)
 from heartq.queue_controls import QueueControl
 from heartq.store.link import Link
+
+if TYPE_CHECKING:  # annotations only: a command that opens no store loads no model
+    from heartq.model import (
+        CancelResult,
+        Claim,
+        ClaimedJob,
+        DeactivatedWorker,
+        DependencyEnd,
+        Finish,
+        JobCount,
+        JobEnd,
+        JobPage,
+        Lease,
+        NewJob,
+        PruneCounts,
+        PulseReport,
+        QueueWait,
+        Reclaimed,
+        Reconciliation,
+        Renewal,
+        RenewStatus,
+        Report,
+        TaskPolicy,
+        TickPlan,
+        WorkerInfo,
+    )
 
 
 class Clock(Protocol):

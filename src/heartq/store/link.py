@@ -12,9 +12,10 @@ thread, the lock files), and a reader of the queue operations meets none of it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from heartq.model import LivenessChange
+if TYPE_CHECKING:  # in annotations only: a command that opens no store loads no model
+    from heartq.model import LivenessChange
 
 
 class LivenessHandle(Protocol):

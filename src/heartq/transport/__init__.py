@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from heartq.errors import ConfigError
-from heartq.transport.settings import NatsOptions
 
 if TYPE_CHECKING:
     from heartq.event_stream import EventStream
@@ -31,6 +30,10 @@ def resolve_transport(url: str | None, environ: Mapping[str, str] | None = None)
         given = "transport" if url else ENV_TRANSPORT  # say where it came from
         raise ConfigError(f"{given} must be a nats:// URL, got {chosen!r}")
     if chosen is not None:
+        # Imported here: a process (a worker, a command) whose app has no transport does
+        # not pay for the options' parsing at start-up.
+        from heartq.transport.settings import NatsOptions
+
         NatsOptions.parse(chosen)
     return chosen
 

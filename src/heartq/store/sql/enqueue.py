@@ -14,7 +14,6 @@ reads the declarations through `read_policies` too.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -75,6 +74,10 @@ class EnqueueOps:
         return ids
 
     async def enqueue_async(self, jobs: Sequence[NewJob], connection: Any) -> list[str]:
+        # Imported here, on the event loop that runs this, where asyncio is loaded already:
+        # a process that never enqueues from asyncio code (a command) does not pay for it.
+        import asyncio
+
         docs = [documents.new_job_doc(job) for job in jobs]
         if not docs:
             return []
