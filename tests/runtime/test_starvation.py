@@ -17,7 +17,11 @@ fast settings `run_worker` passes override the app's, and until the tenth sessio
 tests set the lease on the app only, so their workers ran on 0.6 s (a 0.5 s trust window)
 whatever LEASE said; clean-clone runs saw that lapse once a session (`interrupted` before
 the success), raising LEASE twice changed nothing."""
-BUSY_FOR = 6.0  # 2 leases: a heartbeat thread the task starves lets the lease lapse
+BUSY_FOR = 4.5
+"""1.5 leases: a heartbeat the task starves throughout lets the lease lapse (the attempt
+ends `interrupted`, measured with a task holding the GIL for the whole spell), a second
+and a half before the spell ends. Not longer: the CPU-bound spell burns a core all along
+(2 leases did, a core for 6 s)."""
 
 pytestmark = pytest.mark.one_at_a_time("busy-loops")
 """One busy spell at a time: the backends' runs of a test come one after the other, and
