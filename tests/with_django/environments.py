@@ -108,7 +108,7 @@ def ensure_django6(interpreter: str) -> Path:
         _run([interpreter, "-m", "venv", str(DJANGO6_VENV)])
         _run(
             [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             *heartq_requirements(), *DJANGO6_REQUIREMENTS]
+             "--no-compile", *heartq_requirements(), *DJANGO6_REQUIREMENTS]
         )  # fmt: skip
         site = subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
