@@ -143,6 +143,14 @@ def __getattr__(name: str) -> _typing.Any:
         value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # once: the next lookup finds it without this hook
         return value
+    if not name.startswith("_"):
+        # A submodule reached as an attribute (`heartq.events.log_event` after `import
+        # heartq`), as when this module imported them all at once.
+        try:
+            return _importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'heartq' has no attribute {name!r}")
 
 

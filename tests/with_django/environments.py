@@ -13,9 +13,9 @@
   installed. It is remade when its recipe changes (pyproject.toml, the requirements
   here); a lock keeps the suite's processes from making it twice.
 
-`python3 -m tests.with_django.environments` makes it ahead (scripts/test does, beside the
-install of the suite's own environment), so the suite's own time never includes the
-install. It needs only the standard library.
+`.venv/bin/python tests/with_django/environments.py` makes it ahead (scripts/test does,
+beside the install of the suite's own environment), so the suite's own time never
+includes the install. It needs only the standard library.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def python312() -> str | None:
 
 def _recipe(interpreter: str) -> str:
     pyproject = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    return "\n".join([interpreter, *DJANGO6_EXTRAS, *DJANGO6_REQUIREMENTS, pyproject])
+    source = str(ROOT / "src")  # the `.pth` file's: a copied environment is made again
+    return "\n".join([interpreter, source, *DJANGO6_EXTRAS, *DJANGO6_REQUIREMENTS, pyproject])
 
 
 def heartq_requirements() -> list[str]:
