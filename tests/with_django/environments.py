@@ -25,6 +25,7 @@ import glob
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -131,5 +132,8 @@ def _run(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # scripts/test stops this on its way out (SIGTERM): as an exception, so that the pip
+    # it runs is killed with it, not left writing into an environment the next run remakes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     made = django61()
     print(made if isinstance(made, str) else f"Django 6.1 environment: {made.python}")
