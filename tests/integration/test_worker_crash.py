@@ -12,7 +12,7 @@ import pytest
 from heartq.store.postgres.advisory_locks import LIVENESS_GRACE
 from tests.conftest import on_every_backend
 
-from .conftest import RECONCILIATION_ONLY, Harness, WorkerProc, parse_ts
+from .conftest import RECONCILIATION_ONLY, STEADY, Harness, WorkerProc, parse_ts
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,11 @@ def test_sigkill_mid_job_is_reclaimed_and_finished_by_another_worker(harness: Ha
 def test_sigstopped_worker_is_fenced_out_and_its_late_completion_lands_nothing(
     harness: Harness,
 ) -> None:
-    workers = two_workers(harness)
+    # STEADY's 4 s lease: with FAST's 0.6 s, a heartbeat starved half a second by a loaded
+    # machine before the freeze made the worker fence itself first (the attempt ended
+    # `interrupted`, by its own hand, not taken from a frozen worker: seen once in a full
+    # run on a clean clone), and the freeze then tested nothing.
+    workers = harness.start_worker(settings=STEADY), harness.start_worker(settings=STEADY)
     # Attempt 1 runs 1 s then returns: by the time its worker is continued, the time has
     # passed, so the stale attempt tries to complete.
     job_id = harness.enqueue("hold_first", {"seconds": 1.0})
