@@ -35,6 +35,23 @@ def test_every_claim_returns_the_claimed_columns_in_order(store: Store, name: st
     assert names == records.CLAIMED_COLUMNS
 
 
+def test_sqlite_claim_by_turns_returns_the_claimed_columns_then_its_turn(store: Store) -> None:
+    """SQLite's claim by turns of one queue returns the claimed columns in order, then
+    each job's key, tag and step (`fair.advance` reads them after the claimed ones)."""
+    assert isinstance(store, SqlStore)
+    d = store.leases.d
+    if d.fair is None:
+        pytest.skip("PostgreSQL takes its turns in its claim statements")
+    params: dict[str, Any] = {"worker_id": "w1", "queue": "default", "limit": 1,
+                              "lease": 30.0, "ahead": False}  # fmt: skip
+    with d.write() as conn:
+        params["now"] = d.clock(conn, None)
+        cursor = d.by_position(conn).execute(d.fair.CLAIM_TURNS_ONE_QUEUE, params)
+        names = tuple(column[0] for column in cursor.description)
+        assert cursor.fetchall() == []
+    assert names == (*records.CLAIMED_COLUMNS, "fair_key", "fair_tag", "step")
+
+
 def test_a_claimed_job_carries_each_column(store: Store, t0: float) -> None:
     """Every field read by position lands in its own place: columns of the same type
     (text, integers, floats) swapped would pass the statement's names only here."""

@@ -4,9 +4,13 @@ deep, and the untagged jobs at most `TAGGED_AT_A_CLAIM`. What it claims must be 
 rule gives over every queued job read in full by a plain query: the due untagged ones
 tagged (oldest first, each key from its finish or its tier's clock, a step of one over
 its weight each), the jobs without a key one share of each tier, all in the order of
-priority, then tag less the tier's clock, then id. Before each claim of random mixes
+priority, then tag less the tier's clock, then id (and where no job with a key waits in
+the queues claimed, the jobs without one in order: priority, then age, then id, as the
+claim without turns takes them). Before each claim of random mixes
 of keys, weights, priorities, delayed jobs, jobs without a key, two queues and claims
-of any size."""
+of any size; by a worker of both queues (the claim chooses, then claims) and by one of
+one queue (which claims its line in one statement while no job without a key is
+runnable there)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from heartq import policy
-from heartq.model import TaskPolicy
+from heartq.model import Finish, Outcome, TaskPolicy
 from heartq.store.sql import inspection
 from heartq.store.sql.fair import TAGGED_AT_A_CLAIM, UNKEYED
 from heartq.store.sqlite import SQLiteStore
@@ -31,8 +35,8 @@ T0 = 1_000_000.0
 QUEUES = ["a", "b"]
 
 
-def _expected(path: Path, limit: int) -> list[str]:
-    """The ids the rule gives, every queued job read apart."""
+def _expected(path: Path, limit: int, queues: list[str]) -> list[str]:
+    """The ids the rule gives in `queues`, every queued job read apart."""
     with sqlite3.connect(path) as conn:
         clocks = {(q, p): c for q, p, c in conn.execute("SELECT * FROM heartq_fair_clocks")}
         finishes = {
@@ -53,10 +57,13 @@ def _expected(path: Path, limit: int) -> list[str]:
             " AND fair_key IS NOT NULL AND fair_tag IS NOT NULL"
         ).fetchall()
         plain = conn.execute(
-            f"SELECT queue, priority, id FROM heartq_jobs WHERE {turns} AND fair_key IS NULL"
-            " AND run_at <= ? ORDER BY run_at, id",
+            f"SELECT queue, priority, id, run_at FROM heartq_jobs WHERE {turns}"
+            " AND fair_key IS NULL AND run_at <= ? ORDER BY run_at, id",
             (T0,),
         ).fetchall()
+    if not any(q in queues for q, *_ in tagged + untagged):  # no turns to take: in order
+        in_order = sorted((p for p in plain if p[0] in queues), key=lambda p: (-p[1], p[3], p[2]))
+        return [job_id for _, _, job_id, _ in in_order[:limit]]
     candidates = [(q, p, tag, job_id) for q, p, tag, job_id in tagged]
     moved: dict[tuple[str, int, str], float] = {}
     for queue, priority, key, weight, job_id in untagged:
@@ -65,11 +72,12 @@ def _expected(path: Path, limit: int) -> list[str]:
         candidates.append((queue, priority, start, job_id))
         moved[at] = start + 1.0 / (weight or 1.0)
     shares: dict[tuple[str, int], int] = {}
-    for queue, priority, job_id in plain:
+    for queue, priority, job_id, _ in plain:
         n = shares[(queue, priority)] = shares.get((queue, priority), 0) + 1
         start = max(clocks.get((queue, priority), 0.0),
                     finishes.get((queue, priority, UNKEYED), 0.0))  # fmt: skip
         candidates.append((queue, priority, start + n - 1, job_id))
+    candidates = [c for c in candidates if c[0] in queues]
     candidates.sort(key=lambda c: (-c[1], c[2] - clocks.get((c[0], c[1]), 0.0), c[3]))
     return [c[3] for c in candidates[:limit]]
 
@@ -89,7 +97,10 @@ def _by_key(path: Path, statement: str) -> dict[tuple[str, int, str], int]:
         return {(q, p, k): n for q, p, k, n in conn.execute(statement).fetchall()}
 
 
-def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("claimed", [QUEUES, QUEUES[:1]], ids=["two-queues", "one-queue"])
+def test_a_claim_takes_what_the_rule_gives_over_every_job(
+    tmp_path: Path, claimed: list[str]
+) -> None:
     rng = random.Random(7)
     for scenario in range(16):
         path = tmp_path / f"fair{scenario}.db"
@@ -111,15 +122,15 @@ def test_a_claim_takes_what_the_rule_gives_over_every_job(tmp_path: Path) -> Non
                     for _ in range(rng.choice([1, 2, 5, 40]))
                 ]
                 store.enqueue(jobs, now=T0 - 100 + n)
-            unkeyed = [new_job(queue=rng.choice(QUEUES)) for _ in range(rng.choice([0, 3, 30]))]
+            unkeyed = [new_job(queue=rng.choice(QUEUES)) for _ in range(rng.choice([0, 0, 3, 30]))]
             if unkeyed:
                 store.enqueue(unkeyed, now=T0 - 100)
             for _ in range(10):
                 limit = rng.choice([1, 2, 3, 7, 20])
-                expected = _expected(path, limit)
-                claimed = store.claim("w1", QUEUES, limit, 30.0, now=T0)
+                expected = _expected(path, limit, claimed)
+                taken = store.claim("w1", claimed, limit, 30.0, now=T0)
                 # the same jobs (a claim hands them over in priority order, then oldest)
-                assert sorted(job.id for job in claimed) == sorted(expected), (scenario, limit)
+                assert sorted(job.id for job in taken) == sorted(expected), (scenario, limit)
                 assert _counted(path) == _in_line(path), scenario
         finally:
             store.link.close()
@@ -176,10 +187,14 @@ def test_an_upgrade_puts_the_queued_jobs_in_line(
         assert ids["later"] in {job.id for job in later}  # tagged once due, at the clock
 
 
-def test_a_job_queued_again_takes_its_place_behind_its_keys_line(tmp_path: Path) -> None:
-    """A claim clears its job's tag: a job given back (here released; a retry, a snooze
-    and a reclaim alike) is tagged by the claim that finds it due, at its key's finish,
-    behind the key's jobs already in line, not at its old place ahead of every key."""
+@pytest.mark.parametrize("end", ["released", "retried"])
+def test_a_job_queued_again_takes_its_place_behind_its_keys_line(
+    tmp_path: Path, end: str
+) -> None:
+    """An attempt's end clears its job's tag (kept while it ran): a job given back (here
+    released, or failed and retried at once; a snooze and a reclaim end as a retry does)
+    is tagged by the claim that finds it due, at its key's finish, behind the key's jobs
+    already in line, not at its old place ahead of every key."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'again.db'}")
     try:
         register(store, "w1", T0)
@@ -187,10 +202,13 @@ def test_a_job_queued_again_takes_its_place_behind_its_keys_line(tmp_path: Path)
         store.enqueue([new_job(fair_key="b") for _ in range(5)], now=T0 - 9)
         (first,) = store.claim("w1", ["default"], 1, 30.0, now=T0)
         assert store.get_job(first.id)["fair_key"] == "a"
-        with sqlite3.connect(tmp_path / "again.db") as conn:
-            (tag,) = conn.execute("SELECT fair_tag FROM heartq_jobs WHERE id = ?", (first.id,))
-        assert tag == (None,)  # cleared by its claim
-        assert store.release([first.lease], now=T0 + 1) == []
+        assert _tag(tmp_path / "again.db", first.id) == 0.0  # its place, kept while it runs
+        if end == "released":
+            assert store.release([first.lease], now=T0 + 1) == []
+        else:
+            again = Finish(first.lease, Outcome.FAILED, "queued", error="boom", retry_delay=0.0)
+            assert store.finish([again], now=T0 + 1) == []
+        assert _tag(tmp_path / "again.db", first.id) is None  # cleared by its end
         taken = [job.id for job in store.claim("w1", ["default"], 9, 30.0, now=T0 + 2)]
         assert first.id not in taken and len(taken) == 9  # the others' turns first
         assert [job.id for job in store.claim("w1", ["default"], 1, 30.0, now=T0 + 3)] == [first.id]
@@ -272,3 +290,9 @@ def test_a_claim_tags_at_most_its_bound_of_jobs_come_due(tmp_path: Path) -> None
         assert _counted(path) == _in_line(path) == {("default", 0, "a"): flood - 2}
     finally:
         store.link.close()
+
+
+def _tag(path: Path, job_id: str) -> float | None:
+    with sqlite3.connect(path) as conn:
+        (tag,) = conn.execute("SELECT fair_tag FROM heartq_jobs WHERE id = ?", (job_id,))
+    return None if tag[0] is None else float(tag[0])

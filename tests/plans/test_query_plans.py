@@ -106,17 +106,18 @@ def test_sqlite_fair_usage_reads_keys_through_their_indexes(tmp_path: Path) -> N
     store.link.close()
 
 
-def _fair_claim_steps(path: Path, keys: int) -> int:
+def _fair_claim_steps(path: Path, keys: int, unkeyed: int) -> int:
     """The virtual machine's steps (hundreds) of SQLite's claim by turns (`fair.claim`:
     the due untagged jobs tagged, a claim of 10 in tag order, the clocks moved), rolled
-    back, over `keys` keys of five jobs each, ten jobs without a key and a key of 10,000
-    jobs, after three claims: the work done, counted, not timed."""
+    back, over `keys` keys of five jobs each, `unkeyed` jobs without a key (none: the
+    claim's one statement; some: its two) and a key of 10,000 jobs, after three claims:
+    the work done, counted, not timed."""
     store = SQLiteStore(f"sqlite:///{path}")
     store.link.migrate()
     register(store, "w1", 0.0)
     jobs = [NewJob("t", "{}", fair_key=f"k{n:05d}") for n in range(keys) for _ in range(5)]
     store.enqueue(jobs, now=0.0)
-    store.enqueue([NewJob("t", "{}") for _ in range(10)], now=0.0)
+    store.enqueue([NewJob("t", "{}") for _ in range(unkeyed)], now=0.0)
     store.enqueue([NewJob("t", "{}", fair_key="flood") for _ in range(10_000)], now=0.0)
     for _ in range(3):
         store.claim("w1", ["default"], 10, 30.0, now=1.0)
@@ -144,16 +145,25 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
     """SQLite's claim by turns reads the jobs only through the claim indexes (each
     queue's line by tag and its jobs without a key, each from its head, stopped at the
     claim's slots; the untagged jobs due, oldest first) and the jobs it takes by their
-    rowid: never a scan of the jobs, nor of every key. So it costs about the same with
+    rowid, in its one statement (a queue whose runnable jobs all have a key) as in its
+    two: never a scan of the jobs, nor of every key. So it costs about the same with
     1,000 keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
-    params = {"queues": '["default"]', "now": 0.0, "limit": 10, "most": 1000}
+    params = {"queues": '["default"]', "queue": "default", "now": 0.0, "limit": 10,
+              "most": 1000, "worker_id": "w1", "lease": 30.0, "ahead": False}  # fmt: skip
     reads = []
     for sql in (fair_q.TAG_DUE, fair_q.FAIR_CHOSEN):
         plan = store.link.pool.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
         reads += [row[3] for row in plan if "heartq_jobs" in row[3] or " j " in f"{row[3]} "]
+    sql = "EXPLAIN QUERY PLAN " + fair_q.CLAIM_TURNS_ONE_QUEUE
+    plan = store.link.pool.get().execute(sql, params).fetchall()
     store.link.close()
+    assert {row[3] for row in plan if "heartq_jobs" in row[3]} == {  # the one statement
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)",
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_claim_idx (queue=?)",
+        "SEARCH heartq_jobs USING INTEGER PRIMARY KEY (rowid=?)",
+    }, plan
     assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)" in reads, reads
     assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_due_idx (queue=? AND run_at<?)" in reads
     assert "SEARCH j USING INTEGER PRIMARY KEY (rowid=?)" in reads
@@ -161,10 +171,11 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
         assert read.startswith("SEARCH") and (
             "_idx (queue=?" in read or "(rowid=?)" in read
         ), reads
-    few = _fair_claim_steps(tmp_path / "few.db", 10)
-    many = _fair_claim_steps(tmp_path / "many.db", 1000)
-    # within a tenth: the keys' finishes, one row a key, are a B-tree a level deeper
-    assert many <= few * 1.1, (few, many)
+    for unkeyed in (0, 10):
+        few = _fair_claim_steps(tmp_path / f"few{unkeyed}.db", 10, unkeyed)
+        many = _fair_claim_steps(tmp_path / f"many{unkeyed}.db", 1000, unkeyed)
+        # within a tenth: the keys' finishes, one row a key, are a B-tree a level deeper
+        assert many <= few * 1.1, (unkeyed, few, many)
 
 
 @pytest.mark.parametrize("analyzed", [False, True])

@@ -27,10 +27,11 @@ time it had no work. The jobs without a key are one share tagged by the claim (t
 
 When: an enqueue tags its runnable jobs that take turns in its own transaction
 (`tagging`); a job that becomes runnable later (delayed, retried, snoozed, released,
-reclaimed, replayed, re-routed, released by its dependencies: every claim clears its
-job's tag) is tagged by the first claim that finds it due, oldest first, at most
-`TAGGED_AT_A_CLAIM` a claim, so a flood of delayed jobs falling due at once is tagged
-over a few claims rather than in one held write lock.
+reclaimed, replayed, re-routed, released by its dependencies: a claimed job keeps its
+tag while it runs and its attempt's end clears it) is tagged by the first claim that
+finds it due, oldest first, at most `TAGGED_AT_A_CLAIM` a claim, so a flood of delayed
+jobs falling due at once is tagged over a few claims rather than in one held write
+lock.
 
 PostgreSQL's claim takes its ready log's lanes in rotation in its own statement
 (`Dialect.fair` is None there; docs/design/limits.md, "Fair shares"): the same
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heartq.store import documents
+from heartq.store.records import CLAIMED_COLUMNS
 from heartq.store.sql.base import Program, Rows, drive, run
 from heartq.store.sql.statements import FairStatements
 
@@ -62,6 +64,15 @@ few claims (about a millisecond each) rather than in one held write lock."""
 
 Tier = tuple[str, int]
 """A queue and a priority: where tags are compared."""
+
+Turn = Sequence[Any]
+"""Where a claimed job stood in the turns: its queue, priority, key (`UNKEYED` for a job
+without one), tag and step."""
+
+_QUEUE, _PRIORITY = (CLAIMED_COLUMNS.index(c) for c in ("queue", "priority"))
+_TURN = len(CLAIMED_COLUMNS)
+"""Where the rows of `CLAIM_TURNS_ONE_QUEUE` carry their job's key, tag and step: after
+the claimed columns."""
 
 
 def takes_turns(doc: dict[str, Any]) -> bool:
@@ -100,11 +111,10 @@ class Advance:
     tag plus its step)."""
 
 
-def advance(chosen: Sequence[Sequence[Any]]) -> Advance:
-    """What a claim of `chosen` (rows of `FAIR_CHOSEN`: rowid, queue, priority, key, tag,
-    step) moves (`Advance`)."""
+def advance(turns: Sequence[Turn]) -> Advance:
+    """What a claim of jobs that stood at `turns` moves (`Advance`)."""
     moved = Advance()
-    for _, queue, priority, key, tag, step in chosen:
+    for queue, priority, key, tag, step in turns:
         tier = (str(queue), int(priority))
         end = float(tag) + float(step)
         moved.clocks[tier] = max(float(tag), moved.clocks.get(tier, float(tag)))
@@ -123,18 +133,31 @@ def claim(
     """The claimed rows (read by position, on `on`) of a claim by turns: the due untagged
     jobs tagged (`tagging`; skipped when `untagged` says none waits, as the dialect's
     `KEYED_QUEUED` answers in the claim's transaction), the first `limit` jobs in tag
-    order (`FAIR_CHOSEN`), claimed (`CLAIM_CHOSEN`, which clears their tags), and the
-    tiers' clocks, the keys' jobs in line and the unkeyed shares' finishes moved
-    (`advance`). Its cost grows with
-    its slots and the tiers it serves, not with the keys."""
+    order claimed, and the tiers' clocks, the keys' jobs in line and the unkeyed shares'
+    finishes moved (`advance`). Its cost grows with its slots and the tiers it serves,
+    not with the keys.
+
+    A claim of one queue whose runnable jobs all have a key takes its jobs in one
+    statement (`CLAIM_TURNS_ONE_QUEUE`, a walk of the queue's line that claims as it
+    goes). Otherwise, or where that took nothing, in two: the jobs chosen in tag order
+    across the queues, with the share of the jobs without a key (`FAIR_CHOSEN`), then
+    claimed (`CLAIM_CHOSEN`). One statement inside the write lock where two would do:
+    SQLite's throughput with keys is the lock's (BENCHMARKS.md, "Fair shares")."""
     if untagged:
         drive(conn, tagging(f, params["queues"], params["now"], TAGGED_AT_A_CLAIM))
-    chosen = run(conn, f.FAIR_CHOSEN, params)
-    if not chosen:
-        return []
-    rowids = json.dumps([row[0] for row in chosen])
-    rows = run(on, f.CLAIM_CHOSEN, dict(params, rowids=rowids))
-    moved = advance(chosen)
+    queues = set(json.loads(params["queues"]))
+    one = dict(params, queue=queues.pop()) if len(queues) == 1 else None
+    rows = run(on, f.CLAIM_TURNS_ONE_QUEUE, one) if one else []
+    if rows:
+        turns: Sequence[Turn] = [(r[_QUEUE], r[_PRIORITY], *r[_TURN:]) for r in rows]
+    else:
+        chosen = run(conn, f.FAIR_CHOSEN, params)
+        if not chosen:
+            return []
+        rowids = json.dumps([row[0] for row in chosen])
+        rows = run(on, f.CLAIM_CHOSEN, dict(params, rowids=rowids))
+        turns = [row[1:] for row in chosen]
+    moved = advance(turns)
     clocks = [[q, p, clock] for (q, p), clock in moved.clocks.items()]
     run(conn, f.STORE_CLOCKS, {"clocks": json.dumps(clocks)})
     if moved.left:

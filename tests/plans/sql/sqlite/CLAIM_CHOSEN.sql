@@ -10,7 +10,6 @@ SET status = 'running',
     started_at = :now,
     updated_at = :now,
     claimed_ahead = :ahead,
-    fair_tag = NULL,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 WHERE rowid IN (SELECT value FROM json_each(:rowids))
   AND status = 'queued'

@@ -36,6 +36,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     result_pending = coalesce(json_extract(f.value, '$.pending'), 0),
     detached_until = CASE WHEN json_extract(f.value, '$.pending') THEN j.detached_until END,
     cancel_requested = 0,
+    fair_tag = NULL,
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')

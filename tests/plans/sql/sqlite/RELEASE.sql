@@ -15,6 +15,7 @@ SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE :now END,
     finished_at = CASE WHEN j.cancel_requested THEN :now END,
     cancel_requested = 0,
+    fair_tag = NULL,
     updated_at = :now
 FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$.id')

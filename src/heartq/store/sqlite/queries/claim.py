@@ -9,9 +9,9 @@ from __future__ import annotations
 # The row's `lease_expires_at` is the attempt's floor; an attempt whose worker has no
 # lease (no row, or a lease the lease reclaimer cleared) is detached at it (see the PostgreSQL
 # statement; SQLite has one writer, so no lease reclaimer can clear the lease meanwhile).
-# A claimed job's fair share tag is cleared: whatever queues it again (a retry, a snooze,
-# a release, a reclaim) leaves it untagged, and the claim that finds it due tags it anew
-# (`heartq.store.sql.fair`).
+# A claimed job keeps its fair share tag while it runs (the claim by turns reads back
+# from its rows the tags it took: `queries/fair.py`); its attempt's end clears it
+# (`queries/finish.py`).
 _CLAIM_SET = """
 UPDATE heartq_jobs
 SET status = 'running',
@@ -25,7 +25,6 @@ SET status = 'running',
     started_at = :now,
     updated_at = :now,
     claimed_ahead = :ahead,
-    fair_tag = NULL,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 """
 

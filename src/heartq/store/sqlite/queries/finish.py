@@ -39,6 +39,10 @@ WHERE NOT (json_extract(f.value, '$.status') = 'succeeded'
 # does not know its task: heartq.lifecycle.fate) or `snoozed` (its task said it is too
 # early, within its bound) is not counted as an attempt; a snooze is counted in `snoozes`,
 # and what the task said of it is its execution's, not the job's last error.
+# The attempt's fair share tag, which its job kept while it ran, is cleared (here and in
+# RELEASE_JOBS, the only two ends of a running attempt): whatever queues the job again (a
+# retry, a snooze, a release, a reclaim) leaves it untagged, and the claim that finds it
+# due tags it anew, behind its key's line (`heartq.store.sql.fair`).
 _QUEUED_AGAIN = "(json_extract(f.value, '$.status') = 'queued' AND NOT j.cancel_requested)"
 
 FINISH_JOBS = f"""
@@ -68,6 +72,7 @@ SET status = CASE WHEN json_extract(f.value, '$.status') = 'queued' AND j.cancel
     result_pending = coalesce(json_extract(f.value, '$.pending'), 0),
     detached_until = CASE WHEN json_extract(f.value, '$.pending') THEN j.detached_until END,
     cancel_requested = 0,
+    fair_tag = NULL,
     updated_at = :now
 FROM json_each(:finishes) AS f
 WHERE j.id = json_extract(f.value, '$.id')
@@ -103,6 +108,7 @@ SET status = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
     run_at = CASE WHEN j.cancel_requested THEN j.run_at ELSE :now END,
     finished_at = CASE WHEN j.cancel_requested THEN :now END,
     cancel_requested = 0,
+    fair_tag = NULL,
     updated_at = :now
 FROM json_each(:leases) AS l
 WHERE j.id = json_extract(l.value, '$.id')
