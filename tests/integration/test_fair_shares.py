@@ -101,10 +101,15 @@ def test_a_flood_queued_first_holds_no_other_key_back(fair_harness: Harness) -> 
         first = min(at for at, k, _ in started if k == key)
         assert claims.index(first) <= 1, (key, claims.index(first))
     # while all eleven had work, each had its share: the flood about a tenth of the
-    # ten keys' 1,000 (their last job started at `end`)
+    # ten keys' 1,000 (their last job started at `end`). At most its 100 before the
+    # claim that took their last job: a start's time tells claims apart only to SQLite's
+    # clock's millisecond, and two claims of one worker can share one (seen: 20 jobs
+    # with one start time, 10 slots), so that claim's spare slots may come with the
+    # next claim's flood jobs.
     end = max(at for at, k, _ in started if k != "flood")
-    flood = [n for at, k, n in started if k == "flood" and at <= end]
-    assert 90 <= len(flood) <= 111, len(flood)
+    before = [n for at, k, n in started if k == "flood" and at < end]
+    by_end = [n for at, k, n in started if k == "flood" and at <= end]
+    assert len(before) <= 100 and len(by_end) >= 90, (len(before), len(by_end))
     # each key's jobs in their own order, claim by claim
     by_key: dict[str, list[tuple[float, int]]] = collections.defaultdict(list)
     for at, key, n in started:
