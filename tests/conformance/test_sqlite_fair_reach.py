@@ -10,7 +10,7 @@ claim without turns takes them). Before each claim of random mixes
 of keys, weights, priorities, delayed jobs, jobs without a key, two queues and claims
 of any size; by a worker of both queues (the claim chooses, then claims) and by one of
 one queue (which claims its line in one statement while no job without a key is
-runnable there)."""
+queued there)."""
 
 from __future__ import annotations
 

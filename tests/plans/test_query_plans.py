@@ -148,7 +148,7 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
     """SQLite's claim by turns reads the jobs only through the claim indexes (each
     queue's line by tag and its jobs without a key, each from its head, stopped at the
     claim's slots; the untagged jobs due, oldest first) and the jobs it takes by their
-    rowid, in its one statement (a queue whose runnable jobs all have a key) as in its
+    rowid, in its one statement (a queue whose queued jobs all have a key) as in its
     two: never a scan of the jobs, nor of every key. So it costs about the same with
     1,000 keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
@@ -182,9 +182,18 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("analyzed", [False, True])
-def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyzed: bool) -> None:
-    """A one-queue claim reads the claim index in its order: no sort of the queue's
-    backlog, with statistics or without. `analyzed`: sqlite_stat1 as ANALYZE writes it
+@pytest.mark.parametrize(
+    ("statement", "index"),
+    [(q.CLAIM_ONE_QUEUE, "heartq_jobs_claim_idx"),
+     (fair_q.CLAIM_TURNS_ONE_QUEUE, "heartq_jobs_fair_claim_idx")],
+    ids=["CLAIM_ONE_QUEUE", "CLAIM_TURNS_ONE_QUEUE"],
+)  # fmt: skip
+def test_sqlite_one_queue_claim_walks_its_index_in_order(
+    tmp_path: Path, analyzed: bool, statement: str, index: str
+) -> None:
+    """A one-queue claim reads its claim index in its order: no sort of the queue's
+    backlog, with statistics or without, and (the claim by turns) its probe for a job
+    without a key a seek, not a skip scan. `analyzed`: sqlite_stat1 as ANALYZE writes it
     for a million queued jobs, under which the queues-from-JSON claim skip-scanned the
     index (59 ms a claim with 100,000 queued, against 0.3 ms)."""
     path = tmp_path / "plans.db"
@@ -197,14 +206,15 @@ def test_sqlite_one_queue_claim_walks_its_index_in_order(tmp_path: Path, analyze
             conn.execute("DELETE FROM sqlite_stat1")
             conn.execute(
                 "INSERT INTO sqlite_stat1 VALUES ('heartq_jobs', 'heartq_jobs_claim_idx', "
-                "'1000000 1000000 1000000 100000 1')"
+                "'1000000 1000000 1000000 100000 1'), ('heartq_jobs', "
+                "'heartq_jobs_fair_claim_idx', '1000000 1000000 1000000 1 1 1')"
             )
     with sqlite3.connect(path) as conn:
         params = {"worker_id": "w", "now": 0.0, "lease": 30.0, "queue": "q", "limit": 10}
         params["ahead"] = 0
-        plan = conn.execute("EXPLAIN QUERY PLAN " + q.CLAIM_ONE_QUEUE, params).fetchall()
+        plan = conn.execute("EXPLAIN QUERY PLAN " + statement, params).fetchall()
     text = "; ".join(row[3] for row in plan)
-    assert "USING INDEX heartq_jobs_claim_idx (queue=?)" in text, text
+    assert f"USING INDEX {index} (queue=?)" in text, text
     assert "TEMP B-TREE" not in text and "ANY(" not in text, text
 
 

@@ -137,7 +137,7 @@ def claim(
     finishes moved (`advance`). Its cost grows with its slots and the tiers it serves,
     not with the keys.
 
-    A claim of one queue whose runnable jobs all have a key takes its jobs in one
+    A claim of one queue whose queued jobs all have a key takes its jobs in one
     statement (`CLAIM_TURNS_ONE_QUEUE`, a walk of the queue's line that claims as it
     goes). Otherwise, or where that took nothing, in two: the jobs chosen in tag order
     across the queues, with the share of the jobs without a key (`FAIR_CHOSEN`), then

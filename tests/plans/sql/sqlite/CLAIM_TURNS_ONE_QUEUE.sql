@@ -19,7 +19,7 @@ WHERE rowid IN (
     LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
                   WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND fair_key IS NULL AND queue = :queue AND run_at <= :now)
+      AND fair_key IS NULL AND queue = :queue)
 
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,

@@ -110,20 +110,22 @@ CLAIM_CHOSEN = f"""{_CLAIM_SET}WHERE rowid IN (SELECT value FROM json_each(:rowi
   AND status = 'queued'
 {_CLAIM_RETURNING}"""
 
-# The claim by turns of one queue (:queue) none of whose runnable jobs lacks a key: the
+# The claim by turns of one queue (:queue) none of whose queued jobs lacks a key: the
 # first :limit of its line, in the order FAIR_CHOSEN gives them there (priority, then
 # tag, then id: one tier's clock does not reorder its own tags), claimed in the same
 # statement, one walk of the fair claim index as CLAIM_ONE_QUEUE walks the claim index.
 # Each row carries after the claimed columns what the turns move (`fair.advance`): its
-# key, the tag it kept and its step. Claims nothing where a job without a key is runnable
+# key, the tag it kept and its step. Claims nothing where a job without a key is queued
 # in the queue (its share is tagged by FAIR_CHOSEN): the claim then takes the two steps.
+# Queued, not runnable: one probe of the claim index, where "runnable" walked every
+# delayed job of the queue without statistics (100,000: 7 ms a claim, 0.24 without).
 CLAIM_TURNS_ONE_QUEUE = f"""{_CLAIM_SET}WHERE rowid IN (
     SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
     WHERE {_TAGGED} AND queue = :queue AND run_at <= :now
     ORDER BY priority DESC, fair_tag, id
     LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-                  WHERE {_UNKEYED} AND queue = :queue AND run_at <= :now)
+                  WHERE {_UNKEYED} AND queue = :queue)
 {_CLAIM_RETURNING.rstrip()},
           fair_key, fair_tag, 1.0 / coalesce(fair_weight, 1.0) AS step
 """
