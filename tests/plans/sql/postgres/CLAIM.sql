@@ -180,13 +180,32 @@ WITH snap AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
-        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-          AND ready_xid IS NULL AND queue = q.name
-          AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY priority DESC, run_at, id
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = q.name
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = q.name AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
+        FROM level CROSS JOIN LATERAL (
+            SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
+            WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = q.name AND priority = level.priority
+              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+            ORDER BY run_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS c
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
     ) AS c
 ), picked AS MATERIALIZED (
     SELECT c.id, c.queue, c.priority, c.fair_key, c.fair_weight, c.ready_xid, c.was_pending,

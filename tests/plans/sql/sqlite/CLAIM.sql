@@ -11,18 +11,35 @@ SET status = 'running',
     updated_at = :now,
     claimed_ahead = :ahead,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
-WHERE id IN (
-    SELECT id FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-    WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND fair_key IS NULL
-      AND queue IN (SELECT value FROM json_each(:queues))
-      AND run_at <= :now AND NOT (EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
+WHERE rowid IN (
+    SELECT j.rowid FROM (SELECT DISTINCT value AS queue FROM json_each(:queues)) AS q
+    CROSS JOIN heartq_jobs AS j
+    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue = q.queue AND run_at <= :now
+          AND priority IN (
+              WITH RECURSIVE level(p) AS (
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue = q.queue
+                          ORDER BY priority DESC LIMIT 1)
+                  UNION ALL
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue = q.queue AND priority < level.p
+                          ORDER BY priority DESC LIMIT 1)
+                  FROM level WHERE level.p IS NOT NULL
+              )
+              SELECT p FROM level)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :limit)
+      AND NOT (EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues))) OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue IN (SELECT value FROM json_each(:queues))
                    AND run_at <= :now))
-    ORDER BY priority DESC, run_at, id
+    ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT :limit
 )
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,

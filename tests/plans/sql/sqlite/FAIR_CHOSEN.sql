@@ -11,11 +11,25 @@ keyed AS (
 ), plain AS (
     SELECT j.rowid AS r, j.queue, j.priority, j.run_at, j.id
     FROM q CROSS JOIN heartq_jobs AS j
-    WHERE j.rowid IN (
-        SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+    WHERE j.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
         WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL AND queue = q.queue AND run_at <= :now
-        ORDER BY priority DESC, run_at, id LIMIT :limit)
+          AND priority IN (
+              WITH RECURSIVE level(p) AS (
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue = q.queue
+                          ORDER BY priority DESC LIMIT 1)
+                  UNION ALL
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue = q.queue AND priority < level.p
+                          ORDER BY priority DESC LIMIT 1)
+                  FROM level WHERE level.p IS NOT NULL
+              )
+              SELECT p FROM level)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :limit)
 ), shares AS (
     SELECT r, queue, priority, key, tag, step, id FROM keyed
     UNION ALL

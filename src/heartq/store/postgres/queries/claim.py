@@ -185,34 +185,62 @@ WITH {logged(queues)}, due AS MATERIALIZED ({due}
 ), {MARKED}, {TURNED}, {_claimed(logged=True)}"""
 
 
-# The due jobs of several queues: each queue's from its own ordered walk of the claim index
+# What the claim index holds (migration 0026): queued jobs without a concurrency or a
+# rate key that are not in the ready log (delayed, retried, handed back).
+_DUE = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL"""
+
+# The due jobs of a queue (`queue`: an SQL expression), at most `limit`, best first:
+# priority, then `run_at`, then id. The claim index is ordered by priority first, so a
+# walk of it in that order meets each priority's delayed jobs (not due yet) right after
+# its due ones, and a claim that found fewer due jobs than its slots walked every
+# delayed job of the queue (100,000 delayed: 717 buffers, 6 ms a claim). So each
+# priority is walked on its own, as a range that ends at the first job not due yet:
+# the queue's priorities found one probe each (`level`, highest first, recursively: a
+# recursive CTE is read as far as its reader asks, so a claim filled by its highest
+# priority probes no other), each walked from its first entry, `LIMIT` over all.
+def _due(queue: str) -> str:
+    """The due jobs' walk of one queue, its priorities one by one, as a query."""
+    return f"""
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE {_DUE} AND queue = {queue}
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE {_DUE} AND queue = {queue} AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
+        FROM level CROSS JOIN LATERAL (
+            SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
+            WHERE {_DUE} AND queue = {queue} AND priority = level.priority
+              AND run_at <= {T_STATEMENT}
+            ORDER BY run_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS c
+        LIMIT %(limit)s"""
+
+
+# The due jobs of several queues: each queue's from its own walks of the claim index
 # (`LATERAL`, one per queue, as the module's first comment says).
 _DUE_OF_QUEUES = f"""
     SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
     FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
-    CROSS JOIN LATERAL (
-        SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
-        WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-          AND ready_xid IS NULL AND queue = q.name
-          AND run_at <= {T_STATEMENT}
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
+    CROSS JOIN LATERAL ({_due("q.name")}
     ) AS c"""
 
 # Several queues.
 CLAIM = _claim("SELECT DISTINCT unnest(%(queues)s::text[])", _DUE_OF_QUEUES)
 
-# The due jobs of one queue: one ordered walk of its claim index, without CLAIM's
-# per-queue LATERAL (0.87 -> 0.58 ms for claims of 10 here, 1.23 -> 0.95 ms for claims of
-# 30).
-_DUE_OF_ONE_QUEUE = f"""
-    SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
-    WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND ready_xid IS NULL AND queue = %(queue)s AND run_at <= {T_STATEMENT}
-    ORDER BY priority DESC, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED"""
+# The due jobs of one queue: its walks without CLAIM's per-queue LATERAL (0.87 -> 0.58
+# ms for claims of 10 here, 1.23 -> 0.95 ms for claims of 30).
+_DUE_OF_ONE_QUEUE = _due("%(queue)s")
 
 # CLAIM for a worker of one queue (the usual case).
 CLAIM_ONE_QUEUE = _claim("SELECT %(queue)s::text", _DUE_OF_ONE_QUEUE)

@@ -4,13 +4,18 @@ takes turns). Not re-exported by `queries`: only this dialect has them
 
 from __future__ import annotations
 
-from heartq.store.sqlite.queries.claim import _CLAIM_RETURNING, _CLAIM_SET
+from heartq.store.sqlite.queries.claim import (
+    _CLAIM_RETURNING,
+    _CLAIM_SET,
+    _UNKEYED_QUEUED,
+    _due_rowids,
+)
 
 
 # What every job that takes turns is: queued, without a concurrency or a rate key (those
 # have their own claims), with a fairness key, tagged (`_TAGGED`, the fair claim index's
 # predicate) or not yet (`_UNTAGGED`, the fair due index's); and the jobs without a key
-# (`_UNKEYED`, the claim index's). Named so that each statement implies its index's
+# (`_UNKEYED_QUEUED`, the claim index's). Named so that each statement implies its index's
 # predicate.
 def _turns(j: str = "") -> str:
     """The predicate of a job that takes turns, its columns named through alias `j`."""
@@ -20,8 +25,6 @@ def _turns(j: str = "") -> str:
 
 _TAGGED = f"{_turns()} AND fair_tag IS NOT NULL"
 _UNTAGGED = f"{_turns()} AND fair_tag IS NULL"
-_UNKEYED = """status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-      AND fair_key IS NULL"""
 
 # The start where a share's next job goes in its tier: its finish, unless the tier's
 # clock has passed it (then the clock: no credit for time without work). `c` is the
@@ -80,10 +83,7 @@ keyed AS (
 ), plain AS (
     SELECT j.rowid AS r, j.queue, j.priority, j.run_at, j.id
     FROM q CROSS JOIN heartq_jobs AS j
-    WHERE j.rowid IN (
-        SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-        WHERE {_UNKEYED} AND queue = q.queue AND run_at <= :now
-        ORDER BY priority DESC, run_at, id LIMIT :limit)
+    WHERE j.rowid IN ({_due_rowids("q.queue")})
 ), shares AS (
     SELECT r, queue, priority, key, tag, step, id FROM keyed
     UNION ALL
@@ -125,7 +125,7 @@ CLAIM_TURNS_ONE_QUEUE = f"""{_CLAIM_SET}WHERE rowid IN (
     ORDER BY priority DESC, fair_tag, id
     LIMIT :limit)
   AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
-                  WHERE {_UNKEYED} AND queue = :queue)
+                  WHERE {_UNKEYED_QUEUED} AND queue = :queue)
 {_CLAIM_RETURNING.rstrip()},
           fair_key, fair_tag, 1.0 / coalesce(fair_weight, 1.0) AS step
 """
