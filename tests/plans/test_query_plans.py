@@ -37,7 +37,7 @@ EXPECTED = {
     "CLAIM_RATED": "SEARCH j USING INDEX heartq_jobs_rated_claim_idx (rate_key=?)",
     "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
     # Whether a keyed claim could find anything: a look at each keyed index's first entry.
-    "KEYED_QUEUED": "SEARCH heartq_jobs USING INDEX heartq_jobs_keyed_claim_idx (queue=?)",
+    "KEYED_QUEUED": "SEARCH heartq_jobs USING INDEX heartq_jobs_keyed_claim_idx (queue=?",
     "RENEW": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "FINISH_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",
     "RELEASE_JOBS": "SEARCH j USING INDEX sqlite_autoindex_heartq_jobs_1 (id=?)",

@@ -1,15 +1,20 @@
 WITH keys AS (
     SELECT k.key, (SELECT count(*) FROM job_documents AS r
-                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                     AND r.concurrency_key = k.key) AS running
+         WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+           AND r.concurrency_key = k.key) AS running
     FROM unnest(%(keys)s::text[]) AS k(key)
 ), ranked AS (
     SELECT c.id, c.priority, c.run_at, c.concurrency_limit, keys.running,
-           row_number() OVER (PARTITION BY c.concurrency_key
+           row_number() OVER (PARTITION BY keys.key
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
-    FROM job_documents AS c JOIN keys ON c.concurrency_key = keys.key
-    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
-      AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FROM keys CROSS JOIN (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, concurrency_limit FROM job_documents
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.name AND concurrency_key = keys.key
+          AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+    ) AS c
 ), picked AS (
     SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))

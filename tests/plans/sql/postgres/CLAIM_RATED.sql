@@ -21,8 +21,8 @@ WITH candidates AS MATERIALIZED (
     FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
 ), slots AS MATERIALIZED (
     SELECT k.key, (SELECT count(*) FROM job_documents AS r
-                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                     AND r.concurrency_key = k.key) AS running
+         WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+           AND r.concurrency_key = k.key) AS running
     FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
 ), fit AS (
     SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,

@@ -12,19 +12,50 @@ SET status = 'running',
     claimed_ahead = :ahead,
     progress_value = NULL, progress_stage = NULL, progress_message = NULL
 WHERE id IN (
-    SELECT id FROM (
-        SELECT c.id, c.priority, c.run_at, c.concurrency_limit,
-               row_number() OVER (PARTITION BY c.concurrency_key
-                                  ORDER BY c.priority DESC, c.run_at, c.id) AS rank,
-               (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
-                WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                  AND r.concurrency_key = c.concurrency_key) AS running
-        FROM heartq_jobs AS c INDEXED BY heartq_jobs_keyed_claim_idx
-        WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
-          AND c.queue IN (SELECT value FROM json_each(:queues))
-          AND c.run_at <= :now
+    WITH RECURSIVE q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
+    keys(queue, key) AS (
+        SELECT q.queue, (SELECT concurrency_key
+                         FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                         WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue
+                         ORDER BY concurrency_key LIMIT 1)
+        FROM q
+        UNION ALL
+        SELECT keys.queue, (SELECT concurrency_key
+                            FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue
+                              AND concurrency_key > keys.key
+                            ORDER BY concurrency_key LIMIT 1)
+        FROM keys WHERE keys.key IS NOT NULL
+    ), best AS MATERIALIZED (
+        SELECT keys.key, b.priority, b.run_at, b.concurrency_limit AS most
+        FROM keys JOIN heartq_jobs AS b
+          ON b.rowid = (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key
+              AND run_at <= :now
+            ORDER BY priority DESC, run_at, id LIMIT 1)
+        WHERE keys.key IS NOT NULL
+    ), open AS MATERIALIZED (
+        SELECT key, running FROM (
+            SELECT key, max(priority) AS priority, min(run_at) AS run_at, max(most) AS most,
+                   (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
+                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                      AND r.concurrency_key = best.key) AS running
+            FROM best GROUP BY key
+        )
+        WHERE most > running
+        ORDER BY priority DESC, run_at, key
+        LIMIT :limit
+    ), ranked AS (
+        SELECT c.id, c.priority, c.run_at, c.concurrency_limit, open.running,
+               row_number() OVER (PARTITION BY open.key
+                                  ORDER BY c.priority DESC, c.run_at, c.id) AS rank
+        FROM open CROSS JOIN q JOIN heartq_jobs AS c
+          ON c.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue AND concurrency_key = open.key
+              AND run_at <= :now
+            ORDER BY priority DESC, run_at, id LIMIT :limit)
     )
-    WHERE rank <= concurrency_limit - running
+    SELECT id FROM ranked WHERE rank <= concurrency_limit - running
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )

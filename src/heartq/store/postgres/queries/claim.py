@@ -366,26 +366,78 @@ SELECT EXISTS (SELECT 1 FROM job_documents
        false AS fair
 """
 
+# What jobs_keyed_claim_idx holds (migration 0045: by queue, key, then claim order).
+_KEYED = """status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL"""
+
+# The concurrency keys of the claim's queues with each one's first job, as a recursive
+# CTE `keys` (queue, key, priority, run_at, id): each queue's first entry of
+# jobs_keyed_claim_idx, then the first entry of each next key, one probe each (a skip
+# scan: a key's jobs are never read to find the next key). A key's first entry is its
+# best job when it is due (the index is in claim order within a key).
+_CONCURRENCY_KEYS = f"""keys AS (
+    SELECT q.name AS queue, k.* FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL (
+        SELECT concurrency_key AS key, priority, run_at, id FROM job_documents
+        WHERE {_KEYED} AND queue = q.name
+        ORDER BY concurrency_key, priority DESC, run_at, id
+        LIMIT 1
+    ) AS k
+    UNION ALL
+    SELECT keys.queue, n.* FROM keys CROSS JOIN LATERAL (
+        SELECT concurrency_key AS key, priority, run_at, id FROM job_documents
+        WHERE {_KEYED} AND queue = keys.queue AND concurrency_key > keys.key
+        ORDER BY concurrency_key, priority DESC, run_at, id
+        LIMIT 1
+    ) AS n
+)"""
+
+
+def _key_jobs(queue: str, key: str, most: str) -> str:
+    """The runnable jobs of concurrency key `key` in queue `queue`, best first, at most
+    `most`: a walk of the key's range of jobs_keyed_claim_idx."""
+    return f"""
+        SELECT id, priority, run_at, concurrency_limit FROM job_documents
+        WHERE {_KEYED} AND queue = {queue} AND concurrency_key = {key}
+          AND run_at <= {T_STATEMENT}
+        ORDER BY priority DESC, run_at, id
+        LIMIT {most}"""
+
+
+def _running(key: str) -> str:
+    """How many jobs of concurrency key `key` run (by jobs_key_running_idx)."""
+    return f"""(SELECT count(*) FROM job_documents AS r
+         WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+           AND r.concurrency_key = {key})"""
+
+
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
-# fewer than `limit`), in two statements. First the keys: those of runnable keyed jobs whose key
-# looked below its limit, best job first, at most `limit` of them, each kept only if its
+# fewer than `limit`), in two statements. First the keys: each key's best runnable job
+# (`best`: its first entry, found by the skip scan of `_CONCURRENCY_KEYS`, when that is
+# due; else a walk of the key's range for its first due job; in several queues, the best
+# of them), in claim order; then, in that order, those whose running jobs are below their
+# best job's limit (its limit is the key's, for the look, as a rate key's best job's is),
+# at most `limit` of them (`OFFSET 0` keeps the test of a key's room from being pushed
+# below the sort: only the keys the claim reaches are counted), each kept only if its
 # transaction lock could be taken (a key another claimer holds is skipped, as SKIP LOCKED
 # skips a row). The candidates are fixed first (MATERIALIZED), so no other key's lock is
-# tried.
+# tried. A claim's cost follows the number of keys (a probe each), not their backlogs.
 CLAIM_KEYS = f"""
-WITH candidates AS MATERIALIZED (
-    SELECT k.key FROM (
-        SELECT concurrency_key AS key, max(priority) AS priority, min(run_at) AS run_at,
-               max(concurrency_limit) AS most
-        FROM job_documents
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
-          AND queue = ANY(%(queues)s::text[]) AND run_at <= {T_STATEMENT}
-        GROUP BY concurrency_key
-    ) AS k
-    WHERE k.most > (SELECT count(*) FROM job_documents AS r
-                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                      AND r.concurrency_key = k.key)
-    ORDER BY k.priority DESC, k.run_at, k.key
+WITH RECURSIVE {_CONCURRENCY_KEYS}, best AS MATERIALIZED (
+    SELECT DISTINCT ON (b.key) b.key, b.priority, b.run_at, b.id FROM (
+        SELECT key, priority, run_at, id FROM keys WHERE run_at <= {T_STATEMENT}
+        UNION ALL
+        SELECT keys.key, w.priority, w.run_at, w.id
+        FROM keys CROSS JOIN LATERAL ({_key_jobs("keys.queue", "keys.key", "1")}
+        ) AS w
+        WHERE keys.run_at > {T_STATEMENT}
+    ) AS b
+    ORDER BY b.key, b.priority DESC, b.run_at, b.id
+), candidates AS MATERIALIZED (
+    SELECT o.key FROM (
+        SELECT key, id FROM best ORDER BY priority DESC, run_at, key OFFSET 0
+    ) AS o
+    WHERE (SELECT j.concurrency_limit FROM job_documents AS j WHERE j.id = o.id)
+          > {_running("o.key")}
     LIMIT %(limit)s
 )
 SELECT key FROM candidates
@@ -394,21 +446,20 @@ WHERE pg_try_advisory_xact_lock({CONCURRENCY_NAMESPACE}, hashtext(key))
 
 # Then, in a statement of its own (READ COMMITTED: its snapshot is taken after the locks,
 # so it sees every claim of these keys committed before, and none can commit during it),
-# each locked key's runnable jobs in claim order, the first `concurrency_limit - running`
-# of them (each job's own limit); the best `limit` of those, claimed as CLAIM does.
+# each locked key's runnable jobs in claim order (at most `limit` a queue: a walk of its
+# range), the first `concurrency_limit - running` of them (each job's own limit); the
+# best `limit` of those, claimed as CLAIM does.
 CLAIM_KEYED = f"""
 WITH keys AS (
-    SELECT k.key, (SELECT count(*) FROM job_documents AS r
-                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                     AND r.concurrency_key = k.key) AS running
+    SELECT k.key, {_running("k.key")} AS running
     FROM unnest(%(keys)s::text[]) AS k(key)
 ), ranked AS (
     SELECT c.id, c.priority, c.run_at, c.concurrency_limit, keys.running,
-           row_number() OVER (PARTITION BY c.concurrency_key
+           row_number() OVER (PARTITION BY keys.key
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
-    FROM job_documents AS c JOIN keys ON c.concurrency_key = keys.key
-    WHERE c.status = 'queued' AND c.concurrency_key IS NOT NULL AND c.rate_key IS NULL
-      AND c.queue = ANY(%(queues)s::text[]) AND c.run_at <= {T_STATEMENT}
+    FROM keys CROSS JOIN (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
+    CROSS JOIN LATERAL ({_key_jobs("q.name", "keys.key", "%(limit)s")}
+    ) AS c
 ), picked AS (
     SELECT j.id FROM job_documents AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM ranked WHERE rank <= concurrency_limit - running))
@@ -512,9 +563,7 @@ WITH candidates AS MATERIALIZED (
               AND e.started_at > {T_STATEMENT} - make_interval(secs => g.period)) AS used
     FROM (SELECT DISTINCT rate_key AS key, rate_period AS period FROM candidates) AS g
 ), slots AS MATERIALIZED (
-    SELECT k.key, (SELECT count(*) FROM job_documents AS r
-                   WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                     AND r.concurrency_key = k.key) AS running
+    SELECT k.key, {_running("k.key")} AS running
     FROM unnest(%(concurrency_keys)s::text[]) AS k(key)
 ), fit AS (
     SELECT c.id, c.priority, c.run_at, c.rate_key, c.concurrency_key,
