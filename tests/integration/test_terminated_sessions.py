@@ -39,7 +39,7 @@ import pytest
 from heartq.errors import StoreUnavailable
 from heartq.model import NewJob
 from heartq.store import open_store
-from heartq.store.postgres.queries.claim import CLAIM_IN_ORDER, KEYED_QUEUED
+from heartq.store.postgres.queries import CLAIM_IN_ORDER, KEYED_QUEUED
 from heartq.store.postgres.store import PostgresStore
 from tests import pg_harness
 from tests.support import wait_for

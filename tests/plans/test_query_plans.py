@@ -33,8 +33,9 @@ from tests.support import wait_for
 
 EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
-    # Rate-limited jobs: their own claim index, walked by key; a key's starts by executions' one.
-    "CLAIM_RATED": "SEARCH j USING INDEX heartq_jobs_rated_claim_idx (rate_key=?)",
+    # Rate-limited jobs: their own claim index, walked by key a priority at a time; a key's
+    # starts by executions' one.
+    "CLAIM_RATED": "heartq_jobs_rated_claim_idx (rate_key=? AND priority=? AND run_at<?)",
     "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
     # Whether a keyed claim could find anything: a look at each keyed index's first entry.
     "KEYED_QUEUED": "SEARCH heartq_jobs USING INDEX heartq_jobs_keyed_claim_idx (queue=?",

@@ -9,10 +9,26 @@ WITH keys AS (
                               ORDER BY c.priority DESC, c.run_at, c.id) AS rank
     FROM keys CROSS JOIN (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, concurrency_limit FROM job_documents
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.name AND concurrency_key = keys.key
-          AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY priority DESC, run_at, id
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.name AND concurrency_key = keys.key
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.name AND concurrency_key = keys.key AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.* FROM level CROSS JOIN LATERAL (
+            SELECT id, priority, run_at, concurrency_limit FROM job_documents
+            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.name AND concurrency_key = keys.key AND priority = level.priority
+              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+            ORDER BY run_at, id
+            LIMIT %(limit)s
+        ) AS c
         LIMIT %(limit)s
     ) AS c
 ), picked AS (

@@ -19,10 +19,26 @@ WITH RECURSIVE keys AS (
         UNION ALL
         SELECT keys.key, w.priority, w.run_at, w.id
         FROM keys CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, concurrency_limit FROM job_documents
-        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key
-          AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY priority DESC, run_at, id
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.* FROM level CROSS JOIN LATERAL (
+            SELECT id, priority, run_at, concurrency_limit FROM job_documents
+            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key AND priority = level.priority
+              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+            ORDER BY run_at, id
+            LIMIT 1
+        ) AS c
         LIMIT 1
         ) AS w
         WHERE keys.run_at > coalesce(to_timestamp(%(now)s::float8), statement_timestamp())

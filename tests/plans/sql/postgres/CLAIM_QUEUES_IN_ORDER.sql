@@ -125,8 +125,7 @@ WITH snap AS MATERIALIZED (
                 LIMIT 1
             ) AS n
         )
-        SELECT c.id, c.queue, c.priority, c.run_at, c.fair_key, c.fair_weight
-        FROM level CROSS JOIN LATERAL (
+        SELECT c.* FROM level CROSS JOIN LATERAL (
             SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
             WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                 AND ready_xid IS NULL AND queue = q.name AND priority = level.priority

@@ -11,10 +11,29 @@ WITH RECURSIVE keys AS (
     SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
     FROM keys AS k
     CROSS JOIN LATERAL (
-        SELECT priority, run_at, rate_limit, rate_period FROM job_documents
-        WHERE status = 'queued' AND rate_key IS NOT NULL AND rate_key = k.key
-          AND queue = ANY(%(queues)s::text[]) AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-        ORDER BY priority DESC, run_at, id
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.* FROM level CROSS JOIN LATERAL (
+            SELECT priority, run_at, rate_limit, rate_period FROM job_documents
+            WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority = level.priority
+              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+            ORDER BY run_at, id
+            LIMIT 1
+        ) AS c
         LIMIT 1
     ) AS b
 )

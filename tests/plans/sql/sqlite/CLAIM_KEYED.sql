@@ -30,9 +30,21 @@ WHERE id IN (
         SELECT keys.key, b.priority, b.run_at, b.concurrency_limit AS most
         FROM keys JOIN heartq_jobs AS b
           ON b.rowid = (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
-            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key
-              AND run_at <= :now
-            ORDER BY priority DESC, run_at, id LIMIT 1)
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key AND run_at <= :now
+          AND priority IN (
+              WITH RECURSIVE level(p) AS (
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key
+                          ORDER BY priority DESC LIMIT 1)
+                  UNION ALL
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = keys.queue AND concurrency_key = keys.key AND priority < level.p
+                          ORDER BY priority DESC LIMIT 1)
+                  FROM level WHERE level.p IS NOT NULL
+              )
+              SELECT p FROM level)
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1)
         WHERE keys.key IS NOT NULL
     ), open AS MATERIALIZED (
         SELECT key, running FROM (
@@ -51,9 +63,21 @@ WHERE id IN (
                                   ORDER BY c.priority DESC, c.run_at, c.id) AS rank
         FROM open CROSS JOIN q JOIN heartq_jobs AS c
           ON c.rowid IN (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
-            WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue AND concurrency_key = open.key
-              AND run_at <= :now
-            ORDER BY priority DESC, run_at, id LIMIT :limit)
+        WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue AND concurrency_key = open.key AND run_at <= :now
+          AND priority IN (
+              WITH RECURSIVE level(p) AS (
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue AND concurrency_key = open.key
+                          ORDER BY priority DESC LIMIT 1)
+                  UNION ALL
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_keyed_claim_idx
+                          WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL AND queue = q.queue AND concurrency_key = open.key AND priority < level.p
+                          ORDER BY priority DESC LIMIT 1)
+                  FROM level WHERE level.p IS NOT NULL
+              )
+              SELECT p FROM level)
+        ORDER BY priority DESC, run_at, id
+        LIMIT :limit)
     )
     SELECT id FROM ranked WHERE rank <= concurrency_limit - running
     ORDER BY priority DESC, run_at, id

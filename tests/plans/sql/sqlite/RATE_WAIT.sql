@@ -8,11 +8,25 @@ WITH RECURSIVE keys(key) AS (
     FROM keys WHERE keys.key IS NOT NULL
 ), best AS MATERIALIZED (
     SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
-    FROM keys JOIN heartq_jobs AS b ON b.id = (
-        SELECT j.id FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
-        WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key = keys.key
-          AND j.queue IN (SELECT value FROM json_each(:queues)) AND j.run_at <= :now
-        ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+    FROM keys JOIN heartq_jobs AS b ON b.rowid = (SELECT rowid FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+        WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue IN (SELECT value FROM json_each(:queues)) AND rate_key = keys.key AND run_at <= :now
+          AND priority IN (
+              WITH RECURSIVE level(p) AS (
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+                          WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue IN (SELECT value FROM json_each(:queues)) AND rate_key = keys.key
+                          ORDER BY priority DESC LIMIT 1)
+                  UNION ALL
+                  SELECT (SELECT priority FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+                          WHERE status = 'queued' AND rate_key IS NOT NULL
+                AND queue IN (SELECT value FROM json_each(:queues)) AND rate_key = keys.key AND priority < level.p
+                          ORDER BY priority DESC LIMIT 1)
+                  FROM level WHERE level.p IS NOT NULL
+              )
+              SELECT p FROM level)
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1)
     WHERE keys.key IS NOT NULL
 )
 SELECT min(started_at + period - :now) AS wait FROM (

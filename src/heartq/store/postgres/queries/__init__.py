@@ -27,6 +27,7 @@ from heartq.store.postgres.queries.enqueue import *  # noqa: F403
 from heartq.store.postgres.queries.fencing import *  # noqa: F403
 from heartq.store.postgres.queries.finish import *  # noqa: F403
 from heartq.store.postgres.queries.inspection import *  # noqa: F403
+from heartq.store.postgres.queries.keyed import *  # noqa: F403
 from heartq.store.postgres.queries.leases import *  # noqa: F403
 from heartq.store.postgres.queries.liveness import *  # noqa: F403
 from heartq.store.postgres.queries.notify import *  # noqa: F403

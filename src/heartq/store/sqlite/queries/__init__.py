@@ -27,6 +27,7 @@ from heartq.store.sqlite.queries.enqueue import *  # noqa: F403
 from heartq.store.sqlite.queries.fencing import *  # noqa: F403
 from heartq.store.sqlite.queries.finish import *  # noqa: F403
 from heartq.store.sqlite.queries.inspection import *  # noqa: F403
+from heartq.store.sqlite.queries.keyed import *  # noqa: F403
 from heartq.store.sqlite.queries.leases import *  # noqa: F403
 from heartq.store.sqlite.queries.liveness import *  # noqa: F403
 from heartq.store.sqlite.queries.reclaim import *  # noqa: F403

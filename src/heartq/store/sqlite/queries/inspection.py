@@ -4,9 +4,9 @@ job, jobs by a prefix or a tail of their id."""
 
 from __future__ import annotations
 
-from heartq.store.sqlite.queries.claim import _starts
 from heartq.store.sqlite.queries.common import EFFECTIVE_BEAT, EFFECTIVE_LEASE, NOW_IN_SNAPSHOT
 from heartq.store.sqlite.queries.dependencies import HOLDER
+from heartq.store.sqlite.queries.keyed import _starts
 
 # With the running attempt's effective lease and last sign of life (see the PostgreSQL
 # statement).
