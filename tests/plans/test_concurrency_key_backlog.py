@@ -20,6 +20,7 @@ from heartq.store.sqlite import SQLiteStore
 from tests import pg_harness
 from tests.conformance.support import register
 from tests.plans import census
+from tests.plans.steps import counting_steps
 
 KEYS = 5
 BACKLOGS = (20, 4000)
@@ -40,18 +41,10 @@ def _sqlite_steps(path: Path, per_key: int) -> int:
     store.enqueue(_keyed(per_key), now=0.0)
     assert len(store.claim("w1", ["default"], 10, 30.0, now=1.0)) == 2 * KEYS
     store.enqueue([NewJob("t", "{}", concurrency_key="open", concurrency_limit=3)] * 3, now=0.0)
-    conn = store.link.pool.get()
-    steps = [0]
-
-    def step() -> int:
-        steps[0] += 1
-        return 0
-
-    conn.set_progress_handler(step, 1)
     try:
-        taken = store.claim("w1", ["default"], 10, 30.0, now=1.0)
+        with counting_steps(store.link.pool.get()) as steps:
+            taken = store.claim("w1", ["default"], 10, 30.0, now=1.0)
     finally:
-        conn.set_progress_handler(None, 0)
         store.link.close()
     assert len(taken) == 3  # the key with room; the others are at their limit
     return steps[0]

@@ -25,6 +25,7 @@ from heartq.store.sqlite import SQLiteStore
 from tests import pg_harness
 from tests.conformance.support import register
 from tests.plans import census
+from tests.plans.steps import counting_steps
 
 DELAYED = 5000
 """Jobs scheduled a day ahead on SQLite, half at each of two priorities (the old walk
@@ -49,18 +50,10 @@ def _sqlite_steps(path: Path, queues: list[str], fair: bool) -> tuple[int, list[
     """The virtual machine's steps of a claim of 10 (`SQLiteStore.claim`, as a worker
     claims), and the priorities of what it took."""
     store = SQLiteStore(f"sqlite:///{path}")
-    conn = store.link.pool.get()
-    steps = [0]
-
-    def step() -> int:
-        steps[0] += 1
-        return 0
-
-    conn.set_progress_handler(step, 1)
     try:
-        claimed = store.claim("w1", queues, 10, 30.0, now=1.0)
+        with counting_steps(store.link.pool.get()) as steps:
+            claimed = store.claim("w1", queues, 10, 30.0, now=1.0)
     finally:
-        conn.set_progress_handler(None, 0)
         store.link.close()
     assert fair or len(claimed) == 4
     return steps[0], sorted((job.priority for job in claimed), reverse=True)

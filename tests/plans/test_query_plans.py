@@ -29,6 +29,7 @@ from heartq.store.sqlite.queries import fair as fair_q
 from tests import pg_harness
 from tests.conformance.support import register
 from tests.plans.batches import assert_probes_the_keys, batch_params
+from tests.plans.steps import counting_steps
 from tests.support import wait_for
 
 EXPECTED = {
@@ -126,21 +127,14 @@ def _fair_claim_steps(path: Path, keys: int, unkeyed: int) -> int:
     for _ in range(3):
         store.claim("w1", ["default"], 10, 30.0, now=1.0)
     conn = store.link.pool.get()
-    steps = [0]
-
-    def step() -> int:
-        steps[0] += 1
-        return 0
-
-    conn.set_progress_handler(step, 100)
     params = {"queues": '["default"]', "now": 1.0, "limit": 10, "worker_id": "w1",
               "lease": 30.0, "ahead": False}  # fmt: skip
-    conn.execute("BEGIN")
-    try:
-        assert len(fair.claim(fair_q, conn, conn, params)) == 10
-    finally:
-        conn.execute("ROLLBACK")
-    conn.set_progress_handler(None, 0)
+    with counting_steps(conn, 100) as steps:
+        conn.execute("BEGIN")
+        try:
+            assert len(fair.claim(fair_q, conn, conn, params)) == 10
+        finally:
+            conn.execute("ROLLBACK")
     store.link.close()
     return steps[0]
 
