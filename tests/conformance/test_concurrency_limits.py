@@ -122,6 +122,23 @@ def test_the_limit_holds_across_requeues_and_queues(store: Store, t0: float) -> 
     assert len(store.claim("w2", ["a", "b"], 5, LEASE, now=t0 + 3)) == 1
 
 
+def test_a_key_starts_its_jobs_in_their_order_whatever_their_limits(
+    store: Store, t0: float
+) -> None:
+    """Whether a key has room is judged by its first runnable job's limit: a newer job of
+    the key with a higher limit does not pass an older one held by its own lower limit
+    (so a claim reads a key's first job, not all of them: schema v45), and starts with
+    it once it may (each job still within its own limit)."""
+    old = store.enqueue([keyed("k", limit=1), keyed("k", limit=1)], now=t0)
+    newer = store.enqueue([keyed("k", limit=3)], now=t0 + 1)
+    (first,) = store.claim("w1", ["default"], 1, LEASE, now=t0 + 2)
+    assert first.id == old[0]
+    assert store.claim("w2", ["default"], 5, LEASE, now=t0 + 3) == []  # old[1] holds it
+    assert store.finish([succeeded(first, None)], now=t0 + 4) == []
+    taken = store.claim("w2", ["default"], 5, LEASE, now=t0 + 5)
+    assert [c.id for c in taken] == [old[1], *newer]  # then 2 run, within the newer's 3
+
+
 def test_racing_claimers_never_run_more_than_the_limit(
     store: Store, store_url: str, t0: float
 ) -> None:
