@@ -27,7 +27,7 @@ from tests.soak.chaos_config import (
     within,
 )
 from tests.soak.chaos_pipes import check_replays, check_result_chains
-from tests.soak.chaos_tasks import RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
+from tests.soak.chaos_tasks import LIMITED_LIMIT, RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
 
 if TYPE_CHECKING:
     from tests.soak.chaos_run import ChaosRun
@@ -55,6 +55,7 @@ class Checker:
         self.after_commit: dict[str, int] = {}
         self.replays: dict[str, int] = {}
         self.rate: dict[str, int] = {}
+        self.limited: dict[str, int] = {}
         self.pauses: dict[str, float] = {}
         self.fair: dict[str, Any] = {}
         self.losses: Counter[str] = Counter()
@@ -106,6 +107,7 @@ class Checker:
         self.after_commit = check_after_commit(self)
         self.replays = check_replays(self)
         self.check_rate_limit()
+        self.check_concurrency_limit()
         run.pauses.check(self)
         chaos_fair.check(self)
         if run.config.backend == "sqlite":
@@ -414,6 +416,38 @@ class Checker:
                           f"from {start:.3f} (limit {RATE_LIMIT})")  # fmt: skip
                 break
         self.rate = {"starts": len(starts), "busiest_window": busiest, "limit": RATE_LIMIT}
+
+    def check_concurrency_limit(self) -> None:
+        """Concurrency limits across the fleet: at no moment more than `LIMITED_LIMIT`
+        attempts of one key's jobs (`chaos_limited`) between their start and their end,
+        by the database's clock, whoever claimed them (an attempt of a crashed worker
+        counts until its reclaim ends it). An end dated up to `CLOCK_TOLERANCE` after a
+        start it made room for is not an overlap on PostgreSQL (`now()` is its
+        transaction's start); SQLite dates both inside the write lock."""
+        tolerance = CLOCK_TOLERANCE if self.run.config.backend == "postgres" else 0.0
+        changes: dict[str, list[tuple[float, int]]] = {}
+        attempts = 0
+        for job_id, job in self.jobs.items():
+            if self.run.kind_of[job_id] != "chaos_limited":
+                continue
+            for e in job["executions"]:
+                started, ended = parse_ts(e["started_at"]), parse_ts(e["ended_at"])
+                if started is None or ended is None:
+                    continue  # an attempt that never ended: I1 said so already
+                attempts += 1
+                key = changes.setdefault(job["concurrency_key"], [])
+                key += [(started, 1), (max(started, ended - tolerance), -1)]
+        busiest = 0
+        for key, moments in sorted(changes.items()):
+            running = 0
+            for at, change in sorted(moments):  # at one moment, an end before a start
+                running += change
+                busiest = max(busiest, running)
+                if running > LIMITED_LIMIT:
+                    self.fail(f"concurrency limit: {running} attempts of {key} ran at "
+                              f"{at:.3f} (limit {LIMITED_LIMIT})")  # fmt: skip
+                    break
+        self.limited = {"attempts": attempts, "busiest": busiest, "limit": LIMITED_LIMIT}
 
     def check_side_file(self) -> None:
         """At-least-once and fencing, from what the attempts themselves wrote."""

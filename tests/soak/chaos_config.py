@@ -47,7 +47,7 @@ PG_FAULTS = ("pg_terminate", "pg_restart", "horizon", "failover")
 LEDGER_KINDS = frozenset(
     {"chaos_short", "chaos_long", "chaos_proc_long", "chaos_flaky", "chaos_silent",
      "chaos_async", "chaos_child_crash", "chaos_fan_in", "chaos_rated", "chaos_add",
-     "chaos_fixable", "chaos_snoozy"}
+     "chaos_fixable", "chaos_snoozy", "chaos_limited"}
 )  # fmt: skip
 """The kinds that can succeed: each writes its effect (one ledger row) in the transaction
 that completes its job (`chaos_tasks.effect`)."""

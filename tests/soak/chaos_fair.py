@@ -53,9 +53,9 @@ KEYS = {FLOOD: 1.0, "acct-1": 2.0, "acct-2": 1.0, "acct-3": 1.0, "acct-4": 1.0}
 OTHERS = sorted(set(KEYS) - {FLOOD})
 FLOOD_SHARE = 0.6
 """Of the keyed jobs, the flooding key's share; the others share the rest evenly."""
-UNKEYED_KINDS = frozenset({"chaos_rated"})
-"""Kinds left without a key: a job with a rate key goes to the rated claim, which takes
-no turns."""
+UNKEYED_KINDS = frozenset({"chaos_rated", "chaos_limited"})
+"""Kinds left without a key: a job with a rate or a concurrency key goes to its own
+claim, which takes no turns."""
 
 
 def with_key(job: NewJob, config: ChaosConfig, rng: random.Random) -> NewJob:

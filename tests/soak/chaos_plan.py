@@ -17,11 +17,20 @@ from tests.soak.chaos_commits import mark
 from tests.soak.chaos_config import LEDGER_KINDS, ChaosConfig
 from tests.soak.chaos_fair import with_key
 from tests.soak.chaos_pipes import make_replayed, make_result_chain
-from tests.soak.chaos_tasks import PROC_QUEUE, RATE_KEY, RATE_LIMIT, RATE_PERIOD, SNOOZE_BOUND
+from tests.soak.chaos_tasks import (
+    LIMITED_KEYS,
+    LIMITED_LIMIT,
+    PROC_QUEUE,
+    RATE_KEY,
+    RATE_LIMIT,
+    RATE_PERIOD,
+    SNOOZE_BOUND,
+)
 
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
     "chaos_rated": 6,
+    "chaos_limited": 5,
     "chaos_long": 14,
     "chaos_flaky": 12,
     "chaos_async": 8,
@@ -38,12 +47,15 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
     """One job of `kind` (arguments and retry policy drawn from `rng`)."""
     args: dict[str, Any] = {"n": n}
     max_retries = 5
-    rate: dict[str, Any] = {}
+    limits: dict[str, Any] = {}  # a rate or a concurrency key, with its limit
     if kind == "chaos_short":
         args["ms"] = rng.randint(0, 30)
     elif kind == "chaos_rated":
         args["ms"] = rng.randint(0, 30)
-        rate = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
+        limits = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
+    elif kind == "chaos_limited":  # long enough that a key's jobs queue up behind it
+        args["ms"] = rng.randint(200, 600)
+        limits = {"concurrency_key": rng.choice(LIMITED_KEYS), "concurrency_limit": LIMITED_LIMIT}
     elif kind in ("chaos_long", "chaos_proc_long"):
         args["steps"] = rng.randint(4, 10)
         args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
@@ -74,7 +86,7 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         max_retries=max_retries,
         retry_backoff=0.05,
         retry_backoff_max=0.5,
-        **rate,
+        **limits,
     )
 
 

@@ -99,6 +99,7 @@ def figures(checker: Checker) -> dict[str, Any]:
         "after_commit": checker.after_commit,
         "replays": checker.replays,
         "rate_limited": checker.rate,
+        "concurrency_limited": checker.limited,
         "paused": checker.pauses,
         "fair_keys": checker.fair,
         "i2_timestamp_inversions": {
@@ -296,6 +297,8 @@ def format_report(fig: dict[str, Any]) -> str:
         f"  after commit  {fig['after_commit']}",
         f"  replays       {fig['replays']}",
         f"  rate limited  {fig['rate_limited']} (starts in any {RATE_PERIOD:g} s, by the "
+        "database's clock)",
+        f"  concurrency   {fig['concurrency_limited']} (attempts of one key at once, by the "
         "database's clock)",
         f"  fair keys     {fig['fair_keys']} (each key's first claims in its order)",
         "  detection latency (detected_at - fault time), seconds:",

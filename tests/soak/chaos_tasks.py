@@ -44,6 +44,9 @@ Kinds (the runner picks them, seeded):
   (`SNOOZE_BOUND`) snoozes on, each snooze past the bound a failed attempt, until dead.
 - `chaos_rated`: `chaos_short` under a rate limit the runner gives each job (its key
   `RATE_KEY`, `RATE_LIMIT` starts per `RATE_PERIOD` seconds), held to it across the fleet.
+- `chaos_limited`: `chaos_short`, longer, under a concurrency limit the runner gives each
+  job (one of `LIMITED_KEYS`, at most `LIMITED_LIMIT` running at once), held to it across
+  the fleet.
 - `chaos_fan_in`: a group's callback: waits for its members (`depends_on`), receives
   their results in order, and returns which attempt produced each (`["lost", job]` for
   a result lost after its commit).
@@ -83,6 +86,8 @@ LOG_ENV = "HEARTQ_CHAOS_LOG"
 RATE_KEY = "chaos-rated"
 RATE_LIMIT = 4
 RATE_PERIOD = 1.0
+LIMITED_KEYS = ("chaos-limited-0", "chaos-limited-1")
+LIMITED_LIMIT = 1
 LEDGER_ENV = "HEARTQ_CHAOS_LEDGER"
 FIXED_ENV = "HEARTQ_CHAOS_FIXED"
 PROC_QUEUE = "proc"
@@ -371,6 +376,14 @@ def snoozy(
 @app.task(name="chaos_rated")
 def rated(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
     with attempt(ctx, "chaos_rated"):
+        time.sleep(ms / 1000)
+        effect(ctx, hold_ms)
+        return ident(ctx, n=n)
+
+
+@app.task(name="chaos_limited")
+def limited(ctx: heartq.JobContext, n: int, ms: int = 10, hold_ms: int = 0) -> dict[str, Any]:
+    with attempt(ctx, "chaos_limited"):
         time.sleep(ms / 1000)
         effect(ctx, hold_ms)
         return ident(ctx, n=n)

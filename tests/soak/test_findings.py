@@ -374,3 +374,37 @@ def gone_worker(run: ChaosRun, number: int, worker_id: str) -> WorkerProc:
     proc = WorkerProc(number, number, worker_id, "thread", exited, log, "app", 0.0, id=worker_id)
     run.procs.append(proc)
     return proc
+
+
+def test_the_concurrency_check_fails_an_overlap_past_the_limit(tmp_path: Path) -> None:
+    """The chaos runner's concurrency check (`chaos_limited`, a key's attempts at once)
+    counts by the attempts' start and end as the database dates them: as many attempts
+    of one key as its limit over the same second, one more that starts as one of them
+    ends (an end before a start at one moment), and attempts of another key pass; one
+    more over the same second fails it."""
+    config = ChaosConfig(backend="sqlite", verbose=False)
+    limit = chaos_tasks.LIMITED_LIMIT
+    with fresh_queue(config, tmp_path) as (url, schema):
+        run = ChaosRun(config, tmp_path, url, schema)
+        try:
+            checker = Checker(run)
+
+            def attempt(job_id: str, key: str, start: int, end: int) -> None:
+                run.kind_of[job_id] = "chaos_limited"
+                execution = {"started_at": f"1970-01-01T00:00:{start:02d}Z",
+                             "ended_at": f"1970-01-01T00:00:{end:02d}Z"}  # fmt: skip
+                checker.jobs[job_id] = {"concurrency_key": key, "executions": [execution]}
+
+            for n in range(limit):
+                attempt(f"a{n}", "k0", 10 + n, 20 + n)
+            attempt("next", "k0", 20, 30)  # starts as a0 ends
+            attempt("other", "k1", 11, 21)
+            checker.check_concurrency_limit()
+            assert run.violations == [] and checker.limited["busiest"] == limit
+            attempt("over", "k0", 15, 16)
+            checker.check_concurrency_limit()
+            assert [v.split(" ran at")[0] for v in run.violations] == [
+                f"concurrency limit: {limit + 1} attempts of k0"
+            ], run.violations
+        finally:
+            run.close()
