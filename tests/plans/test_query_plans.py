@@ -36,7 +36,7 @@ EXPECTED = {
     "CLAIM": "USING INDEX heartq_jobs_claim_idx",
     # Rate-limited jobs: their own claim index, walked by key a priority at a time; a key's
     # starts by executions' one.
-    "CLAIM_RATED": "heartq_jobs_rated_claim_idx (rate_key=? AND priority=? AND run_at<?)",
+    "CLAIM_RATED": "rated_claim_idx (queue=? AND rate_key=? AND priority=? AND run_at<?)",
     "RATE_WAIT": "SEARCH e USING COVERING INDEX heartq_executions_rate_idx (rate_key=? AND",
     # Whether a keyed claim could find anything: a look at each keyed index's first entry.
     "KEYED_QUEUED": "SEARCH heartq_jobs USING INDEX heartq_jobs_keyed_claim_idx (queue=?",
@@ -506,7 +506,7 @@ def test_postgres_rate_limited_claims_follow_the_keys_not_the_backlog(pg_server_
         read = r"jobs_rated_claim_idx on job_documents.*?rows=(\d+)"
         walked = [int(n) for n in re.findall(read, plan)]
         assert walked and max(walked) <= 10, plan  # per key: its best jobs, no more
-        assert "Index Cond: (rate_key" in plan or "Index Cond: ((rate_key" in plan, plan
+        assert "Index Cond: ((queue = " in plan and "AND (rate_key = " in plan, plan
     assert "executions_rate_idx" in plans["RATE_WAIT"], plans["RATE_WAIT"]
     # The probe whether a keyed claim could find anything: the first entry of each index.
     probe = plans["KEYED_QUEUED"]

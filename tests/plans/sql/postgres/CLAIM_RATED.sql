@@ -1,17 +1,15 @@
 WITH candidates AS MATERIALIZED (
-    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
+    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key) CROSS JOIN (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q
     CROSS JOIN LATERAL (
         WITH RECURSIVE level AS (
             (SELECT priority FROM job_documents
-             WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key
+             WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = q.name AND rate_key = k.key
              ORDER BY priority DESC, run_at, id
              LIMIT 1)
             UNION ALL
             SELECT n.priority FROM level CROSS JOIN LATERAL (
                 SELECT priority FROM job_documents
-                WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority < level.priority
+                WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = q.name AND rate_key = k.key AND priority < level.priority
                 ORDER BY priority DESC, run_at, id
                 LIMIT 1
             ) AS n
@@ -19,8 +17,7 @@ WITH candidates AS MATERIALIZED (
         SELECT c.* FROM level CROSS JOIN LATERAL (
             SELECT id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
                concurrency_limit FROM job_documents
-            WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority = level.priority
+            WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = q.name AND rate_key = k.key AND priority = level.priority
               AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
             ORDER BY run_at, id
             LIMIT %(limit)s

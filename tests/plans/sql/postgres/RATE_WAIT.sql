@@ -1,41 +1,45 @@
 WITH RECURSIVE keys AS (
-    (SELECT rate_key AS key FROM job_documents
-     WHERE status = 'queued' AND rate_key IS NOT NULL
-     ORDER BY rate_key LIMIT 1)
+    SELECT q.name AS queue, k.key FROM (SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q CROSS JOIN LATERAL (
+        SELECT rate_key AS key FROM job_documents
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = q.name
+        ORDER BY rate_key
+        LIMIT 1
+    ) AS k
     UNION ALL
-    SELECT (SELECT j.rate_key FROM job_documents AS j
-            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
-            ORDER BY j.rate_key LIMIT 1)
-    FROM keys AS k WHERE k.key IS NOT NULL
+    SELECT keys.queue, n.key FROM keys CROSS JOIN LATERAL (
+        SELECT rate_key AS key FROM job_documents
+        WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = keys.queue AND rate_key > keys.key
+        ORDER BY rate_key
+        LIMIT 1
+    ) AS n
 ), best AS MATERIALIZED (
-    SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    SELECT DISTINCT ON (k.key) k.key, b.priority, b.run_at, b.rate_limit AS n,
+           b.rate_period AS period
     FROM keys AS k
     CROSS JOIN LATERAL (
         WITH RECURSIVE level AS (
             (SELECT priority FROM job_documents
-             WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key
+             WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = k.queue AND rate_key = k.key
              ORDER BY priority DESC, run_at, id
              LIMIT 1)
             UNION ALL
             SELECT n.priority FROM level CROSS JOIN LATERAL (
                 SELECT priority FROM job_documents
-                WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority < level.priority
+                WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = k.queue AND rate_key = k.key AND priority < level.priority
                 ORDER BY priority DESC, run_at, id
                 LIMIT 1
             ) AS n
         )
         SELECT c.* FROM level CROSS JOIN LATERAL (
             SELECT priority, run_at, rate_limit, rate_period FROM job_documents
-            WHERE status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[]) AND rate_key = k.key AND priority = level.priority
+            WHERE status = 'queued' AND rate_key IS NOT NULL AND queue = k.queue AND rate_key = k.key AND priority = level.priority
               AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
             ORDER BY run_at, id
             LIMIT 1
         ) AS c
         LIMIT 1
     ) AS b
+    ORDER BY k.key, b.priority DESC, b.run_at
 )
 SELECT extract(epoch from min(nth.started_at + make_interval(secs => best.period))
                           - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS wait

@@ -3,7 +3,7 @@ WITH k AS MATERIALIZED (
                    WHERE status = 'queued' AND concurrency_key IS NOT NULL
                      AND rate_key IS NULL AND queue IN (SELECT value FROM json_each(:queues)))
         OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
-                   WHERE status = 'queued' AND rate_key IS NOT NULL) AS keyed,
+                   WHERE status = 'queued' AND rate_key IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues))) AS keyed,
         EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_claim_idx
                  WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
                    AND fair_key IS NOT NULL AND fair_tag IS NOT NULL AND queue IN (SELECT value FROM json_each(:queues))) AS tagged,

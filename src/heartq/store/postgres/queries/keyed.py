@@ -16,16 +16,18 @@ from heartq.store.postgres.queries.common import (
 )
 
 # Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
-# filled fewer than `limit`): a queued job with a concurrency key in these queues, or
-# with a rate key in any queue. One statement instead of the keyed claims' transaction of
-# four round trips, on the queues (most) that have no keyed job; the first entry of each
-# partial index, never a walk: a keyed job that is not due yet, or a rate-limited one of
-# another queue, answers yes and the claims below look closer.
+# filled fewer than `limit`): a queued job with a concurrency key or with a rate key in
+# these queues. One statement instead of the keyed claims' transaction of four round
+# trips, on the queues (most) that have no keyed job; the first entry of each partial
+# index, never a walk: a keyed job that is not due yet answers yes and the claims below
+# look closer.
 KEYED_QUEUED = """
 SELECT EXISTS (SELECT 1 FROM job_documents
                WHERE status = 'queued' AND concurrency_key IS NOT NULL AND rate_key IS NULL
                  AND queue = ANY(%(queues)s::text[]))
-    OR EXISTS (SELECT 1 FROM job_documents WHERE status = 'queued' AND rate_key IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM job_documents
+               WHERE status = 'queued' AND rate_key IS NOT NULL
+                 AND queue = ANY(%(queues)s::text[]))
        AS queued,
        false AS fair
 """
@@ -129,46 +131,58 @@ WITH keys AS (
     FOR UPDATE SKIP LOCKED
 ), {_claimed(logged=False)}"""
 
-# What jobs_rated_claim_idx holds, and the claim's queues: a rate key's range of it holds
-# its jobs of every queue (the index is by key), those of other queues passed over.
-_RATED = """status = 'queued' AND rate_key IS NOT NULL
-                AND queue = ANY(%(queues)s::text[])"""
+# What jobs_rated_claim_idx holds (migration 0046: by queue, key, then claim order).
+_RATED = """status = 'queued' AND rate_key IS NOT NULL"""
+
+# The claim's queues, each once, as a FROM item `q` (`q.name`).
+_QUEUES = "(SELECT DISTINCT unnest(%(queues)s::text[]) AS name) AS q"
 
 
-def _rate_key_jobs(key: str, columns: str, most: str) -> str:
-    """The runnable jobs of rate key `key` in the claim's queues (`columns` of them), best
+def _rate_key_jobs(queue: str, key: str, columns: str, most: str) -> str:
+    """The runnable jobs of rate key `key` in queue `queue` (`columns` of them), best
     first, at most `most`: the key's range of jobs_rated_claim_idx, a priority at a time
     (no claim takes more than `limit`)."""
-    return _due_in_order(_RATED, f"rate_key = {key}", columns, most)
+    return _due_in_order(_RATED, f"queue = {queue} AND rate_key = {key}", columns, most)
 
+
+# A rate key's best job's columns, as the look for open keys reads them.
+_LOOK = "priority, run_at, rate_limit, rate_period"
 
 # A rate-limited job's columns, as the claim reads them.
 _CANDIDATE = """id, priority, run_at, rate_key, rate_limit, rate_period, concurrency_key,
                concurrency_limit"""
 
-# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
-# one probe each of jobs_rated_claim_idx (a skip scan: the index is ordered by key);
-# `best`, each key's best runnable job of these queues (its limit is the key's, for the
-# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
-# starts within the period (`used`: its executions, ended or running) looked below
-# their limit. A claim's cost follows the number of keys, not their backlogs.
+# The rate-limited jobs a claim looks at, as CTEs: `keys`, the rate keys of the claim's
+# queues (each queue's first, then each next one: one probe each of jobs_rated_claim_idx,
+# a skip scan); `best`, each key's best runnable job of these queues (its limit is the
+# key's, for the look), each key's walk stopping at the first; `open`, the best `limit`
+# of the keys whose starts within the period (`used`: its executions, ended or running,
+# in every queue) looked below their limit. A claim's cost follows the number of keys of
+# its queues, not their backlogs, nor what other queues hold.
 # A key's starts are read from `RATE_STARTS` (common.py): ended attempts by
 # executions_rate_idx, running ones from their job rows by jobs_running_rate_idx (the
 # claim writes no execution row), so an attempt counts from its claim on.
 _RATE_KEYS = f"""keys AS (
-    (SELECT rate_key AS key FROM job_documents
-     WHERE status = 'queued' AND rate_key IS NOT NULL
-     ORDER BY rate_key LIMIT 1)
+    SELECT q.name AS queue, k.key FROM {_QUEUES} CROSS JOIN LATERAL (
+        SELECT rate_key AS key FROM job_documents
+        WHERE {_RATED} AND queue = q.name
+        ORDER BY rate_key
+        LIMIT 1
+    ) AS k
     UNION ALL
-    SELECT (SELECT j.rate_key FROM job_documents AS j
-            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > k.key
-            ORDER BY j.rate_key LIMIT 1)
-    FROM keys AS k WHERE k.key IS NOT NULL
+    SELECT keys.queue, n.key FROM keys CROSS JOIN LATERAL (
+        SELECT rate_key AS key FROM job_documents
+        WHERE {_RATED} AND queue = keys.queue AND rate_key > keys.key
+        ORDER BY rate_key
+        LIMIT 1
+    ) AS n
 ), best AS MATERIALIZED (
-    SELECT k.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
+    SELECT DISTINCT ON (k.key) k.key, b.priority, b.run_at, b.rate_limit AS n,
+           b.rate_period AS period
     FROM keys AS k
-    CROSS JOIN LATERAL ({_rate_key_jobs("k.key", "priority, run_at, rate_limit, rate_period", "1")}
+    CROSS JOIN LATERAL ({_rate_key_jobs("k.queue", "k.key", _LOOK, "1")}
     ) AS b
+    ORDER BY k.key, b.priority DESC, b.run_at
 )"""
 
 # Jobs with a rate key (store/sql/ `claim`, in the keyed claim's transaction, only when
@@ -189,8 +203,9 @@ WITH RECURSIVE {_RATE_KEYS}, open AS MATERIALIZED (
     LIMIT %(limit)s
 ), keyed AS MATERIALIZED (
     SELECT DISTINCT c.concurrency_key AS key
-    FROM open AS o
-    CROSS JOIN LATERAL ({_rate_key_jobs("o.key", "concurrency_key", "%(limit)s")}) AS c
+    FROM open AS o CROSS JOIN {_QUEUES}
+    CROSS JOIN LATERAL ({_rate_key_jobs("q.name", "o.key", "concurrency_key", "%(limit)s")}
+    ) AS c
     WHERE c.concurrency_key IS NOT NULL
 )
 SELECT 'rate' AS kind, key, pg_try_advisory_xact_lock({RATE_NAMESPACE}, hashtext(key)) AS locked
@@ -214,8 +229,8 @@ SELECT 'held', NULL, NULL WHERE EXISTS (SELECT 1 FROM best)
 # rate key and start, is the start the next claim counts).
 CLAIM_RATED = f"""
 WITH candidates AS MATERIALIZED (
-    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key)
-    CROSS JOIN LATERAL ({_rate_key_jobs("k.key", _CANDIDATE, "%(limit)s")}
+    SELECT c.* FROM unnest(%(rate_keys)s::text[]) AS k(key) CROSS JOIN {_QUEUES}
+    CROSS JOIN LATERAL ({_rate_key_jobs("q.name", "k.key", _CANDIDATE, "%(limit)s")}
     ) AS c
 ), windows AS MATERIALIZED (
     SELECT g.key, g.period,

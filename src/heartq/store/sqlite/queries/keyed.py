@@ -17,10 +17,10 @@ from heartq.store.sqlite.queries.claim import (
 )
 
 # Whether the keyed claims below could find anything (store/sql/ `claim`, only when CLAIM
-# filled fewer than `limit`): a queued job with a concurrency key in these queues, or
-# with a rate key in any queue, or with a fairness key in these (`fair`); the first entry
-# of each partial index, never a walk. `untagged`: whether the claim by fair shares has
-# jobs to tag first (`heartq.store.sql.fair`: without, it skips `TAG_DUE`).
+# filled fewer than `limit`): a queued job with a concurrency key, a rate key or a
+# fairness key (`fair`) in these queues; the first entry of each partial index, never a
+# walk. `untagged`: whether the claim by fair shares has jobs to tag first
+# (`heartq.store.sql.fair`: without, it skips `TAG_DUE`).
 _QUEUES = "queue IN (SELECT value FROM json_each(:queues))"
 KEYED_QUEUED = f"""
 WITH k AS MATERIALIZED (
@@ -28,7 +28,7 @@ WITH k AS MATERIALIZED (
                    WHERE status = 'queued' AND concurrency_key IS NOT NULL
                      AND rate_key IS NULL AND {_QUEUES})
         OR EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
-                   WHERE status = 'queued' AND rate_key IS NOT NULL) AS keyed,
+                   WHERE status = 'queued' AND rate_key IS NOT NULL AND {_QUEUES}) AS keyed,
         {_tagged_waits(_QUEUES)} AS tagged,
         {_untagged_due(_QUEUES)} AS untagged
 )
@@ -128,37 +128,46 @@ def _starts_count(key: str, since: str) -> str:
                    AND r.started_at > {since}))"""
 
 
-# What heartq_jobs_rated_claim_idx holds, and the claim's queues: a rate key's range of it
-# holds its jobs of every queue (the index is by key), those of other queues passed over.
-_RATED = """status = 'queued' AND rate_key IS NOT NULL
-                AND queue IN (SELECT value FROM json_each(:queues))"""
+# What heartq_jobs_rated_claim_idx holds (migration 0046: by queue, key, then claim order).
+_RATED = "status = 'queued' AND rate_key IS NOT NULL"
 
 
-def _rate_key_jobs(key: str, most: str) -> str:
-    """The rowids of the runnable jobs of rate key `key` in the claim's queues, best
-    first, at most `most`: the key's range of heartq_jobs_rated_claim_idx, a priority at
-    a time (no claim takes more than :limit)."""
-    return _due_in_order("heartq_jobs_rated_claim_idx", _RATED, f"rate_key = {key}", most)
+def _rate_key_jobs(queue: str, key: str, most: str) -> str:
+    """The rowids of the runnable jobs of rate key `key` in queue `queue`, best first, at
+    most `most`: the key's range of heartq_jobs_rated_claim_idx, a priority at a time (no
+    claim takes more than :limit)."""
+    return _due_in_order("heartq_jobs_rated_claim_idx", _RATED,
+                         f"queue = {queue} AND rate_key = {key}", most)  # fmt: skip
 
 
-# The rate-limited jobs a claim looks at, as CTEs: `keys`, every rate key of a queued job,
-# one probe each of heartq_jobs_rated_claim_idx (a skip scan: the index is ordered by key);
-# `best`, each key's best runnable job of these queues (its limit is the key's, for the
-# look), the key's walk stopping at the first; `open`, the best `limit` of the keys whose
-# starts within the period (`used`: `_starts_count`, ended and running attempts) are
-# below their limit. A claim's cost follows the number of keys, not their backlogs.
-_RATE_KEYS = f"""keys(key) AS (
-    SELECT (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
-            WHERE status = 'queued' AND rate_key IS NOT NULL ORDER BY rate_key LIMIT 1)
+# The rate-limited jobs a claim looks at, as CTEs: `q`, the claim's queues; `keys`, the
+# rate keys of those (each queue's first, then each next one: one seek each of
+# heartq_jobs_rated_claim_idx, a skip scan); `best`, each key's best runnable job of
+# these queues (its limit is the key's, for the look), each key's walk stopping at the
+# first; `open`, the best `limit` of the keys whose starts within the period (`used`:
+# `_starts_count`, ended and running attempts, in every queue) are below their limit. A
+# claim's cost follows the number of keys of its queues, not their backlogs, nor what
+# other queues hold.
+_RATE_KEYS = f"""q(queue) AS (SELECT DISTINCT value FROM json_each(:queues)),
+keys(queue, key) AS (
+    SELECT q.queue, (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+                     WHERE {_RATED} AND queue = q.queue ORDER BY rate_key LIMIT 1)
+    FROM q
     UNION ALL
-    SELECT (SELECT j.rate_key FROM heartq_jobs AS j INDEXED BY heartq_jobs_rated_claim_idx
-            WHERE j.status = 'queued' AND j.rate_key IS NOT NULL AND j.rate_key > keys.key
-            ORDER BY j.rate_key LIMIT 1)
+    SELECT keys.queue, (SELECT rate_key FROM heartq_jobs INDEXED BY heartq_jobs_rated_claim_idx
+                        WHERE {_RATED} AND queue = keys.queue AND rate_key > keys.key
+                        ORDER BY rate_key LIMIT 1)
     FROM keys WHERE keys.key IS NOT NULL
 ), best AS MATERIALIZED (
-    SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period
-    FROM keys JOIN heartq_jobs AS b ON b.rowid = ({_rate_key_jobs("keys.key", "1")})
-    WHERE keys.key IS NOT NULL
+    SELECT key, priority, run_at, n, period FROM (
+        SELECT keys.key, b.priority, b.run_at, b.rate_limit AS n, b.rate_period AS period,
+               row_number() OVER (PARTITION BY keys.key
+                                  ORDER BY b.priority DESC, b.run_at) AS place
+        FROM keys JOIN heartq_jobs AS b
+          ON b.rowid = ({_rate_key_jobs("keys.queue", "keys.key", "1")})
+        WHERE keys.key IS NOT NULL
+    )
+    WHERE place = 1
 )"""
 
 _OPEN_KEYS = f"""open AS MATERIALIZED (
@@ -182,7 +191,8 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
     WITH RECURSIVE {_RATE_KEYS}, {_OPEN_KEYS}, candidates AS MATERIALIZED (
         SELECT c.id, c.priority, c.run_at, c.rate_key, c.rate_limit, c.rate_period,
                c.concurrency_key, c.concurrency_limit
-        FROM open JOIN heartq_jobs AS c ON c.rowid IN ({_rate_key_jobs("open.key", ":limit")})
+        FROM open CROSS JOIN q
+        JOIN heartq_jobs AS c ON c.rowid IN ({_rate_key_jobs("q.queue", "open.key", ":limit")})
     ), windows AS MATERIALIZED (
         SELECT g.rate_key AS key, g.rate_period AS period,
                {_starts_count("g.rate_key", ":now - g.rate_period")} AS used
