@@ -14,6 +14,7 @@ machine steps and PostgreSQL's buffers, with 20 jobs a key and with 1,000.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from heartq.model import NewJob
 from heartq.store.postgres import PostgresStore
@@ -61,35 +62,42 @@ def test_sqlite_keyed_claim_follows_the_keys(tmp_path: Path) -> None:
     assert many <= few * 1.1, (few, many)
 
 
+def _postgres_buffers(
+    server: str, jobs: list[NewJob], names: tuple[str, ...], params: dict[str, Any], takes: int
+) -> list[int]:
+    """The buffers each of the statements `names` reads on both plans (`census.explain`:
+    rolled back) for a claim of 10 of queue `default` (with `params`), in a schema of its
+    own holding `jobs`; then a real claim takes `takes` of them."""
+    given = {"worker_id": "w1", "queues": ["default"], "limit": 10, "lease": 60, "now": None,
+             "ahead": False, **params}  # fmt: skip
+    read = []
+    with pg_harness.schema_url(server) as url:
+        store = PostgresStore(url)
+        try:
+            store.link.migrate()
+            register(store, "w1", None)
+            store.enqueue(jobs)
+            with store.link.pool.autocommit() as conn:
+                for name in names:
+                    text, keys = positional(getattr(pg_q, name))
+                    values = [given[key] for key in keys]
+                    read += [census.explain(conn, text, values, mode).buffers
+                             for mode in census.MODES]  # fmt: skip
+            assert len(store.claim("w1", ["default"], 10, lease=60)) == takes
+        finally:
+            store.link.close()
+    return read
+
+
 def test_postgres_keyed_claim_follows_the_keys(pg_server_url: str) -> None:
     """The look for keys with room (`CLAIM_KEYS`) and the claim of the keys locked
     (`CLAIM_KEYED`, with every key given) read at most 80 buffers more, on either plan,
     whether the keys hold 20 jobs each or 1,000: the index deeper (`CLAIM_KEYED` read
     334, 389, 394 and 404 with 20, 400, 4,000 and 12,000 a key: flat past its first
     levels). Reading every keyed job, 160 and 10,000 more."""
-    read: dict[int, list[int]] = {}
-    for per_key in BACKLOGS:
-        with pg_harness.schema_url(pg_server_url) as url:
-            store = PostgresStore(url)
-            try:
-                store.link.migrate()
-                register(store, "w1", None)
-                store.enqueue(_keyed(per_key))
-                params = {"worker_id": "w1", "queues": ["default"], "limit": 10, "lease": 60,
-                          "now": None, "ahead": False,
-                          "keys": [f"k{i}" for i in range(KEYS)]}  # fmt: skip
-                read[per_key] = []
-                with store.link.pool.autocommit() as conn:
-                    for name in ("CLAIM_KEYS", "CLAIM_KEYED"):
-                        text, keys = positional(getattr(pg_q, name))
-                        values = [params[key] for key in keys]
-                        for mode in census.MODES:
-                            read[per_key].append(census.explain(conn, text, values, mode).buffers)
-                taken = store.claim("w1", ["default"], 10, lease=60)
-            finally:
-                store.link.close()
-        assert len(taken) == 2 * KEYS
-    few, many = (read[n] for n in BACKLOGS)
+    params = {"keys": [f"k{i}" for i in range(KEYS)]}
+    few, many = (_postgres_buffers(pg_server_url, _keyed(n), ("CLAIM_KEYS", "CLAIM_KEYED"),
+                                   params, 2 * KEYS) for n in BACKLOGS)  # fmt: skip
     for before, after in zip(few, many, strict=True):
         assert after <= before + 80, (few, many)
 
@@ -133,30 +141,10 @@ def test_postgres_rated_claim_reads_only_its_own_queues(pg_server_url: str) -> N
     queue `other` holds 20 rate-limited jobs a key or 1,000 (2 to 21 more: their index a
     level deeper for each descent; through an index by key, every key's jobs were walked
     for one of `default`: 23 to 61 ms a claim and its finish beside 50,000, 3.4 without)."""
-    read: dict[int, list[int]] = {}
-    for per_key in BACKLOGS:
-        with pg_harness.schema_url(pg_server_url) as url:
-            store = PostgresStore(url)
-            try:
-                store.link.migrate()
-                register(store, "w1", None)
-                store.enqueue(_rated_elsewhere(per_key))
-                store.enqueue([NewJob("t", "{}", rate_key="mine", rate_limit=10,
-                                      rate_period=60.0)] * 3)  # fmt: skip
-                params = {"worker_id": "w1", "queues": ["default"], "limit": 10, "lease": 60,
-                          "now": None, "ahead": False, "rate_keys": ["mine"],
-                          "concurrency_keys": []}  # fmt: skip
-                read[per_key] = []
-                with store.link.pool.autocommit() as conn:
-                    for name in ("KEYED_QUEUED", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT"):
-                        text, keys = positional(getattr(pg_q, name))
-                        values = [params[key] for key in keys]
-                        for mode in census.MODES:
-                            read[per_key].append(census.explain(conn, text, values, mode).buffers)
-                taken = store.claim("w1", ["default"], 10, lease=60)
-            finally:
-                store.link.close()
-        assert len(taken) == 3
-    few, many = (read[n] for n in BACKLOGS)
+    names = ("KEYED_QUEUED", "CLAIM_RATE_KEYS", "CLAIM_RATED", "RATE_WAIT")
+    own = [NewJob("t", "{}", rate_key="mine", rate_limit=10, rate_period=60.0)] * 3
+    params = {"rate_keys": ["mine"], "concurrency_keys": []}
+    few, many = (_postgres_buffers(pg_server_url, _rated_elsewhere(n) + own, names, params, 3)
+                 for n in BACKLOGS)  # fmt: skip
     for before, after in zip(few, many, strict=True):
         assert after <= before + 40, (few, many)
