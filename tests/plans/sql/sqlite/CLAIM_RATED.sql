@@ -88,8 +88,8 @@ keys(queue, key) AS (
         FROM (SELECT DISTINCT rate_key, rate_period FROM candidates) AS g
     ), slots AS MATERIALIZED (
         SELECT k.key, (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
-                       WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                         AND r.concurrency_key = k.key) AS running
+                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                      AND r.concurrency_key = k.key) AS running
         FROM (SELECT DISTINCT concurrency_key AS key FROM candidates
               WHERE concurrency_key IS NOT NULL) AS k
     ), fit AS (

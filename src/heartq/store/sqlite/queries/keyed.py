@@ -47,6 +47,13 @@ def _key_jobs(queue: str, key: str, most: str) -> str:
                          f"queue = {queue} AND concurrency_key = {key}", most)  # fmt: skip
 
 
+def _running(key: str) -> str:
+    """How many jobs of concurrency key `key` run (by heartq_jobs_key_running_idx)."""
+    return f"""(SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
+                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
+                      AND r.concurrency_key = {key})"""
+
+
 # Jobs with a concurrency key and no rate key (store/sql/ `claim`, only when CLAIM filled
 # fewer than `limit`). The keys of the claim's queues (`keys`: each queue's first, then
 # each next one, one seek each of heartq_jobs_keyed_claim_idx, a key's jobs never read to
@@ -81,9 +88,7 @@ CLAIM_KEYED = f"""{_CLAIM_SET}WHERE id IN (
     ), open AS MATERIALIZED (
         SELECT key, running FROM (
             SELECT key, max(priority) AS priority, min(run_at) AS run_at, max(most) AS most,
-                   (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
-                    WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                      AND r.concurrency_key = best.key) AS running
+                   {_running("best.key")} AS running
             FROM best GROUP BY key
         )
         WHERE most > running
@@ -198,9 +203,7 @@ CLAIM_RATED = f"""{_CLAIM_SET}WHERE id IN (
                {_starts_count("g.rate_key", ":now - g.rate_period")} AS used
         FROM (SELECT DISTINCT rate_key, rate_period FROM candidates) AS g
     ), slots AS MATERIALIZED (
-        SELECT k.key, (SELECT count(*) FROM heartq_jobs AS r INDEXED BY heartq_jobs_key_running_idx
-                       WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL
-                         AND r.concurrency_key = k.key) AS running
+        SELECT k.key, {_running("k.key")} AS running
         FROM (SELECT DISTINCT concurrency_key AS key FROM candidates
               WHERE concurrency_key IS NOT NULL) AS k
     ), fit AS (
