@@ -30,7 +30,7 @@ from tests.soak.chaos_tasks import (
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
     "chaos_rated": 6,
-    "chaos_limited": 5,
+    "chaos_limited": 3,  # a draw is a burst of 3-5 (`LIMITED_BURST`)
     "chaos_long": 14,
     "chaos_flaky": 12,
     "chaos_async": 8,
@@ -42,9 +42,15 @@ KIND_WEIGHTS: dict[str, float] = {
     "chaos_snoozy": 5,
 }
 
+LIMITED_BURST = (3, 6)
+"""How many `chaos_limited` jobs of one key a draw enqueues together: queued behind each
+other, so claims meet a key at its limit with more of its jobs runnable (one at a time,
+a draw's jobs met the limit only when two draws' overlapped: 3-5 such attempts a run)."""
 
-def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
-    """One job of `kind` (arguments and retry policy drawn from `rng`)."""
+
+def make_job(kind: str, n: int, rng: random.Random, key: str | None = None) -> NewJob:
+    """One job of `kind` (arguments and retry policy drawn from `rng`; `key`: a
+    `chaos_limited` job's concurrency key, else drawn)."""
     args: dict[str, Any] = {"n": n}
     max_retries = 5
     limits: dict[str, Any] = {}  # a rate or a concurrency key, with its limit
@@ -55,7 +61,8 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         limits = {"rate_key": RATE_KEY, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
     elif kind == "chaos_limited":  # long enough that a key's jobs queue up behind it
         args["ms"] = rng.randint(200, 600)
-        limits = {"concurrency_key": rng.choice(LIMITED_KEYS), "concurrency_limit": LIMITED_LIMIT}
+        key = key or rng.choice(LIMITED_KEYS)
+        limits = {"concurrency_key": key, "concurrency_limit": LIMITED_LIMIT}
     elif kind in ("chaos_long", "chaos_proc_long"):
         args["steps"] = rng.randint(4, 10)
         args["step_s"] = round(rng.uniform(0.08, 0.25), 3)
@@ -88,6 +95,12 @@ def make_job(kind: str, n: int, rng: random.Random) -> NewJob:
         retry_backoff_max=0.5,
         **limits,
     )
+
+
+def make_limited_burst(size: int, n: int, rng: random.Random) -> list[NewJob]:
+    """`size` `chaos_limited` jobs of one concurrency key, enqueued together."""
+    key = rng.choice(LIMITED_KEYS)
+    return [make_job("chaos_limited", n + i, rng, key) for i in range(size)]
 
 
 MEMBER_WEIGHTS: dict[str, float] = {
@@ -123,8 +136,11 @@ def job_plan(config: ChaosConfig) -> list[NewJob]:
         elif left >= 2 and draw < share:
             plan += make_replayed(rng.randint(2, min(4, left)), n, rng)
         else:
-            job = make_job(rng.choices(kinds, weights)[0], n, rng)
-            plan.append(with_key(job, config, fair_rng))
+            kind = rng.choices(kinds, weights)[0]
+            if kind == "chaos_limited":
+                plan += make_limited_burst(min(left, rng.randint(*LIMITED_BURST)), n, rng)
+            else:
+                plan.append(with_key(make_job(kind, n, rng), config, fair_rng))
     return plan
 
 
