@@ -1,0 +1,174 @@
+-- The one walk's claim, a prototype (fair-turns.md, "The one walk, measured"; run by
+-- fair-one-walk-experiment.py beside it): one tier (the queue given, priority 0), its
+-- entries in one lane with start tags, its mark a row of tier_marks. Not heartq's SQL.
+WITH snap AS MATERIALIZED (
+    SELECT pg_current_snapshot() AS s
+), m AS MATERIALIZED (
+    -- the tier's furthest mark: arrival frontier A (with its pending list) and service position Q, read as a pair
+    SELECT %(queue)s::text AS queue, 0 AS priority,
+           coalesce(c.frontier_xid, '0'::xid8) AS fx,
+           coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS fid,
+           coalesce(c.pending, '{}'::xid8[]) AS pending,
+           coalesce(c.service_tag, '-infinity'::float8) AS qt,
+           coalesce(c.service_id, '00000000-0000-0000-0000-000000000000'::uuid) AS qid,
+           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
+    FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+        SELECT c.* FROM tier_marks AS c
+        WHERE c.queue = %(queue)s AND c.priority = 0
+          AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
+        ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
+        LIMIT 1
+    ) AS c ON true
+), arrived AS MATERIALIZED (
+    -- the arrival walk: entries past A in arrival order, at most a few times the slots, not locked
+    SELECT j.job_id, j.ready_xid, j.fair_tag, j.entry, (j.fair_tag, j.job_id) <= (m.qt, m.qid) AS late
+    FROM m CROSS JOIN LATERAL (
+        SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid AS entry FROM ready AS j
+        WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_key = ''
+          AND (j.ready_xid, j.job_id) > (m.fx, m.fid)
+        ORDER BY j.ready_xid, j.job_id
+        LIMIT 2 * %(limit)s
+    ) AS j
+), late AS MATERIALIZED (
+    -- entries that arrived behind Q: taken first
+    SELECT j.job_id AS id, j.fair_tag, j.ready_xid, j.ctid AS entry, 0 AS part
+    FROM ready AS j
+    WHERE j.ctid = ANY(ARRAY(SELECT entry FROM arrived WHERE late))
+      AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FOR UPDATE OF j SKIP LOCKED
+), served AS MATERIALIZED (
+    -- the tag walk from Q
+    SELECT e.id, e.fair_tag, e.ready_xid, e.entry, 1 AS part
+    FROM m CROSS JOIN LATERAL (
+        SELECT j.job_id AS id, j.fair_tag, j.ready_xid, j.ctid AS entry FROM ready AS j
+        WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_tag IS NOT NULL
+          AND (j.fair_tag, j.job_id) > (m.qt, m.qid)
+          AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+        ORDER BY j.fair_tag, j.job_id
+        LIMIT %(limit)s
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS e
+), due AS MATERIALIZED (
+        WITH RECURSIVE level AS (
+            (SELECT priority FROM job_documents
+             WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = %(queue)s
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+            UNION ALL
+            SELECT n.priority FROM level CROSS JOIN LATERAL (
+                SELECT priority FROM job_documents
+                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = %(queue)s AND priority < level.priority
+                ORDER BY priority DESC, run_at, id
+                LIMIT 1
+            ) AS n
+        )
+        SELECT c.* FROM level CROSS JOIN LATERAL (
+            SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
+            WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                AND ready_xid IS NULL AND queue = %(queue)s AND priority = level.priority
+              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+            ORDER BY run_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS c
+        LIMIT %(limit)s
+), picked AS MATERIALIZED (
+    -- late entries first, then by tag; the due jobs outside the ready log (delayed, retried)
+    -- would be tagged here (max(V, F) of their key) and merged by tag: in this experiment
+    -- none is due, and the walk that finds them is the claim in order's, for its cost
+    SELECT x.id, x.fair_tag, x.ready_xid, x.entry, x.part
+    FROM (SELECT * FROM late UNION ALL SELECT * FROM served
+          UNION ALL SELECT d.id, NULL, NULL, NULL, 2 FROM due AS d) AS x
+    ORDER BY x.part, x.fair_tag, x.id
+    LIMIT %(limit)s
+), q_miss AS MATERIALIZED (
+    -- the first entry past Q, in tag order, that this claim sees and did not take
+    SELECT j.fair_tag, j.job_id FROM m CROSS JOIN LATERAL (
+        SELECT j.fair_tag, j.job_id FROM ready AS j
+        WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_tag IS NOT NULL
+          AND (j.fair_tag, j.job_id) > (m.qt, m.qid)
+          AND j.job_id NOT IN (SELECT id FROM picked)
+        ORDER BY j.fair_tag, j.job_id
+        LIMIT 1
+    ) AS j
+), q_new AS MATERIALIZED (
+    SELECT coalesce(t.fair_tag, m.qt) AS qt, coalesce(t.id, m.qid) AS qid
+    FROM m LEFT JOIN LATERAL (
+        SELECT k.fair_tag, k.id FROM picked AS k
+        WHERE k.part = 1
+          AND ((SELECT fair_tag FROM q_miss) IS NULL
+               OR (k.fair_tag, k.id) < ((SELECT fair_tag FROM q_miss), (SELECT job_id FROM q_miss)))
+        ORDER BY k.fair_tag DESC, k.id DESC
+        LIMIT 1
+    ) AS t ON true
+), a_miss AS MATERIALIZED (
+    -- the first entry the arrival walk saw and neither took nor passed (a late one another claim holds)
+    SELECT a.ready_xid, a.job_id FROM arrived AS a
+    WHERE a.late AND a.job_id NOT IN (SELECT id FROM picked)
+    ORDER BY a.ready_xid, a.job_id LIMIT 1
+), a_new AS MATERIALIZED (
+    SELECT CASE WHEN (SELECT job_id FROM a_miss) IS NOT NULL THEN coalesce(b.ready_xid, m.fx)
+                WHEN (SELECT count(*) FROM arrived) >= 2 * %(limit)s THEN l.ready_xid
+                ELSE pg_snapshot_xmax(snap.s) END AS fx,
+           CASE WHEN (SELECT job_id FROM a_miss) IS NOT NULL THEN coalesce(b.job_id, m.fid)
+                WHEN (SELECT count(*) FROM arrived) >= 2 * %(limit)s THEN l.job_id
+                ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS fid
+    FROM m CROSS JOIN snap
+    LEFT JOIN LATERAL (
+        SELECT a.ready_xid, a.job_id FROM arrived AS a
+        WHERE (a.ready_xid, a.job_id) < ((SELECT ready_xid FROM a_miss), (SELECT job_id FROM a_miss))
+        ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
+    ) AS b ON true
+    LEFT JOIN LATERAL (
+        SELECT a.ready_xid, a.job_id FROM arrived AS a
+        ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
+    ) AS l ON true
+), marked AS (
+    INSERT INTO tier_marks (queue, priority, frontier_xid, frontier_id, pending, pending_after,
+                            service_tag, service_id, made_at)
+    SELECT m.queue, m.priority, a.fx, a.fid,
+           coalesce((SELECT array_agg(r.xid ORDER BY r.xid) FROM pg_snapshot_xip(snap.s) AS r(xid)
+                     WHERE r.xid < a.fx), '{}'),
+           '{}', q.qt, q.qid, coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FROM m CROSS JOIN a_new AS a CROSS JOIN q_new AS q CROSS JOIN snap
+    WHERE EXISTS (SELECT 1 FROM picked)
+       OR (a.fx, a.fid) <> (m.fx, m.fid)
+), holder AS (
+    SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
+), taken AS (
+    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), commit_mode AS MATERIALIZED (
+    SELECT CASE WHEN statement_timestamp() - pg_postmaster_start_time()
+                 >= make_interval(secs => current_setting('heartq.claim_async_after', true)::float8)
+            THEN set_config('synchronous_commit', 'off', true) END AS setting
+), running AS (
+    UPDATE job_documents AS j
+    SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE entry IS NULL))
+), docs AS MATERIALIZED (
+    SELECT j.id, j.task, j.queue, j.args, j.execution_id, j.attempts, j.max_retries,
+           j.retry_backoff, j.retry_backoff_max, j.checkpoint, j.run_at, j.priority, j.chosen,
+           j.meta, j.dependency_results, j.snoozes, j.expires_at
+    FROM job_documents AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+), claimed AS (
+    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
+                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
+    SELECT d.id, d.execution_id + 1, %(worker_id)s, d.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
+           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
+                THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
+           %(ahead)s
+    FROM docs AS d CROSS JOIN commit_mode
+    RETURNING job_id, execution_id, attempts, lease_expires_at
+)
+SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,
+       d.retry_backoff, d.retry_backoff_max, d.checkpoint::text AS checkpoint,
+       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
+       extract(epoch from d.run_at)::float8 AS run_at, d.priority, d.chosen,
+       d.meta::text AS meta, d.dependency_results, d.snoozes,
+       extract(epoch from d.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
+FROM claimed AS c JOIN docs AS d ON d.id = c.job_id

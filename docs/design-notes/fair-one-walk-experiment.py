@@ -1,0 +1,187 @@
+"""The one walk for every key (fair-turns.md, last section), measured before it is built:
+a prototype of its claim statement against today's claims, on PostgreSQL.
+
+    .venv/bin/python docs/design-notes/fair-one-walk-experiment.py \\
+        [--server postgresql://postgres@127.0.0.1:5432/test] [--jobs 20000] [--rounds 100]
+
+It makes a scratch database on the server (`heartq_fair_walk_exp`, dropped first and at
+the end), migrates heartq's schema into it and enqueues `--jobs` no-op jobs into each of
+seven queues: `plain` without keys, and `fair_K` and `tags_K` with K = 1, 20 and 1,000
+fairness keys, each job one of them in turn. Today's enqueue puts a keyed job's entry in
+its key's lane; for `tags_K` the entries are then moved, as the design's enqueue would
+put them, into their tier's one lane (key '') with a start tag each (its rank in its key:
+what `max(V, F) + n / weight` gives jobs enqueued before any claim), and indexed by
+`(queue, priority, fair_tag, job_id)`. The design's marks (`tier_marks`: the arrival
+frontier with its pending list and the service position, one row a tier) are a table of
+their own.
+
+Then claims of 50 (each its own statement, autocommit, generic plans, as a worker's),
+alternating: `CLAIM_IN_ORDER` on `plain`, `CLAIM_ONE_QUEUE` (the rotation) on `fair_K`
+and the prototype (`fair-one-walk-claim.sql`) on `tags_K`; today's two are their golden
+SQL (tests/plans/sql/postgres). Every tenth claim of each runs under `EXPLAIN (ANALYZE,
+BUFFERS, TIMING OFF)` for its buffers. Three phases of `--rounds` rounds: `fresh` (no
+mark yet: the arrival walk passes two claims' worth of entries a claim), `passed` (a
+mark with every entry passed: the tag walk alone) and `held` (the same, with another
+session holding the xmin horizon from the phase's start: its first and last claims'
+buffers show whether the walk stays flat). Time is the client's, a round trip included:
+run it on a quiet machine, and read the ratios, not the milliseconds.
+
+What the prototype leaves out (fair-turns.md, "The one walk, measured"): the walks of
+the pending transactions' entries (none here: one session), the re-tag of a late entry
+(taken first here), the tags of due jobs outside the ready log (their walk is the claim in
+order's, run for its cost; none is due), priorities past the first and claims of several
+queues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import heartq
+from heartq.store.postgres.queries.settings import PLANNER
+
+HERE = Path(__file__).parent
+GOLDEN = HERE.parents[1] / "tests" / "plans" / "sql" / "postgres"
+DATABASE = "heartq_fair_walk_exp"
+KEYS = (1, 20, 1000)
+STATEMENTS = {
+    "in order": (GOLDEN / "CLAIM_IN_ORDER.sql").read_text(),
+    "rotation": (GOLDEN / "CLAIM_ONE_QUEUE.sql").read_text(),
+    "one walk": (HERE / "fair-one-walk-claim.sql").read_text(),
+}
+VARIANTS = [("in order", "plain", 0)] + [
+    (kind, f"{prefix}_{keys}", keys)
+    for keys in KEYS
+    for kind, prefix in (("rotation", "fair"), ("one walk", "tags"))
+]
+NO_ID = "00000000-0000-0000-0000-000000000000"
+CONVERT = """
+ALTER TABLE ready ADD COLUMN fair_tag float8;
+UPDATE ready SET fair_key = '', fair_tag = r.rank
+FROM (SELECT ctid AS c,
+             row_number() OVER (PARTITION BY queue, fair_key ORDER BY ready_xid, job_id) - 1
+             AS rank
+      FROM ready WHERE queue LIKE 'tags%') AS r
+WHERE ready.ctid = r.c;
+DELETE FROM lanes WHERE queue LIKE 'tags%';
+INSERT INTO lanes SELECT DISTINCT queue, 0, '' FROM ready WHERE queue LIKE 'tags%';
+CREATE INDEX ready_tag_idx ON ready (queue, priority, fair_tag, job_id)
+    WHERE fair_tag IS NOT NULL;
+CREATE TABLE tier_marks (
+    queue text NOT NULL, priority int NOT NULL, frontier_xid xid8 NOT NULL,
+    frontier_id uuid NOT NULL, pending xid8[] NOT NULL, pending_after uuid[] NOT NULL,
+    service_tag float8 NOT NULL, service_id uuid NOT NULL, made_at timestamptz NOT NULL);
+CREATE INDEX tier_marks_idx ON tier_marks (queue, priority, frontier_xid, frontier_id, made_at);
+INSERT INTO workers (id, hostname, pid, queues, concurrency, status, started_at,
+                     last_heartbeat_at)
+VALUES ('experiment', 'here', 1, '[]', 50, 'active', now(), now());
+"""
+PASS_ALL = f"""
+INSERT INTO tier_marks
+SELECT DISTINCT queue, 0, pg_snapshot_xmax(pg_current_snapshot()), '{NO_ID}'::uuid,
+       '{{}}'::xid8[], '{{}}'::uuid[], '-infinity'::float8, '{NO_ID}'::uuid, now()
+FROM ready WHERE queue LIKE 'tags%'
+"""
+
+
+def database_url(server: str) -> str:
+    base, _, query = server.partition("?")
+    return base.rsplit("/", 1)[0] + f"/{DATABASE}" + (f"?{query}" if query else "")
+
+
+def setup(server: str, jobs: int) -> None:
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{DATABASE}"')
+    app = heartq.App()
+
+    @app.task(fair_key="k{key}")
+    def keyed(key: int) -> None: ...
+
+    @app.task
+    def plain(key: int) -> None: ...
+
+    app.use_url(database_url(server))
+    app.migrate()
+    for _, queue, keys in VARIANTS:
+        task = "plain" if keys == 0 else "keyed"
+        for offset in range(0, jobs, 1000):
+            batch = [{"key": n % max(keys, 1)} for n in range(offset, min(jobs, offset + 1000))]
+            app.enqueue_many(task, batch, queue=queue)
+    app.close()
+    options = "-c search_path=heartq"
+    with psycopg.connect(database_url(server), autocommit=True, options=options) as conn:
+        conn.execute(CONVERT)  # several statements: not prepared, no parameters
+        conn.execute("VACUUM ANALYZE")
+
+
+def connect(server: str) -> psycopg.Connection[Any]:
+    """A session as a worker's: generic plans, heartq's planner settings (without them a
+    generic plan made while the marks' table was empty scans it whole, once a lane)."""
+    planner = " ".join(f"-c {name}={value}" for name, value in PLANNER.items())
+    return psycopg.connect(
+        database_url(server), autocommit=True, prepare_threshold=0,
+        options=f"-c search_path=heartq -c plan_cache_mode=force_generic_plan {planner}",
+    )  # fmt: skip
+
+
+def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
+    times: dict[tuple[str, str, int], list[float]] = {v: [] for v in VARIANTS}
+    buffers: dict[tuple[str, str, int], list[int]] = {v: [] for v in VARIANTS}
+    explain = "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) "
+    for n in range(rounds):
+        for variant in VARIANTS:
+            kind, queue, _ = variant
+            params = {"queue": queue, "limit": 50, "now": None, "worker_id": "experiment",
+                      "lease": 60.0, "ahead": False}  # fmt: skip
+            if n % 10 == 9:
+                with conn.transaction():
+                    row = conn.execute(explain + STATEMENTS[kind], params).fetchone()
+                plan = row[0][0]["Plan"] if row else {}
+                buffers[variant].append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+                continue
+            start = time.perf_counter()
+            conn.execute(STATEMENTS[kind], params).fetchall()
+            times[variant].append(time.perf_counter() - start)
+    base = statistics.median(times[VARIANTS[0]])
+    print(f"\n{name}: median ms a claim of 50 (x the claim in order), buffers first / last")
+    for variant in VARIANTS:
+        kind, _, keys = variant
+        ms = statistics.median(times[variant])
+        seen = buffers[variant]
+        print(f"  {kind:9s} {keys:5d} keys  {ms * 1e3:6.2f} (x{ms / base:.2f})"
+              f"  {seen[0]:5d} / {seen[-1]:5d}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=100)
+    args = parser.parse_args()
+    if 50 * args.rounds * 3 > args.jobs:
+        parser.error("--jobs must hold 150 claims of 50 for each --rounds of the three phases")
+    setup(args.server, args.jobs)
+    try:
+        with connect(args.server) as conn:
+            phase(conn, "fresh", args.rounds)
+            conn.execute(PASS_ALL)
+            phase(conn, "passed", args.rounds)
+            with connect(args.server) as holder:
+                holder.autocommit = False
+                holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                holder.execute("SELECT txid_current()")  # an id and a snapshot, held
+                phase(conn, "held", args.rounds)
+    finally:
+        with psycopg.connect(args.server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
