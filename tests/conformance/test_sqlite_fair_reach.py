@@ -27,6 +27,7 @@ from heartq.store.sql import inspection
 from heartq.store.sql.fair import TAGGED_AT_A_CLAIM, UNKEYED
 from heartq.store.sqlite import SQLiteStore
 from tests.soak.chaos_fair import COUNTED, IN_LINE
+from tests.statement_trace import trace
 from tests.support import opened
 
 from .support import SteeredMigrations, new_ids, new_job, register
@@ -212,6 +213,59 @@ def test_a_job_queued_again_takes_its_place_behind_its_keys_line(
         taken = [job.id for job in store.claim("w1", ["default"], 9, 30.0, now=T0 + 2)]
         assert first.id not in taken and len(taken) == 9  # the others' turns first
         assert [job.id for job in store.claim("w1", ["default"], 1, 30.0, now=T0 + 3)] == [first.id]
+    finally:
+        store.link.close()
+
+
+BEGIN_COMMIT = ("BEGIN", "COMMIT")
+
+
+def _named(sql: str) -> str:
+    """Which statement of a claim by turns `sql` is (as traced: its values written in)."""
+    text = " ".join(sql.split())
+    if text.startswith("UPDATE heartq_jobs ") and "INDEXED BY heartq_jobs_fair_claim_idx" in text:
+        return "line"
+    if text.startswith("INSERT INTO heartq_fair_clocks"):
+        return "clocks"
+    if text.startswith("UPDATE heartq_fair_finishes"):
+        return "left"
+    if text.startswith("WITH k AS MATERIALIZED"):
+        return "asked"  # KEYED_QUEUED
+    return text[:40]
+
+
+def test_a_queue_whose_jobs_all_take_turns_is_claimed_without_asking_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a claim of one queue found its jobs all in line (tagged, with a fairness key,
+    none to tag, none without a key: `KEYED_QUEUED`'s `line`), the next claims take the
+    line first (`CLAIM_TURNS_ONE_QUEUE`, then what it moved: `STORE_CLOCKS`,
+    `LEFT_LINE`) without asking what waits: a statement fewer inside the write lock. A
+    job without a key queued since makes the line statement take nothing; the claim then
+    asks, gives that job its share, and the claims after it no longer try the line."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'line.db'}")
+    sent: list[str] = []
+    try:
+        register(store, "w1", T0)
+        store.enqueue([new_job(fair_key=f"k{n % 3}") for n in range(30)], now=T0 - 10)
+        trace(store, sent.append, monkeypatch)
+
+        def claim(limit: int) -> tuple[int, list[str]]:
+            """Jobs claimed, and the statements of the claim (not BEGIN and COMMIT)."""
+            sent.clear()
+            taken = store.claim("w1", ["default"], limit, 30.0, now=T0)
+            return len(taken), [_named(s) for s in sent if s.split()[0] not in BEGIN_COMMIT]
+
+        assert claim(3)[0] == 3  # finds the keys waiting (KEYED_QUEUED), takes turns
+        assert claim(3) == (3, ["line", "clocks", "left"])
+        assert claim(3) == (3, ["line", "clocks", "left"])
+        unkeyed = store.enqueue([new_job() for _ in range(5)], now=T0 - 1)
+        taken, statements = claim(1)
+        assert taken == 1 and statements[:2] == ["line", "asked"], statements
+        taken, statements = claim(1)  # the hint off while jobs without a key wait
+        assert taken == 1 and statements[0] == "asked", statements
+        assert claim(30)[0] == 30 - 9 + 5 - 2  # every job left, the five without a key too
+        assert not set(unkeyed) - {row["id"] for row in store.list_jobs(status="running")}
     finally:
         store.link.close()
 

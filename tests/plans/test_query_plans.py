@@ -143,8 +143,9 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
     """SQLite's claim by turns reads the jobs only through the claim indexes (each
     queue's line by tag and its jobs without a key, each from its head, stopped at the
     claim's slots; the untagged jobs due, oldest first) and the jobs it takes by their
-    rowid, in its one statement (a queue whose queued jobs all have a key) as in its
-    two: never a scan of the jobs, nor of every key. So it costs about the same with
+    rowid, in its one statement (a queue whose queued jobs all have a key; its probes
+    for a job without a key and for one due untagged, a seek each) as in its two: never
+    a scan of the jobs, nor of every key. So it costs about the same with
     1,000 keys waiting as with 10, and a key's flood is not walked."""
     store = SQLiteStore(f"sqlite:///{tmp_path / 'plans.db'}")
     store.link.migrate()
@@ -160,6 +161,7 @@ def test_sqlite_fair_claim_reads_its_turns_in_one_walk(tmp_path: Path) -> None:
     assert {row[3] for row in plan if "heartq_jobs" in row[3]} == {  # the one statement
         "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)",
         "SEARCH heartq_jobs USING INDEX heartq_jobs_claim_idx (queue=?)",
+        "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_due_idx (queue=? AND run_at<?)",
         "SEARCH heartq_jobs USING INTEGER PRIMARY KEY (rowid=?)",
     }, plan
     assert "SEARCH heartq_jobs USING INDEX heartq_jobs_fair_claim_idx (queue=?)" in reads, reads

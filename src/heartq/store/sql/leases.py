@@ -48,7 +48,7 @@ from heartq.model import (
     Report,
 )
 from heartq.store import documents, records
-from heartq.store.sql import dependencies
+from heartq.store.sql import dependencies, fair
 from heartq.store.sql.base import Dialect, Program, Rows, database_time, drive, run, wake
 from heartq.store.sql.keyed import claim_keyed
 
@@ -124,6 +124,13 @@ class LeaseOps:
         next asks that first (`KEYED_QUEUED`), and skips the claim of jobs without a key,
         which takes nothing while one waits. A hint: a statement fewer inside the write
         lock while keyed jobs wait, at worst one more when the last has gone."""
+        self.line_waited: dict[tuple[str, ...], bool] = {}
+        """Per set of queues, whether the last look found their jobs all in line (SQLite:
+        jobs with a fairness key tagged, none to tag, none without a key; `KEYED_QUEUED`'s
+        `line`): then the next claim takes its line first (`fair.claim_line`), and asks
+        `KEYED_QUEUED` only for the slots that left. A hint: while a queue's jobs all take
+        turns, a statement fewer a claim than asking first; at worst one more when that
+        changed."""
         self.turns_until: dict[tuple[str, ...], float] = {}
         """Per set of queues claimed (their names, sorted), until when (`time.monotonic`)
         a claim of them takes turns at once (`CLAIM_ONE_QUEUE`, `CLAIM`), without first
@@ -160,9 +167,14 @@ class LeaseOps:
             rate_wait = None
             if limit > 0:
                 found = None  # KEYED_QUEUED's answer, once asked
-                if self.fair_waited.get(tuple(queues)):
+                if self.line_waited.get(tuple(queues)) and self.d.fair is not None:
+                    on = self.d.by_position(conn)
+                    rows = fair.claim_line(self.d.fair, conn, on, params)
+                if len(rows) < limit and self.fair_waited.get(tuple(queues)):
                     found = self._keyed_queued(conn, queues, params)
-                if found is None or not found["fair"]:
+                # A line that filled fewer slots had no job without a key (its statement
+                # takes none where one is queued): no claim of them.
+                if not rows and (found is None or not found["fair"]):
                     rows = self._claim_rows(conn, queues, params)
                 if len(rows) < limit:  # slots left: keyed jobs may take them
                     if found is None and self.d.fair is not None:
@@ -199,6 +211,7 @@ class LeaseOps:
         and whether a job with a fairness key waits noted for the next claim of them."""
         found = conn.execute(self.q.KEYED_QUEUED, params).fetchone()
         self.fair_waited[tuple(queues)] = bool(found["fair"])
+        self.line_waited[tuple(queues)] = bool(found["line"])
         return found
 
     def _claim_rows(self, conn: Any, queues: Sequence[str], params: dict[str, Any]) -> Rows:

@@ -20,6 +20,10 @@ WHERE rowid IN (
   AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
                   WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
       AND fair_key IS NULL AND queue = :queue)
+  AND NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_fair_due_idx
+                 WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+                   AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue = :queue
+                   AND run_at <= :now)
 
 RETURNING id, task, queue, args, attempts, execution_id, max_retries, retry_backoff,
           retry_backoff_max, checkpoint, lease_expires_at, run_at, priority, chosen, meta,

@@ -12,4 +12,10 @@ WITH k AS MATERIALIZED (
                    AND fair_key IS NOT NULL AND fair_tag IS NULL AND queue IN (SELECT value FROM json_each(:queues))
                    AND run_at <= :now) AS untagged
 )
-SELECT keyed OR tagged OR untagged AS queued, tagged OR untagged AS fair, untagged FROM k
+SELECT keyed OR tagged OR untagged AS queued, tagged OR untagged AS fair, untagged,
+       CASE WHEN tagged AND NOT untagged
+            THEN NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                             WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
+      AND fair_key IS NULL AND queue IN (SELECT value FROM json_each(:queues)))
+            ELSE false END AS line
+FROM k

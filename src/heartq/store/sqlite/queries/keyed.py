@@ -11,6 +11,7 @@ from __future__ import annotations
 from heartq.store.sqlite.queries.claim import (
     _CLAIM_RETURNING,
     _CLAIM_SET,
+    _UNKEYED_QUEUED,
     _due_in_order,
     _tagged_waits,
     _untagged_due,
@@ -20,7 +21,9 @@ from heartq.store.sqlite.queries.claim import (
 # filled fewer than `limit`): a queued job with a concurrency key, a rate key or a
 # fairness key (`fair`) in these queues; the first entry of each partial index, never a
 # walk. `untagged`: whether the claim by fair shares has jobs to tag first
-# (`heartq.store.sql.fair`: without, it skips `TAG_DUE`).
+# (`heartq.store.sql.fair`: without, it skips `TAG_DUE`). `line`: whether the claim by
+# fair shares would take its jobs from the queues' lines alone (jobs tagged, none to tag,
+# none without a key queued: `fair.claim_line`), which the next claim then asks first.
 _QUEUES = "queue IN (SELECT value FROM json_each(:queues))"
 KEYED_QUEUED = f"""
 WITH k AS MATERIALIZED (
@@ -32,7 +35,12 @@ WITH k AS MATERIALIZED (
         {_tagged_waits(_QUEUES)} AS tagged,
         {_untagged_due(_QUEUES)} AS untagged
 )
-SELECT keyed OR tagged OR untagged AS queued, tagged OR untagged AS fair, untagged FROM k
+SELECT keyed OR tagged OR untagged AS queued, tagged OR untagged AS fair, untagged,
+       CASE WHEN tagged AND NOT untagged
+            THEN NOT EXISTS (SELECT 1 FROM heartq_jobs INDEXED BY heartq_jobs_claim_idx
+                             WHERE {_UNKEYED_QUEUED} AND {_QUEUES})
+            ELSE false END AS line
+FROM k
 """
 
 # What heartq_jobs_keyed_claim_idx holds (migration 0045: by queue, key, then claim order).
