@@ -4,14 +4,16 @@
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), m AS MATERIALIZED (
-    -- the tier's furthest mark: arrival frontier A (with its pending list) and service position Q, read as a pair
+    -- the tier's furthest mark, read whole: the arrival frontier A with its pending list
+    -- (transactions below A that were running, each with its last entry handled), and
+    -- the service position Q
     SELECT %(queue)s::text AS queue, 0 AS priority,
            coalesce(c.frontier_xid, '0'::xid8) AS fx,
            coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS fid,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
+           coalesce(c.pending_after, '{}'::uuid[]) AS pending_after,
            coalesce(c.service_tag, '-infinity'::float8) AS qt,
-           coalesce(c.service_id, '00000000-0000-0000-0000-000000000000'::uuid) AS qid,
-           coalesce(c.made_at, '-infinity'::timestamptz) AS made_at
+           coalesce(c.service_id, '00000000-0000-0000-0000-000000000000'::uuid) AS qid
     FROM (SELECT 1) AS one LEFT JOIN LATERAL (
         SELECT c.* FROM tier_marks AS c
         WHERE c.queue = %(queue)s AND c.priority = 0
@@ -19,18 +21,35 @@ WITH snap AS MATERIALIZED (
         ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
         LIMIT 1
     ) AS c ON true
+), pend AS MATERIALIZED (
+    SELECT p.xid, p.after, NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
+    FROM m CROSS JOIN snap CROSS JOIN LATERAL unnest(m.pending, m.pending_after) AS p(xid, after)
 ), arrived AS MATERIALIZED (
-    -- the arrival walk: entries past A in arrival order, at most a few times the slots, not locked
-    SELECT j.job_id, j.ready_xid, j.fair_tag, j.entry, (j.fair_tag, j.job_id) <= (m.qt, m.qid) AS late
-    FROM m CROSS JOIN LATERAL (
-        SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid AS entry FROM ready AS j
-        WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_key = ''
-          AND (j.ready_xid, j.job_id) > (m.fx, m.fid)
-        ORDER BY j.ready_xid, j.job_id
-        LIMIT 2 * %(limit)s
-    ) AS j
+    -- the arrival walk, not locked, at most twice the slots each: the entries of each
+    -- pending transaction that has ended, past its last one handled, and the entries past
+    -- A, in arrival order. An entry is late if its place in the turns is behind Q (or it
+    -- has none): taken first; the others are passed (left for the tag walk)
+    SELECT e.*, e.fair_tag IS NULL OR (e.fair_tag, e.job_id) <= (m.qt, m.qid) AS late
+    FROM m CROSS JOIN (
+        SELECT pend.xid AS pending_xid, j.job_id, j.ready_xid, j.fair_tag, j.ctid AS entry
+        FROM pend CROSS JOIN m CROSS JOIN LATERAL (
+            SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid FROM ready AS j
+            WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_key = ''
+              AND j.ready_xid = pend.xid AND j.job_id > pend.after
+            ORDER BY j.job_id
+            LIMIT 2 * %(limit)s
+        ) AS j
+        WHERE NOT pend.running
+        UNION ALL
+        SELECT NULL, j.job_id, j.ready_xid, j.fair_tag, j.entry FROM m CROSS JOIN LATERAL (
+            SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid AS entry FROM ready AS j
+            WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_key = ''
+              AND (j.ready_xid, j.job_id) > (m.fx, m.fid)
+            ORDER BY j.ready_xid, j.job_id
+            LIMIT 2 * %(limit)s
+        ) AS j
+    ) AS e
 ), late AS MATERIALIZED (
-    -- entries that arrived behind Q: taken first
     SELECT j.job_id AS id, j.fair_tag, j.ready_xid, j.ctid AS entry, 0 AS part
     FROM ready AS j
     WHERE j.ctid = ANY(ARRAY(SELECT entry FROM arrived WHERE late))
@@ -94,6 +113,7 @@ WITH snap AS MATERIALIZED (
         LIMIT 1
     ) AS j
 ), q_new AS MATERIALIZED (
+    -- Q moves to the last entry the tag walk took before that one (all it took, if none)
     SELECT coalesce(t.fair_tag, m.qt) AS qt, coalesce(t.id, m.qid) AS qid
     FROM m LEFT JOIN LATERAL (
         SELECT k.fair_tag, k.id FROM picked AS k
@@ -103,38 +123,72 @@ WITH snap AS MATERIALIZED (
         ORDER BY k.fair_tag DESC, k.id DESC
         LIMIT 1
     ) AS t ON true
-), a_miss AS MATERIALIZED (
-    -- the first entry the arrival walk saw and neither took nor passed (a late one another claim holds)
-    SELECT a.ready_xid, a.job_id FROM arrived AS a
+), missed AS MATERIALIZED (
+    -- the entries the arrival walk saw and neither took nor passed: late ones another
+    -- claim holds (or not due)
+    SELECT a.pending_xid, a.ready_xid, a.job_id FROM arrived AS a
     WHERE a.late AND a.job_id NOT IN (SELECT id FROM picked)
-    ORDER BY a.ready_xid, a.job_id LIMIT 1
 ), a_new AS MATERIALIZED (
-    SELECT CASE WHEN (SELECT job_id FROM a_miss) IS NOT NULL THEN coalesce(b.ready_xid, m.fx)
-                WHEN (SELECT count(*) FROM arrived) >= 2 * %(limit)s THEN l.ready_xid
+    -- A moves to just before the first entry past it that the walk missed, else to the
+    -- last one it walked if it stopped at its bound, else to the snapshot's xmax
+    SELECT CASE WHEN f.job_id IS NOT NULL THEN coalesce(b.ready_xid, m.fx)
+                WHEN w.n >= 2 * %(limit)s THEN l.ready_xid
                 ELSE pg_snapshot_xmax(snap.s) END AS fx,
-           CASE WHEN (SELECT job_id FROM a_miss) IS NOT NULL THEN coalesce(b.job_id, m.fid)
-                WHEN (SELECT count(*) FROM arrived) >= 2 * %(limit)s THEN l.job_id
+           CASE WHEN f.job_id IS NOT NULL THEN coalesce(b.job_id, m.fid)
+                WHEN w.n >= 2 * %(limit)s THEN l.job_id
                 ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS fid
     FROM m CROSS JOIN snap
+    CROSS JOIN (SELECT count(*) AS n FROM arrived WHERE pending_xid IS NULL) AS w
+    LEFT JOIN LATERAL (
+        SELECT x.ready_xid, x.job_id FROM missed AS x WHERE x.pending_xid IS NULL
+        ORDER BY x.ready_xid, x.job_id LIMIT 1
+    ) AS f ON true
     LEFT JOIN LATERAL (
         SELECT a.ready_xid, a.job_id FROM arrived AS a
-        WHERE (a.ready_xid, a.job_id) < ((SELECT ready_xid FROM a_miss), (SELECT job_id FROM a_miss))
+        WHERE a.pending_xid IS NULL AND (a.ready_xid, a.job_id) < (f.ready_xid, f.job_id)
         ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
     ) AS b ON true
     LEFT JOIN LATERAL (
-        SELECT a.ready_xid, a.job_id FROM arrived AS a
+        SELECT a.ready_xid, a.job_id FROM arrived AS a WHERE a.pending_xid IS NULL
         ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
     ) AS l ON true
+), pending_new AS MATERIALIZED (
+    -- a pending transaction still running stays as it was; one that ended stays while the
+    -- walk missed one of its entries (after the last one before it) or stopped at its bound
+    -- (after the last one walked); the transactions running below the new A join
+    SELECT p.xid,
+           CASE WHEN p.running THEN p.after
+                WHEN x.job_id IS NOT NULL
+                THEN coalesce((SELECT a.job_id FROM arrived AS a
+                               WHERE a.pending_xid = p.xid AND a.job_id < x.job_id
+                               ORDER BY a.job_id DESC LIMIT 1), p.after)
+                ELSE (SELECT a.job_id FROM arrived AS a WHERE a.pending_xid = p.xid
+                      ORDER BY a.job_id DESC LIMIT 1) END
+               AS after
+    FROM pend AS p
+    LEFT JOIN LATERAL (
+        SELECT x.job_id FROM missed AS x WHERE x.pending_xid = p.xid
+        ORDER BY x.job_id LIMIT 1
+    ) AS x ON true
+    WHERE p.running OR x.job_id IS NOT NULL
+       OR (SELECT count(*) FROM arrived AS a WHERE a.pending_xid = p.xid) >= 2 * %(limit)s
+    UNION ALL
+    SELECT r.xid, '00000000-0000-0000-0000-000000000000'::uuid
+    FROM snap CROSS JOIN a_new CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
+    WHERE r.xid < a_new.fx AND NOT EXISTS (SELECT 1 FROM pend WHERE pend.xid = r.xid)
 ), marked AS (
     INSERT INTO tier_marks (queue, priority, frontier_xid, frontier_id, pending, pending_after,
                             service_tag, service_id, made_at)
     SELECT m.queue, m.priority, a.fx, a.fid,
-           coalesce((SELECT array_agg(r.xid ORDER BY r.xid) FROM pg_snapshot_xip(snap.s) AS r(xid)
-                     WHERE r.xid < a.fx), '{}'),
-           '{}', q.qt, q.qid, coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-    FROM m CROSS JOIN a_new AS a CROSS JOIN q_new AS q CROSS JOIN snap
-    WHERE EXISTS (SELECT 1 FROM picked)
-       OR (a.fx, a.fid) <> (m.fx, m.fid)
+           coalesce((SELECT array_agg(p.xid ORDER BY p.xid) FROM pending_new AS p), '{}'),
+           coalesce((SELECT array_agg(p.after ORDER BY p.xid) FROM pending_new AS p), '{}'),
+           q.qt, q.qid, coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+    FROM m CROSS JOIN a_new AS a CROSS JOIN q_new AS q
+    WHERE EXISTS (SELECT 1 FROM picked) OR (a.fx, a.fid) <> (m.fx, m.fid)
+       OR (q.qt, q.qid) <> (m.qt, m.qid)
+       OR coalesce((SELECT array_agg(p.xid ORDER BY p.xid) FROM pending_new AS p), '{}') <> m.pending
+       OR coalesce((SELECT array_agg(p.after ORDER BY p.xid) FROM pending_new AS p), '{}')
+          <> m.pending_after
 ), holder AS (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), taken AS (

@@ -26,6 +26,15 @@ session holding the xmin horizon from the phase's start: its first and last clai
 buffers show whether the walk stays flat). Time is the client's, a round trip included:
 run it on a quiet machine, and read the ratios, not the milliseconds.
 
+`--stress SECONDS`: the prototype under concurrency instead, on its own scratch database:
+two sessions enqueue jobs into one tier (heartq's enqueue in their own transaction, then
+each job's entry tagged from the tier's service position and its key's finish, as the
+design's enqueue would; some transactions held open up to 0.3 s, some rolled back),
+three claim through the prototype (claims of 1 to 20; some rolled back), and another
+holds the xmin horizon for a second at a time; then the claimers drain the tier. It
+checks the proof's theorem by its consequence: every committed job claimed exactly once
+(a second claim of a job would break the leases' key), and no entry left.
+
 What the prototype leaves out (fair-turns.md, "The one walk, measured"): the walks of
 the pending transactions' entries (none here: one session), the re-tag of a late entry
 (taken first here), the tags of due jobs outside the ready log (their walk is the claim in
@@ -36,7 +45,9 @@ queues.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -82,6 +93,10 @@ INSERT INTO workers (id, hostname, pid, queues, concurrency, status, started_at,
                      last_heartbeat_at)
 VALUES ('experiment', 'here', 1, '[]', 50, 'active', now(), now());
 """
+MARKS_NOW = (
+    "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
+    " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
+)
 PASS_ALL = f"""
 INSERT INTO tier_marks
 SELECT DISTINCT queue, 0, pg_snapshot_xmax(pg_current_snapshot()), '{NO_ID}'::uuid,
@@ -159,12 +174,147 @@ def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
               f"  {seen[0]:5d} / {seen[-1]:5d}")  # fmt: skip
 
 
+def stress(server: str, seconds: float) -> None:
+    """Enqueue, claim and hold the horizon at once for `seconds`, then drain; check."""
+    setup(server, 0)
+    url = database_url(server)
+    app = heartq.App()
+
+    @app.task
+    def plain(key: int) -> None: ...
+
+    app.use_url(url)
+    stop = threading.Event()
+    enqueued: list[str] = []
+    late = [0]
+    claimed: list[str] = []
+    errors: list[str] = []
+    params = {"queue": "stress", "now": None, "worker_id": "experiment", "lease": 60.0,
+              "ahead": False}  # fmt: skip
+
+    def enqueuer(seed: int) -> None:
+        rng = random.Random(seed)
+        options = "-c search_path=heartq"
+        with psycopg.connect(url, options=options) as conn:
+            while not stop.is_set():
+                keys = [rng.randrange(5) for _ in range(rng.randint(1, 30))]
+                tags: list[float] = []  # of the jobs committed
+                try:
+                    with conn.transaction() as tx:
+                        ids = app.enqueue_many(
+                            "plain", [{"key": k} for k in keys], queue="stress", connection=conn
+                        )
+                        row = conn.execute(
+                            "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
+                            " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
+                        ).fetchone()
+                        clock = row[0] if row and row[0] > float("-inf") else 0.0
+                        finishes: dict[int, float] = dict(
+                            conn.execute("SELECT key, finish FROM stress_finishes").fetchall()
+                        )
+                        given = []
+                        for job_id, key in zip(ids, keys, strict=True):
+                            tag = max(clock, finishes.get(key, 0.0))
+                            finishes[key] = tag + 1.0
+                            given.append(tag)
+                            conn.execute(
+                                "UPDATE ready SET fair_tag = %s WHERE queue = 'stress'"
+                                " AND job_id = %s", (tag, job_id)
+                            )  # fmt: skip
+                        conn.execute(
+                            "INSERT INTO stress_finishes"
+                            " SELECT * FROM unnest(%s::int[], %s::float8[])"
+                            " ON CONFLICT (key) DO UPDATE"
+                            " SET finish = greatest(stress_finishes.finish, excluded.finish)",
+                            (list(finishes), list(finishes.values())),
+                        )  # fmt: skip
+                        time.sleep(rng.choice((0, 0, 0, 0.05, 0.3)))
+                        if rng.random() < 0.1:
+                            raise psycopg.Rollback(tx)
+                        enqueued.extend(ids)
+                        tags = given
+                    row = conn.execute(MARKS_NOW).fetchone()  # late: behind Q at its commit
+                    conn.commit()
+                    late[0] += sum(tag < row[0] for tag in tags) if row else 0
+                except psycopg.Error as exc:
+                    errors.append(f"enqueue: {exc}")
+
+    def claimer(seed: int) -> None:
+        rng = random.Random(seed)
+        with connect(server) as conn:
+            while not stop.is_set():
+                one = dict(params, limit=rng.randint(1, 20))
+                try:
+                    if rng.random() < 0.05:
+                        with conn.transaction() as tx:
+                            conn.execute(STATEMENTS["one walk"], one).fetchall()
+                            raise psycopg.Rollback(tx)
+                    else:
+                        rows = conn.execute(STATEMENTS["one walk"], one).fetchall()
+                        claimed.extend(str(r[0]) for r in rows if r[0] is not None)
+                except psycopg.Error as exc:
+                    errors.append(f"claim: {exc}")
+
+    def holder() -> None:
+        with psycopg.connect(url) as conn:
+            while not stop.is_set():
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    conn.execute("SELECT txid_current()")
+                    stop.wait(1.0)
+                stop.wait(0.2)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE heartq.stress_finishes (key int PRIMARY KEY, finish float8)")
+    threads = [threading.Thread(target=enqueuer, args=(n,)) for n in range(2)]
+    threads += [threading.Thread(target=claimer, args=(10 + n,)) for n in range(3)]
+    threads.append(threading.Thread(target=holder))
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    with connect(server) as conn:
+        empty = 0
+        while empty < 5:
+            rows = conn.execute(STATEMENTS["one walk"], dict(params, limit=50)).fetchall()
+            took = [str(r[0]) for r in rows if r[0] is not None]
+            claimed.extend(took)
+            empty = 0 if took else empty + 1
+        row = conn.execute("SELECT count(*) FROM ready WHERE queue = 'stress'").fetchone()
+        left = row[0] if row else -1
+        row = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE cardinality(pending) > 0) FROM tier_marks"
+        ).fetchone()
+        marks, pending = row if row else (0, 0)
+    app.close()
+    twice = len(claimed) - len(set(claimed))
+    lost = set(enqueued) - set(claimed)
+    print(f"stress {seconds:.0f} s: enqueued {len(enqueued)} (about {late[0]} late: tagged"
+          f" behind the service position at their commit), claimed {len(claimed)} in marks"
+          f" {marks} ({pending} with transactions pending); claimed twice {twice}, lost"
+          f" {len(lost)}, entries left {left}, errors {len(errors)}")  # fmt: skip
+    for error in errors[:5]:
+        print("  ", error.splitlines()[0])
+    if twice or lost or left or errors:
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--stress", type=float, metavar="SECONDS")
     args = parser.parse_args()
+    if args.stress:
+        try:
+            stress(args.server, args.stress)
+        finally:
+            with psycopg.connect(args.server, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+        return
     if 50 * args.rounds * 3 > args.jobs:
         parser.error("--jobs must hold 150 claims of 50 for each --rounds of the three phases")
     setup(args.server, args.jobs)
