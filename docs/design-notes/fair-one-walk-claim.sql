@@ -50,10 +50,14 @@ WITH snap AS MATERIALIZED (
         ) AS j
     ) AS e
 ), late AS MATERIALIZED (
-    SELECT j.job_id AS id, j.fair_tag, j.ready_xid, j.ctid AS entry, 0 AS part
+    -- the late entries this claim holds: re-tagged below (deleted, and inserted again
+    -- under this claim's transaction id, past the new arrival frontier, at the service
+    -- position plus how far past its enqueue's position the entry was: no credit for
+    -- arriving late, no place behind the others either)
+    SELECT j.job_id AS id, j.queue, j.priority, j.run_at, j.fair_weight, j.ctid AS entry,
+           greatest(coalesce(j.fair_tag - j.tag_base, 0), 0) AS ahead
     FROM ready AS j
     WHERE j.ctid = ANY(ARRAY(SELECT entry FROM arrived WHERE late))
-      AND j.run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
     FOR UPDATE OF j SKIP LOCKED
 ), served AS MATERIALIZED (
     -- the tag walk from Q
@@ -94,12 +98,11 @@ WITH snap AS MATERIALIZED (
         ) AS c
         LIMIT %(limit)s
 ), picked AS MATERIALIZED (
-    -- late entries first, then by tag; the due jobs outside the ready log (delayed, retried)
+    -- by tag; the due jobs outside the ready log (delayed, retried)
     -- would be tagged here (max(V, F) of their key) and merged by tag: in this experiment
     -- none is due, and the walk that finds them is the claim in order's, for its cost
     SELECT x.id, x.fair_tag, x.ready_xid, x.entry, x.part
-    FROM (SELECT * FROM late UNION ALL SELECT * FROM served
-          UNION ALL SELECT d.id, NULL, NULL, NULL, 2 FROM due AS d) AS x
+    FROM (SELECT * FROM served UNION ALL SELECT d.id, NULL, NULL, NULL, 2 FROM due AS d) AS x
     ORDER BY x.part, x.fair_tag, x.id
     LIMIT %(limit)s
 ), q_miss AS MATERIALIZED (
@@ -124,10 +127,10 @@ WITH snap AS MATERIALIZED (
         LIMIT 1
     ) AS t ON true
 ), missed AS MATERIALIZED (
-    -- the entries the arrival walk saw and neither took nor passed: late ones another
-    -- claim holds (or not due)
+    -- the entries the arrival walk saw and neither re-tagged nor passed: late ones
+    -- another claim holds
     SELECT a.pending_xid, a.ready_xid, a.job_id FROM arrived AS a
-    WHERE a.late AND a.job_id NOT IN (SELECT id FROM picked)
+    WHERE a.late AND a.job_id NOT IN (SELECT id FROM late)
 ), a_new AS MATERIALIZED (
     -- A moves to just before the first entry past it that the walk missed, else to the
     -- last one it walked if it stopped at its bound, else to the snapshot's xmax
@@ -193,6 +196,14 @@ WITH snap AS MATERIALIZED (
     SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
 ), taken AS (
     DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
+), retagged AS (
+    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM late))
+), reentered AS (
+    INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at, fair_weight,
+                       fair_tag, tag_base)
+    SELECT l.queue, l.priority, '', pg_current_xact_id(), l.id, l.run_at, l.fair_weight,
+           greatest(m.qt, 0) + l.ahead + 1e-6, greatest(m.qt, 0)
+    FROM late AS l CROSS JOIN m
 ), commit_mode AS MATERIALIZED (
     SELECT CASE WHEN statement_timestamp() - pg_postmaster_start_time()
                  >= make_interval(secs => current_setting('heartq.claim_async_after', true)::float8)

@@ -73,7 +73,7 @@ VARIANTS = [("in order", "plain", 0)] + [
 ]
 NO_ID = "00000000-0000-0000-0000-000000000000"
 CONVERT = """
-ALTER TABLE ready ADD COLUMN fair_tag float8;
+ALTER TABLE ready ADD COLUMN fair_tag float8, ADD COLUMN tag_base float8;
 UPDATE ready SET fair_key = '', fair_tag = r.rank
 FROM (SELECT ctid AS c,
              row_number() OVER (PARTITION BY queue, fair_key ORDER BY ready_xid, job_id) - 1
@@ -187,6 +187,7 @@ def stress(server: str, seconds: float) -> None:
     stop = threading.Event()
     enqueued: list[str] = []
     late = [0]
+    rolled = [0]  # jobs whose enqueue rolled back
     claimed: list[str] = []
     errors: list[str] = []
     params = {"queue": "stress", "now": None, "worker_id": "experiment", "lease": 60.0,
@@ -218,8 +219,8 @@ def stress(server: str, seconds: float) -> None:
                             finishes[key] = tag + 1.0
                             given.append(tag)
                             conn.execute(
-                                "UPDATE ready SET fair_tag = %s WHERE queue = 'stress'"
-                                " AND job_id = %s", (tag, job_id)
+                                "UPDATE ready SET fair_tag = %s, tag_base = %s"
+                                " WHERE queue = 'stress' AND job_id = %s", (tag, clock, job_id)
                             )  # fmt: skip
                         conn.execute(
                             "INSERT INTO stress_finishes"
@@ -230,6 +231,7 @@ def stress(server: str, seconds: float) -> None:
                         )  # fmt: skip
                         time.sleep(rng.choice((0, 0, 0, 0.05, 0.3)))
                         if rng.random() < 0.1:
+                            rolled[0] += len(ids)
                             raise psycopg.Rollback(tx)
                         enqueued.extend(ids)
                         tags = given
@@ -288,12 +290,18 @@ def stress(server: str, seconds: float) -> None:
             "SELECT count(*), count(*) FILTER (WHERE cardinality(pending) > 0) FROM tier_marks"
         ).fetchone()
         marks, pending = row if row else (0, 0)
+        time.sleep(1.0)  # the statistics of the sessions just closed reach the collector
+        row = conn.execute(
+            "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'ready'"
+        ).fetchone()
+        retagged = (row[0] if row else 0) - len(enqueued) - rolled[0]
     app.close()
     twice = len(claimed) - len(set(claimed))
     lost = set(enqueued) - set(claimed)
     print(f"stress {seconds:.0f} s: enqueued {len(enqueued)} (about {late[0]} late: tagged"
           f" behind the service position at their commit), claimed {len(claimed)} in marks"
-          f" {marks} ({pending} with transactions pending); claimed twice {twice}, lost"
+          f" {marks} ({pending} with transactions pending), about {retagged} entries"
+          f" re-tagged; claimed twice {twice}, lost"
           f" {len(lost)}, entries left {left}, errors {len(errors)}")  # fmt: skip
     for error in errors[:5]:
         print("  ", error.splitlines()[0])
