@@ -26,6 +26,13 @@ session holding the xmin horizon from the phase's start: its first and last clai
 buffers show whether the walk stays flat). Time is the client's, a round trip included:
 run it on a quiet machine, and read the ratios, not the milliseconds.
 
+`--enqueue`: what the design's enqueue adds, instead: today's enqueue statement
+(`INSERT_JOBS_WAKING`) against the same with each runnable job's entry put in its tier's
+lane and tagged there (the tier's service position `V`, a backward probe of its marks;
+each key's finish `F`, one of `fair_finishes`; each key's new finish appended), by
+heartq's own `enqueue` and `enqueue_many`, alternating, one job and 100 a call, over 20
+keys.
+
 `--stress SECONDS`: the prototype under concurrency instead, on its own scratch database:
 two sessions enqueue jobs into one tier (heartq's enqueue in their own transaction, then
 each job's entry tagged from the tier's service position and its key's finish, as the
@@ -89,6 +96,9 @@ CREATE TABLE tier_marks (
     frontier_id uuid NOT NULL, pending xid8[] NOT NULL, pending_after uuid[] NOT NULL,
     service_tag float8 NOT NULL, service_id uuid NOT NULL, made_at timestamptz NOT NULL);
 CREATE INDEX tier_marks_idx ON tier_marks (queue, priority, frontier_xid, frontier_id, made_at);
+CREATE TABLE fair_finishes (queue text NOT NULL, priority int NOT NULL, fair_key text NOT NULL,
+    finish float8 NOT NULL, made_at timestamptz NOT NULL);
+CREATE INDEX fair_finishes_idx ON fair_finishes (queue, priority, fair_key, finish);
 INSERT INTO workers (id, hostname, pid, queues, concurrency, status, started_at,
                      last_heartbeat_at)
 VALUES ('experiment', 'here', 1, '[]', 50, 'active', now(), now());
@@ -172,6 +182,86 @@ def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
         seen = buffers[variant]
         print(f"  {kind:9s} {keys:5d} keys  {ms * 1e3:6.2f} (x{ms / base:.2f})"
               f"  {seen[0]:5d} / {seen[-1]:5d}")  # fmt: skip
+
+
+def tagging_enqueue() -> str:
+    """`INSERT_JOBS_WAKING` as the design's enqueue would write it: a runnable job's entry
+    in its tier's lane (key ''), tagged `max(V, F) + (n - 1) / weight` for the `n`-th job of
+    its key in the call, and each key's new finish appended."""
+    from heartq.store.postgres.queries import enqueue as e
+
+    ready = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
+    new_jobs = e._NEW_JOBS.replace("coalesce(x.fair_key, '') AS fair_key", "'' AS fair_key")
+    entries = f"""turns AS MATERIALIZED (
+    SELECT x.id, x.queue, x.priority, coalesce(x.fair_key, '') AS key,
+           1.0 / coalesce(x.fair_weight, 1.0) AS step,
+           row_number() OVER (PARTITION BY x.queue, x.priority, coalesce(x.fair_key, '')
+                              ORDER BY x.id) AS n
+    FROM x WHERE {ready}
+), starts AS MATERIALIZED (
+    SELECT k.queue, k.priority, k.key, v.v,
+           greatest(v.v, coalesce((SELECT f.finish FROM fair_finishes AS f
+                                   WHERE f.queue = k.queue AND f.priority = k.priority
+                                     AND f.fair_key = k.key
+                                   ORDER BY f.finish DESC LIMIT 1), 0)) AS start
+    FROM (SELECT DISTINCT queue, priority, key FROM turns) AS k
+    CROSS JOIN LATERAL (
+        SELECT coalesce((SELECT greatest(c.service_tag, 0) FROM tier_marks AS c
+                         WHERE c.queue = k.queue AND c.priority = k.priority
+                         ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
+                         LIMIT 1), 0) AS v
+    ) AS v
+), finishes AS (
+    INSERT INTO fair_finishes (queue, priority, fair_key, finish, made_at)
+    SELECT s.queue, s.priority, s.key, s.start + max(t.n * t.step), now()
+    FROM starts AS s JOIN turns AS t USING (queue, priority, key)
+    GROUP BY s.queue, s.priority, s.key, s.start
+), entries AS (
+    INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at, fair_weight,
+                       fair_tag, tag_base)
+    SELECT x.queue, x.priority, '', pg_current_xact_id(), x.id,
+           now() + make_interval(secs => x.delay), x.fair_weight,
+           s.start + (t.n - 1) * t.step, s.v
+    FROM x JOIN turns AS t ON t.id = x.id
+    JOIN starts AS s ON (s.queue, s.priority, s.key) = (t.queue, t.priority, t.key)
+)"""
+    return e.INSERT_JOBS_WAKING.replace(e._NEW_JOBS, new_jobs).replace(e._ENTRIES, entries)
+
+
+def enqueue_cost(server: str, rounds: int) -> None:
+    """Today's enqueue against the design's, alternating, through heartq's own calls."""
+    from heartq.store.postgres import queries
+
+    setup(server, 0)
+    today, tagging = queries.INSERT_JOBS_WAKING, tagging_enqueue()
+    app = heartq.App()
+
+    @app.task(fair_key="k{key}")
+    def keyed(key: int) -> None: ...
+
+    app.use_url(database_url(server))
+    times: dict[tuple[str, int], list[float]] = {}
+    try:
+        for n in range(rounds):
+            for size in (1, 100):
+                for name, statement in (("today", today), ("tagged", tagging)):
+                    queries.INSERT_JOBS_WAKING = statement
+                    batch = [{"key": (n * size + i) % 20} for i in range(size)]
+                    start = time.perf_counter()
+                    if size == 1:
+                        app.enqueue("keyed", batch[0], queue=name)
+                    else:
+                        app.enqueue_many("keyed", batch, queue=name)
+                    times.setdefault((name, size), []).append(time.perf_counter() - start)
+    finally:
+        queries.INSERT_JOBS_WAKING = today
+        app.close()
+    print("\nenqueue: median ms a call (x today's), 20 keys")
+    for size in (1, 100):
+        base = statistics.median(times[("today", size)])
+        for name in ("today", "tagged"):
+            ms = statistics.median(times[(name, size)])
+            print(f"  {size:3d} a call  {name:7s} {ms * 1e3:6.2f} (x{ms / base:.2f})")
 
 
 def stress(server: str, seconds: float) -> None:
@@ -315,7 +405,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--stress", type=float, metavar="SECONDS")
+    parser.add_argument("--enqueue", action="store_true")
     args = parser.parse_args()
+    if args.enqueue:
+        try:
+            enqueue_cost(args.server, args.rounds * 5)
+        finally:
+            with psycopg.connect(args.server, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+        return
     if args.stress:
         try:
             stress(args.server, args.stress)
