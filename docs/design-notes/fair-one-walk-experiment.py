@@ -34,9 +34,9 @@ heartq's own `enqueue` and `enqueue_many`, alternating, one job and 100 a call, 
 keys.
 
 `--stress SECONDS`: the prototype under concurrency instead, on its own scratch database:
-two sessions enqueue jobs into one tier (heartq's enqueue in their own transaction, then
-each job's entry tagged from the tier's service position and its key's finish, as the
-design's enqueue would; some transactions held open up to 0.3 s, some rolled back),
+two sessions enqueue jobs of five keys into one tier (heartq's enqueue in their own
+transaction, its statement as the design's enqueue would write it, `tagging`; some
+transactions held open up to 0.3 s, some rolled back),
 three claim through the prototype (claims of 1 to 20; some rolled back), and another
 holds the xmin horizon for a second at a time; then the claimers drain the tier. It
 checks the proof's theorem by its consequence: every committed job claimed exactly once
@@ -103,6 +103,7 @@ INSERT INTO workers (id, hostname, pid, queues, concurrency, status, started_at,
                      last_heartbeat_at)
 VALUES ('experiment', 'here', 1, '[]', 50, 'active', now(), now());
 """
+MINE = "SELECT fair_tag FROM ready WHERE ready_xid = pg_current_xact_id()"
 MARKS_NOW = (
     "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
     " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
@@ -184,10 +185,11 @@ def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
               f"  {seen[0]:5d} / {seen[-1]:5d}")  # fmt: skip
 
 
-def tagging_enqueue() -> str:
-    """`INSERT_JOBS_WAKING` as the design's enqueue would write it: a runnable job's entry
-    in its tier's lane (key ''), tagged `max(V, F) + (n - 1) / weight` for the `n`-th job of
-    its key in the call, and each key's new finish appended."""
+def tagging(statement: str) -> str:
+    """An enqueue statement of heartq's (`INSERT_JOBS_WAKING`, `INSERT_ENTERED_JOBS`) as the
+    design's enqueue would write it: a runnable job's entry in its tier's lane (key ''),
+    tagged `max(V, F) + (n - 1) / weight` for the `n`-th job of its key in the call, and
+    each key's new finish appended."""
     from heartq.store.postgres.queries import enqueue as e
 
     ready = "x.delay <= 0 AND x.concurrency_key IS NULL AND x.rate_key IS NULL"
@@ -225,7 +227,7 @@ def tagging_enqueue() -> str:
     FROM x JOIN turns AS t ON t.id = x.id
     JOIN starts AS s ON (s.queue, s.priority, s.key) = (t.queue, t.priority, t.key)
 )"""
-    return e.INSERT_JOBS_WAKING.replace(e._NEW_JOBS, new_jobs).replace(e._ENTRIES, entries)
+    return statement.replace(e._NEW_JOBS, new_jobs).replace(e._ENTRIES, entries)
 
 
 def enqueue_cost(server: str, rounds: int) -> None:
@@ -233,7 +235,8 @@ def enqueue_cost(server: str, rounds: int) -> None:
     from heartq.store.postgres import queries
 
     setup(server, 0)
-    today, tagging = queries.INSERT_JOBS_WAKING, tagging_enqueue()
+    today = queries.INSERT_JOBS_WAKING
+    tagged = tagging(today)
     app = heartq.App()
 
     @app.task(fair_key="k{key}")
@@ -244,7 +247,7 @@ def enqueue_cost(server: str, rounds: int) -> None:
     try:
         for n in range(rounds):
             for size in (1, 100):
-                for name, statement in (("today", today), ("tagged", tagging)):
+                for name, statement in (("today", today), ("tagged", tagged)):
                     queries.INSERT_JOBS_WAKING = statement
                     batch = [{"key": (n * size + i) % 20} for i in range(size)]
                     start = time.perf_counter()
@@ -266,14 +269,17 @@ def enqueue_cost(server: str, rounds: int) -> None:
 
 def stress(server: str, seconds: float) -> None:
     """Enqueue, claim and hold the horizon at once for `seconds`, then drain; check."""
+    from heartq.store.postgres import queries
+
     setup(server, 0)
     url = database_url(server)
     app = heartq.App()
 
-    @app.task
-    def plain(key: int) -> None: ...
+    @app.task(fair_key="k{key}")
+    def keyed(key: int) -> None: ...
 
     app.use_url(url)
+    queries.INSERT_ENTERED_JOBS = tagging(queries.INSERT_ENTERED_JOBS)
     stop = threading.Event()
     enqueued: list[str] = []
     late = [0]
@@ -285,40 +291,16 @@ def stress(server: str, seconds: float) -> None:
 
     def enqueuer(seed: int) -> None:
         rng = random.Random(seed)
-        options = "-c search_path=heartq"
-        with psycopg.connect(url, options=options) as conn:
+        with psycopg.connect(url, options="-c search_path=heartq") as conn:
             while not stop.is_set():
                 keys = [rng.randrange(5) for _ in range(rng.randint(1, 30))]
                 tags: list[float] = []  # of the jobs committed
                 try:
                     with conn.transaction() as tx:
                         ids = app.enqueue_many(
-                            "plain", [{"key": k} for k in keys], queue="stress", connection=conn
+                            "keyed", [{"key": k} for k in keys], queue="stress", connection=conn
                         )
-                        row = conn.execute(
-                            "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
-                            " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
-                        ).fetchone()
-                        clock = row[0] if row and row[0] > float("-inf") else 0.0
-                        finishes: dict[int, float] = dict(
-                            conn.execute("SELECT key, finish FROM stress_finishes").fetchall()
-                        )
-                        given = []
-                        for job_id, key in zip(ids, keys, strict=True):
-                            tag = max(clock, finishes.get(key, 0.0))
-                            finishes[key] = tag + 1.0
-                            given.append(tag)
-                            conn.execute(
-                                "UPDATE ready SET fair_tag = %s, tag_base = %s"
-                                " WHERE queue = 'stress' AND job_id = %s", (tag, clock, job_id)
-                            )  # fmt: skip
-                        conn.execute(
-                            "INSERT INTO stress_finishes"
-                            " SELECT * FROM unnest(%s::int[], %s::float8[])"
-                            " ON CONFLICT (key) DO UPDATE"
-                            " SET finish = greatest(stress_finishes.finish, excluded.finish)",
-                            (list(finishes), list(finishes.values())),
-                        )  # fmt: skip
+                        given = [r[0] for r in conn.execute(MINE).fetchall()]
                         time.sleep(rng.choice((0, 0, 0, 0.05, 0.3)))
                         if rng.random() < 0.1:
                             rolled[0] += len(ids)
@@ -356,8 +338,6 @@ def stress(server: str, seconds: float) -> None:
                     stop.wait(1.0)
                 stop.wait(0.2)
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE heartq.stress_finishes (key int PRIMARY KEY, finish float8)")
     threads = [threading.Thread(target=enqueuer, args=(n,)) for n in range(2)]
     threads += [threading.Thread(target=claimer, args=(10 + n,)) for n in range(3)]
     threads.append(threading.Thread(target=holder))
