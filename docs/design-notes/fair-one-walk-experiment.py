@@ -103,6 +103,15 @@ INSERT INTO workers (id, hostname, pid, queues, concurrency, status, started_at,
                      last_heartbeat_at)
 VALUES ('experiment', 'here', 1, '[]', 50, 'active', now(), now());
 """
+ENTRIES_LOGGED = """
+CREATE TABLE heartq.entries_made (job_id uuid NOT NULL);
+CREATE FUNCTION heartq.entry_made() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO heartq.entries_made VALUES (NEW.job_id); RETURN NULL; END $$;
+CREATE TRIGGER entry_made AFTER INSERT ON heartq.ready
+    FOR EACH ROW EXECUTE FUNCTION heartq.entry_made();
+"""
+"""Every entry made (the enqueue's, each re-tag's), by job: how often one job was re-tagged
+(`--stress` only)."""
 MINE = "SELECT fair_tag FROM ready WHERE ready_xid = pg_current_xact_id()"
 MARKS_NOW = (
     "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
@@ -280,6 +289,8 @@ def stress(server: str, seconds: float) -> None:
 
     app.use_url(url)
     queries.INSERT_ENTERED_JOBS = tagging(queries.INSERT_ENTERED_JOBS)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(ENTRIES_LOGGED)
     stop = threading.Event()
     enqueued: list[str] = []
     late = [0]
@@ -365,13 +376,19 @@ def stress(server: str, seconds: float) -> None:
             "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'ready'"
         ).fetchone()
         retagged = (row[0] if row else 0) - len(enqueued) - rolled[0]
+        row = conn.execute(
+            "SELECT coalesce(max(n), 0), count(*) FILTER (WHERE n > 1) FROM"
+            " (SELECT count(*) - 1 AS n FROM entries_made GROUP BY job_id) AS e"
+        ).fetchone()
+        most, again = row if row else (-1, -1)
     app.close()
     twice = len(claimed) - len(set(claimed))
     lost = set(enqueued) - set(claimed)
     print(f"stress {seconds:.0f} s: enqueued {len(enqueued)} (about {late[0]} late: tagged"
           f" behind the service position at their commit), claimed {len(claimed)} in marks"
           f" {marks} ({pending} with transactions pending), about {retagged} entries"
-          f" re-tagged; claimed twice {twice}, lost"
+          f" re-tagged ({again} jobs more than once, one {most} times); claimed twice {twice},"
+          f" lost"
           f" {len(lost)}, entries left {left}, errors {len(errors)}")  # fmt: skip
     for error in errors[:5]:
         print("  ", error.splitlines()[0])
