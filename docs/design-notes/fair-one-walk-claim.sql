@@ -1,6 +1,7 @@
 -- The one walk's claim, a prototype (fair-turns.md, "The one walk, measured"; run by
--- fair-one-walk-experiment.py beside it): one tier (the queue given, priority 0), its
--- entries in one lane with start tags, its mark a row of tier_marks. Not heartq's SQL.
+-- fair-one-walk-experiment.py beside it, which puts in the parts marked /*...*/ from the
+-- golden SQL of CLAIM_IN_ORDER): one tier (the queue given, priority 0), its entries in
+-- one lane with start tags, its mark a row of tier_marks. Not heartq's SQL.
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), m AS MATERIALIZED (
@@ -71,32 +72,7 @@ WITH snap AS MATERIALIZED (
         LIMIT %(limit)s
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
-), due AS MATERIALIZED (
-        WITH RECURSIVE level AS (
-            (SELECT priority FROM job_documents
-             WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                AND ready_xid IS NULL AND queue = %(queue)s
-             ORDER BY priority DESC, run_at, id
-             LIMIT 1)
-            UNION ALL
-            SELECT n.priority FROM level CROSS JOIN LATERAL (
-                SELECT priority FROM job_documents
-                WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                AND ready_xid IS NULL AND queue = %(queue)s AND priority < level.priority
-                ORDER BY priority DESC, run_at, id
-                LIMIT 1
-            ) AS n
-        )
-        SELECT c.* FROM level CROSS JOIN LATERAL (
-            SELECT id, queue, priority, run_at, fair_key, fair_weight FROM job_documents
-            WHERE status = 'queued' AND concurrency_key IS NULL AND rate_key IS NULL
-                AND ready_xid IS NULL AND queue = %(queue)s AND priority = level.priority
-              AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-            ORDER BY run_at, id
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
-        ) AS c
-        LIMIT %(limit)s
+/*DUE: CLAIM_IN_ORDER's `due`, put in by fair-one-walk-experiment.py*/
 ), picked AS MATERIALIZED (
     -- by tag; the due jobs outside the ready log (delayed, retried)
     -- would be tagged here (max(V, F) of their key) and merged by tag: in this experiment
@@ -192,11 +168,10 @@ WITH snap AS MATERIALIZED (
        OR coalesce((SELECT array_agg(p.xid ORDER BY p.xid) FROM pending_new AS p), '{}') <> m.pending
        OR coalesce((SELECT array_agg(p.after ORDER BY p.xid) FROM pending_new AS p), '{}')
           <> m.pending_after
-), holder AS (
-    SELECT lease_expires_at FROM workers WHERE id = %(worker_id)s FOR KEY SHARE
-), taken AS (
-    DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM picked WHERE entry IS NOT NULL))
 ), retagged AS (
+    -- the late entries held, re-tagged: deleted, and inserted again under this claim's
+    -- transaction id (past the new arrival frontier), at the service position plus how
+    -- far past its enqueue's position each was (a hair past, so never behind it)
     DELETE FROM ready WHERE ctid = ANY(ARRAY(SELECT entry FROM late))
 ), reentered AS (
     INSERT INTO ready (queue, priority, fair_key, ready_xid, job_id, run_at, fair_weight,
@@ -204,36 +179,4 @@ WITH snap AS MATERIALIZED (
     SELECT l.queue, l.priority, '', pg_current_xact_id(), l.id, l.run_at, l.fair_weight,
            greatest(m.qt, 0) + l.ahead + 1e-6, greatest(m.qt, 0)
     FROM late AS l CROSS JOIN m
-), commit_mode AS MATERIALIZED (
-    SELECT CASE WHEN statement_timestamp() - pg_postmaster_start_time()
-                 >= make_interval(secs => current_setting('heartq.claim_async_after', true)::float8)
-            THEN set_config('synchronous_commit', 'off', true) END AS setting
-), running AS (
-    UPDATE job_documents AS j
-    SET status = 'running', started_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()), updated_at = coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-        ready_xid = NULL, progress_value = NULL, progress_stage = NULL, progress_message = NULL
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE entry IS NULL))
-), docs AS MATERIALIZED (
-    SELECT j.id, j.task, j.queue, j.args, j.execution_id, j.attempts, j.max_retries,
-           j.retry_backoff, j.retry_backoff_max, j.checkpoint, j.run_at, j.priority, j.chosen,
-           j.meta, j.dependency_results, j.snoozes, j.expires_at
-    FROM job_documents AS j
-    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-), claimed AS (
-    INSERT INTO leases (job_id, execution_id, worker_id, attempts, started_at,
-                        lease_expires_at, heartbeat_at, detached_until, claimed_ahead)
-    SELECT d.id, d.execution_id + 1, %(worker_id)s, d.attempts + 1, coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-           coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8), coalesce(to_timestamp(%(now)s::float8), statement_timestamp()),
-           CASE WHEN (SELECT lease_expires_at FROM holder) IS NULL
-                THEN coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) + make_interval(secs => %(lease)s::float8) END,
-           %(ahead)s
-    FROM docs AS d CROSS JOIN commit_mode
-    RETURNING job_id, execution_id, attempts, lease_expires_at
-)
-SELECT d.id, d.task, d.queue, d.args::text AS args, c.attempts, c.execution_id, d.max_retries,
-       d.retry_backoff, d.retry_backoff_max, d.checkpoint::text AS checkpoint,
-       extract(epoch from c.lease_expires_at)::float8 AS lease_expires_at,
-       extract(epoch from d.run_at)::float8 AS run_at, d.priority, d.chosen,
-       d.meta::text AS meta, d.dependency_results, d.snoozes,
-       extract(epoch from d.expires_at - coalesce(to_timestamp(%(now)s::float8), statement_timestamp()))::float8 AS expires_in
-FROM claimed AS c JOIN docs AS d ON d.id = c.job_id
+/*CLAIMED: CLAIM_IN_ORDER's, from its `holder` on, put in by fair-one-walk-experiment.py*/

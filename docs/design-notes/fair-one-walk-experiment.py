@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import threading
 import time
@@ -68,10 +69,27 @@ HERE = Path(__file__).parent
 GOLDEN = HERE.parents[1] / "tests" / "plans" / "sql" / "postgres"
 DATABASE = "heartq_fair_walk_exp"
 KEYS = (1, 20, 1000)
+IN_ORDER = (GOLDEN / "CLAIM_IN_ORDER.sql").read_text()
+
+
+def one_walk() -> str:
+    """The prototype's statement (`fair-one-walk-claim.sql`) with what it shares with the
+    claim in order taken from that one's golden SQL: the walk of the due jobs outside the
+    ready log (`due`), and the claim of what it picked (from `holder` on: the entries
+    deleted, the leases inserted, the rows answered)."""
+    due = IN_ORDER[IN_ORDER.index("), due AS MATERIALIZED (") :]
+    due = due[: due.index("), turns_due AS MATERIALIZED (")]
+    claimed = IN_ORDER[IN_ORDER.index("), holder AS (") :]
+    claimed = claimed[: claimed.index("\nUNION ALL\nSELECT NULL")]
+    text = (HERE / "fair-one-walk-claim.sql").read_text()
+    text = re.sub(r"/\*DUE: .*\*/\n", lambda _: due, text)
+    return re.sub(r"/\*CLAIMED: .*\*/\n", lambda _: claimed + "\n", text)
+
+
 STATEMENTS = {
-    "in order": (GOLDEN / "CLAIM_IN_ORDER.sql").read_text(),
+    "in order": IN_ORDER,
     "rotation": (GOLDEN / "CLAIM_ONE_QUEUE.sql").read_text(),
-    "one walk": (HERE / "fair-one-walk-claim.sql").read_text(),
+    "one walk": one_walk(),
 }
 VARIANTS = [("in order", "plain", 0)] + [
     (kind, f"{prefix}_{keys}", keys)
