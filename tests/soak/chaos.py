@@ -68,7 +68,7 @@ What one run does:
    seconds; the report adds how long the jobs around each fault waited.
    Rate-limited jobs (`chaos_rated`, one key, 4 starts a second) ride in the stream too,
    and jobs with a concurrency key (`chaos_limited`, two keys, one running at once each,
-   in bursts of 3-5 jobs of a key).
+   in bursts of 3-6 jobs of a key).
    A share of the standalone jobs (`--fair`, 30 %) carry a fairness key, 60 % of them one
    flooding key and the rest four others (one weighted 2): claims take the keys in turn
    (`tests/soak/chaos_fair.py`).

@@ -30,7 +30,7 @@ from tests.soak.chaos_tasks import (
 KIND_WEIGHTS: dict[str, float] = {
     "chaos_short": 40,
     "chaos_rated": 6,
-    "chaos_limited": 3,  # a draw is a burst of 3-5 (`LIMITED_BURST`)
+    "chaos_limited": 3,  # a draw is a burst of 3-6 (`LIMITED_BURST`)
     "chaos_long": 14,
     "chaos_flaky": 12,
     "chaos_async": 8,
@@ -43,9 +43,9 @@ KIND_WEIGHTS: dict[str, float] = {
 }
 
 LIMITED_BURST = (3, 6)
-"""How many `chaos_limited` jobs of one key a draw enqueues together: queued behind each
-other, so claims meet a key at its limit with more of its jobs runnable (one at a time,
-a draw's jobs met the limit only when two draws' overlapped: 3-5 such attempts a run)."""
+"""How many `chaos_limited` jobs of one key a draw enqueues together, at least and at most:
+queued behind each other, so claims meet a key at its limit with more of its jobs
+runnable (one job a draw, the check saw 3-5 such attempts a run)."""
 
 
 def make_job(kind: str, n: int, rng: random.Random, key: str | None = None) -> NewJob:
