@@ -34,13 +34,13 @@ heartq's own `enqueue` and `enqueue_many`, alternating, one job and 100 a call, 
 keys.
 
 `--stress SECONDS`: the prototype under concurrency instead, on its own scratch database:
-two sessions enqueue jobs of five keys into one tier (heartq's enqueue in their own
-transaction, its statement as the design's enqueue would write it, `tagging`; some
-transactions held open up to 0.3 s, some rolled back),
-three claim through the prototype (claims of 1 to 20; some rolled back), and another
-holds the xmin horizon for a second at a time; then the claimers drain the tier. It
-checks the proof's theorem by its consequence: every committed job claimed exactly once
-(a second claim of a job would break the leases' key), and no entry left.
+two sessions enqueue jobs of five keys and three priorities into one queue (heartq's
+enqueue in their own transaction, its statement as the design's enqueue would write it,
+`tagging`; some transactions held open up to 0.3 s, some rolled back), three claim
+through the prototype (claims of 1 to 20; some rolled back), and another holds the xmin
+horizon for a second at a time; then the claimers drain the tier. It checks the proof's
+theorem by its consequence: every committed job claimed exactly once (a second claim of a
+job would break the leases' key), and no entry left.
 
 What the prototype leaves out (fair-turns.md, "The one walk, measured"): the walks of
 the pending transactions' entries (none here: one session), the re-tag of a late entry
@@ -132,7 +132,7 @@ CREATE TRIGGER entry_made AFTER INSERT ON heartq.ready
 (`--stress` only)."""
 MINE = "SELECT fair_tag FROM ready WHERE ready_xid = pg_current_xact_id()"
 MARKS_NOW = (
-    "SELECT service_tag FROM tier_marks WHERE queue = 'stress'"
+    "SELECT service_tag FROM tier_marks WHERE queue = 'stress' AND priority = %s"
     " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
 )
 PASS_ALL = f"""
@@ -323,12 +323,14 @@ def stress(server: str, seconds: float) -> None:
         with psycopg.connect(url, options="-c search_path=heartq") as conn:
             while not stop.is_set():
                 keys = [rng.randrange(5) for _ in range(rng.randint(1, 30))]
+                priority = rng.choice((0, 0, 1, 2))
                 tags: list[float] = []  # of the jobs committed
                 try:
                     with conn.transaction() as tx:
                         ids = app.enqueue_many(
-                            "keyed", [{"key": k} for k in keys], queue="stress", connection=conn
-                        )
+                            "keyed", [{"key": k} for k in keys], queue="stress",
+                            priority=priority, connection=conn,
+                        )  # fmt: skip
                         given = [r[0] for r in conn.execute(MINE).fetchall()]
                         time.sleep(rng.choice((0, 0, 0, 0.05, 0.3)))
                         if rng.random() < 0.1:
@@ -336,7 +338,7 @@ def stress(server: str, seconds: float) -> None:
                             raise psycopg.Rollback(tx)
                         enqueued.extend(ids)
                         tags = given
-                    row = conn.execute(MARKS_NOW).fetchone()  # late: behind Q at its commit
+                    row = conn.execute(MARKS_NOW, (priority,)).fetchone()  # behind Q: late
                     conn.commit()
                     late[0] += sum(tag < row[0] for tag in tags) if row else 0
                 except psycopg.Error as exc:
