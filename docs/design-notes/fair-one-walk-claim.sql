@@ -1,41 +1,58 @@
 -- The one walk's claim, a prototype (fair-turns.md, "The one walk, measured"; run by
 -- fair-one-walk-experiment.py beside it, which puts in the parts marked /*...*/ from the
--- golden SQL of CLAIM_IN_ORDER): the tiers of one queue (its priorities with a lane,
--- highest first), each tier's entries in one lane with start tags, its mark a row of
--- tier_marks. Not heartq's SQL.
+-- golden SQL of CLAIM_QUEUES_IN_ORDER): the tiers of the queues claimed (each queue's
+-- priorities with a lane, highest first), each tier's entries in one lane with start
+-- tags, its mark a row of tier_marks. Not heartq's SQL.
 WITH snap AS MATERIALIZED (
     SELECT pg_current_snapshot() AS s
 ), m AS MATERIALIZED (
     -- each tier's furthest mark, read whole: the arrival frontier A with its pending list
     -- (transactions below A that were running, each with its last entry handled), and
-    -- the service position Q; the tiers are the queue's priorities that have a lane,
-    -- found a probe each, highest first
+    -- the service position Q; the tiers are the queues' priorities that have a lane, the
+    -- highest first (each step the highest below the last among the queues' next ones, a
+    -- probe of `lanes` a queue)
     WITH RECURSIVE level(priority) AS (
-        (SELECT l.priority FROM lanes AS l WHERE l.queue = %(queue)s
-         ORDER BY l.priority DESC LIMIT 1)
+        SELECT n.priority FROM (
+            SELECT max(x.priority) AS priority
+            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l WHERE l.queue = q.name
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS n
+        WHERE n.priority IS NOT NULL
         UNION ALL
-        SELECT x.priority FROM level CROSS JOIN LATERAL (
-            SELECT l.priority FROM lanes AS l
-            WHERE l.queue = %(queue)s AND l.priority < level.priority
-            ORDER BY l.priority DESC LIMIT 1
-        ) AS x
+        SELECT n.priority FROM level CROSS JOIN LATERAL (
+            SELECT max(x.priority) AS priority
+            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+            CROSS JOIN LATERAL (
+                SELECT l.priority FROM lanes AS l
+                WHERE l.queue = q.name AND l.priority < level.priority
+                ORDER BY l.priority DESC LIMIT 1
+            ) AS x
+        ) AS n
+        WHERE n.priority IS NOT NULL
     )
-    SELECT %(queue)s::text AS queue, level.priority,
+    SELECT q.name AS queue, level.priority,
            coalesce(c.frontier_xid, '0'::xid8) AS fx,
            coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS fid,
            coalesce(c.pending, '{}'::xid8[]) AS pending,
            coalesce(c.pending_after, '{}'::uuid[]) AS pending_after,
            coalesce(c.service_tag, '-infinity'::float8) AS qt,
            coalesce(c.service_id, '00000000-0000-0000-0000-000000000000'::uuid) AS qid
-    FROM level LEFT JOIN LATERAL (
+    FROM level
+    CROSS JOIN (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
+    LEFT JOIN LATERAL (
         SELECT c.* FROM tier_marks AS c
-        WHERE c.queue = %(queue)s AND c.priority = level.priority
+        WHERE c.queue = q.name AND c.priority = level.priority
           AND c.frontier_xid <= pg_snapshot_xmax((SELECT s FROM snap))
         ORDER BY c.frontier_xid DESC, c.frontier_id DESC, c.made_at DESC
         LIMIT 1
     ) AS c ON true
+    WHERE EXISTS (SELECT 1 FROM lanes AS l WHERE l.queue = q.name AND l.priority = level.priority)
 ), pend AS MATERIALIZED (
-    SELECT m.priority, p.xid, p.after, NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
+    SELECT m.queue, m.priority, p.xid, p.after,
+           NOT pg_visible_in_snapshot(p.xid, snap.s) AS running
     FROM m CROSS JOIN snap CROSS JOIN LATERAL unnest(m.pending, m.pending_after) AS p(xid, after)
 ), arrived AS MATERIALIZED (
     -- the arrival walk of each tier, not locked, at most twice the slots each: the entries
@@ -44,18 +61,18 @@ WITH snap AS MATERIALIZED (
     -- behind Q (or it has none): re-tagged; the others are passed (left for the tag walk)
     SELECT e.*, e.fair_tag IS NULL OR (e.fair_tag, e.job_id) <= (m.qt, m.qid) AS late
     FROM m JOIN (
-        SELECT pend.priority, pend.xid AS pending_xid, j.job_id, j.ready_xid, j.fair_tag,
-               j.ctid AS entry
+        SELECT pend.queue, pend.priority, pend.xid AS pending_xid, j.job_id, j.ready_xid,
+               j.fair_tag, j.ctid AS entry
         FROM pend CROSS JOIN LATERAL (
             SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid FROM ready AS j
-            WHERE j.queue = %(queue)s AND j.priority = pend.priority AND j.fair_key = ''
+            WHERE j.queue = pend.queue AND j.priority = pend.priority AND j.fair_key = ''
               AND j.ready_xid = pend.xid AND j.job_id > pend.after
             ORDER BY j.job_id
             LIMIT 2 * %(limit)s
         ) AS j
         WHERE NOT pend.running
         UNION ALL
-        SELECT m.priority, NULL, j.job_id, j.ready_xid, j.fair_tag, j.entry
+        SELECT m.queue, m.priority, NULL, j.job_id, j.ready_xid, j.fair_tag, j.entry
         FROM m CROSS JOIN LATERAL (
             SELECT j.job_id, j.ready_xid, j.fair_tag, j.ctid AS entry FROM ready AS j
             WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_key = ''
@@ -63,7 +80,7 @@ WITH snap AS MATERIALIZED (
             ORDER BY j.ready_xid, j.job_id
             LIMIT 2 * %(limit)s
         ) AS j
-    ) AS e ON e.priority = m.priority
+    ) AS e ON (e.queue, e.priority) = (m.queue, m.priority)
 ), late AS MATERIALIZED (
     -- the late entries this claim holds: re-tagged below
     SELECT j.job_id AS id, j.queue, j.priority, j.run_at, j.fair_weight, j.ctid AS entry,
@@ -72,8 +89,10 @@ WITH snap AS MATERIALIZED (
     WHERE j.ctid = ANY(ARRAY(SELECT entry FROM arrived WHERE late))
     FOR UPDATE OF j SKIP LOCKED
 ), served AS MATERIALIZED (
-    -- each tier's tag walk from its Q, the slots at most each
-    SELECT e.id, m.priority, e.fair_tag, e.ready_xid, e.entry, 1 AS part
+    -- each tier's tag walk from its Q, the slots at most each; a tag less its tier's Q
+    -- (`rel`) orders the tiers of several queues side by side
+    SELECT e.id, m.queue, m.priority, e.fair_tag, e.fair_tag - greatest(m.qt, 0) AS rel,
+           e.ready_xid, e.entry, 1 AS part
     FROM m CROSS JOIN LATERAL (
         SELECT j.job_id AS id, j.fair_tag, j.ready_xid, j.ctid AS entry FROM ready AS j
         WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_tag IS NOT NULL
@@ -83,21 +102,23 @@ WITH snap AS MATERIALIZED (
         LIMIT %(limit)s
         FOR UPDATE OF j SKIP LOCKED
     ) AS e
-/*DUE: CLAIM_IN_ORDER's `due`, put in by fair-one-walk-experiment.py*/
+/*DUE: CLAIM_QUEUES_IN_ORDER's `due`, put in by fair-one-walk-experiment.py*/
 ), picked AS MATERIALIZED (
-    -- the highest priority first, then by tag; the due jobs outside the ready log
+    -- the highest priority first, then by tag less its tier's Q; the due jobs outside the
+    -- ready log
     -- (delayed, retried) would be tagged here (max(V, F) of their key) and merged by tag:
     -- in this experiment none is due, and the walk that finds them is the claim in
     -- order's, for its cost
-    SELECT x.id, x.priority, x.fair_tag, x.ready_xid, x.entry, x.part
+    SELECT x.id, x.queue, x.priority, x.fair_tag, x.ready_xid, x.entry, x.part
     FROM (SELECT * FROM served
-          UNION ALL SELECT d.id, d.priority, NULL, NULL, NULL, 2 FROM due AS d) AS x
-    ORDER BY x.priority DESC, x.part, x.fair_tag, x.id
+          UNION ALL SELECT d.id, d.queue, d.priority, NULL, NULL, NULL, NULL, 2 FROM due AS d)
+        AS x
+    ORDER BY x.priority DESC, x.part, x.rel, x.id
     LIMIT %(limit)s
 ), q_new AS MATERIALIZED (
     -- each tier's Q moves to the last entry its tag walk took before the first entry past
     -- Q, in tag order, that this claim sees and did not take (to all it took, if none)
-    SELECT m.priority, coalesce(t.fair_tag, m.qt) AS qt, coalesce(t.id, m.qid) AS qid
+    SELECT m.queue, m.priority, coalesce(t.fair_tag, m.qt) AS qt, coalesce(t.id, m.qid) AS qid
     FROM m LEFT JOIN LATERAL (
         SELECT j.fair_tag, j.job_id FROM ready AS j
         WHERE j.queue = m.queue AND j.priority = m.priority AND j.fair_tag IS NOT NULL
@@ -108,7 +129,7 @@ WITH snap AS MATERIALIZED (
     ) AS b ON true
     LEFT JOIN LATERAL (
         SELECT k.fair_tag, k.id FROM picked AS k
-        WHERE k.part = 1 AND k.priority = m.priority
+        WHERE k.part = 1 AND (k.queue, k.priority) = (m.queue, m.priority)
           AND (b.job_id IS NULL OR (k.fair_tag, k.id) < (b.fair_tag, b.job_id))
         ORDER BY k.fair_tag DESC, k.id DESC
         LIMIT 1
@@ -116,13 +137,13 @@ WITH snap AS MATERIALIZED (
 ), missed AS MATERIALIZED (
     -- the entries the arrival walks saw and neither re-tagged nor passed: late ones
     -- another claim holds
-    SELECT a.priority, a.pending_xid, a.ready_xid, a.job_id FROM arrived AS a
+    SELECT a.queue, a.priority, a.pending_xid, a.ready_xid, a.job_id FROM arrived AS a
     WHERE a.late AND a.job_id NOT IN (SELECT id FROM late)
 ), a_new AS MATERIALIZED (
     -- each tier's A moves to just before the first entry past it that its walk missed,
     -- else to the last one it walked if it stopped at its bound, else to the snapshot's
     -- xmax
-    SELECT m.priority,
+    SELECT m.queue, m.priority,
            CASE WHEN f.job_id IS NOT NULL THEN coalesce(b.ready_xid, m.fx)
                 WHEN w.n >= 2 * %(limit)s THEN l.ready_xid
                 ELSE pg_snapshot_xmax(snap.s) END AS fx,
@@ -132,22 +153,22 @@ WITH snap AS MATERIALIZED (
     FROM m CROSS JOIN snap
     CROSS JOIN LATERAL (
         SELECT count(*) AS n FROM arrived AS a
-        WHERE a.priority = m.priority AND a.pending_xid IS NULL
+        WHERE (a.queue, a.priority) = (m.queue, m.priority) AND a.pending_xid IS NULL
     ) AS w
     LEFT JOIN LATERAL (
         SELECT x.ready_xid, x.job_id FROM missed AS x
-        WHERE x.priority = m.priority AND x.pending_xid IS NULL
+        WHERE (x.queue, x.priority) = (m.queue, m.priority) AND x.pending_xid IS NULL
         ORDER BY x.ready_xid, x.job_id LIMIT 1
     ) AS f ON true
     LEFT JOIN LATERAL (
         SELECT a.ready_xid, a.job_id FROM arrived AS a
-        WHERE a.priority = m.priority AND a.pending_xid IS NULL
+        WHERE (a.queue, a.priority) = (m.queue, m.priority) AND a.pending_xid IS NULL
           AND (a.ready_xid, a.job_id) < (f.ready_xid, f.job_id)
         ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
     ) AS b ON true
     LEFT JOIN LATERAL (
         SELECT a.ready_xid, a.job_id FROM arrived AS a
-        WHERE a.priority = m.priority AND a.pending_xid IS NULL
+        WHERE (a.queue, a.priority) = (m.queue, m.priority) AND a.pending_xid IS NULL
         ORDER BY a.ready_xid DESC, a.job_id DESC LIMIT 1
     ) AS l ON true
 ), pending_new AS MATERIALIZED (
@@ -155,31 +176,32 @@ WITH snap AS MATERIALIZED (
     -- while the walk missed one of its entries (after the last one before it) or stopped
     -- at its bound (after the last one walked); the transactions running below the new A
     -- join
-    SELECT p.priority, p.xid,
+    SELECT p.queue, p.priority, p.xid,
            CASE WHEN p.running THEN p.after
                 WHEN x.job_id IS NOT NULL
                 THEN coalesce((SELECT a.job_id FROM arrived AS a
-                               WHERE a.priority = p.priority AND a.pending_xid = p.xid
+                               WHERE (a.queue, a.priority) = (p.queue, p.priority) AND a.pending_xid = p.xid
                                  AND a.job_id < x.job_id
                                ORDER BY a.job_id DESC LIMIT 1), p.after)
                 ELSE (SELECT a.job_id FROM arrived AS a
-                      WHERE a.priority = p.priority AND a.pending_xid = p.xid
+                      WHERE (a.queue, a.priority) = (p.queue, p.priority) AND a.pending_xid = p.xid
                       ORDER BY a.job_id DESC LIMIT 1) END
                AS after
     FROM pend AS p
     LEFT JOIN LATERAL (
         SELECT x.job_id FROM missed AS x
-        WHERE x.priority = p.priority AND x.pending_xid = p.xid
+        WHERE (x.queue, x.priority) = (p.queue, p.priority) AND x.pending_xid = p.xid
         ORDER BY x.job_id LIMIT 1
     ) AS x ON true
     WHERE p.running OR x.job_id IS NOT NULL
        OR (SELECT count(*) FROM arrived AS a
-           WHERE a.priority = p.priority AND a.pending_xid = p.xid) >= 2 * %(limit)s
+           WHERE (a.queue, a.priority) = (p.queue, p.priority) AND a.pending_xid = p.xid) >= 2 * %(limit)s
     UNION ALL
-    SELECT a_new.priority, r.xid, '00000000-0000-0000-0000-000000000000'::uuid
+    SELECT a_new.queue, a_new.priority, r.xid, '00000000-0000-0000-0000-000000000000'::uuid
     FROM snap CROSS JOIN a_new CROSS JOIN LATERAL pg_snapshot_xip(snap.s) AS r(xid)
     WHERE r.xid < a_new.fx
-      AND NOT EXISTS (SELECT 1 FROM pend WHERE pend.priority = a_new.priority
+      AND NOT EXISTS (SELECT 1 FROM pend WHERE (pend.queue, pend.priority)
+                                               = (a_new.queue, a_new.priority)
                                           AND pend.xid = r.xid)
 ), marked AS (
     -- a mark for each tier whose positions or pending list moved, or that gave jobs
@@ -187,12 +209,14 @@ WITH snap AS MATERIALIZED (
                             service_tag, service_id, made_at)
     SELECT m.queue, m.priority, a.fx, a.fid, coalesce(p.xids, '{}'), coalesce(p.afters, '{}'),
            q.qt, q.qid, coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-    FROM m JOIN a_new AS a ON a.priority = m.priority JOIN q_new AS q ON q.priority = m.priority
+    FROM m JOIN a_new AS a ON (a.queue, a.priority) = (m.queue, m.priority)
+    JOIN q_new AS q ON (q.queue, q.priority) = (m.queue, m.priority)
     LEFT JOIN LATERAL (
         SELECT array_agg(x.xid ORDER BY x.xid) AS xids, array_agg(x.after ORDER BY x.xid) AS afters
-        FROM pending_new AS x WHERE x.priority = m.priority
+        FROM pending_new AS x WHERE (x.queue, x.priority) = (m.queue, m.priority)
     ) AS p ON true
-    WHERE EXISTS (SELECT 1 FROM picked AS k WHERE k.priority = m.priority)
+    WHERE EXISTS (SELECT 1 FROM picked AS k
+                  WHERE (k.queue, k.priority) = (m.queue, m.priority))
        OR (a.fx, a.fid) <> (m.fx, m.fid) OR (q.qt, q.qid) <> (m.qt, m.qid)
        OR coalesce(p.xids, '{}') <> m.pending OR coalesce(p.afters, '{}') <> m.pending_after
 ), retagged AS (
@@ -205,5 +229,5 @@ WITH snap AS MATERIALIZED (
                        fair_tag, tag_base)
     SELECT l.queue, l.priority, '', pg_current_xact_id(), l.id, l.run_at, l.fair_weight,
            greatest(m.qt, 0) + l.ahead + 1e-6, greatest(m.qt, 0)
-    FROM late AS l JOIN m ON m.priority = l.priority
-/*CLAIMED: CLAIM_IN_ORDER's, from its `holder` on, put in by fair-one-walk-experiment.py*/
+    FROM late AS l JOIN m ON (m.queue, m.priority) = (l.queue, l.priority)
+/*CLAIMED: CLAIM_QUEUES_IN_ORDER's, from its `holder` on, put in by fair-one-walk-experiment.py*/

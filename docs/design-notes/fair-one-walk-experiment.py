@@ -6,19 +6,21 @@ a prototype of its claim statement against today's claims, on PostgreSQL.
 
 It makes a scratch database on the server (`heartq_fair_walk_exp`, dropped first and at
 the end), migrates heartq's schema into it and enqueues `--jobs` no-op jobs into each of
-seven queues: `plain` without keys, and `fair_K` and `tags_K` with K = 1, 20 and 1,000
-fairness keys, each job one of them in turn. Today's enqueue puts a keyed job's entry in
-its key's lane; for `tags_K` the entries are then moved, as the design's enqueue would
-put them, into their tier's one lane (key '') with a start tag each (its rank in its key:
-what `max(V, F) + n / weight` gives jobs enqueued before any claim), and indexed by
-`(queue, priority, fair_tag, job_id)`. The design's marks (`tier_marks`: the arrival
-frontier with its pending list and the service position, one row a tier) are a table of
-their own.
+eight queues: `plain` and `plain_queues` without keys, and `fair_K` and `tags_K` with K =
+1, 20 and 1,000 fairness keys, each job one of them in turn. Today's enqueue puts a keyed
+job's entry in its key's lane; for `tags_K` the entries are then moved, as the design's
+enqueue would put them, into their tier's one lane (key '') with a start tag each (its
+rank in its key: what `max(V, F) + n / weight` gives jobs enqueued before any claim), and
+indexed by `(queue, priority, fair_tag, job_id)`. The design's marks (`tier_marks`: the
+arrival frontier with its pending list and the service position, one row a tier) are a
+table of their own.
 
 Then claims of 50 (each its own statement, autocommit, generic plans, as a worker's),
-alternating: `CLAIM_IN_ORDER` on `plain`, `CLAIM_ONE_QUEUE` (the rotation) on `fair_K`
-and the prototype (`fair-one-walk-claim.sql`) on `tags_K`; today's two are their golden
-SQL (tests/plans/sql/postgres). Every tenth claim of each runs under `EXPLAIN (ANALYZE,
+alternating: `CLAIM_IN_ORDER` on `plain` and `CLAIM_QUEUES_IN_ORDER` on `plain_queues`
+(the claim in order of one queue and of several, each asked for one), `CLAIM_ONE_QUEUE`
+(the rotation) on `fair_K` and the prototype (`fair-one-walk-claim.sql`, a claim of
+several queues asked for one) on `tags_K`; today's are their golden SQL
+(tests/plans/sql/postgres). Every tenth claim of each runs under `EXPLAIN (ANALYZE,
 BUFFERS, TIMING OFF)` for its buffers. Three phases of `--rounds` rounds: `fresh` (no
 mark yet: the arrival walk passes two claims' worth of entries a claim), `passed` (a
 mark with every entry passed: the tag walk alone) and `held` (the same, with another
@@ -34,7 +36,7 @@ heartq's own `enqueue` and `enqueue_many`, alternating, one job and 100 a call, 
 keys.
 
 `--stress SECONDS`: the prototype under concurrency instead, on its own scratch database:
-two sessions enqueue jobs of five keys and three priorities into one queue (heartq's
+two sessions enqueue jobs of five keys and three priorities into two queues (heartq's
 enqueue in their own transaction, its statement as the design's enqueue would write it,
 `tagging`; some transactions held open up to 0.3 s, some rolled back), three claim
 through the prototype (claims of 1 to 20; some rolled back), and another holds the xmin
@@ -70,16 +72,17 @@ GOLDEN = HERE.parents[1] / "tests" / "plans" / "sql" / "postgres"
 DATABASE = "heartq_fair_walk_exp"
 KEYS = (1, 20, 1000)
 IN_ORDER = (GOLDEN / "CLAIM_IN_ORDER.sql").read_text()
+QUEUES_IN_ORDER = (GOLDEN / "CLAIM_QUEUES_IN_ORDER.sql").read_text()
 
 
 def one_walk() -> str:
     """The prototype's statement (`fair-one-walk-claim.sql`) with what it shares with the
-    claim in order taken from that one's golden SQL: the walk of the due jobs outside the
-    ready log (`due`), and the claim of what it picked (from `holder` on: the entries
-    deleted, the leases inserted, the rows answered)."""
-    due = IN_ORDER[IN_ORDER.index("), due AS MATERIALIZED (") :]
+    claim in order of several queues taken from that one's golden SQL: the walk of the
+    due jobs outside the ready log (`due`), and the claim of what it picked (from
+    `holder` on: the entries deleted, the leases inserted, the rows answered)."""
+    due = QUEUES_IN_ORDER[QUEUES_IN_ORDER.index("), due AS MATERIALIZED (") :]
     due = due[: due.index("), turns_due AS MATERIALIZED (")]
-    claimed = IN_ORDER[IN_ORDER.index("), holder AS (") :]
+    claimed = QUEUES_IN_ORDER[QUEUES_IN_ORDER.index("), holder AS (") :]
     claimed = claimed[: claimed.index("\nUNION ALL\nSELECT NULL")]
     text = (HERE / "fair-one-walk-claim.sql").read_text()
     text = re.sub(r"/\*DUE: .*\*/\n", lambda _: due, text)
@@ -88,10 +91,11 @@ def one_walk() -> str:
 
 STATEMENTS = {
     "in order": IN_ORDER,
+    "of queues": QUEUES_IN_ORDER,
     "rotation": (GOLDEN / "CLAIM_ONE_QUEUE.sql").read_text(),
     "one walk": one_walk(),
 }
-VARIANTS = [("in order", "plain", 0)] + [
+VARIANTS = [("in order", "plain", 0), ("of queues", "plain_queues", 0)] + [
     (kind, f"{prefix}_{keys}", keys)
     for keys in KEYS
     for kind, prefix in (("rotation", "fair"), ("one walk", "tags"))
@@ -130,9 +134,11 @@ CREATE TRIGGER entry_made AFTER INSERT ON heartq.ready
 """
 """Every entry made (the enqueue's, each re-tag's), by job: how often one job was re-tagged
 (`--stress` only)."""
+STRESSED = ("stress", "other")
+"""The queues `--stress` enqueues into and claims, together."""
 MINE = "SELECT fair_tag FROM ready WHERE ready_xid = pg_current_xact_id()"
 MARKS_NOW = (
-    "SELECT service_tag FROM tier_marks WHERE queue = 'stress' AND priority = %s"
+    "SELECT service_tag FROM tier_marks WHERE queue = %s AND priority = %s"
     " ORDER BY frontier_xid DESC, frontier_id DESC, made_at DESC LIMIT 1"
 )
 PASS_ALL = f"""
@@ -191,7 +197,8 @@ def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
     for n in range(rounds):
         for variant in VARIANTS:
             kind, queue, _ = variant
-            params = {"queue": queue, "limit": 50, "now": None, "worker_id": "experiment",
+            params = {"queue": queue, "queues": [queue], "limit": 50, "now": None,
+                      "worker_id": "experiment",
                       "lease": 60.0, "ahead": False}  # fmt: skip
             if n % 10 == 9:
                 with conn.transaction():
@@ -202,13 +209,15 @@ def phase(conn: psycopg.Connection[Any], name: str, rounds: int) -> None:
             start = time.perf_counter()
             conn.execute(STATEMENTS[kind], params).fetchall()
             times[variant].append(time.perf_counter() - start)
-    base = statistics.median(times[VARIANTS[0]])
-    print(f"\n{name}: median ms a claim of 50 (x the claim in order), buffers first / last")
+    base, of_queues = (statistics.median(times[v]) for v in VARIANTS[:2])
+    print(f"\n{name}: median ms a claim of 50 (x the claim in order of one queue, of several),"
+          " buffers first / last")  # fmt: skip
     for variant in VARIANTS:
         kind, _, keys = variant
         ms = statistics.median(times[variant])
         seen = buffers[variant]
-        print(f"  {kind:9s} {keys:5d} keys  {ms * 1e3:6.2f} (x{ms / base:.2f})"
+        ratios = f"x{ms / base:.2f}, x{ms / of_queues:.2f}"
+        print(f"  {kind:9s} {keys:5d} keys  {ms * 1e3:6.2f} ({ratios})"
               f"  {seen[0]:5d} / {seen[-1]:5d}")  # fmt: skip
 
 
@@ -315,8 +324,8 @@ def stress(server: str, seconds: float) -> None:
     rolled = [0]  # jobs whose enqueue rolled back
     claimed: list[str] = []
     errors: list[str] = []
-    params = {"queue": "stress", "now": None, "worker_id": "experiment", "lease": 60.0,
-              "ahead": False}  # fmt: skip
+    params = {"queues": list(STRESSED), "now": None, "worker_id": "experiment",
+              "lease": 60.0, "ahead": False}  # fmt: skip
 
     def enqueuer(seed: int) -> None:
         rng = random.Random(seed)
@@ -324,11 +333,12 @@ def stress(server: str, seconds: float) -> None:
             while not stop.is_set():
                 keys = [rng.randrange(5) for _ in range(rng.randint(1, 30))]
                 priority = rng.choice((0, 0, 1, 2))
+                queue = rng.choice(STRESSED)
                 tags: list[float] = []  # of the jobs committed
                 try:
                     with conn.transaction() as tx:
                         ids = app.enqueue_many(
-                            "keyed", [{"key": k} for k in keys], queue="stress",
+                            "keyed", [{"key": k} for k in keys], queue=queue,
                             priority=priority, connection=conn,
                         )  # fmt: skip
                         given = [r[0] for r in conn.execute(MINE).fetchall()]
@@ -338,7 +348,7 @@ def stress(server: str, seconds: float) -> None:
                             raise psycopg.Rollback(tx)
                         enqueued.extend(ids)
                         tags = given
-                    row = conn.execute(MARKS_NOW, (priority,)).fetchone()  # behind Q: late
+                    row = conn.execute(MARKS_NOW, (queue, priority)).fetchone()  # behind Q: late
                     conn.commit()
                     late[0] += sum(tag < row[0] for tag in tags) if row else 0
                 except psycopg.Error as exc:
@@ -385,7 +395,9 @@ def stress(server: str, seconds: float) -> None:
             took = [str(r[0]) for r in rows if r[0] is not None]
             claimed.extend(took)
             empty = 0 if took else empty + 1
-        row = conn.execute("SELECT count(*) FROM ready WHERE queue = 'stress'").fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM ready WHERE queue = ANY(%s)", (list(STRESSED),)
+        ).fetchone()
         left = row[0] if row else -1
         row = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE cardinality(pending) > 0) FROM tier_marks"
