@@ -11,28 +11,7 @@ WITH snap AS MATERIALIZED (
     -- the service position Q; the tiers are the queues' priorities that have a lane, the
     -- highest first (each step the highest below the last among the queues' next ones, a
     -- probe of `lanes` a queue)
-    WITH RECURSIVE level(priority) AS (
-        SELECT n.priority FROM (
-            SELECT max(x.priority) AS priority
-            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
-            CROSS JOIN LATERAL (
-                SELECT l.priority FROM lanes AS l WHERE l.queue = q.name
-                ORDER BY l.priority DESC LIMIT 1
-            ) AS x
-        ) AS n
-        WHERE n.priority IS NOT NULL
-        UNION ALL
-        SELECT n.priority FROM level CROSS JOIN LATERAL (
-            SELECT max(x.priority) AS priority
-            FROM (SELECT DISTINCT unnest(%(queues)s::text[])) AS q(name)
-            CROSS JOIN LATERAL (
-                SELECT l.priority FROM lanes AS l
-                WHERE l.queue = q.name AND l.priority < level.priority
-                ORDER BY l.priority DESC LIMIT 1
-            ) AS x
-        ) AS n
-        WHERE n.priority IS NOT NULL
-    )
+/*LEVELS: CLAIM_QUEUES_IN_ORDER's `level`, put in by fair-one-walk-experiment.py*/
     SELECT q.name AS queue, level.priority,
            coalesce(c.frontier_xid, '0'::xid8) AS fx,
            coalesce(c.frontier_id, '00000000-0000-0000-0000-000000000000'::uuid) AS fid,

@@ -78,13 +78,17 @@ QUEUES_IN_ORDER = (GOLDEN / "CLAIM_QUEUES_IN_ORDER.sql").read_text()
 def one_walk() -> str:
     """The prototype's statement (`fair-one-walk-claim.sql`) with what it shares with the
     claim in order of several queues taken from that one's golden SQL: the walk of the
-    due jobs outside the ready log (`due`), and the claim of what it picked (from
-    `holder` on: the entries deleted, the leases inserted, the rows answered)."""
+    queues' priorities (`level`), the walk of the due jobs outside the ready log (`due`),
+    and the claim of what it picked (from `holder` on: the entries deleted, the leases
+    inserted, the rows answered)."""
+    levels = QUEUES_IN_ORDER[QUEUES_IN_ORDER.index("    WITH RECURSIVE level(priority) AS (") :]
+    levels = levels[: levels.index("    SELECT w.* FROM level")]
     due = QUEUES_IN_ORDER[QUEUES_IN_ORDER.index("), due AS MATERIALIZED (") :]
     due = due[: due.index("), turns_due AS MATERIALIZED (")]
     claimed = QUEUES_IN_ORDER[QUEUES_IN_ORDER.index("), holder AS (") :]
     claimed = claimed[: claimed.index("\nUNION ALL\nSELECT NULL")]
     text = (HERE / "fair-one-walk-claim.sql").read_text()
+    text = re.sub(r"/\*LEVELS: .*\*/\n", lambda _: levels, text)
     text = re.sub(r"/\*DUE: .*\*/\n", lambda _: due, text)
     return re.sub(r"/\*CLAIMED: .*\*/\n", lambda _: claimed + "\n", text)
 
